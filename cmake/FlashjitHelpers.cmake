@@ -1,0 +1,46 @@
+# Shared build helpers: compiler warnings for our own targets, template embedding, tests.
+
+function(flashjit_set_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wconversion
+                         -Wno-sign-conversion)
+  if(FLASHJIT_WARNINGS_AS_ERRORS)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+endfunction()
+
+# Generates a C++ source holding every file under `template_dir` as a byte array, so an
+# installed library needs no source tree (DESIGN.md section 3). Regenerated when a template
+# changes or one is added (CONFIGURE_DEPENDS).
+function(flashjit_embed_templates out_var template_dir)
+  file(GLOB_RECURSE templates CONFIGURE_DEPENDS RELATIVE "${template_dir}"
+       "${template_dir}/*.cuh" "${template_dir}/*.cu")
+  list(SORT templates)
+  set(abs_templates "")
+  foreach(t IN LISTS templates)
+    list(APPEND abs_templates "${template_dir}/${t}")
+  endforeach()
+  set(output "${CMAKE_CURRENT_BINARY_DIR}/embedded_templates.cpp")
+  add_custom_command(
+    OUTPUT "${output}"
+    COMMAND ${CMAKE_COMMAND} -DTEMPLATE_DIR=${template_dir} "-DTEMPLATES=${templates}"
+            -DOUTPUT=${output} -P "${PROJECT_SOURCE_DIR}/cmake/EmbedTemplates.cmake"
+    DEPENDS ${abs_templates} "${PROJECT_SOURCE_DIR}/cmake/EmbedTemplates.cmake"
+    COMMENT "Embedding kernel templates"
+    VERBATIM)
+  set(${out_var} "${output}" PARENT_SCOPE)
+endfunction()
+
+# One helper adds a doctest executable and registers each TEST_CASE with CTest.
+# LABELS: CTest labels for every case (`gpu` for GPU-only suites, `emulated` for emulator runs).
+function(flashjit_add_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBRARIES;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE flashjit_test_main ${ARG_LIBRARIES})
+  flashjit_set_warnings(${name})
+  set(labels unit)
+  if(ARG_LABELS)
+    set(labels ${ARG_LABELS})
+  endif()
+  doctest_discover_tests(${name} TEST_PREFIX "${name}: " PROPERTIES LABELS "${labels}"
+                         ENVIRONMENT "FLASHJIT_TEST_BINARY_DIR=${PROJECT_BINARY_DIR}")
+endfunction()

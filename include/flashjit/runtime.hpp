@@ -1,0 +1,87 @@
+#pragma once
+// The entry point of the C++ API: a Runtime owns one GPU's context and the kernels loaded on
+// it, and runs ops on tensors that live in that GPU's memory.
+#include <cstddef>
+#include <memory>
+
+#include "flashjit/device.hpp"
+#include "flashjit/tensor.hpp"
+
+namespace flashjit {
+
+namespace detail {
+class DeviceContext;
+}
+
+/// A CUDA stream (CUstream) passed through opaquely; nullptr is the default stream.
+using Stream = void*;
+
+/// How a Runtime is set up.
+struct RuntimeOptions {
+  int device = 0;  ///< CUDA device ordinal
+};
+
+class Runtime;
+
+/// Device memory owned by a Runtime, freed when destroyed.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer();
+
+  /// Device address of the first byte.
+  void* data() const { return data_; }
+  /// Size in bytes.
+  std::size_t size() const { return size_; }
+
+ private:
+  friend class Runtime;
+  DeviceBuffer(detail::DeviceContext* context, void* data, std::size_t size)
+      : context_(context), data_(data), size_(size) {}
+  void release() noexcept;
+  detail::DeviceContext* context_ = nullptr;
+  void* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+class Runtime {
+ public:
+  /// Opens `options.device`. Throws Error{no_driver} or Error{no_device} (saying which is
+  /// missing) when kernels cannot run here, InvalidArgument("device") for a bad ordinal.
+  explicit Runtime(const RuntimeOptions& options = {});
+  ~Runtime();
+  Runtime(Runtime&&) noexcept;
+  Runtime& operator=(Runtime&&) noexcept;
+
+  /// The device this runtime runs on.
+  const DeviceInfo& device() const;
+
+  /// Allocates `bytes` of device memory (at least 1 byte is allocated for 0).
+  DeviceBuffer allocate(std::size_t bytes);
+  /// Copies `bytes` from host memory to device memory (synchronously).
+  void copy_to_device(void* device_dst, const void* host_src, std::size_t bytes);
+  /// Copies `bytes` from device memory to host memory (synchronously).
+  void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes);
+  /// Waits for all work on `stream`.
+  void synchronize(Stream stream = nullptr);
+
+  /// Row-wise softmax over the last dimension: y[r, :] = softmax(scale · x[r, :]).
+  /// `x` and `y` are rank-2 [rows, cols] views of device memory with unit column stride and any
+  /// row stride; dtype fp16, bf16 or fp32, the same for both. `y` may be `x` itself (in place)
+  /// but must not partly overlap it. A row whose entries are all -inf gives zeros.
+  /// Throws InvalidArgument naming the argument for bad input; nothing is launched then.
+  void softmax(const TensorView& x, const TensorView& y, float scale = 1.0f,
+               Stream stream = nullptr);
+
+  /// The device context behind this runtime (for flashjit's own ops).
+  detail::DeviceContext& context();
+
+ private:
+  std::unique_ptr<detail::DeviceContext> context_;
+};
+
+}  // namespace flashjit

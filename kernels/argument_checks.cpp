@@ -1,0 +1,76 @@
+#include "argument_checks.hpp"
+
+#include <cstdint>
+#include <limits>
+
+#include "flashjit/error.hpp"
+
+namespace flashjit::kernels {
+namespace {
+
+bool overlaps(const TensorView& a, const TensorView& b) {
+  auto begin_a = reinterpret_cast<std::uintptr_t>(a.data);
+  auto begin_b = reinterpret_cast<std::uintptr_t>(b.data);
+  auto end_a = begin_a + static_cast<std::uintptr_t>(a.span_bytes());
+  auto end_b = begin_b + static_cast<std::uintptr_t>(b.span_bytes());
+  return begin_a < end_b && begin_b < end_a;
+}
+
+}  // namespace
+
+void check_tensor(const TensorView& view, const std::string& name, int rank) {
+  if (view.data == nullptr) throw InvalidArgument(name, "data pointer is null");
+  if (view.rank != rank) {
+    throw InvalidArgument(name + ".rank", "is " + std::to_string(view.rank) + "; expected " +
+                                              std::to_string(rank) + " dimensions");
+  }
+  const auto element = static_cast<std::int64_t>(dtype_size(view.dtype));
+  if (reinterpret_cast<std::uintptr_t>(view.data) % static_cast<std::uintptr_t>(element) != 0) {
+    throw InvalidArgument(name, "data pointer is not aligned to its " + std::to_string(element) +
+                                    "-byte elements");
+  }
+  std::int64_t last_offset = 0;  // in elements; checked so that it cannot overflow
+  for (int d = 0; d < rank; ++d) {
+    const std::string dim = "[" + std::to_string(d) + "]";
+    if (view.shape[d] < 1) {
+      throw InvalidArgument(name + ".shape",
+                            "dimension " + dim + " is " + std::to_string(view.shape[d]) +
+                                "; every size must be at least 1");
+    }
+    if (view.strides[d] < 0) {
+      throw InvalidArgument(name + ".strides", "stride " + dim + " is negative; strides must "
+                                                   "be >= 0");
+    }
+    const std::int64_t limit = std::numeric_limits<std::int64_t>::max() / element - last_offset;
+    if (view.strides[d] != 0 && view.shape[d] - 1 > limit / view.strides[d]) {
+      throw InvalidArgument(name + ".shape", "the tensor's extent overflows 64-bit offsets");
+    }
+    last_offset += (view.shape[d] - 1) * view.strides[d];
+  }
+}
+
+void check_same_dtype(const TensorView& view, const TensorView& reference,
+                      const std::string& name, const std::string& reference_name) {
+  if (view.dtype != reference.dtype) {
+    throw InvalidArgument(name + ".dtype", "is " + std::string(dtype_name(view.dtype)) +
+                                               "; must match " + reference_name + " (" +
+                                               std::string(dtype_name(reference.dtype)) + ")");
+  }
+}
+
+void check_no_partial_overlap(const TensorView& output, const TensorView& input,
+                              const std::string& output_name, const std::string& input_name) {
+  const bool identical = output.data == input.data && output.shape == input.shape &&
+                         output.strides == input.strides;
+  if (!identical) check_disjoint(output, input, output_name, input_name);
+}
+
+void check_disjoint(const TensorView& output, const TensorView& input,
+                    const std::string& output_name, const std::string& input_name) {
+  if (overlaps(output, input)) {
+    throw InvalidArgument(output_name, "overlaps the memory of " + input_name +
+                                           "; outputs must not alias inputs");
+  }
+}
+
+}  // namespace flashjit::kernels

@@ -1,0 +1,121 @@
+#include "compiler.hpp"
+
+#include <nvrtc.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <regex>
+
+#include "env.hpp"
+#include "flashjit/error.hpp"
+
+namespace flashjit::detail {
+namespace {
+
+struct ProgramDeleter {
+  void operator()(nvrtcProgram program) const { nvrtcDestroyProgram(&program); }
+};
+using Program = std::unique_ptr<std::remove_pointer_t<nvrtcProgram>, ProgramDeleter>;
+
+void check_nvrtc(nvrtcResult result, const char* call) {
+  if (result != NVRTC_SUCCESS) {
+    throw Error(ErrorKind::compile,
+                std::string(call) + " failed: " + nvrtcGetErrorString(result));
+  }
+}
+
+std::string program_log(nvrtcProgram program) {
+  std::size_t size = 0;
+  nvrtcGetProgramLogSize(program, &size);
+  std::string log(size, '\0');
+  if (size > 0) nvrtcGetProgramLog(program, log.data());
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  return log;
+}
+
+int first_number(const std::string& text, const std::regex& pattern) {
+  std::smatch match;
+  return std::regex_search(text, match, pattern) ? std::stoi(match[1].str()) : 0;
+}
+
+}  // namespace
+
+std::string nvrtc_version() {
+  int major = 0, minor = 0;
+  check_nvrtc(nvrtcVersion(&major, &minor), "nvrtcVersion");
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+std::vector<std::string> nvrtc_options(const KernelSpec& spec) {
+  std::vector<std::string> options = spec.options;
+  options.push_back("--gpu-architecture=" + spec.arch);
+  options.push_back("--std=c++17");
+  // Unannotated functions are device functions: the templates' constexpr helpers (config
+  // predicates) are shared verbatim with the host, which includes the same files.
+  options.push_back("-default-device");
+  options.push_back("-Xptxas=-v");  // the resource report: registers, spills, shared memory
+  if (env_flag("FLASHJIT_LINEINFO")) options.push_back("-lineinfo");
+  std::sort(options.begin(), options.end());
+  options.erase(std::unique(options.begin(), options.end()), options.end());
+  return options;
+}
+
+ResourceUsage parse_resource_report(const std::string& log) {
+  ResourceUsage usage;
+  usage.registers = first_number(log, std::regex(R"(Used (\d+) registers)"));
+  usage.spill_store_bytes = first_number(log, std::regex(R"((\d+) bytes spill stores)"));
+  usage.spill_load_bytes = first_number(log, std::regex(R"((\d+) bytes spill loads)"));
+  usage.stack_bytes = first_number(log, std::regex(R"((\d+) bytes stack frame)"));
+  usage.static_shared_bytes = first_number(log, std::regex(R"((\d+) bytes smem)"));
+  return usage;
+}
+
+CompiledKernel compile_kernel(const KernelSpec& spec, const TemplateSet& templates) {
+  validate_arch(spec.arch);
+  auto start = std::chrono::steady_clock::now();
+  std::vector<const char*> header_texts, header_names;
+  std::vector<std::string> texts;  // NVRTC wants NUL-terminated strings
+  texts.reserve(templates.files().size());
+  for (const TemplateFile& file : templates.files()) {
+    texts.emplace_back(file.text);
+    header_texts.push_back(texts.back().c_str());
+    header_names.push_back(file.name.c_str());
+  }
+  const std::string source = spec.main_source();
+  const std::string unit_name = "flashjit_" + spec.op + ".cu";
+  nvrtcProgram raw = nullptr;
+  check_nvrtc(nvrtcCreateProgram(&raw, source.c_str(), unit_name.c_str(),
+                                 static_cast<int>(header_texts.size()), header_texts.data(),
+                                 header_names.data()),
+              "nvrtcCreateProgram");
+  Program program(raw);
+  check_nvrtc(nvrtcAddNameExpression(raw, spec.name_expression.c_str()), "nvrtcAddNameExpression");
+
+  const std::vector<std::string> options = nvrtc_options(spec);
+  std::vector<const char*> option_ptrs;
+  for (const std::string& option : options) option_ptrs.push_back(option.c_str());
+  nvrtcResult result =
+      nvrtcCompileProgram(raw, static_cast<int>(option_ptrs.size()), option_ptrs.data());
+  std::string log = program_log(raw);
+  if (result != NVRTC_SUCCESS) {
+    throw Error(ErrorKind::compile, "NVRTC could not compile " + spec.display_name() +
+                                        " (templates: " + templates.origin() + "):\n" + log);
+  }
+
+  CompiledKernel kernel;
+  const char* lowered = nullptr;
+  check_nvrtc(nvrtcGetLoweredName(raw, spec.name_expression.c_str(), &lowered),
+              "nvrtcGetLoweredName");
+  kernel.lowered_name = lowered;
+  std::size_t cubin_size = 0;
+  check_nvrtc(nvrtcGetCUBINSize(raw, &cubin_size), "nvrtcGetCUBINSize");
+  kernel.cubin.resize(cubin_size);
+  check_nvrtc(nvrtcGetCUBIN(raw, kernel.cubin.data()), "nvrtcGetCUBIN");
+  kernel.resources = parse_resource_report(log);
+  kernel.compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return kernel;
+}
+
+}  // namespace flashjit::detail

@@ -1,0 +1,46 @@
+#pragma once
+// NVRTC: one KernelSpec in, one CUBIN and its resource report out.
+#include <string>
+#include <vector>
+
+#include "kernel_spec.hpp"
+#include "template_sources.hpp"
+
+namespace flashjit::detail {
+
+/// What ptxas reported for a kernel. Shared memory is the static part; dynamic shared memory
+/// is a launch-time quantity computed by the op.
+struct ResourceUsage {
+  int registers = 0;
+  int static_shared_bytes = 0;
+  int spill_store_bytes = 0;
+  int spill_load_bytes = 0;
+  int stack_bytes = 0;
+
+  /// Spill stores plus spill loads: zero for a kernel that keeps everything in registers.
+  int spill_bytes() const { return spill_store_bytes + spill_load_bytes; }
+};
+
+/// A compiled kernel ready to load: the CUBIN, the mangled entry name and its resources.
+struct CompiledKernel {
+  std::string lowered_name;
+  std::string cubin;
+  ResourceUsage resources;
+  double compile_ms = 0;
+};
+
+/// "13.0" for the NVRTC this process uses.
+std::string nvrtc_version();
+
+/// The complete, sorted NVRTC option list for `spec` (arch, language standard, resource
+/// report, FLASHJIT_LINEINFO, and the spec's own options).
+std::vector<std::string> nvrtc_options(const KernelSpec& spec);
+
+/// Compiles `spec` from `templates`. Throws Error{compile} with NVRTC's log, which names the
+/// template file and line of each error.
+CompiledKernel compile_kernel(const KernelSpec& spec, const TemplateSet& templates);
+
+/// Parses ptxas' verbose report (the part of NVRTC's log for `lowered_name`).
+ResourceUsage parse_resource_report(const std::string& log);
+
+}  // namespace flashjit::detail

@@ -1,0 +1,79 @@
+#include "device_context.hpp"
+
+#include "driver.hpp"
+#include "flashjit/error.hpp"
+
+namespace flashjit::detail {
+
+DeviceContext::DeviceContext(int ordinal) : info_(query_device(ordinal)) {
+  FLASHJIT_CU(cuDeviceGet, &device_, ordinal);
+  FLASHJIT_CU(cuDevicePrimaryCtxRetain, &context_, device_);
+  make_current();
+}
+
+DeviceContext::~DeviceContext() {
+  const DriverApi& api = driver();
+  for (auto& [key, kernel] : loaded_) {
+    if (kernel.library) api.cuLibraryUnload(kernel.library);
+    if (kernel.module) api.cuModuleUnload(kernel.module);
+  }
+  api.cuDevicePrimaryCtxRelease(device_);
+}
+
+void DeviceContext::make_current() const { FLASHJIT_CU(cuCtxSetCurrent, context_); }
+
+DeviceContext::LoadedKernel DeviceContext::load(const CacheEntry& entry) const {
+  const DriverApi& api = driver();
+  const char* name = entry.kernel.lowered_name.c_str();
+  LoadedKernel kernel;
+  // cuLibraryLoadData is context-independent; an old driver that rejects it gets a module.
+  if (api.cuLibraryLoadData(&kernel.library, entry.kernel.cubin.data(), nullptr, nullptr, 0,
+                            nullptr, nullptr, 0) == CUDA_SUCCESS) {
+    CUkernel handle = nullptr;
+    FLASHJIT_CU(cuLibraryGetKernel, &handle, kernel.library, name);
+    FLASHJIT_CU(cuKernelGetFunction, &kernel.function, handle);
+  } else {
+    kernel.library = nullptr;
+    FLASHJIT_CU(cuModuleLoadData, &kernel.module, entry.kernel.cubin.data());
+    FLASHJIT_CU(cuModuleGetFunction, &kernel.function, kernel.module, name);
+  }
+  return kernel;
+}
+
+CUfunction DeviceContext::function(const KernelSpec& spec, std::size_t dynamic_shared_bytes) {
+  if (dynamic_shared_bytes > info_.shared_memory_optin) {
+    throw InvalidArgument("dynamic_shared_bytes",
+                          spec.display_name() + " asks for " +
+                              std::to_string(dynamic_shared_bytes) + " bytes; " + info_.name +
+                              " allows at most " + std::to_string(info_.shared_memory_optin));
+  }
+  CacheLookup lookup = KernelCache::process_cache().get(spec);
+  make_current();
+  std::lock_guard lock(mutex_);
+  auto [it, inserted] = loaded_.try_emplace(lookup.entry->key);
+  if (inserted) {
+    try {
+      it->second = load(*lookup.entry);
+    } catch (...) {
+      loaded_.erase(it);
+      throw;
+    }
+  }
+  LoadedKernel& kernel = it->second;
+  if (dynamic_shared_bytes > kernel.dynamic_shared_limit) {
+    FLASHJIT_CU(cuFuncSetAttribute, kernel.function,
+                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                static_cast<int>(dynamic_shared_bytes));
+    kernel.dynamic_shared_limit = dynamic_shared_bytes;
+  }
+  return kernel.function;
+}
+
+void DeviceContext::launch(CUfunction function, const LaunchShape& shape, void** args) {
+  make_current();
+  FLASHJIT_CU(cuLaunchKernel, function, shape.grid_x, shape.grid_y, shape.grid_z, shape.block_x,
+              shape.block_y, shape.block_z, static_cast<unsigned>(shape.dynamic_shared_bytes),
+              shape.stream, args, nullptr);
+}
+
+}  // namespace flashjit::detail

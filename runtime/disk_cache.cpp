@@ -1,0 +1,281 @@
+#include "disk_cache.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "env.hpp"
+#include "log.hpp"
+
+namespace flashjit::detail {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kEntrySuffix = ".cubin";
+constexpr const char* kTempMarker = ".tmp.";
+
+std::string errno_text(int error) { return std::strerror(error); }
+
+// mkdir with mode 0700 for every missing component, so a fresh cache is private from the start.
+int make_private_directories(const fs::path& dir) {
+  fs::path partial;
+  for (const fs::path& part : dir) {
+    partial /= part;
+    if (::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) return errno;
+  }
+  return 0;
+}
+
+// Cubins are code: a cache directory that someone else can write is a way to run their code.
+std::string ownership_problem(const fs::path& dir) {
+  struct stat info {};
+  if (::stat(dir.c_str(), &info) != 0) return "cannot stat it: " + errno_text(errno);
+  if (!S_ISDIR(info.st_mode)) return "it is not a directory";
+  if (info.st_uid != ::geteuid()) return "it is owned by another user";
+  if (info.st_mode & (S_IWGRP | S_IWOTH)) return "it is writable by other users";
+  return "";
+}
+
+std::optional<std::string> read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+// Writes all of `bytes` to a new file; returns 0 or the errno of the failure.
+int write_new_file(const fs::path& path, const std::string& bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return errno;
+  std::size_t written = 0;
+  int error = 0;
+  while (written < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error = n < 0 ? errno : ENOSPC;
+      break;
+    }
+    written += static_cast<std::size_t>(n);
+  }
+  if (::close(fd) != 0 && error == 0) error = errno;
+  return error;
+}
+
+std::string unique_suffix() {
+  static std::atomic<unsigned> counter{0};
+  std::random_device random;
+  return kTempMarker + std::to_string(::getpid()) + "." + std::to_string(counter++) + "." +
+         std::to_string(random());
+}
+
+bool is_temp_file(const fs::path& path) {
+  return path.filename().string().find(kTempMarker) != std::string::npos;
+}
+
+}  // namespace
+
+DiskCache::DiskCache(fs::path root, std::chrono::milliseconds lock_timeout)
+    : root_(std::move(root)), lock_timeout_(lock_timeout) {
+  if (int error = make_private_directories(root_)) {
+    degraded_reason_ = "cannot create " + root_.string() + ": " + errno_text(error);
+    warn_once("cache-unusable:" + root_.string(),
+              "kernel cache " + root_.string() + " is not used (" + degraded_reason_ +
+                  "); caching in memory only");
+    return;
+  }
+  if (std::string problem = ownership_problem(root_); !problem.empty()) {
+    degraded_reason_ = "refused: " + problem;
+    warn_once("cache-unusable:" + root_.string(),
+              "kernel cache " + root_.string() + " is refused (" + problem +
+                  "); caching in memory only. Use a directory only you can write (chmod 700).");
+    return;
+  }
+  readable_ = true;
+  int error = make_private_directories(kernels_dir());
+  if (error == 0) error = make_private_directories(locks_dir());
+  if (error == 0 && ::access(kernels_dir().c_str(), W_OK) != 0) error = errno;
+  if (error != 0) {
+    degrade_to_read_only("cannot write there: " + errno_text(error));
+  } else {
+    writable_ = true;
+  }
+}
+
+fs::path DiskCache::default_root() {
+  if (auto dir = env_value("FLASHJIT_CACHE_DIR"); dir && !dir->empty()) return *dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+    return fs::path(xdg) / "flashjit";
+  }
+  const char* home = std::getenv("HOME");
+  return fs::path(home && *home ? home : "/tmp") / ".cache" / "flashjit";
+}
+
+fs::path DiskCache::kernels_dir() const { return root_ / "v1" / "kernels"; }
+fs::path DiskCache::locks_dir() const { return root_ / "v1" / "locks"; }
+
+fs::path DiskCache::entry_path(const std::string& arch, const std::string& display_name,
+                               const std::string& key) const {
+  return kernels_dir() / arch / (display_name + "-" + key + kEntrySuffix);
+}
+
+void DiskCache::degrade_to_read_only(const std::string& why) {
+  writable_ = false;
+  degraded_reason_ = why;
+  warn_once("cache-read-only:" + root_.string(),
+            "kernel cache " + root_.string() + " is not writable (" + why +
+                "); new kernels are cached in memory only");
+}
+
+void DiskCache::remove_corrupt(const fs::path& path, const std::string& problem) {
+  std::error_code ec;
+  if (writable_) fs::remove(path, ec);
+  warn_once("cache-corrupt:" + path.string(),
+            "ignored invalid kernel cache file " + path.string() + " (" + problem +
+                "); it will be recompiled");
+}
+
+std::optional<CacheEntry> DiskCache::load(const fs::path& path, const std::string& key) {
+  if (!readable_) return std::nullopt;
+  std::optional<std::string> bytes = read_file(path);
+  if (!bytes) return std::nullopt;
+  std::string problem;
+  std::optional<CacheEntry> entry = decode_cache_file(*bytes, key, &problem);
+  if (!entry) {
+    remove_corrupt(path, problem);
+    return std::nullopt;
+  }
+  if (writable_) ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // last use, for prune
+  return entry;
+}
+
+void DiskCache::store(const fs::path& path, const CacheEntry& entry) {
+  if (!writable_) return;
+  if (int error = make_private_directories(path.parent_path())) {
+    degrade_to_read_only("cannot create " + path.parent_path().string() + ": " +
+                         errno_text(error));
+    return;
+  }
+  const fs::path temp = path.string() + unique_suffix();
+  int error = write_new_file(temp, encode_cache_file(entry));
+  if (error == 0 && ::rename(temp.c_str(), path.c_str()) != 0) error = errno;
+  if (error != 0) {
+    ::unlink(temp.c_str());
+    degrade_to_read_only("writing " + path.filename().string() + " failed: " +
+                         errno_text(error));
+  }
+}
+
+DiskCache::KeyLock::~KeyLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing releases the flock
+}
+
+DiskCache::KeyLock DiskCache::lock(const std::string& key) {
+  if (!writable_) return KeyLock();
+  const fs::path path = locks_dir() / (key + ".lock");
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return KeyLock();
+  const auto deadline = std::chrono::steady_clock::now() + lock_timeout_;
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::close(fd);
+      warn_once("cache-lock-timeout:" + key,
+                "waited " + std::to_string(lock_timeout_.count()) + " ms for another process " +
+                    "compiling kernel " + key + "; compiling it here as well");
+      return KeyLock();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return KeyLock(fd);
+}
+
+std::vector<DiskEntryInfo> DiskCache::list() const {
+  std::vector<DiskEntryInfo> entries;
+  std::error_code ec;
+  if (!readable_ || !fs::is_directory(kernels_dir(), ec)) return entries;
+  for (const auto& file : fs::recursive_directory_iterator(kernels_dir(), ec)) {
+    const fs::path& path = file.path();
+    if (!file.is_regular_file() || is_temp_file(path) || path.extension() != kEntrySuffix) {
+      continue;
+    }
+    DiskEntryInfo info;
+    info.path = path;
+    info.size = file.file_size(ec);
+    info.last_use = file.last_write_time(ec);
+    std::optional<std::string> bytes = read_file(path);
+    if (bytes) info.entry = decode_cache_file(*bytes, "", &info.problem);
+    if (!bytes) info.problem = "unreadable";
+    // The key is also in the file name: a file renamed onto another key is foreign.
+    if (info.entry && path.stem().string().find(info.entry->key) == std::string::npos) {
+      info.problem = "file name does not match the key it holds";
+      info.entry.reset();
+    }
+    entries.push_back(std::move(info));
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const DiskEntryInfo& a, const DiskEntryInfo& b) { return a.path < b.path; });
+  return entries;
+}
+
+std::vector<DiskEntryInfo> DiskCache::verify_and_repair() {
+  std::vector<DiskEntryInfo> invalid;
+  std::error_code ec;
+  for (DiskEntryInfo& info : list()) {
+    if (info.entry) continue;
+    if (writable_) fs::remove(info.path, ec);
+    invalid.push_back(std::move(info));
+  }
+  // Temp files of writers that died; live writers rename theirs within seconds.
+  const auto stale = fs::file_time_type::clock::now() - std::chrono::hours(1);
+  if (writable_ && fs::is_directory(kernels_dir(), ec)) {
+    for (const auto& file : fs::recursive_directory_iterator(kernels_dir(), ec)) {
+      if (is_temp_file(file.path()) && file.last_write_time(ec) < stale) {
+        fs::remove(file.path(), ec);
+      }
+    }
+  }
+  return invalid;
+}
+
+std::vector<DiskEntryInfo> DiskCache::prune(std::uintmax_t max_bytes) {
+  std::vector<DiskEntryInfo> entries = list();
+  std::uintmax_t total = 0;
+  for (const DiskEntryInfo& info : entries) total += info.size;
+  std::sort(entries.begin(), entries.end(), [](const DiskEntryInfo& a, const DiskEntryInfo& b) {
+    return a.last_use < b.last_use;  // least recently used first
+  });
+  std::vector<DiskEntryInfo> removed;
+  std::error_code ec;
+  for (DiskEntryInfo& info : entries) {
+    if (total <= max_bytes) break;
+    if (writable_ && fs::remove(info.path, ec)) {
+      total -= info.size;
+      removed.push_back(std::move(info));
+    }
+  }
+  return removed;
+}
+
+std::size_t DiskCache::clear() {
+  std::size_t count = list().size();
+  std::error_code ec;
+  if (!writable_) return 0;
+  fs::remove_all(kernels_dir(), ec);
+  fs::remove_all(locks_dir(), ec);
+  make_private_directories(kernels_dir());
+  make_private_directories(locks_dir());
+  return count;
+}
+
+}  // namespace flashjit::detail

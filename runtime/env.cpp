@@ -1,0 +1,51 @@
+#include "env.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <stdexcept>
+
+namespace flashjit::detail {
+
+const std::vector<EnvVar>& env_registry() {
+  static const std::vector<EnvVar> registry = {
+      {"FLASHJIT_CACHE_DIR", "kernel cache directory (default $XDG_CACHE_HOME/flashjit)", false},
+      {"FLASHJIT_ALWAYS_COMPILE", "compile every kernel, bypassing the disk cache", false},
+      {"FLASHJIT_NO_JIT", "a kernel missing from the cache is an error, not a compile", false},
+      {"FLASHJIT_TEMPLATE_DIR", "read kernel templates from this folder, not the embedded copy",
+       false},  // the template bytes themselves are in the key
+      {"FLASHJIT_LINEINFO", "compile kernels with -lineinfo (source lines in sanitizers)", true},
+  };
+  return registry;
+}
+
+std::optional<std::string> env_value(std::string_view name) {
+  const auto& registry = env_registry();
+  if (std::none_of(registry.begin(), registry.end(),
+                   [&](const EnvVar& var) { return var.name == name; })) {
+    throw std::logic_error("environment variable not in the registry: " + std::string(name));
+  }
+  const char* value = std::getenv(std::string(name).c_str());
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
+bool env_flag(std::string_view name) {
+  std::optional<std::string> value = env_value(name);
+  if (!value) return false;
+  std::string lower = *value;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return !(lower.empty() || lower == "0" || lower == "false" || lower == "off" || lower == "no");
+}
+
+std::vector<std::string> codegen_environment() {
+  std::vector<std::string> entries;
+  for (const EnvVar& var : env_registry()) {
+    if (!var.affects_codegen) continue;
+    std::optional<std::string> value = env_value(var.name);
+    entries.push_back(std::string(var.name) + (value ? "=" + *value : ""));
+  }
+  return entries;
+}
+
+}  // namespace flashjit::detail

@@ -1,0 +1,29 @@
+#include "kernel_spec.hpp"
+
+#include <algorithm>
+#include <regex>
+
+#include "flashjit/error.hpp"
+
+namespace flashjit::detail {
+
+std::string KernelSpec::display_name() const {
+  std::string compact_arch = arch;
+  compact_arch.erase(std::remove(compact_arch.begin(), compact_arch.end(), '_'),
+                     compact_arch.end());
+  return readable_name + "." + compact_arch;
+}
+
+std::string KernelSpec::main_source() const { return "#include \"" + header + "\"\n"; }
+
+void validate_arch(const std::string& arch) {
+  static const std::regex pattern("sm_([0-9]{2,3})a?");
+  std::smatch match;
+  if (!std::regex_match(arch, match, pattern) || std::stoi(match[1].str()) < 80) {
+    throw InvalidArgument("arch", "'" + arch +
+                                      "' is not a supported target; expected sm_XY or sm_XYa "
+                                      "with XY >= 80 (e.g. sm_80, sm_90a)");
+  }
+}
+
+}  // namespace flashjit::detail

@@ -1,0 +1,29 @@
+#pragma once
+// A KernelSpec names one specialization of one template for one GPU architecture. It is a
+// value: kernels/ fills it from a config, the compiler renders it for NVRTC, the cache hashes
+// it. No user data is ever pasted into source text; configs reach the template only through
+// the C++ name expression that NVRTC instantiates.
+#include <string>
+#include <vector>
+
+namespace flashjit::detail {
+
+struct KernelSpec {
+  std::string op;               ///< the op it belongs to: "softmax", "attention-forward"
+  std::string header;           ///< template that defines the entry point
+  std::string name_expression;  ///< e.g. "flashjit::softmax_kernel<flashjit::SoftmaxConfig<...>>"
+  std::string readable_name;    ///< e.g. "softmax.bf16.cols1024.t128" (no arch)
+  std::vector<std::string> options;  ///< extra NVRTC options the op asks for
+  std::string arch;                  ///< NVRTC target, e.g. "sm_90a"
+
+  /// readable_name plus the arch without underscore: "softmax.bf16.cols1024.t128.sm90a".
+  std::string display_name() const;
+  /// The translation unit handed to NVRTC: includes `header`, nothing else.
+  std::string main_source() const;
+};
+
+/// Throws InvalidArgument("arch") unless `arch` looks like "sm_XY" or "sm_XYa" (X, Y digits,
+/// at least sm_80: the tile library needs cp.async and bf16 mma).
+void validate_arch(const std::string& arch);
+
+}  // namespace flashjit::detail

@@ -1,0 +1,43 @@
+#pragma once
+// Element access to global and shared memory. Every kernel reads and writes memory only
+// through these, so the emulator can check each access against the buffers a launch
+// registered and the shared-memory size it asked for.
+#include "tile/numeric.cuh"
+
+namespace flashjit {
+
+/// Reads element `index` of global array `base` and widens it to fp32.
+template <typename T>
+FJ_DEVICE float load_global(const T* base, index_t index) {
+  return to_float(base[index]);
+}
+
+/// Narrows `value` to T and writes it to element `index` of global array `base`.
+template <typename T>
+FJ_DEVICE void store_global(T* base, index_t index, float value) {
+  base[index] = from_float<T>(value);
+}
+
+#if defined(FJ_DEVICE_CODE)
+/// The block's dynamic shared memory viewed as an array of T (the only shared memory kernels
+/// use: its size is a launch parameter the host computes from the config).
+template <typename T>
+FJ_DEVICE T* dynamic_shared() {
+  extern __shared__ __align__(16) unsigned char flashjit_dynamic_shared[];
+  return reinterpret_cast<T*>(flashjit_dynamic_shared);
+}
+#endif
+
+/// Reads element `index` of a shared-memory array.
+template <typename T>
+FJ_DEVICE T load_shared(const T* base, int index) {
+  return base[index];
+}
+
+/// Writes element `index` of a shared-memory array.
+template <typename T>
+FJ_DEVICE void store_shared(T* base, int index, T value) {
+  base[index] = value;
+}
+
+}  // namespace flashjit

@@ -1,0 +1,129 @@
+#pragma once
+// 16-bit float types and conversions to and from fp32 (the accumulation type). On the device
+// they are single PTX instructions; the host twins are the bit-exact IEEE / bfloat16
+// round-to-nearest-even conversions, also used by the host library (flashjit::DType helpers).
+#include "tile/platform.cuh"
+
+#if !defined(FJ_DEVICE_CODE)
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#endif
+
+namespace flashjit {
+
+/// IEEE binary16 storage.
+struct half_t {
+  unsigned short bits;
+};
+/// bfloat16 storage (the upper half of an fp32).
+struct bfloat16_t {
+  unsigned short bits;
+};
+
+#if defined(FJ_DEVICE_CODE)
+
+FJ_DEVICE float to_float(half_t value) {
+  float result;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(result) : "h"(value.bits));
+  return result;
+}
+FJ_DEVICE float to_float(bfloat16_t value) {
+  return __int_as_float(static_cast<int>(value.bits) << 16);
+}
+FJ_DEVICE half_t to_half(float value) {
+  half_t result;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(result.bits) : "f"(value));
+  return result;
+}
+FJ_DEVICE bfloat16_t to_bfloat16(float value) {
+  bfloat16_t result;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(result.bits) : "f"(value));
+  return result;
+}
+
+#else  // host twins
+
+inline std::uint32_t float_bits(float value) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return bits;
+}
+inline float float_from_bits(std::uint32_t bits) {
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+inline float to_float(half_t value) {
+  std::uint32_t sign = static_cast<std::uint32_t>(value.bits & 0x8000) << 16;
+  std::uint32_t exponent = (value.bits >> 10) & 0x1f;
+  std::uint32_t mantissa = value.bits & 0x3ff;
+  if (exponent == 0) {  // zero or subnormal: mantissa · 2^-24
+    float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-08f;
+    return sign ? -magnitude : magnitude;
+  }
+  if (exponent == 31) return float_from_bits(sign | 0x7f800000u | (mantissa << 13));
+  return float_from_bits(sign | ((exponent + 127 - 15) << 23) | (mantissa << 13));
+}
+
+inline float to_float(bfloat16_t value) {
+  return float_from_bits(static_cast<std::uint32_t>(value.bits) << 16);
+}
+
+inline half_t to_half(float value) {
+  std::uint32_t bits = float_bits(value);
+  auto sign = static_cast<unsigned short>((bits >> 16) & 0x8000);
+  float magnitude = std::fabs(value);
+  if (std::isnan(value)) return {static_cast<unsigned short>(sign | 0x7e00)};
+  if (magnitude >= 65520.0f) return {static_cast<unsigned short>(sign | 0x7c00)};  // to inf
+  if (magnitude < 6.103515625e-05f) {  // subnormal: units of 2^-24, ties to even
+    return {static_cast<unsigned short>(sign | static_cast<unsigned short>(
+                                                   std::nearbyint(magnitude * 16777216.0f)))};
+  }
+  std::uint32_t abs_bits = bits & 0x7fffffffu;
+  abs_bits += 0xfff + ((abs_bits >> 13) & 1);  // round to nearest, ties to even
+  std::uint32_t exponent = (abs_bits >> 23) - 127 + 15;
+  return {static_cast<unsigned short>(sign | (exponent << 10) | ((abs_bits >> 13) & 0x3ff))};
+}
+
+inline bfloat16_t to_bfloat16(float value) {
+  std::uint32_t bits = float_bits(value);
+  if (std::isnan(value)) return {static_cast<unsigned short>((bits >> 16) | 0x40)};  // stay NaN
+  std::uint32_t round = 0x7fff + ((bits >> 16) & 1);  // to nearest, ties to even
+  return {static_cast<unsigned short>((bits + round) >> 16)};
+}
+
+#endif
+
+FJ_HOST_DEVICE float to_float(float value) { return value; }
+
+/// Converts an fp32 value to storage type T (float, half_t or bfloat16_t).
+template <typename T>
+FJ_HOST_DEVICE T from_float(float value);
+template <>
+FJ_HOST_DEVICE float from_float<float>(float value) {
+  return value;
+}
+template <>
+FJ_HOST_DEVICE half_t from_float<half_t>(float value) {
+  return to_half(value);
+}
+template <>
+FJ_HOST_DEVICE bfloat16_t from_float<bfloat16_t>(float value) {
+  return to_bfloat16(value);
+}
+
+/// 2^x. On the device the hardware approximation (ex2.approx, ~2 ulp), which is what softmax
+/// needs: every exponent in flashjit is a base-2 one with log2(e) folded into the scale.
+#if defined(FJ_DEVICE_CODE)
+FJ_DEVICE float exp2_approx(float x) {
+  float result;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(result) : "f"(x));
+  return result;
+}
+#else
+inline float exp2_approx(float x) { return std::exp2(x); }
+#endif
+
+}  // namespace flashjit

@@ -1,0 +1,33 @@
+#pragma once
+// Lets every template compile both under NVRTC (device code) and under a host C++ compiler
+// (the emulator and host-side twins). Templates include no CUDA toolkit headers, so NVRTC needs
+// no include path and stays fast.
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+#define FJ_DEVICE_CODE 1
+#define FJ_DEVICE __device__ __forceinline__
+#define FJ_HOST_DEVICE __host__ __device__ __forceinline__
+#define FJ_GLOBAL __global__
+#else
+#define FJ_DEVICE inline
+#define FJ_HOST_DEVICE inline
+#endif
+
+namespace flashjit {
+
+/// 64-bit element offsets: tensors over 2^31 elements are addressed without overflow.
+using index_t = long long;
+
+/// The largest finite float and -infinity, spelled without <cfloat>/<cmath>.
+constexpr float kFloatMax = 3.402823466e+38f;
+#if defined(FJ_DEVICE_CODE)
+FJ_DEVICE float negative_infinity() { return __int_as_float(0xff800000); }
+#else
+inline float negative_infinity() { return -__builtin_huge_valf(); }
+#endif
+
+template <typename T>
+constexpr T ceil_div(T a, T b) {
+  return (a + b - 1) / b;
+}
+
+}  // namespace flashjit

@@ -1,0 +1,163 @@
+// The float64 CPU reference that every attention kernel is checked against.
+//
+// Textbook math, no tiling, no online softmax: each query row's scores are materialized, the
+// softmax is taken with the row max subtracted, and the backward pass follows the derivation
+// in DESIGN.md §1. Slow on purpose; clarity is the point. Sizes are small in tests.
+//
+// Conventions (the same as FlashAttention's):
+// - Q, O, dO, dQ are [batch, seqlen_q, heads_q, head_dim]; K, V, dK, dV are
+//   [batch, seqlen_k, heads_kv, head_dim], always indexed in that logical order. Memory order
+//   is given by the strides, so [B, L, H, D] and [B, H, L, D] buffers are both views.
+// - LSE is [batch, heads_q, seqlen_q], contiguous, natural log.
+// - A query row that sees no key has O = 0 and LSE = -inf, and contributes no gradient.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <type_traits>
+#include <vector>
+
+namespace flashjit::reference {
+
+/// Logical extents of a 4-D tensor: {batch, seqlen, heads, head_dim}.
+using Shape4 = std::array<int64_t, 4>;
+
+/// Memory order of a 4-D tensor; the logical order is always [B, L, H, D].
+enum class Layout {
+    bshd,  ///< [batch, seqlen, heads, head_dim] in memory (head_dim fastest)
+    bhsd,  ///< [batch, heads, seqlen, head_dim] in memory (head_dim fastest)
+};
+
+/// Strides in elements, in logical order [B, L, H, D], of a dense tensor stored in `layout`.
+Shape4 dense_strides(const Shape4& shape, Layout layout);
+
+/// A non-owning strided 4-D view, indexed as (batch, seq, head, dim). `T` is `double` for
+/// outputs and `const double` for inputs; a mutable view converts to a const one.
+template <class T>
+struct BasicView4 {
+    T* data = nullptr;
+    Shape4 shape{};    ///< {batch, seqlen, heads, head_dim}
+    Shape4 strides{};  ///< in elements, same order as shape
+
+    /// The element at logical position (b, l, h, d); no bounds check.
+    T& operator()(int64_t b, int64_t l, int64_t h, int64_t d) const {
+        return data[b * strides[0] + l * strides[1] + h * strides[2] + d * strides[3]];
+    }
+
+    /// A mutable view converts implicitly to a read-only one.
+    template <class U = T, std::enable_if_t<!std::is_const_v<U> && std::is_same_v<U, T>, int> = 0>
+    operator BasicView4<const U>() const {
+        return {data, shape, strides};
+    }
+};
+
+using View4 = BasicView4<double>;             ///< writable strided view
+using ConstView4 = BasicView4<const double>;  ///< read-only strided view
+
+/// A dense owning tensor in either layout. Copies are deep and safe: views are made on demand,
+/// so no pointer into `values` is stored.
+struct Tensor4 {
+    Shape4 shape{};              ///< logical {batch, seqlen, heads, head_dim}
+    Layout layout = Layout::bshd;
+    std::vector<double> values;  ///< dense storage in `layout` order
+
+    View4 view() { return {values.data(), shape, dense_strides(shape, layout)}; }
+    ConstView4 view() const { return {values.data(), shape, dense_strides(shape, layout)}; }
+    double& operator()(int64_t b, int64_t l, int64_t h, int64_t d) { return view()(b, l, h, d); }
+    double operator()(int64_t b, int64_t l, int64_t h, int64_t d) const {
+        return view()(b, l, h, d);
+    }
+};
+
+/// A zero-filled tensor of logical shape `shape` stored in `layout`.
+Tensor4 zeros(const Shape4& shape, Layout layout);
+
+/// A tensor of values uniform in [-1, 1) from a seeded, portable generator. Values are drawn in
+/// logical order, so the same seed gives the same logical tensor in either layout.
+Tensor4 random_tensor(const Shape4& shape, Layout layout, uint64_t seed);
+
+/// A dense copy of `src` stored in `layout` (to compare results held in different layouts).
+Tensor4 to_layout(ConstView4 src, Layout layout);
+
+/// One attention problem: sizes, scale and mask. Mirrors the library's `Attention` descriptor.
+struct Problem {
+    int64_t batch = 1;
+    int64_t heads_q = 1;
+    int64_t heads_kv = 1;  ///< divides heads_q: GQA, or MQA when 1
+    int64_t seqlen_q = 1;
+    int64_t seqlen_k = 1;
+    int64_t head_dim = 1;
+    std::optional<double> softmax_scale{};  ///< 1/sqrt(head_dim) when not given
+    bool causal = false;
+    int64_t window_left = -1;   ///< keys left of the diagonal a query sees; -1 = unbounded
+    int64_t window_right = -1;  ///< keys right of the diagonal a query sees; -1 = unbounded
+    double softcap = 0.0;       ///< 0 = off; else s = softcap * tanh(scale * q.k / softcap)
+
+    /// Throws std::invalid_argument naming the first bad field.
+    void validate() const;
+    /// The softmax scale in effect.
+    double scale() const;
+    /// The key/value head read by query head `head_q`.
+    int64_t kv_head(int64_t head_q) const { return head_q / (heads_q / heads_kv); }
+    /// The one mask predicate: whether key `j` is visible to query `i`. Bottom-right aligned
+    /// (the diagonal is j = i + seqlen_k - seqlen_q); causal is a right window of 0.
+    bool visible(int64_t i, int64_t j) const;
+    /// {batch, seqlen_q, heads_q, head_dim}: shape of Q, O, dO and dQ.
+    Shape4 q_shape() const { return {batch, seqlen_q, heads_q, head_dim}; }
+    /// {batch, seqlen_k, heads_kv, head_dim}: shape of K, V, dK and dV.
+    Shape4 kv_shape() const { return {batch, seqlen_k, heads_kv, head_dim}; }
+};
+
+/// A half-open range of key positions [begin, end); end = -1 means seqlen_k. Positions stay
+/// absolute, so the mask of a partial result is the mask of the full problem.
+struct KeyRange {
+    int64_t begin = 0;
+    int64_t end = -1;
+};
+
+/// Output of a forward pass, or a partial one over a subset of keys.
+struct ForwardResult {
+    Tensor4 out;              ///< O, {batch, seqlen_q, heads_q, head_dim}
+    std::vector<double> lse;  ///< LSE, [batch, heads_q, seqlen_q] contiguous, natural log
+
+    /// The LSE of query `i` of head `h` in batch `b`.
+    double& lse_at(int64_t b, int64_t h, int64_t i) {
+        return lse[static_cast<size_t>((b * out.shape[2] + h) * out.shape[1] + i)];
+    }
+    double lse_at(int64_t b, int64_t h, int64_t i) const {
+        return lse[static_cast<size_t>((b * out.shape[2] + h) * out.shape[1] + i)];
+    }
+};
+
+/// Gradients of a backward pass. dK and dV sum over every query head sharing a key head.
+struct Gradients {
+    Tensor4 dq;  ///< {batch, seqlen_q, heads_q, head_dim}
+    Tensor4 dk;  ///< {batch, seqlen_k, heads_kv, head_dim}
+    Tensor4 dv;  ///< {batch, seqlen_k, heads_kv, head_dim}
+};
+
+/// O = softmax(scores) V and its LSE, over the keys in `keys` only (all keys by default).
+/// Throws std::invalid_argument when the problem or a view's shape is invalid.
+ForwardResult forward(const Problem& problem, ConstView4 q, ConstView4 k, ConstView4 v,
+                      KeyRange keys = {}, Layout out_layout = Layout::bshd);
+
+/// dQ, dK, dV of loss(O) given dO = dloss/dO. Recomputes O and LSE itself.
+/// Throws std::invalid_argument when the problem or a view's shape is invalid.
+Gradients backward(const Problem& problem, ConstView4 q, ConstView4 k, ConstView4 v,
+                   ConstView4 dout, Layout grad_layout = Layout::bshd);
+
+/// log(e^a + e^b) computed stably; -inf when both are -inf.
+double log_add_exp(double a, double b);
+
+/// Exact merge of two partial results over disjoint key sets:
+/// LSE = log(e^LSE1 + e^LSE2), O = e^(LSE1-LSE) O1 + e^(LSE2-LSE) O2. Rows empty in both
+/// stay O = 0, LSE = -inf. The result is stored in `first`'s layout.
+/// Throws std::invalid_argument when the two shapes differ.
+ForwardResult combine(const ForwardResult& first, const ForwardResult& second);
+
+/// Row softmax of a rows x cols matrix: y[r, :] = softmax(x[r, :]). `x` and `y` share
+/// `row_stride` (elements between rows); columns are contiguous. A row of only -inf gives 0s.
+void softmax_rows(const double* x, int64_t rows, int64_t cols, int64_t row_stride, double* y);
+
+}  // namespace flashjit::reference

@@ -1,0 +1,134 @@
+// NVRTC compilation, the resource report, template sets and the cache key's fields.
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "flashjit/error.hpp"
+#include "runtime/compiler.hpp"
+#include "runtime/kernel_cache.hpp"
+#include "support/kernel_fixtures.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace flashjit;
+using namespace flashjit::detail;
+using flashjit::testing::sample_spec;
+using flashjit::testing::ScopedEnv;
+using flashjit::testing::TempDir;
+
+namespace {
+
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream(path) << text;
+}
+
+KernelSpec spec_for(const std::string& header, const std::string& name_expression) {
+  KernelSpec spec;
+  spec.op = "probe";
+  spec.header = header;
+  spec.name_expression = name_expression;
+  spec.readable_name = "probe";
+  spec.arch = "sm_90a";
+  return spec;
+}
+
+}  // namespace
+
+TEST_CASE("a real template compiles to a CUBIN with a resource report") {
+  CompiledKernel kernel = compile_kernel(sample_spec(), TemplateSet::embedded());
+  CHECK(kernel.cubin.size() > 1000);
+  CHECK(kernel.cubin.substr(1, 3) == "ELF");
+  CHECK(kernel.lowered_name.rfind("_Z", 0) == 0);
+  CHECK(kernel.resources.registers > 0);
+  CHECK(kernel.resources.spill_bytes() == 0);
+  CHECK(kernel.compile_ms > 0);
+}
+
+TEST_CASE("a template with a syntax error yields NVRTC's log with file and line") {
+  TempDir dir;
+  write_file(dir.path() / "broken" / "bad.cuh",
+             "#pragma once\n"
+             "template <int N> __global__ void probe(float* x) {\n"
+             "  x[0] = N +;\n"
+             "}\n");
+  TemplateSet templates = TemplateSet::from_directory(dir.path());
+  try {
+    compile_kernel(spec_for("broken/bad.cuh", "probe<1>"), templates);
+    FAIL("the broken template compiled");
+  } catch (const Error& error) {
+    CHECK(error.kind() == ErrorKind::compile);
+    const std::string message = error.what();
+    CHECK_MESSAGE(message.find("broken/bad.cuh(3)") != std::string::npos, message);
+    CHECK(message.find("probe") != std::string::npos);
+  }
+}
+
+TEST_CASE("ptxas' verbose report is parsed") {
+  const std::string log =
+      "ptxas info    : Compiling entry function '_Z1kv' for 'sm_90a'\n"
+      "ptxas info    : Function properties for _Z1kv\n"
+      "ptxas         .     24 bytes stack frame, 16 bytes spill stores, 12 bytes spill loads\n"
+      "ptxas info    : Used 255 registers, used 1 barriers, 4096 bytes smem\n";
+  ResourceUsage usage = parse_resource_report(log);
+  CHECK(usage.registers == 255);
+  CHECK(usage.stack_bytes == 24);
+  CHECK(usage.spill_store_bytes == 16);
+  CHECK(usage.spill_load_bytes == 12);
+  CHECK(usage.spill_bytes() == 28);
+  CHECK(usage.static_shared_bytes == 4096);
+}
+
+TEST_CASE("arch names are validated") {
+  for (const char* good : {"sm_80", "sm_86", "sm_90a", "sm_100a", "sm_120"}) {
+    CHECK_NOTHROW(validate_arch(good));
+  }
+  for (const char* bad : {"sm_75", "9.0", "sm90", "sm_90b", "", "compute_90"}) {
+    CHECK_THROWS_AS(validate_arch(bad), InvalidArgument);
+  }
+}
+
+TEST_CASE("a template directory override must exist and hold templates") {
+  TempDir dir;
+  CHECK_THROWS_AS(TemplateSet::from_directory(dir.path() / "missing"), Error);
+  CHECK_THROWS_AS(TemplateSet::from_directory(dir.path()), Error);
+  write_file(dir.path() / "a.cuh", "#pragma once\n");
+  CHECK(TemplateSet::from_directory(dir.path()).files().size() == 1);
+}
+
+TEST_CASE("every field of the cache key changes the key") {
+  const TemplateSet& templates = TemplateSet::embedded();
+  const KernelSpec base = sample_spec(0);
+  const std::string key = kernel_cache_key(base, templates);
+  CHECK(key.size() == 32);
+  CHECK(kernel_cache_key(base, templates) == key);
+
+  SUBCASE("arch") {
+    KernelSpec other = base;
+    other.arch = "sm_80";
+    CHECK(kernel_cache_key(other, templates) != key);
+  }
+  SUBCASE("name expression") { CHECK(kernel_cache_key(sample_spec(1), templates) != key); }
+  SUBCASE("options") {
+    KernelSpec other = base;
+    other.options.push_back("-DFLASHJIT_PROBE=1");
+    CHECK(kernel_cache_key(other, templates) != key);
+  }
+  SUBCASE("template bytes") {
+    TempDir dir;
+    for (const TemplateFile& file : templates.files()) {
+      write_file(dir.path() / file.name, std::string(file.text));
+    }
+    CHECK(kernel_cache_key(base, TemplateSet::from_directory(dir.path())) == key);
+    const TemplateFile& first = templates.files().front();
+    write_file(dir.path() / first.name, std::string(first.text) + "\n// edited\n");
+    CHECK(kernel_cache_key(base, TemplateSet::from_directory(dir.path())) != key);
+  }
+  SUBCASE("a codegen environment variable, and only those") {
+    {
+      ScopedEnv lineinfo("FLASHJIT_LINEINFO", "1");
+      CHECK(kernel_cache_key(base, templates) != key);
+    }
+    ScopedEnv cache_dir("FLASHJIT_CACHE_DIR", "/somewhere/else");
+    CHECK(kernel_cache_key(base, templates) == key);
+  }
+}

@@ -1,0 +1,14 @@
+#pragma once
+// Small real kernels to exercise the cache and compiler with (the softmax op's specs).
+#include "kernels/softmax.hpp"
+#include "runtime/kernel_spec.hpp"
+
+namespace flashjit::testing {
+
+/// A softmax spec for `arch`; `variant` picks different configs (and so different keys).
+inline detail::KernelSpec sample_spec(int variant = 0, const std::string& arch = "sm_90a") {
+  const auto configs = kernels::softmax_configs();
+  return kernels::softmax_spec(configs[static_cast<std::size_t>(variant) % configs.size()], arch);
+}
+
+}  // namespace flashjit::testing

@@ -1,0 +1,96 @@
+// The `flashjit` command end to end: exit codes, info, compile twice, cache verbs.
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "flashjit/device.hpp"
+#include "support/child_process.hpp"
+#include "support/temp_dir.hpp"
+
+using flashjit::testing::ChildResult;
+using flashjit::testing::TempDir;
+
+namespace {
+
+ChildResult flashjit_cli(const std::vector<std::string>& args, const std::string& cache_dir) {
+  std::vector<std::string> argv = {FLASHJIT_CLI_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return flashjit::testing::run_program(argv, {"FLASHJIT_CACHE_DIR=" + cache_dir});
+}
+
+std::size_t count_lines_with(const std::string& text, const std::string& needle) {
+  std::size_t n = 0, start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    n += text.substr(start, end - start).find(needle) != std::string::npos;
+    start = end + 1;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("info reports the versions, the GPU or why there is none, and the cache") {
+  TempDir dir;
+  ChildResult result = flashjit_cli({"info"}, dir.path().string());
+  CHECK_MESSAGE(result.exit_code == 0, result.output);
+  CHECK(result.output.find("nvrtc:") != std::string::npos);
+  CHECK(result.output.find(dir.path().string()) != std::string::npos);
+  if (flashjit::query_system().devices.empty()) {
+    const bool says_why = result.output.find("no CUDA driver") != std::string::npos ||
+                          result.output.find("no GPU") != std::string::npos;
+    CHECK_MESSAGE(says_why, result.output);
+  }
+}
+
+TEST_CASE("compile twice: the second run finds every kernel cached") {
+  TempDir dir;
+  const std::string cache = (dir.path() / "cache").string();
+  ChildResult first = flashjit_cli({"compile", "--arch", "sm_90a", "--op", "softmax"}, cache);
+  REQUIRE_MESSAGE(first.exit_code == 0, first.output);
+  const std::size_t kernels = count_lines_with(first.output, "softmax.");
+  CHECK(kernels > 0);
+  CHECK(count_lines_with(first.output, "B  cached") == 0);
+  CHECK(first.output.find("regs") != std::string::npos);
+
+  ChildResult second = flashjit_cli({"compile", "--arch", "sm_90a", "--op", "softmax"}, cache);
+  REQUIRE_MESSAGE(second.exit_code == 0, second.output);
+  CHECK(count_lines_with(second.output, "B  cached") == kernels);
+  CHECK(second.output.find("0 compiled, " + std::to_string(kernels) + " cached") !=
+        std::string::npos);
+
+  ChildResult list = flashjit_cli({"cache", "list"}, cache);
+  CHECK(list.exit_code == 0);
+  CHECK(list.output.find(std::to_string(kernels) + " entries") != std::string::npos);
+  CHECK(flashjit_cli({"cache", "verify"}, cache).output.find("0 invalid") != std::string::npos);
+  ChildResult prune = flashjit_cli({"cache", "prune", "--max-size", "0"}, cache);
+  CHECK_MESSAGE(prune.exit_code == 0, prune.output);
+  CHECK(prune.output.find("removed " + std::to_string(kernels)) != std::string::npos);
+  CHECK(flashjit_cli({"cache", "clear"}, cache).exit_code == 0);
+}
+
+TEST_CASE("bad usage exits 2 with the problem on stderr") {
+  TempDir dir;
+  const std::string cache = dir.path().string();
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{},
+                                             {"frobnicate"},
+                                             {"compile", "--arch", "sm_75"},
+                                             {"compile", "--arch", "sm_90a", "--op", "nope"},
+                                             {"cache", "prune", "--max-size", "lots"},
+                                             {"cache", "prune"}}) {
+    ChildResult result = flashjit_cli(args, cache);
+    CHECK_MESSAGE(result.exit_code == 2, result.output);
+    CHECK(!result.output.empty());
+  }
+  CHECK(flashjit_cli({"--help"}, cache).exit_code == 0);
+}
+
+TEST_CASE("compile without --arch and without a GPU fails with exit 1 and says why") {
+  if (!flashjit::query_system().devices.empty()) return;  // a GPU supplies the arch
+  TempDir dir;
+  ChildResult result = flashjit_cli({"compile"}, dir.path().string());
+  CHECK(result.exit_code == 1);
+  CHECK(result.output.find("--arch") != std::string::npos);
+}

@@ -1,0 +1,110 @@
+// `flashjit compile`: compiles ops' specializations into the kernel cache, for the local GPU
+// or for any --arch without one.
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "flashjit/device.hpp"
+#include "flashjit/error.hpp"
+#include "format.hpp"
+#include "kernels/op_registry.hpp"
+#include "runtime/kernel_cache.hpp"
+#include "runtime/parallel.hpp"
+
+namespace flashjit::tools {
+namespace {
+
+struct CompileOptions {
+  std::string arch;
+  std::vector<std::string> ops;
+  bool all = false;
+  int jobs = detail::default_workers();
+};
+
+std::string target_arch(const std::string& requested) {
+  if (!requested.empty()) {
+    detail::validate_arch(requested);
+    return requested;
+  }
+  SystemInfo system = query_system();
+  if (system.devices.empty()) {
+    throw Error(ErrorKind::no_device, system.unavailable_reason +
+                                          "; pass --arch (e.g. --arch sm_90a) to compile without "
+                                          "a GPU");
+  }
+  return system.devices.front().arch();
+}
+
+void print_line(const detail::CacheEntry& entry, const char* outcome) {
+  const detail::ResourceUsage& r = entry.kernel.resources;
+  std::printf("%-44s %-7s regs %3d  spill %4d B  smem %6d B  %s\n", entry.display_name.c_str(),
+              entry.arch.c_str(), r.registers, r.spill_bytes(), r.static_shared_bytes, outcome);
+  std::fflush(stdout);
+}
+
+int run_compile(const CompileOptions& options) {
+  const std::string arch = target_arch(options.arch);
+  const kernels::SpecSet set = options.all ? kernels::SpecSet::all : kernels::SpecSet::defaults;
+  std::vector<detail::KernelSpec> specs;
+  for (const kernels::OpInfo& op : kernels::ops()) {
+    bool wanted = options.ops.empty();
+    for (const std::string& name : options.ops) wanted |= kernels::find_op(name).name == op.name;
+    if (!wanted) continue;
+    for (detail::KernelSpec& spec : op.specs(arch, set)) specs.push_back(std::move(spec));
+  }
+  detail::KernelCache& cache = detail::KernelCache::process_cache();
+  const auto start = std::chrono::steady_clock::now();
+  int compiled = 0, cached = 0, failed = 0;
+  detail::run_ordered<detail::CacheLookup>(
+      static_cast<int>(specs.size()), options.jobs,
+      [&](int i) { return cache.get(specs[static_cast<std::size_t>(i)]); },
+      [&](int i, detail::Outcome<detail::CacheLookup>& outcome) {
+        if (outcome.error) {
+          ++failed;
+          try {
+            std::rethrow_exception(outcome.error);
+          } catch (const std::exception& error) {
+            // The first failure is shown whole (NVRTC's log); later ones by their first line,
+            // since one template error usually breaks every config.
+            std::string message = error.what();
+            if (failed > 1) message = message.substr(0, message.find('\n'));
+            std::fprintf(stderr, "flashjit: error: %s: %s\n",
+                         specs[static_cast<std::size_t>(i)].display_name().c_str(),
+                         message.c_str());
+          }
+          return;
+        }
+        const bool fresh = outcome.value.source == detail::CacheSource::compiled;
+        (fresh ? compiled : cached) += 1;
+        const double ms = outcome.value.entry->kernel.compile_ms;
+        print_line(*outcome.value.entry, fresh ? format_duration_ms(ms).c_str() : "cached");
+      });
+  const double elapsed =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const detail::DiskCache* disk = cache.disk();
+  std::printf("%zu kernels for %s: %d compiled, %d cached, %d failed in %s (cache: %s)\n",
+              specs.size(), arch.c_str(), compiled, cached, failed,
+              format_duration_ms(elapsed).c_str(),
+              disk ? disk->root().c_str() : "memory only");
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+Subcommand add_compile_command(CLI::App& app) {
+  auto options = std::make_shared<CompileOptions>();
+  CLI::App* compile = app.add_subcommand(
+      "compile", "Compile kernel specializations into the cache (no GPU needed with --arch)");
+  compile->add_option("--arch", options->arch, "Target such as sm_80 or sm_90a (default: GPU 0)");
+  compile->add_option("--op", options->ops, "Op to compile (repeatable; default: every op)")
+      ->delimiter(',');
+  compile->add_flag("--all", options->all,
+                    "Every config of each op's space, not just the defaults");
+  compile->add_option("-j,--jobs", options->jobs, "Parallel compiles")
+      ->check(CLI::Range(1, 64));
+  return {compile, [options] { return run_compile(*options); }};
+}
+
+}  // namespace flashjit::tools

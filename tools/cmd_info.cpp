@@ -1,0 +1,66 @@
+// `flashjit info`: version, NVRTC, driver and GPUs (or why there are none), kernel cache.
+#include <cstdio>
+
+#include "commands.hpp"
+#include "flashjit/device.hpp"
+#include "flashjit/version.hpp"
+#include "format.hpp"
+#include "runtime/compiler.hpp"
+#include "runtime/kernel_cache.hpp"
+#include "runtime/template_sources.hpp"
+
+namespace flashjit::tools {
+namespace {
+
+void print_devices(const SystemInfo& system) {
+  if (system.driver_loaded && system.driver_version > 0) {
+    std::printf("driver:      CUDA %d.%d\n", system.driver_version / 1000,
+                system.driver_version % 1000 / 10);
+  }
+  if (system.devices.empty()) {
+    std::printf("gpu:         none (%s)\n", system.unavailable_reason.c_str());
+    std::printf("             kernels can still be compiled: flashjit compile --arch sm_90a\n");
+  }
+  for (const DeviceInfo& device : system.devices) {
+    std::printf("gpu %d:       %s, compute capability %d.%d (%s), %d SMs, %s shared memory per "
+                "block, %s L2, %s memory\n",
+                device.ordinal, device.name.c_str(), device.cc_major, device.cc_minor,
+                device.arch().c_str(), device.sm_count,
+                format_bytes(device.shared_memory_optin).c_str(),
+                format_bytes(device.l2_bytes).c_str(),
+                format_bytes(device.global_memory_bytes).c_str());
+  }
+}
+
+void print_cache() {
+  detail::KernelCache& cache = detail::KernelCache::process_cache();
+  detail::DiskCache* disk = cache.disk();
+  if (disk == nullptr) {
+    std::printf("cache:       memory only (FLASHJIT_ALWAYS_COMPILE is set)\n");
+    return;
+  }
+  std::uintmax_t bytes = 0;
+  const auto entries = disk->list();
+  for (const auto& entry : entries) bytes += entry.size;
+  std::printf("cache:       %s (%zu kernels, %s)%s%s\n", disk->root().c_str(), entries.size(),
+              format_bytes(bytes).c_str(), disk->degraded_reason().empty() ? "" : "; ",
+              disk->degraded_reason().c_str());
+}
+
+}  // namespace
+
+Subcommand add_info_command(CLI::App& app) {
+  CLI::App* info =
+      app.add_subcommand("info", "Show the version, NVRTC, driver, GPUs and the kernel cache");
+  return {info, [] {
+    std::printf("flashjit:    %s\n", kVersion);
+    std::printf("nvrtc:       %s\n", detail::nvrtc_version().c_str());
+    std::printf("templates:   %s (%zu files)\n", detail::TemplateSet::active().origin().c_str(),
+                detail::TemplateSet::active().files().size());
+    print_devices(query_system());
+    print_cache();
+    return 0;
+  }};
+}
+
+}  // namespace flashjit::tools

@@ -1,0 +1,53 @@
+#include "format.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <regex>
+
+#include "flashjit/error.hpp"
+
+namespace flashjit::tools {
+
+std::string format_bytes(std::uintmax_t bytes) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[32];
+  if (unit == 0) {
+    std::snprintf(text, sizeof(text), "%ju B", bytes);
+  } else {
+    std::snprintf(text, sizeof(text), "%.1f %s", value, kUnits[unit]);
+  }
+  return text;
+}
+
+std::uintmax_t parse_size(const std::string& text, const std::string& argument) {
+  static const std::regex pattern(R"(\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*)");
+  std::smatch match;
+  if (!std::regex_match(text, match, pattern)) {
+    throw InvalidArgument(argument, "'" + text + "' is not a size; use e.g. 500M, 2G, 64K");
+  }
+  const std::string units = "KMGT";
+  double value = std::stod(match[1].str());
+  if (match[2].length() > 0) {
+    auto power = units.find(static_cast<char>(std::toupper(match[2].str()[0]))) + 1;
+    value *= std::pow(1024.0, static_cast<double>(power));
+  }
+  return static_cast<std::uintmax_t>(value);
+}
+
+std::string format_duration_ms(double milliseconds) {
+  char text[32];
+  if (milliseconds < 1000) {
+    std::snprintf(text, sizeof(text), "%.0f ms", milliseconds);
+  } else {
+    std::snprintf(text, sizeof(text), "%.1f s", milliseconds / 1000);
+  }
+  return text;
+}
+
+}  // namespace flashjit::tools

@@ -1,0 +1,18 @@
+#pragma once
+// Human-readable sizes and durations for the command's output.
+#include <cstdint>
+#include <string>
+
+namespace flashjit::tools {
+
+/// "812 B", "14.2 KiB", "3.0 MiB", "1.5 GiB".
+std::string format_bytes(std::uintmax_t bytes);
+
+/// Parses "500", "64K", "200M", "2G" (powers of 1024, optional "B"/"iB"). Throws
+/// flashjit::InvalidArgument naming `argument` for anything else.
+std::uintmax_t parse_size(const std::string& text, const std::string& argument);
+
+/// "850 ms", "12.4 s".
+std::string format_duration_ms(double milliseconds);
+
+}  // namespace flashjit::tools

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what building flashjit needs on Debian 12 and checks for the CUDA toolkit.
+# Packages already present are left alone; nothing is downloaded from outside Debian.
+set -euo pipefail
+
+packages=(cmake g++ make doctest-dev nlohmann-json3-dev libcli11-dev libxxhash-dev)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  echo "flashjit: installing ${missing[*]}"
+  sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+fi
+
+cuda=${CUDA_HOME:-/usr/local/cuda}
+if [[ ! -f $cuda/include/nvrtc.h || ! -f $cuda/include/cuda.h ]]; then
+  echo "flashjit: the CUDA toolkit (NVRTC and cuda.h) was not found under $cuda;" \
+       "install it there or set CUDA_HOME" >&2
+  exit 1
+fi

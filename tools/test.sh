@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds flashjit with the `ci` preset (warnings are errors) and runs the whole test suite.
+# GPU tests (label `gpu`) run too when a GPU is present; without one they are excluded and
+# this script says so.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash tools/install-deps.sh
+cmake --preset ci >/dev/null
+cmake --build --preset ci
+
+# Tests must not touch the user's kernel cache.
+export FLASHJIT_CACHE_DIR=${FLASHJIT_CACHE_DIR:-$(mktemp -d)/flashjit-test-cache}
+ctest --preset ci
+if build/ci/tools/flashjit info | grep -q '^gpu 0:'; then
+  ctest --test-dir build/ci -L gpu --output-on-failure
+else
+  echo "flashjit: no GPU on this machine: the GPU tests (ctest -L gpu) were not run"
+fi

@@ -46,6 +46,12 @@ FJ_DEVICE RowStats shuffle_xor(RowStats stats, int lane_mask) {
   return {__shfl_xor_sync(0xffffffffu, stats.max, lane_mask),
           __shfl_xor_sync(0xffffffffu, stats.sum, lane_mask)};
 }
+#else
+/// Host twin for the emulator: the same two shuffles.
+inline RowStats shuffle_xor(RowStats stats, int lane_mask) {
+  return {__shfl_xor_sync(0xffffffffu, stats.max, lane_mask),
+          __shfl_xor_sync(0xffffffffu, stats.sum, lane_mask)};
+}
 #endif
 
 }  // namespace flashjit

@@ -6,6 +6,8 @@
 
 namespace flashjit {
 
+#if defined(FJ_DEVICE_CODE)
+
 /// Reads element `index` of global array `base` and widens it to fp32.
 template <typename T>
 FJ_DEVICE float load_global(const T* base, index_t index) {
@@ -18,7 +20,6 @@ FJ_DEVICE void store_global(T* base, index_t index, float value) {
   base[index] = from_float<T>(value);
 }
 
-#if defined(FJ_DEVICE_CODE)
 /// The block's dynamic shared memory viewed as an array of T (the only shared memory kernels
 /// use: its size is a launch parameter the host computes from the config).
 template <typename T>
@@ -26,7 +27,6 @@ FJ_DEVICE T* dynamic_shared() {
   extern __shared__ __align__(16) unsigned char flashjit_dynamic_shared[];
   return reinterpret_cast<T*>(flashjit_dynamic_shared);
 }
-#endif
 
 /// Reads element `index` of a shared-memory array.
 template <typename T>
@@ -39,5 +39,43 @@ template <typename T>
 FJ_DEVICE void store_shared(T* base, int index, T value) {
   base[index] = value;
 }
+
+#else  // host: the emulator checks every access; one it rejects is reported and skipped
+
+/// Reads element `index` of global array `base` (checked against the launch's buffers).
+template <typename T>
+inline float load_global(const T* base, index_t index) {
+  const T* address = emulator::element_address(base, index);
+  return emulator::check_global(address, sizeof(T), false) ? to_float(*address) : 0.0f;
+}
+
+/// Writes element `index` of global array `base` (checked against the launch's buffers).
+template <typename T>
+inline void store_global(T* base, index_t index, float value) {
+  T* address = emulator::element_address(base, index);
+  if (emulator::check_global(address, sizeof(T), true)) *address = from_float<T>(value);
+}
+
+/// The current block's dynamic shared memory, sized by the emulated launch.
+template <typename T>
+inline T* dynamic_shared() {
+  return static_cast<T*>(emulator::shared_base());
+}
+
+/// Reads element `index` of a shared-memory array (checked for bounds and races).
+template <typename T>
+inline T load_shared(const T* base, int index) {
+  const T* address = emulator::element_address(base, index);
+  return emulator::check_shared(address, sizeof(T), false) ? *address : T{};
+}
+
+/// Writes element `index` of a shared-memory array (checked for bounds and races).
+template <typename T>
+inline void store_shared(T* base, int index, T value) {
+  T* address = emulator::element_address(base, index);
+  if (emulator::check_shared(address, sizeof(T), true)) *address = value;
+}
+
+#endif
 
 }  // namespace flashjit

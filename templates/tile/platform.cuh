@@ -10,6 +10,11 @@
 #else
 #define FJ_DEVICE inline
 #define FJ_HOST_DEVICE inline
+#define FJ_GLOBAL
+#if defined(FLASHJIT_EMULATOR)
+// threadIdx, __syncthreads, warp shuffles and votes as the CPU emulator's fibers.
+#include "emulator/device_api.hpp"
+#endif
 #endif
 
 namespace flashjit {

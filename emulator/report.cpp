@@ -1,0 +1,43 @@
+#include "emulator/report.hpp"
+
+#include <ostream>
+
+namespace flashjit::emulator {
+
+std::string_view to_string(FindingKind kind) {
+  switch (kind) {
+    case FindingKind::global_out_of_bounds: return "global_out_of_bounds";
+    case FindingKind::shared_out_of_bounds: return "shared_out_of_bounds";
+    case FindingKind::shared_race: return "shared_race";
+    case FindingKind::divergent_barrier: return "divergent_barrier";
+    case FindingKind::deadlock: return "deadlock";
+  }
+  return "unknown";
+}
+
+std::size_t Report::count(FindingKind kind) const {
+  std::size_t n = 0;
+  for (const Finding& finding : findings) n += finding.kind == kind ? 1 : 0;
+  return n;
+}
+
+const Finding* Report::first(FindingKind kind) const {
+  for (const Finding& finding : findings) {
+    if (finding.kind == kind) return &finding;
+  }
+  return nullptr;
+}
+
+std::string Report::describe() const {
+  if (clean()) return "no findings";
+  std::string text;
+  for (const Finding& finding : findings) text += finding.message + "\n";
+  if (suppressed > 0) text += "(" + std::to_string(suppressed) + " more findings suppressed)\n";
+  return text;
+}
+
+std::ostream& operator<<(std::ostream& os, const Report& report) {
+  return os << report.describe();
+}
+
+}  // namespace flashjit::emulator

@@ -1,0 +1,61 @@
+#pragma once
+// What the emulator's checks found during a launch, in the spirit of compute-sanitizer: each
+// finding names the kernel, the block and thread, and the address with the buffer (or shared
+// offset) it falls in or near, so a test can assert on it and a person can act on it.
+#include <cstddef>
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "emulator/dim3.hpp"
+
+namespace flashjit::emulator {
+
+enum class FindingKind {
+  global_out_of_bounds,  // a load_global/store_global outside every registered buffer
+  shared_out_of_bounds,  // a shared access outside the launch's dynamic shared size
+  shared_race,           // two warps touch one shared byte between barriers, one writing
+  divergent_barrier,     // __syncthreads reached by some threads while others exited
+  deadlock,              // no thread can run, yet not all have exited
+};
+
+/// The kind's name as printed in reports ("global_out_of_bounds", ...).
+std::string_view to_string(FindingKind kind);
+
+struct Finding {
+  FindingKind kind{};
+  std::string kernel;         // the launch's kernel name, may be empty
+  Dim3 block{0, 0, 0};        // blockIdx of the offending thread
+  Dim3 thread{0, 0, 0};       // threadIdx of the offending thread
+  std::uintptr_t address = 0;  // the accessed address (memory findings)
+  std::size_t bytes = 0;       // the access size (memory findings)
+  bool write = false;          // whether the access was a store
+  std::string buffer;          // nearest registered buffer (global findings)
+  long long offset = 0;        // from the buffer's start, or the shared offset
+  int other_thread = -1;       // the other side of a race or barrier (linear thread index)
+  std::string message;         // the whole finding as one readable line
+};
+
+/// The findings of one launch. Only the first kMaxFindings are kept: one bug usually fires
+/// in every thread, and the first few say all there is to say.
+struct Report {
+  static constexpr std::size_t kMaxFindings = 64;
+  std::vector<Finding> findings;
+  std::size_t suppressed = 0;  // findings beyond kMaxFindings, counted only
+
+  /// True when the launch ran without any finding.
+  bool clean() const { return findings.empty(); }
+  /// How many kept findings are of `kind`.
+  std::size_t count(FindingKind kind) const;
+  /// The first finding of `kind`, or nullptr.
+  const Finding* first(FindingKind kind) const;
+  /// One line per finding, then the number suppressed.
+  std::string describe() const;
+};
+
+/// Writes `report.describe()` (for doctest's INFO / CHECK_MESSAGE).
+std::ostream& operator<<(std::ostream& os, const Report& report);
+
+}  // namespace flashjit::emulator

@@ -1,0 +1,139 @@
+// The block scheduler: runs a block's threads as fibers in a fixed order (lowest linear index
+// first), each until it blocks at a barrier or warp collective or exits, and releases the block
+// barrier once every live thread waits at it. Deterministic: no OS threads, no timing.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "emulator/machine.hpp"
+
+namespace flashjit::emulator::detail {
+namespace {
+
+[[noreturn]] void thread_entry() {
+  Machine& machine = *active();
+  machine.body(machine.body_context);
+  machine.threads[static_cast<std::size_t>(machine.current)].state = ThreadState::exited;
+  void* finished = nullptr;  // never resumed
+  flashjit_fiber_switch(&finished, machine.scheduler_sp);
+  __builtin_unreachable();
+}
+
+void resume(Machine& machine, std::size_t thread) {
+  machine.current = static_cast<int>(thread);
+  ::threadIdx = machine.threads[thread].index;
+  flashjit_fiber_switch(&machine.scheduler_sp, machine.threads[thread].sp);
+  machine.current = -1;
+}
+
+int first_in_state(const Machine& machine, ThreadState state) {
+  auto it = std::find_if(machine.threads.begin(), machine.threads.end(),
+                         [state](const ThreadSlot& t) { return t.state == state; });
+  return it == machine.threads.end() ? -1 : static_cast<int>(it - machine.threads.begin());
+}
+
+// Every live thread waits at __syncthreads. If some thread already exited, the barrier is
+// divergent (undefined behaviour on the GPU): reported once per block, then released anyway
+// so the rest of the kernel still runs and gets checked.
+void release_barrier(Machine& machine, bool& divergence_reported) {
+  const int exited = first_in_state(machine, ThreadState::exited);
+  if (exited >= 0 && !divergence_reported) {
+    const int waiting = first_in_state(machine, ThreadState::at_barrier);
+    Finding finding;
+  finding.kind = FindingKind::divergent_barrier;
+    finding.other_thread = exited;
+    finding.message = "__syncthreads reached while thread " +
+                      format(machine.threads[static_cast<std::size_t>(exited)].index) +
+                      " (and maybe others) has exited";
+    record(machine, waiting, std::move(finding));
+    divergence_reported = true;
+  }
+  for (ThreadSlot& t : machine.threads) {
+    if (t.state == ThreadState::at_barrier) t.state = ThreadState::runnable;
+  }
+  ++machine.epoch;  // a new barrier interval for the race checker
+}
+
+void report_deadlock(Machine& machine) {
+  const int in_warp_op = first_in_state(machine, ThreadState::at_warp_op);
+  const int stuck = in_warp_op >= 0 ? in_warp_op : first_in_state(machine, ThreadState::at_barrier);
+  Finding finding;
+  finding.kind = FindingKind::deadlock;
+  if (in_warp_op >= 0) {
+    const WarpCollective& c = machine.warps[static_cast<std::size_t>(in_warp_op) / 32];
+    char detail[96];
+    std::snprintf(detail, sizeof detail, "waits in a warp collective (mask 0x%08x, arrived 0x%08x)",
+                  c.mask, c.arrived);
+    finding.message = detail;
+  } else {
+    finding.message = "waits at __syncthreads that other threads cannot reach";
+  }
+  finding.message += "; the block is abandoned";
+  record(machine, stuck, std::move(finding));
+}
+
+void start_threads(Machine& machine) {
+  const Dim3 shape = machine.config->block;
+  const auto count = static_cast<std::size_t>(shape.volume());
+  machine.threads.assign(count, ThreadSlot{});
+  machine.warps.assign((count + 31) / 32, WarpCollective{});
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto linear = static_cast<unsigned>(i);
+    machine.threads[i].index = {linear % shape.x, linear / shape.x % shape.y,
+                                linear / (shape.x * shape.y)};
+    machine.threads[i].sp = fiber_prepare(machine.stacks.top(i), &thread_entry);
+  }
+}
+
+}  // namespace
+
+void run_block(Machine& machine, Dim3 block_index) {
+  machine.block_index = block_index;
+  ::blockIdx = block_index;
+  // Shared memory starts as all-ones bytes (NaN floats), so a read of data nobody wrote shows.
+  std::memset(machine.shared_begin, 0xff, machine.config->shared_bytes);
+  ++machine.epoch;
+  start_threads(machine);
+  bool divergence_reported = false;
+  for (;;) {
+    // Passes in index order until nobody can run: a completed warp collective wakes lanes
+    // that an earlier pass already went by.
+    for (bool ran = true; ran;) {
+      ran = false;
+      for (std::size_t i = 0; i < machine.threads.size(); ++i) {
+        if (machine.threads[i].state != ThreadState::runnable) continue;
+        resume(machine, i);
+        ran = true;
+      }
+    }
+    const auto live = std::count_if(machine.threads.begin(), machine.threads.end(),
+                                    [](const ThreadSlot& t) { return t.state != ThreadState::exited; });
+    if (live == 0) return;
+    const auto waiting = std::count_if(machine.threads.begin(), machine.threads.end(),
+                                       [](const ThreadSlot& t) { return t.state == ThreadState::at_barrier; });
+    if (waiting != live) {
+      report_deadlock(machine);  // fibers left mid-stack: kernels hold only trivial locals
+      return;
+    }
+    release_barrier(machine, divergence_reported);
+  }
+}
+
+void yield_to_scheduler(Machine& machine) {
+  flashjit_fiber_switch(&machine.threads[static_cast<std::size_t>(machine.current)].sp,
+                        machine.scheduler_sp);
+}
+
+}  // namespace flashjit::emulator::detail
+
+namespace flashjit::emulator {
+
+void block_barrier() {
+  detail::Machine* machine = detail::active();
+  if (machine == nullptr || machine->current < 0) return;
+  machine->threads[static_cast<std::size_t>(machine->current)].state =
+      detail::ThreadState::at_barrier;
+  detail::yield_to_scheduler(*machine);
+}
+
+}  // namespace flashjit::emulator

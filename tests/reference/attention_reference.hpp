@@ -25,8 +25,8 @@ using Shape4 = std::array<int64_t, 4>;
 
 /// Memory order of a 4-D tensor; the logical order is always [B, L, H, D].
 enum class Layout {
-    bshd,  ///< [batch, seqlen, heads, head_dim] in memory (head_dim fastest)
-    bhsd,  ///< [batch, heads, seqlen, head_dim] in memory (head_dim fastest)
+  bshd,  ///< [batch, seqlen, heads, head_dim] in memory (head_dim fastest)
+  bhsd,  ///< [batch, heads, seqlen, head_dim] in memory (head_dim fastest)
 };
 
 /// Strides in elements, in logical order [B, L, H, D], of a dense tensor stored in `layout`.
@@ -36,20 +36,20 @@ Shape4 dense_strides(const Shape4& shape, Layout layout);
 /// outputs and `const double` for inputs; a mutable view converts to a const one.
 template <class T>
 struct BasicView4 {
-    T* data = nullptr;
-    Shape4 shape{};    ///< {batch, seqlen, heads, head_dim}
-    Shape4 strides{};  ///< in elements, same order as shape
+  T* data = nullptr;
+  Shape4 shape{};    ///< {batch, seqlen, heads, head_dim}
+  Shape4 strides{};  ///< in elements, same order as shape
 
-    /// The element at logical position (b, l, h, d); no bounds check.
-    T& operator()(int64_t b, int64_t l, int64_t h, int64_t d) const {
-        return data[b * strides[0] + l * strides[1] + h * strides[2] + d * strides[3]];
-    }
+  /// The element at logical position (b, l, h, d); no bounds check.
+  T& operator()(int64_t b, int64_t l, int64_t h, int64_t d) const {
+    return data[b * strides[0] + l * strides[1] + h * strides[2] + d * strides[3]];
+  }
 
-    /// A mutable view converts implicitly to a read-only one.
-    template <class U = T, std::enable_if_t<!std::is_const_v<U> && std::is_same_v<U, T>, int> = 0>
-    operator BasicView4<const U>() const {
-        return {data, shape, strides};
-    }
+  /// A mutable view converts implicitly to a read-only one.
+  template <class U = T, std::enable_if_t<!std::is_const_v<U> && std::is_same_v<U, T>, int> = 0>
+  operator BasicView4<const U>() const {
+    return {data, shape, strides};
+  }
 };
 
 using View4 = BasicView4<double>;             ///< writable strided view
@@ -58,16 +58,14 @@ using ConstView4 = BasicView4<const double>;  ///< read-only strided view
 /// A dense owning tensor in either layout. Copies are deep and safe: views are made on demand,
 /// so no pointer into `values` is stored.
 struct Tensor4 {
-    Shape4 shape{};              ///< logical {batch, seqlen, heads, head_dim}
-    Layout layout = Layout::bshd;
-    std::vector<double> values;  ///< dense storage in `layout` order
+  Shape4 shape{};  ///< logical {batch, seqlen, heads, head_dim}
+  Layout layout = Layout::bshd;
+  std::vector<double> values;  ///< dense storage in `layout` order
 
-    View4 view() { return {values.data(), shape, dense_strides(shape, layout)}; }
-    ConstView4 view() const { return {values.data(), shape, dense_strides(shape, layout)}; }
-    double& operator()(int64_t b, int64_t l, int64_t h, int64_t d) { return view()(b, l, h, d); }
-    double operator()(int64_t b, int64_t l, int64_t h, int64_t d) const {
-        return view()(b, l, h, d);
-    }
+  View4 view() { return {values.data(), shape, dense_strides(shape, layout)}; }
+  ConstView4 view() const { return {values.data(), shape, dense_strides(shape, layout)}; }
+  double& operator()(int64_t b, int64_t l, int64_t h, int64_t d) { return view()(b, l, h, d); }
+  double operator()(int64_t b, int64_t l, int64_t h, int64_t d) const { return view()(b, l, h, d); }
 };
 
 /// A zero-filled tensor of logical shape `shape` stored in `layout`.
@@ -82,59 +80,59 @@ Tensor4 to_layout(ConstView4 src, Layout layout);
 
 /// One attention problem: sizes, scale and mask. Mirrors the library's `Attention` descriptor.
 struct Problem {
-    int64_t batch = 1;
-    int64_t heads_q = 1;
-    int64_t heads_kv = 1;  ///< divides heads_q: GQA, or MQA when 1
-    int64_t seqlen_q = 1;
-    int64_t seqlen_k = 1;
-    int64_t head_dim = 1;
-    std::optional<double> softmax_scale{};  ///< 1/sqrt(head_dim) when not given
-    bool causal = false;
-    int64_t window_left = -1;   ///< keys left of the diagonal a query sees; -1 = unbounded
-    int64_t window_right = -1;  ///< keys right of the diagonal a query sees; -1 = unbounded
-    double softcap = 0.0;       ///< 0 = off; else s = softcap * tanh(scale * q.k / softcap)
+  int64_t batch = 1;
+  int64_t heads_q = 1;
+  int64_t heads_kv = 1;  ///< divides heads_q: GQA, or MQA when 1
+  int64_t seqlen_q = 1;
+  int64_t seqlen_k = 1;
+  int64_t head_dim = 1;
+  std::optional<double> softmax_scale{};  ///< 1/sqrt(head_dim) when not given
+  bool causal = false;
+  int64_t window_left = -1;   ///< keys left of the diagonal a query sees; -1 = unbounded
+  int64_t window_right = -1;  ///< keys right of the diagonal a query sees; -1 = unbounded
+  double softcap = 0.0;       ///< 0 = off; else s = softcap * tanh(scale * q.k / softcap)
 
-    /// Throws std::invalid_argument naming the first bad field.
-    void validate() const;
-    /// The softmax scale in effect.
-    double scale() const;
-    /// The key/value head read by query head `head_q`.
-    int64_t kv_head(int64_t head_q) const { return head_q / (heads_q / heads_kv); }
-    /// The one mask predicate: whether key `j` is visible to query `i`. Bottom-right aligned
-    /// (the diagonal is j = i + seqlen_k - seqlen_q); causal is a right window of 0.
-    bool visible(int64_t i, int64_t j) const;
-    /// {batch, seqlen_q, heads_q, head_dim}: shape of Q, O, dO and dQ.
-    Shape4 q_shape() const { return {batch, seqlen_q, heads_q, head_dim}; }
-    /// {batch, seqlen_k, heads_kv, head_dim}: shape of K, V, dK and dV.
-    Shape4 kv_shape() const { return {batch, seqlen_k, heads_kv, head_dim}; }
+  /// Throws std::invalid_argument naming the first bad field.
+  void validate() const;
+  /// The softmax scale in effect.
+  double scale() const;
+  /// The key/value head read by query head `head_q`.
+  int64_t kv_head(int64_t head_q) const { return head_q / (heads_q / heads_kv); }
+  /// The one mask predicate: whether key `j` is visible to query `i`. Bottom-right aligned
+  /// (the diagonal is j = i + seqlen_k - seqlen_q); causal is a right window of 0.
+  bool visible(int64_t i, int64_t j) const;
+  /// {batch, seqlen_q, heads_q, head_dim}: shape of Q, O, dO and dQ.
+  Shape4 q_shape() const { return {batch, seqlen_q, heads_q, head_dim}; }
+  /// {batch, seqlen_k, heads_kv, head_dim}: shape of K, V, dK and dV.
+  Shape4 kv_shape() const { return {batch, seqlen_k, heads_kv, head_dim}; }
 };
 
 /// A half-open range of key positions [begin, end); end = -1 means seqlen_k. Positions stay
 /// absolute, so the mask of a partial result is the mask of the full problem.
 struct KeyRange {
-    int64_t begin = 0;
-    int64_t end = -1;
+  int64_t begin = 0;
+  int64_t end = -1;
 };
 
 /// Output of a forward pass, or a partial one over a subset of keys.
 struct ForwardResult {
-    Tensor4 out;              ///< O, {batch, seqlen_q, heads_q, head_dim}
-    std::vector<double> lse;  ///< LSE, [batch, heads_q, seqlen_q] contiguous, natural log
+  Tensor4 out;              ///< O, {batch, seqlen_q, heads_q, head_dim}
+  std::vector<double> lse;  ///< LSE, [batch, heads_q, seqlen_q] contiguous, natural log
 
-    /// The LSE of query `i` of head `h` in batch `b`.
-    double& lse_at(int64_t b, int64_t h, int64_t i) {
-        return lse[static_cast<size_t>((b * out.shape[2] + h) * out.shape[1] + i)];
-    }
-    double lse_at(int64_t b, int64_t h, int64_t i) const {
-        return lse[static_cast<size_t>((b * out.shape[2] + h) * out.shape[1] + i)];
-    }
+  /// The LSE of query `i` of head `h` in batch `b`.
+  double& lse_at(int64_t b, int64_t h, int64_t i) {
+    return lse[static_cast<size_t>((b * out.shape[2] + h) * out.shape[1] + i)];
+  }
+  double lse_at(int64_t b, int64_t h, int64_t i) const {
+    return lse[static_cast<size_t>((b * out.shape[2] + h) * out.shape[1] + i)];
+  }
 };
 
 /// Gradients of a backward pass. dK and dV sum over every query head sharing a key head.
 struct Gradients {
-    Tensor4 dq;  ///< {batch, seqlen_q, heads_q, head_dim}
-    Tensor4 dk;  ///< {batch, seqlen_k, heads_kv, head_dim}
-    Tensor4 dv;  ///< {batch, seqlen_k, heads_kv, head_dim}
+  Tensor4 dq;  ///< {batch, seqlen_q, heads_q, head_dim}
+  Tensor4 dk;  ///< {batch, seqlen_k, heads_kv, head_dim}
+  Tensor4 dv;  ///< {batch, seqlen_k, heads_kv, head_dim}
 };
 
 /// O = softmax(scores) V and its LSE, over the keys in `keys` only (all keys by default).

@@ -19,17 +19,17 @@ namespace flashjit::reference {
 
 /// Outcome of one comparison. Print it (or `describe()`) to see why it failed.
 struct CheckResult {
-    bool ok = false;                   ///< rel_l2 <= tolerance, no non-finite mismatch, sizes equal
-    double rel_l2 = 0.0;               ///< ||a - e||_2 / ||e||_2 over finite positions
-    bool l2_is_absolute = false;       ///< ||e||_2 = 0, so rel_l2 holds the absolute ||a - e||_2
-    double max_abs = 0.0;              ///< max |a - e| over finite positions
-    int64_t nonfinite_mismatches = 0;  ///< NaNs, and infinities not matched exactly
-    int64_t mismatches = 0;            ///< elements listed as wrong (see check_close)
-    int64_t count = 0;                 ///< elements compared
-    std::string report;                ///< a summary line, then up to 6 mismatches
+  bool ok = false;                   ///< rel_l2 <= tolerance, no non-finite mismatch, sizes equal
+  double rel_l2 = 0.0;               ///< ||a - e||_2 / ||e||_2 over finite positions
+  bool l2_is_absolute = false;       ///< ||e||_2 = 0, so rel_l2 holds the absolute ||a - e||_2
+  double max_abs = 0.0;              ///< max |a - e| over finite positions
+  int64_t nonfinite_mismatches = 0;  ///< NaNs, and infinities not matched exactly
+  int64_t mismatches = 0;            ///< elements listed as wrong (see check_close)
+  int64_t count = 0;                 ///< elements compared
+  std::string report;                ///< a summary line, then up to 6 mismatches
 
-    /// The human-readable report: the summary line and the first mismatches.
-    const std::string& describe() const { return report; }
+  /// The human-readable report: the summary line and the first mismatches.
+  const std::string& describe() const { return report; }
 };
 
 /// Writes `result.describe()`, so doctest's INFO/CHECK_MESSAGE can show it.

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "flashjit/error.hpp"
+#include "flashjit/runtime.hpp"
 #include "runtime/compiler.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "support/kernel_fixtures.hpp"
@@ -131,4 +132,21 @@ TEST_CASE("every field of the cache key changes the key") {
     ScopedEnv cache_dir("FLASHJIT_CACHE_DIR", "/somewhere/else");
     CHECK(kernel_cache_key(base, templates) == key);
   }
+}
+
+TEST_CASE("without a driver or GPU, running says which is missing and compiling still works") {
+  const flashjit::SystemInfo system = flashjit::query_system();
+  if (!system.devices.empty()) return;  // this machine has a GPU: nothing to show here
+  CHECK(!system.unavailable_reason.empty());
+  try {
+    flashjit::Runtime runtime;
+    FAIL("a Runtime opened without a GPU");
+  } catch (const Error& error) {
+    CHECK((error.kind() == ErrorKind::no_driver || error.kind() == ErrorKind::no_device));
+    const std::string message = error.what();
+    const bool says_which = message.find("no CUDA driver") != std::string::npos ||
+                            message.find("no GPU") != std::string::npos;
+    CHECK_MESSAGE(says_which, message);
+  }
+  CHECK_NOTHROW(compile_kernel(sample_spec(), TemplateSet::embedded()));
 }

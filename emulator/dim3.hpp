@@ -11,9 +11,7 @@ struct Dim3 {
   unsigned z = 1;
 
   /// The number of points in the extent.
-  constexpr unsigned long long volume() const {
-    return static_cast<unsigned long long>(x) * y * z;
-  }
+  constexpr unsigned long long volume() const { return static_cast<unsigned long long>(x) * y * z; }
 };
 
 }  // namespace flashjit::emulator

@@ -52,8 +52,8 @@ void record(Machine& machine, int thread, Finding finding) {
   if (thread >= 0) finding.thread = machine.threads[static_cast<std::size_t>(thread)].index;
   finding.message = std::string(to_string(finding.kind)) + " in " +
                     (finding.kernel.empty() ? std::string("kernel") : "'" + finding.kernel + "'") +
-                    " block " + format(finding.block) + " thread " + format(finding.thread) +
-                    ": " + finding.message;
+                    " block " + format(finding.block) + " thread " + format(finding.thread) + ": " +
+                    finding.message;
   machine.report.findings.push_back(std::move(finding));
 }
 

@@ -25,8 +25,9 @@ void locate(const LaunchConfig& config, std::uintptr_t address, std::size_t byte
   for (const Buffer& buffer : config.buffers) {
     const auto begin = reinterpret_cast<std::uintptr_t>(buffer.data);
     const std::uintptr_t end = begin + buffer.bytes;
-    const std::uintptr_t distance = address < begin ? begin - address
-                                    : address + bytes > end ? address + bytes - end : 0;
+    const std::uintptr_t distance = address < begin         ? begin - address
+                                    : address + bytes > end ? address + bytes - end
+                                                            : 0;
     if (distance >= best_distance) continue;
     best_distance = distance;
     finding.buffer = buffer.name;
@@ -98,15 +99,16 @@ bool check_shared(const void* address, std::size_t bytes, bool write) {
   detail::Machine* machine = detail::active();
   if (machine == nullptr || machine->current < 0) return true;
   const auto at = reinterpret_cast<std::uintptr_t>(address);
-  const auto offset = static_cast<long long>(at - reinterpret_cast<std::uintptr_t>(machine->shared_begin));
+  const auto offset =
+      static_cast<long long>(at - reinterpret_cast<std::uintptr_t>(machine->shared_begin));
   const auto size = static_cast<long long>(machine->config->shared_bytes);
   Finding finding;
   finding.address = at;
   finding.bytes = bytes;
   finding.write = write;
   finding.offset = offset;
-  finding.message = detail::access_text(bytes, write, at) + " at shared offset " +
-                    std::to_string(offset);
+  finding.message =
+      detail::access_text(bytes, write, at) + " at shared offset " + std::to_string(offset);
   if (offset < 0 || offset + static_cast<long long>(bytes) > size) {
     finding.kind = FindingKind::shared_out_of_bounds;
     finding.message += " (dynamic shared size " + std::to_string(size) + " bytes)";
@@ -115,14 +117,17 @@ bool check_shared(const void* address, std::size_t bytes, bool write) {
   }
   for (std::size_t i = 0; i < bytes; ++i) {
     auto& shadow = machine->shadow[static_cast<std::size_t>(offset) + i];
-    const detail::Conflict conflict = detail::touch(shadow, machine->epoch, machine->current, write);
+    const detail::Conflict conflict =
+        detail::touch(shadow, machine->epoch, machine->current, write);
     if (conflict.what == nullptr) continue;
     finding.kind = FindingKind::shared_race;
     finding.other_thread = conflict.other;
-    finding.message += std::string(": ") + conflict.what + " by another warp's thread " +
-                       (conflict.other >= 0 ? detail::format(machine->threads[static_cast<std::size_t>(conflict.other)].index)
-                                            : std::string("(several)")) +
-                       " with no __syncthreads between";
+    finding.message +=
+        std::string(": ") + conflict.what + " by another warp's thread " +
+        (conflict.other >= 0
+             ? detail::format(machine->threads[static_cast<std::size_t>(conflict.other)].index)
+             : std::string("(several)")) +
+        " with no __syncthreads between";
     detail::record(*machine, machine->current, std::move(finding));
     break;  // one report per access; the access itself still happens, as on the GPU
   }

@@ -6,11 +6,16 @@ namespace flashjit::emulator {
 
 std::string_view to_string(FindingKind kind) {
   switch (kind) {
-    case FindingKind::global_out_of_bounds: return "global_out_of_bounds";
-    case FindingKind::shared_out_of_bounds: return "shared_out_of_bounds";
-    case FindingKind::shared_race: return "shared_race";
-    case FindingKind::divergent_barrier: return "divergent_barrier";
-    case FindingKind::deadlock: return "deadlock";
+    case FindingKind::global_out_of_bounds:
+      return "global_out_of_bounds";
+    case FindingKind::shared_out_of_bounds:
+      return "shared_out_of_bounds";
+    case FindingKind::shared_race:
+      return "shared_race";
+    case FindingKind::divergent_barrier:
+      return "divergent_barrier";
+    case FindingKind::deadlock:
+      return "deadlock";
   }
   return "unknown";
 }
@@ -36,8 +41,6 @@ std::string Report::describe() const {
   return text;
 }
 
-std::ostream& operator<<(std::ostream& os, const Report& report) {
-  return os << report.describe();
-}
+std::ostream& operator<<(std::ostream& os, const Report& report) { return os << report.describe(); }
 
 }  // namespace flashjit::emulator

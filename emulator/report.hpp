@@ -26,9 +26,9 @@ std::string_view to_string(FindingKind kind);
 
 struct Finding {
   FindingKind kind{};
-  std::string kernel;         // the launch's kernel name, may be empty
-  Dim3 block{0, 0, 0};        // blockIdx of the offending thread
-  Dim3 thread{0, 0, 0};       // threadIdx of the offending thread
+  std::string kernel;          // the launch's kernel name, may be empty
+  Dim3 block{0, 0, 0};         // blockIdx of the offending thread
+  Dim3 thread{0, 0, 0};        // threadIdx of the offending thread
   std::uintptr_t address = 0;  // the accessed address (memory findings)
   std::size_t bytes = 0;       // the access size (memory findings)
   bool write = false;          // whether the access was a store

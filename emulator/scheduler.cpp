@@ -40,7 +40,7 @@ void release_barrier(Machine& machine, bool& divergence_reported) {
   if (exited >= 0 && !divergence_reported) {
     const int waiting = first_in_state(machine, ThreadState::at_barrier);
     Finding finding;
-  finding.kind = FindingKind::divergent_barrier;
+    finding.kind = FindingKind::divergent_barrier;
     finding.other_thread = exited;
     finding.message = "__syncthreads reached while thread " +
                       format(machine.threads[static_cast<std::size_t>(exited)].index) +
@@ -106,11 +106,13 @@ void run_block(Machine& machine, Dim3 block_index) {
         ran = true;
       }
     }
-    const auto live = std::count_if(machine.threads.begin(), machine.threads.end(),
-                                    [](const ThreadSlot& t) { return t.state != ThreadState::exited; });
+    const auto live =
+        std::count_if(machine.threads.begin(), machine.threads.end(),
+                      [](const ThreadSlot& t) { return t.state != ThreadState::exited; });
     if (live == 0) return;
-    const auto waiting = std::count_if(machine.threads.begin(), machine.threads.end(),
-                                       [](const ThreadSlot& t) { return t.state == ThreadState::at_barrier; });
+    const auto waiting =
+        std::count_if(machine.threads.begin(), machine.threads.end(),
+                      [](const ThreadSlot& t) { return t.state == ThreadState::at_barrier; });
     if (waiting != live) {
       report_deadlock(machine);  // fibers left mid-stack: kernels hold only trivial locals
       return;

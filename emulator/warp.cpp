@@ -10,14 +10,18 @@ namespace {
 int source_lane(WarpOp op, int lane, int operand, int width) {
   const int group = lane & ~(width - 1);
   switch (op) {
-    case WarpOp::shfl_idx: return group + (operand & (width - 1));
+    case WarpOp::shfl_idx:
+      return group + (operand & (width - 1));
     case WarpOp::shfl_xor: {
       const int source = lane ^ operand;
       return source >= group && source < group + width ? source : lane;
     }
-    case WarpOp::shfl_down: return (lane - group) + operand < width ? lane + operand : lane;
-    case WarpOp::shfl_up: return lane - group >= operand ? lane - operand : lane;
-    default: return lane;
+    case WarpOp::shfl_down:
+      return (lane - group) + operand < width ? lane + operand : lane;
+    case WarpOp::shfl_up:
+      return lane - group >= operand ? lane - operand : lane;
+    default:
+      return lane;
   }
 }
 

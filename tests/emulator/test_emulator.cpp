@@ -52,14 +52,15 @@ void check_softmax(long long rows, int cols) {
   }
   const int threads = Config::kThreadsPerRow;
   const int rows_per_block = flashjit::softmax_space::rows_per_block(threads);
-  em::LaunchConfig launch{.kernel_name = "softmax_kernel",
-                          .grid = {static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block)},
-                          .block = {static_cast<unsigned>(threads * rows_per_block)},
-                          .shared_bytes = static_cast<std::size_t>(flashjit::softmax_space::shared_bytes(threads)),
-                          .buffers = {em::buffer_of(x.data(), x.size(), "x"),
-                                      em::buffer_of(y.data(), y.size(), "y")}};
-  const em::Report report = em::launch(&flashjit::softmax_kernel<Config>, launch, x.data(), y.data(),
-                                       rows, cols, stride, stride, float(kScale * kLog2e));
+  em::LaunchConfig launch{
+      .kernel_name = "softmax_kernel",
+      .grid = {static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block)},
+      .block = {static_cast<unsigned>(threads * rows_per_block)},
+      .shared_bytes = static_cast<std::size_t>(flashjit::softmax_space::shared_bytes(threads)),
+      .buffers = {em::buffer_of(x.data(), x.size(), "x"), em::buffer_of(y.data(), y.size(), "y")}};
+  const em::Report report =
+      em::launch(&flashjit::softmax_kernel<Config>, launch, x.data(), y.data(), rows, cols, stride,
+                 stride, float(kScale * kLog2e));
   CHECK_MESSAGE(report.clean(), report);
 
   std::vector<double> expected(x.size(), 0.0);
@@ -79,7 +80,8 @@ void check_softmax(long long rows, int cols) {
     }
   }
   CHECK(padding_written == 0);
-  const auto result = flashjit::reference::check_close(actual_rows, expected_rows, tolerance<T>(), "y");
+  const auto result =
+      flashjit::reference::check_close(actual_rows, expected_rows, tolerance<T>(), "y");
   CHECK_MESSAGE(result.ok, result);
 }
 

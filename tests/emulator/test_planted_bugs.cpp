@@ -19,7 +19,7 @@ __global__ void read_one_past_the_end(const float* in, float* out) {
 }
 
 __global__ void write_one_past_shared(const float*, float*) {
-  float* shared = flashjit::dynamic_shared<float>();  // (kThreads,)
+  float* shared = flashjit::dynamic_shared<float>();                        // (kThreads,)
   flashjit::store_shared(shared, static_cast<int>(threadIdx.x) + 1, 1.0f);  // bug at the end
 }
 
@@ -49,7 +49,9 @@ struct Buffers {
 };
 
 em::Report run(void (*kernel)(const float*, float*), Buffers& buffers) {
-  em::LaunchConfig config{.kernel_name = "planted", .grid = {2}, .block = {kThreads},
+  em::LaunchConfig config{.kernel_name = "planted",
+                          .grid = {2},
+                          .block = {kThreads},
                           .shared_bytes = kThreads * sizeof(float),
                           .buffers = {em::buffer_of(buffers.in.data(), kThreads, "in"),
                                       em::buffer_of(buffers.out.data(), kThreads, "out")}};

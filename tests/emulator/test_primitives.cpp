@@ -39,16 +39,20 @@ __global__ void vote_kernel(const float* in, float* out, int) {
 __global__ void allreduce_kernel(const float* in, float* out, int) {
   const int t = static_cast<int>(threadIdx.x);
   const float value = flashjit::load_global(in, t);
-  flashjit::store_global(out, 2 * t, flashjit::warp_allreduce(value, [](float a, float b) { return a + b; }));
-  flashjit::store_global(out, 2 * t + 1,
-                         flashjit::warp_allreduce(value, [](float a, float b) { return std::max(a, b); }));
+  flashjit::store_global(out, 2 * t,
+                         flashjit::warp_allreduce(value, [](float a, float b) { return a + b; }));
+  flashjit::store_global(out, 2 * t + 1, flashjit::warp_allreduce(value, [](float a, float b) {
+                           return std::max(a, b);
+                         }));
 }
 
 /// Runs `kernel(in, out, operand)` on one block of kThreads; `out` holds `per_thread` values each.
 std::vector<float> run(void (*kernel)(const float*, float*, int), const std::vector<float>& in,
                        int per_thread, int operand) {
   std::vector<float> out(static_cast<std::size_t>(kThreads * per_thread), std::nanf(""));
-  em::LaunchConfig config{.kernel_name = "primitive", .grid = {1}, .block = {kThreads},
+  em::LaunchConfig config{.kernel_name = "primitive",
+                          .grid = {1},
+                          .block = {kThreads},
                           .buffers = {em::buffer_of(in.data(), in.size(), "in"),
                                       em::buffer_of(out.data(), out.size(), "out")}};
   const em::Report report = em::launch(kernel, config, in.data(), out.data(), operand);
@@ -84,11 +88,12 @@ TEST_CASE("votes match the scalar model") {
   for (unsigned seed = 0; seed < 4; ++seed) {
     std::vector<float> in = random_values(seed);
     if (seed == 2) std::fill(in.begin(), in.begin() + 32, 1.0f);  // all true in warp 0
-    if (seed == 3) std::fill(in.begin() + 32, in.end(), -1.0f);  // all false in warp 1
+    if (seed == 3) std::fill(in.begin() + 32, in.end(), -1.0f);   // all false in warp 1
     const std::vector<float> out = run(vote_kernel, in, 4, 0);
     for (int warp = 0; warp < kThreads / 32; ++warp) {
       unsigned ballot = 0;
-      for (int lane = 0; lane < 32; ++lane) ballot |= (in[warp * 32 + lane] > 0.0f ? 1u : 0u) << lane;
+      for (int lane = 0; lane < 32; ++lane)
+        ballot |= (in[warp * 32 + lane] > 0.0f ? 1u : 0u) << lane;
       for (int t = warp * 32; t < warp * 32 + 32; ++t) {
         CHECK(out[4 * t + 0] == float(ballot & 0xffffu));
         CHECK(out[4 * t + 1] == float(ballot >> 16));
@@ -120,15 +125,17 @@ TEST_CASE("fp16 and bf16 conversions round-trip and round to nearest even") {
   for (unsigned bits = 0; bits < 0x10000u; ++bits) {
     const auto h = flashjit::half_t{static_cast<unsigned short>(bits)};
     const auto b = flashjit::bfloat16_t{static_cast<unsigned short>(bits)};
-    if (!std::isnan(flashjit::to_float(h))) half_mismatches += flashjit::to_half(flashjit::to_float(h)).bits != bits;
-    if (!std::isnan(flashjit::to_float(b))) bfloat_mismatches += flashjit::to_bfloat16(flashjit::to_float(b)).bits != bits;
+    if (!std::isnan(flashjit::to_float(h)))
+      half_mismatches += flashjit::to_half(flashjit::to_float(h)).bits != bits;
+    if (!std::isnan(flashjit::to_float(b)))
+      bfloat_mismatches += flashjit::to_bfloat16(flashjit::to_float(b)).bits != bits;
   }
   CHECK(half_mismatches == 0);
   CHECK(bfloat_mismatches == 0);
   CHECK(flashjit::to_half(1.0f).bits == 0x3c00);
-  CHECK(flashjit::to_half(65504.0f).bits == 0x7bff);           // largest finite
-  CHECK(flashjit::to_half(65520.0f).bits == 0x7c00);           // rounds to +inf
-  CHECK(flashjit::to_half(std::ldexp(1.0f, -24)).bits == 0x0001);  // smallest subnormal
+  CHECK(flashjit::to_half(65504.0f).bits == 0x7bff);                      // largest finite
+  CHECK(flashjit::to_half(65520.0f).bits == 0x7c00);                      // rounds to +inf
+  CHECK(flashjit::to_half(std::ldexp(1.0f, -24)).bits == 0x0001);         // smallest subnormal
   CHECK(flashjit::to_half(1.0f + std::ldexp(1.0f, -11)).bits == 0x3c00);  // tie to even
   CHECK(flashjit::to_bfloat16(1.0f).bits == 0x3f80);
   CHECK(flashjit::to_bfloat16(1.0f + std::ldexp(1.0f, -8)).bits == 0x3f80);  // tie to even
@@ -152,7 +159,8 @@ TEST_CASE("RowStats push and merge equal the direct max and sum") {
   for (float x : row) sum += std::exp2(double(x) - max);
   CHECK(merged.max == max);
   CHECK(merged.sum == doctest::Approx(sum).epsilon(1e-5));
-  const flashjit::RowStats empty = flashjit::merge(flashjit::empty_row_stats(), flashjit::empty_row_stats());
+  const flashjit::RowStats empty =
+      flashjit::merge(flashjit::empty_row_stats(), flashjit::empty_row_stats());
   CHECK(empty.sum == 0.0f);  // -inf - -inf must not leak a NaN
   CHECK(flashjit::inverse_sum(empty) == 0.0f);
   CHECK(flashjit::merge(empty, merged).sum == merged.sum);

@@ -9,12 +9,11 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <random>
-#include <sstream>
 #include <thread>
 
 #include "env.hpp"
+#include "file_io.hpp"
 #include "log.hpp"
 
 namespace flashjit::detail {
@@ -44,14 +43,6 @@ std::string ownership_problem(const fs::path& dir) {
   if (info.st_uid != ::geteuid()) return "it is owned by another user";
   if (info.st_mode & (S_IWGRP | S_IWOTH)) return "it is writable by other users";
   return "";
-}
-
-std::optional<std::string> read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
 }
 
 // Writes all of `bytes` to a new file; returns 0 or the errno of the failure.
@@ -148,7 +139,7 @@ void DiskCache::remove_corrupt(const fs::path& path, const std::string& problem)
 
 std::optional<CacheEntry> DiskCache::load(const fs::path& path, const std::string& key) {
   if (!readable_) return std::nullopt;
-  std::optional<std::string> bytes = read_file(path);
+  std::optional<std::string> bytes = read_whole_file(path);
   if (!bytes) return std::nullopt;
   std::string problem;
   std::optional<CacheEntry> entry = decode_cache_file(*bytes, key, &problem);
@@ -213,7 +204,7 @@ std::vector<DiskEntryInfo> DiskCache::list() const {
     info.path = path;
     info.size = file.file_size(ec);
     info.last_use = file.last_write_time(ec);
-    std::optional<std::string> bytes = read_file(path);
+    std::optional<std::string> bytes = read_whole_file(path);
     if (bytes) info.entry = decode_cache_file(*bytes, "", &info.problem);
     if (!bytes) info.problem = "unreadable";
     // The key is also in the file name: a file renamed onto another key is foreign.

@@ -1,10 +1,9 @@
 #include "template_sources.hpp"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "env.hpp"
+#include "file_io.hpp"
 #include "flashjit/error.hpp"
 #include "hashing.hpp"
 
@@ -43,11 +42,9 @@ TemplateSet TemplateSet::from_directory(const std::filesystem::path& dir) {
   storage.reserve(names.size());
   std::vector<TemplateFile> files;
   for (const std::string& name : names) {
-    std::ifstream in(dir / name, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (!in) throw Error(ErrorKind::io, "cannot read template " + (dir / name).string());
-    storage.push_back(text.str());
+    std::optional<std::string> text = read_whole_file(dir / name);
+    if (!text) throw Error(ErrorKind::io, "cannot read template " + (dir / name).string());
+    storage.push_back(std::move(*text));
     files.push_back({name, storage.back()});
   }
   return TemplateSet(std::move(files), std::move(storage), dir.string());

@@ -12,18 +12,13 @@
 
 using namespace flashjit::detail;
 using flashjit::testing::ChildResult;
+using flashjit::testing::cache_options;
 using flashjit::testing::sample_spec;
 using flashjit::testing::TempDir;
 
 namespace {
 
 constexpr int kKeys = 3;
-
-KernelCache::Options options_for(const std::filesystem::path& dir) {
-  KernelCache::Options options;
-  options.dir = dir;
-  return options;
-}
 
 std::size_t count(const std::string& text, const std::string& needle) {
   std::size_t n = 0;
@@ -41,7 +36,7 @@ std::vector<std::filesystem::path> files_under(const std::filesystem::path& dir)
 
 // Compiles every sample key; the exit code is the number of compiles this process did.
 int compile_sample_keys(const std::filesystem::path& dir) {
-  KernelCache cache(options_for(dir));
+  KernelCache cache(cache_options(dir));
   for (int variant = 0; variant < kKeys; ++variant) cache.get(sample_spec(variant));
   return cache.stats().compiles;
 }
@@ -60,7 +55,7 @@ TEST_CASE("eight processes compiling the same keys into one empty cache") {
   }
   CHECK(compiles == kKeys);  // the per-key lock let exactly one process compile each key
 
-  KernelCache reader(options_for(dir.path()));
+  KernelCache reader(cache_options(dir.path()));
   auto entries = reader.disk()->list();
   CHECK(entries.size() == kKeys);
   for (const auto& info : entries) CHECK_MESSAGE(info.entry.has_value(), info.problem);
@@ -73,7 +68,7 @@ TEST_CASE("a read-only cache directory works from memory with one warning") {
   TempDir dir;
   const auto root = dir.path() / "cache";
   compile_sample_keys(root);  // one entry exists already: it is still read
-  KernelCache probe(options_for(root));
+  KernelCache probe(cache_options(root));
   const auto existing = probe.disk()->list();
   REQUIRE(existing.size() == kKeys);
   std::filesystem::remove(existing.front().path);
@@ -89,7 +84,7 @@ TEST_CASE("a read-only cache directory works from memory with one warning") {
 
   ChildResult result = flashjit::testing::run_in_child(
       [&] {
-        KernelCache cache(options_for(root));
+        KernelCache cache(cache_options(root));
         int compiled = 0;
         for (int round = 0; round < 2; ++round) {
           for (int variant = 0; variant < kKeys; ++variant) {
@@ -114,7 +109,7 @@ TEST_CASE("a full disk falls back to memory with one warning and leaves no parti
     ::signal(SIGXFSZ, SIG_IGN);
     rlimit limit{1024, 1024};
     ::setrlimit(RLIMIT_FSIZE, &limit);
-    KernelCache cache(options_for(dir.path()));
+    KernelCache cache(cache_options(dir.path()));
     for (int round = 0; round < 2; ++round) {
       for (int variant = 0; variant < kKeys; ++variant) cache.get(sample_spec(variant));
     }

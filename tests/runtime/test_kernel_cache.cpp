@@ -12,16 +12,11 @@
 
 using namespace flashjit;
 using namespace flashjit::detail;
+using flashjit::testing::cache_options;
 using flashjit::testing::sample_spec;
 using flashjit::testing::TempDir;
 
 namespace {
-
-KernelCache::Options options_for(const std::filesystem::path& dir) {
-  KernelCache::Options options;
-  options.dir = dir;
-  return options;
-}
 
 std::filesystem::path entry_file(KernelCache& cache, const KernelSpec& spec) {
   return cache.disk()->entry_path(spec.arch, spec.display_name(),
@@ -48,12 +43,12 @@ unsigned mode_of(const std::filesystem::path& path) {
 TEST_CASE("a miss compiles and writes; later lookups hit memory, then disk") {
   TempDir dir;
   const KernelSpec spec = sample_spec();
-  KernelCache first(options_for(dir.path() / "cache"));
+  KernelCache first(cache_options(dir.path() / "cache"));
   CHECK(first.get(spec).source == CacheSource::compiled);
   CHECK(first.get(spec).source == CacheSource::memory);
   CHECK(std::filesystem::exists(entry_file(first, spec)));
 
-  KernelCache second(options_for(dir.path() / "cache"));  // a new process, in effect
+  KernelCache second(cache_options(dir.path() / "cache"));  // a new process, in effect
   CacheLookup hit = second.get(spec);
   CHECK(hit.source == CacheSource::disk);
   CHECK(hit.entry->kernel.cubin == first.get(spec).entry->kernel.cubin);
@@ -62,7 +57,7 @@ TEST_CASE("a miss compiles and writes; later lookups hit memory, then disk") {
 
 TEST_CASE("the cache directory is created private (0700)") {
   TempDir dir;
-  KernelCache cache(options_for(dir.path() / "a" / "b"));
+  KernelCache cache(cache_options(dir.path() / "a" / "b"));
   CHECK(cache.disk()->writable());
   CHECK(mode_of(dir.path() / "a" / "b") == 0700);
   CHECK(mode_of(dir.path() / "a" / "b" / "v1" / "kernels") == 0700);
@@ -75,7 +70,7 @@ TEST_CASE("a damaged or foreign cache file is recompiled, never loaded") {
     const std::string damage_name = damage;
     CAPTURE(damage_name);
     TempDir dir;
-    KernelCache writer(options_for(dir.path()));
+    KernelCache writer(cache_options(dir.path()));
     const std::string lowered_name = writer.get(spec).entry->kernel.lowered_name;
     const std::filesystem::path path = entry_file(writer, spec);
     const std::string good = read_bytes(path);
@@ -90,7 +85,7 @@ TEST_CASE("a damaged or foreign cache file is recompiled, never loaded") {
     if (damage == std::string("empty")) damaged.clear();
     write_bytes(path, damaged);
 
-    KernelCache reader(options_for(dir.path()));
+    KernelCache reader(cache_options(dir.path()));
     CacheLookup lookup = reader.get(spec);
     CHECK(lookup.source == CacheSource::compiled);
     CHECK(lookup.entry->kernel.lowered_name == lowered_name);
@@ -106,7 +101,7 @@ TEST_CASE("a directory writable by other users is refused, and kernels still wor
   const auto root = dir.path() / "shared";
   std::filesystem::create_directory(root);
   ::chmod(root.c_str(), 0777);
-  KernelCache cache(options_for(root));
+  KernelCache cache(cache_options(root));
   CHECK_FALSE(cache.disk()->readable());
   CHECK_FALSE(cache.disk()->writable());
   CHECK(cache.disk()->degraded_reason().find("writable by other users") != std::string::npos);
@@ -117,7 +112,7 @@ TEST_CASE("a directory writable by other users is refused, and kernels still wor
 
 TEST_CASE("one compile per key in a process, however many threads ask") {
   TempDir dir;
-  KernelCache cache(options_for(dir.path()));
+  KernelCache cache(cache_options(dir.path()));
   std::vector<std::thread> threads;
   for (int i = 0; i < 8; ++i) threads.emplace_back([&] { cache.get(sample_spec()); });
   for (std::thread& thread : threads) thread.join();
@@ -127,7 +122,7 @@ TEST_CASE("one compile per key in a process, however many threads ask") {
 
 TEST_CASE("FLASHJIT_NO_JIT turns a miss into an error; hits still work") {
   TempDir dir;
-  KernelCache::Options options = options_for(dir.path());
+  KernelCache::Options options = cache_options(dir.path());
   options.allow_compile = false;
   KernelCache strict(options);
   try {
@@ -137,13 +132,13 @@ TEST_CASE("FLASHJIT_NO_JIT turns a miss into an error; hits still work") {
     CHECK(error.kind() == ErrorKind::cache);
     CHECK(std::string(error.what()).find("FLASHJIT_NO_JIT") != std::string::npos);
   }
-  KernelCache(options_for(dir.path())).get(sample_spec());
+  KernelCache(cache_options(dir.path())).get(sample_spec());
   CHECK(KernelCache(options).get(sample_spec()).source == CacheSource::disk);
 }
 
 TEST_CASE("FLASHJIT_ALWAYS_COMPILE bypasses the disk") {
   TempDir dir;
-  KernelCache::Options options = options_for(dir.path() / "cache");
+  KernelCache::Options options = cache_options(dir.path() / "cache");
   options.use_disk = false;
   KernelCache cache(options);
   CHECK(cache.disk() == nullptr);
@@ -164,7 +159,7 @@ TEST_CASE("the environment configures the process cache") {
 
 TEST_CASE("a lock held too long is waited for, then compiled past") {
   TempDir dir;
-  KernelCache::Options options = options_for(dir.path());
+  KernelCache::Options options = cache_options(dir.path());
   options.lock_timeout = std::chrono::milliseconds(200);
   KernelCache holder(options);
   const std::string key = kernel_cache_key(sample_spec(), TemplateSet::active());
@@ -178,7 +173,7 @@ TEST_CASE("a lock held too long is waited for, then compiled past") {
 
 TEST_CASE("prune removes least recently used entries; clear removes all") {
   TempDir dir;
-  KernelCache cache(options_for(dir.path()));
+  KernelCache cache(cache_options(dir.path()));
   for (int variant = 0; variant < 3; ++variant) cache.get(sample_spec(variant));
   DiskCache& disk = *cache.disk();
   REQUIRE(disk.list().size() == 3);
@@ -193,14 +188,14 @@ TEST_CASE("prune removes least recently used entries; clear removes all") {
   CHECK(removed.front().path == oldest);
   CHECK(disk.list().size() == 2);
   CHECK(disk.prune(0).size() == 2);
-  KernelCache(options_for(dir.path())).get(sample_spec(0));  // compiled and written again
+  KernelCache(cache_options(dir.path())).get(sample_spec(0));  // compiled and written again
   CHECK(disk.clear() == 1);
   CHECK(disk.list().empty());
 }
 
 TEST_CASE("verify finds and removes invalid entries") {
   TempDir dir;
-  KernelCache cache(options_for(dir.path()));
+  KernelCache cache(cache_options(dir.path()));
   cache.get(sample_spec(0));
   cache.get(sample_spec(1));
   const auto path = entry_file(cache, sample_spec(1));

@@ -40,15 +40,10 @@ FJ_HOST_DEVICE float probability(float x, RowStats stats, float inv_sum) {
   return rescale(x, stats.max) * inv_sum;
 }
 
-#if defined(FJ_DEVICE_CODE)
-/// Shuffle for warp_allreduce (found by argument-dependent lookup).
+#if defined(FJ_DEVICE_CODE) || defined(FLASHJIT_EMULATOR)
+/// Shuffle for warp_allreduce (found by argument-dependent lookup); the emulator provides the
+/// same __shfl_xor_sync on the host.
 FJ_DEVICE RowStats shuffle_xor(RowStats stats, int lane_mask) {
-  return {__shfl_xor_sync(0xffffffffu, stats.max, lane_mask),
-          __shfl_xor_sync(0xffffffffu, stats.sum, lane_mask)};
-}
-#else
-/// Host twin for the emulator: the same two shuffles.
-inline RowStats shuffle_xor(RowStats stats, int lane_mask) {
   return {__shfl_xor_sync(0xffffffffu, stats.max, lane_mask),
           __shfl_xor_sync(0xffffffffu, stats.sum, lane_mask)};
 }

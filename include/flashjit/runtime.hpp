@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "flashjit/attention.hpp"
 #include "flashjit/device.hpp"
 #include "flashjit/tensor.hpp"
 
@@ -11,14 +12,22 @@ namespace flashjit {
 
 namespace detail {
 class DeviceContext;
+class Executor;
 }
 
 /// A CUDA stream (CUstream) passed through opaquely; nullptr is the default stream.
 using Stream = void*;
 
+/// Where a Runtime runs its kernels.
+enum class Backend {
+  cuda,      ///< a CUDA GPU: tensors are device memory
+  emulator,  ///< the CPU SIMT emulator running the same templates: tensors are host memory
+};
+
 /// How a Runtime is set up.
 struct RuntimeOptions {
-  int device = 0;  ///< CUDA device ordinal
+  int device = 0;  ///< CUDA device ordinal (cuda backend)
+  Backend backend = Backend::cuda;
 };
 
 class Runtime;
@@ -77,8 +86,24 @@ class Runtime {
   void softmax(const TensorView& x, const TensorView& y, float scale = 1.0f,
                Stream stream = nullptr);
 
-  /// The device context behind this runtime (for flashjit's own ops).
+  /// Attention forward: o = softmax(scale · q kᵀ + mask) v for every (batch, query head), and
+  /// lse[b, h, i] = log Σⱼ exp(scale · q_i·k_j) over the visible keys (for the backward pass).
+  /// q is [batch, seqlen_q, heads_q, head_dim], k and v [batch, seqlen_k, heads_kv, head_dim],
+  /// o like q (logical shapes; any strides with a unit head_dim stride), all fp16 or all bf16;
+  /// lse is fp32 [batch, heads_q, seqlen_q] with unit last stride, or a view with null data to
+  /// skip it. A query row that sees no key gets o = 0 and lse = -inf.
+  /// Throws InvalidArgument naming the argument for bad input; nothing is launched then.
+  void forward(const Attention& attention, const TensorView& q, const TensorView& k,
+               const TensorView& v, const TensorView& o, const TensorView& lse,
+               Stream stream = nullptr);
+
+  /// The backend this runtime was opened with.
+  Backend backend() const;
+
+  /// The device context behind this runtime (for flashjit's own ops; cuda backend only).
   detail::DeviceContext& context();
+  /// Where this runtime's kernels run (for flashjit's own ops).
+  detail::Executor& executor();
 
  private:
   std::unique_ptr<detail::DeviceContext> context_;

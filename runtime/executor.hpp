@@ -1,0 +1,42 @@
+#pragma once
+// Where kernels run: the CUDA GPU, or the CPU emulator running the same templates. Ops in
+// kernels/ build a spec, a launch shape and the argument list once, and hand them here; they do
+// not know which backend runs them.
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "device_context.hpp"
+#include "kernel_spec.hpp"
+
+namespace flashjit::detail {
+
+/// A global buffer a launch may touch. The emulator checks every access against these (and
+/// names the buffer in its findings); the GPU path ignores them.
+struct KernelBuffer {
+  const void* data = nullptr;
+  std::size_t bytes = 0;
+  std::string name;  // the argument's name: "q", "lse", ...
+};
+
+/// Runs kernel launches on one backend.
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  /// Launches `spec` with `args` (pointers to each argument by value, in parameter order,
+  /// nullptr-terminated). The emulator runs it to completion and throws Error naming the first
+  /// finding (out-of-bounds access, race, divergent barrier) if there is any.
+  virtual void launch(const KernelSpec& spec, const LaunchShape& shape, void** args,
+                      const std::vector<KernelBuffer>& buffers) = 0;
+};
+
+/// Launches `spec` on `executor` with the given arguments by value (their types must match the
+/// kernel's parameters exactly).
+template <typename... Args>
+void launch_kernel(Executor& executor, const KernelSpec& spec, const LaunchShape& shape,
+                   const std::vector<KernelBuffer>& buffers, Args... args) {
+  void* pointers[] = {static_cast<void*>(&args)..., nullptr};
+  executor.launch(spec, shape, pointers, buffers);
+}
+
+}  // namespace flashjit::detail

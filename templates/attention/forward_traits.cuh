@@ -1,0 +1,33 @@
+#pragma once
+// One specialization of the forward kernel: everything it needs as a compile-time constant.
+// The host names it in the kernel's name expression (kernels/attention_forward.cpp), e.g.
+//   flashjit::attention_forward_kernel<flashjit::ForwardTraits<flashjit::bfloat16_t, 128, 128,
+//       64, 4, 2, flashjit::attention_forward_space::MaskKind::window, false>>
+#include "attention/forward_space.cuh"
+#include "tile/numeric.cuh"
+
+namespace flashjit {
+
+template <typename Element_, int HeadDim, int BlockM, int BlockN, int Warps, int Stages,
+          attention_forward_space::MaskKind Mask, bool Softcap>
+struct ForwardTraits {
+  static_assert(attention_forward_space::config_valid(HeadDim, BlockM, BlockN, Warps, Stages),
+                "invalid forward traits: see attention_forward_space::config_valid (head dim a "
+                "multiple of 8 in [8, 256], Br a multiple of 16 x warps, Bc a multiple of 16, "
+                "accumulators and shared memory within budget)");
+  using Element = Element_;  // half_t or bfloat16_t
+  static constexpr int kHeadDim = HeadDim;
+  static constexpr int kHeadDimPadded = attention_forward_space::padded_head_dim(HeadDim);
+  static constexpr int kBlockM = BlockM;  // Br
+  static constexpr int kBlockN = BlockN;  // Bc
+  static constexpr int kWarps = Warps;
+  static constexpr int kThreads = Warps * 32;
+  static constexpr int kStages = Stages;
+  static constexpr attention_forward_space::MaskKind kMask = Mask;
+  static constexpr bool kSoftcap = Softcap;
+  static constexpr int kRowsPerWarp = attention_forward_space::rows_per_warp(BlockM, Warps);
+  static constexpr int kSharedBytes =
+      attention_forward_space::shared_bytes(HeadDim, BlockM, BlockN, Stages);
+};
+
+}  // namespace flashjit

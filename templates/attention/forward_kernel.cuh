@@ -1,17 +1,50 @@
 #pragma once
-// FlashAttention-2 forward (DESIGN.md section 1). STUB: the signature is final, the body is
-// being written.
-#include "attention/forward_traits.cuh"
+// FlashAttention-2 forward (DESIGN.md section 1): one CTA owns Br query rows of one head and
+// streams the visible key blocks past them, keeping per row the running max m, sum ℓ and
+// unnormalized output O. Each warp owns Br / warps of the rows; the CTA shares K and V.
+#include "attention/forward_epilogue.cuh"
+#include "attention/forward_pipeline.cuh"
+#include "attention/forward_softmax.cuh"
+#include "attention/mask.cuh"
 #include "attention/params.cuh"
+#include "tile/gemm.cuh"
 
 namespace flashjit {
 
 /// Grid (ceil(seqlen_q / kBlockM), heads_q, batch), block kThreads, dynamic shared memory
-/// Config::kSharedBytes. One CTA computes kBlockM query rows of one head.
-template <class Config>
-FJ_GLOBAL void __launch_bounds__(Config::kThreads)
+/// Traits::kSharedBytes.
+template <class Traits>
+FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
     attention_forward_kernel(AttentionForwardParams params) {
-  (void)params;
+  using T = typename Traits::Element;
+  constexpr int kRows = Traits::kRowsPerWarp;
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp_row0 = threadIdx.x / kWarpSize * kRows;    // the warp's first row in the block
+  const int row0 = int(blockIdx.x) * Traits::kBlockM;        // the block's first query row
+  const int rows = min_int(Traits::kBlockM, params.seqlen_q - row0);  // valid rows in the block
+  const HeadSlice<T> slice = head_slice<T>(params, blockIdx.z, blockIdx.y, row0);
+  const KeyWindow<Traits::kMask> window(params);
+  const BlockRange blocks = window.key_blocks(row0, row0 + rows - 1, Traits::kBlockN);
+
+  KeyValuePipeline<Traits> pipeline(slice, params.seqlen_k, blocks.end);
+  acc_tile<kRows, Traits::kHeadDimPadded> o;  // (kRows, kHeadDimPadded) unnormalized output
+  fill(o, 0.0f);
+  OnlineSoftmax<kRows> softmax;  // m, ℓ
+  if (!blocks.empty()) pipeline.start(rows, blocks.begin);
+  for (int block = blocks.begin; block < blocks.end; ++block) {
+    const int key0 = block * Traits::kBlockN;
+    acc_tile<kRows, Traits::kBlockN> s;  // (kRows, kBlockN) scores, then probabilities
+    fill(s, 0.0f);
+    mma_abt(s, pipeline.q, warp_row0, pipeline.await_keys(block), lane);  // S = Q Kᵀ
+    scale_scores<Traits::kSoftcap>(s, params);                            // S·scale·log2 e
+    if (!window.block_fully_visible(row0, row0 + rows - 1, key0, Traits::kBlockN)) {
+      window.apply(s, row0 + warp_row0, key0, lane);  // S = −inf where masked
+    }
+    softmax.update(s, o);                                  // P = 2^(S − m), O·α
+    mma_ab<T>(o, s, pipeline.await_values(block), lane);  // O += P V
+  }
+  const row_vec<kRows> lse = softmax.finish(o);  // O /= ℓ
+  store_output<Traits>(o, lse, pipeline.q, slice, warp_row0, rows, lane);
 }
 
 }  // namespace flashjit

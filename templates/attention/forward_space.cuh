@@ -2,6 +2,8 @@
 // The forward kernel's configuration space and validity predicate. The host includes this file
 // to enumerate, check and name configs; the kernel static_asserts the same predicate, so an
 // illegal config is dropped before any compile.
+#include "tile/shared_layout.cuh"
+
 namespace flashjit::attention_forward_space {
 
 /// Which mask the kernel evaluates: none (only the ragged end of the keys), or the windowed
@@ -29,10 +31,6 @@ constexpr bool head_dim_supported(int head_dim) {
 
 /// The head dim the tiles use: a multiple of the mma's k (16); the padding is zero-filled.
 constexpr int padded_head_dim(int head_dim) { return (head_dim + kMmaK - 1) / kMmaK * kMmaK; }
-
-/// Elements between rows of a shared tile of `cols` 16-bit columns: an odd number of 16-byte
-/// chunks, so the 8 rows one ldmatrix reads fall in 8 different bank groups.
-constexpr int shared_row_stride(int cols) { return (cols / 8) % 2 == 1 ? cols : cols + 8; }
 
 /// Bytes of dynamic shared memory: the Q tile, then `stages` K tiles and `stages` V tiles
 /// (16-bit elements). The output tile is staged in the Q tile's space at the end.

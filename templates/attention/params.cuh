@@ -9,7 +9,7 @@ namespace flashjit {
 /// A strided [batch, seqlen, heads, head_dim] tensor with unit head_dim stride. Strides are in
 /// elements and 64-bit, so [B, L, H, D] and [B, H, L, D] (and padded variants) need no copy.
 struct HeadTensor {
-  const void* data;
+  void* data;  // the element type is the config's (written only for o)
   index_t batch_stride;
   index_t row_stride;  // between consecutive sequence positions
   index_t head_stride;

@@ -20,6 +20,12 @@ FJ_DEVICE void store_global(T* base, index_t index, float value) {
   base[index] = from_float<T>(value);
 }
 
+/// Writes `value` to global `address` unconverted (a whole 16-byte chunk, say).
+template <typename T>
+FJ_DEVICE void store_global_raw(T* address, T value) {
+  *address = value;
+}
+
 /// The block's dynamic shared memory viewed as an array of T (the only shared memory kernels
 /// use: its size is a launch parameter the host computes from the config).
 template <typename T>
@@ -54,6 +60,12 @@ template <typename T>
 inline void store_global(T* base, index_t index, float value) {
   T* address = emulator::element_address(base, index);
   if (emulator::check_global(address, sizeof(T), true)) *address = from_float<T>(value);
+}
+
+/// Writes `value` to global `address` unconverted (checked against the launch's buffers).
+template <typename T>
+inline void store_global_raw(T* address, T value) {
+  if (emulator::check_global(address, sizeof(T), true)) *address = value;
 }
 
 /// The current block's dynamic shared memory, sized by the emulated launch.

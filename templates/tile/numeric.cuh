@@ -126,4 +126,29 @@ FJ_DEVICE float exp2_approx(float x) {
 inline float exp2_approx(float x) { return std::exp2(x); }
 #endif
 
+/// log2(x), the hardware approximation on the device.
+#if defined(FJ_DEVICE_CODE)
+FJ_DEVICE float log2_approx(float x) {
+  float result;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(result) : "f"(x));
+  return result;
+}
+#else
+inline float log2_approx(float x) { return std::log2(x); }
+#endif
+
+/// tanh(x), the hardware approximation on the device (sm_75+, ~2^-11 relative error).
+#if defined(FJ_DEVICE_CODE)
+FJ_DEVICE float tanh_approx(float x) {
+  float result;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(result) : "f"(x));
+  return result;
+}
+#else
+inline float tanh_approx(float x) { return std::tanh(x); }
+#endif
+
+/// ln(2): turns a base-2 log-sum-exp into the natural one the API returns.
+constexpr float kLn2 = 0.693147180559945309f;
+
 }  // namespace flashjit

@@ -30,6 +30,8 @@ FJ_DEVICE float negative_infinity() { return __int_as_float(0xff800000); }
 inline float negative_infinity() { return -__builtin_huge_valf(); }
 #endif
 
+FJ_HOST_DEVICE constexpr int min_int(int a, int b) { return a < b ? a : b; }
+
 template <typename T>
 constexpr T ceil_div(T a, T b) {
   return (a + b - 1) / b;

@@ -1,0 +1,134 @@
+#pragma once
+// Where the forward kernel's tiles live in shared memory, and the cp.async pipeline that
+// streams key and value blocks in ahead of their use. With one stage, V_j loads during
+// S = Q K_jᵀ and the softmax, and K_j+1 during O += P V_j; with two, K_j+1 and V_j+1 load
+// during the whole of iteration j. Every wait is followed by a block barrier, which also
+// tells the loader that all warps are done with the buffer it refills next.
+#include "attention/forward_traits.cuh"
+#include "attention/params.cuh"
+#include "tile/shared_tile.cuh"
+
+namespace flashjit {
+
+/// This CTA's slice of the tensors: (batch, head) fixed, first query row `row0`.
+template <typename T>
+struct HeadSlice {
+  const T* q;  // (rows, head_dim), row 0 = the block's first query row
+  const T* k;  // (seqlen_k, head_dim)
+  const T* v;  // (seqlen_k, head_dim)
+  T* o;        // (rows, head_dim)
+  float* lse;  // (rows,), nullptr: not written
+  index_t q_row_stride, k_row_stride, v_row_stride, o_row_stride;
+};
+
+template <typename T>
+FJ_DEVICE HeadSlice<T> head_slice(const AttentionForwardParams& p, int batch, int head, int row0) {
+  const int kv_head = head / p.heads_per_kv;  // GQA/MQA: heads_per_kv query heads share one
+  auto at = [](const HeadTensor& t, int b, int h, int row) {
+    return static_cast<T*>(t.data) + b * t.batch_stride + h * t.head_stride + row * t.row_stride;
+  };
+  return {at(p.q, batch, head, row0),
+          at(p.k, batch, kv_head, 0),
+          at(p.v, batch, kv_head, 0),
+          at(p.o, batch, head, row0),
+          p.lse ? p.lse + batch * p.lse_batch_stride + head * p.lse_head_stride + row0 : nullptr,
+          p.q.row_stride,
+          p.k.row_stride,
+          p.v.row_stride,
+          p.o.row_stride};
+}
+
+template <class Traits>
+struct KeyValuePipeline {
+  using T = typename Traits::Element;
+  using QTile = smem_tile<T, Traits::kBlockM, Traits::kHeadDimPadded>;
+  using KVTile = smem_tile<T, Traits::kBlockN, Traits::kHeadDimPadded>;
+  static constexpr int kStages = Traits::kStages;
+  static_assert(QTile::kBytes + 2 * kStages * KVTile::kBytes == Traits::kSharedBytes,
+                "the host's shared_bytes() and the tiles carved here must agree");
+
+  QTile q;       // (kBlockM, kHeadDimPadded); holds O at the end
+  KVTile k0, v0;  // (kBlockN, kHeadDimPadded): slot 0 of the K and V ring buffers; slot s is
+                  // s tiles further (computed, not indexed, so it stays in registers)
+  HeadSlice<T> slice;
+  int seqlen_k;
+  int end_block;
+  int thread;
+
+  FJ_DEVICE KeyValuePipeline(const HeadSlice<T>& slice_, int seqlen_k_, int end_block_)
+      : slice(slice_), seqlen_k(seqlen_k_), end_block(end_block_), thread(threadIdx.x) {
+    unsigned char* base = dynamic_shared<unsigned char>();
+    q = carve_tile<QTile>(base);
+    k0 = carve_tile<KVTile>(base);
+    base += (kStages - 1) * KVTile::kBytes;
+    v0 = carve_tile<KVTile>(base);
+  }
+
+  /// Starts loading the query tile (`rows` valid rows) and the first key (and value) block.
+  FJ_DEVICE void start(int rows, int first_block) {
+    load_tile_async<Traits::kThreads>(q, slice.q, slice.q_row_stride, rows, Traits::kHeadDim,
+                                      thread);
+    load_keys(first_block);
+    if constexpr (kStages == 2) load_values(first_block);
+  }
+
+  /// Waits until key block `block` is in shared memory for every thread and starts the loads
+  /// this iteration overlaps; returns the key tile.
+  FJ_DEVICE KVTile await_keys(int block) {
+    const bool has_next = block + 1 < end_block;
+    if constexpr (kStages == 1) {
+      cp_async_wait<0>();  // K_j
+      __syncthreads();     // also: every warp is done reading V_j-1
+      load_values(block);
+    } else {
+      cp_async_wait<1>();  // K_j; V_j may still be in flight
+      __syncthreads();     // also: every warp is done with K_j-1 and V_j-1
+      if (has_next) {
+        load_keys(block + 1);
+        load_values(block + 1);
+      }
+    }
+    return slot(k0, block);
+  }
+
+  /// Waits until value block `block` is in shared memory for every thread; returns the tile.
+  FJ_DEVICE KVTile await_values(int block) {
+    const bool has_next = block + 1 < end_block;
+    if constexpr (kStages == 1) {
+      cp_async_wait<0>();  // V_j
+      __syncthreads();     // also: every warp is done reading K_j
+      if (has_next) load_keys(block + 1);
+    } else {
+      if (has_next) {
+        cp_async_wait<2>();  // V_j; K_j+1 and V_j+1 may still be in flight
+      } else {
+        cp_async_wait<0>();
+      }
+      __syncthreads();
+    }
+    return slot(v0, block);
+  }
+
+ private:
+  /// The ring-buffer slot of key block `block` in the buffer starting at `first`.
+  FJ_DEVICE static KVTile slot(KVTile first, int block) {
+    return {first.data + block % kStages * (KVTile::kBytes / 2)};
+  }
+
+  FJ_DEVICE void load_keys(int block) {
+    const int key0 = block * Traits::kBlockN;
+    load_tile_async<Traits::kThreads>(slot(k0, block), slice.k + key0 * slice.k_row_stride,
+                                      slice.k_row_stride, seqlen_k - key0, Traits::kHeadDim,
+                                      thread);
+    cp_async_commit();
+  }
+  FJ_DEVICE void load_values(int block) {
+    const int key0 = block * Traits::kBlockN;
+    load_tile_async<Traits::kThreads>(slot(v0, block), slice.v + key0 * slice.v_row_stride,
+                                      slice.v_row_stride, seqlen_k - key0, Traits::kHeadDim,
+                                      thread);
+    cp_async_commit();
+  }
+};
+
+}  // namespace flashjit

@@ -1,0 +1,119 @@
+#pragma once
+// A warp's fp32 accumulator tile in registers, in the mma C-fragment layout, and the row-wise
+// operations attention needs on it. With g = lane / 4 and t = lane % 4, a lane holds rows
+// 16i + g and 16i + g + 8 of every 16-row slab i, columns 8j + 2t and 8j + 2t + 1 of every
+// 8-column group j; the 4 lanes of a quad (same g) share a row.
+#include "tile/mma.cuh"
+#include "tile/warp.cuh"
+
+namespace flashjit {
+
+/// (Rows, Cols) fp32 values spread over a warp: Rows / 16 x Cols / 8 mma accumulators.
+template <int Rows, int Cols>
+struct acc_tile {
+  static_assert(Rows % 16 == 0 && Cols % 8 == 0, "accumulator tiles are whole m16n8 blocks");
+  static constexpr int kRows = Rows;
+  static constexpr int kCols = Cols;
+  static constexpr int kSlabs = Rows / 16;    // 16-row slabs
+  static constexpr int kGroups = Cols / 8;    // 8-column groups
+  static constexpr int kRowsPerLane = kSlabs * 2;
+  float frag[kSlabs][kGroups][4];
+};
+
+/// One value per row of a (Rows, ·) accumulator tile: the lane's kRowsPerLane rows, in the
+/// order slab 0 row g, slab 0 row g + 8, slab 1 row g, ...
+template <int Rows>
+struct row_vec {
+  float v[Rows / 16 * 2];
+};
+
+/// The row (within the tile) of fragment slab `slab`, half `half` (0: g, 1: g + 8) for `lane`.
+FJ_DEVICE int fragment_row(int slab, int half, int lane) { return slab * 16 + half * 8 + lane / 4; }
+/// The column (within the tile) of fragment group `group`, element `pair` (0 or 1).
+FJ_DEVICE int fragment_col(int group, int pair, int lane) { return group * 8 + lane % 4 * 2 + pair; }
+
+template <int Rows, int Cols>
+FJ_DEVICE void fill(acc_tile<Rows, Cols>& tile, float value) {
+#pragma unroll
+  for (int s = 0; s < tile.kSlabs; ++s)
+#pragma unroll
+    for (int g = 0; g < tile.kGroups; ++g)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) tile.frag[s][g][e] = value;
+}
+
+template <int Rows>
+FJ_DEVICE void fill(row_vec<Rows>& rows, float value) {
+#pragma unroll
+  for (int r = 0; r < Rows / 16 * 2; ++r) rows.v[r] = value;
+}
+
+/// Calls f(row, col, value&) for each of this lane's elements (tile coordinates). Element e of
+/// a fragment is in half e / 2, column pair e % 2; its row slot in a row_vec is 2·slab + half.
+template <int Rows, int Cols, typename F>
+FJ_DEVICE void for_each_element(acc_tile<Rows, Cols>& tile, int lane, F f) {
+#pragma unroll
+  for (int s = 0; s < tile.kSlabs; ++s)
+#pragma unroll
+    for (int g = 0; g < tile.kGroups; ++g)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        f(fragment_row(s, e / 2, lane), fragment_col(g, e % 2, lane), tile.frag[s][g][e]);
+      }
+}
+
+/// Calls f(row_slot, value) for each element (a reference; const for a const tile), with its
+/// row's slot in a row_vec.
+template <typename Tile, typename F>
+FJ_DEVICE void for_each_in_row(Tile& tile, F f) {
+#pragma unroll
+  for (int s = 0; s < tile.kSlabs; ++s)
+#pragma unroll
+    for (int g = 0; g < tile.kGroups; ++g)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) f(2 * s + e / 2, tile.frag[s][g][e]);
+}
+
+/// rows[r] = max(rows[r], max over the row's columns), across the quad sharing the row.
+template <int Rows, int Cols>
+FJ_DEVICE void row_max(const acc_tile<Rows, Cols>& tile, row_vec<Rows>& rows) {
+  for_each_in_row(tile, [&](int r, float x) { rows.v[r] = x > rows.v[r] ? x : rows.v[r]; });
+#pragma unroll
+  for (int r = 0; r < Rows / 16 * 2; ++r) {
+#pragma unroll
+    for (int lane_mask = 1; lane_mask < 4; lane_mask *= 2) {
+      const float other = shuffle_xor(rows.v[r], lane_mask);
+      rows.v[r] = other > rows.v[r] ? other : rows.v[r];
+    }
+  }
+}
+
+/// rows[r] += the sum of this lane's values of row r (a partial: see quad_sum).
+template <int Rows, int Cols>
+FJ_DEVICE void add_row_sum(const acc_tile<Rows, Cols>& tile, row_vec<Rows>& rows) {
+  for_each_in_row(tile, [&](int r, float x) { rows.v[r] += x; });
+}
+
+/// Completes per-lane partial row sums: the sum over the quad that shares each row.
+template <int Rows>
+FJ_DEVICE void quad_sum(row_vec<Rows>& rows) {
+#pragma unroll
+  for (int r = 0; r < Rows / 16 * 2; ++r) {
+#pragma unroll
+    for (int lane_mask = 1; lane_mask < 4; lane_mask *= 2) rows.v[r] += shuffle_xor(rows.v[r], lane_mask);
+  }
+}
+
+/// tile[r, :] *= factor[r]
+template <int Rows, int Cols>
+FJ_DEVICE void mul_row(acc_tile<Rows, Cols>& tile, const row_vec<Rows>& factor) {
+  for_each_in_row(tile, [&](int r, float& x) { x *= factor.v[r]; });
+}
+
+/// tile[r, :] = 2^(tile[r, :] − base[r])
+template <int Rows, int Cols>
+FJ_DEVICE void exp2_sub_row(acc_tile<Rows, Cols>& tile, const row_vec<Rows>& base) {
+  for_each_in_row(tile, [&](int r, float& x) { x = exp2_approx(x - base.v[r]); });
+}
+
+}  // namespace flashjit

@@ -1,0 +1,84 @@
+#pragma once
+// Tiles of 16-bit elements in dynamic shared memory, and the copies between them and global
+// memory: the block-wide asynchronous load (cp.async, zero-filled past the valid rows and
+// columns) and the warp-wide vector store of finished rows.
+#include "tile/async_copy.cuh"
+#include "tile/memory.cuh"
+#include "tile/shared_layout.cuh"
+#include "tile/warp.cuh"
+
+namespace flashjit {
+
+/// 16 bytes, the unit of every copy below (eight 16-bit elements).
+struct alignas(16) Chunk16 {
+  unsigned words[4];
+};
+constexpr int kChunkElements = 8;
+
+/// A (Rows, Cols) row-major tile of T in shared memory, rows padded to shared_row_stride(Cols).
+template <typename T, int Rows, int Cols>
+struct smem_tile {
+  static_assert(sizeof(T) == 2 && Cols % kChunkElements == 0,
+                "shared tiles hold 16-bit elements in whole 16-byte chunks");
+  static constexpr int kRows = Rows;
+  static constexpr int kCols = Cols;
+  static constexpr int kRowStride = shared_row_stride(Cols);  // elements
+  static constexpr int kBytes = Rows * kRowStride * 2;
+  T* data;
+
+  /// Element (row, col).
+  FJ_DEVICE T* at(int row, int col) const { return data + row * kRowStride + col; }
+};
+
+/// Carves a tile out of shared memory at `base`; returns the address just past it.
+template <typename Tile>
+FJ_DEVICE Tile carve_tile(unsigned char*& base) {
+  Tile tile{reinterpret_cast<decltype(Tile::data)>(base)};
+  base += Tile::kBytes;
+  return tile;
+}
+
+/// Starts the block-wide copy of global rows [0, rows_valid), columns [0, cols_valid) into
+/// `dst`; everything else in the tile is zero-filled (ragged sequence ends, head-dim padding).
+/// `src` points at element (0, 0); rows are `row_stride` elements apart. cols_valid is a
+/// multiple of 8. Every thread of the block calls it; then cp_async_commit and a wait.
+template <int Threads, typename T, int Rows, int Cols>
+FJ_DEVICE void load_tile_async(smem_tile<T, Rows, Cols> dst, const T* src, index_t row_stride,
+                               int rows_valid, int cols_valid, int thread) {
+  constexpr int kChunksPerRow = Cols / kChunkElements;
+  constexpr int kChunks = Rows * kChunksPerRow;
+#pragma unroll
+  for (int i = 0; i < ceil_div(kChunks, Threads); ++i) {
+    const int chunk = i * Threads + thread;
+    if (kChunks % Threads != 0 && chunk >= kChunks) break;
+    const int row = chunk / kChunksPerRow;
+    const int col = chunk % kChunksPerRow * kChunkElements;
+    const bool valid = row < rows_valid && col < cols_valid;
+    cp_async_16(dst.at(row, col), valid ? src + row * row_stride + col : src, valid);
+  }
+}
+
+/// Copies rows [first_row, first_row + Rows) of `src`, columns [0, Cols), to global memory
+/// at `dst` (element (first_row, 0); rows `row_stride` apart), skipping rows at or past
+/// `rows_valid`. One warp's lanes share the work; the rows must be the warp's own (written by
+/// it before a __syncwarp).
+template <int Rows, int Cols, typename T, int TileRows, int TileCols>
+FJ_DEVICE void store_rows_from_shared(T* dst, index_t row_stride, smem_tile<T, TileRows, TileCols> src,
+                                      int first_row, int rows_valid, int lane) {
+  static_assert(Cols <= TileCols && Cols % kChunkElements == 0, "whole chunks of the tile");
+  constexpr int kChunksPerRow = Cols / kChunkElements;
+  constexpr int kChunks = Rows * kChunksPerRow;
+#pragma unroll
+  for (int i = 0; i < ceil_div(kChunks, kWarpSize); ++i) {
+    const int chunk = i * kWarpSize + lane;
+    if (kChunks % kWarpSize != 0 && chunk >= kChunks) break;
+    const int row = chunk / kChunksPerRow;
+    const int col = chunk % kChunksPerRow * kChunkElements;
+    if (row >= rows_valid) continue;
+    const Chunk16 value =
+        load_shared(reinterpret_cast<const Chunk16*>(src.at(first_row + row, col)), 0);
+    store_global_raw(reinterpret_cast<Chunk16*>(dst + row * row_stride + col), value);
+  }
+}
+
+}  // namespace flashjit

@@ -5,9 +5,11 @@
 // gets its result; the calling fiber waits in between.
 #include <cstdint>
 #include <cstring>
+#include <source_location>
 #include <type_traits>
 
 #include "emulator/dim3.hpp"
+#include "emulator/ptx_api.hpp"
 
 #define __global__
 #define __device__
@@ -26,8 +28,19 @@ constexpr int warpSize = 32;
 
 namespace flashjit::emulator {
 
-/// The warp collectives; all lanes of one call must use the same kind.
-enum class WarpOp { sync, shfl_idx, shfl_xor, shfl_down, shfl_up, ballot };
+/// The warp collectives; all lanes of one call must use the same kind. `exchange` is the
+/// generic one behind warp_exchange (mma.sync, ldmatrix).
+enum class WarpOp { sync, shfl_idx, shfl_xor, shfl_down, shfl_up, ballot, exchange };
+
+/// A warp collective whose lanes hand over more than 8 bytes each: every lane passes a pointer
+/// to its own operands (and result slots); the last lane to arrive runs `compute` once over all
+/// 32 lanes' pointers (nullptr for lanes outside the mask; the others wait suspended, so their
+/// stacks stay valid). One static instance per instruction variant: lanes of one call must
+/// pass the same instance, or the mismatch is reported.
+struct WarpExchange {
+  const char* name;                     // for findings, e.g. "mma.sync.m16n8k16.f16"
+  void (*compute)(void* const* lanes);  // lanes[i]: lane i's pointer
+};
 
 /// Waits for every thread of the block (__syncthreads).
 void block_barrier();
@@ -35,6 +48,12 @@ void block_barrier();
 /// (source lane, lane mask or delta; unused for sync/ballot) and gets its result.
 std::uint64_t warp_collective(WarpOp op, unsigned mask, std::uint64_t value, int operand,
                               int width);
+/// The exchange `kind` over the lanes of `mask`: this lane contributes `lane_data`; returns once
+/// `kind.compute` has run over every lane's data. Outside a launch this throws std::logic_error.
+void warp_exchange(unsigned mask, void* lane_data, const WarpExchange& kind);
+/// Tags the running thread's later findings with `where` (kept until the next call), so the
+/// tile library's host twins can name the kernel line that made an access.
+void set_source_location(std::source_location where = std::source_location::current());
 /// The current block's dynamic shared memory.
 void* shared_base();
 /// Checks a global access; false when it must be skipped (out of bounds, now reported).

@@ -1,6 +1,7 @@
 // run_grid: sets up the machine for a launch (shared memory, its shadow, fiber stacks), runs
 // the blocks one at a time, and hands back the report. Also the host twins of CUDA's built-in
 // index variables, and the finding bookkeeping shared by the checks.
+#include <cstdio>
 #include <stdexcept>
 
 #include "emulator/machine.hpp"
@@ -32,6 +33,19 @@ void prepare_shared(Machine& machine, std::size_t bytes) {
   machine.shadow.assign(bytes, ShadowByte{});
 }
 
+// The race checker's clock restarts with each launch, and so do the records it compares with.
+void reset_clock(Machine& machine, std::size_t threads) {
+  const std::size_t warps = (threads + 31) / 32;
+  machine.time = 0;
+  machine.barrier_time = 0;
+  machine.warp_sync.assign(warps, 0);
+  machine.pair_sync.assign(warps * 32 * 32, 0);
+  for (AsyncQueue& queue : machine.async_queues) {
+    queue.copies.clear();  // pointed into the previous launch's shared memory
+    queue.head = 0;
+  }
+}
+
 }  // namespace
 
 Machine* active() { return g_active; }
@@ -42,6 +56,12 @@ std::string format(Dim3 index) {
          std::to_string(index.z) + ")";
 }
 
+std::string hex(std::uintptr_t address) {
+  char text[24];
+  std::snprintf(text, sizeof text, "%llx", static_cast<unsigned long long>(address));
+  return text;
+}
+
 void record(Machine& machine, int thread, Finding finding) {
   if (machine.report.findings.size() >= Report::kMaxFindings) {
     ++machine.report.suppressed;
@@ -49,11 +69,19 @@ void record(Machine& machine, int thread, Finding finding) {
   }
   finding.kernel = machine.config->kernel_name;
   finding.block = machine.block_index;
-  if (thread >= 0) finding.thread = machine.threads[static_cast<std::size_t>(thread)].index;
+  if (thread >= 0) {
+    const ThreadSlot& slot = machine.threads[static_cast<std::size_t>(thread)];
+    finding.thread = slot.index;
+    if (slot.location.line() != 0) {
+      finding.location =
+          std::string(slot.location.file_name()) + ":" + std::to_string(slot.location.line());
+    }
+  }
   finding.message = std::string(to_string(finding.kind)) + " in " +
                     (finding.kernel.empty() ? std::string("kernel") : "'" + finding.kernel + "'") +
                     " block " + format(finding.block) + " thread " + format(finding.thread) + ": " +
                     finding.message;
+  if (!finding.location.empty()) finding.message += " (at " + finding.location + ")";
   machine.report.findings.push_back(std::move(finding));
 }
 
@@ -73,6 +101,7 @@ Report run_grid(const LaunchConfig& config, void (*body)(void*), void* context) 
   machine.body_context = context;
   machine.report = Report{};
   detail::prepare_shared(machine, config.shared_bytes);
+  detail::reset_clock(machine, static_cast<std::size_t>(threads));
   machine.stacks.reserve(static_cast<std::size_t>(threads));
   blockDim = config.block;
   gridDim = config.grid;

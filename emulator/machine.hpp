@@ -5,7 +5,9 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <source_location>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "emulator/device_api.hpp"
@@ -21,26 +23,53 @@ struct ThreadSlot {
   void* sp = nullptr;  // saved stack pointer while switched out
   Dim3 index;
   ThreadState state = ThreadState::runnable;
-  std::uint64_t result = 0;  // this lane's result of the last warp collective
+  std::uint64_t result = 0;       // this lane's result of the last warp collective
+  std::source_location location;  // the last set_source_location, line 0 when none
 };
 
 /// A warp collective in progress: lanes arrive one by one; the last one computes all results.
 struct WarpCollective {
   WarpOp op = WarpOp::sync;
+  const WarpExchange* exchange = nullptr;  // the instruction, for WarpOp::exchange
   unsigned mask = 0;
   unsigned arrived = 0;
   int width = warpSize;
   std::array<std::uint64_t, 32> value{};
   std::array<int, 32> operand{};
+  std::array<void*, 32> data{};  // WarpOp::exchange: each lane's operands
 };
 
-/// Who last touched a shared byte in the current barrier interval (epoch).
+/// Who touched a shared byte and when (Machine::time at the access). Records older than the
+/// block's last barrier are stale: they order before everything now.
 struct ShadowByte {
-  std::uint32_t epoch = 0;
-  int writer = -1;  // linear thread index, -1 none
-  int reader = -1;  // linear thread index, -1 none, kManyReaders several
+  enum class Readers : std::uint8_t { none, one, lanes, warps };  // lanes: several, one warp
+  std::uint32_t write_time = 0;
+  std::uint32_t read_time = 0;  // the latest read
+  std::int16_t writer = -1;     // linear thread index, -1 none
+  std::int16_t reader = -1;     // a reader's linear thread index (of its warp for `lanes`)
+  Readers readers = Readers::none;
+  std::uint8_t pending_copies = 0;  // cp.async copies in flight to this byte
+  std::uint16_t unused = 0;         // no padding: shadows compare as 16 plain bytes
 };
-constexpr int kManyReaders = -2;
+static_assert(sizeof(ShadowByte) == 16 && std::has_unique_object_representations_v<ShadowByte>);
+constexpr int kManyReaders = -2;  // Finding::other_thread for a race with several readers
+
+/// A cp.async in flight: the global bytes were read at issue; they land at `dst` when group
+/// `group` of the issuing thread completes.
+struct AsyncCopy {
+  std::byte* dst = nullptr;
+  std::uint32_t group = 0;
+  std::uint32_t bytes = 0;
+  std::array<std::byte, 16> data{};
+};
+
+/// One thread's cp.async copies in issue order (so in group order); [head, end) in flight.
+/// Reused across blocks and launches, so issuing allocates nothing once warm.
+struct AsyncQueue {
+  std::vector<AsyncCopy> copies;
+  std::size_t head = 0;
+  std::uint32_t open_group = 1;  // the group uncommitted copies will join; earlier ones committed
+};
 
 struct Machine {
   const LaunchConfig* config = nullptr;
@@ -51,14 +80,27 @@ struct Machine {
   Dim3 block_index;
   std::vector<ThreadSlot> threads;
   std::vector<WarpCollective> warps;
-  int current = -1;  // running thread, -1 in the scheduler
+  std::vector<unsigned> warp_live;  // per warp: lanes that exist and have not exited
+  int current = -1;                 // running thread, -1 in the scheduler
   void* scheduler_sp = nullptr;
+  bool abandoned = false;  // a finding ended the block early (deadlock, mismatched collective)
   FiberStacks stacks;
 
   std::vector<std::byte> shared;  // kSharedAlignment slack, then the dynamic buffer
   std::byte* shared_begin = nullptr;
-  std::vector<ShadowByte> shadow;  // one per shared byte
-  std::uint32_t epoch = 0;         // barrier intervals since the launch began
+  std::vector<ShadowByte> shadow;        // one per shared byte
+  std::vector<AsyncQueue> async_queues;  // one per thread
+
+  // Happens-before for the race checker, on one clock that ticks at every synchronization
+  // (restarted per launch; wrapping would take 4 billion collectives in one launch).
+  // An access at time t is ordered before the current one when t < barrier_time (a
+  // __syncthreads or the block start came between), or, for two lanes of one warp, when
+  // t < warp_sync[warp] (a warp collective of all its live lanes came between) or
+  // t < pair_sync[...] (a partial-mask collective holding both lanes came between).
+  std::uint32_t time = 0;
+  std::uint32_t barrier_time = 0;
+  std::vector<std::uint32_t> warp_sync;  // per warp
+  std::vector<std::uint32_t> pair_sync;  // per warp, 32 x 32 lanes
 };
 
 /// The machine of the running launch, or nullptr outside one.
@@ -66,8 +108,8 @@ Machine* active();
 /// Makes `machine` the running one (nullptr to end the launch).
 void set_active(Machine* machine);
 
-/// Appends a finding for linear thread `thread` (fills kernel, block, thread; prefixes the message
-/// with them), respecting Report::kMaxFindings.
+/// Appends a finding for linear thread `thread` (fills kernel, block, thread, location;
+/// prefixes the message with them), respecting Report::kMaxFindings.
 void record(Machine& machine, int thread, Finding finding);
 
 /// Runs block `block_index` of the launch to completion (or to a deadlock, reported).
@@ -76,10 +118,59 @@ void run_block(Machine& machine, Dim3 block_index);
 /// Switches from the running thread back to the scheduler; returns when resumed.
 void yield_to_scheduler(Machine& machine);
 
-/// Computes every lane's result of a collective all of whose lanes have arrived.
+/// Ends the block after a finding that leaves it unable to go on: the running thread is never
+/// resumed and the scheduler moves to the next block.
+[[noreturn]] void abandon_block(Machine& machine);
+
+/// The collective's instruction, for findings ("__shfl_xor_sync", "mma.sync.m16n8k16.f16").
+const char* collective_name(const WarpCollective& collective);
+
+/// Computes every lane's result of a shuffle, vote or sync all of whose lanes have arrived.
 std::array<std::uint64_t, 32> collective_results(const WarpCollective& collective);
+
+/// What a shared access conflicts with: nothing (what == nullptr), or the other thread
+/// (kManyReaders for several) and how.
+struct Conflict {
+  int other = -1;
+  const char* what = nullptr;  // "read after write", ...
+  bool same_warp = false;      // the other side is (or the readers are) of the accessing warp
+};
+/// The first byte of an access that conflicts with an earlier access or that a cp.async is
+/// still copying into (found == false when none).
+struct RangeCheck {
+  bool found = false;
+  std::size_t index = 0;  // from the access's first byte
+  bool pending = false;   // a copy in flight (reported before a race)
+  Conflict conflict;
+};
+/// Updates the shadow of `count` consecutive shared bytes for an access by `self` at the
+/// machine's time.
+RangeCheck touch_range(const Machine& machine, ShadowByte* shadow, std::size_t count, int self,
+                       bool write);
+
+/// Checks a global access of `thread` against the launch's buffers; false when it must be
+/// skipped. `what` names the instruction in findings ("cp.async"; "" for plain accesses).
+bool check_global_access(Machine& machine, int thread, const void* address, std::size_t bytes,
+                         bool write, const char* what);
+/// Checks a shared access of `thread` for bounds, races and copies in flight; false when it
+/// must be skipped. `what` names the instruction in findings ("ldmatrix"; "" for plain ones).
+bool check_shared_access(Machine& machine, int thread, const void* address, std::size_t bytes,
+                         bool write, const char* what);
+
+/// Lands `copy` of `thread` in shared memory: the bytes change and are recorded as its write.
+void land_async_copy(Machine& machine, int thread, const AsyncCopy& copy);
+/// Prepares the cp.async queues for a new block of `threads` threads; copies an abandoned
+/// block left in flight are dropped.
+void reset_async_copies(Machine& machine, std::size_t threads);
+/// Lands every copy `thread` still has in flight, committed or not (it is exiting: the
+/// hardware finishes its copies anyway).
+void drain_async_copies(Machine& machine, int thread);
+/// The thread with a copy in flight covering shared `address`, or -1.
+int async_copy_owner(const Machine& machine, const std::byte* address);
 
 /// Formats a Dim3 as "(x,y,z)".
 std::string format(Dim3 index);
+/// Formats an address as hexadecimal digits (no "0x").
+std::string hex(std::uintptr_t address);
 
 }  // namespace flashjit::emulator::detail

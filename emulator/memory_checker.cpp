@@ -1,7 +1,8 @@
 // The memory checks: every global access must lie inside one registered buffer, every shared
-// access inside the launch's dynamic shared size, and no shared byte may be touched by two
-// warps between barriers with one of them writing. An access that fails is reported and
-// skipped (a read yields zero), so one launch reports every bug rather than crashing.
+// access inside the launch's dynamic shared size, no shared byte may be touched by two threads
+// unordered with one of them writing (race_shadow.cpp has the rule), and none while a cp.async
+// is still copying into it. An access that fails is reported and skipped (a read yields
+// zero), so one launch reports every bug rather than crashing. The clean path builds no text.
 #include <cstdint>
 #include <cstdio>
 #include <limits>
@@ -11,10 +12,10 @@
 namespace flashjit::emulator::detail {
 namespace {
 
-std::string access_text(std::size_t bytes, bool write, std::uintptr_t address) {
-  char text[80];
-  std::snprintf(text, sizeof text, "%s of %zu bytes at 0x%llx", write ? "write" : "read", bytes,
-                static_cast<unsigned long long>(address));
+std::string access_text(const char* what, std::size_t bytes, bool write, std::uintptr_t address) {
+  char text[112];
+  std::snprintf(text, sizeof text, "%s%s%s of %zu bytes at 0x%llx", what, *what ? " " : "",
+                write ? "write" : "read", bytes, static_cast<unsigned long long>(address));
   return text;
 }
 
@@ -41,32 +42,91 @@ void locate(const LaunchConfig& config, std::uintptr_t address, std::size_t byte
                      finding.buffer + "' (nearest buffer)";
 }
 
-struct Conflict {
-  int other = -1;
-  const char* what = nullptr;
-};
+std::string thread_name(const Machine& machine, int thread) {
+  return thread >= 0 ? format(machine.threads[static_cast<std::size_t>(thread)].index)
+                     : std::string("(several)");
+}
 
-// Updates the shadow of one shared byte for an access by `self`; a conflicting access by
-// another warp in the same barrier interval is returned.
-Conflict touch(ShadowByte& s, std::uint32_t epoch, int self, bool write) {
-  if (s.epoch != epoch) s = ShadowByte{epoch, -1, -1};
-  const auto other_warp = [self](int other) { return other >= 0 && other / 32 != self / 32; };
-  Conflict conflict;
-  if (other_warp(s.writer)) conflict = {s.writer, write ? "write after write" : "read after write"};
-  if (write && conflict.what == nullptr && (other_warp(s.reader) || s.reader == kManyReaders)) {
-    conflict = {s.reader, "write after read"};
-  }
-  if (write) {
-    s.writer = self;
-  } else if (s.reader == -1 || s.reader == self) {
-    s.reader = self;
-  } else if (s.reader != kManyReaders && s.reader / 32 != self / 32) {
-    s.reader = kManyReaders;
-  }
-  return conflict;
+Finding shared_finding(FindingKind kind, const char* what, std::uintptr_t at, std::size_t bytes,
+                       bool write, long long offset) {
+  Finding finding;
+  finding.kind = kind;
+  finding.address = at;
+  finding.bytes = bytes;
+  finding.write = write;
+  finding.offset = offset;
+  finding.message =
+      access_text(what, bytes, write, at) + " at shared offset " + std::to_string(offset);
+  return finding;
+}
+
+void report_race(Machine& machine, int thread, Conflict conflict, Finding finding) {
+  finding.kind = FindingKind::shared_race;
+  finding.other_thread = conflict.other;
+  const std::string who = conflict.other >= 0
+                              ? "thread " + thread_name(machine, conflict.other) + " of "
+                              : std::string("several threads of ");
+  finding.message += std::string(": ") + conflict.what + " by " + who +
+                     (conflict.same_warp ? "the same warp with no __syncwarp between"
+                                         : "another warp with no __syncthreads between");
+  record(machine, thread, std::move(finding));
+}
+
+void report_pending_copy(Machine& machine, int thread, const std::byte* byte, Finding finding) {
+  finding.kind = FindingKind::async_copy_pending;
+  finding.other_thread = async_copy_owner(machine, byte);
+  finding.message += ": a cp.async by thread " + thread_name(machine, finding.other_thread) +
+                     " is still copying into it (no cp.async.wait_group has completed it)";
+  record(machine, thread, std::move(finding));
 }
 
 }  // namespace
+
+bool check_global_access(Machine& machine, int thread, const void* address, std::size_t bytes,
+                         bool write, const char* what) {
+  const auto at = reinterpret_cast<std::uintptr_t>(address);
+  for (const Buffer& buffer : machine.config->buffers) {
+    const auto begin = reinterpret_cast<std::uintptr_t>(buffer.data);
+    if (at >= begin && at + bytes <= begin + buffer.bytes) return true;
+  }
+  Finding finding;
+  finding.kind = FindingKind::global_out_of_bounds;
+  finding.address = at;
+  finding.bytes = bytes;
+  finding.write = write;
+  finding.message = access_text(what, bytes, write, at);
+  locate(*machine.config, at, bytes, finding);
+  record(machine, thread, std::move(finding));
+  return false;
+}
+
+bool check_shared_access(Machine& machine, int thread, const void* address, std::size_t bytes,
+                         bool write, const char* what) {
+  const auto at = reinterpret_cast<std::uintptr_t>(address);
+  const auto offset =
+      static_cast<long long>(at - reinterpret_cast<std::uintptr_t>(machine.shared_begin));
+  const auto size = static_cast<long long>(machine.config->shared_bytes);
+  if (offset < 0 || offset + static_cast<long long>(bytes) > size) {
+    Finding finding =
+        shared_finding(FindingKind::shared_out_of_bounds, what, at, bytes, write, offset);
+    finding.message += " (dynamic shared size " + std::to_string(size) + " bytes)";
+    record(machine, thread, std::move(finding));
+    return false;
+  }
+  // One report per access; the access itself still happens, as on a GPU.
+  const RangeCheck check = touch_range(
+      machine, machine.shadow.data() + static_cast<std::size_t>(offset), bytes, thread, write);
+  if (!check.found) return true;
+  Finding finding = shared_finding(FindingKind::shared_race, what, at, bytes, write, offset);
+  if (check.pending) {
+    report_pending_copy(machine, thread, static_cast<const std::byte*>(address) + check.index,
+                        std::move(finding));
+  } else {
+    report_race(machine, thread, check.conflict, std::move(finding));
+  }
+  return true;
+}
+
 }  // namespace flashjit::emulator::detail
 
 namespace flashjit::emulator {
@@ -79,59 +139,13 @@ void* shared_base() {
 bool check_global(const void* address, std::size_t bytes, bool write) {
   detail::Machine* machine = detail::active();
   if (machine == nullptr || machine->current < 0) return true;
-  const auto at = reinterpret_cast<std::uintptr_t>(address);
-  for (const Buffer& buffer : machine->config->buffers) {
-    const auto begin = reinterpret_cast<std::uintptr_t>(buffer.data);
-    if (at >= begin && at + bytes <= begin + buffer.bytes) return true;
-  }
-  Finding finding;
-  finding.kind = FindingKind::global_out_of_bounds;
-  finding.address = at;
-  finding.bytes = bytes;
-  finding.write = write;
-  finding.message = detail::access_text(bytes, write, at);
-  detail::locate(*machine->config, at, bytes, finding);
-  detail::record(*machine, machine->current, std::move(finding));
-  return false;
+  return detail::check_global_access(*machine, machine->current, address, bytes, write, "");
 }
 
 bool check_shared(const void* address, std::size_t bytes, bool write) {
   detail::Machine* machine = detail::active();
   if (machine == nullptr || machine->current < 0) return true;
-  const auto at = reinterpret_cast<std::uintptr_t>(address);
-  const auto offset =
-      static_cast<long long>(at - reinterpret_cast<std::uintptr_t>(machine->shared_begin));
-  const auto size = static_cast<long long>(machine->config->shared_bytes);
-  Finding finding;
-  finding.address = at;
-  finding.bytes = bytes;
-  finding.write = write;
-  finding.offset = offset;
-  finding.message =
-      detail::access_text(bytes, write, at) + " at shared offset " + std::to_string(offset);
-  if (offset < 0 || offset + static_cast<long long>(bytes) > size) {
-    finding.kind = FindingKind::shared_out_of_bounds;
-    finding.message += " (dynamic shared size " + std::to_string(size) + " bytes)";
-    detail::record(*machine, machine->current, std::move(finding));
-    return false;
-  }
-  for (std::size_t i = 0; i < bytes; ++i) {
-    auto& shadow = machine->shadow[static_cast<std::size_t>(offset) + i];
-    const detail::Conflict conflict =
-        detail::touch(shadow, machine->epoch, machine->current, write);
-    if (conflict.what == nullptr) continue;
-    finding.kind = FindingKind::shared_race;
-    finding.other_thread = conflict.other;
-    finding.message +=
-        std::string(": ") + conflict.what + " by another warp's thread " +
-        (conflict.other >= 0
-             ? detail::format(machine->threads[static_cast<std::size_t>(conflict.other)].index)
-             : std::string("(several)")) +
-        " with no __syncthreads between";
-    detail::record(*machine, machine->current, std::move(finding));
-    break;  // one report per access; the access itself still happens, as on the GPU
-  }
-  return true;
+  return detail::check_shared_access(*machine, machine->current, address, bytes, write, "");
 }
 
 }  // namespace flashjit::emulator

@@ -12,8 +12,16 @@ std::string_view to_string(FindingKind kind) {
       return "shared_out_of_bounds";
     case FindingKind::shared_race:
       return "shared_race";
+    case FindingKind::async_copy_pending:
+      return "async_copy_pending";
+    case FindingKind::misaligned_access:
+      return "misaligned_access";
+    case FindingKind::invalid_operand:
+      return "invalid_operand";
     case FindingKind::divergent_barrier:
       return "divergent_barrier";
+    case FindingKind::warp_collective_mismatch:
+      return "warp_collective_mismatch";
     case FindingKind::deadlock:
       return "deadlock";
   }

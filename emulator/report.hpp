@@ -14,11 +14,16 @@
 namespace flashjit::emulator {
 
 enum class FindingKind {
-  global_out_of_bounds,  // a load_global/store_global outside every registered buffer
+  global_out_of_bounds,  // a global access (load, store, cp.async source) outside every buffer
   shared_out_of_bounds,  // a shared access outside the launch's dynamic shared size
-  shared_race,           // two warps touch one shared byte between barriers, one writing
+  shared_race,           // two threads touch one shared byte unordered, one writing: other
+                         // warps between __syncthreads, or lanes of one warp between warp syncs
+  async_copy_pending,    // a shared access to bytes a cp.async has not landed in yet
+  misaligned_access,     // an ldmatrix row or cp.async address off its required alignment
+  invalid_operand,       // an operand the PTX ISA does not allow (cp.async size, ldmatrix count)
   divergent_barrier,     // __syncthreads reached by some threads while others exited
-  deadlock,              // no thread can run, yet not all have exited
+  warp_collective_mismatch,  // lanes of one warp meet in different collectives or masks
+  deadlock,                  // no thread can run, yet not all have exited
 };
 
 /// The kind's name as printed in reports ("global_out_of_bounds", ...).
@@ -34,7 +39,8 @@ struct Finding {
   bool write = false;          // whether the access was a store
   std::string buffer;          // nearest registered buffer (global findings)
   long long offset = 0;        // from the buffer's start, or the shared offset
-  int other_thread = -1;       // the other side of a race or barrier (linear thread index)
+  int other_thread = -1;       // the other side (linear thread index; -2: several readers)
+  std::string location;        // "file:line" the thread last set_source_location'd, or empty
   std::string message;         // the whole finding as one readable line
 };
 

@@ -13,7 +13,10 @@ namespace {
 [[noreturn]] void thread_entry() {
   Machine& machine = *active();
   machine.body(machine.body_context);
-  machine.threads[static_cast<std::size_t>(machine.current)].state = ThreadState::exited;
+  const auto self = static_cast<std::size_t>(machine.current);
+  drain_async_copies(machine, machine.current);
+  machine.warp_live[self / 32] &= ~(1u << (self % 32));
+  machine.threads[self].state = ThreadState::exited;
   void* finished = nullptr;  // never resumed
   flashjit_fiber_switch(&finished, machine.scheduler_sp);
   __builtin_unreachable();
@@ -51,7 +54,7 @@ void release_barrier(Machine& machine, bool& divergence_reported) {
   for (ThreadSlot& t : machine.threads) {
     if (t.state == ThreadState::at_barrier) t.state = ThreadState::runnable;
   }
-  ++machine.epoch;  // a new barrier interval for the race checker
+  machine.barrier_time = ++machine.time;  // orders every earlier access before later ones
 }
 
 void report_deadlock(Machine& machine) {
@@ -61,8 +64,9 @@ void report_deadlock(Machine& machine) {
   finding.kind = FindingKind::deadlock;
   if (in_warp_op >= 0) {
     const WarpCollective& c = machine.warps[static_cast<std::size_t>(in_warp_op) / 32];
-    char detail[96];
-    std::snprintf(detail, sizeof detail, "waits in a warp collective (mask 0x%08x, arrived 0x%08x)",
+    char detail[160];
+    std::snprintf(detail, sizeof detail,
+                  "waits in warp collective %s (mask 0x%08x, arrived 0x%08x)", collective_name(c),
                   c.mask, c.arrived);
     finding.message = detail;
   } else {
@@ -77,12 +81,15 @@ void start_threads(Machine& machine) {
   const auto count = static_cast<std::size_t>(shape.volume());
   machine.threads.assign(count, ThreadSlot{});
   machine.warps.assign((count + 31) / 32, WarpCollective{});
+  machine.warp_live.assign(machine.warps.size(), 0);
   for (std::size_t i = 0; i < count; ++i) {
     const auto linear = static_cast<unsigned>(i);
     machine.threads[i].index = {linear % shape.x, linear / shape.x % shape.y,
                                 linear / (shape.x * shape.y)};
     machine.threads[i].sp = fiber_prepare(machine.stacks.top(i), &thread_entry);
+    machine.warp_live[i / 32] |= 1u << (i % 32);
   }
+  reset_async_copies(machine, count);
 }
 
 }  // namespace
@@ -92,7 +99,8 @@ void run_block(Machine& machine, Dim3 block_index) {
   ::blockIdx = block_index;
   // Shared memory starts as all-ones bytes (NaN floats), so a read of data nobody wrote shows.
   std::memset(machine.shared_begin, 0xff, machine.config->shared_bytes);
-  ++machine.epoch;
+  machine.barrier_time = ++machine.time;  // the previous block's accesses are history
+  machine.abandoned = false;
   start_threads(machine);
   bool divergence_reported = false;
   for (;;) {
@@ -103,6 +111,7 @@ void run_block(Machine& machine, Dim3 block_index) {
       for (std::size_t i = 0; i < machine.threads.size(); ++i) {
         if (machine.threads[i].state != ThreadState::runnable) continue;
         resume(machine, i);
+        if (machine.abandoned) return;  // reported by whoever abandoned it
         ran = true;
       }
     }
@@ -126,6 +135,13 @@ void yield_to_scheduler(Machine& machine) {
                         machine.scheduler_sp);
 }
 
+void abandon_block(Machine& machine) {
+  machine.abandoned = true;
+  void* never_resumed = nullptr;
+  flashjit_fiber_switch(&never_resumed, machine.scheduler_sp);
+  __builtin_unreachable();
+}
+
 }  // namespace flashjit::emulator::detail
 
 namespace flashjit::emulator {
@@ -136,6 +152,12 @@ void block_barrier() {
   machine->threads[static_cast<std::size_t>(machine->current)].state =
       detail::ThreadState::at_barrier;
   detail::yield_to_scheduler(*machine);
+}
+
+void set_source_location(std::source_location where) {
+  detail::Machine* machine = detail::active();
+  if (machine == nullptr || machine->current < 0) return;
+  machine->threads[static_cast<std::size_t>(machine->current)].location = where;
 }
 
 }  // namespace flashjit::emulator

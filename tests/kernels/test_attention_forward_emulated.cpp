@@ -1,0 +1,145 @@
+// The real forward tile program, compiled for the host, run on the CPU emulator through the
+// public Runtime API and checked against the float64 reference (tests/support/attention_case):
+// ragged lengths, causal with seqlen_q != seqlen_k, head dims from 8 to 256, GQA/MQA, both
+// layouts, windows, softcap; the default config and, for head dims 64 and 128 in bf16, every
+// other config the emulator has. An emulator finding (out-of-bounds access, race) throws.
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "kernels/attention_forward.hpp"
+#include "runtime/emulated_kernels.hpp"
+#include "support/attention_case.hpp"
+
+namespace flashjit::testing {
+namespace {
+
+using reference::Layout;
+
+ForwardCase make_case(std::int64_t heads_q, std::int64_t heads_kv, std::int64_t seqlen_q,
+                      std::int64_t seqlen_k, std::int64_t head_dim, bool causal = false) {
+  ForwardCase c;
+  c.problem.heads_q = heads_q;
+  c.problem.heads_kv = heads_kv;
+  c.problem.seqlen_q = seqlen_q;
+  c.problem.seqlen_k = seqlen_k;
+  c.problem.head_dim = head_dim;
+  c.problem.causal = causal;
+  c.seed = static_cast<std::uint64_t>(seqlen_q * 7919 + seqlen_k * 31 + head_dim);
+  return c;
+}
+
+Runtime& emulator() {
+  static Runtime runtime(RuntimeOptions{.backend = Backend::emulator});
+  return runtime;
+}
+
+/// The configs to run `c` with: the runtime's default (nullopt) and, for bf16 head dims 64 and
+/// 128, every other config of the space the emulator was built with.
+std::vector<std::optional<kernels::ForwardConfig>> configs_for(const ForwardCase& c) {
+  std::vector<std::optional<kernels::ForwardConfig>> configs = {std::nullopt};
+  const auto d = static_cast<int>(c.problem.head_dim);
+  if (c.dtype != DType::bf16 || (d != 64 && d != 128)) return configs;
+  const kernels::MaskKind mask = kernels::forward_mask_kind(c.attention());
+  for (const kernels::ForwardConfig& config :
+       kernels::forward_configs(c.dtype, d, mask, c.problem.softcap > 0)) {
+    const auto spec = kernels::forward_spec(config, emulator().device().arch());
+    if (detail::emulated_kernels().find(spec.name_expression) != nullptr) {
+      configs.push_back(config);
+    }
+  }
+  return configs;
+}
+
+void check_cases(const std::vector<ForwardCase>& cases) {
+  for (const ForwardCase& c : cases) {
+    for (const auto& config : configs_for(c)) {
+      const std::string label =
+          c.name() + (config ? " " + kernels::forward_spec(*config, "sm_80").readable_name
+                             : std::string(" default"));
+      INFO(label);
+      const ForwardVerdict verdict = run_forward_case(emulator(), c, config);
+      CHECK_MESSAGE(verdict.ok, verdict.describe());
+    }
+  }
+}
+
+TEST_CASE("forward on the emulator: ragged lengths") {
+  std::vector<ForwardCase> cases = {make_case(1, 1, 1, 1, 64), make_case(1, 1, 17, 17, 64),
+                                    make_case(2, 2, 63, 63, 64, true),
+                                    make_case(1, 1, 129, 129, 64)};
+  ForwardCase batched = make_case(2, 2, 33, 65, 32);
+  batched.problem.batch = 3;
+  batched.layout = Layout::bhsd;
+  cases.push_back(batched);
+  check_cases(cases);
+}
+
+TEST_CASE("forward on the emulator: long sequences") {
+  check_cases({make_case(1, 1, 1000, 1000, 64, true), make_case(1, 1, 1000, 129, 64),
+               make_case(1, 1, 1, 1000, 64, true), make_case(1, 1, 17, 1000, 128, true)});
+}
+
+TEST_CASE("forward on the emulator: causal with seqlen_q != seqlen_k") {
+  ForwardCase f16 = make_case(1, 1, 129, 63, 80, true);
+  f16.dtype = DType::f16;
+  // seqlen_q > seqlen_k leaves the first rows with no visible key: O = 0, LSE = -inf.
+  check_cases({make_case(1, 1, 129, 63, 64, true), make_case(1, 1, 63, 129, 64, true),
+               make_case(1, 1, 1000, 17, 128, true), make_case(1, 1, 1000, 1, 64, true), f16});
+}
+
+TEST_CASE("forward on the emulator: head dims") {
+  std::vector<ForwardCase> cases = {
+      make_case(2, 2, 129, 129, 8),   make_case(1, 1, 17, 63, 8, true),
+      make_case(1, 1, 129, 129, 16),  make_case(1, 1, 129, 129, 40),
+      make_case(1, 1, 63, 63, 40, true), make_case(1, 1, 129, 200, 80),
+      make_case(1, 1, 65, 65, 96),    make_case(2, 2, 129, 129, 128),
+      make_case(1, 1, 63, 63, 256),   make_case(1, 1, 129, 129, 256, true)};
+  cases[4].layout = Layout::bhsd;
+  ForwardCase f16_128 = make_case(1, 1, 100, 100, 128, true);
+  f16_128.dtype = DType::f16;
+  f16_128.layout = Layout::bhsd;
+  ForwardCase f16_256 = make_case(1, 1, 17, 33, 256);
+  f16_256.dtype = DType::f16;
+  ForwardCase f16_8 = make_case(1, 1, 70, 70, 8, true);
+  f16_8.dtype = DType::f16;
+  cases.insert(cases.end(), {f16_128, f16_256, f16_8});
+  check_cases(cases);
+}
+
+TEST_CASE("forward on the emulator: GQA and MQA") {
+  ForwardCase gqa_bhsd = make_case(8, 1, 129, 129, 128, true);
+  gqa_bhsd.layout = Layout::bhsd;
+  check_cases({make_case(8, 1, 63, 63, 64), gqa_bhsd, make_case(4, 2, 40, 90, 64),
+               make_case(6, 3, 17, 17, 40, true)});
+}
+
+TEST_CASE("forward on the emulator: windows, softcap and scale") {
+  auto windowed = [](std::int64_t seqlen_q, std::int64_t seqlen_k, std::int64_t left,
+                     std::int64_t right, std::int64_t head_dim = 64) {
+    ForwardCase c = make_case(1, 1, seqlen_q, seqlen_k, head_dim);
+    c.problem.window_left = left;
+    c.problem.window_right = right;
+    return c;
+  };
+  ForwardCase sliding = windowed(200, 200, 32, 0);
+  ForwardCase softcap = make_case(1, 1, 129, 129, 64);
+  softcap.problem.softcap = 30;
+  ForwardCase softcap_causal = make_case(2, 2, 70, 70, 128, true);
+  softcap_causal.problem.softcap = 5;
+  ForwardCase scaled = make_case(1, 1, 65, 65, 64);
+  scaled.problem.softmax_scale = 0.5;
+  ForwardCase combined = windowed(90, 120, 20, 10);
+  combined.problem.heads_q = 4;
+  combined.problem.heads_kv = 2;
+  combined.problem.softcap = 20;
+  combined.layout = Layout::bhsd;
+  ForwardCase no_lse = make_case(1, 1, 40, 40, 64, true);
+  no_lse.write_lse = false;
+  check_cases({sliding, windowed(129, 129, 16, 16), windowed(129, 129, 64, -1),
+               windowed(129, 63, -1, 8), windowed(100, 100, 0, 0), windowed(50, 50, 500, 500, 128),
+               softcap, softcap_causal, scaled, combined, no_lse});
+}
+
+}  // namespace
+}  // namespace flashjit::testing

@@ -1,0 +1,415 @@
+#include "support/attention_case.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace flashjit::testing {
+namespace {
+
+using reference::ConstView4;
+using reference::Layout;
+using reference::Tensor4;
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+std::uint16_t to_bits(DType dtype, double value) {
+  const auto f = static_cast<float>(value);
+  return dtype == DType::f16 ? f16_bits_from_float(f) : bf16_bits_from_float(f);
+}
+double from_bits(DType dtype, std::uint16_t bits) {
+  return dtype == DType::f16 ? float_from_f16_bits(bits) : float_from_bf16_bits(bits);
+}
+double round_to(DType dtype, double value) { return from_bits(dtype, to_bits(dtype, value)); }
+
+/// A random tensor whose values are exactly representable in `dtype`, and their bits.
+struct RoundedTensor {
+  Tensor4 values;
+  std::vector<std::uint16_t> bits;
+};
+RoundedTensor rounded_random(const reference::Shape4& shape, Layout layout, std::uint64_t seed,
+                             DType dtype) {
+  RoundedTensor t{reference::random_tensor(shape, layout, seed), {}};
+  t.bits.reserve(t.values.values.size());
+  for (double& x : t.values.values) {
+    t.bits.push_back(to_bits(dtype, x));
+    x = from_bits(dtype, t.bits.back());
+  }
+  return t;
+}
+
+flashjit::Layout library_layout(Layout layout) {
+  return layout == Layout::bshd ? flashjit::Layout::bshd : flashjit::Layout::bhsd;
+}
+
+/// Device (or emulator host) copy of `bits`.
+DeviceBuffer upload(Runtime& runtime, const std::vector<std::uint16_t>& bits) {
+  DeviceBuffer buffer = runtime.allocate(bits.size() * sizeof(std::uint16_t));
+  runtime.copy_to_device(buffer.data(), bits.data(), bits.size() * sizeof(std::uint16_t));
+  return buffer;
+}
+
+/// The float64 scores of query row `i` of (batch `b`, query head `h`) against every key:
+/// scale · q·k, soft-capped, -inf where the mask hides the key.
+void row_scores(const reference::Problem& p, ConstView4 q, ConstView4 k, std::int64_t b,
+                std::int64_t h, std::int64_t i, std::vector<double>& s) {
+  const std::int64_t hk = p.kv_head(h);
+  const double scale = p.scale();
+  const double* q_row = &q(b, i, h, 0);
+  s.assign(static_cast<std::size_t>(p.seqlen_k), kNegInf);
+  for (std::int64_t j = 0; j < p.seqlen_k; ++j) {
+    if (!p.visible(i, j)) continue;
+    const double* k_row = &k(b, j, hk, 0);
+    double dot = 0;
+    for (std::int64_t d = 0; d < p.head_dim; ++d) {
+      dot += q_row[d * q.strides[3]] * k_row[d * k.strides[3]];
+    }
+    dot *= scale;
+    if (p.softcap > 0) dot = p.softcap * std::tanh(dot / p.softcap);
+    s[static_cast<std::size_t>(j)] = dot;
+  }
+}
+
+/// out += weight · V[b, j, hk, :]; a zero weight (a masked key) adds nothing and is skipped:
+/// causal rows at real sizes see half the keys.
+void add_scaled_value(ConstView4 v, std::int64_t b, std::int64_t j, std::int64_t hk, double weight,
+                      std::vector<double>& out) {
+  if (weight == 0) return;
+  const double* v_row = &v(b, j, hk, 0);
+  for (std::size_t d = 0; d < out.size(); ++d) {
+    out[d] += weight * v_row[static_cast<std::int64_t>(d) * v.strides[3]];
+  }
+}
+
+/// One row of O from its scores `s` (clobbered) the plain way in `dtype`: S, P = softmax(S)
+/// and O = P V each rounded to `dtype`, sums exact. A row with no visible key gets O = 0.
+void plain_row(DType dtype, ConstView4 v, std::int64_t b, std::int64_t hk, std::vector<double>& s,
+               std::vector<double>& out) {
+  out.assign(static_cast<std::size_t>(v.shape[3]), 0.0);
+  double max = kNegInf;
+  for (double& sj : s) max = std::max(max, sj = round_to(dtype, sj));
+  if (max == kNegInf) return;
+  double sum = 0;
+  for (double& sj : s) sum += sj = std::exp(sj - max);
+  for (std::size_t j = 0; j < s.size(); ++j) {
+    add_scaled_value(v, b, static_cast<std::int64_t>(j), hk, round_to(dtype, s[j] / sum), out);
+  }
+  for (double& o : out) o = round_to(dtype, o);
+}
+
+/// One row of O from its scores `s`, the textbook way in float64, and its LSE: the sampled
+/// rows' reference (reference::forward computes every row, too slow at real sizes).
+double exact_row(ConstView4 v, std::int64_t b, std::int64_t hk, const std::vector<double>& s,
+                 std::vector<double>& out) {
+  out.assign(static_cast<std::size_t>(v.shape[3]), 0.0);
+  const double max = *std::max_element(s.begin(), s.end());
+  if (max == kNegInf) return kNegInf;  // no visible key: O = 0, LSE = -inf
+  double sum = 0;
+  for (double sj : s) sum += std::exp(sj - max);
+  for (std::size_t j = 0; j < s.size(); ++j) {
+    add_scaled_value(v, b, static_cast<std::int64_t>(j), hk, std::exp(s[j] - max) / sum, out);
+  }
+  return max + std::log(sum);
+}
+
+/// O computed the plain way in `dtype` (see plain_row), in `c.layout`.
+Tensor4 plain_attention(const ForwardCase& c, const Tensor4& q, const Tensor4& k,
+                        const Tensor4& v) {
+  const reference::Problem& p = c.problem;
+  Tensor4 out = reference::zeros(p.q_shape(), c.layout);
+  std::vector<double> s, row;
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    for (std::int64_t h = 0; h < p.heads_q; ++h) {
+      for (std::int64_t i = 0; i < p.seqlen_q; ++i) {
+        row_scores(p, q.view(), k.view(), b, h, i, s);
+        plain_row(c.dtype, v.view(), b, p.kv_head(h), s, row);
+        for (std::int64_t d = 0; d < p.head_dim; ++d) {
+          out(b, i, h, d) = row[static_cast<std::size_t>(d)];
+        }
+      }
+    }
+  }
+  return out;
+}
+
+struct Inputs {
+  RoundedTensor q, k, v;
+};
+Inputs make_inputs(const ForwardCase& c) {
+  const reference::Problem& p = c.problem;
+  return {rounded_random(p.q_shape(), c.layout, c.seed, c.dtype),
+          rounded_random(p.kv_shape(), c.layout, c.seed + 1, c.dtype),
+          rounded_random(p.kv_shape(), c.layout, c.seed + 2, c.dtype)};
+}
+
+/// The bound on O's relative L2 error: twice that of plain attention in the input dtype, with a
+/// tiny floor: when plain attention is exact to the last bit (a single key, say), the kernel
+/// may still round differently in the last place.
+double out_bound(double plain_error) { return std::max(2 * plain_error, 1e-6); }
+
+/// Fails `result` when some element of `values` is `bad` (NaN left from the poison, say),
+/// saying how many and where the first is.
+template <class T, class Bad>
+void check_every_element(const std::vector<T>& values, Bad bad, const std::string& what,
+                         reference::CheckResult& result) {
+  std::size_t count = 0, first = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (bad(values[i]) && count++ == 0) first = i;
+  }
+  if (count == 0) return;
+  result.ok = false;
+  result.report += "\n  " + std::to_string(count) + " elements of " + what +
+                   " unwritten or out of range, the first at flat index " + std::to_string(first);
+}
+
+/// LSE's check: `actual` (its rows that `expected` covers) against the reference and every
+/// element of `all` written (-inf is a row with no visible key); or, when the case asks for no
+/// LSE, `all` left untouched.
+reference::CheckResult check_lse(const ForwardCase& c, const std::vector<float>& actual,
+                                 const std::vector<double>& expected, const std::vector<float>& all,
+                                 const std::string& label) {
+  if (!c.write_lse) {
+    reference::CheckResult result;
+    result.ok = true;
+    for (float x : all) result.ok &= std::isnan(x);  // untouched when not asked for
+    return result;
+  }
+  // The LSE is computed in fp32 from exact inputs: only accumulation order and exp2/log2
+  // approximations separate it from the reference.
+  constexpr double kLseTolerance = 1e-4;
+  reference::CheckResult result = reference::check_close(actual, expected, kLseTolerance, label);
+  check_every_element(
+      all, [](float x) { return std::isnan(x) || x == std::numeric_limits<float>::infinity(); },
+      "LSE", result);
+  return result;
+}
+
+/// A query row a sampled case checks.
+struct SampledRow {
+  std::int64_t batch, head, row;
+};
+
+/// `c.sample_rows` rows evenly spread over the sequence, the first and the last included, of
+/// the (batch, head) pairs first, middle and last.
+std::vector<SampledRow> sampled_rows(const ForwardCase& c) {
+  const reference::Problem& p = c.problem;
+  const std::int64_t n = std::min(c.sample_rows, p.seqlen_q);
+  std::vector<std::pair<std::int64_t, std::int64_t>> pairs = {
+      {0, 0}, {p.batch / 2, p.heads_q / 2}, {p.batch - 1, p.heads_q - 1}};
+  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());  // already sorted
+  std::vector<SampledRow> rows;
+  for (const auto& [b, h] : pairs) {
+    // Distinct: the spacing (seqlen_q - 1) / (n - 1) is at least 1.
+    for (std::int64_t r = 0; r < n; ++r) {
+      rows.push_back({b, h, n == 1 ? 0 : r * (p.seqlen_q - 1) / (n - 1)});
+    }
+  }
+  return rows;
+}
+
+/// The reference side of a case's verdicts, computed once for any number of runs: O and LSE in
+/// float64 (every row, or with sample_rows the sampled rows in `rows` order) and the error of
+/// plain attention on the same rows.
+struct Expected {
+  std::vector<SampledRow> rows;  // empty unless sampled
+  std::vector<double> out;
+  std::vector<double> lse;
+  double plain_error = 0;
+};
+
+Expected full_expected(const ForwardCase& c, const Inputs& in) {
+  auto expected = reference::forward(c.problem, in.q.values.view(), in.k.values.view(),
+                                     in.v.values.view(), {}, c.layout);
+  const Tensor4 plain = plain_attention(c, in.q.values, in.k.values, in.v.values);
+  const double plain_error = reference::check_close(plain.values, expected.out.values, 1.0).rel_l2;
+  return {{}, std::move(expected.out.values), std::move(expected.lse), plain_error};
+}
+
+/// The sampled rows' reference, computed here row by row (exact_row, and plain_row for the
+/// bound): reference::forward computes every row.
+Expected sampled_expected(const ForwardCase& c, const Inputs& in) {
+  const reference::Problem& p = c.problem;
+  const ConstView4 q = in.q.values.view(), k = in.k.values.view(), v = in.v.values.view();
+  Expected expected{sampled_rows(c), {}, {}, 0};
+  std::vector<double> plain, s, exact_o, plain_o;
+  for (const SampledRow& r : expected.rows) {
+    const std::int64_t hk = p.kv_head(r.head);
+    row_scores(p, q, k, r.batch, r.head, r.row, s);
+    expected.lse.push_back(exact_row(v, r.batch, hk, s, exact_o));
+    plain_row(c.dtype, v, r.batch, hk, s, plain_o);  // clobbers s
+    expected.out.insert(expected.out.end(), exact_o.begin(), exact_o.end());
+    plain.insert(plain.end(), plain_o.begin(), plain_o.end());
+  }
+  expected.plain_error = reference::check_close(plain, expected.out, 1.0).rel_l2;
+  return expected;
+}
+
+/// What a run wrote: all of O (widened to double, in the case's layout) and of LSE.
+struct Actual {
+  std::vector<double> out;
+  std::vector<float> lse;
+};
+
+/// The sampled rows of a run's O and LSE, in the order of `rows`.
+Actual gather_rows(const ForwardCase& c, const std::vector<SampledRow>& rows,
+                   const Actual& actual) {
+  const reference::Problem& p = c.problem;
+  const ConstView4 o{actual.out.data(), p.q_shape(),
+                     reference::dense_strides(p.q_shape(), c.layout)};
+  Actual gathered;
+  for (const SampledRow& r : rows) {
+    for (std::int64_t d = 0; d < p.head_dim; ++d) {
+      gathered.out.push_back(o(r.batch, r.row, r.head, d));
+    }
+    const std::int64_t lse_index = (r.batch * p.heads_q + r.head) * p.seqlen_q + r.row;
+    gathered.lse.push_back(actual.lse[static_cast<std::size_t>(lse_index)]);
+  }
+  return gathered;
+}
+
+ForwardVerdict judge(const ForwardCase& c, const Expected& expected, const Actual& actual) {
+  const bool sampled = c.sample_rows > 0;
+  const Actual rows = sampled ? gather_rows(c, expected.rows, actual) : Actual{};
+  const Actual& compared = sampled ? rows : actual;
+  ForwardVerdict verdict;
+  verdict.plain_error = expected.plain_error;
+  verdict.out = reference::check_close(compared.out, expected.out, out_bound(expected.plain_error),
+                                       sampled ? "O (sampled rows)" : "O");
+  verdict.error = verdict.out.rel_l2;
+  if (sampled) {  // the rows not compared must still have been written
+    check_every_element(
+        actual.out, [](double x) { return !std::isfinite(x); }, "O", verdict.out);
+  }
+  verdict.lse =
+      check_lse(c, compared.lse, expected.lse, actual.lse, sampled ? "LSE (sampled rows)" : "LSE");
+  verdict.ok = verdict.out.ok && verdict.lse.ok;
+  return verdict;
+}
+
+/// Runs `c` on `runtime` with `config` (or the runtime's choice) on inputs `in`.
+Actual run_kernel(Runtime& runtime, const ForwardCase& c, const Inputs& in,
+                  const std::optional<kernels::ForwardConfig>& config) {
+  const reference::Problem& p = c.problem;
+  const std::size_t out_count = in.q.bits.size();
+  const auto lse_count = static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q);
+
+  // Outputs start as NaN (0x7fff is NaN in fp16 and bf16), so an element the kernel never
+  // writes fails the check.
+  DeviceBuffer q = upload(runtime, in.q.bits), k = upload(runtime, in.k.bits),
+               v = upload(runtime, in.v.bits);
+  DeviceBuffer o = upload(runtime, std::vector<std::uint16_t>(out_count, 0x7fff));
+  std::vector<float> lse(lse_count, std::numeric_limits<float>::quiet_NaN());
+  DeviceBuffer lse_buffer = runtime.allocate(lse_count * sizeof(float));
+  runtime.copy_to_device(lse_buffer.data(), lse.data(), lse_count * sizeof(float));
+
+  const Attention a = c.attention();
+  const flashjit::Layout layout = library_layout(c.layout);
+  auto view = [&](DeviceBuffer& buffer, std::int64_t seqlen, std::int64_t heads) {
+    return attention_tensor(buffer.data(), c.dtype, layout, p.batch, seqlen, heads, p.head_dim);
+  };
+  const TensorView lse_view =
+      c.write_lse ? lse_tensor(static_cast<float*>(lse_buffer.data()), a) : TensorView{};
+  const TensorView q_view = view(q, p.seqlen_q, p.heads_q),
+                   k_view = view(k, p.seqlen_k, p.heads_kv),
+                   v_view = view(v, p.seqlen_k, p.heads_kv),
+                   o_view = view(o, p.seqlen_q, p.heads_q);
+  if (config) {
+    kernels::attention_forward(runtime, a, q_view, k_view, v_view, o_view, lse_view, *config,
+                               nullptr);
+  } else {
+    runtime.forward(a, q_view, k_view, v_view, o_view, lse_view);
+  }
+  runtime.synchronize();
+
+  std::vector<std::uint16_t> out_bits(out_count);
+  runtime.copy_to_host(out_bits.data(), o.data(), out_count * sizeof(std::uint16_t));
+  runtime.copy_to_host(lse.data(), lse_buffer.data(), lse_count * sizeof(float));
+  std::vector<double> out(out_count);
+  for (std::size_t i = 0; i < out_count; ++i) out[i] = from_bits(c.dtype, out_bits[i]);
+
+  return {std::move(out), std::move(lse)};
+}
+
+}  // namespace
+
+std::string ForwardCase::name() const {
+  const reference::Problem& p = problem;
+  std::ostringstream s;
+  s << "b" << p.batch << ".hq" << p.heads_q << ".hkv" << p.heads_kv << ".q" << p.seqlen_q
+    << ".k" << p.seqlen_k << ".d" << p.head_dim << "." << dtype_name(dtype) << "."
+    << (layout == Layout::bshd ? "bshd" : "bhsd");
+  if (p.causal) s << ".causal";
+  if (p.window_left >= 0 || p.window_right >= 0) {
+    s << ".window" << p.window_left << "," << p.window_right;
+  }
+  if (p.softcap > 0) s << ".softcap" << p.softcap;
+  if (p.softmax_scale) s << ".scale" << *p.softmax_scale;
+  if (sample_rows > 0) s << ".rows" << sample_rows;
+  return s.str();
+}
+
+Attention ForwardCase::attention() const {
+  const reference::Problem& p = problem;
+  Attention a;
+  a.batch = p.batch;
+  a.heads_q = p.heads_q;
+  a.heads_kv = p.heads_kv;
+  a.seqlen_q = p.seqlen_q;
+  a.seqlen_k = p.seqlen_k;
+  a.head_dim = p.head_dim;
+  a.causal = p.causal;
+  a.window_left = p.window_left;
+  a.window_right = p.window_right;
+  if (p.softmax_scale) a.scale = static_cast<float>(*p.softmax_scale);
+  a.softcap = static_cast<float>(p.softcap);
+  return a;
+}
+
+std::string ForwardVerdict::describe() const {
+  std::ostringstream s;
+  s << (ok ? "ok" : "FAILED") << ": O error " << error << " (plain " << plain_error
+    << ", bound " << 2 * plain_error << ")\n  O:   " << out.describe()
+    << "\n  LSE: " << lse.describe();
+  return s.str();
+}
+
+double plain_attention_error(const ForwardCase& c) {
+  const Inputs in = make_inputs(c);
+  const auto expected = reference::forward(c.problem, in.q.values.view(), in.k.values.view(),
+                                           in.v.values.view(), {}, c.layout);
+  const Tensor4 plain = plain_attention(c, in.q.values, in.k.values, in.v.values);
+  return reference::check_close(plain.values, expected.out.values, 1.0).rel_l2;
+}
+
+struct ForwardCaseRunner::State {
+  ForwardCase c;
+  Inputs in;
+  Expected expected;
+};
+
+ForwardCaseRunner::ForwardCaseRunner(const ForwardCase& c) {
+  Inputs in = make_inputs(c);
+  Expected expected = c.sample_rows > 0 ? sampled_expected(c, in) : full_expected(c, in);
+  state_ = std::make_unique<State>(State{c, std::move(in), std::move(expected)});
+}
+
+ForwardCaseRunner::~ForwardCaseRunner() = default;
+ForwardCaseRunner::ForwardCaseRunner(ForwardCaseRunner&&) noexcept = default;
+ForwardCaseRunner& ForwardCaseRunner::operator=(ForwardCaseRunner&&) noexcept = default;
+
+ForwardVerdict ForwardCaseRunner::run(Runtime& runtime,
+                                      const std::optional<kernels::ForwardConfig>& config) const {
+  return judge(state_->c, state_->expected, run_kernel(runtime, state_->c, state_->in, config));
+}
+
+ForwardVerdict run_forward_case(Runtime& runtime, const ForwardCase& c,
+                                const std::optional<kernels::ForwardConfig>& config) {
+  return ForwardCaseRunner(c).run(runtime, config);
+}
+
+}  // namespace flashjit::testing

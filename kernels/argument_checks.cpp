@@ -1,7 +1,9 @@
 #include "argument_checks.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "flashjit/error.hpp"
 
@@ -14,6 +16,14 @@ bool overlaps(const TensorView& a, const TensorView& b) {
   auto end_a = begin_a + static_cast<std::uintptr_t>(a.span_bytes());
   auto end_b = begin_b + static_cast<std::uintptr_t>(b.span_bytes());
   return begin_a < end_b && begin_b < end_a;
+}
+
+std::string shape_string(const std::int64_t* sizes, std::size_t count) {
+  std::string text = "[";
+  for (std::size_t d = 0; d < count; ++d) {
+    text += (d > 0 ? ", " : "") + std::to_string(sizes[d]);
+  }
+  return text + "]";
 }
 
 }  // namespace
@@ -46,6 +56,45 @@ void check_tensor(const TensorView& view, const std::string& name, int rank) {
       throw InvalidArgument(name + ".shape", "the tensor's extent overflows 64-bit offsets");
     }
     last_offset += (view.shape[d] - 1) * view.strides[d];
+  }
+}
+
+void check_shape(const TensorView& view, const std::string& name,
+                 std::initializer_list<std::int64_t> expected, const std::string& dims) {
+  const bool same = static_cast<std::size_t>(view.rank) == expected.size() &&
+                    std::equal(expected.begin(), expected.end(), view.shape.begin());
+  if (!same) {
+    throw InvalidArgument(
+        name + ".shape",
+        "is " + shape_string(view.shape.data(), static_cast<std::size_t>(view.rank)) +
+            "; expected " + dims + " = " + shape_string(expected.begin(), expected.size()));
+  }
+}
+
+void check_aligned(const TensorView& view, const std::string& name, std::int64_t bytes) {
+  if (reinterpret_cast<std::uintptr_t>(view.data) % static_cast<std::uintptr_t>(bytes) != 0) {
+    throw InvalidArgument(name, "data pointer is not " + std::to_string(bytes) +
+                                    "-byte aligned; the kernel loads " + std::to_string(bytes) +
+                                    "-byte vectors");
+  }
+}
+
+void check_no_self_overlap(const TensorView& view, const std::string& name) {
+  std::vector<int> dims;  // dimensions actually stepped along, innermost (smallest stride) first
+  for (int d = 0; d < view.rank; ++d) {
+    if (view.shape[d] > 1) dims.push_back(d);
+  }
+  std::sort(dims.begin(), dims.end(),
+            [&](int a, int b) { return view.strides[a] < view.strides[b]; });
+  std::int64_t extent = 1;  // elements spanned by the dimensions checked so far
+  for (int d : dims) {
+    if (view.strides[d] < extent) {
+      throw InvalidArgument(name + ".strides",
+                            "stride [" + std::to_string(d) +
+                                "] makes elements share addresses; "
+                                "an output needs a distinct address per element");
+    }
+    extent = view.strides[d] * view.shape[d];  // check_tensor ruled out overflow
   }
 }
 

@@ -1,6 +1,8 @@
 #pragma once
 // Checks shared by every op's argument validation. Each throws InvalidArgument naming the
 // argument ("q", "q.shape", ...) and what is accepted.
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "flashjit/tensor.hpp"
@@ -10,6 +12,19 @@ namespace flashjit::kernels {
 /// `view` has non-null data aligned to its element size, exactly `rank` dimensions, every size
 /// >= 1, non-negative strides, and an extent addressable with 64-bit offsets.
 void check_tensor(const TensorView& view, const std::string& name, int rank);
+
+/// `view` (of the right rank) has exactly the sizes `expected`; `dims` names them for the
+/// message, e.g. "[batch, seqlen_q, heads_q, head_dim]". Throws InvalidArgument(name + ".shape").
+void check_shape(const TensorView& view, const std::string& name,
+                 std::initializer_list<std::int64_t> expected, const std::string& dims);
+
+/// `view`'s data pointer is a multiple of `bytes` (vector loads and cp.async need it).
+void check_aligned(const TensorView& view, const std::string& name, std::int64_t bytes);
+
+/// No two elements of `view` share an address (what an output needs): ordered by stride, each
+/// dimension of size > 1 steps over the whole extent of the smaller ones. This rejects a few
+/// exotic interleavings that would be safe; no layout a framework produces is among them.
+void check_no_self_overlap(const TensorView& view, const std::string& name);
 
 /// `view` has the same dtype as `reference`.
 void check_same_dtype(const TensorView& view, const TensorView& reference,

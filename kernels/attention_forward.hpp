@@ -1,15 +1,17 @@
 #pragma once
 // Host side of the attention forward op: its configs (the host mirror of
 // templates/attention/forward_space.cuh), the heuristic default, kernel specs, argument
-// validation, and the launch.
+// validation, the kernel's arguments and the launch.
 #include <string>
 #include <vector>
 
 #include "attention/forward_space.cuh"
+#include "attention/params.cuh"
 #include "flashjit/attention.hpp"
 #include "flashjit/dtype.hpp"
 #include "flashjit/runtime.hpp"
 #include "flashjit/tensor.hpp"
+#include "runtime/device_context.hpp"
 #include "runtime/kernel_spec.hpp"
 
 namespace flashjit::kernels {
@@ -27,29 +29,83 @@ struct ForwardConfig {
   MaskKind mask = MaskKind::none;
   bool softcap = false;
   bool operator==(const ForwardConfig&) const = default;
+
+  /// Whether the template accepts this config (attention_forward_space::config_valid and a
+  /// 16-bit dtype).
+  bool valid() const;
+  /// Bytes of dynamic shared memory a block of this config uses.
+  int shared_bytes() const;
 };
 
-/// Every valid config for (dtype, head_dim, mask, softcap), in a fixed order.
+/// The longest sequence a call may have: the kernel's mask arithmetic is 32-bit and
+/// AttentionForwardParams::kNoWindow (2^30) must exceed every window that limits anything.
+inline constexpr std::int64_t kMaxSeqlen = AttentionForwardParams::kNoWindow;
+/// The largest grid.y (query heads) and grid.z (batch) of a launch.
+inline constexpr std::int64_t kMaxGridYZ = 65535;
+
+/// Every valid config for (dtype, head_dim, mask, softcap), in a fixed order (Br, then Bc,
+/// warps and stages ascending). Empty when the dtype or head dim is not supported.
 std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind mask, bool softcap);
 
-/// The heuristic config for (dtype, head_dim, mask, softcap) on `arch` (until the autotuner).
+/// The dynamic shared memory a block may opt into on `arch` ("sm_80": 163 KB, "sm_86"/"sm_89":
+/// 99 KB, "sm_90a": 227 KB, ...); the smallest of those for an arch it does not know.
+int arch_shared_memory_limit(const std::string& arch);
+
+/// The heuristic config for (dtype, head_dim, mask, softcap) on `arch` (until the autotuner):
+/// FlashAttention-2's tile shapes per head dim, shrunk until the tiles fit the arch's shared
+/// memory, with two K/V stages where they fit. Always valid and within the arch's shared memory.
+/// Throws InvalidArgument("head_dim") or ("dtype") for a dim or dtype the kernel lacks.
 ForwardConfig default_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                      const std::string& arch);
 
-/// The kernel spec of `config` for target `arch`.
+/// The kernel spec of `config` for target `arch`: op "attention-forward", header
+/// "attention/forward_kernel.cuh", readable name such as
+/// "attention_forward.hdim128.bf16.window.softcap.br128.bc64.w4.s2" (no mask or softcap part
+/// when they are off).
 detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& arch);
 
-/// The mask kind a call needs: window when causal or a window is set, else none.
+/// The mask kind a call needs: window when causal or a window limits some query row's keys
+/// for this call's sequence lengths, none when every row sees every key (e.g. causal decoding
+/// with seqlen_q = 1).
 MaskKind forward_mask_kind(const Attention& attention);
 
 /// Checks forward's arguments (see Runtime::forward); throws InvalidArgument naming the first
 /// bad one ("q", "k.shape", "attention.heads_kv", ...). Nothing is launched or written.
+/// Causal means window_right = 0, so causal with window_right > 0 is rejected.
 void validate_forward_arguments(const Attention& attention, const TensorView& q,
                                 const TensorView& k, const TensorView& v, const TensorView& o,
                                 const TensorView& lse);
 
+/// The scores' scale factors in the base-2 domain (AttentionForwardParams::score_scale and
+/// softcap_log2): scale · log2(e) without softcap; scale / c and c · log2(e) with softcap c
+/// (softcap_log2 is 0 without softcap). The scale defaults to 1/sqrt(head_dim). Folded in
+/// double; a result that overflows float is infinite (validation rejects it).
+struct ScoreScales {
+  float score_scale = 0.0f;
+  float softcap_log2 = 0.0f;
+};
+ScoreScales forward_score_scales(const Attention& attention);
+
+/// The kernel's arguments for a validated call (see templates/attention/params.cuh): the scale
+/// folded into the base-2 domain, windows with kNoWindow for an unbounded side, causal as
+/// window_right = 0.
+AttentionForwardParams forward_params(const Attention& attention, const TensorView& q,
+                                      const TensorView& k, const TensorView& v, const TensorView& o,
+                                      const TensorView& lse);
+
+/// Grid (ceil(seqlen_q / Br), heads_q, batch), Warps x 32 threads and the config's shared
+/// memory, for a validated call.
+detail::LaunchShape forward_launch_shape(const ForwardConfig& config, const Attention& attention,
+                                         Stream stream);
+
+/// Throws InvalidArgument("config") unless `config` is valid and can run the validated call:
+/// same dtype, head dim and softcap, and a mask kind that covers the call's (window covers
+/// none: unbounded windows see every key).
+void check_forward_config(const ForwardConfig& config, const Attention& attention,
+                          const TensorView& q);
+
 /// Runtime::forward with an explicit config (tests, the autotuner). The config must match the
-/// call's dtype, head dim, mask kind and softcap (InvalidArgument("config") otherwise).
+/// call (see check_forward_config) and fit the device's shared memory.
 void attention_forward(Runtime& runtime, const Attention& attention, const TensorView& q,
                        const TensorView& k, const TensorView& v, const TensorView& o,
                        const TensorView& lse, const ForwardConfig& config, Stream stream);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "attention_forward.hpp"
 #include "flashjit/error.hpp"
 #include "softmax.hpp"
 #include "softmax/softmax_space.cuh"
@@ -28,11 +29,64 @@ std::vector<detail::KernelSpec> softmax_specs(const std::string& arch, SpecSet s
   return specs;
 }
 
+// The forward op's compile matrix. Every config is swept for bf16 at the two head dims most
+// models use; every other (head dim, dtype, mask) gets its heuristic default, which is what runs
+// without tuning. Softcap defaults are added for the head dims of the models that use it (Grok:
+// 128, Gemma 2: 256).
+constexpr int kSweptHeadDims[] = {64, 128};
+constexpr int kSoftcapHeadDims[] = {128, 256};
+constexpr MaskKind kMaskKinds[] = {MaskKind::none, MaskKind::window};
+
+std::vector<ForwardConfig> attention_forward_defaults(const std::string& arch) {
+  std::vector<ForwardConfig> configs;
+  for (int head_dim = attention_forward_space::kMinHeadDim;
+       head_dim <= attention_forward_space::kMaxHeadDim; head_dim += 8) {
+    for (DType dtype : {DType::f16, DType::bf16}) {
+      for (MaskKind mask : kMaskKinds) {
+        configs.push_back(default_forward_config(dtype, head_dim, mask, false, arch));
+      }
+    }
+  }
+  for (int head_dim : kSoftcapHeadDims) {
+    for (DType dtype : {DType::f16, DType::bf16}) {
+      for (MaskKind mask : kMaskKinds) {
+        configs.push_back(default_forward_config(dtype, head_dim, mask, true, arch));
+      }
+    }
+  }
+  return configs;
+}
+
+std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch, SpecSet set) {
+  std::vector<ForwardConfig> configs;
+  if (set == SpecSet::all) {
+    for (int head_dim : kSweptHeadDims) {
+      for (MaskKind mask : kMaskKinds) {
+        for (const ForwardConfig& config : forward_configs(DType::bf16, head_dim, mask, false)) {
+          configs.push_back(config);
+        }
+      }
+    }
+  }
+  // The sweep already holds the swept head dims' defaults; list each kernel once.
+  for (const ForwardConfig& config : attention_forward_defaults(arch)) {
+    if (std::find(configs.begin(), configs.end(), config) == configs.end()) {
+      configs.push_back(config);
+    }
+  }
+  std::vector<detail::KernelSpec> specs;
+  for (const ForwardConfig& config : configs) specs.push_back(forward_spec(config, arch));
+  return specs;
+}
+
 }  // namespace
 
 const std::vector<OpInfo>& ops() {
   static const std::vector<OpInfo> registry = {
       {"softmax", "row-wise softmax (online softmax), fp16/bf16/fp32", softmax_specs},
+      {"attention-forward",
+       "FlashAttention-2 forward (causal, sliding window, GQA, softcap), fp16/bf16",
+       attention_forward_specs},
   };
   return registry;
 }

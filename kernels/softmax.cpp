@@ -7,7 +7,7 @@
 #include "argument_checks.hpp"
 #include "flashjit/error.hpp"
 #include "flashjit/runtime.hpp"
-#include "runtime/device_context.hpp"
+#include "runtime/executor.hpp"
 #include "softmax/softmax_space.cuh"
 
 namespace flashjit::kernels {
@@ -113,9 +113,12 @@ void Runtime::softmax(const TensorView& x, const TensorView& y, float scale, Str
   // Argument types match the kernel's parameters exactly: (const T*, T*, index_t, int,
   // index_t, index_t, float).
   using index_t = long long;
-  context().launch(kernels::softmax_spec(config, device().arch()), shape, x.data, y.data,
-                   index_t{x.shape[0]}, cols, index_t{x.strides[0]}, index_t{y.strides[0]},
-                   scale_log2);
+  const std::vector<detail::KernelBuffer> buffers = {
+      {x.data, static_cast<std::size_t>(x.span_bytes()), "x"},
+      {y.data, static_cast<std::size_t>(y.span_bytes()), "y"}};
+  detail::launch_kernel(executor(), kernels::softmax_spec(config, device().arch()), shape,
+                        buffers, x.data, y.data, index_t{x.shape[0]}, cols,
+                        index_t{x.strides[0]}, index_t{y.strides[0]}, scale_log2);
 }
 
 }  // namespace flashjit

@@ -47,6 +47,17 @@ CUfunction DeviceContext::function(const KernelSpec& spec, std::size_t dynamic_s
                               std::to_string(dynamic_shared_bytes) + " bytes; " + info_.name +
                               " allows at most " + std::to_string(info_.shared_memory_optin));
   }
+  LoadedKernel* kernel = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto known = by_spec_.find(spec); known != by_spec_.end()) kernel = known->second;
+    if (kernel && dynamic_shared_bytes <= kernel->dynamic_shared_limit) return kernel->function;
+  }
+  if (kernel == nullptr) kernel = &load_or_find(spec);
+  return with_shared_limit(*kernel, dynamic_shared_bytes);
+}
+
+DeviceContext::LoadedKernel& DeviceContext::load_or_find(const KernelSpec& spec) {
   CacheLookup lookup = KernelCache::process_cache().get(spec);
   make_current();
   std::lock_guard lock(mutex_);
@@ -59,7 +70,14 @@ CUfunction DeviceContext::function(const KernelSpec& spec, std::size_t dynamic_s
       throw;
     }
   }
-  LoadedKernel& kernel = it->second;
+  by_spec_.try_emplace(spec, &it->second);
+  return it->second;
+}
+
+CUfunction DeviceContext::with_shared_limit(LoadedKernel& kernel,
+                                            std::size_t dynamic_shared_bytes) {
+  make_current();
+  std::lock_guard lock(mutex_);
   if (dynamic_shared_bytes > kernel.dynamic_shared_limit) {
     FLASHJIT_CU(cuFuncSetAttribute, kernel.function,
                 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

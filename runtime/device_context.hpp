@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "flashjit/device.hpp"
 #include "kernel_cache.hpp"
@@ -32,18 +33,14 @@ class DeviceContext {
   void make_current() const;
 
   /// The loaded function for `spec` (through the process kernel cache), able to use
-  /// `dynamic_shared_bytes` of dynamic shared memory (raised above 48 KB when asked).
+  /// `dynamic_shared_bytes` of dynamic shared memory (raised above 48 KB when asked). A spec
+  /// seen before on this device is found by its fields alone, without its cache key: the
+  /// codegen environment is read at a spec's first use here, not on every launch.
   CUfunction function(const KernelSpec& spec, std::size_t dynamic_shared_bytes);
 
-  /// Launches `function` with `args` (pointers to each argument, in order).
+  /// Launches `function` with `args` (pointers to each argument, in order). Ops launch
+  /// through the runtime's Executor (executor.hpp), which lands here on the cuda backend.
   void launch(CUfunction function, const LaunchShape& shape, void** args);
-
-  /// Compiles or fetches `spec` and launches it with the given arguments by value.
-  template <typename... Args>
-  void launch(const KernelSpec& spec, const LaunchShape& shape, Args... args) {
-    void* pointers[] = {static_cast<void*>(&args)..., nullptr};
-    launch(function(spec, shape.dynamic_shared_bytes), shape, pointers);
-  }
 
  private:
   struct LoadedKernel {
@@ -53,12 +50,17 @@ class DeviceContext {
     std::size_t dynamic_shared_limit = 48 * 1024;
   };
   LoadedKernel load(const CacheEntry& entry) const;
+  LoadedKernel& load_or_find(const KernelSpec& spec);
+  CUfunction with_shared_limit(LoadedKernel& kernel, std::size_t dynamic_shared_bytes);
 
   DeviceInfo info_;
   CUdevice device_ = 0;
   CUcontext context_ = nullptr;
   std::mutex mutex_;
-  std::map<std::string, LoadedKernel> loaded_;
+  std::map<std::string, LoadedKernel> loaded_;  // by cache key; nodes never move
+  // The launch path's lookup: computing a cache key hashes every template byte, the sorted
+  // options and the environment, which repeated launches of one spec need not pay.
+  std::unordered_map<KernelSpec, LoadedKernel*, KernelSpecHash> by_spec_;
 };
 
 }  // namespace flashjit::detail

@@ -24,8 +24,9 @@ class Executor {
  public:
   virtual ~Executor() = default;
   /// Launches `spec` with `args` (pointers to each argument by value, in parameter order,
-  /// nullptr-terminated). The emulator runs it to completion and throws Error naming the first
-  /// finding (out-of-bounds access, race, divergent barrier) if there is any.
+  /// nullptr-terminated). The emulator runs it to completion and throws Error{kernel_fault}
+  /// listing the first findings (out-of-bounds access, race, divergent barrier) if there are
+  /// any, or Error{unsupported} when `spec` is not among its build-time kernels.
   virtual void launch(const KernelSpec& spec, const LaunchShape& shape, void** args,
                       const std::vector<KernelBuffer>& buffers) = 0;
 };

@@ -1,6 +1,7 @@
 #include "kernel_spec.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <regex>
 
 #include "flashjit/error.hpp"
@@ -15,6 +16,18 @@ std::string KernelSpec::display_name() const {
 }
 
 std::string KernelSpec::main_source() const { return "#include \"" + header + "\"\n"; }
+
+std::size_t KernelSpecHash::operator()(const KernelSpec& spec) const noexcept {
+  std::hash<std::string> hash;
+  std::size_t seed = hash(spec.name_expression);
+  auto combine = [&](const std::string& field) {
+    seed ^= hash(field) + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2);  // boost's mix
+  };
+  combine(spec.arch);
+  combine(spec.header);
+  for (const std::string& option : spec.options) combine(option);
+  return seed;
+}
 
 void validate_arch(const std::string& arch) {
   static const std::regex pattern("sm_([0-9]{2,3})a?");

@@ -3,6 +3,7 @@
 // value: kernels/ fills it from a config, the compiler renders it for NVRTC, the cache hashes
 // it. No user data is ever pasted into source text; configs reach the template only through
 // the C++ name expression that NVRTC instantiates.
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,14 @@ struct KernelSpec {
   std::string display_name() const;
   /// The translation unit handed to NVRTC: includes `header`, nothing else.
   std::string main_source() const;
+
+  bool operator==(const KernelSpec&) const = default;
+};
+
+/// Hashes a spec's fields, for in-memory maps keyed by spec (much cheaper than the cache key,
+/// which also hashes every template byte and the environment).
+struct KernelSpecHash {
+  std::size_t operator()(const KernelSpec& spec) const noexcept;
 };
 
 /// Throws InvalidArgument("arch") unless `arch` looks like "sm_XY" or "sm_XYa" (X, Y digits,

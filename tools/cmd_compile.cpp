@@ -1,5 +1,6 @@
 // `flashjit compile`: compiles ops' specializations into the kernel cache, for the local GPU
 // or for any --arch without one.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -37,10 +38,19 @@ std::string target_arch(const std::string& requested) {
   return system.devices.front().arch();
 }
 
-void print_line(const detail::CacheEntry& entry, const char* outcome) {
+// The name column fits the longest name listed (attention names run to ~70 characters), so
+// the resource columns line up for every op.
+int name_width(const std::vector<detail::KernelSpec>& specs) {
+  std::size_t width = 44;
+  for (const detail::KernelSpec& spec : specs) width = std::max(width, spec.display_name().size());
+  return static_cast<int>(width);
+}
+
+void print_line(const detail::CacheEntry& entry, int width, const char* outcome) {
   const detail::ResourceUsage& r = entry.kernel.resources;
-  std::printf("%-44s %-7s regs %3d  spill %4d B  smem %6d B  %s\n", entry.display_name.c_str(),
-              entry.arch.c_str(), r.registers, r.spill_bytes(), r.static_shared_bytes, outcome);
+  std::printf("%-*s %-7s regs %3d  spill %4d B  smem %6d B  %s\n", width,
+              entry.display_name.c_str(), entry.arch.c_str(), r.registers, r.spill_bytes(),
+              r.static_shared_bytes, outcome);
   std::fflush(stdout);
 }
 
@@ -54,6 +64,7 @@ int run_compile(const CompileOptions& options) {
     if (!wanted) continue;
     for (detail::KernelSpec& spec : op.specs(arch, set)) specs.push_back(std::move(spec));
   }
+  const int width = name_width(specs);
   detail::KernelCache& cache = detail::KernelCache::process_cache();
   const auto start = std::chrono::steady_clock::now();
   int compiled = 0, cached = 0, failed = 0;
@@ -79,7 +90,7 @@ int run_compile(const CompileOptions& options) {
         const bool fresh = outcome.value.source == detail::CacheSource::compiled;
         (fresh ? compiled : cached) += 1;
         const double ms = outcome.value.entry->kernel.compile_ms;
-        print_line(*outcome.value.entry, fresh ? format_duration_ms(ms).c_str() : "cached");
+        print_line(*outcome.value.entry, width, fresh ? format_duration_ms(ms).c_str() : "cached");
       });
   const double elapsed =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

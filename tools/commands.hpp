@@ -16,5 +16,6 @@ struct Subcommand {
 Subcommand add_info_command(CLI::App& app);
 Subcommand add_compile_command(CLI::App& app);
 Subcommand add_cache_command(CLI::App& app);
+Subcommand add_run_command(CLI::App& app);
 
 }  // namespace flashjit::tools

@@ -1,4 +1,4 @@
-// The `flashjit` command: info, compile, cache. Exit codes: 0 success, 1 the work failed,
+// The `flashjit` command: info, run, compile, cache. Exit codes: 0 success, 1 the work failed,
 // 2 bad usage. Errors go to stderr.
 #include <cstdio>
 #include <vector>
@@ -13,7 +13,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", kVersion);
   const std::vector<tools::Subcommand> commands = {
-      tools::add_info_command(app), tools::add_compile_command(app), tools::add_cache_command(app)};
+      tools::add_info_command(app), tools::add_run_command(app), tools::add_compile_command(app),
+      tools::add_cache_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -15,6 +15,8 @@ enum class ErrorKind {
   compile,           ///< NVRTC rejected a kernel; the message holds its log
   cache,             ///< the kernel cache cannot serve a request (e.g. FLASHJIT_NO_JIT miss)
   io,                ///< a file could not be read or written
+  unsupported,       ///< the runtime's backend cannot do this (e.g. a kernel the emulator lacks)
+  kernel_fault,      ///< a launch failed or the emulator caught a bad access, race or barrier
 };
 
 /// Base of every exception flashjit throws.

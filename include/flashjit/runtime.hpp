@@ -1,6 +1,7 @@
 #pragma once
 // The entry point of the C++ API: a Runtime owns one GPU's context and the kernels loaded on
-// it, and runs ops on tensors that live in that GPU's memory.
+// it, and runs ops on tensors that live in that GPU's memory; or, on the emulator backend, runs
+// the same kernel templates on the CPU with tensors in host memory.
 #include <cstddef>
 #include <memory>
 
@@ -13,26 +14,32 @@ namespace flashjit {
 namespace detail {
 class DeviceContext;
 class Executor;
-}
+class RuntimeBackend;
+}  // namespace detail
 
 /// A CUDA stream (CUstream) passed through opaquely; nullptr is the default stream.
 using Stream = void*;
 
 /// Where a Runtime runs its kernels.
 enum class Backend {
-  cuda,      ///< a CUDA GPU: tensors are device memory
-  emulator,  ///< the CPU SIMT emulator running the same templates: tensors are host memory
+  cuda,  ///< a CUDA GPU: tensors are device memory
+  /// The CPU SIMT emulator running the same templates, with out-of-bounds, race and barrier
+  /// checks: tensors are host memory, launches are synchronous and slow (small shapes), and
+  /// only the specializations built into flashjit can run (kernels/emulated/). Needs no
+  /// driver or GPU; device() describes the modelled GPU (sm_80).
+  emulator,
 };
 
 /// How a Runtime is set up.
 struct RuntimeOptions {
-  int device = 0;  ///< CUDA device ordinal (cuda backend)
+  int device = 0;  ///< CUDA device ordinal (cuda backend; ignored by the emulator)
   Backend backend = Backend::cuda;
 };
 
 class Runtime;
 
-/// Device memory owned by a Runtime, freed when destroyed.
+/// Memory owned by a Runtime (device memory; host memory on the emulator), freed when
+/// destroyed. It must not outlive its Runtime.
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
@@ -49,33 +56,36 @@ class DeviceBuffer {
 
  private:
   friend class Runtime;
-  DeviceBuffer(detail::DeviceContext* context, void* data, std::size_t size)
-      : context_(context), data_(data), size_(size) {}
+  DeviceBuffer(detail::RuntimeBackend* backend, void* data, std::size_t size)
+      : backend_(backend), data_(data), size_(size) {}
   void release() noexcept;
-  detail::DeviceContext* context_ = nullptr;
+  detail::RuntimeBackend* backend_ = nullptr;
   void* data_ = nullptr;
   std::size_t size_ = 0;
 };
 
 class Runtime {
  public:
-  /// Opens `options.device`. Throws Error{no_driver} or Error{no_device} (saying which is
-  /// missing) when kernels cannot run here, InvalidArgument("device") for a bad ordinal.
+  /// Opens `options.device` on the cuda backend. Throws Error{no_driver} or Error{no_device}
+  /// (saying which is missing) when kernels cannot run here, InvalidArgument("device") for a
+  /// bad ordinal. The emulator backend always opens and never loads the driver.
   explicit Runtime(const RuntimeOptions& options = {});
   ~Runtime();
   Runtime(Runtime&&) noexcept;
   Runtime& operator=(Runtime&&) noexcept;
 
-  /// The device this runtime runs on.
+  /// The device this runtime runs on; on the emulator, "flashjit CPU emulator" modelling an
+  /// sm_80 GPU (its shared memory limit, arch() "sm_80").
   const DeviceInfo& device() const;
 
-  /// Allocates `bytes` of device memory (at least 1 byte is allocated for 0).
+  /// Allocates `bytes` of device memory (at least 1 byte is allocated for 0). The emulator
+  /// returns host memory aligned to 256 bytes, filled with 0xff bytes (NaN) until written.
   DeviceBuffer allocate(std::size_t bytes);
   /// Copies `bytes` from host memory to device memory (synchronously).
   void copy_to_device(void* device_dst, const void* host_src, std::size_t bytes);
   /// Copies `bytes` from device memory to host memory (synchronously).
   void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes);
-  /// Waits for all work on `stream`.
+  /// Waits for all work on `stream` (nothing to wait for on the emulator).
   void synchronize(Stream stream = nullptr);
 
   /// Row-wise softmax over the last dimension: y[r, :] = softmax(scale · x[r, :]).
@@ -100,13 +110,16 @@ class Runtime {
   /// The backend this runtime was opened with.
   Backend backend() const;
 
-  /// The device context behind this runtime (for flashjit's own ops; cuda backend only).
+  /// The device context behind this runtime (for flashjit's own ops). Throws
+  /// Error{unsupported} on the emulator backend, which has none.
   detail::DeviceContext& context();
-  /// Where this runtime's kernels run (for flashjit's own ops).
+  /// Where this runtime's kernels run (for flashjit's own ops). On the emulator a launch runs
+  /// to completion and throws Error{kernel_fault} listing what the checks found, or
+  /// Error{unsupported} for a specialization not built into the emulator.
   detail::Executor& executor();
 
  private:
-  std::unique_ptr<detail::DeviceContext> context_;
+  std::unique_ptr<detail::RuntimeBackend> backend_;
 };
 
 }  // namespace flashjit

@@ -1,7 +1,9 @@
-// The `flashjit` command end to end: exit codes, info, compile twice, cache verbs.
+// The `flashjit` command end to end: exit codes, info, compile twice, cache verbs, run.
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "flashjit/device.hpp"
 #include "support/child_process.hpp"
@@ -93,4 +95,45 @@ TEST_CASE("compile without --arch and without a GPU fails with exit 1 and says w
   ChildResult result = flashjit_cli({"compile"}, dir.path().string());
   CHECK(result.exit_code == 1);
   CHECK(result.output.find("--arch") != std::string::npos);
+}
+
+TEST_CASE("run --emulate: an attention forward on the emulator passes against the reference") {
+  TempDir dir;
+  ChildResult result = flashjit_cli(
+      {"run", "--emulate", "--seqlen-q", "70", "--seqlen-k", "100", "--heads", "2", "--causal"},
+      dir.path().string());
+  CHECK_MESSAGE(result.exit_code == 0, result.output);
+  const std::string first_line = result.output.substr(0, result.output.find('\n'));
+  CHECK_MESSAGE(first_line.find("CPU emulator") != std::string::npos, result.output);
+  CHECK(result.output.find("seqlen_q 70, seqlen_k 100") != std::string::npos);
+  CHECK(result.output.find("relative L2 error") != std::string::npos);
+  CHECK(result.output.find("PASS") != std::string::npos);
+}
+
+TEST_CASE("run without a GPU falls back to the emulator and says so on its first line") {
+  if (!flashjit::query_system().devices.empty()) return;
+  TempDir dir;
+  ChildResult result = flashjit_cli(
+      {"run", "--seqlen-q", "33", "--head-dim", "32", "--dtype", "fp16", "--layout", "bhsd"},
+      dir.path().string());
+  CHECK_MESSAGE(result.exit_code == 0, result.output);
+  const std::string first_line = result.output.substr(0, result.output.find('\n'));
+  CHECK_MESSAGE(first_line.find("CPU emulator") != std::string::npos, result.output);
+}
+
+TEST_CASE("run with bad options exits 2 and names the problem") {
+  TempDir dir;
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"run", "--dtype", "fp32"},
+                                             {"run", "--dtype", "int8"},
+                                             {"run", "--head-dim", "12"},
+                                             {"run", "--heads", "3", "--heads-kv", "2"},
+                                             {"run", "--layout", "sbhd"},
+                                             {"run", "--batch", "0"},
+                                             {"run", "--frobnicate"}}) {
+    ChildResult result = flashjit_cli(args, dir.path().string());
+    CAPTURE(args.back());
+    CHECK_MESSAGE(result.exit_code == 2, result.output);
+    CHECK(!result.output.empty());
+  }
 }

@@ -1,0 +1,286 @@
+#include "attention_forward.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "flashjit/error.hpp"
+#include "runtime/executor.hpp"
+
+namespace flashjit::kernels {
+namespace space = flashjit::attention_forward_space;
+
+namespace {
+
+bool dtype_supported(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16; }
+
+/// Br, Bc and warps of a config, before stages are chosen.
+struct TileShape {
+  int block_m;
+  int block_n;
+  int warps;
+};
+
+/// The forward tiles per head dim, best first: FlashAttention-2's shapes (Br 128, 4 warps of
+/// 32 rows), made smaller until nothing spills. A thread holds S and O in fp32 registers,
+/// (Bc + D) x rows per warp / 32 of them, beside its addresses and fragments; the compile
+/// matrix (tests/kernels/test_attention_compile.cpp) found spills on sm_80 or sm_90a from about
+/// 128 of them with 32 rows per warp and 136 with 16, so FlashAttention-2's Bc 128 at D <= 64
+/// and its Br 128 x Bc 64 x 4 warps at D = 128 both spill here. Hence Bc 64 with 4 warps up to
+/// D = 64, 8 warps (16 rows each) above, and Bc 32 past D = 208. Later entries need less shared
+/// memory, for GPUs with 99 KB (sm_86, sm_89).
+std::vector<TileShape> preferred_tiles(int head_dim) {
+  const int padded = space::padded_head_dim(head_dim);
+  if (padded <= 64) return {{128, 64, 4}, {128, 32, 4}, {64, 64, 4}};
+  if (padded <= 208) return {{128, 64, 8}, {128, 32, 8}, {64, 64, 4}, {64, 32, 4}};
+  return {{128, 32, 8}, {64, 32, 4}};
+}
+
+/// The window a call really imposes, per side: -1 (unbounded; kNoWindow for the kernel) when
+/// that side hides no key from any row, e.g. causal with seqlen_q = 1.
+struct VisibleWindow {
+  std::int64_t left;
+  std::int64_t right;
+};
+
+VisibleWindow visible_window(const Attention& attention) {
+  std::int64_t left = attention.window_left;
+  std::int64_t right = attention.causal ? 0 : attention.window_right;
+  // Row i sees j >= i + diagonal - left, diagonal = seqlen_k - seqlen_q: the last row reaches
+  // key 0 once left >= seqlen_k - 1. Likewise j <= i + diagonal + right reaches the last key
+  // from row 0 once right >= seqlen_q - 1. Such a window masks nothing.
+  if (left >= attention.seqlen_k - 1) left = -1;
+  if (right >= attention.seqlen_q - 1) right = -1;
+  return {left, right};
+}
+
+int kernel_window(std::int64_t window) {
+  return window < 0 ? AttentionForwardParams::kNoWindow : static_cast<int>(window);
+}
+
+HeadTensor head_tensor(const TensorView& view) {
+  return {view.data, view.strides[0], view.strides[1], view.strides[2]};
+}
+
+std::vector<detail::KernelBuffer> forward_buffers(const TensorView& q, const TensorView& k,
+                                                  const TensorView& v, const TensorView& o,
+                                                  const TensorView& lse) {
+  auto buffer = [](const TensorView& view, const char* name) {
+    return detail::KernelBuffer{view.data, static_cast<std::size_t>(view.span_bytes()), name};
+  };
+  std::vector<detail::KernelBuffer> buffers = {buffer(q, "q"), buffer(k, "k"), buffer(v, "v"),
+                                               buffer(o, "o")};
+  if (lse.data != nullptr) buffers.push_back(buffer(lse, "lse"));
+  return buffers;
+}
+
+/// Launches a validated call with a config already checked against it.
+void launch_forward(Runtime& runtime, const Attention& attention, const TensorView& q,
+                    const TensorView& k, const TensorView& v, const TensorView& o,
+                    const TensorView& lse, const ForwardConfig& config, Stream stream) {
+  const AttentionForwardParams params = forward_params(attention, q, k, v, o, lse);
+  detail::launch_kernel(runtime.executor(), forward_spec(config, runtime.device().arch()),
+                        forward_launch_shape(config, attention, stream),
+                        forward_buffers(q, k, v, o, lse), params);
+}
+
+}  // namespace
+
+bool ForwardConfig::valid() const {
+  return dtype_supported(dtype) && space::config_valid(head_dim, block_m, block_n, warps, stages);
+}
+
+int ForwardConfig::shared_bytes() const {
+  return space::shared_bytes(head_dim, block_m, block_n, stages);
+}
+
+std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind mask, bool softcap) {
+  std::vector<ForwardConfig> configs;
+  for (int block_m : space::kBlockM) {
+    for (int block_n : space::kBlockN) {
+      for (int warps : space::kWarps) {
+        for (int stages : space::kStages) {
+          ForwardConfig config{dtype, head_dim, block_m, block_n, warps, stages, mask, softcap};
+          if (config.valid()) configs.push_back(config);
+        }
+      }
+    }
+  }
+  return configs;
+}
+
+int arch_shared_memory_limit(const std::string& arch) {
+  detail::validate_arch(arch);
+  constexpr int kKiB = 1024;
+  const int number = std::stoi(arch.substr(3));  // "sm_90a" -> 90
+  switch (number) {
+    case 80:  // A100
+    case 87:  // Orin
+      return 163 * kKiB;
+    case 90:   // H100, H200
+    case 100:  // B200
+    case 103:
+    case 110:
+      return 227 * kKiB;
+    default:  // sm_86, sm_89, sm_120 and archs this table does not know yet
+      return 99 * kKiB;
+  }
+}
+
+ForwardConfig default_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                                     const std::string& arch) {
+  if (!dtype_supported(dtype)) {
+    throw InvalidArgument(
+        "dtype", "is " + std::string(dtype_name(dtype)) + "; attention supports fp16 and bf16");
+  }
+  if (!space::head_dim_supported(head_dim)) {
+    throw InvalidArgument(
+        "head_dim", "is " + std::to_string(head_dim) + "; supported: multiples of 8 from 8 to 256");
+  }
+  const int limit = arch_shared_memory_limit(arch);
+  for (const TileShape& tile : preferred_tiles(head_dim)) {
+    ForwardConfig config{dtype, head_dim, tile.block_m, tile.block_n, tile.warps, 1, mask, softcap};
+    if (!config.valid() || config.shared_bytes() > limit) continue;
+    // A second K/V stage overlaps the next tile's loads with this tile's math.
+    ForwardConfig pipelined = config;
+    pipelined.stages = 2;
+    return pipelined.valid() && pipelined.shared_bytes() <= limit ? pipelined : config;
+  }
+  // Unreachable with today's tables (the last preference fits 99 KB); kept so that the result
+  // stays valid if the space changes: the config with the least shared memory.
+  const std::vector<ForwardConfig> configs = forward_configs(dtype, head_dim, mask, softcap);
+  return *std::min_element(configs.begin(), configs.end(), [](const auto& a, const auto& b) {
+    return a.shared_bytes() < b.shared_bytes();
+  });
+}
+
+detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& arch) {
+  if (!config.valid()) {
+    throw InvalidArgument("config",
+                          "is not in the forward config space (see "
+                          "attention_forward_space::config_valid)");
+  }
+  const bool window = config.mask == MaskKind::window;
+  const std::string element =
+      config.dtype == DType::f16 ? "flashjit::half_t" : "flashjit::bfloat16_t";
+  const std::string mask = window ? "window" : "none";
+  const std::string tiles = std::to_string(config.block_m) + ", " + std::to_string(config.block_n) +
+                            ", " + std::to_string(config.warps) + ", " +
+                            std::to_string(config.stages);
+  detail::KernelSpec spec;
+  spec.op = "attention-forward";
+  spec.header = "attention/forward_kernel.cuh";
+  spec.name_expression = "flashjit::attention_forward_kernel<flashjit::ForwardTraits<" + element +
+                         ", " + std::to_string(config.head_dim) + ", " + tiles +
+                         ", flashjit::attention_forward_space::MaskKind::" + mask + ", " +
+                         (config.softcap ? "true" : "false") + ">>";
+  spec.readable_name = "attention_forward.hdim" + std::to_string(config.head_dim) + "." +
+                       std::string(dtype_name(config.dtype)) + (window ? ".window" : "") +
+                       (config.softcap ? ".softcap" : "") + ".br" + std::to_string(config.block_m) +
+                       ".bc" + std::to_string(config.block_n) + ".w" +
+                       std::to_string(config.warps) + ".s" + std::to_string(config.stages);
+  spec.arch = arch;
+  return spec;
+}
+
+MaskKind forward_mask_kind(const Attention& attention) {
+  const VisibleWindow window = visible_window(attention);
+  return window.left < 0 && window.right < 0 ? MaskKind::none : MaskKind::window;
+}
+
+ScoreScales forward_score_scales(const Attention& attention) {
+  const double scale = attention.scale.has_value()
+                           ? double{*attention.scale}
+                           : 1.0 / std::sqrt(static_cast<double>(attention.head_dim));
+  const double softcap = attention.softcap;
+  if (softcap <= 0.0) return {static_cast<float>(scale * std::numbers::log2e), 0.0f};
+  // c · tanh(s / c) in base 2: the kernel computes tanh((q·k) · scale / c) · c · log2(e).
+  return {static_cast<float>(scale / softcap), static_cast<float>(softcap * std::numbers::log2e)};
+}
+
+AttentionForwardParams forward_params(const Attention& attention, const TensorView& q,
+                                      const TensorView& k, const TensorView& v, const TensorView& o,
+                                      const TensorView& lse) {
+  const VisibleWindow window = visible_window(attention);
+  const ScoreScales scales = forward_score_scales(attention);
+  AttentionForwardParams params{};
+  params.q = head_tensor(q);
+  params.k = head_tensor(k);
+  params.v = head_tensor(v);
+  params.o = head_tensor(o);
+  params.lse = static_cast<float*>(lse.data);
+  params.lse_batch_stride = lse.data != nullptr ? lse.strides[0] : 0;
+  params.lse_head_stride = lse.data != nullptr ? lse.strides[1] : 0;
+  params.seqlen_q = static_cast<int>(attention.seqlen_q);
+  params.seqlen_k = static_cast<int>(attention.seqlen_k);
+  params.head_dim = static_cast<int>(attention.head_dim);
+  params.heads_per_kv = static_cast<int>(attention.heads_q / attention.heads_kv);
+  params.window_left = kernel_window(window.left);
+  params.window_right = kernel_window(window.right);
+  params.score_scale = scales.score_scale;
+  params.softcap_log2 = scales.softcap_log2;
+  return params;
+}
+
+detail::LaunchShape forward_launch_shape(const ForwardConfig& config, const Attention& attention,
+                                         Stream stream) {
+  detail::LaunchShape shape;
+  shape.grid_x = static_cast<unsigned>((attention.seqlen_q + config.block_m - 1) / config.block_m);
+  shape.grid_y = static_cast<unsigned>(attention.heads_q);
+  shape.grid_z = static_cast<unsigned>(attention.batch);
+  shape.block_x = static_cast<unsigned>(config.warps * 32);
+  shape.dynamic_shared_bytes = static_cast<std::size_t>(config.shared_bytes());
+  shape.stream = static_cast<CUstream>(stream);
+  return shape;
+}
+
+void check_forward_config(const ForwardConfig& config, const Attention& attention,
+                          const TensorView& q) {
+  auto reject = [](const std::string& problem) { throw InvalidArgument("config", problem); };
+  if (!config.valid()) reject("is not in the forward config space");
+  if (config.dtype != q.dtype) {
+    reject("is for " + std::string(dtype_name(config.dtype)) + "; the tensors are " +
+           std::string(dtype_name(q.dtype)));
+  }
+  if (config.head_dim != attention.head_dim) {
+    reject("is for head dim " + std::to_string(config.head_dim) + "; the call has " +
+           std::to_string(attention.head_dim));
+  }
+  if (config.softcap != (attention.softcap > 0.0f)) {
+    reject(config.softcap ? "has softcap on; the call has softcap 0"
+                          : "has softcap off; the call sets attention.softcap");
+  }
+  if (config.mask == MaskKind::none && forward_mask_kind(attention) == MaskKind::window) {
+    reject("has mask kind none; the call is causal or windowed and needs mask kind window");
+  }
+}
+
+void attention_forward(Runtime& runtime, const Attention& attention, const TensorView& q,
+                       const TensorView& k, const TensorView& v, const TensorView& o,
+                       const TensorView& lse, const ForwardConfig& config, Stream stream) {
+  validate_forward_arguments(attention, q, k, v, o, lse);
+  check_forward_config(config, attention, q);
+  // The emulator's device() models an sm_80, so this holds on both backends.
+  if (static_cast<std::size_t>(config.shared_bytes()) > runtime.device().shared_memory_optin) {
+    throw InvalidArgument("config", "needs " + std::to_string(config.shared_bytes()) +
+                                        " bytes of shared memory; this GPU allows " +
+                                        std::to_string(runtime.device().shared_memory_optin));
+  }
+  launch_forward(runtime, attention, q, k, v, o, lse, config, stream);
+}
+
+}  // namespace flashjit::kernels
+
+namespace flashjit {
+
+void Runtime::forward(const Attention& attention, const TensorView& q, const TensorView& k,
+                      const TensorView& v, const TensorView& o, const TensorView& lse,
+                      Stream stream) {
+  kernels::validate_forward_arguments(attention, q, k, v, o, lse);
+  const kernels::ForwardConfig config = kernels::default_forward_config(
+      q.dtype, static_cast<int>(attention.head_dim), kernels::forward_mask_kind(attention),
+      attention.softcap > 0.0f, device().arch());
+  kernels::launch_forward(*this, attention, q, k, v, o, lse, config, stream);
+}
+
+}  // namespace flashjit

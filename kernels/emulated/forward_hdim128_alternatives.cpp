@@ -1,0 +1,18 @@
+// Forward kernels for the emulator: other tiles at head dim 128 (bf16), so tests can run
+// several configs per shape: Bc 32 and 128, Br 64, one stage, and 4 warps (the default has 8).
+#include "forward_kernels.hpp"
+
+namespace flashjit::kernels::emulated {
+namespace {
+
+constexpr auto kConfigs =
+    concat(bf16_both_masks(128, {128, 32, 4, 2}), bf16_both_masks(128, {64, 64, 4, 2}),
+           bf16_both_masks(128, {128, 64, 4, 2}), bf16_both_masks(128, {64, 128, 4, 1}));
+
+}  // namespace
+
+void add_forward_kernels_hdim128_alternatives(detail::EmulatedKernelTable& table) {
+  add_forward_configs<kConfigs>(table);
+}
+
+}  // namespace flashjit::kernels::emulated

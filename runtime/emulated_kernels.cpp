@@ -1,0 +1,77 @@
+#include "emulated_kernels.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace flashjit::detail {
+namespace {
+
+std::vector<std::string> name_parts(const std::string& name) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  for (std::size_t dot; (dot = name.find('.', start)) != std::string::npos; start = dot + 1) {
+    parts.push_back(name.substr(start, dot - start));
+  }
+  parts.push_back(name.substr(start));
+  return parts;
+}
+
+/// How many of the dot-separated parts of `a` ("attention_forward", "hdim64", "bf16", ...) are
+/// also parts of `b`.
+int shared_name_parts(const std::string& a, const std::string& b) {
+  const std::vector<std::string> theirs = name_parts(b);
+  int shared = 0;
+  for (const std::string& part : name_parts(a)) {
+    shared += std::find(theirs.begin(), theirs.end(), part) != theirs.end() ? 1 : 0;
+  }
+  return shared;
+}
+
+}  // namespace
+
+void EmulatedKernelTable::add(EmulatedKernel kernel) {
+  if (by_name_.contains(kernel.spec.name_expression)) return;
+  by_name_.emplace(kernel.spec.name_expression, kernels_.size());
+  kernels_.push_back(std::move(kernel));
+}
+
+const EmulatedKernel* EmulatedKernelTable::find(const std::string& name_expression) const {
+  auto it = by_name_.find(name_expression);
+  return it == by_name_.end() ? nullptr : &kernels_[it->second];
+}
+
+const EmulatedKernelTable& emulated_kernels() {
+  static const EmulatedKernelTable table = [] {
+    EmulatedKernelTable filled;
+    register_emulated_kernels(filled);
+    return filled;
+  }();
+  return table;
+}
+
+std::string missing_kernel_message(const EmulatedKernelTable& table, const KernelSpec& spec) {
+  std::vector<const KernelSpec*> same_op;
+  for (const EmulatedKernel& kernel : table.kernels()) {
+    if (kernel.spec.op == spec.op) same_op.push_back(&kernel.spec);
+  }
+  std::string message = "kernel " + spec.readable_name + " (" + spec.name_expression +
+                        ") is not among the emulator's build-time specializations: the emulator "
+                        "backend runs only kernels compiled into flashjit. Add its config to "
+                        "kernels/emulated/ and rebuild, or run it on a GPU.";
+  if (same_op.empty()) return message + " The emulator has no '" + spec.op + "' kernel at all.";
+  // The nearest first: those sharing the most parts of the readable name (dtype, head dim,
+  // mask, tiles), so the list suggests what to run instead.
+  std::stable_sort(same_op.begin(), same_op.end(), [&](const KernelSpec* a, const KernelSpec* b) {
+    return shared_name_parts(a->readable_name, spec.readable_name) >
+           shared_name_parts(b->readable_name, spec.readable_name);
+  });
+  constexpr std::size_t kListed = 6;
+  message += " The emulator has " + std::to_string(same_op.size()) + " '" + spec.op +
+             "' kernels; the nearest:";
+  for (std::size_t i = 0; i < same_op.size() && i < kListed; ++i) {
+    message += "\n  " + same_op[i]->readable_name;
+  }
+  return message;
+}
+
+}  // namespace flashjit::detail

@@ -1,0 +1,137 @@
+// The emulator backend: host memory, and launches run to completion on the CPU SIMT emulator
+// by the host-compiled kernels of the emulated kernel table. Nothing here touches the driver.
+#include <unistd.h>
+
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <string>
+
+#include "emulated_kernels.hpp"
+#include "flashjit/error.hpp"
+#include "runtime_backend.hpp"
+
+namespace flashjit::detail {
+namespace {
+
+// Kernels are chosen for this device, so the emulator models a real one: an A100 (sm_80).
+DeviceInfo emulator_device_info() {
+  DeviceInfo info;
+  info.name = "flashjit CPU emulator";
+  info.cc_major = 8;
+  info.cc_minor = 0;
+  info.sm_count = 108;
+  info.shared_memory_optin = 163 * 1024;
+  info.l2_bytes = 40 * 1024 * 1024;
+  info.global_memory_bytes = static_cast<std::size_t>(sysconf(_SC_PHYS_PAGES)) *
+                             static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return info;
+}
+
+// As cuMemAlloc's: every vector access a kernel may make is aligned.
+constexpr std::align_val_t kAlignment{256};
+
+emulator::LaunchConfig launch_config(const KernelSpec& spec, const LaunchShape& shape,
+                                     const std::vector<KernelBuffer>& buffers) {
+  emulator::LaunchConfig config;
+  config.kernel_name = spec.display_name();
+  config.grid = {shape.grid_x, shape.grid_y, shape.grid_z};
+  config.block = {shape.block_x, shape.block_y, shape.block_z};
+  config.shared_bytes = shape.dynamic_shared_bytes;
+  for (const KernelBuffer& buffer : buffers) {
+    config.buffers.push_back({buffer.data, buffer.bytes, buffer.name});
+  }
+  return config;
+}
+
+// The first few findings: one bug usually fires in every thread, and a message of 64 lines
+// buries the line that matters.
+std::string fault_message(const KernelSpec& spec, const emulator::Report& report) {
+  constexpr std::size_t kShown = 4;
+  const std::size_t total = report.findings.size() + report.suppressed;
+  std::string message =
+      "the emulator found " + std::to_string(total) + " fault(s) in " + spec.display_name() + ":";
+  for (std::size_t i = 0; i < report.findings.size() && i < kShown; ++i) {
+    message += "\n  " + report.findings[i].message;
+  }
+  if (total > kShown) message += "\n  (" + std::to_string(total - kShown) + " more)";
+  return message;
+}
+
+class EmulatorBackend final : public RuntimeBackend, public Executor {
+ public:
+  EmulatorBackend() : info_(emulator_device_info()) {}
+
+  Backend kind() const override { return Backend::emulator; }
+  const DeviceInfo& info() const override { return info_; }
+
+  // Filled with 0xff bytes (NaN in every float type), so that reading memory no one wrote
+  // shows up in results instead of passing as zeros.
+  void* allocate(std::size_t bytes) override {
+    if (bytes == 0) bytes = 1;
+    void* data = ::operator new(bytes, kAlignment, std::nothrow);
+    if (data == nullptr) {
+      throw Error(ErrorKind::unsupported,
+                  "the emulator could not allocate " + std::to_string(bytes) + " bytes");
+    }
+    std::memset(data, 0xff, bytes);
+    return data;
+  }
+
+  void free(void* data) noexcept override { ::operator delete(data, kAlignment); }
+
+  void copy_to_device(void* dst, const void* src, std::size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+  void copy_to_host(void* dst, const void* src, std::size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+  // Launches run to completion before they return.
+  void synchronize(Stream /*stream*/) override {}
+
+  Executor& executor() override { return *this; }
+  DeviceContext* context() override { return nullptr; }
+
+  void launch(const KernelSpec& spec, const LaunchShape& shape, void** args,
+              const std::vector<KernelBuffer>& buffers) override;
+
+ private:
+  DeviceInfo info_;
+};
+
+void EmulatorBackend::launch(const KernelSpec& spec, const LaunchShape& shape, void** args,
+                             const std::vector<KernelBuffer>& buffers) {
+  if (shape.dynamic_shared_bytes > info_.shared_memory_optin) {
+    throw InvalidArgument("dynamic_shared_bytes", spec.display_name() + " asks for " +
+                                                      std::to_string(shape.dynamic_shared_bytes) +
+                                                      " bytes; " + info_.name +
+                                                      " (as sm_80) allows at most " +
+                                                      std::to_string(info_.shared_memory_optin));
+  }
+  const EmulatedKernelTable& table = emulated_kernels();
+  const EmulatedKernel* kernel = table.find(spec.name_expression);
+  if (kernel == nullptr) throw Error(ErrorKind::unsupported, missing_kernel_message(table, spec));
+  const emulator::LaunchConfig config = launch_config(spec, shape, buffers);
+  emulator::Report report;
+  {
+    static std::mutex emulator_mutex;  // the emulator runs one launch at a time per process
+    std::lock_guard lock(emulator_mutex);
+    try {
+      report = kernel->launch(config, args);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& error) {  // a launch the emulator refuses (block too large)
+      throw Error(ErrorKind::kernel_fault,
+                  "the emulator cannot launch " + spec.display_name() + ": " + error.what());
+    }
+  }
+  if (!report.clean()) throw Error(ErrorKind::kernel_fault, fault_message(spec, report));
+}
+
+}  // namespace
+
+std::unique_ptr<RuntimeBackend> open_emulator_backend() {
+  return std::make_unique<EmulatorBackend>();
+}
+
+}  // namespace flashjit::detail

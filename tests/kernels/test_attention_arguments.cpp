@@ -1,0 +1,693 @@
+// The host side of the attention forward op: every bad argument is a named InvalidArgument, good
+// ones pass; the config space, the heuristic default, spec names, the kernel's arguments and
+// the tensor helpers.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <numbers>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "flashjit/error.hpp"
+#include "kernels/attention_forward.hpp"
+#include "kernels/op_registry.hpp"
+
+using namespace flashjit;
+using namespace flashjit::kernels;
+namespace space = flashjit::attention_forward_space;
+
+namespace {
+
+// Throws unless `call` raises InvalidArgument naming `argument`.
+void check_names(const std::function<void()>& call, const std::string& argument) {
+  try {
+    call();
+    FAIL("no error; expected one naming " << argument);
+  } catch (const InvalidArgument& error) {
+    CHECK_MESSAGE(error.argument() == argument, error.what());
+    CHECK(std::string(error.what()).find(argument) != std::string::npos);
+  }
+}
+
+constexpr std::int64_t kNoWindow = AttentionForwardParams::kNoWindow;
+
+// An unmasked attention of these sizes. (Designated initializers that leave fields out trip
+// GCC 12's -Wmissing-field-initializers.)
+Attention make_attention(std::int64_t batch, std::int64_t heads_q, std::int64_t heads_kv,
+                         std::int64_t seqlen_q, std::int64_t seqlen_k, std::int64_t head_dim) {
+  Attention attention;
+  attention.batch = batch;
+  attention.heads_q = heads_q;
+  attention.heads_kv = heads_kv;
+  attention.seqlen_q = seqlen_q;
+  attention.seqlen_k = seqlen_k;
+  attention.head_dim = head_dim;
+  return attention;
+}
+
+// A valid GQA call (4 query heads over 2 key/value heads) with host buffers of the exact size,
+// in the [B, L, H, D] layout. Tests break one thing at a time.
+struct ForwardCall {
+  static constexpr std::int64_t kBatch = 2, kHeadsQ = 4, kHeadsKv = 2, kSeqQ = 16, kSeqK = 24,
+                                kDim = 64;
+  static constexpr std::int64_t kQElements = kBatch * kSeqQ * kHeadsQ * kDim;
+  static constexpr std::int64_t kKvElements = kBatch * kSeqK * kHeadsKv * kDim;
+
+  struct Storage {
+    alignas(64) std::uint16_t q[kQElements];
+    alignas(64) std::uint16_t k[kKvElements];
+    alignas(64) std::uint16_t v[kKvElements];
+    alignas(64) std::uint16_t o[kQElements];
+    alignas(64) float lse[kBatch * kHeadsQ * kSeqQ];
+  };
+  std::unique_ptr<Storage> storage = std::make_unique<Storage>();
+
+  Attention attention = make_attention(kBatch, kHeadsQ, kHeadsKv, kSeqQ, kSeqK, kDim);
+  TensorView q = tensor(storage->q, kSeqQ, kHeadsQ);
+  TensorView k = tensor(storage->k, kSeqK, kHeadsKv);
+  TensorView v = tensor(storage->v, kSeqK, kHeadsKv);
+  TensorView o = tensor(storage->o, kSeqQ, kHeadsQ);
+  TensorView lse = lse_tensor(storage->lse, attention);
+
+  static TensorView tensor(void* data, std::int64_t seqlen, std::int64_t heads) {
+    return attention_tensor(data, DType::bf16, Layout::bshd, kBatch, seqlen, heads, kDim);
+  }
+  void validate() const { validate_forward_arguments(attention, q, k, v, o, lse); }
+};
+
+}  // namespace
+
+TEST_CASE("forward accepts valid calls") {
+  ForwardCall call;
+  CHECK_NOTHROW(call.validate());
+  SUBCASE("without lse") {
+    call.lse = TensorView{};
+    CHECK_NOTHROW(call.validate());
+  }
+  SUBCASE("a null lse view skips every lse check") {
+    call.lse.data = nullptr;
+    call.lse.dtype = DType::f16;
+    CHECK_NOTHROW(call.validate());
+  }
+  SUBCASE("fp16") {
+    for (TensorView* view : {&call.q, &call.k, &call.v, &call.o}) view->dtype = DType::f16;
+    CHECK_NOTHROW(call.validate());
+  }
+  SUBCASE("[B, H, L, D] layout") {
+    auto bhsd = [](void* data, std::int64_t seqlen, std::int64_t heads) {
+      return attention_tensor(data, DType::bf16, Layout::bhsd, ForwardCall::kBatch, seqlen, heads,
+                              ForwardCall::kDim);
+    };
+    call.q = bhsd(call.storage->q, ForwardCall::kSeqQ, ForwardCall::kHeadsQ);
+    call.k = bhsd(call.storage->k, ForwardCall::kSeqK, ForwardCall::kHeadsKv);
+    CHECK_NOTHROW(call.validate());
+  }
+  SUBCASE("padded rows and a key/value tensor shared by the batch (stride 0)") {
+    call.k.strides = {0, 8 * 24, 96, 1};  // rows of 2 heads of 96 (64 used)
+    call.k.shape = {2, 12, 2, 64};
+    call.v.shape = call.k.shape;
+    call.v.strides = call.k.strides;
+    call.attention.seqlen_k = 12;
+    CHECK_NOTHROW(call.validate());
+  }
+  SUBCASE("odd strides along dimensions of size 1") {
+    call.attention.batch = 1;
+    call.attention.heads_q = call.attention.heads_kv = 1;
+    call.attention.seqlen_q = 1;
+    call.q = TensorView::strided(call.storage->q, DType::bf16, {1, 1, 1, 64}, {3, 5, 7, 1});
+    call.o = TensorView::strided(call.storage->o, DType::bf16, {1, 1, 1, 64}, {3, 5, 7, 1});
+    call.k = TensorView::strided(call.storage->k, DType::bf16, {1, 24, 1, 64}, {1, 128, 9, 1});
+    call.v = call.k;
+    call.v.data = call.storage->v;
+    call.lse = lse_tensor(call.storage->lse, call.attention);
+    CHECK_NOTHROW(call.validate());
+  }
+  SUBCASE("masks and scales") {
+    call.attention.causal = true;
+    call.attention.window_right = 0;
+    call.attention.window_left = 5;
+    call.attention.softcap = 30.0f;
+    call.attention.scale = 0.3f;
+    CHECK_NOTHROW(call.validate());
+  }
+  SUBCASE("multi-query attention") {
+    call.attention.heads_kv = 1;
+    call.k.shape[2] = call.v.shape[2] = 1;
+    CHECK_NOTHROW(call.validate());
+  }
+}
+
+TEST_CASE("forward rejects bad attention fields by name") {
+  ForwardCall call;
+  Attention& a = call.attention;
+  auto rejects = [&](const std::string& argument) {
+    check_names([&] { call.validate(); }, argument);
+  };
+  SUBCASE("zero or negative sizes") {
+    SUBCASE("batch") {
+      a.batch = 0;
+      rejects("attention.batch");
+    }
+    SUBCASE("heads_q") {
+      a.heads_q = -4;
+      rejects("attention.heads_q");
+    }
+    SUBCASE("heads_kv") {
+      a.heads_kv = 0;
+      rejects("attention.heads_kv");
+    }
+    SUBCASE("seqlen_q") {
+      a.seqlen_q = 0;
+      rejects("attention.seqlen_q");
+    }
+    SUBCASE("seqlen_k") {
+      a.seqlen_k = -1;
+      rejects("attention.seqlen_k");
+    }
+    SUBCASE("head_dim") {
+      a.head_dim = 0;
+      rejects("attention.head_dim");
+    }
+  }
+  SUBCASE("sizes the grid or the 32-bit mask cannot hold") {
+    SUBCASE("batch") {
+      a.batch = kMaxGridYZ + 1;
+      rejects("attention.batch");
+    }
+    SUBCASE("heads_q") {
+      a.heads_q = kMaxGridYZ + 1;
+      rejects("attention.heads_q");
+    }
+    SUBCASE("seqlen_q") {
+      a.seqlen_q = kMaxSeqlen + 1;
+      rejects("attention.seqlen_q");
+    }
+    SUBCASE("seqlen_k") {
+      a.seqlen_k = std::int64_t{1} << 40;
+      rejects("attention.seqlen_k");
+    }
+  }
+  SUBCASE("unsupported head dims") {
+    for (std::int64_t dim : {std::int64_t{4}, std::int64_t{12}, std::int64_t{63}, std::int64_t{264},
+                             std::int64_t{1} << 33}) {
+      a.head_dim = dim;
+      rejects("attention.head_dim");
+    }
+  }
+  SUBCASE("heads_q not a multiple of heads_kv") {
+    a.heads_kv = 3;
+    rejects("attention.heads_kv");
+    a.heads_kv = 8;  // more key/value heads than query heads
+    rejects("attention.heads_kv");
+  }
+  SUBCASE("windows below -1") {
+    a.window_left = -2;
+    rejects("attention.window_left");
+    a.window_left = -1;
+    a.window_right = -7;
+    rejects("attention.window_right");
+  }
+  SUBCASE("causal with keys right of the diagonal") {
+    a.causal = true;
+    a.window_right = 3;
+    rejects("attention.window_right");
+  }
+  SUBCASE("bad softcap") {
+    for (float softcap :
+         {-1.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+      a.softcap = softcap;
+      rejects("attention.softcap");
+    }
+    a.softcap = 1e-40f;  // scale / softcap overflows fp32
+    rejects("attention.softcap");
+  }
+  SUBCASE("bad scale") {
+    for (float scale : {0.0f, -0.125f, std::numeric_limits<float>::infinity(),
+                        std::numeric_limits<float>::quiet_NaN()}) {
+      a.scale = scale;
+      rejects("attention.scale");
+    }
+    a.scale = 3e38f;  // scale · log2(e) overflows fp32
+    rejects("attention.scale");
+  }
+}
+
+TEST_CASE("forward rejects bad tensors by name") {
+  ForwardCall call;
+  auto rejects = [&](const std::string& argument) {
+    check_names([&] { call.validate(); }, argument);
+  };
+  SUBCASE("null pointers") {
+    SUBCASE("q") {
+      call.q.data = nullptr;
+      rejects("q");
+    }
+    SUBCASE("k") {
+      call.k.data = nullptr;
+      rejects("k");
+    }
+    SUBCASE("v") {
+      call.v.data = nullptr;
+      rejects("v");
+    }
+    SUBCASE("o") {
+      call.o.data = nullptr;
+      rejects("o");
+    }
+  }
+  SUBCASE("rank") {
+    call.q.rank = 3;
+    rejects("q.rank");
+  }
+  SUBCASE("dtypes") {
+    SUBCASE("fp32 inputs") {
+      for (TensorView* view : {&call.q, &call.k, &call.v, &call.o}) view->dtype = DType::f32;
+      rejects("q.dtype");
+    }
+    SUBCASE("k differs from q") {
+      call.k.dtype = DType::f16;
+      rejects("k.dtype");
+    }
+    SUBCASE("v differs from q") {
+      call.v.dtype = DType::f16;
+      rejects("v.dtype");
+    }
+    SUBCASE("o differs from q") {
+      call.o.dtype = DType::f16;
+      rejects("o.dtype");
+    }
+    SUBCASE("lse not fp32") {
+      call.lse.dtype = DType::bf16;
+      rejects("lse.dtype");
+    }
+  }
+  SUBCASE("shapes that disagree with the attention") {
+    SUBCASE("q seqlen") {
+      call.q.shape[1] = 15;
+      rejects("q.shape");
+    }
+    SUBCASE("k heads_q instead of heads_kv") {
+      call.k.shape[2] = 4;
+      rejects("k.shape");
+    }
+    SUBCASE("v seqlen") {
+      call.v.shape[1] = 16;
+      rejects("v.shape");
+    }
+    SUBCASE("o head_dim") {
+      call.o.shape[3] = 32;
+      rejects("o.shape");
+    }
+    SUBCASE("o batch") {
+      call.o.shape[0] = 1;
+      rejects("o.shape");
+    }
+    SUBCASE("lse shape") {
+      call.lse.shape = {2, 16, 4, 0};
+      rejects("lse.shape");
+    }
+    SUBCASE("lse rank") {
+      call.lse.rank = 4;
+      call.lse.shape[3] = 1;
+      rejects("lse.rank");
+    }
+    SUBCASE("zero size") {
+      call.q.shape[1] = 0;
+      rejects("q.shape");
+    }
+  }
+  SUBCASE("strides") {
+    SUBCASE("head_dim stride not 1") {
+      call.q.strides[3] = 2;
+      rejects("q.strides");
+    }
+    SUBCASE("row stride not a multiple of 8") {
+      call.k.strides[1] = 132;
+      rejects("k.strides");
+    }
+    SUBCASE("head stride not a multiple of 8") {
+      call.v.strides[2] = 68;
+      rejects("v.strides");
+    }
+    SUBCASE("negative stride") {
+      call.q.strides[0] = -8192;
+      rejects("q.strides");
+    }
+    SUBCASE("lse row stride not 1") {
+      call.lse.strides = {128, 16, 2, 0};
+      call.lse.shape = {2, 4, 8, 0};
+      call.attention.seqlen_q = 8;
+      call.q.shape[1] = call.o.shape[1] = 8;
+      rejects("lse.strides");
+    }
+    SUBCASE("extent overflowing 64-bit offsets") {
+      call.q.strides[0] = std::int64_t{1} << 62;
+      rejects("q.shape");
+    }
+  }
+  SUBCASE("misaligned pointers") {
+    SUBCASE("not aligned to the element") {
+      call.q.data = reinterpret_cast<char*>(call.storage->q) + 1;
+      rejects("q");
+    }
+    SUBCASE("aligned to the element but not to 16 bytes") {
+      call.k.data = call.storage->k + 4;
+      call.k.shape[0] = 1;  // stay inside the buffer
+      call.v.shape[0] = 1;
+      call.q.shape[0] = call.o.shape[0] = 1;
+      call.attention.batch = 1;
+      call.lse = lse_tensor(call.storage->lse, call.attention);
+      rejects("k");
+    }
+  }
+  SUBCASE("outputs sharing memory") {
+    SUBCASE("o is q") {
+      call.o = call.q;
+      rejects("o");
+    }
+    SUBCASE("o overlaps v") {
+      call.o.data = call.storage->v;
+      rejects("o");
+    }
+    SUBCASE("o overlaps lse") {
+      call.lse.data = call.storage->o + 64;
+      rejects("o");
+    }
+    SUBCASE("lse overlaps k") {
+      call.lse.data = call.storage->k;
+      rejects("lse");
+    }
+    SUBCASE("o rows overlapping each other") {
+      call.o.strides[1] = 8;  // 64-element rows 8 apart
+      rejects("o.strides");
+    }
+    SUBCASE("o broadcast over the batch") {
+      call.o.strides[0] = 0;
+      rejects("o.strides");
+    }
+    SUBCASE("lse heads overlapping") {
+      call.lse.strides[1] = 1;
+      rejects("lse.strides");
+    }
+  }
+}
+
+TEST_CASE("the config space lists every valid config once, in a fixed order") {
+  for (int head_dim = 8; head_dim <= 256; head_dim += 8) {
+    for (MaskKind mask : {MaskKind::none, MaskKind::window}) {
+      const auto configs = forward_configs(DType::f16, head_dim, mask, false);
+      REQUIRE_MESSAGE(!configs.empty(), "head dim " << head_dim);
+      for (const ForwardConfig& config : configs) {
+        CHECK(config.valid());
+        CHECK(config.head_dim == head_dim);
+        CHECK(config.mask == mask);
+        CHECK(config.shared_bytes() <= space::kMaxSharedBytes);
+        CHECK(std::count(configs.begin(), configs.end(), config) == 1);
+      }
+      CHECK(configs == forward_configs(DType::f16, head_dim, mask, false));
+    }
+  }
+  // Br 64 with 8 warps is never valid (16 rows per warp); at 128, S and O of Br 128 x Bc 128
+  // over 4 warps exceed the accumulator budget.
+  CHECK(forward_configs(DType::bf16, 64, MaskKind::none, false).size() == 18);
+  CHECK(forward_configs(DType::bf16, 128, MaskKind::none, false).size() == 16);
+  CHECK(forward_configs(DType::bf16, 100, MaskKind::none, false).empty());
+  CHECK(forward_configs(DType::f32, 64, MaskKind::none, false).empty());
+  const ForwardConfig first = forward_configs(DType::bf16, 64, MaskKind::none, false).front();
+  CHECK(first == ForwardConfig{DType::bf16, 64, 64, 32, 4, 1, MaskKind::none, false});
+}
+
+TEST_CASE("the default config is valid, in the space and fits the arch's shared memory") {
+  for (const char* arch : {"sm_80", "sm_86", "sm_89", "sm_90a", "sm_120"}) {
+    for (int head_dim = 8; head_dim <= 256; head_dim += 8) {
+      for (DType dtype : {DType::f16, DType::bf16}) {
+        for (MaskKind mask : {MaskKind::none, MaskKind::window}) {
+          for (bool softcap : {false, true}) {
+            const ForwardConfig config =
+                default_forward_config(dtype, head_dim, mask, softcap, arch);
+            const auto space_configs = forward_configs(dtype, head_dim, mask, softcap);
+            CHECK(config.valid());
+            CHECK(std::find(space_configs.begin(), space_configs.end(), config) !=
+                  space_configs.end());
+            CHECK_MESSAGE(config.shared_bytes() <= arch_shared_memory_limit(arch),
+                          arch << " head dim " << head_dim);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("the default config: the largest tiles that do not spill, two stages where they fit") {
+  using Tile = std::array<int, 4>;  // Br, Bc, warps, stages
+  auto tile = [](int head_dim, const char* arch) {
+    const ForwardConfig c =
+        default_forward_config(DType::bf16, head_dim, MaskKind::window, false, arch);
+    return Tile{c.block_m, c.block_n, c.warps, c.stages};
+  };
+  CHECK(tile(8, "sm_80") == Tile{128, 64, 4, 2});
+  CHECK(tile(64, "sm_80") == Tile{128, 64, 4, 2});
+  CHECK(tile(32, "sm_86") == Tile{128, 64, 4, 2});
+  CHECK(tile(72, "sm_80") == Tile{128, 64, 8, 2});
+  CHECK(tile(128, "sm_80") == Tile{128, 64, 8, 2});
+  CHECK(tile(128, "sm_90a") == Tile{128, 64, 8, 2});
+  CHECK(tile(128, "sm_86") == Tile{128, 64, 8, 1});  // two stages need 102 KB of 99
+  CHECK(tile(96, "sm_89") == Tile{128, 64, 8, 2});
+  CHECK(tile(192, "sm_80") == Tile{128, 64, 8, 2});
+  CHECK(tile(208, "sm_80") == Tile{128, 64, 8, 2});
+  CHECK(tile(208, "sm_86") == Tile{128, 32, 8, 1});  // Bc 64 needs 108 KB even with one stage
+  CHECK(tile(216, "sm_80") == Tile{128, 32, 8, 2});
+  CHECK(tile(256, "sm_80") == Tile{128, 32, 8, 2});
+  CHECK(tile(256, "sm_90a") == Tile{128, 32, 8, 2});
+  CHECK(tile(256, "sm_86") == Tile{128, 32, 8, 1});  // exactly 99 KB
+  CHECK(arch_shared_memory_limit("sm_80") == 163 * 1024);
+  CHECK(arch_shared_memory_limit("sm_86") == 99 * 1024);
+  CHECK(arch_shared_memory_limit("sm_90a") == 227 * 1024);
+  check_names([] { default_forward_config(DType::bf16, 100, MaskKind::none, false, "sm_80"); },
+              "head_dim");
+  check_names([] { default_forward_config(DType::f32, 64, MaskKind::none, false, "sm_80"); },
+              "dtype");
+  check_names([] { default_forward_config(DType::bf16, 64, MaskKind::none, false, "sm_75"); },
+              "arch");
+}
+
+TEST_CASE("forward specs name the traits and read like the config") {
+  const ForwardConfig config{DType::bf16, 128, 128, 64, 4, 2, MaskKind::window, true};
+  const detail::KernelSpec spec = forward_spec(config, "sm_90a");
+  CHECK(spec.op == "attention-forward");
+  CHECK(spec.header == "attention/forward_kernel.cuh");
+  CHECK(spec.name_expression ==
+        "flashjit::attention_forward_kernel<flashjit::ForwardTraits<flashjit::bfloat16_t, 128, "
+        "128, 64, 4, 2, flashjit::attention_forward_space::MaskKind::window, true>>");
+  CHECK(spec.readable_name == "attention_forward.hdim128.bf16.window.softcap.br128.bc64.w4.s2");
+  CHECK(spec.display_name() ==
+        "attention_forward.hdim128.bf16.window.softcap.br128.bc64.w4.s2.sm90a");
+  CHECK(spec.arch == "sm_90a");
+
+  const ForwardConfig plain{DType::f16, 64, 64, 32, 4, 1, MaskKind::none, false};
+  const detail::KernelSpec plain_spec = forward_spec(plain, "sm_80");
+  CHECK(plain_spec.name_expression ==
+        "flashjit::attention_forward_kernel<flashjit::ForwardTraits<flashjit::half_t, 64, 64, 32, "
+        "4, 1, flashjit::attention_forward_space::MaskKind::none, false>>");
+  CHECK(plain_spec.readable_name == "attention_forward.hdim64.fp16.br64.bc32.w4.s1");
+
+  ForwardConfig invalid = plain;
+  invalid.warps = 8;  // 64 rows over 8 warps
+  check_names([&] { forward_spec(invalid, "sm_80"); }, "config");
+}
+
+TEST_CASE("the mask kind is window only when a window limits some row") {
+  Attention a = make_attention(1, 1, 1, 100, 200, 64);
+  CHECK(forward_mask_kind(a) == MaskKind::none);
+  a.causal = true;
+  CHECK(forward_mask_kind(a) == MaskKind::window);
+  a.seqlen_q = 1;  // decoding: the one query row is the last and sees every key
+  CHECK(forward_mask_kind(a) == MaskKind::none);
+  a = make_attention(1, 1, 1, 100, 200, 64);
+  a.window_left = 198;
+  CHECK(forward_mask_kind(a) == MaskKind::window);
+  a.window_left = 199;  // the last row reaches key 0
+  CHECK(forward_mask_kind(a) == MaskKind::none);
+  a.window_right = 98;
+  CHECK(forward_mask_kind(a) == MaskKind::window);
+  a.window_right = 99;  // row 0 reaches the last key
+  CHECK(forward_mask_kind(a) == MaskKind::none);
+}
+
+TEST_CASE("forward params fold the scale and translate the mask") {
+  ForwardCall call;
+  Attention& a = call.attention;
+  auto params = [&] { return forward_params(a, call.q, call.k, call.v, call.o, call.lse); };
+  constexpr float kLog2e = std::numbers::log2e_v<float>;
+
+  SUBCASE("tensors, sizes and GQA") {
+    const AttentionForwardParams p = params();
+    CHECK(p.q.data == call.storage->q);
+    CHECK(p.q.batch_stride == 16 * 4 * 64);
+    CHECK(p.q.row_stride == 4 * 64);
+    CHECK(p.q.head_stride == 64);
+    CHECK(p.k.data == call.storage->k);
+    CHECK(p.k.row_stride == 2 * 64);
+    CHECK(p.v.data == call.storage->v);
+    CHECK(p.o.data == call.storage->o);
+    CHECK(p.lse == call.storage->lse);
+    CHECK(p.lse_batch_stride == 4 * 16);
+    CHECK(p.lse_head_stride == 16);
+    CHECK(p.seqlen_q == 16);
+    CHECK(p.seqlen_k == 24);
+    CHECK(p.head_dim == 64);
+    CHECK(p.heads_per_kv == 2);
+    CHECK(p.window_left == kNoWindow);
+    CHECK(p.window_right == kNoWindow);
+    CHECK(p.score_scale == doctest::Approx(0.125f * kLog2e));
+    CHECK(p.softcap_log2 == 0.0f);
+  }
+  SUBCASE("[B, H, L, D] strides") {
+    call.q = attention_tensor(call.storage->q, DType::bf16, Layout::bhsd, 2, 16, 4, 64);
+    const AttentionForwardParams p = params();
+    CHECK(p.q.batch_stride == 4 * 16 * 64);
+    CHECK(p.q.row_stride == 64);
+    CHECK(p.q.head_stride == 16 * 64);
+  }
+  SUBCASE("no lse") {
+    call.lse = TensorView{};
+    const AttentionForwardParams p = params();
+    CHECK(p.lse == nullptr);
+  }
+  SUBCASE("explicit scale") {
+    a.scale = 0.5f;
+    CHECK(params().score_scale == doctest::Approx(0.5f * kLog2e));
+  }
+  SUBCASE("softcap folds the scale into tanh's argument") {
+    a.scale = 0.5f;
+    a.softcap = 30.0f;
+    const AttentionForwardParams p = params();
+    CHECK(p.score_scale == doctest::Approx(0.5f / 30.0f));
+    CHECK(p.softcap_log2 == doctest::Approx(30.0f * kLog2e));
+  }
+  SUBCASE("causal is window_right 0 with an unbounded left side") {
+    a.causal = true;
+    CHECK(params().window_left == kNoWindow);
+    CHECK(params().window_right == 0);
+    a.window_left = 5;
+    CHECK(params().window_left == 5);
+    CHECK(params().window_right == 0);
+  }
+  SUBCASE("sliding window") {
+    a.window_left = 7;
+    a.window_right = 3;
+    CHECK(params().window_left == 7);
+    CHECK(params().window_right == 3);
+  }
+  SUBCASE("windows past every key are unbounded") {
+    a.window_left = 1000;
+    a.window_right = std::int64_t{1} << 40;
+    CHECK(params().window_left == kNoWindow);
+    CHECK(params().window_right == kNoWindow);
+  }
+}
+
+TEST_CASE("the launch covers every query block of every head and batch") {
+  const Attention a = make_attention(3, 8, 2, 300, 7, 128);
+  const ForwardConfig config{DType::bf16, 128, 128, 64, 4, 2, MaskKind::none, false};
+  const detail::LaunchShape shape = forward_launch_shape(config, a, nullptr);
+  CHECK(shape.grid_x == 3);
+  CHECK(shape.grid_y == 8);
+  CHECK(shape.grid_z == 3);
+  CHECK(shape.block_x == 128);
+  CHECK(shape.block_y == 1);
+  CHECK(shape.dynamic_shared_bytes == static_cast<std::size_t>(config.shared_bytes()));
+  CHECK(config.shared_bytes() == space::shared_bytes(128, 128, 64, 2));
+}
+
+TEST_CASE("an explicit config must match the call") {
+  ForwardCall call;
+  ForwardConfig config = default_forward_config(DType::bf16, 64, MaskKind::none, false, "sm_80");
+  CHECK_NOTHROW(check_forward_config(config, call.attention, call.q));
+  auto rejects = [&] {
+    check_names([&] { check_forward_config(config, call.attention, call.q); }, "config");
+  };
+  SUBCASE("dtype") {
+    config.dtype = DType::f16;
+    rejects();
+  }
+  SUBCASE("head dim") {
+    config.head_dim = 128;
+    config.block_n = 64;
+    rejects();
+  }
+  SUBCASE("softcap on for a call without") {
+    config.softcap = true;
+    rejects();
+  }
+  SUBCASE("softcap off for a call with") {
+    call.attention.softcap = 20.0f;
+    rejects();
+  }
+  SUBCASE("mask none for a causal call") {
+    call.attention.causal = true;
+    rejects();
+  }
+  SUBCASE("outside the space") {
+    config.block_m = 96;
+    rejects();
+  }
+  SUBCASE("the window kernel runs an unmasked call") {
+    config.mask = MaskKind::window;
+    CHECK_NOTHROW(check_forward_config(config, call.attention, call.q));
+  }
+}
+
+TEST_CASE("attention tensors view both layouts as [batch, seqlen, heads, head_dim]") {
+  std::uint16_t data[1];
+  const TensorView bshd = attention_tensor(data, DType::f16, Layout::bshd, 2, 5, 3, 16);
+  CHECK(bshd.data == data);
+  CHECK(bshd.dtype == DType::f16);
+  CHECK(bshd.rank == 4);
+  CHECK(bshd.shape == std::array<std::int64_t, 4>{2, 5, 3, 16});
+  CHECK(bshd.strides == std::array<std::int64_t, 4>{5 * 3 * 16, 3 * 16, 16, 1});
+  const TensorView bhsd = attention_tensor(data, DType::bf16, Layout::bhsd, 2, 5, 3, 16);
+  CHECK(bhsd.shape == std::array<std::int64_t, 4>{2, 5, 3, 16});
+  CHECK(bhsd.strides == std::array<std::int64_t, 4>{3 * 5 * 16, 16, 5 * 16, 1});
+  CHECK(bhsd.span_bytes() == bshd.span_bytes());
+
+  float lse_data[1];
+  const TensorView lse = lse_tensor(lse_data, make_attention(2, 3, 1, 5, 1, 64));
+  CHECK(lse.dtype == DType::f32);
+  CHECK(lse.shape == std::array<std::int64_t, 4>{2, 3, 5, 0});
+  CHECK(lse.strides == std::array<std::int64_t, 4>{15, 5, 1, 0});
+
+  check_names([&] { attention_tensor(data, DType::f16, Layout::bshd, 0, 5, 3, 16); }, "batch");
+  check_names([&] { attention_tensor(data, DType::f16, Layout::bhsd, 2, -1, 3, 16); }, "seqlen");
+  check_names(
+      [&] { attention_tensor(data, DType::f16, Layout::bhsd, 1 << 30, 1 << 30, 1 << 30, 256); },
+      "shape");
+  check_names([&] { lse_tensor(lse_data, make_attention(1, 0, 1, 1, 1, 64)); },
+              "attention.heads_q");
+}
+
+TEST_CASE("attention-forward lists the compile matrix") {
+  const OpInfo& op = find_op("attention-forward");
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    const auto defaults = op.specs(arch, SpecSet::defaults);
+    const auto all = op.specs(arch, SpecSet::all);
+    // 32 head dims x 2 dtypes x 2 masks, plus softcap at 2 head dims x 2 dtypes x 2 masks.
+    CHECK(defaults.size() == 32 * 2 * 2 + 2 * 2 * 2);
+    // Every config of bf16 at 64 (18) and 128 (16), both masks, plus the other defaults.
+    CHECK(all.size() == (18 + 16) * 2 + defaults.size() - 4);
+    std::set<std::string> names;
+    for (const auto& spec : all) {
+      CHECK(spec.arch == arch);
+      CHECK(spec.op == "attention-forward");
+      names.insert(spec.readable_name);
+    }
+    CHECK(names.size() == all.size());
+    for (const auto& spec : defaults) CHECK(names.count(spec.readable_name) == 1);
+  }
+}

@@ -1,0 +1,277 @@
+// The Runtime's backends: the emulator backend without a GPU (memory, softmax, errors), the
+// emulated kernel table (every entry a valid spec of its op, every default the tests need
+// present), and on a GPU the cuda executor's spec memo.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "flashjit/flashjit.hpp"
+#include "kernels/attention_forward.hpp"
+#include "kernels/softmax.hpp"
+#include "reference/attention_reference.hpp"
+#include "reference/checker.hpp"
+#include "runtime/emulated_kernels.hpp"
+#include "runtime/executor.hpp"
+#include "runtime/kernel_cache.hpp"
+
+#if defined(FLASHJIT_EMULATOR)
+#error "FLASHJIT_EMULATOR leaked into a user of flashjit: only kernels/emulated/ may see it"
+#endif
+
+using namespace flashjit;
+using kernels::MaskKind;
+
+namespace {
+
+Runtime emulator_runtime() { return Runtime(RuntimeOptions{.backend = Backend::emulator}); }
+
+/// `count` normal values rounded to `dtype`: the bytes, and the rounded values in double.
+std::pair<std::vector<unsigned char>, std::vector<double>> random_values(DType dtype,
+                                                                         std::size_t count) {
+  std::mt19937 rng(static_cast<unsigned>(count));
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<unsigned char> bytes(count * dtype_size(dtype));
+  std::vector<double> values(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    float value = normal(rng);
+    if (dtype == DType::f32) {
+      std::memcpy(&bytes[i * 4], &value, 4);
+    } else {
+      const std::uint16_t bits =
+          dtype == DType::f16 ? f16_bits_from_float(value) : bf16_bits_from_float(value);
+      value = dtype == DType::f16 ? float_from_f16_bits(bits) : float_from_bf16_bits(bits);
+      std::memcpy(&bytes[i * 2], &bits, 2);
+    }
+    values[i] = value;
+  }
+  return {bytes, values};
+}
+
+double value_at(DType dtype, const std::vector<unsigned char>& bytes, std::size_t i) {
+  if (dtype == DType::f32) {
+    float value;
+    std::memcpy(&value, &bytes[i * 4], 4);
+    return value;
+  }
+  std::uint16_t bits;
+  std::memcpy(&bits, &bytes[i * 2], 2);
+  return dtype == DType::f16 ? float_from_f16_bits(bits) : float_from_bf16_bits(bits);
+}
+
+/// Runs softmax of `rows` x `cols` (row stride cols + 3) through `runtime` and checks it.
+void check_softmax(Runtime& runtime, DType dtype, std::int64_t rows, std::int64_t cols) {
+  const std::int64_t stride = cols + 3;
+  const auto count = static_cast<std::size_t>(rows * stride);
+  auto [x_bytes, x_values] = random_values(dtype, count);
+  DeviceBuffer x = runtime.allocate(x_bytes.size());
+  DeviceBuffer y = runtime.allocate(x_bytes.size());
+  runtime.copy_to_device(x.data(), x_bytes.data(), x_bytes.size());
+  constexpr float kScale = 0.7f;
+  runtime.softmax(TensorView::strided(x.data(), dtype, {rows, cols}, {stride, 1}),
+                  TensorView::strided(y.data(), dtype, {rows, cols}, {stride, 1}), kScale);
+  runtime.synchronize();
+  std::vector<unsigned char> y_bytes(x_bytes.size());
+  runtime.copy_to_host(y_bytes.data(), y.data(), y_bytes.size());
+
+  for (double& value : x_values) value *= kScale;
+  std::vector<double> expected(count), actual_rows, expected_rows;
+  reference::softmax_rows(x_values.data(), rows, cols, stride, expected.data());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const auto i = static_cast<std::size_t>(r * stride + c);
+      actual_rows.push_back(value_at(dtype, y_bytes, i));
+      expected_rows.push_back(expected[i]);
+    }
+  }
+  const double tolerance = dtype == DType::bf16 ? 8e-3 : dtype == DType::f16 ? 1e-3 : 1e-5;
+  const auto result = reference::check_close(actual_rows, expected_rows, tolerance, "y");
+  CHECK_MESSAGE(result.ok, result);
+}
+
+/// Every spec the ops' spaces can render for the emulator's arch: the softmax space and every
+/// forward config of every supported head dim.
+std::set<std::string> every_valid_name_expression() {
+  std::set<std::string> names;
+  for (const kernels::SoftmaxConfig& config : kernels::softmax_configs()) {
+    names.insert(kernels::softmax_spec(config, detail::kEmulatorArch).name_expression);
+  }
+  for (int head_dim = 8; head_dim <= 256; head_dim += 8) {
+    for (DType dtype : {DType::f16, DType::bf16}) {
+      for (MaskKind mask : {MaskKind::none, MaskKind::window}) {
+        for (bool softcap : {false, true}) {
+          for (const kernels::ForwardConfig& config :
+               kernels::forward_configs(dtype, head_dim, mask, softcap)) {
+            if (config.shared_bytes() > kernels::arch_shared_memory_limit(detail::kEmulatorArch))
+              continue;
+            names.insert(kernels::forward_spec(config, detail::kEmulatorArch).name_expression);
+          }
+        }
+      }
+    }
+  }
+  return names;
+}
+
+/// Whether the table holds exactly the spec `config` renders for the emulator.
+bool has_forward(const kernels::ForwardConfig& config) {
+  const detail::KernelSpec spec = kernels::forward_spec(config, detail::kEmulatorArch);
+  const detail::EmulatedKernel* entry = detail::emulated_kernels().find(spec.name_expression);
+  return entry != nullptr && entry->spec == spec;
+}
+
+}  // namespace
+
+TEST_CASE("the emulator backend opens without a GPU and describes the sm_80 it models") {
+  Runtime runtime = emulator_runtime();
+  CHECK(runtime.backend() == Backend::emulator);
+  CHECK(runtime.device().name == "flashjit CPU emulator");
+  CHECK(runtime.device().arch() == detail::kEmulatorArch);
+  CHECK(runtime.device().shared_memory_optin == 163 * 1024);
+  CHECK(runtime.device().sm_count > 0);
+}
+
+TEST_CASE("emulator memory: aligned host memory, copies are round trips") {
+  Runtime runtime = emulator_runtime();
+  DeviceBuffer empty = runtime.allocate(0);
+  CHECK(empty.data() != nullptr);
+  std::vector<unsigned char> input(1000), output(1000);
+  for (std::size_t i = 0; i < input.size(); ++i) input[i] = static_cast<unsigned char>(i * 7);
+  DeviceBuffer buffer = runtime.allocate(input.size());
+  CHECK(reinterpret_cast<std::uintptr_t>(buffer.data()) % 256 == 0);
+  CHECK(buffer.size() == input.size());
+  runtime.copy_to_device(buffer.data(), input.data(), input.size());
+  DeviceBuffer moved = std::move(buffer);
+  runtime.synchronize();
+  runtime.copy_to_host(output.data(), moved.data(), output.size());
+  CHECK(output == input);
+}
+
+TEST_CASE("softmax through the emulator backend matches the reference") {
+  Runtime runtime = emulator_runtime();
+  for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
+    for (std::int64_t cols : {1, 100, 1000, 5000}) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(cols);
+      check_softmax(runtime, dtype, 9, cols);
+    }
+  }
+}
+
+TEST_CASE("a spec the emulator was not built with gives an error that says how to get it") {
+  Runtime runtime = emulator_runtime();
+  detail::KernelSpec spec = kernels::softmax_spec({DType::f32, 128, 32}, runtime.device().arch());
+  spec.name_expression = "flashjit::softmax_kernel<flashjit::SoftmaxConfig<float, 96, 32>>";
+  spec.readable_name = "softmax.fp32.cols96.t32";
+  float data[4] = {};
+  try {
+    detail::launch_kernel(runtime.executor(), spec, {}, {{data, sizeof(data), "x"}}, 0);
+    FAIL("expected an error");
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    CHECK(error.kind() == ErrorKind::unsupported);
+    CHECK(message.find("softmax.fp32.cols96.t32") != std::string::npos);
+    CHECK(message.find(spec.name_expression) != std::string::npos);
+    CHECK(message.find("kernels/emulated/") != std::string::npos);
+    CHECK(message.find("nearest:\n  softmax.fp32.cols128.t32") != std::string::npos);
+  }
+}
+
+TEST_CASE("an emulator finding in a launch is an error that names the buffer") {
+  Runtime runtime = emulator_runtime();
+  const kernels::SoftmaxConfig config{DType::f32, 128, 32};
+  constexpr long long kRows = 4, kCols = 128;
+  std::vector<float> x(kRows * kCols, 1.0f), y(kRows * kCols);
+  detail::LaunchShape shape;
+  shape.block_x = 128;  // four rows of 32 threads
+  // y is registered two rows short, as if the op had sized it wrong: the kernel's writes to
+  // rows 2 and 3 are out of bounds (and skipped by the emulator).
+  const std::vector<detail::KernelBuffer> buffers = {{x.data(), x.size() * sizeof(float), "x"},
+                                                     {y.data(), y.size() * sizeof(float) / 2, "y"}};
+  try {
+    detail::launch_kernel(runtime.executor(), kernels::softmax_spec(config, "sm_80"), shape,
+                          buffers, static_cast<const float*>(x.data()), y.data(), kRows,
+                          static_cast<int>(kCols), kCols, kCols, 1.0f);
+    FAIL("expected an error");
+  } catch (const Error& error) {
+    CHECK(error.kind() == ErrorKind::kernel_fault);
+    const std::string message = error.what();
+    CHECK(message.find("global_out_of_bounds") != std::string::npos);
+    CHECK(message.find("'y'") != std::string::npos);
+    CHECK(message.find("softmax.fp32.cols128.t32.sm80") != std::string::npos);
+  }
+}
+
+TEST_CASE("context() on the emulator backend throws a clear error") {
+  Runtime runtime = emulator_runtime();
+  try {
+    runtime.context();
+    FAIL("expected an error");
+  } catch (const Error& error) {
+    CHECK(error.kind() == ErrorKind::unsupported);
+    CHECK(std::string(error.what()).find("emulator") != std::string::npos);
+  }
+}
+
+TEST_CASE("every emulated kernel is a valid spec of its op for the emulator's arch") {
+  const std::set<std::string> valid = every_valid_name_expression();
+  const detail::EmulatedKernelTable& table = detail::emulated_kernels();
+  CHECK(table.kernels().size() >= 33);
+  for (const detail::EmulatedKernel& kernel : table.kernels()) {
+    CAPTURE(kernel.spec.name_expression);
+    CHECK(kernel.spec.arch == detail::kEmulatorArch);
+    CHECK(bool(kernel.launch));
+    CHECK(valid.contains(kernel.spec.name_expression));
+    CHECK(table.find(kernel.spec.name_expression) == &kernel);
+  }
+}
+
+TEST_CASE("the emulated kernel table has every softmax config") {
+  for (const kernels::SoftmaxConfig& config : kernels::softmax_configs()) {
+    const detail::KernelSpec spec = kernels::softmax_spec(config, detail::kEmulatorArch);
+    const detail::EmulatedKernel* entry = detail::emulated_kernels().find(spec.name_expression);
+    CHECK_MESSAGE((entry != nullptr && entry->spec == spec), spec.readable_name);
+  }
+}
+
+TEST_CASE("the emulated kernel table has the forward configs the tests use") {
+  const std::string arch = detail::kEmulatorArch;
+  for (int head_dim : {8, 16, 32, 40, 64, 80, 96, 128, 256}) {
+    for (DType dtype : {DType::f16, DType::bf16}) {
+      for (MaskKind mask : {MaskKind::none, MaskKind::window}) {
+        const auto config = kernels::default_forward_config(dtype, head_dim, mask, false, arch);
+        CHECK_MESSAGE(has_forward(config), kernels::forward_spec(config, arch).readable_name);
+      }
+    }
+  }
+  for (int head_dim : {64, 128}) {
+    for (MaskKind mask : {MaskKind::none, MaskKind::window}) {
+      const auto softcap = kernels::default_forward_config(DType::bf16, head_dim, mask, true, arch);
+      CHECK_MESSAGE(has_forward(softcap), kernels::forward_spec(softcap, arch).readable_name);
+      int present = 0;  // the default and the alternatives
+      for (const auto& config : kernels::forward_configs(DType::bf16, head_dim, mask, false)) {
+        present += has_forward(config) ? 1 : 0;
+      }
+      CAPTURE(head_dim);
+      CHECK(present >= 4);
+    }
+  }
+}
+
+TEST_CASE("the cuda executor finds a launched spec again without its cache key") {
+  if (query_system().devices.empty()) return;  // needs a GPU
+  Runtime runtime;
+  check_softmax(runtime, DType::f32, 4, 100);  // loads the kernel
+  const int lookups = detail::KernelCache::process_cache().stats().memory_hits +
+                      detail::KernelCache::process_cache().stats().disk_hits +
+                      detail::KernelCache::process_cache().stats().compiles;
+  check_softmax(runtime, DType::f32, 4, 100);
+  CHECK(detail::KernelCache::process_cache().stats().memory_hits +
+            detail::KernelCache::process_cache().stats().disk_hits +
+            detail::KernelCache::process_cache().stats().compiles ==
+        lookups);
+}

@@ -1,0 +1,158 @@
+// `flashjit run`: one attention forward on random inputs, on the GPU, or on the CPU emulator
+// when there is none (or with --emulate), judged against the float64 reference exactly as the
+// tests judge it (tests/support/attention_case): the relative L2 error of O must be at most
+// twice that of a plain attention computed in the input dtype.
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "commands.hpp"
+#include "flashjit/device.hpp"
+#include "flashjit/error.hpp"
+#include "flashjit/runtime.hpp"
+#include "format.hpp"
+#include "kernels/attention_forward.hpp"
+#include "support/attention_case.hpp"
+
+namespace flashjit::tools {
+namespace {
+
+// The default shape takes about a second on the emulator.
+struct RunOptions {
+  std::int64_t batch = 1;
+  std::int64_t heads = 4;
+  std::int64_t heads_kv = 0;  // 0: as many as query heads
+  std::int64_t seqlen_q = 256;
+  std::int64_t seqlen_k = 0;  // 0: seqlen_q
+  std::int64_t head_dim = 64;
+  std::string dtype = "bf16";
+  std::string layout = "bshd";
+  bool causal = false;
+  bool emulate = false;
+  std::uint64_t seed = 1;
+};
+
+testing::ForwardCase forward_case(const RunOptions& options) {
+  testing::ForwardCase c;
+  c.problem.batch = options.batch;
+  c.problem.heads_q = options.heads;
+  c.problem.heads_kv = options.heads_kv > 0 ? options.heads_kv : options.heads;
+  c.problem.seqlen_q = options.seqlen_q;
+  c.problem.seqlen_k = options.seqlen_k > 0 ? options.seqlen_k : options.seqlen_q;
+  c.problem.head_dim = options.head_dim;
+  c.problem.causal = options.causal;
+  c.dtype = parse_dtype(options.dtype, "--dtype");
+  if (c.dtype == DType::f32) throw InvalidArgument("--dtype", "attention runs in fp16 or bf16");
+  if (!attention_forward_space::head_dim_supported(static_cast<int>(options.head_dim))) {
+    throw InvalidArgument("--head-dim", "must be a multiple of 8 from 8 to 256");
+  }
+  c.layout = options.layout == "bhsd" ? reference::Layout::bhsd : reference::Layout::bshd;
+  c.seed = options.seed;
+  if (c.problem.heads_q % c.problem.heads_kv != 0) {
+    throw InvalidArgument("--heads-kv",
+                          "must divide --heads (" + std::to_string(c.problem.heads_q) + ")");
+  }
+  return c;
+}
+
+/// The runtime to run on, after saying which on the first line of output.
+Runtime open_runtime(bool emulate) {
+  std::string why = "--emulate";
+  if (!emulate) {
+    const SystemInfo system = query_system();
+    if (!system.devices.empty()) {
+      const DeviceInfo& gpu = system.devices.front();
+      std::printf("backend: GPU 0, %s (%s)\n", gpu.name.c_str(), gpu.arch().c_str());
+      return Runtime();
+    }
+    why = system.unavailable_reason;
+  }
+  std::printf("backend: CPU emulator, not a GPU (%s)\n", why.c_str());
+  std::printf(
+      "         the same kernel templates compiled for the host, with memory and race "
+      "checks; slow, so keep shapes small\n");
+  return Runtime(RuntimeOptions{.backend = Backend::emulator});
+}
+
+void print_problem(const testing::ForwardCase& c, const Runtime& runtime) {
+  const reference::Problem& p = c.problem;
+  std::printf(
+      "shape:   batch %lld, heads %lld (kv %lld), seqlen_q %lld, seqlen_k %lld, head_dim "
+      "%lld, %s, %s%s\n",
+      static_cast<long long>(p.batch), static_cast<long long>(p.heads_q),
+      static_cast<long long>(p.heads_kv), static_cast<long long>(p.seqlen_q),
+      static_cast<long long>(p.seqlen_k), static_cast<long long>(p.head_dim),
+      std::string(dtype_name(c.dtype)).c_str(),
+      c.layout == reference::Layout::bshd ? "bshd" : "bhsd", p.causal ? ", causal" : "");
+  // The config Runtime::forward will pick.
+  const std::string arch = runtime.device().arch();
+  const kernels::ForwardConfig config =
+      kernels::default_forward_config(c.dtype, static_cast<int>(p.head_dim),
+                                      kernels::forward_mask_kind(c.attention()), false, arch);
+  std::printf("kernel:  %s\n", kernels::forward_spec(config, arch).display_name().c_str());
+  std::fflush(stdout);
+}
+
+int run_forward(const RunOptions& options) {
+  const testing::ForwardCase c = forward_case(options);
+  Runtime runtime = open_runtime(options.emulate);
+  print_problem(c, runtime);
+  const auto start = std::chrono::steady_clock::now();
+  const testing::ForwardVerdict verdict = testing::run_forward_case(runtime, c);
+  const double elapsed =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  std::printf(
+      "O:       max abs error %.3g, relative L2 error %.3g (bound %.3g: twice a plain "
+      "%s attention's %.3g)\n",
+      verdict.out.max_abs, verdict.error, 2 * verdict.plain_error,
+      std::string(dtype_name(c.dtype)).c_str(), verdict.plain_error);
+  std::printf("LSE:     max abs error %.3g, relative L2 error %.3g\n", verdict.lse.max_abs,
+              verdict.lse.rel_l2);
+  if (!verdict.ok) {
+    std::printf("FAIL: the kernel's result does not match the float64 reference\n%s\n",
+                verdict.describe().c_str());
+    return 1;
+  }
+  std::printf("PASS: matches the float64 reference (kernel and check in %s)\n",
+              format_duration_ms(elapsed).c_str());
+  return 0;
+}
+
+const CLI::Validator kPositive(
+    [](const std::string& text) {
+      return text.find_first_not_of("0123456789") == std::string::npos &&
+                     text.find_first_not_of('0') != std::string::npos
+                 ? std::string()
+                 : "must be a whole number of at least 1, not '" + text + "'";
+    },
+    "N >= 1");
+
+}  // namespace
+
+Subcommand add_run_command(CLI::App& app) {
+  auto options = std::make_shared<RunOptions>();
+  CLI::App* run = app.add_subcommand(
+      "run",
+      "Run one attention forward on random inputs (on the GPU, else on the CPU emulator) "
+      "and check it against a float64 reference");
+  run->add_option("--batch", options->batch, "Batch size")->check(kPositive);
+  run->add_option("--heads", options->heads, "Query heads")->check(kPositive);
+  run->add_option("--heads-kv", options->heads_kv, "Key/value heads (default: --heads)")
+      ->check(kPositive);
+  run->add_option("--seqlen-q", options->seqlen_q, "Query length")->check(kPositive);
+  run->add_option("--seqlen-k", options->seqlen_k, "Key length (default: --seqlen-q)")
+      ->check(kPositive);
+  run->add_option("--head-dim", options->head_dim, "Head dimension: a multiple of 8 up to 256")
+      ->check(kPositive);
+  run->add_option("--dtype", options->dtype, "bf16 or fp16");
+  run->add_option("--layout", options->layout, "bshd ([B, L, H, D]) or bhsd ([B, H, L, D])")
+      ->check(CLI::IsMember({"bshd", "bhsd"}));
+  run->add_flag("--causal", options->causal, "Causal mask (bottom-right aligned)");
+  run->add_flag("--emulate", options->emulate, "Run on the CPU emulator even with a GPU");
+  run->add_option("--seed", options->seed, "Seed of the random inputs");
+  return {run, [options] { return run_forward(*options); }};
+}
+
+}  // namespace flashjit::tools

@@ -107,6 +107,17 @@ class Runtime {
                const TensorView& v, const TensorView& o, const TensorView& lse,
                Stream stream = nullptr);
 
+  /// Attention backward: given dout = dL/do of the forward call with the same arguments (and
+  /// its o and lse, which must not be null), writes dq = dL/dq, dk = dL/dk, dv = dL/dv. dk and
+  /// dv sum over the query heads that share a key/value head (GQA/MQA). Shapes, dtypes and
+  /// strides as in forward(); dq like q, dk and dv like k. Gradients are computed without
+  /// atomics: the same inputs give the same bits on every run. Rows that see no key contribute
+  /// nothing. Throws InvalidArgument naming the argument for bad input; nothing is launched.
+  void backward(const Attention& attention, const TensorView& q, const TensorView& k,
+                const TensorView& v, const TensorView& o, const TensorView& lse,
+                const TensorView& dout, const TensorView& dq, const TensorView& dk,
+                const TensorView& dv, Stream stream = nullptr);
+
   /// The backend this runtime was opened with.
   Backend backend() const;
 

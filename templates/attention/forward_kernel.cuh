@@ -2,7 +2,7 @@
 // FlashAttention-2 forward (DESIGN.md section 1): one CTA owns Br query rows of one head and
 // streams the visible key blocks past them, keeping per row the running max m, sum ℓ and
 // unnormalized output O. Each warp owns Br / warps of the rows; the CTA shares K and V.
-#include "attention/forward_epilogue.cuh"
+#include "attention/epilogue.cuh"
 #include "attention/forward_pipeline.cuh"
 #include "attention/forward_softmax.cuh"
 #include "attention/mask.cuh"
@@ -44,7 +44,8 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
     mma_ab<T>(o, s, pipeline.await_values(block), lane);  // O += P V
   }
   const row_vec<kRows> lse = softmax.finish(o);  // O /= ℓ
-  store_output<Traits>(o, lse, pipeline.q, slice, warp_row0, rows, lane);
+  store_rows<Traits::kHeadDim>(o, pipeline.q, slice.o, slice.o_row_stride, warp_row0, rows, lane);
+  store_lse(lse, slice.lse, warp_row0, rows, lane);
 }
 
 }  // namespace flashjit

@@ -44,8 +44,10 @@ struct KeyValuePipeline {
   using QTile = smem_tile<T, Traits::kBlockM, Traits::kHeadDimPadded>;
   using KVTile = smem_tile<T, Traits::kBlockN, Traits::kHeadDimPadded>;
   static constexpr int kStages = Traits::kStages;
-  static_assert(QTile::kBytes + 2 * kStages * KVTile::kBytes == Traits::kSharedBytes,
-                "the host's shared_bytes() and the tiles carved here must agree");
+  /// Shared memory the pipeline carves from the start of the dynamic buffer.
+  static constexpr int kBytes = QTile::kBytes + 2 * kStages * KVTile::kBytes;
+  static_assert(kBytes <= Traits::kSharedBytes,
+                "the host's shared_bytes() must cover the tiles carved here");
 
   QTile q;       // (kBlockM, kHeadDimPadded); holds O at the end
   KVTile k0, v0;  // (kBlockN, kHeadDimPadded): slot 0 of the K and V ring buffers; slot s is

@@ -25,7 +25,9 @@ struct KeyWindow {
   int left;   // window_left, or kNoWindow
   int right;  // window_right, or kNoWindow
 
-  FJ_DEVICE explicit KeyWindow(const AttentionForwardParams& p)
+  /// From the forward or backward params (the same mask fields).
+  template <class Params>
+  FJ_DEVICE explicit KeyWindow(const Params& p)
       : seqlen_k(p.seqlen_k), diagonal(p.seqlen_k - p.seqlen_q),
         left(Kind == attention_forward_space::MaskKind::window ? p.window_left
                                                                 : AttentionForwardParams::kNoWindow),
@@ -51,6 +53,20 @@ struct KeyWindow {
     return {begin / block_n, ceil_div(end, block_n)};
   }
 
+  /// The query blocks of height `block_m` with a row that sees a key in [first_key, last_key]
+  /// (lo and hi grow with the row, so the rows form one interval).
+  FJ_DEVICE BlockRange query_blocks(int first_key, int last_key, int block_m,
+                                    int seqlen_q) const {
+    // hi(i) > first_key  ⇔  i > first_key − diagonal − right − 1;
+    // lo(i) <= last_key  ⇔  i <= last_key − diagonal + left.
+    index_t begin = index_t(first_key) - diagonal - right;
+    index_t end = index_t(last_key) - diagonal + left + 1;
+    begin = begin < 0 ? 0 : begin;
+    end = end > seqlen_q ? seqlen_q : end;
+    if (end <= begin) return {0, 0};
+    return {int(begin) / block_m, ceil_div(int(end), block_m)};
+  }
+
   /// Whether every row in [first_row, last_row] sees every key of block [key0, key0 + block_n).
   FJ_DEVICE bool block_fully_visible(int first_row, int last_row, int key0, int block_n) const {
     return key0 >= lo(last_row) && key0 + block_n <= hi(first_row);
@@ -66,5 +82,15 @@ struct KeyWindow {
     });
   }
 };
+
+/// KeyWindow::apply for a transposed tile: element (r, c) is key key0 + r, query row0 + c.
+template <class Window, int Rows, int Cols>
+FJ_DEVICE void apply_transposed(const Window& window, acc_tile<Rows, Cols>& s_t, int key0,
+                                int row0, int lane) {
+  for_each_element(s_t, lane, [&](int r, int c, float& score) {
+    const int key = key0 + r;
+    if (key < window.lo(row0 + c) || key >= window.hi(row0 + c)) score = negative_infinity();
+  });
+}
 
 }  // namespace flashjit

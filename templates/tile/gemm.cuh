@@ -51,7 +51,9 @@ FJ_DEVICE void mma_abt(acc_tile<Rows, Cols>& acc, smem_tile<T, ARows, K> a, int 
                        smem_tile<T, BRows, K> b, int lane) {
   static_assert(K % 16 == 0 && Cols % 16 == 0 && Cols <= BRows, "whole m16n8k16 steps");
   using Acc = acc_tile<Rows, Cols>;
-#pragma unroll
+  // Unrolled fully, large head dims hoist every step's fragment loads and spill; a few steps
+  // at a time keep the loads ahead of the mmas without that.
+#pragma unroll 4
   for (int k = 0; k < K; k += 16) {
     FragmentA a_frag[Acc::kSlabs];
 #pragma unroll
@@ -87,7 +89,7 @@ FJ_DEVICE void mma_ab(acc_tile<Rows, Cols>& acc, const acc_tile<Rows, K>& p,
   static_assert(K % 16 == 0 && Cols % 16 == 0 && K <= BRows && Cols <= BCols,
                 "whole m16n8k16 steps");
   using Acc = acc_tile<Rows, Cols>;
-#pragma unroll
+#pragma unroll 4
   for (int k = 0; k < K / 16; ++k) {
     FragmentA a_frag[Acc::kSlabs];
 #pragma unroll

@@ -150,5 +150,7 @@ inline float tanh_approx(float x) { return std::tanh(x); }
 
 /// ln(2): turns a base-2 log-sum-exp into the natural one the API returns.
 constexpr float kLn2 = 0.693147180559945309f;
+/// log2(e): turns the API's natural log-sum-exp back into base 2 (backward pass).
+constexpr float kLog2e = 1.442695040888963407f;
 
 }  // namespace flashjit

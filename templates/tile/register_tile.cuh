@@ -116,4 +116,27 @@ FJ_DEVICE void exp2_sub_row(acc_tile<Rows, Cols>& tile, const row_vec<Rows>& bas
   for_each_in_row(tile, [&](int r, float& x) { x = exp2_approx(x - base.v[r]); });
 }
 
+/// tile[r, :] −= value[r]
+template <int Rows, int Cols>
+FJ_DEVICE void sub_row(acc_tile<Rows, Cols>& tile, const row_vec<Rows>& value) {
+  for_each_in_row(tile, [&](int r, float& x) { x -= value.v[r]; });
+}
+
+/// tile *= factor, element by element
+template <int Rows, int Cols>
+FJ_DEVICE void mul_elements(acc_tile<Rows, Cols>& tile, const acc_tile<Rows, Cols>& factor) {
+#pragma unroll
+  for (int s = 0; s < tile.kSlabs; ++s)
+#pragma unroll
+    for (int g = 0; g < tile.kGroups; ++g)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) tile.frag[s][g][e] *= factor.frag[s][g][e];
+}
+
+/// tile *= factor
+template <int Rows, int Cols>
+FJ_DEVICE void scale_tile(acc_tile<Rows, Cols>& tile, float factor) {
+  for_each_in_row(tile, [&](int, float& x) { x *= factor; });
+}
+
 }  // namespace flashjit

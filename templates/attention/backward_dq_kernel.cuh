@@ -1,0 +1,93 @@
+#pragma once
+// Backward, dQ (DESIGN.md section 1): one CTA owns Br query rows of one head and streams the
+// visible key blocks past them like the forward pass, recomputing P from the saved LSE:
+// dQ = scale · Σⱼ (P ∘ (dO Vⱼᵀ − D)) Kⱼ. It writes dQ once, without atomics, so gradients
+// are the same bits on every run.
+#include "attention/backward_scores.cuh"
+#include "attention/backward_traits.cuh"
+#include "attention/epilogue.cuh"
+#include "attention/forward_pipeline.cuh"
+#include "attention/mask.cuh"
+#include "tile/gemm.cuh"
+
+namespace flashjit {
+
+/// The query side of one (batch, head) for the dQ kernel, in HeadSlice's shape (o = dQ).
+template <typename T>
+FJ_DEVICE HeadSlice<T> dq_slice(const AttentionBackwardParams& p, int batch, int head, int row0) {
+  const int kv_head = head / p.heads_per_kv;
+  auto at = [](const HeadTensor& t, int b, int h, int row) {
+    return static_cast<T*>(t.data) + b * t.batch_stride + h * t.head_stride + row * t.row_stride;
+  };
+  return {at(p.q, batch, head, row0), at(p.k, batch, kv_head, 0), at(p.v, batch, kv_head, 0),
+          at(p.dq, batch, head, row0), nullptr, p.q.row_stride, p.k.row_stride, p.v.row_stride,
+          p.dq.row_stride};
+}
+
+/// Grid (ceil(seqlen_q / kBlockM), heads_q, batch), block kThreads, dynamic shared memory
+/// Traits::kSharedBytes.
+template <class Traits>
+FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
+    attention_backward_dq_kernel(AttentionBackwardParams params) {
+  using T = typename Traits::Element;
+  using Pipeline = KeyValuePipeline<Traits>;
+  constexpr int kRows = Traits::kQueryRowsPerWarp;
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp_row0 = threadIdx.x / kWarpSize * kRows;
+  const int row0 = int(blockIdx.x) * Traits::kBlockM;
+  const int rows = min_int(Traits::kBlockM, params.seqlen_q - row0);
+  const int head = blockIdx.y, batch = blockIdx.z;
+  const HeadSlice<T> slice = dq_slice<T>(params, batch, head, row0);
+  const KeyWindow<Traits::kMask> window(params);
+  const BlockRange blocks = window.key_blocks(row0, row0 + rows - 1, Traits::kBlockN);
+
+  Pipeline pipeline(slice, params.seqlen_k, blocks.end);
+  unsigned char* after_pipeline = dynamic_shared<unsigned char>() + Pipeline::kBytes;
+  const auto dout = carve_tile<typename Pipeline::QTile>(after_pipeline);  // (kBlockM, d)
+  const index_t stats = (index_t(batch) * params.heads_q + head) * params.seqlen_q + row0;
+  row_vec<kRows> lse, delta;  // per row: LSE in base 2, D
+#pragma unroll
+  for (int r = 0; r < kRows / 16 * 2; ++r) {
+    const int row = warp_row0 + fragment_row(r / 2, r % 2, lane);
+    const bool valid = row < rows;
+    lse.v[r] = valid ? lse_base2(load_global(params.lse + batch * params.lse_batch_stride +
+                                                 head * params.lse_head_stride + row0, row))
+                     : -negative_infinity();
+    delta.v[r] = valid ? load_global(params.delta + stats, row) : 0.0f;
+  }
+  acc_tile<kRows, Traits::kHeadDimPadded> dq;  // (kRows, d)
+  fill(dq, 0.0f);
+  if (!blocks.empty()) {
+    const T* dout_rows = static_cast<const T*>(params.dout.data) +
+                         batch * params.dout.batch_stride + head * params.dout.head_stride +
+                         row0 * params.dout.row_stride;
+    load_tile_async<Traits::kThreads>(dout, dout_rows, params.dout.row_stride, rows,
+                                      Traits::kHeadDim, int(threadIdx.x));
+    pipeline.start(rows, blocks.begin);  // dO joins the first commit group
+  }
+  for (int block = blocks.begin; block < blocks.end; ++block) {
+    const int key0 = block * Traits::kBlockN;
+    const auto k = pipeline.await_keys(block);
+    acc_tile<kRows, Traits::kBlockN> p;  // (kRows, kBlockN) scores, then probabilities
+    fill(p, 0.0f);
+    mma_abt(p, pipeline.q, warp_row0, k, lane);  // S = Q Kᵀ
+    ScoreScaling<Traits::kSoftcap, kRows, Traits::kBlockN> scaling;
+    scaling.scale(p, params);  // S·scale·log2 e
+    if (!window.block_fully_visible(row0, row0 + rows - 1, key0, Traits::kBlockN)) {
+      window.apply(p, row0 + warp_row0, key0, lane);  // S = −inf where masked
+    }
+    exp2_sub_row(p, lse);  // P = 2^(S − LSE)
+    acc_tile<kRows, Traits::kBlockN> ds;  // (kRows, kBlockN) dP, then dS
+    fill(ds, 0.0f);
+    mma_abt(ds, dout, warp_row0, pipeline.await_values(block), lane);  // dP = dO Vᵀ
+    sub_row(ds, delta);
+    mul_elements(ds, p);  // dS = P ∘ (dP − D)
+    scaling.chain(ds);
+    mma_ab<T>(dq, ds, k, lane);  // dQ += dS K
+  }
+  scale_tile(dq, params.scale);
+  store_rows<Traits::kHeadDim>(dq, pipeline.q, slice.o, slice.o_row_stride, warp_row0, rows,
+                               lane);
+}
+
+}  // namespace flashjit

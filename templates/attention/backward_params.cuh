@@ -1,0 +1,35 @@
+#pragma once
+// The backward kernels' run-time arguments (host fills, kernels take by value). The mask and
+// score fields mean what they mean in AttentionForwardParams.
+#include "attention/params.cuh"
+
+namespace flashjit {
+
+struct AttentionBackwardParams {
+  static constexpr int kNoWindow = AttentionForwardParams::kNoWindow;
+
+  HeadTensor q, k, v;  // inputs of the forward pass
+  HeadTensor o;        // its output
+  HeadTensor dout;     // dL/dO, like o
+  HeadTensor dq;       // written, like q
+  HeadTensor dk, dv;   // written, like k and v (summed over the query heads sharing them)
+  const float* lse;    // (batch, heads_q, seqlen_q) from the forward pass, natural log
+  index_t lse_batch_stride;
+  index_t lse_head_stride;
+  float* delta;        // (batch, heads_q, seqlen_q) contiguous: D = rowsum(dO ∘ O), workspace
+
+  int batch;
+  int heads_q;
+  int seqlen_q;
+  int seqlen_k;
+  int head_dim;
+  int heads_per_kv;
+  int window_left;
+  int window_right;
+
+  float score_scale;   // as in the forward pass
+  float softcap_log2;  // as in the forward pass
+  float scale;         // the softmax scale: dQ = scale · dS K, dK = scale · dSᵀ Q
+};
+
+}  // namespace flashjit

@@ -3,9 +3,11 @@
 // templates/attention/backward_space.cuh), the heuristic default, kernel specs, argument
 // validation, and the launch sequence (D = rowsum(dO ∘ O), then dQ, then dK/dV). Gradients are
 // written without atomics, so every run gives the same bits.
+#include <cstddef>
 #include <string>
 #include <vector>
 
+#include "attention/backward_params.cuh"
 #include "attention/backward_space.cuh"
 #include "flashjit/attention.hpp"
 #include "flashjit/dtype.hpp"
@@ -26,13 +28,28 @@ struct BackwardConfig {
   MaskKind mask = MaskKind::none;
   bool softcap = false;
   bool operator==(const BackwardConfig&) const = default;
+
+  /// Whether the templates accept this config (attention_backward_space::config_valid and a
+  /// 16-bit dtype).
+  bool valid() const;
+  /// Bytes of dynamic shared memory a block of either main kernel (dQ, dK/dV) uses.
+  int shared_bytes() const;
 };
 
-/// Every valid config for (dtype, head_dim, mask, softcap), in a fixed order.
+/// Query rows per block of the delta kernel (kDeltaWarps in
+/// templates/attention/backward_delta_kernel.cuh, which the host cannot include).
+inline constexpr int kDeltaRowsPerBlock = 4;
+
+/// Every valid config for (dtype, head_dim, mask, softcap), in a fixed order (Br, then Bc and
+/// warps ascending). Empty when the dtype or head dim is not supported.
 std::vector<BackwardConfig> backward_configs(DType dtype, int head_dim, MaskKind mask,
                                              bool softcap);
 
-/// The heuristic config for (dtype, head_dim, mask, softcap) on `arch` (until the autotuner).
+/// The heuristic config for (dtype, head_dim, mask, softcap) on `arch` (until the autotuner):
+/// the largest tiles that compile without spills (see the table in attention_backward.cpp),
+/// shrunk until they fit the arch's shared memory (arch_shared_memory_limit). Always valid and
+/// within the arch's shared memory. Throws InvalidArgument("head_dim") or ("dtype") for a dim
+/// or dtype the kernels lack, ("arch") for an arch flashjit cannot target.
 BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                        const std::string& arch);
 
@@ -45,7 +62,10 @@ struct BackwardSpecs {
   std::vector<detail::KernelSpec> key_gradients;
 };
 
-/// The specs of `config` for target `arch`.
+/// The specs of `config` for target `arch`: op "attention-backward", readable names such as
+/// "attention_backward.delta.bf16" and "attention_backward.dq.hdim128.bf16.window.br64.bc64.w4"
+/// (".softcap" after the mask when on; no mask part for none), likewise ".dkdv." (head dims up
+/// to 64) or ".dk." and ".dv." (above). Throws InvalidArgument("config") outside the space.
 BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& arch);
 
 /// Checks backward's arguments (see Runtime::backward); throws InvalidArgument naming the
@@ -56,8 +76,39 @@ void validate_backward_arguments(const Attention& attention, const TensorView& q
                                  const TensorView& dq, const TensorView& dk,
                                  const TensorView& dv);
 
+/// Throws InvalidArgument("config") unless `config` is valid and can run the validated call
+/// (as check_forward_config: same dtype, head dim and softcap, a mask kind covering the call's).
+void check_backward_config(const BackwardConfig& config, const Attention& attention,
+                           const TensorView& q);
+
+/// Bytes of the fp32 workspace D = rowsum(dO ∘ O), [batch, heads_q, seqlen_q] contiguous.
+std::size_t backward_delta_bytes(const Attention& attention);
+
+/// The kernels' arguments for a validated call: every field AttentionForwardParams has too is
+/// filled exactly as forward_params fills it; `delta` is the workspace of backward_delta_bytes.
+AttentionBackwardParams backward_params(const Attention& attention, const TensorView& q,
+                                        const TensorView& k, const TensorView& v,
+                                        const TensorView& o, const TensorView& lse,
+                                        const TensorView& dout, const TensorView& dq,
+                                        const TensorView& dk, const TensorView& dv, float* delta);
+
+/// Grid, block and shared memory of each launch for a validated call.
+struct BackwardLaunchShapes {
+  /// (ceil(seqlen_q / kDeltaRowsPerBlock), heads_q, batch), kDeltaRowsPerBlock warps, no
+  /// shared memory.
+  detail::LaunchShape delta;
+  /// (ceil(seqlen_q / Br), heads_q, batch), Warps x 32 threads, the config's shared memory.
+  detail::LaunchShape dq;
+  /// (ceil(seqlen_k / Bc), heads_kv, batch), as dq otherwise; every key-gradient launch.
+  detail::LaunchShape key_gradients;
+};
+BackwardLaunchShapes backward_launch_shapes(const BackwardConfig& config,
+                                            const Attention& attention, Stream stream);
+
 /// Runtime::backward with an explicit config (tests, the autotuner). The config must match the
-/// call's dtype, head dim, mask kind and softcap (InvalidArgument("config") otherwise).
+/// call's dtype, head dim, mask kind and softcap (InvalidArgument("config") otherwise) and fit
+/// the device's shared memory. Allocates the delta workspace with runtime.allocate and waits
+/// for `stream` before freeing it, so the call returns once the gradients are written.
 void attention_backward(Runtime& runtime, const Attention& attention, const TensorView& q,
                         const TensorView& k, const TensorView& v, const TensorView& o,
                         const TensorView& lse, const TensorView& dout, const TensorView& dq,

@@ -1,9 +1,9 @@
 #include "attention_forward.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <numbers>
 
+#include "attention_common.hpp"
 #include "flashjit/error.hpp"
 #include "runtime/executor.hpp"
 
@@ -27,11 +27,14 @@ struct TileShape {
 /// matrix (tests/kernels/test_attention_compile.cpp) found spills on sm_80 or sm_90a from about
 /// 128 of them with 32 rows per warp and 136 with 16, so FlashAttention-2's Bc 128 at D <= 64
 /// and its Br 128 x Bc 64 x 4 warps at D = 128 both spill here. Hence Bc 64 with 4 warps up to
-/// D = 64, 8 warps (16 rows each) above, and Bc 32 past D = 208. Later entries need less shared
-/// memory, for GPUs with 99 KB (sm_86, sm_89).
+/// D = 64, then 8 warps (16 rows each): Bc 128 up to D = 96 (Bc 64 lands on ptxas's
+/// 128-register occupancy cliff there and spills a few bytes to fit a second CTA), Bc 64 up to
+/// D = 208, Bc 32 above. Later entries need less shared memory, for GPUs with 99 KB (sm_86,
+/// sm_89).
 std::vector<TileShape> preferred_tiles(int head_dim) {
   const int padded = space::padded_head_dim(head_dim);
   if (padded <= 64) return {{128, 64, 4}, {128, 32, 4}, {64, 64, 4}};
+  if (padded <= 96) return {{128, 128, 8}, {128, 64, 8}, {64, 64, 4}};
   if (padded <= 208) return {{128, 64, 8}, {128, 32, 8}, {64, 64, 4}, {64, 32, 4}};
   return {{128, 32, 8}, {64, 32, 4}};
 }
@@ -58,19 +61,12 @@ int kernel_window(std::int64_t window) {
   return window < 0 ? AttentionForwardParams::kNoWindow : static_cast<int>(window);
 }
 
-HeadTensor head_tensor(const TensorView& view) {
-  return {view.data, view.strides[0], view.strides[1], view.strides[2]};
-}
-
 std::vector<detail::KernelBuffer> forward_buffers(const TensorView& q, const TensorView& k,
                                                   const TensorView& v, const TensorView& o,
                                                   const TensorView& lse) {
-  auto buffer = [](const TensorView& view, const char* name) {
-    return detail::KernelBuffer{view.data, static_cast<std::size_t>(view.span_bytes()), name};
-  };
-  std::vector<detail::KernelBuffer> buffers = {buffer(q, "q"), buffer(k, "k"), buffer(v, "v"),
-                                               buffer(o, "o")};
-  if (lse.data != nullptr) buffers.push_back(buffer(lse, "lse"));
+  std::vector<detail::KernelBuffer> buffers = {kernel_buffer(q, "q"), kernel_buffer(k, "k"),
+                                               kernel_buffer(v, "v"), kernel_buffer(o, "o")};
+  if (lse.data != nullptr) buffers.push_back(kernel_buffer(lse, "lse"));
   return buffers;
 }
 
@@ -129,14 +125,7 @@ int arch_shared_memory_limit(const std::string& arch) {
 
 ForwardConfig default_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                      const std::string& arch) {
-  if (!dtype_supported(dtype)) {
-    throw InvalidArgument(
-        "dtype", "is " + std::string(dtype_name(dtype)) + "; attention supports fp16 and bf16");
-  }
-  if (!space::head_dim_supported(head_dim)) {
-    throw InvalidArgument(
-        "head_dim", "is " + std::to_string(head_dim) + "; supported: multiples of 8 from 8 to 256");
-  }
+  check_attention_support(dtype, head_dim);
   const int limit = arch_shared_memory_limit(arch);
   for (const TileShape& tile : preferred_tiles(head_dim)) {
     ForwardConfig config{dtype, head_dim, tile.block_m, tile.block_n, tile.warps, 1, mask, softcap};
@@ -189,9 +178,7 @@ MaskKind forward_mask_kind(const Attention& attention) {
 }
 
 ScoreScales forward_score_scales(const Attention& attention) {
-  const double scale = attention.scale.has_value()
-                           ? double{*attention.scale}
-                           : 1.0 / std::sqrt(static_cast<double>(attention.head_dim));
+  const double scale = softmax_scale(attention);
   const double softcap = attention.softcap;
   if (softcap <= 0.0) return {static_cast<float>(scale * std::numbers::log2e), 0.0f};
   // c · tanh(s / c) in base 2: the kernel computes tanh((q·k) · scale / c) · c · log2(e).
@@ -236,23 +223,8 @@ detail::LaunchShape forward_launch_shape(const ForwardConfig& config, const Atte
 
 void check_forward_config(const ForwardConfig& config, const Attention& attention,
                           const TensorView& q) {
-  auto reject = [](const std::string& problem) { throw InvalidArgument("config", problem); };
-  if (!config.valid()) reject("is not in the forward config space");
-  if (config.dtype != q.dtype) {
-    reject("is for " + std::string(dtype_name(config.dtype)) + "; the tensors are " +
-           std::string(dtype_name(q.dtype)));
-  }
-  if (config.head_dim != attention.head_dim) {
-    reject("is for head dim " + std::to_string(config.head_dim) + "; the call has " +
-           std::to_string(attention.head_dim));
-  }
-  if (config.softcap != (attention.softcap > 0.0f)) {
-    reject(config.softcap ? "has softcap on; the call has softcap 0"
-                          : "has softcap off; the call sets attention.softcap");
-  }
-  if (config.mask == MaskKind::none && forward_mask_kind(attention) == MaskKind::window) {
-    reject("has mask kind none; the call is causal or windowed and needs mask kind window");
-  }
+  if (!config.valid()) throw InvalidArgument("config", "is not in the forward config space");
+  check_config_class({config.dtype, config.head_dim, config.mask, config.softcap}, attention, q);
 }
 
 void attention_forward(Runtime& runtime, const Attention& attention, const TensorView& q,
@@ -260,12 +232,7 @@ void attention_forward(Runtime& runtime, const Attention& attention, const Tenso
                        const TensorView& lse, const ForwardConfig& config, Stream stream) {
   validate_forward_arguments(attention, q, k, v, o, lse);
   check_forward_config(config, attention, q);
-  // The emulator's device() models an sm_80, so this holds on both backends.
-  if (static_cast<std::size_t>(config.shared_bytes()) > runtime.device().shared_memory_optin) {
-    throw InvalidArgument("config", "needs " + std::to_string(config.shared_bytes()) +
-                                        " bytes of shared memory; this GPU allows " +
-                                        std::to_string(runtime.device().shared_memory_optin));
-  }
+  check_config_fits_device(config.shared_bytes(), runtime);
   launch_forward(runtime, attention, q, k, v, o, lse, config, stream);
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "argument_checks.hpp"
+#include "attention_common.hpp"
 #include "attention_forward.hpp"
 #include "flashjit/error.hpp"
 
@@ -13,10 +14,6 @@ namespace flashjit::kernels {
 namespace {
 
 namespace space = flashjit::attention_forward_space;
-
-/// cp.async and the vector stores move 16 bytes: 8 elements of fp16/bf16.
-constexpr std::int64_t kVectorBytes = 16;
-constexpr std::int64_t kVectorElements = 8;
 
 void check_size(std::int64_t value, const std::string& name, std::int64_t limit, const char* why) {
   if (value < 1 || value > limit) {
@@ -86,28 +83,6 @@ void check_dtypes(const TensorView& q, const TensorView& k, const TensorView& v,
   check_same_dtype(k, q, "k", "q");
   check_same_dtype(v, q, "v", "q");
   check_same_dtype(o, q, "o", "q");
-}
-
-/// A [batch, seqlen, heads, head_dim] tensor the kernel reads or writes with 16-byte vectors.
-void check_head_tensor(const TensorView& view, const std::string& name, std::int64_t batch,
-                       std::int64_t seqlen, std::int64_t heads, std::int64_t head_dim,
-                       const char* dims) {
-  check_shape(view, name, {batch, seqlen, heads, head_dim}, dims);
-  if (view.strides[3] != 1) {
-    throw InvalidArgument(name + ".strides", "the head_dim stride is " +
-                                                 std::to_string(view.strides[3]) + "; must be 1");
-  }
-  for (int d = 0; d < 3; ++d) {
-    // A dimension of size 1 is never stepped along, so its stride does not matter.
-    if (view.shape[d] > 1 && view.strides[d] % kVectorElements != 0) {
-      throw InvalidArgument(name + ".strides",
-                            "stride [" + std::to_string(d) + "] is " +
-                                std::to_string(view.strides[d]) +
-                                "; must be a multiple of 8 elements (the kernel moves 16 bytes "
-                                "at a time)");
-    }
-  }
-  check_aligned(view, name, kVectorBytes);
 }
 
 void check_lse(const TensorView& lse, const Attention& attention) {

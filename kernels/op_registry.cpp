@@ -1,7 +1,9 @@
 #include "op_registry.hpp"
 
 #include <algorithm>
+#include <unordered_set>
 
+#include "attention_backward.hpp"
 #include "attention_forward.hpp"
 #include "flashjit/error.hpp"
 #include "softmax.hpp"
@@ -79,6 +81,57 @@ std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch,
   return specs;
 }
 
+// The backward op's compile matrix, chosen like the forward's: every config of bf16 at head dims
+// 64 and 128 (both masks, no softcap), and the default of every other (head dim, dtype, mask),
+// with softcap at the forward's softcap head dims.
+std::vector<BackwardConfig> attention_backward_configs(const std::string& arch, SpecSet set) {
+  std::vector<BackwardConfig> configs;
+  if (set == SpecSet::all) {
+    for (int head_dim : kSweptHeadDims) {
+      for (MaskKind mask : kMaskKinds) {
+        for (const BackwardConfig& config : backward_configs(DType::bf16, head_dim, mask, false)) {
+          configs.push_back(config);
+        }
+      }
+    }
+  }
+  auto add_default = [&](DType dtype, int head_dim, MaskKind mask, bool softcap) {
+    const BackwardConfig config = default_backward_config(dtype, head_dim, mask, softcap, arch);
+    if (std::find(configs.begin(), configs.end(), config) == configs.end()) {
+      configs.push_back(config);
+    }
+  };
+  for (int head_dim = attention_forward_space::kMinHeadDim;
+       head_dim <= attention_forward_space::kMaxHeadDim; head_dim += 8) {
+    for (DType dtype : {DType::f16, DType::bf16}) {
+      for (MaskKind mask : kMaskKinds) add_default(dtype, head_dim, mask, false);
+    }
+  }
+  for (int head_dim : kSoftcapHeadDims) {
+    for (DType dtype : {DType::f16, DType::bf16}) {
+      for (MaskKind mask : kMaskKinds) add_default(dtype, head_dim, mask, true);
+    }
+  }
+  return configs;
+}
+
+// Every kernel the listed configs launch, each once: the configs of a dtype share its delta
+// kernel.
+std::vector<detail::KernelSpec> attention_backward_specs(const std::string& arch, SpecSet set) {
+  std::vector<detail::KernelSpec> specs;
+  std::unordered_set<std::string> listed;
+  auto add = [&](const detail::KernelSpec& spec) {
+    if (listed.insert(spec.readable_name).second) specs.push_back(spec);
+  };
+  for (const BackwardConfig& config : attention_backward_configs(arch, set)) {
+    const BackwardSpecs config_specs = backward_specs(config, arch);
+    add(config_specs.delta);
+    add(config_specs.dq);
+    for (const detail::KernelSpec& spec : config_specs.key_gradients) add(spec);
+  }
+  return specs;
+}
+
 }  // namespace
 
 const std::vector<OpInfo>& ops() {
@@ -87,6 +140,9 @@ const std::vector<OpInfo>& ops() {
       {"attention-forward",
        "FlashAttention-2 forward (causal, sliding window, GQA, softcap), fp16/bf16",
        attention_forward_specs},
+      {"attention-backward",
+       "FlashAttention-2 backward, deterministic (dQ, dK, dV without atomics), fp16/bf16",
+       attention_backward_specs},
   };
   return registry;
 }

@@ -18,13 +18,14 @@ struct Attention {
   std::int64_t seqlen_k = 1;
   std::int64_t head_dim = 64;  ///< a multiple of 8 from 8 to 256
   /// Key j is visible to query i only if j <= i + seqlen_k - seqlen_q (bottom-right aligned).
+  /// Causal is the window_right = 0 case; combining it with window_right > 0 is an error.
   bool causal = false;
   /// Sliding window: keys more than window_left before (window_right after) the diagonal
   /// i + seqlen_k - seqlen_q are masked; -1 means unbounded on that side.
   std::int64_t window_left = -1;
   std::int64_t window_right = -1;
   /// The softmax scale; 1/sqrt(head_dim) when unset.
-  std::optional<float> scale;
+  std::optional<float> scale{};
   /// Tanh soft-capping of the scores, s = softcap · tanh(s / softcap); 0 turns it off.
   float softcap = 0.0f;
 };

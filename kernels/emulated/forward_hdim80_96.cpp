@@ -5,7 +5,7 @@ namespace flashjit::kernels::emulated {
 namespace {
 
 constexpr auto kConfigs =
-    concat(every_dtype_and_mask(80, kDefaultUpTo208), every_dtype_and_mask(96, kDefaultUpTo208));
+    concat(every_dtype_and_mask(80, kDefaultUpTo96), every_dtype_and_mask(96, kDefaultUpTo96));
 
 }  // namespace
 

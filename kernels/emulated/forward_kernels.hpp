@@ -65,6 +65,7 @@ void add_forward_configs(detail::EmulatedKernelTable& table) {
 // 163 KB). test_backends checks these are the defaults; when the heuristic changes, that test
 // names the kernels to put here.
 inline constexpr Tile kDefaultUpTo64{128, 64, 4, 2};
+inline constexpr Tile kDefaultUpTo96{128, 128, 8, 2};
 inline constexpr Tile kDefaultUpTo208{128, 64, 8, 2};
 inline constexpr Tile kDefault256{128, 32, 8, 2};
 

@@ -1,5 +1,6 @@
 // The emulated kernel table's contents: every file's share, added explicitly (registration by
 // static initializers would be dropped from a static library).
+#include "backward_shares.hpp"
 #include "emulated_kernel.hpp"
 
 namespace flashjit::detail {
@@ -14,6 +15,11 @@ void register_emulated_kernels(EmulatedKernelTable& table) {
   add_forward_kernels_hdim128(table);
   add_forward_kernels_hdim128_alternatives(table);
   add_forward_kernels_hdim256(table);
+  add_backward_kernels_hdim8_40(table);
+  add_backward_kernels_hdim64(table);
+  add_backward_kernels_hdim128(table);
+  add_backward_kernels_hdim256(table);
+  add_backward_kernels_softcap(table);
 }
 
 }  // namespace flashjit::detail

@@ -454,11 +454,13 @@ TEST_CASE("the default config: the largest tiles that do not spill, two stages w
   CHECK(tile(8, "sm_80") == Tile{128, 64, 4, 2});
   CHECK(tile(64, "sm_80") == Tile{128, 64, 4, 2});
   CHECK(tile(32, "sm_86") == Tile{128, 64, 4, 2});
-  CHECK(tile(72, "sm_80") == Tile{128, 64, 8, 2});
+  CHECK(tile(72, "sm_80") == Tile{128, 128, 8, 2});
+  CHECK(tile(96, "sm_86") == Tile{128, 128, 8, 1});
+  CHECK(tile(104, "sm_80") == Tile{128, 64, 8, 2});
   CHECK(tile(128, "sm_80") == Tile{128, 64, 8, 2});
   CHECK(tile(128, "sm_90a") == Tile{128, 64, 8, 2});
   CHECK(tile(128, "sm_86") == Tile{128, 64, 8, 1});  // two stages need 102 KB of 99
-  CHECK(tile(96, "sm_89") == Tile{128, 64, 8, 2});
+  CHECK(tile(96, "sm_90a") == Tile{128, 128, 8, 2});
   CHECK(tile(192, "sm_80") == Tile{128, 64, 8, 2});
   CHECK(tile(208, "sm_80") == Tile{128, 64, 8, 2});
   CHECK(tile(208, "sm_86") == Tile{128, 32, 8, 1});  // Bc 64 needs 108 KB even with one stage

@@ -3,6 +3,7 @@
 // present), and on a GPU the cuda executor's spec memo.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "flashjit/flashjit.hpp"
+#include "kernels/attention_backward.hpp"
 #include "kernels/attention_forward.hpp"
 #include "kernels/softmax.hpp"
 #include "reference/attention_reference.hpp"
@@ -94,7 +96,7 @@ void check_softmax(Runtime& runtime, DType dtype, std::int64_t rows, std::int64_
 }
 
 /// Every spec the ops' spaces can render for the emulator's arch: the softmax space and every
-/// forward config of every supported head dim.
+/// forward and backward config of every supported head dim.
 std::set<std::string> every_valid_name_expression() {
   std::set<std::string> names;
   for (const kernels::SoftmaxConfig& config : kernels::softmax_configs()) {
@@ -110,6 +112,15 @@ std::set<std::string> every_valid_name_expression() {
               continue;
             names.insert(kernels::forward_spec(config, detail::kEmulatorArch).name_expression);
           }
+          for (const kernels::BackwardConfig& config :
+               kernels::backward_configs(dtype, head_dim, mask, softcap)) {
+            if (config.shared_bytes() > kernels::arch_shared_memory_limit(detail::kEmulatorArch))
+              continue;
+            const auto specs = kernels::backward_specs(config, detail::kEmulatorArch);
+            names.insert(specs.delta.name_expression);
+            names.insert(specs.dq.name_expression);
+            for (const auto& spec : specs.key_gradients) names.insert(spec.name_expression);
+          }
         }
       }
     }
@@ -122,6 +133,18 @@ bool has_forward(const kernels::ForwardConfig& config) {
   const detail::KernelSpec spec = kernels::forward_spec(config, detail::kEmulatorArch);
   const detail::EmulatedKernel* entry = detail::emulated_kernels().find(spec.name_expression);
   return entry != nullptr && entry->spec == spec;
+}
+
+/// Whether the table holds exactly every spec the backward of `config` launches.
+bool has_backward(const kernels::BackwardConfig& config) {
+  const kernels::BackwardSpecs specs = kernels::backward_specs(config, detail::kEmulatorArch);
+  std::vector<detail::KernelSpec> all = specs.key_gradients;
+  all.push_back(specs.delta);
+  all.push_back(specs.dq);
+  return std::all_of(all.begin(), all.end(), [](const detail::KernelSpec& spec) {
+    const detail::EmulatedKernel* entry = detail::emulated_kernels().find(spec.name_expression);
+    return entry != nullptr && entry->spec == spec;
+  });
 }
 
 }  // namespace
@@ -258,6 +281,32 @@ TEST_CASE("the emulated kernel table has the forward configs the tests use") {
       }
       CAPTURE(head_dim);
       CHECK(present >= 4);
+    }
+  }
+}
+
+TEST_CASE("the emulated kernel table has the backward configs the tests use") {
+  const std::string arch = detail::kEmulatorArch;
+  auto name = [&](const kernels::BackwardConfig& config) {
+    return kernels::backward_specs(config, arch).dq.readable_name;
+  };
+  for (int head_dim : {8, 40, 64, 128, 256}) {
+    for (DType dtype : {DType::f16, DType::bf16}) {
+      for (MaskKind mask : {MaskKind::none, MaskKind::window}) {
+        const auto config = kernels::default_backward_config(dtype, head_dim, mask, false, arch);
+        CHECK_MESSAGE(has_backward(config), name(config));
+      }
+    }
+  }
+  for (int head_dim : {64, 128}) {
+    for (MaskKind mask : {MaskKind::none, MaskKind::window}) {
+      for (bool softcap : {false, true}) {
+        const auto configs = kernels::backward_configs(DType::bf16, head_dim, mask, softcap);
+        CAPTURE(head_dim);
+        CAPTURE(softcap);
+        CHECK(configs.size() >= 2);  // the tests sweep more than the default
+        for (const auto& config : configs) CHECK_MESSAGE(has_backward(config), name(config));
+      }
     }
   }
 }

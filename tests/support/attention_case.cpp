@@ -9,71 +9,15 @@
 #include <utility>
 #include <vector>
 
+#include "support/case_inputs.hpp"
+
 namespace flashjit::testing {
 namespace {
 
 using reference::ConstView4;
 using reference::Layout;
 using reference::Tensor4;
-
-constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-
-std::uint16_t to_bits(DType dtype, double value) {
-  const auto f = static_cast<float>(value);
-  return dtype == DType::f16 ? f16_bits_from_float(f) : bf16_bits_from_float(f);
-}
-double from_bits(DType dtype, std::uint16_t bits) {
-  return dtype == DType::f16 ? float_from_f16_bits(bits) : float_from_bf16_bits(bits);
-}
-double round_to(DType dtype, double value) { return from_bits(dtype, to_bits(dtype, value)); }
-
-/// A random tensor whose values are exactly representable in `dtype`, and their bits.
-struct RoundedTensor {
-  Tensor4 values;
-  std::vector<std::uint16_t> bits;
-};
-RoundedTensor rounded_random(const reference::Shape4& shape, Layout layout, std::uint64_t seed,
-                             DType dtype) {
-  RoundedTensor t{reference::random_tensor(shape, layout, seed), {}};
-  t.bits.reserve(t.values.values.size());
-  for (double& x : t.values.values) {
-    t.bits.push_back(to_bits(dtype, x));
-    x = from_bits(dtype, t.bits.back());
-  }
-  return t;
-}
-
-flashjit::Layout library_layout(Layout layout) {
-  return layout == Layout::bshd ? flashjit::Layout::bshd : flashjit::Layout::bhsd;
-}
-
-/// Device (or emulator host) copy of `bits`.
-DeviceBuffer upload(Runtime& runtime, const std::vector<std::uint16_t>& bits) {
-  DeviceBuffer buffer = runtime.allocate(bits.size() * sizeof(std::uint16_t));
-  runtime.copy_to_device(buffer.data(), bits.data(), bits.size() * sizeof(std::uint16_t));
-  return buffer;
-}
-
-/// The float64 scores of query row `i` of (batch `b`, query head `h`) against every key:
-/// scale · q·k, soft-capped, -inf where the mask hides the key.
-void row_scores(const reference::Problem& p, ConstView4 q, ConstView4 k, std::int64_t b,
-                std::int64_t h, std::int64_t i, std::vector<double>& s) {
-  const std::int64_t hk = p.kv_head(h);
-  const double scale = p.scale();
-  const double* q_row = &q(b, i, h, 0);
-  s.assign(static_cast<std::size_t>(p.seqlen_k), kNegInf);
-  for (std::int64_t j = 0; j < p.seqlen_k; ++j) {
-    if (!p.visible(i, j)) continue;
-    const double* k_row = &k(b, j, hk, 0);
-    double dot = 0;
-    for (std::int64_t d = 0; d < p.head_dim; ++d) {
-      dot += q_row[d * q.strides[3]] * k_row[d * k.strides[3]];
-    }
-    dot *= scale;
-    if (p.softcap > 0) dot = p.softcap * std::tanh(dot / p.softcap);
-    s[static_cast<std::size_t>(j)] = dot;
-  }
-}
+using namespace case_inputs;  // rounding, upload, row scores, written-element checks
 
 /// out += weight · V[b, j, hk, :]; a zero weight (a masked key) adds nothing and is skipped:
 /// causal rows at real sizes see half the keys.
@@ -151,21 +95,6 @@ Inputs make_inputs(const ForwardCase& c) {
 /// tiny floor: when plain attention is exact to the last bit (a single key, say), the kernel
 /// may still round differently in the last place.
 double out_bound(double plain_error) { return std::max(2 * plain_error, 1e-6); }
-
-/// Fails `result` when some element of `values` is `bad` (NaN left from the poison, say),
-/// saying how many and where the first is.
-template <class T, class Bad>
-void check_every_element(const std::vector<T>& values, Bad bad, const std::string& what,
-                         reference::CheckResult& result) {
-  std::size_t count = 0, first = 0;
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (bad(values[i]) && count++ == 0) first = i;
-  }
-  if (count == 0) return;
-  result.ok = false;
-  result.report += "\n  " + std::to_string(count) + " elements of " + what +
-                   " unwritten or out of range, the first at flat index " + std::to_string(first);
-}
 
 /// LSE's check: `actual` (its rows that `expected` covers) against the reference and every
 /// element of `all` written (-inf is a row with no visible key); or, when the case asks for no

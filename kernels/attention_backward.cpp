@@ -1,0 +1,322 @@
+#include "attention_backward.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attention_common.hpp"
+#include "flashjit/error.hpp"
+#include "runtime/executor.hpp"
+
+namespace flashjit::kernels {
+namespace space = flashjit::attention_backward_space;
+using space::KeyGradients;
+
+namespace {
+
+/// Br, Bc and warps of a config.
+struct TileShape {
+  int block_m;
+  int block_n;
+  int warps;
+};
+
+/// The backward tiles per head dim, best first: the largest blocks that NVRTC compiles without
+/// spills on sm_80 and sm_90a (every kernel of the config: dQ and dK/dV, or dK and dV), measured
+/// by tests/kernels/test_attention_backward_compile.cpp. TODO_TABLE
+std::vector<TileShape> preferred_tiles(int head_dim, bool softcap) {
+  const int padded = space::padded_head_dim(head_dim);
+  (void)softcap;
+  if (padded <= 64) return {{64, 64, 4}, {32, 32, 2}};
+  return {{64, 64, 4}, {32, 32, 2}};
+}
+
+/// The dtype's C++ type in the templates.
+std::string element_type(DType dtype) {
+  return dtype == DType::f16 ? "flashjit::half_t" : "flashjit::bfloat16_t";
+}
+
+std::string key_gradients_name(KeyGradients gradients) {
+  switch (gradients) {
+    case KeyGradients::dk:
+      return "dk";
+    case KeyGradients::dv:
+      return "dv";
+    case KeyGradients::both:
+      break;
+  }
+  return "both";
+}
+
+/// The BackwardTraits of `config` with `gradients`, as a C++ type.
+std::string traits_type(const BackwardConfig& config, KeyGradients gradients) {
+  return "flashjit::BackwardTraits<" + element_type(config.dtype) + ", " +
+         std::to_string(config.head_dim) + ", " + std::to_string(config.block_m) + ", " +
+         std::to_string(config.block_n) + ", " + std::to_string(config.warps) +
+         ", flashjit::attention_forward_space::MaskKind::" +
+         (config.mask == MaskKind::window ? "window" : "none") + ", " +
+         (config.softcap ? "true" : "false") +
+         ", flashjit::attention_backward_space::KeyGradients::" + key_gradients_name(gradients) +
+         ">";
+}
+
+/// One main kernel of `config`: `kernel` is "dq" or "dkdv", `part` what its readable name
+/// calls it ("dq", "dkdv", "dk", "dv").
+detail::KernelSpec main_spec(const BackwardConfig& config, const std::string& arch,
+                             const std::string& kernel, const std::string& part,
+                             KeyGradients gradients) {
+  detail::KernelSpec spec;
+  spec.op = "attention-backward";
+  spec.header = "attention/backward_" + kernel + "_kernel.cuh";
+  spec.name_expression =
+      "flashjit::attention_backward_" + kernel + "_kernel<" + traits_type(config, gradients) + ">";
+  spec.readable_name = "attention_backward." + part + ".hdim" + std::to_string(config.head_dim) +
+                       "." + std::string(dtype_name(config.dtype)) +
+                       (config.mask == MaskKind::window ? ".window" : "") +
+                       (config.softcap ? ".softcap" : "") + ".br" +
+                       std::to_string(config.block_m) + ".bc" + std::to_string(config.block_n) +
+                       ".w" + std::to_string(config.warps);
+  spec.arch = arch;
+  return spec;
+}
+
+detail::KernelSpec delta_spec(DType dtype, const std::string& arch) {
+  detail::KernelSpec spec;
+  spec.op = "attention-backward";
+  spec.header = "attention/backward_delta_kernel.cuh";
+  spec.name_expression = "flashjit::attention_backward_delta_kernel<" + element_type(dtype) + ">";
+  spec.readable_name = "attention_backward.delta." + std::string(dtype_name(dtype));
+  spec.arch = arch;
+  return spec;
+}
+
+/// Grid (ceil(rows / rows_per_block), heads, batch) of `warps` warps.
+detail::LaunchShape launch_shape(std::int64_t rows, int rows_per_block, std::int64_t heads,
+                                 std::int64_t batch, int warps, int shared_bytes, Stream stream) {
+  detail::LaunchShape shape;
+  shape.grid_x = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
+  shape.grid_y = static_cast<unsigned>(heads);
+  shape.grid_z = static_cast<unsigned>(batch);
+  shape.block_x = static_cast<unsigned>(warps * 32);
+  shape.dynamic_shared_bytes = static_cast<std::size_t>(shared_bytes);
+  shape.stream = static_cast<CUstream>(stream);
+  return shape;
+}
+
+/// The tensors of one call, bundled for the launch helpers.
+struct BackwardTensors {
+  const TensorView& q;
+  const TensorView& k;
+  const TensorView& v;
+  const TensorView& o;
+  const TensorView& lse;
+  const TensorView& dout;
+  const TensorView& dq;
+  const TensorView& dk;
+  const TensorView& dv;
+};
+
+/// The D = rowsum(dO ∘ O) workspace of one call. The kernels read it asynchronously, so it is
+/// freed only once the stream is done with it: finish() waits, and so does the destructor when
+/// a launch threw halfway. Waiting makes backward return only when the gradients are written;
+/// that is the price of allocating per call rather than keeping a workspace in the Runtime
+/// (it has no per-op state). The allocation itself is 4 bytes per query row and head.
+class DeltaWorkspace {
+ public:
+  DeltaWorkspace(Runtime& runtime, std::size_t bytes, Stream stream)
+      : runtime_(runtime), buffer_(runtime.allocate(bytes)), stream_(stream) {}
+  DeltaWorkspace(const DeltaWorkspace&) = delete;
+  DeltaWorkspace& operator=(const DeltaWorkspace&) = delete;
+  ~DeltaWorkspace() {
+    if (!pending_) return;
+    try {
+      runtime_.synchronize(stream_);
+    } catch (...) {
+      // The launch's own error is already on its way up; this one would only hide it.
+    }
+  }
+
+  float* data() const { return static_cast<float*>(buffer_.data()); }
+  detail::KernelBuffer kernel_buffer() const { return {buffer_.data(), buffer_.size(), "delta"}; }
+  /// Waits for the stream; errors of the launched kernels surface here.
+  void finish() {
+    pending_ = false;
+    runtime_.synchronize(stream_);
+  }
+
+ private:
+  Runtime& runtime_;
+  DeviceBuffer buffer_;
+  Stream stream_;
+  bool pending_ = true;
+};
+
+std::vector<detail::KernelBuffer> backward_buffers(const BackwardTensors& t,
+                                                   const DeltaWorkspace& delta) {
+  return {kernel_buffer(t.q, "q"),       kernel_buffer(t.k, "k"),     kernel_buffer(t.v, "v"),
+          kernel_buffer(t.o, "o"),       kernel_buffer(t.lse, "lse"), kernel_buffer(t.dout, "dout"),
+          kernel_buffer(t.dq, "dq"),     kernel_buffer(t.dk, "dk"),   kernel_buffer(t.dv, "dv"),
+          delta.kernel_buffer()};
+}
+
+/// Launches a validated call with a config already checked against it: D, then dQ, then dK
+/// and dV (one launch, or dK then dV), all on `stream`, then waits for it (DeltaWorkspace).
+void launch_backward(Runtime& runtime, const Attention& attention, const BackwardTensors& t,
+                     const BackwardConfig& config, Stream stream) {
+  const BackwardSpecs specs = backward_specs(config, runtime.device().arch());
+  const BackwardLaunchShapes shapes = backward_launch_shapes(config, attention, stream);
+  DeltaWorkspace delta(runtime, backward_delta_bytes(attention), stream);
+  const AttentionBackwardParams params = backward_params(
+      attention, t.q, t.k, t.v, t.o, t.lse, t.dout, t.dq, t.dk, t.dv, delta.data());
+  const std::vector<detail::KernelBuffer> buffers = backward_buffers(t, delta);
+  detail::Executor& executor = runtime.executor();
+  detail::launch_kernel(executor, specs.delta, shapes.delta, buffers, params);  // D
+  detail::launch_kernel(executor, specs.dq, shapes.dq, buffers, params);        // dQ
+  for (const detail::KernelSpec& spec : specs.key_gradients) {
+    detail::launch_kernel(executor, spec, shapes.key_gradients, buffers, params);  // dK, dV
+  }
+  delta.finish();
+}
+
+}  // namespace
+
+bool BackwardConfig::valid() const {
+  return (dtype == DType::f16 || dtype == DType::bf16) &&
+         space::config_valid(head_dim, block_m, block_n, warps);
+}
+
+int BackwardConfig::shared_bytes() const { return space::shared_bytes(head_dim, block_m, block_n); }
+
+std::vector<BackwardConfig> backward_configs(DType dtype, int head_dim, MaskKind mask,
+                                             bool softcap) {
+  std::vector<BackwardConfig> configs;
+  for (int block_m : space::kBlockM) {
+    for (int block_n : space::kBlockN) {
+      for (int warps : space::kWarps) {
+        BackwardConfig config{dtype, head_dim, block_m, block_n, warps, mask, softcap};
+        if (config.valid()) configs.push_back(config);
+      }
+    }
+  }
+  return configs;
+}
+
+BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                                       const std::string& arch) {
+  check_attention_support(dtype, head_dim);
+  const int limit = arch_shared_memory_limit(arch);
+  for (const TileShape& tile : preferred_tiles(head_dim, softcap)) {
+    BackwardConfig config{dtype, head_dim, tile.block_m, tile.block_n, tile.warps, mask, softcap};
+    if (config.valid() && config.shared_bytes() <= limit) return config;
+  }
+  // Unreachable with today's tables (the last preference is valid at every head dim and fits
+  // 99 KB); kept so that the result stays valid if the space changes.
+  const std::vector<BackwardConfig> configs = backward_configs(dtype, head_dim, mask, softcap);
+  return *std::min_element(configs.begin(), configs.end(), [](const auto& a, const auto& b) {
+    return a.shared_bytes() < b.shared_bytes();
+  });
+}
+
+BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& arch) {
+  if (!config.valid()) {
+    throw InvalidArgument("config",
+                          "is not in the backward config space (see "
+                          "attention_backward_space::config_valid)");
+  }
+  BackwardSpecs specs;
+  specs.delta = delta_spec(config.dtype, arch);
+  specs.dq = main_spec(config, arch, "dq", "dq", KeyGradients::both);
+  if (space::split_key_gradients(config.head_dim)) {
+    specs.key_gradients = {main_spec(config, arch, "dkdv", "dk", KeyGradients::dk),
+                           main_spec(config, arch, "dkdv", "dv", KeyGradients::dv)};
+  } else {
+    specs.key_gradients = {main_spec(config, arch, "dkdv", "dkdv", KeyGradients::both)};
+  }
+  return specs;
+}
+
+void check_backward_config(const BackwardConfig& config, const Attention& attention,
+                           const TensorView& q) {
+  if (!config.valid()) throw InvalidArgument("config", "is not in the backward config space");
+  check_config_class({config.dtype, config.head_dim, config.mask, config.softcap}, attention, q);
+}
+
+std::size_t backward_delta_bytes(const Attention& attention) {
+  return static_cast<std::size_t>(attention.batch * attention.heads_q * attention.seqlen_q) *
+         sizeof(float);
+}
+
+AttentionBackwardParams backward_params(const Attention& attention, const TensorView& q,
+                                        const TensorView& k, const TensorView& v,
+                                        const TensorView& o, const TensorView& lse,
+                                        const TensorView& dout, const TensorView& dq,
+                                        const TensorView& dk, const TensorView& dv, float* delta) {
+  // The fields both passes have come from the forward's own filling, so they cannot drift.
+  const AttentionForwardParams forward = forward_params(attention, q, k, v, o, lse);
+  AttentionBackwardParams params{};
+  params.q = forward.q;
+  params.k = forward.k;
+  params.v = forward.v;
+  params.o = forward.o;
+  params.dout = head_tensor(dout);
+  params.dq = head_tensor(dq);
+  params.dk = head_tensor(dk);
+  params.dv = head_tensor(dv);
+  params.lse = forward.lse;
+  params.lse_batch_stride = forward.lse_batch_stride;
+  params.lse_head_stride = forward.lse_head_stride;
+  params.delta = delta;
+  params.batch = static_cast<int>(attention.batch);
+  params.heads_q = static_cast<int>(attention.heads_q);
+  params.seqlen_q = forward.seqlen_q;
+  params.seqlen_k = forward.seqlen_k;
+  params.head_dim = forward.head_dim;
+  params.heads_per_kv = forward.heads_per_kv;
+  params.window_left = forward.window_left;
+  params.window_right = forward.window_right;
+  params.score_scale = forward.score_scale;
+  params.softcap_log2 = forward.softcap_log2;
+  params.scale = static_cast<float>(softmax_scale(attention));
+  return params;
+}
+
+BackwardLaunchShapes backward_launch_shapes(const BackwardConfig& config,
+                                            const Attention& attention, Stream stream) {
+  const Attention& a = attention;
+  const int shared = config.shared_bytes();
+  constexpr int kDelta = kDeltaRowsPerBlock;  // one warp per row
+  return {launch_shape(a.seqlen_q, kDelta, a.heads_q, a.batch, kDelta, 0, stream),
+          launch_shape(a.seqlen_q, config.block_m, a.heads_q, a.batch, config.warps, shared,
+                       stream),
+          launch_shape(a.seqlen_k, config.block_n, a.heads_kv, a.batch, config.warps, shared,
+                       stream)};
+}
+
+void attention_backward(Runtime& runtime, const Attention& attention, const TensorView& q,
+                        const TensorView& k, const TensorView& v, const TensorView& o,
+                        const TensorView& lse, const TensorView& dout, const TensorView& dq,
+                        const TensorView& dk, const TensorView& dv, const BackwardConfig& config,
+                        Stream stream) {
+  validate_backward_arguments(attention, q, k, v, o, lse, dout, dq, dk, dv);
+  check_backward_config(config, attention, q);
+  check_config_fits_device(config.shared_bytes(), runtime);
+  launch_backward(runtime, attention, {q, k, v, o, lse, dout, dq, dk, dv}, config, stream);
+}
+
+}  // namespace flashjit::kernels
+
+namespace flashjit {
+
+void Runtime::backward(const Attention& attention, const TensorView& q, const TensorView& k,
+                       const TensorView& v, const TensorView& o, const TensorView& lse,
+                       const TensorView& dout, const TensorView& dq, const TensorView& dk,
+                       const TensorView& dv, Stream stream) {
+  kernels::validate_backward_arguments(attention, q, k, v, o, lse, dout, dq, dk, dv);
+  const kernels::BackwardConfig config = kernels::default_backward_config(
+      q.dtype, static_cast<int>(attention.head_dim), kernels::forward_mask_kind(attention),
+      attention.softcap > 0.0f, device().arch());
+  kernels::launch_backward(*this, attention, {q, k, v, o, lse, dout, dq, dk, dv}, config, stream);
+}
+
+}  // namespace flashjit

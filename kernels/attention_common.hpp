@@ -1,0 +1,57 @@
+#pragma once
+// Host pieces the attention ops share (forward and backward): how a validated tensor is handed
+// to a kernel, the checks of a [batch, seqlen, heads, head_dim] tensor, and the checks that an
+// explicit config can run a call. Internal to kernels/.
+#include <cstdint>
+#include <string>
+
+#include "attention/forward_space.cuh"
+#include "attention/params.cuh"
+#include "flashjit/attention.hpp"
+#include "flashjit/dtype.hpp"
+#include "flashjit/runtime.hpp"
+#include "flashjit/tensor.hpp"
+#include "runtime/executor.hpp"
+
+namespace flashjit::kernels {
+
+/// The softmax scale of a call: attention.scale, or 1/sqrt(head_dim) when unset.
+double softmax_scale(const Attention& attention);
+
+/// The kernels' view of a validated [batch, seqlen, heads, head_dim] tensor.
+HeadTensor head_tensor(const TensorView& view);
+
+/// A tensor a launch touches, named for the emulator's findings.
+detail::KernelBuffer kernel_buffer(const TensorView& view, const char* name);
+
+/// Throws InvalidArgument("dtype") unless `dtype` is fp16 or bf16, and
+/// InvalidArgument("head_dim") unless the attention kernels support `head_dim`.
+void check_attention_support(DType dtype, int head_dim);
+
+/// `view` is a [batch, seqlen, heads, head_dim] tensor the kernels move with 16-byte vectors:
+/// exactly that shape (InvalidArgument(name + ".shape")), unit head_dim stride and the other
+/// strides multiples of 8 elements (name + ".strides"), data 16-byte aligned (name). `dims`
+/// names the sizes for the message, e.g. "[batch, seqlen_q, heads_q, head_dim]".
+void check_head_tensor(const TensorView& view, const std::string& name, std::int64_t batch,
+                       std::int64_t seqlen, std::int64_t heads, std::int64_t head_dim,
+                       const char* dims);
+
+/// What a call fixes of the config that runs it (the tile shape is free).
+struct ConfigClass {
+  DType dtype;
+  int head_dim;
+  attention_forward_space::MaskKind mask;
+  bool softcap;
+};
+
+/// Throws InvalidArgument("config") unless a config of class `config` can run the validated
+/// call: same dtype (q's), head dim and softcap, and a mask kind that covers the call's
+/// (window covers none: unbounded windows see every key).
+void check_config_class(const ConfigClass& config, const Attention& attention,
+                        const TensorView& q);
+
+/// Throws InvalidArgument("config") when a block of `shared_bytes` does not fit the runtime's
+/// device (the emulator models an sm_80, so this holds on both backends).
+void check_config_fits_device(int shared_bytes, const Runtime& runtime);
+
+}  // namespace flashjit::kernels

@@ -1,0 +1,14 @@
+#pragma once
+// The backward files' shares of the emulated kernel table (beside the other ops' in
+// emulated_kernel.hpp), for registry.cpp; each file defines one.
+#include "runtime/emulated_kernels.hpp"
+
+namespace flashjit::kernels::emulated {
+
+void add_backward_kernels_hdim8_40(detail::EmulatedKernelTable& table);
+void add_backward_kernels_hdim64(detail::EmulatedKernelTable& table);
+void add_backward_kernels_hdim128(detail::EmulatedKernelTable& table);
+void add_backward_kernels_hdim256(detail::EmulatedKernelTable& table);
+void add_backward_kernels_softcap(detail::EmulatedKernelTable& table);
+
+}  // namespace flashjit::kernels::emulated

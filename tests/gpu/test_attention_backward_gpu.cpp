@@ -1,0 +1,293 @@
+// The backward op on the GPU (label gpu), each gradient checked against the float64 reference
+// with the bar of tests/support/backward_case (at most twice the plain-dtype backward's error):
+// the checks of tests/kernels/test_attention_backward_emulated.cpp (ragged lengths, causal with
+// seqlen_q != seqlen_k, head dims from 8 to 256, GQA, both layouts, windows, softcap, fp16 and
+// bf16, bit-identical reruns), every config that fits the device for bf16 head dims 64 and 128;
+// real sizes (FlashAttention's benchmark shapes: 16k tokens, head_dim · heads = 2048) with the
+// reference on sampled rows; and the gradients of a scalar loss against finite differences.
+#include <doctest/doctest.h>
+
+#include <exception>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kernels/attention_backward.hpp"
+#include "kernels/attention_forward.hpp"
+#include "runtime/kernel_cache.hpp"
+#include "runtime/parallel.hpp"
+#include "support/backward_case.hpp"
+
+namespace flashjit::testing {
+namespace {
+
+using reference::Layout;
+using Config = std::optional<kernels::BackwardConfig>;  // nullopt: the runtime's choice
+
+/// The GPU, opened once for the whole binary. Without one, every test fails with the Error
+/// saying what is missing (no driver, no device).
+Runtime& gpu() {
+  static Runtime runtime;
+  return runtime;
+}
+
+BackwardCase make_case(std::int64_t heads_q, std::int64_t heads_kv, std::int64_t seqlen_q,
+                       std::int64_t seqlen_k, std::int64_t head_dim, bool causal = false) {
+  BackwardCase c;
+  c.problem.heads_q = heads_q;
+  c.problem.heads_kv = heads_kv;
+  c.problem.seqlen_q = seqlen_q;
+  c.problem.seqlen_k = seqlen_k;
+  c.problem.head_dim = head_dim;
+  c.problem.causal = causal;
+  c.seed = static_cast<std::uint64_t>(seqlen_q * 7919 + seqlen_k * 31 + head_dim + 5);
+  return c;
+}
+
+BackwardCase with_dtype(BackwardCase c, DType dtype) {
+  c.dtype = dtype;
+  return c;
+}
+
+BackwardCase with_layout(BackwardCase c, Layout layout) {
+  c.layout = layout;
+  return c;
+}
+
+BackwardCase deterministic(BackwardCase c) {
+  c.check_determinism = true;
+  return c;
+}
+
+BackwardCase windowed(std::int64_t seqlen_q, std::int64_t seqlen_k, std::int64_t left,
+                      std::int64_t right, std::int64_t head_dim = 64) {
+  BackwardCase c = make_case(1, 1, seqlen_q, seqlen_k, head_dim);
+  c.problem.window_left = left;
+  c.problem.window_right = right;
+  return c;
+}
+
+BackwardCase with_softcap(BackwardCase c, double softcap) {
+  c.problem.softcap = softcap;
+  return c;
+}
+
+enum class ConfigSweep {
+  default_only,  ///< the runtime's choice
+  every_config,  ///< also every config that fits the device, for bf16 head dims 64 and 128
+};
+
+std::vector<Config> configs_for(const BackwardCase& c, ConfigSweep sweep) {
+  std::vector<Config> configs = {std::nullopt};
+  const auto d = static_cast<int>(c.problem.head_dim);
+  if (sweep == ConfigSweep::default_only || c.dtype != DType::bf16 || (d != 64 && d != 128)) {
+    return configs;
+  }
+  const auto shared_limit = static_cast<int>(gpu().device().shared_memory_optin);
+  for (const kernels::BackwardConfig& config : kernels::backward_configs(
+           c.dtype, d, kernels::forward_mask_kind(c.attention()), c.problem.softcap > 0)) {
+    if (config.shared_bytes() <= shared_limit) configs.push_back(config);
+  }
+  return configs;
+}
+
+/// The config a run launches: its own, or the heuristic default the runtime picks.
+kernels::BackwardConfig resolved(const BackwardCase& c, const Config& config) {
+  if (config) return *config;
+  return kernels::default_backward_config(c.dtype, static_cast<int>(c.problem.head_dim),
+                                          kernels::forward_mask_kind(c.attention()),
+                                          c.problem.softcap > 0, gpu().device().arch());
+}
+
+std::string label(const BackwardCase& c, const Config& config) {
+  const std::string name = kernels::backward_specs(resolved(c, config), "sm_80").dq.readable_name;
+  return config ? name : "default (" + name + ")";
+}
+
+/// Every kernel a case's runs launch: the forward's default and each config's backward specs.
+std::vector<detail::KernelSpec> specs_of(const BackwardCase& c, ConfigSweep sweep) {
+  const std::string arch = gpu().device().arch();
+  std::vector<detail::KernelSpec> specs = {kernels::forward_spec(
+      kernels::default_forward_config(c.dtype, static_cast<int>(c.problem.head_dim),
+                                      kernels::forward_mask_kind(c.attention()),
+                                      c.problem.softcap > 0, arch),
+      arch)};
+  for (const Config& config : configs_for(c, sweep)) {
+    const kernels::BackwardSpecs backward = kernels::backward_specs(resolved(c, config), arch);
+    specs.push_back(backward.delta);
+    specs.push_back(backward.dq);
+    specs.insert(specs.end(), backward.key_gradients.begin(), backward.key_gradients.end());
+  }
+  return specs;
+}
+
+/// Compiles every distinct kernel the runs need into the process kernel cache on a bounded pool
+/// (NVRTC takes hundreds of MB per compile); the runs then find them in memory.
+void compile_ahead(const std::vector<BackwardCase>& cases, ConfigSweep sweep) {
+  std::set<std::string> seen;
+  std::vector<detail::KernelSpec> specs;
+  for (const BackwardCase& c : cases) {
+    for (detail::KernelSpec& spec : specs_of(c, sweep)) {
+      if (seen.insert(spec.name_expression).second) specs.push_back(std::move(spec));
+    }
+  }
+  detail::run_ordered<detail::CacheLookup>(
+      static_cast<int>(specs.size()), detail::default_workers(8),
+      [&](int i) {
+        return detail::KernelCache::process_cache().get(specs[static_cast<std::size_t>(i)]);
+      },
+      [&](int i, detail::Outcome<detail::CacheLookup>& outcome) {
+        if (!outcome.error) return;
+        try {
+          std::rethrow_exception(outcome.error);
+        } catch (const std::exception& error) {
+          FAIL_CHECK(specs[static_cast<std::size_t>(i)].display_name()
+                     << " does not compile: " << std::string(error.what()));
+        }
+      });
+}
+
+/// Runs every case (with the configs `sweep` asks for) and checks each verdict; a run that
+/// throws fails with its label and message, and the others still run.
+void check_cases(const std::vector<BackwardCase>& cases,
+                 ConfigSweep sweep = ConfigSweep::every_config) {
+  compile_ahead(cases, sweep);
+  for (const BackwardCase& c : cases) {
+    INFO(c.name());
+    const BackwardCaseRunner runner(c);  // inputs and reference, shared by the configs
+    for (const Config& config : configs_for(c, sweep)) {
+      INFO(label(c, config));
+      try {
+        const BackwardVerdict verdict = runner.run(gpu(), config);
+        CHECK_MESSAGE(verdict.ok, verdict.describe());
+      } catch (const std::exception& error) {
+        FAIL_CHECK(std::string(error.what()));
+      }
+    }
+  }
+}
+
+TEST_CASE("backward on the GPU: ragged lengths") {
+  BackwardCase batched = with_layout(make_case(2, 2, 33, 65, 40), Layout::bhsd);
+  batched.problem.batch = 3;
+  BackwardCase batched_long = make_case(4, 4, 1000, 1000, 128, true);
+  batched_long.problem.batch = 2;
+  check_cases({make_case(1, 1, 1, 1, 64), make_case(1, 1, 17, 17, 64),
+               deterministic(make_case(1, 1, 129, 129, 64)), make_case(1, 1, 1, 129, 64),
+               make_case(1, 1, 129, 1, 64), make_case(1, 1, 1000, 1000, 64), batched,
+               deterministic(batched_long)});
+}
+
+TEST_CASE("backward on the GPU: causal with seqlen_q != seqlen_k") {
+  // seqlen_q > seqlen_k leaves the first rows with no visible key: they contribute nothing.
+  check_cases({make_case(1, 1, 129, 17, 64, true), make_case(1, 1, 17, 129, 64, true),
+               make_case(2, 2, 129, 63, 128, true), make_case(1, 1, 1000, 17, 128, true),
+               make_case(1, 1, 17, 1000, 64, true),
+               with_dtype(make_case(1, 1, 63, 129, 128, true), DType::f16),
+               with_layout(make_case(2, 2, 1, 777, 256, true), Layout::bhsd)});
+}
+
+TEST_CASE("backward on the GPU: head dims") {
+  std::vector<BackwardCase> cases;
+  for (std::int64_t d : {8, 16, 24, 32, 40, 48, 64, 72, 80, 96, 112, 128, 160, 192, 224, 256}) {
+    cases.push_back(make_case(2, 2, 129, 200, d));
+    cases.push_back(with_layout(make_case(1, 1, 200, 129, d, true), Layout::bhsd));
+    cases.push_back(with_dtype(make_case(1, 1, 100, 100, d, d % 16 == 0), DType::f16));
+  }
+  check_cases(cases);
+}
+
+TEST_CASE("backward on the GPU: GQA and MQA") {
+  check_cases({deterministic(make_case(8, 1, 63, 63, 64)),
+               with_layout(make_case(8, 1, 129, 129, 128, true), Layout::bhsd),
+               make_case(8, 1, 1000, 1000, 128, true), deterministic(make_case(4, 2, 40, 90, 64)),
+               with_dtype(make_case(4, 2, 17, 17, 40, true), DType::f16),
+               with_dtype(make_case(16, 2, 300, 300, 256, true), DType::f16)});
+}
+
+TEST_CASE("backward on the GPU: windows, softcap and scale") {
+  BackwardCase scaled = make_case(1, 1, 65, 65, 64);
+  scaled.problem.softmax_scale = 0.5;
+  BackwardCase combined = with_layout(with_softcap(windowed(90, 120, 20, 10), 20), Layout::bhsd);
+  combined.problem.heads_q = 4;
+  combined.problem.heads_kv = 2;
+  check_cases({windowed(200, 200, 32, 0), windowed(129, 129, 16, 16),
+               deterministic(windowed(129, 63, -1, 8)), windowed(100, 100, 0, 0),
+               windowed(2000, 2000, 256, 0, 128), with_softcap(make_case(1, 1, 129, 129, 64), 30),
+               deterministic(with_softcap(make_case(2, 2, 70, 70, 128, true), 5)),
+               with_dtype(with_softcap(make_case(1, 1, 300, 300, 256, true), 50), DType::f16),
+               scaled, combined});
+}
+
+// Real sizes: batch · seqlen = 16k tokens, head_dim · heads = 2048. The reference covers
+// kSampleRows query rows (dQ) and key rows (dK, dV) of up to three heads each; a key row's
+// gradient sums over every query row of its group, whose softmax statistics the reference
+// computes in float64 on every core (tests/support/backward_case), seconds per head at 16k.
+constexpr std::int64_t kTokens = 16384;
+constexpr std::int64_t kModelWidth = 2048;
+constexpr std::int64_t kSampleRows = 64;
+
+BackwardCase real_case(std::int64_t seqlen, std::int64_t head_dim, bool causal) {
+  const std::int64_t heads = kModelWidth / head_dim;
+  BackwardCase c = make_case(heads, heads, seqlen, seqlen, head_dim, causal);
+  c.problem.batch = kTokens / seqlen;
+  c.sample_rows = kSampleRows;
+  return c;
+}
+
+TEST_CASE("backward on the GPU at 4096 tokens (batch 4)") {
+  std::vector<BackwardCase> cases;
+  for (std::int64_t head_dim : {64, 128, 256}) {
+    for (bool causal : {false, true}) cases.push_back(real_case(4096, head_dim, causal));
+  }
+  BackwardCase bhsd = with_layout(real_case(4096, 64, true), Layout::bhsd);
+  BackwardCase softcap = with_softcap(real_case(4096, 128, true), 30);
+  BackwardCase gqa = real_case(4096, 128, true);  // 8:1, as Llama 3 70B
+  gqa.problem.heads_kv = gqa.problem.heads_q / 8;
+  cases.insert(cases.end(), {bhsd, softcap, deterministic(gqa)});
+  check_cases(cases, ConfigSweep::default_only);
+}
+
+TEST_CASE("backward on the GPU at 8192 and 16384 tokens") {
+  BackwardCase f16 = with_dtype(real_case(8192, 128, true), DType::f16);
+  BackwardCase sliding = real_case(16384, 128, true);  // a 4096-key sliding window
+  sliding.problem.window_left = 4096;
+  check_cases(
+      {real_case(8192, 128, false), f16, deterministic(real_case(16384, 128, true)), sliding},
+      ConfigSweep::default_only);
+}
+
+TEST_CASE("backward on the GPU at 4096 tokens: every config of head dims 64 and 128") {
+  std::vector<BackwardCase> cases;
+  for (std::int64_t head_dim : {64, 128}) {
+    for (bool causal : {false, true}) {
+      BackwardCase c = make_case(4, 4, 4096, 4096, head_dim, causal);
+      c.sample_rows = kSampleRows;
+      cases.push_back(c);
+    }
+  }
+  check_cases(cases, ConfigSweep::every_config);
+}
+
+// L = Σ w ∘ O through forward and backward against central differences (see
+// check_finite_differences for the step and the tolerance): GQA, so dK and dV sum two heads.
+TEST_CASE("backward on the GPU: gradients match finite differences of a loss") {
+  for (DType dtype : {DType::f16, DType::bf16}) {
+    for (std::int64_t head_dim : {8, 64}) {
+      for (bool causal : {false, true}) {
+        const BackwardCase c = with_dtype(make_case(2, 1, 5, 7, head_dim, causal), dtype);
+        INFO(c.name());
+        try {
+          const FiniteDifferenceVerdict verdict = check_finite_differences(gpu(), c, 4);
+          CHECK_MESSAGE(verdict.ok, verdict.report);
+        } catch (const std::exception& error) {
+          FAIL_CHECK(std::string(error.what()));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flashjit::testing

@@ -22,14 +22,42 @@ struct TileShape {
   int warps;
 };
 
-/// The backward tiles per head dim, best first: the largest blocks that NVRTC compiles without
-/// spills on sm_80 and sm_90a (every kernel of the config: dQ and dK/dV, or dK and dV), measured
-/// by tests/kernels/test_attention_backward_compile.cpp. TODO_TABLE
+/// The backward tiles per head dim, best first: Br = Bc = 64 over 4 warps up to head dim 144
+/// (104 with softcap, which keeps tanh's slope per score beside S and dP), the furthest they
+/// compile without spills for both dtypes and masks on sm_80 and sm_90a (NVRTC 13.0, see
+/// tests/kernels/test_attention_backward_compile.cpp); then 32 x 32 over 2 warps, which also
+/// needs less shared memory (at head dim 128, 64 x 64 takes 102 KB, over the 99 KB of sm_86 and
+/// sm_89). From head dim 176 every config spills some bytes on one arch or both; 32 x 32 spills
+/// least. Larger tiles may be faster (Br = Bc = 128 over 8 warps compiles without spills up to
+/// head dim 48) but are untimed: the autotuner will say.
 std::vector<TileShape> preferred_tiles(int head_dim, bool softcap) {
-  const int padded = space::padded_head_dim(head_dim);
-  (void)softcap;
-  if (padded <= 64) return {{64, 64, 4}, {32, 32, 2}};
-  return {{64, 64, 4}, {32, 32, 2}};
+  if (head_dim <= (softcap ? 104 : 144)) return {{64, 64, 4}, {32, 32, 2}};
+  return {{32, 32, 2}};
+}
+
+/// Where ptxas, allocating at its 255-register limit, spills with preferred_tiles' first choice
+/// but not with another tile on one arch (no softcap; measured like preferred_tiles).
+struct TileOverride {
+  const char* arch;
+  int head_dim;
+  TileShape tile;
+};
+constexpr TileOverride kTileOverrides[] = {
+    {"sm_80", 16, {128, 128, 8}},  // 64 x 64 spills 8 bytes with the window mask
+    {"sm_90a", 136, {32, 32, 2}},  // 64 x 64 spills 32 bytes without a mask
+    {"sm_80", 168, {64, 64, 4}},   // 32 x 32 spills 16 bytes with the window mask
+    {"sm_80", 184, {64, 64, 4}},   // 32 x 32 spills 16 bytes
+};
+
+/// preferred_tiles for `arch`, its override (if any) first.
+std::vector<TileShape> arch_tiles(int head_dim, bool softcap, const std::string& arch) {
+  std::vector<TileShape> tiles = preferred_tiles(head_dim, softcap);
+  for (const TileOverride& entry : kTileOverrides) {
+    if (!softcap && entry.head_dim == head_dim && arch == entry.arch) {
+      tiles.insert(tiles.begin(), entry.tile);
+    }
+  }
+  return tiles;
 }
 
 /// The dtype's C++ type in the templates.
@@ -74,9 +102,8 @@ detail::KernelSpec main_spec(const BackwardConfig& config, const std::string& ar
   spec.readable_name = "attention_backward." + part + ".hdim" + std::to_string(config.head_dim) +
                        "." + std::string(dtype_name(config.dtype)) +
                        (config.mask == MaskKind::window ? ".window" : "") +
-                       (config.softcap ? ".softcap" : "") + ".br" +
-                       std::to_string(config.block_m) + ".bc" + std::to_string(config.block_n) +
-                       ".w" + std::to_string(config.warps);
+                       (config.softcap ? ".softcap" : "") + ".br" + std::to_string(config.block_m) +
+                       ".bc" + std::to_string(config.block_n) + ".w" + std::to_string(config.warps);
   spec.arch = arch;
   return spec;
 }
@@ -154,9 +181,9 @@ class DeltaWorkspace {
 
 std::vector<detail::KernelBuffer> backward_buffers(const BackwardTensors& t,
                                                    const DeltaWorkspace& delta) {
-  return {kernel_buffer(t.q, "q"),       kernel_buffer(t.k, "k"),     kernel_buffer(t.v, "v"),
-          kernel_buffer(t.o, "o"),       kernel_buffer(t.lse, "lse"), kernel_buffer(t.dout, "dout"),
-          kernel_buffer(t.dq, "dq"),     kernel_buffer(t.dk, "dk"),   kernel_buffer(t.dv, "dv"),
+  return {kernel_buffer(t.q, "q"),   kernel_buffer(t.k, "k"),     kernel_buffer(t.v, "v"),
+          kernel_buffer(t.o, "o"),   kernel_buffer(t.lse, "lse"), kernel_buffer(t.dout, "dout"),
+          kernel_buffer(t.dq, "dq"), kernel_buffer(t.dk, "dk"),   kernel_buffer(t.dv, "dv"),
           delta.kernel_buffer()};
 }
 
@@ -167,8 +194,8 @@ void launch_backward(Runtime& runtime, const Attention& attention, const Backwar
   const BackwardSpecs specs = backward_specs(config, runtime.device().arch());
   const BackwardLaunchShapes shapes = backward_launch_shapes(config, attention, stream);
   DeltaWorkspace delta(runtime, backward_delta_bytes(attention), stream);
-  const AttentionBackwardParams params = backward_params(
-      attention, t.q, t.k, t.v, t.o, t.lse, t.dout, t.dq, t.dk, t.dv, delta.data());
+  const AttentionBackwardParams params =
+      backward_params(attention, t.q, t.k, t.v, t.o, t.lse, t.dout, t.dq, t.dk, t.dv, delta.data());
   const std::vector<detail::KernelBuffer> buffers = backward_buffers(t, delta);
   detail::Executor& executor = runtime.executor();
   detail::launch_kernel(executor, specs.delta, shapes.delta, buffers, params);  // D
@@ -206,7 +233,7 @@ BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask,
                                        const std::string& arch) {
   check_attention_support(dtype, head_dim);
   const int limit = arch_shared_memory_limit(arch);
-  for (const TileShape& tile : preferred_tiles(head_dim, softcap)) {
+  for (const TileShape& tile : arch_tiles(head_dim, softcap, arch)) {
     BackwardConfig config{dtype, head_dim, tile.block_m, tile.block_n, tile.warps, mask, softcap};
     if (config.valid() && config.shared_bytes() <= limit) return config;
   }
@@ -286,11 +313,10 @@ BackwardLaunchShapes backward_launch_shapes(const BackwardConfig& config,
   const Attention& a = attention;
   const int shared = config.shared_bytes();
   constexpr int kDelta = kDeltaRowsPerBlock;  // one warp per row
-  return {launch_shape(a.seqlen_q, kDelta, a.heads_q, a.batch, kDelta, 0, stream),
-          launch_shape(a.seqlen_q, config.block_m, a.heads_q, a.batch, config.warps, shared,
-                       stream),
-          launch_shape(a.seqlen_k, config.block_n, a.heads_kv, a.batch, config.warps, shared,
-                       stream)};
+  return {
+      launch_shape(a.seqlen_q, kDelta, a.heads_q, a.batch, kDelta, 0, stream),
+      launch_shape(a.seqlen_q, config.block_m, a.heads_q, a.batch, config.warps, shared, stream),
+      launch_shape(a.seqlen_k, config.block_n, a.heads_kv, a.batch, config.warps, shared, stream)};
 }
 
 void attention_backward(Runtime& runtime, const Attention& attention, const TensorView& q,

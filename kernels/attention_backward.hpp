@@ -46,10 +46,13 @@ std::vector<BackwardConfig> backward_configs(DType dtype, int head_dim, MaskKind
                                              bool softcap);
 
 /// The heuristic config for (dtype, head_dim, mask, softcap) on `arch` (until the autotuner):
-/// the largest tiles that compile without spills (see the table in attention_backward.cpp),
-/// shrunk until they fit the arch's shared memory (arch_shared_memory_limit). Always valid and
-/// within the arch's shared memory. Throws InvalidArgument("head_dim") or ("dtype") for a dim
-/// or dtype the kernels lack, ("arch") for an arch flashjit cannot target.
+/// Br = Bc = 64 over 4 warps, or 32 x 32 over 2 where those spill (head dims past 144, past 104
+/// with softcap) or do not fit the arch's shared memory (arch_shared_memory_limit), with a few
+/// per-arch exceptions measured with NVRTC (preferred_tiles in attention_backward.cpp). Without
+/// softcap it compiles without spills on sm_80 and sm_90a up to head dim 168 (sm_80 also at
+/// 184, 200 and 216); past that every config spills today (the compile test lists where).
+/// Always valid and within the arch's shared memory. Throws InvalidArgument("head_dim") or
+/// ("dtype") for a dim or dtype the kernels lack, ("arch") for an arch flashjit cannot target.
 BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                        const std::string& arch);
 
@@ -73,8 +76,7 @@ BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& ar
 void validate_backward_arguments(const Attention& attention, const TensorView& q,
                                  const TensorView& k, const TensorView& v, const TensorView& o,
                                  const TensorView& lse, const TensorView& dout,
-                                 const TensorView& dq, const TensorView& dk,
-                                 const TensorView& dv);
+                                 const TensorView& dq, const TensorView& dk, const TensorView& dv);
 
 /// Throws InvalidArgument("config") unless `config` is valid and can run the validated call
 /// (as check_forward_config: same dtype, head dim and softcap, a mask kind covering the call's).

@@ -59,12 +59,12 @@ void check_outputs_disjoint(const TensorView& q, const TensorView& k, const Tens
 void validate_backward_arguments(const Attention& attention, const TensorView& q,
                                  const TensorView& k, const TensorView& v, const TensorView& o,
                                  const TensorView& lse, const TensorView& dout,
-                                 const TensorView& dq, const TensorView& dk,
-                                 const TensorView& dv) {
+                                 const TensorView& dq, const TensorView& dk, const TensorView& dv) {
   // The forward may skip lse; the backward recomputes P = exp(S − LSE) from it.
   if (lse.data == nullptr) {
-    throw InvalidArgument("lse", "data pointer is null; backward needs the forward pass's lse "
-                                 "(fp32 [batch, heads_q, seqlen_q])");
+    throw InvalidArgument("lse",
+                          "data pointer is null; backward needs the forward pass's lse "
+                          "(fp32 [batch, heads_q, seqlen_q])");
   }
   validate_forward_arguments(attention, q, k, v, o, lse);
   check_gradient_tensors(attention, q, dout, dq, dk, dv);

@@ -47,8 +47,7 @@ struct ConfigClass {
 /// Throws InvalidArgument("config") unless a config of class `config` can run the validated
 /// call: same dtype (q's), head dim and softcap, and a mask kind that covers the call's
 /// (window covers none: unbounded windows see every key).
-void check_config_class(const ConfigClass& config, const Attention& attention,
-                        const TensorView& q);
+void check_config_class(const ConfigClass& config, const Attention& attention, const TensorView& q);
 
 /// Throws InvalidArgument("config") when a block of `shared_bytes` does not fit the runtime's
 /// device (the emulator models an sm_80, so this holds on both backends).

@@ -416,6 +416,39 @@ TEST_CASE("the default backward config is valid, in the space and fits the arch'
               "arch");
 }
 
+TEST_CASE("the default backward config: 64 x 64 tiles, 32 x 32 where those spill or do not fit") {
+  using Tile = std::array<int, 3>;  // Br, Bc, warps
+  auto tile = [](int head_dim, const char* arch, bool softcap = false,
+                 MaskKind mask = MaskKind::window) {
+    const BackwardConfig c = default_backward_config(DType::bf16, head_dim, mask, softcap, arch);
+    return Tile{c.block_m, c.block_n, c.warps};
+  };
+  CHECK(tile(8, "sm_80") == Tile{64, 64, 4});
+  CHECK(tile(64, "sm_90a") == Tile{64, 64, 4});
+  CHECK(tile(128, "sm_80") == Tile{64, 64, 4});
+  CHECK(tile(128, "sm_90a", false, MaskKind::none) == Tile{64, 64, 4});
+  CHECK(tile(128, "sm_86") == Tile{32, 32, 2});  // 64 x 64 needs 102 KB of 99
+  CHECK(tile(144, "sm_90a") == Tile{64, 64, 4});
+  CHECK(tile(152, "sm_80") == Tile{32, 32, 2});
+  CHECK(tile(256, "sm_90a") == Tile{32, 32, 2});
+  CHECK(tile(256, "sm_86") == Tile{32, 32, 2});  // exactly 99 KB
+  // Softcap shrinks the tiles sooner.
+  CHECK(tile(104, "sm_90a", true) == Tile{64, 64, 4});
+  CHECK(tile(112, "sm_80", true) == Tile{32, 32, 2});
+  CHECK(tile(128, "sm_90a", true) == Tile{32, 32, 2});
+  // Head dims where only another tile avoids spilling on one arch.
+  CHECK(tile(16, "sm_80") == Tile{128, 128, 8});
+  CHECK(tile(16, "sm_90a") == Tile{64, 64, 4});
+  CHECK(tile(16, "sm_80", true) == Tile{64, 64, 4});
+  CHECK(tile(136, "sm_90a") == Tile{32, 32, 2});
+  CHECK(tile(136, "sm_80") == Tile{64, 64, 4});
+  CHECK(tile(168, "sm_80") == Tile{64, 64, 4});
+  CHECK(tile(168, "sm_90a") == Tile{32, 32, 2});
+  CHECK(tile(184, "sm_80") == Tile{64, 64, 4});
+  CHECK(tile(184, "sm_89") == Tile{32, 32, 2});  // the override is sm_80's; 64 x 64 needs 138 KB
+  CHECK(BackwardConfig{DType::bf16, 256, 32, 32, 2}.shared_bytes() == 99 * 1024);
+}
+
 TEST_CASE("backward specs name the traits and read like the config") {
   const BackwardConfig config{DType::bf16, 128, 64, 64, 4, MaskKind::window, false};
   const BackwardSpecs specs = backward_specs(config, "sm_90a");
@@ -493,8 +526,7 @@ TEST_CASE("dK and dV split into two launches exactly above head dim 64") {
 
 TEST_CASE("an explicit backward config must match the call") {
   BackwardCall call;
-  BackwardConfig config =
-      default_backward_config(DType::bf16, 64, MaskKind::none, false, "sm_80");
+  BackwardConfig config = default_backward_config(DType::bf16, 64, MaskKind::none, false, "sm_80");
   CHECK_NOTHROW(check_backward_config(config, call.attention, call.q));
   auto rejects = [&] {
     check_names([&] { check_backward_config(config, call.attention, call.q); }, "config");
@@ -553,8 +585,8 @@ TEST_CASE("backward params fill the forward's fields as the forward does") {
   Attention& a = call.attention;
   float delta[1];
   auto params = [&] {
-    return backward_params(a, call.q, call.k, call.v, call.o, call.lse, call.dout, call.dq,
-                           call.dk, call.dv, delta);
+    return backward_params(a, call.q, call.k, call.v, call.o, call.lse, call.dout, call.dq, call.dk,
+                           call.dv, delta);
   };
   auto check_shared_fields = [&] {
     const AttentionBackwardParams p = params();

@@ -15,53 +15,12 @@
 #include "kernels/attention_forward.hpp"
 #include "runtime/emulated_kernels.hpp"
 #include "support/backward_case.hpp"
+#include "support/backward_case_builders.hpp"
 
 namespace flashjit::testing {
 namespace {
 
 using reference::Layout;
-
-BackwardCase make_case(std::int64_t heads_q, std::int64_t heads_kv, std::int64_t seqlen_q,
-                       std::int64_t seqlen_k, std::int64_t head_dim, bool causal = false) {
-  BackwardCase c;
-  c.problem.heads_q = heads_q;
-  c.problem.heads_kv = heads_kv;
-  c.problem.seqlen_q = seqlen_q;
-  c.problem.seqlen_k = seqlen_k;
-  c.problem.head_dim = head_dim;
-  c.problem.causal = causal;
-  c.seed = static_cast<std::uint64_t>(seqlen_q * 7919 + seqlen_k * 31 + head_dim + 5);
-  return c;
-}
-
-BackwardCase with_dtype(BackwardCase c, DType dtype) {
-  c.dtype = dtype;
-  return c;
-}
-
-BackwardCase with_layout(BackwardCase c, Layout layout) {
-  c.layout = layout;
-  return c;
-}
-
-/// Also runs the backward a second time and requires the same bits.
-BackwardCase deterministic(BackwardCase c) {
-  c.check_determinism = true;
-  return c;
-}
-
-BackwardCase windowed(std::int64_t seqlen_q, std::int64_t seqlen_k, std::int64_t left,
-                      std::int64_t right, std::int64_t head_dim = 64) {
-  BackwardCase c = make_case(1, 1, seqlen_q, seqlen_k, head_dim);
-  c.problem.window_left = left;
-  c.problem.window_right = right;
-  return c;
-}
-
-BackwardCase with_softcap(BackwardCase c, double softcap) {
-  c.problem.softcap = softcap;
-  return c;
-}
 
 Runtime& emulator() {
   static Runtime runtime(RuntimeOptions{.backend = Backend::emulator});

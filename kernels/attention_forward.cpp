@@ -4,6 +4,7 @@
 #include <numbers>
 
 #include "attention_common.hpp"
+#include "autotune/tuning_state.hpp"
 #include "flashjit/error.hpp"
 #include "runtime/executor.hpp"
 
@@ -244,10 +245,10 @@ void Runtime::forward(const Attention& attention, const TensorView& q, const Ten
                       const TensorView& v, const TensorView& o, const TensorView& lse,
                       Stream stream) {
   kernels::validate_forward_arguments(attention, q, k, v, o, lse);
-  const kernels::ForwardConfig config = kernels::default_forward_config(
-      q.dtype, static_cast<int>(attention.head_dim), kernels::forward_mask_kind(attention),
-      attention.softcap > 0.0f, device().arch());
-  kernels::launch_forward(*this, attention, q, k, v, o, lse, config, stream);
+  const autotune::TunedConfig config =
+      autotune::choose_config(*this, {autotune::TunedOp::attention_forward, q.dtype, attention});
+  kernels::launch_forward(*this, attention, q, k, v, o, lse,
+                          std::get<kernels::ForwardConfig>(config), stream);
 }
 
 }  // namespace flashjit

@@ -17,7 +17,8 @@ namespace flashjit::detail {
   X(cuKernelGetFunction) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)       \
   X(cuFuncSetAttribute) X(cuFuncGetAttribute) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree)  \
   X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuStreamSynchronize) X(cuEventCreate)     \
-  X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy)
+  X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy)            \
+  X(cuMemsetD8Async)
 
 /// Function pointers to the driver API, all non-null once loaded.
 struct DriverApi {

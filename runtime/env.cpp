@@ -14,6 +14,7 @@ const std::vector<EnvVar>& env_registry() {
       {"FLASHJIT_TEMPLATE_DIR", "read kernel templates from this folder, not the embedded copy",
        false},  // the template bytes themselves are in the key
       {"FLASHJIT_LINEINFO", "compile kernels with -lineinfo (source lines in sanitizers)", true},
+      {"FLASHJIT_TUNING", "how kernels are chosen: off, cached (the default) or auto", false},
   };
   return registry;
 }

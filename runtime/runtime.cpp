@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "autotune/tuning_state.hpp"
 #include "flashjit/error.hpp"
 #include "runtime_backend.hpp"
 
@@ -32,13 +33,17 @@ void DeviceBuffer::release() noexcept {
 
 Runtime::Runtime(const RuntimeOptions& options)
     : backend_(options.backend == Backend::emulator ? detail::open_emulator_backend()
-                                                    : detail::open_cuda_backend(options.device)) {}
+                                                    : detail::open_cuda_backend(options.device)),
+      tuning_(std::make_unique<autotune::TuningState>(autotune::effective_policy(options.tuning),
+                                                      backend_->info(), backend_->kind())) {}
 Runtime::~Runtime() = default;
 Runtime::Runtime(Runtime&&) noexcept = default;
 Runtime& Runtime::operator=(Runtime&&) noexcept = default;
 
 const DeviceInfo& Runtime::device() const { return backend_->info(); }
 Backend Runtime::backend() const { return backend_->kind(); }
+TuningPolicy Runtime::tuning_policy() const { return tuning_->policy(); }
+autotune::TuningState& Runtime::tuning() { return *tuning_; }
 detail::Executor& Runtime::executor() { return backend_->executor(); }
 
 detail::DeviceContext& Runtime::context() {

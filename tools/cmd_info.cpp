@@ -1,6 +1,10 @@
-// `flashjit info`: version, NVRTC, driver and GPUs (or why there are none), kernel cache.
+// `flashjit info`: version, NVRTC, driver and GPUs (or why there are none), kernel cache,
+// tuning policy and database.
 #include <cstdio>
+#include <filesystem>
 
+#include "autotune/tuning_db.hpp"
+#include "autotune/tuning_state.hpp"
 #include "commands.hpp"
 #include "flashjit/device.hpp"
 #include "flashjit/version.hpp"
@@ -47,6 +51,31 @@ void print_cache() {
               disk->degraded_reason().c_str());
 }
 
+// The policy and the database GPU 0 would use, or every database in the cache without a GPU.
+void print_tuning(const SystemInfo& system) {
+  const std::filesystem::path root = detail::DiskCache::default_root();
+  const char* policy = autotune::tuning_policy_name(autotune::effective_policy(TuningPolicy::cached));
+  if (!system.devices.empty()) {
+    const DeviceInfo& device = system.devices.front();
+    const std::filesystem::path path = autotune::database_path(root, device);
+    const autotune::TuningDatabase db = autotune::TuningDatabase::load(
+        path, autotune::TuningMeta::for_device(device, system.driver_version));
+    std::printf("tuning:      policy %s; %s (%zu entries)%s%s\n", policy, path.c_str(),
+                db.entries().size(), db.problem().empty() ? "" : "; ", db.problem().c_str());
+    return;
+  }
+  const std::filesystem::path folder = autotune::tuning_folder(root);
+  std::size_t files = 0, entries = 0;
+  std::error_code error;
+  for (const auto& item : std::filesystem::directory_iterator(folder, error)) {
+    if (item.path().extension() != ".json") continue;
+    ++files;
+    entries += autotune::TuningDatabase::load_any(item.path()).entries().size();
+  }
+  std::printf("tuning:      policy %s; %s (%zu databases, %zu entries)\n", policy, folder.c_str(),
+              files, entries);
+}
+
 }  // namespace
 
 Subcommand add_info_command(CLI::App& app) {
@@ -57,8 +86,10 @@ Subcommand add_info_command(CLI::App& app) {
     std::printf("nvrtc:       %s\n", detail::nvrtc_version().c_str());
     std::printf("templates:   %s (%zu files)\n", detail::TemplateSet::active().origin().c_str(),
                 detail::TemplateSet::active().files().size());
-    print_devices(query_system());
+    const SystemInfo system = query_system();
+    print_devices(system);
     print_cache();
+    print_tuning(system);
     return 0;
   }};
 }

@@ -17,5 +17,7 @@ Subcommand add_info_command(CLI::App& app);
 Subcommand add_compile_command(CLI::App& app);
 Subcommand add_cache_command(CLI::App& app);
 Subcommand add_run_command(CLI::App& app);
+Subcommand add_bench_command(CLI::App& app);
+Subcommand add_autotune_command(CLI::App& app);
 
 }  // namespace flashjit::tools

@@ -1,5 +1,5 @@
-// The `flashjit` command: info, run, compile, cache. Exit codes: 0 success, 1 the work failed,
-// 2 bad usage. Errors go to stderr.
+// The `flashjit` command: info, run, compile, cache, bench, autotune. Exit codes: 0 success,
+// 1 the work failed, 2 bad usage. Errors go to stderr.
 #include <cstdio>
 #include <vector>
 
@@ -14,7 +14,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", kVersion);
   const std::vector<tools::Subcommand> commands = {
       tools::add_info_command(app), tools::add_run_command(app), tools::add_compile_command(app),
-      tools::add_cache_command(app)};
+      tools::add_cache_command(app), tools::add_bench_command(app),
+      tools::add_autotune_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

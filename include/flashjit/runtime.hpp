@@ -11,6 +11,10 @@
 
 namespace flashjit {
 
+namespace autotune {
+class TuningState;
+}  // namespace autotune
+
 namespace detail {
 class DeviceContext;
 class Executor;
@@ -30,10 +34,19 @@ enum class Backend {
   emulator,
 };
 
+/// How forward() and backward() pick a kernel config for a call (DESIGN.md section 6).
+enum class TuningPolicy {
+  off,        ///< the heuristic default; the tuning database is not read
+  cached,     ///< the tuning database's winner for the call's shape, else the heuristic default
+  automatic,  ///< as cached, but a shape the database lacks is tuned first and persisted
+};
+
 /// How a Runtime is set up.
 struct RuntimeOptions {
   int device = 0;  ///< CUDA device ordinal (cuda backend; ignored by the emulator)
   Backend backend = Backend::cuda;
+  /// How kernels are chosen; FLASHJIT_TUNING=off|cached|auto, when set, overrides it.
+  TuningPolicy tuning = TuningPolicy::cached;
 };
 
 class Runtime;
@@ -68,7 +81,8 @@ class Runtime {
  public:
   /// Opens `options.device` on the cuda backend. Throws Error{no_driver} or Error{no_device}
   /// (saying which is missing) when kernels cannot run here, InvalidArgument("device") for a
-  /// bad ordinal. The emulator backend always opens and never loads the driver.
+  /// bad ordinal, InvalidArgument("FLASHJIT_TUNING") for an unknown policy in the environment.
+  /// The emulator backend always opens and never loads the driver.
   explicit Runtime(const RuntimeOptions& options = {});
   ~Runtime();
   Runtime(Runtime&&) noexcept;
@@ -120,6 +134,8 @@ class Runtime {
 
   /// The backend this runtime was opened with.
   Backend backend() const;
+  /// How this runtime chooses kernels: RuntimeOptions::tuning, or FLASHJIT_TUNING when set.
+  TuningPolicy tuning_policy() const;
 
   /// The device context behind this runtime (for flashjit's own ops). Throws
   /// Error{unsupported} on the emulator backend, which has none.
@@ -128,9 +144,12 @@ class Runtime {
   /// to completion and throws Error{kernel_fault} listing what the checks found, or
   /// Error{unsupported} for a specialization not built into the emulator.
   detail::Executor& executor();
+  /// This runtime's view of the tuning database (for flashjit's own ops and the autotuner).
+  autotune::TuningState& tuning();
 
  private:
   std::unique_ptr<detail::RuntimeBackend> backend_;
+  std::unique_ptr<autotune::TuningState> tuning_;
 };
 
 }  // namespace flashjit

@@ -5,33 +5,14 @@
 #include <string>
 #include <vector>
 
+#include "cli_runner.hpp"
 #include "flashjit/device.hpp"
-#include "support/child_process.hpp"
 #include "support/temp_dir.hpp"
 
 using flashjit::testing::ChildResult;
+using flashjit::testing::count_lines_with;
+using flashjit::testing::flashjit_cli;
 using flashjit::testing::TempDir;
-
-namespace {
-
-ChildResult flashjit_cli(const std::vector<std::string>& args, const std::string& cache_dir) {
-  std::vector<std::string> argv = {FLASHJIT_CLI_PATH};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return flashjit::testing::run_program(argv, {"FLASHJIT_CACHE_DIR=" + cache_dir});
-}
-
-std::size_t count_lines_with(const std::string& text, const std::string& needle) {
-  std::size_t n = 0, start = 0;
-  while (start < text.size()) {
-    std::size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    n += text.substr(start, end - start).find(needle) != std::string::npos;
-    start = end + 1;
-  }
-  return n;
-}
-
-}  // namespace
 
 TEST_CASE("info reports the versions, the GPU or why there is none, and the cache") {
   TempDir dir;

@@ -1,0 +1,265 @@
+#include "autotune/candidates.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "flashjit/error.hpp"
+#include "runtime/kernel_cache.hpp"
+#include "runtime/parallel.hpp"
+#include "runtime/template_sources.hpp"
+
+namespace flashjit::autotune {
+namespace {
+
+using kernels::BackwardConfig;
+using kernels::ForwardConfig;
+using kernels::MaskKind;
+
+MaskKind problem_mask(const TuningProblem& problem) {
+  return kernels::forward_mask_kind(problem.attention);
+}
+
+bool problem_softcap(const TuningProblem& problem) { return problem.attention.softcap > 0.0f; }
+
+int problem_head_dim(const TuningProblem& problem) {
+  return static_cast<int>(problem.attention.head_dim);
+}
+
+// Keys query row i sees, summed over rows: [max(0, i + diag - left), min(seqlen_k, i + diag +
+// right + 1)) with diag = seqlen_k - seqlen_q and causal as right = 0.
+double visible_pairs(const Attention& a) {
+  const std::int64_t diagonal = a.seqlen_k - a.seqlen_q;
+  const std::int64_t right = a.causal ? 0 : a.window_right;
+  double pairs = 0;
+  for (std::int64_t i = 0; i < a.seqlen_q; ++i) {
+    const std::int64_t lo = a.window_left < 0 ? 0 : std::max<std::int64_t>(0, i + diagonal -
+                                                                                   a.window_left);
+    const std::int64_t hi = right < 0 ? a.seqlen_k
+                                      : std::min<std::int64_t>(a.seqlen_k, i + diagonal + right + 1);
+    pairs += static_cast<double>(std::max<std::int64_t>(0, hi - lo));
+  }
+  return pairs;
+}
+
+Candidate forward_candidate(const ForwardConfig& config, const std::string& arch) {
+  Candidate candidate;
+  candidate.config = config;
+  candidate.name = config_name(config);
+  candidate.specs = {kernels::forward_spec(config, arch)};
+  candidate.shared_bytes = config.shared_bytes();
+  candidate.threads = config.warps * 32;
+  return candidate;
+}
+
+Candidate backward_candidate(const BackwardConfig& config, const std::string& arch) {
+  Candidate candidate;
+  candidate.config = config;
+  candidate.name = config_name(config);
+  kernels::BackwardSpecs specs = kernels::backward_specs(config, arch);
+  candidate.specs = {specs.delta, specs.dq};
+  for (detail::KernelSpec& spec : specs.key_gradients) candidate.specs.push_back(std::move(spec));
+  candidate.shared_bytes = config.shared_bytes();
+  candidate.threads = config.warps * 32;
+  return candidate;
+}
+
+// Br and Bc of either config.
+struct Tiles {
+  int block_m;
+  int block_n;
+};
+Tiles tiles_of(const TunedConfig& config) {
+  return std::visit([](const auto& c) { return Tiles{c.block_m, c.block_n}; }, config);
+}
+
+std::string kib(int bytes) { return std::to_string((bytes + 1023) / 1024) + " KB"; }
+
+// The smallest Br and Bc among the candidates: a tile larger than the problem is pruned only
+// when a smaller one exists.
+Tiles smallest_tiles(const std::vector<Candidate>& candidates) {
+  Tiles smallest{1 << 30, 1 << 30};
+  for (const Candidate& c : candidates) {
+    const Tiles t = tiles_of(c.config);
+    smallest.block_m = std::min(smallest.block_m, t.block_m);
+    smallest.block_n = std::min(smallest.block_n, t.block_n);
+  }
+  return smallest;
+}
+
+// Which kernel of a candidate a spec is, for messages: "forward" for
+// "attention_forward.hdim64...", "dq" for "attention_backward.dq.hdim128...".
+std::string kernel_role(const detail::KernelSpec& spec) {
+  const std::string& name = spec.readable_name;
+  const std::size_t first = name.find('.');
+  const std::string op = name.substr(0, first);
+  const std::string second = first == std::string::npos ? "" : name.substr(first + 1, name.find('.', first + 1) - first - 1);
+  if (!second.empty() && second.rfind("hdim", 0) != 0) return second;
+  const std::size_t underscore = op.find('_');
+  return underscore == std::string::npos ? op : op.substr(underscore + 1);
+}
+
+}  // namespace
+
+const char* tuned_op_name(TunedOp op) {
+  return op == TunedOp::attention_forward ? "attention-forward" : "attention-backward";
+}
+
+TunedOp parse_tuned_op(const std::string& name, const std::string& argument) {
+  if (name == "attention-forward") return TunedOp::attention_forward;
+  if (name == "attention-backward") return TunedOp::attention_backward;
+  throw InvalidArgument(argument, "'" + name +
+                                      "' is not a tunable op; the autotuner tunes "
+                                      "attention-forward and attention-backward");
+}
+
+TuningKey tuning_key(const TuningProblem& problem) {
+  const Attention& a = problem.attention;
+  TuningKey key;
+  key.op = tuned_op_name(problem.op);
+  // Any template change may move the optimum, so the whole set's digest is part of the key.
+  key.template_hash = detail::TemplateSet::active().digest().substr(0, 16);
+  key.dtype = std::string(dtype_name(problem.dtype));
+  key.head_dim = problem_head_dim(problem);
+  key.mask = problem_mask(problem) == MaskKind::window ? "window" : "none";
+  key.softcap = problem_softcap(problem);
+  key.seqlen_q = a.seqlen_q;
+  key.seqlen_k = a.seqlen_k;
+  key.batch_heads = a.batch * a.heads_q;
+  return key;
+}
+
+double problem_flops(const TuningProblem& problem) {
+  const Attention& a = problem.attention;
+  const double forward = 4.0 * static_cast<double>(a.batch * a.heads_q) * visible_pairs(a) *
+                         static_cast<double>(a.head_dim);
+  return problem.op == TunedOp::attention_forward ? forward : 2.5 * forward;
+}
+
+std::string config_name(const TunedConfig& config) {
+  if (const auto* f = std::get_if<ForwardConfig>(&config)) {
+    return "br" + std::to_string(f->block_m) + ".bc" + std::to_string(f->block_n) + ".w" +
+           std::to_string(f->warps) + ".s" + std::to_string(f->stages);
+  }
+  const auto& b = std::get<BackwardConfig>(config);
+  return "br" + std::to_string(b.block_m) + ".bc" + std::to_string(b.block_n) + ".w" +
+         std::to_string(b.warps);
+}
+
+std::vector<Candidate> enumerate_candidates(const TuningProblem& problem, const std::string& arch) {
+  const int head_dim = problem_head_dim(problem);
+  const MaskKind mask = problem_mask(problem);
+  const bool softcap = problem_softcap(problem);
+  std::vector<Candidate> candidates;
+  if (problem.op == TunedOp::attention_forward) {
+    const ForwardConfig fallback =
+        kernels::default_forward_config(problem.dtype, head_dim, mask, softcap, arch);
+    for (const ForwardConfig& config :
+         kernels::forward_configs(problem.dtype, head_dim, mask, softcap)) {
+      candidates.push_back(forward_candidate(config, arch));
+      candidates.back().is_default = config == fallback;
+    }
+  } else {
+    const BackwardConfig fallback =
+        kernels::default_backward_config(problem.dtype, head_dim, mask, softcap, arch);
+    for (const BackwardConfig& config :
+         kernels::backward_configs(problem.dtype, head_dim, mask, softcap)) {
+      candidates.push_back(backward_candidate(config, arch));
+      candidates.back().is_default = config == fallback;
+    }
+  }
+  return candidates;
+}
+
+void prune_static(std::vector<Candidate>& candidates, const TuningProblem& problem,
+                  int shared_limit) {
+  const Tiles smallest = smallest_tiles(candidates);
+  const std::int64_t rows = shape_bucket(problem.attention.seqlen_q);
+  const std::int64_t keys = shape_bucket(problem.attention.seqlen_k);
+  for (Candidate& c : candidates) {
+    if (!c.pruned.empty()) continue;
+    const Tiles t = tiles_of(c.config);
+    if (c.shared_bytes > shared_limit) {
+      c.pruned = "shared memory " + kib(c.shared_bytes) + " > the device's " + kib(shared_limit);
+    } else if (c.is_default) {
+      continue;
+    } else if (t.block_m > smallest.block_m && t.block_m > rows) {
+      c.pruned = "Br " + std::to_string(t.block_m) + " > " + std::to_string(rows) +
+                 " query rows (a smaller Br covers them)";
+    } else if (t.block_n > smallest.block_n && t.block_n > keys) {
+      c.pruned = "Bc " + std::to_string(t.block_n) + " > " + std::to_string(keys) +
+                 " keys (a smaller Bc covers them)";
+    }
+  }
+}
+
+int blocks_per_sm(int registers, int threads, int shared_bytes, int shared_limit,
+                  const std::string& arch) {
+  constexpr int kRegistersPerSm = 64 * 1024;
+  constexpr int kMaxBlocksPerSm = 32;
+  const bool consumer = arch.rfind("sm_86", 0) == 0 || arch.rfind("sm_89", 0) == 0;
+  const int threads_per_sm = consumer ? 1536 : 2048;
+  if (threads <= 0 || threads > 1024 || shared_bytes > shared_limit) return 0;
+  // Registers are allocated per warp in units of 256 (8 per thread, rounded up).
+  const int per_thread = (std::max(registers, 1) + 7) / 8 * 8;
+  const int warps = (threads + 31) / 32;
+  int blocks = std::min(kMaxBlocksPerSm, threads_per_sm / (warps * 32));
+  blocks = std::min(blocks, kRegistersPerSm / (per_thread * 32 * warps));
+  if (shared_bytes > 0) blocks = std::min(blocks, shared_limit / shared_bytes);
+  return std::max(blocks, 0);
+}
+
+void prune_on_resources(std::vector<Candidate>& candidates, const std::string& arch,
+                        int shared_limit, int jobs, const std::function<void(int, int)>& progress) {
+  // Flatten (candidate, spec) pairs of the candidates still in the running.
+  struct Job {
+    std::size_t candidate;
+    std::size_t spec;
+  };
+  std::vector<Job> work;
+  for (std::size_t c = 0; c < candidates.size(); ++c) {
+    if (!candidates[c].pruned.empty()) continue;
+    candidates[c].resources.assign(candidates[c].specs.size(), {});
+    for (std::size_t s = 0; s < candidates[c].specs.size(); ++s) work.push_back({c, s});
+  }
+  detail::KernelCache& cache = detail::KernelCache::process_cache();
+  const int total = static_cast<int>(work.size());
+  int done = 0;
+  detail::run_ordered<detail::CacheLookup>(
+      total, jobs,
+      [&](int i) {
+        const Job& job = work[static_cast<std::size_t>(i)];
+        return cache.get(candidates[job.candidate].specs[job.spec]);
+      },
+      [&](int i, detail::Outcome<detail::CacheLookup>& outcome) {
+        const Job& job = work[static_cast<std::size_t>(i)];
+        Candidate& c = candidates[job.candidate];
+        const std::string role = kernel_role(c.specs[job.spec]);
+        if (progress) progress(++done, total);
+        if (!c.pruned.empty()) return;
+        if (outcome.error) {
+          try {
+            std::rethrow_exception(outcome.error);
+          } catch (const std::exception& error) {
+            const std::string message = error.what();
+            c.pruned = "compile failed (" + role + "): " + message.substr(0, message.find('\n'));
+          }
+          return;
+        }
+        const detail::ResourceUsage& r = outcome.value.entry->kernel.resources;
+        c.resources[job.spec] = r;
+        // The delta pre-pass has its own block shape and no dynamic shared memory.
+        const bool delta = role == "delta";
+        const int threads = delta ? kernels::kDeltaRowsPerBlock * 32 : c.threads;
+        const int shared = (delta ? 0 : c.shared_bytes) + r.static_shared_bytes;
+        if (r.spill_bytes() > 0) {
+          c.pruned = "spills " + std::to_string(r.spill_bytes()) + " B in " + role;
+        } else if (blocks_per_sm(r.registers, threads, shared, shared_limit, arch) == 0) {
+          c.pruned = "zero occupancy in " + role + " (" + std::to_string(r.registers) +
+                     " registers x " + std::to_string(threads) + " threads, " + kib(shared) +
+                     " shared)";
+        }
+      });
+}
+
+}  // namespace flashjit::autotune

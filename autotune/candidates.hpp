@@ -1,0 +1,92 @@
+#pragma once
+// The candidates the autotuner considers for one call shape, and why some are dropped before
+// any timing (DESIGN.md section 6). The configs come from each op's space, declared beside its
+// template (attention_forward_space, attention_backward_space) with the validity predicate the
+// template asserts; pruning is static first (shared memory, tiles larger than the problem),
+// then on the compiler's resource report (spills, zero occupancy).
+#include <functional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "autotune/tuning_db.hpp"
+#include "flashjit/attention.hpp"
+#include "flashjit/dtype.hpp"
+#include "kernels/attention_backward.hpp"
+#include "kernels/attention_forward.hpp"
+#include "runtime/compiler.hpp"
+#include "runtime/kernel_spec.hpp"
+
+namespace flashjit::autotune {
+
+/// The ops the autotuner tunes.
+enum class TunedOp { attention_forward, attention_backward };
+
+/// The op's name as the command line and the database write it ("attention-forward", ...).
+const char* tuned_op_name(TunedOp op);
+/// Parses an op name; throws InvalidArgument(`argument`) listing the tunable ops otherwise.
+TunedOp parse_tuned_op(const std::string& name, const std::string& argument = "op");
+
+/// One shape to tune for: the op, the element type and the call's attention problem.
+struct TuningProblem {
+  TunedOp op = TunedOp::attention_forward;
+  DType dtype = DType::bf16;
+  Attention attention;
+};
+
+/// The database key of `problem` (mask kind and softcap as the call needs them, the active
+/// templates' digest, bucketed sizes).
+TuningKey tuning_key(const TuningProblem& problem);
+
+/// FLOPs of one call: 4 · batch · heads_q · seqlen_q · visible keys · head_dim for the forward
+/// (two matrix products; a causal or windowed call counts only the keys each row sees), 2.5
+/// times that for the backward.
+double problem_flops(const TuningProblem& problem);
+
+/// A config of either op.
+using TunedConfig = std::variant<kernels::ForwardConfig, kernels::BackwardConfig>;
+
+/// The config's name in the database and tables: "br128.bc64.w4.s2" (forward),
+/// "br64.bc64.w4" (backward).
+std::string config_name(const TunedConfig& config);
+
+/// One candidate and what the tuner learned about it.
+struct Candidate {
+  TunedConfig config;
+  std::string name;                        ///< config_name(config)
+  bool is_default = false;                 ///< the heuristic default for this shape and arch
+  std::vector<detail::KernelSpec> specs;   ///< every kernel a call of this config launches
+  int shared_bytes = 0;                    ///< dynamic shared memory per block
+  int threads = 0;                         ///< threads per block
+  std::vector<detail::ResourceUsage> resources;  ///< per spec, once compiled
+  /// Why it was dropped ("shared memory 180 KB > 163 KB", "spills 48 B in dq"); empty while
+  /// it is still in the running.
+  std::string pruned;
+};
+
+/// Every config of the problem's space (dtype, head dim, mask kind, softcap), in the space's
+/// fixed order, with the heuristic default for `arch` marked.
+std::vector<Candidate> enumerate_candidates(const TuningProblem& problem, const std::string& arch);
+
+/// Static pruning, before any compile: shared memory over `shared_limit` (the device's opt-in
+/// limit, or the arch's with --plan), and tiles larger than the problem (Br past the query
+/// length's bucket, Bc past the key length's, when the space has a smaller tile). The default
+/// is never pruned for size: it is the baseline every winner must beat.
+void prune_static(std::vector<Candidate>& candidates, const TuningProblem& problem,
+                  int shared_limit);
+
+/// Resident blocks per SM for a kernel of `threads` threads using `registers` per thread and
+/// `shared_bytes` of shared memory, on an arch with 64K registers and 2048 threads per SM
+/// (1536 on sm_86/sm_89) and `shared_limit` bytes of shared memory; 0 when it cannot run.
+int blocks_per_sm(int registers, int threads, int shared_bytes, int shared_limit,
+                  const std::string& arch);
+
+/// Compiles every spec of the candidates still in the running through the kernel cache on
+/// `jobs` workers (a spec compiled before is a cache hit), records the resource reports and
+/// prunes those that spill or cannot be resident (zero occupancy), or fail to compile.
+/// `progress(done, total)` is called on the calling thread after each spec.
+void prune_on_resources(std::vector<Candidate>& candidates, const std::string& arch,
+                        int shared_limit, int jobs,
+                        const std::function<void(int, int)>& progress = {});
+
+}  // namespace flashjit::autotune

@@ -1,0 +1,266 @@
+#include "autotune/tuner.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "autotune/tuning_state.hpp"
+#include "flashjit/error.hpp"
+#include "kernels/attention_backward.hpp"
+#include "kernels/attention_forward.hpp"
+#include "runtime/parallel.hpp"
+
+namespace flashjit::autotune {
+namespace {
+
+std::atomic<int> tunings{0};
+
+// A tensor in the runtime's memory and its view.
+struct Tensor {
+  DeviceBuffer buffer;
+  TensorView view;
+};
+
+// Random inputs for one problem, with every output of both ops (bshd layout, contiguous).
+class Workspace {
+ public:
+  Workspace(Runtime& runtime, const TuningProblem& problem)
+      : runtime_(runtime), problem_(problem), rng_(0x5eed) {
+    const Attention& a = problem.attention;
+    q_ = head_tensor(a.seqlen_q, a.heads_q, true);
+    k_ = head_tensor(a.seqlen_k, a.heads_kv, true);
+    v_ = head_tensor(a.seqlen_k, a.heads_kv, true);
+    o_ = head_tensor(a.seqlen_q, a.heads_q, false);
+    lse_.buffer = runtime.allocate(static_cast<std::size_t>(a.batch * a.heads_q * a.seqlen_q) * 4);
+    lse_.view = lse_tensor(static_cast<float*>(lse_.buffer.data()), a);
+    if (problem.op == TunedOp::attention_backward) {
+      dout_ = head_tensor(a.seqlen_q, a.heads_q, true);
+      dq_ = head_tensor(a.seqlen_q, a.heads_q, false);
+      dk_ = head_tensor(a.seqlen_k, a.heads_kv, false);
+      dv_ = head_tensor(a.seqlen_k, a.heads_kv, false);
+      // The backward needs the forward's O and LSE of these inputs: the default config's.
+      const kernels::ForwardConfig forward = kernels::default_forward_config(
+          problem.dtype, static_cast<int>(a.head_dim), kernels::forward_mask_kind(a),
+          a.softcap > 0.0f, runtime.device().arch());
+      kernels::attention_forward(runtime, a, q_.view, k_.view, v_.view, o_.view, lse_.view,
+                                 forward, nullptr);
+      runtime.synchronize(nullptr);
+    }
+  }
+
+  // Runs `config` once on `stream`.
+  void run(const TunedConfig& config, Stream stream) {
+    const Attention& a = problem_.attention;
+    if (const auto* forward = std::get_if<kernels::ForwardConfig>(&config)) {
+      kernels::attention_forward(runtime_, a, q_.view, k_.view, v_.view, o_.view, lse_.view,
+                                 *forward, stream);
+    } else {
+      kernels::attention_backward(runtime_, a, q_.view, k_.view, v_.view, o_.view, lse_.view,
+                                  dout_.view, dq_.view, dk_.view, dv_.view,
+                                  std::get<kernels::BackwardConfig>(config), stream);
+    }
+  }
+
+  // The op's outputs as floats (O; or dQ, dK and dV one after the other).
+  std::vector<float> outputs() {
+    if (problem_.op == TunedOp::attention_forward) return read(o_);
+    std::vector<float> all = read(dq_);
+    for (Tensor* t : {&dk_, &dv_}) {
+      const std::vector<float> part = read(*t);
+      all.insert(all.end(), part.begin(), part.end());
+    }
+    return all;
+  }
+
+ private:
+  Tensor head_tensor(std::int64_t seqlen, std::int64_t heads, bool random) {
+    const Attention& a = problem_.attention;
+    const std::int64_t count = a.batch * seqlen * heads * a.head_dim;
+    Tensor t;
+    t.buffer = runtime_.allocate(static_cast<std::size_t>(count) * 2);
+    t.view = attention_tensor(t.buffer.data(), problem_.dtype, Layout::bshd, a.batch, seqlen,
+                              heads, a.head_dim);
+    std::vector<std::uint16_t> host(static_cast<std::size_t>(count), 0);
+    if (random) {
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      const bool f16 = problem_.dtype == DType::f16;
+      for (std::uint16_t& x : host) {
+        const float value = normal(rng_);
+        x = f16 ? f16_bits_from_float(value) : bf16_bits_from_float(value);
+      }
+    }
+    runtime_.copy_to_device(t.buffer.data(), host.data(), host.size() * 2);
+    return t;
+  }
+
+  std::vector<float> read(const Tensor& t) {
+    std::vector<std::uint16_t> bits(t.buffer.size() / 2);
+    runtime_.copy_to_host(bits.data(), t.buffer.data(), bits.size() * 2);
+    std::vector<float> values(bits.size());
+    const bool f16 = problem_.dtype == DType::f16;
+    for (std::size_t i = 0; i < bits.size(); ++i) {
+      values[i] = f16 ? float_from_f16_bits(bits[i]) : float_from_bf16_bits(bits[i]);
+    }
+    return values;
+  }
+
+  Runtime& runtime_;
+  const TuningProblem& problem_;
+  std::mt19937_64 rng_;
+  Tensor q_, k_, v_, o_, lse_, dout_, dq_, dk_, dv_;
+};
+
+// ‖x − reference‖₂ / ‖reference‖₂, infinite when x has a non-finite value.
+double relative_l2(const std::vector<float>& x, const std::vector<float>& reference) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (!std::isfinite(x[i])) return std::numeric_limits<double>::infinity();
+    const double d = static_cast<double>(x[i]) - reference[i];
+    diff += d * d;
+    norm += static_cast<double>(reference[i]) * reference[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+// Two correct kernels differ by their fp32 summation order, which the 16-bit outputs round
+// away to within a few units; a wrong kernel is off by O(1).
+double error_bound(DType dtype) { return 4.0 * (dtype == DType::f16 ? 0x1p-11 : 0x1p-8); }
+
+// A status fits a table row: the error's first sentence, at most 160 characters.
+std::string short_reason(const std::exception& error) {
+  std::string message = error.what();
+  message = message.substr(0, message.find('\n'));
+  constexpr std::size_t kMax = 160;
+  if (message.size() > kMax) message = message.substr(0, kMax - 3) + "...";
+  return message;
+}
+
+// The candidates to time: the default first (the reference every other output is checked
+// against), then the others in the space's order.
+std::vector<std::size_t> timing_order(const std::vector<Candidate>& candidates) {
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (candidates[i].pruned.empty() && candidates[i].is_default) order.push_back(i);
+  }
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (candidates[i].pruned.empty() && !candidates[i].is_default) order.push_back(i);
+  }
+  return order;
+}
+
+void keep_only(std::vector<Candidate>& candidates, const std::vector<std::string>& only) {
+  if (only.empty()) return;
+  for (Candidate& c : candidates) {
+    if (c.is_default) continue;
+    if (std::find(only.begin(), only.end(), c.name) == only.end()) c.pruned = "not selected";
+  }
+}
+
+std::vector<Candidate> pruned_candidates(const TuningProblem& problem, const std::string& arch,
+                                         int shared_limit, int jobs,
+                                         const std::vector<std::string>& only,
+                                         const std::function<void(int, int)>& progress) {
+  std::vector<Candidate> candidates = enumerate_candidates(problem, arch);
+  keep_only(candidates, only);
+  prune_static(candidates, problem, shared_limit);
+  prune_on_resources(candidates, arch, shared_limit, jobs > 0 ? jobs : detail::default_workers(),
+                     progress);
+  return candidates;
+}
+
+// Checks and times each surviving candidate; fills report.timings in candidate order.
+void time_candidates(Runtime& runtime, TuneReport& report, const TuneOptions& options) {
+  Workspace workspace(runtime, report.problem);
+  const std::vector<std::size_t> order = timing_order(report.candidates);
+  std::vector<CandidateTiming> timings(report.candidates.size());
+  std::vector<float> reference;
+  int done = 0;
+  for (std::size_t index : order) {
+    const Candidate& c = report.candidates[index];
+    CandidateTiming& timing = timings[index];
+    timing.config = c.name;
+    try {
+      workspace.run(c.config, nullptr);
+      runtime.synchronize(nullptr);
+      std::vector<float> out = workspace.outputs();
+      if (reference.empty()) {
+        reference = std::move(out);
+      } else if (const double error = relative_l2(out, reference);
+                 !(error <= error_bound(report.problem.dtype))) {
+        timing.status = "wrong result: relative L2 error " + std::to_string(error) +
+                        " against the default's output";
+      }
+      if (timing.status == "ok") {
+        timing.median_ms = time_launches(
+            runtime, [&](Stream stream) { workspace.run(c.config, stream); }, options.timing)
+                               .median_ms;
+      }
+    } catch (const std::exception& error) {
+      timing.status = "failed: " + short_reason(error);
+      timing.median_ms = std::numeric_limits<double>::infinity();
+      if (reference.empty() && c.is_default) throw;  // nothing to tune against
+    }
+    if (options.progress) options.progress("time", ++done, static_cast<int>(order.size()));
+  }
+  for (std::size_t index : order) report.timings.push_back(timings[index]);
+  std::sort(report.timings.begin(), report.timings.end(),
+            [](const auto& a, const auto& b) { return a.config < b.config; });
+}
+
+void persist(Runtime& runtime, TuneReport& report, const TuneOptions& options) {
+  TuningState& state = runtime.tuning();
+  const std::filesystem::path path = options.database.empty() ? state.database() : options.database;
+  if (options.persist) {
+    try {
+      report.entry = merge_into_file(path, state.meta(), report.key, report.entry);
+      report.database = path;
+    } catch (const Error& error) {
+      report.persist_problem = error.what();
+    }
+  }
+  state.remember(report.key, report.entry);
+}
+
+}  // namespace
+
+TuneReport tune(Runtime& runtime, const TuningProblem& problem, const TuneOptions& options) {
+  const std::string arch = runtime.device().arch();
+  const int shared_limit = static_cast<int>(runtime.device().shared_memory_optin);
+  TuneReport report;
+  report.problem = problem;
+  report.key = tuning_key(problem);
+  report.flops = problem_flops(problem);
+  std::function<void(int, int)> compile_progress;
+  if (options.progress) {
+    compile_progress = [&](int done, int total) { options.progress("compile", done, total); };
+  }
+  report.candidates =
+      pruned_candidates(problem, arch, shared_limit, options.jobs, options.only, compile_progress);
+  ++tunings;
+  time_candidates(runtime, report, options);
+  std::string default_name;
+  for (const Candidate& c : report.candidates) {
+    if (c.is_default) default_name = c.name;
+  }
+  report.entry.default_config = default_name;
+  report.entry.candidates = report.timings;
+  report.entry.winner = pick_winner(default_name, report.timings);
+  persist(runtime, report, options);
+  return report;
+}
+
+std::vector<Candidate> plan(const TuningProblem& problem, const std::string& arch, int jobs,
+                            const std::function<void(int, int)>& progress) {
+  return pruned_candidates(problem, arch, kernels::arch_shared_memory_limit(arch), jobs, {},
+                           progress);
+}
+
+int tunings_in_process() { return tunings.load(); }
+
+}  // namespace flashjit::autotune

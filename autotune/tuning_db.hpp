@@ -1,0 +1,135 @@
+#pragma once
+// The tuning database (DESIGN.md section 6): what the autotuner measured, kept across runs.
+// One JSON file per GPU model under the cache directory:
+//   { "_meta": { format, flashjit, nvrtc, driver, gpu, compute_capability, sm_count },
+//     "<key>": { "default": "<config>", "winner": "<config>",
+//                "candidates": { "<config>": { "ms": 0.123 | null, "status": "ok" | why } } },
+//     ... }
+// A key holds the op, its templates' hash, dtype, head dim, mask kind, softcap and power-of-two
+// buckets of the sequence lengths and batch·heads. Every candidate's median is kept, so a new
+// candidate later needs one new measurement. Writers lock, re-read, merge and rename; a file
+// that is corrupt or whose `_meta` differs is ignored and never overwritten.
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "flashjit/device.hpp"
+
+namespace flashjit::autotune {
+
+/// The device and software a database file belongs to (its `_meta` block). A file is used only
+/// when every field matches the running process.
+struct TuningMeta {
+  int format = 1;
+  std::string flashjit_version;
+  std::string nvrtc_version;
+  int driver_version = 0;
+  std::string gpu_name;
+  std::string compute_capability;  ///< "9.0"
+  int sm_count = 0;
+  bool operator==(const TuningMeta&) const = default;
+
+  /// The meta of `device` under this process's flashjit, NVRTC and `driver_version`.
+  static TuningMeta for_device(const DeviceInfo& device, int driver_version);
+};
+
+/// The power-of-two bucket a size falls in: the smallest power of two >= n (1 for n <= 1).
+std::int64_t shape_bucket(std::int64_t n);
+
+/// What one entry is keyed by. The sizes are bucketed by to_string(), so shapes in the same
+/// buckets share an entry.
+struct TuningKey {
+  std::string op;             ///< "attention-forward", "attention-backward", "softmax"
+  std::string template_hash;  ///< the op's templates (a template change invalidates entries)
+  std::string dtype;          ///< "bf16", "f16", "f32"
+  int head_dim = 0;           ///< the row length for softmax
+  std::string mask;           ///< "none" or "window" ("none" for softmax)
+  bool softcap = false;
+  std::int64_t seqlen_q = 0;     ///< rows for softmax
+  std::int64_t seqlen_k = 0;     ///< 0 for softmax
+  std::int64_t batch_heads = 0;  ///< batch · query heads (1 for softmax)
+
+  /// The entry's name in the file, e.g.
+  /// "attention-forward/3f2a…/bf16/hdim128/window/q1024/k1024/bh32" (".softcap" after the mask
+  /// when on), with every size replaced by its bucket.
+  std::string to_string() const;
+};
+
+/// One candidate's measurement.
+struct CandidateTiming {
+  std::string config;  ///< the config's readable name, e.g. "br128.bc64.w4.s2"
+  /// Median milliseconds; infinity when it failed (compile, launch or a wrong result).
+  double median_ms = std::numeric_limits<double>::infinity();
+  std::string status = "ok";  ///< "ok", or why it failed ("wrong result: max error 0.5")
+  bool operator==(const CandidateTiming&) const = default;
+};
+
+/// What the database knows about one key.
+struct TuningEntry {
+  std::string default_config;                ///< the heuristic default's name
+  std::vector<CandidateTiming> candidates;   ///< sorted by config name
+  std::string winner;                        ///< pick_winner(default_config, candidates)
+  bool operator==(const TuningEntry&) const = default;
+};
+
+/// How much faster than the default a candidate must be to replace it (DESIGN.md: 3%).
+inline constexpr double kWinMargin = 0.03;
+
+/// The deterministic choice: the fastest finite median (equal medians: the smaller config
+/// name); the default stays when it has a finite median and the fastest is not at least
+/// kWinMargin faster than it. Empty when no candidate has a finite median.
+std::string pick_winner(const std::string& default_config,
+                        const std::vector<CandidateTiming>& candidates);
+
+/// Merges `update` into `base`: a candidate measured in both takes `update`'s measurement,
+/// the others are kept; candidates end sorted by name; the default is `update`'s; the winner
+/// is recomputed.
+TuningEntry merge_entries(const TuningEntry& base, const TuningEntry& update);
+
+/// The folder of every database under the cache root: <root>/v1/tuning.
+std::filesystem::path tuning_folder(const std::filesystem::path& cache_root);
+
+/// The database file for `device` under the cache root: <root>/v1/tuning/<gpu>.json, where
+/// <gpu> is the GPU name in lower case with every run of other characters than letters and
+/// digits replaced by '-', none at either end ("nvidia-h100-80gb-hbm3"; "gpu" for no name).
+std::filesystem::path database_path(const std::filesystem::path& cache_root,
+                                    const DeviceInfo& device);
+
+/// A database file read into memory.
+class TuningDatabase {
+ public:
+  /// Reads `path`. A missing file gives an empty database. A file that cannot be parsed, is not
+  /// a database, or whose `_meta` differs from `meta` gives an empty database whose problem()
+  /// says why; the file is not touched.
+  static TuningDatabase load(const std::filesystem::path& path, const TuningMeta& meta);
+
+  /// Reads `path` whatever its `_meta` says (`flashjit autotune show`); an unreadable file
+  /// gives an empty database with problem() set.
+  static TuningDatabase load_any(const std::filesystem::path& path);
+
+  /// Why the file's contents were ignored; empty when they were used (or it did not exist).
+  const std::string& problem() const { return problem_; }
+  /// The entry for `key` (bucketed), if any.
+  std::optional<TuningEntry> find(const TuningKey& key) const;
+  /// Every entry by its key string.
+  const std::map<std::string, TuningEntry>& entries() const { return entries_; }
+
+ private:
+  std::map<std::string, TuningEntry> entries_;
+  std::string problem_;
+};
+
+/// Merges `entry` into the file at `path` for `key`: takes an exclusive lock on "<path>.lock"
+/// (flock, waiting), re-reads the file, merges (merge_entries), writes a temporary file and
+/// renames it over `path`, so concurrent writers in several processes lose nothing and a
+/// reader never sees half a file. Creates the directory (0700) if missing. Returns the merged
+/// entry. Throws Error{io} naming the file, without writing, when the existing file is corrupt
+/// or has another `_meta` (it is kept as it is), or when it cannot be written.
+TuningEntry merge_into_file(const std::filesystem::path& path, const TuningMeta& meta,
+                            const TuningKey& key, const TuningEntry& entry);
+
+}  // namespace flashjit::autotune

@@ -1,0 +1,137 @@
+#include "autotune/tuning_state.hpp"
+
+#include <string>
+
+#include "autotune/tuner.hpp"
+#include "flashjit/error.hpp"
+#include "runtime/disk_cache.hpp"
+#include "runtime/env.hpp"
+#include "runtime/log.hpp"
+
+namespace flashjit::autotune {
+namespace {
+
+using kernels::BackwardConfig;
+using kernels::ForwardConfig;
+
+TunedConfig default_config(const TuningProblem& problem, const std::string& arch) {
+  const Attention& a = problem.attention;
+  const int head_dim = static_cast<int>(a.head_dim);
+  const kernels::MaskKind mask = kernels::forward_mask_kind(a);
+  const bool softcap = a.softcap > 0.0f;
+  if (problem.op == TunedOp::attention_forward) {
+    return kernels::default_forward_config(problem.dtype, head_dim, mask, softcap, arch);
+  }
+  return kernels::default_backward_config(problem.dtype, head_dim, mask, softcap, arch);
+}
+
+// The config of the problem's space called `name` that fits `shared_limit`, if any: a database
+// written by another build may name a config this one no longer has.
+std::optional<TunedConfig> config_named(const TuningProblem& problem, const std::string& name,
+                                        std::size_t shared_limit) {
+  const Attention& a = problem.attention;
+  const int head_dim = static_cast<int>(a.head_dim);
+  const kernels::MaskKind mask = kernels::forward_mask_kind(a);
+  const bool softcap = a.softcap > 0.0f;
+  auto fits = [&](const auto& config) {
+    return config_name(config) == name && static_cast<std::size_t>(config.shared_bytes()) <= shared_limit;
+  };
+  if (problem.op == TunedOp::attention_forward) {
+    for (const ForwardConfig& c : kernels::forward_configs(problem.dtype, head_dim, mask, softcap)) {
+      if (fits(c)) return c;
+    }
+  } else {
+    for (const BackwardConfig& c : kernels::backward_configs(problem.dtype, head_dim, mask, softcap)) {
+      if (fits(c)) return c;
+    }
+  }
+  return std::nullopt;
+}
+
+int driver_version_for(Backend backend) {
+  if (backend != Backend::cuda) return 0;
+  const SystemInfo system = query_system();
+  return system.driver_version;
+}
+
+}  // namespace
+
+TuningPolicy effective_policy(TuningPolicy requested) {
+  const std::optional<std::string> value = detail::env_value("FLASHJIT_TUNING");
+  if (!value || value->empty()) return requested;
+  if (*value == "off") return TuningPolicy::off;
+  if (*value == "cached") return TuningPolicy::cached;
+  if (*value == "auto") return TuningPolicy::automatic;
+  throw InvalidArgument("FLASHJIT_TUNING",
+                        "'" + *value + "' is not a tuning policy; use off, cached or auto");
+}
+
+const char* tuning_policy_name(TuningPolicy policy) {
+  switch (policy) {
+    case TuningPolicy::off:
+      return "off";
+    case TuningPolicy::cached:
+      return "cached";
+    case TuningPolicy::automatic:
+      return "auto";
+  }
+  return "?";
+}
+
+TuningState::TuningState(TuningPolicy policy, const DeviceInfo& device, Backend backend)
+    : policy_(policy),
+      database_(database_path(detail::DiskCache::default_root(), device)),
+      meta_(TuningMeta::for_device(device, driver_version_for(backend))) {}
+
+std::optional<std::string> TuningState::winner(const TuningKey& key) {
+  const std::string name = key.to_string();
+  std::lock_guard lock(mutex_);
+  if (auto it = learned_.find(name); it != learned_.end()) return it->second;
+  if (!loaded_) {
+    loaded_ = TuningDatabase::load(database_, meta_);
+    if (!loaded_->problem().empty()) detail::warn_once("tuning-db", loaded_->problem());
+  }
+  const std::optional<TuningEntry> entry = loaded_->find(key);
+  if (!entry || entry->winner.empty()) return std::nullopt;
+  return entry->winner;
+}
+
+void TuningState::remember(const TuningKey& key, const TuningEntry& entry) {
+  const std::string name = key.to_string();
+  std::lock_guard lock(mutex_);
+  learned_[name] = entry.winner;
+  chosen_.erase(name);
+}
+
+std::optional<TunedConfig> TuningState::memoized(const std::string& key) {
+  std::lock_guard lock(mutex_);
+  auto it = chosen_.find(key);
+  if (it == chosen_.end()) return std::nullopt;
+  return it->second;
+}
+
+void TuningState::memoize(const std::string& key, const TunedConfig& config) {
+  std::lock_guard lock(mutex_);
+  chosen_.insert_or_assign(key, config);
+}
+
+TunedConfig choose_config(Runtime& runtime, const TuningProblem& problem) {
+  const std::string arch = runtime.device().arch();
+  TuningState& state = runtime.tuning();
+  if (state.policy() == TuningPolicy::off) return default_config(problem, arch);
+  const TuningKey key = tuning_key(problem);
+  const std::string name = key.to_string();
+  if (std::optional<TunedConfig> chosen = state.memoized(name)) return *chosen;
+  std::optional<std::string> winner = state.winner(key);
+  if (!winner && state.policy() == TuningPolicy::automatic) {
+    detail::warn_once("tuning:" + name, "tuning " + name + " (first call of this shape)");
+    winner = tune(runtime, problem).entry.winner;
+  }
+  std::optional<TunedConfig> config;
+  if (winner) config = config_named(problem, *winner, runtime.device().shared_memory_optin);
+  const TunedConfig result = config ? *config : default_config(problem, arch);
+  state.memoize(name, result);
+  return result;
+}
+
+}  // namespace flashjit::autotune

@@ -1,0 +1,204 @@
+/* The C API of flashjit (C99), for callers that cannot use C++: Python's ctypes, Rust, Go...
+ * It mirrors the C++ API (flashjit/runtime.hpp, flashjit/attention.hpp): a runtime, tensor
+ * descriptors (pointer, dtype, shape, strides in elements), the attention forward and backward.
+ *
+ * Conventions:
+ * - Every function that can fail returns a flashjit_status; FLASHJIT_OK is 0. No exception
+ *   crosses this boundary. After a failure, flashjit_last_error() says what went wrong, naming
+ *   the offending argument for FLASHJIT_ERROR_INVALID_ARGUMENT ("invalid argument 'q.dtype':
+ *   ...").
+ * - Structs are plain data owned by the caller and only read during the call; the *_init
+ *   functions fill them with the C++ API's defaults, so fields added later keep sensible
+ *   values in code that sets only the fields it knows.
+ * - Tensors live in the runtime's memory: device memory on the cuda backend, host memory on
+ *   the emulator backend (flashjit_allocate gives either).
+ * - Thread safety is that of flashjit::Runtime; the error message is per thread. */
+#ifndef FLASHJIT_FLASHJIT_C_H
+#define FLASHJIT_FLASHJIT_C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Status ---------------------------------------------------------------------------- */
+
+/** Outcome of a call. One code per flashjit::ErrorKind; the values are fixed. */
+typedef enum flashjit_status {
+  FLASHJIT_OK = 0,
+  FLASHJIT_ERROR_INVALID_ARGUMENT = 1, /**< a bad argument; nothing was launched */
+  FLASHJIT_ERROR_NO_DRIVER = 2,        /**< libcuda.so.1 could not be loaded */
+  FLASHJIT_ERROR_NO_DEVICE = 3,        /**< the driver loaded but reports no usable GPU */
+  FLASHJIT_ERROR_DRIVER = 4,           /**< a CUDA driver call failed */
+  FLASHJIT_ERROR_COMPILE = 5,          /**< NVRTC rejected a kernel; the message holds its log */
+  FLASHJIT_ERROR_CACHE = 6,            /**< the kernel cache cannot serve a request */
+  FLASHJIT_ERROR_IO = 7,               /**< a file could not be read or written */
+  FLASHJIT_ERROR_UNSUPPORTED = 8,      /**< the backend lacks it (a kernel not in the emulator) */
+  FLASHJIT_ERROR_KERNEL_FAULT = 9,     /**< a launch failed, or the emulator caught a fault */
+  FLASHJIT_ERROR_INTERNAL = 10         /**< any other failure (out of host memory, a bug) */
+} flashjit_status;
+
+/** The enumerator's name ("FLASHJIT_OK", "FLASHJIT_ERROR_NO_DRIVER", ...), or
+ *  "FLASHJIT_UNKNOWN_STATUS" for a value that is none of them. Static storage; never NULL. */
+const char* flashjit_status_name(flashjit_status status);
+
+/** The message of the calling thread's most recent failed call, or "" when no call has failed
+ *  on this thread. Each thread has its own. A failing call replaces the message; successful
+ *  calls leave it as it is, so read it right after the call that returned an error. The
+ *  pointer stays valid until the next failing call on the same thread. Never NULL. */
+const char* flashjit_last_error(void);
+
+/** The library's version, "major.minor.patch". Static storage. */
+const char* flashjit_version(void);
+
+/* ---- Runtime --------------------------------------------------------------------------- */
+
+/** A runtime: one GPU's context and the kernels loaded on it, or the CPU emulator. Opaque. */
+typedef struct flashjit_runtime flashjit_runtime;
+
+/** Values of flashjit_runtime_options.backend (flashjit::Backend). */
+enum {
+  FLASHJIT_BACKEND_CUDA = 0, /**< a CUDA GPU; tensors are device memory */
+  /** The CPU emulator running the same kernel templates with out-of-bounds, race and barrier
+   *  checks: tensors are host memory, launches are synchronous and slow (small shapes), and
+   *  only the specializations built into flashjit run. Needs no driver or GPU. */
+  FLASHJIT_BACKEND_EMULATOR = 1
+};
+
+/** Values of flashjit_runtime_options.tuning (flashjit::TuningPolicy). */
+enum {
+  FLASHJIT_TUNING_OFF = 0,    /**< the heuristic default config; the tuning database is unread */
+  FLASHJIT_TUNING_CACHED = 1, /**< the tuning database's winner for the shape, else the default */
+  FLASHJIT_TUNING_AUTO = 2    /**< as CACHED, but a missing shape is tuned first and persisted */
+};
+
+/** How a runtime is set up (flashjit::RuntimeOptions). */
+typedef struct flashjit_runtime_options {
+  int device;  /**< CUDA device ordinal (cuda backend; ignored by the emulator) */
+  int backend; /**< FLASHJIT_BACKEND_CUDA or FLASHJIT_BACKEND_EMULATOR */
+  int tuning;  /**< FLASHJIT_TUNING_*; the environment's FLASHJIT_TUNING, when set, wins */
+} flashjit_runtime_options;
+
+/** Fills *options with the C++ defaults: device 0, the cuda backend, cached tuning.
+ *  Does nothing when options is NULL. */
+void flashjit_runtime_options_init(flashjit_runtime_options* options);
+
+/** Opens a runtime with *options (NULL: the defaults) and stores it in *out, or NULL on
+ *  failure. Errors: INVALID_ARGUMENT for a NULL out, a bad backend or tuning code, or a bad
+ *  device ordinal; NO_DRIVER or NO_DEVICE when the cuda backend cannot run here. The emulator
+ *  backend always opens. Release it with flashjit_runtime_destroy. */
+flashjit_status flashjit_runtime_create(const flashjit_runtime_options* options,
+                                        flashjit_runtime** out);
+
+/** Releases a runtime and the memory still allocated from it. NULL is ignored. */
+void flashjit_runtime_destroy(flashjit_runtime* runtime);
+
+/* ---- Memory ---------------------------------------------------------------------------- */
+
+/** Allocates `bytes` of the runtime's memory (device memory; 256-byte aligned host memory
+ *  filled with 0xff bytes on the emulator) and stores its address in *out (NULL on failure).
+ *  Free it with flashjit_free, or it is freed with the runtime. */
+flashjit_status flashjit_allocate(flashjit_runtime* runtime, size_t bytes, void** out);
+
+/** Frees memory from flashjit_allocate on the same runtime. NULL is ignored; any other pointer
+ *  that runtime did not allocate is an INVALID_ARGUMENT error. */
+flashjit_status flashjit_free(flashjit_runtime* runtime, void* data);
+
+/** Copies `bytes` from host memory `src` to the runtime's memory `dst`, synchronously. */
+flashjit_status flashjit_copy_to_device(flashjit_runtime* runtime, void* dst, const void* src,
+                                        size_t bytes);
+
+/** Copies `bytes` from the runtime's memory `src` to host memory `dst`, synchronously. */
+flashjit_status flashjit_copy_to_host(flashjit_runtime* runtime, void* dst, const void* src,
+                                      size_t bytes);
+
+/** Waits for all work on `stream` (a CUstream; NULL is the default stream). Nothing to wait
+ *  for on the emulator. */
+flashjit_status flashjit_synchronize(flashjit_runtime* runtime, void* stream);
+
+/* ---- Tensors --------------------------------------------------------------------------- */
+
+/** Values of flashjit_tensor.dtype (flashjit::DType). */
+enum {
+  FLASHJIT_DTYPE_F16 = 0,  /**< IEEE binary16 */
+  FLASHJIT_DTYPE_BF16 = 1, /**< bfloat16 */
+  FLASHJIT_DTYPE_F32 = 2   /**< IEEE binary32 */
+};
+
+/** The most dimensions a tensor has. */
+#define FLASHJIT_MAX_RANK 4
+
+/** A non-owning strided view (flashjit::TensorView). The first `rank` entries of shape and
+ *  strides are used; strides count elements, not bytes. */
+typedef struct flashjit_tensor {
+  void* data;                         /**< the first element, in the runtime's memory */
+  int dtype;                          /**< FLASHJIT_DTYPE_* */
+  int rank;                           /**< 0 to FLASHJIT_MAX_RANK */
+  int64_t shape[FLASHJIT_MAX_RANK];   /**< extents, outermost first */
+  int64_t strides[FLASHJIT_MAX_RANK]; /**< elements between neighbours along each dimension */
+} flashjit_tensor;
+
+/* ---- Attention ------------------------------------------------------------------------- */
+
+/** One attention call, O = softmax(scale * Q K^T + mask) V per head (flashjit::Attention). */
+typedef struct flashjit_attention {
+  int64_t batch;    /**< sequences in the batch */
+  int64_t heads_q;  /**< query heads */
+  int64_t heads_kv; /**< key/value heads; heads_q must be a multiple (GQA/MQA) */
+  int64_t seqlen_q; /**< query rows per sequence */
+  int64_t seqlen_k; /**< keys per sequence */
+  int64_t head_dim; /**< a multiple of 8 from 8 to 256 */
+  /** Nonzero: key j is visible to query i only if j <= i + seqlen_k - seqlen_q (bottom-right
+   *  aligned). The window_right = 0 case; combining it with window_right > 0 is an error. */
+  int causal;
+  /** Sliding window: keys more than window_left before (window_right after) the diagonal
+   *  i + seqlen_k - seqlen_q are masked; -1 means unbounded on that side. */
+  int64_t window_left;
+  int64_t window_right;
+  /** The softmax scale. 0 or negative means unset, which is 1/sqrt(head_dim); NaN is an
+   *  error. (The C++ API's std::optional has no C spelling; no useful scale is <= 0.) */
+  float scale;
+  /** Tanh soft-capping of the scores, s = softcap * tanh(s / softcap); 0 turns it off. */
+  float softcap;
+} flashjit_attention;
+
+/** Fills *attention with the C++ defaults: batch, heads, sequence lengths 1, head_dim 64, not
+ *  causal, unbounded window (-1, -1), scale unset (0), no softcap. NULL is ignored. */
+void flashjit_attention_init(flashjit_attention* attention);
+
+/** Attention forward (flashjit::Runtime::forward): o = softmax(scale * q k^T + mask) v, and
+ *  lse[b, h, i] = log sum_j exp(scale * q_i . k_j) over the visible keys.
+ *  q is [batch, seqlen_q, heads_q, head_dim], k and v [batch, seqlen_k, heads_kv, head_dim],
+ *  o like q (logical shapes; any strides with a unit head_dim stride, so [B, L, H, D] and
+ *  [B, H, L, D] memory both work), all FLASHJIT_DTYPE_F16 or all BF16. lse is F32
+ *  [batch, heads_q, seqlen_q] with unit last stride; lse NULL, or its data NULL, skips it.
+ *  A query row that sees no key gets o = 0 and lse = -inf. `stream` is a CUstream (NULL: the
+ *  default stream; ignored by the emulator). Errors: INVALID_ARGUMENT naming the argument
+ *  (nothing is launched then); UNSUPPORTED for a kernel the emulator lacks; COMPILE, CACHE,
+ *  DRIVER, KERNEL_FAULT from compiling or launching. */
+flashjit_status flashjit_attention_forward(flashjit_runtime* runtime,
+                                           const flashjit_attention* attention,
+                                           const flashjit_tensor* q, const flashjit_tensor* k,
+                                           const flashjit_tensor* v, const flashjit_tensor* o,
+                                           const flashjit_tensor* lse, void* stream);
+
+/** Attention backward (flashjit::Runtime::backward): given dout = dL/do of a forward call with
+ *  the same arguments and its o and lse (required here), writes dq = dL/dq, dk = dL/dk and
+ *  dv = dL/dv. Shapes, dtypes and strides as in flashjit_attention_forward; dout and dq like
+ *  q, dk and dv like k. dk and dv sum over the query heads sharing a key/value head. The same
+ *  inputs give the same bits on every run. Errors as in flashjit_attention_forward. */
+flashjit_status flashjit_attention_backward(flashjit_runtime* runtime,
+                                            const flashjit_attention* attention,
+                                            const flashjit_tensor* q, const flashjit_tensor* k,
+                                            const flashjit_tensor* v, const flashjit_tensor* o,
+                                            const flashjit_tensor* lse, const flashjit_tensor* dout,
+                                            const flashjit_tensor* dq, const flashjit_tensor* dk,
+                                            const flashjit_tensor* dv, void* stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FLASHJIT_FLASHJIT_C_H */

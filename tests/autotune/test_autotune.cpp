@@ -1,0 +1,243 @@
+// The autotuner without a GPU: candidates and static pruning, pruning on real NVRTC resource
+// reports, the occupancy arithmetic, the policy switch, and tuning end to end on the CPU
+// emulator (its times mean nothing, but every step runs: compiles through the cache, output
+// checks, timing, the database write, and a later Runtime using the entry without re-timing).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "autotune/candidates.hpp"
+#include "autotune/tuner.hpp"
+#include "autotune/tuning_state.hpp"
+#include "flashjit/flashjit.hpp"
+#include "runtime/kernel_cache.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace flashjit;
+using namespace flashjit::autotune;
+using flashjit::testing::ScopedEnv;
+using flashjit::testing::TempDir;
+
+namespace {
+
+TuningProblem forward_problem(int head_dim, std::int64_t seqlen, bool causal = false) {
+  TuningProblem p;
+  p.op = TunedOp::attention_forward;
+  p.dtype = DType::bf16;
+  p.attention.batch = 1;
+  p.attention.heads_q = p.attention.heads_kv = 2;
+  p.attention.seqlen_q = p.attention.seqlen_k = seqlen;
+  p.attention.head_dim = head_dim;
+  p.attention.causal = causal;
+  return p;
+}
+
+const Candidate& find(const std::vector<Candidate>& candidates, const std::string& name) {
+  const auto it = std::find_if(candidates.begin(), candidates.end(),
+                               [&](const Candidate& c) { return c.name == name; });
+  REQUIRE_MESSAGE(it != candidates.end(), "no candidate " << name);
+  return *it;
+}
+
+std::vector<Candidate> only(std::vector<Candidate> candidates,
+                            const std::vector<std::string>& names) {
+  std::erase_if(candidates, [&](const Candidate& c) {
+    return std::find(names.begin(), names.end(), c.name) == names.end();
+  });
+  return candidates;
+}
+
+Runtime emulator(TuningPolicy policy) {
+  return Runtime(RuntimeOptions{.backend = Backend::emulator, .tuning = policy});
+}
+
+}  // namespace
+
+TEST_CASE("candidates: the whole space, one default, FLOPs") {
+  const TuningProblem p = forward_problem(128, 4096);
+  const std::vector<Candidate> candidates = enumerate_candidates(p, "sm_90a");
+  CHECK(candidates.size() ==
+        kernels::forward_configs(DType::bf16, 128, kernels::MaskKind::none, false).size());
+  CHECK(std::count_if(candidates.begin(), candidates.end(),
+                      [](const Candidate& c) { return c.is_default; }) == 1);
+  for (const Candidate& c : candidates) {
+    CHECK(c.specs.size() == 1);
+    CHECK(c.pruned.empty());
+  }
+  // 4 · b · h · L² · d, and a causal square problem sees L(L+1)/2 pairs.
+  CHECK(problem_flops(p) == doctest::Approx(4.0 * 2 * 4096.0 * 4096.0 * 128));
+  CHECK(problem_flops(forward_problem(128, 4096, true)) ==
+        doctest::Approx(4.0 * 2 * (4096.0 * 4097.0 / 2) * 128));
+  TuningProblem backward = p;
+  backward.op = TunedOp::attention_backward;
+  CHECK(problem_flops(backward) == doctest::Approx(2.5 * problem_flops(p)));
+  const std::vector<Candidate> backward_candidates = enumerate_candidates(backward, "sm_90a");
+  REQUIRE(!backward_candidates.empty());
+  CHECK(backward_candidates.front().specs.size() >= 3);  // delta, dQ, dK/dV
+}
+
+TEST_CASE("static pruning: shared memory over the limit, tiles larger than the problem") {
+  const TuningProblem p = forward_problem(64, 48);
+  std::vector<Candidate> candidates = enumerate_candidates(p, "sm_80");
+  const int limit = 40 * 1024;
+  prune_static(candidates, p, limit);
+  int kept = 0;
+  for (const Candidate& c : candidates) {
+    const auto& config = std::get<kernels::ForwardConfig>(c.config);
+    if (c.shared_bytes > limit) {
+      CHECK_MESSAGE(c.pruned.find("shared memory") == 0, c.name << ": " << c.pruned);
+    } else if (c.is_default) {
+      CHECK(c.pruned.empty());  // the baseline stays whatever its size
+    } else if (config.block_m > 64) {
+      CHECK_MESSAGE(c.pruned.find("Br 128 > 64 query rows") == 0, c.name << ": " << c.pruned);
+    } else if (config.block_n > 64) {
+      CHECK_MESSAGE(c.pruned.find("Bc 128 > 64 keys") == 0, c.name << ": " << c.pruned);
+    } else {
+      CHECK_MESSAGE(c.pruned.empty(), c.name << ": " << c.pruned);
+      ++kept;
+    }
+  }
+  CHECK(kept > 0);
+}
+
+TEST_CASE("occupancy arithmetic") {
+  CHECK(blocks_per_sm(128, 128, 0, 227 * 1024, "sm_90a") == 4);       // registers bound
+  CHECK(blocks_per_sm(255, 256, 0, 227 * 1024, "sm_90a") == 1);       // 255 rounds to 256
+  CHECK(blocks_per_sm(128, 1024, 0, 227 * 1024, "sm_90a") == 0);      // 128 K registers
+  CHECK(blocks_per_sm(32, 128, 100 * 1024, 227 * 1024, "sm_90a") == 2);  // shared bound
+  CHECK(blocks_per_sm(32, 128, 228 * 1024, 227 * 1024, "sm_90a") == 0);
+  CHECK(blocks_per_sm(16, 512, 0, 99 * 1024, "sm_89") == 3);          // 1536 threads per SM
+}
+
+TEST_CASE("resource pruning on real NVRTC reports") {
+  TempDir cache_dir;
+  ScopedEnv cache_env("FLASHJIT_CACHE_DIR", cache_dir.path().c_str());
+  // Head dim 64 on sm_80: Br = Bc = 128 over 4 warps holds S and O for 32 rows per warp and
+  // spills (ptxas reported 328 B with CUDA 13.0), while the default is measured not to.
+  const TuningProblem p = forward_problem(64, 4096);
+  std::vector<Candidate> all = enumerate_candidates(p, "sm_80");
+  const auto fallback = std::find_if(all.begin(), all.end(),
+                                     [](const Candidate& c) { return c.is_default; });
+  REQUIRE(fallback != all.end());
+  std::vector<Candidate> candidates = only(all, {fallback->name, "br128.bc128.w4.s2"});
+  REQUIRE(candidates.size() == 2);
+  prune_on_resources(candidates, "sm_80", 163 * 1024, 2);
+  const Candidate& big = find(candidates, "br128.bc128.w4.s2");
+  CHECK_MESSAGE(big.pruned.find("spills") == 0, big.pruned);
+  CHECK_MESSAGE(big.pruned.find("in forward") != std::string::npos, big.pruned);
+  for (const Candidate& c : candidates) {
+    REQUIRE(c.resources.size() == c.specs.size());
+    bool spills = false;
+    for (const detail::ResourceUsage& r : c.resources) {
+      spills |= r.spill_bytes() > 0;
+      CHECK(r.registers > 0);
+    }
+    CHECK_MESSAGE(spills == !c.pruned.empty(), c.name << ": " << c.pruned);
+  }
+}
+
+TEST_CASE("policy: FLASHJIT_TUNING overrides the option, bad values are named") {
+  {
+    ScopedEnv env("FLASHJIT_TUNING", nullptr);
+    CHECK(effective_policy(TuningPolicy::cached) == TuningPolicy::cached);
+    CHECK(effective_policy(TuningPolicy::off) == TuningPolicy::off);
+  }
+  {
+    ScopedEnv env("FLASHJIT_TUNING", "off");
+    CHECK(effective_policy(TuningPolicy::automatic) == TuningPolicy::off);
+    CHECK(emulator(TuningPolicy::cached).tuning_policy() == TuningPolicy::off);
+  }
+  {
+    ScopedEnv env("FLASHJIT_TUNING", "auto");
+    CHECK(effective_policy(TuningPolicy::off) == TuningPolicy::automatic);
+  }
+  ScopedEnv env("FLASHJIT_TUNING", "fastest");
+  try {
+    emulator(TuningPolicy::cached);
+    FAIL("an unknown policy was accepted");
+  } catch (const InvalidArgument& error) {
+    CHECK(error.argument() == "FLASHJIT_TUNING");
+    CHECK(std::string(error.what()).find("off, cached or auto") != std::string::npos);
+  }
+}
+
+TEST_CASE("policy: forward follows the database under cached, not under off") {
+  TempDir cache_dir;
+  ScopedEnv cache_env("FLASHJIT_CACHE_DIR", cache_dir.path().c_str());
+  ScopedEnv policy_env("FLASHJIT_TUNING", nullptr);
+  const TuningProblem p = forward_problem(64, 256);
+  Runtime writer = emulator(TuningPolicy::off);
+  const kernels::ForwardConfig fallback =
+      std::get<kernels::ForwardConfig>(choose_config(writer, p));
+  // An entry whose winner is another config the emulator has (kernels/emulated/).
+  TuningEntry entry;
+  entry.default_config = config_name(fallback);
+  entry.candidates = {{config_name(fallback), 2.0, "ok"}, {"br64.bc64.w4.s1", 1.0, "ok"}};
+  entry.winner = pick_winner(entry.default_config, entry.candidates);
+  REQUIRE(entry.winner == "br64.bc64.w4.s1");
+  merge_into_file(writer.tuning().database(), writer.tuning().meta(), tuning_key(p), entry);
+
+  Runtime cached = emulator(TuningPolicy::cached);
+  const auto chosen = std::get<kernels::ForwardConfig>(choose_config(cached, p));
+  CHECK(config_name(chosen) == "br64.bc64.w4.s1");
+  // Another bucket of the same op is not covered by the entry.
+  CHECK(std::get<kernels::ForwardConfig>(choose_config(cached, forward_problem(64, 4096))) ==
+        fallback);
+  Runtime off = emulator(TuningPolicy::off);
+  CHECK(std::get<kernels::ForwardConfig>(choose_config(off, p)) == fallback);
+  // A winner this build does not have falls back to the default.
+  entry.candidates = {{config_name(fallback), 2.0, "ok"}, {"br512.bc64.w4.s1", 1.0, "ok"}};
+  entry.winner = "br512.bc64.w4.s1";
+  merge_into_file(writer.tuning().database(), writer.tuning().meta(), tuning_key(p), entry);
+  Runtime stale = emulator(TuningPolicy::cached);
+  CHECK(std::get<kernels::ForwardConfig>(choose_config(stale, p)) == fallback);
+}
+
+TEST_CASE("tuning end to end on the emulator: measured, written, reused without re-timing") {
+  TempDir cache_dir;
+  ScopedEnv cache_env("FLASHJIT_CACHE_DIR", cache_dir.path().c_str());
+  ScopedEnv policy_env("FLASHJIT_TUNING", nullptr);
+  const TuningProblem p = forward_problem(64, 128);
+  Runtime runtime = emulator(TuningPolicy::cached);
+  TuneOptions options;
+  options.jobs = 2;
+  options.timing = {.warmup_runs = 1, .min_runs = 2, .max_runs = 3, .budget_ms = 1};
+  // Two configs the emulator was built with and one it was not (which fails to launch).
+  options.only = {"br64.bc64.w4.s1", "br128.bc32.w8.s1", "br64.bc32.w4.s1"};
+  int phases = 0;
+  options.progress = [&](const char*, int, int) { ++phases; };
+  const TuneReport report = tune(runtime, p, options);
+  CHECK(phases > 0);
+  REQUIRE(report.timings.size() == 4);  // the default and the three selected
+  for (const CandidateTiming& t : report.timings) {
+    if (t.config == "br64.bc32.w4.s1") {
+      CHECK(std::isinf(t.median_ms));
+      CHECK_MESSAGE(t.status.find("failed") == 0, t.status);
+    } else {
+      CHECK_MESSAGE(std::isfinite(t.median_ms), t.config << ": " << t.status);
+      CHECK(t.status == "ok");
+    }
+  }
+  CHECK(report.entry.winner == pick_winner(report.entry.default_config, report.timings));
+  CHECK(report.database == runtime.tuning().database());
+  REQUIRE(std::filesystem::exists(report.database));
+  const TuningDatabase db = TuningDatabase::load(report.database, runtime.tuning().meta());
+  REQUIRE(db.find(report.key).has_value());
+  CHECK(db.find(report.key)->winner == report.entry.winner);
+
+  // Tuning again compiles nothing: every candidate's kernels are in the cache.
+  const int compiles = detail::KernelCache::process_cache().stats().compiles.load();
+  tune(runtime, p, options);
+  CHECK(detail::KernelCache::process_cache().stats().compiles.load() == compiles);
+
+  // A new Runtime, even under auto, uses the stored winner without timing anything.
+  const int tunings = tunings_in_process();
+  Runtime next = emulator(TuningPolicy::automatic);
+  const TunedConfig chosen = choose_config(next, p);
+  CHECK(config_name(chosen) == report.entry.winner);
+  CHECK(tunings_in_process() == tunings);
+}

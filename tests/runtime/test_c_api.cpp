@@ -1,0 +1,569 @@
+// The C API (flashjit_c.h) on the emulator backend: forward and backward through it give the
+// same bits as the C++ API on the same inputs, and results within the float64 reference's
+// bound; every bad argument returns its code with a message naming it and launches nothing;
+// the last error is per thread and kept until the next failure; defaults match the C++ ones.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "flashjit/flashjit.hpp"
+#include "flashjit/flashjit_c.h"
+#include "reference/attention_reference.hpp"
+#include "reference/checker.hpp"
+#include "support/attention_case.hpp"
+#include "support/backward_case.hpp"
+#include "support/case_inputs.hpp"
+
+namespace flashjit::testing {
+namespace {
+
+using case_inputs::RoundedTensor;
+
+/// A C runtime on the emulator backend, destroyed at scope exit.
+class CRuntime {
+ public:
+  CRuntime() {
+    flashjit_runtime_options options;
+    flashjit_runtime_options_init(&options);
+    options.backend = FLASHJIT_BACKEND_EMULATOR;
+    REQUIRE_MESSAGE(flashjit_runtime_create(&options, &runtime_) == FLASHJIT_OK,
+                    flashjit_last_error());
+  }
+  ~CRuntime() { flashjit_runtime_destroy(runtime_); }
+  CRuntime(const CRuntime&) = delete;
+  CRuntime& operator=(const CRuntime&) = delete;
+  operator flashjit_runtime*() const { return runtime_; }
+
+ private:
+  flashjit_runtime* runtime_ = nullptr;
+};
+
+Runtime& cpp_emulator() {
+  static Runtime runtime(RuntimeOptions{.backend = Backend::emulator});
+  return runtime;
+}
+
+/// The C descriptor of a C++ view.
+flashjit_tensor c_tensor(const TensorView& view) {
+  flashjit_tensor t{view.data, static_cast<int>(view.dtype), view.rank, {}, {}};
+  for (int i = 0; i < view.rank; ++i) {
+    t.shape[i] = view.shape[static_cast<std::size_t>(i)];
+    t.strides[i] = view.strides[static_cast<std::size_t>(i)];
+  }
+  return t;
+}
+
+/// The C descriptor of a C++ attention call.
+flashjit_attention c_attention(const Attention& a) {
+  flashjit_attention c;
+  flashjit_attention_init(&c);
+  c.batch = a.batch;
+  c.heads_q = a.heads_q;
+  c.heads_kv = a.heads_kv;
+  c.seqlen_q = a.seqlen_q;
+  c.seqlen_k = a.seqlen_k;
+  c.head_dim = a.head_dim;
+  c.causal = a.causal ? 1 : 0;
+  c.window_left = a.window_left;
+  c.window_right = a.window_right;
+  c.scale = a.scale.value_or(0.0f);
+  c.softcap = a.softcap;
+  return c;
+}
+
+/// One case's inputs, exactly representable in its dtype, in its layout.
+struct Inputs {
+  RoundedTensor q, k, v, dout;
+};
+Inputs make_inputs(const BackwardCase& c) {
+  const reference::Problem& p = c.problem;
+  using case_inputs::rounded_random;
+  return {rounded_random(p.q_shape(), c.layout, c.seed, c.dtype),
+          rounded_random(p.kv_shape(), c.layout, c.seed + 1, c.dtype),
+          rounded_random(p.kv_shape(), c.layout, c.seed + 2, c.dtype),
+          rounded_random(p.q_shape(), c.layout, c.seed + 3, c.dtype)};
+}
+
+/// A forward's and a backward's outputs, poisoned with NaN until written.
+struct Outputs {
+  std::vector<std::uint16_t> o, dq, dk, dv;
+  std::vector<float> lse;
+};
+Outputs poisoned_outputs(const reference::Problem& p) {
+  constexpr std::uint16_t kNaN16 = 0xffff;  // NaN in fp16 and in bf16
+  const auto q_count = static_cast<std::size_t>(p.batch * p.seqlen_q * p.heads_q * p.head_dim);
+  const auto kv_count = static_cast<std::size_t>(p.batch * p.seqlen_k * p.heads_kv * p.head_dim);
+  const auto lse_count = static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q);
+  return {std::vector<std::uint16_t>(q_count, kNaN16), std::vector<std::uint16_t>(q_count, kNaN16),
+          std::vector<std::uint16_t>(kv_count, kNaN16),
+          std::vector<std::uint16_t>(kv_count, kNaN16),
+          std::vector<float>(lse_count, std::numeric_limits<float>::quiet_NaN())};
+}
+
+/// The C++ views of a case's tensors (host memory: the emulator's).
+struct Views {
+  TensorView q, k, v, o, lse, dout, dq, dk, dv;
+};
+Views views_of(const BackwardCase& c, Inputs& in, Outputs& out) {
+  const reference::Problem& p = c.problem;
+  auto view = [&](std::vector<std::uint16_t>& bits, std::int64_t seqlen, std::int64_t heads) {
+    return attention_tensor(bits.data(), c.dtype, case_inputs::library_layout(c.layout), p.batch,
+                            seqlen, heads, p.head_dim);
+  };
+  return {view(in.q.bits, p.seqlen_q, p.heads_q),    view(in.k.bits, p.seqlen_k, p.heads_kv),
+          view(in.v.bits, p.seqlen_k, p.heads_kv),   view(out.o, p.seqlen_q, p.heads_q),
+          lse_tensor(out.lse.data(), c.attention()), view(in.dout.bits, p.seqlen_q, p.heads_q),
+          view(out.dq, p.seqlen_q, p.heads_q),       view(out.dk, p.seqlen_k, p.heads_kv),
+          view(out.dv, p.seqlen_k, p.heads_kv)};
+}
+
+/// Forward, then backward, through the C API.
+Outputs run_c(const BackwardCase& c, Inputs& in) {
+  Outputs out = poisoned_outputs(c.problem);
+  const Views views = views_of(c, in, out);
+  const flashjit_attention attn = c_attention(c.attention());
+  const flashjit_tensor q = c_tensor(views.q), k = c_tensor(views.k), v = c_tensor(views.v),
+                        o = c_tensor(views.o), lse = c_tensor(views.lse),
+                        dout = c_tensor(views.dout), dq = c_tensor(views.dq),
+                        dk = c_tensor(views.dk), dv = c_tensor(views.dv);
+  const CRuntime runtime;
+  REQUIRE_MESSAGE(
+      flashjit_attention_forward(runtime, &attn, &q, &k, &v, &o, &lse, nullptr) == FLASHJIT_OK,
+      flashjit_last_error());
+  REQUIRE_MESSAGE(flashjit_attention_backward(runtime, &attn, &q, &k, &v, &o, &lse, &dout, &dq, &dk,
+                                              &dv, nullptr) == FLASHJIT_OK,
+                  flashjit_last_error());
+  return out;
+}
+
+/// Forward, then backward, through the C++ API.
+Outputs run_cpp(const BackwardCase& c, Inputs& in) {
+  Outputs out = poisoned_outputs(c.problem);
+  const Views v = views_of(c, in, out);
+  cpp_emulator().forward(c.attention(), v.q, v.k, v.v, v.o, v.lse);
+  cpp_emulator().backward(c.attention(), v.q, v.k, v.v, v.o, v.lse, v.dout, v.dq, v.dk, v.dv);
+  return out;
+}
+
+std::vector<double> values_of(DType dtype, const std::vector<std::uint16_t>& bits) {
+  std::vector<double> values;
+  for (std::uint16_t b : bits) values.push_back(case_inputs::from_bits(dtype, b));
+  return values;
+}
+
+/// The C API's results against the float64 reference, with the emulated suites' bounds: twice
+/// the error of the plain computation in the input dtype.
+void check_against_reference(const BackwardCase& c, const Inputs& in, const Outputs& out) {
+  const reference::Problem& p = c.problem;
+  const reference::ForwardResult exact = reference::forward(
+      p, in.q.values.view(), in.k.values.view(), in.v.values.view(), {}, c.layout);
+  const ForwardCase forward_case{
+      .problem = p, .dtype = c.dtype, .layout = c.layout, .seed = c.seed};
+  const double o_bound = std::max(2 * plain_attention_error(forward_case), 1e-6);
+  CHECK_MESSAGE(
+      reference::check_close(values_of(c.dtype, out.o), exact.out.values, o_bound, "O").ok,
+      "O bound " << o_bound);
+  constexpr double kLseTolerance = 1e-4;  // fp32 from exact inputs, as attention_case's
+  const reference::CheckResult lse = reference::check_close(out.lse, exact.lse, kLseTolerance);
+  CHECK_MESSAGE(lse.ok, lse);
+
+  const reference::Gradients grads =
+      reference::backward(p, in.q.values.view(), in.k.values.view(), in.v.values.view(),
+                          in.dout.values.view(), c.layout);
+  const PlainBackwardErrors plain = plain_backward_errors(c);
+  const struct {
+    const char* name;
+    const std::vector<std::uint16_t>& actual;
+    const reference::Tensor4& expected;
+    double plain_error;
+  } gradients[] = {{"dQ", out.dq, grads.dq, plain.dq},
+                   {"dK", out.dk, grads.dk, plain.dk},
+                   {"dV", out.dv, grads.dv, plain.dv}};
+  for (const auto& g : gradients) {
+    const double bound = std::max(2 * g.plain_error, 1e-5);
+    const reference::CheckResult check =
+        reference::check_close(values_of(c.dtype, g.actual), g.expected.values, bound, g.name);
+    CHECK_MESSAGE(check.ok, g.name << " bound " << bound << ": " << check);
+  }
+}
+
+BackwardCase make_case(std::int64_t heads_q, std::int64_t heads_kv, std::int64_t seqlen_q,
+                       std::int64_t seqlen_k, std::int64_t head_dim) {
+  BackwardCase c;
+  c.problem.heads_q = heads_q;
+  c.problem.heads_kv = heads_kv;
+  c.problem.seqlen_q = seqlen_q;
+  c.problem.seqlen_k = seqlen_k;
+  c.problem.head_dim = head_dim;
+  c.seed = static_cast<std::uint64_t>(seqlen_q * 131 + seqlen_k + head_dim);
+  return c;
+}
+
+bool bytes_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST_CASE("C API: forward and backward give the C++ API's bits and the reference's values") {
+  BackwardCase c = make_case(2, 1, 33, 47, 64);  // GQA 2:1, ragged lengths
+  SUBCASE("causal, head dim 64, [B, L, H, D]") { c.problem.causal = true; }
+  SUBCASE("window, softcap, scale, head dim 128, [B, H, L, D]") {
+    c = make_case(1, 1, 40, 40, 128);
+    c.layout = reference::Layout::bhsd;
+    c.problem.window_left = 16;
+    c.problem.window_right = 4;
+    c.problem.softcap = 20;
+    c.problem.softmax_scale = 0.3;
+  }
+  SUBCASE("batch 2, fp16") {
+    c.problem.batch = 2;
+    c.dtype = DType::f16;
+  }
+  INFO(c.name());
+  Inputs in = make_inputs(c);
+  const Outputs from_c = run_c(c, in);
+  const Outputs from_cpp = run_cpp(c, in);
+  CHECK(from_c.o == from_cpp.o);
+  CHECK(bytes_equal(from_c.lse, from_cpp.lse));
+  CHECK(from_c.dq == from_cpp.dq);
+  CHECK(from_c.dk == from_cpp.dk);
+  CHECK(from_c.dv == from_cpp.dv);
+  check_against_reference(c, in, from_c);
+}
+
+/// A small valid forward/backward call in C, to break one argument at a time.
+struct Call {
+  BackwardCase c = make_case(1, 1, 8, 8, 64);
+  Inputs in = make_inputs(c);
+  Outputs out = poisoned_outputs(c.problem);
+  Views views = views_of(c, in, out);
+  flashjit_attention attn = c_attention(c.attention());
+  flashjit_tensor q = c_tensor(views.q), k = c_tensor(views.k), v = c_tensor(views.v),
+                  o = c_tensor(views.o), lse = c_tensor(views.lse), dout = c_tensor(views.dout),
+                  dq = c_tensor(views.dq), dk = c_tensor(views.dk), dv = c_tensor(views.dv);
+  const flashjit_attention* attn_arg = &attn;
+  const flashjit_tensor *q_arg = &q, *v_arg = &v, *lse_arg = &lse, *dq_arg = &dq;
+  CRuntime runtime;
+  flashjit_runtime* runtime_arg = runtime;
+
+  flashjit_status forward() const {
+    return flashjit_attention_forward(runtime_arg, attn_arg, q_arg, &k, v_arg, &o, lse_arg,
+                                      nullptr);
+  }
+  flashjit_status backward() const {
+    return flashjit_attention_backward(runtime_arg, attn_arg, q_arg, &k, v_arg, &o, lse_arg, &dout,
+                                       dq_arg, &dk, &dv, nullptr);
+  }
+  /// Whether o and lse still hold their poison: the failed call launched nothing.
+  bool outputs_untouched() const {
+    return std::all_of(out.o.begin(), out.o.end(), [](std::uint16_t x) { return x == 0xffff; }) &&
+           std::all_of(out.lse.begin(), out.lse.end(), [](float x) { return std::isnan(x); });
+  }
+};
+
+/// Checks that the last call failed with `status` and a message naming `argument`.
+void check_failure(flashjit_status actual, flashjit_status expected, const std::string& argument) {
+  const std::string message = flashjit_last_error();
+  CHECK_MESSAGE(actual == expected, flashjit_status_name(actual) << ": " << message);
+  CHECK_MESSAGE(message.find("'" + argument + "'") != std::string::npos, message);
+}
+
+TEST_CASE("C API: a bad forward argument returns its code, names it, and launches nothing") {
+  Call call;
+  std::string argument;
+  SUBCASE("NULL runtime") {
+    call.runtime_arg = nullptr;
+    argument = "runtime";
+  }
+  SUBCASE("NULL attention") {
+    call.attn_arg = nullptr;
+    argument = "attention";
+  }
+  SUBCASE("NULL q") {
+    call.q_arg = nullptr;
+    argument = "q";
+  }
+  SUBCASE("NULL v") {
+    call.v_arg = nullptr;
+    argument = "v";
+  }
+  SUBCASE("bad dtype code") {
+    call.q.dtype = 7;
+    argument = "q.dtype";
+  }
+  SUBCASE("negative dtype code") {
+    call.k.dtype = -1;
+    argument = "k.dtype";
+  }
+  SUBCASE("rank above 4") {
+    call.o.rank = 5;
+    argument = "o.rank";
+  }
+  SUBCASE("negative rank") {
+    call.v.rank = -1;
+    argument = "v.rank";
+  }
+  SUBCASE("fp32 inputs") {
+    call.q.dtype = FLASHJIT_DTYPE_F32;
+    argument = "q.dtype";  // valid code, refused by the op
+  }
+  SUBCASE("head_dim not a multiple of 8") {
+    call.attn.head_dim = 12;
+    argument = "attention.head_dim";
+  }
+  SUBCASE("head_dim above 256") {
+    call.attn.head_dim = 264;
+    argument = "attention.head_dim";
+  }
+  SUBCASE("NaN scale") {
+    call.attn.scale = std::nanf("");
+    argument = "attention.scale";
+  }
+  SUBCASE("wrong lse shape") {
+    ++call.lse.shape[2];
+    argument = "lse.shape";
+  }
+  SUBCASE("bf16 lse") {
+    call.lse.dtype = FLASHJIT_DTYPE_BF16;
+    argument = "lse.dtype";
+  }
+  CAPTURE(argument);
+  check_failure(call.forward(), FLASHJIT_ERROR_INVALID_ARGUMENT, argument);
+  CHECK(call.outputs_untouched());
+}
+
+TEST_CASE("C API: a bad backward argument returns its code and names it") {
+  Call call;
+  std::string argument;
+  SUBCASE("NULL lse") {
+    call.lse_arg = nullptr;
+    argument = "lse";
+  }
+  SUBCASE("NULL dq") {
+    call.dq_arg = nullptr;
+    argument = "dq";
+  }
+  SUBCASE("bad dq rank") {
+    call.dq.rank = 9;
+    argument = "dq.rank";
+  }
+  SUBCASE("wrong lse shape") {
+    call.lse.shape[0] = 2;
+    argument = "lse.shape";
+  }
+  CAPTURE(argument);
+  check_failure(call.backward(), FLASHJIT_ERROR_INVALID_ARGUMENT, argument);
+}
+
+TEST_CASE("C API: lse may be skipped in the forward, and a scale <= 0 means unset") {
+  Call call;
+  REQUIRE_MESSAGE(call.forward() == FLASHJIT_OK, flashjit_last_error());
+  const std::vector<std::uint16_t> unset = call.out.o;
+  std::fill(call.out.o.begin(), call.out.o.end(), std::uint16_t{0xffff});
+  std::fill(call.out.lse.begin(), call.out.lse.end(), std::numeric_limits<float>::quiet_NaN());
+
+  SUBCASE("NULL lse") {
+    call.lse_arg = nullptr;
+    REQUIRE(call.forward() == FLASHJIT_OK);
+    CHECK(call.out.o == unset);
+    CHECK(std::all_of(call.out.lse.begin(), call.out.lse.end(),
+                      [](float x) { return std::isnan(x); }));
+  }
+  SUBCASE("lse with NULL data") {
+    call.lse.data = nullptr;
+    call.lse.dtype = 42;  // not looked at: the tensor is skipped
+    REQUIRE(call.forward() == FLASHJIT_OK);
+    CHECK(call.out.o == unset);
+  }
+  SUBCASE("negative scale") {
+    call.attn.scale = -2.0f;
+    REQUIRE(call.forward() == FLASHJIT_OK);
+    CHECK(call.out.o == unset);
+  }
+  SUBCASE("a scale of its own") {
+    call.attn.scale = 0.5f;
+    REQUIRE(call.forward() == FLASHJIT_OK);
+    CHECK(call.out.o != unset);
+  }
+}
+
+TEST_CASE("C API: an emulator runtime opens with any tuning policy") {
+  for (const int tuning : {FLASHJIT_TUNING_OFF, FLASHJIT_TUNING_CACHED, FLASHJIT_TUNING_AUTO}) {
+    flashjit_runtime_options options;
+    flashjit_runtime_options_init(&options);
+    options.backend = FLASHJIT_BACKEND_EMULATOR;
+    options.tuning = tuning;
+    flashjit_runtime* runtime = nullptr;
+    CHECK_MESSAGE(flashjit_runtime_create(&options, &runtime) == FLASHJIT_OK,
+                  flashjit_last_error());
+    CHECK(runtime != nullptr);
+    flashjit_runtime_destroy(runtime);
+  }
+}
+
+TEST_CASE("C API: bad runtime options are refused by name") {
+  flashjit_runtime_options options;
+  flashjit_runtime_options_init(&options);
+  options.backend = FLASHJIT_BACKEND_EMULATOR;
+  // Not NULL: a failed call must overwrite it.
+  flashjit_runtime* runtime = reinterpret_cast<flashjit_runtime*>(&options);
+  std::string argument;
+  SUBCASE("bad backend code") {
+    options.backend = 2;
+    argument = "options.backend";
+  }
+  SUBCASE("negative backend code") {
+    options.backend = -1;
+    argument = "options.backend";
+  }
+  SUBCASE("bad tuning code") {
+    options.tuning = 3;
+    argument = "options.tuning";
+  }
+  SUBCASE("negative tuning code") {
+    options.tuning = -1;
+    argument = "options.tuning";
+  }
+  CAPTURE(argument);
+  check_failure(flashjit_runtime_create(&options, &runtime), FLASHJIT_ERROR_INVALID_ARGUMENT,
+                argument);
+  CHECK(runtime == nullptr);
+  check_failure(flashjit_runtime_create(&options, nullptr), FLASHJIT_ERROR_INVALID_ARGUMENT, "out");
+}
+
+TEST_CASE("C API: the cuda backend without a GPU says which is missing") {
+  const SystemInfo system = query_system();
+  flashjit_runtime_options options;
+  flashjit_runtime_options_init(&options);
+  options.backend = FLASHJIT_BACKEND_CUDA;
+  const flashjit_runtime_options* const passed_options[] = {&options, nullptr};  // NULL: defaults
+  for (const flashjit_runtime_options* passed : passed_options) {
+    flashjit_runtime* runtime = nullptr;
+    const flashjit_status status = flashjit_runtime_create(passed, &runtime);
+    if (!system.devices.empty()) {  // a GPU machine: the cuda backend, the default, opens
+      CHECK_MESSAGE(status == FLASHJIT_OK, flashjit_last_error());
+      flashjit_runtime_destroy(runtime);
+      continue;
+    }
+    CHECK_MESSAGE((status == FLASHJIT_ERROR_NO_DRIVER || status == FLASHJIT_ERROR_NO_DEVICE),
+                  flashjit_status_name(status));
+    CHECK(runtime == nullptr);
+    CHECK(std::strlen(flashjit_last_error()) > 0);
+  }
+}
+
+TEST_CASE("C API: memory") {
+  const CRuntime runtime;
+  const std::vector<std::uint8_t> host = {1, 2, 3, 4, 5, 6, 7};
+  void* data = nullptr;
+  REQUIRE(flashjit_allocate(runtime, host.size(), &data) == FLASHJIT_OK);
+  REQUIRE(data != nullptr);
+  std::vector<std::uint8_t> back(host.size());
+  CHECK(flashjit_copy_to_device(runtime, data, host.data(), host.size()) == FLASHJIT_OK);
+  CHECK(flashjit_synchronize(runtime, nullptr) == FLASHJIT_OK);
+  CHECK(flashjit_copy_to_host(runtime, back.data(), data, back.size()) == FLASHJIT_OK);
+  CHECK(back == host);
+  CHECK(flashjit_free(runtime, data) == FLASHJIT_OK);
+  check_failure(flashjit_free(runtime, data), FLASHJIT_ERROR_INVALID_ARGUMENT, "data");  // twice
+  CHECK(flashjit_free(runtime, nullptr) == FLASHJIT_OK);
+  check_failure(flashjit_allocate(runtime, 8, nullptr), FLASHJIT_ERROR_INVALID_ARGUMENT, "out");
+  check_failure(flashjit_allocate(nullptr, 8, &data), FLASHJIT_ERROR_INVALID_ARGUMENT, "runtime");
+  CHECK(data == nullptr);
+  check_failure(flashjit_copy_to_host(runtime, nullptr, back.data(), 1),
+                FLASHJIT_ERROR_INVALID_ARGUMENT, "dst");
+  check_failure(flashjit_copy_to_device(runtime, back.data(), nullptr, 1),
+                FLASHJIT_ERROR_INVALID_ARGUMENT, "src");
+  // Left allocated: freed with the runtime at scope exit.
+  REQUIRE(flashjit_allocate(runtime, 64, &data) == FLASHJIT_OK);
+}
+
+TEST_CASE("C API: the last error is per thread and kept until the next failure") {
+  const auto fail_with_null_runtime = [] { return flashjit_synchronize(nullptr, nullptr); };
+  std::string fresh_thread;
+  std::thread([&] { fresh_thread = flashjit_last_error(); }).join();
+  CHECK(fresh_thread.empty());  // no call has failed on that thread
+
+  REQUIRE(fail_with_null_runtime() == FLASHJIT_ERROR_INVALID_ARGUMENT);
+  const std::string first = flashjit_last_error();
+  CHECK(first.find("'runtime'") != std::string::npos);
+
+  // Another thread's failures are its own.
+  std::string other_before, other_after;
+  std::thread([&] {
+    other_before = flashjit_last_error();
+    flashjit_runtime_create(nullptr, nullptr);
+    other_after = flashjit_last_error();
+  }).join();
+  CHECK(other_before.empty());
+  CHECK(other_after.find("'out'") != std::string::npos);
+  CHECK(flashjit_last_error() == first);
+
+  // A successful call leaves the message; the next failure replaces it.
+  const CRuntime runtime;
+  REQUIRE(flashjit_synchronize(runtime, nullptr) == FLASHJIT_OK);
+  CHECK(flashjit_last_error() == first);
+  REQUIRE(flashjit_free(runtime, &fresh_thread) == FLASHJIT_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(flashjit_last_error()).find("'data'") != std::string::npos);
+}
+
+TEST_CASE("C API: status names") {
+  std::set<std::string> names;
+  for (int code = FLASHJIT_OK; code <= FLASHJIT_ERROR_INTERNAL; ++code) {
+    const std::string name = flashjit_status_name(static_cast<flashjit_status>(code));
+    CHECK(name.rfind("FLASHJIT_", 0) == 0);
+    CHECK(name != "FLASHJIT_UNKNOWN_STATUS");
+    names.insert(name);
+  }
+  CHECK(names.size() == FLASHJIT_ERROR_INTERNAL + 1);  // one name each
+  CHECK(std::string(flashjit_status_name(FLASHJIT_OK)) == "FLASHJIT_OK");
+  CHECK(std::string(flashjit_status_name(FLASHJIT_ERROR_NO_DEVICE)) == "FLASHJIT_ERROR_NO_DEVICE");
+  CHECK(std::string(flashjit_status_name(FLASHJIT_ERROR_INTERNAL)) == "FLASHJIT_ERROR_INTERNAL");
+  CHECK(std::string(flashjit_status_name(static_cast<flashjit_status>(11))) ==
+        "FLASHJIT_UNKNOWN_STATUS");
+  // The codes are ABI: fixed numbers.
+  CHECK(FLASHJIT_ERROR_INVALID_ARGUMENT == 1);
+  CHECK(FLASHJIT_ERROR_KERNEL_FAULT == 9);
+  CHECK(FLASHJIT_ERROR_INTERNAL == 10);
+}
+
+TEST_CASE("C API: defaults and version are the C++ API's") {
+  const RuntimeOptions cpp_options;
+  flashjit_runtime_options options;
+  std::memset(&options, 0x5a, sizeof options);
+  flashjit_runtime_options_init(&options);
+  CHECK(options.device == cpp_options.device);
+  CHECK(options.backend == FLASHJIT_BACKEND_CUDA);
+  CHECK(options.tuning == FLASHJIT_TUNING_CACHED);
+  CHECK(cpp_options.tuning == TuningPolicy::cached);
+
+  const Attention cpp;
+  flashjit_attention attn;
+  std::memset(&attn, 0x5a, sizeof attn);
+  flashjit_attention_init(&attn);
+  CHECK(attn.batch == cpp.batch);
+  CHECK(attn.heads_q == cpp.heads_q);
+  CHECK(attn.heads_kv == cpp.heads_kv);
+  CHECK(attn.seqlen_q == cpp.seqlen_q);
+  CHECK(attn.seqlen_k == cpp.seqlen_k);
+  CHECK(attn.head_dim == cpp.head_dim);
+  CHECK(attn.causal == 0);
+  CHECK(attn.window_left == -1);
+  CHECK(attn.window_right == -1);
+  CHECK(attn.scale == 0.0f);  // unset
+  CHECK(attn.softcap == cpp.softcap);
+
+  flashjit_runtime_options_init(nullptr);  // ignored, as documented
+  flashjit_attention_init(nullptr);
+  flashjit_runtime_destroy(nullptr);
+  CHECK(std::string(flashjit_version()) == kVersion);
+}
+
+}  // namespace
+}  // namespace flashjit::testing

@@ -1,0 +1,32 @@
+#pragma once
+// Running the `flashjit` command from tests, with its own cache directory.
+#include <string>
+#include <vector>
+
+#include "support/child_process.hpp"
+
+namespace flashjit::testing {
+
+/// Runs the built `flashjit` with `args` and FLASHJIT_CACHE_DIR=`cache_dir` (plus `env`).
+inline ChildResult flashjit_cli(const std::vector<std::string>& args, const std::string& cache_dir,
+                                const std::vector<std::string>& env = {}) {
+  std::vector<std::string> argv = {FLASHJIT_CLI_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<std::string> environment = {"FLASHJIT_CACHE_DIR=" + cache_dir};
+  environment.insert(environment.end(), env.begin(), env.end());
+  return run_program(argv, environment);
+}
+
+/// How many lines of `text` contain `needle`.
+inline std::size_t count_lines_with(const std::string& text, const std::string& needle) {
+  std::size_t n = 0, start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    n += text.substr(start, end - start).find(needle) != std::string::npos;
+    start = end + 1;
+  }
+  return n;
+}
+
+}  // namespace flashjit::testing

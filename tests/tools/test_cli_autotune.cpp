@@ -1,0 +1,107 @@
+// `flashjit autotune` end to end without a GPU: the refusal with nothing written, --plan on
+// sm_90a for head dims 64 and 128 (real NVRTC resource reports), tuning on the emulator with
+// its table and database, `autotune show`, and `info` counting the entries.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "cli_runner.hpp"
+#include "flashjit/device.hpp"
+#include "support/temp_dir.hpp"
+
+using flashjit::testing::ChildResult;
+using flashjit::testing::count_lines_with;
+using flashjit::testing::flashjit_cli;
+using flashjit::testing::TempDir;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("autotune without a GPU: exit 1, says why and what works, writes nothing") {
+  if (!flashjit::query_system().devices.empty()) return;  // the GPU suite tunes for real
+  TempDir dir;
+  const ChildResult result = flashjit_cli({"autotune", "--head-dim", "64"}, dir.path().string());
+  CHECK_MESSAGE(result.exit_code == 1, result.output);
+  CHECK(contains(result.output, "there is none here"));
+  CHECK(contains(result.output, "--plan --arch sm_90a"));
+  CHECK(contains(result.output, "nothing was written"));
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "v1" / "tuning"));
+}
+
+TEST_CASE("autotune --plan on sm_90a lists the candidates of head dims 64 and 128 with reasons") {
+  TempDir dir;
+  const ChildResult result =
+      flashjit_cli({"autotune", "--plan", "--arch", "sm_90a", "--head-dim", "64,128", "--seqlen",
+                    "4096", "-j", "2"},
+                   dir.path().string());
+  REQUIRE_MESSAGE(result.exit_code == 0, result.output);
+  CHECK(contains(result.output, "== plan: attention-forward bf16 hdim64 seqlen 4096"));
+  CHECK(contains(result.output, "== plan: attention-forward bf16 hdim128 seqlen 4096"));
+  CHECK(count_lines_with(result.output, "(default)") == 2);
+  CHECK(count_lines_with(result.output, "configs would be timed") == 2);
+  // Some configs spill on sm_90a (pruned on the report), the rest are candidates.
+  CHECK(count_lines_with(result.output, "pruned: spills") > 0);
+  CHECK(count_lines_with(result.output, "  candidate") > 0);
+  // No tuning database without timing.
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "v1" / "tuning"));
+}
+
+TEST_CASE("autotune --plan: short sequences prune tiles larger than the problem") {
+  TempDir dir;
+  const ChildResult result = flashjit_cli(
+      {"autotune", "--plan", "--arch", "sm_90a", "--head-dim", "64", "--seqlen", "48"},
+      dir.path().string());
+  REQUIRE_MESSAGE(result.exit_code == 0, result.output);
+  CHECK(count_lines_with(result.output, "pruned: Br 128 > 64 query rows") > 0);
+}
+
+TEST_CASE("autotune bad usage exits 2 naming the option") {
+  TempDir dir;
+  const ChildResult no_arch = flashjit_cli({"autotune", "--plan"}, dir.path().string());
+  CHECK(no_arch.exit_code == 2);
+  CHECK(contains(no_arch.output, "--arch"));
+  const ChildResult bad_op =
+      flashjit_cli({"autotune", "--plan", "--arch", "sm_90a", "--op", "softmax"},
+                   dir.path().string());
+  CHECK(bad_op.exit_code == 2);
+  CHECK(contains(bad_op.output, "--op"));
+  const ChildResult bad_causal =
+      flashjit_cli({"autotune", "--plan", "--arch", "sm_90a", "--causal", "maybe"},
+                   dir.path().string());
+  CHECK(bad_causal.exit_code == 2);
+  CHECK(contains(bad_causal.output, "--causal"));
+}
+
+TEST_CASE("autotune --emulate: a table with the winner marked, then show and info see it") {
+  TempDir dir;
+  const std::string cache = dir.path().string();
+  const ChildResult tuned = flashjit_cli(
+      {"autotune", "--emulate", "--head-dim", "64", "--seqlen", "128", "--batch-heads", "2",
+       "--heads", "2", "--only", "br64.bc64.w4.s1", "--budget-ms", "1", "-j", "2"},
+      cache);
+  REQUIRE_MESSAGE(tuned.exit_code == 0, tuned.output);
+  CHECK(contains(tuned.output, "on the CPU emulator"));
+  CHECK(count_lines_with(tuned.output, "TFLOP/s") == 1);
+  CHECK(count_lines_with(tuned.output, "(default)") == 1);
+  CHECK(count_lines_with(tuned.output, "* br") == 1);  // exactly one winner
+  CHECK(contains(tuned.output, "database: " + cache));
+
+  const ChildResult shown = flashjit_cli({"autotune", "show"}, cache);
+  REQUIRE_MESSAGE(shown.exit_code == 0, shown.output);
+  CHECK(contains(shown.output, "1 entries"));
+  CHECK(contains(shown.output, "attention-forward/"));
+  CHECK(contains(shown.output, "br64.bc64.w4.s1"));
+
+  const ChildResult info = flashjit_cli({"info"}, cache);
+  REQUIRE_MESSAGE(info.exit_code == 0, info.output);
+  if (flashjit::query_system().devices.empty()) {
+    CHECK(contains(info.output, "(1 databases, 1 entries)"));
+  }
+  CHECK(contains(info.output, "policy cached"));
+}

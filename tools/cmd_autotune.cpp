@@ -1,0 +1,268 @@
+// `flashjit autotune`: fills the tuning database ahead of time (DESIGN.md section 6), lists the
+// candidates without a GPU (--plan), and prints the database (show).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "autotune/tuner.hpp"
+#include "autotune/tuning_state.hpp"
+#include "commands.hpp"
+#include "flashjit/error.hpp"
+#include "format.hpp"
+#include "runtime/disk_cache.hpp"
+#include "runtime/parallel.hpp"
+
+namespace flashjit::tools {
+namespace {
+
+struct AutotuneOptions {
+  std::vector<std::string> ops = {"attention-forward"};
+  std::vector<int> head_dims = {128};
+  std::vector<std::int64_t> seqlens = {4096};
+  std::vector<std::int64_t> batch_heads = {32};
+  std::int64_t heads = 16;
+  std::vector<std::string> dtypes = {"bf16"};
+  std::string causal = "false";
+  int jobs = detail::default_workers();
+  double budget_ms = 250;
+  bool plan = false;
+  std::string arch;
+  bool emulate = false;
+  std::vector<std::string> only;
+  std::string database;
+};
+
+// Every problem the options describe, in a fixed order.
+std::vector<autotune::TuningProblem> problems(const AutotuneOptions& o) {
+  std::vector<bool> causal_values;
+  if (o.causal == "both") causal_values = {false, true};
+  else if (o.causal == "true") causal_values = {true};
+  else if (o.causal == "false") causal_values = {false};
+  else throw InvalidArgument("--causal", "'" + o.causal + "': use true, false or both");
+  std::vector<autotune::TuningProblem> list;
+  for (const std::string& op : o.ops) {
+    for (const std::string& dtype : o.dtypes) {
+      for (int head_dim : o.head_dims) {
+        for (bool causal : causal_values) {
+          for (std::int64_t seqlen : o.seqlens) {
+            for (std::int64_t bh : o.batch_heads) {
+              autotune::TuningProblem p;
+              p.op = autotune::parse_tuned_op(op, "--op");
+              p.dtype = parse_dtype(dtype, "--dtype");
+              // batch·heads splits into heads of --heads each when it divides, else one batch.
+              const std::int64_t heads = bh % o.heads == 0 ? o.heads : bh;
+              p.attention.batch = bh / heads;
+              p.attention.heads_q = p.attention.heads_kv = heads;
+              p.attention.seqlen_q = p.attention.seqlen_k = seqlen;
+              p.attention.head_dim = head_dim;
+              p.attention.causal = causal;
+              list.push_back(p);
+            }
+          }
+        }
+      }
+    }
+  }
+  return list;
+}
+
+std::string describe(const autotune::TuningProblem& p) {
+  const Attention& a = p.attention;
+  return std::string(autotune::tuned_op_name(p.op)) + " " + std::string(dtype_name(p.dtype)) +
+         " hdim" + std::to_string(a.head_dim) + " seqlen " + std::to_string(a.seqlen_q) +
+         " batch " + std::to_string(a.batch) + " x heads " + std::to_string(a.heads_q) +
+         (a.causal ? " causal" : "");
+}
+
+// A progress bar on a terminal, a plain line per tenth of the work otherwise.
+class Progress {
+ public:
+  Progress() : terminal_(isatty(STDERR_FILENO) != 0) {}
+  void operator()(const char* phase, int done, int total) {
+    if (terminal_) {
+      constexpr int kWidth = 30;
+      const int filled = total > 0 ? done * kWidth / total : kWidth;
+      std::fprintf(stderr, "\r  %-8s [%s%s] %d/%d", phase, std::string(filled, '#').c_str(),
+                   std::string(kWidth - filled, '.').c_str(), done, total);
+      if (done == total) std::fputc('\n', stderr);
+    } else if (done == total || done * 4 / total != (done - 1) * 4 / total) {  // quarters
+      std::fprintf(stderr, "  %s %d/%d\n", phase, done, total);
+    }
+    std::fflush(stderr);
+  }
+
+ private:
+  bool terminal_;
+};
+
+void print_report(const autotune::TuneReport& report) {
+  std::printf("  %-20s %10s %9s  %s\n", "config", "ms", "TFLOP/s", "status");
+  for (const autotune::CandidateTiming& t : report.timings) {
+    const bool winner = t.config == report.entry.winner;
+    const bool fallback = t.config == report.entry.default_config;
+    const std::string ms = std::isfinite(t.median_ms) ? std::to_string(t.median_ms) : "-";
+    const std::string tflops = std::isfinite(t.median_ms)
+                                   ? std::to_string(report.flops / (t.median_ms * 1e9))
+                                   : "-";
+    std::printf("%s %-20s %10.10s %9.7s  %s%s\n", winner ? "*" : " ", t.config.c_str(), ms.c_str(),
+                tflops.c_str(), t.status.c_str(), fallback ? " (default)" : "");
+  }
+  for (const autotune::Candidate& c : report.candidates) {
+    if (!c.pruned.empty()) std::printf("  %-20s pruned: %s\n", c.name.c_str(), c.pruned.c_str());
+  }
+  std::printf("winner: %s%s\n", report.entry.winner.c_str(),
+              report.entry.winner == report.entry.default_config ? " (the default)" : "");
+  if (!report.database.empty()) {
+    std::printf("database: %s\n", report.database.c_str());
+  } else {
+    std::printf("database: not written: %s\n", report.persist_problem.c_str());
+  }
+}
+
+int run_tune(const AutotuneOptions& options) {
+  RuntimeOptions runtime_options;
+  runtime_options.backend = options.emulate ? Backend::emulator : Backend::cuda;
+  if (!options.emulate && query_system().devices.empty()) {
+    std::fprintf(stderr,
+                 "flashjit: error: autotune times kernels on a GPU and there is none here (%s); "
+                 "nothing was written. `flashjit autotune --plan --arch sm_90a` lists the "
+                 "candidates without one.\n",
+                 query_system().unavailable_reason.c_str());
+    return 1;
+  }
+  const std::vector<autotune::TuningProblem> list = problems(options);
+  Runtime runtime(runtime_options);
+  if (options.emulate) std::printf("on the CPU emulator: times say nothing about a GPU\n");
+  autotune::TuneOptions tune;
+  tune.jobs = options.jobs;
+  tune.timing.budget_ms = options.budget_ms;
+  tune.only = options.only;
+  tune.database = options.database;
+  Progress progress;
+  tune.progress = [&](const char* phase, int done, int total) { progress(phase, done, total); };
+  int failed = 0;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    std::printf("== [%zu/%zu] %s on %s\n", i + 1, list.size(), describe(list[i]).c_str(),
+                runtime.device().name.c_str());
+    std::fflush(stdout);
+    try {
+      const autotune::TuneReport report = autotune::tune(runtime, list[i], tune);
+      print_report(report);
+      failed += report.database.empty() ? 1 : 0;
+    } catch (const Error& error) {
+      std::fprintf(stderr, "flashjit: error: %s: %s\n", describe(list[i]).c_str(), error.what());
+      ++failed;
+    }
+    std::fflush(stdout);
+  }
+  return failed == 0 ? 0 : 1;
+}
+
+int run_plan(const AutotuneOptions& options) {
+  if (options.arch.empty()) {
+    throw InvalidArgument("--arch", "--plan needs the target, e.g. --arch sm_90a");
+  }
+  detail::validate_arch(options.arch);
+  Progress progress;
+  for (const autotune::TuningProblem& problem : problems(options)) {
+    std::printf("== plan: %s on %s\n", describe(problem).c_str(), options.arch.c_str());
+    std::fflush(stdout);
+    const std::vector<autotune::Candidate> candidates = autotune::plan(
+        problem, options.arch, options.jobs,
+        [&](int done, int total) { progress("compile", done, total); });
+    int kept = 0;
+    for (const autotune::Candidate& c : candidates) {
+      int registers = 0;
+      for (const detail::ResourceUsage& r : c.resources) registers = std::max(registers, r.registers);
+      kept += c.pruned.empty() ? 1 : 0;
+      std::printf("  %-20s %7s  regs %3d  %s%s\n", c.name.c_str(),
+                  format_bytes(static_cast<std::uintmax_t>(c.shared_bytes)).c_str(), registers,
+                  c.pruned.empty() ? "candidate" : ("pruned: " + c.pruned).c_str(),
+                  c.is_default ? " (default)" : "");
+    }
+    std::printf("%d of %zu configs would be timed\n", kept, candidates.size());
+  }
+  return 0;
+}
+
+void show_file(const std::filesystem::path& path) {
+  // Whatever the file's meta says: show is for people, so a foreign file is shown too.
+  const autotune::TuningDatabase db = autotune::TuningDatabase::load_any(path);
+  if (!db.problem().empty()) std::printf("note: %s\n", db.problem().c_str());
+  std::printf("%s: %zu entries\n", path.c_str(), db.entries().size());
+  for (const auto& [key, entry] : db.entries()) {
+    std::printf("%s\n  winner %s, default %s\n", key.c_str(), entry.winner.c_str(),
+                entry.default_config.c_str());
+    for (const autotune::CandidateTiming& t : entry.candidates) {
+      const std::string ms = std::isfinite(t.median_ms) ? std::to_string(t.median_ms) + " ms" : "-";
+      std::printf("    %-20s %14s  %s\n", t.config.c_str(), ms.c_str(), t.status.c_str());
+    }
+  }
+}
+
+// The given file, else every database in the cache's tuning folder.
+int run_show(const std::string& database) {
+  if (!database.empty()) {
+    if (!std::filesystem::exists(database)) {
+      throw InvalidArgument("--db", "'" + database + "' does not exist");
+    }
+    show_file(database);
+    return 0;
+  }
+  const std::filesystem::path folder = autotune::tuning_folder(detail::DiskCache::default_root());
+  std::vector<std::filesystem::path> files;
+  std::error_code error;
+  for (const auto& item : std::filesystem::directory_iterator(folder, error)) {
+    if (item.path().extension() == ".json") files.push_back(item.path());
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) {
+    std::printf("%s: no tuning database yet (flashjit autotune fills it)\n", folder.c_str());
+  }
+  for (const std::filesystem::path& file : files) show_file(file);
+  return 0;
+}
+
+}  // namespace
+
+Subcommand add_autotune_command(CLI::App& app) {
+  auto o = std::make_shared<AutotuneOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "autotune", "Time every candidate config per shape on the GPU and keep the fastest");
+  cmd->add_option("--op", o->ops, "attention-forward and/or attention-backward")
+      ->delimiter(',')->capture_default_str();
+  cmd->add_option("--head-dim", o->head_dims, "Head dims (multiples of 8 up to 256)")
+      ->delimiter(',')->capture_default_str();
+  cmd->add_option("--seqlen", o->seqlens, "Sequence lengths (queries and keys)")
+      ->delimiter(',')->capture_default_str();
+  cmd->add_option("--batch-heads", o->batch_heads, "batch x heads per shape")
+      ->delimiter(',')->capture_default_str();
+  cmd->add_option("--heads", o->heads, "Heads per batch entry (batch = batch-heads / heads)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--dtype", o->dtypes, "bf16 and/or fp16")->delimiter(',')->capture_default_str();
+  cmd->add_option("--causal", o->causal, "true, false or both")->capture_default_str();
+  cmd->add_option("-j,--jobs", o->jobs, "Parallel compiles")->check(CLI::Range(1, 64));
+  cmd->add_option("--budget-ms", o->budget_ms, "Timing budget per candidate (ms)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--only", o->only, "Only these configs (and the default), e.g. br128.bc64.w4.s2")
+      ->delimiter(',');
+  cmd->add_option("--db", o->database, "Database file (default: the GPU's, in the cache)");
+  cmd->add_flag("--plan", o->plan,
+                "List the candidates after static and resource pruning; no GPU needed");
+  cmd->add_option("--arch", o->arch, "Target for --plan, e.g. sm_90a");
+  cmd->add_flag("--emulate", o->emulate,
+                "Time on the CPU emulator (tests the tuner; its times mean nothing)");
+  CLI::App* show = cmd->add_subcommand("show", "Print the tuning database");
+  show->add_option("--db", o->database, "Database file (default: every one in the cache)");
+  return {cmd, [o, show] {
+    if (show->parsed()) return run_show(o->database);
+    return o->plan ? run_plan(*o) : run_tune(*o);
+  }};
+}
+
+}  // namespace flashjit::tools

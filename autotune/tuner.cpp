@@ -191,10 +191,9 @@ void time_candidates(Runtime& runtime, TuneReport& report, const TuneOptions& op
       std::vector<float> out = workspace.outputs();
       if (reference.empty()) {
         reference = std::move(out);
-      } else if (const double error = relative_l2(out, reference);
-                 !(error <= error_bound(report.problem.dtype))) {
-        timing.status = "wrong result: relative L2 error " + std::to_string(error) +
-                        " against the default's output";
+      } else if (std::string wrong = compare_outputs(out, reference, report.problem.dtype);
+                 !wrong.empty()) {
+        timing.status = std::move(wrong);
       }
       if (timing.status == "ok") {
         timing.median_ms = time_launches(
@@ -259,6 +258,16 @@ std::vector<Candidate> plan(const TuningProblem& problem, const std::string& arc
                             const std::function<void(int, int)>& progress) {
   return pruned_candidates(problem, arch, kernels::arch_shared_memory_limit(arch), jobs, {},
                            progress);
+}
+
+std::string compare_outputs(const std::vector<float>& output, const std::vector<float>& reference,
+                            DType dtype) {
+  const double error = output.size() == reference.size()
+                           ? relative_l2(output, reference)
+                           : std::numeric_limits<double>::infinity();
+  if (error <= error_bound(dtype)) return "";
+  return "wrong result: relative L2 error " + std::to_string(error) +
+         " against the default's output";
 }
 
 int tunings_in_process() { return tunings.load(); }

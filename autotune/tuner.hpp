@@ -52,6 +52,13 @@ TuneReport tune(Runtime& runtime, const TuningProblem& problem, const TuneOption
 std::vector<Candidate> plan(const TuningProblem& problem, const std::string& arch, int jobs = 0,
                             const std::function<void(int, int)>& progress = {});
 
+/// How tune() judges a candidate's output against the default's: "" when the relative L2
+/// error is within 4 units of `dtype`'s rounding (two correct kernels differ only in their fp32
+/// summation order), else the status a wrong kernel is reported with ("wrong result: relative
+/// L2 error 0.53 against the default's output"). A non-finite value is always wrong.
+std::string compare_outputs(const std::vector<float>& output, const std::vector<float>& reference,
+                            DType dtype);
+
 /// How many times tune() has timed candidates in this process (tests check that a shape found
 /// in the database is not tuned again).
 int tunings_in_process();

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -138,6 +139,31 @@ TEST_CASE("resource pruning on real NVRTC reports") {
     }
     CHECK_MESSAGE(spills == !c.pruned.empty(), c.name << ": " << c.pruned);
   }
+}
+
+TEST_CASE("output check: rounding noise passes, a wrong kernel is reported") {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> reference(4096);
+  for (float& x : reference) x = normal(rng);
+  // Another correct kernel: the same values, each off by up to one bf16 rounding step.
+  std::vector<float> rounded = reference;
+  for (float& x : rounded) x = float_from_bf16_bits(bf16_bits_from_float(x * (1.0f + 0x1p-9f)));
+  CHECK(compare_outputs(reference, reference, DType::bf16).empty());
+  CHECK(compare_outputs(rounded, reference, DType::bf16).empty());
+  // Wrong kernels: rows swapped, one NaN, a missing scale, a short output.
+  std::vector<float> swapped = reference;
+  std::rotate(swapped.begin(), swapped.begin() + 64, swapped.end());
+  CHECK(compare_outputs(swapped, reference, DType::bf16).find("wrong result") == 0);
+  std::vector<float> nan = reference;
+  nan[100] = std::nanf("");
+  CHECK(!compare_outputs(nan, reference, DType::bf16).empty());
+  std::vector<float> scaled = reference;
+  for (float& x : scaled) x *= 1.1f;
+  CHECK(!compare_outputs(scaled, reference, DType::bf16).empty());
+  CHECK(!compare_outputs(std::vector<float>(10), reference, DType::bf16).empty());
+  // fp16 rounds 8 times finer, so its bound is tighter.
+  CHECK(compare_outputs(rounded, reference, DType::f16).find("wrong result") == 0);
 }
 
 TEST_CASE("policy: FLASHJIT_TUNING overrides the option, bad values are named") {

@@ -1,0 +1,98 @@
+// GPU tests (label `gpu`) of the autotuner: a small shape tuned end to end writes an entry the
+// next Runtime uses without timing again, every candidate that survives pruning computes the
+// same result as the default, and the winner is not slower than the default beyond noise.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "autotune/tuner.hpp"
+#include "autotune/tuning_state.hpp"
+#include "flashjit/flashjit.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace flashjit;
+using namespace flashjit::autotune;
+using flashjit::testing::ScopedEnv;
+using flashjit::testing::TempDir;
+
+namespace {
+
+TuningProblem small_problem(TunedOp op, int head_dim, bool causal) {
+  TuningProblem p;
+  p.op = op;
+  p.dtype = DType::bf16;
+  p.attention.batch = 2;
+  p.attention.heads_q = p.attention.heads_kv = 8;
+  p.attention.seqlen_q = p.attention.seqlen_k = 1024;
+  p.attention.head_dim = head_dim;
+  p.attention.causal = causal;
+  return p;
+}
+
+double median_ms(const std::vector<CandidateTiming>& timings, const std::string& config) {
+  for (const CandidateTiming& t : timings) {
+    if (t.config == config) return t.median_ms;
+  }
+  return std::nan("");
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+void check_end_to_end(const TuningProblem& problem) {
+  TempDir cache_dir;
+  ScopedEnv cache_env("FLASHJIT_CACHE_DIR", cache_dir.path().c_str());
+  ScopedEnv policy_env("FLASHJIT_TUNING", nullptr);
+  Runtime runtime(RuntimeOptions{.tuning = TuningPolicy::cached});
+  TuneOptions options;
+  options.timing.budget_ms = 100;
+  const TuneReport report = tune(runtime, problem, options);
+  INFO(report.key.to_string());
+  REQUIRE(!report.timings.empty());
+  // Every kernel that survives pruning is correct: none may be reported wrong or fail.
+  for (const CandidateTiming& t : report.timings) {
+    CHECK_MESSAGE(t.status == "ok", t.config << ": " << t.status);
+    CHECK(std::isfinite(t.median_ms));
+  }
+  REQUIRE(!report.entry.winner.empty());
+  CHECK(report.database == runtime.tuning().database());
+
+  // The next Runtime, even under auto, takes the stored winner without timing.
+  const int tunings = tunings_in_process();
+  Runtime next(RuntimeOptions{.tuning = TuningPolicy::automatic});
+  CHECK(config_name(choose_config(next, problem)) == report.entry.winner);
+  CHECK(tunings_in_process() == tunings);
+
+  // Re-timed side by side, the winner is not slower than the default beyond the noise.
+  if (report.entry.winner == report.entry.default_config) return;
+  TuneOptions again = options;
+  again.persist = false;
+  again.only = {report.entry.winner};
+  std::vector<double> winner, fallback;
+  for (int round = 0; round < 3; ++round) {
+    const TuneReport r = tune(runtime, problem, again);
+    winner.push_back(median_ms(r.timings, report.entry.winner));
+    fallback.push_back(median_ms(r.timings, report.entry.default_config));
+  }
+  CHECK_MESSAGE(median(winner) <= median(fallback) * 1.05 + 0.005,
+                "winner " << median(winner) << " ms, default " << median(fallback) << " ms");
+}
+
+}  // namespace
+
+TEST_CASE("autotune on the GPU: forward, head dim 64 and 128, causal and not") {
+  for (int head_dim : {64, 128}) {
+    for (bool causal : {false, true}) {
+      check_end_to_end(small_problem(TunedOp::attention_forward, head_dim, causal));
+    }
+  }
+}
+
+TEST_CASE("autotune on the GPU: backward, head dim 128") {
+  check_end_to_end(small_problem(TunedOp::attention_backward, 128, false));
+}

@@ -115,7 +115,8 @@ class Runtime {
   /// q is [batch, seqlen_q, heads_q, head_dim], k and v [batch, seqlen_k, heads_kv, head_dim],
   /// o like q (logical shapes; any strides with a unit head_dim stride), all fp16 or all bf16;
   /// lse is fp32 [batch, heads_q, seqlen_q] with unit last stride, or a view with null data to
-  /// skip it. A query row that sees no key gets o = 0 and lse = -inf.
+  /// skip it. A query row that sees no key gets o = 0 and lse = -inf. The kernel config comes
+  /// from the tuning policy (tuning_policy(); under auto, a new shape is tuned first).
   /// Throws InvalidArgument naming the argument for bad input; nothing is launched then.
   void forward(const Attention& attention, const TensorView& q, const TensorView& k,
                const TensorView& v, const TensorView& o, const TensorView& lse,
@@ -126,7 +127,9 @@ class Runtime {
   /// dv sum over the query heads that share a key/value head (GQA/MQA). Shapes, dtypes and
   /// strides as in forward(); dq like q, dk and dv like k. Gradients are computed without
   /// atomics: the same inputs give the same bits on every run. Rows that see no key contribute
-  /// nothing. Throws InvalidArgument naming the argument for bad input; nothing is launched.
+  /// nothing. The config comes from the tuning policy, as in forward(). It waits for `stream`
+  /// before returning (a workspace of 4 bytes per query row and head lives only for the call).
+  /// Throws InvalidArgument naming the argument for bad input; nothing is launched.
   void backward(const Attention& attention, const TensorView& q, const TensorView& k,
                 const TensorView& v, const TensorView& o, const TensorView& lse,
                 const TensorView& dout, const TensorView& dq, const TensorView& dk,

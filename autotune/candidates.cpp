@@ -146,27 +146,44 @@ std::string config_name(const TunedConfig& config) {
          std::to_string(b.warps);
 }
 
-std::vector<Candidate> enumerate_candidates(const TuningProblem& problem, const std::string& arch) {
+TunedConfig default_config(const TuningProblem& problem, const std::string& arch) {
   const int head_dim = problem_head_dim(problem);
   const MaskKind mask = problem_mask(problem);
   const bool softcap = problem_softcap(problem);
-  std::vector<Candidate> candidates;
   if (problem.op == TunedOp::attention_forward) {
-    const ForwardConfig fallback =
-        kernels::default_forward_config(problem.dtype, head_dim, mask, softcap, arch);
-    for (const ForwardConfig& config :
-         kernels::forward_configs(problem.dtype, head_dim, mask, softcap)) {
-      candidates.push_back(forward_candidate(config, arch));
-      candidates.back().is_default = config == fallback;
+    return kernels::default_forward_config(problem.dtype, head_dim, mask, softcap, arch);
+  }
+  return kernels::default_backward_config(problem.dtype, head_dim, mask, softcap, arch);
+}
+
+std::vector<TunedConfig> space_configs(const TuningProblem& problem) {
+  const int head_dim = problem_head_dim(problem);
+  const MaskKind mask = problem_mask(problem);
+  const bool softcap = problem_softcap(problem);
+  std::vector<TunedConfig> configs;
+  if (problem.op == TunedOp::attention_forward) {
+    for (const ForwardConfig& c : kernels::forward_configs(problem.dtype, head_dim, mask, softcap)) {
+      configs.emplace_back(c);
     }
   } else {
-    const BackwardConfig fallback =
-        kernels::default_backward_config(problem.dtype, head_dim, mask, softcap, arch);
-    for (const BackwardConfig& config :
+    for (const BackwardConfig& c :
          kernels::backward_configs(problem.dtype, head_dim, mask, softcap)) {
-      candidates.push_back(backward_candidate(config, arch));
-      candidates.back().is_default = config == fallback;
+      configs.emplace_back(c);
     }
+  }
+  return configs;
+}
+
+std::vector<Candidate> enumerate_candidates(const TuningProblem& problem, const std::string& arch) {
+  const TunedConfig fallback = default_config(problem, arch);
+  std::vector<Candidate> candidates;
+  for (const TunedConfig& config : space_configs(problem)) {
+    if (const auto* forward = std::get_if<ForwardConfig>(&config)) {
+      candidates.push_back(forward_candidate(*forward, arch));
+    } else {
+      candidates.push_back(backward_candidate(std::get<BackwardConfig>(config), arch));
+    }
+    candidates.back().is_default = config == fallback;
   }
   return candidates;
 }

@@ -50,6 +50,13 @@ using TunedConfig = std::variant<kernels::ForwardConfig, kernels::BackwardConfig
 /// "br64.bc64.w4" (backward).
 std::string config_name(const TunedConfig& config);
 
+/// The heuristic default for `problem` on `arch` (what policy off runs).
+TunedConfig default_config(const TuningProblem& problem, const std::string& arch);
+
+/// Every config of the problem's space (dtype, head dim, mask kind, softcap), in the space's
+/// fixed order.
+std::vector<TunedConfig> space_configs(const TuningProblem& problem);
+
 /// One candidate and what the tuner learned about it.
 struct Candidate {
   TunedConfig config;

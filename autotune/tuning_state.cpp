@@ -11,38 +11,14 @@
 namespace flashjit::autotune {
 namespace {
 
-using kernels::BackwardConfig;
-using kernels::ForwardConfig;
-
-TunedConfig default_config(const TuningProblem& problem, const std::string& arch) {
-  const Attention& a = problem.attention;
-  const int head_dim = static_cast<int>(a.head_dim);
-  const kernels::MaskKind mask = kernels::forward_mask_kind(a);
-  const bool softcap = a.softcap > 0.0f;
-  if (problem.op == TunedOp::attention_forward) {
-    return kernels::default_forward_config(problem.dtype, head_dim, mask, softcap, arch);
-  }
-  return kernels::default_backward_config(problem.dtype, head_dim, mask, softcap, arch);
-}
-
 // The config of the problem's space called `name` that fits `shared_limit`, if any: a database
 // written by another build may name a config this one no longer has.
 std::optional<TunedConfig> config_named(const TuningProblem& problem, const std::string& name,
                                         std::size_t shared_limit) {
-  const Attention& a = problem.attention;
-  const int head_dim = static_cast<int>(a.head_dim);
-  const kernels::MaskKind mask = kernels::forward_mask_kind(a);
-  const bool softcap = a.softcap > 0.0f;
-  auto fits = [&](const auto& config) {
-    return config_name(config) == name && static_cast<std::size_t>(config.shared_bytes()) <= shared_limit;
-  };
-  if (problem.op == TunedOp::attention_forward) {
-    for (const ForwardConfig& c : kernels::forward_configs(problem.dtype, head_dim, mask, softcap)) {
-      if (fits(c)) return c;
-    }
-  } else {
-    for (const BackwardConfig& c : kernels::backward_configs(problem.dtype, head_dim, mask, softcap)) {
-      if (fits(c)) return c;
+  for (const TunedConfig& config : space_configs(problem)) {
+    const int shared = std::visit([](const auto& c) { return c.shared_bytes(); }, config);
+    if (config_name(config) == name && static_cast<std::size_t>(shared) <= shared_limit) {
+      return config;
     }
   }
   return std::nullopt;

@@ -20,6 +20,7 @@
 #include "reference/checker.hpp"
 #include "support/attention_case.hpp"
 #include "support/backward_case.hpp"
+#include "support/backward_case_builders.hpp"
 #include "support/case_inputs.hpp"
 
 namespace flashjit::testing {
@@ -193,18 +194,6 @@ void check_against_reference(const BackwardCase& c, const Inputs& in, const Outp
         reference::check_close(values_of(c.dtype, g.actual), g.expected.values, bound, g.name);
     CHECK_MESSAGE(check.ok, g.name << " bound " << bound << ": " << check);
   }
-}
-
-BackwardCase make_case(std::int64_t heads_q, std::int64_t heads_kv, std::int64_t seqlen_q,
-                       std::int64_t seqlen_k, std::int64_t head_dim) {
-  BackwardCase c;
-  c.problem.heads_q = heads_q;
-  c.problem.heads_kv = heads_kv;
-  c.problem.seqlen_q = seqlen_q;
-  c.problem.seqlen_k = seqlen_k;
-  c.problem.head_dim = head_dim;
-  c.seed = static_cast<std::uint64_t>(seqlen_q * 131 + seqlen_k + head_dim);
-  return c;
 }
 
 bool bytes_equal(const std::vector<float>& a, const std::vector<float>& b) {

@@ -5,6 +5,7 @@
 #include "autotune/tuner.hpp"
 #include "flashjit/error.hpp"
 #include "runtime/disk_cache.hpp"
+#include "runtime/driver.hpp"
 #include "runtime/env.hpp"
 #include "runtime/log.hpp"
 
@@ -26,8 +27,9 @@ std::optional<TunedConfig> config_named(const TuningProblem& problem, const std:
 
 int driver_version_for(Backend backend) {
   if (backend != Backend::cuda) return 0;
-  const SystemInfo system = query_system();
-  return system.driver_version;
+  int version = 0;
+  FLASHJIT_CU(cuDriverGetVersion, &version);
+  return version;
 }
 
 }  // namespace
@@ -100,8 +102,14 @@ TunedConfig choose_config(Runtime& runtime, const TuningProblem& problem) {
   if (std::optional<TunedConfig> chosen = state.memoized(name)) return *chosen;
   std::optional<std::string> winner = state.winner(key);
   if (!winner && state.policy() == TuningPolicy::automatic) {
-    detail::warn_once("tuning:" + name, "tuning " + name + " (first call of this shape)");
-    winner = tune(runtime, problem).entry.winner;
+    // One tuning at a time per runtime: a second thread with the same new shape waits and then
+    // finds the first one's result instead of timing it again.
+    std::lock_guard tuning(state.tuning_mutex());
+    winner = state.winner(key);
+    if (!winner) {
+      detail::warn_once("tuning:" + name, "tuning " + name + " (first call of this shape)");
+      winner = tune(runtime, problem).entry.winner;
+    }
   }
   std::optional<TunedConfig> config;
   if (winner) config = config_named(problem, *winner, runtime.device().shared_memory_optin);

@@ -38,6 +38,9 @@ class TuningState {
   /// Records an entry this runtime measured, so later lookups see it without re-reading.
   void remember(const TuningKey& key, const TuningEntry& entry);
 
+  /// Held while this runtime tunes a shape under the automatic policy.
+  std::mutex& tuning_mutex() { return tuning_mutex_; }
+
   /// The config chosen for a key string, memoized so a repeated shape skips the search.
   std::optional<TunedConfig> memoized(const std::string& key);
   void memoize(const std::string& key, const TunedConfig& config);
@@ -46,7 +49,8 @@ class TuningState {
   TuningPolicy policy_;
   std::filesystem::path database_;
   TuningMeta meta_;
-  std::mutex mutex_;
+  std::mutex mutex_;         // guards the maps and the loaded file
+  std::mutex tuning_mutex_;  // see tuning_mutex()
   std::optional<TuningDatabase> loaded_;
   std::map<std::string, std::string> learned_;  // key string -> winner
   std::map<std::string, TunedConfig> chosen_;

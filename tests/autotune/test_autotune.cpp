@@ -267,3 +267,38 @@ TEST_CASE("tuning end to end on the emulator: measured, written, reused without 
   CHECK(config_name(chosen) == report.entry.winner);
   CHECK(tunings_in_process() == tunings);
 }
+
+TEST_CASE("policy auto: forward() tunes a new shape once, stores it, and reuses it") {
+  TempDir cache_dir;
+  ScopedEnv cache_env("FLASHJIT_CACHE_DIR", cache_dir.path().c_str());
+  ScopedEnv policy_env("FLASHJIT_TUNING", nullptr);
+  // 64 tokens: static pruning leaves the small tiles (and the default) to compile and time.
+  const TuningProblem p = forward_problem(64, 64);
+  const Attention& a = p.attention;
+  Runtime runtime = emulator(TuningPolicy::automatic);
+  const std::size_t elements = static_cast<std::size_t>(a.batch * a.seqlen_q * a.heads_q * 64);
+  std::vector<DeviceBuffer> buffers;
+  std::vector<TensorView> views;
+  for (int i = 0; i < 4; ++i) {
+    buffers.push_back(runtime.allocate(elements * 2));
+    const std::vector<std::uint16_t> zeros(elements, 0);
+    runtime.copy_to_device(buffers.back().data(), zeros.data(), elements * 2);
+    views.push_back(attention_tensor(buffers.back().data(), DType::bf16, Layout::bshd, a.batch,
+                                     a.seqlen_q, a.heads_q, a.head_dim));
+  }
+  const TensorView no_lse = lse_tensor(nullptr, a);
+  const int before = tunings_in_process();
+  runtime.forward(a, views[0], views[1], views[2], views[3], no_lse);
+  CHECK(tunings_in_process() == before + 1);
+  runtime.forward(a, views[0], views[1], views[2], views[3], no_lse);
+  CHECK(tunings_in_process() == before + 1);
+  const TuningDatabase db = TuningDatabase::load(runtime.tuning().database(), runtime.tuning().meta());
+  REQUIRE(db.find(tuning_key(p)).has_value());
+  const TuningEntry entry = *db.find(tuning_key(p));
+  CHECK(config_name(choose_config(runtime, p)) == entry.winner);
+  // Configs the emulator was not built with were compiled, then failed to launch: reported.
+  const auto failed = std::count_if(entry.candidates.begin(), entry.candidates.end(),
+                                    [](const CandidateTiming& t) { return std::isinf(t.median_ms); });
+  CHECK(failed > 0);
+  CHECK(failed < static_cast<long>(entry.candidates.size()));
+}

@@ -64,8 +64,8 @@ Attention bench_attention(const BenchOptions& options) {
   attention.head_dim = options.head_dim;
   attention.causal = options.causal;
   if (attention.heads_q % attention.heads_kv != 0) {
-    throw InvalidArgument("--heads-kv", "must divide --heads (" +
-                                            std::to_string(attention.heads_q) + ")");
+    throw InvalidArgument("--heads-kv",
+                          "must divide --heads (" + std::to_string(attention.heads_q) + ")");
   }
   return attention;
 }
@@ -76,21 +76,10 @@ DType bench_dtype(const std::string& name) {
   return dtype;
 }
 
-/// FLOPs of one call as FlashAttention counts them: 4·B·H·Lq·Lk·D for the forward (Q Kᵀ and
-/// P V, two flops per multiply-add), half of it when causal with Lq = Lk; the backward is 2.5×
-/// the forward (five matmuls to the forward's two).
-double attention_flops(const Attention& a, bool backward) {
-  double flops = 4.0 * static_cast<double>(a.batch) * static_cast<double>(a.heads_q) *
-                 static_cast<double>(a.seqlen_q) * static_cast<double>(a.seqlen_k) *
-                 static_cast<double>(a.head_dim);
-  if (a.causal && a.seqlen_q == a.seqlen_k) flops /= 2;
-  return backward ? 2.5 * flops : flops;
-}
-
 std::string describe(const Attention& a, DType dtype) {
   return "batch " + std::to_string(a.batch) + ", heads " + std::to_string(a.heads_q) + " (kv " +
-         std::to_string(a.heads_kv) + "), seqlen " + std::to_string(a.seqlen_q) +
-         ", head_dim " + std::to_string(a.head_dim) + ", " + std::string(dtype_name(dtype)) +
+         std::to_string(a.heads_kv) + "), seqlen " + std::to_string(a.seqlen_q) + ", head_dim " +
+         std::to_string(a.head_dim) + ", " + std::string(dtype_name(dtype)) +
          (a.causal ? ", causal" : "");
 }
 
@@ -123,8 +112,7 @@ Tensors make_tensors(Runtime& runtime, const Attention& a, DType dtype, bool bac
                      std::uint64_t seed) {
   Tensors t;
   auto tensor = [&](std::int64_t heads, bool random) {
-    const std::size_t count =
-        static_cast<std::size_t>(a.batch * a.seqlen_q * heads * a.head_dim);
+    const std::size_t count = static_cast<std::size_t>(a.batch * a.seqlen_q * heads * a.head_dim);
     t.buffers.push_back(runtime.allocate(count * dtype_size(dtype)));
     void* data = t.buffers.back().data();
     if (random) {
@@ -163,22 +151,23 @@ std::string kernel_names(const autotune::TunedConfig& config, const std::string&
   return names;
 }
 
-/// The kernels Runtime::forward or ::backward runs this call with (autotune::choose_config: the
-/// tuning database's winner or the heuristic default, as the runtime's policy says), and which
-/// of the two it is. Under the automatic policy a shape missing from the database is tuned here.
+/// The kernels Runtime::forward or ::backward runs this call with, and where their config comes
+/// from. The forward asks autotune::choose_config (the tuning database's winner or the
+/// heuristic default, as the runtime's policy says; under the automatic policy a shape missing
+/// from the database is tuned here); Runtime::backward runs the heuristic default.
 std::string chosen_kernels(Runtime& runtime, const Attention& a, DType dtype, bool backward) {
-  const autotune::TuningProblem problem{
-      backward ? autotune::TunedOp::attention_backward : autotune::TunedOp::attention_forward,
-      dtype, a};
-  const autotune::TunedConfig chosen = autotune::choose_config(runtime, problem);
   const std::string arch = runtime.device().arch();
   const kernels::MaskKind mask = kernels::forward_mask_kind(a);
   const int head_dim = static_cast<int>(a.head_dim);
+  if (backward) {
+    return kernel_names(kernels::default_backward_config(dtype, head_dim, mask, false, arch),
+                        arch) +
+           " (heuristic default)";
+  }
+  const autotune::TunedConfig chosen =
+      autotune::choose_config(runtime, {autotune::TunedOp::attention_forward, dtype, a});
   const autotune::TunedConfig fallback =
-      backward ? autotune::TunedConfig(
-                     kernels::default_backward_config(dtype, head_dim, mask, false, arch))
-               : autotune::TunedConfig(
-                     kernels::default_forward_config(dtype, head_dim, mask, false, arch));
+      kernels::default_forward_config(dtype, head_dim, mask, false, arch);
   return kernel_names(chosen, arch) + " (" +
          (chosen == fallback ? "heuristic default" : "tuned: from the tuning database") + ")";
 }
@@ -194,8 +183,9 @@ bool have_gpu(const char* what) {
 
 int bench_op(const BenchOptions& options) {
   if (options.op.empty()) {
-    throw InvalidArgument("--op", "required: attention-forward or attention-backward "
-                                  "(or --first-result)");
+    throw InvalidArgument("--op",
+                          "required: attention-forward or attention-backward "
+                          "(or --first-result)");
   }
   if (!options.arch.empty()) {
     throw InvalidArgument("--arch", "only applies to --first-result; timing runs on GPU 0");
@@ -227,14 +217,17 @@ int bench_op(const BenchOptions& options) {
         // backward run also holds the few microseconds between its last kernel and the stop
         // event; a caller of the runtime pays them too.
         if (backward) {
-          runtime.backward(attention, t.q, t.k, t.v, t.o, t.lse, t.dout, t.dq, t.dk, t.dv,
-                           stream);
+          runtime.backward(attention, t.q, t.k, t.v, t.o, t.lse, t.dout, t.dq, t.dk, t.dv, stream);
         } else {
           runtime.forward(attention, t.q, t.k, t.v, t.o, t.lse, stream);
         }
       },
       timing);
-  const double tflops = attention_flops(attention, backward) / (result.median_ms * 1e-3) / 1e12;
+  // FLOPs of the keys each row sees (autotune::problem_flops), as `flashjit autotune` counts.
+  const autotune::TunedOp op =
+      backward ? autotune::TunedOp::attention_backward : autotune::TunedOp::attention_forward;
+  const double flops = autotune::problem_flops({op, dtype, attention});
+  const double tflops = flops / (result.median_ms * 1e-3) / 1e12;
   std::printf("time_ms %.4f min_ms %.4f runs %d\n", result.median_ms, result.min_ms, result.runs);
   std::printf("tflops %.2f\n", tflops);
   return 0;
@@ -283,15 +276,19 @@ int first_result_on_gpu(const Attention& attention, DType dtype, std::uint64_t s
   const char* labels[] = {"first_result_ms", "second_result_ms"};
   const char* notes[] = {"first Runtime::forward + synchronize in this process",
                          "an identical second call"};
+  // No kernel was looked up before the first call, so its counters start at zero; reading
+  // them now would set up the process's kernel cache outside the timed call.
+  StatsSnapshot before{0, 0, 0};
   for (int call = 0; call < 2; ++call) {
-    const StatsSnapshot before = snapshot();
     start = std::chrono::steady_clock::now();
     runtime.forward(attention, t.q, t.k, t.v, t.o, t.lse);
     runtime.synchronize();
     const double ms = elapsed_ms(start);
-    std::printf("%s %.3f source=%s (%s)\n", labels[call], ms, source_between(before, snapshot()),
+    const StatsSnapshot after = snapshot();
+    std::printf("%s %.3f source=%s (%s)\n", labels[call], ms, source_between(before, after),
                 notes[call]);
     std::fflush(stdout);
+    before = after;
   }
   // Asked only now: choose_config's database read is part of what the first call timed.
   std::printf("kernel:  %s\n", chosen_kernels(runtime, attention, dtype, false).c_str());
@@ -309,9 +306,10 @@ int first_result_without_gpu(const Attention& attention, DType dtype, const std:
                                       kernels::forward_mask_kind(attention), false, arch),
       arch);
   std::printf("device:  none (%s)\n", why.c_str());
-  std::printf("note:    no launch was timed: only obtaining the forward kernel for %s "
-              "(memory, disk or NVRTC), the part of the first call that needs no GPU\n",
-              arch.c_str());
+  std::printf(
+      "note:    no launch was timed: only obtaining the forward kernel for %s "
+      "(memory, disk or NVRTC), the part of the first call that needs no GPU\n",
+      arch.c_str());
   std::printf("kernel:  %s (heuristic default: without a GPU the tuning database is not read)\n",
               spec.display_name().c_str());
   std::fflush(stdout);
@@ -338,8 +336,8 @@ int first_result(const BenchOptions& options) {
     try {
       detail::validate_arch(options.arch);
     } catch (const InvalidArgument&) {
-      throw InvalidArgument("--arch", "must look like sm_80 or sm_90a (sm_80 or newer), not '" +
-                                          options.arch + "'");
+      throw InvalidArgument(
+          "--arch", "must look like sm_80 or sm_90a (sm_80 or newer), not '" + options.arch + "'");
     }
   }
   const Attention attention = bench_attention(options);
@@ -391,8 +389,9 @@ Subcommand add_bench_command(CLI::App& app) {
   bench->add_option("--arch", options->arch,
                     "With --first-result and no GPU: the target (e.g. sm_90a) to obtain the "
                     "kernel for; no launch is timed");
-  bench->add_option("--budget-ms", options->budget_ms,
-                    "Stop adding timed runs once their total passes this")
+  bench
+      ->add_option("--budget-ms", options->budget_ms,
+                   "Stop adding timed runs once their total passes this")
       ->check(CLI::PositiveNumber);
   bench->add_option("--seed", options->seed, "Seed of the random inputs");
   return {bench, [options] {

@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# The whole GPU run in one command (../shared/GPU.md, issue 6), on a GPU machine that has the
+# CUDA toolkit, Python with PyTorch, compute-sanitizer and no network. It uses a build folder
+# made on an everyday machine (x86-64, copied along with the repository; `tools/gpu_pack.sh`
+# makes a small one) and compiles nothing but kernels. Steps, in order of importance:
+#
+#   info          nvidia-smi, `flashjit info`, the build's facts               -> info.log
+#   tests         ctest -L gpu --output-on-failure                             -> gpu-tests.log
+#   sanitizer     compute-sanitizer memcheck and racecheck on short runs       -> sanitizer.log
+#   bench         bench/attention.py: flashjit against PyTorch's SDPA backends
+#                 and FlexAttention                          -> <date>-<device>.md and .log
+#   first-result  bench/first_result.sh: time to first result, cold and warm, and one
+#                 `flashjit autotune`            -> <date>-first-result-<device>.md and .log
+#
+# A failing step never stops the others. OUT_DIR stays flat and holds at most 8 files: the
+# logs above and summary.md (each step's exit code and time), which is printed last.
+#
+# Time: the whole run keeps within FLASHJIT_GPU_DEADLINE_S seconds (default 570, under a
+# 10-minute limit per command); each step gets at most its own limit and what is left, and a
+# step with under 20 s left is skipped (summary.md says so). FLASHJIT_GPU_STEPS picks steps
+# (default: all, in the order above), so a run that does not fit can be split:
+#   FLASHJIT_GPU_STEPS="info tests sanitizer" tools/gpu_run.sh out1
+#   FLASHJIT_GPU_STEPS="bench first-result" tools/gpu_run.sh out2
+#
+# Usage: tools/gpu_run.sh OUT_DIR [BUILD_DIR]   (default BUILD_DIR: build/release)
+# Environment: FLASHJIT_GPU_STEPS, FLASHJIT_GPU_DEADLINE_S, FLASHJIT_GPU_LIMIT_<STEP> (a step's
+# own limit in seconds, e.g. FLASHJIT_GPU_LIMIT_TESTS=400, FLASHJIT_GPU_LIMIT_FIRST_RESULT=60),
+# FLASHJIT_CACHE_DIR (the kernel cache to use, e.g. one warmed on an everyday machine with
+# `flashjit compile --arch sm_90a --all`; default: a new empty folder), BENCH_ARGS (more
+# bench/attention.py options, e.g. "--head-dims 128 --dtypes bf16").
+set -uo pipefail
+if (($# < 1 || $# > 2)); then
+  echo "usage: tools/gpu_run.sh OUT_DIR [BUILD_DIR]   (BUILD_DIR default: build/release)" >&2
+  exit 2
+fi
+repo=$(cd "$(dirname "$0")/.." && pwd)
+out=$(mkdir -p "$1" && cd "$1" && pwd)
+build=$(cd "${2:-$repo/build/release}" 2>/dev/null && pwd) || {
+  echo "gpu_run.sh: no build folder at '${2:-$repo/build/release}'" >&2
+  exit 2
+}
+flashjit=$build/tools/flashjit
+steps=${FLASHJIT_GPU_STEPS:-info tests sanitizer bench first-result}
+deadline=$((SECONDS + ${FLASHJIT_GPU_DEADLINE_S:-570}))
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+export FLASHJIT_CACHE_DIR=${FLASHJIT_CACHE_DIR:-$scratch/flashjit-cache}
+cd "$repo" || exit 2
+# The commit measured: the one tools/gpu_pack.sh recorded with the build, else the repository's.
+if [[ -f $build/flashjit-commit.txt ]]; then
+  FLASHJIT_COMMIT=$(<"$build/flashjit-commit.txt")
+else
+  FLASHJIT_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+  git diff --quiet HEAD 2>/dev/null || FLASHJIT_COMMIT="$FLASHJIT_COMMIT plus uncommitted changes"
+fi
+export FLASHJIT_COMMIT
+
+summary_rows=()
+declare -A step_rc=()
+note() { echo "== $*"; }
+
+# Seconds the next step may take: its own limit or what is left before the deadline.
+allowance() {
+  local left=$((deadline - SECONDS - 5))
+  ((left < $1)) && echo "$left" || echo "$1"
+}
+
+# step NAME LIMIT LOG FUNCTION [OUTPUT]: runs FUNCTION with $limit set (its timeout), output to
+# LOG, and records its exit code, time and OUTPUT (what it wrote; default LOG's name); a timeout
+# shows as exit 124.
+step() {
+  local name=$1 wanted=$2 log=$3 fn=$4 shown=${5:-$(basename "$3")}
+  if [[ " $steps " != *" $name "* ]]; then
+    summary_rows+=("| $name | — | — | not requested (FLASHJIT_GPU_STEPS) |")
+    return
+  fi
+  local override="FLASHJIT_GPU_LIMIT_${name^^}"
+  override=${override//-/_}
+  wanted=${!override:-$wanted}
+  limit=$(allowance "$wanted")
+  if ((limit < 20)); then
+    note "$name: skipped, ${limit}s left before the deadline"
+    summary_rows+=("| $name | — | — | skipped: too little time left before the deadline |")
+    return
+  fi
+  note "$name (at most ${limit}s) -> $(basename "$log")"
+  local start=$SECONDS rc=0
+  "$fn" >>"$log" 2>&1 || rc=$?
+  local took=$((SECONDS - start)) what=$shown
+  ((rc == 124)) && what="$what; timed out after ${limit}s"
+  summary_rows+=("| $name | $rc | $took | $what |")
+  step_rc[$name]=$rc
+  note "$name: exit $rc in ${took}s"
+}
+
+# ---- info ------------------------------------------------------------------------------------
+run_info() {
+  echo "\$ nvidia-smi"
+  nvidia-smi || echo "(nvidia-smi: exit $?)"
+  echo "\$ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || true
+  echo "\$ $flashjit info"
+  "$flashjit" info
+  local rc=$?
+  echo "commit: $FLASHJIT_COMMIT (of the build); repository: $(git rev-parse HEAD 2>/dev/null || echo 'no git')"
+  echo "build: $build ($(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt" 2>/dev/null))"
+  echo "\$ ldd $flashjit"
+  ldd "$flashjit"
+  python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' \
+    || echo "(no PyTorch: the bench step will fail)"
+  return $rc
+}
+
+# ---- tests -----------------------------------------------------------------------------------
+# CTest's files name the build folder by its absolute path on the machine that made it; where
+# the copy lives elsewhere, those paths are rewritten to this copy's (CTest files only).
+relocate_build() {
+  local old
+  old=$(sed -n 's/^CMAKE_CACHEFILE_DIR:INTERNAL=//p' "$build/CMakeCache.txt" 2>/dev/null)
+  [[ -z $old || $old == "$build" ]] && return 0
+  echo "build folder made at $old, now at $build: rewriting CTest's paths"
+  grep -rlF --include='*.cmake' "$old" "$build" | xargs -r sed -i "s|$old|$build|g"
+  sed -i "s|^CMAKE_CACHEFILE_DIR:INTERNAL=.*|CMAKE_CACHEFILE_DIR:INTERNAL=$build|" \
+    "$build/CMakeCache.txt"
+}
+
+run_tests() {
+  relocate_build
+  echo "\$ ctest --test-dir $build -L gpu --output-on-failure --timeout $limit"
+  timeout --kill-after=10 "$limit" ctest --test-dir "$build" -L gpu --output-on-failure \
+    --timeout "$limit"
+}
+
+# ---- sanitizer -------------------------------------------------------------------------------
+sanitizer_path() {
+  if [[ -x /usr/local/cuda/bin/compute-sanitizer ]]; then
+    echo /usr/local/cuda/bin/compute-sanitizer
+  else
+    command -v compute-sanitizer
+  fi
+}
+
+# Short runs that reach every kernel family: a ragged causal GQA forward through the command,
+# the training-step example (forward and backward, GQA, causal) and the GPU forward test's
+# ragged-lengths case. Each under memcheck, then racecheck; any finding fails the step.
+run_sanitizer() {
+  local sanitizer
+  sanitizer=$(sanitizer_path) || {
+    echo "compute-sanitizer: not in /usr/local/cuda/bin or PATH"
+    return 127
+  }
+  local -a runs=(
+    "$flashjit run --batch 2 --heads 4 --heads-kv 2 --seqlen-q 200 --seqlen-k 333 --head-dim 128 --causal"
+    "$build/examples/training_step"
+    "$build/tests/test_gpu_attention_forward --test-case=forward?on?the?GPU:?ragged?lengths"
+  )
+  local failures=0 each=$((limit / 6)) tool cmd rc
+  # Kernels with line info, so that findings name template lines (a key field: own entries).
+  export FLASHJIT_LINEINFO=1
+  for tool in memcheck racecheck; do
+    for cmd in "${runs[@]}"; do
+      local program=${cmd%% *}
+      if [[ ! -x $program ]]; then
+        echo "== $tool: $program is not in this build; skipped"
+        continue
+      fi
+      echo "== $tool, at most ${each}s: $cmd"
+      rc=0
+      # shellcheck disable=SC2086  # the command line is split into words on purpose
+      timeout --kill-after=10 "$each" "$sanitizer" --tool "$tool" --error-exitcode 86 \
+        --print-limit 20 $cmd || rc=$?
+      echo "== $tool exit $rc: $cmd"
+      ((rc != 0)) && failures=$((failures + 1))
+    done
+  done
+  echo "== $failures of the sanitizer runs failed (exit 86: the sanitizer found errors)"
+  ((failures == 0))
+}
+
+# ---- bench -----------------------------------------------------------------------------------
+device_slug() {
+  local name
+  name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  [[ -z $name ]] && name=unknown-gpu
+  tr '[:upper:]' '[:lower:]' <<<"$name" | sed -E 's/[^a-z0-9]+/-/g; s/^-|-$//g'
+}
+
+bench_stem="$out/$(date +%F)-$(device_slug)"
+run_bench() {
+  local stem=$bench_stem
+  echo "\$ python3 bench/attention.py --lib $build/runtime/libflashjit.so --out $stem.md" \
+    "--time-limit-s $((limit - 30)) ${BENCH_ARGS:-}"
+  # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
+  timeout --kill-after=10 "$limit" python3 bench/attention.py \
+    --lib "$build/runtime/libflashjit.so" --out "$stem.md" \
+    --time-limit-s $((limit - 30)) ${BENCH_ARGS:-}
+}
+
+# ---- first result ----------------------------------------------------------------------------
+run_first_result() {
+  echo "\$ RESULTS_DIR=$out bash bench/first_result.sh $flashjit"
+  RESULTS_DIR=$out timeout --kill-after=10 "$limit" bash bench/first_result.sh "$flashjit"
+}
+
+note "flashjit GPU run: build $build, output $out, steps: $steps"
+[[ -x $flashjit ]] || note "warning: no flashjit at $flashjit; the steps that use it will fail"
+step info 30 "$out/info.log" run_info
+step tests 240 "$out/gpu-tests.log" run_tests
+step sanitizer 150 "$out/sanitizer.log" run_sanitizer
+step bench 300 "$bench_stem.log" run_bench "$(basename "$bench_stem").md and .log"
+# first_result.sh writes its own table and raw log into OUT_DIR; its console output stays out
+# of OUT_DIR (8 files at most) and summary.md quotes its end when the step fails.
+step first-result 90 "$scratch/first-result-console.log" run_first_result \
+  "$(date +%F)-first-result-*.md and .log"
+
+{
+  echo "# flashjit GPU run"
+  echo
+  echo "$(date -u '+%F %T UTC'), commit $FLASHJIT_COMMIT," \
+    "GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 || echo none)," \
+    "build: $build"
+  echo
+  echo "| step | exit | seconds | output |"
+  echo "| --- | --- | --- | --- |"
+  printf '%s\n' "${summary_rows[@]}"
+  echo
+  echo "Sanitizer verdicts:"
+  echo
+  grep -hE '^== (memcheck|racecheck) exit|ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer.log" \
+    2>/dev/null | sed 's/^/    /' || echo "    (no verdict lines: see the log)"
+  echo
+  echo "GPU tests:"
+  echo
+  grep -hE 'tests passed|tests failed|\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception' \
+    "$out/gpu-tests.log" 2>/dev/null | sed 's/^/    /' || echo "    (no verdict lines: see the log)"
+  if [[ ${step_rc[first-result]:-0} != 0 ]]; then
+    echo
+    echo "first-result failed; the end of its output:"
+    echo
+    tail -n 15 "$scratch/first-result-console.log" | sed 's/^/    /'
+  fi
+} >"$out/summary.md"
+cat "$out/summary.md"

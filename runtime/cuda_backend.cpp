@@ -9,7 +9,7 @@ namespace {
 
 class CudaBackend final : public RuntimeBackend, public Executor {
  public:
-  explicit CudaBackend(int ordinal) : context_(ordinal) {}
+  explicit CudaBackend(int ordinal) : context_(ordinal), memory_pools_(supports_memory_pools()) {}
 
   Backend kind() const override { return Backend::cuda; }
   const DeviceInfo& info() const override { return context_.info(); }
@@ -27,6 +27,29 @@ class CudaBackend final : public RuntimeBackend, public Executor {
       driver().cuMemFree(reinterpret_cast<CUdeviceptr>(data));
     } catch (...) {
       // Called from destructors, which cannot report; the context is being torn down anyway.
+    }
+  }
+
+  void* allocate_on_stream(std::size_t bytes, Stream stream) override {
+    if (!memory_pools_) return allocate(bytes);
+    context_.make_current();
+    CUdeviceptr pointer = 0;
+    FLASHJIT_CU(cuMemAllocAsync, &pointer, bytes == 0 ? 1 : bytes, static_cast<CUstream>(stream));
+    return reinterpret_cast<void*>(pointer);
+  }
+
+  void free_on_stream(void* data, Stream stream) noexcept override {
+    try {
+      context_.make_current();
+      if (memory_pools_) {
+        driver().cuMemFreeAsync(reinterpret_cast<CUdeviceptr>(data), static_cast<CUstream>(stream));
+        return;
+      }
+      // Without pools the memory may still be in use by queued work: wait, then free.
+      driver().cuStreamSynchronize(static_cast<CUstream>(stream));
+      driver().cuMemFree(reinterpret_cast<CUdeviceptr>(data));
+    } catch (...) {
+      // As free(): destructors cannot report.
     }
   }
 
@@ -55,7 +78,18 @@ class CudaBackend final : public RuntimeBackend, public Executor {
   }
 
  private:
+  bool supports_memory_pools() const {
+    context_.make_current();
+    CUdevice device = 0;
+    FLASHJIT_CU(cuDeviceGet, &device, context_.info().ordinal);
+    int supported = 0;
+    FLASHJIT_CU(cuDeviceGetAttribute, &supported, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
+                device);
+    return supported != 0;
+  }
+
   DeviceContext context_;
+  bool memory_pools_;  // cuMemAllocAsync works on this device
 };
 
 }  // namespace

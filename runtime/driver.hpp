@@ -18,7 +18,7 @@ namespace flashjit::detail {
   X(cuFuncSetAttribute) X(cuFuncGetAttribute) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree)  \
   X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuStreamSynchronize) X(cuEventCreate)     \
   X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy)            \
-  X(cuMemsetD8Async)
+  X(cuMemsetD8Async) X(cuMemAllocAsync) X(cuMemFreeAsync)
 
 /// Function pointers to the driver API, all non-null once loaded.
 struct DriverApi {

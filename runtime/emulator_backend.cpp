@@ -80,6 +80,12 @@ class EmulatorBackend final : public RuntimeBackend, public Executor {
 
   void free(void* data) noexcept override { ::operator delete(data, kAlignment); }
 
+  // Launches run to completion when made, so stream order is program order.
+  void* allocate_on_stream(std::size_t bytes, Stream /*stream*/) override {
+    return allocate(bytes);
+  }
+  void free_on_stream(void* data, Stream /*stream*/) noexcept override { free(data); }
+
   void copy_to_device(void* dst, const void* src, std::size_t bytes) override {
     std::memcpy(dst, src, bytes);
   }

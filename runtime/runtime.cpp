@@ -11,7 +11,9 @@ namespace flashjit {
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
     : backend_(std::exchange(other.backend_, nullptr)),
       data_(std::exchange(other.data_, nullptr)),
-      size_(std::exchange(other.size_, 0)) {}
+      size_(std::exchange(other.size_, 0)),
+      stream_(std::exchange(other.stream_, nullptr)),
+      stream_ordered_(std::exchange(other.stream_ordered_, false)) {}
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
@@ -19,6 +21,8 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
     backend_ = std::exchange(other.backend_, nullptr);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    stream_ = std::exchange(other.stream_, nullptr);
+    stream_ordered_ = std::exchange(other.stream_ordered_, false);
   }
   return *this;
 }
@@ -27,7 +31,11 @@ DeviceBuffer::~DeviceBuffer() { release(); }
 
 void DeviceBuffer::release() noexcept {
   if (data_ == nullptr) return;
-  backend_->free(data_);
+  if (stream_ordered_) {
+    backend_->free_on_stream(data_, stream_);
+  } else {
+    backend_->free(data_);
+  }
   data_ = nullptr;
 }
 
@@ -58,6 +66,10 @@ detail::DeviceContext& Runtime::context() {
 
 DeviceBuffer Runtime::allocate(std::size_t bytes) {
   return DeviceBuffer(backend_.get(), backend_->allocate(bytes), bytes);
+}
+
+DeviceBuffer Runtime::allocate_on_stream(std::size_t bytes, Stream stream) {
+  return DeviceBuffer(backend_.get(), backend_->allocate_on_stream(bytes, stream), bytes, stream);
 }
 
 void Runtime::copy_to_device(void* device_dst, const void* host_src, std::size_t bytes) {

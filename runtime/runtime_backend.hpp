@@ -22,6 +22,10 @@ class RuntimeBackend {
   virtual void* allocate(std::size_t bytes) = 0;
   /// Frees what allocate() returned.
   virtual void free(void* data) noexcept = 0;
+  /// `bytes` of memory ordered on `stream` (see Runtime::allocate_on_stream).
+  virtual void* allocate_on_stream(std::size_t bytes, Stream stream) = 0;
+  /// Frees what allocate_on_stream() returned, after the work queued on `stream`.
+  virtual void free_on_stream(void* data, Stream stream) noexcept = 0;
   /// Copies host memory to kernel-visible memory, synchronously.
   virtual void copy_to_device(void* dst, const void* src, std::size_t bytes) = 0;
   /// Copies kernel-visible memory to host memory, synchronously.

@@ -71,10 +71,14 @@ class DeviceBuffer {
   friend class Runtime;
   DeviceBuffer(detail::RuntimeBackend* backend, void* data, std::size_t size)
       : backend_(backend), data_(data), size_(size) {}
+  DeviceBuffer(detail::RuntimeBackend* backend, void* data, std::size_t size, Stream stream)
+      : backend_(backend), data_(data), size_(size), stream_(stream), stream_ordered_(true) {}
   void release() noexcept;
   detail::RuntimeBackend* backend_ = nullptr;
   void* data_ = nullptr;
   std::size_t size_ = 0;
+  Stream stream_ = nullptr;      // the stream a stream-ordered buffer is freed on
+  bool stream_ordered_ = false;  // from allocate_on_stream()
 };
 
 class Runtime {
@@ -95,6 +99,12 @@ class Runtime {
   /// Allocates `bytes` of device memory (at least 1 byte is allocated for 0). The emulator
   /// returns host memory aligned to 256 bytes, filled with 0xff bytes (NaN) until written.
   DeviceBuffer allocate(std::size_t bytes);
+  /// Allocates `bytes` in `stream`'s order: usable by work queued on `stream` after this call,
+  /// and freed, when the buffer is destroyed, after the work queued on `stream` by then,
+  /// without the host waiting (cuMemAllocAsync/cuMemFreeAsync). On a GPU without memory pools
+  /// the allocation is plain and destroying the buffer waits for `stream` first. For scratch
+  /// space a call needs only while its kernels run.
+  DeviceBuffer allocate_on_stream(std::size_t bytes, Stream stream);
   /// Copies `bytes` from host memory to device memory (synchronously).
   void copy_to_device(void* device_dst, const void* host_src, std::size_t bytes);
   /// Copies `bytes` from device memory to host memory (synchronously).

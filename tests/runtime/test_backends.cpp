@@ -172,6 +172,16 @@ TEST_CASE("emulator memory: aligned host memory, copies are round trips") {
   runtime.synchronize();
   runtime.copy_to_host(output.data(), moved.data(), output.size());
   CHECK(output == input);
+
+  // Stream-ordered memory: the same round trip, and moving keeps its stream-ordered release.
+  DeviceBuffer ordered = runtime.allocate_on_stream(input.size(), nullptr);
+  CHECK(reinterpret_cast<std::uintptr_t>(ordered.data()) % 256 == 0);
+  runtime.copy_to_device(ordered.data(), input.data(), input.size());
+  DeviceBuffer ordered_moved = std::move(ordered);
+  CHECK(ordered.data() == nullptr);
+  std::fill(output.begin(), output.end(), 0);
+  runtime.copy_to_host(output.data(), ordered_moved.data(), output.size());
+  CHECK(output == input);
 }
 
 TEST_CASE("softmax through the emulator backend matches the reference") {

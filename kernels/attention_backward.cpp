@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "attention_common.hpp"
+#include "autotune/tuning_state.hpp"
 #include "flashjit/error.hpp"
 #include "runtime/executor.hpp"
 
@@ -23,41 +24,18 @@ struct TileShape {
 };
 
 /// The backward tiles per head dim, best first: Br = Bc = 64 over 4 warps up to head dim 144
-/// (104 with softcap, which keeps tanh's slope per score beside S and dP), the furthest they
-/// compile without spills for both dtypes and masks on sm_80 and sm_90a (NVRTC 13.0, see
-/// tests/kernels/test_attention_backward_compile.cpp); then 32 x 32 over 2 warps, which also
-/// needs less shared memory (at head dim 128, 64 x 64 takes 102 KB, over the 99 KB of sm_86 and
-/// sm_89). From head dim 176 every config spills some bytes on one arch or both; 32 x 32 spills
-/// least. Larger tiles may be faster (Br = Bc = 128 over 8 warps compiles without spills up to
-/// head dim 48) but are untimed: the autotuner will say.
+/// (104 with softcap, which keeps tanh's slope per score beside S and dP), then 32 x 32 over 2
+/// warps, which is within the accumulator budget (attention_backward_space::config_valid) at
+/// every head dim and needs less shared memory (at head dim 128, 64 x 64 takes 102 KB, over the
+/// 99 KB of sm_86 and sm_89). Each head dim's first choice compiles without spills for both
+/// dtypes, both masks and softcap on or off, on sm_80 and sm_90a (NVRTC 13.0, see
+/// tests/kernels/test_attention_backward_compile.cpp). The cut-offs are where 64 x 64 stopped
+/// compiling without spills before the tiles' loads were rolled (tile/shared_tile.cuh); larger
+/// tiles further on, and Br = Bc = 128 over 8 warps, may be faster but are untimed: the
+/// autotuner will say.
 std::vector<TileShape> preferred_tiles(int head_dim, bool softcap) {
   if (head_dim <= (softcap ? 104 : 144)) return {{64, 64, 4}, {32, 32, 2}};
   return {{32, 32, 2}};
-}
-
-/// Where ptxas, allocating at its 255-register limit, spills with preferred_tiles' first choice
-/// but not with another tile on one arch (no softcap; measured like preferred_tiles).
-struct TileOverride {
-  const char* arch;
-  int head_dim;
-  TileShape tile;
-};
-constexpr TileOverride kTileOverrides[] = {
-    {"sm_80", 16, {128, 128, 8}},  // 64 x 64 spills 8 bytes with the window mask
-    {"sm_90a", 136, {32, 32, 2}},  // 64 x 64 spills 32 bytes without a mask
-    {"sm_80", 168, {64, 64, 4}},   // 32 x 32 spills 16 bytes with the window mask
-    {"sm_80", 184, {64, 64, 4}},   // 32 x 32 spills 16 bytes
-};
-
-/// preferred_tiles for `arch`, its override (if any) first.
-std::vector<TileShape> arch_tiles(int head_dim, bool softcap, const std::string& arch) {
-  std::vector<TileShape> tiles = preferred_tiles(head_dim, softcap);
-  for (const TileOverride& entry : kTileOverrides) {
-    if (!softcap && entry.head_dim == head_dim && arch == entry.arch) {
-      tiles.insert(tiles.begin(), entry.tile);
-    }
-  }
-  return tiles;
 }
 
 /// The dtype's C++ type in the templates.
@@ -144,58 +122,26 @@ struct BackwardTensors {
   const TensorView& dv;
 };
 
-/// The D = rowsum(dO ∘ O) workspace of one call. The kernels read it asynchronously, so it is
-/// freed only once the stream is done with it: finish() waits, and so does the destructor when
-/// a launch threw halfway. Waiting makes backward return only when the gradients are written;
-/// that is the price of allocating per call rather than keeping a workspace in the Runtime
-/// (it has no per-op state). The allocation itself is 4 bytes per query row and head.
-class DeltaWorkspace {
- public:
-  DeltaWorkspace(Runtime& runtime, std::size_t bytes, Stream stream)
-      : runtime_(runtime), buffer_(runtime.allocate(bytes)), stream_(stream) {}
-  DeltaWorkspace(const DeltaWorkspace&) = delete;
-  DeltaWorkspace& operator=(const DeltaWorkspace&) = delete;
-  ~DeltaWorkspace() {
-    if (!pending_) return;
-    try {
-      runtime_.synchronize(stream_);
-    } catch (...) {
-      // The launch's own error is already on its way up; this one would only hide it.
-    }
-  }
-
-  float* data() const { return static_cast<float*>(buffer_.data()); }
-  detail::KernelBuffer kernel_buffer() const { return {buffer_.data(), buffer_.size(), "delta"}; }
-  /// Waits for the stream; errors of the launched kernels surface here.
-  void finish() {
-    pending_ = false;
-    runtime_.synchronize(stream_);
-  }
-
- private:
-  Runtime& runtime_;
-  DeviceBuffer buffer_;
-  Stream stream_;
-  bool pending_ = true;
-};
-
 std::vector<detail::KernelBuffer> backward_buffers(const BackwardTensors& t,
-                                                   const DeltaWorkspace& delta) {
+                                                   const DeviceBuffer& delta) {
   return {kernel_buffer(t.q, "q"),   kernel_buffer(t.k, "k"),     kernel_buffer(t.v, "v"),
           kernel_buffer(t.o, "o"),   kernel_buffer(t.lse, "lse"), kernel_buffer(t.dout, "dout"),
           kernel_buffer(t.dq, "dq"), kernel_buffer(t.dk, "dk"),   kernel_buffer(t.dv, "dv"),
-          delta.kernel_buffer()};
+          {delta.data(), delta.size(), "delta"}};
 }
 
 /// Launches a validated call with a config already checked against it: D, then dQ, then dK
-/// and dV (one launch, or dK then dV), all on `stream`, then waits for it (DeltaWorkspace).
+/// and dV (one launch, or dK then dV), all on `stream`. The D workspace (4 bytes per query row
+/// and head) is allocated and freed in the stream's order, so nothing waits on the host, and a
+/// launch that throws halfway still frees it after the kernels already queued.
 void launch_backward(Runtime& runtime, const Attention& attention, const BackwardTensors& t,
                      const BackwardConfig& config, Stream stream) {
   const BackwardSpecs specs = backward_specs(config, runtime.device().arch());
   const BackwardLaunchShapes shapes = backward_launch_shapes(config, attention, stream);
-  DeltaWorkspace delta(runtime, backward_delta_bytes(attention), stream);
+  const DeviceBuffer delta = runtime.allocate_on_stream(backward_delta_bytes(attention), stream);
   const AttentionBackwardParams params =
-      backward_params(attention, t.q, t.k, t.v, t.o, t.lse, t.dout, t.dq, t.dk, t.dv, delta.data());
+      backward_params(attention, t.q, t.k, t.v, t.o, t.lse, t.dout, t.dq, t.dk, t.dv,
+                      static_cast<float*>(delta.data()));
   const std::vector<detail::KernelBuffer> buffers = backward_buffers(t, delta);
   detail::Executor& executor = runtime.executor();
   detail::launch_kernel(executor, specs.delta, shapes.delta, buffers, params);  // D
@@ -203,7 +149,6 @@ void launch_backward(Runtime& runtime, const Attention& attention, const Backwar
   for (const detail::KernelSpec& spec : specs.key_gradients) {
     detail::launch_kernel(executor, spec, shapes.key_gradients, buffers, params);  // dK, dV
   }
-  delta.finish();
 }
 
 }  // namespace
@@ -233,7 +178,7 @@ BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask,
                                        const std::string& arch) {
   check_attention_support(dtype, head_dim);
   const int limit = arch_shared_memory_limit(arch);
-  for (const TileShape& tile : arch_tiles(head_dim, softcap, arch)) {
+  for (const TileShape& tile : preferred_tiles(head_dim, softcap)) {
     BackwardConfig config{dtype, head_dim, tile.block_m, tile.block_n, tile.warps, mask, softcap};
     if (config.valid() && config.shared_bytes() <= limit) return config;
   }
@@ -339,10 +284,10 @@ void Runtime::backward(const Attention& attention, const TensorView& q, const Te
                        const TensorView& dout, const TensorView& dq, const TensorView& dk,
                        const TensorView& dv, Stream stream) {
   kernels::validate_backward_arguments(attention, q, k, v, o, lse, dout, dq, dk, dv);
-  const kernels::BackwardConfig config = kernels::default_backward_config(
-      q.dtype, static_cast<int>(attention.head_dim), kernels::forward_mask_kind(attention),
-      attention.softcap > 0.0f, device().arch());
-  kernels::launch_backward(*this, attention, {q, k, v, o, lse, dout, dq, dk, dv}, config, stream);
+  const autotune::TunedConfig config =
+      autotune::choose_config(*this, {autotune::TunedOp::attention_backward, q.dtype, attention});
+  kernels::launch_backward(*this, attention, {q, k, v, o, lse, dout, dq, dk, dv},
+                           std::get<kernels::BackwardConfig>(config), stream);
 }
 
 }  // namespace flashjit

@@ -46,13 +46,13 @@ std::vector<BackwardConfig> backward_configs(DType dtype, int head_dim, MaskKind
                                              bool softcap);
 
 /// The heuristic config for (dtype, head_dim, mask, softcap) on `arch` (until the autotuner):
-/// Br = Bc = 64 over 4 warps, or 32 x 32 over 2 where those spill (head dims past 144, past 104
-/// with softcap) or do not fit the arch's shared memory (arch_shared_memory_limit), with a few
-/// per-arch exceptions measured with NVRTC (preferred_tiles in attention_backward.cpp). Without
-/// softcap it compiles without spills on sm_80 and sm_90a up to head dim 168 (sm_80 also at
-/// 184, 200 and 216); past that every config spills today (the compile test lists where).
-/// Always valid and within the arch's shared memory. Throws InvalidArgument("head_dim") or
-/// ("dtype") for a dim or dtype the kernels lack, ("arch") for an arch flashjit cannot target.
+/// Br = Bc = 64 over 4 warps, or 32 x 32 over 2 past head dim 144 (104 with softcap) or where
+/// those do not fit the arch's shared memory (arch_shared_memory_limit; preferred_tiles in
+/// attention_backward.cpp). No kernel of it spills registers at any head dim, dtype, mask or
+/// softcap, on sm_80 or sm_90a (NVRTC 13.0; tests/kernels/test_attention_backward_compile.cpp
+/// checks the registry's matrix). Always valid and within the arch's shared memory. Throws
+/// InvalidArgument("head_dim") or ("dtype") for a dim or dtype the kernels lack, ("arch") for
+/// an arch flashjit cannot target.
 BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                        const std::string& arch);
 
@@ -109,8 +109,8 @@ BackwardLaunchShapes backward_launch_shapes(const BackwardConfig& config,
 
 /// Runtime::backward with an explicit config (tests, the autotuner). The config must match the
 /// call's dtype, head dim, mask kind and softcap (InvalidArgument("config") otherwise) and fit
-/// the device's shared memory. Allocates the delta workspace with runtime.allocate and waits
-/// for `stream` before freeing it, so the call returns once the gradients are written.
+/// the device's shared memory. The delta workspace comes from runtime.allocate_on_stream and is
+/// freed in `stream`'s order: the call returns once the kernels are queued.
 void attention_backward(Runtime& runtime, const Attention& attention, const TensorView& q,
                         const TensorView& k, const TensorView& v, const TensorView& o,
                         const TensorView& lse, const TensorView& dout, const TensorView& dq,

@@ -137,8 +137,9 @@ class Runtime {
   /// dv sum over the query heads that share a key/value head (GQA/MQA). Shapes, dtypes and
   /// strides as in forward(); dq like q, dk and dv like k. Gradients are computed without
   /// atomics: the same inputs give the same bits on every run. Rows that see no key contribute
-  /// nothing. The config comes from the tuning policy, as in forward(). It waits for `stream`
-  /// before returning (a workspace of 4 bytes per query row and head lives only for the call).
+  /// nothing. The config comes from the tuning policy, as in forward(). Like forward(), it only
+  /// queues work on `stream`: its workspace (4 bytes per query row and head) is allocated and
+  /// freed in the stream's order (allocate_on_stream), so the host does not wait.
   /// Throws InvalidArgument naming the argument for bad input; nothing is launched.
   void backward(const Attention& attention, const TensorView& q, const TensorView& k,
                 const TensorView& v, const TensorView& o, const TensorView& lse,

@@ -71,7 +71,7 @@ struct QueryStream {
 /// Grid (ceil(seqlen_k / kBlockN), heads_kv, batch), block kThreads, dynamic shared memory
 /// Traits::kSharedBytes. Writes dK, dV or both (Traits::kGradients).
 template <class Traits>
-FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
+FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     attention_backward_dkdv_kernel(AttentionBackwardParams params) {
   static_assert(!Traits::kWantDk || !Traits::kWantDv ||
                     !attention_backward_space::split_key_gradients(Traits::kHeadDim),

@@ -27,7 +27,7 @@ FJ_DEVICE HeadSlice<T> dq_slice(const AttentionBackwardParams& p, int batch, int
 /// Grid (ceil(seqlen_q / kBlockM), heads_q, batch), block kThreads, dynamic shared memory
 /// Traits::kSharedBytes.
 template <class Traits>
-FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
+FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     attention_backward_dq_kernel(AttentionBackwardParams params) {
   using T = typename Traits::Element;
   using Pipeline = KeyValuePipeline<Traits>;

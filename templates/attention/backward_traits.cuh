@@ -24,6 +24,11 @@ struct BackwardTraits {
   static constexpr int kBlockN = BlockN;  // key rows per block
   static constexpr int kWarps = Warps;
   static constexpr int kThreads = Warps * 32;
+  // __launch_bounds__'s blocks per SM: asking for one lets ptxas use all 255 registers. Without
+  // it, ptxas aimed for more blocks at some configs and spilled to get there (on sm_80: dK with
+  // softcap at head dim 176, 168 registers and 16 bytes spilled, now 191 and none; dQ at head
+  // dim 16 with the window mask, 80 registers and 4 bytes, now 127 and none).
+  static constexpr int kMinBlocksPerSm = 1;
   static constexpr int kStages = 2;  // the dQ kernel double-buffers K and V (K is read twice)
   static constexpr attention_forward_space::MaskKind kMask = Mask;
   static constexpr bool kSoftcap = Softcap;

@@ -47,7 +47,13 @@ FJ_DEVICE void load_tile_async(smem_tile<T, Rows, Cols> dst, const T* src, index
                                int rows_valid, int cols_valid, int thread) {
   constexpr int kChunksPerRow = Cols / kChunkElements;
   constexpr int kChunks = Rows * kChunksPerRow;
-#pragma unroll
+  // Not unrolled: unrolled, the compiler hoists every chunk's row, column and address offsets
+  // out of the kernel's main loop and keeps them live across it (16 chunks per tile at head dim
+  // 256 over 64 threads). That alone made the backward kernels spill from head dim 176 (dK at
+  // 256 with Br = Bc = 32 on sm_90a: 255 registers and 284 bytes spilled; rolled, 223 and
+  // none); the forward kernels need fewer registers rolled too (169 instead of 215 at head dim
+  // 128, 246 instead of 252 at 256, sm_90a).
+#pragma unroll 1
   for (int i = 0; i < ceil_div(kChunks, Threads); ++i) {
     const int chunk = i * Threads + thread;
     if (kChunks % Threads != 0 && chunk >= kChunks) break;

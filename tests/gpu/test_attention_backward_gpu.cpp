@@ -8,15 +8,12 @@
 #include <doctest/doctest.h>
 
 #include <exception>
-#include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
+#include "gpu/case_sweep.hpp"
 #include "kernels/attention_backward.hpp"
 #include "kernels/attention_forward.hpp"
-#include "runtime/kernel_cache.hpp"
-#include "runtime/parallel.hpp"
 #include "support/backward_case.hpp"
 #include "support/backward_case_builders.hpp"
 
@@ -24,108 +21,40 @@ namespace flashjit::testing {
 namespace {
 
 using reference::Layout;
-using Config = std::optional<kernels::BackwardConfig>;  // nullopt: the runtime's choice
 
-/// The GPU, opened once for the whole binary. Without one, every test fails with the Error
-/// saying what is missing (no driver, no device).
-Runtime& gpu() {
-  static Runtime runtime;
-  return runtime;
-}
+/// The backward op, as check_sweep sees it.
+struct BackwardOp {
+  using Case = BackwardCase;
+  using Config = kernels::BackwardConfig;
+  using Runner = BackwardCaseRunner;
+  static constexpr auto space = kernels::backward_configs;
+  static constexpr auto default_config = kernels::default_backward_config;
 
-enum class ConfigSweep {
-  default_only,  ///< the runtime's choice
-  every_config,  ///< also every config that fits the device, for bf16 head dims 64 and 128
-};
-
-std::vector<Config> configs_for(const BackwardCase& c, ConfigSweep sweep) {
-  std::vector<Config> configs = {std::nullopt};
-  const auto d = static_cast<int>(c.problem.head_dim);
-  if (sweep == ConfigSweep::default_only || c.dtype != DType::bf16 || (d != 64 && d != 128)) {
-    return configs;
+  static std::string name(const Config& config) {
+    return kernels::backward_specs(config, "sm_80").dq.readable_name;
   }
-  const auto shared_limit = static_cast<int>(gpu().device().shared_memory_optin);
-  for (const kernels::BackwardConfig& config : kernels::backward_configs(
-           c.dtype, d, kernels::forward_mask_kind(c.attention()), c.problem.softcap > 0)) {
-    if (config.shared_bytes() <= shared_limit) configs.push_back(config);
-  }
-  return configs;
-}
-
-/// The config a run launches: its own, or the heuristic default the runtime picks.
-kernels::BackwardConfig resolved(const BackwardCase& c, const Config& config) {
-  if (config) return *config;
-  return kernels::default_backward_config(c.dtype, static_cast<int>(c.problem.head_dim),
-                                          kernels::forward_mask_kind(c.attention()),
-                                          c.problem.softcap > 0, gpu().device().arch());
-}
-
-std::string label(const BackwardCase& c, const Config& config) {
-  const std::string name = kernels::backward_specs(resolved(c, config), "sm_80").dq.readable_name;
-  return config ? name : "default (" + name + ")";
-}
-
-/// Every kernel a case's runs launch: the forward's default and each config's backward specs.
-std::vector<detail::KernelSpec> specs_of(const BackwardCase& c, ConfigSweep sweep) {
-  const std::string arch = gpu().device().arch();
-  std::vector<detail::KernelSpec> specs = {kernels::forward_spec(
-      kernels::default_forward_config(c.dtype, static_cast<int>(c.problem.head_dim),
-                                      kernels::forward_mask_kind(c.attention()),
-                                      c.problem.softcap > 0, arch),
-      arch)};
-  for (const Config& config : configs_for(c, sweep)) {
-    const kernels::BackwardSpecs backward = kernels::backward_specs(resolved(c, config), arch);
+  /// The forward's default (a case runs it first, for O and LSE) and the config's backward
+  /// kernels.
+  static std::vector<detail::KernelSpec> specs(const Case& c, const Config& config,
+                                               const std::string& arch) {
+    std::vector<detail::KernelSpec> specs = {kernels::forward_spec(
+        kernels::default_forward_config(c.dtype, static_cast<int>(c.problem.head_dim),
+                                        kernels::forward_mask_kind(c.attention()),
+                                        c.problem.softcap > 0, arch),
+        arch)};
+    const kernels::BackwardSpecs backward = kernels::backward_specs(config, arch);
     specs.push_back(backward.delta);
     specs.push_back(backward.dq);
     specs.insert(specs.end(), backward.key_gradients.begin(), backward.key_gradients.end());
+    return specs;
   }
-  return specs;
-}
-
-/// Compiles every distinct kernel the runs need into the process kernel cache on a bounded pool
-/// (NVRTC takes hundreds of MB per compile); the runs then find them in memory.
-void compile_ahead(const std::vector<BackwardCase>& cases, ConfigSweep sweep) {
-  std::set<std::string> seen;
-  std::vector<detail::KernelSpec> specs;
-  for (const BackwardCase& c : cases) {
-    for (detail::KernelSpec& spec : specs_of(c, sweep)) {
-      if (seen.insert(spec.name_expression).second) specs.push_back(std::move(spec));
-    }
-  }
-  detail::run_ordered<detail::CacheLookup>(
-      static_cast<int>(specs.size()), detail::default_workers(8),
-      [&](int i) {
-        return detail::KernelCache::process_cache().get(specs[static_cast<std::size_t>(i)]);
-      },
-      [&](int i, detail::Outcome<detail::CacheLookup>& outcome) {
-        if (!outcome.error) return;
-        try {
-          std::rethrow_exception(outcome.error);
-        } catch (const std::exception& error) {
-          FAIL_CHECK(specs[static_cast<std::size_t>(i)].display_name()
-                     << " does not compile: " << std::string(error.what()));
-        }
-      });
-}
+};
 
 /// Runs every case (with the configs `sweep` asks for) and checks each verdict; a run that
 /// throws fails with its label and message, and the others still run.
 void check_cases(const std::vector<BackwardCase>& cases,
                  ConfigSweep sweep = ConfigSweep::every_config) {
-  compile_ahead(cases, sweep);
-  for (const BackwardCase& c : cases) {
-    INFO(c.name());
-    const BackwardCaseRunner runner(c);  // inputs and reference, shared by the configs
-    for (const Config& config : configs_for(c, sweep)) {
-      INFO(label(c, config));
-      try {
-        const BackwardVerdict verdict = runner.run(gpu(), config);
-        CHECK_MESSAGE(verdict.ok, verdict.describe());
-      } catch (const std::exception& error) {
-        FAIL_CHECK(std::string(error.what()));
-      }
-    }
-  }
+  check_sweep<BackwardOp>(cases, sweep);
 }
 
 TEST_CASE("backward on the GPU: ragged lengths") {
@@ -148,15 +77,7 @@ TEST_CASE("backward on the GPU: causal with seqlen_q != seqlen_k") {
                with_layout(make_case(2, 2, 1, 777, 256, true), Layout::bhsd)});
 }
 
-TEST_CASE("backward on the GPU: head dims") {
-  std::vector<BackwardCase> cases;
-  for (std::int64_t d : {8, 16, 24, 32, 40, 48, 64, 72, 80, 96, 112, 128, 160, 192, 224, 256}) {
-    cases.push_back(make_case(2, 2, 129, 200, d));
-    cases.push_back(with_layout(make_case(1, 1, 200, 129, d, true), Layout::bhsd));
-    cases.push_back(with_dtype(make_case(1, 1, 100, 100, d, d % 16 == 0), DType::f16));
-  }
-  check_cases(cases);
-}
+TEST_CASE("backward on the GPU: head dims") { check_cases(head_dim_cases(make_case)); }
 
 TEST_CASE("backward on the GPU: GQA and MQA") {
   check_cases({deterministic(make_case(8, 1, 63, 63, 64)),

@@ -14,16 +14,6 @@ namespace {
 
 using reference::Layout;
 
-ForwardCase with_dtype(ForwardCase c, DType dtype) {
-  c.dtype = dtype;
-  return c;
-}
-
-ForwardCase with_layout(ForwardCase c, Layout layout) {
-  c.layout = layout;
-  return c;
-}
-
 TEST_CASE("forward on the GPU: ragged lengths") {
   ForwardCase batched = with_layout(make_case(2, 2, 33, 65, 32), Layout::bhsd);
   batched.problem.batch = 3;
@@ -49,15 +39,7 @@ TEST_CASE("forward on the GPU: causal with seqlen_q != seqlen_k") {
                with_dtype(make_case(1, 1, 129, 63, 80, true), DType::f16)});
 }
 
-TEST_CASE("forward on the GPU: head dims") {
-  std::vector<ForwardCase> cases;
-  for (std::int64_t d : {8, 16, 24, 32, 40, 48, 64, 72, 80, 96, 112, 128, 160, 192, 224, 256}) {
-    cases.push_back(make_case(2, 2, 129, 200, d));
-    cases.push_back(with_layout(make_case(1, 1, 200, 129, d, true), Layout::bhsd));
-    cases.push_back(with_dtype(make_case(1, 1, 100, 100, d, d % 16 == 0), DType::f16));
-  }
-  check_cases(cases);
-}
+TEST_CASE("forward on the GPU: head dims") { check_cases(head_dim_cases(make_case)); }
 
 TEST_CASE("forward on the GPU: GQA and MQA") {
   check_cases({make_case(8, 1, 63, 63, 64),
@@ -65,19 +47,6 @@ TEST_CASE("forward on the GPU: GQA and MQA") {
                make_case(8, 1, 1000, 1000, 128, true), make_case(4, 2, 40, 90, 64),
                make_case(6, 3, 17, 17, 40, true),
                with_dtype(make_case(16, 2, 300, 300, 256, true), DType::f16)});
-}
-
-ForwardCase windowed(std::int64_t seqlen_q, std::int64_t seqlen_k, std::int64_t left,
-                     std::int64_t right, std::int64_t head_dim = 64) {
-  ForwardCase c = make_case(1, 1, seqlen_q, seqlen_k, head_dim);
-  c.problem.window_left = left;
-  c.problem.window_right = right;
-  return c;
-}
-
-ForwardCase with_softcap(ForwardCase c, double softcap) {
-  c.problem.softcap = softcap;
-  return c;
 }
 
 TEST_CASE("forward on the GPU: windows, softcap and scale") {

@@ -10,29 +10,13 @@
 #include "kernels/attention_forward.hpp"
 #include "runtime/emulated_kernels.hpp"
 #include "support/attention_case.hpp"
+#include "support/emulator_runtime.hpp"
+#include "support/forward_case_builders.hpp"
 
 namespace flashjit::testing {
 namespace {
 
 using reference::Layout;
-
-ForwardCase make_case(std::int64_t heads_q, std::int64_t heads_kv, std::int64_t seqlen_q,
-                      std::int64_t seqlen_k, std::int64_t head_dim, bool causal = false) {
-  ForwardCase c;
-  c.problem.heads_q = heads_q;
-  c.problem.heads_kv = heads_kv;
-  c.problem.seqlen_q = seqlen_q;
-  c.problem.seqlen_k = seqlen_k;
-  c.problem.head_dim = head_dim;
-  c.problem.causal = causal;
-  c.seed = static_cast<std::uint64_t>(seqlen_q * 7919 + seqlen_k * 31 + head_dim);
-  return c;
-}
-
-Runtime& emulator() {
-  static Runtime runtime(RuntimeOptions{.backend = Backend::emulator});
-  return runtime;
-}
 
 /// The configs to run `c` with: the runtime's default (nullopt) and, for bf16 head dims 64 and
 /// 128, every other config of the space the emulator was built with.
@@ -116,13 +100,6 @@ TEST_CASE("forward on the emulator: GQA and MQA") {
 }
 
 TEST_CASE("forward on the emulator: windows, softcap and scale") {
-  auto windowed = [](std::int64_t seqlen_q, std::int64_t seqlen_k, std::int64_t left,
-                     std::int64_t right, std::int64_t head_dim = 64) {
-    ForwardCase c = make_case(1, 1, seqlen_q, seqlen_k, head_dim);
-    c.problem.window_left = left;
-    c.problem.window_right = right;
-    return c;
-  };
   ForwardCase sliding = windowed(200, 200, 32, 0);
   ForwardCase softcap = make_case(1, 1, 129, 129, 64);
   softcap.problem.softcap = 30;

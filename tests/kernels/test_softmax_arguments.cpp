@@ -2,30 +2,14 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
-#include <functional>
 #include <limits>
-#include <string>
 
-#include "flashjit/error.hpp"
 #include "kernels/softmax.hpp"
+#include "support/argument_cases.hpp"
 
 using namespace flashjit;
 using flashjit::kernels::validate_softmax_arguments;
-
-namespace {
-
-// Throws unless `call` raises InvalidArgument naming `argument`.
-void check_names(const std::function<void()>& call, const std::string& argument) {
-  try {
-    call();
-    FAIL("no error; expected one naming " << argument);
-  } catch (const InvalidArgument& error) {
-    CHECK_MESSAGE(error.argument() == argument, error.what());
-    CHECK(std::string(error.what()).find(argument) != std::string::npos);
-  }
-}
-
-}  // namespace
+using flashjit::testing::check_names;
 
 TEST_CASE("softmax rejects each bad argument by name") {
   alignas(16) static std::uint16_t x_data[64 * 40], y_data[64 * 40];

@@ -17,7 +17,7 @@ namespace {
 using reference::ConstView4;
 using reference::Layout;
 using reference::Tensor4;
-using namespace case_inputs;  // rounding, upload, row scores, written-element checks
+using namespace case_inputs;  // rounding, upload, sampled rows, scores, written-element checks
 
 /// out += weight · V[b, j, hk, :]; a zero weight (a masked key) adds nothing and is skipped:
 /// causal rows at real sizes see half the keys.
@@ -118,29 +118,6 @@ reference::CheckResult check_lse(const ForwardCase& c, const std::vector<float>&
   return result;
 }
 
-/// A query row a sampled case checks.
-struct SampledRow {
-  std::int64_t batch, head, row;
-};
-
-/// `c.sample_rows` rows evenly spread over the sequence, the first and the last included, of
-/// the (batch, head) pairs first, middle and last.
-std::vector<SampledRow> sampled_rows(const ForwardCase& c) {
-  const reference::Problem& p = c.problem;
-  const std::int64_t n = std::min(c.sample_rows, p.seqlen_q);
-  std::vector<std::pair<std::int64_t, std::int64_t>> pairs = {
-      {0, 0}, {p.batch / 2, p.heads_q / 2}, {p.batch - 1, p.heads_q - 1}};
-  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());  // already sorted
-  std::vector<SampledRow> rows;
-  for (const auto& [b, h] : pairs) {
-    // Distinct: the spacing (seqlen_q - 1) / (n - 1) is at least 1.
-    for (std::int64_t r = 0; r < n; ++r) {
-      rows.push_back({b, h, n == 1 ? 0 : r * (p.seqlen_q - 1) / (n - 1)});
-    }
-  }
-  return rows;
-}
-
 /// The reference side of a case's verdicts, computed once for any number of runs: O and LSE in
 /// float64 (every row, or with sample_rows the sampled rows in `rows` order) and the error of
 /// plain attention on the same rows.
@@ -164,7 +141,7 @@ Expected full_expected(const ForwardCase& c, const Inputs& in) {
 Expected sampled_expected(const ForwardCase& c, const Inputs& in) {
   const reference::Problem& p = c.problem;
   const ConstView4 q = in.q.values.view(), k = in.k.values.view(), v = in.v.values.view();
-  Expected expected{sampled_rows(c), {}, {}, 0};
+  Expected expected{spread_rows(c.sample_rows, p.batch, p.heads_q, p.seqlen_q), {}, {}, 0};
   std::vector<double> plain, s, exact_o, plain_o;
   for (const SampledRow& r : expected.rows) {
     const std::int64_t hk = p.kv_head(r.head);
@@ -188,13 +165,8 @@ struct Actual {
 Actual gather_rows(const ForwardCase& c, const std::vector<SampledRow>& rows,
                    const Actual& actual) {
   const reference::Problem& p = c.problem;
-  const ConstView4 o{actual.out.data(), p.q_shape(),
-                     reference::dense_strides(p.q_shape(), c.layout)};
-  Actual gathered;
+  Actual gathered{gather(actual.out, p.q_shape(), c.layout, rows), {}};
   for (const SampledRow& r : rows) {
-    for (std::int64_t d = 0; d < p.head_dim; ++d) {
-      gathered.out.push_back(o(r.batch, r.row, r.head, d));
-    }
     const std::int64_t lse_index = (r.batch * p.heads_q + r.head) * p.seqlen_q + r.row;
     gathered.lse.push_back(actual.lse[static_cast<std::size_t>(lse_index)]);
   }
@@ -211,8 +183,7 @@ ForwardVerdict judge(const ForwardCase& c, const Expected& expected, const Actua
                                        sampled ? "O (sampled rows)" : "O");
   verdict.error = verdict.out.rel_l2;
   if (sampled) {  // the rows not compared must still have been written
-    check_every_element(
-        actual.out, [](double x) { return !std::isfinite(x); }, "O", verdict.out);
+    check_every_element_finite(actual.out, "O", verdict.out);
   }
   verdict.lse =
       check_lse(c, compared.lse, expected.lse, actual.lse, sampled ? "LSE (sampled rows)" : "LSE");
@@ -227,14 +198,12 @@ Actual run_kernel(Runtime& runtime, const ForwardCase& c, const Inputs& in,
   const std::size_t out_count = in.q.bits.size();
   const auto lse_count = static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q);
 
-  // Outputs start as NaN (0x7fff is NaN in fp16 and bf16), so an element the kernel never
-  // writes fails the check.
+  // Outputs start as NaN, so an element the kernel never writes fails the check.
   DeviceBuffer q = upload(runtime, in.q.bits), k = upload(runtime, in.k.bits),
                v = upload(runtime, in.v.bits);
-  DeviceBuffer o = upload(runtime, std::vector<std::uint16_t>(out_count, 0x7fff));
+  DeviceBuffer o = upload(runtime, std::vector<std::uint16_t>(out_count, kPoison));
   std::vector<float> lse(lse_count, std::numeric_limits<float>::quiet_NaN());
-  DeviceBuffer lse_buffer = runtime.allocate(lse_count * sizeof(float));
-  runtime.copy_to_device(lse_buffer.data(), lse.data(), lse_count * sizeof(float));
+  DeviceBuffer lse_buffer = upload(runtime, lse);
 
   const Attention a = c.attention();
   const flashjit::Layout layout = library_layout(c.layout);
@@ -258,10 +227,7 @@ Actual run_kernel(Runtime& runtime, const ForwardCase& c, const Inputs& in,
   std::vector<std::uint16_t> out_bits(out_count);
   runtime.copy_to_host(out_bits.data(), o.data(), out_count * sizeof(std::uint16_t));
   runtime.copy_to_host(lse.data(), lse_buffer.data(), lse_count * sizeof(float));
-  std::vector<double> out(out_count);
-  for (std::size_t i = 0; i < out_count; ++i) out[i] = from_bits(c.dtype, out_bits[i]);
-
-  return {std::move(out), std::move(lse)};
+  return {widen(c.dtype, out_bits), std::move(lse)};
 }
 
 }  // namespace

@@ -22,9 +22,7 @@ namespace {
 using reference::ConstView4;
 using reference::Layout;
 using reference::Problem;
-using namespace case_inputs;  // rounding, upload, scores, written-element checks
-
-constexpr std::uint16_t kPoison = 0x7fff;  // NaN in fp16 and bf16
+using namespace case_inputs;  // rounding, upload, sampled rows, scores, written-element checks
 
 /// The same problem as a forward case: its name and library descriptor.
 ForwardCase as_forward(const BackwardCase& c) {
@@ -160,29 +158,6 @@ reference::Gradients plain_backward(const BackwardCase& c, const InputViews& in)
   finish(g.dk.values, p.scale(), r);
   finish(g.dv.values, 1.0, r);
   return g;
-}
-
-/// A row a sampled case checks: a query row of a query head (dQ) or a key row of a key/value
-/// head (dK, dV).
-struct SampledRow {
-  std::int64_t batch, head, row;
-};
-
-/// `n` rows evenly spread over `seqlen`, the first and last included, of the (batch, head)
-/// pairs first, middle and last.
-std::vector<SampledRow> spread_rows(std::int64_t n, std::int64_t batch, std::int64_t heads,
-                                    std::int64_t seqlen) {
-  n = std::min(n, seqlen);
-  std::vector<std::pair<std::int64_t, std::int64_t>> pairs = {
-      {0, 0}, {batch / 2, heads / 2}, {batch - 1, heads - 1}};
-  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());  // already sorted
-  std::vector<SampledRow> rows;
-  for (const auto& [b, h] : pairs) {
-    // Distinct: the spacing (seqlen - 1) / (n - 1) is at least 1.
-    for (std::int64_t r = 0; r < n; ++r)
-      rows.push_back({b, h, n == 1 ? 0 : r * (seqlen - 1) / (n - 1)});
-  }
-  return rows;
 }
 
 /// The compared elements of each gradient: all of it in the case's layout, or the sampled
@@ -350,10 +325,8 @@ class DeviceCase {
         dq_(poisoned(in.q.bits.size())),
         dk_(poisoned(in.k.bits.size())),
         dv_(poisoned(in.k.bits.size())),
-        lse_(runtime.allocate(lse_count() * sizeof(float))) {
-    const std::vector<float> nan(lse_count(), std::numeric_limits<float>::quiet_NaN());
-    runtime.copy_to_device(lse_.data(), nan.data(), nan.size() * sizeof(float));
-  }
+        lse_(upload(runtime,
+                    std::vector<float>(lse_count(), std::numeric_limits<float>::quiet_NaN()))) {}
 
   /// O and LSE from the runtime's forward (its own config), as training computes them.
   void forward() {
@@ -422,23 +395,6 @@ class DeviceCase {
   DeviceBuffer q_, k_, v_, dout_, o_, dq_, dk_, dv_, lse_;
 };
 
-std::vector<double> widen(DType dtype, const std::vector<std::uint16_t>& bits) {
-  std::vector<double> values(bits.size());
-  for (std::size_t i = 0; i < bits.size(); ++i) values[i] = from_bits(dtype, bits[i]);
-  return values;
-}
-
-/// The sampled rows of a gradient (all of it, in `layout`) in the order of `rows`.
-std::vector<double> gather(const std::vector<double>& all, const reference::Shape4& shape,
-                           Layout layout, const std::vector<SampledRow>& rows) {
-  const ConstView4 view{all.data(), shape, reference::dense_strides(shape, layout)};
-  std::vector<double> out;
-  for (const SampledRow& r : rows) {
-    for (std::int64_t d = 0; d < shape[3]; ++d) out.push_back(view(r.batch, r.row, r.head, d));
-  }
-  return out;
-}
-
 /// The bound on a gradient's relative L2 error: twice the plain backward's, with a tiny floor
 /// for when the plain backward is exact to the last bit (one key and one query, say) and the
 /// kernels' fp32 sums still round differently. A reference that is exactly 0 (one key: P = 1,
@@ -464,8 +420,7 @@ GradientVerdict judge_gradient(const std::vector<double>& actual,
       reference::check_close(compared, exact, v.bound, sampled ? label + " (sampled rows)" : label);
   v.error = v.check.rel_l2;
   if (sampled) {  // the rows not compared must still have been written
-    check_every_element(
-        actual, [](double x) { return !std::isfinite(x); }, label, v.check);
+    check_every_element_finite(actual, label, v.check);
   }
   return v;
 }

@@ -1,12 +1,15 @@
 #pragma once
 // What the forward and backward test cases (attention_case, backward_case) share: inputs
-// rounded to the kernel's dtype, their upload, the float64 scores of one query row, and the
-// check that every element of an output was written. Header-only so that every target that
-// compiles one of the cases gets it without a build change.
+// rounded to the kernel's dtype, their upload, poisoned outputs and their widening back, the
+// rows a sampled case checks, the float64 scores of one query row, and the check that every
+// element of an output was written. Header-only so that every target that compiles one of the
+// cases gets it without a build change.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flashjit/attention.hpp"
@@ -51,11 +54,58 @@ inline flashjit::Layout library_layout(reference::Layout layout) {
   return layout == reference::Layout::bshd ? flashjit::Layout::bshd : flashjit::Layout::bhsd;
 }
 
-/// Device (or emulator host) copy of `bits`.
-inline DeviceBuffer upload(Runtime& runtime, const std::vector<std::uint16_t>& bits) {
-  DeviceBuffer buffer = runtime.allocate(bits.size() * sizeof(std::uint16_t));
-  runtime.copy_to_device(buffer.data(), bits.data(), bits.size() * sizeof(std::uint16_t));
+/// Device (or emulator host) copy of `values` (16-bit input bits, say, or fp32 LSE).
+template <class T>
+DeviceBuffer upload(Runtime& runtime, const std::vector<T>& values) {
+  DeviceBuffer buffer = runtime.allocate(values.size() * sizeof(T));
+  runtime.copy_to_device(buffer.data(), values.data(), values.size() * sizeof(T));
   return buffer;
+}
+
+/// What 16-bit outputs start as: NaN in fp16 and bf16, so that an element the kernels never
+/// write fails the check.
+inline constexpr std::uint16_t kPoison = 0x7fff;
+
+/// `bits` of `dtype` widened to double.
+inline std::vector<double> widen(DType dtype, const std::vector<std::uint16_t>& bits) {
+  std::vector<double> values(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) values[i] = from_bits(dtype, bits[i]);
+  return values;
+}
+
+/// A row a sampled case checks: a query row of a query head (O, LSE, dQ) or a key row of a
+/// key/value head (dK, dV).
+struct SampledRow {
+  std::int64_t batch, head, row;
+};
+
+/// `n` rows evenly spread over `seqlen`, the first and last included, of the (batch, head)
+/// pairs first, middle and last.
+inline std::vector<SampledRow> spread_rows(std::int64_t n, std::int64_t batch, std::int64_t heads,
+                                           std::int64_t seqlen) {
+  n = std::min(n, seqlen);
+  std::vector<std::pair<std::int64_t, std::int64_t>> pairs = {
+      {0, 0}, {batch / 2, heads / 2}, {batch - 1, heads - 1}};
+  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());  // already sorted
+  std::vector<SampledRow> rows;
+  for (const auto& [b, h] : pairs) {
+    // Distinct: the spacing (seqlen - 1) / (n - 1) is at least 1.
+    for (std::int64_t r = 0; r < n; ++r) {
+      rows.push_back({b, h, n == 1 ? 0 : r * (seqlen - 1) / (n - 1)});
+    }
+  }
+  return rows;
+}
+
+/// The sampled rows `rows` of a tensor (all of it, dense in `layout`), in their order.
+inline std::vector<double> gather(const std::vector<double>& all, const reference::Shape4& shape,
+                                  reference::Layout layout, const std::vector<SampledRow>& rows) {
+  const reference::ConstView4 view{all.data(), shape, reference::dense_strides(shape, layout)};
+  std::vector<double> out;
+  for (const SampledRow& r : rows) {
+    for (std::int64_t d = 0; d < shape[3]; ++d) out.push_back(view(r.batch, r.row, r.head, d));
+  }
+  return out;
 }
 
 /// The float64 score of query row `i` of (batch `b`, query head `h`) against key `j`, which
@@ -96,6 +146,14 @@ void check_every_element(const std::vector<T>& values, Bad bad, const std::strin
   result.ok = false;
   result.report += "\n  " + std::to_string(count) + " elements of " + what +
                    " unwritten or out of range, the first at flat index " + std::to_string(first);
+}
+
+/// check_every_element for an output widened to double: fails `result` when some element is
+/// not finite (the poison left, say).
+inline void check_every_element_finite(const std::vector<double>& values, const std::string& what,
+                                       reference::CheckResult& result) {
+  check_every_element(
+      values, [](double x) { return !std::isfinite(x); }, what, result);
 }
 
 }  // namespace flashjit::testing::case_inputs

@@ -215,13 +215,12 @@ void time_candidates(Runtime& runtime, TuneReport& report, const TuneOptions& op
 void persist(Runtime& runtime, TuneReport& report, const TuneOptions& options) {
   TuningState& state = runtime.tuning();
   const std::filesystem::path path = options.database.empty() ? state.database() : options.database;
-  if (options.persist) {
-    try {
-      report.entry = merge_into_file(path, state.meta(), report.key, report.entry);
-      report.database = path;
-    } catch (const Error& error) {
-      report.persist_problem = error.what();
-    }
+  if (!options.persist) return;  // a measurement only: the runtime's choices stay as they were
+  try {
+    report.entry = merge_into_file(path, state.meta(), report.key, report.entry);
+    report.database = path;
+  } catch (const Error& error) {
+    report.persist_problem = error.what();
   }
   state.remember(report.key, report.entry);
 }

@@ -24,7 +24,7 @@ struct TuneOptions {
   std::function<void(const char* phase, int done, int total)> progress;
   /// The database to merge the result into; empty: the runtime's (see TuningState).
   std::filesystem::path database;
-  bool persist = true;  ///< false: measure and report, write nothing
+  bool persist = true;  ///< false: measure and report; write nothing, change no later choice
 };
 
 /// What tuning one shape found.

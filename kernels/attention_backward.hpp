@@ -36,9 +36,8 @@ struct BackwardConfig {
   int shared_bytes() const;
 };
 
-/// Query rows per block of the delta kernel (kDeltaWarps in
-/// templates/attention/backward_delta_kernel.cuh, which the host cannot include).
-inline constexpr int kDeltaRowsPerBlock = 4;
+/// Query rows per block of the delta kernel (declared beside the template's space).
+using attention_backward_space::kDeltaRowsPerBlock;
 
 /// Every valid config for (dtype, head_dim, mask, softcap), in a fixed order (Br, then Bc and
 /// warps ascending). Empty when the dtype or head dim is not supported.

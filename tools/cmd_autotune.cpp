@@ -105,12 +105,14 @@ void print_report(const autotune::TuneReport& report) {
   for (const autotune::CandidateTiming& t : report.timings) {
     const bool winner = t.config == report.entry.winner;
     const bool fallback = t.config == report.entry.default_config;
-    const std::string ms = std::isfinite(t.median_ms) ? std::to_string(t.median_ms) : "-";
-    const std::string tflops = std::isfinite(t.median_ms)
-                                   ? std::to_string(report.flops / (t.median_ms * 1e9))
-                                   : "-";
-    std::printf("%s %-20s %10.10s %9.7s  %s%s\n", winner ? "*" : " ", t.config.c_str(), ms.c_str(),
-                tflops.c_str(), t.status.c_str(), fallback ? " (default)" : "");
+    if (std::isfinite(t.median_ms)) {
+      std::printf("%s %-20s %10.4f %9.1f  %s%s\n", winner ? "*" : " ", t.config.c_str(),
+                  t.median_ms, report.flops / (t.median_ms * 1e9), t.status.c_str(),
+                  fallback ? " (default)" : "");
+    } else {
+      std::printf("  %-20s %10s %9s  %s%s\n", t.config.c_str(), "-", "-", t.status.c_str(),
+                  fallback ? " (default)" : "");
+    }
   }
   for (const autotune::Candidate& c : report.candidates) {
     if (!c.pruned.empty()) std::printf("  %-20s pruned: %s\n", c.name.c_str(), c.pruned.c_str());

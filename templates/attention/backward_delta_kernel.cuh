@@ -2,12 +2,13 @@
 // Backward preprocessing: D = rowsum(dO ∘ O) per query row, the term the softmax's Jacobian
 // subtracts (dS = P ∘ (dP − D)). One warp per row.
 #include "attention/backward_params.cuh"
+#include "attention/backward_space.cuh"
 #include "tile/memory.cuh"
 #include "tile/warp.cuh"
 
 namespace flashjit {
 
-constexpr int kDeltaWarps = 4;  // rows per block
+constexpr int kDeltaWarps = attention_backward_space::kDeltaRowsPerBlock;  // one per row
 
 /// Grid (ceil(seqlen_q / kDeltaWarps), heads_q, batch), block kDeltaWarps · 32 threads.
 template <typename T>

@@ -19,6 +19,8 @@ constexpr int kBlockM[] = {32, 64, 128};  // query rows per block
 constexpr int kBlockN[] = {32, 64, 128};  // key rows per block
 constexpr int kWarps[] = {2, 4, 8};
 constexpr int kMmaRows = 16;
+/// Query rows per block of the delta pre-pass (one warp each); the host sizes its grid by it.
+constexpr int kDeltaRowsPerBlock = 4;
 /// Per-thread fp32 accumulators above which the kernels spill.
 constexpr int kMaxAccumulatorsPerThread = 176;
 constexpr int kMaxSharedBytes = attention_forward_space::kMaxSharedBytes;

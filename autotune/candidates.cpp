@@ -33,10 +33,10 @@ double visible_pairs(const Attention& a) {
   const std::int64_t right = a.causal ? 0 : a.window_right;
   double pairs = 0;
   for (std::int64_t i = 0; i < a.seqlen_q; ++i) {
-    const std::int64_t lo = a.window_left < 0 ? 0 : std::max<std::int64_t>(0, i + diagonal -
-                                                                                   a.window_left);
-    const std::int64_t hi = right < 0 ? a.seqlen_k
-                                      : std::min<std::int64_t>(a.seqlen_k, i + diagonal + right + 1);
+    const std::int64_t lo =
+        a.window_left < 0 ? 0 : std::max<std::int64_t>(0, i + diagonal - a.window_left);
+    const std::int64_t hi =
+        right < 0 ? a.seqlen_k : std::min<std::int64_t>(a.seqlen_k, i + diagonal + right + 1);
     pairs += static_cast<double>(std::max<std::int64_t>(0, hi - lo));
   }
   return pairs;
@@ -93,7 +93,9 @@ std::string kernel_role(const detail::KernelSpec& spec) {
   const std::string& name = spec.readable_name;
   const std::size_t first = name.find('.');
   const std::string op = name.substr(0, first);
-  const std::string second = first == std::string::npos ? "" : name.substr(first + 1, name.find('.', first + 1) - first - 1);
+  const std::string second = first == std::string::npos
+                                 ? ""
+                                 : name.substr(first + 1, name.find('.', first + 1) - first - 1);
   if (!second.empty() && second.rfind("hdim", 0) != 0) return second;
   const std::size_t underscore = op.find('_');
   return underscore == std::string::npos ? op : op.substr(underscore + 1);
@@ -162,7 +164,8 @@ std::vector<TunedConfig> space_configs(const TuningProblem& problem) {
   const bool softcap = problem_softcap(problem);
   std::vector<TunedConfig> configs;
   if (problem.op == TunedOp::attention_forward) {
-    for (const ForwardConfig& c : kernels::forward_configs(problem.dtype, head_dim, mask, softcap)) {
+    for (const ForwardConfig& c :
+         kernels::forward_configs(problem.dtype, head_dim, mask, softcap)) {
       configs.emplace_back(c);
     }
   } else {

@@ -60,11 +60,11 @@ std::vector<TunedConfig> space_configs(const TuningProblem& problem);
 /// One candidate and what the tuner learned about it.
 struct Candidate {
   TunedConfig config;
-  std::string name;                        ///< config_name(config)
-  bool is_default = false;                 ///< the heuristic default for this shape and arch
-  std::vector<detail::KernelSpec> specs;   ///< every kernel a call of this config launches
-  int shared_bytes = 0;                    ///< dynamic shared memory per block
-  int threads = 0;                         ///< threads per block
+  std::string name;                              ///< config_name(config)
+  bool is_default = false;                       ///< the heuristic default for this shape and arch
+  std::vector<detail::KernelSpec> specs;         ///< every kernel a call of this config launches
+  int shared_bytes = 0;                          ///< dynamic shared memory per block
+  int threads = 0;                               ///< threads per block
   std::vector<detail::ResourceUsage> resources;  ///< per spec, once compiled
   /// Why it was dropped ("shared memory 180 KB > 163 KB", "spills 48 B in dq"); empty while
   /// it is still in the running.

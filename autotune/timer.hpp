@@ -10,11 +10,11 @@ namespace flashjit::autotune {
 
 /// How long and how often to time.
 struct TimingOptions {
-  int warmup_runs = 3;    ///< untimed runs first (caches, clocks, lazy loading)
-  int min_runs = 5;       ///< timed runs at least, whatever the budget
-  int max_runs = 100;     ///< timed runs at most
-  double budget_ms = 250; ///< stop adding timed runs once their total passes this
-  bool flush_l2 = true;   ///< overwrite a buffer larger than L2 before each timed run
+  int warmup_runs = 3;     ///< untimed runs first (caches, clocks, lazy loading)
+  int min_runs = 5;        ///< timed runs at least, whatever the budget
+  int max_runs = 100;      ///< timed runs at most
+  double budget_ms = 250;  ///< stop adding timed runs once their total passes this
+  bool flush_l2 = true;    ///< overwrite a buffer larger than L2 before each timed run
 };
 
 /// The outcome of timing one launch sequence.

@@ -48,8 +48,8 @@ class Workspace {
       const kernels::ForwardConfig forward = kernels::default_forward_config(
           problem.dtype, static_cast<int>(a.head_dim), kernels::forward_mask_kind(a),
           a.softcap > 0.0f, runtime.device().arch());
-      kernels::attention_forward(runtime, a, q_.view, k_.view, v_.view, o_.view, lse_.view,
-                                 forward, nullptr);
+      kernels::attention_forward(runtime, a, q_.view, k_.view, v_.view, o_.view, lse_.view, forward,
+                                 nullptr);
       runtime.synchronize(nullptr);
     }
   }
@@ -84,8 +84,8 @@ class Workspace {
     const std::int64_t count = a.batch * seqlen * heads * a.head_dim;
     Tensor t;
     t.buffer = runtime_.allocate(static_cast<std::size_t>(count) * 2);
-    t.view = attention_tensor(t.buffer.data(), problem_.dtype, Layout::bshd, a.batch, seqlen,
-                              heads, a.head_dim);
+    t.view = attention_tensor(t.buffer.data(), problem_.dtype, Layout::bshd, a.batch, seqlen, heads,
+                              a.head_dim);
     std::vector<std::uint16_t> host(static_cast<std::size_t>(count), 0);
     if (random) {
       std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -196,9 +196,10 @@ void time_candidates(Runtime& runtime, TuneReport& report, const TuneOptions& op
         timing.status = std::move(wrong);
       }
       if (timing.status == "ok") {
-        timing.median_ms = time_launches(
-            runtime, [&](Stream stream) { workspace.run(c.config, stream); }, options.timing)
-                               .median_ms;
+        timing.median_ms =
+            time_launches(
+                runtime, [&](Stream stream) { workspace.run(c.config, stream); }, options.timing)
+                .median_ms;
       }
     } catch (const std::exception& error) {
       timing.status = "failed: " + short_reason(error);
@@ -261,9 +262,8 @@ std::vector<Candidate> plan(const TuningProblem& problem, const std::string& arc
 
 std::string compare_outputs(const std::vector<float>& output, const std::vector<float>& reference,
                             DType dtype) {
-  const double error = output.size() == reference.size()
-                           ? relative_l2(output, reference)
-                           : std::numeric_limits<double>::infinity();
+  const double error = output.size() == reference.size() ? relative_l2(output, reference)
+                                                         : std::numeric_limits<double>::infinity();
   if (error <= error_bound(dtype)) return "";
   return "wrong result: relative L2 error " + std::to_string(error) +
          " against the default's output";

@@ -31,10 +31,10 @@ struct TuneOptions {
 struct TuneReport {
   TuningProblem problem;
   TuningKey key;
-  double flops = 0;                       ///< problem_flops(problem)
-  std::vector<Candidate> candidates;      ///< every candidate, the pruned ones with a reason
-  std::vector<CandidateTiming> timings;   ///< this run's measurements, in candidate order
-  TuningEntry entry;       ///< the entry as stored (merged with what the file held before)
+  double flops = 0;                      ///< problem_flops(problem)
+  std::vector<Candidate> candidates;     ///< every candidate, the pruned ones with a reason
+  std::vector<CandidateTiming> timings;  ///< this run's measurements, in candidate order
+  TuningEntry entry;               ///< the entry as stored (merged with what the file held before)
   std::filesystem::path database;  ///< where it was written; empty when nothing was
   std::string persist_problem;     ///< why it was not written, when persisting failed
 };

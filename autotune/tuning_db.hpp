@@ -70,9 +70,9 @@ struct CandidateTiming {
 
 /// What the database knows about one key.
 struct TuningEntry {
-  std::string default_config;                ///< the heuristic default's name
-  std::vector<CandidateTiming> candidates;   ///< sorted by config name
-  std::string winner;                        ///< pick_winner(default_config, candidates)
+  std::string default_config;               ///< the heuristic default's name
+  std::vector<CandidateTiming> candidates;  ///< sorted by config name
+  std::string winner;                       ///< pick_winner(default_config, candidates)
   bool operator==(const TuningEntry&) const = default;
 };
 

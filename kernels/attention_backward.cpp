@@ -124,10 +124,11 @@ struct BackwardTensors {
 
 std::vector<detail::KernelBuffer> backward_buffers(const BackwardTensors& t,
                                                    const DeviceBuffer& delta) {
-  return {kernel_buffer(t.q, "q"),   kernel_buffer(t.k, "k"),     kernel_buffer(t.v, "v"),
-          kernel_buffer(t.o, "o"),   kernel_buffer(t.lse, "lse"), kernel_buffer(t.dout, "dout"),
-          kernel_buffer(t.dq, "dq"), kernel_buffer(t.dk, "dk"),   kernel_buffer(t.dv, "dv"),
-          {delta.data(), delta.size(), "delta"}};
+  return {kernel_buffer(t.q, "q"),     kernel_buffer(t.k, "k"),
+          kernel_buffer(t.v, "v"),     kernel_buffer(t.o, "o"),
+          kernel_buffer(t.lse, "lse"), kernel_buffer(t.dout, "dout"),
+          kernel_buffer(t.dq, "dq"),   kernel_buffer(t.dk, "dk"),
+          kernel_buffer(t.dv, "dv"),   {delta.data(), delta.size(), "delta"}};
 }
 
 /// Launches a validated call with a config already checked against it: D, then dQ, then dK

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -40,10 +40,14 @@ struct AutotuneOptions {
 // Every problem the options describe, in a fixed order.
 std::vector<autotune::TuningProblem> problems(const AutotuneOptions& o) {
   std::vector<bool> causal_values;
-  if (o.causal == "both") causal_values = {false, true};
-  else if (o.causal == "true") causal_values = {true};
-  else if (o.causal == "false") causal_values = {false};
-  else throw InvalidArgument("--causal", "'" + o.causal + "': use true, false or both");
+  if (o.causal == "both")
+    causal_values = {false, true};
+  else if (o.causal == "true")
+    causal_values = {true};
+  else if (o.causal == "false")
+    causal_values = {false};
+  else
+    throw InvalidArgument("--causal", "'" + o.causal + "': use true, false or both");
   std::vector<autotune::TuningProblem> list;
   for (const std::string& op : o.ops) {
     for (const std::string& dtype : o.dtypes) {
@@ -174,13 +178,14 @@ int run_plan(const AutotuneOptions& options) {
   for (const autotune::TuningProblem& problem : problems(options)) {
     std::printf("== plan: %s on %s\n", describe(problem).c_str(), options.arch.c_str());
     std::fflush(stdout);
-    const std::vector<autotune::Candidate> candidates = autotune::plan(
-        problem, options.arch, options.jobs,
-        [&](int done, int total) { progress("compile", done, total); });
+    const std::vector<autotune::Candidate> candidates =
+        autotune::plan(problem, options.arch, options.jobs,
+                       [&](int done, int total) { progress("compile", done, total); });
     int kept = 0;
     for (const autotune::Candidate& c : candidates) {
       int registers = 0;
-      for (const detail::ResourceUsage& r : c.resources) registers = std::max(registers, r.registers);
+      for (const detail::ResourceUsage& r : c.resources)
+        registers = std::max(registers, r.registers);
       kept += c.pruned.empty() ? 1 : 0;
       std::printf("  %-20s %7s  regs %3d  %s%s\n", c.name.c_str(),
                   format_bytes(static_cast<std::uintmax_t>(c.shared_bytes)).c_str(), registers,
@@ -237,20 +242,26 @@ Subcommand add_autotune_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "autotune", "Time every candidate config per shape on the GPU and keep the fastest");
   cmd->add_option("--op", o->ops, "attention-forward and/or attention-backward")
-      ->delimiter(',')->capture_default_str();
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--head-dim", o->head_dims, "Head dims (multiples of 8 up to 256)")
-      ->delimiter(',')->capture_default_str();
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--seqlen", o->seqlens, "Sequence lengths (queries and keys)")
-      ->delimiter(',')->capture_default_str();
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--batch-heads", o->batch_heads, "batch x heads per shape")
-      ->delimiter(',')->capture_default_str();
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--heads", o->heads, "Heads per batch entry (batch = batch-heads / heads)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--dtype", o->dtypes, "bf16 and/or fp16")->delimiter(',')->capture_default_str();
   cmd->add_option("--causal", o->causal, "true, false or both")->capture_default_str();
   cmd->add_option("-j,--jobs", o->jobs, "Parallel compiles")->check(CLI::Range(1, 64));
   cmd->add_option("--budget-ms", o->budget_ms, "Timing budget per candidate (ms)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--only", o->only, "Only these configs (and the default), e.g. br128.bc64.w4.s2")
       ->delimiter(',');
   cmd->add_option("--db", o->database, "Database file (default: the GPU's, in the cache)");
@@ -262,9 +273,9 @@ Subcommand add_autotune_command(CLI::App& app) {
   CLI::App* show = cmd->add_subcommand("show", "Print the tuning database");
   show->add_option("--db", o->database, "Database file (default: every one in the cache)");
   return {cmd, [o, show] {
-    if (show->parsed()) return run_show(o->database);
-    return o->plan ? run_plan(*o) : run_tune(*o);
-  }};
+            if (show->parsed()) return run_show(o->database);
+            return o->plan ? run_plan(*o) : run_tune(*o);
+          }};
 }
 
 }  // namespace flashjit::tools

@@ -26,13 +26,12 @@ void print_devices(const SystemInfo& system) {
     std::printf("             kernels can still be compiled: flashjit compile --arch sm_90a\n");
   }
   for (const DeviceInfo& device : system.devices) {
-    std::printf("gpu %d:       %s, compute capability %d.%d (%s), %d SMs, %s shared memory per "
-                "block, %s L2, %s memory\n",
-                device.ordinal, device.name.c_str(), device.cc_major, device.cc_minor,
-                device.arch().c_str(), device.sm_count,
-                format_bytes(device.shared_memory_optin).c_str(),
-                format_bytes(device.l2_bytes).c_str(),
-                format_bytes(device.global_memory_bytes).c_str());
+    std::printf(
+        "gpu %d:       %s, compute capability %d.%d (%s), %d SMs, %s shared memory per "
+        "block, %s L2, %s memory\n",
+        device.ordinal, device.name.c_str(), device.cc_major, device.cc_minor,
+        device.arch().c_str(), device.sm_count, format_bytes(device.shared_memory_optin).c_str(),
+        format_bytes(device.l2_bytes).c_str(), format_bytes(device.global_memory_bytes).c_str());
   }
 }
 
@@ -54,7 +53,8 @@ void print_cache() {
 // The policy and the database GPU 0 would use, or every database in the cache without a GPU.
 void print_tuning(const SystemInfo& system) {
   const std::filesystem::path root = detail::DiskCache::default_root();
-  const char* policy = autotune::tuning_policy_name(autotune::effective_policy(TuningPolicy::cached));
+  const char* policy =
+      autotune::tuning_policy_name(autotune::effective_policy(TuningPolicy::cached));
   if (!system.devices.empty()) {
     const DeviceInfo& device = system.devices.front();
     const std::filesystem::path path = autotune::database_path(root, device);
@@ -82,16 +82,17 @@ Subcommand add_info_command(CLI::App& app) {
   CLI::App* info =
       app.add_subcommand("info", "Show the version, NVRTC, driver, GPUs and the kernel cache");
   return {info, [] {
-    std::printf("flashjit:    %s\n", kVersion);
-    std::printf("nvrtc:       %s\n", detail::nvrtc_version().c_str());
-    std::printf("templates:   %s (%zu files)\n", detail::TemplateSet::active().origin().c_str(),
-                detail::TemplateSet::active().files().size());
-    const SystemInfo system = query_system();
-    print_devices(system);
-    print_cache();
-    print_tuning(system);
-    return 0;
-  }};
+            std::printf("flashjit:    %s\n", kVersion);
+            std::printf("nvrtc:       %s\n", detail::nvrtc_version().c_str());
+            std::printf("templates:   %s (%zu files)\n",
+                        detail::TemplateSet::active().origin().c_str(),
+                        detail::TemplateSet::active().files().size());
+            const SystemInfo system = query_system();
+            print_devices(system);
+            print_cache();
+            print_tuning(system);
+            return 0;
+          }};
 }
 
 }  // namespace flashjit::tools

@@ -13,9 +13,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", kVersion);
   const std::vector<tools::Subcommand> commands = {
-      tools::add_info_command(app), tools::add_run_command(app), tools::add_compile_command(app),
-      tools::add_cache_command(app), tools::add_bench_command(app),
-      tools::add_autotune_command(app)};
+      tools::add_info_command(app),    tools::add_run_command(app),
+      tools::add_compile_command(app), tools::add_cache_command(app),
+      tools::add_bench_command(app),   tools::add_autotune_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -53,8 +53,8 @@ struct QueryStream {
     };
     load_tile_async<Traits::kThreads>(q, at(p.q), p.q.row_stride, rows, Traits::kHeadDim,
                                       threadIdx.x);
-    load_tile_async<Traits::kThreads>(dout, at(p.dout), p.dout.row_stride, rows,
-                                      Traits::kHeadDim, threadIdx.x);
+    load_tile_async<Traits::kThreads>(dout, at(p.dout), p.dout.row_stride, rows, Traits::kHeadDim,
+                                      threadIdx.x);
     cp_async_commit();
     const float* lse_rows = p.lse + batch * p.lse_batch_stride + head * p.lse_head_stride + row0;
     const float* delta_rows = p.delta + (index_t(batch) * p.heads_q + head) * p.seqlen_q + row0;
@@ -98,8 +98,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   fill(dk, 0.0f);
   fill(dv, 0.0f);
   const int first_head = kv_head * params.heads_per_kv;
-  for (int head = first_head; head < first_head + params.heads_per_kv && !blocks.empty();
-       ++head) {
+  for (int head = first_head; head < first_head + params.heads_per_kv && !blocks.empty(); ++head) {
     for (int block = blocks.begin; block < blocks.end; ++block) {
       const int row0 = block * Traits::kBlockM;
       const int rows = min_int(Traits::kBlockM, params.seqlen_q - row0);
@@ -136,12 +135,12 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   // Each warp stages its own key rows in the K and V tiles, which only it reads.
   if constexpr (Traits::kWantDk) {
     scale_tile(dk, params.scale);
-    store_rows<Traits::kHeadDim>(dk, stream.k, at(params.dk), params.dk.row_stride, warp_row0,
-                                 keys, lane);
+    store_rows<Traits::kHeadDim>(dk, stream.k, at(params.dk), params.dk.row_stride, warp_row0, keys,
+                                 lane);
   }
   if constexpr (Traits::kWantDv) {
-    store_rows<Traits::kHeadDim>(dv, stream.v, at(params.dv), params.dv.row_stride, warp_row0,
-                                 keys, lane);
+    store_rows<Traits::kHeadDim>(dv, stream.v, at(params.dv), params.dv.row_stride, warp_row0, keys,
+                                 lane);
   }
 }
 

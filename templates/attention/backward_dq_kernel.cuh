@@ -19,8 +19,14 @@ FJ_DEVICE HeadSlice<T> dq_slice(const AttentionBackwardParams& p, int batch, int
   auto at = [](const HeadTensor& t, int b, int h, int row) {
     return static_cast<T*>(t.data) + b * t.batch_stride + h * t.head_stride + row * t.row_stride;
   };
-  return {at(p.q, batch, head, row0), at(p.k, batch, kv_head, 0), at(p.v, batch, kv_head, 0),
-          at(p.dq, batch, head, row0), nullptr, p.q.row_stride, p.k.row_stride, p.v.row_stride,
+  return {at(p.q, batch, head, row0),
+          at(p.k, batch, kv_head, 0),
+          at(p.v, batch, kv_head, 0),
+          at(p.dq, batch, head, row0),
+          nullptr,
+          p.q.row_stride,
+          p.k.row_stride,
+          p.v.row_stride,
           p.dq.row_stride};
 }
 
@@ -51,7 +57,8 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     const int row = warp_row0 + fragment_row(r / 2, r % 2, lane);
     const bool valid = row < rows;
     lse.v[r] = valid ? lse_base2(load_global(params.lse + batch * params.lse_batch_stride +
-                                                 head * params.lse_head_stride + row0, row))
+                                                 head * params.lse_head_stride + row0,
+                                             row))
                      : -negative_infinity();
     delta.v[r] = valid ? load_global(params.delta + stats, row) : 0.0f;
   }
@@ -76,7 +83,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     if (!window.block_fully_visible(row0, row0 + rows - 1, key0, Traits::kBlockN)) {
       window.apply(p, row0 + warp_row0, key0, lane);  // S = −inf where masked
     }
-    exp2_sub_row(p, lse);  // P = 2^(S − LSE)
+    exp2_sub_row(p, lse);                 // P = 2^(S − LSE)
     acc_tile<kRows, Traits::kBlockN> ds;  // (kRows, kBlockN) dP, then dS
     fill(ds, 0.0f);
     mma_abt(ds, dout, warp_row0, pipeline.await_values(block), lane);  // dP = dO Vᵀ
@@ -86,8 +93,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     mma_ab<T>(dq, ds, k, lane);  // dQ += dS K
   }
   scale_tile(dq, params.scale);
-  store_rows<Traits::kHeadDim>(dq, pipeline.q, slice.o, slice.o_row_stride, warp_row0, rows,
-                               lane);
+  store_rows<Traits::kHeadDim>(dq, pipeline.q, slice.o, slice.o_row_stride, warp_row0, rows, lane);
 }
 
 }  // namespace flashjit

@@ -69,8 +69,9 @@ FJ_DEVICE void load_tile_async(smem_tile<T, Rows, Cols> dst, const T* src, index
 /// `rows_valid`. One warp's lanes share the work; the rows must be the warp's own (written by
 /// it before a __syncwarp).
 template <int Rows, int Cols, typename T, int TileRows, int TileCols>
-FJ_DEVICE void store_rows_from_shared(T* dst, index_t row_stride, smem_tile<T, TileRows, TileCols> src,
-                                      int first_row, int rows_valid, int lane) {
+FJ_DEVICE void store_rows_from_shared(T* dst, index_t row_stride,
+                                      smem_tile<T, TileRows, TileCols> src, int first_row,
+                                      int rows_valid, int lane) {
   static_assert(Cols <= TileCols && Cols % kChunkElements == 0, "whole chunks of the tile");
   constexpr int kChunksPerRow = Cols / kChunkElements;
   constexpr int kChunks = Rows * kChunksPerRow;

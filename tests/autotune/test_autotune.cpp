@@ -106,12 +106,12 @@ TEST_CASE("static pruning: shared memory over the limit, tiles larger than the p
 }
 
 TEST_CASE("occupancy arithmetic") {
-  CHECK(blocks_per_sm(128, 128, 0, 227 * 1024, "sm_90a") == 4);       // registers bound
-  CHECK(blocks_per_sm(255, 256, 0, 227 * 1024, "sm_90a") == 1);       // 255 rounds to 256
-  CHECK(blocks_per_sm(128, 1024, 0, 227 * 1024, "sm_90a") == 0);      // 128 K registers
+  CHECK(blocks_per_sm(128, 128, 0, 227 * 1024, "sm_90a") == 4);          // registers bound
+  CHECK(blocks_per_sm(255, 256, 0, 227 * 1024, "sm_90a") == 1);          // 255 rounds to 256
+  CHECK(blocks_per_sm(128, 1024, 0, 227 * 1024, "sm_90a") == 0);         // 128 K registers
   CHECK(blocks_per_sm(32, 128, 100 * 1024, 227 * 1024, "sm_90a") == 2);  // shared bound
   CHECK(blocks_per_sm(32, 128, 228 * 1024, 227 * 1024, "sm_90a") == 0);
-  CHECK(blocks_per_sm(16, 512, 0, 99 * 1024, "sm_89") == 3);          // 1536 threads per SM
+  CHECK(blocks_per_sm(16, 512, 0, 99 * 1024, "sm_89") == 3);  // 1536 threads per SM
 }
 
 TEST_CASE("resource pruning on real NVRTC reports") {
@@ -121,8 +121,8 @@ TEST_CASE("resource pruning on real NVRTC reports") {
   // spills (ptxas reported 328 B with CUDA 13.0), while the default is measured not to.
   const TuningProblem p = forward_problem(64, 4096);
   std::vector<Candidate> all = enumerate_candidates(p, "sm_80");
-  const auto fallback = std::find_if(all.begin(), all.end(),
-                                     [](const Candidate& c) { return c.is_default; });
+  const auto fallback =
+      std::find_if(all.begin(), all.end(), [](const Candidate& c) { return c.is_default; });
   REQUIRE(fallback != all.end());
   std::vector<Candidate> candidates = only(all, {fallback->name, "br128.bc128.w4.s2"});
   REQUIRE(candidates.size() == 2);
@@ -293,13 +293,15 @@ TEST_CASE("policy auto: forward() tunes a new shape once, stores it, and reuses 
   CHECK(tunings_in_process() == before + 1);
   runtime.forward(a, views[0], views[1], views[2], views[3], no_lse);
   CHECK(tunings_in_process() == before + 1);
-  const TuningDatabase db = TuningDatabase::load(runtime.tuning().database(), runtime.tuning().meta());
+  const TuningDatabase db =
+      TuningDatabase::load(runtime.tuning().database(), runtime.tuning().meta());
   REQUIRE(db.find(tuning_key(p)).has_value());
   const TuningEntry entry = *db.find(tuning_key(p));
   CHECK(config_name(choose_config(runtime, p)) == entry.winner);
   // Configs the emulator was not built with were compiled, then failed to launch: reported.
-  const auto failed = std::count_if(entry.candidates.begin(), entry.candidates.end(),
-                                    [](const CandidateTiming& t) { return std::isinf(t.median_ms); });
+  const auto failed =
+      std::count_if(entry.candidates.begin(), entry.candidates.end(),
+                    [](const CandidateTiming& t) { return std::isinf(t.median_ms); });
   CHECK(failed > 0);
   CHECK(failed < static_cast<long>(entry.candidates.size()));
 }

@@ -256,7 +256,8 @@ TEST_CASE("the default backward config is valid, in the space and fits the arch'
   check_default_configs(default_backward_config, backward_configs);
 }
 
-TEST_CASE("the default backward config: 64 x 64 tiles, 32 x 32 past 144 or where those do not fit") {
+TEST_CASE(
+    "the default backward config: 64 x 64 tiles, 32 x 32 past 144 or where those do not fit") {
   using Tile = std::array<int, 3>;  // Br, Bc, warps
   auto tile = [](int head_dim, const char* arch, bool softcap = false,
                  MaskKind mask = MaskKind::window) {

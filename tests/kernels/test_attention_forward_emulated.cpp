@@ -75,11 +75,11 @@ TEST_CASE("forward on the emulator: causal with seqlen_q != seqlen_k") {
 
 TEST_CASE("forward on the emulator: head dims") {
   std::vector<ForwardCase> cases = {
-      make_case(2, 2, 129, 129, 8),   make_case(1, 1, 17, 63, 8, true),
-      make_case(1, 1, 129, 129, 16),  make_case(1, 1, 129, 129, 40),
+      make_case(2, 2, 129, 129, 8),      make_case(1, 1, 17, 63, 8, true),
+      make_case(1, 1, 129, 129, 16),     make_case(1, 1, 129, 129, 40),
       make_case(1, 1, 63, 63, 40, true), make_case(1, 1, 129, 200, 80),
-      make_case(1, 1, 65, 65, 96),    make_case(2, 2, 129, 129, 128),
-      make_case(1, 1, 63, 63, 256),   make_case(1, 1, 129, 129, 256, true)};
+      make_case(1, 1, 65, 65, 96),       make_case(2, 2, 129, 129, 128),
+      make_case(1, 1, 63, 63, 256),      make_case(1, 1, 129, 129, 256, true)};
   cases[4].layout = Layout::bhsd;
   ForwardCase f16_128 = make_case(1, 1, 100, 100, 128, true);
   f16_128.dtype = DType::f16;

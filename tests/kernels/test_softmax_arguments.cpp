@@ -65,7 +65,8 @@ TEST_CASE("softmax rejects each bad argument by name") {
     check_names([&] { validate_softmax_arguments(x, bad, 1.0f); }, "y.shape");
   }
   SUBCASE("non-finite scale") {
-    check_names([&] { validate_softmax_arguments(x, y, std::numeric_limits<float>::infinity()); }, "scale");
+    check_names([&] { validate_softmax_arguments(x, y, std::numeric_limits<float>::infinity()); },
+                "scale");
   }
 }
 

@@ -235,8 +235,8 @@ Actual run_kernel(Runtime& runtime, const ForwardCase& c, const Inputs& in,
 std::string ForwardCase::name() const {
   const reference::Problem& p = problem;
   std::ostringstream s;
-  s << "b" << p.batch << ".hq" << p.heads_q << ".hkv" << p.heads_kv << ".q" << p.seqlen_q
-    << ".k" << p.seqlen_k << ".d" << p.head_dim << "." << dtype_name(dtype) << "."
+  s << "b" << p.batch << ".hq" << p.heads_q << ".hkv" << p.heads_kv << ".q" << p.seqlen_q << ".k"
+    << p.seqlen_k << ".d" << p.head_dim << "." << dtype_name(dtype) << "."
     << (layout == Layout::bshd ? "bshd" : "bhsd");
   if (p.causal) s << ".causal";
   if (p.window_left >= 0 || p.window_right >= 0) {
@@ -267,9 +267,8 @@ Attention ForwardCase::attention() const {
 
 std::string ForwardVerdict::describe() const {
   std::ostringstream s;
-  s << (ok ? "ok" : "FAILED") << ": O error " << error << " (plain " << plain_error
-    << ", bound " << 2 * plain_error << ")\n  O:   " << out.describe()
-    << "\n  LSE: " << lse.describe();
+  s << (ok ? "ok" : "FAILED") << ": O error " << error << " (plain " << plain_error << ", bound "
+    << 2 * plain_error << ")\n  O:   " << out.describe() << "\n  LSE: " << lse.describe();
   return s.str();
 }
 

@@ -36,10 +36,9 @@ TEST_CASE("autotune without a GPU: exit 1, says why and what works, writes nothi
 
 TEST_CASE("autotune --plan on sm_90a lists the candidates of head dims 64 and 128 with reasons") {
   TempDir dir;
-  const ChildResult result =
-      flashjit_cli({"autotune", "--plan", "--arch", "sm_90a", "--head-dim", "64,128", "--seqlen",
-                    "4096", "-j", "2"},
-                   dir.path().string());
+  const ChildResult result = flashjit_cli({"autotune", "--plan", "--arch", "sm_90a", "--head-dim",
+                                           "64,128", "--seqlen", "4096", "-j", "2"},
+                                          dir.path().string());
   REQUIRE_MESSAGE(result.exit_code == 0, result.output);
   CHECK(contains(result.output, "== plan: attention-forward bf16 hdim64 seqlen 4096"));
   CHECK(contains(result.output, "== plan: attention-forward bf16 hdim128 seqlen 4096"));
@@ -54,9 +53,9 @@ TEST_CASE("autotune --plan on sm_90a lists the candidates of head dims 64 and 12
 
 TEST_CASE("autotune --plan: short sequences prune tiles larger than the problem") {
   TempDir dir;
-  const ChildResult result = flashjit_cli(
-      {"autotune", "--plan", "--arch", "sm_90a", "--head-dim", "64", "--seqlen", "48"},
-      dir.path().string());
+  const ChildResult result =
+      flashjit_cli({"autotune", "--plan", "--arch", "sm_90a", "--head-dim", "64", "--seqlen", "48"},
+                   dir.path().string());
   REQUIRE_MESSAGE(result.exit_code == 0, result.output);
   CHECK(count_lines_with(result.output, "pruned: Br 128 > 64 query rows") > 0);
 }
@@ -66,14 +65,12 @@ TEST_CASE("autotune bad usage exits 2 naming the option") {
   const ChildResult no_arch = flashjit_cli({"autotune", "--plan"}, dir.path().string());
   CHECK(no_arch.exit_code == 2);
   CHECK(contains(no_arch.output, "--arch"));
-  const ChildResult bad_op =
-      flashjit_cli({"autotune", "--plan", "--arch", "sm_90a", "--op", "softmax"},
-                   dir.path().string());
+  const ChildResult bad_op = flashjit_cli(
+      {"autotune", "--plan", "--arch", "sm_90a", "--op", "softmax"}, dir.path().string());
   CHECK(bad_op.exit_code == 2);
   CHECK(contains(bad_op.output, "--op"));
-  const ChildResult bad_causal =
-      flashjit_cli({"autotune", "--plan", "--arch", "sm_90a", "--causal", "maybe"},
-                   dir.path().string());
+  const ChildResult bad_causal = flashjit_cli(
+      {"autotune", "--plan", "--arch", "sm_90a", "--causal", "maybe"}, dir.path().string());
   CHECK(bad_causal.exit_code == 2);
   CHECK(contains(bad_causal.output, "--causal"));
 }

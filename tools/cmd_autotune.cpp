@@ -187,7 +187,7 @@ int run_plan(const AutotuneOptions& options) {
       for (const detail::ResourceUsage& r : c.resources)
         registers = std::max(registers, r.registers);
       kept += c.pruned.empty() ? 1 : 0;
-      std::printf("  %-20s %7s  regs %3d  %s%s\n", c.name.c_str(),
+      std::printf("  %-20s %9s  regs %3d  %s%s\n", c.name.c_str(),
                   format_bytes(static_cast<std::uintmax_t>(c.shared_bytes)).c_str(), registers,
                   c.pruned.empty() ? "candidate" : ("pruned: " + c.pruned).c_str(),
                   c.is_default ? " (default)" : "");

@@ -3,7 +3,8 @@
 # at work: `flashjit info`; `flashjit run`, one attention forward checked against the float64
 # reference, on the GPU or, with none, on the CPU emulator (its first line says which); and a
 # short `flashjit compile` of the softmax kernels into an empty cache, twice: once compiling,
-# once finding every kernel cached. With no GPU it compiles for sm_90a.
+# once finding every kernel cached. With no GPU it compiles for sm_90a. Last, the autotuner: one
+# shape tuned on the GPU, or with none its plan for sm_90a (candidates and pruning reasons).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,3 +30,11 @@ for run in first second; do
   echo "== $run run (cache: $FLASHJIT_CACHE_DIR)"
   "$flashjit" compile "${arch_args[@]}" --op softmax
 done
+
+if [ ${#arch_args[@]} -eq 0 ]; then
+  echo "== autotune: one shape timed on the GPU, stored in the tuning database"
+  "$flashjit" autotune --op attention-forward --head-dim 128 --seqlen 4096 --batch-heads 32
+else
+  echo "== autotune --plan: the candidates for sm_90a after pruning (no GPU: nothing is timed)"
+  "$flashjit" autotune --plan --arch sm_90a --op attention-forward --head-dim 128 --seqlen 4096
+fi

@@ -133,8 +133,13 @@ TuningKey tuning_key(const TuningProblem& problem) {
 
 double problem_flops(const TuningProblem& problem) {
   const Attention& a = problem.attention;
-  const double forward = 4.0 * static_cast<double>(a.batch * a.heads_q) * visible_pairs(a) *
-                         static_cast<double>(a.head_dim);
+  const bool windowed = a.window_left >= 0 || (!a.causal && a.window_right >= 0);
+  const double full = static_cast<double>(a.seqlen_q) * static_cast<double>(a.seqlen_k);
+  // FlashAttention's convention, so that TFLOP/s compare with the peers': every pair, halved
+  // for causal; only a sliding window, which it does not define, counts the pairs it keeps.
+  const double pairs = windowed ? visible_pairs(a) : a.causal ? full / 2 : full;
+  const double forward =
+      4.0 * static_cast<double>(a.batch * a.heads_q) * pairs * static_cast<double>(a.head_dim);
   return problem.op == TunedOp::attention_forward ? forward : 2.5 * forward;
 }
 

@@ -38,9 +38,9 @@ struct TuningProblem {
 /// templates' digest, bucketed sizes).
 TuningKey tuning_key(const TuningProblem& problem);
 
-/// FLOPs of one call: 4 · batch · heads_q · seqlen_q · visible keys · head_dim for the forward
-/// (two matrix products; a causal or windowed call counts only the keys each row sees), 2.5
-/// times that for the backward.
+/// FLOPs of one call as FlashAttention counts them (../shared/GPU.md): 4 · batch · heads_q ·
+/// seqlen_q · seqlen_k · head_dim for the forward (two matrix products), halved for causal;
+/// a sliding window counts the (query, key) pairs it keeps. The backward is 2.5 times that.
 double problem_flops(const TuningProblem& problem);
 
 /// A config of either op.

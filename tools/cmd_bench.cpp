@@ -223,7 +223,7 @@ int bench_op(const BenchOptions& options) {
         }
       },
       timing);
-  // FLOPs of the keys each row sees (autotune::problem_flops), as `flashjit autotune` counts.
+  // FlashAttention's FLOP count (autotune::problem_flops), as `flashjit autotune` reports.
   const autotune::TunedOp op =
       backward ? autotune::TunedOp::attention_backward : autotune::TunedOp::attention_forward;
   const double flops = autotune::problem_flops({op, dtype, attention});

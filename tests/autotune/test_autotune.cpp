@@ -69,10 +69,16 @@ TEST_CASE("candidates: the whole space, one default, FLOPs") {
     CHECK(c.specs.size() == 1);
     CHECK(c.pruned.empty());
   }
-  // 4 · b · h · L² · d, and a causal square problem sees L(L+1)/2 pairs.
+  // 4 · b · h · L² · d, halved for causal (FlashAttention's count); a window counts its pairs.
   CHECK(problem_flops(p) == doctest::Approx(4.0 * 2 * 4096.0 * 4096.0 * 128));
   CHECK(problem_flops(forward_problem(128, 4096, true)) ==
-        doctest::Approx(4.0 * 2 * (4096.0 * 4097.0 / 2) * 128));
+        doctest::Approx(4.0 * 2 * (4096.0 * 4096.0 / 2) * 128));
+  TuningProblem window = forward_problem(128, 4096);
+  window.attention.window_left = 127;
+  window.attention.window_right = 0;
+  // Row i sees min(i, 127) + 1 keys.
+  const double pairs = 128.0 * 129.0 / 2 + (4096.0 - 128.0) * 128.0;
+  CHECK(problem_flops(window) == doctest::Approx(4.0 * 2 * pairs * 128));
   TuningProblem backward = p;
   backward.op = TunedOp::attention_backward;
   CHECK(problem_flops(backward) == doctest::Approx(2.5 * problem_flops(p)));

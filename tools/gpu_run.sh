@@ -12,6 +12,14 @@
 #   first-result  bench/first_result.sh: time to first result, cold and warm, and one
 #                 `flashjit autotune`            -> <date>-first-result-<device>.md and .log
 #
+# Two more steps run only when named in FLASHJIT_GPU_STEPS, together in one call (the tuning
+# database lives in FLASHJIT_CACHE_DIR, which a fresh machine does not keep):
+#   autotune      `flashjit autotune` over the benchmark's shapes (head dims 64 and 128,
+#                 batch x seqlen = 16k, causal and not, forward and backward; AUTOTUNE_ARGS
+#                 adds options, e.g. "--dtype bf16,fp16")                     -> autotune.log
+#   bench-tuned   bench/attention.py again, now with the tuned configs
+#                                                     -> <date>-<device>-tuned.md and .log
+#
 # A failing step never stops the others. OUT_DIR stays flat and holds at most 8 files: the
 # logs above and summary.md (each step's exit code and time), which is printed last.
 #
@@ -196,6 +204,41 @@ run_bench() {
     --time-limit-s $((limit - 30)) ${BENCH_ARGS:-}
 }
 
+# ---- autotune and the benchmark with tuned configs -------------------------------------------
+# The benchmark's shapes: batch x seqlen = 16k tokens, 16 heads at head dim 128, 32 at 64.
+run_autotune() {
+  local seqlen head_dim heads batch_heads rc=0 end=$((SECONDS + limit))
+  for head_dim in 64 128; do
+    heads=$((head_dim == 64 ? 32 : 16))
+    for seqlen in 512 1024 2048 4096 8192 16384; do
+      if ((end - SECONDS < 15)); then
+        echo "== out of time: head dim $head_dim from seqlen $seqlen on was not tuned"
+        return 124
+      fi
+      batch_heads=$((16384 * heads / seqlen))
+      echo "\$ $flashjit autotune --op attention-forward,attention-backward --head-dim $head_dim" \
+        "--seqlen $seqlen --batch-heads $batch_heads --heads $heads --causal both" \
+        "${AUTOTUNE_ARGS:-}"
+      # shellcheck disable=SC2086  # AUTOTUNE_ARGS is a list of options
+      timeout --kill-after=10 $((end - SECONDS)) "$flashjit" autotune \
+        --op attention-forward,attention-backward --head-dim "$head_dim" --seqlen "$seqlen" \
+        --batch-heads "$batch_heads" --heads "$heads" --causal both ${AUTOTUNE_ARGS:-} || rc=$?
+    done
+  done
+  echo "\$ $flashjit autotune show"
+  "$flashjit" autotune show
+  return $rc
+}
+
+run_bench_tuned() {
+  echo "\$ python3 bench/attention.py --lib $build/runtime/libflashjit.so --out $bench_stem-tuned.md" \
+    "--time-limit-s $((limit - 30)) ${BENCH_ARGS:-}   (tuning database: $FLASHJIT_CACHE_DIR)"
+  # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
+  timeout --kill-after=10 "$limit" python3 bench/attention.py \
+    --lib "$build/runtime/libflashjit.so" --out "$bench_stem-tuned.md" \
+    --time-limit-s $((limit - 30)) ${BENCH_ARGS:-}
+}
+
 # ---- first result ----------------------------------------------------------------------------
 run_first_result() {
   echo "\$ RESULTS_DIR=$out bash bench/first_result.sh $flashjit"
@@ -212,6 +255,13 @@ step bench 300 "$bench_stem.log" run_bench "$(basename "$bench_stem").md and .lo
 # of OUT_DIR (8 files at most) and summary.md quotes its end when the step fails.
 step first-result 90 "$scratch/first-result-console.log" run_first_result \
   "$(date +%F)-first-result-*.md and .log"
+if [[ " $steps " == *" autotune "* ]]; then
+  step autotune 400 "$out/autotune.log" run_autotune
+fi
+if [[ " $steps " == *" bench-tuned "* ]]; then
+  step bench-tuned 300 "$bench_stem-tuned.log" run_bench_tuned \
+    "$(basename "$bench_stem")-tuned.md and .log"
+fi
 
 {
   echo "# flashjit GPU run"

@@ -17,6 +17,7 @@
 #include "flashjit/version.hpp"
 #include "runtime/compiler.hpp"
 #include "runtime/file_io.hpp"
+#include "runtime/hashing.hpp"
 
 namespace flashjit::autotune {
 namespace fs = std::filesystem;
@@ -319,9 +320,9 @@ TuningEntry merge_entries(const TuningEntry& base, const TuningEntry& update) {
   return merged;
 }
 
-fs::path database_path(const fs::path& cache_root, const DeviceInfo& device) {
+fs::path database_path(const fs::path& cache_root, const TuningMeta& meta) {
   std::string slug;
-  for (char ch : device.name) {
+  for (char ch : meta.gpu_name) {
     const auto byte = static_cast<unsigned char>(ch);
     if (std::isalnum(byte)) {
       slug += static_cast<char>(std::tolower(byte));
@@ -331,7 +332,11 @@ fs::path database_path(const fs::path& cache_root, const DeviceInfo& device) {
   }
   if (!slug.empty() && slug.back() == '-') slug.pop_back();
   if (slug.empty()) slug = "gpu";
-  return tuning_folder(cache_root) / (slug + ".json");
+  detail::KeyBuilder digest;
+  digest.add(std::to_string(meta.format)).add(meta.flashjit_version).add(meta.nvrtc_version);
+  digest.add(std::to_string(meta.driver_version)).add(meta.gpu_name);
+  digest.add(meta.compute_capability).add(std::to_string(meta.sm_count));
+  return tuning_folder(cache_root) / (slug + "." + digest.hex_digest().substr(0, 8) + ".json");
 }
 
 fs::path tuning_folder(const fs::path& cache_root) { return cache_root / "v1" / "tuning"; }

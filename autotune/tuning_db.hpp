@@ -1,6 +1,6 @@
 #pragma once
 // The tuning database (DESIGN.md section 6): what the autotuner measured, kept across runs.
-// One JSON file per GPU model under the cache directory:
+// One JSON file per GPU model (and software stack: see database_path) under the cache directory:
 //   { "_meta": { format, flashjit, nvrtc, driver, gpu, compute_capability, sm_count },
 //     "<key>": { "default": "<config>", "winner": "<config>",
 //                "candidates": { "<config>": { "ms": 0.123 | null, "status": "ok" | why } } },
@@ -93,11 +93,14 @@ TuningEntry merge_entries(const TuningEntry& base, const TuningEntry& update);
 /// The folder of every database under the cache root: <root>/v1/tuning.
 std::filesystem::path tuning_folder(const std::filesystem::path& cache_root);
 
-/// The database file for `device` under the cache root: <root>/v1/tuning/<gpu>.json, where
-/// <gpu> is the GPU name in lower case with every run of other characters than letters and
-/// digits replaced by '-', none at either end ("nvidia-h100-80gb-hbm3"; "gpu" for no name).
+/// The database file for `meta` under the cache root: <root>/v1/tuning/<gpu>.<digest>.json,
+/// where <gpu> is the GPU name in lower case with every run of other characters than letters
+/// and digits replaced by '-', none at either end ("nvidia-h100-80gb-hbm3"; "gpu" for no name),
+/// and <digest> 8 hex digits over every `_meta` field. A new flashjit, NVRTC or driver thus
+/// starts a file of its own beside the old one (which it could not use, and must not
+/// overwrite), rather than finding every write refused.
 std::filesystem::path database_path(const std::filesystem::path& cache_root,
-                                    const DeviceInfo& device);
+                                    const TuningMeta& meta);
 
 /// A database file read into memory.
 class TuningDatabase {

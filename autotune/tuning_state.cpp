@@ -58,8 +58,8 @@ const char* tuning_policy_name(TuningPolicy policy) {
 
 TuningState::TuningState(TuningPolicy policy, const DeviceInfo& device, Backend backend)
     : policy_(policy),
-      database_(database_path(detail::DiskCache::default_root(), device)),
-      meta_(TuningMeta::for_device(device, driver_version_for(backend))) {}
+      meta_(TuningMeta::for_device(device, driver_version_for(backend))),
+      database_(database_path(detail::DiskCache::default_root(), meta_)) {}
 
 std::optional<std::string> TuningState::winner(const TuningKey& key) {
   const std::string name = key.to_string();

@@ -47,8 +47,8 @@ class TuningState {
 
  private:
   TuningPolicy policy_;
+  TuningMeta meta_;  // before database_, which is named after it
   std::filesystem::path database_;
-  TuningMeta meta_;
   std::mutex mutex_;         // guards the maps and the loaded file
   std::mutex tuning_mutex_;  // see tuning_mutex()
   std::optional<TuningDatabase> loaded_;

@@ -57,9 +57,10 @@ void print_tuning(const SystemInfo& system) {
       autotune::tuning_policy_name(autotune::effective_policy(TuningPolicy::cached));
   if (!system.devices.empty()) {
     const DeviceInfo& device = system.devices.front();
-    const std::filesystem::path path = autotune::database_path(root, device);
-    const autotune::TuningDatabase db = autotune::TuningDatabase::load(
-        path, autotune::TuningMeta::for_device(device, system.driver_version));
+    const autotune::TuningMeta meta =
+        autotune::TuningMeta::for_device(device, system.driver_version);
+    const std::filesystem::path path = autotune::database_path(root, meta);
+    const autotune::TuningDatabase db = autotune::TuningDatabase::load(path, meta);
     std::printf("tuning:      policy %s; %s (%zu entries)%s%s\n", policy, path.c_str(),
                 db.entries().size(), db.problem().empty() ? "" : "; ", db.problem().c_str());
     return;

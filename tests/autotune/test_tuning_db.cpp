@@ -454,17 +454,55 @@ TEST_CASE("a write that fails leaves the old file and no temp file") {
   CHECK(temp_files_in(dir.path()).empty());
 }
 
-TEST_CASE("the database file is named after the GPU") {
-  flashjit::DeviceInfo device;
-  device.name = "NVIDIA H100 80GB HBM3";
-  CHECK(database_path("/c", device) == fs::path("/c/v1/tuning/nvidia-h100-80gb-hbm3.json"));
-  device.name = "NVIDIA A100-SXM4-40GB";
-  CHECK(database_path("/c", device).filename() == "nvidia-a100-sxm4-40gb.json");
-  device.name = "GeForce RTX 4090 (rev. 2)";
-  CHECK(database_path("/c", device).filename() == "geforce-rtx-4090-rev-2.json");
-  device.name = " (?) ";
-  CHECK(database_path("/c", device).filename() == "gpu.json");
+TEST_CASE("the database file is named after the GPU and a digest of its _meta") {
+  // "<gpu>.<8 hex digits>.json" in <root>/v1/tuning.
+  auto gpu_part = [](const std::string& name) {
+    TuningMeta meta = test_meta();
+    meta.gpu_name = name;
+    const fs::path path = database_path("/c", meta);
+    CHECK(path.parent_path() == fs::path("/c/v1/tuning"));
+    const std::string file = path.filename().string();
+    REQUIRE(file.size() > 14);
+    CHECK(file.substr(file.size() - 14, 1) == ".");
+    CHECK(file.substr(file.size() - 5) == ".json");
+    return file.substr(0, file.size() - 14);
+  };
+  CHECK(gpu_part("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3");
+  CHECK(gpu_part("NVIDIA A100-SXM4-40GB") == "nvidia-a100-sxm4-40gb");
+  CHECK(gpu_part("GeForce RTX 4090 (rev. 2)") == "geforce-rtx-4090-rev-2");
+  CHECK(gpu_part(" (?) ") == "gpu");
   CHECK(tuning_folder("/c") == fs::path("/c/v1/tuning"));
+
+  // The same meta names the same file; any other field value, another file.
+  const TuningMeta meta = test_meta();
+  CHECK(database_path("/c", meta) == database_path("/c", test_meta()));
+  for (int field = 0; field < 7; ++field) {
+    TuningMeta other = meta;
+    switch (field) {
+      case 0:
+        other.format += 1;
+        break;
+      case 1:
+        other.flashjit_version += "x";
+        break;
+      case 2:
+        other.nvrtc_version += "x";
+        break;
+      case 3:
+        other.driver_version += 1;
+        break;
+      case 4:
+        other.gpu_name += "x";
+        break;
+      case 5:
+        other.compute_capability += "x";
+        break;
+      case 6:
+        other.sm_count += 1;
+        break;
+    }
+    CHECK_MESSAGE(database_path("/c", other) != database_path("/c", meta), "field " << field);
+  }
 }
 
 TEST_CASE("load_any shows a file whatever its _meta, and still refuses a corrupt one") {

@@ -311,3 +311,46 @@ TEST_CASE("policy auto: forward() tunes a new shape once, stores it, and reuses 
   CHECK(failed > 0);
   CHECK(failed < static_cast<long>(entry.candidates.size()));
 }
+
+TEST_CASE("policy: backward() goes through the same choice, tuned under auto") {
+  TempDir cache_dir;
+  ScopedEnv cache_env("FLASHJIT_CACHE_DIR", cache_dir.path().c_str());
+  ScopedEnv policy_env("FLASHJIT_TUNING", nullptr);
+  // 32 tokens: static pruning leaves Br = Bc = 32 beside the default (64 x 64).
+  TuningProblem p = forward_problem(64, 32);
+  p.op = TunedOp::attention_backward;
+  const Attention& a = p.attention;
+  Runtime runtime = emulator(TuningPolicy::automatic);
+  const std::size_t elements = static_cast<std::size_t>(a.batch * a.seqlen_q * a.heads_q * 64);
+  const std::vector<std::uint16_t> zeros(elements, 0);
+  std::vector<DeviceBuffer> buffers;
+  std::vector<TensorView> views;  // q, k, v, o, dout, dq, dk, dv
+  for (int i = 0; i < 8; ++i) {
+    buffers.push_back(runtime.allocate(elements * 2));
+    runtime.copy_to_device(buffers.back().data(), zeros.data(), elements * 2);
+    views.push_back(attention_tensor(buffers.back().data(), DType::bf16, Layout::bshd, a.batch,
+                                     a.seqlen_q, a.heads_q, a.head_dim));
+  }
+  DeviceBuffer lse_buffer = runtime.allocate(static_cast<std::size_t>(a.heads_q * a.seqlen_q) * 4);
+  const TensorView lse = lse_tensor(static_cast<float*>(lse_buffer.data()), a);
+  runtime.forward(a, views[0], views[1], views[2], views[3], lse);
+  const int before = tunings_in_process();
+  runtime.backward(a, views[0], views[1], views[2], views[3], lse, views[4], views[5], views[6],
+                   views[7]);
+  CHECK(tunings_in_process() == before + 1);
+  const TuningDatabase db =
+      TuningDatabase::load(runtime.tuning().database(), runtime.tuning().meta());
+  REQUIRE(db.find(tuning_key(p)).has_value());
+  const TuningEntry entry = *db.find(tuning_key(p));
+  CHECK(entry.candidates.size() == 2);
+  for (const CandidateTiming& t : entry.candidates) CHECK_MESSAGE(t.status == "ok", t.status);
+
+  // Under cached, a stored winner is what backward runs, whichever it is.
+  for (const std::string& winner : {std::string("br32.bc32.w2"), entry.default_config}) {
+    TuningEntry forced = entry;
+    for (CandidateTiming& t : forced.candidates) t.median_ms = t.config == winner ? 1.0 : 2.0;
+    merge_into_file(runtime.tuning().database(), runtime.tuning().meta(), tuning_key(p), forced);
+    Runtime cached = emulator(TuningPolicy::cached);
+    CHECK(config_name(choose_config(cached, p)) == winner);
+  }
+}

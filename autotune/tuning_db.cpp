@@ -4,7 +4,6 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <bit>
 #include <cctype>
 #include <cerrno>
@@ -30,8 +29,6 @@ constexpr const char* kMetaKey = "_meta";
 struct Malformed : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-std::string errno_text(int error) { return std::strerror(error); }
 
 const json& member(const json& object, const std::string& name, const std::string& where) {
   auto it = object.find(name);
@@ -187,18 +184,11 @@ Error io_error(const fs::path& path, const std::string& why) {
   return Error(ErrorKind::io, "cannot update tuning database " + path.string() + ": " + why);
 }
 
-// Each missing directory of `path` is created 0700: the database decides which kernels run.
-// Directories that exist keep their permissions.
-void make_private_directories(const fs::path& path) {
-  fs::path partial;
-  for (const fs::path& part : path.parent_path()) {
-    partial /= part;
-    std::error_code ec;
-    if (fs::is_directory(partial, ec)) continue;
-    if (!fs::create_directory(partial, ec) && ec) {
-      throw io_error(path, "cannot create directory " + partial.string() + ": " + ec.message());
-    }
-    fs::permissions(partial, fs::perms::owner_all, fs::perm_options::replace, ec);
+// Each missing directory is created 0700: the database decides which kernels run.
+void make_database_directories(const fs::path& path) {
+  if (const int error = detail::make_private_directories(path.parent_path())) {
+    throw io_error(
+        path, "cannot create " + path.parent_path().string() + ": " + detail::errno_text(error));
   }
 }
 
@@ -209,12 +199,12 @@ class FileLock {
     const fs::path lock_path = path.string() + ".lock";
     fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd_ < 0)
-      throw io_error(path, "cannot open " + lock_path.string() + ": " + errno_text(errno));
+      throw io_error(path, "cannot open " + lock_path.string() + ": " + detail::errno_text(errno));
     while (::flock(fd_, LOCK_EX) != 0) {
       if (errno == EINTR) continue;
       const int error = errno;
       ::close(fd_);
-      throw io_error(path, "cannot lock " + lock_path.string() + ": " + errno_text(error));
+      throw io_error(path, "cannot lock " + lock_path.string() + ": " + detail::errno_text(error));
     }
   }
   ~FileLock() { ::close(fd_); }
@@ -225,41 +215,11 @@ class FileLock {
   int fd_ = -1;
 };
 
-// Creates "<path>.tmp.<pid>.<counter>"; a name left by a dead process with our pid is skipped.
-int create_temp_file(const fs::path& path, fs::path* temp) {
-  static std::atomic<unsigned> counter{0};
-  for (;;) {
-    *temp = path.string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-    int fd = ::open(temp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd >= 0 || errno != EEXIST) return fd;
-  }
-}
-
-// Writes, syncs and closes; returns 0 or the errno of the first failure.
-int write_and_sync(int fd, const std::string& bytes) {
-  std::size_t written = 0;
-  int error = 0;
-  while (written < bytes.size() && error == 0) {
-    ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) error = n < 0 ? errno : ENOSPC;
-    if (n > 0) written += static_cast<std::size_t>(n);
-  }
-  if (error == 0 && ::fsync(fd) != 0) error = errno;
-  if (::close(fd) != 0 && error == 0) error = errno;
-  return error;
-}
-
 // Readers see the old file or the new one, never a part: the new one is renamed over it.
 void replace_file(const fs::path& path, const std::string& bytes) {
   fs::path temp;
-  const int fd = create_temp_file(path, &temp);
-  if (fd < 0) throw io_error(path, "cannot create " + temp.string() + ": " + errno_text(errno));
-  int error = write_and_sync(fd, bytes);
-  if (error == 0 && ::rename(temp.c_str(), path.c_str()) != 0) error = errno;
-  if (error != 0) {
-    ::unlink(temp.c_str());
-    throw io_error(path, "writing " + temp.string() + " failed: " + errno_text(error));
+  if (const int error = detail::replace_file_atomically(path, bytes, true, &temp)) {
+    throw io_error(path, "writing " + temp.string() + " failed: " + detail::errno_text(error));
   }
 }
 
@@ -369,7 +329,7 @@ std::optional<TuningEntry> TuningDatabase::find(const TuningKey& key) const {
 
 TuningEntry merge_into_file(const fs::path& path, const TuningMeta& meta, const TuningKey& key,
                             const TuningEntry& entry) {
-  make_private_directories(path);
+  make_database_directories(path);
   FileLock lock(path);
   FileContents contents = read_database(path, &meta);
   if (!contents.problem.empty()) {

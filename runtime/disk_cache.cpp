@@ -6,10 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <random>
 #include <thread>
 
 #include "env.hpp"
@@ -21,19 +19,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kEntrySuffix = ".cubin";
-constexpr const char* kTempMarker = ".tmp.";
-
-std::string errno_text(int error) { return std::strerror(error); }
-
-// mkdir with mode 0700 for every missing component, so a fresh cache is private from the start.
-int make_private_directories(const fs::path& dir) {
-  fs::path partial;
-  for (const fs::path& part : dir) {
-    partial /= part;
-    if (::mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) return errno;
-  }
-  return 0;
-}
 
 // Cubins are code: a cache directory that someone else can write is a way to run their code.
 std::string ownership_problem(const fs::path& dir) {
@@ -45,34 +30,8 @@ std::string ownership_problem(const fs::path& dir) {
   return "";
 }
 
-// Writes all of `bytes` to a new file; returns 0 or the errno of the failure.
-int write_new_file(const fs::path& path, const std::string& bytes) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return errno;
-  std::size_t written = 0;
-  int error = 0;
-  while (written < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      error = n < 0 ? errno : ENOSPC;
-      break;
-    }
-    written += static_cast<std::size_t>(n);
-  }
-  if (::close(fd) != 0 && error == 0) error = errno;
-  return error;
-}
-
-std::string unique_suffix() {
-  static std::atomic<unsigned> counter{0};
-  std::random_device random;
-  return kTempMarker + std::to_string(::getpid()) + "." + std::to_string(counter++) + "." +
-         std::to_string(random());
-}
-
 bool is_temp_file(const fs::path& path) {
-  return path.filename().string().find(kTempMarker) != std::string::npos;
+  return path.filename().string().find(kTempFileMarker) != std::string::npos;
 }
 
 }  // namespace
@@ -81,9 +40,9 @@ DiskCache::DiskCache(fs::path root, std::chrono::milliseconds lock_timeout)
     : root_(std::move(root)), lock_timeout_(lock_timeout) {
   if (int error = make_private_directories(root_)) {
     degraded_reason_ = "cannot create " + root_.string() + ": " + errno_text(error);
-    warn_once("cache-unusable:" + root_.string(),
-              "kernel cache " + root_.string() + " is not used (" + degraded_reason_ +
-                  "); caching in memory only");
+    warn_once("cache-unusable:" + root_.string(), "kernel cache " + root_.string() +
+                                                      " is not used (" + degraded_reason_ +
+                                                      "); caching in memory only");
     return;
   }
   if (std::string problem = ownership_problem(root_); !problem.empty()) {
@@ -124,17 +83,16 @@ fs::path DiskCache::entry_path(const std::string& arch, const std::string& displ
 void DiskCache::degrade_to_read_only(const std::string& why) {
   writable_ = false;
   degraded_reason_ = why;
-  warn_once("cache-read-only:" + root_.string(),
-            "kernel cache " + root_.string() + " is not writable (" + why +
-                "); new kernels are cached in memory only");
+  warn_once("cache-read-only:" + root_.string(), "kernel cache " + root_.string() +
+                                                     " is not writable (" + why +
+                                                     "); new kernels are cached in memory only");
 }
 
 void DiskCache::remove_corrupt(const fs::path& path, const std::string& problem) {
   std::error_code ec;
   if (writable_) fs::remove(path, ec);
-  warn_once("cache-corrupt:" + path.string(),
-            "ignored invalid kernel cache file " + path.string() + " (" + problem +
-                "); it will be recompiled");
+  warn_once("cache-corrupt:" + path.string(), "ignored invalid kernel cache file " + path.string() +
+                                                  " (" + problem + "); it will be recompiled");
 }
 
 std::optional<CacheEntry> DiskCache::load(const fs::path& path, const std::string& key) {
@@ -154,17 +112,12 @@ std::optional<CacheEntry> DiskCache::load(const fs::path& path, const std::strin
 void DiskCache::store(const fs::path& path, const CacheEntry& entry) {
   if (!writable_) return;
   if (int error = make_private_directories(path.parent_path())) {
-    degrade_to_read_only("cannot create " + path.parent_path().string() + ": " +
-                         errno_text(error));
+    degrade_to_read_only("cannot create " + path.parent_path().string() + ": " + errno_text(error));
     return;
   }
-  const fs::path temp = path.string() + unique_suffix();
-  int error = write_new_file(temp, encode_cache_file(entry));
-  if (error == 0 && ::rename(temp.c_str(), path.c_str()) != 0) error = errno;
-  if (error != 0) {
-    ::unlink(temp.c_str());
-    degrade_to_read_only("writing " + path.filename().string() + " failed: " +
-                         errno_text(error));
+  // Not fsync'ed: a cubin lost in a crash is compiled again, and a torn one fails its checksum.
+  if (int error = replace_file_atomically(path, encode_cache_file(entry), false)) {
+    degrade_to_read_only("writing " + path.filename().string() + " failed: " + errno_text(error));
   }
 }
 
@@ -181,9 +134,9 @@ DiskCache::KeyLock DiskCache::lock(const std::string& key) {
   while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     if (std::chrono::steady_clock::now() >= deadline) {
       ::close(fd);
-      warn_once("cache-lock-timeout:" + key,
-                "waited " + std::to_string(lock_timeout_.count()) + " ms for another process " +
-                    "compiling kernel " + key + "; compiling it here as well");
+      warn_once("cache-lock-timeout:" + key, "waited " + std::to_string(lock_timeout_.count()) +
+                                                 " ms for another process " + "compiling kernel " +
+                                                 key + "; compiling it here as well");
       return KeyLock();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -1,5 +1,7 @@
 #pragma once
-// Whole-file reads shared by the template loader and the disk cache.
+// Files flashjit keeps (the kernel cache, the tuning database): whole-file reads, private
+// directories, and atomic replacement, so that a reader sees an old file or a new one, never a
+// part of one.
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -8,5 +10,22 @@ namespace flashjit::detail {
 
 /// The bytes of the file at `path`, or nullopt when it cannot be opened or read.
 std::optional<std::string> read_whole_file(const std::filesystem::path& path);
+
+/// Creates every missing directory of `dir` with mode 0700 (those that exist keep their
+/// permissions): what flashjit stores decides which code runs. Returns 0 or the errno.
+int make_private_directories(const std::filesystem::path& dir);
+
+/// The marker in the names of temporary files (a writer that died may leave one behind).
+inline constexpr const char* kTempFileMarker = ".tmp.";
+
+/// Replaces the file at `path` with `bytes`: a new temporary file beside it,
+/// "<path>.tmp.<pid>.<n>.<random>" (mode 0600), written (and fsync'ed when `durable`), then
+/// renamed over `path`. Returns 0, or the errno of the first failure, in which case no
+/// temporary file is left. `temp` receives the temporary file's name, for messages.
+int replace_file_atomically(const std::filesystem::path& path, const std::string& bytes,
+                            bool durable, std::filesystem::path* temp = nullptr);
+
+/// strerror's text for `error`.
+std::string errno_text(int error);
 
 }  // namespace flashjit::detail

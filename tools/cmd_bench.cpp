@@ -213,9 +213,6 @@ int bench_op(const BenchOptions& options) {
   const autotune::Timing result = autotune::time_launches(
       runtime,
       [&](Stream stream) {
-        // Runtime::backward waits for its stream before freeing its workspace, so each timed
-        // backward run also holds the few microseconds between its last kernel and the stop
-        // event; a caller of the runtime pays them too.
         if (backward) {
           runtime.backward(attention, t.q, t.k, t.v, t.o, t.lse, t.dout, t.dq, t.dk, t.dv, stream);
         } else {

@@ -78,28 +78,43 @@ void TuningState::remember(const TuningKey& key, const TuningEntry& entry) {
   const std::string name = key.to_string();
   std::lock_guard lock(mutex_);
   learned_[name] = entry.winner;
-  chosen_.erase(name);
+  // A new winner is rare (a tuning just ran): forgetting every memoized choice is simpler than
+  // finding the shape classes of this key, and costs one lookup each.
+  chosen_.clear();
 }
 
-std::optional<TunedConfig> TuningState::memoized(const std::string& key) {
+TuningState::ShapeClass TuningState::shape_class(const TuningProblem& problem) {
+  const Attention& a = problem.attention;
+  return {problem.op,
+          problem.dtype,
+          a.head_dim,
+          kernels::forward_mask_kind(a),
+          a.softcap > 0.0f,
+          shape_bucket(a.seqlen_q),
+          shape_bucket(a.seqlen_k),
+          shape_bucket(a.batch * a.heads_q)};
+}
+
+std::optional<TunedConfig> TuningState::memoized(const ShapeClass& shape) {
   std::lock_guard lock(mutex_);
-  auto it = chosen_.find(key);
+  auto it = chosen_.find(shape);
   if (it == chosen_.end()) return std::nullopt;
   return it->second;
 }
 
-void TuningState::memoize(const std::string& key, const TunedConfig& config) {
+void TuningState::memoize(const ShapeClass& shape, const TunedConfig& config) {
   std::lock_guard lock(mutex_);
-  chosen_.insert_or_assign(key, config);
+  chosen_.insert_or_assign(shape, config);
 }
 
 TunedConfig choose_config(Runtime& runtime, const TuningProblem& problem) {
-  const std::string arch = runtime.device().arch();
   TuningState& state = runtime.tuning();
-  if (state.policy() == TuningPolicy::off) return default_config(problem, arch);
+  if (state.policy() == TuningPolicy::off) return default_config(problem, runtime.device().arch());
+  // The launch path: a shape seen before costs one map lookup, no key string.
+  const TuningState::ShapeClass shape = TuningState::shape_class(problem);
+  if (std::optional<TunedConfig> chosen = state.memoized(shape)) return *chosen;
   const TuningKey key = tuning_key(problem);
   const std::string name = key.to_string();
-  if (std::optional<TunedConfig> chosen = state.memoized(name)) return *chosen;
   std::optional<std::string> winner = state.winner(key);
   if (!winner && state.policy() == TuningPolicy::automatic) {
     // One tuning at a time per runtime: a second thread with the same new shape waits and then
@@ -113,8 +128,8 @@ TunedConfig choose_config(Runtime& runtime, const TuningProblem& problem) {
   }
   std::optional<TunedConfig> config;
   if (winner) config = config_named(problem, *winner, runtime.device().shared_memory_optin);
-  const TunedConfig result = config ? *config : default_config(problem, arch);
-  state.memoize(name, result);
+  const TunedConfig result = config ? *config : default_config(problem, runtime.device().arch());
+  state.memoize(shape, result);
   return result;
 }
 

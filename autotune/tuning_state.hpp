@@ -1,6 +1,8 @@
 #pragma once
 // A runtime's side of the tuning database: its policy, its file, and what it has read or
 // learned (DESIGN.md section 6). forward() and backward() reach it through choose_config().
+#include <compare>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -41,9 +43,23 @@ class TuningState {
   /// Held while this runtime tunes a shape under the automatic policy.
   std::mutex& tuning_mutex() { return tuning_mutex_; }
 
-  /// The config chosen for a key string, memoized so a repeated shape skips the search.
-  std::optional<TunedConfig> memoized(const std::string& key);
-  void memoize(const std::string& key, const TunedConfig& config);
+  /// What a call's choice depends on, as plain values: the tuning key without the template
+  /// digest (fixed in a process) and with the sizes already bucketed. Building it takes no
+  /// string or allocation, so the launch path can look a repeated shape up cheaply.
+  struct ShapeClass {
+    TunedOp op;
+    DType dtype;
+    std::int64_t head_dim;
+    kernels::MaskKind mask;
+    bool softcap;
+    std::int64_t seqlen_q_bucket, seqlen_k_bucket, batch_heads_bucket;
+    auto operator<=>(const ShapeClass&) const = default;
+  };
+  static ShapeClass shape_class(const TuningProblem& problem);
+
+  /// The config chosen for a shape class, memoized so a repeated shape skips the search.
+  std::optional<TunedConfig> memoized(const ShapeClass& shape);
+  void memoize(const ShapeClass& shape, const TunedConfig& config);
 
  private:
   TuningPolicy policy_;
@@ -53,7 +69,7 @@ class TuningState {
   std::mutex tuning_mutex_;  // see tuning_mutex()
   std::optional<TuningDatabase> loaded_;
   std::map<std::string, std::string> learned_;  // key string -> winner
-  std::map<std::string, TunedConfig> chosen_;
+  std::map<ShapeClass, TunedConfig> chosen_;
 };
 
 /// The config forward() or backward() runs `problem` with on `runtime`: the heuristic default

@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cctype>
 #include <cerrno>
@@ -300,6 +301,16 @@ fs::path database_path(const fs::path& cache_root, const TuningMeta& meta) {
 }
 
 fs::path tuning_folder(const fs::path& cache_root) { return cache_root / "v1" / "tuning"; }
+
+std::vector<fs::path> database_files(const fs::path& cache_root) {
+  std::vector<fs::path> files;
+  std::error_code error;
+  for (const auto& item : fs::directory_iterator(tuning_folder(cache_root), error)) {
+    if (item.path().extension() == ".json") files.push_back(item.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
 
 TuningDatabase TuningDatabase::load(const fs::path& path, const TuningMeta& meta) {
   TuningDatabase database;

@@ -93,6 +93,9 @@ TuningEntry merge_entries(const TuningEntry& base, const TuningEntry& update);
 /// The folder of every database under the cache root: <root>/v1/tuning.
 std::filesystem::path tuning_folder(const std::filesystem::path& cache_root);
 
+/// Every database file (*.json) in tuning_folder(cache_root), sorted; none when it is missing.
+std::vector<std::filesystem::path> database_files(const std::filesystem::path& cache_root);
+
 /// The database file for `meta` under the cache root: <root>/v1/tuning/<gpu>.<digest>.json,
 /// where <gpu> is the GPU name in lower case with every run of other characters than letters
 /// and digits replaced by '-', none at either end ("nvidia-h100-80gb-hbm3"; "gpu" for no name),

@@ -221,13 +221,9 @@ int run_show(const std::string& database) {
     show_file(database);
     return 0;
   }
-  const std::filesystem::path folder = autotune::tuning_folder(detail::DiskCache::default_root());
-  std::vector<std::filesystem::path> files;
-  std::error_code error;
-  for (const auto& item : std::filesystem::directory_iterator(folder, error)) {
-    if (item.path().extension() == ".json") files.push_back(item.path());
-  }
-  std::sort(files.begin(), files.end());
+  const std::filesystem::path root = detail::DiskCache::default_root();
+  const std::filesystem::path folder = autotune::tuning_folder(root);
+  const std::vector<std::filesystem::path> files = autotune::database_files(root);
   if (files.empty()) {
     std::printf("%s: no tuning database yet (flashjit autotune fills it)\n", folder.c_str());
   }

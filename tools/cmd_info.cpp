@@ -66,15 +66,12 @@ void print_tuning(const SystemInfo& system) {
     return;
   }
   const std::filesystem::path folder = autotune::tuning_folder(root);
-  std::size_t files = 0, entries = 0;
-  std::error_code error;
-  for (const auto& item : std::filesystem::directory_iterator(folder, error)) {
-    if (item.path().extension() != ".json") continue;
-    ++files;
-    entries += autotune::TuningDatabase::load_any(item.path()).entries().size();
-  }
+  const std::vector<std::filesystem::path> files = autotune::database_files(root);
+  std::size_t entries = 0;
+  for (const auto& file : files)
+    entries += autotune::TuningDatabase::load_any(file).entries().size();
   std::printf("tuning:      policy %s; %s (%zu databases, %zu entries)\n", policy, folder.c_str(),
-              files, entries);
+              files.size(), entries);
 }
 
 }  // namespace

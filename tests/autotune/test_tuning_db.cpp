@@ -536,3 +536,14 @@ TEST_CASE("TuningMeta::for_device records this process and the device") {
   CHECK(meta.compute_capability == "9.0");
   CHECK(meta.sm_count == 132);
 }
+
+TEST_CASE("database_files lists the *.json files of the tuning folder, sorted") {
+  TempDir dir;
+  CHECK(database_files(dir.path()).empty());  // no folder yet
+  const fs::path folder = tuning_folder(dir.path());
+  fs::create_directories(folder);
+  write_file(folder / "b.json", "{}");
+  write_file(folder / "a.json", "{}");
+  write_file(folder / "a.json.lock", "");
+  CHECK(database_files(dir.path()) == std::vector<fs::path>{folder / "a.json", folder / "b.json"});
+}

@@ -6,17 +6,10 @@
 #include <vector>
 
 #include "flashjit/error.hpp"
+#include "memory_overlap.hpp"
 
 namespace flashjit::kernels {
 namespace {
-
-bool overlaps(const TensorView& a, const TensorView& b) {
-  auto begin_a = reinterpret_cast<std::uintptr_t>(a.data);
-  auto begin_b = reinterpret_cast<std::uintptr_t>(b.data);
-  auto end_a = begin_a + static_cast<std::uintptr_t>(a.span_bytes());
-  auto end_b = begin_b + static_cast<std::uintptr_t>(b.span_bytes());
-  return begin_a < end_b && begin_b < end_a;
-}
 
 std::string shape_string(const std::int64_t* sizes, std::size_t count) {
   std::string text = "[";
@@ -111,15 +104,25 @@ void check_no_partial_overlap(const TensorView& output, const TensorView& input,
                               const std::string& output_name, const std::string& input_name) {
   const bool identical = output.data == input.data && output.shape == input.shape &&
                          output.strides == input.strides;
-  if (!identical) check_disjoint(output, input, output_name, input_name);
+  if (!identical) check_disjoint(output, input, output_name, input_name, Role::input);
 }
 
-void check_disjoint(const TensorView& output, const TensorView& input,
-                    const std::string& output_name, const std::string& input_name) {
-  if (overlaps(output, input)) {
-    throw InvalidArgument(output_name, "overlaps the memory of " + input_name +
-                                           "; outputs must not alias inputs");
+void check_disjoint(const TensorView& output, const TensorView& other,
+                    const std::string& output_name, const std::string& other_name,
+                    Role other_role) {
+  const Sharing sharing = shared_memory(output, other);
+  if (sharing == Sharing::none) return;
+  const std::string other_text =
+      std::string(other_role == Role::input ? "input" : "output") + " '" + other_name + "'";
+  const std::string rule =
+      "; a tensor the call writes must share no element with another tensor of the call";
+  if (sharing == Sharing::some) {
+    throw InvalidArgument(output_name, "shares elements with " + other_text + rule);
   }
+  throw InvalidArgument(output_name, "may share elements with " + other_text +
+                                         " (their address ranges meet and their strides do "
+                                         "not nest, so flashjit could not prove them apart)" +
+                                         rule);
 }
 
 }  // namespace flashjit::kernels

@@ -30,13 +30,18 @@ void check_no_self_overlap(const TensorView& view, const std::string& name);
 void check_same_dtype(const TensorView& view, const TensorView& reference,
                       const std::string& name, const std::string& reference_name);
 
-/// `output` is either exactly `input` (same data, shape and strides: in place) or does not
-/// overlap its memory at all.
+/// What the other tensor of an overlap check is to the call, for the message.
+enum class Role { input, output };
+
+/// `output` is either exactly `input` (same data, shape and strides: in place) or shares no
+/// element with it.
 void check_no_partial_overlap(const TensorView& output, const TensorView& input,
                               const std::string& output_name, const std::string& input_name);
 
-/// `output` does not overlap `input`'s memory at all.
-void check_disjoint(const TensorView& output, const TensorView& input,
-                    const std::string& output_name, const std::string& input_name);
+/// `output` shares no element with `other` (memory_overlap.hpp: decided by elements, so
+/// interleaved slices of one buffer pass). `other_role` words the message.
+void check_disjoint(const TensorView& output, const TensorView& other,
+                    const std::string& output_name, const std::string& other_name,
+                    Role other_role);
 
 }  // namespace flashjit::kernels

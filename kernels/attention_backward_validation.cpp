@@ -46,12 +46,12 @@ void check_outputs_disjoint(const TensorView& q, const TensorView& k, const Tens
   for (const auto& [output, output_name] : outputs) {
     check_no_self_overlap(*output, output_name);
     for (const auto& [input, input_name] : inputs) {
-      check_disjoint(*output, *input, output_name, input_name);
+      check_disjoint(*output, *input, output_name, input_name, Role::input);
     }
   }
-  check_disjoint(dq, dk, "dq", "dk");
-  check_disjoint(dq, dv, "dq", "dv");
-  check_disjoint(dk, dv, "dk", "dv");
+  check_disjoint(dq, dk, "dq", "dk", Role::output);
+  check_disjoint(dq, dv, "dq", "dv", Role::output);
+  check_disjoint(dk, dv, "dk", "dv", Role::output);
 }
 
 }  // namespace

@@ -103,14 +103,14 @@ void check_lse(const TensorView& lse, const Attention& attention) {
 /// The outputs (o, lse) share no memory with the inputs or each other.
 void check_outputs_disjoint(const TensorView& q, const TensorView& k, const TensorView& v,
                             const TensorView& o, const TensorView& lse) {
-  check_disjoint(o, q, "o", "q");
-  check_disjoint(o, k, "o", "k");
-  check_disjoint(o, v, "o", "v");
+  check_disjoint(o, q, "o", "q", Role::input);
+  check_disjoint(o, k, "o", "k", Role::input);
+  check_disjoint(o, v, "o", "v", Role::input);
   if (lse.data == nullptr) return;
-  check_disjoint(o, lse, "o", "lse");
-  check_disjoint(lse, q, "lse", "q");
-  check_disjoint(lse, k, "lse", "k");
-  check_disjoint(lse, v, "lse", "v");
+  check_disjoint(o, lse, "o", "lse", Role::output);
+  check_disjoint(lse, q, "lse", "q", Role::input);
+  check_disjoint(lse, k, "lse", "k", Role::input);
+  check_disjoint(lse, v, "lse", "v", Role::input);
 }
 
 }  // namespace

@@ -93,7 +93,11 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
       window.query_blocks(key0, key0 + keys - 1, Traits::kBlockM, params.seqlen_q);
 
   QueryStream<Traits> stream;
-  stream.load_keys(at(params.k), params.k.row_stride, at(params.v), params.v.row_stride, keys);
+  // Keys no query sees are not loaded: their dK and dV are exactly zero, and the tiles are
+  // free for staging them at once.
+  if (!blocks.empty()) {
+    stream.load_keys(at(params.k), params.k.row_stride, at(params.v), params.v.row_stride, keys);
+  }
   acc_tile<kRows, kD> dk, dv;  // (kRows, d) each
   fill(dk, 0.0f);
   fill(dv, 0.0f);
@@ -127,10 +131,6 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
       }
       __syncthreads();  // every warp is done with this query block before the next loads
     }
-  }
-  if (blocks.empty()) {  // no query sees these keys: they were never waited for
-    cp_async_wait<0>();
-    __syncthreads();
   }
   // Each warp stages its own key rows in the K and V tiles, which only it reads.
   if constexpr (Traits::kWantDk) {

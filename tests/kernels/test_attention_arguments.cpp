@@ -87,6 +87,28 @@ TEST_CASE("forward accepts valid calls") {
   }
 }
 
+TEST_CASE("forward accepts O interleaved with Q in one buffer") {
+  // [B, L, 2, H, D]: Q in slice 0, O in slice 1; their address ranges interleave, their
+  // elements do not meet. O over Q's own slice is refused, naming both.
+  constexpr std::int64_t B = 2, L = 16, H = 2, D = 64;
+  static std::uint16_t qo[B * L * 2 * H * D], k[B * L * H * D], v[B * L * H * D];
+  const Attention attention = make_attention(B, H, H, L, L, D);
+  auto slice = [&](int s) {
+    return TensorView::strided(qo + s * H * D, DType::bf16, {B, L, H, D},
+                               {L * 2 * H * D, 2 * H * D, D, 1});
+  };
+  const TensorView kv = attention_tensor(k, DType::bf16, Layout::bshd, B, L, H, D);
+  const TensorView vv = attention_tensor(v, DType::bf16, Layout::bshd, B, L, H, D);
+  CHECK_NOTHROW(validate_forward_arguments(attention, slice(0), kv, vv, slice(1), TensorView{}));
+  try {
+    validate_forward_arguments(attention, slice(0), kv, vv, slice(0), TensorView{});
+    FAIL("o is q, and no error");
+  } catch (const InvalidArgument& error) {
+    CHECK(error.argument() == "o");
+    CHECK(std::string(error.what()).find("shares elements with input 'q'") != std::string::npos);
+  }
+}
+
 TEST_CASE("forward rejects bad attention fields by name") {
   ForwardCall call;
   Attention& a = call.attention;

@@ -201,6 +201,43 @@ TEST_CASE("backward outputs overlap no input and no other output") {
   });
 }
 
+TEST_CASE("backward accepts gradients interleaved in one buffer, and names real aliasing") {
+  // FlashAttention's packed layout: Q, K, V in one [B, L, 3, H, D] buffer, dQ, dK, dV in
+  // another. The slices share no element, though their address ranges interleave.
+  constexpr std::int64_t B = 2, L = 16, H = 2, D = 64, kPacked = B * L * 3 * H * D;
+  static std::uint16_t qkv[kPacked], dqkv[kPacked], o[B * L * H * D], dout[B * L * H * D];
+  static float lse[B * H * L];
+  const Attention attention = make_attention(B, H, H, L, L, D);
+  auto slice = [&](std::uint16_t* buffer, int s) {
+    return TensorView::strided(buffer + s * H * D, DType::bf16, {B, L, H, D},
+                               {L * 3 * H * D, 3 * H * D, D, 1});
+  };
+  const TensorView q = slice(qkv, 0), k = slice(qkv, 1), v = slice(qkv, 2);
+  const TensorView ov = attention_tensor(o, DType::bf16, Layout::bshd, B, L, H, D);
+  const TensorView doutv = attention_tensor(dout, DType::bf16, Layout::bshd, B, L, H, D);
+  const TensorView lsev = lse_tensor(lse, attention);
+  CHECK_NOTHROW(validate_backward_arguments(attention, q, k, v, ov, lsev, doutv, slice(dqkv, 0),
+                                            slice(dqkv, 1), slice(dqkv, 2)));
+  // dK given dQ's slice: a real alias between two outputs, worded as one.
+  try {
+    validate_backward_arguments(attention, q, k, v, ov, lsev, doutv, slice(dqkv, 0),
+                                slice(dqkv, 0), slice(dqkv, 2));
+    FAIL("dq and dk are one tensor, and no error");
+  } catch (const InvalidArgument& error) {
+    CHECK(error.argument() == "dq");
+    CHECK(std::string(error.what()).find("shares elements with output 'dk'") != std::string::npos);
+  }
+  // dV in the Q slice of the packed inputs: an output over an input.
+  try {
+    validate_backward_arguments(attention, q, k, v, ov, lsev, doutv, slice(dqkv, 0),
+                                slice(dqkv, 1), slice(qkv, 0));
+    FAIL("dv over q, and no error");
+  } catch (const InvalidArgument& error) {
+    CHECK(error.argument() == "dv");
+    CHECK(std::string(error.what()).find("shares elements with input 'q'") != std::string::npos);
+  }
+}
+
 TEST_CASE("the backward config space lists every valid config once, in a fixed order") {
   for (int head_dim = 8; head_dim <= 256; head_dim += 8) {
     for (MaskKind mask : {MaskKind::none, MaskKind::window}) {

@@ -114,6 +114,20 @@ TEST_CASE("backward on the emulator: windows") {
                with_dtype(windowed(65, 65, 8, 40, 128), DType::f16)});
 }
 
+TEST_CASE("backward on the emulator: windows that hide whole key blocks") {
+  // Key blocks that no query sees (seqlen_k - seqlen_q - window_left >= the key block): their
+  // dK and dV are exactly zero and the CTA that owns them must finish its loads before it
+  // stages them (an emulator finding otherwise).
+  std::vector<BackwardCase> cases;
+  for (std::int64_t d : {64, 128, 256}) {
+    for (DType dtype : {DType::bf16, DType::f16}) {
+      cases.push_back(with_dtype(windowed(128, 512, 256, 0, d), dtype));
+      cases.push_back(with_dtype(windowed(1, 65, 0, 0, d), dtype));
+    }
+  }
+  check_cases(cases);
+}
+
 TEST_CASE("backward on the emulator: softcap and scale") {
   BackwardCase scaled = make_case(1, 1, 65, 65, 64);
   scaled.problem.softmax_scale = 0.5;

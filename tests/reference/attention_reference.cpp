@@ -202,6 +202,16 @@ bool Problem::visible(int64_t i, int64_t j) const {
   return left_ok && right_ok;
 }
 
+bool Problem::key_seen(int64_t j) const {
+  if (j < 0 || j >= seqlen_k) return false;
+  // visible(i, j) holds for i in [j - offset - right, j - offset + left]: intersect with the rows.
+  const int64_t offset = seqlen_k - seqlen_q;
+  const int64_t right = causal ? 0 : window_right;
+  const int64_t first = right < 0 ? 0 : std::max<int64_t>(0, j - offset - right);
+  const int64_t last = window_left < 0 ? seqlen_q - 1 : std::min(seqlen_q - 1, j - offset + window_left);
+  return first <= last;
+}
+
 ForwardResult forward(const Problem& problem, ConstView4 q, ConstView4 k, ConstView4 v,
                       KeyRange keys, Layout out_layout) {
   require_inputs(problem, q, k, v);

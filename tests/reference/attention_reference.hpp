@@ -101,6 +101,8 @@ struct Problem {
   /// The one mask predicate: whether key `j` is visible to query `i`. Bottom-right aligned
   /// (the diagonal is j = i + seqlen_k - seqlen_q); causal is a right window of 0.
   bool visible(int64_t i, int64_t j) const;
+  /// Whether any query sees key `j`: a key no query sees has exactly zero dK and dV.
+  bool key_seen(int64_t j) const;
   /// {batch, seqlen_q, heads_q, head_dim}: shape of Q, O, dO and dQ.
   Shape4 q_shape() const { return {batch, seqlen_q, heads_q, head_dim}; }
   /// {batch, seqlen_k, heads_kv, head_dim}: shape of K, V, dK and dV.

@@ -143,6 +143,28 @@ TEST_CASE("mask: one predicate, bottom-right aligned, causal is a right window o
   CHECK(long_queries.visible(2, 0));
 }
 
+TEST_CASE("mask: a key is seen when some query sees it") {
+  for (const int64_t lq : {1, 3, 8}) {
+    for (const int64_t lk : {1, 5, 12}) {
+      for (const bool causal : {false, true}) {
+        for (const int64_t left : {-1, 0, 2}) {
+          for (const int64_t right : {-1, 0, 3}) {
+            const Problem p{.seqlen_q = lq, .seqlen_k = lk, .causal = causal,
+                            .window_left = left, .window_right = right};
+            for (int64_t j = -1; j <= lk; ++j) {
+              bool seen = false;
+              for (int64_t i = 0; i < lq; ++i) seen = seen || p.visible(i, j);
+              INFO("lq " << lq << " lk " << lk << " causal " << causal << " window " << left
+                         << "," << right << " key " << j);
+              CHECK(p.key_seen(j) == seen);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("backward matches central finite differences of forward") {
   for (const Case& c : gradient_cases()) {
     SUBCASE(c.name.c_str()) {

@@ -445,6 +445,39 @@ std::string first_difference(const GradientBits& a, const GradientBits& b) {
   return report;
 }
 
+/// Where dK or dV is not exactly zero at a key no query sees ("" when nowhere): no score
+/// reaches such a key, so nothing may be added to its gradients, not even rounding.
+std::string unseen_key_gradients(const BackwardCase& c, const std::vector<double>& dk,
+                                 const std::vector<double>& dv) {
+  const Problem& p = c.problem;
+  const ConstView4 views[2] = {{dk.data(), p.kv_shape(), reference::dense_strides(p.kv_shape(), c.layout)},
+                               {dv.data(), p.kv_shape(), reference::dense_strides(p.kv_shape(), c.layout)}};
+  std::int64_t count = 0;
+  std::string first;
+  for (std::int64_t j = 0; j < p.seqlen_k; ++j) {
+    if (p.key_seen(j)) continue;
+    for (int which = 0; which < 2; ++which) {
+      for (std::int64_t b = 0; b < p.batch; ++b) {
+        for (std::int64_t h = 0; h < p.heads_kv; ++h) {
+          for (std::int64_t d = 0; d < p.head_dim; ++d) {
+            const double x = views[which](b, j, h, d);
+            if (x == 0) continue;
+            if (count++ == 0) {
+              std::ostringstream s;
+              s << (which == 0 ? "dK" : "dV") << "(" << b << ", " << j << ", " << h << ", " << d
+                << ") = " << x;
+              first = s.str();
+            }
+          }
+        }
+      }
+    }
+  }
+  if (count == 0) return "";
+  return std::to_string(count) + " elements of dK/dV at keys no query sees are not 0, the first " +
+         first;
+}
+
 BackwardVerdict judge(const BackwardCase& c, const Expected& e, const GradientBits& bits) {
   const Problem& p = c.problem;
   const bool sampled = c.sample_rows > 0;
@@ -461,7 +494,8 @@ BackwardVerdict judge(const BackwardCase& c, const Expected& e, const GradientBi
                         sampled);
   v.dv = judge_gradient(dv, compared(dv, p.kv_shape(), e.key_rows), e.exact.dv, e.plain.dv, "dV",
                         sampled);
-  v.ok = v.dq.check.ok && v.dk.check.ok && v.dv.check.ok;
+  v.unseen_keys = unseen_key_gradients(c, dk, dv);
+  v.ok = v.dq.check.ok && v.dk.check.ok && v.dv.check.ok && v.unseen_keys.empty();
   return v;
 }
 
@@ -571,6 +605,7 @@ std::string BackwardVerdict::describe() const {
       << g->bound << "): " << g->check.describe();
   }
   if (!deterministic) s << "\n  not deterministic: " << determinism;
+  if (!unseen_keys.empty()) s << "\n  " << unseen_keys;
   return s.str();
 }
 

@@ -54,6 +54,8 @@ struct BackwardVerdict {
   GradientVerdict dq, dk, dv;
   bool deterministic = true;  ///< false when check_determinism found differing bits
   std::string determinism;    ///< which gradient differed, and where first
+  /// Where dK or dV is not exactly zero at a key no query sees; "" when it is zero everywhere.
+  std::string unseen_keys;
   std::string describe() const;
 };
 

@@ -42,25 +42,17 @@ double visible_pairs(const Attention& a) {
   return pairs;
 }
 
-Candidate forward_candidate(const ForwardConfig& config, const std::string& arch) {
+Candidate make_candidate(const TunedConfig& config, const std::string& arch) {
   Candidate candidate;
   candidate.config = config;
   candidate.name = config_name(config);
-  candidate.specs = {kernels::forward_spec(config, arch)};
-  candidate.shared_bytes = config.shared_bytes();
-  candidate.threads = config.warps * 32;
-  return candidate;
-}
-
-Candidate backward_candidate(const BackwardConfig& config, const std::string& arch) {
-  Candidate candidate;
-  candidate.config = config;
-  candidate.name = config_name(config);
-  kernels::BackwardSpecs specs = kernels::backward_specs(config, arch);
-  candidate.specs = {specs.delta, specs.dq};
-  for (detail::KernelSpec& spec : specs.key_gradients) candidate.specs.push_back(std::move(spec));
-  candidate.shared_bytes = config.shared_bytes();
-  candidate.threads = config.warps * 32;
+  candidate.specs = config_specs(config, arch);
+  std::visit(
+      [&](const auto& c) {
+        candidate.shared_bytes = c.shared_bytes();
+        candidate.threads = c.warps * 32;
+      },
+      config);
   return candidate;
 }
 
@@ -153,6 +145,16 @@ std::string config_name(const TunedConfig& config) {
          std::to_string(b.warps);
 }
 
+std::vector<detail::KernelSpec> config_specs(const TunedConfig& config, const std::string& arch) {
+  if (const auto* forward = std::get_if<ForwardConfig>(&config)) {
+    return {kernels::forward_spec(*forward, arch)};
+  }
+  kernels::BackwardSpecs specs = kernels::backward_specs(std::get<BackwardConfig>(config), arch);
+  std::vector<detail::KernelSpec> all = {std::move(specs.delta), std::move(specs.dq)};
+  for (detail::KernelSpec& spec : specs.key_gradients) all.push_back(std::move(spec));
+  return all;
+}
+
 TunedConfig default_config(const TuningProblem& problem, const std::string& arch) {
   const int head_dim = problem_head_dim(problem);
   const MaskKind mask = problem_mask(problem);
@@ -186,11 +188,7 @@ std::vector<Candidate> enumerate_candidates(const TuningProblem& problem, const 
   const TunedConfig fallback = default_config(problem, arch);
   std::vector<Candidate> candidates;
   for (const TunedConfig& config : space_configs(problem)) {
-    if (const auto* forward = std::get_if<ForwardConfig>(&config)) {
-      candidates.push_back(forward_candidate(*forward, arch));
-    } else {
-      candidates.push_back(backward_candidate(std::get<BackwardConfig>(config), arch));
-    }
+    candidates.push_back(make_candidate(config, arch));
     candidates.back().is_default = config == fallback;
   }
   return candidates;

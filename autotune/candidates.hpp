@@ -50,6 +50,9 @@ using TunedConfig = std::variant<kernels::ForwardConfig, kernels::BackwardConfig
 /// "br64.bc64.w4" (backward).
 std::string config_name(const TunedConfig& config);
 
+/// Every kernel a call of `config` launches on `arch`, in launch order.
+std::vector<detail::KernelSpec> config_specs(const TunedConfig& config, const std::string& arch);
+
 /// The heuristic default for `problem` on `arch` (what policy off runs).
 TunedConfig default_config(const TuningProblem& problem, const std::string& arch);
 

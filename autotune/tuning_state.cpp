@@ -7,6 +7,7 @@
 #include "runtime/disk_cache.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/env.hpp"
+#include "runtime/executor.hpp"
 #include "runtime/log.hpp"
 
 namespace flashjit::autotune {
@@ -23,6 +24,31 @@ std::optional<TunedConfig> config_named(const TuningProblem& problem, const std:
     }
   }
   return std::nullopt;
+}
+
+// The winner `winner` of database key `key` as a config this runtime can run, or nullopt after
+// one warning saying why not (a database is advice: a stale or foreign entry never fails a call).
+std::optional<TunedConfig> usable_winner(Runtime& runtime, const std::string& key,
+                                         const TuningProblem& problem, const std::string& winner) {
+  const DeviceInfo& device = runtime.device();
+  const std::string ignored = "the tuning database's winner '" + winner + "' for " + key;
+  const std::optional<TunedConfig> config =
+      config_named(problem, winner, device.shared_memory_optin);
+  if (!config) {
+    detail::warn_once("tuning-winner:" + key,
+                      ignored + " is not a config of this build's space that fits " +
+                          device.name + "'s shared memory; using the heuristic default");
+    return std::nullopt;
+  }
+  for (const detail::KernelSpec& spec : config_specs(*config, device.arch())) {
+    if (!runtime.executor().has_kernel(spec)) {
+      detail::warn_once("tuning-winner:" + key,
+                        ignored + " needs kernel " + spec.display_name() + ", which " +
+                            device.name + " cannot run; using the heuristic default");
+      return std::nullopt;
+    }
+  }
+  return config;
 }
 
 int driver_version_for(Backend backend) {
@@ -127,7 +153,7 @@ TunedConfig choose_config(Runtime& runtime, const TuningProblem& problem) {
     }
   }
   std::optional<TunedConfig> config;
-  if (winner) config = config_named(problem, *winner, runtime.device().shared_memory_optin);
+  if (winner) config = usable_winner(runtime, name, problem, *winner);
   const TunedConfig result = config ? *config : default_config(problem, runtime.device().arch());
   state.memoize(shape, result);
   return result;

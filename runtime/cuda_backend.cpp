@@ -76,6 +76,7 @@ class CudaBackend final : public RuntimeBackend, public Executor {
               const std::vector<KernelBuffer>& /*buffers*/) override {
     context_.launch(context_.function(spec, shape.dynamic_shared_bytes), shape, args);
   }
+  bool has_kernel(const KernelSpec& /*spec*/) const override { return true; }  // JIT compiles any
 
  private:
   bool supports_memory_pools() const {

@@ -100,6 +100,9 @@ class EmulatorBackend final : public RuntimeBackend, public Executor {
 
   void launch(const KernelSpec& spec, const LaunchShape& shape, void** args,
               const std::vector<KernelBuffer>& buffers) override;
+  bool has_kernel(const KernelSpec& spec) const override {
+    return emulated_kernels().find(spec.name_expression) != nullptr;
+  }
 
  private:
   DeviceInfo info_;

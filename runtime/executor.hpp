@@ -29,6 +29,9 @@ class Executor {
   /// any, or Error{unsupported} when `spec` is not among its build-time kernels.
   virtual void launch(const KernelSpec& spec, const LaunchShape& shape, void** args,
                       const std::vector<KernelBuffer>& buffers) = 0;
+  /// Whether this backend can run `spec` at all: a GPU compiles any spec; the emulator runs
+  /// only its build-time kernels.
+  virtual bool has_kernel(const KernelSpec& spec) const = 0;
 };
 
 /// Launches `spec` on `executor` with the given arguments by value (their types must match the

@@ -15,6 +15,7 @@
 #include "autotune/candidates.hpp"
 #include "autotune/timer.hpp"
 #include "autotune/tuning_state.hpp"
+#include "chosen_kernels.hpp"
 #include "commands.hpp"
 #include "flashjit/attention.hpp"
 #include "flashjit/device.hpp"
@@ -138,39 +139,6 @@ Tensors make_tensors(Runtime& runtime, const Attention& a, DType dtype, bool bac
 }
 
 // ---- timing an op ----------------------------------------------------------------------------
-
-/// The kernels a call of `config` launches on `arch`, by name.
-std::string kernel_names(const autotune::TunedConfig& config, const std::string& arch) {
-  if (const auto* forward = std::get_if<kernels::ForwardConfig>(&config)) {
-    return kernels::forward_spec(*forward, arch).display_name();
-  }
-  const kernels::BackwardSpecs specs =
-      kernels::backward_specs(std::get<kernels::BackwardConfig>(config), arch);
-  std::string names = specs.delta.display_name() + ", " + specs.dq.display_name();
-  for (const detail::KernelSpec& spec : specs.key_gradients) names += ", " + spec.display_name();
-  return names;
-}
-
-/// The kernels Runtime::forward or ::backward runs this call with, and where their config comes
-/// from. The forward asks autotune::choose_config (the tuning database's winner or the
-/// heuristic default, as the runtime's policy says; under the automatic policy a shape missing
-/// from the database is tuned here); Runtime::backward runs the heuristic default.
-std::string chosen_kernels(Runtime& runtime, const Attention& a, DType dtype, bool backward) {
-  const std::string arch = runtime.device().arch();
-  const kernels::MaskKind mask = kernels::forward_mask_kind(a);
-  const int head_dim = static_cast<int>(a.head_dim);
-  if (backward) {
-    return kernel_names(kernels::default_backward_config(dtype, head_dim, mask, false, arch),
-                        arch) +
-           " (heuristic default)";
-  }
-  const autotune::TunedConfig chosen =
-      autotune::choose_config(runtime, {autotune::TunedOp::attention_forward, dtype, a});
-  const autotune::TunedConfig fallback =
-      kernels::default_forward_config(dtype, head_dim, mask, false, arch);
-  return kernel_names(chosen, arch) + " (" +
-         (chosen == fallback ? "heuristic default" : "tuned: from the tuning database") + ")";
-}
 
 /// Whether there is a GPU to run on; if not, says so and why in one line on stderr.
 bool have_gpu(const char* what) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "chosen_kernels.hpp"
 #include "commands.hpp"
 #include "flashjit/device.hpp"
 #include "flashjit/error.hpp"
@@ -76,7 +77,7 @@ Runtime open_runtime(bool emulate) {
   return Runtime(RuntimeOptions{.backend = Backend::emulator});
 }
 
-void print_problem(const testing::ForwardCase& c, const Runtime& runtime) {
+void print_problem(const testing::ForwardCase& c, Runtime& runtime) {
   const reference::Problem& p = c.problem;
   std::printf(
       "shape:   batch %lld, heads %lld (kv %lld), seqlen_q %lld, seqlen_k %lld, head_dim "
@@ -86,12 +87,7 @@ void print_problem(const testing::ForwardCase& c, const Runtime& runtime) {
       static_cast<long long>(p.seqlen_k), static_cast<long long>(p.head_dim),
       std::string(dtype_name(c.dtype)).c_str(),
       c.layout == reference::Layout::bshd ? "bshd" : "bhsd", p.causal ? ", causal" : "");
-  // The config Runtime::forward will pick.
-  const std::string arch = runtime.device().arch();
-  const kernels::ForwardConfig config =
-      kernels::default_forward_config(c.dtype, static_cast<int>(p.head_dim),
-                                      kernels::forward_mask_kind(c.attention()), false, arch);
-  std::printf("kernel:  %s\n", kernels::forward_spec(config, arch).display_name().c_str());
+  std::printf("kernel:  %s\n", chosen_kernels(runtime, c.attention(), c.dtype, false).c_str());
   std::fflush(stdout);
 }
 

@@ -6,8 +6,12 @@
 #include <filesystem>
 #include <string>
 
+#include "autotune/candidates.hpp"
+#include "autotune/tuning_db.hpp"
+#include "autotune/tuning_state.hpp"
 #include "cli_runner.hpp"
 #include "flashjit/device.hpp"
+#include "flashjit/runtime.hpp"
 #include "support/temp_dir.hpp"
 
 using flashjit::testing::ChildResult;
@@ -101,4 +105,50 @@ TEST_CASE("autotune --emulate: a table with the winner marked, then show and inf
     CHECK(contains(info.output, "(1 databases, 1 entries)"));
   }
   CHECK(contains(info.output, "policy cached"));
+}
+
+TEST_CASE("run names the kernel a tuning database chose; a winner it cannot run falls back") {
+  TempDir dir;
+  const std::string cache = dir.path().string();
+  // The entry of `flashjit run --emulate`'s default shape, written as a tuning would.
+  auto store_winner = [&](const std::string& winner) {
+    flashjit::testing::ScopedEnv cache_env("FLASHJIT_CACHE_DIR", cache.c_str());
+    flashjit::Runtime emulator(flashjit::RuntimeOptions{.backend = flashjit::Backend::emulator});
+    flashjit::autotune::TuningProblem p;
+    p.attention.heads_q = p.attention.heads_kv = 4;
+    p.attention.seqlen_q = p.attention.seqlen_k = 256;
+    p.attention.head_dim = 64;
+    const std::string fallback = flashjit::autotune::config_name(
+        flashjit::autotune::default_config(p, emulator.device().arch()));
+    REQUIRE(fallback != winner);
+    flashjit::autotune::TuningEntry entry;
+    entry.default_config = fallback;
+    entry.candidates = {{fallback, 2.0, "ok"}, {winner, 1.0, "ok"}};
+    entry.winner = winner;
+    flashjit::autotune::merge_into_file(emulator.tuning().database(), emulator.tuning().meta(),
+                                        flashjit::autotune::tuning_key(p), entry);
+  };
+  SUBCASE("a winner the emulator has: run names it") {
+    store_winner("br64.bc64.w4.s1");
+    const ChildResult run = flashjit_cli({"run", "--emulate"}, cache);
+    REQUIRE_MESSAGE(run.exit_code == 0, run.output);
+    CHECK_MESSAGE(contains(run.output, "hdim64.bf16.br64.bc64.w4.s1.sm80 (tuned: from the tuning database)"),
+                  run.output);
+  }
+  SUBCASE("a winner of the space the emulator was not built with: one warning, the default") {
+    store_winner("br64.bc32.w4.s1");
+    const ChildResult run = flashjit_cli({"run", "--emulate"}, cache);
+    REQUIRE_MESSAGE(run.exit_code == 0, run.output);
+    CHECK_MESSAGE(count_lines_with(run.output, "winner 'br64.bc32.w4.s1'") == 1, run.output);
+    CHECK(contains(run.output, "which flashjit CPU emulator cannot run; using the heuristic default"));
+    CHECK(contains(run.output, "(heuristic default)"));
+    CHECK(contains(run.output, "PASS"));
+  }
+  SUBCASE("a winner that is no config at all: one warning, the default") {
+    store_winner("br4096.bc64.w4.s1");
+    const ChildResult run = flashjit_cli({"run", "--emulate"}, cache);
+    REQUIRE_MESSAGE(run.exit_code == 0, run.output);
+    CHECK_MESSAGE(count_lines_with(run.output, "winner 'br4096.bc64.w4.s1'") == 1, run.output);
+    CHECK(contains(run.output, "PASS"));
+  }
 }

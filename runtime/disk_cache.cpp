@@ -30,6 +30,12 @@ std::string ownership_problem(const fs::path& dir) {
   return "";
 }
 
+// An entry must be a plain file: a directory, link or device with an entry's name is invalid.
+bool is_plain_file(const fs::path& path) {
+  std::error_code ec;
+  return fs::symlink_status(path, ec).type() == fs::file_type::regular;
+}
+
 bool is_temp_file(const fs::path& path) {
   return path.filename().string().find(kTempFileMarker) != std::string::npos;
 }
@@ -52,9 +58,20 @@ DiskCache::DiskCache(fs::path root, std::chrono::milliseconds lock_timeout)
                   "); caching in memory only. Use a directory only you can write (chmod 700).");
     return;
   }
-  readable_ = true;
   int error = make_private_directories(kernels_dir());
   if (error == 0) error = make_private_directories(locks_dir());
+  // Every directory between the root and the entries must be as private as the root.
+  for (const fs::path& dir : {root_ / "v1", kernels_dir(), locks_dir()}) {
+    std::string problem = error == 0 ? ownership_problem(dir) : "";
+    if (!problem.empty()) {
+      degraded_reason_ = "refused: " + dir.string() + ": " + problem;
+      warn_once("cache-unusable:" + root_.string(),
+                "kernel cache " + root_.string() + " is refused (" + dir.string() + ": " + problem +
+                    "); caching in memory only. Make it writable only by you (chmod 700).");
+      return;
+    }
+  }
+  readable_ = true;
   if (error == 0 && ::access(kernels_dir().c_str(), W_OK) != 0) error = errno;
   if (error != 0) {
     degrade_to_read_only("cannot write there: " + errno_text(error));
@@ -88,15 +105,39 @@ void DiskCache::degrade_to_read_only(const std::string& why) {
                                                      "); new kernels are cached in memory only");
 }
 
+std::string DiskCache::directory_problem(const fs::path& entry) const {
+  const std::string problem = ownership_problem(entry.parent_path());
+  if (problem.empty()) return "";
+  return "its directory " + entry.parent_path().string() + " is refused: " + problem;
+}
+
+bool DiskCache::trusted_directory(const fs::path& entry) const {
+  std::error_code ec;
+  if (!fs::exists(entry.parent_path(), ec)) return true;  // store() creates it 0700
+  const std::string problem = directory_problem(entry);
+  if (problem.empty()) return true;
+  warn_once("cache-directory:" + entry.parent_path().string(),
+            "kernel cache directory " + entry.parent_path().string() + " is not used (" +
+                ownership_problem(entry.parent_path()) +
+                "); its kernels are compiled again and kept in memory. `flashjit cache verify` "
+                "removes it.");
+  return false;
+}
+
 void DiskCache::remove_corrupt(const fs::path& path, const std::string& problem) {
   std::error_code ec;
-  if (writable_) fs::remove(path, ec);
+  if (writable_) fs::remove_all(path, ec);
   warn_once("cache-corrupt:" + path.string(), "ignored invalid kernel cache file " + path.string() +
                                                   " (" + problem + "); it will be recompiled");
 }
 
 std::optional<CacheEntry> DiskCache::load(const fs::path& path, const std::string& key) {
-  if (!readable_) return std::nullopt;
+  if (!readable_ || !trusted_directory(path)) return std::nullopt;
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(path, ec)) && !is_plain_file(path)) {
+    remove_corrupt(path, "not a regular file");
+    return std::nullopt;
+  }
   std::optional<std::string> bytes = read_whole_file(path);
   if (!bytes) return std::nullopt;
   std::string problem;
@@ -110,7 +151,7 @@ std::optional<CacheEntry> DiskCache::load(const fs::path& path, const std::strin
 }
 
 void DiskCache::store(const fs::path& path, const CacheEntry& entry) {
-  if (!writable_) return;
+  if (!writable_ || !trusted_directory(path)) return;
   if (int error = make_private_directories(path.parent_path())) {
     degrade_to_read_only("cannot create " + path.parent_path().string() + ": " + errno_text(error));
     return;
@@ -148,15 +189,28 @@ std::vector<DiskEntryInfo> DiskCache::list() const {
   std::vector<DiskEntryInfo> entries;
   std::error_code ec;
   if (!readable_ || !fs::is_directory(kernels_dir(), ec)) return entries;
-  for (const auto& file : fs::recursive_directory_iterator(kernels_dir(), ec)) {
-    const fs::path& path = file.path();
-    if (!file.is_regular_file() || is_temp_file(path) || path.extension() != kEntrySuffix) {
-      continue;
-    }
+  for (auto it = fs::recursive_directory_iterator(kernels_dir(), ec);
+       it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const fs::path& path = it->path();
+    if (is_temp_file(path) || path.extension() != kEntrySuffix) continue;
     DiskEntryInfo info;
     info.path = path;
-    info.size = file.file_size(ec);
-    info.last_use = file.last_write_time(ec);
+    if (!is_plain_file(path)) {  // a directory or link with an entry's name
+      it.disable_recursion_pending();
+      info.problem = "not a regular file";
+      info.last_use = fs::symlink_status(path, ec).type() == fs::file_type::directory
+                          ? it->last_write_time(ec)
+                          : fs::file_time_type{};
+      entries.push_back(std::move(info));
+      continue;
+    }
+    info.size = it->file_size(ec);
+    info.last_use = it->last_write_time(ec);
+    if (std::string problem = directory_problem(path); !problem.empty()) {
+      info.problem = problem;
+      entries.push_back(std::move(info));
+      continue;
+    }
     std::optional<std::string> bytes = read_whole_file(path);
     if (bytes) info.entry = decode_cache_file(*bytes, "", &info.problem);
     if (!bytes) info.problem = "unreadable";
@@ -175,10 +229,17 @@ std::vector<DiskEntryInfo> DiskCache::list() const {
 std::vector<DiskEntryInfo> DiskCache::verify_and_repair() {
   std::vector<DiskEntryInfo> invalid;
   std::error_code ec;
+  std::vector<fs::path> refused_dirs;
   for (DiskEntryInfo& info : list()) {
     if (info.entry) continue;
-    if (writable_) fs::remove(info.path, ec);
+    if (writable_) fs::remove_all(info.path, ec);
+    if (!directory_problem(info.path).empty()) refused_dirs.push_back(info.path.parent_path());
     invalid.push_back(std::move(info));
+  }
+  // A directory others can write may hold files planted there: it goes whole, and store()
+  // creates it again, private.
+  if (writable_) {
+    for (const fs::path& dir : refused_dirs) fs::remove_all(dir, ec);
   }
   // Temp files of writers that died; live writers rename theirs within seconds.
   const auto stale = fs::file_time_type::clock::now() - std::chrono::hours(1);

@@ -71,9 +71,12 @@ class DiskCache {
   /// created) returns an unheld lock so the caller compiles anyway rather than hang.
   KeyLock lock(const std::string& key);
 
-  /// Every entry file, valid or not, sorted by path.
+  /// Every entry file, valid or not (a directory or link with an entry's name, or a file in a
+  /// directory that fails the root's ownership check, is listed as invalid), sorted by path.
   std::vector<DiskEntryInfo> list() const;
-  /// Removes invalid entries and stray temporary files; returns the entries found invalid.
+  /// Removes invalid entries (corrupt or foreign files, anything not a plain file with an
+  /// entry's name, entries in a directory others can write, which is removed whole) and stray
+  /// temporary files; returns the entries found invalid.
   std::vector<DiskEntryInfo> verify_and_repair();
   /// Removes least recently used entries until the total is at most `max_bytes`; returns the
   /// removed entries.
@@ -86,6 +89,11 @@ class DiskCache {
   std::filesystem::path locks_dir() const;
   void degrade_to_read_only(const std::string& why);
   void remove_corrupt(const std::filesystem::path& path, const std::string& problem);
+  /// Why the directory holding `entry` must not be used ("" when it may): every directory on
+  /// the way to an entry passes the root's check (owned by this user, writable by no one else).
+  std::string directory_problem(const std::filesystem::path& entry) const;
+  /// Whether `entry`'s directory may be used (or does not exist yet); warns once when not.
+  bool trusted_directory(const std::filesystem::path& entry) const;
 
   std::filesystem::path root_;
   std::chrono::milliseconds lock_timeout_;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <regex>
 
 #include "flashjit/error.hpp"
@@ -32,10 +33,17 @@ std::uintmax_t parse_size(const std::string& text, const std::string& argument) 
     throw InvalidArgument(argument, "'" + text + "' is not a size; use e.g. 500M, 2G, 64K");
   }
   const std::string units = "KMGT";
-  double value = std::stod(match[1].str());
+  // strtod saturates to infinity where stod would throw; either way the limit below says no.
+  double value = std::strtod(match[1].str().c_str(), nullptr);
   if (match[2].length() > 0) {
     auto power = units.find(static_cast<char>(std::toupper(match[2].str()[0]))) + 1;
     value *= std::pow(1024.0, static_cast<double>(power));
+  }
+  // Converting a double at or past 2^64 is undefined (it wrapped to 0, which pruned everything).
+  constexpr double kLimit = 0x1p64;
+  if (!(value < kLimit)) {
+    throw InvalidArgument(argument, "'" + text + "' is too large; a size must be below 16E (2^64 "
+                                                 "bytes)");
   }
   return static_cast<std::uintmax_t>(value);
 }

@@ -206,3 +206,62 @@ TEST_CASE("verify finds and removes invalid entries") {
   CHECK_FALSE(std::filesystem::exists(path));
   CHECK(cache.disk()->list().size() == 1);
 }
+
+TEST_CASE("every directory on the way to an entry is checked like the root") {
+  TempDir dir;
+  const auto root = dir.path() / "cache";
+  const KernelSpec spec = sample_spec();
+  std::filesystem::path path;
+  {
+    KernelCache writer(cache_options(root));
+    writer.get(spec);
+    path = entry_file(writer, spec);
+  }
+  REQUIRE(std::filesystem::exists(path));
+  SUBCASE("an arch directory writable by all: not loaded, and verify removes it whole") {
+    ::chmod(path.parent_path().c_str(), 0777);
+    KernelCache cache(cache_options(root));
+    CHECK(cache.disk()->readable());
+    CHECK(cache.get(spec).source == CacheSource::compiled);  // not loaded from there
+    const std::vector<DiskEntryInfo> listed = cache.disk()->list();
+    REQUIRE(listed.size() == 1);
+    CHECK_FALSE(listed.front().entry);
+    CHECK(listed.front().problem.find("writable by other users") != std::string::npos);
+    const auto invalid = cache.disk()->verify_and_repair();
+    CHECK(invalid.size() == 1);
+    CHECK_FALSE(std::filesystem::exists(path.parent_path()));
+    KernelCache again(cache_options(root));  // recreated private, then used
+    CHECK(again.get(spec).source == CacheSource::compiled);
+    CHECK(mode_of(path.parent_path()) == 0700);
+    CHECK(KernelCache(cache_options(root)).get(spec).source == CacheSource::disk);
+  }
+  SUBCASE("v1/kernels writable by group: the disk is refused, naming it") {
+    const auto kernels = path.parent_path().parent_path();
+    ::chmod(kernels.c_str(), 0770);
+    KernelCache cache(cache_options(root));
+    CHECK_FALSE(cache.disk()->readable());
+    CHECK(cache.disk()->degraded_reason().find(kernels.string()) != std::string::npos);
+    CHECK(cache.get(spec).source == CacheSource::compiled);
+  }
+}
+
+TEST_CASE("a directory with an entry's name is invalid: verify removes it, a lookup recompiles") {
+  TempDir dir;
+  const KernelSpec spec = sample_spec();
+  KernelCache cache(cache_options(dir.path()));
+  const auto path = entry_file(cache, spec);
+  std::filesystem::create_directories(path / "inside");
+  const std::vector<DiskEntryInfo> listed = cache.disk()->list();
+  REQUIRE(listed.size() == 1);
+  CHECK(listed.front().path == path);
+  CHECK(listed.front().problem == "not a regular file");
+  SUBCASE("verify") {
+    CHECK(cache.disk()->verify_and_repair().size() == 1);
+    CHECK_FALSE(std::filesystem::exists(path));
+  }
+  SUBCASE("a lookup replaces it with the compiled entry") {
+    CHECK(cache.get(spec).source == CacheSource::compiled);
+    CHECK(std::filesystem::is_regular_file(path));
+    CHECK(cache.disk()->writable());
+  }
+}

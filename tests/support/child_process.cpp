@@ -1,6 +1,7 @@
 #include "support/child_process.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,29 +16,42 @@ namespace {
 
 constexpr unsigned kNobody = 65534;
 
-// Forks with stdout and stderr of the child sent into a pipe; `child` never returns.
+// Forks with stdout and stderr of the child sent into two pipes, read as they fill (so that
+// `output` keeps their order); `child` never returns.
 ChildResult fork_and_capture(const std::function<void()>& child) {
-  int pipe_fds[2];
-  if (::pipe(pipe_fds) != 0) throw std::runtime_error("pipe failed");
+  int out_fds[2], err_fds[2];
+  if (::pipe(out_fds) != 0 || ::pipe(err_fds) != 0) throw std::runtime_error("pipe failed");
   std::fflush(nullptr);
   pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
-    ::dup2(pipe_fds[1], STDOUT_FILENO);
-    ::dup2(pipe_fds[1], STDERR_FILENO);
-    ::close(pipe_fds[0]);
-    ::close(pipe_fds[1]);
+    ::dup2(out_fds[1], STDOUT_FILENO);
+    ::dup2(err_fds[1], STDERR_FILENO);
+    for (int fd : {out_fds[0], out_fds[1], err_fds[0], err_fds[1]}) ::close(fd);
     child();
     ::_exit(127);
   }
-  ::close(pipe_fds[1]);
+  ::close(out_fds[1]);
+  ::close(err_fds[1]);
   ChildResult result;
-  char buffer[4096];
-  for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof(buffer))) != 0;) {
-    if (n < 0) break;
-    result.output.append(buffer, static_cast<std::size_t>(n));
+  pollfd fds[2] = {{out_fds[0], POLLIN, 0}, {err_fds[0], POLLIN, 0}};
+  std::string* streams[2] = {&result.out, &result.err};
+  for (int open = 2; open > 0;) {
+    if (::poll(fds, 2, -1) < 0) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buffer[4096];
+      const ssize_t n = ::read(fds[i].fd, buffer, sizeof(buffer));
+      if (n <= 0) {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open;
+        continue;
+      }
+      streams[i]->append(buffer, static_cast<std::size_t>(n));
+      result.output.append(buffer, static_cast<std::size_t>(n));
+    }
   }
-  ::close(pipe_fds[0]);
   int status = 0;
   ::waitpid(pid, &status, 0);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

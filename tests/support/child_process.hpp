@@ -9,7 +9,9 @@ namespace flashjit::testing {
 /// How a child process ended and what it printed.
 struct ChildResult {
   int exit_code = -1;  ///< -1 when killed by a signal
-  std::string output;  ///< stdout and stderr together
+  std::string output;  ///< stdout and stderr together, in the order they were read
+  std::string out;     ///< stdout alone (run_in_child and run_program)
+  std::string err;     ///< stderr alone (run_in_child and run_program)
 };
 
 /// Forks; the child runs `body` and exits with its return value (1 if it throws). When

@@ -1,12 +1,16 @@
 // The `flashjit` command end to end: exit codes, info, compile twice, cache verbs, run.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
 #include "cli_runner.hpp"
 #include "flashjit/device.hpp"
+#include "support/kernel_fixtures.hpp"
 #include "support/temp_dir.hpp"
 
 using flashjit::testing::ChildResult;
@@ -68,6 +72,51 @@ TEST_CASE("bad usage exits 2 with the problem on stderr") {
     CHECK(!result.output.empty());
   }
   CHECK(flashjit_cli({"--help"}, cache).exit_code == 0);
+}
+
+TEST_CASE("cache prune and verify keep what they must and remove what they must") {
+  TempDir dir;
+  const std::string cache = dir.path().string();
+  std::filesystem::path entry;
+  {
+    flashjit::detail::KernelCache writer(flashjit::testing::cache_options(cache));
+    writer.get(flashjit::testing::sample_spec(0));
+    writer.get(flashjit::testing::sample_spec(1));
+    entry = writer.disk()->list().front().path;
+  }
+  SUBCASE("a size past 64 bits is refused, naming it, and nothing is removed") {
+    for (const std::string& size : {std::string("17179869184G"), std::string("18446744073709551616"), std::string("99999999999999999999T"),
+                             "1" + std::string(400, '0')}) {
+      const ChildResult prune = flashjit_cli({"cache", "prune", "--max-size", size}, cache);
+      CAPTURE(size);
+      CHECK_MESSAGE(prune.exit_code == 2, prune.output);
+      CHECK(prune.err.find("--max-size") != std::string::npos);
+      CHECK(prune.err.find("too large") != std::string::npos);
+    }
+    CHECK(std::filesystem::exists(entry));
+    const ChildResult fits = flashjit_cli({"cache", "prune", "--max-size", "16383P"}, cache);
+    CHECK_MESSAGE(fits.exit_code == 2, fits.output);  // P is no unit
+    const ChildResult largest = flashjit_cli({"cache", "prune", "--max-size", "16383G"}, cache);
+    CHECK_MESSAGE(largest.exit_code == 0, largest.output);
+    CHECK(largest.out.find("removed 0 ") != std::string::npos);
+  }
+  SUBCASE("verify reports and removes an arch directory others can write") {
+    ::chmod(entry.parent_path().c_str(), 0777);
+    const ChildResult verify = flashjit_cli({"cache", "verify"}, cache);
+    CHECK_MESSAGE(verify.exit_code == 0, verify.output);
+    CHECK(verify.out.find("2 entries checked, 2 invalid (removed)") != std::string::npos);
+    CHECK(count_lines_with(verify.out, "writable by other users") == 2);
+    CHECK_FALSE(std::filesystem::exists(entry.parent_path()));
+  }
+  SUBCASE("verify reports and removes a directory with an entry's name") {
+    std::filesystem::remove(entry);
+    std::filesystem::create_directory(entry);
+    const ChildResult verify = flashjit_cli({"cache", "verify"}, cache);
+    CHECK_MESSAGE(verify.exit_code == 0, verify.output);
+    CHECK(verify.out.find("2 entries checked, 1 invalid (removed)") != std::string::npos);
+    CHECK(verify.out.find("not a regular file") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(entry));
+  }
 }
 
 TEST_CASE("compile without --arch and without a GPU fails with exit 1 and says why") {

@@ -58,8 +58,9 @@ constexpr const char* kStatusNames[] = {"FLASHJIT_OK",
                                         "FLASHJIT_ERROR_IO",
                                         "FLASHJIT_ERROR_UNSUPPORTED",
                                         "FLASHJIT_ERROR_KERNEL_FAULT",
-                                        "FLASHJIT_ERROR_INTERNAL"};
-static_assert(std::size(kStatusNames) == FLASHJIT_ERROR_INTERNAL + 1);
+                                        "FLASHJIT_ERROR_INTERNAL",
+                                        "FLASHJIT_ERROR_OUT_OF_MEMORY"};
+static_assert(std::size(kStatusNames) == FLASHJIT_ERROR_OUT_OF_MEMORY + 1);
 
 flashjit_status status_of(flashjit::ErrorKind kind) {
   using flashjit::ErrorKind;
@@ -82,6 +83,8 @@ flashjit_status status_of(flashjit::ErrorKind kind) {
       return FLASHJIT_ERROR_UNSUPPORTED;
     case ErrorKind::kernel_fault:
       return FLASHJIT_ERROR_KERNEL_FAULT;
+    case ErrorKind::out_of_memory:
+      return FLASHJIT_ERROR_OUT_OF_MEMORY;
   }
   return FLASHJIT_ERROR_INTERNAL;
 }

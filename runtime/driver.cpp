@@ -94,7 +94,9 @@ void check(CUresult result, const char* call) {
   const char* text = nullptr;
   api.cuGetErrorName(result, &name);
   api.cuGetErrorString(result, &text);
-  throw Error(ErrorKind::driver, std::string(call) + " failed: " +
+  const ErrorKind kind =
+      result == CUDA_ERROR_OUT_OF_MEMORY ? ErrorKind::out_of_memory : ErrorKind::driver;
+  throw Error(kind, std::string(call) + " failed: " +
                                      (name ? name : std::to_string(result)) +
                                      (text ? std::string(" (") + text + ")" : std::string()));
 }

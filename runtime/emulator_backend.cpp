@@ -71,8 +71,8 @@ class EmulatorBackend final : public RuntimeBackend, public Executor {
     if (bytes == 0) bytes = 1;
     void* data = ::operator new(bytes, kAlignment, std::nothrow);
     if (data == nullptr) {
-      throw Error(ErrorKind::unsupported,
-                  "the emulator could not allocate " + std::to_string(bytes) + " bytes");
+      throw Error(ErrorKind::out_of_memory, "the emulator could not allocate " +
+                                                std::to_string(bytes) + " bytes of host memory");
     }
     std::memset(data, 0xff, bytes);
     return data;

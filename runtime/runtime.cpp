@@ -31,6 +31,7 @@ DeviceBuffer::~DeviceBuffer() { release(); }
 
 void DeviceBuffer::release() noexcept {
   if (data_ == nullptr) return;
+  backend_->allocations.remove(data_);
   if (stream_ordered_) {
     backend_->free_on_stream(data_, stream_);
   } else {
@@ -65,18 +66,24 @@ detail::DeviceContext& Runtime::context() {
 }
 
 DeviceBuffer Runtime::allocate(std::size_t bytes) {
-  return DeviceBuffer(backend_.get(), backend_->allocate(bytes), bytes);
+  DeviceBuffer buffer(backend_.get(), backend_->allocate(bytes), bytes);
+  backend_->allocations.add(buffer.data(), bytes);
+  return buffer;
 }
 
 DeviceBuffer Runtime::allocate_on_stream(std::size_t bytes, Stream stream) {
-  return DeviceBuffer(backend_.get(), backend_->allocate_on_stream(bytes, stream), bytes, stream);
+  DeviceBuffer buffer(backend_.get(), backend_->allocate_on_stream(bytes, stream), bytes, stream);
+  backend_->allocations.add(buffer.data(), bytes);
+  return buffer;
 }
 
 void Runtime::copy_to_device(void* device_dst, const void* host_src, std::size_t bytes) {
+  backend_->allocations.check_range(device_dst, bytes, "bytes");
   backend_->copy_to_device(device_dst, host_src, bytes);
 }
 
 void Runtime::copy_to_host(void* host_dst, const void* device_src, std::size_t bytes) {
+  backend_->allocations.check_range(device_src, bytes, "bytes");
   backend_->copy_to_host(host_dst, device_src, bytes);
 }
 

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "allocations.hpp"
 #include "executor.hpp"
 #include "flashjit/device.hpp"
 #include "flashjit/runtime.hpp"
@@ -36,6 +37,9 @@ class RuntimeBackend {
   virtual Executor& executor() = 0;
   /// The CUDA context, or nullptr on a backend that has none.
   virtual DeviceContext* context() = 0;
+
+  /// What Runtime::allocate and allocate_on_stream handed out and not yet freed.
+  AllocationTable allocations;
 };
 
 /// The cuda backend on device `ordinal` (loads the driver; throws as Runtime's constructor).

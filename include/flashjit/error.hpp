@@ -17,6 +17,7 @@ enum class ErrorKind {
   io,                ///< a file could not be read or written
   unsupported,       ///< the runtime's backend cannot do this (e.g. a kernel the emulator lacks)
   kernel_fault,      ///< a launch failed or the emulator caught a bad access, race or barrier
+  out_of_memory,     ///< the device (host memory, on the emulator) could not hold an allocation
 };
 
 /// Base of every exception flashjit throws.

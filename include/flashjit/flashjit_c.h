@@ -37,7 +37,9 @@ typedef enum flashjit_status {
   FLASHJIT_ERROR_IO = 7,               /**< a file could not be read or written */
   FLASHJIT_ERROR_UNSUPPORTED = 8,      /**< the backend lacks it (a kernel not in the emulator) */
   FLASHJIT_ERROR_KERNEL_FAULT = 9,     /**< a launch failed, or the emulator caught a fault */
-  FLASHJIT_ERROR_INTERNAL = 10         /**< any other failure (out of host memory, a bug) */
+  FLASHJIT_ERROR_INTERNAL = 10,        /**< any other failure (out of host memory, a bug) */
+  FLASHJIT_ERROR_OUT_OF_MEMORY = 11    /**< an allocation the device (the emulator: the host)
+                                            could not satisfy; nothing was allocated */
 } flashjit_status;
 
 /** The enumerator's name ("FLASHJIT_OK", "FLASHJIT_ERROR_NO_DRIVER", ...), or
@@ -99,18 +101,22 @@ void flashjit_runtime_destroy(flashjit_runtime* runtime);
 
 /** Allocates `bytes` of the runtime's memory (device memory; 256-byte aligned host memory
  *  filled with 0xff bytes on the emulator) and stores its address in *out (NULL on failure).
- *  Free it with flashjit_free, or it is freed with the runtime. */
+ *  Free it with flashjit_free, or it is freed with the runtime. OUT_OF_MEMORY when the device
+ *  (on the emulator, the host) cannot hold it. */
 flashjit_status flashjit_allocate(flashjit_runtime* runtime, size_t bytes, void** out);
 
 /** Frees memory from flashjit_allocate on the same runtime. NULL is ignored; any other pointer
  *  that runtime did not allocate is an INVALID_ARGUMENT error. */
 flashjit_status flashjit_free(flashjit_runtime* runtime, void* data);
 
-/** Copies `bytes` from host memory `src` to the runtime's memory `dst`, synchronously. */
+/** Copies `bytes` from host memory `src` to the runtime's memory `dst`, synchronously. A `dst`
+ *  inside a block from flashjit_allocate must leave room for `bytes` in it: INVALID_ARGUMENT
+ *  naming 'bytes' if not, and nothing is copied. */
 flashjit_status flashjit_copy_to_device(flashjit_runtime* runtime, void* dst, const void* src,
                                         size_t bytes);
 
-/** Copies `bytes` from the runtime's memory `src` to host memory `dst`, synchronously. */
+/** Copies `bytes` from the runtime's memory `src` to host memory `dst`, synchronously. A `src`
+ *  inside a block from flashjit_allocate is checked as flashjit_copy_to_device checks `dst`. */
 flashjit_status flashjit_copy_to_host(flashjit_runtime* runtime, void* dst, const void* src,
                                       size_t bytes);
 

@@ -98,6 +98,7 @@ class Runtime {
 
   /// Allocates `bytes` of device memory (at least 1 byte is allocated for 0). The emulator
   /// returns host memory aligned to 256 bytes, filled with 0xff bytes (NaN) until written.
+  /// Throws Error{out_of_memory} when the device (on the emulator, the host) cannot hold it.
   DeviceBuffer allocate(std::size_t bytes);
   /// Allocates `bytes` in `stream`'s order: usable by work queued on `stream` after this call,
   /// and freed, when the buffer is destroyed, after the work queued on `stream` by then,
@@ -105,9 +106,12 @@ class Runtime {
   /// the allocation is plain and destroying the buffer waits for `stream` first. For scratch
   /// space a call needs only while its kernels run.
   DeviceBuffer allocate_on_stream(std::size_t bytes, Stream stream);
-  /// Copies `bytes` from host memory to device memory (synchronously).
+  /// Copies `bytes` from host memory to device memory (synchronously). A destination inside a
+  /// buffer of this runtime must leave room for `bytes` in it: InvalidArgument("bytes") if not,
+  /// before anything is copied.
   void copy_to_device(void* device_dst, const void* host_src, std::size_t bytes);
-  /// Copies `bytes` from device memory to host memory (synchronously).
+  /// Copies `bytes` from device memory to host memory (synchronously); a source inside a buffer
+  /// of this runtime is checked as copy_to_device checks its destination.
   void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes);
   /// Waits for all work on `stream` (nothing to wait for on the emulator).
   void synchronize(Stream stream = nullptr);

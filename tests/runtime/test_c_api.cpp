@@ -473,6 +473,35 @@ TEST_CASE("C API: memory") {
   REQUIRE(flashjit_allocate(runtime, 64, &data) == FLASHJIT_OK);
 }
 
+TEST_CASE("C API: a copy past the end of an allocation is refused; too large an allocation is "
+          "OUT_OF_MEMORY") {
+  const CRuntime runtime;
+  void* data = nullptr;
+  REQUIRE(flashjit_allocate(runtime, 256, &data) == FLASHJIT_OK);
+  std::vector<std::uint8_t> host(4096, 7);
+  auto* bytes = static_cast<std::uint8_t*>(data);
+  check_failure(flashjit_copy_to_device(runtime, data, host.data(), 4096),
+                FLASHJIT_ERROR_INVALID_ARGUMENT, "bytes");
+  CHECK(std::string(flashjit_last_error()).find("3840 bytes past its end") != std::string::npos);
+  check_failure(flashjit_copy_to_host(runtime, host.data(), bytes + 200, 57),
+                FLASHJIT_ERROR_INVALID_ARGUMENT, "bytes");
+  // Up to the last byte is fine, from the start or from inside.
+  CHECK(flashjit_copy_to_device(runtime, bytes + 200, host.data(), 56) == FLASHJIT_OK);
+  CHECK(flashjit_copy_to_host(runtime, host.data(), data, 256) == FLASHJIT_OK);
+  CHECK(host[200] == 7);
+  // Freed memory is no longer the runtime's to judge; a new block is judged by its own size.
+  REQUIRE(flashjit_free(runtime, data) == FLASHJIT_OK);
+  REQUIRE(flashjit_allocate(runtime, 16, &data) == FLASHJIT_OK);
+  check_failure(flashjit_copy_to_device(runtime, data, host.data(), 17),
+                FLASHJIT_ERROR_INVALID_ARGUMENT, "bytes");
+
+  void* huge = nullptr;
+  const flashjit_status status = flashjit_allocate(runtime, std::size_t(1) << 62, &huge);
+  CHECK_MESSAGE(status == FLASHJIT_ERROR_OUT_OF_MEMORY, flashjit_status_name(status));
+  CHECK(huge == nullptr);
+  CHECK(std::string(flashjit_last_error()).find("could not allocate") != std::string::npos);
+}
+
 TEST_CASE("C API: the last error is per thread and kept until the next failure") {
   const auto fail_with_null_runtime = [] { return flashjit_synchronize(nullptr, nullptr); };
   std::string fresh_thread;
@@ -504,22 +533,25 @@ TEST_CASE("C API: the last error is per thread and kept until the next failure")
 
 TEST_CASE("C API: status names") {
   std::set<std::string> names;
-  for (int code = FLASHJIT_OK; code <= FLASHJIT_ERROR_INTERNAL; ++code) {
+  for (int code = FLASHJIT_OK; code <= FLASHJIT_ERROR_OUT_OF_MEMORY; ++code) {
     const std::string name = flashjit_status_name(static_cast<flashjit_status>(code));
     CHECK(name.rfind("FLASHJIT_", 0) == 0);
     CHECK(name != "FLASHJIT_UNKNOWN_STATUS");
     names.insert(name);
   }
-  CHECK(names.size() == FLASHJIT_ERROR_INTERNAL + 1);  // one name each
+  CHECK(names.size() == FLASHJIT_ERROR_OUT_OF_MEMORY + 1);  // one name each
   CHECK(std::string(flashjit_status_name(FLASHJIT_OK)) == "FLASHJIT_OK");
   CHECK(std::string(flashjit_status_name(FLASHJIT_ERROR_NO_DEVICE)) == "FLASHJIT_ERROR_NO_DEVICE");
   CHECK(std::string(flashjit_status_name(FLASHJIT_ERROR_INTERNAL)) == "FLASHJIT_ERROR_INTERNAL");
-  CHECK(std::string(flashjit_status_name(static_cast<flashjit_status>(11))) ==
+  CHECK(std::string(flashjit_status_name(FLASHJIT_ERROR_OUT_OF_MEMORY)) ==
+        "FLASHJIT_ERROR_OUT_OF_MEMORY");
+  CHECK(std::string(flashjit_status_name(static_cast<flashjit_status>(12))) ==
         "FLASHJIT_UNKNOWN_STATUS");
   // The codes are ABI: fixed numbers.
   CHECK(FLASHJIT_ERROR_INVALID_ARGUMENT == 1);
   CHECK(FLASHJIT_ERROR_KERNEL_FAULT == 9);
   CHECK(FLASHJIT_ERROR_INTERNAL == 10);
+  CHECK(FLASHJIT_ERROR_OUT_OF_MEMORY == 11);
 }
 
 TEST_CASE("C API: defaults and version are the C++ API's") {

@@ -93,7 +93,7 @@ int run_clear() {
 
 Subcommand add_cache_command(CLI::App& app) {
   CLI::App* cache = app.add_subcommand("cache", "Inspect and maintain the kernel cache");
-  cache->require_subcommand(1);
+  cache->require_subcommand(0, 1);
   auto max_size = std::make_shared<std::string>();
   CLI::App* list = cache->add_subcommand("list", "List entries: name, arch, registers, spills, "
                                                  "size, last use");
@@ -107,7 +107,7 @@ Subcommand add_cache_command(CLI::App& app) {
             if (verify->parsed()) return run_verify();
             if (prune->parsed()) return run_prune(*max_size);
             if (clear->parsed()) return run_clear();
-            return 2;
+            throw InvalidArgument("cache", "needs a command: list, verify, prune or clear");
           }};
 }
 

@@ -135,7 +135,11 @@ void TuningState::memoize(const ShapeClass& shape, const TunedConfig& config) {
 
 TunedConfig choose_config(Runtime& runtime, const TuningProblem& problem) {
   TuningState& state = runtime.tuning();
-  if (state.policy() == TuningPolicy::off) return default_config(problem, runtime.device().arch());
+  const Attention& a = problem.attention;
+  const bool empty = a.batch == 0 || a.seqlen_q == 0 || a.seqlen_k == 0;  // nothing to time
+  if (state.policy() == TuningPolicy::off || empty) {
+    return default_config(problem, runtime.device().arch());
+  }
   // The launch path: a shape seen before costs one map lookup, no key string.
   const TuningState::ShapeClass shape = TuningState::shape_class(problem);
   if (std::optional<TunedConfig> chosen = state.memoized(shape)) return *chosen;

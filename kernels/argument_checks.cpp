@@ -22,7 +22,6 @@ std::string shape_string(const std::int64_t* sizes, std::size_t count) {
 }  // namespace
 
 void check_tensor(const TensorView& view, const std::string& name, int rank) {
-  if (view.data == nullptr) throw InvalidArgument(name, "data pointer is null");
   if (view.rank != rank) {
     throw InvalidArgument(name + ".rank", "is " + std::to_string(view.rank) + "; expected " +
                                               std::to_string(rank) + " dimensions");
@@ -35,10 +34,10 @@ void check_tensor(const TensorView& view, const std::string& name, int rank) {
   std::int64_t last_offset = 0;  // in elements; checked so that it cannot overflow
   for (int d = 0; d < rank; ++d) {
     const std::string dim = "[" + std::to_string(d) + "]";
-    if (view.shape[d] < 1) {
+    if (view.shape[d] < 0) {
       throw InvalidArgument(name + ".shape",
                             "dimension " + dim + " is " + std::to_string(view.shape[d]) +
-                                "; every size must be at least 1");
+                                "; sizes must be >= 0");
     }
     if (view.strides[d] < 0) {
       throw InvalidArgument(name + ".strides", "stride " + dim + " is negative; strides must "
@@ -48,8 +47,12 @@ void check_tensor(const TensorView& view, const std::string& name, int rank) {
     if (view.strides[d] != 0 && view.shape[d] - 1 > limit / view.strides[d]) {
       throw InvalidArgument(name + ".shape", "the tensor's extent overflows 64-bit offsets");
     }
-    last_offset += (view.shape[d] - 1) * view.strides[d];
+    if (view.shape[d] > 0) last_offset += (view.shape[d] - 1) * view.strides[d];
   }
+  // An empty tensor addresses nothing, so its pointer may be null (as frameworks give it).
+  const bool empty = std::any_of(view.shape.begin(), view.shape.begin() + rank,
+                                 [](std::int64_t size) { return size == 0; });
+  if (view.data == nullptr && !empty) throw InvalidArgument(name, "data pointer is null");
 }
 
 void check_shape(const TensorView& view, const std::string& name,
@@ -73,6 +76,7 @@ void check_aligned(const TensorView& view, const std::string& name, std::int64_t
 }
 
 void check_no_self_overlap(const TensorView& view, const std::string& name) {
+  if (view.numel() == 0) return;  // no element to share an address
   std::vector<int> dims;  // dimensions actually stepped along, innermost (smallest stride) first
   for (int d = 0; d < view.rank; ++d) {
     if (view.shape[d] > 1) dims.push_back(d);

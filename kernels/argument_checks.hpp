@@ -9,8 +9,9 @@
 
 namespace flashjit::kernels {
 
-/// `view` has non-null data aligned to its element size, exactly `rank` dimensions, every size
-/// >= 1, non-negative strides, and an extent addressable with 64-bit offsets.
+/// `view` has data aligned to its element size (non-null unless a size is 0: an empty tensor),
+/// exactly `rank` dimensions, sizes and strides >= 0, and an extent addressable with 64-bit
+/// offsets.
 void check_tensor(const TensorView& view, const std::string& name, int rank);
 
 /// `view` (of the right rank) has exactly the sizes `expected`; `dims` names them for the

@@ -215,6 +215,10 @@ void check_backward_config(const BackwardConfig& config, const Attention& attent
   check_config_class({config.dtype, config.head_dim, config.mask, config.softcap}, attention, q);
 }
 
+bool backward_is_empty(const Attention& attention) {
+  return attention.batch == 0 || (attention.seqlen_q == 0 && attention.seqlen_k == 0);
+}
+
 std::size_t backward_delta_bytes(const Attention& attention) {
   return static_cast<std::size_t>(attention.batch * attention.heads_q * attention.seqlen_q) *
          sizeof(float);
@@ -273,6 +277,7 @@ void attention_backward(Runtime& runtime, const Attention& attention, const Tens
   validate_backward_arguments(attention, q, k, v, o, lse, dout, dq, dk, dv);
   check_backward_config(config, attention, q);
   check_config_fits_device(config.shared_bytes(), runtime);
+  if (backward_is_empty(attention)) return;
   launch_backward(runtime, attention, {q, k, v, o, lse, dout, dq, dk, dv}, config, stream);
 }
 
@@ -285,6 +290,7 @@ void Runtime::backward(const Attention& attention, const TensorView& q, const Te
                        const TensorView& dout, const TensorView& dq, const TensorView& dk,
                        const TensorView& dv, Stream stream) {
   kernels::validate_backward_arguments(attention, q, k, v, o, lse, dout, dq, dk, dv);
+  if (kernels::backward_is_empty(attention)) return;
   const autotune::TunedConfig config =
       autotune::choose_config(*this, {autotune::TunedOp::attention_backward, q.dtype, attention});
   kernels::launch_backward(*this, attention, {q, k, v, o, lse, dout, dq, dk, dv},

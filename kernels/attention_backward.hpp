@@ -82,6 +82,11 @@ void validate_backward_arguments(const Attention& attention, const TensorView& q
 void check_backward_config(const BackwardConfig& config, const Attention& attention,
                            const TensorView& q);
 
+/// Whether a backward call of `attention` has nothing to write (batch 0, or no query and no
+/// key): a successful no-op. With seqlen_q 0 alone, dK and dV are written as zeros (no query
+/// sees a key); with seqlen_k 0 alone, dQ is.
+bool backward_is_empty(const Attention& attention);
+
 /// Bytes of the fp32 workspace D = rowsum(dO ∘ O), [batch, heads_q, seqlen_q] contiguous.
 std::size_t backward_delta_bytes(const Attention& attention);
 

@@ -61,7 +61,8 @@ void validate_backward_arguments(const Attention& attention, const TensorView& q
                                  const TensorView& lse, const TensorView& dout,
                                  const TensorView& dq, const TensorView& dk, const TensorView& dv) {
   // The forward may skip lse; the backward recomputes P = exp(S − LSE) from it.
-  if (lse.data == nullptr) {
+  const bool has_rows = attention.batch * attention.heads_q * attention.seqlen_q > 0;
+  if (lse.data == nullptr && has_rows) {
     throw InvalidArgument("lse",
                           "data pointer is null; backward needs the forward pass's lse "
                           "(fp32 [batch, heads_q, seqlen_q])");

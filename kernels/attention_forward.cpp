@@ -173,6 +173,10 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
   return spec;
 }
 
+bool forward_is_empty(const Attention& attention) {
+  return attention.batch == 0 || attention.seqlen_q == 0;
+}
+
 MaskKind forward_mask_kind(const Attention& attention) {
   const VisibleWindow window = visible_window(attention);
   return window.left < 0 && window.right < 0 ? MaskKind::none : MaskKind::window;
@@ -234,6 +238,7 @@ void attention_forward(Runtime& runtime, const Attention& attention, const Tenso
   validate_forward_arguments(attention, q, k, v, o, lse);
   check_forward_config(config, attention, q);
   check_config_fits_device(config.shared_bytes(), runtime);
+  if (forward_is_empty(attention)) return;
   launch_forward(runtime, attention, q, k, v, o, lse, config, stream);
 }
 
@@ -245,6 +250,7 @@ void Runtime::forward(const Attention& attention, const TensorView& q, const Ten
                       const TensorView& v, const TensorView& o, const TensorView& lse,
                       Stream stream) {
   kernels::validate_forward_arguments(attention, q, k, v, o, lse);
+  if (kernels::forward_is_empty(attention)) return;
   const autotune::TunedConfig config =
       autotune::choose_config(*this, {autotune::TunedOp::attention_forward, q.dtype, attention});
   kernels::launch_forward(*this, attention, q, k, v, o, lse,

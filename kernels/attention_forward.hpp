@@ -69,6 +69,14 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
 /// with seqlen_q = 1).
 MaskKind forward_mask_kind(const Attention& attention);
 
+/// Checks the descriptor alone (sizes, mask, scales), as forward and backward do first; throws
+/// InvalidArgument naming the field ("attention.seqlen_k", ...).
+void validate_attention(const Attention& attention);
+
+/// Whether a forward call of `attention` has nothing to write (batch or seqlen_q is 0): it is a
+/// successful no-op, nothing is launched. seqlen_k 0 is not empty: every row sees no key.
+bool forward_is_empty(const Attention& attention);
+
 /// Checks forward's arguments (see Runtime::forward); throws InvalidArgument naming the first
 /// bad one ("q", "k.shape", "attention.heads_kv", ...). Nothing is launched or written.
 /// Causal means window_right = 0, so causal with window_right > 0 is rejected.

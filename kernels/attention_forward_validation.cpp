@@ -15,19 +15,22 @@ namespace {
 
 namespace space = flashjit::attention_forward_space;
 
-void check_size(std::int64_t value, const std::string& name, std::int64_t limit, const char* why) {
-  if (value < 1 || value > limit) {
-    throw InvalidArgument(name, "is " + std::to_string(value) + "; must be from 1 to " +
-                                    std::to_string(limit) + " (" + why + ")");
+void check_size(std::int64_t value, const std::string& name, std::int64_t least,
+                std::int64_t limit, const char* why) {
+  if (value < least || value > limit) {
+    throw InvalidArgument(name, "is " + std::to_string(value) + "; must be from " +
+                                    std::to_string(least) + " to " + std::to_string(limit) +
+                                    " (" + why + ")");
   }
 }
 
 void check_sizes(const Attention& attention) {
-  check_size(attention.batch, "attention.batch", kMaxGridYZ, "the grid's z dimension");
-  check_size(attention.heads_q, "attention.heads_q", kMaxGridYZ, "the grid's y dimension");
-  check_size(attention.heads_kv, "attention.heads_kv", kMaxGridYZ, "at most heads_q");
-  check_size(attention.seqlen_q, "attention.seqlen_q", kMaxSeqlen, "2^30: 32-bit mask math");
-  check_size(attention.seqlen_k, "attention.seqlen_k", kMaxSeqlen, "2^30: 32-bit mask math");
+  // A batch or a sequence of length 0 is an empty problem, not an error (frameworks pass them).
+  check_size(attention.batch, "attention.batch", 0, kMaxGridYZ, "the grid's z dimension");
+  check_size(attention.heads_q, "attention.heads_q", 1, kMaxGridYZ, "the grid's y dimension");
+  check_size(attention.heads_kv, "attention.heads_kv", 1, kMaxGridYZ, "at most heads_q");
+  check_size(attention.seqlen_q, "attention.seqlen_q", 0, kMaxSeqlen, "2^30: 32-bit mask math");
+  check_size(attention.seqlen_k, "attention.seqlen_k", 0, kMaxSeqlen, "2^30: 32-bit mask math");
   if (attention.head_dim < space::kMinHeadDim || attention.head_dim > space::kMaxHeadDim ||
       !space::head_dim_supported(static_cast<int>(attention.head_dim))) {
     throw InvalidArgument("attention.head_dim", "is " + std::to_string(attention.head_dim) +
@@ -115,12 +118,16 @@ void check_outputs_disjoint(const TensorView& q, const TensorView& k, const Tens
 
 }  // namespace
 
-void validate_forward_arguments(const Attention& attention, const TensorView& q,
-                                const TensorView& k, const TensorView& v, const TensorView& o,
-                                const TensorView& lse) {
+void validate_attention(const Attention& attention) {
   check_sizes(attention);
   check_mask(attention);
   check_scales(attention);
+}
+
+void validate_forward_arguments(const Attention& attention, const TensorView& q,
+                                const TensorView& k, const TensorView& v, const TensorView& o,
+                                const TensorView& lse) {
+  validate_attention(attention);
   check_tensor(q, "q", 4);
   check_tensor(k, "k", 4);
   check_tensor(v, "v", 4);

@@ -12,15 +12,16 @@
 namespace flashjit {
 namespace {
 
-/// Throws InvalidArgument("shape") unless every size is >= 1 and the element count fits int64
-/// (so the strides below cannot overflow).
+/// Throws InvalidArgument(name) unless every size is >= 0 (0: an empty tensor), and
+/// InvalidArgument("shape") unless the element count fits int64 (so the strides below cannot
+/// overflow).
 void check_sizes(std::initializer_list<std::pair<const char*, std::int64_t>> sizes) {
   std::int64_t count = 1;
   for (const auto& [name, size] : sizes) {
-    if (size < 1) {
-      throw InvalidArgument(name, "is " + std::to_string(size) + "; must be at least 1");
+    if (size < 0) {
+      throw InvalidArgument(name, "is " + std::to_string(size) + "; must be >= 0");
     }
-    if (count > std::numeric_limits<std::int64_t>::max() / size) {
+    if (size > 0 && count > std::numeric_limits<std::int64_t>::max() / size) {
       throw InvalidArgument("shape", "the element count overflows 64 bits");
     }
     count *= size;

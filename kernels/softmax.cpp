@@ -94,6 +94,7 @@ namespace flashjit {
 
 void Runtime::softmax(const TensorView& x, const TensorView& y, float scale, Stream stream) {
   kernels::validate_softmax_arguments(x, y, scale);
+  if (x.numel() == 0) return;  // no rows, or rows of no columns: nothing to write
   const int cols = static_cast<int>(x.shape[1]);
   const kernels::SoftmaxConfig config = kernels::default_softmax_config(x.dtype, cols);
   detail::LaunchShape shape;

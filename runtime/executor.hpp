@@ -35,10 +35,12 @@ class Executor {
 };
 
 /// Launches `spec` on `executor` with the given arguments by value (their types must match the
-/// kernel's parameters exactly).
+/// kernel's parameters exactly). A grid with no blocks (an empty dimension of the problem) is
+/// not launched: it has no work, and CUDA refuses a zero grid.
 template <typename... Args>
 void launch_kernel(Executor& executor, const KernelSpec& spec, const LaunchShape& shape,
                    const std::vector<KernelBuffer>& buffers, Args... args) {
+  if (shape.grid_x == 0 || shape.grid_y == 0 || shape.grid_z == 0) return;
   void* pointers[] = {static_cast<void*>(&args)..., nullptr};
   executor.launch(spec, shape, pointers, buffers);
 }

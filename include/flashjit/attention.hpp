@@ -10,6 +10,9 @@
 namespace flashjit {
 
 /// Shape and options of one attention call: O = softmax(scale · Q Kᵀ + mask) V per head.
+/// batch, seqlen_q and seqlen_k may be 0, as in PyTorch: a call with nothing to write succeeds
+/// and launches nothing; with seqlen_k 0 every query row sees no key (O = 0, LSE = -inf, dQ = 0),
+/// with seqlen_q 0 no key is seen (dK = dV = 0). Empty tensors may have null data.
 struct Attention {
   std::int64_t batch = 1;
   std::int64_t heads_q = 1;   ///< query heads
@@ -37,6 +40,7 @@ enum class Layout {
 };
 
 /// A contiguous tensor of logical shape [batch, seqlen, heads, head_dim] stored in `layout`.
+/// Sizes may be 0 (an empty tensor); a negative one throws InvalidArgument naming it.
 TensorView attention_tensor(void* data, DType dtype, Layout layout, std::int64_t batch,
                             std::int64_t seqlen, std::int64_t heads, std::int64_t head_dim);
 

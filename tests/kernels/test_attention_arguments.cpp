@@ -112,12 +112,13 @@ TEST_CASE("forward accepts O interleaved with Q in one buffer") {
 TEST_CASE("forward rejects bad attention fields by name") {
   ForwardCall call;
   Attention& a = call.attention;
-  SUBCASE("zero or negative sizes") {
+  SUBCASE("negative sizes, and no heads (a batch or sequence of 0 is an empty call: see "
+          "test_attention_empty)") {
     call.rejects_each({
-        {"batch", [](auto& c) { c.attention.batch = 0; }, "attention.batch"},
+        {"batch", [](auto& c) { c.attention.batch = -1; }, "attention.batch"},
         {"heads_q", [](auto& c) { c.attention.heads_q = -4; }, "attention.heads_q"},
         {"heads_kv", [](auto& c) { c.attention.heads_kv = 0; }, "attention.heads_kv"},
-        {"seqlen_q", [](auto& c) { c.attention.seqlen_q = 0; }, "attention.seqlen_q"},
+        {"seqlen_q", [](auto& c) { c.attention.seqlen_q = -2; }, "attention.seqlen_q"},
         {"seqlen_k", [](auto& c) { c.attention.seqlen_k = -1; }, "attention.seqlen_k"},
         {"head_dim", [](auto& c) { c.attention.head_dim = 0; }, "attention.head_dim"},
     });
@@ -492,7 +493,7 @@ TEST_CASE("attention tensors view both layouts as [batch, seqlen, heads, head_di
   CHECK(lse.shape == std::array<std::int64_t, 4>{2, 3, 5, 0});
   CHECK(lse.strides == std::array<std::int64_t, 4>{15, 5, 1, 0});
 
-  check_names([&] { attention_tensor(data, DType::f16, Layout::bshd, 0, 5, 3, 16); }, "batch");
+  check_names([&] { attention_tensor(data, DType::f16, Layout::bshd, -3, 5, 3, 16); }, "batch");
   check_names([&] { attention_tensor(data, DType::f16, Layout::bhsd, 2, -1, 3, 16); }, "seqlen");
   check_names(
       [&] { attention_tensor(data, DType::f16, Layout::bhsd, 1 << 30, 1 << 30, 1 << 30, 256); },

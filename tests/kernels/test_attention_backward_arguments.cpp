@@ -80,7 +80,7 @@ TEST_CASE("backward accepts valid calls") {
 TEST_CASE("backward rejects what the forward rejects, by the same name") {
   BackwardCall call;
   SUBCASE("attention fields") {
-    call.attention.batch = 0;
+    call.attention.batch = -1;
     call.rejects("attention.batch");
     call.attention.batch = BackwardCall::kBatch;
     call.attention.head_dim = 100;

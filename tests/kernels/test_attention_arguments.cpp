@@ -498,7 +498,7 @@ TEST_CASE("attention tensors view both layouts as [batch, seqlen, heads, head_di
   check_names(
       [&] { attention_tensor(data, DType::f16, Layout::bhsd, 1 << 30, 1 << 30, 1 << 30, 256); },
       "shape");
-  check_names([&] { lse_tensor(lse_data, make_attention(1, 0, 1, 1, 1, 64)); },
+  check_names([&] { lse_tensor(lse_data, make_attention(1, -2, 1, 1, 1, 64)); },
               "attention.heads_q");
 }
 

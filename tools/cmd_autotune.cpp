@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "commands.hpp"
 #include "flashjit/error.hpp"
 #include "format.hpp"
+#include "kernels/attention_forward.hpp"
 #include "runtime/disk_cache.hpp"
 #include "runtime/parallel.hpp"
 
@@ -36,6 +38,27 @@ struct AutotuneOptions {
   std::vector<std::string> only;
   std::string database;
 };
+
+// The library's checks of a problem, reported against the flag that set the field, before
+// anything is printed or compiled.
+void check_problem(const autotune::TuningProblem& p) {
+  static const std::map<std::string, std::string> flags = {
+      {"attention.batch", "--batch-heads"},  {"attention.heads_q", "--heads"},
+      {"attention.heads_kv", "--heads"},     {"attention.seqlen_q", "--seqlen"},
+      {"attention.seqlen_k", "--seqlen"},    {"attention.head_dim", "--head-dim"}};
+  try {
+    kernels::validate_attention(p.attention);
+    if (p.attention.batch < 1 || p.attention.seqlen_q < 1) {
+      throw InvalidArgument(p.attention.batch < 1 ? "attention.batch" : "attention.seqlen_q",
+                            "must be at least 1 to be timed");
+    }
+  } catch (const InvalidArgument& error) {
+    const auto flag = flags.find(error.argument());
+    const std::string message = error.what();
+    throw InvalidArgument(flag == flags.end() ? error.argument() : flag->second,
+                          message.substr(message.find("': ") + 3));
+  }
+}
 
 // Every problem the options describe, in a fixed order.
 std::vector<autotune::TuningProblem> problems(const AutotuneOptions& o) {
@@ -65,6 +88,7 @@ std::vector<autotune::TuningProblem> problems(const AutotuneOptions& o) {
               p.attention.seqlen_q = p.attention.seqlen_k = seqlen;
               p.attention.head_dim = head_dim;
               p.attention.causal = causal;
+              check_problem(p);
               list.push_back(p);
             }
           }
@@ -197,10 +221,15 @@ int run_plan(const AutotuneOptions& options) {
   return 0;
 }
 
-void show_file(const std::filesystem::path& path) {
+/// Prints one database; false (after saying why on stderr) when it cannot be read.
+bool show_file(const std::filesystem::path& path) {
   // Whatever the file's meta says: show is for people, so a foreign file is shown too.
   const autotune::TuningDatabase db = autotune::TuningDatabase::load_any(path);
-  if (!db.problem().empty()) std::printf("note: %s\n", db.problem().c_str());
+  if (!db.problem().empty()) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "flashjit: error: %s\n", db.problem().c_str());
+    return false;
+  }
   std::printf("%s: %zu entries\n", path.c_str(), db.entries().size());
   for (const auto& [key, entry] : db.entries()) {
     std::printf("%s\n  winner %s, default %s\n", key.c_str(), entry.winner.c_str(),
@@ -210,6 +239,7 @@ void show_file(const std::filesystem::path& path) {
       std::printf("    %-20s %14s  %s\n", t.config.c_str(), ms.c_str(), t.status.c_str());
     }
   }
+  return true;
 }
 
 // The given file, else every database in the cache's tuning folder.
@@ -218,8 +248,7 @@ int run_show(const std::string& database) {
     if (!std::filesystem::exists(database)) {
       throw InvalidArgument("--db", "'" + database + "' does not exist");
     }
-    show_file(database);
-    return 0;
+    return show_file(database) ? 0 : 1;
   }
   const std::filesystem::path root = detail::DiskCache::default_root();
   const std::filesystem::path folder = autotune::tuning_folder(root);
@@ -227,8 +256,9 @@ int run_show(const std::string& database) {
   if (files.empty()) {
     std::printf("%s: no tuning database yet (flashjit autotune fills it)\n", folder.c_str());
   }
-  for (const std::filesystem::path& file : files) show_file(file);
-  return 0;
+  bool all_read = true;
+  for (const std::filesystem::path& file : files) all_read = show_file(file) && all_read;
+  return all_read ? 0 : 1;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "autotune/tuning_db.hpp"
 #include "autotune/tuning_state.hpp"
+#include "flashjit/error.hpp"
 #include "commands.hpp"
 #include "flashjit/device.hpp"
 #include "flashjit/version.hpp"
@@ -51,27 +52,35 @@ void print_cache() {
 }
 
 // The policy and the database GPU 0 would use, or every database in the cache without a GPU.
-void print_tuning(const SystemInfo& system) {
+// Returns the problem with the environment's policy ("" when there is none): info reports it
+// rather than failing, since it is what info is run to find out.
+std::string print_tuning(const SystemInfo& system) {
   const std::filesystem::path root = detail::DiskCache::default_root();
-  const char* policy =
-      autotune::tuning_policy_name(autotune::effective_policy(TuningPolicy::cached));
+  std::string policy, problem;
+  try {
+    policy = autotune::tuning_policy_name(autotune::effective_policy(TuningPolicy::cached));
+  } catch (const InvalidArgument& error) {
+    problem = error.what();
+    policy = "unusable (FLASHJIT_TUNING is not off, cached or auto: every runtime refuses it)";
+  }
   if (!system.devices.empty()) {
     const DeviceInfo& device = system.devices.front();
     const autotune::TuningMeta meta =
         autotune::TuningMeta::for_device(device, system.driver_version);
     const std::filesystem::path path = autotune::database_path(root, meta);
     const autotune::TuningDatabase db = autotune::TuningDatabase::load(path, meta);
-    std::printf("tuning:      policy %s; %s (%zu entries)%s%s\n", policy, path.c_str(),
+    std::printf("tuning:      policy %s; %s (%zu entries)%s%s\n", policy.c_str(), path.c_str(),
                 db.entries().size(), db.problem().empty() ? "" : "; ", db.problem().c_str());
-    return;
+    return problem;
   }
   const std::filesystem::path folder = autotune::tuning_folder(root);
   const std::vector<std::filesystem::path> files = autotune::database_files(root);
   std::size_t entries = 0;
   for (const auto& file : files)
     entries += autotune::TuningDatabase::load_any(file).entries().size();
-  std::printf("tuning:      policy %s; %s (%zu databases, %zu entries)\n", policy, folder.c_str(),
-              files.size(), entries);
+  std::printf("tuning:      policy %s; %s (%zu databases, %zu entries)\n", policy.c_str(),
+              folder.c_str(), files.size(), entries);
+  return problem;
 }
 
 }  // namespace
@@ -88,8 +97,11 @@ Subcommand add_info_command(CLI::App& app) {
             const SystemInfo system = query_system();
             print_devices(system);
             print_cache();
-            print_tuning(system);
-            return 0;
+            const std::string problem = print_tuning(system);
+            if (problem.empty()) return 0;
+            std::fflush(stdout);
+            std::fprintf(stderr, "flashjit: error: %s\n", problem.c_str());
+            return 1;
           }};
 }
 

@@ -2,9 +2,13 @@
 // when there is none (or with --emulate), judged against the float64 reference exactly as the
 // tests judge it (tests/support/attention_case): the relative L2 error of O must be at most
 // twice that of a plain attention computed in the input dtype.
+#include <unistd.h>
+
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -35,6 +39,49 @@ struct RunOptions {
   std::uint64_t seed = 1;
 };
 
+/// The flag that sets an Attention field ("attention.seqlen_k" → "--seqlen-k").
+std::string flag_of(const std::string& field) {
+  static const std::map<std::string, std::string> flags = {
+      {"attention.batch", "--batch"},       {"attention.heads_q", "--heads"},
+      {"attention.heads_kv", "--heads-kv"}, {"attention.seqlen_q", "--seqlen-q"},
+      {"attention.seqlen_k", "--seqlen-k"}, {"attention.head_dim", "--head-dim"}};
+  const auto it = flags.find(field);
+  return it == flags.end() ? field : it->second;
+}
+
+/// The library's own limits on the descriptor, reported against the flag that set the field.
+void check_library_limits(const Attention& attention) {
+  try {
+    kernels::validate_attention(attention);
+  } catch (const InvalidArgument& error) {
+    const std::string message = error.what();
+    const std::string problem = message.substr(message.find("': ") + 3);
+    throw InvalidArgument(flag_of(error.argument()), problem);
+  }
+}
+
+/// The run holds every tensor in the kernel's dtype, in float64 and on the device (host memory
+/// on the emulator), and the reference's output: about 32 bytes per element of Q, K, V and O.
+/// A shape that cannot fit in half of this machine's memory is refused before anything is
+/// allocated (it would end in std::bad_alloc, or in swapping), naming the longer sequence.
+void check_host_memory(const reference::Problem& p) {
+  constexpr double kBytesPerElement = 32;
+  const double elements = 2.0 * double(p.batch) * double(p.head_dim) *
+                          (double(p.seqlen_q) * double(p.heads_q) +
+                           double(p.seqlen_k) * double(p.heads_kv));
+  const double needed = elements * kBytesPerElement;
+  const double memory =
+      double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  if (needed <= memory / 2) return;
+  const bool keys = p.seqlen_k > p.seqlen_q;
+  throw InvalidArgument(keys ? "--seqlen-k" : "--seqlen-q",
+                        "is " + std::to_string(keys ? p.seqlen_k : p.seqlen_q) +
+                            ": the run would need about " + format_bytes(std::uintmax_t(needed)) +
+                            " of host memory for its tensors and the float64 reference; this "
+                            "machine has " + format_bytes(std::uintmax_t(memory)) +
+                            " (a run may use half). Use a smaller shape");
+}
+
 testing::ForwardCase forward_case(const RunOptions& options) {
   testing::ForwardCase c;
   c.problem.batch = options.batch;
@@ -55,6 +102,8 @@ testing::ForwardCase forward_case(const RunOptions& options) {
     throw InvalidArgument("--heads-kv",
                           "must divide --heads (" + std::to_string(c.problem.heads_q) + ")");
   }
+  check_library_limits(c.attention());
+  check_host_memory(c.problem);
   return c;
 }
 
@@ -116,6 +165,16 @@ int run_forward(const RunOptions& options) {
   return 0;
 }
 
+const CLI::Validator kWholeNumber(
+    [](const std::string& text) {
+      std::uint64_t value = 0;
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+      return error == std::errc() && end == text.data() + text.size()
+                 ? std::string()
+                 : "must be a whole number from 0 to 2^64 - 1, not '" + text + "'";
+    },
+    "N >= 0");
+
 const CLI::Validator kPositive(
     [](const std::string& text) {
       return text.find_first_not_of("0123456789") == std::string::npos &&
@@ -147,7 +206,8 @@ Subcommand add_run_command(CLI::App& app) {
       ->check(CLI::IsMember({"bshd", "bhsd"}));
   run->add_flag("--causal", options->causal, "Causal mask (bottom-right aligned)");
   run->add_flag("--emulate", options->emulate, "Run on the CPU emulator even with a GPU");
-  run->add_option("--seed", options->seed, "Seed of the random inputs");
+  run->add_option("--seed", options->seed, "Seed of the random inputs (0 to 2^64 - 1)")
+      ->check(kWholeNumber);
   return {run, [options] { return run_forward(*options); }};
 }
 

@@ -119,6 +119,52 @@ TEST_CASE("cache prune and verify keep what they must and remove what they must"
   }
 }
 
+TEST_CASE("usage errors name what was typed and what is accepted, on stderr, exit 2") {
+  TempDir dir;
+  const std::string cache = dir.path().string();
+  struct Case {
+    std::vector<std::string> args;
+    std::string named;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"bogus"}, "unknown command 'bogus'; the commands are info, run"},
+           {{"cache", "bogus"}, "unknown command 'bogus'; the commands are list, verify, prune"},
+           {{}, "a command is required: info, run"},
+           {{"cache"}, "list, verify, prune or clear"},
+           {{"run", "--seqlen-k", "99999999999"}, "'--seqlen-k': is 99999999999"},
+           {{"run", "--seqlen-q", "1", "--seqlen-k", "2000000000"}, "'--seqlen-k'"},
+           {{"run", "--seqlen-q", "5000000", "--heads", "64"}, "'--seqlen-q'"},  // memory
+           {{"run", "--seed", "-1"}, "--seed"},
+           {{"run", "--seed", "18446744073709551616"}, "--seed"},
+           {{"autotune", "--plan", "--arch", "sm_90a", "--head-dim", "7"}, "'--head-dim'"},
+           {{"autotune", "--plan", "--arch", "sm_90a", "--seqlen", "0"}, "'--seqlen'"},
+       }) {
+    const ChildResult result = flashjit_cli(c.args, cache);
+    CAPTURE(result.output);
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find(c.named) != std::string::npos);
+    CHECK(result.out.empty());  // nothing printed before the error
+  }
+}
+
+TEST_CASE("a bad tuning database or policy is reported on stderr with a non-zero exit") {
+  TempDir dir;
+  const std::string cache = dir.path().string();
+  const std::string bad = (dir.path() / "bad.json").string();
+  std::ofstream(bad) << "garbage";
+  const ChildResult show = flashjit_cli({"autotune", "show", "--db", bad}, cache);
+  CHECK_MESSAGE(show.exit_code == 1, show.output);
+  CHECK(show.err.find("not valid JSON") != std::string::npos);
+  CHECK(show.out.find("not valid JSON") == std::string::npos);
+  // info still reports everything else, and says what is wrong with the environment.
+  const ChildResult info = flashjit_cli({"info"}, cache, {"FLASHJIT_TUNING=bogus"});
+  CHECK_MESSAGE(info.exit_code == 1, info.output);
+  CHECK(info.out.find("nvrtc:") != std::string::npos);
+  CHECK(info.out.find("cache:") != std::string::npos);
+  CHECK(info.out.find("policy unusable") != std::string::npos);
+  CHECK(info.err.find("'FLASHJIT_TUNING': 'bogus'") != std::string::npos);
+}
+
 TEST_CASE("compile without --arch and without a GPU fails with exit 1 and says why") {
   if (!flashjit::query_system().devices.empty()) return;  // a GPU supplies the arch
   TempDir dir;

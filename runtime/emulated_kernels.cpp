@@ -1,6 +1,9 @@
 #include "emulated_kernels.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <string>
 #include <utility>
 
 namespace flashjit::detail {
@@ -25,6 +28,19 @@ int shared_name_parts(const std::string& a, const std::string& b) {
     shared += std::find(theirs.begin(), theirs.end(), part) != theirs.end() ? 1 : 0;
   }
   return shared;
+}
+
+/// The head dim a kernel is specialized for, from its readable name's "hdim128" part; -1 when
+/// it has none (softmax).
+long head_dim_of(const std::string& name) {
+  constexpr std::size_t kPrefix = 4;  // "hdim"
+  for (const std::string& part : name_parts(name)) {
+    if (part.rfind("hdim", 0) == 0 && part.size() > kPrefix &&
+        std::all_of(part.begin() + long(kPrefix), part.end(), ::isdigit)) {
+      return std::stol(part.substr(kPrefix));
+    }
+  }
+  return -1;
 }
 
 }  // namespace
@@ -59,9 +75,15 @@ std::string missing_kernel_message(const EmulatedKernelTable& table, const Kerne
                         "backend runs only kernels compiled into flashjit. Add its config to "
                         "kernels/emulated/ and rebuild, or run it on a GPU.";
   if (same_op.empty()) return message + " The emulator has no '" + spec.op + "' kernel at all.";
-  // The nearest first: those sharing the most parts of the readable name (dtype, head dim,
-  // mask, tiles), so the list suggests what to run instead.
+  // The nearest first: the closest head dim, then those sharing the most parts of the readable
+  // name (dtype, mask, tiles), so the list suggests what to run instead.
+  const long size = head_dim_of(spec.readable_name);
+  auto distance = [&](const KernelSpec* k) {
+    const long theirs = head_dim_of(k->readable_name);
+    return size < 0 || theirs < 0 ? 0 : std::abs(theirs - size);
+  };
   std::stable_sort(same_op.begin(), same_op.end(), [&](const KernelSpec* a, const KernelSpec* b) {
+    if (distance(a) != distance(b)) return distance(a) < distance(b);
     return shared_name_parts(a->readable_name, spec.readable_name) >
            shared_name_parts(b->readable_name, spec.readable_name);
   });

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -212,6 +213,27 @@ TEST_CASE("a spec the emulator was not built with gives an error that says how t
     CHECK(message.find("kernels/emulated/") != std::string::npos);
     CHECK(message.find("nearest:\n  softmax.fp32.cols128.t32") != std::string::npos);
   }
+}
+
+TEST_CASE("the nearest kernels the error lists are the nearest head dims") {
+  Runtime runtime = emulator_runtime();
+  const std::string arch = runtime.device().arch();
+  // Head dim 72 is not built for the emulator; 64 and 80 are.
+  const kernels::ForwardConfig config =
+      kernels::default_forward_config(DType::bf16, 72, kernels::MaskKind::none, false, arch);
+  const detail::KernelSpec spec = kernels::forward_spec(config, arch);
+  REQUIRE(detail::emulated_kernels().find(spec.name_expression) == nullptr);
+  const std::string message = detail::missing_kernel_message(detail::emulated_kernels(), spec);
+  const std::string listed = message.substr(message.find("nearest:"));
+  std::istringstream lines(listed);
+  std::string line;
+  std::getline(lines, line);  // "nearest:"
+  for (int i = 0; i < 6 && std::getline(lines, line); ++i) {
+    CAPTURE(line);
+    CHECK((line.find(".hdim64.") != std::string::npos || line.find(".hdim80.") != std::string::npos));
+  }
+  // Among the equally near, those sharing the dtype and mask come first.
+  CHECK(listed.find("attention_forward.hdim80.bf16.br") != std::string::npos);
 }
 
 TEST_CASE("an emulator finding in a launch is an error that names the buffer") {

@@ -36,15 +36,15 @@ std::optional<TunedConfig> usable_winner(Runtime& runtime, const std::string& ke
       config_named(problem, winner, device.shared_memory_optin);
   if (!config) {
     detail::warn_once("tuning-winner:" + key,
-                      ignored + " is not a config of this build's space that fits " +
-                          device.name + "'s shared memory; using the heuristic default");
+                      ignored + " is not a config of this build's space that fits " + device.name +
+                          "'s shared memory; using the heuristic default");
     return std::nullopt;
   }
   for (const detail::KernelSpec& spec : config_specs(*config, device.arch())) {
     if (!runtime.executor().has_kernel(spec)) {
-      detail::warn_once("tuning-winner:" + key,
-                        ignored + " needs kernel " + spec.display_name() + ", which " +
-                            device.name + " cannot run; using the heuristic default");
+      detail::warn_once("tuning-winner:" + key, ignored + " needs kernel " + spec.display_name() +
+                                                    ", which " + device.name +
+                                                    " cannot run; using the heuristic default");
       return std::nullopt;
     }
   }

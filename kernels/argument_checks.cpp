@@ -28,19 +28,20 @@ void check_tensor(const TensorView& view, const std::string& name, int rank) {
   }
   const auto element = static_cast<std::int64_t>(dtype_size(view.dtype));
   if (reinterpret_cast<std::uintptr_t>(view.data) % static_cast<std::uintptr_t>(element) != 0) {
-    throw InvalidArgument(name, "data pointer is not aligned to its " + std::to_string(element) +
-                                    "-byte elements");
+    throw InvalidArgument(
+        name, "data pointer is not aligned to its " + std::to_string(element) + "-byte elements");
   }
   std::int64_t last_offset = 0;  // in elements; checked so that it cannot overflow
   for (int d = 0; d < rank; ++d) {
     const std::string dim = "[" + std::to_string(d) + "]";
     if (view.shape[d] < 0) {
-      throw InvalidArgument(name + ".shape",
-                            "dimension " + dim + " is " + std::to_string(view.shape[d]) +
-                                "; sizes must be >= 0");
+      throw InvalidArgument(
+          name + ".shape",
+          "dimension " + dim + " is " + std::to_string(view.shape[d]) + "; sizes must be >= 0");
     }
     if (view.strides[d] < 0) {
-      throw InvalidArgument(name + ".strides", "stride " + dim + " is negative; strides must "
+      throw InvalidArgument(name + ".strides", "stride " + dim +
+                                                   " is negative; strides must "
                                                    "be >= 0");
     }
     const std::int64_t limit = std::numeric_limits<std::int64_t>::max() / element - last_offset;
@@ -95,8 +96,8 @@ void check_no_self_overlap(const TensorView& view, const std::string& name) {
   }
 }
 
-void check_same_dtype(const TensorView& view, const TensorView& reference,
-                      const std::string& name, const std::string& reference_name) {
+void check_same_dtype(const TensorView& view, const TensorView& reference, const std::string& name,
+                      const std::string& reference_name) {
   if (view.dtype != reference.dtype) {
     throw InvalidArgument(name + ".dtype", "is " + std::string(dtype_name(view.dtype)) +
                                                "; must match " + reference_name + " (" +
@@ -106,8 +107,8 @@ void check_same_dtype(const TensorView& view, const TensorView& reference,
 
 void check_no_partial_overlap(const TensorView& output, const TensorView& input,
                               const std::string& output_name, const std::string& input_name) {
-  const bool identical = output.data == input.data && output.shape == input.shape &&
-                         output.strides == input.strides;
+  const bool identical =
+      output.data == input.data && output.shape == input.shape && output.strides == input.strides;
   if (!identical) check_disjoint(output, input, output_name, input_name, Role::input);
 }
 

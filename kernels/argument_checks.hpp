@@ -28,8 +28,8 @@ void check_aligned(const TensorView& view, const std::string& name, std::int64_t
 void check_no_self_overlap(const TensorView& view, const std::string& name);
 
 /// `view` has the same dtype as `reference`.
-void check_same_dtype(const TensorView& view, const TensorView& reference,
-                      const std::string& name, const std::string& reference_name);
+void check_same_dtype(const TensorView& view, const TensorView& reference, const std::string& name,
+                      const std::string& reference_name);
 
 /// What the other tensor of an overlap check is to the call, for the message.
 enum class Role { input, output };
@@ -42,7 +42,6 @@ void check_no_partial_overlap(const TensorView& output, const TensorView& input,
 /// `output` shares no element with `other` (memory_overlap.hpp: decided by elements, so
 /// interleaved slices of one buffer pass). `other_role` words the message.
 void check_disjoint(const TensorView& output, const TensorView& other,
-                    const std::string& output_name, const std::string& other_name,
-                    Role other_role);
+                    const std::string& output_name, const std::string& other_name, Role other_role);
 
 }  // namespace flashjit::kernels

@@ -15,12 +15,12 @@ namespace {
 
 namespace space = flashjit::attention_forward_space;
 
-void check_size(std::int64_t value, const std::string& name, std::int64_t least,
-                std::int64_t limit, const char* why) {
+void check_size(std::int64_t value, const std::string& name, std::int64_t least, std::int64_t limit,
+                const char* why) {
   if (value < least || value > limit) {
     throw InvalidArgument(name, "is " + std::to_string(value) + "; must be from " +
-                                    std::to_string(least) + " to " + std::to_string(limit) +
-                                    " (" + why + ")");
+                                    std::to_string(least) + " to " + std::to_string(limit) + " (" +
+                                    why + ")");
   }
 }
 

@@ -68,8 +68,8 @@ std::vector<Term> difference_terms(const TensorView& a, const TensorView& b) {
       if (view.shape[d] == 1 || view.strides[d] == 0) continue;  // no step along d
       const wide step = view.strides[d] * element, count = view.shape[d] - 1;
       const wide lo = negate ? -count : 0, hi = negate ? 0 : count;
-      auto same = std::find_if(terms.begin(), terms.end(),
-                               [&](const Term& t) { return t.step == step; });
+      auto same =
+          std::find_if(terms.begin(), terms.end(), [&](const Term& t) { return t.step == step; });
       if (same == terms.end()) {
         terms.push_back({step, lo, hi});
       } else {

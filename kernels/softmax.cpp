@@ -101,14 +101,15 @@ void Runtime::softmax(const TensorView& x, const TensorView& y, float scale, Str
   const int rows_per_block = softmax_space::rows_per_block(config.threads_per_row);
   const std::int64_t blocks = (x.shape[0] + rows_per_block - 1) / rows_per_block;
   if (blocks > std::numeric_limits<int>::max()) {
-    throw InvalidArgument("x.shape", "too many rows for one launch (at most " +
-                                         std::to_string(std::int64_t{rows_per_block} *
-                                                        std::numeric_limits<int>::max()) +
-                                         ")");
+    throw InvalidArgument(
+        "x.shape",
+        "too many rows for one launch (at most " +
+            std::to_string(std::int64_t{rows_per_block} * std::numeric_limits<int>::max()) + ")");
   }
   shape.grid_x = static_cast<unsigned>(blocks);
   shape.block_x = static_cast<unsigned>(config.threads_per_row * rows_per_block);
-  shape.dynamic_shared_bytes = static_cast<std::size_t>(softmax_space::shared_bytes(config.threads_per_row));
+  shape.dynamic_shared_bytes =
+      static_cast<std::size_t>(softmax_space::shared_bytes(config.threads_per_row));
   shape.stream = static_cast<CUstream>(stream);
   const float scale_log2 = scale * std::numbers::log2e_v<float>;
   // Argument types match the kernel's parameters exactly: (const T*, T*, index_t, int,
@@ -117,9 +118,9 @@ void Runtime::softmax(const TensorView& x, const TensorView& y, float scale, Str
   const std::vector<detail::KernelBuffer> buffers = {
       {x.data, static_cast<std::size_t>(x.span_bytes()), "x"},
       {y.data, static_cast<std::size_t>(y.span_bytes()), "y"}};
-  detail::launch_kernel(executor(), kernels::softmax_spec(config, device().arch()), shape,
-                        buffers, x.data, y.data, index_t{x.shape[0]}, cols,
-                        index_t{x.strides[0]}, index_t{y.strides[0]}, scale_log2);
+  detail::launch_kernel(executor(), kernels::softmax_spec(config, device().arch()), shape, buffers,
+                        x.data, y.data, index_t{x.shape[0]}, cols, index_t{x.strides[0]},
+                        index_t{y.strides[0]}, scale_log2);
 }
 
 }  // namespace flashjit

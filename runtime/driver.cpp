@@ -43,8 +43,8 @@ DriverApi load_entry_points(void* handle) {
     if (get_proc(symbol, slot, kRequestedDriverApi, CU_GET_PROC_ADDRESS_DEFAULT, &status) !=
             CUDA_SUCCESS ||
         *slot == nullptr) {
-      throw Error(ErrorKind::no_driver, std::string("the CUDA driver lacks entry point ") +
-                                            symbol + " (flashjit needs CUDA 12.0 or newer)");
+      throw Error(ErrorKind::no_driver, std::string("the CUDA driver lacks entry point ") + symbol +
+                                            " (flashjit needs CUDA 12.0 or newer)");
     }
   };
 #define FLASHJIT_LOAD_ENTRY(name) load(#name, reinterpret_cast<void**>(&api.name));
@@ -96,9 +96,8 @@ void check(CUresult result, const char* call) {
   api.cuGetErrorString(result, &text);
   const ErrorKind kind =
       result == CUDA_ERROR_OUT_OF_MEMORY ? ErrorKind::out_of_memory : ErrorKind::driver;
-  throw Error(kind, std::string(call) + " failed: " +
-                                     (name ? name : std::to_string(result)) +
-                                     (text ? std::string(" (") + text + ")" : std::string()));
+  throw Error(kind, std::string(call) + " failed: " + (name ? name : std::to_string(result)) +
+                        (text ? std::string(" (") + text + ")" : std::string()));
 }
 
 }  // namespace flashjit::detail

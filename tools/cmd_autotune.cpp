@@ -43,9 +43,9 @@ struct AutotuneOptions {
 // anything is printed or compiled.
 void check_problem(const autotune::TuningProblem& p) {
   static const std::map<std::string, std::string> flags = {
-      {"attention.batch", "--batch-heads"},  {"attention.heads_q", "--heads"},
-      {"attention.heads_kv", "--heads"},     {"attention.seqlen_q", "--seqlen"},
-      {"attention.seqlen_k", "--seqlen"},    {"attention.head_dim", "--head-dim"}};
+      {"attention.batch", "--batch-heads"}, {"attention.heads_q", "--heads"},
+      {"attention.heads_kv", "--heads"},    {"attention.seqlen_q", "--seqlen"},
+      {"attention.seqlen_k", "--seqlen"},   {"attention.head_dim", "--head-dim"}};
   try {
     kernels::validate_attention(p.attention);
     if (p.attention.batch < 1 || p.attention.seqlen_q < 1) {

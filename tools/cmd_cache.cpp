@@ -26,8 +26,8 @@ detail::DiskCache& disk_cache() {
 }
 
 std::string last_use(std::filesystem::file_time_type time) {
-  auto system = std::chrono::time_point_cast<std::chrono::seconds>(
-      std::chrono::file_clock::to_sys(time));
+  auto system =
+      std::chrono::time_point_cast<std::chrono::seconds>(std::chrono::file_clock::to_sys(time));
   std::time_t seconds = std::chrono::system_clock::to_time_t(system);
   char text[32];
   std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M", std::localtime(&seconds));
@@ -95,12 +95,12 @@ Subcommand add_cache_command(CLI::App& app) {
   CLI::App* cache = app.add_subcommand("cache", "Inspect and maintain the kernel cache");
   cache->require_subcommand(0, 1);
   auto max_size = std::make_shared<std::string>();
-  CLI::App* list = cache->add_subcommand("list", "List entries: name, arch, registers, spills, "
-                                                 "size, last use");
+  CLI::App* list = cache->add_subcommand("list",
+                                         "List entries: name, arch, registers, spills, "
+                                         "size, last use");
   CLI::App* verify = cache->add_subcommand("verify", "Check every entry; remove invalid ones");
   CLI::App* prune = cache->add_subcommand("prune", "Remove least recently used entries");
-  prune->add_option("--max-size", *max_size, "Keep at most this much (e.g. 500M, 2G)")
-      ->required();
+  prune->add_option("--max-size", *max_size, "Keep at most this much (e.g. 500M, 2G)")->required();
   CLI::App* clear = cache->add_subcommand("clear", "Remove every entry");
   return {cache, [=] {
             if (list->parsed()) return run_list();

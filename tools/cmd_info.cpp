@@ -5,9 +5,9 @@
 
 #include "autotune/tuning_db.hpp"
 #include "autotune/tuning_state.hpp"
-#include "flashjit/error.hpp"
 #include "commands.hpp"
 #include "flashjit/device.hpp"
+#include "flashjit/error.hpp"
 #include "flashjit/version.hpp"
 #include "format.hpp"
 #include "runtime/compiler.hpp"

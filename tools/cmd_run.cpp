@@ -66,19 +66,19 @@ void check_library_limits(const Attention& attention) {
 /// allocated (it would end in std::bad_alloc, or in swapping), naming the longer sequence.
 void check_host_memory(const reference::Problem& p) {
   constexpr double kBytesPerElement = 32;
-  const double elements = 2.0 * double(p.batch) * double(p.head_dim) *
-                          (double(p.seqlen_q) * double(p.heads_q) +
-                           double(p.seqlen_k) * double(p.heads_kv));
+  const double elements =
+      2.0 * double(p.batch) * double(p.head_dim) *
+      (double(p.seqlen_q) * double(p.heads_q) + double(p.seqlen_k) * double(p.heads_kv));
   const double needed = elements * kBytesPerElement;
-  const double memory =
-      double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
   if (needed <= memory / 2) return;
   const bool keys = p.seqlen_k > p.seqlen_q;
   throw InvalidArgument(keys ? "--seqlen-k" : "--seqlen-q",
                         "is " + std::to_string(keys ? p.seqlen_k : p.seqlen_q) +
                             ": the run would need about " + format_bytes(std::uintmax_t(needed)) +
                             " of host memory for its tensors and the float64 reference; this "
-                            "machine has " + format_bytes(std::uintmax_t(memory)) +
+                            "machine has " +
+                            format_bytes(std::uintmax_t(memory)) +
                             " (a run may use half). Use a smaller shape");
 }
 

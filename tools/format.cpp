@@ -42,8 +42,9 @@ std::uintmax_t parse_size(const std::string& text, const std::string& argument) 
   // Converting a double at or past 2^64 is undefined (it wrapped to 0, which pruned everything).
   constexpr double kLimit = 0x1p64;
   if (!(value < kLimit)) {
-    throw InvalidArgument(argument, "'" + text + "' is too large; a size must be below 16E (2^64 "
-                                                 "bytes)");
+    throw InvalidArgument(argument, "'" + text +
+                                        "' is too large; a size must be below 16E (2^64 "
+                                        "bytes)");
   }
   return static_cast<std::uintmax_t>(value);
 }

@@ -27,10 +27,9 @@ const CLI::App& innermost(const CLI::App& app) {
 
 /// Bad usage: the problem on stderr, naming what is accepted; exit code 2.
 int usage_error(const std::string& problem, const CLI::App& where) {
-  std::fprintf(stderr, "flashjit: error: %s\nRun '%s --help' for more information.\n",
-               problem.c_str(), where.get_parent() == nullptr
-                                    ? "flashjit"
-                                    : ("flashjit " + where.get_name()).c_str());
+  std::fprintf(
+      stderr, "flashjit: error: %s\nRun '%s --help' for more information.\n", problem.c_str(),
+      where.get_parent() == nullptr ? "flashjit" : ("flashjit " + where.get_name()).c_str());
   return 2;
 }
 

@@ -112,8 +112,9 @@ TEST_CASE("forward accepts O interleaved with Q in one buffer") {
 TEST_CASE("forward rejects bad attention fields by name") {
   ForwardCall call;
   Attention& a = call.attention;
-  SUBCASE("negative sizes, and no heads (a batch or sequence of 0 is an empty call: see "
-          "test_attention_empty)") {
+  SUBCASE(
+      "negative sizes, and no heads (a batch or sequence of 0 is an empty call: see "
+      "test_attention_empty)") {
     call.rejects_each({
         {"batch", [](auto& c) { c.attention.batch = -1; }, "attention.batch"},
         {"heads_q", [](auto& c) { c.attention.heads_q = -4; }, "attention.heads_q"},

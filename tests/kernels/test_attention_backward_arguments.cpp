@@ -220,8 +220,8 @@ TEST_CASE("backward accepts gradients interleaved in one buffer, and names real 
                                             slice(dqkv, 1), slice(dqkv, 2)));
   // dK given dQ's slice: a real alias between two outputs, worded as one.
   try {
-    validate_backward_arguments(attention, q, k, v, ov, lsev, doutv, slice(dqkv, 0),
-                                slice(dqkv, 0), slice(dqkv, 2));
+    validate_backward_arguments(attention, q, k, v, ov, lsev, doutv, slice(dqkv, 0), slice(dqkv, 0),
+                                slice(dqkv, 2));
     FAIL("dq and dk are one tensor, and no error");
   } catch (const InvalidArgument& error) {
     CHECK(error.argument() == "dq");
@@ -229,8 +229,8 @@ TEST_CASE("backward accepts gradients interleaved in one buffer, and names real 
   }
   // dV in the Q slice of the packed inputs: an output over an input.
   try {
-    validate_backward_arguments(attention, q, k, v, ov, lsev, doutv, slice(dqkv, 0),
-                                slice(dqkv, 1), slice(qkv, 0));
+    validate_backward_arguments(attention, q, k, v, ov, lsev, doutv, slice(dqkv, 0), slice(dqkv, 1),
+                                slice(qkv, 0));
     FAIL("dv over q, and no error");
   } catch (const InvalidArgument& error) {
     CHECK(error.argument() == "dv");

@@ -41,8 +41,8 @@ struct Tensor {
         buffer(emulator().allocate(std::size_t(count) * 2 + 1)) {
     bits.assign(std::size_t(count), fill);
     if (count > 0) emulator().copy_to_device(buffer.data(), bits.data(), bits.size() * 2);
-    view = attention_tensor(count > 0 ? buffer.data() : nullptr, DType::bf16, Layout::bshd,
-                            a.batch, seqlen, heads, a.head_dim);
+    view = attention_tensor(count > 0 ? buffer.data() : nullptr, DType::bf16, Layout::bshd, a.batch,
+                            seqlen, heads, a.head_dim);
   }
   std::vector<std::uint16_t> read() {
     if (count > 0) emulator().copy_to_host(bits.data(), buffer.data(), bits.size() * 2);

@@ -60,8 +60,7 @@ TEST_CASE("the slices of a packed [B, L, 3, H, D] buffer share no element") {
     }
   }
   // The same slices in [B, H, L, D] order (a permuted view of the same memory).
-  const TensorView q_bhsd =
-      view_at(0, DType::bf16, {B, H, L, D}, {L * 3 * H * D, D, 3 * H * D, 1});
+  const TensorView q_bhsd = view_at(0, DType::bf16, {B, H, L, D}, {L * 3 * H * D, D, 3 * H * D, 1});
   CHECK(shared_memory(q_bhsd, slice(1)) == Sharing::none);
   CHECK(shared_memory(q_bhsd, slice(0)) == Sharing::some);
 }

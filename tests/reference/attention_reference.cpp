@@ -208,7 +208,8 @@ bool Problem::key_seen(int64_t j) const {
   const int64_t offset = seqlen_k - seqlen_q;
   const int64_t right = causal ? 0 : window_right;
   const int64_t first = right < 0 ? 0 : std::max<int64_t>(0, j - offset - right);
-  const int64_t last = window_left < 0 ? seqlen_q - 1 : std::min(seqlen_q - 1, j - offset + window_left);
+  const int64_t last =
+      window_left < 0 ? seqlen_q - 1 : std::min(seqlen_q - 1, j - offset + window_left);
   return first <= last;
 }
 

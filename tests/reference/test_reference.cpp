@@ -149,13 +149,16 @@ TEST_CASE("mask: a key is seen when some query sees it") {
       for (const bool causal : {false, true}) {
         for (const int64_t left : {-1, 0, 2}) {
           for (const int64_t right : {-1, 0, 3}) {
-            const Problem p{.seqlen_q = lq, .seqlen_k = lk, .causal = causal,
-                            .window_left = left, .window_right = right};
+            const Problem p{.seqlen_q = lq,
+                            .seqlen_k = lk,
+                            .causal = causal,
+                            .window_left = left,
+                            .window_right = right};
             for (int64_t j = -1; j <= lk; ++j) {
               bool seen = false;
               for (int64_t i = 0; i < lq; ++i) seen = seen || p.visible(i, j);
-              INFO("lq " << lq << " lk " << lk << " causal " << causal << " window " << left
-                         << "," << right << " key " << j);
+              INFO("lq " << lq << " lk " << lk << " causal " << causal << " window " << left << ","
+                         << right << " key " << j);
               CHECK(p.key_seen(j) == seen);
             }
           }

@@ -230,7 +230,8 @@ TEST_CASE("the nearest kernels the error lists are the nearest head dims") {
   std::getline(lines, line);  // "nearest:"
   for (int i = 0; i < 6 && std::getline(lines, line); ++i) {
     CAPTURE(line);
-    CHECK((line.find(".hdim64.") != std::string::npos || line.find(".hdim80.") != std::string::npos));
+    CHECK(
+        (line.find(".hdim64.") != std::string::npos || line.find(".hdim80.") != std::string::npos));
   }
   // Among the equally near, those sharing the dtype and mask come first.
   CHECK(listed.find("attention_forward.hdim80.bf16.br") != std::string::npos);

@@ -473,8 +473,9 @@ TEST_CASE("C API: memory") {
   REQUIRE(flashjit_allocate(runtime, 64, &data) == FLASHJIT_OK);
 }
 
-TEST_CASE("C API: a copy past the end of an allocation is refused; too large an allocation is "
-          "OUT_OF_MEMORY") {
+TEST_CASE(
+    "C API: a copy past the end of an allocation is refused; too large an allocation is "
+    "OUT_OF_MEMORY") {
   const CRuntime runtime;
   void* data = nullptr;
   REQUIRE(flashjit_allocate(runtime, 256, &data) == FLASHJIT_OK);

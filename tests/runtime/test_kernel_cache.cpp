@@ -179,8 +179,8 @@ TEST_CASE("prune removes least recently used entries; clear removes all") {
   REQUIRE(disk.list().size() == 3);
   // Make variant 1 the oldest.
   const auto oldest = entry_file(cache, sample_spec(1));
-  std::filesystem::last_write_time(oldest, std::filesystem::file_time_type::clock::now() -
-                                               std::chrono::hours(5));
+  std::filesystem::last_write_time(
+      oldest, std::filesystem::file_time_type::clock::now() - std::chrono::hours(5));
   std::uintmax_t total = 0;
   for (const DiskEntryInfo& info : disk.list()) total += info.size;
   auto removed = disk.prune(total - 1);

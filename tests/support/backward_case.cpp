@@ -450,8 +450,9 @@ std::string first_difference(const GradientBits& a, const GradientBits& b) {
 std::string unseen_key_gradients(const BackwardCase& c, const std::vector<double>& dk,
                                  const std::vector<double>& dv) {
   const Problem& p = c.problem;
-  const ConstView4 views[2] = {{dk.data(), p.kv_shape(), reference::dense_strides(p.kv_shape(), c.layout)},
-                               {dv.data(), p.kv_shape(), reference::dense_strides(p.kv_shape(), c.layout)}};
+  const ConstView4 views[2] = {
+      {dk.data(), p.kv_shape(), reference::dense_strides(p.kv_shape(), c.layout)},
+      {dv.data(), p.kv_shape(), reference::dense_strides(p.kv_shape(), c.layout)}};
   std::int64_t count = 0;
   std::string first;
   for (std::int64_t j = 0; j < p.seqlen_k; ++j) {

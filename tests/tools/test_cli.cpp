@@ -1,12 +1,11 @@
 // The `flashjit` command end to end: exit codes, info, compile twice, cache verbs, run.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <sys/stat.h>
 
 #include "cli_runner.hpp"
 #include "flashjit/device.hpp"
@@ -85,8 +84,9 @@ TEST_CASE("cache prune and verify keep what they must and remove what they must"
     entry = writer.disk()->list().front().path;
   }
   SUBCASE("a size past 64 bits is refused, naming it, and nothing is removed") {
-    for (const std::string& size : {std::string("17179869184G"), std::string("18446744073709551616"), std::string("99999999999999999999T"),
-                             "1" + std::string(400, '0')}) {
+    for (const std::string& size :
+         {std::string("17179869184G"), std::string("18446744073709551616"),
+          std::string("99999999999999999999T"), "1" + std::string(400, '0')}) {
       const ChildResult prune = flashjit_cli({"cache", "prune", "--max-size", size}, cache);
       CAPTURE(size);
       CHECK_MESSAGE(prune.exit_code == 2, prune.output);

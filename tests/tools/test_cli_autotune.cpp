@@ -132,15 +132,17 @@ TEST_CASE("run names the kernel a tuning database chose; a winner it cannot run 
     store_winner("br64.bc64.w4.s1");
     const ChildResult run = flashjit_cli({"run", "--emulate"}, cache);
     REQUIRE_MESSAGE(run.exit_code == 0, run.output);
-    CHECK_MESSAGE(contains(run.output, "hdim64.bf16.br64.bc64.w4.s1.sm80 (tuned: from the tuning database)"),
-                  run.output);
+    CHECK_MESSAGE(
+        contains(run.output, "hdim64.bf16.br64.bc64.w4.s1.sm80 (tuned: from the tuning database)"),
+        run.output);
   }
   SUBCASE("a winner of the space the emulator was not built with: one warning, the default") {
     store_winner("br64.bc32.w4.s1");
     const ChildResult run = flashjit_cli({"run", "--emulate"}, cache);
     REQUIRE_MESSAGE(run.exit_code == 0, run.output);
     CHECK_MESSAGE(count_lines_with(run.output, "winner 'br64.bc32.w4.s1'") == 1, run.output);
-    CHECK(contains(run.output, "which flashjit CPU emulator cannot run; using the heuristic default"));
+    CHECK(contains(run.output,
+                   "which flashjit CPU emulator cannot run; using the heuristic default"));
     CHECK(contains(run.output, "(heuristic default)"));
     CHECK(contains(run.output, "PASS"));
   }

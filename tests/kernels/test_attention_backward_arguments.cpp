@@ -219,23 +219,19 @@ TEST_CASE("backward accepts gradients interleaved in one buffer, and names real 
   CHECK_NOTHROW(validate_backward_arguments(attention, q, k, v, ov, lsev, doutv, slice(dqkv, 0),
                                             slice(dqkv, 1), slice(dqkv, 2)));
   // dK given dQ's slice: a real alias between two outputs, worded as one.
-  try {
-    validate_backward_arguments(attention, q, k, v, ov, lsev, doutv, slice(dqkv, 0), slice(dqkv, 0),
-                                slice(dqkv, 2));
-    FAIL("dq and dk are one tensor, and no error");
-  } catch (const InvalidArgument& error) {
-    CHECK(error.argument() == "dq");
-    CHECK(std::string(error.what()).find("shares elements with output 'dk'") != std::string::npos);
-  }
+  check_names(
+      [&] {
+        validate_backward_arguments(attention, q, k, v, ov, lsev, doutv, slice(dqkv, 0),
+                                    slice(dqkv, 0), slice(dqkv, 2));
+      },
+      "dq", "shares elements with output 'dk'");
   // dV in the Q slice of the packed inputs: an output over an input.
-  try {
-    validate_backward_arguments(attention, q, k, v, ov, lsev, doutv, slice(dqkv, 0), slice(dqkv, 1),
-                                slice(qkv, 0));
-    FAIL("dv over q, and no error");
-  } catch (const InvalidArgument& error) {
-    CHECK(error.argument() == "dv");
-    CHECK(std::string(error.what()).find("shares elements with input 'q'") != std::string::npos);
-  }
+  check_names(
+      [&] {
+        validate_backward_arguments(attention, q, k, v, ov, lsev, doutv, slice(dqkv, 0),
+                                    slice(dqkv, 1), slice(qkv, 0));
+      },
+      "dv", "shares elements with input 'q'");
 }
 
 TEST_CASE("the backward config space lists every valid config once, in a fixed order") {

@@ -14,14 +14,16 @@
 namespace flashjit::testing {
 
 /// Fails unless `call` raises InvalidArgument naming `argument`, both as argument() and in the
-/// message (which is what a user reads).
-inline void check_names(const std::function<void()>& call, const std::string& argument) {
+/// message (which is what a user reads), and saying `says` when given.
+inline void check_names(const std::function<void()>& call, const std::string& argument,
+                        const std::string& says = "") {
   try {
     call();
     FAIL("no error; expected one naming " << argument);
   } catch (const InvalidArgument& error) {
     CHECK_MESSAGE(error.argument() == argument, error.what());
     CHECK(std::string(error.what()).find(argument) != std::string::npos);
+    CHECK_MESSAGE(std::string(error.what()).find(says) != std::string::npos, error.what());
   }
 }
 

@@ -87,7 +87,11 @@ bool check_global_access(Machine& machine, int thread, const void* address, std:
   const auto at = reinterpret_cast<std::uintptr_t>(address);
   for (const Buffer& buffer : machine.config->buffers) {
     const auto begin = reinterpret_cast<std::uintptr_t>(buffer.data);
-    if (at >= begin && at + bytes <= begin + buffer.bytes) return true;
+    if (at >= begin && at + bytes <= begin + buffer.bytes) {
+      (write ? machine.report.work.global_bytes_written : machine.report.work.global_bytes_read) +=
+          bytes;
+      return true;
+    }
   }
   Finding finding;
   finding.kind = FindingKind::global_out_of_bounds;
@@ -113,6 +117,8 @@ bool check_shared_access(Machine& machine, int thread, const void* address, std:
     record(machine, thread, std::move(finding));
     return false;
   }
+  (write ? machine.report.work.shared_bytes_written : machine.report.work.shared_bytes_read) +=
+      bytes;
   // One report per access; the access itself still happens, as on a GPU.
   const RangeCheck check = touch_range(
       machine, machine.shadow.data() + static_cast<std::size_t>(offset), bytes, thread, write);

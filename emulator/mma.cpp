@@ -5,6 +5,7 @@
 // version), written below as its formulas with
 //   groupID = %laneid >> 2,  threadID_in_group = %laneid % 4.
 #include <array>
+#include <cstdint>
 #include <vector>
 
 #include "emulator/machine.hpp"
@@ -87,8 +88,12 @@ float element(const float* half_table, const std::uint32_t* registers, int i) {
   }
 }
 
+// 2·m·n·k: a multiply and an add per (m, n, k).
+constexpr std::uint64_t kMmaFlops = 2 * 16 * 8 * 16;
+
 template <MmaInput Input>
 void compute(void* const* lanes) {
+  detail::active()->report.work.tensor_flops += kMmaFlops;
   const float* half_table = Input == MmaInput::f16 ? half_to_float_table() : nullptr;
   float a[16][16], b[16][8], acc[16][8];
   for (int lane = 0; lane < 32; ++lane) {  // gather everything first: d may alias c

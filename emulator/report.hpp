@@ -44,12 +44,28 @@ struct Finding {
   std::string message;         // the whole finding as one readable line
 };
 
+/// The work a launch did, as the hardware would do it (DESIGN.md section 5): how speed work is
+/// judged without a GPU. Bytes are those the instructions move (a 16-byte cp.async whose source
+/// is zero-filled reads none of it from global memory; it still writes 16 shared bytes).
+struct WorkCounters {
+  std::uint64_t tensor_flops = 0;          // 2·m·n·k per warp-wide mma (m16n8k16: 4096)
+  std::uint64_t shared_bytes_read = 0;     // ldmatrix and plain shared loads
+  std::uint64_t shared_bytes_written = 0;  // plain shared stores and cp.async destinations
+  std::uint64_t global_bytes_read = 0;     // plain global loads and cp.async sources
+  std::uint64_t global_bytes_written = 0;  // plain global stores
+  std::uint64_t barriers = 0;              // __syncthreads released, per CTA
+  std::uint64_t ctas = 0;                  // blocks run
+
+  bool operator==(const WorkCounters&) const = default;
+};
+
 /// The findings of one launch. Only the first kMaxFindings are kept: one bug usually fires
 /// in every thread, and the first few say all there is to say.
 struct Report {
   static constexpr std::size_t kMaxFindings = 64;
   std::vector<Finding> findings;
   std::size_t suppressed = 0;  // findings beyond kMaxFindings, counted only
+  WorkCounters work;           // what the launch did, findings or not
 
   /// True when the launch ran without any finding.
   bool clean() const { return findings.empty(); }

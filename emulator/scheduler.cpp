@@ -55,6 +55,7 @@ void release_barrier(Machine& machine, bool& divergence_reported) {
     if (t.state == ThreadState::at_barrier) t.state = ThreadState::runnable;
   }
   machine.barrier_time = ++machine.time;  // orders every earlier access before later ones
+  ++machine.report.work.barriers;
 }
 
 void report_deadlock(Machine& machine) {
@@ -101,6 +102,7 @@ void run_block(Machine& machine, Dim3 block_index) {
   std::memset(machine.shared_begin, 0xff, machine.config->shared_bytes);
   machine.barrier_time = ++machine.time;  // the previous block's accesses are history
   machine.abandoned = false;
+  ++machine.report.work.ctas;
   start_threads(machine);
   bool divergence_reported = false;
   for (;;) {

@@ -2,6 +2,7 @@
 // by the host-compiled kernels of the emulated kernel table. Nothing here touches the driver.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -97,6 +98,7 @@ class EmulatorBackend final : public RuntimeBackend, public Executor {
 
   Executor& executor() override { return *this; }
   DeviceContext* context() override { return nullptr; }
+  std::vector<KernelWork>* counted_work() override { return &work_; }
 
   void launch(const KernelSpec& spec, const LaunchShape& shape, void** args,
               const std::vector<KernelBuffer>& buffers) override;
@@ -105,8 +107,24 @@ class EmulatorBackend final : public RuntimeBackend, public Executor {
   }
 
  private:
+  /// Adds a launch's counters to its kernel's.
+  void count(const KernelSpec& spec, const emulator::WorkCounters& counted);
+
   DeviceInfo info_;
+  std::vector<KernelWork> work_;  // a handful of kernels: a linear search finds one
 };
+
+void EmulatorBackend::count(const KernelSpec& spec, const emulator::WorkCounters& counted) {
+  const std::string name = spec.display_name();
+  auto it = std::find_if(work_.begin(), work_.end(),
+                         [&](const KernelWork& k) { return k.kernel == name; });
+  if (it == work_.end()) it = work_.insert(work_.end(), KernelWork{name, 0, {}});
+  ++it->launches;
+  it->work += WorkCounters{counted.tensor_flops,      counted.shared_bytes_read,
+                           counted.shared_bytes_written, counted.global_bytes_read,
+                           counted.global_bytes_written, counted.barriers,
+                           counted.ctas};
+}
 
 void EmulatorBackend::launch(const KernelSpec& spec, const LaunchShape& shape, void** args,
                              const std::vector<KernelBuffer>& buffers) {
@@ -127,6 +145,7 @@ void EmulatorBackend::launch(const KernelSpec& spec, const LaunchShape& shape, v
     std::lock_guard lock(emulator_mutex);
     try {
       report = kernel->launch(config, args);
+      count(spec, report.work);
     } catch (const Error&) {
       throw;
     } catch (const std::exception& error) {  // a launch the emulator refuses (block too large)

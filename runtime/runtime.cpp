@@ -89,4 +89,39 @@ void Runtime::copy_to_host(void* host_dst, const void* device_src, std::size_t b
 
 void Runtime::synchronize(Stream stream) { backend_->synchronize(stream); }
 
+namespace {
+
+std::vector<KernelWork>& counted_work(detail::RuntimeBackend& backend) {
+  std::vector<KernelWork>* work = backend.counted_work();
+  if (work == nullptr) {
+    throw Error(ErrorKind::unsupported,
+                "work counters come from the emulator backend; this runtime runs on a GPU, "
+                "which is timed instead (flashjit bench)");
+  }
+  return *work;
+}
+
+}  // namespace
+
+std::vector<KernelWork> Runtime::emulated_work() const { return counted_work(*backend_); }
+
+void Runtime::reset_emulated_work() { counted_work(*backend_).clear(); }
+
+WorkCounters& WorkCounters::operator+=(const WorkCounters& other) {
+  tensor_flops += other.tensor_flops;
+  shared_bytes_read += other.shared_bytes_read;
+  shared_bytes_written += other.shared_bytes_written;
+  global_bytes_read += other.global_bytes_read;
+  global_bytes_written += other.global_bytes_written;
+  barriers += other.barriers;
+  ctas += other.ctas;
+  return *this;
+}
+
+WorkCounters total_work(const std::vector<KernelWork>& kernels) {
+  WorkCounters total;
+  for (const KernelWork& kernel : kernels) total += kernel.work;
+  return total;
+}
+
 }  // namespace flashjit

@@ -37,6 +37,9 @@ class RuntimeBackend {
   virtual Executor& executor() = 0;
   /// The CUDA context, or nullptr on a backend that has none.
   virtual DeviceContext* context() = 0;
+  /// The work counted per kernel (Runtime::emulated_work), or nullptr on a backend that does
+  /// not count (cuda).
+  virtual std::vector<KernelWork>* counted_work() { return nullptr; }
 
   /// What Runtime::allocate and allocate_on_stream handed out and not yet freed.
   AllocationTable allocations;

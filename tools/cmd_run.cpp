@@ -1,7 +1,8 @@
-// `flashjit run`: one attention forward on random inputs, on the GPU, or on the CPU emulator
-// when there is none (or with --emulate), judged against the float64 reference exactly as the
-// tests judge it (tests/support/attention_case): the relative L2 error of O must be at most
-// twice that of a plain attention computed in the input dtype.
+// `flashjit run`: one attention forward (or backward) on random inputs, on the GPU, or on the
+// CPU emulator when there is none (or with --emulate), judged against the float64 reference
+// exactly as the tests judge it (tests/support/attention_case, backward_case): the relative L2
+// error of O (of dQ, dK, dV) must be at most twice that of a plain attention (backward)
+// computed in the input dtype. --counters adds the emulator's work counters.
 #include <unistd.h>
 
 #include <charconv>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "autotune/candidates.hpp"
 #include "chosen_kernels.hpp"
 #include "commands.hpp"
 #include "flashjit/device.hpp"
@@ -20,6 +22,8 @@
 #include "format.hpp"
 #include "kernels/attention_forward.hpp"
 #include "support/attention_case.hpp"
+#include "support/backward_case.hpp"
+#include "work_report.hpp"
 
 namespace flashjit::tools {
 namespace {
@@ -37,6 +41,8 @@ struct RunOptions {
   bool causal = false;
   bool emulate = false;
   std::uint64_t seed = 1;
+  std::string op = "attention-forward";
+  bool counters = false;
 };
 
 /// The flag that sets an Attention field ("attention.seqlen_k" → "--seqlen-k").
@@ -126,7 +132,7 @@ Runtime open_runtime(bool emulate) {
   return Runtime(RuntimeOptions{.backend = Backend::emulator});
 }
 
-void print_problem(const testing::ForwardCase& c, Runtime& runtime) {
+void print_problem(const testing::ForwardCase& c, Runtime& runtime, bool backward) {
   const reference::Problem& p = c.problem;
   std::printf(
       "shape:   batch %lld, heads %lld (kv %lld), seqlen_q %lld, seqlen_k %lld, head_dim "
@@ -136,18 +142,68 @@ void print_problem(const testing::ForwardCase& c, Runtime& runtime) {
       static_cast<long long>(p.seqlen_k), static_cast<long long>(p.head_dim),
       std::string(dtype_name(c.dtype)).c_str(),
       c.layout == reference::Layout::bshd ? "bshd" : "bhsd", p.causal ? ", causal" : "");
-  std::printf("kernel:  %s\n", chosen_kernels(runtime, c.attention(), c.dtype, false).c_str());
+  std::printf("kernel:  %s\n", chosen_kernels(runtime, c.attention(), c.dtype, backward).c_str());
   std::fflush(stdout);
+}
+
+/// With --counters: the emulator's counters of the op's kernels (the backward's run has a
+/// forward before it, for O and LSE; it is not counted).
+void print_counters(const RunOptions& options, Runtime& runtime, const testing::ForwardCase& c,
+                    bool backward) {
+  if (!options.counters) return;
+  const autotune::TuningProblem problem{
+      backward ? autotune::TunedOp::attention_backward : autotune::TunedOp::attention_forward,
+      c.dtype, c.attention()};
+  print_work(runtime.emulated_work(), backward ? "attention_backward" : "attention_forward",
+             autotune::problem_flops(problem),
+             minimum_global_bytes(c.attention(), c.dtype, backward));
+}
+
+double elapsed_ms(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+/// One gradient's line: "dQ:      max abs error ..., relative L2 error ... (bound ...)".
+void print_gradient(const char* name, const testing::GradientVerdict& g) {
+  std::printf("%-8s max abs error %.3g, relative L2 error %.3g (bound %.3g: twice a plain "
+              "backward's %.3g)\n",
+              name, g.check.max_abs, g.error, g.bound, g.plain_error);
+}
+
+int run_backward(const RunOptions& options) {
+  const testing::ForwardCase forward = forward_case(options);
+  testing::BackwardCase c;
+  c.problem = forward.problem;
+  c.dtype = forward.dtype;
+  c.layout = forward.layout;
+  c.seed = forward.seed;
+  Runtime runtime = open_runtime(options.emulate);
+  print_problem(forward, runtime, true);
+  const auto start = std::chrono::steady_clock::now();
+  const testing::BackwardVerdict verdict = testing::run_backward_case(runtime, c);
+  const double elapsed = elapsed_ms(start);
+  print_gradient("dQ:", verdict.dq);
+  print_gradient("dK:", verdict.dk);
+  print_gradient("dV:", verdict.dv);
+  print_counters(options, runtime, forward, true);
+  if (!verdict.ok) {
+    std::printf("FAIL: the gradients do not match the float64 reference\n%s\n",
+                verdict.describe().c_str());
+    return 1;
+  }
+  std::printf("PASS: matches the float64 reference (forward, backward and check in %s)\n",
+              format_duration_ms(elapsed).c_str());
+  return 0;
 }
 
 int run_forward(const RunOptions& options) {
   const testing::ForwardCase c = forward_case(options);
   Runtime runtime = open_runtime(options.emulate);
-  print_problem(c, runtime);
+  print_problem(c, runtime, false);
   const auto start = std::chrono::steady_clock::now();
   const testing::ForwardVerdict verdict = testing::run_forward_case(runtime, c);
-  const double elapsed =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const double elapsed = elapsed_ms(start);
   std::printf(
       "O:       max abs error %.3g, relative L2 error %.3g (bound %.3g: twice a plain "
       "%s attention's %.3g)\n",
@@ -155,6 +211,7 @@ int run_forward(const RunOptions& options) {
       std::string(dtype_name(c.dtype)).c_str(), verdict.plain_error);
   std::printf("LSE:     max abs error %.3g, relative L2 error %.3g\n", verdict.lse.max_abs,
               verdict.lse.rel_l2);
+  print_counters(options, runtime, c, false);
   if (!verdict.ok) {
     std::printf("FAIL: the kernel's result does not match the float64 reference\n%s\n",
                 verdict.describe().c_str());
@@ -190,8 +247,8 @@ Subcommand add_run_command(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* run = app.add_subcommand(
       "run",
-      "Run one attention forward on random inputs (on the GPU, else on the CPU emulator) "
-      "and check it against a float64 reference");
+      "Run one attention forward (or backward) on random inputs (on the GPU, else on the CPU "
+      "emulator) and check it against a float64 reference");
   run->add_option("--batch", options->batch, "Batch size")->check(kPositive);
   run->add_option("--heads", options->heads, "Query heads")->check(kPositive);
   run->add_option("--heads-kv", options->heads_kv, "Key/value heads (default: --heads)")
@@ -208,7 +265,20 @@ Subcommand add_run_command(CLI::App& app) {
   run->add_flag("--emulate", options->emulate, "Run on the CPU emulator even with a GPU");
   run->add_option("--seed", options->seed, "Seed of the random inputs (0 to 2^64 - 1)")
       ->check(kWholeNumber);
-  return {run, [options] { return run_forward(*options); }};
+  run->add_option("--op", options->op,
+                  "attention-forward, or attention-backward (after a forward for O and LSE; "
+                  "checks dQ, dK, dV)")
+      ->check(CLI::IsMember({"attention-forward", "attention-backward"}));
+  run->add_flag("--counters", options->counters,
+                "Print the emulator's work counters of the op's kernels and their ratios to the "
+                "problem's minimum (with --emulate, or without a GPU)");
+  return {run, [options] {
+            if (options->counters && !options->emulate && !query_system().devices.empty()) {
+              throw InvalidArgument("--counters", "counts the emulator's work: add --emulate");
+            }
+            return options->op == "attention-backward" ? run_backward(*options)
+                                                       : run_forward(*options);
+          }};
 }
 
 }  // namespace flashjit::tools

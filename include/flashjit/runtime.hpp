@@ -8,6 +8,7 @@
 #include "flashjit/attention.hpp"
 #include "flashjit/device.hpp"
 #include "flashjit/tensor.hpp"
+#include "flashjit/work_counters.hpp"
 
 namespace flashjit {
 
@@ -149,6 +150,13 @@ class Runtime {
                 const TensorView& v, const TensorView& o, const TensorView& lse,
                 const TensorView& dout, const TensorView& dq, const TensorView& dk,
                 const TensorView& dv, Stream stream = nullptr);
+
+  /// The work the emulator counted, per kernel, for the launches since the runtime opened or
+  /// reset_emulated_work() last ran, in the order the kernels first ran. Throws
+  /// Error{unsupported} on the cuda backend (a GPU is timed, not counted).
+  std::vector<KernelWork> emulated_work() const;
+  /// Forgets the counted work (emulator backend; Error{unsupported} on cuda).
+  void reset_emulated_work();
 
   /// The backend this runtime was opened with.
   Backend backend() const;

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -184,6 +185,42 @@ TEST_CASE("run --emulate: an attention forward on the emulator passes against th
   CHECK(result.output.find("seqlen_q 70, seqlen_k 100") != std::string::npos);
   CHECK(result.output.find("relative L2 error") != std::string::npos);
   CHECK(result.output.find("PASS") != std::string::npos);
+}
+
+/// The value of the `name value` line `name` in `text` (-1 when there is none).
+double counter(const std::string& text, const std::string& name) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string word;
+    double value = -1;
+    if (words >> word && word == name && words >> value) return value;
+  }
+  return -1;
+}
+
+TEST_CASE("run --counters: the emulator's work against the problem's minimum, both ops") {
+  TempDir dir;
+  for (const char* op : {"attention-forward", "attention-backward"}) {
+    for (const bool causal : {false, true}) {
+      std::vector<std::string> args = {"run",        "--emulate",  "--counters", "--op", op,
+                                       "--seqlen-q", "128",        "--seqlen-k", "192",
+                                       "--heads",    "2",          "--heads-kv", "1"};
+      if (causal) args.push_back("--causal");
+      const ChildResult run = flashjit_cli(args, dir.path().string());
+      CAPTURE(run.output);
+      REQUIRE(run.exit_code == 0);
+      CHECK(run.out.find("PASS") != std::string::npos);
+      for (const char* name : {"tensor_flops", "shared_bytes_read", "shared_bytes_written",
+                               "global_bytes_read", "global_bytes_written", "barriers", "ctas"}) {
+        CHECK_MESSAGE(counter(run.out, name) > 0, name);
+      }
+      // No kernel does less than the problem needs: every useful FLOP and byte at least once.
+      CHECK(counter(run.out, "tensor_flops_ratio") >= 1.0);
+      CHECK(counter(run.out, "global_bytes_ratio") >= 1.0);
+      CHECK(counter(run.out, "shared_bytes_per_tensor_flop") > 0);
+    }
+  }
 }
 
 TEST_CASE("run without a GPU falls back to the emulator and says so on its first line") {

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The baseline of the emulator's work counters (DESIGN.md section 5): the default forward and
+# backward kernels at head dims 64, 128 and 256, bf16, seqlen 1024, one head, causal and not,
+# each run with `flashjit run --emulate --counters` (which also checks the result against the
+# float64 reference). Later speed work without a GPU is measured against this table.
+#
+# Writes bench/results/<date>-work-counters-emulator.md (the table, the commands, the commit)
+# and the raw .log beside it; exits 1 when a run fails.
+#
+# Usage: bench/work_counters.sh [path/to/flashjit]   (default: build/release/tools/flashjit)
+# Environment: RESULTS_DIR (default: bench/results beside this script), SEQLEN (default 1024).
+set -euo pipefail
+flashjit=${1:-build/release/tools/flashjit}
+seqlen=${SEQLEN:-1024}
+results_dir=${RESULTS_DIR:-$(cd "$(dirname "$0")" && pwd)/results}
+if [[ ! -x $flashjit ]]; then
+  echo "work_counters.sh: no flashjit at '$flashjit' (build it, or pass its path)" >&2
+  exit 2
+fi
+unset FLASHJIT_TUNING  # the defaults are the baseline, whatever a tuning database says
+export FLASHJIT_TUNING=off
+stem="$results_dir/$(date -u +%Y-%m-%d)-work-counters-emulator"
+log="$stem.log"
+mkdir -p "$results_dir"
+: >"$log"
+fields=(tensor_flops shared_bytes_read shared_bytes_written global_bytes_read global_bytes_written
+        barriers ctas tensor_flops_ratio global_bytes_ratio shared_bytes_per_tensor_flop)
+rows=()
+for op in attention-forward attention-backward; do
+  for head_dim in 64 128 256; do
+    for causal in "" --causal; do
+      command=("$flashjit" run --emulate --counters --op "$op" --head-dim "$head_dim"
+               --seqlen-q "$seqlen" --heads 1 --dtype bf16 $causal)
+      echo "\$ ${command[*]}" >>"$log"
+      output=$("${command[@]}" 2>&1) || { echo "$output" >>"$log"; echo "failed: ${command[*]}" >&2; exit 1; }
+      echo "$output" >>"$log"
+      kernel=$(sed -n 's/^kernel:  \(.*\) (.*/\1/p' <<<"$output")
+      row="| $op | $head_dim | ${causal:+yes}${causal:-no} | \`$kernel\`"
+      for field in "${fields[@]}"; do
+        row+=" | $(awk -v f="$field" '$1 == f {print $2}' <<<"$output")"
+      done
+      rows+=("$row |")
+      echo "$op head dim $head_dim ${causal:-not causal}: done" >&2
+    done
+  done
+done
+{
+  echo "# Work counters of the default kernels on the CPU emulator"
+  echo
+  echo "Commit $(git -C "$(dirname "$0")" rev-parse --short HEAD), $(date -u '+%Y-%m-%d %H:%M UTC')."
+  echo "Counted by the emulator, not timed: a counters claim, not a speed claim. bf16, batch 1,"
+  echo "one head, seqlen_q = seqlen_k = $seqlen, the heuristic default config (tuning off). The"
+  echo "backward's figures cover its kernels only (D, dQ, dK/dV), not the forward run before it."
+  echo "Ratios: tensor_flops / the problem's useful FLOPs (FlashAttention's count, halved for"
+  echo "causal; the backward 2.5x the forward); global bytes / every input read once and every"
+  echo "output written once; (shared bytes read + written) / tensor FLOPs."
+  echo
+  echo "Made by \`bench/work_counters.sh $flashjit\`; every run's output is in $(basename "$log")."
+  echo
+  printf '| op | head dim | causal | kernel |'
+  printf ' %s |' "${fields[@]}"
+  echo
+  printf '|---|---|---|---|'
+  printf -- '---|%.0s' "${fields[@]}"
+  echo
+  printf '%s\n' "${rows[@]}"
+} >"$stem.md"
+echo "wrote $stem.md and $log"

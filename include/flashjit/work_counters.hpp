@@ -1,0 +1,35 @@
+#pragma once
+// The work the CPU emulator counts for each kernel it runs (DESIGN.md section 5): what the
+// hardware would do, so that a change that makes a kernel do less work shows without a GPU.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace flashjit {
+
+/// Work done by kernel launches. Bytes are those the instructions move: a cp.async of a row past
+/// the end (zero-filled) reads nothing from global memory but still writes shared memory.
+struct WorkCounters {
+  std::uint64_t tensor_flops = 0;          ///< 2·m·n·k per warp-wide mma (m16n8k16: 4096)
+  std::uint64_t shared_bytes_read = 0;     ///< ldmatrix and shared loads
+  std::uint64_t shared_bytes_written = 0;  ///< shared stores and cp.async destinations
+  std::uint64_t global_bytes_read = 0;     ///< global loads and cp.async sources
+  std::uint64_t global_bytes_written = 0;  ///< global stores
+  std::uint64_t barriers = 0;              ///< __syncthreads executed, counted once per CTA
+  std::uint64_t ctas = 0;                  ///< thread blocks run
+
+  WorkCounters& operator+=(const WorkCounters& other);
+  bool operator==(const WorkCounters&) const = default;
+};
+
+/// The work of one kernel over every launch of it.
+struct KernelWork {
+  std::string kernel;          ///< its readable name ("attention_forward.hdim64.bf16...")
+  std::uint64_t launches = 0;  ///< how many launches are summed
+  WorkCounters work;
+};
+
+/// The sum over kernels.
+WorkCounters total_work(const std::vector<KernelWork>& kernels);
+
+}  // namespace flashjit

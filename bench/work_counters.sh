@@ -35,7 +35,9 @@ for op in attention-forward attention-backward; do
       output=$("${command[@]}" 2>&1) || { echo "$output" >>"$log"; echo "failed: ${command[*]}" >&2; exit 1; }
       echo "$output" >>"$log"
       kernel=$(sed -n 's/^kernel:  \(.*\) (.*/\1/p' <<<"$output")
-      row="| $op | $head_dim | ${causal:+yes}${causal:-no} | \`$kernel\`"
+      is_causal=no
+      [[ -n $causal ]] && is_causal=yes
+      row="| $op | $head_dim | $is_causal | \`$kernel\`"
       for field in "${fields[@]}"; do
         row+=" | $(awk -v f="$field" '$1 == f {print $2}' <<<"$output")"
       done

@@ -16,6 +16,10 @@ struct KernelSpec {
   std::string readable_name;    ///< e.g. "softmax.bf16.cols1024.t128" (no arch)
   std::vector<std::string> options;  ///< extra NVRTC options the op asks for
   std::string arch;                  ///< NVRTC target, e.g. "sm_90a"
+  /// How the op launches it (derived from the same config, so not part of any key): threads
+  /// per block and dynamic shared memory per block, for occupancy reports.
+  int threads = 0;
+  int dynamic_shared_bytes = 0;
 
   /// readable_name plus the arch without underscore: "softmax.bf16.cols1024.t128.sm90a".
   std::string display_name() const;

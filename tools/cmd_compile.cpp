@@ -6,10 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "autotune/candidates.hpp"
 #include "commands.hpp"
 #include "flashjit/device.hpp"
 #include "flashjit/error.hpp"
 #include "format.hpp"
+#include "kernels/attention_forward.hpp"
 #include "kernels/op_registry.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "runtime/parallel.hpp"
@@ -46,11 +48,17 @@ int name_width(const std::vector<detail::KernelSpec>& specs) {
   return static_cast<int>(width);
 }
 
-void print_line(const detail::CacheEntry& entry, int width, const char* outcome) {
+/// One kernel: registers, spills, shared memory per block as launched (static + dynamic) and
+/// the CTAs of it an SM of the arch holds at once (from registers, shared memory and threads).
+void print_line(const detail::KernelSpec& spec, const detail::CacheEntry& entry, int width,
+                const char* outcome) {
   const detail::ResourceUsage& r = entry.kernel.resources;
-  std::printf("%-*s %-7s regs %3d  spill %4d B  smem %6d B  %s\n", width,
+  const int shared = r.static_shared_bytes + spec.dynamic_shared_bytes;
+  const int ctas = autotune::blocks_per_sm(r.registers, spec.threads, shared,
+                                           kernels::arch_shared_memory_limit(spec.arch), spec.arch);
+  std::printf("%-*s %-7s regs %3d  spill %4d B  smem %9s  ctas/SM %2d  %s\n", width,
               entry.display_name.c_str(), entry.arch.c_str(), r.registers, r.spill_bytes(),
-              r.static_shared_bytes, outcome);
+              format_bytes(static_cast<std::uintmax_t>(shared)).c_str(), ctas, outcome);
   std::fflush(stdout);
 }
 
@@ -90,7 +98,8 @@ int run_compile(const CompileOptions& options) {
         const bool fresh = outcome.value.source == detail::CacheSource::compiled;
         (fresh ? compiled : cached) += 1;
         const double ms = outcome.value.entry->kernel.compile_ms;
-        print_line(*outcome.value.entry, width, fresh ? format_duration_ms(ms).c_str() : "cached");
+        print_line(specs[static_cast<std::size_t>(i)], *outcome.value.entry, width,
+                   fresh ? format_duration_ms(ms).c_str() : "cached");
       });
   const double elapsed =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

@@ -38,12 +38,14 @@ TEST_CASE("compile twice: the second run finds every kernel cached") {
   REQUIRE_MESSAGE(first.exit_code == 0, first.output);
   const std::size_t kernels = count_lines_with(first.output, "softmax.");
   CHECK(kernels > 0);
-  CHECK(count_lines_with(first.output, "B  cached") == 0);
+  CHECK(count_lines_with(first.output, "  cached") == 0);
   CHECK(first.output.find("regs") != std::string::npos);
+  // Every kernel line shows its shared memory as launched and its CTAs per SM.
+  CHECK(count_lines_with(first.output, "ctas/SM") == kernels);
 
   ChildResult second = flashjit_cli({"compile", "--arch", "sm_90a", "--op", "softmax"}, cache);
   REQUIRE_MESSAGE(second.exit_code == 0, second.output);
-  CHECK(count_lines_with(second.output, "B  cached") == kernels);
+  CHECK(count_lines_with(second.output, "  cached") == kernels);
   CHECK(second.output.find("0 compiled, " + std::to_string(kernels) + " cached") !=
         std::string::npos);
 

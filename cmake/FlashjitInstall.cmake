@@ -1,0 +1,41 @@
+# `cmake --install`: the public headers, libflashjit (static, and shared when built), the
+# `flashjit` command, a CMake package (find_package(flashjit CONFIG REQUIRED) gives
+# flashjit::flashjit) and a pkg-config file. The templates are embedded in the library, so
+# nothing else is needed at run time.
+include(CMakePackageConfigHelpers)
+
+set(FLASHJIT_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/flashjit")
+
+# The static library needs the emulator's archive (a link-only dependency), so it is installed
+# and exported beside it.
+set_target_properties(flashjit_emulator PROPERTIES EXPORT_NAME emulator)
+set(flashjit_install_targets flashjit flashjit_emulator)
+if(TARGET flashjit_shared)
+  set_target_properties(flashjit_shared PROPERTIES EXPORT_NAME flashjit_shared)
+  list(APPEND flashjit_install_targets flashjit_shared)
+endif()
+install(TARGETS ${flashjit_install_targets} EXPORT flashjitTargets
+        ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}"
+        LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}"
+        INCLUDES DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
+install(TARGETS flashjit_cli RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/flashjit"
+        DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}" FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp")
+install(FILES "${PROJECT_BINARY_DIR}/include/flashjit/version.hpp"
+        DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/flashjit")
+
+install(EXPORT flashjitTargets NAMESPACE flashjit:: DESTINATION "${FLASHJIT_CMAKE_DIR}")
+configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/flashjitConfig.cmake.in"
+                              "${PROJECT_BINARY_DIR}/flashjitConfig.cmake"
+                              INSTALL_DESTINATION "${FLASHJIT_CMAKE_DIR}")
+write_basic_package_version_file("${PROJECT_BINARY_DIR}/flashjitConfigVersion.cmake"
+                                 COMPATIBILITY SameMinorVersion)
+install(FILES "${PROJECT_BINARY_DIR}/flashjitConfig.cmake"
+              "${PROJECT_BINARY_DIR}/flashjitConfigVersion.cmake"
+        DESTINATION "${FLASHJIT_CMAKE_DIR}")
+
+# pkg-config: the shared library when there is one; static linking needs the private libraries.
+get_filename_component(FLASHJIT_NVRTC_DIR "${CUDA_nvrtc_LIBRARY}" DIRECTORY)
+configure_file("${PROJECT_SOURCE_DIR}/cmake/flashjit.pc.in" "${PROJECT_BINARY_DIR}/flashjit.pc"
+               @ONLY)
+install(FILES "${PROJECT_BINARY_DIR}/flashjit.pc" DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig")

@@ -74,7 +74,7 @@ flashjit::Attention attention_shape() {
   return attention;
 }
 
-/// The float64 reference's gradients of the same problem (tests/reference), in the same layout.
+/// The float64 reference's gradients of the same problem (reference/), in the same layout.
 ref::Gradients reference_gradients(const HostTensor& q, const HostTensor& k, const HostTensor& v,
                                    const HostTensor& dout) {
   ref::Problem problem;

@@ -1,5 +1,6 @@
 #include "allocations.hpp"
 
+#include <iterator>
 #include <string>
 
 #include "flashjit/error.hpp"

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "attention_reference.hpp"
-#include "checker.hpp"
+#include "reference/attention_reference.hpp"
+#include "reference/checker.hpp"
 
 using namespace flashjit::reference;
 

@@ -79,20 +79,6 @@ Tiles smallest_tiles(const std::vector<Candidate>& candidates) {
   return smallest;
 }
 
-// Which kernel of a candidate a spec is, for messages: "forward" for
-// "attention_forward.hdim64...", "dq" for "attention_backward.dq.hdim128...".
-std::string kernel_role(const detail::KernelSpec& spec) {
-  const std::string& name = spec.readable_name;
-  const std::size_t first = name.find('.');
-  const std::string op = name.substr(0, first);
-  const std::string second = first == std::string::npos
-                                 ? ""
-                                 : name.substr(first + 1, name.find('.', first + 1) - first - 1);
-  if (!second.empty() && second.rfind("hdim", 0) != 0) return second;
-  const std::size_t underscore = op.find('_');
-  return underscore == std::string::npos ? op : op.substr(underscore + 1);
-}
-
 }  // namespace
 
 const char* tuned_op_name(TunedOp op) {
@@ -257,7 +243,8 @@ void prune_on_resources(std::vector<Candidate>& candidates, const std::string& a
       [&](int i, detail::Outcome<detail::CacheLookup>& outcome) {
         const Job& job = work[static_cast<std::size_t>(i)];
         Candidate& c = candidates[job.candidate];
-        const std::string role = kernel_role(c.specs[job.spec]);
+        const detail::KernelSpec& spec = c.specs[job.spec];
+        const std::string& role = spec.role;
         if (progress) progress(++done, total);
         if (!c.pruned.empty()) return;
         if (outcome.error) {
@@ -271,10 +258,9 @@ void prune_on_resources(std::vector<Candidate>& candidates, const std::string& a
         }
         const detail::ResourceUsage& r = outcome.value.entry->kernel.resources;
         c.resources[job.spec] = r;
-        // The delta pre-pass has its own block shape and no dynamic shared memory.
-        const bool delta = role == "delta";
-        const int threads = delta ? kernels::kDeltaRowsPerBlock * 32 : c.threads;
-        const int shared = (delta ? 0 : c.shared_bytes) + r.static_shared_bytes;
+        // Each kernel as it is launched (the delta pre-pass has its own block shape).
+        const int threads = spec.threads;
+        const int shared = spec.dynamic_shared_bytes + r.static_shared_bytes;
         if (r.spill_bytes() > 0) {
           c.pruned = "spills " + std::to_string(r.spill_bytes()) + " B in " + role;
         } else if (blocks_per_sm(r.registers, threads, shared, shared_limit, arch) == 0) {

@@ -83,6 +83,8 @@ detail::KernelSpec main_spec(const BackwardConfig& config, const std::string& ar
                        (config.softcap ? ".softcap" : "") + ".br" + std::to_string(config.block_m) +
                        ".bc" + std::to_string(config.block_n) + ".w" + std::to_string(config.warps);
   spec.arch = arch;
+  spec.role = part;
+  spec.head_dim = config.head_dim;
   spec.threads = config.warps * 32;
   spec.dynamic_shared_bytes = config.shared_bytes();
   return spec;
@@ -95,6 +97,7 @@ detail::KernelSpec delta_spec(DType dtype, const std::string& arch) {
   spec.name_expression = "flashjit::attention_backward_delta_kernel<" + element_type(dtype) + ">";
   spec.readable_name = "attention_backward.delta." + std::string(dtype_name(dtype));
   spec.arch = arch;
+  spec.role = "delta";
   spec.threads = kDeltaRowsPerBlock * 32;  // one warp per row
   return spec;
 }

@@ -170,6 +170,8 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
                        ".bc" + std::to_string(config.block_n) + ".w" +
                        std::to_string(config.warps) + ".s" + std::to_string(config.stages);
   spec.arch = arch;
+  spec.role = "forward";
+  spec.head_dim = config.head_dim;
   spec.threads = config.warps * 32;
   spec.dynamic_shared_bytes = config.shared_bytes();
   return spec;

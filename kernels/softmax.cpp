@@ -58,6 +58,7 @@ detail::KernelSpec softmax_spec(const SoftmaxConfig& config, const std::string& 
   spec.readable_name = "softmax." + std::string(dtype_name(config.dtype)) + ".cols" + bucket +
                        ".t" + std::to_string(config.threads_per_row);
   spec.arch = arch;
+  spec.role = "softmax";
   spec.threads = config.threads_per_row * softmax_space::rows_per_block(config.threads_per_row);
   spec.dynamic_shared_bytes = softmax_space::shared_bytes(config.threads_per_row);
   return spec;

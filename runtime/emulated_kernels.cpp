@@ -1,7 +1,6 @@
 #include "emulated_kernels.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -28,19 +27,6 @@ int shared_name_parts(const std::string& a, const std::string& b) {
     shared += std::find(theirs.begin(), theirs.end(), part) != theirs.end() ? 1 : 0;
   }
   return shared;
-}
-
-/// The head dim a kernel is specialized for, from its readable name's "hdim128" part; -1 when
-/// it has none (softmax).
-long head_dim_of(const std::string& name) {
-  constexpr std::size_t kPrefix = 4;  // "hdim"
-  for (const std::string& part : name_parts(name)) {
-    if (part.rfind("hdim", 0) == 0 && part.size() > kPrefix &&
-        std::all_of(part.begin() + long(kPrefix), part.end(), ::isdigit)) {
-      return std::stol(part.substr(kPrefix));
-    }
-  }
-  return -1;
 }
 
 }  // namespace
@@ -77,10 +63,8 @@ std::string missing_kernel_message(const EmulatedKernelTable& table, const Kerne
   if (same_op.empty()) return message + " The emulator has no '" + spec.op + "' kernel at all.";
   // The nearest first: the closest head dim, then those sharing the most parts of the readable
   // name (dtype, mask, tiles), so the list suggests what to run instead.
-  const long size = head_dim_of(spec.readable_name);
   auto distance = [&](const KernelSpec* k) {
-    const long theirs = head_dim_of(k->readable_name);
-    return size < 0 || theirs < 0 ? 0 : std::abs(theirs - size);
+    return spec.head_dim == 0 || k->head_dim == 0 ? 0 : std::abs(k->head_dim - spec.head_dim);
   };
   std::stable_sort(same_op.begin(), same_op.end(), [&](const KernelSpec* a, const KernelSpec* b) {
     if (distance(a) != distance(b)) return distance(a) < distance(b);

@@ -16,6 +16,11 @@ struct KernelSpec {
   std::string readable_name;    ///< e.g. "softmax.bf16.cols1024.t128" (no arch)
   std::vector<std::string> options;  ///< extra NVRTC options the op asks for
   std::string arch;                  ///< NVRTC target, e.g. "sm_90a"
+  /// Which kernel of its op it is ("forward", "delta", "dq", "dkdv", "dk", "dv", "softmax"), and
+  /// the head dim it is specialized for (0 when none): for messages and suggestions, so that no
+  /// one parses them back out of readable_name.
+  std::string role;
+  int head_dim = 0;
   /// How the op launches it (derived from the same config, so not part of any key): threads
   /// per block and dynamic shared memory per block, for occupancy reports.
   int threads = 0;

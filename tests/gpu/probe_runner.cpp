@@ -42,7 +42,8 @@ Words run_on_gpu(const Probe& probe, const Words& in) {
                                 .name_expression = "flashjit::testing::" + probe.name,
                                 .readable_name = probe.readable_name,
                                 .options = {},
-                                .arch = runtime.device().arch()};
+                                .arch = runtime.device().arch(),
+                                .role = "probe"};
   detail::LaunchShape shape;
   shape.block_x = kProbeThreads;
   shape.dynamic_shared_bytes = static_cast<std::size_t>(probe.shared_bytes);

@@ -120,9 +120,12 @@ void EmulatorBackend::count(const KernelSpec& spec, const emulator::WorkCounters
                          [&](const KernelWork& k) { return k.kernel == name; });
   if (it == work_.end()) it = work_.insert(work_.end(), KernelWork{name, 0, {}});
   ++it->launches;
-  it->work += WorkCounters{counted.tensor_flops,      counted.shared_bytes_read,
-                           counted.shared_bytes_written, counted.global_bytes_read,
-                           counted.global_bytes_written, counted.barriers,
+  it->work += WorkCounters{counted.tensor_flops,
+                           counted.shared_bytes_read,
+                           counted.shared_bytes_written,
+                           counted.global_bytes_read,
+                           counted.global_bytes_written,
+                           counted.barriers,
                            counted.ctas};
 }
 

@@ -106,8 +106,7 @@ int run_compile(const CompileOptions& options) {
   const detail::DiskCache* disk = cache.disk();
   std::printf("%zu kernels for %s: %d compiled, %d cached, %d failed in %s (cache: %s)\n",
               specs.size(), arch.c_str(), compiled, cached, failed,
-              format_duration_ms(elapsed).c_str(),
-              disk ? disk->root().c_str() : "memory only");
+              format_duration_ms(elapsed).c_str(), disk ? disk->root().c_str() : "memory only");
   return failed == 0 ? 0 : 1;
 }
 
@@ -122,8 +121,7 @@ Subcommand add_compile_command(CLI::App& app) {
       ->delimiter(',');
   compile->add_flag("--all", options->all,
                     "Every config of each op's space, not just the defaults");
-  compile->add_option("-j,--jobs", options->jobs, "Parallel compiles")
-      ->check(CLI::Range(1, 64));
+  compile->add_option("-j,--jobs", options->jobs, "Parallel compiles")->check(CLI::Range(1, 64));
   return {compile, [options] { return run_compile(*options); }};
 }
 

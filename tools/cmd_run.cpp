@@ -166,9 +166,10 @@ double elapsed_ms(std::chrono::steady_clock::time_point start) {
 
 /// One gradient's line: "dQ:      max abs error ..., relative L2 error ... (bound ...)".
 void print_gradient(const char* name, const testing::GradientVerdict& g) {
-  std::printf("%-8s max abs error %.3g, relative L2 error %.3g (bound %.3g: twice a plain "
-              "backward's %.3g)\n",
-              name, g.check.max_abs, g.error, g.bound, g.plain_error);
+  std::printf(
+      "%-8s max abs error %.3g, relative L2 error %.3g (bound %.3g: twice a plain "
+      "backward's %.3g)\n",
+      name, g.check.max_abs, g.error, g.bound, g.plain_error);
 }
 
 int run_backward(const RunOptions& options) {

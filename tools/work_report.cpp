@@ -10,12 +10,12 @@ double minimum_global_bytes(const Attention& a, DType dtype, bool backward) {
   const double kv = double(a.batch) * double(a.seqlen_k) * double(a.heads_kv) * double(a.head_dim);
   const double lse = double(a.batch) * double(a.heads_q) * double(a.seqlen_q) * 4;
   if (!backward) return (q + 2 * kv + q) * element + lse;  // Q, K, V in; O, LSE out
-  return (3 * q + 2 * kv) * element + lse   // Q, O, dO, K, V and LSE in
-         + (q + 2 * kv) * element;          // dQ, dK, dV out
+  return (3 * q + 2 * kv) * element + lse                  // Q, O, dO, K, V and LSE in
+         + (q + 2 * kv) * element;                         // dQ, dK, dV out
 }
 
-void print_work(const std::vector<KernelWork>& work, const std::string& prefix,
-                double useful_flops, double minimum_bytes) {
+void print_work(const std::vector<KernelWork>& work, const std::string& prefix, double useful_flops,
+                double minimum_bytes) {
   WorkCounters sum;
   for (const KernelWork& kernel : work) {
     if (kernel.kernel.rfind(prefix, 0) == 0) sum += kernel.work;

@@ -17,7 +17,7 @@ double minimum_global_bytes(const Attention& attention, DType dtype, bool backwa
 /// Prints the summed counters of the kernels in `work` whose names start with `prefix`, one
 /// `name value` line each, then tensor_flops_ratio (against `useful_flops`), global_bytes_ratio
 /// (against `minimum_bytes`) and shared_bytes_per_tensor_flop.
-void print_work(const std::vector<KernelWork>& work, const std::string& prefix,
-                double useful_flops, double minimum_bytes);
+void print_work(const std::vector<KernelWork>& work, const std::string& prefix, double useful_flops,
+                double minimum_bytes);
 
 }  // namespace flashjit::tools

@@ -18,12 +18,8 @@ FJ_GLOBAL void __launch_bounds__(kDeltaWarps * 32)
   const int row = int(blockIdx.x) * kDeltaWarps + int(threadIdx.x) / kWarpSize;
   if (row >= params.seqlen_q) return;  // whole warps leave: no barrier follows
   const int head = blockIdx.y, batch = blockIdx.z;
-  auto at = [&](const HeadTensor& t) {
-    return static_cast<const T*>(t.data) + batch * t.batch_stride + head * t.head_stride +
-           row * t.row_stride;
-  };
-  const T* o = at(params.o);        // (head_dim,)
-  const T* dout = at(params.dout);  // (head_dim,)
+  const T* o = params.o.rows<const T>(batch, head, row);        // (head_dim,)
+  const T* dout = params.dout.rows<const T>(batch, head, row);  // (head_dim,)
   float sum = 0.0f;
   for (int d = lane; d < params.head_dim; d += kWarpSize) {
     sum += load_global(o, d) * load_global(dout, d);

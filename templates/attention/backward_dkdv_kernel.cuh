@@ -47,20 +47,16 @@ struct QueryStream {
   FJ_DEVICE void load_queries(const AttentionBackwardParams& p, int batch, int head, int block) {
     const int row0 = block * Traits::kBlockM;
     const int rows = min_int(Traits::kBlockM, p.seqlen_q - row0);
-    auto at = [&](const HeadTensor& t) {
-      return static_cast<const T*>(t.data) + batch * t.batch_stride + head * t.head_stride +
-             row0 * t.row_stride;
-    };
-    load_tile_async<Traits::kThreads>(q, at(p.q), p.q.row_stride, rows, Traits::kHeadDim,
-                                      threadIdx.x);
-    load_tile_async<Traits::kThreads>(dout, at(p.dout), p.dout.row_stride, rows, Traits::kHeadDim,
-                                      threadIdx.x);
+    load_tile_async<Traits::kThreads>(q, p.q.rows<const T>(batch, head, row0), p.q.row_stride, rows,
+                                      Traits::kHeadDim, threadIdx.x);
+    load_tile_async<Traits::kThreads>(dout, p.dout.rows<const T>(batch, head, row0),
+                                      p.dout.row_stride, rows, Traits::kHeadDim, threadIdx.x);
     cp_async_commit();
-    const float* lse_rows = p.lse + batch * p.lse_batch_stride + head * p.lse_head_stride + row0;
+    const float* lse_in = lse_rows(p, batch, head, row0);
     const float* delta_rows = p.delta + (index_t(batch) * p.heads_q + head) * p.seqlen_q + row0;
     for (int row = threadIdx.x; row < Traits::kBlockM; row += Traits::kThreads) {
       const bool valid = row < rows;
-      store_shared(lse, row, valid ? lse_base2(load_global(lse_rows, row)) : -negative_infinity());
+      store_shared(lse, row, valid ? lse_base2(load_global(lse_in, row)) : -negative_infinity());
       store_shared(delta, row, valid ? load_global(delta_rows, row) : 0.0f);
     }
     cp_async_wait<0>();
@@ -84,10 +80,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   const int key0 = int(blockIdx.x) * Traits::kBlockN;
   const int keys = min_int(Traits::kBlockN, params.seqlen_k - key0);
   const int kv_head = blockIdx.y, batch = blockIdx.z;
-  auto at = [&](const HeadTensor& t) {
-    return static_cast<T*>(t.data) + batch * t.batch_stride + kv_head * t.head_stride +
-           key0 * t.row_stride;
-  };
+  auto at = [&](const HeadTensor& t) { return t.rows<T>(batch, kv_head, key0); };  // key0's row
   const KeyWindow<Traits::kMask> window(params);
   const BlockRange blocks =
       window.query_blocks(key0, key0 + keys - 1, Traits::kBlockM, params.seqlen_q);

@@ -16,13 +16,10 @@ namespace flashjit {
 template <typename T>
 FJ_DEVICE HeadSlice<T> dq_slice(const AttentionBackwardParams& p, int batch, int head, int row0) {
   const int kv_head = head / p.heads_per_kv;
-  auto at = [](const HeadTensor& t, int b, int h, int row) {
-    return static_cast<T*>(t.data) + b * t.batch_stride + h * t.head_stride + row * t.row_stride;
-  };
-  return {at(p.q, batch, head, row0),
-          at(p.k, batch, kv_head, 0),
-          at(p.v, batch, kv_head, 0),
-          at(p.dq, batch, head, row0),
+  return {p.q.rows<T>(batch, head, row0),
+          p.k.rows<T>(batch, kv_head, 0),
+          p.v.rows<T>(batch, kv_head, 0),
+          p.dq.rows<T>(batch, head, row0),
           nullptr,
           p.q.row_stride,
           p.k.row_stride,
@@ -56,18 +53,14 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   for (int r = 0; r < kRows / 16 * 2; ++r) {
     const int row = warp_row0 + fragment_row(r / 2, r % 2, lane);
     const bool valid = row < rows;
-    lse.v[r] = valid ? lse_base2(load_global(params.lse + batch * params.lse_batch_stride +
-                                                 head * params.lse_head_stride + row0,
-                                             row))
+    lse.v[r] = valid ? lse_base2(load_global(lse_rows(params, batch, head, row0), row))
                      : -negative_infinity();
     delta.v[r] = valid ? load_global(params.delta + stats, row) : 0.0f;
   }
   acc_tile<kRows, Traits::kHeadDimPadded> dq;  // (kRows, d)
   fill(dq, 0.0f);
   if (!blocks.empty()) {
-    const T* dout_rows = static_cast<const T*>(params.dout.data) +
-                         batch * params.dout.batch_stride + head * params.dout.head_stride +
-                         row0 * params.dout.row_stride;
+    const T* dout_rows = params.dout.rows<const T>(batch, head, row0);
     load_tile_async<Traits::kThreads>(dout, dout_rows, params.dout.row_stride, rows,
                                       Traits::kHeadDim, int(threadIdx.x));
     pipeline.start(rows, blocks.begin);  // dO joins the first commit group

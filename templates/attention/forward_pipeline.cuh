@@ -24,14 +24,11 @@ struct HeadSlice {
 template <typename T>
 FJ_DEVICE HeadSlice<T> head_slice(const AttentionForwardParams& p, int batch, int head, int row0) {
   const int kv_head = head / p.heads_per_kv;  // GQA/MQA: heads_per_kv query heads share one
-  auto at = [](const HeadTensor& t, int b, int h, int row) {
-    return static_cast<T*>(t.data) + b * t.batch_stride + h * t.head_stride + row * t.row_stride;
-  };
-  return {at(p.q, batch, head, row0),
-          at(p.k, batch, kv_head, 0),
-          at(p.v, batch, kv_head, 0),
-          at(p.o, batch, head, row0),
-          p.lse ? p.lse + batch * p.lse_batch_stride + head * p.lse_head_stride + row0 : nullptr,
+  return {p.q.rows<T>(batch, head, row0),
+          p.k.rows<T>(batch, kv_head, 0),
+          p.v.rows<T>(batch, kv_head, 0),
+          p.o.rows<T>(batch, head, row0),
+          lse_rows(p, batch, head, row0),
           p.q.row_stride,
           p.k.row_stride,
           p.v.row_stride,
@@ -49,7 +46,7 @@ struct KeyValuePipeline {
   static_assert(kBytes <= Traits::kSharedBytes,
                 "the host's shared_bytes() must cover the tiles carved here");
 
-  QTile q;       // (kBlockM, kHeadDimPadded); holds O at the end
+  QTile q;        // (kBlockM, kHeadDimPadded); holds O at the end
   KVTile k0, v0;  // (kBlockN, kHeadDimPadded): slot 0 of the K and V ring buffers; slot s is
                   // s tiles further (computed, not indexed, so it stays in registers)
   HeadSlice<T> slice;

@@ -13,7 +13,21 @@ struct HeadTensor {
   index_t batch_stride;
   index_t row_stride;  // between consecutive sequence positions
   index_t head_stride;
+
+  /// Sequence position `row` of head `head` in batch `batch`: the first of that head's rows
+  /// from there on, `row_stride` apart. 64-bit offsets (strides are index_t).
+  template <typename T>
+  FJ_DEVICE T* rows(int batch, int head, int row) const {
+    return static_cast<T*>(data) + batch * batch_stride + head * head_stride + row * row_stride;
+  }
 };
+
+/// LSE of rows [row0, ...) of (batch, head), unit stride, from params with the LSE fields
+/// (forward and backward); nullptr when the call skips LSE.
+template <class Params>
+FJ_DEVICE auto lse_rows(const Params& p, int batch, int head, int row0) {
+  return p.lse ? p.lse + batch * p.lse_batch_stride + head * p.lse_head_stride + row0 : nullptr;
+}
 
 /// Arguments of flashjit::attention_forward_kernel. Query row i sees key j iff
 ///   j < seqlen_k  and  i + diagonal - window_left <= j <= i + diagonal + window_right
@@ -22,20 +36,20 @@ struct HeadTensor {
 struct AttentionForwardParams {
   static constexpr int kNoWindow = 1 << 30;
 
-  HeadTensor q;      // (batch, seqlen_q, heads_q, head_dim)
-  HeadTensor k;      // (batch, seqlen_k, heads_kv, head_dim)
-  HeadTensor v;      // (batch, seqlen_k, heads_kv, head_dim)
-  HeadTensor o;      // (batch, seqlen_q, heads_q, head_dim), written
-  float* lse;        // (batch, heads_q, seqlen_q) natural-log LSE, written; nullptr: skipped
+  HeadTensor q;  // (batch, seqlen_q, heads_q, head_dim)
+  HeadTensor k;  // (batch, seqlen_k, heads_kv, head_dim)
+  HeadTensor v;  // (batch, seqlen_k, heads_kv, head_dim)
+  HeadTensor o;  // (batch, seqlen_q, heads_q, head_dim), written
+  float* lse;    // (batch, heads_q, seqlen_q) natural-log LSE, written; nullptr: skipped
   index_t lse_batch_stride;
   index_t lse_head_stride;  // the row stride is 1
 
   int seqlen_q;
   int seqlen_k;
-  int head_dim;        // the real head dim (the config's may be padded up to 16)
-  int heads_per_kv;    // heads_q / heads_kv: query head h reads key/value head h / heads_per_kv
-  int window_left;     // keys visible left of the diagonal, kNoWindow for all
-  int window_right;    // keys visible right of the diagonal, kNoWindow for all
+  int head_dim;      // the real head dim (the config's may be padded up to 16)
+  int heads_per_kv;  // heads_q / heads_kv: query head h reads key/value head h / heads_per_kv
+  int window_left;   // keys visible left of the diagonal, kNoWindow for all
+  int window_right;  // keys visible right of the diagonal, kNoWindow for all
 
   // Scores in the base-2 domain, folded on the host: without softcap s2 = (q·k) · score_scale
   // with score_scale = scale · log2(e); with softcap c, s2 = softcap_log2 · tanh((q·k) ·

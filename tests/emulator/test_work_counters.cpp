@@ -51,7 +51,7 @@ TEST_CASE("work counters: every instruction kind, counted exactly") {
   const em::WorkCounters& w = report.work;
   CHECK(w.ctas == kCtas);
   CHECK(w.barriers == kCtas);
-  CHECK(w.tensor_flops == kCtas * 3 * (2 * 16 * 8 * 16));      // three mma.sync m16n8k16
+  CHECK(w.tensor_flops == kCtas * 3 * (2 * 16 * 8 * 16));       // three mma.sync m16n8k16
   CHECK(w.global_bytes_read == kCtas * (64 * 4 + 32 * 16));     // zero-filled: no source bytes
   CHECK(w.shared_bytes_written == kCtas * (64 * 4 + 64 * 16));  // cp.async writes either way
   CHECK(w.shared_bytes_read == kCtas * 64 * 4);

@@ -206,8 +206,8 @@ TEST_CASE("run --counters: the emulator's work against the problem's minimum, bo
   for (const char* op : {"attention-forward", "attention-backward"}) {
     for (const bool causal : {false, true}) {
       std::vector<std::string> args = {"run",        "--emulate",  "--counters", "--op", op,
-                                       "--seqlen-q", "128",        "--seqlen-k", "192",
-                                       "--heads",    "2",          "--heads-kv", "1"};
+                                       "--seqlen-q", "128",        "--seqlen-k", "192",  "--heads",
+                                       "2",          "--heads-kv", "1"};
       if (causal) args.push_back("--causal");
       const ChildResult run = flashjit_cli(args, dir.path().string());
       CAPTURE(run.output);

@@ -1,9 +1,8 @@
 // Uses an installed flashjit: one attention forward on the emulator backend, where every query
 // sees a single key, so O must equal that key's V exactly. Prints PASS or says what differed.
-#include <flashjit/flashjit.hpp>
-
 #include <cstdint>
 #include <cstdio>
+#include <flashjit/flashjit.hpp>
 #include <vector>
 
 int main() {

@@ -164,6 +164,17 @@ double elapsed_ms(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
+/// The last line, PASS or FAIL with the verdict, and the exit code (1 on FAIL).
+int conclude(bool ok, const std::string& verdict, const char* timed, double elapsed_ms) {
+  if (!ok) {
+    std::printf("FAIL: the result does not match the float64 reference\n%s\n", verdict.c_str());
+    return 1;
+  }
+  std::printf("PASS: matches the float64 reference (%s in %s)\n", timed,
+              format_duration_ms(elapsed_ms).c_str());
+  return 0;
+}
+
 /// One gradient's line: "dQ:      max abs error ..., relative L2 error ... (bound ...)".
 void print_gradient(const char* name, const testing::GradientVerdict& g) {
   std::printf(
@@ -188,14 +199,7 @@ int run_backward(const RunOptions& options) {
   print_gradient("dK:", verdict.dk);
   print_gradient("dV:", verdict.dv);
   print_counters(options, runtime, forward, true);
-  if (!verdict.ok) {
-    std::printf("FAIL: the gradients do not match the float64 reference\n%s\n",
-                verdict.describe().c_str());
-    return 1;
-  }
-  std::printf("PASS: matches the float64 reference (forward, backward and check in %s)\n",
-              format_duration_ms(elapsed).c_str());
-  return 0;
+  return conclude(verdict.ok, verdict.describe(), "forward, backward and check", elapsed);
 }
 
 int run_forward(const RunOptions& options) {
@@ -213,14 +217,7 @@ int run_forward(const RunOptions& options) {
   std::printf("LSE:     max abs error %.3g, relative L2 error %.3g\n", verdict.lse.max_abs,
               verdict.lse.rel_l2);
   print_counters(options, runtime, c, false);
-  if (!verdict.ok) {
-    std::printf("FAIL: the kernel's result does not match the float64 reference\n%s\n",
-                verdict.describe().c_str());
-    return 1;
-  }
-  std::printf("PASS: matches the float64 reference (kernel and check in %s)\n",
-              format_duration_ms(elapsed).c_str());
-  return 0;
+  return conclude(verdict.ok, verdict.describe(), "kernel and check", elapsed);
 }
 
 const CLI::Validator kWholeNumber(

@@ -152,8 +152,9 @@ class Runtime {
                 const TensorView& dv, Stream stream = nullptr);
 
   /// The work the emulator counted, per kernel, for the launches since the runtime opened or
-  /// reset_emulated_work() last ran, in the order the kernels first ran. Throws
-  /// Error{unsupported} on the cuda backend (a GPU is timed, not counted).
+  /// reset_emulated_work() last ran, in the order the kernels first ran. Call it (and the reset)
+  /// while no other thread launches on this runtime. Throws Error{unsupported} on the cuda
+  /// backend (a GPU is timed, not counted).
   std::vector<KernelWork> emulated_work() const;
   /// Forgets the counted work (emulator backend; Error{unsupported} on cuda).
   void reset_emulated_work();

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -15,7 +14,6 @@
 #include "commands.hpp"
 #include "flashjit/error.hpp"
 #include "format.hpp"
-#include "kernels/attention_forward.hpp"
 #include "runtime/disk_cache.hpp"
 #include "runtime/parallel.hpp"
 
@@ -42,21 +40,16 @@ struct AutotuneOptions {
 // The library's checks of a problem, reported against the flag that set the field, before
 // anything is printed or compiled.
 void check_problem(const autotune::TuningProblem& p) {
-  static const std::map<std::string, std::string> flags = {
-      {"attention.batch", "--batch-heads"}, {"attention.heads_q", "--heads"},
-      {"attention.heads_kv", "--heads"},    {"attention.seqlen_q", "--seqlen"},
-      {"attention.seqlen_k", "--seqlen"},   {"attention.head_dim", "--head-dim"}};
-  try {
-    kernels::validate_attention(p.attention);
-    if (p.attention.batch < 1 || p.attention.seqlen_q < 1) {
-      throw InvalidArgument(p.attention.batch < 1 ? "attention.batch" : "attention.seqlen_q",
-                            "must be at least 1 to be timed");
-    }
-  } catch (const InvalidArgument& error) {
-    const auto flag = flags.find(error.argument());
-    const std::string message = error.what();
-    throw InvalidArgument(flag == flags.end() ? error.argument() : flag->second,
-                          message.substr(message.find("': ") + 3));
+  validate_attention_flags(p.attention, {{"attention.batch", "--batch-heads"},
+                                         {"attention.heads_q", "--heads"},
+                                         {"attention.heads_kv", "--heads"},
+                                         {"attention.seqlen_q", "--seqlen"},
+                                         {"attention.seqlen_k", "--seqlen"},
+                                         {"attention.head_dim", "--head-dim"}});
+  if (p.attention.batch < 1)
+    throw InvalidArgument("--batch-heads", "must be at least 1 to be timed");
+  if (p.attention.seqlen_q < 1) {
+    throw InvalidArgument("--seqlen", "must be at least 1 to be timed");
   }
 }
 

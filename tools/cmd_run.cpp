@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <map>
 #include <memory>
 #include <string>
 
@@ -45,25 +44,14 @@ struct RunOptions {
   bool counters = false;
 };
 
-/// The flag that sets an Attention field ("attention.seqlen_k" → "--seqlen-k").
-std::string flag_of(const std::string& field) {
-  static const std::map<std::string, std::string> flags = {
-      {"attention.batch", "--batch"},       {"attention.heads_q", "--heads"},
-      {"attention.heads_kv", "--heads-kv"}, {"attention.seqlen_q", "--seqlen-q"},
-      {"attention.seqlen_k", "--seqlen-k"}, {"attention.head_dim", "--head-dim"}};
-  const auto it = flags.find(field);
-  return it == flags.end() ? field : it->second;
-}
-
 /// The library's own limits on the descriptor, reported against the flag that set the field.
 void check_library_limits(const Attention& attention) {
-  try {
-    kernels::validate_attention(attention);
-  } catch (const InvalidArgument& error) {
-    const std::string message = error.what();
-    const std::string problem = message.substr(message.find("': ") + 3);
-    throw InvalidArgument(flag_of(error.argument()), problem);
-  }
+  validate_attention_flags(attention, {{"attention.batch", "--batch"},
+                                       {"attention.heads_q", "--heads"},
+                                       {"attention.heads_kv", "--heads-kv"},
+                                       {"attention.seqlen_q", "--seqlen-q"},
+                                       {"attention.seqlen_k", "--seqlen-k"},
+                                       {"attention.head_dim", "--head-dim"}});
 }
 
 /// The run holds every tensor in the kernel's dtype, in float64 and on the device (host memory

@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "flashjit/error.hpp"
+#include "kernels/attention_forward.hpp"
 
 namespace flashjit::tools {
 
@@ -57,6 +58,18 @@ std::string format_duration_ms(double milliseconds) {
     std::snprintf(text, sizeof(text), "%.1f s", milliseconds / 1000);
   }
   return text;
+}
+
+void validate_attention_flags(const Attention& attention,
+                              const std::map<std::string, std::string>& flags) {
+  try {
+    kernels::validate_attention(attention);
+  } catch (const InvalidArgument& error) {
+    const auto flag = flags.find(error.argument());
+    const std::string message = error.what();  // "invalid argument 'field': problem"
+    throw InvalidArgument(flag == flags.end() ? error.argument() : flag->second,
+                          message.substr(message.find("': ") + 3));
+  }
 }
 
 }  // namespace flashjit::tools

@@ -1,7 +1,10 @@
 #pragma once
-// Human-readable sizes and durations for the command's output.
+// Human-readable sizes and durations for the command's output, and errors worded by flag.
 #include <cstdint>
+#include <map>
 #include <string>
+
+#include "flashjit/attention.hpp"
 
 namespace flashjit::tools {
 
@@ -14,5 +17,11 @@ std::uintmax_t parse_size(const std::string& text, const std::string& argument);
 
 /// "850 ms", "12.4 s".
 std::string format_duration_ms(double milliseconds);
+
+/// Runs kernels::validate_attention on `attention` and rethrows its InvalidArgument against the
+/// command's flag that set the field (`flags`: "attention.seqlen_k" -> "--seqlen-k"; a field
+/// not listed keeps its name).
+void validate_attention_flags(const Attention& attention,
+                              const std::map<std::string, std::string>& flags);
 
 }  // namespace flashjit::tools

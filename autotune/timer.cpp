@@ -38,18 +38,18 @@ bool wants_another(const std::vector<double>& samples, double total_ms,
   return runs < options.min_runs || total_ms < options.budget_ms;
 }
 
-Timing time_on_gpu(Runtime& runtime, const std::function<void(Stream)>& launch,
+Timing time_on_gpu(detail::RuntimeBackend& backend, const std::function<void(Stream)>& launch,
                    const TimingOptions& options) {
-  detail::DeviceContext& context = runtime.context();
+  detail::DeviceContext& context = *backend.context();
   context.make_current();
   // Writing twice the L2's size evicts whatever the previous run left there, so each run reads
   // its inputs from DRAM like a call inside a real model would.
   const std::size_t flush_bytes =
       std::max<std::size_t>(2 * context.info().l2_bytes, std::size_t{64} << 20);
-  DeviceBuffer flush = options.flush_l2 ? runtime.allocate(flush_bytes) : DeviceBuffer{};
+  DeviceBuffer flush = options.flush_l2 ? backend.allocate_buffer(flush_bytes) : DeviceBuffer{};
   const CUstream stream = nullptr;
   for (int i = 0; i < options.warmup_runs; ++i) launch(stream);
-  runtime.synchronize(stream);
+  backend.synchronize(stream);
 
   Event start, stop;
   std::vector<double> samples;
@@ -72,7 +72,7 @@ Timing time_on_gpu(Runtime& runtime, const std::function<void(Stream)>& launch,
 }
 
 // The emulator runs each launch to completion on the calling thread: wall time is the time.
-Timing time_on_emulator(Runtime& runtime, const std::function<void(Stream)>& launch,
+Timing time_on_emulator(detail::RuntimeBackend& backend, const std::function<void(Stream)>& launch,
                         const TimingOptions& options) {
   for (int i = 0; i < options.warmup_runs; ++i) launch(nullptr);
   std::vector<double> samples;
@@ -80,7 +80,7 @@ Timing time_on_emulator(Runtime& runtime, const std::function<void(Stream)>& lau
   while (wants_another(samples, total_ms, options)) {
     const auto begin = std::chrono::steady_clock::now();
     launch(nullptr);
-    runtime.synchronize(nullptr);
+    backend.synchronize(nullptr);
     const std::chrono::duration<double, std::milli> elapsed =
         std::chrono::steady_clock::now() - begin;
     samples.push_back(elapsed.count());
@@ -91,10 +91,10 @@ Timing time_on_emulator(Runtime& runtime, const std::function<void(Stream)>& lau
 
 }  // namespace
 
-Timing time_launches(Runtime& runtime, const std::function<void(Stream)>& launch,
+Timing time_launches(detail::RuntimeBackend& backend, const std::function<void(Stream)>& launch,
                      const TimingOptions& options) {
-  return runtime.backend() == Backend::cuda ? time_on_gpu(runtime, launch, options)
-                                            : time_on_emulator(runtime, launch, options);
+  return backend.kind() == Backend::cuda ? time_on_gpu(backend, launch, options)
+                                         : time_on_emulator(backend, launch, options);
 }
 
 }  // namespace flashjit::autotune

@@ -4,7 +4,8 @@
 // run so that every run starts from DRAM as a real call would.
 #include <functional>
 
-#include "flashjit/runtime.hpp"
+#include "flashjit/device.hpp"
+#include "runtime/runtime_backend.hpp"
 
 namespace flashjit::autotune {
 
@@ -25,11 +26,11 @@ struct Timing {
 };
 
 /// Times `launch`, which enqueues one call (any number of kernels) on the stream it is given.
-/// On the cuda backend each run is bracketed by driver events on a stream of the runtime's
+/// On the cuda backend each run is bracketed by driver events on a stream of `backend`'s
 /// device and only the GPU time between them counts; the L2 flush is enqueued before the start
 /// event. On the emulator, launches are synchronous and wall-clock time is measured (useful to
 /// test the tuner, not to compare with a GPU). Exceptions from `launch` propagate.
-Timing time_launches(Runtime& runtime, const std::function<void(Stream)>& launch,
+Timing time_launches(detail::RuntimeBackend& backend, const std::function<void(Stream)>& launch,
                      const TimingOptions& options = {});
 
 }  // namespace flashjit::autotune

@@ -30,14 +30,15 @@ struct Tensor {
 // Random inputs for one problem, with every output of both ops (bshd layout, contiguous).
 class Workspace {
  public:
-  Workspace(Runtime& runtime, const TuningProblem& problem)
-      : runtime_(runtime), problem_(problem), rng_(0x5eed) {
+  Workspace(detail::RuntimeBackend& backend, const TuningProblem& problem)
+      : backend_(backend), problem_(problem), rng_(0x5eed) {
     const Attention& a = problem.attention;
     q_ = head_tensor(a.seqlen_q, a.heads_q, true);
     k_ = head_tensor(a.seqlen_k, a.heads_kv, true);
     v_ = head_tensor(a.seqlen_k, a.heads_kv, true);
     o_ = head_tensor(a.seqlen_q, a.heads_q, false);
-    lse_.buffer = runtime.allocate(static_cast<std::size_t>(a.batch * a.heads_q * a.seqlen_q) * 4);
+    lse_.buffer =
+        backend.allocate_buffer(static_cast<std::size_t>(a.batch * a.heads_q * a.seqlen_q) * 4);
     lse_.view = lse_tensor(static_cast<float*>(lse_.buffer.data()), a);
     if (problem.op == TunedOp::attention_backward) {
       dout_ = head_tensor(a.seqlen_q, a.heads_q, true);
@@ -47,10 +48,10 @@ class Workspace {
       // The backward needs the forward's O and LSE of these inputs: the default config's.
       const kernels::ForwardConfig forward = kernels::default_forward_config(
           problem.dtype, static_cast<int>(a.head_dim), kernels::forward_mask_kind(a),
-          a.softcap > 0.0f, runtime.device().arch());
-      kernels::attention_forward(runtime, a, q_.view, k_.view, v_.view, o_.view, lse_.view, forward,
+          a.softcap > 0.0f, backend.info().arch());
+      kernels::attention_forward(backend, a, q_.view, k_.view, v_.view, o_.view, lse_.view, forward,
                                  nullptr);
-      runtime.synchronize(nullptr);
+      backend.synchronize(nullptr);
     }
   }
 
@@ -58,10 +59,10 @@ class Workspace {
   void run(const TunedConfig& config, Stream stream) {
     const Attention& a = problem_.attention;
     if (const auto* forward = std::get_if<kernels::ForwardConfig>(&config)) {
-      kernels::attention_forward(runtime_, a, q_.view, k_.view, v_.view, o_.view, lse_.view,
+      kernels::attention_forward(backend_, a, q_.view, k_.view, v_.view, o_.view, lse_.view,
                                  *forward, stream);
     } else {
-      kernels::attention_backward(runtime_, a, q_.view, k_.view, v_.view, o_.view, lse_.view,
+      kernels::attention_backward(backend_, a, q_.view, k_.view, v_.view, o_.view, lse_.view,
                                   dout_.view, dq_.view, dk_.view, dv_.view,
                                   std::get<kernels::BackwardConfig>(config), stream);
     }
@@ -83,7 +84,7 @@ class Workspace {
     const Attention& a = problem_.attention;
     const std::int64_t count = a.batch * seqlen * heads * a.head_dim;
     Tensor t;
-    t.buffer = runtime_.allocate(static_cast<std::size_t>(count) * 2);
+    t.buffer = backend_.allocate_buffer(static_cast<std::size_t>(count) * 2);
     t.view = attention_tensor(t.buffer.data(), problem_.dtype, Layout::bshd, a.batch, seqlen, heads,
                               a.head_dim);
     std::vector<std::uint16_t> host(static_cast<std::size_t>(count), 0);
@@ -95,13 +96,13 @@ class Workspace {
         x = f16 ? f16_bits_from_float(value) : bf16_bits_from_float(value);
       }
     }
-    runtime_.copy_to_device(t.buffer.data(), host.data(), host.size() * 2);
+    backend_.copy_to_device(t.buffer.data(), host.data(), host.size() * 2);
     return t;
   }
 
   std::vector<float> read(const Tensor& t) {
     std::vector<std::uint16_t> bits(t.buffer.size() / 2);
-    runtime_.copy_to_host(bits.data(), t.buffer.data(), bits.size() * 2);
+    backend_.copy_to_host(bits.data(), t.buffer.data(), bits.size() * 2);
     std::vector<float> values(bits.size());
     const bool f16 = problem_.dtype == DType::f16;
     for (std::size_t i = 0; i < bits.size(); ++i) {
@@ -110,7 +111,7 @@ class Workspace {
     return values;
   }
 
-  Runtime& runtime_;
+  detail::RuntimeBackend& backend_;
   const TuningProblem& problem_;
   std::mt19937_64 rng_;
   Tensor q_, k_, v_, o_, lse_, dout_, dq_, dk_, dv_;
@@ -175,8 +176,9 @@ std::vector<Candidate> pruned_candidates(const TuningProblem& problem, const std
 }
 
 // Checks and times each surviving candidate; fills report.timings in candidate order.
-void time_candidates(Runtime& runtime, TuneReport& report, const TuneOptions& options) {
-  Workspace workspace(runtime, report.problem);
+void time_candidates(detail::RuntimeBackend& backend, TuneReport& report,
+                     const TuneOptions& options) {
+  Workspace workspace(backend, report.problem);
   const std::vector<std::size_t> order = timing_order(report.candidates);
   std::vector<CandidateTiming> timings(report.candidates.size());
   std::vector<float> reference;
@@ -187,7 +189,7 @@ void time_candidates(Runtime& runtime, TuneReport& report, const TuneOptions& op
     timing.config = c.name;
     try {
       workspace.run(c.config, nullptr);
-      runtime.synchronize(nullptr);
+      backend.synchronize(nullptr);
       std::vector<float> out = workspace.outputs();
       if (reference.empty()) {
         reference = std::move(out);
@@ -198,7 +200,7 @@ void time_candidates(Runtime& runtime, TuneReport& report, const TuneOptions& op
       if (timing.status == "ok") {
         timing.median_ms =
             time_launches(
-                runtime, [&](Stream stream) { workspace.run(c.config, stream); }, options.timing)
+                backend, [&](Stream stream) { workspace.run(c.config, stream); }, options.timing)
                 .median_ms;
       }
     } catch (const std::exception& error) {
@@ -213,8 +215,7 @@ void time_candidates(Runtime& runtime, TuneReport& report, const TuneOptions& op
             [](const auto& a, const auto& b) { return a.config < b.config; });
 }
 
-void persist(Runtime& runtime, TuneReport& report, const TuneOptions& options) {
-  TuningState& state = runtime.tuning();
+void persist(TuningState& state, TuneReport& report, const TuneOptions& options) {
   const std::filesystem::path path = options.database.empty() ? state.database() : options.database;
   if (!options.persist) return;  // a measurement only: the runtime's choices stay as they were
   try {
@@ -228,9 +229,10 @@ void persist(Runtime& runtime, TuneReport& report, const TuneOptions& options) {
 
 }  // namespace
 
-TuneReport tune(Runtime& runtime, const TuningProblem& problem, const TuneOptions& options) {
-  const std::string arch = runtime.device().arch();
-  const int shared_limit = static_cast<int>(runtime.device().shared_memory_optin);
+TuneReport tune(TuningState& state, const TuningProblem& problem, const TuneOptions& options) {
+  const DeviceInfo& device = state.backend().info();
+  const std::string arch = device.arch();
+  const int shared_limit = static_cast<int>(device.shared_memory_optin);
   TuneReport report;
   report.problem = problem;
   report.key = tuning_key(problem);
@@ -242,7 +244,7 @@ TuneReport tune(Runtime& runtime, const TuningProblem& problem, const TuneOption
   report.candidates =
       pruned_candidates(problem, arch, shared_limit, options.jobs, options.only, compile_progress);
   ++tunings;
-  time_candidates(runtime, report, options);
+  time_candidates(state.backend(), report, options);
   std::string default_name;
   for (const Candidate& c : report.candidates) {
     if (c.is_default) default_name = c.name;
@@ -250,7 +252,7 @@ TuneReport tune(Runtime& runtime, const TuningProblem& problem, const TuneOption
   report.entry.default_config = default_name;
   report.entry.candidates = report.timings;
   report.entry.winner = pick_winner(default_name, report.timings);
-  persist(runtime, report, options);
+  persist(state, report, options);
   return report;
 }
 

@@ -10,7 +10,7 @@
 #include "autotune/candidates.hpp"
 #include "autotune/timer.hpp"
 #include "autotune/tuning_db.hpp"
-#include "flashjit/runtime.hpp"
+#include "autotune/tuning_state.hpp"
 
 namespace flashjit::autotune {
 
@@ -39,13 +39,14 @@ struct TuneReport {
   std::string persist_problem;     ///< why it was not written, when persisting failed
 };
 
-/// Tunes `problem` on `runtime`'s device: random inputs in its memory, the default config run
-/// first as the reference, every candidate that survives pruning checked against it (relative
+/// Tunes `problem` on the device of `state`'s backend, for `state` (whose database the result
+/// is merged into, and whose later choices see it): random inputs in its memory, the default config
+/// run first as the reference, every candidate that survives pruning checked against it (relative
 /// L2 error within 4 units of the dtype's rounding; otherwise it scores infinity with the error
 /// in its status) and timed with time_launches. A candidate that fails to launch scores
 /// infinity too. Throws only for a problem that cannot be tuned (InvalidArgument for a bad
 /// shape, Error when not even the default runs).
-TuneReport tune(Runtime& runtime, const TuningProblem& problem, const TuneOptions& options = {});
+TuneReport tune(TuningState& state, const TuningProblem& problem, const TuneOptions& options = {});
 
 /// The candidates for `problem` on `arch` after static and resource pruning, without a GPU
 /// (`flashjit autotune --plan`): compiles through the kernel cache like tune().

@@ -28,9 +28,9 @@ std::optional<TunedConfig> config_named(const TuningProblem& problem, const std:
 
 // The winner `winner` of database key `key` as a config this runtime can run, or nullopt after
 // one warning saying why not (a database is advice: a stale or foreign entry never fails a call).
-std::optional<TunedConfig> usable_winner(Runtime& runtime, const std::string& key,
+std::optional<TunedConfig> usable_winner(detail::RuntimeBackend& backend, const std::string& key,
                                          const TuningProblem& problem, const std::string& winner) {
-  const DeviceInfo& device = runtime.device();
+  const DeviceInfo& device = backend.info();
   const std::string ignored = "the tuning database's winner '" + winner + "' for " + key;
   const std::optional<TunedConfig> config =
       config_named(problem, winner, device.shared_memory_optin);
@@ -41,7 +41,7 @@ std::optional<TunedConfig> usable_winner(Runtime& runtime, const std::string& ke
     return std::nullopt;
   }
   for (const detail::KernelSpec& spec : config_specs(*config, device.arch())) {
-    if (!runtime.executor().has_kernel(spec)) {
+    if (!backend.executor().has_kernel(spec)) {
       detail::warn_once("tuning-winner:" + key, ignored + " needs kernel " + spec.display_name() +
                                                     ", which " + device.name +
                                                     " cannot run; using the heuristic default");
@@ -82,9 +82,10 @@ const char* tuning_policy_name(TuningPolicy policy) {
   return "?";
 }
 
-TuningState::TuningState(TuningPolicy policy, const DeviceInfo& device, Backend backend)
-    : policy_(policy),
-      meta_(TuningMeta::for_device(device, driver_version_for(backend))),
+TuningState::TuningState(TuningPolicy policy, detail::RuntimeBackend& backend)
+    : backend_(backend),
+      policy_(policy),
+      meta_(TuningMeta::for_device(backend.info(), driver_version_for(backend.kind()))),
       database_(database_path(detail::DiskCache::default_root(), meta_)) {}
 
 std::optional<std::string> TuningState::winner(const TuningKey& key) {
@@ -133,12 +134,22 @@ void TuningState::memoize(const ShapeClass& shape, const TunedConfig& config) {
   chosen_.insert_or_assign(shape, config);
 }
 
-TunedConfig choose_config(Runtime& runtime, const TuningProblem& problem) {
-  TuningState& state = runtime.tuning();
+kernels::ForwardConfig TuningState::forward_config(const Attention& attention, DType dtype) {
+  return std::get<kernels::ForwardConfig>(
+      choose_config(*this, {TunedOp::attention_forward, dtype, attention}));
+}
+
+kernels::BackwardConfig TuningState::backward_config(const Attention& attention, DType dtype) {
+  return std::get<kernels::BackwardConfig>(
+      choose_config(*this, {TunedOp::attention_backward, dtype, attention}));
+}
+
+TunedConfig choose_config(TuningState& state, const TuningProblem& problem) {
+  detail::RuntimeBackend& backend = state.backend();
   const Attention& a = problem.attention;
   const bool empty = a.batch == 0 || a.seqlen_q == 0 || a.seqlen_k == 0;  // nothing to time
   if (state.policy() == TuningPolicy::off || empty) {
-    return default_config(problem, runtime.device().arch());
+    return default_config(problem, backend.info().arch());
   }
   // The launch path: a shape seen before costs one map lookup, no key string.
   const TuningState::ShapeClass shape = TuningState::shape_class(problem);
@@ -153,12 +164,12 @@ TunedConfig choose_config(Runtime& runtime, const TuningProblem& problem) {
     winner = state.winner(key);
     if (!winner) {
       detail::warn_once("tuning:" + name, "tuning " + name + " (first call of this shape)");
-      winner = tune(runtime, problem).entry.winner;
+      winner = tune(state, problem).entry.winner;
     }
   }
   std::optional<TunedConfig> config;
-  if (winner) config = usable_winner(runtime, name, problem, *winner);
-  const TunedConfig result = config ? *config : default_config(problem, runtime.device().arch());
+  if (winner) config = usable_winner(backend, name, problem, *winner);
+  const TunedConfig result = config ? *config : default_config(problem, backend.info().arch());
   state.memoize(shape, result);
   return result;
 }

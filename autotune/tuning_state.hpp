@@ -1,6 +1,7 @@
 #pragma once
 // A runtime's side of the tuning database: its policy, its file, and what it has read or
-// learned (DESIGN.md section 6). forward() and backward() reach it through choose_config().
+// learned (DESIGN.md section 6). It answers the ops' config question (kernels::ConfigChoice)
+// for forward() and backward().
 #include <compare>
 #include <cstdint>
 #include <filesystem>
@@ -12,7 +13,10 @@
 
 #include "autotune/candidates.hpp"
 #include "autotune/tuning_db.hpp"
-#include "flashjit/runtime.hpp"
+#include "flashjit/device.hpp"
+#include "flashjit/tuning.hpp"
+#include "kernels/config_choice.hpp"
+#include "runtime/runtime_backend.hpp"
 
 namespace flashjit::autotune {
 
@@ -23,13 +27,21 @@ TuningPolicy effective_policy(TuningPolicy requested);
 /// The policy's name: "off", "cached", "auto".
 const char* tuning_policy_name(TuningPolicy policy);
 
-class TuningState {
+class TuningState final : public kernels::ConfigChoice {
  public:
-  /// The database of `device` (database_path under the kernel cache's root) with the meta of
-  /// this process (and the driver's version on the cuda backend); nothing is read until the first
-  /// lookup.
-  TuningState(TuningPolicy policy, const DeviceInfo& device, Backend backend);
+  /// The database of `backend`'s device (database_path under the kernel cache's root) with the
+  /// meta of this process (and the driver's version on the cuda backend); nothing is read until
+  /// the first lookup. `backend` is where shapes are tuned under the automatic policy; it must
+  /// outlive this state.
+  TuningState(TuningPolicy policy, detail::RuntimeBackend& backend);
 
+  /// choose_config for a forward call.
+  kernels::ForwardConfig forward_config(const Attention& attention, DType dtype) override;
+  /// choose_config for a backward call.
+  kernels::BackwardConfig backward_config(const Attention& attention, DType dtype) override;
+
+  /// The backend this state tunes on.
+  detail::RuntimeBackend& backend() const { return backend_; }
   TuningPolicy policy() const { return policy_; }
   const std::filesystem::path& database() const { return database_; }
   const TuningMeta& meta() const { return meta_; }
@@ -62,6 +74,7 @@ class TuningState {
   void memoize(const ShapeClass& shape, const TunedConfig& config);
 
  private:
+  detail::RuntimeBackend& backend_;
   TuningPolicy policy_;
   TuningMeta meta_;  // before database_, which is named after it
   std::filesystem::path database_;
@@ -72,10 +85,10 @@ class TuningState {
   std::map<ShapeClass, TunedConfig> chosen_;
 };
 
-/// The config forward() or backward() runs `problem` with on `runtime`: the heuristic default
-/// under policy off; the database's winner under cached (the default when the shape is not in
-/// it, or its winner no longer fits the space or the device); under automatic, a shape not in
-/// the database is tuned first (tune(), persisted) and its winner used.
-TunedConfig choose_config(Runtime& runtime, const TuningProblem& problem);
+/// The config forward() or backward() runs `problem` with on `state`'s backend: the heuristic
+/// default under policy off; the database's winner under cached (the default when the shape is
+/// not in it, or its winner no longer fits the space or the device); under automatic, a shape
+/// not in the database is tuned first (tune(), persisted) and its winner used.
+TunedConfig choose_config(TuningState& state, const TuningProblem& problem);
 
 }  // namespace flashjit::autotune

@@ -6,10 +6,14 @@ include(CMakePackageConfigHelpers)
 
 set(FLASHJIT_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/flashjit")
 
-# The static library needs the emulator's archive (a link-only dependency), so it is installed
-# and exported beside it.
+# The static library needs the archives of the layers below it (link-only dependencies), so
+# they are installed and exported beside it.
+set_target_properties(flashjit_autotune PROPERTIES EXPORT_NAME autotune)
+set_target_properties(flashjit_kernels PROPERTIES EXPORT_NAME kernels)
+set_target_properties(flashjit_runtime PROPERTIES EXPORT_NAME runtime)
 set_target_properties(flashjit_emulator PROPERTIES EXPORT_NAME emulator)
-set(flashjit_install_targets flashjit flashjit_emulator)
+set(flashjit_install_targets flashjit flashjit_autotune flashjit_kernels flashjit_runtime
+    flashjit_emulator)
 if(TARGET flashjit_shared)
   set_target_properties(flashjit_shared PROPERTIES EXPORT_NAME flashjit_shared)
   list(APPEND flashjit_install_targets flashjit_shared)

@@ -52,8 +52,16 @@ Machine* active() { return g_active; }
 void set_active(Machine* machine) { g_active = machine; }
 
 std::string format(Dim3 index) {
-  return "(" + std::to_string(index.x) + "," + std::to_string(index.y) + "," +
-         std::to_string(index.z) + ")";
+  // Appended piece by piece: GCC 12 warns -Wrestrict (a false positive, GCC bug 105329) on
+  // "literal" + std::to_string(...) at -O2 and above.
+  std::string text = "(";
+  text += std::to_string(index.x);
+  text += ",";
+  text += std::to_string(index.y);
+  text += ",";
+  text += std::to_string(index.z);
+  text += ")";
+  return text;
 }
 
 std::string hex(std::uintptr_t address) {

@@ -45,7 +45,13 @@ std::string Report::describe() const {
   if (clean()) return "no findings";
   std::string text;
   for (const Finding& finding : findings) text += finding.message + "\n";
-  if (suppressed > 0) text += "(" + std::to_string(suppressed) + " more findings suppressed)\n";
+  if (suppressed > 0) {
+    // Appended piece by piece: "(" + std::to_string(...) trips GCC 12's false -Wrestrict
+    // warning (GCC bug 105329) at -O2 and above.
+    text += "(";
+    text += std::to_string(suppressed);
+    text += " more findings suppressed)\n";
+  }
   return text;
 }
 

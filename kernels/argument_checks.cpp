@@ -33,7 +33,9 @@ void check_tensor(const TensorView& view, const std::string& name, int rank) {
   }
   std::int64_t last_offset = 0;  // in elements; checked so that it cannot overflow
   for (int d = 0; d < rank; ++d) {
-    const std::string dim = "[" + std::to_string(d) + "]";
+    // Not "[" + std::to_string(d) + "]": GCC 12 warns -Wrestrict on it at -O2 and above (a
+    // false positive, GCC bug 105329).
+    const std::string dim = std::string("[").append(std::to_string(d)).append("]");
     if (view.shape[d] < 0) {
       throw InvalidArgument(
           name + ".shape",

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "attention_common.hpp"
-#include "autotune/tuning_state.hpp"
 #include "flashjit/error.hpp"
+#include "kernels/config_choice.hpp"
 #include "runtime/executor.hpp"
 
 namespace flashjit::kernels {
@@ -141,16 +141,17 @@ std::vector<detail::KernelBuffer> backward_buffers(const BackwardTensors& t,
 /// and dV (one launch, or dK then dV), all on `stream`. The D workspace (4 bytes per query row
 /// and head) is allocated and freed in the stream's order, so nothing waits on the host, and a
 /// launch that throws halfway still frees it after the kernels already queued.
-void launch_backward(Runtime& runtime, const Attention& attention, const BackwardTensors& t,
-                     const BackwardConfig& config, Stream stream) {
-  const BackwardSpecs specs = backward_specs(config, runtime.device().arch());
+void launch_backward(detail::RuntimeBackend& backend, const Attention& attention,
+                     const BackwardTensors& t, const BackwardConfig& config, Stream stream) {
+  const BackwardSpecs specs = backward_specs(config, backend.info().arch());
   const BackwardLaunchShapes shapes = backward_launch_shapes(config, attention, stream);
-  const DeviceBuffer delta = runtime.allocate_on_stream(backward_delta_bytes(attention), stream);
+  const DeviceBuffer delta =
+      backend.allocate_buffer_on_stream(backward_delta_bytes(attention), stream);
   const AttentionBackwardParams params =
       backward_params(attention, t.q, t.k, t.v, t.o, t.lse, t.dout, t.dq, t.dk, t.dv,
                       static_cast<float*>(delta.data()));
   const std::vector<detail::KernelBuffer> buffers = backward_buffers(t, delta);
-  detail::Executor& executor = runtime.executor();
+  detail::Executor& executor = backend.executor();
   detail::launch_kernel(executor, specs.delta, shapes.delta, buffers, params);  // D
   detail::launch_kernel(executor, specs.dq, shapes.dq, buffers, params);        // dQ
   for (const detail::KernelSpec& spec : specs.key_gradients) {
@@ -275,32 +276,27 @@ BackwardLaunchShapes backward_launch_shapes(const BackwardConfig& config,
       launch_shape(a.seqlen_k, config.block_n, a.heads_kv, a.batch, config.warps, shared, stream)};
 }
 
-void attention_backward(Runtime& runtime, const Attention& attention, const TensorView& q,
-                        const TensorView& k, const TensorView& v, const TensorView& o,
-                        const TensorView& lse, const TensorView& dout, const TensorView& dq,
-                        const TensorView& dk, const TensorView& dv, const BackwardConfig& config,
-                        Stream stream) {
+void attention_backward(detail::RuntimeBackend& backend, const Attention& attention,
+                        const TensorView& q, const TensorView& k, const TensorView& v,
+                        const TensorView& o, const TensorView& lse, const TensorView& dout,
+                        const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                        const BackwardConfig& config, Stream stream) {
   validate_backward_arguments(attention, q, k, v, o, lse, dout, dq, dk, dv);
   check_backward_config(config, attention, q);
-  check_config_fits_device(config.shared_bytes(), runtime);
+  check_config_fits_device(config.shared_bytes(), backend.info());
   if (backward_is_empty(attention)) return;
-  launch_backward(runtime, attention, {q, k, v, o, lse, dout, dq, dk, dv}, config, stream);
+  launch_backward(backend, attention, {q, k, v, o, lse, dout, dq, dk, dv}, config, stream);
+}
+
+void run_attention_backward(detail::RuntimeBackend& backend, ConfigChoice& choice,
+                            const Attention& attention, const TensorView& q, const TensorView& k,
+                            const TensorView& v, const TensorView& o, const TensorView& lse,
+                            const TensorView& dout, const TensorView& dq, const TensorView& dk,
+                            const TensorView& dv, Stream stream) {
+  validate_backward_arguments(attention, q, k, v, o, lse, dout, dq, dk, dv);
+  if (backward_is_empty(attention)) return;
+  launch_backward(backend, attention, {q, k, v, o, lse, dout, dq, dk, dv},
+                  choice.backward_config(attention, q.dtype), stream);
 }
 
 }  // namespace flashjit::kernels
-
-namespace flashjit {
-
-void Runtime::backward(const Attention& attention, const TensorView& q, const TensorView& k,
-                       const TensorView& v, const TensorView& o, const TensorView& lse,
-                       const TensorView& dout, const TensorView& dq, const TensorView& dk,
-                       const TensorView& dv, Stream stream) {
-  kernels::validate_backward_arguments(attention, q, k, v, o, lse, dout, dq, dk, dv);
-  if (kernels::backward_is_empty(attention)) return;
-  const autotune::TunedConfig config =
-      autotune::choose_config(*this, {autotune::TunedOp::attention_backward, q.dtype, attention});
-  kernels::launch_backward(*this, attention, {q, k, v, o, lse, dout, dq, dk, dv},
-                           std::get<kernels::BackwardConfig>(config), stream);
-}
-
-}  // namespace flashjit

@@ -10,11 +10,12 @@
 #include "attention/backward_params.cuh"
 #include "attention/backward_space.cuh"
 #include "flashjit/attention.hpp"
+#include "flashjit/device.hpp"
 #include "flashjit/dtype.hpp"
-#include "flashjit/runtime.hpp"
 #include "flashjit/tensor.hpp"
 #include "kernels/attention_forward.hpp"
 #include "runtime/kernel_spec.hpp"
+#include "runtime/runtime_backend.hpp"
 
 namespace flashjit::kernels {
 
@@ -111,14 +112,14 @@ struct BackwardLaunchShapes {
 BackwardLaunchShapes backward_launch_shapes(const BackwardConfig& config,
                                             const Attention& attention, Stream stream);
 
-/// Runtime::backward with an explicit config (tests, the autotuner). The config must match the
-/// call's dtype, head dim, mask kind and softcap (InvalidArgument("config") otherwise) and fit
-/// the device's shared memory. The delta workspace comes from runtime.allocate_on_stream and is
-/// freed in `stream`'s order: the call returns once the kernels are queued.
-void attention_backward(Runtime& runtime, const Attention& attention, const TensorView& q,
-                        const TensorView& k, const TensorView& v, const TensorView& o,
-                        const TensorView& lse, const TensorView& dout, const TensorView& dq,
-                        const TensorView& dk, const TensorView& dv, const BackwardConfig& config,
-                        Stream stream);
+/// Runtime::backward with an explicit config (tests, the autotuner) on `backend`. The config
+/// must match the call's dtype, head dim, mask kind and softcap (InvalidArgument("config")
+/// otherwise) and fit the device's shared memory. The delta workspace is allocated in
+/// `stream`'s order and freed in it: the call returns once the kernels are queued.
+void attention_backward(detail::RuntimeBackend& backend, const Attention& attention,
+                        const TensorView& q, const TensorView& k, const TensorView& v,
+                        const TensorView& o, const TensorView& lse, const TensorView& dout,
+                        const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                        const BackwardConfig& config, Stream stream);
 
 }  // namespace flashjit::kernels

@@ -80,11 +80,11 @@ void check_config_class(const ConfigClass& config, const Attention& attention,
   }
 }
 
-void check_config_fits_device(int shared_bytes, const Runtime& runtime) {
-  if (static_cast<std::size_t>(shared_bytes) > runtime.device().shared_memory_optin) {
+void check_config_fits_device(int shared_bytes, const DeviceInfo& device) {
+  if (static_cast<std::size_t>(shared_bytes) > device.shared_memory_optin) {
     throw InvalidArgument("config", "needs " + std::to_string(shared_bytes) +
                                         " bytes of shared memory; this GPU allows " +
-                                        std::to_string(runtime.device().shared_memory_optin));
+                                        std::to_string(device.shared_memory_optin));
   }
 }
 

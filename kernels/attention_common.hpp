@@ -8,8 +8,8 @@
 #include "attention/forward_space.cuh"
 #include "attention/params.cuh"
 #include "flashjit/attention.hpp"
+#include "flashjit/device.hpp"
 #include "flashjit/dtype.hpp"
-#include "flashjit/runtime.hpp"
 #include "flashjit/tensor.hpp"
 #include "runtime/executor.hpp"
 
@@ -49,8 +49,8 @@ struct ConfigClass {
 /// (window covers none: unbounded windows see every key).
 void check_config_class(const ConfigClass& config, const Attention& attention, const TensorView& q);
 
-/// Throws InvalidArgument("config") when a block of `shared_bytes` does not fit the runtime's
-/// device (the emulator models an sm_80, so this holds on both backends).
-void check_config_fits_device(int shared_bytes, const Runtime& runtime);
+/// Throws InvalidArgument("config") when a block of `shared_bytes` does not fit `device` (the
+/// emulator models an sm_80, so this holds on both backends).
+void check_config_fits_device(int shared_bytes, const DeviceInfo& device);
 
 }  // namespace flashjit::kernels

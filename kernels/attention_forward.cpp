@@ -4,8 +4,8 @@
 #include <numbers>
 
 #include "attention_common.hpp"
-#include "autotune/tuning_state.hpp"
 #include "flashjit/error.hpp"
+#include "kernels/config_choice.hpp"
 #include "runtime/executor.hpp"
 
 namespace flashjit::kernels {
@@ -72,11 +72,12 @@ std::vector<detail::KernelBuffer> forward_buffers(const TensorView& q, const Ten
 }
 
 /// Launches a validated call with a config already checked against it.
-void launch_forward(Runtime& runtime, const Attention& attention, const TensorView& q,
-                    const TensorView& k, const TensorView& v, const TensorView& o,
-                    const TensorView& lse, const ForwardConfig& config, Stream stream) {
+void launch_forward(detail::RuntimeBackend& backend, const Attention& attention,
+                    const TensorView& q, const TensorView& k, const TensorView& v,
+                    const TensorView& o, const TensorView& lse, const ForwardConfig& config,
+                    Stream stream) {
   const AttentionForwardParams params = forward_params(attention, q, k, v, o, lse);
-  detail::launch_kernel(runtime.executor(), forward_spec(config, runtime.device().arch()),
+  detail::launch_kernel(backend.executor(), forward_spec(config, backend.info().arch()),
                         forward_launch_shape(config, attention, stream),
                         forward_buffers(q, k, v, o, lse), params);
 }
@@ -236,29 +237,25 @@ void check_forward_config(const ForwardConfig& config, const Attention& attentio
   check_config_class({config.dtype, config.head_dim, config.mask, config.softcap}, attention, q);
 }
 
-void attention_forward(Runtime& runtime, const Attention& attention, const TensorView& q,
-                       const TensorView& k, const TensorView& v, const TensorView& o,
-                       const TensorView& lse, const ForwardConfig& config, Stream stream) {
+void attention_forward(detail::RuntimeBackend& backend, const Attention& attention,
+                       const TensorView& q, const TensorView& k, const TensorView& v,
+                       const TensorView& o, const TensorView& lse, const ForwardConfig& config,
+                       Stream stream) {
   validate_forward_arguments(attention, q, k, v, o, lse);
   check_forward_config(config, attention, q);
-  check_config_fits_device(config.shared_bytes(), runtime);
+  check_config_fits_device(config.shared_bytes(), backend.info());
   if (forward_is_empty(attention)) return;
-  launch_forward(runtime, attention, q, k, v, o, lse, config, stream);
+  launch_forward(backend, attention, q, k, v, o, lse, config, stream);
+}
+
+void run_attention_forward(detail::RuntimeBackend& backend, ConfigChoice& choice,
+                           const Attention& attention, const TensorView& q, const TensorView& k,
+                           const TensorView& v, const TensorView& o, const TensorView& lse,
+                           Stream stream) {
+  validate_forward_arguments(attention, q, k, v, o, lse);
+  if (forward_is_empty(attention)) return;
+  launch_forward(backend, attention, q, k, v, o, lse, choice.forward_config(attention, q.dtype),
+                 stream);
 }
 
 }  // namespace flashjit::kernels
-
-namespace flashjit {
-
-void Runtime::forward(const Attention& attention, const TensorView& q, const TensorView& k,
-                      const TensorView& v, const TensorView& o, const TensorView& lse,
-                      Stream stream) {
-  kernels::validate_forward_arguments(attention, q, k, v, o, lse);
-  if (kernels::forward_is_empty(attention)) return;
-  const autotune::TunedConfig config =
-      autotune::choose_config(*this, {autotune::TunedOp::attention_forward, q.dtype, attention});
-  kernels::launch_forward(*this, attention, q, k, v, o, lse,
-                          std::get<kernels::ForwardConfig>(config), stream);
-}
-
-}  // namespace flashjit

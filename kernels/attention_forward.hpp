@@ -8,11 +8,12 @@
 #include "attention/forward_space.cuh"
 #include "attention/params.cuh"
 #include "flashjit/attention.hpp"
+#include "flashjit/device.hpp"
 #include "flashjit/dtype.hpp"
-#include "flashjit/runtime.hpp"
 #include "flashjit/tensor.hpp"
 #include "runtime/device_context.hpp"
 #include "runtime/kernel_spec.hpp"
+#include "runtime/runtime_backend.hpp"
 
 namespace flashjit::kernels {
 
@@ -112,10 +113,11 @@ detail::LaunchShape forward_launch_shape(const ForwardConfig& config, const Atte
 void check_forward_config(const ForwardConfig& config, const Attention& attention,
                           const TensorView& q);
 
-/// Runtime::forward with an explicit config (tests, the autotuner). The config must match the
-/// call (see check_forward_config) and fit the device's shared memory.
-void attention_forward(Runtime& runtime, const Attention& attention, const TensorView& q,
-                       const TensorView& k, const TensorView& v, const TensorView& o,
-                       const TensorView& lse, const ForwardConfig& config, Stream stream);
+/// Runtime::forward with an explicit config (tests, the autotuner) on `backend`. The config
+/// must match the call (see check_forward_config) and fit the device's shared memory.
+void attention_forward(detail::RuntimeBackend& backend, const Attention& attention,
+                       const TensorView& q, const TensorView& k, const TensorView& v,
+                       const TensorView& o, const TensorView& lse, const ForwardConfig& config,
+                       Stream stream);
 
 }  // namespace flashjit::kernels

@@ -6,7 +6,6 @@
 
 #include "argument_checks.hpp"
 #include "flashjit/error.hpp"
-#include "flashjit/runtime.hpp"
 #include "runtime/executor.hpp"
 #include "softmax/softmax_space.cuh"
 
@@ -91,15 +90,12 @@ void validate_softmax_arguments(const TensorView& x, const TensorView& y, float 
   if (!std::isfinite(scale)) throw InvalidArgument("scale", "must be finite");
 }
 
-}  // namespace flashjit::kernels
-
-namespace flashjit {
-
-void Runtime::softmax(const TensorView& x, const TensorView& y, float scale, Stream stream) {
-  kernels::validate_softmax_arguments(x, y, scale);
+void run_softmax(detail::RuntimeBackend& backend, const TensorView& x, const TensorView& y,
+                 float scale, Stream stream) {
+  validate_softmax_arguments(x, y, scale);
   if (x.numel() == 0) return;  // no rows, or rows of no columns: nothing to write
   const int cols = static_cast<int>(x.shape[1]);
-  const kernels::SoftmaxConfig config = kernels::default_softmax_config(x.dtype, cols);
+  const SoftmaxConfig config = default_softmax_config(x.dtype, cols);
   detail::LaunchShape shape;
   const int rows_per_block = softmax_space::rows_per_block(config.threads_per_row);
   const std::int64_t blocks = (x.shape[0] + rows_per_block - 1) / rows_per_block;
@@ -121,9 +117,9 @@ void Runtime::softmax(const TensorView& x, const TensorView& y, float scale, Str
   const std::vector<detail::KernelBuffer> buffers = {
       {x.data, static_cast<std::size_t>(x.span_bytes()), "x"},
       {y.data, static_cast<std::size_t>(y.span_bytes()), "y"}};
-  detail::launch_kernel(executor(), kernels::softmax_spec(config, device().arch()), shape, buffers,
-                        x.data, y.data, index_t{x.shape[0]}, cols, index_t{x.strides[0]},
+  detail::launch_kernel(backend.executor(), softmax_spec(config, backend.info().arch()), shape,
+                        buffers, x.data, y.data, index_t{x.shape[0]}, cols, index_t{x.strides[0]},
                         index_t{y.strides[0]}, scale_log2);
 }
 
-}  // namespace flashjit
+}  // namespace flashjit::kernels

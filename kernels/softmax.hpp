@@ -6,6 +6,7 @@
 #include "flashjit/dtype.hpp"
 #include "flashjit/tensor.hpp"
 #include "runtime/kernel_spec.hpp"
+#include "runtime/runtime_backend.hpp"
 
 namespace flashjit::kernels {
 
@@ -29,5 +30,10 @@ detail::KernelSpec softmax_spec(const SoftmaxConfig& config, const std::string& 
 /// Checks softmax's arguments (see Runtime::softmax); throws InvalidArgument naming the first
 /// bad one ("x", "y.dtype", "x.shape", ...).
 void validate_softmax_arguments(const TensorView& x, const TensorView& y, float scale);
+
+/// Runtime::softmax on `backend`: validates (nothing launched on bad input), then launches the
+/// heuristic config for the row length.
+void run_softmax(detail::RuntimeBackend& backend, const TensorView& x, const TensorView& y,
+                 float scale, Stream stream);
 
 }  // namespace flashjit::kernels

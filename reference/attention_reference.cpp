@@ -26,8 +26,15 @@ void require(bool condition, const std::string& message) {
 }
 
 std::string shape_string(const Shape4& shape) {
-  return "{" + std::to_string(shape[0]) + ", " + std::to_string(shape[1]) + ", " +
-         std::to_string(shape[2]) + ", " + std::to_string(shape[3]) + "}";
+  // Appended piece by piece: GCC 12 warns -Wrestrict (a false positive, GCC bug 105329) on
+  // "literal" + std::to_string(...) at -O2 and above.
+  std::string text = "{";
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (d > 0) text += ", ";
+    text += std::to_string(shape[d]);
+  }
+  text += "}";
+  return text;
 }
 
 void require_shape(const char* name, ConstView4 view, const Shape4& expected) {

@@ -42,15 +42,6 @@ const EmulatedKernel* EmulatedKernelTable::find(const std::string& name_expressi
   return it == by_name_.end() ? nullptr : &kernels_[it->second];
 }
 
-const EmulatedKernelTable& emulated_kernels() {
-  static const EmulatedKernelTable table = [] {
-    EmulatedKernelTable filled;
-    register_emulated_kernels(filled);
-    return filled;
-  }();
-  return table;
-}
-
 std::string missing_kernel_message(const EmulatedKernelTable& table, const KernelSpec& spec) {
   std::vector<const KernelSpec*> same_op;
   for (const EmulatedKernel& kernel : table.kernels()) {

@@ -1,8 +1,8 @@
 #pragma once
 // The kernels the emulator backend can run: template instances compiled into flashjit by the
 // host compiler (kernels/emulated/), each paired with the spec its op renders for it. runtime/
-// does not know which kernels exist: kernels/ fills the table through
-// register_emulated_kernels(), which emulated_kernels() calls once.
+// does not know which kernels exist: kernels/ fills a table (builtin_emulated_kernels()) and
+// the public Runtime hands it to the emulator backend it opens.
 #include <cstddef>
 #include <string>
 #include <unordered_map>
@@ -42,14 +42,6 @@ class EmulatedKernelTable {
   std::vector<EmulatedKernel> kernels_;
   std::unordered_map<std::string, std::size_t> by_name_;
 };
-
-/// Adds every build-time specialization to `table`. Defined in kernels/emulated/, the one place
-/// that knows which kernels exist; an explicit call, because registration by static
-/// initializers in a static library is dropped by the linker.
-void register_emulated_kernels(EmulatedKernelTable& table);
-
-/// The process's table, filled on first use.
-const EmulatedKernelTable& emulated_kernels();
 
 /// Why `spec` cannot run on the emulator: it is not in `table`. Names the spec, says how to get
 /// it, and lists a few of the op's kernels that are there.

@@ -61,7 +61,8 @@ std::string fault_message(const KernelSpec& spec, const emulator::Report& report
 
 class EmulatorBackend final : public RuntimeBackend, public Executor {
  public:
-  EmulatorBackend() : info_(emulator_device_info()) {}
+  explicit EmulatorBackend(const EmulatedKernelTable& kernels)
+      : info_(emulator_device_info()), kernels_(kernels) {}
 
   Backend kind() const override { return Backend::emulator; }
   const DeviceInfo& info() const override { return info_; }
@@ -103,7 +104,7 @@ class EmulatorBackend final : public RuntimeBackend, public Executor {
   void launch(const KernelSpec& spec, const LaunchShape& shape, void** args,
               const std::vector<KernelBuffer>& buffers) override;
   bool has_kernel(const KernelSpec& spec) const override {
-    return emulated_kernels().find(spec.name_expression) != nullptr;
+    return kernels_.find(spec.name_expression) != nullptr;
   }
 
  private:
@@ -111,6 +112,7 @@ class EmulatorBackend final : public RuntimeBackend, public Executor {
   void count(const KernelSpec& spec, const emulator::WorkCounters& counted);
 
   DeviceInfo info_;
+  const EmulatedKernelTable& kernels_;
   std::vector<KernelWork> work_;  // a handful of kernels: a linear search finds one
 };
 
@@ -138,9 +140,9 @@ void EmulatorBackend::launch(const KernelSpec& spec, const LaunchShape& shape, v
                                                       " (as sm_80) allows at most " +
                                                       std::to_string(info_.shared_memory_optin));
   }
-  const EmulatedKernelTable& table = emulated_kernels();
-  const EmulatedKernel* kernel = table.find(spec.name_expression);
-  if (kernel == nullptr) throw Error(ErrorKind::unsupported, missing_kernel_message(table, spec));
+  const EmulatedKernel* kernel = kernels_.find(spec.name_expression);
+  if (kernel == nullptr)
+    throw Error(ErrorKind::unsupported, missing_kernel_message(kernels_, spec));
   const emulator::LaunchConfig config = launch_config(spec, shape, buffers);
   emulator::Report report;
   {
@@ -161,8 +163,8 @@ void EmulatorBackend::launch(const KernelSpec& spec, const LaunchShape& shape, v
 
 }  // namespace
 
-std::unique_ptr<RuntimeBackend> open_emulator_backend() {
-  return std::make_unique<EmulatorBackend>();
+std::unique_ptr<RuntimeBackend> open_emulator_backend(const EmulatedKernelTable& kernels) {
+  return std::make_unique<EmulatorBackend>(kernels);
 }
 
 }  // namespace flashjit::detail

@@ -1,13 +1,15 @@
 #pragma once
 // What a Runtime runs on: a CUDA GPU or the CPU emulator. Memory, copies, synchronization and
-// launches differ per backend; ops in kernels/ see only the Executor, users only the Runtime.
+// launches differ per backend. Ops in kernels/ and the autotuner work through this; users see
+// the public Runtime (api/), which owns one.
 #include <cstddef>
 #include <memory>
 
 #include "allocations.hpp"
 #include "executor.hpp"
 #include "flashjit/device.hpp"
-#include "flashjit/runtime.hpp"
+#include "flashjit/device_buffer.hpp"
+#include "flashjit/work_counters.hpp"
 
 namespace flashjit::detail {
 
@@ -41,15 +43,23 @@ class RuntimeBackend {
   /// not count (cuda).
   virtual std::vector<KernelWork>* counted_work() { return nullptr; }
 
-  /// What Runtime::allocate and allocate_on_stream handed out and not yet freed.
+  /// `bytes` of memory as a buffer that frees itself, recorded in `allocations`.
+  DeviceBuffer allocate_buffer(std::size_t bytes);
+  /// `bytes` of memory ordered on `stream` (see Runtime::allocate_on_stream), as a buffer that
+  /// frees itself in the stream's order, recorded in `allocations`.
+  DeviceBuffer allocate_buffer_on_stream(std::size_t bytes, Stream stream);
+
+  /// The buffers handed out and not yet freed: copies are checked against them.
   AllocationTable allocations;
 };
 
 /// The cuda backend on device `ordinal` (loads the driver; throws as Runtime's constructor).
 std::unique_ptr<RuntimeBackend> open_cuda_backend(int ordinal);
 
-/// The emulator backend: host memory, kernels from the build-time table of emulated kernels
-/// (emulated_kernels.hpp). Never touches the CUDA driver.
-std::unique_ptr<RuntimeBackend> open_emulator_backend();
+class EmulatedKernelTable;
+
+/// The emulator backend: host memory, launches run by the host-compiled kernels of `kernels`
+/// (emulated_kernels.hpp), which must outlive it. Never touches the CUDA driver.
+std::unique_ptr<RuntimeBackend> open_emulator_backend(const EmulatedKernelTable& kernels);
 
 }  // namespace flashjit::detail

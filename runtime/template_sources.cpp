@@ -28,7 +28,7 @@ TemplateSet TemplateSet::from_directory(const std::filesystem::path& dir) {
     throw Error(ErrorKind::io, "template directory " + dir.string() + " does not exist");
   }
   std::vector<std::string> names;
-  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+  for (const auto& entry : fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink)) {
     std::string ext = entry.path().extension().string();
     if (entry.is_regular_file() && (ext == ".cuh" || ext == ".cu")) {
       names.push_back(fs::relative(entry.path(), dir).generic_string());

@@ -1,5 +1,6 @@
 #include "chosen_kernels.hpp"
 
+#include "api/runtime_parts.hpp"
 #include "autotune/candidates.hpp"
 #include "autotune/tuning_state.hpp"
 
@@ -11,7 +12,7 @@ std::string chosen_kernels(Runtime& runtime, const Attention& attention, DType d
   const autotune::TuningProblem problem{
       backward ? autotune::TunedOp::attention_backward : autotune::TunedOp::attention_forward,
       dtype, attention};
-  const autotune::TunedConfig chosen = autotune::choose_config(runtime, problem);
+  const autotune::TunedConfig chosen = autotune::choose_config(detail::tuning_of(runtime), problem);
   std::string names;
   for (const detail::KernelSpec& spec : autotune::config_specs(chosen, arch)) {
     names += (names.empty() ? "" : ", ") + spec.display_name();

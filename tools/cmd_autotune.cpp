@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "api/runtime_parts.hpp"
 #include "autotune/tuner.hpp"
 #include "autotune/tuning_state.hpp"
 #include "commands.hpp"
@@ -174,7 +175,7 @@ int run_tune(const AutotuneOptions& options) {
                 runtime.device().name.c_str());
     std::fflush(stdout);
     try {
-      const autotune::TuneReport report = autotune::tune(runtime, list[i], tune);
+      const autotune::TuneReport report = autotune::tune(detail::tuning_of(runtime), list[i], tune);
       print_report(report);
       failed += report.database.empty() ? 1 : 0;
     } catch (const Error& error) {

@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "api/runtime_parts.hpp"
 #include "autotune/candidates.hpp"
 #include "autotune/timer.hpp"
 #include "autotune/tuning_state.hpp"
@@ -179,7 +180,7 @@ int bench_op(const BenchOptions& options) {
               timing.warmup_runs, timing.min_runs, timing.max_runs, timing.budget_ms);
   std::fflush(stdout);
   const autotune::Timing result = autotune::time_launches(
-      runtime,
+      detail::backend_of(runtime),
       [&](Stream stream) {
         if (backward) {
           runtime.backward(attention, t.q, t.k, t.v, t.o, t.lse, t.dout, t.dq, t.dk, t.dv, stream);

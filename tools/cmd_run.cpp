@@ -20,8 +20,8 @@
 #include "flashjit/runtime.hpp"
 #include "format.hpp"
 #include "kernels/attention_forward.hpp"
-#include "support/attention_case.hpp"
-#include "support/backward_case.hpp"
+#include "cases/attention_case.hpp"
+#include "cases/backward_case.hpp"
 #include "work_report.hpp"
 
 namespace flashjit::tools {

@@ -1,10 +1,24 @@
 #pragma once
-// What flashjit knows about a GPU and the driver on this machine.
+// Where kernels run: the backends, streams, and what flashjit knows about a GPU and the driver
+// on this machine.
 #include <cstddef>
 #include <string>
 #include <vector>
 
 namespace flashjit {
+
+/// A CUDA stream (CUstream) passed through opaquely; nullptr is the default stream.
+using Stream = void*;
+
+/// Where a Runtime runs its kernels.
+enum class Backend {
+  cuda,  ///< a CUDA GPU: tensors are device memory
+  /// The CPU SIMT emulator running the same templates, with out-of-bounds, race and barrier
+  /// checks: tensors are host memory, launches are synchronous and slow (small shapes), and
+  /// only the specializations built into flashjit can run (kernels/emulated/). Needs no
+  /// driver or GPU; device() describes the modelled GPU (sm_80).
+  emulator,
+};
 
 /// Properties of one GPU that kernel selection depends on.
 struct DeviceInfo {
@@ -25,7 +39,7 @@ struct DeviceInfo {
 /// The driver and the GPUs it sees, or why there are none.
 struct SystemInfo {
   bool driver_loaded = false;
-  int driver_version = 0;         ///< e.g. 13000 for CUDA 13.0; 0 when no driver
+  int driver_version = 0;  ///< e.g. 13000 for CUDA 13.0; 0 when no driver
   std::vector<DeviceInfo> devices;
   std::string unavailable_reason;  ///< set when there is no driver or no GPU
 };

@@ -7,40 +7,16 @@
 
 #include "flashjit/attention.hpp"
 #include "flashjit/device.hpp"
+#include "flashjit/device_buffer.hpp"
 #include "flashjit/tensor.hpp"
+#include "flashjit/tuning.hpp"
 #include "flashjit/work_counters.hpp"
 
 namespace flashjit {
 
-namespace autotune {
-class TuningState;
-}  // namespace autotune
-
 namespace detail {
-class DeviceContext;
-class Executor;
-class RuntimeBackend;
+struct RuntimeParts;
 }  // namespace detail
-
-/// A CUDA stream (CUstream) passed through opaquely; nullptr is the default stream.
-using Stream = void*;
-
-/// Where a Runtime runs its kernels.
-enum class Backend {
-  cuda,  ///< a CUDA GPU: tensors are device memory
-  /// The CPU SIMT emulator running the same templates, with out-of-bounds, race and barrier
-  /// checks: tensors are host memory, launches are synchronous and slow (small shapes), and
-  /// only the specializations built into flashjit can run (kernels/emulated/). Needs no
-  /// driver or GPU; device() describes the modelled GPU (sm_80).
-  emulator,
-};
-
-/// How forward() and backward() pick a kernel config for a call (DESIGN.md section 6).
-enum class TuningPolicy {
-  off,        ///< the heuristic default; the tuning database is not read
-  cached,     ///< the tuning database's winner for the call's shape, else the heuristic default
-  automatic,  ///< as cached, but a shape the database lacks is tuned first and persisted
-};
 
 /// How a Runtime is set up.
 struct RuntimeOptions {
@@ -48,38 +24,6 @@ struct RuntimeOptions {
   Backend backend = Backend::cuda;
   /// How kernels are chosen; FLASHJIT_TUNING=off|cached|auto, when set, overrides it.
   TuningPolicy tuning = TuningPolicy::cached;
-};
-
-class Runtime;
-
-/// Memory owned by a Runtime (device memory; host memory on the emulator), freed when
-/// destroyed. It must not outlive its Runtime.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(DeviceBuffer&& other) noexcept;
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer();
-
-  /// Device address of the first byte.
-  void* data() const { return data_; }
-  /// Size in bytes.
-  std::size_t size() const { return size_; }
-
- private:
-  friend class Runtime;
-  DeviceBuffer(detail::RuntimeBackend* backend, void* data, std::size_t size)
-      : backend_(backend), data_(data), size_(size) {}
-  DeviceBuffer(detail::RuntimeBackend* backend, void* data, std::size_t size, Stream stream)
-      : backend_(backend), data_(data), size_(size), stream_(stream), stream_ordered_(true) {}
-  void release() noexcept;
-  detail::RuntimeBackend* backend_ = nullptr;
-  void* data_ = nullptr;
-  std::size_t size_ = 0;
-  Stream stream_ = nullptr;      // the stream a stream-ordered buffer is freed on
-  bool stream_ordered_ = false;  // from allocate_on_stream()
 };
 
 class Runtime {
@@ -164,19 +108,10 @@ class Runtime {
   /// How this runtime chooses kernels: RuntimeOptions::tuning, or FLASHJIT_TUNING when set.
   TuningPolicy tuning_policy() const;
 
-  /// The device context behind this runtime (for flashjit's own ops). Throws
-  /// Error{unsupported} on the emulator backend, which has none.
-  detail::DeviceContext& context();
-  /// Where this runtime's kernels run (for flashjit's own ops). On the emulator a launch runs
-  /// to completion and throws Error{kernel_fault} listing what the checks found, or
-  /// Error{unsupported} for a specialization not built into the emulator.
-  detail::Executor& executor();
-  /// This runtime's view of the tuning database (for flashjit's own ops and the autotuner).
-  autotune::TuningState& tuning();
-
  private:
-  std::unique_ptr<detail::RuntimeBackend> backend_;
-  std::unique_ptr<autotune::TuningState> tuning_;
+  friend struct detail::RuntimeParts;  // flashjit's own layers reach the parts through it
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace flashjit

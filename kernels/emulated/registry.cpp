@@ -1,12 +1,13 @@
 // The emulated kernel table's contents: every file's share, added explicitly (registration by
 // static initializers would be dropped from a static library).
 #include "backward_shares.hpp"
+#include "builtin_kernels.hpp"
 #include "emulated_kernel.hpp"
 
-namespace flashjit::detail {
+namespace flashjit::kernels::emulated {
+namespace {
 
-void register_emulated_kernels(EmulatedKernelTable& table) {
-  using namespace kernels::emulated;
+void add_every_kernel(detail::EmulatedKernelTable& table) {
   add_softmax_kernels(table);
   add_forward_kernels_hdim8_to_40(table);
   add_forward_kernels_hdim64(table);
@@ -22,4 +23,15 @@ void register_emulated_kernels(EmulatedKernelTable& table) {
   add_backward_kernels_softcap(table);
 }
 
-}  // namespace flashjit::detail
+}  // namespace
+
+const detail::EmulatedKernelTable& builtin_kernels() {
+  static const detail::EmulatedKernelTable table = [] {
+    detail::EmulatedKernelTable filled;
+    add_every_kernel(filled);
+    return filled;
+  }();
+  return table;
+}
+
+}  // namespace flashjit::kernels::emulated

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "api/runtime_parts.hpp"
 #include "autotune/candidates.hpp"
 #include "autotune/tuner.hpp"
 #include "autotune/tuning_state.hpp"
@@ -204,29 +205,31 @@ TEST_CASE("policy: forward follows the database under cached, not under off") {
   const TuningProblem p = forward_problem(64, 256);
   Runtime writer = emulator(TuningPolicy::off);
   const kernels::ForwardConfig fallback =
-      std::get<kernels::ForwardConfig>(choose_config(writer, p));
+      std::get<kernels::ForwardConfig>(choose_config(detail::tuning_of(writer), p));
   // An entry whose winner is another config the emulator has (kernels/emulated/).
   TuningEntry entry;
   entry.default_config = config_name(fallback);
   entry.candidates = {{config_name(fallback), 2.0, "ok"}, {"br64.bc64.w4.s1", 1.0, "ok"}};
   entry.winner = pick_winner(entry.default_config, entry.candidates);
   REQUIRE(entry.winner == "br64.bc64.w4.s1");
-  merge_into_file(writer.tuning().database(), writer.tuning().meta(), tuning_key(p), entry);
+  merge_into_file(detail::tuning_of(writer).database(), detail::tuning_of(writer).meta(),
+                  tuning_key(p), entry);
 
   Runtime cached = emulator(TuningPolicy::cached);
-  const auto chosen = std::get<kernels::ForwardConfig>(choose_config(cached, p));
+  const auto chosen = std::get<kernels::ForwardConfig>(choose_config(detail::tuning_of(cached), p));
   CHECK(config_name(chosen) == "br64.bc64.w4.s1");
   // Another bucket of the same op is not covered by the entry.
-  CHECK(std::get<kernels::ForwardConfig>(choose_config(cached, forward_problem(64, 4096))) ==
-        fallback);
+  CHECK(std::get<kernels::ForwardConfig>(
+            choose_config(detail::tuning_of(cached), forward_problem(64, 4096))) == fallback);
   Runtime off = emulator(TuningPolicy::off);
-  CHECK(std::get<kernels::ForwardConfig>(choose_config(off, p)) == fallback);
+  CHECK(std::get<kernels::ForwardConfig>(choose_config(detail::tuning_of(off), p)) == fallback);
   // A winner this build does not have falls back to the default.
   entry.candidates = {{config_name(fallback), 2.0, "ok"}, {"br512.bc64.w4.s1", 1.0, "ok"}};
   entry.winner = "br512.bc64.w4.s1";
-  merge_into_file(writer.tuning().database(), writer.tuning().meta(), tuning_key(p), entry);
+  merge_into_file(detail::tuning_of(writer).database(), detail::tuning_of(writer).meta(),
+                  tuning_key(p), entry);
   Runtime stale = emulator(TuningPolicy::cached);
-  CHECK(std::get<kernels::ForwardConfig>(choose_config(stale, p)) == fallback);
+  CHECK(std::get<kernels::ForwardConfig>(choose_config(detail::tuning_of(stale), p)) == fallback);
 }
 
 TEST_CASE("tuning end to end on the emulator: measured, written, reused without re-timing") {
@@ -242,7 +245,7 @@ TEST_CASE("tuning end to end on the emulator: measured, written, reused without 
   options.only = {"br64.bc64.w4.s1", "br128.bc32.w8.s1", "br64.bc32.w4.s1"};
   int phases = 0;
   options.progress = [&](const char*, int, int) { ++phases; };
-  const TuneReport report = tune(runtime, p, options);
+  const TuneReport report = tune(detail::tuning_of(runtime), p, options);
   CHECK(phases > 0);
   REQUIRE(report.timings.size() == 4);  // the default and the three selected
   for (const CandidateTiming& t : report.timings) {
@@ -255,22 +258,23 @@ TEST_CASE("tuning end to end on the emulator: measured, written, reused without 
     }
   }
   CHECK(report.entry.winner == pick_winner(report.entry.default_config, report.timings));
-  CHECK(report.database == runtime.tuning().database());
+  CHECK(report.database == detail::tuning_of(runtime).database());
   REQUIRE(std::filesystem::exists(report.database));
-  const TuningDatabase db = TuningDatabase::load(report.database, runtime.tuning().meta());
+  const TuningDatabase db =
+      TuningDatabase::load(report.database, detail::tuning_of(runtime).meta());
   REQUIRE(db.find(report.key).has_value());
   CHECK(db.find(report.key)->winner == report.entry.winner);
 
   // Tuning again compiles nothing: every candidate's kernels are in the cache.
   const int compiles = detail::KernelCache::process_cache().stats().compiles.load();
-  const TuneReport again = tune(runtime, p, options);
+  const TuneReport again = tune(detail::tuning_of(runtime), p, options);
   CHECK(detail::KernelCache::process_cache().stats().compiles.load() == compiles);
 
   // A new Runtime, even under auto, uses the stored winner (of the latest timings, which may
   // differ from the first under load) without timing anything.
   const int tunings = tunings_in_process();
   Runtime next = emulator(TuningPolicy::automatic);
-  const TunedConfig chosen = choose_config(next, p);
+  const TunedConfig chosen = choose_config(detail::tuning_of(next), p);
   CHECK(config_name(chosen) == again.entry.winner);
   CHECK(tunings_in_process() == tunings);
 }
@@ -299,11 +303,11 @@ TEST_CASE("policy auto: forward() tunes a new shape once, stores it, and reuses 
   CHECK(tunings_in_process() == before + 1);
   runtime.forward(a, views[0], views[1], views[2], views[3], no_lse);
   CHECK(tunings_in_process() == before + 1);
-  const TuningDatabase db =
-      TuningDatabase::load(runtime.tuning().database(), runtime.tuning().meta());
+  const TuningDatabase db = TuningDatabase::load(detail::tuning_of(runtime).database(),
+                                                 detail::tuning_of(runtime).meta());
   REQUIRE(db.find(tuning_key(p)).has_value());
   const TuningEntry entry = *db.find(tuning_key(p));
-  CHECK(config_name(choose_config(runtime, p)) == entry.winner);
+  CHECK(config_name(choose_config(detail::tuning_of(runtime), p)) == entry.winner);
   // Configs the emulator was not built with were compiled, then failed to launch: reported.
   const auto failed =
       std::count_if(entry.candidates.begin(), entry.candidates.end(),
@@ -338,8 +342,8 @@ TEST_CASE("policy: backward() goes through the same choice, tuned under auto") {
   runtime.backward(a, views[0], views[1], views[2], views[3], lse, views[4], views[5], views[6],
                    views[7]);
   CHECK(tunings_in_process() == before + 1);
-  const TuningDatabase db =
-      TuningDatabase::load(runtime.tuning().database(), runtime.tuning().meta());
+  const TuningDatabase db = TuningDatabase::load(detail::tuning_of(runtime).database(),
+                                                 detail::tuning_of(runtime).meta());
   REQUIRE(db.find(tuning_key(p)).has_value());
   const TuningEntry entry = *db.find(tuning_key(p));
   CHECK(entry.candidates.size() == 2);
@@ -349,8 +353,9 @@ TEST_CASE("policy: backward() goes through the same choice, tuned under auto") {
   for (const std::string& winner : {std::string("br32.bc32.w2"), entry.default_config}) {
     TuningEntry forced = entry;
     for (CandidateTiming& t : forced.candidates) t.median_ms = t.config == winner ? 1.0 : 2.0;
-    merge_into_file(runtime.tuning().database(), runtime.tuning().meta(), tuning_key(p), forced);
+    merge_into_file(detail::tuning_of(runtime).database(), detail::tuning_of(runtime).meta(),
+                    tuning_key(p), forced);
     Runtime cached = emulator(TuningPolicy::cached);
-    CHECK(config_name(choose_config(cached, p)) == winner);
+    CHECK(config_name(choose_config(detail::tuning_of(cached), p)) == winner);
   }
 }

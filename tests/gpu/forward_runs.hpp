@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "gpu/case_sweep.hpp"
-#include "support/attention_case.hpp"
+#include "cases/attention_case.hpp"
 #include "support/forward_case_builders.hpp"
 
 namespace flashjit::testing {

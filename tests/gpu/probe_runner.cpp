@@ -2,8 +2,10 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <sstream>
 
+#include "api/runtime_parts.hpp"
 #include "emulator/launch.hpp"
 #include "flashjit/runtime.hpp"
 #include "runtime/executor.hpp"
@@ -17,9 +19,14 @@ namespace em = flashjit::emulator;
 constexpr unsigned kGpuPoison = 0xaaaaaaaau;
 constexpr unsigned kEmulatorPoison = 0x55555555u;
 
-/// The GPU, opened once for the whole binary.
+/// The GPU, opened once for the whole binary. The probes are test-only templates, not embedded
+/// in the library: NVRTC reads them, with the library's templates, from a directory the build
+/// assembles (FLASHJIT_PROBE_TEMPLATE_DIR), set before the first compile reads the templates.
 Runtime& gpu() {
-  static Runtime runtime;
+  static Runtime runtime = [] {
+    setenv("FLASHJIT_TEMPLATE_DIR", FLASHJIT_PROBE_TEMPLATE_DIR, 1);
+    return Runtime();
+  }();
   return runtime;
 }
 
@@ -47,7 +54,7 @@ Words run_on_gpu(const Probe& probe, const Words& in) {
   detail::LaunchShape shape;
   shape.block_x = kProbeThreads;
   shape.dynamic_shared_bytes = static_cast<std::size_t>(probe.shared_bytes);
-  detail::launch_kernel(runtime.executor(), spec, shape, {},
+  detail::launch_kernel(detail::backend_of(runtime).executor(), spec, shape, {},
                         static_cast<const unsigned*>(in_buffer.data()),
                         static_cast<unsigned*>(out_buffer.data()));
   runtime.synchronize();

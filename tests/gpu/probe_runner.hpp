@@ -1,5 +1,5 @@
 #pragma once
-// Runs a probe kernel of templates/testing/primitives.cuh on the GPU (compiled by NVRTC through
+// Runs a probe kernel of tests/templates/testing/primitives.cuh on the GPU (compiled by NVRTC through
 // the runtime's executor) and on the CPU emulator (the same template compiled by the host
 // compiler), on the same input words, and compares what every lane wrote.
 #include <cstddef>

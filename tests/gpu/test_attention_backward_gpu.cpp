@@ -14,7 +14,7 @@
 #include "gpu/case_sweep.hpp"
 #include "kernels/attention_backward.hpp"
 #include "kernels/attention_forward.hpp"
-#include "support/backward_case.hpp"
+#include "cases/backward_case.hpp"
 #include "support/backward_case_builders.hpp"
 
 namespace flashjit::testing {

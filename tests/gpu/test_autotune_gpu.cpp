@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "api/runtime_parts.hpp"
 #include "autotune/tuner.hpp"
 #include "autotune/tuning_state.hpp"
 #include "flashjit/flashjit.hpp"
@@ -51,7 +52,7 @@ void check_end_to_end(const TuningProblem& problem) {
   Runtime runtime(RuntimeOptions{.tuning = TuningPolicy::cached});
   TuneOptions options;
   options.timing.budget_ms = 100;
-  const TuneReport report = tune(runtime, problem, options);
+  const TuneReport report = tune(detail::tuning_of(runtime), problem, options);
   INFO(report.key.to_string());
   REQUIRE(!report.timings.empty());
   // Every kernel that survives pruning is correct: none may be reported wrong or fail.
@@ -60,12 +61,12 @@ void check_end_to_end(const TuningProblem& problem) {
     CHECK(std::isfinite(t.median_ms));
   }
   REQUIRE(!report.entry.winner.empty());
-  CHECK(report.database == runtime.tuning().database());
+  CHECK(report.database == detail::tuning_of(runtime).database());
 
   // The next Runtime, even under auto, takes the stored winner without timing.
   const int tunings = tunings_in_process();
   Runtime next(RuntimeOptions{.tuning = TuningPolicy::automatic});
-  CHECK(config_name(choose_config(next, problem)) == report.entry.winner);
+  CHECK(config_name(choose_config(detail::tuning_of(next), problem)) == report.entry.winner);
   CHECK(tunings_in_process() == tunings);
 
   // Re-timed side by side, the winner is not slower than the default beyond the noise.
@@ -75,7 +76,7 @@ void check_end_to_end(const TuningProblem& problem) {
   again.only = {report.entry.winner};
   std::vector<double> winner, fallback;
   for (int round = 0; round < 3; ++round) {
-    const TuneReport r = tune(runtime, problem, again);
+    const TuneReport r = tune(detail::tuning_of(runtime), problem, again);
     winner.push_back(median_ms(r.timings, report.entry.winner));
     fallback.push_back(median_ms(r.timings, report.entry.default_config));
   }

@@ -1,5 +1,5 @@
 // Emulator versus hardware, one tile-library primitive at a time (DESIGN.md section 5): the probe
-// kernels of templates/testing/primitives.cuh run on the GPU and on the emulator on the same
+// kernels of tests/templates/testing/primitives.cuh run on the GPU and on the emulator on the same
 // random inputs (gpu/probe_runner.hpp). ldmatrix, cp.async, pack2 and the shuffles must agree bit
 // for bit; mma.sync within a bound (the tensor cores sum in another order), the exp2/log2/tanh
 // approximations within their documented error (the emulator computes the exact functions).

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "api/runtime_parts.hpp"
+#include "flashjit/runtime.hpp"
 #include "kernels/attention_backward.hpp"
 #include "kernels/op_registry.hpp"
 #include "support/argument_cases.hpp"
@@ -412,8 +414,9 @@ TEST_CASE("an explicit backward config must match the call") {
     config.dtype = DType::f16;
     check_names(
         [&] {
-          attention_backward(runtime, call.attention, call.q, call.k, call.v, call.o, call.lse,
-                             call.dout, call.dq, call.dk, call.dv, config, nullptr);
+          attention_backward(detail::backend_of(runtime), call.attention, call.q, call.k, call.v,
+                             call.o, call.lse, call.dout, call.dq, call.dk, call.dv, config,
+                             nullptr);
         },
         "config");
     call.dq = call.dk;

@@ -13,8 +13,8 @@
 
 #include "kernels/attention_backward.hpp"
 #include "kernels/attention_forward.hpp"
-#include "runtime/emulated_kernels.hpp"
-#include "support/backward_case.hpp"
+#include "kernels/emulated/builtin_kernels.hpp"
+#include "cases/backward_case.hpp"
 #include "support/backward_case_builders.hpp"
 
 namespace flashjit::testing {
@@ -41,7 +41,7 @@ std::vector<std::optional<kernels::BackwardConfig>> configs_for(const BackwardCa
   for (const kernels::BackwardConfig& config :
        kernels::backward_configs(c.dtype, d, mask, softcap)) {
     const auto spec = kernels::backward_specs(config, arch).dq;
-    if (config != chosen && detail::emulated_kernels().find(spec.name_expression) != nullptr) {
+    if (config != chosen && kernels::emulated::builtin_kernels().find(spec.name_expression) != nullptr) {
       configs.push_back(config);
     }
   }

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "kernels/attention_forward.hpp"
-#include "runtime/emulated_kernels.hpp"
-#include "support/attention_case.hpp"
+#include "kernels/emulated/builtin_kernels.hpp"
+#include "cases/attention_case.hpp"
 #include "support/emulator_runtime.hpp"
 #include "support/forward_case_builders.hpp"
 
@@ -28,7 +28,7 @@ std::vector<std::optional<kernels::ForwardConfig>> configs_for(const ForwardCase
   for (const kernels::ForwardConfig& config :
        kernels::forward_configs(c.dtype, d, mask, c.problem.softcap > 0)) {
     const auto spec = kernels::forward_spec(config, emulator().device().arch());
-    if (detail::emulated_kernels().find(spec.name_expression) != nullptr) {
+    if (kernels::emulated::builtin_kernels().find(spec.name_expression) != nullptr) {
       configs.push_back(config);
     }
   }

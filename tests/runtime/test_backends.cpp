@@ -12,13 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "api/runtime_parts.hpp"
 #include "flashjit/flashjit.hpp"
 #include "kernels/attention_backward.hpp"
 #include "kernels/attention_forward.hpp"
+#include "kernels/emulated/builtin_kernels.hpp"
 #include "kernels/softmax.hpp"
 #include "reference/attention_reference.hpp"
 #include "reference/checker.hpp"
-#include "runtime/emulated_kernels.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/kernel_cache.hpp"
 
@@ -132,7 +133,8 @@ std::set<std::string> every_valid_name_expression() {
 /// Whether the table holds exactly the spec `config` renders for the emulator.
 bool has_forward(const kernels::ForwardConfig& config) {
   const detail::KernelSpec spec = kernels::forward_spec(config, detail::kEmulatorArch);
-  const detail::EmulatedKernel* entry = detail::emulated_kernels().find(spec.name_expression);
+  const detail::EmulatedKernel* entry =
+      kernels::emulated::builtin_kernels().find(spec.name_expression);
   return entry != nullptr && entry->spec == spec;
 }
 
@@ -143,7 +145,8 @@ bool has_backward(const kernels::BackwardConfig& config) {
   all.push_back(specs.delta);
   all.push_back(specs.dq);
   return std::all_of(all.begin(), all.end(), [](const detail::KernelSpec& spec) {
-    const detail::EmulatedKernel* entry = detail::emulated_kernels().find(spec.name_expression);
+    const detail::EmulatedKernel* entry =
+        kernels::emulated::builtin_kernels().find(spec.name_expression);
     return entry != nullptr && entry->spec == spec;
   });
 }
@@ -203,7 +206,8 @@ TEST_CASE("a spec the emulator was not built with gives an error that says how t
   spec.readable_name = "softmax.fp32.cols96.t32";
   float data[4] = {};
   try {
-    detail::launch_kernel(runtime.executor(), spec, {}, {{data, sizeof(data), "x"}}, 0);
+    detail::launch_kernel(detail::backend_of(runtime).executor(), spec, {},
+                          {{data, sizeof(data), "x"}}, 0);
     FAIL("expected an error");
   } catch (const Error& error) {
     const std::string message = error.what();
@@ -222,8 +226,9 @@ TEST_CASE("the nearest kernels the error lists are the nearest head dims") {
   const kernels::ForwardConfig config =
       kernels::default_forward_config(DType::bf16, 72, kernels::MaskKind::none, false, arch);
   const detail::KernelSpec spec = kernels::forward_spec(config, arch);
-  REQUIRE(detail::emulated_kernels().find(spec.name_expression) == nullptr);
-  const std::string message = detail::missing_kernel_message(detail::emulated_kernels(), spec);
+  REQUIRE(kernels::emulated::builtin_kernels().find(spec.name_expression) == nullptr);
+  const std::string message =
+      detail::missing_kernel_message(kernels::emulated::builtin_kernels(), spec);
   const std::string listed = message.substr(message.find("nearest:"));
   std::istringstream lines(listed);
   std::string line;
@@ -249,8 +254,9 @@ TEST_CASE("an emulator finding in a launch is an error that names the buffer") {
   const std::vector<detail::KernelBuffer> buffers = {{x.data(), x.size() * sizeof(float), "x"},
                                                      {y.data(), y.size() * sizeof(float) / 2, "y"}};
   try {
-    detail::launch_kernel(runtime.executor(), kernels::softmax_spec(config, "sm_80"), shape,
-                          buffers, static_cast<const float*>(x.data()), y.data(), kRows,
+    detail::launch_kernel(detail::backend_of(runtime).executor(),
+                          kernels::softmax_spec(config, "sm_80"), shape, buffers,
+                          static_cast<const float*>(x.data()), y.data(), kRows,
                           static_cast<int>(kCols), kCols, kCols, 1.0f);
     FAIL("expected an error");
   } catch (const Error& error) {
@@ -262,20 +268,9 @@ TEST_CASE("an emulator finding in a launch is an error that names the buffer") {
   }
 }
 
-TEST_CASE("context() on the emulator backend throws a clear error") {
-  Runtime runtime = emulator_runtime();
-  try {
-    runtime.context();
-    FAIL("expected an error");
-  } catch (const Error& error) {
-    CHECK(error.kind() == ErrorKind::unsupported);
-    CHECK(std::string(error.what()).find("emulator") != std::string::npos);
-  }
-}
-
 TEST_CASE("every emulated kernel is a valid spec of its op for the emulator's arch") {
   const std::set<std::string> valid = every_valid_name_expression();
-  const detail::EmulatedKernelTable& table = detail::emulated_kernels();
+  const detail::EmulatedKernelTable& table = kernels::emulated::builtin_kernels();
   CHECK(table.kernels().size() >= 33);
   for (const detail::EmulatedKernel& kernel : table.kernels()) {
     CAPTURE(kernel.spec.name_expression);
@@ -289,7 +284,8 @@ TEST_CASE("every emulated kernel is a valid spec of its op for the emulator's ar
 TEST_CASE("the emulated kernel table has every softmax config") {
   for (const kernels::SoftmaxConfig& config : kernels::softmax_configs()) {
     const detail::KernelSpec spec = kernels::softmax_spec(config, detail::kEmulatorArch);
-    const detail::EmulatedKernel* entry = detail::emulated_kernels().find(spec.name_expression);
+    const detail::EmulatedKernel* entry =
+        kernels::emulated::builtin_kernels().find(spec.name_expression);
     CHECK_MESSAGE((entry != nullptr && entry->spec == spec), spec.readable_name);
   }
 }

@@ -18,10 +18,10 @@
 #include "flashjit/flashjit_c.h"
 #include "reference/attention_reference.hpp"
 #include "reference/checker.hpp"
-#include "support/attention_case.hpp"
-#include "support/backward_case.hpp"
+#include "cases/attention_case.hpp"
+#include "cases/backward_case.hpp"
 #include "support/backward_case_builders.hpp"
-#include "support/case_inputs.hpp"
+#include "cases/case_inputs.hpp"
 
 namespace flashjit::testing {
 namespace {

@@ -96,6 +96,26 @@ TEST_CASE("a template directory override must exist and hold templates") {
   CHECK(TemplateSet::from_directory(dir.path()).files().size() == 1);
 }
 
+TEST_CASE("the embedded templates are the library's own: test-only probes stay out of every key") {
+  const TemplateSet& templates = TemplateSet::embedded();
+  REQUIRE_FALSE(templates.files().empty());
+  for (const TemplateFile& file : templates.files()) {
+    INFO(file.name);
+    CHECK(file.name.rfind("testing/", 0) == std::string::npos);
+  }
+}
+
+TEST_CASE("a template directory may link its folders (the probe tests assemble one so)") {
+  TempDir dir;
+  std::filesystem::create_directories(dir.path() / "real" / "tile");
+  write_file(dir.path() / "real" / "tile" / "a.cuh", "#pragma once\n");
+  std::filesystem::create_directories(dir.path() / "linked");
+  std::filesystem::create_directory_symlink(dir.path() / "real" / "tile", dir.path() / "linked" / "tile");
+  const TemplateSet linked = TemplateSet::from_directory(dir.path() / "linked");
+  REQUIRE(linked.files().size() == 1);
+  CHECK(linked.files()[0].name == "tile/a.cuh");
+}
+
 TEST_CASE("every field of the cache key changes the key") {
   const TemplateSet& templates = TemplateSet::embedded();
   const KernelSpec base = sample_spec(0);

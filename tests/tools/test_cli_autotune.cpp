@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 
+#include "api/runtime_parts.hpp"
 #include "autotune/candidates.hpp"
 #include "autotune/tuning_db.hpp"
 #include "autotune/tuning_state.hpp"
@@ -125,7 +126,8 @@ TEST_CASE("run names the kernel a tuning database chose; a winner it cannot run 
     entry.default_config = fallback;
     entry.candidates = {{fallback, 2.0, "ok"}, {winner, 1.0, "ok"}};
     entry.winner = winner;
-    flashjit::autotune::merge_into_file(emulator.tuning().database(), emulator.tuning().meta(),
+    flashjit::autotune::merge_into_file(flashjit::detail::tuning_of(emulator).database(),
+                                        flashjit::detail::tuning_of(emulator).meta(),
                                         flashjit::autotune::tuning_key(p), entry);
   };
   SUBCASE("a winner the emulator has: run names it") {

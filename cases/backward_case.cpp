@@ -1,4 +1,4 @@
-#include "support/backward_case.hpp"
+#include "cases/backward_case.hpp"
 
 #include <algorithm>
 #include <array>
@@ -13,8 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "support/attention_case.hpp"
-#include "support/case_inputs.hpp"
+#include "api/runtime_parts.hpp"
+#include "cases/attention_case.hpp"
+#include "cases/case_inputs.hpp"
 
 namespace flashjit::testing {
 namespace {
@@ -341,9 +342,9 @@ class DeviceCase {
     poison(dk_);
     poison(dv_);
     if (config) {
-      kernels::attention_backward(runtime_, attention_, q_view(q_), kv_view(k_), kv_view(v_),
-                                  q_view(o_), lse_view(), q_view(dout_), q_view(dq_), kv_view(dk_),
-                                  kv_view(dv_), *config, nullptr);
+      kernels::attention_backward(detail::backend_of(runtime_), attention_, q_view(q_), kv_view(k_),
+                                  kv_view(v_), q_view(o_), lse_view(), q_view(dout_), q_view(dq_),
+                                  kv_view(dk_), kv_view(dv_), *config, nullptr);
     } else {
       runtime_.backward(attention_, q_view(q_), kv_view(k_), kv_view(v_), q_view(o_), lse_view(),
                         q_view(dout_), q_view(dq_), kv_view(dk_), kv_view(dv_));

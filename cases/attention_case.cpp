@@ -1,4 +1,4 @@
-#include "support/attention_case.hpp"
+#include "cases/attention_case.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "support/case_inputs.hpp"
+#include "api/runtime_parts.hpp"
+#include "cases/case_inputs.hpp"
 
 namespace flashjit::testing {
 namespace {
@@ -217,8 +218,8 @@ Actual run_kernel(Runtime& runtime, const ForwardCase& c, const Inputs& in,
                    v_view = view(v, p.seqlen_k, p.heads_kv),
                    o_view = view(o, p.seqlen_q, p.heads_q);
   if (config) {
-    kernels::attention_forward(runtime, a, q_view, k_view, v_view, o_view, lse_view, *config,
-                               nullptr);
+    kernels::attention_forward(detail::backend_of(runtime), a, q_view, k_view, v_view, o_view,
+                               lse_view, *config, nullptr);
   } else {
     runtime.forward(a, q_view, k_view, v_view, o_view, lse_view);
   }

@@ -1,0 +1,99 @@
+// The public Runtime: a backend (runtime/) and its tuning state (autotune/), wired to the ops
+// (kernels/), which ask the tuning state for each call's config.
+#include "flashjit/runtime.hpp"
+
+#include <memory>
+
+#include "api/runtime_parts.hpp"
+#include "autotune/tuning_state.hpp"
+#include "flashjit/error.hpp"
+#include "kernels/config_choice.hpp"
+#include "kernels/emulated/builtin_kernels.hpp"
+#include "kernels/softmax.hpp"
+#include "runtime/runtime_backend.hpp"
+
+namespace flashjit {
+
+struct Runtime::Impl {
+  std::unique_ptr<detail::RuntimeBackend> backend;
+  autotune::TuningState tuning;  // after backend, which it refers to
+
+  explicit Impl(const RuntimeOptions& options)
+      : backend(options.backend == Backend::emulator
+                    ? detail::open_emulator_backend(kernels::emulated::builtin_kernels())
+                    : detail::open_cuda_backend(options.device)),
+        tuning(autotune::effective_policy(options.tuning), *backend) {}
+};
+
+Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>(options)) {}
+Runtime::~Runtime() = default;
+Runtime::Runtime(Runtime&&) noexcept = default;
+Runtime& Runtime::operator=(Runtime&&) noexcept = default;
+
+const DeviceInfo& Runtime::device() const { return impl_->backend->info(); }
+Backend Runtime::backend() const { return impl_->backend->kind(); }
+TuningPolicy Runtime::tuning_policy() const { return impl_->tuning.policy(); }
+
+DeviceBuffer Runtime::allocate(std::size_t bytes) { return impl_->backend->allocate_buffer(bytes); }
+
+DeviceBuffer Runtime::allocate_on_stream(std::size_t bytes, Stream stream) {
+  return impl_->backend->allocate_buffer_on_stream(bytes, stream);
+}
+
+void Runtime::copy_to_device(void* device_dst, const void* host_src, std::size_t bytes) {
+  impl_->backend->allocations.check_range(device_dst, bytes, "bytes");
+  impl_->backend->copy_to_device(device_dst, host_src, bytes);
+}
+
+void Runtime::copy_to_host(void* host_dst, const void* device_src, std::size_t bytes) {
+  impl_->backend->allocations.check_range(device_src, bytes, "bytes");
+  impl_->backend->copy_to_host(host_dst, device_src, bytes);
+}
+
+void Runtime::synchronize(Stream stream) { impl_->backend->synchronize(stream); }
+
+void Runtime::softmax(const TensorView& x, const TensorView& y, float scale, Stream stream) {
+  kernels::run_softmax(*impl_->backend, x, y, scale, stream);
+}
+
+void Runtime::forward(const Attention& attention, const TensorView& q, const TensorView& k,
+                      const TensorView& v, const TensorView& o, const TensorView& lse,
+                      Stream stream) {
+  kernels::run_attention_forward(*impl_->backend, impl_->tuning, attention, q, k, v, o, lse,
+                                 stream);
+}
+
+void Runtime::backward(const Attention& attention, const TensorView& q, const TensorView& k,
+                       const TensorView& v, const TensorView& o, const TensorView& lse,
+                       const TensorView& dout, const TensorView& dq, const TensorView& dk,
+                       const TensorView& dv, Stream stream) {
+  kernels::run_attention_backward(*impl_->backend, impl_->tuning, attention, q, k, v, o, lse, dout,
+                                  dq, dk, dv, stream);
+}
+
+namespace {
+
+std::vector<KernelWork>& counted_work(detail::RuntimeBackend& backend) {
+  std::vector<KernelWork>* work = backend.counted_work();
+  if (work == nullptr) {
+    throw Error(ErrorKind::unsupported,
+                "work counters come from the emulator backend; this runtime runs on a GPU, "
+                "which is timed instead (flashjit bench)");
+  }
+  return *work;
+}
+
+}  // namespace
+
+std::vector<KernelWork> Runtime::emulated_work() const { return counted_work(*impl_->backend); }
+
+void Runtime::reset_emulated_work() { counted_work(*impl_->backend).clear(); }
+
+namespace detail {
+
+RuntimeBackend& RuntimeParts::backend(Runtime& runtime) { return *runtime.impl_->backend; }
+
+autotune::TuningState& RuntimeParts::tuning(Runtime& runtime) { return runtime.impl_->tuning; }
+
+}  // namespace detail
+}  // namespace flashjit

@@ -1,0 +1,42 @@
+# The layers of DESIGN.md section 2 as CMake targets. A layer's include path holds its own
+# folder and nothing else of the source tree: the path is a directory of links made here
+# (build/layers/<folder>/<folder> -> the source folder), and the layers below arrive only through
+# what the target links. An include that points up (`#include "autotune/..."` in kernels/) is
+# therefore not found and does not compile; tests/layers checks that it stays so.
+
+# Sets `out` to an include directory through which `#include "<folder>/..."` reaches the source
+# folder `folder` and nothing else.
+function(flashjit_layer_include_dir out folder)
+  set(root "${PROJECT_BINARY_DIR}/layers/${folder}")
+  file(MAKE_DIRECTORY "${root}")
+  file(REMOVE "${root}/${folder}")
+  file(CREATE_LINK "${PROJECT_SOURCE_DIR}/${folder}" "${root}/${folder}" SYMBOLIC)
+  set(${out} "${root}" PARENT_SCOPE)
+endfunction()
+
+# flashjit_public_types: the public headers of plain types every layer may use (errors, dtypes,
+# tensor views, device info, ...). The facade's headers (runtime.hpp, flashjit.hpp, the C API)
+# are left out, so no layer below the facade can include them.
+set(FLASHJIT_PUBLIC_TYPE_HEADERS attention.hpp device.hpp device_buffer.hpp dtype.hpp error.hpp
+    tensor.hpp tuning.hpp work_counters.hpp)
+set(flashjit_types_root "${PROJECT_BINARY_DIR}/layers/types")
+file(REMOVE_RECURSE "${flashjit_types_root}")
+file(MAKE_DIRECTORY "${flashjit_types_root}/flashjit")
+foreach(header IN LISTS FLASHJIT_PUBLIC_TYPE_HEADERS)
+  file(CREATE_LINK "${PROJECT_SOURCE_DIR}/include/flashjit/${header}"
+       "${flashjit_types_root}/flashjit/${header}" SYMBOLIC)
+endforeach()
+file(CREATE_LINK "${PROJECT_BINARY_DIR}/include/flashjit/version.hpp"
+     "${flashjit_types_root}/flashjit/version.hpp" SYMBOLIC)
+add_library(flashjit_public_types INTERFACE)
+target_include_directories(flashjit_public_types INTERFACE "${flashjit_types_root}")
+
+# Gives `target` (the library of layer folder `folder`) its include path: its own folder, public
+# to what links it, plus its dependencies' through target_link_libraries.
+function(flashjit_layer target folder)
+  flashjit_layer_include_dir(dir "${folder}")
+  target_include_directories(${target} PUBLIC "$<BUILD_INTERFACE:${dir}>")
+  target_link_libraries(${target} PUBLIC "$<BUILD_INTERFACE:flashjit_public_types>")
+  set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  flashjit_set_warnings(${target})
+endfunction()

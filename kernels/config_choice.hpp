@@ -1,0 +1,39 @@
+#pragma once
+// How an op asks for the config of a call. kernels/ declares the question; the autotuner
+// answers it (autotune::TuningState, by the runtime's tuning policy), and the public Runtime
+// (api/) hands the one to the other, so kernels/ never depends on the autotuner.
+#include "flashjit/attention.hpp"
+#include "flashjit/dtype.hpp"
+#include "kernels/attention_backward.hpp"
+#include "kernels/attention_forward.hpp"
+#include "runtime/runtime_backend.hpp"
+
+namespace flashjit::kernels {
+
+/// Chooses the tile config of each attention call.
+class ConfigChoice {
+ public:
+  virtual ~ConfigChoice() = default;
+  /// The forward config for a validated, non-empty call of `attention` on `dtype` tensors: a
+  /// valid config of the call's class that fits the device.
+  virtual ForwardConfig forward_config(const Attention& attention, DType dtype) = 0;
+  /// The backward config, as forward_config.
+  virtual BackwardConfig backward_config(const Attention& attention, DType dtype) = 0;
+};
+
+/// Runtime::forward on `backend`: validates the call (InvalidArgument naming the argument;
+/// nothing launched), returns at once when it is empty, else launches the config `choice`
+/// gives.
+void run_attention_forward(detail::RuntimeBackend& backend, ConfigChoice& choice,
+                           const Attention& attention, const TensorView& q, const TensorView& k,
+                           const TensorView& v, const TensorView& o, const TensorView& lse,
+                           Stream stream);
+
+/// Runtime::backward on `backend`, as run_attention_forward.
+void run_attention_backward(detail::RuntimeBackend& backend, ConfigChoice& choice,
+                            const Attention& attention, const TensorView& q, const TensorView& k,
+                            const TensorView& v, const TensorView& o, const TensorView& lse,
+                            const TensorView& dout, const TensorView& dq, const TensorView& dk,
+                            const TensorView& dv, Stream stream);
+
+}  // namespace flashjit::kernels

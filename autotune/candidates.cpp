@@ -14,7 +14,6 @@ namespace {
 
 using kernels::BackwardConfig;
 using kernels::ForwardConfig;
-using kernels::MaskKind;
 
 MaskKind problem_mask(const TuningProblem& problem) {
   return kernels::forward_mask_kind(problem.attention);
@@ -24,22 +23,6 @@ bool problem_softcap(const TuningProblem& problem) { return problem.attention.so
 
 int problem_head_dim(const TuningProblem& problem) {
   return static_cast<int>(problem.attention.head_dim);
-}
-
-// Keys query row i sees, summed over rows: [max(0, i + diag - left), min(seqlen_k, i + diag +
-// right + 1)) with diag = seqlen_k - seqlen_q and causal as right = 0.
-double visible_pairs(const Attention& a) {
-  const std::int64_t diagonal = a.seqlen_k - a.seqlen_q;
-  const std::int64_t right = a.causal ? 0 : a.window_right;
-  double pairs = 0;
-  for (std::int64_t i = 0; i < a.seqlen_q; ++i) {
-    const std::int64_t lo =
-        a.window_left < 0 ? 0 : std::max<std::int64_t>(0, i + diagonal - a.window_left);
-    const std::int64_t hi =
-        right < 0 ? a.seqlen_k : std::min<std::int64_t>(a.seqlen_k, i + diagonal + right + 1);
-    pairs += static_cast<double>(std::max<std::int64_t>(0, hi - lo));
-  }
-  return pairs;
 }
 
 Candidate make_candidate(const TunedConfig& config, const std::string& arch) {
@@ -115,7 +98,7 @@ double problem_flops(const TuningProblem& problem) {
   const double full = static_cast<double>(a.seqlen_q) * static_cast<double>(a.seqlen_k);
   // FlashAttention's convention, so that TFLOP/s compare with the peers': every pair, halved
   // for causal; only a sliding window, which it does not define, counts the pairs it keeps.
-  const double pairs = windowed ? visible_pairs(a) : a.causal ? full / 2 : full;
+  const double pairs = windowed ? kernels::visible_pairs(a) : a.causal ? full / 2 : full;
   const double forward =
       4.0 * static_cast<double>(a.batch * a.heads_q) * pairs * static_cast<double>(a.head_dim);
   return problem.op == TunedOp::attention_forward ? forward : 2.5 * forward;

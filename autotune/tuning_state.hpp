@@ -62,7 +62,7 @@ class TuningState final : public kernels::ConfigChoice {
     TunedOp op;
     DType dtype;
     std::int64_t head_dim;
-    kernels::MaskKind mask;
+    MaskKind mask;
     bool softcap;
     std::int64_t seqlen_q_bucket, seqlen_k_bucket, batch_heads_bucket;
     auto operator<=>(const ShapeClass&) const = default;

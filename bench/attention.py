@@ -343,7 +343,7 @@ class Flashjit:
 
 def default_library() -> str:
     return os.environ.get("FLASHJIT_LIB",
-                          os.path.join(REPO, "build", "release", "runtime", "libflashjit.so"))
+                          os.path.join(REPO, "build", "release", "api", "libflashjit.so"))
 
 
 # ---- the GPU part (PyTorch) ------------------------------------------------------------------
@@ -641,7 +641,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", help="markdown report to write (required unless --list-shapes)")
     p.add_argument("--lib", default=default_library(),
-                   help="libflashjit.so (default: $FLASHJIT_LIB or build/release/runtime/)")
+                   help="libflashjit.so (default: $FLASHJIT_LIB or build/release/api/)")
     p.add_argument("--head-dims", type=int_list, default=[128, 64, 256],
                    help="head dims, comma-separated (default 128,64,256)")
     p.add_argument("--seqlens", type=int_list,

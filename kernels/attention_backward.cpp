@@ -16,13 +16,6 @@ using space::KeyGradients;
 
 namespace {
 
-/// Br, Bc and warps of a config.
-struct TileShape {
-  int block_m;
-  int block_n;
-  int warps;
-};
-
 /// The backward tiles per head dim, best first: Br = Bc = 64 over 4 warps up to head dim 144
 /// (104 with softcap, which keeps tanh's slope per score beside S and dP), then 32 x 32 over 2
 /// warps, which is within the accumulator budget (attention_backward_space::config_valid) at
@@ -36,11 +29,6 @@ struct TileShape {
 std::vector<TileShape> preferred_tiles(int head_dim, bool softcap) {
   if (head_dim <= (softcap ? 104 : 144)) return {{64, 64, 4}, {32, 32, 2}};
   return {{32, 32, 2}};
-}
-
-/// The dtype's C++ type in the templates.
-std::string element_type(DType dtype) {
-  return dtype == DType::f16 ? "flashjit::half_t" : "flashjit::bfloat16_t";
 }
 
 std::string key_gradients_name(KeyGradients gradients) {
@@ -57,11 +45,10 @@ std::string key_gradients_name(KeyGradients gradients) {
 
 /// The BackwardTraits of `config` with `gradients`, as a C++ type.
 std::string traits_type(const BackwardConfig& config, KeyGradients gradients) {
-  return "flashjit::BackwardTraits<" + element_type(config.dtype) + ", " +
+  return "flashjit::BackwardTraits<" + template_element(config.dtype) + ", " +
          std::to_string(config.head_dim) + ", " + std::to_string(config.block_m) + ", " +
          std::to_string(config.block_n) + ", " + std::to_string(config.warps) +
-         ", flashjit::attention_forward_space::MaskKind::" +
-         (config.mask == MaskKind::window ? "window" : "none") + ", " +
+         ", flashjit::MaskKind::" + (config.mask == MaskKind::window ? "window" : "none") + ", " +
          (config.softcap ? "true" : "false") +
          ", flashjit::attention_backward_space::KeyGradients::" + key_gradients_name(gradients) +
          ">";
@@ -94,7 +81,8 @@ detail::KernelSpec delta_spec(DType dtype, const std::string& arch) {
   detail::KernelSpec spec;
   spec.op = "attention-backward";
   spec.header = "attention/backward_delta_kernel.cuh";
-  spec.name_expression = "flashjit::attention_backward_delta_kernel<" + element_type(dtype) + ">";
+  spec.name_expression =
+      "flashjit::attention_backward_delta_kernel<" + template_element(dtype) + ">";
   spec.readable_name = "attention_backward.delta." + std::string(dtype_name(dtype));
   spec.arch = arch;
   spec.role = "delta";
@@ -192,10 +180,7 @@ BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask,
   }
   // Unreachable with today's tables (the last preference is valid at every head dim and fits
   // 99 KB); kept so that the result stays valid if the space changes.
-  const std::vector<BackwardConfig> configs = backward_configs(dtype, head_dim, mask, softcap);
-  return *std::min_element(configs.begin(), configs.end(), [](const auto& a, const auto& b) {
-    return a.shared_bytes() < b.shared_bytes();
-  });
+  return least_shared_memory(backward_configs(dtype, head_dim, mask, softcap));
 }
 
 BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& arch) {

@@ -80,6 +80,10 @@ void check_config_class(const ConfigClass& config, const Attention& attention,
   }
 }
 
+std::string template_element(DType dtype) {
+  return dtype == DType::f16 ? "flashjit::half_t" : "flashjit::bfloat16_t";
+}
+
 void check_config_fits_device(int shared_bytes, const DeviceInfo& device) {
   if (static_cast<std::size_t>(shared_bytes) > device.shared_memory_optin) {
     throw InvalidArgument("config", "needs " + std::to_string(shared_bytes) +

@@ -2,11 +2,14 @@
 // Host pieces the attention ops share (forward and backward): how a validated tensor is handed
 // to a kernel, the checks of a [batch, seqlen, heads, head_dim] tensor, and the checks that an
 // explicit config can run a call. Internal to kernels/.
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "attention/forward_params.cuh"
 #include "attention/forward_space.cuh"
-#include "attention/params.cuh"
+#include "attention/mask_kind.cuh"
 #include "flashjit/attention.hpp"
 #include "flashjit/device.hpp"
 #include "flashjit/dtype.hpp"
@@ -40,7 +43,7 @@ void check_head_tensor(const TensorView& view, const std::string& name, std::int
 struct ConfigClass {
   DType dtype;
   int head_dim;
-  attention_forward_space::MaskKind mask;
+  MaskKind mask;
   bool softcap;
 };
 
@@ -48,6 +51,25 @@ struct ConfigClass {
 /// call: same dtype (q's), head dim and softcap, and a mask kind that covers the call's
 /// (window covers none: unbounded windows see every key).
 void check_config_class(const ConfigClass& config, const Attention& attention, const TensorView& q);
+
+/// Br, Bc and warps of a config: one entry of an op's table of preferred tiles.
+struct TileShape {
+  int block_m;
+  int block_n;
+  int warps;
+};
+
+/// The C++ type of `dtype`'s elements in the templates ("flashjit::bfloat16_t").
+std::string template_element(DType dtype);
+
+/// The config of `configs` (not empty) with the least shared memory: a default's last resort
+/// when no preferred tile fits.
+template <class Config>
+Config least_shared_memory(const std::vector<Config>& configs) {
+  return *std::min_element(configs.begin(), configs.end(), [](const Config& a, const Config& b) {
+    return a.shared_bytes() < b.shared_bytes();
+  });
+}
 
 /// Throws InvalidArgument("config") when a block of `shared_bytes` does not fit `device` (the
 /// emulator models an sm_80, so this holds on both backends).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numbers>
 
+#include "attention/key_window.cuh"
 #include "attention_common.hpp"
 #include "flashjit/error.hpp"
 #include "kernels/config_choice.hpp"
@@ -14,13 +15,6 @@ namespace space = flashjit::attention_forward_space;
 namespace {
 
 bool dtype_supported(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16; }
-
-/// Br, Bc and warps of a config, before stages are chosen.
-struct TileShape {
-  int block_m;
-  int block_n;
-  int warps;
-};
 
 /// The forward tiles per head dim, best first: FlashAttention-2's shapes (Br 128, 4 warps of
 /// 32 rows), made smaller until nothing spills. A thread holds S and O in fp32 registers,
@@ -139,10 +133,7 @@ ForwardConfig default_forward_config(DType dtype, int head_dim, MaskKind mask, b
   }
   // Unreachable with today's tables (the last preference fits 99 KB); kept so that the result
   // stays valid if the space changes: the config with the least shared memory.
-  const std::vector<ForwardConfig> configs = forward_configs(dtype, head_dim, mask, softcap);
-  return *std::min_element(configs.begin(), configs.end(), [](const auto& a, const auto& b) {
-    return a.shared_bytes() < b.shared_bytes();
-  });
+  return least_shared_memory(forward_configs(dtype, head_dim, mask, softcap));
 }
 
 detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& arch) {
@@ -152,8 +143,7 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
                           "attention_forward_space::config_valid)");
   }
   const bool window = config.mask == MaskKind::window;
-  const std::string element =
-      config.dtype == DType::f16 ? "flashjit::half_t" : "flashjit::bfloat16_t";
+  const std::string element = template_element(config.dtype);
   const std::string mask = window ? "window" : "none";
   const std::string tiles = std::to_string(config.block_m) + ", " + std::to_string(config.block_n) +
                             ", " + std::to_string(config.warps) + ", " +
@@ -163,7 +153,7 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
   spec.header = "attention/forward_kernel.cuh";
   spec.name_expression = "flashjit::attention_forward_kernel<flashjit::ForwardTraits<" + element +
                          ", " + std::to_string(config.head_dim) + ", " + tiles +
-                         ", flashjit::attention_forward_space::MaskKind::" + mask + ", " +
+                         ", flashjit::MaskKind::" + mask + ", " +
                          (config.softcap ? "true" : "false") + ">>";
   spec.readable_name = "attention_forward.hdim" + std::to_string(config.head_dim) + "." +
                        std::string(dtype_name(config.dtype)) + (window ? ".window" : "") +
@@ -176,6 +166,21 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
   spec.threads = config.warps * 32;
   spec.dynamic_shared_bytes = config.shared_bytes();
   return spec;
+}
+
+double visible_pairs(const Attention& attention) {
+  const VisibleWindow window = visible_window(attention);
+  struct MaskFields {  // what KeyWindow reads of the kernels' params
+    int seqlen_q, seqlen_k, window_left, window_right;
+  };
+  const MaskFields mask{static_cast<int>(attention.seqlen_q), static_cast<int>(attention.seqlen_k),
+                        kernel_window(window.left), kernel_window(window.right)};
+  const KeyWindow<MaskKind::window> keys(mask);
+  double pairs = 0;
+  for (int row = 0; row < mask.seqlen_q; ++row) {
+    pairs += static_cast<double>(std::max(0, keys.hi(row) - keys.lo(row)));
+  }
+  return pairs;
 }
 
 bool forward_is_empty(const Attention& attention) {

@@ -5,8 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "attention/forward_params.cuh"
 #include "attention/forward_space.cuh"
-#include "attention/params.cuh"
+#include "attention/mask_kind.cuh"
 #include "flashjit/attention.hpp"
 #include "flashjit/device.hpp"
 #include "flashjit/dtype.hpp"
@@ -16,8 +17,6 @@
 #include "runtime/runtime_backend.hpp"
 
 namespace flashjit::kernels {
-
-using attention_forward_space::MaskKind;
 
 /// One specialization of the forward kernel (flashjit::ForwardTraits on the template side).
 struct ForwardConfig {
@@ -95,8 +94,12 @@ struct ScoreScales {
 };
 ScoreScales forward_score_scales(const Attention& attention);
 
-/// The kernel's arguments for a validated call (see templates/attention/params.cuh): the scale
-/// folded into the base-2 domain, windows with kNoWindow for an unbounded side, causal as
+/// The (query, key) pairs a validated call computes: over the query rows, the keys each sees,
+/// by the kernels' own rule (templates/attention/key_window.cuh).
+double visible_pairs(const Attention& attention);
+
+/// The kernel's arguments for a validated call (see templates/attention/forward_params.cuh): the
+/// scale folded into the base-2 domain, windows with kNoWindow for an unbounded side, causal as
 /// window_right = 0.
 AttentionForwardParams forward_params(const Attention& attention, const TensorView& q,
                                       const TensorView& k, const TensorView& v, const TensorView& o,

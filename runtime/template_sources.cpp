@@ -28,10 +28,13 @@ TemplateSet TemplateSet::from_directory(const std::filesystem::path& dir) {
     throw Error(ErrorKind::io, "template directory " + dir.string() + " does not exist");
   }
   std::vector<std::string> names;
-  for (const auto& entry : fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink)) {
+  // Linked folders are followed (a directory may assemble templates from several trees), and
+  // names stay as seen from `dir`: lexically, without resolving the links.
+  for (const auto& entry :
+       fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink)) {
     std::string ext = entry.path().extension().string();
     if (entry.is_regular_file() && (ext == ".cuh" || ext == ".cu")) {
-      names.push_back(fs::relative(entry.path(), dir).generic_string());
+      names.push_back(entry.path().lexically_relative(dir).generic_string());
     }
   }
   if (names.empty()) {

@@ -37,7 +37,7 @@ copy() {  # path relative to the build folder
   fi
 }
 
-binaries=(tools/flashjit runtime/libflashjit.so examples/training_step)
+binaries=(tools/flashjit api/libflashjit.so examples/training_step)
 for test in "${gpu_tests[@]}"; do
   binaries+=("${test#"$build"/}")
   # doctest's discovered test list for this executable.

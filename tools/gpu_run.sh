@@ -196,11 +196,11 @@ device_slug() {
 bench_stem="$out/$(date +%F)-$(device_slug)"
 run_bench() {
   local stem=$bench_stem
-  echo "\$ python3 bench/attention.py --lib $build/runtime/libflashjit.so --out $stem.md" \
+  echo "\$ python3 bench/attention.py --lib $build/api/libflashjit.so --out $stem.md" \
     "--time-limit-s $((limit - 30)) ${BENCH_ARGS:-}"
   # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
   timeout --kill-after=10 "$limit" python3 bench/attention.py \
-    --lib "$build/runtime/libflashjit.so" --out "$stem.md" \
+    --lib "$build/api/libflashjit.so" --out "$stem.md" \
     --time-limit-s $((limit - 30)) ${BENCH_ARGS:-}
 }
 
@@ -231,11 +231,11 @@ run_autotune() {
 }
 
 run_bench_tuned() {
-  echo "\$ python3 bench/attention.py --lib $build/runtime/libflashjit.so --out $bench_stem-tuned.md" \
+  echo "\$ python3 bench/attention.py --lib $build/api/libflashjit.so --out $bench_stem-tuned.md" \
     "--time-limit-s $((limit - 30)) ${BENCH_ARGS:-}   (tuning database: $FLASHJIT_CACHE_DIR)"
   # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
   timeout --kill-after=10 "$limit" python3 bench/attention.py \
-    --lib "$build/runtime/libflashjit.so" --out "$bench_stem-tuned.md" \
+    --lib "$build/api/libflashjit.so" --out "$bench_stem-tuned.md" \
     --time-limit-s $((limit - 30)) ${BENCH_ARGS:-}
 }
 

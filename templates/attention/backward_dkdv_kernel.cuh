@@ -106,7 +106,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
       ScoreScaling<Traits::kSoftcap, kRows, Traits::kBlockM> scaling;
       scaling.scale(p_t, params);  // Sᵀ·scale·log2 e
       if (!window.block_fully_visible(row0, row0 + rows - 1, key0, Traits::kBlockN)) {
-        apply_transposed(window, p_t, key0 + warp_row0, row0, lane);  // −inf where masked
+        mask_scores_transposed(window, p_t, key0 + warp_row0, row0, lane);  // −inf where masked
       }
       for_each_element(p_t, lane, [&](int, int c, float& x) {
         x = exp2_approx(x - load_shared(stream.lse, c));  // Pᵀ = 2^(Sᵀ − LSE)

@@ -6,26 +6,11 @@
 #include "attention/backward_scores.cuh"
 #include "attention/backward_traits.cuh"
 #include "attention/epilogue.cuh"
-#include "attention/forward_pipeline.cuh"
+#include "attention/key_value_pipeline.cuh"
 #include "attention/mask.cuh"
 #include "tile/gemm.cuh"
 
 namespace flashjit {
-
-/// The query side of one (batch, head) for the dQ kernel, in HeadSlice's shape (o = dQ).
-template <typename T>
-FJ_DEVICE HeadSlice<T> dq_slice(const AttentionBackwardParams& p, int batch, int head, int row0) {
-  const int kv_head = head / p.heads_per_kv;
-  return {p.q.rows<T>(batch, head, row0),
-          p.k.rows<T>(batch, kv_head, 0),
-          p.v.rows<T>(batch, kv_head, 0),
-          p.dq.rows<T>(batch, head, row0),
-          nullptr,
-          p.q.row_stride,
-          p.k.row_stride,
-          p.v.row_stride,
-          p.dq.row_stride};
-}
 
 /// Grid (ceil(seqlen_q / kBlockM), heads_q, batch), block kThreads, dynamic shared memory
 /// Traits::kSharedBytes.
@@ -40,7 +25,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   const int row0 = int(blockIdx.x) * Traits::kBlockM;
   const int rows = min_int(Traits::kBlockM, params.seqlen_q - row0);
   const int head = blockIdx.y, batch = blockIdx.z;
-  const HeadSlice<T> slice = dq_slice<T>(params, batch, head, row0);
+  const HeadSlice<T> slice = head_slice<T>(params, params.dq, nullptr, batch, head, row0);
   const KeyWindow<Traits::kMask> window(params);
   const BlockRange blocks = window.key_blocks(row0, row0 + rows - 1, Traits::kBlockN);
 
@@ -74,7 +59,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     ScoreScaling<Traits::kSoftcap, kRows, Traits::kBlockN> scaling;
     scaling.scale(p, params);  // S·scale·log2 e
     if (!window.block_fully_visible(row0, row0 + rows - 1, key0, Traits::kBlockN)) {
-      window.apply(p, row0 + warp_row0, key0, lane);  // S = −inf where masked
+      mask_scores(window, p, row0 + warp_row0, key0, lane);  // S = −inf where masked
     }
     exp2_sub_row(p, lse);                 // P = 2^(S − LSE)
     acc_tile<kRows, Traits::kBlockN> ds;  // (kRows, kBlockN) dP, then dS
@@ -86,7 +71,8 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     mma_ab<T>(dq, ds, k, lane);  // dQ += dS K
   }
   scale_tile(dq, params.scale);
-  store_rows<Traits::kHeadDim>(dq, pipeline.q, slice.o, slice.o_row_stride, warp_row0, rows, lane);
+  store_rows<Traits::kHeadDim>(dq, pipeline.q, slice.out, slice.out_row_stride, warp_row0, rows,
+                               lane);
 }
 
 }  // namespace flashjit

@@ -1,7 +1,7 @@
 #pragma once
 // The backward kernels' run-time arguments (host fills, kernels take by value). The mask and
 // score fields mean what they mean in AttentionForwardParams.
-#include "attention/params.cuh"
+#include "attention/forward_params.cuh"
 
 namespace flashjit {
 
@@ -16,7 +16,7 @@ struct AttentionBackwardParams {
   const float* lse;    // (batch, heads_q, seqlen_q) from the forward pass, natural log
   index_t lse_batch_stride;
   index_t lse_head_stride;
-  float* delta;        // (batch, heads_q, seqlen_q) contiguous: D = rowsum(dO ∘ O), workspace
+  float* delta;  // (batch, heads_q, seqlen_q) contiguous: D = rowsum(dO ∘ O), workspace
 
   int batch;
   int heads_q;

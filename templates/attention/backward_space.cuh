@@ -8,7 +8,6 @@
 namespace flashjit::attention_backward_space {
 
 using attention_forward_space::head_dim_supported;
-using attention_forward_space::MaskKind;
 using attention_forward_space::padded_head_dim;
 
 /// Which gradients the dK/dV kernel accumulates. Large head dims split them over two launches

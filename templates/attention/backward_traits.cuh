@@ -2,16 +2,16 @@
 // One specialization of the backward kernels: everything they need as a compile-time constant.
 // The host names it in the kernels' name expressions (kernels/attention_backward.cpp), e.g.
 //   flashjit::attention_backward_dq_kernel<flashjit::BackwardTraits<flashjit::bfloat16_t, 128,
-//       64, 64, 4, flashjit::attention_forward_space::MaskKind::window, false,
+//       64, 64, 4, flashjit::MaskKind::window, false,
 //       flashjit::attention_backward_space::KeyGradients::both>>
 #include "attention/backward_space.cuh"
+#include "attention/mask_kind.cuh"
 #include "tile/numeric.cuh"
 
 namespace flashjit {
 
-template <typename Element_, int HeadDim, int BlockM, int BlockN, int Warps,
-          attention_forward_space::MaskKind Mask, bool Softcap,
-          attention_backward_space::KeyGradients Gradients>
+template <typename Element_, int HeadDim, int BlockM, int BlockN, int Warps, MaskKind Mask,
+          bool Softcap, attention_backward_space::KeyGradients Gradients>
 struct BackwardTraits {
   static_assert(attention_backward_space::config_valid(HeadDim, BlockM, BlockN, Warps),
                 "invalid backward traits: see attention_backward_space::config_valid (head dim "
@@ -30,7 +30,7 @@ struct BackwardTraits {
   // dim 16 with the window mask, 80 registers and 4 bytes, now 127 and none).
   static constexpr int kMinBlocksPerSm = 1;
   static constexpr int kStages = 2;  // the dQ kernel double-buffers K and V (K is read twice)
-  static constexpr attention_forward_space::MaskKind kMask = Mask;
+  static constexpr MaskKind kMask = Mask;
   static constexpr bool kSoftcap = Softcap;
   static constexpr attention_backward_space::KeyGradients kGradients = Gradients;
   static constexpr bool kWantDk = Gradients != attention_backward_space::KeyGradients::dv;

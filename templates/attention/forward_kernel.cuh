@@ -3,10 +3,10 @@
 // streams the visible key blocks past them, keeping per row the running max m, sum ℓ and
 // unnormalized output O. Each warp owns Br / warps of the rows; the CTA shares K and V.
 #include "attention/epilogue.cuh"
-#include "attention/forward_pipeline.cuh"
+#include "attention/forward_params.cuh"
 #include "attention/forward_softmax.cuh"
+#include "attention/key_value_pipeline.cuh"
 #include "attention/mask.cuh"
-#include "attention/params.cuh"
 #include "tile/gemm.cuh"
 
 namespace flashjit {
@@ -19,10 +19,12 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
   using T = typename Traits::Element;
   constexpr int kRows = Traits::kRowsPerWarp;
   const int lane = threadIdx.x % kWarpSize;
-  const int warp_row0 = threadIdx.x / kWarpSize * kRows;    // the warp's first row in the block
-  const int row0 = int(blockIdx.x) * Traits::kBlockM;        // the block's first query row
+  const int warp_row0 = threadIdx.x / kWarpSize * kRows;  // the warp's first row in the block
+  const int row0 = int(blockIdx.x) * Traits::kBlockM;     // the block's first query row
   const int rows = min_int(Traits::kBlockM, params.seqlen_q - row0);  // valid rows in the block
-  const HeadSlice<T> slice = head_slice<T>(params, blockIdx.z, blockIdx.y, row0);
+  const int head = blockIdx.y, batch = blockIdx.z;
+  const HeadSlice<T> slice =
+      head_slice<T>(params, params.o, lse_rows(params, batch, head, row0), batch, head, row0);
   const KeyWindow<Traits::kMask> window(params);
   const BlockRange blocks = window.key_blocks(row0, row0 + rows - 1, Traits::kBlockN);
 
@@ -38,13 +40,14 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
     mma_abt(s, pipeline.q, warp_row0, pipeline.await_keys(block), lane);  // S = Q Kᵀ
     scale_scores<Traits::kSoftcap>(s, params);                            // S·scale·log2 e
     if (!window.block_fully_visible(row0, row0 + rows - 1, key0, Traits::kBlockN)) {
-      window.apply(s, row0 + warp_row0, key0, lane);  // S = −inf where masked
+      mask_scores(window, s, row0 + warp_row0, key0, lane);  // S = −inf where masked
     }
-    softmax.update(s, o);                                  // P = 2^(S − m), O·α
+    softmax.update(s, o);                                 // P = 2^(S − m), O·α
     mma_ab<T>(o, s, pipeline.await_values(block), lane);  // O += P V
   }
   const row_vec<kRows> lse = softmax.finish(o);  // O /= ℓ
-  store_rows<Traits::kHeadDim>(o, pipeline.q, slice.o, slice.o_row_stride, warp_row0, rows, lane);
+  store_rows<Traits::kHeadDim>(o, pipeline.q, slice.out, slice.out_row_stride, warp_row0, rows,
+                               lane);
   store_lse(lse, slice.lse, warp_row0, rows, lane);
 }
 

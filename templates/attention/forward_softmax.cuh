@@ -2,7 +2,7 @@
 // The online softmax of the forward pass on a warp's score tiles (DESIGN.md section 1), in the
 // base-2 domain: scores arrive multiplied by scale·log2(e) (folded on the host), so every
 // exponential is one exp2.
-#include "attention/params.cuh"
+#include "attention/forward_params.cuh"
 #include "tile/register_tile.cuh"
 
 namespace flashjit {
@@ -11,7 +11,8 @@ namespace flashjit {
 template <bool Softcap, int Rows, int Cols>
 FJ_DEVICE void scale_scores(acc_tile<Rows, Cols>& s, const AttentionForwardParams& params) {
   for_each_in_row(s, [&](int, float& x) {
-    x = Softcap ? params.softcap_log2 * tanh_approx(x * params.score_scale) : x * params.score_scale;
+    x = Softcap ? params.softcap_log2 * tanh_approx(x * params.score_scale)
+                : x * params.score_scale;
   });
 }
 

@@ -6,10 +6,6 @@
 
 namespace flashjit::attention_forward_space {
 
-/// Which mask the kernel evaluates: none (only the ragged end of the keys), or the windowed
-/// predicate of AttentionForwardParams, of which causal is a case.
-enum class MaskKind : int { none = 0, window = 1 };
-
 /// Query rows per CTA (Br), key rows per iteration (Bc), warps per CTA, K/V pipeline stages.
 constexpr int kBlockM[] = {64, 128};
 constexpr int kBlockN[] = {32, 64, 128};

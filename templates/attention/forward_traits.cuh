@@ -2,14 +2,15 @@
 // One specialization of the forward kernel: everything it needs as a compile-time constant.
 // The host names it in the kernel's name expression (kernels/attention_forward.cpp), e.g.
 //   flashjit::attention_forward_kernel<flashjit::ForwardTraits<flashjit::bfloat16_t, 128, 128,
-//       64, 4, 2, flashjit::attention_forward_space::MaskKind::window, false>>
+//       64, 4, 2, flashjit::MaskKind::window, false>>
 #include "attention/forward_space.cuh"
+#include "attention/mask_kind.cuh"
 #include "tile/numeric.cuh"
 
 namespace flashjit {
 
 template <typename Element_, int HeadDim, int BlockM, int BlockN, int Warps, int Stages,
-          attention_forward_space::MaskKind Mask, bool Softcap>
+          MaskKind Mask, bool Softcap>
 struct ForwardTraits {
   static_assert(attention_forward_space::config_valid(HeadDim, BlockM, BlockN, Warps, Stages),
                 "invalid forward traits: see attention_forward_space::config_valid (head dim a "
@@ -23,7 +24,7 @@ struct ForwardTraits {
   static constexpr int kWarps = Warps;
   static constexpr int kThreads = Warps * 32;
   static constexpr int kStages = Stages;
-  static constexpr attention_forward_space::MaskKind kMask = Mask;
+  static constexpr MaskKind kMask = Mask;
   static constexpr bool kSoftcap = Softcap;
   static constexpr int kRowsPerWarp = attention_forward_space::rows_per_warp(BlockM, Warps);
   static constexpr int kSharedBytes =

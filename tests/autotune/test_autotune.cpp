@@ -63,7 +63,7 @@ TEST_CASE("candidates: the whole space, one default, FLOPs") {
   const TuningProblem p = forward_problem(128, 4096);
   const std::vector<Candidate> candidates = enumerate_candidates(p, "sm_90a");
   CHECK(candidates.size() ==
-        kernels::forward_configs(DType::bf16, 128, kernels::MaskKind::none, false).size());
+        kernels::forward_configs(DType::bf16, 128, MaskKind::none, false).size());
   CHECK(std::count_if(candidates.begin(), candidates.end(),
                       [](const Candidate& c) { return c.is_default; }) == 1);
   for (const Candidate& c : candidates) {

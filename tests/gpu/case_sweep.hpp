@@ -47,7 +47,7 @@ std::vector<std::optional<typename Op::Config>> sweep_configs(const typename Op:
     return configs;
   }
   const auto shared_limit = static_cast<int>(gpu().device().shared_memory_optin);
-  const kernels::MaskKind mask = kernels::forward_mask_kind(c.attention());
+  const MaskKind mask = kernels::forward_mask_kind(c.attention());
   for (const typename Op::Config& config : Op::space(c.dtype, d, mask, c.problem.softcap > 0)) {
     if (config.shared_bytes() <= shared_limit) configs.push_back(config);
   }

@@ -100,8 +100,8 @@ TEST_CASE("forward accepts O interleaved with Q in one buffer") {
   const TensorView kv = attention_tensor(k, DType::bf16, Layout::bshd, B, L, H, D);
   const TensorView vv = attention_tensor(v, DType::bf16, Layout::bshd, B, L, H, D);
   CHECK_NOTHROW(validate_forward_arguments(attention, slice(0), kv, vv, slice(1), TensorView{}));
-  check_names([&] { validate_forward_arguments(attention, slice(0), kv, vv, slice(0), {}); },
-              "o", "shares elements with input 'q'");
+  check_names([&] { validate_forward_arguments(attention, slice(0), kv, vv, slice(0), {}); }, "o",
+              "shares elements with input 'q'");
 }
 
 TEST_CASE("forward rejects bad attention fields by name") {
@@ -335,7 +335,7 @@ TEST_CASE("forward specs name the traits and read like the config") {
   CHECK(spec.header == "attention/forward_kernel.cuh");
   CHECK(spec.name_expression ==
         "flashjit::attention_forward_kernel<flashjit::ForwardTraits<flashjit::bfloat16_t, 128, "
-        "128, 64, 4, 2, flashjit::attention_forward_space::MaskKind::window, true>>");
+        "128, 64, 4, 2, flashjit::MaskKind::window, true>>");
   CHECK(spec.readable_name == "attention_forward.hdim128.bf16.window.softcap.br128.bc64.w4.s2");
   CHECK(spec.display_name() ==
         "attention_forward.hdim128.bf16.window.softcap.br128.bc64.w4.s2.sm90a");
@@ -345,7 +345,7 @@ TEST_CASE("forward specs name the traits and read like the config") {
   const detail::KernelSpec plain_spec = forward_spec(plain, "sm_80");
   CHECK(plain_spec.name_expression ==
         "flashjit::attention_forward_kernel<flashjit::ForwardTraits<flashjit::half_t, 64, 64, 32, "
-        "4, 1, flashjit::attention_forward_space::MaskKind::none, false>>");
+        "4, 1, flashjit::MaskKind::none, false>>");
   CHECK(plain_spec.readable_name == "attention_forward.hdim64.fp16.br64.bc32.w4.s1");
 
   ForwardConfig invalid = plain;

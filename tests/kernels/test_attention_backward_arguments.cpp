@@ -334,7 +334,7 @@ TEST_CASE("backward specs name the traits and read like the config") {
 
   const std::string traits =
       "flashjit::BackwardTraits<flashjit::bfloat16_t, 128, 64, 64, 4, "
-      "flashjit::attention_forward_space::MaskKind::window, false, "
+      "flashjit::MaskKind::window, false, "
       "flashjit::attention_backward_space::KeyGradients::";
   CHECK(specs.dq.op == "attention-backward");
   CHECK(specs.dq.header == "attention/backward_dq_kernel.cuh");
@@ -365,7 +365,7 @@ TEST_CASE("backward specs name the traits and read like the config") {
         "attention_backward.dkdv.hdim64.fp16.softcap.br32.bc32.w2");
   CHECK(plain_specs.key_gradients[0].name_expression ==
         "flashjit::attention_backward_dkdv_kernel<flashjit::BackwardTraits<flashjit::half_t, 64, "
-        "32, 32, 2, flashjit::attention_forward_space::MaskKind::none, true, "
+        "32, 32, 2, flashjit::MaskKind::none, true, "
         "flashjit::attention_backward_space::KeyGradients::both>>");
 
   BackwardConfig invalid = plain;

@@ -16,7 +16,6 @@
 
 using namespace flashjit;
 using namespace flashjit::detail;
-using kernels::MaskKind;
 
 namespace {
 

@@ -11,10 +11,10 @@
 #include <optional>
 #include <vector>
 
+#include "cases/backward_case.hpp"
 #include "kernels/attention_backward.hpp"
 #include "kernels/attention_forward.hpp"
 #include "kernels/emulated/builtin_kernels.hpp"
-#include "cases/backward_case.hpp"
 #include "support/backward_case_builders.hpp"
 
 namespace flashjit::testing {
@@ -33,7 +33,7 @@ std::vector<std::optional<kernels::BackwardConfig>> configs_for(const BackwardCa
   std::vector<std::optional<kernels::BackwardConfig>> configs = {std::nullopt};
   const auto d = static_cast<int>(c.problem.head_dim);
   if (c.dtype != DType::bf16 || (d != 64 && d != 128)) return configs;
-  const kernels::MaskKind mask = kernels::forward_mask_kind(c.attention());
+  const MaskKind mask = kernels::forward_mask_kind(c.attention());
   const bool softcap = c.problem.softcap > 0;
   const std::string arch = emulator().device().arch();
   const kernels::BackwardConfig chosen =
@@ -41,7 +41,8 @@ std::vector<std::optional<kernels::BackwardConfig>> configs_for(const BackwardCa
   for (const kernels::BackwardConfig& config :
        kernels::backward_configs(c.dtype, d, mask, softcap)) {
     const auto spec = kernels::backward_specs(config, arch).dq;
-    if (config != chosen && kernels::emulated::builtin_kernels().find(spec.name_expression) != nullptr) {
+    if (config != chosen &&
+        kernels::emulated::builtin_kernels().find(spec.name_expression) != nullptr) {
       configs.push_back(config);
     }
   }

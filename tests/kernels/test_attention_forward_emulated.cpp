@@ -7,9 +7,9 @@
 
 #include <vector>
 
+#include "cases/attention_case.hpp"
 #include "kernels/attention_forward.hpp"
 #include "kernels/emulated/builtin_kernels.hpp"
-#include "cases/attention_case.hpp"
 #include "support/emulator_runtime.hpp"
 #include "support/forward_case_builders.hpp"
 
@@ -24,7 +24,7 @@ std::vector<std::optional<kernels::ForwardConfig>> configs_for(const ForwardCase
   std::vector<std::optional<kernels::ForwardConfig>> configs = {std::nullopt};
   const auto d = static_cast<int>(c.problem.head_dim);
   if (c.dtype != DType::bf16 || (d != 64 && d != 128)) return configs;
-  const kernels::MaskKind mask = kernels::forward_mask_kind(c.attention());
+  const MaskKind mask = kernels::forward_mask_kind(c.attention());
   for (const kernels::ForwardConfig& config :
        kernels::forward_configs(c.dtype, d, mask, c.problem.softcap > 0)) {
     const auto spec = kernels::forward_spec(config, emulator().device().arch());

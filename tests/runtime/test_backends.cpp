@@ -28,7 +28,6 @@
 #endif
 
 using namespace flashjit;
-using kernels::MaskKind;
 
 namespace {
 
@@ -224,7 +223,7 @@ TEST_CASE("the nearest kernels the error lists are the nearest head dims") {
   const std::string arch = runtime.device().arch();
   // Head dim 72 is not built for the emulator; 64 and 80 are.
   const kernels::ForwardConfig config =
-      kernels::default_forward_config(DType::bf16, 72, kernels::MaskKind::none, false, arch);
+      kernels::default_forward_config(DType::bf16, 72, MaskKind::none, false, arch);
   const detail::KernelSpec spec = kernels::forward_spec(config, arch);
   REQUIRE(kernels::emulated::builtin_kernels().find(spec.name_expression) == nullptr);
   const std::string message =

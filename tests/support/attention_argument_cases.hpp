@@ -108,7 +108,7 @@ void check_config_mismatches(Config& config, Attention& attention,
     }
   }
   SUBCASE("the window kernel runs an unmasked call") {
-    config.mask = kernels::MaskKind::window;
+    config.mask = MaskKind::window;
     CHECK_NOTHROW(check());
   }
 }
@@ -117,13 +117,12 @@ void check_config_mismatches(Config& config, Attention& attention,
 /// arch, head dim, dtype, mask and softcap: valid, one of the op's space (`configs`), within the
 /// arch's shared memory; and a head dim, dtype or arch the op lacks is an error naming it.
 template <class Config>
-void check_default_configs(Config (*default_config)(DType, int, kernels::MaskKind, bool,
-                                                    const std::string&),
-                           std::vector<Config> (*configs)(DType, int, kernels::MaskKind, bool)) {
+void check_default_configs(Config (*default_config)(DType, int, MaskKind, bool, const std::string&),
+                           std::vector<Config> (*configs)(DType, int, MaskKind, bool)) {
   for (const char* arch : {"sm_80", "sm_86", "sm_89", "sm_90a", "sm_120"}) {
     for (int head_dim = 8; head_dim <= 256; head_dim += 8) {
       for (DType dtype : {DType::f16, DType::bf16}) {
-        for (kernels::MaskKind mask : {kernels::MaskKind::none, kernels::MaskKind::window}) {
+        for (MaskKind mask : {MaskKind::none, MaskKind::window}) {
           for (bool softcap : {false, true}) {
             const Config config = default_config(dtype, head_dim, mask, softcap, arch);
             const std::vector<Config> space = configs(dtype, head_dim, mask, softcap);
@@ -136,7 +135,7 @@ void check_default_configs(Config (*default_config)(DType, int, kernels::MaskKin
       }
     }
   }
-  const kernels::MaskKind none = kernels::MaskKind::none;
+  const MaskKind none = MaskKind::none;
   check_names([&] { default_config(DType::bf16, 100, none, false, "sm_80"); }, "head_dim");
   check_names([&] { default_config(DType::f32, 64, none, false, "sm_80"); }, "dtype");
   check_names([&] { default_config(DType::bf16, 64, none, false, "sm_75"); }, "arch");

@@ -1,39 +1,14 @@
 #pragma once
-// Where the forward kernel's tiles live in shared memory, and the cp.async pipeline that
-// streams key and value blocks in ahead of their use. With one stage, V_j loads during
-// S = Q K_jᵀ and the softmax, and K_j+1 during O += P V_j; with two, K_j+1 and V_j+1 load
-// during the whole of iteration j. Every wait is followed by a block barrier, which also
-// tells the loader that all warps are done with the buffer it refills next.
+// Where a query-major kernel's tiles live in shared memory (the forward's, and the backward dQ
+// kernel's), and the cp.async pipeline that streams key and value blocks in ahead of their use.
+// With one stage, V_j loads during S = Q K_jᵀ and the softmax, and K_j+1 during O += P V_j; with
+// two, K_j+1 and V_j+1 load during the whole of iteration j. Every wait is followed by a block
+// barrier, which also tells the loader that all warps are done with the buffer it refills next.
 #include "attention/forward_traits.cuh"
-#include "attention/params.cuh"
+#include "attention/head_tensor.cuh"
 #include "tile/shared_tile.cuh"
 
 namespace flashjit {
-
-/// This CTA's slice of the tensors: (batch, head) fixed, first query row `row0`.
-template <typename T>
-struct HeadSlice {
-  const T* q;  // (rows, head_dim), row 0 = the block's first query row
-  const T* k;  // (seqlen_k, head_dim)
-  const T* v;  // (seqlen_k, head_dim)
-  T* o;        // (rows, head_dim)
-  float* lse;  // (rows,), nullptr: not written
-  index_t q_row_stride, k_row_stride, v_row_stride, o_row_stride;
-};
-
-template <typename T>
-FJ_DEVICE HeadSlice<T> head_slice(const AttentionForwardParams& p, int batch, int head, int row0) {
-  const int kv_head = head / p.heads_per_kv;  // GQA/MQA: heads_per_kv query heads share one
-  return {p.q.rows<T>(batch, head, row0),
-          p.k.rows<T>(batch, kv_head, 0),
-          p.v.rows<T>(batch, kv_head, 0),
-          p.o.rows<T>(batch, head, row0),
-          lse_rows(p, batch, head, row0),
-          p.q.row_stride,
-          p.k.row_stride,
-          p.v.row_stride,
-          p.o.row_stride};
-}
 
 template <class Traits>
 struct KeyValuePipeline {

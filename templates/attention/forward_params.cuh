@@ -2,32 +2,9 @@
 // The forward kernel's run-time arguments, one struct shared by the host (which fills it) and
 // the kernel (which takes it by value). Everything that varies per call and not per
 // specialization lives here; what the kernel needs as a compile-time constant is in the config.
-#include "tile/platform.cuh"
+#include "attention/head_tensor.cuh"
 
 namespace flashjit {
-
-/// A strided [batch, seqlen, heads, head_dim] tensor with unit head_dim stride. Strides are in
-/// elements and 64-bit, so [B, L, H, D] and [B, H, L, D] (and padded variants) need no copy.
-struct HeadTensor {
-  void* data;  // the element type is the config's (written only for o)
-  index_t batch_stride;
-  index_t row_stride;  // between consecutive sequence positions
-  index_t head_stride;
-
-  /// Sequence position `row` of head `head` in batch `batch`: the first of that head's rows
-  /// from there on, `row_stride` apart. 64-bit offsets (strides are index_t).
-  template <typename T>
-  FJ_DEVICE T* rows(int batch, int head, int row) const {
-    return static_cast<T*>(data) + batch * batch_stride + head * head_stride + row * row_stride;
-  }
-};
-
-/// LSE of rows [row0, ...) of (batch, head), unit stride, from params with the LSE fields
-/// (forward and backward); nullptr when the call skips LSE.
-template <class Params>
-FJ_DEVICE auto lse_rows(const Params& p, int batch, int head, int row0) {
-  return p.lse ? p.lse + batch * p.lse_batch_stride + head * p.lse_head_stride + row0 : nullptr;
-}
 
 /// Arguments of flashjit::attention_forward_kernel. Query row i sees key j iff
 ///   j < seqlen_k  and  i + diagonal - window_left <= j <= i + diagonal + window_right

@@ -49,7 +49,8 @@ class RuntimeBackend {
 std::unique_ptr<RuntimeBackend> open_cuda_backend(int ordinal);
 
 /// The emulator backend: host memory, kernels from the build-time table of emulated kernels
-/// (emulated_kernels.hpp). Never touches the CUDA driver.
+/// (emulated_kernels.hpp) or built by the host compiler (host_kernels.hpp). Never touches the
+/// CUDA driver.
 std::unique_ptr<RuntimeBackend> open_emulator_backend();
 
 }  // namespace flashjit::detail

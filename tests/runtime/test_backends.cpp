@@ -21,6 +21,7 @@
 #include "runtime/emulated_kernels.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/kernel_cache.hpp"
+#include "support/temp_dir.hpp"
 
 #if defined(FLASHJIT_EMULATOR)
 #error "FLASHJIT_EMULATOR leaked into a user of flashjit: only kernels/emulated/ may see it"
@@ -196,7 +197,9 @@ TEST_CASE("softmax through the emulator backend matches the reference") {
   }
 }
 
-TEST_CASE("a spec the emulator was not built with gives an error that says how to get it") {
+TEST_CASE("a spec the emulator was not built with, and no host compiler: an error that says how") {
+  // Without a host compiler the emulator runs only its build-time kernels.
+  testing::ScopedEnv no_compiler("FLASHJIT_HOST_CXX", "/nonexistent/c++");
   Runtime runtime = emulator_runtime();
   detail::KernelSpec spec = kernels::softmax_spec({DType::f32, 128, 32}, runtime.device().arch());
   spec.name_expression = "flashjit::softmax_kernel<flashjit::SoftmaxConfig<float, 96, 32>>";
@@ -210,7 +213,8 @@ TEST_CASE("a spec the emulator was not built with gives an error that says how t
     CHECK(error.kind() == ErrorKind::unsupported);
     CHECK(message.find("softmax.fp32.cols96.t32") != std::string::npos);
     CHECK(message.find(spec.name_expression) != std::string::npos);
-    CHECK(message.find("kernels/emulated/") != std::string::npos);
+    CHECK(message.find("FLASHJIT_HOST_CXX is '/nonexistent/c++'") != std::string::npos);
+    CHECK(message.find("Set FLASHJIT_HOST_CXX to a C++20 compiler") != std::string::npos);
     CHECK(message.find("nearest:\n  softmax.fp32.cols128.t32") != std::string::npos);
   }
 }
@@ -223,7 +227,8 @@ TEST_CASE("the nearest kernels the error lists are the nearest head dims") {
       kernels::default_forward_config(DType::bf16, 72, kernels::MaskKind::none, false, arch);
   const detail::KernelSpec spec = kernels::forward_spec(config, arch);
   REQUIRE(detail::emulated_kernels().find(spec.name_expression) == nullptr);
-  const std::string message = detail::missing_kernel_message(detail::emulated_kernels(), spec);
+  const std::string message =
+      detail::missing_kernel_message(detail::emulated_kernels(), spec, "no compiler");
   const std::string listed = message.substr(message.find("nearest:"));
   std::istringstream lines(listed);
   std::string line;

@@ -104,3 +104,15 @@ TEST_CASE("autotune --emulate times configs the emulator was not built with") {
   CHECK(count_lines_with(tuned.out, " ok") == 2);
   CHECK_FALSE(contains(tuned.out, "failed"));
 }
+
+TEST_CASE("info names the emulator's host compiler, or says why there is none") {
+  TempDir dir;
+  const ChildResult found = flashjit_cli({"info"}, dir.path().string());
+  CHECK_MESSAGE(contains(found.out, "emulator:    any kernel, compiled by /"), found.output);
+  const ChildResult missing =
+      flashjit_cli({"info"}, dir.path().string(), {"FLASHJIT_HOST_CXX=/nonexistent/c++"});
+  CHECK_MESSAGE(contains(missing.out,
+                         "emulator:    built-in kernels only (FLASHJIT_HOST_CXX is "
+                         "'/nonexistent/c++'"),
+                missing.output);
+}

@@ -86,15 +86,16 @@ TEST_CASE("a forward the emulator was not built with is compiled for the host, r
   CHECK(runtime.executor().has_kernel(spec));
 
   const detail::CacheStats& stats = detail::HostKernelCache::process_cache().stats();
+  const int compiles = stats.compiles;
   const testing::ForwardVerdict verdict =
       testing::run_forward_case(runtime, small_case(72), kConfig72);
   CHECK_MESSAGE(verdict.ok, verdict.describe());
-  CHECK(stats.compiles == 1);
+  CHECK(stats.compiles == compiles + 1);
   REQUIRE(host_entries(cache_dir.path()).size() == 1);
   // A second runtime in the process finds the loaded object in memory.
   Runtime second = emulator_runtime();
   CHECK(testing::run_forward_case(second, small_case(72), kConfig72).ok);
-  CHECK(stats.compiles == 1);
+  CHECK(stats.compiles == compiles + 1);
 
   // A new cache, as in a new process, loads the object from disk without compiling.
   detail::HostKernelCache fresh(cache_options(cache_dir.path()));
@@ -176,6 +177,7 @@ TEST_CASE("no host compiler: a spec outside the table is refused saying how, the
   ScopedEnv cache_env("FLASHJIT_CACHE_DIR", cache_dir.path().c_str());
   ScopedEnv compiler_env("FLASHJIT_HOST_CXX", "/nonexistent/c++");
   Runtime runtime = emulator_runtime();
+  const int compiles = detail::HostKernelCache::process_cache().stats().compiles;
   CHECK_FALSE(runtime.executor().has_kernel(spec72()));
   try {
     testing::run_forward_case(runtime, small_case(72), kConfig72);
@@ -189,6 +191,6 @@ TEST_CASE("no host compiler: a spec outside the table is refused saying how, the
   // Head dim 64's default is built in.
   const testing::ForwardVerdict verdict = testing::run_forward_case(runtime, small_case(64));
   CHECK_MESSAGE(verdict.ok, verdict.describe());
-  CHECK(detail::HostKernelCache::process_cache().stats().compiles == 0);
+  CHECK(detail::HostKernelCache::process_cache().stats().compiles == compiles);
   CHECK(host_entries(cache_dir.path()).empty());
 }

@@ -36,6 +36,7 @@ struct HostLauncher;
 /// cuLaunchKernel's: each pointer points at a value of the parameter's exact type.
 template <class... Params, void (*Kernel)(Params...)>
 struct HostLauncher<Kernel> {
+  /// Checks that `args` holds one pointer per parameter, then runs the grid of `config`.
   static Report launch(const LaunchConfig& config, void** args) {
     check_argument_count(args, sizeof...(Params), config.kernel_name);
     return unpack(config, args, std::index_sequence_for<Params...>{});

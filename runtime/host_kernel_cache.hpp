@@ -27,6 +27,8 @@ class HostKernelCache {
   /// (FLASHJIT_CACHE_DIR, FLASHJIT_ALWAYS_COMPILE, FLASHJIT_NO_JIT).
   static HostKernelCache& process_cache();
 
+  /// A cache with `options`' disk root and switches (the runtime uses process_cache(); tests
+  /// make their own, as a new process would have).
   explicit HostKernelCache(KernelCache::Options options);
 
   /// The launcher of `spec` built by `toolchain` from the active templates: from memory, else

@@ -30,6 +30,29 @@ function(flashjit_embed_templates out_var template_dir)
   set(${out_var} "${output}" PARENT_SCOPE)
 endfunction()
 
+# Generates a C++ source defining flashjit::detail::embedded_host_headers(): the emulator's
+# headers and the public headers they need, by their paths under the source tree, which the
+# emulator backend writes out for the host compiler (DESIGN.md section 5), so an installed
+# library compiles kernels for the emulator without a source tree.
+function(flashjit_embed_host_headers out_var)
+  file(GLOB headers CONFIGURE_DEPENDS RELATIVE "${PROJECT_SOURCE_DIR}"
+       "${PROJECT_SOURCE_DIR}/emulator/*.hpp")
+  # emulator/host_launcher.hpp throws flashjit::InvalidArgument.
+  list(APPEND headers include/flashjit/error.hpp)
+  list(SORT headers)
+  list(TRANSFORM headers PREPEND "${PROJECT_SOURCE_DIR}/" OUTPUT_VARIABLE abs_headers)
+  set(output "${CMAKE_CURRENT_BINARY_DIR}/embedded_host_headers.cpp")
+  add_custom_command(
+    OUTPUT "${output}"
+    COMMAND ${CMAKE_COMMAND} -DTEMPLATE_DIR=${PROJECT_SOURCE_DIR} "-DTEMPLATES=${headers}"
+            -DFUNCTION=embedded_host_headers -DOUTPUT=${output}
+            -P "${PROJECT_SOURCE_DIR}/cmake/EmbedTemplates.cmake"
+    DEPENDS ${abs_headers} "${PROJECT_SOURCE_DIR}/cmake/EmbedTemplates.cmake"
+    COMMENT "Embedding the emulator's headers"
+    VERBATIM)
+  set(${out_var} "${output}" PARENT_SCOPE)
+endfunction()
+
 # One helper adds a doctest executable and registers each TEST_CASE with CTest.
 # LABELS: CTest labels for every case (`gpu` for GPU-only suites, `emulated` for emulator runs).
 function(flashjit_add_test name)

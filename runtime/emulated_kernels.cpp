@@ -42,15 +42,20 @@ const EmulatedKernel* EmulatedKernelTable::find(const std::string& name_expressi
   return it == by_name_.end() ? nullptr : &kernels_[it->second];
 }
 
-std::string missing_kernel_message(const EmulatedKernelTable& table, const KernelSpec& spec) {
+std::string missing_kernel_message(const EmulatedKernelTable& table, const KernelSpec& spec,
+                                   const std::string& no_compiler) {
   std::vector<const KernelSpec*> same_op;
   for (const EmulatedKernel& kernel : table.kernels()) {
     if (kernel.spec.op == spec.op) same_op.push_back(&kernel.spec);
   }
   std::string message = "kernel " + spec.readable_name + " (" + spec.name_expression +
-                        ") is not among the emulator's build-time specializations: the emulator "
-                        "backend runs only kernels compiled into flashjit. Add its config to "
-                        "kernels/emulated/ and rebuild, or run it on a GPU.";
+                        ") is not among the emulator's build-time specializations, and the "
+                        "emulator cannot compile it: " +
+                        no_compiler + ".";
+  message +=
+      " Set FLASHJIT_HOST_CXX to a C++20 compiler (g++ or clang++), or put one on PATH as c++, "
+      "g++ or clang++, and the emulator compiles any specialization at run time; or run it on "
+      "a GPU.";
   if (same_op.empty()) return message + " The emulator has no '" + spec.op + "' kernel at all.";
   // The nearest first: the closest head dim, then those sharing the most parts of the readable
   // name (dtype, mask, tiles), so the list suggests what to run instead.

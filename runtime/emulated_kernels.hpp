@@ -43,8 +43,10 @@ class EmulatedKernelTable {
   std::unordered_map<std::string, std::size_t> by_name_;
 };
 
-/// Why `spec` cannot run on the emulator: it is not in `table`. Names the spec, says how to get
-/// it, and lists a few of the op's kernels that are there.
-std::string missing_kernel_message(const EmulatedKernelTable& table, const KernelSpec& spec);
+/// Why `spec` cannot run on the emulator: it is not in `table`, and no host compiler can build
+/// it (`no_compiler` says why). Names the spec, says how to get a compiler, and lists a few of
+/// the op's kernels that are there.
+std::string missing_kernel_message(const EmulatedKernelTable& table, const KernelSpec& spec,
+                                   const std::string& no_compiler);
 
 }  // namespace flashjit::detail

@@ -1,5 +1,7 @@
 // The emulator backend: host memory, and launches run to completion on the CPU SIMT emulator
-// by the host-compiled kernels of the emulated kernel table. Nothing here touches the driver.
+// by the host-compiled kernels of the emulated kernel table, or, for any other spec, by a
+// kernel the host compiler builds at run time (host_kernels.hpp). Nothing here touches the
+// driver.
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 
 #include "emulated_kernels.hpp"
 #include "flashjit/error.hpp"
+#include "host_kernels.hpp"
 #include "runtime_backend.hpp"
 
 namespace flashjit::detail {
@@ -104,15 +107,19 @@ class EmulatorBackend final : public RuntimeBackend, public Executor {
   void launch(const KernelSpec& spec, const LaunchShape& shape, void** args,
               const std::vector<KernelBuffer>& buffers) override;
   bool has_kernel(const KernelSpec& spec) const override {
-    return kernels_.find(spec.name_expression) != nullptr;
+    return kernels_.find(spec.name_expression) != nullptr || host_kernels_.available();
   }
 
  private:
+  /// The table's launcher of `spec`, else one the host compiler builds (seconds, once per
+  /// cache); Error{unsupported} when there is no host compiler either.
+  EmulatedLauncher launcher(const KernelSpec& spec);
   /// Adds a launch's counters to its kernel's.
   void count(const KernelSpec& spec, const emulator::WorkCounters& counted);
 
   DeviceInfo info_;
   const EmulatedKernelTable& kernels_;
+  HostKernels host_kernels_;
   std::vector<KernelWork> work_;  // a handful of kernels: a linear search finds one
 };
 
@@ -131,6 +138,15 @@ void EmulatorBackend::count(const KernelSpec& spec, const emulator::WorkCounters
                            counted.ctas};
 }
 
+EmulatedLauncher EmulatorBackend::launcher(const KernelSpec& spec) {
+  if (const EmulatedKernel* kernel = kernels_.find(spec.name_expression)) return kernel->launch;
+  if (!host_kernels_.available()) {
+    throw Error(ErrorKind::unsupported,
+                missing_kernel_message(kernels_, spec, host_kernels_.unavailable_reason()));
+  }
+  return host_kernels_.launcher(spec);
+}
+
 void EmulatorBackend::launch(const KernelSpec& spec, const LaunchShape& shape, void** args,
                              const std::vector<KernelBuffer>& buffers) {
   if (shape.dynamic_shared_bytes > info_.shared_memory_optin) {
@@ -140,16 +156,14 @@ void EmulatorBackend::launch(const KernelSpec& spec, const LaunchShape& shape, v
                                                       " (as sm_80) allows at most " +
                                                       std::to_string(info_.shared_memory_optin));
   }
-  const EmulatedKernel* kernel = kernels_.find(spec.name_expression);
-  if (kernel == nullptr)
-    throw Error(ErrorKind::unsupported, missing_kernel_message(kernels_, spec));
+  const EmulatedLauncher kernel = launcher(spec);  // before the lock: a compile takes seconds
   const emulator::LaunchConfig config = launch_config(spec, shape, buffers);
   emulator::Report report;
   {
     static std::mutex emulator_mutex;  // the emulator runs one launch at a time per process
     std::lock_guard lock(emulator_mutex);
     try {
-      report = kernel->launch(config, args);
+      report = kernel(config, args);
       count(spec, report.work);
     } catch (const Error&) {
       throw;

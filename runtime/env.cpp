@@ -15,6 +15,10 @@ const std::vector<EnvVar>& env_registry() {
        false},  // the template bytes themselves are in the key
       {"FLASHJIT_LINEINFO", "compile kernels with -lineinfo (source lines in sanitizers)", true},
       {"FLASHJIT_TUNING", "how kernels are chosen: off, cached (the default) or auto", false},
+      // The emulator's host compiles: the compiler's identity and the archive's bytes are in
+      // the host kernels' keys, so the variables themselves are not.
+      {"FLASHJIT_HOST_CXX", "the C++ compiler that builds kernels for the emulator", false},
+      {"FLASHJIT_EMULATOR_LIBRARY", "the emulator's archive linked into those kernels", false},
   };
   return registry;
 }

@@ -26,11 +26,13 @@ class Executor {
   /// Launches `spec` with `args` (pointers to each argument by value, in parameter order,
   /// nullptr-terminated). The emulator runs it to completion and throws Error{kernel_fault}
   /// listing the first findings (out-of-bounds access, race, divergent barrier) if there are
-  /// any, or Error{unsupported} when `spec` is not among its build-time kernels.
+  /// any. A spec outside the emulator's build-time kernels is compiled by the host compiler
+  /// first (Error{compile} with its log when that fails), or, with no host compiler, refused
+  /// with Error{unsupported}.
   virtual void launch(const KernelSpec& spec, const LaunchShape& shape, void** args,
                       const std::vector<KernelBuffer>& buffers) = 0;
   /// Whether this backend can run `spec` at all: a GPU compiles any spec; the emulator runs
-  /// only its build-time kernels.
+  /// its build-time kernels, and any spec when a host C++ compiler is available.
   virtual bool has_kernel(const KernelSpec& spec) const = 0;
 };
 

@@ -1,8 +1,11 @@
 #pragma once
 // What the `run` and `bench` commands print as "kernel:": the kernels Runtime::forward or
-// ::backward launches for a call, and where their config came from.
+// ::backward launches for a call, and where their config came from; and the config `run
+// --config` names.
+#include <optional>
 #include <string>
 
+#include "autotune/candidates.hpp"
 #include "flashjit/attention.hpp"
 #include "flashjit/runtime.hpp"
 
@@ -11,8 +14,15 @@ namespace flashjit::tools {
 /// The kernels of the config the runtime runs this call with (autotune::choose_config, which
 /// forward() and backward() ask too and which memoizes its answer, so this is what they run):
 /// their names, then "(heuristic default)" or "(tuned: from the tuning database)". Under the
-/// automatic policy a shape missing from the database is tuned here.
-std::string chosen_kernels(Runtime& runtime, const Attention& attention, DType dtype,
-                           bool backward);
+/// automatic policy a shape missing from the database is tuned here. With `named`, that
+/// config's kernels instead, then "(--config)".
+std::string chosen_kernels(Runtime& runtime, const Attention& attention, DType dtype, bool backward,
+                           const std::optional<autotune::TunedConfig>& named = std::nullopt);
+
+/// The config of `problem`'s space called `name`, as `flashjit autotune --plan` prints it
+/// ("br64.bc32.w4.s1" forward, "br64.bc64.w4" backward). Throws InvalidArgument(`flag`) when
+/// there is none, listing a few names there are.
+autotune::TunedConfig named_config(const autotune::TuningProblem& problem, const std::string& name,
+                                   const std::string& flag);
 
 }  // namespace flashjit::tools

@@ -1,5 +1,5 @@
-// `flashjit info`: version, NVRTC, driver and GPUs (or why there are none), kernel cache,
-// tuning policy and database.
+// `flashjit info`: version, NVRTC, driver and GPUs (or why there are none), the emulator's host
+// compiler, kernel cache, tuning policy and database.
 #include <cstdio>
 #include <filesystem>
 
@@ -11,6 +11,7 @@
 #include "flashjit/version.hpp"
 #include "format.hpp"
 #include "runtime/compiler.hpp"
+#include "runtime/host_compiler.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "runtime/template_sources.hpp"
 
@@ -83,6 +84,22 @@ std::string print_tuning(const SystemInfo& system) {
   return problem;
 }
 
+/// The host compiler the emulator compiles kernels outside its build-time set with, or why it
+/// has none.
+void print_host_compiler() {
+  const detail::HostToolchainLookup lookup = detail::find_host_toolchain();
+  if (!lookup.toolchain) {
+    std::printf(
+        "emulator:    built-in kernels only (%s; set FLASHJIT_HOST_CXX to a C++20 compiler)\n",
+        lookup.problem.c_str());
+    return;
+  }
+  const std::string& version = lookup.toolchain->compiler.version;
+  std::printf("emulator:    any kernel, compiled by %s (%s)\n",
+              lookup.toolchain->compiler.path.c_str(),
+              version.substr(0, version.find('\n')).c_str());
+}
+
 }  // namespace
 
 Subcommand add_info_command(CLI::App& app) {
@@ -96,6 +113,7 @@ Subcommand add_info_command(CLI::App& app) {
                         detail::TemplateSet::active().files().size());
             const SystemInfo system = query_system();
             print_devices(system);
+            print_host_compiler();
             print_cache();
             const std::string problem = print_tuning(system);
             if (problem.empty()) return 0;

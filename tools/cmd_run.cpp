@@ -1,8 +1,9 @@
 // `flashjit run`: one attention forward (or backward) on random inputs, on the GPU, or on the
 // CPU emulator when there is none (or with --emulate), judged against the float64 reference
-// exactly as the tests judge it (tests/support/attention_case, backward_case): the relative L2
+// exactly as the tests judge it (cases/attention_case, backward_case): the relative L2
 // error of O (of dQ, dK, dV) must be at most twice that of a plain attention (backward)
-// computed in the input dtype. --counters adds the emulator's work counters.
+// computed in the input dtype. --counters adds the emulator's work counters; --config runs a
+// config of the op's space instead of the runtime's choice.
 #include <unistd.h>
 
 #include <charconv>
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "autotune/candidates.hpp"
@@ -42,6 +44,7 @@ struct RunOptions {
   std::uint64_t seed = 1;
   std::string op = "attention-forward";
   bool counters = false;
+  std::string config;  // empty: the runtime's choice
 };
 
 /// The library's own limits on the descriptor, reported against the flag that set the field.
@@ -120,7 +123,26 @@ Runtime open_runtime(bool emulate) {
   return Runtime(RuntimeOptions{.backend = Backend::emulator});
 }
 
-void print_problem(const testing::ForwardCase& c, Runtime& runtime, bool backward) {
+/// The op's config `options.config` names (exit 2 when it names none), or nullopt without one.
+std::optional<autotune::TunedConfig> config_from_flag(const RunOptions& options,
+                                                      const testing::ForwardCase& c,
+                                                      bool backward) {
+  if (options.config.empty()) return std::nullopt;
+  const autotune::TuningProblem problem{
+      backward ? autotune::TunedOp::attention_backward : autotune::TunedOp::attention_forward,
+      c.dtype, c.attention()};
+  return named_config(problem, options.config, "--config");
+}
+
+/// The config's alternative, as the case runners take it.
+template <class Config>
+std::optional<Config> config_of(const std::optional<autotune::TunedConfig>& config) {
+  if (!config) return std::nullopt;
+  return std::get<Config>(*config);
+}
+
+void print_problem(const testing::ForwardCase& c, Runtime& runtime, bool backward,
+                   const std::optional<autotune::TunedConfig>& config) {
   const reference::Problem& p = c.problem;
   std::printf(
       "shape:   batch %lld, heads %lld (kv %lld), seqlen_q %lld, seqlen_k %lld, head_dim "
@@ -130,7 +152,8 @@ void print_problem(const testing::ForwardCase& c, Runtime& runtime, bool backwar
       static_cast<long long>(p.seqlen_k), static_cast<long long>(p.head_dim),
       std::string(dtype_name(c.dtype)).c_str(),
       c.layout == reference::Layout::bshd ? "bshd" : "bhsd", p.causal ? ", causal" : "");
-  std::printf("kernel:  %s\n", chosen_kernels(runtime, c.attention(), c.dtype, backward).c_str());
+  std::printf("kernel:  %s\n",
+              chosen_kernels(runtime, c.attention(), c.dtype, backward, config).c_str());
   std::fflush(stdout);
 }
 
@@ -178,10 +201,12 @@ int run_backward(const RunOptions& options) {
   c.dtype = forward.dtype;
   c.layout = forward.layout;
   c.seed = forward.seed;
+  const std::optional<autotune::TunedConfig> config = config_from_flag(options, forward, true);
   Runtime runtime = open_runtime(options.emulate);
-  print_problem(forward, runtime, true);
+  print_problem(forward, runtime, true, config);
   const auto start = std::chrono::steady_clock::now();
-  const testing::BackwardVerdict verdict = testing::run_backward_case(runtime, c);
+  const testing::BackwardVerdict verdict =
+      testing::run_backward_case(runtime, c, config_of<kernels::BackwardConfig>(config));
   const double elapsed = elapsed_ms(start);
   print_gradient("dQ:", verdict.dq);
   print_gradient("dK:", verdict.dk);
@@ -192,10 +217,12 @@ int run_backward(const RunOptions& options) {
 
 int run_forward(const RunOptions& options) {
   const testing::ForwardCase c = forward_case(options);
+  const std::optional<autotune::TunedConfig> config = config_from_flag(options, c, false);
   Runtime runtime = open_runtime(options.emulate);
-  print_problem(c, runtime, false);
+  print_problem(c, runtime, false, config);
   const auto start = std::chrono::steady_clock::now();
-  const testing::ForwardVerdict verdict = testing::run_forward_case(runtime, c);
+  const testing::ForwardVerdict verdict =
+      testing::run_forward_case(runtime, c, config_of<kernels::ForwardConfig>(config));
   const double elapsed = elapsed_ms(start);
   std::printf(
       "O:       max abs error %.3g, relative L2 error %.3g (bound %.3g: twice a plain "
@@ -255,6 +282,11 @@ Subcommand add_run_command(CLI::App& app) {
                   "attention-forward, or attention-backward (after a forward for O and LSE; "
                   "checks dQ, dK, dV)")
       ->check(CLI::IsMember({"attention-forward", "attention-backward"}));
+  run->add_option("--config", options->config,
+                  "Run this config of the op's space instead of the runtime's choice, named as "
+                  "`flashjit autotune --plan` prints it (br64.bc32.w4.s1 forward, br64.bc64.w4 "
+                  "backward); on the emulator, one it was not built with is compiled for the "
+                  "host first");
   run->add_flag("--counters", options->counters,
                 "Print the emulator's work counters of the op's kernels and their ratios to the "
                 "problem's minimum (with --emulate, or without a GPU)");

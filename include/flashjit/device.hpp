@@ -14,9 +14,10 @@ using Stream = void*;
 enum class Backend {
   cuda,  ///< a CUDA GPU: tensors are device memory
   /// The CPU SIMT emulator running the same templates, with out-of-bounds, race and barrier
-  /// checks: tensors are host memory, launches are synchronous and slow (small shapes), and
-  /// only the specializations built into flashjit can run (kernels/emulated/). Needs no
-  /// driver or GPU; device() describes the modelled GPU (sm_80).
+  /// checks: tensors are host memory, launches are synchronous and slow (small shapes). The
+  /// specializations built into flashjit run at once; any other is compiled by the host C++
+  /// compiler on first use (FLASHJIT_HOST_CXX, else c++ on PATH) and cached. Needs no driver
+  /// or GPU; device() describes the modelled GPU (sm_80).
   emulator,
 };
 

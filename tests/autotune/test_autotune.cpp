@@ -236,6 +236,9 @@ TEST_CASE("tuning end to end on the emulator: measured, written, reused without 
   TempDir cache_dir;
   ScopedEnv cache_env("FLASHJIT_CACHE_DIR", cache_dir.path().c_str());
   ScopedEnv policy_env("FLASHJIT_TUNING", nullptr);
+  // No host compiler: the emulator runs only its build-time kernels, so a candidate outside
+  // them fails to launch, as any candidate may.
+  ScopedEnv no_compiler("FLASHJIT_HOST_CXX", "/nonexistent/c++");
   const TuningProblem p = forward_problem(64, 128);
   Runtime runtime = emulator(TuningPolicy::cached);
   TuneOptions options;
@@ -283,6 +286,9 @@ TEST_CASE("policy auto: forward() tunes a new shape once, stores it, and reuses 
   TempDir cache_dir;
   ScopedEnv cache_env("FLASHJIT_CACHE_DIR", cache_dir.path().c_str());
   ScopedEnv policy_env("FLASHJIT_TUNING", nullptr);
+  // No host compiler, so the emulator runs its build-time kernels only (and tuning takes
+  // seconds, not a host compile per candidate).
+  ScopedEnv no_compiler("FLASHJIT_HOST_CXX", "/nonexistent/c++");
   // 64 tokens: static pruning leaves the small tiles (and the default) to compile and time.
   const TuningProblem p = forward_problem(64, 64);
   const Attention& a = p.attention;
@@ -308,7 +314,8 @@ TEST_CASE("policy auto: forward() tunes a new shape once, stores it, and reuses 
   REQUIRE(db.find(tuning_key(p)).has_value());
   const TuningEntry entry = *db.find(tuning_key(p));
   CHECK(config_name(choose_config(detail::tuning_of(runtime), p)) == entry.winner);
-  // Configs the emulator was not built with were compiled, then failed to launch: reported.
+  // Configs the emulator was not built with were compiled by NVRTC (for the resource report),
+  // then failed to launch: reported.
   const auto failed =
       std::count_if(entry.candidates.begin(), entry.candidates.end(),
                     [](const CandidateTiming& t) { return std::isinf(t.median_ms); });

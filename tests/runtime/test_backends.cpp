@@ -22,6 +22,7 @@
 #include "reference/checker.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/kernel_cache.hpp"
+#include "support/temp_dir.hpp"
 
 #if defined(FLASHJIT_EMULATOR)
 #error "FLASHJIT_EMULATOR leaked into a user of flashjit: only kernels/emulated/ may see it"
@@ -198,7 +199,9 @@ TEST_CASE("softmax through the emulator backend matches the reference") {
   }
 }
 
-TEST_CASE("a spec the emulator was not built with gives an error that says how to get it") {
+TEST_CASE("a spec the emulator was not built with, and no host compiler: an error that says how") {
+  // Without a host compiler the emulator runs only its build-time kernels.
+  testing::ScopedEnv no_compiler("FLASHJIT_HOST_CXX", "/nonexistent/c++");
   Runtime runtime = emulator_runtime();
   detail::KernelSpec spec = kernels::softmax_spec({DType::f32, 128, 32}, runtime.device().arch());
   spec.name_expression = "flashjit::softmax_kernel<flashjit::SoftmaxConfig<float, 96, 32>>";
@@ -213,7 +216,8 @@ TEST_CASE("a spec the emulator was not built with gives an error that says how t
     CHECK(error.kind() == ErrorKind::unsupported);
     CHECK(message.find("softmax.fp32.cols96.t32") != std::string::npos);
     CHECK(message.find(spec.name_expression) != std::string::npos);
-    CHECK(message.find("kernels/emulated/") != std::string::npos);
+    CHECK(message.find("FLASHJIT_HOST_CXX is '/nonexistent/c++'") != std::string::npos);
+    CHECK(message.find("Set FLASHJIT_HOST_CXX to a C++20 compiler") != std::string::npos);
     CHECK(message.find("nearest:\n  softmax.fp32.cols128.t32") != std::string::npos);
   }
 }
@@ -226,8 +230,8 @@ TEST_CASE("the nearest kernels the error lists are the nearest head dims") {
       kernels::default_forward_config(DType::bf16, 72, MaskKind::none, false, arch);
   const detail::KernelSpec spec = kernels::forward_spec(config, arch);
   REQUIRE(kernels::emulated::builtin_kernels().find(spec.name_expression) == nullptr);
-  const std::string message =
-      detail::missing_kernel_message(kernels::emulated::builtin_kernels(), spec);
+  const std::string message = detail::missing_kernel_message(kernels::emulated::builtin_kernels(),
+                                                             spec, "no compiler");
   const std::string listed = message.substr(message.find("nearest:"));
   std::istringstream lines(listed);
   std::string line;

@@ -1,0 +1,157 @@
+#include "host_compiler.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+#include "env.hpp"
+#include "file_io.hpp"
+#include "flashjit/error.hpp"
+#include "hashing.hpp"
+#include "subprocess.hpp"
+
+namespace flashjit::detail {
+namespace fs = std::filesystem;
+namespace {
+
+bool is_executable_file(const fs::path& path) {
+  std::error_code ec;
+  return fs::is_regular_file(path, ec) && ::access(path.c_str(), X_OK) == 0;
+}
+
+/// The first executable `name` in a directory of $PATH.
+std::optional<fs::path> find_on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path != nullptr ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    if (!dir.empty() && is_executable_file(fs::path(dir) / name)) return fs::path(dir) / name;
+  }
+  return std::nullopt;
+}
+
+/// The compiler's path, or nullopt after setting `problem`.
+std::optional<fs::path> compiler_path(std::string& problem) {
+  if (std::optional<std::string> chosen = env_value("FLASHJIT_HOST_CXX"); chosen) {
+    std::optional<fs::path> path = chosen->find('/') == std::string::npos
+                                       ? find_on_path(*chosen)
+                                       : std::optional<fs::path>(*chosen);
+    if (path && is_executable_file(*path)) return path;
+    problem = "FLASHJIT_HOST_CXX is '" + *chosen + "', which is not an executable file";
+    return std::nullopt;
+  }
+  for (const char* name : {"c++", "g++", "clang++"}) {
+    if (std::optional<fs::path> path = find_on_path(name)) return path;
+  }
+  problem = "no C++ compiler on PATH (looked for c++, g++ and clang++)";
+  return std::nullopt;
+}
+
+std::optional<HostCompiler> find_compiler(std::string& problem) {
+  std::optional<fs::path> path = compiler_path(problem);
+  if (!path) return std::nullopt;
+  const ProcessResult version = run_process({path->string(), "--version"});
+  if (version.exit_code != 0) {
+    problem = path->string() +
+              " does not answer --version: " + version.output.substr(0, version.output.find('\n'));
+    return std::nullopt;
+  }
+  std::error_code ec;
+  fs::path resolved = fs::canonical(*path, ec);
+  return HostCompiler{*path, ec ? *path : resolved, version.output};
+}
+
+/// The archive's path, or nullopt after setting `problem`.
+std::optional<fs::path> archive_path(std::string& problem) {
+  std::error_code ec;
+  if (std::optional<std::string> chosen = env_value("FLASHJIT_EMULATOR_LIBRARY"); chosen) {
+    if (fs::is_regular_file(*chosen, ec)) return fs::path(*chosen);
+    problem = "FLASHJIT_EMULATOR_LIBRARY is '" + *chosen + "', which is not a file";
+    return std::nullopt;
+  }
+  // Baked in by runtime/CMakeLists.txt: where `cmake --install` puts it, and the build tree.
+  for (const char* path : {FLASHJIT_EMULATOR_ARCHIVE_INSTALLED, FLASHJIT_EMULATOR_ARCHIVE_BUILT}) {
+    if (fs::is_regular_file(path, ec)) return fs::path(path);
+  }
+  problem = std::string("the emulator's archive is neither at ") +
+            FLASHJIT_EMULATOR_ARCHIVE_INSTALLED + " nor at " + FLASHJIT_EMULATOR_ARCHIVE_BUILT +
+            "; set FLASHJIT_EMULATOR_LIBRARY to it";
+  return std::nullopt;
+}
+
+/// At most the first 40 lines and 6000 characters of `log`: the first errors are the ones that
+/// matter, and one bad instantiation can print thousands of lines of context.
+std::string trimmed_log(const std::string& log) {
+  constexpr std::size_t kLines = 40, kCharacters = 6000;
+  std::size_t end = 0;
+  for (std::size_t line = 0; line < kLines && end < log.size(); ++line) {
+    const std::size_t newline = log.find('\n', end);
+    end = newline == std::string::npos ? log.size() : newline + 1;
+  }
+  end = std::min(end, kCharacters);
+  if (end >= log.size()) return log;
+  return log.substr(0, end) + "\n(" + std::to_string(log.size() - end) +
+         " more characters of the log left out)";
+}
+
+std::string without(std::string text, const std::string& part) {
+  for (std::size_t at; !part.empty() && (at = text.find(part)) != std::string::npos;) {
+    text.erase(at, part.size());
+  }
+  return text;
+}
+
+}  // namespace
+
+HostToolchainLookup find_host_toolchain() {
+  HostToolchainLookup lookup;
+  std::optional<HostCompiler> compiler = find_compiler(lookup.problem);
+  if (!compiler) return lookup;
+  std::optional<fs::path> archive = archive_path(lookup.problem);
+  if (!archive) return lookup;
+  std::optional<std::string> bytes = read_whole_file(*archive);
+  if (!bytes) {
+    lookup.problem = "cannot read the emulator's archive " + archive->string();
+    return lookup;
+  }
+  lookup.toolchain = HostToolchain{*compiler, *archive, KeyBuilder().add(*bytes).hex_digest()};
+  return lookup;
+}
+
+const std::vector<std::string>& host_compile_flags() {
+  // flashjit_emulator's own usage requirements (emulator/CMakeLists.txt), position-independent
+  // code for a shared object, hidden symbols but the entry point, the archive's symbols kept
+  // local (the object uses its own copy of the emulator), and no undefined symbol left for
+  // dlopen to find missing.
+  static const std::vector<std::string> flags = {"-std=c++20",
+                                                 "-O2",
+                                                 "-fPIC",
+                                                 "-shared",
+                                                 "-DFLASHJIT_EMULATOR=1",
+                                                 "-Wno-unknown-pragmas",
+                                                 "-fvisibility=hidden",
+                                                 "-Wl,--exclude-libs,ALL",
+                                                 "-Wl,-z,defs"};
+  return flags;
+}
+
+void compile_shared_object(const HostToolchain& toolchain, const fs::path& source,
+                           const std::vector<fs::path>& include_dirs,
+                           const std::vector<std::string>& extra_flags, const fs::path& output,
+                           const std::string& what) {
+  std::vector<std::string> argv = {toolchain.compiler.path.string()};
+  argv.insert(argv.end(), host_compile_flags().begin(), host_compile_flags().end());
+  for (const fs::path& dir : include_dirs) argv.push_back("-I" + dir.string());
+  argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
+  // The archive after the source, so the linker takes the members the kernel needs.
+  argv.insert(argv.end(), {source.string(), toolchain.archive.string(), "-o", output.string()});
+  const ProcessResult result = run_process(argv);
+  if (result.exit_code == 0) return;
+  throw Error(ErrorKind::compile,
+              toolchain.compiler.path.string() + " failed to compile " + what +
+                  " for the emulator (exit status " + std::to_string(result.exit_code) + "):\n" +
+                  trimmed_log(without(result.output, source.parent_path().string() + "/")));
+}
+
+}  // namespace flashjit::detail

@@ -1,0 +1,48 @@
+#pragma once
+// The host C++ compiler the emulator backend builds kernels with, and the emulator's archive
+// it links into them (DESIGN.md section 5): where they are, what identifies them in a cache
+// key, and one compile of a translation unit into a shared object.
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace flashjit::detail {
+
+/// A host C++ compiler.
+struct HostCompiler {
+  std::filesystem::path path;      ///< as found, e.g. "/usr/bin/c++" (for messages)
+  std::filesystem::path resolved;  ///< symlinks resolved, e.g. "/usr/bin/x86_64-linux-gnu-g++-12"
+  std::string version;             ///< what `--version` printed
+};
+
+/// What a host compile needs: the compiler and the emulator's archive to link in.
+struct HostToolchain {
+  HostCompiler compiler;
+  std::filesystem::path archive;  ///< libflashjit_emulator.a, built position-independent
+  std::string archive_digest;     ///< 32 hex digits over its bytes
+};
+
+/// The toolchain, or why there is none.
+struct HostToolchainLookup {
+  std::optional<HostToolchain> toolchain;
+  std::string problem;  ///< why there is none ("" when found)
+};
+
+/// Finds the compiler ($FLASHJIT_HOST_CXX, else c++, g++ or clang++ on PATH; it must answer
+/// `--version`) and the archive ($FLASHJIT_EMULATOR_LIBRARY, else the installed one, else the
+/// build tree's). Runs the compiler once and reads the archive whole.
+HostToolchainLookup find_host_toolchain();
+
+/// The flags of every host compile, before the include directories and the spec's options.
+const std::vector<std::string>& host_compile_flags();
+
+/// Compiles `source` into the shared object `output` with host_compile_flags(), `-I` each of
+/// `include_dirs`, `extra_flags`, and the archive linked in. Throws Error{compile} naming
+/// `what` and holding the compiler's log, trimmed, with `source`'s directory left out of paths.
+void compile_shared_object(const HostToolchain& toolchain, const std::filesystem::path& source,
+                           const std::vector<std::filesystem::path>& include_dirs,
+                           const std::vector<std::string>& extra_flags,
+                           const std::filesystem::path& output, const std::string& what);
+
+}  // namespace flashjit::detail

@@ -1,0 +1,40 @@
+#pragma once
+// One kernel compiled for the emulator at run time (DESIGN.md section 5): the translation unit
+// that exports its launcher, its cache key, and the compile, from the embedded templates and
+// emulator headers written out to a private directory, so no source tree is needed.
+#include <string>
+#include <vector>
+
+#include "host_compiler.hpp"
+#include "kernel_spec.hpp"
+#include "template_sources.hpp"
+
+namespace flashjit::detail {
+
+/// The emulator's headers and the public headers they include, by their paths in the source
+/// tree ("emulator/launch.hpp", "include/flashjit/error.hpp"). Generated at build time by
+/// cmake/EmbedTemplates.cmake (flashjit_embed_host_headers).
+const std::vector<TemplateFile>& embedded_host_headers();
+
+/// The function every host kernel object exports, returning its emulator::HostLaunchFunction.
+inline constexpr const char* kHostKernelEntry = "flashjit_host_kernel_launcher";
+
+/// The translation unit of `spec`: includes the spec's header and exports kHostKernelEntry,
+/// which returns &HostLauncher<&NAME_EXPRESSION>::launch.
+std::string host_translation_unit(const KernelSpec& spec);
+
+/// The cache key of `spec` built by `toolchain` from `templates`: XXH3-128 over the cache
+/// format, the flashjit version, the compiler's resolved path and `--version`, every flag (the
+/// spec's options included), every template and host header byte, the translation unit, the
+/// name expression and the archive's digest. The spec's arch is not in it: the code is the
+/// same for every GPU the emulator may model.
+std::string host_kernel_key(const KernelSpec& spec, const HostToolchain& toolchain,
+                            const TemplateSet& templates);
+
+/// Compiles `spec` with `toolchain` and returns the shared object's bytes. The sources are
+/// written into a fresh directory (0700, under the system's temp folder), removed afterwards.
+/// Throws Error{compile} with the compiler's log, Error{io} when the sources cannot be written.
+std::string build_host_kernel(const KernelSpec& spec, const HostToolchain& toolchain,
+                              const TemplateSet& templates);
+
+}  // namespace flashjit::detail

@@ -1,0 +1,117 @@
+#include "host_kernel_cache.hpp"
+
+#include <chrono>
+#include <cstdio>
+
+#include "flashjit/error.hpp"
+#include "host_kernel_build.hpp"
+#include "log.hpp"
+#include "shared_object.hpp"
+#include "template_sources.hpp"
+
+namespace flashjit::detail {
+namespace {
+
+emulator::HostLaunchFunction load(const std::string& bytes, const std::string& name) {
+  using Entry = emulator::HostLaunchFunction (*)();
+  const auto entry = reinterpret_cast<Entry>(load_shared_object(bytes, name, kHostKernelEntry));
+  return entry();
+}
+
+}  // namespace
+
+HostKernelCache& HostKernelCache::process_cache() {
+  static HostKernelCache cache(KernelCache::options_from_environment());
+  return cache;
+}
+
+HostKernelCache::HostKernelCache(KernelCache::Options options) : options_(std::move(options)) {
+  if (options_.use_disk) disk_.emplace(options_.dir, options_.lock_timeout);
+}
+
+emulator::HostLaunchFunction HostKernelCache::get(const KernelSpec& spec,
+                                                  const HostToolchain& toolchain) {
+  const std::string key = host_kernel_key(spec, toolchain, TemplateSet::active());
+  std::promise<emulator::HostLaunchFunction> promise;
+  {
+    std::unique_lock lock(mutex_);
+    if (auto hit = loaded_.find(key); hit != loaded_.end()) {
+      ++stats_.memory_hits;
+      return hit->second;
+    }
+    if (auto pending = in_flight_.find(key); pending != in_flight_.end()) {
+      std::shared_future<emulator::HostLaunchFunction> future = pending->second;
+      lock.unlock();  // wait for the other thread's compile without blocking other keys
+      ++stats_.memory_hits;
+      return future.get();
+    }
+    in_flight_.emplace(key, promise.get_future().share());
+  }
+  try {
+    const emulator::HostLaunchFunction launch = load_or_compile(spec, toolchain, key);
+    std::lock_guard lock(mutex_);
+    loaded_.emplace(key, launch);
+    in_flight_.erase(key);
+    promise.set_value(launch);
+    return launch;
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    in_flight_.erase(key);
+    promise.set_exception(std::current_exception());
+    throw;
+  }
+}
+
+std::optional<emulator::HostLaunchFunction> HostKernelCache::from_disk(
+    const std::filesystem::path& path, const std::string& key, const std::string& name) {
+  if (!disk_) return std::nullopt;
+  std::optional<CacheEntry> entry = disk_->load(path, key);
+  if (!entry) return std::nullopt;
+  try {
+    const emulator::HostLaunchFunction launch = load(entry->kernel.cubin, name);
+    ++stats_.disk_hits;
+    return launch;
+  } catch (const Error& error) {  // intact but unloadable (a system library changed): rebuild
+    warn_once("host-kernel-unloadable:" + path.string(),
+              std::string(error.what()) + "; compiling it again");
+    return std::nullopt;
+  }
+}
+
+emulator::HostLaunchFunction HostKernelCache::load_or_compile(const KernelSpec& spec,
+                                                              const HostToolchain& toolchain,
+                                                              const std::string& key) {
+  const std::string name = spec.readable_name + "." + kHostArch;
+  const std::filesystem::path path =
+      disk_ ? disk_->entry_path(kHostArch, name, key) : std::filesystem::path();
+  if (auto hit = from_disk(path, key, name)) return *hit;
+  if (!options_.allow_compile) {
+    throw Error(ErrorKind::cache, "kernel " + name +
+                                      " is not in the cache and FLASHJIT_NO_JIT is set; run it "
+                                      "on the emulator once without FLASHJIT_NO_JIT to cache it");
+  }
+  // Another process may be compiling this key: wait for its lock, then look again.
+  DiskCache::KeyLock lock = disk_ ? disk_->lock(key) : DiskCache::KeyLock();
+  if (auto hit = from_disk(path, key, name)) return *hit;
+  std::fprintf(stderr, "flashjit: compiling %s for the emulator with %s%s\n",
+               spec.readable_name.c_str(), toolchain.compiler.path.c_str(),
+               disk_ && disk_->writable() ? " (cached afterwards)" : "");
+  std::fflush(stderr);
+  const auto start = std::chrono::steady_clock::now();
+  CacheEntry entry;
+  entry.key = key;
+  entry.display_name = name;
+  entry.op = spec.op;
+  entry.arch = kHostArch;
+  entry.kernel.lowered_name = kHostKernelEntry;
+  entry.kernel.cubin = build_host_kernel(spec, toolchain, TemplateSet::active());
+  entry.kernel.compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  ++stats_.compiles;
+  // Loaded before it is stored: an object that cannot be loaded is not cached.
+  const emulator::HostLaunchFunction launch = load(entry.kernel.cubin, name);
+  if (disk_) disk_->store(path, entry);
+  return launch;
+}
+
+}  // namespace flashjit::detail

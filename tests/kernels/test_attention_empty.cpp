@@ -107,7 +107,7 @@ TEST_CASE("a batch of 0, or no queries and no keys, is a no-op, forward and back
   }
 }
 
-TEST_CASE("no queries: the forward writes nothing; the backward's dK and dV are exactly 0") {
+TEST_CASE("no queries: the forward writes nothing, the backward's dK and dV are exactly 0") {
   Call call(sized(2, 0, 33));
   CHECK_NOTHROW(call.forward());
   CHECK_NOTHROW(call.backward());
@@ -115,7 +115,7 @@ TEST_CASE("no queries: the forward writes nothing; the backward's dK and dV are 
   CHECK(all_equal(call.dv.read(), 0));
 }
 
-TEST_CASE("no keys: O = 0 and LSE = -inf in the forward; dQ = 0 in the backward") {
+TEST_CASE("no keys: O = 0 and LSE = -inf in the forward, dQ = 0 in the backward") {
   Call call(sized(2, 17, 0));
   call.forward();
   CHECK(all_equal(call.o.read(), 0));
@@ -124,7 +124,7 @@ TEST_CASE("no keys: O = 0 and LSE = -inf in the forward; dQ = 0 in the backward"
   CHECK(all_equal(call.dq.read(), 0));
 }
 
-TEST_CASE("empty tensors may have null pointers; a non-empty one still may not") {
+TEST_CASE("empty tensors may have null pointers, but a non-empty one still may not") {
   Call call(sized(2, 17, 0));
   call.q.view.data = nullptr;  // q has 2 · 17 · 2 · 64 elements
   testing::check_names([&] { call.forward(); }, "q", "data pointer is null");

@@ -33,7 +33,7 @@ namespace {
 
 // Head dim 72 is not built for the emulator (kernels/emulated/): every head dim the GPU path
 // accepts should run anyway.
-const kernels::ForwardConfig kConfig72{DType::bf16, 72, 64, 32, 4, 1, kernels::MaskKind::none,
+const kernels::ForwardConfig kConfig72{DType::bf16, 72, 64, 32, 4, 1, MaskKind::none,
                                        false};
 
 detail::KernelSpec spec72() { return kernels::forward_spec(kConfig72, detail::kEmulatorArch); }

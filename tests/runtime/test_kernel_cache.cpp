@@ -40,7 +40,7 @@ unsigned mode_of(const std::filesystem::path& path) {
 
 }  // namespace
 
-TEST_CASE("a miss compiles and writes; later lookups hit memory, then disk") {
+TEST_CASE("a miss compiles and writes, and later lookups hit memory, then disk") {
   TempDir dir;
   const KernelSpec spec = sample_spec();
   KernelCache first(cache_options(dir.path() / "cache"));
@@ -120,7 +120,7 @@ TEST_CASE("one compile per key in a process, however many threads ask") {
   CHECK(cache.stats().memory_hits == 7);
 }
 
-TEST_CASE("FLASHJIT_NO_JIT turns a miss into an error; hits still work") {
+TEST_CASE("FLASHJIT_NO_JIT turns a miss into an error, and hits still work") {
   TempDir dir;
   KernelCache::Options options = cache_options(dir.path());
   options.allow_compile = false;
@@ -171,7 +171,7 @@ TEST_CASE("a lock held too long is waited for, then compiled past") {
   CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(200));
 }
 
-TEST_CASE("prune removes least recently used entries; clear removes all") {
+TEST_CASE("prune removes least recently used entries, and clear removes all") {
   TempDir dir;
   KernelCache cache(cache_options(dir.path()));
   for (int variant = 0; variant < 3; ++variant) cache.get(sample_spec(variant));

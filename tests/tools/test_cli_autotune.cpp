@@ -108,7 +108,7 @@ TEST_CASE("autotune --emulate: a table with the winner marked, then show and inf
   CHECK(contains(info.output, "policy cached"));
 }
 
-TEST_CASE("run names the kernel a tuning database chose; a winner it cannot run falls back") {
+TEST_CASE("run names the kernel a tuning database chose, and a winner it cannot run falls back") {
   TempDir dir;
   const std::string cache = dir.path().string();
   // The entry of `flashjit run --emulate`'s default shape, written as a tuning would.

@@ -10,7 +10,7 @@
 #include <new>
 #include <string>
 
-#include "emulated_kernels.hpp"
+#include "emulated_kernel_table.hpp"
 #include "flashjit/error.hpp"
 #include "host_kernels.hpp"
 #include "runtime_backend.hpp"

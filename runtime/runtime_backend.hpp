@@ -59,7 +59,7 @@ std::unique_ptr<RuntimeBackend> open_cuda_backend(int ordinal);
 class EmulatedKernelTable;
 
 /// The emulator backend: host memory, launches run by the host-compiled kernels of `kernels`
-/// (emulated_kernels.hpp), which must outlive it, or by kernels the host compiler builds at
+/// (emulated_kernel_table.hpp), which must outlive it, or by kernels the host compiler builds at
 /// run time (host_kernels.hpp). Never touches the CUDA driver.
 std::unique_ptr<RuntimeBackend> open_emulator_backend(const EmulatedKernelTable& kernels);
 

@@ -1,7 +1,7 @@
 #pragma once
 // The backward files' shares of the emulated kernel table (beside the other ops' in
 // emulated_kernel.hpp), for registry.cpp; each file defines one.
-#include "runtime/emulated_kernels.hpp"
+#include "runtime/emulated_kernel_table.hpp"
 
 namespace flashjit::kernels::emulated {
 

@@ -1,7 +1,7 @@
 #pragma once
 // The kernels the emulator backend can run without a GPU: every template instance compiled
 // into flashjit by the host compiler (the files of this folder).
-#include "runtime/emulated_kernels.hpp"
+#include "runtime/emulated_kernel_table.hpp"
 
 namespace flashjit::kernels::emulated {
 

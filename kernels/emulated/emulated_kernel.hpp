@@ -1,5 +1,5 @@
 #pragma once
-// Building blocks of the emulated kernel table (runtime/emulated_kernels.hpp), for the files of
+// Building blocks of the emulated kernel table (runtime/emulated_kernel_table.hpp), for the files of
 // kernels/emulated/, which the host compiler builds with FLASHJIT_EMULATOR: the launcher
 // (emulator/host_launcher.hpp), the element type of a dtype, and the functions each file
 // defines to add its share of the table.
@@ -10,7 +10,7 @@
 
 #include "emulator/host_launcher.hpp"
 #include "flashjit/dtype.hpp"
-#include "runtime/emulated_kernels.hpp"
+#include "runtime/emulated_kernel_table.hpp"
 #include "tile/numeric.cuh"
 
 namespace flashjit::kernels::emulated {

@@ -18,7 +18,7 @@
 #include "kernels/attention_forward.hpp"
 #include "kernels/emulated/builtin_kernels.hpp"
 #include "runtime/cache_file.hpp"
-#include "runtime/emulated_kernels.hpp"
+#include "runtime/emulated_kernel_table.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/host_kernel_build.hpp"
 #include "runtime/host_kernel_cache.hpp"

@@ -1,4 +1,4 @@
-#include "emulated_kernels.hpp"
+#include "emulated_kernel_table.hpp"
 
 #include <algorithm>
 #include <cstdlib>

@@ -1,8 +1,9 @@
 #pragma once
-// The kernels the emulator backend can run: template instances compiled into flashjit by the
-// host compiler (kernels/emulated/), each paired with the spec its op renders for it. runtime/
-// does not know which kernels exist: kernels/ fills a table (builtin_emulated_kernels()) and
-// the public Runtime hands it to the emulator backend it opens.
+// The table of kernels the emulator backend runs without compiling: template instances compiled
+// into flashjit by the host compiler (kernels/emulated/), each paired with the spec its op
+// renders for it. runtime/ does not know which kernels exist: kernels/ fills a table
+// (kernels::emulated::builtin_kernels()) and the public Runtime hands it to the emulator
+// backend it opens.
 #include <cstddef>
 #include <string>
 #include <unordered_map>

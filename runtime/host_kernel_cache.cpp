@@ -32,34 +32,9 @@ HostKernelCache::HostKernelCache(KernelCache::Options options) : options_(std::m
 emulator::HostLaunchFunction HostKernelCache::get(const KernelSpec& spec,
                                                   const HostToolchain& toolchain) {
   const std::string key = host_kernel_key(spec, toolchain, TemplateSet::active());
-  std::promise<emulator::HostLaunchFunction> promise;
-  {
-    std::unique_lock lock(mutex_);
-    if (auto hit = loaded_.find(key); hit != loaded_.end()) {
-      ++stats_.memory_hits;
-      return hit->second;
-    }
-    if (auto pending = in_flight_.find(key); pending != in_flight_.end()) {
-      std::shared_future<emulator::HostLaunchFunction> future = pending->second;
-      lock.unlock();  // wait for the other thread's compile without blocking other keys
-      ++stats_.memory_hits;
-      return future.get();
-    }
-    in_flight_.emplace(key, promise.get_future().share());
-  }
-  try {
-    const emulator::HostLaunchFunction launch = load_or_compile(spec, toolchain, key);
-    std::lock_guard lock(mutex_);
-    loaded_.emplace(key, launch);
-    in_flight_.erase(key);
-    promise.set_value(launch);
-    return launch;
-  } catch (...) {
-    std::lock_guard lock(mutex_);
-    in_flight_.erase(key);
-    promise.set_exception(std::current_exception());
-    throw;
-  }
+  auto result = loaded_.get(key, [&] { return load_or_compile(spec, toolchain, key); });
+  if (!result.computed) ++stats_.memory_hits;
+  return result.value;
 }
 
 std::optional<emulator::HostLaunchFunction> HostKernelCache::from_disk(

@@ -4,9 +4,6 @@
 // same self-describing file format, with the same atomic writes, per-key locks and corruption
 // checks. In a process, one compile per key is in flight (other callers wait for it), and a
 // loaded object stays loaded for the process's life.
-#include <future>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 
@@ -15,6 +12,7 @@
 #include "host_compiler.hpp"
 #include "kernel_cache.hpp"
 #include "kernel_spec.hpp"
+#include "single_flight.hpp"
 
 namespace flashjit::detail {
 
@@ -51,9 +49,7 @@ class HostKernelCache {
 
   KernelCache::Options options_;
   std::optional<DiskCache> disk_;
-  std::mutex mutex_;  // guards the two maps; never held during I/O or compiles
-  std::map<std::string, emulator::HostLaunchFunction> loaded_;
-  std::map<std::string, std::shared_future<emulator::HostLaunchFunction>> in_flight_;
+  SingleFlight<emulator::HostLaunchFunction> loaded_;  // by key: one compile in flight per key
   CacheStats stats_;
 };
 

@@ -19,9 +19,12 @@ std::string kernel_cache_key(const KernelSpec& spec, const TemplateSet& template
 
 const char* cache_source_name(CacheSource source) {
   switch (source) {
-    case CacheSource::memory: return "memory";
-    case CacheSource::disk: return "disk";
-    case CacheSource::compiled: return "compiled";
+    case CacheSource::memory:
+      return "memory";
+    case CacheSource::disk:
+      return "disk";
+    case CacheSource::compiled:
+      return "compiled";
   }
   return "?";
 }
@@ -48,34 +51,10 @@ CacheLookup KernelCache::get(const KernelSpec& spec) { return get(spec, Template
 CacheLookup KernelCache::get(const KernelSpec& spec, const TemplateSet& templates) {
   validate_arch(spec.arch);
   const std::string key = kernel_cache_key(spec, templates);
-  std::promise<CacheLookup> promise;
-  {
-    std::unique_lock lock(mutex_);
-    if (auto hit = memory_.find(key); hit != memory_.end()) {
-      ++stats_.memory_hits;
-      return {hit->second, CacheSource::memory};
-    }
-    if (auto pending = in_flight_.find(key); pending != in_flight_.end()) {
-      std::shared_future<CacheLookup> future = pending->second;
-      lock.unlock();  // wait for the other thread's compile without blocking other keys
-      ++stats_.memory_hits;
-      return {future.get().entry, CacheSource::memory};
-    }
-    in_flight_.emplace(key, promise.get_future().share());
-  }
-  try {
-    CacheLookup result = load_or_compile(spec, templates, key);
-    std::lock_guard lock(mutex_);
-    memory_.emplace(key, result.entry);
-    in_flight_.erase(key);
-    promise.set_value(result);
-    return result;
-  } catch (...) {
-    std::lock_guard lock(mutex_);
-    in_flight_.erase(key);
-    promise.set_exception(std::current_exception());
-    throw;
-  }
+  auto result = loaded_.get(key, [&] { return load_or_compile(spec, templates, key); });
+  if (result.computed) return result.value;
+  ++stats_.memory_hits;
+  return {result.value.entry, CacheSource::memory};
 }
 
 CacheLookup KernelCache::load_or_compile(const KernelSpec& spec, const TemplateSet& templates,

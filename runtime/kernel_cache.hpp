@@ -4,16 +4,14 @@
 // behind it. Across processes, a per-key file lock lets one compile while the others wait.
 #include <atomic>
 #include <filesystem>
-#include <future>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "compiler.hpp"
 #include "disk_cache.hpp"
 #include "kernel_spec.hpp"
+#include "single_flight.hpp"
 #include "template_sources.hpp"
 
 namespace flashjit::detail {
@@ -45,9 +43,9 @@ struct CacheStats {
 class KernelCache {
  public:
   struct Options {
-    std::filesystem::path dir;    ///< disk cache root
-    bool use_disk = true;         ///< false: memory only (FLASHJIT_ALWAYS_COMPILE)
-    bool allow_compile = true;    ///< false: a miss is an error (FLASHJIT_NO_JIT)
+    std::filesystem::path dir;  ///< disk cache root
+    bool use_disk = true;       ///< false: memory only (FLASHJIT_ALWAYS_COMPILE)
+    bool allow_compile = true;  ///< false: a miss is an error (FLASHJIT_NO_JIT)
     std::chrono::milliseconds lock_timeout{std::chrono::seconds(120)};
   };
 
@@ -75,9 +73,7 @@ class KernelCache {
 
   Options options_;
   std::optional<DiskCache> disk_;
-  std::mutex mutex_;  // guards the two maps; never held during I/O or compiles
-  std::map<std::string, std::shared_ptr<const CacheEntry>> memory_;
-  std::map<std::string, std::shared_future<CacheLookup>> in_flight_;
+  SingleFlight<CacheLookup> loaded_;  // by key: one compile in flight per key
   CacheStats stats_;
 };
 

@@ -17,6 +17,11 @@ inline ChildResult flashjit_cli(const std::vector<std::string>& args, const std:
   return run_program(argv, environment);
 }
 
+/// Whether `text` contains `needle`.
+inline bool contains(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
 /// How many lines of `text` contain `needle`.
 inline std::size_t count_lines_with(const std::string& text, const std::string& needle) {
   std::size_t n = 0, start = 0;

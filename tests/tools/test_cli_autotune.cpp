@@ -16,17 +16,10 @@
 #include "support/temp_dir.hpp"
 
 using flashjit::testing::ChildResult;
+using flashjit::testing::contains;
 using flashjit::testing::count_lines_with;
 using flashjit::testing::flashjit_cli;
 using flashjit::testing::TempDir;
-
-namespace {
-
-bool contains(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
-}
-
-}  // namespace
 
 TEST_CASE("autotune without a GPU: exit 1, says why and what works, writes nothing") {
   if (!flashjit::query_system().devices.empty()) return;  // the GPU suite tunes for real

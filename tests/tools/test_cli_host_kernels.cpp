@@ -11,15 +11,12 @@
 #include "support/temp_dir.hpp"
 
 using flashjit::testing::ChildResult;
+using flashjit::testing::contains;
 using flashjit::testing::count_lines_with;
 using flashjit::testing::flashjit_cli;
 using flashjit::testing::TempDir;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& needle) {
-  return text.find(needle) != std::string::npos;
-}
 
 const std::vector<std::string> kSmallShape = {"--batch", "1", "--heads", "1", "--seqlen-q", "128"};
 

@@ -64,14 +64,18 @@ detail::KernelSpec main_spec(const BackwardConfig& config, const std::string& ar
   spec.header = "attention/backward_" + kernel + "_kernel.cuh";
   spec.name_expression =
       "flashjit::attention_backward_" + kernel + "_kernel<" + traits_type(config, gradients) + ">";
-  spec.readable_name = "attention_backward." + part + ".hdim" + std::to_string(config.head_dim) +
-                       "." + std::string(dtype_name(config.dtype)) +
-                       (config.mask == MaskKind::window ? ".window" : "") +
-                       (config.softcap ? ".softcap" : "") + ".br" + std::to_string(config.block_m) +
-                       ".bc" + std::to_string(config.block_n) + ".w" + std::to_string(config.warps);
   spec.arch = arch;
   spec.role = part;
   spec.head_dim = config.head_dim;
+  spec.traits = {std::string(dtype_name(config.dtype))};
+  if (config.mask == MaskKind::window) spec.traits.push_back("window");
+  if (config.softcap) spec.traits.push_back("softcap");
+  for (const std::string& tile :
+       {"br" + std::to_string(config.block_m), "bc" + std::to_string(config.block_n),
+        "w" + std::to_string(config.warps)}) {
+    spec.traits.push_back(tile);
+  }
+  spec.readable_name = detail::name_of("attention_backward." + part, spec.head_dim, spec.traits);
   spec.threads = config.warps * 32;
   spec.dynamic_shared_bytes = config.shared_bytes();
   return spec;
@@ -83,9 +87,10 @@ detail::KernelSpec delta_spec(DType dtype, const std::string& arch) {
   spec.header = "attention/backward_delta_kernel.cuh";
   spec.name_expression =
       "flashjit::attention_backward_delta_kernel<" + template_element(dtype) + ">";
-  spec.readable_name = "attention_backward.delta." + std::string(dtype_name(dtype));
   spec.arch = arch;
   spec.role = "delta";
+  spec.traits = {std::string(dtype_name(dtype))};
+  spec.readable_name = detail::name_of("attention_backward.delta", 0, spec.traits);
   spec.threads = kDeltaRowsPerBlock * 32;  // one warp per row
   return spec;
 }

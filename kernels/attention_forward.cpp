@@ -155,14 +155,18 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
                          ", " + std::to_string(config.head_dim) + ", " + tiles +
                          ", flashjit::MaskKind::" + mask + ", " +
                          (config.softcap ? "true" : "false") + ">>";
-  spec.readable_name = "attention_forward.hdim" + std::to_string(config.head_dim) + "." +
-                       std::string(dtype_name(config.dtype)) + (window ? ".window" : "") +
-                       (config.softcap ? ".softcap" : "") + ".br" + std::to_string(config.block_m) +
-                       ".bc" + std::to_string(config.block_n) + ".w" +
-                       std::to_string(config.warps) + ".s" + std::to_string(config.stages);
   spec.arch = arch;
   spec.role = "forward";
   spec.head_dim = config.head_dim;
+  spec.traits = {std::string(dtype_name(config.dtype))};
+  if (window) spec.traits.push_back("window");
+  if (config.softcap) spec.traits.push_back("softcap");
+  for (const std::string& tile :
+       {"br" + std::to_string(config.block_m), "bc" + std::to_string(config.block_n),
+        "w" + std::to_string(config.warps), "s" + std::to_string(config.stages)}) {
+    spec.traits.push_back(tile);
+  }
+  spec.readable_name = detail::name_of("attention_forward", spec.head_dim, spec.traits);
   spec.threads = config.warps * 32;
   spec.dynamic_shared_bytes = config.shared_bytes();
   return spec;

@@ -54,10 +54,11 @@ detail::KernelSpec softmax_spec(const SoftmaxConfig& config, const std::string& 
   spec.name_expression = "flashjit::softmax_kernel<flashjit::SoftmaxConfig<" + element + ", " +
                          std::to_string(config.max_cols) + ", " +
                          std::to_string(config.threads_per_row) + ">>";
-  spec.readable_name = "softmax." + std::string(dtype_name(config.dtype)) + ".cols" + bucket +
-                       ".t" + std::to_string(config.threads_per_row);
   spec.arch = arch;
   spec.role = "softmax";
+  spec.traits = {std::string(dtype_name(config.dtype)), "cols" + bucket,
+                 "t" + std::to_string(config.threads_per_row)};
+  spec.readable_name = detail::name_of("softmax", 0, spec.traits);
   spec.threads = config.threads_per_row * softmax_space::rows_per_block(config.threads_per_row);
   spec.dynamic_shared_bytes = softmax_space::shared_bytes(config.threads_per_row);
   return spec;

@@ -8,23 +8,11 @@
 namespace flashjit::detail {
 namespace {
 
-std::vector<std::string> name_parts(const std::string& name) {
-  std::vector<std::string> parts;
-  std::size_t start = 0;
-  for (std::size_t dot; (dot = name.find('.', start)) != std::string::npos; start = dot + 1) {
-    parts.push_back(name.substr(start, dot - start));
-  }
-  parts.push_back(name.substr(start));
-  return parts;
-}
-
-/// How many of the dot-separated parts of `a` ("attention_forward", "hdim64", "bf16", ...) are
-/// also parts of `b`.
-int shared_name_parts(const std::string& a, const std::string& b) {
-  const std::vector<std::string> theirs = name_parts(b);
+/// How many traits ("bf16", "window", "br64", ...) `a` and `b` share.
+int shared_traits(const KernelSpec& a, const KernelSpec& b) {
   int shared = 0;
-  for (const std::string& part : name_parts(a)) {
-    shared += std::find(theirs.begin(), theirs.end(), part) != theirs.end() ? 1 : 0;
+  for (const std::string& trait : a.traits) {
+    shared += std::find(b.traits.begin(), b.traits.end(), trait) != b.traits.end() ? 1 : 0;
   }
   return shared;
 }
@@ -57,15 +45,14 @@ std::string missing_kernel_message(const EmulatedKernelTable& table, const Kerne
       "g++ or clang++, and the emulator compiles any specialization at run time; or run it on "
       "a GPU.";
   if (same_op.empty()) return message + " The emulator has no '" + spec.op + "' kernel at all.";
-  // The nearest first: the closest head dim, then those sharing the most parts of the readable
-  // name (dtype, mask, tiles), so the list suggests what to run instead.
+  // The nearest first: the closest head dim, then those sharing the most traits (dtype, mask,
+  // tiles), so the list suggests what to run instead.
   auto distance = [&](const KernelSpec* k) {
     return spec.head_dim == 0 || k->head_dim == 0 ? 0 : std::abs(k->head_dim - spec.head_dim);
   };
   std::stable_sort(same_op.begin(), same_op.end(), [&](const KernelSpec* a, const KernelSpec* b) {
     if (distance(a) != distance(b)) return distance(a) < distance(b);
-    return shared_name_parts(a->readable_name, spec.readable_name) >
-           shared_name_parts(b->readable_name, spec.readable_name);
+    return shared_traits(*a, spec) > shared_traits(*b, spec);
   });
   constexpr std::size_t kListed = 6;
   message += " The emulator has " + std::to_string(same_op.size()) + " '" + spec.op +

@@ -15,6 +15,13 @@ std::string KernelSpec::display_name() const {
   return readable_name + "." + compact_arch;
 }
 
+std::string name_of(const std::string& stem, int head_dim, const std::vector<std::string>& traits) {
+  std::string name = stem;
+  if (head_dim > 0) name += ".hdim" + std::to_string(head_dim);
+  for (const std::string& trait : traits) name += "." + trait;
+  return name;
+}
+
 std::string KernelSpec::main_source() const { return "#include \"" + header + "\"\n"; }
 
 std::size_t KernelSpecHash::operator()(const KernelSpec& spec) const noexcept {

@@ -21,6 +21,10 @@ struct KernelSpec {
   /// one parses them back out of readable_name.
   std::string role;
   int head_dim = 0;
+  /// What else the specialization fixes, in name order ("bf16", "window", "br64", "bc32",
+  /// "w4", "s1"): readable_name is made from these (name_of), and the emulator's suggestions
+  /// compare them, so no one parses a name.
+  std::vector<std::string> traits = {};
   /// How the op launches it (derived from the same config, so not part of any key): threads
   /// per block and dynamic shared memory per block, for occupancy reports.
   int threads = 0;
@@ -33,6 +37,10 @@ struct KernelSpec {
 
   bool operator==(const KernelSpec&) const = default;
 };
+
+/// A readable name: `stem` ("attention_forward", "attention_backward.dq", "softmax"), then
+/// "hdim<head_dim>" when head_dim > 0, then the traits, joined by dots.
+std::string name_of(const std::string& stem, int head_dim, const std::vector<std::string>& traits);
 
 /// Hashes a spec's fields, for in-memory maps keyed by spec (much cheaper than the cache key,
 /// which also hashes every template byte and the environment).

@@ -71,8 +71,8 @@ detail::KernelSpec main_spec(const BackwardConfig& config, const std::string& ar
   if (config.mask == MaskKind::window) spec.traits.push_back("window");
   if (config.softcap) spec.traits.push_back("softcap");
   for (const std::string& tile :
-       {"br" + std::to_string(config.block_m), "bc" + std::to_string(config.block_n),
-        "w" + std::to_string(config.warps)}) {
+       {detail::trait("br", config.block_m), detail::trait("bc", config.block_n),
+        detail::trait("w", config.warps)}) {
     spec.traits.push_back(tile);
   }
   spec.readable_name = detail::name_of("attention_backward." + part, spec.head_dim, spec.traits);

@@ -162,8 +162,8 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
   if (window) spec.traits.push_back("window");
   if (config.softcap) spec.traits.push_back("softcap");
   for (const std::string& tile :
-       {"br" + std::to_string(config.block_m), "bc" + std::to_string(config.block_n),
-        "w" + std::to_string(config.warps), "s" + std::to_string(config.stages)}) {
+       {detail::trait("br", config.block_m), detail::trait("bc", config.block_n),
+        detail::trait("w", config.warps), detail::trait("s", config.stages)}) {
     spec.traits.push_back(tile);
   }
   spec.readable_name = detail::name_of("attention_forward", spec.head_dim, spec.traits);

@@ -47,7 +47,6 @@ SoftmaxConfig default_softmax_config(DType dtype, int cols) {
 detail::KernelSpec softmax_spec(const SoftmaxConfig& config, const std::string& arch) {
   static const char* kElementTypes[] = {"flashjit::half_t", "flashjit::bfloat16_t", "float"};
   const std::string element = kElementTypes[static_cast<int>(config.dtype)];
-  const std::string bucket = config.max_cols ? std::to_string(config.max_cols) : "any";
   detail::KernelSpec spec;
   spec.op = "softmax";
   spec.header = "softmax/softmax_kernel.cuh";
@@ -56,8 +55,9 @@ detail::KernelSpec softmax_spec(const SoftmaxConfig& config, const std::string& 
                          std::to_string(config.threads_per_row) + ">>";
   spec.arch = arch;
   spec.role = "softmax";
-  spec.traits = {std::string(dtype_name(config.dtype)), "cols" + bucket,
-                 "t" + std::to_string(config.threads_per_row)};
+  spec.traits = {std::string(dtype_name(config.dtype)),
+                 config.max_cols ? detail::trait("cols", config.max_cols) : "colsany",
+                 detail::trait("t", config.threads_per_row)};
   spec.readable_name = detail::name_of("softmax", 0, spec.traits);
   spec.threads = config.threads_per_row * softmax_space::rows_per_block(config.threads_per_row);
   spec.dynamic_shared_bytes = softmax_space::shared_bytes(config.threads_per_row);

@@ -22,6 +22,14 @@ std::string name_of(const std::string& stem, int head_dim, const std::vector<std
   return name;
 }
 
+std::string trait(const char* prefix, int value) {
+  // Appended, not prefix + std::to_string(value): GCC 12 warns -Wrestrict on that at -O3 (a
+  // false positive, GCC bug 105329).
+  std::string text = prefix;
+  text += std::to_string(value);
+  return text;
+}
+
 std::string KernelSpec::main_source() const { return "#include \"" + header + "\"\n"; }
 
 std::size_t KernelSpecHash::operator()(const KernelSpec& spec) const noexcept {

@@ -42,6 +42,9 @@ struct KernelSpec {
 /// "hdim<head_dim>" when head_dim > 0, then the traits, joined by dots.
 std::string name_of(const std::string& stem, int head_dim, const std::vector<std::string>& traits);
 
+/// A trait made of a prefix and a number: trait("br", 64) is "br64".
+std::string trait(const char* prefix, int value);
+
 /// Hashes a spec's fields, for in-memory maps keyed by spec (much cheaper than the cache key,
 /// which also hashes every template byte and the environment).
 struct KernelSpecHash {

@@ -53,8 +53,9 @@ void check_cases(const std::vector<BackwardCase>& cases) {
   for (const BackwardCase& c : cases) {
     const BackwardCaseRunner runner(c);  // inputs and reference once, for every config
     for (const auto& config : configs_for(c)) {
-      INFO(c.name() << (config ? " " + kernels::backward_specs(*config, "sm_80").dq.readable_name
-                               : std::string(" default")));
+      INFO(c.name() << " "
+                    << (config ? kernels::backward_specs(*config, "sm_80").dq.readable_name
+                               : std::string("default")));
       const BackwardVerdict verdict = runner.run(emulator(), config);
       CHECK_MESSAGE(verdict.ok, verdict.describe());
     }

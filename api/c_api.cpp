@@ -165,7 +165,8 @@ flashjit::Attention to_attention(const flashjit_attention& a) {
                                 .causal = a.causal != 0,
                                 .window_left = a.window_left,
                                 .window_right = a.window_right,
-                                .softcap = a.softcap};
+                                .softcap = a.softcap,
+                                .deterministic = a.deterministic != 0};
   // NaN is neither "unset" (<= 0) nor a scale; left through it would silently mean unset.
   if (std::isnan(a.scale)) throw InvalidArgument("attention.scale", "is NaN");
   if (a.scale > 0.0f) attention.scale = a.scale;
@@ -265,7 +266,8 @@ void flashjit_attention_init(flashjit_attention* attention) {
                 .window_left = defaults.window_left,
                 .window_right = defaults.window_right,
                 .scale = defaults.scale.value_or(0.0f),
-                .softcap = defaults.softcap};
+                .softcap = defaults.softcap,
+                .deterministic = defaults.deterministic ? 1 : 0};
 }
 
 flashjit_status flashjit_attention_forward(flashjit_runtime* runtime,

@@ -30,22 +30,28 @@ Candidate make_candidate(const TunedConfig& config, const std::string& arch) {
   candidate.config = config;
   candidate.name = config_name(config);
   candidate.specs = config_specs(config, arch);
-  std::visit(
-      [&](const auto& c) {
-        candidate.shared_bytes = c.shared_bytes();
-        candidate.threads = c.warps * 32;
-      },
-      config);
+  if (const auto* forward = std::get_if<ForwardConfig>(&config)) {
+    candidate.shared_bytes = forward->shared_bytes();
+    candidate.threads = forward->warps * 32;
+  } else {
+    const auto& backward = std::get<BackwardConfig>(config);
+    candidate.shared_bytes = backward.shared_bytes();
+    candidate.threads = backward.key.warps * 32;  // the main kernel's
+  }
   return candidate;
 }
 
-// Br and Bc of either config.
+// Query rows (Br) and keys (Bc) per block of a config's main kernel.
 struct Tiles {
   int block_m;
   int block_n;
 };
 Tiles tiles_of(const TunedConfig& config) {
-  return std::visit([](const auto& c) { return Tiles{c.block_m, c.block_n}; }, config);
+  if (const auto* forward = std::get_if<ForwardConfig>(&config)) {
+    return {forward->block_m, forward->block_n};
+  }
+  const auto& backward = std::get<BackwardConfig>(config);
+  return {backward.key.block_m, backward.key.block_n};
 }
 
 std::string kib(int bytes) { return std::to_string((bytes + 1023) / 1024) + " KB"; }
@@ -86,6 +92,7 @@ TuningKey tuning_key(const TuningProblem& problem) {
   key.head_dim = problem_head_dim(problem);
   key.mask = problem_mask(problem) == MaskKind::window ? "window" : "none";
   key.softcap = problem_softcap(problem);
+  key.deterministic = problem.op == TunedOp::attention_backward && a.deterministic;
   key.seqlen_q = a.seqlen_q;
   key.seqlen_k = a.seqlen_k;
   key.batch_heads = a.batch * a.heads_q;
@@ -110,18 +117,20 @@ std::string config_name(const TunedConfig& config) {
            std::to_string(f->warps) + ".s" + std::to_string(f->stages);
   }
   const auto& b = std::get<BackwardConfig>(config);
-  return "br" + std::to_string(b.block_m) + ".bc" + std::to_string(b.block_n) + ".w" +
-         std::to_string(b.warps);
+  std::string name = "br" + std::to_string(b.key.block_m) + ".bc" + std::to_string(b.key.block_n) +
+                     ".w" + std::to_string(b.key.warps) + ".s" + std::to_string(b.key.stages);
+  if (b.deterministic) {
+    name += ".dq.br" + std::to_string(b.query.block_m) + ".bc" + std::to_string(b.query.block_n) +
+            ".w" + std::to_string(b.query.warps);
+  }
+  return name;
 }
 
 std::vector<detail::KernelSpec> config_specs(const TunedConfig& config, const std::string& arch) {
   if (const auto* forward = std::get_if<ForwardConfig>(&config)) {
     return {kernels::forward_spec(*forward, arch)};
   }
-  kernels::BackwardSpecs specs = kernels::backward_specs(std::get<BackwardConfig>(config), arch);
-  std::vector<detail::KernelSpec> all = {std::move(specs.delta), std::move(specs.dq)};
-  for (detail::KernelSpec& spec : specs.key_gradients) all.push_back(std::move(spec));
-  return all;
+  return kernels::backward_specs(std::get<BackwardConfig>(config), arch).in_order();
 }
 
 TunedConfig default_config(const TuningProblem& problem, const std::string& arch) {
@@ -131,7 +140,8 @@ TunedConfig default_config(const TuningProblem& problem, const std::string& arch
   if (problem.op == TunedOp::attention_forward) {
     return kernels::default_forward_config(problem.dtype, head_dim, mask, softcap, arch);
   }
-  return kernels::default_backward_config(problem.dtype, head_dim, mask, softcap, arch);
+  return kernels::default_backward_config(problem.dtype, head_dim, mask, softcap,
+                                          problem.attention.deterministic, arch);
 }
 
 std::vector<TunedConfig> space_configs(const TuningProblem& problem) {
@@ -145,8 +155,8 @@ std::vector<TunedConfig> space_configs(const TuningProblem& problem) {
       configs.emplace_back(c);
     }
   } else {
-    for (const BackwardConfig& c :
-         kernels::backward_configs(problem.dtype, head_dim, mask, softcap)) {
+    for (const BackwardConfig& c : kernels::backward_configs(problem.dtype, head_dim, mask, softcap,
+                                                             problem.attention.deterministic)) {
       configs.emplace_back(c);
     }
   }

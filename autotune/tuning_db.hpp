@@ -52,10 +52,11 @@ struct TuningKey {
   std::int64_t seqlen_q = 0;     ///< rows for softmax
   std::int64_t seqlen_k = 0;     ///< 0 for softmax
   std::int64_t batch_heads = 0;  ///< batch · query heads (1 for softmax)
+  bool deterministic = false;    ///< the backward's Attention::deterministic (else false)
 
   /// The entry's name in the file, e.g.
-  /// "attention-forward/3f2a…/bf16/hdim128/window/q1024/k1024/bh32" (".softcap" after the mask
-  /// when on), with every size replaced by its bucket.
+  /// "attention-forward/3f2a…/bf16/hdim128/window/q1024/k1024/bh32" (".softcap", then
+  /// ".deterministic", after the mask when on), with every size replaced by its bucket.
   std::string to_string() const;
 };
 

@@ -119,7 +119,8 @@ TuningState::ShapeClass TuningState::shape_class(const TuningProblem& problem) {
           a.softcap > 0.0f,
           shape_bucket(a.seqlen_q),
           shape_bucket(a.seqlen_k),
-          shape_bucket(a.batch * a.heads_q)};
+          shape_bucket(a.batch * a.heads_q),
+          problem.op == TunedOp::attention_backward && a.deterministic};
 }
 
 std::optional<TunedConfig> TuningState::memoized(const ShapeClass& shape) {

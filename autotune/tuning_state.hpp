@@ -65,6 +65,7 @@ class TuningState final : public kernels::ConfigChoice {
     MaskKind mask;
     bool softcap;
     std::int64_t seqlen_q_bucket, seqlen_k_bucket, batch_heads_bucket;
+    bool deterministic;  // the backward's mode (false for the forward)
     auto operator<=>(const ShapeClass&) const = default;
   };
   static ShapeClass shape_class(const TuningProblem& problem);

@@ -595,9 +595,15 @@ void check_difference(DeviceCase& device, const BackwardCase& c, Inputs& in,
 }
 }  // namespace
 
-std::string BackwardCase::name() const { return as_forward(*this).name(); }
+std::string BackwardCase::name() const {
+  return as_forward(*this).name() + (deterministic ? ".deterministic" : "");
+}
 
-Attention BackwardCase::attention() const { return as_forward(*this).attention(); }
+Attention BackwardCase::attention() const {
+  Attention attention = as_forward(*this).attention();
+  attention.deterministic = deterministic;
+  return attention;
+}
 
 std::string BackwardVerdict::describe() const {
   std::ostringstream s;

@@ -24,8 +24,11 @@ struct BackwardCase {
   DType dtype = DType::bf16;
   reference::Layout layout = reference::Layout::bshd;
   std::uint64_t seed = 1;
+  /// Attention::deterministic: dQ from its own kernel instead of atomic adds.
+  bool deterministic = false;
   /// Run the backward a second time (the gradients poisoned again in between) and require
-  /// bit-identical dQ, dK and dV: the kernels use no atomics, so nothing may vary.
+  /// bit-identical dQ, dK and dV: with `deterministic` no kernel uses atomics, so nothing may
+  /// vary (the emulator runs blocks in one order, so its atomic sums repeat too).
   bool check_determinism = false;
   /// When > 0, the float64 reference and the plain baseline cover only this many rows per
   /// (batch, head) pair, spread over the sequence (the first and last included): dQ at query
@@ -35,7 +38,7 @@ struct BackwardCase {
   /// is still checked for having been written. 0: every row of every head.
   std::int64_t sample_rows = 0;
 
-  /// "b2.hq8.hkv1.q17.k63.d64.bf16.bshd.causal..." for test messages.
+  /// "b2.hq8.hkv1.q17.k63.d64.bf16.bshd.causal..." for test messages (".deterministic" last).
   std::string name() const;
   /// The library's descriptor of the same problem.
   Attention attention() const;

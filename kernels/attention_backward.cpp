@@ -12,85 +12,110 @@
 
 namespace flashjit::kernels {
 namespace space = flashjit::attention_backward_space;
-using space::KeyGradients;
 
 namespace {
 
-/// The backward tiles per head dim, best first: Br = Bc = 64 over 4 warps up to head dim 144
-/// (104 with softcap, which keeps tanh's slope per score beside S and dP), then 32 x 32 over 2
-/// warps, which is within the accumulator budget (attention_backward_space::config_valid) at
-/// every head dim and needs less shared memory (at head dim 128, 64 x 64 takes 102 KB, over the
-/// 99 KB of sm_86 and sm_89). Each head dim's first choice compiles without spills for both
-/// dtypes, both masks and softcap on or off, on sm_80 and sm_90a (NVRTC 13.0, see
-/// tests/kernels/test_attention_backward_compile.cpp). The cut-offs are where 64 x 64 stopped
-/// compiling without spills before the tiles' loads were rolled (tile/shared_tile.cuh); larger
-/// tiles further on, and Br = Bc = 128 over 8 warps, may be faster but are untimed: the
+/// The dK/dV tiles per head dim, best first (the first valid one that fits the arch's shared
+/// memory is the default). Bc = 128 keys per CTA over 8 warps halves the Q and dO traffic of
+/// Bc = 64 (each CTA streams every query block past its keys); Br is as large as the
+/// accumulator budget allows beside dK and dV (attention_backward_space::key_kernel_valid).
+/// The later entries cover head dims whose width 8 warps cannot split (the atomic dQ block of
+/// 64 rows needs 32-column blocks: not at 16 or 48) and sm_86/sm_89's 99 KB. Untimed: the
 /// autotuner will say.
-std::vector<TileShape> preferred_tiles(int head_dim, bool softcap) {
+std::vector<KeyBlockTile> preferred_key_tiles(int head_dim) {
+  const int padded = space::key_kernel_head_dim(head_dim);
+  if (padded <= 64) return {{64, 128, 8, 2}, {64, 64, 4, 2}, {32, 64, 4, 2}};
+  if (padded <= 128) return {{32, 128, 8, 2}, {64, 64, 8, 2}, {64, 64, 4, 2}, {32, 64, 4, 1}};
+  return {{32, 64, 8, 2}, {64, 64, 8, 2}, {64, 32, 8, 1}, {32, 32, 4, 1}};
+}
+
+/// The dQ kernel's tiles (deterministic mode), best first: Br = Bc = 64 over 4 warps up to head
+/// dim 144 (104 with softcap), then 32 x 32 over 2 warps. The cut-offs are where 64 x 64 stopped
+/// compiling without spills on sm_80 and sm_90a (NVRTC 13.0) when this kernel also served the
+/// atomic-free default.
+std::vector<QueryBlockTile> preferred_query_tiles(int head_dim, bool softcap) {
   if (head_dim <= (softcap ? 104 : 144)) return {{64, 64, 4}, {32, 32, 2}};
   return {{32, 32, 2}};
 }
 
-std::string key_gradients_name(KeyGradients gradients) {
-  switch (gradients) {
-    case KeyGradients::dk:
-      return "dk";
-    case KeyGradients::dv:
-      return "dv";
-    case KeyGradients::both:
-      break;
-  }
-  return "both";
+std::string mask_type(MaskKind mask) {
+  return std::string("flashjit::MaskKind::") + (mask == MaskKind::window ? "window" : "none");
 }
 
-/// The BackwardTraits of `config` with `gradients`, as a C++ type.
-std::string traits_type(const BackwardConfig& config, KeyGradients gradients) {
-  return "flashjit::BackwardTraits<" + template_element(config.dtype) + ", " +
-         std::to_string(config.head_dim) + ", " + std::to_string(config.block_m) + ", " +
-         std::to_string(config.block_n) + ", " + std::to_string(config.warps) +
-         ", flashjit::MaskKind::" + (config.mask == MaskKind::window ? "window" : "none") + ", " +
-         (config.softcap ? "true" : "false") +
-         ", flashjit::attention_backward_space::KeyGradients::" + key_gradients_name(gradients) +
-         ">";
+/// The traits a config's readable names share: dtype, mask, softcap.
+std::vector<std::string> class_traits(const BackwardConfig& config) {
+  std::vector<std::string> traits = {std::string(dtype_name(config.dtype))};
+  if (config.mask == MaskKind::window) traits.push_back("window");
+  if (config.softcap) traits.push_back("softcap");
+  return traits;
 }
 
-/// One main kernel of `config`: `kernel` is "dq" or "dkdv", `part` what its readable name
-/// calls it ("dq", "dkdv", "dk", "dv").
-detail::KernelSpec main_spec(const BackwardConfig& config, const std::string& arch,
-                             const std::string& kernel, const std::string& part,
-                             KeyGradients gradients) {
+/// A spec of op "attention-backward" for `arch` with the fields every backward kernel shares.
+detail::KernelSpec backward_spec(const std::string& arch, const std::string& role,
+                                 const std::string& header, const std::string& name_expression,
+                                 int head_dim, std::vector<std::string> traits) {
   detail::KernelSpec spec;
   spec.op = "attention-backward";
-  spec.header = "attention/backward_" + kernel + "_kernel.cuh";
-  spec.name_expression =
-      "flashjit::attention_backward_" + kernel + "_kernel<" + traits_type(config, gradients) + ">";
+  spec.header = header;
+  spec.name_expression = name_expression;
   spec.arch = arch;
-  spec.role = part;
-  spec.head_dim = config.head_dim;
-  spec.traits = {std::string(dtype_name(config.dtype))};
-  if (config.mask == MaskKind::window) spec.traits.push_back("window");
-  if (config.softcap) spec.traits.push_back("softcap");
-  for (const std::string& tile :
-       {detail::trait("br", config.block_m), detail::trait("bc", config.block_n),
-        detail::trait("w", config.warps)}) {
-    spec.traits.push_back(tile);
-  }
-  spec.readable_name = detail::name_of("attention_backward." + part, spec.head_dim, spec.traits);
-  spec.threads = config.warps * 32;
-  spec.dynamic_shared_bytes = config.shared_bytes();
+  spec.role = role;
+  spec.head_dim = head_dim;
+  spec.traits = std::move(traits);
+  spec.readable_name = detail::name_of("attention_backward." + role, head_dim, spec.traits);
   return spec;
 }
 
-detail::KernelSpec delta_spec(DType dtype, const std::string& arch) {
-  detail::KernelSpec spec;
-  spec.op = "attention-backward";
-  spec.header = "attention/backward_delta_kernel.cuh";
-  spec.name_expression =
-      "flashjit::attention_backward_delta_kernel<" + template_element(dtype) + ">";
-  spec.arch = arch;
-  spec.role = "delta";
-  spec.traits = {std::string(dtype_name(dtype))};
-  spec.readable_name = detail::name_of("attention_backward.delta", 0, spec.traits);
+detail::KernelSpec dkdv_spec(const BackwardConfig& config, const std::string& arch) {
+  const KeyBlockTile& t = config.key;
+  const bool atomic_dq = !config.deterministic;
+  std::vector<std::string> traits = class_traits(config);
+  for (const std::string& tile : {detail::trait("br", t.block_m), detail::trait("bc", t.block_n),
+                                  detail::trait("w", t.warps), detail::trait("s", t.stages)}) {
+    traits.push_back(tile);
+  }
+  if (atomic_dq) traits.push_back("atomic_dq");
+  const std::string type = "flashjit::BackwardKeyTraits<" + template_element(config.dtype) + ", " +
+                           std::to_string(config.head_dim) + ", " + std::to_string(t.block_m) +
+                           ", " + std::to_string(t.block_n) + ", " + std::to_string(t.warps) +
+                           ", " + std::to_string(t.stages) + ", " + mask_type(config.mask) + ", " +
+                           (config.softcap ? "true" : "false") + ", " +
+                           (atomic_dq ? "true" : "false") + ">";
+  detail::KernelSpec spec = backward_spec(arch, "dkdv", "attention/backward_dkdv_kernel.cuh",
+                                          "flashjit::attention_backward_dkdv_kernel<" + type + ">",
+                                          config.head_dim, std::move(traits));
+  spec.threads = t.warps * 32;
+  spec.dynamic_shared_bytes = config.key_shared_bytes();
+  return spec;
+}
+
+detail::KernelSpec dq_spec(const BackwardConfig& config, const std::string& arch) {
+  const QueryBlockTile& t = config.query;
+  std::vector<std::string> traits = class_traits(config);
+  for (const std::string& tile : {detail::trait("br", t.block_m), detail::trait("bc", t.block_n),
+                                  detail::trait("w", t.warps)}) {
+    traits.push_back(tile);
+  }
+  const std::string type = "flashjit::BackwardQueryTraits<" + template_element(config.dtype) +
+                           ", " + std::to_string(config.head_dim) + ", " +
+                           std::to_string(t.block_m) + ", " + std::to_string(t.block_n) + ", " +
+                           std::to_string(t.warps) + ", " + mask_type(config.mask) + ", " +
+                           (config.softcap ? "true" : "false") + ">";
+  detail::KernelSpec spec = backward_spec(arch, "dq", "attention/backward_dq_kernel.cuh",
+                                          "flashjit::attention_backward_dq_kernel<" + type + ">",
+                                          config.head_dim, std::move(traits));
+  spec.threads = t.warps * 32;
+  spec.dynamic_shared_bytes = config.query_shared_bytes();
+  return spec;
+}
+
+/// A per-row kernel templated on the element type only: the delta and dQ-convert kernels.
+detail::KernelSpec row_kernel_spec(DType dtype, const std::string& arch, const std::string& role,
+                                   const std::string& kernel) {
+  detail::KernelSpec spec =
+      backward_spec(arch, role, "attention/backward_" + kernel + ".cuh",
+                    "flashjit::attention_backward_" + kernel + "<" + template_element(dtype) + ">",
+                    0, {std::string(dtype_name(dtype))});
   spec.threads = kDeltaRowsPerBlock * 32;  // one warp per row
   return spec;
 }
@@ -122,87 +147,140 @@ struct BackwardTensors {
 };
 
 std::vector<detail::KernelBuffer> backward_buffers(const BackwardTensors& t,
-                                                   const DeviceBuffer& delta) {
-  return {kernel_buffer(t.q, "q"),     kernel_buffer(t.k, "k"),
-          kernel_buffer(t.v, "v"),     kernel_buffer(t.o, "o"),
-          kernel_buffer(t.lse, "lse"), kernel_buffer(t.dout, "dout"),
-          kernel_buffer(t.dq, "dq"),   kernel_buffer(t.dk, "dk"),
-          kernel_buffer(t.dv, "dv"),   {delta.data(), delta.size(), "delta"}};
+                                                   const DeviceBuffer& delta,
+                                                   const DeviceBuffer& dq_accum) {
+  std::vector<detail::KernelBuffer> buffers = {
+      kernel_buffer(t.q, "q"),     kernel_buffer(t.k, "k"),
+      kernel_buffer(t.v, "v"),     kernel_buffer(t.o, "o"),
+      kernel_buffer(t.lse, "lse"), kernel_buffer(t.dout, "dout"),
+      kernel_buffer(t.dq, "dq"),   kernel_buffer(t.dk, "dk"),
+      kernel_buffer(t.dv, "dv"),   {delta.data(), delta.size(), "delta"}};
+  if (dq_accum.size() > 0) buffers.push_back({dq_accum.data(), dq_accum.size(), "dq_accum"});
+  return buffers;
 }
 
-/// Launches a validated call with a config already checked against it: D, then dQ, then dK
-/// and dV (one launch, or dK then dV), all on `stream`. The D workspace (4 bytes per query row
-/// and head) is allocated and freed in the stream's order, so nothing waits on the host, and a
-/// launch that throws halfway still frees it after the kernels already queued.
+/// Launches a validated call with a config already checked against it: D, then dK and dV (and
+/// dQ's sum), then dQ, all on `stream`. The workspaces (D: 4 bytes per query row and head; dQ's
+/// sum: 4 per element of dQ unless deterministic) are allocated and freed in the stream's
+/// order, so nothing waits on the host, and a launch that throws halfway still frees them after
+/// the kernels already queued.
 void launch_backward(detail::RuntimeBackend& backend, const Attention& attention,
                      const BackwardTensors& t, const BackwardConfig& config, Stream stream) {
   const BackwardSpecs specs = backward_specs(config, backend.info().arch());
   const BackwardLaunchShapes shapes = backward_launch_shapes(config, attention, stream);
   const DeviceBuffer delta =
       backend.allocate_buffer_on_stream(backward_delta_bytes(attention), stream);
+  const DeviceBuffer dq_accum =
+      backend.allocate_buffer_on_stream(backward_dq_accum_bytes(attention), stream);
   const AttentionBackwardParams params =
       backward_params(attention, t.q, t.k, t.v, t.o, t.lse, t.dout, t.dq, t.dk, t.dv,
-                      static_cast<float*>(delta.data()));
-  const std::vector<detail::KernelBuffer> buffers = backward_buffers(t, delta);
+                      static_cast<float*>(delta.data()),
+                      dq_accum.size() > 0 ? static_cast<float*>(dq_accum.data()) : nullptr);
+  const std::vector<detail::KernelBuffer> buffers = backward_buffers(t, delta, dq_accum);
   detail::Executor& executor = backend.executor();
   detail::launch_kernel(executor, specs.delta, shapes.delta, buffers, params);  // D
+  detail::launch_kernel(executor, specs.dkdv, shapes.dkdv, buffers, params);    // dK, dV
   detail::launch_kernel(executor, specs.dq, shapes.dq, buffers, params);        // dQ
-  for (const detail::KernelSpec& spec : specs.key_gradients) {
-    detail::launch_kernel(executor, spec, shapes.key_gradients, buffers, params);  // dK, dV
-  }
+}
+
+/// Every config of one kernel's space, in the order of its tables.
+std::vector<KeyBlockTile> key_tiles() {
+  std::vector<KeyBlockTile> tiles;
+  for (int block_m : space::kKeyBlockM)
+    for (int block_n : space::kKeyBlockN)
+      for (int warps : space::kKeyWarps)
+        for (int stages : space::kKeyStages) tiles.push_back({block_m, block_n, warps, stages});
+  return tiles;
+}
+std::vector<QueryBlockTile> query_tiles() {
+  std::vector<QueryBlockTile> tiles;
+  for (int block_m : space::kQueryBlockM)
+    for (int block_n : space::kQueryBlockN)
+      for (int warps : space::kQueryWarps) tiles.push_back({block_m, block_n, warps});
+  return tiles;
 }
 
 }  // namespace
 
 bool BackwardConfig::valid() const {
-  return (dtype == DType::f16 || dtype == DType::bf16) &&
-         space::config_valid(head_dim, block_m, block_n, warps);
+  if (dtype != DType::f16 && dtype != DType::bf16) return false;
+  if (!space::key_kernel_valid(head_dim, key.block_m, key.block_n, key.warps, key.stages, softcap,
+                               !deterministic)) {
+    return false;
+  }
+  return deterministic ? space::query_kernel_valid(head_dim, query.block_m, query.block_n,
+                                                   query.warps, softcap)
+                       : query == QueryBlockTile{};
 }
 
-int BackwardConfig::shared_bytes() const { return space::shared_bytes(head_dim, block_m, block_n); }
+int BackwardConfig::key_shared_bytes() const {
+  return space::key_kernel_shared_bytes(head_dim, key.block_m, key.block_n, key.stages);
+}
 
-std::vector<BackwardConfig> backward_configs(DType dtype, int head_dim, MaskKind mask,
-                                             bool softcap) {
+int BackwardConfig::query_shared_bytes() const {
+  return deterministic ? space::query_kernel_shared_bytes(head_dim, query.block_m, query.block_n)
+                       : 0;
+}
+
+int BackwardConfig::shared_bytes() const {
+  return std::max(key_shared_bytes(), query_shared_bytes());
+}
+
+std::vector<BackwardConfig> backward_configs(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                                             bool deterministic) {
   std::vector<BackwardConfig> configs;
-  for (int block_m : space::kBlockM) {
-    for (int block_n : space::kBlockN) {
-      for (int warps : space::kWarps) {
-        BackwardConfig config{dtype, head_dim, block_m, block_n, warps, mask, softcap};
-        if (config.valid()) configs.push_back(config);
-      }
+  const std::vector<QueryBlockTile> queries =
+      deterministic ? query_tiles() : std::vector<QueryBlockTile>{QueryBlockTile{}};
+  for (const KeyBlockTile& key : key_tiles()) {
+    for (const QueryBlockTile& query : queries) {
+      BackwardConfig config{dtype, head_dim, mask, softcap, deterministic, key, query};
+      if (config.valid()) configs.push_back(config);
     }
   }
   return configs;
 }
 
 BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
-                                       const std::string& arch) {
+                                       bool deterministic, const std::string& arch) {
   check_attention_support(dtype, head_dim);
   const int limit = arch_shared_memory_limit(arch);
-  for (const TileShape& tile : preferred_tiles(head_dim, softcap)) {
-    BackwardConfig config{dtype, head_dim, tile.block_m, tile.block_n, tile.warps, mask, softcap};
-    if (config.valid() && config.shared_bytes() <= limit) return config;
+  BackwardConfig config{dtype, head_dim, mask, softcap, deterministic, {}, {}};
+  // The kernels' shared memory is independent, so each takes its own first choice that fits.
+  const auto fits = [&](const BackwardConfig& c) { return c.valid() && c.shared_bytes() <= limit; };
+  bool found_query = !deterministic;
+  for (const QueryBlockTile& query :
+       deterministic ? preferred_query_tiles(head_dim, softcap) : std::vector<QueryBlockTile>{}) {
+    BackwardConfig candidate = config;
+    candidate.query = query;
+    if (space::query_kernel_valid(head_dim, query.block_m, query.block_n, query.warps, softcap) &&
+        candidate.query_shared_bytes() <= limit) {
+      config.query = query;
+      found_query = true;
+      break;
+    }
   }
-  // Unreachable with today's tables (the last preference is valid at every head dim and fits
-  // 99 KB); kept so that the result stays valid if the space changes.
-  return least_shared_memory(backward_configs(dtype, head_dim, mask, softcap));
+  for (const KeyBlockTile& key : preferred_key_tiles(head_dim)) {
+    BackwardConfig candidate = config;
+    candidate.key = key;
+    if (found_query && fits(candidate)) return candidate;
+  }
+  // Kept so that the result stays valid if the tables change: the config with the least shared
+  // memory.
+  return least_shared_memory(backward_configs(dtype, head_dim, mask, softcap, deterministic));
 }
 
 BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& arch) {
   if (!config.valid()) {
     throw InvalidArgument("config",
                           "is not in the backward config space (see "
-                          "attention_backward_space::config_valid)");
+                          "attention_backward_space::key_kernel_valid and query_kernel_valid)");
   }
   BackwardSpecs specs;
-  specs.delta = delta_spec(config.dtype, arch);
-  specs.dq = main_spec(config, arch, "dq", "dq", KeyGradients::both);
-  if (space::split_key_gradients(config.head_dim)) {
-    specs.key_gradients = {main_spec(config, arch, "dkdv", "dk", KeyGradients::dk),
-                           main_spec(config, arch, "dkdv", "dv", KeyGradients::dv)};
-  } else {
-    specs.key_gradients = {main_spec(config, arch, "dkdv", "dkdv", KeyGradients::both)};
-  }
+  specs.delta = row_kernel_spec(config.dtype, arch, "delta", "delta_kernel");
+  specs.dkdv = dkdv_spec(config, arch);
+  specs.dq = config.deterministic
+                 ? dq_spec(config, arch)
+                 : row_kernel_spec(config.dtype, arch, "dq_convert", "dq_convert_kernel");
   return specs;
 }
 
@@ -210,6 +288,12 @@ void check_backward_config(const BackwardConfig& config, const Attention& attent
                            const TensorView& q) {
   if (!config.valid()) throw InvalidArgument("config", "is not in the backward config space");
   check_config_class({config.dtype, config.head_dim, config.mask, config.softcap}, attention, q);
+  if (config.deterministic != attention.deterministic) {
+    throw InvalidArgument("config", std::string(config.deterministic ? "is" : "is not") +
+                                        " deterministic but the call's attention.deterministic "
+                                        "is " +
+                                        (attention.deterministic ? "true" : "false"));
+  }
 }
 
 bool backward_is_empty(const Attention& attention) {
@@ -221,11 +305,17 @@ std::size_t backward_delta_bytes(const Attention& attention) {
          sizeof(float);
 }
 
+std::size_t backward_dq_accum_bytes(const Attention& attention) {
+  if (attention.deterministic) return 0;
+  return backward_delta_bytes(attention) * static_cast<std::size_t>(attention.head_dim);
+}
+
 AttentionBackwardParams backward_params(const Attention& attention, const TensorView& q,
                                         const TensorView& k, const TensorView& v,
                                         const TensorView& o, const TensorView& lse,
                                         const TensorView& dout, const TensorView& dq,
-                                        const TensorView& dk, const TensorView& dv, float* delta) {
+                                        const TensorView& dk, const TensorView& dv, float* delta,
+                                        float* dq_accum) {
   // The fields both passes have come from the forward's own filling, so they cannot drift.
   const AttentionForwardParams forward = forward_params(attention, q, k, v, o, lse);
   AttentionBackwardParams params{};
@@ -241,6 +331,7 @@ AttentionBackwardParams backward_params(const Attention& attention, const Tensor
   params.lse_batch_stride = forward.lse_batch_stride;
   params.lse_head_stride = forward.lse_head_stride;
   params.delta = delta;
+  params.dq_accum = dq_accum;
   params.batch = static_cast<int>(attention.batch);
   params.heads_q = static_cast<int>(attention.heads_q);
   params.seqlen_q = forward.seqlen_q;
@@ -258,12 +349,16 @@ AttentionBackwardParams backward_params(const Attention& attention, const Tensor
 BackwardLaunchShapes backward_launch_shapes(const BackwardConfig& config,
                                             const Attention& attention, Stream stream) {
   const Attention& a = attention;
-  const int shared = config.shared_bytes();
-  constexpr int kDelta = kDeltaRowsPerBlock;  // one warp per row
-  return {
-      launch_shape(a.seqlen_q, kDelta, a.heads_q, a.batch, kDelta, 0, stream),
-      launch_shape(a.seqlen_q, config.block_m, a.heads_q, a.batch, config.warps, shared, stream),
-      launch_shape(a.seqlen_k, config.block_n, a.heads_kv, a.batch, config.warps, shared, stream)};
+  constexpr int kRow = kDeltaRowsPerBlock;  // one warp per row
+  const KeyBlockTile& key = config.key;
+  const QueryBlockTile& query = config.query;
+  return {launch_shape(a.seqlen_q, kRow, a.heads_q, a.batch, kRow, 0, stream),
+          launch_shape(a.seqlen_k, key.block_n, a.heads_kv, a.batch, key.warps,
+                       config.key_shared_bytes(), stream),
+          config.deterministic
+              ? launch_shape(a.seqlen_q, query.block_m, a.heads_q, a.batch, query.warps,
+                             config.query_shared_bytes(), stream)
+              : launch_shape(a.seqlen_q, kRow, a.heads_q, a.batch, kRow, 0, stream)};
 }
 
 void attention_backward(detail::RuntimeBackend& backend, const Attention& attention,

@@ -81,53 +81,61 @@ std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch,
   return specs;
 }
 
-// The backward op's compile matrix, chosen like the forward's: every config of bf16 at head dims
-// 64 and 128 (both masks, no softcap), and the default of every other (head dim, dtype, mask),
-// with softcap at the forward's softcap head dims.
+// The backward op's compile matrix, chosen like the forward's: at head dims 64 and 128 in bf16
+// (both masks, no softcap) every dK/dV tile of the default mode, and every dQ tile beside the
+// deterministic default's dK/dV tile; and the default of every other (head dim, dtype, mask,
+// mode), with softcap at the forward's softcap head dims.
 std::vector<BackwardConfig> attention_backward_configs(const std::string& arch, SpecSet set) {
   std::vector<BackwardConfig> configs;
+  auto add = [&](const BackwardConfig& config) {
+    if (std::find(configs.begin(), configs.end(), config) == configs.end()) {
+      configs.push_back(config);
+    }
+  };
   if (set == SpecSet::all) {
     for (int head_dim : kSweptHeadDims) {
       for (MaskKind mask : kMaskKinds) {
-        for (const BackwardConfig& config : backward_configs(DType::bf16, head_dim, mask, false)) {
-          configs.push_back(config);
+        for (const BackwardConfig& config :
+             backward_configs(DType::bf16, head_dim, mask, false, false)) {
+          add(config);
+        }
+        const BackwardConfig deterministic =
+            default_backward_config(DType::bf16, head_dim, mask, false, true, arch);
+        for (const BackwardConfig& config :
+             backward_configs(DType::bf16, head_dim, mask, false, true)) {
+          if (config.key == deterministic.key) add(config);
         }
       }
     }
   }
-  auto add_default = [&](DType dtype, int head_dim, MaskKind mask, bool softcap) {
-    const BackwardConfig config = default_backward_config(dtype, head_dim, mask, softcap, arch);
-    if (std::find(configs.begin(), configs.end(), config) == configs.end()) {
-      configs.push_back(config);
+  auto add_defaults = [&](DType dtype, int head_dim, MaskKind mask, bool softcap) {
+    for (bool deterministic : {false, true}) {
+      add(default_backward_config(dtype, head_dim, mask, softcap, deterministic, arch));
     }
   };
   for (int head_dim = attention_forward_space::kMinHeadDim;
        head_dim <= attention_forward_space::kMaxHeadDim; head_dim += 8) {
     for (DType dtype : {DType::f16, DType::bf16}) {
-      for (MaskKind mask : kMaskKinds) add_default(dtype, head_dim, mask, false);
+      for (MaskKind mask : kMaskKinds) add_defaults(dtype, head_dim, mask, false);
     }
   }
   for (int head_dim : kSoftcapHeadDims) {
     for (DType dtype : {DType::f16, DType::bf16}) {
-      for (MaskKind mask : kMaskKinds) add_default(dtype, head_dim, mask, true);
+      for (MaskKind mask : kMaskKinds) add_defaults(dtype, head_dim, mask, true);
     }
   }
   return configs;
 }
 
-// Every kernel the listed configs launch, each once: the configs of a dtype share its delta
-// kernel.
+// Every kernel the listed configs launch, each once: the configs of a dtype share its delta and
+// dQ-convert kernels, a deterministic config's dK/dV kernel is shared by its dQ tiles.
 std::vector<detail::KernelSpec> attention_backward_specs(const std::string& arch, SpecSet set) {
   std::vector<detail::KernelSpec> specs;
   std::unordered_set<std::string> listed;
-  auto add = [&](const detail::KernelSpec& spec) {
-    if (listed.insert(spec.readable_name).second) specs.push_back(spec);
-  };
   for (const BackwardConfig& config : attention_backward_configs(arch, set)) {
-    const BackwardSpecs config_specs = backward_specs(config, arch);
-    add(config_specs.delta);
-    add(config_specs.dq);
-    for (const detail::KernelSpec& spec : config_specs.key_gradients) add(spec);
+    for (const detail::KernelSpec& spec : backward_specs(config, arch).in_order()) {
+      if (listed.insert(spec.readable_name).second) specs.push_back(spec);
+    }
   }
   return specs;
 }
@@ -141,7 +149,8 @@ const std::vector<OpInfo>& ops() {
        "FlashAttention-2 forward (causal, sliding window, GQA, softcap), fp16/bf16",
        attention_forward_specs},
       {"attention-backward",
-       "FlashAttention-2 backward, deterministic (dQ, dK, dV without atomics), fp16/bf16",
+       "FlashAttention-2 backward (dK, dV and atomic dQ in one kernel; or deterministic, dQ in "
+       "its own), fp16/bf16",
        attention_backward_specs},
   };
   return registry;

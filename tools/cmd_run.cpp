@@ -15,6 +15,8 @@
 #include <string>
 
 #include "autotune/candidates.hpp"
+#include "cases/attention_case.hpp"
+#include "cases/backward_case.hpp"
 #include "chosen_kernels.hpp"
 #include "commands.hpp"
 #include "flashjit/device.hpp"
@@ -22,8 +24,6 @@
 #include "flashjit/runtime.hpp"
 #include "format.hpp"
 #include "kernels/attention_forward.hpp"
-#include "cases/attention_case.hpp"
-#include "cases/backward_case.hpp"
 #include "work_report.hpp"
 
 namespace flashjit::tools {
@@ -45,6 +45,7 @@ struct RunOptions {
   std::string op = "attention-forward";
   bool counters = false;
   std::string config;  // empty: the runtime's choice
+  bool deterministic = false;
 };
 
 /// The library's own limits on the descriptor, reported against the flag that set the field.
@@ -123,15 +124,22 @@ Runtime open_runtime(bool emulate) {
   return Runtime(RuntimeOptions{.backend = Backend::emulator});
 }
 
+/// The tuning problem of the run: the case's attention, deterministic as the flag says.
+autotune::TuningProblem run_problem(const RunOptions& options, const testing::ForwardCase& c,
+                                    bool backward) {
+  autotune::TuningProblem problem{
+      backward ? autotune::TunedOp::attention_backward : autotune::TunedOp::attention_forward,
+      c.dtype, c.attention()};
+  problem.attention.deterministic = backward && options.deterministic;
+  return problem;
+}
+
 /// The op's config `options.config` names (exit 2 when it names none), or nullopt without one.
 std::optional<autotune::TunedConfig> config_from_flag(const RunOptions& options,
                                                       const testing::ForwardCase& c,
                                                       bool backward) {
   if (options.config.empty()) return std::nullopt;
-  const autotune::TuningProblem problem{
-      backward ? autotune::TunedOp::attention_backward : autotune::TunedOp::attention_forward,
-      c.dtype, c.attention()};
-  return named_config(problem, options.config, "--config");
+  return named_config(run_problem(options, c, backward), options.config, "--config");
 }
 
 /// The config's alternative, as the case runners take it.
@@ -141,8 +149,8 @@ std::optional<Config> config_of(const std::optional<autotune::TunedConfig>& conf
   return std::get<Config>(*config);
 }
 
-void print_problem(const testing::ForwardCase& c, Runtime& runtime, bool backward,
-                   const std::optional<autotune::TunedConfig>& config) {
+void print_problem(const RunOptions& options, const testing::ForwardCase& c, Runtime& runtime,
+                   bool backward, const std::optional<autotune::TunedConfig>& config) {
   const reference::Problem& p = c.problem;
   std::printf(
       "shape:   batch %lld, heads %lld (kv %lld), seqlen_q %lld, seqlen_k %lld, head_dim "
@@ -152,8 +160,9 @@ void print_problem(const testing::ForwardCase& c, Runtime& runtime, bool backwar
       static_cast<long long>(p.seqlen_k), static_cast<long long>(p.head_dim),
       std::string(dtype_name(c.dtype)).c_str(),
       c.layout == reference::Layout::bshd ? "bshd" : "bhsd", p.causal ? ", causal" : "");
+  const autotune::TuningProblem problem = run_problem(options, c, backward);
   std::printf("kernel:  %s\n",
-              chosen_kernels(runtime, c.attention(), c.dtype, backward, config).c_str());
+              chosen_kernels(runtime, problem.attention, c.dtype, backward, config).c_str());
   std::fflush(stdout);
 }
 
@@ -162,9 +171,7 @@ void print_problem(const testing::ForwardCase& c, Runtime& runtime, bool backwar
 void print_counters(const RunOptions& options, Runtime& runtime, const testing::ForwardCase& c,
                     bool backward) {
   if (!options.counters) return;
-  const autotune::TuningProblem problem{
-      backward ? autotune::TunedOp::attention_backward : autotune::TunedOp::attention_forward,
-      c.dtype, c.attention()};
+  const autotune::TuningProblem problem = run_problem(options, c, backward);
   print_work(runtime.emulated_work(), backward ? "attention_backward" : "attention_forward",
              autotune::problem_flops(problem),
              minimum_global_bytes(c.attention(), c.dtype, backward));
@@ -201,9 +208,10 @@ int run_backward(const RunOptions& options) {
   c.dtype = forward.dtype;
   c.layout = forward.layout;
   c.seed = forward.seed;
+  c.deterministic = options.deterministic;
   const std::optional<autotune::TunedConfig> config = config_from_flag(options, forward, true);
   Runtime runtime = open_runtime(options.emulate);
-  print_problem(forward, runtime, true, config);
+  print_problem(options, forward, runtime, true, config);
   const auto start = std::chrono::steady_clock::now();
   const testing::BackwardVerdict verdict =
       testing::run_backward_case(runtime, c, config_of<kernels::BackwardConfig>(config));
@@ -219,7 +227,7 @@ int run_forward(const RunOptions& options) {
   const testing::ForwardCase c = forward_case(options);
   const std::optional<autotune::TunedConfig> config = config_from_flag(options, c, false);
   Runtime runtime = open_runtime(options.emulate);
-  print_problem(c, runtime, false, config);
+  print_problem(options, c, runtime, false, config);
   const auto start = std::chrono::steady_clock::now();
   const testing::ForwardVerdict verdict =
       testing::run_forward_case(runtime, c, config_of<kernels::ForwardConfig>(config));
@@ -282,15 +290,23 @@ Subcommand add_run_command(CLI::App& app) {
                   "attention-forward, or attention-backward (after a forward for O and LSE; "
                   "checks dQ, dK, dV)")
       ->check(CLI::IsMember({"attention-forward", "attention-backward"}));
-  run->add_option("--config", options->config,
-                  "Run this config of the op's space instead of the runtime's choice, named as "
-                  "`flashjit autotune --plan` prints it (br64.bc32.w4.s1 forward, br64.bc64.w4 "
-                  "backward); on the emulator, one it was not built with is compiled for the "
-                  "host first");
+  run->add_option(
+      "--config", options->config,
+      "Run this config of the op's space instead of the runtime's choice, named as "
+      "`flashjit autotune --plan` prints it (br64.bc32.w4.s1 forward, "
+      "br64.bc128.w8.s2 backward, br64.bc128.w8.s2.dq.br64.bc64.w4 with "
+      "--deterministic); on the emulator, one it was not built with is compiled for the "
+      "host first");
+  run->add_flag("--deterministic", options->deterministic,
+                "Backward only (Attention::deterministic): dQ from a kernel of its own, the same "
+                "bits on every run, instead of atomic adds into an fp32 sum");
   run->add_flag("--counters", options->counters,
                 "Print the emulator's work counters of the op's kernels and their ratios to the "
                 "problem's minimum (with --emulate, or without a GPU)");
   return {run, [options] {
+            if (options->deterministic && options->op != "attention-backward") {
+              throw InvalidArgument("--deterministic", "applies to --op attention-backward only");
+            }
             if (options->counters && !options->emulate && !query_system().devices.empty()) {
               throw InvalidArgument("--counters", "counts the emulator's work: add --emulate");
             }

@@ -31,6 +31,11 @@ struct Attention {
   std::optional<float> scale{};
   /// Tanh soft-capping of the scores, s = softcap · tanh(s / softcap); 0 turns it off.
   float softcap = 0.0f;
+  /// Backward only. false (the default, as in FlashAttention-2/3): dQ is summed with atomic adds
+  /// in an fp32 workspace by the kernel that computes dK and dV, five matrix products per block
+  /// pair; the order of those additions varies between runs, so dQ's last bits may too. true: a
+  /// separate dQ kernel without atomics (seven products), the same bits on every run.
+  bool deterministic = false;
 };
 
 /// How a [batch, seqlen, heads, head_dim] tensor is laid out in memory.

@@ -168,10 +168,15 @@ typedef struct flashjit_attention {
   float scale;
   /** Tanh soft-capping of the scores, s = softcap * tanh(s / softcap); 0 turns it off. */
   float softcap;
+  /** Backward only (flashjit::Attention::deterministic): 0 (the default) sums dQ with atomic
+   *  adds, whose order may change its last bits between runs; non-zero runs a separate dQ
+   *  kernel that gives the same bits on every run, at two more matrix products per block. */
+  int deterministic;
 } flashjit_attention;
 
 /** Fills *attention with the C++ defaults: batch, heads, sequence lengths 1, head_dim 64, not
- *  causal, unbounded window (-1, -1), scale unset (0), no softcap. NULL is ignored. */
+ *  causal, unbounded window (-1, -1), scale unset (0), no softcap, not deterministic. NULL is
+ *  ignored. */
 void flashjit_attention_init(flashjit_attention* attention);
 
 /** Attention forward (flashjit::Runtime::forward): o = softmax(scale * q k^T + mask) v, and

@@ -1,11 +1,11 @@
-// Backward kernels for the emulator: every tile of the space at head dim 256 (fp16 and bf16,
-// without and with the window mask), the default among them.
+// Backward kernels for the emulator: the defaults at head dim 256 (fp16 and bf16, without and
+// with the window mask, both modes).
 #include "backward_kernels.hpp"
 
 namespace flashjit::kernels::emulated {
 namespace {
 
-constexpr auto kConfigs = combine(256, every_tile<256>(), kBothDTypes, kBothMasks);
+constexpr auto kConfigs = defaults(256, kBothDTypes, kBothMasks);
 
 }  // namespace
 

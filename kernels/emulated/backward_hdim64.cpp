@@ -1,11 +1,17 @@
-// Backward kernels for the emulator: every tile of the space at head dim 64 (fp16 and bf16,
-// without and with the window mask), the default among them.
+// Backward kernels for the emulator at head dim 64: the defaults (fp16 and bf16, without and
+// with the window mask, both modes) and, in bf16, alternatives the tests sweep: a 4-warp grid
+// split in both dimensions with one Q/dO stage, 2 warps, and the deterministic mode's smaller dQ
+// tile.
 #include "backward_kernels.hpp"
 
 namespace flashjit::kernels::emulated {
 namespace {
 
-constexpr auto kConfigs = combine(64, every_tile<64>(), kBothDTypes, kBothMasks);
+constexpr std::array<BackwardTiles, 2> kAtomic = {{{{32, 32, 4, 1}}, {{32, 32, 2, 2}}}};
+constexpr std::array<BackwardTiles, 1> kDeterministic = {{{{32, 32, 4, 1}, {32, 32, 2}}}};
+constexpr auto kConfigs =
+    concat(defaults(64, kBothDTypes, kBothMasks), alternatives(64, false, kAtomic),
+           alternatives(64, true, kDeterministic));
 
 }  // namespace
 

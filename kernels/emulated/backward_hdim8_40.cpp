@@ -1,13 +1,12 @@
 // Backward kernels for the emulator: the defaults at head dims 8 and 40 (fp16 and bf16, without
-// and with the window mask).
+// and with the window mask, both modes).
 #include "backward_kernels.hpp"
 
 namespace flashjit::kernels::emulated {
 namespace {
 
-constexpr std::array<BackwardTile, 1> kDefault = {kBackwardDefaultUpTo64};
-constexpr auto kConfigs = concat(combine(8, kDefault, kBothDTypes, kBothMasks),
-                                 combine(40, kDefault, kBothDTypes, kBothMasks));
+constexpr auto kConfigs =
+    concat(defaults(8, kBothDTypes, kBothMasks), defaults(40, kBothDTypes, kBothMasks));
 
 }  // namespace
 

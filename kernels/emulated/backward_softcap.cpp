@@ -1,14 +1,13 @@
-// Backward kernels for the emulator: softcap, every tile of the space at head dims 64 and 128
-// (bf16, without and with the window mask).
+// Backward kernels for the emulator: softcap, the defaults at head dims 64 and 128 (bf16,
+// without and with the window mask, both modes).
 #include "backward_kernels.hpp"
 
 namespace flashjit::kernels::emulated {
 namespace {
 
 constexpr std::array<DType, 1> kBf16 = {DType::bf16};
-constexpr auto kConfigs =
-    concat(combine(64, every_tile<64>(), kBf16, kBothMasks, /*softcap=*/true),
-           combine(128, every_tile<128>(), kBf16, kBothMasks, /*softcap=*/true));
+constexpr auto kConfigs = concat(defaults(64, kBf16, kBothMasks, /*softcap=*/true),
+                                 defaults(128, kBf16, kBothMasks, /*softcap=*/true));
 
 }  // namespace
 

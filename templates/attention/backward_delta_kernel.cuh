@@ -1,6 +1,7 @@
 #pragma once
 // Backward preprocessing: D = rowsum(dO ∘ O) per query row, the term the softmax's Jacobian
-// subtracts (dS = P ∘ (dP − D)). One warp per row.
+// subtracts (dS = P ∘ (dP − D)), and the zeroing of the row's dQ workspace when dQ is summed
+// atomically. One warp per row.
 #include "attention/backward_params.cuh"
 #include "attention/backward_space.cuh"
 #include "tile/memory.cuh"
@@ -27,6 +28,10 @@ FJ_GLOBAL void __launch_bounds__(kDeltaWarps * 32)
   sum = warp_allreduce(sum, [](float a, float b) { return a + b; });
   const index_t index = (index_t(batch) * params.heads_q + head) * params.seqlen_q + row;
   if (lane == 0) store_global(params.delta, index, sum);
+  if (params.dq_accum != nullptr) {
+    float* accum = params.dq_accum + index * params.head_dim;  // (head_dim,)
+    for (int d = lane; d < params.head_dim; d += kWarpSize) store_global(accum, d, 0.0f);
+  }
 }
 
 }  // namespace flashjit

@@ -1,140 +1,144 @@
 #pragma once
-// Backward, dK and dV (DESIGN.md section 1): one CTA owns Bc keys of one key/value head, holds
-// Kⱼ and Vⱼ in shared memory and streams past them every query block that sees them, of every
-// query head that shares them (GQA sums those heads' contributions in registers):
-//   Pᵀ = 2^(K Qᵢᵀ − LSE),  dV += Pᵀ dOᵢ,  dSᵀ = Pᵀ ∘ (V dOᵢᵀ − D),  dK += scale · dSᵀ Qᵢ.
-// Tiles are transposed (rows are keys) so each warp owns key rows, as the forward pass's warps
-// own query rows. dK and dV are written once, without atomics.
+// Backward, dK and dV (DESIGN.md section 1), and by default dQ too: one CTA owns Bc keys of one
+// key/value head, holds Kⱼ and Vⱼ in shared memory and streams past them every query block that
+// sees them, of every query head that shares them (GQA sums those heads' contributions):
+//   Pᵀ = 2^(K Qᵢᵀ − LSE),  dSᵀ = Pᵀ ∘ (V dOᵢᵀ − D),  dV += Pᵀ dOᵢ,  dK += dSᵀ Qᵢ,
+// and with Traits::kAtomicDq, dQᵢ += dS Kⱼ into an fp32 workspace: FlashAttention-2's five
+// products per block pair. The warps split every product in two dimensions (tile/warp_grid.cuh);
+// Pᵀ and dSᵀ pass through shared memory from the warps that compute them to the warps that
+// multiply them. dK and dV are written once, without atomics.
 #include "attention/backward_scores.cuh"
 #include "attention/backward_traits.cuh"
-#include "attention/epilogue.cuh"
 #include "attention/mask.cuh"
+#include "attention/query_block_pipeline.cuh"
+#include "tile/fragment_store.cuh"
 #include "tile/gemm.cuh"
+#include "tile/warp_grid.cuh"
 
 namespace flashjit {
 
-/// The CTA's shared memory: its keys and values, and the query block streamed past them.
-template <class Traits>
-struct QueryStream {
-  using T = typename Traits::Element;
-  using KeyTile = smem_tile<T, Traits::kBlockN, Traits::kHeadDimPadded>;
-  using QueryTile = smem_tile<T, Traits::kBlockM, Traits::kHeadDimPadded>;
+/// LSE (base 2) and D of the query columns of a warp's (keys, queries) block, in registers:
+/// +inf and 0 past the block's valid rows, so their P and dS are 0.
+template <int Cols>
+struct QueryStats {
+  col_vec<Cols> lse;
+  col_vec<Cols> delta;
 
-  KeyTile k, v;       // (kBlockN, d)
-  QueryTile q, dout;  // (kBlockM, d)
-  float* lse;         // (kBlockM,) base 2; +inf for rows past the end
-  float* delta;       // (kBlockM,) D; 0 for rows past the end
-
-  FJ_DEVICE QueryStream() {
-    unsigned char* base = dynamic_shared<unsigned char>();
-    k = carve_tile<KeyTile>(base);
-    v = carve_tile<KeyTile>(base);
-    q = carve_tile<QueryTile>(base);
-    dout = carve_tile<QueryTile>(base);
-    lse = reinterpret_cast<float*>(base);
-    delta = lse + Traits::kBlockM;
-  }
-
-  /// Starts loading this CTA's `keys` valid key and value rows (they join the first query
-  /// block's commit group).
-  FJ_DEVICE void load_keys(const T* k_rows, index_t k_stride, const T* v_rows, index_t v_stride,
-                           int keys) {
-    load_tile_async<Traits::kThreads>(k, k_rows, k_stride, keys, Traits::kHeadDim, threadIdx.x);
-    load_tile_async<Traits::kThreads>(v, v_rows, v_stride, keys, Traits::kHeadDim, threadIdx.x);
-  }
-
-  /// Loads query block `block` of `head` (Q, dO, LSE, D) and waits until every thread sees it.
-  FJ_DEVICE void load_queries(const AttentionBackwardParams& p, int batch, int head, int block) {
-    const int row0 = block * Traits::kBlockM;
-    const int rows = min_int(Traits::kBlockM, p.seqlen_q - row0);
-    load_tile_async<Traits::kThreads>(q, p.q.rows<const T>(batch, head, row0), p.q.row_stride, rows,
-                                      Traits::kHeadDim, threadIdx.x);
-    load_tile_async<Traits::kThreads>(dout, p.dout.rows<const T>(batch, head, row0),
-                                      p.dout.row_stride, rows, Traits::kHeadDim, threadIdx.x);
-    cp_async_commit();
-    const float* lse_in = lse_rows(p, batch, head, row0);
-    const float* delta_rows = p.delta + (index_t(batch) * p.heads_q + head) * p.seqlen_q + row0;
-    for (int row = threadIdx.x; row < Traits::kBlockM; row += Traits::kThreads) {
-      const bool valid = row < rows;
-      store_shared(lse, row, valid ? lse_base2(load_global(lse_in, row)) : -negative_infinity());
-      store_shared(delta, row, valid ? load_global(delta_rows, row) : 0.0f);
-    }
-    cp_async_wait<0>();
-    __syncthreads();
+  template <class Traits>
+  FJ_DEVICE QueryStats(const AttentionBackwardParams& p, int batch, const QueryBlock<Traits>& block,
+                       int col0, int lane) {
+    const float* lse_in = lse_rows(p, batch, block.head, block.row0);
+    const float* delta_in =
+        p.delta + (index_t(batch) * p.heads_q + block.head) * p.seqlen_q + block.row0;
+#pragma unroll
+    for (int g = 0; g < Cols / 8; ++g)
+#pragma unroll
+      for (int pair = 0; pair < 2; ++pair) {
+        const int row = col0 + fragment_col(g, pair, lane);
+        const bool valid = row < block.rows;
+        lse.v[g][pair] = valid ? lse_base2(load_global(lse_in, row)) : -negative_infinity();
+        delta.v[g][pair] = valid ? load_global(delta_in, row) : 0.0f;
+      }
   }
 };
 
+/// This warp's block of Pᵀ and dSᵀ for one query block, written to the pipeline's shared tiles.
+template <class Traits, class Window, class Grid>
+FJ_DEVICE void score_gradients(const AttentionBackwardParams& params, const Window& window,
+                               QueryBlockPipeline<Traits>& tiles, const QueryBlock<Traits>& block,
+                               int batch, int key0, const Grid& grid, int lane) {
+  acc_tile<Grid::kRows, Grid::kCols> p_t;  // (keys, queries): Sᵀ, then Pᵀ
+  fill(p_t, 0.0f);
+  mma_abt(p_t, tiles.k, grid.row0, block.q, grid.col0, lane);  // Sᵀ = K Qᵀ
+  ScoreScaling<Traits::kSoftcap, Grid::kRows, Grid::kCols> scaling;
+  scaling.scale(p_t, params);  // Sᵀ·scale·log2 e
+  if (!window.block_fully_visible(block.row0, block.row0 + block.rows - 1, key0, Traits::kBlockN)) {
+    mask_scores_transposed(window, p_t, key0 + grid.row0, block.row0 + grid.col0, lane);
+  }
+  const QueryStats<Grid::kCols> stats(params, batch, block, grid.col0, lane);
+  exp2_sub_col(p_t, stats.lse);             // Pᵀ = 2^(Sᵀ − LSE)
+  acc_tile<Grid::kRows, Grid::kCols> ds_t;  // (keys, queries): dPᵀ, then dSᵀ
+  fill(ds_t, 0.0f);
+  mma_abt(ds_t, tiles.v, grid.row0, block.dout, grid.col0, lane);  // dPᵀ = V dOᵀ
+  sub_col(ds_t, stats.delta);
+  mul_elements(ds_t, p_t);  // dSᵀ = Pᵀ ∘ (dPᵀ − D)
+  scaling.chain(ds_t);
+  store_fragments(p_t, tiles.p_t, grid.row0, grid.col0, lane);
+  store_fragments(ds_t, tiles.ds_t, grid.row0, grid.col0, lane);
+}
+
+/// This warp's block of dQᵢ += dS Kⱼ, added to the fp32 workspace (scaled at the end, by the
+/// kernel that rounds it into dQ), in passes of at most 64 columns.
+template <class Traits>
+FJ_DEVICE void add_query_gradients(const AttentionBackwardParams& params,
+                                   const QueryBlockPipeline<Traits>& tiles,
+                                   const QueryBlock<Traits>& block, int batch, int warp, int lane) {
+  using Grid = WarpGrid<Traits::kBlockM, Traits::kHeadDimPadded, Traits::kWarps>;  // (queries, d)
+  constexpr int kPassCols = attention_backward_space::dq_pass_cols(Grid::kCols);
+  const Grid grid(warp);
+  const index_t row0 =
+      (index_t(batch) * params.heads_q + block.head) * params.seqlen_q + block.row0;
+  float* accum = params.dq_accum + row0 * params.head_dim;  // (rows, head_dim)
+#pragma unroll 1
+  for (int col0 = grid.col0; col0 < grid.col0 + Grid::kCols; col0 += kPassCols) {
+    acc_tile<Grid::kRows, kPassCols> dq;  // (queries, kPassCols)
+    fill(dq, 0.0f);
+    mma_atb(dq, tiles.ds_t, grid.row0, tiles.k, col0, lane);  // dQ = dS K
+    for_each_element(dq, lane, [&](int r, int c, float& x) {
+      const int row = grid.row0 + r, col = col0 + c;
+      if (row < block.rows && col < params.head_dim) {
+        atomic_add_global(accum, index_t(row) * params.head_dim + col, x);
+      }
+    });
+  }
+}
+
 /// Grid (ceil(seqlen_k / kBlockN), heads_kv, batch), block kThreads, dynamic shared memory
-/// Traits::kSharedBytes. Writes dK, dV or both (Traits::kGradients).
+/// Traits::kSharedBytes.
 template <class Traits>
 FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     attention_backward_dkdv_kernel(AttentionBackwardParams params) {
-  static_assert(!Traits::kWantDk || !Traits::kWantDv ||
-                    !attention_backward_space::split_key_gradients(Traits::kHeadDim),
-                "head dims over 64 compute dK and dV in two launches (KeyGradients dk, dv)");
-  using T = typename Traits::Element;
-  constexpr int kRows = Traits::kKeyRowsPerWarp;
-  constexpr int kD = Traits::kHeadDimPadded;
-  const int lane = threadIdx.x % kWarpSize;
-  const int warp_row0 = threadIdx.x / kWarpSize * kRows;  // the warp's first key in the block
-  const int key0 = int(blockIdx.x) * Traits::kBlockN;
+  using ScoreGrid = WarpGrid<Traits::kBlockN, Traits::kBlockM, Traits::kWarps>;  // (keys, queries)
+  using KeyGrid = WarpGrid<Traits::kBlockN, Traits::kHeadDimPadded, Traits::kWarps>;  // (keys, d)
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const ScoreGrid scores(warp);
+  const KeyGrid gradients(warp);
+  const int key0 = int(blockIdx.x) * Traits::kBlockN;  // the block's first key
   const int keys = min_int(Traits::kBlockN, params.seqlen_k - key0);
   const int kv_head = blockIdx.y, batch = blockIdx.z;
-  auto at = [&](const HeadTensor& t) { return t.rows<T>(batch, kv_head, key0); };  // key0's row
   const KeyWindow<Traits::kMask> window(params);
+  // Keys no query sees are not loaded: their dK and dV are exactly zero.
   const BlockRange blocks =
       window.query_blocks(key0, key0 + keys - 1, Traits::kBlockM, params.seqlen_q);
 
-  QueryStream<Traits> stream;
-  // Keys no query sees are not loaded: their dK and dV are exactly zero, and the tiles are
-  // free for staging them at once.
-  if (!blocks.empty()) {
-    stream.load_keys(at(params.k), params.k.row_stride, at(params.v), params.v.row_stride, keys);
-  }
-  acc_tile<kRows, kD> dk, dv;  // (kRows, d) each
+  QueryBlockPipeline<Traits> pipeline(params, batch, kv_head, blocks);
+  acc_tile<KeyGrid::kRows, KeyGrid::kCols> dk, dv;  // (keys, d) blocks of this warp
   fill(dk, 0.0f);
   fill(dv, 0.0f);
-  const int first_head = kv_head * params.heads_per_kv;
-  for (int head = first_head; head < first_head + params.heads_per_kv && !blocks.empty(); ++head) {
-    for (int block = blocks.begin; block < blocks.end; ++block) {
-      const int row0 = block * Traits::kBlockM;
-      const int rows = min_int(Traits::kBlockM, params.seqlen_q - row0);
-      stream.load_queries(params, batch, head, block);
-      acc_tile<kRows, Traits::kBlockM> p_t;  // (kRows, kBlockM) scores, then probabilities
-      fill(p_t, 0.0f);
-      mma_abt(p_t, stream.k, warp_row0, stream.q, lane);  // Sᵀ = K Qᵀ
-      ScoreScaling<Traits::kSoftcap, kRows, Traits::kBlockM> scaling;
-      scaling.scale(p_t, params);  // Sᵀ·scale·log2 e
-      if (!window.block_fully_visible(row0, row0 + rows - 1, key0, Traits::kBlockN)) {
-        mask_scores_transposed(window, p_t, key0 + warp_row0, row0, lane);  // −inf where masked
-      }
-      for_each_element(p_t, lane, [&](int, int c, float& x) {
-        x = exp2_approx(x - load_shared(stream.lse, c));  // Pᵀ = 2^(Sᵀ − LSE)
-      });
-      if constexpr (Traits::kWantDv) mma_ab<T>(dv, p_t, stream.dout, lane);  // dV += Pᵀ dO
-      if constexpr (Traits::kWantDk) {
-        acc_tile<kRows, Traits::kBlockM> ds_t;  // (kRows, kBlockM) dPᵀ, then dSᵀ
-        fill(ds_t, 0.0f);
-        mma_abt(ds_t, stream.v, warp_row0, stream.dout, lane);  // dPᵀ = V dOᵀ
-        for_each_element(ds_t, lane,
-                         [&](int, int c, float& x) { x -= load_shared(stream.delta, c); });
-        mul_elements(ds_t, p_t);  // dSᵀ = Pᵀ ∘ (dPᵀ − D)
-        scaling.chain(ds_t);
-        mma_ab<T>(dk, ds_t, stream.q, lane);  // dK += dSᵀ Q
-      }
-      __syncthreads();  // every warp is done with this query block before the next loads
+  if (pipeline.steps() > 0) pipeline.start(params, key0, keys);
+  for (int step = 0; step < pipeline.steps(); ++step) {
+    const QueryBlock<Traits> block = pipeline.await(step);  // Qᵢ, dOᵢ of one head
+    score_gradients(params, window, pipeline, block, batch, key0, scores, lane);  // Pᵀ, dSᵀ
+    __syncthreads();  // every warp's blocks of Pᵀ and dSᵀ are in shared memory
+    mma_ab(dv, pipeline.p_t, gradients.row0, block.dout, gradients.col0, lane);  // dV += Pᵀ dO
+    mma_ab(dk, pipeline.ds_t, gradients.row0, block.q, gradients.col0, lane);    // dK += dSᵀ Q
+    if constexpr (Traits::kAtomicDq) {
+      add_query_gradients(params, pipeline, block, batch, warp, lane);  // dQ += dS K
     }
+    pipeline.release(step);
   }
-  // Each warp stages its own key rows in the K and V tiles, which only it reads.
-  if constexpr (Traits::kWantDk) {
-    scale_tile(dk, params.scale);
-    store_rows<Traits::kHeadDim>(dk, stream.k, at(params.dk), params.dk.row_stride, warp_row0, keys,
-                                 lane);
-  }
-  if constexpr (Traits::kWantDv) {
-    store_rows<Traits::kHeadDim>(dv, stream.v, at(params.dv), params.dv.row_stride, warp_row0, keys,
-                                 lane);
-  }
+  // Staged through the K and V tiles, once every warp is done reading them.
+  scale_tile(dk, params.scale);
+  __syncthreads();
+  store_fragments(dk, pipeline.k, gradients.row0, gradients.col0, lane);
+  store_fragments(dv, pipeline.v, gradients.row0, gradients.col0, lane);
+  __syncthreads();
+  using T = typename Traits::Element;
+  const auto at = [&](const HeadTensor& t) { return t.rows<T>(batch, kv_head, key0); };
+  store_rows_from_shared<Traits::kBlockN, Traits::kHeadDim, Traits::kThreads>(
+      at(params.dk), params.dk.row_stride, pipeline.k, 0, keys, threadIdx.x);
+  store_rows_from_shared<Traits::kBlockN, Traits::kHeadDim, Traits::kThreads>(
+      at(params.dv), params.dv.row_stride, pipeline.v, 0, keys, threadIdx.x);
 }
 
 }  // namespace flashjit

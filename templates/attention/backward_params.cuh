@@ -17,6 +17,9 @@ struct AttentionBackwardParams {
   index_t lse_batch_stride;
   index_t lse_head_stride;
   float* delta;  // (batch, heads_q, seqlen_q) contiguous: D = rowsum(dO ∘ O), workspace
+  // (batch, heads_q, seqlen_q, head_dim) contiguous fp32: dQ / scale summed atomically by the
+  // dK/dV kernel, then rounded into dq; nullptr in the deterministic mode (a dQ kernel of its own)
+  float* dq_accum;
 
   int batch;
   int heads_q;

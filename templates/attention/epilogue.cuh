@@ -2,8 +2,7 @@
 // The end of an attention kernel: a warp's finished rows (O, dQ, dK, dV) go out through shared
 // memory, so global writes are whole 16-byte chunks of consecutive columns; LSE goes straight
 // out.
-#include "tile/shared_tile.cuh"
-#include "tile/register_tile.cuh"
+#include "tile/fragment_store.cuh"
 
 namespace flashjit {
 
@@ -12,19 +11,10 @@ namespace flashjit {
 /// `rows` rows. Staging goes through the same rows of the shared tile `staging`, which only
 /// this warp may have used.
 template <int Cols, typename T, int Rows, int AccCols, int TileRows, int TileCols>
-FJ_DEVICE void store_rows(const acc_tile<Rows, AccCols>& acc, smem_tile<T, TileRows, TileCols> staging,
-                          T* dst, index_t row_stride, int warp_row0, int rows, int lane) {
-  using Acc = acc_tile<Rows, AccCols>;
-#pragma unroll
-  for (int s = 0; s < Acc::kSlabs; ++s)
-#pragma unroll
-    for (int g = 0; g < Acc::kGroups; ++g)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        T* pair = staging.at(warp_row0 + fragment_row(s, half, lane), fragment_col(g, 0, lane));
-        store_shared(reinterpret_cast<unsigned*>(pair), 0,
-                     pack2<T>(acc.frag[s][g][2 * half], acc.frag[s][g][2 * half + 1]));
-      }
+FJ_DEVICE void store_rows(const acc_tile<Rows, AccCols>& acc,
+                          smem_tile<T, TileRows, TileCols> staging, T* dst, index_t row_stride,
+                          int warp_row0, int rows, int lane) {
+  store_fragments(acc, staging, warp_row0, 0, lane);
   __syncwarp();
   store_rows_from_shared<Rows, Cols>(dst + warp_row0 * row_stride, row_stride, staging, warp_row0,
                                      rows - warp_row0, lane);
@@ -32,8 +22,7 @@ FJ_DEVICE void store_rows(const acc_tile<Rows, AccCols>& acc, smem_tile<T, TileR
 
 /// Writes this warp's rows of LSE (`lse` points at the block's row 0) for the first `rows`.
 template <int Rows>
-FJ_DEVICE void store_lse(const row_vec<Rows>& lse, float* dst, int warp_row0, int rows,
-                         int lane) {
+FJ_DEVICE void store_lse(const row_vec<Rows>& lse, float* dst, int warp_row0, int rows, int lane) {
   if (dst == nullptr || lane % 4 != 0) return;  // a quad's lanes hold the same value
 #pragma unroll
   for (int s = 0; s < Rows / 16; ++s)

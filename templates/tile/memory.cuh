@@ -26,6 +26,12 @@ FJ_DEVICE void store_global_raw(T* address, T value) {
   *address = value;
 }
 
+/// Adds `value` to element `index` of global fp32 array `base` atomically (other blocks add to
+/// the same elements; the order of their additions is not fixed).
+FJ_DEVICE void atomic_add_global(float* base, index_t index, float value) {
+  atomicAdd(base + index, value);
+}
+
 /// The block's dynamic shared memory viewed as an array of T (the only shared memory kernels
 /// use: its size is a launch parameter the host computes from the config).
 template <typename T>
@@ -66,6 +72,13 @@ inline void store_global(T* base, index_t index, float value) {
 template <typename T>
 inline void store_global_raw(T* address, T value) {
   if (emulator::check_global(address, sizeof(T), true)) *address = value;
+}
+
+/// Adds `value` to element `index` of global fp32 array `base` (checked against the launch's
+/// buffers). The emulator runs one block at a time, so a plain read-modify-write is atomic.
+inline void atomic_add_global(float* base, index_t index, float value) {
+  float* address = emulator::element_address(base, index);
+  if (emulator::check_global(address, sizeof(float), true)) *address += value;
 }
 
 /// The current block's dynamic shared memory, sized by the emulated launch.

@@ -14,8 +14,8 @@ struct acc_tile {
   static_assert(Rows % 16 == 0 && Cols % 8 == 0, "accumulator tiles are whole m16n8 blocks");
   static constexpr int kRows = Rows;
   static constexpr int kCols = Cols;
-  static constexpr int kSlabs = Rows / 16;    // 16-row slabs
-  static constexpr int kGroups = Cols / 8;    // 8-column groups
+  static constexpr int kSlabs = Rows / 16;  // 16-row slabs
+  static constexpr int kGroups = Cols / 8;  // 8-column groups
   static constexpr int kRowsPerLane = kSlabs * 2;
   float frag[kSlabs][kGroups][4];
 };
@@ -27,10 +27,19 @@ struct row_vec {
   float v[Rows / 16 * 2];
 };
 
+/// One value per column of a (·, Cols) accumulator tile: the lane's columns 8j + 2t and
+/// 8j + 2t + 1 of every 8-column group j, as v[j][0] and v[j][1].
+template <int Cols>
+struct col_vec {
+  float v[Cols / 8][2];
+};
+
 /// The row (within the tile) of fragment slab `slab`, half `half` (0: g, 1: g + 8) for `lane`.
 FJ_DEVICE int fragment_row(int slab, int half, int lane) { return slab * 16 + half * 8 + lane / 4; }
 /// The column (within the tile) of fragment group `group`, element `pair` (0 or 1).
-FJ_DEVICE int fragment_col(int group, int pair, int lane) { return group * 8 + lane % 4 * 2 + pair; }
+FJ_DEVICE int fragment_col(int group, int pair, int lane) {
+  return group * 8 + lane % 4 * 2 + pair;
+}
 
 template <int Rows, int Cols>
 FJ_DEVICE void fill(acc_tile<Rows, Cols>& tile, float value) {
@@ -100,7 +109,8 @@ FJ_DEVICE void quad_sum(row_vec<Rows>& rows) {
 #pragma unroll
   for (int r = 0; r < Rows / 16 * 2; ++r) {
 #pragma unroll
-    for (int lane_mask = 1; lane_mask < 4; lane_mask *= 2) rows.v[r] += shuffle_xor(rows.v[r], lane_mask);
+    for (int lane_mask = 1; lane_mask < 4; lane_mask *= 2)
+      rows.v[r] += shuffle_xor(rows.v[r], lane_mask);
   }
 }
 
@@ -120,6 +130,30 @@ FJ_DEVICE void exp2_sub_row(acc_tile<Rows, Cols>& tile, const row_vec<Rows>& bas
 template <int Rows, int Cols>
 FJ_DEVICE void sub_row(acc_tile<Rows, Cols>& tile, const row_vec<Rows>& value) {
   for_each_in_row(tile, [&](int r, float& x) { x -= value.v[r]; });
+}
+
+/// tile[:, c] = 2^(tile[:, c] − base[c])
+template <int Rows, int Cols>
+FJ_DEVICE void exp2_sub_col(acc_tile<Rows, Cols>& tile, const col_vec<Cols>& base) {
+#pragma unroll
+  for (int s = 0; s < tile.kSlabs; ++s)
+#pragma unroll
+    for (int g = 0; g < tile.kGroups; ++g)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        tile.frag[s][g][e] = exp2_approx(tile.frag[s][g][e] - base.v[g][e % 2]);
+      }
+}
+
+/// tile[:, c] −= value[c]
+template <int Rows, int Cols>
+FJ_DEVICE void sub_col(acc_tile<Rows, Cols>& tile, const col_vec<Cols>& value) {
+#pragma unroll
+  for (int s = 0; s < tile.kSlabs; ++s)
+#pragma unroll
+    for (int g = 0; g < tile.kGroups; ++g)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) tile.frag[s][g][e] -= value.v[g][e % 2];
 }
 
 /// tile *= factor, element by element

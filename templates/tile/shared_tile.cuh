@@ -66,19 +66,20 @@ FJ_DEVICE void load_tile_async(smem_tile<T, Rows, Cols> dst, const T* src, index
 
 /// Copies rows [first_row, first_row + Rows) of `src`, columns [0, Cols), to global memory
 /// at `dst` (element (first_row, 0); rows `row_stride` apart), skipping rows at or past
-/// `rows_valid`. One warp's lanes share the work; the rows must be the warp's own (written by
-/// it before a __syncwarp).
-template <int Rows, int Cols, typename T, int TileRows, int TileCols>
+/// `rows_valid`. `Workers` threads share the work, `worker` being this one's index: one warp's
+/// lanes for rows the warp wrote itself (before a __syncwarp), or the whole block after a
+/// __syncthreads.
+template <int Rows, int Cols, int Workers = kWarpSize, typename T, int TileRows, int TileCols>
 FJ_DEVICE void store_rows_from_shared(T* dst, index_t row_stride,
                                       smem_tile<T, TileRows, TileCols> src, int first_row,
-                                      int rows_valid, int lane) {
+                                      int rows_valid, int worker) {
   static_assert(Cols <= TileCols && Cols % kChunkElements == 0, "whole chunks of the tile");
   constexpr int kChunksPerRow = Cols / kChunkElements;
   constexpr int kChunks = Rows * kChunksPerRow;
 #pragma unroll
-  for (int i = 0; i < ceil_div(kChunks, kWarpSize); ++i) {
-    const int chunk = i * kWarpSize + lane;
-    if (kChunks % kWarpSize != 0 && chunk >= kChunks) break;
+  for (int i = 0; i < ceil_div(kChunks, Workers); ++i) {
+    const int chunk = i * Workers + worker;
+    if (kChunks % Workers != 0 && chunk >= kChunks) break;
     const int row = chunk / kChunksPerRow;
     const int col = chunk % kChunksPerRow * kChunkElements;
     if (row >= rows_valid) continue;

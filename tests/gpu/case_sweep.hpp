@@ -47,8 +47,7 @@ std::vector<std::optional<typename Op::Config>> sweep_configs(const typename Op:
     return configs;
   }
   const auto shared_limit = static_cast<int>(gpu().device().shared_memory_optin);
-  const MaskKind mask = kernels::forward_mask_kind(c.attention());
-  for (const typename Op::Config& config : Op::space(c.dtype, d, mask, c.problem.softcap > 0)) {
+  for (const typename Op::Config& config : Op::space(c, gpu().device().arch())) {
     if (config.shared_bytes() <= shared_limit) configs.push_back(config);
   }
   return configs;
@@ -60,9 +59,7 @@ template <class Op>
 typename Op::Config resolved_config(const typename Op::Case& c,
                                     const std::optional<typename Op::Config>& config) {
   if (config) return *config;
-  return Op::default_config(c.dtype, static_cast<int>(c.problem.head_dim),
-                            kernels::forward_mask_kind(c.attention()), c.problem.softcap > 0,
-                            gpu().device().arch());
+  return Op::default_config(c, gpu().device().arch());
 }
 
 /// "<readable name of the config>", or "default (<that of the runtime's choice>)".
@@ -77,8 +74,8 @@ std::string sweep_label(const typename Op::Case& c,
 /// fails with its label and message, and the others still run. `Op` describes the op:
 /// - `Case`, `Config`, `Runner`: its test case, config and case runner (ForwardCase,
 ///   kernels::ForwardConfig, ForwardCaseRunner, say);
-/// - `space(dtype, head_dim, mask, softcap)` and `default_config(..., arch)`: its config space
-///   and heuristic default (kernels::forward_configs, default_forward_config);
+/// - `space(c, arch)` and `default_config(c, arch)`: the configs a sweep of case `c` runs, and
+///   the heuristic default for it (kernels::forward_configs, default_forward_config);
 /// - `name(config)`: a readable name of the config for messages;
 /// - `specs(c, config, arch)`: every kernel a run of `c` with `config` launches.
 template <class Op>

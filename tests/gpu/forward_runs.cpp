@@ -1,6 +1,7 @@
 #include "gpu/forward_runs.hpp"
 
 #include <string>
+#include <vector>
 
 #include "kernels/attention_forward.hpp"
 
@@ -12,8 +13,16 @@ struct ForwardOp {
   using Case = ForwardCase;
   using Config = kernels::ForwardConfig;
   using Runner = ForwardCaseRunner;
-  static constexpr auto space = kernels::forward_configs;
-  static constexpr auto default_config = kernels::default_forward_config;
+  static std::vector<Config> space(const Case& c, const std::string&) {
+    return kernels::forward_configs(c.dtype, static_cast<int>(c.problem.head_dim),
+                                    kernels::forward_mask_kind(c.attention()),
+                                    c.problem.softcap > 0);
+  }
+  static Config default_config(const Case& c, const std::string& arch) {
+    return kernels::default_forward_config(c.dtype, static_cast<int>(c.problem.head_dim),
+                                           kernels::forward_mask_kind(c.attention()),
+                                           c.problem.softcap > 0, arch);
+  }
 
   static std::string name(const Config& config) {
     return kernels::forward_spec(config, "sm_80").readable_name;

@@ -2,19 +2,21 @@
 // with the bar of cases/backward_case (at most twice the plain-dtype backward's error):
 // the checks of tests/kernels/test_attention_backward_emulated.cpp (ragged lengths, causal with
 // seqlen_q != seqlen_k, head dims from 8 to 256, GQA, both layouts, windows, softcap, fp16 and
-// bf16, bit-identical reruns), every config that fits the device for bf16 head dims 64 and 128;
+// bf16, both modes: atomic dQ and deterministic with bit-identical reruns), every config that
+// fits the device for bf16 head dims 64 and 128;
 // real sizes (FlashAttention's benchmark shapes: 16k tokens, head_dim · heads = 2048) with the
 // reference on sampled rows; and the gradients of a scalar loss against finite differences.
 #include <doctest/doctest.h>
 
 #include <exception>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "cases/backward_case.hpp"
 #include "gpu/case_sweep.hpp"
 #include "kernels/attention_backward.hpp"
 #include "kernels/attention_forward.hpp"
-#include "cases/backward_case.hpp"
 #include "support/backward_case_builders.hpp"
 
 namespace flashjit::testing {
@@ -27,11 +29,26 @@ struct BackwardOp {
   using Case = BackwardCase;
   using Config = kernels::BackwardConfig;
   using Runner = BackwardCaseRunner;
-  static constexpr auto space = kernels::backward_configs;
-  static constexpr auto default_config = kernels::default_backward_config;
+  static Config default_config(const Case& c, const std::string& arch) {
+    return kernels::default_backward_config(c.dtype, static_cast<int>(c.problem.head_dim),
+                                            kernels::forward_mask_kind(c.attention()),
+                                            c.problem.softcap > 0, c.deterministic, arch);
+  }
+  /// Every dK/dV tile; in the deterministic mode, every dQ tile beside the default dK/dV tile
+  /// (the whole product would be hundreds of runs).
+  static std::vector<Config> space(const Case& c, const std::string& arch) {
+    const Config fallback = default_config(c, arch);
+    std::vector<Config> configs;
+    for (const Config& config : kernels::backward_configs(c.dtype, fallback.head_dim, fallback.mask,
+                                                          fallback.softcap, c.deterministic)) {
+      if (!c.deterministic || config.key == fallback.key) configs.push_back(config);
+    }
+    return configs;
+  }
 
   static std::string name(const Config& config) {
-    return kernels::backward_specs(config, "sm_80").dq.readable_name;
+    const kernels::BackwardSpecs specs = kernels::backward_specs(config, "sm_80");
+    return specs.dkdv.readable_name + " + " + specs.dq.readable_name;
   }
   /// The forward's default (a case runs it first, for O and LSE) and the config's backward
   /// kernels.
@@ -42,10 +59,9 @@ struct BackwardOp {
                                         kernels::forward_mask_kind(c.attention()),
                                         c.problem.softcap > 0, arch),
         arch)};
-    const kernels::BackwardSpecs backward = kernels::backward_specs(config, arch);
-    specs.push_back(backward.delta);
-    specs.push_back(backward.dq);
-    specs.insert(specs.end(), backward.key_gradients.begin(), backward.key_gradients.end());
+    for (detail::KernelSpec& spec : kernels::backward_specs(config, arch).in_order()) {
+      specs.push_back(std::move(spec));
+    }
     return specs;
   }
 };

@@ -1,6 +1,6 @@
 // The host side of the attention backward op: every bad argument is a named InvalidArgument,
-// good ones pass; the config space, the heuristic default, spec names (and the dK/dV split
-// above head dim 64), the kernels' arguments, launch shapes and the op's compile matrix.
+// good ones pass; the two kernels' config spaces, the heuristic default of each mode, spec
+// names, the kernels' arguments, launch shapes and the op's compile matrix.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -240,90 +240,132 @@ TEST_CASE("the backward config space lists every valid config once, in a fixed o
   for (int head_dim = 8; head_dim <= 256; head_dim += 8) {
     for (MaskKind mask : {MaskKind::none, MaskKind::window}) {
       for (bool softcap : {false, true}) {
-        const auto configs = backward_configs(DType::bf16, head_dim, mask, softcap);
-        REQUIRE_MESSAGE(!configs.empty(), "head dim " << head_dim);
-        for (const BackwardConfig& config : configs) {
-          CHECK(config.valid());
-          CHECK(config.head_dim == head_dim);
-          CHECK(config.mask == mask);
-          CHECK(config.softcap == softcap);
-          CHECK(config.shared_bytes() <= space::kMaxSharedBytes);
-          CHECK(config.block_m % (config.warps * space::kMmaRows) == 0);
-          CHECK(config.block_n % (config.warps * space::kMmaRows) == 0);
-          CHECK(std::count(configs.begin(), configs.end(), config) == 1);
+        for (bool deterministic : {false, true}) {
+          const auto configs =
+              backward_configs(DType::bf16, head_dim, mask, softcap, deterministic);
+          REQUIRE_MESSAGE(!configs.empty(), "head dim " << head_dim);
+          for (const BackwardConfig& config : configs) {
+            CHECK(config.valid());
+            CHECK(config.head_dim == head_dim);
+            CHECK(config.mask == mask);
+            CHECK(config.softcap == softcap);
+            CHECK(config.deterministic == deterministic);
+            CHECK(config.shared_bytes() <= space::kMaxSharedBytes);
+            CHECK(config.key.block_m % space::kMmaRows == 0);
+            CHECK(config.key.block_n % space::kMmaRows == 0);
+            if (!deterministic) CHECK(config.query == QueryBlockTile{});
+          }
+          std::set<std::string> names;
+          for (const BackwardConfig& config : configs) {
+            const BackwardSpecs specs = backward_specs(config, "sm_80");
+            names.insert(specs.dkdv.readable_name + " " + specs.dq.readable_name);
+          }
+          CHECK(names.size() == configs.size());  // each config once
+          CHECK(configs == backward_configs(DType::bf16, head_dim, mask, softcap, deterministic));
         }
-        CHECK(configs == backward_configs(DType::bf16, head_dim, mask, softcap));
       }
     }
   }
-  // Every (Br, Bc, warps) of the candidate lists that the predicate keeps, and nothing else.
+  // Every dK/dV tile of the candidate lists that the predicate keeps, and nothing else.
   int candidates = 0;
-  for (int block_m : space::kBlockM) {
-    for (int block_n : space::kBlockN) {
-      for (int warps : space::kWarps) {
-        ++candidates;
-        const BackwardConfig config{DType::f16, 64, block_m, block_n, warps};
-        const auto configs = backward_configs(DType::f16, 64, MaskKind::none, false);
-        CHECK((std::find(configs.begin(), configs.end(), config) != configs.end()) ==
-              space::config_valid(64, block_m, block_n, warps));
+  const auto atomic = backward_configs(DType::f16, 64, MaskKind::none, false, false);
+  for (int block_m : space::kKeyBlockM) {
+    for (int block_n : space::kKeyBlockN) {
+      for (int warps : space::kKeyWarps) {
+        for (int stages : space::kKeyStages) {
+          ++candidates;
+          const KeyBlockTile key{block_m, block_n, warps, stages};
+          const BackwardConfig config{DType::f16, 64, MaskKind::none, false, false, key, {}};
+          CHECK((std::find(atomic.begin(), atomic.end(), config) != atomic.end()) ==
+                space::key_kernel_valid(64, block_m, block_n, warps, stages, false, true));
+        }
       }
     }
   }
-  CHECK(candidates == 27);
-  using Tile = std::array<int, 3>;  // Br, Bc, warps
-  auto tiles = [](int head_dim) {
-    std::vector<Tile> result;
-    for (const BackwardConfig& c : backward_configs(DType::bf16, head_dim, MaskKind::none, false)) {
-      result.push_back({c.block_m, c.block_n, c.warps});
-    }
-    return result;
+  CHECK(candidates == 54);
+  // The deterministic space is every valid dK/dV tile with every valid dQ tile.
+  const auto deterministic = backward_configs(DType::f16, 64, MaskKind::none, false, true);
+  std::set<std::array<int, 4>> keys;
+  std::set<std::array<int, 3>> queries;
+  for (const BackwardConfig& c : deterministic) {
+    keys.insert({c.key.block_m, c.key.block_n, c.key.warps, c.key.stages});
+    queries.insert({c.query.block_m, c.query.block_n, c.query.warps});
+  }
+  CHECK(deterministic.size() == keys.size() * queries.size());
+  CHECK(queries.count({64, 64, 4}) == 1);
+  CHECK(queries.count({32, 32, 4}) == 0);  // 32 rows over 4 warps
+  // FlashAttention-2's 64 x 128 over 8 warps is in the space at head dims 64 and 128.
+  auto has_key_tile = [](int head_dim, KeyBlockTile key) {
+    const auto configs = backward_configs(DType::bf16, head_dim, MaskKind::none, false, true);
+    return std::any_of(configs.begin(), configs.end(),
+                       [&](const BackwardConfig& c) { return c.key == key; });
   };
-  // dK and dV both in registers at 64 leave room for Bc 64 over 4 warps and Bc 32 over 2 only.
-  CHECK(tiles(64) == std::vector<Tile>{{32, 32, 2}, {64, 32, 2}, {64, 64, 4}});
-  CHECK(tiles(128) == std::vector<Tile>{{32, 32, 2}, {64, 64, 4}});
-  CHECK(tiles(256) == std::vector<Tile>{{32, 32, 2}});
-  CHECK(tiles(8).size() == 9);
-  CHECK(backward_configs(DType::bf16, 100, MaskKind::none, false).empty());
-  CHECK(backward_configs(DType::f32, 64, MaskKind::none, false).empty());
+  CHECK(has_key_tile(64, {64, 128, 8, 2}));
+  CHECK(has_key_tile(128, {32, 128, 8, 2}));
+  CHECK(has_key_tile(256, {32, 64, 8, 2}));
+  CHECK(backward_configs(DType::bf16, 100, MaskKind::none, false, false).empty());
+  CHECK(backward_configs(DType::f32, 64, MaskKind::none, false, true).empty());
 }
 
 TEST_CASE("the default backward config is valid, in the space and fits the arch's shared memory") {
-  check_default_configs(default_backward_config, backward_configs);
+  check_default_configs(
+      +[](DType dtype, int head_dim, MaskKind mask, bool softcap, const std::string& arch) {
+        return default_backward_config(dtype, head_dim, mask, softcap, false, arch);
+      },
+      +[](DType dtype, int head_dim, MaskKind mask, bool softcap) {
+        return backward_configs(dtype, head_dim, mask, softcap, false);
+      });
+  check_default_configs(
+      +[](DType dtype, int head_dim, MaskKind mask, bool softcap, const std::string& arch) {
+        return default_backward_config(dtype, head_dim, mask, softcap, true, arch);
+      },
+      +[](DType dtype, int head_dim, MaskKind mask, bool softcap) {
+        return backward_configs(dtype, head_dim, mask, softcap, true);
+      });
 }
 
-TEST_CASE(
-    "the default backward config: 64 x 64 tiles, 32 x 32 past 144 or where those do not fit") {
-  using Tile = std::array<int, 3>;  // Br, Bc, warps
-  auto tile = [](int head_dim, const char* arch, bool softcap = false,
-                 MaskKind mask = MaskKind::window) {
-    const BackwardConfig c = default_backward_config(DType::bf16, head_dim, mask, softcap, arch);
-    return Tile{c.block_m, c.block_n, c.warps};
+TEST_CASE("the default backward config: Bc = 128 over 8 warps to head dim 128, then 64") {
+  using Key = std::array<int, 4>;    // Br, Bc, warps, stages
+  using Query = std::array<int, 3>;  // Br, Bc, warps
+  auto config = [](int head_dim, const char* arch, bool deterministic, bool softcap = false) {
+    return default_backward_config(DType::bf16, head_dim, MaskKind::window, softcap, deterministic,
+                                   arch);
   };
-  CHECK(tile(8, "sm_80") == Tile{64, 64, 4});
-  CHECK(tile(64, "sm_90a") == Tile{64, 64, 4});
-  CHECK(tile(128, "sm_80") == Tile{64, 64, 4});
-  CHECK(tile(128, "sm_90a", false, MaskKind::none) == Tile{64, 64, 4});
-  CHECK(tile(128, "sm_86") == Tile{32, 32, 2});  // 64 x 64 needs 102 KB of 99
-  CHECK(tile(144, "sm_90a") == Tile{64, 64, 4});
-  CHECK(tile(152, "sm_80") == Tile{32, 32, 2});
-  CHECK(tile(256, "sm_90a") == Tile{32, 32, 2});
-  CHECK(tile(256, "sm_86") == Tile{32, 32, 2});  // exactly 99 KB
-  // Softcap shrinks the tiles sooner.
-  CHECK(tile(104, "sm_90a", true) == Tile{64, 64, 4});
-  CHECK(tile(112, "sm_80", true) == Tile{32, 32, 2});
-  CHECK(tile(128, "sm_90a", true) == Tile{32, 32, 2});
-  // The same rule on every arch: no per-arch exceptions (none of the defaults spills).
-  CHECK(tile(16, "sm_80") == Tile{64, 64, 4});
-  CHECK(tile(16, "sm_90a") == Tile{64, 64, 4});
-  CHECK(tile(136, "sm_90a") == Tile{64, 64, 4});
-  CHECK(tile(136, "sm_80") == Tile{64, 64, 4});
-  CHECK(tile(168, "sm_80") == Tile{32, 32, 2});
-  CHECK(tile(184, "sm_80") == Tile{32, 32, 2});
-  CHECK(BackwardConfig{DType::bf16, 256, 32, 32, 2}.shared_bytes() == 99 * 1024);
+  auto key = [&](int head_dim, const char* arch, bool deterministic = false) {
+    const KeyBlockTile t = config(head_dim, arch, deterministic).key;
+    return Key{t.block_m, t.block_n, t.warps, t.stages};
+  };
+  auto query = [&](int head_dim, const char* arch, bool softcap = false) {
+    const QueryBlockTile t = config(head_dim, arch, true, softcap).query;
+    return Query{t.block_m, t.block_n, t.warps};
+  };
+  CHECK(key(64, "sm_80") == Key{64, 128, 8, 2});
+  CHECK(key(64, "sm_90a", true) == Key{64, 128, 8, 2});
+  CHECK(key(128, "sm_80") == Key{32, 128, 8, 2});
+  CHECK(key(128, "sm_90a", true) == Key{32, 128, 8, 2});
+  CHECK(key(256, "sm_80") == Key{32, 64, 8, 2});
+  // 8 warps cannot split a 64-row atomic dQ block of width 48 in two: the next choice.
+  CHECK(key(40, "sm_80") == Key{64, 64, 4, 2});
+  CHECK(key(40, "sm_80", true) == Key{64, 128, 8, 2});
+  // sm_86's 99 KB takes smaller tiles, and every head dim has one.
+  CHECK(config(128, "sm_86", false).shared_bytes() <= 99 * 1024);
+  CHECK(config(256, "sm_86", false).shared_bytes() <= 99 * 1024);
+  // The dQ kernel's own tile, and its shared memory apart from the dK/dV kernel's.
+  CHECK(query(128, "sm_80") == Query{64, 64, 4});
+  CHECK(query(152, "sm_80") == Query{32, 32, 2});
+  CHECK(query(104, "sm_90a", true) == Query{64, 64, 4});
+  CHECK(query(112, "sm_90a", true) == Query{32, 32, 2});
+  const BackwardConfig deterministic = config(128, "sm_80", true);
+  CHECK(deterministic.query_shared_bytes() == space::query_kernel_shared_bytes(128, 64, 64));
+  CHECK(deterministic.key_shared_bytes() == space::key_kernel_shared_bytes(128, 32, 128, 2));
+  CHECK(deterministic.shared_bytes() ==
+        std::max(deterministic.key_shared_bytes(), deterministic.query_shared_bytes()));
+  CHECK(config(128, "sm_80", false).query_shared_bytes() == 0);
 }
 
 TEST_CASE("backward specs name the traits and read like the config") {
-  const BackwardConfig config{DType::bf16, 128, 64, 64, 4, MaskKind::window, false};
+  const BackwardConfig config{
+      DType::bf16, 128, MaskKind::window, false, false, KeyBlockTile{64, 64, 8, 2}, {}};
   const BackwardSpecs specs = backward_specs(config, "sm_90a");
   CHECK(specs.delta.op == "attention-backward");
   CHECK(specs.delta.header == "attention/backward_delta_kernel.cuh");
@@ -332,81 +374,70 @@ TEST_CASE("backward specs name the traits and read like the config") {
   CHECK(specs.delta.readable_name == "attention_backward.delta.bf16");
   CHECK(specs.delta.arch == "sm_90a");
 
-  const std::string traits =
-      "flashjit::BackwardTraits<flashjit::bfloat16_t, 128, 64, 64, 4, "
-      "flashjit::MaskKind::window, false, "
-      "flashjit::attention_backward_space::KeyGradients::";
-  CHECK(specs.dq.op == "attention-backward");
-  CHECK(specs.dq.header == "attention/backward_dq_kernel.cuh");
-  CHECK(specs.dq.name_expression == "flashjit::attention_backward_dq_kernel<" + traits + "both>>");
-  CHECK(specs.dq.readable_name == "attention_backward.dq.hdim128.bf16.window.br64.bc64.w4");
-  CHECK(specs.dq.display_name() == "attention_backward.dq.hdim128.bf16.window.br64.bc64.w4.sm90a");
+  CHECK(specs.dkdv.op == "attention-backward");
+  CHECK(specs.dkdv.header == "attention/backward_dkdv_kernel.cuh");
+  CHECK(specs.dkdv.name_expression ==
+        "flashjit::attention_backward_dkdv_kernel<flashjit::BackwardKeyTraits<"
+        "flashjit::bfloat16_t, 128, 64, 64, 8, 2, flashjit::MaskKind::window, false, true>>");
+  CHECK(specs.dkdv.readable_name ==
+        "attention_backward.dkdv.hdim128.bf16.window.br64.bc64.w8.s2.atomic_dq");
+  CHECK(specs.dkdv.display_name() ==
+        "attention_backward.dkdv.hdim128.bf16.window.br64.bc64.w8.s2.atomic_dq.sm90a");
+  CHECK(specs.dkdv.threads == 256);
+  CHECK(specs.dkdv.dynamic_shared_bytes == config.key_shared_bytes());
+  // The default mode rounds dQ's sum with a per-row kernel.
+  CHECK(specs.dq.header == "attention/backward_dq_convert_kernel.cuh");
+  CHECK(specs.dq.name_expression ==
+        "flashjit::attention_backward_dq_convert_kernel<flashjit::bfloat16_t>");
+  CHECK(specs.dq.readable_name == "attention_backward.dq_convert.bf16");
+  CHECK(specs.in_order().size() == 3);
+  CHECK(specs.in_order()[1].readable_name == specs.dkdv.readable_name);
 
-  // Above head dim 64 the dK/dV kernel runs twice, dK then dV.
-  REQUIRE(specs.key_gradients.size() == 2);
-  const detail::KernelSpec& dk = specs.key_gradients[0];
-  const detail::KernelSpec& dv = specs.key_gradients[1];
-  CHECK(dk.header == "attention/backward_dkdv_kernel.cuh");
-  CHECK(dk.name_expression == "flashjit::attention_backward_dkdv_kernel<" + traits + "dk>>");
-  CHECK(dk.readable_name == "attention_backward.dk.hdim128.bf16.window.br64.bc64.w4");
-  CHECK(dv.name_expression == "flashjit::attention_backward_dkdv_kernel<" + traits + "dv>>");
-  CHECK(dv.readable_name == "attention_backward.dv.hdim128.bf16.window.br64.bc64.w4");
-  CHECK(dv.op == "attention-backward");
-  CHECK(dv.arch == "sm_90a");
-
-  const BackwardConfig plain{DType::f16, 64, 32, 32, 2, MaskKind::none, true};
+  const BackwardConfig plain{DType::f16,
+                             64,
+                             MaskKind::none,
+                             true,
+                             true,
+                             KeyBlockTile{32, 32, 2, 1},
+                             QueryBlockTile{32, 32, 2}};
   const BackwardSpecs plain_specs = backward_specs(plain, "sm_80");
   CHECK(plain_specs.delta.readable_name == "attention_backward.delta.fp16");
-  CHECK(plain_specs.delta.name_expression ==
-        "flashjit::attention_backward_delta_kernel<flashjit::half_t>");
+  CHECK(plain_specs.dkdv.readable_name ==
+        "attention_backward.dkdv.hdim64.fp16.softcap.br32.bc32.w2.s1");
+  CHECK(plain_specs.dkdv.name_expression ==
+        "flashjit::attention_backward_dkdv_kernel<flashjit::BackwardKeyTraits<flashjit::half_t, "
+        "64, 32, 32, 2, 1, flashjit::MaskKind::none, true, false>>");
+  CHECK(plain_specs.dq.header == "attention/backward_dq_kernel.cuh");
   CHECK(plain_specs.dq.readable_name == "attention_backward.dq.hdim64.fp16.softcap.br32.bc32.w2");
-  REQUIRE(plain_specs.key_gradients.size() == 1);
-  CHECK(plain_specs.key_gradients[0].readable_name ==
-        "attention_backward.dkdv.hdim64.fp16.softcap.br32.bc32.w2");
-  CHECK(plain_specs.key_gradients[0].name_expression ==
-        "flashjit::attention_backward_dkdv_kernel<flashjit::BackwardTraits<flashjit::half_t, 64, "
-        "32, 32, 2, flashjit::MaskKind::none, true, "
-        "flashjit::attention_backward_space::KeyGradients::both>>");
+  CHECK(plain_specs.dq.name_expression ==
+        "flashjit::attention_backward_dq_kernel<flashjit::BackwardQueryTraits<flashjit::half_t, "
+        "64, 32, 32, 2, flashjit::MaskKind::none, true>>");
+  CHECK(plain_specs.dq.dynamic_shared_bytes == plain.query_shared_bytes());
 
   BackwardConfig invalid = plain;
-  invalid.warps = 4;  // 32 rows over 4 warps
+  invalid.query.warps = 4;  // 32 rows over 4 warps
   check_names([&] { backward_specs(invalid, "sm_80"); }, "config");
-}
-
-TEST_CASE("dK and dV split into two launches exactly above head dim 64") {
-  for (int head_dim = 8; head_dim <= 256; head_dim += 8) {
-    const BackwardConfig config =
-        default_backward_config(DType::bf16, head_dim, MaskKind::none, false, "sm_90a");
-    const BackwardSpecs specs = backward_specs(config, "sm_90a");
-    const std::string suffix = ".hdim" + std::to_string(head_dim) + ".bf16";
-    if (head_dim <= 64) {
-      CHECK(!space::split_key_gradients(head_dim));
-      REQUIRE(specs.key_gradients.size() == 1);
-      CHECK(specs.key_gradients[0].readable_name.starts_with("attention_backward.dkdv" + suffix));
-      CHECK(specs.key_gradients[0].name_expression.ends_with("KeyGradients::both>>"));
-    } else {
-      CHECK(space::split_key_gradients(head_dim));
-      REQUIRE(specs.key_gradients.size() == 2);
-      CHECK(specs.key_gradients[0].readable_name.starts_with("attention_backward.dk" + suffix));
-      CHECK(specs.key_gradients[0].name_expression.ends_with("KeyGradients::dk>>"));
-      CHECK(specs.key_gradients[1].readable_name.starts_with("attention_backward.dv" + suffix));
-      CHECK(specs.key_gradients[1].name_expression.ends_with("KeyGradients::dv>>"));
-    }
-    // The dQ kernel always takes both gradients' traits.
-    CHECK(specs.dq.name_expression.ends_with("KeyGradients::both>>"));
-  }
+  invalid = config;
+  invalid.query = {32, 32, 2};  // a dQ tile means nothing without the deterministic mode
+  check_names([&] { backward_specs(invalid, "sm_80"); }, "config");
 }
 
 TEST_CASE("an explicit backward config must match the call") {
   BackwardCall call;
-  BackwardConfig config = default_backward_config(DType::bf16, 64, MaskKind::none, false, "sm_80");
+  BackwardConfig config =
+      default_backward_config(DType::bf16, 64, MaskKind::none, false, false, "sm_80");
   auto check = [&] { check_backward_config(config, call.attention, call.q); };
   CHECK_NOTHROW(check());
   SUBCASE("head dim") {
     config.head_dim = 128;
-    config.block_m = config.block_n = 32;
-    config.warps = 2;
+    config.key = {32, 32, 2, 1};
     check_names(check, "config");
+  }
+  SUBCASE("deterministic") {
+    config = default_backward_config(DType::bf16, 64, MaskKind::none, false, true, "sm_80");
+    check_names(check, "config");
+    call.attention.deterministic = true;
+    CHECK_NOTHROW(check());
   }
   check_config_mismatches(config, call.attention, check);
   SUBCASE("attention_backward checks arguments and config before it allocates or launches") {
@@ -435,7 +466,7 @@ TEST_CASE("backward params fill the forward's fields as the forward does") {
   float delta[1];
   auto params = [&] {
     return backward_params(a, call.q, call.k, call.v, call.o, call.lse, call.dout, call.dq, call.dk,
-                           call.dv, delta);
+                           call.dv, delta, nullptr);
   };
   auto check_shared_fields = [&] {
     const AttentionBackwardParams p = params();
@@ -506,26 +537,40 @@ TEST_CASE("backward params fill the forward's fields as the forward does") {
 }
 
 TEST_CASE("the backward launches cover every query row and every key block") {
-  const Attention a = make_attention(3, 8, 2, 301, 65, 128);
-  const BackwardConfig config{DType::bf16, 128, 64, 64, 4, MaskKind::none, false};
-  const BackwardLaunchShapes shapes = backward_launch_shapes(config, a, nullptr);
+  Attention a = make_attention(3, 8, 2, 301, 65, 128);
+  BackwardConfig config{DType::bf16, 128, MaskKind::none, false, false, KeyBlockTile{64, 64, 8, 2},
+                        {}};
+  BackwardLaunchShapes shapes = backward_launch_shapes(config, a, nullptr);
   CHECK(shapes.delta.grid_x == (301 + kDeltaRowsPerBlock - 1) / kDeltaRowsPerBlock);
   CHECK(shapes.delta.grid_y == 8);
   CHECK(shapes.delta.grid_z == 3);
   CHECK(shapes.delta.block_x == kDeltaRowsPerBlock * 32);
   CHECK(shapes.delta.dynamic_shared_bytes == 0);
+  CHECK(shapes.dkdv.grid_x == 2);
+  CHECK(shapes.dkdv.grid_y == 2);
+  CHECK(shapes.dkdv.grid_z == 3);
+  CHECK(shapes.dkdv.block_x == 256);
+  CHECK(shapes.dkdv.dynamic_shared_bytes ==
+        static_cast<std::size_t>(space::key_kernel_shared_bytes(128, 64, 64, 2)));
+  // The convert kernel: one warp per query row, like delta.
+  CHECK(shapes.dq.grid_x == shapes.delta.grid_x);
+  CHECK(shapes.dq.block_x == shapes.delta.block_x);
+  CHECK(shapes.dq.dynamic_shared_bytes == 0);
+  CHECK(backward_dq_accum_bytes(a) == std::size_t{3} * 8 * 301 * 128 * sizeof(float));
+
+  a.deterministic = true;
+  config.deterministic = true;
+  config.query = {64, 32, 4};
+  shapes = backward_launch_shapes(config, a, nullptr);
   CHECK(shapes.dq.grid_x == 5);
   CHECK(shapes.dq.grid_y == 8);
   CHECK(shapes.dq.grid_z == 3);
   CHECK(shapes.dq.block_x == 128);
-  CHECK(shapes.dq.dynamic_shared_bytes == static_cast<std::size_t>(config.shared_bytes()));
-  CHECK(shapes.key_gradients.grid_x == 2);
-  CHECK(shapes.key_gradients.grid_y == 2);
-  CHECK(shapes.key_gradients.grid_z == 3);
-  CHECK(shapes.key_gradients.block_x == 128);
-  CHECK(shapes.key_gradients.dynamic_shared_bytes ==
-        static_cast<std::size_t>(config.shared_bytes()));
-  CHECK(config.shared_bytes() == space::shared_bytes(128, 64, 64));
+  CHECK(shapes.dq.dynamic_shared_bytes ==
+        static_cast<std::size_t>(space::query_kernel_shared_bytes(128, 64, 32)));
+  CHECK(shapes.dkdv.dynamic_shared_bytes ==
+        static_cast<std::size_t>(space::key_kernel_shared_bytes(128, 64, 64, 2)));
+  CHECK(backward_dq_accum_bytes(a) == 0);
 }
 
 TEST_CASE("attention-backward lists the compile matrix") {
@@ -544,26 +589,31 @@ TEST_CASE("attention-backward lists the compile matrix") {
     for (const auto& spec : defaults) default_names.insert(spec.readable_name);
     CHECK(default_names.size() == defaults.size());
     for (const std::string& name : default_names) CHECK(all_names.count(name) == 1);
-    // One delta kernel per dtype.
-    CHECK(all_names.count("attention_backward.delta.bf16") == 1);
-    CHECK(all_names.count("attention_backward.delta.fp16") == 1);
-    // Every kernel of every default config, and of every swept config.
+    // One delta and one convert kernel per dtype.
+    for (const char* dtype : {"bf16", "fp16"}) {
+      CHECK(all_names.count(std::string("attention_backward.delta.") + dtype) == 1);
+      CHECK(all_names.count(std::string("attention_backward.dq_convert.") + dtype) == 1);
+    }
+    // Every kernel of every default config (both modes), and of every swept config.
     auto lists = [&](const std::set<std::string>& names, const BackwardConfig& config) {
-      const BackwardSpecs specs = backward_specs(config, arch);
-      CHECK(names.count(specs.delta.readable_name) == 1);
-      CHECK(names.count(specs.dq.readable_name) == 1);
-      for (const auto& spec : specs.key_gradients) CHECK(names.count(spec.readable_name) == 1);
+      for (const auto& spec : backward_specs(config, arch).in_order()) {
+        CHECK_MESSAGE(names.count(spec.readable_name) == 1, spec.readable_name);
+      }
     };
     for (int head_dim = 8; head_dim <= 256; head_dim += 8) {
       for (DType dtype : {DType::f16, DType::bf16}) {
         for (MaskKind mask : {MaskKind::none, MaskKind::window}) {
-          lists(default_names, default_backward_config(dtype, head_dim, mask, false, arch));
+          for (bool deterministic : {false, true}) {
+            lists(default_names,
+                  default_backward_config(dtype, head_dim, mask, false, deterministic, arch));
+          }
         }
       }
     }
     for (int head_dim : {64, 128}) {
       for (MaskKind mask : {MaskKind::none, MaskKind::window}) {
-        for (const BackwardConfig& config : backward_configs(DType::bf16, head_dim, mask, false)) {
+        for (const BackwardConfig& config :
+             backward_configs(DType::bf16, head_dim, mask, false, false)) {
           lists(all_names, config);
         }
       }

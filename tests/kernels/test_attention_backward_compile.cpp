@@ -1,7 +1,7 @@
 // The attention backward op's compile matrix (DESIGN.md section 8): for sm_80 and sm_90a, every
 // spec `flashjit compile --op attention-backward --all` lists compiles with NVRTC, and no kernel
 // of a default config (what runs without tuning) spills, at any head dim (8 to 256, both
-// dtypes, both mask kinds, with softcap at the registry's softcap head dims).
+// dtypes, both mask kinds, both modes, with softcap at the registry's softcap head dims).
 // One test case per arch, so that CTest can run the two side by side.
 #include <doctest/doctest.h>
 
@@ -55,12 +55,8 @@ std::map<std::string, int> compile_all(const std::vector<KernelSpec>& specs) {
 /// The spill bytes of a default config's kernels (0 when none spills), from `spills`.
 int config_spill_bytes(const kernels::BackwardConfig& config, const std::string& arch,
                        const std::map<std::string, int>& spills) {
-  const kernels::BackwardSpecs specs = kernels::backward_specs(config, arch);
-  std::vector<KernelSpec> all = specs.key_gradients;
-  all.push_back(specs.dq);
-  all.push_back(specs.delta);
   int bytes = 0;
-  for (const KernelSpec& spec : all) {
+  for (const KernelSpec& spec : kernels::backward_specs(config, arch).in_order()) {
     const auto it = spills.find(spec.readable_name);
     if (it == spills.end()) {
       FAIL_CHECK(spec.readable_name << " is not in the compile matrix or did not compile");
@@ -77,12 +73,16 @@ void check_defaults(const std::string& arch, int head_dim, bool softcap,
                     const std::map<std::string, int>& spills) {
   for (DType dtype : {DType::f16, DType::bf16}) {
     for (MaskKind mask : {MaskKind::none, MaskKind::window}) {
-      const auto config = kernels::default_backward_config(dtype, head_dim, mask, softcap, arch);
-      CHECK_MESSAGE(config_spill_bytes(config, arch, spills) == 0,
-                    "the default for head dim "
-                        << head_dim << (softcap ? " with softcap" : "") << " (" << dtype_name(dtype)
-                        << ", mask " << (mask == MaskKind::window ? "window" : "none") << ") on "
-                        << arch << " spills");
+      for (bool deterministic : {false, true}) {
+        const auto config =
+            kernels::default_backward_config(dtype, head_dim, mask, softcap, deterministic, arch);
+        CHECK_MESSAGE(config_spill_bytes(config, arch, spills) == 0,
+                      "the default for head dim " << head_dim << (softcap ? " with softcap" : "")
+                                                  << " (" << dtype_name(dtype) << ", mask "
+                                                  << (mask == MaskKind::window ? "window" : "none")
+                                                  << (deterministic ? ", deterministic" : "")
+                                                  << ") on " << arch << " spills");
+      }
     }
   }
 }

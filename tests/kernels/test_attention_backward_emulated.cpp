@@ -2,10 +2,11 @@
 // emulator through the public Runtime API after the library's own forward, and each gradient
 // checked against the float64 reference (cases/backward_case): ragged lengths, causal
 // with seqlen_q != seqlen_k both ways, head dims from 8 to 256, GQA 8:1 and 4:2, both layouts,
-// windows, softcap, fp16 and bf16; the default config and, for head dims 64 and 128 in bf16,
-// every other config the emulator has; bit-identical gradients across runs; and gradients
-// against finite differences of a loss. An emulator finding (out-of-bounds access, race)
-// throws, so a pass also means none.
+// windows, softcap, fp16 and bf16; both modes (dQ summed atomically by the dK/dV kernel, and
+// the deterministic mode's own dQ kernel); the default config and, for head dims 64 and 128 in
+// bf16, every other config the emulator has; bit-identical gradients across runs of the
+// deterministic mode; and gradients against finite differences of a loss. An emulator finding
+// (out-of-bounds access, race) throws, so a pass also means none.
 #include <doctest/doctest.h>
 
 #include <optional>
@@ -37,14 +38,14 @@ std::vector<std::optional<kernels::BackwardConfig>> configs_for(const BackwardCa
   const bool softcap = c.problem.softcap > 0;
   const std::string arch = emulator().device().arch();
   const kernels::BackwardConfig chosen =
-      kernels::default_backward_config(c.dtype, d, mask, softcap, arch);
+      kernels::default_backward_config(c.dtype, d, mask, softcap, c.deterministic, arch);
+  const auto built = [](const detail::KernelSpec& spec) {
+    return kernels::emulated::builtin_kernels().find(spec.name_expression) != nullptr;
+  };
   for (const kernels::BackwardConfig& config :
-       kernels::backward_configs(c.dtype, d, mask, softcap)) {
-    const auto spec = kernels::backward_specs(config, arch).dq;
-    if (config != chosen &&
-        kernels::emulated::builtin_kernels().find(spec.name_expression) != nullptr) {
-      configs.push_back(config);
-    }
+       kernels::backward_configs(c.dtype, d, mask, softcap, c.deterministic)) {
+    const kernels::BackwardSpecs specs = kernels::backward_specs(config, arch);
+    if (config != chosen && built(specs.dkdv) && built(specs.dq)) configs.push_back(config);
   }
   return configs;
 }
@@ -54,7 +55,7 @@ void check_cases(const std::vector<BackwardCase>& cases) {
     const BackwardCaseRunner runner(c);  // inputs and reference once, for every config
     for (const auto& config : configs_for(c)) {
       INFO(c.name() << " "
-                    << (config ? kernels::backward_specs(*config, "sm_80").dq.readable_name
+                    << (config ? kernels::backward_specs(*config, "sm_80").dkdv.readable_name
                                : std::string("default")));
       const BackwardVerdict verdict = runner.run(emulator(), config);
       CHECK_MESSAGE(verdict.ok, verdict.describe());
@@ -178,11 +179,14 @@ TEST_CASE("backward on the emulator: the plain baseline is what it claims") {
 TEST_CASE("backward on the emulator: gradients match finite differences of a loss") {
   for (DType dtype : {DType::f16, DType::bf16}) {
     for (bool causal : {false, true}) {
-      // GQA 2:1, so dK and dV sum two heads.
-      const BackwardCase c = with_dtype(make_case(2, 1, 5, 7, 8, causal), dtype);
-      INFO(c.name());
-      const FiniteDifferenceVerdict verdict = check_finite_differences(emulator(), c, 4);
-      CHECK_MESSAGE(verdict.ok, verdict.report);
+      for (bool deterministic : {false, true}) {
+        // GQA 2:1, so dK and dV sum two heads.
+        BackwardCase c = with_dtype(make_case(2, 1, 5, 7, 8, causal), dtype);
+        c.deterministic = deterministic;
+        INFO(c.name());
+        const FiniteDifferenceVerdict verdict = check_finite_differences(emulator(), c, 4);
+        CHECK_MESSAGE(verdict.ok, verdict.report);
+      }
     }
   }
 }

@@ -114,14 +114,18 @@ std::set<std::string> every_valid_name_expression() {
               continue;
             names.insert(kernels::forward_spec(config, detail::kEmulatorArch).name_expression);
           }
-          for (const kernels::BackwardConfig& config :
-               kernels::backward_configs(dtype, head_dim, mask, softcap)) {
-            if (config.shared_bytes() > kernels::arch_shared_memory_limit(detail::kEmulatorArch))
-              continue;
-            const auto specs = kernels::backward_specs(config, detail::kEmulatorArch);
-            names.insert(specs.delta.name_expression);
-            names.insert(specs.dq.name_expression);
-            for (const auto& spec : specs.key_gradients) names.insert(spec.name_expression);
+          for (bool deterministic : {false, true}) {
+            for (const kernels::BackwardConfig& config :
+                 kernels::backward_configs(dtype, head_dim, mask, softcap, deterministic)) {
+              if (config.shared_bytes() >
+                  kernels::arch_shared_memory_limit(detail::kEmulatorArch)) {
+                continue;
+              }
+              for (const auto& spec :
+                   kernels::backward_specs(config, detail::kEmulatorArch).in_order()) {
+                names.insert(spec.name_expression);
+              }
+            }
           }
         }
       }
@@ -140,10 +144,8 @@ bool has_forward(const kernels::ForwardConfig& config) {
 
 /// Whether the table holds exactly every spec the backward of `config` launches.
 bool has_backward(const kernels::BackwardConfig& config) {
-  const kernels::BackwardSpecs specs = kernels::backward_specs(config, detail::kEmulatorArch);
-  std::vector<detail::KernelSpec> all = specs.key_gradients;
-  all.push_back(specs.delta);
-  all.push_back(specs.dq);
+  const std::vector<detail::KernelSpec> all =
+      kernels::backward_specs(config, detail::kEmulatorArch).in_order();
   return std::all_of(all.begin(), all.end(), [](const detail::KernelSpec& spec) {
     const detail::EmulatedKernel* entry =
         kernels::emulated::builtin_kernels().find(spec.name_expression);
@@ -230,8 +232,8 @@ TEST_CASE("the nearest kernels the error lists are the nearest head dims") {
       kernels::default_forward_config(DType::bf16, 72, MaskKind::none, false, arch);
   const detail::KernelSpec spec = kernels::forward_spec(config, arch);
   REQUIRE(kernels::emulated::builtin_kernels().find(spec.name_expression) == nullptr);
-  const std::string message = detail::missing_kernel_message(kernels::emulated::builtin_kernels(),
-                                                             spec, "no compiler");
+  const std::string message =
+      detail::missing_kernel_message(kernels::emulated::builtin_kernels(), spec, "no compiler");
   const std::string listed = message.substr(message.find("nearest:"));
   std::istringstream lines(listed);
   std::string line;
@@ -320,24 +322,33 @@ TEST_CASE("the emulated kernel table has the forward configs the tests use") {
 TEST_CASE("the emulated kernel table has the backward configs the tests use") {
   const std::string arch = detail::kEmulatorArch;
   auto name = [&](const kernels::BackwardConfig& config) {
-    return kernels::backward_specs(config, arch).dq.readable_name;
+    const kernels::BackwardSpecs specs = kernels::backward_specs(config, arch);
+    return specs.dkdv.readable_name + " + " + specs.dq.readable_name;
   };
-  for (int head_dim : {8, 40, 64, 128, 256}) {
-    for (DType dtype : {DType::f16, DType::bf16}) {
-      for (MaskKind mask : {MaskKind::none, MaskKind::window}) {
-        const auto config = kernels::default_backward_config(dtype, head_dim, mask, false, arch);
-        CHECK_MESSAGE(has_backward(config), name(config));
+  for (bool deterministic : {false, true}) {
+    for (int head_dim : {8, 40, 64, 128, 256}) {
+      for (DType dtype : {DType::f16, DType::bf16}) {
+        for (MaskKind mask : {MaskKind::none, MaskKind::window}) {
+          const auto config =
+              kernels::default_backward_config(dtype, head_dim, mask, false, deterministic, arch);
+          CHECK_MESSAGE(has_backward(config), name(config));
+        }
       }
     }
-  }
-  for (int head_dim : {64, 128}) {
-    for (MaskKind mask : {MaskKind::none, MaskKind::window}) {
-      for (bool softcap : {false, true}) {
-        const auto configs = kernels::backward_configs(DType::bf16, head_dim, mask, softcap);
+    for (int head_dim : {64, 128}) {
+      for (MaskKind mask : {MaskKind::none, MaskKind::window}) {
+        const auto softcap = kernels::default_backward_config(DType::bf16, head_dim, mask, true,
+                                                              deterministic, arch);
+        CHECK_MESSAGE(has_backward(softcap), name(softcap));
+        // The tests sweep more than the default: every config of the space the table holds.
+        int held = 0;
+        for (const auto& config :
+             kernels::backward_configs(DType::bf16, head_dim, mask, false, deterministic)) {
+          held += has_backward(config) ? 1 : 0;
+        }
         CAPTURE(head_dim);
-        CAPTURE(softcap);
-        CHECK(configs.size() >= 2);  // the tests sweep more than the default
-        for (const auto& config : configs) CHECK_MESSAGE(has_backward(config), name(config));
+        CAPTURE(deterministic);
+        CHECK(held >= 2);
       }
     }
   }

@@ -16,8 +16,10 @@ inline BackwardCase make_case(std::int64_t heads_q, std::int64_t heads_kv, std::
   return sized_case<BackwardCase>(heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal, 5);
 }
 
-/// Also runs the backward a second time and requires the same bits.
+/// In the deterministic mode (Attention::deterministic), and runs the backward a second time
+/// requiring the same bits.
 inline BackwardCase deterministic(BackwardCase c) {
+  c.deterministic = true;
   c.check_determinism = true;
   return c;
 }

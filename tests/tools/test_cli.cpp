@@ -225,6 +225,35 @@ TEST_CASE("run --counters: the emulator's work against the problem's minimum, bo
   }
 }
 
+TEST_CASE("run --deterministic: the backward's own dQ kernel, two more products than atomic dQ") {
+  TempDir dir;
+  double flops[2] = {0, 0};
+  for (const bool deterministic : {false, true}) {
+    std::vector<std::string> args = {
+        "run",        "--emulate", "--counters", "--op", "attention-backward",
+        "--seqlen-q", "128",       "--heads",    "1"};
+    if (deterministic) args.push_back("--deterministic");
+    const ChildResult run = flashjit_cli(args, dir.path().string());
+    CAPTURE(run.output);
+    REQUIRE(run.exit_code == 0);
+    CHECK(run.out.find("PASS") != std::string::npos);
+    const bool own_dq = run.out.find("attention_backward.dq.hdim64") != std::string::npos;
+    const bool converts = run.out.find("attention_backward.dq_convert") != std::string::npos;
+    CHECK(own_dq == deterministic);
+    CHECK(converts == !deterministic);
+    flops[deterministic ? 1 : 0] = counter(run.out, "tensor_flops");
+  }
+  // Whole tiles at 128 x 128: five products of 128 x 128 x 64 against seven.
+  const double product = 2.0 * 128 * 128 * 64;
+  CHECK(flops[0] == 5 * product);
+  CHECK(flops[1] == 7 * product);
+
+  const ChildResult forward = flashjit_cli(
+      {"run", "--emulate", "--deterministic", "--seqlen-q", "16"}, dir.path().string());
+  CHECK(forward.exit_code == 2);
+  CHECK_MESSAGE(forward.err.find("--deterministic") != std::string::npos, forward.err);
+}
+
 TEST_CASE("run without a GPU falls back to the emulator and says so on its first line") {
   if (!flashjit::query_system().devices.empty()) return;
   TempDir dir;

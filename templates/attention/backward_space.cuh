@@ -27,10 +27,11 @@ constexpr int shared_row_bytes(int cols) { return shared_row_stride(cols) * 2; }
 // ---- The dK/dV kernel ----------------------------------------------------------------------
 
 /// The head dim the dK/dV kernel's tiles use (zero-filled past the real one): a multiple of the
-/// mma's 16, and above 128 of 32, so that 8 warps can split it in two; without that, head dims
-/// 136 to 240 with an odd number of 16-column steps had no config within sm_80's shared memory.
+/// mma's 16, and above 96 of 32, so that the warps can split it in two. With an odd number of
+/// 16-column steps, head dims 136 to 240 had no config within sm_80's shared memory, and 104
+/// and 112 only tiles that spilled (56 and 100 bytes on sm_90a with 4 warps, NVRTC 13.0).
 constexpr int key_kernel_head_dim(int head_dim) {
-  return head_dim <= 128 ? padded_head_dim(head_dim) : (head_dim + 31) / 32 * 32;
+  return head_dim <= 96 ? padded_head_dim(head_dim) : (head_dim + 31) / 32 * 32;
 }
 
 constexpr int kKeyBlockM[] = {32, 64, 128};  // query rows per streamed block (Br)

@@ -76,12 +76,12 @@ void check_defaults(const std::string& arch, int head_dim, bool softcap,
       for (bool deterministic : {false, true}) {
         const auto config =
             kernels::default_backward_config(dtype, head_dim, mask, softcap, deterministic, arch);
-        CHECK_MESSAGE(config_spill_bytes(config, arch, spills) == 0,
-                      "the default for head dim " << head_dim << (softcap ? " with softcap" : "")
-                                                  << " (" << dtype_name(dtype) << ", mask "
-                                                  << (mask == MaskKind::window ? "window" : "none")
-                                                  << (deterministic ? ", deterministic" : "")
-                                                  << ") on " << arch << " spills");
+        const std::string what = "the default for head dim " + std::to_string(head_dim) +
+                                 (softcap ? " with softcap" : "") + " (" +
+                                 std::string(dtype_name(dtype)) + ", mask " +
+                                 (mask == MaskKind::window ? "window" : "none") +
+                                 (deterministic ? ", deterministic" : "") + ") on " + arch;
+        CHECK_MESSAGE(config_spill_bytes(config, arch, spills) == 0, what << " spills");
       }
     }
   }

@@ -14,6 +14,8 @@ cannot run a shape is reported as "n/a (reason)".
 
 FLOPs as FlashAttention counts them: forward 4 * batch * heads * seqlen_q * seqlen_k *
 head_dim, halved when causal with seqlen_q == seqlen_k; backward 2.5 times the forward.
+flashjit's backward runs in both modes: the default (dQ summed with atomic adds, whose order
+varies) and flashjit-deterministic (Attention::deterministic, the same bits on every run).
 
 Writes a markdown report (the table, the commit, the GPU and driver from nvidia-smi) to --out,
 rewritten after every shape so that a run cut short keeps what it measured; the log of the run
@@ -36,7 +38,10 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEERS = ("sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "flex")
-IMPLEMENTATIONS = ("flashjit",) + PEERS
+# flashjit's backward in its two modes: dQ summed with atomic adds (the default, as
+# FlashAttention-2/3), and deterministic (a dQ kernel of its own; backward only).
+FLASHJIT = ("flashjit", "flashjit-deterministic")
+IMPLEMENTATIONS = FLASHJIT + PEERS
 FLUSH_BYTES = 256 << 20  # written before every timed run: larger than any GPU's L2
 
 # ---- shapes and FLOPs (no PyTorch needed) ------------------------------------------------------
@@ -128,7 +133,7 @@ def ratio_cell(results: Dict[str, Result]) -> str:
     """flashjit's TFLOP/s over the best peer's, naming that peer; "—" without both."""
     mine = results.get("flashjit")
     timed = [(r.tflops, name) for name, r in results.items()
-             if name != "flashjit" and r.status == "ok"]
+             if name not in FLASHJIT and r.status == "ok"]
     if mine is None or mine.status != "ok" or not timed:
         return "—"
     best, name = max(timed)
@@ -229,7 +234,7 @@ class FlashjitAttention(ctypes.Structure):
                 ("seqlen_k", ctypes.c_int64), ("head_dim", ctypes.c_int64),
                 ("causal", ctypes.c_int), ("window_left", ctypes.c_int64),
                 ("window_right", ctypes.c_int64), ("scale", ctypes.c_float),
-                ("softcap", ctypes.c_float)]
+                ("softcap", ctypes.c_float), ("deterministic", ctypes.c_int)]
 
 
 class FlashjitRuntimeOptions(ctypes.Structure):
@@ -303,7 +308,7 @@ class Flashjit:
 
     @staticmethod
     def attention(batch: int, heads: int, heads_kv: int, seqlen: int, head_dim: int,
-                  causal: bool, lib=None) -> FlashjitAttention:
+                  causal: bool, lib=None, deterministic: bool = False) -> FlashjitAttention:
         a = FlashjitAttention()
         if lib is not None:
             lib.flashjit_attention_init(ctypes.byref(a))
@@ -312,6 +317,7 @@ class Flashjit:
         a.batch, a.heads_q, a.heads_kv = batch, heads, heads_kv
         a.seqlen_q = a.seqlen_k = seqlen
         a.head_dim, a.causal = head_dim, 1 if causal else 0
+        a.deterministic = 1 if deterministic else 0
         return a
 
     @staticmethod
@@ -538,18 +544,20 @@ class Bench:
             return torch.autograd.grad(out, leaves, dout_view, retain_graph=True)
         return call_backward, list(call_backward())
 
-    def flashjit_call(self, shape: Shape, q, k, v, dout):
+    def flashjit_call(self, shape: Shape, q, k, v, dout, deterministic: bool = False):
         """flashjit's call to time and its outputs: the forward, or the backward after one
         untimed forward for its o and lse (as training keeps them)."""
         if self.flashjit is None:
             raise NotAvailable(self.flashjit_problem)
+        if deterministic and shape.op == "forward":
+            raise NotAvailable("the deterministic mode is the backward's")
         torch, fj = self.torch, self.flashjit
         B, L, H, D = q.shape
         stream = torch.cuda.current_stream().cuda_stream
 
         def view(x):
             return fj.tensor(x.data_ptr(), shape.dtype, list(x.shape), list(x.stride()))
-        attention = fj.attention(B, H, H, L, D, shape.causal, fj.lib)
+        attention = fj.attention(B, H, H, L, D, shape.causal, fj.lib, deterministic)
         o = torch.empty_like(q)
         lse = torch.empty(B, H, L, dtype=torch.float32, device="cuda")
         keep = [o, lse]  # the descriptors hold raw pointers: keep the memory alive
@@ -567,7 +575,10 @@ class Bench:
         return (lambda: (backward(), keep)), grads
 
     def factory(self, name: str) -> Callable:
-        return self.flashjit_call if name == "flashjit" else self.peers[name]
+        if name in FLASHJIT:
+            deterministic = name == "flashjit-deterministic"
+            return lambda *args: self.flashjit_call(*args, deterministic=deterministic)
+        return self.peers[name]
 
     # -- one shape --
     def measure(self, shape: Shape, names: Sequence[str]) -> Dict[str, Result]:
@@ -604,7 +615,7 @@ class Bench:
         except torch.cuda.OutOfMemoryError as e:
             return Result("n/a", reason=f"out of GPU memory: {e}")
         except Exception as e:  # a peer that cannot run a shape says so in its own words
-            kind = "n/a" if name != "flashjit" else "error"
+            kind = "n/a" if name not in FLASHJIT else "error"
             return Result(kind, reason=f"{type(e).__name__}: {e}")
 
 

@@ -77,6 +77,7 @@ flashjit_attention c_attention(const Attention& a) {
   c.window_right = a.window_right;
   c.scale = a.scale.value_or(0.0f);
   c.softcap = a.softcap;
+  c.deterministic = a.deterministic ? 1 : 0;
   return c;
 }
 
@@ -215,6 +216,8 @@ TEST_CASE("C API: forward and backward give the C++ API's bits and the reference
     c.problem.batch = 2;
     c.dtype = DType::f16;
   }
+  // Another dQ kernel, whose sums round differently: dropped on the way, the flag shows in dQ.
+  SUBCASE("deterministic") { c.deterministic = true; }
   INFO(c.name());
   Inputs in = make_inputs(c);
   const Outputs from_c = run_c(c, in);
@@ -580,6 +583,7 @@ TEST_CASE("C API: defaults and version are the C++ API's") {
   CHECK(attn.window_right == -1);
   CHECK(attn.scale == 0.0f);  // unset
   CHECK(attn.softcap == cpp.softcap);
+  CHECK(attn.deterministic == 0);
 
   flashjit_runtime_options_init(nullptr);  // ignored, as documented
   flashjit_attention_init(nullptr);

@@ -36,6 +36,7 @@ struct AutotuneOptions {
   bool emulate = false;
   std::vector<std::string> only;
   std::string database;
+  bool deterministic = false;
 };
 
 // The library's checks of a problem, reported against the flag that set the field, before
@@ -82,6 +83,8 @@ std::vector<autotune::TuningProblem> problems(const AutotuneOptions& o) {
               p.attention.seqlen_q = p.attention.seqlen_k = seqlen;
               p.attention.head_dim = head_dim;
               p.attention.causal = causal;
+              p.attention.deterministic =
+                  o.deterministic && p.op == autotune::TunedOp::attention_backward;
               check_problem(p);
               list.push_back(p);
             }
@@ -98,7 +101,7 @@ std::string describe(const autotune::TuningProblem& p) {
   return std::string(autotune::tuned_op_name(p.op)) + " " + std::string(dtype_name(p.dtype)) +
          " hdim" + std::to_string(a.head_dim) + " seqlen " + std::to_string(a.seqlen_q) +
          " batch " + std::to_string(a.batch) + " x heads " + std::to_string(a.heads_q) +
-         (a.causal ? " causal" : "");
+         (a.causal ? " causal" : "") + (a.deterministic ? " deterministic" : "");
 }
 
 // A progress bar on a terminal, a plain line per tenth of the work otherwise.
@@ -285,6 +288,8 @@ Subcommand add_autotune_command(CLI::App& app) {
   cmd->add_option("--only", o->only, "Only these configs (and the default), e.g. br128.bc64.w4.s2")
       ->delimiter(',');
   cmd->add_option("--db", o->database, "Database file (default: the GPU's, in the cache)");
+  cmd->add_flag("--deterministic", o->deterministic,
+                "Tune the backward's deterministic mode (its own dQ kernel's tiles too)");
   cmd->add_flag("--plan", o->plan,
                 "List the candidates after static and resource pruning; no GPU needed");
   cmd->add_option("--arch", o->arch, "Target for --plan, e.g. sm_90a");

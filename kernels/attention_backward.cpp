@@ -42,11 +42,17 @@ std::string mask_type(MaskKind mask) {
   return std::string("flashjit::MaskKind::") + (mask == MaskKind::window ? "window" : "none");
 }
 
-/// The traits a config's readable names share: dtype, mask, softcap.
-std::vector<std::string> class_traits(const BackwardConfig& config) {
+/// The traits of a main kernel's readable name: the config's dtype, mask and softcap, then the
+/// kernel's tile.
+std::vector<std::string> tile_traits(const BackwardConfig& config, int block_m, int block_n,
+                                     int warps) {
   std::vector<std::string> traits = {std::string(dtype_name(config.dtype))};
   if (config.mask == MaskKind::window) traits.push_back("window");
   if (config.softcap) traits.push_back("softcap");
+  for (const std::string& tile :
+       {detail::trait("br", block_m), detail::trait("bc", block_n), detail::trait("w", warps)}) {
+    traits.push_back(tile);
+  }
   return traits;
 }
 
@@ -69,11 +75,8 @@ detail::KernelSpec backward_spec(const std::string& arch, const std::string& rol
 detail::KernelSpec dkdv_spec(const BackwardConfig& config, const std::string& arch) {
   const KeyBlockTile& t = config.key;
   const bool atomic_dq = !config.deterministic;
-  std::vector<std::string> traits = class_traits(config);
-  for (const std::string& tile : {detail::trait("br", t.block_m), detail::trait("bc", t.block_n),
-                                  detail::trait("w", t.warps), detail::trait("s", t.stages)}) {
-    traits.push_back(tile);
-  }
+  std::vector<std::string> traits = tile_traits(config, t.block_m, t.block_n, t.warps);
+  traits.push_back(detail::trait("s", t.stages));
   if (atomic_dq) traits.push_back("atomic_dq");
   const std::string type = "flashjit::BackwardKeyTraits<" + template_element(config.dtype) + ", " +
                            std::to_string(config.head_dim) + ", " + std::to_string(t.block_m) +
@@ -91,11 +94,7 @@ detail::KernelSpec dkdv_spec(const BackwardConfig& config, const std::string& ar
 
 detail::KernelSpec dq_spec(const BackwardConfig& config, const std::string& arch) {
   const QueryBlockTile& t = config.query;
-  std::vector<std::string> traits = class_traits(config);
-  for (const std::string& tile : {detail::trait("br", t.block_m), detail::trait("bc", t.block_n),
-                                  detail::trait("w", t.warps)}) {
-    traits.push_back(tile);
-  }
+  std::vector<std::string> traits = tile_traits(config, t.block_m, t.block_n, t.warps);
   const std::string type = "flashjit::BackwardQueryTraits<" + template_element(config.dtype) +
                            ", " + std::to_string(config.head_dim) + ", " +
                            std::to_string(t.block_m) + ", " + std::to_string(t.block_n) + ", " +
@@ -245,24 +244,20 @@ BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask,
   check_attention_support(dtype, head_dim);
   const int limit = arch_shared_memory_limit(arch);
   BackwardConfig config{dtype, head_dim, mask, softcap, deterministic, {}, {}};
-  // The kernels' shared memory is independent, so each takes its own first choice that fits.
-  const auto fits = [&](const BackwardConfig& c) { return c.valid() && c.shared_bytes() <= limit; };
-  bool found_query = !deterministic;
+  // Each kernel takes its own first choice that fits: their shared memory is separate.
+  bool found = !deterministic;
   for (const QueryBlockTile& query :
        deterministic ? preferred_query_tiles(head_dim, softcap) : std::vector<QueryBlockTile>{}) {
-    BackwardConfig candidate = config;
-    candidate.query = query;
-    if (space::query_kernel_valid(head_dim, query.block_m, query.block_n, query.warps, softcap) &&
-        candidate.query_shared_bytes() <= limit) {
-      config.query = query;
-      found_query = true;
-      break;
-    }
+    config.query = query;
+    found =
+        space::query_kernel_valid(head_dim, query.block_m, query.block_n, query.warps, softcap) &&
+        config.query_shared_bytes() <= limit;
+    if (found) break;
   }
-  for (const KeyBlockTile& key : preferred_key_tiles(head_dim)) {
-    BackwardConfig candidate = config;
-    candidate.key = key;
-    if (found_query && fits(candidate)) return candidate;
+  for (const KeyBlockTile& key :
+       found ? preferred_key_tiles(head_dim) : std::vector<KeyBlockTile>{}) {
+    config.key = key;
+    if (config.valid() && config.shared_bytes() <= limit) return config;
   }
   // Kept so that the result stays valid if the tables change: the config with the least shared
   // memory.

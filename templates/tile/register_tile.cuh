@@ -132,28 +132,28 @@ FJ_DEVICE void sub_row(acc_tile<Rows, Cols>& tile, const row_vec<Rows>& value) {
   for_each_in_row(tile, [&](int r, float& x) { x -= value.v[r]; });
 }
 
-/// tile[:, c] = 2^(tile[:, c] − base[c])
-template <int Rows, int Cols>
-FJ_DEVICE void exp2_sub_col(acc_tile<Rows, Cols>& tile, const col_vec<Cols>& base) {
+/// Calls f(group, pair, value&) for each element, with its column's slot in a col_vec
+/// (v[group][pair]).
+template <int Rows, int Cols, typename F>
+FJ_DEVICE void for_each_in_col(acc_tile<Rows, Cols>& tile, F f) {
 #pragma unroll
   for (int s = 0; s < tile.kSlabs; ++s)
 #pragma unroll
     for (int g = 0; g < tile.kGroups; ++g)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        tile.frag[s][g][e] = exp2_approx(tile.frag[s][g][e] - base.v[g][e % 2]);
-      }
+      for (int e = 0; e < 4; ++e) f(g, e % 2, tile.frag[s][g][e]);
+}
+
+/// tile[:, c] = 2^(tile[:, c] − base[c])
+template <int Rows, int Cols>
+FJ_DEVICE void exp2_sub_col(acc_tile<Rows, Cols>& tile, const col_vec<Cols>& base) {
+  for_each_in_col(tile, [&](int g, int pair, float& x) { x = exp2_approx(x - base.v[g][pair]); });
 }
 
 /// tile[:, c] −= value[c]
 template <int Rows, int Cols>
 FJ_DEVICE void sub_col(acc_tile<Rows, Cols>& tile, const col_vec<Cols>& value) {
-#pragma unroll
-  for (int s = 0; s < tile.kSlabs; ++s)
-#pragma unroll
-    for (int g = 0; g < tile.kGroups; ++g)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) tile.frag[s][g][e] -= value.v[g][e % 2];
+  for_each_in_col(tile, [&](int g, int pair, float& x) { x -= value.v[g][pair]; });
 }
 
 /// tile *= factor, element by element

@@ -52,7 +52,7 @@ struct ConfigClass {
 /// (window covers none: unbounded windows see every key).
 void check_config_class(const ConfigClass& config, const Attention& attention, const TensorView& q);
 
-/// Br, Bc and warps of a config: one entry of an op's table of preferred tiles.
+/// Br, Bc and warps of a config: one entry of the forward's table of preferred tiles.
 struct TileShape {
   int block_m;
   int block_n;

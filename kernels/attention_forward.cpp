@@ -24,12 +24,17 @@ bool dtype_supported(DType dtype) { return dtype == DType::f16 || dtype == DType
 /// and its Br 128 x Bc 64 x 4 warps at D = 128 both spill here. Hence Bc 64 with 4 warps up to
 /// D = 64, then 8 warps (16 rows each): Bc 128 up to D = 96 (Bc 64 lands on ptxas's
 /// 128-register occupancy cliff there and spills a few bytes to fit a second CTA), Bc 64 up to
-/// D = 208, Bc 32 above. Later entries need less shared memory, for GPUs with 99 KB (sm_86,
-/// sm_89).
+/// D = 208, Bc 32 above. At D = 112 and 128, 4 warps keep 32 rows each with Bc 32 (245
+/// registers on sm_80 and sm_90a without spills, NVRTC 13.0, once the tile loads were rolled;
+/// Bc 64 spills 8 to 160 bytes): each warp's ldmatrix reads of K and V feed twice the tensor
+/// work of 16 rows, and the shared bytes per tensor FLOP at D = 128 fall from 0.0796 to 0.0562
+/// (bench/results/2026-11-23-work-counters-emulator-after-issue-14.md). Later entries need
+/// less shared memory, for GPUs with 99 KB (sm_86, sm_89).
 std::vector<TileShape> preferred_tiles(int head_dim) {
   const int padded = space::padded_head_dim(head_dim);
   if (padded <= 64) return {{128, 64, 4}, {128, 32, 4}, {64, 64, 4}};
   if (padded <= 96) return {{128, 128, 8}, {128, 64, 8}, {64, 64, 4}};
+  if (padded <= 128) return {{128, 32, 4}, {128, 64, 8}, {128, 32, 8}, {64, 64, 4}, {64, 32, 4}};
   if (padded <= 208) return {{128, 64, 8}, {128, 32, 8}, {64, 64, 4}, {64, 32, 4}};
   return {{128, 32, 8}, {64, 32, 4}};
 }

@@ -1,6 +1,6 @@
 #pragma once
-// Building blocks of the emulated kernel table (runtime/emulated_kernel_table.hpp), for the files of
-// kernels/emulated/, which the host compiler builds with FLASHJIT_EMULATOR: the launcher
+// Building blocks of the emulated kernel table (runtime/emulated_kernel_table.hpp), for the files
+// of kernels/emulated/, which the host compiler builds with FLASHJIT_EMULATOR: the launcher
 // (emulator/host_launcher.hpp), the element type of a dtype, and the functions each file
 // defines to add its share of the table.
 #include <cstddef>

@@ -4,8 +4,8 @@
 namespace flashjit::kernels::emulated {
 namespace {
 
-constexpr auto kConfigs = concat(every_dtype_and_mask(128, kDefaultUpTo208),
-                                 bf16_both_masks(128, kDefaultUpTo208, /*softcap=*/true));
+constexpr auto kConfigs = concat(every_dtype_and_mask(128, kDefaultUpTo128),
+                                 bf16_both_masks(128, kDefaultUpTo128, /*softcap=*/true));
 
 }  // namespace
 

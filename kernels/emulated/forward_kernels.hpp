@@ -66,7 +66,7 @@ void add_forward_configs(detail::EmulatedKernelTable& table) {
 // names the kernels to put here.
 inline constexpr Tile kDefaultUpTo64{128, 64, 4, 2};
 inline constexpr Tile kDefaultUpTo96{128, 128, 8, 2};
-inline constexpr Tile kDefaultUpTo208{128, 64, 8, 2};
+inline constexpr Tile kDefaultUpTo128{128, 32, 4, 2};
 inline constexpr Tile kDefault256{128, 32, 8, 2};
 
 }  // namespace flashjit::kernels::emulated

@@ -38,14 +38,14 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
     acc_tile<kRows, Traits::kBlockN> s;  // (kRows, kBlockN) scores, then probabilities
     fill(s, 0.0f);
     mma_abt(s, pipeline.q, warp_row0, pipeline.await_keys(block), lane);  // S = Q Kᵀ
-    scale_scores<Traits::kSoftcap>(s, params);                            // S·scale·log2 e
+    cap_scores<Traits::kSoftcap>(s, params);                              // softcap
     if (!window.block_fully_visible(row0, row0 + rows - 1, key0, Traits::kBlockN)) {
       mask_scores(window, s, row0 + warp_row0, key0, lane);  // S = −inf where masked
     }
-    softmax.update(s, o);                                 // P = 2^(S − m), O·α
-    mma_ab<T>(o, s, pipeline.await_values(block), lane);  // O += P V
+    softmax.update(s, o, exponent_scale<Traits::kSoftcap>(params));  // P = 2^((S − m)·c), O·α
+    mma_ab<T>(o, s, pipeline.await_values(block), lane);             // O += P V
   }
-  const row_vec<kRows> lse = softmax.finish(o);  // O /= ℓ
+  const row_vec<kRows> lse = softmax.finish(o, exponent_scale<Traits::kSoftcap>(params));  // O /= ℓ
   store_rows<Traits::kHeadDim>(o, pipeline.q, slice.out, slice.out_row_stride, warp_row0, rows,
                                lane);
   store_lse(lse, slice.lse, warp_row0, rows, lane);

@@ -78,8 +78,8 @@ inline half_t to_half(float value) {
   if (std::isnan(value)) return {static_cast<unsigned short>(sign | 0x7e00)};
   if (magnitude >= 65520.0f) return {static_cast<unsigned short>(sign | 0x7c00)};  // to inf
   if (magnitude < 6.103515625e-05f) {  // subnormal: units of 2^-24, ties to even
-    return {static_cast<unsigned short>(sign | static_cast<unsigned short>(
-                                                   std::nearbyint(magnitude * 16777216.0f)))};
+    return {static_cast<unsigned short>(
+        sign | static_cast<unsigned short>(std::nearbyint(magnitude * 16777216.0f)))};
   }
   std::uint32_t abs_bits = bits & 0x7fffffffu;
   abs_bits += 0xfff + ((abs_bits >> 13) & 1);  // round to nearest, ties to even
@@ -124,6 +124,13 @@ FJ_DEVICE float exp2_approx(float x) {
 }
 #else
 inline float exp2_approx(float x) { return std::exp2(x); }
+#endif
+
+/// a·b + c rounded once (FFMA on the device).
+#if defined(FJ_DEVICE_CODE)
+FJ_DEVICE float fma_rn(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+#else
+inline float fma_rn(float a, float b, float c) { return std::fma(a, b, c); }
 #endif
 
 /// log2(x), the hardware approximation on the device.

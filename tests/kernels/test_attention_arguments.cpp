@@ -311,10 +311,12 @@ TEST_CASE("the default config: the largest tiles that do not spill, two stages w
   CHECK(tile(32, "sm_86") == Tile{128, 64, 4, 2});
   CHECK(tile(72, "sm_80") == Tile{128, 128, 8, 2});
   CHECK(tile(96, "sm_86") == Tile{128, 128, 8, 1});
-  CHECK(tile(104, "sm_80") == Tile{128, 64, 8, 2});
-  CHECK(tile(128, "sm_80") == Tile{128, 64, 8, 2});
-  CHECK(tile(128, "sm_90a") == Tile{128, 64, 8, 2});
-  CHECK(tile(128, "sm_86") == Tile{128, 64, 8, 1});  // two stages need 102 KB of 99
+  // 32 rows per warp at head dims 112 and 128: Bc 32 over 4 warps.
+  CHECK(tile(104, "sm_80") == Tile{128, 32, 4, 2});
+  CHECK(tile(128, "sm_80") == Tile{128, 32, 4, 2});
+  CHECK(tile(128, "sm_90a") == Tile{128, 32, 4, 2});
+  CHECK(tile(128, "sm_86") == Tile{128, 32, 4, 2});  // 68 KB
+  CHECK(tile(136, "sm_80") == Tile{128, 64, 8, 2});
   CHECK(tile(96, "sm_90a") == Tile{128, 128, 8, 2});
   CHECK(tile(192, "sm_80") == Tile{128, 64, 8, 2});
   CHECK(tile(208, "sm_80") == Tile{128, 64, 8, 2});

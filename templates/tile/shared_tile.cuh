@@ -53,14 +53,34 @@ FJ_DEVICE void load_tile_async(smem_tile<T, Rows, Cols> dst, const T* src, index
   // 256 with Br = Bc = 32 on sm_90a: 255 registers and 284 bytes spilled; rolled, 223 and
   // none); the forward kernels need fewer registers rolled too (169 instead of 215 at head dim
   // 128, 246 instead of 252 at 256, sm_90a).
+  if constexpr (Threads % kChunksPerRow == 0) {
+    // A thread's chunks share one column and lie kRowStep rows apart: its offsets are computed
+    // once, and each further chunk only steps them, with no division, remainder or 64-bit
+    // multiply per chunk.
+    constexpr int kRowStep = Threads / kChunksPerRow;
+    const int col = thread % kChunksPerRow * kChunkElements;
+    int row = thread / kChunksPerRow;
+    T* to = dst.at(row, col);
+    index_t from = row * row_stride + col;  // an offset: past the valid rows, never an address
+    const index_t from_step = kRowStep * row_stride;
+    const bool col_valid = col < cols_valid;
 #pragma unroll 1
-  for (int i = 0; i < ceil_div(kChunks, Threads); ++i) {
-    const int chunk = i * Threads + thread;
-    if (kChunks % Threads != 0 && chunk >= kChunks) break;
-    const int row = chunk / kChunksPerRow;
-    const int col = chunk % kChunksPerRow * kChunkElements;
-    const bool valid = row < rows_valid && col < cols_valid;
-    cp_async_16(dst.at(row, col), valid ? src + row * row_stride + col : src, valid);
+    for (; row < Rows; row += kRowStep) {
+      const bool valid = col_valid && row < rows_valid;
+      cp_async_16(to, valid ? src + from : src, valid);
+      to += kRowStep * dst.kRowStride;
+      from += from_step;
+    }
+  } else {
+#pragma unroll 1
+    for (int i = 0; i < ceil_div(kChunks, Threads); ++i) {
+      const int chunk = i * Threads + thread;
+      if (kChunks % Threads != 0 && chunk >= kChunks) break;
+      const int row = chunk / kChunksPerRow;
+      const int col = chunk % kChunksPerRow * kChunkElements;
+      const bool valid = row < rows_valid && col < cols_valid;
+      cp_async_16(dst.at(row, col), valid ? src + row * row_stride + col : src, valid);
+    }
   }
 }
 

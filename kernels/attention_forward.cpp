@@ -28,7 +28,7 @@ bool dtype_supported(DType dtype) { return dtype == DType::f16 || dtype == DType
 /// registers on sm_80 and sm_90a without spills, NVRTC 13.0, once the tile loads were rolled;
 /// Bc 64 spills 8 to 160 bytes): each warp's ldmatrix reads of K and V feed twice the tensor
 /// work of 16 rows, and the shared bytes per tensor FLOP at D = 128 fall from 0.0796 to 0.0562
-/// (bench/results/2026-11-23-work-counters-emulator-after-issue-14.md). Later entries need
+/// (bench/results/2026-11-24-work-counters-emulator-after-issue-14.md). Later entries need
 /// less shared memory, for GPUs with 99 KB (sm_86, sm_89).
 std::vector<TileShape> preferred_tiles(int head_dim) {
   const int padded = space::padded_head_dim(head_dim);

@@ -114,7 +114,8 @@ double problem_flops(const TuningProblem& problem) {
 std::string config_name(const TunedConfig& config) {
   if (const auto* f = std::get_if<ForwardConfig>(&config)) {
     return "br" + std::to_string(f->block_m) + ".bc" + std::to_string(f->block_n) + ".w" +
-           std::to_string(f->warps) + ".s" + std::to_string(f->stages);
+           std::to_string(f->warps) + ".s" + std::to_string(f->stages) +
+           (f->q_in_registers ? ".qreg" : "");
   }
   const auto& b = std::get<BackwardConfig>(config);
   std::string name = "br" + std::to_string(b.key.block_m) + ".bc" + std::to_string(b.key.block_n) +

@@ -52,11 +52,13 @@ struct ConfigClass {
 /// (window covers none: unbounded windows see every key).
 void check_config_class(const ConfigClass& config, const Attention& attention, const TensorView& q);
 
-/// Br, Bc and warps of a config: one entry of the forward's table of preferred tiles.
+/// Br, Bc and warps of a config, and whether Q stays in registers: one entry of the forward's
+/// table of preferred tiles.
 struct TileShape {
   int block_m;
   int block_n;
   int warps;
+  bool q_in_registers = false;
 };
 
 /// The C++ type of `dtype`'s elements in the templates ("flashjit::bfloat16_t").

@@ -16,25 +16,37 @@ namespace {
 
 bool dtype_supported(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16; }
 
-/// The forward tiles per head dim, best first: FlashAttention-2's shapes (Br 128, 4 warps of
-/// 32 rows), made smaller until nothing spills. A thread holds S and O in fp32 registers,
-/// (Bc + D) x rows per warp / 32 of them, beside its addresses and fragments; the compile
-/// matrix (tests/kernels/test_attention_compile.cpp) found spills on sm_80 or sm_90a from about
-/// 128 of them with 32 rows per warp and 136 with 16, so FlashAttention-2's Bc 128 at D <= 64
-/// and its Br 128 x Bc 64 x 4 warps at D = 128 both spill here. Hence Bc 64 with 4 warps up to
-/// D = 64, then 8 warps (16 rows each): Bc 128 up to D = 96 (Bc 64 lands on ptxas's
-/// 128-register occupancy cliff there and spills a few bytes to fit a second CTA), Bc 64 up to
-/// D = 208, Bc 32 above. At D = 112 and 128, 4 warps keep 32 rows each with Bc 32 (245
-/// registers on sm_80 and sm_90a without spills, NVRTC 13.0, once the tile loads were rolled;
-/// Bc 64 spills 8 to 160 bytes): each warp's ldmatrix reads of K and V feed twice the tensor
-/// work of 16 rows, and the shared bytes per tensor FLOP at D = 128 fall from 0.0796 to 0.0562
-/// (bench/results/2026-11-24-work-counters-emulator-after-issue-14.md). Later entries need
-/// less shared memory, for GPUs with 99 KB (sm_86, sm_89).
-std::vector<TileShape> preferred_tiles(int head_dim) {
+/// The forward tiles per head dim and arch, best first: FlashAttention-2's shapes (Br 128, 4
+/// warps of 32 rows: each warp's ldmatrix reads of K and V feed twice the tensor work of 16
+/// rows), made smaller until nothing spills. A thread holds S and O in fp32 registers, (Bc + D)
+/// x rows per warp / 32 of them, beside its addresses and fragments. Spills and local memory
+/// were read from ptxas (NVRTC 13.0) for every entry on sm_80 and sm_90a, and the compile
+/// matrix (tests/kernels/test_attention_compile.cpp) keeps it so:
+/// - D <= 64: Bc 64 with Q in registers (240 registers on sm_80, 232 on sm_90a: fewer than
+///   without, as Q's per-block ldmatrix loads no longer need registers of their own).
+/// - D <= 96, and D <= 128 where two K/V stages of it fit (sm_80): Bc 64, FlashAttention-2's
+///   A100 tile at 128. It fits because P is rounded to 16 bits before O += P V (to_operand),
+///   freeing 32 fp32 registers; before that it spilled 8 to 176 bytes. With one stage (all that
+///   fits sm_86/sm_89's 99 KB) it spills 24 to 144 bytes, and on sm_90a 24 to 276 bytes with
+///   two (ptxas allocates differently there), so those take Bc 32: on sm_90 the Hopper kernels
+///   are the way past that limit.
+/// - D <= 144: Bc 32 with 4 warps (176 or fewer accumulators); above, 8 warps of 16 rows: Bc 64
+///   up to D = 208, Bc 32 above (32 rows per warp spill from D = 152).
+/// Bench: the work counters before and after, bench/results/2026-11-24-work-counters-*.md.
+/// Later entries need less shared memory, for GPUs with 99 KB (sm_86, sm_89).
+std::vector<TileShape> preferred_tiles(int head_dim, const std::string& arch) {
   const int padded = space::padded_head_dim(head_dim);
-  if (padded <= 64) return {{128, 64, 4}, {128, 32, 4}, {64, 64, 4}};
-  if (padded <= 96) return {{128, 128, 8}, {128, 64, 8}, {64, 64, 4}};
-  if (padded <= 128) return {{128, 32, 4}, {128, 64, 8}, {128, 32, 8}, {64, 64, 4}, {64, 32, 4}};
+  const bool hopper = arch.rfind("sm_90", 0) == 0;
+  const bool two_stages_of_bc64 =
+      space::shared_bytes(head_dim, 128, 64, 2) <= arch_shared_memory_limit(arch);
+  if (padded <= 64) return {{128, 64, 4, true}, {128, 64, 4}, {128, 32, 4}, {64, 64, 4}};
+  if (padded <= 96) return {{128, 64, 4}, {128, 128, 8}, {128, 64, 8}, {64, 64, 4}};
+  if (padded <= 128 && two_stages_of_bc64 && !hopper) {
+    return {{128, 64, 4}, {128, 32, 4}, {128, 64, 8}, {128, 32, 8}, {64, 64, 4}, {64, 32, 4}};
+  }
+  if (padded <= 144) {
+    return {{128, 32, 4}, {128, 64, 8}, {128, 32, 8}, {64, 64, 4}, {64, 32, 4}};
+  }
   if (padded <= 208) return {{128, 64, 8}, {128, 32, 8}, {64, 64, 4}, {64, 32, 4}};
   return {{128, 32, 8}, {64, 32, 4}};
 }
@@ -84,7 +96,8 @@ void launch_forward(detail::RuntimeBackend& backend, const Attention& attention,
 }  // namespace
 
 bool ForwardConfig::valid() const {
-  return dtype_supported(dtype) && space::config_valid(head_dim, block_m, block_n, warps, stages);
+  return dtype_supported(dtype) &&
+         space::config_valid(head_dim, block_m, block_n, warps, stages, q_in_registers);
 }
 
 int ForwardConfig::shared_bytes() const {
@@ -97,8 +110,11 @@ std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind m
     for (int block_n : space::kBlockN) {
       for (int warps : space::kWarps) {
         for (int stages : space::kStages) {
-          ForwardConfig config{dtype, head_dim, block_m, block_n, warps, stages, mask, softcap};
-          if (config.valid()) configs.push_back(config);
+          for (bool q_in_registers : space::kQInRegisters) {
+            const ForwardConfig config{dtype, head_dim, block_m, block_n, warps,
+                                       stages, mask,     softcap, q_in_registers};
+            if (config.valid()) configs.push_back(config);
+          }
         }
       }
     }
@@ -128,8 +144,9 @@ ForwardConfig default_forward_config(DType dtype, int head_dim, MaskKind mask, b
                                      const std::string& arch) {
   check_attention_support(dtype, head_dim);
   const int limit = arch_shared_memory_limit(arch);
-  for (const TileShape& tile : preferred_tiles(head_dim)) {
-    ForwardConfig config{dtype, head_dim, tile.block_m, tile.block_n, tile.warps, 1, mask, softcap};
+  for (const TileShape& tile : preferred_tiles(head_dim, arch)) {
+    ForwardConfig config{dtype, head_dim,   tile.block_m, tile.block_n,        tile.warps,
+                         1,     mask,       softcap,      tile.q_in_registers};
     if (!config.valid() || config.shared_bytes() > limit) continue;
     // A second K/V stage overlaps the next tile's loads with this tile's math.
     ForwardConfig pipelined = config;
@@ -159,7 +176,8 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
   spec.name_expression = "flashjit::attention_forward_kernel<flashjit::ForwardTraits<" + element +
                          ", " + std::to_string(config.head_dim) + ", " + tiles +
                          ", flashjit::MaskKind::" + mask + ", " +
-                         (config.softcap ? "true" : "false") + ">>";
+                         (config.softcap ? "true" : "false") + ", " +
+                         (config.q_in_registers ? "true" : "false") + ">>";
   spec.arch = arch;
   spec.role = "forward";
   spec.head_dim = config.head_dim;
@@ -171,6 +189,7 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
         detail::trait("w", config.warps), detail::trait("s", config.stages)}) {
     spec.traits.push_back(tile);
   }
+  if (config.q_in_registers) spec.traits.push_back("qreg");
   spec.readable_name = detail::name_of("attention_forward", spec.head_dim, spec.traits);
   spec.threads = config.warps * 32;
   spec.dynamic_shared_bytes = config.shared_bytes();

@@ -28,6 +28,9 @@ struct ForwardConfig {
   int stages = 2;
   MaskKind mask = MaskKind::none;
   bool softcap = false;
+  /// Each warp keeps its Q rows in registers, read from shared memory once, instead of reading
+  /// them for every key block (where attention_forward_space::config_valid finds registers).
+  bool q_in_registers = false;
   bool operator==(const ForwardConfig&) const = default;
 
   /// Whether the template accepts this config (attention_forward_space::config_valid and a

@@ -1,5 +1,6 @@
 // Forward kernels for the emulator: other tiles at head dim 64 (bf16), so tests can run several
-// configs per shape: Br 64, Bc 32 and 128, one stage, and 8 warps.
+// configs per shape: Q read from shared memory (the default keeps it in registers), Br 64, Bc
+// 32 and 128, one stage, and 8 warps.
 #include "forward_kernels.hpp"
 
 namespace flashjit::kernels::emulated {
@@ -7,7 +8,8 @@ namespace {
 
 constexpr auto kConfigs =
     concat(bf16_both_masks(64, {64, 64, 4, 1}), bf16_both_masks(64, {128, 128, 4, 2}),
-           bf16_both_masks(64, {128, 32, 8, 1}), bf16_both_masks(64, {64, 128, 4, 2}));
+           bf16_both_masks(64, {128, 32, 8, 1}), bf16_both_masks(64, {64, 128, 4, 2}),
+           bf16_both_masks(64, {128, 64, 4, 2}));
 
 }  // namespace
 

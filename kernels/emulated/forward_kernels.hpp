@@ -11,18 +11,20 @@
 
 namespace flashjit::kernels::emulated {
 
-/// Br, Bc, warps and stages of a forward config.
+/// Br, Bc, warps and stages of a forward config, and whether Q stays in registers.
 struct Tile {
   int block_m;
   int block_n;
   int warps;
   int stages;
+  bool q_in_registers = false;
 };
 
 /// The forward config of `tile` with the other fields given.
 constexpr ForwardConfig forward_config(DType dtype, int head_dim, Tile tile, MaskKind mask,
                                        bool softcap) {
-  return {dtype, head_dim, tile.block_m, tile.block_n, tile.warps, tile.stages, mask, softcap};
+  return {dtype,      head_dim, tile.block_m, tile.block_n,         tile.warps,
+          tile.stages, mask,     softcap,      tile.q_in_registers};
 }
 
 /// `tile` at `head_dim` for fp16 and bf16, each without and with the window mask; no softcap.
@@ -54,7 +56,7 @@ template <const auto& Configs>
 void add_forward_configs(detail::EmulatedKernelTable& table) {
   for_each_config<Configs>([&]<ForwardConfig C>() {
     using Traits = ForwardTraits<Element<C.dtype>, C.head_dim, C.block_m, C.block_n, C.warps,
-                                 C.stages, C.mask, C.softcap>;
+                                 C.stages, C.mask, C.softcap, C.q_in_registers>;
     table.add({forward_spec(C, detail::kEmulatorArch),
                &HostLauncher<&attention_forward_kernel<Traits>>::launch});
   });
@@ -64,9 +66,9 @@ void add_forward_configs(detail::EmulatedKernelTable& table) {
 // kernels/attention_forward.cpp's preferred_tiles, two K/V stages where they fit sm_80's
 // 163 KB). test_backends checks these are the defaults; when the heuristic changes, that test
 // names the kernels to put here.
-inline constexpr Tile kDefaultUpTo64{128, 64, 4, 2};
-inline constexpr Tile kDefaultUpTo96{128, 128, 8, 2};
-inline constexpr Tile kDefaultUpTo128{128, 32, 4, 2};
+inline constexpr Tile kDefaultUpTo64{128, 64, 4, 2, /*q_in_registers=*/true};
+inline constexpr Tile kDefaultUpTo96{128, 64, 4, 2};
+inline constexpr Tile kDefaultUpTo128{128, 64, 4, 2};
 inline constexpr Tile kDefault256{128, 32, 8, 2};
 
 }  // namespace flashjit::kernels::emulated

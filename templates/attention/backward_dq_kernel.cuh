@@ -68,7 +68,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     sub_row(ds, delta);
     mul_elements(ds, p);  // dS = P ∘ (dP − D)
     scaling.chain(ds);
-    mma_ab<T>(dq, ds, k, lane);  // dQ += dS K
+    mma_ab(dq, to_operand<T>(ds), k, lane);  // dQ += dS K
   }
   scale_tile(dq, params.scale);
   store_rows<Traits::kHeadDim>(dq, pipeline.q, slice.out, slice.out_row_stride, warp_row0, rows,

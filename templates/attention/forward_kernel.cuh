@@ -7,7 +7,7 @@
 #include "attention/forward_softmax.cuh"
 #include "attention/key_value_pipeline.cuh"
 #include "attention/mask.cuh"
-#include "tile/gemm.cuh"
+#include "attention/query_operand.cuh"
 
 namespace flashjit {
 
@@ -29,6 +29,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
   const BlockRange blocks = window.key_blocks(row0, row0 + rows - 1, Traits::kBlockN);
 
   KeyValuePipeline<Traits> pipeline(slice, params.seqlen_k, blocks.end);
+  QueryOperand<Traits> query(pipeline.q, warp_row0);  // Q, from shared memory or registers
   acc_tile<kRows, Traits::kHeadDimPadded> o;  // (kRows, kHeadDimPadded) unnormalized output
   fill(o, 0.0f);
   OnlineSoftmax<kRows> softmax;  // m, ℓ
@@ -37,13 +38,15 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
     const int key0 = block * Traits::kBlockN;
     acc_tile<kRows, Traits::kBlockN> s;  // (kRows, kBlockN) scores, then probabilities
     fill(s, 0.0f);
-    mma_abt(s, pipeline.q, warp_row0, pipeline.await_keys(block), lane);  // S = Q Kᵀ
+    const auto keys = pipeline.await_keys(block);
+    if (block == blocks.begin) query.arrived(lane);  // Q came with the first key block
+    query.scores(s, keys, lane);                     // S = Q Kᵀ
     cap_scores<Traits::kSoftcap>(s, params);                              // softcap
     if (!window.block_fully_visible(row0, row0 + rows - 1, key0, Traits::kBlockN)) {
       mask_scores(window, s, row0 + warp_row0, key0, lane);  // S = −inf where masked
     }
     softmax.update(s, o, exponent_scale<Traits::kSoftcap>(params));  // P = 2^((S − m)·c), O·α
-    mma_ab<T>(o, s, pipeline.await_values(block), lane);             // O += P V
+    mma_ab(o, to_operand<T>(s), pipeline.await_values(block), lane);  // O += P V
   }
   const row_vec<kRows> lse = softmax.finish(o, exponent_scale<Traits::kSoftcap>(params));  // O /= ℓ
   store_rows<Traits::kHeadDim>(o, pipeline.q, slice.out, slice.out_row_stride, warp_row0, rows,

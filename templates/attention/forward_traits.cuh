@@ -2,7 +2,7 @@
 // One specialization of the forward kernel: everything it needs as a compile-time constant.
 // The host names it in the kernel's name expression (kernels/attention_forward.cpp), e.g.
 //   flashjit::attention_forward_kernel<flashjit::ForwardTraits<flashjit::bfloat16_t, 128, 128,
-//       64, 4, 2, flashjit::MaskKind::window, false>>
+//       64, 4, 2, flashjit::MaskKind::window, false, false>>
 #include "attention/forward_space.cuh"
 #include "attention/mask_kind.cuh"
 #include "tile/numeric.cuh"
@@ -10,12 +10,13 @@
 namespace flashjit {
 
 template <typename Element_, int HeadDim, int BlockM, int BlockN, int Warps, int Stages,
-          MaskKind Mask, bool Softcap>
+          MaskKind Mask, bool Softcap, bool QInRegisters>
 struct ForwardTraits {
-  static_assert(attention_forward_space::config_valid(HeadDim, BlockM, BlockN, Warps, Stages),
+  static_assert(attention_forward_space::config_valid(HeadDim, BlockM, BlockN, Warps, Stages,
+                                                      QInRegisters),
                 "invalid forward traits: see attention_forward_space::config_valid (head dim a "
                 "multiple of 8 in [8, 256], Br a multiple of 16 x warps, Bc a multiple of 16, "
-                "accumulators and shared memory within budget)");
+                "registers and shared memory within budget)");
   using Element = Element_;  // half_t or bfloat16_t
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kHeadDimPadded = attention_forward_space::padded_head_dim(HeadDim);
@@ -26,6 +27,7 @@ struct ForwardTraits {
   static constexpr int kStages = Stages;
   static constexpr MaskKind kMask = Mask;
   static constexpr bool kSoftcap = Softcap;
+  static constexpr bool kQInRegisters = QInRegisters;
   static constexpr int kRowsPerWarp = attention_forward_space::rows_per_warp(BlockM, Warps);
   static constexpr int kSharedBytes =
       attention_forward_space::shared_bytes(HeadDim, BlockM, BlockN, Stages);

@@ -3,22 +3,9 @@
 // registers. Each warp computes its own (rows, columns) block of a product: the offsets name
 // where that block starts in the operands (a WarpGrid of tile/warp_grid.cuh gives them), so the
 // warps of a CTA can split a product by rows, by columns or both.
-#include "tile/ldmatrix.cuh"
-#include "tile/register_tile.cuh"
-#include "tile/shared_tile.cuh"
+#include "tile/operand_tile.cuh"
 
 namespace flashjit {
-
-/// The A fragment for rows [row0, row0 + 16), columns [col0, col0 + 16) of a shared tile:
-/// lanes 0-7 address rows 0-7 of columns 0-7 (a0), lanes 8-15 rows 8-15 (a1), lanes 16-23
-/// rows 0-7 of columns 8-15 (a2), lanes 24-31 rows 8-15 of columns 8-15 (a3).
-template <typename T, int Rows, int Cols>
-FJ_DEVICE FragmentA load_a(smem_tile<T, Rows, Cols> tile, int row0, int col0, int lane) {
-  const int matrix = lane / 8;
-  FragmentA a;
-  ldmatrix_x4(a.regs, tile.at(row0 + lane % 8 + matrix % 2 * 8, col0 + matrix / 2 * 8));
-  return a;
-}
 
 /// The A fragment for rows [row0, row0 + 16), columns [col0, col0 + 16) of A = Xᵀ, where X is a
 /// row-major shared tile whose rows are A's k and columns A's rows: transposing loads of
@@ -58,20 +45,35 @@ FJ_DEVICE void load_b(FragmentB (&b)[2], smem_tile<T, Rows, Cols> tile, int row0
   b[1] = {{regs[2], regs[3]}};
 }
 
-/// acc += A · Bᵀ: A is rows [a_row0, a_row0 + Rows) of `a` (all its K columns), B rows
-/// [b_row0, b_row0 + Cols) of `b` (all K columns): S = Q Kᵀ with K stored row-major.
-template <typename T, int Rows, int Cols, int ARows, int BRows, int K>
-FJ_DEVICE void mma_abt(acc_tile<Rows, Cols>& acc, smem_tile<T, ARows, K> a, int a_row0,
-                       smem_tile<T, BRows, K> b, int b_row0, int lane) {
-  static_assert(K % 16 == 0 && Cols % 16 == 0 && Cols <= BRows, "whole m16n8k16 steps");
-  using Acc = acc_tile<Rows, Cols>;
-  // Unrolled fully, large head dims hoist every step's fragment loads and spill; a few steps
-  // at a time keep the loads ahead of the mmas without that.
+/// Calls step(k) for k = 0, 16, ..., K − 16. Fully unrolled when the steps index a register
+/// operand (an operand_tile indexed at run time would live in local memory); otherwise a few
+/// steps at a time: unrolled fully, large head dims hoist every step's fragment loads and
+/// spill, while four steps keep the loads ahead of the mmas without that.
+template <int K, bool FullUnroll, typename Step>
+FJ_DEVICE void for_each_k_step(Step step) {
+  static_assert(K % 16 == 0, "whole m16n8k16 steps");
+  if constexpr (FullUnroll) {
+#pragma unroll
+    for (int k = 0; k < K; k += 16) step(k);
+  } else {
 #pragma unroll 4
-  for (int k = 0; k < K; k += 16) {
+    for (int k = 0; k < K; k += 16) step(k);
+  }
+}
+
+/// The block of acc += A · Bᵀ whose A fragments `load_a_step(slab, k)` supplies (16 rows by 16
+/// k each) and whose B is rows [b_row0, b_row0 + Cols) of the shared tile `b` (its first K
+/// columns): the loop the products with B = Xᵀ share.
+template <typename T, int K, bool FullUnroll, int Rows, int Cols, int BRows, int BCols,
+          typename LoadA>
+FJ_DEVICE void mma_abt_steps(acc_tile<Rows, Cols>& acc, LoadA load_a_step,
+                             smem_tile<T, BRows, BCols> b, int b_row0, int lane) {
+  static_assert(Cols % 16 == 0 && Cols <= BRows && K <= BCols, "whole m16n8k16 steps");
+  using Acc = acc_tile<Rows, Cols>;
+  for_each_k_step<K, FullUnroll>([&](int k) {
     FragmentA a_frag[Acc::kSlabs];
 #pragma unroll
-    for (int s = 0; s < Acc::kSlabs; ++s) a_frag[s] = load_a(a, a_row0 + s * 16, k, lane);
+    for (int s = 0; s < Acc::kSlabs; ++s) a_frag[s] = load_a_step(s, k);
 #pragma unroll
     for (int g = 0; g < Acc::kGroups; g += 2) {
       FragmentB b_frag[2];
@@ -82,7 +84,17 @@ FJ_DEVICE void mma_abt(acc_tile<Rows, Cols>& acc, smem_tile<T, ARows, K> a, int 
         mma_m16n8k16<T>(acc.frag[s][g + 1], a_frag[s], b_frag[1], acc.frag[s][g + 1]);
       }
     }
-  }
+  });
+}
+
+/// acc += A · Bᵀ: A is rows [a_row0, a_row0 + Rows) of `a` (all its K columns), B rows
+/// [b_row0, b_row0 + Cols) of `b` (all K columns): S = Q Kᵀ with K stored row-major.
+template <typename T, int Rows, int Cols, int ARows, int BRows, int K>
+FJ_DEVICE void mma_abt(acc_tile<Rows, Cols>& acc, smem_tile<T, ARows, K> a, int a_row0,
+                       smem_tile<T, BRows, K> b, int b_row0, int lane) {
+  mma_abt_steps<T, K, false>(
+      acc, [&](int slab, int k) { return load_a(a, a_row0 + slab * 16, k, lane); }, b, b_row0,
+      lane);
 }
 
 /// mma_abt with B's first Cols rows.
@@ -92,27 +104,25 @@ FJ_DEVICE void mma_abt(acc_tile<Rows, Cols>& acc, smem_tile<T, ARows, K> a, int 
   mma_abt(acc, a, a_row0, b, 0, lane);
 }
 
-/// The A fragment of columns [16k, 16k + 16) of an accumulator tile's slab, rounded to T: the
-/// C layout of two adjacent 8-column groups is the A layout of one 16-column step.
-template <typename T, int Rows, int Cols>
-FJ_DEVICE FragmentA to_a_fragment(const acc_tile<Rows, Cols>& p, int slab, int k) {
-  const float(&left)[4] = p.frag[slab][2 * k];
-  const float(&right)[4] = p.frag[slab][2 * k + 1];
-  return {{pack2<T>(left[0], left[1]), pack2<T>(left[2], left[3]), pack2<T>(right[0], right[1]),
-           pack2<T>(right[2], right[3])}};
+/// acc += A · Bᵀ with A held in registers and B the first Cols rows of `b` (its first K
+/// columns): S = Q Kᵀ with Q loaded once for every key block.
+template <typename T, int Rows, int Cols, int K, int BRows, int BCols>
+FJ_DEVICE void mma_abt(acc_tile<Rows, Cols>& acc, const operand_tile<T, Rows, K>& a,
+                       smem_tile<T, BRows, BCols> b, int lane) {
+  mma_abt_steps<T, K, true>(
+      acc, [&](int slab, int k) { return a.frag[slab][k / 16]; }, b, 0, lane);
 }
 
 /// The block of acc += A · B whose A fragments `load_a_step(slab, k)` supplies (16 rows by 16
 /// k each) and whose B is columns [b_col0, b_col0 + Cols) of the row-major shared tile `b`, all
-/// of its first K rows: the loop the shared-memory products below share.
-template <typename T, int K, int Rows, int Cols, int BRows, int BCols, typename LoadA>
+/// of its first K rows: the loop the products below share.
+template <typename T, int K, bool FullUnroll, int Rows, int Cols, int BRows, int BCols,
+          typename LoadA>
 FJ_DEVICE void mma_ab_steps(acc_tile<Rows, Cols>& acc, LoadA load_a_step,
                             smem_tile<T, BRows, BCols> b, int b_col0, int lane) {
-  static_assert(K % 16 == 0 && Cols % 16 == 0 && K <= BRows && Cols <= BCols,
-                "whole m16n8k16 steps");
+  static_assert(Cols % 16 == 0 && K <= BRows && Cols <= BCols, "whole m16n8k16 steps");
   using Acc = acc_tile<Rows, Cols>;
-#pragma unroll 4
-  for (int k = 0; k < K; k += 16) {
+  for_each_k_step<K, FullUnroll>([&](int k) {
     FragmentA a_frag[Acc::kSlabs];
 #pragma unroll
     for (int s = 0; s < Acc::kSlabs; ++s) a_frag[s] = load_a_step(s, k);
@@ -126,16 +136,16 @@ FJ_DEVICE void mma_ab_steps(acc_tile<Rows, Cols>& acc, LoadA load_a_step,
         mma_m16n8k16<T>(acc.frag[s][g + 1], a_frag[s], b_frag[1], acc.frag[s][g + 1]);
       }
     }
-  }
+  });
 }
 
-/// acc += P · B: P a register tile (Rows, K) rounded to T on the fly, B the first K rows and
-/// Cols columns of `b`: O += P V with V stored row-major.
+/// acc += A · B: A held in registers (Rows, K), B the first K rows and Cols columns of `b`:
+/// O += P V with P rounded once (to_operand) and V stored row-major.
 template <typename T, int Rows, int Cols, int K, int BRows, int BCols>
-FJ_DEVICE void mma_ab(acc_tile<Rows, Cols>& acc, const acc_tile<Rows, K>& p,
+FJ_DEVICE void mma_ab(acc_tile<Rows, Cols>& acc, const operand_tile<T, Rows, K>& a,
                       smem_tile<T, BRows, BCols> b, int lane) {
-  mma_ab_steps<T, K>(
-      acc, [&](int slab, int k) { return to_a_fragment<T>(p, slab, k / 16); }, b, 0, lane);
+  mma_ab_steps<T, K, true>(
+      acc, [&](int slab, int k) { return a.frag[slab][k / 16]; }, b, 0, lane);
 }
 
 /// acc += A · B: A rows [a_row0, a_row0 + Rows) of the shared tile `a` (all its K columns), B
@@ -144,7 +154,7 @@ FJ_DEVICE void mma_ab(acc_tile<Rows, Cols>& acc, const acc_tile<Rows, K>& p,
 template <typename T, int Rows, int Cols, int ARows, int K, int BRows, int BCols>
 FJ_DEVICE void mma_ab(acc_tile<Rows, Cols>& acc, smem_tile<T, ARows, K> a, int a_row0,
                       smem_tile<T, BRows, BCols> b, int b_col0, int lane) {
-  mma_ab_steps<T, K>(
+  mma_ab_steps<T, K, false>(
       acc, [&](int slab, int k) { return load_a(a, a_row0 + slab * 16, k, lane); }, b, b_col0,
       lane);
 }
@@ -155,7 +165,7 @@ FJ_DEVICE void mma_ab(acc_tile<Rows, Cols>& acc, smem_tile<T, ARows, K> a, int a
 template <typename T, int Rows, int Cols, int K, int ACols, int BRows, int BCols>
 FJ_DEVICE void mma_atb(acc_tile<Rows, Cols>& acc, smem_tile<T, K, ACols> a, int a_col0,
                        smem_tile<T, BRows, BCols> b, int b_col0, int lane) {
-  mma_ab_steps<T, K>(
+  mma_ab_steps<T, K, false>(
       acc, [&](int slab, int k) { return load_a_transposed(a, a_col0 + slab * 16, k, lane); }, b,
       b_col0, lane);
 }

@@ -287,8 +287,10 @@ TEST_CASE("the config space lists every valid config once, in a fixed order") {
   }
   // Br 64 with 8 warps is never valid (16 rows per warp); at 128, S and O of Br 128 x Bc 128
   // over 4 warps exceed the accumulator budget.
-  CHECK(forward_configs(DType::bf16, 64, MaskKind::none, false).size() == 18);
-  CHECK(forward_configs(DType::bf16, 128, MaskKind::none, false).size() == 16);
+  // 18 tiles at 64, 16 at 128, each also with Q in registers where the registers allow (16 at
+  // 64; 12 at 128, where 4 warps of 32 rows would need 224 or more).
+  CHECK(forward_configs(DType::bf16, 64, MaskKind::none, false).size() == 34);
+  CHECK(forward_configs(DType::bf16, 128, MaskKind::none, false).size() == 28);
   CHECK(forward_configs(DType::bf16, 100, MaskKind::none, false).empty());
   CHECK(forward_configs(DType::f32, 64, MaskKind::none, false).empty());
   const ForwardConfig first = forward_configs(DType::bf16, 64, MaskKind::none, false).front();
@@ -300,31 +302,35 @@ TEST_CASE("the default config is valid, in the space and fits the arch's shared 
 }
 
 TEST_CASE("the default config: the largest tiles that do not spill, two stages where they fit") {
-  using Tile = std::array<int, 4>;  // Br, Bc, warps, stages
+  using Tile = std::array<int, 5>;  // Br, Bc, warps, stages, Q in registers
   auto tile = [](int head_dim, const char* arch) {
     const ForwardConfig c =
         default_forward_config(DType::bf16, head_dim, MaskKind::window, false, arch);
-    return Tile{c.block_m, c.block_n, c.warps, c.stages};
+    return Tile{c.block_m, c.block_n, c.warps, c.stages, c.q_in_registers ? 1 : 0};
   };
-  CHECK(tile(8, "sm_80") == Tile{128, 64, 4, 2});
-  CHECK(tile(64, "sm_80") == Tile{128, 64, 4, 2});
-  CHECK(tile(32, "sm_86") == Tile{128, 64, 4, 2});
-  CHECK(tile(72, "sm_80") == Tile{128, 128, 8, 2});
-  CHECK(tile(96, "sm_86") == Tile{128, 128, 8, 1});
-  // 32 rows per warp at head dims 112 and 128: Bc 32 over 4 warps.
-  CHECK(tile(104, "sm_80") == Tile{128, 32, 4, 2});
-  CHECK(tile(128, "sm_80") == Tile{128, 32, 4, 2});
-  CHECK(tile(128, "sm_90a") == Tile{128, 32, 4, 2});
-  CHECK(tile(128, "sm_86") == Tile{128, 32, 4, 2});  // 68 KB
-  CHECK(tile(136, "sm_80") == Tile{128, 64, 8, 2});
-  CHECK(tile(96, "sm_90a") == Tile{128, 128, 8, 2});
-  CHECK(tile(192, "sm_80") == Tile{128, 64, 8, 2});
-  CHECK(tile(208, "sm_80") == Tile{128, 64, 8, 2});
-  CHECK(tile(208, "sm_86") == Tile{128, 32, 8, 1});  // Bc 64 needs 108 KB even with one stage
-  CHECK(tile(216, "sm_80") == Tile{128, 32, 8, 2});
-  CHECK(tile(256, "sm_80") == Tile{128, 32, 8, 2});
-  CHECK(tile(256, "sm_90a") == Tile{128, 32, 8, 2});
-  CHECK(tile(256, "sm_86") == Tile{128, 32, 8, 1});  // exactly 99 KB
+  // 32 rows per warp up to head dim 144; Q in registers up to 64.
+  CHECK(tile(8, "sm_80") == Tile{128, 64, 4, 2, 1});
+  CHECK(tile(64, "sm_80") == Tile{128, 64, 4, 2, 1});
+  CHECK(tile(64, "sm_90a") == Tile{128, 64, 4, 2, 1});
+  CHECK(tile(32, "sm_86") == Tile{128, 64, 4, 2, 1});
+  CHECK(tile(72, "sm_80") == Tile{128, 64, 4, 2, 0});
+  CHECK(tile(96, "sm_86") == Tile{128, 64, 4, 2, 0});  // 78 KB
+  CHECK(tile(96, "sm_90a") == Tile{128, 64, 4, 2, 0});
+  // Bc 64 from 104 to 128 only with two stages and not on sm_90: Bc 32 elsewhere.
+  CHECK(tile(104, "sm_80") == Tile{128, 64, 4, 2, 0});
+  CHECK(tile(128, "sm_80") == Tile{128, 64, 4, 2, 0});
+  CHECK(tile(128, "sm_90a") == Tile{128, 32, 4, 2, 0});
+  CHECK(tile(128, "sm_86") == Tile{128, 32, 4, 2, 0});  // 68 KB
+  CHECK(tile(136, "sm_80") == Tile{128, 32, 4, 2, 0});
+  CHECK(tile(144, "sm_90a") == Tile{128, 32, 4, 2, 0});
+  CHECK(tile(152, "sm_80") == Tile{128, 64, 8, 2, 0});
+  CHECK(tile(192, "sm_80") == Tile{128, 64, 8, 2, 0});
+  CHECK(tile(208, "sm_80") == Tile{128, 64, 8, 2, 0});
+  CHECK(tile(208, "sm_86") == Tile{128, 32, 8, 1, 0});  // Bc 64 needs 108 KB even with one stage
+  CHECK(tile(216, "sm_80") == Tile{128, 32, 8, 2, 0});
+  CHECK(tile(256, "sm_80") == Tile{128, 32, 8, 2, 0});
+  CHECK(tile(256, "sm_90a") == Tile{128, 32, 8, 2, 0});
+  CHECK(tile(256, "sm_86") == Tile{128, 32, 8, 1, 0});  // exactly 99 KB
   CHECK(arch_shared_memory_limit("sm_80") == 163 * 1024);
   CHECK(arch_shared_memory_limit("sm_86") == 99 * 1024);
   CHECK(arch_shared_memory_limit("sm_90a") == 227 * 1024);
@@ -337,7 +343,7 @@ TEST_CASE("forward specs name the traits and read like the config") {
   CHECK(spec.header == "attention/forward_kernel.cuh");
   CHECK(spec.name_expression ==
         "flashjit::attention_forward_kernel<flashjit::ForwardTraits<flashjit::bfloat16_t, 128, "
-        "128, 64, 4, 2, flashjit::MaskKind::window, true>>");
+        "128, 64, 4, 2, flashjit::MaskKind::window, true, false>>");
   CHECK(spec.readable_name == "attention_forward.hdim128.bf16.window.softcap.br128.bc64.w4.s2");
   CHECK(spec.display_name() ==
         "attention_forward.hdim128.bf16.window.softcap.br128.bc64.w4.s2.sm90a");
@@ -347,12 +353,28 @@ TEST_CASE("forward specs name the traits and read like the config") {
   const detail::KernelSpec plain_spec = forward_spec(plain, "sm_80");
   CHECK(plain_spec.name_expression ==
         "flashjit::attention_forward_kernel<flashjit::ForwardTraits<flashjit::half_t, 64, 64, 32, "
-        "4, 1, flashjit::MaskKind::none, false>>");
+        "4, 1, flashjit::MaskKind::none, false, false>>");
   CHECK(plain_spec.readable_name == "attention_forward.hdim64.fp16.br64.bc32.w4.s1");
+
+  ForwardConfig q_in_registers = plain;
+  q_in_registers.q_in_registers = true;
+  const detail::KernelSpec q_spec = forward_spec(q_in_registers, "sm_80");
+  CHECK(q_spec.name_expression ==
+        "flashjit::attention_forward_kernel<flashjit::ForwardTraits<flashjit::half_t, 64, 64, 32, "
+        "4, 1, flashjit::MaskKind::none, false, true>>");
+  CHECK(q_spec.readable_name == "attention_forward.hdim64.fp16.br64.bc32.w4.s1.qreg");
 
   ForwardConfig invalid = plain;
   invalid.warps = 8;  // 64 rows over 8 warps
   check_names([&] { forward_spec(invalid, "sm_80"); }, "config");
+
+  // 32 rows per warp at head dim 128: S and O take 160 registers, Q would take 64 more.
+  const ForwardConfig wide{DType::bf16, 128, 128, 32, 4, 2, MaskKind::none, false, false};
+  CHECK(wide.valid());
+  ForwardConfig wide_q = wide;
+  wide_q.q_in_registers = true;
+  CHECK_FALSE(wide_q.valid());
+  check_names([&] { forward_spec(wide_q, "sm_80"); }, "config");
 }
 
 TEST_CASE("the mask kind is window only when a window limits some row") {
@@ -507,8 +529,8 @@ TEST_CASE("attention-forward lists the compile matrix") {
     const auto all = op.specs(arch, SpecSet::all);
     // 32 head dims x 2 dtypes x 2 masks, plus softcap at 2 head dims x 2 dtypes x 2 masks.
     CHECK(defaults.size() == 32 * 2 * 2 + 2 * 2 * 2);
-    // Every config of bf16 at 64 (18) and 128 (16), both masks, plus the other defaults.
-    CHECK(all.size() == (18 + 16) * 2 + defaults.size() - 4);
+    // Every config of bf16 at 64 (34) and 128 (28), both masks, plus the other defaults.
+    CHECK(all.size() == (34 + 28) * 2 + defaults.size() - 4);
     std::set<std::string> names;
     for (const auto& spec : all) {
       CHECK(spec.arch == arch);

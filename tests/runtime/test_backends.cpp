@@ -227,9 +227,9 @@ TEST_CASE("a spec the emulator was not built with, and no host compiler: an erro
 TEST_CASE("the nearest kernels the error lists are the nearest head dims") {
   Runtime runtime = emulator_runtime();
   const std::string arch = runtime.device().arch();
-  // Head dim 72 is not built for the emulator; 64 and 80 are.
+  // Head dim 88 is not built for the emulator; 80 and 96 are.
   const kernels::ForwardConfig config =
-      kernels::default_forward_config(DType::bf16, 72, MaskKind::none, false, arch);
+      kernels::default_forward_config(DType::bf16, 88, MaskKind::none, false, arch);
   const detail::KernelSpec spec = kernels::forward_spec(config, arch);
   REQUIRE(kernels::emulated::builtin_kernels().find(spec.name_expression) == nullptr);
   const std::string message =
@@ -241,10 +241,13 @@ TEST_CASE("the nearest kernels the error lists are the nearest head dims") {
   for (int i = 0; i < 6 && std::getline(lines, line); ++i) {
     CAPTURE(line);
     CHECK(
-        (line.find(".hdim64.") != std::string::npos || line.find(".hdim80.") != std::string::npos));
+        (line.find(".hdim80.") != std::string::npos || line.find(".hdim96.") != std::string::npos));
   }
-  // Among the equally near, those sharing the dtype and mask come first.
-  CHECK(listed.find("attention_forward.hdim80.bf16.br") != std::string::npos);
+  // Among the equally near, those sharing the dtype and mask (and the tiles) come first.
+  std::istringstream again(listed);
+  std::getline(again, line);  // "nearest:"
+  std::getline(again, line);
+  CHECK(line == "  attention_forward.hdim80.bf16.br128.bc64.w4.s2");
 }
 
 TEST_CASE("an emulator finding in a launch is an error that names the buffer") {

@@ -46,8 +46,9 @@ double problem_flops(const TuningProblem& problem);
 /// A config of either op.
 using TunedConfig = std::variant<kernels::ForwardConfig, kernels::BackwardConfig>;
 
-/// The config's name in the database and tables: "br128.bc64.w4.s2" (forward),
-/// "br64.bc64.w4" (backward).
+/// The config's name in the database and tables: "br128.bc64.w4.s2" (forward; ".qreg" added
+/// when Q stays in registers), "br64.bc128.w8.s2" (backward: the dK/dV kernel's tile),
+/// "br64.bc128.w8.s2.dq.br64.bc64.w4" (deterministic backward: and the dQ kernel's).
 std::string config_name(const TunedConfig& config);
 
 /// Every kernel a call of `config` launches on `arch`, in launch order.

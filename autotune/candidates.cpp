@@ -25,6 +25,20 @@ int problem_head_dim(const TuningProblem& problem) {
   return static_cast<int>(problem.attention.head_dim);
 }
 
+// Whether the tuner times `config`: every config, except in the deterministic backward, whose
+// dK/dV and dQ kernels run one after the other on outputs of their own, so that neither tile's
+// time depends on the other's. There it times every dK/dV tile beside the default's dQ tile and
+// every dQ tile beside the default's dK/dV tile (n + m - 1 runs instead of n x m), and then
+// the pair of the two fastest (tuner.cpp).
+bool timed_alone(const TunedConfig& config, const TunedConfig& fallback) {
+  const auto* backward = std::get_if<BackwardConfig>(&config);
+  if (backward == nullptr || !backward->deterministic) return true;
+  const auto& base = std::get<BackwardConfig>(fallback);
+  return backward->key == base.key || backward->query == base.query;
+}
+
+}  // namespace
+
 Candidate make_candidate(const TunedConfig& config, const std::string& arch) {
   Candidate candidate;
   candidate.config = config;
@@ -40,6 +54,8 @@ Candidate make_candidate(const TunedConfig& config, const std::string& arch) {
   }
   return candidate;
 }
+
+namespace {
 
 // Query rows (Br) and keys (Bc) per block of a config's main kernel.
 struct Tiles {
@@ -168,6 +184,7 @@ std::vector<Candidate> enumerate_candidates(const TuningProblem& problem, const 
   const TunedConfig fallback = default_config(problem, arch);
   std::vector<Candidate> candidates;
   for (const TunedConfig& config : space_configs(problem)) {
+    if (!timed_alone(config, fallback)) continue;
     candidates.push_back(make_candidate(config, arch));
     candidates.back().is_default = config == fallback;
   }

@@ -75,8 +75,13 @@ struct Candidate {
   std::string pruned;
 };
 
-/// Every config of the problem's space (dtype, head dim, mask kind, softcap), in the space's
-/// fixed order, with the heuristic default for `arch` marked.
+/// The candidate of `config` on `arch`, its kernels listed and not yet compiled.
+Candidate make_candidate(const TunedConfig& config, const std::string& arch);
+
+/// The configs of the problem's space (dtype, head dim, mask kind, softcap) the tuner times, in
+/// the space's fixed order, with the heuristic default for `arch` marked: every config, but for
+/// the deterministic backward only those that share the default's dK/dV tile or its dQ tile
+/// (the two kernels' times add up independently; tune() then times the pair of the fastest).
 std::vector<Candidate> enumerate_candidates(const TuningProblem& problem, const std::string& arch);
 
 /// Static pruning, before any compile: shared memory over `shared_limit` (the device's opt-in

@@ -4,6 +4,7 @@
 // checked against the default's output and timed, and the result merged into the database.
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,12 @@ struct TuneReport {
 /// infinity too. Throws only for a problem that cannot be tuned (InvalidArgument for a bad
 /// shape, Error when not even the default runs).
 TuneReport tune(TuningState& state, const TuningProblem& problem, const TuneOptions& options = {});
+
+/// The deterministic backward's fastest dK/dV tile with its fastest dQ tile, from a report's
+/// timings of each beside the default's other tile (enumerate_candidates); nullopt when that
+/// pair was timed already (one of the two is the default's), when a side has no finite time,
+/// or for any other problem. tune() times the pair as one more candidate.
+std::optional<kernels::BackwardConfig> fastest_pair(const TuneReport& report);
 
 /// The candidates for `problem` on `arch` after static and resource pruning, without a GPU
 /// (`flashjit autotune --plan`): compiles through the kernel cache like tune().

@@ -214,6 +214,9 @@ int run_plan(const AutotuneOptions& options) {
                   c.is_default ? " (default)" : "");
     }
     std::printf("%d of %zu configs would be timed\n", kept, candidates.size());
+    if (problem.attention.deterministic) {
+      std::printf("then the fastest dK/dV tile with the fastest dQ tile, if not among them\n");
+    }
   }
   return 0;
 }

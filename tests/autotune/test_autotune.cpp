@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -53,6 +55,13 @@ std::vector<Candidate> only(std::vector<Candidate> candidates,
   return candidates;
 }
 
+const TunedConfig& config_of(const TuneReport& report, const std::string& name) {
+  const auto it = std::find_if(report.candidates.begin(), report.candidates.end(),
+                               [&](const Candidate& c) { return c.name == name; });
+  REQUIRE_MESSAGE(it != report.candidates.end(), "no candidate " << name);
+  return it->config;
+}
+
 Runtime emulator(TuningPolicy policy) {
   return Runtime(RuntimeOptions{.backend = Backend::emulator, .tuning = policy});
 }
@@ -86,6 +95,75 @@ TEST_CASE("candidates: the whole space, one default, FLOPs") {
   const std::vector<Candidate> backward_candidates = enumerate_candidates(backward, "sm_90a");
   REQUIRE(!backward_candidates.empty());
   CHECK(backward_candidates.front().specs.size() >= 3);  // delta, dQ, dK/dV
+}
+
+TEST_CASE("deterministic backward: each kernel's tiles beside the other's default, then a pair") {
+  TuningProblem p = forward_problem(128, 4096);
+  p.op = TunedOp::attention_backward;
+  p.attention.deterministic = true;
+  const auto fallback = std::get<kernels::BackwardConfig>(default_config(p, "sm_90a"));
+  REQUIRE(fallback.deterministic);
+  // The space holds every pair of a dK/dV tile and a dQ tile; the tuner times n + m - 1.
+  std::vector<kernels::KeyBlockTile> keys;
+  std::vector<kernels::QueryBlockTile> queries;
+  const std::vector<TunedConfig> space = space_configs(p);
+  for (const TunedConfig& config : space) {
+    const auto& b = std::get<kernels::BackwardConfig>(config);
+    if (b.query == fallback.query) keys.push_back(b.key);
+    if (b.key == fallback.key) queries.push_back(b.query);
+  }
+  REQUIRE(keys.size() >= 3);
+  REQUIRE(queries.size() >= 3);
+  const std::vector<Candidate> candidates = enumerate_candidates(p, "sm_90a");
+  CHECK(candidates.size() == keys.size() + queries.size() - 1);
+  CHECK(candidates.size() < space.size());
+  for (const Candidate& c : candidates) {
+    const auto& b = std::get<kernels::BackwardConfig>(c.config);
+    CHECK_MESSAGE((b.key == fallback.key || b.query == fallback.query), c.name);
+  }
+
+  // The fastest dK/dV tile (beside the default dQ tile) with the fastest dQ tile (beside the
+  // default dK/dV tile), whatever their pairs' own times.
+  TuneReport report;
+  report.candidates = candidates;
+  const Candidate* fast_key = nullptr;
+  const Candidate* fast_query = nullptr;
+  for (const Candidate& c : candidates) {
+    const auto& b = std::get<kernels::BackwardConfig>(c.config);
+    double ms = 9.0;
+    if (c.is_default) {
+      ms = 10.0;
+    } else if (b.query == fallback.query && fast_key == nullptr) {
+      fast_key = &c;
+      ms = 5.0;
+    } else if (b.key == fallback.key && fast_query == nullptr) {
+      fast_query = &c;
+      ms = 6.0;
+    }
+    report.timings.push_back({c.name, ms, "ok"});
+  }
+  REQUIRE((fast_key != nullptr && fast_query != nullptr));
+  const std::optional<kernels::BackwardConfig> pair = fastest_pair(report);
+  REQUIRE(pair.has_value());
+  CHECK(pair->key == std::get<kernels::BackwardConfig>(fast_key->config).key);
+  CHECK(pair->query == std::get<kernels::BackwardConfig>(fast_query->config).query);
+  CHECK(pair->valid());
+
+  // When the default's dK/dV tile is the fastest, the best pair was timed already.
+  for (CandidateTiming& t : report.timings) {
+    const auto& b = std::get<kernels::BackwardConfig>(config_of(report, t.config));
+    if (b.key != fallback.key) t.median_ms = 11.0;
+  }
+  CHECK_FALSE(fastest_pair(report).has_value());
+  // A side with no finite time, or a problem that is not the deterministic backward: nothing.
+  for (CandidateTiming& t : report.timings) {
+    const auto& b = std::get<kernels::BackwardConfig>(config_of(report, t.config));
+    t.median_ms = b.key == fallback.key ? std::numeric_limits<double>::infinity() : 5.0;
+  }
+  CHECK_FALSE(fastest_pair(report).has_value());
+  TuneReport forward;
+  forward.candidates = enumerate_candidates(forward_problem(128, 4096), "sm_90a");
+  CHECK_FALSE(fastest_pair(forward).has_value());
 }
 
 TEST_CASE("static pruning: shared memory over the limit, tiles larger than the problem") {

@@ -32,7 +32,7 @@ template <class Traits>
 struct QueryOperand<Traits, true> {
   using Pipeline = KeyValuePipeline<Traits>;
   using T = typename Traits::Element;
-  typename Pipeline::QTile tile;                                         // shared, read once
+  typename Pipeline::QTile tile;                                    // shared, read once
   operand_tile<T, Traits::kRowsPerWarp, Traits::kHeadDimPadded> q;  // (kRows, kHeadDimPadded)
   int warp_row0;
 

@@ -61,14 +61,12 @@ FJ_DEVICE void for_each_k_step(Step step) {
   }
 }
 
-/// The block of acc += A · Bᵀ whose A fragments `load_a_step(slab, k)` supplies (16 rows by 16
-/// k each) and whose B is rows [b_row0, b_row0 + Cols) of the shared tile `b` (its first K
-/// columns): the loop the products with B = Xᵀ share.
-template <typename T, int K, bool FullUnroll, int Rows, int Cols, int BRows, int BCols,
-          typename LoadA>
-FJ_DEVICE void mma_abt_steps(acc_tile<Rows, Cols>& acc, LoadA load_a_step,
-                             smem_tile<T, BRows, BCols> b, int b_row0, int lane) {
-  static_assert(Cols % 16 == 0 && Cols <= BRows && K <= BCols, "whole m16n8k16 steps");
+/// The block of acc += A · B over K whose A fragments `load_a_step(slab, k)` supplies (16 rows
+/// by 16 k each) and whose B fragments `load_b_pair(b_frag, group, k)` supplies for two adjacent
+/// 8-column groups: the loop every product below shares.
+template <int K, bool FullUnroll, typename T, int Rows, int Cols, typename LoadA, typename LoadB>
+FJ_DEVICE void mma_steps(acc_tile<Rows, Cols>& acc, LoadA load_a_step, LoadB load_b_pair) {
+  static_assert(Cols % 16 == 0, "whole m16n8k16 steps");
   using Acc = acc_tile<Rows, Cols>;
   for_each_k_step<K, FullUnroll>([&](int k) {
     FragmentA a_frag[Acc::kSlabs];
@@ -77,13 +75,25 @@ FJ_DEVICE void mma_abt_steps(acc_tile<Rows, Cols>& acc, LoadA load_a_step,
 #pragma unroll
     for (int g = 0; g < Acc::kGroups; g += 2) {
       FragmentB b_frag[2];
-      load_b_transposed(b_frag, b, b_row0 + g * 8, k, lane);
+      load_b_pair(b_frag, g, k);
 #pragma unroll
       for (int s = 0; s < Acc::kSlabs; ++s) {
         mma_m16n8k16<T>(acc.frag[s][g], a_frag[s], b_frag[0], acc.frag[s][g]);
         mma_m16n8k16<T>(acc.frag[s][g + 1], a_frag[s], b_frag[1], acc.frag[s][g + 1]);
       }
     }
+  });
+}
+
+/// mma_steps with B = Xᵀ: rows [b_row0, b_row0 + Cols) of the shared tile `b` (its first K
+/// columns) are B's columns.
+template <typename T, int K, bool FullUnroll, int Rows, int Cols, int BRows, int BCols,
+          typename LoadA>
+FJ_DEVICE void mma_abt_steps(acc_tile<Rows, Cols>& acc, LoadA load_a_step,
+                             smem_tile<T, BRows, BCols> b, int b_row0, int lane) {
+  static_assert(Cols <= BRows && K <= BCols, "B's rows and columns must be in the tile");
+  mma_steps<K, FullUnroll, T>(acc, load_a_step, [&](FragmentB(&b_frag)[2], int g, int k) {
+    load_b_transposed(b_frag, b, b_row0 + g * 8, k, lane);
   });
 }
 
@@ -113,29 +123,15 @@ FJ_DEVICE void mma_abt(acc_tile<Rows, Cols>& acc, const operand_tile<T, Rows, K>
       acc, [&](int slab, int k) { return a.frag[slab][k / 16]; }, b, 0, lane);
 }
 
-/// The block of acc += A · B whose A fragments `load_a_step(slab, k)` supplies (16 rows by 16
-/// k each) and whose B is columns [b_col0, b_col0 + Cols) of the row-major shared tile `b`, all
-/// of its first K rows: the loop the products below share.
+/// mma_steps with B = X: columns [b_col0, b_col0 + Cols) of the row-major shared tile `b`, all
+/// of its first K rows.
 template <typename T, int K, bool FullUnroll, int Rows, int Cols, int BRows, int BCols,
           typename LoadA>
 FJ_DEVICE void mma_ab_steps(acc_tile<Rows, Cols>& acc, LoadA load_a_step,
                             smem_tile<T, BRows, BCols> b, int b_col0, int lane) {
-  static_assert(Cols % 16 == 0 && K <= BRows && Cols <= BCols, "whole m16n8k16 steps");
-  using Acc = acc_tile<Rows, Cols>;
-  for_each_k_step<K, FullUnroll>([&](int k) {
-    FragmentA a_frag[Acc::kSlabs];
-#pragma unroll
-    for (int s = 0; s < Acc::kSlabs; ++s) a_frag[s] = load_a_step(s, k);
-#pragma unroll
-    for (int g = 0; g < Acc::kGroups; g += 2) {
-      FragmentB b_frag[2];
-      load_b(b_frag, b, k, b_col0 + g * 8, lane);
-#pragma unroll
-      for (int s = 0; s < Acc::kSlabs; ++s) {
-        mma_m16n8k16<T>(acc.frag[s][g], a_frag[s], b_frag[0], acc.frag[s][g]);
-        mma_m16n8k16<T>(acc.frag[s][g + 1], a_frag[s], b_frag[1], acc.frag[s][g + 1]);
-      }
-    }
+  static_assert(K <= BRows && Cols <= BCols, "B's rows and columns must be in the tile");
+  mma_steps<K, FullUnroll, T>(acc, load_a_step, [&](FragmentB(&b_frag)[2], int g, int k) {
+    load_b(b_frag, b, k, b_col0 + g * 8, lane);
   });
 }
 

@@ -19,8 +19,10 @@ enum class FindingKind {
   shared_race,           // two threads touch one shared byte unordered, one writing: other
                          // warps between __syncthreads, or lanes of one warp between warp syncs
   async_copy_pending,    // a shared access to bytes a cp.async has not landed in yet
+  wgmma_operand_in_flight,  // a write to shared bytes a wgmma still reads (not yet waited for)
   misaligned_access,     // an ldmatrix row or cp.async address off its required alignment
-  invalid_operand,       // an operand the PTX ISA does not allow (cp.async size, ldmatrix count)
+  invalid_operand,       // an operand the PTX ISA does not allow (cp.async size, ldmatrix count,
+                         // wgmma descriptors that differ across the warpgroup or are rejected)
   divergent_barrier,     // __syncthreads reached by some threads while others exited
   warp_collective_mismatch,  // lanes of one warp meet in different collectives or masks
   deadlock,                  // no thread can run, yet not all have exited
@@ -49,7 +51,7 @@ struct Finding {
 /// is zero-filled reads none of it from global memory; it still writes 16 shared bytes).
 struct WorkCounters {
   std::uint64_t tensor_flops = 0;          // 2·m·n·k per warp-wide mma (m16n8k16: 4096)
-  std::uint64_t shared_bytes_read = 0;     // ldmatrix and plain shared loads
+  std::uint64_t shared_bytes_read = 0;     // ldmatrix, wgmma operands and plain shared loads
   std::uint64_t shared_bytes_written = 0;  // plain shared stores and cp.async destinations
   std::uint64_t global_bytes_read = 0;     // plain global loads and cp.async sources
   std::uint64_t global_bytes_written = 0;  // plain global stores

@@ -1,0 +1,2 @@
+// Planted bugs in wgmma code (placeholder, filled below).
+#include <doctest/doctest.h>

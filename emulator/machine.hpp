@@ -86,10 +86,10 @@ struct AsyncQueue {
 struct WgmmaOp {
   const char* name = nullptr;
   std::uint32_t group = 0;
-  int registers = 0;                                // per thread: N / 2
-  std::array<float*, kWarpgroupThreads> d{};        // each thread's accumulator registers
-  std::vector<float> result;                        // (128, registers)
-  std::vector<std::uint32_t> chunks;                // shared offsets of the 16-byte chunks read
+  int registers = 0;                          // per thread: N / 2
+  std::array<float*, kWarpgroupThreads> d{};  // each thread's accumulator registers
+  std::vector<float> result;                  // (128, registers)
+  std::vector<std::uint32_t> chunks;          // shared offsets of the 16-byte chunks read
 };
 
 /// One warpgroup's wgmma operations in issue order (so in group order), all in flight.
@@ -109,7 +109,7 @@ struct Machine {
   std::vector<WarpCollective> warps;
   std::vector<unsigned> warp_live;  // per warp: lanes that exist and have not exited
   std::vector<WarpgroupCollective> warpgroups;
-  int current = -1;                 // running thread, -1 in the scheduler
+  int current = -1;  // running thread, -1 in the scheduler
   void* scheduler_sp = nullptr;
   bool abandoned = false;  // a finding ended the block early (deadlock, mismatched collective)
   FiberStacks stacks;

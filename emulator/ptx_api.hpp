@@ -62,8 +62,7 @@ std::uint64_t encode_wgmma_descriptor(const WgmmaDescriptor& descriptor);
 
 /// The shared byte offset of element (mn, k) of a 16-bit wgmma operand (A: mn = m; B: mn = n)
 /// in `descriptor`'s canonical layout: K-major (k contiguous; trans 0) or MN-major (trans 1).
-std::uint32_t wgmma_operand_offset(const WgmmaDescriptor& descriptor, bool mn_major, int mn,
-                                   int k);
+std::uint32_t wgmma_operand_offset(const WgmmaDescriptor& descriptor, bool mn_major, int mn, int k);
 
 /// Why the emulator rejects `descriptor` for a 16-bit operand, or nullptr when it can be used:
 /// a non-zero base offset, or a swizzled start outside the first row of its swizzle atom (the

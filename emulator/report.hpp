@@ -14,16 +14,16 @@
 namespace flashjit::emulator {
 
 enum class FindingKind {
-  global_out_of_bounds,  // a global access (load, store, cp.async source) outside every buffer
-  shared_out_of_bounds,  // a shared access outside the launch's dynamic shared size
-  shared_race,           // two threads touch one shared byte unordered, one writing: other
-                         // warps between __syncthreads, or lanes of one warp between warp syncs
-  async_copy_pending,    // a shared access to bytes a cp.async has not landed in yet
+  global_out_of_bounds,     // a global access (load, store, cp.async source) outside every buffer
+  shared_out_of_bounds,     // a shared access outside the launch's dynamic shared size
+  shared_race,              // two threads touch one shared byte unordered, one writing: other
+                            // warps between __syncthreads, or lanes of one warp between warp syncs
+  async_copy_pending,       // a shared access to bytes a cp.async has not landed in yet
   wgmma_operand_in_flight,  // a write to shared bytes a wgmma still reads (not yet waited for)
-  misaligned_access,     // an ldmatrix row or cp.async address off its required alignment
-  invalid_operand,       // an operand the PTX ISA does not allow (cp.async size, ldmatrix count,
-                         // wgmma descriptors that differ across the warpgroup or are rejected)
-  divergent_barrier,     // __syncthreads reached by some threads while others exited
+  misaligned_access,        // an ldmatrix row or cp.async address off its required alignment
+  invalid_operand,          // an operand the PTX ISA does not allow (cp.async size, ldmatrix count,
+                            // wgmma descriptors that differ across the warpgroup or are rejected)
+  divergent_barrier,        // __syncthreads reached by some threads while others exited
   warp_collective_mismatch,  // lanes of one warp meet in different collectives or masks
   deadlock,                  // no thread can run, yet not all have exited
 };

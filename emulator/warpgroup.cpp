@@ -17,8 +17,9 @@ namespace {
 // The lanes of `c` that arrived, as the four warps' masks.
 std::string arrival_text(const WarpgroupCollective& c) {
   char text[96];
-  std::snprintf(text, sizeof text, "%d of 128 threads arrived; per warp 0x%08x 0x%08x 0x%08x 0x%08x",
-                c.count, c.arrived[0], c.arrived[1], c.arrived[2], c.arrived[3]);
+  std::snprintf(text, sizeof text,
+                "%d of 128 threads arrived; per warp 0x%08x 0x%08x 0x%08x 0x%08x", c.count,
+                c.arrived[0], c.arrived[1], c.arrived[2], c.arrived[3]);
   return text;
 }
 
@@ -57,8 +58,8 @@ void finish(Machine& m, WarpgroupCollective& c, std::size_t group) {
 std::string describe_warpgroup_wait(const Machine& machine, int thread) {
   const WarpgroupCollective& c =
       machine.warpgroups[static_cast<std::size_t>(thread) / kWarpgroupThreads];
-  return std::string("waits in warpgroup collective ") + c.exchange->name + " (" +
-         arrival_text(c) + ")";
+  return std::string("waits in warpgroup collective ") + c.exchange->name + " (" + arrival_text(c) +
+         ")";
 }
 
 void reset_warpgroups(Machine& m, std::size_t threads) {

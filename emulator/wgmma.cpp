@@ -102,8 +102,8 @@ bool uniform(Machine& m, void* const* threads, const char* name) {
 
 bool valid_immediates(Machine& m, const WgmmaThread& lead, const char* name) {
   const bool n_ok = lead.n >= 8 && lead.n <= 256 && lead.n % 8 == 0;
-  const bool scales_ok = (lead.scale_a == 1 || lead.scale_a == -1) &&
-                         (lead.scale_b == 1 || lead.scale_b == -1);
+  const bool scales_ok =
+      (lead.scale_a == 1 || lead.scale_a == -1) && (lead.scale_b == 1 || lead.scale_b == -1);
   if (n_ok && scales_ok) return true;
   report(m, warpgroup_base(m), -1, name,
          "N = " + std::to_string(lead.n) + ", imm-scale-a " + std::to_string(lead.scale_a) +
@@ -135,8 +135,7 @@ bool read_shared_operand(Machine& m, const char* name, MmaInput input, std::uint
       const std::uint32_t chunk = wgmma_operand_offset(d, mn_major, row0, k0);
       const auto* address = reinterpret_cast<const std::byte*>(
           reinterpret_cast<std::uintptr_t>(m.shared_begin) + chunk);
-      const bool readable =
-          detail::check_shared_access(m, reader(row0), address, 16, false, name);
+      const bool readable = detail::check_shared_access(m, reader(row0), address, 16, false, name);
       if (readable) op.chunks.push_back(chunk);
       for (int j = 0; j < 8; ++j) {
         const int row = mn_major ? row0 + j : row0, k = mn_major ? k0 : k0 + j;
@@ -193,10 +192,12 @@ constexpr WarpgroupExchange kSsF16{"wgmma.mma_async.sync.aligned.m64nNk16.f32.f1
                                    &compute<MmaInput::f16, false>};
 constexpr WarpgroupExchange kSsBf16{"wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16",
                                     &compute<MmaInput::bf16, false>};
-constexpr WarpgroupExchange kRsF16{"wgmma.mma_async.sync.aligned.m64nNk16.f32.f16.f16 (A in registers)",
-                                   &compute<MmaInput::f16, true>};
-constexpr WarpgroupExchange kRsBf16{"wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 (A in registers)",
-                                    &compute<MmaInput::bf16, true>};
+constexpr WarpgroupExchange kRsF16{
+    "wgmma.mma_async.sync.aligned.m64nNk16.f32.f16.f16 (A in registers)",
+    &compute<MmaInput::f16, true>};
+constexpr WarpgroupExchange kRsBf16{
+    "wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 (A in registers)",
+    &compute<MmaInput::bf16, true>};
 
 template <MmaInput Input, bool RegisterA>
 void compute(void* const* threads) {
@@ -213,14 +214,14 @@ void compute(void* const* threads) {
   const auto scale_a = static_cast<float>(lead.scale_a);
   if constexpr (RegisterA) {
     read_register_operand(threads, Input, scale_a, a.data());
-  } else if (!read_shared_operand(m, name, Input, lead.a_descriptor, lead.trans_a, kM, scale_a,
-                                  [base](int row) { return base + 32 * (row / 16); }, a.data(),
-                                  op)) {
+  } else if (!read_shared_operand(
+                 m, name, Input, lead.a_descriptor, lead.trans_a, kM, scale_a,
+                 [base](int row) { return base + 32 * (row / 16); }, a.data(), op)) {
     return;
   }
-  if (!read_shared_operand(m, name, Input, lead.b_descriptor, lead.trans_b, n,
-                           static_cast<float>(lead.scale_b), [base](int) { return base; },
-                           b.data(), op)) {
+  if (!read_shared_operand(
+          m, name, Input, lead.b_descriptor, lead.trans_b, n, static_cast<float>(lead.scale_b),
+          [base](int) { return base; }, b.data(), op)) {
     return;
   }
   // D = A B (+ C), k in order: each product of 16-bit values is exact in fp32.
@@ -237,7 +238,8 @@ void compute(void* const* threads) {
     for (int k = 0; k < kK; ++k) {
       const float x = a[static_cast<std::size_t>(row * kK + k)];
       for (int col = 0; col < n; ++col) {
-        acc[static_cast<std::size_t>(row * n + col)] += x * b[static_cast<std::size_t>(col * kK + k)];
+        acc[static_cast<std::size_t>(row * n + col)] +=
+            x * b[static_cast<std::size_t>(col * kK + k)];
       }
     }
   }
@@ -324,8 +326,8 @@ void wgmma_wait_group(int pending_groups) {
 void wgmma_ss(MmaInput input, int n, float* d, std::uint64_t a_descriptor,
               std::uint64_t b_descriptor, bool scale_d, int scale_a, int scale_b, bool trans_a,
               bool trans_b) {
-  WgmmaThread thread{d,       nullptr, a_descriptor, b_descriptor, n, scale_a,
-                     scale_b, scale_d, trans_a,      trans_b};
+  WgmmaThread thread{d,       nullptr, a_descriptor, b_descriptor, n,
+                     scale_a, scale_b, scale_d,      trans_a,      trans_b};
   warpgroup_exchange(&thread, input == MmaInput::f16 ? kSsF16 : kSsBf16);
 }
 

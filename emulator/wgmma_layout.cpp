@@ -70,8 +70,8 @@ std::uint32_t wgmma_operand_offset(const WgmmaDescriptor& d, bool mn_major, int 
   } else if (d.swizzle == WgmmaSwizzle::none) {
     offset = r % 8 * 2 + r / 8 * d.stride + c % 8 * 16 + c / 8 * d.leading;
   } else {
-    offset = r % 8 * 2 + r / 8 % w * 16 + r / (8 * w) * d.leading + c % 8 * 16 * w +
-             c / 8 * d.stride;
+    offset =
+        r % 8 * 2 + r / 8 % w * 16 + r / (8 * w) * d.leading + c % 8 * 16 * w + c / 8 * d.stride;
   }
   return swizzle_address(d.start + offset, d.swizzle);
 }

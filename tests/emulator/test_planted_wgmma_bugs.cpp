@@ -78,7 +78,7 @@ __global__ void descriptor_differs_in_warp_2(float* out) {
 __global__ void warp_3_never_arrives(float*) {
   fill_ones();
   if (threadIdx.x / 32 == 3) return;  // bug
-  float acc[4] = {};  // no fence first: the mma is the collective left waiting
+  float acc[4] = {};                  // no fence first: the mma is the collective left waiting
   em::wgmma_ss(em::MmaInput::f16, 8, acc, kA, kB, false, 1, 1, false, false);
 }
 

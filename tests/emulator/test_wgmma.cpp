@@ -13,11 +13,12 @@
 
 #include "emulator/launch.hpp"
 #include "tile/memory.cuh"
+#include "tile/wgmma.cuh"
 
 namespace {
 
 namespace em = flashjit::emulator;
-constexpr int kThreads = 128;  // one warpgroup
+constexpr int kThreads = 128;        // one warpgroup
 constexpr int kM = 64, kDepth = 64;  // A is (kM, kDepth); four k16 steps
 constexpr int kSteps = kDepth / 16;
 
@@ -68,12 +69,12 @@ struct Tile {
     int start = base, leading = 0, stride = 0;
     if (!mn_major && swizzled()) {
       start += k0 / (8 * w) * rows * line_bytes() + k0 % (8 * w) * 2;
-      leading = 16;                   // unused
-      stride = 8 * line_bytes();      // next 8 rows
+      leading = 16;               // unused
+      stride = 8 * line_bytes();  // next 8 rows
     } else if (!mn_major) {
       start += k0 / 8 * 128;
-      leading = 128;                  // next 8 k
-      stride = kDepth / 8 * 128;      // next 8 rows
+      leading = 128;              // next 8 k
+      stride = kDepth / 8 * 128;  // next 8 rows
     } else if (swizzled()) {
       start += k0 * line_bytes();
       leading = kDepth * line_bytes();  // next 8W rows
@@ -124,8 +125,8 @@ std::uint32_t bits_of(const T* a, int index) {
 /// The warpgroup copies both images to shared memory, loads C into its accumulators and runs
 /// four chained k16 steps (scale-d on after the first), then stores D (kM, n).
 template <class T>
-__global__ void wgmma_kernel(Case p, const T* a_image, const T* b_image, const T* a,
-                             const float* c, float* d) {
+__global__ void wgmma_kernel(Case p, const T* a_image, const T* b_image, const T* a, const float* c,
+                             float* d) {
   const int t = static_cast<int>(threadIdx.x);
   T* shared = flashjit::dynamic_shared<T>();
   for (int i = t; i < p.a_elements; i += kThreads) {
@@ -138,7 +139,8 @@ __global__ void wgmma_kernel(Case p, const T* a_image, const T* b_image, const T
   __syncthreads();
   float acc[128];  // (n / 2)
   for (int i = 0; i < p.n / 2; ++i) {
-    acc[i] = flashjit::load_global(c, accumulator_spot(t, i).row * p.n + accumulator_spot(t, i).col);
+    acc[i] =
+        flashjit::load_global(c, accumulator_spot(t, i).row * p.n + accumulator_spot(t, i).col);
   }
   constexpr auto input =
       std::is_same_v<T, flashjit::half_t> ? em::MmaInput::f16 : em::MmaInput::bf16;
@@ -184,12 +186,19 @@ int mismatches(const Variant& v, unsigned seed) {
   for (T& x : a) x = flashjit::from_float<T>(normal(rng));
   for (T& x : b_t) x = flashjit::from_float<T>(normal(rng));
   for (float& x : c) x = normal(rng);
-  const Tile a_tile = make_tile(v.swizzle, v.trans_a, kM), b_tile = make_tile(v.swizzle, v.trans_b, n);
-  std::vector<T> a_image(static_cast<std::size_t>(a_tile.bytes() / 2), flashjit::from_float<T>(0.0f));
-  std::vector<T> b_image(static_cast<std::size_t>(b_tile.bytes() / 2), flashjit::from_float<T>(0.0f));
+  const Tile a_tile = make_tile(v.swizzle, v.trans_a, kM),
+             b_tile = make_tile(v.swizzle, v.trans_b, n);
+  std::vector<T> a_image(static_cast<std::size_t>(a_tile.bytes() / 2),
+                         flashjit::from_float<T>(0.0f));
+  std::vector<T> b_image(static_cast<std::size_t>(b_tile.bytes() / 2),
+                         flashjit::from_float<T>(0.0f));
   for (int k = 0; k < kDepth; ++k) {
-    for (int m = 0; m < kM; ++m) a_image[static_cast<std::size_t>(a_tile.byte_of(m, k) / 2)] = a[static_cast<std::size_t>(m * kDepth + k)];
-    for (int j = 0; j < n; ++j) b_image[static_cast<std::size_t>(b_tile.byte_of(j, k) / 2)] = b_t[static_cast<std::size_t>(j * kDepth + k)];
+    for (int m = 0; m < kM; ++m)
+      a_image[static_cast<std::size_t>(a_tile.byte_of(m, k) / 2)] =
+          a[static_cast<std::size_t>(m * kDepth + k)];
+    for (int j = 0; j < n; ++j)
+      b_image[static_cast<std::size_t>(b_tile.byte_of(j, k) / 2)] =
+          b_t[static_cast<std::size_t>(j * kDepth + k)];
   }
   const int b_base = (a_tile.bytes() + 1023) / 1024 * 1024;
   Case p{};
@@ -214,8 +223,8 @@ int mismatches(const Variant& v, unsigned seed) {
                   em::buffer_of(b_image.data(), b_image.size(), "b_image"),
                   em::buffer_of(a.data(), a.size(), "a"), em::buffer_of(c.data(), c.size(), "c"),
                   em::buffer_of(d.data(), d.size(), "d")}};
-  const em::Report report = em::launch(&wgmma_kernel<T>, config, p, a_image.data(),
-                                       b_image.data(), a.data(), c.data(), d.data());
+  const em::Report report = em::launch(&wgmma_kernel<T>, config, p, a_image.data(), b_image.data(),
+                                       a.data(), c.data(), d.data());
   REQUIRE_MESSAGE(report.clean(), report);
   CHECK(report.work.tensor_flops == std::uint64_t(2) * kM * static_cast<std::uint64_t>(n) * kDepth);
   int wrong = 0;
@@ -224,8 +233,9 @@ int mismatches(const Variant& v, unsigned seed) {
       double expected = v.scale_d ? c[static_cast<std::size_t>(m * n + j)] : 0.0;
       double magnitude = std::fabs(expected);
       for (int k = 0; k < kDepth; ++k) {
-        const double product = double(flashjit::to_float(a[static_cast<std::size_t>(m * kDepth + k)])) *
-                               flashjit::to_float(b_t[static_cast<std::size_t>(j * kDepth + k)]);
+        const double product =
+            double(flashjit::to_float(a[static_cast<std::size_t>(m * kDepth + k)])) *
+            flashjit::to_float(b_t[static_cast<std::size_t>(j * kDepth + k)]);
         expected += product;
         magnitude += std::fabs(product);
       }
@@ -262,4 +272,112 @@ TEST_CASE_TEMPLATE("wgmma m64nNk16 equals A B (+ C) for every swizzle, major-nes
       }
     }
   }
+}
+
+namespace {
+
+/// The tile library's entry points (tile/wgmma.cuh) on the emulator: A (64 x 64) and B
+/// (N x 64) K-major with the 128B swizzle, descriptors from make_descriptor, k-steps by moving
+/// the start 32 bytes along the swizzled rows. `RegisterA`: A from FragmentA registers instead.
+template <int N, bool RegisterA>
+__global__ void tile_wgmma_kernel(const flashjit::bfloat16_t* a_image,
+                                  const flashjit::bfloat16_t* b_image,
+                                  const flashjit::bfloat16_t* a, float* d) {
+  using flashjit::bfloat16_t;
+  const int t = static_cast<int>(threadIdx.x);
+  auto* shared = flashjit::dynamic_shared<bfloat16_t>();
+  bfloat16_t* a_smem = shared;                // (64, 64), 8 KiB
+  bfloat16_t* b_smem = shared + kM * kDepth;  // (N, 64)
+  for (int i = t; i < kM * kDepth; i += kThreads) {
+    flashjit::store_shared(a_smem, i,
+                           flashjit::from_float<bfloat16_t>(flashjit::load_global(a_image, i)));
+  }
+  for (int i = t; i < N * kDepth; i += kThreads) {
+    flashjit::store_shared(b_smem, i,
+                           flashjit::from_float<bfloat16_t>(flashjit::load_global(b_image, i)));
+  }
+  __syncthreads();
+  float acc[N / 2] = {};
+  flashjit::wgmma_fence();
+  for (int step = 0; step < kSteps; ++step) {
+    const auto b_desc = flashjit::make_descriptor(b_smem + 16 * step, 16, 1024,
+                                                  flashjit::WgmmaLayout::swizzle_128b);
+    if constexpr (RegisterA) {
+      flashjit::FragmentA fragment;
+      for (int r = 0; r < 4; ++r) {
+        const Spot lo = a_fragment_spot(t % 32, r, 0), hi = a_fragment_spot(t % 32, r, 1);
+        const int row0 = 16 * (t / 32), k0 = 16 * step;
+        fragment.regs[r] = bits_of(a, (row0 + lo.row) * kDepth + k0 + lo.col) |
+                           bits_of(a, (row0 + hi.row) * kDepth + k0 + hi.col) << 16;
+      }
+      flashjit::wgmma_rs<bfloat16_t, N>(acc, fragment, b_desc, step > 0);
+    } else {
+      const auto a_desc = flashjit::make_descriptor(a_smem + 16 * step, 16, 1024,
+                                                    flashjit::WgmmaLayout::swizzle_128b);
+      flashjit::wgmma_ss<bfloat16_t, N>(acc, a_desc, b_desc, step > 0);
+    }
+  }
+  flashjit::wgmma_commit_group();
+  flashjit::wgmma_wait_group<0>();
+  for (int i = 0; i < N / 2; ++i) {
+    flashjit::store_global(d, accumulator_spot(t, i).row * N + accumulator_spot(t, i).col, acc[i]);
+  }
+}
+
+template <int N, bool RegisterA>
+void check_tile_wgmma() {
+  using flashjit::bfloat16_t;
+  std::mt19937 rng(N + RegisterA);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<bfloat16_t> a(kM * kDepth), b_t(N * kDepth);
+  for (auto& x : a) x = flashjit::from_float<bfloat16_t>(normal(rng));
+  for (auto& x : b_t) x = flashjit::from_float<bfloat16_t>(normal(rng));
+  const Tile a_tile = make_tile(kSwizzles[3], false, kM),
+             b_tile = make_tile(kSwizzles[3], false, N);
+  std::vector<bfloat16_t> a_image(a.size()), b_image(b_t.size());
+  for (int k = 0; k < kDepth; ++k) {
+    for (int m = 0; m < kM; ++m)
+      a_image[static_cast<std::size_t>(a_tile.byte_of(m, k) / 2)] =
+          a[static_cast<std::size_t>(m * kDepth + k)];
+    for (int j = 0; j < N; ++j)
+      b_image[static_cast<std::size_t>(b_tile.byte_of(j, k) / 2)] =
+          b_t[static_cast<std::size_t>(j * kDepth + k)];
+  }
+  std::vector<float> d(kM * N, std::nanf(""));
+  em::LaunchConfig config{
+      .kernel_name = "tile_wgmma",
+      .grid = {1},
+      .block = {kThreads},
+      .shared_bytes = (kM + N) * kDepth * 2,
+      .buffers = {em::buffer_of(a_image.data(), a_image.size(), "a_image"),
+                  em::buffer_of(b_image.data(), b_image.size(), "b_image"),
+                  em::buffer_of(a.data(), a.size(), "a"), em::buffer_of(d.data(), d.size(), "d")}};
+  const em::Report report = em::launch(&tile_wgmma_kernel<N, RegisterA>, config, a_image.data(),
+                                       b_image.data(), a.data(), d.data());
+  REQUIRE_MESSAGE(report.clean(), report);
+  int wrong = 0;
+  for (int m = 0; m < kM; ++m) {
+    for (int j = 0; j < N; ++j) {
+      double expected = 0.0, magnitude = 0.0;
+      for (int k = 0; k < kDepth; ++k) {
+        const double product =
+            double(flashjit::to_float(a[static_cast<std::size_t>(m * kDepth + k)])) *
+            flashjit::to_float(b_t[static_cast<std::size_t>(j * kDepth + k)]);
+        expected += product;
+        magnitude += std::fabs(product);
+      }
+      wrong +=
+          std::fabs(d[static_cast<std::size_t>(m * N + j)] - expected) <= 1e-5 * magnitude + 1e-6
+              ? 0
+              : 1;
+    }
+  }
+  CHECK(wrong == 0);
+}
+
+}  // namespace
+
+TEST_CASE("tile/wgmma.cuh's entry points run on the emulator (SS N = 64, RS N = 128, bf16)") {
+  check_tile_wgmma<64, false>();
+  check_tile_wgmma<128, true>();
 }

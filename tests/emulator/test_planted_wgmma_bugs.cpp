@@ -28,7 +28,8 @@ constexpr std::uint64_t kA = descriptor(0), kB = descriptor(2048);
 // Every thread fills its share of shared memory with ones, then the block synchronizes.
 void fill_ones() {
   auto* shared = flashjit::dynamic_shared<std::uint16_t>();
-  for (int i = static_cast<int>(threadIdx.x); i < kSharedBytes / 2; i += kThreads) {
+  for (int i = static_cast<int>(threadIdx.x); i < kSharedBytes / 2;
+       i += static_cast<int>(blockDim.x)) {
     flashjit::store_shared(shared, i, kHalfOne);
   }
   __syncthreads();
@@ -104,11 +105,32 @@ __global__ void with_a_descriptor(float* out) {
   flashjit::store_global(out, static_cast<int>(threadIdx.x), acc[0]);
 }
 
-em::Report run(void (*kernel)(float*), std::vector<float>& out) {
-  out.assign(2 * kThreads, 0.0f);
+/// Two warpgroups, each with two groups in flight: wait_group 1 lands only the older one.
+/// Warpgroup 1 negates A (imm-scale-a -1). out[t] after wait 1: the first group's D and the
+/// second's old value; out[256 + t] after wait 0: the second's D (chained on the first's).
+__global__ void two_groups_two_warpgroups(float* out) {
+  const int t = static_cast<int>(threadIdx.x);
+  fill_ones();
+  const int scale_a = t < kThreads ? 1 : -1;
+  float first[4] = {}, second[4] = {-1.0f, -1.0f, -1.0f, -1.0f};
+  em::wgmma_fence();
+  em::wgmma_ss(em::MmaInput::f16, 8, first, kA, kB, false, scale_a, 1, false, false);
+  em::wgmma_commit_group();
+  em::wgmma_ss(em::MmaInput::f16, 8, second, kA, kB, true, scale_a, 1, false, false);
+  em::wgmma_ss(em::MmaInput::f16, 8, second, kA, kB, true, scale_a, 1, false, false);
+  em::wgmma_commit_group();
+  em::wgmma_wait_group(1);
+  flashjit::store_global(out, t, first[0]);
+  flashjit::store_global(out, 2 * kThreads + t, second[0]);
+  em::wgmma_wait_group(0);
+  flashjit::store_global(out, 4 * kThreads + t, second[0]);
+}
+
+em::Report run(void (*kernel)(float*), std::vector<float>& out, int threads = kThreads) {
+  out.assign(6 * kThreads, 0.0f);
   em::LaunchConfig config{.kernel_name = "planted",
                           .grid = {1},
-                          .block = {kThreads},
+                          .block = {static_cast<unsigned>(threads)},
                           .shared_bytes = kSharedBytes,
                           .buffers = {em::buffer_of(out.data(), out.size(), "out")}};
   return em::launch(kernel, config, out.data());
@@ -228,4 +250,18 @@ TEST_CASE("wgmma descriptors the emulator cannot honour are rejected, not guesse
     CHECK(mentions(finding, "wgmma.mma_async"));
     CHECK(finding.offset >= kSharedBytes);
   }
+}
+
+TEST_CASE("wgmma.wait_group N lands all but the N newest groups, per warpgroup") {
+  std::vector<float> out;
+  const em::Report report = run(two_groups_two_warpgroups, out, 2 * kThreads);
+  CHECK_MESSAGE(report.clean(), report);
+  for (const int t : {0, 77, kThreads + 5, 2 * kThreads - 1}) {
+    CAPTURE(t);
+    const float sign = t < kThreads ? 1.0f : -1.0f;
+    CHECK(out[static_cast<std::size_t>(t)] == 16.0f * sign);
+    CHECK(out[static_cast<std::size_t>(2 * kThreads + t)] == -1.0f);  // still in flight
+    CHECK(out[static_cast<std::size_t>(4 * kThreads + t)] == 32.0f * sign - 1.0f);
+  }
+  CHECK(report.work.tensor_flops == 2 * 3 * 2 * 64 * 8 * 16);
 }

@@ -96,6 +96,8 @@ struct WgmmaOp {
 struct WgmmaQueue {
   std::vector<WgmmaOp> ops;
   std::uint32_t open_group = 1;  // the group uncommitted operations will join
+  bool fenced = false;           // a wgmma.fence since the block started
+  std::vector<WgmmaOp> landed;   // the newest few landed since the last wgmma.fence
 };
 
 struct Machine {

@@ -16,6 +16,8 @@ std::string_view to_string(FindingKind kind) {
       return "async_copy_pending";
     case FindingKind::wgmma_operand_in_flight:
       return "wgmma_operand_in_flight";
+    case FindingKind::wgmma_fence_missing:
+      return "wgmma_fence_missing";
     case FindingKind::misaligned_access:
       return "misaligned_access";
     case FindingKind::invalid_operand:

@@ -20,6 +20,7 @@ enum class FindingKind {
                             // warps between __syncthreads, or lanes of one warp between warp syncs
   async_copy_pending,       // a shared access to bytes a cp.async has not landed in yet
   wgmma_operand_in_flight,  // a write to shared bytes a wgmma still reads (not yet waited for)
+  wgmma_fence_missing,      // a wgmma with no wgmma.fence after the registers it uses changed
   misaligned_access,        // an ldmatrix row or cp.async address off its required alignment
   invalid_operand,          // an operand the PTX ISA does not allow (cp.async size, ldmatrix count,
                             // wgmma descriptors that differ across the warpgroup or are rejected)

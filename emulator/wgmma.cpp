@@ -14,11 +14,13 @@
 // then: bounds, races, pending cp.async), and its results land in the accumulator registers
 // only at the wait_group that completes it, so a kernel reading them early sees the old
 // values. Until then the shared bytes it read are marked in the shadow, and a generic-proxy
-// write to one is reported (wgmma_operand_in_flight). An operation reading accumulators that
-// an in-flight one of the same shape writes takes that one's result: the PTX ISA orders
-// accumulator accesses across wgmma of the same shape without a fence. The shared reads are
-// recorded as reads by lane 0 of the warp owning the A rows (all of B: the warpgroup's first
-// thread), since the race checker knows threads, not warpgroups.
+// write to one is reported (wgmma_operand_in_flight). wgmma.fence is checked where the
+// emulator can see its need (check_fence: the first wgmma, accumulators changed after their
+// wait). An operation reading accumulators that an in-flight one of the same shape writes
+// takes that one's result: the PTX ISA orders accumulator accesses across wgmma of the same
+// shape without a fence. The shared reads are recorded as reads by lane 0 of the warp owning
+// the A rows (all of B: the warpgroup's first thread), since the race checker knows threads,
+// not warpgroups; so a write by another warp after the wait still needs a __syncthreads.
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -185,6 +187,41 @@ const float* accumulator_source(const WgmmaQueue& queue, float* d, int t, int re
   return d;
 }
 
+void report_missing_fence(Machine& m, int thread, const char* name, const std::string& why) {
+  Finding finding;
+  finding.kind = FindingKind::wgmma_fence_missing;
+  finding.message = std::string(name) + ": " + why +
+                    "; the PTX ISA requires a wgmma.fence between register accesses and a wgmma "
+                    "using the same registers";
+  detail::record(m, thread, std::move(finding));
+}
+
+// The fence rule where the emulator can see it: the warpgroup's first wgmma follows a fence,
+// and accumulators that a wait_group delivered and the thread then changed (a rescale, a
+// reset) are fenced before a wgmma uses them again. Reads of them are invisible here.
+void check_fence(Machine& m, const WgmmaQueue& queue, void* const* threads, int registers,
+                 const char* name) {
+  const int base = warpgroup_base(m);
+  if (!queue.fenced) {
+    report_missing_fence(m, base, name, "no wgmma.fence before the warpgroup's first wgmma");
+    return;
+  }
+  for (int t = 0; t < kWarpgroupThreads; ++t) {
+    const float* d = at(threads, t).d;
+    for (auto op = queue.landed.rbegin(); op != queue.landed.rend(); ++op) {
+      if (op->d[static_cast<std::size_t>(t)] != d || op->registers != registers) continue;
+      const float* delivered = op->result.data() + static_cast<std::size_t>(t * registers);
+      if (std::memcmp(d, delivered, static_cast<std::size_t>(registers) * sizeof(float)) != 0) {
+        report_missing_fence(m, base + t, name,
+                             "this thread changed its accumulators after the wgmma.wait_group "
+                             "that delivered them, with no wgmma.fence since");
+        return;
+      }
+      break;
+    }
+  }
+}
+
 template <MmaInput Input, bool RegisterA>
 void compute(void* const* threads);
 
@@ -208,6 +245,7 @@ void compute(void* const* threads) {
   if (!uniform(m, threads, name) || !valid_immediates(m, lead, name)) return;
   const int base = warpgroup_base(m), n = lead.n, registers = n / 2;
   WgmmaQueue& queue = m.wgmma_queues[static_cast<std::size_t>(base / kWarpgroupThreads)];
+  check_fence(m, queue, threads, registers, name);
   WgmmaOp op;
   op.name = name;
   std::vector<float> a(kM * kK), b(static_cast<std::size_t>(n * kK));  // (64, 16), (n, 16)
@@ -261,7 +299,13 @@ void compute(void* const* threads) {
   queue.ops.push_back(std::move(op));
 }
 
-void fence_compute(void* const*) {}  // register ordering is implied by computing at issue
+// Register ordering itself is implied by computing at issue; the fence is only tracked.
+void fence_compute(void* const*) {
+  Machine& m = *detail::active();
+  WgmmaQueue& queue = m.wgmma_queues[static_cast<std::size_t>(m.current / kWarpgroupThreads)];
+  queue.fenced = true;
+  queue.landed.clear();
+}
 
 void commit_compute(void* const*) {
   Machine& m = *detail::active();
@@ -298,6 +342,11 @@ void wait_compute(void* const* threads) {
   const std::uint32_t last_complete = committed - keep;
   auto end = queue.ops.begin();
   for (; end != queue.ops.end() && end->group <= last_complete; ++end) land(m, *end);
+  constexpr std::size_t kLandedKept = 8;  // enough for the accumulators of a main loop
+  for (auto op = queue.ops.begin(); op != end; ++op) {
+    if (queue.landed.size() == kLandedKept) queue.landed.erase(queue.landed.begin());
+    queue.landed.push_back(std::move(*op));
+  }
   queue.ops.erase(queue.ops.begin(), end);
 }
 

@@ -126,6 +126,33 @@ __global__ void two_groups_two_warpgroups(float* out) {
   flashjit::store_global(out, 4 * kThreads + t, second[0]);
 }
 
+/// Rescales the delivered accumulators (as a softmax correction does) between two wgmma; the
+/// fence before the second is the fix.
+template <bool Fenced>
+__global__ void rescale_between_wgmma(float* out) {
+  const int t = static_cast<int>(threadIdx.x);
+  fill_ones();
+  float acc[4] = {};
+  em::wgmma_fence();
+  em::wgmma_ss(em::MmaInput::f16, 8, acc, kA, kB, false, 1, 1, false, false);
+  em::wgmma_commit_group();
+  em::wgmma_wait_group(0);
+  for (float& x : acc) x *= 0.5f;
+  if (Fenced) em::wgmma_fence();  // the bug is leaving this out
+  em::wgmma_ss(em::MmaInput::f16, 8, acc, kA, kB, true, 1, 1, false, false);
+  em::wgmma_commit_group();
+  em::wgmma_wait_group(0);
+  flashjit::store_global(out, t, acc[0]);
+}
+
+__global__ void no_fence_at_all(float*) {
+  fill_ones();
+  float acc[4] = {};
+  em::wgmma_ss(em::MmaInput::f16, 8, acc, kA, kB, false, 1, 1, false, false);  // bug
+  em::wgmma_commit_group();
+  em::wgmma_wait_group(0);
+}
+
 em::Report run(void (*kernel)(float*), std::vector<float>& out, int threads = kThreads) {
   out.assign(6 * kThreads, 0.0f);
   em::LaunchConfig config{.kernel_name = "planted",
@@ -264,4 +291,28 @@ TEST_CASE("wgmma.wait_group N lands all but the N newest groups, per warpgroup")
     CHECK(out[static_cast<std::size_t>(4 * kThreads + t)] == 32.0f * sign - 1.0f);
   }
   CHECK(report.work.tensor_flops == 2 * 3 * 2 * 64 * 8 * 16);
+}
+
+TEST_CASE("accumulators changed after their wait and used by a wgmma with no fence between") {
+  std::vector<float> out;
+  const em::Report report = run(rescale_between_wgmma<false>, out);
+  INFO(report);
+  REQUIRE(report.count(em::FindingKind::wgmma_fence_missing) == 1);
+  const em::Finding& finding = *report.first(em::FindingKind::wgmma_fence_missing);
+  CHECK(finding.thread.x == 0);
+  CHECK(mentions(finding, "wgmma.mma_async"));
+  CHECK(mentions(finding, "changed its accumulators"));
+  CHECK(report.findings.size() == 1);
+
+  const em::Report fenced = run(rescale_between_wgmma<true>, out);
+  CHECK_MESSAGE(fenced.clean(), fenced);
+  CHECK(out[9] == 24.0f);  // 16 / 2 + 16
+}
+
+TEST_CASE("a warpgroup's first wgmma with no wgmma.fence before it is reported") {
+  std::vector<float> out;
+  const em::Report report = run(no_fence_at_all, out);
+  INFO(report);
+  REQUIRE(report.count(em::FindingKind::wgmma_fence_missing) == 1);
+  CHECK(mentions(*report.first(em::FindingKind::wgmma_fence_missing), "first wgmma"));
 }

@@ -205,6 +205,12 @@ std::string describe_warpgroup_wait(const Machine& machine, int thread);
 /// Prepares the warpgroup collectives and wgmma queues for a new block of `threads` threads;
 /// operations an abandoned block left in flight are dropped, with their shadow marks.
 void reset_warpgroups(Machine& machine, std::size_t threads);
+/// Reports a wgmma by the running thread's warpgroup that needed a wgmma.fence it did not get:
+/// the warpgroup's first, or one using accumulators `d` (each thread's; `registers` each) that
+/// a thread changed after the wait_group that delivered them.
+void check_wgmma_fence(Machine& machine, const WgmmaQueue& queue,
+                       const std::array<float*, kWarpgroupThreads>& d, int registers,
+                       const char* name);
 /// The in-flight wgmma reading shared `offset` and its warpgroup, or nullptr.
 const WgmmaOp* wgmma_reader(const Machine& machine, std::size_t offset, int& warpgroup);
 

@@ -51,7 +51,7 @@ struct Finding {
 /// judged without a GPU. Bytes are those the instructions move (a 16-byte cp.async whose source
 /// is zero-filled reads none of it from global memory; it still writes 16 shared bytes).
 struct WorkCounters {
-  std::uint64_t tensor_flops = 0;          // 2·m·n·k per warp-wide mma (m16n8k16: 4096)
+  std::uint64_t tensor_flops = 0;          // 2·m·n·k per mma (m16n8k16: 4096, m64nNk16: 2048 N)
   std::uint64_t shared_bytes_read = 0;     // ldmatrix, wgmma operands and plain shared loads
   std::uint64_t shared_bytes_written = 0;  // plain shared stores and cp.async destinations
   std::uint64_t global_bytes_read = 0;     // plain global loads and cp.async sources

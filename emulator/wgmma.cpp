@@ -1,6 +1,6 @@
-// wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16} and wgmma.fence / commit_group /
-// wait_group on the emulator, from the PTX ISA chapter "Asynchronous Warpgroup Level Matrix
-// Multiply-Accumulate Instructions":
+// wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16} on the emulator (its fence and
+// commit/wait groups: wgmma_groups.cpp), from the PTX ISA chapter "Asynchronous Warpgroup Level
+// Matrix Multiply-Accumulate Instructions":
 //  - a warpgroup collective (.sync.aligned): the 128 threads of warps 4k..4k+3 execute the
 //    same instruction; "the contents of a matrix descriptor must be same across all the warps
 //    in the warpgroup" (the emulator requires the same operands in every thread, else reports
@@ -15,13 +15,12 @@
 // only at the wait_group that completes it, so a kernel reading them early sees the old
 // values. Until then the shared bytes it read are marked in the shadow, and a generic-proxy
 // write to one is reported (wgmma_operand_in_flight). wgmma.fence is checked where the
-// emulator can see its need (check_fence: the first wgmma, accumulators changed after their
+// emulator can see its need (check_wgmma_fence: the first wgmma, accumulators changed after their
 // wait). An operation reading accumulators that an in-flight one of the same shape writes
 // takes that one's result: the PTX ISA orders accumulator accesses across wgmma of the same
 // shape without a fence. The shared reads are recorded as reads by lane 0 of the warp owning
 // the A rows (all of B: the warpgroup's first thread), since the race checker knows threads,
 // not warpgroups; so a write by another warp after the wait still needs a __syncthreads.
-#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -187,41 +186,6 @@ const float* accumulator_source(const WgmmaQueue& queue, float* d, int t, int re
   return d;
 }
 
-void report_missing_fence(Machine& m, int thread, const char* name, const std::string& why) {
-  Finding finding;
-  finding.kind = FindingKind::wgmma_fence_missing;
-  finding.message = std::string(name) + ": " + why +
-                    "; the PTX ISA requires a wgmma.fence between register accesses and a wgmma "
-                    "using the same registers";
-  detail::record(m, thread, std::move(finding));
-}
-
-// The fence rule where the emulator can see it: the warpgroup's first wgmma follows a fence,
-// and accumulators that a wait_group delivered and the thread then changed (a rescale, a
-// reset) are fenced before a wgmma uses them again. Reads of them are invisible here.
-void check_fence(Machine& m, const WgmmaQueue& queue, void* const* threads, int registers,
-                 const char* name) {
-  const int base = warpgroup_base(m);
-  if (!queue.fenced) {
-    report_missing_fence(m, base, name, "no wgmma.fence before the warpgroup's first wgmma");
-    return;
-  }
-  for (int t = 0; t < kWarpgroupThreads; ++t) {
-    const float* d = at(threads, t).d;
-    for (auto op = queue.landed.rbegin(); op != queue.landed.rend(); ++op) {
-      if (op->d[static_cast<std::size_t>(t)] != d || op->registers != registers) continue;
-      const float* delivered = op->result.data() + static_cast<std::size_t>(t * registers);
-      if (std::memcmp(d, delivered, static_cast<std::size_t>(registers) * sizeof(float)) != 0) {
-        report_missing_fence(m, base + t, name,
-                             "this thread changed its accumulators after the wgmma.wait_group "
-                             "that delivered them, with no wgmma.fence since");
-        return;
-      }
-      break;
-    }
-  }
-}
-
 template <MmaInput Input, bool RegisterA>
 void compute(void* const* threads);
 
@@ -245,9 +209,10 @@ void compute(void* const* threads) {
   if (!uniform(m, threads, name) || !valid_immediates(m, lead, name)) return;
   const int base = warpgroup_base(m), n = lead.n, registers = n / 2;
   WgmmaQueue& queue = m.wgmma_queues[static_cast<std::size_t>(base / kWarpgroupThreads)];
-  check_fence(m, queue, threads, registers, name);
   WgmmaOp op;
   op.name = name;
+  for (int t = 0; t < kWarpgroupThreads; ++t) op.d[static_cast<std::size_t>(t)] = at(threads, t).d;
+  detail::check_wgmma_fence(m, queue, op.d, registers, name);
   std::vector<float> a(kM * kK), b(static_cast<std::size_t>(n * kK));  // (64, 16), (n, 16)
   const auto scale_a = static_cast<float>(lead.scale_a);
   if constexpr (RegisterA) {
@@ -264,9 +229,8 @@ void compute(void* const* threads) {
   }
   // D = A B (+ C), k in order: each product of 16-bit values is exact in fp32.
   std::vector<float> acc(static_cast<std::size_t>(kM * n), 0.0f);  // (64, n)
-  for (int t = 0; t < kWarpgroupThreads; ++t) {
-    if (!lead.scale_d) break;
-    const float* c = accumulator_source(queue, at(threads, t).d, t, registers);
+  for (int t = 0; t < kWarpgroupThreads && lead.scale_d; ++t) {
+    const float* c = accumulator_source(queue, op.d[static_cast<std::size_t>(t)], t, registers);
     for (int i = 0; i < registers; ++i) {
       const Spot s = accumulator_spot(t, i);
       acc[static_cast<std::size_t>(s.row * n + s.col)] = c[i];
@@ -285,7 +249,6 @@ void compute(void* const* threads) {
   op.registers = registers;
   op.result.resize(static_cast<std::size_t>(kWarpgroupThreads * registers));
   for (int t = 0; t < kWarpgroupThreads; ++t) {
-    op.d[static_cast<std::size_t>(t)] = at(threads, t).d;
     for (int i = 0; i < registers; ++i) {
       const Spot s = accumulator_spot(t, i);
       op.result[static_cast<std::size_t>(t * registers + i)] =
@@ -299,78 +262,7 @@ void compute(void* const* threads) {
   queue.ops.push_back(std::move(op));
 }
 
-// Register ordering itself is implied by computing at issue; the fence is only tracked.
-void fence_compute(void* const*) {
-  Machine& m = *detail::active();
-  WgmmaQueue& queue = m.wgmma_queues[static_cast<std::size_t>(m.current / kWarpgroupThreads)];
-  queue.fenced = true;
-  queue.landed.clear();
-}
-
-void commit_compute(void* const*) {
-  Machine& m = *detail::active();
-  ++m.wgmma_queues[static_cast<std::size_t>(m.current / kWarpgroupThreads)].open_group;
-}
-
-// Lands `op`: the results reach the accumulator registers and the shared reads end.
-void land(Machine& m, const WgmmaOp& op) {
-  for (int t = 0; t < kWarpgroupThreads; ++t) {
-    const float* result = op.result.data() + static_cast<std::size_t>(t * op.registers);
-    std::copy(result, result + op.registers, op.d[static_cast<std::size_t>(t)]);
-  }
-  for (const std::uint32_t chunk : op.chunks) {
-    for (std::uint32_t byte = chunk; byte < chunk + 16; ++byte) {
-      if (m.shadow[byte].wgmma_reads != 0) --m.shadow[byte].wgmma_reads;
-    }
-  }
-}
-
-void wait_compute(void* const* threads) {
-  Machine& m = *detail::active();
-  const int base = warpgroup_base(m);
-  const int pending = *static_cast<const int*>(threads[0]);
-  for (int t = 1; t < kWarpgroupThreads; ++t) {
-    if (*static_cast<const int*>(threads[t]) == pending) continue;
-    report(m, base + t, base, "wgmma.wait_group.sync.aligned",
-           "N differs from the warpgroup's first thread's (" + std::to_string(pending) + ")");
-    return;
-  }
-  WgmmaQueue& queue = m.wgmma_queues[static_cast<std::size_t>(base / kWarpgroupThreads)];
-  const std::uint32_t committed = queue.open_group - 1;  // groups 1..committed
-  const auto keep = static_cast<std::uint32_t>(std::max(pending, 0));
-  if (committed <= keep) return;
-  const std::uint32_t last_complete = committed - keep;
-  auto end = queue.ops.begin();
-  for (; end != queue.ops.end() && end->group <= last_complete; ++end) land(m, *end);
-  constexpr std::size_t kLandedKept = 8;  // enough for the accumulators of a main loop
-  for (auto op = queue.ops.begin(); op != end; ++op) {
-    if (queue.landed.size() == kLandedKept) queue.landed.erase(queue.landed.begin());
-    queue.landed.push_back(std::move(*op));
-  }
-  queue.ops.erase(queue.ops.begin(), end);
-}
-
-constexpr WarpgroupExchange kFence{"wgmma.fence.sync.aligned", &fence_compute};
-constexpr WarpgroupExchange kCommit{"wgmma.commit_group.sync.aligned", &commit_compute};
-constexpr WarpgroupExchange kWait{"wgmma.wait_group.sync.aligned", &wait_compute};
-
 }  // namespace
-
-void wgmma_fence() { warpgroup_exchange(nullptr, kFence); }
-
-void wgmma_commit_group() { warpgroup_exchange(nullptr, kCommit); }
-
-void wgmma_wait_group(int pending_groups) {
-  if (pending_groups < 0) {
-    detail::Machine* m = detail::active();
-    if (m != nullptr && m->current >= 0) {
-      report(*m, m->current, -1, "wgmma.wait_group.sync.aligned",
-             "N = " + std::to_string(pending_groups) + " must be a non-negative constant");
-    }
-    return;
-  }
-  warpgroup_exchange(&pending_groups, kWait);
-}
 
 void wgmma_ss(MmaInput input, int n, float* d, std::uint64_t a_descriptor,
               std::uint64_t b_descriptor, bool scale_d, int scale_a, int scale_b, bool trans_a,
@@ -387,22 +279,3 @@ void wgmma_rs(MmaInput input, int n, float* d, const std::uint32_t (&a)[4],
 }
 
 }  // namespace flashjit::emulator
-
-namespace flashjit::emulator::detail {
-
-const WgmmaOp* wgmma_reader(const Machine& m, std::size_t offset, int& warpgroup) {
-  for (std::size_t g = 0; g < m.wgmma_queues.size(); ++g) {
-    for (const WgmmaOp& op : m.wgmma_queues[g].ops) {
-      for (const std::uint32_t chunk : op.chunks) {
-        if (offset >= chunk && offset < chunk + 16u) {
-          warpgroup = static_cast<int>(g);
-          return &op;
-        }
-      }
-    }
-  }
-  warpgroup = -1;
-  return nullptr;
-}
-
-}  // namespace flashjit::emulator::detail

@@ -1,9 +1,9 @@
 // The memory checks: every global access must lie inside one registered buffer, every shared
 // access inside the launch's dynamic shared size, no shared byte may be touched by two threads
 // unordered with one of them writing (race_shadow.cpp has the rule), and none while a cp.async
-// is still copying into it, and no write to bytes an in-flight wgmma reads. An access that fails is
-// reported and skipped (a read yields zero), so one launch reports every bug rather than crashing.
-// The clean path builds no text.
+// is still copying into it, and no byte an in-flight wgmma reads may be written. An access
+// that fails is reported and skipped (a read yields zero), so one launch reports every bug
+// rather than crashing. The clean path builds no text.
 #include <cstdint>
 #include <cstdio>
 #include <limits>

@@ -67,15 +67,15 @@ void report_deadlock(Machine& machine) {
                                            : first_in_state(machine, ThreadState::at_barrier);
   Finding finding;
   finding.kind = FindingKind::deadlock;
-  if (in_warp_op < 0 && in_warpgroup_op >= 0) {
-    finding.message = describe_warpgroup_wait(machine, in_warpgroup_op);
-  } else if (in_warp_op >= 0) {
+  if (in_warp_op >= 0) {
     const WarpCollective& c = machine.warps[static_cast<std::size_t>(in_warp_op) / 32];
     char detail[160];
     std::snprintf(detail, sizeof detail,
                   "waits in warp collective %s (mask 0x%08x, arrived 0x%08x)", collective_name(c),
                   c.mask, c.arrived);
     finding.message = detail;
+  } else if (in_warpgroup_op >= 0) {
+    finding.message = describe_warpgroup_wait(machine, in_warpgroup_op);
   } else {
     finding.message = "waits at __syncthreads that other threads cannot reach";
   }

@@ -126,6 +126,19 @@ __global__ void two_groups_two_warpgroups(float* out) {
   flashjit::store_global(out, 4 * kThreads + t, second[0]);
 }
 
+/// The warpgroup fills the operands and issues the wgmma with no __syncthreads between.
+__global__ void no_barrier_before_wgmma(float*) {
+  auto* shared = flashjit::dynamic_shared<std::uint16_t>();
+  for (int i = static_cast<int>(threadIdx.x); i < kSharedBytes / 2; i += kThreads) {
+    flashjit::store_shared(shared, i, kHalfOne);
+  }  // bug: no __syncthreads
+  float acc[4] = {};
+  em::wgmma_fence();
+  em::wgmma_ss(em::MmaInput::f16, 8, acc, kA, kB, false, 1, 1, false, false);
+  em::wgmma_commit_group();
+  em::wgmma_wait_group(0);
+}
+
 /// Rescales the delivered accumulators (as a softmax correction does) between two wgmma; the
 /// fence before the second is the fix.
 template <bool Fenced>
@@ -208,6 +221,7 @@ TEST_CASE("wgmma results land at wgmma.wait_group: reading them earlier sees the
   CHECK(out[7] == -1.0f);
   CHECK(out[kThreads + 7] == 15.0f);  // 16 ones plus C = -1
   CHECK(report.work.tensor_flops == 2 * 64 * 8 * 16);
+  CHECK(report.work.shared_bytes_read == 64 * 16 * 2 + 8 * 16 * 2);  // A and B, once each
 }
 
 TEST_CASE("a wgmma descriptor that differs between warps of the warpgroup is reported") {
@@ -315,4 +329,18 @@ TEST_CASE("a warpgroup's first wgmma with no wgmma.fence before it is reported")
   INFO(report);
   REQUIRE(report.count(em::FindingKind::wgmma_fence_missing) == 1);
   CHECK(mentions(*report.first(em::FindingKind::wgmma_fence_missing), "first wgmma"));
+}
+
+TEST_CASE("a wgmma reading operands other warps wrote with no __syncthreads races") {
+  std::vector<float> out;
+  const em::Report report = run(no_barrier_before_wgmma, out);
+  INFO(report);
+  REQUIRE(report.count(em::FindingKind::shared_race) > 0);
+  CHECK(report.findings.size() == report.count(em::FindingKind::shared_race));
+  const em::Finding& finding = *report.first(em::FindingKind::shared_race);
+  CHECK(finding.thread.x == 0);       // A's rows 0..15 count as read by warp 0's lane 0
+  CHECK(finding.other_thread == 64);  // row 0's k 8..15 (offset 128): elements 64..71
+  CHECK_FALSE(finding.write);
+  CHECK(finding.offset == 128);
+  CHECK(mentions(finding, "wgmma.mma_async"));
 }

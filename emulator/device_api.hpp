@@ -42,6 +42,15 @@ struct WarpExchange {
   void (*compute)(void* const* lanes);  // lanes[i]: lane i's pointer
 };
 
+/// A warpgroup collective (wgmma): the 128 threads of warps 4k..4k+3 each pass a pointer to
+/// their operands; the last to arrive runs `compute` once over all 128 (index: thread - 128k;
+/// the others wait suspended, so their stacks stay valid). As with WarpExchange, one static
+/// instance per instruction: threads meeting with different instances are reported.
+struct WarpgroupExchange {
+  const char* name;                       // for findings, e.g. "wgmma.fence.sync.aligned"
+  void (*compute)(void* const* threads);  // threads[i]: thread 128k + i's pointer
+};
+
 /// Waits for every thread of the block (__syncthreads).
 void block_barrier();
 /// The collective `op` over the lanes of `mask`: this lane contributes `value` and `operand`
@@ -51,6 +60,9 @@ std::uint64_t warp_collective(WarpOp op, unsigned mask, std::uint64_t value, int
 /// The exchange `kind` over the lanes of `mask`: this lane contributes `lane_data`; returns once
 /// `kind.compute` has run over every lane's data. Outside a launch this throws std::logic_error.
 void warp_exchange(unsigned mask, void* lane_data, const WarpExchange& kind);
+/// The exchange `kind` over the running thread's warpgroup: returns once `kind.compute` has run
+/// over all 128 threads' data. A thread of the group that never arrives is a deadlock.
+void warpgroup_exchange(void* thread_data, const WarpgroupExchange& kind);
 /// Tags the running thread's later findings with `where` (kept until the next call), so the
 /// tile library's host twins can name the kernel line that made an access.
 void set_source_location(std::source_location where = std::source_location::current());

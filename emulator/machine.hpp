@@ -17,7 +17,7 @@
 
 namespace flashjit::emulator::detail {
 
-enum class ThreadState { runnable, at_barrier, at_warp_op, exited };
+enum class ThreadState { runnable, at_barrier, at_warp_op, at_warpgroup_op, exited };
 
 struct ThreadSlot {
   void* sp = nullptr;  // saved stack pointer while switched out
@@ -39,6 +39,15 @@ struct WarpCollective {
   std::array<void*, 32> data{};  // WarpOp::exchange: each lane's operands
 };
 
+/// A warpgroup collective in progress (warpgroup.cpp): 128 threads arrive; the last computes.
+constexpr int kWarpgroupThreads = 128;
+struct WarpgroupCollective {
+  const WarpgroupExchange* exchange = nullptr;
+  std::array<unsigned, 4> arrived{};  // per warp of the group: the lanes that arrived
+  int count = 0;
+  std::array<void*, kWarpgroupThreads> data{};
+};
+
 /// Who touched a shared byte and when (Machine::time at the access). Records older than the
 /// block's last barrier are stale: they order before everything now.
 struct ShadowByte {
@@ -49,8 +58,9 @@ struct ShadowByte {
   std::int16_t reader = -1;     // a reader's linear thread index (of its warp for `lanes`)
   Readers readers = Readers::none;
   std::uint8_t pending_copies = 0;  // cp.async copies in flight to this byte
-  std::uint16_t unused = 0;         // no padding: shadows compare as 16 plain bytes
+  std::uint16_t wgmma_reads = 0;    // in-flight wgmma operations reading this byte
 };
+// No padding: shadows compare as 16 plain bytes.
 static_assert(sizeof(ShadowByte) == 16 && std::has_unique_object_representations_v<ShadowByte>);
 constexpr int kManyReaders = -2;  // Finding::other_thread for a race with several readers
 
@@ -71,6 +81,25 @@ struct AsyncQueue {
   std::uint32_t open_group = 1;  // the group uncommitted copies will join; earlier ones committed
 };
 
+/// A wgmma.mma_async in flight (wgmma.cpp): computed at issue, its results land in the
+/// threads' accumulator registers when a wgmma.wait_group completes its group.
+struct WgmmaOp {
+  const char* name = nullptr;
+  std::uint32_t group = 0;
+  int registers = 0;                          // per thread: N / 2
+  std::array<float*, kWarpgroupThreads> d{};  // each thread's accumulator registers
+  std::vector<float> result;                  // (128, registers)
+  std::vector<std::uint32_t> chunks;          // shared offsets of the 16-byte chunks read
+};
+
+/// One warpgroup's wgmma operations in issue order (so in group order), all in flight.
+struct WgmmaQueue {
+  std::vector<WgmmaOp> ops;
+  std::uint32_t open_group = 1;  // the group uncommitted operations will join
+  bool fenced = false;           // a wgmma.fence since the block started
+  std::vector<WgmmaOp> landed;   // the newest few landed since the last wgmma.fence
+};
+
 struct Machine {
   const LaunchConfig* config = nullptr;
   void (*body)(void*) = nullptr;
@@ -81,7 +110,8 @@ struct Machine {
   std::vector<ThreadSlot> threads;
   std::vector<WarpCollective> warps;
   std::vector<unsigned> warp_live;  // per warp: lanes that exist and have not exited
-  int current = -1;                 // running thread, -1 in the scheduler
+  std::vector<WarpgroupCollective> warpgroups;
+  int current = -1;  // running thread, -1 in the scheduler
   void* scheduler_sp = nullptr;
   bool abandoned = false;  // a finding ended the block early (deadlock, mismatched collective)
   FiberStacks stacks;
@@ -90,6 +120,7 @@ struct Machine {
   std::byte* shared_begin = nullptr;
   std::vector<ShadowByte> shadow;        // one per shared byte
   std::vector<AsyncQueue> async_queues;  // one per thread
+  std::vector<WgmmaQueue> wgmma_queues;  // one per warpgroup
 
   // Happens-before for the race checker, on one clock that ticks at every synchronization
   // (restarted per launch; wrapping would take 4 billion collectives in one launch).
@@ -141,6 +172,7 @@ struct RangeCheck {
   bool found = false;
   std::size_t index = 0;  // from the access's first byte
   bool pending = false;   // a copy in flight (reported before a race)
+  bool wgmma = false;     // a write to bytes an in-flight wgmma reads (reported before a race)
   Conflict conflict;
 };
 /// Updates the shadow of `count` consecutive shared bytes for an access by `self` at the
@@ -167,6 +199,20 @@ void reset_async_copies(Machine& machine, std::size_t threads);
 void drain_async_copies(Machine& machine, int thread);
 /// The thread with a copy in flight covering shared `address`, or -1.
 int async_copy_owner(const Machine& machine, const std::byte* address);
+
+/// Why the running thread waits in its warpgroup's collective, for the deadlock report.
+std::string describe_warpgroup_wait(const Machine& machine, int thread);
+/// Prepares the warpgroup collectives and wgmma queues for a new block of `threads` threads;
+/// operations an abandoned block left in flight are dropped, with their shadow marks.
+void reset_warpgroups(Machine& machine, std::size_t threads);
+/// Reports a wgmma by the running thread's warpgroup that needed a wgmma.fence it did not get:
+/// the warpgroup's first, or one using accumulators `d` (each thread's; `registers` each) that
+/// a thread changed after the wait_group that delivered them.
+void check_wgmma_fence(Machine& machine, const WgmmaQueue& queue,
+                       const std::array<float*, kWarpgroupThreads>& d, int registers,
+                       const char* name);
+/// The in-flight wgmma reading shared `offset` and its warpgroup, or nullptr.
+const WgmmaOp* wgmma_reader(const Machine& machine, std::size_t offset, int& warpgroup);
 
 /// Formats a Dim3 as "(x,y,z)".
 std::string format(Dim3 index);

@@ -1,8 +1,9 @@
 // The memory checks: every global access must lie inside one registered buffer, every shared
 // access inside the launch's dynamic shared size, no shared byte may be touched by two threads
 // unordered with one of them writing (race_shadow.cpp has the rule), and none while a cp.async
-// is still copying into it. An access that fails is reported and skipped (a read yields
-// zero), so one launch reports every bug rather than crashing. The clean path builds no text.
+// is still copying into it, and no byte an in-flight wgmma reads may be written. An access
+// that fails is reported and skipped (a read yields zero), so one launch reports every bug
+// rather than crashing. The clean path builds no text.
 #include <cstdint>
 #include <cstdio>
 #include <limits>
@@ -80,6 +81,22 @@ void report_pending_copy(Machine& machine, int thread, const std::byte* byte, Fi
   record(machine, thread, std::move(finding));
 }
 
+// The generic-proxy write must wait for the wgmma's wgmma.wait_group (PTX ISA: the operands
+// may be read at any time until then).
+void report_wgmma_operand(Machine& machine, int thread, std::size_t offset, Finding finding) {
+  finding.kind = FindingKind::wgmma_operand_in_flight;
+  int warpgroup = -1;
+  const WgmmaOp* op = wgmma_reader(machine, offset, warpgroup);
+  finding.other_thread = warpgroup * kWarpgroupThreads;
+  finding.message += ": shared offset " + std::to_string(offset) + " is an operand of " +
+                     (op != nullptr ? op->name : "a wgmma.mma_async") + " issued by warpgroup " +
+                     std::to_string(warpgroup) + " (threads " +
+                     std::to_string(warpgroup * kWarpgroupThreads) + ".." +
+                     std::to_string(warpgroup * kWarpgroupThreads + kWarpgroupThreads - 1) +
+                     "), still in flight (no wgmma.wait_group has completed it)";
+  record(machine, thread, std::move(finding));
+}
+
 }  // namespace
 
 bool check_global_access(Machine& machine, int thread, const void* address, std::size_t bytes,
@@ -124,7 +141,10 @@ bool check_shared_access(Machine& machine, int thread, const void* address, std:
       machine, machine.shadow.data() + static_cast<std::size_t>(offset), bytes, thread, write);
   if (!check.found) return true;
   Finding finding = shared_finding(FindingKind::shared_race, what, at, bytes, write, offset);
-  if (check.pending) {
+  if (check.wgmma) {
+    report_wgmma_operand(machine, thread, static_cast<std::size_t>(offset) + check.index,
+                         std::move(finding));
+  } else if (check.pending) {
     report_pending_copy(machine, thread, static_cast<const std::byte*>(address) + check.index,
                         std::move(finding));
   } else {

@@ -1,6 +1,7 @@
 #pragma once
 // Host twins of the PTX instructions the tile library issues as inline assembly on the device:
-// mma.sync (tensor cores), ldmatrix and cp.async with its commit/wait groups. Each is modelled
+// mma.sync (tensor cores), ldmatrix, cp.async with its commit/wait groups, and Hopper's
+// wgmma.mma_async with its shared-memory matrix descriptors and fence/commit/wait. Each is modelled
 // from the PTX ISA's documented semantics and fragment layouts (section names at each
 // definition) and checked like every other access: findings, not crashes.
 #include <cstdint>
@@ -38,5 +39,57 @@ void cp_async_commit();
 /// cp.async.wait_group N: waits until at most `pending_groups` of this thread's newest committed
 /// groups are still in flight (0: all complete). Copies not yet committed are not waited for.
 void cp_async_wait(int pending_groups);
+
+/// The layout field (bits 62-63) of a wgmma matrix descriptor.
+enum class WgmmaSwizzle : std::uint8_t { none = 0, b128 = 1, b64 = 2, b32 = 3 };
+
+/// A wgmma shared-memory matrix descriptor, decoded (PTX ISA "Matrix Descriptor Format";
+/// CUTLASS GmmaDescriptor). Addresses and offsets are in bytes; the emulator's shared address
+/// space starts at the block's dynamic shared memory, so `start` is an offset into it.
+struct WgmmaDescriptor {
+  std::uint32_t start = 0;    // bits 0-13: start address >> 4
+  std::uint32_t leading = 0;  // bits 16-29: leading dimension byte offset >> 4 (LBO)
+  std::uint32_t stride = 0;   // bits 32-45: stride dimension byte offset >> 4 (SBO)
+  int base_offset = 0;        // bits 49-51
+  WgmmaSwizzle swizzle = WgmmaSwizzle::none;
+
+  bool operator==(const WgmmaDescriptor&) const = default;
+};
+
+/// The fields of a 64-bit descriptor, and back (offsets are kept to their 18 bits, >> 4).
+WgmmaDescriptor decode_wgmma_descriptor(std::uint64_t bits);
+std::uint64_t encode_wgmma_descriptor(const WgmmaDescriptor& descriptor);
+
+/// The shared byte offset of element (mn, k) of a 16-bit wgmma operand (A: mn = m; B: mn = n)
+/// in `descriptor`'s canonical layout: K-major (k contiguous; trans 0) or MN-major (trans 1).
+std::uint32_t wgmma_operand_offset(const WgmmaDescriptor& descriptor, bool mn_major, int mn, int k);
+
+/// Why the emulator rejects `descriptor` for a 16-bit operand, or nullptr when it can be used:
+/// a non-zero base offset, or a swizzled start outside the first row of its swizzle atom (the
+/// pattern would not start on the atom, which base offset 0 promises).
+const char* wgmma_descriptor_problem(const WgmmaDescriptor& descriptor, bool mn_major);
+
+/// wgmma.fence.sync.aligned: orders this warpgroup's register accesses before later wgmma.
+void wgmma_fence();
+/// wgmma.commit_group.sync.aligned: the warpgroup's uncommitted wgmma become one group.
+void wgmma_commit_group();
+/// wgmma.wait_group.sync.aligned N: waits until at most `pending_groups` of the warpgroup's
+/// newest committed groups are in flight. Completed groups' results land in the accumulator
+/// registers here, not earlier, so reading them before the wait shows the old values.
+void wgmma_wait_group(int pending_groups);
+
+/// wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{input}.{input}, both operands from shared
+/// memory: d (this thread's n / 2 accumulators) = scale_a·A · scale_b·B (+ d when scale_d).
+/// trans_a / trans_b select the MN-major layout of that operand. A warpgroup collective: the
+/// descriptors and immediates must be the same in all 128 threads. Shared operands are read
+/// (and checked) at issue and guarded until a wait_group completes the operation.
+void wgmma_ss(MmaInput input, int n, float* d, std::uint64_t a_descriptor,
+              std::uint64_t b_descriptor, bool scale_d, int scale_a, int scale_b, bool trans_a,
+              bool trans_b);
+
+/// The same with A from registers: this thread's 4 x .b32 hold its warp's 16 rows of A in the
+/// mma.sync m16n8k16 A-fragment layout (warp w of the warpgroup: rows 16w..16w+15).
+void wgmma_rs(MmaInput input, int n, float* d, const std::uint32_t (&a)[4],
+              std::uint64_t b_descriptor, bool scale_d, int scale_a, int scale_b, bool trans_b);
 
 }  // namespace flashjit::emulator

@@ -97,8 +97,9 @@ RangeCheck touch_range(const Machine& m, ShadowByte* shadow, std::size_t count, 
   for (std::size_t i = 0; i < count;) {
     const ShadowByte before = shadow[i];
     const Conflict conflict = touch(m, shadow[i], self, write);
-    if (!result.found && (before.pending_copies != 0 || conflict.what != nullptr)) {
-      result = {true, i, before.pending_copies != 0, conflict};
+    const bool wgmma = write && before.wgmma_reads != 0;  // reads by a wgmma do not conflict
+    if (!result.found && (before.pending_copies != 0 || wgmma || conflict.what != nullptr)) {
+      result = {true, i, before.pending_copies != 0, wgmma, conflict};
     }
     // The bytes of one access were usually last touched together. touch depends only on the
     // shadow, so a byte equal to this one gets the same update and conflict (noted already).

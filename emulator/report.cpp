@@ -14,6 +14,10 @@ std::string_view to_string(FindingKind kind) {
       return "shared_race";
     case FindingKind::async_copy_pending:
       return "async_copy_pending";
+    case FindingKind::wgmma_operand_in_flight:
+      return "wgmma_operand_in_flight";
+    case FindingKind::wgmma_fence_missing:
+      return "wgmma_fence_missing";
     case FindingKind::misaligned_access:
       return "misaligned_access";
     case FindingKind::invalid_operand:

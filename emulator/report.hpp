@@ -14,14 +14,17 @@
 namespace flashjit::emulator {
 
 enum class FindingKind {
-  global_out_of_bounds,  // a global access (load, store, cp.async source) outside every buffer
-  shared_out_of_bounds,  // a shared access outside the launch's dynamic shared size
-  shared_race,           // two threads touch one shared byte unordered, one writing: other
-                         // warps between __syncthreads, or lanes of one warp between warp syncs
-  async_copy_pending,    // a shared access to bytes a cp.async has not landed in yet
-  misaligned_access,     // an ldmatrix row or cp.async address off its required alignment
-  invalid_operand,       // an operand the PTX ISA does not allow (cp.async size, ldmatrix count)
-  divergent_barrier,     // __syncthreads reached by some threads while others exited
+  global_out_of_bounds,     // a global access (load, store, cp.async source) outside every buffer
+  shared_out_of_bounds,     // a shared access outside the launch's dynamic shared size
+  shared_race,              // two threads touch one shared byte unordered, one writing: other
+                            // warps between __syncthreads, or lanes of one warp between warp syncs
+  async_copy_pending,       // a shared access to bytes a cp.async has not landed in yet
+  wgmma_operand_in_flight,  // a write to shared bytes a wgmma still reads (not yet waited for)
+  wgmma_fence_missing,      // a wgmma with no wgmma.fence after the registers it uses changed
+  misaligned_access,        // an ldmatrix row or cp.async address off its required alignment
+  invalid_operand,          // an operand the PTX ISA does not allow (cp.async size, ldmatrix count,
+                            // wgmma descriptors that differ across the warpgroup or are rejected)
+  divergent_barrier,        // __syncthreads reached by some threads while others exited
   warp_collective_mismatch,  // lanes of one warp meet in different collectives or masks
   deadlock,                  // no thread can run, yet not all have exited
 };
@@ -48,8 +51,8 @@ struct Finding {
 /// judged without a GPU. Bytes are those the instructions move (a 16-byte cp.async whose source
 /// is zero-filled reads none of it from global memory; it still writes 16 shared bytes).
 struct WorkCounters {
-  std::uint64_t tensor_flops = 0;          // 2·m·n·k per warp-wide mma (m16n8k16: 4096)
-  std::uint64_t shared_bytes_read = 0;     // ldmatrix and plain shared loads
+  std::uint64_t tensor_flops = 0;          // 2·m·n·k per mma (m16n8k16: 4096, m64nNk16: 2048 N)
+  std::uint64_t shared_bytes_read = 0;     // ldmatrix, wgmma operands and plain shared loads
   std::uint64_t shared_bytes_written = 0;  // plain shared stores and cp.async destinations
   std::uint64_t global_bytes_read = 0;     // plain global loads and cp.async sources
   std::uint64_t global_bytes_written = 0;  // plain global stores

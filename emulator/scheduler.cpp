@@ -1,6 +1,7 @@
 // The block scheduler: runs a block's threads as fibers in a fixed order (lowest linear index
-// first), each until it blocks at a barrier or warp collective or exits, and releases the block
-// barrier once every live thread waits at it. Deterministic: no OS threads, no timing.
+// first), each until it blocks at a barrier, a warp or warpgroup collective or exits, and
+// releases the block barrier once every live thread waits at it. Deterministic: no OS
+// threads, no timing.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -60,7 +61,10 @@ void release_barrier(Machine& machine, bool& divergence_reported) {
 
 void report_deadlock(Machine& machine) {
   const int in_warp_op = first_in_state(machine, ThreadState::at_warp_op);
-  const int stuck = in_warp_op >= 0 ? in_warp_op : first_in_state(machine, ThreadState::at_barrier);
+  const int in_warpgroup_op = first_in_state(machine, ThreadState::at_warpgroup_op);
+  const int stuck = in_warp_op >= 0        ? in_warp_op
+                    : in_warpgroup_op >= 0 ? in_warpgroup_op
+                                           : first_in_state(machine, ThreadState::at_barrier);
   Finding finding;
   finding.kind = FindingKind::deadlock;
   if (in_warp_op >= 0) {
@@ -70,6 +74,8 @@ void report_deadlock(Machine& machine) {
                   "waits in warp collective %s (mask 0x%08x, arrived 0x%08x)", collective_name(c),
                   c.mask, c.arrived);
     finding.message = detail;
+  } else if (in_warpgroup_op >= 0) {
+    finding.message = describe_warpgroup_wait(machine, in_warpgroup_op);
   } else {
     finding.message = "waits at __syncthreads that other threads cannot reach";
   }
@@ -91,6 +97,7 @@ void start_threads(Machine& machine) {
     machine.warp_live[i / 32] |= 1u << (i % 32);
   }
   reset_async_copies(machine, count);
+  reset_warpgroups(machine, count);
 }
 
 }  // namespace

@@ -39,6 +39,44 @@ int first_number(const std::string& text, const std::regex& pattern) {
   return std::regex_search(text, match, pattern) ? std::stoi(match[1].str()) : 0;
 }
 
+// `spec`'s program compiled with `options`, and NVRTC's log; throws Error{compile} with the log
+// when it does not compile.
+struct CompiledProgram {
+  Program program;
+  std::string log;
+};
+CompiledProgram compile_program(const KernelSpec& spec, const TemplateSet& templates,
+                                const std::vector<std::string>& options) {
+  std::vector<const char*> header_texts, header_names;
+  std::vector<std::string> texts;  // NVRTC wants NUL-terminated strings
+  texts.reserve(templates.files().size());
+  for (const TemplateFile& file : templates.files()) {
+    texts.emplace_back(file.text);
+    header_texts.push_back(texts.back().c_str());
+    header_names.push_back(file.name.c_str());
+  }
+  const std::string source = spec.main_source();
+  const std::string unit_name = "flashjit_" + spec.op + ".cu";
+  nvrtcProgram raw = nullptr;
+  check_nvrtc(nvrtcCreateProgram(&raw, source.c_str(), unit_name.c_str(),
+                                 static_cast<int>(header_texts.size()), header_texts.data(),
+                                 header_names.data()),
+              "nvrtcCreateProgram");
+  CompiledProgram compiled{Program(raw), ""};
+  check_nvrtc(nvrtcAddNameExpression(raw, spec.name_expression.c_str()), "nvrtcAddNameExpression");
+  std::vector<const char*> option_ptrs;
+  for (const std::string& option : options) option_ptrs.push_back(option.c_str());
+  const nvrtcResult result =
+      nvrtcCompileProgram(raw, static_cast<int>(option_ptrs.size()), option_ptrs.data());
+  compiled.log = program_log(raw);
+  if (result != NVRTC_SUCCESS) {
+    throw Error(ErrorKind::compile, "NVRTC could not compile " + spec.display_name() +
+                                        " (templates: " + templates.origin() + "):\n" +
+                                        compiled.log);
+  }
+  return compiled;
+}
+
 }  // namespace
 
 std::string nvrtc_version() {
@@ -74,35 +112,8 @@ ResourceUsage parse_resource_report(const std::string& log) {
 CompiledKernel compile_kernel(const KernelSpec& spec, const TemplateSet& templates) {
   validate_arch(spec.arch);
   auto start = std::chrono::steady_clock::now();
-  std::vector<const char*> header_texts, header_names;
-  std::vector<std::string> texts;  // NVRTC wants NUL-terminated strings
-  texts.reserve(templates.files().size());
-  for (const TemplateFile& file : templates.files()) {
-    texts.emplace_back(file.text);
-    header_texts.push_back(texts.back().c_str());
-    header_names.push_back(file.name.c_str());
-  }
-  const std::string source = spec.main_source();
-  const std::string unit_name = "flashjit_" + spec.op + ".cu";
-  nvrtcProgram raw = nullptr;
-  check_nvrtc(nvrtcCreateProgram(&raw, source.c_str(), unit_name.c_str(),
-                                 static_cast<int>(header_texts.size()), header_texts.data(),
-                                 header_names.data()),
-              "nvrtcCreateProgram");
-  Program program(raw);
-  check_nvrtc(nvrtcAddNameExpression(raw, spec.name_expression.c_str()), "nvrtcAddNameExpression");
-
-  const std::vector<std::string> options = nvrtc_options(spec);
-  std::vector<const char*> option_ptrs;
-  for (const std::string& option : options) option_ptrs.push_back(option.c_str());
-  nvrtcResult result =
-      nvrtcCompileProgram(raw, static_cast<int>(option_ptrs.size()), option_ptrs.data());
-  std::string log = program_log(raw);
-  if (result != NVRTC_SUCCESS) {
-    throw Error(ErrorKind::compile, "NVRTC could not compile " + spec.display_name() +
-                                        " (templates: " + templates.origin() + "):\n" + log);
-  }
-
+  const CompiledProgram compiled = compile_program(spec, templates, nvrtc_options(spec));
+  nvrtcProgram raw = compiled.program.get();
   CompiledKernel kernel;
   const char* lowered = nullptr;
   check_nvrtc(nvrtcGetLoweredName(raw, spec.name_expression.c_str(), &lowered),
@@ -112,10 +123,29 @@ CompiledKernel compile_kernel(const KernelSpec& spec, const TemplateSet& templat
   check_nvrtc(nvrtcGetCUBINSize(raw, &cubin_size), "nvrtcGetCUBINSize");
   kernel.cubin.resize(cubin_size);
   check_nvrtc(nvrtcGetCUBIN(raw, kernel.cubin.data()), "nvrtcGetCUBIN");
-  kernel.resources = parse_resource_report(log);
+  kernel.resources = parse_resource_report(compiled.log);
   kernel.compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return kernel;
+}
+
+std::string compile_ptx(const KernelSpec& spec, const TemplateSet& templates) {
+  validate_arch(spec.arch);
+  // A virtual architecture makes NVRTC stop at PTX: the same options, compute_XY[a] for sm_XY[a].
+  std::vector<std::string> options = nvrtc_options(spec);
+  for (std::string& option : options) {
+    if (option == "--gpu-architecture=" + spec.arch) {
+      option = "--gpu-architecture=compute_" + spec.arch.substr(3);
+    }
+  }
+  std::erase(options, "-Xptxas=-v");
+  const CompiledProgram compiled = compile_program(spec, templates, options);
+  std::size_t size = 0;
+  check_nvrtc(nvrtcGetPTXSize(compiled.program.get(), &size), "nvrtcGetPTXSize");
+  std::string ptx(size, '\0');
+  check_nvrtc(nvrtcGetPTX(compiled.program.get(), ptx.data()), "nvrtcGetPTX");
+  while (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
+  return ptx;
 }
 
 }  // namespace flashjit::detail

@@ -40,6 +40,11 @@ std::vector<std::string> nvrtc_options(const KernelSpec& spec);
 /// template file and line of each error.
 CompiledKernel compile_kernel(const KernelSpec& spec, const TemplateSet& templates);
 
+/// The PTX of `spec`, compiled for its arch's virtual architecture (compute_90a for sm_90a):
+/// what ptxas turns into the cubin, to read and diff (`flashjit compile --emit-ptx`). Throws
+/// as compile_kernel does.
+std::string compile_ptx(const KernelSpec& spec, const TemplateSet& templates);
+
 /// Parses ptxas' verbose report (the part of NVRTC's log for `lowered_name`).
 ResourceUsage parse_resource_report(const std::string& log);
 

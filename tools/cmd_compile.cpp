@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "format.hpp"
 #include "kernels/attention_forward.hpp"
 #include "kernels/op_registry.hpp"
+#include "runtime/compiler.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "runtime/parallel.hpp"
 
@@ -24,7 +27,58 @@ struct CompileOptions {
   std::vector<std::string> ops;
   bool all = false;
   int jobs = detail::default_workers();
+  std::string emit_ptx;  // a directory for each kernel's PTX; empty: none written
 };
+
+// The directory --emit-ptx names, created if missing; checked before anything compiles.
+std::filesystem::path ptx_directory(const std::string& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error || !std::filesystem::is_directory(dir)) {
+    throw InvalidArgument("--emit-ptx", "'" + dir + "' is not a directory that can be created (" +
+                                            (error ? error.message() : "a file is in the way") +
+                                            ")");
+  }
+  return dir;
+}
+
+// Writes `<dir>/<kernel>.ptx` for every spec (a second NVRTC run per kernel, stopping at PTX);
+// returns how many failed, each said on stderr.
+int write_ptx(const std::vector<detail::KernelSpec>& specs, const std::filesystem::path& dir,
+              int jobs) {
+  int failed = 0;
+  detail::run_ordered<std::string>(
+      static_cast<int>(specs.size()), jobs,
+      [&](int i) {
+        return detail::compile_ptx(specs[static_cast<std::size_t>(i)],
+                                   detail::TemplateSet::active());
+      },
+      [&](int i, detail::Outcome<std::string>& outcome) {
+        const detail::KernelSpec& spec = specs[static_cast<std::size_t>(i)];
+        const std::filesystem::path file = dir / (spec.display_name() + ".ptx");
+        std::string problem;
+        if (outcome.error) {
+          try {
+            std::rethrow_exception(outcome.error);
+          } catch (const std::exception& error) {
+            problem = error.what();
+            problem = problem.substr(0, problem.find('\n'));
+          }
+        } else {
+          std::ofstream out(file, std::ios::binary);
+          out << outcome.value;
+          if (!out.flush()) problem = "cannot write " + file.string();
+        }
+        if (!problem.empty()) {
+          ++failed;
+          std::fprintf(stderr, "flashjit: error: PTX of %s: %s\n", spec.display_name().c_str(),
+                       problem.c_str());
+        }
+      });
+  std::printf("wrote the PTX of %zu kernels to %s\n", specs.size() - static_cast<std::size_t>(failed),
+              dir.c_str());
+  return failed;
+}
 
 std::string target_arch(const std::string& requested) {
   if (!requested.empty()) {
@@ -64,6 +118,8 @@ void print_line(const detail::KernelSpec& spec, const detail::CacheEntry& entry,
 
 int run_compile(const CompileOptions& options) {
   const std::string arch = target_arch(options.arch);
+  const std::filesystem::path ptx_dir =
+      options.emit_ptx.empty() ? std::filesystem::path() : ptx_directory(options.emit_ptx);
   const kernels::SpecSet set = options.all ? kernels::SpecSet::all : kernels::SpecSet::defaults;
   std::vector<detail::KernelSpec> specs;
   for (const kernels::OpInfo& op : kernels::ops()) {
@@ -107,6 +163,7 @@ int run_compile(const CompileOptions& options) {
   std::printf("%zu kernels for %s: %d compiled, %d cached, %d failed in %s (cache: %s)\n",
               specs.size(), arch.c_str(), compiled, cached, failed,
               format_duration_ms(elapsed).c_str(), disk ? disk->root().c_str() : "memory only");
+  if (!ptx_dir.empty()) failed += write_ptx(specs, ptx_dir, options.jobs);
   return failed == 0 ? 0 : 1;
 }
 
@@ -122,6 +179,8 @@ Subcommand add_compile_command(CLI::App& app) {
   compile->add_flag("--all", options->all,
                     "Every config of each op's space, not just the defaults");
   compile->add_option("-j,--jobs", options->jobs, "Parallel compiles")->check(CLI::Range(1, 64));
+  compile->add_option("--emit-ptx", options->emit_ptx,
+                      "Also write each kernel's PTX to DIR/<kernel>.<arch>.ptx (created if missing)");
   return {compile, [options] { return run_compile(*options); }};
 }
 

@@ -5,6 +5,7 @@
 
 #include "flashjit/error.hpp"
 #include "flashjit/runtime.hpp"
+#include "kernels/attention_forward.hpp"
 #include "runtime/compiler.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "support/kernel_fixtures.hpp"
@@ -43,6 +44,23 @@ TEST_CASE("a real template compiles to a CUBIN with a resource report") {
   CHECK(kernel.resources.registers > 0);
   CHECK(kernel.resources.spill_bytes() == 0);
   CHECK(kernel.compile_ms > 0);
+}
+
+TEST_CASE("the PTX of a kernel is its arch's, with the instructions the tile library issues") {
+  // The forward's default at head dim 128: mma.sync fed by ldmatrix from cp.async tiles.
+  const kernels::ForwardConfig config =
+      kernels::default_forward_config(DType::bf16, 128, MaskKind::none, false, "sm_90a");
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    CAPTURE(arch);
+    const std::string ptx =
+        compile_ptx(kernels::forward_spec(config, arch), TemplateSet::embedded());
+    CHECK(ptx.find(std::string(".target ") + arch + "\n") != std::string::npos);
+    CHECK(ptx.find(".entry ") != std::string::npos);
+    CHECK(ptx.find("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") != std::string::npos);
+    CHECK(ptx.find("ldmatrix.sync.aligned.m8n8.x4.shared.b16") != std::string::npos);
+    CHECK(ptx.find("cp.async.cg.shared.global") != std::string::npos);
+    CHECK(ptx.back() != '\0');
+  }
 }
 
 TEST_CASE("a template with a syntax error yields NVRTC's log with file and line") {

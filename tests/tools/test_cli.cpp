@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -29,6 +30,39 @@ TEST_CASE("info reports the versions, the GPU or why there is none, and the cach
                           result.output.find("no GPU") != std::string::npos;
     CHECK_MESSAGE(says_why, result.output);
   }
+}
+
+TEST_CASE("compile --emit-ptx writes each kernel's PTX; a path that cannot be a directory is named") {
+  TempDir dir;
+  const std::string cache = (dir.path() / "cache").string();
+  const std::filesystem::path ptx = dir.path() / "ptx" / "nested";
+  ChildResult result = flashjit_cli(
+      {"compile", "--arch", "sm_90a", "--op", "softmax", "--emit-ptx", ptx.string()}, cache);
+  REQUIRE_MESSAGE(result.exit_code == 0, result.output);
+  const std::size_t kernels = count_lines_with(result.output, "softmax.");
+  REQUIRE(kernels > 0);
+  std::size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(ptx)) {
+    CHECK(entry.path().extension() == ".ptx");
+    CHECK(entry.path().filename().string().starts_with("softmax."));
+    std::ifstream in(entry.path());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(text.find(".target sm_90a") != std::string::npos);
+    CHECK(text.find(".entry ") != std::string::npos);
+    ++files;
+  }
+  CHECK(files == kernels);
+  CHECK(result.output.find("wrote the PTX of " + std::to_string(kernels) + " kernels") !=
+        std::string::npos);
+
+  // A file where the directory would go: exit 2 naming the flag, nothing compiled.
+  const std::filesystem::path file = dir.path() / "a-file";
+  std::ofstream(file) << "x";
+  ChildResult bad = flashjit_cli(
+      {"compile", "--arch", "sm_90a", "--op", "softmax", "--emit-ptx", file.string()}, cache);
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.find("--emit-ptx") != std::string::npos);
+  CHECK(count_lines_with(bad.output, "softmax.") == 0);
 }
 
 TEST_CASE("compile twice: the second run finds every kernel cached") {

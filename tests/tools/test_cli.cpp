@@ -32,7 +32,8 @@ TEST_CASE("info reports the versions, the GPU or why there is none, and the cach
   }
 }
 
-TEST_CASE("compile --emit-ptx writes each kernel's PTX; a path that cannot be a directory is named") {
+TEST_CASE(
+    "compile --emit-ptx writes each kernel's PTX and refuses a path that cannot be a directory") {
   TempDir dir;
   const std::string cache = (dir.path() / "cache").string();
   const std::filesystem::path ptx = dir.path() / "ptx" / "nested";

@@ -1,0 +1,115 @@
+#pragma once
+// A warpgroup's wgmma operands in shared memory, and the two products of attention on them
+// (S = Q Kᵀ, O += P V), the building blocks of the Hopper forward (DESIGN.md section 4).
+//
+// Tiles use wgmma's interleaved layout without swizzle: 8 x 8 core matrices, each 8 rows of
+// 16 contiguous bytes; a row's 16-byte chunks lie 128 bytes apart (one core matrix each) and
+// 8-row groups one row of core matrices apart. The same layout serves a K-major operand (Q
+// and K: rows are M or N, chunks run along K) and an MN-major one (V as the B of P V: rows are
+// K, chunks run along N); the descriptors' leading and stride byte offsets swap between the two
+// (HOPPER-NOTES 2.1). No swizzle keeps the first Hopper kernels simple to check on the
+// emulator; the 128-byte swizzle (bank-conflict free, and what TMA writes) comes with TMA.
+//
+// Each warp's share of a 64-row wgmma accumulator is an acc_tile<16, N>: the accumulator
+// layout is the m16n8 C fragment per warp, register i being element i % 4 of 8-column group
+// i / 4, so the register-tile operations (row_max, exp2, to_operand) apply unchanged.
+#include "tile/operand_tile.cuh"
+#include "tile/wgmma.cuh"
+
+namespace flashjit {
+
+/// A (Rows, Cols) tile of 16-bit T in shared memory, in wgmma's interleaved layout.
+template <typename T, int Rows, int Cols>
+struct core_matrix_tile {
+  static_assert(Rows % 8 == 0 && Cols % 8 == 0, "whole 8 x 8 core matrices");
+  static constexpr int kRows = Rows;
+  static constexpr int kCols = Cols;
+  static constexpr int kChunks = Cols / 8;           // 16-byte chunks per row
+  static constexpr int kChunkBytes = 128;            // between a row's consecutive chunks
+  static constexpr int kGroupBytes = 128 * kChunks;  // between consecutive 8-row groups
+  static constexpr int kBytes = Rows * Cols * 2;
+  T* data;
+
+  /// The 16-byte chunk holding columns [8 chunk, 8 chunk + 8) of `row`.
+  FJ_DEVICE T* chunk_at(int row, int chunk) const {
+    return data + (row / 8 * kGroupBytes + chunk * kChunkBytes + row % 8 * 16) / 2;
+  }
+};
+
+/// Starts the block-wide copy of global rows [0, rows_valid), columns [0, cols_valid) (a
+/// multiple of 8) into `dst`, zero-filling the rest; `src` points at element (0, 0), rows
+/// `row_stride` elements apart. Then cp_async_commit and a wait, as for load_tile_async.
+template <int Threads, typename T, int Rows, int Cols>
+FJ_DEVICE void load_core_matrix_tile_async(core_matrix_tile<T, Rows, Cols> dst, const T* src,
+                                           index_t row_stride, int rows_valid, int cols_valid,
+                                           int thread) {
+  using Tile = core_matrix_tile<T, Rows, Cols>;
+#pragma unroll 1
+  for (int i = thread; i < Rows * Tile::kChunks; i += Threads) {
+    const int row = i / Tile::kChunks, chunk = i % Tile::kChunks;
+    const bool valid = row < rows_valid && chunk * 8 < cols_valid;
+    cp_async_16(dst.chunk_at(row, chunk), valid ? src + row * row_stride + chunk * 8 : src, valid);
+  }
+}
+
+/// The descriptor of k16 step `step` of a K-major operand: rows [row0, row0 + 64) (A) or all
+/// rows (B, row0 = 0) of `tile`, whose columns are K. LBO: the next 8 k; SBO: the next 8 rows.
+template <typename T, int Rows, int Cols>
+FJ_DEVICE unsigned long long k_major_descriptor(core_matrix_tile<T, Rows, Cols> tile, int row0,
+                                                int step) {
+  using Tile = core_matrix_tile<T, Rows, Cols>;
+  return make_descriptor(tile.chunk_at(row0, 2 * step), Tile::kChunkBytes, Tile::kGroupBytes,
+                         WgmmaLayout::interleave);
+}
+
+/// The descriptor of k16 step `step` of an MN-major operand: `tile`'s rows are K, its columns
+/// N. LBO: the next 8 k (rows); SBO: the next 8 n (a chunk).
+template <typename T, int Rows, int Cols>
+FJ_DEVICE unsigned long long mn_major_descriptor(core_matrix_tile<T, Rows, Cols> tile, int step) {
+  using Tile = core_matrix_tile<T, Rows, Cols>;
+  return make_descriptor(tile.chunk_at(16 * step, 0), Tile::kGroupBytes, Tile::kChunkBytes,
+                         WgmmaLayout::interleave);
+}
+
+/// An accumulator tile as the flat register array wgmma takes (the same registers in the same
+/// order: see the file comment).
+template <int Cols>
+FJ_DEVICE float (&wgmma_registers(acc_tile<16, Cols>& acc))[Cols / 2] {
+  return reinterpret_cast<float(&)[Cols / 2]>(acc.frag);
+}
+
+/// acc = A Bᵀ over all of K for the warpgroup's 64 rows: A is rows [a_row0, a_row0 + 64) of `a`,
+/// B the N rows of `b` (both K-major); this warp's 16 rows land in `acc`. Every thread of the
+/// warpgroup calls it; it returns once the product is in `acc`: S = Q Kᵀ.
+template <typename T, int N, int K, int ARows>
+FJ_DEVICE void warpgroup_abt(acc_tile<16, N>& acc, core_matrix_tile<T, ARows, K> a, int a_row0,
+                             core_matrix_tile<T, N, K> b) {
+  static_assert(K % 16 == 0 && ARows % 64 == 0, "whole k16 steps, 64-row warpgroup blocks");
+  wgmma_fence();  // acc's registers were written before: order them before the wgmma
+#pragma unroll
+  for (int step = 0; step < K / 16; ++step) {
+    wgmma_ss<T, N>(wgmma_registers(acc), k_major_descriptor(a, a_row0, step),
+                   k_major_descriptor(b, 0, step), /*scale_d=*/step > 0);
+  }
+  wgmma_commit_group();
+  wgmma_wait_group<0>();
+}
+
+/// acc += P B over K: P is this warp's 16 rows in registers (to_operand), B the (K, N) tile `b`
+/// (MN-major: V as stored, one key per row). Every thread of the warpgroup calls it; it returns
+/// once the sum is in `acc`: O += P V.
+template <typename T, int N, int K>
+FJ_DEVICE void warpgroup_ab(acc_tile<16, N>& acc, const operand_tile<T, 16, K>& p,
+                            core_matrix_tile<T, K, N> b) {
+  static_assert(K % 16 == 0, "whole k16 steps");
+  wgmma_fence();
+#pragma unroll
+  for (int step = 0; step < K / 16; ++step) {
+    wgmma_rs<T, N, /*TransB=*/true>(wgmma_registers(acc), p.frag[0][step],
+                                    mn_major_descriptor(b, step), /*scale_d=*/true);
+  }
+  wgmma_commit_group();
+  wgmma_wait_group<0>();
+}
+
+}  // namespace flashjit

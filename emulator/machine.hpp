@@ -122,6 +122,7 @@ struct Mbarrier {
   std::uint32_t pending = 0;    // arrivals still missing in the current phase
   std::int64_t tx = 0;          // transaction bytes still expected in the current phase
   std::int64_t phase = 0;       // completed phases
+  int expect_thread = -1;       // the thread of the latest expect_tx, for findings
   std::vector<std::int64_t> seen;  // per thread: the last phase its wait returned for (-1)
 };
 

@@ -91,6 +91,7 @@ void arrive(Machine& m, const void* bar, const char* what, std::uint32_t tx_byte
   Mbarrier* b = live_barrier(m, self, bar, what);
   if (b == nullptr) return;
   b->tx += tx_bytes;
+  if (tx_bytes != 0) b->expect_thread = self;
   if (b->pending == 0) {
     report(m, self, FindingKind::mbarrier_arrival_overflow, b->offset,
            std::string(what) + " on " + where(b->offset) + " in phase " +
@@ -218,6 +219,7 @@ void mbarrier_expect_tx(void* bar, std::uint32_t bytes) {
   detail::Machine& m = detail::launch_machine("mbarrier.expect_tx");
   if (detail::Mbarrier* b = detail::live_barrier(m, m.current, bar, "mbarrier.expect_tx")) {
     b->tx += bytes;
+    b->expect_thread = m.current;
   }
 }
 

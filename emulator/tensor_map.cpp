@@ -3,6 +3,7 @@
 // swizzle TMA writes shared memory in (the CUtensorMapSwizzle modes: 16-byte chunk index ^=
 // (address >> 7) & mask, mask 1, 3, 7 for 32B, 64B, 128B). The 64-byte alignment of the
 // CUtensorMap object itself has no host counterpart.
+#include <cstdio>
 #include <string>
 
 #include "emulator/ptx_api.hpp"
@@ -38,7 +39,10 @@ std::string tensor_map_problem(const TensorMap& map) {
   }
   const auto address = reinterpret_cast<std::uintptr_t>(map.global_address);
   if (address == 0 || address % 16 != 0) {
-    return "globalAddress: 0x" + std::to_string(address) + " must be 16-byte aligned";
+    char text[64];
+    std::snprintf(text, sizeof text, "globalAddress: 0x%llx is not 16-byte aligned",
+                  static_cast<unsigned long long>(address));
+    return text;
   }
   for (int i = 0; i < map.rank; ++i) {
     const std::uint64_t dim = map.dims[static_cast<std::size_t>(i)];

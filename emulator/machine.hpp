@@ -123,7 +123,7 @@ struct Mbarrier {
   std::int64_t tx = 0;          // transaction bytes still expected in the current phase
   std::int64_t phase = 0;       // completed phases
   int expect_thread = -1;       // the thread of the latest expect_tx, for findings
-  std::vector<std::int64_t> seen;  // per thread: the last phase its wait returned for (-1)
+  std::vector<std::int64_t> seen;  // per thread: the phase its last wait named (-1)
 };
 
 /// A cp.async.bulk.tensor load in flight (tma.cpp): its bytes are in shared memory already,

@@ -106,8 +106,11 @@ void arrive(Machine& m, const void* bar, const char* what, std::uint32_t tx_byte
 
 int parity_of(std::int64_t phase) { return static_cast<int>(phase & 1); }
 
-// Whether the phase with `parity` has completed for `self`; reports a stale wait, and records
-// what the thread observed.
+// Whether the phase with `parity` has completed for `self`; reports a stale wait. `seen` is
+// the phase the thread's previous query named (-1 at first: the producer convention's
+// parity-1 wait names the phase before phase 0), so the phase it means now is the first one
+// from there with this parity; when the barrier has completed that one and the next, the
+// parity names a later phase than the thread means.
 bool test_parity(Machine& m, Mbarrier& b, int self, std::uint32_t parity, const char* what) {
   if (b.seen.size() < m.threads.size()) b.seen.resize(m.threads.size(), -1);
   std::int64_t& seen = b.seen[static_cast<std::size_t>(self)];
@@ -118,11 +121,11 @@ bool test_parity(Machine& m, Mbarrier& b, int self, std::uint32_t parity, const 
                " for phase " + std::to_string(target) + ", but the barrier has completed " +
                std::to_string(b.phase) +
                " phases: the parity now names a later phase (two or more phases stale)");
-    seen = b.phase - 1;  // reported once; follow the barrier from here
   }
-  if (parity_of(b.phase) == static_cast<int>(parity)) return false;  // the current phase
-  seen = b.phase - 1;
-  return true;
+  // The phase the parity names now: the current one (open) or the one before (complete).
+  const bool open = parity_of(b.phase) == static_cast<int>(parity);
+  seen = open ? b.phase : b.phase - 1;
+  return !open;
 }
 
 }  // namespace

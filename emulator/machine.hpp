@@ -32,8 +32,8 @@ struct ThreadSlot {
   void* sp = nullptr;  // saved stack pointer while switched out
   Dim3 index;
   ThreadState state = ThreadState::runnable;
-  std::uint64_t result = 0;       // this lane's result of the last warp collective
-  std::source_location location;  // the last set_source_location, line 0 when none
+  std::uint64_t result = 0;        // this lane's result of the last warp collective
+  std::source_location location;   // the last set_source_location, line 0 when none
   std::uint32_t wait_barrier = 0;  // at_named_barrier: the id; at_mbarrier: its offset
   std::int64_t wait_phase = 0;     // at_mbarrier: the phase index it waits to complete
 };
@@ -117,21 +117,21 @@ struct WgmmaQueue {
 /// keyed by its shared offset. `phase` counts completed phases (the parity is its low bit).
 struct Mbarrier {
   std::uint32_t offset = 0;
-  bool live = false;            // initialised and not invalidated
-  std::uint32_t expected = 0;   // arrivals per phase (init's count)
-  std::uint32_t pending = 0;    // arrivals still missing in the current phase
-  std::int64_t tx = 0;          // transaction bytes still expected in the current phase
-  std::int64_t phase = 0;       // completed phases
-  int expect_thread = -1;       // the thread of the latest expect_tx, for findings
+  bool live = false;               // initialised and not invalidated
+  std::uint32_t expected = 0;      // arrivals per phase (init's count)
+  std::uint32_t pending = 0;       // arrivals still missing in the current phase
+  std::int64_t tx = 0;             // transaction bytes still expected in the current phase
+  std::int64_t phase = 0;          // completed phases
+  int expect_thread = -1;          // the thread of the latest expect_tx, for findings
   std::vector<std::int64_t> seen;  // per thread: the phase its last wait named (-1)
 };
 
 /// A cp.async.bulk.tensor load in flight (tma.cpp): its bytes are in shared memory already,
 /// marked pending in the shadow, until the async proxy completes it (complete_tx on `barrier`).
 struct TmaLoad {
-  std::uint32_t barrier = 0;  // the mbarrier's shared offset
-  std::uint32_t bytes = 0;    // the box's bytes, out-of-bounds fill included
-  int thread = -1;            // the issuing thread
+  std::uint32_t barrier = 0;          // the mbarrier's shared offset
+  std::uint32_t bytes = 0;            // the box's bytes, out-of-bounds fill included
+  int thread = -1;                    // the issuing thread
   std::vector<std::uint32_t> chunks;  // shared offsets of the 16-byte chunks written
 };
 
@@ -150,7 +150,7 @@ struct BulkQueue {
 struct NamedBarrier {
   int expected = 0;  // 0: idle
   int arrived = 0;
-  int first = -1;    // the thread whose arrival set `expected`
+  int first = -1;  // the thread whose arrival set `expected`
 };
 constexpr int kNamedBarriers = 16;
 
@@ -229,10 +229,10 @@ struct Conflict {
 /// still copying into (found == false when none).
 struct RangeCheck {
   bool found = false;
-  std::size_t index = 0;  // from the access's first byte
-  bool pending = false;   // a copy in flight (reported before a race)
-  bool wgmma = false;     // a write to bytes an in-flight wgmma reads (reported before a race)
-  bool tma = false;       // bytes a TMA load wrote whose mbarrier phase is still open
+  std::size_t index = 0;   // from the access's first byte
+  bool pending = false;    // a copy in flight (reported before a race)
+  bool wgmma = false;      // a write to bytes an in-flight wgmma reads (reported before a race)
+  bool tma = false;        // bytes a TMA load wrote whose mbarrier phase is still open
   bool tma_store = false;  // a write to bytes an in-flight TMA store reads
   Conflict conflict;
 };

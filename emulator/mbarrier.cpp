@@ -94,9 +94,8 @@ void arrive(Machine& m, const void* bar, const char* what, std::uint32_t tx_byte
   if (tx_bytes != 0) b->expect_thread = self;
   if (b->pending == 0) {
     report(m, self, FindingKind::mbarrier_arrival_overflow, b->offset,
-           std::string(what) + " on " + where(b->offset) + " in phase " +
-               std::to_string(b->phase) + ", which already has all " +
-               std::to_string(b->expected) +
+           std::string(what) + " on " + where(b->offset) + " in phase " + std::to_string(b->phase) +
+               ", which already has all " + std::to_string(b->expected) +
                " arrivals of its init count (waiting for bytes); the arrival is ignored");
     return;
   }
@@ -142,8 +141,8 @@ void mbarrier_complete_tx(Machine& m, Mbarrier& b, std::uint32_t bytes, int thre
   if (b.tx < 0) {
     report(m, thread, FindingKind::mbarrier_tx_mismatch, b.offset,
            "cp.async.bulk.tensor complete_tx of " + std::to_string(bytes) + " bytes on " +
-               where(b.offset) + " in phase " + std::to_string(b.phase) + " leaves its tx-count at " +
-               std::to_string(b.tx) +
+               where(b.offset) + " in phase " + std::to_string(b.phase) +
+               " leaves its tx-count at " + std::to_string(b.tx) +
                ": more bytes arrived than expect_tx announced (the count is reset to 0)");
     b.tx = 0;
   }
@@ -159,11 +158,11 @@ std::string describe_mbarrier_wait(const Machine& m, int thread, FindingKind& ki
     tx = b.tx;
     expected = b.expected;
   }
-  std::string text = "waits in mbarrier.try_wait.parity " + std::to_string(parity_of(t.wait_phase)) +
-                     " on " + where(t.wait_barrier) + " for phase " +
-                     std::to_string(t.wait_phase) + "; it has " + std::to_string(pending) +
-                     " of " + std::to_string(expected) + " arrivals pending and " +
-                     std::to_string(tx) + " transaction bytes expected";
+  std::string text = "waits in mbarrier.try_wait.parity " +
+                     std::to_string(parity_of(t.wait_phase)) + " on " + where(t.wait_barrier) +
+                     " for phase " + std::to_string(t.wait_phase) + "; it has " +
+                     std::to_string(pending) + " of " + std::to_string(expected) +
+                     " arrivals pending and " + std::to_string(tx) + " transaction bytes expected";
   if (pending == 0 && tx > 0) {
     kind = FindingKind::mbarrier_tx_mismatch;
     text += ": every arrival is in but expect_tx announced bytes no copy delivers";

@@ -45,13 +45,14 @@ bool arrive(Machine& m, int id, int threads, bool wait) {
   } else if (b.expected != threads) {
     report(m, self, b.first,
            instruction(wait, id, threads) + " while thread " +
-               format(m.threads[static_cast<std::size_t>(b.first)].index) +
-               " arrived at barrier " + std::to_string(id) + " with a count of " +
-               std::to_string(b.expected) + " in the same round (the first count is kept)");
+               format(m.threads[static_cast<std::size_t>(b.first)].index) + " arrived at barrier " +
+               std::to_string(id) + " with a count of " + std::to_string(b.expected) +
+               " in the same round (the first count is kept)");
   }
   if (++b.arrived < b.expected) return false;
   for (ThreadSlot& t : m.threads) {
-    if (t.state == ThreadState::at_named_barrier && t.wait_barrier == static_cast<std::uint32_t>(id)) {
+    if (t.state == ThreadState::at_named_barrier &&
+        t.wait_barrier == static_cast<std::uint32_t>(id)) {
       t.state = ThreadState::runnable;
     }
   }

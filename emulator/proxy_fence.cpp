@@ -15,8 +15,7 @@ bool check_proxy_fence(Machine& m, int thread, std::size_t offset, std::size_t b
                        const char* what) {
   for (std::size_t b = offset; b < offset + bytes && b < m.shadow.size(); ++b) {
     const ShadowByte& s = m.shadow[b];
-    if (s.writer < 0 ||
-        s.write_time < m.proxy_fence_time[static_cast<std::size_t>(s.writer)]) {
+    if (s.writer < 0 || s.write_time < m.proxy_fence_time[static_cast<std::size_t>(s.writer)]) {
       continue;
     }
     Finding finding;
@@ -25,8 +24,8 @@ bool check_proxy_fence(Machine& m, int thread, std::size_t offset, std::size_t b
     finding.bytes = 1;
     finding.offset = static_cast<long long>(b);
     finding.other_thread = s.writer;
-    finding.message = std::string(what) + " reads shared offset " + std::to_string(b) +
-                      " (0x" + hex(finding.address) + ") through the async proxy, which thread " +
+    finding.message = std::string(what) + " reads shared offset " + std::to_string(b) + " (0x" +
+                      hex(finding.address) + ") through the async proxy, which thread " +
                       format(m.threads[static_cast<std::size_t>(s.writer)].index) +
                       " last wrote through the generic proxy with no fence.proxy.async since";
     record(m, thread, std::move(finding));

@@ -11,7 +11,9 @@
 namespace flashjit::emulator {
 namespace {
 
-std::string field(const char* name, int i) { return std::string(name) + "[" + std::to_string(i) + "]"; }
+std::string field(const char* name, int i) {
+  return std::string(name) + "[" + std::to_string(i) + "]";
+}
 
 std::uint32_t swizzle_span(TmaSwizzle swizzle) {
   switch (swizzle) {
@@ -59,7 +61,8 @@ std::string tensor_map_problem(const TensorMap& map) {
   }
   for (int i = 0; i < map.rank; ++i) {
     const std::uint32_t box = map.box[static_cast<std::size_t>(i)];
-    if (box < 1 || box > 256) return field("boxDim", i) + ": " + std::to_string(box) + " (1 to 256)";
+    if (box < 1 || box > 256)
+      return field("boxDim", i) + ": " + std::to_string(box) + " (1 to 256)";
   }
   const std::uint32_t inner = map.box[0] * static_cast<std::uint32_t>(e);
   if (inner % 16 != 0) {

@@ -109,8 +109,7 @@ void mark_loaded(Machine& m, int self, std::uint32_t chunk, bool& reported) {
              s.wgmma_reads != 0 ? FindingKind::wgmma_operand_in_flight
                                 : FindingKind::tma_store_in_flight,
              reinterpret_cast<std::uintptr_t>(m.shared_begin) + b, b,
-             "cp.async.bulk.tensor load writes shared offset " + std::to_string(b) +
-                 ", which " +
+             "cp.async.bulk.tensor load writes shared offset " + std::to_string(b) + ", which " +
                  (s.wgmma_reads != 0 ? "a wgmma.mma_async still reads (no wgmma.wait_group)"
                                      : "a TMA store still reads (no cp.async.bulk.wait_group)"));
     }
@@ -178,8 +177,8 @@ void finish_async_proxy(Machine& m) {
            reinterpret_cast<std::uintptr_t>(m.shared_begin) + b.offset, b.offset,
            "mbarrier.expect_tx on the mbarrier at shared offset " + std::to_string(b.offset) +
                ": phase " + std::to_string(b.phase) + " received all " +
-               std::to_string(b.expected) + " arrivals but still expects " +
-               std::to_string(b.tx) + " transaction bytes at block end (more expected than "
+               std::to_string(b.expected) + " arrivals but still expects " + std::to_string(b.tx) +
+               " transaction bytes at block end (more expected than "
                "the copies delivered)");
   }
   for (std::size_t t = 0; t < m.bulk_queues.size(); ++t) drain_tma_stores(m, static_cast<int>(t));

@@ -30,22 +30,21 @@ FJ_DEVICE void mbarrier_inval(mbarrier_t* bar) {
 }
 /// One arrival on the current phase.
 FJ_DEVICE void mbarrier_arrive(mbarrier_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_address(bar))
-               : "memory");
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_address(bar)) : "memory");
 }
 /// Announces `bytes` more transaction bytes for the current phase, then arrives.
 FJ_DEVICE void mbarrier_arrive_expect_tx(mbarrier_t* bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(
-                   shared_address(bar)),
-               "r"(bytes)
-               : "memory");
+  asm volatile(
+      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)),
+      "r"(bytes)
+      : "memory");
 }
 /// Announces `bytes` more transaction bytes for the current phase (no arrival).
 FJ_DEVICE void mbarrier_expect_tx(mbarrier_t* bar, unsigned bytes) {
-  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(
-                   shared_address(bar)),
-               "r"(bytes)
-               : "memory");
+  asm volatile(
+      "mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(bar)),
+      "r"(bytes)
+      : "memory");
 }
 /// Whether the phase with `parity` has completed (may suspend the thread for a while first).
 FJ_DEVICE bool mbarrier_try_wait_parity(mbarrier_t* bar, unsigned parity) {

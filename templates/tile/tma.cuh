@@ -48,8 +48,7 @@ FJ_DEVICE void tma_load(void* shared_dst, const tma_descriptor& map, const int (
     asm volatile(
         "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
         " [%0], [%1, {%3, %4, %5}], [%2];\n" ::"r"(shared_address(shared_dst)),
-        "l"(map_address), "r"(shared_address(bar)), "r"(coords[0]), "r"(coords[1]),
-        "r"(coords[2])
+        "l"(map_address), "r"(shared_address(bar)), "r"(coords[0]), "r"(coords[1]), "r"(coords[2])
         : "memory");
   }
 }
@@ -61,10 +60,11 @@ FJ_DEVICE void tma_store(const tma_descriptor& map, const int (&coords)[Rank],
   static_assert(Rank == 2 || Rank == 3, "tma_store: device PTX is written for ranks 2 and 3");
   const auto map_address = reinterpret_cast<unsigned long long>(&map);
   if constexpr (Rank == 2) {
-    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::
-                     "l"(map_address),
-                 "r"(shared_address(shared_src)), "r"(coords[0]), "r"(coords[1])
-                 : "memory");
+    asm volatile(
+        "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+            map_address),
+        "r"(shared_address(shared_src)), "r"(coords[0]), "r"(coords[1])
+        : "memory");
   } else {
     asm volatile(
         "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(

@@ -72,7 +72,7 @@ struct Ring {
 };
 
 constexpr int kStages = 2, kSteps = 6, kRows = 4, kCols = 32;  // fp32 boxes of (4, 32)
-constexpr int kConsumers = 64;                                  // warps 1 and 2
+constexpr int kConsumers = 64;                                 // warps 1 and 2
 struct RingLayout {
   static constexpr int kFull = 0, kEmpty = 16, kBoxes = 128;
   static constexpr int kBoxBytes = kRows * kCols * 4;
@@ -108,7 +108,8 @@ __global__ void ring_kernel(flashjit::tma_descriptor map, float* out) {
     for (int step = 0; step < kSteps; ++step, ring.advance(kStages)) {
       flashjit::mbarrier_wait_parity(full(ring.stage), ring.phase);
       float sum = 0.0f;
-      for (int r = 0; r < kRows; ++r) sum += flashjit::load_shared(box(ring.stage), r * kCols + column);
+      for (int r = 0; r < kRows; ++r)
+        sum += flashjit::load_shared(box(ring.stage), r * kCols + column);
       if (t < 64) flashjit::store_global(out, step * kCols + column, sum);
       flashjit::mbarrier_arrive(empty(ring.stage));
     }
@@ -146,7 +147,8 @@ TEST_CASE("a TMA ring with a producer warp and two consumer warps runs its phase
                           .shared_bytes = 1024 + 128,
                           .buffers = {em::buffer_of(tensor.data(), tensor.size(), "tensor"),
                                       em::buffer_of(out.data(), out.size(), "out")}};
-  const em::Report report = em::launch(ring_kernel, config, flashjit::tma_descriptor{&map}, out.data());
+  const em::Report report =
+      em::launch(ring_kernel, config, flashjit::tma_descriptor{&map}, out.data());
   CHECK_MESSAGE(report.clean(), report);
   for (int step = 0; step < kSteps; ++step) {
     for (int c = 0; c < kCols; ++c) {

@@ -38,7 +38,7 @@ __global__ void load_box(flashjit::tma_descriptor map, Coords at, std::uint32_t 
   __syncthreads();
   if (t == 0) {
     flashjit::mbarrier_arrive_expect_tx(barrier(), bytes);
-    const int (&coords)[Rank] = *reinterpret_cast<const int(*)[Rank]>(at.c);
+    const int(&coords)[Rank] = *reinterpret_cast<const int(*)[Rank]>(at.c);
     flashjit::tma_load(shared_at(kBox), map, coords, barrier());
   }
   flashjit::mbarrier_wait_parity(barrier(), 0);
@@ -48,7 +48,10 @@ __global__ void load_box(flashjit::tma_descriptor map, Coords at, std::uint32_t 
 }
 
 std::uint32_t swizzle_span(em::TmaSwizzle s) {
-  return s == em::TmaSwizzle::b32 ? 32 : s == em::TmaSwizzle::b64 ? 64 : s == em::TmaSwizzle::b128 ? 128 : 0;
+  return s == em::TmaSwizzle::b32    ? 32
+         : s == em::TmaSwizzle::b64  ? 64
+         : s == em::TmaSwizzle::b128 ? 128
+                                     : 0;
 }
 
 // The scalar model: element (i0, i1, i2) of the box is global element (c + i) or zero, at
@@ -74,10 +77,10 @@ std::vector<unsigned char> model(const em::TensorMap& map, const Coords& at) {
             const std::uint32_t row = (address >> 7) & (span / 16 - 1);
             address = (address & ~((span / 16 - 1) << 4)) | ((chunk ^ row) << 4);
           }
-          image[address - kBox] =
-              inside ? global[static_cast<std::size_t>(g0) * e + static_cast<std::size_t>(g1) * map.strides[1] +
-                              static_cast<std::size_t>(g2) * map.strides[2] + j]
-                     : 0;
+          image[address - kBox] = inside ? global[static_cast<std::size_t>(g0) * e +
+                                                  static_cast<std::size_t>(g1) * map.strides[1] +
+                                                  static_cast<std::size_t>(g2) * map.strides[2] + j]
+                                         : 0;
         }
       }
     }
@@ -98,7 +101,8 @@ struct Tensor {
     map.box = {(span != 0 ? span : 32) / static_cast<std::uint32_t>(element_bytes), 8, 2, 1, 1};
     map.swizzle = swizzle;
     bytes.resize(160 * 20 * 3 + 16);
-    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(i % 251 + 1);
+    for (std::size_t i = 0; i < bytes.size(); ++i)
+      bytes[i] = static_cast<unsigned char>(i % 251 + 1);
     const auto raw = reinterpret_cast<std::uintptr_t>(bytes.data());
     map.global_address = bytes.data() + (16 - raw % 16) % 16;  // 16-byte aligned
   }
@@ -109,12 +113,13 @@ em::Report load(const em::TensorMap& map, const Tensor& tensor, Coords at,
                 std::vector<unsigned char>& out) {
   const std::uint32_t bytes = em::tensor_map_box_bytes(map);
   out.assign(bytes, 0xAB);
-  em::LaunchConfig config{.kernel_name = "tma_load",
-                          .grid = {1},
-                          .block = {64},
-                          .shared_bytes = kShared,
-                          .buffers = {em::buffer_of(tensor.bytes.data(), tensor.bytes.size(), "tensor"),
-                                      em::buffer_of(out.data(), out.size(), "out")}};
+  em::LaunchConfig config{
+      .kernel_name = "tma_load",
+      .grid = {1},
+      .block = {64},
+      .shared_bytes = kShared,
+      .buffers = {em::buffer_of(tensor.bytes.data(), tensor.bytes.size(), "tensor"),
+                  em::buffer_of(out.data(), out.size(), "out")}};
   return em::launch(load_box<Rank>, config, flashjit::tma_descriptor{&map}, at, bytes, out.data());
 }
 
@@ -126,8 +131,8 @@ bool mentions(const em::Finding& finding, const std::string& text) {
 
 TEST_CASE("TMA loads match the scalar model: every swizzle, ranks 2 and 3, every edge") {
   for (const int element_bytes : {2, 4}) {
-    for (const em::TmaSwizzle swizzle : {em::TmaSwizzle::none, em::TmaSwizzle::b32,
-                                         em::TmaSwizzle::b64, em::TmaSwizzle::b128}) {
+    for (const em::TmaSwizzle swizzle :
+         {em::TmaSwizzle::none, em::TmaSwizzle::b32, em::TmaSwizzle::b64, em::TmaSwizzle::b128}) {
       for (const int rank : {2, 3}) {
         const Tensor tensor(element_bytes, rank, swizzle);
         REQUIRE(em::tensor_map_problem(tensor.map).empty());
@@ -256,7 +261,8 @@ __global__ void read_before_wait(flashjit::tma_descriptor map, float* out) {
   }
   if (Wait) flashjit::mbarrier_wait_parity(barrier(), 0);  // the bug is leaving it out
   if (t == 33) {
-    flashjit::store_global(out, 0, flashjit::load_shared(reinterpret_cast<float*>(shared_at(kBox)), 5));
+    flashjit::store_global(out, 0,
+                           flashjit::load_shared(reinterpret_cast<float*>(shared_at(kBox)), 5));
   }
 }
 
@@ -417,8 +423,10 @@ __global__ void wgmma_after_generic_writes(flashjit::tma_descriptor, float* out)
   if (Fenced) flashjit::fence_proxy_async();  // the bug is leaving it out
   __syncthreads();
   float acc[4] = {};
-  const std::uint64_t a = flashjit::wgmma_descriptor_bits(0, 128, 256, flashjit::WgmmaLayout::interleave);
-  const std::uint64_t b = flashjit::wgmma_descriptor_bits(2048, 128, 256, flashjit::WgmmaLayout::interleave);
+  const std::uint64_t a =
+      flashjit::wgmma_descriptor_bits(0, 128, 256, flashjit::WgmmaLayout::interleave);
+  const std::uint64_t b =
+      flashjit::wgmma_descriptor_bits(2048, 128, 256, flashjit::WgmmaLayout::interleave);
   em::wgmma_fence();
   em::wgmma_ss(em::MmaInput::f16, 8, acc, a, b, false, 1, 1, false, false);
   em::wgmma_commit_group();

@@ -74,6 +74,8 @@ AsyncQueue& queue_of(Machine& m, int thread) {
   return m.async_queues[static_cast<std::size_t>(thread)];
 }
 
+}  // namespace
+
 Machine& launch_machine(const char* instruction) {
   Machine* machine = active();
   if (machine == nullptr || machine->current < 0) {
@@ -82,8 +84,6 @@ Machine& launch_machine(const char* instruction) {
   }
   return *machine;
 }
-
-}  // namespace
 
 void land_async_copy(Machine& m, int thread, const AsyncCopy& copy) {
   std::memcpy(copy.dst, copy.data.data(), copy.bytes);

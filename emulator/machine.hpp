@@ -17,14 +17,25 @@
 
 namespace flashjit::emulator::detail {
 
-enum class ThreadState { runnable, at_barrier, at_warp_op, at_warpgroup_op, exited };
+// at_mbarrier: suspended in an mbarrier try_wait until the phase completes (mbarrier.cpp).
+enum class ThreadState {
+  runnable,
+  at_barrier,
+  at_warp_op,
+  at_warpgroup_op,
+  at_named_barrier,
+  at_mbarrier,
+  exited
+};
 
 struct ThreadSlot {
   void* sp = nullptr;  // saved stack pointer while switched out
   Dim3 index;
   ThreadState state = ThreadState::runnable;
-  std::uint64_t result = 0;       // this lane's result of the last warp collective
-  std::source_location location;  // the last set_source_location, line 0 when none
+  std::uint64_t result = 0;        // this lane's result of the last warp collective
+  std::source_location location;   // the last set_source_location, line 0 when none
+  std::uint32_t wait_barrier = 0;  // at_named_barrier: the id; at_mbarrier: its offset
+  std::int64_t wait_phase = 0;     // at_mbarrier: the phase index it waits to complete
 };
 
 /// A warp collective in progress: lanes arrive one by one; the last one computes all results.
@@ -59,9 +70,11 @@ struct ShadowByte {
   Readers readers = Readers::none;
   std::uint8_t pending_copies = 0;  // cp.async copies in flight to this byte
   std::uint16_t wgmma_reads = 0;    // in-flight wgmma operations reading this byte
+  std::uint16_t pending_tma = 0;    // TMA loads written here whose mbarrier phase is open
+  std::uint16_t tma_reads = 0;      // TMA stores reading this byte, not yet waited for
 };
-// No padding: shadows compare as 16 plain bytes.
-static_assert(sizeof(ShadowByte) == 16 && std::has_unique_object_representations_v<ShadowByte>);
+// No padding: shadows compare as 20 plain bytes.
+static_assert(sizeof(ShadowByte) == 20 && std::has_unique_object_representations_v<ShadowByte>);
 constexpr int kManyReaders = -2;  // Finding::other_thread for a race with several readers
 
 /// A cp.async in flight: the global bytes were read at issue; they land at `dst` when group
@@ -100,6 +113,47 @@ struct WgmmaQueue {
   std::vector<WgmmaOp> landed;   // the newest few landed since the last wgmma.fence
 };
 
+/// An mbarrier (mbarrier.cpp): the 64-bit object lives in shared memory; its state lives here,
+/// keyed by its shared offset. `phase` counts completed phases (the parity is its low bit).
+struct Mbarrier {
+  std::uint32_t offset = 0;
+  bool live = false;               // initialised and not invalidated
+  std::uint32_t expected = 0;      // arrivals per phase (init's count)
+  std::uint32_t pending = 0;       // arrivals still missing in the current phase
+  std::int64_t tx = 0;             // transaction bytes still expected in the current phase
+  std::int64_t phase = 0;          // completed phases
+  int expect_thread = -1;          // the thread of the latest expect_tx, for findings
+  std::vector<std::int64_t> seen;  // per thread: the phase its last wait named (-1)
+};
+
+/// A cp.async.bulk.tensor load in flight (tma.cpp): its bytes are in shared memory already,
+/// marked pending in the shadow, until the async proxy completes it (complete_tx on `barrier`).
+struct TmaLoad {
+  std::uint32_t barrier = 0;          // the mbarrier's shared offset
+  std::uint32_t bytes = 0;            // the box's bytes, out-of-bounds fill included
+  int thread = -1;                    // the issuing thread
+  std::vector<std::uint32_t> chunks;  // shared offsets of the 16-byte chunks written
+};
+
+/// A TMA store in flight: its shared source is guarded until its bulk group is waited for.
+struct TmaStore {
+  std::uint32_t group = 0;
+  std::vector<std::uint32_t> chunks;  // shared offsets of the 16-byte chunks read
+};
+struct BulkQueue {
+  std::vector<TmaStore> stores;
+  std::uint32_t open_group = 1;
+};
+
+/// A named barrier (bar.sync / bar.arrive with an id): the count its first arrival set and
+/// the threads that arrived in the current round.
+struct NamedBarrier {
+  int expected = 0;  // 0: idle
+  int arrived = 0;
+  int first = -1;  // the thread whose arrival set `expected`
+};
+constexpr int kNamedBarriers = 16;
+
 struct Machine {
   const LaunchConfig* config = nullptr;
   void (*body)(void*) = nullptr;
@@ -121,6 +175,11 @@ struct Machine {
   std::vector<ShadowByte> shadow;        // one per shared byte
   std::vector<AsyncQueue> async_queues;  // one per thread
   std::vector<WgmmaQueue> wgmma_queues;  // one per warpgroup
+  std::vector<Mbarrier> mbarriers;       // every mbarrier initialised in this block
+  std::vector<TmaLoad> tma_loads;        // in flight
+  std::vector<BulkQueue> bulk_queues;    // TMA stores, one queue per thread
+  std::array<NamedBarrier, kNamedBarriers> named_barriers{};
+  std::vector<std::uint32_t> proxy_fence_time;  // per thread: its last fence.proxy.async
 
   // Happens-before for the race checker, on one clock that ticks at every synchronization
   // (restarted per launch; wrapping would take 4 billion collectives in one launch).
@@ -170,9 +229,11 @@ struct Conflict {
 /// still copying into (found == false when none).
 struct RangeCheck {
   bool found = false;
-  std::size_t index = 0;  // from the access's first byte
-  bool pending = false;   // a copy in flight (reported before a race)
-  bool wgmma = false;     // a write to bytes an in-flight wgmma reads (reported before a race)
+  std::size_t index = 0;   // from the access's first byte
+  bool pending = false;    // a copy in flight (reported before a race)
+  bool wgmma = false;      // a write to bytes an in-flight wgmma reads (reported before a race)
+  bool tma = false;        // bytes a TMA load wrote whose mbarrier phase is still open
+  bool tma_store = false;  // a write to bytes an in-flight TMA store reads
   Conflict conflict;
 };
 /// Updates the shadow of `count` consecutive shared bytes for an access by `self` at the
@@ -213,6 +274,37 @@ void check_wgmma_fence(Machine& machine, const WgmmaQueue& queue,
                        const char* name);
 /// The in-flight wgmma reading shared `offset` and its warpgroup, or nullptr.
 const WgmmaOp* wgmma_reader(const Machine& machine, std::size_t offset, int& warpgroup);
+
+/// Prepares mbarriers, TMA copies, named barriers and proxy fences for a new block of
+/// `threads` threads; what an abandoned block left in flight is dropped with its shadow marks.
+void reset_async_proxy(Machine& machine, std::size_t threads);
+/// Completes every TMA load in flight (the async proxy finishes them when no thread can run);
+/// false when there was none.
+bool complete_tma_loads(Machine& machine);
+/// At the end of a block: lands what is in flight and reports mbarrier phases that received
+/// every arrival but still expect transaction bytes.
+void finish_async_proxy(Machine& machine);
+/// The TMA stores of `thread` release their shared sources (it is exiting).
+void drain_tma_stores(Machine& machine, int thread);
+/// The live mbarrier at shared `offset`, or nullptr.
+Mbarrier* find_mbarrier(Machine& machine, std::uint32_t offset);
+/// complete_tx(bytes) on `barrier` by the async proxy for a copy `thread` issued: the
+/// transaction count drops (more than expected is reported) and the phase may complete.
+void mbarrier_complete_tx(Machine& machine, Mbarrier& barrier, std::uint32_t bytes, int thread);
+/// Why `thread`, suspended in an mbarrier wait, waits (for the deadlock report); `kind` becomes
+/// mbarrier_tx_mismatch when the phase got all its arrivals but expects bytes never coming.
+std::string describe_mbarrier_wait(const Machine& machine, int thread, FindingKind& kind);
+/// Why `thread` waits at a named barrier, for the deadlock report.
+std::string describe_named_barrier_wait(const Machine& machine, int thread);
+/// The TMA load in flight writing shared `offset`, or nullptr.
+const TmaLoad* tma_load_covering(const Machine& machine, std::size_t offset);
+/// Reports (once, returning false) a byte of [offset, offset + bytes) that a thread last
+/// wrote through the generic proxy with no fence.proxy.async since, read now by the async
+/// proxy instruction `what` issued by `thread`.
+bool check_proxy_fence(Machine& machine, int thread, std::size_t offset, std::size_t bytes,
+                       const char* what);
+/// The running launch's machine and thread; throws std::logic_error outside one.
+Machine& launch_machine(const char* instruction);
 
 /// Formats a Dim3 as "(x,y,z)".
 std::string format(Dim3 index);

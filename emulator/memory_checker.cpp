@@ -97,6 +97,29 @@ void report_wgmma_operand(Machine& machine, int thread, std::size_t offset, Find
   record(machine, thread, std::move(finding));
 }
 
+// The bytes belong to a TMA load whose mbarrier phase has not completed (PTX ISA: the data
+// is visible only once a wait observes the phase complete).
+void report_pending_tma(Machine& machine, int thread, std::size_t offset, Finding finding) {
+  finding.kind = FindingKind::tma_load_pending;
+  const TmaLoad* load = tma_load_covering(machine, offset);
+  finding.other_thread = load != nullptr ? load->thread : -1;
+  finding.message += ": shared offset " + std::to_string(offset) +
+                     " is written by a cp.async.bulk.tensor load issued by thread " +
+                     thread_name(machine, finding.other_thread) +
+                     " whose mbarrier (shared offset " +
+                     (load != nullptr ? std::to_string(load->barrier) : std::string("?")) +
+                     ") phase has not completed (wait on the mbarrier first)";
+  record(machine, thread, std::move(finding));
+}
+
+void report_tma_store_source(Machine& machine, int thread, std::size_t offset, Finding finding) {
+  finding.kind = FindingKind::tma_store_in_flight;
+  finding.message += ": shared offset " + std::to_string(offset) +
+                     " is the source of a cp.async.bulk.tensor store still in flight (no "
+                     "cp.async.bulk.wait_group has completed it)";
+  record(machine, thread, std::move(finding));
+}
+
 }  // namespace
 
 bool check_global_access(Machine& machine, int thread, const void* address, std::size_t bytes,
@@ -141,9 +164,13 @@ bool check_shared_access(Machine& machine, int thread, const void* address, std:
       machine, machine.shadow.data() + static_cast<std::size_t>(offset), bytes, thread, write);
   if (!check.found) return true;
   Finding finding = shared_finding(FindingKind::shared_race, what, at, bytes, write, offset);
-  if (check.wgmma) {
-    report_wgmma_operand(machine, thread, static_cast<std::size_t>(offset) + check.index,
-                         std::move(finding));
+  const std::size_t first = static_cast<std::size_t>(offset) + check.index;
+  if (check.tma) {
+    report_pending_tma(machine, thread, first, std::move(finding));
+  } else if (check.tma_store) {
+    report_tma_store_source(machine, thread, first, std::move(finding));
+  } else if (check.wgmma) {
+    report_wgmma_operand(machine, thread, first, std::move(finding));
   } else if (check.pending) {
     report_pending_copy(machine, thread, static_cast<const std::byte*>(address) + check.index,
                         std::move(finding));

@@ -1,10 +1,14 @@
 #pragma once
 // Host twins of the PTX instructions the tile library issues as inline assembly on the device:
 // mma.sync (tensor cores), ldmatrix, cp.async with its commit/wait groups, and Hopper's
-// wgmma.mma_async with its shared-memory matrix descriptors and fence/commit/wait. Each is modelled
+// wgmma.mma_async with its shared-memory matrix descriptors and fence/commit/wait, and the rest of
+// Hopper's asynchronous machinery: mbarriers, TMA bulk tensor copies with their tensor maps,
+// named barriers and fence.proxy.async. Each is modelled
 // from the PTX ISA's documented semantics and fragment layouts (section names at each
 // definition) and checked like every other access: findings, not crashes.
+#include <array>
 #include <cstdint>
+#include <string>
 
 namespace flashjit::emulator {
 
@@ -91,5 +95,91 @@ void wgmma_ss(MmaInput input, int n, float* d, std::uint64_t a_descriptor,
 /// mma.sync m16n8k16 A-fragment layout (warp w of the warpgroup: rows 16w..16w+15).
 void wgmma_rs(MmaInput input, int n, float* d, const std::uint32_t (&a)[4],
               std::uint64_t b_descriptor, bool scale_d, int scale_a, int scale_b, bool trans_b);
+
+// --- mbarrier (PTX ISA "mbarrier"; emulator/mbarrier.cpp). `bar` points at the 8-byte object
+// in dynamic shared memory; the emulator keeps its state (arrival counts, tx-count, phase).
+
+/// mbarrier.init.shared::cta.b64 [bar], count: phase 0 with `count` arrivals expected.
+void mbarrier_init(void* bar, std::uint32_t count);
+/// mbarrier.inval.shared::cta.b64 [bar]: the barrier is no longer live (may be re-initialised).
+void mbarrier_inval(void* bar);
+/// mbarrier.arrive.shared::cta.b64 _, [bar]: one arrival.
+void mbarrier_arrive(void* bar);
+/// mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], bytes: expect `bytes` more, then arrive.
+void mbarrier_arrive_expect_tx(void* bar, std::uint32_t bytes);
+/// mbarrier.expect_tx.shared::cta.b64 [bar], bytes: expect `bytes` more transaction bytes.
+void mbarrier_expect_tx(void* bar, std::uint32_t bytes);
+/// mbarrier.test_wait.parity: whether the phase with `parity` has completed, never waiting.
+bool mbarrier_test_wait_parity(void* bar, std::uint32_t parity);
+/// mbarrier.try_wait.parity: whether the phase with `parity` has completed, suspending the
+/// thread until it does (the emulator's time limit is unbounded: it returns true, or the
+/// block ends in a deadlock finding naming the barrier and phase).
+bool mbarrier_try_wait_parity(void* bar, std::uint32_t parity);
+/// The usual loop around try_wait: returns once the phase with `parity` has completed.
+void mbarrier_wait_parity(void* bar, std::uint32_t parity);
+
+// --- TMA (cp.async.bulk.tensor with a CUtensorMap; emulator/tma.cpp, tensor_map.cpp).
+
+/// CUtensorMapSwizzle: 16-byte chunk index ^= (address >> 7) & (span / 16 - 1) within rows
+/// of at most `span` bytes (HOPPER-NOTES 2.1, 2.2).
+enum class TmaSwizzle : std::uint8_t { none, b32, b64, b128 };
+
+/// What cuTensorMapEncodeTiled takes, kept decoded: the emulator's stand-in for the opaque
+/// 128-byte CUtensorMap. Dimension 0 is the innermost; `strides[i]` is the byte stride of
+/// dimension i (strides[0] is implied: the element size; the driver's globalStrides[i - 1] is
+/// strides[i]). Out-of-bounds elements are filled with zeros (CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+/// no interleave, element strides 1.
+struct TensorMap {
+  int element_bytes = 2;  // dataType's size: 1, 2, 4 or 8
+  int rank = 2;           // 1 to 5
+  const void* global_address = nullptr;
+  std::array<std::uint64_t, 5> dims{1, 1, 1, 1, 1};     // globalDim, elements
+  std::array<std::uint64_t, 5> strides{0, 0, 0, 0, 0};  // bytes; [0] unused
+  std::array<std::uint32_t, 5> box{1, 1, 1, 1, 1};      // boxDim, elements
+  std::array<std::uint32_t, 5> element_strides{1, 1, 1, 1, 1};
+  TmaSwizzle swizzle = TmaSwizzle::none;
+};
+
+/// Why the CUDA driver's cuTensorMapEncodeTiled would reject `map` (the field named first, as
+/// the driver API documents it: "globalStrides[0]: ..."), or "" when it is valid.
+std::string tensor_map_problem(const TensorMap& map);
+
+/// Bytes of one box in shared memory (every element, out-of-bounds ones included).
+std::uint32_t tensor_map_box_bytes(const TensorMap& map);
+
+/// The shared byte offset (from the box's start at `box_offset`, a shared offset) of byte `byte`
+/// of the dense box image, under `swizzle`.
+std::uint32_t tma_swizzled_offset(TmaSwizzle swizzle, std::uint32_t box_offset, std::uint32_t byte);
+
+/// cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes
+/// [dst], [map, coords], [bar]: copies the box at element `coords` (map->rank of them,
+/// innermost first, may be negative or past the end: those elements are zero) into shared
+/// memory at `shared_dst` (128-byte aligned) in the map's swizzle, then complete_tx(box bytes)
+/// on `bar`. The bytes are checked as global reads now and are pending until the barrier
+/// phase they complete on completes: touching them earlier is reported.
+void tma_load(void* shared_dst, const TensorMap* map, const std::int32_t* coords, void* bar);
+
+/// cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group [map, coords], [src]: writes
+/// the box at `coords` from shared `shared_src` (in the map's swizzle) to global memory; only
+/// in-bounds elements are written. The source is read by the async proxy, so generic writes to
+/// it need a fence.proxy.async first, and it must not change until a bulk wait_group.
+void tma_store(const TensorMap* map, const std::int32_t* coords, const void* shared_src);
+/// cp.async.bulk.commit_group: this thread's uncommitted bulk stores become one group.
+void bulk_commit_group();
+/// cp.async.bulk.wait_group{.read} N: waits until at most N of this thread's newest bulk
+/// groups are in flight (their shared sources are then free again).
+void bulk_wait_group(int pending_groups);
+
+/// fence.proxy.async.shared::cta: this thread's earlier generic-proxy shared writes become
+/// visible to the async proxy (TMA stores, wgmma operand reads).
+void fence_proxy_async_shared();
+
+// --- named barriers (PTX ISA "bar, barrier"; emulator/named_barrier.cpp).
+
+/// bar.sync id, threads: waits until `threads` (a multiple of 32) threads arrived at `id`
+/// (0 to 15; 0 is __syncthreads' barrier) with bar.sync or bar.arrive.
+void named_barrier_sync(int id, int threads);
+/// bar.arrive id, threads: counts this thread toward `id` without waiting.
+void named_barrier_arrive(int id, int threads);
 
 }  // namespace flashjit::emulator

@@ -97,9 +97,12 @@ RangeCheck touch_range(const Machine& m, ShadowByte* shadow, std::size_t count, 
   for (std::size_t i = 0; i < count;) {
     const ShadowByte before = shadow[i];
     const Conflict conflict = touch(m, shadow[i], self, write);
-    const bool wgmma = write && before.wgmma_reads != 0;  // reads by a wgmma do not conflict
-    if (!result.found && (before.pending_copies != 0 || wgmma || conflict.what != nullptr)) {
-      result = {true, i, before.pending_copies != 0, wgmma, conflict};
+    const bool wgmma = write && before.wgmma_reads != 0;    // reads by a wgmma do not conflict
+    const bool tma_store = write && before.tma_reads != 0;  // nor do a TMA store's
+    const bool tma = before.pending_tma != 0;
+    if (!result.found &&
+        (before.pending_copies != 0 || wgmma || tma || tma_store || conflict.what != nullptr)) {
+      result = {true, i, before.pending_copies != 0, wgmma, tma, tma_store, conflict};
     }
     // The bytes of one access were usually last touched together. touch depends only on the
     // shadow, so a byte equal to this one gets the same update and conflict (noted already).

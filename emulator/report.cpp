@@ -28,6 +28,26 @@ std::string_view to_string(FindingKind kind) {
       return "warp_collective_mismatch";
     case FindingKind::deadlock:
       return "deadlock";
+    case FindingKind::mbarrier_reinit:
+      return "mbarrier_reinit";
+    case FindingKind::mbarrier_uninitialized:
+      return "mbarrier_uninitialized";
+    case FindingKind::mbarrier_stale_phase:
+      return "mbarrier_stale_phase";
+    case FindingKind::mbarrier_tx_mismatch:
+      return "mbarrier_tx_mismatch";
+    case FindingKind::mbarrier_arrival_overflow:
+      return "mbarrier_arrival_overflow";
+    case FindingKind::tma_load_pending:
+      return "tma_load_pending";
+    case FindingKind::tma_store_in_flight:
+      return "tma_store_in_flight";
+    case FindingKind::tma_invalid:
+      return "tma_invalid";
+    case FindingKind::proxy_fence_missing:
+      return "proxy_fence_missing";
+    case FindingKind::named_barrier_mismatch:
+      return "named_barrier_mismatch";
   }
   return "unknown";
 }

@@ -1,7 +1,8 @@
 // The block scheduler: runs a block's threads as fibers in a fixed order (lowest linear index
-// first), each until it blocks at a barrier, a warp or warpgroup collective or exits, and
-// releases the block barrier once every live thread waits at it. Deterministic: no OS
-// threads, no timing.
+// first), each until it blocks at a barrier, a warp or warpgroup collective, a named barrier
+// or an mbarrier wait, or exits, and releases the block barrier once every live thread waits
+// at it. TMA loads in flight complete only when no thread can run (so data read before its
+// mbarrier phase completes shows). Deterministic: no OS threads, no timing.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +17,7 @@ namespace {
   machine.body(machine.body_context);
   const auto self = static_cast<std::size_t>(machine.current);
   drain_async_copies(machine, machine.current);
+  drain_tma_stores(machine, machine.current);
   machine.warp_live[self / 32] &= ~(1u << (self % 32));
   machine.threads[self].state = ThreadState::exited;
   void* finished = nullptr;  // never resumed
@@ -62,8 +64,12 @@ void release_barrier(Machine& machine, bool& divergence_reported) {
 void report_deadlock(Machine& machine) {
   const int in_warp_op = first_in_state(machine, ThreadState::at_warp_op);
   const int in_warpgroup_op = first_in_state(machine, ThreadState::at_warpgroup_op);
+  const int at_named = first_in_state(machine, ThreadState::at_named_barrier);
+  const int at_mbarrier = first_in_state(machine, ThreadState::at_mbarrier);
   const int stuck = in_warp_op >= 0        ? in_warp_op
                     : in_warpgroup_op >= 0 ? in_warpgroup_op
+                    : at_named >= 0        ? at_named
+                    : at_mbarrier >= 0     ? at_mbarrier
                                            : first_in_state(machine, ThreadState::at_barrier);
   Finding finding;
   finding.kind = FindingKind::deadlock;
@@ -76,6 +82,10 @@ void report_deadlock(Machine& machine) {
     finding.message = detail;
   } else if (in_warpgroup_op >= 0) {
     finding.message = describe_warpgroup_wait(machine, in_warpgroup_op);
+  } else if (at_named >= 0) {
+    finding.message = describe_named_barrier_wait(machine, at_named);
+  } else if (at_mbarrier >= 0) {
+    finding.message = describe_mbarrier_wait(machine, at_mbarrier, finding.kind);
   } else {
     finding.message = "waits at __syncthreads that other threads cannot reach";
   }
@@ -98,6 +108,7 @@ void start_threads(Machine& machine) {
   }
   reset_async_copies(machine, count);
   reset_warpgroups(machine, count);
+  reset_async_proxy(machine, count);
 }
 
 }  // namespace
@@ -127,15 +138,19 @@ void run_block(Machine& machine, Dim3 block_index) {
     const auto live =
         std::count_if(machine.threads.begin(), machine.threads.end(),
                       [](const ThreadSlot& t) { return t.state != ThreadState::exited; });
-    if (live == 0) return;
+    if (live == 0) {
+      finish_async_proxy(machine);
+      return;
+    }
     const auto waiting =
         std::count_if(machine.threads.begin(), machine.threads.end(),
                       [](const ThreadSlot& t) { return t.state == ThreadState::at_barrier; });
-    if (waiting != live) {
+    if (waiting == live) {
+      release_barrier(machine, divergence_reported);
+    } else if (!complete_tma_loads(machine)) {  // the async proxy finishes what it can
       report_deadlock(machine);  // fibers left mid-stack: kernels hold only trivial locals
       return;
     }
-    release_barrier(machine, divergence_reported);
   }
 }
 

@@ -11,7 +11,8 @@
 //  - the RS form's A: warp w holds rows 16w..16w+15 as mma.sync m16n8k16's A fragment;
 //  - results may be accessed only after wgmma.wait_group completes the operation's group.
 // Modelling choices: the operation is computed at issue (shared operands read and checked
-// then: bounds, races, pending cp.async), and its results land in the accumulator registers
+// then: bounds, races, pending cp.async or TMA, generic writes with no fence.proxy.async since),
+// and its results land in the accumulator registers
 // only at the wait_group that completes it, so a kernel reading them early sees the old
 // values. Until then the shared bytes it read are marked in the shadow, and a generic-proxy
 // write to one is reported (wgmma_operand_in_flight). wgmma.fence is checked where the
@@ -130,6 +131,7 @@ bool read_shared_operand(Machine& m, const char* name, MmaInput input, std::uint
     return false;
   }
   const int outer = mn_major ? rows / 8 : rows, inner = mn_major ? kK : 2;
+  bool fenced = true;  // one proxy fence finding per operand
   for (int o = 0; o < outer; ++o) {
     for (int i = 0; i < inner; ++i) {
       const int row0 = mn_major ? 8 * o : o, k0 = mn_major ? i : 8 * i;
@@ -138,6 +140,7 @@ bool read_shared_operand(Machine& m, const char* name, MmaInput input, std::uint
           reinterpret_cast<std::uintptr_t>(m.shared_begin) + chunk);
       const bool readable = detail::check_shared_access(m, reader(row0), address, 16, false, name);
       if (readable) op.chunks.push_back(chunk);
+      if (readable && fenced) fenced = detail::check_proxy_fence(m, reader(row0), chunk, 16, name);
       for (int j = 0; j < 8; ++j) {
         const int row = mn_major ? row0 + j : row0, k = mn_major ? k0 : k0 + j;
         std::uint16_t value = 0;

@@ -25,13 +25,15 @@ constexpr std::uint64_t descriptor(int start, int base_offset = 0, int layout = 
 }
 constexpr std::uint64_t kA = descriptor(0), kB = descriptor(2048);
 
-// Every thread fills its share of shared memory with ones, then the block synchronizes.
+// Every thread fills its share of shared memory with ones, fences them for the async proxy,
+// then the block synchronizes.
 void fill_ones() {
   auto* shared = flashjit::dynamic_shared<std::uint16_t>();
   for (int i = static_cast<int>(threadIdx.x); i < kSharedBytes / 2;
        i += static_cast<int>(blockDim.x)) {
     flashjit::store_shared(shared, i, kHalfOne);
   }
+  em::fence_proxy_async_shared();  // generic writes, read by wgmma (the async proxy)
   __syncthreads();
 }
 
@@ -132,6 +134,7 @@ __global__ void no_barrier_before_wgmma(float*) {
   for (int i = static_cast<int>(threadIdx.x); i < kSharedBytes / 2; i += kThreads) {
     flashjit::store_shared(shared, i, kHalfOne);
   }  // bug: no __syncthreads
+  em::fence_proxy_async_shared();
   float acc[4] = {};
   em::wgmma_fence();
   em::wgmma_ss(em::MmaInput::f16, 8, acc, kA, kB, false, 1, 1, false, false);

@@ -136,6 +136,7 @@ __global__ void wgmma_kernel(Case p, const T* a_image, const T* b_image, const T
     flashjit::store_shared(shared, p.b_offset + i,
                            flashjit::from_float<T>(flashjit::load_global(b_image, i)));
   }
+  flashjit::emulator::fence_proxy_async_shared();  // generic writes, read by wgmma
   __syncthreads();
   float acc[128];  // (n / 2)
   for (int i = 0; i < p.n / 2; ++i) {
@@ -296,6 +297,7 @@ __global__ void tile_wgmma_kernel(const flashjit::bfloat16_t* a_image,
     flashjit::store_shared(b_smem, i,
                            flashjit::from_float<bfloat16_t>(flashjit::load_global(b_image, i)));
   }
+  flashjit::emulator::fence_proxy_async_shared();  // generic writes, read by wgmma
   __syncthreads();
   float acc[N / 2] = {};
   flashjit::wgmma_fence();

@@ -1,0 +1,304 @@
+// TMA bulk tensor copies on the emulator, from the PTX ISA section "cp.async.bulk.tensor" and
+// the CUDA Driver API's tensor maps (HOPPER-NOTES 2.2):
+//  - the box at integer element coordinates (innermost first) is copied between global memory
+//    and a dense box image in shared memory, 16-byte chunks permuted by the map's swizzle;
+//    elements outside [0, globalDim) read as zero and are not stored;
+//  - a load completes with complete_tx(box bytes) on its mbarrier, out-of-bounds fill included;
+//  - a store reads its shared source in the async proxy and is tracked by bulk groups
+//    (cp.async.bulk.commit_group / wait_group).
+// Modelling choices: a load's global bytes are read and its shared bytes written at issue, and
+// those bytes are marked pending until the async proxy completes the load: when no thread can
+// run (the scheduler calls complete_tma_loads), or at block end. Touching them before the
+// mbarrier phase completes is reported (tma_load_pending); after completion they carry no
+// writer, so readers that waited on the mbarrier need no __syncthreads. A store writes global
+// memory at issue and guards its shared source until its bulk group is waited for.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "emulator/machine.hpp"
+
+namespace flashjit::emulator::detail {
+namespace {
+
+constexpr std::uint32_t kChunk = 16;
+
+void report(Machine& m, int thread, FindingKind kind, std::uintptr_t address, long long offset,
+            std::string text) {
+  Finding finding;
+  finding.kind = kind;
+  finding.address = address;
+  finding.offset = offset;
+  finding.message = std::move(text);
+  record(m, thread, std::move(finding));
+}
+
+// The operands every TMA copy needs: a valid map, a 128-byte aligned shared box inside the
+// dynamic shared memory. Returns the box's shared offset, or false (reported).
+bool valid_copy(Machine& m, int self, const TensorMap* map, const void* shared, const char* what,
+                std::uint32_t& offset) {
+  const auto at = reinterpret_cast<std::uintptr_t>(shared);
+  const auto begin = reinterpret_cast<std::uintptr_t>(m.shared_begin);
+  const long long off = static_cast<long long>(at - begin);
+  if (map == nullptr) {
+    report(m, self, FindingKind::tma_invalid, at, off, std::string(what) + ": no tensor map");
+    return false;
+  }
+  if (const std::string problem = tensor_map_problem(*map); !problem.empty()) {
+    report(m, self, FindingKind::tma_invalid, at, off,
+           std::string(what) + ": the tensor map is invalid: " + problem + "; skipped");
+    return false;
+  }
+  const auto bytes = static_cast<long long>(tensor_map_box_bytes(*map));
+  if (off < 0 || off + bytes > static_cast<long long>(m.config->shared_bytes) || off % 128 != 0) {
+    report(m, self, FindingKind::tma_invalid, at, off,
+           std::string(what) + " with its shared box at shared offset " + std::to_string(off) +
+               " (" + std::to_string(bytes) +
+               " bytes): it must be 128-byte aligned and inside the dynamic shared memory (" +
+               std::to_string(m.config->shared_bytes) + " bytes); skipped");
+    return false;
+  }
+  offset = static_cast<std::uint32_t>(off);
+  return true;
+}
+
+// One row of the box: the box's dimensions 1.. at `row`, in global coordinates; the in-bounds
+// elements of dimension 0 are [lo, hi) of the box, at `global` for element lo.
+struct Row {
+  bool inside = false;
+  std::uint32_t lo = 0, hi = 0;
+  const std::byte* global = nullptr;
+};
+
+Row row_of(const TensorMap& map, const std::int32_t* coords, std::uint32_t row) {
+  Row r;
+  const auto* base = static_cast<const std::byte*>(map.global_address);
+  std::int64_t offset = 0;
+  for (int d = 1; d < map.rank; ++d) {
+    const auto i = static_cast<std::int64_t>(row % map.box[static_cast<std::size_t>(d)]);
+    row /= map.box[static_cast<std::size_t>(d)];
+    const std::int64_t g = coords[d] + i;
+    if (g < 0 || g >= static_cast<std::int64_t>(map.dims[static_cast<std::size_t>(d)])) return r;
+    offset += g * static_cast<std::int64_t>(map.strides[static_cast<std::size_t>(d)]);
+  }
+  const std::int64_t c0 = coords[0], dim0 = static_cast<std::int64_t>(map.dims[0]);
+  const std::int64_t lo = std::max<std::int64_t>(0, -c0);
+  const std::int64_t hi = std::min<std::int64_t>(map.box[0], dim0 - c0);
+  if (lo >= hi) return r;
+  r.inside = true;
+  r.lo = static_cast<std::uint32_t>(lo);
+  r.hi = static_cast<std::uint32_t>(hi);
+  r.global = base + offset + (c0 + lo) * map.element_bytes;
+  return r;
+}
+
+std::uint32_t rows_of(const TensorMap& map) {
+  std::uint32_t rows = 1;
+  for (int d = 1; d < map.rank; ++d) rows *= map.box[static_cast<std::size_t>(d)];
+  return rows;
+}
+
+// Marks a chunk a load wrote: pending, no generic writer. A write over bytes an in-flight
+// wgmma or TMA store still reads is reported once per load.
+void mark_loaded(Machine& m, int self, std::uint32_t chunk, bool& reported) {
+  for (std::uint32_t b = chunk; b < chunk + kChunk; ++b) {
+    ShadowByte& s = m.shadow[b];
+    if (!reported && (s.wgmma_reads != 0 || s.tma_reads != 0)) {
+      reported = true;
+      report(m, self,
+             s.wgmma_reads != 0 ? FindingKind::wgmma_operand_in_flight
+                                : FindingKind::tma_store_in_flight,
+             reinterpret_cast<std::uintptr_t>(m.shared_begin) + b, b,
+             "cp.async.bulk.tensor load writes shared offset " + std::to_string(b) + ", which " +
+                 (s.wgmma_reads != 0 ? "a wgmma.mma_async still reads (no wgmma.wait_group)"
+                                     : "a TMA store still reads (no cp.async.bulk.wait_group)"));
+    }
+    s.writer = -1;
+    s.readers = ShadowByte::Readers::none;
+    s.write_time = m.time;
+    ++s.pending_tma;
+  }
+}
+
+void release_store(Machine& m, const TmaStore& store) {
+  for (const std::uint32_t chunk : store.chunks) {
+    for (std::uint32_t b = chunk; b < chunk + kChunk; ++b) {
+      if (m.shadow[b].tma_reads != 0) --m.shadow[b].tma_reads;
+    }
+  }
+}
+
+void land(Machine& m, const TmaLoad& load) {
+  for (const std::uint32_t chunk : load.chunks) {
+    for (std::uint32_t b = chunk; b < chunk + kChunk; ++b) {
+      if (m.shadow[b].pending_tma != 0) --m.shadow[b].pending_tma;
+    }
+  }
+  if (Mbarrier* barrier = find_mbarrier(m, load.barrier)) {
+    mbarrier_complete_tx(m, *barrier, load.bytes, load.thread);
+  }
+}
+
+}  // namespace
+
+void reset_async_proxy(Machine& m, std::size_t threads) {
+  for (const TmaLoad& load : m.tma_loads) {  // an abandoned block's
+    for (const std::uint32_t chunk : load.chunks) {
+      for (std::uint32_t b = chunk; b < chunk + kChunk; ++b) m.shadow[b].pending_tma = 0;
+    }
+  }
+  m.tma_loads.clear();
+  for (BulkQueue& queue : m.bulk_queues) {
+    for (const TmaStore& store : queue.stores) {
+      for (const std::uint32_t chunk : store.chunks) {
+        for (std::uint32_t b = chunk; b < chunk + kChunk; ++b) m.shadow[b].tma_reads = 0;
+      }
+    }
+  }
+  m.bulk_queues.assign(threads, BulkQueue{});
+  m.mbarriers.clear();
+  m.named_barriers = {};
+  m.proxy_fence_time.assign(threads, m.time);  // earlier blocks' writes count as fenced
+}
+
+bool complete_tma_loads(Machine& m) {
+  if (m.tma_loads.empty()) return false;
+  std::vector<TmaLoad> loads;
+  loads.swap(m.tma_loads);
+  for (const TmaLoad& load : loads) land(m, load);
+  return true;
+}
+
+void finish_async_proxy(Machine& m) {
+  complete_tma_loads(m);
+  for (const Mbarrier& b : m.mbarriers) {
+    if (!b.live || b.pending != 0 || b.tx <= 0) continue;
+    report(m, b.expect_thread, FindingKind::mbarrier_tx_mismatch,
+           reinterpret_cast<std::uintptr_t>(m.shared_begin) + b.offset, b.offset,
+           "mbarrier.expect_tx on the mbarrier at shared offset " + std::to_string(b.offset) +
+               ": phase " + std::to_string(b.phase) + " received all " +
+               std::to_string(b.expected) + " arrivals but still expects " + std::to_string(b.tx) +
+               " transaction bytes at block end (more expected than "
+               "the copies delivered)");
+  }
+  for (std::size_t t = 0; t < m.bulk_queues.size(); ++t) drain_tma_stores(m, static_cast<int>(t));
+}
+
+void drain_tma_stores(Machine& m, int thread) {
+  BulkQueue& queue = m.bulk_queues[static_cast<std::size_t>(thread)];
+  for (const TmaStore& store : queue.stores) release_store(m, store);
+  queue.stores.clear();
+}
+
+const TmaLoad* tma_load_covering(const Machine& m, std::size_t offset) {
+  for (const TmaLoad& load : m.tma_loads) {
+    for (const std::uint32_t chunk : load.chunks) {
+      if (offset >= chunk && offset < chunk + kChunk) return &load;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace flashjit::emulator::detail
+
+namespace flashjit::emulator {
+
+void tma_load(void* shared_dst, const TensorMap* map, const std::int32_t* coords, void* bar) {
+  const char* what = "cp.async.bulk.tensor load";
+  detail::Machine& m = detail::launch_machine(what);
+  const int self = m.current;
+  std::uint32_t box = 0;
+  if (!detail::valid_copy(m, self, map, shared_dst, what, box)) return;
+  const auto barrier_at = reinterpret_cast<std::uintptr_t>(bar);
+  const auto begin = reinterpret_cast<std::uintptr_t>(m.shared_begin);
+  detail::Mbarrier* barrier =
+      barrier_at >= begin ? detail::find_mbarrier(m, static_cast<std::uint32_t>(barrier_at - begin))
+                          : nullptr;
+  if (barrier == nullptr) {
+    detail::report(m, self, FindingKind::mbarrier_uninitialized, barrier_at,
+                   static_cast<long long>(barrier_at - begin),
+                   std::string(what) + " completing on the mbarrier at shared offset " +
+                       std::to_string(static_cast<long long>(barrier_at - begin)) +
+                       ", which no mbarrier.init has initialised; skipped");
+    return;
+  }
+  detail::TmaLoad load;
+  load.barrier = barrier->offset;
+  load.bytes = tensor_map_box_bytes(*map);
+  load.thread = self;
+  const auto e = static_cast<std::uint32_t>(map->element_bytes);
+  const std::uint32_t inner = map->box[0] * e, rows = detail::rows_of(*map);
+  std::vector<std::byte> image(inner);
+  bool reported = false;
+  for (std::uint32_t r = 0; r < rows; ++r) {
+    std::fill(image.begin(), image.end(), std::byte{0});
+    const detail::Row row = detail::row_of(*map, coords, r);
+    const std::size_t run = (row.hi - row.lo) * e;
+    if (row.inside && detail::check_global_access(m, self, row.global, run, false, what)) {
+      std::memcpy(image.data() + row.lo * e, row.global, run);
+    }
+    for (std::uint32_t c = 0; c < inner; c += detail::kChunk) {
+      const std::uint32_t at = tma_swizzled_offset(map->swizzle, box, r * inner + c);
+      std::memcpy(m.shared_begin + at, image.data() + c, detail::kChunk);
+      detail::mark_loaded(m, self, at, reported);
+      load.chunks.push_back(at);
+    }
+  }
+  m.report.work.shared_bytes_written += load.bytes;
+  m.tma_loads.push_back(std::move(load));
+}
+
+void tma_store(const TensorMap* map, const std::int32_t* coords, const void* shared_src) {
+  const char* what = "cp.async.bulk.tensor store";
+  detail::Machine& m = detail::launch_machine(what);
+  const int self = m.current;
+  std::uint32_t box = 0;
+  if (!detail::valid_copy(m, self, map, shared_src, what, box)) return;
+  detail::BulkQueue& queue = m.bulk_queues[static_cast<std::size_t>(self)];
+  detail::TmaStore store;
+  store.group = queue.open_group;
+  const auto e = static_cast<std::uint32_t>(map->element_bytes);
+  const std::uint32_t inner = map->box[0] * e, rows = detail::rows_of(*map);
+  std::vector<std::byte> image(inner);
+  bool fenced = true;
+  for (std::uint32_t r = 0; r < rows; ++r) {
+    for (std::uint32_t c = 0; c < inner; c += detail::kChunk) {
+      const std::uint32_t at = tma_swizzled_offset(map->swizzle, box, r * inner + c);
+      detail::check_shared_access(m, self, m.shared_begin + at, detail::kChunk, false, what);
+      if (fenced) fenced = detail::check_proxy_fence(m, self, at, detail::kChunk, what);
+      std::memcpy(image.data() + c, m.shared_begin + at, detail::kChunk);
+      store.chunks.push_back(at);
+    }
+    const detail::Row row = detail::row_of(*map, coords, r);
+    const std::size_t run = (row.hi - row.lo) * e;
+    auto* global = const_cast<std::byte*>(row.global);  // the map's tensor is writable
+    if (row.inside && detail::check_global_access(m, self, global, run, true, what)) {
+      std::memcpy(global, image.data() + row.lo * e, run);
+    }
+  }
+  for (const std::uint32_t chunk : store.chunks) {
+    for (std::uint32_t b = chunk; b < chunk + detail::kChunk; ++b) ++m.shadow[b].tma_reads;
+  }
+  queue.stores.push_back(std::move(store));
+}
+
+void bulk_commit_group() {
+  detail::Machine& m = detail::launch_machine("cp.async.bulk.commit_group");
+  ++m.bulk_queues[static_cast<std::size_t>(m.current)].open_group;
+}
+
+void bulk_wait_group(int pending_groups) {
+  detail::Machine& m = detail::launch_machine("cp.async.bulk.wait_group");
+  detail::BulkQueue& queue = m.bulk_queues[static_cast<std::size_t>(m.current)];
+  const std::uint32_t committed = queue.open_group - 1;
+  const auto keep = static_cast<std::uint32_t>(std::max(pending_groups, 0));
+  if (committed <= keep) return;
+  const std::uint32_t last_complete = committed - keep;
+  auto end = queue.stores.begin();
+  for (; end != queue.stores.end() && end->group <= last_complete; ++end) {
+    detail::release_store(m, *end);
+  }
+  queue.stores.erase(queue.stores.begin(), end);
+}
+
+}  // namespace flashjit::emulator

@@ -1,0 +1,344 @@
+// mbarriers and named barriers on the emulator: phases over a producer/consumer ring fed by
+// TMA, and one planted bug per check (each finding's kind, thread, instruction and address).
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "emulator/launch.hpp"
+#include "tile/memory.cuh"
+#include "tile/tma.cuh"
+
+namespace {
+
+namespace em = flashjit::emulator;
+using flashjit::mbarrier_t;
+
+constexpr int kBarrierOffset = 8;  // the planted kernels' barrier, at shared offset 8
+
+mbarrier_t* barrier_at(int offset) {
+  return reinterpret_cast<mbarrier_t*>(flashjit::dynamic_shared<unsigned char>() + offset);
+}
+
+em::Report run(void (*kernel)(float*), std::vector<float>& out, int threads,
+               std::size_t shared_bytes = 1024) {
+  out.assign(1024, 0.0f);
+  em::LaunchConfig config{.kernel_name = "barriers",
+                          .grid = {1},
+                          .block = {static_cast<unsigned>(threads)},
+                          .shared_bytes = shared_bytes,
+                          .buffers = {em::buffer_of(out.data(), out.size(), "out")}};
+  return em::launch(kernel, config, out.data());
+}
+
+bool mentions(const em::Finding& finding, const std::string& text) {
+  return finding.message.find(text) != std::string::npos;
+}
+
+// Thread 0 arrives on a count-2 barrier in three rounds, thread 1 twice per round; everyone
+// records what test_wait sees before and after each round.
+__global__ void phases_by_arrivals(float* out) {
+  const int t = static_cast<int>(threadIdx.x);
+  mbarrier_t* bar = barrier_at(kBarrierOffset);
+  if (t == 0) flashjit::mbarrier_init(bar, 2);
+  __syncthreads();
+  for (int round = 0; round < 3; ++round) {
+    const auto parity = static_cast<unsigned>(round & 1);
+    if (t == 0) {
+      flashjit::store_global(out, round, em::mbarrier_test_wait_parity(bar, parity) ? 1.0f : 0.0f);
+      flashjit::mbarrier_arrive(bar);
+    }
+    __syncthreads();
+    if (t == 1) {
+      flashjit::mbarrier_arrive(bar);
+      flashjit::store_global(out, 10 + round,
+                             em::mbarrier_test_wait_parity(bar, parity) ? 1.0f : 0.0f);
+    }
+    __syncthreads();
+  }
+}
+
+/// A two-stage ring: stage index and phase bit advance together.
+struct Ring {
+  int stage = 0;
+  unsigned phase = 0;
+  void advance(int stages) {
+    if (++stage == stages) {
+      stage = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
+constexpr int kStages = 2, kSteps = 6, kRows = 4, kCols = 32;  // fp32 boxes of (4, 32)
+constexpr int kConsumers = 64;                                 // warps 1 and 2
+struct RingLayout {
+  static constexpr int kFull = 0, kEmpty = 16, kBoxes = 128;
+  static constexpr int kBoxBytes = kRows * kCols * 4;
+};
+
+// Warp 0's lane 0 produces kSteps boxes (rows 4s..4s+3 of the tensor) into the ring; warps 1
+// and 2 wait for each, add it up column-wise into out[step * 32 + column], release the stage.
+__global__ void ring_kernel(flashjit::tma_descriptor map, float* out) {
+  const int t = static_cast<int>(threadIdx.x);
+  auto* base = flashjit::dynamic_shared<unsigned char>();
+  auto full = [&](int s) { return barrier_at(RingLayout::kFull + 8 * s); };
+  auto empty = [&](int s) { return barrier_at(RingLayout::kEmpty + 8 * s); };
+  auto box = [&](int s) {
+    return reinterpret_cast<float*>(base + RingLayout::kBoxes + s * RingLayout::kBoxBytes);
+  };
+  if (t == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      flashjit::mbarrier_init(full(s), 1);
+      flashjit::mbarrier_init(empty(s), kConsumers);
+    }
+  }
+  __syncthreads();
+  Ring ring;
+  if (t == 0) {  // producer: wait for an empty slot, load, arrive
+    for (int step = 0; step < kSteps; ++step, ring.advance(kStages)) {
+      flashjit::mbarrier_wait_parity(empty(ring.stage), ring.phase ^ 1u);
+      flashjit::mbarrier_arrive_expect_tx(full(ring.stage), RingLayout::kBoxBytes);
+      const int coords[2] = {0, kRows * step};
+      flashjit::tma_load(box(ring.stage), map, coords, full(ring.stage));
+    }
+  } else if (t >= 32) {  // consumers: wait for a full slot, read, release
+    const int column = (t - 32) % kCols;
+    for (int step = 0; step < kSteps; ++step, ring.advance(kStages)) {
+      flashjit::mbarrier_wait_parity(full(ring.stage), ring.phase);
+      float sum = 0.0f;
+      for (int r = 0; r < kRows; ++r)
+        sum += flashjit::load_shared(box(ring.stage), r * kCols + column);
+      if (t < 64) flashjit::store_global(out, step * kCols + column, sum);
+      flashjit::mbarrier_arrive(empty(ring.stage));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("an mbarrier phase completes when its last expected arrival comes, then flips") {
+  std::vector<float> out;
+  const em::Report report = run(phases_by_arrivals, out, 64);
+  CHECK_MESSAGE(report.clean(), report);
+  for (int round = 0; round < 3; ++round) {
+    CAPTURE(round);
+    CHECK(out[static_cast<std::size_t>(round)] == 0.0f);  // one of two arrivals: still open
+    CHECK(out[static_cast<std::size_t>(10 + round)] == 1.0f);
+  }
+}
+
+TEST_CASE("a TMA ring with a producer warp and two consumer warps runs its phases in order") {
+  std::vector<float> tensor(kSteps * kRows * kCols);
+  for (std::size_t i = 0; i < tensor.size(); ++i) tensor[i] = static_cast<float>(i % 97);
+  em::TensorMap map;
+  map.element_bytes = 4;
+  map.rank = 2;
+  map.global_address = tensor.data();
+  map.dims = {kCols, kSteps * kRows, 1, 1, 1};
+  map.strides = {0, kCols * 4, 0, 0, 0};
+  map.box = {kCols, kRows, 1, 1, 1};
+  REQUIRE(em::tensor_map_problem(map).empty());
+  std::vector<float> out(kSteps * kCols, -1.0f);
+  em::LaunchConfig config{.kernel_name = "ring",
+                          .grid = {1},
+                          .block = {96},
+                          .shared_bytes = 1024 + 128,
+                          .buffers = {em::buffer_of(tensor.data(), tensor.size(), "tensor"),
+                                      em::buffer_of(out.data(), out.size(), "out")}};
+  const em::Report report =
+      em::launch(ring_kernel, config, flashjit::tma_descriptor{&map}, out.data());
+  CHECK_MESSAGE(report.clean(), report);
+  for (int step = 0; step < kSteps; ++step) {
+    for (int c = 0; c < kCols; ++c) {
+      float sum = 0.0f;
+      for (int r = 0; r < kRows; ++r) {
+        sum += tensor[static_cast<std::size_t>((kRows * step + r) * kCols + c)];
+      }
+      CHECK(out[static_cast<std::size_t>(step * kCols + c)] == sum);
+    }
+  }
+}
+
+namespace {
+
+__global__ void init_twice(float*) {
+  if (threadIdx.x == 0) {
+    flashjit::mbarrier_init(barrier_at(kBarrierOffset), 1);
+    flashjit::mbarrier_init(barrier_at(kBarrierOffset), 1);  // bug: no inval between
+  }
+}
+
+__global__ void arrive_before_init(float*) {
+  if (threadIdx.x == 3) flashjit::mbarrier_arrive(barrier_at(kBarrierOffset));  // bug
+  __syncthreads();
+  if (threadIdx.x == 0) flashjit::mbarrier_init(barrier_at(kBarrierOffset), 1);
+}
+
+// Thread 0 completes phases 0, 1 and 2; thread 1 then waits for "phase 0" by its parity.
+__global__ void stale_parity(float*) {
+  mbarrier_t* bar = barrier_at(kBarrierOffset);
+  if (threadIdx.x == 0) {
+    flashjit::mbarrier_init(bar, 1);
+    for (int i = 0; i < 3; ++i) flashjit::mbarrier_arrive(bar);
+  }
+  __syncthreads();
+  if (threadIdx.x == 1) flashjit::mbarrier_wait_parity(bar, 0);  // bug: phase 0 is long gone
+}
+
+__global__ void arrive_past_count(float*) {
+  mbarrier_t* bar = barrier_at(kBarrierOffset);
+  if (threadIdx.x == 0) {
+    flashjit::mbarrier_init(bar, 1);
+    flashjit::mbarrier_arrive_expect_tx(bar, 16);  // all arrivals in, 16 bytes still expected
+  }
+  __syncthreads();
+  if (threadIdx.x == 2) flashjit::mbarrier_arrive(bar);  // bug: one arrival too many
+}
+
+__global__ void nobody_arrives(float*) {
+  mbarrier_t* bar = barrier_at(kBarrierOffset);
+  if (threadIdx.x == 0) flashjit::mbarrier_init(bar, 2);
+  __syncthreads();
+  if (threadIdx.x == 0) flashjit::mbarrier_arrive(bar);  // bug: count 2, one arrival
+  flashjit::mbarrier_wait_parity(bar, 0);
+}
+
+template <int Threads>
+__global__ void named_sync(float* out) {
+  const int t = static_cast<int>(threadIdx.x);
+  if (t < 64) flashjit::named_barrier_sync(1, Threads);  // warps 0 and 1
+  flashjit::store_global(out, t, 1.0f);
+}
+
+__global__ void named_counts_differ(float*) {
+  if (threadIdx.x >= 64) return;
+  flashjit::named_barrier_sync(2, threadIdx.x < 32 ? 64 : 96);  // bug: warp 1 says 96
+}
+
+__global__ void named_sync_with_arrive(float* out) {
+  const int t = static_cast<int>(threadIdx.x);
+  if (t < 32) {
+    flashjit::named_barrier_arrive(3, 64);  // warp 0 signals, does not wait
+  } else {
+    flashjit::named_barrier_sync(3, 64);
+    flashjit::store_global(out, t, 2.0f);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("mbarrier.init on a live barrier is reported") {
+  std::vector<float> out;
+  const em::Report report = run(init_twice, out, 32);
+  INFO(report);
+  REQUIRE(report.count(em::FindingKind::mbarrier_reinit) == 1);
+  const em::Finding& finding = *report.first(em::FindingKind::mbarrier_reinit);
+  CHECK(finding.thread.x == 0);
+  CHECK(finding.offset == kBarrierOffset);
+  CHECK(mentions(finding, "mbarrier.init"));
+  CHECK(mentions(finding, "thread (0,0,0)"));
+  CHECK(mentions(finding, "shared offset 8"));
+  CHECK(report.findings.size() == 1);
+}
+
+TEST_CASE("an mbarrier used before its init is reported") {
+  std::vector<float> out;
+  const em::Report report = run(arrive_before_init, out, 32);
+  INFO(report);
+  REQUIRE(report.count(em::FindingKind::mbarrier_uninitialized) == 1);
+  const em::Finding& finding = *report.first(em::FindingKind::mbarrier_uninitialized);
+  CHECK(finding.thread.x == 3);
+  CHECK(mentions(finding, "mbarrier.arrive"));
+  CHECK(mentions(finding, "thread (3,0,0)"));
+  CHECK(mentions(finding, "shared offset 8"));
+  CHECK(report.findings.size() == 1);
+}
+
+TEST_CASE("a parity wait two or more phases behind the barrier is reported") {
+  std::vector<float> out;
+  const em::Report report = run(stale_parity, out, 32);
+  INFO(report);
+  REQUIRE(report.count(em::FindingKind::mbarrier_stale_phase) == 1);
+  const em::Finding& finding = *report.first(em::FindingKind::mbarrier_stale_phase);
+  CHECK(finding.thread.x == 1);
+  CHECK(mentions(finding, "mbarrier.try_wait.parity 0"));
+  CHECK(mentions(finding, "thread (1,0,0)"));
+  CHECK(mentions(finding, "shared offset 8"));
+  CHECK(mentions(finding, "for phase 0"));
+  CHECK(mentions(finding, "completed 3 phases"));
+}
+
+TEST_CASE("an arrival on a phase whose arrivals are all in is reported") {
+  std::vector<float> out;
+  const em::Report report = run(arrive_past_count, out, 32);
+  INFO(report);
+  REQUIRE(report.count(em::FindingKind::mbarrier_arrival_overflow) == 1);
+  const em::Finding& finding = *report.first(em::FindingKind::mbarrier_arrival_overflow);
+  CHECK(finding.thread.x == 2);
+  CHECK(mentions(finding, "mbarrier.arrive"));
+  CHECK(mentions(finding, "thread (2,0,0)"));
+  CHECK(mentions(finding, "shared offset 8"));
+  // The 16 bytes never come either: the phase is reported at block end.
+  CHECK(report.count(em::FindingKind::mbarrier_tx_mismatch) == 1);
+}
+
+TEST_CASE("waiting on an mbarrier phase that can never complete is a deadlock naming it") {
+  std::vector<float> out;
+  const em::Report report = run(nobody_arrives, out, 64);
+  INFO(report);
+  REQUIRE(report.count(em::FindingKind::deadlock) == 1);
+  const em::Finding& finding = *report.first(em::FindingKind::deadlock);
+  CHECK(finding.thread.x == 0);
+  CHECK(mentions(finding, "mbarrier.try_wait.parity 0"));
+  CHECK(mentions(finding, "shared offset 8"));
+  CHECK(mentions(finding, "for phase 0"));
+  CHECK(mentions(finding, "1 of 2 arrivals pending"));
+  CHECK(report.findings.size() == 1);
+}
+
+TEST_CASE("bar.sync releases its warps once the count arrived, bar.arrive counts toward it") {
+  std::vector<float> out;
+  const em::Report report = run(named_sync<64>, out, 96);
+  CHECK_MESSAGE(report.clean(), report);
+  CHECK(out[0] == 1.0f);
+  CHECK(out[95] == 1.0f);
+  const em::Report signalled = run(named_sync_with_arrive, out, 64);
+  CHECK_MESSAGE(signalled.clean(), signalled);
+  CHECK(out[40] == 2.0f);
+}
+
+TEST_CASE("named barrier counts that are not a multiple of 32 or differ are reported") {
+  std::vector<float> out;
+  SUBCASE("a count of 48") {
+    const em::Report report = run(named_sync<48>, out, 96);
+    INFO(report);
+    REQUIRE(report.count(em::FindingKind::named_barrier_mismatch) > 0);
+    const em::Finding& finding = *report.first(em::FindingKind::named_barrier_mismatch);
+    CHECK(finding.thread.x == 0);
+    CHECK(mentions(finding, "bar.sync 1, 48"));
+    CHECK(mentions(finding, "multiple of 32"));
+  }
+  SUBCASE("counts 64 and 96 for one id") {
+    const em::Report report = run(named_counts_differ, out, 96);
+    INFO(report);
+    REQUIRE(report.count(em::FindingKind::named_barrier_mismatch) > 0);
+    const em::Finding& finding = *report.first(em::FindingKind::named_barrier_mismatch);
+    CHECK(finding.thread.x == 32);
+    CHECK(finding.other_thread == 0);
+    CHECK(mentions(finding, "bar.sync 2, 96"));
+    CHECK(mentions(finding, "count of 64"));
+  }
+}
+
+TEST_CASE("a named barrier round that can never fill is a deadlock naming the barrier") {
+  std::vector<float> out;
+  const em::Report report = run(named_sync<128>, out, 128);
+  INFO(report);
+  REQUIRE(report.count(em::FindingKind::deadlock) == 1);
+  const em::Finding& finding = *report.first(em::FindingKind::deadlock);
+  CHECK(finding.thread.x == 0);
+  CHECK(mentions(finding, "bar.sync 1, 128"));
+  CHECK(mentions(finding, "64 of 128 threads arrived"));
+}

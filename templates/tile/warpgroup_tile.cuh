@@ -14,6 +14,7 @@
 // layout is the m16n8 C fragment per warp, register i being element i % 4 of 8-column group
 // i / 4, so the register-tile operations (row_max, exp2, to_operand) apply unchanged.
 #include "tile/operand_tile.cuh"
+#include "tile/tma.cuh"
 #include "tile/wgmma.cuh"
 
 namespace flashjit {
@@ -38,7 +39,8 @@ struct core_matrix_tile {
 
 /// Starts the block-wide copy of global rows [0, rows_valid), columns [0, cols_valid) (a
 /// multiple of 8) into `dst`, zero-filling the rest; `src` points at element (0, 0), rows
-/// `row_stride` elements apart. Then cp_async_commit and a wait, as for load_tile_async.
+/// `row_stride` elements apart. Then cp_async_commit, a wait, fence_proxy_async (cp.async
+/// writes through the generic proxy, wgmma reads through the async one) and a barrier.
 template <int Threads, typename T, int Rows, int Cols>
 FJ_DEVICE void load_core_matrix_tile_async(core_matrix_tile<T, Rows, Cols> dst, const T* src,
                                            index_t row_stride, int rows_valid, int cols_valid,

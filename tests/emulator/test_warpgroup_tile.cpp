@@ -44,6 +44,7 @@ FJ_GLOBAL void products_kernel(const T* q, const T* k, const T* v, float* s_out,
   flashjit::load_core_matrix_tile_async<S::kThreads>(v_tile, v, HeadDim, Keys, HeadDim, thread);
   flashjit::cp_async_commit();
   flashjit::cp_async_wait<0>();
+  flashjit::fence_proxy_async();  // cp.async wrote through the generic proxy; wgmma reads async
   __syncthreads();
   const int warp_row0 = thread / 32 * 16;  // this warp's first query row
   acc_tile<16, Keys> s;                    // (16, Keys): this warp's rows of S

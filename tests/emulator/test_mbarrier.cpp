@@ -8,6 +8,7 @@
 
 #include "emulator/launch.hpp"
 #include "tile/memory.cuh"
+#include "tile/pipeline_ring.cuh"
 #include "tile/tma.cuh"
 
 namespace {
@@ -59,61 +60,67 @@ __global__ void phases_by_arrivals(float* out) {
   }
 }
 
-/// A two-stage ring: stage index and phase bit advance together.
-struct Ring {
-  int stage = 0;
-  unsigned phase = 0;
-  void advance(int stages) {
-    if (++stage == stages) {
-      stage = 0;
-      phase ^= 1u;
-    }
-  }
-};
-
 constexpr int kStages = 2, kSteps = 6, kRows = 4, kCols = 32;  // fp32 boxes of (4, 32)
 constexpr int kConsumers = 64;                                 // warps 1 and 2
-struct RingLayout {
-  static constexpr int kFull = 0, kEmpty = 16, kBoxes = 128;
-  static constexpr int kBoxBytes = kRows * kCols * 4;
-};
+constexpr int kBoxBytes = kRows * kCols * 4;
+constexpr int kBoxesOffset = 128;  // the ring's barriers first, then the boxes
+using Ring = flashjit::PipelineRing<kStages>;
+using Position = flashjit::RingPosition<kStages>;
 
 // Warp 0's lane 0 produces kSteps boxes (rows 4s..4s+3 of the tensor) into the ring; warps 1
-// and 2 wait for each, add it up column-wise into out[step * 32 + column], release the stage.
+// and 2 wait for each, add it up column-wise into out[step * 32 + column], release the slot.
+// With ConsumersRelease false, the consumers never release (a planted bug).
+template <bool ConsumersRelease>
 __global__ void ring_kernel(flashjit::tma_descriptor map, float* out) {
   const int t = static_cast<int>(threadIdx.x);
   auto* base = flashjit::dynamic_shared<unsigned char>();
-  auto full = [&](int s) { return barrier_at(RingLayout::kFull + 8 * s); };
-  auto empty = [&](int s) { return barrier_at(RingLayout::kEmpty + 8 * s); };
-  auto box = [&](int s) {
-    return reinterpret_cast<float*>(base + RingLayout::kBoxes + s * RingLayout::kBoxBytes);
-  };
-  if (t == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      flashjit::mbarrier_init(full(s), 1);
-      flashjit::mbarrier_init(empty(s), kConsumers);
-    }
-  }
+  const Ring ring{reinterpret_cast<mbarrier_t*>(base)};
+  auto box = [&](int s) { return reinterpret_cast<float*>(base + kBoxesOffset + s * kBoxBytes); };
+  if (t == 0) ring.init(kConsumers);
   __syncthreads();
-  Ring ring;
-  if (t == 0) {  // producer: wait for an empty slot, load, arrive
-    for (int step = 0; step < kSteps; ++step, ring.advance(kStages)) {
-      flashjit::mbarrier_wait_parity(empty(ring.stage), ring.phase ^ 1u);
-      flashjit::mbarrier_arrive_expect_tx(full(ring.stage), RingLayout::kBoxBytes);
+  Position at;
+  if (t == 0) {  // producer: wait for an empty slot, load into it
+    for (int step = 0; step < kSteps; ++step, at.advance()) {
+      mbarrier_t* full = ring.acquire(at, kBoxBytes);
       const int coords[2] = {0, kRows * step};
-      flashjit::tma_load(box(ring.stage), map, coords, full(ring.stage));
+      flashjit::tma_load(box(at.stage), map, coords, full);
     }
   } else if (t >= 32) {  // consumers: wait for a full slot, read, release
     const int column = (t - 32) % kCols;
-    for (int step = 0; step < kSteps; ++step, ring.advance(kStages)) {
-      flashjit::mbarrier_wait_parity(full(ring.stage), ring.phase);
+    for (int step = 0; step < kSteps; ++step, at.advance()) {
+      ring.wait(at);
       float sum = 0.0f;
       for (int r = 0; r < kRows; ++r)
-        sum += flashjit::load_shared(box(ring.stage), r * kCols + column);
+        sum += flashjit::load_shared(box(at.stage), r * kCols + column);
       if (t < 64) flashjit::store_global(out, step * kCols + column, sum);
-      flashjit::mbarrier_arrive(empty(ring.stage));
+      if (ConsumersRelease) ring.release(at);
     }
   }
+}
+
+em::TensorMap ring_map(std::vector<float>& tensor) {
+  em::TensorMap map;
+  map.element_bytes = 4;
+  map.rank = 2;
+  map.global_address = tensor.data();
+  map.dims = {kCols, kSteps * kRows, 1, 1, 1};
+  map.strides = {0, kCols * 4, 0, 0, 0};
+  map.box = {kCols, kRows, 1, 1, 1};
+  return map;
+}
+
+template <bool ConsumersRelease>
+em::Report run_ring(std::vector<float>& tensor, std::vector<float>& out) {
+  em::TensorMap map = ring_map(tensor);
+  REQUIRE(em::tensor_map_problem(map).empty());
+  em::LaunchConfig config{.kernel_name = "ring",
+                          .grid = {1},
+                          .block = {96},
+                          .shared_bytes = kBoxesOffset + kStages * kBoxBytes,
+                          .buffers = {em::buffer_of(tensor.data(), tensor.size(), "tensor"),
+                                      em::buffer_of(out.data(), out.size(), "out")}};
+  return em::launch(ring_kernel<ConsumersRelease>, config, flashjit::tma_descriptor{&map},
+                    out.data());
 }
 
 }  // namespace
@@ -132,23 +139,8 @@ TEST_CASE("an mbarrier phase completes when its last expected arrival comes, the
 TEST_CASE("a TMA ring with a producer warp and two consumer warps runs its phases in order") {
   std::vector<float> tensor(kSteps * kRows * kCols);
   for (std::size_t i = 0; i < tensor.size(); ++i) tensor[i] = static_cast<float>(i % 97);
-  em::TensorMap map;
-  map.element_bytes = 4;
-  map.rank = 2;
-  map.global_address = tensor.data();
-  map.dims = {kCols, kSteps * kRows, 1, 1, 1};
-  map.strides = {0, kCols * 4, 0, 0, 0};
-  map.box = {kCols, kRows, 1, 1, 1};
-  REQUIRE(em::tensor_map_problem(map).empty());
   std::vector<float> out(kSteps * kCols, -1.0f);
-  em::LaunchConfig config{.kernel_name = "ring",
-                          .grid = {1},
-                          .block = {96},
-                          .shared_bytes = 1024 + 128,
-                          .buffers = {em::buffer_of(tensor.data(), tensor.size(), "tensor"),
-                                      em::buffer_of(out.data(), out.size(), "out")}};
-  const em::Report report =
-      em::launch(ring_kernel, config, flashjit::tma_descriptor{&map}, out.data());
+  const em::Report report = run_ring<true>(tensor, out);
   CHECK_MESSAGE(report.clean(), report);
   for (int step = 0; step < kSteps; ++step) {
     for (int c = 0; c < kCols; ++c) {
@@ -296,6 +288,25 @@ TEST_CASE("waiting on an mbarrier phase that can never complete is a deadlock na
   CHECK(mentions(finding, "for phase 0"));
   CHECK(mentions(finding, "1 of 2 arrivals pending"));
   CHECK(report.findings.size() == 1);
+}
+
+TEST_CASE("a ring whose consumers never release a slot deadlocks its producer, named") {
+  std::vector<float> tensor(kSteps * kRows * kCols, 1.0f);
+  std::vector<float> out(kSteps * kCols, -1.0f);
+  const em::Report report = run_ring<false>(tensor, out);
+  INFO(report);
+  REQUIRE(report.count(em::FindingKind::deadlock) == 1);
+  const em::Finding& finding = *report.first(em::FindingKind::deadlock);
+  // The producer filled both slots, then waits for slot 0's release: the empty barriers follow
+  // the two full ones (8 bytes each), at shared offset 16.
+  CHECK(finding.thread.x == 0);
+  CHECK(mentions(finding, "mbarrier.try_wait.parity"));
+  CHECK(mentions(finding, "shared offset 16"));
+  CHECK(mentions(finding, "64 of 64 arrivals pending"));
+  // The consumers had the first two boxes.
+  CHECK(out[0] == static_cast<float>(kRows));
+  CHECK(out[kCols] == static_cast<float>(kRows));
+  CHECK(out[2 * kCols] == -1.0f);
 }
 
 TEST_CASE("bar.sync releases its warps once the count arrived, bar.arrive counts toward it") {

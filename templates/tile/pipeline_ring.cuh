@@ -1,0 +1,68 @@
+#pragma once
+// A producer/consumer ring of shared-memory slots guarded by mbarriers (STYLE rule 15), the
+// pipeline of a warp-specialized kernel: the producer waits for an empty slot, announces the
+// bytes its TMA loads will bring and issues them on the slot's "full" barrier; each consumer
+// waits for the slot to be full, uses it and releases it on its "empty" barrier. Slot index
+// and phase parity live in a RingPosition that each side advances after every slot, never as
+// loose integers.
+#include "tile/mbarrier.cuh"
+
+namespace flashjit {
+
+/// Where one side of a ring is: the slot it works on next and that slot's phase parity (which
+/// flips each time the position wraps around).
+template <int Stages>
+struct RingPosition {
+  static_assert(Stages >= 1, "a ring has at least one slot");
+  int stage = 0;
+  unsigned phase = 0;
+
+  FJ_DEVICE void advance() {
+    if (++stage == Stages) {
+      stage = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
+/// The barriers of a ring of Stages slots, 2 x Stages mbarriers in shared memory (kBytes):
+/// full[s] completes when slot s's loads have landed (one producer arrival plus the announced
+/// transaction bytes), empty[s] when `consumers` threads have released it.
+template <int Stages>
+struct PipelineRing {
+  static constexpr int kBytes = 2 * Stages * static_cast<int>(sizeof(mbarrier_t));
+  mbarrier_t* barriers;  // full[0..Stages), then empty[0..Stages)
+
+  /// By one thread, before the block's first barrier: the ring's phase 0, every slot empty.
+  FJ_DEVICE void init(unsigned consumers) const {
+    for (int s = 0; s < Stages; ++s) {
+      mbarrier_init(full(s), 1);
+      mbarrier_init(empty(s), consumers);
+    }
+    mbarrier_init_fence();
+  }
+
+  /// Producer: waits until the slot at `at` is free and announces `bytes` of loads for it;
+  /// returns the barrier the loads complete on. Every slot starts free: the producer waits on
+  /// the phase before the consumers' first, which counts as complete.
+  FJ_DEVICE mbarrier_t* acquire(const RingPosition<Stages>& at, unsigned bytes) const {
+    mbarrier_wait_parity(empty(at.stage), at.phase ^ 1u);
+    mbarrier_arrive_expect_tx(full(at.stage), bytes);
+    return full(at.stage);
+  }
+
+  /// Consumer: waits until the slot at `at` holds its loads.
+  FJ_DEVICE void wait(const RingPosition<Stages>& at) const {
+    mbarrier_wait_parity(full(at.stage), at.phase);
+  }
+
+  /// Consumer: this thread is done with the slot at `at`; the producer may refill it once
+  /// every consumer has said so.
+  FJ_DEVICE void release(const RingPosition<Stages>& at) const { mbarrier_arrive(empty(at.stage)); }
+
+ private:
+  FJ_DEVICE mbarrier_t* full(int stage) const { return barriers + stage; }
+  FJ_DEVICE mbarrier_t* empty(int stage) const { return barriers + Stages + stage; }
+};
+
+}  // namespace flashjit

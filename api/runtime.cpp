@@ -20,7 +20,8 @@ struct Runtime::Impl {
 
   explicit Impl(const RuntimeOptions& options)
       : backend(options.backend == Backend::emulator
-                    ? detail::open_emulator_backend(kernels::emulated::builtin_kernels())
+                    ? detail::open_emulator_backend(kernels::emulated::builtin_kernels(),
+                                                    options.emulated_arch)
                     : detail::open_cuda_backend(options.device)),
         tuning(autotune::effective_policy(options.tuning), *backend) {}
 };

@@ -131,7 +131,7 @@ std::string config_name(const TunedConfig& config) {
   if (const auto* f = std::get_if<ForwardConfig>(&config)) {
     return "br" + std::to_string(f->block_m) + ".bc" + std::to_string(f->block_n) + ".w" +
            std::to_string(f->warps) + ".s" + std::to_string(f->stages) +
-           (f->q_in_registers ? ".qreg" : "");
+           (f->q_in_registers ? ".qreg" : "") + (f->wgmma ? ".wgmma" : "");
   }
   const auto& b = std::get<BackwardConfig>(config);
   std::string name = "br" + std::to_string(b.key.block_m) + ".bc" + std::to_string(b.key.block_n) +
@@ -185,6 +185,8 @@ std::vector<Candidate> enumerate_candidates(const TuningProblem& problem, const 
   std::vector<Candidate> candidates;
   for (const TunedConfig& config : space_configs(problem)) {
     if (!timed_alone(config, fallback)) continue;
+    const auto* forward = std::get_if<ForwardConfig>(&config);
+    if (forward != nullptr && !kernels::runs_on(*forward, arch)) continue;  // Hopper: sm_90a
     candidates.push_back(make_candidate(config, arch));
     candidates.back().is_default = config == fallback;
   }

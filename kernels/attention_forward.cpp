@@ -4,6 +4,7 @@
 #include <numbers>
 
 #include "attention/key_window.cuh"
+#include "attention/wgmma_forward_space.cuh"
 #include "attention_common.hpp"
 #include "flashjit/error.hpp"
 #include "kernels/config_choice.hpp"
@@ -96,12 +97,21 @@ void launch_forward(detail::RuntimeBackend& backend, const Attention& attention,
 }  // namespace
 
 bool ForwardConfig::valid() const {
+  if (wgmma) {
+    return dtype_supported(dtype) && !q_in_registers &&
+           wgmma_forward_config_valid(head_dim, block_m, block_n, warps, stages);
+  }
   return dtype_supported(dtype) &&
          space::config_valid(head_dim, block_m, block_n, warps, stages, q_in_registers);
 }
 
 int ForwardConfig::shared_bytes() const {
-  return space::shared_bytes(head_dim, block_m, block_n, stages);
+  return wgmma ? wgmma_forward_shared_bytes(head_dim, block_m, block_n)
+               : space::shared_bytes(head_dim, block_m, block_n, stages);
+}
+
+bool runs_on(const ForwardConfig& config, const std::string& arch) {
+  return !config.wgmma || arch == "sm_90a";
 }
 
 std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind mask, bool softcap) {
@@ -111,12 +121,19 @@ std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind m
       for (int warps : space::kWarps) {
         for (int stages : space::kStages) {
           for (bool q_in_registers : space::kQInRegisters) {
-            const ForwardConfig config{dtype, head_dim, block_m, block_n, warps,
+            const ForwardConfig config{dtype,  head_dim, block_m, block_n,       warps,
                                        stages, mask,     softcap, q_in_registers};
             if (config.valid()) configs.push_back(config);
           }
         }
       }
+    }
+  }
+  for (int block_m : {64, 128}) {
+    for (int block_n : {64, 128}) {
+      ForwardConfig config{dtype, head_dim, block_m, block_n, block_m / 16, 1, mask, softcap};
+      config.wgmma = true;
+      if (config.valid()) configs.push_back(config);
     }
   }
   return configs;
@@ -144,9 +161,17 @@ ForwardConfig default_forward_config(DType dtype, int head_dim, MaskKind mask, b
                                      const std::string& arch) {
   check_attention_support(dtype, head_dim);
   const int limit = arch_shared_memory_limit(arch);
+  if (runs_on(ForwardConfig{.wgmma = true}, arch)) {
+    // The Hopper path where it takes the problem: Br 128 (two warpgroups) by Bc 128, within
+    // FlashAttention-3's tiles at head dims 64 and 128 that the wgmma PTX written so far
+    // allows (HOPPER-NOTES 1.3). Not yet timed on a GPU against the mma.sync path.
+    ForwardConfig hopper{dtype, head_dim, 128, 128, 8, 1, mask, softcap};
+    hopper.wgmma = true;
+    if (hopper.valid() && hopper.shared_bytes() <= limit) return hopper;
+  }
   for (const TileShape& tile : preferred_tiles(head_dim, arch)) {
-    ForwardConfig config{dtype, head_dim,   tile.block_m, tile.block_n,        tile.warps,
-                         1,     mask,       softcap,      tile.q_in_registers};
+    ForwardConfig config{dtype, head_dim, tile.block_m, tile.block_n,       tile.warps,
+                         1,     mask,     softcap,      tile.q_in_registers};
     if (!config.valid() || config.shared_bytes() > limit) continue;
     // A second K/V stage overlaps the next tile's loads with this tile's math.
     ForwardConfig pipelined = config;
@@ -155,7 +180,9 @@ ForwardConfig default_forward_config(DType dtype, int head_dim, MaskKind mask, b
   }
   // Unreachable with today's tables (the last preference fits 99 KB); kept so that the result
   // stays valid if the space changes: the config with the least shared memory.
-  return least_shared_memory(forward_configs(dtype, head_dim, mask, softcap));
+  std::vector<ForwardConfig> configs = forward_configs(dtype, head_dim, mask, softcap);
+  std::erase_if(configs, [&](const ForwardConfig& c) { return !runs_on(c, arch); });
+  return least_shared_memory(configs);
 }
 
 detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& arch) {
@@ -164,20 +191,31 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
                           "is not in the forward config space (see "
                           "attention_forward_space::config_valid)");
   }
+  if (!runs_on(config, arch)) {
+    throw InvalidArgument("config",
+                          "is the Hopper path (wgmma), which runs on sm_90a only, not " + arch);
+  }
   const bool window = config.mask == MaskKind::window;
   const std::string element = template_element(config.dtype);
-  const std::string mask = window ? "window" : "none";
-  const std::string tiles = std::to_string(config.block_m) + ", " + std::to_string(config.block_n) +
-                            ", " + std::to_string(config.warps) + ", " +
-                            std::to_string(config.stages);
+  const std::string mask = ", flashjit::MaskKind::" + std::string(window ? "window" : "none");
+  const std::string softcap = config.softcap ? ", true" : ", false";
+  const std::string head_dim = ", " + std::to_string(config.head_dim);
+  const std::string tiles =
+      ", " + std::to_string(config.block_m) + ", " + std::to_string(config.block_n);
   detail::KernelSpec spec;
   spec.op = "attention-forward";
-  spec.header = "attention/forward_kernel.cuh";
-  spec.name_expression = "flashjit::attention_forward_kernel<flashjit::ForwardTraits<" + element +
-                         ", " + std::to_string(config.head_dim) + ", " + tiles +
-                         ", flashjit::MaskKind::" + mask + ", " +
-                         (config.softcap ? "true" : "false") + ", " +
-                         (config.q_in_registers ? "true" : "false") + ">>";
+  if (config.wgmma) {
+    spec.header = "attention/wgmma_forward_kernel.cuh";
+    spec.name_expression =
+        "flashjit::attention_forward_wgmma_kernel<flashjit::WgmmaForwardTraits<" + element +
+        head_dim + tiles + mask + softcap + ">>";
+  } else {
+    spec.header = "attention/forward_kernel.cuh";
+    spec.name_expression = "flashjit::attention_forward_kernel<flashjit::ForwardTraits<" + element +
+                           head_dim + tiles + ", " + std::to_string(config.warps) + ", " +
+                           std::to_string(config.stages) + mask + softcap +
+                           (config.q_in_registers ? ", true" : ", false") + ">>";
+  }
   spec.arch = arch;
   spec.role = "forward";
   spec.head_dim = config.head_dim;
@@ -190,6 +228,7 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
     spec.traits.push_back(tile);
   }
   if (config.q_in_registers) spec.traits.push_back("qreg");
+  if (config.wgmma) spec.traits.push_back("wgmma");
   spec.readable_name = detail::name_of("attention_forward", spec.head_dim, spec.traits);
   spec.threads = config.warps * 32;
   spec.dynamic_shared_bytes = config.shared_bytes();

@@ -31,6 +31,9 @@ struct ForwardConfig {
   /// Each warp keeps its Q rows in registers, read from shared memory once, instead of reading
   /// them for every key block (where attention_forward_space::config_valid finds registers).
   bool q_in_registers = false;
+  /// The Hopper path (sm_90a only): warpgroups of 64 query rows on wgmma
+  /// (templates/attention/wgmma_forward_kernel.cuh), warps = Br / 16, one K/V stage.
+  bool wgmma = false;
   bool operator==(const ForwardConfig&) const = default;
 
   /// Whether the template accepts this config (attention_forward_space::config_valid and a
@@ -46,8 +49,13 @@ inline constexpr std::int64_t kMaxSeqlen = AttentionForwardParams::kNoWindow;
 /// The largest grid.y (query heads) and grid.z (batch) of a launch.
 inline constexpr std::int64_t kMaxGridYZ = 65535;
 
-/// Every valid config for (dtype, head_dim, mask, softcap), in a fixed order (Br, then Bc,
-/// warps and stages ascending). Empty when the dtype or head dim is not supported.
+/// Whether `config` can run on `arch`: the Hopper path needs sm_90a, the mma.sync path runs
+/// everywhere.
+bool runs_on(const ForwardConfig& config, const std::string& arch);
+
+/// Every valid config for (dtype, head_dim, mask, softcap), in a fixed order (the mma.sync
+/// path's by Br, then Bc, warps and stages ascending, then the Hopper path's, which only
+/// sm_90a runs: see runs_on). Empty when the dtype or head dim is not supported.
 std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind mask, bool softcap);
 
 /// The dynamic shared memory a block may opt into on `arch` ("sm_80": 163 KB, "sm_86"/"sm_89":

@@ -65,7 +65,7 @@ std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch,
     for (int head_dim : kSweptHeadDims) {
       for (MaskKind mask : kMaskKinds) {
         for (const ForwardConfig& config : forward_configs(DType::bf16, head_dim, mask, false)) {
-          configs.push_back(config);
+          if (runs_on(config, arch)) configs.push_back(config);  // sm_90a: the Hopper path too
         }
       }
     }

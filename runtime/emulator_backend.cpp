@@ -18,15 +18,17 @@
 namespace flashjit::detail {
 namespace {
 
-// Kernels are chosen for this device, so the emulator models a real one: an A100 (sm_80).
-DeviceInfo emulator_device_info() {
+// Kernels are chosen for this device, so the emulator models a real one: an A100 (sm_80) or
+// an H100 (sm_90a).
+DeviceInfo emulator_device_info(const std::string& arch) {
   DeviceInfo info;
   info.name = "flashjit CPU emulator";
-  info.cc_major = 8;
+  const bool hopper = arch == "sm_90a";
+  info.cc_major = hopper ? 9 : 8;
   info.cc_minor = 0;
-  info.sm_count = 108;
-  info.shared_memory_optin = 163 * 1024;
-  info.l2_bytes = 40 * 1024 * 1024;
+  info.sm_count = hopper ? 132 : 108;
+  info.shared_memory_optin = (hopper ? 227 : 163) * 1024;
+  info.l2_bytes = (hopper ? 50 : 40) * 1024 * 1024;
   info.global_memory_bytes = static_cast<std::size_t>(sysconf(_SC_PHYS_PAGES)) *
                              static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   return info;
@@ -64,8 +66,8 @@ std::string fault_message(const KernelSpec& spec, const emulator::Report& report
 
 class EmulatorBackend final : public RuntimeBackend, public Executor {
  public:
-  explicit EmulatorBackend(const EmulatedKernelTable& kernels)
-      : info_(emulator_device_info()), kernels_(kernels) {}
+  EmulatorBackend(const EmulatedKernelTable& kernels, const std::string& arch)
+      : info_(emulator_device_info(arch)), kernels_(kernels) {}
 
   Backend kind() const override { return Backend::emulator; }
   const DeviceInfo& info() const override { return info_; }
@@ -152,8 +154,8 @@ void EmulatorBackend::launch(const KernelSpec& spec, const LaunchShape& shape, v
   if (shape.dynamic_shared_bytes > info_.shared_memory_optin) {
     throw InvalidArgument("dynamic_shared_bytes", spec.display_name() + " asks for " +
                                                       std::to_string(shape.dynamic_shared_bytes) +
-                                                      " bytes; " + info_.name +
-                                                      " (as sm_80) allows at most " +
+                                                      " bytes; " + info_.name + " (as " +
+                                                      info_.arch() + ") allows at most " +
                                                       std::to_string(info_.shared_memory_optin));
   }
   const EmulatedLauncher kernel = launcher(spec);  // before the lock: a compile takes seconds
@@ -177,8 +179,14 @@ void EmulatorBackend::launch(const KernelSpec& spec, const LaunchShape& shape, v
 
 }  // namespace
 
-std::unique_ptr<RuntimeBackend> open_emulator_backend(const EmulatedKernelTable& kernels) {
-  return std::make_unique<EmulatorBackend>(kernels);
+std::unique_ptr<RuntimeBackend> open_emulator_backend(const EmulatedKernelTable& kernels,
+                                                      const std::string& arch) {
+  if (arch != "sm_80" && arch != "sm_90a") {
+    throw InvalidArgument("emulated_arch", "'" + arch +
+                                               "' is not a GPU the emulator models; it models "
+                                               "sm_80 (A100) and sm_90a (H100)");
+  }
+  return std::make_unique<EmulatorBackend>(kernels, arch);
 }
 
 }  // namespace flashjit::detail

@@ -60,7 +60,10 @@ class EmulatedKernelTable;
 
 /// The emulator backend: host memory, launches run by the host-compiled kernels of `kernels`
 /// (emulated_kernel_table.hpp), which must outlive it, or by kernels the host compiler builds at
-/// run time (host_kernels.hpp). Never touches the CUDA driver.
-std::unique_ptr<RuntimeBackend> open_emulator_backend(const EmulatedKernelTable& kernels);
+/// run time (host_kernels.hpp). It models the GPU `arch` names, "sm_80" (A100) or "sm_90a"
+/// (H100: kernels are chosen for it, the Hopper path included); anything else throws
+/// InvalidArgument("emulated_arch"). Never touches the CUDA driver.
+std::unique_ptr<RuntimeBackend> open_emulator_backend(const EmulatedKernelTable& kernels,
+                                                      const std::string& arch = "sm_80");
 
 }  // namespace flashjit::detail

@@ -41,6 +41,7 @@ struct RunOptions {
   std::string layout = "bshd";
   bool causal = false;
   bool emulate = false;
+  std::string arch;  // the GPU the emulator models; empty: sm_80
   std::uint64_t seed = 1;
   std::string op = "attention-forward";
   bool counters = false;
@@ -106,22 +107,29 @@ testing::ForwardCase forward_case(const RunOptions& options) {
 }
 
 /// The runtime to run on, after saying which on the first line of output.
-Runtime open_runtime(bool emulate) {
+Runtime open_runtime(const RunOptions& options) {
   std::string why = "--emulate";
-  if (!emulate) {
+  if (!options.emulate) {
     const SystemInfo system = query_system();
     if (!system.devices.empty()) {
+      if (!options.arch.empty()) {
+        throw InvalidArgument("--arch", "names the GPU the emulator models: add --emulate");
+      }
       const DeviceInfo& gpu = system.devices.front();
       std::printf("backend: GPU 0, %s (%s)\n", gpu.name.c_str(), gpu.arch().c_str());
       return Runtime();
     }
     why = system.unavailable_reason;
   }
-  std::printf("backend: CPU emulator, not a GPU (%s)\n", why.c_str());
+  RuntimeOptions emulated{.backend = Backend::emulator};
+  if (!options.arch.empty()) emulated.emulated_arch = options.arch;
+  Runtime runtime(emulated);
+  std::printf("backend: CPU emulator, not a GPU (%s), modelling %s\n", why.c_str(),
+              runtime.device().arch().c_str());
   std::printf(
       "         the same kernel templates compiled for the host, with memory and race "
       "checks; slow, so keep shapes small\n");
-  return Runtime(RuntimeOptions{.backend = Backend::emulator});
+  return runtime;
 }
 
 /// The tuning problem of the run: the case's attention, deterministic as the flag says.
@@ -210,7 +218,7 @@ int run_backward(const RunOptions& options) {
   c.seed = forward.seed;
   c.deterministic = options.deterministic;
   const std::optional<autotune::TunedConfig> config = config_from_flag(options, forward, true);
-  Runtime runtime = open_runtime(options.emulate);
+  Runtime runtime = open_runtime(options);
   print_problem(options, forward, runtime, true, config);
   const auto start = std::chrono::steady_clock::now();
   const testing::BackwardVerdict verdict =
@@ -226,7 +234,7 @@ int run_backward(const RunOptions& options) {
 int run_forward(const RunOptions& options) {
   const testing::ForwardCase c = forward_case(options);
   const std::optional<autotune::TunedConfig> config = config_from_flag(options, c, false);
-  Runtime runtime = open_runtime(options.emulate);
+  Runtime runtime = open_runtime(options);
   print_problem(options, c, runtime, false, config);
   const auto start = std::chrono::steady_clock::now();
   const testing::ForwardVerdict verdict =
@@ -284,6 +292,10 @@ Subcommand add_run_command(CLI::App& app) {
       ->check(CLI::IsMember({"bshd", "bhsd"}));
   run->add_flag("--causal", options->causal, "Causal mask (bottom-right aligned)");
   run->add_flag("--emulate", options->emulate, "Run on the CPU emulator even with a GPU");
+  run->add_option("--arch", options->arch,
+                  "The GPU the emulator models and chooses kernels for: sm_80 (default) or "
+                  "sm_90a (where the Hopper path runs); emulator only")
+      ->check(CLI::IsMember({"sm_80", "sm_90a"}));
   run->add_option("--seed", options->seed, "Seed of the random inputs (0 to 2^64 - 1)")
       ->check(kWholeNumber);
   run->add_option("--op", options->op,

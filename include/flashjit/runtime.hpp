@@ -4,6 +4,7 @@
 // the same kernel templates on the CPU with tensors in host memory.
 #include <cstddef>
 #include <memory>
+#include <string>
 
 #include "flashjit/attention.hpp"
 #include "flashjit/device.hpp"
@@ -24,6 +25,9 @@ struct RuntimeOptions {
   Backend backend = Backend::cuda;
   /// How kernels are chosen; FLASHJIT_TUNING=off|cached|auto, when set, overrides it.
   TuningPolicy tuning = TuningPolicy::cached;
+  /// The GPU the emulator backend models and chooses kernels for: "sm_80" (an A100) or
+  /// "sm_90a" (an H100, where the Hopper path runs). Ignored by the cuda backend.
+  std::string emulated_arch = "sm_80";
 };
 
 class Runtime {
@@ -37,8 +41,8 @@ class Runtime {
   Runtime(Runtime&&) noexcept;
   Runtime& operator=(Runtime&&) noexcept;
 
-  /// The device this runtime runs on; on the emulator, "flashjit CPU emulator" modelling an
-  /// sm_80 GPU (its shared memory limit, arch() "sm_80").
+  /// The device this runtime runs on; on the emulator, "flashjit CPU emulator" modelling the
+  /// GPU of RuntimeOptions::emulated_arch (its shared memory limit and arch()).
   const DeviceInfo& device() const;
 
   /// Allocates `bytes` of device memory (at least 1 byte is allocated for 0). The emulator

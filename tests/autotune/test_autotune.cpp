@@ -92,6 +92,14 @@ TEST_CASE("candidates: the whole space, one default, FLOPs") {
   TuningProblem backward = p;
   backward.op = TunedOp::attention_backward;
   CHECK(problem_flops(backward) == doctest::Approx(2.5 * problem_flops(p)));
+  // The Hopper path is a candidate on sm_90a only.
+  auto hopper = [](const std::vector<Candidate>& list) {
+    return std::count_if(list.begin(), list.end(),
+                         [](const Candidate& c) { return c.name.ends_with(".wgmma"); });
+  };
+  CHECK(hopper(candidates) == 4);
+  CHECK(hopper(enumerate_candidates(p, "sm_80")) == 0);
+  CHECK(find(candidates, "br128.bc128.w8.s1.wgmma").is_default);
   const std::vector<Candidate> backward_candidates = enumerate_candidates(backward, "sm_90a");
   REQUIRE(!backward_candidates.empty());
   CHECK(backward_candidates.front().specs.size() >= 3);  // delta, dQ, dK/dV

@@ -13,10 +13,12 @@ struct ForwardOp {
   using Case = ForwardCase;
   using Config = kernels::ForwardConfig;
   using Runner = ForwardCaseRunner;
-  static std::vector<Config> space(const Case& c, const std::string&) {
-    return kernels::forward_configs(c.dtype, static_cast<int>(c.problem.head_dim),
-                                    kernels::forward_mask_kind(c.attention()),
-                                    c.problem.softcap > 0);
+  static std::vector<Config> space(const Case& c, const std::string& arch) {
+    std::vector<Config> configs =
+        kernels::forward_configs(c.dtype, static_cast<int>(c.problem.head_dim),
+                                 kernels::forward_mask_kind(c.attention()), c.problem.softcap > 0);
+    std::erase_if(configs, [&](const Config& config) { return !kernels::runs_on(config, arch); });
+    return configs;  // the Hopper path too on an H100
   }
   static Config default_config(const Case& c, const std::string& arch) {
     return kernels::default_forward_config(c.dtype, static_cast<int>(c.problem.head_dim),
@@ -25,7 +27,7 @@ struct ForwardOp {
   }
 
   static std::string name(const Config& config) {
-    return kernels::forward_spec(config, "sm_80").readable_name;
+    return kernels::forward_spec(config, config.wgmma ? "sm_90a" : "sm_80").readable_name;
   }
   static std::vector<detail::KernelSpec> specs(const Case&, const Config& config,
                                                const std::string& arch) {

@@ -288,9 +288,13 @@ TEST_CASE("the config space lists every valid config once, in a fixed order") {
   // Br 64 with 8 warps is never valid (16 rows per warp); at 128, S and O of Br 128 x Bc 128
   // over 4 warps exceed the accumulator budget.
   // 18 tiles at 64, 16 at 128, each also with Q in registers where the registers allow (16 at
-  // 64; 12 at 128, where 4 warps of 32 rows would need 224 or more).
-  CHECK(forward_configs(DType::bf16, 64, MaskKind::none, false).size() == 34);
-  CHECK(forward_configs(DType::bf16, 128, MaskKind::none, false).size() == 28);
+  // 64; 12 at 128, where 4 warps of 32 rows would need 224 or more), and the Hopper path's 4
+  // (Br and Bc 64 or 128).
+  CHECK(forward_configs(DType::bf16, 64, MaskKind::none, false).size() == 38);
+  CHECK(forward_configs(DType::bf16, 128, MaskKind::none, false).size() == 32);
+  for (const ForwardConfig& config : forward_configs(DType::bf16, 96, MaskKind::none, false)) {
+    CHECK_FALSE(config.wgmma);  // padded to 96: not a wgmma N the PTX has yet
+  }
   CHECK(forward_configs(DType::bf16, 100, MaskKind::none, false).empty());
   CHECK(forward_configs(DType::f32, 64, MaskKind::none, false).empty());
   const ForwardConfig first = forward_configs(DType::bf16, 64, MaskKind::none, false).front();
@@ -311,7 +315,7 @@ TEST_CASE("the default config: the largest tiles that do not spill, two stages w
   // 32 rows per warp up to head dim 144; Q in registers up to 64.
   CHECK(tile(8, "sm_80") == Tile{128, 64, 4, 2, 1});
   CHECK(tile(64, "sm_80") == Tile{128, 64, 4, 2, 1});
-  CHECK(tile(64, "sm_90a") == Tile{128, 64, 4, 2, 1});
+  CHECK(tile(64, "sm_86") == Tile{128, 64, 4, 2, 1});
   CHECK(tile(32, "sm_86") == Tile{128, 64, 4, 2, 1});
   CHECK(tile(72, "sm_80") == Tile{128, 64, 4, 2, 0});
   CHECK(tile(96, "sm_86") == Tile{128, 64, 4, 2, 0});  // 78 KB
@@ -319,7 +323,7 @@ TEST_CASE("the default config: the largest tiles that do not spill, two stages w
   // Bc 64 from 104 to 128 only with two stages and not on sm_90: Bc 32 elsewhere.
   CHECK(tile(104, "sm_80") == Tile{128, 64, 4, 2, 0});
   CHECK(tile(128, "sm_80") == Tile{128, 64, 4, 2, 0});
-  CHECK(tile(128, "sm_90a") == Tile{128, 32, 4, 2, 0});
+  CHECK(tile(104, "sm_90a") == Tile{128, 32, 4, 2, 0});
   CHECK(tile(128, "sm_86") == Tile{128, 32, 4, 2, 0});  // 68 KB
   CHECK(tile(136, "sm_80") == Tile{128, 32, 4, 2, 0});
   CHECK(tile(144, "sm_90a") == Tile{128, 32, 4, 2, 0});
@@ -330,6 +334,16 @@ TEST_CASE("the default config: the largest tiles that do not spill, two stages w
   CHECK(tile(216, "sm_80") == Tile{128, 32, 8, 2, 0});
   CHECK(tile(256, "sm_80") == Tile{128, 32, 8, 2, 0});
   CHECK(tile(256, "sm_90a") == Tile{128, 32, 8, 2, 0});
+
+  // sm_90a: the Hopper path where it takes the problem (padded head dims 64 and 128).
+  for (int head_dim : {48, 64, 120, 128}) {
+    CAPTURE(head_dim);
+    const ForwardConfig c =
+        default_forward_config(DType::bf16, head_dim, MaskKind::window, true, "sm_90a");
+    CHECK(c.wgmma == (head_dim != 48));  // padded to 48, not a wgmma N the PTX has
+    if (c.wgmma) CHECK(Tile{c.block_m, c.block_n, c.warps, c.stages, 0} == Tile{128, 128, 8, 1, 0});
+  }
+  CHECK_FALSE(default_forward_config(DType::bf16, 128, MaskKind::none, false, "sm_80").wgmma);
   CHECK(tile(256, "sm_86") == Tile{128, 32, 8, 1, 0});  // exactly 99 KB
   CHECK(arch_shared_memory_limit("sm_80") == 163 * 1024);
   CHECK(arch_shared_memory_limit("sm_86") == 99 * 1024);
@@ -367,6 +381,21 @@ TEST_CASE("forward specs name the traits and read like the config") {
   ForwardConfig invalid = plain;
   invalid.warps = 8;  // 64 rows over 8 warps
   check_names([&] { forward_spec(invalid, "sm_80"); }, "config");
+
+  // The Hopper path runs on sm_90a only: its spec for another arch is refused, naming the config.
+  ForwardConfig hopper{DType::bf16, 128, 128, 128, 8, 1, MaskKind::none, false};
+  hopper.wgmma = true;
+  REQUIRE(hopper.valid());
+  const detail::KernelSpec hopper_spec = forward_spec(hopper, "sm_90a");
+  CHECK(hopper_spec.header == "attention/wgmma_forward_kernel.cuh");
+  CHECK(hopper_spec.name_expression ==
+        "flashjit::attention_forward_wgmma_kernel<flashjit::WgmmaForwardTraits<"
+        "flashjit::bfloat16_t, 128, 128, 128, flashjit::MaskKind::none, false>>");
+  CHECK(hopper_spec.readable_name == "attention_forward.hdim128.bf16.br128.bc128.w8.s1.wgmma");
+  check_names([&] { forward_spec(hopper, "sm_80"); }, "config");
+  ForwardConfig two_stages = hopper;
+  two_stages.stages = 2;  // the Hopper path has one K/V stage so far
+  CHECK_FALSE(two_stages.valid());
 
   // 32 rows per warp at head dim 128: S and O take 160 registers, Q would take 64 more.
   const ForwardConfig wide{DType::bf16, 128, 128, 32, 4, 2, MaskKind::none, false, false};
@@ -529,8 +558,10 @@ TEST_CASE("attention-forward lists the compile matrix") {
     const auto all = op.specs(arch, SpecSet::all);
     // 32 head dims x 2 dtypes x 2 masks, plus softcap at 2 head dims x 2 dtypes x 2 masks.
     CHECK(defaults.size() == 32 * 2 * 2 + 2 * 2 * 2);
-    // Every config of bf16 at 64 (34) and 128 (28), both masks, plus the other defaults.
-    CHECK(all.size() == (34 + 28) * 2 + defaults.size() - 4);
+    // Every config of bf16 at 64 (34) and 128 (28), both masks, and on sm_90a the Hopper
+    // path's 4 at each, plus the other defaults.
+    const std::size_t hopper = std::string(arch) == "sm_90a" ? 4 + 4 : 0;
+    CHECK(all.size() == (34 + 28 + hopper) * 2 + defaults.size() - 4);
     std::set<std::string> names;
     for (const auto& spec : all) {
       CHECK(spec.arch == arch);

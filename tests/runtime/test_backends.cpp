@@ -110,7 +110,8 @@ std::set<std::string> every_valid_name_expression() {
         for (bool softcap : {false, true}) {
           for (const kernels::ForwardConfig& config :
                kernels::forward_configs(dtype, head_dim, mask, softcap)) {
-            if (config.shared_bytes() > kernels::arch_shared_memory_limit(detail::kEmulatorArch))
+            if (config.shared_bytes() > kernels::arch_shared_memory_limit(detail::kEmulatorArch) ||
+                !kernels::runs_on(config, detail::kEmulatorArch))
               continue;
             names.insert(kernels::forward_spec(config, detail::kEmulatorArch).name_expression);
           }
@@ -276,6 +277,20 @@ TEST_CASE("an emulator finding in a launch is an error that names the buffer") {
   }
 }
 
+TEST_CASE("the emulator models sm_80 or sm_90a, and names any other arch asked of it") {
+  CHECK(emulator_runtime().device().arch() == "sm_80");
+  Runtime hopper(RuntimeOptions{.backend = Backend::emulator, .emulated_arch = "sm_90a"});
+  CHECK(hopper.device().arch() == "sm_90a");
+  CHECK(hopper.device().shared_memory_optin == 227 * 1024);
+  try {
+    Runtime bad(RuntimeOptions{.backend = Backend::emulator, .emulated_arch = "sm_100a"});
+    FAIL("expected an error");
+  } catch (const InvalidArgument& error) {
+    CHECK(error.argument() == "emulated_arch");
+    CHECK(std::string(error.what()).find("sm_80 (A100) and sm_90a (H100)") != std::string::npos);
+  }
+}
+
 TEST_CASE("every emulated kernel is a valid spec of its op for the emulator's arch") {
   const std::set<std::string> valid = every_valid_name_expression();
   const detail::EmulatedKernelTable& table = kernels::emulated::builtin_kernels();
@@ -314,7 +329,7 @@ TEST_CASE("the emulated kernel table has the forward configs the tests use") {
       CHECK_MESSAGE(has_forward(softcap), kernels::forward_spec(softcap, arch).readable_name);
       int present = 0;  // the default and the alternatives
       for (const auto& config : kernels::forward_configs(DType::bf16, head_dim, mask, false)) {
-        present += has_forward(config) ? 1 : 0;
+        if (kernels::runs_on(config, arch)) present += has_forward(config) ? 1 : 0;
       }
       CAPTURE(head_dim);
       CHECK(present >= 4);

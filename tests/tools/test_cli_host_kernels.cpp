@@ -53,6 +53,33 @@ TEST_CASE("run --emulate --config at head dim 72: compiled for the host once, th
   CHECK(contains(list.output, "attention_forward.hdim72.bf16.br64.bc32.w4.s1.host host"));
 }
 
+TEST_CASE("run --emulate --arch sm_90a runs the Hopper path, compiled for the host once") {
+  TempDir dir;
+  const std::string cache = dir.path().string();
+  const std::vector<std::string> args = {"run",        "--emulate", "--arch",     "sm_90a",
+                                         "--heads",    "1",         "--seqlen-q", "130",
+                                         "--head-dim", "128",       "--causal"};
+  const ChildResult first = flashjit_cli(args, cache);
+  REQUIRE_MESSAGE(first.exit_code == 0, first.output);
+  CHECK(contains(first.out, "modelling sm_90a"));
+  CHECK(contains(first.out,
+                 "kernel:  attention_forward.hdim128.bf16.window.br128.bc128.w8.s1.wgmma.sm90a "
+                 "(heuristic default)"));
+  CHECK(contains(first.out, "PASS"));
+  CHECK_MESSAGE(count_lines_with(first.err, kCompiling) == 1, first.err);
+  CHECK(count_lines_with(flashjit_cli(args, cache).err, kCompiling) == 0);
+
+  // A Hopper config on the default sm_80 is refused, naming --config; an arch the emulator
+  // does not model is refused by the flag's check.
+  const ChildResult on_sm80 = flashjit_cli(
+      {"run", "--emulate", "--head-dim", "128", "--config", "br128.bc128.w8.s1.wgmma"}, cache);
+  CHECK(on_sm80.exit_code == 2);
+  CHECK(contains(on_sm80.output, "sm_90a only"));
+  const ChildResult sm90 = flashjit_cli({"run", "--emulate", "--arch", "sm_90"}, cache);
+  CHECK(sm90.exit_code != 0);
+  CHECK(contains(sm90.output, "--arch"));
+}
+
 TEST_CASE("run --emulate --op attention-backward --config at head dim 72: compiled, then cached") {
   TempDir dir;
   const std::string cache = dir.path().string();

@@ -39,8 +39,8 @@ FJ_DEVICE void load_query_keys_values(const TmaForwardShared<Traits>& smem,
   for (int block = at.keys.begin; block < at.keys.end; ++block, slot.advance()) {
     mbarrier_t* full = smem.ring.acquire(slot, 2 * Traits::KVTile::kBytes);  // empty slot
     const int kv_origin[4] = {0, block * Traits::kBlockN, at.kv_head, at.batch};
-    tma_load_tile(smem.k[slot.stage], maps.k, kv_origin, full);  // K
-    tma_load_tile(smem.v[slot.stage], maps.v, kv_origin, full);  // V
+    tma_load_tile(smem.k(slot.stage), maps.k, kv_origin, full);  // K
+    tma_load_tile(smem.v(slot.stage), maps.v, kv_origin, full);  // V
   }
 }
 
@@ -66,13 +66,13 @@ FJ_DEVICE void attend(const TmaForwardShared<Traits>& smem, const AttentionForwa
     smem.ring.wait(slot);  // K, V landed
 
     acc_tile<16, Traits::kBlockN> s;                          // (16, kBlockN) scores
-    warpgroup_abt(s, smem.q, group_row0, smem.k[slot.stage]);  // S = Q Kᵀ
+    warpgroup_abt(s, smem.q, group_row0, smem.k(slot.stage));  // S = Q Kᵀ
     cap_scores<Traits::kSoftcap>(s, params);
     if (!window.block_fully_visible(row0, last_row, key0, Traits::kBlockN)) {
       mask_scores(window, s, row0 + warp_row0, key0, lane);  // S = −inf where masked
     }
     softmax.update(s, o, scale);                                  // P = 2^((S − m)·c), O·α
-    warpgroup_ab(o, to_operand<T>(s), smem.v[slot.stage]);        // O += P V
+    warpgroup_ab(o, to_operand<T>(s), smem.v(slot.stage));        // O += P V
     smem.ring.release(slot);                                      // slot free
   }
   const row_vec<16> lse = softmax.finish(o, scale);  // O /= ℓ

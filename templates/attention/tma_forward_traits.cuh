@@ -67,24 +67,32 @@ struct TmaForwardTraits {
   static constexpr int kSharedBytes = tma_forward_shared_bytes(HeadDim, BlockM, BlockN, Stages);
 };
 
-/// The kernel's shared memory, carved from the dynamic buffer.
+/// The kernel's shared memory, carved from the dynamic buffer. The ring's slots are computed
+/// from slot 0 (not an array of tiles: indexing one by the run-time stage would put it on the
+/// stack).
 template <class Traits>
 struct TmaForwardShared {
-  typename Traits::QTile q;                 // (kBlockM, kHeadDim)
-  typename Traits::KVTile k[Traits::kStages];  // (kBlockN, kHeadDim) per slot
-  typename Traits::KVTile v[Traits::kStages];  // (kBlockN, kHeadDim) per slot
-  typename Traits::OTile o;                 // (kBlockM, kHeadDim)
-  mbarrier_t* q_full;                       // Q has landed
-  typename Traits::Ring ring;               // K and V slots: full and empty barriers
+  using KVTile = typename Traits::KVTile;
+  typename Traits::QTile q;   // (kBlockM, kHeadDim)
+  KVTile k0, v0;              // (kBlockN, kHeadDim): slot 0 of K and of V
+  typename Traits::OTile o;   // (kBlockM, kHeadDim)
+  mbarrier_t* q_full;         // Q has landed
+  typename Traits::Ring ring;  // K and V slots: full and empty barriers
+
+  FJ_DEVICE KVTile k(int stage) const { return {k0.data + stage * KVTile::kBytes / 2}; }
+  FJ_DEVICE KVTile v(int stage) const { return {v0.data + stage * KVTile::kBytes / 2}; }
 };
 
 template <class Traits>
 FJ_DEVICE TmaForwardShared<Traits> carve_tma_forward_shared(unsigned char* base) {
+  using KVTile = typename Traits::KVTile;
   base = align_swizzle_atom(base);  // swizzled tiles (all multiples of 1024 bytes) first
   TmaForwardShared<Traits> smem;
   smem.q = carve_tile<typename Traits::QTile>(base);
-  for (auto& k : smem.k) k = carve_tile<typename Traits::KVTile>(base);
-  for (auto& v : smem.v) v = carve_tile<typename Traits::KVTile>(base);
+  smem.k0 = KVTile{reinterpret_cast<typename Traits::Element*>(base)};
+  base += Traits::kStages * KVTile::kBytes;
+  smem.v0 = KVTile{reinterpret_cast<typename Traits::Element*>(base)};
+  base += Traits::kStages * KVTile::kBytes;
   smem.o = carve_tile<typename Traits::OTile>(base);
   smem.q_full = reinterpret_cast<mbarrier_t*>(base);
   smem.ring = typename Traits::Ring{smem.q_full + 1};

@@ -44,7 +44,7 @@ FJ_DEVICE void tma_load(void* shared_dst, const tma_descriptor& map, const int (
         " [%0], [%1, {%3, %4}], [%2];\n" ::"r"(shared_address(shared_dst)),
         "l"(map_address), "r"(shared_address(bar)), "r"(coords[0]), "r"(coords[1])
         : "memory");
-  } else {
+  } else if constexpr (Rank == 3) {
     asm volatile(
         "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
         " [%0], [%1, {%3, %4, %5}], [%2];\n" ::"r"(shared_address(shared_dst)),

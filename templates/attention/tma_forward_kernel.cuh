@@ -58,27 +58,26 @@ FJ_DEVICE void attend(const TmaForwardShared<Traits>& smem, const AttentionForwa
 
   acc_tile<16, Traits::kHeadDim> o;  // (16, kHeadDim): this warp's rows, unnormalized
   fill(o, 0.0f);
-  OnlineSoftmax<16> softmax;  // m, ℓ
+  OnlineSoftmax<16> softmax;                                   // m, ℓ
   if (!at.keys.empty()) mbarrier_wait_parity(smem.q_full, 0);  // Q landed
   RingPosition<Traits::kStages> slot;
   for (int block = at.keys.begin; block < at.keys.end; ++block, slot.advance()) {
     const int key0 = block * Traits::kBlockN;
     smem.ring.wait(slot);  // K, V landed
 
-    acc_tile<16, Traits::kBlockN> s;                          // (16, kBlockN) scores
+    acc_tile<16, Traits::kBlockN> s;                           // (16, kBlockN) scores
     warpgroup_abt(s, smem.q, group_row0, smem.k(slot.stage));  // S = Q Kᵀ
     cap_scores<Traits::kSoftcap>(s, params);
     if (!window.block_fully_visible(row0, last_row, key0, Traits::kBlockN)) {
       mask_scores(window, s, row0 + warp_row0, key0, lane);  // S = −inf where masked
     }
-    softmax.update(s, o, scale);                                  // P = 2^((S − m)·c), O·α
-    warpgroup_ab(o, to_operand<T>(s), smem.v(slot.stage));        // O += P V
-    smem.ring.release(slot);                                      // slot free
+    softmax.update(s, o, scale);                            // P = 2^((S − m)·c), O·α
+    warpgroup_ab(o, to_operand<T>(s), smem.v(slot.stage));  // O += P V
+    smem.ring.release(slot);                                // slot free
   }
   const row_vec<16> lse = softmax.finish(o, scale);  // O /= ℓ
-  const HeadSlice<T> slice =
-      head_slice<T>(params, params.o, lse_rows(params, at.batch, at.head, row0), at.batch,
-                    at.head, row0);
+  const HeadSlice<T> slice = head_slice<T>(
+      params, params.o, lse_rows(params, at.batch, at.head, row0), at.batch, at.head, row0);
   store_rows<Traits::kHeadDim>(o, smem.o, slice.out, slice.out_row_stride, warp_row0, at.rows,
                                lane);
   store_lse(lse, slice.lse, warp_row0, at.rows, lane);
@@ -95,7 +94,11 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
   const int row0 = int(blockIdx.x) * Traits::kBlockM, head = blockIdx.y;
   const int rows = min_int(Traits::kBlockM, params.seqlen_q - row0);
   const TmaForwardBlock at{
-      row0,         rows, head, head / params.heads_per_kv, int(blockIdx.z),
+      row0,
+      rows,
+      head,
+      head / params.heads_per_kv,
+      int(blockIdx.z),
       KeyWindow<Traits::kMask>(params).key_blocks(row0, row0 + rows - 1, Traits::kBlockN)};
   const TmaForwardShared<Traits> smem =
       carve_tma_forward_shared<Traits>(dynamic_shared<unsigned char>());

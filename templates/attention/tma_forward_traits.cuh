@@ -73,10 +73,10 @@ struct TmaForwardTraits {
 template <class Traits>
 struct TmaForwardShared {
   using KVTile = typename Traits::KVTile;
-  typename Traits::QTile q;   // (kBlockM, kHeadDim)
-  KVTile k0, v0;              // (kBlockN, kHeadDim): slot 0 of K and of V
-  typename Traits::OTile o;   // (kBlockM, kHeadDim)
-  mbarrier_t* q_full;         // Q has landed
+  typename Traits::QTile q;    // (kBlockM, kHeadDim)
+  KVTile k0, v0;               // (kBlockN, kHeadDim): slot 0 of K and of V
+  typename Traits::OTile o;    // (kBlockM, kHeadDim)
+  mbarrier_t* q_full;          // Q has landed
   typename Traits::Ring ring;  // K and V slots: full and empty barriers
 
   FJ_DEVICE KVTile k(int stage) const { return {k0.data + stage * KVTile::kBytes / 2}; }

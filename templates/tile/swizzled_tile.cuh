@@ -48,8 +48,8 @@ FJ_DEVICE unsigned char* align_swizzle_atom(unsigned char* base) {
 #if defined(FJ_DEVICE_CODE)
   const unsigned address = shared_address(base);
 #else  // the emulator's shared addresses start at the dynamic buffer
-  const auto address = static_cast<unsigned>(base - static_cast<unsigned char*>(
-                                                        emulator::shared_base()));
+  const auto address =
+      static_cast<unsigned>(base - static_cast<unsigned char*>(emulator::shared_base()));
 #endif
   return base + (1024u - address % 1024u) % 1024u;
 }

@@ -94,8 +94,8 @@ void check_case(const ForwardCase& c) {
   const bool softcap = p.softcap > 0;
   em::Report report;
   auto run = [&]<typename T, MaskKind Mask, bool Softcap>() {
-    report = launch<TmaForwardTraits<T, HeadDim, BlockM, BlockN, Mask, Softcap>>(
-        c, q.bits, k.bits, v.bits, o, lse);
+    report = launch<TmaForwardTraits<T, HeadDim, BlockM, BlockN, Mask, Softcap>>(c, q.bits, k.bits,
+                                                                                 v.bits, o, lse);
   };
   const bool f16 = c.dtype == DType::f16;
   if (f16 && window) run.template operator()<half_t, MaskKind::window, false>();
@@ -183,9 +183,10 @@ TEST_CASE("TMA forward: NVRTC builds it for sm_90a, its PTX issues wgmma and TMA
       detail::KernelSpec spec;
       spec.op = "attention-forward";
       spec.header = "attention/tma_forward_kernel.cuh";
-      spec.name_expression = "flashjit::attention_forward_tma_kernel<flashjit::TmaForwardTraits<"
-                             "flashjit::bfloat16_t, 128, " +
-                             tiles + ", flashjit::MaskKind::" + mask + ", false>>";
+      spec.name_expression =
+          "flashjit::attention_forward_tma_kernel<flashjit::TmaForwardTraits<"
+          "flashjit::bfloat16_t, 128, " +
+          tiles + ", flashjit::MaskKind::" + mask + ", false>>";
       spec.readable_name = "attention_forward.hdim128.bf16.tma." + mask;
       spec.arch = "sm_90a";
       const detail::CompiledKernel kernel =

@@ -6,10 +6,11 @@
 // wgmma straight from the swizzled tiles TMA wrote, and release the slot. Softmax, mask and
 // softcap are the other forward kernels'.
 //
-// Not done yet (FlashAttention-3 has them): setmaxnreg (the emulator does not model it), the
-// softmax overlapped with the next block's products within a warpgroup and pingpong between
-// warpgroups, O's TMA store (O leaves through shared memory as in the other kernels), cache
-// hints, clusters and multicast, persistent scheduling.
+// Not done yet (FlashAttention-3 has them): setmaxnreg (the emulator does not model it; without
+// it a producer warp beside two consumer warpgroups leaves ptxas 168 registers a thread, so
+// Br 128 with Bc 128 spills), the softmax overlapped with the next block's products within a
+// warpgroup and pingpong between warpgroups, O's TMA store (O leaves through shared memory as in
+// the other kernels), cache hints, clusters and multicast, persistent scheduling.
 #include "attention/epilogue.cuh"
 #include "attention/forward_params.cuh"
 #include "attention/forward_softmax.cuh"
@@ -26,6 +27,20 @@ struct TmaForwardBlock {
   int head, kv_head, batch;
   BlockRange keys;
 };
+
+/// This CTA's block: query rows blockIdx.x · kBlockM on, head blockIdx.y, batch blockIdx.z.
+template <class Traits>
+FJ_DEVICE TmaForwardBlock tma_forward_block(const AttentionForwardParams& params) {
+  const int row0 = int(blockIdx.x) * Traits::kBlockM, head = int(blockIdx.y);
+  const int rows = min_int(Traits::kBlockM, params.seqlen_q - row0);
+  const KeyWindow<Traits::kMask> window(params);
+  return {row0,
+          rows,
+          head,
+          head / params.heads_per_kv,
+          int(blockIdx.z),
+          window.key_blocks(row0, row0 + rows - 1, Traits::kBlockN)};
+}
 
 /// Producer (one thread): Q once, then each key block's K and V into the next free slot.
 template <class Traits>
@@ -91,15 +106,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
     attention_forward_tma_kernel(AttentionForwardParams params,
                                  const FJ_GRID_CONSTANT AttentionTmaMaps maps) {
   const int thread = threadIdx.x;
-  const int row0 = int(blockIdx.x) * Traits::kBlockM, head = blockIdx.y;
-  const int rows = min_int(Traits::kBlockM, params.seqlen_q - row0);
-  const TmaForwardBlock at{
-      row0,
-      rows,
-      head,
-      head / params.heads_per_kv,
-      int(blockIdx.z),
-      KeyWindow<Traits::kMask>(params).key_blocks(row0, row0 + rows - 1, Traits::kBlockN)};
+  const TmaForwardBlock at = tma_forward_block<Traits>(params);
   const TmaForwardShared<Traits> smem =
       carve_tma_forward_shared<Traits>(dynamic_shared<unsigned char>());
   if (thread == 0) {

@@ -32,11 +32,11 @@ struct alignas(64) tma_descriptor {
 };
 
 /// Loads the box at `coords` (element indices, innermost first) into `shared_dst`, completing
-/// on `bar`. Device PTX is written for ranks 2 and 3.
+/// on `bar`. Device PTX is written for ranks 2, 3 and 4.
 template <int Rank>
 FJ_DEVICE void tma_load(void* shared_dst, const tma_descriptor& map, const int (&coords)[Rank],
                         mbarrier_t* bar) {
-  static_assert(Rank == 2 || Rank == 3, "tma_load: device PTX is written for ranks 2 and 3");
+  static_assert(Rank >= 2 && Rank <= 4, "tma_load: device PTX is written for ranks 2 to 4");
   const auto map_address = reinterpret_cast<unsigned long long>(&map);
   if constexpr (Rank == 2) {
     asm volatile(
@@ -44,11 +44,18 @@ FJ_DEVICE void tma_load(void* shared_dst, const tma_descriptor& map, const int (
         " [%0], [%1, {%3, %4}], [%2];\n" ::"r"(shared_address(shared_dst)),
         "l"(map_address), "r"(shared_address(bar)), "r"(coords[0]), "r"(coords[1])
         : "memory");
-  } else {
+  } else if constexpr (Rank == 3) {
     asm volatile(
         "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
         " [%0], [%1, {%3, %4, %5}], [%2];\n" ::"r"(shared_address(shared_dst)),
         "l"(map_address), "r"(shared_address(bar)), "r"(coords[0]), "r"(coords[1]), "r"(coords[2])
+        : "memory");
+  } else {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%3, %4, %5, %6}], [%2];\n" ::"r"(shared_address(shared_dst)),
+        "l"(map_address), "r"(shared_address(bar)), "r"(coords[0]), "r"(coords[1]), "r"(coords[2]),
+        "r"(coords[3])
         : "memory");
   }
 }

@@ -1,0 +1,128 @@
+#pragma once
+// wgmma operands in the layout TMA writes with the 128-byte swizzle, so a TMA-loaded tile is
+// read by wgmma as it landed, with no conversion (HOPPER-NOTES 2.1, 2.2).
+//
+// A (Rows, Cols) tile of 16-bit T is Cols / 64 panels of (Rows, 64): panel p holds columns
+// [64 p, 64 p + 64), each row one 128-byte line, lines consecutive; within each 1024-byte
+// atom of 8 lines, 16-byte chunk j of line r sits at chunk j ^ r. That is exactly the shared
+// image of a TMA box of 64 elements by Rows rows under CU_TENSOR_MAP_SWIZZLE_128B, one box per
+// panel. The same tile serves a K-major operand (Q and K: rows are M or N, columns K) and an
+// MN-major one (V as the B of P V: rows are K, columns N); the descriptors differ:
+//  - K-major: start advances 32 bytes per k16 inside a panel, then to the next panel;
+//    LBO unused (16), SBO 1024 (the next 8 rows);
+//  - MN-major: start advances 16 lines (2048 bytes) per k16; LBO = the panel's bytes (the
+//    next 64 n), SBO 1024 (the next 8 k).
+// Tiles start on a 1024-byte boundary (descriptor base offset 0): align_swizzle_atom.
+#include "tile/tma.cuh"
+#include "tile/warpgroup_tile.cuh"
+
+namespace flashjit {
+
+/// A (Rows, Cols) tile of 16-bit T in shared memory as TMA writes it with the 128-byte
+/// swizzle: Cols / 64 panels of Rows 128-byte lines (see the file comment).
+template <typename T, int Rows, int Cols>
+struct swizzled_tile {
+  static_assert(sizeof(T) == 2, "swizzled_tile: 16-bit elements (64 per 128-byte line)");
+  static_assert(Rows % 8 == 0 && Rows <= 256, "whole 8-line atoms, at most a TMA box's 256 rows");
+  static_assert(Cols % 64 == 0, "whole 64-column (128-byte) panels");
+  static constexpr int kRows = Rows;
+  static constexpr int kCols = Cols;
+  static constexpr int kPanelCols = 64;
+  static constexpr int kPanels = Cols / kPanelCols;
+  static constexpr int kLineBytes = 128;
+  static constexpr int kAtomBytes = 8 * kLineBytes;  // 8 lines: the swizzle's period
+  static constexpr int kPanelBytes = Rows * kLineBytes;
+  static constexpr int kBytes = kPanels * kPanelBytes;
+  T* data;
+
+  /// The first byte of line `row` of panel `panel` (unswizzled: chunk 0 of line row % 8 of
+  /// an atom is in place).
+  FJ_DEVICE unsigned char* line(int panel, int row) const {
+    return reinterpret_cast<unsigned char*>(data) + panel * kPanelBytes + row * kLineBytes;
+  }
+};
+
+/// Rounds `base` (a pointer into dynamic shared memory) up to the next 1024-byte shared
+/// address, where a swizzle atom may start; callers reserve 1024 bytes of slack for it.
+FJ_DEVICE unsigned char* align_swizzle_atom(unsigned char* base) {
+#if defined(FJ_DEVICE_CODE)
+  const unsigned address = shared_address(base);
+#else  // the emulator's shared addresses start at the dynamic buffer
+  const auto address =
+      static_cast<unsigned>(base - static_cast<unsigned char*>(emulator::shared_base()));
+#endif
+  return base + (1024u - address % 1024u) % 1024u;
+}
+
+/// Loads the tile whose element (0, 0) is at `origin` of `map` (coords innermost first;
+/// origin[0], the column, is 0) into `dst`, one box of (64 columns, Rows rows) per panel,
+/// completing on `bar`: Tile::kBytes transaction bytes, out-of-range rows zero-filled. The
+/// map's box is {64, Rows, 1, ...} with the 128-byte swizzle.
+template <int Rank, typename T, int Rows, int Cols>
+FJ_DEVICE void tma_load_tile(swizzled_tile<T, Rows, Cols> dst, const tma_descriptor& map,
+                             const int (&origin)[Rank], mbarrier_t* bar) {
+  int coords[Rank];
+#pragma unroll
+  for (int d = 0; d < Rank; ++d) coords[d] = origin[d];
+#pragma unroll
+  for (int panel = 0; panel < Cols / 64; ++panel) {
+    coords[0] = origin[0] + 64 * panel;
+    tma_load(dst.line(panel, 0), map, coords, bar);
+  }
+}
+
+/// The descriptor of k16 step `step` of a K-major operand: rows [row0, row0 + 64) (A, row0 a
+/// multiple of 8) or all rows (B, row0 = 0) of `tile`, whose columns are K.
+template <typename T, int Rows, int Cols>
+FJ_DEVICE unsigned long long k_major_descriptor(swizzled_tile<T, Rows, Cols> tile, int row0,
+                                                int step) {
+  using Tile = swizzled_tile<T, Rows, Cols>;
+  const int k0 = 16 * step;  // (the first k of the step)
+  return make_descriptor(tile.line(k0 / 64, row0) + k0 % 64 * 2, /*leading (unused)=*/16,
+                         Tile::kAtomBytes, WgmmaLayout::swizzle_128b);
+}
+
+/// The descriptor of k16 step `step` of an MN-major operand: `tile`'s rows are K, its
+/// columns N (V as the B of P V).
+template <typename T, int Rows, int Cols>
+FJ_DEVICE unsigned long long mn_major_descriptor(swizzled_tile<T, Rows, Cols> tile, int step) {
+  using Tile = swizzled_tile<T, Rows, Cols>;
+  return make_descriptor(tile.line(0, 16 * step), Tile::kPanelBytes, Tile::kAtomBytes,
+                         WgmmaLayout::swizzle_128b);
+}
+
+/// acc = A Bᵀ over all of K for the warpgroup's 64 rows: A is rows [a_row0, a_row0 + 64) of `a`,
+/// B the N rows of `b` (both K-major, swizzled); this warp's 16 rows land in `acc`. Every
+/// thread of the warpgroup calls it; it returns once the product is in `acc`: S = Q Kᵀ.
+template <typename T, int N, int K, int ARows>
+FJ_DEVICE void warpgroup_abt(acc_tile<16, N>& acc, swizzled_tile<T, ARows, K> a, int a_row0,
+                             swizzled_tile<T, N, K> b) {
+  static_assert(ARows % 64 == 0, "64-row warpgroup blocks");
+  wgmma_fence();  // acc's registers were written before: order them before the wgmma
+#pragma unroll
+  for (int step = 0; step < K / 16; ++step) {
+    wgmma_ss<T, N>(wgmma_registers(acc), k_major_descriptor(a, a_row0, step),
+                   k_major_descriptor(b, 0, step), /*scale_d=*/step > 0);
+  }
+  wgmma_commit_group();
+  wgmma_wait_group<0>();
+}
+
+/// acc += P B over K: P is this warp's 16 rows in registers (to_operand), B the (K, N) tile `b`
+/// (MN-major, swizzled: V as TMA loaded it, one key per row). Every thread of the warpgroup
+/// calls it; it returns once the sum is in `acc`: O += P V.
+template <typename T, int N, int K>
+FJ_DEVICE void warpgroup_ab(acc_tile<16, N>& acc, const operand_tile<T, 16, K>& p,
+                            swizzled_tile<T, K, N> b) {
+  static_assert(K % 16 == 0, "whole k16 steps");
+  wgmma_fence();
+#pragma unroll
+  for (int step = 0; step < K / 16; ++step) {
+    wgmma_rs<T, N, /*TransB=*/true>(wgmma_registers(acc), p.frag[0][step],
+                                    mn_major_descriptor(b, step), /*scale_d=*/true);
+  }
+  wgmma_commit_group();
+  wgmma_wait_group<0>();
+}
+
+}  // namespace flashjit

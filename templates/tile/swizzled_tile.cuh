@@ -91,38 +91,7 @@ FJ_DEVICE unsigned long long mn_major_descriptor(swizzled_tile<T, Rows, Cols> ti
                          WgmmaLayout::swizzle_128b);
 }
 
-/// acc = A Bᵀ over all of K for the warpgroup's 64 rows: A is rows [a_row0, a_row0 + 64) of `a`,
-/// B the N rows of `b` (both K-major, swizzled); this warp's 16 rows land in `acc`. Every
-/// thread of the warpgroup calls it; it returns once the product is in `acc`: S = Q Kᵀ.
-template <typename T, int N, int K, int ARows>
-FJ_DEVICE void warpgroup_abt(acc_tile<16, N>& acc, swizzled_tile<T, ARows, K> a, int a_row0,
-                             swizzled_tile<T, N, K> b) {
-  static_assert(ARows % 64 == 0, "64-row warpgroup blocks");
-  wgmma_fence();  // acc's registers were written before: order them before the wgmma
-#pragma unroll
-  for (int step = 0; step < K / 16; ++step) {
-    wgmma_ss<T, N>(wgmma_registers(acc), k_major_descriptor(a, a_row0, step),
-                   k_major_descriptor(b, 0, step), /*scale_d=*/step > 0);
-  }
-  wgmma_commit_group();
-  wgmma_wait_group<0>();
-}
-
-/// acc += P B over K: P is this warp's 16 rows in registers (to_operand), B the (K, N) tile `b`
-/// (MN-major, swizzled: V as TMA loaded it, one key per row). Every thread of the warpgroup
-/// calls it; it returns once the sum is in `acc`: O += P V.
-template <typename T, int N, int K>
-FJ_DEVICE void warpgroup_ab(acc_tile<16, N>& acc, const operand_tile<T, 16, K>& p,
-                            swizzled_tile<T, K, N> b) {
-  static_assert(K % 16 == 0, "whole k16 steps");
-  wgmma_fence();
-#pragma unroll
-  for (int step = 0; step < K / 16; ++step) {
-    wgmma_rs<T, N, /*TransB=*/true>(wgmma_registers(acc), p.frag[0][step],
-                                    mn_major_descriptor(b, step), /*scale_d=*/true);
-  }
-  wgmma_commit_group();
-  wgmma_wait_group<0>();
-}
+// The products S = Q Kᵀ and O += P V on these tiles are warpgroup_abt and warpgroup_ab of
+// tile/warpgroup_tile.cuh, which find the descriptors above by overload.
 
 }  // namespace flashjit

@@ -82,10 +82,12 @@ FJ_DEVICE float (&wgmma_registers(acc_tile<16, Cols>& acc))[Cols / 2] {
 
 /// acc = A Bᵀ over all of K for the warpgroup's 64 rows: A is rows [a_row0, a_row0 + 64) of `a`,
 /// B the N rows of `b` (both K-major); this warp's 16 rows land in `acc`. Every thread of the
-/// warpgroup calls it; it returns once the product is in `acc`: S = Q Kᵀ.
-template <typename T, int N, int K, int ARows>
-FJ_DEVICE void warpgroup_abt(acc_tile<16, N>& acc, core_matrix_tile<T, ARows, K> a, int a_row0,
-                             core_matrix_tile<T, N, K> b) {
+/// warpgroup calls it; it returns once the product is in `acc`: S = Q Kᵀ. `Tile` is any
+/// shared layout with k_major_descriptor and mn_major_descriptor overloads: core_matrix_tile
+/// here, swizzled_tile (tile/swizzled_tile.cuh) for TMA-loaded operands.
+template <typename T, int N, int K, int ARows, template <typename, int, int> class Tile>
+FJ_DEVICE void warpgroup_abt(acc_tile<16, N>& acc, Tile<T, ARows, K> a, int a_row0,
+                             Tile<T, N, K> b) {
   static_assert(K % 16 == 0 && ARows % 64 == 0, "whole k16 steps, 64-row warpgroup blocks");
   wgmma_fence();  // acc's registers were written before: order them before the wgmma
 #pragma unroll
@@ -99,10 +101,10 @@ FJ_DEVICE void warpgroup_abt(acc_tile<16, N>& acc, core_matrix_tile<T, ARows, K>
 
 /// acc += P B over K: P is this warp's 16 rows in registers (to_operand), B the (K, N) tile `b`
 /// (MN-major: V as stored, one key per row). Every thread of the warpgroup calls it; it returns
-/// once the sum is in `acc`: O += P V.
-template <typename T, int N, int K>
+/// once the sum is in `acc`: O += P V. `Tile` as for warpgroup_abt.
+template <typename T, int N, int K, template <typename, int, int> class Tile>
 FJ_DEVICE void warpgroup_ab(acc_tile<16, N>& acc, const operand_tile<T, 16, K>& p,
-                            core_matrix_tile<T, K, N> b) {
+                            Tile<T, K, N> b) {
   static_assert(K % 16 == 0, "whole k16 steps");
   wgmma_fence();
 #pragma unroll

@@ -1,0 +1,124 @@
+#pragma once
+// What the emulated suites of forward kernels launched directly share (the Hopper forwards,
+// which the runtime does not select everywhere, or at all yet): a case's buffers as a kernel
+// takes them, the choice of traits by the case's dtype, mask kind and softcap, and the verdict
+// against the float64 reference at the forward suite's bar (O within twice a plain attention's
+// error in the input dtype, LSE close, outputs poisoned so that unwritten elements fail).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "cases/attention_case.hpp"
+#include "cases/case_inputs.hpp"
+#include "emulator/launch.hpp"
+#include "flashjit/attention.hpp"
+#include "kernels/attention_forward.hpp"
+#include "support/forward_case_builders.hpp"
+#include "tile/numeric.cuh"
+
+namespace flashjit::testing {
+
+/// A case's inputs rounded to its dtype, and its outputs poisoned (O NaN bits, LSE NaN).
+struct DirectForwardBuffers {
+  case_inputs::RoundedTensor q, k, v;
+  std::vector<std::uint16_t> o;
+  std::vector<float> lse;
+};
+
+/// The inputs the runtime's case runner draws for `c` (same seeds), and poisoned outputs.
+inline DirectForwardBuffers direct_forward_buffers(const ForwardCase& c) {
+  const reference::Problem& p = c.problem;
+  DirectForwardBuffers b{case_inputs::rounded_random(p.q_shape(), c.layout, c.seed, c.dtype),
+                         case_inputs::rounded_random(p.kv_shape(), c.layout, c.seed + 1, c.dtype),
+                         case_inputs::rounded_random(p.kv_shape(), c.layout, c.seed + 2, c.dtype),
+                         {},
+                         {}};
+  b.o.assign(b.q.bits.size(), case_inputs::kPoison);
+  b.lse.assign(static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q), std::nanf(""));
+  return b;
+}
+
+/// The kernel arguments of `c` over `b`'s buffers, as the runtime fills them.
+inline AttentionForwardParams direct_forward_params(const ForwardCase& c, DirectForwardBuffers& b) {
+  const Attention a = c.attention();
+  const flashjit::Layout layout = case_inputs::library_layout(c.layout);
+  auto view = [&](std::vector<std::uint16_t>& bits, std::int64_t seqlen, std::int64_t heads) {
+    return attention_tensor(bits.data(), c.dtype, layout, a.batch, seqlen, heads, a.head_dim);
+  };
+  return kernels::forward_params(a, view(b.q.bits, a.seqlen_q, a.heads_q),
+                                 view(b.k.bits, a.seqlen_k, a.heads_kv),
+                                 view(b.v.bits, a.seqlen_k, a.heads_kv),
+                                 view(b.o, a.seqlen_q, a.heads_q), lse_tensor(b.lse.data(), a));
+}
+
+/// The emulator launch of a forward kernel over `b`: grid (ceil(seqlen_q / Traits::kBlockM),
+/// heads_q, batch), Traits::kThreads threads, Traits::kSharedBytes, every buffer registered.
+template <class Traits>
+emulator::LaunchConfig direct_forward_launch(const ForwardCase& c, DirectForwardBuffers& b,
+                                             const char* kernel_name) {
+  const Attention a = c.attention();
+  namespace em = flashjit::emulator;
+  return {.kernel_name = kernel_name,
+          .grid = {static_cast<unsigned>((a.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM),
+                   static_cast<unsigned>(a.heads_q), static_cast<unsigned>(a.batch)},
+          .block = {Traits::kThreads},
+          .shared_bytes = Traits::kSharedBytes,
+          .buffers = {em::buffer_of(b.q.bits.data(), b.q.bits.size(), "q"),
+                      em::buffer_of(b.k.bits.data(), b.k.bits.size(), "k"),
+                      em::buffer_of(b.v.bits.data(), b.v.bits.size(), "v"),
+                      em::buffer_of(b.o.data(), b.o.size(), "o"),
+                      em::buffer_of(b.lse.data(), b.lse.size(), "lse")}};
+}
+
+/// Calls `launch.template operator()<T, Mask, Softcap>()` with the element type, mask kind and
+/// softcap flag `c` needs, as the runtime picks a specialization.
+template <class Launch>
+void dispatch_forward_traits(const ForwardCase& c, Launch&& launch) {
+  const bool window = kernels::forward_mask_kind(c.attention()) == MaskKind::window;
+  const bool softcap = c.problem.softcap > 0;
+  auto with_mask = [&]<typename T, bool Softcap>() {
+    if (window) {
+      launch.template operator()<T, MaskKind::window, Softcap>();
+    } else {
+      launch.template operator()<T, MaskKind::none, Softcap>();
+    }
+  };
+  auto with_softcap = [&]<typename T>() {
+    if (softcap) {
+      with_mask.template operator()<T, true>();
+    } else {
+      with_mask.template operator()<T, false>();
+    }
+  };
+  if (c.dtype == DType::f16) {
+    with_softcap.template operator()<half_t>();
+  } else {
+    with_softcap.template operator()<bfloat16_t>();
+  }
+}
+
+/// Checks the outputs in `b` against the float64 reference of `c`.
+inline void check_direct_forward(const ForwardCase& c, const DirectForwardBuffers& b) {
+  const reference::ForwardResult expected = reference::forward(
+      c.problem, b.q.values.view(), b.k.values.view(), b.v.values.view(), {}, c.layout);
+  const double plain = plain_attention_error(c);
+  const reference::CheckResult out =
+      reference::check_close(case_inputs::widen(c.dtype, b.o), expected.out.values, 2 * plain, "O");
+  CHECK_MESSAGE(out.ok, out << " (plain " << plain << ")");
+  const reference::CheckResult lse = reference::check_close(b.lse, expected.lse, 1e-5, "LSE");
+  CHECK_MESSAGE(lse.ok, lse);
+}
+
+/// make_case with `batch` batches and `dtype`.
+inline ForwardCase batched_case(std::int64_t batch, std::int64_t heads_q, std::int64_t heads_kv,
+                                std::int64_t seqlen_q, std::int64_t seqlen_k, std::int64_t head_dim,
+                                DType dtype = DType::bf16) {
+  ForwardCase c = make_case(heads_q, heads_kv, seqlen_q, seqlen_k, head_dim);
+  c.problem.batch = batch;
+  c.dtype = dtype;
+  return c;
+}
+
+}  // namespace flashjit::testing

@@ -200,8 +200,7 @@ class CandidateTimer {
       if (timing.status == "ok") {
         timing.median_ms =
             time_launches(
-                backend_, [&](Stream stream) { workspace_.run(c.config, stream); },
-                options_.timing)
+                backend_, [&](Stream stream) { workspace_.run(c.config, stream); }, options_.timing)
                 .median_ms;
       }
     } catch (const std::exception& error) {
@@ -220,7 +219,7 @@ class CandidateTimer {
   std::vector<float> reference_;
 };
 
-// Checks and times each surviving candidate; fills report.timings, sorted by name.
+// Checks and times each surviving candidate into report.timings.
 void time_candidates(CandidateTimer& timer, TuneReport& report, const TuneOptions& options) {
   const std::vector<std::size_t> order = timing_order(report.candidates);
   int done = 0;
@@ -228,8 +227,6 @@ void time_candidates(CandidateTimer& timer, TuneReport& report, const TuneOption
     report.timings.push_back(timer.time(report.candidates[index]));
     if (options.progress) options.progress("time", ++done, static_cast<int>(order.size()));
   }
-  std::sort(report.timings.begin(), report.timings.end(),
-            [](const auto& a, const auto& b) { return a.config < b.config; });
 }
 
 // Adds the fastest pair of the deterministic backward's tiles as one more candidate, checked
@@ -244,8 +241,6 @@ void time_fastest_pair(CandidateTimer& timer, TuneReport& report, const std::str
   if (extra.front().pruned.empty()) report.timings.push_back(timer.time(extra.front()));
   report.candidates.push_back(std::move(extra.front()));
   if (options.progress) options.progress("pair", 1, 1);
-  std::sort(report.timings.begin(), report.timings.end(),
-            [](const auto& a, const auto& b) { return a.config < b.config; });
 }
 
 void persist(TuningState& state, TuneReport& report, const TuneOptions& options) {
@@ -312,6 +307,8 @@ TuneReport tune(TuningState& state, const TuningProblem& problem, const TuneOpti
   CandidateTimer timer(state.backend(), problem, options);
   time_candidates(timer, report, options);
   time_fastest_pair(timer, report, arch, shared_limit, options);
+  std::sort(report.timings.begin(), report.timings.end(),
+            [](const auto& a, const auto& b) { return a.config < b.config; });
   std::string default_name;
   for (const Candidate& c : report.candidates) {
     if (c.is_default) default_name = c.name;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "emulator/ptx_api.hpp"
+#include "emulator/swizzle.hpp"
 
 namespace flashjit::emulator {
 namespace {
@@ -92,11 +93,7 @@ std::uint32_t tensor_map_box_bytes(const TensorMap& map) {
 
 std::uint32_t tma_swizzled_offset(TmaSwizzle swizzle, std::uint32_t box_offset,
                                   std::uint32_t byte) {
-  const std::uint32_t at = box_offset + byte;
-  const std::uint32_t span = swizzle_span(swizzle);
-  if (span == 0) return at;
-  const std::uint32_t mask = span / 16 - 1;
-  return at ^ (((at >> 7) & mask) << 4);
+  return detail::swizzle_address(box_offset + byte, swizzle_span(swizzle));
 }
 
 }  // namespace flashjit::emulator

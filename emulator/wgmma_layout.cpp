@@ -10,13 +10,14 @@
 // and the swizzle is applied to the byte address: Swizzle<log2 W, 4, 3>, i.e. address bits
 // [4, 4 + log2 W) ^= bits [7, 7 + log2 W) (cute/pointer_swizzle.hpp).
 #include "emulator/ptx_api.hpp"
+#include "emulator/swizzle.hpp"
 
 namespace flashjit::emulator {
 namespace {
 
 constexpr std::uint64_t kFieldMask = 0x3FFF;  // 14 bits of address >> 4
 
-// Swizzle row width in 16-byte chunks, and log2 of it.
+// Swizzle row width in 16-byte chunks.
 constexpr std::uint32_t row_chunks(WgmmaSwizzle swizzle) {
   switch (swizzle) {
     case WgmmaSwizzle::b32:
@@ -29,14 +30,6 @@ constexpr std::uint32_t row_chunks(WgmmaSwizzle swizzle) {
       return 1;
   }
   return 1;
-}
-constexpr std::uint32_t swizzle_bits(WgmmaSwizzle swizzle) {
-  return static_cast<std::uint32_t>(__builtin_ctz(row_chunks(swizzle)));
-}
-
-constexpr std::uint32_t swizzle_address(std::uint32_t address, WgmmaSwizzle swizzle) {
-  const std::uint32_t mask = (1u << swizzle_bits(swizzle)) - 1;
-  return address ^ ((address >> 7 & mask) << 4);
 }
 
 }  // namespace
@@ -73,7 +66,7 @@ std::uint32_t wgmma_operand_offset(const WgmmaDescriptor& d, bool mn_major, int 
     offset =
         r % 8 * 2 + r / 8 % w * 16 + r / (8 * w) * d.leading + c % 8 * 16 * w + c / 8 * d.stride;
   }
-  return swizzle_address(d.start + offset, d.swizzle);
+  return detail::swizzle_address(d.start + offset, 16 * row_chunks(d.swizzle));
 }
 
 const char* wgmma_descriptor_problem(const WgmmaDescriptor& d, bool mn_major) {

@@ -17,6 +17,10 @@ namespace {
 
 bool dtype_supported(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16; }
 
+/// Whether `arch` has the Hopper path's instructions (wgmma, TMA): sm_90a only ("a": the
+/// arch-specific features do not carry over to later archs).
+bool runs_wgmma(const std::string& arch) { return arch == "sm_90a"; }
+
 /// The forward tiles per head dim and arch, best first: FlashAttention-2's shapes (Br 128, 4
 /// warps of 32 rows: each warp's ldmatrix reads of K and V feed twice the tensor work of 16
 /// rows), made smaller until nothing spills. A thread holds S and O in fp32 registers, (Bc + D)
@@ -42,11 +46,11 @@ std::vector<TileShape> preferred_tiles(int head_dim, const std::string& arch) {
       space::shared_bytes(head_dim, 128, 64, 2) <= arch_shared_memory_limit(arch);
   if (padded <= 64) return {{128, 64, 4, true}, {128, 64, 4}, {128, 32, 4}, {64, 64, 4}};
   if (padded <= 96) return {{128, 64, 4}, {128, 128, 8}, {128, 64, 8}, {64, 64, 4}};
-  if (padded <= 128 && two_stages_of_bc64 && !hopper) {
-    return {{128, 64, 4}, {128, 32, 4}, {128, 64, 8}, {128, 32, 8}, {64, 64, 4}, {64, 32, 4}};
-  }
   if (padded <= 144) {
-    return {{128, 32, 4}, {128, 64, 8}, {128, 32, 8}, {64, 64, 4}, {64, 32, 4}};
+    std::vector<TileShape> tiles = {
+        {128, 32, 4}, {128, 64, 8}, {128, 32, 8}, {64, 64, 4}, {64, 32, 4}};
+    if (padded <= 128 && two_stages_of_bc64 && !hopper) tiles.insert(tiles.begin(), {128, 64, 4});
+    return tiles;
   }
   if (padded <= 208) return {{128, 64, 8}, {128, 32, 8}, {64, 64, 4}, {64, 32, 4}};
   return {{128, 32, 8}, {64, 32, 4}};
@@ -111,7 +115,7 @@ int ForwardConfig::shared_bytes() const {
 }
 
 bool runs_on(const ForwardConfig& config, const std::string& arch) {
-  return !config.wgmma || arch == "sm_90a";
+  return !config.wgmma || runs_wgmma(arch);
 }
 
 std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind mask, bool softcap) {
@@ -161,7 +165,7 @@ ForwardConfig default_forward_config(DType dtype, int head_dim, MaskKind mask, b
                                      const std::string& arch) {
   check_attention_support(dtype, head_dim);
   const int limit = arch_shared_memory_limit(arch);
-  if (runs_on(ForwardConfig{.wgmma = true}, arch)) {
+  if (runs_wgmma(arch)) {
     // The Hopper path where it takes the problem: Br 128 (two warpgroups) by Bc 128, within
     // FlashAttention-3's tiles at head dims 64 and 128 that the wgmma PTX written so far
     // allows (HOPPER-NOTES 1.3). Not yet timed on a GPU against the mma.sync path.

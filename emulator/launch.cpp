@@ -40,6 +40,7 @@ void reset_clock(Machine& machine, std::size_t threads) {
   machine.barrier_time = 0;
   machine.warp_sync.assign(warps, 0);
   machine.pair_sync.assign(warps * 32 * 32, 0);
+  machine.warps_sync.assign(warps * warps, 0);
   for (AsyncQueue& queue : machine.async_queues) {
     queue.copies.clear();  // pointed into the previous launch's shared memory
     queue.head = 0;

@@ -150,7 +150,8 @@ struct BulkQueue {
 struct NamedBarrier {
   int expected = 0;  // 0: idle
   int arrived = 0;
-  int first = -1;  // the thread whose arrival set `expected`
+  int first = -1;                             // the thread whose arrival set `expected`
+  std::array<std::uint8_t, 32> warp_lanes{};  // per warp: its lanes arrived this round
 };
 constexpr int kNamedBarriers = 16;
 
@@ -186,11 +187,14 @@ struct Machine {
   // An access at time t is ordered before the current one when t < barrier_time (a
   // __syncthreads or the block start came between), or, for two lanes of one warp, when
   // t < warp_sync[warp] (a warp collective of all its live lanes came between) or
-  // t < pair_sync[...] (a partial-mask collective holding both lanes came between).
+  // t < pair_sync[...] (a partial-mask collective holding both lanes came between); and for
+  // any two threads when t < warps_sync[...] (a named-barrier round holding every live lane
+  // of both threads' warps came between).
   std::uint32_t time = 0;
   std::uint32_t barrier_time = 0;
-  std::vector<std::uint32_t> warp_sync;  // per warp
-  std::vector<std::uint32_t> pair_sync;  // per warp, 32 x 32 lanes
+  std::vector<std::uint32_t> warp_sync;   // per warp
+  std::vector<std::uint32_t> pair_sync;   // per warp, 32 x 32 lanes
+  std::vector<std::uint32_t> warps_sync;  // per pair of warps, warps x warps
 };
 
 /// The machine of the running launch, or nullptr outside one.

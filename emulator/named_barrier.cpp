@@ -4,10 +4,13 @@
 // one round must give the same n. Findings: an id or count out of range, counts that differ
 // within a round, and (through the scheduler) a round that can never fill: a deadlock naming
 // the id and how many arrived. A round holding every live thread orders all shared accesses
-// before it like __syncthreads; a partial one orders nothing for the race checker (a known
-// false positive for data handed between warpgroups through a named barrier alone).
+// before it like __syncthreads; a partial one orders the accesses of the warps it holds whole
+// (every live lane arrived), as a warpgroup's barrier before one of its threads stores the
+// warpgroup's rows. Warps with only some lanes in the round are not ordered by it.
 // Barrier 0 here is separate from __syncthreads' barrier: a kernel mixes them at its peril.
+#include <bit>
 #include <string>
+#include <vector>
 
 #include "emulator/machine.hpp"
 
@@ -25,6 +28,21 @@ void report(Machine& m, int self, int other, std::string text) {
 std::string instruction(bool wait, int id, int threads) {
   return std::string(wait ? "bar.sync " : "bar.arrive ") + std::to_string(id) + ", " +
          std::to_string(threads);
+}
+
+// A partial round: every pair of warps whose live lanes all arrived is ordered from now on.
+void order_whole_warps(Machine& m, const NamedBarrier& b) {
+  const std::uint32_t now = ++m.time;
+  const std::size_t warps = m.warp_sync.size();
+  std::vector<std::size_t> whole;
+  for (std::size_t w = 0; w < warps; ++w) {
+    if (b.warp_lanes[w] != 0 && b.warp_lanes[w] == std::popcount(m.warp_live[w])) {
+      whole.push_back(w);
+    }
+  }
+  for (std::size_t a : whole) {
+    for (std::size_t c : whole) m.warps_sync[a * warps + c] = now;
+  }
 }
 
 // Counts the running thread at barrier `id`; true when it filled the round (released).
@@ -49,6 +67,7 @@ bool arrive(Machine& m, int id, int threads, bool wait) {
                std::to_string(id) + " with a count of " + std::to_string(b.expected) +
                " in the same round (the first count is kept)");
   }
+  ++b.warp_lanes[static_cast<std::size_t>(self / 32)];
   if (++b.arrived < b.expected) return false;
   for (ThreadSlot& t : m.threads) {
     if (t.state == ThreadState::at_named_barrier &&
@@ -58,7 +77,11 @@ bool arrive(Machine& m, int id, int threads, bool wait) {
   }
   std::size_t live = 0;
   for (const ThreadSlot& t : m.threads) live += t.state != ThreadState::exited ? 1 : 0;
-  if (static_cast<std::size_t>(b.expected) >= live) m.barrier_time = ++m.time;
+  if (static_cast<std::size_t>(b.expected) >= live) {
+    m.barrier_time = ++m.time;
+  } else {
+    order_whole_warps(m, b);
+  }
   b = NamedBarrier{};
   return true;
 }

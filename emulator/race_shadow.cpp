@@ -1,6 +1,7 @@
 // The shared-memory race rule, one byte at a time: two accesses to a byte, at least one a
 // write, race unless a synchronization orders them. __syncthreads orders every thread of the
-// block. Within a warp (Volta+ threads are scheduled independently, so lanes race too) a
+// block, and a named barrier (bar.sync) the threads of the warps it holds whole. Within a warp
+// (Volta+ threads are scheduled independently, so lanes race too) a
 // __syncwarp or any other collective of the lanes - shuffles, votes, ldmatrix and mma.sync
 // included, since every lane must have reached it before any continues - orders the lanes it
 // holds. A thread is always ordered with itself.
@@ -23,6 +24,11 @@ int warp_of(int thread) { return thread / 32; }
 bool ordered(const Machine& m, std::uint32_t time, int other, int self) {
   if (time < m.barrier_time || other == self) return true;
   const int warp = warp_of(self);
+  const std::size_t warps = m.warp_sync.size();
+  if (time < m.warps_sync[static_cast<std::size_t>(warp_of(other)) * warps +
+                          static_cast<std::size_t>(warp)]) {
+    return true;
+  }
   if (warp_of(other) != warp) return false;
   if (time < m.warp_sync[static_cast<std::size_t>(warp)]) return true;
   const auto pair = static_cast<std::size_t>(warp * 1024 + (other % 32) * 32 + self % 32);

@@ -6,11 +6,13 @@
 // wgmma straight from the swizzled tiles TMA wrote, and release the slot. Softmax, mask and
 // softcap are the other forward kernels'.
 //
-// Not done yet (FlashAttention-3 has them): setmaxnreg (the emulator does not model it; without
-// it a producer warp beside two consumer warpgroups leaves ptxas 168 registers a thread, so
-// Br 128 with Bc 128 spills), the softmax overlapped with the next block's products within a
-// warpgroup and pingpong between warpgroups, O's TMA store (O leaves through shared memory as in
-// the other kernels), cache hints, clusters and multicast, persistent scheduling.
+// O leaves as FlashAttention-3's does: each warpgroup writes its rows into its own rows of Q's
+// tile (only its own, finished, wgmmas read them) and one of its threads stores them with TMA,
+// which skips rows past seqlen_q and columns past the head dim.
+//
+// Not done yet (FlashAttention-3 has them): setmaxnreg, the softmax overlapped with the next
+// block's products within a warpgroup and pingpong between warpgroups, cache hints, clusters
+// and multicast, persistent scheduling.
 #include "attention/epilogue.cuh"
 #include "attention/forward_params.cuh"
 #include "attention/forward_softmax.cuh"
@@ -59,10 +61,27 @@ FJ_DEVICE void load_query_keys_values(const TmaForwardShared<Traits>& smem,
   }
 }
 
+/// A consumer warpgroup's epilogue: this warp's rows of O into the warpgroup's rows of Q's tile,
+/// then one TMA store of the warpgroup's 64 rows (tma_store_rows).
+template <class Traits>
+FJ_DEVICE void store_output(const acc_tile<16, Traits::kHeadDimPadded>& o,
+                            const TmaForwardShared<Traits>& smem, const AttentionTmaMaps& maps,
+                            const TmaForwardBlock& at, int thread) {
+  const int group = thread / 128, group_row0 = group * 64;
+  store_fragments(o, smem.q, thread / kWarpSize * 16, thread % kWarpSize);
+  fence_proxy_async();                 // generic writes, read by the async proxy
+  named_barrier_sync(1 + group, 128);  // the warpgroup's 64 rows are written
+  if (thread % 128 != 0 || group_row0 >= at.rows) return;
+  const int origin[4] = {0, at.row0 + group_row0, at.head, at.batch};
+  tma_store_rows<kTmaStoreRows>(maps.o, origin, smem.q, group_row0);
+  bulk_commit_group();
+  bulk_wait_group<0>();  // the block's shared memory lives until the store has read it
+}
+
 /// Consumer (a warpgroup's 128 threads): the online softmax over the key blocks, then O and LSE.
 template <class Traits>
 FJ_DEVICE void attend(const TmaForwardShared<Traits>& smem, const AttentionForwardParams& params,
-                      const TmaForwardBlock& at, int thread) {
+                      const AttentionTmaMaps& maps, const TmaForwardBlock& at, int thread) {
   using T = typename Traits::Element;
   const int lane = thread % kWarpSize;
   const int warp_row0 = thread / kWarpSize * 16;  // the warp's first row in the block
@@ -71,7 +90,7 @@ FJ_DEVICE void attend(const TmaForwardShared<Traits>& smem, const AttentionForwa
   const KeyWindow<Traits::kMask> window(params);
   const float scale = exponent_scale<Traits::kSoftcap>(params);
 
-  acc_tile<16, Traits::kHeadDim> o;  // (16, kHeadDim): this warp's rows, unnormalized
+  acc_tile<16, Traits::kHeadDimPadded> o;  // (16, kHeadDimPadded): this warp's rows, unnormalized
   fill(o, 0.0f);
   OnlineSoftmax<16> softmax;                                   // m, ℓ
   if (!at.keys.empty()) mbarrier_wait_parity(smem.q_full, 0);  // Q landed
@@ -91,16 +110,13 @@ FJ_DEVICE void attend(const TmaForwardShared<Traits>& smem, const AttentionForwa
     smem.ring.release(slot);                                // slot free
   }
   const row_vec<16> lse = softmax.finish(o, scale);  // O /= ℓ
-  const HeadSlice<T> slice = head_slice<T>(
-      params, params.o, lse_rows(params, at.batch, at.head, row0), at.batch, at.head, row0);
-  store_rows<Traits::kHeadDim>(o, smem.o, slice.out, slice.out_row_stride, warp_row0, at.rows,
-                               lane);
-  store_lse(lse, slice.lse, warp_row0, at.rows, lane);
+  store_output<Traits>(o, smem, maps, at, thread);
+  store_lse(lse, lse_rows(params, at.batch, at.head, row0), warp_row0, at.rows, lane);
 }
 
 /// Grid (ceil(seqlen_q / kBlockM), heads_q, batch), block Traits::kThreads (the consumer
-/// warpgroups, then the producer warp), dynamic shared memory Traits::kSharedBytes; `maps` as
-/// AttentionTmaMaps documents.
+/// warpgroups, then the producer warpgroup), dynamic shared memory Traits::kSharedBytes; `maps`
+/// as AttentionTmaMaps documents.
 template <class Traits>
 FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
     attention_forward_tma_kernel(AttentionForwardParams params,
@@ -116,8 +132,8 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
   __syncthreads();  // the barriers are initialised
 
   if (thread < Traits::kConsumerThreads) {
-    attend<Traits>(smem, params, at, thread);
-  } else if (thread == Traits::kConsumerThreads) {  // the producer warp's lane 0
+    attend<Traits>(smem, params, maps, at, thread);
+  } else if (thread == Traits::kConsumerThreads) {  // the producer warpgroup's first thread
     load_query_keys_values<Traits>(smem, maps, at);
   }
 }

@@ -8,61 +8,74 @@
 
 namespace flashjit {
 
-/// The tensor maps of Q, K and V (cuTensorMapEncodeTiled, kernel parameters). Each is rank 4,
-/// dimensions innermost first: {head_dim, seqlen, heads, batch} of that tensor (heads_q for Q,
-/// heads_kv for K and V); byte strides {-, row_stride, head_stride, batch_stride} · 2 from its
-/// HeadTensor (so bshd and bhsd alike); 16-bit elements (FLOAT16 or BFLOAT16); box {64,
-/// BlockM (Q) or BlockN (K, V), 1, 1}; CU_TENSOR_MAP_SWIZZLE_128B; interleave none, element
-/// strides 1, OOB fill none (zeros: rows past seqlen arrive as zeros). Global addresses
-/// 16-byte aligned, row strides multiples of 16 bytes (the driver's rules).
+/// The tensor maps of Q, K, V and O (cuTensorMapEncodeTiled, kernel parameters). Each is rank
+/// 4, dimensions innermost first: {head_dim, seqlen, heads, batch} of that tensor (heads_q for Q
+/// and O, heads_kv for K and V); byte strides {-, row_stride, head_stride, batch_stride} · 2
+/// from its HeadTensor (so bshd and bhsd alike); 16-bit elements; box {64, BlockM (Q), BlockN
+/// (K, V) or 64 (O, one warpgroup's rows), 1, 1}; CU_TENSOR_MAP_SWIZZLE_128B; interleave none,
+/// element strides 1, OOB fill none: rows past seqlen and columns past head_dim load as zeros
+/// and are not stored. Global addresses 16-byte aligned, strides multiples of 16 bytes (the
+/// driver's rules: tma_forward_strides_valid).
 struct AttentionTmaMaps {
   tma_descriptor q;
   tma_descriptor k;
   tma_descriptor v;
+  tma_descriptor o;
 };
+
+/// Rows of O one TMA store writes: a consumer warpgroup's.
+inline constexpr int kTmaStoreRows = 64;
 
 /// Shared memory the kernel may use (sm_90: 227 KB per block).
 inline constexpr int kTmaForwardSharedLimit = 227 * 1024;
 
-/// Bytes of shared memory for (head_dim, Br, Bc, stages): Q, the ring's K and V, O's staging
-/// tile, the barriers and 1024 bytes to align the swizzled tiles.
+/// Head dims of the tiles: whole 64-column (128-byte) swizzle panels. The columns past the head
+/// dim arrive as TMA's zeros, add nothing to S and give O columns that are never stored.
+constexpr int tma_forward_padded_head_dim(int head_dim) { return (head_dim + 63) / 64 * 64; }
+
+/// Threads of a block with Br = block_m: one consumer warpgroup per 64 query rows, then the
+/// producer warpgroup (a whole one, so that setmaxnreg, a warpgroup instruction, can take its
+/// registers; one of its threads issues the loads).
+constexpr int tma_forward_threads(int block_m) { return block_m / 64 * 128 + 128; }
+
+/// Bytes of shared memory for (head_dim, Br, Bc, stages): Q (which O reuses on its way out),
+/// the ring's K and V, the barriers, and 1024 bytes to align the swizzled tiles.
 constexpr int tma_forward_shared_bytes(int head_dim, int block_m, int block_n, int stages) {
-  const int tile = 2 * head_dim;  // bytes per row of a 16-bit tile
-  return 1024 + block_m * tile + 2 * stages * block_n * tile +
-         block_m * shared_row_stride(head_dim) * 2 + (1 + 2 * stages) * 8;
+  const int tile = 2 * tma_forward_padded_head_dim(head_dim);  // bytes per row of a 16-bit tile
+  return 1024 + block_m * tile + 2 * stages * block_n * tile + (1 + 2 * stages) * 8;
 }
 
-/// Whether the warp-specialized forward takes (head_dim, Br, Bc, stages): head dims whole
-/// 64-element (128-byte) swizzle panels, 64 to 256; Br one or two 64-row consumer warpgroups;
-/// Bc a multiple of 16 up to wgmma's N and TMA's box of 256; the whole in shared memory.
+/// Whether the warp-specialized forward takes (head_dim, Br, Bc, stages): head dims 64 to 256,
+/// multiples of 8 (a row of 16-bit elements a whole number of 16-byte chunks, as TMA's strides
+/// need); Br one to three 64-row consumer warpgroups; Bc a multiple of 16 up to wgmma's N and
+/// TMA's box of 256; the whole in shared memory.
 constexpr bool tma_forward_valid(int head_dim, int block_m, int block_n, int stages) {
-  return head_dim % 64 == 0 && head_dim >= 64 && head_dim <= 256 &&
-         (block_m == 64 || block_m == 128) && block_n % 16 == 0 && block_n >= 16 &&
-         block_n <= 256 && stages >= 1 &&
+  return head_dim % 8 == 0 && head_dim >= 64 && head_dim <= 256 && block_m % 64 == 0 &&
+         block_m >= 64 && block_m <= 192 && block_n % 16 == 0 && block_n >= 16 && block_n <= 256 &&
+         stages >= 1 &&
          tma_forward_shared_bytes(head_dim, block_m, block_n, stages) <= kTmaForwardSharedLimit;
 }
 
 template <typename Element_, int HeadDim, int BlockM, int BlockN, MaskKind Mask, bool Softcap,
           int Stages = 2>
 struct TmaForwardTraits {
-  static_assert(HeadDim % 64 == 0 && HeadDim >= 64 && HeadDim <= 256,
-                "TMA forward: head dim 64, 128, 192 or 256 (whole 128-byte swizzle panels)");
   static_assert(tma_forward_valid(HeadDim, BlockM, BlockN, Stages),
-                "invalid TMA forward traits: see tma_forward_valid (Br 64 or 128, Bc a "
-                "multiple of 16 up to 256, everything within 227 KB of shared memory)");
+                "invalid TMA forward traits: see tma_forward_valid (head dim 64 to 256 in "
+                "multiples of 8, Br 64, 128 or 192, Bc a multiple of 16 up to 256, everything "
+                "within 227 KB of shared memory)");
   using Element = Element_;  // half_t or bfloat16_t
   static constexpr int kHeadDim = HeadDim;
+  static constexpr int kHeadDimPadded = tma_forward_padded_head_dim(HeadDim);
   static constexpr int kBlockM = BlockM;  // Br: 64 query rows per consumer warpgroup
   static constexpr int kBlockN = BlockN;  // Bc
   static constexpr int kStages = Stages;  // K/V slots in the ring
   static constexpr int kConsumerThreads = BlockM / 64 * 128;
-  static constexpr int kThreads = kConsumerThreads + 32;  // consumers, then the producer warp
+  static constexpr int kThreads = tma_forward_threads(BlockM);  // consumers, then the producer
   static constexpr MaskKind kMask = Mask;
   static constexpr bool kSoftcap = Softcap;
 
-  using QTile = swizzled_tile<Element, BlockM, HeadDim>;   // as TMA wrote it
-  using KVTile = swizzled_tile<Element, BlockN, HeadDim>;  // K and V alike
-  using OTile = smem_tile<Element, BlockM, HeadDim>;       // O on its way out
+  using QTile = swizzled_tile<Element, BlockM, kHeadDimPadded>;   // as TMA wrote it; O too
+  using KVTile = swizzled_tile<Element, BlockN, kHeadDimPadded>;  // K and V alike
   using Ring = PipelineRing<Stages>;
   static constexpr int kSharedBytes = tma_forward_shared_bytes(HeadDim, BlockM, BlockN, Stages);
 };
@@ -73,9 +86,8 @@ struct TmaForwardTraits {
 template <class Traits>
 struct TmaForwardShared {
   using KVTile = typename Traits::KVTile;
-  typename Traits::QTile q;    // (kBlockM, kHeadDim)
-  KVTile k0, v0;               // (kBlockN, kHeadDim): slot 0 of K and of V
-  typename Traits::OTile o;    // (kBlockM, kHeadDim)
+  typename Traits::QTile q;    // (kBlockM, kHeadDimPadded): Q, then O on its way out
+  KVTile k0, v0;               // (kBlockN, kHeadDimPadded): slot 0 of K and of V
   mbarrier_t* q_full;          // Q has landed
   typename Traits::Ring ring;  // K and V slots: full and empty barriers
 
@@ -93,7 +105,6 @@ FJ_DEVICE TmaForwardShared<Traits> carve_tma_forward_shared(unsigned char* base)
   base += Traits::kStages * KVTile::kBytes;
   smem.v0 = KVTile{reinterpret_cast<typename Traits::Element*>(base)};
   base += Traits::kStages * KVTile::kBytes;
-  smem.o = carve_tile<typename Traits::OTile>(base);
   smem.q_full = reinterpret_cast<mbarrier_t*>(base);
   smem.ring = typename Traits::Ring{smem.q_full + 1};
   return smem;

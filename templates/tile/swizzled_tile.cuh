@@ -40,6 +40,13 @@ struct swizzled_tile {
   FJ_DEVICE unsigned char* line(int panel, int row) const {
     return reinterpret_cast<unsigned char*>(data) + panel * kPanelBytes + row * kLineBytes;
   }
+
+  /// Element (row, col), where the swizzle put it: chunk col % 64 / 8 of the line moves to
+  /// chunk (col % 64 / 8) ^ (row % 8); elements keep their place within a chunk.
+  FJ_DEVICE T* at(int row, int col) const {
+    const int chunk = (col % kPanelCols / 8) ^ (row % 8);
+    return reinterpret_cast<T*>(line(col / kPanelCols, row) + chunk * 16) + col % 8;
+  }
 };
 
 /// Rounds `base` (a pointer into dynamic shared memory) up to the next 1024-byte shared
@@ -68,6 +75,44 @@ FJ_DEVICE void tma_load_tile(swizzled_tile<T, Rows, Cols> dst, const tma_descrip
   for (int panel = 0; panel < Cols / 64; ++panel) {
     coords[0] = origin[0] + 64 * panel;
     tma_load(dst.line(panel, 0), map, coords, bar);
+  }
+}
+
+/// Writes this warp's accumulator block, rounded to T, to rows [row0, row0 + Rows), columns
+/// [0, Cols) of `dst` (an output on its way to a TMA store). The caller then fences the
+/// generic writes for the async proxy (fence_proxy_async) before the store reads them.
+template <typename T, int Rows, int Cols, int TileRows, int TileCols>
+FJ_DEVICE void store_fragments(const acc_tile<Rows, Cols>& acc,
+                               swizzled_tile<T, TileRows, TileCols> dst, int row0, int lane) {
+  static_assert(Rows <= TileRows && Cols <= TileCols, "the block fits the tile");
+#pragma unroll
+  for (int s = 0; s < acc.kSlabs; ++s)
+#pragma unroll
+    for (int g = 0; g < acc.kGroups; ++g)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        T* pair = dst.at(row0 + fragment_row(s, half, lane), fragment_col(g, 0, lane));
+        store_shared(reinterpret_cast<unsigned*>(pair), 0,
+                     pack2<T>(acc.frag[s][g][2 * half], acc.frag[s][g][2 * half + 1]));
+      }
+}
+
+/// Stores rows [row0, row0 + BoxRows) of `src` to the tensor of `map` at `origin` (coords
+/// innermost first, origin[0] = 0), one box of (64 columns, BoxRows rows) per panel; elements
+/// outside the tensor (rows past its length, columns past its width) are not written. The
+/// map's box is {64, BoxRows, 1, ...} with the 128-byte swizzle; row0 is a multiple of 8, so
+/// each box starts on a swizzle atom. The caller commits and waits for the bulk group.
+template <int BoxRows, int Rank, typename T, int Rows, int Cols>
+FJ_DEVICE void tma_store_rows(const tma_descriptor& map, const int (&origin)[Rank],
+                              swizzled_tile<T, Rows, Cols> src, int row0) {
+  static_assert(BoxRows % 8 == 0 && BoxRows <= Rows, "whole swizzle atoms within the tile");
+  int coords[Rank];
+#pragma unroll
+  for (int d = 0; d < Rank; ++d) coords[d] = origin[d];
+#pragma unroll
+  for (int panel = 0; panel < Cols / 64; ++panel) {
+    coords[0] = origin[0] + 64 * panel;
+    tma_store(map, coords, src.line(panel, row0));
   }
 }
 

@@ -64,7 +64,7 @@ FJ_DEVICE void tma_load(void* shared_dst, const tma_descriptor& map, const int (
 template <int Rank>
 FJ_DEVICE void tma_store(const tma_descriptor& map, const int (&coords)[Rank],
                          const void* shared_src) {
-  static_assert(Rank == 2 || Rank == 3, "tma_store: device PTX is written for ranks 2 and 3");
+  static_assert(Rank >= 2 && Rank <= 4, "tma_store: device PTX is written for ranks 2 to 4");
   const auto map_address = reinterpret_cast<unsigned long long>(&map);
   if constexpr (Rank == 2) {
     asm volatile(
@@ -72,11 +72,18 @@ FJ_DEVICE void tma_store(const tma_descriptor& map, const int (&coords)[Rank],
             map_address),
         "r"(shared_address(shared_src)), "r"(coords[0]), "r"(coords[1])
         : "memory");
-  } else {
+  } else if constexpr (Rank == 3) {
     asm volatile(
         "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
             map_address),
         "r"(shared_address(shared_src)), "r"(coords[0]), "r"(coords[1]), "r"(coords[2])
+        : "memory");
+  } else {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::
+            "l"(map_address),
+        "r"(shared_address(shared_src)), "r"(coords[0]), "r"(coords[1]), "r"(coords[2]),
+        "r"(coords[3])
         : "memory");
   }
 }

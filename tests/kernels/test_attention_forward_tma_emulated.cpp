@@ -53,11 +53,13 @@ void check_case(const ForwardCase& c) {
       tensor_map(params.k, a.batch, a.seqlen_k, a.heads_kv, a.head_dim, BlockN);
   const em::TensorMap v_map =
       tensor_map(params.v, a.batch, a.seqlen_k, a.heads_kv, a.head_dim, BlockN);
-  for (const em::TensorMap* map : {&q_map, &k_map, &v_map}) {
+  const em::TensorMap o_map =
+      tensor_map(params.o, a.batch, a.seqlen_q, a.heads_q, a.head_dim, kTmaStoreRows);
+  for (const em::TensorMap* map : {&q_map, &k_map, &v_map, &o_map}) {
     const std::string problem = em::tensor_map_problem(*map);
     REQUIRE_MESSAGE(problem.empty(), problem);
   }
-  const AttentionTmaMaps maps{{&q_map}, {&k_map}, {&v_map}};
+  const AttentionTmaMaps maps{{&q_map}, {&k_map}, {&v_map}, {&o_map}};
   em::Report report;
   dispatch_forward_traits(c, [&]<typename T, MaskKind Mask, bool Softcap>() {
     using Traits = TmaForwardTraits<T, HeadDim, BlockM, BlockN, Mask, Softcap>;
@@ -93,7 +95,13 @@ TEST_CASE("TMA forward on the emulator: causal with seqlen_q above and below seq
 TEST_CASE("TMA forward on the emulator: head dims, GQA 8:1, bhsd, windows and softcap") {
   check_case<192, 64, 64>(batched_case(1, 1, 1, 70, 70, 192));
   check_case<256, 64, 64>(batched_case(1, 1, 1, 65, 65, 256, DType::f16));
-  check_case<64, 128, 128>(batched_case(2, 8, 1, 90, 150, 64));  // GQA 8:1, two batches
+  // Head dims between whole panels: the tiles are padded to 64 columns, TMA loads zeros there
+  // and stores only the real ones.
+  check_case<96, 128, 64>(batched_case(1, 2, 2, 129, 129, 96));
+  check_case<72, 64, 64>(batched_case(2, 1, 1, 33, 47, 72));
+  check_case<160, 64, 64>(batched_case(1, 1, 1, 65, 100, 160, DType::f16));
+  check_case<64, 192, 128>(batched_case(1, 2, 2, 200, 200, 64));  // three consumer warpgroups
+  check_case<64, 128, 128>(batched_case(2, 8, 1, 90, 150, 64));   // GQA 8:1, two batches
   ForwardCase bhsd = batched_case(1, 2, 1, 77, 77, 128);
   bhsd.layout = reference::Layout::bhsd;
   check_case<128, 64, 64>(bhsd);
@@ -139,6 +147,8 @@ TEST_CASE("TMA forward: NVRTC builds it for sm_90a, its PTX issues wgmma and TMA
       CHECK(ptx.find("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier") !=
             std::string::npos);
       CHECK(ptx.find("mbarrier.try_wait.parity") != std::string::npos);
+      CHECK(ptx.find("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group") !=
+            std::string::npos);                          // O's store
       CHECK(ptx.find("ldmatrix") == std::string::npos);  // no product is fed by ldmatrix
     }
   }

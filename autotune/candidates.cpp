@@ -127,11 +127,26 @@ double problem_flops(const TuningProblem& problem) {
   return problem.op == TunedOp::attention_forward ? forward : 2.5 * forward;
 }
 
+namespace {
+/// The forward config name's mark of the kernel it runs (the mma.sync path has none).
+const char* path_suffix(kernels::ForwardPath path) {
+  switch (path) {
+    case kernels::ForwardPath::wgmma:
+      return ".wgmma";
+    case kernels::ForwardPath::tma:
+      return ".tma";
+    case kernels::ForwardPath::mma_sync:
+      break;
+  }
+  return "";
+}
+}  // namespace
+
 std::string config_name(const TunedConfig& config) {
   if (const auto* f = std::get_if<ForwardConfig>(&config)) {
     return "br" + std::to_string(f->block_m) + ".bc" + std::to_string(f->block_n) + ".w" +
            std::to_string(f->warps) + ".s" + std::to_string(f->stages) +
-           (f->q_in_registers ? ".qreg" : "") + (f->wgmma ? ".wgmma" : "");
+           (f->q_in_registers ? ".qreg" : "") + path_suffix(f->path);
   }
   const auto& b = std::get<BackwardConfig>(config);
   std::string name = "br" + std::to_string(b.key.block_m) + ".bc" + std::to_string(b.key.block_n) +

@@ -84,6 +84,7 @@ void read_row(detail::Machine& m, int self, const void* address,
   }
   if (detail::check_shared_access(m, self, address, 16, false, "ldmatrix")) {
     std::memcpy(row.data(), address, 16);
+    m.report.work.ldmatrix_bytes += 16;
   }
 }
 

@@ -69,6 +69,7 @@ struct WorkCounters {
   std::uint64_t global_bytes_written = 0;  // plain global stores
   std::uint64_t barriers = 0;              // __syncthreads released, per CTA
   std::uint64_t ctas = 0;                  // blocks run
+  std::uint64_t ldmatrix_bytes = 0;        // of shared_bytes_read, those ldmatrix read
 
   bool operator==(const WorkCounters&) const = default;
 };

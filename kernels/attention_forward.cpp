@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <numbers>
+#include <optional>
+#include <utility>
 
 #include "attention/key_window.cuh"
+#include "attention/tma_forward_space.cuh"
 #include "attention/wgmma_forward_space.cuh"
 #include "attention_common.hpp"
+#include "attention_forward_tma.hpp"
 #include "flashjit/error.hpp"
 #include "kernels/config_choice.hpp"
 #include "runtime/executor.hpp"
@@ -93,29 +97,76 @@ void launch_forward(detail::RuntimeBackend& backend, const Attention& attention,
                     const TensorView& o, const TensorView& lse, const ForwardConfig& config,
                     Stream stream) {
   const AttentionForwardParams params = forward_params(attention, q, k, v, o, lse);
-  detail::launch_kernel(backend.executor(), forward_spec(config, backend.info().arch()),
-                        forward_launch_shape(config, attention, stream),
-                        forward_buffers(q, k, v, o, lse), params);
+  const detail::KernelSpec spec = forward_spec(config, backend.info().arch());
+  const detail::LaunchShape shape = forward_launch_shape(config, attention, stream);
+  const std::vector<detail::KernelBuffer> buffers = forward_buffers(q, k, v, o, lse);
+  detail::Executor& executor = backend.executor();
+  if (config.path != ForwardPath::tma) {
+    detail::launch_kernel(executor, spec, shape, buffers, params);
+    return;
+  }
+  const detail::TensorMapParameter maps =
+      executor.tensor_maps(forward_tma_maps(params, attention, config.block_m, config.block_n));
+  detail::launch_kernel(executor, spec, shape, buffers, params, maps);
+}
+
+/// The first entry of `tiles` (Br, Bc) that makes a valid TMA config within `limit` bytes of
+/// shared memory, or nullopt.
+std::optional<ForwardConfig> first_tma_config(DType dtype, int head_dim, MaskKind mask,
+                                              bool softcap, int limit,
+                                              std::initializer_list<std::pair<int, int>> tiles) {
+  for (const auto& [block_m, block_n] : tiles) {
+    ForwardConfig config{dtype, head_dim, block_m, block_n, tma_forward_threads(block_m) / 32,
+                         2,     mask,     softcap};
+    config.path = ForwardPath::tma;
+    if (config.valid() && config.shared_bytes() <= limit) return config;
+  }
+  return std::nullopt;
+}
+
+/// The TMA path's tiles per head dim: FlashAttention-3's (HOPPER-NOTES 1.3: 128 x 128 at head
+/// dim 128 with a causal mask, 128 x 80 at 256, two stages) within what runs without spills
+/// until setmaxnreg gives the consumers the producer's registers: with 384 threads ptxas has
+/// 168 registers a thread, so Bc 64 from head dim 65 on, and one consumer warpgroup (255
+/// registers) at 256, where S and O alone are 160 of them.
+std::optional<ForwardConfig> tma_default(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                                         int limit) {
+  const int padded = tma_forward_padded_head_dim(head_dim);
+  if (padded <= 64) return first_tma_config(dtype, head_dim, mask, softcap, limit, {{128, 128}});
+  if (padded <= 192) return first_tma_config(dtype, head_dim, mask, softcap, limit, {{128, 64}});
+  return first_tma_config(dtype, head_dim, mask, softcap, limit, {{64, 64}});
 }
 
 }  // namespace
 
 bool ForwardConfig::valid() const {
-  if (wgmma) {
-    return dtype_supported(dtype) && !q_in_registers &&
-           wgmma_forward_config_valid(head_dim, block_m, block_n, warps, stages);
+  if (!dtype_supported(dtype)) return false;
+  switch (path) {
+    case ForwardPath::wgmma:
+      return !q_in_registers &&
+             wgmma_forward_config_valid(head_dim, block_m, block_n, warps, stages);
+    case ForwardPath::tma:
+      return !q_in_registers && tma_forward_config_valid(head_dim, block_m, block_n, warps, stages);
+    case ForwardPath::mma_sync:
+      break;
   }
-  return dtype_supported(dtype) &&
-         space::config_valid(head_dim, block_m, block_n, warps, stages, q_in_registers);
+  return space::config_valid(head_dim, block_m, block_n, warps, stages, q_in_registers);
 }
 
 int ForwardConfig::shared_bytes() const {
-  return wgmma ? wgmma_forward_shared_bytes(head_dim, block_m, block_n)
-               : space::shared_bytes(head_dim, block_m, block_n, stages);
+  switch (path) {
+    case ForwardPath::wgmma:
+      return wgmma_forward_shared_bytes(head_dim, block_m, block_n);
+    case ForwardPath::tma:
+      return tma_forward_shared_bytes(head_dim, block_m, block_n, stages);
+    case ForwardPath::mma_sync:
+      break;
+  }
+  return space::shared_bytes(head_dim, block_m, block_n, stages);
 }
 
 bool runs_on(const ForwardConfig& config, const std::string& arch) {
-  return !config.wgmma || runs_wgmma(arch);
+  return config.path == ForwardPath::mma_sync || runs_wgmma(arch);
 }
 
 std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind mask, bool softcap) {
@@ -136,7 +187,15 @@ std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind m
   for (int block_m : {64, 128}) {
     for (int block_n : {64, 128}) {
       ForwardConfig config{dtype, head_dim, block_m, block_n, block_m / 16, 1, mask, softcap};
-      config.wgmma = true;
+      config.path = ForwardPath::wgmma;
+      if (config.valid()) configs.push_back(config);
+    }
+  }
+  for (int block_m : {64, 128, 192}) {
+    for (int block_n : {64, 128}) {
+      ForwardConfig config{dtype, head_dim, block_m, block_n, tma_forward_threads(block_m) / 32,
+                           2,     mask,     softcap};
+      config.path = ForwardPath::tma;
       if (config.valid()) configs.push_back(config);
     }
   }
@@ -161,16 +220,21 @@ int arch_shared_memory_limit(const std::string& arch) {
   }
 }
 
-ForwardConfig default_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
-                                     const std::string& arch) {
+namespace {
+
+ForwardConfig default_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                             const std::string& arch, bool allow_tma) {
   check_attention_support(dtype, head_dim);
   const int limit = arch_shared_memory_limit(arch);
   if (runs_wgmma(arch)) {
-    // The Hopper path where it takes the problem: Br 128 (two warpgroups) by Bc 128, within
-    // FlashAttention-3's tiles at head dims 64 and 128 that the wgmma PTX written so far
-    // allows (HOPPER-NOTES 1.3). Not yet timed on a GPU against the mma.sync path.
+    // The Hopper paths where they take the problem; neither is timed on a GPU yet against the
+    // mma.sync path. First FlashAttention-3's structure (TMA), then the wgmma kernel with
+    // cp.async loads: Br 128 (two warpgroups) by Bc 128 at head dims 64 and 128.
+    if (allow_tma) {
+      if (auto tma = tma_default(dtype, head_dim, mask, softcap, limit)) return *tma;
+    }
     ForwardConfig hopper{dtype, head_dim, 128, 128, 8, 1, mask, softcap};
-    hopper.wgmma = true;
+    hopper.path = ForwardPath::wgmma;
     if (hopper.valid() && hopper.shared_bytes() <= limit) return hopper;
   }
   for (const TileShape& tile : preferred_tiles(head_dim, arch)) {
@@ -189,6 +253,18 @@ ForwardConfig default_forward_config(DType dtype, int head_dim, MaskKind mask, b
   return least_shared_memory(configs);
 }
 
+}  // namespace
+
+ForwardConfig default_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                                     const std::string& arch) {
+  return default_config(dtype, head_dim, mask, softcap, arch, /*allow_tma=*/true);
+}
+
+ForwardConfig fallback_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                                      const std::string& arch) {
+  return default_config(dtype, head_dim, mask, softcap, arch, /*allow_tma=*/false);
+}
+
 detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& arch) {
   if (!config.valid()) {
     throw InvalidArgument("config",
@@ -197,7 +273,7 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
   }
   if (!runs_on(config, arch)) {
     throw InvalidArgument("config",
-                          "is the Hopper path (wgmma), which runs on sm_90a only, not " + arch);
+                          "is a Hopper path (wgmma, TMA), which runs on sm_90a only, not " + arch);
   }
   const bool window = config.mask == MaskKind::window;
   const std::string element = template_element(config.dtype);
@@ -208,11 +284,16 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
       ", " + std::to_string(config.block_m) + ", " + std::to_string(config.block_n);
   detail::KernelSpec spec;
   spec.op = "attention-forward";
-  if (config.wgmma) {
+  if (config.path == ForwardPath::wgmma) {
     spec.header = "attention/wgmma_forward_kernel.cuh";
     spec.name_expression =
         "flashjit::attention_forward_wgmma_kernel<flashjit::WgmmaForwardTraits<" + element +
         head_dim + tiles + mask + softcap + ">>";
+  } else if (config.path == ForwardPath::tma) {
+    spec.header = "attention/tma_forward_kernel.cuh";
+    spec.name_expression = "flashjit::attention_forward_tma_kernel<flashjit::TmaForwardTraits<" +
+                           element + head_dim + tiles + mask + softcap + ", " +
+                           std::to_string(config.stages) + ">>";
   } else {
     spec.header = "attention/forward_kernel.cuh";
     spec.name_expression = "flashjit::attention_forward_kernel<flashjit::ForwardTraits<" + element +
@@ -232,7 +313,8 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
     spec.traits.push_back(tile);
   }
   if (config.q_in_registers) spec.traits.push_back("qreg");
-  if (config.wgmma) spec.traits.push_back("wgmma");
+  if (config.path == ForwardPath::wgmma) spec.traits.push_back("wgmma");
+  if (config.path == ForwardPath::tma) spec.traits.push_back("tma");
   spec.readable_name = detail::name_of("attention_forward", spec.head_dim, spec.traits);
   spec.threads = config.warps * 32;
   spec.dynamic_shared_bytes = config.shared_bytes();
@@ -308,9 +390,16 @@ detail::LaunchShape forward_launch_shape(const ForwardConfig& config, const Atte
 }
 
 void check_forward_config(const ForwardConfig& config, const Attention& attention,
-                          const TensorView& q) {
+                          const TensorView& q, const TensorView& k, const TensorView& v,
+                          const TensorView& o) {
   if (!config.valid()) throw InvalidArgument("config", "is not in the forward config space");
   check_config_class({config.dtype, config.head_dim, config.mask, config.softcap}, attention, q);
+  if (config.path != ForwardPath::tma) return;
+  const std::string problem = tma_tensor_problem(attention, q, k, v, o);
+  if (!problem.empty()) {
+    throw InvalidArgument("config", "is the TMA path, which cannot read these tensors (" + problem +
+                                        "); choose a config of another path");
+  }
 }
 
 void attention_forward(detail::RuntimeBackend& backend, const Attention& attention,
@@ -318,7 +407,7 @@ void attention_forward(detail::RuntimeBackend& backend, const Attention& attenti
                        const TensorView& o, const TensorView& lse, const ForwardConfig& config,
                        Stream stream) {
   validate_forward_arguments(attention, q, k, v, o, lse);
-  check_forward_config(config, attention, q);
+  check_forward_config(config, attention, q, k, v, o);
   check_config_fits_device(config.shared_bytes(), backend.info());
   if (forward_is_empty(attention)) return;
   launch_forward(backend, attention, q, k, v, o, lse, config, stream);
@@ -330,8 +419,13 @@ void run_attention_forward(detail::RuntimeBackend& backend, ConfigChoice& choice
                            Stream stream) {
   validate_forward_arguments(attention, q, k, v, o, lse);
   if (forward_is_empty(attention)) return;
-  launch_forward(backend, attention, q, k, v, o, lse, choice.forward_config(attention, q.dtype),
-                 stream);
+  ForwardConfig config = choice.forward_config(attention, q.dtype);
+  if (config.path == ForwardPath::tma && !tma_tensor_problem(attention, q, k, v, o).empty()) {
+    // Tensors TMA cannot read: the best config of the other paths (its kernel name says so).
+    config = fallback_forward_config(config.dtype, config.head_dim, config.mask, config.softcap,
+                                     backend.info().arch());
+  }
+  launch_forward(backend, attention, q, k, v, o, lse, config, stream);
 }
 
 }  // namespace flashjit::kernels

@@ -18,7 +18,21 @@
 
 namespace flashjit::kernels {
 
-/// One specialization of the forward kernel (flashjit::ForwardTraits on the template side).
+/// Which forward kernel a config runs.
+enum class ForwardPath {
+  /// templates/attention/forward_kernel.cuh (ForwardTraits): mma.sync, cp.async; every arch.
+  mma_sync,
+  /// wgmma_forward_kernel.cuh (WgmmaForwardTraits), sm_90a only: warpgroups of 64 query rows
+  /// on wgmma, cp.async loads, one K/V stage, warps = Br / 16.
+  wgmma,
+  /// tma_forward_kernel.cuh (TmaForwardTraits), sm_90a only: FlashAttention-3's structure, a
+  /// producer warpgroup's TMA loads into a ring of `stages` K/V slots, consumer warpgroups on
+  /// wgmma, O stored by TMA; warps = Br / 16 + 4. It needs tensors TMA can read (16-byte
+  /// aligned, strides multiples of 16 bytes); the default choice falls back where they are not.
+  tma,
+};
+
+/// One specialization of the forward kernel (the traits of ForwardPath's template).
 struct ForwardConfig {
   DType dtype = DType::bf16;  ///< f16 or bf16
   int head_dim = 64;
@@ -31,9 +45,7 @@ struct ForwardConfig {
   /// Each warp keeps its Q rows in registers, read from shared memory once, instead of reading
   /// them for every key block (where attention_forward_space::config_valid finds registers).
   bool q_in_registers = false;
-  /// The Hopper path (sm_90a only): warpgroups of 64 query rows on wgmma
-  /// (templates/attention/wgmma_forward_kernel.cuh), warps = Br / 16, one K/V stage.
-  bool wgmma = false;
+  ForwardPath path = ForwardPath::mma_sync;
   bool operator==(const ForwardConfig&) const = default;
 
   /// Whether the template accepts this config (attention_forward_space::config_valid and a
@@ -49,13 +61,14 @@ inline constexpr std::int64_t kMaxSeqlen = AttentionForwardParams::kNoWindow;
 /// The largest grid.y (query heads) and grid.z (batch) of a launch.
 inline constexpr std::int64_t kMaxGridYZ = 65535;
 
-/// Whether `config` can run on `arch`: the Hopper path needs sm_90a, the mma.sync path runs
+/// Whether `config` can run on `arch`: the Hopper paths need sm_90a, the mma.sync path runs
 /// everywhere.
 bool runs_on(const ForwardConfig& config, const std::string& arch);
 
 /// Every valid config for (dtype, head_dim, mask, softcap), in a fixed order (the mma.sync
-/// path's by Br, then Bc, warps and stages ascending, then the Hopper path's, which only
-/// sm_90a runs: see runs_on). Empty when the dtype or head dim is not supported.
+/// path's by Br, then Bc, warps and stages ascending, then the wgmma path's and the TMA
+/// path's, which only sm_90a runs: see runs_on). Empty when the dtype or head dim is not
+/// supported.
 std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind mask, bool softcap);
 
 /// The dynamic shared memory a block may opt into on `arch` ("sm_80": 163 KB, "sm_86"/"sm_89":
@@ -63,11 +76,24 @@ std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind m
 int arch_shared_memory_limit(const std::string& arch);
 
 /// The heuristic config for (dtype, head_dim, mask, softcap) on `arch` (until the autotuner):
-/// FlashAttention-2's tile shapes per head dim, shrunk until the tiles fit the arch's shared
-/// memory, with two K/V stages where they fit. Always valid and within the arch's shared memory.
-/// Throws InvalidArgument("head_dim") or ("dtype") for a dim or dtype the kernel lacks.
+/// on sm_90a the TMA path where it takes the head dim (64 to 256), else the wgmma path where
+/// it does; otherwise FlashAttention-2's tile shapes per head dim, shrunk until the tiles fit
+/// the arch's shared memory, with two K/V stages where they fit. Always valid and within the
+/// arch's shared memory. Throws InvalidArgument("head_dim") or ("dtype") for a dim or dtype the
+/// kernel lacks.
 ForwardConfig default_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                      const std::string& arch);
+
+/// What runs where the chosen config is the TMA path and the call's tensors rule TMA out
+/// (tma_tensor_problem): the default among the other paths, as default_forward_config.
+ForwardConfig fallback_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                                      const std::string& arch);
+
+/// Why TMA cannot read or write the tensors of a validated call ("q: ..." with the driver's
+/// rule), or "" when it can: global addresses 16-byte aligned, every stride a multiple of 16
+/// bytes.
+std::string tma_tensor_problem(const Attention& attention, const TensorView& q, const TensorView& k,
+                               const TensorView& v, const TensorView& o);
 
 /// The kernel spec of `config` for target `arch`: op "attention-forward", header
 /// "attention/forward_kernel.cuh", readable name such as
@@ -122,10 +148,11 @@ detail::LaunchShape forward_launch_shape(const ForwardConfig& config, const Atte
                                          Stream stream);
 
 /// Throws InvalidArgument("config") unless `config` is valid and can run the validated call:
-/// same dtype, head dim and softcap, and a mask kind that covers the call's (window covers
-/// none: unbounded windows see every key).
+/// same dtype, head dim and softcap, a mask kind that covers the call's (window covers none:
+/// unbounded windows see every key), and, for the TMA path, tensors TMA can read.
 void check_forward_config(const ForwardConfig& config, const Attention& attention,
-                          const TensorView& q);
+                          const TensorView& q, const TensorView& k, const TensorView& v,
+                          const TensorView& o);
 
 /// Runtime::forward with an explicit config (tests, the autotuner) on `backend`. The config
 /// must match the call (see check_forward_config) and fit the device's shared memory.

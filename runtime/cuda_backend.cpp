@@ -3,9 +3,61 @@
 #include "device_context.hpp"
 #include "driver.hpp"
 #include "runtime_backend.hpp"
+#include "tensor_maps.hpp"
 
 namespace flashjit::detail {
 namespace {
+
+CUtensorMapSwizzle driver_swizzle(emulator::TmaSwizzle swizzle) {
+  switch (swizzle) {
+    case emulator::TmaSwizzle::b32:
+      return CU_TENSOR_MAP_SWIZZLE_32B;
+    case emulator::TmaSwizzle::b64:
+      return CU_TENSOR_MAP_SWIZZLE_64B;
+    case emulator::TmaSwizzle::b128:
+      return CU_TENSOR_MAP_SWIZZLE_128B;
+    case emulator::TmaSwizzle::none:
+      break;
+  }
+  return CU_TENSOR_MAP_SWIZZLE_NONE;
+}
+
+// TMA moves bits: an unsigned type of the element's size serves every dtype, and its zero
+// fill is +0 in each.
+CUtensorMapDataType driver_data_type(int element_bytes) {
+  switch (element_bytes) {
+    case 1:
+      return CU_TENSOR_MAP_DATA_TYPE_UINT8;
+    case 4:
+      return CU_TENSOR_MAP_DATA_TYPE_UINT32;
+    case 8:
+      return CU_TENSOR_MAP_DATA_TYPE_UINT64;
+    default:
+      return CU_TENSOR_MAP_DATA_TYPE_UINT16;
+  }
+}
+
+// The CUtensorMap of `map`, checked first against the same rules the emulator applies.
+CUtensorMap encode_tensor_map(const emulator::TensorMap& map) {
+  check_tensor_map(map, "tensor map");
+  cuuint64_t dims[5], strides[4];
+  cuuint32_t box[5], element_strides[5];
+  for (int i = 0; i < map.rank; ++i) {
+    const auto d = static_cast<std::size_t>(i);
+    dims[d] = map.dims[d];
+    box[d] = map.box[d];
+    element_strides[d] = map.element_strides[d];
+    if (i > 0) strides[d - 1] = map.strides[d];  // the driver omits dimension 0's stride
+  }
+  CUtensorMap encoded{};
+  // L2 promotion of 128 bytes: a fetch-size hint, not yet measured against the others.
+  FLASHJIT_CU(cuTensorMapEncodeTiled, &encoded, driver_data_type(map.element_bytes),
+              static_cast<cuuint32_t>(map.rank), const_cast<void*>(map.global_address), dims,
+              strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+              driver_swizzle(map.swizzle), CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return encoded;
+}
 
 class CudaBackend final : public RuntimeBackend, public Executor {
  public:
@@ -77,6 +129,16 @@ class CudaBackend final : public RuntimeBackend, public Executor {
     context_.launch(context_.function(spec, shape.dynamic_shared_bytes), shape, args);
   }
   bool has_kernel(const KernelSpec& /*spec*/) const override { return true; }  // JIT compiles any
+
+  TensorMapParameter tensor_maps(const std::vector<emulator::TensorMap>& maps) override {
+    context_.make_current();
+    TensorMapParameter parameter;
+    for (const emulator::TensorMap& map : maps) {
+      const CUtensorMap encoded = encode_tensor_map(map);
+      parameter.append(&encoded, sizeof encoded);
+    }
+    return parameter;
+  }
 
  private:
   bool supports_memory_pools() const {

@@ -11,8 +11,9 @@ namespace flashjit::detail {
 // member pick up the versioned declaration.
 #define FLASHJIT_DRIVER_ENTRY_POINTS(X)                                                            \
   X(cuInit)                                                                                        \
-  X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet)   \
-      X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain)   \
+  X(cuDriverGetVersion)                                                                            \
+  X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName)      \
+      X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain)                      \
           X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuLibraryLoadData) \
               X(cuLibraryUnload) X(cuLibraryGetKernel) X(cuKernelGetFunction) X(cuModuleLoadData)  \
                   X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncSetAttribute)                   \
@@ -20,7 +21,8 @@ namespace flashjit::detail {
                           X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuStreamSynchronize)     \
                               X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)              \
                                   X(cuEventElapsedTime) X(cuEventDestroy) X(cuMemsetD8Async)       \
-                                      X(cuMemAllocAsync) X(cuMemFreeAsync)
+                                      X(cuMemAllocAsync) X(cuMemFreeAsync)                         \
+                                          X(cuTensorMapEncodeTiled)
 
 /// Function pointers to the driver API, all non-null once loaded.
 struct DriverApi {

@@ -111,6 +111,14 @@ class EmulatorBackend final : public RuntimeBackend, public Executor {
   bool has_kernel(const KernelSpec& spec) const override {
     return kernels_.find(spec.name_expression) != nullptr || host_kernels_.available();
   }
+  TensorMapParameter tensor_maps(const std::vector<emulator::TensorMap>& maps) override {
+    TensorMapParameter parameter;
+    for (const emulator::TensorMap& map : maps) {
+      check_tensor_map(map, "tensor map");
+      parameter.append_pointer_to(map);
+    }
+    return parameter;
+  }
 
  private:
   /// The table's launcher of `spec`, else one the host compiler builds (seconds, once per
@@ -131,13 +139,14 @@ void EmulatorBackend::count(const KernelSpec& spec, const emulator::WorkCounters
                          [&](const KernelWork& k) { return k.kernel == name; });
   if (it == work_.end()) it = work_.insert(work_.end(), KernelWork{name, 0, {}});
   ++it->launches;
-  it->work += WorkCounters{counted.tensor_flops,
-                           counted.shared_bytes_read,
-                           counted.shared_bytes_written,
-                           counted.global_bytes_read,
-                           counted.global_bytes_written,
-                           counted.barriers,
-                           counted.ctas};
+  it->work += WorkCounters{.tensor_flops = counted.tensor_flops,
+                           .shared_bytes_read = counted.shared_bytes_read,
+                           .shared_bytes_written = counted.shared_bytes_written,
+                           .global_bytes_read = counted.global_bytes_read,
+                           .global_bytes_written = counted.global_bytes_written,
+                           .barriers = counted.barriers,
+                           .ctas = counted.ctas,
+                           .ldmatrix_bytes = counted.ldmatrix_bytes};
 }
 
 EmulatedLauncher EmulatorBackend::launcher(const KernelSpec& spec) {

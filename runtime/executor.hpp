@@ -8,6 +8,7 @@
 
 #include "device_context.hpp"
 #include "kernel_spec.hpp"
+#include "tensor_maps.hpp"
 
 namespace flashjit::detail {
 
@@ -34,16 +35,31 @@ class Executor {
   /// Whether this backend can run `spec` at all: a GPU compiles any spec; the emulator runs
   /// its build-time kernels, and any spec when a host C++ compiler is available.
   virtual bool has_kernel(const KernelSpec& spec) const = 0;
+  /// The kernel parameter holding `maps` in order (a struct of tma_descriptor fields) in this
+  /// backend's form: cuTensorMapEncodeTiled's CUtensorMaps on the GPU (Error{driver} if the
+  /// driver rejects one), pointers to copies of the maps on the emulator. Throws
+  /// InvalidArgument (check_tensor_map) for a map the driver's rules reject.
+  virtual TensorMapParameter tensor_maps(const std::vector<emulator::TensorMap>& maps) = 0;
 };
 
-/// Launches `spec` on `executor` with the given arguments by value (their types must match the
-/// kernel's parameters exactly). A grid with no blocks (an empty dimension of the problem) is
-/// not launched: it has no work, and CUDA refuses a zero grid.
+/// The address a launch passes for one argument: the value itself, or the bytes of a
+/// TensorMapParameter.
+template <typename T>
+const void* argument_address(const T& argument) {
+  return &argument;
+}
+inline const void* argument_address(const TensorMapParameter& argument) { return argument.data(); }
+
+/// Launches `spec` on `executor` with the given arguments (their types must match the kernel's
+/// parameters exactly; a TensorMapParameter stands for a struct of tensor maps). A grid with no
+/// blocks (an empty dimension of the problem) is not launched: it has no work, and CUDA
+/// refuses a zero grid.
 template <typename... Args>
 void launch_kernel(Executor& executor, const KernelSpec& spec, const LaunchShape& shape,
-                   const std::vector<KernelBuffer>& buffers, Args... args) {
+                   const std::vector<KernelBuffer>& buffers, const Args&... args) {
   if (shape.grid_x == 0 || shape.grid_y == 0 || shape.grid_z == 0) return;
-  void* pointers[] = {static_cast<void*>(&args)..., nullptr};
+  // The driver and the emulator only read through these pointers.
+  void* pointers[] = {const_cast<void*>(argument_address(args))..., nullptr};
   executor.launch(spec, shape, pointers, buffers);
 }
 

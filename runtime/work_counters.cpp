@@ -11,6 +11,7 @@ WorkCounters& WorkCounters::operator+=(const WorkCounters& other) {
   global_bytes_written += other.global_bytes_written;
   barriers += other.barriers;
   ctas += other.ctas;
+  ldmatrix_bytes += other.ldmatrix_bytes;
   return *this;
 }
 

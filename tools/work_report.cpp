@@ -30,6 +30,7 @@ void print_work(const std::vector<KernelWork>& work, const std::string& prefix, 
   line("global_bytes_written", sum.global_bytes_written);
   line("barriers", sum.barriers);
   line("ctas", sum.ctas);
+  line("ldmatrix_bytes", sum.ldmatrix_bytes);
   const double shared = double(sum.shared_bytes_read) + double(sum.shared_bytes_written);
   const double global = double(sum.global_bytes_read) + double(sum.global_bytes_written);
   std::printf("%-29s %.4f\n", "tensor_flops_ratio", double(sum.tensor_flops) / useful_flops);

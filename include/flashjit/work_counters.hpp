@@ -17,6 +17,9 @@ struct WorkCounters {
   std::uint64_t global_bytes_written = 0;  ///< global stores
   std::uint64_t barriers = 0;              ///< __syncthreads executed, counted once per CTA
   std::uint64_t ctas = 0;                  ///< thread blocks run
+  /// Of shared_bytes_read, those ldmatrix read: mma.sync operands. The Hopper kernels' wgmma
+  /// read theirs through descriptors instead, so theirs is 0.
+  std::uint64_t ldmatrix_bytes = 0;
 
   WorkCounters& operator+=(const WorkCounters& other);
   bool operator==(const WorkCounters&) const = default;

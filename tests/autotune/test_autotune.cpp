@@ -62,7 +62,7 @@ const TunedConfig& config_of(const TuneReport& report, const std::string& name) 
   return it->config;
 }
 
-Runtime emulator(TuningPolicy policy) {
+Runtime emulated_runtime(TuningPolicy policy) {
   return Runtime(RuntimeOptions{.backend = Backend::emulator, .tuning = policy});
 }
 
@@ -92,14 +92,17 @@ TEST_CASE("candidates: the whole space, one default, FLOPs") {
   TuningProblem backward = p;
   backward.op = TunedOp::attention_backward;
   CHECK(problem_flops(backward) == doctest::Approx(2.5 * problem_flops(p)));
-  // The Hopper path is a candidate on sm_90a only.
+  // The Hopper paths are candidates on sm_90a only, beside the mma.sync path's; the TMA
+  // path's is the default there.
   auto hopper = [](const std::vector<Candidate>& list) {
-    return std::count_if(list.begin(), list.end(),
-                         [](const Candidate& c) { return c.name.ends_with(".wgmma"); });
+    return std::count_if(list.begin(), list.end(), [](const Candidate& c) {
+      return c.name.ends_with(".wgmma") || c.name.ends_with(".tma");
+    });
   };
-  CHECK(hopper(candidates) == 4);
+  CHECK(hopper(candidates) == 4 + 6);
   CHECK(hopper(enumerate_candidates(p, "sm_80")) == 0);
-  CHECK(find(candidates, "br128.bc128.w8.s1.wgmma").is_default);
+  CHECK(find(candidates, "br128.bc64.w12.s2.tma").is_default);
+  CHECK_FALSE(find(candidates, "br128.bc128.w8.s1.wgmma").is_default);
   const std::vector<Candidate> backward_candidates = enumerate_candidates(backward, "sm_90a");
   REQUIRE(!backward_candidates.empty());
   CHECK(backward_candidates.front().specs.size() >= 3);  // delta, dQ, dK/dV
@@ -268,7 +271,7 @@ TEST_CASE("policy: FLASHJIT_TUNING overrides the option, bad values are named") 
   {
     ScopedEnv env("FLASHJIT_TUNING", "off");
     CHECK(effective_policy(TuningPolicy::automatic) == TuningPolicy::off);
-    CHECK(emulator(TuningPolicy::cached).tuning_policy() == TuningPolicy::off);
+    CHECK(emulated_runtime(TuningPolicy::cached).tuning_policy() == TuningPolicy::off);
   }
   {
     ScopedEnv env("FLASHJIT_TUNING", "auto");
@@ -276,7 +279,7 @@ TEST_CASE("policy: FLASHJIT_TUNING overrides the option, bad values are named") 
   }
   ScopedEnv env("FLASHJIT_TUNING", "fastest");
   try {
-    emulator(TuningPolicy::cached);
+    emulated_runtime(TuningPolicy::cached);
     FAIL("an unknown policy was accepted");
   } catch (const InvalidArgument& error) {
     CHECK(error.argument() == "FLASHJIT_TUNING");
@@ -289,7 +292,7 @@ TEST_CASE("policy: forward follows the database under cached, not under off") {
   ScopedEnv cache_env("FLASHJIT_CACHE_DIR", cache_dir.path().c_str());
   ScopedEnv policy_env("FLASHJIT_TUNING", nullptr);
   const TuningProblem p = forward_problem(64, 256);
-  Runtime writer = emulator(TuningPolicy::off);
+  Runtime writer = emulated_runtime(TuningPolicy::off);
   const kernels::ForwardConfig fallback =
       std::get<kernels::ForwardConfig>(choose_config(detail::tuning_of(writer), p));
   // An entry whose winner is another config the emulator has (kernels/emulated/).
@@ -301,20 +304,20 @@ TEST_CASE("policy: forward follows the database under cached, not under off") {
   merge_into_file(detail::tuning_of(writer).database(), detail::tuning_of(writer).meta(),
                   tuning_key(p), entry);
 
-  Runtime cached = emulator(TuningPolicy::cached);
+  Runtime cached = emulated_runtime(TuningPolicy::cached);
   const auto chosen = std::get<kernels::ForwardConfig>(choose_config(detail::tuning_of(cached), p));
   CHECK(config_name(chosen) == "br64.bc64.w4.s1");
   // Another bucket of the same op is not covered by the entry.
   CHECK(std::get<kernels::ForwardConfig>(
             choose_config(detail::tuning_of(cached), forward_problem(64, 4096))) == fallback);
-  Runtime off = emulator(TuningPolicy::off);
+  Runtime off = emulated_runtime(TuningPolicy::off);
   CHECK(std::get<kernels::ForwardConfig>(choose_config(detail::tuning_of(off), p)) == fallback);
   // A winner this build does not have falls back to the default.
   entry.candidates = {{config_name(fallback), 2.0, "ok"}, {"br512.bc64.w4.s1", 1.0, "ok"}};
   entry.winner = "br512.bc64.w4.s1";
   merge_into_file(detail::tuning_of(writer).database(), detail::tuning_of(writer).meta(),
                   tuning_key(p), entry);
-  Runtime stale = emulator(TuningPolicy::cached);
+  Runtime stale = emulated_runtime(TuningPolicy::cached);
   CHECK(std::get<kernels::ForwardConfig>(choose_config(detail::tuning_of(stale), p)) == fallback);
 }
 
@@ -326,7 +329,7 @@ TEST_CASE("tuning end to end on the emulator: measured, written, reused without 
   // them fails to launch, as any candidate may.
   ScopedEnv no_compiler("FLASHJIT_HOST_CXX", "/nonexistent/c++");
   const TuningProblem p = forward_problem(64, 128);
-  Runtime runtime = emulator(TuningPolicy::cached);
+  Runtime runtime = emulated_runtime(TuningPolicy::cached);
   TuneOptions options;
   options.jobs = 2;
   options.timing = {.warmup_runs = 1, .min_runs = 2, .max_runs = 3, .budget_ms = 1};
@@ -362,7 +365,7 @@ TEST_CASE("tuning end to end on the emulator: measured, written, reused without 
   // A new Runtime, even under auto, uses the stored winner (of the latest timings, which may
   // differ from the first under load) without timing anything.
   const int tunings = tunings_in_process();
-  Runtime next = emulator(TuningPolicy::automatic);
+  Runtime next = emulated_runtime(TuningPolicy::automatic);
   const TunedConfig chosen = choose_config(detail::tuning_of(next), p);
   CHECK(config_name(chosen) == again.entry.winner);
   CHECK(tunings_in_process() == tunings);
@@ -378,7 +381,7 @@ TEST_CASE("policy auto: forward() tunes a new shape once, stores it, and reuses 
   // 64 tokens: static pruning leaves the small tiles (and the default) to compile and time.
   const TuningProblem p = forward_problem(64, 64);
   const Attention& a = p.attention;
-  Runtime runtime = emulator(TuningPolicy::automatic);
+  Runtime runtime = emulated_runtime(TuningPolicy::automatic);
   const std::size_t elements = static_cast<std::size_t>(a.batch * a.seqlen_q * a.heads_q * 64);
   std::vector<DeviceBuffer> buffers;
   std::vector<TensorView> views;
@@ -417,7 +420,7 @@ TEST_CASE("policy: backward() goes through the same choice, tuned under auto") {
   TuningProblem p = forward_problem(64, 32);
   p.op = TunedOp::attention_backward;
   const Attention& a = p.attention;
-  Runtime runtime = emulator(TuningPolicy::automatic);
+  Runtime runtime = emulated_runtime(TuningPolicy::automatic);
   const std::size_t elements = static_cast<std::size_t>(a.batch * a.seqlen_q * a.heads_q * 64);
   const std::vector<std::uint16_t> zeros(elements, 0);
   std::vector<DeviceBuffer> buffers;
@@ -452,7 +455,7 @@ TEST_CASE("policy: backward() goes through the same choice, tuned under auto") {
     for (CandidateTiming& t : forced.candidates) t.median_ms = t.config == winner ? 1.0 : 2.0;
     merge_into_file(detail::tuning_of(runtime).database(), detail::tuning_of(runtime).meta(),
                     tuning_key(p), forced);
-    Runtime cached = emulator(TuningPolicy::cached);
+    Runtime cached = emulated_runtime(TuningPolicy::cached);
     CHECK(config_name(choose_config(detail::tuning_of(cached), p)) == winner);
   }
 }

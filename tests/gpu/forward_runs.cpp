@@ -27,7 +27,8 @@ struct ForwardOp {
   }
 
   static std::string name(const Config& config) {
-    return kernels::forward_spec(config, config.wgmma ? "sm_90a" : "sm_80").readable_name;
+    const bool hopper = config.path != kernels::ForwardPath::mma_sync;
+    return kernels::forward_spec(config, hopper ? "sm_90a" : "sm_80").readable_name;
   }
   static std::vector<detail::KernelSpec> specs(const Case&, const Config& config,
                                                const std::string& arch) {

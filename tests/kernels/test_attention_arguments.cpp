@@ -10,6 +10,7 @@
 #include <numbers>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/attention_forward.hpp"
@@ -288,12 +289,18 @@ TEST_CASE("the config space lists every valid config once, in a fixed order") {
   // Br 64 with 8 warps is never valid (16 rows per warp); at 128, S and O of Br 128 x Bc 128
   // over 4 warps exceed the accumulator budget.
   // 18 tiles at 64, 16 at 128, each also with Q in registers where the registers allow (16 at
-  // 64; 12 at 128, where 4 warps of 32 rows would need 224 or more), and the Hopper path's 4
-  // (Br and Bc 64 or 128).
-  CHECK(forward_configs(DType::bf16, 64, MaskKind::none, false).size() == 38);
-  CHECK(forward_configs(DType::bf16, 128, MaskKind::none, false).size() == 32);
+  // 64; 12 at 128, where 4 warps of 32 rows would need 224 or more), the wgmma path's 4 (Br
+  // and Bc 64 or 128) and the TMA path's 6 (Br 64, 128 or 192, Bc 64 or 128).
+  CHECK(forward_configs(DType::bf16, 64, MaskKind::none, false).size() == 44);
+  CHECK(forward_configs(DType::bf16, 128, MaskKind::none, false).size() == 38);
+  int tma_at_96 = 0;
   for (const ForwardConfig& config : forward_configs(DType::bf16, 96, MaskKind::none, false)) {
-    CHECK_FALSE(config.wgmma);  // padded to 96: not a wgmma N the PTX has yet
+    CHECK(config.path != ForwardPath::wgmma);  // padded to 96: not a wgmma N the PTX has yet
+    tma_at_96 += config.path == ForwardPath::tma ? 1 : 0;  // padded to 128 by whole panels
+  }
+  CHECK(tma_at_96 == 6);
+  for (const ForwardConfig& config : forward_configs(DType::bf16, 56, MaskKind::none, false)) {
+    CHECK(config.path == ForwardPath::mma_sync);  // the Hopper paths start at 64
   }
   CHECK(forward_configs(DType::bf16, 100, MaskKind::none, false).empty());
   CHECK(forward_configs(DType::f32, 64, MaskKind::none, false).empty());
@@ -308,8 +315,9 @@ TEST_CASE("the default config is valid, in the space and fits the arch's shared 
 TEST_CASE("the default config: the largest tiles that do not spill, two stages where they fit") {
   using Tile = std::array<int, 5>;  // Br, Bc, warps, stages, Q in registers
   auto tile = [](int head_dim, const char* arch) {
+    // The mma.sync path's on sm_90a: what runs where TMA cannot read the tensors.
     const ForwardConfig c =
-        default_forward_config(DType::bf16, head_dim, MaskKind::window, false, arch);
+        fallback_forward_config(DType::bf16, head_dim, MaskKind::window, false, arch);
     return Tile{c.block_m, c.block_n, c.warps, c.stages, c.q_in_registers ? 1 : 0};
   };
   // 32 rows per warp up to head dim 144; Q in registers up to 64.
@@ -335,15 +343,28 @@ TEST_CASE("the default config: the largest tiles that do not spill, two stages w
   CHECK(tile(256, "sm_80") == Tile{128, 32, 8, 2, 0});
   CHECK(tile(256, "sm_90a") == Tile{128, 32, 8, 2, 0});
 
-  // sm_90a: the Hopper path where it takes the problem (padded head dims 64 and 128).
-  for (int head_dim : {48, 64, 120, 128}) {
-    CAPTURE(head_dim);
+  // sm_90a: the TMA path from head dim 64 on, with Bc 64 above 64 and one consumer warpgroup
+  // at 256 until setmaxnreg (see tma_default); the wgmma path where TMA cannot read the
+  // tensors, at padded head dims 64 and 128.
+  auto hopper = [](int head_dim) {
     const ForwardConfig c =
         default_forward_config(DType::bf16, head_dim, MaskKind::window, true, "sm_90a");
-    CHECK(c.wgmma == (head_dim != 48));  // padded to 48, not a wgmma N the PTX has
-    if (c.wgmma) CHECK(Tile{c.block_m, c.block_n, c.warps, c.stages, 0} == Tile{128, 128, 8, 1, 0});
+    return std::pair{c.path, Tile{c.block_m, c.block_n, c.warps, c.stages, 0}};
+  };
+  CHECK(hopper(48).first == ForwardPath::mma_sync);
+  CHECK(hopper(64) == std::pair{ForwardPath::tma, Tile{128, 128, 12, 2, 0}});
+  for (int head_dim : {72, 96, 120, 128, 192}) {
+    CAPTURE(head_dim);
+    CHECK(hopper(head_dim) == std::pair{ForwardPath::tma, Tile{128, 64, 12, 2, 0}});
   }
-  CHECK_FALSE(default_forward_config(DType::bf16, 128, MaskKind::none, false, "sm_80").wgmma);
+  CHECK(hopper(256) == std::pair{ForwardPath::tma, Tile{64, 64, 8, 2, 0}});
+  const ForwardConfig without_tma =
+      fallback_forward_config(DType::bf16, 128, MaskKind::window, true, "sm_90a");
+  CHECK(without_tma.path == ForwardPath::wgmma);
+  CHECK(Tile{without_tma.block_m, without_tma.block_n, without_tma.warps, without_tma.stages, 0} ==
+        Tile{128, 128, 8, 1, 0});
+  CHECK(default_forward_config(DType::bf16, 128, MaskKind::none, false, "sm_80").path ==
+        ForwardPath::mma_sync);
   CHECK(tile(256, "sm_86") == Tile{128, 32, 8, 1, 0});  // exactly 99 KB
   CHECK(arch_shared_memory_limit("sm_80") == 163 * 1024);
   CHECK(arch_shared_memory_limit("sm_86") == 99 * 1024);
@@ -384,7 +405,7 @@ TEST_CASE("forward specs name the traits and read like the config") {
 
   // The Hopper path runs on sm_90a only: its spec for another arch is refused, naming the config.
   ForwardConfig hopper{DType::bf16, 128, 128, 128, 8, 1, MaskKind::none, false};
-  hopper.wgmma = true;
+  hopper.path = ForwardPath::wgmma;
   REQUIRE(hopper.valid());
   const detail::KernelSpec hopper_spec = forward_spec(hopper, "sm_90a");
   CHECK(hopper_spec.header == "attention/wgmma_forward_kernel.cuh");
@@ -394,8 +415,25 @@ TEST_CASE("forward specs name the traits and read like the config") {
   CHECK(hopper_spec.readable_name == "attention_forward.hdim128.bf16.br128.bc128.w8.s1.wgmma");
   check_names([&] { forward_spec(hopper, "sm_80"); }, "config");
   ForwardConfig two_stages = hopper;
-  two_stages.stages = 2;  // the Hopper path has one K/V stage so far
+  two_stages.stages = 2;  // the wgmma path has one K/V stage so far
   CHECK_FALSE(two_stages.valid());
+
+  // The TMA path: warps count the producer warpgroup's 4; stages are the ring's slots.
+  ForwardConfig tma{DType::f16, 96, 128, 64, 12, 2, MaskKind::window, true};
+  tma.path = ForwardPath::tma;
+  REQUIRE(tma.valid());
+  const detail::KernelSpec tma_spec = forward_spec(tma, "sm_90a");
+  CHECK(tma_spec.header == "attention/tma_forward_kernel.cuh");
+  CHECK(tma_spec.name_expression ==
+        "flashjit::attention_forward_tma_kernel<flashjit::TmaForwardTraits<flashjit::half_t, 96, "
+        "128, 64, flashjit::MaskKind::window, true, 2>>");
+  CHECK(tma_spec.readable_name ==
+        "attention_forward.hdim96.fp16.window.softcap.br128.bc64.w12.s2.tma");
+  CHECK(tma_spec.threads == 384);
+  check_names([&] { forward_spec(tma, "sm_86"); }, "config");
+  ForwardConfig tma_warps = tma;
+  tma_warps.warps = 8;  // without the producer warpgroup
+  CHECK_FALSE(tma_warps.valid());
 
   // 32 rows per warp at head dim 128: S and O take 160 registers, Q would take 64 more.
   const ForwardConfig wide{DType::bf16, 128, 128, 32, 4, 2, MaskKind::none, false, false};
@@ -513,7 +551,9 @@ TEST_CASE("the launch covers every query block of every head and batch") {
 TEST_CASE("an explicit config must match the call") {
   ForwardCall call;
   ForwardConfig config = default_forward_config(DType::bf16, 64, MaskKind::none, false, "sm_80");
-  auto check = [&] { check_forward_config(config, call.attention, call.q); };
+  auto check = [&] {
+    check_forward_config(config, call.attention, call.q, call.k, call.v, call.o);
+  };
   CHECK_NOTHROW(check());
   SUBCASE("head dim") {
     config.head_dim = 128;
@@ -558,9 +598,9 @@ TEST_CASE("attention-forward lists the compile matrix") {
     const auto all = op.specs(arch, SpecSet::all);
     // 32 head dims x 2 dtypes x 2 masks, plus softcap at 2 head dims x 2 dtypes x 2 masks.
     CHECK(defaults.size() == 32 * 2 * 2 + 2 * 2 * 2);
-    // Every config of bf16 at 64 (34) and 128 (28), both masks, and on sm_90a the Hopper
-    // path's 4 at each, plus the other defaults.
-    const std::size_t hopper = std::string(arch) == "sm_90a" ? 4 + 4 : 0;
+    // Every config of bf16 at 64 (34) and 128 (28), both masks, and on sm_90a the wgmma
+    // path's 4 and the TMA path's 6 at each, plus the other defaults.
+    const std::size_t hopper = std::string(arch) == "sm_90a" ? 2 * (4 + 6) : 0;
     CHECK(all.size() == (34 + 28 + hopper) * 2 + defaults.size() - 4);
     std::set<std::string> names;
     for (const auto& spec : all) {

@@ -154,7 +154,7 @@ Runtime& hopper_emulator() {
 
 }  // namespace
 
-TEST_CASE("forward on an emulated sm_90a: the Hopper path by default where it applies") {
+TEST_CASE("forward on an emulated sm_90a: the TMA path by default from head dim 64") {
   Runtime& runtime = hopper_emulator();
   REQUIRE(runtime.device().arch() == "sm_90a");
   ForwardCase gqa_bhsd = make_case(8, 1, 100, 150, 128, true);
@@ -166,6 +166,7 @@ TEST_CASE("forward on an emulated sm_90a: the Hopper path by default where it ap
   const std::vector<ForwardCase> cases = {make_case(2, 2, 129, 129, 64),
                                           make_case(1, 1, 1, 1, 64),
                                           make_case(1, 1, 17, 200, 120, true),
+                                          make_case(1, 1, 65, 65, 96),
                                           gqa_bhsd,
                                           f16,
                                           softcap,
@@ -175,13 +176,13 @@ TEST_CASE("forward on an emulated sm_90a: the Hopper path by default where it ap
     const kernels::ForwardConfig config = kernels::default_forward_config(
         c.dtype, static_cast<int>(c.problem.head_dim), kernels::forward_mask_kind(c.attention()),
         c.problem.softcap > 0, "sm_90a");
-    CHECK(config.wgmma);
+    CHECK(config.path == kernels::ForwardPath::tma);
     const ForwardVerdict verdict = run_forward_case(runtime, c);
     CHECK_MESSAGE(verdict.ok, verdict.describe());
   }
-  // Where the Hopper path does not apply (head dim 96 so far), the mma.sync path runs there.
-  const ForwardVerdict d96 = run_forward_case(runtime, make_case(1, 1, 65, 65, 96));
-  CHECK_MESSAGE(d96.ok, d96.describe());
+  // Below head dim 64 the mma.sync path runs there.
+  const ForwardVerdict d40 = run_forward_case(runtime, make_case(1, 1, 65, 65, 40));
+  CHECK_MESSAGE(d40.ok, d40.describe());
 }
 
 TEST_CASE("forward on an emulated sm_90a: each CTA reads its Q rows and every K and V row once") {
@@ -192,11 +193,13 @@ TEST_CASE("forward on an emulated sm_90a: each CTA reads its Q rows and every K 
   REQUIRE_MESSAGE(verdict.ok, verdict.describe());
   const std::vector<KernelWork> work = runtime.emulated_work();
   REQUIRE(work.size() == 1);
-  CHECK(work.front().kernel == "attention_forward.hdim64.bf16.br128.bc128.w8.s1.wgmma.sm90a");
+  CHECK(work.front().kernel == "attention_forward.hdim64.bf16.br128.bc128.w12.s2.tma.sm90a");
   constexpr std::uint64_t kRowBytes = 64 * 2;
   CHECK(work.front().work.ctas == 2);
   CHECK(work.front().work.global_bytes_read == 256 * kRowBytes + 2 * (2 * 256 * kRowBytes));
+  CHECK(work.front().work.global_bytes_written == 256 * kRowBytes + 256 * 4);  // O and LSE
   CHECK(work.front().work.tensor_flops == 4ull * 256 * 256 * 64);
+  CHECK(work.front().work.ldmatrix_bytes == 0);  // no operand goes through ldmatrix
 }
 
 }  // namespace flashjit::testing

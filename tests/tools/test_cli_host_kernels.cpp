@@ -63,7 +63,7 @@ TEST_CASE("run --emulate --arch sm_90a runs the Hopper path, compiled for the ho
   REQUIRE_MESSAGE(first.exit_code == 0, first.output);
   CHECK(contains(first.out, "modelling sm_90a"));
   CHECK(contains(first.out,
-                 "kernel:  attention_forward.hdim128.bf16.window.br128.bc128.w8.s1.wgmma.sm90a "
+                 "kernel:  attention_forward.hdim128.bf16.window.br128.bc64.w12.s2.tma.sm90a "
                  "(heuristic default)"));
   CHECK(contains(first.out, "PASS"));
   CHECK_MESSAGE(count_lines_with(first.err, kCompiling) == 1, first.err);
@@ -72,7 +72,7 @@ TEST_CASE("run --emulate --arch sm_90a runs the Hopper path, compiled for the ho
   // A Hopper config on the default sm_80 is refused, naming --config; an arch the emulator
   // does not model is refused by the flag's check.
   const ChildResult on_sm80 = flashjit_cli(
-      {"run", "--emulate", "--head-dim", "128", "--config", "br128.bc128.w8.s1.wgmma"}, cache);
+      {"run", "--emulate", "--head-dim", "128", "--config", "br128.bc64.w12.s2.tma"}, cache);
   CHECK(on_sm80.exit_code == 2);
   CHECK(contains(on_sm80.output, "sm_90a only"));
   const ChildResult sm90 = flashjit_cli({"run", "--emulate", "--arch", "sm_90"}, cache);

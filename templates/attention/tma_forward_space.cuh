@@ -1,0 +1,52 @@
+#pragma once
+// The warp-specialized Hopper forward's sizes, validity predicates and configuration space
+// (tma_forward_kernel.cuh). The host includes this file to enumerate, check and size configs;
+// the kernel's traits static_assert the same predicates.
+
+namespace flashjit {
+
+/// Rows of O one TMA store writes: a consumer warpgroup's.
+inline constexpr int kTmaStoreRows = 64;
+
+/// Shared memory the kernel may use (sm_90: 227 KB per block).
+inline constexpr int kTmaForwardSharedLimit = 227 * 1024;
+
+/// Head dims of the tiles: whole 64-column (128-byte) swizzle panels. The columns past the head
+/// dim arrive as TMA's zeros, add nothing to S and give O columns that are never stored.
+constexpr int tma_forward_padded_head_dim(int head_dim) { return (head_dim + 63) / 64 * 64; }
+
+/// Threads of a block with Br = block_m: one consumer warpgroup per 64 query rows, then the
+/// producer warpgroup (a whole one, so that setmaxnreg, a warpgroup instruction, can take its
+/// registers; one of its threads issues the loads).
+constexpr int tma_forward_threads(int block_m) { return block_m / 64 * 128 + 128; }
+
+/// Bytes of shared memory for (head_dim, Br, Bc, stages): Q (which O reuses on its way out),
+/// the ring's K and V, the barriers, and 1024 bytes to align the swizzled tiles.
+constexpr int tma_forward_shared_bytes(int head_dim, int block_m, int block_n, int stages) {
+  const int tile = 2 * tma_forward_padded_head_dim(head_dim);  // bytes per row of a 16-bit tile
+  return 1024 + block_m * tile + 2 * stages * block_n * tile + (1 + 2 * stages) * 8;
+}
+
+/// Whether the warp-specialized forward takes (head_dim, Br, Bc, stages): head dims 64 to 256,
+/// multiples of 8 (a row of 16-bit elements a whole number of 16-byte chunks, as TMA's strides
+/// need); Br one to three 64-row consumer warpgroups; Bc a multiple of 16 up to wgmma's N and
+/// TMA's box of 256; the whole in shared memory.
+constexpr bool tma_forward_valid(int head_dim, int block_m, int block_n, int stages) {
+  return head_dim % 8 == 0 && head_dim >= 64 && head_dim <= 256 && block_m % 64 == 0 &&
+         block_m >= 64 && block_m <= 192 && block_n % 16 == 0 && block_n >= 16 && block_n <= 256 &&
+         stages >= 1 &&
+         tma_forward_shared_bytes(head_dim, block_m, block_n, stages) <= kTmaForwardSharedLimit;
+}
+
+/// The configs the runtime offers on sm_90a (a subset of tma_forward_valid): Bc 64 or 128,
+/// the N values of tile/wgmma.cuh's device PTX for S = Q Kᵀ (O += P V splits its N, the padded
+/// head dim, into pieces of those), two K/V stages (FlashAttention-3's on sm_90), and
+/// `warps` counting the producer warpgroup's.
+constexpr bool tma_forward_config_valid(int head_dim, int block_m, int block_n, int warps,
+                                        int stages) {
+  return tma_forward_valid(head_dim, block_m, block_n, stages) &&
+         (block_n == 64 || block_n == 128) && stages == 2 &&
+         warps * 32 == tma_forward_threads(block_m);
+}
+
+}  // namespace flashjit

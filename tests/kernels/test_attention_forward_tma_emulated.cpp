@@ -116,10 +116,29 @@ TEST_CASE("TMA forward on the emulator: head dims, GQA 8:1, bhsd, windows and so
   check_case<64, 64, 64>(softcap);
 }
 
-// A producer warp beside two consumer warpgroups (288 threads) leaves ptxas 168 registers a
-// thread, as a third warpgroup would: Br 128 fits with Bc 64, and Bc 128 with Br 64. Br 128
-// with Bc 128 spills (16 bytes) until setmaxnreg moves the producer's registers to the
-// consumers (not done yet).
+TEST_CASE("TMA forward on the emulator: the sm_90a defaults' tiles, long and causal, MQA") {
+  ForwardCase long_causal = batched_case(1, 2, 1, 1000, 1000, 64);  // GQA 2:1
+  long_causal.problem.causal = true;
+  check_case<64, 128, 128>(long_causal);
+  ForwardCase long_128 = batched_case(1, 1, 1, 1000, 700, 128, DType::f16);
+  long_128.problem.causal = true;  // seqlen_q above seqlen_k: the first 300 rows see nothing
+  check_case<128, 128, 64>(long_128);
+  ForwardCase mqa = batched_case(2, 4, 1, 129, 257, 192);
+  mqa.layout = reference::Layout::bhsd;
+  check_case<192, 128, 64>(mqa);
+  ForwardCase d256 = batched_case(1, 2, 2, 130, 130, 256);
+  d256.problem.causal = true;
+  check_case<256, 64, 64>(d256);
+  ForwardCase window_gqa = batched_case(1, 8, 1, 300, 300, 96);
+  window_gqa.problem.window_left = 64;
+  window_gqa.problem.window_right = 0;
+  window_gqa.problem.softcap = 20.0;
+  check_case<96, 128, 64>(window_gqa);
+}
+
+// A producer warpgroup beside two consumer warpgroups (384 threads) leaves ptxas 168 registers
+// a thread: Br 128 fits with Bc 64, and Bc 128 with Br 64 (the runtime's defaults are checked
+// by tests/kernels/test_attention_compile.cpp).
 TEST_CASE("TMA forward: NVRTC builds it for sm_90a, its PTX issues wgmma and TMA, no spills") {
   for (const std::string tiles : {"128, 64", "64, 128"}) {
     for (const std::string mask : {"none", "window"}) {

@@ -128,11 +128,14 @@ flashjit::RuntimeOptions to_options(const flashjit_runtime_options& options) {
   static_assert(FLASHJIT_TUNING_OFF == static_cast<int>(flashjit::TuningPolicy::off) &&
                 FLASHJIT_TUNING_CACHED == static_cast<int>(flashjit::TuningPolicy::cached) &&
                 FLASHJIT_TUNING_AUTO == static_cast<int>(flashjit::TuningPolicy::automatic));
-  return {.device = options.device,
-          .backend =
-              static_cast<flashjit::Backend>(checked_code(options.backend, 2, "options.backend")),
-          .tuning = static_cast<flashjit::TuningPolicy>(
-              checked_code(options.tuning, 3, "options.tuning"))};
+  flashjit::RuntimeOptions cpp{
+      .device = options.device,
+      .backend =
+          static_cast<flashjit::Backend>(checked_code(options.backend, 2, "options.backend")),
+      .tuning =
+          static_cast<flashjit::TuningPolicy>(checked_code(options.tuning, 3, "options.tuning"))};
+  if (options.emulated_arch != nullptr) cpp.emulated_arch = options.emulated_arch;
+  return cpp;
 }
 
 flashjit::TensorView to_view(const flashjit_tensor& tensor, const std::string& name) {
@@ -194,6 +197,7 @@ void flashjit_runtime_options_init(flashjit_runtime_options* options) {
   options->device = defaults.device;
   options->backend = static_cast<int>(defaults.backend);
   options->tuning = static_cast<int>(defaults.tuning);
+  options->emulated_arch = nullptr;  // the C++ default, "sm_80"
 }
 
 flashjit_status flashjit_runtime_create(const flashjit_runtime_options* options,

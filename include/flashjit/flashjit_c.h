@@ -81,15 +81,18 @@ typedef struct flashjit_runtime_options {
   int device;  /**< CUDA device ordinal (cuda backend; ignored by the emulator) */
   int backend; /**< FLASHJIT_BACKEND_CUDA or FLASHJIT_BACKEND_EMULATOR */
   int tuning;  /**< FLASHJIT_TUNING_*; the environment's FLASHJIT_TUNING, when set, wins */
+  /** The GPU the emulator models, which decides the kernels it chooses: "sm_80" (an A100) or
+   *  "sm_90a" (an H100: the Hopper kernels). NULL means "sm_80". Ignored by the cuda backend. */
+  const char* emulated_arch;
 } flashjit_runtime_options;
 
-/** Fills *options with the C++ defaults: device 0, the cuda backend, cached tuning.
- *  Does nothing when options is NULL. */
+/** Fills *options with the C++ defaults: device 0, the cuda backend, cached tuning, and a
+ *  NULL emulated_arch (the emulator models an sm_80). Does nothing when options is NULL. */
 void flashjit_runtime_options_init(flashjit_runtime_options* options);
 
 /** Opens a runtime with *options (NULL: the defaults) and stores it in *out, or NULL on
- *  failure. Errors: INVALID_ARGUMENT for a NULL out, a bad backend or tuning code, or a bad
- *  device ordinal; NO_DRIVER or NO_DEVICE when the cuda backend cannot run here. The emulator
+ *  failure. Errors: INVALID_ARGUMENT for a NULL out, a bad backend or tuning code, an
+ *  emulated_arch the emulator does not model (named 'emulated_arch'), or a bad device ordinal; NO_DRIVER or NO_DEVICE when the cuda backend cannot run here. The emulator
  *  backend always opens. Release it with flashjit_runtime_destroy. */
 flashjit_status flashjit_runtime_create(const flashjit_runtime_options* options,
                                         flashjit_runtime** out);

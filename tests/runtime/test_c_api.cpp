@@ -14,14 +14,14 @@
 #include <thread>
 #include <vector>
 
+#include "cases/attention_case.hpp"
+#include "cases/backward_case.hpp"
+#include "cases/case_inputs.hpp"
 #include "flashjit/flashjit.hpp"
 #include "flashjit/flashjit_c.h"
 #include "reference/attention_reference.hpp"
 #include "reference/checker.hpp"
-#include "cases/attention_case.hpp"
-#include "cases/backward_case.hpp"
 #include "support/backward_case_builders.hpp"
-#include "cases/case_inputs.hpp"
 
 namespace flashjit::testing {
 namespace {
@@ -400,6 +400,37 @@ TEST_CASE("C API: an emulator runtime opens with any tuning policy") {
   }
 }
 
+TEST_CASE("C API: an emulator modelling sm_90a runs the Hopper forward, as the C++ API's does") {
+  flashjit_runtime_options options;
+  flashjit_runtime_options_init(&options);
+  options.backend = FLASHJIT_BACKEND_EMULATOR;
+  options.emulated_arch = "sm_90a";
+  flashjit_runtime* runtime = nullptr;
+  REQUIRE_MESSAGE(flashjit_runtime_create(&options, &runtime) == FLASHJIT_OK,
+                  flashjit_last_error());
+  const BackwardCase c = make_case(2, 1, 70, 90, 64);  // head dim 64: the TMA forward
+  Inputs in = make_inputs(c);
+  Outputs from_c = poisoned_outputs(c.problem);
+  const Views views = views_of(c, in, from_c);
+  const flashjit_attention attn = c_attention(c.attention());
+  const flashjit_tensor q = c_tensor(views.q), k = c_tensor(views.k), v = c_tensor(views.v),
+                        o = c_tensor(views.o), lse = c_tensor(views.lse);
+  const flashjit_status status =
+      flashjit_attention_forward(runtime, &attn, &q, &k, &v, &o, &lse, nullptr);
+  flashjit_runtime_destroy(runtime);
+  REQUIRE_MESSAGE(status == FLASHJIT_OK, flashjit_last_error());
+
+  Runtime hopper(RuntimeOptions{.backend = Backend::emulator, .emulated_arch = "sm_90a"});
+  hopper.reset_emulated_work();
+  Outputs from_cpp = poisoned_outputs(c.problem);
+  const Views cpp_views = views_of(c, in, from_cpp);
+  hopper.forward(c.attention(), cpp_views.q, cpp_views.k, cpp_views.v, cpp_views.o, cpp_views.lse);
+  REQUIRE(hopper.emulated_work().size() == 1);
+  CHECK(hopper.emulated_work().front().kernel.ends_with(".tma.sm90a"));
+  CHECK(from_c.o == from_cpp.o);
+  CHECK(bytes_equal(from_c.lse, from_cpp.lse));
+}
+
 TEST_CASE("C API: bad runtime options are refused by name") {
   flashjit_runtime_options options;
   flashjit_runtime_options_init(&options);
@@ -422,6 +453,10 @@ TEST_CASE("C API: bad runtime options are refused by name") {
   SUBCASE("negative tuning code") {
     options.tuning = -1;
     argument = "options.tuning";
+  }
+  SUBCASE("an arch the emulator does not model") {
+    options.emulated_arch = "sm_75";
+    argument = "emulated_arch";
   }
   CAPTURE(argument);
   check_failure(flashjit_runtime_create(&options, &runtime), FLASHJIT_ERROR_INVALID_ARGUMENT,
@@ -567,6 +602,8 @@ TEST_CASE("C API: defaults and version are the C++ API's") {
   CHECK(options.backend == FLASHJIT_BACKEND_CUDA);
   CHECK(options.tuning == FLASHJIT_TUNING_CACHED);
   CHECK(cpp_options.tuning == TuningPolicy::cached);
+  CHECK(options.emulated_arch == nullptr);
+  CHECK(cpp_options.emulated_arch == "sm_80");
 
   const Attention cpp;
   flashjit_attention attn;

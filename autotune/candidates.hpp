@@ -47,7 +47,8 @@ double problem_flops(const TuningProblem& problem);
 using TunedConfig = std::variant<kernels::ForwardConfig, kernels::BackwardConfig>;
 
 /// The config's name in the database and tables: "br128.bc64.w4.s2" (forward; ".qreg" added
-/// when Q stays in registers, ".wgmma" or ".tma" for the Hopper paths' kernels), "br64.bc128.w8.s2" (backward: the dK/dV kernel's tile),
+/// when Q stays in registers, ".wgmma" or ".tma" for the Hopper paths' kernels, then ".overlap" and ".pingpong" for the TMA
+/// path's schedule), "br64.bc128.w8.s2" (backward: the dK/dV kernel's tile),
 /// "br64.bc128.w8.s2.dq.br64.bc64.w4" (deterministic backward: and the dQ kernel's).
 std::string config_name(const TunedConfig& config);
 

@@ -119,6 +119,10 @@ std::optional<ForwardConfig> first_tma_config(DType dtype, int head_dim, MaskKin
     ForwardConfig config{dtype, head_dim, block_m, block_n, tma_forward_threads(block_m) / 32,
                          2,     mask,     softcap};
     config.path = ForwardPath::tma;
+    // FlashAttention-3's schedule: overlap everywhere, pingpong between two warpgroups up to
+    // head dim 128 (HOPPER-NOTES 1.2).
+    config.overlap = true;
+    config.pingpong = block_m == 128 && tma_forward_padded_head_dim(head_dim) <= 128;
     if (config.valid() && config.shared_bytes() <= limit) return config;
   }
   return std::nullopt;
@@ -141,12 +145,15 @@ std::optional<ForwardConfig> tma_default(DType dtype, int head_dim, MaskKind mas
 
 bool ForwardConfig::valid() const {
   if (!dtype_supported(dtype)) return false;
+  if (path != ForwardPath::tma && (overlap || pingpong)) return false;
   switch (path) {
     case ForwardPath::wgmma:
       return !q_in_registers &&
              wgmma_forward_config_valid(head_dim, block_m, block_n, warps, stages);
     case ForwardPath::tma:
-      return !q_in_registers && tma_forward_config_valid(head_dim, block_m, block_n, warps, stages);
+      return !q_in_registers &&
+             tma_forward_config_valid(head_dim, block_m, block_n, warps, stages) &&
+             tma_forward_schedule_valid(block_m, stages, overlap, pingpong);
     case ForwardPath::mma_sync:
       break;
   }
@@ -193,10 +200,14 @@ std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind m
   }
   for (int block_m : {64, 128, 192}) {
     for (int block_n : {64, 128}) {
-      ForwardConfig config{dtype, head_dim, block_m, block_n, tma_forward_threads(block_m) / 32,
-                           2,     mask,     softcap};
-      config.path = ForwardPath::tma;
-      if (config.valid()) configs.push_back(config);
+      for (auto [overlap, pingpong] : {std::pair{false, false}, {true, false}, {true, true}}) {
+        ForwardConfig config{dtype, head_dim, block_m, block_n, tma_forward_threads(block_m) / 32,
+                             2,     mask,     softcap};
+        config.path = ForwardPath::tma;
+        config.overlap = overlap;
+        config.pingpong = pingpong;
+        if (config.valid()) configs.push_back(config);
+      }
     }
   }
   return configs;
@@ -293,7 +304,8 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
     spec.header = "attention/tma_forward_kernel.cuh";
     spec.name_expression = "flashjit::attention_forward_tma_kernel<flashjit::TmaForwardTraits<" +
                            element + head_dim + tiles + mask + softcap + ", " +
-                           std::to_string(config.stages) + ">>";
+                           std::to_string(config.stages) + (config.overlap ? ", true" : ", false") +
+                           (config.pingpong ? ", true" : ", false") + ">>";
   } else {
     spec.header = "attention/forward_kernel.cuh";
     spec.name_expression = "flashjit::attention_forward_kernel<flashjit::ForwardTraits<" + element +
@@ -315,6 +327,8 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
   if (config.q_in_registers) spec.traits.push_back("qreg");
   if (config.path == ForwardPath::wgmma) spec.traits.push_back("wgmma");
   if (config.path == ForwardPath::tma) spec.traits.push_back("tma");
+  if (config.overlap) spec.traits.push_back("overlap");
+  if (config.pingpong) spec.traits.push_back("pingpong");
   spec.readable_name = detail::name_of("attention_forward", spec.head_dim, spec.traits);
   spec.threads = config.warps * 32;
   spec.dynamic_shared_bytes = config.shared_bytes();

@@ -46,6 +46,12 @@ struct ForwardConfig {
   /// them for every key block (where attention_forward_space::config_valid finds registers).
   bool q_in_registers = false;
   ForwardPath path = ForwardPath::mma_sync;
+  /// TMA path: the softmax of each key block runs under the previous block's O += P V
+  /// (FlashAttention-3's intra-warpgroup overlap; two stages).
+  bool overlap = false;
+  /// TMA path with two consumer warpgroups (Br 128) and overlap: they take turns issuing their
+  /// products, so one's softmax runs under the other's (FlashAttention-3's pingpong).
+  bool pingpong = false;
   bool operator==(const ForwardConfig&) const = default;
 
   /// Whether the template accepts this config (attention_forward_space::config_valid and a

@@ -30,7 +30,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
 
   KeyValuePipeline<Traits> pipeline(slice, params.seqlen_k, blocks.end);
   QueryOperand<Traits> query(pipeline.q, warp_row0);  // Q, from shared memory or registers
-  acc_tile<kRows, Traits::kHeadDimPadded> o;  // (kRows, kHeadDimPadded) unnormalized output
+  acc_tile<kRows, Traits::kHeadDimPadded> o;          // (kRows, kHeadDimPadded) unnormalized output
   fill(o, 0.0f);
   OnlineSoftmax<kRows> softmax;  // m, ℓ
   if (!blocks.empty()) pipeline.start(rows, blocks.begin);
@@ -41,11 +41,11 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
     const auto keys = pipeline.await_keys(block);
     if (block == blocks.begin) query.arrived(lane);  // Q came with the first key block
     query.scores(s, keys, lane);                     // S = Q Kᵀ
-    cap_scores<Traits::kSoftcap>(s, params);                              // softcap
+    cap_scores<Traits::kSoftcap>(s, params);         // softcap
     if (!window.block_fully_visible(row0, row0 + rows - 1, key0, Traits::kBlockN)) {
       mask_scores(window, s, row0 + warp_row0, key0, lane);  // S = −inf where masked
     }
-    softmax.update(s, o, exponent_scale<Traits::kSoftcap>(params));  // P = 2^((S − m)·c), O·α
+    softmax.update(s, o, exponent_scale<Traits::kSoftcap>(params));   // P = 2^((S − m)·c), O·α
     mma_ab(o, to_operand<T>(s), pipeline.await_values(block), lane);  // O += P V
   }
   const row_vec<kRows> lse = softmax.finish(o, exponent_scale<Traits::kSoftcap>(params));  // O /= ℓ

@@ -37,11 +37,12 @@ struct OnlineSoftmax {
     fill(sum, 0.0f);
   }
 
-  /// Folds one block of scores in: `s` becomes P = 2^((S − m')·c) and `o` is rescaled to m'.
-  /// `scale` is c (exponent_scale), passed per call rather than kept: read from the kernel's
-  /// parameters where it is used, it takes no register across the loop.
-  template <int Cols, int HeadDim>
-  FJ_DEVICE void update(acc_tile<Rows, Cols>& s, acc_tile<Rows, HeadDim>& o, float scale) {
+  /// Folds one block of scores in: `s` becomes P = 2^((S − m')·c); returns α = 2^((m − m')·c),
+  /// the factor that takes an output accumulated so far to the new maximum m'. `scale` is c
+  /// (exponent_scale), passed per call rather than kept: read from the kernel's parameters
+  /// where it is used, it takes no register across the loop.
+  template <int Cols>
+  FJ_DEVICE row_vec<Rows> fold(acc_tile<Rows, Cols>& s, float scale) {
     row_vec<Rows> new_max = max;
     row_max(s, new_max);  // m' = max(m, rowmax(S))
     row_vec<Rows> base, alpha;
@@ -55,8 +56,14 @@ struct OnlineSoftmax {
     }
     exp2_fma_row(s, scale, base);  // P = 2^(S·c − m'·c)
     add_row_sum(s, sum);           // ℓ' = α·ℓ + rowsum(P)
-    mul_row(o, alpha);             // O' = α·O
     max = new_max;
+    return alpha;
+  }
+
+  /// fold, then O' = α·O: `s` becomes P and `o` is rescaled to m'.
+  template <int Cols, int HeadDim>
+  FJ_DEVICE void update(acc_tile<Rows, Cols>& s, acc_tile<Rows, HeadDim>& o, float scale) {
+    mul_row(o, fold(s, scale));
   }
 
   /// O /= ℓ and returns each row's natural-log LSE = (m·c + log2 ℓ)·ln 2. A row that saw no

@@ -38,6 +38,14 @@ constexpr bool tma_forward_valid(int head_dim, int block_m, int block_n, int sta
          tma_forward_shared_bytes(head_dim, block_m, block_n, stages) <= kTmaForwardSharedLimit;
 }
 
+/// Whether the consumers' schedule suits the tiles: the overlapped loop holds the previous
+/// block's slot while it waits for the next (two stages at least); pingpong takes turns between
+/// exactly two consumer warpgroups (Br 128) and runs with the overlapped loop, as
+/// FlashAttention-3 has it.
+constexpr bool tma_forward_schedule_valid(int block_m, int stages, bool overlap, bool pingpong) {
+  return (!overlap || stages >= 2) && (!pingpong || (overlap && block_m == 128));
+}
+
 /// The configs the runtime offers on sm_90a (a subset of tma_forward_valid): Bc 64 or 128,
 /// the N values of tile/wgmma.cuh's device PTX for S = Q Kᵀ (O += P V splits its N, the padded
 /// head dim, into pieces of those), two K/V stages (FlashAttention-3's on sm_90), and

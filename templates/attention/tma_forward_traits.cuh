@@ -25,12 +25,15 @@ struct AttentionTmaMaps {
 };
 
 template <typename Element_, int HeadDim, int BlockM, int BlockN, MaskKind Mask, bool Softcap,
-          int Stages = 2>
+          int Stages = 2, bool Overlap = false, bool Pingpong = false>
 struct TmaForwardTraits {
   static_assert(tma_forward_valid(HeadDim, BlockM, BlockN, Stages),
                 "invalid TMA forward traits: see tma_forward_valid (head dim 64 to 256 in "
                 "multiples of 8, Br 64, 128 or 192, Bc a multiple of 16 up to 256, everything "
                 "within 227 KB of shared memory)");
+  static_assert(tma_forward_schedule_valid(BlockM, Stages, Overlap, Pingpong),
+                "overlap holds a slot across steps (two stages at least); pingpong takes turns "
+                "between two consumer warpgroups (Br 128) and comes with overlap");
   using Element = Element_;  // half_t or bfloat16_t
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kHeadDimPadded = tma_forward_padded_head_dim(HeadDim);
@@ -41,6 +44,8 @@ struct TmaForwardTraits {
   static constexpr int kThreads = tma_forward_threads(BlockM);  // consumers, then the producer
   static constexpr MaskKind kMask = Mask;
   static constexpr bool kSoftcap = Softcap;
+  static constexpr bool kOverlap = Overlap;    // the softmax under the next products
+  static constexpr bool kPingpong = Pingpong;  // two warpgroups take turns at the products
 
   using QTile = swizzled_tile<Element, BlockM, kHeadDimPadded>;   // as TMA wrote it; O too
   using KVTile = swizzled_tile<Element, BlockN, kHeadDimPadded>;  // K and V alike

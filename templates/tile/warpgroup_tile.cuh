@@ -82,14 +82,15 @@ FJ_DEVICE float (&wgmma_registers(acc_tile<16, Cols>& acc))[Cols / 2] {
   return reinterpret_cast<float(&)[Cols / 2]>(acc.frag);
 }
 
-/// acc = A Bᵀ over all of K for the warpgroup's 64 rows: A is rows [a_row0, a_row0 + 64) of `a`,
-/// B the N rows of `b` (both K-major); this warp's 16 rows land in `acc`. Every thread of the
-/// warpgroup calls it; it returns once the product is in `acc`: S = Q Kᵀ. `Tile` is any
-/// shared layout with k_major_descriptor and mn_major_descriptor overloads: core_matrix_tile
-/// here, swizzled_tile (tile/swizzled_tile.cuh) for TMA-loaded operands.
+/// Issues acc = A Bᵀ over all of K for the warpgroup's 64 rows as one wgmma group and returns
+/// at once: A is rows [a_row0, a_row0 + 64) of `a`, B the N rows of `b` (both K-major); this
+/// warp's 16 rows land in `acc` at the wgmma_wait_group that completes the group, and `acc`
+/// must not be touched before. Every thread of the warpgroup calls it. `Tile` is any shared
+/// layout with k_major_descriptor and mn_major_descriptor overloads: core_matrix_tile here,
+/// swizzled_tile (tile/swizzled_tile.cuh) for TMA-loaded operands.
 template <typename T, int N, int K, int ARows, template <typename, int, int> class Tile>
-FJ_DEVICE void warpgroup_abt(acc_tile<16, N>& acc, Tile<T, ARows, K> a, int a_row0,
-                             Tile<T, N, K> b) {
+FJ_DEVICE void warpgroup_abt_async(acc_tile<16, N>& acc, Tile<T, ARows, K> a, int a_row0,
+                                   Tile<T, N, K> b) {
   static_assert(K % 16 == 0 && ARows % 64 == 0, "whole k16 steps, 64-row warpgroup blocks");
   wgmma_fence();  // acc's registers were written before: order them before the wgmma
 #pragma unroll
@@ -98,6 +99,13 @@ FJ_DEVICE void warpgroup_abt(acc_tile<16, N>& acc, Tile<T, ARows, K> a, int a_ro
                    k_major_descriptor(b, 0, step), /*scale_d=*/step > 0);
   }
   wgmma_commit_group();
+}
+
+/// warpgroup_abt_async, then waits for it: returns once the product is in `acc`: S = Q Kᵀ.
+template <typename T, int N, int K, int ARows, template <typename, int, int> class Tile>
+FJ_DEVICE void warpgroup_abt(acc_tile<16, N>& acc, Tile<T, ARows, K> a, int a_row0,
+                             Tile<T, N, K> b) {
+  warpgroup_abt_async(acc, a, a_row0, b);
   wgmma_wait_group<0>();
 }
 
@@ -108,16 +116,17 @@ FJ_DEVICE void warpgroup_abt(acc_tile<16, N>& acc, Tile<T, ARows, K> a, int a_ro
 template <int N>
 constexpr int kWgmmaPieceN = kWgmmaDeviceN<N> || N % 64 != 0 ? N : 64;
 
-/// acc += P B over K: P is this warp's 16 rows in registers (to_operand), B the (K, N) tile `b`
-/// (MN-major: V as stored, one key per row). Every thread of the warpgroup calls it; it returns
-/// once the sum is in `acc`: O += P V. `Tile` as for warpgroup_abt.
+/// Issues acc += P B over K as one wgmma group and returns at once: P is this warp's 16 rows in
+/// registers (to_operand), B the (K, N) tile `b` (MN-major: V as stored, one key per row). The
+/// sum lands in `acc` at the wgmma_wait_group that completes the group; `acc` must not be
+/// touched before. Every thread of the warpgroup calls it. `Tile` as for warpgroup_abt.
 template <typename T, int N, int K, template <typename, int, int> class Tile>
-FJ_DEVICE void warpgroup_ab(acc_tile<16, N>& acc, const operand_tile<T, 16, K>& p,
-                            Tile<T, K, N> b) {
+FJ_DEVICE void warpgroup_ab_async(acc_tile<16, N>& acc, const operand_tile<T, 16, K>& p,
+                                  Tile<T, K, N> b) {
   constexpr int kPiece = kWgmmaPieceN<N>;
   static_assert(K % 16 == 0, "whole k16 steps");
   float(&registers)[N / 2] = wgmma_registers(acc);
-  wgmma_fence();
+  wgmma_fence();  // P's and acc's registers were written before
 #pragma unroll
   for (int piece = 0; piece < N / kPiece; ++piece) {
     float(&d)[kPiece / 2] = reinterpret_cast<float(&)[kPiece / 2]>(registers[piece * kPiece / 2]);
@@ -129,6 +138,13 @@ FJ_DEVICE void warpgroup_ab(acc_tile<16, N>& acc, const operand_tile<T, 16, K>& 
     }
   }
   wgmma_commit_group();
+}
+
+/// warpgroup_ab_async, then waits for it: returns once the sum is in `acc`: O += P V.
+template <typename T, int N, int K, template <typename, int, int> class Tile>
+FJ_DEVICE void warpgroup_ab(acc_tile<16, N>& acc, const operand_tile<T, 16, K>& p,
+                            Tile<T, K, N> b) {
+  warpgroup_ab_async(acc, p, b);
   wgmma_wait_group<0>();
 }
 

@@ -290,15 +290,16 @@ TEST_CASE("the config space lists every valid config once, in a fixed order") {
   // over 4 warps exceed the accumulator budget.
   // 18 tiles at 64, 16 at 128, each also with Q in registers where the registers allow (16 at
   // 64; 12 at 128, where 4 warps of 32 rows would need 224 or more), the wgmma path's 4 (Br
-  // and Bc 64 or 128) and the TMA path's 6 (Br 64, 128 or 192, Bc 64 or 128).
-  CHECK(forward_configs(DType::bf16, 64, MaskKind::none, false).size() == 44);
-  CHECK(forward_configs(DType::bf16, 128, MaskKind::none, false).size() == 38);
+  // and Bc 64 or 128) and the TMA path's 14 (Br 64, 128 or 192 by Bc 64 or 128, each with and
+  // without overlap, and with pingpong too at Br 128).
+  CHECK(forward_configs(DType::bf16, 64, MaskKind::none, false).size() == 52);
+  CHECK(forward_configs(DType::bf16, 128, MaskKind::none, false).size() == 46);
   int tma_at_96 = 0;
   for (const ForwardConfig& config : forward_configs(DType::bf16, 96, MaskKind::none, false)) {
     CHECK(config.path != ForwardPath::wgmma);  // padded to 96: not a wgmma N the PTX has yet
     tma_at_96 += config.path == ForwardPath::tma ? 1 : 0;  // padded to 128 by whole panels
   }
-  CHECK(tma_at_96 == 6);
+  CHECK(tma_at_96 == 14);
   for (const ForwardConfig& config : forward_configs(DType::bf16, 56, MaskKind::none, false)) {
     CHECK(config.path == ForwardPath::mma_sync);  // the Hopper paths start at 64
   }
@@ -346,18 +347,20 @@ TEST_CASE("the default config: the largest tiles that do not spill, two stages w
   // sm_90a: the TMA path from head dim 64 on, with Bc 64 above 64 and one consumer warpgroup
   // at 256 until setmaxnreg (see tma_default); the wgmma path where TMA cannot read the
   // tensors, at padded head dims 64 and 128.
+  // FlashAttention-3's schedule: overlap, and pingpong between two warpgroups up to 128.
   auto hopper = [](int head_dim) {
     const ForwardConfig c =
         default_forward_config(DType::bf16, head_dim, MaskKind::window, true, "sm_90a");
-    return std::pair{c.path, Tile{c.block_m, c.block_n, c.warps, c.stages, 0}};
+    return std::pair{c.path, Tile{c.block_m, c.block_n, c.warps, c.overlap, c.pingpong}};
   };
   CHECK(hopper(48).first == ForwardPath::mma_sync);
-  CHECK(hopper(64) == std::pair{ForwardPath::tma, Tile{128, 128, 12, 2, 0}});
-  for (int head_dim : {72, 96, 120, 128, 192}) {
+  CHECK(hopper(64) == std::pair{ForwardPath::tma, Tile{128, 128, 12, 1, 1}});
+  for (int head_dim : {72, 96, 120, 128}) {
     CAPTURE(head_dim);
-    CHECK(hopper(head_dim) == std::pair{ForwardPath::tma, Tile{128, 64, 12, 2, 0}});
+    CHECK(hopper(head_dim) == std::pair{ForwardPath::tma, Tile{128, 64, 12, 1, 1}});
   }
-  CHECK(hopper(256) == std::pair{ForwardPath::tma, Tile{64, 64, 8, 2, 0}});
+  CHECK(hopper(192) == std::pair{ForwardPath::tma, Tile{128, 64, 12, 1, 0}});
+  CHECK(hopper(256) == std::pair{ForwardPath::tma, Tile{64, 64, 8, 1, 0}});
   const ForwardConfig without_tma =
       fallback_forward_config(DType::bf16, 128, MaskKind::window, true, "sm_90a");
   CHECK(without_tma.path == ForwardPath::wgmma);
@@ -426,7 +429,7 @@ TEST_CASE("forward specs name the traits and read like the config") {
   CHECK(tma_spec.header == "attention/tma_forward_kernel.cuh");
   CHECK(tma_spec.name_expression ==
         "flashjit::attention_forward_tma_kernel<flashjit::TmaForwardTraits<flashjit::half_t, 96, "
-        "128, 64, flashjit::MaskKind::window, true, 2>>");
+        "128, 64, flashjit::MaskKind::window, true, 2, false, false>>");
   CHECK(tma_spec.readable_name ==
         "attention_forward.hdim96.fp16.window.softcap.br128.bc64.w12.s2.tma");
   CHECK(tma_spec.threads == 384);
@@ -434,6 +437,27 @@ TEST_CASE("forward specs name the traits and read like the config") {
   ForwardConfig tma_warps = tma;
   tma_warps.warps = 8;  // without the producer warpgroup
   CHECK_FALSE(tma_warps.valid());
+  ForwardConfig scheduled = tma;
+  scheduled.overlap = true;
+  scheduled.pingpong = true;
+  REQUIRE(scheduled.valid());
+  CHECK(forward_spec(scheduled, "sm_90a").name_expression ==
+        "flashjit::attention_forward_tma_kernel<flashjit::TmaForwardTraits<flashjit::half_t, 96, "
+        "128, 64, flashjit::MaskKind::window, true, 2, true, true>>");
+  CHECK(forward_spec(scheduled, "sm_90a").readable_name ==
+        "attention_forward.hdim96.fp16.window.softcap.br128.bc64.w12.s2.tma.overlap.pingpong");
+  scheduled.overlap = false;  // pingpong comes with overlap
+  CHECK_FALSE(scheduled.valid());
+  ForwardConfig pingpong_64 = tma;
+  pingpong_64.block_m = 64;
+  pingpong_64.warps = 8;
+  pingpong_64.overlap = true;
+  REQUIRE(pingpong_64.valid());
+  pingpong_64.pingpong = true;  // one consumer warpgroup has no one to take turns with
+  CHECK_FALSE(pingpong_64.valid());
+  ForwardConfig overlap_elsewhere = plain;
+  overlap_elsewhere.overlap = true;  // the TMA path's option only
+  CHECK_FALSE(overlap_elsewhere.valid());
 
   // 32 rows per warp at head dim 128: S and O take 160 registers, Q would take 64 more.
   const ForwardConfig wide{DType::bf16, 128, 128, 32, 4, 2, MaskKind::none, false, false};
@@ -599,8 +623,8 @@ TEST_CASE("attention-forward lists the compile matrix") {
     // 32 head dims x 2 dtypes x 2 masks, plus softcap at 2 head dims x 2 dtypes x 2 masks.
     CHECK(defaults.size() == 32 * 2 * 2 + 2 * 2 * 2);
     // Every config of bf16 at 64 (34) and 128 (28), both masks, and on sm_90a the wgmma
-    // path's 4 and the TMA path's 6 at each, plus the other defaults.
-    const std::size_t hopper = std::string(arch) == "sm_90a" ? 2 * (4 + 6) : 0;
+    // path's 4 and the TMA path's 14 at each, plus the other defaults.
+    const std::size_t hopper = std::string(arch) == "sm_90a" ? 2 * (4 + 14) : 0;
     CHECK(all.size() == (34 + 28 + hopper) * 2 + defaults.size() - 4);
     std::set<std::string> names;
     for (const auto& spec : all) {

@@ -193,7 +193,8 @@ TEST_CASE("forward on an emulated sm_90a: each CTA reads its Q rows and every K 
   REQUIRE_MESSAGE(verdict.ok, verdict.describe());
   const std::vector<KernelWork> work = runtime.emulated_work();
   REQUIRE(work.size() == 1);
-  CHECK(work.front().kernel == "attention_forward.hdim64.bf16.br128.bc128.w12.s2.tma.sm90a");
+  CHECK(work.front().kernel ==
+        "attention_forward.hdim64.bf16.br128.bc128.w12.s2.tma.overlap.pingpong.sm90a");
   constexpr std::uint64_t kRowBytes = 64 * 2;
   CHECK(work.front().work.ctas == 2);
   CHECK(work.front().work.global_bytes_read == 256 * kRowBytes + 2 * (2 * 256 * kRowBytes));

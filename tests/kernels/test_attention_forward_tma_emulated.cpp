@@ -39,11 +39,13 @@ em::TensorMap tensor_map(const HeadTensor& t, std::int64_t batch, std::int64_t s
   return map;
 }
 
-/// Runs `c` with Br = BlockM, Bc = BlockN (the mask kind and dtype the case needs), with its
-/// tensor maps built as the host will, and judges it against the reference.
-template <int HeadDim, int BlockM, int BlockN>
+/// Runs `c` with Br = BlockM, Bc = BlockN and the consumers' schedule (the mask kind and dtype
+/// the case needs), with its tensor maps built as the host will, and judges it against the
+/// reference.
+template <int HeadDim, int BlockM, int BlockN, bool Overlap = false, bool Pingpong = false>
 void check_case(const ForwardCase& c) {
-  INFO(c.name() << " br" << BlockM << ".bc" << BlockN);
+  INFO(c.name() << " br" << BlockM << ".bc" << BlockN << (Overlap ? ".overlap" : "")
+                << (Pingpong ? ".pingpong" : ""));
   const Attention a = c.attention();
   DirectForwardBuffers buffers = direct_forward_buffers(c);
   const AttentionForwardParams params = direct_forward_params(c, buffers);
@@ -62,7 +64,8 @@ void check_case(const ForwardCase& c) {
   const AttentionTmaMaps maps{{&q_map}, {&k_map}, {&v_map}, {&o_map}};
   em::Report report;
   dispatch_forward_traits(c, [&]<typename T, MaskKind Mask, bool Softcap>() {
-    using Traits = TmaForwardTraits<T, HeadDim, BlockM, BlockN, Mask, Softcap>;
+    using Traits =
+        TmaForwardTraits<T, HeadDim, BlockM, BlockN, Mask, Softcap, 2, Overlap, Pingpong>;
     report = em::launch(&attention_forward_tma_kernel<Traits>,
                         direct_forward_launch<Traits>(c, buffers, "attention_forward_tma"), params,
                         maps);
@@ -116,24 +119,41 @@ TEST_CASE("TMA forward on the emulator: head dims, GQA 8:1, bhsd, windows and so
   check_case<64, 64, 64>(softcap);
 }
 
-TEST_CASE("TMA forward on the emulator: the sm_90a defaults' tiles, long and causal, MQA") {
+TEST_CASE("TMA forward on the emulator: the sm_90a defaults, long and causal, MQA") {
   ForwardCase long_causal = batched_case(1, 2, 1, 1000, 1000, 64);  // GQA 2:1
   long_causal.problem.causal = true;
-  check_case<64, 128, 128>(long_causal);
+  check_case<64, 128, 128, true, true>(long_causal);
   ForwardCase long_128 = batched_case(1, 1, 1, 1000, 700, 128, DType::f16);
   long_128.problem.causal = true;  // seqlen_q above seqlen_k: the first 300 rows see nothing
-  check_case<128, 128, 64>(long_128);
+  check_case<128, 128, 64, true, true>(long_128);
   ForwardCase mqa = batched_case(2, 4, 1, 129, 257, 192);
   mqa.layout = reference::Layout::bhsd;
-  check_case<192, 128, 64>(mqa);
+  check_case<192, 128, 64, true>(mqa);
   ForwardCase d256 = batched_case(1, 2, 2, 130, 130, 256);
   d256.problem.causal = true;
-  check_case<256, 64, 64>(d256);
+  check_case<256, 64, 64, true>(d256);
   ForwardCase window_gqa = batched_case(1, 8, 1, 300, 300, 96);
   window_gqa.problem.window_left = 64;
   window_gqa.problem.window_right = 0;
   window_gqa.problem.softcap = 20.0;
-  check_case<96, 128, 64>(window_gqa);
+  check_case<96, 128, 64, true, true>(window_gqa);
+}
+
+TEST_CASE("TMA forward on the emulator: overlap and pingpong over ragged and masked blocks") {
+  for (std::int64_t length : {1, 17, 63, 129, 200}) {
+    check_case<64, 64, 64, true>(batched_case(1, 2, 2, length, length, 64, DType::f16));
+    check_case<128, 128, 64, true, true>(batched_case(1, 1, 1, length, length, 128));
+  }
+  for (auto [seqlen_q, seqlen_k] : {std::pair{100, 300}, std::pair{300, 100}}) {
+    ForwardCase c = batched_case(1, 2, 2, seqlen_q, seqlen_k, 64);
+    c.problem.causal = true;  // blocks of rows with no visible key, and rows that see one
+    check_case<64, 128, 64, true, true>(c);
+    check_case<64, 192, 128, true>(c);
+  }
+  ForwardCase window = batched_case(1, 1, 1, 200, 200, 64);
+  window.problem.window_left = 40;
+  window.problem.window_right = 10;
+  check_case<64, 128, 64, true, true>(window);
 }
 
 // A producer warpgroup beside two consumer warpgroups (384 threads) leaves ptxas 168 registers

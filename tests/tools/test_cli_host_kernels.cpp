@@ -62,9 +62,11 @@ TEST_CASE("run --emulate --arch sm_90a runs the Hopper path, compiled for the ho
   const ChildResult first = flashjit_cli(args, cache);
   REQUIRE_MESSAGE(first.exit_code == 0, first.output);
   CHECK(contains(first.out, "modelling sm_90a"));
-  CHECK(contains(first.out,
-                 "kernel:  attention_forward.hdim128.bf16.window.br128.bc64.w12.s2.tma.sm90a "
-                 "(heuristic default)"));
+  CHECK(contains(
+      first.out,
+      "kernel:  attention_forward.hdim128.bf16.window.br128.bc64.w12.s2.tma.overlap.pingpong."
+      "sm90a "
+      "(heuristic default)"));
   CHECK(contains(first.out, "PASS"));
   CHECK_MESSAGE(count_lines_with(first.err, kCompiling) == 1, first.err);
   CHECK(count_lines_with(flashjit_cli(args, cache).err, kCompiling) == 0);

@@ -1,0 +1,180 @@
+#pragma once
+// The consumer warpgroups of the warp-specialized Hopper forward (tma_forward_kernel.cuh):
+// where a CTA works, the online softmax over the key blocks the producer's ring delivers, and
+// O's way out. Two loops, as FlashAttention-3 has them (HOPPER-NOTES 1.2):
+//  - attend: per block, S = Q Kᵀ, the softmax, O += P V, each product waited for;
+//  - attend_overlapped: per block, S = Q Kᵀ of this block and O += P V of the previous one
+//    are issued together, and the softmax of this block runs while the P V product does; with
+//    pingpong, two warpgroups take turns issuing their products (ProductTurns), so one's
+//    softmax also runs under the other's products.
+#include "attention/epilogue.cuh"
+#include "attention/forward_params.cuh"
+#include "attention/forward_softmax.cuh"
+#include "attention/head_tensor.cuh"
+#include "attention/mask.cuh"
+#include "attention/tma_forward_traits.cuh"
+
+namespace flashjit {
+
+/// Where one CTA works: its query block, (batch, head), and the key blocks it visits.
+struct TmaForwardBlock {
+  int row0;  // the block's first query row
+  int rows;  // valid query rows in the block
+  int head, kv_head, batch;
+  BlockRange keys;
+};
+
+/// This CTA's block: query rows blockIdx.x · kBlockM on, head blockIdx.y, batch blockIdx.z.
+template <class Traits>
+FJ_DEVICE TmaForwardBlock tma_forward_block(const AttentionForwardParams& params) {
+  const int row0 = int(blockIdx.x) * Traits::kBlockM, head = int(blockIdx.y);
+  const int rows = min_int(Traits::kBlockM, params.seqlen_q - row0);
+  const KeyWindow<Traits::kMask> window(params);
+  return {row0,
+          rows,
+          head,
+          head / params.heads_per_kv,
+          int(blockIdx.z),
+          window.key_blocks(row0, row0 + rows - 1, Traits::kBlockN)};
+}
+
+/// Pingpong between two consumer warpgroups: each issues its products only on its turn and then
+/// hands the turn over, so the products of one run under the other's softmax. Two named
+/// barriers of 256 threads: warpgroup g waits on kTurnBarrier + g, the other arrives there.
+/// Warpgroup 0 goes first; warpgroup 1 does not hand over after its last block, so every
+/// arrival is waited for. Without pingpong (Enabled false) it does nothing.
+template <bool Enabled>
+struct ProductTurns {
+  static constexpr int kTurnBarrier = 4;  // 1 to 3: the warpgroups' epilogue barriers
+  int group;                              // 0 or 1
+
+  /// Before the first block: warpgroup 1 gives warpgroup 0 the first turn.
+  FJ_DEVICE void start(const BlockRange& keys) const {
+    if (Enabled && group == 1 && !keys.empty()) named_barrier_arrive(kTurnBarrier, 256);
+  }
+  /// Waits for this warpgroup's turn.
+  FJ_DEVICE void wait() const {
+    if (Enabled) named_barrier_sync(kTurnBarrier + group, 256);
+  }
+  /// Hands the turn to the other warpgroup, after the products of block `block` of `keys`.
+  FJ_DEVICE void pass(const BlockRange& keys, int block) const {
+    if (Enabled && !(group == 1 && block + 1 == keys.end)) {
+      named_barrier_arrive(kTurnBarrier + 1 - group, 256);
+    }
+  }
+};
+
+/// A consumer warpgroup's epilogue: this warp's rows of O into the warpgroup's rows of Q's tile,
+/// then one TMA store of the warpgroup's 64 rows (tma_store_rows).
+template <class Traits>
+FJ_DEVICE void store_output(const acc_tile<16, Traits::kHeadDimPadded>& o,
+                            const TmaForwardShared<Traits>& smem, const AttentionTmaMaps& maps,
+                            const TmaForwardBlock& at, int thread) {
+  const int group = thread / 128, group_row0 = group * 64;
+  store_fragments(o, smem.q, thread / kWarpSize * 16, thread % kWarpSize);
+  fence_proxy_async();                 // generic writes, read by the async proxy
+  named_barrier_sync(1 + group, 128);  // the warpgroup's 64 rows are written
+  if (thread % 128 != 0 || group_row0 >= at.rows) return;
+  const int origin[4] = {0, at.row0 + group_row0, at.head, at.batch};
+  tma_store_rows<kTmaStoreRows>(maps.o, origin, smem.q, group_row0);
+  bulk_commit_group();
+  bulk_wait_group<0>();  // the block's shared memory lives until the store has read it
+}
+
+/// Consumer (a warpgroup's 128 threads): the online softmax over the key blocks, then O and LSE.
+template <class Traits>
+FJ_DEVICE void attend(const TmaForwardShared<Traits>& smem, const AttentionForwardParams& params,
+                      const AttentionTmaMaps& maps, const TmaForwardBlock& at, int thread) {
+  using T = typename Traits::Element;
+  const int lane = thread % kWarpSize;
+  const int warp_row0 = thread / kWarpSize * 16;  // the warp's first row in the block
+  const int group_row0 = thread / 128 * 64;       // its warpgroup's
+  const int row0 = at.row0, last_row = at.row0 + at.rows - 1;
+  const KeyWindow<Traits::kMask> window(params);
+  const float scale = exponent_scale<Traits::kSoftcap>(params);
+
+  acc_tile<16, Traits::kHeadDimPadded> o;  // (16, kHeadDimPadded): this warp's rows, unnormalized
+  fill(o, 0.0f);
+  OnlineSoftmax<16> softmax;                                   // m, ℓ
+  if (!at.keys.empty()) mbarrier_wait_parity(smem.q_full, 0);  // Q landed
+  RingPosition<Traits::kStages> slot;
+  for (int block = at.keys.begin; block < at.keys.end; ++block, slot.advance()) {
+    const int key0 = block * Traits::kBlockN;
+    smem.ring.wait(slot);  // K, V landed
+
+    acc_tile<16, Traits::kBlockN> s;                           // (16, kBlockN) scores
+    warpgroup_abt(s, smem.q, group_row0, smem.k(slot.stage));  // S = Q Kᵀ
+    cap_scores<Traits::kSoftcap>(s, params);
+    if (!window.block_fully_visible(row0, last_row, key0, Traits::kBlockN)) {
+      mask_scores(window, s, row0 + warp_row0, key0, lane);  // S = −inf where masked
+    }
+    softmax.update(s, o, scale);                            // P = 2^((S − m)·c), O·α
+    warpgroup_ab(o, to_operand<T>(s), smem.v(slot.stage));  // O += P V
+    smem.ring.release(slot);                                // slot free
+  }
+  const row_vec<16> lse = softmax.finish(o, scale);  // O /= ℓ
+  store_output<Traits>(o, smem, maps, at, thread);
+  store_lse(lse, lse_rows(params, at.batch, at.head, row0), warp_row0, at.rows, lane);
+}
+
+/// Consumer with the softmax overlapped (FlashAttention-3's IntraWGOverlap): each step issues
+/// this block's S = Q Kᵀ and the previous block's O += P V together, waits for S only, and
+/// folds S into the softmax while P V runs; then O is rescaled to the new maximum. The
+/// previous block's slot (its V) is held until its product lands, so the ring needs two
+/// slots.
+template <class Traits>
+FJ_DEVICE void attend_overlapped(const TmaForwardShared<Traits>& smem,
+                                 const AttentionForwardParams& params, const AttentionTmaMaps& maps,
+                                 const TmaForwardBlock& at, int thread) {
+  using T = typename Traits::Element;
+  const int lane = thread % kWarpSize;
+  const int warp_row0 = thread / kWarpSize * 16;  // the warp's first row in the block
+  const int group_row0 = thread / 128 * 64;       // its warpgroup's
+  const int row0 = at.row0, last_row = at.row0 + at.rows - 1;
+  const KeyWindow<Traits::kMask> window(params);
+  const float scale = exponent_scale<Traits::kSoftcap>(params);
+  const ProductTurns<Traits::kPingpong> turns{thread / 128};
+
+  acc_tile<16, Traits::kHeadDimPadded> o;  // (16, kHeadDimPadded): this warp's rows, unnormalized
+  fill(o, 0.0f);
+  OnlineSoftmax<16> softmax;               // m, ℓ
+  operand_tile<T, 16, Traits::kBlockN> p;  // (16, kBlockN): the previous block's P
+  RingPosition<Traits::kStages> slot, previous;
+  if (!at.keys.empty()) mbarrier_wait_parity(smem.q_full, 0);  // Q landed
+  turns.start(at.keys);
+  for (int block = at.keys.begin; block < at.keys.end; ++block, slot.advance()) {
+    const bool first = block == at.keys.begin;
+    const int key0 = block * Traits::kBlockN;
+    smem.ring.wait(slot);  // K, V landed
+
+    acc_tile<16, Traits::kBlockN> s;  // (16, kBlockN) scores
+    turns.wait();
+    warpgroup_abt_async(s, smem.q, group_row0, smem.k(slot.stage));  // S = Q Kᵀ
+    if (!first) warpgroup_ab_async(o, p, smem.v(previous.stage));    // O += P V (previous)
+    turns.pass(at.keys, block);
+    if (first) {
+      wgmma_wait_group<0>();
+    } else {
+      wgmma_wait_group<1>();  // S landed; P V may still run
+    }
+    cap_scores<Traits::kSoftcap>(s, params);
+    if (!window.block_fully_visible(row0, last_row, key0, Traits::kBlockN)) {
+      mask_scores(window, s, row0 + warp_row0, key0, lane);  // S = −inf where masked
+    }
+    const row_vec<16> alpha = softmax.fold(s, scale);  // P = 2^((S − m')·c), under P V
+    wgmma_wait_group<0>();                             // O += P V landed
+    if (!first) smem.ring.release(previous);           // its V is free
+    mul_row(o, alpha);                                 // O = α·O
+    p = to_operand<T>(s);
+    previous = slot;
+  }
+  if (!at.keys.empty()) {
+    warpgroup_ab(o, p, smem.v(previous.stage));  // O += P V (the last block)
+    smem.ring.release(previous);
+  }
+  const row_vec<16> lse = softmax.finish(o, scale);  // O /= ℓ
+  store_output<Traits>(o, smem, maps, at, thread);
+  store_lse(lse, lse_rows(params, at.batch, at.head, row0), warp_row0, at.rows, lane);
+}
+
+}  // namespace flashjit

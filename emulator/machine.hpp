@@ -17,7 +17,8 @@
 
 namespace flashjit::emulator::detail {
 
-// at_mbarrier: suspended in an mbarrier try_wait until the phase completes (mbarrier.cpp).
+// at_mbarrier: suspended in an mbarrier try_wait until the phase completes (mbarrier.cpp);
+// at_setmaxnreg: its warpgroup's setmaxnreg.inc waits for registers (register_budget.cpp).
 enum class ThreadState {
   runnable,
   at_barrier,
@@ -25,6 +26,7 @@ enum class ThreadState {
   at_warpgroup_op,
   at_named_barrier,
   at_mbarrier,
+  at_setmaxnreg,
   exited
 };
 
@@ -154,6 +156,14 @@ struct NamedBarrier {
 };
 constexpr int kNamedBarriers = 16;
 
+/// The CTA's register file as setmaxnreg moves it (register_budget.cpp): what each warpgroup's
+/// threads hold, a blocked .inc's request, and what no warpgroup holds.
+struct RegisterBudget {
+  std::vector<int> per_thread;  // per warpgroup: registers each of its threads holds
+  std::vector<int> requested;   // per warpgroup: the count a waiting .inc asks for, 0 none
+  std::int64_t free = 0;        // registers of the CTA's pool held by no warp
+};
+
 struct Machine {
   const LaunchConfig* config = nullptr;
   void (*body)(void*) = nullptr;
@@ -180,6 +190,7 @@ struct Machine {
   std::vector<BulkQueue> bulk_queues;    // TMA stores, one queue per thread
   std::array<NamedBarrier, kNamedBarriers> named_barriers{};
   std::vector<std::uint32_t> proxy_fence_time;  // per thread: its last fence.proxy.async
+  RegisterBudget registers;
 
   // Happens-before for the race checker, on one clock that ticks at every synchronization
   // (restarted per launch; wrapping would take 4 billion collectives in one launch).
@@ -296,6 +307,11 @@ void mbarrier_complete_tx(Machine& machine, Mbarrier& barrier, std::uint32_t byt
 std::string describe_mbarrier_wait(const Machine& machine, int thread, FindingKind& kind);
 /// Why `thread` waits at a named barrier, for the deadlock report.
 std::string describe_named_barrier_wait(const Machine& machine, int thread);
+/// Gives each warpgroup of a new block of `threads` threads the launch's register count and
+/// the rest of the register file to the pool.
+void reset_register_budget(Machine& machine, std::size_t threads);
+/// Why `thread` waits in setmaxnreg.inc, for the deadlock report.
+std::string describe_register_wait(const Machine& machine, int thread);
 /// The TMA load in flight writing shared `offset`, or nullptr.
 const TmaLoad* tma_load_covering(const Machine& machine, std::size_t offset);
 /// Reports (once, returning false) a byte of [offset, offset + bytes) that a thread last

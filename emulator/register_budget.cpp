@@ -173,7 +173,7 @@ std::string describe_register_wait(const Machine& m, int thread) {
     holdings += (g == 0 ? "" : ", ") + std::to_string(budget.per_thread[g]);
   }
   return "waits in " + instruction(true, wanted) + " (warpgroup " + std::to_string(group) +
-         , holding " + std::to_string(held) + " registers a thread) for " +
+         ", holding " + std::to_string(held) + " registers a thread) for " +
          std::to_string(registers_of(wanted - held)) + " more registers; the CTA's pool of " +
          std::to_string(kRegisterFile) + " has " + std::to_string(budget.free) +
          " free and no warpgroup can release more (registers a thread by warpgroup: " + holdings +

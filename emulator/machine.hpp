@@ -105,6 +105,7 @@ struct WgmmaOp {
   std::array<float*, kWarpgroupThreads> d{};  // each thread's accumulator registers
   std::vector<float> result;                  // (128, registers)
   std::vector<std::uint32_t> chunks;          // shared offsets of the 16-byte chunks read
+  std::uint32_t poison = 0;  // the bits its accumulators hold until delivered (a NaN)
 };
 
 /// One warpgroup's wgmma operations in issue order (so in group order), all in flight.
@@ -191,6 +192,7 @@ struct Machine {
   std::array<NamedBarrier, kNamedBarriers> named_barriers{};
   std::vector<std::uint32_t> proxy_fence_time;  // per thread: its last fence.proxy.async
   RegisterBudget registers;
+  std::uint32_t wgmma_issued = 0;  // wgmma.mma_async issued so far: each poison's id
 
   // Happens-before for the race checker, on one clock that ticks at every synchronization
   // (restarted per launch; wrapping would take 4 billion collectives in one launch).
@@ -252,6 +254,10 @@ struct RangeCheck {
 RangeCheck touch_range(const Machine& machine, ShadowByte* shadow, std::size_t count, int self,
                        bool write);
 
+/// Appends to `finding` where global `address` lies relative to the nearest registered buffer
+/// (and sets its buffer and offset).
+void locate_global(const LaunchConfig& config, std::uintptr_t address, std::size_t bytes,
+                   Finding& finding);
 /// Checks a global access of `thread` against the launch's buffers; false when it must be
 /// skipped. `what` names the instruction in findings ("cp.async"; "" for plain accesses).
 bool check_global_access(Machine& machine, int thread, const void* address, std::size_t bytes,
@@ -283,6 +289,14 @@ void reset_warpgroups(Machine& machine, std::size_t threads);
 void check_wgmma_fence(Machine& machine, const WgmmaQueue& queue,
                        const std::array<float*, kWarpgroupThreads>& d, int registers,
                        const char* name);
+/// The poison of the `issued`-th wgmma (accumulator_poison.cpp): a signalling NaN tagged as an
+/// in-flight accumulator, with an id from `issued`.
+std::uint32_t accumulator_poison(std::uint32_t issued);
+/// Fills every thread's accumulator registers of `op` with its poison.
+void poison_accumulators(const WgmmaOp& op);
+/// Whether thread `slot` (of the running thread's warpgroup) left `op`'s accumulators holding
+/// their poison; if not, reports the first register it wrote while `op` was in flight.
+bool check_accumulators_untouched(Machine& machine, const WgmmaOp& op, int slot);
 /// The in-flight wgmma reading shared `offset` and its warpgroup, or nullptr.
 const WgmmaOp* wgmma_reader(const Machine& machine, std::size_t offset, int& warpgroup);
 

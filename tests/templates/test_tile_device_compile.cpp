@@ -1,0 +1,46 @@
+// The tile library's Hopper device code through NVRTC for sm_90a: the probe kernels of
+// tests/templates/testing/hopper_device.cuh compile to a cubin, and their PTX carries the
+// instructions the wrappers promise. They are test-only templates, read with the library's
+// from the directory the build assembles (FLASHJIT_PROBE_TEMPLATE_DIR, tests/CMakeLists.txt).
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "runtime/compiler.hpp"
+
+namespace flashjit::testing {
+namespace {
+
+const detail::TemplateSet& probe_templates() {
+  static const detail::TemplateSet templates =
+      detail::TemplateSet::from_directory(FLASHJIT_PROBE_TEMPLATE_DIR);
+  return templates;
+}
+
+detail::KernelSpec probe_spec(const std::string& name_expression) {
+  return detail::KernelSpec{.op = "testing",
+                            .header = "testing/hopper_device.cuh",
+                            .name_expression = "flashjit::testing::" + name_expression,
+                            .readable_name = "hopper_device_probe",
+                            .options = {},
+                            .arch = "sm_90a",
+                            .role = "probe"};
+}
+
+bool has(const std::string& ptx, const std::string& text) {
+  return ptx.find(text) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("setmaxnreg: NVRTC builds the register budget wrappers for sm_90a") {
+  const detail::KernelSpec spec = probe_spec("register_budget_probe<40, 232>");
+  const detail::CompiledKernel kernel = detail::compile_kernel(spec, probe_templates());
+  CHECK(kernel.cubin.substr(1, 3) == "ELF");
+  const std::string ptx = detail::compile_ptx(spec, probe_templates());
+  CHECK(has(ptx, ".target sm_90a"));
+  CHECK(has(ptx, "setmaxnreg.dec.sync.aligned.u32 40;"));
+  CHECK(has(ptx, "setmaxnreg.inc.sync.aligned.u32 232;"));
+}
+
+}  // namespace flashjit::testing

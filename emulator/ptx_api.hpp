@@ -79,7 +79,8 @@ void wgmma_fence();
 void wgmma_commit_group();
 /// wgmma.wait_group.sync.aligned N: waits until at most `pending_groups` of the warpgroup's
 /// newest committed groups are in flight. Completed groups' results land in the accumulator
-/// registers here, not earlier, so reading them before the wait shows the old values.
+/// registers here, not earlier; until then they hold a NaN tagged as an in-flight accumulator,
+/// and a thread writing them or storing a value read from them is reported.
 void wgmma_wait_group(int pending_groups);
 
 /// wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{input}.{input}, both operands from shared

@@ -144,8 +144,9 @@ __global__ void with_a_descriptor(float* out) {
 }
 
 /// Two warpgroups, each with two groups in flight: wait_group 1 lands only the older one.
-/// Warpgroup 1 negates A (imm-scale-a -1). out[t] after wait 1: the first group's D and the
-/// second's old value; out[256 + t] after wait 0: the second's D (chained on the first's).
+/// Warpgroup 1 negates A (imm-scale-a -1). After wait 1, out[t]: the first group's D, and
+/// out[256 + t]: 1 while the second is in flight (its registers hold the poison, a NaN);
+/// out[512 + t] after wait 0: the second's D (chained on the first's).
 __global__ void two_groups_two_warpgroups(float* out) {
   const int t = static_cast<int>(threadIdx.x);
   fill_ones();

@@ -14,7 +14,7 @@
 // then: bounds, races, pending cp.async or TMA, generic writes with no fence.proxy.async since),
 // and its results land in the accumulator registers only at the wait_group that completes it.
 // Until then the registers hold a tagged NaN (accumulator_poison.cpp), so a thread writing
-// them is reported at the wait and a value read from them is reported when stored. Until then the
+// them is reported at the wait and a value read from them is reported when stored. Meanwhile the
 // shared bytes it read are marked in the shadow, and a generic-proxy write to one is reported
 // (wgmma_operand_in_flight). wgmma.fence is checked where the emulator can see its need
 // (check_wgmma_fence: the first wgmma, accumulators changed after their wait). An operation reading

@@ -72,6 +72,9 @@ void* shared_base();
 bool check_global(const void* address, std::size_t bytes, bool write);
 /// Checks a shared access for bounds and races; false when it must be skipped.
 bool check_shared(const void* address, std::size_t bytes, bool write);
+/// Reports a store of the `bytes` at `value` to `address` whose bits carry the mark of a wgmma
+/// accumulator still in flight: a value read from it before its wgmma.wait_group.
+void check_stored_value(const void* address, const void* value, std::size_t bytes);
 
 /// `base + index` computed on integers, so an out-of-range index is reported rather than UB.
 template <class T>

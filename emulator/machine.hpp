@@ -17,7 +17,8 @@
 
 namespace flashjit::emulator::detail {
 
-// at_mbarrier: suspended in an mbarrier try_wait until the phase completes (mbarrier.cpp).
+// at_mbarrier: suspended in an mbarrier try_wait until the phase completes (mbarrier.cpp);
+// at_setmaxnreg: its warpgroup's setmaxnreg.inc waits for registers (register_budget.cpp).
 enum class ThreadState {
   runnable,
   at_barrier,
@@ -25,6 +26,7 @@ enum class ThreadState {
   at_warpgroup_op,
   at_named_barrier,
   at_mbarrier,
+  at_setmaxnreg,
   exited
 };
 
@@ -103,6 +105,7 @@ struct WgmmaOp {
   std::array<float*, kWarpgroupThreads> d{};  // each thread's accumulator registers
   std::vector<float> result;                  // (128, registers)
   std::vector<std::uint32_t> chunks;          // shared offsets of the 16-byte chunks read
+  std::uint32_t poison = 0;  // the bits its accumulators hold until delivered (a NaN)
 };
 
 /// One warpgroup's wgmma operations in issue order (so in group order), all in flight.
@@ -155,6 +158,14 @@ struct NamedBarrier {
 };
 constexpr int kNamedBarriers = 16;
 
+/// The CTA's register file as setmaxnreg moves it (register_budget.cpp): what each warpgroup's
+/// threads hold, a blocked .inc's request, and what no warpgroup holds.
+struct RegisterBudget {
+  std::vector<int> per_thread;  // per warpgroup: registers each of its threads holds
+  std::vector<int> requested;   // per warpgroup: the count a waiting .inc asks for, 0 none
+  std::int64_t free = 0;        // registers of the CTA's pool held by no warp
+};
+
 struct Machine {
   const LaunchConfig* config = nullptr;
   void (*body)(void*) = nullptr;
@@ -181,6 +192,8 @@ struct Machine {
   std::vector<BulkQueue> bulk_queues;    // TMA stores, one queue per thread
   std::array<NamedBarrier, kNamedBarriers> named_barriers{};
   std::vector<std::uint32_t> proxy_fence_time;  // per thread: its last fence.proxy.async
+  RegisterBudget registers;
+  std::uint32_t wgmma_issued = 0;  // wgmma.mma_async issued so far: each poison's id
 
   // Happens-before for the race checker, on one clock that ticks at every synchronization
   // (restarted per launch; wrapping would take 4 billion collectives in one launch).
@@ -245,6 +258,10 @@ struct RangeCheck {
 RangeCheck touch_range(const Machine& machine, ShadowByte* shadow, std::size_t count, int self,
                        bool write);
 
+/// Appends to `finding` where global `address` lies relative to the nearest registered buffer
+/// (and sets its buffer and offset).
+void locate_global(const LaunchConfig& config, std::uintptr_t address, std::size_t bytes,
+                   Finding& finding);
 /// Checks a global access of `thread` against the launch's buffers; false when it must be
 /// skipped. `what` names the instruction in findings ("cp.async"; "" for plain accesses).
 bool check_global_access(Machine& machine, int thread, const void* address, std::size_t bytes,
@@ -276,6 +293,14 @@ void reset_warpgroups(Machine& machine, std::size_t threads);
 void check_wgmma_fence(Machine& machine, const WgmmaQueue& queue,
                        const std::array<float*, kWarpgroupThreads>& d, int registers,
                        const char* name);
+/// The poison of the `issued`-th wgmma (accumulator_poison.cpp): a signalling NaN tagged as an
+/// in-flight accumulator, with an id from `issued`.
+std::uint32_t accumulator_poison(std::uint32_t issued);
+/// Fills every thread's accumulator registers of `op` with its poison.
+void poison_accumulators(const WgmmaOp& op);
+/// Whether thread `slot` (of the running thread's warpgroup) left `op`'s accumulators holding
+/// their poison; if not, reports the first register it wrote while `op` was in flight.
+bool check_accumulators_untouched(Machine& machine, const WgmmaOp& op, int slot);
 /// The in-flight wgmma reading shared `offset` and its warpgroup, or nullptr.
 const WgmmaOp* wgmma_reader(const Machine& machine, std::size_t offset, int& warpgroup);
 
@@ -300,6 +325,11 @@ void mbarrier_complete_tx(Machine& machine, Mbarrier& barrier, std::uint32_t byt
 std::string describe_mbarrier_wait(const Machine& machine, int thread, FindingKind& kind);
 /// Why `thread` waits at a named barrier, for the deadlock report.
 std::string describe_named_barrier_wait(const Machine& machine, int thread);
+/// Gives each warpgroup of a new block of `threads` threads the launch's register count and
+/// the rest of the register file to the pool.
+void reset_register_budget(Machine& machine, std::size_t threads);
+/// Why `thread` waits in setmaxnreg.inc, for the deadlock report.
+std::string describe_register_wait(const Machine& machine, int thread);
 /// The TMA load in flight writing shared `offset`, or nullptr.
 const TmaLoad* tma_load_covering(const Machine& machine, std::size_t offset);
 /// Reports (once, returning false) a byte of [offset, offset + bytes) that a thread last

@@ -20,29 +20,6 @@ std::string access_text(const char* what, std::size_t bytes, bool write, std::ui
   return text;
 }
 
-// Describes where `address` lies relative to the nearest registered buffer.
-void locate(const LaunchConfig& config, std::uintptr_t address, std::size_t bytes,
-            Finding& finding) {
-  std::uintptr_t best_distance = std::numeric_limits<std::uintptr_t>::max();
-  for (const Buffer& buffer : config.buffers) {
-    const auto begin = reinterpret_cast<std::uintptr_t>(buffer.data);
-    const std::uintptr_t end = begin + buffer.bytes;
-    const std::uintptr_t distance = address < begin         ? begin - address
-                                    : address + bytes > end ? address + bytes - end
-                                                            : 0;
-    if (distance >= best_distance) continue;
-    best_distance = distance;
-    finding.buffer = buffer.name;
-    finding.offset = static_cast<long long>(address - begin);
-  }
-  if (finding.buffer.empty()) {
-    finding.message += " (no buffer registered)";
-    return;
-  }
-  finding.message += ", " + std::to_string(finding.offset) + " bytes from the start of '" +
-                     finding.buffer + "' (nearest buffer)";
-}
-
 std::string thread_name(const Machine& machine, int thread) {
   return thread >= 0 ? format(machine.threads[static_cast<std::size_t>(thread)].index)
                      : std::string("(several)");
@@ -122,6 +99,28 @@ void report_tma_store_source(Machine& machine, int thread, std::size_t offset, F
 
 }  // namespace
 
+void locate_global(const LaunchConfig& config, std::uintptr_t address, std::size_t bytes,
+                   Finding& finding) {
+  std::uintptr_t best_distance = std::numeric_limits<std::uintptr_t>::max();
+  for (const Buffer& buffer : config.buffers) {
+    const auto begin = reinterpret_cast<std::uintptr_t>(buffer.data);
+    const std::uintptr_t end = begin + buffer.bytes;
+    const std::uintptr_t distance = address < begin         ? begin - address
+                                    : address + bytes > end ? address + bytes - end
+                                                            : 0;
+    if (distance >= best_distance) continue;
+    best_distance = distance;
+    finding.buffer = buffer.name;
+    finding.offset = static_cast<long long>(address - begin);
+  }
+  if (finding.buffer.empty()) {
+    finding.message += " (no buffer registered)";
+    return;
+  }
+  finding.message += ", " + std::to_string(finding.offset) + " bytes from the start of '" +
+                     finding.buffer + "' (nearest buffer)";
+}
+
 bool check_global_access(Machine& machine, int thread, const void* address, std::size_t bytes,
                          bool write, const char* what) {
   const auto at = reinterpret_cast<std::uintptr_t>(address);
@@ -139,7 +138,7 @@ bool check_global_access(Machine& machine, int thread, const void* address, std:
   finding.bytes = bytes;
   finding.write = write;
   finding.message = access_text(what, bytes, write, at);
-  locate(*machine.config, at, bytes, finding);
+  locate_global(*machine.config, at, bytes, finding);
   record(machine, thread, std::move(finding));
   return false;
 }

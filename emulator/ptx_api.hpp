@@ -3,7 +3,7 @@
 // mma.sync (tensor cores), ldmatrix, cp.async with its commit/wait groups, and Hopper's
 // wgmma.mma_async with its shared-memory matrix descriptors and fence/commit/wait, and the rest of
 // Hopper's asynchronous machinery: mbarriers, TMA bulk tensor copies with their tensor maps,
-// named barriers and fence.proxy.async. Each is modelled
+// named barriers, fence.proxy.async and setmaxnreg. Each is modelled
 // from the PTX ISA's documented semantics and fragment layouts (section names at each
 // definition) and checked like every other access: findings, not crashes.
 #include <array>
@@ -79,7 +79,8 @@ void wgmma_fence();
 void wgmma_commit_group();
 /// wgmma.wait_group.sync.aligned N: waits until at most `pending_groups` of the warpgroup's
 /// newest committed groups are in flight. Completed groups' results land in the accumulator
-/// registers here, not earlier, so reading them before the wait shows the old values.
+/// registers here, not earlier; until then they hold a NaN tagged as an in-flight accumulator,
+/// and a thread writing them or storing a value read from them is reported.
 void wgmma_wait_group(int pending_groups);
 
 /// wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{input}.{input}, both operands from shared
@@ -181,5 +182,19 @@ void fence_proxy_async_shared();
 void named_barrier_sync(int id, int threads);
 /// bar.arrive id, threads: counts this thread toward `id` without waiting.
 void named_barrier_arrive(int id, int threads);
+
+// --- setmaxnreg (PTX ISA "setmaxnreg"; emulator/register_budget.cpp).
+
+/// setmaxnreg.dec.sync.aligned.u32 count: a warpgroup collective; the warpgroup's threads drop
+/// to `count` registers each (a multiple of 8 in 24..256, at most what they hold) and the
+/// registers freed return to the CTA's pool.
+void setmaxnreg_dec(int count);
+/// setmaxnreg.inc.sync.aligned.u32 count: a warpgroup collective; the warpgroup's threads grow
+/// to `count` registers each (at least what they hold), waiting until the CTA's pool has the
+/// registers (freed by other warpgroups' .dec). A request the pool can never meet is the
+/// scheduler's deadlock finding, naming setmaxnreg and the registers missing.
+void setmaxnreg_inc(int count);
+/// The registers each thread of the running thread's warpgroup holds now.
+int setmaxnreg_current();
 
 }  // namespace flashjit::emulator

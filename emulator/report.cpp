@@ -48,6 +48,14 @@ std::string_view to_string(FindingKind kind) {
       return "proxy_fence_missing";
     case FindingKind::named_barrier_mismatch:
       return "named_barrier_mismatch";
+    case FindingKind::setmaxnreg_invalid_count:
+      return "setmaxnreg_invalid_count";
+    case FindingKind::setmaxnreg_nonuniform:
+      return "setmaxnreg_nonuniform";
+    case FindingKind::setmaxnreg_wrong_direction:
+      return "setmaxnreg_wrong_direction";
+    case FindingKind::wgmma_accumulator_in_flight:
+      return "wgmma_accumulator_in_flight";
   }
   return "unknown";
 }

@@ -25,19 +25,26 @@ enum class FindingKind {
   invalid_operand,          // an operand the PTX ISA does not allow (cp.async size, ldmatrix count,
                             // wgmma descriptors that differ across the warpgroup or are rejected)
   divergent_barrier,        // __syncthreads reached by some threads while others exited
-  warp_collective_mismatch,   // lanes of one warp meet in different collectives or masks
-  deadlock,                   // no thread can run, yet not all have exited
-  mbarrier_reinit,            // mbarrier.init on a barrier that is live (not invalidated)
-  mbarrier_uninitialized,     // an mbarrier operation (or a TMA's barrier) before its init
-  mbarrier_stale_phase,       // a parity wait two or more phases behind the barrier (ABA)
-  mbarrier_tx_mismatch,       // more transaction bytes arrived than expected, or a phase with
-                              // every arrival still expecting bytes that never come
-  mbarrier_arrival_overflow,  // an arrival on a phase whose arrivals are all in
-  tma_load_pending,           // a shared access to bytes a TMA load wrote, phase still open
-  tma_store_in_flight,        // a shared write to bytes a TMA store reads, not waited for
-  tma_invalid,                // a TMA operand: tensor map, coordinates or shared alignment
-  proxy_fence_missing,        // async proxy (TMA store, wgmma) reads a generic write unfenced
-  named_barrier_mismatch,     // bar.sync/bar.arrive: bad id or count, or counts that differ
+  warp_collective_mismatch,     // lanes of one warp meet in different collectives or masks
+  deadlock,                     // no thread can run, yet not all have exited
+  mbarrier_reinit,              // mbarrier.init on a barrier that is live (not invalidated)
+  mbarrier_uninitialized,       // an mbarrier operation (or a TMA's barrier) before its init
+  mbarrier_stale_phase,         // a parity wait two or more phases behind the barrier (ABA)
+  mbarrier_tx_mismatch,         // more transaction bytes arrived than expected, or a phase with
+                                // every arrival still expecting bytes that never come
+  mbarrier_arrival_overflow,    // an arrival on a phase whose arrivals are all in
+  tma_load_pending,             // a shared access to bytes a TMA load wrote, phase still open
+  tma_store_in_flight,          // a shared write to bytes a TMA store reads, not waited for
+  tma_invalid,                  // a TMA operand: tensor map, coordinates or shared alignment
+  proxy_fence_missing,          // async proxy (TMA store, wgmma) reads a generic write unfenced
+  named_barrier_mismatch,       // bar.sync/bar.arrive: bad id or count, or counts that differ
+  setmaxnreg_invalid_count,     // a setmaxnreg count not a multiple of 8 in 24..256
+  setmaxnreg_nonuniform,        // threads of one warpgroup in setmaxnreg with different counts,
+                                // or some .inc and some .dec
+  setmaxnreg_wrong_direction,   // .inc to fewer registers than the warpgroup holds, or .dec to
+                                // more (undefined behaviour in the PTX ISA)
+  wgmma_accumulator_in_flight,  // accumulators of an in-flight wgmma written by the thread, or
+                                // their value stored to memory, before the wait_group
 };
 
 /// The kind's name as printed in reports ("global_out_of_bounds", ...).

@@ -66,10 +66,12 @@ void report_deadlock(Machine& machine) {
   const int in_warpgroup_op = first_in_state(machine, ThreadState::at_warpgroup_op);
   const int at_named = first_in_state(machine, ThreadState::at_named_barrier);
   const int at_mbarrier = first_in_state(machine, ThreadState::at_mbarrier);
+  const int at_setmaxnreg = first_in_state(machine, ThreadState::at_setmaxnreg);
   const int stuck = in_warp_op >= 0        ? in_warp_op
                     : in_warpgroup_op >= 0 ? in_warpgroup_op
                     : at_named >= 0        ? at_named
                     : at_mbarrier >= 0     ? at_mbarrier
+                    : at_setmaxnreg >= 0   ? at_setmaxnreg
                                            : first_in_state(machine, ThreadState::at_barrier);
   Finding finding;
   finding.kind = FindingKind::deadlock;
@@ -86,6 +88,8 @@ void report_deadlock(Machine& machine) {
     finding.message = describe_named_barrier_wait(machine, at_named);
   } else if (at_mbarrier >= 0) {
     finding.message = describe_mbarrier_wait(machine, at_mbarrier, finding.kind);
+  } else if (at_setmaxnreg >= 0) {
+    finding.message = describe_register_wait(machine, at_setmaxnreg);
   } else {
     finding.message = "waits at __syncthreads that other threads cannot reach";
   }
@@ -109,6 +113,7 @@ void start_threads(Machine& machine) {
   reset_async_copies(machine, count);
   reset_warpgroups(machine, count);
   reset_async_proxy(machine, count);
+  reset_register_budget(machine, count);
 }
 
 }  // namespace

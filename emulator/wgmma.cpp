@@ -12,16 +12,17 @@
 //  - results may be accessed only after wgmma.wait_group completes the operation's group.
 // Modelling choices: the operation is computed at issue (shared operands read and checked
 // then: bounds, races, pending cp.async or TMA, generic writes with no fence.proxy.async since),
-// and its results land in the accumulator registers
-// only at the wait_group that completes it, so a kernel reading them early sees the old
-// values. Until then the shared bytes it read are marked in the shadow, and a generic-proxy
-// write to one is reported (wgmma_operand_in_flight). wgmma.fence is checked where the
-// emulator can see its need (check_wgmma_fence: the first wgmma, accumulators changed after their
-// wait). An operation reading accumulators that an in-flight one of the same shape writes
-// takes that one's result: the PTX ISA orders accumulator accesses across wgmma of the same
-// shape without a fence. The shared reads are recorded as reads by lane 0 of the warp owning
-// the A rows (all of B: the warpgroup's first thread), since the race checker knows threads,
-// not warpgroups; so a write by another warp after the wait still needs a __syncthreads.
+// and its results land in the accumulator registers only at the wait_group that completes it.
+// Until then the registers hold a tagged NaN (accumulator_poison.cpp), so a thread writing
+// them is reported at the wait and a value read from them is reported when stored. Meanwhile the
+// shared bytes it read are marked in the shadow, and a generic-proxy write to one is reported
+// (wgmma_operand_in_flight). wgmma.fence is checked where the emulator can see its need
+// (check_wgmma_fence: the first wgmma, accumulators changed after their wait). An operation reading
+// accumulators that an in-flight one of the same shape writes takes that one's result: the PTX ISA
+// orders accumulator accesses across wgmma of the same shape without a fence. The shared reads are
+// recorded as reads by lane 0 of the warp owning the A rows (all of B: the warpgroup's first
+// thread), since the race checker knows threads, not warpgroups; so a write by another warp after
+// the wait still needs a __syncthreads.
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -178,15 +179,29 @@ Spot accumulator_spot(int thread, int i) {
   return {16 * warp + lane / 4 + 8 * (i >> 1 & 1), 8 * (i >> 2) + 2 * (lane % 4) + (i & 1)};
 }
 
+// The newest in-flight operation of the same shape into thread t's registers `d`, or nullptr.
+const WgmmaOp* in_flight_writer(const WgmmaQueue& queue, const float* d, int t, int registers) {
+  for (auto op = queue.ops.rbegin(); op != queue.ops.rend(); ++op) {
+    if (op->d[static_cast<std::size_t>(t)] == d && op->registers == registers) return &*op;
+  }
+  return nullptr;
+}
+
 // Thread t's accumulator input: the newest in-flight result of the same shape into the same
 // registers (ordered without a fence), else the registers themselves.
 const float* accumulator_source(const WgmmaQueue& queue, float* d, int t, int registers) {
-  for (auto op = queue.ops.rbegin(); op != queue.ops.rend(); ++op) {
-    if (op->d[static_cast<std::size_t>(t)] == d && op->registers == registers) {
-      return op->result.data() + static_cast<std::size_t>(t * registers);
-    }
+  const WgmmaOp* writer = in_flight_writer(queue, d, t, registers);
+  return writer != nullptr ? writer->result.data() + static_cast<std::size_t>(t * registers) : d;
+}
+
+// Registers an in-flight operation of the same shape still owns must hold its poison when the
+// next one takes them over (a thread writing them in between is reported, the first only).
+void check_taken_over(Machine& m, const WgmmaQueue& queue, const WgmmaOp& op) {
+  for (int t = 0; t < kWarpgroupThreads; ++t) {
+    const WgmmaOp* writer =
+        in_flight_writer(queue, op.d[static_cast<std::size_t>(t)], t, op.registers);
+    if (writer != nullptr && !detail::check_accumulators_untouched(m, *writer, t)) return;
   }
-  return d;
 }
 
 template <MmaInput Input, bool RegisterA>
@@ -262,6 +277,9 @@ void compute(void* const* threads) {
     for (std::uint32_t byte = chunk; byte < chunk + 16; ++byte) ++m.shadow[byte].wgmma_reads;
   }
   m.report.work.tensor_flops += 2ull * kM * static_cast<std::uint64_t>(n) * kK;
+  check_taken_over(m, queue, op);
+  op.poison = detail::accumulator_poison(++m.wgmma_issued);
+  detail::poison_accumulators(op);  // until the wait_group that delivers the result
   queue.ops.push_back(std::move(op));
 }
 

@@ -2,7 +2,8 @@
 // the same names), all warpgroup collectives (.sync.aligned):
 //  - commit_group makes the warpgroup's uncommitted wgmma.mma_async one wgmma-group;
 //  - wait_group N waits until at most N of the newest committed groups are pending; here the
-//    completed operations' results land in the accumulator registers and their shared
+//    completed operations' results land in the accumulator registers (checked first for
+//    writes while in flight: they must still hold the operation's poison) and their shared
 //    operands are released (wgmma.cpp computes them at issue);
 //  - wgmma.fence must come before the first wgmma and between a register access and a wgmma
 //    using those registers: checked where the emulator can see it (check_wgmma_fence).
@@ -32,6 +33,15 @@ void report_missing_fence(Machine& m, int thread, const char* name, const std::s
   record(m, thread, std::move(finding));
 }
 
+// Whether an in-flight operation of the same shape writes thread t's registers `d` (they hold
+// its poison, and a wgmma of that shape chains on it with no fence).
+bool owned_in_flight(const WgmmaQueue& queue, const float* d, int t, int registers) {
+  for (const WgmmaOp& op : queue.ops) {
+    if (op.d[static_cast<std::size_t>(t)] == d && op.registers == registers) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 // The fence rule where the emulator can see it: the warpgroup's first wgmma follows a fence,
@@ -47,6 +57,7 @@ void check_wgmma_fence(Machine& m, const WgmmaQueue& queue,
   }
   for (int t = 0; t < kWarpgroupThreads; ++t) {
     const float* registers_now = d[static_cast<std::size_t>(t)];
+    if (owned_in_flight(queue, registers_now, t, registers)) continue;
     for (auto op = queue.landed.rbegin(); op != queue.landed.rend(); ++op) {
       if (op->d[static_cast<std::size_t>(t)] != registers_now || op->registers != registers) {
         continue;
@@ -79,9 +90,27 @@ void commit_compute(void* const*) {
   ++m.wgmma_queues[static_cast<std::size_t>(m.current / kWarpgroupThreads)].open_group;
 }
 
-// Lands `op`: the results reach the accumulator registers and the shared reads end.
-void land(Machine& m, const WgmmaOp& op) {
+// Whether a later operation in the queue of the same shape writes thread t's registers of
+// queue.ops[index]: that one owns them now (its poison is in them, its result lands later).
+bool superseded(const WgmmaQueue& queue, std::size_t index, int t) {
+  const auto slot = static_cast<std::size_t>(t);
+  const WgmmaOp& op = queue.ops[index];
+  for (std::size_t later = index + 1; later < queue.ops.size(); ++later) {
+    const WgmmaOp& next = queue.ops[later];
+    if (next.d[slot] == op.d[slot] && next.registers == op.registers) return true;
+  }
+  return false;
+}
+
+// Lands queue.ops[index]: the results reach the accumulator registers, which must still hold
+// the operation's poison (else the thread wrote them in flight: reported, first thread only),
+// and the shared reads end.
+void land(Machine& m, const WgmmaQueue& queue, std::size_t index) {
+  const WgmmaOp& op = queue.ops[index];
+  bool reported = false;
   for (int t = 0; t < kWarpgroupThreads; ++t) {
+    if (superseded(queue, index, t)) continue;
+    if (!reported) reported = !check_accumulators_untouched(m, op, t);
     const float* result = op.result.data() + static_cast<std::size_t>(t * op.registers);
     std::copy(result, result + op.registers, op.d[static_cast<std::size_t>(t)]);
   }
@@ -110,7 +139,9 @@ void wait_compute(void* const* threads) {
   if (committed <= keep) return;
   const std::uint32_t last_complete = committed - keep;
   auto end = queue.ops.begin();
-  for (; end != queue.ops.end() && end->group <= last_complete; ++end) land(m, *end);
+  for (; end != queue.ops.end() && end->group <= last_complete; ++end) {
+    land(m, queue, static_cast<std::size_t>(end - queue.ops.begin()));
+  }
   constexpr std::size_t kLandedKept = 8;  // enough for the accumulators of a main loop
   for (auto op = queue.ops.begin(); op != end; ++op) {
     if (queue.landed.size() == kLandedKept) queue.landed.erase(queue.landed.begin());

@@ -61,24 +61,31 @@ inline float load_global(const T* base, index_t index) {
   return emulator::check_global(address, sizeof(T), false) ? to_float(*address) : 0.0f;
 }
 
-/// Writes element `index` of global array `base` (checked against the launch's buffers).
+/// Writes element `index` of global array `base` (checked against the launch's buffers; the
+/// fp32 value, before narrowing loses its bits, for a wgmma accumulator read before its wait).
 template <typename T>
 inline void store_global(T* base, index_t index, float value) {
   T* address = emulator::element_address(base, index);
-  if (emulator::check_global(address, sizeof(T), true)) *address = from_float<T>(value);
+  if (!emulator::check_global(address, sizeof(T), true)) return;
+  emulator::check_stored_value(address, &value, sizeof value);
+  *address = from_float<T>(value);
 }
 
 /// Writes `value` to global `address` unconverted (checked against the launch's buffers).
 template <typename T>
 inline void store_global_raw(T* address, T value) {
-  if (emulator::check_global(address, sizeof(T), true)) *address = value;
+  if (!emulator::check_global(address, sizeof(T), true)) return;
+  emulator::check_stored_value(address, &value, sizeof(T));
+  *address = value;
 }
 
 /// Adds `value` to element `index` of global fp32 array `base` (checked against the launch's
 /// buffers). The emulator runs one block at a time, so a plain read-modify-write is atomic.
 inline void atomic_add_global(float* base, index_t index, float value) {
   float* address = emulator::element_address(base, index);
-  if (emulator::check_global(address, sizeof(float), true)) *address += value;
+  if (!emulator::check_global(address, sizeof(float), true)) return;
+  emulator::check_stored_value(address, &value, sizeof value);
+  *address += value;
 }
 
 /// The current block's dynamic shared memory, sized by the emulated launch.
@@ -94,11 +101,14 @@ inline T load_shared(const T* base, int index) {
   return emulator::check_shared(address, sizeof(T), false) ? *address : T{};
 }
 
-/// Writes element `index` of a shared-memory array (checked for bounds and races).
+/// Writes element `index` of a shared-memory array (checked for bounds and races, and for a
+/// wgmma accumulator read before its wait).
 template <typename T>
 inline void store_shared(T* base, int index, T value) {
   T* address = emulator::element_address(base, index);
-  if (emulator::check_shared(address, sizeof(T), true)) *address = value;
+  if (!emulator::check_shared(address, sizeof(T), true)) return;
+  emulator::check_stored_value(address, &value, sizeof(T));
+  *address = value;
 }
 
 #endif

@@ -56,9 +56,9 @@ constexpr bool kWgmmaInput = kWgmmaF16<T>;
 template <>
 constexpr bool kWgmmaInput<bfloat16_t> = true;
 
-/// N values the device PTX below is written for (any multiple of 8 up to 256 on the emulator).
+/// The N of m64nNk16 (device PTX and emulator alike): a multiple of 8 in 8..256.
 template <int N>
-constexpr bool kWgmmaDeviceN = N == 64 || N == 128;
+constexpr bool kWgmmaN = N % 8 == 0 && N >= 8 && N <= 256;
 
 #if defined(FJ_DEVICE_CODE)
 
@@ -71,49 +71,100 @@ FJ_DEVICE void wgmma_wait_group() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(Pending) : "memory");
 }
 
-#define FJ_WGMMA_ACC4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
-// m64n64k16: accumulators %0..%31; SS operands %32..%36, RS %32..%38.
-#define FJ_WGMMA_D64                                                                       \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
-  "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define FJ_WGMMA_ACC64                                                                        \
-  FJ_WGMMA_ACC4(0), FJ_WGMMA_ACC4(4), FJ_WGMMA_ACC4(8), FJ_WGMMA_ACC4(12), FJ_WGMMA_ACC4(16), \
-      FJ_WGMMA_ACC4(20), FJ_WGMMA_ACC4(24), FJ_WGMMA_ACC4(28)
-#define FJ_WGMMA_SS_SETP64 "setp.ne.b32 p, %34, 0;\n"
-#define FJ_WGMMA_SS_OPERANDS64 ", %32, %33, p, 1, 1, %35, %36;\n"
-#define FJ_WGMMA_RS_SETP64 "setp.ne.b32 p, %37, 0;\n"
-#define FJ_WGMMA_RS_OPERANDS64 ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n"
-// m64n128k16: accumulators %0..%63; SS operands %64..%68, RS %64..%70.
-#define FJ_WGMMA_D128                                                                      \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
-  "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, "  \
-  "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, "  \
-  "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
-#define FJ_WGMMA_ACC128                                                                       \
-  FJ_WGMMA_ACC4(0), FJ_WGMMA_ACC4(4), FJ_WGMMA_ACC4(8), FJ_WGMMA_ACC4(12), FJ_WGMMA_ACC4(16), \
-      FJ_WGMMA_ACC4(20), FJ_WGMMA_ACC4(24), FJ_WGMMA_ACC4(28), FJ_WGMMA_ACC4(32),             \
-      FJ_WGMMA_ACC4(36), FJ_WGMMA_ACC4(40), FJ_WGMMA_ACC4(44), FJ_WGMMA_ACC4(48),             \
-      FJ_WGMMA_ACC4(52), FJ_WGMMA_ACC4(56), FJ_WGMMA_ACC4(60)
-#define FJ_WGMMA_SS_SETP128 "setp.ne.b32 p, %66, 0;\n"
-#define FJ_WGMMA_SS_OPERANDS128 ", %64, %65, p, 1, 1, %67, %68;\n"
-#define FJ_WGMMA_RS_SETP128 "setp.ne.b32 p, %69, 0;\n"
-#define FJ_WGMMA_RS_OPERANDS128 ", {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n"
+// Operand numbering. The asm operands are all read-write outputs, so that the six operands
+// that are not accumulators come first at fixed numbers and the accumulators follow at
+// %6 .. %(5 + N/2) for every N (inputs would be numbered after the accumulators, at numbers that
+// change with N): SS: %0 a-desc, %1 b-desc, %2 scale-d, %3..%5 unused; RS: %0..%3 A, %4 b-desc,
+// %5 scale-d. The transposes are immediates, so they are spelled into the instruction text.
+//
+// FJ_WGMMA_D_N<N>(F) applies F(first register, its operand names) to the accumulator registers
+// of m64nNk16 four at a time: each line adds the next four to the previous N's. F makes the
+// register list of the instruction (FJ_WGMMA_LIST) or the asm operands (FJ_WGMMA_OPERANDS).
+#define FJ_WGMMA_D_N8(F) F(0, "%6, %7, %8, %9")
+#define FJ_WGMMA_D_N16(F) FJ_WGMMA_D_N8(F) F(4, ", %10, %11, %12, %13")
+#define FJ_WGMMA_D_N24(F) FJ_WGMMA_D_N16(F) F(8, ", %14, %15, %16, %17")
+#define FJ_WGMMA_D_N32(F) FJ_WGMMA_D_N24(F) F(12, ", %18, %19, %20, %21")
+#define FJ_WGMMA_D_N40(F) FJ_WGMMA_D_N32(F) F(16, ", %22, %23, %24, %25")
+#define FJ_WGMMA_D_N48(F) FJ_WGMMA_D_N40(F) F(20, ", %26, %27, %28, %29")
+#define FJ_WGMMA_D_N56(F) FJ_WGMMA_D_N48(F) F(24, ", %30, %31, %32, %33")
+#define FJ_WGMMA_D_N64(F) FJ_WGMMA_D_N56(F) F(28, ", %34, %35, %36, %37")
+#define FJ_WGMMA_D_N72(F) FJ_WGMMA_D_N64(F) F(32, ", %38, %39, %40, %41")
+#define FJ_WGMMA_D_N80(F) FJ_WGMMA_D_N72(F) F(36, ", %42, %43, %44, %45")
+#define FJ_WGMMA_D_N88(F) FJ_WGMMA_D_N80(F) F(40, ", %46, %47, %48, %49")
+#define FJ_WGMMA_D_N96(F) FJ_WGMMA_D_N88(F) F(44, ", %50, %51, %52, %53")
+#define FJ_WGMMA_D_N104(F) FJ_WGMMA_D_N96(F) F(48, ", %54, %55, %56, %57")
+#define FJ_WGMMA_D_N112(F) FJ_WGMMA_D_N104(F) F(52, ", %58, %59, %60, %61")
+#define FJ_WGMMA_D_N120(F) FJ_WGMMA_D_N112(F) F(56, ", %62, %63, %64, %65")
+#define FJ_WGMMA_D_N128(F) FJ_WGMMA_D_N120(F) F(60, ", %66, %67, %68, %69")
+#define FJ_WGMMA_D_N136(F) FJ_WGMMA_D_N128(F) F(64, ", %70, %71, %72, %73")
+#define FJ_WGMMA_D_N144(F) FJ_WGMMA_D_N136(F) F(68, ", %74, %75, %76, %77")
+#define FJ_WGMMA_D_N152(F) FJ_WGMMA_D_N144(F) F(72, ", %78, %79, %80, %81")
+#define FJ_WGMMA_D_N160(F) FJ_WGMMA_D_N152(F) F(76, ", %82, %83, %84, %85")
+#define FJ_WGMMA_D_N168(F) FJ_WGMMA_D_N160(F) F(80, ", %86, %87, %88, %89")
+#define FJ_WGMMA_D_N176(F) FJ_WGMMA_D_N168(F) F(84, ", %90, %91, %92, %93")
+#define FJ_WGMMA_D_N184(F) FJ_WGMMA_D_N176(F) F(88, ", %94, %95, %96, %97")
+#define FJ_WGMMA_D_N192(F) FJ_WGMMA_D_N184(F) F(92, ", %98, %99, %100, %101")
+#define FJ_WGMMA_D_N200(F) FJ_WGMMA_D_N192(F) F(96, ", %102, %103, %104, %105")
+#define FJ_WGMMA_D_N208(F) FJ_WGMMA_D_N200(F) F(100, ", %106, %107, %108, %109")
+#define FJ_WGMMA_D_N216(F) FJ_WGMMA_D_N208(F) F(104, ", %110, %111, %112, %113")
+#define FJ_WGMMA_D_N224(F) FJ_WGMMA_D_N216(F) F(108, ", %114, %115, %116, %117")
+#define FJ_WGMMA_D_N232(F) FJ_WGMMA_D_N224(F) F(112, ", %118, %119, %120, %121")
+#define FJ_WGMMA_D_N240(F) FJ_WGMMA_D_N232(F) F(116, ", %122, %123, %124, %125")
+#define FJ_WGMMA_D_N248(F) FJ_WGMMA_D_N240(F) F(120, ", %126, %127, %128, %129")
+#define FJ_WGMMA_D_N256(F) FJ_WGMMA_D_N248(F) F(124, ", %130, %131, %132, %133")
+#define FJ_WGMMA_LIST(first, names) names
+#define FJ_WGMMA_OPERANDS(first, names) \
+  , "+f"(d[first]), "+f"(d[first + 1]), "+f"(d[first + 2]), "+f"(d[first + 3])
+// Eight N a line.
+// clang-format off
+#define FJ_WGMMA_EACH_N(X)                                \
+  X(8)   X(16)  X(24)  X(32)  X(40)  X(48)  X(56)  X(64)  \
+  X(72)  X(80)  X(88)  X(96)  X(104) X(112) X(120) X(128) \
+  X(136) X(144) X(152) X(160) X(168) X(176) X(184) X(192) \
+  X(200) X(208) X(216) X(224) X(232) X(240) X(248) X(256)
+// clang-format on
 
 // SS: scale-d as a predicate set from a register; imm-scale-a/b fixed at 1.
-#define FJ_WGMMA_SS_ASM(N, TYPE)                                               \
-  asm volatile("{\n.reg .pred p;\n" FJ_WGMMA_SS_SETP##N                        \
-               "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE \
-               " " FJ_WGMMA_D##N FJ_WGMMA_SS_OPERANDS##N "}\n"                 \
-               : FJ_WGMMA_ACC##N                                               \
-               : "l"(a_desc), "l"(b_desc), "r"(static_cast<int>(scale_d)),     \
-                 "n"(static_cast<int>(TransA)), "n"(static_cast<int>(TransB)))
-#define FJ_WGMMA_RS_ASM(N, TYPE)                                                              \
-  asm volatile("{\n.reg .pred p;\n" FJ_WGMMA_RS_SETP##N                                       \
-               "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE                \
-               " " FJ_WGMMA_D##N FJ_WGMMA_RS_OPERANDS##N "}\n"                                \
-               : FJ_WGMMA_ACC##N                                                              \
-               : "r"(a.regs[0]), "r"(a.regs[1]), "r"(a.regs[2]), "r"(a.regs[3]), "l"(b_desc), \
-                 "r"(static_cast<int>(scale_d)), "n"(static_cast<int>(TransB)))
+#define FJ_WGMMA_SS_ASM(n, TYPE, TRANS_A, TRANS_B)                                               \
+  asm volatile(                                                                                  \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n"                                                \
+      "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32." TYPE "." TYPE                            \
+      " {" FJ_WGMMA_D_N##n(FJ_WGMMA_LIST) "}, %0, %1, p, 1, 1, " #TRANS_A ", " #TRANS_B ";\n}\n" \
+      : "+l"(a_desc), "+l"(b_desc), "+r"(scale), "+r"(unused[0]), "+r"(unused[1]),               \
+        "+r"(unused[2])FJ_WGMMA_D_N##n(FJ_WGMMA_OPERANDS))
+#define FJ_WGMMA_SS_TRANS(n, TYPE)                                  \
+  if constexpr (!TransA && !TransB) FJ_WGMMA_SS_ASM(n, TYPE, 0, 0); \
+  if constexpr (!TransA && TransB) FJ_WGMMA_SS_ASM(n, TYPE, 0, 1);  \
+  if constexpr (TransA && !TransB) FJ_WGMMA_SS_ASM(n, TYPE, 1, 0);  \
+  if constexpr (TransA && TransB) FJ_WGMMA_SS_ASM(n, TYPE, 1, 1);
+#define FJ_WGMMA_SS_CASE(n)                \
+  if constexpr (N == n && kWgmmaF16<T>) {  \
+    FJ_WGMMA_SS_TRANS(n, "f16")            \
+  }                                        \
+  if constexpr (N == n && !kWgmmaF16<T>) { \
+    FJ_WGMMA_SS_TRANS(n, "bf16")           \
+  }
+
+#define FJ_WGMMA_RS_ASM(n, TYPE, TRANS_B)                                                        \
+  asm volatile(                                                                                  \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %5, 0;\n"                                                \
+      "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32." TYPE "." TYPE                            \
+      " {" FJ_WGMMA_D_N##n(FJ_WGMMA_LIST) "}, {%0, %1, %2, %3}, %4, p, 1, 1, " #TRANS_B ";\n}\n" \
+      : "+r"(a_regs[0]), "+r"(a_regs[1]), "+r"(a_regs[2]), "+r"(a_regs[3]), "+l"(b_desc),        \
+        "+r"(scale)FJ_WGMMA_D_N##n(FJ_WGMMA_OPERANDS))
+#define FJ_WGMMA_RS_CASE(n)                           \
+  if constexpr (N == n && kWgmmaF16<T> && !TransB) {  \
+    FJ_WGMMA_RS_ASM(n, "f16", 0);                     \
+  }                                                   \
+  if constexpr (N == n && kWgmmaF16<T> && TransB) {   \
+    FJ_WGMMA_RS_ASM(n, "f16", 1);                     \
+  }                                                   \
+  if constexpr (N == n && !kWgmmaF16<T> && !TransB) { \
+    FJ_WGMMA_RS_ASM(n, "bf16", 0);                    \
+  }                                                   \
+  if constexpr (N == n && !kWgmmaF16<T> && TransB) {  \
+    FJ_WGMMA_RS_ASM(n, "bf16", 1);                    \
+  }
 
 /// d (this thread's N / 2 accumulators) = A · B (+ d when scale_d), A and B from descriptors;
 /// TransA / TransB: that operand is MN-major.
@@ -121,11 +172,10 @@ template <typename T, int N, bool TransA = false, bool TransB = false>
 FJ_DEVICE void wgmma_ss(float (&d)[N / 2], unsigned long long a_desc, unsigned long long b_desc,
                         bool scale_d) {
   static_assert(kWgmmaInput<T>, "wgmma_ss: T is half_t or bfloat16_t");
-  static_assert(kWgmmaDeviceN<N>, "wgmma_ss: device PTX is written for N = 64 and 128 only");
-  if constexpr (N == 64 && kWgmmaF16<T>) FJ_WGMMA_SS_ASM(64, "f16");
-  if constexpr (N == 64 && !kWgmmaF16<T>) FJ_WGMMA_SS_ASM(64, "bf16");
-  if constexpr (N == 128 && kWgmmaF16<T>) FJ_WGMMA_SS_ASM(128, "f16");
-  if constexpr (N == 128 && !kWgmmaF16<T>) FJ_WGMMA_SS_ASM(128, "bf16");
+  static_assert(kWgmmaN<N>, "wgmma_ss: N is a multiple of 8 in 8..256");
+  int scale = scale_d ? 1 : 0;
+  int unused[3] = {0, 0, 0};
+  FJ_WGMMA_EACH_N(FJ_WGMMA_SS_CASE)
 }
 
 /// The same with A from registers: this warp's 16 rows as an m16n8k16 A fragment.
@@ -133,11 +183,10 @@ template <typename T, int N, bool TransB = false>
 FJ_DEVICE void wgmma_rs(float (&d)[N / 2], const FragmentA& a, unsigned long long b_desc,
                         bool scale_d) {
   static_assert(kWgmmaInput<T>, "wgmma_rs: T is half_t or bfloat16_t");
-  static_assert(kWgmmaDeviceN<N>, "wgmma_rs: device PTX is written for N = 64 and 128 only");
-  if constexpr (N == 64 && kWgmmaF16<T>) FJ_WGMMA_RS_ASM(64, "f16");
-  if constexpr (N == 64 && !kWgmmaF16<T>) FJ_WGMMA_RS_ASM(64, "bf16");
-  if constexpr (N == 128 && kWgmmaF16<T>) FJ_WGMMA_RS_ASM(128, "f16");
-  if constexpr (N == 128 && !kWgmmaF16<T>) FJ_WGMMA_RS_ASM(128, "bf16");
+  static_assert(kWgmmaN<N>, "wgmma_rs: N is a multiple of 8 in 8..256");
+  int scale = scale_d ? 1 : 0;
+  unsigned a_regs[4] = {a.regs[0], a.regs[1], a.regs[2], a.regs[3]};
+  FJ_WGMMA_EACH_N(FJ_WGMMA_RS_CASE)
 }
 
 #else  // host twins: the emulator's model of the same instructions
@@ -157,7 +206,7 @@ template <typename T, int N, bool TransA = false, bool TransB = false>
 inline void wgmma_ss(float (&d)[N / 2], unsigned long long a_desc, unsigned long long b_desc,
                      bool scale_d) {
   static_assert(kWgmmaInput<T>, "wgmma: T is half_t or bfloat16_t");
-  static_assert(N % 8 == 0 && N >= 8 && N <= 256, "wgmma: N is a multiple of 8 in 8..256");
+  static_assert(kWgmmaN<N>, "wgmma: N is a multiple of 8 in 8..256");
   emulator::wgmma_ss(kWgmmaEmulatorInput<T>, N, d, a_desc, b_desc, scale_d, 1, 1, TransA, TransB);
 }
 
@@ -165,7 +214,7 @@ template <typename T, int N, bool TransB = false>
 inline void wgmma_rs(float (&d)[N / 2], const FragmentA& a, unsigned long long b_desc,
                      bool scale_d) {
   static_assert(kWgmmaInput<T>, "wgmma: T is half_t or bfloat16_t");
-  static_assert(N % 8 == 0 && N >= 8 && N <= 256, "wgmma: N is a multiple of 8 in 8..256");
+  static_assert(kWgmmaN<N>, "wgmma: N is a multiple of 8 in 8..256");
   const std::uint32_t regs[4] = {a.regs[0], a.regs[1], a.regs[2], a.regs[3]};
   emulator::wgmma_rs(kWgmmaEmulatorInput<T>, N, d, regs, b_desc, scale_d, 1, 1, TransB);
 }

@@ -53,17 +53,53 @@ __global__ void overwrite_operand(float* out) {
   flashjit::store_global(out, t, acc[0]);
 }
 
-/// Reads the accumulators before and after the wait (out[t], out[128 + t]).
-__global__ void read_before_wait(float* out) {
+/// Thread 7 stores an accumulator before the wait (out[7]); everyone stores it after
+/// (out[128 + t]).
+__global__ void store_before_wait(float* out) {
   const int t = static_cast<int>(threadIdx.x);
   fill_ones();
   float acc[4] = {-1.0f, -1.0f, -1.0f, -1.0f};
   em::wgmma_fence();
   em::wgmma_ss(em::MmaInput::f16, 8, acc, kA, kB, true, 1, 1, false, false);
   em::wgmma_commit_group();
-  flashjit::store_global(out, t, acc[0]);  // bug: before the wait, the old value
+  if (t == 7) flashjit::store_global(out, t, acc[0] * 0.5f);  // bug: before the wait
   em::wgmma_wait_group(0);
   flashjit::store_global(out, kThreads + t, acc[0]);
+}
+
+/// Thread 9 halves accumulator register 2 before (bug) or after the wait, as an O rescale
+/// placed on the wrong side of wgmma.wait_group would.
+template <bool WaitFirst>
+__global__ void scale_before_wait(float* out) {
+  const int t = static_cast<int>(threadIdx.x);
+  fill_ones();
+  float acc[4] = {};
+  em::wgmma_fence();
+  em::wgmma_ss(em::MmaInput::f16, 8, acc, kA, kB, false, 1, 1, false, false);
+  em::wgmma_commit_group();
+  if (!WaitFirst && t == 9) acc[2] *= 0.5f;  // bug
+  em::wgmma_wait_group(0);
+  if (WaitFirst && t == 9) acc[2] *= 0.5f;
+  flashjit::store_global(out, t, acc[2]);
+}
+
+/// Three wgmma chained on one accumulator across groups: wait_group 1 lands the first while the
+/// second, of the same shape, still owns the registers; the third chains on the second with no
+/// fence (the same shape orders them). out[t]: 16 · 3.
+__global__ void chain_across_groups(float* out) {
+  const int t = static_cast<int>(threadIdx.x);
+  fill_ones();
+  float acc[4] = {};
+  em::wgmma_fence();
+  em::wgmma_ss(em::MmaInput::f16, 8, acc, kA, kB, false, 1, 1, false, false);
+  em::wgmma_commit_group();
+  em::wgmma_ss(em::MmaInput::f16, 8, acc, kA, kB, true, 1, 1, false, false);
+  em::wgmma_commit_group();
+  em::wgmma_wait_group(1);
+  em::wgmma_ss(em::MmaInput::f16, 8, acc, kA, kB, true, 1, 1, false, false);
+  em::wgmma_commit_group();
+  em::wgmma_wait_group(0);
+  flashjit::store_global(out, t, acc[0]);
 }
 
 __global__ void descriptor_differs_in_warp_2(float* out) {
@@ -108,8 +144,9 @@ __global__ void with_a_descriptor(float* out) {
 }
 
 /// Two warpgroups, each with two groups in flight: wait_group 1 lands only the older one.
-/// Warpgroup 1 negates A (imm-scale-a -1). out[t] after wait 1: the first group's D and the
-/// second's old value; out[256 + t] after wait 0: the second's D (chained on the first's).
+/// Warpgroup 1 negates A (imm-scale-a -1). After wait 1, out[t]: the first group's D, and
+/// out[256 + t]: 1 while the second is in flight (its registers hold the poison, a NaN);
+/// out[512 + t] after wait 0: the second's D (chained on the first's).
 __global__ void two_groups_two_warpgroups(float* out) {
   const int t = static_cast<int>(threadIdx.x);
   fill_ones();
@@ -123,7 +160,10 @@ __global__ void two_groups_two_warpgroups(float* out) {
   em::wgmma_commit_group();
   em::wgmma_wait_group(1);
   flashjit::store_global(out, t, first[0]);
-  flashjit::store_global(out, 2 * kThreads + t, second[0]);
+  // Still in flight: the registers hold the emulator's poison, a NaN (only compared here,
+  // never stored, which would be reported).
+  const bool in_flight = second[0] != second[0];
+  flashjit::store_global(out, 2 * kThreads + t, in_flight ? 1.0f : 0.0f);
   em::wgmma_wait_group(0);
   flashjit::store_global(out, 4 * kThreads + t, second[0]);
 }
@@ -217,14 +257,51 @@ TEST_CASE("a wgmma operand overwritten while its group is in flight is reported"
   CHECK(out[0] == 16.0f);
 }
 
-TEST_CASE("wgmma results land at wgmma.wait_group: reading them earlier sees the old values") {
+TEST_CASE("an accumulator stored to global memory before its wgmma.wait_group is reported") {
   std::vector<float> out;
-  const em::Report report = run(read_before_wait, out);
-  CHECK_MESSAGE(report.clean(), report);
-  CHECK(out[7] == -1.0f);
-  CHECK(out[kThreads + 7] == 15.0f);  // 16 ones plus C = -1
+  const em::Report report = run(store_before_wait, out);
+  INFO(report);
+  REQUIRE(report.count(em::FindingKind::wgmma_accumulator_in_flight) == 1);
+  const em::Finding& finding = *report.first(em::FindingKind::wgmma_accumulator_in_flight);
+  CHECK(finding.thread.x == 7);
+  CHECK(mentions(finding, "thread (7,0,0)"));
+  CHECK(mentions(finding, "before its wgmma.wait_group"));
+  CHECK(mentions(finding, "wgmma.mma_async"));
+  CHECK(finding.write);
+  CHECK(finding.buffer == "out");
+  CHECK(finding.offset == 7 * 4);
+  CHECK(report.findings.size() == 1);
+  CHECK(out[kThreads + 7] == 15.0f);  // after the wait: 16 ones plus C = -1
   CHECK(report.work.tensor_flops == 2 * 64 * 8 * 16);
   CHECK(report.work.shared_bytes_read == 64 * 16 * 2 + 8 * 16 * 2);  // A and B, once each
+}
+
+TEST_CASE("accumulators scaled before their wgmma.wait_group are reported at the wait") {
+  std::vector<float> out;
+  const em::Report report = run(scale_before_wait<false>, out);
+  INFO(report);
+  REQUIRE(report.count(em::FindingKind::wgmma_accumulator_in_flight) == 1);
+  const em::Finding& finding = *report.first(em::FindingKind::wgmma_accumulator_in_flight);
+  CHECK(finding.thread.x == 9);
+  CHECK(mentions(finding, "thread (9,0,0)"));
+  CHECK(mentions(finding, "wgmma.mma_async"));
+  CHECK(mentions(finding, "wrote accumulator register 2"));
+  CHECK(mentions(finding, "in flight"));
+  CHECK(report.findings.size() == 1);
+  CHECK(out[9] == 16.0f);  // the result lands over the early write
+
+  const em::Report fixed = run(scale_before_wait<true>, out);
+  CHECK_MESSAGE(fixed.clean(), fixed);
+  CHECK(out[9] == 8.0f);
+  CHECK(out[10] == 16.0f);
+}
+
+TEST_CASE("wgmma of one shape chain on in-flight accumulators across groups, unreported") {
+  std::vector<float> out;
+  const em::Report report = run(chain_across_groups, out);
+  CHECK_MESSAGE(report.clean(), report);
+  CHECK(out[0] == 48.0f);
+  CHECK(out[127] == 48.0f);
 }
 
 TEST_CASE("a wgmma descriptor that differs between warps of the warpgroup is reported") {
@@ -304,7 +381,7 @@ TEST_CASE("wgmma.wait_group N lands all but the N newest groups, per warpgroup")
     CAPTURE(t);
     const float sign = t < kThreads ? 1.0f : -1.0f;
     CHECK(out[static_cast<std::size_t>(t)] == 16.0f * sign);
-    CHECK(out[static_cast<std::size_t>(2 * kThreads + t)] == -1.0f);  // still in flight
+    CHECK(out[static_cast<std::size_t>(2 * kThreads + t)] == 1.0f);  // still in flight
     CHECK(out[static_cast<std::size_t>(4 * kThreads + t)] == 32.0f * sign - 1.0f);
   }
   CHECK(report.work.tensor_flops == 2 * 3 * 2 * 64 * 8 * 16);

@@ -1,0 +1,54 @@
+#pragma once
+// Kernels that instantiate the tile library's Hopper device PTX, for the NVRTC compile test
+// (tests/templates/test_tile_device_compile.cpp): they are built for sm_90a and never run, so
+// each only has to use every instruction variant it is about.
+#include "tile/memory.cuh"
+#include "tile/register_budget.cuh"
+#include "tile/wgmma.cuh"
+
+namespace flashjit::testing {
+
+/// setmaxnreg as FlashAttention-3 uses it: warpgroup 0 (the producer) releases registers, the
+/// other two (the consumers) claim them. setmaxnreg needs a register count known at launch,
+/// which __launch_bounds__ gives ptxas.
+template <int Producer, int Consumer>
+FJ_GLOBAL void __launch_bounds__(384, 1) register_budget_probe(const float* in, float* out) {
+  const int t = static_cast<int>(threadIdx.x);
+  if (t / 128 == 0) {
+    warpgroup_release_registers<Producer>();
+  } else {
+    warpgroup_claim_registers<Consumer>();
+  }
+  store_global(out, t, load_global(in, t));
+}
+
+/// Every wgmma variant of one N: SS and RS, f16 and bf16, K- and MN-major operands. The
+/// results are summed into out so that none is optimized away.
+template <int N>
+FJ_DEVICE void wgmma_every_form(float* out, unsigned long long desc, const FragmentA& a) {
+  float d[N / 2] = {};
+  wgmma_fence();
+  wgmma_ss<half_t, N>(d, desc, desc, false);
+  wgmma_ss<bfloat16_t, N, true, false>(d, desc, desc, true);
+  wgmma_ss<half_t, N, false, true>(d, desc, desc, true);
+  wgmma_ss<bfloat16_t, N, true, true>(d, desc, desc, true);
+  wgmma_rs<half_t, N>(d, a, desc, true);
+  wgmma_rs<bfloat16_t, N, true>(d, a, desc, true);
+  wgmma_commit_group();
+  wgmma_wait_group<0>();
+  float sum = 0.0f;
+  for (int i = 0; i < N / 2; ++i) sum += d[i];
+  store_global(out, static_cast<int>(threadIdx.x), sum);
+}
+
+/// wgmma_every_form for each of `Ns` (one warpgroup; operands at the start of shared memory).
+template <int... Ns>
+FJ_GLOBAL void wgmma_n_probe(const float* in, float* out) {
+  FragmentA a;
+  for (int r = 0; r < 4; ++r) a.regs[r] = static_cast<unsigned>(load_global(in, r));
+  const unsigned long long desc =
+      make_descriptor(dynamic_shared<half_t>(), 128, 256, WgmmaLayout::interleave);
+  (wgmma_every_form<Ns>(out, desc, a), ...);
+}
+
+}  // namespace flashjit::testing

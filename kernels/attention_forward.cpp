@@ -110,35 +110,37 @@ void launch_forward(detail::RuntimeBackend& backend, const Attention& attention,
   detail::launch_kernel(executor, spec, shape, buffers, params, maps);
 }
 
-/// The first entry of `tiles` (Br, Bc) that makes a valid TMA config within `limit` bytes of
-/// shared memory, or nullopt.
-std::optional<ForwardConfig> first_tma_config(DType dtype, int head_dim, MaskKind mask,
-                                              bool softcap, int limit,
-                                              std::initializer_list<std::pair<int, int>> tiles) {
-  for (const auto& [block_m, block_n] : tiles) {
-    ForwardConfig config{dtype, head_dim, block_m, block_n, tma_forward_threads(block_m) / 32,
-                         2,     mask,     softcap};
-    config.path = ForwardPath::tma;
-    // FlashAttention-3's schedule: overlap everywhere, pingpong between two warpgroups up to
-    // head dim 128 (HOPPER-NOTES 1.2).
-    config.overlap = true;
-    config.pingpong = block_m == 128 && tma_forward_padded_head_dim(head_dim) <= 128;
-    if (config.valid() && config.shared_bytes() <= limit) return config;
-  }
-  return std::nullopt;
+/// The TMA config of (Br, Bc) with FlashAttention-3's schedule: overlap everywhere, pingpong
+/// between two warpgroups up to head dim 128 (HOPPER-NOTES 1.2).
+ForwardConfig tma_config(DType dtype, int head_dim, MaskKind mask, bool softcap, int block_m,
+                         int block_n) {
+  ForwardConfig config{dtype, head_dim, block_m, block_n, tma_forward_threads(block_m) / 32,
+                       2,     mask,     softcap};
+  config.path = ForwardPath::tma;
+  config.overlap = true;
+  config.pingpong = block_m == 128 && tma_forward_padded_head_dim(head_dim) <= 128;
+  return config;
 }
 
-/// The TMA path's tiles per head dim: FlashAttention-3's (HOPPER-NOTES 1.3: 128 x 128 at head
-/// dim 128 with a causal mask, 128 x 80 at 256, two stages) within what runs without spills
-/// until setmaxnreg gives the consumers the producer's registers: with 384 threads ptxas has
-/// 168 registers a thread, so Bc 64 from head dim 65 on, and one consumer warpgroup (255
-/// registers) at 256, where S and O alone are 160 of them.
+/// The TMA path's default tile, FlashAttention-3's for 16-bit inputs (HOPPER-NOTES 1.3): 192 x
+/// 128 up to head dim 64 (three consumer warpgroups); 128 x 176 up to 128 (128 x 128 with a
+/// mask, where FlashAttention-3 takes 128 for causal and local); 128 x 112 up to 192 (96 with
+/// a window); 128 x 80 up to 256 (64 with a window). Padded head dims count (96 runs as 128).
+/// Every one compiles without spills on sm_90a, setmaxnreg giving the consumers 240 or 160
+/// registers a thread (tests/kernels/test_attention_compile.cpp). nullopt where the head dim
+/// is outside the path or the tile outgrows `limit`.
 std::optional<ForwardConfig> tma_default(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                          int limit) {
   const int padded = tma_forward_padded_head_dim(head_dim);
-  if (padded <= 64) return first_tma_config(dtype, head_dim, mask, softcap, limit, {{128, 128}});
-  if (padded <= 192) return first_tma_config(dtype, head_dim, mask, softcap, limit, {{128, 64}});
-  return first_tma_config(dtype, head_dim, mask, softcap, limit, {{64, 64}});
+  const bool masked = mask == MaskKind::window;
+  const int block_m = padded <= 64 ? 192 : 128;
+  const int block_n = padded <= 64    ? 128
+                      : padded <= 128 ? (masked ? 128 : 176)
+                      : padded <= 192 ? (masked ? 96 : 112)
+                                      : (masked ? 64 : 80);
+  const ForwardConfig config = tma_config(dtype, head_dim, mask, softcap, block_m, block_n);
+  if (!config.valid() || config.shared_bytes() > limit) return std::nullopt;
+  return config;
 }
 
 }  // namespace
@@ -198,8 +200,8 @@ std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind m
       if (config.valid()) configs.push_back(config);
     }
   }
-  for (int block_m : {64, 128, 192}) {
-    for (int block_n : {64, 128}) {
+  for (int block_m : kTmaBlockM) {
+    for (int block_n : kTmaBlockN) {
       for (auto [overlap, pingpong] : {std::pair{false, false}, {true, false}, {true, true}}) {
         ForwardConfig config{dtype, head_dim, block_m, block_n, tma_forward_threads(block_m) / 32,
                              2,     mask,     softcap};

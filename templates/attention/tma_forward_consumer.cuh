@@ -74,7 +74,7 @@ FJ_DEVICE void store_output(const acc_tile<16, Traits::kHeadDimPadded>& o,
   store_fragments(o, smem.q, thread / kWarpSize * 16, thread % kWarpSize);
   fence_proxy_async();                 // generic writes, read by the async proxy
   named_barrier_sync(1 + group, 128);  // the warpgroup's 64 rows are written
-  if (thread % 128 != 0 || group_row0 >= at.rows) return;
+  if (thread % 128 != 0) return;
   const int origin[4] = {0, at.row0 + group_row0, at.head, at.batch};
   tma_store_rows<kTmaStoreRows>(maps.o, origin, smem.q, group_row0);
   bulk_commit_group();
@@ -175,6 +175,24 @@ FJ_DEVICE void attend_overlapped(const TmaForwardShared<Traits>& smem,
   const row_vec<16> lse = softmax.finish(o, scale);  // O /= ℓ
   store_output<Traits>(o, smem, maps, at, thread);
   store_lse(lse, lse_rows(params, at.batch, at.head, row0), warp_row0, at.rows, lane);
+}
+
+/// A consumer warpgroup whose rows all lie past seqlen_q (in a last, partly filled query
+/// block): it computes nothing, but keeps the protocols the others rely on: it waits for each
+/// slot before releasing it (an early release would count toward the slot's previous phase)
+/// and takes its pingpong turns.
+template <class Traits>
+FJ_DEVICE void pass_keys(const TmaForwardShared<Traits>& smem, const TmaForwardBlock& at,
+                         int thread) {
+  const ProductTurns<Traits::kPingpong> turns{thread / 128};
+  RingPosition<Traits::kStages> slot;
+  turns.start(at.keys);
+  for (int block = at.keys.begin; block < at.keys.end; ++block, slot.advance()) {
+    smem.ring.wait(slot);
+    turns.wait();
+    turns.pass(at.keys, block);
+    smem.ring.release(slot);
+  }
 }
 
 }  // namespace flashjit

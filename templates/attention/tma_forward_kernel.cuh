@@ -12,8 +12,11 @@
 // tile (only its own, finished, wgmmas read them) and one of its threads stores them with TMA,
 // which skips rows past seqlen_q and columns past the head dim.
 //
-// Not done yet (FlashAttention-3 has them): setmaxnreg, cache hints, clusters and multicast,
-// persistent scheduling.
+// With two or three consumer warpgroups the producer warpgroup gives registers to them
+// (setmaxnreg, tma_forward_registers).
+//
+// Not done yet (FlashAttention-3 has them): cache hints, clusters and multicast, persistent
+// scheduling, P through shared memory (SS) for O += P V.
 #include "attention/tma_forward_consumer.cuh"
 
 namespace flashjit {
@@ -52,14 +55,20 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
   }
   __syncthreads();  // the barriers are initialised
 
+  constexpr bool kMoveRegisters = Traits::kConsumerRegisters > 0;
   if (thread < Traits::kConsumerThreads) {
-    if constexpr (Traits::kOverlap) {
+    // The accumulators take the registers the producer gives up.
+    if constexpr (kMoveRegisters) warpgroup_claim_registers<Traits::kConsumerRegisters>();
+    if (thread / 128 * 64 >= at.rows) {
+      pass_keys<Traits>(smem, at, thread);  // no row of this warpgroup is a query
+    } else if constexpr (Traits::kOverlap) {
       attend_overlapped<Traits>(smem, params, maps, at, thread);
     } else {
       attend<Traits>(smem, params, maps, at, thread);
     }
-  } else if (thread == Traits::kConsumerThreads) {  // the producer warpgroup's first thread
-    load_query_keys_values<Traits>(smem, maps, at);
+  } else {
+    if constexpr (kMoveRegisters) warpgroup_release_registers<Traits::kProducerRegisters>();
+    if (thread == Traits::kConsumerThreads) load_query_keys_values<Traits>(smem, maps, at);
   }
 }
 

@@ -20,6 +20,20 @@ constexpr int tma_forward_padded_head_dim(int head_dim) { return (head_dim + 63)
 /// registers; one of its threads issues the loads).
 constexpr int tma_forward_threads(int block_m) { return block_m / 64 * 128 + 128; }
 
+/// Registers a thread of the consumer and of the producer warpgroups keep after setmaxnreg,
+/// FlashAttention-3's split of the 64K register file (HOPPER-NOTES 1.2): 240 and 24 with two
+/// consumer warpgroups, 160 and 32 with three. One consumer warpgroup (256 threads) has 255 a
+/// thread without it, so the kernel leaves registers alone there (0 here).
+struct TmaForwardRegisters {
+  int consumer;
+  int producer;
+};
+constexpr TmaForwardRegisters tma_forward_registers(int block_m) {
+  return block_m == 128   ? TmaForwardRegisters{240, 24}
+         : block_m == 192 ? TmaForwardRegisters{160, 32}
+                          : TmaForwardRegisters{0, 0};
+}
+
 /// Bytes of shared memory for (head_dim, Br, Bc, stages): Q (which O reuses on its way out),
 /// the ring's K and V, the barriers, and 1024 bytes to align the swizzled tiles.
 constexpr int tma_forward_shared_bytes(int head_dim, int block_m, int block_n, int stages) {
@@ -46,14 +60,18 @@ constexpr bool tma_forward_schedule_valid(int block_m, int stages, bool overlap,
   return (!overlap || stages >= 2) && (!pingpong || (overlap && block_m == 128));
 }
 
-/// The configs the runtime offers on sm_90a (a subset of tma_forward_valid): Bc 64 or 128,
-/// the N values of tile/wgmma.cuh's device PTX for S = Q Kᵀ (O += P V splits its N, the padded
-/// head dim, into pieces of those), two K/V stages (FlashAttention-3's on sm_90), and
-/// `warps` counting the producer warpgroup's.
+/// The tiles the runtime offers on sm_90a: Br one to three consumer warpgroups, and Bc
+/// FlashAttention-3's choices for 16-bit inputs (HOPPER-NOTES 1.3: 176 at head dim 128, 112
+/// or 96 at 192, 80 at 256, 128 elsewhere) and 64.
+inline constexpr int kTmaBlockM[] = {64, 128, 192};
+inline constexpr int kTmaBlockN[] = {64, 80, 96, 112, 128, 176};
+
+/// Whether the runtime offers (head_dim, Br, Bc, warps, stages): a valid one (tma_forward_valid)
+/// with two K/V stages (FlashAttention-3's on sm_90) and `warps` counting the producer
+/// warpgroup's 4.
 constexpr bool tma_forward_config_valid(int head_dim, int block_m, int block_n, int warps,
                                         int stages) {
-  return tma_forward_valid(head_dim, block_m, block_n, stages) &&
-         (block_n == 64 || block_n == 128) && stages == 2 &&
+  return tma_forward_valid(head_dim, block_m, block_n, stages) && stages == 2 &&
          warps * 32 == tma_forward_threads(block_m);
 }
 

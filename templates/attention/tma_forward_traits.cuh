@@ -4,6 +4,7 @@
 #include "attention/mask_kind.cuh"
 #include "attention/tma_forward_space.cuh"
 #include "tile/pipeline_ring.cuh"
+#include "tile/register_budget.cuh"
 #include "tile/shared_tile.cuh"
 #include "tile/swizzled_tile.cuh"
 
@@ -46,6 +47,9 @@ struct TmaForwardTraits {
   static constexpr bool kSoftcap = Softcap;
   static constexpr bool kOverlap = Overlap;    // the softmax under the next products
   static constexpr bool kPingpong = Pingpong;  // two warpgroups take turns at the products
+  // setmaxnreg's counts (0: none), each thread's registers after it.
+  static constexpr int kConsumerRegisters = tma_forward_registers(BlockM).consumer;
+  static constexpr int kProducerRegisters = tma_forward_registers(BlockM).producer;
 
   using QTile = swizzled_tile<Element, BlockM, kHeadDimPadded>;   // as TMA wrote it; O too
   using KVTile = swizzled_tile<Element, BlockN, kHeadDimPadded>;  // K and V alike

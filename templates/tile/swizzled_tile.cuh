@@ -128,12 +128,11 @@ FJ_DEVICE unsigned long long k_major_descriptor(swizzled_tile<T, Rows, Cols> til
 }
 
 /// The descriptor of k16 step `step` of an MN-major operand: `tile`'s rows are K, its
-/// columns N (V as the B of P V), of which the operand starts at column n0 (a multiple of 64).
+/// columns N (V as the B of P V).
 template <typename T, int Rows, int Cols>
-FJ_DEVICE unsigned long long mn_major_descriptor(swizzled_tile<T, Rows, Cols> tile, int step,
-                                                 int n0 = 0) {
+FJ_DEVICE unsigned long long mn_major_descriptor(swizzled_tile<T, Rows, Cols> tile, int step) {
   using Tile = swizzled_tile<T, Rows, Cols>;
-  return make_descriptor(tile.line(n0 / 64, 16 * step), Tile::kPanelBytes, Tile::kAtomBytes,
+  return make_descriptor(tile.line(0, 16 * step), Tile::kPanelBytes, Tile::kAtomBytes,
                          WgmmaLayout::swizzle_128b);
 }
 

@@ -65,13 +65,11 @@ FJ_DEVICE unsigned long long k_major_descriptor(core_matrix_tile<T, Rows, Cols> 
 }
 
 /// The descriptor of k16 step `step` of an MN-major operand: `tile`'s rows are K, its columns
-/// N, of which the operand starts at column n0 (a multiple of 8). LBO: the next 8 k (rows);
-/// SBO: the next 8 n (a chunk).
+/// N. LBO: the next 8 k (rows); SBO: the next 8 n (a chunk).
 template <typename T, int Rows, int Cols>
-FJ_DEVICE unsigned long long mn_major_descriptor(core_matrix_tile<T, Rows, Cols> tile, int step,
-                                                 int n0 = 0) {
+FJ_DEVICE unsigned long long mn_major_descriptor(core_matrix_tile<T, Rows, Cols> tile, int step) {
   using Tile = core_matrix_tile<T, Rows, Cols>;
-  return make_descriptor(tile.chunk_at(16 * step, n0 / 8), Tile::kGroupBytes, Tile::kChunkBytes,
+  return make_descriptor(tile.chunk_at(16 * step, 0), Tile::kGroupBytes, Tile::kChunkBytes,
                          WgmmaLayout::interleave);
 }
 
@@ -109,13 +107,6 @@ FJ_DEVICE void warpgroup_abt(acc_tile<16, N>& acc, Tile<T, ARows, K> a, int a_ro
   wgmma_wait_group<0>();
 }
 
-/// The N of each wgmma that O += P V issues for an N-column product: all N at once where the
-/// device PTX has that N, else 64-column pieces where N is whole ones (the accumulator
-/// registers of columns [64 c, 64 c + 64) are registers [32 c, 32 c + 32), so a piece is a
-/// slice of them), else all N (which only the emulator runs).
-template <int N>
-constexpr int kWgmmaPieceN = kWgmmaDeviceN<N> || N % 64 != 0 ? N : 64;
-
 /// Issues acc += P B over K as one wgmma group and returns at once: P is this warp's 16 rows in
 /// registers (to_operand), B the (K, N) tile `b` (MN-major: V as stored, one key per row). The
 /// sum lands in `acc` at the wgmma_wait_group that completes the group; `acc` must not be
@@ -123,19 +114,12 @@ constexpr int kWgmmaPieceN = kWgmmaDeviceN<N> || N % 64 != 0 ? N : 64;
 template <typename T, int N, int K, template <typename, int, int> class Tile>
 FJ_DEVICE void warpgroup_ab_async(acc_tile<16, N>& acc, const operand_tile<T, 16, K>& p,
                                   Tile<T, K, N> b) {
-  constexpr int kPiece = kWgmmaPieceN<N>;
   static_assert(K % 16 == 0, "whole k16 steps");
-  float(&registers)[N / 2] = wgmma_registers(acc);
   wgmma_fence();  // P's and acc's registers were written before
 #pragma unroll
-  for (int piece = 0; piece < N / kPiece; ++piece) {
-    float(&d)[kPiece / 2] = reinterpret_cast<float(&)[kPiece / 2]>(registers[piece * kPiece / 2]);
-#pragma unroll
-    for (int step = 0; step < K / 16; ++step) {
-      wgmma_rs<T, kPiece, /*TransB=*/true>(d, p.frag[0][step],
-                                           mn_major_descriptor(b, step, piece * kPiece),
-                                           /*scale_d=*/true);
-    }
+  for (int step = 0; step < K / 16; ++step) {
+    wgmma_rs<T, N, /*TransB=*/true>(wgmma_registers(acc), p.frag[0][step],
+                                    mn_major_descriptor(b, step), /*scale_d=*/true);
   }
   wgmma_commit_group();
 }

@@ -290,16 +290,16 @@ TEST_CASE("the config space lists every valid config once, in a fixed order") {
   // over 4 warps exceed the accumulator budget.
   // 18 tiles at 64, 16 at 128, each also with Q in registers where the registers allow (16 at
   // 64; 12 at 128, where 4 warps of 32 rows would need 224 or more), the wgmma path's 4 (Br
-  // and Bc 64 or 128) and the TMA path's 14 (Br 64, 128 or 192 by Bc 64 or 128, each with and
-  // without overlap, and with pingpong too at Br 128).
-  CHECK(forward_configs(DType::bf16, 64, MaskKind::none, false).size() == 52);
-  CHECK(forward_configs(DType::bf16, 128, MaskKind::none, false).size() == 46);
+  // and Bc 64 or 128) and the TMA path's 42 (Br 64, 128 or 192 by Bc 64, 80, 96, 112, 128 or
+  // 176, each with and without overlap, and with pingpong too at Br 128).
+  CHECK(forward_configs(DType::bf16, 64, MaskKind::none, false).size() == 80);
+  CHECK(forward_configs(DType::bf16, 128, MaskKind::none, false).size() == 74);
   int tma_at_96 = 0;
   for (const ForwardConfig& config : forward_configs(DType::bf16, 96, MaskKind::none, false)) {
     CHECK(config.path != ForwardPath::wgmma);  // padded to 96: not a wgmma N the PTX has yet
     tma_at_96 += config.path == ForwardPath::tma ? 1 : 0;  // padded to 128 by whole panels
   }
-  CHECK(tma_at_96 == 14);
+  CHECK(tma_at_96 == 42);
   for (const ForwardConfig& config : forward_configs(DType::bf16, 56, MaskKind::none, false)) {
     CHECK(config.path == ForwardPath::mma_sync);  // the Hopper paths start at 64
   }
@@ -347,20 +347,24 @@ TEST_CASE("the default config: the largest tiles that do not spill, two stages w
   // sm_90a: the TMA path from head dim 64 on, with Bc 64 above 64 and one consumer warpgroup
   // at 256 until setmaxnreg (see tma_default); the wgmma path where TMA cannot read the
   // tensors, at padded head dims 64 and 128.
-  // FlashAttention-3's schedule: overlap, and pingpong between two warpgroups up to 128.
-  auto hopper = [](int head_dim) {
-    const ForwardConfig c =
-        default_forward_config(DType::bf16, head_dim, MaskKind::window, true, "sm_90a");
+  // FlashAttention-3's tiles and schedule: overlap, and pingpong between two warpgroups up to
+  // 128; smaller Bc with a mask.
+  auto hopper = [](int head_dim, MaskKind mask) {
+    const ForwardConfig c = default_forward_config(DType::bf16, head_dim, mask, true, "sm_90a");
     return std::pair{c.path, Tile{c.block_m, c.block_n, c.warps, c.overlap, c.pingpong}};
   };
-  CHECK(hopper(48).first == ForwardPath::mma_sync);
-  CHECK(hopper(64) == std::pair{ForwardPath::tma, Tile{128, 128, 12, 1, 1}});
+  constexpr MaskKind none = MaskKind::none, window = MaskKind::window;
+  CHECK(hopper(48, none).first == ForwardPath::mma_sync);
+  CHECK(hopper(64, none) == std::pair{ForwardPath::tma, Tile{192, 128, 16, 1, 0}});
   for (int head_dim : {72, 96, 120, 128}) {
     CAPTURE(head_dim);
-    CHECK(hopper(head_dim) == std::pair{ForwardPath::tma, Tile{128, 64, 12, 1, 1}});
+    CHECK(hopper(head_dim, none) == std::pair{ForwardPath::tma, Tile{128, 176, 12, 1, 1}});
+    CHECK(hopper(head_dim, window) == std::pair{ForwardPath::tma, Tile{128, 128, 12, 1, 1}});
   }
-  CHECK(hopper(192) == std::pair{ForwardPath::tma, Tile{128, 64, 12, 1, 0}});
-  CHECK(hopper(256) == std::pair{ForwardPath::tma, Tile{64, 64, 8, 1, 0}});
+  CHECK(hopper(192, none) == std::pair{ForwardPath::tma, Tile{128, 112, 12, 1, 0}});
+  CHECK(hopper(192, window) == std::pair{ForwardPath::tma, Tile{128, 96, 12, 1, 0}});
+  CHECK(hopper(256, none) == std::pair{ForwardPath::tma, Tile{128, 80, 12, 1, 0}});
+  CHECK(hopper(256, window) == std::pair{ForwardPath::tma, Tile{128, 64, 12, 1, 0}});
   const ForwardConfig without_tma =
       fallback_forward_config(DType::bf16, 128, MaskKind::window, true, "sm_90a");
   CHECK(without_tma.path == ForwardPath::wgmma);
@@ -623,8 +627,8 @@ TEST_CASE("attention-forward lists the compile matrix") {
     // 32 head dims x 2 dtypes x 2 masks, plus softcap at 2 head dims x 2 dtypes x 2 masks.
     CHECK(defaults.size() == 32 * 2 * 2 + 2 * 2 * 2);
     // Every config of bf16 at 64 (34) and 128 (28), both masks, and on sm_90a the wgmma
-    // path's 4 and the TMA path's 14 at each, plus the other defaults.
-    const std::size_t hopper = std::string(arch) == "sm_90a" ? 2 * (4 + 14) : 0;
+    // path's 4 and the TMA path's 42 at each, plus the other defaults.
+    const std::size_t hopper = std::string(arch) == "sm_90a" ? 2 * (4 + 42) : 0;
     CHECK(all.size() == (34 + 28 + hopper) * 2 + defaults.size() - 4);
     std::set<std::string> names;
     for (const auto& spec : all) {

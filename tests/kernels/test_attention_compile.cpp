@@ -1,8 +1,8 @@
 // The attention forward op's compile matrix (DESIGN.md section 8): for sm_80 and sm_90a, every
 // spec `flashjit compile --op attention-forward --all` lists compiles with NVRTC, and the
 // defaults (what runs without tuning) neither spill nor keep arrays in local memory (a stack
-// frame: a register tile indexed at run time, which ptxas does not count as a spill). One test case per arch, so that CTest can
-// run the two side by side.
+// frame: a register tile indexed at run time, which ptxas does not count as a spill). One test case
+// per arch, so that CTest can run the two side by side.
 #include <doctest/doctest.h>
 
 #include <set>

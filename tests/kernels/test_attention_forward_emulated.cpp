@@ -188,13 +188,13 @@ TEST_CASE("forward on an emulated sm_90a: the TMA path by default from head dim 
 TEST_CASE("forward on an emulated sm_90a: each CTA reads its Q rows and every K and V row once") {
   Runtime& runtime = hopper_emulator();
   runtime.reset_emulated_work();
-  const ForwardCase c = make_case(1, 1, 256, 256, 64);  // two CTAs of Br = 128
+  const ForwardCase c = make_case(1, 1, 256, 256, 64);  // two CTAs of Br = 192
   const ForwardVerdict verdict = run_forward_case(runtime, c);
   REQUIRE_MESSAGE(verdict.ok, verdict.describe());
   const std::vector<KernelWork> work = runtime.emulated_work();
   REQUIRE(work.size() == 1);
   CHECK(work.front().kernel ==
-        "attention_forward.hdim64.bf16.br128.bc128.w12.s2.tma.overlap.pingpong.sm90a");
+        "attention_forward.hdim64.bf16.br192.bc128.w16.s2.tma.overlap.sm90a");
   constexpr std::uint64_t kRowBytes = 64 * 2;
   CHECK(work.front().work.ctas == 2);
   CHECK(work.front().work.global_bytes_read == 256 * kRowBytes + 2 * (2 * 256 * kRowBytes));

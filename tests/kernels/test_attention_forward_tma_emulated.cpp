@@ -122,21 +122,23 @@ TEST_CASE("TMA forward on the emulator: head dims, GQA 8:1, bhsd, windows and so
 TEST_CASE("TMA forward on the emulator: the sm_90a defaults, long and causal, MQA") {
   ForwardCase long_causal = batched_case(1, 2, 1, 1000, 1000, 64);  // GQA 2:1
   long_causal.problem.causal = true;
-  check_case<64, 128, 128, true, true>(long_causal);
+  check_case<64, 192, 128, true>(long_causal);
   ForwardCase long_128 = batched_case(1, 1, 1, 1000, 700, 128, DType::f16);
   long_128.problem.causal = true;  // seqlen_q above seqlen_k: the first 300 rows see nothing
-  check_case<128, 128, 64, true, true>(long_128);
+  check_case<128, 128, 128, true, true>(long_128);
+  check_case<128, 128, 176, true, true>(batched_case(1, 2, 2, 500, 400, 128));
   ForwardCase mqa = batched_case(2, 4, 1, 129, 257, 192);
   mqa.layout = reference::Layout::bhsd;
-  check_case<192, 128, 64, true>(mqa);
+  check_case<192, 128, 112, true>(mqa);
   ForwardCase d256 = batched_case(1, 2, 2, 130, 130, 256);
   d256.problem.causal = true;
-  check_case<256, 64, 64, true>(d256);
+  check_case<256, 128, 64, true>(d256);
+  check_case<256, 128, 80, true>(batched_case(1, 1, 1, 200, 170, 256, DType::f16));
   ForwardCase window_gqa = batched_case(1, 8, 1, 300, 300, 96);
   window_gqa.problem.window_left = 64;
   window_gqa.problem.window_right = 0;
   window_gqa.problem.softcap = 20.0;
-  check_case<96, 128, 64, true, true>(window_gqa);
+  check_case<96, 128, 128, true, true>(window_gqa);
 }
 
 TEST_CASE("TMA forward on the emulator: overlap and pingpong over ragged and masked blocks") {

@@ -64,7 +64,7 @@ TEST_CASE("run --emulate --arch sm_90a runs the Hopper path, compiled for the ho
   CHECK(contains(first.out, "modelling sm_90a"));
   CHECK(contains(
       first.out,
-      "kernel:  attention_forward.hdim128.bf16.window.br128.bc64.w12.s2.tma.overlap.pingpong."
+      "kernel:  attention_forward.hdim128.bf16.window.br128.bc128.w12.s2.tma.overlap.pingpong."
       "sm90a "
       "(heuristic default)"));
   CHECK(contains(first.out, "PASS"));

@@ -240,7 +240,8 @@ class FlashjitAttention(ctypes.Structure):
 class FlashjitRuntimeOptions(ctypes.Structure):
     """flashjit_runtime_options."""
 
-    _fields_ = [("device", ctypes.c_int), ("backend", ctypes.c_int), ("tuning", ctypes.c_int)]
+    _fields_ = [("device", ctypes.c_int), ("backend", ctypes.c_int), ("tuning", ctypes.c_int),
+                ("emulated_arch", ctypes.c_char_p)]
 
 
 class FlashjitError(RuntimeError):

@@ -147,7 +147,8 @@ std::string config_name(const TunedConfig& config) {
     return "br" + std::to_string(f->block_m) + ".bc" + std::to_string(f->block_n) + ".w" +
            std::to_string(f->warps) + ".s" + std::to_string(f->stages) +
            (f->q_in_registers ? ".qreg" : "") + path_suffix(f->path) +
-           (f->overlap ? ".overlap" : "") + (f->pingpong ? ".pingpong" : "");
+           (f->overlap ? ".overlap" : "") + (f->pingpong ? ".pingpong" : "") +
+           (f->p_in_shared ? ".pshared" : "");
   }
   const auto& b = std::get<BackwardConfig>(config);
   std::string name = "br" + std::to_string(b.key.block_m) + ".bc" + std::to_string(b.key.block_n) +

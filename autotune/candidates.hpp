@@ -47,9 +47,10 @@ double problem_flops(const TuningProblem& problem);
 using TunedConfig = std::variant<kernels::ForwardConfig, kernels::BackwardConfig>;
 
 /// The config's name in the database and tables: "br128.bc64.w4.s2" (forward; ".qreg" added
-/// when Q stays in registers, ".wgmma" or ".tma" for the Hopper paths' kernels, then ".overlap" and ".pingpong" for the TMA
-/// path's schedule), "br64.bc128.w8.s2" (backward: the dK/dV kernel's tile),
-/// "br64.bc128.w8.s2.dq.br64.bc64.w4" (deterministic backward: and the dQ kernel's).
+/// when Q stays in registers, ".wgmma" or ".tma" for the Hopper paths' kernels, then ".overlap",
+/// ".pingpong" and ".pshared" for the TMA path's schedule and P's place), "br64.bc128.w8.s2"
+/// (backward: the dK/dV kernel's tile), "br64.bc128.w8.s2.dq.br64.bc64.w4" (deterministic backward:
+/// and the dQ kernel's).
 std::string config_name(const TunedConfig& config);
 
 /// Every kernel a call of `config` launches on `arch`, in launch order.

@@ -122,18 +122,20 @@ ForwardConfig tma_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
   return config;
 }
 
-/// The TMA path's default tile, FlashAttention-3's for 16-bit inputs (HOPPER-NOTES 1.3): 192 x
-/// 128 up to head dim 64 (three consumer warpgroups); 128 x 176 up to 128 (128 x 128 with a
-/// mask, where FlashAttention-3 takes 128 for causal and local); 128 x 112 up to 192 (96 with
-/// a window); 128 x 80 up to 256 (64 with a window). Padded head dims count (96 runs as 128).
-/// Every one compiles without spills on sm_90a, setmaxnreg giving the consumers 240 or 160
-/// registers a thread (tests/kernels/test_attention_compile.cpp). nullopt where the head dim
-/// is outside the path or the tile outgrows `limit`.
+/// The TMA path's default tile, FlashAttention-3's for 16-bit inputs (HOPPER-NOTES 1.3) where
+/// it compiles without spills on sm_90a with setmaxnreg giving two consumer warpgroups 240
+/// registers a thread (tests/kernels/test_attention_compile.cpp checks it): 128 x 176 up to
+/// head dim 128 (128 x 128 with a mask, where FlashAttention-3 takes 128 for causal and local);
+/// 128 x 112 up to 192 (96 with a window); 128 x 80 up to 256 (64 with a window). Up to head
+/// dim 64 FlashAttention-3 runs 192 x 128 on three warpgroups of 160 registers; ours spills
+/// 16-76 bytes there (ptxas, NVRTC 13.0), so 128 x 128 until a GPU says which is faster.
+/// Padded head dims count (96 runs as 128). nullopt where the head dim is outside the path or
+/// the tile outgrows `limit`.
 std::optional<ForwardConfig> tma_default(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                          int limit) {
   const int padded = tma_forward_padded_head_dim(head_dim);
   const bool masked = mask == MaskKind::window;
-  const int block_m = padded <= 64 ? 192 : 128;
+  const int block_m = 128;
   const int block_n = padded <= 64    ? 128
                       : padded <= 128 ? (masked ? 128 : 176)
                       : padded <= 192 ? (masked ? 96 : 112)
@@ -147,14 +149,14 @@ std::optional<ForwardConfig> tma_default(DType dtype, int head_dim, MaskKind mas
 
 bool ForwardConfig::valid() const {
   if (!dtype_supported(dtype)) return false;
-  if (path != ForwardPath::tma && (overlap || pingpong)) return false;
+  if (path != ForwardPath::tma && (overlap || pingpong || p_in_shared)) return false;
   switch (path) {
     case ForwardPath::wgmma:
       return !q_in_registers &&
              wgmma_forward_config_valid(head_dim, block_m, block_n, warps, stages);
     case ForwardPath::tma:
       return !q_in_registers &&
-             tma_forward_config_valid(head_dim, block_m, block_n, warps, stages) &&
+             tma_forward_config_valid(head_dim, block_m, block_n, warps, stages, p_in_shared) &&
              tma_forward_schedule_valid(block_m, stages, overlap, pingpong);
     case ForwardPath::mma_sync:
       break;
@@ -167,7 +169,7 @@ int ForwardConfig::shared_bytes() const {
     case ForwardPath::wgmma:
       return wgmma_forward_shared_bytes(head_dim, block_m, block_n);
     case ForwardPath::tma:
-      return tma_forward_shared_bytes(head_dim, block_m, block_n, stages);
+      return tma_forward_shared_bytes(head_dim, block_m, block_n, stages, p_in_shared);
     case ForwardPath::mma_sync:
       break;
   }
@@ -203,12 +205,15 @@ std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind m
   for (int block_m : kTmaBlockM) {
     for (int block_n : kTmaBlockN) {
       for (auto [overlap, pingpong] : {std::pair{false, false}, {true, false}, {true, true}}) {
-        ForwardConfig config{dtype, head_dim, block_m, block_n, tma_forward_threads(block_m) / 32,
-                             2,     mask,     softcap};
-        config.path = ForwardPath::tma;
-        config.overlap = overlap;
-        config.pingpong = pingpong;
-        if (config.valid()) configs.push_back(config);
+        for (bool p_in_shared : {false, true}) {
+          ForwardConfig config{dtype, head_dim, block_m, block_n, tma_forward_threads(block_m) / 32,
+                               2,     mask,     softcap};
+          config.path = ForwardPath::tma;
+          config.overlap = overlap;
+          config.pingpong = pingpong;
+          config.p_in_shared = p_in_shared;
+          if (config.valid()) configs.push_back(config);
+        }
       }
     }
   }
@@ -307,7 +312,8 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
     spec.name_expression = "flashjit::attention_forward_tma_kernel<flashjit::TmaForwardTraits<" +
                            element + head_dim + tiles + mask + softcap + ", " +
                            std::to_string(config.stages) + (config.overlap ? ", true" : ", false") +
-                           (config.pingpong ? ", true" : ", false") + ">>";
+                           (config.pingpong ? ", true" : ", false") +
+                           (config.p_in_shared ? ", true" : ", false") + ">>";
   } else {
     spec.header = "attention/forward_kernel.cuh";
     spec.name_expression = "flashjit::attention_forward_kernel<flashjit::ForwardTraits<" + element +
@@ -331,6 +337,7 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
   if (config.path == ForwardPath::tma) spec.traits.push_back("tma");
   if (config.overlap) spec.traits.push_back("overlap");
   if (config.pingpong) spec.traits.push_back("pingpong");
+  if (config.p_in_shared) spec.traits.push_back("pshared");
   spec.readable_name = detail::name_of("attention_forward", spec.head_dim, spec.traits);
   spec.threads = config.warps * 32;
   spec.dynamic_shared_bytes = config.shared_bytes();

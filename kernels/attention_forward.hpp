@@ -52,6 +52,10 @@ struct ForwardConfig {
   /// TMA path with two consumer warpgroups (Br 128) and overlap: they take turns issuing their
   /// products, so one's softmax runs under the other's (FlashAttention-3's pingpong).
   bool pingpong = false;
+  /// TMA path with Bc a multiple of 64: O += P V reads P from shared memory (wgmma's SS form)
+  /// instead of registers (RS), which frees registers (FlashAttention-3 takes it up to head
+  /// dim 96 with three consumer warpgroups).
+  bool p_in_shared = false;
   bool operator==(const ForwardConfig&) const = default;
 
   /// Whether the template accepts this config (attention_forward_space::config_valid and a

@@ -64,6 +64,38 @@ struct ProductTurns {
   }
 };
 
+/// P on its way to O += P V, where the config keeps it: this warp's rows in registers (the
+/// RS form, FlashAttention-3's default from head dim 128), or the warpgroup's rows of a shared
+/// tile (SS, kPShared), which frees registers for larger tiles at small head dims.
+template <class Traits>
+struct ProbabilityOperand {
+  using T = typename Traits::Element;
+  operand_tile<T, 16, Traits::kBlockN> registers;  // (16, kBlockN); unused with kPShared
+
+  /// Takes this block's P (the softmax's output in `s`). With kPShared every thread of the
+  /// warpgroup stores its rows and waits for the others: the product reads all 64 rows.
+  FJ_DEVICE void set(const acc_tile<16, Traits::kBlockN>& s, const TmaForwardShared<Traits>& smem,
+                     int thread) {
+    if constexpr (Traits::kPShared) {
+      store_fragments(s, smem.p, thread / kWarpSize * 16, thread % kWarpSize);
+      fence_proxy_async();                        // generic writes, read by wgmma
+      named_barrier_sync(1 + thread / 128, 128);  // the warpgroup's 64 rows are written
+    } else {
+      registers = to_operand<T>(s);
+    }
+  }
+
+  /// Issues O += P V with V in ring slot `stage` (a wgmma group, not waited for).
+  FJ_DEVICE void multiply_async(acc_tile<16, Traits::kHeadDimPadded>& o,
+                                const TmaForwardShared<Traits>& smem, int stage, int thread) const {
+    if constexpr (Traits::kPShared) {
+      warpgroup_ab_async(o, smem.p, thread / 128 * 64, smem.v(stage));
+    } else {
+      warpgroup_ab_async(o, registers, smem.v(stage));
+    }
+  }
+};
+
 /// A consumer warpgroup's epilogue: this warp's rows of O into the warpgroup's rows of Q's tile,
 /// then one TMA store of the warpgroup's 64 rows (tma_store_rows).
 template <class Traits>
@@ -85,7 +117,6 @@ FJ_DEVICE void store_output(const acc_tile<16, Traits::kHeadDimPadded>& o,
 template <class Traits>
 FJ_DEVICE void attend(const TmaForwardShared<Traits>& smem, const AttentionForwardParams& params,
                       const AttentionTmaMaps& maps, const TmaForwardBlock& at, int thread) {
-  using T = typename Traits::Element;
   const int lane = thread % kWarpSize;
   const int warp_row0 = thread / kWarpSize * 16;  // the warp's first row in the block
   const int group_row0 = thread / 128 * 64;       // its warpgroup's
@@ -108,9 +139,12 @@ FJ_DEVICE void attend(const TmaForwardShared<Traits>& smem, const AttentionForwa
     if (!window.block_fully_visible(row0, last_row, key0, Traits::kBlockN)) {
       mask_scores(window, s, row0 + warp_row0, key0, lane);  // S = −inf where masked
     }
-    softmax.update(s, o, scale);                            // P = 2^((S − m)·c), O·α
-    warpgroup_ab(o, to_operand<T>(s), smem.v(slot.stage));  // O += P V
-    smem.ring.release(slot);                                // slot free
+    softmax.update(s, o, scale);  // P = 2^((S − m)·c), O·α
+    ProbabilityOperand<Traits> p;
+    p.set(s, smem, thread);
+    p.multiply_async(o, smem, slot.stage, thread);  // O += P V
+    wgmma_wait_group<0>();
+    smem.ring.release(slot);  // slot free
   }
   const row_vec<16> lse = softmax.finish(o, scale);  // O /= ℓ
   store_output<Traits>(o, smem, maps, at, thread);
@@ -126,7 +160,6 @@ template <class Traits>
 FJ_DEVICE void attend_overlapped(const TmaForwardShared<Traits>& smem,
                                  const AttentionForwardParams& params, const AttentionTmaMaps& maps,
                                  const TmaForwardBlock& at, int thread) {
-  using T = typename Traits::Element;
   const int lane = thread % kWarpSize;
   const int warp_row0 = thread / kWarpSize * 16;  // the warp's first row in the block
   const int group_row0 = thread / 128 * 64;       // its warpgroup's
@@ -137,8 +170,8 @@ FJ_DEVICE void attend_overlapped(const TmaForwardShared<Traits>& smem,
 
   acc_tile<16, Traits::kHeadDimPadded> o;  // (16, kHeadDimPadded): this warp's rows, unnormalized
   fill(o, 0.0f);
-  OnlineSoftmax<16> softmax;               // m, ℓ
-  operand_tile<T, 16, Traits::kBlockN> p;  // (16, kBlockN): the previous block's P
+  OnlineSoftmax<16> softmax;     // m, ℓ
+  ProbabilityOperand<Traits> p;  // the previous block's P
   RingPosition<Traits::kStages> slot, previous;
   if (!at.keys.empty()) mbarrier_wait_parity(smem.q_full, 0);  // Q landed
   turns.start(at.keys);
@@ -150,7 +183,7 @@ FJ_DEVICE void attend_overlapped(const TmaForwardShared<Traits>& smem,
     acc_tile<16, Traits::kBlockN> s;  // (16, kBlockN) scores
     turns.wait();
     warpgroup_abt_async(s, smem.q, group_row0, smem.k(slot.stage));  // S = Q Kᵀ
-    if (!first) warpgroup_ab_async(o, p, smem.v(previous.stage));    // O += P V (previous)
+    if (!first) p.multiply_async(o, smem, previous.stage, thread);   // O += P V (previous)
     turns.pass(at.keys, block);
     if (first) {
       wgmma_wait_group<0>();
@@ -165,11 +198,12 @@ FJ_DEVICE void attend_overlapped(const TmaForwardShared<Traits>& smem,
     wgmma_wait_group<0>();                             // O += P V landed
     if (!first) smem.ring.release(previous);           // its V is free
     mul_row(o, alpha);                                 // O = α·O
-    p = to_operand<T>(s);
+    p.set(s, smem, thread);
     previous = slot;
   }
   if (!at.keys.empty()) {
-    warpgroup_ab(o, p, smem.v(previous.stage));  // O += P V (the last block)
+    p.multiply_async(o, smem, previous.stage, thread);  // O += P V (the last block)
+    wgmma_wait_group<0>();
     smem.ring.release(previous);
   }
   const row_vec<16> lse = softmax.finish(o, scale);  // O /= ℓ

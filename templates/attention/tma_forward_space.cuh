@@ -34,22 +34,28 @@ constexpr TmaForwardRegisters tma_forward_registers(int block_m) {
                           : TmaForwardRegisters{0, 0};
 }
 
-/// Bytes of shared memory for (head_dim, Br, Bc, stages): Q (which O reuses on its way out),
-/// the ring's K and V, the barriers, and 1024 bytes to align the swizzled tiles.
-constexpr int tma_forward_shared_bytes(int head_dim, int block_m, int block_n, int stages) {
+/// Bytes of shared memory for (head_dim, Br, Bc, stages, P in shared memory): Q (which O
+/// reuses on its way out), the ring's K and V, P's tile when it goes through shared memory,
+/// the barriers, and 1024 bytes to align the swizzled tiles.
+constexpr int tma_forward_shared_bytes(int head_dim, int block_m, int block_n, int stages,
+                                       bool p_in_shared = false) {
   const int tile = 2 * tma_forward_padded_head_dim(head_dim);  // bytes per row of a 16-bit tile
-  return 1024 + block_m * tile + 2 * stages * block_n * tile + (1 + 2 * stages) * 8;
+  return 1024 + block_m * tile + 2 * stages * block_n * tile +
+         (p_in_shared ? block_m * block_n * 2 : 0) + (1 + 2 * stages) * 8;
 }
 
-/// Whether the warp-specialized forward takes (head_dim, Br, Bc, stages): head dims 64 to 256,
-/// multiples of 8 (a row of 16-bit elements a whole number of 16-byte chunks, as TMA's strides
-/// need); Br one to three 64-row consumer warpgroups; Bc a multiple of 16 up to wgmma's N and
-/// TMA's box of 256; the whole in shared memory.
-constexpr bool tma_forward_valid(int head_dim, int block_m, int block_n, int stages) {
+/// Whether the warp-specialized forward takes (head_dim, Br, Bc, stages, P in shared memory):
+/// head dims 64 to 256, multiples of 8 (a row of 16-bit elements a whole number of 16-byte
+/// chunks, as TMA's strides need); Br one to three 64-row consumer warpgroups; Bc a multiple of
+/// 16 up to wgmma's N and TMA's box of 256, and of 64 with P in shared memory (its tile is whole
+/// 128-byte swizzle panels); the whole in shared memory.
+constexpr bool tma_forward_valid(int head_dim, int block_m, int block_n, int stages,
+                                 bool p_in_shared = false) {
   return head_dim % 8 == 0 && head_dim >= 64 && head_dim <= 256 && block_m % 64 == 0 &&
          block_m >= 64 && block_m <= 192 && block_n % 16 == 0 && block_n >= 16 && block_n <= 256 &&
-         stages >= 1 &&
-         tma_forward_shared_bytes(head_dim, block_m, block_n, stages) <= kTmaForwardSharedLimit;
+         (!p_in_shared || block_n % 64 == 0) && stages >= 1 &&
+         tma_forward_shared_bytes(head_dim, block_m, block_n, stages, p_in_shared) <=
+             kTmaForwardSharedLimit;
 }
 
 /// Whether the consumers' schedule suits the tiles: the overlapped loop holds the previous
@@ -66,12 +72,12 @@ constexpr bool tma_forward_schedule_valid(int block_m, int stages, bool overlap,
 inline constexpr int kTmaBlockM[] = {64, 128, 192};
 inline constexpr int kTmaBlockN[] = {64, 80, 96, 112, 128, 176};
 
-/// Whether the runtime offers (head_dim, Br, Bc, warps, stages): a valid one (tma_forward_valid)
-/// with two K/V stages (FlashAttention-3's on sm_90) and `warps` counting the producer
-/// warpgroup's 4.
+/// Whether the runtime offers (head_dim, Br, Bc, warps, stages, P in shared memory): a valid
+/// one (tma_forward_valid) with two K/V stages (FlashAttention-3's on sm_90) and `warps`
+/// counting the producer warpgroup's 4.
 constexpr bool tma_forward_config_valid(int head_dim, int block_m, int block_n, int warps,
-                                        int stages) {
-  return tma_forward_valid(head_dim, block_m, block_n, stages) && stages == 2 &&
+                                        int stages, bool p_in_shared) {
+  return tma_forward_valid(head_dim, block_m, block_n, stages, p_in_shared) && stages == 2 &&
          warps * 32 == tma_forward_threads(block_m);
 }
 

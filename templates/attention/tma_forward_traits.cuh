@@ -26,12 +26,12 @@ struct AttentionTmaMaps {
 };
 
 template <typename Element_, int HeadDim, int BlockM, int BlockN, MaskKind Mask, bool Softcap,
-          int Stages = 2, bool Overlap = false, bool Pingpong = false>
+          int Stages = 2, bool Overlap = false, bool Pingpong = false, bool PShared = false>
 struct TmaForwardTraits {
-  static_assert(tma_forward_valid(HeadDim, BlockM, BlockN, Stages),
+  static_assert(tma_forward_valid(HeadDim, BlockM, BlockN, Stages, PShared),
                 "invalid TMA forward traits: see tma_forward_valid (head dim 64 to 256 in "
-                "multiples of 8, Br 64, 128 or 192, Bc a multiple of 16 up to 256, everything "
-                "within 227 KB of shared memory)");
+                "multiples of 8, Br 64, 128 or 192, Bc a multiple of 16 up to 256 (of 64 with P "
+                "in shared memory), everything within 227 KB of shared memory)");
   static_assert(tma_forward_schedule_valid(BlockM, Stages, Overlap, Pingpong),
                 "overlap holds a slot across steps (two stages at least); pingpong takes turns "
                 "between two consumer warpgroups (Br 128) and comes with overlap");
@@ -47,14 +47,18 @@ struct TmaForwardTraits {
   static constexpr bool kSoftcap = Softcap;
   static constexpr bool kOverlap = Overlap;    // the softmax under the next products
   static constexpr bool kPingpong = Pingpong;  // two warpgroups take turns at the products
+  static constexpr bool kPShared = PShared;    // O += P V reads P from shared memory (SS)
   // setmaxnreg's counts (0: none), each thread's registers after it.
   static constexpr int kConsumerRegisters = tma_forward_registers(BlockM).consumer;
   static constexpr int kProducerRegisters = tma_forward_registers(BlockM).producer;
 
   using QTile = swizzled_tile<Element, BlockM, kHeadDimPadded>;   // as TMA wrote it; O too
   using KVTile = swizzled_tile<Element, BlockN, kHeadDimPadded>;  // K and V alike
+  // P on its way to O += P V when PShared (a placeholder of one panel otherwise, never carved).
+  using PTile = swizzled_tile<Element, BlockM, PShared ? BlockN : 64>;
   using Ring = PipelineRing<Stages>;
-  static constexpr int kSharedBytes = tma_forward_shared_bytes(HeadDim, BlockM, BlockN, Stages);
+  static constexpr int kSharedBytes =
+      tma_forward_shared_bytes(HeadDim, BlockM, BlockN, Stages, PShared);
 };
 
 /// The kernel's shared memory, carved from the dynamic buffer. The ring's slots are computed
@@ -65,6 +69,7 @@ struct TmaForwardShared {
   using KVTile = typename Traits::KVTile;
   typename Traits::QTile q;    // (kBlockM, kHeadDimPadded): Q, then O on its way out
   KVTile k0, v0;               // (kBlockN, kHeadDimPadded): slot 0 of K and of V
+  typename Traits::PTile p;    // (kBlockM, kBlockN): P, when it goes through shared memory
   mbarrier_t* q_full;          // Q has landed
   typename Traits::Ring ring;  // K and V slots: full and empty barriers
 
@@ -82,6 +87,7 @@ FJ_DEVICE TmaForwardShared<Traits> carve_tma_forward_shared(unsigned char* base)
   base += Traits::kStages * KVTile::kBytes;
   smem.v0 = KVTile{reinterpret_cast<typename Traits::Element*>(base)};
   base += Traits::kStages * KVTile::kBytes;
+  if constexpr (Traits::kPShared) smem.p = carve_tile<typename Traits::PTile>(base);
   smem.q_full = reinterpret_cast<mbarrier_t*>(base);
   smem.ring = typename Traits::Ring{smem.q_full + 1};
   return smem;

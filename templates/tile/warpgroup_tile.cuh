@@ -124,6 +124,24 @@ FJ_DEVICE void warpgroup_ab_async(acc_tile<16, N>& acc, const operand_tile<T, 16
   wgmma_commit_group();
 }
 
+/// Issues acc += A B over K as one wgmma group, both operands in shared memory: A is rows
+/// [a_row0, a_row0 + 64) of `a` (K-major: P as the warpgroup stored it), B the (K, N) tile
+/// `b` (MN-major: V as stored). As the register form, the sum lands at the wgmma_wait_group
+/// that completes the group.
+template <typename T, int N, int K, int ARows, template <typename, int, int> class Tile>
+FJ_DEVICE void warpgroup_ab_async(acc_tile<16, N>& acc, Tile<T, ARows, K> a, int a_row0,
+                                  Tile<T, K, N> b) {
+  static_assert(K % 16 == 0 && ARows % 64 == 0, "whole k16 steps, 64-row warpgroup blocks");
+  wgmma_fence();  // acc's registers were written before
+#pragma unroll
+  for (int step = 0; step < K / 16; ++step) {
+    wgmma_ss<T, N, /*TransA=*/false, /*TransB=*/true>(
+        wgmma_registers(acc), k_major_descriptor(a, a_row0, step), mn_major_descriptor(b, step),
+        /*scale_d=*/true);
+  }
+  wgmma_commit_group();
+}
+
 /// warpgroup_ab_async, then waits for it: returns once the sum is in `acc`: O += P V.
 template <typename T, int N, int K, template <typename, int, int> class Tile>
 FJ_DEVICE void warpgroup_ab(acc_tile<16, N>& acc, const operand_tile<T, 16, K>& p,

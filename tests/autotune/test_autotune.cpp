@@ -99,7 +99,7 @@ TEST_CASE("candidates: the whole space, one default, FLOPs") {
       return c.name.ends_with(".wgmma") || c.name.find(".tma") != std::string::npos;
     });
   };
-  CHECK(hopper(candidates) == 4 + 42);
+  CHECK(hopper(candidates) == 4 + 56);
   CHECK(hopper(enumerate_candidates(p, "sm_80")) == 0);
   CHECK(find(candidates, "br128.bc176.w12.s2.tma.overlap.pingpong").is_default);
   CHECK_FALSE(find(candidates, "br128.bc128.w8.s1.wgmma").is_default);

@@ -290,16 +290,17 @@ TEST_CASE("the config space lists every valid config once, in a fixed order") {
   // over 4 warps exceed the accumulator budget.
   // 18 tiles at 64, 16 at 128, each also with Q in registers where the registers allow (16 at
   // 64; 12 at 128, where 4 warps of 32 rows would need 224 or more), the wgmma path's 4 (Br
-  // and Bc 64 or 128) and the TMA path's 42 (Br 64, 128 or 192 by Bc 64, 80, 96, 112, 128 or
-  // 176, each with and without overlap, and with pingpong too at Br 128).
-  CHECK(forward_configs(DType::bf16, 64, MaskKind::none, false).size() == 80);
-  CHECK(forward_configs(DType::bf16, 128, MaskKind::none, false).size() == 74);
+  // and Bc 64 or 128) and the TMA path's 56 (Br 64, 128 or 192 by Bc 64, 80, 96, 112, 128 or
+  // 176, each with and without overlap, and with pingpong too at Br 128: 42; and again with P
+  // in shared memory where Bc is 64 or 128: 14).
+  CHECK(forward_configs(DType::bf16, 64, MaskKind::none, false).size() == 94);
+  CHECK(forward_configs(DType::bf16, 128, MaskKind::none, false).size() == 88);
   int tma_at_96 = 0;
   for (const ForwardConfig& config : forward_configs(DType::bf16, 96, MaskKind::none, false)) {
     CHECK(config.path != ForwardPath::wgmma);  // padded to 96: not a wgmma N the PTX has yet
     tma_at_96 += config.path == ForwardPath::tma ? 1 : 0;  // padded to 128 by whole panels
   }
-  CHECK(tma_at_96 == 42);
+  CHECK(tma_at_96 == 56);
   for (const ForwardConfig& config : forward_configs(DType::bf16, 56, MaskKind::none, false)) {
     CHECK(config.path == ForwardPath::mma_sync);  // the Hopper paths start at 64
   }
@@ -355,7 +356,7 @@ TEST_CASE("the default config: the largest tiles that do not spill, two stages w
   };
   constexpr MaskKind none = MaskKind::none, window = MaskKind::window;
   CHECK(hopper(48, none).first == ForwardPath::mma_sync);
-  CHECK(hopper(64, none) == std::pair{ForwardPath::tma, Tile{192, 128, 16, 1, 0}});
+  CHECK(hopper(64, none) == std::pair{ForwardPath::tma, Tile{128, 128, 12, 1, 1}});
   for (int head_dim : {72, 96, 120, 128}) {
     CAPTURE(head_dim);
     CHECK(hopper(head_dim, none) == std::pair{ForwardPath::tma, Tile{128, 176, 12, 1, 1}});
@@ -433,7 +434,7 @@ TEST_CASE("forward specs name the traits and read like the config") {
   CHECK(tma_spec.header == "attention/tma_forward_kernel.cuh");
   CHECK(tma_spec.name_expression ==
         "flashjit::attention_forward_tma_kernel<flashjit::TmaForwardTraits<flashjit::half_t, 96, "
-        "128, 64, flashjit::MaskKind::window, true, 2, false, false>>");
+        "128, 64, flashjit::MaskKind::window, true, 2, false, false, false>>");
   CHECK(tma_spec.readable_name ==
         "attention_forward.hdim96.fp16.window.softcap.br128.bc64.w12.s2.tma");
   CHECK(tma_spec.threads == 384);
@@ -447,7 +448,7 @@ TEST_CASE("forward specs name the traits and read like the config") {
   REQUIRE(scheduled.valid());
   CHECK(forward_spec(scheduled, "sm_90a").name_expression ==
         "flashjit::attention_forward_tma_kernel<flashjit::TmaForwardTraits<flashjit::half_t, 96, "
-        "128, 64, flashjit::MaskKind::window, true, 2, true, true>>");
+        "128, 64, flashjit::MaskKind::window, true, 2, true, true, false>>");
   CHECK(forward_spec(scheduled, "sm_90a").readable_name ==
         "attention_forward.hdim96.fp16.window.softcap.br128.bc64.w12.s2.tma.overlap.pingpong");
   scheduled.overlap = false;  // pingpong comes with overlap
@@ -462,6 +463,14 @@ TEST_CASE("forward specs name the traits and read like the config") {
   ForwardConfig overlap_elsewhere = plain;
   overlap_elsewhere.overlap = true;  // the TMA path's option only
   CHECK_FALSE(overlap_elsewhere.valid());
+  ForwardConfig p_in_shared = tma;
+  p_in_shared.p_in_shared = true;
+  REQUIRE(p_in_shared.valid());
+  CHECK(p_in_shared.shared_bytes() == tma.shared_bytes() + 128 * 64 * 2);
+  CHECK(forward_spec(p_in_shared, "sm_90a").readable_name ==
+        "attention_forward.hdim96.fp16.window.softcap.br128.bc64.w12.s2.tma.pshared");
+  p_in_shared.block_n = 80;  // P's tile is whole 64-column swizzle panels
+  CHECK_FALSE(p_in_shared.valid());
 
   // 32 rows per warp at head dim 128: S and O take 160 registers, Q would take 64 more.
   const ForwardConfig wide{DType::bf16, 128, 128, 32, 4, 2, MaskKind::none, false, false};
@@ -627,8 +636,8 @@ TEST_CASE("attention-forward lists the compile matrix") {
     // 32 head dims x 2 dtypes x 2 masks, plus softcap at 2 head dims x 2 dtypes x 2 masks.
     CHECK(defaults.size() == 32 * 2 * 2 + 2 * 2 * 2);
     // Every config of bf16 at 64 (34) and 128 (28), both masks, and on sm_90a the wgmma
-    // path's 4 and the TMA path's 42 at each, plus the other defaults.
-    const std::size_t hopper = std::string(arch) == "sm_90a" ? 2 * (4 + 42) : 0;
+    // path's 4 and the TMA path's 56 at each, plus the other defaults.
+    const std::size_t hopper = std::string(arch) == "sm_90a" ? 2 * (4 + 56) : 0;
     CHECK(all.size() == (34 + 28 + hopper) * 2 + defaults.size() - 4);
     std::set<std::string> names;
     for (const auto& spec : all) {

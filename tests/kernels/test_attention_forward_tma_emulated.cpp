@@ -42,10 +42,11 @@ em::TensorMap tensor_map(const HeadTensor& t, std::int64_t batch, std::int64_t s
 /// Runs `c` with Br = BlockM, Bc = BlockN and the consumers' schedule (the mask kind and dtype
 /// the case needs), with its tensor maps built as the host will, and judges it against the
 /// reference.
-template <int HeadDim, int BlockM, int BlockN, bool Overlap = false, bool Pingpong = false>
+template <int HeadDim, int BlockM, int BlockN, bool Overlap = false, bool Pingpong = false,
+          bool PShared = false>
 void check_case(const ForwardCase& c) {
   INFO(c.name() << " br" << BlockM << ".bc" << BlockN << (Overlap ? ".overlap" : "")
-                << (Pingpong ? ".pingpong" : ""));
+                << (Pingpong ? ".pingpong" : "") << (PShared ? ".pshared" : ""));
   const Attention a = c.attention();
   DirectForwardBuffers buffers = direct_forward_buffers(c);
   const AttentionForwardParams params = direct_forward_params(c, buffers);
@@ -65,7 +66,7 @@ void check_case(const ForwardCase& c) {
   em::Report report;
   dispatch_forward_traits(c, [&]<typename T, MaskKind Mask, bool Softcap>() {
     using Traits =
-        TmaForwardTraits<T, HeadDim, BlockM, BlockN, Mask, Softcap, 2, Overlap, Pingpong>;
+        TmaForwardTraits<T, HeadDim, BlockM, BlockN, Mask, Softcap, 2, Overlap, Pingpong, PShared>;
     report = em::launch(&attention_forward_tma_kernel<Traits>,
                         direct_forward_launch<Traits>(c, buffers, "attention_forward_tma"), params,
                         maps);
@@ -122,7 +123,7 @@ TEST_CASE("TMA forward on the emulator: head dims, GQA 8:1, bhsd, windows and so
 TEST_CASE("TMA forward on the emulator: the sm_90a defaults, long and causal, MQA") {
   ForwardCase long_causal = batched_case(1, 2, 1, 1000, 1000, 64);  // GQA 2:1
   long_causal.problem.causal = true;
-  check_case<64, 192, 128, true>(long_causal);
+  check_case<64, 128, 128, true, true>(long_causal);
   ForwardCase long_128 = batched_case(1, 1, 1, 1000, 700, 128, DType::f16);
   long_128.problem.causal = true;  // seqlen_q above seqlen_k: the first 300 rows see nothing
   check_case<128, 128, 128, true, true>(long_128);
@@ -156,6 +157,18 @@ TEST_CASE("TMA forward on the emulator: overlap and pingpong over ragged and mas
   window.problem.window_left = 40;
   window.problem.window_right = 10;
   check_case<64, 128, 64, true, true>(window);
+}
+
+TEST_CASE("TMA forward on the emulator: P through shared memory (SS), every schedule") {
+  ForwardCase causal = batched_case(1, 2, 1, 300, 250, 64);
+  causal.problem.causal = true;
+  check_case<64, 192, 128, true, false, true>(causal);
+  check_case<64, 64, 64, false, false, true>(batched_case(1, 1, 1, 129, 129, 64, DType::f16));
+  check_case<96, 128, 128, true, true, true>(batched_case(2, 2, 2, 200, 170, 96));
+  ForwardCase window = batched_case(1, 1, 1, 17, 300, 128);
+  window.problem.window_left = 50;
+  window.problem.window_right = 20;
+  check_case<128, 128, 64, true, true, true>(window);
 }
 
 // A producer warpgroup beside two consumer warpgroups (384 threads) leaves ptxas 168 registers

@@ -77,7 +77,7 @@ struct ProbabilityOperand {
   FJ_DEVICE void set(const acc_tile<16, Traits::kBlockN>& s, const TmaForwardShared<Traits>& smem,
                      int thread) {
     if constexpr (Traits::kPShared) {
-      store_fragments(s, smem.p, thread / kWarpSize * 16, thread % kWarpSize);
+      store_fragments(s, smem.p, thread / kWarpSize * 16, 0, thread % kWarpSize);
       fence_proxy_async();                        // generic writes, read by wgmma
       named_barrier_sync(1 + thread / 128, 128);  // the warpgroup's 64 rows are written
     } else {
@@ -96,14 +96,49 @@ struct ProbabilityOperand {
   }
 };
 
-/// A consumer warpgroup's epilogue: this warp's rows of O into the warpgroup's rows of Q's tile,
-/// then one TMA store of the warpgroup's 64 rows (tma_store_rows).
+/// A consumer thread's place in the CTA's block and the rules its scores follow, which both
+/// consumer loops share.
 template <class Traits>
-FJ_DEVICE void store_output(const acc_tile<16, Traits::kHeadDimPadded>& o,
-                            const TmaForwardShared<Traits>& smem, const AttentionTmaMaps& maps,
-                            const TmaForwardBlock& at, int thread) {
-  const int group = thread / 128, group_row0 = group * 64;
-  store_fragments(o, smem.q, thread / kWarpSize * 16, thread % kWarpSize);
+struct ConsumerRows {
+  int lane;
+  int warp_row0;            // the warp's first row in the block
+  int group_row0;           // its warpgroup's
+  int first_row, last_row;  // the block's valid query rows
+  KeyWindow<Traits::kMask> window;
+  float scale;  // the softmax's exponent scale
+
+  FJ_DEVICE ConsumerRows(const AttentionForwardParams& params, const TmaForwardBlock& at,
+                         int thread)
+      : lane(thread % kWarpSize),
+        warp_row0(thread / kWarpSize * 16),
+        group_row0(thread / 128 * 64),
+        first_row(at.row0),
+        last_row(at.row0 + at.rows - 1),
+        window(params),
+        scale(exponent_scale<Traits::kSoftcap>(params)) {}
+
+  /// Softcap, then −inf where the mask hides a key (blocks it hides nothing of are left).
+  FJ_DEVICE void cap_and_mask(acc_tile<16, Traits::kBlockN>& s,
+                              const AttentionForwardParams& params, int key0) const {
+    cap_scores<Traits::kSoftcap>(s, params);
+    if (!window.block_fully_visible(first_row, last_row, key0, Traits::kBlockN)) {
+      mask_scores(window, s, first_row + warp_row0, key0, lane);
+    }
+  }
+};
+
+/// A consumer warpgroup's epilogue: LSE straight out; this warp's rows of O into the
+/// warpgroup's rows of Q's tile, then one TMA store of the warpgroup's 64 rows
+/// (tma_store_rows).
+template <class Traits>
+FJ_DEVICE void write_outputs(const acc_tile<16, Traits::kHeadDimPadded>& o, const row_vec<16>& lse,
+                             const TmaForwardShared<Traits>& smem,
+                             const AttentionForwardParams& params, const AttentionTmaMaps& maps,
+                             const TmaForwardBlock& at, int thread) {
+  const int group = thread / 128, group_row0 = group * 64, warp_row0 = thread / kWarpSize * 16;
+  store_lse(lse, lse_rows(params, at.batch, at.head, at.row0), warp_row0, at.rows,
+            thread % kWarpSize);
+  store_fragments(o, smem.q, warp_row0, 0, thread % kWarpSize);
   fence_proxy_async();                 // generic writes, read by the async proxy
   named_barrier_sync(1 + group, 128);  // the warpgroup's 64 rows are written
   if (thread % 128 != 0) return;
@@ -117,12 +152,7 @@ FJ_DEVICE void store_output(const acc_tile<16, Traits::kHeadDimPadded>& o,
 template <class Traits>
 FJ_DEVICE void attend(const TmaForwardShared<Traits>& smem, const AttentionForwardParams& params,
                       const AttentionTmaMaps& maps, const TmaForwardBlock& at, int thread) {
-  const int lane = thread % kWarpSize;
-  const int warp_row0 = thread / kWarpSize * 16;  // the warp's first row in the block
-  const int group_row0 = thread / 128 * 64;       // its warpgroup's
-  const int row0 = at.row0, last_row = at.row0 + at.rows - 1;
-  const KeyWindow<Traits::kMask> window(params);
-  const float scale = exponent_scale<Traits::kSoftcap>(params);
+  const ConsumerRows<Traits> rows(params, at, thread);
 
   acc_tile<16, Traits::kHeadDimPadded> o;  // (16, kHeadDimPadded): this warp's rows, unnormalized
   fill(o, 0.0f);
@@ -133,22 +163,18 @@ FJ_DEVICE void attend(const TmaForwardShared<Traits>& smem, const AttentionForwa
     const int key0 = block * Traits::kBlockN;
     smem.ring.wait(slot);  // K, V landed
 
-    acc_tile<16, Traits::kBlockN> s;                           // (16, kBlockN) scores
-    warpgroup_abt(s, smem.q, group_row0, smem.k(slot.stage));  // S = Q Kᵀ
-    cap_scores<Traits::kSoftcap>(s, params);
-    if (!window.block_fully_visible(row0, last_row, key0, Traits::kBlockN)) {
-      mask_scores(window, s, row0 + warp_row0, key0, lane);  // S = −inf where masked
-    }
-    softmax.update(s, o, scale);  // P = 2^((S − m)·c), O·α
+    acc_tile<16, Traits::kBlockN> s;                                // (16, kBlockN) scores
+    warpgroup_abt(s, smem.q, rows.group_row0, smem.k(slot.stage));  // S = Q Kᵀ
+    rows.cap_and_mask(s, params, key0);                             // S = −inf where masked
+    softmax.update(s, o, rows.scale);                               // P = 2^((S − m)·c), O·α
     ProbabilityOperand<Traits> p;
     p.set(s, smem, thread);
     p.multiply_async(o, smem, slot.stage, thread);  // O += P V
     wgmma_wait_group<0>();
     smem.ring.release(slot);  // slot free
   }
-  const row_vec<16> lse = softmax.finish(o, scale);  // O /= ℓ
-  store_output<Traits>(o, smem, maps, at, thread);
-  store_lse(lse, lse_rows(params, at.batch, at.head, row0), warp_row0, at.rows, lane);
+  const row_vec<16> lse = softmax.finish(o, rows.scale);  // O /= ℓ
+  write_outputs<Traits>(o, lse, smem, params, maps, at, thread);
 }
 
 /// Consumer with the softmax overlapped (FlashAttention-3's IntraWGOverlap): each step issues
@@ -160,12 +186,7 @@ template <class Traits>
 FJ_DEVICE void attend_overlapped(const TmaForwardShared<Traits>& smem,
                                  const AttentionForwardParams& params, const AttentionTmaMaps& maps,
                                  const TmaForwardBlock& at, int thread) {
-  const int lane = thread % kWarpSize;
-  const int warp_row0 = thread / kWarpSize * 16;  // the warp's first row in the block
-  const int group_row0 = thread / 128 * 64;       // its warpgroup's
-  const int row0 = at.row0, last_row = at.row0 + at.rows - 1;
-  const KeyWindow<Traits::kMask> window(params);
-  const float scale = exponent_scale<Traits::kSoftcap>(params);
+  const ConsumerRows<Traits> rows(params, at, thread);
   const ProductTurns<Traits::kPingpong> turns{thread / 128};
 
   acc_tile<16, Traits::kHeadDimPadded> o;  // (16, kHeadDimPadded): this warp's rows, unnormalized
@@ -182,22 +203,19 @@ FJ_DEVICE void attend_overlapped(const TmaForwardShared<Traits>& smem,
 
     acc_tile<16, Traits::kBlockN> s;  // (16, kBlockN) scores
     turns.wait();
-    warpgroup_abt_async(s, smem.q, group_row0, smem.k(slot.stage));  // S = Q Kᵀ
-    if (!first) p.multiply_async(o, smem, previous.stage, thread);   // O += P V (previous)
+    warpgroup_abt_async(s, smem.q, rows.group_row0, smem.k(slot.stage));  // S = Q Kᵀ
+    if (!first) p.multiply_async(o, smem, previous.stage, thread);        // O += P V (previous)
     turns.pass(at.keys, block);
     if (first) {
       wgmma_wait_group<0>();
     } else {
       wgmma_wait_group<1>();  // S landed; P V may still run
     }
-    cap_scores<Traits::kSoftcap>(s, params);
-    if (!window.block_fully_visible(row0, last_row, key0, Traits::kBlockN)) {
-      mask_scores(window, s, row0 + warp_row0, key0, lane);  // S = −inf where masked
-    }
-    const row_vec<16> alpha = softmax.fold(s, scale);  // P = 2^((S − m')·c), under P V
-    wgmma_wait_group<0>();                             // O += P V landed
-    if (!first) smem.ring.release(previous);           // its V is free
-    mul_row(o, alpha);                                 // O = α·O
+    rows.cap_and_mask(s, params, key0);                     // S = −inf where masked
+    const row_vec<16> alpha = softmax.fold(s, rows.scale);  // P = 2^((S − m')·c), under P V
+    wgmma_wait_group<0>();                                  // O += P V landed
+    if (!first) smem.ring.release(previous);                // its V is free
+    mul_row(o, alpha);                                      // O = α·O
     p.set(s, smem, thread);
     previous = slot;
   }
@@ -206,9 +224,8 @@ FJ_DEVICE void attend_overlapped(const TmaForwardShared<Traits>& smem,
     wgmma_wait_group<0>();
     smem.ring.release(previous);
   }
-  const row_vec<16> lse = softmax.finish(o, scale);  // O /= ℓ
-  store_output<Traits>(o, smem, maps, at, thread);
-  store_lse(lse, lse_rows(params, at.batch, at.head, row0), warp_row0, at.rows, lane);
+  const row_vec<16> lse = softmax.finish(o, rows.scale);  // O /= ℓ
+  write_outputs<Traits>(o, lse, smem, params, maps, at, thread);
 }
 
 /// A consumer warpgroup whose rows all lie past seqlen_q (in a last, partly filled query

@@ -7,10 +7,14 @@
 namespace flashjit {
 
 /// Writes this warp's accumulator block, rounded to T, to rows [row0, row0 + Rows), columns
-/// [col0, col0 + Cols) of the shared tile `dst` (for another warp's product, or staging).
-template <typename T, int Rows, int Cols, int TileRows, int TileCols>
-FJ_DEVICE void store_fragments(const acc_tile<Rows, Cols>& acc,
-                               smem_tile<T, TileRows, TileCols> dst, int row0, int col0, int lane) {
+/// [col0, col0 + Cols) of the shared tile `dst` (for another warp's product, or staging):
+/// any shared layout whose at(row, col) finds an element and keeps pairs of columns
+/// 2j, 2j + 1 adjacent (smem_tile; swizzled_tile, whose stores the async proxy then reads
+/// after a fence_proxy_async).
+template <template <typename, int, int> class Tile, typename T, int TileRows, int TileCols,
+          int Rows, int Cols>
+FJ_DEVICE void store_fragments(const acc_tile<Rows, Cols>& acc, Tile<T, TileRows, TileCols> dst,
+                               int row0, int col0, int lane) {
   static_assert(Rows <= TileRows && Cols <= TileCols, "the block fits the tile");
 #pragma unroll
   for (int s = 0; s < acc.kSlabs; ++s)

@@ -61,6 +61,20 @@ FJ_DEVICE unsigned char* align_swizzle_atom(unsigned char* base) {
   return base + (1024u - address % 1024u) % 1024u;
 }
 
+/// Calls issue(panel, coords) for each 64-column panel of a (·, Cols) tile, with `coords`
+/// the panel's box origin: `origin` (innermost first) moved 64 · panel columns on.
+template <int Cols, int Rank, class Issue>
+FJ_DEVICE void for_each_panel_box(const int (&origin)[Rank], Issue issue) {
+  int coords[Rank];
+#pragma unroll
+  for (int d = 0; d < Rank; ++d) coords[d] = origin[d];
+#pragma unroll
+  for (int panel = 0; panel < Cols / 64; ++panel) {
+    coords[0] = origin[0] + 64 * panel;
+    issue(panel, coords);
+  }
+}
+
 /// Loads the tile whose element (0, 0) is at `origin` of `map` (coords innermost first;
 /// origin[0], the column, is 0) into `dst`, one box of (64 columns, Rows rows) per panel,
 /// completing on `bar`: Tile::kBytes transaction bytes, out-of-range rows zero-filled. The
@@ -68,33 +82,9 @@ FJ_DEVICE unsigned char* align_swizzle_atom(unsigned char* base) {
 template <int Rank, typename T, int Rows, int Cols>
 FJ_DEVICE void tma_load_tile(swizzled_tile<T, Rows, Cols> dst, const tma_descriptor& map,
                              const int (&origin)[Rank], mbarrier_t* bar) {
-  int coords[Rank];
-#pragma unroll
-  for (int d = 0; d < Rank; ++d) coords[d] = origin[d];
-#pragma unroll
-  for (int panel = 0; panel < Cols / 64; ++panel) {
-    coords[0] = origin[0] + 64 * panel;
+  for_each_panel_box<Cols>(origin, [&](int panel, const int(&coords)[Rank]) {
     tma_load(dst.line(panel, 0), map, coords, bar);
-  }
-}
-
-/// Writes this warp's accumulator block, rounded to T, to rows [row0, row0 + Rows), columns
-/// [0, Cols) of `dst` (an output on its way to a TMA store). The caller then fences the
-/// generic writes for the async proxy (fence_proxy_async) before the store reads them.
-template <typename T, int Rows, int Cols, int TileRows, int TileCols>
-FJ_DEVICE void store_fragments(const acc_tile<Rows, Cols>& acc,
-                               swizzled_tile<T, TileRows, TileCols> dst, int row0, int lane) {
-  static_assert(Rows <= TileRows && Cols <= TileCols, "the block fits the tile");
-#pragma unroll
-  for (int s = 0; s < acc.kSlabs; ++s)
-#pragma unroll
-    for (int g = 0; g < acc.kGroups; ++g)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        T* pair = dst.at(row0 + fragment_row(s, half, lane), fragment_col(g, 0, lane));
-        store_shared(reinterpret_cast<unsigned*>(pair), 0,
-                     pack2<T>(acc.frag[s][g][2 * half], acc.frag[s][g][2 * half + 1]));
-      }
+  });
 }
 
 /// Stores rows [row0, row0 + BoxRows) of `src` to the tensor of `map` at `origin` (coords
@@ -106,14 +96,9 @@ template <int BoxRows, int Rank, typename T, int Rows, int Cols>
 FJ_DEVICE void tma_store_rows(const tma_descriptor& map, const int (&origin)[Rank],
                               swizzled_tile<T, Rows, Cols> src, int row0) {
   static_assert(BoxRows % 8 == 0 && BoxRows <= Rows, "whole swizzle atoms within the tile");
-  int coords[Rank];
-#pragma unroll
-  for (int d = 0; d < Rank; ++d) coords[d] = origin[d];
-#pragma unroll
-  for (int panel = 0; panel < Cols / 64; ++panel) {
-    coords[0] = origin[0] + 64 * panel;
+  for_each_panel_box<Cols>(origin, [&](int panel, const int(&coords)[Rank]) {
     tma_store(map, coords, src.line(panel, row0));
-  }
+  });
 }
 
 /// The descriptor of k16 step `step` of a K-major operand: rows [row0, row0 + 64) (A, row0 a

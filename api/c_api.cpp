@@ -313,4 +313,33 @@ flashjit_status flashjit_attention_backward(flashjit_runtime* runtime,
   });
 }
 
+flashjit_status flashjit_merge_states(flashjit_runtime* runtime, const flashjit_tensor* partial_o,
+                                      const flashjit_tensor* partial_lse, const flashjit_tensor* o,
+                                      const flashjit_tensor* lse, void* stream) {
+  return guarded([&] {
+    flashjit_runtime& rt = *required(runtime, "runtime");
+    const flashjit::TensorView partial_o_view = required_view(partial_o, "partial_o"),
+                               partial_lse_view = required_view(partial_lse, "partial_lse"),
+                               o_view = required_view(o, "o");
+    // The merged LSE is optional: a NULL descriptor or NULL data both mean "not wanted".
+    const flashjit::TensorView lse_view =
+        lse == nullptr || lse->data == nullptr ? flashjit::TensorView{} : to_view(*lse, "lse");
+    rt.runtime.merge_states(partial_o_view, partial_lse_view, o_view, lse_view, stream);
+  });
+}
+
+flashjit_status flashjit_merge_state_in_place(flashjit_runtime* runtime, const flashjit_tensor* o_a,
+                                              const flashjit_tensor* lse_a,
+                                              const flashjit_tensor* o_b,
+                                              const flashjit_tensor* lse_b, void* stream) {
+  return guarded([&] {
+    flashjit_runtime& rt = *required(runtime, "runtime");
+    const flashjit::TensorView o_a_view = required_view(o_a, "o_a"),
+                               lse_a_view = required_view(lse_a, "lse_a"),
+                               o_b_view = required_view(o_b, "o_b"),
+                               lse_b_view = required_view(lse_b, "lse_b");
+    rt.runtime.merge_state_in_place(o_a_view, lse_a_view, o_b_view, lse_b_view, stream);
+  });
+}
+
 }  // extern "C"

@@ -9,6 +9,7 @@
 #include "flashjit/error.hpp"
 #include "kernels/config_choice.hpp"
 #include "kernels/emulated/builtin_kernels.hpp"
+#include "kernels/merge_states.hpp"
 #include "kernels/softmax.hpp"
 #include "runtime/runtime_backend.hpp"
 
@@ -55,6 +56,16 @@ void Runtime::synchronize(Stream stream) { impl_->backend->synchronize(stream); 
 
 void Runtime::softmax(const TensorView& x, const TensorView& y, float scale, Stream stream) {
   kernels::run_softmax(*impl_->backend, x, y, scale, stream);
+}
+
+void Runtime::merge_states(const TensorView& partial_o, const TensorView& partial_lse,
+                           const TensorView& o, const TensorView& lse, Stream stream) {
+  kernels::run_merge_states(*impl_->backend, partial_o, partial_lse, o, lse, stream);
+}
+
+void Runtime::merge_state_in_place(const TensorView& o_a, const TensorView& lse_a,
+                                   const TensorView& o_b, const TensorView& lse_b, Stream stream) {
+  kernels::run_merge_state_pair(*impl_->backend, o_a, lse_a, o_b, lse_b, stream);
 }
 
 void Runtime::forward(const Attention& attention, const TensorView& q, const TensorView& k,

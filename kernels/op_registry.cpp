@@ -6,6 +6,8 @@
 #include "attention_backward.hpp"
 #include "attention_forward.hpp"
 #include "flashjit/error.hpp"
+#include "merge_states.hpp"
+#include "merge_states/merge_states_space.cuh"
 #include "softmax.hpp"
 #include "softmax/softmax_space.cuh"
 
@@ -28,6 +30,29 @@ std::vector<detail::KernelSpec> softmax_specs(const std::string& arch, SpecSet s
   }
   std::vector<detail::KernelSpec> specs;
   for (const SoftmaxConfig& config : configs) specs.push_back(softmax_spec(config, arch));
+  return specs;
+}
+
+// The merge's compile matrix: every config, or the default of every (form, dtype pair, head
+// dim), each once (head dims share defaults by the width the threads cover).
+std::vector<detail::KernelSpec> merge_states_specs(const std::string& arch, SpecSet set) {
+  std::vector<MergeStatesConfig> configs;
+  for (const MergeStatesConfig& config : merge_states_configs()) {
+    if (set == SpecSet::all) {
+      configs.push_back(config);
+      continue;
+    }
+    for (int head_dim = 1; head_dim <= merge_states_space::kMaxHeadDim; ++head_dim) {
+      const MergeStatesConfig chosen =
+          default_merge_states_config(config.input, config.output, head_dim, config.in_place);
+      if (chosen == config) {
+        configs.push_back(config);
+        break;
+      }
+    }
+  }
+  std::vector<detail::KernelSpec> specs;
+  for (const MergeStatesConfig& config : configs) specs.push_back(merge_states_spec(config, arch));
   return specs;
 }
 
@@ -145,6 +170,10 @@ std::vector<detail::KernelSpec> attention_backward_specs(const std::string& arch
 const std::vector<OpInfo>& ops() {
   static const std::vector<OpInfo> registry = {
       {"softmax", "row-wise softmax (online softmax), fp16/bf16/fp32", softmax_specs},
+      {"merge-states",
+       "exact merge of partial attention states (O, natural-log LSE) over disjoint key sets, "
+       "N-way and two-way in place; partials fp16/bf16/fp32",
+       merge_states_specs},
       {"attention-forward",
        "FlashAttention-2 forward (causal, sliding window, GQA, softcap), fp16/bf16",
        attention_forward_specs},

@@ -284,6 +284,15 @@ ForwardResult combine(const ForwardResult& first, const ForwardResult& second) {
   return merged;
 }
 
+ForwardResult merge_states(std::span<const ForwardResult> partials) {
+  require(!partials.empty(), "merge_states: no partial results");
+  // Pairwise merges are exact in real arithmetic, and float64 keeps them far below any
+  // kernel's error: the two-way combiner folded over the list is the N-way one.
+  ForwardResult merged = partials.front();
+  for (const ForwardResult& partial : partials.subspan(1)) merged = combine(merged, partial);
+  return merged;
+}
+
 void softmax_rows(const double* x, int64_t rows, int64_t cols, int64_t row_stride, double* y) {
   require(x != nullptr && y != nullptr, "softmax_rows: null pointer");
   require(rows >= 0 && cols >= 0 && row_stride >= cols, "softmax_rows: bad sizes");

@@ -15,6 +15,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -155,6 +156,12 @@ double log_add_exp(double a, double b);
 /// stay O = 0, LSE = -inf. The result is stored in `first`'s layout.
 /// Throws std::invalid_argument when the two shapes differ.
 ForwardResult combine(const ForwardResult& first, const ForwardResult& second);
+
+/// Exact merge of N >= 1 partial results over disjoint key sets, the combiner applied N-way:
+/// LSE = log Σᵢ e^LSEᵢ, O = Σᵢ e^(LSEᵢ − LSE) Oᵢ (natural log). Rows empty in every partial
+/// stay O = 0, LSE = -inf. The result is stored in the first partial's layout.
+/// Throws std::invalid_argument for no partials or shapes that differ.
+ForwardResult merge_states(std::span<const ForwardResult> partials);
 
 /// Row softmax of a rows x cols matrix: y[r, :] = softmax(x[r, :]). `x` and `y` share
 /// `row_stride` (elements between rows); columns are contiguous. A row of only -inf gives 0s.

@@ -17,6 +17,7 @@
 #include "autotune/candidates.hpp"
 #include "cases/attention_case.hpp"
 #include "cases/backward_case.hpp"
+#include "cases/merge_states_case.hpp"
 #include "chosen_kernels.hpp"
 #include "commands.hpp"
 #include "flashjit/device.hpp"
@@ -24,6 +25,8 @@
 #include "flashjit/runtime.hpp"
 #include "format.hpp"
 #include "kernels/attention_forward.hpp"
+#include "kernels/merge_states.hpp"
+#include "merge_states/merge_states_space.cuh"
 #include "work_report.hpp"
 
 namespace flashjit::tools {
@@ -47,6 +50,7 @@ struct RunOptions {
   bool counters = false;
   std::string config;  // empty: the runtime's choice
   bool deterministic = false;
+  int partials = 4;  // merge-states: key ranges the problem is split into
 };
 
 /// The library's own limits on the descriptor, reported against the flag that set the field.
@@ -251,6 +255,62 @@ int run_forward(const RunOptions& options) {
   return conclude(verdict.ok, verdict.describe(), "kernel and check", elapsed);
 }
 
+/// The merge-states case of the options: the attention problem's keys split into --partials
+/// random ranges, partials in fp32 (what split-KV writes), merged into --dtype.
+testing::MergeStatesCase merge_states_case(const RunOptions& options) {
+  if (options.head_dim > merge_states_space::kMaxHeadDim) {
+    throw InvalidArgument("--head-dim",
+                          "must be from 1 to " + std::to_string(merge_states_space::kMaxHeadDim));
+  }
+  if (!options.config.empty() || options.counters || options.layout != "bshd") {
+    throw InvalidArgument(!options.config.empty() ? "--config"
+                          : options.counters      ? "--counters"
+                                                  : "--layout",
+                          "applies to the attention ops only");
+  }
+  testing::MergeStatesCase c;
+  // The sizes are checked as the forward's; dtype and head dim are the merge's own (any dtype,
+  // head dims to kMaxHeadDim), so the forward sees ones it accepts.
+  RunOptions sizes = options;
+  sizes.dtype = "bf16";
+  sizes.head_dim = 64;
+  c.problem = forward_case(sizes).problem;
+  c.problem.head_dim = options.head_dim;
+  c.partials = options.partials;
+  c.output = parse_dtype(options.dtype, "--dtype");
+  c.seed = options.seed;
+  return c;
+}
+
+int run_merge_states(const RunOptions& options) {
+  const testing::MergeStatesCase c = merge_states_case(options);
+  Runtime runtime = open_runtime(options);
+  const reference::Problem& p = c.problem;
+  std::printf(
+      "shape:   %d partials of %lld tokens x %lld heads x head_dim %lld (keys of a "
+      "%lld x %lld%s attention split at random), fp32 into %s\n",
+      c.partials, static_cast<long long>(p.batch * p.seqlen_q), static_cast<long long>(p.heads_q),
+      static_cast<long long>(p.head_dim), static_cast<long long>(p.seqlen_q),
+      static_cast<long long>(p.seqlen_k), p.causal ? " causal" : "",
+      std::string(dtype_name(c.output)).c_str());
+  const kernels::MergeStatesConfig config =
+      kernels::default_merge_states_config(c.input, c.output, static_cast<int>(p.head_dim), false);
+  std::printf("kernel:  %s\n",
+              kernels::merge_states_spec(config, runtime.device().arch()).display_name().c_str());
+  std::fflush(stdout);
+  const auto start = std::chrono::steady_clock::now();
+  const testing::MergeStatesVerdict verdict = testing::run_merge_states_case(runtime, c);
+  const double elapsed = elapsed_ms(start);
+  std::printf(
+      "O:       max abs error %.3g, relative L2 error %.3g against the unsplit attention "
+      "(bound %.3g: float32 and %s rounding)\n",
+      verdict.out.max_abs, verdict.out.rel_l2, verdict.bound,
+      std::string(dtype_name(c.output)).c_str());
+  std::printf("LSE:     max abs error %.3g, relative L2 error %.3g (natural log)\n",
+              verdict.lse.max_abs, verdict.lse.rel_l2);
+  return conclude(verdict.ok, verdict.describe(), "partials, merge and check", elapsed);
+}
+
 const CLI::Validator kWholeNumber(
     [](const std::string& text) {
       std::uint64_t value = 0;
@@ -299,9 +359,14 @@ Subcommand add_run_command(CLI::App& app) {
   run->add_option("--seed", options->seed, "Seed of the random inputs (0 to 2^64 - 1)")
       ->check(kWholeNumber);
   run->add_option("--op", options->op,
-                  "attention-forward, or attention-backward (after a forward for O and LSE; "
-                  "checks dQ, dK, dV)")
-      ->check(CLI::IsMember({"attention-forward", "attention-backward"}));
+                  "attention-forward, attention-backward (after a forward for O and LSE; "
+                  "checks dQ, dK, dV), or merge-states (the keys split into --partials ranges, "
+                  "their fp32 partial states merged into --dtype, checked against the unsplit "
+                  "attention)")
+      ->check(CLI::IsMember({"attention-forward", "attention-backward", "merge-states"}));
+  run->add_option("--partials", options->partials,
+                  "merge-states: key ranges to split the problem into (1 to 64; default 4)")
+      ->check(CLI::Range(1, 64));
   run->add_option(
       "--config", options->config,
       "Run this config of the op's space instead of the runtime's choice, named as "
@@ -322,6 +387,7 @@ Subcommand add_run_command(CLI::App& app) {
             if (options->counters && !options->emulate && !query_system().devices.empty()) {
               throw InvalidArgument("--counters", "counts the emulator's work: add --emulate");
             }
+            if (options->op == "merge-states") return run_merge_states(*options);
             return options->op == "attention-backward" ? run_backward(*options)
                                                        : run_forward(*options);
           }};

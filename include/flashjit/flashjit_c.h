@@ -1,6 +1,7 @@
 /* The C API of flashjit (C99), for callers that cannot use C++: Python's ctypes, Rust, Go...
  * It mirrors the C++ API (flashjit/runtime.hpp, flashjit/attention.hpp): a runtime, tensor
- * descriptors (pointer, dtype, shape, strides in elements), the attention forward and backward.
+ * descriptors (pointer, dtype, shape, strides in elements), the attention forward and backward,
+ * and the merge of partial attention states.
  *
  * Conventions:
  * - Every function that can fail returns a flashjit_status; FLASHJIT_OK is 0. No exception
@@ -92,8 +93,9 @@ void flashjit_runtime_options_init(flashjit_runtime_options* options);
 
 /** Opens a runtime with *options (NULL: the defaults) and stores it in *out, or NULL on
  *  failure. Errors: INVALID_ARGUMENT for a NULL out, a bad backend or tuning code, an
- *  emulated_arch the emulator does not model (named 'emulated_arch'), or a bad device ordinal; NO_DRIVER or NO_DEVICE when the cuda backend cannot run here. The emulator
- *  backend always opens. Release it with flashjit_runtime_destroy. */
+ *  emulated_arch the emulator does not model (named 'emulated_arch'), or a bad device ordinal;
+ *  NO_DRIVER or NO_DEVICE when the cuda backend cannot run here. The emulator backend always
+ *  opens. Release it with flashjit_runtime_destroy. */
 flashjit_status flashjit_runtime_create(const flashjit_runtime_options* options,
                                         flashjit_runtime** out);
 
@@ -210,6 +212,33 @@ flashjit_status flashjit_attention_backward(flashjit_runtime* runtime,
                                             const flashjit_tensor* lse, const flashjit_tensor* dout,
                                             const flashjit_tensor* dq, const flashjit_tensor* dk,
                                             const flashjit_tensor* dv, void* stream);
+
+/* ---- Merging partial states ------------------------------------------------------------ */
+
+/** Merges partial attention states over disjoint key sets into the exact state over their
+ *  union (flashjit::Runtime::merge_states): per (token, head), lse = log sum_i exp(lse_i) and
+ *  o = sum_i exp(lse_i - lse) o_i. partial_o is [num_partials, tokens, heads, head_dim]
+ *  (F16, BF16 or F32; num_partials >= 1, head_dim 1 to 1024, unit head_dim stride);
+ *  partial_lse F32 [num_partials, tokens, heads]; o [tokens, heads, head_dim] in partial_o's
+ *  dtype or F32 (F32 partials into any), unit head_dim stride; lse F32 [tokens, heads], or NULL (or
+ * NULL data) to skip it. LSEs are natural-log, as flashjit_attention_forward writes them
+ * (FlashInfer's are base 2: multiply by ln 2 first). A partial with lse_i = -inf contributes
+ * nothing; a row where all are -inf gets o = 0, lse = -inf. Outputs must not overlap the inputs or
+ * each other. Errors: INVALID_ARGUMENT naming the argument (nothing is launched then); others as in
+ * flashjit_attention_forward. */
+flashjit_status flashjit_merge_states(flashjit_runtime* runtime, const flashjit_tensor* partial_o,
+                                      const flashjit_tensor* partial_lse, const flashjit_tensor* o,
+                                      const flashjit_tensor* lse, void* stream);
+
+/** Merges state b into state a in place (flashjit::Runtime::merge_state_in_place), cascade
+ *  attention's step: o_a and o_b [tokens, heads, head_dim] of one dtype (F16, BF16 or F32),
+ *  unit head_dim stride; lse_a and lse_b F32 [tokens, heads], natural log. (o_a, lse_a) is
+ *  replaced by the merged state; b is only read and must not overlap a. Errors as in
+ *  flashjit_merge_states. */
+flashjit_status flashjit_merge_state_in_place(flashjit_runtime* runtime, const flashjit_tensor* o_a,
+                                              const flashjit_tensor* lse_a,
+                                              const flashjit_tensor* o_b,
+                                              const flashjit_tensor* lse_b, void* stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

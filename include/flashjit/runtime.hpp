@@ -73,6 +73,32 @@ class Runtime {
   void softmax(const TensorView& x, const TensorView& y, float scale = 1.0f,
                Stream stream = nullptr);
 
+  /// Merges partial attention states computed over disjoint key sets into the exact state over
+  /// their union (split-KV decoding, cascade attention, context parallelism): per (token, head),
+  ///   lse = log Σᵢ exp(partial_lse[i]),   o = Σᵢ exp(partial_lse[i] − lse) · partial_o[i].
+  /// partial_o is [num_partials, tokens, heads, head_dim] (num_partials >= 1, head_dim 1 to
+  /// 1024, unit head_dim stride, any other strides), fp16, bf16 or fp32; partial_lse is fp32
+  /// [num_partials, tokens, heads] with any strides. o is [tokens, heads, head_dim] with unit
+  /// head_dim stride, in partial_o's dtype or fp32 (fp32 partials into any); lse is fp32 [tokens,
+  /// heads], or a view with null data to skip it. LSEs are natural-log, as forward() writes them
+  /// (FlashInfer's are base 2: multiply those by ln 2 first), finite or -inf. A partial whose LSE
+  /// is -inf (it saw no key) contributes nothing, whatever its o holds; a row where every partial
+  /// is -inf gets o = 0 and lse = -inf. o and lse must share no memory with the inputs or each
+  /// other. Throws InvalidArgument naming the argument for bad input; nothing is launched then.
+  void merge_states(const TensorView& partial_o, const TensorView& partial_lse, const TensorView& o,
+                    const TensorView& lse, Stream stream = nullptr);
+
+  /// Merges state b into state a in place, the two-way form of merge_states(): (o_a, lse_a)
+  /// becomes the state over both key sets. This is cascade attention's step: the shared
+  /// prefix's state, written once, absorbs each request's own state. o_a and o_b are
+  /// [tokens, heads, head_dim] of one dtype (fp16, bf16 or fp32; fp32 keeps the state exact
+  /// enough to merge again, 16-bit rounds it each time), unit head_dim stride; lse_a and lse_b
+  /// fp32 [tokens, heads], natural log; any other strides. o_b and lse_b are only read and
+  /// must not overlap o_a or lse_a. Throws InvalidArgument naming the argument for bad input;
+  /// nothing is launched then.
+  void merge_state_in_place(const TensorView& o_a, const TensorView& lse_a, const TensorView& o_b,
+                            const TensorView& lse_b, Stream stream = nullptr);
+
   /// Attention forward: o = softmax(scale · q kᵀ + mask) v for every (batch, query head), and
   /// lse[b, h, i] = log Σⱼ exp(scale · q_i·k_j) over the visible keys (for the backward pass).
   /// q is [batch, seqlen_q, heads_q, head_dim], k and v [batch, seqlen_k, heads_kv, head_dim],

@@ -3,12 +3,14 @@
 #include "backward_shares.hpp"
 #include "builtin_kernels.hpp"
 #include "emulated_kernel.hpp"
+#include "merge_states_share.hpp"
 
 namespace flashjit::kernels::emulated {
 namespace {
 
 void add_every_kernel(detail::EmulatedKernelTable& table) {
   add_softmax_kernels(table);
+  add_merge_states_kernels(table);
   add_forward_kernels_hdim8_to_40(table);
   add_forward_kernels_hdim64(table);
   add_forward_kernels_hdim64_alternatives(table);

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -215,6 +216,22 @@ TEST_CASE("split keys + combine equals unsplit") {
       }
     }
   }
+}
+
+TEST_CASE("merge_states of N key splits equals unsplit, of one partial itself") {
+  const Problem p{.heads_q = 2, .seqlen_q = 5, .seqlen_k = 9, .head_dim = 3, .causal = true};
+  const Inputs in = random_inputs(p, Layout::bshd, 8);
+  const ForwardResult whole = run_forward(p, in);
+  // Four parts, one of them empty; causal rows 0..2 see no key of the last part.
+  const std::vector<ForwardResult> parts = {run_forward(p, in, {0, 2}), run_forward(p, in, {2, 2}),
+                                            run_forward(p, in, {2, 7}),
+                                            run_forward(p, in, {7, -1})};
+  const ForwardResult merged = merge_states(parts);
+  check_tensor(merged.out, whole.out, 1e-12, "o");
+  check_lse(merged.lse, whole.lse, 1e-12);
+  const ForwardResult alone = merge_states(std::span(parts).first(1));
+  check_tensor(alone.out, parts[0].out, 0.0, "o");
+  CHECK_THROWS_AS(merge_states({}), std::invalid_argument);
 }
 
 TEST_CASE("LSE is the logsumexp of the row's scores, and O = exp(S - LSE) V") {

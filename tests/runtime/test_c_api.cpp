@@ -628,5 +628,105 @@ TEST_CASE("C API: defaults and version are the C++ API's") {
   CHECK(std::string(flashjit_version()) == kVersion);
 }
 
+/// Random fp32 values in [-2, 2), the same for the same seed.
+std::vector<float> random_floats(std::size_t count, unsigned seed) {
+  std::vector<float> values(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    values[i] = static_cast<float>(seed >> 8) / static_cast<float>(1 << 22) - 2.0f;
+  }
+  return values;
+}
+
+/// A C-allocated copy of `values` on the emulator runtime `rt`.
+void* c_upload(flashjit_runtime* rt, const std::vector<float>& values) {
+  void* data = nullptr;
+  REQUIRE(flashjit_allocate(rt, values.size() * 4, &data) == FLASHJIT_OK);
+  REQUIRE(flashjit_copy_to_device(rt, data, values.data(), values.size() * 4) == FLASHJIT_OK);
+  return data;
+}
+
+std::vector<float> c_download(flashjit_runtime* rt, const void* data, std::size_t count) {
+  std::vector<float> values(count);
+  REQUIRE(flashjit_copy_to_host(rt, values.data(), data, count * 4) == FLASHJIT_OK);
+  return values;
+}
+
+TEST_CASE("C API: merge_states and merge_state_in_place give the C++ API's bits") {
+  CRuntime rt;
+  Runtime& cpp = cpp_emulator();
+  constexpr std::int64_t kParts = 3, kTokens = 7, kHeads = 2, kDim = 40;
+  const auto parts_o = random_floats(kParts * kTokens * kHeads * kDim, 1);
+  auto parts_lse = random_floats(kParts * kTokens * kHeads, 2);
+  parts_lse[5] = -std::numeric_limits<float>::infinity();  // a partial that saw no key
+  const std::size_t o_count = kTokens * kHeads * kDim, lse_count = kTokens * kHeads;
+  const auto o_view = [&](void* data) {
+    return TensorView::contiguous(data, DType::f32, {kTokens, kHeads, kDim});
+  };
+  const auto lse_view = [&](void* data) {
+    return TensorView::contiguous(data, DType::f32, {kTokens, kHeads});
+  };
+  const TensorView c_parts_o =
+      TensorView::contiguous(c_upload(rt, parts_o), DType::f32, {kParts, kTokens, kHeads, kDim});
+  const TensorView c_parts_lse =
+      TensorView::contiguous(c_upload(rt, parts_lse), DType::f32, {kParts, kTokens, kHeads});
+  const TensorView c_o = o_view(c_upload(rt, std::vector<float>(o_count)));
+  const TensorView c_lse = lse_view(c_upload(rt, std::vector<float>(lse_count)));
+  const flashjit_tensor po = c_tensor(c_parts_o), pl = c_tensor(c_parts_lse), o = c_tensor(c_o),
+                        lse = c_tensor(c_lse);
+  REQUIRE_MESSAGE(flashjit_merge_states(rt, &po, &pl, &o, &lse, nullptr) == FLASHJIT_OK,
+                  flashjit_last_error());
+
+  DeviceBuffer cpp_parts_o = case_inputs::upload(cpp, parts_o);
+  DeviceBuffer cpp_parts_lse = case_inputs::upload(cpp, parts_lse);
+  DeviceBuffer cpp_o = cpp.allocate(o_count * 4), cpp_lse = cpp.allocate(lse_count * 4);
+  cpp.merge_states(
+      TensorView::contiguous(cpp_parts_o.data(), DType::f32, {kParts, kTokens, kHeads, kDim}),
+      TensorView::contiguous(cpp_parts_lse.data(), DType::f32, {kParts, kTokens, kHeads}),
+      o_view(cpp_o.data()), lse_view(cpp_lse.data()));
+  std::vector<float> expected_o(o_count), expected_lse(lse_count);
+  cpp.copy_to_host(expected_o.data(), cpp_o.data(), o_count * 4);
+  cpp.copy_to_host(expected_lse.data(), cpp_lse.data(), lse_count * 4);
+  CHECK(bytes_equal(c_download(rt, c_o.data, o_count), expected_o));
+  CHECK(bytes_equal(c_download(rt, c_lse.data, lse_count), expected_lse));
+
+  // In place: a = partial 0, b = partial 1, through both APIs.
+  const TensorView c_a = o_view(c_upload(rt, parts_o)), c_a_lse = lse_view(c_upload(rt, parts_lse));
+  TensorView c_b = o_view(static_cast<float*>(c_parts_o.data) + o_count);
+  TensorView c_b_lse = lse_view(static_cast<float*>(c_parts_lse.data) + lse_count);
+  const flashjit_tensor a = c_tensor(c_a), a_lse = c_tensor(c_a_lse), b = c_tensor(c_b),
+                        b_lse = c_tensor(c_b_lse);
+  REQUIRE_MESSAGE(flashjit_merge_state_in_place(rt, &a, &a_lse, &b, &b_lse, nullptr) == FLASHJIT_OK,
+                  flashjit_last_error());
+  cpp.copy_to_device(cpp_o.data(), parts_o.data(), o_count * 4);
+  cpp.copy_to_device(cpp_lse.data(), parts_lse.data(), lse_count * 4);
+  cpp.merge_state_in_place(o_view(cpp_o.data()), lse_view(cpp_lse.data()),
+                           o_view(static_cast<float*>(cpp_parts_o.data()) + o_count),
+                           lse_view(static_cast<float*>(cpp_parts_lse.data()) + lse_count));
+  cpp.copy_to_host(expected_o.data(), cpp_o.data(), o_count * 4);
+  cpp.copy_to_host(expected_lse.data(), cpp_lse.data(), lse_count * 4);
+  CHECK(bytes_equal(c_download(rt, c_a.data, o_count), expected_o));
+  CHECK(bytes_equal(c_download(rt, c_a_lse.data, lse_count), expected_lse));
+
+  SUBCASE("NULL lse skips the merged LSE") {
+    CHECK(flashjit_merge_states(rt, &po, &pl, &o, nullptr, nullptr) == FLASHJIT_OK);
+  }
+  SUBCASE("a bad argument returns its code, names it, and writes nothing") {
+    const std::vector<float> before = c_download(rt, c_o.data, o_count);
+    flashjit_tensor bad_lse = pl;
+    bad_lse.dtype = FLASHJIT_DTYPE_BF16;
+    CHECK(flashjit_merge_states(rt, &po, &bad_lse, &o, &lse, nullptr) ==
+          FLASHJIT_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(flashjit_last_error()).find("partial_lse.dtype") != std::string::npos);
+    CHECK(flashjit_merge_states(rt, &po, &pl, nullptr, &lse, nullptr) ==
+          FLASHJIT_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(flashjit_last_error()).find("'o'") != std::string::npos);
+    CHECK(flashjit_merge_state_in_place(rt, &a, &a_lse, &a, &b_lse, nullptr) ==
+          FLASHJIT_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(flashjit_last_error()).find("'o_a'") != std::string::npos);
+    CHECK(bytes_equal(c_download(rt, c_o.data, o_count), before));
+  }
+}
+
 }  // namespace
 }  // namespace flashjit::testing

@@ -316,3 +316,28 @@ TEST_CASE("run with bad options exits 2 and names the problem") {
     CHECK(!result.output.empty());
   }
 }
+
+TEST_CASE("run --op merge-states: key splits merged on the emulator, the errors and PASS") {
+  TempDir dir;
+  for (const char* dtype : {"bf16", "fp32"}) {
+    const ChildResult run =
+        flashjit_cli({"run", "--emulate", "--op", "merge-states", "--partials", "5", "--seqlen-q",
+                      "16", "--seqlen-k", "100", "--causal", "--dtype", dtype},
+                     dir.path().string());
+    CAPTURE(run.output);
+    REQUIRE(run.exit_code == 0);
+    CHECK(run.out.find("5 partials of 16 tokens") != std::string::npos);
+    CHECK(run.out.find("kernel:  merge_states.fp32.to" + std::string(dtype)) != std::string::npos);
+    CHECK(run.out.find("O:       max abs error") != std::string::npos);
+    CHECK(run.out.find("LSE:     max abs error") != std::string::npos);
+    CHECK(run.out.find("PASS") != std::string::npos);
+  }
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--partials", "0"}, {"--config", "t32.c4"}, {"--counters"}}) {
+    std::vector<std::string> args = {"run", "--emulate", "--op", "merge-states"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    const ChildResult run = flashjit_cli(args, dir.path().string());
+    CHECK_MESSAGE(run.exit_code == 2, run.output);
+    CHECK_MESSAGE(run.err.find(bad.front()) != std::string::npos, run.err);
+  }
+}

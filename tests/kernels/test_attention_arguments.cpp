@@ -297,12 +297,12 @@ TEST_CASE("the config space lists every valid config once, in a fixed order") {
   CHECK(forward_configs(DType::bf16, 128, MaskKind::none, false).size() == 88);
   int tma_at_96 = 0;
   for (const ForwardConfig& config : forward_configs(DType::bf16, 96, MaskKind::none, false)) {
-    CHECK(config.path != ForwardPath::wgmma);  // padded to 96: not a wgmma N the PTX has yet
+    CHECK(config.path != ForwardPath::wgmma);  // the wgmma path offers padded 64 and 128 only
     tma_at_96 += config.path == ForwardPath::tma ? 1 : 0;  // padded to 128 by whole panels
   }
   CHECK(tma_at_96 == 56);
   for (const ForwardConfig& config : forward_configs(DType::bf16, 56, MaskKind::none, false)) {
-    CHECK(config.path == ForwardPath::mma_sync);  // the Hopper paths start at 64
+    CHECK(config.path != ForwardPath::tma);  // the TMA path starts at head dim 64
   }
   CHECK(forward_configs(DType::bf16, 100, MaskKind::none, false).empty());
   CHECK(forward_configs(DType::f32, 64, MaskKind::none, false).empty());

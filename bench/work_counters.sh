@@ -10,10 +10,14 @@
 #
 # Usage: bench/work_counters.sh [path/to/flashjit]   (default: build/release/tools/flashjit)
 # Environment: RESULTS_DIR (default: bench/results beside this script), SEQLEN (default 1024),
-# NAME (a suffix for the files, e.g. -after-issue-14; default none).
+# NAME (a suffix for the files, e.g. -after-issue-14; default none), ARCH (the GPU the emulator
+# models: sm_80, the default, or sm_90a, whose defaults are the Hopper kernels), OPS (the ops,
+# space-separated; default: the forward and the backward in both modes).
 set -euo pipefail
 flashjit=${1:-build/release/tools/flashjit}
 seqlen=${SEQLEN:-1024}
+arch=${ARCH:-sm_80}
+ops=${OPS:-attention-forward attention-backward attention-backward:--deterministic}
 results_dir=${RESULTS_DIR:-$(cd "$(dirname "$0")" && pwd)/results}
 if [[ ! -x $flashjit ]]; then
   echo "work_counters.sh: no flashjit at '$flashjit' (build it, or pass its path)" >&2
@@ -26,13 +30,16 @@ log="$stem.log"
 mkdir -p "$results_dir"
 : >"$log"
 fields=(tensor_flops shared_bytes_read shared_bytes_written global_bytes_read global_bytes_written
-        barriers ctas tensor_flops_ratio global_bytes_ratio shared_bytes_per_tensor_flop)
+        barriers ctas ldmatrix_bytes tensor_flops_ratio global_bytes_ratio
+        shared_bytes_per_tensor_flop)
 rows=()
-for variant in attention-forward attention-backward "attention-backward --deterministic"; do
-  read -r op mode <<<"$variant"
+for variant in $ops; do
+  op=${variant%%:*}
+  mode=""
+  [[ $variant == *:* ]] && mode=${variant#*:}
   for head_dim in 64 128 256; do
     for causal in "" --causal; do
-      command=("$flashjit" run --emulate --counters --op "$op" $mode --head-dim "$head_dim"
+      command=("$flashjit" run --emulate --counters --arch "$arch" --op "$op" $mode --head-dim "$head_dim"
                --seqlen-q "$seqlen" --heads 1 --dtype bf16 $causal)
       echo "\$ ${command[*]}" >>"$log"
       output=$("${command[@]}" 2>&1) || { echo "$output" >>"$log"; echo "failed: ${command[*]}" >&2; exit 1; }
@@ -53,14 +60,15 @@ done
   echo "# Work counters of the default kernels on the CPU emulator"
   echo
   echo "Commit $(git -C "$(dirname "$0")" rev-parse --short HEAD), $(date -u '+%Y-%m-%d %H:%M UTC')."
-  echo "Counted by the emulator, not timed: a counters claim, not a speed claim. bf16, batch 1,"
+  echo "Counted by the emulator modelling $arch, not timed: a counters claim, not a speed claim. bf16, batch 1,"
   echo "one head, seqlen_q = seqlen_k = $seqlen, the heuristic default config (tuning off). The"
   echo "backward's figures cover its kernels only (D, dK/dV, dQ), not the forward run before it."
   echo "Ratios: tensor_flops / the problem's useful FLOPs (FlashAttention's count, halved for"
   echo "causal; the backward 2.5x the forward); global bytes / every input read once and every"
   echo "output written once; (shared bytes read + written) / tensor FLOPs."
   echo
-  echo "Made by \`bench/work_counters.sh $flashjit\`; every run's output is in $(basename "$log")."
+  echo "Made by \`ARCH=$arch OPS='$ops' bench/work_counters.sh $flashjit\`; every run's output is in"
+  echo "$(basename "$log")."
   echo
   printf '| op | head dim | causal | kernel |'
   printf ' %s |' "${fields[@]}"

@@ -585,6 +585,25 @@ TEST_CASE("the launch covers every query block of every head and batch") {
   CHECK(config.shared_bytes() == space::shared_bytes(128, 128, 64, 2));
 }
 
+TEST_CASE("the TMA path reads every tensor the forward accepts, and names one it could not") {
+  ForwardCall call;
+  CHECK(tma_tensor_problem(call.attention, call.q, call.k, call.v, call.o).empty());
+  for (Layout layout : {Layout::bshd, Layout::bhsd}) {  // both layouts' strides
+    call.q = ForwardCall::tensor(call.storage->q, ForwardCall::kSeqQ, ForwardCall::kHeadsQ, layout);
+    call.o = ForwardCall::tensor(call.storage->o, ForwardCall::kSeqQ, ForwardCall::kHeadsQ, layout);
+    CHECK(tma_tensor_problem(call.attention, call.q, call.k, call.v, call.o).empty());
+  }
+  // Validation refuses data off 16 bytes, so this view never reaches a kernel; were it to, the
+  // TMA path would name it (and the default choice would take another path).
+  call.v.data = reinterpret_cast<std::uint16_t*>(call.v.data) + 4;
+  const std::string problem = tma_tensor_problem(call.attention, call.q, call.k, call.v, call.o);
+  CHECK(problem.find("v: globalAddress") == 0);
+  ForwardConfig tma = default_forward_config(DType::bf16, 64, MaskKind::none, false, "sm_90a");
+  REQUIRE(tma.path == ForwardPath::tma);
+  check_names([&] { check_forward_config(tma, call.attention, call.q, call.k, call.v, call.o); },
+              "config");
+}
+
 TEST_CASE("an explicit config must match the call") {
   ForwardCall call;
   ForwardConfig config = default_forward_config(DType::bf16, 64, MaskKind::none, false, "sm_80");

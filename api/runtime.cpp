@@ -7,6 +7,7 @@
 #include "api/runtime_parts.hpp"
 #include "autotune/tuning_state.hpp"
 #include "flashjit/error.hpp"
+#include "kernels/attention_inference.hpp"
 #include "kernels/config_choice.hpp"
 #include "kernels/emulated/builtin_kernels.hpp"
 #include "kernels/merge_states.hpp"
@@ -18,13 +19,15 @@ namespace flashjit {
 struct Runtime::Impl {
   std::unique_ptr<detail::RuntimeBackend> backend;
   autotune::TuningState tuning;  // after backend, which it refers to
+  bool check_indices;
 
   explicit Impl(const RuntimeOptions& options)
       : backend(options.backend == Backend::emulator
                     ? detail::open_emulator_backend(kernels::emulated::builtin_kernels(),
                                                     options.emulated_arch)
                     : detail::open_cuda_backend(options.device)),
-        tuning(autotune::effective_policy(options.tuning), *backend) {}
+        tuning(autotune::effective_policy(options.tuning), *backend),
+        check_indices(options.check_indices) {}
 };
 
 Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>(options)) {}
@@ -73,6 +76,13 @@ void Runtime::forward(const Attention& attention, const TensorView& q, const Ten
                       Stream stream) {
   kernels::run_attention_forward(*impl_->backend, impl_->tuning, attention, q, k, v, o, lse,
                                  stream);
+}
+
+void Runtime::forward(const Attention& attention, const Sequences& sequences, const TensorView& q,
+                      const TensorView& k, const TensorView& v, const TensorView& o,
+                      const TensorView& lse, Stream stream) {
+  kernels::run_attention_forward_sequences(*impl_->backend, attention, sequences, q, k, v, o, lse,
+                                           impl_->check_indices, stream);
 }
 
 void Runtime::backward(const Attention& attention, const TensorView& q, const TensorView& k,

@@ -150,6 +150,8 @@ std::optional<ForwardConfig> tma_default(DType dtype, int head_dim, MaskKind mas
 bool ForwardConfig::valid() const {
   if (!dtype_supported(dtype)) return false;
   if (path != ForwardPath::tma && (overlap || pingpong || p_in_shared)) return false;
+  if (path != ForwardPath::mma_sync && inference_layout()) return false;
+  if (paged && !varlen) return false;  // a paged cache has per-sequence key counts
   switch (path) {
     case ForwardPath::wgmma:
       return !q_in_registers &&
@@ -255,7 +257,22 @@ ForwardConfig default_config(DType dtype, int head_dim, MaskKind mask, bool soft
     hopper.path = ForwardPath::wgmma;
     if (hopper.valid() && hopper.shared_bytes() <= limit) return hopper;
   }
-  for (const TileShape& tile : preferred_tiles(head_dim, arch)) {
+  return mma_sync_forward_config(dtype, head_dim, mask, softcap, arch, kMaxSeqlen);
+}
+
+}  // namespace
+
+ForwardConfig mma_sync_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                                      const std::string& arch, std::int64_t rows) {
+  check_attention_support(dtype, head_dim);
+  const int limit = arch_shared_memory_limit(arch);
+  std::vector<TileShape> tiles = preferred_tiles(head_dim, arch);
+  // A query block of 128 rows would be mostly empty: the 64-row tiles first.
+  if (rows <= 64) {
+    std::stable_partition(tiles.begin(), tiles.end(),
+                          [](const TileShape& tile) { return tile.block_m == 64; });
+  }
+  for (const TileShape& tile : tiles) {
     ForwardConfig config{dtype, head_dim, tile.block_m, tile.block_n,       tile.warps,
                          1,     mask,     softcap,      tile.q_in_registers};
     if (!config.valid() || config.shared_bytes() > limit) continue;
@@ -267,11 +284,9 @@ ForwardConfig default_config(DType dtype, int head_dim, MaskKind mask, bool soft
   // Unreachable with today's tables (the last preference fits 99 KB); kept so that the result
   // stays valid if the space changes: the config with the least shared memory.
   std::vector<ForwardConfig> configs = forward_configs(dtype, head_dim, mask, softcap);
-  std::erase_if(configs, [&](const ForwardConfig& c) { return !runs_on(c, arch); });
+  std::erase_if(configs, [](const ForwardConfig& c) { return c.path != ForwardPath::mma_sync; });
   return least_shared_memory(configs);
 }
-
-}  // namespace
 
 ForwardConfig default_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                      const std::string& arch) {
@@ -316,10 +331,16 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
                            (config.p_in_shared ? ", true" : ", false") + ">>";
   } else {
     spec.header = "attention/forward_kernel.cuh";
+    const auto flag = [](bool on) { return on ? std::string("true") : std::string("false"); };
+    const std::string sequences =
+        config.inference_layout()
+            ? ", flashjit::SequenceLayout<" + flag(config.varlen) + ", " + flag(config.paged) + ", " +
+                  flag(config.pack_gqa) + ", " + flag(config.split) + ">"
+            : "";
     spec.name_expression = "flashjit::attention_forward_kernel<flashjit::ForwardTraits<" + element +
                            head_dim + tiles + ", " + std::to_string(config.warps) + ", " +
                            std::to_string(config.stages) + mask + softcap +
-                           (config.q_in_registers ? ", true" : ", false") + ">>";
+                           (config.q_in_registers ? ", true" : ", false") + sequences + ">>";
   }
   spec.arch = arch;
   spec.role = "forward";
@@ -338,6 +359,10 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
   if (config.overlap) spec.traits.push_back("overlap");
   if (config.pingpong) spec.traits.push_back("pingpong");
   if (config.p_in_shared) spec.traits.push_back("pshared");
+  if (config.varlen) spec.traits.push_back("varlen");
+  if (config.paged) spec.traits.push_back("paged");
+  if (config.pack_gqa) spec.traits.push_back("packgqa");
+  if (config.split) spec.traits.push_back("split");
   spec.readable_name = detail::name_of("attention_forward", spec.head_dim, spec.traits);
   spec.threads = config.warps * 32;
   spec.dynamic_shared_bytes = config.shared_bytes();

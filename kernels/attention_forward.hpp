@@ -56,7 +56,17 @@ struct ForwardConfig {
   /// instead of registers (RS), which frees registers (FlashAttention-3 takes it up to head
   /// dim 96 with three consumer warpgroups).
   bool p_in_shared = false;
+  /// Inference layouts, mma.sync path only (templates/attention/sequences.cuh): per-sequence
+  /// lengths and offsets, K/V in pages, the query heads of a key/value head packed into rows,
+  /// and split-KV partials. All false: FlashAttention-2's dense batch.
+  bool varlen = false;
+  bool paged = false;
+  bool pack_gqa = false;
+  bool split = false;
   bool operator==(const ForwardConfig&) const = default;
+
+  /// Whether any inference layout is on.
+  bool inference_layout() const { return varlen || paged || pack_gqa || split; }
 
   /// Whether the template accepts this config (attention_forward_space::config_valid and a
   /// 16-bit dtype).
@@ -93,6 +103,12 @@ int arch_shared_memory_limit(const std::string& arch);
 /// kernel lacks.
 ForwardConfig default_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                      const std::string& arch);
+
+/// The mma.sync path's default for (dtype, head_dim, mask, softcap) on `arch` (what
+/// default_forward_config picks off Hopper), preferring 64-row query blocks when a block has
+/// at most 64 `rows` to fill (decoding). The inference layouts run on this path.
+ForwardConfig mma_sync_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                                      const std::string& arch, std::int64_t rows);
 
 /// What runs where the chosen config is the TMA path and the call's tensors rule TMA out
 /// (tma_tensor_problem): the default among the other paths, as default_forward_config.

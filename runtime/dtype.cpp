@@ -12,6 +12,7 @@ std::string_view dtype_name(DType dtype) {
     case DType::f16: return "fp16";
     case DType::bf16: return "bf16";
     case DType::f32: return "fp32";
+    case DType::i32: return "int32";
   }
   return "?";
 }
@@ -24,7 +25,9 @@ DType parse_dtype(std::string_view name, std::string_view argument) {
                         "unknown dtype '" + std::string(name) + "'; accepted: fp16, bf16, fp32");
 }
 
-std::size_t dtype_size(DType dtype) { return dtype == DType::f32 ? 4 : 2; }
+std::size_t dtype_size(DType dtype) {
+  return dtype == DType::f32 || dtype == DType::i32 ? 4 : 2;
+}
 
 // The conversions live once, in the templates' host twins (tile/numeric.cuh).
 std::uint16_t f16_bits_from_float(float value) { return to_half(value).bits; }

@@ -38,6 +38,32 @@ struct Attention {
   bool deterministic = false;
 };
 
+/// The batch of an inference forward call whose sequences are not one dense [seqlen, heads,
+/// head_dim] block each (FlashAttention's variable-length and KV-cache conventions). Every
+/// member is optional: a view with null data is absent. Index arrays are int32 device tensors
+/// with unit stride in their last dimension. Attention::batch is the number of sequences;
+/// Attention::seqlen_q and seqlen_k are the longest sequence's lengths (upper bounds: the grid
+/// covers them), and masks are aligned bottom-right per sequence with its own lengths.
+struct Sequences {
+  /// [batch + 1], from 0 and nondecreasing: sequence b's queries are rows [cu[b], cu[b + 1]) of
+  /// q and o, which are packed [total_q, heads_q, head_dim]; lse is then [heads_q, total_q]. A
+  /// sequence of length 0 writes nothing and is no error.
+  TensorView cu_seqlens_q;
+  /// [batch + 1]: likewise for k and v, packed [total_k, heads_kv, head_dim]. Not with pages.
+  TensorView cu_seqlens_k;
+  /// [batch]: sequence b's key count, each from 0 to seqlen_k (a paged cache's lengths; with
+  /// cu_seqlens_k, how many of the sequence's packed keys to use). Required with a page table.
+  TensorView seqlens_k;
+  /// [batch, max_pages]: key j of sequence b is row j % page_size of page
+  /// page_table[b, j / page_size] of k and v, which are then [num_pages, page_size, heads_kv,
+  /// head_dim], page_size a multiple of 16. Pages past a sequence's length are not read.
+  TensorView page_table;
+  /// Split-KV: how many CTAs share each query block's keys, each writing an fp32 partial result
+  /// that a second kernel merges exactly (merge_states). 0 chooses from the GPU's SM count, the
+  /// batch and the lengths (decoding splits; long prefill does not); 1 to 64 forces a count.
+  int splits = 0;
+};
+
 /// How a [batch, seqlen, heads, head_dim] tensor is laid out in memory.
 enum class Layout {
   bshd,  ///< [batch, seqlen, heads, head_dim], contiguous (FlashAttention's layout)

@@ -28,6 +28,13 @@ struct RuntimeOptions {
   /// The GPU the emulator backend models and chooses kernels for: "sm_80" (an A100) or
   /// "sm_90a" (an H100, where the Hopper path runs). Ignored by the cuda backend.
   std::string emulated_arch = "sm_80";
+  /// Inference calls (Runtime::forward with Sequences) check their index arrays before any
+  /// launch: cu_seqlens from 0 and nondecreasing within the packed tensors, lengths within the
+  /// longest, page table entries of used pages within the cache. The emulator backend always
+  /// checks; on the cuda backend this copies the arrays to the host (a synchronization), so it
+  /// is off by default, and an out-of-range index then reads or writes outside the tensors, as
+  /// in FlashAttention and FlashInfer (undefined results, or an illegal-address error).
+  bool check_indices = false;
 };
 
 class Runtime {
@@ -110,6 +117,19 @@ class Runtime {
   void forward(const Attention& attention, const TensorView& q, const TensorView& k,
                const TensorView& v, const TensorView& o, const TensorView& lse,
                Stream stream = nullptr);
+
+  /// Attention forward for inference batches: sequences of different lengths packed without
+  /// padding, K and V in a paged cache, and decoding's few queries per sequence against a long
+  /// cache (see Sequences for the conventions). Query heads that share a key/value head are
+  /// packed into one tile's rows where that fills the tensor cores better (GQA/MQA decoding),
+  /// and the keys are split across CTAs when the grid would otherwise leave SMs idle; the
+  /// partial results merge exactly (merge_states). Shapes as forward() except where Sequences
+  /// packs them. Index arrays are checked as RuntimeOptions::check_indices says. Throws
+  /// InvalidArgument naming the argument ("sequences.page_table", "k.shape", ...) for bad input;
+  /// nothing is launched or written then.
+  void forward(const Attention& attention, const Sequences& sequences, const TensorView& q,
+               const TensorView& k, const TensorView& v, const TensorView& o,
+               const TensorView& lse, Stream stream = nullptr);
 
   /// Attention backward: given dout = dL/do of the forward call with the same arguments (and
   /// its o and lse, which must not be null), writes dq = dL/dq, dk = dL/dk, dv = dL/dv. dk and

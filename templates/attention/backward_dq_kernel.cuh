@@ -29,7 +29,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   const KeyWindow<Traits::kMask> window(params);
   const BlockRange blocks = window.key_blocks(row0, row0 + rows - 1, Traits::kBlockN);
 
-  Pipeline pipeline(slice, params.seqlen_k, blocks.end);
+  Pipeline pipeline({slice, params.seqlen_k}, blocks.end);
   unsigned char* after_pipeline = dynamic_shared<unsigned char>() + Pipeline::kBytes;
   const auto dout = carve_tile<typename Pipeline::QTile>(after_pipeline);  // (kBlockM, d)
   const index_t stats = (index_t(batch) * params.heads_q + head) * params.seqlen_q + row0;

@@ -6,9 +6,43 @@
 
 namespace flashjit {
 
-/// Arguments of flashjit::attention_forward_kernel. Query row i sees key j iff
+/// Where the sequences of a batch are when they are not one dense [seqlen, heads, head_dim]
+/// block each (variable lengths, a paged KV cache). The kernel reads these arrays only in the
+/// specializations whose SequenceLayout asks for it (attention/sequence_layout.cuh); nullptr otherwise.
+struct SequenceIndex {
+  // [batch + 1], nondecreasing from 0: sequence b's queries are rows [cu[b], cu[b + 1]) of the
+  // packed q and o (whose batch stride is then 0); nullptr: seqlen_q rows per sequence.
+  const int* cu_seqlens_q;
+  // [batch + 1]: likewise for packed k and v; nullptr: dense k and v, or paged.
+  const int* cu_seqlens_k;
+  // [batch]: sequence b's key count, read instead of cu_seqlens_k (a paged cache's lengths);
+  // nullptr: from cu_seqlens_k, or seqlen_k.
+  const int* seqlens_k;
+  // [batch, page_table_stride]: key j of sequence b is row j % page_size of page
+  // page_table[b · page_table_stride + j / page_size] of k and v, which are then
+  // [pages, page_size, heads_kv, head_dim] (their batch stride is the page stride).
+  const int* page_table;
+  index_t page_table_stride;
+  int page_size;
+};
+
+/// Split-KV: the keys of each query block are split into `splits` ranges, one CTA each, which
+/// write fp32 partial results (normalized over their own keys) for merge_states to combine.
+/// Token t is query row t of the flattened batch: b · seqlen_q + i, or cu_seqlens_q[b] + i.
+struct SplitOutputs {
+  float* o;                // (splits, tokens, heads_q, head_dim)
+  float* lse;              // (splits, tokens, heads_q), natural log
+  index_t o_split_stride;  // tokens · heads_q · head_dim
+  index_t o_token_stride;  // heads_q · head_dim (the head stride is head_dim)
+  index_t lse_split_stride;
+  index_t lse_token_stride;  // heads_q (the head stride is 1)
+  int splits;
+};
+
+/// Arguments of flashjit::attention_forward_kernel. Query row i of a sequence sees key j iff
 ///   j < seqlen_k  and  i + diagonal - window_left <= j <= i + diagonal + window_right
-/// where diagonal = seqlen_k - seqlen_q aligns the mask to the bottom right (FlashAttention-2).
+/// where diagonal = seqlen_k - seqlen_q aligns the mask to the bottom right (FlashAttention-2),
+/// with the sequence's own lengths where they vary (`sequences`).
 /// Causal is window_right = 0 with an unbounded left window; an unbounded side is kNoWindow.
 struct AttentionForwardParams {
   static constexpr int kNoWindow = 1 << 30;
@@ -17,12 +51,13 @@ struct AttentionForwardParams {
   HeadTensor k;  // (batch, seqlen_k, heads_kv, head_dim)
   HeadTensor v;  // (batch, seqlen_k, heads_kv, head_dim)
   HeadTensor o;  // (batch, seqlen_q, heads_q, head_dim), written
-  float* lse;    // (batch, heads_q, seqlen_q) natural-log LSE, written; nullptr: skipped
+  float* lse;    // (batch, heads_q, seqlen_q) natural-log LSE, written; nullptr: skipped.
+                 // With cu_seqlens_q, (heads_q, total_q) and lse_batch_stride 0.
   index_t lse_batch_stride;
   index_t lse_head_stride;  // the row stride is 1
 
-  int seqlen_q;
-  int seqlen_k;
+  int seqlen_q;  // per sequence; with cu_seqlens_q the longest (the grid covers it)
+  int seqlen_k;  // per sequence; with per-sequence lengths the longest
   int head_dim;      // the real head dim (the config's may be padded up to 16)
   int heads_per_kv;  // heads_q / heads_kv: query head h reads key/value head h / heads_per_kv
   int window_left;   // keys visible left of the diagonal, kNoWindow for all
@@ -33,6 +68,9 @@ struct AttentionForwardParams {
   // score_scale) with score_scale = scale / c and softcap_log2 = c · log2(e).
   float score_scale;
   float softcap_log2;
+
+  SequenceIndex sequences;  // variable lengths and pages (zero for a dense batch)
+  SplitOutputs split;       // split-KV partials (zero without splits)
 };
 
 }  // namespace flashjit

@@ -10,7 +10,37 @@
 
 namespace flashjit {
 
+/// The pipeline's source of rows for one (batch, head) of dense tensors: evenly spaced rows
+/// from a HeadSlice. A source loads the Q tile and key and value blocks (issuing the copies;
+/// the pipeline commits and waits). The forward's other layouts have their own
+/// (attention/forward_block.cuh).
 template <class Traits>
+struct StridedRows {
+  using T = typename Traits::Element;
+  HeadSlice<T> slice;
+  int seqlen_k;
+
+  FJ_DEVICE StridedRows(const HeadSlice<T>& slice_, int seqlen_k_)
+      : slice(slice_), seqlen_k(seqlen_k_) {}
+
+  template <class Tile>
+  FJ_DEVICE void load_queries(Tile q, int rows, int thread) const {
+    load_tile_async<Traits::kThreads>(q, slice.q, slice.q_row_stride, rows, Traits::kHeadDim,
+                                      thread);
+  }
+  template <class Tile>
+  FJ_DEVICE void load_keys(Tile k, int key0, int thread) const {
+    load_tile_async<Traits::kThreads>(k, slice.k + key0 * slice.k_row_stride, slice.k_row_stride,
+                                      seqlen_k - key0, Traits::kHeadDim, thread);
+  }
+  template <class Tile>
+  FJ_DEVICE void load_values(Tile v, int key0, int thread) const {
+    load_tile_async<Traits::kThreads>(v, slice.v + key0 * slice.v_row_stride, slice.v_row_stride,
+                                      seqlen_k - key0, Traits::kHeadDim, thread);
+  }
+};
+
+template <class Traits, class Rows = StridedRows<Traits>>
 struct KeyValuePipeline {
   using T = typename Traits::Element;
   using QTile = smem_tile<T, Traits::kBlockM, Traits::kHeadDimPadded>;
@@ -24,13 +54,12 @@ struct KeyValuePipeline {
   QTile q;        // (kBlockM, kHeadDimPadded); holds O at the end
   KVTile k0, v0;  // (kBlockN, kHeadDimPadded): slot 0 of the K and V ring buffers; slot s is
                   // s tiles further (computed, not indexed, so it stays in registers)
-  HeadSlice<T> slice;
-  int seqlen_k;
+  Rows source;
   int end_block;
   int thread;
 
-  FJ_DEVICE KeyValuePipeline(const HeadSlice<T>& slice_, int seqlen_k_, int end_block_)
-      : slice(slice_), seqlen_k(seqlen_k_), end_block(end_block_), thread(threadIdx.x) {
+  FJ_DEVICE KeyValuePipeline(const Rows& source_, int end_block_)
+      : source(source_), end_block(end_block_), thread(threadIdx.x) {
     unsigned char* base = dynamic_shared<unsigned char>();
     q = carve_tile<QTile>(base);
     k0 = carve_tile<KVTile>(base);
@@ -40,8 +69,7 @@ struct KeyValuePipeline {
 
   /// Starts loading the query tile (`rows` valid rows) and the first key (and value) block.
   FJ_DEVICE void start(int rows, int first_block) {
-    load_tile_async<Traits::kThreads>(q, slice.q, slice.q_row_stride, rows, Traits::kHeadDim,
-                                      thread);
+    source.load_queries(q, rows, thread);
     load_keys(first_block);
     if constexpr (kStages == 2) load_values(first_block);
   }
@@ -90,17 +118,11 @@ struct KeyValuePipeline {
   }
 
   FJ_DEVICE void load_keys(int block) {
-    const int key0 = block * Traits::kBlockN;
-    load_tile_async<Traits::kThreads>(slot(k0, block), slice.k + key0 * slice.k_row_stride,
-                                      slice.k_row_stride, seqlen_k - key0, Traits::kHeadDim,
-                                      thread);
+    source.load_keys(slot(k0, block), block * Traits::kBlockN, thread);
     cp_async_commit();
   }
   FJ_DEVICE void load_values(int block) {
-    const int key0 = block * Traits::kBlockN;
-    load_tile_async<Traits::kThreads>(slot(v0, block), slice.v + key0 * slice.v_row_stride,
-                                      slice.v_row_stride, seqlen_k - key0, Traits::kHeadDim,
-                                      thread);
+    source.load_values(slot(v0, block), block * Traits::kBlockN, thread);
     cp_async_commit();
   }
 };

@@ -34,6 +34,14 @@ struct KeyWindow {
         left(Kind == MaskKind::window ? p.window_left : AttentionForwardParams::kNoWindow),
         right(Kind == MaskKind::window ? p.window_right : AttentionForwardParams::kNoWindow) {}
 
+  /// From the params' mask fields with one sequence's own lengths (a variable-length batch).
+  template <class Params>
+  FJ_DEVICE KeyWindow(const Params& p, int seqlen_q, int seqlen_k_)
+      : seqlen_k(seqlen_k_),
+        diagonal(seqlen_k_ - seqlen_q),
+        left(Kind == MaskKind::window ? p.window_left : AttentionForwardParams::kNoWindow),
+        right(Kind == MaskKind::window ? p.window_right : AttentionForwardParams::kNoWindow) {}
+
   /// First visible key of query row `row` (64-bit: an unbounded window is 2^30 wide).
   FJ_DEVICE int lo(int row) const {
     const index_t first = index_t(row) + diagonal - left;

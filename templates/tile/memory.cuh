@@ -26,6 +26,9 @@ FJ_DEVICE void store_global_raw(T* address, T value) {
   *address = value;
 }
 
+/// Reads element `index` of a global int32 index array (sequence offsets, a page table).
+FJ_DEVICE int load_global_index(const int* base, index_t index) { return base[index]; }
+
 /// Adds `value` to element `index` of global fp32 array `base` atomically (other blocks add to
 /// the same elements; the order of their additions is not fixed).
 FJ_DEVICE void atomic_add_global(float* base, index_t index, float value) {
@@ -77,6 +80,13 @@ inline void store_global_raw(T* address, T value) {
   if (!emulator::check_global(address, sizeof(T), true)) return;
   emulator::check_stored_value(address, &value, sizeof(T));
   *address = value;
+}
+
+/// Reads element `index` of a global int32 index array (checked against the launch's buffers;
+/// a rejected read gives 0).
+inline int load_global_index(const int* base, index_t index) {
+  const int* address = emulator::element_address(base, index);
+  return emulator::check_global(address, sizeof(int), false) ? *address : 0;
 }
 
 /// Adds `value` to element `index` of global fp32 array `base` (checked against the launch's

@@ -84,6 +84,46 @@ FJ_DEVICE void load_tile_async(smem_tile<T, Rows, Cols> dst, const T* src, index
   }
 }
 
+/// load_tile_async for rows that are not evenly spaced (pages of a KV cache, packed query
+/// heads): row r < rows_valid starts at `row_at(r)`. Chunks past the valid rows and columns are
+/// zero-filled and name `zero_source` (any 16-byte aligned global address; nothing is read).
+template <int Threads, typename T, int Rows, int Cols, class RowAt>
+FJ_DEVICE void load_tile_rows_async(smem_tile<T, Rows, Cols> dst, const RowAt& row_at,
+                                    const T* zero_source, int rows_valid, int cols_valid,
+                                    int thread) {
+  constexpr int kChunksPerRow = Cols / kChunkElements;
+  constexpr int kChunks = Rows * kChunksPerRow;
+#pragma unroll 1  // rolled, as load_tile_async, so no row's address stays live across the loop
+  for (int chunk = thread; chunk < kChunks; chunk += Threads) {
+    const int row = chunk / kChunksPerRow;
+    const int col = chunk % kChunksPerRow * kChunkElements;
+    const bool valid = row < rows_valid && col < cols_valid;
+    cp_async_16(dst.at(row, col), valid ? row_at(row) + col : zero_source, valid);
+  }
+}
+
+/// store_rows_from_shared for rows that are not evenly spaced: tile row t (first_row <= t <
+/// first_row + min(Rows, rows_valid)) goes to `row_at(t)`.
+template <int Rows, int Cols, int Workers = kWarpSize, typename T, int TileRows, int TileCols,
+          class RowAt>
+FJ_DEVICE void store_rows_from_shared_to(const RowAt& row_at, smem_tile<T, TileRows, TileCols> src,
+                                         int first_row, int rows_valid, int worker) {
+  static_assert(Cols <= TileCols && Cols % kChunkElements == 0, "whole chunks of the tile");
+  constexpr int kChunksPerRow = Cols / kChunkElements;
+  constexpr int kChunks = Rows * kChunksPerRow;
+#pragma unroll
+  for (int i = 0; i < ceil_div(kChunks, Workers); ++i) {
+    const int chunk = i * Workers + worker;
+    if (kChunks % Workers != 0 && chunk >= kChunks) break;
+    const int row = chunk / kChunksPerRow;
+    const int col = chunk % kChunksPerRow * kChunkElements;
+    if (row >= rows_valid) continue;
+    const Chunk16 value =
+        load_shared(reinterpret_cast<const Chunk16*>(src.at(first_row + row, col)), 0);
+    store_global_raw(reinterpret_cast<Chunk16*>(row_at(first_row + row) + col), value);
+  }
+}
+
 /// Copies rows [first_row, first_row + Rows) of `src`, columns [0, Cols), to global memory
 /// at `dst` (element (first_row, 0); rows `row_stride` apart), skipping rows at or past
 /// `rows_valid`. `Workers` threads share the work, `worker` being this one's index: one warp's

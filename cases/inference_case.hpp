@@ -1,0 +1,61 @@
+#pragma once
+// One inference forward case end to end (Runtime::forward with Sequences), for any backend:
+// sequences of their own lengths, their queries dense or packed, their keys dense, packed or in
+// a paged cache with shuffled pages; each sequence's random inputs, reference and bound are
+// those of a one-sequence ForwardCase (attention_case), so the bar is the same: per sequence,
+// O's relative L2 error at most twice that of plain attention in the input dtype, LSE within
+// 1e-4, nothing left unwritten.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flashjit/attention.hpp"
+#include "flashjit/runtime.hpp"
+
+namespace flashjit::testing {
+
+/// Where a case's keys and values live.
+enum class KeyStorage {
+  dense,   ///< [batch, longest, heads_kv, head_dim], each sequence's count in seqlens_k
+  packed,  ///< [total_k, heads_kv, head_dim] with cu_seqlens_k
+  paged,   ///< pages of page_size keys in a shuffled order, with a page table and seqlens_k
+};
+
+struct InferenceCase {
+  std::vector<std::int64_t> seqlens_q;  ///< per sequence (all equal unless packed_q)
+  std::vector<std::int64_t> seqlens_k;  ///< per sequence
+  std::int64_t heads_q = 4;
+  std::int64_t heads_kv = 1;
+  std::int64_t head_dim = 64;
+  bool causal = false;
+  bool packed_q = false;  ///< q and o packed with cu_seqlens_q
+  KeyStorage keys = KeyStorage::dense;
+  std::int64_t page_size = 16;
+  int splits = 0;  ///< Sequences::splits
+  DType dtype = DType::bf16;
+  std::uint64_t seed = 1;
+
+  /// "n3.q[1,4,0].k[33,...].hq8.hkv1.d64.bf16.paged16.causal.split4" for messages.
+  std::string name() const;
+  /// The library's descriptor: batch = sequences, the longest lengths.
+  Attention attention() const;
+};
+
+/// A case of `sequences` random lengths: queries 0 to max_q (packed), keys 0 to max_k; the
+/// first sequence has 1 query and 1 key where there are two or more, so that 0 and 1 both
+/// occur once there are three.
+InferenceCase random_lengths_case(int sequences, std::int64_t max_q, std::int64_t max_k,
+                                  std::uint64_t seed);
+
+struct InferenceVerdict {
+  bool ok = false;
+  double worst_ratio = 0;    ///< the largest error / bound over the sequences
+  std::string first_failure;  ///< which sequence, which check, the numbers
+  std::vector<double> out;    ///< O as written (widened), to compare runs
+  std::string describe() const;
+};
+
+/// Runs `c` on `runtime` and judges every sequence against its reference.
+InferenceVerdict run_inference_case(Runtime& runtime, const InferenceCase& c);
+
+}  // namespace flashjit::testing

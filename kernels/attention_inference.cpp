@@ -1,0 +1,202 @@
+#include "attention_inference.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include "attention_common.hpp"
+#include "flashjit/error.hpp"
+#include "merge_states.hpp"
+#include "runtime/executor.hpp"
+
+namespace flashjit::kernels {
+namespace {
+
+bool present(const TensorView& view) { return view.data != nullptr; }
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+std::vector<std::int32_t> host_copy(detail::RuntimeBackend& backend, const TensorView& view) {
+  if (!present(view) || view.numel() == 0) return {};
+  std::vector<std::int32_t> values(static_cast<std::size_t>(view.span_bytes() / 4));
+  backend.copy_to_host(values.data(), view.data, values.size() * 4);
+  return values;
+}
+
+HostIndices host_indices(detail::RuntimeBackend& backend, const Sequences& s) {
+  HostIndices x{host_copy(backend, s.cu_seqlens_q), host_copy(backend, s.cu_seqlens_k),
+                host_copy(backend, s.seqlens_k), host_copy(backend, s.page_table)};
+  x.page_table_row = present(s.page_table) ? s.page_table.strides[0] : 0;
+  return x;
+}
+
+/// How one call runs: the config (its layout flags set) and the grid's shape.
+struct InferencePlan {
+  ForwardConfig config;
+  int group = 1;  // query heads per packed query position
+  int splits = 1;
+  std::int64_t row_blocks = 0;
+};
+
+InferencePlan plan(const Attention& a, const Sequences& s, DType dtype, const DeviceInfo& device) {
+  InferencePlan p;
+  const int heads_per_kv = static_cast<int>(a.heads_q / a.heads_kv);
+  // Packing pays where one head's queries leave a 64-row tile mostly empty (decoding, short
+  // appends): the group's heads fill it and share each K/V block's loads.
+  const bool pack = heads_per_kv > 1 && a.seqlen_q < 64;
+  p.group = pack ? heads_per_kv : 1;
+  const std::int64_t rows = a.seqlen_q * p.group;
+  p.config = mma_sync_forward_config(dtype, static_cast<int>(a.head_dim), forward_mask_kind(a),
+                                     a.softcap > 0.0f, device.arch(), rows);
+  p.config.varlen = present(s.cu_seqlens_q) || present(s.cu_seqlens_k) || present(s.seqlens_k) ||
+                    present(s.page_table);
+  p.config.paged = present(s.page_table);
+  p.config.pack_gqa = pack;
+  p.row_blocks = ceil_div(rows, p.config.block_m);
+  const std::int64_t ctas = p.row_blocks * (a.heads_q / p.group) * a.batch;
+  p.splits = s.splits > 0 ? s.splits
+                          : choose_splits(ctas, ceil_div(a.seqlen_k, p.config.block_n),
+                                          device.sm_count);
+  p.config.split = p.splits > 1;
+  return p;
+}
+
+/// A workspace-backed fp32 tensor of `shape` at `offset` floats into `base`.
+TensorView workspace_view(DeviceBuffer& buffer, std::size_t offset,
+                          std::initializer_list<std::int64_t> shape) {
+  return TensorView::contiguous(static_cast<float*>(buffer.data()) + offset, DType::f32, shape);
+}
+
+/// The split partials, and the merge of tokens [first, first + count) of them into o and lse
+/// (views of those tokens as [tokens, heads, head_dim] and [tokens, heads]).
+struct Partials {
+  TensorView o;    // (splits, tokens, heads_q, head_dim)
+  TensorView lse;  // (splits, tokens, heads_q)
+
+  void merge_into(detail::RuntimeBackend& backend, std::int64_t first, std::int64_t count,
+                  const TensorView& out, const TensorView& out_lse, Stream stream) const {
+    TensorView part_o = o, part_lse = lse;
+    part_o.data = static_cast<float*>(o.data) + first * o.strides[1];
+    part_o.shape[1] = count;
+    part_lse.data = static_cast<float*>(lse.data) + first * lse.strides[1];
+    part_lse.shape[1] = count;
+    run_merge_states(backend, part_o, part_lse, out, out_lse, stream);
+  }
+};
+
+/// Merges the partials into o and lse: once over every token where o and lse flatten to
+/// [tokens, ...], else sequence by sequence.
+void merge_partials(detail::RuntimeBackend& backend, const Attention& a, const Sequences& s,
+                    const InferenceTensors& t, const Partials& partials, Stream stream) {
+  const TensorView& o = t.o;  // rank 4, batch 1 when packed
+  const bool has_lse = present(t.lse);
+  const auto out_o = [&](std::int64_t batch, std::int64_t tokens, std::int64_t token_stride) {
+    const auto element = static_cast<std::int64_t>(dtype_size(o.dtype));
+    return TensorView::strided(static_cast<char*>(o.data) + batch * o.strides[0] * element,
+                               o.dtype, {tokens, a.heads_q, a.head_dim},
+                               {token_stride, o.strides[2], 1});
+  };
+  const auto out_lse = [&](std::int64_t batch, std::int64_t tokens, std::int64_t token_stride) {
+    if (!has_lse) return TensorView{};
+    return TensorView::strided(static_cast<float*>(t.lse.data) + batch * t.lse.strides[0],
+                               DType::f32, {tokens, a.heads_q}, {token_stride, t.lse.strides[1]});
+  };
+  // Token t = b · seqlen_q + i is one stride apart from t + 1 when a batch ends where the next
+  // begins, when there is one batch (or a packed one), or one query per sequence.
+  const bool one_run = present(s.cu_seqlens_q) || a.batch == 1;
+  const bool decode = a.seqlen_q == 1;
+  const bool o_flat = one_run || decode || o.strides[0] == a.seqlen_q * o.strides[1];
+  const bool lse_flat = !has_lse || one_run || decode;
+  if (o_flat && lse_flat) {
+    const std::int64_t o_token = !one_run && decode ? o.strides[0] : o.strides[1];
+    const std::int64_t lse_token = !has_lse ? 0 : !one_run && decode ? t.lse.strides[0] : 1;
+    partials.merge_into(backend, 0, t.total_q, out_o(0, t.total_q, o_token),
+                        out_lse(0, t.total_q, lse_token), stream);
+    return;
+  }
+  for (std::int64_t b = 0; b < a.batch; ++b) {
+    partials.merge_into(backend, b * a.seqlen_q, a.seqlen_q, out_o(b, a.seqlen_q, o.strides[1]),
+                        out_lse(b, a.seqlen_q, 1), stream);
+  }
+}
+
+std::vector<detail::KernelBuffer> buffers_of(const Sequences& s, const InferenceTensors& t,
+                                             const std::optional<Partials>& partials) {
+  std::vector<detail::KernelBuffer> buffers = {kernel_buffer(t.q, "q"), kernel_buffer(t.k, "k"),
+                                               kernel_buffer(t.v, "v")};
+  if (partials) {
+    buffers.push_back(kernel_buffer(partials->o, "partial_o"));
+    buffers.push_back(kernel_buffer(partials->lse, "partial_lse"));
+  } else {
+    buffers.push_back(kernel_buffer(t.o, "o"));
+    if (present(t.lse)) buffers.push_back(kernel_buffer(t.lse, "lse"));
+  }
+  const std::pair<const TensorView*, const char*> indices[] = {
+      {&s.cu_seqlens_q, "cu_seqlens_q"},
+      {&s.cu_seqlens_k, "cu_seqlens_k"},
+      {&s.seqlens_k, "seqlens_k"},
+      {&s.page_table, "page_table"}};
+  for (const auto& [view, name] : indices) {
+    if (present(*view)) buffers.push_back(kernel_buffer(*view, name));
+  }
+  return buffers;
+}
+
+}  // namespace
+
+int choose_splits(std::int64_t blocks, std::int64_t key_blocks, int sm_count) {
+  if (blocks <= 0 || sm_count <= 0 || blocks >= sm_count) return 1;
+  const std::int64_t fill = ceil_div(sm_count, blocks);  // splits that give every SM a CTA
+  const std::int64_t most = std::max<std::int64_t>(1, key_blocks / 2);  // >= 2 blocks a split
+  return static_cast<int>(std::clamp<std::int64_t>(fill, 1, std::min<std::int64_t>(most, kMaxSplits)));
+}
+
+void run_attention_forward_sequences(detail::RuntimeBackend& backend, const Attention& a,
+                                     const Sequences& s, const TensorView& q, const TensorView& k,
+                                     const TensorView& v, const TensorView& o,
+                                     const TensorView& lse, bool check_indices, Stream stream) {
+  const InferenceTensors t = validate_inference_arguments(a, s, q, k, v, o, lse);
+  if (check_indices || backend.kind() == Backend::emulator) {
+    check_index_values(a, t, host_indices(backend, s));
+  }
+  if (a.batch == 0 || a.seqlen_q == 0 || t.total_q == 0) return;
+  const InferencePlan p = plan(a, s, q.dtype, backend.info());
+  check_config_fits_device(p.config.shared_bytes(), backend.info());
+
+  AttentionForwardParams params = forward_params(a, t.q, t.k, t.v, t.o, t.lse);
+  params.sequences = {static_cast<const int*>(s.cu_seqlens_q.data),
+                      static_cast<const int*>(s.cu_seqlens_k.data),
+                      static_cast<const int*>(s.seqlens_k.data),
+                      static_cast<const int*>(s.page_table.data),
+                      present(s.page_table) ? s.page_table.strides[0] : 0,
+                      static_cast<int>(t.page_size)};
+  std::optional<DeviceBuffer> workspace;
+  std::optional<Partials> partials;
+  if (p.config.split) {
+    const std::int64_t o_floats = p.splits * t.total_q * a.heads_q * a.head_dim;
+    const std::int64_t lse_floats = p.splits * t.total_q * a.heads_q;
+    workspace = backend.allocate_buffer_on_stream(
+        static_cast<std::size_t>(o_floats + lse_floats) * sizeof(float), stream);
+    partials = Partials{workspace_view(*workspace, 0, {p.splits, t.total_q, a.heads_q, a.head_dim}),
+                        workspace_view(*workspace, static_cast<std::size_t>(o_floats),
+                                       {p.splits, t.total_q, a.heads_q})};
+    params.split = {static_cast<float*>(partials->o.data),
+                    static_cast<float*>(partials->lse.data),
+                    partials->o.strides[0],
+                    partials->o.strides[1],
+                    partials->lse.strides[0],
+                    partials->lse.strides[1],
+                    p.splits};
+  }
+  detail::LaunchShape shape;
+  shape.grid_x = static_cast<unsigned>(p.row_blocks * p.splits);
+  shape.grid_y = static_cast<unsigned>(a.heads_q / p.group);
+  shape.grid_z = static_cast<unsigned>(a.batch);
+  shape.block_x = static_cast<unsigned>(p.config.warps * 32);
+  shape.dynamic_shared_bytes = static_cast<std::size_t>(p.config.shared_bytes());
+  shape.stream = static_cast<CUstream>(stream);
+  detail::launch_kernel(backend.executor(), forward_spec(p.config, backend.info().arch()), shape,
+                        buffers_of(s, t, partials), params);
+  if (partials) merge_partials(backend, a, s, t, *partials, stream);
+}
+
+}  // namespace flashjit::kernels

@@ -1,0 +1,63 @@
+#pragma once
+// Host side of the forward's inference layouts (Runtime::forward with Sequences): variable
+// lengths, paged K/V, GQA packing and split-KV on the mma.sync kernel, with the split
+// partials merged by the merge_states op. Validation, the index checks, the layout and split
+// choice, the kernel's arguments and the launches.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attention_forward.hpp"
+#include "flashjit/attention.hpp"
+#include "runtime/runtime_backend.hpp"
+
+namespace flashjit::kernels {
+
+/// The most splits of one query block's keys (FlashAttention caps at 128, vLLM's CUDA graphs
+/// at 16; the merge reads every partial, so more only helps on very long contexts).
+inline constexpr int kMaxSplits = 64;
+
+/// A validated inference call's tensors as the kernel sees them: packed tensors become rank-4
+/// views with batch 1 (batch stride 0), paged k and v keep their [pages, page_size, ...].
+struct InferenceTensors {
+  TensorView q, k, v, o, lse;
+  std::int64_t total_q = 0;  ///< query rows over the batch (tokens of the split partials)
+  std::int64_t num_pages = 0;
+  std::int64_t page_size = 0;
+};
+
+/// Checks an inference call's host-visible arguments (shapes, dtypes, strides, the index
+/// arrays' shapes and dtypes); throws InvalidArgument naming the first bad one
+/// ("sequences.page_table", "k.shape", ...). Returns the kernel's views of the tensors.
+InferenceTensors validate_inference_arguments(const Attention& attention,
+                                              const Sequences& sequences, const TensorView& q,
+                                              const TensorView& k, const TensorView& v,
+                                              const TensorView& o, const TensorView& lse);
+
+/// Host copies of the index arrays (empty where absent).
+struct HostIndices {
+  std::vector<std::int32_t> cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table;
+  std::int64_t page_table_row = 0;  ///< elements between the page table's rows
+};
+
+/// Checks the index arrays' values against the validated call: cu_seqlens from 0 and
+/// nondecreasing, each sequence within the longest and the packed tensors, key counts within
+/// seqlen_k (and the packed keys), page table entries of the pages a sequence uses within
+/// [0, num_pages). Throws InvalidArgument("sequences.<array>") naming the position and value.
+void check_index_values(const Attention& attention, const InferenceTensors& tensors,
+                        const HostIndices& indices);
+
+/// The splits for `blocks` CTAs per split over `key_blocks` key blocks on `sm_count` SMs when
+/// the call asks for 0: enough CTAs to fill the SMs once, at least two key blocks per split, at
+/// most kMaxSplits; 1 where the grid fills the SMs already.
+int choose_splits(std::int64_t blocks, std::int64_t key_blocks, int sm_count);
+
+/// Runtime::forward(attention, sequences, ...) on `backend`: validates, checks the index
+/// arrays (always on the emulator, on the cuda backend when `check_indices`), then launches
+/// the forward and, with splits, the merge. Nothing is launched or written on bad input.
+void run_attention_forward_sequences(detail::RuntimeBackend& backend, const Attention& attention,
+                                     const Sequences& sequences, const TensorView& q,
+                                     const TensorView& k, const TensorView& v, const TensorView& o,
+                                     const TensorView& lse, bool check_indices, Stream stream);
+
+}  // namespace flashjit::kernels

@@ -1,0 +1,218 @@
+#pragma once
+// Which part of the problem one CTA of the forward computes, and where its rows live: the
+// sequence (its own lengths and offsets in a variable-length batch), the query rows (with GQA
+// packing, (query, head) pairs), the keys (dense or in pages), and with split-KV its share of
+// the key blocks and where its partial result goes. A dense batch is FlashAttention-2's
+// (row block, head, batch) grid, with no index arithmetic beyond it.
+#include "attention/epilogue.cuh"
+#include "attention/forward_params.cuh"
+#include "attention/key_value_pipeline.cuh"
+#include "attention/key_window.cuh"
+#include "attention/sequence_layout.cuh"
+
+namespace flashjit {
+
+/// KeyWindow for tiles whose rows are packed (query, head) pairs: row p is query p / group.
+template <MaskKind Kind>
+struct PackedKeyWindow {
+  KeyWindow<Kind> keys;
+  int group;  // query heads per key/value head
+
+  FJ_DEVICE int lo(int row) const { return keys.lo(row / group); }
+  FJ_DEVICE int hi(int row) const { return keys.hi(row / group); }
+  FJ_DEVICE BlockRange key_blocks(int first_row, int last_row, int block_n) const {
+    return keys.key_blocks(first_row / group, last_row / group, block_n);
+  }
+  FJ_DEVICE bool block_fully_visible(int first_row, int last_row, int key0, int block_n) const {
+    return keys.block_fully_visible(first_row / group, last_row / group, key0, block_n);
+  }
+};
+
+/// Grid (ceil(rows / kBlockM) · splits, heads, batch): rows is seqlen_q, or seqlen_q ·
+/// heads_per_kv with GQA packing, where grid.y is heads_kv instead of heads_q; seqlen_q is the
+/// longest sequence's, and CTAs past a shorter one's rows have no rows (rows <= 0).
+template <class Traits>
+struct ForwardBlock {
+  using T = typename Traits::Element;
+  using Layout = typename Traits::Layout;
+
+  int batch;
+  int head;     // the query head; with GQA packing the group's first (row p adds p % group)
+  int kv_head;  // the key/value head it reads
+  int group;    // query heads packed per query position: heads_per_kv, or 1 without packing
+  int split;    // which share of the key blocks (0 without split-KV)
+  int splits;
+  int row0;  // the tile's first row: a query, or a packed (query, head) row
+  int rows;  // valid rows in the tile; <= 0: none (a shorter sequence of a varlen batch)
+  int seqlen_q;     // this sequence's queries
+  int seqlen_k;     // this sequence's keys
+  index_t q_start;  // the q and o row of the sequence's query 0 (packed sequences), else 0
+  index_t k_start;  // the k and v row of its key 0 (packed, not paged), else 0
+  index_t token0;   // its query 0 in the numbering of SplitOutputs
+
+  FJ_DEVICE explicit ForwardBlock(const AttentionForwardParams& p) {
+    splits = Layout::kSplit ? p.split.splits : 1;
+    split = int(blockIdx.x) % splits;
+    row0 = int(blockIdx.x) / splits * Traits::kBlockM;
+    batch = blockIdx.z;
+    group = Layout::kPackGqa ? p.heads_per_kv : 1;
+    head = int(blockIdx.y) * group;
+    kv_head = head / p.heads_per_kv;
+    seqlen_q = p.seqlen_q;
+    seqlen_k = p.seqlen_k;
+    q_start = 0;
+    k_start = 0;
+    token0 = index_t(batch) * p.seqlen_q;
+    if constexpr (Layout::kVarlen) read_lengths(p.sequences);
+    rows = min_int(Traits::kBlockM, seqlen_q * group - row0);
+  }
+
+  /// The mask over this sequence's lengths, as the tile's rows see it.
+  FJ_DEVICE auto window(const AttentionForwardParams& p) const {
+    const KeyWindow<Traits::kMask> keys(p, seqlen_q, seqlen_k);
+    if constexpr (Layout::kPackGqa) {
+      return PackedKeyWindow<Traits::kMask>{keys, group};
+    } else {
+      return keys;
+    }
+  }
+
+  /// The key blocks this CTA visits: those its rows see, or with split-KV its share of them
+  /// (contiguous, as even as whole blocks allow; possibly none).
+  template <class Window>
+  FJ_DEVICE BlockRange key_blocks(const Window& window) const {
+    const BlockRange all = window.key_blocks(row0, row0 + rows - 1, Traits::kBlockN);
+    if (!Layout::kSplit || all.empty()) return all;
+    const int share = ceil_div(all.end - all.begin, splits);
+    const int begin = min_int(all.begin + split * share, all.end);
+    return {begin, min_int(begin + share, all.end)};
+  }
+
+  /// The query of tile row r, and its head.
+  FJ_DEVICE int query(int r) const { return Layout::kPackGqa ? (row0 + r) / group : row0 + r; }
+  FJ_DEVICE int query_head(int r) const {
+    return Layout::kPackGqa ? head + (row0 + r) % group : head;
+  }
+
+  /// Tile row r's row of q (or o).
+  template <typename U>
+  FJ_DEVICE U* query_row(const HeadTensor& t, int r) const {
+    return t.rows<U>(batch, query_head(r), int(q_start + query(r)));
+  }
+  /// Key j's row of k (or v): in the sequence's page, or at its offset.
+  FJ_DEVICE const T* key_row(const HeadTensor& t, const SequenceIndex& s, int j) const {
+    if constexpr (Layout::kPaged) {
+      const int page =
+          load_global_index(s.page_table, index_t(batch) * s.page_table_stride + j / s.page_size);
+      return t.rows<T>(page, kv_head, j % s.page_size);
+    } else {
+      return t.rows<T>(batch, kv_head, int(k_start + j));
+    }
+  }
+
+ private:
+  FJ_DEVICE void read_lengths(const SequenceIndex& s) {
+    if (s.cu_seqlens_q != nullptr) {
+      q_start = load_global_index(s.cu_seqlens_q, batch);
+      seqlen_q = load_global_index(s.cu_seqlens_q, batch + 1) - int(q_start);
+      token0 = q_start;
+    }
+    if (!Layout::kPaged && s.cu_seqlens_k != nullptr) {
+      k_start = load_global_index(s.cu_seqlens_k, batch);
+      seqlen_k = load_global_index(s.cu_seqlens_k, batch + 1) - int(k_start);
+    }
+    if (s.seqlens_k != nullptr) seqlen_k = load_global_index(s.seqlens_k, batch);
+  }
+};
+
+/// The pipeline's row source for a ForwardBlock of any layout but the dense one (which takes
+/// StridedRows): every row's address comes from the block, so packed heads and pages cost an
+/// index computation per 16-byte chunk.
+template <class Traits>
+struct ForwardRows {
+  using T = typename Traits::Element;
+  ForwardBlock<Traits> block;
+  HeadTensor q, k, v;
+  SequenceIndex sequences;
+
+  template <class Tile>
+  FJ_DEVICE void load_queries(Tile tile, int rows, int thread) const {
+    load_tile_rows_async<Traits::kThreads>(
+        tile, [&](int r) { return block.template query_row<const T>(q, r); },
+        static_cast<const T*>(q.data), rows, Traits::kHeadDim, thread);
+  }
+  template <class Tile>
+  FJ_DEVICE void load_keys(Tile tile, int key0, int thread) const {
+    load_key_rows(tile, k, key0, thread);
+  }
+  template <class Tile>
+  FJ_DEVICE void load_values(Tile tile, int key0, int thread) const {
+    load_key_rows(tile, v, key0, thread);
+  }
+
+ private:
+  template <class Tile>
+  FJ_DEVICE void load_key_rows(Tile tile, const HeadTensor& t, int key0, int thread) const {
+    load_tile_rows_async<Traits::kThreads>(
+        tile, [&](int r) { return block.key_row(t, sequences, key0 + r); },
+        static_cast<const T*>(t.data), block.seqlen_k - key0, Traits::kHeadDim, thread);
+  }
+};
+
+/// The row source a ForwardBlock's pipeline loads through.
+template <class Traits>
+FJ_DEVICE auto forward_rows(const ForwardBlock<Traits>& block, const AttentionForwardParams& p) {
+  using T = typename Traits::Element;
+  if constexpr (Traits::Layout::kDense) {
+    return StridedRows<Traits>(head_slice<T>(p, p.o, nullptr, block.batch, block.head, block.row0),
+                               block.seqlen_k);
+  } else {
+    return ForwardRows<Traits>{block, p.q, p.k, p.v, p.sequences};
+  }
+}
+
+/// Writes the block's finished rows: O (normalized) and LSE, or with split-KV the fp32 partial
+/// O and LSE of this split's keys (a split that saw no key writes O = 0, LSE = -inf, which
+/// merge_states weighs 0). `staging` is the Q tile, free once the last product has read it.
+template <class Traits, int Rows, int Cols, class Staging>
+FJ_DEVICE void store_forward_outputs(const ForwardBlock<Traits>& block,
+                                     const AttentionForwardParams& p, acc_tile<Rows, Cols>& o,
+                                     const row_vec<Rows>& lse, Staging staging, int warp_row0,
+                                     int lane) {
+  using T = typename Traits::Element;
+  if constexpr (Traits::Layout::kSplit) {
+    const SplitOutputs& out = p.split;
+    const auto partial_o = [&](int r) {
+      return out.o + block.split * out.o_split_stride +
+             (block.token0 + block.query(r)) * out.o_token_stride +
+             index_t(block.query_head(r)) * p.head_dim;
+    };
+    const auto partial_lse = [&](int r) {
+      return out.lse + block.split * out.lse_split_stride +
+             (block.token0 + block.query(r)) * out.lse_token_stride + block.query_head(r);
+    };
+    store_rows_fp32(o, partial_o, warp_row0, block.rows, p.head_dim, lane);
+    store_lse_to(lse, partial_lse, warp_row0, block.rows, lane);
+  } else if constexpr (Traits::Layout::kDense) {
+    const HeadSlice<T> slice =
+        head_slice<T>(p, p.o, lse_rows(p, block.batch, block.head, block.row0), block.batch,
+                      block.head, block.row0);
+    store_rows<Traits::kHeadDim>(o, staging, slice.out, slice.out_row_stride, warp_row0,
+                                 block.rows, lane);
+    store_lse(lse, slice.lse, warp_row0, block.rows, lane);
+  } else {
+    store_rows_at<Traits::kHeadDim>(
+        o, staging, [&](int r) { return block.template query_row<T>(p.o, r); }, warp_row0,
+        block.rows, lane);
+    if (p.lse == nullptr) return;
+    store_lse_to(
+        lse,
+        [&](int r) {
+          return p.lse + block.batch * p.lse_batch_stride +
+                 block.query_head(r) * p.lse_head_stride + block.q_start + block.query(r);
+        },
+        warp_row0, block.rows, lane);
+  }
+}
+
+}  // namespace flashjit

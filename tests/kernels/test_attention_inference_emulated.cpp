@@ -1,0 +1,77 @@
+// The forward's inference layouts on the CPU emulator through Runtime::forward(attention,
+// sequences, ...), each sequence against its own float64 reference (cases/inference_case):
+// variable lengths (0 and 1 included), paged caches with shuffled pages, decoding with GQA
+// packing and split-KV, and the split result equal to the unsplit one within rounding.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "cases/inference_case.hpp"
+#include "support/emulator_runtime.hpp"
+
+namespace flashjit::testing {
+namespace {
+
+InferenceVerdict check_case(const InferenceCase& c) {
+  INFO(c.name());
+  InferenceVerdict verdict = run_inference_case(emulator(), c);
+  CHECK_MESSAGE(verdict.ok, verdict.describe());
+  return verdict;
+}
+
+/// The largest |a - b| relative to the largest |b|: two runs' outputs, which differ by the
+/// rounding of their fp32 partials to the output dtype at most.
+double relative_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  double diff = 0, scale = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::abs(a[i] - b[i]));
+    scale = std::max(scale, std::abs(b[i]));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+}  // namespace
+
+TEST_CASE("variable lengths: 1 to 8 sequences of random lengths, 0 and 1 included") {
+  for (int sequences : {1, 3, 8}) {
+    for (bool causal : {false, true}) {
+      InferenceCase c = random_lengths_case(sequences, 70, 90, 10 + sequences);
+      c.causal = causal;
+      c.keys = KeyStorage::packed;
+      check_case(c);
+    }
+  }
+}
+
+TEST_CASE("paged caches: shuffled pages of 16, 32, 64 and 256 keys, lengths ending mid-page") {
+  for (std::int64_t page_size : {16, 32, 64, 256}) {
+    InferenceCase c{.seqlens_q = {3, 3, 3}, .seqlens_k = {1, page_size + 5, 2 * page_size - 3}};
+    c.keys = KeyStorage::paged;
+    c.page_size = page_size;
+    c.causal = page_size == 32;
+    c.seed = static_cast<std::uint64_t>(page_size);
+    check_case(c);
+  }
+}
+
+TEST_CASE("decoding: 1 and 4 queries, GQA 8:1 and MQA, splits 1 to 16 equal to unsplit") {
+  for (std::int64_t queries : {1, 4}) {
+    for (std::int64_t heads_kv : {2, 1}) {
+      InferenceCase c{.seqlens_q = {queries, queries}, .seqlens_k = {300, 177}};
+      c.heads_q = 8 * heads_kv == 16 ? 16 : 8;
+      c.heads_kv = heads_kv;
+      c.keys = KeyStorage::paged;
+      c.page_size = 32;
+      c.causal = true;
+      c.splits = 1;
+      const InferenceVerdict unsplit = check_case(c);
+      for (int splits : {2, 5, 16}) {
+        c.splits = splits;
+        const InferenceVerdict split = check_case(c);
+        CHECK(relative_difference(split.out, unsplit.out) < 1.0 / 64);
+      }
+    }
+  }
+}
+
+}  // namespace flashjit::testing

@@ -17,6 +17,7 @@
 #include "autotune/candidates.hpp"
 #include "cases/attention_case.hpp"
 #include "cases/backward_case.hpp"
+#include "cases/inference_case.hpp"
 #include "cases/merge_states_case.hpp"
 #include "chosen_kernels.hpp"
 #include "commands.hpp"
@@ -51,6 +52,10 @@ struct RunOptions {
   std::string config;  // empty: the runtime's choice
   bool deterministic = false;
   int partials = 4;  // merge-states: key ranges the problem is split into
+  bool paged = false;          // forward: keys and values in a paged cache
+  std::int64_t page_size = 16;
+  int varlen = 0;              // forward: this many sequences of random lengths, packed
+  int splits = 0;              // inference forward: Sequences::splits (0: chosen)
 };
 
 /// The library's own limits on the descriptor, reported against the flag that set the field.
@@ -255,6 +260,86 @@ int run_forward(const RunOptions& options) {
   return conclude(verdict.ok, verdict.describe(), "kernel and check", elapsed);
 }
 
+/// The inference case of the options: --varlen N sequences of random lengths up to --seqlen-q
+/// and --seqlen-k (0 and 1 among them), packed; or --batch sequences of exactly those lengths;
+/// their keys packed, or with --paged in a cache of --page-size pages in a shuffled order.
+testing::InferenceCase inference_case(const RunOptions& options) {
+  if (options.op != "attention-forward" || !options.config.empty() ||
+      options.layout != "bshd") {
+    throw InvalidArgument(options.op != "attention-forward" ? "--op"
+                          : !options.config.empty()        ? "--config"
+                                                            : "--layout",
+                          "--paged and --varlen run the inference forward (--op "
+                          "attention-forward, bshd, the runtime's own choice of kernel)");
+  }
+  if (options.paged && options.page_size % 16 != 0) {
+    throw InvalidArgument("--page-size", "is " + std::to_string(options.page_size) +
+                                             "; must be a multiple of 16");
+  }
+  const testing::ForwardCase shape = forward_case(options);  // checks the sizes and dtype
+  const reference::Problem& p = shape.problem;
+  testing::InferenceCase c;
+  if (options.varlen > 0) {
+    c = testing::random_lengths_case(options.varlen, p.seqlen_q, p.seqlen_k, options.seed);
+    c.keys = testing::KeyStorage::packed;
+  } else {
+    c.seqlens_q.assign(static_cast<std::size_t>(p.batch), p.seqlen_q);
+    c.seqlens_k.assign(static_cast<std::size_t>(p.batch), p.seqlen_k);
+    c.seed = options.seed;
+  }
+  if (options.paged) c.keys = testing::KeyStorage::paged;
+  c.page_size = options.page_size;
+  c.heads_q = p.heads_q;
+  c.heads_kv = p.heads_kv;
+  c.head_dim = p.head_dim;
+  c.causal = p.causal;
+  c.dtype = shape.dtype;
+  c.splits = options.splits;
+  return c;
+}
+
+/// The useful work of an inference case, sequence by sequence: 4 · visible pairs · head_dim
+/// FLOPs per query head, and each input and output moved once.
+struct InferenceMinimum {
+  double flops = 0;
+  double bytes = 0;
+};
+InferenceMinimum inference_minimum(const testing::InferenceCase& c) {
+  InferenceMinimum m;
+  for (std::size_t b = 0; b < c.seqlens_q.size(); ++b) {
+    Attention a = c.attention();
+    a.batch = 1;
+    a.seqlen_q = c.seqlens_q[b];
+    a.seqlen_k = c.seqlens_k[b];
+    m.flops += 4.0 * kernels::visible_pairs(a) * double(c.head_dim) * double(c.heads_q);
+    m.bytes += minimum_global_bytes(a, c.dtype, false);
+  }
+  return m;
+}
+
+int run_inference(const RunOptions& options) {
+  const testing::InferenceCase c = inference_case(options);
+  Runtime runtime = open_runtime(options);
+  std::printf("shape:   %s\n", c.name().c_str());
+  std::fflush(stdout);
+  const auto start = std::chrono::steady_clock::now();
+  const testing::InferenceVerdict verdict = testing::run_inference_case(runtime, c);
+  const double elapsed = elapsed_ms(start);
+  if (runtime.backend() == Backend::emulator) {
+    for (const KernelWork& kernel : runtime.emulated_work()) {
+      std::printf("kernel:  %s\n", kernel.kernel.c_str());
+    }
+  }
+  std::printf("O:       worst relative L2 error / bound over the sequences %.3g (each bound twice "
+              "a plain %s attention's error on that sequence)\n",
+              verdict.worst_ratio, std::string(dtype_name(c.dtype)).c_str());
+  if (options.counters) {
+    const InferenceMinimum minimum = inference_minimum(c);
+    print_work(runtime.emulated_work(), "", minimum.flops, minimum.bytes);
+  }
+  return conclude(verdict.ok, verdict.describe(), "kernels and check", elapsed);
+}
+
 /// The merge-states case of the options: the attention problem's keys split into --partials
 /// random ranges, partials in fp32 (what split-KV writes), merged into --dtype.
 testing::MergeStatesCase merge_states_case(const RunOptions& options) {
@@ -377,6 +462,20 @@ Subcommand add_run_command(CLI::App& app) {
   run->add_flag("--deterministic", options->deterministic,
                 "Backward only (Attention::deterministic): dQ from a kernel of its own, the same "
                 "bits on every run, instead of atomic adds into an fp32 sum");
+  run->add_flag("--paged", options->paged,
+                "Forward with keys and values in a paged KV cache (shuffled pages of "
+                "--page-size keys, a page table and per-sequence lengths)");
+  run->add_option("--page-size", options->page_size,
+                  "--paged: keys per page, a multiple of 16 (default 16)")
+      ->check(kPositive);
+  run->add_option("--varlen", options->varlen,
+                  "Forward over N sequences of random lengths up to --seqlen-q and --seqlen-k "
+                  "(0 and 1 among them), packed without padding (cu_seqlens)")
+      ->check(CLI::Range(1, 65535));
+  run->add_option("--splits", options->splits,
+                  "--paged or --varlen: split each query block's keys across this many CTAs "
+                  "(1 to 64; default: chosen from the SM count)")
+      ->check(CLI::Range(1, 64));
   run->add_flag("--counters", options->counters,
                 "Print the emulator's work counters of the op's kernels and their ratios to the "
                 "problem's minimum (with --emulate, or without a GPU)");
@@ -388,6 +487,7 @@ Subcommand add_run_command(CLI::App& app) {
               throw InvalidArgument("--counters", "counts the emulator's work: add --emulate");
             }
             if (options->op == "merge-states") return run_merge_states(*options);
+            if (options->paged || options->varlen > 0) return run_inference(*options);
             return options->op == "attention-backward" ? run_backward(*options)
                                                        : run_forward(*options);
           }};

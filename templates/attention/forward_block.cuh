@@ -153,9 +153,49 @@ struct ForwardRows {
  private:
   template <class Tile>
   FJ_DEVICE void load_key_rows(Tile tile, const HeadTensor& t, int key0, int thread) const {
-    load_tile_rows_async<Traits::kThreads>(
-        tile, [&](int r) { return block.key_row(t, sequences, key0 + r); },
-        static_cast<const T*>(t.data), block.seqlen_k - key0, Traits::kHeadDim, thread);
+    if constexpr (Traits::Layout::kPaged && shares_rows<Tile>()) {
+      load_page_rows(tile, t, key0, thread);
+    } else {
+      load_tile_rows_async<Traits::kThreads>(
+          tile, [&](int r) { return block.key_row(t, sequences, key0 + r); },
+          static_cast<const T*>(t.data), block.seqlen_k - key0, Traits::kHeadDim, thread);
+    }
+  }
+
+  /// Whether the lanes of a warp split whole rows among them (a power-of-two count of chunks
+  /// per row, at most a warp) with the same number of rows each: then they can share a row's
+  /// page through a shuffle.
+  template <class Tile>
+  static constexpr bool shares_rows() {
+    constexpr int kChunksPerRow = Tile::kCols / kChunkElements;
+    return kChunksPerRow <= kWarpSize && kWarpSize % kChunksPerRow == 0 &&
+           Tile::kRows % (Traits::kThreads / kChunksPerRow) == 0;
+  }
+
+  /// Paged K or V: the lanes that share a row (one 16-byte column each) take its page from the
+  /// first of them, so a row costs one page-table read instead of one per chunk (a quarter more
+  /// bytes than the row itself at 16 chunks a row, 4 bytes of index per 16 of data).
+  template <class Tile>
+  FJ_DEVICE void load_page_rows(Tile tile, const HeadTensor& t, int key0, int thread) const {
+    constexpr int kChunksPerRow = Tile::kCols / kChunkElements;
+    constexpr int kRowStep = Traits::kThreads / kChunksPerRow;
+    const int lane = thread % kWarpSize;
+    const int leader = lane - lane % kChunksPerRow;  // the row's first lane
+    const int col = thread % kChunksPerRow * kChunkElements;
+    const int rows_valid = block.seqlen_k - key0;
+    const index_t table_row = index_t(block.batch) * sequences.page_table_stride;
+#pragma unroll 1
+    for (int row = thread / kChunksPerRow; row < Tile::kRows; row += kRowStep) {
+      const int key = key0 + row;
+      int page = 0;  // rows past the sequence's keys read no page
+      if (lane == leader && row < rows_valid) {
+        page = load_global_index(sequences.page_table, table_row + key / sequences.page_size);
+      }
+      page = shuffle_from(page, leader);
+      const bool valid = row < rows_valid && col < Traits::kHeadDim;
+      const T* src = t.rows<T>(page, block.kv_head, key % sequences.page_size) + col;
+      cp_async_16(tile.at(row, col), valid ? src : static_cast<const T*>(t.data), valid);
+    }
   }
 };
 

@@ -13,6 +13,11 @@ FJ_DEVICE float shuffle_xor(float value, int lane_mask) {
   return __shfl_xor_sync(kFullWarp, value, lane_mask);
 }
 
+/// Lane `src_lane`'s value (every lane of the warp takes part).
+FJ_DEVICE int shuffle_from(int value, int src_lane) {
+  return __shfl_sync(kFullWarp, value, src_lane);
+}
+
 /// Combines a value of type T across the warp with `combine(a, b)` (associative, commutative).
 /// T is shuffled field by field through `shuffle_xor(T, lane_mask)` which the caller supplies
 /// for composite types (found by argument-dependent lookup); float is above.

@@ -75,3 +75,29 @@ TEST_CASE("decoding: 1 and 4 queries, GQA 8:1 and MQA, splits 1 to 16 equal to u
 }
 
 }  // namespace flashjit::testing
+
+namespace flashjit::testing {
+
+TEST_CASE("decoding reads the KV cache once: batch 8, context 4096, head dim 128, GQA 8:1") {
+  InferenceCase c;
+  c.seqlens_q.assign(8, 1);
+  c.seqlens_k.assign(8, 4096);
+  c.heads_q = 32;
+  c.heads_kv = 4;
+  c.head_dim = 128;
+  c.keys = KeyStorage::paged;
+  c.page_size = 16;
+  emulator().reset_emulated_work();
+  check_case(c);
+  double bytes = 0;  // every kernel of the call: the split forward and the merge
+  for (const KernelWork& kernel : emulator().emulated_work()) {
+    bytes += double(kernel.work.global_bytes_read) + double(kernel.work.global_bytes_written);
+  }
+  const double q_and_o = 2.0 * 8 * 32 * 128 * 2, lse = 8 * 32 * 4;
+  const double minimum = 2.0 * 8 * 4096 * 4 * 128 * 2 + q_and_o + lse;  // K, V once; Q, O, LSE
+  INFO("global bytes " << bytes << ", minimum " << minimum);
+  CHECK(bytes / minimum <= 1.1);
+  CHECK(bytes / minimum >= 1.0);
+}
+
+}  // namespace flashjit::testing

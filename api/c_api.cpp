@@ -135,16 +135,18 @@ flashjit::RuntimeOptions to_options(const flashjit_runtime_options& options) {
       .tuning =
           static_cast<flashjit::TuningPolicy>(checked_code(options.tuning, 3, "options.tuning"))};
   if (options.emulated_arch != nullptr) cpp.emulated_arch = options.emulated_arch;
+  cpp.check_indices = options.check_indices != 0;
   return cpp;
 }
 
 flashjit::TensorView to_view(const flashjit_tensor& tensor, const std::string& name) {
   static_assert(FLASHJIT_DTYPE_F16 == static_cast<int>(flashjit::DType::f16) &&
                 FLASHJIT_DTYPE_BF16 == static_cast<int>(flashjit::DType::bf16) &&
-                FLASHJIT_DTYPE_F32 == static_cast<int>(flashjit::DType::f32));
+                FLASHJIT_DTYPE_F32 == static_cast<int>(flashjit::DType::f32) &&
+                FLASHJIT_DTYPE_I32 == static_cast<int>(flashjit::DType::i32));
   flashjit::TensorView view;
   view.data = tensor.data;
-  view.dtype = static_cast<flashjit::DType>(checked_code(tensor.dtype, 3, name + ".dtype"));
+  view.dtype = static_cast<flashjit::DType>(checked_code(tensor.dtype, 4, name + ".dtype"));
   view.rank = checked_code(tensor.rank, FLASHJIT_MAX_RANK + 1, name + ".rank");
   for (int i = 0; i < view.rank; ++i) {
     view.shape[i] = tensor.shape[i];
@@ -198,6 +200,7 @@ void flashjit_runtime_options_init(flashjit_runtime_options* options) {
   options->backend = static_cast<int>(defaults.backend);
   options->tuning = static_cast<int>(defaults.tuning);
   options->emulated_arch = nullptr;  // the C++ default, "sm_80"
+  options->check_indices = defaults.check_indices ? 1 : 0;
 }
 
 flashjit_status flashjit_runtime_create(const flashjit_runtime_options* options,
@@ -289,6 +292,35 @@ flashjit_status flashjit_attention_forward(flashjit_runtime* runtime,
     const flashjit::TensorView lse_view =
         lse == nullptr || lse->data == nullptr ? flashjit::TensorView{} : to_view(*lse, "lse");
     rt.runtime.forward(attn, q_view, k_view, v_view, o_view, lse_view, stream);
+  });
+}
+
+void flashjit_sequences_init(flashjit_sequences* sequences) {
+  if (sequences == nullptr) return;
+  *sequences = {nullptr, nullptr, nullptr, nullptr, flashjit::Sequences{}.splits};
+}
+
+flashjit_status flashjit_attention_forward_sequences(
+    flashjit_runtime* runtime, const flashjit_attention* attention,
+    const flashjit_sequences* sequences, const flashjit_tensor* q, const flashjit_tensor* k,
+    const flashjit_tensor* v, const flashjit_tensor* o, const flashjit_tensor* lse, void* stream) {
+  return guarded([&] {
+    flashjit_runtime& rt = *required(runtime, "runtime");
+    const flashjit::Attention attn = to_attention(*required(attention, "attention"));
+    const flashjit_sequences& s = *required(sequences, "sequences");
+    // An absent array: a NULL descriptor or NULL data.
+    const auto optional = [](const flashjit_tensor* t, const std::string& name) {
+      return t == nullptr || t->data == nullptr ? flashjit::TensorView{} : to_view(*t, name);
+    };
+    flashjit::Sequences cpp;
+    cpp.cu_seqlens_q = optional(s.cu_seqlens_q, "sequences.cu_seqlens_q");
+    cpp.cu_seqlens_k = optional(s.cu_seqlens_k, "sequences.cu_seqlens_k");
+    cpp.seqlens_k = optional(s.seqlens_k, "sequences.seqlens_k");
+    cpp.page_table = optional(s.page_table, "sequences.page_table");
+    cpp.splits = s.splits;
+    const flashjit::TensorView q_view = required_view(q, "q"), k_view = required_view(k, "k"),
+                               v_view = required_view(v, "v"), o_view = required_view(o, "o");
+    rt.runtime.forward(attn, cpp, q_view, k_view, v_view, o_view, optional(lse, "lse"), stream);
   });
 }
 

@@ -241,7 +241,7 @@ class FlashjitRuntimeOptions(ctypes.Structure):
     """flashjit_runtime_options."""
 
     _fields_ = [("device", ctypes.c_int), ("backend", ctypes.c_int), ("tuning", ctypes.c_int),
-                ("emulated_arch", ctypes.c_char_p)]
+                ("emulated_arch", ctypes.c_char_p), ("check_indices", ctypes.c_int)]
 
 
 class FlashjitError(RuntimeError):

@@ -85,6 +85,11 @@ typedef struct flashjit_runtime_options {
   /** The GPU the emulator models, which decides the kernels it chooses: "sm_80" (an A100) or
    *  "sm_90a" (an H100: the Hopper kernels). NULL means "sm_80". Ignored by the cuda backend. */
   const char* emulated_arch;
+  /** Nonzero: inference calls (flashjit_attention_forward_sequences) check their index arrays'
+   *  values before any launch (flashjit::RuntimeOptions::check_indices); the emulator always
+   *  checks. 0, the default, skips the check on a GPU: an out-of-range index then reads or
+   *  writes outside the tensors. */
+  int check_indices;
 } flashjit_runtime_options;
 
 /** Fills *options with the C++ defaults: device 0, the cuda backend, cached tuning, and a
@@ -135,7 +140,8 @@ flashjit_status flashjit_synchronize(flashjit_runtime* runtime, void* stream);
 enum {
   FLASHJIT_DTYPE_F16 = 0,  /**< IEEE binary16 */
   FLASHJIT_DTYPE_BF16 = 1, /**< bfloat16 */
-  FLASHJIT_DTYPE_F32 = 2   /**< IEEE binary32 */
+  FLASHJIT_DTYPE_F32 = 2,  /**< IEEE binary32 */
+  FLASHJIT_DTYPE_I32 = 3   /**< int32: index arrays (sequence offsets and lengths, page tables) */
 };
 
 /** The most dimensions a tensor has. */
@@ -212,6 +218,38 @@ flashjit_status flashjit_attention_backward(flashjit_runtime* runtime,
                                             const flashjit_tensor* lse, const flashjit_tensor* dout,
                                             const flashjit_tensor* dq, const flashjit_tensor* dk,
                                             const flashjit_tensor* dv, void* stream);
+
+/** The batch of an inference forward call (flashjit::Sequences): each member NULL (or with
+ *  NULL data) when absent; index arrays are FLASHJIT_DTYPE_I32 with unit last stride.
+ *  attention->batch is the number of sequences, seqlen_q and seqlen_k the longest lengths. */
+typedef struct flashjit_sequences {
+  /** [batch + 1] from 0, nondecreasing: q and o packed [total_q, heads_q, head_dim], lse
+   *  [heads_q, total_q]. */
+  const flashjit_tensor* cu_seqlens_q;
+  /** [batch + 1]: k and v packed [total_k, heads_kv, head_dim]; not with a page table. */
+  const flashjit_tensor* cu_seqlens_k;
+  /** [batch]: each sequence's key count (required with a page table). */
+  const flashjit_tensor* seqlens_k;
+  /** [batch, max_pages]: k and v are [num_pages, page_size, heads_kv, head_dim] pages,
+   *  page_size a multiple of 16. */
+  const flashjit_tensor* page_table;
+  /** Split-KV CTAs per query block: 0 chooses, 1 to 64 forces. */
+  int splits;
+} flashjit_sequences;
+
+/** Fills *sequences with no arrays and splits 0 (chosen). NULL is ignored. */
+void flashjit_sequences_init(flashjit_sequences* sequences);
+
+/** Attention forward for inference batches (flashjit::Runtime::forward with Sequences):
+ *  variable lengths, paged KV caches, decoding with GQA packing and split-KV, the splits merged
+ *  exactly. Arguments as flashjit_attention_forward except where *sequences packs them.
+ *  Errors: INVALID_ARGUMENT naming the argument ("sequences.page_table" with the position and
+ *  value of a bad index, ...), nothing launched or written then; others as
+ *  flashjit_attention_forward. */
+flashjit_status flashjit_attention_forward_sequences(
+    flashjit_runtime* runtime, const flashjit_attention* attention,
+    const flashjit_sequences* sequences, const flashjit_tensor* q, const flashjit_tensor* k,
+    const flashjit_tensor* v, const flashjit_tensor* o, const flashjit_tensor* lse, void* stream);
 
 /* ---- Merging partial states ------------------------------------------------------------ */
 

@@ -730,3 +730,101 @@ TEST_CASE("C API: merge_states and merge_state_in_place give the C++ API's bits"
 
 }  // namespace
 }  // namespace flashjit::testing
+
+namespace flashjit::testing {
+
+TEST_CASE("C API: the inference forward (paged, split) gives the C++ API's bits") {
+  CRuntime rt;
+  Runtime& cpp = cpp_emulator();
+  // Two sequences of 2 queries against 20 and 40 keys in pages of 16, GQA 4:1, 3 splits.
+  constexpr std::int64_t kBatch = 2, kQ = 2, kHq = 8, kHkv = 2, kDim = 64, kPages = 5, kPage = 16;
+  Attention a;
+  a.batch = kBatch;
+  a.heads_q = kHq;
+  a.heads_kv = kHkv;
+  a.seqlen_q = kQ;
+  a.seqlen_k = 40;
+  a.head_dim = kDim;
+  a.causal = true;
+  const std::vector<std::int32_t> table = {3, 0, -1, 4, 1, 2}, lengths = {20, 40};
+  const auto bits = [](std::size_t count, unsigned seed) {
+    std::vector<float> values = random_floats(count, seed);
+    std::vector<std::uint16_t> out;
+    for (float x : values) out.push_back(bf16_bits_from_float(x));
+    return out;
+  };
+  const auto q = bits(kBatch * kQ * kHq * kDim, 3), k = bits(kPages * kPage * kHkv * kDim, 4),
+             v = bits(kPages * kPage * kHkv * kDim, 5);
+  // One call through each API, each on its own runtime's copies.
+  const auto call = [&](auto upload, auto run) {
+    void* q_data = upload(q.data(), q.size() * 2);
+    void* k_data = upload(k.data(), k.size() * 2);
+    void* v_data = upload(v.data(), v.size() * 2);
+    void* o_data = upload(std::vector<std::uint16_t>(q.size()).data(), q.size() * 2);
+    void* lse_data = upload(std::vector<float>(kBatch * kHq * kQ).data(), kBatch * kHq * kQ * 4);
+    void* table_data = upload(table.data(), table.size() * 4);
+    void* lengths_data = upload(lengths.data(), lengths.size() * 4);
+    Sequences s;
+    s.page_table = TensorView::contiguous(table_data, DType::i32, {kBatch, 3});
+    s.seqlens_k = TensorView::contiguous(lengths_data, DType::i32, {kBatch});
+    s.splits = 3;
+    run(s, TensorView::contiguous(q_data, DType::bf16, {kBatch, kQ, kHq, kDim}),
+        TensorView::contiguous(k_data, DType::bf16, {kPages, kPage, kHkv, kDim}),
+        TensorView::contiguous(v_data, DType::bf16, {kPages, kPage, kHkv, kDim}),
+        TensorView::contiguous(o_data, DType::bf16, {kBatch, kQ, kHq, kDim}),
+        TensorView::contiguous(lse_data, DType::f32, {kBatch, kHq, kQ}));
+    return std::pair{o_data, lse_data};
+  };
+  std::vector<DeviceBuffer> cpp_buffers;
+  const auto [cpp_o, cpp_lse] = call(
+      [&](const void* data, std::size_t bytes) {
+        cpp_buffers.push_back(cpp.allocate(bytes));
+        cpp.copy_to_device(cpp_buffers.back().data(), data, bytes);
+        return cpp_buffers.back().data();
+      },
+      [&](const Sequences& s, auto... views) { cpp.forward(a, s, views...); });
+  const flashjit_attention attn = c_attention(a);
+  flashjit_status status = FLASHJIT_OK;
+  const auto [c_o, c_lse] = call(
+      [&](const void* data, std::size_t bytes) {
+        void* out = nullptr;
+        REQUIRE(flashjit_allocate(rt, bytes, &out) == FLASHJIT_OK);
+        REQUIRE(flashjit_copy_to_device(rt, out, data, bytes) == FLASHJIT_OK);
+        return out;
+      },
+      [&](const Sequences& s, const TensorView& qv, const TensorView& kv, const TensorView& vv,
+          const TensorView& ov, const TensorView& lv) {
+        const flashjit_tensor ct = c_tensor(s.page_table), cl = c_tensor(s.seqlens_k),
+                              cq = c_tensor(qv), ck = c_tensor(kv), cv = c_tensor(vv),
+                              co = c_tensor(ov), clse = c_tensor(lv);
+        flashjit_sequences cs;
+        flashjit_sequences_init(&cs);
+        CHECK(cs.splits == 0);
+        cs.page_table = &ct;
+        cs.seqlens_k = &cl;
+        cs.splits = s.splits;
+        status = flashjit_attention_forward_sequences(rt, &attn, &cs, &cq, &ck, &cv, &co, &clse,
+                                                      nullptr);
+      });
+  REQUIRE_MESSAGE(status == FLASHJIT_OK, flashjit_last_error());
+  std::vector<float> from_cpp(q.size() / 2), from_c(q.size() / 2);  // the bf16 O, as bytes
+  cpp.copy_to_host(from_cpp.data(), cpp_o, q.size() * 2);
+  REQUIRE(flashjit_copy_to_host(rt, from_c.data(), c_o, q.size() * 2) == FLASHJIT_OK);
+  CHECK(bytes_equal(from_c, from_cpp));
+  CHECK(bytes_equal(c_download(rt, c_lse, kBatch * kHq * kQ),
+                    [&] {
+                      std::vector<float> l(kBatch * kHq * kQ);
+                      cpp.copy_to_host(l.data(), cpp_lse, l.size() * 4);
+                      return l;
+                    }()));
+  CHECK(std::isfinite(c_download(rt, c_lse, 1)[0]));
+
+  SUBCASE("NULL sequences is named") {
+    CHECK(flashjit_attention_forward_sequences(rt, &attn, nullptr, nullptr, nullptr, nullptr,
+                                               nullptr, nullptr, nullptr) ==
+          FLASHJIT_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(flashjit_last_error()).find("'sequences'") != std::string::npos);
+  }
+}
+
+}  // namespace flashjit::testing

@@ -93,6 +93,14 @@ void Runtime::backward(const Attention& attention, const TensorView& q, const Te
                                   dq, dk, dv, stream);
 }
 
+void Runtime::backward(const Attention& attention, const Sequences& sequences, const TensorView& q,
+                       const TensorView& k, const TensorView& v, const TensorView& o,
+                       const TensorView& lse, const TensorView& dout, const TensorView& dq,
+                       const TensorView& dk, const TensorView& dv, Stream stream) {
+  kernels::run_attention_backward_sequences(*impl_->backend, attention, sequences, q, k, v, o, lse,
+                                            dout, dq, dk, dv, impl_->check_indices, stream);
+}
+
 namespace {
 
 std::vector<KernelWork>& counted_work(detail::RuntimeBackend& backend) {

@@ -31,16 +31,10 @@ ForwardCase sequence_case(const InferenceCase& c, std::size_t b) {
   return f;
 }
 
-std::int64_t longest(const std::vector<std::int64_t>& lengths) {
-  return lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
-}
+std::int64_t longest(const std::vector<std::int64_t>& lengths) { return longest_length(lengths); }
 
 std::vector<std::int32_t> offsets(const std::vector<std::int64_t>& lengths) {
-  std::vector<std::int32_t> cu(lengths.size() + 1, 0);
-  for (std::size_t b = 0; b < lengths.size(); ++b) {
-    cu[b + 1] = cu[b] + static_cast<std::int32_t>(lengths[b]);
-  }
-  return cu;
+  return sequence_offsets(lengths);
 }
 
 /// Where each sequence's keys go: the row of key j of sequence b in k's [rows, heads_kv,
@@ -121,6 +115,18 @@ SequenceCheck check_sequence(const ForwardCase& f, const std::vector<double>& ou
 
 }  // namespace
 
+std::vector<std::int32_t> sequence_offsets(const std::vector<std::int64_t>& lengths) {
+  std::vector<std::int32_t> cu(lengths.size() + 1, 0);
+  for (std::size_t b = 0; b < lengths.size(); ++b) {
+    cu[b + 1] = cu[b] + static_cast<std::int32_t>(lengths[b]);
+  }
+  return cu;
+}
+
+std::int64_t longest_length(const std::vector<std::int64_t>& lengths) {
+  return lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
+}
+
 std::string InferenceCase::name() const {
   std::ostringstream os;
   const auto list = [&](const char* label, const std::vector<std::int64_t>& values) {
@@ -137,7 +143,8 @@ std::string InferenceCase::name() const {
      << (keys == KeyStorage::packed ? ".packedk"
          : keys == KeyStorage::paged ? ".paged" + std::to_string(page_size)
                                      : "")
-     << (causal ? ".causal" : "") << ".split" << splits << ".seed" << seed;
+     << (causal ? ".causal" : "") << ".split" << splits << (deterministic ? ".deterministic" : "")
+     << ".seed" << seed;
   return os.str();
 }
 
@@ -150,6 +157,7 @@ Attention InferenceCase::attention() const {
   a.seqlen_k = longest(seqlens_k);
   a.head_dim = head_dim;
   a.causal = causal;
+  a.deterministic = deterministic;
   return a;
 }
 

@@ -32,6 +32,7 @@ struct InferenceCase {
   KeyStorage keys = KeyStorage::dense;
   std::int64_t page_size = 16;
   int splits = 0;  ///< Sequences::splits
+  bool deterministic = false;  ///< Attention::deterministic (the backward's dQ kernel)
   DType dtype = DType::bf16;
   std::uint64_t seed = 1;
 
@@ -57,5 +58,18 @@ struct InferenceVerdict {
 
 /// Runs `c` on `runtime` and judges every sequence against its reference.
 InferenceVerdict run_inference_case(Runtime& runtime, const InferenceCase& c);
+
+/// The backward of a variable-length batch: the runtime's inference forward (for O and LSE),
+/// then Runtime::backward with the same sequences into poisoned dQ, dK, dV, each sequence's
+/// gradients judged against its own float64 reference (reference::backward) with a one-
+/// sequence BackwardCase's bound: twice the plain backward's relative L2 error in the input
+/// dtype. Keys packed or dense (dense ones of one length: the backward takes no seqlens_k), no
+/// pages, no splits. `out` holds dQ, dK and dV as written, one after the other.
+InferenceVerdict run_inference_backward_case(Runtime& runtime, const InferenceCase& c);
+
+/// cu_seqlens of `lengths`: [0, l0, l0 + l1, ...] in int32.
+std::vector<std::int32_t> sequence_offsets(const std::vector<std::int64_t>& lengths);
+/// The longest of `lengths` (0 for none).
+std::int64_t longest_length(const std::vector<std::int64_t>& lengths);
 
 }  // namespace flashjit::testing

@@ -78,12 +78,13 @@ detail::KernelSpec dkdv_spec(const BackwardConfig& config, const std::string& ar
   std::vector<std::string> traits = tile_traits(config, t.block_m, t.block_n, t.warps);
   traits.push_back(detail::trait("s", t.stages));
   if (atomic_dq) traits.push_back("atomic_dq");
+  if (config.varlen) traits.push_back("varlen");
   const std::string type = "flashjit::BackwardKeyTraits<" + template_element(config.dtype) + ", " +
                            std::to_string(config.head_dim) + ", " + std::to_string(t.block_m) +
                            ", " + std::to_string(t.block_n) + ", " + std::to_string(t.warps) +
                            ", " + std::to_string(t.stages) + ", " + mask_type(config.mask) + ", " +
                            (config.softcap ? "true" : "false") + ", " +
-                           (atomic_dq ? "true" : "false") + ">";
+                           (atomic_dq ? "true" : "false") + (config.varlen ? ", true" : "") + ">";
   detail::KernelSpec spec = backward_spec(arch, "dkdv", "attention/backward_dkdv_kernel.cuh",
                                           "flashjit::attention_backward_dkdv_kernel<" + type + ">",
                                           config.head_dim, std::move(traits));
@@ -95,11 +96,13 @@ detail::KernelSpec dkdv_spec(const BackwardConfig& config, const std::string& ar
 detail::KernelSpec dq_spec(const BackwardConfig& config, const std::string& arch) {
   const QueryBlockTile& t = config.query;
   std::vector<std::string> traits = tile_traits(config, t.block_m, t.block_n, t.warps);
+  if (config.varlen) traits.push_back("varlen");
   const std::string type = "flashjit::BackwardQueryTraits<" + template_element(config.dtype) +
                            ", " + std::to_string(config.head_dim) + ", " +
                            std::to_string(t.block_m) + ", " + std::to_string(t.block_n) + ", " +
                            std::to_string(t.warps) + ", " + mask_type(config.mask) + ", " +
-                           (config.softcap ? "true" : "false") + ">";
+                           (config.softcap ? "true" : "false") + (config.varlen ? ", true" : "") +
+                           ">";
   detail::KernelSpec spec = backward_spec(arch, "dq", "attention/backward_dq_kernel.cuh",
                                           "flashjit::attention_backward_dq_kernel<" + type + ">",
                                           config.head_dim, std::move(traits));
@@ -108,13 +111,17 @@ detail::KernelSpec dq_spec(const BackwardConfig& config, const std::string& arch
   return spec;
 }
 
-/// A per-row kernel templated on the element type only: the delta and dQ-convert kernels.
-detail::KernelSpec row_kernel_spec(DType dtype, const std::string& arch, const std::string& role,
-                                   const std::string& kernel) {
+/// A per-row kernel templated on the element type (and whether the batch has variable lengths)
+/// only: the delta and dQ-convert kernels.
+detail::KernelSpec row_kernel_spec(DType dtype, bool varlen, const std::string& arch,
+                                   const std::string& role, const std::string& kernel) {
+  std::vector<std::string> traits = {std::string(dtype_name(dtype))};
+  if (varlen) traits.push_back("varlen");
   detail::KernelSpec spec =
       backward_spec(arch, role, "attention/backward_" + kernel + ".cuh",
-                    "flashjit::attention_backward_" + kernel + "<" + template_element(dtype) + ">",
-                    0, {std::string(dtype_name(dtype))});
+                    "flashjit::attention_backward_" + kernel + "<" + template_element(dtype) +
+                        (varlen ? ", true" : "") + ">",
+                    0, std::move(traits));
   spec.threads = kDeltaRowsPerBlock * 32;  // one warp per row
   return spec;
 }
@@ -164,18 +171,29 @@ std::vector<detail::KernelBuffer> backward_buffers(const BackwardTensors& t,
 /// order, so nothing waits on the host, and a launch that throws halfway still frees them after
 /// the kernels already queued.
 void launch_backward(detail::RuntimeBackend& backend, const Attention& attention,
-                     const BackwardTensors& t, const BackwardConfig& config, Stream stream) {
+                     const BackwardTensors& t, const BackwardConfig& config, Stream stream,
+                     const Sequences* sequences = nullptr) {
   const BackwardSpecs specs = backward_specs(config, backend.info().arch());
   const BackwardLaunchShapes shapes = backward_launch_shapes(config, attention, stream);
   const DeviceBuffer delta =
       backend.allocate_buffer_on_stream(backward_delta_bytes(attention), stream);
   const DeviceBuffer dq_accum =
       backend.allocate_buffer_on_stream(backward_dq_accum_bytes(attention), stream);
-  const AttentionBackwardParams params =
+  AttentionBackwardParams params =
       backward_params(attention, t.q, t.k, t.v, t.o, t.lse, t.dout, t.dq, t.dk, t.dv,
                       static_cast<float*>(delta.data()),
                       dq_accum.size() > 0 ? static_cast<float*>(dq_accum.data()) : nullptr);
-  const std::vector<detail::KernelBuffer> buffers = backward_buffers(t, delta, dq_accum);
+  std::vector<detail::KernelBuffer> buffers = backward_buffers(t, delta, dq_accum);
+  if (sequences != nullptr) {  // a variable-length batch: the kernels read its offsets
+    params.sequences.cu_seqlens_q = static_cast<const int*>(sequences->cu_seqlens_q.data);
+    params.sequences.cu_seqlens_k = static_cast<const int*>(sequences->cu_seqlens_k.data);
+    if (params.sequences.cu_seqlens_q != nullptr) {
+      buffers.push_back(kernel_buffer(sequences->cu_seqlens_q, "cu_seqlens_q"));
+    }
+    if (params.sequences.cu_seqlens_k != nullptr) {
+      buffers.push_back(kernel_buffer(sequences->cu_seqlens_k, "cu_seqlens_k"));
+    }
+  }
   detail::Executor& executor = backend.executor();
   detail::launch_kernel(executor, specs.delta, shapes.delta, buffers, params);  // D
   detail::launch_kernel(executor, specs.dkdv, shapes.dkdv, buffers, params);    // dK, dV
@@ -271,11 +289,12 @@ BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& ar
                           "attention_backward_space::key_kernel_valid and query_kernel_valid)");
   }
   BackwardSpecs specs;
-  specs.delta = row_kernel_spec(config.dtype, arch, "delta", "delta_kernel");
+  specs.delta = row_kernel_spec(config.dtype, config.varlen, arch, "delta", "delta_kernel");
   specs.dkdv = dkdv_spec(config, arch);
   specs.dq = config.deterministic
                  ? dq_spec(config, arch)
-                 : row_kernel_spec(config.dtype, arch, "dq_convert", "dq_convert_kernel");
+                 : row_kernel_spec(config.dtype, config.varlen, arch, "dq_convert",
+                                   "dq_convert_kernel");
   return specs;
 }
 
@@ -366,6 +385,18 @@ void attention_backward(detail::RuntimeBackend& backend, const Attention& attent
   check_config_fits_device(config.shared_bytes(), backend.info());
   if (backward_is_empty(attention)) return;
   launch_backward(backend, attention, {q, k, v, o, lse, dout, dq, dk, dv}, config, stream);
+}
+
+void launch_attention_backward_sequences(detail::RuntimeBackend& backend,
+                                         const Attention& attention, const Sequences& sequences,
+                                         const TensorView& q, const TensorView& k,
+                                         const TensorView& v, const TensorView& o,
+                                         const TensorView& lse, const TensorView& dout,
+                                         const TensorView& dq, const TensorView& dk,
+                                         const TensorView& dv, const BackwardConfig& config,
+                                         Stream stream) {
+  launch_backward(backend, attention, {q, k, v, o, lse, dout, dq, dk, dv}, config, stream,
+                  &sequences);
 }
 
 void run_attention_backward(detail::RuntimeBackend& backend, ConfigChoice& choice,

@@ -50,6 +50,9 @@ struct BackwardConfig {
   bool deterministic = false;  ///< Attention::deterministic: a dQ kernel instead of atomic adds
   KeyBlockTile key;            ///< the dK/dV kernel
   QueryBlockTile query;        ///< the dQ kernel (deterministic only)
+  /// A variable-length batch (cu_seqlens): each CTA rebases the params to its own sequence
+  /// (templates/attention/backward_sequence.cuh).
+  bool varlen = false;
   bool operator==(const BackwardConfig&) const = default;
 
   /// Whether the templates accept this config (attention_backward_space::key_kernel_valid, and
@@ -103,6 +106,24 @@ struct BackwardSpecs {
 /// "attention_backward.dq.hdim128.bf16.window.br64.bc64.w4" (deterministic) or
 /// "attention_backward.dq_convert.bf16". Throws InvalidArgument("config") outside the space.
 BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& arch);
+
+/// Each gradient (dq, dk, dv) writes every element once and shares no memory with an input or
+/// another gradient: throws InvalidArgument naming the pair.
+void check_gradients_disjoint(const TensorView& q, const TensorView& k, const TensorView& v,
+                              const TensorView& o, const TensorView& lse, const TensorView& dout,
+                              const TensorView& dq, const TensorView& dk, const TensorView& dv);
+
+/// Launches the backward of a validated variable-length batch (config.varlen set): the tensors
+/// are the kernels' views (packed ones as batch 1 with batch stride 0, lse as [1, heads_q,
+/// total_q] with batch stride 0), the offsets those of `sequences` (cu_seqlens_q, cu_seqlens_k).
+void launch_attention_backward_sequences(detail::RuntimeBackend& backend,
+                                         const Attention& attention, const Sequences& sequences,
+                                         const TensorView& q, const TensorView& k,
+                                         const TensorView& v, const TensorView& o,
+                                         const TensorView& lse, const TensorView& dout,
+                                         const TensorView& dq, const TensorView& dk,
+                                         const TensorView& dv, const BackwardConfig& config,
+                                         Stream stream);
 
 /// Checks backward's arguments (see Runtime::backward); throws InvalidArgument naming the
 /// first bad one ("dout", "lse.shape", "dk", ...). Nothing is launched or written.

@@ -34,9 +34,11 @@ void check_gradient_tensors(const Attention& a, const TensorView& q, const Tenso
                     "[batch, seqlen_k, heads_kv, head_dim] (like v)");
 }
 
+}  // namespace
+
 /// Each output (dq, dk, dv) writes every element once and shares no memory with an input or
 /// another output: the kernels read the inputs while other blocks write the outputs.
-void check_outputs_disjoint(const TensorView& q, const TensorView& k, const TensorView& v,
+void check_gradients_disjoint(const TensorView& q, const TensorView& k, const TensorView& v,
                             const TensorView& o, const TensorView& lse, const TensorView& dout,
                             const TensorView& dq, const TensorView& dk, const TensorView& dv) {
   const std::pair<const TensorView*, const char*> inputs[] = {
@@ -54,7 +56,6 @@ void check_outputs_disjoint(const TensorView& q, const TensorView& k, const Tens
   check_disjoint(dk, dv, "dk", "dv", Role::output);
 }
 
-}  // namespace
 
 void validate_backward_arguments(const Attention& attention, const TensorView& q,
                                  const TensorView& k, const TensorView& v, const TensorView& o,
@@ -69,7 +70,7 @@ void validate_backward_arguments(const Attention& attention, const TensorView& q
   }
   validate_forward_arguments(attention, q, k, v, o, lse);
   check_gradient_tensors(attention, q, dout, dq, dk, dv);
-  check_outputs_disjoint(q, k, v, o, lse, dout, dq, dk, dv);
+  check_gradients_disjoint(q, k, v, o, lse, dout, dq, dk, dv);
 }
 
 }  // namespace flashjit::kernels

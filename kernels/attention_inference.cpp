@@ -22,12 +22,6 @@ std::vector<std::int32_t> host_copy(detail::RuntimeBackend& backend, const Tenso
   return values;
 }
 
-HostIndices host_indices(detail::RuntimeBackend& backend, const Sequences& s) {
-  HostIndices x{host_copy(backend, s.cu_seqlens_q), host_copy(backend, s.cu_seqlens_k),
-                host_copy(backend, s.seqlens_k), host_copy(backend, s.page_table)};
-  x.page_table_row = present(s.page_table) ? s.page_table.strides[0] : 0;
-  return x;
-}
 
 /// How one call runs: the config (its layout flags set) and the grid's shape.
 struct InferencePlan {
@@ -143,6 +137,13 @@ std::vector<detail::KernelBuffer> buffers_of(const Sequences& s, const Inference
 
 }  // namespace
 
+HostIndices read_indices(detail::RuntimeBackend& backend, const Sequences& s) {
+  HostIndices x{host_copy(backend, s.cu_seqlens_q), host_copy(backend, s.cu_seqlens_k),
+                host_copy(backend, s.seqlens_k), host_copy(backend, s.page_table)};
+  x.page_table_row = present(s.page_table) ? s.page_table.strides[0] : 0;
+  return x;
+}
+
 int choose_splits(std::int64_t blocks, std::int64_t key_blocks, int sm_count) {
   if (blocks <= 0 || sm_count <= 0 || blocks >= sm_count) return 1;
   const std::int64_t fill = ceil_div(sm_count, blocks);  // splits that give every SM a CTA
@@ -156,7 +157,7 @@ void run_attention_forward_sequences(detail::RuntimeBackend& backend, const Atte
                                      const TensorView& lse, bool check_indices, Stream stream) {
   const InferenceTensors t = validate_inference_arguments(a, s, q, k, v, o, lse);
   if (check_indices || backend.kind() == Backend::emulator) {
-    check_index_values(a, t, host_indices(backend, s));
+    check_index_values(a, t, read_indices(backend, s));
   }
   if (a.batch == 0 || a.seqlen_q == 0 || t.total_q == 0) return;
   const InferencePlan p = plan(a, s, q.dtype, backend.info());

@@ -26,6 +26,15 @@ struct InferenceTensors {
   std::int64_t page_size = 0;
 };
 
+/// q, o (dout, dq) of an inference call, checked: packed [total_q, heads_q, head_dim] when
+/// `packed` (of `total_q` rows when that is >= 0), else [batch, seqlen_q, heads_q, head_dim].
+/// Returns the kernels' rank-4 view (a packed one as batch 1 with batch stride 0).
+TensorView inference_query_tensor(const TensorView& view, const std::string& name,
+                                  const Attention& attention, bool packed, std::int64_t total_q);
+/// k, v (dk, dv) likewise: packed [total_k, heads_kv, head_dim] or dense.
+TensorView inference_key_tensor(const TensorView& view, const std::string& name,
+                                const Attention& attention, bool packed, std::int64_t total_k);
+
 /// Checks an inference call's host-visible arguments (shapes, dtypes, strides, the index
 /// arrays' shapes and dtypes); throws InvalidArgument naming the first bad one
 /// ("sequences.page_table", "k.shape", ...). Returns the kernel's views of the tensors.
@@ -39,6 +48,9 @@ struct HostIndices {
   std::vector<std::int32_t> cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table;
   std::int64_t page_table_row = 0;  ///< elements between the page table's rows
 };
+
+/// Host copies of the call's index arrays (a synchronous copy on a GPU).
+HostIndices read_indices(detail::RuntimeBackend& backend, const Sequences& sequences);
 
 /// Checks the index arrays' values against the validated call: cu_seqlens from 0 and
 /// nondecreasing, each sequence within the longest and the packed tensors, key counts within
@@ -59,5 +71,17 @@ void run_attention_forward_sequences(detail::RuntimeBackend& backend, const Atte
                                      const Sequences& sequences, const TensorView& q,
                                      const TensorView& k, const TensorView& v, const TensorView& o,
                                      const TensorView& lse, bool check_indices, Stream stream);
+
+/// Runtime::backward(attention, sequences, ...) on `backend`: the backward of a variable-length
+/// batch (cu_seqlens_q and/or cu_seqlens_k; no pages, no per-sequence key counts, no splits).
+/// Validates everything first and checks the index arrays as the forward does; dk and dv are
+/// written for every packed key row of a sequence. Nothing is launched or written on bad input.
+void run_attention_backward_sequences(detail::RuntimeBackend& backend, const Attention& attention,
+                                      const Sequences& sequences, const TensorView& q,
+                                      const TensorView& k, const TensorView& v,
+                                      const TensorView& o, const TensorView& lse,
+                                      const TensorView& dout, const TensorView& dq,
+                                      const TensorView& dk, const TensorView& dv,
+                                      bool check_indices, Stream stream);
 
 }  // namespace flashjit::kernels

@@ -163,6 +163,40 @@ void check_offsets(const std::vector<std::int32_t>& cu, const std::string& name,
 
 }  // namespace
 
+TensorView inference_query_tensor(const TensorView& view, const std::string& name,
+                                  const Attention& a, bool packed, std::int64_t total_q) {
+  if (!packed) {
+    check_tensor(view, name, 4);
+    check_head_tensor(view, name, a.batch, a.seqlen_q, a.heads_q, a.head_dim,
+                      "[batch, seqlen_q, heads_q, head_dim]");
+    return view;
+  }
+  const TensorView four =
+      packed_view(view, name, a.heads_q, a.head_dim, "[total_q, heads_q, head_dim]");
+  if (total_q >= 0 && view.shape[0] != total_q) {
+    throw InvalidArgument(name + ".shape",
+                          "has " + str(view.shape[0]) + " rows; q has " + str(total_q));
+  }
+  return four;
+}
+
+TensorView inference_key_tensor(const TensorView& view, const std::string& name,
+                                const Attention& a, bool packed, std::int64_t total_k) {
+  if (!packed) {
+    check_tensor(view, name, 4);
+    check_head_tensor(view, name, a.batch, a.seqlen_k, a.heads_kv, a.head_dim,
+                      "[batch, seqlen_k, heads_kv, head_dim]");
+    return view;
+  }
+  const TensorView four =
+      packed_view(view, name, a.heads_kv, a.head_dim, "[total_k, heads_kv, head_dim]");
+  if (total_k >= 0 && view.shape[0] != total_k) {
+    throw InvalidArgument(name + ".shape",
+                          "has " + str(view.shape[0]) + " rows; k has " + str(total_k));
+  }
+  return four;
+}
+
 InferenceTensors validate_inference_arguments(const Attention& a, const Sequences& s,
                                               const TensorView& q, const TensorView& k,
                                               const TensorView& v, const TensorView& o,
@@ -183,24 +217,9 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
   check_value_dtypes(q, k, v, o);
 
   InferenceTensors t;
-  if (packed_q) {
-    t.q = packed_view(q, "q", a.heads_q, a.head_dim, "[total_q, heads_q, head_dim]");
-    t.o = packed_view(o, "o", a.heads_q, a.head_dim, "[total_q, heads_q, head_dim]");
-    t.total_q = q.shape[0];
-    if (o.shape[0] != t.total_q) {
-      throw InvalidArgument("o.shape", "has " + str(o.shape[0]) + " rows; q has " + str(t.total_q));
-    }
-  } else {
-    check_tensor(q, "q", 4);
-    check_tensor(o, "o", 4);
-    check_head_tensor(q, "q", a.batch, a.seqlen_q, a.heads_q, a.head_dim,
-                      "[batch, seqlen_q, heads_q, head_dim]");
-    check_head_tensor(o, "o", a.batch, a.seqlen_q, a.heads_q, a.head_dim,
-                      "[batch, seqlen_q, heads_q, head_dim]");
-    t.q = q;
-    t.o = o;
-    t.total_q = a.batch * a.seqlen_q;
-  }
+  t.q = inference_query_tensor(q, "q", a, packed_q, -1);
+  t.total_q = packed_q ? q.shape[0] : a.batch * a.seqlen_q;
+  t.o = inference_query_tensor(o, "o", a, packed_q, t.total_q);
   if (paged) {
     check_pages(k, "k", a);
     check_pages(v, "v", a);
@@ -216,21 +235,9 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
                                 str(s.page_table.shape[1]) + " pages of " + str(t.page_size) +
                                 " keys holds at most " + str(s.page_table.shape[1] * t.page_size));
     }
-  } else if (packed_k) {
-    t.k = packed_view(k, "k", a.heads_kv, a.head_dim, "[total_k, heads_kv, head_dim]");
-    t.v = packed_view(v, "v", a.heads_kv, a.head_dim, "[total_k, heads_kv, head_dim]");
-    if (v.shape[0] != k.shape[0]) {
-      throw InvalidArgument("v.shape", "has " + str(v.shape[0]) + " rows; k has " + str(k.shape[0]));
-    }
   } else {
-    check_tensor(k, "k", 4);
-    check_tensor(v, "v", 4);
-    check_head_tensor(k, "k", a.batch, a.seqlen_k, a.heads_kv, a.head_dim,
-                      "[batch, seqlen_k, heads_kv, head_dim]");
-    check_head_tensor(v, "v", a.batch, a.seqlen_k, a.heads_kv, a.head_dim,
-                      "[batch, seqlen_k, heads_kv, head_dim]");
-    t.k = k;
-    t.v = v;
+    t.k = inference_key_tensor(k, "k", a, packed_k, -1);
+    t.v = inference_key_tensor(v, "v", a, packed_k, packed_k ? k.shape[0] : -1);
   }
   if (present(lse)) t.lse = lse_view(lse, a, packed_q, t.total_q);
   check_outputs_disjoint(s, q, k, v, o, lse);

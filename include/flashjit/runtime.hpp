@@ -131,6 +131,18 @@ class Runtime {
                const TensorView& k, const TensorView& v, const TensorView& o,
                const TensorView& lse, Stream stream = nullptr);
 
+  /// Attention backward of a variable-length batch (Sequences with cu_seqlens_q and/or
+  /// cu_seqlens_k; the forward-only members, page_table, seqlens_k and splits, must be absent):
+  /// dq like q, dk and dv like k (packed where Sequences packs them), dout like o; lse as the
+  /// forward with the same sequences wrote it (required). Gradients as backward() computes them,
+  /// sequence by sequence: a sequence with no queries gets dK = dV = 0, one with no keys dQ = 0.
+  /// Index arrays are checked as in forward(). Throws InvalidArgument naming the argument for
+  /// bad input; nothing is launched or written then.
+  void backward(const Attention& attention, const Sequences& sequences, const TensorView& q,
+                const TensorView& k, const TensorView& v, const TensorView& o,
+                const TensorView& lse, const TensorView& dout, const TensorView& dq,
+                const TensorView& dk, const TensorView& dv, Stream stream = nullptr);
+
   /// Attention backward: given dout = dL/do of the forward call with the same arguments (and
   /// its o and lse, which must not be null), writes dq = dL/dq, dk = dL/dk, dv = dL/dv. dk and
   /// dv sum over the query heads that share a key/value head (GQA/MQA). Shapes, dtypes and

@@ -8,10 +8,11 @@
 namespace flashjit {
 
 /// Grid (ceil(seqlen_q / kRowWarps), heads_q, batch), block kRowWarps · 32 threads.
-template <typename T>
+template <typename T, bool Varlen = false>
 FJ_GLOBAL void __launch_bounds__(kRowWarps * 32)
     attention_backward_delta_kernel(AttentionBackwardParams params) {
-  const QueryRow q = this_query_row(params);
+  if constexpr (Varlen) rebase_to_sequence<T>(params, blockIdx.z);  // its own sequence
+  const QueryRow q = this_query_row(params, Varlen ? 0 : int(blockIdx.z));
   if (!q.valid(params)) return;
   const T* o = params.o.rows<const T>(q.batch, q.head, q.row);        // (head_dim,)
   const T* dout = params.dout.rows<const T>(q.batch, q.head, q.row);  // (head_dim,)

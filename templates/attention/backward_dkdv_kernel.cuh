@@ -8,6 +8,7 @@
 // Pᵀ and dSᵀ pass through shared memory from the warps that compute them to the warps that
 // multiply them. dK and dV are written once, without atomics.
 #include "attention/backward_scores.cuh"
+#include "attention/backward_sequence.cuh"
 #include "attention/backward_traits.cuh"
 #include "attention/mask.cuh"
 #include "attention/query_block_pipeline.cuh"
@@ -103,9 +104,15 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const ScoreGrid scores(warp);
   const KeyGrid gradients(warp);
+  int batch = blockIdx.z;
+  if constexpr (Traits::kVarlen) {  // its own sequence, as a dense batch of one
+    rebase_to_sequence<typename Traits::Element>(params, batch);
+    batch = 0;
+  }
   const int key0 = int(blockIdx.x) * Traits::kBlockN;  // the block's first key
   const int keys = min_int(Traits::kBlockN, params.seqlen_k - key0);
-  const int kv_head = blockIdx.y, batch = blockIdx.z;
+  if (keys <= 0) return;  // past a shorter sequence's keys
+  const int kv_head = blockIdx.y;
   const KeyWindow<Traits::kMask> window(params);
   // Keys no query sees are not loaded: their dK and dV are exactly zero.
   const BlockRange blocks =

@@ -7,10 +7,11 @@
 namespace flashjit {
 
 /// Grid (ceil(seqlen_q / kRowWarps), heads_q, batch), block kRowWarps · 32 threads.
-template <typename T>
+template <typename T, bool Varlen = false>
 FJ_GLOBAL void __launch_bounds__(kRowWarps * 32)
     attention_backward_dq_convert_kernel(AttentionBackwardParams params) {
-  const QueryRow q = this_query_row(params);
+  if constexpr (Varlen) rebase_to_sequence<T>(params, blockIdx.z);  // its own sequence
+  const QueryRow q = this_query_row(params, Varlen ? 0 : int(blockIdx.z));
   if (!q.valid(params)) return;
   const float* accum = params.dq_accum + q.index * params.head_dim;  // (head_dim,)
   T* dq = params.dq.rows<T>(q.batch, q.head, q.row);                 // (head_dim,)

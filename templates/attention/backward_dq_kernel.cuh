@@ -4,6 +4,7 @@
 // dQ = scale · Σⱼ (P ∘ (dO Vⱼᵀ − D)) Kⱼ. It writes dQ once, without atomics, so gradients
 // are the same bits on every run.
 #include "attention/backward_scores.cuh"
+#include "attention/backward_sequence.cuh"
 #include "attention/backward_traits.cuh"
 #include "attention/epilogue.cuh"
 #include "attention/key_value_pipeline.cuh"
@@ -22,9 +23,15 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   constexpr int kRows = Traits::kQueryRowsPerWarp;
   const int lane = threadIdx.x % kWarpSize;
   const int warp_row0 = threadIdx.x / kWarpSize * kRows;
+  int batch = blockIdx.z;
+  if constexpr (Traits::kVarlen) {  // its own sequence, as a dense batch of one
+    rebase_to_sequence<T>(params, batch);
+    batch = 0;
+  }
   const int row0 = int(blockIdx.x) * Traits::kBlockM;
   const int rows = min_int(Traits::kBlockM, params.seqlen_q - row0);
-  const int head = blockIdx.y, batch = blockIdx.z;
+  if (rows <= 0) return;  // past a shorter sequence's rows
+  const int head = blockIdx.y;
   const HeadSlice<T> slice = head_slice<T>(params, params.dq, nullptr, batch, head, row0);
   const KeyWindow<Traits::kMask> window(params);
   const BlockRange blocks = window.key_blocks(row0, row0 + rows - 1, Traits::kBlockN);

@@ -33,6 +33,10 @@ struct AttentionBackwardParams {
   float score_scale;   // as in the forward pass
   float softcap_log2;  // as in the forward pass
   float scale;         // the softmax scale: dQ = scale · dS K, dK = scale · dSᵀ Q
+
+  // A variable-length batch: cu_seqlens_q and cu_seqlens_k (packed tensors, batch stride 0;
+  // LSE (heads_q, total_q)), read by the Varlen specializations only; zero otherwise.
+  SequenceIndex sequences;
 };
 
 }  // namespace flashjit

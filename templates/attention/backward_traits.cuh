@@ -5,6 +5,7 @@
 //       128, 64, 128, 8, 2, flashjit::MaskKind::window, false, true>>
 //   flashjit::attention_backward_dq_kernel<flashjit::BackwardQueryTraits<flashjit::bfloat16_t,
 //       128, 64, 64, 4, flashjit::MaskKind::window, false>>
+// with a last `true` for a variable-length batch (attention/backward_sequence.cuh).
 #include "attention/backward_space.cuh"
 #include "attention/mask_kind.cuh"
 #include "tile/numeric.cuh"
@@ -14,7 +15,7 @@ namespace flashjit {
 /// The dK/dV kernel's: Br query rows streamed per step past Bc keys, `Stages` Q/dO buffers;
 /// AtomicDq: also add dQ = dS K to the fp32 workspace (the default, non-deterministic mode).
 template <typename Element_, int HeadDim, int BlockM, int BlockN, int Warps, int Stages,
-          MaskKind Mask, bool Softcap, bool AtomicDq>
+          MaskKind Mask, bool Softcap, bool AtomicDq, bool Varlen = false>
 struct BackwardKeyTraits {
   static_assert(attention_backward_space::key_kernel_valid(HeadDim, BlockM, BlockN, Warps, Stages,
                                                            Softcap, AtomicDq),
@@ -35,13 +36,14 @@ struct BackwardKeyTraits {
   static constexpr MaskKind kMask = Mask;
   static constexpr bool kSoftcap = Softcap;
   static constexpr bool kAtomicDq = AtomicDq;
+  static constexpr bool kVarlen = Varlen;  // per-sequence lengths and offsets (cu_seqlens)
   static constexpr int kSharedBytes =
       attention_backward_space::key_kernel_shared_bytes(HeadDim, BlockM, BlockN, Stages);
 };
 
 /// The dQ kernel's (deterministic mode): Br query rows per CTA, Bc keys per streamed block.
 template <typename Element_, int HeadDim, int BlockM, int BlockN, int Warps, MaskKind Mask,
-          bool Softcap>
+          bool Softcap, bool Varlen = false>
 struct BackwardQueryTraits {
   static_assert(attention_backward_space::query_kernel_valid(HeadDim, BlockM, BlockN, Warps,
                                                              Softcap),
@@ -59,6 +61,7 @@ struct BackwardQueryTraits {
   static constexpr int kStages = attention_backward_space::kQueryStages;
   static constexpr MaskKind kMask = Mask;
   static constexpr bool kSoftcap = Softcap;
+  static constexpr bool kVarlen = Varlen;  // per-sequence lengths and offsets (cu_seqlens)
   static constexpr int kQueryRowsPerWarp = BlockM / Warps;
   static constexpr int kSharedBytes =
       attention_backward_space::query_kernel_shared_bytes(HeadDim, BlockM, BlockN);

@@ -1,7 +1,10 @@
 #pragma once
 // The backward's per-row kernels (D before the main kernels, dQ's rounding after): one warp per
-// query row, a block of kRowWarps rows, grid (ceil(seqlen_q / kRowWarps), heads_q, batch).
+// query row, a block of kRowWarps rows, grid (ceil(seqlen_q / kRowWarps), heads_q, batch);
+// for a variable-length batch seqlen_q is the longest sequence's, and each CTA first rebases
+// the params to its own (Varlen).
 #include "attention/backward_params.cuh"
+#include "attention/backward_sequence.cuh"
 #include "attention/backward_space.cuh"
 #include "tile/warp.cuh"
 
@@ -21,9 +24,11 @@ struct QueryRow {
   FJ_DEVICE bool valid(const AttentionBackwardParams& p) const { return row < p.seqlen_q; }
 };
 
-FJ_DEVICE QueryRow this_query_row(const AttentionBackwardParams& p) {
+/// The query row of this warp in sequence `batch` (blockIdx.z, or 0 for params rebased to
+/// one sequence: attention/backward_sequence.cuh).
+FJ_DEVICE QueryRow this_query_row(const AttentionBackwardParams& p, int batch) {
   const int row = int(blockIdx.x) * kRowWarps + int(threadIdx.x) / kWarpSize;
-  const int head = blockIdx.y, batch = blockIdx.z;
+  const int head = blockIdx.y;
   return {int(threadIdx.x) % kWarpSize, row, head, batch,
           (index_t(batch) * p.heads_q + head) * p.seqlen_q + row};
 }

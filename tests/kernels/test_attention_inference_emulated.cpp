@@ -131,3 +131,35 @@ TEST_CASE("decoding reads the KV cache once: batch 8, context 4096, head dim 128
 }
 
 }  // namespace flashjit::testing
+
+namespace flashjit::testing {
+
+TEST_CASE("backward of variable lengths: 1 to 8 sequences, 0 and 1 included, both dQ modes") {
+  for (int sequences : {1, 3, 8}) {
+    for (bool causal : {false, true}) {
+      InferenceCase c = random_lengths_case(sequences, 40, 70, 20 + sequences);
+      c.causal = causal;
+      c.keys = KeyStorage::packed;
+      c.heads_q = 4;
+      c.heads_kv = 2;
+      c.deterministic = sequences == 3;
+      INFO(c.name());
+      const InferenceVerdict verdict = run_inference_backward_case(emulator(), c);
+      CHECK_MESSAGE(verdict.ok, verdict.describe());
+    }
+  }
+}
+
+TEST_CASE("backward with packed keys and dense queries of one length, head dims 8 and 128") {
+  for (std::int64_t head_dim : {8, 128}) {
+    InferenceCase c{.seqlens_q = {9, 9, 9}, .seqlens_k = {0, 30, 75}};
+    c.keys = KeyStorage::packed;
+    c.head_dim = head_dim;
+    c.dtype = DType::f16;
+    INFO(c.name());
+    const InferenceVerdict verdict = run_inference_backward_case(emulator(), c);
+    CHECK_MESSAGE(verdict.ok, verdict.describe());
+  }
+}
+
+}  // namespace flashjit::testing

@@ -1,0 +1,43 @@
+#pragma once
+// The backward of a variable-length batch reuses the dense kernels whole: each CTA first
+// rebases the params to its own sequence, as a dense batch of one. Tensors start at the
+// sequence's first row, the lengths are its own, and the workspace rows (D, dQ's fp32 sum) are
+// the heads_q · seqlen_q rows after those of the sequences before it. Then batch is 0.
+#include "attention/backward_params.cuh"
+#include "tile/memory.cuh"
+
+namespace flashjit {
+
+/// Rebases `p` to sequence `batch` of the variable-length batch its SequenceIndex describes
+/// (cu_seqlens_q and cu_seqlens_k, each optional: a dense side keeps seqlen and batch stride).
+template <typename T>
+FJ_DEVICE void rebase_to_sequence(AttentionBackwardParams& p, int batch) {
+  const SequenceIndex& s = p.sequences;
+  index_t q_start = 0, k_start = 0, token0 = index_t(batch) * p.seqlen_q;
+  if (s.cu_seqlens_q != nullptr) {
+    q_start = load_global_index(s.cu_seqlens_q, batch);
+    p.seqlen_q = load_global_index(s.cu_seqlens_q, batch + 1) - int(q_start);
+    token0 = q_start;
+  }
+  if (s.cu_seqlens_k != nullptr) {
+    k_start = load_global_index(s.cu_seqlens_k, batch);
+    p.seqlen_k = load_global_index(s.cu_seqlens_k, batch + 1) - int(k_start);
+  }
+  const auto rebase = [&](HeadTensor& t, index_t start) {
+    t.data = static_cast<T*>(t.data) + batch * t.batch_stride + start * t.row_stride;
+  };
+  rebase(p.q, q_start);
+  rebase(p.o, q_start);
+  rebase(p.dout, q_start);
+  rebase(p.dq, q_start);
+  rebase(p.k, k_start);
+  rebase(p.v, k_start);
+  rebase(p.dk, k_start);
+  rebase(p.dv, k_start);
+  p.lse += batch * p.lse_batch_stride + q_start;
+  const index_t workspace_row0 = token0 * p.heads_q;  // (heads_q, seqlen_q) rows per sequence
+  p.delta += workspace_row0;
+  if (p.dq_accum != nullptr) p.dq_accum += workspace_row0 * p.head_dim;
+}
+
+}  // namespace flashjit

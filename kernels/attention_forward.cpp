@@ -43,7 +43,10 @@ bool runs_wgmma(const std::string& arch) { return arch == "sm_90a"; }
 ///   up to D = 208, Bc 32 above (32 rows per warp spill from D = 152).
 /// Bench: the work counters before and after, bench/results/2026-11-24-work-counters-*.md.
 /// Later entries need less shared memory, for GPUs with 99 KB (sm_86, sm_89).
-std::vector<TileShape> preferred_tiles(int head_dim, const std::string& arch) {
+/// - The inference layouts' per-row index arithmetic (offsets, pages, packed heads) costs
+///   registers: their prefill at head dim 128 keeps Bc 32, as with one stage (Bc 64 spilled
+///   176-280 bytes on sm_80, NVRTC 13.0).
+std::vector<TileShape> preferred_tiles(int head_dim, const std::string& arch, bool inference) {
   const int padded = space::padded_head_dim(head_dim);
   const bool hopper = arch.rfind("sm_90", 0) == 0;
   const bool two_stages_of_bc64 =
@@ -53,7 +56,9 @@ std::vector<TileShape> preferred_tiles(int head_dim, const std::string& arch) {
   if (padded <= 144) {
     std::vector<TileShape> tiles = {
         {128, 32, 4}, {128, 64, 8}, {128, 32, 8}, {64, 64, 4}, {64, 32, 4}};
-    if (padded <= 128 && two_stages_of_bc64 && !hopper) tiles.insert(tiles.begin(), {128, 64, 4});
+    if (padded <= 128 && two_stages_of_bc64 && !hopper && !inference) {
+      tiles.insert(tiles.begin(), {128, 64, 4});
+    }
     return tiles;
   }
   if (padded <= 208) return {{128, 64, 8}, {128, 32, 8}, {64, 64, 4}, {64, 32, 4}};
@@ -257,16 +262,17 @@ ForwardConfig default_config(DType dtype, int head_dim, MaskKind mask, bool soft
     hopper.path = ForwardPath::wgmma;
     if (hopper.valid() && hopper.shared_bytes() <= limit) return hopper;
   }
-  return mma_sync_forward_config(dtype, head_dim, mask, softcap, arch, kMaxSeqlen);
+  return mma_sync_forward_config(dtype, head_dim, mask, softcap, arch, kMaxSeqlen, false);
 }
 
 }  // namespace
 
 ForwardConfig mma_sync_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
-                                      const std::string& arch, std::int64_t rows) {
+                                      const std::string& arch, std::int64_t rows,
+                                      bool inference) {
   check_attention_support(dtype, head_dim);
   const int limit = arch_shared_memory_limit(arch);
-  std::vector<TileShape> tiles = preferred_tiles(head_dim, arch);
+  std::vector<TileShape> tiles = preferred_tiles(head_dim, arch, inference);
   // A query block of 128 rows would be mostly empty: the 64-row tiles first.
   if (rows <= 64) {
     std::stable_partition(tiles.begin(), tiles.end(),

@@ -106,9 +106,11 @@ ForwardConfig default_forward_config(DType dtype, int head_dim, MaskKind mask, b
 
 /// The mma.sync path's default for (dtype, head_dim, mask, softcap) on `arch` (what
 /// default_forward_config picks off Hopper), preferring 64-row query blocks when a block has
-/// at most 64 `rows` to fill (decoding). The inference layouts run on this path.
+/// at most 64 `rows` to fill (decoding). The inference layouts run on this path; `inference`
+/// leaves out the tiles their index arithmetic makes spill.
 ForwardConfig mma_sync_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
-                                      const std::string& arch, std::int64_t rows);
+                                      const std::string& arch, std::int64_t rows,
+                                      bool inference);
 
 /// What runs where the chosen config is the TMA path and the call's tensors rule TMA out
 /// (tma_tensor_problem): the default among the other paths, as default_forward_config.

@@ -40,7 +40,7 @@ InferencePlan plan(const Attention& a, const Sequences& s, DType dtype, const De
   p.group = pack ? heads_per_kv : 1;
   const std::int64_t rows = a.seqlen_q * p.group;
   p.config = mma_sync_forward_config(dtype, static_cast<int>(a.head_dim), forward_mask_kind(a),
-                                     a.softcap > 0.0f, device.arch(), rows);
+                                     a.softcap > 0.0f, device.arch(), rows, true);
   p.config.varlen = present(s.cu_seqlens_q) || present(s.cu_seqlens_k) || present(s.seqlens_k) ||
                     present(s.page_table);
   p.config.paged = present(s.page_table);
@@ -142,6 +142,28 @@ HostIndices read_indices(detail::RuntimeBackend& backend, const Sequences& s) {
                 host_copy(backend, s.seqlens_k), host_copy(backend, s.page_table)};
   x.page_table_row = present(s.page_table) ? s.page_table.strides[0] : 0;
   return x;
+}
+
+std::vector<ForwardConfig> inference_forward_configs(DType dtype, int head_dim, MaskKind mask,
+                                                     const std::string& arch) {
+  const ForwardConfig prefill =
+      mma_sync_forward_config(dtype, head_dim, mask, false, arch, kMaxSeqlen, true);
+  const ForwardConfig decode = mma_sync_forward_config(dtype, head_dim, mask, false, arch, 1, true);
+  std::vector<ForwardConfig> configs;
+  const auto add = [&](ForwardConfig config, bool paged, bool pack, bool split) {
+    config.varlen = true;
+    config.paged = paged;
+    config.pack_gqa = pack;
+    config.split = split;
+    configs.push_back(config);
+  };
+  add(prefill, false, false, false);  // packed prefill
+  add(prefill, true, false, false);   // prefill or append on a paged cache
+  for (bool split : {false, true}) {
+    add(decode, false, true, split);  // decoding, dense or packed cache
+    add(decode, true, true, split);   // decoding on a paged cache
+  }
+  return configs;
 }
 
 int choose_splits(std::int64_t blocks, std::int64_t key_blocks, int sm_count) {

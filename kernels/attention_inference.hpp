@@ -64,6 +64,12 @@ void check_index_values(const Attention& attention, const InferenceTensors& tens
 /// most kMaxSplits; 1 where the grid fills the SMs already.
 int choose_splits(std::int64_t blocks, std::int64_t key_blocks, int sm_count);
 
+/// The inference layouts' default kernels at (dtype, head_dim, mask) on `arch`, for the compile
+/// matrix: variable lengths (prefill), GQA-packed decoding, and paged decoding and prefill, each
+/// with and without split-KV where the layout splits.
+std::vector<ForwardConfig> inference_forward_configs(DType dtype, int head_dim, MaskKind mask,
+                                                     const std::string& arch);
+
 /// Runtime::forward(attention, sequences, ...) on `backend`: validates, checks the index
 /// arrays (always on the emulator, on the cuda backend when `check_indices`), then launches
 /// the forward and, with splits, the merge. Nothing is launched or written on bad input.

@@ -5,6 +5,7 @@
 
 #include "attention_backward.hpp"
 #include "attention_forward.hpp"
+#include "attention_inference.hpp"
 #include "flashjit/error.hpp"
 #include "merge_states.hpp"
 #include "merge_states/merge_states_space.cuh"
@@ -84,6 +85,17 @@ std::vector<ForwardConfig> attention_forward_defaults(const std::string& arch) {
   return configs;
 }
 
+// The inference layouts' defaults (kernels/attention_inference.cpp): every layout at head dim
+// 128 in both dtypes and masks, and bf16 without a mask at 64 and 256, so each path of
+// forward_block.cuh compiles for the GPU and its registers are checked.
+struct InferenceHeadDim {
+  int head_dim;
+  bool fp16;
+  bool masks;
+};
+constexpr InferenceHeadDim kInferenceHeadDims[] = {{64, false, false}, {128, true, true},
+                                                   {256, false, false}};
+
 std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch, SpecSet set) {
   std::vector<ForwardConfig> configs;
   if (set == SpecSet::all) {
@@ -96,7 +108,19 @@ std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch,
     }
   }
   // The sweep already holds the swept head dims' defaults; list each kernel once.
-  for (const ForwardConfig& config : attention_forward_defaults(arch)) {
+  std::vector<ForwardConfig> defaults = attention_forward_defaults(arch);
+  for (const InferenceHeadDim& row : kInferenceHeadDims) {
+    for (MaskKind mask : kMaskKinds) {
+      if (mask == MaskKind::window && !row.masks) continue;
+      for (DType dtype : {DType::bf16, DType::f16}) {
+        if (dtype == DType::f16 && !row.fp16) continue;
+        for (const ForwardConfig& config : inference_forward_configs(dtype, row.head_dim, mask, arch)) {
+          defaults.push_back(config);
+        }
+      }
+    }
+  }
+  for (const ForwardConfig& config : defaults) {
     if (std::find(configs.begin(), configs.end(), config) == configs.end()) {
       configs.push_back(config);
     }
@@ -147,6 +171,17 @@ std::vector<BackwardConfig> attention_backward_configs(const std::string& arch, 
   for (int head_dim : kSoftcapHeadDims) {
     for (DType dtype : {DType::f16, DType::bf16}) {
       for (MaskKind mask : kMaskKinds) add_defaults(dtype, head_dim, mask, true);
+    }
+  }
+  // Variable-length batches (Varlen specializations) at the swept head dims, both modes.
+  for (int head_dim : kSweptHeadDims) {
+    for (MaskKind mask : kMaskKinds) {
+      for (bool deterministic : {false, true}) {
+        BackwardConfig config =
+            default_backward_config(DType::bf16, head_dim, mask, false, deterministic, arch);
+        config.varlen = true;
+        add(config);
+      }
     }
   }
   return configs;

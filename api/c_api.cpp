@@ -178,6 +178,21 @@ flashjit::Attention to_attention(const flashjit_attention& a) {
   return attention;
 }
 
+/// An absent C tensor: a NULL descriptor or NULL data.
+flashjit::TensorView optional_view(const flashjit_tensor* t, const std::string& name) {
+  return t == nullptr || t->data == nullptr ? flashjit::TensorView{} : to_view(*t, name);
+}
+
+flashjit::Sequences to_sequences(const flashjit_sequences& s) {
+  flashjit::Sequences cpp;
+  cpp.cu_seqlens_q = optional_view(s.cu_seqlens_q, "sequences.cu_seqlens_q");
+  cpp.cu_seqlens_k = optional_view(s.cu_seqlens_k, "sequences.cu_seqlens_k");
+  cpp.seqlens_k = optional_view(s.seqlens_k, "sequences.seqlens_k");
+  cpp.page_table = optional_view(s.page_table, "sequences.page_table");
+  cpp.splits = s.splits;
+  return cpp;
+}
+
 }  // namespace
 
 extern "C" {
@@ -307,20 +322,32 @@ flashjit_status flashjit_attention_forward_sequences(
   return guarded([&] {
     flashjit_runtime& rt = *required(runtime, "runtime");
     const flashjit::Attention attn = to_attention(*required(attention, "attention"));
-    const flashjit_sequences& s = *required(sequences, "sequences");
-    // An absent array: a NULL descriptor or NULL data.
-    const auto optional = [](const flashjit_tensor* t, const std::string& name) {
-      return t == nullptr || t->data == nullptr ? flashjit::TensorView{} : to_view(*t, name);
-    };
-    flashjit::Sequences cpp;
-    cpp.cu_seqlens_q = optional(s.cu_seqlens_q, "sequences.cu_seqlens_q");
-    cpp.cu_seqlens_k = optional(s.cu_seqlens_k, "sequences.cu_seqlens_k");
-    cpp.seqlens_k = optional(s.seqlens_k, "sequences.seqlens_k");
-    cpp.page_table = optional(s.page_table, "sequences.page_table");
-    cpp.splits = s.splits;
+    const flashjit::Sequences s = to_sequences(*required(sequences, "sequences"));
     const flashjit::TensorView q_view = required_view(q, "q"), k_view = required_view(k, "k"),
                                v_view = required_view(v, "v"), o_view = required_view(o, "o");
-    rt.runtime.forward(attn, cpp, q_view, k_view, v_view, o_view, optional(lse, "lse"), stream);
+    rt.runtime.forward(attn, s, q_view, k_view, v_view, o_view, optional_view(lse, "lse"),
+                       stream);
+  });
+}
+
+flashjit_status flashjit_attention_backward_sequences(
+    flashjit_runtime* runtime, const flashjit_attention* attention,
+    const flashjit_sequences* sequences, const flashjit_tensor* q, const flashjit_tensor* k,
+    const flashjit_tensor* v, const flashjit_tensor* o, const flashjit_tensor* lse,
+    const flashjit_tensor* dout, const flashjit_tensor* dq, const flashjit_tensor* dk,
+    const flashjit_tensor* dv, void* stream) {
+  return guarded([&] {
+    flashjit_runtime& rt = *required(runtime, "runtime");
+    const flashjit::Attention attn = to_attention(*required(attention, "attention"));
+    const flashjit::Sequences s = to_sequences(*required(sequences, "sequences"));
+    const flashjit::TensorView q_view = required_view(q, "q"), k_view = required_view(k, "k"),
+                               v_view = required_view(v, "v"), o_view = required_view(o, "o"),
+                               lse_view = required_view(lse, "lse"),
+                               dout_view = required_view(dout, "dout"),
+                               dq_view = required_view(dq, "dq"), dk_view = required_view(dk, "dk"),
+                               dv_view = required_view(dv, "dv");
+    rt.runtime.backward(attn, s, q_view, k_view, v_view, o_view, lse_view, dout_view, dq_view,
+                        dk_view, dv_view, stream);
   });
 }
 

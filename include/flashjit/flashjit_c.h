@@ -251,6 +251,17 @@ flashjit_status flashjit_attention_forward_sequences(
     const flashjit_sequences* sequences, const flashjit_tensor* q, const flashjit_tensor* k,
     const flashjit_tensor* v, const flashjit_tensor* o, const flashjit_tensor* lse, void* stream);
 
+/** Attention backward of a variable-length batch (flashjit::Runtime::backward with Sequences):
+ *  sequences may hold cu_seqlens_q and cu_seqlens_k only (page_table, seqlens_k and splits are
+ *  forward-only). dout and dq like q, dk and dv like k, lse as the forward wrote it (required).
+ *  Errors as flashjit_attention_forward_sequences. */
+flashjit_status flashjit_attention_backward_sequences(
+    flashjit_runtime* runtime, const flashjit_attention* attention,
+    const flashjit_sequences* sequences, const flashjit_tensor* q, const flashjit_tensor* k,
+    const flashjit_tensor* v, const flashjit_tensor* o, const flashjit_tensor* lse,
+    const flashjit_tensor* dout, const flashjit_tensor* dq, const flashjit_tensor* dk,
+    const flashjit_tensor* dv, void* stream);
+
 /* ---- Merging partial states ------------------------------------------------------------ */
 
 /** Merges partial attention states over disjoint key sets into the exact state over their

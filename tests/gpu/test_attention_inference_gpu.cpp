@@ -1,0 +1,81 @@
+// GPU tests (label `gpu`): the inference forward and the variable-length backward on real
+// hardware, each sequence against its own float64 reference (cases/inference_case), at sizes
+// the emulator cannot reach: decoding on long paged caches with GQA packing and split-KV,
+// prefill of packed batches, the backward of packed batches; and the index check's copy from
+// device memory.
+#include <doctest/doctest.h>
+
+#include "cases/inference_case.hpp"
+#include "flashjit/error.hpp"
+#include "flashjit/flashjit.hpp"
+
+using namespace flashjit;
+using namespace flashjit::testing;
+
+namespace {
+
+void check(Runtime& runtime, const InferenceCase& c, bool backward = false) {
+  INFO(c.name());
+  const InferenceVerdict verdict =
+      backward ? run_inference_backward_case(runtime, c) : run_inference_case(runtime, c);
+  CHECK_MESSAGE(verdict.ok, verdict.describe());
+}
+
+}  // namespace
+
+TEST_CASE("decoding on the GPU: paged caches of 16 and 256, GQA 8:1, splits chosen and forced") {
+  Runtime runtime;
+  for (std::int64_t page_size : {16, 256}) {
+    for (std::int64_t queries : {1, 4}) {
+      for (int splits : {0, 1, 16}) {
+        InferenceCase c;
+        c.seqlens_q.assign(8, queries);
+        c.seqlens_k = {4096, 1, 777, 3000, 16, 2048, 4095, 100};
+        c.heads_q = 32;
+        c.heads_kv = 4;
+        c.head_dim = 128;
+        c.keys = KeyStorage::paged;
+        c.page_size = page_size;
+        c.causal = true;
+        c.splits = splits;
+        check(runtime, c);
+      }
+    }
+  }
+}
+
+TEST_CASE("prefill on the GPU: packed batches of random lengths, head dims 64, 128, 256") {
+  Runtime runtime;
+  for (std::int64_t head_dim : {64, 128, 256}) {
+    for (bool causal : {false, true}) {
+      InferenceCase c = random_lengths_case(8, 1500, 2000, static_cast<std::uint64_t>(head_dim));
+      c.keys = KeyStorage::packed;
+      c.head_dim = head_dim;
+      c.heads_q = 8;
+      c.heads_kv = 2;
+      c.causal = causal;
+      check(runtime, c);
+    }
+  }
+}
+
+TEST_CASE("the backward of packed batches on the GPU, both dQ modes") {
+  Runtime runtime;
+  for (bool deterministic : {false, true}) {
+    InferenceCase c = random_lengths_case(6, 700, 900, 5);
+    c.keys = KeyStorage::packed;
+    c.head_dim = 128;
+    c.heads_q = 8;
+    c.heads_kv = 2;
+    c.causal = true;
+    c.deterministic = deterministic;
+    check(runtime, c, true);
+  }
+}
+
+TEST_CASE("check_indices on the GPU: valid index arrays pass the check, and the call runs") {
+  Runtime runtime(RuntimeOptions{.check_indices = true});
+  InferenceCase c{.seqlens_q = {1}, .seqlens_k = {40}};
+  c.keys = KeyStorage::paged;
+  check(runtime, c);
+}

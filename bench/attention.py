@@ -214,7 +214,7 @@ def describe_gpu() -> str:
 
 # ---- flashjit through its C API (ctypes) -------------------------------------------------------
 
-FLASHJIT_DTYPE = {"fp16": 0, "bf16": 1, "fp32": 2}
+FLASHJIT_DTYPE = {"fp16": 0, "bf16": 1, "fp32": 2, "int32": 3}
 FLASHJIT_MAX_RANK = 4
 
 

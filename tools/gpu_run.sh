@@ -12,8 +12,12 @@
 #   first-result  bench/first_result.sh: time to first result, cold and warm, and one
 #                 `flashjit autotune`            -> <date>-first-result-<device>.md and .log
 #
-# Two more steps run only when named in FLASHJIT_GPU_STEPS, together in one call (the tuning
-# database lives in FLASHJIT_CACHE_DIR, which a fresh machine does not keep):
+# Three more steps run only when named in FLASHJIT_GPU_STEPS. The first stands alone:
+#   decode        bench/decode.py: decoding on paged KV caches in GB/s against the measured
+#                 copy bandwidth, beside SDPA, FlashAttention and FlashInfer where installed
+#                 (DECODE_ARGS adds options)            -> <date>-decode-<device>.md and .log
+# The other two run together in one call (the tuning database lives in FLASHJIT_CACHE_DIR,
+# which a fresh machine does not keep):
 #   autotune      `flashjit autotune` over the benchmark's shapes (head dims 64 and 128,
 #                 batch x seqlen = 16k, causal and not, forward and backward; AUTOTUNE_ARGS
 #                 adds options, e.g. "--dtype bf16,fp16")                     -> autotune.log
@@ -204,6 +208,15 @@ run_bench() {
     --time-limit-s $((limit - 30)) ${BENCH_ARGS:-}
 }
 
+decode_stem="$out/$(date +%F)-decode-$(device_slug)"
+run_decode() {
+  local stem=$decode_stem
+  echo "\$ python3 bench/decode.py --lib $build/api/libflashjit.so --out $stem.md ${DECODE_ARGS:-}"
+  # shellcheck disable=SC2086  # DECODE_ARGS is a list of options
+  timeout --kill-after=10 "$limit" python3 bench/decode.py \
+    --lib "$build/api/libflashjit.so" --out "$stem.md" ${DECODE_ARGS:-}
+}
+
 # ---- autotune and the benchmark with tuned configs -------------------------------------------
 # The benchmark's shapes: batch x seqlen = 16k tokens, 16 heads at head dim 128, 32 at 64.
 run_autotune() {
@@ -255,6 +268,9 @@ step bench 300 "$bench_stem.log" run_bench "$(basename "$bench_stem").md and .lo
 # of OUT_DIR (8 files at most) and summary.md quotes its end when the step fails.
 step first-result 90 "$scratch/first-result-console.log" run_first_result \
   "$(date +%F)-first-result-*.md and .log"
+if [[ " $steps " == *" decode "* ]]; then
+  step decode 300 "$decode_stem.log" run_decode "$(basename "$decode_stem").md and .log"
+fi
 if [[ " $steps " == *" autotune "* ]]; then
   step autotune 400 "$out/autotune.log" run_autotune
 fi

@@ -24,7 +24,9 @@ BackwardCase sequence_case(const InferenceCase& c, std::size_t b) {
                .seqlen_q = c.seqlens_q[b],
                .seqlen_k = c.seqlens_k[b],
                .head_dim = c.head_dim,
-               .causal = c.causal};
+               .causal = c.causal,
+               .window_left = c.window_left,
+               .softcap = c.softcap};
   f.dtype = c.dtype;
   f.seed = c.seed * 1000 + b * 4;
   return f;

@@ -25,7 +25,9 @@ ForwardCase sequence_case(const InferenceCase& c, std::size_t b) {
                .seqlen_q = c.seqlens_q[b],
                .seqlen_k = c.seqlens_k[b],
                .head_dim = c.head_dim,
-               .causal = c.causal};
+               .causal = c.causal,
+               .window_left = c.window_left,
+               .softcap = c.softcap};
   f.dtype = c.dtype;
   f.seed = c.seed * 1000 + b * 3;
   return f;
@@ -143,7 +145,9 @@ std::string InferenceCase::name() const {
      << (keys == KeyStorage::packed ? ".packedk"
          : keys == KeyStorage::paged ? ".paged" + std::to_string(page_size)
                                      : "")
-     << (causal ? ".causal" : "") << ".split" << splits << (deterministic ? ".deterministic" : "")
+     << (causal ? ".causal" : "")
+     << (window_left >= 0 ? ".left" + std::to_string(window_left) : "")
+     << (softcap > 0 ? ".softcap" : "") << ".split" << splits << (deterministic ? ".deterministic" : "")
      << ".seed" << seed;
   return os.str();
 }
@@ -157,6 +161,8 @@ Attention InferenceCase::attention() const {
   a.seqlen_k = longest(seqlens_k);
   a.head_dim = head_dim;
   a.causal = causal;
+  a.window_left = window_left;
+  a.softcap = static_cast<float>(softcap);
   a.deterministic = deterministic;
   return a;
 }

@@ -28,6 +28,8 @@ struct InferenceCase {
   std::int64_t heads_kv = 1;
   std::int64_t head_dim = 64;
   bool causal = false;
+  std::int64_t window_left = -1;  ///< Attention::window_left (-1: unbounded)
+  double softcap = 0;             ///< Attention::softcap (0: off)
   bool packed_q = false;  ///< q and o packed with cu_seqlens_q
   KeyStorage keys = KeyStorage::dense;
   std::int64_t page_size = 16;

@@ -163,3 +163,38 @@ TEST_CASE("backward with packed keys and dense queries of one length, head dims 
 }
 
 }  // namespace flashjit::testing
+
+namespace flashjit::testing {
+
+TEST_CASE("sliding windows and softcap, per sequence: packed prefill, paged split decode, backward") {
+  InferenceCase prefill = random_lengths_case(4, 60, 80, 33);
+  prefill.keys = KeyStorage::packed;
+  prefill.causal = true;
+  prefill.window_left = 17;
+  check_case(prefill);
+  prefill.window_left = -1;
+  prefill.softcap = 2.0;
+  check_case(prefill);
+
+  InferenceCase decode{.seqlens_q = {1, 1, 1}, .seqlens_k = {250, 97, 16}};
+  decode.keys = KeyStorage::paged;
+  decode.page_size = 32;
+  decode.heads_q = 8;
+  decode.heads_kv = 2;
+  decode.causal = true;
+  decode.window_left = 40;
+  decode.softcap = 5.0;
+  decode.splits = 4;
+  check_case(decode);
+
+  InferenceCase backward = random_lengths_case(3, 40, 60, 7);
+  backward.keys = KeyStorage::packed;
+  backward.causal = true;
+  backward.window_left = 9;
+  backward.softcap = 3.0;
+  INFO(backward.name());
+  const InferenceVerdict verdict = run_inference_backward_case(emulator(), backward);
+  CHECK_MESSAGE(verdict.ok, verdict.describe());
+}
+
+}  // namespace flashjit::testing

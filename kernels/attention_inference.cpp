@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "attention/index_check_params.cuh"
 #include "attention_common.hpp"
 #include "flashjit/error.hpp"
 #include "merge_states.hpp"
@@ -14,6 +15,8 @@ namespace {
 bool present(const TensorView& view) { return view.data != nullptr; }
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+constexpr int kIndexCheckThreads = 128;  // the kernel's __launch_bounds__: one per sequence
 
 std::vector<std::int32_t> host_copy(detail::RuntimeBackend& backend, const TensorView& view) {
   if (!present(view) || view.numel() == 0) return {};
@@ -144,6 +147,80 @@ HostIndices read_indices(detail::RuntimeBackend& backend, const Sequences& s) {
   return x;
 }
 
+detail::KernelSpec index_check_spec(const std::string& arch) {
+  detail::KernelSpec spec;
+  spec.op = "attention-forward";
+  spec.header = "attention/index_check_kernel.cuh";
+  spec.name_expression = "flashjit::attention_index_check_kernel";
+  spec.arch = arch;
+  spec.role = "index_check";
+  spec.readable_name = "attention_index_check";
+  spec.threads = kIndexCheckThreads;
+  return spec;
+}
+
+IndexViolationFound find_index_violation(detail::RuntimeBackend& backend, const Attention& a,
+                                         const Sequences& s, const InferenceTensors& t,
+                                         Stream stream) {
+  if (a.batch == 0) return {};
+  constexpr unsigned long long kNone = ~0ull;
+  DeviceBuffer first = backend.allocate_buffer(sizeof kNone);
+  backend.copy_to_device(first.data(), &kNone, sizeof kNone);
+  IndexCheckParams params{};
+  params.sequences = {static_cast<const int*>(s.cu_seqlens_q.data),
+                      static_cast<const int*>(s.cu_seqlens_k.data),
+                      static_cast<const int*>(s.seqlens_k.data),
+                      static_cast<const int*>(s.page_table.data),
+                      present(s.page_table) ? s.page_table.strides[0] : 0,
+                      static_cast<int>(t.page_size)};
+  params.batch = static_cast<int>(a.batch);
+  params.seqlen_q = static_cast<int>(a.seqlen_q);
+  params.seqlen_k = static_cast<int>(a.seqlen_k);
+  params.total_q = static_cast<int>(t.total_q);
+  params.total_k = present(s.cu_seqlens_k) ? static_cast<int>(t.k.shape[1]) : 0;
+  params.num_pages = static_cast<int>(t.num_pages);
+  params.first = static_cast<unsigned long long*>(first.data());
+  std::vector<detail::KernelBuffer> buffers = {{first.data(), first.size(), "first"}};
+  const std::pair<const TensorView*, const char*> indices[] = {
+      {&s.cu_seqlens_q, "cu_seqlens_q"},
+      {&s.cu_seqlens_k, "cu_seqlens_k"},
+      {&s.seqlens_k, "seqlens_k"},
+      {&s.page_table, "page_table"}};
+  for (const auto& [view, name] : indices) {
+    if (present(*view)) buffers.push_back(kernel_buffer(*view, name));
+  }
+  detail::LaunchShape shape;
+  shape.grid_x = static_cast<unsigned>(ceil_div(a.batch, kIndexCheckThreads));
+  shape.block_x = kIndexCheckThreads;
+  shape.stream = static_cast<CUstream>(stream);
+  detail::launch_kernel(backend.executor(), index_check_spec(backend.info().arch()), shape,
+                        buffers, params);
+  backend.synchronize(stream);
+  unsigned long long key = kNone;
+  backend.copy_to_host(&key, first.data(), sizeof key);
+  if (key == kNone) return {};
+  return {true, static_cast<std::int64_t>(key >> 32), static_cast<unsigned>((key >> 24) & 0xff),
+          static_cast<std::int64_t>(key & 0xffffff)};
+}
+
+void check_indices_of(detail::RuntimeBackend& backend, const Attention& a, const Sequences& s,
+                      const InferenceTensors& t, bool check_indices, Stream stream) {
+  if (backend.kind() == Backend::emulator) {
+    check_index_values(a, t, read_indices(backend, s));
+    return;
+  }
+  if (!check_indices) return;
+  const IndexViolationFound bad = find_index_violation(backend, a, s, t, stream);
+  if (!bad.found) return;
+  check_index_values(a, t, read_indices(backend, s));  // names the array, position and value
+  static const char* const kArrays[] = {"sequences", "sequences.cu_seqlens_q",
+                                        "sequences.cu_seqlens_k", "sequences.seqlens_k",
+                                        "sequences.page_table"};
+  throw InvalidArgument(kArrays[bad.kind < 5 ? bad.kind : 0],
+                        "holds a bad index for sequence " + std::to_string(bad.sequence) +
+                            " (found by the device-side check)");
+}
+
 std::vector<ForwardConfig> inference_forward_configs(DType dtype, int head_dim, MaskKind mask,
                                                      const std::string& arch) {
   const ForwardConfig prefill =
@@ -178,9 +255,7 @@ void run_attention_forward_sequences(detail::RuntimeBackend& backend, const Atte
                                      const TensorView& v, const TensorView& o,
                                      const TensorView& lse, bool check_indices, Stream stream) {
   const InferenceTensors t = validate_inference_arguments(a, s, q, k, v, o, lse);
-  if (check_indices || backend.kind() == Backend::emulator) {
-    check_index_values(a, t, read_indices(backend, s));
-  }
+  check_indices_of(backend, a, s, t, check_indices, stream);
   if (a.batch == 0 || a.seqlen_q == 0 || t.total_q == 0) return;
   const InferencePlan p = plan(a, s, q.dtype, backend.info());
   check_config_fits_device(p.config.shared_bytes(), backend.info());

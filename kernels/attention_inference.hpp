@@ -59,6 +59,32 @@ HostIndices read_indices(detail::RuntimeBackend& backend, const Sequences& seque
 void check_index_values(const Attention& attention, const InferenceTensors& tensors,
                         const HostIndices& indices);
 
+/// The device-side index check's kernel (templates/attention/index_check_kernel.cuh) for
+/// `arch`: op "attention-forward", readable name "attention_index_check".
+detail::KernelSpec index_check_spec(const std::string& arch);
+
+/// The first bad index the device-side pass finds: its sequence, what it is (IndexViolation)
+/// and where (clamped to 2^24 - 1), or none.
+struct IndexViolationFound {
+  bool found = false;
+  std::int64_t sequence = 0;
+  unsigned kind = 0;
+  std::int64_t position = 0;
+};
+
+/// Runs the device-side pass over the index arrays of a validated call on `backend` (in
+/// `stream`, then waits for it: the answer decides whether the call may launch).
+IndexViolationFound find_index_violation(detail::RuntimeBackend& backend, const Attention& attention,
+                                         const Sequences& sequences, const InferenceTensors& tensors,
+                                         Stream stream);
+
+/// The index check of a validated call: on the emulator, the host check of the copied arrays
+/// (always); on a GPU with `check_indices`, the device-side pass, and only when it finds a bad
+/// index the host check that names it. Off, nothing.
+void check_indices_of(detail::RuntimeBackend& backend, const Attention& attention,
+                      const Sequences& sequences, const InferenceTensors& tensors,
+                      bool check_indices, Stream stream);
+
 /// The splits for `blocks` CTAs per split over `key_blocks` key blocks on `sm_count` SMs when
 /// the call asks for 0: enough CTAs to fill the SMs once, at least two key blocks per split, at
 /// most kMaxSplits; 1 where the grid fills the SMs already.

@@ -61,9 +61,7 @@ void run_attention_backward_sequences(detail::RuntimeBackend& backend, const Att
       check_disjoint(*gradient, *index, gradient_name, name, Role::input);
     }
   }
-  if (check_indices || backend.kind() == Backend::emulator) {
-    check_index_values(a, t, read_indices(backend, s));
-  }
+  check_indices_of(backend, a, s, t, check_indices, stream);
   if (a.batch == 0) return;
   BackwardConfig config =
       default_backward_config(q.dtype, static_cast<int>(a.head_dim), forward_mask_kind(a),

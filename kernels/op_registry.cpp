@@ -127,6 +127,7 @@ std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch,
   }
   std::vector<detail::KernelSpec> specs;
   for (const ForwardConfig& config : configs) specs.push_back(forward_spec(config, arch));
+  specs.push_back(index_check_spec(arch));  // the inference calls' device-side index check
   return specs;
 }
 

@@ -31,9 +31,11 @@ struct RuntimeOptions {
   /// Inference calls (Runtime::forward with Sequences) check their index arrays before any
   /// launch: cu_seqlens from 0 and nondecreasing within the packed tensors, lengths within the
   /// longest, page table entries of used pages within the cache. The emulator backend always
-  /// checks; on the cuda backend this copies the arrays to the host (a synchronization), so it
-  /// is off by default, and an out-of-range index then reads or writes outside the tensors, as
-  /// in FlashAttention and FlashInfer (undefined results, or an illegal-address error).
+  /// checks (on the host). On the cuda backend a small kernel makes one pass over the arrays
+  /// and the host waits for its answer (a synchronization), and only when it finds a bad index
+  /// are the arrays copied to name it; so the check is off by default, and an out-of-range
+  /// index then reads or writes outside the tensors, as in FlashAttention and FlashInfer
+  /// (undefined results, or an illegal-address error).
   bool check_indices = false;
 };
 

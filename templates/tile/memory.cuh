@@ -29,6 +29,11 @@ FJ_DEVICE void store_global_raw(T* address, T value) {
 /// Reads element `index` of a global int32 index array (sequence offsets, a page table).
 FJ_DEVICE int load_global_index(const int* base, index_t index) { return base[index]; }
 
+/// Lowers the global 64-bit `*address` to `value` if that is smaller, atomically.
+FJ_DEVICE void atomic_min_global(unsigned long long* address, unsigned long long value) {
+  atomicMin(address, value);
+}
+
 /// Adds `value` to element `index` of global fp32 array `base` atomically (other blocks add to
 /// the same elements; the order of their additions is not fixed).
 FJ_DEVICE void atomic_add_global(float* base, index_t index, float value) {
@@ -80,6 +85,14 @@ inline void store_global_raw(T* address, T value) {
   if (!emulator::check_global(address, sizeof(T), true)) return;
   emulator::check_stored_value(address, &value, sizeof(T));
   *address = value;
+}
+
+/// Lowers `*address` to `value` if that is smaller (checked against the launch's buffers; one
+/// block runs at a time, so the read-modify-write is atomic).
+inline void atomic_min_global(unsigned long long* address, unsigned long long value) {
+  if (!emulator::check_global(address, sizeof(value), true)) return;
+  emulator::check_stored_value(address, &value, sizeof value);
+  if (value < *address) *address = value;
 }
 
 /// Reads element `index` of a global int32 index array (checked against the launch's buffers;

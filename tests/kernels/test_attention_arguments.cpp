@@ -655,7 +655,7 @@ TEST_CASE("attention-forward lists the compile matrix") {
     // 32 head dims x 2 dtypes x 2 masks, plus softcap at 2 head dims x 2 dtypes x 2 masks,
     // plus the 6 inference layouts' defaults at 6 (head dim, dtype, mask): 128 in both dtypes
     // and masks, 64 and 256 in bf16 without a mask.
-    CHECK(defaults.size() == 32 * 2 * 2 + 2 * 2 * 2 + 6 * 6);
+    CHECK(defaults.size() == 32 * 2 * 2 + 2 * 2 * 2 + 6 * 6 + 1);  // + the index check
     // Every config of bf16 at 64 (34) and 128 (28), both masks, and on sm_90a the wgmma
     // path's 4 and the TMA path's 56 at each, plus the other defaults.
     const std::size_t hopper = std::string(arch) == "sm_90a" ? 2 * (4 + 56) : 0;

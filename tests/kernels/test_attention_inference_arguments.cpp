@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "api/runtime_parts.hpp"
 #include "flashjit/error.hpp"
+#include "kernels/attention_inference.hpp"
 #include "support/emulator_runtime.hpp"
 
 namespace flashjit::testing {
@@ -172,6 +174,43 @@ TEST_CASE("index arrays must be int32 of the right shape, splits within range") 
   call.sequences.seqlens_k = TensorView::contiguous(call.lens_buf.data(), DType::i32, {kBatch});
   call.sequences.splits = 65;
   check_rejected(call, "sequences.splits", "1 to 64");
+}
+
+TEST_CASE("the device-side index check (as a GPU runs it with check_indices) finds bad indices") {
+  PagedCall call;
+  detail::RuntimeBackend& backend = detail::RuntimeParts::backend(emulator());
+  const auto find = [&] {
+    const kernels::InferenceTensors t = kernels::validate_inference_arguments(
+        call.attention, call.sequences, call.q, call.k, call.v, call.o, call.lse);
+    return kernels::find_index_violation(backend, call.attention, call.sequences, t, nullptr);
+  };
+  CHECK_FALSE(find().found);
+  call.set_table({4, 1, 99, 0, 5, 2});  // an unused page: not a violation
+  CHECK_FALSE(find().found);
+  call.set_table({4, 1, -1, 0, 6, 2});
+  kernels::IndexViolationFound bad = find();
+  CHECK(bad.found);
+  CHECK(bad.sequence == 1);
+  CHECK(bad.kind == 4);  // IndexViolation::page_table
+  CHECK(bad.position == 1);
+  call.set_table({4, 1, -1, 0, 5, 2});
+  call.set_lengths({20, 34});
+  bad = find();
+  CHECK((bad.found && bad.sequence == 1 && bad.kind == 3));  // seqlens_k
+  call.set_lengths({-1, 34});
+  CHECK(find().sequence == 0);  // the first sequence's violation wins
+  call.set_lengths({20, 33});
+  call.sequences.cu_seqlens_q = TensorView::contiguous(call.cu_buf.data(), DType::i32, {kBatch + 1});
+  call.q = TensorView::contiguous(call.q_buf.data(), DType::bf16, {kBatch * kQueries, kHeadsQ, kHeadDim});
+  call.o = TensorView::contiguous(call.o_buf.data(), DType::bf16, {kBatch * kQueries, kHeadsQ, kHeadDim});
+  call.lse = TensorView::contiguous(call.lse_buf.data(), DType::f32, {kHeadsQ, kBatch * kQueries});
+  CHECK_FALSE(find().found);
+  call.set_offsets({0, 2, 1});
+  bad = find();
+  CHECK((bad.found && bad.sequence == 1 && bad.kind == 1));  // cu_seqlens_q decreases
+  call.set_offsets({1, 2, 4});
+  bad = find();
+  CHECK((bad.found && bad.sequence == 0 && bad.kind == 1));  // not from 0
 }
 
 }  // namespace flashjit::testing

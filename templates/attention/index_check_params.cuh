@@ -1,0 +1,30 @@
+#pragma once
+// The device-side index check's arguments and findings, shared by the host (which fills them
+// and names what the kernel found) and attention/index_check_kernel.cuh.
+#include "attention/forward_params.cuh"
+
+namespace flashjit {
+
+/// What a violation is, in the order the host checks them.
+enum class IndexViolation : unsigned {
+  none = 0,
+  cu_seqlens_q = 1,  // not from 0, decreasing, a sequence too long, or past q's rows
+  cu_seqlens_k = 2,  // likewise for k
+  seqlens_k = 3,     // a key count outside [0, seqlen_k] (or the sequence's packed keys)
+  page_table = 4,    // a used page outside [0, num_pages)
+};
+
+struct IndexCheckParams {
+  SequenceIndex sequences;
+  int batch;
+  int seqlen_q;   // the longest sequence's queries
+  int seqlen_k;   // the longest sequence's keys
+  int total_q;    // rows of packed q
+  int total_k;    // rows of packed k
+  int num_pages;  // pages of a paged cache
+  // (batch << 32 | kind << 24 | position) of the first violation; ~0 when none. Positions
+  // above 2^24 - 1 are clamped (the host finds the exact one).
+  unsigned long long* first;
+};
+
+}  // namespace flashjit

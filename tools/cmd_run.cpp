@@ -264,13 +264,17 @@ int run_forward(const RunOptions& options) {
 /// and --seqlen-k (0 and 1 among them), packed; or --batch sequences of exactly those lengths;
 /// their keys packed, or with --paged in a cache of --page-size pages in a shuffled order.
 testing::InferenceCase inference_case(const RunOptions& options) {
-  if (options.op != "attention-forward" || !options.config.empty() ||
-      options.layout != "bshd") {
-    throw InvalidArgument(options.op != "attention-forward" ? "--op"
-                          : !options.config.empty()        ? "--config"
-                                                            : "--layout",
-                          "--paged and --varlen run the inference forward (--op "
-                          "attention-forward, bshd, the runtime's own choice of kernel)");
+  const bool backward = options.op == "attention-backward";
+  if (options.op == "merge-states" || !options.config.empty() || options.layout != "bshd" ||
+      (backward && (options.paged || options.splits != 0))) {
+    throw InvalidArgument(options.op == "merge-states"   ? "--op"
+                          : !options.config.empty()      ? "--config"
+                          : options.layout != "bshd"     ? "--layout"
+                          : options.paged                ? "--paged"
+                                                         : "--splits",
+                          "--paged and --varlen run the inference forward (--op attention-forward) "
+                          "and --varlen the variable-length backward (--op attention-backward, "
+                          "not paged, no splits), bshd, with the runtime's own choice of kernel");
   }
   if (options.paged && options.page_size % 16 != 0) {
     throw InvalidArgument("--page-size", "is " + std::to_string(options.page_size) +
@@ -295,6 +299,7 @@ testing::InferenceCase inference_case(const RunOptions& options) {
   c.causal = p.causal;
   c.dtype = shape.dtype;
   c.splits = options.splits;
+  c.deterministic = options.deterministic;
   return c;
 }
 
@@ -322,18 +327,22 @@ int run_inference(const RunOptions& options) {
   Runtime runtime = open_runtime(options);
   std::printf("shape:   %s\n", c.name().c_str());
   std::fflush(stdout);
+  const bool backward = options.op == "attention-backward";
   const auto start = std::chrono::steady_clock::now();
-  const testing::InferenceVerdict verdict = testing::run_inference_case(runtime, c);
+  const testing::InferenceVerdict verdict = backward
+                                                ? testing::run_inference_backward_case(runtime, c)
+                                                : testing::run_inference_case(runtime, c);
   const double elapsed = elapsed_ms(start);
   if (runtime.backend() == Backend::emulator) {
     for (const KernelWork& kernel : runtime.emulated_work()) {
       std::printf("kernel:  %s\n", kernel.kernel.c_str());
     }
   }
-  std::printf("O:       worst relative L2 error / bound over the sequences %.3g (each bound twice "
-              "a plain %s attention's error on that sequence)\n",
-              verdict.worst_ratio, std::string(dtype_name(c.dtype)).c_str());
-  if (options.counters) {
+  std::printf("%s worst relative L2 error / bound over the sequences %.3g (each bound twice "
+              "a plain %s %s's error on that sequence)\n",
+              backward ? "dQ dK dV:" : "O:      ", verdict.worst_ratio,
+              std::string(dtype_name(c.dtype)).c_str(), backward ? "backward" : "attention");
+  if (options.counters && !backward) {
     const InferenceMinimum minimum = inference_minimum(c);
     print_work(runtime.emulated_work(), "", minimum.flops, minimum.bytes);
   }
@@ -480,6 +489,9 @@ Subcommand add_run_command(CLI::App& app) {
                 "Print the emulator's work counters of the op's kernels and their ratios to the "
                 "problem's minimum (with --emulate, or without a GPU)");
   return {run, [options] {
+            if (options->counters && options->varlen > 0 && options->op == "attention-backward") {
+              throw InvalidArgument("--counters", "counts the inference forward only");
+            }
             if (options->deterministic && options->op != "attention-backward") {
               throw InvalidArgument("--deterministic", "applies to --op attention-backward only");
             }

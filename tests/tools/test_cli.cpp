@@ -317,6 +317,40 @@ TEST_CASE("run with bad options exits 2 and names the problem") {
   }
 }
 
+TEST_CASE("run --paged and --varlen: the inference forward and the varlen backward, PASS") {
+  TempDir dir;
+  const std::vector<std::vector<std::string>> runs = {
+      {"--paged", "--page-size", "16", "--seqlen-q", "1", "--seqlen-k", "1000", "--heads", "32",
+       "--heads-kv", "4"},
+      {"--varlen", "5"},
+      {"--op", "attention-backward", "--varlen", "4", "--seqlen-q", "40", "--causal"}};
+  for (const std::vector<std::string>& flags : runs) {
+    std::vector<std::string> args = {"run", "--emulate"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const ChildResult run = flashjit_cli(args, dir.path().string());
+    CAPTURE(run.output);
+    REQUIRE(run.exit_code == 0);
+    CHECK(run.out.find("kernel:  attention_forward.") != std::string::npos);
+    CHECK(run.out.find(".varlen") != std::string::npos);
+    CHECK(run.out.find("PASS") != std::string::npos);
+  }
+  const ChildResult paged = flashjit_cli({"run", "--emulate", "--paged", "--seqlen-q", "1",
+                                          "--seqlen-k", "300", "--heads", "8", "--heads-kv", "1",
+                                          "--splits", "3"},
+                                         dir.path().string());
+  CHECK(paged.out.find(".paged.packgqa.split") != std::string::npos);
+  CHECK(paged.out.find("kernel:  merge_states.") != std::string::npos);
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--page-size", "24", "--paged"},
+        {"--paged", "--op", "attention-backward"},
+        {"--varlen", "2", "--config", "br64.bc32.w4.s1"}}) {
+    std::vector<std::string> args = {"run", "--emulate"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    const ChildResult run = flashjit_cli(args, dir.path().string());
+    CHECK_MESSAGE(run.exit_code == 2, run.output);
+  }
+}
+
 TEST_CASE("run --op merge-states: key splits merged on the emulator, the errors and PASS") {
   TempDir dir;
   for (const char* dtype : {"bf16", "fp32"}) {

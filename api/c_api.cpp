@@ -325,8 +325,7 @@ flashjit_status flashjit_attention_forward_sequences(
     const flashjit::Sequences s = to_sequences(*required(sequences, "sequences"));
     const flashjit::TensorView q_view = required_view(q, "q"), k_view = required_view(k, "k"),
                                v_view = required_view(v, "v"), o_view = required_view(o, "o");
-    rt.runtime.forward(attn, s, q_view, k_view, v_view, o_view, optional_view(lse, "lse"),
-                       stream);
+    rt.runtime.forward(attn, s, q_view, k_view, v_view, o_view, optional_view(lse, "lse"), stream);
   });
 }
 

@@ -66,10 +66,10 @@ InferenceVerdict run_inference_backward_case(Runtime& runtime, const InferenceCa
   const auto n = static_cast<std::int64_t>(c.seqlens_q.size());
   const bool packed_k = c.keys == KeyStorage::packed;
   if (c.keys == KeyStorage::paged || c.splits != 0 ||
-      (!packed_k && longest_length(c.seqlens_k) !=
-                        *std::min_element(c.seqlens_k.begin(), c.seqlens_k.end())) ||
-      (!c.packed_q && longest_length(c.seqlens_q) !=
-                          *std::min_element(c.seqlens_q.begin(), c.seqlens_q.end()))) {
+      (!packed_k &&
+       longest_length(c.seqlens_k) != *std::min_element(c.seqlens_k.begin(), c.seqlens_k.end())) ||
+      (!c.packed_q &&
+       longest_length(c.seqlens_q) != *std::min_element(c.seqlens_q.begin(), c.seqlens_q.end()))) {
     throw std::invalid_argument(
         "a backward case has packed or equal-length queries and keys, no pages, no splits");
   }
@@ -99,7 +99,8 @@ InferenceVerdict run_inference_backward_case(Runtime& runtime, const InferenceCa
   const std::vector<std::uint16_t> poison_q(q.size(), kPoison), poison_k(k.size(), kPoison);
   DeviceBuffer o_buf = upload(runtime, poison_q), dq_buf = upload(runtime, poison_q),
                dk_buf = upload(runtime, poison_k), dv_buf = upload(runtime, poison_k);
-  DeviceBuffer lse_buf = upload(runtime, std::vector<float>(std::max<std::int64_t>(1, total_q * h)));
+  DeviceBuffer lse_buf =
+      upload(runtime, std::vector<float>(std::max<std::int64_t>(1, total_q * h)));
   DeviceBuffer cu_q_buf = upload(runtime, cu_q), cu_k_buf = upload(runtime, cu_k);
 
   Sequences s;
@@ -139,8 +140,8 @@ InferenceVerdict run_inference_backward_case(Runtime& runtime, const InferenceCa
     PlainBackwardErrors plain;
     if (p.seqlen_q > 0 && p.seqlen_k > 0) {
       const Inputs& in = inputs[static_cast<std::size_t>(b)];
-      const reference::Gradients g = reference::backward(
-          p, in.q.values.view(), in.k.values.view(), in.v.values.view(), in.dout.values.view());
+      const reference::Gradients g = reference::backward(p, in.q.values.view(), in.k.values.view(),
+                                                         in.v.values.view(), in.dout.values.view());
       dq_ref = g.dq.values;
       dk_ref = g.dk.values;
       dv_ref = g.dv.values;

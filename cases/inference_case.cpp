@@ -75,8 +75,10 @@ struct KeyPlacement {
 
   std::int64_t row(const InferenceCase& c, std::int64_t b, std::int64_t j) const {
     switch (c.keys) {
-      case KeyStorage::dense: return b * longest(c.seqlens_k) + j;
-      case KeyStorage::packed: return cu[b] + j;
+      case KeyStorage::dense:
+        return b * longest(c.seqlens_k) + j;
+      case KeyStorage::packed:
+        return cu[b] + j;
       case KeyStorage::paged:
         return std::int64_t{page_table[b * max_pages + j / c.page_size]} * c.page_size +
                j % c.page_size;
@@ -142,13 +144,12 @@ std::string InferenceCase::name() const {
   list("k", seqlens_k);
   os << ".hq" << heads_q << ".hkv" << heads_kv << ".d" << head_dim << '.' << dtype_name(dtype)
      << (packed_q ? ".packedq" : "")
-     << (keys == KeyStorage::packed ? ".packedk"
+     << (keys == KeyStorage::packed  ? ".packedk"
          : keys == KeyStorage::paged ? ".paged" + std::to_string(page_size)
                                      : "")
-     << (causal ? ".causal" : "")
-     << (window_left >= 0 ? ".left" + std::to_string(window_left) : "")
-     << (softcap > 0 ? ".softcap" : "") << ".split" << splits << (deterministic ? ".deterministic" : "")
-     << ".seed" << seed;
+     << (causal ? ".causal" : "") << (window_left >= 0 ? ".left" + std::to_string(window_left) : "")
+     << (softcap > 0 ? ".softcap" : "") << ".split" << splits
+     << (deterministic ? ".deterministic" : "") << ".seed" << seed;
   return os.str();
 }
 
@@ -200,8 +201,8 @@ InferenceVerdict run_inference_case(Runtime& runtime, const InferenceCase& c) {
   if (c.seqlens_k.size() != c.seqlens_q.size()) {
     throw std::invalid_argument("an inference case needs one key length per sequence");
   }
-  if (!c.packed_q && longest(c.seqlens_q) !=
-                         *std::min_element(c.seqlens_q.begin(), c.seqlens_q.end())) {
+  if (!c.packed_q &&
+      longest(c.seqlens_q) != *std::min_element(c.seqlens_q.begin(), c.seqlens_q.end())) {
     throw std::invalid_argument("dense queries need one length for every sequence; pack them");
   }
   const Attention a = c.attention();
@@ -222,8 +223,10 @@ InferenceVerdict run_inference_case(Runtime& runtime, const InferenceCase& c) {
     cases.push_back(f);
     const reference::Problem& p = f.problem;
     const RoundedTensor q = rounded_random(p.q_shape(), reference::Layout::bshd, f.seed, c.dtype);
-    const RoundedTensor k = rounded_random(p.kv_shape(), reference::Layout::bshd, f.seed + 1, c.dtype);
-    const RoundedTensor v = rounded_random(p.kv_shape(), reference::Layout::bshd, f.seed + 2, c.dtype);
+    const RoundedTensor k =
+        rounded_random(p.kv_shape(), reference::Layout::bshd, f.seed + 1, c.dtype);
+    const RoundedTensor v =
+        rounded_random(p.kv_shape(), reference::Layout::bshd, f.seed + 2, c.dtype);
     std::copy(q.bits.begin(), q.bits.end(), q_bits.begin() + q_row(b) * h * d);
     for (std::int64_t j = 0; j < p.seqlen_k; ++j) {
       const std::int64_t row = keys.row(c, b, j);
@@ -235,14 +238,16 @@ InferenceVerdict run_inference_case(Runtime& runtime, const InferenceCase& c) {
   DeviceBuffer q_buf = upload(runtime, q_bits), k_buf = upload(runtime, k_bits),
                v_buf = upload(runtime, v_bits);
   DeviceBuffer o_buf = upload(runtime, std::vector<std::uint16_t>(q_bits.size(), kPoison));
-  DeviceBuffer lse_buf = upload(runtime, std::vector<float>(static_cast<std::size_t>(total_q * h),
-                                                            std::numeric_limits<float>::quiet_NaN()));
+  DeviceBuffer lse_buf =
+      upload(runtime, std::vector<float>(static_cast<std::size_t>(total_q * h),
+                                         std::numeric_limits<float>::quiet_NaN()));
   std::vector<std::int32_t> seqlens_k(c.seqlens_k.begin(), c.seqlens_k.end());
   DeviceBuffer cu_q_buf = upload(runtime, cu_q.empty() ? std::vector<std::int32_t>{0} : cu_q);
   DeviceBuffer cu_k_buf = upload(runtime, keys.cu.empty() ? std::vector<std::int32_t>{0} : keys.cu);
-  DeviceBuffer lens_buf = upload(runtime, seqlens_k.empty() ? std::vector<std::int32_t>{0} : seqlens_k);
-  DeviceBuffer table_buf = upload(
-      runtime, keys.page_table.empty() ? std::vector<std::int32_t>{0} : keys.page_table);
+  DeviceBuffer lens_buf =
+      upload(runtime, seqlens_k.empty() ? std::vector<std::int32_t>{0} : seqlens_k);
+  DeviceBuffer table_buf =
+      upload(runtime, keys.page_table.empty() ? std::vector<std::int32_t>{0} : keys.page_table);
 
   Sequences s;
   s.splits = c.splits;
@@ -291,17 +296,20 @@ InferenceVerdict run_inference_case(Runtime& runtime, const InferenceCase& c) {
     std::vector<float> lse_rows;
     for (std::int64_t head = 0; head < h; ++head) {
       for (std::int64_t i = 0; i < lq; ++i) {
-        const std::int64_t at = c.packed_q ? head * total_q + q_row(b) + i
-                                           : (b * h + head) * a.seqlen_q + i;
+        const std::int64_t at =
+            c.packed_q ? head * total_q + q_row(b) + i : (b * h + head) * a.seqlen_q + i;
         lse_rows.push_back(lse_all[static_cast<std::size_t>(at)]);
       }
     }
     std::vector<double> expected_out, expected_lse;
     if (f.problem.seqlen_k > 0) {
       const reference::Problem& p = f.problem;
-      const RoundedTensor q_in = rounded_random(p.q_shape(), reference::Layout::bshd, f.seed, c.dtype);
-      const RoundedTensor k_in = rounded_random(p.kv_shape(), reference::Layout::bshd, f.seed + 1, c.dtype);
-      const RoundedTensor v_in = rounded_random(p.kv_shape(), reference::Layout::bshd, f.seed + 2, c.dtype);
+      const RoundedTensor q_in =
+          rounded_random(p.q_shape(), reference::Layout::bshd, f.seed, c.dtype);
+      const RoundedTensor k_in =
+          rounded_random(p.kv_shape(), reference::Layout::bshd, f.seed + 1, c.dtype);
+      const RoundedTensor v_in =
+          rounded_random(p.kv_shape(), reference::Layout::bshd, f.seed + 2, c.dtype);
       const reference::ForwardResult r =
           reference::forward(p, q_in.values.view(), k_in.values.view(), v_in.values.view());
       expected_out = r.out.values;

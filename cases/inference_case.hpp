@@ -30,10 +30,10 @@ struct InferenceCase {
   bool causal = false;
   std::int64_t window_left = -1;  ///< Attention::window_left (-1: unbounded)
   double softcap = 0;             ///< Attention::softcap (0: off)
-  bool packed_q = false;  ///< q and o packed with cu_seqlens_q
+  bool packed_q = false;          ///< q and o packed with cu_seqlens_q
   KeyStorage keys = KeyStorage::dense;
   std::int64_t page_size = 16;
-  int splits = 0;  ///< Sequences::splits
+  int splits = 0;              ///< Sequences::splits
   bool deterministic = false;  ///< Attention::deterministic (the backward's dQ kernel)
   DType dtype = DType::bf16;
   std::uint64_t seed = 1;
@@ -52,7 +52,7 @@ InferenceCase random_lengths_case(int sequences, std::int64_t max_q, std::int64_
 
 struct InferenceVerdict {
   bool ok = false;
-  double worst_ratio = 0;    ///< the largest error / bound over the sequences
+  double worst_ratio = 0;     ///< the largest error / bound over the sequences
   std::string first_failure;  ///< which sequence, which check, the numbers
   std::vector<double> out;    ///< O as written (widened), to compare runs
   std::string describe() const;

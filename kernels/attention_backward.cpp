@@ -97,12 +97,11 @@ detail::KernelSpec dq_spec(const BackwardConfig& config, const std::string& arch
   const QueryBlockTile& t = config.query;
   std::vector<std::string> traits = tile_traits(config, t.block_m, t.block_n, t.warps);
   if (config.varlen) traits.push_back("varlen");
-  const std::string type = "flashjit::BackwardQueryTraits<" + template_element(config.dtype) +
-                           ", " + std::to_string(config.head_dim) + ", " +
-                           std::to_string(t.block_m) + ", " + std::to_string(t.block_n) + ", " +
-                           std::to_string(t.warps) + ", " + mask_type(config.mask) + ", " +
-                           (config.softcap ? "true" : "false") + (config.varlen ? ", true" : "") +
-                           ">";
+  const std::string type =
+      "flashjit::BackwardQueryTraits<" + template_element(config.dtype) + ", " +
+      std::to_string(config.head_dim) + ", " + std::to_string(t.block_m) + ", " +
+      std::to_string(t.block_n) + ", " + std::to_string(t.warps) + ", " + mask_type(config.mask) +
+      ", " + (config.softcap ? "true" : "false") + (config.varlen ? ", true" : "") + ">";
   detail::KernelSpec spec = backward_spec(arch, "dq", "attention/backward_dq_kernel.cuh",
                                           "flashjit::attention_backward_dq_kernel<" + type + ">",
                                           config.head_dim, std::move(traits));
@@ -291,10 +290,9 @@ BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& ar
   BackwardSpecs specs;
   specs.delta = row_kernel_spec(config.dtype, config.varlen, arch, "delta", "delta_kernel");
   specs.dkdv = dkdv_spec(config, arch);
-  specs.dq = config.deterministic
-                 ? dq_spec(config, arch)
-                 : row_kernel_spec(config.dtype, config.varlen, arch, "dq_convert",
-                                   "dq_convert_kernel");
+  specs.dq = config.deterministic ? dq_spec(config, arch)
+                                  : row_kernel_spec(config.dtype, config.varlen, arch, "dq_convert",
+                                                    "dq_convert_kernel");
   return specs;
 }
 
@@ -387,14 +385,11 @@ void attention_backward(detail::RuntimeBackend& backend, const Attention& attent
   launch_backward(backend, attention, {q, k, v, o, lse, dout, dq, dk, dv}, config, stream);
 }
 
-void launch_attention_backward_sequences(detail::RuntimeBackend& backend,
-                                         const Attention& attention, const Sequences& sequences,
-                                         const TensorView& q, const TensorView& k,
-                                         const TensorView& v, const TensorView& o,
-                                         const TensorView& lse, const TensorView& dout,
-                                         const TensorView& dq, const TensorView& dk,
-                                         const TensorView& dv, const BackwardConfig& config,
-                                         Stream stream) {
+void launch_attention_backward_sequences(
+    detail::RuntimeBackend& backend, const Attention& attention, const Sequences& sequences,
+    const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
+    const TensorView& lse, const TensorView& dout, const TensorView& dq, const TensorView& dk,
+    const TensorView& dv, const BackwardConfig& config, Stream stream) {
   launch_backward(backend, attention, {q, k, v, o, lse, dout, dq, dk, dv}, config, stream,
                   &sequences);
 }

@@ -39,8 +39,8 @@ void check_gradient_tensors(const Attention& a, const TensorView& q, const Tenso
 /// Each output (dq, dk, dv) writes every element once and shares no memory with an input or
 /// another output: the kernels read the inputs while other blocks write the outputs.
 void check_gradients_disjoint(const TensorView& q, const TensorView& k, const TensorView& v,
-                            const TensorView& o, const TensorView& lse, const TensorView& dout,
-                            const TensorView& dq, const TensorView& dk, const TensorView& dv) {
+                              const TensorView& o, const TensorView& lse, const TensorView& dout,
+                              const TensorView& dq, const TensorView& dk, const TensorView& dv) {
   const std::pair<const TensorView*, const char*> inputs[] = {
       {&q, "q"}, {&k, "k"}, {&v, "v"}, {&o, "o"}, {&lse, "lse"}, {&dout, "dout"}};
   const std::pair<const TensorView*, const char*> outputs[] = {
@@ -55,7 +55,6 @@ void check_gradients_disjoint(const TensorView& q, const TensorView& k, const Te
   check_disjoint(dq, dv, "dq", "dv", Role::output);
   check_disjoint(dk, dv, "dk", "dv", Role::output);
 }
-
 
 void validate_backward_arguments(const Attention& attention, const TensorView& q,
                                  const TensorView& k, const TensorView& v, const TensorView& o,

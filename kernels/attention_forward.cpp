@@ -268,8 +268,7 @@ ForwardConfig default_config(DType dtype, int head_dim, MaskKind mask, bool soft
 }  // namespace
 
 ForwardConfig mma_sync_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
-                                      const std::string& arch, std::int64_t rows,
-                                      bool inference) {
+                                      const std::string& arch, std::int64_t rows, bool inference) {
   check_attention_support(dtype, head_dim);
   const int limit = arch_shared_memory_limit(arch);
   std::vector<TileShape> tiles = preferred_tiles(head_dim, arch, inference);
@@ -338,11 +337,11 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
   } else {
     spec.header = "attention/forward_kernel.cuh";
     const auto flag = [](bool on) { return on ? std::string("true") : std::string("false"); };
-    const std::string sequences =
-        config.inference_layout()
-            ? ", flashjit::SequenceLayout<" + flag(config.varlen) + ", " + flag(config.paged) + ", " +
-                  flag(config.pack_gqa) + ", " + flag(config.split) + ">"
-            : "";
+    const std::string sequences = config.inference_layout()
+                                      ? ", flashjit::SequenceLayout<" + flag(config.varlen) + ", " +
+                                            flag(config.paged) + ", " + flag(config.pack_gqa) +
+                                            ", " + flag(config.split) + ">"
+                                      : "";
     spec.name_expression = "flashjit::attention_forward_kernel<flashjit::ForwardTraits<" + element +
                            head_dim + tiles + ", " + std::to_string(config.warps) + ", " +
                            std::to_string(config.stages) + mask + softcap +

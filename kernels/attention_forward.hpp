@@ -109,8 +109,7 @@ ForwardConfig default_forward_config(DType dtype, int head_dim, MaskKind mask, b
 /// at most 64 `rows` to fill (decoding). The inference layouts run on this path; `inference`
 /// leaves out the tiles their index arithmetic makes spill.
 ForwardConfig mma_sync_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
-                                      const std::string& arch, std::int64_t rows,
-                                      bool inference);
+                                      const std::string& arch, std::int64_t rows, bool inference);
 
 /// What runs where the chosen config is the TMA path and the call's tensors rule TMA out
 /// (tma_tensor_problem): the default among the other paths, as default_forward_config.

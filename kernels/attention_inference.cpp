@@ -25,7 +25,6 @@ std::vector<std::int32_t> host_copy(detail::RuntimeBackend& backend, const Tenso
   return values;
 }
 
-
 /// How one call runs: the config (its layout flags set) and the grid's shape.
 struct InferencePlan {
   ForwardConfig config;
@@ -50,9 +49,9 @@ InferencePlan plan(const Attention& a, const Sequences& s, DType dtype, const De
   p.config.pack_gqa = pack;
   p.row_blocks = ceil_div(rows, p.config.block_m);
   const std::int64_t ctas = p.row_blocks * (a.heads_q / p.group) * a.batch;
-  p.splits = s.splits > 0 ? s.splits
-                          : choose_splits(ctas, ceil_div(a.seqlen_k, p.config.block_n),
-                                          device.sm_count);
+  p.splits = s.splits > 0
+                 ? s.splits
+                 : choose_splits(ctas, ceil_div(a.seqlen_k, p.config.block_n), device.sm_count);
   p.config.split = p.splits > 1;
   return p;
 }
@@ -88,9 +87,8 @@ void merge_partials(detail::RuntimeBackend& backend, const Attention& a, const S
   const bool has_lse = present(t.lse);
   const auto out_o = [&](std::int64_t batch, std::int64_t tokens, std::int64_t token_stride) {
     const auto element = static_cast<std::int64_t>(dtype_size(o.dtype));
-    return TensorView::strided(static_cast<char*>(o.data) + batch * o.strides[0] * element,
-                               o.dtype, {tokens, a.heads_q, a.head_dim},
-                               {token_stride, o.strides[2], 1});
+    return TensorView::strided(static_cast<char*>(o.data) + batch * o.strides[0] * element, o.dtype,
+                               {tokens, a.heads_q, a.head_dim}, {token_stride, o.strides[2], 1});
   };
   const auto out_lse = [&](std::int64_t batch, std::int64_t tokens, std::int64_t token_stride) {
     if (!has_lse) return TensorView{};
@@ -127,11 +125,10 @@ std::vector<detail::KernelBuffer> buffers_of(const Sequences& s, const Inference
     buffers.push_back(kernel_buffer(t.o, "o"));
     if (present(t.lse)) buffers.push_back(kernel_buffer(t.lse, "lse"));
   }
-  const std::pair<const TensorView*, const char*> indices[] = {
-      {&s.cu_seqlens_q, "cu_seqlens_q"},
-      {&s.cu_seqlens_k, "cu_seqlens_k"},
-      {&s.seqlens_k, "seqlens_k"},
-      {&s.page_table, "page_table"}};
+  const std::pair<const TensorView*, const char*> indices[] = {{&s.cu_seqlens_q, "cu_seqlens_q"},
+                                                               {&s.cu_seqlens_k, "cu_seqlens_k"},
+                                                               {&s.seqlens_k, "seqlens_k"},
+                                                               {&s.page_table, "page_table"}};
   for (const auto& [view, name] : indices) {
     if (present(*view)) buffers.push_back(kernel_buffer(*view, name));
   }
@@ -181,11 +178,10 @@ IndexViolationFound find_index_violation(detail::RuntimeBackend& backend, const 
   params.num_pages = static_cast<int>(t.num_pages);
   params.first = static_cast<unsigned long long*>(first.data());
   std::vector<detail::KernelBuffer> buffers = {{first.data(), first.size(), "first"}};
-  const std::pair<const TensorView*, const char*> indices[] = {
-      {&s.cu_seqlens_q, "cu_seqlens_q"},
-      {&s.cu_seqlens_k, "cu_seqlens_k"},
-      {&s.seqlens_k, "seqlens_k"},
-      {&s.page_table, "page_table"}};
+  const std::pair<const TensorView*, const char*> indices[] = {{&s.cu_seqlens_q, "cu_seqlens_q"},
+                                                               {&s.cu_seqlens_k, "cu_seqlens_k"},
+                                                               {&s.seqlens_k, "seqlens_k"},
+                                                               {&s.page_table, "page_table"}};
   for (const auto& [view, name] : indices) {
     if (present(*view)) buffers.push_back(kernel_buffer(*view, name));
   }
@@ -193,8 +189,8 @@ IndexViolationFound find_index_violation(detail::RuntimeBackend& backend, const 
   shape.grid_x = static_cast<unsigned>(ceil_div(a.batch, kIndexCheckThreads));
   shape.block_x = kIndexCheckThreads;
   shape.stream = static_cast<CUstream>(stream);
-  detail::launch_kernel(backend.executor(), index_check_spec(backend.info().arch()), shape,
-                        buffers, params);
+  detail::launch_kernel(backend.executor(), index_check_spec(backend.info().arch()), shape, buffers,
+                        params);
   backend.synchronize(stream);
   unsigned long long key = kNone;
   backend.copy_to_host(&key, first.data(), sizeof key);
@@ -247,7 +243,8 @@ int choose_splits(std::int64_t blocks, std::int64_t key_blocks, int sm_count) {
   if (blocks <= 0 || sm_count <= 0 || blocks >= sm_count) return 1;
   const std::int64_t fill = ceil_div(sm_count, blocks);  // splits that give every SM a CTA
   const std::int64_t most = std::max<std::int64_t>(1, key_blocks / 2);  // >= 2 blocks a split
-  return static_cast<int>(std::clamp<std::int64_t>(fill, 1, std::min<std::int64_t>(most, kMaxSplits)));
+  return static_cast<int>(
+      std::clamp<std::int64_t>(fill, 1, std::min<std::int64_t>(most, kMaxSplits)));
 }
 
 void run_attention_forward_sequences(detail::RuntimeBackend& backend, const Attention& a,

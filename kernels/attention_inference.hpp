@@ -74,9 +74,9 @@ struct IndexViolationFound {
 
 /// Runs the device-side pass over the index arrays of a validated call on `backend` (in
 /// `stream`, then waits for it: the answer decides whether the call may launch).
-IndexViolationFound find_index_violation(detail::RuntimeBackend& backend, const Attention& attention,
-                                         const Sequences& sequences, const InferenceTensors& tensors,
-                                         Stream stream);
+IndexViolationFound find_index_violation(detail::RuntimeBackend& backend,
+                                         const Attention& attention, const Sequences& sequences,
+                                         const InferenceTensors& tensors, Stream stream);
 
 /// The index check of a validated call: on the emulator, the host check of the copied arrays
 /// (always); on a GPU with `check_indices`, the device-side pass, and only when it finds a bad
@@ -110,10 +110,9 @@ void run_attention_forward_sequences(detail::RuntimeBackend& backend, const Atte
 /// written for every packed key row of a sequence. Nothing is launched or written on bad input.
 void run_attention_backward_sequences(detail::RuntimeBackend& backend, const Attention& attention,
                                       const Sequences& sequences, const TensorView& q,
-                                      const TensorView& k, const TensorView& v,
-                                      const TensorView& o, const TensorView& lse,
-                                      const TensorView& dout, const TensorView& dq,
-                                      const TensorView& dk, const TensorView& dv,
-                                      bool check_indices, Stream stream);
+                                      const TensorView& k, const TensorView& v, const TensorView& o,
+                                      const TensorView& lse, const TensorView& dout,
+                                      const TensorView& dq, const TensorView& dk,
+                                      const TensorView& dv, bool check_indices, Stream stream);
 
 }  // namespace flashjit::kernels

@@ -33,12 +33,11 @@ void check_backward_sequences(const Sequences& s) {
 }  // namespace
 
 void run_attention_backward_sequences(detail::RuntimeBackend& backend, const Attention& a,
-                                      const Sequences& s, const TensorView& q,
-                                      const TensorView& k, const TensorView& v,
-                                      const TensorView& o, const TensorView& lse,
-                                      const TensorView& dout, const TensorView& dq,
-                                      const TensorView& dk, const TensorView& dv,
-                                      bool check_indices, Stream stream) {
+                                      const Sequences& s, const TensorView& q, const TensorView& k,
+                                      const TensorView& v, const TensorView& o,
+                                      const TensorView& lse, const TensorView& dout,
+                                      const TensorView& dq, const TensorView& dk,
+                                      const TensorView& dv, bool check_indices, Stream stream) {
   check_backward_sequences(s);
   if (!present(lse)) throw InvalidArgument("lse", "is required: the backward recomputes P from it");
   const InferenceTensors t = validate_inference_arguments(a, s, q, k, v, o, lse);

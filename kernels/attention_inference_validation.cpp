@@ -29,8 +29,8 @@ void check_index_array(const TensorView& view, const std::string& name,
   check_shape(view, name, shape, dims);
   const int last = view.rank - 1;
   if (view.shape[last] > 1 && view.strides[last] != 1) {
-    throw InvalidArgument(name + ".strides", "the last stride is " + str(view.strides[last]) +
-                                                 "; must be 1");
+    throw InvalidArgument(name + ".strides",
+                          "the last stride is " + str(view.strides[last]) + "; must be 1");
   }
 }
 
@@ -42,14 +42,14 @@ TensorView packed_view(const TensorView& view, const std::string& name, std::int
     throw InvalidArgument(name + ".shape", "has " + str(view.shape[0]) +
                                                " packed rows; at most 2^30 (32-bit row math)");
   }
-  TensorView four = TensorView::strided(view.data, view.dtype,
-                                        {1, view.shape[0], view.shape[1], view.shape[2]},
-                                        {0, view.strides[0], view.strides[1], view.strides[2]});
+  TensorView four =
+      TensorView::strided(view.data, view.dtype, {1, view.shape[0], view.shape[1], view.shape[2]},
+                          {0, view.strides[0], view.strides[1], view.strides[2]});
   if (view.shape[1] != heads || view.shape[2] != head_dim) {
-    throw InvalidArgument(name + ".shape", "is [" + str(view.shape[0]) + ", " +
-                                               str(view.shape[1]) + ", " + str(view.shape[2]) +
-                                               "]; expected " + dims + " with heads " +
-                                               str(heads) + " and head_dim " + str(head_dim));
+    throw InvalidArgument(name + ".shape", "is [" + str(view.shape[0]) + ", " + str(view.shape[1]) +
+                                               ", " + str(view.shape[2]) + "]; expected " + dims +
+                                               " with heads " + str(heads) + " and head_dim " +
+                                               str(head_dim));
   }
   check_head_tensor(four, name, 1, view.shape[0], heads, head_dim, dims);
   return four;
@@ -71,7 +71,8 @@ void check_pages(const TensorView& view, const std::string& name, const Attentio
 TensorView lse_view(const TensorView& lse, const Attention& a, bool packed, std::int64_t total_q) {
   check_tensor(lse, "lse", packed ? 2 : 3);
   if (lse.dtype != DType::f32) {
-    throw InvalidArgument("lse.dtype", "is " + std::string(dtype_name(lse.dtype)) + "; must be fp32");
+    throw InvalidArgument("lse.dtype",
+                          "is " + std::string(dtype_name(lse.dtype)) + "; must be fp32");
   }
   if (packed) {
     check_shape(lse, "lse", {a.heads_q, total_q}, "[heads_q, total_q]");
@@ -80,13 +81,12 @@ TensorView lse_view(const TensorView& lse, const Attention& a, bool packed, std:
   }
   const int last = lse.rank - 1;
   if (lse.shape[last] > 1 && lse.strides[last] != 1) {
-    throw InvalidArgument("lse.strides", "the last stride is " + str(lse.strides[last]) +
-                                             "; must be 1");
+    throw InvalidArgument("lse.strides",
+                          "the last stride is " + str(lse.strides[last]) + "; must be 1");
   }
   check_no_self_overlap(lse, "lse");
   if (!packed) return lse;
-  return TensorView::strided(lse.data, lse.dtype, {1, a.heads_q, total_q},
-                             {0, lse.strides[0], 1});
+  return TensorView::strided(lse.data, lse.dtype, {1, a.heads_q, total_q}, {0, lse.strides[0], 1});
 }
 
 void check_layout_choice(const Sequences& s) {
@@ -100,16 +100,17 @@ void check_layout_choice(const Sequences& s) {
                           "is required with a page_table: each sequence's key count");
   }
   if (s.splits < 0 || s.splits > kMaxSplits) {
-    throw InvalidArgument("sequences.splits", "is " + str(s.splits) + "; must be 0 (chosen) or 1 to " +
-                                                  str(kMaxSplits));
+    throw InvalidArgument(
+        "sequences.splits",
+        "is " + str(s.splits) + "; must be 0 (chosen) or 1 to " + str(kMaxSplits));
   }
 }
 
 void check_value_dtypes(const TensorView& q, const TensorView& k, const TensorView& v,
                         const TensorView& o) {
   if (q.dtype != DType::f16 && q.dtype != DType::bf16) {
-    throw InvalidArgument("q.dtype", "is " + std::string(dtype_name(q.dtype)) +
-                                         "; attention supports fp16 and bf16");
+    throw InvalidArgument(
+        "q.dtype", "is " + std::string(dtype_name(q.dtype)) + "; attention supports fp16 and bf16");
   }
   check_same_dtype(k, q, "k", "q");
   check_same_dtype(v, q, "v", "q");
@@ -180,8 +181,8 @@ TensorView inference_query_tensor(const TensorView& view, const std::string& nam
   return four;
 }
 
-TensorView inference_key_tensor(const TensorView& view, const std::string& name,
-                                const Attention& a, bool packed, std::int64_t total_k) {
+TensorView inference_key_tensor(const TensorView& view, const std::string& name, const Attention& a,
+                                bool packed, std::int64_t total_k) {
   if (!packed) {
     check_tensor(view, name, 4);
     check_head_tensor(view, name, a.batch, a.seqlen_k, a.heads_kv, a.head_dim,
@@ -206,9 +207,12 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
   const bool packed_q = present(s.cu_seqlens_q);
   const bool packed_k = present(s.cu_seqlens_k);
   const bool paged = present(s.page_table);
-  if (packed_q) check_index_array(s.cu_seqlens_q, "sequences.cu_seqlens_q", {a.batch + 1}, "[batch + 1]");
-  if (packed_k) check_index_array(s.cu_seqlens_k, "sequences.cu_seqlens_k", {a.batch + 1}, "[batch + 1]");
-  if (present(s.seqlens_k)) check_index_array(s.seqlens_k, "sequences.seqlens_k", {a.batch}, "[batch]");
+  if (packed_q)
+    check_index_array(s.cu_seqlens_q, "sequences.cu_seqlens_q", {a.batch + 1}, "[batch + 1]");
+  if (packed_k)
+    check_index_array(s.cu_seqlens_k, "sequences.cu_seqlens_k", {a.batch + 1}, "[batch + 1]");
+  if (present(s.seqlens_k))
+    check_index_array(s.seqlens_k, "sequences.seqlens_k", {a.batch}, "[batch]");
   if (paged) {
     check_tensor(s.page_table, "sequences.page_table", 2);
     check_index_array(s.page_table, "sequences.page_table", {a.batch, s.page_table.shape[1]},
@@ -230,10 +234,10 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
     t.num_pages = k.shape[0];
     t.page_size = k.shape[1];
     if (a.seqlen_k > s.page_table.shape[1] * t.page_size) {
-      throw InvalidArgument("attention.seqlen_k",
-                            "is " + str(a.seqlen_k) + "; a page table of " +
-                                str(s.page_table.shape[1]) + " pages of " + str(t.page_size) +
-                                " keys holds at most " + str(s.page_table.shape[1] * t.page_size));
+      throw InvalidArgument("attention.seqlen_k", "is " + str(a.seqlen_k) + "; a page table of " +
+                                                      str(s.page_table.shape[1]) + " pages of " +
+                                                      str(t.page_size) + " keys holds at most " +
+                                                      str(s.page_table.shape[1] * t.page_size));
     }
   } else {
     t.k = inference_key_tensor(k, "k", a, packed_k, -1);
@@ -248,18 +252,18 @@ void check_index_values(const Attention& a, const InferenceTensors& t, const Hos
   const std::int64_t total_k = x.cu_seqlens_k.empty() ? 0 : t.k.shape[1];
   check_offsets(x.cu_seqlens_q, "sequences.cu_seqlens_q", a.seqlen_q, "attention.seqlen_q",
                 t.total_q, "q");
-  check_offsets(x.cu_seqlens_k, "sequences.cu_seqlens_k", a.seqlen_k, "attention.seqlen_k",
-                total_k, "k");
+  check_offsets(x.cu_seqlens_k, "sequences.cu_seqlens_k", a.seqlen_k, "attention.seqlen_k", total_k,
+                "k");
   for (std::size_t b = 0; b < x.seqlens_k.size(); ++b) {
     const std::int64_t packed = x.cu_seqlens_k.empty()
                                     ? a.seqlen_k
                                     : std::int64_t{x.cu_seqlens_k[b + 1]} - x.cu_seqlens_k[b];
     if (x.seqlens_k[b] < 0 || x.seqlens_k[b] > packed) {
-      throw InvalidArgument("sequences.seqlens_k",
-                            "position " + str(b) + " holds " + str(x.seqlens_k[b]) +
-                                "; must be from 0 to " + str(packed) +
-                                (x.cu_seqlens_k.empty() ? " (attention.seqlen_k)"
-                                                        : " (the sequence's packed keys)"));
+      throw InvalidArgument(
+          "sequences.seqlens_k",
+          "position " + str(b) + " holds " + str(x.seqlens_k[b]) + "; must be from 0 to " +
+              str(packed) +
+              (x.cu_seqlens_k.empty() ? " (attention.seqlen_k)" : " (the sequence's packed keys)"));
     }
   }
   if (x.page_table.empty()) return;
@@ -270,8 +274,7 @@ void check_index_values(const Attention& a, const InferenceTensors& t, const Hos
       if (page < 0 || page >= t.num_pages) {
         throw InvalidArgument("sequences.page_table",
                               "position [" + str(b) + ", " + str(p) + "] holds " + str(page) +
-                                  "; must be a page of k and v, from 0 to " +
-                                  str(t.num_pages - 1));
+                                  "; must be a page of k and v, from 0 to " + str(t.num_pages - 1));
       }
     }
   }

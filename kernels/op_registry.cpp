@@ -93,8 +93,8 @@ struct InferenceHeadDim {
   bool fp16;
   bool masks;
 };
-constexpr InferenceHeadDim kInferenceHeadDims[] = {{64, false, false}, {128, true, true},
-                                                   {256, false, false}};
+constexpr InferenceHeadDim kInferenceHeadDims[] = {
+    {64, false, false}, {128, true, true}, {256, false, false}};
 
 std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch, SpecSet set) {
   std::vector<ForwardConfig> configs;
@@ -114,7 +114,8 @@ std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch,
       if (mask == MaskKind::window && !row.masks) continue;
       for (DType dtype : {DType::bf16, DType::f16}) {
         if (dtype == DType::f16 && !row.fp16) continue;
-        for (const ForwardConfig& config : inference_forward_configs(dtype, row.head_dim, mask, arch)) {
+        for (const ForwardConfig& config :
+             inference_forward_configs(dtype, row.head_dim, mask, arch)) {
           defaults.push_back(config);
         }
       }

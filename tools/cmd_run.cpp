@@ -51,11 +51,11 @@ struct RunOptions {
   bool counters = false;
   std::string config;  // empty: the runtime's choice
   bool deterministic = false;
-  int partials = 4;  // merge-states: key ranges the problem is split into
-  bool paged = false;          // forward: keys and values in a paged cache
+  int partials = 4;    // merge-states: key ranges the problem is split into
+  bool paged = false;  // forward: keys and values in a paged cache
   std::int64_t page_size = 16;
-  int varlen = 0;              // forward: this many sequences of random lengths, packed
-  int splits = 0;              // inference forward: Sequences::splits (0: chosen)
+  int varlen = 0;  // forward: this many sequences of random lengths, packed
+  int splits = 0;  // inference forward: Sequences::splits (0: chosen)
 };
 
 /// The library's own limits on the descriptor, reported against the flag that set the field.
@@ -267,18 +267,18 @@ testing::InferenceCase inference_case(const RunOptions& options) {
   const bool backward = options.op == "attention-backward";
   if (options.op == "merge-states" || !options.config.empty() || options.layout != "bshd" ||
       (backward && (options.paged || options.splits != 0))) {
-    throw InvalidArgument(options.op == "merge-states"   ? "--op"
-                          : !options.config.empty()      ? "--config"
-                          : options.layout != "bshd"     ? "--layout"
-                          : options.paged                ? "--paged"
-                                                         : "--splits",
+    throw InvalidArgument(options.op == "merge-states" ? "--op"
+                          : !options.config.empty()    ? "--config"
+                          : options.layout != "bshd"   ? "--layout"
+                          : options.paged              ? "--paged"
+                                                       : "--splits",
                           "--paged and --varlen run the inference forward (--op attention-forward) "
                           "and --varlen the variable-length backward (--op attention-backward, "
                           "not paged, no splits), bshd, with the runtime's own choice of kernel");
   }
   if (options.paged && options.page_size % 16 != 0) {
-    throw InvalidArgument("--page-size", "is " + std::to_string(options.page_size) +
-                                             "; must be a multiple of 16");
+    throw InvalidArgument("--page-size",
+                          "is " + std::to_string(options.page_size) + "; must be a multiple of 16");
   }
   const testing::ForwardCase shape = forward_case(options);  // checks the sizes and dtype
   const reference::Problem& p = shape.problem;
@@ -338,10 +338,11 @@ int run_inference(const RunOptions& options) {
       std::printf("kernel:  %s\n", kernel.kernel.c_str());
     }
   }
-  std::printf("%s worst relative L2 error / bound over the sequences %.3g (each bound twice "
-              "a plain %s %s's error on that sequence)\n",
-              backward ? "dQ dK dV:" : "O:      ", verdict.worst_ratio,
-              std::string(dtype_name(c.dtype)).c_str(), backward ? "backward" : "attention");
+  std::printf(
+      "%s worst relative L2 error / bound over the sequences %.3g (each bound twice "
+      "a plain %s %s's error on that sequence)\n",
+      backward ? "dQ dK dV:" : "O:      ", verdict.worst_ratio,
+      std::string(dtype_name(c.dtype)).c_str(), backward ? "backward" : "attention");
   if (options.counters && !backward) {
     const InferenceMinimum minimum = inference_minimum(c);
     print_work(runtime.emulated_work(), "", minimum.flops, minimum.bytes);

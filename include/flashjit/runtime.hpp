@@ -130,8 +130,8 @@ class Runtime {
   /// InvalidArgument naming the argument ("sequences.page_table", "k.shape", ...) for bad input;
   /// nothing is launched or written then.
   void forward(const Attention& attention, const Sequences& sequences, const TensorView& q,
-               const TensorView& k, const TensorView& v, const TensorView& o,
-               const TensorView& lse, Stream stream = nullptr);
+               const TensorView& k, const TensorView& v, const TensorView& o, const TensorView& lse,
+               Stream stream = nullptr);
 
   /// Attention backward of a variable-length batch (Sequences with cu_seqlens_q and/or
   /// cu_seqlens_k; the forward-only members, page_table, seqlens_k and splits, must be absent):

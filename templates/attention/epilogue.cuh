@@ -43,8 +43,8 @@ FJ_DEVICE void store_rows_fp32(acc_tile<Rows, AccCols>& acc, const RowAt& row_at
 
 /// store_lse for rows that are not evenly spaced: tile row t's LSE goes to `*lse_at(t)`.
 template <int Rows, class LseAt>
-FJ_DEVICE void store_lse_to(const row_vec<Rows>& lse, const LseAt& lse_at, int warp_row0,
-                            int rows, int lane) {
+FJ_DEVICE void store_lse_to(const row_vec<Rows>& lse, const LseAt& lse_at, int warp_row0, int rows,
+                            int lane) {
   if (lane % 4 != 0) return;  // a quad's lanes hold the same value
 #pragma unroll
   for (int s = 0; s < Rows / 16; ++s)

@@ -42,8 +42,8 @@ struct ForwardBlock {
   int group;    // query heads packed per query position: heads_per_kv, or 1 without packing
   int split;    // which share of the key blocks (0 without split-KV)
   int splits;
-  int row0;  // the tile's first row: a query, or a packed (query, head) row
-  int rows;  // valid rows in the tile; <= 0: none (a shorter sequence of a varlen batch)
+  int row0;         // the tile's first row: a query, or a packed (query, head) row
+  int rows;         // valid rows in the tile; <= 0: none (a shorter sequence of a varlen batch)
   int seqlen_q;     // this sequence's queries
   int seqlen_k;     // this sequence's keys
   index_t q_start;  // the q and o row of the sequence's query 0 (packed sequences), else 0
@@ -237,8 +237,8 @@ FJ_DEVICE void store_forward_outputs(const ForwardBlock<Traits>& block,
     const HeadSlice<T> slice =
         head_slice<T>(p, p.o, lse_rows(p, block.batch, block.head, block.row0), block.batch,
                       block.head, block.row0);
-    store_rows<Traits::kHeadDim>(o, staging, slice.out, slice.out_row_stride, warp_row0,
-                                 block.rows, lane);
+    store_rows<Traits::kHeadDim>(o, staging, slice.out, slice.out_row_stride, warp_row0, block.rows,
+                                 lane);
     store_lse(lse, slice.lse, warp_row0, block.rows, lane);
   } else {
     store_rows_at<Traits::kHeadDim>(

@@ -20,7 +20,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
   using T = typename Traits::Element;
   constexpr int kRows = Traits::kRowsPerWarp;
   const ForwardBlock<Traits> block(params);  // the sequence, rows, keys and split of this CTA
-  if (block.rows <= 0) return;                // past a shorter sequence's rows: nothing to do
+  if (block.rows <= 0) return;               // past a shorter sequence's rows: nothing to do
   const int lane = threadIdx.x % kWarpSize;
   const int warp_row0 = threadIdx.x / kWarpSize * kRows;  // the warp's first row in the block
   const int row0 = block.row0, rows = block.rows;
@@ -45,7 +45,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
     if (!window.block_fully_visible(row0, row0 + rows - 1, key0, Traits::kBlockN)) {
       mask_scores(window, s, row0 + warp_row0, key0, lane);  // S = −inf where masked
     }
-    softmax.update(s, o, exponent_scale<Traits::kSoftcap>(params));     // P = 2^((S − m)·c), O·α
+    softmax.update(s, o, exponent_scale<Traits::kSoftcap>(params));  // P = 2^((S − m)·c), O·α
     mma_ab(o, to_operand<T>(s), pipeline.await_values(block_n), lane);  // O += P V
   }
   const row_vec<kRows> lse = softmax.finish(o, exponent_scale<Traits::kSoftcap>(params));  // O /= ℓ

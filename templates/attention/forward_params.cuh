@@ -8,7 +8,8 @@ namespace flashjit {
 
 /// Where the sequences of a batch are when they are not one dense [seqlen, heads, head_dim]
 /// block each (variable lengths, a paged KV cache). The kernel reads these arrays only in the
-/// specializations whose SequenceLayout asks for it (attention/sequence_layout.cuh); nullptr otherwise.
+/// specializations whose SequenceLayout asks for it (attention/sequence_layout.cuh); nullptr
+/// otherwise.
 struct SequenceIndex {
   // [batch + 1], nondecreasing from 0: sequence b's queries are rows [cu[b], cu[b + 1]) of the
   // packed q and o (whose batch stride is then 0); nullptr: seqlen_q rows per sequence.
@@ -56,8 +57,8 @@ struct AttentionForwardParams {
   index_t lse_batch_stride;
   index_t lse_head_stride;  // the row stride is 1
 
-  int seqlen_q;  // per sequence; with cu_seqlens_q the longest (the grid covers it)
-  int seqlen_k;  // per sequence; with per-sequence lengths the longest
+  int seqlen_q;      // per sequence; with cu_seqlens_q the longest (the grid covers it)
+  int seqlen_k;      // per sequence; with per-sequence lengths the longest
   int head_dim;      // the real head dim (the config's may be padded up to 16)
   int heads_per_kv;  // heads_q / heads_kv: query head h reads key/value head h / heads_per_kv
   int window_left;   // keys visible left of the diagonal, kNoWindow for all

@@ -28,7 +28,8 @@ FJ_GLOBAL void __launch_bounds__(128) attention_index_check_kernel(IndexCheckPar
   const int b = int(blockIdx.x) * 128 + int(threadIdx.x);
   if (b >= p.batch) return;
   const SequenceIndex& s = p.sequences;
-  if (s.cu_seqlens_q != nullptr && !offsets_valid(s.cu_seqlens_q, b, p.batch, p.seqlen_q, p.total_q)) {
+  if (s.cu_seqlens_q != nullptr &&
+      !offsets_valid(s.cu_seqlens_q, b, p.batch, p.seqlen_q, p.total_q)) {
     report_violation(p, b, IndexViolation::cu_seqlens_q, b);
     return;
   }

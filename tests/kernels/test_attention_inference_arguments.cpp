@@ -60,7 +60,8 @@ struct PagedCall {
     k = TensorView::contiguous(k_buf.data(), DType::bf16, {kPages, kPageSize, kHeadsKv, kHeadDim});
     v = TensorView::contiguous(v_buf.data(), DType::bf16, {kPages, kPageSize, kHeadsKv, kHeadDim});
     lse = TensorView::contiguous(lse_buf.data(), DType::f32, {kBatch, kHeadsQ, kQueries});
-    sequences.page_table = TensorView::contiguous(table_buf.data(), DType::i32, {kBatch, kMaxPages});
+    sequences.page_table =
+        TensorView::contiguous(table_buf.data(), DType::i32, {kBatch, kMaxPages});
     sequences.seqlens_k = TensorView::contiguous(lens_buf.data(), DType::i32, {kBatch});
   }
 
@@ -81,8 +82,10 @@ struct PagedCall {
     std::vector<unsigned char> o_bytes(o_buf.size()), lse_bytes(lse_buf.size());
     emulator().copy_to_host(o_bytes.data(), o_buf.data(), o_bytes.size());
     emulator().copy_to_host(lse_bytes.data(), lse_buf.data(), lse_bytes.size());
-    for (unsigned char b : o_bytes) if (b != 0x7f) return false;
-    for (unsigned char b : lse_bytes) if (b != 0x7f) return false;
+    for (unsigned char b : o_bytes)
+      if (b != 0x7f) return false;
+    for (unsigned char b : lse_bytes)
+      if (b != 0x7f) return false;
     return true;
   }
 };
@@ -126,9 +129,12 @@ TEST_CASE("pages past a sequence's length are not checked (nor read)") {
 
 TEST_CASE("a cu_seqlens that decreases, or does not start at 0, is named") {
   PagedCall call;
-  call.sequences.cu_seqlens_q = TensorView::contiguous(call.cu_buf.data(), DType::i32, {kBatch + 1});
-  call.q = TensorView::contiguous(call.q_buf.data(), DType::bf16, {kBatch * kQueries, kHeadsQ, kHeadDim});
-  call.o = TensorView::contiguous(call.o_buf.data(), DType::bf16, {kBatch * kQueries, kHeadsQ, kHeadDim});
+  call.sequences.cu_seqlens_q =
+      TensorView::contiguous(call.cu_buf.data(), DType::i32, {kBatch + 1});
+  call.q = TensorView::contiguous(call.q_buf.data(), DType::bf16,
+                                  {kBatch * kQueries, kHeadsQ, kHeadDim});
+  call.o = TensorView::contiguous(call.o_buf.data(), DType::bf16,
+                                  {kBatch * kQueries, kHeadsQ, kHeadDim});
   call.lse = TensorView::contiguous(call.lse_buf.data(), DType::f32, {kHeadsQ, kBatch * kQueries});
   call.set_offsets({0, 2, 1});
   check_rejected(call, "sequences.cu_seqlens_q", "decreases at position 2");
@@ -146,7 +152,8 @@ TEST_CASE("a cu_seqlens that decreases, or does not start at 0, is named") {
 
 TEST_CASE("a page size that is not a multiple of 16 is named") {
   PagedCall call;
-  call.k = TensorView::contiguous(call.k_buf.data(), DType::bf16, {kPages * 2, 8, kHeadsKv, kHeadDim});
+  call.k =
+      TensorView::contiguous(call.k_buf.data(), DType::bf16, {kPages * 2, 8, kHeadsKv, kHeadDim});
   check_rejected(call, "k.shape", "multiple of 16");
 }
 
@@ -161,7 +168,8 @@ TEST_CASE("key counts past seqlen_k, and missing or conflicting arrays, are name
   call.sequences.seqlens_k = {};
   check_rejected(call, "sequences.seqlens_k", "required with a page_table");
   call.sequences.seqlens_k = TensorView::contiguous(call.lens_buf.data(), DType::i32, {kBatch});
-  call.sequences.cu_seqlens_k = TensorView::contiguous(call.cu_buf.data(), DType::i32, {kBatch + 1});
+  call.sequences.cu_seqlens_k =
+      TensorView::contiguous(call.cu_buf.data(), DType::i32, {kBatch + 1});
   check_rejected(call, "sequences.cu_seqlens_k", "absent with a page_table");
 }
 
@@ -200,9 +208,12 @@ TEST_CASE("the device-side index check (as a GPU runs it with check_indices) fin
   call.set_lengths({-1, 34});
   CHECK(find().sequence == 0);  // the first sequence's violation wins
   call.set_lengths({20, 33});
-  call.sequences.cu_seqlens_q = TensorView::contiguous(call.cu_buf.data(), DType::i32, {kBatch + 1});
-  call.q = TensorView::contiguous(call.q_buf.data(), DType::bf16, {kBatch * kQueries, kHeadsQ, kHeadDim});
-  call.o = TensorView::contiguous(call.o_buf.data(), DType::bf16, {kBatch * kQueries, kHeadsQ, kHeadDim});
+  call.sequences.cu_seqlens_q =
+      TensorView::contiguous(call.cu_buf.data(), DType::i32, {kBatch + 1});
+  call.q = TensorView::contiguous(call.q_buf.data(), DType::bf16,
+                                  {kBatch * kQueries, kHeadsQ, kHeadDim});
+  call.o = TensorView::contiguous(call.o_buf.data(), DType::bf16,
+                                  {kBatch * kQueries, kHeadsQ, kHeadDim});
   call.lse = TensorView::contiguous(call.lse_buf.data(), DType::f32, {kHeadsQ, kBatch * kQueries});
   CHECK_FALSE(find().found);
   call.set_offsets({0, 2, 1});

@@ -166,7 +166,8 @@ TEST_CASE("backward with packed keys and dense queries of one length, head dims 
 
 namespace flashjit::testing {
 
-TEST_CASE("sliding windows and softcap, per sequence: packed prefill, paged split decode, backward") {
+TEST_CASE(
+    "sliding windows and softcap, per sequence: packed prefill, paged split decode, backward") {
   InferenceCase prefill = random_lengths_case(4, 60, 80, 33);
   prefill.keys = KeyStorage::packed;
   prefill.causal = true;

@@ -811,18 +811,17 @@ TEST_CASE("C API: the inference forward (paged, split) gives the C++ API's bits"
   cpp.copy_to_host(from_cpp.data(), cpp_o, q.size() * 2);
   REQUIRE(flashjit_copy_to_host(rt, from_c.data(), c_o, q.size() * 2) == FLASHJIT_OK);
   CHECK(bytes_equal(from_c, from_cpp));
-  CHECK(bytes_equal(c_download(rt, c_lse, kBatch * kHq * kQ),
-                    [&] {
-                      std::vector<float> l(kBatch * kHq * kQ);
-                      cpp.copy_to_host(l.data(), cpp_lse, l.size() * 4);
-                      return l;
-                    }()));
+  CHECK(bytes_equal(c_download(rt, c_lse, kBatch * kHq * kQ), [&] {
+    std::vector<float> l(kBatch * kHq * kQ);
+    cpp.copy_to_host(l.data(), cpp_lse, l.size() * 4);
+    return l;
+  }()));
   CHECK(std::isfinite(c_download(rt, c_lse, 1)[0]));
 
   SUBCASE("NULL sequences is named") {
     CHECK(flashjit_attention_forward_sequences(rt, &attn, nullptr, nullptr, nullptr, nullptr,
-                                               nullptr, nullptr, nullptr) ==
-          FLASHJIT_ERROR_INVALID_ARGUMENT);
+                                               nullptr, nullptr,
+                                               nullptr) == FLASHJIT_ERROR_INVALID_ARGUMENT);
     CHECK(std::string(flashjit_last_error()).find("'sequences'") != std::string::npos);
   }
 }

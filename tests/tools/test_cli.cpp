@@ -334,10 +334,10 @@ TEST_CASE("run --paged and --varlen: the inference forward and the varlen backwa
     CHECK(run.out.find(".varlen") != std::string::npos);
     CHECK(run.out.find("PASS") != std::string::npos);
   }
-  const ChildResult paged = flashjit_cli({"run", "--emulate", "--paged", "--seqlen-q", "1",
-                                          "--seqlen-k", "300", "--heads", "8", "--heads-kv", "1",
-                                          "--splits", "3"},
-                                         dir.path().string());
+  const ChildResult paged =
+      flashjit_cli({"run", "--emulate", "--paged", "--seqlen-q", "1", "--seqlen-k", "300",
+                    "--heads", "8", "--heads-kv", "1", "--splits", "3"},
+                   dir.path().string());
   CHECK(paged.out.find(".paged.packgqa.split") != std::string::npos);
   CHECK(paged.out.find("kernel:  merge_states.") != std::string::npos);
   for (const std::vector<std::string>& bad :

@@ -18,15 +18,7 @@ using namespace case_inputs;  // rounding, upload, poison, widening
 /// as backward_case makes them) and its bound.
 BackwardCase sequence_case(const InferenceCase& c, std::size_t b) {
   BackwardCase f;
-  f.problem = {.batch = 1,
-               .heads_q = c.heads_q,
-               .heads_kv = c.heads_kv,
-               .seqlen_q = c.seqlens_q[b],
-               .seqlen_k = c.seqlens_k[b],
-               .head_dim = c.head_dim,
-               .causal = c.causal,
-               .window_left = c.window_left,
-               .softcap = c.softcap};
+  f.problem = sequence_problem(c, b);
   f.dtype = c.dtype;
   f.seed = c.seed * 1000 + b * 4;
   return f;

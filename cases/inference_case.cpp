@@ -19,15 +19,7 @@ using namespace case_inputs;  // rounding, upload, poison, widening
 /// One sequence's own problem (batch 1): its inputs, reference and bound are a ForwardCase's.
 ForwardCase sequence_case(const InferenceCase& c, std::size_t b) {
   ForwardCase f;
-  f.problem = {.batch = 1,
-               .heads_q = c.heads_q,
-               .heads_kv = c.heads_kv,
-               .seqlen_q = c.seqlens_q[b],
-               .seqlen_k = c.seqlens_k[b],
-               .head_dim = c.head_dim,
-               .causal = c.causal,
-               .window_left = c.window_left,
-               .softcap = c.softcap};
+  f.problem = sequence_problem(c, b);
   f.dtype = c.dtype;
   f.seed = c.seed * 1000 + b * 3;
   return f;
@@ -118,6 +110,18 @@ SequenceCheck check_sequence(const ForwardCase& f, const std::vector<double>& ou
 }
 
 }  // namespace
+
+reference::Problem sequence_problem(const InferenceCase& c, std::size_t b) {
+  return {.batch = 1,
+          .heads_q = c.heads_q,
+          .heads_kv = c.heads_kv,
+          .seqlen_q = c.seqlens_q[b],
+          .seqlen_k = c.seqlens_k[b],
+          .head_dim = c.head_dim,
+          .causal = c.causal,
+          .window_left = c.window_left,
+          .softcap = c.softcap};
+}
 
 std::vector<std::int32_t> sequence_offsets(const std::vector<std::int64_t>& lengths) {
   std::vector<std::int32_t> cu(lengths.size() + 1, 0);

@@ -11,6 +11,7 @@
 
 #include "flashjit/attention.hpp"
 #include "flashjit/runtime.hpp"
+#include "reference/attention_reference.hpp"
 
 namespace flashjit::testing {
 
@@ -68,6 +69,10 @@ InferenceVerdict run_inference_case(Runtime& runtime, const InferenceCase& c);
 /// dtype. Keys packed or dense (dense ones of one length: the backward takes no seqlens_k), no
 /// pages, no splits. `out` holds dQ, dK and dV as written, one after the other.
 InferenceVerdict run_inference_backward_case(Runtime& runtime, const InferenceCase& c);
+
+/// Sequence b's own problem (batch 1, its lengths, the case's heads, head dim and mask): the
+/// reference each sequence is judged against.
+reference::Problem sequence_problem(const InferenceCase& c, std::size_t b);
 
 /// cu_seqlens of `lengths`: [0, l0, l0 + l1, ...] in int32.
 std::vector<std::int32_t> sequence_offsets(const std::vector<std::int64_t>& lengths);

@@ -133,6 +133,10 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
 /// with seqlen_q = 1).
 MaskKind forward_mask_kind(const Attention& attention);
 
+/// q is fp16 or bf16, and k, v and o have its dtype; throws InvalidArgument("q.dtype", ...).
+void check_attention_dtypes(const TensorView& q, const TensorView& k, const TensorView& v,
+                            const TensorView& o);
+
 /// Checks the descriptor alone (sizes, mask, scales), as forward and backward do first; throws
 /// InvalidArgument naming the field ("attention.seqlen_k", ...).
 void validate_attention(const Attention& attention);

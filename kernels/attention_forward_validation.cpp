@@ -76,18 +76,6 @@ void check_scales(const Attention& attention) {
   }
 }
 
-/// Dtype of q (fp16 or bf16) and of k, v, o (the same as q).
-void check_dtypes(const TensorView& q, const TensorView& k, const TensorView& v,
-                  const TensorView& o) {
-  if (q.dtype != DType::f16 && q.dtype != DType::bf16) {
-    throw InvalidArgument(
-        "q.dtype", "is " + std::string(dtype_name(q.dtype)) + "; attention supports fp16 and bf16");
-  }
-  check_same_dtype(k, q, "k", "q");
-  check_same_dtype(v, q, "v", "q");
-  check_same_dtype(o, q, "o", "q");
-}
-
 void check_lse(const TensorView& lse, const Attention& attention) {
   check_tensor(lse, "lse", 3);
   if (lse.dtype != DType::f32) {
@@ -118,6 +106,18 @@ void check_outputs_disjoint(const TensorView& q, const TensorView& k, const Tens
 
 }  // namespace
 
+/// Dtype of q (fp16 or bf16) and of k, v, o (the same as q).
+void check_attention_dtypes(const TensorView& q, const TensorView& k, const TensorView& v,
+                            const TensorView& o) {
+  if (q.dtype != DType::f16 && q.dtype != DType::bf16) {
+    throw InvalidArgument(
+        "q.dtype", "is " + std::string(dtype_name(q.dtype)) + "; attention supports fp16 and bf16");
+  }
+  check_same_dtype(k, q, "k", "q");
+  check_same_dtype(v, q, "v", "q");
+  check_same_dtype(o, q, "o", "q");
+}
+
 void validate_attention(const Attention& attention) {
   check_sizes(attention);
   check_mask(attention);
@@ -132,7 +132,7 @@ void validate_forward_arguments(const Attention& attention, const TensorView& q,
   check_tensor(k, "k", 4);
   check_tensor(v, "v", 4);
   check_tensor(o, "o", 4);
-  check_dtypes(q, k, v, o);
+  check_attention_dtypes(q, k, v, o);
   const Attention& a = attention;
   check_head_tensor(q, "q", a.batch, a.seqlen_q, a.heads_q, a.head_dim,
                     "[batch, seqlen_q, heads_q, head_dim]");

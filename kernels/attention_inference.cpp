@@ -25,6 +25,27 @@ std::vector<std::int32_t> host_copy(detail::RuntimeBackend& backend, const Tenso
   return values;
 }
 
+/// The index arrays a launch reads, named for the emulator's findings.
+void add_index_buffers(const Sequences& s, std::vector<detail::KernelBuffer>& buffers) {
+  const std::pair<const TensorView*, const char*> indices[] = {{&s.cu_seqlens_q, "cu_seqlens_q"},
+                                                               {&s.cu_seqlens_k, "cu_seqlens_k"},
+                                                               {&s.seqlens_k, "seqlens_k"},
+                                                               {&s.page_table, "page_table"}};
+  for (const auto& [view, name] : indices) {
+    if (present(*view)) buffers.push_back(kernel_buffer(*view, name));
+  }
+}
+
+/// The kernels' view of the index arrays (SequenceIndex), pages of `page_size` keys.
+SequenceIndex sequence_index(const Sequences& s, std::int64_t page_size) {
+  return {static_cast<const int*>(s.cu_seqlens_q.data),
+          static_cast<const int*>(s.cu_seqlens_k.data),
+          static_cast<const int*>(s.seqlens_k.data),
+          static_cast<const int*>(s.page_table.data),
+          present(s.page_table) ? s.page_table.strides[0] : 0,
+          static_cast<int>(page_size)};
+}
+
 /// How one call runs: the config (its layout flags set) and the grid's shape.
 struct InferencePlan {
   ForwardConfig config;
@@ -125,13 +146,7 @@ std::vector<detail::KernelBuffer> buffers_of(const Sequences& s, const Inference
     buffers.push_back(kernel_buffer(t.o, "o"));
     if (present(t.lse)) buffers.push_back(kernel_buffer(t.lse, "lse"));
   }
-  const std::pair<const TensorView*, const char*> indices[] = {{&s.cu_seqlens_q, "cu_seqlens_q"},
-                                                               {&s.cu_seqlens_k, "cu_seqlens_k"},
-                                                               {&s.seqlens_k, "seqlens_k"},
-                                                               {&s.page_table, "page_table"}};
-  for (const auto& [view, name] : indices) {
-    if (present(*view)) buffers.push_back(kernel_buffer(*view, name));
-  }
+  add_index_buffers(s, buffers);
   return buffers;
 }
 
@@ -164,12 +179,7 @@ IndexViolationFound find_index_violation(detail::RuntimeBackend& backend, const 
   DeviceBuffer first = backend.allocate_buffer(sizeof kNone);
   backend.copy_to_device(first.data(), &kNone, sizeof kNone);
   IndexCheckParams params{};
-  params.sequences = {static_cast<const int*>(s.cu_seqlens_q.data),
-                      static_cast<const int*>(s.cu_seqlens_k.data),
-                      static_cast<const int*>(s.seqlens_k.data),
-                      static_cast<const int*>(s.page_table.data),
-                      present(s.page_table) ? s.page_table.strides[0] : 0,
-                      static_cast<int>(t.page_size)};
+  params.sequences = sequence_index(s, t.page_size);
   params.batch = static_cast<int>(a.batch);
   params.seqlen_q = static_cast<int>(a.seqlen_q);
   params.seqlen_k = static_cast<int>(a.seqlen_k);
@@ -178,13 +188,7 @@ IndexViolationFound find_index_violation(detail::RuntimeBackend& backend, const 
   params.num_pages = static_cast<int>(t.num_pages);
   params.first = static_cast<unsigned long long*>(first.data());
   std::vector<detail::KernelBuffer> buffers = {{first.data(), first.size(), "first"}};
-  const std::pair<const TensorView*, const char*> indices[] = {{&s.cu_seqlens_q, "cu_seqlens_q"},
-                                                               {&s.cu_seqlens_k, "cu_seqlens_k"},
-                                                               {&s.seqlens_k, "seqlens_k"},
-                                                               {&s.page_table, "page_table"}};
-  for (const auto& [view, name] : indices) {
-    if (present(*view)) buffers.push_back(kernel_buffer(*view, name));
-  }
+  add_index_buffers(s, buffers);
   detail::LaunchShape shape;
   shape.grid_x = static_cast<unsigned>(ceil_div(a.batch, kIndexCheckThreads));
   shape.block_x = kIndexCheckThreads;
@@ -258,12 +262,7 @@ void run_attention_forward_sequences(detail::RuntimeBackend& backend, const Atte
   check_config_fits_device(p.config.shared_bytes(), backend.info());
 
   AttentionForwardParams params = forward_params(a, t.q, t.k, t.v, t.o, t.lse);
-  params.sequences = {static_cast<const int*>(s.cu_seqlens_q.data),
-                      static_cast<const int*>(s.cu_seqlens_k.data),
-                      static_cast<const int*>(s.seqlens_k.data),
-                      static_cast<const int*>(s.page_table.data),
-                      present(s.page_table) ? s.page_table.strides[0] : 0,
-                      static_cast<int>(t.page_size)};
+  params.sequences = sequence_index(s, t.page_size);
   std::optional<DeviceBuffer> workspace;
   std::optional<Partials> partials;
   if (p.config.split) {

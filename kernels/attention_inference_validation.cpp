@@ -106,17 +106,6 @@ void check_layout_choice(const Sequences& s) {
   }
 }
 
-void check_value_dtypes(const TensorView& q, const TensorView& k, const TensorView& v,
-                        const TensorView& o) {
-  if (q.dtype != DType::f16 && q.dtype != DType::bf16) {
-    throw InvalidArgument(
-        "q.dtype", "is " + std::string(dtype_name(q.dtype)) + "; attention supports fp16 and bf16");
-  }
-  check_same_dtype(k, q, "k", "q");
-  check_same_dtype(v, q, "v", "q");
-  check_same_dtype(o, q, "o", "q");
-}
-
 /// Outputs share no memory with the inputs (index arrays included) or each other.
 void check_outputs_disjoint(const Sequences& s, const TensorView& q, const TensorView& k,
                             const TensorView& v, const TensorView& o, const TensorView& lse) {
@@ -218,7 +207,7 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
     check_index_array(s.page_table, "sequences.page_table", {a.batch, s.page_table.shape[1]},
                       "[batch, max_pages]");
   }
-  check_value_dtypes(q, k, v, o);
+  check_attention_dtypes(q, k, v, o);
 
   InferenceTensors t;
   t.q = inference_query_tensor(q, "q", a, packed_q, -1);

@@ -38,8 +38,9 @@ struct Attention {
   bool deterministic = false;
 };
 
-/// The batch of an inference forward call whose sequences are not one dense [seqlen, heads,
-/// head_dim] block each (FlashAttention's variable-length and KV-cache conventions). Every
+/// The batch of a call whose sequences are not one dense [seqlen, heads, head_dim] block each
+/// (FlashAttention's variable-length and KV-cache conventions): Runtime::forward takes every
+/// member, Runtime::backward the variable-length ones (cu_seqlens_q, cu_seqlens_k). Every
 /// member is optional: a view with null data is absent. Index arrays are int32 device tensors
 /// with unit stride in their last dimension. Attention::batch is the number of sequences;
 /// Attention::seqlen_q and seqlen_k are the longest sequence's lengths (upper bounds: the grid

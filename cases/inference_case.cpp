@@ -278,7 +278,10 @@ InferenceVerdict run_inference_case(Runtime& runtime, const InferenceCase& c) {
   } else {
     k = TensorView::contiguous(k_buf.data(), c.dtype, {n, a.seqlen_k, hk, d});
     v = TensorView::contiguous(v_buf.data(), c.dtype, {n, a.seqlen_k, hk, d});
-    s.seqlens_k = TensorView::contiguous(lens_buf.data(), DType::i32, {n});
+    const bool one_length =
+        longest(c.seqlens_k) == *std::min_element(c.seqlens_k.begin(), c.seqlens_k.end());
+    // Keys of one length need no index array at all (a dense batch, decoded or split).
+    if (!one_length) s.seqlens_k = TensorView::contiguous(lens_buf.data(), DType::i32, {n});
   }
   runtime.forward(a, s, q, k, v, o, lse);
   runtime.synchronize();

@@ -17,7 +17,9 @@ namespace flashjit::testing {
 
 /// Where a case's keys and values live.
 enum class KeyStorage {
-  dense,   ///< [batch, longest, heads_kv, head_dim], each sequence's count in seqlens_k
+  /// [batch, longest, heads_kv, head_dim], each sequence's count in seqlens_k (no index array
+  /// when every sequence has the same)
+  dense,
   packed,  ///< [total_k, heads_kv, head_dim] with cu_seqlens_k
   paged,   ///< pages of page_size keys in a shuffled order, with a page table and seqlens_k
 };

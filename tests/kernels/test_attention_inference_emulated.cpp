@@ -199,3 +199,18 @@ TEST_CASE(
 }
 
 }  // namespace flashjit::testing
+
+namespace flashjit::testing {
+
+TEST_CASE("a dense batch with no index array: GQA packing and splits on plain tensors") {
+  for (int splits : {1, 0, 3}) {
+    InferenceCase c{.seqlens_q = {2, 2}, .seqlens_k = {200, 200}};
+    c.heads_q = 16;
+    c.heads_kv = 2;
+    c.causal = true;
+    c.splits = splits;
+    check_case(c);
+  }
+}
+
+}  // namespace flashjit::testing

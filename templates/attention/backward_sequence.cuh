@@ -4,7 +4,7 @@
 // sequence's first row, the lengths are its own, and the workspace rows (D, dQ's fp32 sum) are
 // the heads_q · seqlen_q rows after those of the sequences before it. Then batch is 0.
 #include "attention/backward_params.cuh"
-#include "tile/memory.cuh"
+#include "attention/sequence_span.cuh"
 
 namespace flashjit {
 
@@ -15,13 +15,15 @@ FJ_DEVICE void rebase_to_sequence(AttentionBackwardParams& p, int batch) {
   const SequenceIndex& s = p.sequences;
   index_t q_start = 0, k_start = 0, token0 = index_t(batch) * p.seqlen_q;
   if (s.cu_seqlens_q != nullptr) {
-    q_start = load_global_index(s.cu_seqlens_q, batch);
-    p.seqlen_q = load_global_index(s.cu_seqlens_q, batch + 1) - int(q_start);
+    const SequenceSpan queries = sequence_span(s.cu_seqlens_q, batch);
+    q_start = queries.start;
+    p.seqlen_q = queries.length;
     token0 = q_start;
   }
   if (s.cu_seqlens_k != nullptr) {
-    k_start = load_global_index(s.cu_seqlens_k, batch);
-    p.seqlen_k = load_global_index(s.cu_seqlens_k, batch + 1) - int(k_start);
+    const SequenceSpan keys = sequence_span(s.cu_seqlens_k, batch);
+    k_start = keys.start;
+    p.seqlen_k = keys.length;
   }
   const auto rebase = [&](HeadTensor& t, index_t start) {
     t.data = static_cast<T*>(t.data) + batch * t.batch_stride + start * t.row_stride;

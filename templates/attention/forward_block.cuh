@@ -9,6 +9,7 @@
 #include "attention/key_value_pipeline.cuh"
 #include "attention/key_window.cuh"
 #include "attention/sequence_layout.cuh"
+#include "attention/sequence_span.cuh"
 
 namespace flashjit {
 
@@ -113,13 +114,15 @@ struct ForwardBlock {
  private:
   FJ_DEVICE void read_lengths(const SequenceIndex& s) {
     if (s.cu_seqlens_q != nullptr) {
-      q_start = load_global_index(s.cu_seqlens_q, batch);
-      seqlen_q = load_global_index(s.cu_seqlens_q, batch + 1) - int(q_start);
+      const SequenceSpan queries = sequence_span(s.cu_seqlens_q, batch);
+      q_start = queries.start;
+      seqlen_q = queries.length;
       token0 = q_start;
     }
     if (!Layout::kPaged && s.cu_seqlens_k != nullptr) {
-      k_start = load_global_index(s.cu_seqlens_k, batch);
-      seqlen_k = load_global_index(s.cu_seqlens_k, batch + 1) - int(k_start);
+      const SequenceSpan keys = sequence_span(s.cu_seqlens_k, batch);
+      k_start = keys.start;
+      seqlen_k = keys.length;
     }
     if (s.seqlens_k != nullptr) seqlen_k = load_global_index(s.seqlens_k, batch);
   }

@@ -5,14 +5,15 @@
 // minimum. The host then names it (kernels/attention_inference.cpp) without copying the arrays
 // unless there is something to name.
 #include "attention/index_check_params.cuh"
-#include "tile/memory.cuh"
+#include "attention/sequence_span.cuh"
 
 namespace flashjit {
 
 /// Whether offsets cu[b], cu[b + 1] of a cu_seqlens array are valid for sequence b.
 FJ_DEVICE bool offsets_valid(const int* cu, int b, int batch, int longest, int rows) {
-  const int begin = load_global_index(cu, b), end = load_global_index(cu, b + 1);
-  return (b != 0 || begin == 0) && end >= begin && end - begin <= longest &&
+  const SequenceSpan span = sequence_span(cu, b);
+  const index_t end = span.start + span.length;
+  return (b != 0 || span.start == 0) && span.length >= 0 && span.length <= longest &&
          (b + 1 != batch || end <= rows);
 }
 
@@ -39,7 +40,7 @@ FJ_GLOBAL void __launch_bounds__(128) attention_index_check_kernel(IndexCheckPar
       report_violation(p, b, IndexViolation::cu_seqlens_k, b);
       return;
     }
-    keys = load_global_index(s.cu_seqlens_k, b + 1) - load_global_index(s.cu_seqlens_k, b);
+    keys = sequence_span(s.cu_seqlens_k, b).length;
   }
   if (s.seqlens_k != nullptr) {
     const int count = load_global_index(s.seqlens_k, b);

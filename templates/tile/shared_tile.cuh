@@ -102,8 +102,11 @@ FJ_DEVICE void load_tile_rows_async(smem_tile<T, Rows, Cols> dst, const RowAt& r
   }
 }
 
-/// store_rows_from_shared for rows that are not evenly spaced: tile row t (first_row <= t <
-/// first_row + min(Rows, rows_valid)) goes to `row_at(t)`.
+/// Copies rows [first_row, first_row + Rows) of `src`, columns [0, Cols), to global memory,
+/// tile row t to `row_at(t)` (rows need not be evenly spaced: pages, packed heads), skipping
+/// rows at or past first_row + `rows_valid`. `Workers` threads share the work, `worker` being
+/// this one's index: one warp's lanes for rows the warp wrote itself (before a __syncwarp), or
+/// the whole block after a __syncthreads.
 template <int Rows, int Cols, int Workers = kWarpSize, typename T, int TileRows, int TileCols,
           class RowAt>
 FJ_DEVICE void store_rows_from_shared_to(const RowAt& row_at, smem_tile<T, TileRows, TileCols> src,
@@ -124,29 +127,15 @@ FJ_DEVICE void store_rows_from_shared_to(const RowAt& row_at, smem_tile<T, TileR
   }
 }
 
-/// Copies rows [first_row, first_row + Rows) of `src`, columns [0, Cols), to global memory
-/// at `dst` (element (first_row, 0); rows `row_stride` apart), skipping rows at or past
-/// `rows_valid`. `Workers` threads share the work, `worker` being this one's index: one warp's
-/// lanes for rows the warp wrote itself (before a __syncwarp), or the whole block after a
-/// __syncthreads.
+/// store_rows_from_shared_to for evenly spaced rows: tile row first_row goes to `dst`, the
+/// next ones `row_stride` apart.
 template <int Rows, int Cols, int Workers = kWarpSize, typename T, int TileRows, int TileCols>
 FJ_DEVICE void store_rows_from_shared(T* dst, index_t row_stride,
                                       smem_tile<T, TileRows, TileCols> src, int first_row,
                                       int rows_valid, int worker) {
-  static_assert(Cols <= TileCols && Cols % kChunkElements == 0, "whole chunks of the tile");
-  constexpr int kChunksPerRow = Cols / kChunkElements;
-  constexpr int kChunks = Rows * kChunksPerRow;
-#pragma unroll
-  for (int i = 0; i < ceil_div(kChunks, Workers); ++i) {
-    const int chunk = i * Workers + worker;
-    if (kChunks % Workers != 0 && chunk >= kChunks) break;
-    const int row = chunk / kChunksPerRow;
-    const int col = chunk % kChunksPerRow * kChunkElements;
-    if (row >= rows_valid) continue;
-    const Chunk16 value =
-        load_shared(reinterpret_cast<const Chunk16*>(src.at(first_row + row, col)), 0);
-    store_global_raw(reinterpret_cast<Chunk16*>(dst + row * row_stride + col), value);
-  }
+  store_rows_from_shared_to<Rows, Cols, Workers>(
+      [&](int tile_row) { return dst + (tile_row - first_row) * row_stride; }, src, first_row,
+      rows_valid, worker);
 }
 
 }  // namespace flashjit

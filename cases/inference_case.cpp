@@ -25,12 +25,6 @@ ForwardCase sequence_case(const InferenceCase& c, std::size_t b) {
   return f;
 }
 
-std::int64_t longest(const std::vector<std::int64_t>& lengths) { return longest_length(lengths); }
-
-std::vector<std::int32_t> offsets(const std::vector<std::int64_t>& lengths) {
-  return sequence_offsets(lengths);
-}
-
 /// Where each sequence's keys go: the row of key j of sequence b in k's [rows, heads_kv,
 /// head_dim] storage (dense, packed, or a page of the paged cache).
 struct KeyPlacement {
@@ -41,14 +35,14 @@ struct KeyPlacement {
 
   KeyPlacement(const InferenceCase& c) {
     const auto n = static_cast<std::int64_t>(c.seqlens_k.size());
-    if (c.keys == KeyStorage::dense) rows = n * longest(c.seqlens_k);
+    if (c.keys == KeyStorage::dense) rows = n * longest_length(c.seqlens_k);
     if (c.keys == KeyStorage::packed) {
-      cu = offsets(c.seqlens_k);
+      cu = sequence_offsets(c.seqlens_k);
       rows = cu.back();
     }
     if (c.keys != KeyStorage::paged) return;
     const std::int64_t p = c.page_size;
-    max_pages = std::max<std::int64_t>(1, (longest(c.seqlens_k) + p - 1) / p);
+    max_pages = std::max<std::int64_t>(1, (longest_length(c.seqlens_k) + p - 1) / p);
     std::int64_t used = 0;
     for (std::int64_t len : c.seqlens_k) used += (len + p - 1) / p;
     num_pages = used + 3;  // spare pages, poisoned: a read of one shows as NaN
@@ -68,7 +62,7 @@ struct KeyPlacement {
   std::int64_t row(const InferenceCase& c, std::int64_t b, std::int64_t j) const {
     switch (c.keys) {
       case KeyStorage::dense:
-        return b * longest(c.seqlens_k) + j;
+        return b * longest_length(c.seqlens_k) + j;
       case KeyStorage::packed:
         return cu[b] + j;
       case KeyStorage::paged:
@@ -162,8 +156,8 @@ Attention InferenceCase::attention() const {
   a.batch = static_cast<std::int64_t>(seqlens_q.size());
   a.heads_q = heads_q;
   a.heads_kv = heads_kv;
-  a.seqlen_q = longest(seqlens_q);
-  a.seqlen_k = longest(seqlens_k);
+  a.seqlen_q = longest_length(seqlens_q);
+  a.seqlen_k = longest_length(seqlens_k);
   a.head_dim = head_dim;
   a.causal = causal;
   a.window_left = window_left;
@@ -206,13 +200,13 @@ InferenceVerdict run_inference_case(Runtime& runtime, const InferenceCase& c) {
     throw std::invalid_argument("an inference case needs one key length per sequence");
   }
   if (!c.packed_q &&
-      longest(c.seqlens_q) != *std::min_element(c.seqlens_q.begin(), c.seqlens_q.end())) {
+      longest_length(c.seqlens_q) != *std::min_element(c.seqlens_q.begin(), c.seqlens_q.end())) {
     throw std::invalid_argument("dense queries need one length for every sequence; pack them");
   }
   const Attention a = c.attention();
   const std::int64_t h = c.heads_q, hk = c.heads_kv, d = c.head_dim;
   const std::vector<std::int32_t> cu_q =
-      c.packed_q ? offsets(c.seqlens_q) : std::vector<std::int32_t>{};
+      c.packed_q ? sequence_offsets(c.seqlens_q) : std::vector<std::int32_t>{};
   const std::int64_t total_q = c.packed_q ? cu_q.back() : n * a.seqlen_q;
   const auto q_row = [&](std::int64_t b) { return c.packed_q ? cu_q[b] : b * a.seqlen_q; };
   const KeyPlacement keys(c);
@@ -279,7 +273,7 @@ InferenceVerdict run_inference_case(Runtime& runtime, const InferenceCase& c) {
     k = TensorView::contiguous(k_buf.data(), c.dtype, {n, a.seqlen_k, hk, d});
     v = TensorView::contiguous(v_buf.data(), c.dtype, {n, a.seqlen_k, hk, d});
     const bool one_length =
-        longest(c.seqlens_k) == *std::min_element(c.seqlens_k.begin(), c.seqlens_k.end());
+        longest_length(c.seqlens_k) == *std::min_element(c.seqlens_k.begin(), c.seqlens_k.end());
     // Keys of one length need no index array at all (a dense batch, decoded or split).
     if (!one_length) s.seqlens_k = TensorView::contiguous(lens_buf.data(), DType::i32, {n});
   }

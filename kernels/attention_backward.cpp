@@ -171,7 +171,8 @@ std::vector<detail::KernelBuffer> backward_buffers(const BackwardTensors& t,
 /// the kernels already queued.
 void launch_backward(detail::RuntimeBackend& backend, const Attention& attention,
                      const BackwardTensors& t, const BackwardConfig& config, Stream stream,
-                     const Sequences* sequences = nullptr) {
+                     const SequenceIndex& sequences = {},
+                     const std::vector<detail::KernelBuffer>& index_buffers = {}) {
   const BackwardSpecs specs = backward_specs(config, backend.info().arch());
   const BackwardLaunchShapes shapes = backward_launch_shapes(config, attention, stream);
   const DeviceBuffer delta =
@@ -182,17 +183,9 @@ void launch_backward(detail::RuntimeBackend& backend, const Attention& attention
       backward_params(attention, t.q, t.k, t.v, t.o, t.lse, t.dout, t.dq, t.dk, t.dv,
                       static_cast<float*>(delta.data()),
                       dq_accum.size() > 0 ? static_cast<float*>(dq_accum.data()) : nullptr);
+  params.sequences = sequences;  // a variable-length batch's offsets (zero for a dense one)
   std::vector<detail::KernelBuffer> buffers = backward_buffers(t, delta, dq_accum);
-  if (sequences != nullptr) {  // a variable-length batch: the kernels read its offsets
-    params.sequences.cu_seqlens_q = static_cast<const int*>(sequences->cu_seqlens_q.data);
-    params.sequences.cu_seqlens_k = static_cast<const int*>(sequences->cu_seqlens_k.data);
-    if (params.sequences.cu_seqlens_q != nullptr) {
-      buffers.push_back(kernel_buffer(sequences->cu_seqlens_q, "cu_seqlens_q"));
-    }
-    if (params.sequences.cu_seqlens_k != nullptr) {
-      buffers.push_back(kernel_buffer(sequences->cu_seqlens_k, "cu_seqlens_k"));
-    }
-  }
+  buffers.insert(buffers.end(), index_buffers.begin(), index_buffers.end());
   detail::Executor& executor = backend.executor();
   detail::launch_kernel(executor, specs.delta, shapes.delta, buffers, params);  // D
   detail::launch_kernel(executor, specs.dkdv, shapes.dkdv, buffers, params);    // dK, dV
@@ -386,12 +379,13 @@ void attention_backward(detail::RuntimeBackend& backend, const Attention& attent
 }
 
 void launch_attention_backward_sequences(
-    detail::RuntimeBackend& backend, const Attention& attention, const Sequences& sequences,
-    const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
-    const TensorView& lse, const TensorView& dout, const TensorView& dq, const TensorView& dk,
-    const TensorView& dv, const BackwardConfig& config, Stream stream) {
+    detail::RuntimeBackend& backend, const Attention& attention, const SequenceIndex& sequences,
+    const std::vector<detail::KernelBuffer>& index_buffers, const TensorView& q,
+    const TensorView& k, const TensorView& v, const TensorView& o, const TensorView& lse,
+    const TensorView& dout, const TensorView& dq, const TensorView& dk, const TensorView& dv,
+    const BackwardConfig& config, Stream stream) {
   launch_backward(backend, attention, {q, k, v, o, lse, dout, dq, dk, dv}, config, stream,
-                  &sequences);
+                  sequences, index_buffers);
 }
 
 void run_attention_backward(detail::RuntimeBackend& backend, ConfigChoice& choice,

@@ -25,27 +25,6 @@ std::vector<std::int32_t> host_copy(detail::RuntimeBackend& backend, const Tenso
   return values;
 }
 
-/// The index arrays a launch reads, named for the emulator's findings.
-void add_index_buffers(const Sequences& s, std::vector<detail::KernelBuffer>& buffers) {
-  const std::pair<const TensorView*, const char*> indices[] = {{&s.cu_seqlens_q, "cu_seqlens_q"},
-                                                               {&s.cu_seqlens_k, "cu_seqlens_k"},
-                                                               {&s.seqlens_k, "seqlens_k"},
-                                                               {&s.page_table, "page_table"}};
-  for (const auto& [view, name] : indices) {
-    if (present(*view)) buffers.push_back(kernel_buffer(*view, name));
-  }
-}
-
-/// The kernels' view of the index arrays (SequenceIndex), pages of `page_size` keys.
-SequenceIndex sequence_index(const Sequences& s, std::int64_t page_size) {
-  return {static_cast<const int*>(s.cu_seqlens_q.data),
-          static_cast<const int*>(s.cu_seqlens_k.data),
-          static_cast<const int*>(s.seqlens_k.data),
-          static_cast<const int*>(s.page_table.data),
-          present(s.page_table) ? s.page_table.strides[0] : 0,
-          static_cast<int>(page_size)};
-}
-
 /// How one call runs: the config (its layout flags set) and the grid's shape.
 struct InferencePlan {
   ForwardConfig config;
@@ -151,6 +130,25 @@ std::vector<detail::KernelBuffer> buffers_of(const Sequences& s, const Inference
 }
 
 }  // namespace
+
+void add_index_buffers(const Sequences& s, std::vector<detail::KernelBuffer>& buffers) {
+  const std::pair<const TensorView*, const char*> indices[] = {{&s.cu_seqlens_q, "cu_seqlens_q"},
+                                                               {&s.cu_seqlens_k, "cu_seqlens_k"},
+                                                               {&s.seqlens_k, "seqlens_k"},
+                                                               {&s.page_table, "page_table"}};
+  for (const auto& [view, name] : indices) {
+    if (present(*view)) buffers.push_back(kernel_buffer(*view, name));
+  }
+}
+
+SequenceIndex sequence_index(const Sequences& s, std::int64_t page_size) {
+  return {static_cast<const int*>(s.cu_seqlens_q.data),
+          static_cast<const int*>(s.cu_seqlens_k.data),
+          static_cast<const int*>(s.seqlens_k.data),
+          static_cast<const int*>(s.page_table.data),
+          present(s.page_table) ? s.page_table.strides[0] : 0,
+          static_cast<int>(page_size)};
+}
 
 HostIndices read_indices(detail::RuntimeBackend& backend, const Sequences& s) {
   HostIndices x{host_copy(backend, s.cu_seqlens_q), host_copy(backend, s.cu_seqlens_k),

@@ -49,6 +49,12 @@ struct HostIndices {
   std::int64_t page_table_row = 0;  ///< elements between the page table's rows
 };
 
+/// The index arrays a launch reads, named for the emulator's findings, added to `buffers`.
+void add_index_buffers(const Sequences& sequences, std::vector<detail::KernelBuffer>& buffers);
+
+/// The kernels' view of the index arrays (SequenceIndex), with pages of `page_size` keys.
+SequenceIndex sequence_index(const Sequences& sequences, std::int64_t page_size);
+
 /// Host copies of the call's index arrays (a synchronous copy on a GPU).
 HostIndices read_indices(detail::RuntimeBackend& backend, const Sequences& sequences);
 

@@ -67,8 +67,10 @@ void run_attention_backward_sequences(detail::RuntimeBackend& backend, const Att
                               a.softcap > 0.0f, a.deterministic, backend.info().arch());
   config.varlen = true;
   check_config_fits_device(config.shared_bytes(), backend.info());
-  launch_attention_backward_sequences(backend, a, s, t.q, t.k, t.v, t.o, t.lse, dout4, dq4, dk4,
-                                      dv4, config, stream);
+  std::vector<detail::KernelBuffer> index_buffers;
+  add_index_buffers(s, index_buffers);
+  launch_attention_backward_sequences(backend, a, sequence_index(s, 0), index_buffers, t.q, t.k,
+                                      t.v, t.o, t.lse, dout4, dq4, dk4, dv4, config, stream);
 }
 
 }  // namespace flashjit::kernels

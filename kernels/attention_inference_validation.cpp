@@ -153,38 +153,46 @@ void check_offsets(const std::vector<std::int32_t>& cu, const std::string& name,
 
 }  // namespace
 
-TensorView inference_query_tensor(const TensorView& view, const std::string& name,
-                                  const Attention& a, bool packed, std::int64_t total_q) {
+namespace {
+
+/// One side's tensor of an inference call: packed [total, heads, head_dim] when `packed` (of
+/// `total` rows when that is >= 0, the rows of `total_of`), else [batch, seqlen, heads, head_dim].
+struct TensorSide {
+  std::int64_t seqlen, heads;
+  const char* dense_dims;
+  const char* packed_dims;
+  const char* total_of;
+};
+
+TensorView side_tensor(const TensorView& view, const std::string& name, const Attention& a,
+                       const TensorSide& side, bool packed, std::int64_t total) {
   if (!packed) {
     check_tensor(view, name, 4);
-    check_head_tensor(view, name, a.batch, a.seqlen_q, a.heads_q, a.head_dim,
-                      "[batch, seqlen_q, heads_q, head_dim]");
+    check_head_tensor(view, name, a.batch, side.seqlen, side.heads, a.head_dim, side.dense_dims);
     return view;
   }
-  const TensorView four =
-      packed_view(view, name, a.heads_q, a.head_dim, "[total_q, heads_q, head_dim]");
-  if (total_q >= 0 && view.shape[0] != total_q) {
-    throw InvalidArgument(name + ".shape",
-                          "has " + str(view.shape[0]) + " rows; q has " + str(total_q));
+  const TensorView four = packed_view(view, name, side.heads, a.head_dim, side.packed_dims);
+  if (total >= 0 && view.shape[0] != total) {
+    throw InvalidArgument(name + ".shape", "has " + str(view.shape[0]) + " rows; " + side.total_of +
+                                               " has " + str(total));
   }
   return four;
 }
 
+}  // namespace
+
+TensorView inference_query_tensor(const TensorView& view, const std::string& name,
+                                  const Attention& a, bool packed, std::int64_t total_q) {
+  const TensorSide queries{a.seqlen_q, a.heads_q, "[batch, seqlen_q, heads_q, head_dim]",
+                           "[total_q, heads_q, head_dim]", "q"};
+  return side_tensor(view, name, a, queries, packed, total_q);
+}
+
 TensorView inference_key_tensor(const TensorView& view, const std::string& name, const Attention& a,
                                 bool packed, std::int64_t total_k) {
-  if (!packed) {
-    check_tensor(view, name, 4);
-    check_head_tensor(view, name, a.batch, a.seqlen_k, a.heads_kv, a.head_dim,
-                      "[batch, seqlen_k, heads_kv, head_dim]");
-    return view;
-  }
-  const TensorView four =
-      packed_view(view, name, a.heads_kv, a.head_dim, "[total_k, heads_kv, head_dim]");
-  if (total_k >= 0 && view.shape[0] != total_k) {
-    throw InvalidArgument(name + ".shape",
-                          "has " + str(view.shape[0]) + " rows; k has " + str(total_k));
-  }
-  return four;
+  const TensorSide keys{a.seqlen_k, a.heads_kv, "[batch, seqlen_k, heads_kv, head_dim]",
+                        "[total_k, heads_kv, head_dim]", "k"};
+  return side_tensor(view, name, a, keys, packed, total_k);
 }
 
 InferenceTensors validate_inference_arguments(const Attention& a, const Sequences& s,

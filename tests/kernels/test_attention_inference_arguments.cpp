@@ -224,4 +224,31 @@ TEST_CASE("the device-side index check (as a GPU runs it with check_indices) fin
   CHECK((bad.found && bad.sequence == 0 && bad.kind == 1));  // not from 0
 }
 
+TEST_CASE("the backward names the forward-only members and a missing lse, writing nothing") {
+  PagedCall call;
+  // The gradients' views reuse o's poisoned buffer: every call below is refused before any
+  // write, which outputs_untouched() then shows.
+  const auto check_backward = [&](const std::string& argument, const std::string& words) {
+    try {
+      emulator().backward(call.attention, call.sequences, call.q, call.k, call.v, call.o, call.lse,
+                          call.q, call.o, call.k, call.v);
+      FAIL("accepted; expected InvalidArgument(" << argument << ")");
+    } catch (const InvalidArgument& e) {
+      CHECK(e.argument() == argument);
+      const std::string message = e.what();
+      CHECK_MESSAGE(message.find(words) != std::string::npos, message);
+    }
+    CHECK(call.outputs_untouched());
+  };
+  check_backward("sequences.page_table", "forward-only");
+  call.sequences.page_table = {};
+  check_backward("sequences.seqlens_k", "forward-only");
+  call.sequences.seqlens_k = {};
+  call.sequences.splits = 2;
+  check_backward("sequences.splits", "forward-only");
+  call.sequences.splits = 0;
+  call.lse = {};
+  check_backward("lse", "required");
+}
+
 }  // namespace flashjit::testing

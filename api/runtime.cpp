@@ -81,8 +81,8 @@ void Runtime::forward(const Attention& attention, const TensorView& q, const Ten
 void Runtime::forward(const Attention& attention, const Sequences& sequences, const TensorView& q,
                       const TensorView& k, const TensorView& v, const TensorView& o,
                       const TensorView& lse, Stream stream) {
-  kernels::run_attention_forward_sequences(*impl_->backend, attention, sequences, q, k, v, o, lse,
-                                           impl_->check_indices, stream);
+  kernels::run_attention_forward_sequences(*impl_->backend, impl_->tuning, attention, sequences, q,
+                                           k, v, o, lse, impl_->check_indices, stream);
 }
 
 void Runtime::backward(const Attention& attention, const TensorView& q, const TensorView& k,

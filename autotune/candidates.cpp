@@ -14,6 +14,7 @@ namespace {
 
 using kernels::BackwardConfig;
 using kernels::ForwardConfig;
+using kernels::InferenceConfig;
 
 MaskKind problem_mask(const TuningProblem& problem) {
   return kernels::forward_mask_kind(problem.attention);
@@ -44,13 +45,13 @@ Candidate make_candidate(const TunedConfig& config, const std::string& arch) {
   candidate.config = config;
   candidate.name = config_name(config);
   candidate.specs = config_specs(config, arch);
-  if (const auto* forward = std::get_if<ForwardConfig>(&config)) {
-    candidate.shared_bytes = forward->shared_bytes();
-    candidate.threads = forward->warps * 32;
+  candidate.shared_bytes = std::visit([](const auto& c) { return c.shared_bytes(); }, config);
+  if (const auto* backward = std::get_if<BackwardConfig>(&config)) {
+    candidate.threads = backward->key.warps * 32;  // the main kernel's
+  } else if (const auto* inference = std::get_if<InferenceConfig>(&config)) {
+    candidate.threads = inference->forward.warps * 32;
   } else {
-    const auto& backward = std::get<BackwardConfig>(config);
-    candidate.shared_bytes = backward.shared_bytes();
-    candidate.threads = backward.key.warps * 32;  // the main kernel's
+    candidate.threads = std::get<ForwardConfig>(config).warps * 32;
   }
   return candidate;
 }
@@ -65,6 +66,9 @@ struct Tiles {
 Tiles tiles_of(const TunedConfig& config) {
   if (const auto* forward = std::get_if<ForwardConfig>(&config)) {
     return {forward->block_m, forward->block_n};
+  }
+  if (const auto* inference = std::get_if<InferenceConfig>(&config)) {
+    return {inference->forward.block_m, inference->forward.block_n};
   }
   const auto& backward = std::get<BackwardConfig>(config);
   return {backward.key.block_m, backward.key.block_n};
@@ -87,16 +91,43 @@ Tiles smallest_tiles(const std::vector<Candidate>& candidates) {
 }  // namespace
 
 const char* tuned_op_name(TunedOp op) {
-  return op == TunedOp::attention_forward ? "attention-forward" : "attention-backward";
+  switch (op) {
+    case TunedOp::attention_forward:
+      return "attention-forward";
+    case TunedOp::attention_backward:
+      return "attention-backward";
+    case TunedOp::attention_decode:
+      return "attention-decode";
+  }
+  return "?";
 }
 
 TunedOp parse_tuned_op(const std::string& name, const std::string& argument) {
-  if (name == "attention-forward") return TunedOp::attention_forward;
-  if (name == "attention-backward") return TunedOp::attention_backward;
+  for (TunedOp op :
+       {TunedOp::attention_forward, TunedOp::attention_backward, TunedOp::attention_decode}) {
+    if (name == tuned_op_name(op)) return op;
+  }
   throw InvalidArgument(argument, "'" + name +
                                       "' is not a tunable op; the autotuner tunes "
-                                      "attention-forward and attention-backward");
+                                      "attention-forward, attention-backward and "
+                                      "attention-decode");
 }
+
+namespace {
+
+// The key's name of a decoding call's cache.
+std::string cache_name(kernels::CacheLayout cache) {
+  if (cache.page_size > 0) return "paged" + std::to_string(cache.page_size);
+  return cache.varlen ? "varlen" : "dense";
+}
+
+// The SMs a decode problem's default split count fills.
+int problem_sm_count(const TuningProblem& problem, const std::string& arch) {
+  if (problem.sm_count > 0) return problem.sm_count;
+  return arch.rfind("sm_90", 0) == 0 ? 132 : 108;  // an H100 SXM's, an A100's
+}
+
+}  // namespace
 
 TuningKey tuning_key(const TuningProblem& problem) {
   const Attention& a = problem.attention;
@@ -112,6 +143,13 @@ TuningKey tuning_key(const TuningProblem& problem) {
   key.seqlen_q = a.seqlen_q;
   key.seqlen_k = a.seqlen_k;
   key.batch_heads = a.batch * a.heads_q;
+  if (problem.op == TunedOp::attention_decode) {
+    key.cache = cache_name(problem.cache);
+    key.batch = a.batch;
+    key.heads_kv = a.heads_kv;
+    key.group = a.heads_kv > 0 ? a.heads_q / a.heads_kv : 0;
+    key.batch_heads = 0;
+  }
   return key;
 }
 
@@ -124,7 +162,14 @@ double problem_flops(const TuningProblem& problem) {
   const double pairs = windowed ? kernels::visible_pairs(a) : a.causal ? full / 2 : full;
   const double forward =
       4.0 * static_cast<double>(a.batch * a.heads_q) * pairs * static_cast<double>(a.head_dim);
-  return problem.op == TunedOp::attention_forward ? forward : 2.5 * forward;
+  return problem.op == TunedOp::attention_backward ? 2.5 * forward : forward;
+}
+
+double problem_cache_bytes(const TuningProblem& problem) {
+  if (problem.op != TunedOp::attention_decode) return 0;
+  const Attention& a = problem.attention;
+  return 2.0 * static_cast<double>(a.batch * a.seqlen_k * a.heads_kv * a.head_dim) *
+         static_cast<double>(dtype_size(problem.dtype));
 }
 
 namespace {
@@ -150,6 +195,9 @@ std::string config_name(const TunedConfig& config) {
            (f->overlap ? ".overlap" : "") + (f->pingpong ? ".pingpong" : "") +
            (f->p_in_shared ? ".pshared" : "");
   }
+  if (const auto* inference = std::get_if<InferenceConfig>(&config)) {
+    return config_name(inference->forward) + ".splits" + std::to_string(inference->splits);
+  }
   const auto& b = std::get<BackwardConfig>(config);
   std::string name = "br" + std::to_string(b.key.block_m) + ".bc" + std::to_string(b.key.block_n) +
                      ".w" + std::to_string(b.key.warps) + ".s" + std::to_string(b.key.stages);
@@ -164,6 +212,9 @@ std::vector<detail::KernelSpec> config_specs(const TunedConfig& config, const st
   if (const auto* forward = std::get_if<ForwardConfig>(&config)) {
     return {kernels::forward_spec(*forward, arch)};
   }
+  if (const auto* inference = std::get_if<InferenceConfig>(&config)) {
+    return kernels::inference_specs(*inference, arch);
+  }
   return kernels::backward_specs(std::get<BackwardConfig>(config), arch).in_order();
 }
 
@@ -173,6 +224,10 @@ TunedConfig default_config(const TuningProblem& problem, const std::string& arch
   const bool softcap = problem_softcap(problem);
   if (problem.op == TunedOp::attention_forward) {
     return kernels::default_forward_config(problem.dtype, head_dim, mask, softcap, arch);
+  }
+  if (problem.op == TunedOp::attention_decode) {
+    return kernels::default_inference_config(problem.attention, problem.cache, problem.dtype, arch,
+                                             problem_sm_count(problem, arch), 0);
   }
   return kernels::default_backward_config(problem.dtype, head_dim, mask, softcap,
                                           problem.attention.deterministic, arch);
@@ -186,6 +241,11 @@ std::vector<TunedConfig> space_configs(const TuningProblem& problem) {
   if (problem.op == TunedOp::attention_forward) {
     for (const ForwardConfig& c :
          kernels::forward_configs(problem.dtype, head_dim, mask, softcap)) {
+      configs.emplace_back(c);
+    }
+  } else if (problem.op == TunedOp::attention_decode) {
+    for (const InferenceConfig& c :
+         kernels::decode_configs(problem.attention, problem.cache, problem.dtype)) {
       configs.emplace_back(c);
     }
   } else {
@@ -207,14 +267,24 @@ std::vector<Candidate> enumerate_candidates(const TuningProblem& problem, const 
     candidates.push_back(make_candidate(config, arch));
     candidates.back().is_default = config == fallback;
   }
+  // attention-decode's default split count fills the device's SMs, which the space's powers of
+  // two may miss: it is timed anyway, as every winner must beat it.
+  if (std::none_of(candidates.begin(), candidates.end(),
+                   [](const Candidate& c) { return c.is_default; })) {
+    candidates.push_back(make_candidate(fallback, arch));
+    candidates.back().is_default = true;
+  }
   return candidates;
 }
 
 void prune_static(std::vector<Candidate>& candidates, const TuningProblem& problem,
                   int shared_limit) {
   const Tiles smallest = smallest_tiles(candidates);
-  const std::int64_t rows = shape_bucket(problem.attention.seqlen_q);
-  const std::int64_t keys = shape_bucket(problem.attention.seqlen_k);
+  const Attention& a = problem.attention;
+  const bool decode = problem.op == TunedOp::attention_decode;
+  // A decoding call's tile rows are its queries times the query heads packed with them.
+  const std::int64_t rows = shape_bucket(a.seqlen_q * (decode ? kernels::packed_group(a) : 1));
+  const std::int64_t keys = shape_bucket(a.seqlen_k);
   for (Candidate& c : candidates) {
     if (!c.pruned.empty()) continue;
     const Tiles t = tiles_of(c.config);
@@ -228,6 +298,12 @@ void prune_static(std::vector<Candidate>& candidates, const TuningProblem& probl
     } else if (t.block_n > smallest.block_n && t.block_n > keys) {
       c.pruned = "Bc " + std::to_string(t.block_n) + " > " + std::to_string(keys) +
                  " keys (a smaller Bc covers them)";
+    } else if (const auto* inference = std::get_if<InferenceConfig>(&c.config);
+               inference != nullptr && inference->splits > 1 &&
+               inference->splits * t.block_n > keys) {
+      c.pruned = "splits " + std::to_string(inference->splits) + " x Bc " +
+                 std::to_string(t.block_n) + " > " + std::to_string(keys) +
+                 " keys (a split would get no key block)";
     }
   }
 }

@@ -14,28 +14,38 @@
 #include "flashjit/dtype.hpp"
 #include "kernels/attention_backward.hpp"
 #include "kernels/attention_forward.hpp"
+#include "kernels/attention_inference_config.hpp"
 #include "runtime/compiler.hpp"
 #include "runtime/kernel_spec.hpp"
 
 namespace flashjit::autotune {
 
-/// The ops the autotuner tunes.
-enum class TunedOp { attention_forward, attention_backward };
+/// The ops the autotuner tunes. attention-decode is Runtime::forward with Sequences for calls of
+/// at most kernels::kMaxDecodeQueries query tokens per sequence: its configs pick the tile and
+/// the split count.
+enum class TunedOp { attention_forward, attention_backward, attention_decode };
 
 /// The op's name as the command line and the database write it ("attention-forward", ...).
 const char* tuned_op_name(TunedOp op);
 /// Parses an op name; throws InvalidArgument(`argument`) listing the tunable ops otherwise.
 TunedOp parse_tuned_op(const std::string& name, const std::string& argument = "op");
 
-/// One shape to tune for: the op, the element type and the call's attention problem.
+/// One shape to tune for: the op, the element type and the call's attention problem (for
+/// attention-decode: seqlen_q the query tokens per sequence, seqlen_k the context).
 struct TuningProblem {
   TunedOp op = TunedOp::attention_forward;
   DType dtype = DType::bf16;
   Attention attention;
+  /// attention-decode: where the keys and values are (a paged cache, per-sequence lengths).
+  kernels::CacheLayout cache;
+  /// attention-decode: the SMs the default's split count fills (the device's; 0 takes the
+  /// arch's usual count, as `flashjit autotune --plan` does without a device).
+  int sm_count = 0;
 };
 
 /// The database key of `problem` (mask kind and softcap as the call needs them, the active
-/// templates' digest, bucketed sizes).
+/// templates' digest, bucketed sizes; for attention-decode the cache layout, batch, context,
+/// key/value heads and query heads per key/value head).
 TuningKey tuning_key(const TuningProblem& problem);
 
 /// FLOPs of one call as FlashAttention counts them (../shared/GPU.md): 4 · batch · heads_q ·
@@ -43,24 +53,31 @@ TuningKey tuning_key(const TuningProblem& problem);
 /// a sliding window counts the (query, key) pairs it keeps. The backward is 2.5 times that.
 double problem_flops(const TuningProblem& problem);
 
-/// A config of either op.
-using TunedConfig = std::variant<kernels::ForwardConfig, kernels::BackwardConfig>;
+/// The bytes of keys and values one attention-decode call reads (what bounds it: decoding is
+/// memory-bound); 0 for the other ops.
+double problem_cache_bytes(const TuningProblem& problem);
+
+/// A config of any op (the forward's, the backward's, attention-decode's).
+using TunedConfig =
+    std::variant<kernels::ForwardConfig, kernels::BackwardConfig, kernels::InferenceConfig>;
 
 /// The config's name in the database and tables: "br128.bc64.w4.s2" (forward; ".qreg" added
 /// when Q stays in registers, ".wgmma" or ".tma" for the Hopper paths' kernels, then ".overlap",
 /// ".pingpong" and ".pshared" for the TMA path's schedule and P's place), "br64.bc128.w8.s2"
 /// (backward: the dK/dV kernel's tile), "br64.bc128.w8.s2.dq.br64.bc64.w4" (deterministic backward:
-/// and the dQ kernel's).
+/// and the dQ kernel's), "br64.bc64.w4.s2.splits8" (attention-decode: the tile and the split
+/// count; the layout flags follow from the key).
 std::string config_name(const TunedConfig& config);
 
 /// Every kernel a call of `config` launches on `arch`, in launch order.
 std::vector<detail::KernelSpec> config_specs(const TunedConfig& config, const std::string& arch);
 
-/// The heuristic default for `problem` on `arch` (what policy off runs).
+/// The heuristic default for `problem` on `arch` (what policy off runs; attention-decode's
+/// split count as choose_splits picks it for the problem's sm_count).
 TunedConfig default_config(const TuningProblem& problem, const std::string& arch);
 
-/// Every config of the problem's space (dtype, head dim, mask kind, softcap), in the space's
-/// fixed order.
+/// Every config of the problem's space (dtype, head dim, mask kind, softcap; attention-decode:
+/// decode_configs), in the space's fixed order.
 std::vector<TunedConfig> space_configs(const TuningProblem& problem);
 
 /// One candidate and what the tuner learned about it.
@@ -84,11 +101,13 @@ Candidate make_candidate(const TunedConfig& config, const std::string& arch);
 /// the space's fixed order, with the heuristic default for `arch` marked: every config, but for
 /// the deterministic backward only those that share the default's dK/dV tile or its dQ tile
 /// (the two kernels' times add up independently; tune() then times the pair of the fastest).
+/// For attention-decode the default is added when its split count is not among the space's.
 std::vector<Candidate> enumerate_candidates(const TuningProblem& problem, const std::string& arch);
 
 /// Static pruning, before any compile: shared memory over `shared_limit` (the device's opt-in
 /// limit, or the arch's with --plan), and tiles larger than the problem (Br past the query
-/// length's bucket, Bc past the key length's, when the space has a smaller tile). The default
+/// length's bucket, Bc past the key length's, when the space has a smaller tile; for
+/// attention-decode, Br past the packed rows, and more splits than key blocks). The default
 /// is never pruned for size: it is the baseline every winner must beat.
 void prune_static(std::vector<Candidate>& candidates, const TuningProblem& problem,
                   int shared_limit);

@@ -6,12 +6,13 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "autotune/tuning_state.hpp"
+#include "autotune/workspace.hpp"
 #include "flashjit/error.hpp"
 #include "kernels/attention_backward.hpp"
 #include "kernels/attention_forward.hpp"
@@ -21,102 +22,6 @@ namespace flashjit::autotune {
 namespace {
 
 std::atomic<int> tunings{0};
-
-// A tensor in the runtime's memory and its view.
-struct Tensor {
-  DeviceBuffer buffer;
-  TensorView view;
-};
-
-// Random inputs for one problem, with every output of both ops (bshd layout, contiguous).
-class Workspace {
- public:
-  Workspace(detail::RuntimeBackend& backend, const TuningProblem& problem)
-      : backend_(backend), problem_(problem), rng_(0x5eed) {
-    const Attention& a = problem.attention;
-    q_ = head_tensor(a.seqlen_q, a.heads_q, true);
-    k_ = head_tensor(a.seqlen_k, a.heads_kv, true);
-    v_ = head_tensor(a.seqlen_k, a.heads_kv, true);
-    o_ = head_tensor(a.seqlen_q, a.heads_q, false);
-    lse_.buffer =
-        backend.allocate_buffer(static_cast<std::size_t>(a.batch * a.heads_q * a.seqlen_q) * 4);
-    lse_.view = lse_tensor(static_cast<float*>(lse_.buffer.data()), a);
-    if (problem.op == TunedOp::attention_backward) {
-      dout_ = head_tensor(a.seqlen_q, a.heads_q, true);
-      dq_ = head_tensor(a.seqlen_q, a.heads_q, false);
-      dk_ = head_tensor(a.seqlen_k, a.heads_kv, false);
-      dv_ = head_tensor(a.seqlen_k, a.heads_kv, false);
-      // The backward needs the forward's O and LSE of these inputs: the default config's.
-      const kernels::ForwardConfig forward = kernels::default_forward_config(
-          problem.dtype, static_cast<int>(a.head_dim), kernels::forward_mask_kind(a),
-          a.softcap > 0.0f, backend.info().arch());
-      kernels::attention_forward(backend, a, q_.view, k_.view, v_.view, o_.view, lse_.view, forward,
-                                 nullptr);
-      backend.synchronize(nullptr);
-    }
-  }
-
-  // Runs `config` once on `stream`.
-  void run(const TunedConfig& config, Stream stream) {
-    const Attention& a = problem_.attention;
-    if (const auto* forward = std::get_if<kernels::ForwardConfig>(&config)) {
-      kernels::attention_forward(backend_, a, q_.view, k_.view, v_.view, o_.view, lse_.view,
-                                 *forward, stream);
-    } else {
-      kernels::attention_backward(backend_, a, q_.view, k_.view, v_.view, o_.view, lse_.view,
-                                  dout_.view, dq_.view, dk_.view, dv_.view,
-                                  std::get<kernels::BackwardConfig>(config), stream);
-    }
-  }
-
-  // The op's outputs as floats (O; or dQ, dK and dV one after the other).
-  std::vector<float> outputs() {
-    if (problem_.op == TunedOp::attention_forward) return read(o_);
-    std::vector<float> all = read(dq_);
-    for (Tensor* t : {&dk_, &dv_}) {
-      const std::vector<float> part = read(*t);
-      all.insert(all.end(), part.begin(), part.end());
-    }
-    return all;
-  }
-
- private:
-  Tensor head_tensor(std::int64_t seqlen, std::int64_t heads, bool random) {
-    const Attention& a = problem_.attention;
-    const std::int64_t count = a.batch * seqlen * heads * a.head_dim;
-    Tensor t;
-    t.buffer = backend_.allocate_buffer(static_cast<std::size_t>(count) * 2);
-    t.view = attention_tensor(t.buffer.data(), problem_.dtype, Layout::bshd, a.batch, seqlen, heads,
-                              a.head_dim);
-    std::vector<std::uint16_t> host(static_cast<std::size_t>(count), 0);
-    if (random) {
-      std::normal_distribution<float> normal(0.0f, 1.0f);
-      const bool f16 = problem_.dtype == DType::f16;
-      for (std::uint16_t& x : host) {
-        const float value = normal(rng_);
-        x = f16 ? f16_bits_from_float(value) : bf16_bits_from_float(value);
-      }
-    }
-    backend_.copy_to_device(t.buffer.data(), host.data(), host.size() * 2);
-    return t;
-  }
-
-  std::vector<float> read(const Tensor& t) {
-    std::vector<std::uint16_t> bits(t.buffer.size() / 2);
-    backend_.copy_to_host(bits.data(), t.buffer.data(), bits.size() * 2);
-    std::vector<float> values(bits.size());
-    const bool f16 = problem_.dtype == DType::f16;
-    for (std::size_t i = 0; i < bits.size(); ++i) {
-      values[i] = f16 ? float_from_f16_bits(bits[i]) : float_from_bf16_bits(bits[i]);
-    }
-    return values;
-  }
-
-  detail::RuntimeBackend& backend_;
-  const TuningProblem& problem_;
-  std::mt19937_64 rng_;
-  Tensor q_, k_, v_, o_, lse_, dout_, dq_, dk_, dv_;
-};
 
 // ‖x − reference‖₂ / ‖reference‖₂, infinite when x has a non-finite value.
 double relative_l2(const std::vector<float>& x, const std::vector<float>& reference) {
@@ -182,15 +87,18 @@ class CandidateTimer {
  public:
   CandidateTimer(detail::RuntimeBackend& backend, const TuningProblem& problem,
                  const TuneOptions& options)
-      : backend_(backend), problem_(problem), options_(options), workspace_(backend, problem) {}
+      : backend_(backend),
+        problem_(problem),
+        options_(options),
+        workspace_(make_workspace(backend, problem)) {}
 
   CandidateTiming time(const Candidate& c) {
     CandidateTiming timing;
     timing.config = c.name;
     try {
-      workspace_.run(c.config, nullptr);
+      workspace_->run(c.config, nullptr);
       backend_.synchronize(nullptr);
-      std::vector<float> out = workspace_.outputs();
+      std::vector<float> out = workspace_->outputs();
       if (reference_.empty()) {
         reference_ = std::move(out);
       } else if (std::string wrong = compare_outputs(out, reference_, problem_.dtype);
@@ -198,10 +106,10 @@ class CandidateTimer {
         timing.status = std::move(wrong);
       }
       if (timing.status == "ok") {
-        timing.median_ms =
-            time_launches(
-                backend_, [&](Stream stream) { workspace_.run(c.config, stream); }, options_.timing)
-                .median_ms;
+        timing.median_ms = time_launches(
+                               backend_, [&](Stream stream) { workspace_->run(c.config, stream); },
+                               options_.timing)
+                               .median_ms;
       }
     } catch (const std::exception& error) {
       timing.status = "failed: " + short_reason(error);
@@ -215,7 +123,7 @@ class CandidateTimer {
   detail::RuntimeBackend& backend_;
   const TuningProblem& problem_;
   const TuneOptions& options_;
-  Workspace workspace_;
+  std::unique_ptr<TuningWorkspace> workspace_;
   std::vector<float> reference_;
 };
 
@@ -297,6 +205,7 @@ TuneReport tune(TuningState& state, const TuningProblem& problem, const TuneOpti
   report.problem = problem;
   report.key = tuning_key(problem);
   report.flops = problem_flops(problem);
+  report.cache_bytes = problem_cache_bytes(problem);
   std::function<void(int, int)> compile_progress;
   if (options.progress) {
     compile_progress = [&](int done, int total) { options.progress("compile", done, total); };

@@ -245,9 +245,14 @@ std::int64_t shape_bucket(std::int64_t n) {
 
 std::string TuningKey::to_string() const {
   const auto bucket = [](std::int64_t n) { return std::to_string(shape_bucket(n)); };
-  return op + "/" + template_hash + "/" + dtype + "/hdim" + std::to_string(head_dim) + "/" + mask +
-         (softcap ? ".softcap" : "") + (deterministic ? ".deterministic" : "") + "/q" +
-         bucket(seqlen_q) + "/k" + bucket(seqlen_k) + "/bh" + bucket(batch_heads);
+  const std::string head = op + "/" + template_hash + "/" + dtype + "/hdim" +
+                           std::to_string(head_dim) + "/" + mask + (softcap ? ".softcap" : "") +
+                           (deterministic ? ".deterministic" : "");
+  if (!cache.empty()) {
+    return head + "/" + cache + "/q" + bucket(seqlen_q) + "/k" + bucket(seqlen_k) + "/b" +
+           bucket(batch) + "/hkv" + bucket(heads_kv) + "/g" + bucket(group);
+  }
+  return head + "/q" + bucket(seqlen_q) + "/k" + bucket(seqlen_k) + "/bh" + bucket(batch_heads);
 }
 
 std::string pick_winner(const std::string& default_config,

@@ -53,10 +53,19 @@ struct TuningKey {
   std::int64_t seqlen_k = 0;     ///< 0 for softmax
   std::int64_t batch_heads = 0;  ///< batch · query heads (1 for softmax)
   bool deterministic = false;    ///< the backward's Attention::deterministic (else false)
+  /// attention-decode only (else empty or 0): the cache ("dense", "varlen" for per-sequence
+  /// lengths, "paged16" for pages of 16 keys), the batch, the key/value heads and the query
+  /// heads per key/value head; batch_heads is unused.
+  std::string cache;
+  std::int64_t batch = 0;
+  std::int64_t heads_kv = 0;
+  std::int64_t group = 0;
 
   /// The entry's name in the file, e.g.
   /// "attention-forward/3f2a…/bf16/hdim128/window/q1024/k1024/bh32" (".softcap", then
-  /// ".deterministic", after the mask when on), with every size replaced by its bucket.
+  /// ".deterministic", after the mask when on), or for attention-decode
+  /// "attention-decode/3f2a…/bf16/hdim128/none/paged16/q1/k4096/b8/hkv8/g8", with every size
+  /// replaced by its bucket.
   std::string to_string() const;
 };
 

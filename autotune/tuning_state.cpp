@@ -13,11 +13,14 @@
 namespace flashjit::autotune {
 namespace {
 
-// The config of the problem's space called `name` that fits `shared_limit`, if any: a database
-// written by another build may name a config this one no longer has.
+// The config of the problem's space (or its default on `arch`) called `name` that fits
+// `shared_limit`, if any: a database written by another build may name a config this one no
+// longer has.
 std::optional<TunedConfig> config_named(const TuningProblem& problem, const std::string& name,
-                                        std::size_t shared_limit) {
-  for (const TunedConfig& config : space_configs(problem)) {
+                                        const std::string& arch, std::size_t shared_limit) {
+  std::vector<TunedConfig> configs = space_configs(problem);
+  configs.push_back(default_config(problem, arch));
+  for (const TunedConfig& config : configs) {
     const int shared = std::visit([](const auto& c) { return c.shared_bytes(); }, config);
     if (config_name(config) == name && static_cast<std::size_t>(shared) <= shared_limit) {
       return config;
@@ -33,7 +36,7 @@ std::optional<TunedConfig> usable_winner(detail::RuntimeBackend& backend, const 
   const DeviceInfo& device = backend.info();
   const std::string ignored = "the tuning database's winner '" + winner + "' for " + key;
   const std::optional<TunedConfig> config =
-      config_named(problem, winner, device.shared_memory_optin);
+      config_named(problem, winner, device.arch(), device.shared_memory_optin);
   if (!config) {
     detail::warn_once("tuning-winner:" + key,
                       ignored + " is not a config of this build's space that fits " + device.name +
@@ -112,6 +115,8 @@ void TuningState::remember(const TuningKey& key, const TuningEntry& entry) {
 
 TuningState::ShapeClass TuningState::shape_class(const TuningProblem& problem) {
   const Attention& a = problem.attention;
+  const bool decode = problem.op == TunedOp::attention_decode;
+  const std::int64_t group = a.heads_kv > 0 ? a.heads_q / a.heads_kv : 0;
   return {problem.op,
           problem.dtype,
           a.head_dim,
@@ -119,30 +124,42 @@ TuningState::ShapeClass TuningState::shape_class(const TuningProblem& problem) {
           a.softcap > 0.0f,
           shape_bucket(a.seqlen_q),
           shape_bucket(a.seqlen_k),
-          shape_bucket(a.batch * a.heads_q),
-          problem.op == TunedOp::attention_backward && a.deterministic};
+          decode ? 0 : shape_bucket(a.batch * a.heads_q),
+          problem.op == TunedOp::attention_backward && a.deterministic,
+          decode ? shape_bucket(a.batch) : 0,
+          decode ? shape_bucket(a.heads_kv) : 0,
+          decode ? shape_bucket(group) : 0,
+          problem.cache.varlen,
+          problem.cache.page_size};
 }
 
-std::optional<TunedConfig> TuningState::memoized(const ShapeClass& shape) {
+std::optional<std::optional<TunedConfig>> TuningState::memoized(const ShapeClass& shape) {
   std::lock_guard lock(mutex_);
   auto it = chosen_.find(shape);
   if (it == chosen_.end()) return std::nullopt;
   return it->second;
 }
 
-void TuningState::memoize(const ShapeClass& shape, const TunedConfig& config) {
+void TuningState::memoize(const ShapeClass& shape, const std::optional<TunedConfig>& config) {
   std::lock_guard lock(mutex_);
   chosen_.insert_or_assign(shape, config);
 }
 
 kernels::ForwardConfig TuningState::forward_config(const Attention& attention, DType dtype) {
   return std::get<kernels::ForwardConfig>(
-      choose_config(*this, {TunedOp::attention_forward, dtype, attention}));
+      choose_config(*this, {TunedOp::attention_forward, dtype, attention, {}, 0}));
 }
 
 kernels::BackwardConfig TuningState::backward_config(const Attention& attention, DType dtype) {
   return std::get<kernels::BackwardConfig>(
-      choose_config(*this, {TunedOp::attention_backward, dtype, attention}));
+      choose_config(*this, {TunedOp::attention_backward, dtype, attention, {}, 0}));
+}
+
+kernels::InferenceConfig TuningState::decode_config(const Attention& attention,
+                                                    kernels::CacheLayout cache, DType dtype) {
+  const TuningProblem problem{TunedOp::attention_decode, dtype, attention, cache,
+                              backend_.info().sm_count};
+  return std::get<kernels::InferenceConfig>(choose_config(*this, problem));
 }
 
 TunedConfig choose_config(TuningState& state, const TuningProblem& problem) {
@@ -154,7 +171,9 @@ TunedConfig choose_config(TuningState& state, const TuningProblem& problem) {
   }
   // The launch path: a shape seen before costs one map lookup, no key string.
   const TuningState::ShapeClass shape = TuningState::shape_class(problem);
-  if (std::optional<TunedConfig> chosen = state.memoized(shape)) return *chosen;
+  if (std::optional<std::optional<TunedConfig>> chosen = state.memoized(shape)) {
+    return *chosen ? **chosen : default_config(problem, backend.info().arch());
+  }
   const TuningKey key = tuning_key(problem);
   const std::string name = key.to_string();
   std::optional<std::string> winner = state.winner(key);
@@ -170,9 +189,8 @@ TunedConfig choose_config(TuningState& state, const TuningProblem& problem) {
   }
   std::optional<TunedConfig> config;
   if (winner) config = usable_winner(backend, name, problem, *winner);
-  const TunedConfig result = config ? *config : default_config(problem, backend.info().arch());
-  state.memoize(shape, result);
-  return result;
+  state.memoize(shape, config);
+  return config ? *config : default_config(problem, backend.info().arch());
 }
 
 }  // namespace flashjit::autotune

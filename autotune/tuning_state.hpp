@@ -39,6 +39,9 @@ class TuningState final : public kernels::ConfigChoice {
   kernels::ForwardConfig forward_config(const Attention& attention, DType dtype) override;
   /// choose_config for a backward call.
   kernels::BackwardConfig backward_config(const Attention& attention, DType dtype) override;
+  /// choose_config for a decoding call (attention-decode, on this backend's SM count).
+  kernels::InferenceConfig decode_config(const Attention& attention, kernels::CacheLayout cache,
+                                         DType dtype) override;
 
   /// The backend this state tunes on.
   detail::RuntimeBackend& backend() const { return backend_; }
@@ -66,13 +69,20 @@ class TuningState final : public kernels::ConfigChoice {
     bool softcap;
     std::int64_t seqlen_q_bucket, seqlen_k_bucket, batch_heads_bucket;
     bool deterministic;  // the backward's mode (false for the forward)
+    // attention-decode's (0 for the other ops): its key's batch, key/value heads and group
+    // buckets (batch_heads_bucket is 0), and the cache's layout.
+    std::int64_t batch_bucket, heads_kv_bucket, group_bucket;
+    bool varlen;
+    std::int64_t page_size;
     auto operator<=>(const ShapeClass&) const = default;
   };
   static ShapeClass shape_class(const TuningProblem& problem);
 
-  /// The config chosen for a shape class, memoized so a repeated shape skips the search.
-  std::optional<TunedConfig> memoized(const ShapeClass& shape);
-  void memoize(const ShapeClass& shape, const TunedConfig& config);
+  /// The config chosen for a shape class, memoized so a repeated shape skips the search:
+  /// nullopt when the class is not memoized, a nullopt inside when its choice is the default
+  /// (which attention-decode computes per shape: its split count depends on the exact sizes).
+  std::optional<std::optional<TunedConfig>> memoized(const ShapeClass& shape);
+  void memoize(const ShapeClass& shape, const std::optional<TunedConfig>& config);
 
  private:
   detail::RuntimeBackend& backend_;
@@ -83,7 +93,7 @@ class TuningState final : public kernels::ConfigChoice {
   std::mutex tuning_mutex_;  // see tuning_mutex()
   std::optional<TuningDatabase> loaded_;
   std::map<std::string, std::string> learned_;  // key string -> winner
-  std::map<ShapeClass, TunedConfig> chosen_;
+  std::map<ShapeClass, std::optional<TunedConfig>> chosen_;
 };
 
 /// The config forward() or backward() runs `problem` with on `state`'s backend: the heuristic

@@ -25,37 +25,6 @@ std::vector<std::int32_t> host_copy(detail::RuntimeBackend& backend, const Tenso
   return values;
 }
 
-/// How one call runs: the config (its layout flags set) and the grid's shape.
-struct InferencePlan {
-  ForwardConfig config;
-  int group = 1;  // query heads per packed query position
-  int splits = 1;
-  std::int64_t row_blocks = 0;
-};
-
-InferencePlan plan(const Attention& a, const Sequences& s, DType dtype, const DeviceInfo& device) {
-  InferencePlan p;
-  const int heads_per_kv = static_cast<int>(a.heads_q / a.heads_kv);
-  // Packing pays where one head's queries leave a 64-row tile mostly empty (decoding, short
-  // appends): the group's heads fill it and share each K/V block's loads.
-  const bool pack = heads_per_kv > 1 && a.seqlen_q < 64;
-  p.group = pack ? heads_per_kv : 1;
-  const std::int64_t rows = a.seqlen_q * p.group;
-  p.config = mma_sync_forward_config(dtype, static_cast<int>(a.head_dim), forward_mask_kind(a),
-                                     a.softcap > 0.0f, device.arch(), rows, true);
-  p.config.varlen = present(s.cu_seqlens_q) || present(s.cu_seqlens_k) || present(s.seqlens_k) ||
-                    present(s.page_table);
-  p.config.paged = present(s.page_table);
-  p.config.pack_gqa = pack;
-  p.row_blocks = ceil_div(rows, p.config.block_m);
-  const std::int64_t ctas = p.row_blocks * (a.heads_q / p.group) * a.batch;
-  p.splits = s.splits > 0
-                 ? s.splits
-                 : choose_splits(ctas, ceil_div(a.seqlen_k, p.config.block_n), device.sm_count);
-  p.config.split = p.splits > 1;
-  return p;
-}
-
 /// A workspace-backed fp32 tensor of `shape` at `offset` floats into `base`.
 TensorView workspace_view(DeviceBuffer& buffer, std::size_t offset,
                           std::initializer_list<std::int64_t> shape) {
@@ -219,76 +188,98 @@ void check_indices_of(detail::RuntimeBackend& backend, const Attention& a, const
                             " (found by the device-side check)");
 }
 
-std::vector<ForwardConfig> inference_forward_configs(DType dtype, int head_dim, MaskKind mask,
-                                                     const std::string& arch) {
-  const ForwardConfig prefill =
-      mma_sync_forward_config(dtype, head_dim, mask, false, arch, kMaxSeqlen, true);
-  const ForwardConfig decode = mma_sync_forward_config(dtype, head_dim, mask, false, arch, 1, true);
-  std::vector<ForwardConfig> configs;
-  const auto add = [&](ForwardConfig config, bool paged, bool pack, bool split) {
-    config.varlen = true;
-    config.paged = paged;
-    config.pack_gqa = pack;
-    config.split = split;
-    configs.push_back(config);
-  };
-  add(prefill, false, false, false);  // packed prefill
-  add(prefill, true, false, false);   // prefill or append on a paged cache
-  for (bool split : {false, true}) {
-    add(decode, false, true, split);  // decoding, dense or packed cache
-    add(decode, true, true, split);   // decoding on a paged cache
+namespace {
+
+/// Throws InvalidArgument("config") unless `config` runs a call of `a` on `layout`.
+void check_inference_config(const InferenceConfig& config, const Attention& a, CacheLayout layout,
+                            DType dtype) {
+  const ForwardConfig& f = config.forward;
+  const InferenceConfig expected = with_layout(f, a, layout, config.splits);
+  std::string problem;
+  if (config.splits < 1 || config.splits > kMaxSplits) {
+    problem = "splits " + std::to_string(config.splits) + " (must be 1 to " +
+              std::to_string(kMaxSplits) + ")";
+  } else if (f.path != ForwardPath::mma_sync || !f.valid()) {
+    problem = "a forward that is not a valid config of the mma.sync path";
+  } else if (!(config == expected)) {
+    problem = "layout flags that are not the call's";
+  } else if (f.dtype != dtype || f.head_dim != a.head_dim || f.softcap != (a.softcap > 0.0f) ||
+             (f.mask == MaskKind::none && forward_mask_kind(a) == MaskKind::window)) {
+    problem = "a dtype, head dim, softcap or mask kind that is not the call's";
   }
-  return configs;
+  if (!problem.empty()) throw InvalidArgument("config", "has " + problem);
 }
 
-int choose_splits(std::int64_t blocks, std::int64_t key_blocks, int sm_count) {
-  if (blocks <= 0 || sm_count <= 0 || blocks >= sm_count) return 1;
-  const std::int64_t fill = ceil_div(sm_count, blocks);  // splits that give every SM a CTA
-  const std::int64_t most = std::max<std::int64_t>(1, key_blocks / 2);  // >= 2 blocks a split
-  return static_cast<int>(
-      std::clamp<std::int64_t>(fill, 1, std::min<std::int64_t>(most, kMaxSplits)));
-}
-
-void run_attention_forward_sequences(detail::RuntimeBackend& backend, const Attention& a,
-                                     const Sequences& s, const TensorView& q, const TensorView& k,
-                                     const TensorView& v, const TensorView& o,
-                                     const TensorView& lse, bool check_indices, Stream stream) {
-  const InferenceTensors t = validate_inference_arguments(a, s, q, k, v, o, lse);
-  check_indices_of(backend, a, s, t, check_indices, stream);
-  if (a.batch == 0 || a.seqlen_q == 0 || t.total_q == 0) return;
-  const InferencePlan p = plan(a, s, q.dtype, backend.info());
-  check_config_fits_device(p.config.shared_bytes(), backend.info());
-
+/// Launches a validated, index-checked, non-empty call with `config`.
+void launch_inference(detail::RuntimeBackend& backend, const Attention& a, const Sequences& s,
+                      const InferenceTensors& t, const InferenceConfig& config, Stream stream) {
+  check_config_fits_device(config.shared_bytes(), backend.info());
   AttentionForwardParams params = forward_params(a, t.q, t.k, t.v, t.o, t.lse);
   params.sequences = sequence_index(s, t.page_size);
   std::optional<DeviceBuffer> workspace;
   std::optional<Partials> partials;
-  if (p.config.split) {
-    const std::int64_t o_floats = p.splits * t.total_q * a.heads_q * a.head_dim;
-    const std::int64_t lse_floats = p.splits * t.total_q * a.heads_q;
+  const int splits = config.splits;
+  if (config.forward.split) {
+    const std::int64_t o_floats = splits * t.total_q * a.heads_q * a.head_dim;
+    const std::int64_t lse_floats = splits * t.total_q * a.heads_q;
     workspace = backend.allocate_buffer_on_stream(
         static_cast<std::size_t>(o_floats + lse_floats) * sizeof(float), stream);
-    partials = Partials{workspace_view(*workspace, 0, {p.splits, t.total_q, a.heads_q, a.head_dim}),
+    partials = Partials{workspace_view(*workspace, 0, {splits, t.total_q, a.heads_q, a.head_dim}),
                         workspace_view(*workspace, static_cast<std::size_t>(o_floats),
-                                       {p.splits, t.total_q, a.heads_q})};
+                                       {splits, t.total_q, a.heads_q})};
     params.split = {static_cast<float*>(partials->o.data),
                     static_cast<float*>(partials->lse.data),
                     partials->o.strides[0],
                     partials->o.strides[1],
                     partials->lse.strides[0],
                     partials->lse.strides[1],
-                    p.splits};
+                    splits};
   }
+  const std::int64_t group = config.forward.pack_gqa ? a.heads_q / a.heads_kv : 1;
   detail::LaunchShape shape;
-  shape.grid_x = static_cast<unsigned>(p.row_blocks * p.splits);
-  shape.grid_y = static_cast<unsigned>(a.heads_q / p.group);
+  shape.grid_x = static_cast<unsigned>(query_blocks(config, a) * splits);
+  shape.grid_y = static_cast<unsigned>(a.heads_q / group);
   shape.grid_z = static_cast<unsigned>(a.batch);
-  shape.block_x = static_cast<unsigned>(p.config.warps * 32);
-  shape.dynamic_shared_bytes = static_cast<std::size_t>(p.config.shared_bytes());
+  shape.block_x = static_cast<unsigned>(config.forward.warps * 32);
+  shape.dynamic_shared_bytes = static_cast<std::size_t>(config.shared_bytes());
   shape.stream = static_cast<CUstream>(stream);
-  detail::launch_kernel(backend.executor(), forward_spec(p.config, backend.info().arch()), shape,
-                        buffers_of(s, t, partials), params);
+  detail::launch_kernel(backend.executor(), forward_spec(config.forward, backend.info().arch()),
+                        shape, buffers_of(s, t, partials), params);
   if (partials) merge_partials(backend, a, s, t, *partials, stream);
+}
+
+bool is_empty(const Attention& a, const InferenceTensors& t) {
+  return a.batch == 0 || a.seqlen_q == 0 || t.total_q == 0;
+}
+
+}  // namespace
+
+void attention_forward_sequences(detail::RuntimeBackend& backend, const Attention& a,
+                                 const Sequences& s, const TensorView& q, const TensorView& k,
+                                 const TensorView& v, const TensorView& o, const TensorView& lse,
+                                 const InferenceConfig& config, bool check_indices, Stream stream) {
+  const InferenceTensors t = validate_inference_arguments(a, s, q, k, v, o, lse);
+  check_inference_config(config, a, cache_layout(s, t.page_size), q.dtype);
+  check_indices_of(backend, a, s, t, check_indices, stream);
+  if (!is_empty(a, t)) launch_inference(backend, a, s, t, config, stream);
+}
+
+void run_attention_forward_sequences(detail::RuntimeBackend& backend, ConfigChoice& choice,
+                                     const Attention& a, const Sequences& s, const TensorView& q,
+                                     const TensorView& k, const TensorView& v, const TensorView& o,
+                                     const TensorView& lse, bool check_indices, Stream stream) {
+  const InferenceTensors t = validate_inference_arguments(a, s, q, k, v, o, lse);
+  check_indices_of(backend, a, s, t, check_indices, stream);
+  if (is_empty(a, t)) return;
+  const CacheLayout layout = cache_layout(s, t.page_size);
+  const DeviceInfo& device = backend.info();
+  // A forced split count is the caller's choice; the tile then stays the default's.
+  const bool decoding = a.seqlen_q <= kMaxDecodeQueries && s.splits == 0;
+  const InferenceConfig config =
+      decoding
+          ? choice.decode_config(a, layout, q.dtype)
+          : default_inference_config(a, layout, q.dtype, device.arch(), device.sm_count, s.splits);
+  launch_inference(backend, a, s, t, config, stream);
 }
 
 }  // namespace flashjit::kernels

@@ -8,14 +8,12 @@
 #include <vector>
 
 #include "attention_forward.hpp"
+#include "attention_inference_config.hpp"
+#include "config_choice.hpp"
 #include "flashjit/attention.hpp"
 #include "runtime/runtime_backend.hpp"
 
 namespace flashjit::kernels {
-
-/// The most splits of one query block's keys (FlashAttention caps at 128, vLLM's CUDA graphs
-/// at 16; the merge reads every partial, so more only helps on very long contexts).
-inline constexpr int kMaxSplits = 64;
 
 /// A validated inference call's tensors as the kernel sees them: packed tensors become rank-4
 /// views with batch 1 (batch stride 0), paged k and v keep their [pages, page_size, ...].
@@ -91,24 +89,27 @@ void check_indices_of(detail::RuntimeBackend& backend, const Attention& attentio
                       const Sequences& sequences, const InferenceTensors& tensors,
                       bool check_indices, Stream stream);
 
-/// The splits for `blocks` CTAs per split over `key_blocks` key blocks on `sm_count` SMs when
-/// the call asks for 0: enough CTAs to fill the SMs once, at least two key blocks per split, at
-/// most kMaxSplits; 1 where the grid fills the SMs already.
-int choose_splits(std::int64_t blocks, std::int64_t key_blocks, int sm_count);
-
-/// The inference layouts' default kernels at (dtype, head_dim, mask) on `arch`, for the compile
-/// matrix: variable lengths (prefill), GQA-packed decoding, and paged decoding and prefill, each
-/// with and without split-KV where the layout splits.
-std::vector<ForwardConfig> inference_forward_configs(DType dtype, int head_dim, MaskKind mask,
-                                                     const std::string& arch);
+/// An inference forward with an explicit config (the autotuner, tests) on `backend`: validates
+/// the call, checks the index arrays as run_attention_forward_sequences does, and that
+/// `config` has the call's layout flags (InvalidArgument "config" otherwise), then launches the
+/// forward and, with splits, the merge. Nothing is launched or written on bad input.
+void attention_forward_sequences(detail::RuntimeBackend& backend, const Attention& attention,
+                                 const Sequences& sequences, const TensorView& q,
+                                 const TensorView& k, const TensorView& v, const TensorView& o,
+                                 const TensorView& lse, const InferenceConfig& config,
+                                 bool check_indices, Stream stream);
 
 /// Runtime::forward(attention, sequences, ...) on `backend`: validates, checks the index
 /// arrays (always on the emulator, on the cuda backend when `check_indices`), then launches
-/// the forward and, with splits, the merge. Nothing is launched or written on bad input.
-void run_attention_forward_sequences(detail::RuntimeBackend& backend, const Attention& attention,
-                                     const Sequences& sequences, const TensorView& q,
-                                     const TensorView& k, const TensorView& v, const TensorView& o,
-                                     const TensorView& lse, bool check_indices, Stream stream);
+/// the forward and, with splits, the merge. A decoding call (seqlen_q at most
+/// kMaxDecodeQueries) that leaves the split count to the library runs the config `choice`
+/// gives (the tuned one); other calls run default_inference_config. Nothing is launched or
+/// written on bad input.
+void run_attention_forward_sequences(detail::RuntimeBackend& backend, ConfigChoice& choice,
+                                     const Attention& attention, const Sequences& sequences,
+                                     const TensorView& q, const TensorView& k, const TensorView& v,
+                                     const TensorView& o, const TensorView& lse, bool check_indices,
+                                     Stream stream);
 
 /// Runtime::backward(attention, sequences, ...) on `backend`: the backward of a variable-length
 /// batch (cu_seqlens_q and/or cu_seqlens_k; no pages, no per-sequence key counts, no splits).

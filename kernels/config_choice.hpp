@@ -6,6 +6,7 @@
 #include "flashjit/dtype.hpp"
 #include "kernels/attention_backward.hpp"
 #include "kernels/attention_forward.hpp"
+#include "kernels/attention_inference_config.hpp"
 #include "runtime/runtime_backend.hpp"
 
 namespace flashjit::kernels {
@@ -19,6 +20,11 @@ class ConfigChoice {
   virtual ForwardConfig forward_config(const Attention& attention, DType dtype) = 0;
   /// The backward config, as forward_config.
   virtual BackwardConfig backward_config(const Attention& attention, DType dtype) = 0;
+  /// The config of a validated, non-empty decoding call (seqlen_q at most kMaxDecodeQueries,
+  /// the split count left to the library) on a cache of `layout`: a config of decode_configs'
+  /// space, or default_inference_config, that fits the device.
+  virtual InferenceConfig decode_config(const Attention& attention, CacheLayout layout,
+                                        DType dtype) = 0;
 };
 
 /// Runtime::forward on `backend`: validates the call (InvalidArgument naming the argument;

@@ -11,7 +11,10 @@ std::string chosen_kernels(Runtime& runtime, const Attention& attention, DType d
   const std::string arch = runtime.device().arch();
   const autotune::TuningProblem problem{
       backward ? autotune::TunedOp::attention_backward : autotune::TunedOp::attention_forward,
-      dtype, attention};
+      dtype,
+      attention,
+      {},
+      0};
   const autotune::TunedConfig chosen =
       named ? *named : autotune::choose_config(detail::tuning_of(runtime), problem);
   std::string names;

@@ -27,6 +27,12 @@ struct AutotuneOptions {
   std::vector<std::int64_t> seqlens = {4096};
   std::vector<std::int64_t> batch_heads = {32};
   std::int64_t heads = 16;
+  std::int64_t heads_kv = 0;  // 0: --heads
+  // attention-decode's shapes: batch, query tokens per sequence, keys per page (0: a dense
+  // cache); --seqlen is the context.
+  std::vector<std::int64_t> batches = {8};
+  std::vector<std::int64_t> queries = {1};
+  std::int64_t page_size = 16;
   std::vector<std::string> dtypes = {"bf16"};
   std::string causal = "false";
   int jobs = detail::default_workers();
@@ -44,7 +50,7 @@ struct AutotuneOptions {
 void check_problem(const autotune::TuningProblem& p) {
   validate_attention_flags(p.attention, {{"attention.batch", "--batch-heads"},
                                          {"attention.heads_q", "--heads"},
-                                         {"attention.heads_kv", "--heads"},
+                                         {"attention.heads_kv", "--heads-kv"},
                                          {"attention.seqlen_q", "--seqlen"},
                                          {"attention.seqlen_k", "--seqlen"},
                                          {"attention.head_dim", "--head-dim"}});
@@ -55,8 +61,49 @@ void check_problem(const autotune::TuningProblem& p) {
   }
 }
 
+// attention-decode's problems at one (dtype, head dim, mask): every batch, query count and
+// context, on the paged cache --page-size names (or a dense one with per-sequence lengths).
+void add_decode_problems(const AutotuneOptions& o, DType dtype, int head_dim, bool causal,
+                         std::vector<autotune::TuningProblem>& list) {
+  for (std::int64_t queries : o.queries) {
+    for (std::int64_t context : o.seqlens) {
+      for (std::int64_t batch : o.batches) {
+        autotune::TuningProblem p;
+        p.op = autotune::TunedOp::attention_decode;
+        p.dtype = dtype;
+        p.attention.batch = batch;
+        p.attention.heads_q = o.heads;
+        p.attention.heads_kv = o.heads_kv > 0 ? o.heads_kv : o.heads;
+        p.attention.seqlen_q = queries;
+        p.attention.seqlen_k = context;
+        p.attention.head_dim = head_dim;
+        p.attention.causal = causal;
+        p.cache = {true, o.page_size};
+        validate_attention_flags(p.attention, {{"attention.batch", "--batch"},
+                                               {"attention.heads_q", "--heads"},
+                                               {"attention.heads_kv", "--heads-kv"},
+                                               {"attention.seqlen_q", "--queries"},
+                                               {"attention.seqlen_k", "--seqlen"},
+                                               {"attention.head_dim", "--head-dim"}});
+        if (batch < 1) throw InvalidArgument("--batch", "must be at least 1 to be timed");
+        if (queries < 1 || queries > kernels::kMaxDecodeQueries) {
+          throw InvalidArgument("--queries", "is " + std::to_string(queries) +
+                                                 "; a decoding call has 1 to " +
+                                                 std::to_string(kernels::kMaxDecodeQueries));
+        }
+        if (context < 1) throw InvalidArgument("--seqlen", "must be at least 1 to be timed");
+        list.push_back(p);
+      }
+    }
+  }
+}
+
 // Every problem the options describe, in a fixed order.
 std::vector<autotune::TuningProblem> problems(const AutotuneOptions& o) {
+  if (o.page_size < 0 || o.page_size % 16 != 0) {
+    throw InvalidArgument("--page-size", "is " + std::to_string(o.page_size) +
+                                             "; must be a multiple of 16, or 0 for a dense cache");
+  }
   std::vector<bool> causal_values;
   if (o.causal == "both")
     causal_values = {false, true};
@@ -71,6 +118,10 @@ std::vector<autotune::TuningProblem> problems(const AutotuneOptions& o) {
     for (const std::string& dtype : o.dtypes) {
       for (int head_dim : o.head_dims) {
         for (bool causal : causal_values) {
+          if (autotune::parse_tuned_op(op, "--op") == autotune::TunedOp::attention_decode) {
+            add_decode_problems(o, parse_dtype(dtype, "--dtype"), head_dim, causal, list);
+            continue;
+          }
           for (std::int64_t seqlen : o.seqlens) {
             for (std::int64_t bh : o.batch_heads) {
               autotune::TuningProblem p;
@@ -79,7 +130,8 @@ std::vector<autotune::TuningProblem> problems(const AutotuneOptions& o) {
               // batch·heads splits into heads of --heads each when it divides, else one batch.
               const std::int64_t heads = bh % o.heads == 0 ? o.heads : bh;
               p.attention.batch = bh / heads;
-              p.attention.heads_q = p.attention.heads_kv = heads;
+              p.attention.heads_q = heads;
+              p.attention.heads_kv = o.heads_kv > 0 && heads == o.heads ? o.heads_kv : heads;
               p.attention.seqlen_q = p.attention.seqlen_k = seqlen;
               p.attention.head_dim = head_dim;
               p.attention.causal = causal;
@@ -98,6 +150,15 @@ std::vector<autotune::TuningProblem> problems(const AutotuneOptions& o) {
 
 std::string describe(const autotune::TuningProblem& p) {
   const Attention& a = p.attention;
+  if (p.op == autotune::TunedOp::attention_decode) {
+    return std::string(autotune::tuned_op_name(p.op)) + " " + std::string(dtype_name(p.dtype)) +
+           " hdim" + std::to_string(a.head_dim) + " batch " + std::to_string(a.batch) + " x " +
+           std::to_string(a.seqlen_q) + " queries, context " + std::to_string(a.seqlen_k) +
+           ", heads " + std::to_string(a.heads_q) + ":" + std::to_string(a.heads_kv) + ", " +
+           (p.cache.page_size > 0 ? "pages of " + std::to_string(p.cache.page_size)
+                                  : std::string("dense cache")) +
+           (a.causal ? " causal" : "");
+  }
   return std::string(autotune::tuned_op_name(p.op)) + " " + std::string(dtype_name(p.dtype)) +
          " hdim" + std::to_string(a.head_dim) + " seqlen " + std::to_string(a.seqlen_q) +
          " batch " + std::to_string(a.batch) + " x heads " + std::to_string(a.heads_q) +
@@ -126,21 +187,24 @@ class Progress {
 };
 
 void print_report(const autotune::TuneReport& report) {
-  std::printf("  %-20s %10s %9s  %s\n", "config", "ms", "TFLOP/s", "status");
+  // A decoding call is bound by its reads of the cache: GB/s says how close it gets.
+  const bool decode = report.cache_bytes > 0;
+  const double work = decode ? report.cache_bytes : report.flops;
+  std::printf("  %-30s %10s %9s  %s\n", "config", "ms", decode ? "GB/s" : "TFLOP/s", "status");
   for (const autotune::CandidateTiming& t : report.timings) {
     const bool winner = t.config == report.entry.winner;
     const bool fallback = t.config == report.entry.default_config;
     if (std::isfinite(t.median_ms)) {
-      std::printf("%s %-20s %10.4f %9.1f  %s%s\n", winner ? "*" : " ", t.config.c_str(),
-                  t.median_ms, report.flops / (t.median_ms * 1e9), t.status.c_str(),
+      std::printf("%s %-30s %10.4f %9.1f  %s%s\n", winner ? "*" : " ", t.config.c_str(),
+                  t.median_ms, work / (t.median_ms * (decode ? 1e6 : 1e9)), t.status.c_str(),
                   fallback ? " (default)" : "");
     } else {
-      std::printf("  %-20s %10s %9s  %s%s\n", t.config.c_str(), "-", "-", t.status.c_str(),
+      std::printf("  %-30s %10s %9s  %s%s\n", t.config.c_str(), "-", "-", t.status.c_str(),
                   fallback ? " (default)" : "");
     }
   }
   for (const autotune::Candidate& c : report.candidates) {
-    if (!c.pruned.empty()) std::printf("  %-20s pruned: %s\n", c.name.c_str(), c.pruned.c_str());
+    if (!c.pruned.empty()) std::printf("  %-30s pruned: %s\n", c.name.c_str(), c.pruned.c_str());
   }
   std::printf("winner: %s%s\n", report.entry.winner.c_str(),
               report.entry.winner == report.entry.default_config ? " (the default)" : "");
@@ -208,7 +272,7 @@ int run_plan(const AutotuneOptions& options) {
       for (const detail::ResourceUsage& r : c.resources)
         registers = std::max(registers, r.registers);
       kept += c.pruned.empty() ? 1 : 0;
-      std::printf("  %-20s %9s  regs %3d  %s%s\n", c.name.c_str(),
+      std::printf("  %-30s %9s  regs %3d  %s%s\n", c.name.c_str(),
                   format_bytes(static_cast<std::uintmax_t>(c.shared_bytes)).c_str(), registers,
                   c.pruned.empty() ? "candidate" : ("pruned: " + c.pruned).c_str(),
                   c.is_default ? " (default)" : "");
@@ -236,7 +300,7 @@ bool show_file(const std::filesystem::path& path) {
                 entry.default_config.c_str());
     for (const autotune::CandidateTiming& t : entry.candidates) {
       const std::string ms = std::isfinite(t.median_ms) ? std::to_string(t.median_ms) + " ms" : "-";
-      std::printf("    %-20s %14s  %s\n", t.config.c_str(), ms.c_str(), t.status.c_str());
+      std::printf("    %-30s %14s  %s\n", t.config.c_str(), ms.c_str(), t.status.c_str());
     }
   }
   return true;
@@ -267,13 +331,14 @@ Subcommand add_autotune_command(CLI::App& app) {
   auto o = std::make_shared<AutotuneOptions>();
   CLI::App* cmd = app.add_subcommand(
       "autotune", "Time every candidate config per shape on the GPU and keep the fastest");
-  cmd->add_option("--op", o->ops, "attention-forward and/or attention-backward")
+  cmd->add_option("--op", o->ops, "attention-forward, attention-backward, attention-decode")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--head-dim", o->head_dims, "Head dims (multiples of 8 up to 256)")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--seqlen", o->seqlens, "Sequence lengths (queries and keys)")
+  cmd->add_option("--seqlen", o->seqlens,
+                  "Sequence lengths (queries and keys; attention-decode: the context)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--batch-heads", o->batch_heads, "batch x heads per shape")
@@ -281,6 +346,17 @@ Subcommand add_autotune_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--heads", o->heads, "Heads per batch entry (batch = batch-heads / heads)")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--heads-kv", o->heads_kv, "Key/value heads (GQA, MQA; default: --heads)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", o->batches, "attention-decode: batch sizes")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--queries", o->queries, "attention-decode: query tokens per sequence (1-16)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--page-size", o->page_size,
+                  "attention-decode: keys per page of the cache (0: a dense cache)")
       ->capture_default_str();
   cmd->add_option("--dtype", o->dtypes, "bf16 and/or fp16")->delimiter(',')->capture_default_str();
   cmd->add_option("--causal", o->causal, "true, false or both")->capture_default_str();

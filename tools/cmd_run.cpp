@@ -146,7 +146,10 @@ autotune::TuningProblem run_problem(const RunOptions& options, const testing::Fo
                                     bool backward) {
   autotune::TuningProblem problem{
       backward ? autotune::TunedOp::attention_backward : autotune::TunedOp::attention_forward,
-      c.dtype, c.attention()};
+      c.dtype,
+      c.attention(),
+      {},
+      0};
   problem.attention.deterministic = backward && options.deterministic;
   return problem;
 }

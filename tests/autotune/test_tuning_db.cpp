@@ -117,8 +117,20 @@ TEST_CASE("a key's string names every field with the sizes bucketed") {
           "attention-forward/3f2a9c/bf16/hdim128/window.softcap/q1024/k1024/bh32");
   }
   SUBCASE("softmax: rows, no keys, one head") {
-    TuningKey softmax{"softmax", "77aa", "f16", 4096, "none", false, 300, 0, 1};
+    TuningKey softmax{"softmax", "77aa", "f16", 4096, "none", false, 300, 0, 1, false, "", 0, 0, 0};
     CHECK(softmax.to_string() == "softmax/77aa/f16/hdim4096/none/q512/k1/bh1");
+  }
+  SUBCASE("decode: the cache, then batch, key/value heads and group, each bucketed") {
+    key.op = "attention-decode";
+    key.mask = "none";
+    key.seqlen_q = 3;
+    key.seqlen_k = 3000;
+    key.cache = "paged16";
+    key.batch = 5;
+    key.heads_kv = 8;
+    key.group = 7;
+    CHECK(key.to_string() ==
+          "attention-decode/3f2a9c/bf16/hdim128/none/paged16/q4/k4096/b8/hkv8/g8");
   }
   SUBCASE("q, k and bh are bucketed separately") {
     key.seqlen_q = 100;

@@ -97,3 +97,20 @@ TEST_CASE("autotune on the GPU: forward, head dim 64 and 128, causal and not") {
 TEST_CASE("autotune on the GPU: backward, head dim 128") {
   check_end_to_end(small_problem(TunedOp::attention_backward, 128, false));
 }
+
+TEST_CASE("autotune on the GPU: decoding on a paged cache, GQA 8:1, one and four queries") {
+  for (std::int64_t queries : {1, 4}) {
+    TuningProblem p;
+    p.op = TunedOp::attention_decode;
+    p.dtype = DType::bf16;
+    p.attention.batch = 8;
+    p.attention.heads_q = 32;
+    p.attention.heads_kv = 4;
+    p.attention.seqlen_q = queries;
+    p.attention.seqlen_k = 4096;
+    p.attention.head_dim = 128;
+    p.cache = {true, 16};
+    p.sm_count = Runtime(RuntimeOptions{}).device().sm_count;
+    check_end_to_end(p);
+  }
+}

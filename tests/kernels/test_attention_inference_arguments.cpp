@@ -251,4 +251,41 @@ TEST_CASE("the backward names the forward-only members and a missing lse, writin
   check_backward("lse", "required");
 }
 
+TEST_CASE("an explicit config (the autotuner's) must have the call's layout and dtype") {
+  PagedCall call;
+  detail::RuntimeBackend& backend = detail::RuntimeParts::backend(emulator());
+  const DeviceInfo& device = emulator().device();
+  const kernels::CacheLayout layout{true, kPageSize};
+  const kernels::InferenceConfig good = kernels::default_inference_config(
+      call.attention, layout, DType::bf16, device.arch(), device.sm_count, 2);
+  const auto check_config = [&](const kernels::InferenceConfig& config, const std::string& words) {
+    try {
+      kernels::attention_forward_sequences(backend, call.attention, call.sequences, call.q, call.k,
+                                           call.v, call.o, call.lse, config, false, nullptr);
+      FAIL("accepted; expected InvalidArgument(config)");
+    } catch (const InvalidArgument& e) {
+      CHECK(e.argument() == "config");
+      const std::string message = e.what();
+      CHECK_MESSAGE(message.find(words) != std::string::npos, message);
+    }
+    CHECK(call.outputs_untouched());
+  };
+  kernels::InferenceConfig bad = good;
+  bad.forward.paged = false;  // a dense cache's kernel on pages
+  check_config(bad, "layout flags");
+  bad = good;
+  bad.splits = 1;  // the split kernel without splits
+  check_config(bad, "layout flags");
+  bad = good;
+  bad.splits = kernels::kMaxSplits + 1;
+  check_config(bad, "splits");
+  bad = kernels::default_inference_config(call.attention, layout, DType::f16, device.arch(),
+                                          device.sm_count, 2);
+  check_config(bad, "dtype");
+  // The good one runs and writes.
+  kernels::attention_forward_sequences(backend, call.attention, call.sequences, call.q, call.k,
+                                       call.v, call.o, call.lse, good, false, nullptr);
+  CHECK_FALSE(call.outputs_untouched());
+}
+
 }  // namespace flashjit::testing

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "api/runtime_parts.hpp"
 #include "autotune/candidates.hpp"
@@ -99,6 +100,46 @@ TEST_CASE("autotune --emulate: a table with the winner marked, then show and inf
     CHECK(contains(info.output, "(1 databases, 1 entries)"));
   }
   CHECK(contains(info.output, "policy cached"));
+}
+
+TEST_CASE(
+    "autotune --op attention-decode: the split counts in GB/s, on the emulator and in --plan") {
+  TempDir dir;
+  const std::string cache = dir.path().string();
+  const std::vector<std::string> shape = {
+      "--op", "attention-decode", "--head-dim", "64",       "--heads", "4",         "--heads-kv",
+      "1",    "--batch",          "2",          "--seqlen", "128",     "--queries", "1"};
+  std::vector<std::string> tune = {
+      "autotune", "--emulate", "--budget-ms", "1", "-j", "2", "--only", "br64.bc64.w4.s2.splits2"};
+  tune.insert(tune.end(), shape.begin(), shape.end());
+  const ChildResult tuned = flashjit_cli(tune, cache);
+  REQUIRE_MESSAGE(tuned.exit_code == 0, tuned.output);
+  CHECK(contains(tuned.output,
+                 "attention-decode bf16 hdim64 batch 2 x 1 queries, context 128, "
+                 "heads 4:1, pages of 16"));
+  CHECK(count_lines_with(tuned.output, "GB/s") == 1);
+  CHECK(count_lines_with(tuned.output, "(default)") == 1);
+  // Two sequences of 128 keys fill no GPU, but a split needs two key blocks: the default has 1.
+  INFO(tuned.output);
+  CHECK(count_lines_with(tuned.output, "  ok") == 2);  // the two timed, each checked
+  CHECK(count_lines_with(tuned.output, "ok (default)") == 1);
+  CHECK(count_lines_with(tuned.output, "* br") == 1);
+  const ChildResult shown = flashjit_cli({"autotune", "show"}, cache);
+  CHECK(contains(shown.output, "/paged16/q1/k128/b2/hkv1/g4"));
+
+  std::vector<std::string> plan = {"autotune", "--plan", "--arch", "sm_90a", "-j", "2"};
+  plan.insert(plan.end(), shape.begin(), shape.end());
+  const ChildResult planned = flashjit_cli(plan, cache);
+  REQUIRE_MESSAGE(planned.exit_code == 0, planned.output);
+  CHECK(count_lines_with(planned.output, "pruned: splits") > 0);  // more splits than key blocks
+  CHECK(count_lines_with(planned.output, "pruned: Br 128 > 4 query rows") > 0);
+  CHECK(count_lines_with(planned.output, ".splits2 ") > 0);
+
+  plan.push_back("--queries");
+  plan.push_back("17");
+  const ChildResult too_many = flashjit_cli(plan, cache);
+  CHECK(too_many.exit_code == 2);
+  CHECK(contains(too_many.output, "--queries"));
 }
 
 TEST_CASE("run names the kernel a tuning database chose, and a winner it cannot run falls back") {

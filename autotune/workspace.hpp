@@ -1,0 +1,49 @@
+#pragma once
+// The inputs and outputs the tuner runs each candidate on: random inputs in the runtime's
+// memory, laid out as the problem's calls have them (a dense batch, or a paged KV cache for
+// attention-decode), and the op's outputs read back to check each candidate against the default.
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "autotune/candidates.hpp"
+#include "runtime/runtime_backend.hpp"
+
+namespace flashjit::autotune {
+
+/// One problem's tensors, run by any config of its op.
+class TuningWorkspace {
+ public:
+  virtual ~TuningWorkspace() = default;
+  /// Runs `config` (a config of the problem's op) once on `stream`.
+  virtual void run(const TunedConfig& config, Stream stream) = 0;
+  /// The op's outputs as floats (O; or dQ, dK and dV one after the other), after a run.
+  virtual std::vector<float> outputs() = 0;
+};
+
+/// The workspace of `problem` on `backend` (which must outlive it). For the backward it runs
+/// the default forward once, for the O and LSE the backward reads.
+std::unique_ptr<TuningWorkspace> make_workspace(detail::RuntimeBackend& backend,
+                                                const TuningProblem& problem);
+
+/// A buffer in the runtime's memory.
+struct WorkspaceTensor {
+  DeviceBuffer buffer;
+  TensorView view;
+};
+
+/// `count` elements of `dtype` (f16 or bf16) in the runtime's memory: standard normal values
+/// from `rng` when `random`, else zeros.
+DeviceBuffer upload_16bit(detail::RuntimeBackend& backend, DType dtype, std::int64_t count,
+                          std::mt19937_64& rng, bool random);
+
+/// The f16 or bf16 elements of `buffer` as floats.
+std::vector<float> read_16bit(detail::RuntimeBackend& backend, const DeviceBuffer& buffer,
+                              DType dtype);
+
+/// attention-decode's workspace (decode_workspace.cpp): a paged cache with a shuffled page
+/// table, or a dense one, every sequence of the full context.
+std::unique_ptr<TuningWorkspace> make_decode_workspace(detail::RuntimeBackend& backend,
+                                                       const TuningProblem& problem);
+
+}  // namespace flashjit::autotune

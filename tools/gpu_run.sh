@@ -238,6 +238,16 @@ run_autotune() {
         --batch-heads "$batch_heads" --heads "$heads" --causal both ${AUTOTUNE_ARGS:-} || rc=$?
     done
   done
+  # The decode benchmark's shapes: head dim 128, GQA 8:1 (32:4), pages of 16.
+  if ((end - SECONDS >= 15)); then
+    echo "\$ $flashjit autotune --op attention-decode --head-dim 128 --heads 32 --heads-kv 4" \
+      "--batch 1,8,64 --seqlen 1024,4096,32768 --queries 1,4 --page-size 16"
+    timeout --kill-after=10 $((end - SECONDS)) "$flashjit" autotune --op attention-decode \
+      --head-dim 128 --heads 32 --heads-kv 4 --batch 1,8,64 --seqlen 1024,4096,32768 \
+      --queries 1,4 --page-size 16 || rc=$?
+  else
+    echo "== out of time: the decode shapes were not tuned"
+  fi
   echo "\$ $flashjit autotune show"
   "$flashjit" autotune show
   return $rc

@@ -137,7 +137,7 @@ FJ_DEVICE void backward_rows_streamed(const LayerNormBackwardParams& p, int slot
 /// Slot s (kRowsPerBlock per block) takes rows [s·rows_per_slot, (s + 1)·rows_per_slot), in
 /// order; every slot writes its partials, zeros when it has no row.
 template <class Config>
-FJ_GLOBAL void __launch_bounds__(Config::kBlockThreads)
+FJ_GLOBAL void __launch_bounds__(Config::kBlockThreads, Config::kMinBlocksPerSm)
     layer_norm_backward_kernel(const LayerNormBackwardParams p) {
   const RowLane at = row_lane<Config>();
   const int slot = int(blockIdx.x) * Config::kRowsPerBlock + at.row_in_block;

@@ -72,7 +72,8 @@ FJ_DEVICE void store_y(const LayerNormParams& p, index_t row, int col, float x_s
 /// One block handles kRowsPerBlock rows, kThreadsPerRow threads each (cached_column and
 /// for_each_column say which columns a thread takes).
 template <class Config>
-FJ_GLOBAL void __launch_bounds__(Config::kBlockThreads) layer_norm_kernel(const LayerNormParams p) {
+FJ_GLOBAL void __launch_bounds__(Config::kBlockThreads, Config::kMinBlocksPerSm)
+    layer_norm_kernel(const LayerNormParams p) {
   const RowLane at = row_lane<Config>();
   const index_t row_index = index_t(blockIdx.x) * Config::kRowsPerBlock + at.row_in_block;
   const bool active = row_index < p.rows;  // idle threads still reach the block barrier

@@ -25,6 +25,10 @@ struct LayerNormConfig {
   static constexpr int kBlockThreads = kThreadsPerRow * kRowsPerBlock;
   static constexpr int kWarpsPerRow = ThreadsPerRow / kWarpSize;
   static constexpr int kValuesPerThread = kCached ? MaxCols / ThreadsPerRow : 1;
+  // __launch_bounds__'s blocks per SM: one lets ptxas use every register the block size
+  // leaves; left to its default at 512 threads, it capped the streamed backward at 64 and
+  // spilled 48 bytes.
+  static constexpr int kMinBlocksPerSm = 1;
 };
 
 /// Where this thread works: its row of the block (a row index, or a backward slot) and its

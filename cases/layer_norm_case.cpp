@@ -101,7 +101,7 @@ double rms_of(const std::vector<double>& values) {
 }
 
 double fp32_statistics_bound(const LayerNormCase& c) {
-  return 16 * unit_roundoff(DType::f32) * (1 + std::sqrt(double(c.cols)));
+  return 4 * unit_roundoff(DType::f32) * (1 + std::sqrt(double(c.cols)));
 }
 
 }  // namespace
@@ -199,7 +199,7 @@ LayerNormVerdict run_layer_norm_case(Runtime& runtime, const LayerNormCase& c) {
       reference::layer_norm(c.shape(), in.x, in.gamma, in.beta);
   LayerNormVerdict verdict;
   const double statistics = fp32_statistics_bound(c);
-  verdict.bound = 4 * unit_roundoff(c.dtype) + statistics;
+  verdict.bound = 2 * unit_roundoff(c.dtype) + statistics;
   verdict.checks.push_back(reference::check_close(out.y, expected.y, verdict.bound, "y"));
   verdict.checks.push_back(reference::check_close(out.rstd, expected.rstd, statistics, "rstd"));
   if (!c.rms) {
@@ -223,7 +223,7 @@ LayerNormVerdict run_layer_norm_backward_case(Runtime& runtime, const LayerNormC
   const reference::LayerNormGradients expected =
       reference::layer_norm_backward(c.shape(), in.x, in.gamma, in.dy);
   LayerNormVerdict verdict;
-  verdict.bound = 2 * (4 * unit_roundoff(c.dtype) + fp32_statistics_bound(c));
+  verdict.bound = 2 * (2 * unit_roundoff(c.dtype) + fp32_statistics_bound(c));
   verdict.checks.push_back(reference::check_close(out.dx, expected.dx, verdict.bound, "dx"));
   verdict.checks.push_back(
       reference::check_close(out.dgamma, expected.dgamma, verdict.bound, "dgamma"));

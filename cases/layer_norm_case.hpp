@@ -62,8 +62,9 @@ struct LayerNormVerdict {
 };
 
 /// Runs the forward of `c` and judges y, mean, rstd and the sum against the float64 reference.
-/// The bound is 4 units of the dtype's roundoff (y is rounded once) plus fp32's statistics,
-/// 16·2^-24·(1 + √cols); mean is judged relative to the row values' size, not its own.
+/// The bound is 2 units of the dtype's roundoff (y is rounded once: about half a unit of
+/// relative L2 error) plus fp32's statistics, 4·2^-24·(1 + √cols); mean is judged relative to
+/// the row values' size, not its own.
 LayerNormVerdict run_layer_norm_case(Runtime& runtime, const LayerNormCase& c);
 
 /// Runs forward and backward of `c` and judges dx, dγ, dβ and dbias against the float64

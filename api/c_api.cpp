@@ -12,6 +12,7 @@
 #include "flashjit/attention.hpp"
 #include "flashjit/error.hpp"
 #include "flashjit/flashjit_c.h"
+#include "flashjit/layer_norm.hpp"
 #include "flashjit/runtime.hpp"
 #include "flashjit/tensor.hpp"
 #include "flashjit/version.hpp"
@@ -190,6 +191,14 @@ flashjit::Sequences to_sequences(const flashjit_sequences& s) {
   cpp.seqlens_k = optional_view(s.seqlens_k, "sequences.seqlens_k");
   cpp.page_table = optional_view(s.page_table, "sequences.page_table");
   cpp.splits = s.splits;
+  return cpp;
+}
+
+flashjit::LayerNorm to_layer_norm(const flashjit_layer_norm& options) {
+  flashjit::LayerNorm cpp{.epsilon = options.epsilon, .rms = options.rms != 0};
+  cpp.bias = optional_view(options.bias, "options.bias");
+  cpp.residual = optional_view(options.residual, "options.residual");
+  cpp.sum = optional_view(options.sum, "options.sum");
   return cpp;
 }
 
@@ -397,6 +406,50 @@ flashjit_status flashjit_merge_state_in_place(flashjit_runtime* runtime, const f
                                o_b_view = required_view(o_b, "o_b"),
                                lse_b_view = required_view(lse_b, "lse_b");
     rt.runtime.merge_state_in_place(o_a_view, lse_a_view, o_b_view, lse_b_view, stream);
+  });
+}
+
+void flashjit_layer_norm_init(flashjit_layer_norm* options) {
+  if (options == nullptr) return;
+  const flashjit::LayerNorm defaults;
+  *options = {defaults.epsilon, defaults.rms ? 1 : 0, nullptr, nullptr, nullptr};
+}
+
+flashjit_status flashjit_layer_norm_forward(flashjit_runtime* runtime,
+                                            const flashjit_layer_norm* options,
+                                            const flashjit_tensor* x, const flashjit_tensor* gamma,
+                                            const flashjit_tensor* beta, const flashjit_tensor* y,
+                                            const flashjit_tensor* mean,
+                                            const flashjit_tensor* rstd, void* stream) {
+  return guarded([&] {
+    flashjit_runtime& rt = *required(runtime, "runtime");
+    const flashjit::LayerNorm cpp = to_layer_norm(*required(options, "options"));
+    const flashjit::TensorView x_view = required_view(x, "x"),
+                               gamma_view = required_view(gamma, "gamma"),
+                               beta_view = optional_view(beta, "beta"),
+                               y_view = required_view(y, "y");
+    rt.runtime.layer_norm(cpp, x_view, gamma_view, beta_view, y_view, optional_view(mean, "mean"),
+                          optional_view(rstd, "rstd"), stream);
+  });
+}
+
+flashjit_status flashjit_layer_norm_backward(
+    flashjit_runtime* runtime, const flashjit_layer_norm* options, const flashjit_tensor* x,
+    const flashjit_tensor* gamma, const flashjit_tensor* mean, const flashjit_tensor* rstd,
+    const flashjit_tensor* dy, const flashjit_tensor* dx, const flashjit_tensor* dgamma,
+    const flashjit_tensor* dbeta, const flashjit_tensor* dbias, void* stream) {
+  return guarded([&] {
+    flashjit_runtime& rt = *required(runtime, "runtime");
+    const flashjit::LayerNorm cpp = to_layer_norm(*required(options, "options"));
+    const flashjit::TensorView x_view = required_view(x, "x"),
+                               gamma_view = required_view(gamma, "gamma"),
+                               mean_view = optional_view(mean, "mean"),
+                               rstd_view = optional_view(rstd, "rstd"),
+                               dy_view = required_view(dy, "dy"), dx_view = required_view(dx, "dx"),
+                               dgamma_view = required_view(dgamma, "dgamma");
+    rt.runtime.layer_norm_backward(cpp, x_view, gamma_view, mean_view, rstd_view, dy_view, dx_view,
+                                   dgamma_view, optional_view(dbeta, "dbeta"),
+                                   optional_view(dbias, "dbias"), stream);
   });
 }
 

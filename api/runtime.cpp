@@ -10,6 +10,7 @@
 #include "kernels/attention_inference.hpp"
 #include "kernels/config_choice.hpp"
 #include "kernels/emulated/builtin_kernels.hpp"
+#include "kernels/layer_norm.hpp"
 #include "kernels/merge_states.hpp"
 #include "kernels/softmax.hpp"
 #include "runtime/runtime_backend.hpp"
@@ -69,6 +70,21 @@ void Runtime::merge_states(const TensorView& partial_o, const TensorView& partia
 void Runtime::merge_state_in_place(const TensorView& o_a, const TensorView& lse_a,
                                    const TensorView& o_b, const TensorView& lse_b, Stream stream) {
   kernels::run_merge_state_pair(*impl_->backend, o_a, lse_a, o_b, lse_b, stream);
+}
+
+void Runtime::layer_norm(const LayerNorm& options, const TensorView& x, const TensorView& gamma,
+                         const TensorView& beta, const TensorView& y, const TensorView& mean,
+                         const TensorView& rstd, Stream stream) {
+  kernels::run_layer_norm(*impl_->backend, options, x, gamma, beta, y, mean, rstd, stream);
+}
+
+void Runtime::layer_norm_backward(const LayerNorm& options, const TensorView& x,
+                                  const TensorView& gamma, const TensorView& mean,
+                                  const TensorView& rstd, const TensorView& dy,
+                                  const TensorView& dx, const TensorView& dgamma,
+                                  const TensorView& dbeta, const TensorView& dbias, Stream stream) {
+  kernels::run_layer_norm_backward(*impl_->backend, options, x, gamma, mean, rstd, dy, dx, dgamma,
+                                   dbeta, dbias, stream);
 }
 
 void Runtime::forward(const Attention& attention, const TensorView& q, const TensorView& k,

@@ -7,6 +7,8 @@
 #include "attention_forward.hpp"
 #include "attention_inference.hpp"
 #include "flashjit/error.hpp"
+#include "layer_norm.hpp"
+#include "layer_norm/layer_norm_space.cuh"
 #include "merge_states.hpp"
 #include "merge_states/merge_states_space.cuh"
 #include "softmax.hpp"
@@ -54,6 +56,34 @@ std::vector<detail::KernelSpec> merge_states_specs(const std::string& arch, Spec
   }
   std::vector<detail::KernelSpec> specs;
   for (const MergeStatesConfig& config : configs) specs.push_back(merge_states_spec(config, arch));
+  return specs;
+}
+
+// The layer norm's compile matrix: every config, or the default of every (dtype, norm, row-length
+// bucket), each as the forward and the backward row kernel, and the backward's parameter-gradient
+// kernel of every dtype.
+std::vector<detail::KernelSpec> layer_norm_specs(const std::string& arch, SpecSet set) {
+  std::vector<LayerNormConfig> configs;
+  if (set == SpecSet::all) {
+    configs = layer_norm_configs();
+  } else {
+    for (const LayerNormConfig& config : layer_norm_configs()) {
+      const LayerNormConfig chosen = default_layer_norm_config(
+          config.dtype, config.rms,
+          config.max_cols != 0 ? config.max_cols : layer_norm_space::kMaxCols);
+      if (std::find(configs.begin(), configs.end(), chosen) == configs.end()) {
+        configs.push_back(chosen);
+      }
+    }
+  }
+  std::vector<detail::KernelSpec> specs;
+  for (const LayerNormConfig& config : configs) {
+    specs.push_back(layer_norm_spec(config, arch));
+    specs.push_back(layer_norm_backward_spec(config, arch));
+  }
+  for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
+    specs.push_back(layer_norm_param_grad_spec(dtype, arch));
+  }
   return specs;
 }
 
@@ -211,6 +241,10 @@ const std::vector<OpInfo>& ops() {
        "exact merge of partial attention states (O, natural-log LSE) over disjoint key sets, "
        "N-way and two-way in place; partials fp16/bf16/fp32",
        merge_states_specs},
+      {"layernorm",
+       "layer norm and RMS norm, forward and backward (Welford statistics, fused bias and "
+       "residual add, deterministic dgamma/dbeta), fp16/bf16/fp32",
+       layer_norm_specs},
       {"attention-forward",
        "FlashAttention-2 forward (causal, sliding window, GQA, softcap), fp16/bf16",
        attention_forward_specs},

@@ -28,6 +28,7 @@
 #include "kernels/attention_forward.hpp"
 #include "kernels/merge_states.hpp"
 #include "merge_states/merge_states_space.cuh"
+#include "run_layer_norm.hpp"
 #include "work_report.hpp"
 
 namespace flashjit::tools {
@@ -54,8 +55,9 @@ struct RunOptions {
   int partials = 4;    // merge-states: key ranges the problem is split into
   bool paged = false;  // forward: keys and values in a paged cache
   std::int64_t page_size = 16;
-  int varlen = 0;  // forward: this many sequences of random lengths, packed
-  int splits = 0;  // inference forward: Sequences::splits (0: chosen)
+  int varlen = 0;           // forward: this many sequences of random lengths, packed
+  int splits = 0;           // inference forward: Sequences::splits (0: chosen)
+  LayerNormRun layer_norm;  // layernorm: rows, cols, norm, fused adds
 };
 
 /// The library's own limits on the descriptor, reported against the flag that set the field.
@@ -409,6 +411,24 @@ int run_merge_states(const RunOptions& options) {
   return conclude(verdict.ok, verdict.describe(), "partials, merge and check", elapsed);
 }
 
+int run_layer_norm(const RunOptions& options) {
+  if (!options.config.empty() || options.counters || options.layout != "bshd" || options.paged ||
+      options.varlen > 0) {
+    throw InvalidArgument(!options.config.empty()    ? "--config"
+                          : options.counters         ? "--counters"
+                          : options.layout != "bshd" ? "--layout"
+                          : options.paged            ? "--paged"
+                                                     : "--varlen",
+                          "applies to the attention ops only");
+  }
+  LayerNormRun run = options.layer_norm;
+  run.dtype = options.dtype;
+  run.seed = options.seed;
+  check_layer_norm_run(run);
+  Runtime runtime = open_runtime(options);
+  return run_layer_norm_op(runtime, run);
+}
+
 const CLI::Validator kWholeNumber(
     [](const std::string& text) {
       std::uint64_t value = 0;
@@ -445,7 +465,7 @@ Subcommand add_run_command(CLI::App& app) {
       ->check(kPositive);
   run->add_option("--head-dim", options->head_dim, "Head dimension: a multiple of 8 up to 256")
       ->check(kPositive);
-  run->add_option("--dtype", options->dtype, "bf16 or fp16");
+  run->add_option("--dtype", options->dtype, "bf16 or fp16 (merge-states and layernorm: fp32 too)");
   run->add_option("--layout", options->layout, "bshd ([B, L, H, D]) or bhsd ([B, H, L, D])")
       ->check(CLI::IsMember({"bshd", "bhsd"}));
   run->add_flag("--causal", options->causal, "Causal mask (bottom-right aligned)");
@@ -458,13 +478,26 @@ Subcommand add_run_command(CLI::App& app) {
       ->check(kWholeNumber);
   run->add_option("--op", options->op,
                   "attention-forward, attention-backward (after a forward for O and LSE; "
-                  "checks dQ, dK, dV), or merge-states (the keys split into --partials ranges, "
+                  "checks dQ, dK, dV), merge-states (the keys split into --partials ranges, "
                   "their fp32 partial states merged into --dtype, checked against the unsplit "
-                  "attention)")
-      ->check(CLI::IsMember({"attention-forward", "attention-backward", "merge-states"}));
+                  "attention), or layernorm (forward and backward of --rows x --cols, --dtype "
+                  "also fp32, with --rms, --bias, --residual)")
+      ->check(
+          CLI::IsMember({"attention-forward", "attention-backward", "merge-states", "layernorm"}));
   run->add_option("--partials", options->partials,
                   "merge-states: key ranges to split the problem into (1 to 64; default 4)")
       ->check(CLI::Range(1, 64));
+  run->add_option("--rows", options->layer_norm.rows, "layernorm: rows (default 64)")
+      ->check(kPositive);
+  run->add_option("--cols", options->layer_norm.cols,
+                  "layernorm: row length, 1 to 65536 (default 1024)")
+      ->check(kPositive);
+  run->add_flag("--rms", options->layer_norm.rms, "layernorm: RMS norm (no mean, no beta)");
+  run->add_flag("--bias", options->layer_norm.bias,
+                "layernorm: fuse a [cols] bias add before the norm");
+  run->add_flag("--residual", options->layer_norm.residual,
+                "layernorm: fuse a [rows, cols] residual add before the norm (the sum is written "
+                "and checked)");
   run->add_option(
       "--config", options->config,
       "Run this config of the op's space instead of the runtime's choice, named as "
@@ -503,6 +536,7 @@ Subcommand add_run_command(CLI::App& app) {
               throw InvalidArgument("--counters", "counts the emulator's work: add --emulate");
             }
             if (options->op == "merge-states") return run_merge_states(*options);
+            if (options->op == "layernorm") return run_layer_norm(*options);
             if (options->paged || options->varlen > 0) return run_inference(*options);
             return options->op == "attention-backward" ? run_backward(*options)
                                                        : run_forward(*options);

@@ -1,7 +1,7 @@
 /* The C API of flashjit (C99), for callers that cannot use C++: Python's ctypes, Rust, Go...
  * It mirrors the C++ API (flashjit/runtime.hpp, flashjit/attention.hpp): a runtime, tensor
  * descriptors (pointer, dtype, shape, strides in elements), the attention forward and backward,
- * and the merge of partial attention states.
+ * the merge of partial attention states, and layer norm (and RMS norm) forward and backward.
  *
  * Conventions:
  * - Every function that can fail returns a flashjit_status; FLASHJIT_OK is 0. No exception
@@ -288,6 +288,54 @@ flashjit_status flashjit_merge_state_in_place(flashjit_runtime* runtime, const f
                                               const flashjit_tensor* lse_a,
                                               const flashjit_tensor* o_b,
                                               const flashjit_tensor* lse_b, void* stream);
+
+/* ---- Layer norm ------------------------------------------------------------------------ */
+
+/** How a layer norm call normalizes, and the fused add before it (flashjit::LayerNorm). The
+ *  tensor members are NULL (or have NULL data) when absent. */
+typedef struct flashjit_layer_norm {
+  /** Added to the variance (the mean square for RMS norm); finite and > 0 (default 1e-5). */
+  float epsilon;
+  /** Nonzero: RMS norm, y = x / sqrt(mean(x^2) + epsilon) * gamma; no mean, no beta. */
+  int rms;
+  /** Forward only: [cols], added to every row of the input before the norm. */
+  const flashjit_tensor* bias;
+  /** Forward only: [rows, cols], added to the input before the norm. */
+  const flashjit_tensor* residual;
+  /** Forward only, written: [rows, cols], input + bias + residual rounded to the dtype (the
+   *  tensor normalized, and the backward's x). */
+  const flashjit_tensor* sum;
+} flashjit_layer_norm;
+
+/** Fills *options with the C++ defaults: epsilon 1e-5, layer norm (not RMS), no fused add.
+ *  NULL is ignored. */
+void flashjit_layer_norm_init(flashjit_layer_norm* options);
+
+/** Layer norm forward (flashjit::Runtime::layer_norm) over each row of x [rows, cols], cols 1 to
+ *  65536: y = (x - mean) / sqrt(var + epsilon) * gamma + beta (var biased), or RMS norm. x, y
+ *  (and residual, sum) have unit column stride; gamma, beta (and bias) are contiguous [cols];
+ *  one dtype, F16, BF16 or F32. mean and rstd are F32 [rows], written for the backward, each
+ *  skipped when NULL (or NULL data); RMS norm takes no beta and writes no mean (both NULL).
+ *  Errors: INVALID_ARGUMENT naming the argument (nothing is launched or written then); others as
+ *  in flashjit_attention_forward. */
+flashjit_status flashjit_layer_norm_forward(flashjit_runtime* runtime,
+                                            const flashjit_layer_norm* options,
+                                            const flashjit_tensor* x, const flashjit_tensor* gamma,
+                                            const flashjit_tensor* beta, const flashjit_tensor* y,
+                                            const flashjit_tensor* mean,
+                                            const flashjit_tensor* rstd, void* stream);
+
+/** Layer norm backward (flashjit::Runtime::layer_norm_backward): given dy of a forward call with
+ *  the same options->rms, its x (its sum when fused), gamma, mean (NULL for RMS norm) and rstd,
+ *  writes dx (also the gradient of a fused call's input and residual), dgamma, dbeta (NULL for
+ *  RMS norm) and, when not NULL, dbias (the column sums of dx). options' bias, residual and sum
+ *  must be NULL. dgamma, dbeta and dbias are summed in a fixed order: the same bits on every
+ *  run. Errors as in flashjit_layer_norm_forward. */
+flashjit_status flashjit_layer_norm_backward(
+    flashjit_runtime* runtime, const flashjit_layer_norm* options, const flashjit_tensor* x,
+    const flashjit_tensor* gamma, const flashjit_tensor* mean, const flashjit_tensor* rstd,
+    const flashjit_tensor* dy, const flashjit_tensor* dx, const flashjit_tensor* dgamma,
+    const flashjit_tensor* dbeta, const flashjit_tensor* dbias, void* stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -9,6 +9,7 @@
 #include "flashjit/attention.hpp"
 #include "flashjit/device.hpp"
 #include "flashjit/device_buffer.hpp"
+#include "flashjit/layer_norm.hpp"
 #include "flashjit/tensor.hpp"
 #include "flashjit/tuning.hpp"
 #include "flashjit/work_counters.hpp"
@@ -107,6 +108,37 @@ class Runtime {
   /// nothing is launched then.
   void merge_state_in_place(const TensorView& o_a, const TensorView& lse_a, const TensorView& o_b,
                             const TensorView& lse_b, Stream stream = nullptr);
+
+  /// Layer norm forward over each row of x [rows, cols] (cols 1 to 65536):
+  ///   y = (x − μ)/√(σ² + ε) · γ + β,  μ and σ² (biased, 1/cols) over the row,
+  /// or with options.rms, y = x/√(mean(x²) + ε) · γ. With options.bias [cols] and/or
+  /// options.residual [rows, cols], x is input + bias + residual (`x` is then the input), rounded
+  /// to the dtype, and is written to options.sum when given. x, y, residual and sum are
+  /// [rows, cols] with unit column stride and any row stride; gamma, beta and bias contiguous
+  /// [cols]; all fp16, bf16 or fp32, one dtype. mean and rstd (1/√(σ² + ε), or 1/√(mean(x²) + ε))
+  /// are fp32 [rows] with any stride, written for the backward, each skipped when its data is
+  /// null; RMS norm takes no beta and writes no mean. Statistics are fp32 (Welford's update per
+  /// thread, Chan's merge across threads). Outputs must not overlap the inputs or each other
+  /// (y may be x itself). Throws InvalidArgument naming the argument for bad input; nothing is
+  /// launched or written then.
+  void layer_norm(const LayerNorm& options, const TensorView& x, const TensorView& gamma,
+                  const TensorView& beta, const TensorView& y, const TensorView& mean,
+                  const TensorView& rstd, Stream stream = nullptr);
+
+  /// Layer norm backward: given dy = dL/dy of a layer_norm() call with the same options.rms,
+  /// its x (options.sum when that call was fused: the tensor it normalized), gamma, and the
+  /// mean and rstd it wrote (mean absent for RMS norm), writes dx = dL/dx (which is also
+  /// dL/dinput and dL/dresidual of a fused call), dgamma, dbeta (absent for RMS norm) and,
+  /// when given, dbias = the column sums of dx (dL/dbias of a fused call). Shapes, dtypes and
+  /// strides as in layer_norm(); options' bias, residual and sum must be absent. dgamma, dbeta
+  /// and dbias are summed over rows in a fixed order (per-slot fp32 partials in a workspace of
+  /// up to 64 MiB, allocated in the stream's order, then a second kernel): the same bits on
+  /// every run. Throws InvalidArgument naming the argument for bad input; nothing is launched or
+  /// written then.
+  void layer_norm_backward(const LayerNorm& options, const TensorView& x, const TensorView& gamma,
+                           const TensorView& mean, const TensorView& rstd, const TensorView& dy,
+                           const TensorView& dx, const TensorView& dgamma, const TensorView& dbeta,
+                           const TensorView& dbias, Stream stream = nullptr);
 
   /// Attention forward: o = softmax(scale · q kᵀ + mask) v for every (batch, query head), and
   /// lse[b, h, i] = log Σⱼ exp(scale · q_i·k_j) over the visible keys (for the backward pass).

@@ -3,6 +3,7 @@
 #include "backward_shares.hpp"
 #include "builtin_kernels.hpp"
 #include "emulated_kernel.hpp"
+#include "layer_norm_share.hpp"
 #include "merge_states_share.hpp"
 
 namespace flashjit::kernels::emulated {
@@ -11,6 +12,7 @@ namespace {
 void add_every_kernel(detail::EmulatedKernelTable& table) {
   add_softmax_kernels(table);
   add_merge_states_kernels(table);
+  add_layer_norm_kernels(table);
   add_forward_kernels_hdim8_to_40(table);
   add_forward_kernels_hdim64(table);
   add_forward_kernels_hdim64_alternatives(table);

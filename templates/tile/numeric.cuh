@@ -155,6 +155,17 @@ FJ_DEVICE float tanh_approx(float x) {
 inline float tanh_approx(float x) { return std::tanh(x); }
 #endif
 
+/// √x correctly rounded (sqrt.rn on the device, as std::sqrt on the host: the same bits).
+#if defined(FJ_DEVICE_CODE)
+FJ_DEVICE float sqrt_rn(float x) {
+  float result;
+  asm("sqrt.rn.f32 %0, %1;" : "=f"(result) : "f"(x));
+  return result;
+}
+#else
+inline float sqrt_rn(float x) { return std::sqrt(x); }
+#endif
+
 /// ln(2): turns a base-2 log-sum-exp into the natural one the API returns.
 constexpr float kLn2 = 0.693147180559945309f;
 /// log2(e): turns the API's natural log-sum-exp back into base 2 (backward pass).

@@ -17,7 +17,9 @@
 #include "kernels/attention_backward.hpp"
 #include "kernels/attention_forward.hpp"
 #include "kernels/emulated/builtin_kernels.hpp"
+#include "kernels/layer_norm.hpp"
 #include "kernels/merge_states.hpp"
+#include "kernels/op_registry.hpp"
 #include "kernels/softmax.hpp"
 #include "reference/attention_reference.hpp"
 #include "reference/checker.hpp"
@@ -98,8 +100,8 @@ void check_softmax(Runtime& runtime, DType dtype, std::int64_t rows, std::int64_
   CHECK_MESSAGE(result.ok, result);
 }
 
-/// Every spec the ops' spaces can render for the emulator's arch: the softmax and merge spaces
-/// and every forward and backward config of every supported head dim.
+/// Every spec the ops' spaces can render for the emulator's arch: the softmax, merge and layer
+/// norm spaces and every forward and backward config of every supported head dim.
 std::set<std::string> every_valid_name_expression() {
   std::set<std::string> names;
   for (const kernels::SoftmaxConfig& config : kernels::softmax_configs()) {
@@ -107,6 +109,10 @@ std::set<std::string> every_valid_name_expression() {
   }
   for (const kernels::MergeStatesConfig& config : kernels::merge_states_configs()) {
     names.insert(kernels::merge_states_spec(config, detail::kEmulatorArch).name_expression);
+  }
+  for (const detail::KernelSpec& spec :
+       kernels::find_op("layernorm").specs(detail::kEmulatorArch, kernels::SpecSet::all)) {
+    names.insert(spec.name_expression);
   }
   for (int head_dim = 8; head_dim <= 256; head_dim += 8) {
     for (DType dtype : {DType::f16, DType::bf16}) {
@@ -311,6 +317,19 @@ TEST_CASE("every emulated kernel is a valid spec of its op for the emulator's ar
 TEST_CASE("the emulated kernel table has every merge_states config, both forms") {
   for (const kernels::MergeStatesConfig& config : kernels::merge_states_configs()) {
     const detail::KernelSpec spec = kernels::merge_states_spec(config, detail::kEmulatorArch);
+    const detail::EmulatedKernel* entry =
+        kernels::emulated::builtin_kernels().find(spec.name_expression);
+    CAPTURE(spec.name_expression);
+    REQUIRE(entry != nullptr);
+    CHECK(entry->spec == spec);
+  }
+}
+
+TEST_CASE("the emulated kernel table has every layer_norm kernel, forward and backward") {
+  const auto specs =
+      kernels::find_op("layernorm").specs(detail::kEmulatorArch, kernels::SpecSet::all);
+  CHECK(specs.size() == 2 * kernels::layer_norm_configs().size() + 3);
+  for (const detail::KernelSpec& spec : specs) {
     const detail::EmulatedKernel* entry =
         kernels::emulated::builtin_kernels().find(spec.name_expression);
     CAPTURE(spec.name_expression);

@@ -375,3 +375,45 @@ TEST_CASE("run --op merge-states: key splits merged on the emulator, the errors 
     CHECK_MESSAGE(run.err.find(bad.front()) != std::string::npos, run.err);
   }
 }
+
+TEST_CASE("run --op layernorm: forward and backward on the emulator, the errors and PASS") {
+  TempDir dir;
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--dtype", "bf16", "--bias", "--residual"},
+        {"--dtype", "fp32", "--rms", "--cols", "4097", "--rows", "3"}}) {
+    std::vector<std::string> args = {"run", "--emulate", "--op", "layernorm"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const ChildResult run = flashjit_cli(args, dir.path().string());
+    CAPTURE(run.output);
+    REQUIRE(run.exit_code == 0);
+    CHECK(run.out.find("kernel:  layer_norm.") != std::string::npos);
+    CHECK(run.out.find("  y: ok rel_l2") != std::string::npos);
+    CHECK(run.out.find("  dx: ok rel_l2") != std::string::npos);
+    CHECK(run.out.find("  dgamma: ok rel_l2") != std::string::npos);
+    CHECK(run.out.find("PASS") != std::string::npos);
+  }
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--cols", "65537"}, {"--dtype", "fp8"}, {"--counters"}}) {
+    std::vector<std::string> args = {"run", "--emulate", "--op", "layernorm"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    const ChildResult run = flashjit_cli(args, dir.path().string());
+    CHECK_MESSAGE(run.exit_code == 2, run.output);
+    CHECK_MESSAGE(run.err.find(bad.front()) != std::string::npos, run.err);
+  }
+}
+
+TEST_CASE("compile --op layernorm: the defaults compile for sm_80 and sm_90a without spills") {
+  TempDir dir;
+  const std::string cache = (dir.path() / "cache").string();
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    const ChildResult compile =
+        flashjit_cli({"compile", "--arch", arch, "--op", "layernorm"}, cache);
+    REQUIRE_MESSAGE(compile.exit_code == 0, compile.output);
+    CHECK(count_lines_with(compile.output, "layer_norm.") > 0);
+    CHECK(count_lines_with(compile.output, "layer_norm_backward.") > 0);
+    CHECK(count_lines_with(compile.output, "layer_norm_param_grad.") == 3);
+    CHECK(count_lines_with(compile.output, "spill    0 B") ==
+          count_lines_with(compile.output, "spill "));
+    CHECK(compile.output.find(" 0 failed") != std::string::npos);
+  }
+}

@@ -1,0 +1,66 @@
+#pragma once
+// The layer_norm kernels' run-time arguments, structs shared by the host (which fills them) and
+// the kernels (which take them by value). Every [rows, cols] tensor has unit column stride and
+// its own row stride; [cols] vectors are contiguous; statistics are fp32 [rows]. Element types
+// are the config's (one dtype for every tensor but the statistics and the workspace).
+#include "tile/platform.cuh"
+
+namespace flashjit {
+
+/// A [rows, cols] tensor with unit column stride; data nullptr: absent.
+struct RowMajor {
+  void* data;
+  index_t row_stride;
+
+  /// Row `row`'s cols values.
+  template <typename T>
+  FJ_DEVICE T* row(index_t row_index) const {
+    return static_cast<T*>(data) + row_index * row_stride;
+  }
+  FJ_DEVICE bool present() const { return data != nullptr; }
+};
+
+/// Arguments of layer_norm_kernel: y = (x − μ)·rstd·γ + β per row, x = input (+ bias)
+/// (+ residual), with μ = 0 and no β for RMS norm.
+struct LayerNormParams {
+  RowMajor input;     // (rows, cols)
+  RowMajor residual;  // (rows, cols); absent: no residual
+  const void* bias;   // (cols,); nullptr: no bias
+  RowMajor sum;       // (rows, cols), written: x, the next block's residual; absent: skipped
+  const void* gamma;  // (cols,)
+  const void* beta;   // (cols,); nullptr for RMS norm
+  RowMajor y;         // (rows, cols), written
+  float* mean;        // (rows,), written; nullptr: skipped (RMS norm writes none)
+  float* rstd;  // (rows,), written: 1/√(σ² + ε), or 1/√(mean(x²) + ε); nullptr: skipped
+  index_t rows;
+  int cols;
+  float epsilon;
+};
+
+/// Arguments of layer_norm_backward_kernel and layer_norm_param_grad_kernel. Rows are summed
+/// into dγ, dβ and dbias in a fixed order: slot s owns rows [s·rows_per_slot, (s + 1)·
+/// rows_per_slot) and writes its partial sums to the workspace; the second kernel adds the
+/// slots' partials in slot order. So the same inputs give the same bits on every run.
+struct LayerNormBackwardParams {
+  RowMajor x;         // (rows, cols): the normalized input (the forward's sum when fused)
+  const void* gamma;  // (cols,)
+  const float* mean;  // (rows,); nullptr for RMS norm
+  const float* rstd;  // (rows,)
+  RowMajor dy;        // (rows, cols)
+  RowMajor dx;        // (rows, cols), written: dL/dx (= dL/dinput = dL/dresidual)
+  void* dgamma;       // (cols,), written
+  void* dbeta;        // (cols,), written; nullptr: skipped (RMS norm)
+  void* dbias;        // (cols,), written: column sums of dx; nullptr: skipped
+  float* workspace;   // (3, slots, cols): the slots' partial dγ, dβ, dbias
+  index_t rows;
+  int cols;
+  int slots;
+  index_t rows_per_slot;
+
+  /// Slot `slot`'s partial of plane 0 (dγ), 1 (dβ) or 2 (dbias).
+  FJ_DEVICE float* partial(int plane, int slot) const {
+    return workspace + (index_t(plane) * slots + slot) * cols;  // (cols,)
+  }
+};
+
+}  // namespace flashjit

@@ -1,0 +1,238 @@
+// layer_norm on the CPU emulator against the float64 reference: ragged row lengths (cached and
+// streamed rows, one warp and many per row), every fused add, layer norm and RMS norm, every
+// dtype, forward and backward; the backward against central differences of the float64
+// forward; dγ and dβ bit-identical across runs; and rows whose mean dwarfs their spread.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "cases/layer_norm_case.hpp"
+#include "support/emulator_runtime.hpp"
+
+using namespace flashjit;
+using flashjit::testing::LayerNormCase;
+
+namespace {
+
+constexpr DType kDTypes[] = {DType::f16, DType::bf16, DType::f32};
+
+void check_forward(const LayerNormCase& c) {
+  CAPTURE(c.name());
+  const auto verdict = testing::run_layer_norm_case(testing::emulator(), c);
+  CHECK_MESSAGE(verdict.ok, verdict.describe());
+}
+
+void check_backward(const LayerNormCase& c) {
+  CAPTURE(c.name());
+  const auto verdict = testing::run_layer_norm_backward_case(testing::emulator(), c);
+  CHECK_MESSAGE(verdict.ok, verdict.describe());
+}
+
+/// Row lengths of every bucket and path: one warp per row (1, 7, 100), many warps (1000), and
+/// the streamed rows longer than every bucket (4097, 65536); few rows, odd counts.
+struct RaggedShape {
+  std::int64_t rows, cols;
+};
+constexpr RaggedShape kRagged[] = {{3, 1}, {5, 7}, {3, 100}, {3, 1000}, {2, 4097}, {1, 65536}};
+
+}  // namespace
+
+TEST_CASE("forward over ragged row lengths, layer norm and RMS norm, every dtype") {
+  for (DType dtype : kDTypes) {
+    for (bool rms : {false, true}) {
+      for (const RaggedShape& shape : kRagged) {
+        check_forward({.rows = shape.rows, .cols = shape.cols, .dtype = dtype, .rms = rms});
+      }
+    }
+  }
+}
+
+TEST_CASE("forward fused with bias, residual, both or neither, rows padded") {
+  for (DType dtype : kDTypes) {
+    for (bool rms : {false, true}) {
+      for (int fused = 0; fused < 4; ++fused) {
+        LayerNormCase c{.rows = 5, .cols = 300, .dtype = dtype, .rms = rms};
+        c.bias = fused & 1, c.residual = fused & 2, c.padded = true;
+        c.seed = static_cast<std::uint64_t>(fused + 10);
+        check_forward(c);
+        c.write_sum = false;
+        check_forward(c);
+      }
+    }
+  }
+}
+
+TEST_CASE("backward over ragged row lengths, layer norm and RMS norm, every dtype") {
+  for (DType dtype : kDTypes) {
+    for (bool rms : {false, true}) {
+      for (const RaggedShape& shape : kRagged) {
+        LayerNormCase c{.rows = shape.rows, .cols = shape.cols, .dtype = dtype, .rms = rms};
+        // RMS norm of one column has dx = rstd·g·ε/(x² + ε): a cancellation any fp32
+        // computation of 1 − x̂² suffers at ε = 1e-5. At ε = 0.1 the row is well-conditioned.
+        if (rms && shape.cols == 1) c.epsilon = 0.1f;
+        check_backward(c);
+      }
+    }
+  }
+}
+
+TEST_CASE("backward fused with bias, residual, both or neither: dx, dgamma, dbeta, dbias") {
+  for (DType dtype : kDTypes) {
+    for (bool rms : {false, true}) {
+      for (int fused = 0; fused < 4; ++fused) {
+        LayerNormCase c{.rows = 7, .cols = 200, .dtype = dtype, .rms = rms};
+        c.bias = fused & 1, c.residual = fused & 2, c.padded = true;
+        c.seed = static_cast<std::uint64_t>(fused + 20);
+        check_backward(c);
+      }
+    }
+  }
+}
+
+TEST_CASE("backward over more rows than slots: several rows summed per slot, in order") {
+  // 600 rows: 256 slots of 3 rows (the last ones empty), four slots a block; 260 rows of 1000:
+  // slots of 2 rows, one slot a block.
+  check_backward({.rows = 600, .cols = 24, .dtype = DType::bf16, .bias = true});
+  check_backward({.rows = 260, .cols = 1000, .dtype = DType::f32, .rms = true});
+}
+
+TEST_CASE("dgamma, dbeta and dbias are the same bits on every run") {
+  for (bool rms : {false, true}) {
+    for (std::int64_t cols : {64, 5000}) {
+      LayerNormCase c{.rows = 301, .cols = cols, .dtype = DType::f32, .rms = rms, .bias = true};
+      if (cols > 1000) c.rows = 9;
+      CAPTURE(c.name());
+      const auto inputs = testing::layer_norm_inputs(c);
+      const auto first = testing::run_layer_norm(testing::emulator(), c, inputs, true);
+      const auto second = testing::run_layer_norm(testing::emulator(), c, inputs, true);
+      CHECK(first.dgamma == second.dgamma);  // doubles widened from the fp32 bits: exact
+      CHECK(first.dbeta == second.dbeta);
+      CHECK(first.dbias == second.dbias);
+      CHECK(first.dx == second.dx);
+    }
+  }
+}
+
+namespace {
+
+/// Σ y·dy of the float64 forward on x = input + bias + residual (no rounding).
+double loss(const LayerNormCase& c, const testing::LayerNormInputs& in) {
+  std::vector<double> x = in.input;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    x[i] += in.bias[i % in.bias.size()] + in.residual[i];
+  }
+  const auto y = reference::layer_norm(c.shape(), x, in.gamma, in.beta).y;
+  double total = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) total += y[i] * in.dy[i];
+  return total;
+}
+
+/// Central differences of loss() with respect to every element of `values` (a member of `in`).
+std::vector<double> central_differences(const LayerNormCase& c, testing::LayerNormInputs in,
+                                        std::vector<double> testing::LayerNormInputs::*values) {
+  constexpr double kStep = 1e-5;
+  std::vector<double> grads;
+  for (std::size_t i = 0; i < (in.*values).size(); ++i) {
+    const double saved = (in.*values)[i];
+    (in.*values)[i] = saved + kStep;
+    const double up = loss(c, in);
+    (in.*values)[i] = saved - kStep;
+    const double down = loss(c, in);
+    (in.*values)[i] = saved;
+    grads.push_back((up - down) / (2 * kStep));
+  }
+  return grads;
+}
+
+}  // namespace
+
+TEST_CASE("the backward matches central differences of the float64 forward (tiny shape)") {
+  for (bool rms : {false, true}) {
+    LayerNormCase c{.rows = 3, .cols = 5, .dtype = DType::f32, .rms = rms};
+    c.bias = c.residual = true;
+    c.seed = 5;
+    CAPTURE(c.name());
+    const auto in = testing::layer_norm_inputs(c);
+    const auto numeric_dinput = central_differences(c, in, &testing::LayerNormInputs::input);
+    const auto numeric_dresidual = central_differences(c, in, &testing::LayerNormInputs::residual);
+    const auto numeric_dbias = central_differences(c, in, &testing::LayerNormInputs::bias);
+    const auto numeric_dgamma = central_differences(c, in, &testing::LayerNormInputs::gamma);
+    // The float64 analytic gradient agrees with the differences to their truncation error.
+    const auto analytic = reference::layer_norm_backward(c.shape(), in.x, in.gamma, in.dy);
+    CHECK(reference::check_close(analytic.dx, numeric_dinput, 1e-6, "analytic dx").ok);
+    CHECK(reference::check_close(analytic.dbias, numeric_dbias, 1e-6, "analytic dbias").ok);
+    CHECK(reference::check_close(analytic.dgamma, numeric_dgamma, 1e-6, "analytic dgamma").ok);
+    // So does the kernel, to fp32's precision: dx is the gradient of input and of residual.
+    const auto out = testing::run_layer_norm(testing::emulator(), c, in, true);
+    constexpr double kFp32 = 1e-5;
+    const auto dx_vs_input = reference::check_close(out.dx, numeric_dinput, kFp32, "dinput");
+    const auto dx_vs_residual =
+        reference::check_close(out.dx, numeric_dresidual, kFp32, "dresidual");
+    const auto dbias = reference::check_close(out.dbias, numeric_dbias, kFp32, "dbias");
+    const auto dgamma = reference::check_close(out.dgamma, numeric_dgamma, kFp32, "dgamma");
+    CHECK_MESSAGE(dx_vs_input.ok, dx_vs_input);
+    CHECK_MESSAGE(dx_vs_residual.ok, dx_vs_residual);
+    CHECK_MESSAGE(dbias.ok, dbias);
+    CHECK_MESSAGE(dgamma.ok, dgamma);
+    if (!rms) {
+      const auto numeric_dbeta = central_differences(c, in, &testing::LayerNormInputs::beta);
+      CHECK(reference::check_close(analytic.dbeta, numeric_dbeta, 1e-6, "analytic dbeta").ok);
+      const auto dbeta = reference::check_close(out.dbeta, numeric_dbeta, kFp32, "dbeta");
+      CHECK_MESSAGE(dbeta.ok, dbeta);
+    }
+  }
+}
+
+namespace {
+
+/// The relative error of each row's variance as `variance_of` computes it, against the
+/// float64 two-pass variance of the same values.
+template <class VarianceOf>
+std::vector<double> variance_errors(const LayerNormCase& c, const std::vector<double>& x,
+                                    VarianceOf variance_of) {
+  std::vector<double> errors;
+  for (std::int64_t r = 0; r < c.rows; ++r) {
+    const double* row = &x[static_cast<std::size_t>(r * c.cols)];
+    double mean = 0, squares = 0;
+    for (std::int64_t j = 0; j < c.cols; ++j) mean += row[j] / double(c.cols);
+    for (std::int64_t j = 0; j < c.cols; ++j) squares += (row[j] - mean) * (row[j] - mean);
+    const double exact = squares / double(c.cols);
+    errors.push_back(std::fabs(variance_of(r, row) - exact) / exact);
+  }
+  return errors;
+}
+
+}  // namespace
+
+TEST_CASE("rows of 1e4 + N(0, 1) keep their variance: Welford and Chan, not E[x²] − E[x]²") {
+  // 4096 columns: cached in registers (512 threads, 16 warps merged); 20000: streamed.
+  for (std::int64_t cols : {4096, 20000}) {
+    LayerNormCase c{.rows = 3, .cols = cols, .dtype = DType::f32, .offset = 1e4, .seed = 9};
+    CAPTURE(c.name());
+    const auto in = testing::layer_norm_inputs(c);
+    const auto out = testing::run_layer_norm(testing::emulator(), c, in, false);
+    // flashjit's variance, from the rstd it wrote: 1/rstd² − ε.
+    const auto flashjit_errors = variance_errors(c, in.x, [&](std::int64_t r, const double*) {
+      const double rstd = out.rstd[static_cast<std::size_t>(r)];
+      return 1.0 / (rstd * rstd) - double(c.epsilon);
+    });
+    // The naive one-pass formula in fp32 loses it: E[x²] ~ 1e8 has an ulp of 8.
+    const auto naive_errors = variance_errors(c, in.x, [&](std::int64_t, const double* row) {
+      float sum = 0, squares = 0;
+      for (std::int64_t j = 0; j < c.cols; ++j) {
+        const auto x = static_cast<float>(row[j]);
+        sum += x;
+        squares += x * x;
+      }
+      const float mean = sum / float(c.cols);
+      return double(squares / float(c.cols) - mean * mean);
+    });
+    for (std::size_t r = 0; r < flashjit_errors.size(); ++r) {
+      CAPTURE(r);
+      CHECK(flashjit_errors[r] < 1e-5);
+      CHECK(naive_errors[r] > 1e-5);  // so this test can fail
+    }
+  }
+}

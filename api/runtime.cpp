@@ -12,6 +12,7 @@
 #include "kernels/emulated/builtin_kernels.hpp"
 #include "kernels/layer_norm.hpp"
 #include "kernels/merge_states.hpp"
+#include "kernels/multiscale_attention.hpp"
 #include "kernels/softmax.hpp"
 #include "runtime/runtime_backend.hpp"
 
@@ -115,6 +116,22 @@ void Runtime::backward(const Attention& attention, const Sequences& sequences, c
                        const TensorView& dk, const TensorView& dv, Stream stream) {
   kernels::run_attention_backward_sequences(*impl_->backend, attention, sequences, q, k, v, o, lse,
                                             dout, dq, dk, dv, impl_->check_indices, stream);
+}
+
+void Runtime::multiscale_forward(const MultiScaleAttention& attention, const TensorView& q,
+                                 const TensorView& k, const TensorView& v, const TensorView& mask,
+                                 const TensorView& o, const TensorView& rowsum, Stream stream) {
+  kernels::run_retention_forward(*impl_->backend, attention, q, k, v, mask, o, rowsum, stream);
+}
+
+void Runtime::multiscale_backward(const MultiScaleAttention& attention, const TensorView& q,
+                                  const TensorView& k, const TensorView& v, const TensorView& mask,
+                                  const TensorView& o, const TensorView& rowsum,
+                                  const TensorView& dout, const TensorView& dq,
+                                  const TensorView& dk, const TensorView& dv,
+                                  const TensorView& dmask, Stream stream) {
+  kernels::run_retention_backward(*impl_->backend, attention, q, k, v, mask, o, rowsum, dout, dq,
+                                  dk, dv, dmask, stream);
 }
 
 namespace {

@@ -18,7 +18,7 @@ endfunction()
 # tensor views, device info, ...). The facade's headers (runtime.hpp, flashjit.hpp, the C API)
 # are left out, so no layer below the facade can include them.
 set(FLASHJIT_PUBLIC_TYPE_HEADERS attention.hpp device.hpp device_buffer.hpp dtype.hpp error.hpp
-    layer_norm.hpp
+    layer_norm.hpp multiscale_attention.hpp
     tensor.hpp tuning.hpp work_counters.hpp)
 set(flashjit_types_root "${PROJECT_BINARY_DIR}/layers/types")
 file(REMOVE_RECURSE "${flashjit_types_root}")

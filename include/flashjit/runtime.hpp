@@ -10,6 +10,7 @@
 #include "flashjit/device.hpp"
 #include "flashjit/device_buffer.hpp"
 #include "flashjit/layer_norm.hpp"
+#include "flashjit/multiscale_attention.hpp"
 #include "flashjit/tensor.hpp"
 #include "flashjit/tuning.hpp"
 #include "flashjit/work_counters.hpp"
@@ -190,6 +191,31 @@ class Runtime {
                 const TensorView& v, const TensorView& o, const TensorView& lse,
                 const TensorView& dout, const TensorView& dq, const TensorView& dk,
                 const TensorView& dv, Stream stream = nullptr);
+
+  /// Multi-scale attention forward (retention; see MultiScaleAttention): o = (S v) / max(r, 1)
+  /// with S = scale · (q kᵀ) ∘ M per (batch, query head), computed block by block with the
+  /// running row sum r and normalizer max(r, 1) rescaling the output (the source document's
+  /// fused loop). `mask` is the decay rates or the mask tensor, as attention.mask says (see
+  /// RetentionMask); key blocks the mask zeroes entirely (above the diagonal, or where the
+  /// decay underflows) are skipped. rowsum is fp32 [batch, heads_q, seqlen_q] with unit last
+  /// stride (r, for the backward), or a view with null data to skip it. Throws InvalidArgument
+  /// naming the argument for bad input; nothing is launched then.
+  void multiscale_forward(const MultiScaleAttention& attention, const TensorView& q,
+                          const TensorView& k, const TensorView& v, const TensorView& mask,
+                          const TensorView& o, const TensorView& rowsum, Stream stream = nullptr);
+
+  /// Multi-scale attention backward: given dout = dL/do of the forward with the same arguments
+  /// (and its o and rowsum, required), writes dq, dk, dv (dk and dv summed over the query heads
+  /// of a key/value head) and, for a mask tensor, dmask = dL/dM [heads_q, seqlen_q, seqlen_k]
+  /// summed over the batch (fp32, unit last stride; a view with null data skips it; it must be
+  /// null for the decay mask). S is recomputed block by block; dS = (dO Vᵀ − [r > 1] · δ ·
+  /// sign(S)) / max(r, 1) with δ = rowsum(dO ∘ O). No atomics: the same inputs give the same
+  /// bits on every run. Throws InvalidArgument naming the argument for bad input.
+  void multiscale_backward(const MultiScaleAttention& attention, const TensorView& q,
+                           const TensorView& k, const TensorView& v, const TensorView& mask,
+                           const TensorView& o, const TensorView& rowsum, const TensorView& dout,
+                           const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                           const TensorView& dmask, Stream stream = nullptr);
 
   /// The work the emulator counted, per kernel, for the launches since the runtime opened or
   /// reset_emulated_work() last ran, in the order the kernels first ran. Call it (and the reset)

@@ -42,6 +42,10 @@ struct KeyWindow {
         left(Kind == MaskKind::window ? p.window_left : AttentionForwardParams::kNoWindow),
         right(Kind == MaskKind::window ? p.window_right : AttentionForwardParams::kNoWindow) {}
 
+  /// From the rule's values (other tile programs' masks: retention's decay window).
+  FJ_DEVICE KeyWindow(int seqlen_k_, int diagonal_, int left_, int right_)
+      : seqlen_k(seqlen_k_), diagonal(diagonal_), left(left_), right(right_) {}
+
   /// First visible key of query row `row` (64-bit: an unbounded window is 2^30 wide).
   FJ_DEVICE int lo(int row) const {
     const index_t first = index_t(row) + diagonal - left;

@@ -26,8 +26,8 @@ std::vector<ForwardConfig> retention_forward_configs(DType dtype, int head_dim);
 /// Every backward config (deterministic: a dK/dV tile and a dQ tile), in a fixed order.
 std::vector<BackwardConfig> retention_backward_configs(DType dtype, int head_dim);
 
-/// The heuristic configs on `arch`: the mma.sync forward's and the deterministic backward's
-/// defaults for (dtype, head_dim) without a mask kind.
+/// The heuristic configs on `arch`: the mma.sync forward's default for 64-row query blocks, and
+/// the deterministic backward's, for (dtype, head_dim) without a mask kind.
 ForwardConfig default_retention_forward_config(DType dtype, int head_dim, const std::string& arch);
 BackwardConfig default_retention_backward_config(DType dtype, int head_dim,
                                                  const std::string& arch);

@@ -11,6 +11,7 @@
 #include "layer_norm/layer_norm_space.cuh"
 #include "merge_states.hpp"
 #include "merge_states/merge_states_space.cuh"
+#include "multiscale_attention.hpp"
 #include "softmax.hpp"
 #include "softmax/softmax_space.cuh"
 
@@ -232,6 +233,42 @@ std::vector<detail::KernelSpec> attention_backward_specs(const std::string& arch
   return specs;
 }
 
+// Multi-scale attention's compile matrix: its forward and backward kernels (the attention
+// tiles with retention's step) for both masks: the defaults at head dims 64, 128 and 256 in
+// bf16 and at 128 in fp16; with `all`, every config at 64 and 128 in bf16.
+std::vector<detail::KernelSpec> multiscale_specs(const std::string& arch, SpecSet set) {
+  struct Row {
+    DType dtype;
+    int head_dim;
+  };
+  constexpr Row kRows[] = {
+      {DType::bf16, 64}, {DType::bf16, 128}, {DType::bf16, 256}, {DType::f16, 128}};
+  std::vector<detail::KernelSpec> specs;
+  std::unordered_set<std::string> listed;
+  const auto add = [&](const detail::KernelSpec& spec) {
+    if (listed.insert(spec.readable_name).second) specs.push_back(spec);
+  };
+  for (RetentionMask mask : {RetentionMask::decay, RetentionMask::tensor}) {
+    for (const Row& row : kRows) {
+      std::vector<ForwardConfig> forward = {
+          default_retention_forward_config(row.dtype, row.head_dim, arch)};
+      std::vector<BackwardConfig> backward = {
+          default_retention_backward_config(row.dtype, row.head_dim, arch)};
+      if (set == SpecSet::all && row.dtype == DType::bf16 && row.head_dim <= 128) {
+        forward = retention_forward_configs(row.dtype, row.head_dim);
+        backward = retention_backward_configs(row.dtype, row.head_dim);
+      }
+      for (const ForwardConfig& config : forward) add(retention_forward_spec(config, mask, arch));
+      for (const BackwardConfig& config : backward) {
+        for (const detail::KernelSpec& spec : retention_backward_specs(config, mask, arch)) {
+          add(spec);
+        }
+      }
+    }
+  }
+  return specs;
+}
+
 }  // namespace
 
 const std::vector<OpInfo>& ops() {
@@ -245,6 +282,10 @@ const std::vector<OpInfo>& ops() {
        "layer norm and RMS norm, forward and backward (Welford statistics, fused bias and "
        "residual add, deterministic dgamma/dbeta), fp16/bf16/fp32",
        layer_norm_specs},
+      {"multiscale-attention",
+       "multi-scale attention (retention): O = (S V) / max(rowsum(|S|), 1), S = scale·QKᵀ ∘ M "
+       "with a per-head decay or a mask tensor; forward and deterministic backward, fp16/bf16",
+       multiscale_specs},
       {"attention-forward",
        "FlashAttention-2 forward (causal, sliding window, GQA, softcap), fp16/bf16",
        attention_forward_specs},

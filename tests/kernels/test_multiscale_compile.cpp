@@ -1,0 +1,55 @@
+// Multi-scale attention's compile matrix: the forward and backward defaults of both masks
+// compile with NVRTC for sm_80 and sm_90a without spills, and its specs name the retention
+// entry points with the mask kind.
+#include <doctest/doctest.h>
+
+#include "flashjit/error.hpp"
+#include "kernels/multiscale_attention.hpp"
+#include "kernels/op_registry.hpp"
+#include "runtime/kernel_cache.hpp"
+#include "runtime/parallel.hpp"
+
+using namespace flashjit;
+using namespace flashjit::detail;
+
+TEST_CASE("the multiscale-attention defaults compile for sm_80 and sm_90a without spills") {
+  KernelCache::Options options;
+  options.use_disk = false;
+  KernelCache cache(options);
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    const auto specs =
+        kernels::find_op("multiscale-attention").specs(arch, kernels::SpecSet::defaults);
+    CHECK(specs.size() >= 16);  // 4 (dtype, head dim) rows x 2 masks x forward, dK/dV, dQ
+    run_ordered<CacheLookup>(
+        static_cast<int>(specs.size()), default_workers(),
+        [&](int i) { return cache.get(specs[static_cast<std::size_t>(i)]); },
+        [&](int i, Outcome<CacheLookup>& outcome) {
+          const std::string name = specs[static_cast<std::size_t>(i)].display_name();
+          REQUIRE_MESSAGE(!outcome.error, name);
+          CHECK_MESSAGE(outcome.value.entry->kernel.resources.spill_bytes() == 0, name);
+        });
+  }
+}
+
+TEST_CASE("retention specs name their entry point, traits and mask kind") {
+  const kernels::ForwardConfig forward =
+      kernels::default_retention_forward_config(DType::bf16, 64, "sm_90a");
+  CHECK(forward.path == kernels::ForwardPath::mma_sync);  // no Hopper path for retention yet
+  const KernelSpec spec = kernels::retention_forward_spec(forward, RetentionMask::tensor, "sm_90a");
+  CHECK(spec.op == "multiscale-attention");
+  CHECK(spec.name_expression.starts_with(
+      "flashjit::retention_forward_kernel<flashjit::ForwardTraits<"));
+  CHECK(spec.name_expression.ends_with(">, flashjit::RetentionMaskKind::tensor>"));
+  CHECK(spec.readable_name.starts_with("multiscale_forward.hdim64.bf16.tensor."));
+  const auto backward = kernels::retention_backward_specs(
+      kernels::default_retention_backward_config(DType::f16, 128, "sm_80"), RetentionMask::decay,
+      "sm_80");
+  REQUIRE(backward.size() == 3);
+  CHECK(backward[0].readable_name == "attention_backward.delta.fp16");
+  CHECK(backward[1].name_expression.find("retention_backward_dkdv_kernel") != std::string::npos);
+  CHECK(backward[2].name_expression.ends_with("flashjit::RetentionMaskKind::decay>"));
+  kernels::ForwardConfig windowed = forward;
+  windowed.mask = MaskKind::window;
+  CHECK_THROWS_AS(kernels::retention_forward_spec(windowed, RetentionMask::decay, "sm_80"),
+                  InvalidArgument);
+}

@@ -179,6 +179,22 @@ flashjit::Attention to_attention(const flashjit_attention& a) {
   return attention;
 }
 
+flashjit::MultiScaleAttention to_multiscale(const flashjit_multiscale_attention& a) {
+  if (a.mask != FLASHJIT_RETENTION_DECAY && a.mask != FLASHJIT_RETENTION_TENSOR) {
+    throw InvalidArgument("attention.mask", "is " + std::to_string(static_cast<int>(a.mask)) +
+                                                "; use FLASHJIT_RETENTION_DECAY or _TENSOR");
+  }
+  return {a.batch,
+          a.heads_q,
+          a.heads_kv,
+          a.seqlen_q,
+          a.seqlen_k,
+          a.head_dim,
+          a.scale,
+          a.mask == FLASHJIT_RETENTION_DECAY ? flashjit::RetentionMask::decay
+                                             : flashjit::RetentionMask::tensor};
+}
+
 /// An absent C tensor: a NULL descriptor or NULL data.
 flashjit::TensorView optional_view(const flashjit_tensor* t, const std::string& name) {
   return t == nullptr || t->data == nullptr ? flashjit::TensorView{} : to_view(*t, name);
@@ -450,6 +466,54 @@ flashjit_status flashjit_layer_norm_backward(
     rt.runtime.layer_norm_backward(cpp, x_view, gamma_view, mean_view, rstd_view, dy_view, dx_view,
                                    dgamma_view, optional_view(dbeta, "dbeta"),
                                    optional_view(dbias, "dbias"), stream);
+  });
+}
+
+void flashjit_multiscale_attention_init(flashjit_multiscale_attention* attention) {
+  if (attention == nullptr) return;
+  const flashjit::MultiScaleAttention d;
+  *attention = {d.batch,    d.heads_q,  d.heads_kv, d.seqlen_q,
+                d.seqlen_k, d.head_dim, d.scale,    FLASHJIT_RETENTION_DECAY};
+}
+
+flashjit_status flashjit_multiscale_forward(flashjit_runtime* runtime,
+                                            const flashjit_multiscale_attention* attention,
+                                            const flashjit_tensor* q, const flashjit_tensor* k,
+                                            const flashjit_tensor* v, const flashjit_tensor* mask,
+                                            const flashjit_tensor* o, const flashjit_tensor* rowsum,
+                                            void* stream) {
+  return guarded([&] {
+    flashjit_runtime& rt = *required(runtime, "runtime");
+    const flashjit::MultiScaleAttention a = to_multiscale(*required(attention, "attention"));
+    const flashjit::TensorView q_view = required_view(q, "q"), k_view = required_view(k, "k"),
+                               v_view = required_view(v, "v"),
+                               mask_view = required_view(mask, "mask"),
+                               o_view = required_view(o, "o");
+    rt.runtime.multiscale_forward(a, q_view, k_view, v_view, mask_view, o_view,
+                                  optional_view(rowsum, "rowsum"), stream);
+  });
+}
+
+flashjit_status flashjit_multiscale_backward(
+    flashjit_runtime* runtime, const flashjit_multiscale_attention* attention,
+    const flashjit_tensor* q, const flashjit_tensor* k, const flashjit_tensor* v,
+    const flashjit_tensor* mask, const flashjit_tensor* o, const flashjit_tensor* rowsum,
+    const flashjit_tensor* dout, const flashjit_tensor* dq, const flashjit_tensor* dk,
+    const flashjit_tensor* dv, const flashjit_tensor* dmask, void* stream) {
+  return guarded([&] {
+    flashjit_runtime& rt = *required(runtime, "runtime");
+    const flashjit::MultiScaleAttention a = to_multiscale(*required(attention, "attention"));
+    const flashjit::TensorView q_view = required_view(q, "q"), k_view = required_view(k, "k"),
+                               v_view = required_view(v, "v"),
+                               mask_view = required_view(mask, "mask"),
+                               o_view = required_view(o, "o"),
+                               rowsum_view = required_view(rowsum, "rowsum"),
+                               dout_view = required_view(dout, "dout"),
+                               dq_view = required_view(dq, "dq"), dk_view = required_view(dk, "dk"),
+                               dv_view = required_view(dv, "dv");
+    rt.runtime.multiscale_backward(a, q_view, k_view, v_view, mask_view, o_view, rowsum_view,
+                                   dout_view, dq_view, dk_view, dv_view,
+                                   optional_view(dmask, "dmask"), stream);
   });
 }
 

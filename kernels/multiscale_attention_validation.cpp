@@ -46,7 +46,7 @@ void check_mask_tensor(const TensorView& m, const std::string& name, const Multi
 void check_mask(const TensorView& mask, const MultiScaleAttention& a) {
   if (a.mask == RetentionMask::decay) {
     if (mask.rank != 1) {
-      throw InvalidArgument("mask", "has rank " + str(mask.rank) +
+      throw InvalidArgument("mask.rank", "is " + str(mask.rank) +
                                         "; the decay mask takes one rate per query head, "
                                         "[heads_q] fp32");
     }

@@ -29,6 +29,7 @@
 #include "kernels/merge_states.hpp"
 #include "merge_states/merge_states_space.cuh"
 #include "run_layer_norm.hpp"
+#include "run_multiscale.hpp"
 #include "work_report.hpp"
 
 namespace flashjit::tools {
@@ -55,9 +56,10 @@ struct RunOptions {
   int partials = 4;    // merge-states: key ranges the problem is split into
   bool paged = false;  // forward: keys and values in a paged cache
   std::int64_t page_size = 16;
-  int varlen = 0;           // forward: this many sequences of random lengths, packed
-  int splits = 0;           // inference forward: Sequences::splits (0: chosen)
-  LayerNormRun layer_norm;  // layernorm: rows, cols, norm, fused adds
+  int varlen = 0;              // forward: this many sequences of random lengths, packed
+  int splits = 0;              // inference forward: Sequences::splits (0: chosen)
+  LayerNormRun layer_norm;     // layernorm: rows, cols, norm, fused adds
+  std::string mask = "decay";  // multiscale-attention: decay or tensor
 };
 
 /// The library's own limits on the descriptor, reported against the flag that set the field.
@@ -429,6 +431,45 @@ int run_layer_norm(const RunOptions& options) {
   return run_layer_norm_op(runtime, run);
 }
 
+int run_multiscale(const RunOptions& options) {
+  if (!options.config.empty() || options.counters || options.layout != "bshd" || options.paged ||
+      options.varlen > 0 || options.causal) {
+    throw InvalidArgument(!options.config.empty()    ? "--config"
+                          : options.counters         ? "--counters"
+                          : options.layout != "bshd" ? "--layout"
+                          : options.paged            ? "--paged"
+                          : options.varlen > 0       ? "--varlen"
+                                                     : "--causal",
+                          "applies to the attention ops only (the decay mask is causal)");
+  }
+  testing::RetentionCase c;
+  c.batch = options.batch;
+  c.heads_q = options.heads;
+  c.heads_kv = options.heads_kv > 0 ? options.heads_kv : options.heads;
+  c.seqlen_q = options.seqlen_q;
+  c.seqlen_k = options.seqlen_k > 0 ? options.seqlen_k : options.seqlen_q;
+  c.head_dim = options.head_dim;
+  c.dtype = parse_dtype(options.dtype, "--dtype");
+  c.mask = options.mask == "tensor" ? RetentionMask::tensor : RetentionMask::decay;
+  c.seed = options.seed;
+  Attention limits;  // the sizes' rules are attention's
+  limits.batch = c.batch;
+  limits.heads_q = c.heads_q;
+  limits.heads_kv = c.heads_kv;
+  limits.seqlen_q = c.seqlen_q;
+  limits.seqlen_k = c.seqlen_k;
+  limits.head_dim = c.head_dim;
+  check_library_limits(limits);
+  constexpr std::int64_t kMaxPairs = std::int64_t{1} << 24;  // the float64 reference's work
+  if (c.batch * c.heads_q * c.seqlen_q * c.seqlen_k > kMaxPairs) {
+    throw InvalidArgument("--seqlen-q",
+                          "batch x heads x seqlen_q x seqlen_k must be at most 2^24 "
+                          "for a run the float64 reference checks");
+  }
+  Runtime runtime = open_runtime(options);
+  return run_multiscale_op(runtime, c);
+}
+
 const CLI::Validator kWholeNumber(
     [](const std::string& text) {
       std::uint64_t value = 0;
@@ -481,9 +522,14 @@ Subcommand add_run_command(CLI::App& app) {
                   "checks dQ, dK, dV), merge-states (the keys split into --partials ranges, "
                   "their fp32 partial states merged into --dtype, checked against the unsplit "
                   "attention), or layernorm (forward and backward of --rows x --cols, --dtype "
-                  "also fp32, with --rms, --bias, --residual)")
-      ->check(
-          CLI::IsMember({"attention-forward", "attention-backward", "merge-states", "layernorm"}));
+                  "also fp32, with --rms, --bias, --residual), or multiscale-attention "
+                  "(retention forward and backward, --mask decay or tensor)")
+      ->check(CLI::IsMember({"attention-forward", "attention-backward", "merge-states", "layernorm",
+                             "multiscale-attention"}));
+  run->add_option("--mask", options->mask,
+                  "multiscale-attention: decay (γ per head, generated in the kernel; default) or "
+                  "tensor (an fp32 [heads, seqlen_q, seqlen_k] mask, its gradient checked too)")
+      ->check(CLI::IsMember({"decay", "tensor"}));
   run->add_option("--partials", options->partials,
                   "merge-states: key ranges to split the problem into (1 to 64; default 4)")
       ->check(CLI::Range(1, 64));
@@ -537,6 +583,7 @@ Subcommand add_run_command(CLI::App& app) {
             }
             if (options->op == "merge-states") return run_merge_states(*options);
             if (options->op == "layernorm") return run_layer_norm(*options);
+            if (options->op == "multiscale-attention") return run_multiscale(*options);
             if (options->paged || options->varlen > 0) return run_inference(*options);
             return options->op == "attention-backward" ? run_backward(*options)
                                                        : run_forward(*options);

@@ -337,6 +337,59 @@ flashjit_status flashjit_layer_norm_backward(
     const flashjit_tensor* dy, const flashjit_tensor* dx, const flashjit_tensor* dgamma,
     const flashjit_tensor* dbeta, const flashjit_tensor* dbias, void* stream);
 
+/* ---- Multi-scale attention (retention) ------------------------------------------------ */
+
+/** Which mask a multi-scale attention call applies (flashjit::RetentionMask). */
+typedef enum flashjit_retention_mask {
+  /** M[n, m] = gamma_h^(n - m) for m <= n (n = i + seqlen_k - seqlen_q), else 0: the mask
+   *  argument is F32 [heads_q], one rate per query head, in [0, 1]. */
+  FLASHJIT_RETENTION_DECAY = 0,
+  /** M given as an F32 tensor [heads_q, seqlen_q, seqlen_k] with unit last stride. */
+  FLASHJIT_RETENTION_TENSOR = 1
+} flashjit_retention_mask;
+
+/** Shape and options of a multi-scale attention call (flashjit::MultiScaleAttention). */
+typedef struct flashjit_multiscale_attention {
+  int64_t batch;
+  int64_t heads_q;
+  int64_t heads_kv; /**< heads_q a multiple of it (GQA/MQA) */
+  int64_t seqlen_q;
+  int64_t seqlen_k;
+  int64_t head_dim; /**< a multiple of 8 from 8 to 256 */
+  /** The factor of q k^T; 0 means 1/sqrt(head_dim). */
+  float scale;
+  flashjit_retention_mask mask;
+} flashjit_multiscale_attention;
+
+/** Fills *attention with the C++ defaults: sizes 1, head_dim 64, scale 0 (1/sqrt(head_dim)),
+ *  the decay mask. NULL is ignored. */
+void flashjit_multiscale_attention_init(flashjit_multiscale_attention* attention);
+
+/** Multi-scale attention forward (flashjit::Runtime::multiscale_forward): per (batch, query
+ *  head), S = scale * (q k^T) o M, r = rowsum(|S|), o = S v / max(r, 1). q, k, v, o as in
+ *  flashjit_attention_forward (F16 or BF16); mask as attention->mask says; rowsum is F32
+ *  [batch, heads_q, seqlen_q] with unit last stride (r, for the backward), or NULL (or NULL
+ *  data) to skip it. Errors: INVALID_ARGUMENT naming the argument (nothing is launched then);
+ *  others as in flashjit_attention_forward. */
+flashjit_status flashjit_multiscale_forward(flashjit_runtime* runtime,
+                                            const flashjit_multiscale_attention* attention,
+                                            const flashjit_tensor* q, const flashjit_tensor* k,
+                                            const flashjit_tensor* v, const flashjit_tensor* mask,
+                                            const flashjit_tensor* o, const flashjit_tensor* rowsum,
+                                            void* stream);
+
+/** Multi-scale attention backward (flashjit::Runtime::multiscale_backward): given dout of a
+ *  forward call with the same arguments, its o and rowsum (required), writes dq, dk, dv (dk and
+ *  dv summed over the query heads sharing a key/value head) and, for the mask tensor when dmask
+ *  is not NULL, dmask = dL/dM [heads_q, seqlen_q, seqlen_k] F32 summed over the batch. The same
+ *  inputs give the same bits on every run. Errors as in flashjit_multiscale_forward. */
+flashjit_status flashjit_multiscale_backward(
+    flashjit_runtime* runtime, const flashjit_multiscale_attention* attention,
+    const flashjit_tensor* q, const flashjit_tensor* k, const flashjit_tensor* v,
+    const flashjit_tensor* mask, const flashjit_tensor* o, const flashjit_tensor* rowsum,
+    const flashjit_tensor* dout, const flashjit_tensor* dq, const flashjit_tensor* dk,
+    const flashjit_tensor* dv, const flashjit_tensor* dmask, void* stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

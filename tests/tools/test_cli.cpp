@@ -417,3 +417,31 @@ TEST_CASE("compile --op layernorm: the defaults compile for sm_80 and sm_90a wit
     CHECK(compile.output.find(" 0 failed") != std::string::npos);
   }
 }
+
+TEST_CASE("run --op multiscale-attention: both masks on the emulator, the errors and PASS") {
+  TempDir dir;
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--seqlen-q", "70", "--seqlen-k", "90", "--heads", "4",
+                                 "--heads-kv", "2"},
+        {"--mask", "tensor", "--batch", "2", "--seqlen-q", "40", "--dtype", "fp16"}}) {
+    std::vector<std::string> args = {"run", "--emulate", "--op", "multiscale-attention"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const ChildResult run = flashjit_cli(args, dir.path().string());
+    CAPTURE(run.output);
+    REQUIRE(run.exit_code == 0);
+    CHECK(run.out.find("kernels: multiscale_forward.") != std::string::npos);
+    for (const char* output : {"O:", "r:", "dQ:", "dK:", "dV:"}) {
+      CHECK(run.out.find(std::string("\n") + output) != std::string::npos);
+    }
+    CHECK((run.out.find("\ndM:") != std::string::npos) == (flags[1] == "tensor"));
+    CHECK(run.out.find("PASS") != std::string::npos);
+  }
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--mask", "causal"}, {"--head-dim", "100"}, {"--causal"}}) {
+    std::vector<std::string> args = {"run", "--emulate", "--op", "multiscale-attention"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    const ChildResult run = flashjit_cli(args, dir.path().string());
+    CHECK_MESSAGE(run.exit_code == 2, run.output);
+    CHECK_MESSAGE(run.err.find(bad.front()) != std::string::npos, run.err);
+  }
+}

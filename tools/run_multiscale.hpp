@@ -1,0 +1,14 @@
+#pragma once
+// `flashjit run --op multiscale-attention`: a multi-scale attention (retention) forward and
+// backward on random inputs, judged against the float64 reference exactly as the tests judge it
+// (cases/multiscale_case).
+#include "cases/multiscale_case.hpp"
+#include "flashjit/runtime.hpp"
+
+namespace flashjit::tools {
+
+/// Runs forward and backward of `c` on `runtime` (the mask tensor's gradient too), prints the
+/// shape, the kernels, each output's errors and PASS or FAIL; returns the exit code (1 on FAIL).
+int run_multiscale_op(Runtime& runtime, testing::RetentionCase c);
+
+}  // namespace flashjit::tools

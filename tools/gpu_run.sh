@@ -12,10 +12,13 @@
 #   first-result  bench/first_result.sh: time to first result, cold and warm, and one
 #                 `flashjit autotune`            -> <date>-first-result-<device>.md and .log
 #
-# Three more steps run only when named in FLASHJIT_GPU_STEPS. The first stands alone:
+# Four more steps run only when named in FLASHJIT_GPU_STEPS. The first two stand alone:
 #   decode        bench/decode.py: decoding on paged KV caches in GB/s against the measured
 #                 copy bandwidth, beside SDPA, FlashAttention and FlashInfer where installed
 #                 (DECODE_ARGS adds options)            -> <date>-decode-<device>.md and .log
+#   ops           bench/multiscale.py and bench/layernorm.py: multi-scale attention against
+#                 the retention formula in PyTorch, layer norm against torch's
+#                                               -> <date>-ops-<device>-*.md and .log
 # The other two run together in one call (the tuning database lives in FLASHJIT_CACHE_DIR,
 # which a fresh machine does not keep):
 #   autotune      `flashjit autotune` over the benchmark's shapes (head dims 64 and 128,
@@ -153,8 +156,8 @@ sanitizer_path() {
 }
 
 # Short runs that reach every kernel family: a ragged causal GQA forward through the command,
-# the training-step example (forward and backward, GQA, causal) and the GPU forward test's
-# ragged-lengths case. Each under memcheck, then racecheck; any finding fails the step.
+# the training-step example (forward and backward, GQA, causal), the GPU forward test's
+# ragged-lengths case, and multi-scale attention and layer norm, forward and backward. Each under memcheck, then racecheck; any finding fails the step.
 run_sanitizer() {
   local sanitizer
   sanitizer=$(sanitizer_path) || {
@@ -165,8 +168,10 @@ run_sanitizer() {
     "$flashjit run --batch 2 --heads 4 --heads-kv 2 --seqlen-q 200 --seqlen-k 333 --head-dim 128 --causal"
     "$build/examples/training_step"
     "$build/tests/test_gpu_attention_forward --test-case=forward?on?the?GPU:?ragged?lengths"
+    "$flashjit run --op multiscale-attention --mask tensor --batch 2 --heads 4 --heads-kv 2 --seqlen-q 130 --seqlen-k 150"
+    "$flashjit run --op layernorm --rows 33 --cols 4097 --bias --residual"
   )
-  local failures=0 each=$((limit / 6)) tool cmd rc
+  local failures=0 each=$((limit / 10)) tool cmd rc
   # Kernels with line info, so that findings name template lines (a key field: own entries).
   export FLASHJIT_LINEINFO=1
   for tool in memcheck racecheck; do
@@ -215,6 +220,17 @@ run_decode() {
   # shellcheck disable=SC2086  # DECODE_ARGS is a list of options
   timeout --kill-after=10 "$limit" python3 bench/decode.py \
     --lib "$build/api/libflashjit.so" --out "$stem.md" ${DECODE_ARGS:-}
+}
+
+ops_stem="$out/$(date +%F)-ops-$(device_slug)"
+run_ops() {
+  local script rc=0
+  for script in multiscale layernorm; do
+    echo "\$ python3 bench/$script.py --lib $build/api/libflashjit.so --out $ops_stem-$script.md"
+    timeout --kill-after=10 $((limit / 2)) python3 "bench/$script.py" \
+      --lib "$build/api/libflashjit.so" --out "$ops_stem-$script.md" || rc=$?
+  done
+  return $rc
 }
 
 # ---- autotune and the benchmark with tuned configs -------------------------------------------
@@ -280,6 +296,9 @@ step first-result 90 "$scratch/first-result-console.log" run_first_result \
   "$(date +%F)-first-result-*.md and .log"
 if [[ " $steps " == *" decode "* ]]; then
   step decode 300 "$decode_stem.log" run_decode "$(basename "$decode_stem").md and .log"
+fi
+if [[ " $steps " == *" ops "* ]]; then
+  step ops 300 "$ops_stem.log" run_ops "$(basename "$ops_stem")-*.md and .log"
 fi
 if [[ " $steps " == *" autotune "* ]]; then
   step autotune 400 "$out/autotune.log" run_autotune

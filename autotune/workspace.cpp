@@ -113,6 +113,9 @@ class AttentionWorkspace final : public TuningWorkspace {
 std::unique_ptr<TuningWorkspace> make_workspace(detail::RuntimeBackend& backend,
                                                 const TuningProblem& problem) {
   if (problem.op == TunedOp::attention_decode) return make_decode_workspace(backend, problem);
+  if (problem.op == TunedOp::layer_norm || problem.op == TunedOp::layer_norm_backward) {
+    return make_layer_norm_workspace(backend, problem);
+  }
   return std::make_unique<AttentionWorkspace>(backend, problem);
 }
 

@@ -14,7 +14,8 @@ std::string chosen_kernels(Runtime& runtime, const Attention& attention, DType d
       dtype,
       attention,
       {},
-      0};
+      0,
+      {}};
   const autotune::TunedConfig chosen =
       named ? *named : autotune::choose_config(detail::tuning_of(runtime), problem);
   std::string names;

@@ -167,6 +167,7 @@ TuningKey tuning_key(const TuningProblem& problem) {
 }
 
 double problem_flops(const TuningProblem& problem) {
+  if (is_layer_norm(problem.op)) return 0;  // memory-bound: see problem_bytes
   const Attention& a = problem.attention;
   const bool windowed = a.window_left >= 0 || (!a.causal && a.window_right >= 0);
   const double full = static_cast<double>(a.seqlen_q) * static_cast<double>(a.seqlen_k);

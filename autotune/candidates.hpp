@@ -64,6 +64,7 @@ TuningKey tuning_key(const TuningProblem& problem);
 /// FLOPs of one call as FlashAttention counts them (../shared/GPU.md): 4 · batch · heads_q ·
 /// seqlen_q · seqlen_k · head_dim for the forward (two matrix products), halved for causal;
 /// a sliding window counts the (query, key) pairs it keeps. The backward is 2.5 times that.
+/// 0 for the layer norm ops, which problem_bytes measures.
 double problem_flops(const TuningProblem& problem);
 
 /// The bytes one call of a memory-bound op moves, what bounds it (0 for the attention forward

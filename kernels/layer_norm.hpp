@@ -33,7 +33,7 @@ struct LayerNormConfig {
 struct LayerNormBackwardConfig {
   LayerNormConfig row;
 
-  int shared_bytes() const { return row.shared_bytes(); }
+  int shared_bytes() const { return row.shared_bytes(); }  ///< the row kernel's
   bool operator==(const LayerNormBackwardConfig&) const = default;
 };
 
@@ -54,7 +54,7 @@ struct LayerNormShape {
 LayerNormShape layer_norm_shape(const LayerNorm& options, const TensorView& x,
                                 const TensorView& dbias = {});
 
-class ConfigChoice;
+class ConfigChoice;  // config_choice.hpp, which includes this header
 
 /// Every valid config of the space, for every dtype and both norms, in a fixed order.
 std::vector<LayerNormConfig> layer_norm_configs();

@@ -152,14 +152,14 @@ std::vector<autotune::TuningProblem> problems(const AutotuneOptions& o) {
       }
       for (int head_dim : o.head_dims) {
         for (bool causal : causal_values) {
-          if (autotune::parse_tuned_op(op, "--op") == autotune::TunedOp::attention_decode) {
+          if (tuned == autotune::TunedOp::attention_decode) {
             add_decode_problems(o, parse_dtype(dtype, "--dtype"), head_dim, causal, list);
             continue;
           }
           for (std::int64_t seqlen : o.seqlens) {
             for (std::int64_t bh : o.batch_heads) {
               autotune::TuningProblem p;
-              p.op = autotune::parse_tuned_op(op, "--op");
+              p.op = tuned;
               p.dtype = parse_dtype(dtype, "--dtype");
               // batch·heads splits into heads of --heads each when it divides, else one batch.
               const std::int64_t heads = bh % o.heads == 0 ? o.heads : bh;

@@ -47,8 +47,7 @@ Candidate make_candidate(const TunedConfig& config, const std::string& arch) {
   candidate.name = config_name(config);
   candidate.specs = config_specs(config, arch);
   candidate.shared_bytes = std::visit([](const auto& c) { return c.shared_bytes(); }, config);
-  if (std::holds_alternative<kernels::LayerNormConfig>(config) ||
-      std::holds_alternative<kernels::LayerNormBackwardConfig>(config)) {
+  if (is_layer_norm_config(config)) {
     candidate.threads = candidate.specs.front().threads;  // the row kernel's block
   } else if (const auto* backward = std::get_if<BackwardConfig>(&config)) {
     candidate.threads = backward->key.warps * 32;  // the main kernel's
@@ -209,8 +208,7 @@ const char* path_suffix(kernels::ForwardPath path) {
 }  // namespace
 
 std::string config_name(const TunedConfig& config) {
-  if (std::holds_alternative<kernels::LayerNormConfig>(config) ||
-      std::holds_alternative<kernels::LayerNormBackwardConfig>(config)) {
+  if (is_layer_norm_config(config)) {
     return layer_norm_config_name(row_config(config));
   }
   if (const auto* f = std::get_if<ForwardConfig>(&config)) {

@@ -24,6 +24,11 @@ bool is_layer_norm(TunedOp op) {
   return op == TunedOp::layer_norm || op == TunedOp::layer_norm_backward;
 }
 
+bool is_layer_norm_config(const TunedConfig& config) {
+  return std::holds_alternative<LayerNormConfig>(config) ||
+         std::holds_alternative<LayerNormBackwardConfig>(config);
+}
+
 std::string layer_norm_config_name(const LayerNormConfig& config) {
   const std::string bucket = config.max_cols > 0 ? std::to_string(config.max_cols) : "any";
   return "c" + bucket + ".t" + std::to_string(config.threads_per_row) + ".v" +

@@ -13,6 +13,9 @@ namespace flashjit::autotune {
 /// Whether `op` is layernorm or layernorm-backward.
 bool is_layer_norm(TunedOp op);
 
+/// Whether `config` is a layer norm op's (LayerNormConfig or LayerNormBackwardConfig).
+bool is_layer_norm_config(const TunedConfig& config);
+
 /// "c4096.t128.v4": the bucket ("cany" for the unbounded one), threads per row, vector width.
 std::string layer_norm_config_name(const kernels::LayerNormConfig& config);
 

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "autotune/layer_norm_candidates.hpp"
 #include "autotune/tuner.hpp"
 #include "flashjit/error.hpp"
 #include "runtime/disk_cache.hpp"
@@ -116,7 +117,7 @@ void TuningState::remember(const TuningKey& key, const TuningEntry& entry) {
 }
 
 TuningState::ShapeClass TuningState::shape_class(const TuningProblem& problem) {
-  if (problem.op == TunedOp::layer_norm || problem.op == TunedOp::layer_norm_backward) {
+  if (is_layer_norm(problem.op)) {
     const kernels::LayerNormShape& n = problem.norm;
     ShapeClass shape{};
     shape.op = problem.op;

@@ -76,7 +76,8 @@ void Runtime::merge_state_in_place(const TensorView& o_a, const TensorView& lse_
 void Runtime::layer_norm(const LayerNorm& options, const TensorView& x, const TensorView& gamma,
                          const TensorView& beta, const TensorView& y, const TensorView& mean,
                          const TensorView& rstd, Stream stream) {
-  kernels::run_layer_norm(*impl_->backend, options, x, gamma, beta, y, mean, rstd, stream);
+  kernels::run_layer_norm(*impl_->backend, impl_->tuning, options, x, gamma, beta, y, mean, rstd,
+                          stream);
 }
 
 void Runtime::layer_norm_backward(const LayerNorm& options, const TensorView& x,
@@ -84,8 +85,8 @@ void Runtime::layer_norm_backward(const LayerNorm& options, const TensorView& x,
                                   const TensorView& rstd, const TensorView& dy,
                                   const TensorView& dx, const TensorView& dgamma,
                                   const TensorView& dbeta, const TensorView& dbias, Stream stream) {
-  kernels::run_layer_norm_backward(*impl_->backend, options, x, gamma, mean, rstd, dy, dx, dgamma,
-                                   dbeta, dbias, stream);
+  kernels::run_layer_norm_backward(*impl_->backend, impl_->tuning, options, x, gamma, mean, rstd,
+                                   dy, dx, dgamma, dbeta, dbias, stream);
 }
 
 void Runtime::forward(const Attention& attention, const TensorView& q, const TensorView& k,

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "autotune/layer_norm_candidates.hpp"
 #include "flashjit/error.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "runtime/parallel.hpp"
@@ -46,7 +47,9 @@ Candidate make_candidate(const TunedConfig& config, const std::string& arch) {
   candidate.name = config_name(config);
   candidate.specs = config_specs(config, arch);
   candidate.shared_bytes = std::visit([](const auto& c) { return c.shared_bytes(); }, config);
-  if (const auto* backward = std::get_if<BackwardConfig>(&config)) {
+  if (is_layer_norm_config(config)) {
+    candidate.threads = candidate.specs.front().threads;  // the row kernel's block
+  } else if (const auto* backward = std::get_if<BackwardConfig>(&config)) {
     candidate.threads = backward->key.warps * 32;  // the main kernel's
   } else if (const auto* inference = std::get_if<InferenceConfig>(&config)) {
     candidate.threads = inference->forward.warps * 32;
@@ -98,19 +101,24 @@ const char* tuned_op_name(TunedOp op) {
       return "attention-backward";
     case TunedOp::attention_decode:
       return "attention-decode";
+    case TunedOp::layer_norm:
+      return "layernorm";
+    case TunedOp::layer_norm_backward:
+      return "layernorm-backward";
   }
   return "?";
 }
 
 TunedOp parse_tuned_op(const std::string& name, const std::string& argument) {
   for (TunedOp op :
-       {TunedOp::attention_forward, TunedOp::attention_backward, TunedOp::attention_decode}) {
+       {TunedOp::attention_forward, TunedOp::attention_backward, TunedOp::attention_decode,
+        TunedOp::layer_norm, TunedOp::layer_norm_backward}) {
     if (name == tuned_op_name(op)) return op;
   }
   throw InvalidArgument(argument, "'" + name +
                                       "' is not a tunable op; the autotuner tunes "
-                                      "attention-forward, attention-backward and "
-                                      "attention-decode");
+                                      "attention-forward, attention-backward, "
+                                      "attention-decode, layernorm and layernorm-backward");
 }
 
 namespace {
@@ -136,6 +144,10 @@ TuningKey tuning_key(const TuningProblem& problem) {
   // Any template change may move the optimum, so the whole set's digest is part of the key.
   key.template_hash = detail::TemplateSet::active().digest().substr(0, 16);
   key.dtype = std::string(dtype_name(problem.dtype));
+  if (is_layer_norm(problem.op)) {
+    fill_layer_norm_key(problem, key);
+    return key;
+  }
   key.head_dim = problem_head_dim(problem);
   key.mask = problem_mask(problem) == MaskKind::window ? "window" : "none";
   key.softcap = problem_softcap(problem);
@@ -154,6 +166,7 @@ TuningKey tuning_key(const TuningProblem& problem) {
 }
 
 double problem_flops(const TuningProblem& problem) {
+  if (is_layer_norm(problem.op)) return 0;  // memory-bound: see problem_bytes
   const Attention& a = problem.attention;
   const bool windowed = a.window_left >= 0 || (!a.causal && a.window_right >= 0);
   const double full = static_cast<double>(a.seqlen_q) * static_cast<double>(a.seqlen_k);
@@ -165,7 +178,14 @@ double problem_flops(const TuningProblem& problem) {
   return problem.op == TunedOp::attention_backward ? 2.5 * forward : forward;
 }
 
-double problem_cache_bytes(const TuningProblem& problem) {
+bool problem_empty(const TuningProblem& problem) {
+  if (is_layer_norm(problem.op)) return problem.norm.rows == 0;
+  const Attention& a = problem.attention;
+  return a.batch == 0 || a.seqlen_q == 0 || a.seqlen_k == 0;
+}
+
+double problem_bytes(const TuningProblem& problem) {
+  if (is_layer_norm(problem.op)) return layer_norm_bytes(problem);
   if (problem.op != TunedOp::attention_decode) return 0;
   const Attention& a = problem.attention;
   return 2.0 * static_cast<double>(a.batch * a.seqlen_k * a.heads_kv * a.head_dim) *
@@ -188,6 +208,9 @@ const char* path_suffix(kernels::ForwardPath path) {
 }  // namespace
 
 std::string config_name(const TunedConfig& config) {
+  if (is_layer_norm_config(config)) {
+    return layer_norm_config_name(row_config(config));
+  }
   if (const auto* f = std::get_if<ForwardConfig>(&config)) {
     return "br" + std::to_string(f->block_m) + ".bc" + std::to_string(f->block_n) + ".w" +
            std::to_string(f->warps) + ".s" + std::to_string(f->stages) +
@@ -215,10 +238,18 @@ std::vector<detail::KernelSpec> config_specs(const TunedConfig& config, const st
   if (const auto* inference = std::get_if<InferenceConfig>(&config)) {
     return kernels::inference_specs(*inference, arch);
   }
+  if (const auto* norm = std::get_if<kernels::LayerNormConfig>(&config)) {
+    return {kernels::layer_norm_spec(*norm, arch)};
+  }
+  if (const auto* norm = std::get_if<kernels::LayerNormBackwardConfig>(&config)) {
+    return {kernels::layer_norm_backward_spec(norm->row, arch),
+            kernels::layer_norm_param_grad_spec(norm->row.dtype, arch)};
+  }
   return kernels::backward_specs(std::get<BackwardConfig>(config), arch).in_order();
 }
 
 TunedConfig default_config(const TuningProblem& problem, const std::string& arch) {
+  if (is_layer_norm(problem.op)) return layer_norm_default(problem);  // the same on every arch
   const int head_dim = problem_head_dim(problem);
   const MaskKind mask = problem_mask(problem);
   const bool softcap = problem_softcap(problem);
@@ -234,6 +265,7 @@ TunedConfig default_config(const TuningProblem& problem, const std::string& arch
 }
 
 std::vector<TunedConfig> space_configs(const TuningProblem& problem) {
+  if (is_layer_norm(problem.op)) return layer_norm_space(problem);
   const int head_dim = problem_head_dim(problem);
   const MaskKind mask = problem_mask(problem);
   const bool softcap = problem_softcap(problem);
@@ -277,8 +309,18 @@ std::vector<Candidate> enumerate_candidates(const TuningProblem& problem, const 
   return candidates;
 }
 
-void prune_static(std::vector<Candidate>& candidates, const TuningProblem& problem,
-                  int shared_limit) {
+std::string cannot_run(const TunedConfig& config, const TuningProblem& problem) {
+  if (!is_layer_norm(problem.op)) return "";
+  const kernels::LayerNormConfig& row = row_config(config);
+  if (kernels::layer_norm_covers(row, problem.norm.cols)) return "";
+  return "c" + std::to_string(row.max_cols) + " holds rows of at most " +
+         std::to_string(row.max_cols) + " columns, not " + std::to_string(problem.norm.cols);
+}
+
+namespace {
+
+// Attention's tiles larger than the problem (see prune_static).
+void prune_attention_tiles(std::vector<Candidate>& candidates, const TuningProblem& problem) {
   const Tiles smallest = smallest_tiles(candidates);
   const Attention& a = problem.attention;
   const bool decode = problem.op == TunedOp::attention_decode;
@@ -286,13 +328,9 @@ void prune_static(std::vector<Candidate>& candidates, const TuningProblem& probl
   const std::int64_t rows = shape_bucket(a.seqlen_q * (decode ? kernels::packed_group(a) : 1));
   const std::int64_t keys = shape_bucket(a.seqlen_k);
   for (Candidate& c : candidates) {
-    if (!c.pruned.empty()) continue;
+    if (!c.pruned.empty() || c.is_default) continue;
     const Tiles t = tiles_of(c.config);
-    if (c.shared_bytes > shared_limit) {
-      c.pruned = "shared memory " + kib(c.shared_bytes) + " > the device's " + kib(shared_limit);
-    } else if (c.is_default) {
-      continue;
-    } else if (t.block_m > smallest.block_m && t.block_m > rows) {
+    if (t.block_m > smallest.block_m && t.block_m > rows) {
       c.pruned = "Br " + std::to_string(t.block_m) + " > " + std::to_string(rows) +
                  " query rows (a smaller Br covers them)";
     } else if (t.block_n > smallest.block_n && t.block_n > keys) {
@@ -305,6 +343,25 @@ void prune_static(std::vector<Candidate>& candidates, const TuningProblem& probl
                  std::to_string(t.block_n) + " > " + std::to_string(keys) +
                  " keys (a split would get no key block)";
     }
+  }
+}
+
+}  // namespace
+
+void prune_static(std::vector<Candidate>& candidates, const TuningProblem& problem,
+                  int shared_limit) {
+  for (Candidate& c : candidates) {
+    if (!c.pruned.empty()) continue;
+    if (c.shared_bytes > shared_limit) {
+      c.pruned = "shared memory " + kib(c.shared_bytes) + " > the device's " + kib(shared_limit);
+    } else {
+      c.pruned = cannot_run(c.config, problem);
+    }
+  }
+  if (is_layer_norm(problem.op)) {
+    prune_layer_norm_buckets(candidates, problem);
+  } else {
+    prune_attention_tiles(candidates, problem);
   }
 }
 

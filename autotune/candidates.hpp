@@ -15,6 +15,7 @@
 #include "kernels/attention_backward.hpp"
 #include "kernels/attention_forward.hpp"
 #include "kernels/attention_inference_config.hpp"
+#include "kernels/layer_norm.hpp"
 #include "runtime/compiler.hpp"
 #include "runtime/kernel_spec.hpp"
 
@@ -22,8 +23,16 @@ namespace flashjit::autotune {
 
 /// The ops the autotuner tunes. attention-decode is Runtime::forward with Sequences for calls of
 /// at most kernels::kMaxDecodeQueries query tokens per sequence: its configs pick the tile and
-/// the split count.
-enum class TunedOp { attention_forward, attention_backward, attention_decode };
+/// the split count. layernorm and layernorm-backward are Runtime::layer_norm and
+/// Runtime::layer_norm_backward: their configs pick the row kernel's bucket, threads per row
+/// and vector width.
+enum class TunedOp {
+  attention_forward,
+  attention_backward,
+  attention_decode,
+  layer_norm,
+  layer_norm_backward
+};
 
 /// The op's name as the command line and the database write it ("attention-forward", ...).
 const char* tuned_op_name(TunedOp op);
@@ -31,7 +40,8 @@ const char* tuned_op_name(TunedOp op);
 TunedOp parse_tuned_op(const std::string& name, const std::string& argument = "op");
 
 /// One shape to tune for: the op, the element type and the call's attention problem (for
-/// attention-decode: seqlen_q the query tokens per sequence, seqlen_k the context).
+/// attention-decode: seqlen_q the query tokens per sequence, seqlen_k the context), or for
+/// the layer norm ops the call's rows, columns, norm and fused adds (`attention` unused).
 struct TuningProblem {
   TunedOp op = TunedOp::attention_forward;
   DType dtype = DType::bf16;
@@ -41,32 +51,44 @@ struct TuningProblem {
   /// attention-decode: the SMs the default's split count fills (the device's; 0 takes the
   /// arch's usual count, as `flashjit autotune --plan` does without a device).
   int sm_count = 0;
+  /// layernorm, layernorm-backward: the shape of x and what the call fuses.
+  kernels::LayerNormShape norm;
 };
 
 /// The database key of `problem` (mask kind and softcap as the call needs them, the active
 /// templates' digest, bucketed sizes; for attention-decode the cache layout, batch, context,
-/// key/value heads and query heads per key/value head).
+/// key/value heads and query heads per key/value head; for the layer norm ops the columns,
+/// rows, norm and fused adds).
 TuningKey tuning_key(const TuningProblem& problem);
 
 /// FLOPs of one call as FlashAttention counts them (../shared/GPU.md): 4 · batch · heads_q ·
 /// seqlen_q · seqlen_k · head_dim for the forward (two matrix products), halved for causal;
 /// a sliding window counts the (query, key) pairs it keeps. The backward is 2.5 times that.
+/// 0 for the layer norm ops, which problem_bytes measures.
 double problem_flops(const TuningProblem& problem);
 
-/// The bytes of keys and values one attention-decode call reads (what bounds it: decoding is
-/// memory-bound); 0 for the other ops.
-double problem_cache_bytes(const TuningProblem& problem);
+/// The bytes one call of a memory-bound op moves, what bounds it (0 for the attention forward
+/// and backward): attention-decode's keys and values read; a layer norm's tensors read and
+/// written once each (forward: x, residual, bias, gamma, beta; y, sum, mean, rstd; backward: x,
+/// dy, gamma, mean, rstd; dx, dgamma, dbeta, dbias), not its backward's fp32 partials.
+double problem_bytes(const TuningProblem& problem);
 
-/// A config of any op (the forward's, the backward's, attention-decode's).
+/// Whether `problem` has no work to time (no batch, query or key; no row).
+bool problem_empty(const TuningProblem& problem);
+
+/// A config of any op (the forward's, the backward's, attention-decode's, the layer norms').
 using TunedConfig =
-    std::variant<kernels::ForwardConfig, kernels::BackwardConfig, kernels::InferenceConfig>;
+    std::variant<kernels::ForwardConfig, kernels::BackwardConfig, kernels::InferenceConfig,
+                 kernels::LayerNormConfig, kernels::LayerNormBackwardConfig>;
 
 /// The config's name in the database and tables: "br128.bc64.w4.s2" (forward; ".qreg" added
 /// when Q stays in registers, ".wgmma" or ".tma" for the Hopper paths' kernels, then ".overlap",
 /// ".pingpong" and ".pshared" for the TMA path's schedule and P's place), "br64.bc128.w8.s2"
 /// (backward: the dK/dV kernel's tile), "br64.bc128.w8.s2.dq.br64.bc64.w4" (deterministic backward:
 /// and the dQ kernel's), "br64.bc64.w4.s2.splits8" (attention-decode: the tile and the split
-/// count; the layout flags follow from the key).
+/// count; the layout flags follow from the key), "c4096.t128.v4" (layer norm, forward or
+/// backward: the row-length bucket, "cany" for the unbounded one, threads per row, vector
+/// width; dtype and norm follow from the key).
 std::string config_name(const TunedConfig& config);
 
 /// Every kernel a call of `config` launches on `arch`, in launch order.
@@ -77,7 +99,8 @@ std::vector<detail::KernelSpec> config_specs(const TunedConfig& config, const st
 TunedConfig default_config(const TuningProblem& problem, const std::string& arch);
 
 /// Every config of the problem's space (dtype, head dim, mask kind, softcap; attention-decode:
-/// decode_configs), in the space's fixed order.
+/// decode_configs; the layer norm ops: layer_norm_configs of the dtype and norm, every bucket),
+/// in the space's fixed order.
 std::vector<TunedConfig> space_configs(const TuningProblem& problem);
 
 /// One candidate and what the tuner learned about it.
@@ -104,11 +127,16 @@ Candidate make_candidate(const TunedConfig& config, const std::string& arch);
 /// For attention-decode the default is added when its split count is not among the space's.
 std::vector<Candidate> enumerate_candidates(const TuningProblem& problem, const std::string& arch);
 
+/// Why `config` cannot run `problem` at all ("" when it can): a layer norm bucket shorter than
+/// the row. Such a config is pruned, and never taken from the database.
+std::string cannot_run(const TunedConfig& config, const TuningProblem& problem);
+
 /// Static pruning, before any compile: shared memory over `shared_limit` (the device's opt-in
-/// limit, or the arch's with --plan), and tiles larger than the problem (Br past the query
-/// length's bucket, Bc past the key length's, when the space has a smaller tile; for
-/// attention-decode, Br past the packed rows, and more splits than key blocks). The default
-/// is never pruned for size: it is the baseline every winner must beat.
+/// limit, or the arch's with --plan), configs that cannot_run the problem, and tiles larger
+/// than the problem (Br past the query length's bucket, Bc past the key length's, when the
+/// space has a smaller tile; for attention-decode, Br past the packed rows, and more splits
+/// than key blocks; for the layer norm ops, a bounded bucket past the smallest one that holds
+/// the row). The default is never pruned for size: it is the baseline every winner must beat.
 void prune_static(std::vector<Candidate>& candidates, const TuningProblem& problem,
                   int shared_limit);
 

@@ -205,7 +205,7 @@ TuneReport tune(TuningState& state, const TuningProblem& problem, const TuneOpti
   report.problem = problem;
   report.key = tuning_key(problem);
   report.flops = problem_flops(problem);
-  report.cache_bytes = problem_cache_bytes(problem);
+  report.bytes = problem_bytes(problem);
   std::function<void(int, int)> compile_progress;
   if (options.progress) {
     compile_progress = [&](int done, int total) { options.progress("compile", done, total); };

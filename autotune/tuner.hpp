@@ -33,7 +33,7 @@ struct TuneReport {
   TuningProblem problem;
   TuningKey key;
   double flops = 0;                      ///< problem_flops(problem)
-  double cache_bytes = 0;                ///< problem_cache_bytes(problem)
+  double bytes = 0;                      ///< problem_bytes(problem)
   std::vector<Candidate> candidates;     ///< every candidate, the pruned ones with a reason
   std::vector<CandidateTiming> timings;  ///< this run's measurements, in candidate order
   TuningEntry entry;               ///< the entry as stored (merged with what the file held before)

@@ -245,6 +245,10 @@ std::int64_t shape_bucket(std::int64_t n) {
 
 std::string TuningKey::to_string() const {
   const auto bucket = [](std::int64_t n) { return std::to_string(shape_bucket(n)); };
+  if (!norm.empty()) {
+    return op + "/" + template_hash + "/" + dtype + "/c" + bucket(cols) + "/r" + bucket(rows) +
+           "/" + norm;
+  }
   const std::string head = op + "/" + template_hash + "/" + dtype + "/hdim" +
                            std::to_string(head_dim) + "/" + mask + (softcap ? ".softcap" : "") +
                            (deterministic ? ".deterministic" : "");

@@ -6,8 +6,9 @@
 //                "candidates": { "<config>": { "ms": 0.123 | null, "status": "ok" | why } } },
 //     ... }
 // A key holds the op, its templates' hash, dtype, head dim, mask kind, softcap and power-of-two
-// buckets of the sequence lengths and batch·heads. Every candidate's median is kept, so a new
-// candidate later needs one new measurement. Writers lock, re-read, merge and rename; a file
+// buckets of the sequence lengths and batch·heads (a layer norm's: buckets of its columns and
+// rows, its norm and fused adds; see TuningKey::to_string). Every candidate's median is kept, so a
+// new candidate later needs one new measurement. Writers lock, re-read, merge and rename; a file
 // that is corrupt or whose `_meta` differs is ignored and never overwritten.
 #include <cstdint>
 #include <filesystem>
@@ -60,12 +61,19 @@ struct TuningKey {
   std::int64_t batch = 0;
   std::int64_t heads_kv = 0;
   std::int64_t group = 0;
+  /// layernorm and layernorm-backward only (else empty or 0; the attention fields unused): the
+  /// norm, "ln" or "rms", with the fused work (".bias", ".residual"; the backward's ".dbias"),
+  /// the rows and the columns.
+  std::string norm;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
 
   /// The entry's name in the file, e.g.
   /// "attention-forward/3f2a…/bf16/hdim128/window/q1024/k1024/bh32" (".softcap", then
-  /// ".deterministic", after the mask when on), or for attention-decode
-  /// "attention-decode/3f2a…/bf16/hdim128/none/paged16/q1/k4096/b8/hkv8/g8", with every size
-  /// replaced by its bucket.
+  /// ".deterministic", after the mask when on), for attention-decode
+  /// "attention-decode/3f2a…/bf16/hdim128/none/paged16/q1/k4096/b8/hkv8/g8", or for the layer
+  /// norm ops "layernorm/3f2a…/bf16/c1024/r8192/rms.residual", with every size replaced by its
+  /// bucket.
   std::string to_string() const;
 };
 

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "autotune/layer_norm_candidates.hpp"
 #include "autotune/tuner.hpp"
 #include "flashjit/error.hpp"
 #include "runtime/disk_cache.hpp"
@@ -22,7 +23,8 @@ std::optional<TunedConfig> config_named(const TuningProblem& problem, const std:
   configs.push_back(default_config(problem, arch));
   for (const TunedConfig& config : configs) {
     const int shared = std::visit([](const auto& c) { return c.shared_bytes(); }, config);
-    if (config_name(config) == name && static_cast<std::size_t>(shared) <= shared_limit) {
+    if (config_name(config) == name && static_cast<std::size_t>(shared) <= shared_limit &&
+        cannot_run(config, problem).empty()) {
       return config;
     }
   }
@@ -39,8 +41,9 @@ std::optional<TunedConfig> usable_winner(detail::RuntimeBackend& backend, const 
       config_named(problem, winner, device.arch(), device.shared_memory_optin);
   if (!config) {
     detail::warn_once("tuning-winner:" + key,
-                      ignored + " is not a config of this build's space that fits " + device.name +
-                          "'s shared memory; using the heuristic default");
+                      ignored +
+                          " is not a config of this build's space that runs the call and fits " +
+                          device.name + "'s shared memory; using the heuristic default");
     return std::nullopt;
   }
   for (const detail::KernelSpec& spec : config_specs(*config, device.arch())) {
@@ -114,6 +117,19 @@ void TuningState::remember(const TuningKey& key, const TuningEntry& entry) {
 }
 
 TuningState::ShapeClass TuningState::shape_class(const TuningProblem& problem) {
+  if (is_layer_norm(problem.op)) {
+    const kernels::LayerNormShape& n = problem.norm;
+    ShapeClass shape{};
+    shape.op = problem.op;
+    shape.dtype = problem.dtype;
+    shape.mask = MaskKind::none;
+    shape.rows_bucket = shape_bucket(n.rows);
+    shape.cols_bucket = shape_bucket(n.cols);
+    shape.rms = n.rms;
+    shape.norm_bias = n.bias;
+    shape.norm_residual = n.residual && problem.op == TunedOp::layer_norm;  // as the key
+    return shape;
+  }
   const Attention& a = problem.attention;
   const bool decode = problem.op == TunedOp::attention_decode;
   const std::int64_t group = a.heads_kv > 0 ? a.heads_q / a.heads_kv : 0;
@@ -130,7 +146,12 @@ TuningState::ShapeClass TuningState::shape_class(const TuningProblem& problem) {
           decode ? shape_bucket(a.heads_kv) : 0,
           decode ? shape_bucket(group) : 0,
           problem.cache.varlen,
-          problem.cache.page_size};
+          problem.cache.page_size,
+          0,
+          0,
+          false,
+          false,
+          false};
 }
 
 std::optional<std::optional<TunedConfig>> TuningState::memoized(const ShapeClass& shape) {
@@ -147,26 +168,36 @@ void TuningState::memoize(const ShapeClass& shape, const std::optional<TunedConf
 
 kernels::ForwardConfig TuningState::forward_config(const Attention& attention, DType dtype) {
   return std::get<kernels::ForwardConfig>(
-      choose_config(*this, {TunedOp::attention_forward, dtype, attention, {}, 0}));
+      choose_config(*this, {TunedOp::attention_forward, dtype, attention, {}, 0, {}}));
 }
 
 kernels::BackwardConfig TuningState::backward_config(const Attention& attention, DType dtype) {
   return std::get<kernels::BackwardConfig>(
-      choose_config(*this, {TunedOp::attention_backward, dtype, attention, {}, 0}));
+      choose_config(*this, {TunedOp::attention_backward, dtype, attention, {}, 0, {}}));
 }
 
 kernels::InferenceConfig TuningState::decode_config(const Attention& attention,
                                                     kernels::CacheLayout cache, DType dtype) {
   const TuningProblem problem{TunedOp::attention_decode, dtype, attention, cache,
-                              backend_.info().sm_count};
+                              backend_.info().sm_count,  {}};
   return std::get<kernels::InferenceConfig>(choose_config(*this, problem));
+}
+
+kernels::LayerNormConfig TuningState::layer_norm_config(const kernels::LayerNormShape& shape,
+                                                        DType dtype) {
+  const TuningProblem problem{TunedOp::layer_norm, dtype, {}, {}, 0, shape};
+  return std::get<kernels::LayerNormConfig>(choose_config(*this, problem));
+}
+
+kernels::LayerNormBackwardConfig TuningState::layer_norm_backward_config(
+    const kernels::LayerNormShape& shape, DType dtype) {
+  const TuningProblem problem{TunedOp::layer_norm_backward, dtype, {}, {}, 0, shape};
+  return std::get<kernels::LayerNormBackwardConfig>(choose_config(*this, problem));
 }
 
 TunedConfig choose_config(TuningState& state, const TuningProblem& problem) {
   detail::RuntimeBackend& backend = state.backend();
-  const Attention& a = problem.attention;
-  const bool empty = a.batch == 0 || a.seqlen_q == 0 || a.seqlen_k == 0;  // nothing to time
-  if (state.policy() == TuningPolicy::off || empty) {
+  if (state.policy() == TuningPolicy::off || problem_empty(problem)) {  // empty: nothing to time
     return default_config(problem, backend.info().arch());
   }
   // The launch path: a shape seen before costs one map lookup, no key string.

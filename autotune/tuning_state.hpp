@@ -42,6 +42,12 @@ class TuningState final : public kernels::ConfigChoice {
   /// choose_config for a decoding call (attention-decode, on this backend's SM count).
   kernels::InferenceConfig decode_config(const Attention& attention, kernels::CacheLayout cache,
                                          DType dtype) override;
+  /// choose_config for a layer norm call (layernorm).
+  kernels::LayerNormConfig layer_norm_config(const kernels::LayerNormShape& shape,
+                                             DType dtype) override;
+  /// choose_config for a layer norm backward call (layernorm-backward).
+  kernels::LayerNormBackwardConfig layer_norm_backward_config(const kernels::LayerNormShape& shape,
+                                                              DType dtype) override;
 
   /// The backend this state tunes on.
   detail::RuntimeBackend& backend() const { return backend_; }
@@ -74,6 +80,10 @@ class TuningState final : public kernels::ConfigChoice {
     std::int64_t batch_bucket, heads_kv_bucket, group_bucket;
     bool varlen;
     std::int64_t page_size;
+    // The layer norm ops' (0 or false for the others; the attention fields are then 0): its
+    // key's row and column buckets, the norm and the fused adds.
+    std::int64_t rows_bucket, cols_bucket;
+    bool rms, norm_bias, norm_residual;
     auto operator<=>(const ShapeClass&) const = default;
   };
   static ShapeClass shape_class(const TuningProblem& problem);
@@ -96,10 +106,11 @@ class TuningState final : public kernels::ConfigChoice {
   std::map<ShapeClass, std::optional<TunedConfig>> chosen_;
 };
 
-/// The config forward() or backward() runs `problem` with on `state`'s backend: the heuristic
-/// default under policy off; the database's winner under cached (the default when the shape is
-/// not in it, or its winner no longer fits the space or the device); under automatic, a shape
-/// not in the database is tuned first (tune(), persisted) and its winner used.
+/// The config forward(), backward() or layer_norm() (and its backward) runs `problem` with on
+/// `state`'s backend: the heuristic default under policy off; the database's winner under cached
+/// (the default when the shape is not in it, or its winner no longer fits the space or the device);
+/// under automatic, a shape not in the database is tuned first (tune(), persisted) and its winner
+/// used.
 TunedConfig choose_config(TuningState& state, const TuningProblem& problem);
 
 }  // namespace flashjit::autotune

@@ -1,7 +1,8 @@
 #pragma once
 // The inputs and outputs the tuner runs each candidate on: random inputs in the runtime's
-// memory, laid out as the problem's calls have them (a dense batch, or a paged KV cache for
-// attention-decode), and the op's outputs read back to check each candidate against the default.
+// memory, laid out as the problem's calls have them (a dense batch, a paged KV cache for
+// attention-decode, a layer norm's rows), and the op's outputs read back to check each
+// candidate against the default.
 #include <memory>
 #include <random>
 #include <vector>
@@ -17,7 +18,8 @@ class TuningWorkspace {
   virtual ~TuningWorkspace() = default;
   /// Runs `config` (a config of the problem's op) once on `stream`.
   virtual void run(const TunedConfig& config, Stream stream) = 0;
-  /// The op's outputs as floats (O; or dQ, dK and dV one after the other), after a run.
+  /// The op's outputs as floats (O; or dQ, dK and dV one after the other; a layer norm's every
+  /// output), after a run.
   virtual std::vector<float> outputs() = 0;
 };
 
@@ -40,6 +42,12 @@ DeviceBuffer upload_16bit(detail::RuntimeBackend& backend, DType dtype, std::int
 /// The f16 or bf16 elements of `buffer` as floats.
 std::vector<float> read_16bit(detail::RuntimeBackend& backend, const DeviceBuffer& buffer,
                               DType dtype);
+
+/// The layer norm ops' workspace (layer_norm_workspace.cpp): x, gamma, beta and the fused
+/// adds' inputs at random, the outputs a training step writes; for the backward, dy at random
+/// and the default forward's mean and rstd.
+std::unique_ptr<TuningWorkspace> make_layer_norm_workspace(detail::RuntimeBackend& backend,
+                                                           const TuningProblem& problem);
 
 /// attention-decode's workspace (decode_workspace.cpp): a paged cache with a shuffled page
 /// table, or a dense one, every sequence of the full context.

@@ -7,11 +7,12 @@
 #include "kernels/attention_backward.hpp"
 #include "kernels/attention_forward.hpp"
 #include "kernels/attention_inference_config.hpp"
+#include "kernels/layer_norm.hpp"
 #include "runtime/runtime_backend.hpp"
 
 namespace flashjit::kernels {
 
-/// Chooses the tile config of each attention call.
+/// Chooses the config of each attention and layer norm call.
 class ConfigChoice {
  public:
   virtual ~ConfigChoice() = default;
@@ -25,6 +26,13 @@ class ConfigChoice {
   /// space, or default_inference_config, that fits the device.
   virtual InferenceConfig decode_config(const Attention& attention, CacheLayout layout,
                                         DType dtype) = 0;
+  /// The config of a validated layer norm call with at least one row, of `shape` on `dtype`
+  /// tensors: a config of layer_norm_configs() for the dtype and norm whose bucket holds the
+  /// row, or default_layer_norm_config.
+  virtual LayerNormConfig layer_norm_config(const LayerNormShape& shape, DType dtype) = 0;
+  /// The backward's config (its row kernel's), as layer_norm_config.
+  virtual LayerNormBackwardConfig layer_norm_backward_config(const LayerNormShape& shape,
+                                                             DType dtype) = 0;
 };
 
 /// Runtime::forward on `backend`: validates the call (InvalidArgument naming the argument;

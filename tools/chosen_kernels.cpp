@@ -6,15 +6,11 @@
 
 namespace flashjit::tools {
 
-std::string chosen_kernels(Runtime& runtime, const Attention& attention, DType dtype, bool backward,
-                           const std::optional<autotune::TunedConfig>& named) {
+namespace {
+
+std::string kernels_of(Runtime& runtime, const autotune::TuningProblem& problem,
+                       const std::optional<autotune::TunedConfig>& named) {
   const std::string arch = runtime.device().arch();
-  const autotune::TuningProblem problem{
-      backward ? autotune::TunedOp::attention_backward : autotune::TunedOp::attention_forward,
-      dtype,
-      attention,
-      {},
-      0};
   const autotune::TunedConfig chosen =
       named ? *named : autotune::choose_config(detail::tuning_of(runtime), problem);
   std::string names;
@@ -24,6 +20,24 @@ std::string chosen_kernels(Runtime& runtime, const Attention& attention, DType d
   if (named) return names + " (--config)";
   const bool tuned = chosen != autotune::default_config(problem, arch);
   return names + (tuned ? " (tuned: from the tuning database)" : " (heuristic default)");
+}
+
+}  // namespace
+
+std::string chosen_kernels(Runtime& runtime, const Attention& attention, DType dtype, bool backward,
+                           const std::optional<autotune::TunedConfig>& named) {
+  const autotune::TuningProblem problem{
+      backward ? autotune::TunedOp::attention_backward : autotune::TunedOp::attention_forward,
+      dtype,
+      attention,
+      {},
+      0,
+      {}};
+  return kernels_of(runtime, problem, named);
+}
+
+std::string chosen_kernels(Runtime& runtime, const autotune::TuningProblem& problem) {
+  return kernels_of(runtime, problem, std::nullopt);
 }
 
 autotune::TunedConfig named_config(const autotune::TuningProblem& problem, const std::string& name,

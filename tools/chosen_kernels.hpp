@@ -19,6 +19,10 @@ namespace flashjit::tools {
 std::string chosen_kernels(Runtime& runtime, const Attention& attention, DType dtype, bool backward,
                            const std::optional<autotune::TunedConfig>& named = std::nullopt);
 
+/// The kernels of the config the runtime runs `problem` with (any tuned op, as above, without
+/// `named`): their names, then where the config came from.
+std::string chosen_kernels(Runtime& runtime, const autotune::TuningProblem& problem);
+
 /// The config of `problem`'s space called `name`, as `flashjit autotune --plan` prints it
 /// ("br64.bc32.w4.s1" forward, "br64.bc64.w4" backward). Throws InvalidArgument(`flag`) when
 /// there is none, listing a few names there are.

@@ -15,6 +15,7 @@
 #include "commands.hpp"
 #include "flashjit/error.hpp"
 #include "format.hpp"
+#include "layer_norm/layer_norm_space.cuh"
 #include "runtime/disk_cache.hpp"
 #include "runtime/parallel.hpp"
 
@@ -43,6 +44,13 @@ struct AutotuneOptions {
   std::vector<std::string> only;
   std::string database;
   bool deterministic = false;
+  // The layer norm ops' shapes: every rows x cols, RMS norm or not, and the fused adds
+  // (layernorm-backward: --bias tunes the backward that writes dbias).
+  std::vector<std::int64_t> rows = {8192};
+  std::vector<int> cols = {1024};
+  bool rms = false;
+  bool bias = false;
+  bool residual = false;
 };
 
 // The library's checks of a problem, reported against the flag that set the field, before
@@ -98,6 +106,26 @@ void add_decode_problems(const AutotuneOptions& o, DType dtype, int head_dim, bo
   }
 }
 
+// The layer norm problems of one op and dtype: every rows x cols.
+void add_layer_norm_problems(const AutotuneOptions& o, autotune::TunedOp op, DType dtype,
+                             std::vector<autotune::TuningProblem>& list) {
+  for (int cols : o.cols) {
+    if (cols < 1 || cols > layer_norm_space::kMaxCols) {
+      throw InvalidArgument("--cols", "is " + std::to_string(cols) + "; must be from 1 to " +
+                                          std::to_string(layer_norm_space::kMaxCols));
+    }
+    for (std::int64_t rows : o.rows) {
+      if (rows < 1) throw InvalidArgument("--rows", "must be at least 1 to be timed");
+      autotune::TuningProblem p;
+      p.op = op;
+      p.dtype = dtype;
+      const bool backward = op == autotune::TunedOp::layer_norm_backward;
+      p.norm = {rows, cols, o.rms, o.bias, o.residual && !backward};
+      list.push_back(p);
+    }
+  }
+}
+
 // Every problem the options describe, in a fixed order.
 std::vector<autotune::TuningProblem> problems(const AutotuneOptions& o) {
   if (o.page_size < 0 || o.page_size % 16 != 0) {
@@ -116,16 +144,22 @@ std::vector<autotune::TuningProblem> problems(const AutotuneOptions& o) {
   std::vector<autotune::TuningProblem> list;
   for (const std::string& op : o.ops) {
     for (const std::string& dtype : o.dtypes) {
+      const autotune::TunedOp tuned = autotune::parse_tuned_op(op, "--op");
+      if (tuned == autotune::TunedOp::layer_norm ||
+          tuned == autotune::TunedOp::layer_norm_backward) {
+        add_layer_norm_problems(o, tuned, parse_dtype(dtype, "--dtype"), list);
+        continue;
+      }
       for (int head_dim : o.head_dims) {
         for (bool causal : causal_values) {
-          if (autotune::parse_tuned_op(op, "--op") == autotune::TunedOp::attention_decode) {
+          if (tuned == autotune::TunedOp::attention_decode) {
             add_decode_problems(o, parse_dtype(dtype, "--dtype"), head_dim, causal, list);
             continue;
           }
           for (std::int64_t seqlen : o.seqlens) {
             for (std::int64_t bh : o.batch_heads) {
               autotune::TuningProblem p;
-              p.op = autotune::parse_tuned_op(op, "--op");
+              p.op = tuned;
               p.dtype = parse_dtype(dtype, "--dtype");
               // batch·heads splits into heads of --heads each when it divides, else one batch.
               const std::int64_t heads = bh % o.heads == 0 ? o.heads : bh;
@@ -150,6 +184,14 @@ std::vector<autotune::TuningProblem> problems(const AutotuneOptions& o) {
 
 std::string describe(const autotune::TuningProblem& p) {
   const Attention& a = p.attention;
+  if (p.op == autotune::TunedOp::layer_norm || p.op == autotune::TunedOp::layer_norm_backward) {
+    const bool backward = p.op == autotune::TunedOp::layer_norm_backward;
+    return std::string(autotune::tuned_op_name(p.op)) + " " + std::string(dtype_name(p.dtype)) +
+           " " + std::to_string(p.norm.rows) + " rows x " + std::to_string(p.norm.cols) +
+           " cols, " + (p.norm.rms ? "RMS norm" : "layer norm") +
+           (p.norm.bias ? (backward ? ", dbias" : ", + bias") : "") +
+           (p.norm.residual ? ", + residual" : "");
+  }
   if (p.op == autotune::TunedOp::attention_decode) {
     return std::string(autotune::tuned_op_name(p.op)) + " " + std::string(dtype_name(p.dtype)) +
            " hdim" + std::to_string(a.head_dim) + " batch " + std::to_string(a.batch) + " x " +
@@ -187,16 +229,18 @@ class Progress {
 };
 
 void print_report(const autotune::TuneReport& report) {
-  // A decoding call is bound by its reads of the cache: GB/s says how close it gets.
-  const bool decode = report.cache_bytes > 0;
-  const double work = decode ? report.cache_bytes : report.flops;
-  std::printf("  %-30s %10s %9s  %s\n", "config", "ms", decode ? "GB/s" : "TFLOP/s", "status");
+  // A decoding call (its reads of the cache) and a layer norm (its tensors read and written)
+  // are bound by memory: GB/s says how close they get.
+  const bool memory_bound = report.bytes > 0;
+  const double work = memory_bound ? report.bytes : report.flops;
+  std::printf("  %-30s %10s %9s  %s\n", "config", "ms", memory_bound ? "GB/s" : "TFLOP/s",
+              "status");
   for (const autotune::CandidateTiming& t : report.timings) {
     const bool winner = t.config == report.entry.winner;
     const bool fallback = t.config == report.entry.default_config;
     if (std::isfinite(t.median_ms)) {
       std::printf("%s %-30s %10.4f %9.1f  %s%s\n", winner ? "*" : " ", t.config.c_str(),
-                  t.median_ms, work / (t.median_ms * (decode ? 1e6 : 1e9)), t.status.c_str(),
+                  t.median_ms, work / (t.median_ms * (memory_bound ? 1e6 : 1e9)), t.status.c_str(),
                   fallback ? " (default)" : "");
     } else {
       std::printf("  %-30s %10s %9s  %s%s\n", t.config.c_str(), "-", "-", t.status.c_str(),
@@ -331,7 +375,9 @@ Subcommand add_autotune_command(CLI::App& app) {
   auto o = std::make_shared<AutotuneOptions>();
   CLI::App* cmd = app.add_subcommand(
       "autotune", "Time every candidate config per shape on the GPU and keep the fastest");
-  cmd->add_option("--op", o->ops, "attention-forward, attention-backward, attention-decode")
+  cmd->add_option("--op", o->ops,
+                  "attention-forward, attention-backward, attention-decode, layernorm, "
+                  "layernorm-backward")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--head-dim", o->head_dims, "Head dims (multiples of 8 up to 256)")
@@ -358,7 +404,16 @@ Subcommand add_autotune_command(CLI::App& app) {
   cmd->add_option("--page-size", o->page_size,
                   "attention-decode: keys per page of the cache (0: a dense cache)")
       ->capture_default_str();
-  cmd->add_option("--dtype", o->dtypes, "bf16 and/or fp16")->delimiter(',')->capture_default_str();
+  cmd->add_option("--rows", o->rows, "layernorm: rows of x")->delimiter(',')->capture_default_str();
+  cmd->add_option("--cols", o->cols, "layernorm: columns of x (1-65536)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_flag("--rms", o->rms, "layernorm: RMS norm");
+  cmd->add_flag("--bias", o->bias, "layernorm: a fused bias add (the backward: writes dbias)");
+  cmd->add_flag("--residual", o->residual, "layernorm: a fused residual add (forward only)");
+  cmd->add_option("--dtype", o->dtypes, "bf16 and/or fp16 (layernorm: fp32 too)")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--causal", o->causal, "true, false or both")->capture_default_str();
   cmd->add_option("-j,--jobs", o->jobs, "Parallel compiles")->check(CLI::Range(1, 64));
   cmd->add_option("--budget-ms", o->budget_ms, "Timing budget per candidate (ms)")

@@ -153,7 +153,8 @@ autotune::TuningProblem run_problem(const RunOptions& options, const testing::Fo
       c.dtype,
       c.attention(),
       {},
-      0};
+      0,
+      {}};
   problem.attention.deterministic = backward && options.deterministic;
   return problem;
 }

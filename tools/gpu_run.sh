@@ -22,8 +22,9 @@
 # The other two run together in one call (the tuning database lives in FLASHJIT_CACHE_DIR,
 # which a fresh machine does not keep):
 #   autotune      `flashjit autotune` over the benchmark's shapes (head dims 64 and 128,
-#                 batch x seqlen = 16k, causal and not, forward and backward; AUTOTUNE_ARGS
-#                 adds options, e.g. "--dtype bf16,fp16")                     -> autotune.log
+#                 batch x seqlen = 16k, causal and not, forward and backward; the decode
+#                 and layer norm benchmarks' shapes; AUTOTUNE_ARGS adds options to the
+#                 attention ones, e.g. "--dtype bf16,fp16")                   -> autotune.log
 #   bench-tuned   bench/attention.py again, now with the tuned configs
 #                                                     -> <date>-<device>-tuned.md and .log
 #
@@ -263,6 +264,17 @@ run_autotune() {
       --queries 1,4 --page-size 16 || rc=$?
   else
     echo "== out of time: the decode shapes were not tuned"
+  fi
+  # The layer norm benchmark's shapes (bench/layernorm.py), forward and backward, bf16.
+  if ((end - SECONDS >= 15)); then
+    echo "\$ $flashjit autotune --op layernorm,layernorm-backward --rows 4096,32768" \
+      "--cols 768,1024,4096,8192,16384; then --rows 1024 --cols 65536"
+    timeout --kill-after=10 $((end - SECONDS)) "$flashjit" autotune \
+      --op layernorm,layernorm-backward --rows 4096,32768 --cols 768,1024,4096,8192,16384 || rc=$?
+    timeout --kill-after=10 $((end - SECONDS)) "$flashjit" autotune \
+      --op layernorm,layernorm-backward --rows 1024 --cols 65536 || rc=$?
+  else
+    echo "== out of time: the layer norm shapes were not tuned"
   fi
   echo "\$ $flashjit autotune show"
   "$flashjit" autotune show

@@ -4,9 +4,9 @@
 #include <cstdio>
 
 #include "cases/layer_norm_case.hpp"
+#include "chosen_kernels.hpp"
 #include "flashjit/error.hpp"
 #include "format.hpp"
-#include "kernels/layer_norm.hpp"
 #include "layer_norm/layer_norm_space.cuh"
 
 namespace flashjit::tools {
@@ -50,12 +50,16 @@ int run_layer_norm_op(Runtime& runtime, const LayerNormRun& run) {
               static_cast<long long>(c.cols), std::string(dtype_name(c.dtype)).c_str(),
               c.rms ? "RMS norm" : "layer norm", c.bias ? ", + bias" : "",
               c.residual ? ", + residual" : "");
-  const auto config = kernels::default_layer_norm_config(c.dtype, c.rms, static_cast<int>(c.cols));
-  const std::string arch = runtime.device().arch();
-  std::printf("kernel:  %s, %s, %s\n",
-              kernels::layer_norm_spec(config, arch).display_name().c_str(),
-              kernels::layer_norm_backward_spec(config, arch).display_name().c_str(),
-              kernels::layer_norm_param_grad_spec(c.dtype, arch).display_name().c_str());
+  // As the tuning policy chooses them for the calls below (which then find the choice memoized).
+  autotune::TuningProblem problem;
+  problem.op = autotune::TunedOp::layer_norm;
+  problem.dtype = c.dtype;
+  problem.norm = {c.rows, static_cast<int>(c.cols), c.rms, c.bias, c.residual};
+  const std::string forward_kernels = chosen_kernels(runtime, problem);
+  problem.op = autotune::TunedOp::layer_norm_backward;
+  problem.norm.residual = false;  // the backward's call: dbias written for a fused bias
+  std::printf("kernel:  %s; %s\n", forward_kernels.c_str(),
+              chosen_kernels(runtime, problem).c_str());
   std::fflush(stdout);
   const auto start = std::chrono::steady_clock::now();
   const testing::LayerNormVerdict forward = testing::run_layer_norm_case(runtime, c);

@@ -81,7 +81,7 @@ TEST_CASE("decode candidates: the mma.sync tiles with the call's layout flags, t
                                             [](const Candidate& c) { return c.is_default; });
   CHECK(inference_of(fallback).splits == 32);
   CHECK(fallback.config == default_config(p, "sm_90a"));
-  CHECK(problem_cache_bytes(p) == 2.0 * 2 * 4096 * 1 * 64 * 2);
+  CHECK(problem_bytes(p) == 2.0 * 2 * 4096 * 1 * 64 * 2);
   CHECK(problem_flops(p) == 4.0 * 2 * 8 * 1 * 4096 * 64);
 }
 
@@ -150,7 +150,7 @@ TEST_CASE("decode tuning on the emulator: split counts checked, stored, then run
     CHECK_MESSAGE(std::isfinite(t.median_ms), t.config << ": " << t.status);
     CHECK(t.status == "ok");  // each equals the default's output within rounding
   }
-  CHECK(report.cache_bytes == problem_cache_bytes(p));
+  CHECK(report.bytes == problem_bytes(p));
   REQUIRE(std::filesystem::exists(report.database));
   CHECK(TuningDatabase::load(report.database, state.meta()).find(report.key).has_value());
 

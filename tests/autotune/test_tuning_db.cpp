@@ -117,7 +117,8 @@ TEST_CASE("a key's string names every field with the sizes bucketed") {
           "attention-forward/3f2a9c/bf16/hdim128/window.softcap/q1024/k1024/bh32");
   }
   SUBCASE("softmax: rows, no keys, one head") {
-    TuningKey softmax{"softmax", "77aa", "f16", 4096, "none", false, 300, 0, 1, false, "", 0, 0, 0};
+    TuningKey softmax{"softmax", "77aa", "f16", 4096, "none", false, 300, 0, 1,
+                      false,     "",     0,     0,    0,      "",    0,   0};
     CHECK(softmax.to_string() == "softmax/77aa/f16/hdim4096/none/q512/k1/bh1");
   }
   SUBCASE("decode: the cache, then batch, key/value heads and group, each bucketed") {

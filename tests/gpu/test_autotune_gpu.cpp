@@ -114,3 +114,15 @@ TEST_CASE("autotune on the GPU: decoding on a paged cache, GQA 8:1, one and four
     check_end_to_end(p);
   }
 }
+
+TEST_CASE("autotune on the GPU: layer norm and its backward, 1024 and 4096 columns") {
+  for (TunedOp op : {TunedOp::layer_norm, TunedOp::layer_norm_backward}) {
+    for (int cols : {1024, 4096}) {
+      TuningProblem p;
+      p.op = op;
+      p.dtype = DType::bf16;
+      p.norm = {8192, cols, false, false, false};
+      check_end_to_end(p);
+    }
+  }
+}

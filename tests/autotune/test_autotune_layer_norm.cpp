@@ -1,0 +1,205 @@
+// The autotuner's layer norm ops without a GPU: their candidates (the dtype's and norm's
+// configs, every bucket), keys (columns, rows, norm and fused adds), static pruning by row
+// length, tuning end to end on the emulator, and Runtime::layer_norm and its backward running
+// a database winner under the cached policy.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "api/runtime_parts.hpp"
+#include "autotune/candidates.hpp"
+#include "autotune/tuner.hpp"
+#include "autotune/tuning_state.hpp"
+#include "cases/layer_norm_case.hpp"
+#include "flashjit/flashjit.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace flashjit;
+using namespace flashjit::autotune;
+using flashjit::testing::ScopedEnv;
+using flashjit::testing::TempDir;
+
+namespace {
+
+TuningProblem norm_problem(std::int64_t rows, int cols, TunedOp op = TunedOp::layer_norm) {
+  TuningProblem p;
+  p.op = op;
+  p.dtype = DType::bf16;
+  p.norm = {rows, cols, false, false, false};
+  return p;
+}
+
+const Candidate& default_of(const std::vector<Candidate>& candidates) {
+  return *std::find_if(candidates.begin(), candidates.end(),
+                       [](const Candidate& c) { return c.is_default; });
+}
+
+// A database entry for `problem` whose winner is `winner`, beside the default.
+void store_winner(TuningState& state, const TuningProblem& problem, const std::string& winner) {
+  const std::string fallback = config_name(default_config(problem, "sm_80"));
+  REQUIRE(fallback != winner);
+  TuningEntry entry;
+  entry.default_config = fallback;
+  entry.candidates = {{fallback, 2.0, "ok"}, {winner, 1.0, "ok"}};
+  entry.winner = pick_winner(entry.default_config, entry.candidates);
+  REQUIRE(entry.winner == winner);
+  merge_into_file(state.database(), state.meta(), tuning_key(problem), entry);
+}
+
+// Whether a kernel whose readable name starts with `stem` ran on `runtime` since its reset.
+bool ran(Runtime& runtime, const std::string& stem) {
+  const std::vector<KernelWork> work = runtime.emulated_work();
+  return std::any_of(work.begin(), work.end(),
+                     [&](const KernelWork& k) { return k.kernel.starts_with(stem); });
+}
+
+}  // namespace
+
+TEST_CASE("layer norm candidates: the dtype's and norm's space, one default, bytes") {
+  for (TunedOp op : {TunedOp::layer_norm, TunedOp::layer_norm_backward}) {
+    CAPTURE(tuned_op_name(op));
+    const TuningProblem p = norm_problem(100, 1000, op);
+    const std::vector<Candidate> candidates = enumerate_candidates(p, "sm_90a");
+    CHECK(candidates.size() == kernels::layer_norm_configs().size() / 6);  // 3 dtypes x 2 norms
+    std::set<std::string> names;
+    for (const Candidate& c : candidates) {
+      names.insert(c.name);
+      CHECK(c.specs.size() == (op == TunedOp::layer_norm ? 1u : 2u));  // backward: + dgamma
+      CHECK(c.threads == c.specs.front().threads);
+      CHECK(c.specs.front().traits.front() == "bf16");
+    }
+    CHECK(names.size() == candidates.size());
+    CHECK(std::count_if(candidates.begin(), candidates.end(),
+                        [](const Candidate& c) { return c.is_default; }) == 1);
+    // 1000 columns: the 1024 bucket, 128 threads of 8 values, 4-wide.
+    CHECK(default_of(candidates).name == "c1024.t128.v4");
+    CHECK(parse_tuned_op(tuned_op_name(op)) == op);
+  }
+  CHECK(std::string(tuned_op_name(TunedOp::layer_norm)) == "layernorm");
+  // x and y, gamma and beta, mean and rstd (bf16 tensors, fp32 statistics).
+  CHECK(problem_bytes(norm_problem(100, 1000)) == 2.0 * 100 * 1000 * 2 + 2.0 * 1000 * 2 + 800);
+  TuningProblem fused = norm_problem(100, 1000);
+  fused.norm.rms = fused.norm.bias = fused.norm.residual = true;
+  // + residual and sum, + bias, - beta, - mean.
+  CHECK(problem_bytes(fused) == 4.0 * 100 * 1000 * 2 + 2.0 * 1000 * 2 + 400);
+}
+
+TEST_CASE("layer norm key: columns and rows bucketed, then the norm and fused adds") {
+  const std::string key = tuning_key(norm_problem(100, 1000)).to_string();
+  CHECK(key.starts_with("layernorm/"));
+  CHECK(key.ends_with("/bf16/c1024/r128/ln"));
+  CHECK(tuning_key(norm_problem(65, 513)).to_string() == key);  // the same buckets
+  CHECK(tuning_key(norm_problem(129, 1000)).to_string() != key);
+  TuningProblem fused = norm_problem(100, 1000);
+  fused.norm.rms = fused.norm.bias = fused.norm.residual = true;
+  CHECK(tuning_key(fused).to_string().ends_with("/c1024/r128/rms.bias.residual"));
+  TuningProblem backward = norm_problem(100, 1000, TunedOp::layer_norm_backward);
+  backward.norm.bias = true;
+  CHECK(tuning_key(backward).to_string().starts_with("layernorm-backward/"));
+  CHECK(tuning_key(backward).to_string().ends_with("/c1024/r128/ln.dbias"));
+  // The memo of a runtime's choices separates what the key separates.
+  CHECK(TuningState::shape_class(norm_problem(100, 1000)) ==
+        TuningState::shape_class(norm_problem(65, 513)));
+  CHECK(TuningState::shape_class(norm_problem(100, 1000)) !=
+        TuningState::shape_class(norm_problem(100, 1500)));
+  CHECK(TuningState::shape_class(norm_problem(100, 1000)) != TuningState::shape_class(fused));
+  CHECK(TuningState::shape_class(norm_problem(100, 1000)) !=
+        TuningState::shape_class(norm_problem(100, 1000, TunedOp::layer_norm_backward)));
+}
+
+TEST_CASE("layer norm static pruning: buckets that cannot hold the row, or hold it with room") {
+  SUBCASE("1000 columns: c256 cannot, c4096 is larger than c1024") {
+    const TuningProblem p = norm_problem(100, 1000);
+    std::vector<Candidate> candidates = enumerate_candidates(p, "sm_90a");
+    prune_static(candidates, p, 227 * 1024);
+    int kept = 0;
+    for (const Candidate& c : candidates) {
+      CAPTURE(c.name);
+      if (c.name.starts_with("c256.")) {
+        CHECK(c.pruned == "c256 holds rows of at most 256 columns, not 1000");
+      } else if (c.name.starts_with("c4096.")) {
+        CHECK(c.pruned.starts_with("c4096 > c1024, the smallest bucket that holds 1000 columns"));
+      } else {
+        CHECK(c.pruned.empty());  // c1024 and the unbounded bucket
+        kept += 1;
+      }
+    }
+    CHECK(kept == 3 + 6);
+    CHECK(!cannot_run(std::get<kernels::LayerNormConfig>(candidates.front().config), p).empty());
+  }
+  SUBCASE("5000 columns: only the unbounded bucket, its default 512 threads 4-wide") {
+    const TuningProblem p = norm_problem(100, 5000, TunedOp::layer_norm_backward);
+    std::vector<Candidate> candidates = enumerate_candidates(p, "sm_90a");
+    prune_static(candidates, p, 227 * 1024);
+    for (const Candidate& c : candidates) {
+      CAPTURE(c.name);
+      CHECK(c.pruned.empty() == c.name.starts_with("cany."));
+    }
+    CHECK(default_of(candidates).name == "cany.t512.v4");
+  }
+}
+
+TEST_CASE("layer norm tuning on the emulator: forward and backward checked, timed and stored") {
+  TempDir cache_dir;
+  ScopedEnv cache_env("FLASHJIT_CACHE_DIR", cache_dir.path().c_str());
+  ScopedEnv policy_env("FLASHJIT_TUNING", nullptr);
+  Runtime runtime(RuntimeOptions{.backend = Backend::emulator, .tuning = TuningPolicy::cached});
+  TuningState& state = detail::tuning_of(runtime);
+  TuneOptions options;
+  options.jobs = 1;
+  options.timing = {.warmup_runs = 0, .min_runs = 1, .max_runs = 1, .budget_ms = 1};
+  for (TunedOp op : {TunedOp::layer_norm, TunedOp::layer_norm_backward}) {
+    CAPTURE(tuned_op_name(op));
+    TuningProblem p = norm_problem(8, 200, op);
+    p.norm.bias = true;  // forward: a fused bias add; backward: dbias
+    options.only = {"c256.t128.v1", "cany.t32.v4"};
+    const TuneReport report = tune(state, p, options);
+    REQUIRE(report.timings.size() == 3);  // the default (c256.t32.v4) and the two selected
+    for (const CandidateTiming& t : report.timings) {
+      CHECK_MESSAGE(std::isfinite(t.median_ms), t.config << ": " << t.status);
+      CHECK(t.status == "ok");  // each equals the default's outputs within rounding
+    }
+    CHECK(report.entry.default_config == "c256.t32.v4");
+    CHECK(report.bytes == problem_bytes(p));
+    REQUIRE(std::filesystem::exists(report.database));
+    CHECK(TuningDatabase::load(report.database, state.meta()).find(report.key).has_value());
+  }
+}
+
+TEST_CASE("a cached runtime's layer_norm and its backward run the database's winners") {
+  TempDir cache_dir;
+  ScopedEnv cache_env("FLASHJIT_CACHE_DIR", cache_dir.path().c_str());
+  ScopedEnv policy_env("FLASHJIT_TUNING", nullptr);
+  testing::LayerNormCase c;
+  c.rows = 6;
+  c.cols = 200;
+  c.dtype = DType::bf16;
+  c.bias = true;
+  {
+    Runtime writer(RuntimeOptions{.backend = Backend::emulator});
+    // Entries of other shapes in the same buckets (8 rows, 256 columns).
+    TuningProblem forward = norm_problem(7, 250);
+    forward.norm.bias = true;
+    store_winner(detail::tuning_of(writer), forward, "cany.t128.v1");
+    TuningProblem backward = norm_problem(5, 129, TunedOp::layer_norm_backward);
+    backward.norm.bias = true;
+    store_winner(detail::tuning_of(writer), backward, "c256.t128.v1");
+  }
+  Runtime cached(RuntimeOptions{.backend = Backend::emulator, .tuning = TuningPolicy::cached});
+  cached.reset_emulated_work();
+  const testing::LayerNormVerdict verdict = testing::run_layer_norm_backward_case(cached, c);
+  CHECK_MESSAGE(verdict.ok, verdict.describe());
+  CHECK(ran(cached, "layer_norm.bf16.ln.colsany.t128.v1"));
+  CHECK(ran(cached, "layer_norm_backward.bf16.ln.cols256.t128.v1"));
+  CHECK_FALSE(ran(cached, "layer_norm.bf16.ln.cols256.t32.v4"));  // the default's
+
+  // Policy off ignores the database.
+  Runtime off(RuntimeOptions{.backend = Backend::emulator, .tuning = TuningPolicy::off});
+  off.reset_emulated_work();
+  CHECK(testing::run_layer_norm_backward_case(off, c).ok);
+  CHECK(ran(off, "layer_norm.bf16.ln.cols256.t32.v4"));
+  CHECK(ran(off, "layer_norm_backward.bf16.ln.cols256.t32.v4"));
+}

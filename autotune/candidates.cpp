@@ -5,6 +5,7 @@
 #include <string>
 
 #include "autotune/layer_norm_candidates.hpp"
+#include "autotune/multiscale_candidates.hpp"
 #include "flashjit/error.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "runtime/parallel.hpp"
@@ -33,9 +34,11 @@ int problem_head_dim(const TuningProblem& problem) {
 // every dQ tile beside the default's dK/dV tile (n + m - 1 runs instead of n x m), and then
 // the pair of the two fastest (tuner.cpp).
 bool timed_alone(const TunedConfig& config, const TunedConfig& fallback) {
-  const auto* backward = std::get_if<BackwardConfig>(&config);
+  const TunedConfig tiles = attention_tiles(config);  // retention's backward pairs the same way
+  const auto* backward = std::get_if<BackwardConfig>(&tiles);
   if (backward == nullptr || !backward->deterministic) return true;
-  const auto& base = std::get<BackwardConfig>(fallback);
+  const TunedConfig fallback_tiles = attention_tiles(fallback);
+  const auto& base = std::get<BackwardConfig>(fallback_tiles);
   return backward->key == base.key || backward->query == base.query;
 }
 
@@ -47,14 +50,15 @@ Candidate make_candidate(const TunedConfig& config, const std::string& arch) {
   candidate.name = config_name(config);
   candidate.specs = config_specs(config, arch);
   candidate.shared_bytes = std::visit([](const auto& c) { return c.shared_bytes(); }, config);
+  const TunedConfig tiles = attention_tiles(config);  // retention runs attention's tiles
   if (is_layer_norm_config(config)) {
     candidate.threads = candidate.specs.front().threads;  // the row kernel's block
-  } else if (const auto* backward = std::get_if<BackwardConfig>(&config)) {
+  } else if (const auto* backward = std::get_if<BackwardConfig>(&tiles)) {
     candidate.threads = backward->key.warps * 32;  // the main kernel's
   } else if (const auto* inference = std::get_if<InferenceConfig>(&config)) {
     candidate.threads = inference->forward.warps * 32;
   } else {
-    candidate.threads = std::get<ForwardConfig>(config).warps * 32;
+    candidate.threads = std::get<ForwardConfig>(tiles).warps * 32;
   }
   return candidate;
 }
@@ -67,6 +71,7 @@ struct Tiles {
   int block_n;
 };
 Tiles tiles_of(const TunedConfig& config) {
+  if (is_multiscale_config(config)) return tiles_of(attention_tiles(config));
   if (const auto* forward = std::get_if<ForwardConfig>(&config)) {
     return {forward->block_m, forward->block_n};
   }
@@ -105,20 +110,25 @@ const char* tuned_op_name(TunedOp op) {
       return "layernorm";
     case TunedOp::layer_norm_backward:
       return "layernorm-backward";
+    case TunedOp::multiscale_forward:
+      return "multiscale-forward";
+    case TunedOp::multiscale_backward:
+      return "multiscale-backward";
   }
   return "?";
 }
 
 TunedOp parse_tuned_op(const std::string& name, const std::string& argument) {
-  for (TunedOp op :
-       {TunedOp::attention_forward, TunedOp::attention_backward, TunedOp::attention_decode,
-        TunedOp::layer_norm, TunedOp::layer_norm_backward}) {
+  for (TunedOp op : {TunedOp::attention_forward, TunedOp::attention_backward,
+                     TunedOp::attention_decode, TunedOp::layer_norm, TunedOp::layer_norm_backward,
+                     TunedOp::multiscale_forward, TunedOp::multiscale_backward}) {
     if (name == tuned_op_name(op)) return op;
   }
   throw InvalidArgument(argument, "'" + name +
                                       "' is not a tunable op; the autotuner tunes "
                                       "attention-forward, attention-backward, "
-                                      "attention-decode, layernorm and layernorm-backward");
+                                      "attention-decode, layernorm, layernorm-backward, "
+                                      "multiscale-forward and multiscale-backward");
 }
 
 namespace {
@@ -137,6 +147,14 @@ int problem_sm_count(const TuningProblem& problem, const std::string& arch) {
 
 }  // namespace
 
+TuningProblem make_problem(TunedOp op, DType dtype, const Attention& attention) {
+  TuningProblem problem;
+  problem.op = op;
+  problem.dtype = dtype;
+  problem.attention = attention;
+  return problem;
+}
+
 TuningKey tuning_key(const TuningProblem& problem) {
   const Attention& a = problem.attention;
   TuningKey key;
@@ -150,6 +168,9 @@ TuningKey tuning_key(const TuningProblem& problem) {
   }
   key.head_dim = problem_head_dim(problem);
   key.mask = problem_mask(problem) == MaskKind::window ? "window" : "none";
+  if (is_multiscale(problem.op)) {
+    key.mask = problem.retention == RetentionMask::decay ? "decay" : "tensor";
+  }
   key.softcap = problem_softcap(problem);
   key.deterministic = problem.op == TunedOp::attention_backward && a.deterministic;
   key.seqlen_q = a.seqlen_q;
@@ -172,10 +193,15 @@ double problem_flops(const TuningProblem& problem) {
   const double full = static_cast<double>(a.seqlen_q) * static_cast<double>(a.seqlen_k);
   // FlashAttention's convention, so that TFLOP/s compare with the peers': every pair, halved
   // for causal; only a sliding window, which it does not define, counts the pairs it keeps.
-  const double pairs = windowed ? kernels::visible_pairs(a) : a.causal ? full / 2 : full;
+  // Retention's decay mask is causal: its blocks above the diagonal are skipped.
+  const bool causal =
+      a.causal || (is_multiscale(problem.op) && problem.retention == RetentionMask::decay);
+  const double pairs = windowed ? kernels::visible_pairs(a) : causal ? full / 2 : full;
   const double forward =
       4.0 * static_cast<double>(a.batch * a.heads_q) * pairs * static_cast<double>(a.head_dim);
-  return problem.op == TunedOp::attention_backward ? 2.5 * forward : forward;
+  const bool backward =
+      problem.op == TunedOp::attention_backward || problem.op == TunedOp::multiscale_backward;
+  return backward ? 2.5 * forward : forward;
 }
 
 bool problem_empty(const TuningProblem& problem) {
@@ -208,6 +234,7 @@ const char* path_suffix(kernels::ForwardPath path) {
 }  // namespace
 
 std::string config_name(const TunedConfig& config) {
+  if (is_multiscale_config(config)) return config_name(attention_tiles(config));
   if (is_layer_norm_config(config)) {
     return layer_norm_config_name(row_config(config));
   }
@@ -232,6 +259,7 @@ std::string config_name(const TunedConfig& config) {
 }
 
 std::vector<detail::KernelSpec> config_specs(const TunedConfig& config, const std::string& arch) {
+  if (is_multiscale_config(config)) return multiscale_specs(config, arch);
   if (const auto* forward = std::get_if<ForwardConfig>(&config)) {
     return {kernels::forward_spec(*forward, arch)};
   }
@@ -250,6 +278,7 @@ std::vector<detail::KernelSpec> config_specs(const TunedConfig& config, const st
 
 TunedConfig default_config(const TuningProblem& problem, const std::string& arch) {
   if (is_layer_norm(problem.op)) return layer_norm_default(problem);  // the same on every arch
+  if (is_multiscale(problem.op)) return multiscale_default(problem, arch);
   const int head_dim = problem_head_dim(problem);
   const MaskKind mask = problem_mask(problem);
   const bool softcap = problem_softcap(problem);
@@ -266,6 +295,7 @@ TunedConfig default_config(const TuningProblem& problem, const std::string& arch
 
 std::vector<TunedConfig> space_configs(const TuningProblem& problem) {
   if (is_layer_norm(problem.op)) return layer_norm_space(problem);
+  if (is_multiscale(problem.op)) return multiscale_space(problem);
   const int head_dim = problem_head_dim(problem);
   const MaskKind mask = problem_mask(problem);
   const bool softcap = problem_softcap(problem);

@@ -16,6 +16,7 @@
 #include "kernels/attention_forward.hpp"
 #include "kernels/attention_inference_config.hpp"
 #include "kernels/layer_norm.hpp"
+#include "kernels/multiscale_attention.hpp"
 #include "runtime/compiler.hpp"
 #include "runtime/kernel_spec.hpp"
 
@@ -25,13 +26,16 @@ namespace flashjit::autotune {
 /// at most kernels::kMaxDecodeQueries query tokens per sequence: its configs pick the tile and
 /// the split count. layernorm and layernorm-backward are Runtime::layer_norm and
 /// Runtime::layer_norm_backward: their configs pick the row kernel's bucket, threads per row
-/// and vector width.
+/// and vector width. multiscale-forward and multiscale-backward are Runtime::multiscale_forward
+/// and multiscale_backward: their configs pick the attention tiles retention runs on.
 enum class TunedOp {
   attention_forward,
   attention_backward,
   attention_decode,
   layer_norm,
-  layer_norm_backward
+  layer_norm_backward,
+  multiscale_forward,
+  multiscale_backward,
 };
 
 /// The op's name as the command line and the database write it ("attention-forward", ...).
@@ -53,7 +57,12 @@ struct TuningProblem {
   int sm_count = 0;
   /// layernorm, layernorm-backward: the shape of x and what the call fuses.
   kernels::LayerNormShape norm;
+  /// multiscale-forward, multiscale-backward: the mask (the sizes are `attention`'s).
+  RetentionMask retention = RetentionMask::decay;
 };
+
+/// A problem of `op` on `dtype` tensors for `attention`, the other fields at their defaults.
+TuningProblem make_problem(TunedOp op, DType dtype, const Attention& attention = {});
 
 /// The database key of `problem` (mask kind and softcap as the call needs them, the active
 /// templates' digest, bucketed sizes; for attention-decode the cache layout, batch, context,
@@ -79,7 +88,8 @@ bool problem_empty(const TuningProblem& problem);
 /// A config of any op (the forward's, the backward's, attention-decode's, the layer norms').
 using TunedConfig =
     std::variant<kernels::ForwardConfig, kernels::BackwardConfig, kernels::InferenceConfig,
-                 kernels::LayerNormConfig, kernels::LayerNormBackwardConfig>;
+                 kernels::LayerNormConfig, kernels::LayerNormBackwardConfig,
+                 kernels::RetentionForwardConfig, kernels::RetentionBackwardConfig>;
 
 /// The config's name in the database and tables: "br128.bc64.w4.s2" (forward; ".qreg" added
 /// when Q stays in registers, ".wgmma" or ".tma" for the Hopper paths' kernels, then ".overlap",
@@ -88,7 +98,8 @@ using TunedConfig =
 /// and the dQ kernel's), "br64.bc64.w4.s2.splits8" (attention-decode: the tile and the split
 /// count; the layout flags follow from the key), "c4096.t128.v4" (layer norm, forward or
 /// backward: the row-length bucket, "cany" for the unbounded one, threads per row, vector
-/// width; dtype and norm follow from the key).
+/// width; dtype and norm follow from the key); the multi-scale ops' are their attention
+/// tiles' names (the mask follows from the key).
 std::string config_name(const TunedConfig& config);
 
 /// Every kernel a call of `config` launches on `arch`, in launch order.

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "autotune/multiscale_candidates.hpp"
 #include "autotune/tuning_state.hpp"
 #include "autotune/workspace.hpp"
 #include "flashjit/error.hpp"
@@ -142,7 +143,7 @@ void time_candidates(CandidateTimer& timer, TuneReport& report, const TuneOption
 // config).
 void time_fastest_pair(CandidateTimer& timer, TuneReport& report, const std::string& arch,
                        int shared_limit, const TuneOptions& options) {
-  const std::optional<kernels::BackwardConfig> pair = fastest_pair(report);
+  const std::optional<TunedConfig> pair = fastest_pair(report);
   if (!pair) return;
   std::vector<Candidate> extra = {make_candidate(*pair, arch)};
   prune_on_resources(extra, arch, shared_limit, 1);
@@ -165,12 +166,14 @@ void persist(TuningState& state, TuneReport& report, const TuneOptions& options)
 
 }  // namespace
 
-std::optional<kernels::BackwardConfig> fastest_pair(const TuneReport& report) {
+std::optional<TunedConfig> fastest_pair(const TuneReport& report) {
   const Candidate* base = nullptr;
   for (const Candidate& c : report.candidates) {
     if (c.is_default) base = &c;
   }
-  const auto* fallback = base ? std::get_if<kernels::BackwardConfig>(&base->config) : nullptr;
+  // Retention's backward pairs the same tiles: its configs are compared by their tiles.
+  const TunedConfig base_tiles = base ? attention_tiles(base->config) : TunedConfig{};
+  const auto* fallback = base ? std::get_if<kernels::BackwardConfig>(&base_tiles) : nullptr;
   if (fallback == nullptr || !fallback->deterministic) return std::nullopt;
   auto median = [&](const std::string& name) {
     for (const CandidateTiming& t : report.timings) {
@@ -181,7 +184,8 @@ std::optional<kernels::BackwardConfig> fastest_pair(const TuneReport& report) {
   kernels::BackwardConfig pair = *fallback;
   double key_ms = std::numeric_limits<double>::infinity(), query_ms = key_ms;
   for (const Candidate& c : report.candidates) {
-    const auto& config = std::get<kernels::BackwardConfig>(c.config);
+    const TunedConfig tiles = attention_tiles(c.config);
+    const auto& config = std::get<kernels::BackwardConfig>(tiles);
     const double ms = median(c.name);
     if (config.query == fallback->query && ms < key_ms) {
       key_ms = ms;
@@ -194,6 +198,9 @@ std::optional<kernels::BackwardConfig> fastest_pair(const TuneReport& report) {
   }
   if (!std::isfinite(key_ms) || !std::isfinite(query_ms)) return std::nullopt;
   if (pair.key == fallback->key || pair.query == fallback->query) return std::nullopt;
+  if (const auto* retention = std::get_if<kernels::RetentionBackwardConfig>(&base->config)) {
+    return kernels::RetentionBackwardConfig{pair, retention->mask};
+  }
   return pair;
 }
 

@@ -50,11 +50,12 @@ struct TuneReport {
 /// shape, Error when not even the default runs).
 TuneReport tune(TuningState& state, const TuningProblem& problem, const TuneOptions& options = {});
 
-/// The deterministic backward's fastest dK/dV tile with its fastest dQ tile, from a report's
-/// timings of each beside the default's other tile (enumerate_candidates); nullopt when that
-/// pair was timed already (one of the two is the default's), when a side has no finite time,
-/// or for any other problem. tune() times the pair as one more candidate.
-std::optional<kernels::BackwardConfig> fastest_pair(const TuneReport& report);
+/// The deterministic backward's (or multiscale-backward's) fastest dK/dV tile with its fastest
+/// dQ tile, from a report's timings of each beside the default's other tile
+/// (enumerate_candidates), as a config of the report's op; nullopt when that pair was timed
+/// already (one of the two is the default's), when a side has no finite time, or for any other
+/// problem. tune() times the pair as one more candidate.
+std::optional<TunedConfig> fastest_pair(const TuneReport& report);
 
 /// The candidates for `problem` on `arch` after static and resource pruning, without a GPU
 /// (`flashjit autotune --plan`): compiles through the kernel cache like tune().

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "autotune/layer_norm_candidates.hpp"
+#include "autotune/multiscale_candidates.hpp"
 #include "autotune/tuner.hpp"
 #include "flashjit/error.hpp"
 #include "runtime/disk_cache.hpp"
@@ -151,7 +152,8 @@ TuningState::ShapeClass TuningState::shape_class(const TuningProblem& problem) {
           0,
           false,
           false,
-          false};
+          false,
+          is_multiscale(problem.op) ? problem.retention : RetentionMask::decay};
 }
 
 std::optional<std::optional<TunedConfig>> TuningState::memoized(const ShapeClass& shape) {
@@ -168,31 +170,46 @@ void TuningState::memoize(const ShapeClass& shape, const std::optional<TunedConf
 
 kernels::ForwardConfig TuningState::forward_config(const Attention& attention, DType dtype) {
   return std::get<kernels::ForwardConfig>(
-      choose_config(*this, {TunedOp::attention_forward, dtype, attention, {}, 0, {}}));
+      choose_config(*this, make_problem(TunedOp::attention_forward, dtype, attention)));
 }
 
 kernels::BackwardConfig TuningState::backward_config(const Attention& attention, DType dtype) {
   return std::get<kernels::BackwardConfig>(
-      choose_config(*this, {TunedOp::attention_backward, dtype, attention, {}, 0, {}}));
+      choose_config(*this, make_problem(TunedOp::attention_backward, dtype, attention)));
 }
 
 kernels::InferenceConfig TuningState::decode_config(const Attention& attention,
                                                     kernels::CacheLayout cache, DType dtype) {
-  const TuningProblem problem{TunedOp::attention_decode, dtype, attention, cache,
-                              backend_.info().sm_count,  {}};
+  TuningProblem problem = make_problem(TunedOp::attention_decode, dtype, attention);
+  problem.cache = cache;
+  problem.sm_count = backend_.info().sm_count;
   return std::get<kernels::InferenceConfig>(choose_config(*this, problem));
 }
 
 kernels::LayerNormConfig TuningState::layer_norm_config(const kernels::LayerNormShape& shape,
                                                         DType dtype) {
-  const TuningProblem problem{TunedOp::layer_norm, dtype, {}, {}, 0, shape};
+  TuningProblem problem = make_problem(TunedOp::layer_norm, dtype);
+  problem.norm = shape;
   return std::get<kernels::LayerNormConfig>(choose_config(*this, problem));
 }
 
 kernels::LayerNormBackwardConfig TuningState::layer_norm_backward_config(
     const kernels::LayerNormShape& shape, DType dtype) {
-  const TuningProblem problem{TunedOp::layer_norm_backward, dtype, {}, {}, 0, shape};
+  TuningProblem problem = make_problem(TunedOp::layer_norm_backward, dtype);
+  problem.norm = shape;
   return std::get<kernels::LayerNormBackwardConfig>(choose_config(*this, problem));
+}
+
+kernels::RetentionForwardConfig TuningState::retention_forward_config(
+    const MultiScaleAttention& attention, DType dtype) {
+  return std::get<kernels::RetentionForwardConfig>(
+      choose_config(*this, multiscale_problem(TunedOp::multiscale_forward, attention, dtype)));
+}
+
+kernels::RetentionBackwardConfig TuningState::retention_backward_config(
+    const MultiScaleAttention& attention, DType dtype) {
+  return std::get<kernels::RetentionBackwardConfig>(
+      choose_config(*this, multiscale_problem(TunedOp::multiscale_backward, attention, dtype)));
 }
 
 TunedConfig choose_config(TuningState& state, const TuningProblem& problem) {

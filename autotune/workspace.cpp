@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "autotune/layer_norm_candidates.hpp"
+#include "autotune/multiscale_candidates.hpp"
 #include "kernels/attention_backward.hpp"
 #include "kernels/attention_forward.hpp"
 
@@ -115,6 +116,7 @@ std::unique_ptr<TuningWorkspace> make_workspace(detail::RuntimeBackend& backend,
                                                 const TuningProblem& problem) {
   if (problem.op == TunedOp::attention_decode) return make_decode_workspace(backend, problem);
   if (is_layer_norm(problem.op)) return make_layer_norm_workspace(backend, problem);
+  if (is_multiscale(problem.op)) return make_multiscale_workspace(backend, problem);
   return std::make_unique<AttentionWorkspace>(backend, problem);
 }
 

@@ -49,6 +49,12 @@ std::vector<float> read_16bit(detail::RuntimeBackend& backend, const DeviceBuffe
 std::unique_ptr<TuningWorkspace> make_layer_norm_workspace(detail::RuntimeBackend& backend,
                                                            const TuningProblem& problem);
 
+/// The multi-scale ops' workspace (multiscale_workspace.cpp): q, k, v at random, RetNet's decay
+/// rates or a random mask tensor; for the backward, dO at random and the default forward's o and
+/// r.
+std::unique_ptr<TuningWorkspace> make_multiscale_workspace(detail::RuntimeBackend& backend,
+                                                           const TuningProblem& problem);
+
 /// attention-decode's workspace (decode_workspace.cpp): a paged cache with a shuffled page
 /// table, or a dense one, every sequence of the full context.
 std::unique_ptr<TuningWorkspace> make_decode_workspace(detail::RuntimeBackend& backend,

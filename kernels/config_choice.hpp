@@ -8,11 +8,12 @@
 #include "kernels/attention_forward.hpp"
 #include "kernels/attention_inference_config.hpp"
 #include "kernels/layer_norm.hpp"
+#include "kernels/multiscale_attention.hpp"
 #include "runtime/runtime_backend.hpp"
 
 namespace flashjit::kernels {
 
-/// Chooses the config of each attention and layer norm call.
+/// Chooses the config of each attention, multi-scale attention and layer norm call.
 class ConfigChoice {
  public:
   virtual ~ConfigChoice() = default;
@@ -33,6 +34,13 @@ class ConfigChoice {
   /// The backward's config (its row kernel's), as layer_norm_config.
   virtual LayerNormBackwardConfig layer_norm_backward_config(const LayerNormShape& shape,
                                                              DType dtype) = 0;
+  /// The config of a validated, non-empty multi-scale attention forward on `dtype` tensors: a
+  /// config of retention_forward_configs() with the call's mask that fits the device.
+  virtual RetentionForwardConfig retention_forward_config(const MultiScaleAttention& attention,
+                                                          DType dtype) = 0;
+  /// The backward's, as retention_forward_config (retention_backward_configs()).
+  virtual RetentionBackwardConfig retention_backward_config(const MultiScaleAttention& attention,
+                                                            DType dtype) = 0;
 };
 
 /// Runtime::forward on `backend`: validates the call (InvalidArgument naming the argument;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "attention_common.hpp"
+#include "config_choice.hpp"
 #include "flashjit/error.hpp"
 #include "runtime/executor.hpp"
 
@@ -212,24 +213,31 @@ void retention_backward(detail::RuntimeBackend& backend, const MultiScaleAttenti
   }
 }
 
-void run_retention_forward(detail::RuntimeBackend& backend, const MultiScaleAttention& attention,
-                           const TensorView& q, const TensorView& k, const TensorView& v,
-                           const TensorView& mask, const TensorView& o, const TensorView& rowsum,
-                           Stream stream) {
+void run_retention_forward(detail::RuntimeBackend& backend, ConfigChoice& choice,
+                           const MultiScaleAttention& attention, const TensorView& q,
+                           const TensorView& k, const TensorView& v, const TensorView& mask,
+                           const TensorView& o, const TensorView& rowsum, Stream stream) {
   validate_retention_forward(attention, q, k, v, mask, o, rowsum);
-  const ForwardConfig config = default_retention_forward_config(
-      q.dtype, static_cast<int>(attention.head_dim), backend.info().arch());
+  const ForwardConfig config =
+      attention.batch == 0 || attention.seqlen_q == 0
+          ? default_retention_forward_config(q.dtype, static_cast<int>(attention.head_dim),
+                                             backend.info().arch())
+          : choice.retention_forward_config(attention, q.dtype).tile;
   retention_forward(backend, attention, q, k, v, mask, o, rowsum, config, stream);
 }
 
-void run_retention_backward(detail::RuntimeBackend& backend, const MultiScaleAttention& attention,
-                            const TensorView& q, const TensorView& k, const TensorView& v,
-                            const TensorView& mask, const TensorView& o, const TensorView& rowsum,
-                            const TensorView& dout, const TensorView& dq, const TensorView& dk,
-                            const TensorView& dv, const TensorView& dmask, Stream stream) {
+void run_retention_backward(detail::RuntimeBackend& backend, ConfigChoice& choice,
+                            const MultiScaleAttention& attention, const TensorView& q,
+                            const TensorView& k, const TensorView& v, const TensorView& mask,
+                            const TensorView& o, const TensorView& rowsum, const TensorView& dout,
+                            const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                            const TensorView& dmask, Stream stream) {
   validate_retention_backward(attention, q, k, v, mask, o, rowsum, dout, dq, dk, dv, dmask);
-  const BackwardConfig config = default_retention_backward_config(
-      q.dtype, static_cast<int>(attention.head_dim), backend.info().arch());
+  const BackwardConfig config =
+      attention.batch == 0
+          ? default_retention_backward_config(q.dtype, static_cast<int>(attention.head_dim),
+                                              backend.info().arch())
+          : choice.retention_backward_config(attention, q.dtype).tiles;
   retention_backward(backend, attention, q, k, v, mask, o, rowsum, dout, dq, dk, dv, dmask, config,
                      stream);
 }

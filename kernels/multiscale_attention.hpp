@@ -14,6 +14,26 @@
 
 namespace flashjit::kernels {
 
+class ConfigChoice;  // config_choice.hpp, which names this file's configs
+
+/// A retention forward kernel: an attention forward tile of the mma.sync path, compiled with
+/// retention's step for `mask`.
+struct RetentionForwardConfig {
+  ForwardConfig tile;
+  RetentionMask mask = RetentionMask::decay;
+  bool operator==(const RetentionForwardConfig&) const = default;
+  int shared_bytes() const { return tile.shared_bytes(); }
+};
+
+/// The retention backward's kernels: a deterministic attention backward's dK/dV and dQ tiles,
+/// compiled with retention's step for `mask`.
+struct RetentionBackwardConfig {
+  BackwardConfig tiles;
+  RetentionMask mask = RetentionMask::decay;
+  bool operator==(const RetentionBackwardConfig&) const = default;
+  int shared_bytes() const { return tiles.shared_bytes(); }
+};
+
 /// The device twin of `mask`.
 RetentionMaskKind retention_mask_kind(RetentionMask mask);
 
@@ -72,16 +92,17 @@ void retention_backward(detail::RuntimeBackend& backend, const MultiScaleAttenti
                         const TensorView& dv, const TensorView& dmask, const BackwardConfig& config,
                         Stream stream);
 
-/// Runtime::multiscale_forward and multiscale_backward on `backend` with the defaults for its
-/// arch.
-void run_retention_forward(detail::RuntimeBackend& backend, const MultiScaleAttention& attention,
-                           const TensorView& q, const TensorView& k, const TensorView& v,
-                           const TensorView& mask, const TensorView& o, const TensorView& rowsum,
-                           Stream stream);
-void run_retention_backward(detail::RuntimeBackend& backend, const MultiScaleAttention& attention,
-                            const TensorView& q, const TensorView& k, const TensorView& v,
-                            const TensorView& mask, const TensorView& o, const TensorView& rowsum,
-                            const TensorView& dout, const TensorView& dq, const TensorView& dk,
-                            const TensorView& dv, const TensorView& dmask, Stream stream);
+/// Runtime::multiscale_forward and multiscale_backward on `backend`: validate, then launch the
+/// config `choice` gives (the tuning policy's).
+void run_retention_forward(detail::RuntimeBackend& backend, ConfigChoice& choice,
+                           const MultiScaleAttention& attention, const TensorView& q,
+                           const TensorView& k, const TensorView& v, const TensorView& mask,
+                           const TensorView& o, const TensorView& rowsum, Stream stream);
+void run_retention_backward(detail::RuntimeBackend& backend, ConfigChoice& choice,
+                            const MultiScaleAttention& attention, const TensorView& q,
+                            const TensorView& k, const TensorView& v, const TensorView& mask,
+                            const TensorView& o, const TensorView& rowsum, const TensorView& dout,
+                            const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                            const TensorView& dmask, Stream stream);
 
 }  // namespace flashjit::kernels

@@ -26,13 +26,9 @@ std::string kernels_of(Runtime& runtime, const autotune::TuningProblem& problem,
 
 std::string chosen_kernels(Runtime& runtime, const Attention& attention, DType dtype, bool backward,
                            const std::optional<autotune::TunedConfig>& named) {
-  const autotune::TuningProblem problem{
+  const autotune::TuningProblem problem = autotune::make_problem(
       backward ? autotune::TunedOp::attention_backward : autotune::TunedOp::attention_forward,
-      dtype,
-      attention,
-      {},
-      0,
-      {}};
+      dtype, attention);
   return kernels_of(runtime, problem, named);
 }
 

@@ -51,6 +51,7 @@ struct AutotuneOptions {
   bool rms = false;
   bool bias = false;
   bool residual = false;
+  std::string mask = "decay";  // the multi-scale ops' mask: decay or tensor
 };
 
 // The library's checks of a problem, reported against the flag that set the field, before
@@ -150,6 +151,13 @@ std::vector<autotune::TuningProblem> problems(const AutotuneOptions& o) {
         add_layer_norm_problems(o, tuned, parse_dtype(dtype, "--dtype"), list);
         continue;
       }
+      const bool multiscale = tuned == autotune::TunedOp::multiscale_forward ||
+                              tuned == autotune::TunedOp::multiscale_backward;
+      if (multiscale && o.causal != "false") {
+        throw InvalidArgument("--causal",
+                              "applies to the attention ops; the multi-scale ops' "
+                              "decay mask is causal already (--mask)");
+      }
       for (int head_dim : o.head_dims) {
         for (bool causal : causal_values) {
           if (tuned == autotune::TunedOp::attention_decode) {
@@ -171,6 +179,7 @@ std::vector<autotune::TuningProblem> problems(const AutotuneOptions& o) {
               p.attention.causal = causal;
               p.attention.deterministic =
                   o.deterministic && p.op == autotune::TunedOp::attention_backward;
+              p.retention = o.mask == "tensor" ? RetentionMask::tensor : RetentionMask::decay;
               check_problem(p);
               list.push_back(p);
             }
@@ -201,10 +210,15 @@ std::string describe(const autotune::TuningProblem& p) {
                                   : std::string("dense cache")) +
            (a.causal ? " causal" : "");
   }
+  const bool multiscale = p.op == autotune::TunedOp::multiscale_forward ||
+                          p.op == autotune::TunedOp::multiscale_backward;
   return std::string(autotune::tuned_op_name(p.op)) + " " + std::string(dtype_name(p.dtype)) +
          " hdim" + std::to_string(a.head_dim) + " seqlen " + std::to_string(a.seqlen_q) +
          " batch " + std::to_string(a.batch) + " x heads " + std::to_string(a.heads_q) +
-         (a.causal ? " causal" : "") + (a.deterministic ? " deterministic" : "");
+         (a.causal ? " causal" : "") + (a.deterministic ? " deterministic" : "") +
+         (!multiscale                           ? ""
+          : p.retention == RetentionMask::decay ? ", decay mask"
+                                                : ", mask tensor");
 }
 
 // A progress bar on a terminal, a plain line per tenth of the work otherwise.
@@ -322,7 +336,7 @@ int run_plan(const AutotuneOptions& options) {
                   c.is_default ? " (default)" : "");
     }
     std::printf("%d of %zu configs would be timed\n", kept, candidates.size());
-    if (problem.attention.deterministic) {
+    if (problem.attention.deterministic || problem.op == autotune::TunedOp::multiscale_backward) {
       std::printf("then the fastest dK/dV tile with the fastest dQ tile, if not among them\n");
     }
   }
@@ -377,7 +391,7 @@ Subcommand add_autotune_command(CLI::App& app) {
       "autotune", "Time every candidate config per shape on the GPU and keep the fastest");
   cmd->add_option("--op", o->ops,
                   "attention-forward, attention-backward, attention-decode, layernorm, "
-                  "layernorm-backward")
+                  "layernorm-backward, multiscale-forward, multiscale-backward")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--head-dim", o->head_dims, "Head dims (multiples of 8 up to 256)")
@@ -409,6 +423,11 @@ Subcommand add_autotune_command(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_flag("--rms", o->rms, "layernorm: RMS norm");
+  cmd->add_option("--mask", o->mask,
+                  "multiscale-forward, multiscale-backward: decay (per-head rates, generated in "
+                  "the kernel) or tensor")
+      ->check(CLI::IsMember({"decay", "tensor"}))
+      ->capture_default_str();
   cmd->add_flag("--bias", o->bias, "layernorm: a fused bias add (the backward: writes dbias)");
   cmd->add_flag("--residual", o->residual, "layernorm: a fused residual add (forward only)");
   cmd->add_option("--dtype", o->dtypes, "bf16 and/or fp16 (layernorm: fp32 too)")

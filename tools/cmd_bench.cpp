@@ -192,7 +192,7 @@ int bench_op(const BenchOptions& options) {
   // FlashAttention's FLOP count (autotune::problem_flops), as `flashjit autotune` reports.
   const autotune::TunedOp op =
       backward ? autotune::TunedOp::attention_backward : autotune::TunedOp::attention_forward;
-  const double flops = autotune::problem_flops({op, dtype, attention, {}, 0, {}});
+  const double flops = autotune::problem_flops(autotune::make_problem(op, dtype, attention));
   const double tflops = flops / (result.median_ms * 1e-3) / 1e12;
   std::printf("time_ms %.4f min_ms %.4f runs %d\n", result.median_ms, result.min_ms, result.runs);
   std::printf("tflops %.2f\n", tflops);

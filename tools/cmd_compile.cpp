@@ -75,8 +75,8 @@ int write_ptx(const std::vector<detail::KernelSpec>& specs, const std::filesyste
                        problem.c_str());
         }
       });
-  std::printf("wrote the PTX of %zu kernels to %s\n", specs.size() - static_cast<std::size_t>(failed),
-              dir.c_str());
+  std::printf("wrote the PTX of %zu kernels to %s\n",
+              specs.size() - static_cast<std::size_t>(failed), dir.c_str());
   return failed;
 }
 
@@ -179,8 +179,9 @@ Subcommand add_compile_command(CLI::App& app) {
   compile->add_flag("--all", options->all,
                     "Every config of each op's space, not just the defaults");
   compile->add_option("-j,--jobs", options->jobs, "Parallel compiles")->check(CLI::Range(1, 64));
-  compile->add_option("--emit-ptx", options->emit_ptx,
-                      "Also write each kernel's PTX to DIR/<kernel>.<arch>.ptx (created if missing)");
+  compile->add_option(
+      "--emit-ptx", options->emit_ptx,
+      "Also write each kernel's PTX to DIR/<kernel>.<arch>.ptx (created if missing)");
   return {compile, [options] { return run_compile(*options); }};
 }
 

@@ -148,13 +148,9 @@ Runtime open_runtime(const RunOptions& options) {
 /// The tuning problem of the run: the case's attention, deterministic as the flag says.
 autotune::TuningProblem run_problem(const RunOptions& options, const testing::ForwardCase& c,
                                     bool backward) {
-  autotune::TuningProblem problem{
+  autotune::TuningProblem problem = autotune::make_problem(
       backward ? autotune::TunedOp::attention_backward : autotune::TunedOp::attention_forward,
-      c.dtype,
-      c.attention(),
-      {},
-      0,
-      {}};
+      c.dtype, c.attention());
   problem.attention.deterministic = backward && options.deterministic;
   return problem;
 }

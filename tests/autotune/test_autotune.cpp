@@ -154,11 +154,12 @@ TEST_CASE("deterministic backward: each kernel's tiles beside the other's defaul
     report.timings.push_back({c.name, ms, "ok"});
   }
   REQUIRE((fast_key != nullptr && fast_query != nullptr));
-  const std::optional<kernels::BackwardConfig> pair = fastest_pair(report);
-  REQUIRE(pair.has_value());
-  CHECK(pair->key == std::get<kernels::BackwardConfig>(fast_key->config).key);
-  CHECK(pair->query == std::get<kernels::BackwardConfig>(fast_query->config).query);
-  CHECK(pair->valid());
+  const std::optional<TunedConfig> found = fastest_pair(report);
+  REQUIRE(found.has_value());
+  const auto& pair = std::get<kernels::BackwardConfig>(*found);
+  CHECK(pair.key == std::get<kernels::BackwardConfig>(fast_key->config).key);
+  CHECK(pair.query == std::get<kernels::BackwardConfig>(fast_query->config).query);
+  CHECK(pair.valid());
 
   // When the default's dK/dV tile is the fastest, the best pair was timed already.
   for (CandidateTiming& t : report.timings) {

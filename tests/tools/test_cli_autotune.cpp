@@ -243,3 +243,39 @@ TEST_CASE(
   CHECK(bad_cols.exit_code == 2);
   CHECK(contains(bad_cols.output, "--cols"));
 }
+
+TEST_CASE(
+    "autotune --op multiscale-forward and -backward: --plan per mask, --emulate with a winner") {
+  TempDir dir;
+  const std::string cache = dir.path().string();
+  const std::vector<std::string> shape = {"--head-dim",    "32", "--seqlen", "64",
+                                          "--batch-heads", "2",  "--heads",  "2"};
+  std::vector<std::string> plan = {
+      "autotune", "--plan", "--arch", "sm_90a",
+      "-j",       "2",      "--op",   "multiscale-forward,multiscale-backward",
+      "--mask",   "tensor"};
+  plan.insert(plan.end(), shape.begin(), shape.end());
+  const ChildResult planned = flashjit_cli(plan, cache);
+  REQUIRE_MESSAGE(planned.exit_code == 0, planned.output);
+  CHECK(contains(planned.output, "== plan: multiscale-forward bf16 hdim32 seqlen 64"));
+  CHECK(contains(planned.output, "mask tensor on sm_90a"));
+  CHECK(count_lines_with(planned.output, "(default)") == 2);
+  CHECK(count_lines_with(planned.output, "pruned: Br 128 > 64 query rows") > 0);
+  CHECK(contains(planned.output, "then the fastest dK/dV tile with the fastest dQ tile"));
+
+  std::vector<std::string> tune = {
+      "autotune", "--emulate", "--budget-ms",        "1",      "-j",
+      "2",        "--op",      "multiscale-forward", "--only", "br64.bc32.w4.s1"};
+  tune.insert(tune.end(), shape.begin(), shape.end());
+  const ChildResult tuned = flashjit_cli(tune, cache);
+  REQUIRE_MESSAGE(tuned.exit_code == 0, tuned.output);
+  CHECK(count_lines_with(tuned.output, "TFLOP/s") == 1);
+  CHECK(count_lines_with(tuned.output, "  ok") == 2);
+  CHECK(contains(flashjit_cli({"autotune", "show"}, cache).output, "multiscale-forward/"));
+
+  const ChildResult causal = flashjit_cli(
+      {"autotune", "--plan", "--arch", "sm_90a", "--op", "multiscale-forward", "--causal", "true"},
+      cache);
+  CHECK(causal.exit_code == 2);
+  CHECK(contains(causal.output, "--causal"));
+}

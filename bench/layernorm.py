@@ -20,12 +20,12 @@ shapes and needs neither PyTorch nor a GPU. Not run in CI: it needs a GPU.
 
 import argparse
 import ctypes
-import statistics
 import sys
-from typing import Callable, List, Sequence, Tuple
+from typing import List, Sequence
 
 from attention import (FLUSH_BYTES, Flashjit, FlashjitTensor, default_library, describe_commit,
                        describe_gpu)
+from op_timing import rel_l2, time_ms
 
 SHAPES = [(rows, cols) for rows in (4096, 32768) for cols in (768, 1024, 4096, 8192, 16384)]
 SHAPES += [(1024, 65536)]
@@ -56,27 +56,6 @@ def declare_layer_norm(lib) -> None:
 def view(t, dtype: str) -> FlashjitTensor:
     """The flashjit descriptor of a torch tensor (rows with unit column stride)."""
     return Flashjit.tensor(t.data_ptr(), dtype, list(t.shape), list(t.stride()))
-
-
-def time_ms(torch, flush, fn: Callable[[], object], warmup: int, runs: int) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(runs):
-        flush.zero_()
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        torch.cuda.synchronize()
-        samples.append(start.elapsed_time(stop))
-    return statistics.median(samples)
-
-
-def rel_l2(actual, expected) -> float:
-    diff = (actual.double() - expected).norm().item()
-    return diff / max(expected.norm().item(), 1e-300)
 
 
 def measure(torch, fj: Flashjit, rows: int, cols: int, dtype: str, args) -> List[str]:

@@ -20,12 +20,12 @@ shapes and needs neither PyTorch nor a GPU. Not run in CI: it needs a GPU.
 import argparse
 import ctypes
 import math
-import statistics
 import sys
-from typing import Callable, List, Sequence
+from typing import List, Sequence
 
 from attention import (FLUSH_BYTES, Flashjit, FlashjitTensor, default_library, describe_commit,
                        describe_gpu)
+from op_timing import rel_l2, time_ms
 
 # (batch, heads, seqlen, head_dim): batch * seqlen = 16k tokens, as bench/attention.py.
 SHAPES = [(16384 // seqlen, heads, seqlen, head_dim)
@@ -57,26 +57,6 @@ def declare_multiscale(lib) -> None:
 
 def view(t, dtype: str) -> FlashjitTensor:
     return Flashjit.tensor(t.data_ptr(), dtype, list(t.shape), list(t.stride()))
-
-
-def time_ms(torch, flush, fn: Callable[[], object], warmup: int, runs: int) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(runs):
-        flush.zero_()
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        torch.cuda.synchronize()
-        samples.append(start.elapsed_time(stop))
-    return statistics.median(samples)
-
-
-def rel_l2(actual, expected) -> float:
-    return (actual.double() - expected).norm().item() / max(expected.norm().item(), 1e-300)
 
 
 def decay_mask(torch, gammas, seqlen: int, dtype):

@@ -137,6 +137,12 @@ MaskKind forward_mask_kind(const Attention& attention);
 void check_attention_dtypes(const TensorView& q, const TensorView& k, const TensorView& v,
                             const TensorView& o);
 
+/// q, k, v and o of a call of `attention` (validated): rank 4, fp16 or bf16 alike, the shapes
+/// [batch, seqlen, heads, head_dim] with the strides and alignment the kernels move them with;
+/// throws InvalidArgument naming the first bad one ("k.shape", "o.dtype", ...).
+void check_attention_tensors(const Attention& attention, const TensorView& q, const TensorView& k,
+                             const TensorView& v, const TensorView& o);
+
 /// Checks the descriptor alone (sizes, mask, scales), as forward and backward do first; throws
 /// InvalidArgument naming the field ("attention.seqlen_k", ...).
 void validate_attention(const Attention& attention);

@@ -118,6 +118,23 @@ void check_attention_dtypes(const TensorView& q, const TensorView& k, const Tens
   check_same_dtype(o, q, "o", "q");
 }
 
+void check_attention_tensors(const Attention& a, const TensorView& q, const TensorView& k,
+                             const TensorView& v, const TensorView& o) {
+  check_tensor(q, "q", 4);
+  check_tensor(k, "k", 4);
+  check_tensor(v, "v", 4);
+  check_tensor(o, "o", 4);
+  check_attention_dtypes(q, k, v, o);
+  check_head_tensor(q, "q", a.batch, a.seqlen_q, a.heads_q, a.head_dim,
+                    "[batch, seqlen_q, heads_q, head_dim]");
+  check_head_tensor(k, "k", a.batch, a.seqlen_k, a.heads_kv, a.head_dim,
+                    "[batch, seqlen_k, heads_kv, head_dim]");
+  check_head_tensor(v, "v", a.batch, a.seqlen_k, a.heads_kv, a.head_dim,
+                    "[batch, seqlen_k, heads_kv, head_dim]");
+  check_head_tensor(o, "o", a.batch, a.seqlen_q, a.heads_q, a.head_dim,
+                    "[batch, seqlen_q, heads_q, head_dim]");
+}
+
 void validate_attention(const Attention& attention) {
   check_sizes(attention);
   check_mask(attention);
@@ -128,20 +145,7 @@ void validate_forward_arguments(const Attention& attention, const TensorView& q,
                                 const TensorView& k, const TensorView& v, const TensorView& o,
                                 const TensorView& lse) {
   validate_attention(attention);
-  check_tensor(q, "q", 4);
-  check_tensor(k, "k", 4);
-  check_tensor(v, "v", 4);
-  check_tensor(o, "o", 4);
-  check_attention_dtypes(q, k, v, o);
-  const Attention& a = attention;
-  check_head_tensor(q, "q", a.batch, a.seqlen_q, a.heads_q, a.head_dim,
-                    "[batch, seqlen_q, heads_q, head_dim]");
-  check_head_tensor(k, "k", a.batch, a.seqlen_k, a.heads_kv, a.head_dim,
-                    "[batch, seqlen_k, heads_kv, head_dim]");
-  check_head_tensor(v, "v", a.batch, a.seqlen_k, a.heads_kv, a.head_dim,
-                    "[batch, seqlen_k, heads_kv, head_dim]");
-  check_head_tensor(o, "o", a.batch, a.seqlen_q, a.heads_q, a.head_dim,
-                    "[batch, seqlen_q, heads_q, head_dim]");
+  check_attention_tensors(attention, q, k, v, o);
   check_no_self_overlap(o, "o");
   if (lse.data != nullptr) check_lse(lse, attention);
   check_outputs_disjoint(q, k, v, o, lse);

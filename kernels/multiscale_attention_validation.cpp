@@ -89,18 +89,7 @@ void check_inputs(const MultiScaleAttention& attention, const TensorView& q, con
   const Attention a = retention_as_attention(attention);
   validate_attention(a);  // sizes and head dim, as attention's
   check_scale(attention);
-  for (const auto& [view, name] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}, {&o, "o"}}) {
-    check_tensor(*view, name, 4);
-  }
-  check_attention_dtypes(q, k, v, o);
-  check_head_tensor(q, "q", a.batch, a.seqlen_q, a.heads_q, a.head_dim,
-                    "[batch, seqlen_q, heads_q, head_dim]");
-  check_head_tensor(k, "k", a.batch, a.seqlen_k, a.heads_kv, a.head_dim,
-                    "[batch, seqlen_k, heads_kv, head_dim]");
-  check_head_tensor(v, "v", a.batch, a.seqlen_k, a.heads_kv, a.head_dim,
-                    "[batch, seqlen_k, heads_kv, head_dim]");
-  check_head_tensor(o, "o", a.batch, a.seqlen_q, a.heads_q, a.head_dim,
-                    "[batch, seqlen_q, heads_q, head_dim]");
+  check_attention_tensors(a, q, k, v, o);
   check_mask(mask, attention);
 }
 

@@ -6,6 +6,7 @@
 // barrier, which also tells the loader that all warps are done with the buffer it refills.
 #include "attention/backward_params.cuh"
 #include "attention/key_window.cuh"
+#include "tile/fragment_store.cuh"
 #include "tile/shared_tile.cuh"
 
 namespace flashjit {
@@ -78,6 +79,23 @@ struct QueryBlockPipeline {
     __syncthreads();
     if (kStages == 2 && step + 1 < steps()) load(step + 1);
     return block(step);
+  }
+
+  /// Writes the CTA's finished dK and dV (this warp's (keys, d) blocks at `grid`) to the `keys`
+  /// rows from `key0` of `dk_out` and `dv_out`, staged through the K and V tiles once every
+  /// warp is done reading them, so that global writes are whole 16-byte chunks.
+  template <class Grid, int Rows, int Cols>
+  FJ_DEVICE void store_key_gradients(const acc_tile<Rows, Cols>& dk, const acc_tile<Rows, Cols>& dv,
+                                     const HeadTensor& dk_out, const HeadTensor& dv_out, int key0,
+                                     int keys, const Grid& grid, int lane) {
+    __syncthreads();
+    store_fragments(dk, k, grid.row0, grid.col0, lane);
+    store_fragments(dv, v, grid.row0, grid.col0, lane);
+    __syncthreads();
+    store_rows_from_shared<Traits::kBlockN, Traits::kHeadDim, Traits::kThreads>(
+        dk_out.rows<T>(batch_, kv_head_, key0), dk_out.row_stride, k, 0, keys, threadIdx.x);
+    store_rows_from_shared<Traits::kBlockN, Traits::kHeadDim, Traits::kThreads>(
+        dv_out.rows<T>(batch_, kv_head_, key0), dv_out.row_stride, v, 0, keys, threadIdx.x);
   }
 
   /// Ends step `step`: with one stage, every warp is done with its buffers, and the next step

@@ -111,17 +111,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     mma_ab(dk, pipeline.ds_t, gradients.row0, block.q, gradients.col0, lane);    // dK += dSᵀ Q
     pipeline.release(step);
   }
-  // Staged through the K and V tiles, once every warp is done reading them.
-  __syncthreads();
-  store_fragments(dk, pipeline.k, gradients.row0, gradients.col0, lane);
-  store_fragments(dv, pipeline.v, gradients.row0, gradients.col0, lane);
-  __syncthreads();
-  using T = typename Traits::Element;
-  const auto at = [&](const HeadTensor& t) { return t.rows<T>(batch, kv_head, key0); };
-  store_rows_from_shared<Traits::kBlockN, Traits::kHeadDim, Traits::kThreads>(
-      at(p.dk), p.dk.row_stride, pipeline.k, 0, keys, threadIdx.x);
-  store_rows_from_shared<Traits::kBlockN, Traits::kHeadDim, Traits::kThreads>(
-      at(p.dv), p.dv.row_stride, pipeline.v, 0, keys, threadIdx.x);
+  pipeline.store_key_gradients(dk, dv, p.dk, p.dv, key0, keys, gradients, lane);
 }
 
 }  // namespace flashjit

@@ -16,10 +16,11 @@ TEST_CASE("multi-scale attention on the GPU matches the float64 reference") {
     for (std::int64_t head_dim : {64, 128, 256}) {
       for (bool backward : {false, true}) {
         RetentionCase c;
+        // Partial blocks at both ends; the float64 reference keeps the run to seconds.
         c.batch = 2;
-        c.heads_q = 8;
+        c.heads_q = 4;
         c.heads_kv = 2;
-        c.seqlen_q = c.seqlen_k = backward ? 300 : 1000;
+        c.seqlen_q = c.seqlen_k = backward ? 300 : 600;
         c.head_dim = head_dim;
         c.mask = mask;
         c.backward = backward;

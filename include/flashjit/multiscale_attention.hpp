@@ -13,8 +13,9 @@ namespace flashjit {
 enum class RetentionMask {
   /// M[n, m] = γ_h^(n − m) for n >= m, else 0: causal with one decay rate γ_h per query head,
   /// generated in the kernel (no L × L tensor is read). The mask tensor is fp32 [heads_q], each
-  /// γ in (0, 1]. n is the query's position among the keys, i + seqlen_k − seqlen_q
-  /// (bottom-right aligned, as attention's causal mask).
+  /// γ in [0, 1] (0 keeps the diagonal only). The rates are device data and not checked: a
+  /// γ above 1 grows with the distance and can overflow. n is the query's position among the
+  /// keys, i + seqlen_k − seqlen_q (bottom-right aligned, as attention's causal mask).
   decay,
   /// M given as an fp32 tensor [heads_q, seqlen_q, seqlen_k] with unit last stride (any
   /// values, shared by the batch).

@@ -1,8 +1,9 @@
 #pragma once
 // Host side of the forward's inference layouts (Runtime::forward with Sequences): variable
 // lengths, paged K/V, GQA packing and split-KV on the mma.sync kernel, with the split
-// partials merged by the merge_states op. Validation, the index checks, the layout and split
-// choice, the kernel's arguments and the launches.
+// partials merged by the merge_states op. Validation, the index checks, the kernel's arguments
+// and the launches; the configs (layout flags, split count, the decoding space) are in
+// attention_inference_config.hpp.
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -334,6 +334,11 @@ class Flashjit:
             t.shape[i], t.strides[i] = extent, stride
         return t
 
+    @staticmethod
+    def torch_tensor(t, dtype: str) -> FlashjitTensor:
+        """The descriptor of a torch tensor (its data pointer, shape and strides)."""
+        return Flashjit.tensor(t.data_ptr(), dtype, list(t.shape), list(t.stride()))
+
     def forward_call(self, attention: FlashjitAttention, q, k, v, o, lse,
                      stream: int) -> Callable[[], None]:
         """A function that runs the forward with these prepared arguments (built once, so a

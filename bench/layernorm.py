@@ -53,11 +53,6 @@ def declare_layer_norm(lib) -> None:
         [ptr, ctypes.POINTER(FlashjitLayerNorm)] + [tensor_p] * 9 + [ptr])
 
 
-def view(t, dtype: str) -> FlashjitTensor:
-    """The flashjit descriptor of a torch tensor (rows with unit column stride)."""
-    return Flashjit.tensor(t.data_ptr(), dtype, list(t.shape), list(t.stride()))
-
-
 def measure(torch, fj: Flashjit, rows: int, cols: int, dtype: str, args) -> List[str]:
     F = torch.nn.functional
     tdtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
@@ -72,9 +67,9 @@ def measure(torch, fj: Flashjit, rows: int, cols: int, dtype: str, args) -> List
     options = FlashjitLayerNorm()
     fj.lib.flashjit_layer_norm_init(ctypes.byref(options))
     options.epsilon = args.eps
-    fx, fg, fb, fy = view(x, dtype), view(gamma, dtype), view(beta, dtype), view(y, dtype)
-    fm, fr = view(mean, "fp32"), view(rstd, "fp32")
-    fdy, fdx, fdg, fdb = view(dy, dtype), view(dx, dtype), view(dgamma, dtype), view(dbeta, dtype)
+    fx, fg, fb, fy = (Flashjit.torch_tensor(t, dtype) for t in (x, gamma, beta, y))
+    fm, fr = (Flashjit.torch_tensor(t, "fp32") for t in (mean, rstd))
+    fdy, fdx, fdg, fdb = (Flashjit.torch_tensor(t, dtype) for t in (dy, dx, dgamma, dbeta))
 
     def flashjit_forward():
         fj.check(fj.lib.flashjit_layer_norm_forward(fj.runtime, ctypes.byref(options), fx, fg, fb,

@@ -55,10 +55,6 @@ def declare_multiscale(lib) -> None:
         [ptr, ctypes.POINTER(FlashjitMultiscale)] + [tensor_p] * 11 + [ptr])
 
 
-def view(t, dtype: str) -> FlashjitTensor:
-    return Flashjit.tensor(t.data_ptr(), dtype, list(t.shape), list(t.stride()))
-
-
 def decay_mask(torch, gammas, seqlen: int, dtype):
     """M[h, n, m] = gamma_h^(n - m) for m <= n, else 0 ([heads, L, L])."""
     n = torch.arange(seqlen, device="cuda")
@@ -88,9 +84,9 @@ def measure(torch, fj: Flashjit, shape, dtype: str, args) -> List[str]:
     attn.batch, attn.heads_q, attn.heads_kv = batch, heads, heads
     attn.seqlen_q = attn.seqlen_k = seqlen
     attn.head_dim = head_dim
-    fq, fk, fv, fo = (view(t, dtype) for t in (q, k, v, o))
-    fdo, fdq, fdk, fdv = (view(t, dtype) for t in (dout, dq, dk, dv))
-    fmask, frows = view(gammas, "fp32"), view(rowsum, "fp32")
+    fq, fk, fv, fo = (Flashjit.torch_tensor(t, dtype) for t in (q, k, v, o))
+    fdo, fdq, fdk, fdv = (Flashjit.torch_tensor(t, dtype) for t in (dout, dq, dk, dv))
+    fmask, frows = Flashjit.torch_tensor(gammas, "fp32"), Flashjit.torch_tensor(rowsum, "fp32")
 
     def flashjit_forward():
         fj.check(fj.lib.flashjit_multiscale_forward(fj.runtime, ctypes.byref(attn), fq, fk, fv,

@@ -143,11 +143,13 @@ std::vector<detail::KernelSpec> retention_backward_specs(const BackwardConfig& c
                          "multiscale_backward.dq")};
 }
 
-void retention_forward(detail::RuntimeBackend& backend, const MultiScaleAttention& attention,
-                       const TensorView& q, const TensorView& k, const TensorView& v,
-                       const TensorView& mask, const TensorView& o, const TensorView& rowsum,
-                       const ForwardConfig& config, Stream stream) {
-  validate_retention_forward(attention, q, k, v, mask, o, rowsum);
+namespace {
+
+/// retention_forward after validation: checks the config, then launches.
+void launch_retention_forward(detail::RuntimeBackend& backend, const MultiScaleAttention& attention,
+                              const TensorView& q, const TensorView& k, const TensorView& v,
+                              const TensorView& mask, const TensorView& o, const TensorView& rowsum,
+                              const ForwardConfig& config, Stream stream) {
   const Attention a = retention_as_attention(attention);
   check_forward_config(config, a, q, k, v, o);
   const detail::KernelSpec spec =
@@ -164,13 +166,14 @@ void retention_forward(detail::RuntimeBackend& backend, const MultiScaleAttentio
       params);
 }
 
-void retention_backward(detail::RuntimeBackend& backend, const MultiScaleAttention& attention,
-                        const TensorView& q, const TensorView& k, const TensorView& v,
-                        const TensorView& mask, const TensorView& o, const TensorView& rowsum,
-                        const TensorView& dout, const TensorView& dq, const TensorView& dk,
-                        const TensorView& dv, const TensorView& dmask, const BackwardConfig& config,
-                        Stream stream) {
-  validate_retention_backward(attention, q, k, v, mask, o, rowsum, dout, dq, dk, dv, dmask);
+/// retention_backward after validation: checks the config, then launches.
+void launch_retention_backward(detail::RuntimeBackend& backend,
+                               const MultiScaleAttention& attention, const TensorView& q,
+                               const TensorView& k, const TensorView& v, const TensorView& mask,
+                               const TensorView& o, const TensorView& rowsum,
+                               const TensorView& dout, const TensorView& dq, const TensorView& dk,
+                               const TensorView& dv, const TensorView& dmask,
+                               const BackwardConfig& config, Stream stream) {
   const Attention a = retention_as_attention(attention);
   check_backward_config(config, a, q);
   const std::vector<detail::KernelSpec> specs =
@@ -213,6 +216,27 @@ void retention_backward(detail::RuntimeBackend& backend, const MultiScaleAttenti
   }
 }
 
+}  // namespace
+
+void retention_forward(detail::RuntimeBackend& backend, const MultiScaleAttention& attention,
+                       const TensorView& q, const TensorView& k, const TensorView& v,
+                       const TensorView& mask, const TensorView& o, const TensorView& rowsum,
+                       const ForwardConfig& config, Stream stream) {
+  validate_retention_forward(attention, q, k, v, mask, o, rowsum);
+  launch_retention_forward(backend, attention, q, k, v, mask, o, rowsum, config, stream);
+}
+
+void retention_backward(detail::RuntimeBackend& backend, const MultiScaleAttention& attention,
+                        const TensorView& q, const TensorView& k, const TensorView& v,
+                        const TensorView& mask, const TensorView& o, const TensorView& rowsum,
+                        const TensorView& dout, const TensorView& dq, const TensorView& dk,
+                        const TensorView& dv, const TensorView& dmask, const BackwardConfig& config,
+                        Stream stream) {
+  validate_retention_backward(attention, q, k, v, mask, o, rowsum, dout, dq, dk, dv, dmask);
+  launch_retention_backward(backend, attention, q, k, v, mask, o, rowsum, dout, dq, dk, dv, dmask,
+                            config, stream);
+}
+
 void run_retention_forward(detail::RuntimeBackend& backend, ConfigChoice& choice,
                            const MultiScaleAttention& attention, const TensorView& q,
                            const TensorView& k, const TensorView& v, const TensorView& mask,
@@ -223,7 +247,7 @@ void run_retention_forward(detail::RuntimeBackend& backend, ConfigChoice& choice
           ? default_retention_forward_config(q.dtype, static_cast<int>(attention.head_dim),
                                              backend.info().arch())
           : choice.retention_forward_config(attention, q.dtype).tile;
-  retention_forward(backend, attention, q, k, v, mask, o, rowsum, config, stream);
+  launch_retention_forward(backend, attention, q, k, v, mask, o, rowsum, config, stream);
 }
 
 void run_retention_backward(detail::RuntimeBackend& backend, ConfigChoice& choice,
@@ -238,8 +262,8 @@ void run_retention_backward(detail::RuntimeBackend& backend, ConfigChoice& choic
           ? default_retention_backward_config(q.dtype, static_cast<int>(attention.head_dim),
                                               backend.info().arch())
           : choice.retention_backward_config(attention, q.dtype).tiles;
-  retention_backward(backend, attention, q, k, v, mask, o, rowsum, dout, dq, dk, dv, dmask, config,
-                     stream);
+  launch_retention_backward(backend, attention, q, k, v, mask, o, rowsum, dout, dq, dk, dv, dmask,
+                            config, stream);
 }
 
 }  // namespace flashjit::kernels

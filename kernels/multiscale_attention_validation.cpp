@@ -21,34 +21,38 @@ void check_fp32(const TensorView& view, const std::string& name) {
   }
 }
 
-/// rowsum, or any fp32 [batch, heads_q, seqlen_q] per-row tensor with unit last stride.
-void check_rows(const TensorView& rows, const std::string& name, const MultiScaleAttention& a) {
-  check_tensor(rows, name, 3);
-  check_fp32(rows, name);
-  check_shape(rows, name, {a.batch, a.heads_q, a.seqlen_q}, "[batch, heads_q, seqlen_q]");
-  if (rows.shape[2] > 1 && rows.strides[2] != 1) {
-    throw InvalidArgument(name + ".strides",
-                          "the seqlen_q stride is " + str(rows.strides[2]) + "; must be 1");
+/// An fp32 tensor of rank 3 and `shape` (named by `dims`, whose last entry `last` names the
+/// dimension that must have unit stride).
+void check_fp32_rank3(const TensorView& view, const std::string& name,
+                      std::initializer_list<std::int64_t> shape, const std::string& dims,
+                      const char* last) {
+  check_tensor(view, name, 3);
+  check_fp32(view, name);
+  check_shape(view, name, shape, dims);
+  if (view.shape[2] > 1 && view.strides[2] != 1) {
+    throw InvalidArgument(name + ".strides", std::string("the ") + last + " stride is " +
+                                                 str(view.strides[2]) + "; must be 1");
   }
+}
+
+/// rowsum: fp32 [batch, heads_q, seqlen_q], unit last stride.
+void check_rows(const TensorView& rows, const std::string& name, const MultiScaleAttention& a) {
+  check_fp32_rank3(rows, name, {a.batch, a.heads_q, a.seqlen_q}, "[batch, heads_q, seqlen_q]",
+                   "seqlen_q");
 }
 
 /// The mask tensor (and its gradient): fp32 [heads_q, seqlen_q, seqlen_k], unit last stride.
 void check_mask_tensor(const TensorView& m, const std::string& name, const MultiScaleAttention& a) {
-  check_tensor(m, name, 3);
-  check_fp32(m, name);
-  check_shape(m, name, {a.heads_q, a.seqlen_q, a.seqlen_k}, "[heads_q, seqlen_q, seqlen_k]");
-  if (m.shape[2] > 1 && m.strides[2] != 1) {
-    throw InvalidArgument(name + ".strides",
-                          "the seqlen_k stride is " + str(m.strides[2]) + "; must be 1");
-  }
+  check_fp32_rank3(m, name, {a.heads_q, a.seqlen_q, a.seqlen_k}, "[heads_q, seqlen_q, seqlen_k]",
+                   "seqlen_k");
 }
 
 void check_mask(const TensorView& mask, const MultiScaleAttention& a) {
   if (a.mask == RetentionMask::decay) {
     if (mask.rank != 1) {
       throw InvalidArgument("mask.rank", "is " + str(mask.rank) +
-                                        "; the decay mask takes one rate per query head, "
-                                        "[heads_q] fp32");
+                                             "; the decay mask takes one rate per query head, "
+                                             "[heads_q] fp32");
     }
     check_tensor(mask, "mask", 1);
     check_fp32(mask, "mask");

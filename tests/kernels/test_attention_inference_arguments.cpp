@@ -90,11 +90,12 @@ struct PagedCall {
   }
 };
 
-/// `call.run()` throws InvalidArgument naming `argument` with `words` in its message, and
-/// writes nothing.
-void check_rejected(PagedCall& call, const std::string& argument, const std::string& words) {
+/// `run()` throws InvalidArgument naming `argument` with `words` in its message, and `call`'s
+/// outputs keep their fill.
+void check_rejected(PagedCall& call, const std::function<void()>& run, const std::string& argument,
+                    const std::string& words) {
   try {
-    call.run();
+    run();
     FAIL("accepted; expected InvalidArgument(" << argument << ")");
   } catch (const InvalidArgument& e) {
     CHECK(e.argument() == argument);
@@ -102,6 +103,12 @@ void check_rejected(PagedCall& call, const std::string& argument, const std::str
     CHECK_MESSAGE(message.find(words) != std::string::npos, message);
   }
   CHECK(call.outputs_untouched());
+}
+
+/// check_rejected of the call's forward (call.run()).
+void check_rejected(PagedCall& call, const std::string& argument, const std::string& words) {
+  check_rejected(
+      call, [&] { call.run(); }, argument, words);
 }
 
 }  // namespace
@@ -229,16 +236,13 @@ TEST_CASE("the backward names the forward-only members and a missing lse, writin
   // The gradients' views reuse o's poisoned buffer: every call below is refused before any
   // write, which outputs_untouched() then shows.
   const auto check_backward = [&](const std::string& argument, const std::string& words) {
-    try {
-      emulator().backward(call.attention, call.sequences, call.q, call.k, call.v, call.o, call.lse,
-                          call.q, call.o, call.k, call.v);
-      FAIL("accepted; expected InvalidArgument(" << argument << ")");
-    } catch (const InvalidArgument& e) {
-      CHECK(e.argument() == argument);
-      const std::string message = e.what();
-      CHECK_MESSAGE(message.find(words) != std::string::npos, message);
-    }
-    CHECK(call.outputs_untouched());
+    check_rejected(
+        call,
+        [&] {
+          emulator().backward(call.attention, call.sequences, call.q, call.k, call.v, call.o,
+                              call.lse, call.q, call.o, call.k, call.v);
+        },
+        argument, words);
   };
   check_backward("sequences.page_table", "forward-only");
   call.sequences.page_table = {};
@@ -259,16 +263,14 @@ TEST_CASE("an explicit config (the autotuner's) must have the call's layout and 
   const kernels::InferenceConfig good = kernels::default_inference_config(
       call.attention, layout, DType::bf16, device.arch(), device.sm_count, 2);
   const auto check_config = [&](const kernels::InferenceConfig& config, const std::string& words) {
-    try {
-      kernels::attention_forward_sequences(backend, call.attention, call.sequences, call.q, call.k,
-                                           call.v, call.o, call.lse, config, false, nullptr);
-      FAIL("accepted; expected InvalidArgument(config)");
-    } catch (const InvalidArgument& e) {
-      CHECK(e.argument() == "config");
-      const std::string message = e.what();
-      CHECK_MESSAGE(message.find(words) != std::string::npos, message);
-    }
-    CHECK(call.outputs_untouched());
+    check_rejected(
+        call,
+        [&] {
+          kernels::attention_forward_sequences(backend, call.attention, call.sequences, call.q,
+                                               call.k, call.v, call.o, call.lse, config, false,
+                                               nullptr);
+        },
+        "config", words);
   };
   kernels::InferenceConfig bad = good;
   bad.forward.paged = false;  // a dense cache's kernel on pages

@@ -9,7 +9,7 @@
 #include "kernels/op_registry.hpp"
 #include "layer_norm/layer_norm_space.cuh"
 #include "runtime/kernel_cache.hpp"
-#include "runtime/parallel.hpp"
+#include "support/compile_checks.hpp"
 
 using namespace flashjit;
 using namespace flashjit::detail;
@@ -21,15 +21,7 @@ TEST_CASE("the layer_norm defaults compile for sm_80 and sm_90a without spills")
   for (const char* arch : {"sm_80", "sm_90a"}) {
     const auto specs = kernels::find_op("layernorm").specs(arch, kernels::SpecSet::defaults);
     CHECK(specs.size() < kernels::find_op("layernorm").specs(arch, kernels::SpecSet::all).size());
-    run_ordered<CacheLookup>(
-        static_cast<int>(specs.size()), default_workers(),
-        [&](int i) { return cache.get(specs[static_cast<std::size_t>(i)]); },
-        [&](int i, Outcome<CacheLookup>& outcome) {
-          const std::string name = specs[static_cast<std::size_t>(i)].display_name();
-          REQUIRE_MESSAGE(!outcome.error, name);
-          CHECK_MESSAGE(outcome.value.entry->kernel.resources.spill_bytes() == 0, name);
-          CHECK_MESSAGE(outcome.value.entry->kernel.resources.registers > 0, name);
-        });
+    testing::check_compiles_without_spills(cache, specs);
   }
 }
 

@@ -7,7 +7,7 @@
 #include "kernels/multiscale_attention.hpp"
 #include "kernels/op_registry.hpp"
 #include "runtime/kernel_cache.hpp"
-#include "runtime/parallel.hpp"
+#include "support/compile_checks.hpp"
 
 using namespace flashjit;
 using namespace flashjit::detail;
@@ -20,14 +20,7 @@ TEST_CASE("the multiscale-attention defaults compile for sm_80 and sm_90a withou
     const auto specs =
         kernels::find_op("multiscale-attention").specs(arch, kernels::SpecSet::defaults);
     CHECK(specs.size() >= 16);  // 4 (dtype, head dim) rows x 2 masks x forward, dK/dV, dQ
-    run_ordered<CacheLookup>(
-        static_cast<int>(specs.size()), default_workers(),
-        [&](int i) { return cache.get(specs[static_cast<std::size_t>(i)]); },
-        [&](int i, Outcome<CacheLookup>& outcome) {
-          const std::string name = specs[static_cast<std::size_t>(i)].display_name();
-          REQUIRE_MESSAGE(!outcome.error, name);
-          CHECK_MESSAGE(outcome.value.entry->kernel.resources.spill_bytes() == 0, name);
-        });
+    testing::check_compiles_without_spills(cache, specs);
   }
 }
 

@@ -92,6 +92,10 @@ struct DeviceTensor {
   TensorView vector_view() const {
     return TensorView::contiguous(buffer.data(), dtype, {rows * cols});
   }
+  /// A [rows] view of a one-column tensor: its elements `stride` apart.
+  TensorView column_view() const {
+    return TensorView::strided(buffer.data(), dtype, {rows}, {stride});
+  }
 };
 
 double rms_of(const std::vector<double>& values) {
@@ -148,7 +152,9 @@ LayerNormOutputs run_layer_norm(Runtime& runtime, const LayerNormCase& c, const 
     return DeviceTensor(runtime, dtype, 1, values.empty() ? c.cols : std::int64_t(values.size()),
                         values.empty() ? c.cols : std::int64_t(values.size()), values);
   };
-  auto stats = [&] { return DeviceTensor(runtime, DType::f32, 1, c.rows, c.rows); };
+  // Padded, the statistics are every other element (a column of a [rows, 2] tensor): a kernel
+  // that ignored their stride would write, or read, the poisoned elements between.
+  auto stats = [&] { return DeviceTensor(runtime, DType::f32, c.rows, 1, c.padded ? 2 : 1); };
   DeviceTensor input = rows(in.input), residual = rows(in.residual), sum = rows({}), y = rows({});
   DeviceTensor bias = vector(in.bias, c.dtype), gamma = vector(in.gamma, c.dtype);
   DeviceTensor beta = vector(in.beta, c.dtype), mean = stats(), rstd = stats();
@@ -158,16 +164,16 @@ LayerNormOutputs run_layer_norm(Runtime& runtime, const LayerNormCase& c, const 
   const bool sum_written = c.fused() && (c.write_sum || backward);
   if (sum_written) options.sum = sum.rows_view();
   const TensorView beta_view = c.rms ? TensorView{} : beta.vector_view();
-  const TensorView mean_view = c.rms ? TensorView{} : mean.vector_view();
+  const TensorView mean_view = c.rms ? TensorView{} : mean.column_view();
   runtime.layer_norm(options, input.rows_view(), gamma.vector_view(), beta_view, y.rows_view(),
-                     mean_view, rstd.vector_view());
+                     mean_view, rstd.column_view());
   runtime.synchronize();
   LayerNormOutputs out;
   out.y = y.read(runtime, out.untouched_padding);
   if (sum_written) out.sum = sum.read(runtime, out.untouched_padding);
+  if (!c.rms) out.mean = mean.read(runtime, out.untouched_padding);
+  out.rstd = rstd.read(runtime, out.untouched_padding);
   bool unused = true;
-  if (!c.rms) out.mean = mean.read(runtime, unused);
-  out.rstd = rstd.read(runtime, unused);
   if (!backward) return out;
 
   DeviceTensor dy = rows(in.dy), dx = rows({}), dgamma = vector({}, c.dtype);
@@ -175,7 +181,7 @@ LayerNormOutputs run_layer_norm(Runtime& runtime, const LayerNormCase& c, const 
   const TensorView x_view = sum_written ? sum.rows_view() : input.rows_view();
   runtime.layer_norm_backward(
       LayerNorm{.epsilon = c.epsilon, .rms = c.rms}, x_view, gamma.vector_view(), mean_view,
-      rstd.vector_view(), dy.rows_view(), dx.rows_view(), dgamma.vector_view(),
+      rstd.column_view(), dy.rows_view(), dx.rows_view(), dgamma.vector_view(),
       c.rms ? TensorView{} : dbeta.vector_view(), c.bias ? dbias.vector_view() : TensorView{});
   runtime.synchronize();
   out.dx = dx.read(runtime, out.untouched_padding);

@@ -22,7 +22,7 @@ struct LayerNormCase {
   bool bias = false;      ///< fuse a [cols] bias add
   bool residual = false;  ///< fuse a [rows, cols] residual add
   bool write_sum = true;  ///< write the sum (when fused; the backward needs it)
-  bool padded = false;    ///< rows 8 elements apart more than cols
+  bool padded = false;    ///< rows 8 elements apart more than cols, statistics 2 apart
   float epsilon = 1e-5f;
   double offset = 0;  ///< added to every input value (before rounding)
   std::uint64_t seed = 1;
@@ -46,7 +46,7 @@ LayerNormInputs layer_norm_inputs(const LayerNormCase& c);
 struct LayerNormOutputs {
   std::vector<double> y, sum, mean, rstd;
   std::vector<double> dx, dgamma, dbeta, dbias;
-  bool untouched_padding = true;  ///< no row padding of an output was written
+  bool untouched_padding = true;  ///< no padding of an output (rows, statistics) was written
 };
 
 /// Runs the forward on `runtime`, then, with `backward`, the backward with dy and the

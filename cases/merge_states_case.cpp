@@ -97,7 +97,8 @@ std::vector<KeyRange> random_splits(const MergeStatesCase& c) {
 }
 
 /// Partial `part` written into `o` and `lse` at `layout`'s offsets, partial index `slot`. A row
-/// the partial saw no key of gets O = 100 instead of 0: its weight must be exactly 0.
+/// the partial saw no key of gets O = NaN instead of 0: it must contribute nothing, not even
+/// a NaN through a zero weight.
 void write_partial(const MergeStatesCase& c, const Layout& layout, const ForwardResult& part,
                    std::int64_t slot, HostBytes& o, std::vector<float>& lse) {
   const reference::Problem& p = c.problem;
@@ -109,7 +110,7 @@ void write_partial(const MergeStatesCase& c, const Layout& layout, const Forward
         lse[static_cast<std::size_t>(slot * layout.lse_partial_stride + layout.lse_at(t, h))] =
             static_cast<float>(part_lse);
         for (std::int64_t d = 0; d < p.head_dim; ++d) {
-          const double value = std::isinf(part_lse) ? 100.0 : part.out(b, i, h, d);
+          const double value = std::isinf(part_lse) ? std::nan("") : part.out(b, i, h, d);
           o.set(slot * layout.partial_stride + layout.o_at(t, h, d), value);
         }
       }

@@ -98,6 +98,13 @@ void check_no_self_overlap(const TensorView& view, const std::string& name) {
   }
 }
 
+void check_value_dtype(const TensorView& view, const std::string& name) {
+  if (view.dtype != DType::f16 && view.dtype != DType::bf16 && view.dtype != DType::f32) {
+    throw InvalidArgument(name + ".dtype", "is " + std::string(dtype_name(view.dtype)) +
+                                               "; must be fp16, bf16 or fp32");
+  }
+}
+
 void check_same_dtype(const TensorView& view, const TensorView& reference, const std::string& name,
                       const std::string& reference_name) {
   if (view.dtype != reference.dtype) {

@@ -27,6 +27,9 @@ void check_aligned(const TensorView& view, const std::string& name, std::int64_t
 /// exotic interleavings that would be safe; no layout a framework produces is among them.
 void check_no_self_overlap(const TensorView& view, const std::string& name);
 
+/// `view` holds values: fp16, bf16 or fp32 (int32 is for index arrays only).
+void check_value_dtype(const TensorView& view, const std::string& name);
+
 /// `view` has the same dtype as `reference`.
 void check_same_dtype(const TensorView& view, const TensorView& reference, const std::string& name,
                       const std::string& reference_name);

@@ -19,7 +19,11 @@ RowMajor rows_of(const TensorView& view) {
   return {view.data, view.data == nullptr ? 0 : view.strides[0]};
 }
 
-float* stats_of(const TensorView& view) { return static_cast<float*>(view.data); }
+/// A [rows] statistic's data and stride (absent: null data).
+template <typename T>
+RowStatistic<T> statistic_of(const TensorView& view) {
+  return {static_cast<T*>(view.data), view.data != nullptr ? view.strides[0] : 0};
+}
 
 detail::KernelBuffer buffer_of(const TensorView& view, const char* name) {
   return {view.data, static_cast<std::size_t>(view.span_bytes()), name};
@@ -82,8 +86,8 @@ void launch_layer_norm(detail::RuntimeBackend& backend, const LayerNorm& options
                                gamma.data,
                                beta.data,
                                rows_of(y),
-                               stats_of(mean),
-                               stats_of(rstd),
+                               statistic_of<float>(mean),
+                               statistic_of<float>(rstd),
                                x.shape[0],
                                cols,
                                options.epsilon};
@@ -117,8 +121,8 @@ void launch_layer_norm_backward(detail::RuntimeBackend& backend, const LayerNorm
       stream);
   const LayerNormBackwardParams params{rows_of(x),
                                        gamma.data,
-                                       static_cast<const float*>(mean.data),
-                                       static_cast<const float*>(rstd.data),
+                                       statistic_of<const float>(mean),
+                                       statistic_of<const float>(rstd),
                                        rows_of(dy),
                                        rows_of(dx),
                                        dgamma.data,

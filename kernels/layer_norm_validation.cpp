@@ -47,10 +47,7 @@ void check_statistic(const TensorView& view, const std::string& name, const Tens
 /// x itself: [rows, cols], fp16/bf16/fp32, cols 1 to kMaxCols, unit column stride.
 void check_x(const TensorView& x) {
   check_tensor(x, "x", 2);
-  if (x.dtype != DType::f16 && x.dtype != DType::bf16 && x.dtype != DType::f32) {
-    throw InvalidArgument(
-        "x.dtype", "is " + std::string(dtype_name(x.dtype)) + "; must be fp16, bf16 or fp32");
-  }
+  check_value_dtype(x, "x");
   if (x.shape[1] < 1 || x.shape[1] > layer_norm_space::kMaxCols) {
     throw InvalidArgument("x.shape", "cols (dimension [1]) is " + std::to_string(x.shape[1]) +
                                          "; must be from 1 to " +

@@ -43,6 +43,7 @@ void check_heads(std::int64_t heads, const std::string& name) {
 void check_partials(const TensorView& partial_o, const TensorView& partial_lse) {
   check_tensor(partial_o, "partial_o", 4);
   check_tensor(partial_lse, "partial_lse", 3);
+  check_value_dtype(partial_o, "partial_o");
   check_lse_dtype(partial_lse, "partial_lse");
   const std::int64_t partials = partial_o.shape[0];
   if (partials < 1 || partials > std::numeric_limits<int>::max()) {
@@ -59,6 +60,7 @@ void check_partials(const TensorView& partial_o, const TensorView& partial_lse) 
 
 void check_merged(const TensorView& partial_o, const TensorView& o, const TensorView& lse) {
   check_tensor(o, "o", 3);
+  check_value_dtype(o, "o");
   if (!merge_dtypes_supported(partial_o.dtype, o.dtype)) {
     throw InvalidArgument("o.dtype", "is " + std::string(dtype_name(o.dtype)) +
                                          "; must be partial_o's dtype (" +
@@ -96,6 +98,8 @@ void validate_merge_state_pair_arguments(const TensorView& o_a, const TensorView
   check_tensor(lse_a, "lse_a", 2);
   check_tensor(o_b, "o_b", 3);
   check_tensor(lse_b, "lse_b", 2);
+  check_value_dtype(o_a, "o_a");
+  check_value_dtype(o_b, "o_b");
   check_head_dim(o_a.shape[2], "o_a");
   check_heads(o_a.shape[1], "o_a");
   check_same_dtype(o_b, o_a, "o_b", "o_a");

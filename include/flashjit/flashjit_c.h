@@ -314,7 +314,8 @@ void flashjit_layer_norm_init(flashjit_layer_norm* options);
 /** Layer norm forward (flashjit::Runtime::layer_norm) over each row of x [rows, cols], cols 1 to
  *  65536: y = (x - mean) / sqrt(var + epsilon) * gamma + beta (var biased), or RMS norm. x, y
  *  (and residual, sum) have unit column stride; gamma, beta (and bias) are contiguous [cols];
- *  one dtype, F16, BF16 or F32. mean and rstd are F32 [rows], written for the backward, each
+ *  one dtype, F16, BF16 or F32. mean and rstd are F32 [rows] with any stride, written for the
+ *  backward, each
  *  skipped when NULL (or NULL data); RMS norm takes no beta and writes no mean (both NULL).
  *  Errors: INVALID_ARGUMENT naming the argument (nothing is launched or written then); others as
  *  in flashjit_attention_forward. */

@@ -67,8 +67,8 @@ FJ_DEVICE void backward_rows_cached(const LayerNormBackwardParams& p, int slot, 
   float dgamma[kValues] = {}, dbeta[kValues] = {}, dbias[kValues] = {};  // this slot's partials
   auto add = [](RowSums a, RowSums b) { return add_sums(a, b); };
   for (index_t row = begin; row < end; ++row) {
-    const float mean = Config::kRms ? 0.0f : load_global(p.mean, row);
-    const float rstd = load_global(p.rstd, row);
+    const float mean = Config::kRms ? 0.0f : load_global(p.mean.at(row), 0);
+    const float rstd = load_global(p.rstd.at(row), 0);
     ColumnGrad grads[kValues];  // this thread's columns of the row
     RowSums sums = {0.0f, 0.0f};
 #pragma unroll
@@ -115,8 +115,8 @@ FJ_DEVICE void backward_rows_streamed(const LayerNormBackwardParams& p, int slot
   });
   auto add = [](RowSums a, RowSums b) { return add_sums(a, b); };
   for (index_t row = begin; row < end; ++row) {
-    const float mean = Config::kRms ? 0.0f : load_global(p.mean, row);
-    const float rstd = load_global(p.rstd, row);
+    const float mean = Config::kRms ? 0.0f : load_global(p.mean.at(row), 0);
+    const float rstd = load_global(p.rstd.at(row), 0);
     RowSums sums = {0.0f, 0.0f};
     for_each_column<Config>(p.cols, at.lane, [&](int col) {
       const ColumnGrad c = column_grad<Config>(p, row, col, mean, rstd);

@@ -53,8 +53,8 @@ FJ_DEVICE RowNorm row_norm(const LayerNormParams& p, WelfordStats stats, float s
   } else {
     norm = {stats.mean, 1.0f / sqrt_rn(variance + p.epsilon)};
   }
-  if (writer && p.mean != nullptr) store_global(p.mean, row, shift + norm.shifted_mean);
-  if (writer && p.rstd != nullptr) store_global(p.rstd, row, norm.rstd);
+  if (writer && p.mean.present()) store_global(p.mean.at(row), 0, shift + norm.shifted_mean);
+  if (writer && p.rstd.present()) store_global(p.rstd.at(row), 0, norm.rstd);
   return norm;
 }
 

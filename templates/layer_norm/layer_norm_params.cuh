@@ -1,7 +1,8 @@
 #pragma once
 // The layer_norm kernels' run-time arguments, structs shared by the host (which fills them) and
 // the kernels (which take them by value). Every [rows, cols] tensor has unit column stride and
-// its own row stride; [cols] vectors are contiguous; statistics are fp32 [rows]. Element types
+// its own row stride; [cols] vectors are contiguous; statistics are fp32 [rows] with any stride
+// (a column of a wider tensor, say). Element types
 // are the config's (one dtype for every tensor but the statistics and the workspace).
 #include "tile/platform.cuh"
 
@@ -20,18 +21,29 @@ struct RowMajor {
   FJ_DEVICE bool present() const { return data != nullptr; }
 };
 
+/// A [rows] fp32 statistic (μ or rstd), its rows `stride` apart; data nullptr: absent.
+template <typename T>
+struct RowStatistic {
+  T* data;
+  index_t stride;
+
+  /// Row `row`'s value.
+  FJ_DEVICE T* at(index_t row) const { return data + row * stride; }
+  FJ_DEVICE bool present() const { return data != nullptr; }
+};
+
 /// Arguments of layer_norm_kernel: y = (x − μ)·rstd·γ + β per row, x = input (+ bias)
 /// (+ residual), with μ = 0 and no β for RMS norm.
 struct LayerNormParams {
-  RowMajor input;     // (rows, cols)
-  RowMajor residual;  // (rows, cols); absent: no residual
-  const void* bias;   // (cols,); nullptr: no bias
-  RowMajor sum;       // (rows, cols), written: x, the next block's residual; absent: skipped
-  const void* gamma;  // (cols,)
-  const void* beta;   // (cols,); nullptr for RMS norm
-  RowMajor y;         // (rows, cols), written
-  float* mean;        // (rows,), written; nullptr: skipped (RMS norm writes none)
-  float* rstd;  // (rows,), written: 1/√(σ² + ε), or 1/√(mean(x²) + ε); nullptr: skipped
+  RowMajor input;            // (rows, cols)
+  RowMajor residual;         // (rows, cols); absent: no residual
+  const void* bias;          // (cols,); nullptr: no bias
+  RowMajor sum;              // (rows, cols), written: x, the next block's residual; absent: skipped
+  const void* gamma;         // (cols,)
+  const void* beta;          // (cols,); nullptr for RMS norm
+  RowMajor y;                // (rows, cols), written
+  RowStatistic<float> mean;  // (rows,), written; absent: skipped (RMS norm writes none)
+  RowStatistic<float> rstd;  // (rows,), written: 1/√(σ² + ε) or 1/√(mean(x²) + ε); absent: skipped
   index_t rows;
   int cols;
   float epsilon;
@@ -44,14 +56,14 @@ struct LayerNormParams {
 struct LayerNormBackwardParams {
   RowMajor x;         // (rows, cols): the normalized input (the forward's sum when fused)
   const void* gamma;  // (cols,)
-  const float* mean;  // (rows,); nullptr for RMS norm
-  const float* rstd;  // (rows,)
-  RowMajor dy;        // (rows, cols)
-  RowMajor dx;        // (rows, cols), written: dL/dx (= dL/dinput = dL/dresidual)
-  void* dgamma;       // (cols,), written
-  void* dbeta;        // (cols,), written; nullptr: skipped (RMS norm)
-  void* dbias;        // (cols,), written: column sums of dx; nullptr: skipped
-  float* workspace;   // (3, slots, cols): the slots' partial dγ, dβ, dbias
+  RowStatistic<const float> mean;  // (rows,); absent for RMS norm
+  RowStatistic<const float> rstd;  // (rows,)
+  RowMajor dy;                     // (rows, cols)
+  RowMajor dx;                     // (rows, cols), written: dL/dx (= dL/dinput = dL/dresidual)
+  void* dgamma;                    // (cols,), written
+  void* dbeta;                     // (cols,), written; nullptr: skipped (RMS norm)
+  void* dbias;                     // (cols,), written: column sums of dx; nullptr: skipped
+  float* workspace;                // (3, slots, cols): the slots' partial dγ, dβ, dbias
   index_t rows;
   int cols;
   int slots;

@@ -3,8 +3,9 @@
 // merge into the exact state over their union,
 //   LSE = log Σᵢ e^LSEᵢ,   O = Σᵢ e^(LSEᵢ − LSE) Oᵢ,
 // which is a softmax over the partials' LSEs weighting their outputs. It is taken with the
-// online softmax's statistics in base 2 (so a partial that saw no key, LSE = -inf, weighs 0,
-// and a row where every partial saw none gives O = 0, LSE = -inf without a NaN). LSEs are
+// online softmax's statistics in base 2. A partial that saw no key (LSE = -inf) contributes
+// nothing whatever its O holds, and a row where every partial saw none gives O = 0, LSE = -inf
+// without a NaN. LSEs are
 // natural-log in memory, as everywhere in flashjit's API.
 #include "merge_states/merge_states_params.cuh"
 #include "merge_states/merge_states_space.cuh"
@@ -56,12 +57,19 @@ FJ_DEVICE void merge_row(const Params& p, index_t token, int head, int lane, boo
   for (int col0 = lane; active && col0 < p.head_dim; col0 += kStep * kColumns) {
     float o_acc[kColumns] = {};  // Σᵢ wᵢ Oᵢ over this thread's columns of the step
     for (int i = 0; i < partials; ++i) {
-      const float weight = probability(partial_lse2(p, i, token, head), stats, inv_sum);  // wᵢ
+      const float lse2 = partial_lse2(p, i, token, head);
+      const float weight = probability(lse2, stats, inv_sum);  // wᵢ
+      // A partial that saw no key adds an exact 0, not 0 · Oᵢ: its O may hold anything, and
+      // 0 · NaN would poison the row.
+      const bool seen = lse2 != negative_infinity();
       const auto* part_row = p.template part_row<typename Config::Input>(i, token, head);
 #pragma unroll
       for (int c = 0; c < kColumns; ++c) {
         const int col = col0 + c * kStep;
-        if (col < p.head_dim) o_acc[c] = fma_rn(weight, load_global(part_row, col), o_acc[c]);
+        if (col < p.head_dim) {
+          const float value = load_global(part_row, col);
+          o_acc[c] = fma_rn(weight, seen ? value : 0.0f, o_acc[c]);
+        }
       }
     }
 #pragma unroll

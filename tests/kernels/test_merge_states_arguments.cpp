@@ -65,6 +65,8 @@ TEST_CASE("merge_states rejects each bad argument by name") {
          c.partial_o.strides = {1280, 256, 128, 2};
        },
        "partial_o.strides"},
+      {"int32 partials", [](MergeCall& c) { c.partial_o.dtype = DType::i32; }, "partial_o.dtype"},
+      {"int32 output", [](MergeCall& c) { c.o.dtype = DType::i32; }, "o.dtype"},
       {"LSE in fp16", [](MergeCall& c) { c.partial_lse.dtype = DType::f16; }, "partial_lse.dtype"},
       {"LSE count differs from O's", [](MergeCall& c) { c.partial_lse.shape[0] = 2; },
        "partial_lse.shape"},
@@ -97,6 +99,8 @@ TEST_CASE("merge_state_in_place rejects each bad argument by name") {
   CHECK_NOTHROW(call.validate());
   call.rejects_each({
       {"null a", [](PairCall& c) { c.o_a.data = nullptr; }, "o_a"},
+      {"int32 a", [](PairCall& c) { c.o_a.dtype = DType::i32; }, "o_a.dtype"},
+      {"int32 b", [](PairCall& c) { c.o_b.dtype = DType::i32; }, "o_b.dtype"},
       {"dtypes differ", [](PairCall& c) { c.o_b.dtype = DType::f16; }, "o_b.dtype"},
       {"LSE in bf16", [](PairCall& c) { c.lse_b.dtype = DType::bf16; }, "lse_b.dtype"},
       {"b's shape", [](PairCall& c) { c.o_b.shape[2] = 32; }, "o_b.shape"},

@@ -3,9 +3,11 @@
 // invariant "split + merge equals unsplit"), in every dtype, both forms, strided views.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "cases/merge_states_case.hpp"
@@ -98,25 +100,48 @@ TEST_CASE("the two-way form merges b into a in place") {
               .empty_partial = true});
 }
 
-TEST_CASE("every partial -inf: O = 0 and LSE = -inf, no NaN") {
+namespace {
+
+/// merge_states over fp32 host arrays of one head ([partials, rows, 1, head_dim]) on the
+/// emulator; returns the merged O and LSE.
+std::pair<std::vector<float>, std::vector<float>> merge_on_emulator(
+    const std::vector<float>& parts_o, const std::vector<float>& parts_lse, std::int64_t partials,
+    std::int64_t rows, std::int64_t head_dim) {
   Runtime& runtime = testing::emulator();
-  constexpr std::int64_t kPartials = 3, kRows = 4, kHeadDim = 16;
-  const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> parts_o(kPartials * kRows * kHeadDim, 5.0f);  // finite garbage
-  std::vector<float> parts_lse(kPartials * kRows, -inf);
   DeviceBuffer o_in = runtime.allocate(parts_o.size() * 4),
                lse_in = runtime.allocate(parts_lse.size() * 4);
   runtime.copy_to_device(o_in.data(), parts_o.data(), parts_o.size() * 4);
   runtime.copy_to_device(lse_in.data(), parts_lse.data(), parts_lse.size() * 4);
-  DeviceBuffer o = runtime.allocate(kRows * kHeadDim * 4), lse = runtime.allocate(kRows * 4);
+  DeviceBuffer o = runtime.allocate(rows * head_dim * 4), lse = runtime.allocate(rows * 4);
   runtime.merge_states(
-      TensorView::contiguous(o_in.data(), DType::f32, {kPartials, kRows, 1, kHeadDim}),
-      TensorView::contiguous(lse_in.data(), DType::f32, {kPartials, kRows, 1}),
-      TensorView::contiguous(o.data(), DType::f32, {kRows, 1, kHeadDim}),
-      TensorView::contiguous(lse.data(), DType::f32, {kRows, 1}));
-  std::vector<float> o_out(kRows * kHeadDim), lse_out(kRows);
+      TensorView::contiguous(o_in.data(), DType::f32, {partials, rows, 1, head_dim}),
+      TensorView::contiguous(lse_in.data(), DType::f32, {partials, rows, 1}),
+      TensorView::contiguous(o.data(), DType::f32, {rows, 1, head_dim}),
+      TensorView::contiguous(lse.data(), DType::f32, {rows, 1}));
+  std::vector<float> o_out(rows * head_dim), lse_out(rows);
   runtime.copy_to_host(o_out.data(), o.data(), o_out.size() * 4);
   runtime.copy_to_host(lse_out.data(), lse.data(), lse_out.size() * 4);
-  for (float x : o_out) CHECK(x == 0.0f);
-  for (float x : lse_out) CHECK(x == -inf);
+  return {o_out, lse_out};
+}
+
+}  // namespace
+
+TEST_CASE("every partial -inf, NaN in every O: O = 0 and LSE = -inf, no NaN") {
+  constexpr std::int64_t kPartials = 3, kRows = 4, kHeadDim = 16;
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> parts_o(kPartials * kRows * kHeadDim, std::nanf(""));
+  const std::vector<float> parts_lse(kPartials * kRows, -inf);
+  const auto [o, lse] = merge_on_emulator(parts_o, parts_lse, kPartials, kRows, kHeadDim);
+  for (float x : o) CHECK(x == 0.0f);
+  for (float x : lse) CHECK(x == -inf);
+}
+
+TEST_CASE("a NaN in the O of a partial whose LSE is -inf does not reach the merge") {
+  constexpr std::int64_t kHeadDim = 8;
+  std::vector<float> parts_o(2 * kHeadDim, 1.0f);                       // partial 0: O = 1, LSE = 0
+  std::fill(parts_o.begin() + kHeadDim, parts_o.end(), std::nanf(""));  // partial 1: NaN
+  const std::vector<float> parts_lse = {0.0f, -std::numeric_limits<float>::infinity()};
+  const auto [o, lse] = merge_on_emulator(parts_o, parts_lse, 2, 1, kHeadDim);
+  for (float x : o) CHECK(x == 1.0f);
+  CHECK(lse[0] == 0.0f);
 }

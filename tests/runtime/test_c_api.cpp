@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <set>
 #include <string>
@@ -725,6 +726,27 @@ TEST_CASE("C API: merge_states and merge_state_in_place give the C++ API's bits"
           FLASHJIT_ERROR_INVALID_ARGUMENT);
     CHECK(std::string(flashjit_last_error()).find("'o_a'") != std::string::npos);
     CHECK(bytes_equal(c_download(rt, c_o.data, o_count), before));
+  }
+  SUBCASE("an int32 O is an invalid argument naming the tensor and the accepted dtypes") {
+    const auto rejects_int32 = [](const std::function<flashjit_status()>& call,
+                                  const std::string& argument) {
+      CHECK(call() == FLASHJIT_ERROR_INVALID_ARGUMENT);
+      const std::string message = flashjit_last_error();
+      CHECK_MESSAGE(message.find(argument) != std::string::npos, message);
+      CHECK_MESSAGE(message.find("fp16, bf16 or fp32") != std::string::npos, message);
+    };
+    flashjit_tensor int_po = po, int_o = o, int_a = a, int_b = b;
+    int_po.dtype = int_o.dtype = int_a.dtype = int_b.dtype = FLASHJIT_DTYPE_I32;
+    rejects_int32([&] { return flashjit_merge_states(rt, &int_po, &pl, &o, &lse, nullptr); },
+                  "partial_o.dtype");
+    rejects_int32([&] { return flashjit_merge_states(rt, &po, &pl, &int_o, &lse, nullptr); },
+                  "o.dtype");
+    rejects_int32(
+        [&] { return flashjit_merge_state_in_place(rt, &int_a, &a_lse, &b, &b_lse, nullptr); },
+        "o_a.dtype");
+    rejects_int32(
+        [&] { return flashjit_merge_state_in_place(rt, &a, &a_lse, &int_b, &b_lse, nullptr); },
+        "o_b.dtype");
   }
 }
 

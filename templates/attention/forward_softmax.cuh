@@ -1,9 +1,12 @@
 #pragma once
 // The online softmax of the forward pass on a warp's score tiles (DESIGN.md section 1), in the
 // base-2 domain: the statistics are kept on the raw scores and the scale·log2(e) the host
-// computed is applied inside the exponent, P = 2^(s·c − m·c), one fused multiply-add per score
-// before its exp2 instead of a separate scaling pass. Soft-capped scores arrive already scaled
-// (c = 1): the cap's tanh needs them scaled first.
+// computed is applied inside the exponent, P = 2^((s − m)·c), the difference taken first. The
+// one-FMA form s·c − m·c would round m·c, an error that grows with the scores and multiplies
+// every P of the row: past scaled scores of about 1e8, P overflows fp16, then fp32 (LSE ±inf,
+// O NaN). Taken first, s − m is exact near the maximum, the maximum's P is exactly 1, and no
+// P exceeds 1 at any scale. Soft-capped scores arrive already scaled (c = 1): the cap's tanh
+// needs them scaled first.
 #include "attention/forward_params.cuh"
 #include "tile/register_tile.cuh"
 
@@ -50,12 +53,12 @@ struct OnlineSoftmax {
     for (int r = 0; r < Rows / 16 * 2; ++r) {
       // A row that has seen only masked keys has m' = −inf; subtracting it would give
       // −inf − (−inf) = NaN. Any finite base keeps its P = 2^(−inf) = 0 and its α = 0.
-      base.v[r] = new_max.v[r] == negative_infinity() ? 0.0f : new_max.v[r] * scale;
-      alpha.v[r] = exp2_approx(max.v[r] * scale - base.v[r]);  // α = 2^((m − m')·c)
+      base.v[r] = new_max.v[r] == negative_infinity() ? 0.0f : new_max.v[r];
+      alpha.v[r] = exp2_approx((max.v[r] - base.v[r]) * scale);  // α = 2^((m − m')·c)
       sum.v[r] *= alpha.v[r];
     }
-    exp2_fma_row(s, scale, base);  // P = 2^(S·c − m'·c)
-    add_row_sum(s, sum);           // ℓ' = α·ℓ + rowsum(P)
+    exp2_scaled_difference_row(s, base, scale);  // P = 2^((S − m')·c)
+    add_row_sum(s, sum);                         // ℓ' = α·ℓ + rowsum(P)
     max = new_max;
     return alpha;
   }

@@ -126,10 +126,12 @@ FJ_DEVICE void exp2_sub_row(acc_tile<Rows, Cols>& tile, const row_vec<Rows>& bas
   for_each_in_row(tile, [&](int r, float& x) { x = exp2_approx(x - base.v[r]); });
 }
 
-/// tile[r, :] = 2^(tile[r, :]·factor − base[r]): one fused multiply-add before each exp2.
+/// tile[r, :] = 2^((tile[r, :] − base[r])·factor): the difference before the product, so it is
+/// exact near base[r] whatever the magnitude of the values (see forward_softmax.cuh).
 template <int Rows, int Cols>
-FJ_DEVICE void exp2_fma_row(acc_tile<Rows, Cols>& tile, float factor, const row_vec<Rows>& base) {
-  for_each_in_row(tile, [&](int r, float& x) { x = exp2_approx(fma_rn(x, factor, -base.v[r])); });
+FJ_DEVICE void exp2_scaled_difference_row(acc_tile<Rows, Cols>& tile, const row_vec<Rows>& base,
+                                          float factor) {
+  for_each_in_row(tile, [&](int r, float& x) { x = exp2_approx((x - base.v[r]) * factor); });
 }
 
 /// tile[r, :] −= value[r]

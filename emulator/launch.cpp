@@ -17,12 +17,30 @@ namespace {
 Machine* g_active = nullptr;
 constexpr std::size_t kSharedAlignment = 16;  // as __align__(16) on the device
 
+// Gives back the memory a launch sized by its shared memory and warps. A host-compiled kernel's
+// copy of the emulator keeps its machine to the end of the process; hundreds of them holding
+// megabytes of shadow each would add up, and the next launch sizes them anew anyway.
+void release_launch_memory(Machine& machine) {
+  std::vector<std::byte>().swap(machine.shared);
+  std::vector<ShadowByte>().swap(machine.shadow);
+  std::vector<std::uint32_t>().swap(machine.pair_sync);
+  std::vector<std::uint32_t>().swap(machine.warps_sync);
+  machine.shared_begin = nullptr;
+  machine.stacks = nullptr;
+}
+
 // Ends the launch however run_grid leaves, so a throw does not leave a stale machine.
 struct ActiveScope {
-  explicit ActiveScope(Machine& machine) { set_active(&machine); }
-  ~ActiveScope() { set_active(nullptr); }
+  explicit ActiveScope(Machine& machine) : machine_(machine) { set_active(&machine); }
+  ~ActiveScope() {
+    set_active(nullptr);
+    release_launch_memory(machine_);
+  }
   ActiveScope(const ActiveScope&) = delete;
   ActiveScope& operator=(const ActiveScope&) = delete;
+
+ private:
+  Machine& machine_;
 };
 
 void prepare_shared(Machine& machine, std::size_t bytes) {
@@ -99,22 +117,23 @@ void record(Machine& machine, int thread, Finding finding) {
 namespace flashjit::emulator {
 
 Report run_grid(const LaunchConfig& config, void (*body)(void*), void* context) {
-  static detail::Machine machine;  // kept between launches: its fiber stacks are reused
+  static detail::Machine machine;  // this copy of the emulator's; its own stacks are reused
   if (detail::active() != nullptr) throw std::logic_error("emulator launches do not nest");
   const auto threads = config.block.volume();
   if (threads == 0 || threads > 1024) {
     throw std::invalid_argument("emulator launch: a block holds 1 to 1024 threads");
   }
+  detail::ActiveScope scope(machine);
   machine.config = &config;
   machine.body = body;
   machine.body_context = context;
   machine.report = Report{};
   detail::prepare_shared(machine, config.shared_bytes);
   detail::reset_clock(machine, static_cast<std::size_t>(threads));
-  machine.stacks.reserve(static_cast<std::size_t>(threads));
+  machine.stacks = config.stacks != nullptr ? config.stacks : &machine.own_stacks;
+  machine.stacks->reserve(static_cast<std::size_t>(threads));
   blockDim = config.block;
   gridDim = config.grid;
-  detail::ActiveScope scope(machine);
   for (unsigned z = 0; z < config.grid.z; ++z) {
     for (unsigned y = 0; y < config.grid.y; ++y) {
       for (unsigned x = 0; x < config.grid.x; ++x) detail::run_block(machine, {x, y, z});

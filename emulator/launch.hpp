@@ -12,6 +12,8 @@
 
 namespace flashjit::emulator {
 
+class FiberStacks;
+
 /// A global buffer a launch may read or write.
 struct Buffer {
   const void* data = nullptr;
@@ -31,6 +33,11 @@ struct LaunchConfig {
   Dim3 block;
   std::size_t shared_bytes = 0;  // dynamic shared memory per block
   std::vector<Buffer> buffers;   // every global buffer the kernel may touch
+  // The stacks the block's threads run on, reused from launch to launch; nullptr: this copy of
+  // the emulator's own. Every host-compiled kernel links a copy of the emulator of its own, so
+  // the runtime passes one process-wide set: stacks per copy would be mapped once per kernel
+  // and kept to the end of the process (a few hundred kernels exhaust the mappings).
+  FiberStacks* stacks = nullptr;
 };
 
 /// Runs `body(context)` as every thread of every block of `config` (blocks in x-fastest

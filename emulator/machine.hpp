@@ -180,7 +180,8 @@ struct Machine {
   int current = -1;  // running thread, -1 in the scheduler
   void* scheduler_sp = nullptr;
   bool abandoned = false;  // a finding ended the block early (deadlock, mismatched collective)
-  FiberStacks stacks;
+  FiberStacks* stacks = nullptr;  // this launch's: LaunchConfig::stacks, else own_stacks
+  FiberStacks own_stacks;
 
   std::vector<std::byte> shared;  // kSharedAlignment slack, then the dynamic buffer
   std::byte* shared_begin = nullptr;

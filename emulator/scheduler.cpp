@@ -107,7 +107,7 @@ void start_threads(Machine& machine) {
     const auto linear = static_cast<unsigned>(i);
     machine.threads[i].index = {linear % shape.x, linear / shape.x % shape.y,
                                 linear / (shape.x * shape.y)};
-    machine.threads[i].sp = fiber_prepare(machine.stacks.top(i), &thread_entry);
+    machine.threads[i].sp = fiber_prepare(machine.stacks->top(i), &thread_entry);
     machine.warp_live[i / 32] |= 1u << (i % 32);
   }
   reset_async_copies(machine, count);

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "emulated_kernel_table.hpp"
+#include "emulator/fiber.hpp"
 #include "flashjit/error.hpp"
 #include "host_kernels.hpp"
 #include "runtime_backend.hpp"
@@ -37,9 +38,17 @@ DeviceInfo emulator_device_info(const std::string& arch) {
 // As cuMemAlloc's: every vector access a kernel may make is aligned.
 constexpr std::align_val_t kAlignment{256};
 
+/// The fiber stacks of every emulated launch in the process, whichever copy of the emulator
+/// runs it (launches take turns: EmulatorBackend::launch holds a lock).
+emulator::FiberStacks& process_fiber_stacks() {
+  static emulator::FiberStacks stacks;
+  return stacks;
+}
+
 emulator::LaunchConfig launch_config(const KernelSpec& spec, const LaunchShape& shape,
                                      const std::vector<KernelBuffer>& buffers) {
   emulator::LaunchConfig config;
+  config.stacks = &process_fiber_stacks();
   config.kernel_name = spec.display_name();
   config.grid = {shape.grid_x, shape.grid_y, shape.grid_z};
   config.block = {shape.block_x, shape.block_y, shape.block_z};

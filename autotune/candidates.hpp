@@ -70,7 +70,7 @@ TuningProblem make_problem(TunedOp op, DType dtype, const Attention& attention =
 /// rows, norm and fused adds).
 TuningKey tuning_key(const TuningProblem& problem);
 
-/// FLOPs of one call as FlashAttention counts them (../shared/GPU.md): 4 · batch · heads_q ·
+/// FLOPs of one call as FlashAttention's benchmarks count them: 4 · batch · heads_q ·
 /// seqlen_q · seqlen_k · head_dim for the forward (two matrix products), halved for causal;
 /// a sliding window counts the (query, key) pairs it keeps. The backward is 2.5 times that.
 /// 0 for the layer norm ops, which problem_bytes measures.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole GPU run in one command (../shared/GPU.md, issue 6), on a GPU machine that has the
+# The whole GPU run in one command (issue 6), on a GPU machine that has the
 # CUDA toolkit, Python with PyTorch, compute-sanitizer and no network. It uses a build folder
 # made on an everyday machine (x86-64, copied along with the repository; `tools/gpu_pack.sh`
 # makes a small one) and compiles nothing but kernels. Steps, in order of importance:

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The main job on a fresh machine: install what is missing, build (release), then show flashjit
+# The main job on a fresh machine: install what is missing, build (release: the library and the
+# `flashjit` command, target flashjit_cli; not the tests or examples), then show flashjit
 # at work: `flashjit info`; `flashjit run`, one attention forward checked against the float64
 # reference, on the GPU or, with none, on the CPU emulator (its first line says which); and a
 # short `flashjit compile` of the softmax kernels into an empty cache, twice: once compiling,
@@ -10,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 bash tools/install-deps.sh
 cmake --preset release >/dev/null
-cmake --build --preset release
+cmake --build --preset release --target flashjit_cli
 flashjit=build/release/tools/flashjit
 export FLASHJIT_CACHE_DIR=${FLASHJIT_CACHE_DIR:-$(mktemp -d)/flashjit-cache}
 

@@ -31,10 +31,25 @@ struct Attention {
   std::optional<float> scale{};
   /// Tanh soft-capping of the scores, s = softcap · tanh(s / softcap); 0 turns it off.
   float softcap = 0.0f;
-  /// Backward only. false (the default, as in FlashAttention-2/3): dQ is summed with atomic adds
-  /// in an fp32 workspace by the kernel that computes dK and dV, five matrix products per block
-  /// pair; the order of those additions varies between runs, so dQ's last bits may too. true: a
-  /// separate dQ kernel without atomics (seven products), the same bits on every run.
+  /// Backward only: how dQ is summed, and what repeated runs of Runtime::backward give. This
+  /// comment is the one place that states it; the other docs (runtime.hpp, flashjit_c.h, docs/)
+  /// point here.
+  /// - false (the default, as in FlashAttention-2/3): the kernel that computes dK and dV also
+  ///   adds each block pair's dQ contribution into an fp32 workspace with atomic adds (five
+  ///   matrix products per block pair), and a last small kernel rounds the sums to dq's dtype.
+  ///   On a GPU the atomic adds land in an order that changes from run to run, so dQ may differ
+  ///   in its last bits between runs with the same inputs. dK and dV are bit-identical: each
+  ///   element is written once, without atomics, summed in an order the kernel config fixes.
+  ///   (The emulator runs threads in a fixed order, so there dQ repeats too; a GPU need not.)
+  /// - true: a separate query-major kernel writes dQ once, without atomics (seven products per
+  ///   block pair instead of five; no dQ workspace): dQ, dK and dV are all bit-identical
+  ///   between runs with the same inputs.
+  /// "Bit-identical" holds for the same kernel config on the same GPU model. The tuning policy
+  /// chooses the config (RuntimeOptions::tuning): another GPU, a changed tuning database or
+  /// `auto` tuning a new shape may choose other tiles, which sum in another order and may change
+  /// the last bits of every gradient in either mode. The variable-length backward
+  /// (Runtime::backward with Sequences) makes the same promises, mode for mode; the multi-scale
+  /// backward always runs without atomics, as the true mode here.
   bool deterministic = false;
 };
 

@@ -65,8 +65,9 @@ typedef struct flashjit_runtime flashjit_runtime;
 enum {
   FLASHJIT_BACKEND_CUDA = 0, /**< a CUDA GPU; tensors are device memory */
   /** The CPU emulator running the same kernel templates with out-of-bounds, race and barrier
-   *  checks: tensors are host memory, launches are synchronous and slow (small shapes), and
-   *  only the specializations built into flashjit run. Needs no driver or GPU. */
+   *  checks: tensors are host memory, launches are synchronous and slow (small shapes). The
+   *  specializations built into flashjit run at once; any other is compiled by the host C++
+   *  compiler on first use and cached (flashjit::Backend::emulator). Needs no driver or GPU. */
   FLASHJIT_BACKEND_EMULATOR = 1
 };
 
@@ -179,9 +180,10 @@ typedef struct flashjit_attention {
   float scale;
   /** Tanh soft-capping of the scores, s = softcap * tanh(s / softcap); 0 turns it off. */
   float softcap;
-  /** Backward only (flashjit::Attention::deterministic): 0 (the default) sums dQ with atomic
-   *  adds, whose order may change its last bits between runs; non-zero runs a separate dQ
-   *  kernel that gives the same bits on every run, at two more matrix products per block. */
+  /** Backward only: 0 (the default) sums dQ with fp32 atomic adds; non-zero computes dQ in a
+   *  separate kernel without atomics. What each mode promises about repeated runs (which
+   *  gradients are bit-identical, and when) is stated in one place: the comment of
+   *  flashjit::Attention::deterministic in flashjit/attention.hpp. */
   int deterministic;
 } flashjit_attention;
 
@@ -209,8 +211,9 @@ flashjit_status flashjit_attention_forward(flashjit_runtime* runtime,
 /** Attention backward (flashjit::Runtime::backward): given dout = dL/do of a forward call with
  *  the same arguments and its o and lse (required here), writes dq = dL/dq, dk = dL/dk and
  *  dv = dL/dv. Shapes, dtypes and strides as in flashjit_attention_forward; dout and dq like
- *  q, dk and dv like k. dk and dv sum over the query heads sharing a key/value head. The same
- *  inputs give the same bits on every run. Errors as in flashjit_attention_forward. */
+ *  q, dk and dv like k. dk and dv sum over the query heads sharing a key/value head.
+ *  attention->deterministic chooses how dq is summed, and so which gradients repeat bit for
+ *  bit between runs (see that field). Errors as in flashjit_attention_forward. */
 flashjit_status flashjit_attention_backward(flashjit_runtime* runtime,
                                             const flashjit_attention* attention,
                                             const flashjit_tensor* q, const flashjit_tensor* k,
@@ -254,7 +257,8 @@ flashjit_status flashjit_attention_forward_sequences(
 /** Attention backward of a variable-length batch (flashjit::Runtime::backward with Sequences):
  *  sequences may hold cu_seqlens_q and cu_seqlens_k only (page_table, seqlens_k and splits are
  *  forward-only). dout and dq like q, dk and dv like k, lse as the forward wrote it (required).
- *  Errors as flashjit_attention_forward_sequences. */
+ *  attention->deterministic as in flashjit_attention_backward. Errors as
+ *  flashjit_attention_forward_sequences. */
 flashjit_status flashjit_attention_backward_sequences(
     flashjit_runtime* runtime, const flashjit_attention* attention,
     const flashjit_sequences* sequences, const flashjit_tensor* q, const flashjit_tensor* k,
@@ -382,8 +386,9 @@ flashjit_status flashjit_multiscale_forward(flashjit_runtime* runtime,
 /** Multi-scale attention backward (flashjit::Runtime::multiscale_backward): given dout of a
  *  forward call with the same arguments, its o and rowsum (required), writes dq, dk, dv (dk and
  *  dv summed over the query heads sharing a key/value head) and, for the mask tensor when dmask
- *  is not NULL, dmask = dL/dM [heads_q, seqlen_q, seqlen_k] F32 summed over the batch. The same
- *  inputs give the same bits on every run. Errors as in flashjit_multiscale_forward. */
+ *  is not NULL, dmask = dL/dM [heads_q, seqlen_q, seqlen_k] F32 summed over the batch. No
+ *  atomics: the same inputs give the same bits on every run with the same kernel config, as
+ *  the attention backward's deterministic mode. Errors as in flashjit_multiscale_forward. */
 flashjit_status flashjit_multiscale_backward(
     flashjit_runtime* runtime, const flashjit_multiscale_attention* attention,
     const flashjit_tensor* q, const flashjit_tensor* k, const flashjit_tensor* v,

@@ -171,6 +171,8 @@ class Runtime {
   /// dq like q, dk and dv like k (packed where Sequences packs them), dout like o; lse as the
   /// forward with the same sequences wrote it (required). Gradients as backward() computes them,
   /// sequence by sequence: a sequence with no queries gets dK = dV = 0, one with no keys dQ = 0.
+  /// attention.deterministic works, and promises, as in backward() (see
+  /// Attention::deterministic).
   /// Index arrays are checked as in forward(). Throws InvalidArgument naming the argument for
   /// bad input; nothing is launched or written then.
   void backward(const Attention& attention, const Sequences& sequences, const TensorView& q,
@@ -181,10 +183,13 @@ class Runtime {
   /// Attention backward: given dout = dL/do of the forward call with the same arguments (and
   /// its o and lse, which must not be null), writes dq = dL/dq, dk = dL/dk, dv = dL/dv. dk and
   /// dv sum over the query heads that share a key/value head (GQA/MQA). Shapes, dtypes and
-  /// strides as in forward(); dq like q, dk and dv like k. Gradients are computed without
-  /// atomics: the same inputs give the same bits on every run. Rows that see no key contribute
-  /// nothing. The config comes from the tuning policy, as in forward(). Like forward(), it only
-  /// queues work on `stream`: its workspace (4 bytes per query row and head) is allocated and
+  /// strides as in forward(); dq like q, dk and dv like k. attention.deterministic chooses how
+  /// dQ is summed: by default with fp32 atomic adds (on a GPU dQ's last bits may then differ
+  /// between runs; dK and dV do not), or without atomics (all three bit-identical between
+  /// runs); Attention::deterministic says exactly what each mode promises. Rows that see no
+  /// key contribute nothing. The config comes from the tuning policy, as in forward(). Like
+  /// forward(), it only queues work on `stream`: its workspace (4 bytes per query row and head,
+  /// and in the default mode 4 bytes per element of dq for the atomic sums) is allocated and
   /// freed in the stream's order (allocate_on_stream), so the host does not wait.
   /// Throws InvalidArgument naming the argument for bad input; nothing is launched.
   void backward(const Attention& attention, const TensorView& q, const TensorView& k,
@@ -210,7 +215,8 @@ class Runtime {
   /// summed over the batch (fp32, unit last stride; a view with null data skips it; it must be
   /// null for the decay mask). S is recomputed block by block; dS = (dO Vᵀ − [r > 1] · δ ·
   /// sign(S)) / max(r, 1) with δ = rowsum(dO ∘ O). No atomics: the same inputs give the same
-  /// bits on every run. Throws InvalidArgument naming the argument for bad input.
+  /// bits on every run with the same kernel config, as the attention backward's deterministic
+  /// mode (Attention::deterministic). Throws InvalidArgument naming the argument for bad input.
   void multiscale_backward(const MultiScaleAttention& attention, const TensorView& q,
                            const TensorView& k, const TensorView& v, const TensorView& mask,
                            const TensorView& o, const TensorView& rowsum, const TensorView& dout,

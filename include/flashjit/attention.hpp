@@ -27,7 +27,12 @@ struct Attention {
   /// i + seqlen_k - seqlen_q are masked; -1 means unbounded on that side.
   std::int64_t window_left = -1;
   std::int64_t window_right = -1;
-  /// The softmax scale; 1/sqrt(head_dim) when unset.
+  /// The softmax scale; 1/sqrt(head_dim) when unset; finite and > 0 when set. Any such scale
+  /// gives the forward's O and LSE to fp32's precision: scores far past 1/sqrt(head_dim) (a
+  /// near one-hot softmax, scaled scores up to 1e12 tested) neither overflow nor lose P.
+  /// The backward recomputes P from the fp32 LSE, which holds the scaled row maximum to 24
+  /// bits, so P carries a relative error of about |LSE|·2⁻²⁴: below 1e-3 while |LSE| < 2¹⁴,
+  /// growing past that (FlashAttention's backward shares this limit).
   std::optional<float> scale{};
   /// Tanh soft-capping of the scores, s = softcap · tanh(s / softcap); 0 turns it off.
   float softcap = 0.0f;

@@ -317,9 +317,9 @@ void finish_async_proxy(Machine& machine);
 void drain_tma_stores(Machine& machine, int thread);
 /// The live mbarrier at shared `offset`, or nullptr.
 Mbarrier* find_mbarrier(Machine& machine, std::uint32_t offset);
-/// complete_tx(bytes) on `barrier` by the async proxy for a copy `thread` issued: the
-/// transaction count drops (more than expected is reported) and the phase may complete.
-void mbarrier_complete_tx(Machine& machine, Mbarrier& barrier, std::uint32_t bytes, int thread);
+/// complete_tx(bytes) on `barrier` by the async proxy: the transaction count drops (below zero
+/// when the copy beat its expect_tx) and the phase may complete.
+void mbarrier_complete_tx(Machine& machine, Mbarrier& barrier, std::uint32_t bytes);
 /// Why `thread`, suspended in an mbarrier wait, waits (for the deadlock report); `kind` becomes
 /// mbarrier_tx_mismatch when the phase got all its arrivals but expects bytes never coming.
 std::string describe_mbarrier_wait(const Machine& machine, int thread, FindingKind& kind);

@@ -12,12 +12,22 @@
 //    system-dependent time limit.
 // Modelling choices: the state lives beside the block, keyed by the object's shared offset
 // (the 8 bytes themselves are not touched). The emulator's try_wait time limit lasts until
-// the phase completes, so it suspends the fiber (ThreadState::at_mbarrier) and returns true;
+// the phase completes, so it suspends the fiber (ThreadState::at_mbarrier) and returns true
+// (exploring orderings, it sometimes lets the others run and returns false: explore.cpp);
 // a phase that can never complete is the scheduler's deadlock finding, naming the barrier and
 // phase. The parity cannot tell phase k from k + 2, so each thread's last observed phase is
 // kept and a wait two or more phases behind the barrier is reported (mbarrier_stale_phase).
+// "For each phase ..., at least one test_wait or try_wait operation must be performed which
+// returns True ... before an arrive-on operation in the subsequent phase" (PTX ISA "Phase of
+// the mbarrier object"): the latest phase any thread's wait saw complete is kept, and an
+// arrival (arrive, arrive.expect_tx) in phase k + 1 before a wait saw phase k complete is
+// reported (mbarrier_phase_unobserved, once per phase). expect_tx alone and a copy's
+// complete_tx are not arrive-on operations. A producer/consumer ring keeps the rule: each side
+// arrives on a barrier's next phase only after waiting on the other barrier, which the other
+// side arrives on only after its own wait saw this barrier's phase complete.
 // An mbarrier orders only the TMA bytes it covers for the race checker: generic shared data
 // handed over through an mbarrier alone still looks unordered (a known false positive).
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -87,10 +97,23 @@ void try_complete(Machine& m, Mbarrier& b) {
   }
 }
 
+// An arrival in phase k >= 1 with no wait yet returning true for phase k - 1 is reported.
+void check_previous_phase_seen(Machine& m, Mbarrier& b, int self, const char* what) {
+  if (b.phase == 0 || b.observed >= b.phase - 1 || b.unobserved_reported == b.phase) return;
+  b.unobserved_reported = b.phase;
+  report(m, self, FindingKind::mbarrier_phase_unobserved, b.offset,
+         std::string(what) + " on " + where(b.offset) + " in phase " + std::to_string(b.phase) +
+             " before any test_wait or try_wait returned true for phase " +
+             std::to_string(b.phase - 1) +
+             ": the PTX ISA requires one to see each phase complete before an arrival in the "
+             "next (undefined behaviour)");
+}
+
 void arrive(Machine& m, const void* bar, const char* what, std::uint32_t tx_bytes) {
   const int self = m.current;
   Mbarrier* b = live_barrier(m, self, bar, what);
   if (b == nullptr) return;
+  check_previous_phase_seen(m, *b, self, what);
   b->tx += tx_bytes;
   if (tx_bytes != 0) b->expect_thread = self;
   if (b->pending == 0) {
@@ -125,6 +148,7 @@ bool test_parity(Machine& m, Mbarrier& b, int self, std::uint32_t parity, const 
   // The phase the parity names now: the current one (open) or the one before (complete).
   const bool open = parity_of(b.phase) == static_cast<int>(parity);
   seen = open ? b.phase : b.phase - 1;
+  if (!open) b.observed = std::max(b.observed, b.phase - 1);
   return !open;
 }
 
@@ -239,6 +263,11 @@ bool mbarrier_try_wait_parity(void* bar, std::uint32_t parity) {
   detail::Mbarrier* b = detail::live_barrier(m, self, bar, what);
   if (b == nullptr) return true;
   if (detail::test_parity(m, *b, self, parity & 1u, what)) return true;
+  if (detail::explore_chance(m, detail::kTryWaitFails)) {  // the time limit runs out
+    ++m.report.schedule.failed_try_waits;
+    detail::yield_to_scheduler(m);  // still runnable: the others move meanwhile
+    return false;
+  }
   detail::ThreadSlot& slot = m.threads[static_cast<std::size_t>(self)];
   slot.state = detail::ThreadState::at_mbarrier;
   slot.wait_barrier = b->offset;

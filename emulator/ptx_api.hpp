@@ -114,7 +114,8 @@ void mbarrier_expect_tx(void* bar, std::uint32_t bytes);
 bool mbarrier_test_wait_parity(void* bar, std::uint32_t parity);
 /// mbarrier.try_wait.parity: whether the phase with `parity` has completed, suspending the
 /// thread until it does (the emulator's time limit is unbounded: it returns true, or the
-/// block ends in a deadlock finding naming the barrier and phase).
+/// block ends in a deadlock finding naming the barrier and phase). Exploring orderings
+/// (LaunchConfig::explore_seed), it sometimes returns false on an open phase instead.
 bool mbarrier_try_wait_parity(void* bar, std::uint32_t parity);
 /// The usual loop around try_wait: returns once the phase with `parity` has completed.
 void mbarrier_wait_parity(void* bar, std::uint32_t parity);

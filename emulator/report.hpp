@@ -83,6 +83,15 @@ struct WorkCounters {
   bool operator==(const WorkCounters&) const = default;
 };
 
+/// How a launch explored orderings (LaunchConfig::explore_seed): what it changed, so a test
+/// can tell the exploration happened.
+struct ScheduleCounters {
+  bool explored = false;
+  std::uint64_t seed = 0;
+  std::uint64_t early_landings = 0;    // TMA loads landed while a thread could still run
+  std::uint64_t failed_try_waits = 0;  // mbarrier.try_wait that returned false
+};
+
 /// The findings of one launch. Only the first kMaxFindings are kept: one bug usually fires
 /// in every thread, and the first few say all there is to say.
 struct Report {
@@ -90,6 +99,7 @@ struct Report {
   std::vector<Finding> findings;
   std::size_t suppressed = 0;  // findings beyond kMaxFindings, counted only
   WorkCounters work;           // what the launch did, findings or not
+  ScheduleCounters schedule;   // the orderings explored, if any
 
   /// True when the launch ran without any finding.
   bool clean() const { return findings.empty(); }

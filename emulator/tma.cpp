@@ -12,7 +12,8 @@
 //    (tensor_map.cpp), in both directions.
 // Modelling choices: a load's global bytes are read and its shared bytes written at issue, and
 // those bytes are marked pending until the async proxy completes the load: when no thread can
-// run (the scheduler calls complete_tma_loads), or at block end. Touching them before the
+// run (the scheduler calls complete_tma_loads), or at block end; exploring orderings, also at
+// issue or between threads' steps (explore.cpp). Touching them before the
 // mbarrier phase completes is reported (tma_load_pending); after completion they carry no
 // writer, so readers that waited on the mbarrier need no __syncthreads. A store writes global
 // memory at issue and guards its shared source until its bulk group is waited for.
@@ -162,6 +163,13 @@ bool store_origin_valid(Machine& m, int self, const TensorMap& map, const std::i
   return true;
 }
 
+// Lands m.tma_loads[index] (removed first: landing may wake threads, never issue loads).
+void land_at(Machine& m, std::size_t index) {
+  const TmaLoad load = std::move(m.tma_loads[index]);
+  m.tma_loads.erase(m.tma_loads.begin() + static_cast<std::ptrdiff_t>(index));
+  land(m, load);
+}
+
 }  // namespace
 
 void reset_async_proxy(Machine& m, std::size_t threads) {
@@ -186,14 +194,25 @@ void reset_async_proxy(Machine& m, std::size_t threads) {
 
 bool complete_tma_loads(Machine& m) {
   if (m.tma_loads.empty()) return false;
+  if (m.explorer.on) {
+    land_at(m, explore_pick(m, m.tma_loads.size()));
+    return true;
+  }
   std::vector<TmaLoad> loads;
   loads.swap(m.tma_loads);
   for (const TmaLoad& load : loads) land(m, load);
   return true;
 }
 
+void land_tma_load_early(Machine& m) {
+  if (m.tma_loads.empty() || !explore_chance(m, kLandBetweenSteps)) return;
+  land_at(m, explore_pick(m, m.tma_loads.size()));
+  ++m.report.schedule.early_landings;
+}
+
 void finish_async_proxy(Machine& m) {
-  complete_tma_loads(m);
+  while (complete_tma_loads(m)) {
+  }
   for (const Mbarrier& b : m.mbarriers) {
     if (!b.live || b.pending != 0 || b.tx == 0) continue;
     report(m, b.expect_thread, FindingKind::mbarrier_tx_mismatch,
@@ -272,6 +291,10 @@ void tma_load(void* shared_dst, const TensorMap* map, const std::int32_t* coords
   }
   m.report.work.shared_bytes_written += load.bytes;
   m.tma_loads.push_back(std::move(load));
+  if (detail::explore_chance(m, detail::kLandAtIssue)) {  // before the issuer's next step
+    detail::land_at(m, m.tma_loads.size() - 1);
+    ++m.report.schedule.early_landings;
+  }
 }
 
 void tma_store(const TensorMap* map, const std::int32_t* coords, const void* shared_src) {

@@ -55,8 +55,13 @@ endfunction()
 
 # One helper adds a doctest executable and registers each TEST_CASE with CTest.
 # LABELS: CTest labels for every case (`gpu` for GPU-only suites, `emulated` for emulator runs).
+# EXPLORE: the test runs with FLASHJIT_EMULATOR_EXPLORE=${FLASHJIT_TEST_EXPLORE_SEED}, so
+# every emulator launch in it explores other legal orderings (TMA copies landing early,
+# mbarrier.try_wait failing), reproducibly from that seed.
+set(FLASHJIT_TEST_EXPLORE_SEED 1 CACHE STRING
+    "the seed of the orderings the emulator explores in tests marked EXPLORE")
 function(flashjit_add_test name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;LIBRARIES;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "EXPLORE" "" "SOURCES;LIBRARIES;LABELS" ${ARGN})
   # doctest_discover_tests splits the names it reads at ';' (a CMake list), so a case whose name
   # holds one would be registered under names that match nothing and "pass" without running.
   foreach(source IN LISTS ARG_SOURCES)
@@ -72,6 +77,13 @@ function(flashjit_add_test name)
   if(ARG_LABELS)
     set(labels ${ARG_LABELS})
   endif()
+  # A second variable goes in ENVIRONMENT_MODIFICATION: doctest_discover_tests would split an
+  # ENVIRONMENT list at its ';'.
+  set(explore)
+  if(ARG_EXPLORE)
+    set(explore ENVIRONMENT_MODIFICATION
+                "FLASHJIT_EMULATOR_EXPLORE=set:${FLASHJIT_TEST_EXPLORE_SEED}")
+  endif()
   doctest_discover_tests(${name} TEST_PREFIX "${name}: " PROPERTIES LABELS "${labels}"
-                         ENVIRONMENT "FLASHJIT_TEST_BINARY_DIR=${PROJECT_BINARY_DIR}")
+                         ENVIRONMENT "FLASHJIT_TEST_BINARY_DIR=${PROJECT_BINARY_DIR}" ${explore})
 endfunction()

@@ -109,6 +109,11 @@ void record(Machine& machine, int thread, Finding finding) {
                     " block " + format(finding.block) + " thread " + format(finding.thread) + ": " +
                     finding.message;
   if (!finding.location.empty()) finding.message += " (at " + finding.location + ")";
+  if (machine.explorer.on) {
+    const std::string seed = std::to_string(machine.explorer.seed);
+    finding.message += " [explored schedule, seed " + seed + ": FLASHJIT_EMULATOR_EXPLORE=" +
+                       seed + " replays it]";
+  }
   machine.report.findings.push_back(std::move(finding));
 }
 
@@ -128,6 +133,10 @@ Report run_grid(const LaunchConfig& config, void (*body)(void*), void* context) 
   machine.body = body;
   machine.body_context = context;
   machine.report = Report{};
+  const std::optional<std::uint64_t> seed = detail::explore_seed(config);
+  machine.explorer = {seed.has_value(), seed.value_or(0), 0};
+  machine.report.schedule.explored = seed.has_value();
+  machine.report.schedule.seed = seed.value_or(0);
   detail::prepare_shared(machine, config.shared_bytes);
   detail::reset_clock(machine, static_cast<std::size_t>(threads));
   machine.stacks = config.stacks != nullptr ? config.stacks : &machine.own_stacks;

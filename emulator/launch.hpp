@@ -2,6 +2,8 @@
 // Launching a kernel on the emulator: every block of the grid in order, every thread of a block
 // a fiber, with the buffers the kernel may touch registered so each access can be checked.
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -38,6 +40,13 @@ struct LaunchConfig {
   // the runtime passes one process-wide set: stacks per copy would be mapped once per kernel
   // and kept to the end of the process (a few hundred kernels exhaust the mappings).
   FiberStacks* stacks = nullptr;
+  /// Explores other legal orderings, reproducibly from this seed: TMA loads land at varied
+  /// points (as soon as they are issued, between threads' steps) instead of only when no
+  /// thread can run, and mbarrier.try_wait sometimes returns false before its phase completes
+  /// (its time limit ran out). Unset: the environment variable FLASHJIT_EMULATOR_EXPLORE
+  /// gives the seed (a decimal integer); when it is unset or empty too, the default order.
+  /// Findings of an explored launch name the seed, so a failure can be replayed.
+  std::optional<std::uint64_t> explore_seed = std::nullopt;
 };
 
 /// Runs `body(context)` as every thread of every block of `config` (blocks in x-fastest

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <source_location>
 #include <string>
 #include <type_traits>
@@ -96,6 +97,13 @@ struct AsyncQueue {
   std::uint32_t open_group = 1;  // the group uncommitted copies will join; earlier ones committed
 };
 
+/// The RS form's A operand: each thread's 4 registers (where the kernel keeps its fragment)
+/// and their contents at a point the wgmma rules care about (wgmma_register_a.cpp).
+struct RegisterA {
+  std::array<const std::uint32_t*, 128> at{};
+  std::vector<std::uint32_t> words;  // (128, 4)
+};
+
 /// A wgmma.mma_async in flight (wgmma.cpp): computed at issue, its results land in the
 /// threads' accumulator registers when a wgmma.wait_group completes its group.
 struct WgmmaOp {
@@ -103,6 +111,7 @@ struct WgmmaOp {
   std::uint32_t group = 0;
   int registers = 0;                          // per thread: N / 2
   std::array<float*, kWarpgroupThreads> d{};  // each thread's accumulator registers
+  RegisterA a;                                // the RS form's A at issue (at[0] null for SS)
   std::vector<float> result;                  // (128, registers)
   std::vector<std::uint32_t> chunks;          // shared offsets of the 16-byte chunks read
   std::uint32_t poison = 0;  // the bits its accumulators hold until delivered (a NaN)
@@ -114,6 +123,7 @@ struct WgmmaQueue {
   std::uint32_t open_group = 1;  // the group uncommitted operations will join
   bool fenced = false;           // a wgmma.fence since the block started
   std::vector<WgmmaOp> landed;   // the newest few landed since the last wgmma.fence
+  std::vector<RegisterA> a_seen;  // A operands RS wgmma read: contents at the last fence or read
 };
 
 /// An mbarrier (mbarrier.cpp): the 64-bit object lives in shared memory; its state lives here,
@@ -127,6 +137,8 @@ struct Mbarrier {
   std::int64_t phase = 0;          // completed phases
   int expect_thread = -1;          // the thread of the latest expect_tx, for findings
   std::vector<std::int64_t> seen;  // per thread: the phase its last wait named (-1)
+  std::int64_t observed = -1;      // the latest phase a wait returned true for
+  std::int64_t unobserved_reported = -1;  // the phase an unobserved arrival was reported in
 };
 
 /// A cp.async.bulk.tensor load in flight (tma.cpp): its bytes are in shared memory already,
@@ -166,6 +178,14 @@ struct RegisterBudget {
   std::int64_t free = 0;        // registers of the CTA's pool held by no warp
 };
 
+/// The exploration of orderings (LaunchConfig::explore_seed): a generator reseeded per block
+/// from the seed and the block's index, so each block's choices replay alone.
+struct Explorer {
+  bool on = false;
+  std::uint64_t seed = 0;
+  std::uint64_t state = 0;
+};
+
 struct Machine {
   const LaunchConfig* config = nullptr;
   void (*body)(void*) = nullptr;
@@ -195,6 +215,7 @@ struct Machine {
   std::vector<std::uint32_t> proxy_fence_time;  // per thread: its last fence.proxy.async
   RegisterBudget registers;
   std::uint32_t wgmma_issued = 0;  // wgmma.mma_async issued so far: each poison's id
+  Explorer explorer;
 
   // Happens-before for the race checker, on one clock that ticks at every synchronization
   // (restarted per launch; wrapping would take 4 billion collectives in one launch).
@@ -302,15 +323,37 @@ void poison_accumulators(const WgmmaOp& op);
 /// Whether thread `slot` (of the running thread's warpgroup) left `op`'s accumulators holding
 /// their poison; if not, reports the first register it wrote while `op` was in flight.
 bool check_accumulators_untouched(Machine& machine, const WgmmaOp& op, int slot);
+/// The RS form's fence rule for `op`'s A registers (filled in `op.a`, contents taken here):
+/// registers the warpgroup's RS wgmma read before and a thread changed since the last
+/// wgmma.fence (or since that read, with no fence between) are reported, first thread only.
+void check_register_a_fence(Machine& machine, WgmmaQueue& queue, WgmmaOp& op);
+/// At a wgmma.fence: the A registers seen so far are taken as fenced in their present state.
+void fence_register_a(WgmmaQueue& queue);
+/// At the wait_group that lands `op`: A registers a thread changed while it was in flight are
+/// reported, first thread only.
+void check_register_a_untouched(Machine& machine, const WgmmaOp& op);
 /// The in-flight wgmma reading shared `offset` and its warpgroup, or nullptr.
 const WgmmaOp* wgmma_reader(const Machine& machine, std::size_t offset, int& warpgroup);
 
 /// Prepares mbarriers, TMA copies, named barriers and proxy fences for a new block of
 /// `threads` threads; what an abandoned block left in flight is dropped with its shadow marks.
 void reset_async_proxy(Machine& machine, std::size_t threads);
-/// Completes every TMA load in flight (the async proxy finishes them when no thread can run);
-/// false when there was none.
+/// Completes the TMA loads in flight (the async proxy finishes them when no thread can run):
+/// all of them, or one at random when exploring; false when there was none.
 bool complete_tma_loads(Machine& machine);
+/// Exploring: between threads' steps, sometimes lands one TMA load in flight early.
+void land_tma_load_early(Machine& machine);
+/// Exploring: how often each choice goes the unusual way (explore.cpp), one time in ...
+constexpr std::uint32_t kLandAtIssue = 8, kLandBetweenSteps = 4, kTryWaitFails = 2;
+/// The launch's exploration seed: config.explore_seed, else FLASHJIT_EMULATOR_EXPLORE's value
+/// (throws std::invalid_argument when it is not a decimal integer), else none.
+std::optional<std::uint64_t> explore_seed(const LaunchConfig& config);
+/// Starts the exploration of block `linear_block` (seeded from the launch's seed and it).
+void start_exploring_block(Machine& machine, std::uint64_t linear_block);
+/// Exploring: true one time in `odds`, from the block's generator; false when not exploring.
+bool explore_chance(Machine& machine, std::uint32_t odds);
+/// Exploring: a choice in [0, count) from the block's generator (count > 0).
+std::size_t explore_pick(Machine& machine, std::size_t count);
 /// At the end of a block: lands what is in flight and reports mbarrier phases that received
 /// every arrival but still expect transaction bytes.
 void finish_async_proxy(Machine& machine);
@@ -318,9 +361,9 @@ void finish_async_proxy(Machine& machine);
 void drain_tma_stores(Machine& machine, int thread);
 /// The live mbarrier at shared `offset`, or nullptr.
 Mbarrier* find_mbarrier(Machine& machine, std::uint32_t offset);
-/// complete_tx(bytes) on `barrier` by the async proxy for a copy `thread` issued: the
-/// transaction count drops (more than expected is reported) and the phase may complete.
-void mbarrier_complete_tx(Machine& machine, Mbarrier& barrier, std::uint32_t bytes, int thread);
+/// complete_tx(bytes) on `barrier` by the async proxy: the transaction count drops (below zero
+/// when the copy beat its expect_tx) and the phase may complete.
+void mbarrier_complete_tx(Machine& machine, Mbarrier& barrier, std::uint32_t bytes);
 /// Why `thread`, suspended in an mbarrier wait, waits (for the deadlock report); `kind` becomes
 /// mbarrier_tx_mismatch when the phase got all its arrivals but expects bytes never coming.
 std::string describe_mbarrier_wait(const Machine& machine, int thread, FindingKind& kind);

@@ -3,7 +3,8 @@
 //  - a 64-bit object in shared memory; init(count) sets the expected arrival count
 //    (1 to 2^20 - 1) and starts phase 0; init on a live barrier is undefined (inval first);
 //  - arrive: pending arrivals - 1; expect_tx(bytes): tx-count + bytes; arrive.expect_tx both;
-//    the async proxy's complete_tx(bytes) (TMA) lowers the tx-count;
+//    the async proxy's complete_tx(bytes) (TMA) lowers the tx-count, which may go negative
+//    (its range is -(2^20 - 1) to 2^20 - 1): a copy may complete before its expect_tx;
 //  - a phase completes when pending arrivals and tx-count are both 0: the phase parity flips
 //    and pending reloads with the expected count;
 //  - try_wait.parity P: true once the phase with parity P has completed (the current phase
@@ -11,12 +12,22 @@
 //    system-dependent time limit.
 // Modelling choices: the state lives beside the block, keyed by the object's shared offset
 // (the 8 bytes themselves are not touched). The emulator's try_wait time limit lasts until
-// the phase completes, so it suspends the fiber (ThreadState::at_mbarrier) and returns true;
+// the phase completes, so it suspends the fiber (ThreadState::at_mbarrier) and returns true
+// (exploring orderings, it sometimes lets the others run and returns false: explore.cpp);
 // a phase that can never complete is the scheduler's deadlock finding, naming the barrier and
 // phase. The parity cannot tell phase k from k + 2, so each thread's last observed phase is
 // kept and a wait two or more phases behind the barrier is reported (mbarrier_stale_phase).
+// "For each phase ..., at least one test_wait or try_wait operation must be performed which
+// returns True ... before an arrive-on operation in the subsequent phase" (PTX ISA "Phase of
+// the mbarrier object"): the latest phase any thread's wait saw complete is kept, and an
+// arrival (arrive, arrive.expect_tx) in phase k + 1 before a wait saw phase k complete is
+// reported (mbarrier_phase_unobserved, once per phase). expect_tx alone and a copy's
+// complete_tx are not arrive-on operations. A producer/consumer ring keeps the rule: each side
+// arrives on a barrier's next phase only after waiting on the other barrier, which the other
+// side arrives on only after its own wait saw this barrier's phase complete.
 // An mbarrier orders only the TMA bytes it covers for the race checker: generic shared data
 // handed over through an mbarrier alone still looks unordered (a known false positive).
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -86,10 +97,23 @@ void try_complete(Machine& m, Mbarrier& b) {
   }
 }
 
+// An arrival in phase k >= 1 with no wait yet returning true for phase k - 1 is reported.
+void check_previous_phase_seen(Machine& m, Mbarrier& b, int self, const char* what) {
+  if (b.phase == 0 || b.observed >= b.phase - 1 || b.unobserved_reported == b.phase) return;
+  b.unobserved_reported = b.phase;
+  report(m, self, FindingKind::mbarrier_phase_unobserved, b.offset,
+         std::string(what) + " on " + where(b.offset) + " in phase " + std::to_string(b.phase) +
+             " before any test_wait or try_wait returned true for phase " +
+             std::to_string(b.phase - 1) +
+             ": the PTX ISA requires one to see each phase complete before an arrival in the "
+             "next (undefined behaviour)");
+}
+
 void arrive(Machine& m, const void* bar, const char* what, std::uint32_t tx_bytes) {
   const int self = m.current;
   Mbarrier* b = live_barrier(m, self, bar, what);
   if (b == nullptr) return;
+  check_previous_phase_seen(m, *b, self, what);
   b->tx += tx_bytes;
   if (tx_bytes != 0) b->expect_thread = self;
   if (b->pending == 0) {
@@ -124,6 +148,7 @@ bool test_parity(Machine& m, Mbarrier& b, int self, std::uint32_t parity, const 
   // The phase the parity names now: the current one (open) or the one before (complete).
   const bool open = parity_of(b.phase) == static_cast<int>(parity);
   seen = open ? b.phase : b.phase - 1;
+  if (!open) b.observed = std::max(b.observed, b.phase - 1);
   return !open;
 }
 
@@ -136,16 +161,11 @@ Mbarrier* find_mbarrier(Machine& m, std::uint32_t offset) {
   return nullptr;
 }
 
-void mbarrier_complete_tx(Machine& m, Mbarrier& b, std::uint32_t bytes, int thread) {
+// A negative tx-count is not a finding: the copy came first and its expect_tx is still to
+// come. Bytes that never get announced leave the phase open, reported where it is waited for
+// (describe_mbarrier_wait) or at block end (finish_async_proxy).
+void mbarrier_complete_tx(Machine& m, Mbarrier& b, std::uint32_t bytes) {
   b.tx -= bytes;
-  if (b.tx < 0) {
-    report(m, thread, FindingKind::mbarrier_tx_mismatch, b.offset,
-           "cp.async.bulk.tensor complete_tx of " + std::to_string(bytes) + " bytes on " +
-               where(b.offset) + " in phase " + std::to_string(b.phase) +
-               " leaves its tx-count at " + std::to_string(b.tx) +
-               ": more bytes arrived than expect_tx announced (the count is reset to 0)");
-    b.tx = 0;
-  }
   try_complete(m, b);
 }
 
@@ -166,6 +186,10 @@ std::string describe_mbarrier_wait(const Machine& m, int thread, FindingKind& ki
   if (pending == 0 && tx > 0) {
     kind = FindingKind::mbarrier_tx_mismatch;
     text += ": every arrival is in but expect_tx announced bytes no copy delivers";
+  } else if (pending == 0 && tx < 0) {
+    kind = FindingKind::mbarrier_tx_mismatch;
+    text += ": every arrival is in but the copies delivered " + std::to_string(-tx) +
+            " bytes more than expect_tx announced";
   }
   return text;
 }
@@ -239,6 +263,11 @@ bool mbarrier_try_wait_parity(void* bar, std::uint32_t parity) {
   detail::Mbarrier* b = detail::live_barrier(m, self, bar, what);
   if (b == nullptr) return true;
   if (detail::test_parity(m, *b, self, parity & 1u, what)) return true;
+  if (detail::explore_chance(m, detail::kTryWaitFails)) {  // the time limit runs out
+    ++m.report.schedule.failed_try_waits;
+    detail::yield_to_scheduler(m);  // still runnable: the others move meanwhile
+    return false;
+  }
   detail::ThreadSlot& slot = m.threads[static_cast<std::size_t>(self)];
   slot.state = detail::ThreadState::at_mbarrier;
   slot.wait_barrier = b->offset;

@@ -114,7 +114,8 @@ void mbarrier_expect_tx(void* bar, std::uint32_t bytes);
 bool mbarrier_test_wait_parity(void* bar, std::uint32_t parity);
 /// mbarrier.try_wait.parity: whether the phase with `parity` has completed, suspending the
 /// thread until it does (the emulator's time limit is unbounded: it returns true, or the
-/// block ends in a deadlock finding naming the barrier and phase).
+/// block ends in a deadlock finding naming the barrier and phase). Exploring orderings
+/// (LaunchConfig::explore_seed), it sometimes returns false on an open phase instead.
 bool mbarrier_try_wait_parity(void* bar, std::uint32_t parity);
 /// The usual loop around try_wait: returns once the phase with `parity` has completed.
 void mbarrier_wait_parity(void* bar, std::uint32_t parity);
@@ -129,7 +130,9 @@ enum class TmaSwizzle : std::uint8_t { none, b32, b64, b128 };
 /// 128-byte CUtensorMap. Dimension 0 is the innermost; `strides[i]` is the byte stride of
 /// dimension i (strides[0] is implied: the element size; the driver's globalStrides[i - 1] is
 /// strides[i]). Out-of-bounds elements are filled with zeros (CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-/// no interleave, element strides 1.
+/// no interleave. `element_strides[i]` (i >= 1) visits every s-th element of the box's
+/// dimension i, ceil(box[i] / s) of them; element_strides[0] is ignored, as without interleave
+/// the hardware does.
 struct TensorMap {
   int element_bytes = 2;  // dataType's size: 1, 2, 4 or 8
   int rank = 2;           // 1 to 5
@@ -145,6 +148,9 @@ struct TensorMap {
 /// the driver API documents it: "globalStrides[0]: ..."), or "" when it is valid.
 std::string tensor_map_problem(const TensorMap& map);
 
+/// Elements of dimension `dimension` the box holds in shared memory: box[d], divided by its
+/// element stride (rounded up) for d >= 1.
+std::uint32_t tensor_map_box_elements(const TensorMap& map, int dimension);
 /// Bytes of one box in shared memory (every element, out-of-bounds ones included).
 std::uint32_t tensor_map_box_bytes(const TensorMap& map);
 
@@ -162,8 +168,9 @@ void tma_load(void* shared_dst, const TensorMap* map, const std::int32_t* coords
 
 /// cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group [map, coords], [src]: writes
 /// the box at `coords` from shared `shared_src` (in the map's swizzle) to global memory; only
-/// in-bounds elements are written. The source is read by the async proxy, so generic writes to
-/// it need a fence.proxy.async first, and it must not change until a bulk wait_group.
+/// in-bounds elements are written, and no coordinate may be negative (reported, skipped). The
+/// source is read by the async proxy, so generic writes to it need a fence.proxy.async first,
+/// and it must not change until a bulk wait_group.
 void tma_store(const TensorMap* map, const std::int32_t* coords, const void* shared_src);
 /// cp.async.bulk.commit_group: this thread's uncommitted bulk stores become one group.
 void bulk_commit_group();

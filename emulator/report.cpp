@@ -38,6 +38,8 @@ std::string_view to_string(FindingKind kind) {
       return "mbarrier_tx_mismatch";
     case FindingKind::mbarrier_arrival_overflow:
       return "mbarrier_arrival_overflow";
+    case FindingKind::mbarrier_phase_unobserved:
+      return "mbarrier_phase_unobserved";
     case FindingKind::tma_load_pending:
       return "tma_load_pending";
     case FindingKind::tma_store_in_flight:

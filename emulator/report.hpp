@@ -30,9 +30,11 @@ enum class FindingKind {
   mbarrier_reinit,              // mbarrier.init on a barrier that is live (not invalidated)
   mbarrier_uninitialized,       // an mbarrier operation (or a TMA's barrier) before its init
   mbarrier_stale_phase,         // a parity wait two or more phases behind the barrier (ABA)
-  mbarrier_tx_mismatch,         // more transaction bytes arrived than expected, or a phase with
-                                // every arrival still expecting bytes that never come
+  mbarrier_tx_mismatch,         // a phase with every arrival in whose tx-count never returns
+                                // to 0: bytes announced that never come, or more than announced
   mbarrier_arrival_overflow,    // an arrival on a phase whose arrivals are all in
+  mbarrier_phase_unobserved,    // an arrival on a phase whose previous phase no wait has seen
+                                // complete (PTX ISA "Phase of the mbarrier object")
   tma_load_pending,             // a shared access to bytes a TMA load wrote, phase still open
   tma_store_in_flight,          // a shared write to bytes a TMA store reads, not waited for
   tma_invalid,                  // a TMA operand: tensor map, coordinates or shared alignment
@@ -81,6 +83,15 @@ struct WorkCounters {
   bool operator==(const WorkCounters&) const = default;
 };
 
+/// How a launch explored orderings (LaunchConfig::explore_seed): what it changed, so a test
+/// can tell the exploration happened.
+struct ScheduleCounters {
+  bool explored = false;
+  std::uint64_t seed = 0;
+  std::uint64_t early_landings = 0;    // TMA loads landed while a thread could still run
+  std::uint64_t failed_try_waits = 0;  // mbarrier.try_wait that returned false
+};
+
 /// The findings of one launch. Only the first kMaxFindings are kept: one bug usually fires
 /// in every thread, and the first few say all there is to say.
 struct Report {
@@ -88,6 +99,7 @@ struct Report {
   std::vector<Finding> findings;
   std::size_t suppressed = 0;  // findings beyond kMaxFindings, counted only
   WorkCounters work;           // what the launch did, findings or not
+  ScheduleCounters schedule;   // the orderings explored, if any
 
   /// True when the launch ran without any finding.
   bool clean() const { return findings.empty(); }

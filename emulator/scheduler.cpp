@@ -2,7 +2,9 @@
 // first), each until it blocks at a barrier, a warp or warpgroup collective, a named barrier
 // or an mbarrier wait, or exits, and releases the block barrier once every live thread waits
 // at it. TMA loads in flight complete only when no thread can run (so data read before its
-// mbarrier phase completes shows). Deterministic: no OS threads, no timing.
+// mbarrier phase completes shows), unless the launch explores orderings (explore.cpp): then
+// loads also land between threads' steps, and one at a time. Deterministic: no OS threads,
+// no timing; an explored order is fixed by its seed.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -126,6 +128,10 @@ void run_block(Machine& machine, Dim3 block_index) {
   machine.barrier_time = ++machine.time;  // the previous block's accesses are history
   machine.abandoned = false;
   ++machine.report.work.ctas;
+  const Dim3 grid = machine.config->grid;
+  start_exploring_block(machine, block_index.x + std::uint64_t{grid.x} *
+                                                     (block_index.y + std::uint64_t{grid.y} *
+                                                                          block_index.z));
   start_threads(machine);
   bool divergence_reported = false;
   for (;;) {
@@ -138,6 +144,7 @@ void run_block(Machine& machine, Dim3 block_index) {
         resume(machine, i);
         if (machine.abandoned) return;  // reported by whoever abandoned it
         ran = true;
+        land_tma_load_early(machine);
       }
     }
     const auto live =

@@ -3,6 +3,9 @@
 // swizzle TMA writes shared memory in (the CUtensorMapSwizzle modes: 16-byte chunk index ^=
 // (address >> 7) & mask, mask 1, 3, 7 for 32B, 64B, 128B). The 64-byte alignment of the
 // CUtensorMap object itself has no host counterpart.
+// elementStrides (1 to 8 each): with stride s in dimension i >= 1 the box visits every s-th
+// element, ceil(boxDim[i] / s) of them, packed densely in shared memory; without interleave
+// (the only layout modelled) the hardware ignores elementStrides[0].
 #include <cstdio>
 #include <string>
 
@@ -72,9 +75,8 @@ std::string tensor_map_problem(const TensorMap& map) {
   }
   for (int i = 0; i < map.rank; ++i) {
     const std::uint32_t stride = map.element_strides[static_cast<std::size_t>(i)];
-    if (stride != 1) {
-      return field("elementStrides", i) + ": " + std::to_string(stride) +
-             " (the emulator supports 1 only; the driver allows 1 to 8)";
+    if (stride < 1 || stride > 8) {
+      return field("elementStrides", i) + ": " + std::to_string(stride) + " (1 to 8)";
     }
   }
   const std::uint32_t span = swizzle_span(map.swizzle);
@@ -85,9 +87,15 @@ std::string tensor_map_problem(const TensorMap& map) {
   return "";
 }
 
+std::uint32_t tensor_map_box_elements(const TensorMap& map, int dimension) {
+  const auto d = static_cast<std::size_t>(dimension);
+  if (dimension == 0) return map.box[0];  // elementStrides[0] is ignored
+  return (map.box[d] + map.element_strides[d] - 1) / map.element_strides[d];
+}
+
 std::uint32_t tensor_map_box_bytes(const TensorMap& map) {
   std::uint32_t bytes = static_cast<std::uint32_t>(map.element_bytes);
-  for (int i = 0; i < map.rank; ++i) bytes *= map.box[static_cast<std::size_t>(i)];
+  for (int i = 0; i < map.rank; ++i) bytes *= tensor_map_box_elements(map, i);
   return bytes;
 }
 

@@ -5,10 +5,15 @@
 //    elements outside [0, globalDim) read as zero and are not stored;
 //  - a load completes with complete_tx(box bytes) on its mbarrier, out-of-bounds fill included;
 //  - a store reads its shared source in the async proxy and is tracked by bulk groups
-//    (cp.async.bulk.commit_group / wait_group).
+//    (cp.async.bulk.commit_group / wait_group); its box may run past the tensor's end but not
+//    start before it: a negative coordinate is undefined for a store (the CUDA programming
+//    guide: "the top left corner cannot have any negative indices"), reported and skipped;
+//  - element strides: dimension d >= 1 of the box visits coordinates c, c + s, c + 2s, ...
+//    (tensor_map.cpp), in both directions.
 // Modelling choices: a load's global bytes are read and its shared bytes written at issue, and
 // those bytes are marked pending until the async proxy completes the load: when no thread can
-// run (the scheduler calls complete_tma_loads), or at block end. Touching them before the
+// run (the scheduler calls complete_tma_loads), or at block end; exploring orderings, also at
+// issue or between threads' steps (explore.cpp). Touching them before the
 // mbarrier phase completes is reported (tma_load_pending); after completion they carry no
 // writer, so readers that waited on the mbarrier need no __syncthreads. A store writes global
 // memory at issue and guards its shared source until its bulk group is waited for.
@@ -62,7 +67,8 @@ bool valid_copy(Machine& m, int self, const TensorMap* map, const void* shared, 
   return true;
 }
 
-// One row of the box: the box's dimensions 1.. at `row`, in global coordinates; the in-bounds
+// One row of the box: the box's dimensions 1.. at `row` (row i of dimension d is global
+// coordinate coords[d] + i * elementStrides[d]), in global coordinates; the in-bounds
 // elements of dimension 0 are [lo, hi) of the box, at `global` for element lo.
 struct Row {
   bool inside = false;
@@ -75,9 +81,10 @@ Row row_of(const TensorMap& map, const std::int32_t* coords, std::uint32_t row) 
   const auto* base = static_cast<const std::byte*>(map.global_address);
   std::int64_t offset = 0;
   for (int d = 1; d < map.rank; ++d) {
-    const auto i = static_cast<std::int64_t>(row % map.box[static_cast<std::size_t>(d)]);
-    row /= map.box[static_cast<std::size_t>(d)];
-    const std::int64_t g = coords[d] + i;
+    const std::uint32_t extent = tensor_map_box_elements(map, d);
+    const auto i = static_cast<std::int64_t>(row % extent);
+    row /= extent;
+    const std::int64_t g = coords[d] + i * map.element_strides[static_cast<std::size_t>(d)];
     if (g < 0 || g >= static_cast<std::int64_t>(map.dims[static_cast<std::size_t>(d)])) return r;
     offset += g * static_cast<std::int64_t>(map.strides[static_cast<std::size_t>(d)]);
   }
@@ -94,7 +101,7 @@ Row row_of(const TensorMap& map, const std::int32_t* coords, std::uint32_t row) 
 
 std::uint32_t rows_of(const TensorMap& map) {
   std::uint32_t rows = 1;
-  for (int d = 1; d < map.rank; ++d) rows *= map.box[static_cast<std::size_t>(d)];
+  for (int d = 1; d < map.rank; ++d) rows *= tensor_map_box_elements(map, d);
   return rows;
 }
 
@@ -135,8 +142,32 @@ void land(Machine& m, const TmaLoad& load) {
     }
   }
   if (Mbarrier* barrier = find_mbarrier(m, load.barrier)) {
-    mbarrier_complete_tx(m, *barrier, load.bytes, load.thread);
+    mbarrier_complete_tx(m, *barrier, load.bytes);
   }
+}
+
+// A store's coordinates are all non-negative, or false (reported).
+bool store_origin_valid(Machine& m, int self, const TensorMap& map, const std::int32_t* coords,
+                        const void* shared) {
+  for (int d = 0; d < map.rank; ++d) {
+    if (coords[d] >= 0) continue;
+    const auto at = reinterpret_cast<std::uintptr_t>(shared);
+    report(m, self, FindingKind::tma_invalid, at,
+           static_cast<long long>(at - reinterpret_cast<std::uintptr_t>(m.shared_begin)),
+           "cp.async.bulk.tensor store: coordinate " + std::to_string(d) + " is " +
+               std::to_string(coords[d]) +
+               "; a store's box may run past the tensor's end but not start before it "
+               "(undefined); skipped");
+    return false;
+  }
+  return true;
+}
+
+// Lands m.tma_loads[index] (removed first: landing may wake threads, never issue loads).
+void land_at(Machine& m, std::size_t index) {
+  const TmaLoad load = std::move(m.tma_loads[index]);
+  m.tma_loads.erase(m.tma_loads.begin() + static_cast<std::ptrdiff_t>(index));
+  land(m, load);
 }
 
 }  // namespace
@@ -163,23 +194,37 @@ void reset_async_proxy(Machine& m, std::size_t threads) {
 
 bool complete_tma_loads(Machine& m) {
   if (m.tma_loads.empty()) return false;
+  if (m.explorer.on) {
+    land_at(m, explore_pick(m, m.tma_loads.size()));
+    return true;
+  }
   std::vector<TmaLoad> loads;
   loads.swap(m.tma_loads);
   for (const TmaLoad& load : loads) land(m, load);
   return true;
 }
 
+void land_tma_load_early(Machine& m) {
+  if (m.tma_loads.empty() || !explore_chance(m, kLandBetweenSteps)) return;
+  land_at(m, explore_pick(m, m.tma_loads.size()));
+  ++m.report.schedule.early_landings;
+}
+
 void finish_async_proxy(Machine& m) {
-  complete_tma_loads(m);
+  while (complete_tma_loads(m)) {
+  }
   for (const Mbarrier& b : m.mbarriers) {
-    if (!b.live || b.pending != 0 || b.tx <= 0) continue;
+    if (!b.live || b.pending != 0 || b.tx == 0) continue;
     report(m, b.expect_thread, FindingKind::mbarrier_tx_mismatch,
            reinterpret_cast<std::uintptr_t>(m.shared_begin) + b.offset, b.offset,
            "mbarrier.expect_tx on the mbarrier at shared offset " + std::to_string(b.offset) +
                ": phase " + std::to_string(b.phase) + " received all " +
-               std::to_string(b.expected) + " arrivals but still expects " + std::to_string(b.tx) +
-               " transaction bytes at block end (more expected than "
-               "the copies delivered)");
+               std::to_string(b.expected) + " arrivals but " +
+               (b.tx > 0 ? "still expects " + std::to_string(b.tx) +
+                               " transaction bytes at block end (more expected than the copies "
+                               "delivered)"
+                         : "the copies delivered " + std::to_string(-b.tx) +
+                               " transaction bytes more than expect_tx announced at block end"));
   }
   for (std::size_t t = 0; t < m.bulk_queues.size(); ++t) drain_tma_stores(m, static_cast<int>(t));
 }
@@ -246,6 +291,10 @@ void tma_load(void* shared_dst, const TensorMap* map, const std::int32_t* coords
   }
   m.report.work.shared_bytes_written += load.bytes;
   m.tma_loads.push_back(std::move(load));
+  if (detail::explore_chance(m, detail::kLandAtIssue)) {  // before the issuer's next step
+    detail::land_at(m, m.tma_loads.size() - 1);
+    ++m.report.schedule.early_landings;
+  }
 }
 
 void tma_store(const TensorMap* map, const std::int32_t* coords, const void* shared_src) {
@@ -254,6 +303,7 @@ void tma_store(const TensorMap* map, const std::int32_t* coords, const void* sha
   const int self = m.current;
   std::uint32_t box = 0;
   if (!detail::valid_copy(m, self, map, shared_src, what, box)) return;
+  if (!detail::store_origin_valid(m, self, *map, coords, shared_src)) return;
   detail::BulkQueue& queue = m.bulk_queues[static_cast<std::size_t>(self)];
   detail::TmaStore store;
   store.group = queue.open_group;

@@ -17,7 +17,8 @@
 // them is reported at the wait and a value read from them is reported when stored. Meanwhile the
 // shared bytes it read are marked in the shadow, and a generic-proxy write to one is reported
 // (wgmma_operand_in_flight). wgmma.fence is checked where the emulator can see its need
-// (check_wgmma_fence: the first wgmma, accumulators changed after their wait). An operation reading
+// (check_wgmma_fence: the first wgmma, accumulators changed after their wait; for the RS form's
+// A registers, wgmma_register_a.cpp, which also reports them written in flight). An operation reading
 // accumulators that an in-flight one of the same shape writes takes that one's result: the PTX ISA
 // orders accumulator accesses across wgmma of the same shape without a fence. The shared reads are
 // recorded as reads by lane 0 of the warp owning the A rows (all of B: the warpgroup's first
@@ -231,6 +232,11 @@ void compute(void* const* threads) {
   op.name = name;
   for (int t = 0; t < kWarpgroupThreads; ++t) op.d[static_cast<std::size_t>(t)] = at(threads, t).d;
   detail::check_wgmma_fence(m, queue, op.d, registers, name);
+  if constexpr (RegisterA) {
+    for (int t = 0; t < kWarpgroupThreads; ++t)
+      op.a.at[static_cast<std::size_t>(t)] = at(threads, t).a;
+    detail::check_register_a_fence(m, queue, op);
+  }
   std::vector<float> a(kM * kK), b(static_cast<std::size_t>(n * kK));  // (64, 16), (n, 16)
   const auto scale_a = static_cast<float>(lead.scale_a);
   if constexpr (RegisterA) {

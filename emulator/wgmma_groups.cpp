@@ -83,6 +83,7 @@ void fence_compute(void* const*) {
   WgmmaQueue& queue = m.wgmma_queues[static_cast<std::size_t>(m.current / kWarpgroupThreads)];
   queue.fenced = true;
   queue.landed.clear();
+  fence_register_a(queue);
 }
 
 void commit_compute(void* const*) {
@@ -107,6 +108,7 @@ bool superseded(const WgmmaQueue& queue, std::size_t index, int t) {
 // and the shared reads end.
 void land(Machine& m, const WgmmaQueue& queue, std::size_t index) {
   const WgmmaOp& op = queue.ops[index];
+  check_register_a_untouched(m, op);
   bool reported = false;
   for (int t = 0; t < kWarpgroupThreads; ++t) {
     if (superseded(queue, index, t)) continue;

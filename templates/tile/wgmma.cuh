@@ -215,8 +215,9 @@ inline void wgmma_rs(float (&d)[N / 2], const FragmentA& a, unsigned long long b
                      bool scale_d) {
   static_assert(kWgmmaInput<T>, "wgmma: T is half_t or bfloat16_t");
   static_assert(kWgmmaN<N>, "wgmma: N is a multiple of 8 in 8..256");
-  const std::uint32_t regs[4] = {a.regs[0], a.regs[1], a.regs[2], a.regs[3]};
-  emulator::wgmma_rs(kWgmmaEmulatorInput<T>, N, d, regs, b_desc, scale_d, 1, 1, TransB);
+  // The fragment's own registers, not a copy: the emulator checks that they are not written
+  // after the last wgmma_fence before this wgmma, nor until the wait that completes it.
+  emulator::wgmma_rs(kWgmmaEmulatorInput<T>, N, d, a.regs, b_desc, scale_d, 1, 1, TransB);
 }
 
 #endif

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,10 +68,13 @@ constexpr int kBoxesOffset = 128;  // the ring's barriers first, then the boxes
 using Ring = flashjit::PipelineRing<kStages>;
 using Position = flashjit::RingPosition<kStages>;
 
+// The ring's planted bugs: the consumers never release a slot, or they call try_wait once and
+// go on whatever it returns (as if it always waited: the default schedule's try_wait does).
+enum class RingBug { none, never_release, try_wait_once };
+
 // Warp 0's lane 0 produces kSteps boxes (rows 4s..4s+3 of the tensor) into the ring; warps 1
 // and 2 wait for each, add it up column-wise into out[step * 32 + column], release the slot.
-// With ConsumersRelease false, the consumers never release (a planted bug).
-template <bool ConsumersRelease>
+template <RingBug Bug>
 __global__ void ring_kernel(flashjit::tma_descriptor map, float* out) {
   const int t = static_cast<int>(threadIdx.x);
   auto* base = flashjit::dynamic_shared<unsigned char>();
@@ -88,12 +92,17 @@ __global__ void ring_kernel(flashjit::tma_descriptor map, float* out) {
   } else if (t >= 32) {  // consumers: wait for a full slot, read, release
     const int column = (t - 32) % kCols;
     for (int step = 0; step < kSteps; ++step, at.advance()) {
-      ring.wait(at);
+      if (Bug == RingBug::try_wait_once) {  // slot s's full barrier is the ring's s-th
+        flashjit::mbarrier_try_wait_parity(reinterpret_cast<mbarrier_t*>(base) + at.stage,
+                                           at.phase);
+      } else {
+        ring.wait(at);
+      }
       float sum = 0.0f;
       for (int r = 0; r < kRows; ++r)
         sum += flashjit::load_shared(box(at.stage), r * kCols + column);
       if (t < 64) flashjit::store_global(out, step * kCols + column, sum);
-      if (ConsumersRelease) ring.release(at);
+      if (Bug != RingBug::never_release) ring.release(at);
     }
   }
 }
@@ -109,8 +118,10 @@ em::TensorMap ring_map(std::vector<float>& tensor) {
   return map;
 }
 
-template <bool ConsumersRelease>
-em::Report run_ring(std::vector<float>& tensor, std::vector<float>& out) {
+// Runs the ring over `tensor` into `out`, in the default order or explored from `seed`.
+template <RingBug Bug>
+em::Report run_ring(std::vector<float>& tensor, std::vector<float>& out,
+                    std::optional<std::uint64_t> seed = std::nullopt) {
   em::TensorMap map = ring_map(tensor);
   REQUIRE(em::tensor_map_problem(map).empty());
   em::LaunchConfig config{.kernel_name = "ring",
@@ -118,9 +129,29 @@ em::Report run_ring(std::vector<float>& tensor, std::vector<float>& out) {
                           .block = {96},
                           .shared_bytes = kBoxesOffset + kStages * kBoxBytes,
                           .buffers = {em::buffer_of(tensor.data(), tensor.size(), "tensor"),
-                                      em::buffer_of(out.data(), out.size(), "out")}};
-  return em::launch(ring_kernel<ConsumersRelease>, config, flashjit::tma_descriptor{&map},
-                    out.data());
+                                      em::buffer_of(out.data(), out.size(), "out")},
+                          .explore_seed = seed};
+  return em::launch(ring_kernel<Bug>, config, flashjit::tma_descriptor{&map}, out.data());
+}
+
+std::vector<float> ring_tensor() {
+  std::vector<float> tensor(kSteps * kRows * kCols);
+  for (std::size_t i = 0; i < tensor.size(); ++i) tensor[i] = static_cast<float>(i % 97);
+  return tensor;
+}
+
+// out[step * kCols + c]: the column sums the ring's consumers must store.
+std::vector<float> ring_sums(const std::vector<float>& tensor) {
+  std::vector<float> sums(kSteps * kCols, 0.0f);
+  for (int step = 0; step < kSteps; ++step) {
+    for (int c = 0; c < kCols; ++c) {
+      for (int r = 0; r < kRows; ++r) {
+        sums[static_cast<std::size_t>(step * kCols + c)] +=
+            tensor[static_cast<std::size_t>((kRows * step + r) * kCols + c)];
+      }
+    }
+  }
+  return sums;
 }
 
 }  // namespace
@@ -137,20 +168,51 @@ TEST_CASE("an mbarrier phase completes when its last expected arrival comes, the
 }
 
 TEST_CASE("a TMA ring with a producer warp and two consumer warps runs its phases in order") {
-  std::vector<float> tensor(kSteps * kRows * kCols);
-  for (std::size_t i = 0; i < tensor.size(); ++i) tensor[i] = static_cast<float>(i % 97);
+  std::vector<float> tensor = ring_tensor();
   std::vector<float> out(kSteps * kCols, -1.0f);
-  const em::Report report = run_ring<true>(tensor, out);
+  const em::Report report = run_ring<RingBug::none>(tensor, out);
   CHECK_MESSAGE(report.clean(), report);
-  for (int step = 0; step < kSteps; ++step) {
-    for (int c = 0; c < kCols; ++c) {
-      float sum = 0.0f;
-      for (int r = 0; r < kRows; ++r) {
-        sum += tensor[static_cast<std::size_t>((kRows * step + r) * kCols + c)];
-      }
-      CHECK(out[static_cast<std::size_t>(step * kCols + c)] == sum);
-    }
+  CHECK(out == ring_sums(tensor));
+  CHECK_FALSE(report.schedule.explored);
+  CHECK(report.schedule.early_landings == 0);
+  CHECK(report.schedule.failed_try_waits == 0);
+}
+
+TEST_CASE("exploring, copies land early and try_wait fails, reproducibly, and the ring holds") {
+  std::vector<float> tensor = ring_tensor();
+  for (const std::uint64_t seed : {1u, 2u, 27u, 1000u}) {
+    CAPTURE(seed);
+    std::vector<float> out(kSteps * kCols, -1.0f);
+    const em::Report report = run_ring<RingBug::none>(tensor, out, seed);
+    CHECK_MESSAGE(report.clean(), report);
+    CHECK(out == ring_sums(tensor));
+    CHECK(report.schedule.explored);
+    CHECK(report.schedule.seed == seed);
+    CHECK(report.schedule.early_landings > 0);
+    CHECK(report.schedule.failed_try_waits > 0);
+    std::vector<float> again(kSteps * kCols, -1.0f);
+    const em::Report replay = run_ring<RingBug::none>(tensor, again, seed);
+    CHECK(replay.schedule.early_landings == report.schedule.early_landings);
+    CHECK(replay.schedule.failed_try_waits == report.schedule.failed_try_waits);
   }
+}
+
+TEST_CASE("a consumer that ignores try_wait's false reads a slot unloaded: exploring finds it") {
+  std::vector<float> tensor = ring_tensor();
+  std::vector<float> out(kSteps * kCols, -1.0f);
+  // The default order hides the bug: its try_wait waits for the phase and returns true.
+  const em::Report hidden = run_ring<RingBug::try_wait_once>(tensor, out);
+  CHECK_MESSAGE(hidden.clean(), hidden);
+  CHECK(out == ring_sums(tensor));
+
+  const em::Report report = run_ring<RingBug::try_wait_once>(tensor, out, 27);
+  INFO(report);
+  CHECK(report.schedule.failed_try_waits > 0);
+  REQUIRE(report.count(em::FindingKind::tma_load_pending) > 0);
+  const em::Finding& finding = *report.first(em::FindingKind::tma_load_pending);
+  CHECK(finding.thread.x >= 32);  // a consumer
+  CHECK(mentions(finding, "cp.async.bulk.tensor load"));
+  CHECK(mentions(finding, "seed 27: FLASHJIT_EMULATOR_EXPLORE=27 replays it"));
 }
 
 namespace {
@@ -168,15 +230,36 @@ __global__ void arrive_before_init(float*) {
   if (threadIdx.x == 0) flashjit::mbarrier_init(barrier_at(kBarrierOffset), 1);
 }
 
-// Thread 0 completes phases 0, 1 and 2; thread 1 then waits for "phase 0" by its parity.
+// Thread 0 completes phases 0, 1 and 2 (seeing each complete before the next arrival);
+// thread 1 then waits for "phase 0" by its parity.
 __global__ void stale_parity(float*) {
   mbarrier_t* bar = barrier_at(kBarrierOffset);
   if (threadIdx.x == 0) {
     flashjit::mbarrier_init(bar, 1);
-    for (int i = 0; i < 3; ++i) flashjit::mbarrier_arrive(bar);
+    for (unsigned i = 0; i < 3; ++i) {
+      flashjit::mbarrier_arrive(bar);
+      flashjit::mbarrier_wait_parity(bar, i & 1u);
+    }
   }
   __syncthreads();
   if (threadIdx.x == 1) flashjit::mbarrier_wait_parity(bar, 0);  // bug: phase 0 is long gone
+}
+
+// Thread 0 completes phase 0 of a count-1 barrier, then arrives in phase 1: legal only once a
+// wait has seen phase 0 complete.
+template <bool Observed>
+__global__ void arrive_on_next_phase(float* out) {
+  mbarrier_t* bar = barrier_at(kBarrierOffset);
+  if (threadIdx.x == 0) flashjit::mbarrier_init(bar, 1);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    flashjit::mbarrier_arrive(bar);                        // phase 0 completes
+    if (Observed) flashjit::mbarrier_wait_parity(bar, 0);  // the bug is leaving it out
+    flashjit::mbarrier_arrive(bar);                        // phase 1 completes
+    if (Observed) {  // (without the first wait, this one would be two phases stale)
+      flashjit::store_global(out, 0, em::mbarrier_test_wait_parity(bar, 1) ? 1.0f : 0.0f);
+    }
+  }
 }
 
 __global__ void arrive_past_count(float*) {
@@ -262,6 +345,25 @@ TEST_CASE("a parity wait two or more phases behind the barrier is reported") {
   CHECK(mentions(finding, "completed 3 phases"));
 }
 
+TEST_CASE("an arrival on the next phase before any wait saw the phase complete is reported") {
+  std::vector<float> out;
+  const em::Report report = run(arrive_on_next_phase<false>, out, 32);
+  INFO(report);
+  REQUIRE(report.count(em::FindingKind::mbarrier_phase_unobserved) == 1);
+  const em::Finding& finding = *report.first(em::FindingKind::mbarrier_phase_unobserved);
+  CHECK(finding.thread.x == 0);
+  CHECK(finding.offset == kBarrierOffset);
+  CHECK(mentions(finding, "mbarrier.arrive"));
+  CHECK(mentions(finding, "in phase 1"));
+  CHECK(mentions(finding, "phase 0"));
+  CHECK(mentions(finding, "shared offset 8"));
+  CHECK(report.findings.size() == 1);
+
+  const em::Report fixed = run(arrive_on_next_phase<true>, out, 32);
+  CHECK_MESSAGE(fixed.clean(), fixed);
+  CHECK(out[0] == 1.0f);
+}
+
 TEST_CASE("an arrival on a phase whose arrivals are all in is reported") {
   std::vector<float> out;
   const em::Report report = run(arrive_past_count, out, 32);
@@ -293,7 +395,7 @@ TEST_CASE("waiting on an mbarrier phase that can never complete is a deadlock na
 TEST_CASE("a ring whose consumers never release a slot deadlocks its producer, named") {
   std::vector<float> tensor(kSteps * kRows * kCols, 1.0f);
   std::vector<float> out(kSteps * kCols, -1.0f);
-  const em::Report report = run_ring<false>(tensor, out);
+  const em::Report report = run_ring<RingBug::never_release>(tensor, out);
   INFO(report);
   REQUIRE(report.count(em::FindingKind::deadlock) == 1);
   const em::Finding& finding = *report.first(em::FindingKind::deadlock);

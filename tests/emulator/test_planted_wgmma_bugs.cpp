@@ -201,6 +201,43 @@ __global__ void rescale_between_wgmma(float* out) {
   flashjit::store_global(out, t, acc[0]);
 }
 
+constexpr std::uint32_t kHalfOnes = 0x3C003C00u, kHalfTwos = 0x40004000u;  // f16 pairs
+
+/// Two rounds of D += A B with A in registers: ones, then twos. The fix fences after writing
+/// A; the bug has only the fence at the top of the round, before the write.
+template <bool Fenced>
+__global__ void rewrite_a_after_fence(float* out) {
+  const int t = static_cast<int>(threadIdx.x);
+  fill_ones();
+  float acc[4] = {};
+  std::uint32_t a[4];
+  for (int round = 0; round < 2; ++round) {
+    em::wgmma_fence();
+    for (std::uint32_t& r : a) r = round == 0 ? kHalfOnes : kHalfTwos;
+    if (Fenced) em::wgmma_fence();  // the bug is leaving this out
+    em::wgmma_rs(em::MmaInput::f16, 8, acc, a, kB, round > 0, 1, 1, false);
+    em::wgmma_commit_group();
+    em::wgmma_wait_group(0);
+  }
+  flashjit::store_global(out, t, acc[0]);
+}
+
+/// Thread 6 zeroes register 1 of its A fragment before (bug) or after the wait.
+template <bool WaitFirst>
+__global__ void rewrite_a_in_flight(float* out) {
+  const int t = static_cast<int>(threadIdx.x);
+  fill_ones();
+  float acc[4] = {};
+  std::uint32_t a[4] = {kHalfOnes, kHalfOnes, kHalfOnes, kHalfOnes};
+  em::wgmma_fence();
+  em::wgmma_rs(em::MmaInput::f16, 8, acc, a, kB, false, 1, 1, false);
+  em::wgmma_commit_group();
+  if (!WaitFirst && t == 6) a[1] = 0;  // bug
+  em::wgmma_wait_group(0);
+  if (WaitFirst && t == 6) a[1] = 0;
+  flashjit::store_global(out, t, acc[0] + static_cast<float>(a[1] & 1u));
+}
+
 __global__ void no_fence_at_all(float*) {
   fill_ones();
   float acc[4] = {};
@@ -423,4 +460,38 @@ TEST_CASE("a wgmma reading operands other warps wrote with no __syncthreads race
   CHECK_FALSE(finding.write);
   CHECK(finding.offset == 128);
   CHECK(mentions(finding, "wgmma.mma_async"));
+}
+
+TEST_CASE("A registers written after the last wgmma.fence and read by a wgmma are reported") {
+  std::vector<float> out;
+  const em::Report report = run(rewrite_a_after_fence<false>, out);
+  INFO(report);
+  REQUIRE(report.count(em::FindingKind::wgmma_fence_missing) == 1);
+  const em::Finding& finding = *report.first(em::FindingKind::wgmma_fence_missing);
+  CHECK(finding.thread.x == 0);
+  CHECK(mentions(finding, "(A in registers)"));
+  CHECK(mentions(finding, "registers of A"));
+  CHECK(report.findings.size() == 1);
+
+  const em::Report fenced = run(rewrite_a_after_fence<true>, out);
+  CHECK_MESSAGE(fenced.clean(), fenced);
+  CHECK(out[0] == 48.0f);  // 16 ones, then 16 twos
+  CHECK(out[127] == 48.0f);
+}
+
+TEST_CASE("A registers written while their wgmma is in flight are reported at the wait") {
+  std::vector<float> out;
+  const em::Report report = run(rewrite_a_in_flight<false>, out);
+  INFO(report);
+  REQUIRE(report.count(em::FindingKind::wgmma_operand_in_flight) == 1);
+  const em::Finding& finding = *report.first(em::FindingKind::wgmma_operand_in_flight);
+  CHECK(finding.thread.x == 6);
+  CHECK(mentions(finding, "thread (6,0,0)"));
+  CHECK(mentions(finding, "register 1 of A"));
+  CHECK(mentions(finding, "in flight"));
+  CHECK(report.findings.size() == 1);
+
+  const em::Report fixed = run(rewrite_a_in_flight<true>, out);
+  CHECK_MESSAGE(fixed.clean(), fixed);
+  CHECK(out[6] == 16.0f);
 }

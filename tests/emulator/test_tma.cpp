@@ -3,6 +3,7 @@
 // planted bugs in TMA and proxy-fence code.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -54,19 +55,24 @@ std::uint32_t swizzle_span(em::TmaSwizzle s) {
                                      : 0;
 }
 
-// The scalar model: element (i0, i1, i2) of the box is global element (c + i) or zero, at
-// byte (i0 + b0 (i1 + b1 i2)) e of the dense image, its 16-byte chunk index XORed with
-// address bits 7.. under the swizzle.
+// The scalar model: element (i0, i1, i2) of the box is global element (c0 + i0, c1 + s1 i1,
+// c2 + s2 i2) or zero (s: the element strides; dimension 1 and 2 hold ceil(box / s) elements,
+// and dimension 0's stride is ignored), at byte (i0 + b0 (i1 + b1 i2)) e of the dense image
+// (b1 counting loaded elements), its 16-byte chunk index XORed with address bits 7.. under the
+// swizzle.
 std::vector<unsigned char> model(const em::TensorMap& map, const Coords& at) {
   const auto e = static_cast<std::uint32_t>(map.element_bytes);
-  const std::uint32_t b0 = map.box[0], b1 = map.box[1], b2 = map.rank == 3 ? map.box[2] : 1;
+  const std::uint32_t s1 = map.element_strides[1], s2 = map.rank == 3 ? map.element_strides[2] : 1;
+  const std::uint32_t b0 = map.box[0], b1 = (map.box[1] + s1 - 1) / s1,
+                      b2 = map.rank == 3 ? (map.box[2] + s2 - 1) / s2 : 1;
   std::vector<unsigned char> image(b0 * b1 * b2 * e, 0);
   const auto* global = static_cast<const unsigned char*>(map.global_address);
   const std::uint32_t span = swizzle_span(map.swizzle);
   for (std::uint32_t i2 = 0; i2 < b2; ++i2) {
     for (std::uint32_t i1 = 0; i1 < b1; ++i1) {
       for (std::uint32_t i0 = 0; i0 < b0; ++i0) {
-        const long long g0 = at.c[0] + i0, g1 = at.c[1] + i1, g2 = map.rank == 3 ? at.c[2] + i2 : 0;
+        const long long g0 = at.c[0] + i0, g1 = at.c[1] + s1 * i1,
+                        g2 = map.rank == 3 ? at.c[2] + s2 * i2 : 0;
         const bool inside = g0 >= 0 && g0 < static_cast<long long>(map.dims[0]) && g1 >= 0 &&
                             g1 < static_cast<long long>(map.dims[1]) && g2 >= 0 &&
                             (map.rank == 2 || g2 < static_cast<long long>(map.dims[2]));
@@ -158,6 +164,37 @@ TEST_CASE("TMA loads match the scalar model: every swizzle, ranks 2 and 3, every
   }
 }
 
+TEST_CASE("TMA loads honour elementStrides: every s-th row loaded, dimension 0's ignored") {
+  struct Strides {
+    std::uint32_t s0, s1, s2;
+  };
+  for (const int rank : {2, 3}) {
+    for (const Strides s :
+         {Strides{4, 1, 1}, Strides{1, 2, 1}, Strides{1, 3, 2}, Strides{8, 8, 8}}) {
+      Tensor tensor(2, rank, em::TmaSwizzle::b64);
+      tensor.map.element_strides = {s.s0, s.s1, s.s2, 1, 1};
+      CAPTURE(rank);
+      CAPTURE(s.s0);
+      CAPTURE(s.s1);
+      CAPTURE(s.s2);
+      const std::string problem = em::tensor_map_problem(tensor.map);
+      REQUIRE_MESSAGE(problem.empty(), problem);
+      // Dimension 1 holds ceil(8 / s1) rows, dimension 2 ceil(2 / s2) planes, all of 64 bytes.
+      const std::uint32_t rows = (8 + s.s1 - 1) / s.s1,
+                          planes = rank == 3 ? (2 + s.s2 - 1) / s.s2 : 1;
+      CHECK(em::tensor_map_box_bytes(tensor.map) == 64 * rows * planes);
+      for (const Coords at : {Coords{{0, 0, 0}}, Coords{{3, 13, 1}}, Coords{{-5, -4, -1}}}) {
+        CAPTURE(at.c[1]);
+        std::vector<unsigned char> out;
+        const em::Report report =
+            rank == 2 ? load<2>(tensor.map, tensor, at, out) : load<3>(tensor.map, tensor, at, out);
+        CHECK_MESSAGE(report.clean(), report);
+        CHECK(out == model(tensor.map, at));
+      }
+    }
+  }
+}
+
 TEST_CASE("a TMA load counts its box as shared bytes written and its in-bounds rows as read") {
   const Tensor tensor(2, 2, em::TmaSwizzle::b128);
   std::vector<unsigned char> out;
@@ -183,7 +220,8 @@ TEST_CASE("tensor maps break the driver's rules one field at a time") {
       {"globalStrides[0]", [](em::TensorMap& m) { m.strides[1] = std::uint64_t{1} << 40; }},
       {"boxDim[1]", [](em::TensorMap& m) { m.box[1] = 257; }},
       {"boxDim[0]", [](em::TensorMap& m) { m.box[0] = 12; }},  // 24 bytes
-      {"elementStrides[1]", [](em::TensorMap& m) { m.element_strides[1] = 2; }},
+      {"elementStrides[1]", [](em::TensorMap& m) { m.element_strides[1] = 9; }},
+      {"elementStrides[0]", [](em::TensorMap& m) { m.element_strides[0] = 0; }},
       {"swizzle", [](em::TensorMap& m) { m.box[0] = 128; }},  // 256 bytes over 128B
   };
   for (const Rule& rule : rules) {
@@ -212,38 +250,68 @@ __global__ void load_then_store(flashjit::tma_descriptor from, flashjit::tma_des
   flashjit::bulk_wait_group<0>();
 }
 
+// Loads box (0, 0) of `source` and stores it at `at` through `target`'s map (both fp32, rows
+// of 160 bytes), `target` zeroed first.
+em::Report store_box(const Tensor& source, Tensor& target, Coords at) {
+  std::fill(target.bytes.begin(), target.bytes.end(), 0);
+  const em::LaunchConfig config{
+      .kernel_name = "tma_store",
+      .grid = {1},
+      .block = {32},
+      .shared_bytes = kShared,
+      .buffers = {em::buffer_of(source.bytes.data(), source.bytes.size(), "source"),
+                  em::buffer_of(target.bytes.data(), target.bytes.size(), "target")}};
+  return em::launch(load_then_store, config, flashjit::tma_descriptor{&source.map},
+                    flashjit::tma_descriptor{&target.map}, at);
+}
+
 }  // namespace
 
 TEST_CASE("a TMA store writes the box's in-bounds elements only, unswizzling it") {
   for (const em::TmaSwizzle swizzle : {em::TmaSwizzle::none, em::TmaSwizzle::b64}) {
-    const Tensor source(4, 2, swizzle);
-    Tensor target(4, 2, swizzle);
-    std::fill(target.bytes.begin(), target.bytes.end(), 0);
-    const em::LaunchConfig config{
-        .kernel_name = "tma_store",
-        .grid = {1},
-        .block = {32},
-        .shared_bytes = kShared,
-        .buffers = {em::buffer_of(source.bytes.data(), source.bytes.size(), "source"),
-                    em::buffer_of(target.bytes.data(), target.bytes.size(), "target")}};
-    const Coords at{{30, -3, 0}};  // columns 30..45 of 36, rows -3..4
-    const em::Report report =
-        em::launch(load_then_store, config, flashjit::tma_descriptor{&source.map},
-                   flashjit::tma_descriptor{&target.map}, at);
-    CHECK_MESSAGE(report.clean(), report);
-    const auto* src = static_cast<const unsigned char*>(source.map.global_address);
-    const auto* dst = static_cast<const unsigned char*>(target.map.global_address);
-    for (int row = 0; row < 20; ++row) {
-      for (int col = 0; col < 36; ++col) {
-        const int r = row - at.c[1], c = col - at.c[0];
-        const bool in_box = r >= 0 && r < 8 && c >= 0 && c < static_cast<int>(source.map.box[0]);
-        for (int j = 0; j < 4; ++j) {
-          const unsigned char want = in_box ? src[r * 160 + c * 4 + j] : 0;
-          CHECK(dst[row * 160 + col * 4 + j] == want);
+    for (const std::uint32_t stride : {1u, 3u}) {  // elementStrides[1] of the target's map
+      CAPTURE(static_cast<int>(swizzle));
+      CAPTURE(stride);
+      const Tensor source(4, 2, swizzle);
+      Tensor target(4, 2, swizzle);
+      target.map.element_strides[1] = stride;
+      target.map.box[1] = 8 * stride;  // still 8 rows of the box in shared memory
+      REQUIRE(em::tensor_map_problem(target.map).empty());
+      const Coords at{{30, 6, 0}};  // columns 30..45 of 36, rows 6, 6 + stride, ... of 20
+      const em::Report report = store_box(source, target, at);
+      CHECK_MESSAGE(report.clean(), report);
+      const auto* src = static_cast<const unsigned char*>(source.map.global_address);
+      const auto* dst = static_cast<const unsigned char*>(target.map.global_address);
+      for (int row = 0; row < 20; ++row) {
+        for (int col = 0; col < 36; ++col) {
+          const int r = (row - at.c[1]) / static_cast<int>(stride), c = col - at.c[0];
+          const bool in_box = row >= at.c[1] && (row - at.c[1]) % static_cast<int>(stride) == 0 &&
+                              r < 8 && c >= 0 && c < static_cast<int>(source.map.box[0]);
+          for (int j = 0; j < 4; ++j) {
+            const unsigned char want = in_box ? src[r * 160 + c * 4 + j] : 0;
+            CHECK(dst[row * 160 + col * 4 + j] == want);
+          }
         }
       }
     }
   }
+}
+
+TEST_CASE("a TMA store whose box starts at a negative coordinate is reported, not run") {
+  // Loads may start left of or above the tensor (zero fill); a store may not: the CUDA guide
+  // says the box's top left corner cannot have a negative index, PTX leaves it undefined.
+  const Tensor source(4, 2, em::TmaSwizzle::none);
+  Tensor target(4, 2, em::TmaSwizzle::none);
+  const em::Report report = store_box(source, target, Coords{{30, -3, 0}});
+  INFO(report);
+  REQUIRE(report.count(em::FindingKind::tma_invalid) == 1);
+  const em::Finding& finding = *report.first(em::FindingKind::tma_invalid);
+  CHECK(finding.thread.x == 0);
+  CHECK(mentions(finding, "cp.async.bulk.tensor store"));
+  CHECK(mentions(finding, "coordinate 1 is -3"));
+  CHECK(report.findings.size() == 1);
+  CHECK(std::all_of(target.bytes.begin(), target.bytes.end(),
+                    [](unsigned char b) { return b == 0; }));
 }
 
 namespace {
@@ -276,6 +344,34 @@ __global__ void expect_wrong_bytes(flashjit::tma_descriptor map, float*) {
     flashjit::tma_load(shared_at(kBox), map, coords, barrier());
   }
   if (t >= 32) flashjit::mbarrier_wait_parity(barrier(), 0);
+}
+
+// The CUDA guide's order: the copy first, its bytes announced after. Thread 0 makes the copy
+// on barrier `late` land before its expect_tx: it waits on barrier `first`, whose own copy
+// lands in the same step, so both land while every thread waits. Warp 1 waits on `late`.
+__global__ void copy_before_expect_tx(flashjit::tma_descriptor map, float* out) {
+  const int t = static_cast<int>(threadIdx.x);
+  auto* late = barrier();
+  auto* first = reinterpret_cast<mbarrier_t*>(shared_at(kBar + 8));
+  if (t == 0) {
+    flashjit::mbarrier_init(late, 1);
+    flashjit::mbarrier_init(first, 1);
+  }
+  __syncthreads();
+  const std::uint32_t bytes = em::tensor_map_box_bytes(*map.map);
+  if (t == 0) {
+    const int rows0[2] = {0, 0}, rows8[2] = {0, 8};
+    flashjit::mbarrier_arrive_expect_tx(first, bytes);
+    flashjit::tma_load(shared_at(kBox + 2048), map, rows8, first);
+    flashjit::tma_load(shared_at(kBox), map, rows0, late);  // announced below
+    flashjit::mbarrier_wait_parity(first, 0);
+    flashjit::mbarrier_arrive_expect_tx(late, bytes);  // the tx-count was -bytes until here
+  }
+  if (t >= 32) {
+    flashjit::mbarrier_wait_parity(late, 0);
+    const auto* box = reinterpret_cast<const float*>(shared_at(kBox));
+    if (t == 33) flashjit::store_global(out, 0, flashjit::load_shared(box, 5));
+  }
 }
 
 template <int Phase>
@@ -340,18 +436,36 @@ TEST_CASE("reading TMA-loaded bytes before their mbarrier phase completes is rep
   CHECK(out[0] == 5.0f);
 }
 
+TEST_CASE("a TMA load may complete before its expect_tx: the tx-count goes negative") {
+  std::vector<float> out;
+  const em::Report report = run_planted(copy_before_expect_tx, out);
+  CHECK_MESSAGE(report.clean(), report);
+  CHECK(out[0] == 5.0f);
+}
+
 TEST_CASE("more TMA bytes than expect_tx announced is an expect_tx mismatch") {
   std::vector<float> out;
-  const em::Report report = run_planted(expect_wrong_bytes<512>, out);
-  INFO(report);
-  REQUIRE(report.count(em::FindingKind::mbarrier_tx_mismatch) == 1);
-  const em::Finding& finding = *report.first(em::FindingKind::mbarrier_tx_mismatch);
-  CHECK(finding.thread.x == 0);
-  CHECK(finding.offset == kBar);
-  CHECK(mentions(finding, "cp.async.bulk.tensor complete_tx of 1024 bytes"));
-  CHECK(mentions(finding, "shared offset 8"));
-  CHECK(mentions(finding, "more bytes arrived"));
-  CHECK(report.findings.size() == 1);
+  SUBCASE("consumers wait: the deadlock is reported as the mismatch") {
+    const em::Report report = run_planted(expect_wrong_bytes<512>, out);
+    INFO(report);
+    REQUIRE(report.count(em::FindingKind::mbarrier_tx_mismatch) == 1);
+    const em::Finding& finding = *report.first(em::FindingKind::mbarrier_tx_mismatch);
+    CHECK(finding.thread.x == 32);
+    CHECK(mentions(finding, "mbarrier.try_wait.parity 0"));
+    CHECK(mentions(finding, "shared offset 8"));
+    CHECK(mentions(finding, "delivered 512 bytes more than expect_tx announced"));
+    CHECK(report.count(em::FindingKind::deadlock) == 0);
+    CHECK(report.findings.size() == 1);
+  }
+  SUBCASE("nobody waits: reported at block end") {
+    const em::Report report = run_planted(expect_wrong_bytes<512>, out, 32);
+    INFO(report);
+    REQUIRE(report.count(em::FindingKind::mbarrier_tx_mismatch) == 1);
+    const em::Finding& finding = *report.first(em::FindingKind::mbarrier_tx_mismatch);
+    CHECK(finding.thread.x == 0);
+    CHECK(finding.offset == kBar);
+    CHECK(mentions(finding, "512 transaction bytes more than expect_tx announced at block end"));
+  }
 }
 
 TEST_CASE("expect_tx announcing bytes no copy delivers is a mismatch, not just a hang") {

@@ -145,18 +145,20 @@ __global__ void wgmma_kernel(Case p, const T* a_image, const T* b_image, const T
   }
   constexpr auto input =
       std::is_same_v<T, flashjit::half_t> ? em::MmaInput::f16 : em::MmaInput::bf16;
+  std::uint32_t regs[kSteps][4];  // the RS form's A, every step's written before the fence
+  for (int step = 0; step < kSteps && p.register_a; ++step) {
+    for (int r = 0; r < 4; ++r) {
+      const Spot lo = a_fragment_spot(t % 32, r, 0), hi = a_fragment_spot(t % 32, r, 1);
+      const int row0 = 16 * (t / 32), k0 = 16 * step;
+      regs[step][r] = bits_of(a, (row0 + lo.row) * kDepth + k0 + lo.col) |
+                      bits_of(a, (row0 + hi.row) * kDepth + k0 + hi.col) << 16;
+    }
+  }
   em::wgmma_fence();
   for (int step = 0; step < kSteps; ++step) {
     const bool scale_d = step > 0 || p.scale_d;
     if (p.register_a) {
-      std::uint32_t regs[4];
-      for (int r = 0; r < 4; ++r) {
-        const Spot lo = a_fragment_spot(t % 32, r, 0), hi = a_fragment_spot(t % 32, r, 1);
-        const int row0 = 16 * (t / 32), k0 = 16 * step;
-        regs[r] = bits_of(a, (row0 + lo.row) * kDepth + k0 + lo.col) |
-                  bits_of(a, (row0 + hi.row) * kDepth + k0 + hi.col) << 16;
-      }
-      em::wgmma_rs(input, p.n, acc, regs, p.b_descriptor[step], scale_d, 1, 1, p.trans_b);
+      em::wgmma_rs(input, p.n, acc, regs[step], p.b_descriptor[step], scale_d, 1, 1, p.trans_b);
     } else {
       em::wgmma_ss(input, p.n, acc, p.a_descriptor[step], p.b_descriptor[step], scale_d, 1, 1,
                    p.trans_a, p.trans_b);
@@ -300,19 +302,21 @@ __global__ void tile_wgmma_kernel(const flashjit::bfloat16_t* a_image,
   flashjit::emulator::fence_proxy_async_shared();  // generic writes, read by wgmma
   __syncthreads();
   float acc[N / 2] = {};
+  flashjit::FragmentA fragments[kSteps];  // the RS form's A, every step's written before the fence
+  for (int step = 0; step < kSteps && RegisterA; ++step) {
+    for (int r = 0; r < 4; ++r) {
+      const Spot lo = a_fragment_spot(t % 32, r, 0), hi = a_fragment_spot(t % 32, r, 1);
+      const int row0 = 16 * (t / 32), k0 = 16 * step;
+      fragments[step].regs[r] = bits_of(a, (row0 + lo.row) * kDepth + k0 + lo.col) |
+                                bits_of(a, (row0 + hi.row) * kDepth + k0 + hi.col) << 16;
+    }
+  }
   flashjit::wgmma_fence();
   for (int step = 0; step < kSteps; ++step) {
     const auto b_desc = flashjit::make_descriptor(b_smem + 16 * step, 16, 1024,
                                                   flashjit::WgmmaLayout::swizzle_128b);
     if constexpr (RegisterA) {
-      flashjit::FragmentA fragment;
-      for (int r = 0; r < 4; ++r) {
-        const Spot lo = a_fragment_spot(t % 32, r, 0), hi = a_fragment_spot(t % 32, r, 1);
-        const int row0 = 16 * (t / 32), k0 = 16 * step;
-        fragment.regs[r] = bits_of(a, (row0 + lo.row) * kDepth + k0 + lo.col) |
-                           bits_of(a, (row0 + hi.row) * kDepth + k0 + hi.col) << 16;
-      }
-      flashjit::wgmma_rs<bfloat16_t, N>(acc, fragment, b_desc, step > 0);
+      flashjit::wgmma_rs<bfloat16_t, N>(acc, fragments[step], b_desc, step > 0);
     } else {
       const auto a_desc = flashjit::make_descriptor(a_smem + 16 * step, 16, 1024,
                                                     flashjit::WgmmaLayout::swizzle_128b);

@@ -7,6 +7,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,10 +43,11 @@ em::TensorMap tensor_map(const HeadTensor& t, std::int64_t batch, std::int64_t s
 
 /// Runs `c` with Br = BlockM, Bc = BlockN and the consumers' schedule (the mask kind and dtype
 /// the case needs), with its tensor maps built as the host will, and judges it against the
-/// reference.
+/// reference. `seed`: the emulator explores orderings from it (unset: as the environment says;
+/// CTest sets FLASHJIT_EMULATOR_EXPLORE for this suite). Returns the launch's report.
 template <int HeadDim, int BlockM, int BlockN, bool Overlap = false, bool Pingpong = false,
           bool PShared = false>
-void check_case(const ForwardCase& c) {
+em::Report check_case(const ForwardCase& c, std::optional<std::uint64_t> seed = std::nullopt) {
   INFO(c.name() << " br" << BlockM << ".bc" << BlockN << (Overlap ? ".overlap" : "")
                 << (Pingpong ? ".pingpong" : "") << (PShared ? ".pshared" : ""));
   const Attention a = c.attention();
@@ -67,13 +70,14 @@ void check_case(const ForwardCase& c) {
   dispatch_forward_traits(c, [&]<typename T, MaskKind Mask, bool Softcap>() {
     using Traits =
         TmaForwardTraits<T, HeadDim, BlockM, BlockN, Mask, Softcap, 2, Overlap, Pingpong, PShared>;
-    report = em::launch(&attention_forward_tma_kernel<Traits>,
-                        direct_forward_launch<Traits>(c, buffers, "attention_forward_tma"), params,
-                        maps);
+    em::LaunchConfig config = direct_forward_launch<Traits>(c, buffers, "attention_forward_tma");
+    if (seed) config.explore_seed = seed;
+    report = em::launch(&attention_forward_tma_kernel<Traits>, config, params, maps);
   });
   REQUIRE_MESSAGE(report.clean(), report);
   CHECK(report.work.tensor_flops > 0);  // both products on wgmma
   check_direct_forward(c, buffers);
+  return report;
 }
 
 }  // namespace
@@ -169,6 +173,22 @@ TEST_CASE("TMA forward on the emulator: P through shared memory (SS), every sche
   window.problem.window_left = 50;
   window.problem.window_right = 20;
   check_case<128, 128, 64, true, true, true>(window);
+}
+
+TEST_CASE("TMA forward on the emulator: copies landing early and try_wait failing change nothing") {
+  ForwardCase causal = batched_case(1, 2, 1, 200, 170, 64);
+  causal.problem.causal = true;
+  for (const std::uint64_t seed : {5u, 6u}) {
+    CAPTURE(seed);
+    const em::Report overlapped = check_case<64, 128, 64, true, true>(causal, seed);
+    const em::Report plain = check_case<128, 64, 64>(batched_case(1, 1, 1, 129, 129, 128), seed);
+    for (const em::Report* report : {&overlapped, &plain}) {
+      CHECK(report->schedule.explored);
+      CHECK(report->schedule.seed == seed);
+      CHECK(report->schedule.early_landings > 0);
+      CHECK(report->schedule.failed_try_waits > 0);
+    }
+  }
 }
 
 // A producer warpgroup beside two consumer warpgroups (384 threads) leaves ptxas 168 registers

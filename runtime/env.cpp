@@ -19,6 +19,11 @@ const std::vector<EnvVar>& env_registry() {
       // the host kernels' keys, so the variables themselves are not.
       {"FLASHJIT_HOST_CXX", "the C++ compiler that builds kernels for the emulator", false},
       {"FLASHJIT_EMULATOR_LIBRARY", "the emulator's archive linked into those kernels", false},
+      // Read by the emulator itself at each launch; it changes the order of events, not code.
+      {"FLASHJIT_EMULATOR_EXPLORE",
+       "explore other legal orderings on the emulator from this seed (TMA copies landing early, "
+       "try_wait failing)",
+       false},
   };
   return registry;
 }

@@ -3,7 +3,8 @@
 // exactly as the tests judge it (cases/attention_case, backward_case): the relative L2
 // error of O (of dQ, dK, dV) must be at most twice that of a plain attention (backward)
 // computed in the input dtype. --counters adds the emulator's work counters; --config runs a
-// config of the op's space instead of the runtime's choice.
+// config of the op's space instead of the runtime's choice. The options, and which runs use
+// each (an option a run does not use is refused), are in run_options.cpp.
 #include <unistd.h>
 
 #include <algorithm>

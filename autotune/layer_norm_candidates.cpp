@@ -1,5 +1,7 @@
 #include "autotune/layer_norm_candidates.hpp"
 
+#include <string>
+#include <utility>
 #include <variant>
 
 #include "layer_norm/layer_norm_space.cuh"
@@ -95,9 +97,17 @@ void prune_layer_norm_buckets(std::vector<Candidate>& candidates, const TuningPr
     if (!c.pruned.empty() || c.is_default) continue;
     const int bucket = row_config(c.config).max_cols;
     if (bucket > holding) {
-      c.pruned = "c" + std::to_string(bucket) + " > c" + std::to_string(holding) +
-                 ", the smallest bucket that holds " + std::to_string(cols) +
-                 " columns (the same work, more idle registers)";
+      // Built piece by piece into a new string: GCC 12 warns -Wrestrict (a false positive, GCC
+      // bug 105329) at -O2 and above on "literal" + std::to_string(...), and on assigning a
+      // literal to the existing string, as emulator/launch.cpp notes.
+      std::string why = "c";
+      why += std::to_string(bucket);
+      why += " > c";
+      why += std::to_string(holding);
+      why += ", the smallest bucket that holds ";
+      why += std::to_string(cols);
+      why += " columns (the same work, more idle registers)";
+      c.pruned = std::move(why);
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "cases/backward_case.hpp"
 #include "cases/case_inputs.hpp"
@@ -52,107 +53,177 @@ std::string check_gradient(const char* name, const std::vector<double>& actual,
   return check.ok ? "" : check.describe();
 }
 
-}  // namespace
+/// Whether every length in `lengths` is the same.
+bool one_length(const std::vector<std::int64_t>& lengths) {
+  return longest_length(lengths) == *std::min_element(lengths.begin(), lengths.end());
+}
 
-InferenceVerdict run_inference_backward_case(Runtime& runtime, const InferenceCase& c) {
-  const auto n = static_cast<std::int64_t>(c.seqlens_q.size());
-  const bool packed_k = c.keys == KeyStorage::packed;
+/// Refuses a case the backward does not take.
+void check_case(const InferenceCase& c) {
   if (c.keys == KeyStorage::paged || c.splits != 0 ||
-      (!packed_k &&
-       longest_length(c.seqlens_k) != *std::min_element(c.seqlens_k.begin(), c.seqlens_k.end())) ||
-      (!c.packed_q &&
-       longest_length(c.seqlens_q) != *std::min_element(c.seqlens_q.begin(), c.seqlens_q.end()))) {
+      (c.keys != KeyStorage::packed && !one_length(c.seqlens_k)) ||
+      (!c.packed_q && !one_length(c.seqlens_q))) {
     throw std::invalid_argument(
         "a backward case has packed or equal-length queries and keys, no pages, no splits");
   }
-  const Attention a = c.attention();
-  const std::int64_t h = c.heads_q, hk = c.heads_kv, d = c.head_dim;
-  const std::vector<std::int32_t> cu_q = sequence_offsets(c.seqlens_q);
-  const std::vector<std::int32_t> cu_k = sequence_offsets(c.seqlens_k);
-  const std::int64_t total_q = c.packed_q ? cu_q.back() : n * a.seqlen_q;
-  const std::int64_t total_k = packed_k ? cu_k.back() : n * a.seqlen_k;
-  const auto q_row = [&](std::int64_t b) { return c.packed_q ? cu_q[b] : b * a.seqlen_q; };
-  const auto k_row = [&](std::int64_t b) { return packed_k ? cu_k[b] : b * a.seqlen_k; };
+}
 
-  std::vector<std::uint16_t> q(total_q * h * d), dout(q.size()), k(total_k * hk * d), v(k.size());
+/// Where each sequence's queries and keys go: packed by cu_seqlens, or one block of the
+/// (single) length per sequence.
+struct Rows {
+  std::int64_t n, h, hk, d;
+  bool packed_q, packed_k;
+  std::int64_t seqlen_q, seqlen_k;  // the longest
+  std::vector<std::int32_t> cu_q, cu_k;
+  std::int64_t total_q, total_k;
+
+  explicit Rows(const InferenceCase& c)
+      : n(static_cast<std::int64_t>(c.seqlens_q.size())),
+        h(c.heads_q),
+        hk(c.heads_kv),
+        d(c.head_dim),
+        packed_q(c.packed_q),
+        packed_k(c.keys == KeyStorage::packed),
+        seqlen_q(longest_length(c.seqlens_q)),
+        seqlen_k(longest_length(c.seqlens_k)),
+        cu_q(sequence_offsets(c.seqlens_q)),
+        cu_k(sequence_offsets(c.seqlens_k)),
+        total_q(packed_q ? cu_q.back() : n * seqlen_q),
+        total_k(packed_k ? cu_k.back() : n * seqlen_k) {}
+
+  std::int64_t q_row(std::int64_t b) const { return packed_q ? cu_q[b] : b * seqlen_q; }
+  std::int64_t k_row(std::int64_t b) const { return packed_k ? cu_k[b] : b * seqlen_k; }
+};
+
+/// The whole case's inputs, each sequence's own case and inputs.
+struct HostInputs {
+  std::vector<std::uint16_t> q, k, v, dout;
   std::vector<BackwardCase> cases;
   std::vector<Inputs> inputs;
-  for (std::int64_t b = 0; b < n; ++b) {
-    cases.push_back(sequence_case(c, static_cast<std::size_t>(b)));
-    inputs.push_back(make_inputs(cases.back()));
-    const Inputs& in = inputs.back();
-    std::copy(in.q.bits.begin(), in.q.bits.end(), q.begin() + q_row(b) * h * d);
-    std::copy(in.dout.bits.begin(), in.dout.bits.end(), dout.begin() + q_row(b) * h * d);
-    std::copy(in.k.bits.begin(), in.k.bits.end(), k.begin() + k_row(b) * hk * d);
-    std::copy(in.v.bits.begin(), in.v.bits.end(), v.begin() + k_row(b) * hk * d);
+};
+HostInputs make_inputs(const InferenceCase& c, const Rows& r) {
+  HostInputs all;
+  all.q.resize(static_cast<std::size_t>(r.total_q * r.h * r.d));
+  all.dout.resize(all.q.size());
+  all.k.resize(static_cast<std::size_t>(r.total_k * r.hk * r.d));
+  all.v.resize(all.k.size());
+  for (std::int64_t b = 0; b < r.n; ++b) {
+    all.cases.push_back(sequence_case(c, static_cast<std::size_t>(b)));
+    all.inputs.push_back(make_inputs(all.cases.back()));
+    const Inputs& in = all.inputs.back();
+    std::copy(in.q.bits.begin(), in.q.bits.end(), all.q.begin() + r.q_row(b) * r.h * r.d);
+    std::copy(in.dout.bits.begin(), in.dout.bits.end(), all.dout.begin() + r.q_row(b) * r.h * r.d);
+    std::copy(in.k.bits.begin(), in.k.bits.end(), all.k.begin() + r.k_row(b) * r.hk * r.d);
+    std::copy(in.v.bits.begin(), in.v.bits.end(), all.v.begin() + r.k_row(b) * r.hk * r.d);
   }
-  DeviceBuffer q_buf = upload(runtime, q), k_buf = upload(runtime, k), v_buf = upload(runtime, v),
-               dout_buf = upload(runtime, dout);
-  const std::vector<std::uint16_t> poison_q(q.size(), kPoison), poison_k(k.size(), kPoison);
-  DeviceBuffer o_buf = upload(runtime, poison_q), dq_buf = upload(runtime, poison_q),
-               dk_buf = upload(runtime, poison_k), dv_buf = upload(runtime, poison_k);
-  DeviceBuffer lse_buf =
-      upload(runtime, std::vector<float>(std::max<std::int64_t>(1, total_q * h)));
-  DeviceBuffer cu_q_buf = upload(runtime, cu_q), cu_k_buf = upload(runtime, cu_k);
+  return all;
+}
 
-  Sequences s;
+/// dQ, dK and dV as the backward wrote them, widened.
+struct Gradients {
+  std::vector<double> dq, dk, dv;
+};
+
+/// The case's tensors on the runtime's device, outputs poisoned.
+struct DeviceTensors {
+  DeviceBuffer q, k, v, dout, o, dq, dk, dv, lse, cu_q, cu_k;
+};
+DeviceTensors upload_tensors(Runtime& runtime, const Rows& r, const HostInputs& in) {
+  const std::vector<std::uint16_t> poison_q(in.q.size(), kPoison), poison_k(in.k.size(), kPoison);
+  return {upload(runtime, in.q),
+          upload(runtime, in.k),
+          upload(runtime, in.v),
+          upload(runtime, in.dout),
+          upload(runtime, poison_q),
+          upload(runtime, poison_q),
+          upload(runtime, poison_k),
+          upload(runtime, poison_k),
+          upload(runtime, std::vector<float>(std::max<std::int64_t>(1, r.total_q * r.h))),
+          upload(runtime, r.cu_q),
+          upload(runtime, r.cu_k)};
+}
+
+/// The runtime's inference forward (for O and LSE), then its backward on the same sequences.
+Gradients run_forward_and_backward(Runtime& runtime, const InferenceCase& c, const Rows& r,
+                                   const HostInputs& in) {
+  DeviceTensors t = upload_tensors(runtime, r, in);
   const auto query_view = [&](DeviceBuffer& buf) {
-    return c.packed_q ? TensorView::contiguous(buf.data(), c.dtype, {total_q, h, d})
-                      : TensorView::contiguous(buf.data(), c.dtype, {n, a.seqlen_q, h, d});
+    return r.packed_q ? TensorView::contiguous(buf.data(), c.dtype, {r.total_q, r.h, r.d})
+                      : TensorView::contiguous(buf.data(), c.dtype, {r.n, r.seqlen_q, r.h, r.d});
   };
   const auto key_view = [&](DeviceBuffer& buf) {
-    return packed_k ? TensorView::contiguous(buf.data(), c.dtype, {total_k, hk, d})
-                    : TensorView::contiguous(buf.data(), c.dtype, {n, a.seqlen_k, hk, d});
+    return r.packed_k ? TensorView::contiguous(buf.data(), c.dtype, {r.total_k, r.hk, r.d})
+                      : TensorView::contiguous(buf.data(), c.dtype, {r.n, r.seqlen_k, r.hk, r.d});
   };
   const TensorView lse =
-      c.packed_q ? TensorView::contiguous(lse_buf.data(), DType::f32, {h, total_q})
-                 : TensorView::contiguous(lse_buf.data(), DType::f32, {n, h, a.seqlen_q});
-  if (c.packed_q) s.cu_seqlens_q = TensorView::contiguous(cu_q_buf.data(), DType::i32, {n + 1});
-  if (packed_k) s.cu_seqlens_k = TensorView::contiguous(cu_k_buf.data(), DType::i32, {n + 1});
-  runtime.forward(a, s, query_view(q_buf), key_view(k_buf), key_view(v_buf), query_view(o_buf),
-                  lse);
-  runtime.backward(a, s, query_view(q_buf), key_view(k_buf), key_view(v_buf), query_view(o_buf),
-                   lse, query_view(dout_buf), query_view(dq_buf), key_view(dk_buf),
-                   key_view(dv_buf));
+      r.packed_q ? TensorView::contiguous(t.lse.data(), DType::f32, {r.h, r.total_q})
+                 : TensorView::contiguous(t.lse.data(), DType::f32, {r.n, r.h, r.seqlen_q});
+  Sequences s;
+  if (r.packed_q) s.cu_seqlens_q = TensorView::contiguous(t.cu_q.data(), DType::i32, {r.n + 1});
+  if (r.packed_k) s.cu_seqlens_k = TensorView::contiguous(t.cu_k.data(), DType::i32, {r.n + 1});
+  const Attention a = c.attention();
+  runtime.forward(a, s, query_view(t.q), key_view(t.k), key_view(t.v), query_view(t.o), lse);
+  runtime.backward(a, s, query_view(t.q), key_view(t.k), key_view(t.v), query_view(t.o), lse,
+                   query_view(t.dout), query_view(t.dq), key_view(t.dk), key_view(t.dv));
   runtime.synchronize();
   const auto download = [&](DeviceBuffer& buf, std::size_t count) {
     std::vector<std::uint16_t> bits(count);
     runtime.copy_to_host(bits.data(), buf.data(), count * 2);
     return widen(c.dtype, bits);
   };
-  const std::vector<double> dq = download(dq_buf, q.size()), dk = download(dk_buf, k.size()),
-                            dv = download(dv_buf, k.size());
+  return {download(t.dq, in.q.size()), download(t.dk, in.k.size()), download(t.dv, in.k.size())};
+}
 
+/// Sequence b's gradients against its float64 reference: "" when they pass.
+std::string judge_sequence(const Rows& r, const HostInputs& in, const Gradients& g, std::int64_t b,
+                           double& worst_ratio) {
+  const BackwardCase& f = in.cases[static_cast<std::size_t>(b)];
+  const reference::Problem& p = f.problem;
+  const std::int64_t q_count = p.seqlen_q * r.h * r.d, k_count = p.seqlen_k * r.hk * r.d;
+  std::vector<double> dq_ref(q_count, 0.0), dk_ref(k_count, 0.0), dv_ref(k_count, 0.0);
+  PlainBackwardErrors plain;
+  if (p.seqlen_q > 0 && p.seqlen_k > 0) {
+    const Inputs& x = in.inputs[static_cast<std::size_t>(b)];
+    reference::Gradients ref = reference::backward(p, x.q.values.view(), x.k.values.view(),
+                                                   x.v.values.view(), x.dout.values.view());
+    dq_ref = std::move(ref.dq.values);
+    dk_ref = std::move(ref.dk.values);
+    dv_ref = std::move(ref.dv.values);
+    plain = plain_backward_errors(f);
+  }
+  std::string failure = check_gradient("dQ", slice(g.dq, r.q_row(b) * r.h * r.d, q_count), dq_ref,
+                                       plain.dq, worst_ratio);
+  failure += check_gradient("dK", slice(g.dk, r.k_row(b) * r.hk * r.d, k_count), dk_ref, plain.dk,
+                            worst_ratio);
+  failure += check_gradient("dV", slice(g.dv, r.k_row(b) * r.hk * r.d, k_count), dv_ref, plain.dv,
+                            worst_ratio);
+  return failure;
+}
+
+InferenceVerdict judge(const InferenceCase& c, const Rows& r, const HostInputs& in,
+                       const Gradients& g) {
   InferenceVerdict verdict;
-  for (std::int64_t b = 0; b < n; ++b) {
-    const BackwardCase& f = cases[static_cast<std::size_t>(b)];
-    const reference::Problem& p = f.problem;
-    const std::int64_t q_count = p.seqlen_q * h * d, k_count = p.seqlen_k * hk * d;
-    std::vector<double> dq_ref(q_count, 0.0), dk_ref(k_count, 0.0), dv_ref(k_count, 0.0);
-    PlainBackwardErrors plain;
-    if (p.seqlen_q > 0 && p.seqlen_k > 0) {
-      const Inputs& in = inputs[static_cast<std::size_t>(b)];
-      const reference::Gradients g = reference::backward(p, in.q.values.view(), in.k.values.view(),
-                                                         in.v.values.view(), in.dout.values.view());
-      dq_ref = g.dq.values;
-      dk_ref = g.dk.values;
-      dv_ref = g.dv.values;
-      plain = plain_backward_errors(f);
-    }
-    std::string failure = check_gradient("dQ", slice(dq, q_row(b) * h * d, q_count), dq_ref,
-                                         plain.dq, verdict.worst_ratio);
-    failure += check_gradient("dK", slice(dk, k_row(b) * hk * d, k_count), dk_ref, plain.dk,
-                              verdict.worst_ratio);
-    failure += check_gradient("dV", slice(dv, k_row(b) * hk * d, k_count), dv_ref, plain.dv,
-                              verdict.worst_ratio);
+  for (std::int64_t b = 0; b < static_cast<std::int64_t>(c.seqlens_q.size()); ++b) {
+    const std::string failure = judge_sequence(r, in, g, b, verdict.worst_ratio);
     if (!failure.empty() && verdict.first_failure.empty()) {
       verdict.first_failure = "sequence " + std::to_string(b) + ": " + failure;
     }
   }
   verdict.ok = verdict.first_failure.empty();
-  verdict.out = dq;
-  verdict.out.insert(verdict.out.end(), dk.begin(), dk.end());
-  verdict.out.insert(verdict.out.end(), dv.begin(), dv.end());
+  return verdict;
+}
+
+}  // namespace
+
+InferenceVerdict run_inference_backward_case(Runtime& runtime, const InferenceCase& c) {
+  check_case(c);
+  const Rows rows(c);
+  const HostInputs inputs = make_inputs(c, rows);
+  const Gradients gradients = run_forward_and_backward(runtime, c, rows, inputs);
+  InferenceVerdict verdict = judge(c, rows, inputs, gradients);
+  verdict.out = gradients.dq;
+  verdict.out.insert(verdict.out.end(), gradients.dk.begin(), gradients.dk.end());
+  verdict.out.insert(verdict.out.end(), gradients.dv.begin(), gradients.dv.end());
   return verdict;
 }
 

@@ -7,6 +7,7 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include "cases/attention_case.hpp"
 #include "cases/case_inputs.hpp"
@@ -103,6 +104,206 @@ SequenceCheck check_sequence(const ForwardCase& f, const std::vector<double>& ou
   return result;
 }
 
+/// Refuses a case the runner cannot lay out.
+void check_case(const InferenceCase& c) {
+  if (c.seqlens_k.size() != c.seqlens_q.size()) {
+    throw std::invalid_argument("an inference case needs one key length per sequence");
+  }
+  if (!c.packed_q &&
+      longest_length(c.seqlens_q) != *std::min_element(c.seqlens_q.begin(), c.seqlens_q.end())) {
+    throw std::invalid_argument("dense queries need one length for every sequence; pack them");
+  }
+}
+
+/// Where each sequence's queries go: rows of q's [total, heads_q, head_dim] storage, packed by
+/// cu_seqlens_q or one block of the (single) length per sequence.
+struct QueryRows {
+  bool packed = false;
+  std::vector<std::int32_t> cu;  // packed only
+  std::int64_t seqlen = 0;       // dense: every sequence's length
+  std::int64_t total = 0;
+
+  explicit QueryRows(const InferenceCase& c)
+      : packed(c.packed_q),
+        cu(c.packed_q ? sequence_offsets(c.seqlens_q) : std::vector<std::int32_t>{}),
+        seqlen(longest_length(c.seqlens_q)),
+        total(c.packed_q ? cu.back() : static_cast<std::int64_t>(c.seqlens_q.size()) * seqlen) {}
+
+  std::int64_t first(std::int64_t b) const { return packed ? cu[b] : b * seqlen; }
+};
+
+/// One sequence's random inputs, from its ForwardCase's seeds.
+struct SequenceInputs {
+  RoundedTensor q, k, v;
+};
+SequenceInputs sequence_inputs(const ForwardCase& f) {
+  const reference::Problem& p = f.problem;
+  const auto bshd = reference::Layout::bshd;
+  return {rounded_random(p.q_shape(), bshd, f.seed, f.dtype),
+          rounded_random(p.kv_shape(), bshd, f.seed + 1, f.dtype),
+          rounded_random(p.kv_shape(), bshd, f.seed + 2, f.dtype)};
+}
+
+/// The whole case's inputs as the runtime takes them (key rows no sequence uses stay NaN), and
+/// each sequence's own case.
+struct HostInputs {
+  std::vector<std::uint16_t> q, k, v;
+  std::vector<ForwardCase> cases;
+};
+HostInputs make_inputs(const InferenceCase& c, const QueryRows& rows, const KeyPlacement& keys) {
+  const std::int64_t h = c.heads_q, hk = c.heads_kv, d = c.head_dim;
+  HostInputs in;
+  in.q.assign(static_cast<std::size_t>(rows.total * h * d), 0);
+  in.k.assign(static_cast<std::size_t>(keys.rows * hk * d), kPoison);
+  in.v = in.k;
+  for (std::int64_t b = 0; b < static_cast<std::int64_t>(c.seqlens_q.size()); ++b) {
+    in.cases.push_back(sequence_case(c, static_cast<std::size_t>(b)));
+    const SequenceInputs s = sequence_inputs(in.cases.back());
+    std::copy(s.q.bits.begin(), s.q.bits.end(), in.q.begin() + rows.first(b) * h * d);
+    for (std::int64_t j = 0; j < in.cases.back().problem.seqlen_k; ++j) {
+      const std::int64_t row = keys.row(c, b, j);
+      std::copy_n(s.k.bits.begin() + j * hk * d, hk * d, in.k.begin() + row * hk * d);
+      std::copy_n(s.v.bits.begin() + j * hk * d, hk * d, in.v.begin() + row * hk * d);
+    }
+  }
+  return in;
+}
+
+/// `values`, or one 0 where there are none (an allocation of no bytes has no address).
+std::vector<std::int32_t> or_zero(const std::vector<std::int32_t>& values) {
+  return values.empty() ? std::vector<std::int32_t>{0} : values;
+}
+
+/// The case's tensors on the runtime's device, outputs poisoned.
+struct DeviceTensors {
+  DeviceBuffer q, k, v, o, lse, cu_q, cu_k, seqlens_k, page_table;
+};
+DeviceTensors upload_tensors(Runtime& runtime, const InferenceCase& c, const QueryRows& rows,
+                             const KeyPlacement& keys, const HostInputs& in) {
+  const std::vector<std::int32_t> seqlens_k(c.seqlens_k.begin(), c.seqlens_k.end());
+  return {upload(runtime, in.q),
+          upload(runtime, in.k),
+          upload(runtime, in.v),
+          upload(runtime, std::vector<std::uint16_t>(in.q.size(), kPoison)),
+          upload(runtime, std::vector<float>(static_cast<std::size_t>(rows.total * c.heads_q),
+                                             std::numeric_limits<float>::quiet_NaN())),
+          upload(runtime, or_zero(rows.cu)),
+          upload(runtime, or_zero(keys.cu)),
+          upload(runtime, or_zero(seqlens_k)),
+          upload(runtime, or_zero(keys.page_table))};
+}
+
+/// The views of one forward call: q, o and LSE dense or packed; k and v dense, packed or paged,
+/// with the index arrays their layout needs.
+struct ForwardViews {
+  TensorView q, k, v, o, lse;
+  Sequences sequences;
+};
+void set_query_views(const InferenceCase& c, const QueryRows& rows, DeviceTensors& t,
+                     ForwardViews& views) {
+  const std::int64_t n = static_cast<std::int64_t>(c.seqlens_q.size()), h = c.heads_q,
+                     d = c.head_dim;
+  if (rows.packed) {
+    views.sequences.cu_seqlens_q = TensorView::contiguous(t.cu_q.data(), DType::i32, {n + 1});
+    views.q = TensorView::contiguous(t.q.data(), c.dtype, {rows.total, h, d});
+    views.o = TensorView::contiguous(t.o.data(), c.dtype, {rows.total, h, d});
+    views.lse = TensorView::contiguous(t.lse.data(), DType::f32, {h, rows.total});
+    return;
+  }
+  views.q = TensorView::contiguous(t.q.data(), c.dtype, {n, rows.seqlen, h, d});
+  views.o = TensorView::contiguous(t.o.data(), c.dtype, {n, rows.seqlen, h, d});
+  views.lse = TensorView::contiguous(t.lse.data(), DType::f32, {n, h, rows.seqlen});
+}
+void set_key_views(const InferenceCase& c, const KeyPlacement& keys, DeviceTensors& t,
+                   ForwardViews& views) {
+  const std::int64_t n = static_cast<std::int64_t>(c.seqlens_k.size()), hk = c.heads_kv,
+                     d = c.head_dim;
+  Sequences& s = views.sequences;
+  if (c.keys == KeyStorage::paged) {
+    views.k = TensorView::contiguous(t.k.data(), c.dtype, {keys.num_pages, c.page_size, hk, d});
+    views.v = TensorView::contiguous(t.v.data(), c.dtype, {keys.num_pages, c.page_size, hk, d});
+    s.page_table = TensorView::contiguous(t.page_table.data(), DType::i32, {n, keys.max_pages});
+    s.seqlens_k = TensorView::contiguous(t.seqlens_k.data(), DType::i32, {n});
+  } else if (c.keys == KeyStorage::packed) {
+    views.k = TensorView::contiguous(t.k.data(), c.dtype, {keys.rows, hk, d});
+    views.v = TensorView::contiguous(t.v.data(), c.dtype, {keys.rows, hk, d});
+    s.cu_seqlens_k = TensorView::contiguous(t.cu_k.data(), DType::i32, {n + 1});
+  } else {
+    const std::int64_t longest = longest_length(c.seqlens_k);
+    views.k = TensorView::contiguous(t.k.data(), c.dtype, {n, longest, hk, d});
+    views.v = TensorView::contiguous(t.v.data(), c.dtype, {n, longest, hk, d});
+    const bool one_length = longest == *std::min_element(c.seqlens_k.begin(), c.seqlens_k.end());
+    // Keys of one length need no index array at all (a dense batch, decoded or split).
+    if (!one_length) s.seqlens_k = TensorView::contiguous(t.seqlens_k.data(), DType::i32, {n});
+  }
+}
+
+/// O and LSE as the forward wrote them.
+struct Outputs {
+  std::vector<std::uint16_t> o;
+  std::vector<float> lse;
+};
+Outputs run_forward(Runtime& runtime, const InferenceCase& c, const QueryRows& rows,
+                    const KeyPlacement& keys, const HostInputs& in) {
+  DeviceTensors tensors = upload_tensors(runtime, c, rows, keys, in);
+  ForwardViews views;
+  views.sequences.splits = c.splits;
+  set_query_views(c, rows, tensors, views);
+  set_key_views(c, keys, tensors, views);
+  runtime.forward(c.attention(), views.sequences, views.q, views.k, views.v, views.o, views.lse);
+  runtime.synchronize();
+  Outputs out{std::vector<std::uint16_t>(in.q.size()),
+              std::vector<float>(static_cast<std::size_t>(rows.total * c.heads_q))};
+  runtime.copy_to_host(out.o.data(), tensors.o.data(), out.o.size() * 2);
+  runtime.copy_to_host(out.lse.data(), tensors.lse.data(), out.lse.size() * 4);
+  return out;
+}
+
+/// Sequence b's LSE, [heads_q, its queries], out of the whole case's.
+std::vector<float> sequence_lse(const InferenceCase& c, const QueryRows& rows,
+                                const std::vector<float>& lse, std::int64_t b, std::int64_t lq) {
+  std::vector<float> lse_rows;
+  for (std::int64_t head = 0; head < c.heads_q; ++head) {
+    for (std::int64_t i = 0; i < lq; ++i) {
+      const std::int64_t at = rows.packed ? head * rows.total + rows.first(b) + i
+                                          : (b * c.heads_q + head) * rows.seqlen + i;
+      lse_rows.push_back(lse[static_cast<std::size_t>(at)]);
+    }
+  }
+  return lse_rows;
+}
+
+/// Each sequence's O and LSE against its own float64 reference.
+InferenceVerdict judge(const InferenceCase& c, const QueryRows& rows,
+                       const std::vector<ForwardCase>& cases, const Outputs& outputs) {
+  const std::int64_t hd = c.heads_q * c.head_dim;
+  InferenceVerdict verdict;
+  verdict.out = widen(c.dtype, outputs.o);
+  for (std::int64_t b = 0; b < static_cast<std::int64_t>(cases.size()); ++b) {
+    const ForwardCase& f = cases[static_cast<std::size_t>(b)];
+    const std::int64_t lq = f.problem.seqlen_q;
+    if (lq == 0) continue;
+    const std::vector<double> out(verdict.out.begin() + rows.first(b) * hd,
+                                  verdict.out.begin() + (rows.first(b) + lq) * hd);
+    std::vector<double> expected_out, expected_lse;
+    if (f.problem.seqlen_k > 0) {
+      const SequenceInputs in = sequence_inputs(f);
+      reference::ForwardResult r =
+          reference::forward(f.problem, in.q.values.view(), in.k.values.view(), in.v.values.view());
+      expected_out = std::move(r.out.values);
+      expected_lse = std::move(r.lse);
+    }
+    const SequenceCheck check = check_sequence(f, out, sequence_lse(c, rows, outputs.lse, b, lq),
+                                               expected_out, expected_lse);
+    verdict.worst_ratio = std::max(verdict.worst_ratio, check.ratio);
+    if (!check.failure.empty() && verdict.first_failure.empty()) {
+      verdict.first_failure = "sequence " + std::to_string(b) + ": " + check.failure;
+    }
+  }
+  verdict.ok = verdict.first_failure.empty();
+  return verdict;
+}
+
 }  // namespace
 
 reference::Problem sequence_problem(const InferenceCase& c, std::size_t b) {
@@ -195,135 +396,12 @@ std::string InferenceVerdict::describe() const {
 }
 
 InferenceVerdict run_inference_case(Runtime& runtime, const InferenceCase& c) {
-  const auto n = static_cast<std::int64_t>(c.seqlens_q.size());
-  if (c.seqlens_k.size() != c.seqlens_q.size()) {
-    throw std::invalid_argument("an inference case needs one key length per sequence");
-  }
-  if (!c.packed_q &&
-      longest_length(c.seqlens_q) != *std::min_element(c.seqlens_q.begin(), c.seqlens_q.end())) {
-    throw std::invalid_argument("dense queries need one length for every sequence; pack them");
-  }
-  const Attention a = c.attention();
-  const std::int64_t h = c.heads_q, hk = c.heads_kv, d = c.head_dim;
-  const std::vector<std::int32_t> cu_q =
-      c.packed_q ? sequence_offsets(c.seqlens_q) : std::vector<std::int32_t>{};
-  const std::int64_t total_q = c.packed_q ? cu_q.back() : n * a.seqlen_q;
-  const auto q_row = [&](std::int64_t b) { return c.packed_q ? cu_q[b] : b * a.seqlen_q; };
+  check_case(c);
+  const QueryRows rows(c);
   const KeyPlacement keys(c);
-
-  // Inputs, each sequence's from its own ForwardCase seed; unused key rows stay NaN.
-  std::vector<std::uint16_t> q_bits(static_cast<std::size_t>(total_q * h * d), 0);
-  std::vector<std::uint16_t> k_bits(static_cast<std::size_t>(keys.rows * hk * d), kPoison);
-  std::vector<std::uint16_t> v_bits = k_bits;
-  std::vector<ForwardCase> cases;
-  for (std::int64_t b = 0; b < n; ++b) {
-    const ForwardCase f = sequence_case(c, static_cast<std::size_t>(b));
-    cases.push_back(f);
-    const reference::Problem& p = f.problem;
-    const RoundedTensor q = rounded_random(p.q_shape(), reference::Layout::bshd, f.seed, c.dtype);
-    const RoundedTensor k =
-        rounded_random(p.kv_shape(), reference::Layout::bshd, f.seed + 1, c.dtype);
-    const RoundedTensor v =
-        rounded_random(p.kv_shape(), reference::Layout::bshd, f.seed + 2, c.dtype);
-    std::copy(q.bits.begin(), q.bits.end(), q_bits.begin() + q_row(b) * h * d);
-    for (std::int64_t j = 0; j < p.seqlen_k; ++j) {
-      const std::int64_t row = keys.row(c, b, j);
-      std::copy_n(k.bits.begin() + j * hk * d, hk * d, k_bits.begin() + row * hk * d);
-      std::copy_n(v.bits.begin() + j * hk * d, hk * d, v_bits.begin() + row * hk * d);
-    }
-  }
-
-  DeviceBuffer q_buf = upload(runtime, q_bits), k_buf = upload(runtime, k_bits),
-               v_buf = upload(runtime, v_bits);
-  DeviceBuffer o_buf = upload(runtime, std::vector<std::uint16_t>(q_bits.size(), kPoison));
-  DeviceBuffer lse_buf =
-      upload(runtime, std::vector<float>(static_cast<std::size_t>(total_q * h),
-                                         std::numeric_limits<float>::quiet_NaN()));
-  std::vector<std::int32_t> seqlens_k(c.seqlens_k.begin(), c.seqlens_k.end());
-  DeviceBuffer cu_q_buf = upload(runtime, cu_q.empty() ? std::vector<std::int32_t>{0} : cu_q);
-  DeviceBuffer cu_k_buf = upload(runtime, keys.cu.empty() ? std::vector<std::int32_t>{0} : keys.cu);
-  DeviceBuffer lens_buf =
-      upload(runtime, seqlens_k.empty() ? std::vector<std::int32_t>{0} : seqlens_k);
-  DeviceBuffer table_buf =
-      upload(runtime, keys.page_table.empty() ? std::vector<std::int32_t>{0} : keys.page_table);
-
-  Sequences s;
-  s.splits = c.splits;
-  TensorView q, o, k, v, lse;
-  if (c.packed_q) {
-    s.cu_seqlens_q = TensorView::contiguous(cu_q_buf.data(), DType::i32, {n + 1});
-    q = TensorView::contiguous(q_buf.data(), c.dtype, {total_q, h, d});
-    o = TensorView::contiguous(o_buf.data(), c.dtype, {total_q, h, d});
-    lse = TensorView::contiguous(lse_buf.data(), DType::f32, {h, total_q});
-  } else {
-    q = TensorView::contiguous(q_buf.data(), c.dtype, {n, a.seqlen_q, h, d});
-    o = TensorView::contiguous(o_buf.data(), c.dtype, {n, a.seqlen_q, h, d});
-    lse = TensorView::contiguous(lse_buf.data(), DType::f32, {n, h, a.seqlen_q});
-  }
-  if (c.keys == KeyStorage::paged) {
-    k = TensorView::contiguous(k_buf.data(), c.dtype, {keys.num_pages, c.page_size, hk, d});
-    v = TensorView::contiguous(v_buf.data(), c.dtype, {keys.num_pages, c.page_size, hk, d});
-    s.page_table = TensorView::contiguous(table_buf.data(), DType::i32, {n, keys.max_pages});
-    s.seqlens_k = TensorView::contiguous(lens_buf.data(), DType::i32, {n});
-  } else if (c.keys == KeyStorage::packed) {
-    k = TensorView::contiguous(k_buf.data(), c.dtype, {keys.rows, hk, d});
-    v = TensorView::contiguous(v_buf.data(), c.dtype, {keys.rows, hk, d});
-    s.cu_seqlens_k = TensorView::contiguous(cu_k_buf.data(), DType::i32, {n + 1});
-  } else {
-    k = TensorView::contiguous(k_buf.data(), c.dtype, {n, a.seqlen_k, hk, d});
-    v = TensorView::contiguous(v_buf.data(), c.dtype, {n, a.seqlen_k, hk, d});
-    const bool one_length =
-        longest_length(c.seqlens_k) == *std::min_element(c.seqlens_k.begin(), c.seqlens_k.end());
-    // Keys of one length need no index array at all (a dense batch, decoded or split).
-    if (!one_length) s.seqlens_k = TensorView::contiguous(lens_buf.data(), DType::i32, {n});
-  }
-  runtime.forward(a, s, q, k, v, o, lse);
-  runtime.synchronize();
-
-  std::vector<std::uint16_t> o_bits(q_bits.size());
-  std::vector<float> lse_all(static_cast<std::size_t>(total_q * h));
-  runtime.copy_to_host(o_bits.data(), o_buf.data(), o_bits.size() * 2);
-  runtime.copy_to_host(lse_all.data(), lse_buf.data(), lse_all.size() * 4);
-
-  InferenceVerdict verdict;
-  verdict.ok = true;
-  verdict.out = widen(c.dtype, o_bits);
-  for (std::int64_t b = 0; b < n; ++b) {
-    const ForwardCase& f = cases[static_cast<std::size_t>(b)];
-    const std::int64_t lq = f.problem.seqlen_q;
-    if (lq == 0) continue;
-    const std::vector<double> out(verdict.out.begin() + q_row(b) * h * d,
-                                  verdict.out.begin() + (q_row(b) + lq) * h * d);
-    std::vector<float> lse_rows;
-    for (std::int64_t head = 0; head < h; ++head) {
-      for (std::int64_t i = 0; i < lq; ++i) {
-        const std::int64_t at =
-            c.packed_q ? head * total_q + q_row(b) + i : (b * h + head) * a.seqlen_q + i;
-        lse_rows.push_back(lse_all[static_cast<std::size_t>(at)]);
-      }
-    }
-    std::vector<double> expected_out, expected_lse;
-    if (f.problem.seqlen_k > 0) {
-      const reference::Problem& p = f.problem;
-      const RoundedTensor q_in =
-          rounded_random(p.q_shape(), reference::Layout::bshd, f.seed, c.dtype);
-      const RoundedTensor k_in =
-          rounded_random(p.kv_shape(), reference::Layout::bshd, f.seed + 1, c.dtype);
-      const RoundedTensor v_in =
-          rounded_random(p.kv_shape(), reference::Layout::bshd, f.seed + 2, c.dtype);
-      const reference::ForwardResult r =
-          reference::forward(p, q_in.values.view(), k_in.values.view(), v_in.values.view());
-      expected_out = r.out.values;
-      expected_lse = r.lse;
-    }
-    const SequenceCheck check = check_sequence(f, out, lse_rows, expected_out, expected_lse);
-    verdict.worst_ratio = std::max(verdict.worst_ratio, check.ratio);
-    if (!check.failure.empty() && verdict.first_failure.empty()) {
-      verdict.first_failure = "sequence " + std::to_string(b) + ": " + check.failure;
-    }
-  }
-  verdict.ok = verdict.first_failure.empty();
-  return verdict;
+  const HostInputs inputs = make_inputs(c, rows, keys);
+  const Outputs outputs = run_forward(runtime, c, rows, keys, inputs);
+  return judge(c, rows, inputs.cases, outputs);
 }
 
 }  // namespace flashjit::testing

@@ -1,7 +1,10 @@
 # `cmake --install`: the public headers, libflashjit (static, and shared when built), the
 # `flashjit` command, a CMake package (find_package(flashjit CONFIG REQUIRED) gives
-# flashjit::flashjit) and a pkg-config file. The templates are embedded in the library, so
-# nothing else is needed at run time.
+# flashjit::flashjit) and a pkg-config file. The templates and the emulator's headers are
+# embedded in the library; the emulator finds its archive relative to the library or program
+# (runtime/host_compiler.cpp). Nothing installed names the build or source tree, and the CMake
+# package and the pkg-config file locate the prefix from their own folder, so a prefix can be
+# moved after it is installed (tests/install/check_install.cmake).
 include(CMakePackageConfigHelpers)
 
 set(FLASHJIT_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/flashjit")
@@ -39,7 +42,15 @@ install(FILES "${PROJECT_BINARY_DIR}/flashjitConfig.cmake"
         DESTINATION "${FLASHJIT_CMAKE_DIR}")
 
 # pkg-config: the shared library when there is one; static linking needs the private libraries.
+# Every path in the file is relative to the file's own folder (${pcfiledir}), not the prefix
+# configured here, so that `cmake --install --prefix P` and a prefix moved afterwards both work.
 get_filename_component(FLASHJIT_NVRTC_DIR "${CUDA_nvrtc_LIBRARY}" DIRECTORY)
+set(pc_dir "${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig")
+file(RELATIVE_PATH FLASHJIT_PC_TO_PREFIX "${pc_dir}" "${CMAKE_INSTALL_PREFIX}")
+string(REGEX REPLACE "/$" "" FLASHJIT_PC_TO_PREFIX "${FLASHJIT_PC_TO_PREFIX}")  # "../../"
+file(RELATIVE_PATH FLASHJIT_PC_LIBDIR "${CMAKE_INSTALL_PREFIX}" "${CMAKE_INSTALL_FULL_LIBDIR}")
+file(RELATIVE_PATH FLASHJIT_PC_INCLUDEDIR "${CMAKE_INSTALL_PREFIX}"
+     "${CMAKE_INSTALL_FULL_INCLUDEDIR}")
 configure_file("${PROJECT_SOURCE_DIR}/cmake/flashjit.pc.in" "${PROJECT_BINARY_DIR}/flashjit.pc"
                @ONLY)
 install(FILES "${PROJECT_BINARY_DIR}/flashjit.pc" DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig")

@@ -31,7 +31,7 @@ const EmulatedKernel* EmulatedKernelTable::find(const std::string& name_expressi
 }
 
 std::string missing_kernel_message(const EmulatedKernelTable& table, const KernelSpec& spec,
-                                   const std::string& no_compiler) {
+                                   const std::string& no_compiler, const std::string& remedy) {
   std::vector<const KernelSpec*> same_op;
   for (const EmulatedKernel& kernel : table.kernels()) {
     if (kernel.spec.op == spec.op) same_op.push_back(&kernel.spec);
@@ -40,10 +40,8 @@ std::string missing_kernel_message(const EmulatedKernelTable& table, const Kerne
                         ") is not among the emulator's build-time specializations, and the "
                         "emulator cannot compile it: " +
                         no_compiler + ".";
-  message +=
-      " Set FLASHJIT_HOST_CXX to a C++20 compiler (g++ or clang++), or put one on PATH as c++, "
-      "g++ or clang++, and the emulator compiles any specialization at run time; or run it on "
-      "a GPU.";
+  message += " " + remedy +
+             ", and the emulator compiles any specialization at run time; or run it on a GPU.";
   if (same_op.empty()) return message + " The emulator has no '" + spec.op + "' kernel at all.";
   // The nearest first: the closest head dim, then those sharing the most traits (dtype, mask,
   // tiles), so the list suggests what to run instead.

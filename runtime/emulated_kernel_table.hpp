@@ -44,10 +44,10 @@ class EmulatedKernelTable {
   std::unordered_map<std::string, std::size_t> by_name_;
 };
 
-/// Why `spec` cannot run on the emulator: it is not in `table`, and no host compiler can build
-/// it (`no_compiler` says why). Names the spec, says how to get a compiler, and lists a few of
-/// the op's kernels that are there.
+/// Why `spec` cannot run on the emulator: it is not in `table`, and the host toolchain cannot
+/// build it (`no_compiler` says why, `remedy` what would provide it: the compiler or the
+/// emulator's archive). Names the spec and lists a few of the op's kernels that are there.
 std::string missing_kernel_message(const EmulatedKernelTable& table, const KernelSpec& spec,
-                                   const std::string& no_compiler);
+                                   const std::string& no_compiler, const std::string& remedy);
 
 }  // namespace flashjit::detail

@@ -162,7 +162,8 @@ EmulatedLauncher EmulatorBackend::launcher(const KernelSpec& spec) {
   if (const EmulatedKernel* kernel = kernels_.find(spec.name_expression)) return kernel->launch;
   if (!host_kernels_.available()) {
     throw Error(ErrorKind::unsupported,
-                missing_kernel_message(kernels_, spec, host_kernels_.unavailable_reason()));
+                missing_kernel_message(kernels_, spec, host_kernels_.unavailable_reason(),
+                                       host_kernels_.unavailable_remedy()));
   }
   return host_kernels_.launcher(spec);
 }

@@ -1,5 +1,7 @@
 #include "host_compiler.hpp"
 
+#include <dlfcn.h>
+#include <link.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,6 +64,37 @@ std::optional<HostCompiler> find_compiler(std::string& problem) {
   return HostCompiler{*path, ec ? *path : resolved, version.output};
 }
 
+/// The file this code was loaded from: the program that links flashjit statically, or
+/// libflashjit.so. The program's own path comes from /proc/self/exe, since dladdr names it by
+/// argv[0], which may be a bare name found on PATH.
+std::optional<fs::path> loaded_from() {
+  static const char anchor = 0;  // an address inside this file's module
+  Dl_info info{};
+  link_map* map = nullptr;
+  if (::dladdr1(&anchor, &info, reinterpret_cast<void**>(&map), RTLD_DL_LINKMAP) == 0 ||
+      map == nullptr) {
+    return std::nullopt;
+  }
+  std::error_code ec;
+  const fs::path path = map->l_name[0] == '\0' ? fs::read_symlink("/proc/self/exe", ec)
+                                               : fs::canonical(map->l_name, ec);
+  if (ec) return std::nullopt;
+  return path;
+}
+
+/// Where the archive may be, relative to the file the runtime was loaded from (nothing
+/// absolute is built in, so an installed prefix works after it is moved): beside it (an
+/// installed libflashjit.so), in the prefix's library folder (an installed program in bin/),
+/// or in this build tree (runtime/CMakeLists.txt).
+std::vector<fs::path> archive_candidates() {
+  const std::optional<fs::path> file = loaded_from();
+  if (!file) return {};
+  const fs::path dir = file->parent_path();
+  return {dir / FLASHJIT_EMULATOR_ARCHIVE_NAME,
+          (dir / FLASHJIT_LIBDIR_FROM_BINDIR / FLASHJIT_EMULATOR_ARCHIVE_NAME).lexically_normal(),
+          (dir / FLASHJIT_EMULATOR_ARCHIVE_FROM_BUILD_DIR).lexically_normal()};
+}
+
 /// The archive's path, or nullopt after setting `problem`.
 std::optional<fs::path> archive_path(std::string& problem) {
   std::error_code ec;
@@ -70,13 +103,16 @@ std::optional<fs::path> archive_path(std::string& problem) {
     problem = "FLASHJIT_EMULATOR_LIBRARY is '" + *chosen + "', which is not a file";
     return std::nullopt;
   }
-  // Baked in by runtime/CMakeLists.txt: where `cmake --install` puts it, and the build tree.
-  for (const char* path : {FLASHJIT_EMULATOR_ARCHIVE_INSTALLED, FLASHJIT_EMULATOR_ARCHIVE_BUILT}) {
-    if (fs::is_regular_file(path, ec)) return fs::path(path);
+  const std::vector<fs::path> candidates = archive_candidates();
+  std::string looked;
+  for (const fs::path& path : candidates) {
+    if (fs::is_regular_file(path, ec)) return path;
+    looked += looked.empty() ? "" : ", ";
+    looked += path.string();
   }
-  problem = std::string("the emulator's archive is neither at ") +
-            FLASHJIT_EMULATOR_ARCHIVE_INSTALLED + " nor at " + FLASHJIT_EMULATOR_ARCHIVE_BUILT +
-            "; set FLASHJIT_EMULATOR_LIBRARY to it";
+  problem = candidates.empty() ? "cannot tell which file the runtime was loaded from, to find "
+                                 "the emulator's archive beside it"
+                               : "the emulator's archive is not at any of " + looked;
   return std::nullopt;
 }
 
@@ -107,7 +143,15 @@ std::string without(std::string text, const std::string& part) {
 HostToolchainLookup find_host_toolchain() {
   HostToolchainLookup lookup;
   std::optional<HostCompiler> compiler = find_compiler(lookup.problem);
-  if (!compiler) return lookup;
+  if (!compiler) {
+    lookup.remedy =
+        "Set FLASHJIT_HOST_CXX to a C++20 compiler (g++ or clang++), or put one on PATH as c++, "
+        "g++ or clang++";
+    return lookup;
+  }
+  lookup.remedy =
+      "Set FLASHJIT_EMULATOR_LIBRARY to the emulator's archive, libflashjit_emulator.a (installed "
+      "in the library folder, beside libflashjit)";
   std::optional<fs::path> archive = archive_path(lookup.problem);
   if (!archive) return lookup;
   std::optional<std::string> bytes = read_whole_file(*archive);
@@ -115,6 +159,7 @@ HostToolchainLookup find_host_toolchain() {
     lookup.problem = "cannot read the emulator's archive " + archive->string();
     return lookup;
   }
+  lookup.remedy.clear();
   lookup.toolchain = HostToolchain{*compiler, *archive, KeyBuilder().add(*bytes).hex_digest()};
   return lookup;
 }

@@ -23,15 +23,19 @@ struct HostToolchain {
   std::string archive_digest;     ///< 32 hex digits over its bytes
 };
 
-/// The toolchain, or why there is none.
+/// The toolchain, or why there is none and what to do about it.
 struct HostToolchainLookup {
   std::optional<HostToolchain> toolchain;
   std::string problem;  ///< why there is none ("" when found)
+  /// A sentence saying how to provide what is missing, the compiler or the archive (the
+  /// compiler's variable is no help when it is the archive that is missing).
+  std::string remedy;
 };
 
 /// Finds the compiler ($FLASHJIT_HOST_CXX, else c++, g++ or clang++ on PATH; it must answer
-/// `--version`) and the archive ($FLASHJIT_EMULATOR_LIBRARY, else the installed one, else the
-/// build tree's). Runs the compiler once and reads the archive whole.
+/// `--version`) and the archive ($FLASHJIT_EMULATOR_LIBRARY, else beside the file the runtime
+/// was loaded from, in its prefix's library folder, or in the build tree). Runs the compiler
+/// once and reads the archive whole.
 HostToolchainLookup find_host_toolchain();
 
 /// The flags of every host compile, before the include directories and the spec's options.

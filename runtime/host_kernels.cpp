@@ -14,9 +14,12 @@ bool HostKernels::available() const { return lookup().toolchain.has_value(); }
 
 const std::string& HostKernels::unavailable_reason() const { return lookup().problem; }
 
+const std::string& HostKernels::unavailable_remedy() const { return lookup().remedy; }
+
 emulator::HostLaunchFunction HostKernels::launcher(const KernelSpec& spec) {
   if (!available()) {
-    throw Error(ErrorKind::unsupported, "no host compiler for the emulator: " + lookup().problem);
+    throw Error(ErrorKind::unsupported,
+                "no host toolchain for the emulator: " + lookup().problem + ". " + lookup().remedy);
   }
   {
     std::lock_guard lock(mutex_);

@@ -19,6 +19,8 @@ class HostKernels {
   bool available() const;
   /// Why they were not found, for the error of a spec the table lacks ("" when they were).
   const std::string& unavailable_reason() const;
+  /// What to do about it: a sentence naming the variable that provides what is missing.
+  const std::string& unavailable_remedy() const;
   /// The launcher of `spec`, compiled or loaded through HostKernelCache::process_cache().
   /// Throws as HostKernelCache::get; Error{unsupported} when !available().
   emulator::HostLaunchFunction launcher(const KernelSpec& spec);

@@ -89,15 +89,14 @@ std::string print_tuning(const SystemInfo& system) {
 void print_host_compiler() {
   const detail::HostToolchainLookup lookup = detail::find_host_toolchain();
   if (!lookup.toolchain) {
-    std::printf(
-        "emulator:    built-in kernels only (%s; set FLASHJIT_HOST_CXX to a C++20 compiler)\n",
-        lookup.problem.c_str());
+    std::printf("emulator:    built-in kernels only (%s). %s\n", lookup.problem.c_str(),
+                lookup.remedy.c_str());
     return;
   }
   const std::string& version = lookup.toolchain->compiler.version;
-  std::printf("emulator:    any kernel, compiled by %s (%s)\n",
+  std::printf("emulator:    any kernel, compiled by %s (%s) with %s\n",
               lookup.toolchain->compiler.path.c_str(),
-              version.substr(0, version.find('\n')).c_str());
+              version.substr(0, version.find('\n')).c_str(), lookup.toolchain->archive.c_str());
 }
 
 }  // namespace

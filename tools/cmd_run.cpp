@@ -3,16 +3,19 @@
 // exactly as the tests judge it (cases/attention_case, backward_case): the relative L2
 // error of O (of dQ, dK, dV) must be at most twice that of a plain attention (backward)
 // computed in the input dtype. --counters adds the emulator's work counters; --config runs a
-// config of the op's space instead of the runtime's choice.
+// config of the op's space instead of the runtime's choice. The options, and which runs use
+// each (an option a run does not use is refused), are in run_options.cpp.
 #include <unistd.h>
 
-#include <charconv>
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "autotune/candidates.hpp"
 #include "cases/attention_case.hpp"
@@ -30,37 +33,11 @@
 #include "merge_states/merge_states_space.cuh"
 #include "run_layer_norm.hpp"
 #include "run_multiscale.hpp"
+#include "run_options.hpp"
 #include "work_report.hpp"
 
 namespace flashjit::tools {
 namespace {
-
-// The default shape takes about a second on the emulator.
-struct RunOptions {
-  std::int64_t batch = 1;
-  std::int64_t heads = 4;
-  std::int64_t heads_kv = 0;  // 0: as many as query heads
-  std::int64_t seqlen_q = 256;
-  std::int64_t seqlen_k = 0;  // 0: seqlen_q
-  std::int64_t head_dim = 64;
-  std::string dtype = "bf16";
-  std::string layout = "bshd";
-  bool causal = false;
-  bool emulate = false;
-  std::string arch;  // the GPU the emulator models; empty: sm_80
-  std::uint64_t seed = 1;
-  std::string op = "attention-forward";
-  bool counters = false;
-  std::string config;  // empty: the runtime's choice
-  bool deterministic = false;
-  int partials = 4;    // merge-states: key ranges the problem is split into
-  bool paged = false;  // forward: keys and values in a paged cache
-  std::int64_t page_size = 16;
-  int varlen = 0;              // forward: this many sequences of random lengths, packed
-  int splits = 0;              // inference forward: Sequences::splits (0: chosen)
-  LayerNormRun layer_norm;     // layernorm: rows, cols, norm, fused adds
-  std::string mask = "decay";  // multiscale-attention: decay or tensor
-};
 
 /// The library's own limits on the descriptor, reported against the flag that set the field.
 void check_library_limits(const Attention& attention) {
@@ -170,17 +147,41 @@ std::optional<Config> config_of(const std::optional<autotune::TunedConfig>& conf
   return std::get<Config>(*config);
 }
 
+/// The shape line of every attention run, dense or inference: "shape:   batch 2, heads 8 (kv 1),
+/// seqlen_q 1, seqlen_k 300, head_dim 64, bf16, bshd, causal", then what the inference forms
+/// add (", paged, 16 keys a page", ", splits 3"). A length is a list where sequences differ.
+struct ShapeLine {
+  std::int64_t batch = 0, heads_q = 0, heads_kv = 0, head_dim = 0;
+  std::string seqlen_q, seqlen_k;
+  DType dtype = DType::bf16;
+  const char* layout = "bshd";
+  bool causal = false;
+  std::string extra;
+};
+
+void print_shape(const ShapeLine& s) {
+  std::printf(
+      "shape:   batch %lld, heads %lld (kv %lld), seqlen_q %s, seqlen_k %s, head_dim %lld, "
+      "%s, %s%s%s\n",
+      static_cast<long long>(s.batch), static_cast<long long>(s.heads_q),
+      static_cast<long long>(s.heads_kv), s.seqlen_q.c_str(), s.seqlen_k.c_str(),
+      static_cast<long long>(s.head_dim), std::string(dtype_name(s.dtype)).c_str(), s.layout,
+      s.causal ? ", causal" : "", s.extra.c_str());
+}
+
 void print_problem(const RunOptions& options, const testing::ForwardCase& c, Runtime& runtime,
                    bool backward, const std::optional<autotune::TunedConfig>& config) {
   const reference::Problem& p = c.problem;
-  std::printf(
-      "shape:   batch %lld, heads %lld (kv %lld), seqlen_q %lld, seqlen_k %lld, head_dim "
-      "%lld, %s, %s%s\n",
-      static_cast<long long>(p.batch), static_cast<long long>(p.heads_q),
-      static_cast<long long>(p.heads_kv), static_cast<long long>(p.seqlen_q),
-      static_cast<long long>(p.seqlen_k), static_cast<long long>(p.head_dim),
-      std::string(dtype_name(c.dtype)).c_str(),
-      c.layout == reference::Layout::bshd ? "bshd" : "bhsd", p.causal ? ", causal" : "");
+  print_shape({.batch = p.batch,
+               .heads_q = p.heads_q,
+               .heads_kv = p.heads_kv,
+               .head_dim = p.head_dim,
+               .seqlen_q = std::to_string(p.seqlen_q),
+               .seqlen_k = std::to_string(p.seqlen_k),
+               .dtype = c.dtype,
+               .layout = c.layout == reference::Layout::bshd ? "bshd" : "bhsd",
+               .causal = p.causal,
+               .extra = ""});
   const autotune::TuningProblem problem = run_problem(options, c, backward);
   std::printf("kernel:  %s\n",
               chosen_kernels(runtime, problem.attention, c.dtype, backward, config).c_str());
@@ -268,18 +269,6 @@ int run_forward(const RunOptions& options) {
 /// and --seqlen-k (0 and 1 among them), packed; or --batch sequences of exactly those lengths;
 /// their keys packed, or with --paged in a cache of --page-size pages in a shuffled order.
 testing::InferenceCase inference_case(const RunOptions& options) {
-  const bool backward = options.op == "attention-backward";
-  if (options.op == "merge-states" || !options.config.empty() || options.layout != "bshd" ||
-      (backward && (options.paged || options.splits != 0))) {
-    throw InvalidArgument(options.op == "merge-states" ? "--op"
-                          : !options.config.empty()    ? "--config"
-                          : options.layout != "bshd"   ? "--layout"
-                          : options.paged              ? "--paged"
-                                                       : "--splits",
-                          "--paged and --varlen run the inference forward (--op attention-forward) "
-                          "and --varlen the variable-length backward (--op attention-backward, "
-                          "not paged, no splits), bshd, with the runtime's own choice of kernel");
-  }
   if (options.paged && options.page_size % 16 != 0) {
     throw InvalidArgument("--page-size",
                           "is " + std::to_string(options.page_size) + "; must be a multiple of 16");
@@ -326,10 +315,43 @@ InferenceMinimum inference_minimum(const testing::InferenceCase& c) {
   return m;
 }
 
+/// "300" when every sequence has that length, else "[1,0,17]".
+std::string lengths_text(const std::vector<std::int64_t>& lengths) {
+  if (std::adjacent_find(lengths.begin(), lengths.end(), std::not_equal_to<>()) == lengths.end()) {
+    return lengths.empty() ? "0" : std::to_string(lengths.front());
+  }
+  std::string text = "[";
+  for (std::int64_t length : lengths) {
+    if (text.size() > 1) text += ',';
+    text += std::to_string(length);
+  }
+  return text + "]";
+}
+
+/// The inference case's shape line, as the dense runs print theirs.
+void print_inference_shape(const testing::InferenceCase& c) {
+  std::string extra = c.packed_q ? ", packed (varlen)" : "";
+  if (c.keys == testing::KeyStorage::paged) {
+    extra += ", paged (pages of " + std::to_string(c.page_size);
+    extra += " keys)";
+  }
+  if (c.splits > 0) extra += ", splits " + std::to_string(c.splits);
+  print_shape({.batch = static_cast<std::int64_t>(c.seqlens_q.size()),
+               .heads_q = c.heads_q,
+               .heads_kv = c.heads_kv,
+               .head_dim = c.head_dim,
+               .seqlen_q = lengths_text(c.seqlens_q),
+               .seqlen_k = lengths_text(c.seqlens_k),
+               .dtype = c.dtype,
+               .layout = "bshd",
+               .causal = c.causal,
+               .extra = extra});
+}
+
 int run_inference(const RunOptions& options) {
   const testing::InferenceCase c = inference_case(options);
   Runtime runtime = open_runtime(options);
-  std::printf("shape:   %s\n", c.name().c_str());
+  print_inference_shape(c);
   std::fflush(stdout);
   const bool backward = options.op == "attention-backward";
   const auto start = std::chrono::steady_clock::now();
@@ -360,12 +382,6 @@ testing::MergeStatesCase merge_states_case(const RunOptions& options) {
   if (options.head_dim > merge_states_space::kMaxHeadDim) {
     throw InvalidArgument("--head-dim",
                           "must be from 1 to " + std::to_string(merge_states_space::kMaxHeadDim));
-  }
-  if (!options.config.empty() || options.counters || options.layout != "bshd") {
-    throw InvalidArgument(!options.config.empty() ? "--config"
-                          : options.counters      ? "--counters"
-                                                  : "--layout",
-                          "applies to the attention ops only");
   }
   testing::MergeStatesCase c;
   // The sizes are checked as the forward's; dtype and head dim are the merge's own (any dtype,
@@ -411,15 +427,6 @@ int run_merge_states(const RunOptions& options) {
 }
 
 int run_layer_norm(const RunOptions& options) {
-  if (!options.config.empty() || options.counters || options.layout != "bshd" || options.paged ||
-      options.varlen > 0) {
-    throw InvalidArgument(!options.config.empty()    ? "--config"
-                          : options.counters         ? "--counters"
-                          : options.layout != "bshd" ? "--layout"
-                          : options.paged            ? "--paged"
-                                                     : "--varlen",
-                          "applies to the attention ops only");
-  }
   LayerNormRun run = options.layer_norm;
   run.dtype = options.dtype;
   run.seed = options.seed;
@@ -429,16 +436,6 @@ int run_layer_norm(const RunOptions& options) {
 }
 
 int run_multiscale(const RunOptions& options) {
-  if (!options.config.empty() || options.counters || options.layout != "bshd" || options.paged ||
-      options.varlen > 0 || options.causal) {
-    throw InvalidArgument(!options.config.empty()    ? "--config"
-                          : options.counters         ? "--counters"
-                          : options.layout != "bshd" ? "--layout"
-                          : options.paged            ? "--paged"
-                          : options.varlen > 0       ? "--varlen"
-                                                     : "--causal",
-                          "applies to the attention ops only (the decay mask is causal)");
-  }
   testing::RetentionCase c;
   c.batch = options.batch;
   c.heads_q = options.heads;
@@ -467,24 +464,18 @@ int run_multiscale(const RunOptions& options) {
   return run_multiscale_op(runtime, c);
 }
 
-const CLI::Validator kWholeNumber(
-    [](const std::string& text) {
-      std::uint64_t value = 0;
-      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-      return error == std::errc() && end == text.data() + text.size()
-                 ? std::string()
-                 : "must be a whole number from 0 to 2^64 - 1, not '" + text + "'";
-    },
-    "N >= 0");
-
-const CLI::Validator kPositive(
-    [](const std::string& text) {
-      return text.find_first_not_of("0123456789") == std::string::npos &&
-                     text.find_first_not_of('0') != std::string::npos
-                 ? std::string()
-                 : "must be a whole number of at least 1, not '" + text + "'";
-    },
-    "N >= 1");
+/// The run the parsed options chose, after refusing the options it does not use.
+int run_parsed(const CLI::App& run, const RunOptions& options) {
+  refuse_unused_options(run, options);
+  if (options.counters && !options.emulate && !query_system().devices.empty()) {
+    throw InvalidArgument("--counters", "counts the emulator's work: add --emulate");
+  }
+  if (options.op == "merge-states") return run_merge_states(options);
+  if (options.op == "layernorm") return run_layer_norm(options);
+  if (options.op == "multiscale-attention") return run_multiscale(options);
+  if (inference_run(options)) return run_inference(options);
+  return options.op == "attention-backward" ? run_backward(options) : run_forward(options);
+}
 
 }  // namespace
 
@@ -494,97 +485,8 @@ Subcommand add_run_command(CLI::App& app) {
       "run",
       "Run one attention forward (or backward) on random inputs (on the GPU, else on the CPU "
       "emulator) and check it against a float64 reference");
-  run->add_option("--batch", options->batch, "Batch size")->check(kPositive);
-  run->add_option("--heads", options->heads, "Query heads")->check(kPositive);
-  run->add_option("--heads-kv", options->heads_kv, "Key/value heads (default: --heads)")
-      ->check(kPositive);
-  run->add_option("--seqlen-q", options->seqlen_q, "Query length")->check(kPositive);
-  run->add_option("--seqlen-k", options->seqlen_k, "Key length (default: --seqlen-q)")
-      ->check(kPositive);
-  run->add_option("--head-dim", options->head_dim, "Head dimension: a multiple of 8 up to 256")
-      ->check(kPositive);
-  run->add_option("--dtype", options->dtype, "bf16 or fp16 (merge-states and layernorm: fp32 too)");
-  run->add_option("--layout", options->layout, "bshd ([B, L, H, D]) or bhsd ([B, H, L, D])")
-      ->check(CLI::IsMember({"bshd", "bhsd"}));
-  run->add_flag("--causal", options->causal, "Causal mask (bottom-right aligned)");
-  run->add_flag("--emulate", options->emulate, "Run on the CPU emulator even with a GPU");
-  run->add_option("--arch", options->arch,
-                  "The GPU the emulator models and chooses kernels for: sm_80 (default) or "
-                  "sm_90a (where the Hopper path runs); emulator only")
-      ->check(CLI::IsMember({"sm_80", "sm_90a"}));
-  run->add_option("--seed", options->seed, "Seed of the random inputs (0 to 2^64 - 1)")
-      ->check(kWholeNumber);
-  run->add_option("--op", options->op,
-                  "attention-forward, attention-backward (after a forward for O and LSE; "
-                  "checks dQ, dK, dV), merge-states (the keys split into --partials ranges, "
-                  "their fp32 partial states merged into --dtype, checked against the unsplit "
-                  "attention), or layernorm (forward and backward of --rows x --cols, --dtype "
-                  "also fp32, with --rms, --bias, --residual), or multiscale-attention "
-                  "(retention forward and backward, --mask decay or tensor)")
-      ->check(CLI::IsMember({"attention-forward", "attention-backward", "merge-states", "layernorm",
-                             "multiscale-attention"}));
-  run->add_option("--mask", options->mask,
-                  "multiscale-attention: decay (γ per head, generated in the kernel; default) or "
-                  "tensor (an fp32 [heads, seqlen_q, seqlen_k] mask, its gradient checked too)")
-      ->check(CLI::IsMember({"decay", "tensor"}));
-  run->add_option("--partials", options->partials,
-                  "merge-states: key ranges to split the problem into (1 to 64; default 4)")
-      ->check(CLI::Range(1, 64));
-  run->add_option("--rows", options->layer_norm.rows, "layernorm: rows (default 64)")
-      ->check(kPositive);
-  run->add_option("--cols", options->layer_norm.cols,
-                  "layernorm: row length, 1 to 65536 (default 1024)")
-      ->check(kPositive);
-  run->add_flag("--rms", options->layer_norm.rms, "layernorm: RMS norm (no mean, no beta)");
-  run->add_flag("--bias", options->layer_norm.bias,
-                "layernorm: fuse a [cols] bias add before the norm");
-  run->add_flag("--residual", options->layer_norm.residual,
-                "layernorm: fuse a [rows, cols] residual add before the norm (the sum is written "
-                "and checked)");
-  run->add_option(
-      "--config", options->config,
-      "Run this config of the op's space instead of the runtime's choice, named as "
-      "`flashjit autotune --plan` prints it (br64.bc32.w4.s1 forward, "
-      "br64.bc128.w8.s2 backward, br64.bc128.w8.s2.dq.br64.bc64.w4 with "
-      "--deterministic); on the emulator, one it was not built with is compiled for the "
-      "host first");
-  run->add_flag("--deterministic", options->deterministic,
-                "Backward only (Attention::deterministic): dQ from a kernel of its own, the same "
-                "bits on every run, instead of atomic adds into an fp32 sum");
-  run->add_flag("--paged", options->paged,
-                "Forward with keys and values in a paged KV cache (shuffled pages of "
-                "--page-size keys, a page table and per-sequence lengths)");
-  run->add_option("--page-size", options->page_size,
-                  "--paged: keys per page, a multiple of 16 (default 16)")
-      ->check(kPositive);
-  run->add_option("--varlen", options->varlen,
-                  "Forward over N sequences of random lengths up to --seqlen-q and --seqlen-k "
-                  "(0 and 1 among them), packed without padding (cu_seqlens)")
-      ->check(CLI::Range(1, 65535));
-  run->add_option("--splits", options->splits,
-                  "--paged or --varlen: split each query block's keys across this many CTAs "
-                  "(1 to 64; default: chosen from the SM count)")
-      ->check(CLI::Range(1, 64));
-  run->add_flag("--counters", options->counters,
-                "Print the emulator's work counters of the op's kernels and their ratios to the "
-                "problem's minimum (with --emulate, or without a GPU)");
-  return {run, [options] {
-            if (options->counters && options->varlen > 0 && options->op == "attention-backward") {
-              throw InvalidArgument("--counters", "counts the inference forward only");
-            }
-            if (options->deterministic && options->op != "attention-backward") {
-              throw InvalidArgument("--deterministic", "applies to --op attention-backward only");
-            }
-            if (options->counters && !options->emulate && !query_system().devices.empty()) {
-              throw InvalidArgument("--counters", "counts the emulator's work: add --emulate");
-            }
-            if (options->op == "merge-states") return run_merge_states(*options);
-            if (options->op == "layernorm") return run_layer_norm(*options);
-            if (options->op == "multiscale-attention") return run_multiscale(*options);
-            if (options->paged || options->varlen > 0) return run_inference(*options);
-            return options->op == "attention-backward" ? run_backward(*options)
-                                                       : run_forward(*options);
-          }};
+  add_run_options(*run, *options);
+  return {run, [options, run] { return run_parsed(*run, *options); }};
 }
 
 }  // namespace flashjit::tools

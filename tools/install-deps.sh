@@ -3,7 +3,7 @@
 # Packages already present are left alone; nothing is downloaded from outside Debian.
 set -euo pipefail
 
-packages=(cmake g++ make doctest-dev nlohmann-json3-dev libcli11-dev libxxhash-dev)
+packages=(cmake g++ make pkgconf doctest-dev nlohmann-json3-dev libcli11-dev libxxhash-dev)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")

@@ -1,6 +1,8 @@
 // The `flashjit` command: info, run, compile, cache, bench, autotune. Exit codes: 0 success,
 // 1 the work failed, 2 bad usage. Errors go to stderr.
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,73 @@ std::string command_names(const CLI::App& app) {
 const CLI::App& innermost(const CLI::App& app) {
   for (const CLI::App* command : app.get_subcommands()) return innermost(*command);
   return app;
+}
+
+/// The edit distance (insertions, deletions, substitutions) between `a` and `b`.
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+/// Of `names`, the one nearest `typed`, if it is near enough to be a typo: at most a third of
+/// its letters off (a swap of two letters counts two), so `--emualte` finds `--emulate` and
+/// `--frobnicate` finds nothing.
+std::optional<std::string> nearest(const std::string& typed,
+                                   const std::vector<std::string>& names) {
+  std::optional<std::string> best;
+  std::size_t best_distance = std::max<std::size_t>(2, typed.size() / 3) + 1;
+  for (const std::string& name : names) {
+    const std::size_t distance = edit_distance(typed, name);
+    if (distance < best_distance) {
+      best = name;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
+/// Every option of `app`, as typed: "--emulate", "-j".
+std::vector<std::string> option_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::Option* option : app.get_options()) {
+    for (const std::string& name : option->get_lnames()) names.push_back("--" + name);
+    for (const std::string& name : option->get_snames()) names.push_back("-" + name);
+  }
+  return names;
+}
+
+/// Every subcommand of `app`.
+std::vector<std::string> subcommand_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* command : app.get_subcommands([](const CLI::App*) { return true; })) {
+    names.push_back(command->get_name());
+  }
+  return names;
+}
+
+/// What is wrong with the first argument `where` did not expect: an unknown option, with the
+/// nearest one it has, or an unknown command, with the commands it has.
+std::string unexpected_argument(const CLI::App& where, const std::string& extra) {
+  if (extra.starts_with("-")) {
+    const std::string typed = extra.substr(0, extra.find('='));  // --name=value
+    const std::optional<std::string> near = nearest(typed, option_names(where));
+    return "unknown option '" + typed + "'" + (near ? "; did you mean '" + *near + "'?" : "");
+  }
+  const std::string choices = command_names(where);
+  if (choices.empty()) return "unexpected argument '" + extra + "'";
+  const std::optional<std::string> near = nearest(extra, subcommand_names(where));
+  return "unknown command '" + extra + "'" + (near ? " (did you mean '" + *near + "'?)" : "") +
+         "; the commands are " + choices;
 }
 
 /// Bad usage: the problem on stderr, naming what is accepted; exit code 2.
@@ -50,14 +119,15 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ExtrasError& error) {  // an unknown command or argument
     const CLI::App& where = innermost(app);
-    const std::string choices = command_names(where);
     const std::vector<std::string> extras = where.remaining();
-    if (choices.empty() || extras.empty()) return usage_error(error.what(), where);
-    return usage_error("unknown command '" + extras.front() + "'; the commands are " + choices,
-                       where);
-  } catch (const CLI::ParseError& error) {
-    int code = app.exit(error);  // prints help, the version, or the usage error
-    return code == 0 ? 0 : 2;
+    if (extras.empty()) return usage_error(error.what(), where);
+    return usage_error(unexpected_argument(where, extras.front()), where);
+  } catch (const CLI::Success& done) {  // --help, --help-all, --version: printed, exit 0
+    return app.exit(done);
+  } catch (const CLI::ParseError& error) {  // CLI11's own message names the option
+    return usage_error(error.what(), innermost(app));
+  } catch (const std::exception& error) {  // from an option's check or callback
+    return usage_error(error.what(), innermost(app));
   }
   if (app.get_subcommands().empty()) {
     return usage_error("a command is required: " + command_names(app), app);

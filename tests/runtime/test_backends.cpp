@@ -235,6 +235,27 @@ TEST_CASE("a spec the emulator was not built with, and no host compiler: an erro
   }
 }
 
+TEST_CASE("a compiler but no emulator archive: the error asks for the archive, not a compiler") {
+  testing::ScopedEnv no_archive("FLASHJIT_EMULATOR_LIBRARY", "/nonexistent/libflashjit_emulator.a");
+  Runtime runtime = emulator_runtime();
+  detail::KernelSpec spec = kernels::softmax_spec({DType::f32, 128, 32}, runtime.device().arch());
+  spec.name_expression = "flashjit::softmax_kernel<flashjit::SoftmaxConfig<float, 96, 32>>";
+  spec.readable_name = "softmax.fp32.cols96.t32";
+  float data[4] = {};
+  try {
+    detail::launch_kernel(detail::backend_of(runtime).executor(), spec, {},
+                          {{data, sizeof(data), "x"}}, 0);
+    FAIL("expected an error");
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    CHECK(message.find("FLASHJIT_EMULATOR_LIBRARY is '/nonexistent/libflashjit_emulator.a'") !=
+          std::string::npos);
+    CHECK(message.find("Set FLASHJIT_EMULATOR_LIBRARY to the emulator's archive") !=
+          std::string::npos);
+    CHECK(message.find("FLASHJIT_HOST_CXX") == std::string::npos);
+  }
+}
+
 TEST_CASE("the nearest kernels the error lists are the nearest head dims") {
   Runtime runtime = emulator_runtime();
   const std::string arch = runtime.device().arch();
@@ -243,8 +264,8 @@ TEST_CASE("the nearest kernels the error lists are the nearest head dims") {
       kernels::default_forward_config(DType::bf16, 88, MaskKind::none, false, arch);
   const detail::KernelSpec spec = kernels::forward_spec(config, arch);
   REQUIRE(kernels::emulated::builtin_kernels().find(spec.name_expression) == nullptr);
-  const std::string message =
-      detail::missing_kernel_message(kernels::emulated::builtin_kernels(), spec, "no compiler");
+  const std::string message = detail::missing_kernel_message(
+      kernels::emulated::builtin_kernels(), spec, "no compiler", "Set FLASHJIT_HOST_CXX");
   const std::string listed = message.substr(message.find("nearest:"));
   std::istringstream lines(listed);
   std::string line;

@@ -106,9 +106,10 @@ TEST_CASE("bad usage exits 2 with the problem on stderr") {
                                              {"cache", "prune"}}) {
     ChildResult result = flashjit_cli(args, cache);
     CHECK_MESSAGE(result.exit_code == 2, result.output);
-    CHECK(!result.output.empty());
+    CHECK_MESSAGE(result.err.starts_with("flashjit: error: "), result.err);
   }
   CHECK(flashjit_cli({"--help"}, cache).exit_code == 0);
+  CHECK(flashjit_cli({"run", "--help"}, cache).out.find("--splits") != std::string::npos);
 }
 
 TEST_CASE("cache prune and verify keep what they must and remove what they must") {
@@ -309,12 +310,104 @@ TEST_CASE("run with bad options exits 2 and names the problem") {
                                              {"run", "--heads", "3", "--heads-kv", "2"},
                                              {"run", "--layout", "sbhd"},
                                              {"run", "--batch", "0"},
+                                             {"run", "--seqlen-q", "0"},
+                                             {"run", "--seqlen-q=x"},
+                                             {"run", "--heads"},
                                              {"run", "--frobnicate"}}) {
     ChildResult result = flashjit_cli(args, dir.path().string());
     CAPTURE(args.back());
     CHECK_MESSAGE(result.exit_code == 2, result.output);
-    CHECK(!result.output.empty());
+    CHECK_MESSAGE(result.err.starts_with("flashjit: error: "), result.err);
+    CHECK(result.out.empty());
   }
+}
+
+TEST_CASE("run refuses, by name, an option the chosen op or form does not use, before running") {
+  TempDir dir;
+  struct Case {
+    std::vector<std::string> flags;
+    std::string refused;
+    std::string run;  // the run the message says the option does not apply to
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--splits", "4"}, "--splits", "--op attention-forward, dense"},
+           {{"--op", "layernorm", "--causal"}, "--causal", "--op layernorm"},
+           {{"--op", "layernorm", "--heads", "2"}, "--heads", "--op layernorm"},
+           {{"--op", "merge-states", "--paged"}, "--paged", "--op merge-states"},
+           {{"--op", "merge-states", "--varlen", "2"}, "--varlen", "--op merge-states"},
+           {{"--op", "multiscale-attention", "--partials", "2"}, "--partials", "multiscale"},
+           {{"--varlen", "3", "--batch", "2"}, "--batch", "--varlen"},
+           {{"--paged", "--layout", "bshd"}, "--layout", "--paged"},
+           {{"--page-size", "32"}, "--page-size", "dense"},
+           {{"--op", "attention-backward", "--varlen", "2", "--counters"},
+            "--counters",
+            "--varlen"},
+           {{"--op", "attention-backward", "--varlen", "2", "--splits", "2"},
+            "--splits",
+            "--varlen"},
+           {{"--mask", "tensor"}, "--mask", "dense"},
+           {{"--rows", "8"}, "--rows", "dense"},
+           {{"--deterministic"}, "--deterministic", "--op attention-forward"},
+       }) {
+    std::vector<std::string> args = {"run", "--emulate"};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    const ChildResult run = flashjit_cli(args, dir.path().string());
+    CAPTURE(run.output);
+    CHECK(run.exit_code == 2);
+    CHECK(run.err.starts_with("flashjit: error: invalid argument '" + c.refused +
+                              "': does not apply to "));
+    CHECK(run.err.find(c.run) != std::string::npos);
+    CHECK(run.err.find("; it applies to ") != std::string::npos);
+    CHECK(run.out.empty());  // refused before anything ran
+  }
+}
+
+TEST_CASE("a mistyped option or command gets the nearest name, an unrelated one gets none") {
+  TempDir dir;
+  struct Case {
+    std::vector<std::string> args;
+    std::string said;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"run", "--emualte"}, "unknown option '--emualte'; did you mean '--emulate'?"},
+           {{"run", "--seqlen_q", "4"}, "unknown option '--seqlen_q'; did you mean '--seqlen-q'?"},
+           {{"run", "--head-dim=72", "--cuasal"},
+            "unknown option '--cuasal'; did you mean '--causal'?"},
+           {{"compile", "--ach", "sm_80"}, "unknown option '--ach'; did you mean '--arch'?"},
+           {{"rnu"}, "unknown command 'rnu' (did you mean 'run'?); the commands are info, run"},
+           {{"run", "--frobnicate"}, "unknown option '--frobnicate'\n"},
+       }) {
+    const ChildResult result = flashjit_cli(c.args, dir.path().string());
+    CAPTURE(result.output);
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.starts_with("flashjit: error: " + c.said));
+    CHECK(result.out.empty());
+  }
+}
+
+TEST_CASE("dense, paged and varlen runs print the shape the same way") {
+  TempDir dir;
+  const std::vector<std::string> shape = {"run",        "--emulate", "--seqlen-q", "1",
+                                          "--seqlen-k", "40",        "--heads",    "2",
+                                          "--heads-kv", "1",         "--causal"};
+  const auto shape_line = [&](const std::vector<std::string>& flags) {
+    std::vector<std::string> args = shape;
+    args.insert(args.end(), flags.begin(), flags.end());
+    const ChildResult run = flashjit_cli(args, dir.path().string());
+    CAPTURE(run.output);
+    CHECK(run.exit_code == 0);
+    const std::size_t at = run.out.find("shape:   ");
+    REQUIRE(at != std::string::npos);
+    return run.out.substr(at, run.out.find('\n', at) - at);
+  };
+  const std::string dense = shape_line({});
+  CHECK(dense ==
+        "shape:   batch 1, heads 2 (kv 1), seqlen_q 1, seqlen_k 40, head_dim 64, bf16, bshd, "
+        "causal");
+  CHECK(shape_line({"--paged"}) == dense + ", paged (pages of 16 keys)");
+  const std::string varlen = shape_line({"--varlen", "3"});
+  CHECK(varlen.starts_with("shape:   batch 3, heads 2 (kv 1), seqlen_q [1,0,"));
+  CHECK(varlen.find(", head_dim 64, bf16, bshd, causal, packed (varlen)") != std::string::npos);
 }
 
 TEST_CASE("run --paged and --varlen: the inference forward and the varlen backward, PASS") {

@@ -54,3 +54,5 @@ file(RELATIVE_PATH FLASHJIT_PC_INCLUDEDIR "${CMAKE_INSTALL_PREFIX}"
 configure_file("${PROJECT_SOURCE_DIR}/cmake/flashjit.pc.in" "${PROJECT_BINARY_DIR}/flashjit.pc"
                @ONLY)
 install(FILES "${PROJECT_BINARY_DIR}/flashjit.pc" DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
+# The license travels with every install (share/doc/flashjit/LICENSE).
+install(FILES "${PROJECT_SOURCE_DIR}/LICENSE" DESTINATION "${CMAKE_INSTALL_DOCDIR}")

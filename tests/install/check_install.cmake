@@ -33,7 +33,8 @@ set(clean_env "${CMAKE_COMMAND}" -E env --unset=FLASHJIT_EMULATOR_LIBRARY
 run_step("install" "${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${installed}")
 file(MAKE_DIRECTORY "${WORK}/elsewhere")
 file(RENAME "${installed}" "${moved}")
-foreach(file bin/flashjit include/flashjit/flashjit.hpp include/flashjit/version.hpp)
+foreach(file bin/flashjit include/flashjit/flashjit.hpp include/flashjit/version.hpp
+             share/doc/flashjit/LICENSE)
   if(NOT EXISTS "${moved}/${file}")
     message(FATAL_ERROR "${file} was not installed")
   endif()

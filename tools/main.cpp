@@ -12,12 +12,19 @@
 
 namespace {
 
+/// Every subcommand of `app`.
+std::vector<std::string> subcommand_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* command : app.get_subcommands([](const CLI::App*) { return true; })) {
+    names.push_back(command->get_name());
+  }
+  return names;
+}
+
 /// "list, verify, prune, clear": the subcommands `app` accepts.
 std::string command_names(const CLI::App& app) {
   std::string names;
-  for (const CLI::App* command : app.get_subcommands([](const CLI::App*) { return true; })) {
-    names += (names.empty() ? "" : ", ") + command->get_name();
-  }
+  for (const std::string& name : subcommand_names(app)) names += (names.empty() ? "" : ", ") + name;
   return names;
 }
 
@@ -66,15 +73,6 @@ std::vector<std::string> option_names(const CLI::App& app) {
   for (const CLI::Option* option : app.get_options()) {
     for (const std::string& name : option->get_lnames()) names.push_back("--" + name);
     for (const std::string& name : option->get_snames()) names.push_back("-" + name);
-  }
-  return names;
-}
-
-/// Every subcommand of `app`.
-std::vector<std::string> subcommand_names(const CLI::App& app) {
-  std::vector<std::string> names;
-  for (const CLI::App* command : app.get_subcommands([](const CLI::App*) { return true; })) {
-    names.push_back(command->get_name());
   }
   return names;
 }

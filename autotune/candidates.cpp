@@ -243,7 +243,7 @@ std::string config_name(const TunedConfig& config) {
            std::to_string(f->warps) + ".s" + std::to_string(f->stages) +
            (f->q_in_registers ? ".qreg" : "") + path_suffix(f->path) +
            (f->overlap ? ".overlap" : "") + (f->pingpong ? ".pingpong" : "") +
-           (f->p_in_shared ? ".pshared" : "");
+           (f->p_in_shared ? ".pshared" : "") + (f->persistent ? ".persistent" : "");
   }
   if (const auto* inference = std::get_if<InferenceConfig>(&config)) {
     return config_name(inference->forward) + ".splits" + std::to_string(inference->splits);
@@ -437,7 +437,6 @@ void prune_on_resources(std::vector<Candidate>& candidates, const std::string& a
         const Job& job = work[static_cast<std::size_t>(i)];
         Candidate& c = candidates[job.candidate];
         const detail::KernelSpec& spec = c.specs[job.spec];
-        const std::string& role = spec.role;
         if (progress) progress(++done, total);
         if (!c.pruned.empty()) return;
         if (outcome.error) {
@@ -445,23 +444,28 @@ void prune_on_resources(std::vector<Candidate>& candidates, const std::string& a
             std::rethrow_exception(outcome.error);
           } catch (const std::exception& error) {
             const std::string message = error.what();
-            c.pruned = "compile failed (" + role + "): " + message.substr(0, message.find('\n'));
+            c.pruned = "compile failed (" + spec.role + "): " + message.substr(0, message.find('\n'));
           }
           return;
         }
         const detail::ResourceUsage& r = outcome.value.entry->kernel.resources;
         c.resources[job.spec] = r;
-        // Each kernel as it is launched (the delta pre-pass has its own block shape).
-        const int threads = spec.threads;
-        const int shared = spec.dynamic_shared_bytes + r.static_shared_bytes;
-        if (r.spill_bytes() > 0) {
-          c.pruned = "spills " + std::to_string(r.spill_bytes()) + " B in " + role;
-        } else if (blocks_per_sm(r.registers, threads, shared, shared_limit, arch) == 0) {
-          c.pruned = "zero occupancy in " + role + " (" + std::to_string(r.registers) +
-                     " registers x " + std::to_string(threads) + " threads, " + kib(shared) +
-                     " shared)";
-        }
+        c.pruned = resource_problem(spec, r, shared_limit, arch);
       });
+}
+
+std::string resource_problem(const detail::KernelSpec& spec, const detail::ResourceUsage& r,
+                             int shared_limit, const std::string& arch) {
+  // Each kernel as it is launched (the delta pre-pass has its own block shape).
+  const int shared = spec.dynamic_shared_bytes + r.static_shared_bytes;
+  if (r.spill_bytes() > 0) return "spills " + std::to_string(r.spill_bytes()) + " B in " + spec.role;
+  if (!r.advisories.empty()) return "ptxas advisory in " + spec.role + ": " + r.advisories.front();
+  if (blocks_per_sm(r.registers, spec.threads, shared, shared_limit, arch) == 0) {
+    return "zero occupancy in " + spec.role + " (" + std::to_string(r.registers) +
+           " registers x " + std::to_string(spec.threads) + " threads, " + kib(shared) +
+           " shared)";
+  }
+  return "";
 }
 
 }  // namespace flashjit::autotune

@@ -159,10 +159,18 @@ int blocks_per_sm(int registers, int threads, int shared_bytes, int shared_limit
 
 /// Compiles every spec of the candidates still in the running through the kernel cache on
 /// `jobs` workers (a spec compiled before is a cache hit), records the resource reports and
-/// prunes those that spill or cannot be resident (zero occupancy), or fail to compile.
+/// prunes those that spill, carry a ptxas performance advisory (ResourceUsage::advisories: a
+/// serialized wgmma pipeline, say, which no timing should have to discover), cannot be resident
+/// (zero occupancy), or fail to compile.
 /// `progress(done, total)` is called on the calling thread after each spec.
 void prune_on_resources(std::vector<Candidate>& candidates, const std::string& arch,
                         int shared_limit, int jobs,
                         const std::function<void(int, int)>& progress = {});
+
+/// Why prune_on_resources drops a candidate with kernel `spec` that compiled to `resources`
+/// ("spills 48 B in dq", "ptxas advisory in forward: C7514: ...", "zero occupancy in ..."), or
+/// "" when that kernel may be timed.
+std::string resource_problem(const detail::KernelSpec& spec, const detail::ResourceUsage& resources,
+                             int shared_limit, const std::string& arch);
 
 }  // namespace flashjit::autotune

@@ -38,6 +38,7 @@ nlohmann::json metadata_of(const CacheEntry& entry) {
           {"spill_store_bytes", r.spill_store_bytes},
           {"spill_load_bytes", r.spill_load_bytes},
           {"stack_bytes", r.stack_bytes},
+          {"advisories", r.advisories},
           {"compile_ms", entry.kernel.compile_ms}};
 }
 
@@ -96,6 +97,7 @@ std::optional<CacheEntry> decode_cache_file(std::string_view bytes, std::string_
     r.spill_store_bytes = meta.at("spill_store_bytes").get<int>();
     r.spill_load_bytes = meta.at("spill_load_bytes").get<int>();
     r.stack_bytes = meta.at("stack_bytes").get<int>();
+    r.advisories = meta.at("advisories").get<std::vector<std::string>>();
     entry.kernel.compile_ms = meta.at("compile_ms").get<double>();
   } catch (const nlohmann::json::exception& error) {
     return fail(problem, std::string("bad metadata: ") + error.what());

@@ -13,8 +13,10 @@
 
 namespace flashjit::detail {
 
-/// Bumped whenever the layout or the key's fields change; part of every key.
-inline constexpr std::uint32_t kCacheFormatVersion = 1;
+/// Bumped whenever the layout, the metadata or the key's fields change; part of every key.
+/// 2: the metadata holds ptxas's performance advisories (ResourceUsage::advisories). Files of
+/// version 1 are foreign to this version: never loaded, recompiled under the new keys.
+inline constexpr std::uint32_t kCacheFormatVersion = 2;
 
 /// One cache entry: the compiled kernel and what it is.
 struct CacheEntry {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 #include <regex>
+#include <sstream>
 
 #include "env.hpp"
 #include "flashjit/error.hpp"
@@ -106,7 +107,31 @@ ResourceUsage parse_resource_report(const std::string& log) {
   usage.spill_load_bytes = first_number(log, std::regex(R"((\d+) bytes spill loads)"));
   usage.stack_bytes = first_number(log, std::regex(R"((\d+) bytes stack frame)"));
   usage.static_shared_bytes = first_number(log, std::regex(R"((\d+) bytes smem)"));
+  usage.advisories = parse_advisories(log);
   return usage;
+}
+
+std::vector<std::string> parse_advisories(const std::string& log) {
+  static const std::regex code(R"(\((C75\d\d)\))");
+  static const std::regex loss(R"(Potential Performance Loss:?\s*)");
+  static const std::regex function(R"(\s*,?\s*(in|for) (the )?function '[^']*'\.?\s*$)");
+  std::vector<std::string> advisories;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch match;
+    const bool has_code = std::regex_search(line, match, code);
+    if (!has_code && line.find("Potential Performance Loss") == std::string::npos) continue;
+    const std::string id = has_code ? match[1].str() : "ptxas";
+    std::string text = has_code ? match.suffix().str() : line.substr(line.find("Potential"));
+    text = std::regex_replace(std::regex_replace(text, loss, ""), function, "");
+    text = std::regex_replace(text, std::regex(R"(\s+)"), " ");  // ptxas doubles some spaces
+    text.erase(0, text.find_first_not_of(" :"));
+    std::string advisory = id + ": " + text;
+    if (std::find(advisories.begin(), advisories.end(), advisory) == advisories.end()) {
+      advisories.push_back(std::move(advisory));
+    }
+  }
+  return advisories;
 }
 
 CompiledKernel compile_kernel(const KernelSpec& spec, const TemplateSet& templates) {

@@ -16,6 +16,11 @@ struct ResourceUsage {
   int spill_store_bytes = 0;
   int spill_load_bytes = 0;
   int stack_bytes = 0;
+  /// ptxas's performance advisories, one per line as "C7514: wgmma.mma_async instructions are
+  /// serialized due to ...": what the compiler could not overlap or keep in its fast path
+  /// (its "(C75xx) Potential Performance Loss" lines, without the function's mangled name).
+  /// Empty for a kernel ptxas had nothing to say about; a default config must keep it so.
+  std::vector<std::string> advisories;
 
   /// Spill stores plus spill loads: zero for a kernel that keeps everything in registers.
   int spill_bytes() const { return spill_store_bytes + spill_load_bytes; }
@@ -45,7 +50,13 @@ CompiledKernel compile_kernel(const KernelSpec& spec, const TemplateSet& templat
 /// as compile_kernel does.
 std::string compile_ptx(const KernelSpec& spec, const TemplateSet& templates);
 
-/// Parses ptxas' verbose report (the part of NVRTC's log for `lowered_name`).
+/// Parses ptxas' verbose report (the part of NVRTC's log for `lowered_name`): the resources
+/// and the performance advisories (parse_advisories).
 ResourceUsage parse_resource_report(const std::string& log);
+
+/// ptxas's performance advisories in `log`, in order, each once: every line with a code C75xx
+/// or the words "Potential Performance Loss", as "C7514: <what ptxas says>" with the
+/// "Potential Performance Loss:" prefix and the trailing "in the function '...'" removed.
+std::vector<std::string> parse_advisories(const std::string& log);
 
 }  // namespace flashjit::detail

@@ -103,7 +103,8 @@ int name_width(const std::vector<detail::KernelSpec>& specs) {
 }
 
 /// One kernel: registers, spills, shared memory per block as launched (static + dynamic) and
-/// the CTAs of it an SM of the arch holds at once (from registers, shared memory and threads).
+/// the CTAs of it an SM of the arch holds at once (from registers, shared memory and threads);
+/// then ptxas's performance advisories, one indented line each.
 void print_line(const detail::KernelSpec& spec, const detail::CacheEntry& entry, int width,
                 const char* outcome) {
   const detail::ResourceUsage& r = entry.kernel.resources;
@@ -113,6 +114,9 @@ void print_line(const detail::KernelSpec& spec, const detail::CacheEntry& entry,
   std::printf("%-*s %-7s regs %3d  spill %4d B  smem %9s  ctas/SM %2d  %s\n", width,
               entry.display_name.c_str(), entry.arch.c_str(), r.registers, r.spill_bytes(),
               format_bytes(static_cast<std::uintmax_t>(shared)).c_str(), ctas, outcome);
+  for (const std::string& advisory : r.advisories) {
+    std::printf("  ptxas advisory %s\n", advisory.c_str());
+  }
   std::fflush(stdout);
 }
 
@@ -131,7 +135,7 @@ int run_compile(const CompileOptions& options) {
   const int width = name_width(specs);
   detail::KernelCache& cache = detail::KernelCache::process_cache();
   const auto start = std::chrono::steady_clock::now();
-  int compiled = 0, cached = 0, failed = 0;
+  int compiled = 0, cached = 0, failed = 0, advised = 0;
   detail::run_ordered<detail::CacheLookup>(
       static_cast<int>(specs.size()), options.jobs,
       [&](int i) { return cache.get(specs[static_cast<std::size_t>(i)]); },
@@ -153,6 +157,7 @@ int run_compile(const CompileOptions& options) {
         }
         const bool fresh = outcome.value.source == detail::CacheSource::compiled;
         (fresh ? compiled : cached) += 1;
+        advised += outcome.value.entry->kernel.resources.advisories.empty() ? 0 : 1;
         const double ms = outcome.value.entry->kernel.compile_ms;
         print_line(specs[static_cast<std::size_t>(i)], *outcome.value.entry, width,
                    fresh ? format_duration_ms(ms).c_str() : "cached");
@@ -160,9 +165,11 @@ int run_compile(const CompileOptions& options) {
   const double elapsed =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   const detail::DiskCache* disk = cache.disk();
-  std::printf("%zu kernels for %s: %d compiled, %d cached, %d failed in %s (cache: %s)\n",
-              specs.size(), arch.c_str(), compiled, cached, failed,
-              format_duration_ms(elapsed).c_str(), disk ? disk->root().c_str() : "memory only");
+  std::printf(
+      "%zu kernels for %s: %d compiled, %d cached, %d failed, %d with ptxas advisories in %s "
+      "(cache: %s)\n",
+      specs.size(), arch.c_str(), compiled, cached, failed, advised,
+      format_duration_ms(elapsed).c_str(), disk ? disk->root().c_str() : "memory only");
   if (!ptx_dir.empty()) failed += write_ptx(specs, ptx_dir, options.jobs);
   return failed == 0 ? 0 : 1;
 }

@@ -26,14 +26,20 @@ constexpr int kWorkers = 2;
 // The head dims with softcap defaults in the registry (kSoftcapHeadDims in op_registry.cpp).
 constexpr int kSoftcapHeadDims[] = {128, 256};
 
-// Compiles every spec and returns each one's local-memory bytes (spill stores and loads, and
-// its stack frame) by readable name; a spec that fails to compile fails the test and is left
-// out.
-std::map<std::string, int> compile_all(const std::vector<KernelSpec>& specs) {
+// What a compiled spec shows of itself: its local-memory bytes (spill stores and loads, and its
+// stack frame) and ptxas's performance advisories.
+struct Compiled {
+  int local_bytes = 0;
+  std::vector<std::string> advisories;
+};
+
+// Compiles every spec and returns what each shows, by readable name; a spec that fails to
+// compile fails the test and is left out.
+std::map<std::string, Compiled> compile_all(const std::vector<KernelSpec>& specs) {
   KernelCache::Options options;
   options.use_disk = false;
   KernelCache cache(options);
-  std::map<std::string, int> spills;
+  std::map<std::string, Compiled> compiled;
   run_ordered<CacheLookup>(
       static_cast<int>(specs.size()), kWorkers,
       [&](int i) { return cache.get(specs[static_cast<std::size_t>(i)]); },
@@ -49,32 +55,39 @@ std::map<std::string, int> compile_all(const std::vector<KernelSpec>& specs) {
         }
         const ResourceUsage& resources = outcome.value.entry->kernel.resources;
         CHECK_MESSAGE(resources.registers > 0, spec.display_name());
-        spills[spec.readable_name] = resources.spill_bytes() + resources.stack_bytes;
+        compiled[spec.readable_name] = {resources.spill_bytes() + resources.stack_bytes,
+                                        resources.advisories};
       });
-  return spills;
+  return compiled;
 }
 
-/// The spill bytes of a default config's kernels (0 when none spills), from `spills`.
-int config_spill_bytes(const kernels::BackwardConfig& config, const std::string& arch,
-                       const std::map<std::string, int>& spills) {
-  int bytes = 0;
+/// The local-memory bytes of a default config's kernels (0 when none spills) plus the count
+/// of their ptxas advisories, from `compiled`; each one named in a message.
+int config_problems(const kernels::BackwardConfig& config, const std::string& arch,
+                    const std::map<std::string, Compiled>& compiled) {
+  int problems = 0;
   for (const KernelSpec& spec : kernels::backward_specs(config, arch).in_order()) {
-    const auto it = spills.find(spec.readable_name);
-    if (it == spills.end()) {
+    const auto it = compiled.find(spec.readable_name);
+    if (it == compiled.end()) {
       FAIL_CHECK(spec.readable_name << " is not in the compile matrix or did not compile");
       continue;
     }
-    if (it->second != 0) {
-      MESSAGE(spec.display_name() << " spills or uses local memory: " << it->second << " bytes");
+    if (it->second.local_bytes != 0) {
+      MESSAGE(spec.display_name() << " spills or uses local memory: " << it->second.local_bytes
+                                  << " bytes");
     }
-    bytes += it->second;
+    for (const std::string& advisory : it->second.advisories) {
+      MESSAGE(spec.display_name() << " has a ptxas advisory: " << advisory);
+    }
+    problems += it->second.local_bytes + static_cast<int>(it->second.advisories.size());
   }
-  return bytes;
+  return problems;
 }
 
-/// Checks that the default of (head_dim, softcap) spills nowhere, for every dtype and mask.
+/// Checks that the default of (head_dim, softcap) spills nowhere and has no ptxas advisory,
+/// for every dtype and mask.
 void check_defaults(const std::string& arch, int head_dim, bool softcap,
-                    const std::map<std::string, int>& spills) {
+                    const std::map<std::string, Compiled>& compiled) {
   for (DType dtype : {DType::f16, DType::bf16}) {
     for (MaskKind mask : {MaskKind::none, MaskKind::window}) {
       for (bool deterministic : {false, true}) {
@@ -85,7 +98,8 @@ void check_defaults(const std::string& arch, int head_dim, bool softcap,
                                  std::string(dtype_name(dtype)) + ", mask " +
                                  (mask == MaskKind::window ? "window" : "none") +
                                  (deterministic ? ", deterministic" : "") + ") on " + arch;
-        CHECK_MESSAGE(config_spill_bytes(config, arch, spills) == 0, what << " spills");
+        CHECK_MESSAGE(config_problems(config, arch, compiled) == 0,
+                      what << " spills or has a ptxas advisory");
       }
     }
   }
@@ -94,22 +108,28 @@ void check_defaults(const std::string& arch, int head_dim, bool softcap,
 void check_compile_matrix(const std::string& arch) {
   const auto specs = kernels::find_op("attention-backward").specs(arch, kernels::SpecSet::all);
   REQUIRE(!specs.empty());
-  const std::map<std::string, int> spills = compile_all(specs);
-  int spilling = 0;
-  for (const auto& [name, bytes] : spills) spilling += bytes != 0 ? 1 : 0;
-  MESSAGE(specs.size() << " specs for " << arch << ", " << spilling << " spilling");
-  for (int head_dim = 8; head_dim <= 256; head_dim += 8) {
-    check_defaults(arch, head_dim, false, spills);
+  const std::map<std::string, Compiled> compiled = compile_all(specs);
+  int spilling = 0, advised = 0;
+  for (const auto& [name, kernel] : compiled) {
+    spilling += kernel.local_bytes != 0 ? 1 : 0;
+    advised += kernel.advisories.empty() ? 0 : 1;
   }
-  for (int head_dim : kSoftcapHeadDims) check_defaults(arch, head_dim, true, spills);
+  MESSAGE(specs.size() << " specs for " << arch << ", " << spilling << " spilling, " << advised
+                       << " with ptxas advisories");
+  for (int head_dim = 8; head_dim <= 256; head_dim += 8) {
+    check_defaults(arch, head_dim, false, compiled);
+  }
+  for (int head_dim : kSoftcapHeadDims) check_defaults(arch, head_dim, true, compiled);
 }
 
 }  // namespace
 
-TEST_CASE("attention-backward: every listed spec compiles for sm_80, no default spills") {
+TEST_CASE("attention-backward: every listed spec compiles for sm_80, no default spills or has "
+          "a ptxas advisory") {
   check_compile_matrix("sm_80");
 }
 
-TEST_CASE("attention-backward: every listed spec compiles for sm_90a, no default spills") {
+TEST_CASE("attention-backward: every listed spec compiles for sm_90a, no default spills or has "
+          "a ptxas advisory") {
   check_compile_matrix("sm_90a");
 }

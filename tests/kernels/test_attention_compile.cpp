@@ -1,7 +1,8 @@
 // The attention forward op's compile matrix (DESIGN.md section 8): for sm_80 and sm_90a, every
 // spec `flashjit compile --op attention-forward --all` lists compiles with NVRTC, and the
 // defaults (what runs without tuning) neither spill nor keep arrays in local memory (a stack
-// frame: a register tile indexed at run time, which ptxas does not count as a spill). One test case
+// frame: a register tile indexed at run time, which ptxas does not count as a spill) nor carry a
+// ptxas performance advisory (a serialized wgmma pipeline, say). One test case
 // per arch, so that CTest can run the two side by side.
 #include <doctest/doctest.h>
 
@@ -59,6 +60,9 @@ void check_compile_matrix(const std::string& arch) {
           CHECK_MESSAGE(resources.stack_bytes == 0, "default config "
                                                         << name << " has a stack frame of "
                                                         << resources.stack_bytes << " bytes");
+          for (const std::string& advisory : resources.advisories) {
+            FAIL_CHECK("default config " << name << " has a ptxas advisory: " << advisory);
+          }
         }
       });
   MESSAGE(specs.size() << " specs for " << arch << ", " << defaults.size() << " defaults, "
@@ -67,10 +71,12 @@ void check_compile_matrix(const std::string& arch) {
 
 }  // namespace
 
-TEST_CASE("attention-forward: every listed spec compiles for sm_80, the defaults in registers") {
+TEST_CASE("attention-forward: every listed spec compiles for sm_80, the defaults in registers "
+          "with no ptxas advisory") {
   check_compile_matrix("sm_80");
 }
 
-TEST_CASE("attention-forward: every listed spec compiles for sm_90a, the defaults in registers") {
+TEST_CASE("attention-forward: every listed spec compiles for sm_90a, the defaults in registers "
+          "with no ptxas advisory") {
   check_compile_matrix("sm_90a");
 }

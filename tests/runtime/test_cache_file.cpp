@@ -15,7 +15,7 @@ CacheEntry sample_entry() {
   entry.arch = "sm_90a";
   entry.kernel.lowered_name = "_Z14softmax_kernel";
   entry.kernel.cubin = std::string(3000, '\x7f') + "payload";
-  entry.kernel.resources = {40, 16, 8, 4, 12};
+  entry.kernel.resources = {40, 16, 8, 4, 12, {"C7514: wgmma.mma_async instructions are serialized"}};
   entry.kernel.compile_ms = 123.5;
   return entry;
 }
@@ -35,6 +35,7 @@ TEST_CASE("a cache file round-trips every field") {
   CHECK(decoded->kernel.resources.static_shared_bytes == 16);
   CHECK(decoded->kernel.resources.spill_bytes() == 12);
   CHECK(decoded->kernel.resources.stack_bytes == 12);
+  CHECK(decoded->kernel.resources.advisories == entry.kernel.resources.advisories);
   CHECK(decoded->kernel.compile_ms == 123.5);
 }
 

@@ -97,6 +97,36 @@ TEST_CASE("ptxas' verbose report is parsed") {
   CHECK(usage.static_shared_bytes == 4096);
 }
 
+TEST_CASE("ptxas' performance advisories are parsed, each once, without the function name") {
+  const std::string serialized =
+      "ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are "
+      "serialized due to non wgmma instructions reading accumulator registers of  a wgmma "
+      "between start and end of the pipeline stage in the function '_Z1kv'\n";
+  const std::string log = serialized +
+                          "ptxas info    : Compiling entry function '_Z1kv' for 'sm_90a'\n"
+                          "ptxas info    : Used 168 registers, used 16 barriers\n" +
+                          serialized +
+                          "ptxas info    : (C7512) Potential Performance Loss: wgmma.mma_async "
+                          "instructions are serialized due to insufficient register resources "
+                          "for the function '_Z1kv'\n"
+                          "ptxas info    : (C7508) Potential Performance Loss: 'setmaxnreg' "
+                          "ignored; unable to determine register count at entry.\n";
+  const std::vector<std::string> advisories = parse_advisories(log);
+  REQUIRE(advisories.size() == 3);
+  CHECK(advisories[0] ==
+        "C7514: wgmma.mma_async instructions are serialized due to non wgmma instructions reading "
+        "accumulator registers of a wgmma between start and end of the pipeline stage");
+  CHECK(advisories[1] ==
+        "C7512: wgmma.mma_async instructions are serialized due to insufficient register "
+        "resources");
+  CHECK(advisories[2] == "C7508: 'setmaxnreg' ignored; unable to determine register count at entry.");
+  CHECK(parse_resource_report(log).advisories == advisories);
+  CHECK(parse_advisories("ptxas info    : Used 40 registers, 4096 bytes smem\n").empty());
+  // A line with the words and no code still counts: ptxas's wording is the contract.
+  CHECK(parse_advisories("ptxas info    : Potential Performance Loss: something new") ==
+        std::vector<std::string>{"ptxas: something new"});
+}
+
 TEST_CASE("arch names are validated") {
   for (const char* good : {"sm_80", "sm_86", "sm_90a", "sm_100a", "sm_120"}) {
     CHECK_NOTHROW(validate_arch(good));

@@ -1,6 +1,7 @@
 #pragma once
 // What the ops' compile-matrix tests check of each listed kernel: it compiles with NVRTC,
-// spills nothing and reports its registers. Header-only, for doctest suites.
+// spills nothing, has no ptxas performance advisory and reports its registers. Header-only,
+// for doctest suites.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -23,6 +24,9 @@ inline void check_compiles_without_spills(detail::KernelCache& cache,
         REQUIRE_MESSAGE(!outcome.error, name);
         CHECK_MESSAGE(outcome.value.entry->kernel.resources.spill_bytes() == 0, name);
         CHECK_MESSAGE(outcome.value.entry->kernel.resources.registers > 0, name);
+        for (const std::string& advisory : outcome.value.entry->kernel.resources.advisories) {
+          FAIL_CHECK(name << " has a ptxas advisory: " << advisory);
+        }
       });
 }
 

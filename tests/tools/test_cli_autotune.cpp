@@ -43,8 +43,11 @@ TEST_CASE("autotune --plan on sm_90a lists the candidates of head dims 64 and 12
   CHECK(contains(result.output, "== plan: attention-forward bf16 hdim128 seqlen 4096"));
   CHECK(count_lines_with(result.output, "(default)") == 2);
   CHECK(count_lines_with(result.output, "configs would be timed") == 2);
-  // Some configs spill on sm_90a (pruned on the report), the rest are candidates.
+  // Some configs spill on sm_90a (pruned on the report), some have ptxas performance advisories
+  // (at head dim 64 the small TMA tiles need fewer registers than setmaxnreg expects at entry,
+  // and ptxas ignores it: C7508), the rest are candidates.
   CHECK(count_lines_with(result.output, "pruned: spills") > 0);
+  CHECK(count_lines_with(result.output, "pruned: ptxas advisory in forward: C75") > 0);
   CHECK(count_lines_with(result.output, "  candidate") > 0);
   // No tuning database without timing.
   CHECK_FALSE(std::filesystem::exists(dir.path() / "v1" / "tuning"));

@@ -150,6 +150,24 @@ struct TmaLoad {
   std::vector<std::uint32_t> chunks;  // shared offsets of the 16-byte chunks written
 };
 
+/// Which TMA load last wrote a 16-byte chunk of shared memory, for kv_loads_ahead: its tensor
+/// map and the load batch of that map in this block (consecutive loads of one map that complete
+/// on the same mbarrier phase, such as the panels of one K tile, are one batch).
+struct LoadOrigin {
+  const void* map = nullptr;
+  std::uint32_t batch = 0;
+};
+/// The load batches of one tensor map issued in this block so far, where the latest one
+/// completes (an mbarrier's offset and phase: a load elsewhere starts a new batch), and per
+/// batch the fewest batches issued after it when a wgmma read it (-1: none read it).
+struct MapLoads {
+  const void* map = nullptr;
+  std::uint32_t batches = 0;
+  std::uint32_t barrier = 0;
+  std::int64_t phase = -1;
+  std::vector<std::int64_t> fewest_ahead;
+};
+
 /// A TMA store in flight: its shared source is guarded until its bulk group is waited for.
 struct TmaStore {
   std::uint32_t group = 0;
@@ -210,6 +228,8 @@ struct Machine {
   std::vector<WgmmaQueue> wgmma_queues;  // one per warpgroup
   std::vector<Mbarrier> mbarriers;       // every mbarrier initialised in this block
   std::vector<TmaLoad> tma_loads;        // in flight
+  std::vector<LoadOrigin> load_origins;  // one per 16-byte chunk of shared memory
+  std::vector<MapLoads> map_loads;       // one per tensor map loaded in this block
   std::vector<BulkQueue> bulk_queues;    // TMA stores, one queue per thread
   std::array<NamedBarrier, kNamedBarriers> named_barriers{};
   std::vector<std::uint32_t> proxy_fence_time;  // per thread: its last fence.proxy.async
@@ -354,8 +374,8 @@ void start_exploring_block(Machine& machine, std::uint64_t linear_block);
 bool explore_chance(Machine& machine, std::uint32_t odds);
 /// Exploring: a choice in [0, count) from the block's generator (count > 0).
 std::size_t explore_pick(Machine& machine, std::size_t count);
-/// At the end of a block: lands what is in flight and reports mbarrier phases that received
-/// every arrival but still expect transaction bytes.
+/// At the end of a block: lands what is in flight, folds kv_loads_ahead, and reports mbarrier
+/// phases that received every arrival but still expect transaction bytes.
 void finish_async_proxy(Machine& machine);
 /// The TMA stores of `thread` release their shared sources (it is exiting).
 void drain_tma_stores(Machine& machine, int thread);
@@ -375,6 +395,10 @@ void reset_register_budget(Machine& machine, std::size_t threads);
 /// Why `thread` waits in setmaxnreg.inc, for the deadlock report.
 std::string describe_register_wait(const Machine& machine, int thread);
 /// The TMA load in flight writing shared `offset`, or nullptr.
+/// Samples kv_loads_ahead for a wgmma whose B operand starts at shared `offset`: the batches
+/// of that operand's tensor map issued after the one that wrote it. The block's end folds the
+/// samples into the report (finish_async_proxy), but a map's first and last batches'.
+void count_loads_ahead(Machine& machine, std::uint32_t offset);
 const TmaLoad* tma_load_covering(const Machine& machine, std::size_t offset);
 /// Reports (once, returning false) a byte of [offset, offset + bytes) that a thread last
 /// wrote through the generic proxy with no fence.proxy.async since, read now by the async

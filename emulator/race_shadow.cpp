@@ -90,6 +90,11 @@ Conflict touch(const Machine& m, ShadowByte& s, int self, bool write) {
     return conflict;
   }
   if (conflict.what == nullptr && fresh_reads) conflict = write_after_read(m, s, self);
+  // The reads so far were ordered before this write, or their race was just reported: an access
+  // ordered after the write is ordered after them too (happens-before is transitive), and one
+  // that is not races with the write itself. So only reads after it are kept, and a reader set
+  // of several warps (which only a __syncthreads could clear) does not outlive a later write.
+  s.readers = Readers::none;
   s.writer = static_cast<std::int16_t>(self);
   s.write_time = m.time;
   return conflict;

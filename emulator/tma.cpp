@@ -17,6 +17,7 @@
 // mbarrier phase completes is reported (tma_load_pending); after completion they carry no
 // writer, so readers that waited on the mbarrier need no __syncthreads. A store writes global
 // memory at issue and guards its shared source until its bulk group is waited for.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -172,7 +173,51 @@ void land_at(Machine& m, std::size_t index) {
 
 }  // namespace
 
+// The batch a load of `map` completing on `barrier` belongs to: the map's latest, or a new one
+// when the load completes on another barrier or phase.
+std::uint32_t load_batch(Machine& m, const void* map, const Mbarrier& barrier) {
+  auto it = std::find_if(m.map_loads.begin(), m.map_loads.end(),
+                         [map](const MapLoads& loads) { return loads.map == map; });
+  if (it == m.map_loads.end()) {
+    MapLoads first;
+    first.map = map;
+    it = m.map_loads.insert(m.map_loads.end(), first);
+  }
+  if (it->batches == 0 || it->barrier != barrier.offset || it->phase != barrier.phase) {
+    ++it->batches;
+    it->fewest_ahead.push_back(-1);
+    it->barrier = barrier.offset;
+    it->phase = barrier.phase;
+  }
+  return it->batches - 1;
+}
+
+void count_loads_ahead(Machine& m, std::uint32_t offset) {
+  if (offset / kChunk >= m.load_origins.size()) return;
+  const LoadOrigin origin = m.load_origins[offset / kChunk];
+  if (origin.map == nullptr || origin.batch == 0) return;
+  const auto it = std::find_if(m.map_loads.begin(), m.map_loads.end(),
+                               [&](const MapLoads& loads) { return loads.map == origin.map; });
+  const std::int64_t ahead = std::int64_t(it->batches) - 1 - origin.batch;
+  std::int64_t& fewest = it->fewest_ahead[origin.batch];
+  fewest = fewest < 0 ? ahead : std::min(fewest, ahead);
+}
+
+// The block is over: kv_loads_ahead takes the fewest of each map's batches but its first and
+// last (after the last there was nothing left to load).
+void fold_loads_ahead(Machine& m) {
+  std::int64_t& fewest = m.report.work.kv_loads_ahead;
+  for (const MapLoads& loads : m.map_loads) {
+    for (std::size_t batch = 1; batch + 1 < loads.fewest_ahead.size(); ++batch) {
+      const std::int64_t ahead = loads.fewest_ahead[batch];
+      if (ahead >= 0) fewest = fewest < 0 ? ahead : std::min(fewest, ahead);
+    }
+  }
+}
+
 void reset_async_proxy(Machine& m, std::size_t threads) {
+  m.load_origins.assign(m.shadow.size() / kChunk + 1, LoadOrigin{});
+  m.map_loads.clear();
   for (const TmaLoad& load : m.tma_loads) {  // an abandoned block's
     for (const std::uint32_t chunk : load.chunks) {
       for (std::uint32_t b = chunk; b < chunk + kChunk; ++b) m.shadow[b].pending_tma = 0;
@@ -213,6 +258,7 @@ void land_tma_load_early(Machine& m) {
 void finish_async_proxy(Machine& m) {
   while (complete_tma_loads(m)) {
   }
+  fold_loads_ahead(m);
   for (const Mbarrier& b : m.mbarriers) {
     if (!b.live || b.pending != 0 || b.tx == 0) continue;
     report(m, b.expect_thread, FindingKind::mbarrier_tx_mismatch,
@@ -269,6 +315,7 @@ void tma_load(void* shared_dst, const TensorMap* map, const std::int32_t* coords
   }
   detail::TmaLoad load;
   load.barrier = barrier->offset;
+  const std::uint32_t batch = detail::load_batch(m, map, *barrier);
   load.bytes = tensor_map_box_bytes(*map);
   load.thread = self;
   const auto e = static_cast<std::uint32_t>(map->element_bytes);
@@ -286,6 +333,7 @@ void tma_load(void* shared_dst, const TensorMap* map, const std::int32_t* coords
       const std::uint32_t at = tma_swizzled_offset(map->swizzle, box, r * inner + c);
       std::memcpy(m.shared_begin + at, image.data() + c, detail::kChunk);
       detail::mark_loaded(m, self, at, reported);
+      m.load_origins[at / detail::kChunk] = {map, batch};
       load.chunks.push_back(at);
     }
   }

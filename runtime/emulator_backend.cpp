@@ -155,7 +155,8 @@ void EmulatorBackend::count(const KernelSpec& spec, const emulator::WorkCounters
                            .global_bytes_written = counted.global_bytes_written,
                            .barriers = counted.barriers,
                            .ctas = counted.ctas,
-                           .ldmatrix_bytes = counted.ldmatrix_bytes};
+                           .ldmatrix_bytes = counted.ldmatrix_bytes,
+                           .kv_loads_ahead = counted.kv_loads_ahead};
 }
 
 EmulatedLauncher EmulatorBackend::launcher(const KernelSpec& spec) {

@@ -1,6 +1,8 @@
 // Sums of the emulator's work counters (include/flashjit/work_counters.hpp).
 #include "flashjit/work_counters.hpp"
 
+#include <algorithm>
+
 namespace flashjit {
 
 WorkCounters& WorkCounters::operator+=(const WorkCounters& other) {
@@ -12,6 +14,10 @@ WorkCounters& WorkCounters::operator+=(const WorkCounters& other) {
   barriers += other.barriers;
   ctas += other.ctas;
   ldmatrix_bytes += other.ldmatrix_bytes;
+  if (other.kv_loads_ahead >= 0) {
+    kv_loads_ahead = kv_loads_ahead < 0 ? other.kv_loads_ahead
+                                        : std::min(kv_loads_ahead, other.kv_loads_ahead);
+  }
   return *this;
 }
 

@@ -31,6 +31,11 @@ void print_work(const std::vector<KernelWork>& work, const std::string& prefix, 
   line("barriers", sum.barriers);
   line("ctas", sum.ctas);
   line("ldmatrix_bytes", sum.ldmatrix_bytes);
+  if (sum.kv_loads_ahead >= 0) {
+    line("kv_loads_ahead", static_cast<unsigned long long>(sum.kv_loads_ahead));
+  } else {
+    std::printf("%-29s -\n", "kv_loads_ahead");
+  }
   const double shared = double(sum.shared_bytes_read) + double(sum.shared_bytes_written);
   const double global = double(sum.global_bytes_read) + double(sum.global_bytes_written);
   std::printf("%-29s %.4f\n", "tensor_flops_ratio", double(sum.tensor_flops) / useful_flops);

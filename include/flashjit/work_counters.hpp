@@ -20,6 +20,13 @@ struct WorkCounters {
   /// Of shared_bytes_read, those ldmatrix read: mma.sync operands. The Hopper kernels' wgmma
   /// read theirs through descriptors instead, so theirs is 0.
   std::uint64_t ldmatrix_bytes = 0;
+  /// Whether TMA loads run ahead of the math (the Hopper kernels): the fewest load batches of a
+  /// wgmma B operand's tensor map (K or V, one block each) issued ahead of the batch the wgmma
+  /// reads, at the moment it issues, over every launch; each block's first batch of a map is
+  /// excepted. 0: some product waited on a load that started only after the previous block
+  /// was freed; 1 or more: the next block was already on its way. -1: nothing measured (no
+  /// wgmma read a later batch). Sums keep the fewest.
+  std::int64_t kv_loads_ahead = -1;
 
   WorkCounters& operator+=(const WorkCounters& other);
   bool operator==(const WorkCounters&) const = default;

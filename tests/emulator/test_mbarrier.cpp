@@ -302,7 +302,44 @@ __global__ void named_sync_with_arrive(float* out) {
   }
 }
 
+// Reads by two warps, each ordered before a write that is ordered before the next access: a
+// shared byte's readers are those since its last write. Warp 1 reads and writes x; a round of
+// bar.sync (warps 0 and 1 of 3); warp 0 reads it; another round; warp 1 writes it again. Clean
+// (the checker once kept warp 1's first read past its write, and took warp 0's read for a
+// second warp's unordered one). With the bug, warp 1 writes again without the second round: a
+// race with warp 0's read.
+template <bool Bug>
+__global__ void reads_since_the_write(float* out) {
+  float* x = flashjit::dynamic_shared<float>();
+  const int t = static_cast<int>(threadIdx.x);
+  if (t == 32) {
+    flashjit::store_shared(x, 0, 0.0f);
+    const float seen = flashjit::load_shared(x, 0);
+    flashjit::store_shared(x, 0, seen + 1.0f);
+  }
+  if (t < 64) {  // warp 2 waits at the end: the rounds hold warps 0 and 1, not every thread
+    flashjit::named_barrier_sync(1, 64);
+    if (t == 0) flashjit::store_global(out, 0, flashjit::load_shared(x, 0));
+    if (!Bug) flashjit::named_barrier_sync(1, 64);
+    if (t == 32) flashjit::store_shared(x, 0, 5.0f);
+  }
+  __syncthreads();
+}
+
 }  // namespace
+
+TEST_CASE("a shared write clears the readers before it: later accesses ordered after it are") {
+  std::vector<float> out;
+  const em::Report ordered = run(reads_since_the_write<false>, out, 96);
+  CHECK_MESSAGE(ordered.clean(), ordered);
+  CHECK(out[0] == 1.0f);
+  const em::Report racing = run(reads_since_the_write<true>, out, 96);
+  INFO(racing);
+  REQUIRE(racing.count(em::FindingKind::shared_race) == 1);
+  const em::Finding& finding = *racing.first(em::FindingKind::shared_race);
+  CHECK(finding.thread.x == 32);
+  CHECK(mentions(finding, "write after read"));
+}
 
 TEST_CASE("mbarrier.init on a live barrier is reported") {
   std::vector<float> out;

@@ -112,11 +112,17 @@ void launch_forward(detail::RuntimeBackend& backend, const Attention& attention,
   }
   const detail::TensorMapParameter maps =
       executor.tensor_maps(forward_tma_maps(params, attention, config.block_m, config.block_n));
-  detail::launch_kernel(executor, spec, shape, buffers, params, maps);
+  // The grid above as tiles (TileSchedule), one CTA each, or persistent one CTA per SM.
+  const long long tiles = static_cast<long long>(shape.grid_x) * shape.grid_y * shape.grid_z;
+  detail::LaunchShape tiled = shape;
+  tiled.grid_x = static_cast<unsigned>(
+      config.persistent ? tma_forward_ctas(tiles, backend.info().sm_count) : tiles);
+  tiled.grid_y = tiled.grid_z = 1;
+  detail::launch_kernel(executor, spec, tiled, buffers, params, maps);
 }
 
 /// The TMA config of (Br, Bc) with FlashAttention-3's schedule: overlap everywhere, pingpong
-/// between two warpgroups up to head dim 128 (HOPPER-NOTES 1.2).
+/// between two warpgroups up to head dim 128.
 ForwardConfig tma_config(DType dtype, int head_dim, MaskKind mask, bool softcap, int block_m,
                          int block_n) {
   ForwardConfig config{dtype, head_dim, block_m, block_n, tma_forward_threads(block_m) / 32,
@@ -127,13 +133,14 @@ ForwardConfig tma_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
   return config;
 }
 
-/// The TMA path's default tile, FlashAttention-3's for 16-bit inputs (HOPPER-NOTES 1.3) where
+/// The TMA path's default tile, FlashAttention-3's for 16-bit inputs where
 /// it compiles without spills on sm_90a with setmaxnreg giving two consumer warpgroups 240
 /// registers a thread (tests/kernels/test_attention_compile.cpp checks it): 128 x 176 up to
 /// head dim 128 (128 x 128 with a mask, where FlashAttention-3 takes 128 for causal and local);
 /// 128 x 112 up to 192 (96 with a window); 128 x 80 up to 256 (64 with a window). Up to head
 /// dim 64 FlashAttention-3 runs 192 x 128 on three warpgroups of 160 registers; ours spills
 /// 16-76 bytes there (ptxas, NVRTC 13.0), so 128 x 128 until a GPU says which is faster.
+/// Persistent (one CTA per SM walking the tiles) up to head dim 64, and to 128 with a mask.
 /// Padded head dims count (96 runs as 128). nullopt where the head dim is outside the path or
 /// the tile outgrows `limit`.
 std::optional<ForwardConfig> tma_default(DType dtype, int head_dim, MaskKind mask, bool softcap,
@@ -145,7 +152,10 @@ std::optional<ForwardConfig> tma_default(DType dtype, int head_dim, MaskKind mas
                       : padded <= 128 ? (masked ? 128 : 176)
                       : padded <= 192 ? (masked ? 96 : 112)
                                       : (masked ? 64 : 80);
-  const ForwardConfig config = tma_config(dtype, head_dim, mask, softcap, block_m, block_n);
+  ForwardConfig config = tma_config(dtype, head_dim, mask, softcap, block_m, block_n);
+  // Persistent where ptxas keeps it in registers: its tile loop costs the main loop a few
+  // registers, and with the larger tiles it spills (bench/results/2026-11-26-tma-forward-pipeline.md).
+  config.persistent = padded <= 64 || (padded <= 128 && masked);
   if (!config.valid() || config.shared_bytes() > limit) return std::nullopt;
   return config;
 }
@@ -154,7 +164,8 @@ std::optional<ForwardConfig> tma_default(DType dtype, int head_dim, MaskKind mas
 
 bool ForwardConfig::valid() const {
   if (!dtype_supported(dtype)) return false;
-  if (path != ForwardPath::tma && (overlap || pingpong || p_in_shared)) return false;
+  if (path != ForwardPath::tma && (overlap || pingpong || p_in_shared || persistent)) return false;
+  if (persistent && !overlap) return false;
   if (path != ForwardPath::mma_sync && inference_layout()) return false;
   if (paged && !varlen) return false;  // a paged cache has per-sequence key counts
   switch (path) {
@@ -209,17 +220,26 @@ std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind m
       if (config.valid()) configs.push_back(config);
     }
   }
+  // Three stages only with the overlapped schedules: the plain loop waits for each product, so
+  // loads further ahead cannot help it.
   for (int block_m : kTmaBlockM) {
     for (int block_n : kTmaBlockN) {
       for (auto [overlap, pingpong] : {std::pair{false, false}, {true, false}, {true, true}}) {
-        for (bool p_in_shared : {false, true}) {
-          ForwardConfig config{dtype, head_dim, block_m, block_n, tma_forward_threads(block_m) / 32,
-                               2,     mask,     softcap};
-          config.path = ForwardPath::tma;
-          config.overlap = overlap;
-          config.pingpong = pingpong;
-          config.p_in_shared = p_in_shared;
-          if (config.valid()) configs.push_back(config);
+        for (int stages : kTmaStages) {
+          for (bool p_in_shared : {false, true}) {
+            for (bool persistent : {false, true}) {
+              if (stages > 2 && !overlap) continue;
+              ForwardConfig config{dtype, head_dim, block_m, block_n,
+                                   tma_forward_threads(block_m) / 32,
+                                   stages, mask, softcap};
+              config.path = ForwardPath::tma;
+              config.overlap = overlap;
+              config.pingpong = pingpong;
+              config.p_in_shared = p_in_shared;
+              config.persistent = persistent;
+              if (config.valid()) configs.push_back(config);
+            }
+          }
         }
       }
     }
@@ -333,7 +353,8 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
                            element + head_dim + tiles + mask + softcap + ", " +
                            std::to_string(config.stages) + (config.overlap ? ", true" : ", false") +
                            (config.pingpong ? ", true" : ", false") +
-                           (config.p_in_shared ? ", true" : ", false") + ">>";
+                           (config.p_in_shared ? ", true" : ", false") +
+                           (config.persistent ? ", true" : ", false") + ">>";
   } else {
     spec.header = "attention/forward_kernel.cuh";
     const auto flag = [](bool on) { return on ? std::string("true") : std::string("false"); };
@@ -364,6 +385,7 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
   if (config.overlap) spec.traits.push_back("overlap");
   if (config.pingpong) spec.traits.push_back("pingpong");
   if (config.p_in_shared) spec.traits.push_back("pshared");
+  if (config.persistent) spec.traits.push_back("persistent");
   if (config.varlen) spec.traits.push_back("varlen");
   if (config.paged) spec.traits.push_back("paged");
   if (config.pack_gqa) spec.traits.push_back("packgqa");
@@ -423,6 +445,8 @@ AttentionForwardParams forward_params(const Attention& attention, const TensorVi
   params.seqlen_k = static_cast<int>(attention.seqlen_k);
   params.head_dim = static_cast<int>(attention.head_dim);
   params.heads_per_kv = static_cast<int>(attention.heads_q / attention.heads_kv);
+  params.heads_q = static_cast<int>(attention.heads_q);
+  params.batch = static_cast<int>(attention.batch);
   params.window_left = kernel_window(window.left);
   params.window_right = kernel_window(window.right);
   params.score_scale = scales.score_scale;

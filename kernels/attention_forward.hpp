@@ -56,6 +56,9 @@ struct ForwardConfig {
   /// instead of registers (RS), which frees registers (FlashAttention-3 takes it up to head
   /// dim 96 with three consumer warpgroups).
   bool p_in_shared = false;
+  /// TMA path with overlap: one CTA per SM walks the (query block, head, batch) tiles, longest
+  /// causal ones first, instead of one CTA per tile (templates/attention/tma_tile_schedule.cuh).
+  bool persistent = false;
   /// Inference layouts, mma.sync path only (templates/attention/sequences.cuh): per-sequence
   /// lengths and offsets, K/V in pages, the query heads of a key/value head packed into rows,
   /// and split-KV partials. All false: FlashAttention-2's dense batch.

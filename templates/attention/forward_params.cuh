@@ -61,6 +61,8 @@ struct AttentionForwardParams {
   int seqlen_k;      // per sequence; with per-sequence lengths the longest
   int head_dim;      // the real head dim (the config's may be padded up to 16)
   int heads_per_kv;  // heads_q / heads_kv: query head h reads key/value head h / heads_per_kv
+  int heads_q;       // query heads, and
+  int batch;         // sequences: the persistent Hopper forward's tiles (the others use the grid)
   int window_left;   // keys visible left of the diagonal, kNoWindow for all
   int window_right;  // keys visible right of the diagonal, kNoWindow for all
 

@@ -1,7 +1,7 @@
 #pragma once
 // The consumer warpgroups of the warp-specialized Hopper forward (tma_forward_kernel.cuh):
 // where a CTA works, the online softmax over the key blocks the producer's ring delivers, and
-// O's way out. Two loops, as FlashAttention-3 has them (HOPPER-NOTES 1.2):
+// O's way out. Two loops, as FlashAttention-3 has them:
 //  - attend: per block, S = Q Kᵀ, the softmax, O += P V, each product waited for;
 //  - attend_overlapped: per block, S = Q Kᵀ of this block and O += P V of the previous one
 //    are issued together, and the softmax of this block runs while the P V product does; with
@@ -13,30 +13,9 @@
 #include "attention/head_tensor.cuh"
 #include "attention/mask.cuh"
 #include "attention/tma_forward_traits.cuh"
+#include "attention/tma_tile_schedule.cuh"
 
 namespace flashjit {
-
-/// Where one CTA works: its query block, (batch, head), and the key blocks it visits.
-struct TmaForwardBlock {
-  int row0;  // the block's first query row
-  int rows;  // valid query rows in the block
-  int head, kv_head, batch;
-  BlockRange keys;
-};
-
-/// This CTA's block: query rows blockIdx.x · kBlockM on, head blockIdx.y, batch blockIdx.z.
-template <class Traits>
-FJ_DEVICE TmaForwardBlock tma_forward_block(const AttentionForwardParams& params) {
-  const int row0 = int(blockIdx.x) * Traits::kBlockM, head = int(blockIdx.y);
-  const int rows = min_int(Traits::kBlockM, params.seqlen_q - row0);
-  const KeyWindow<Traits::kMask> window(params);
-  return {row0,
-          rows,
-          head,
-          head / params.heads_per_kv,
-          int(blockIdx.z),
-          window.key_blocks(row0, row0 + rows - 1, Traits::kBlockN)};
-}
 
 /// Pingpong between two consumer warpgroups: each issues its products only on its turn and then
 /// hands the turn over, so the products of one run under the other's softmax. Two named
@@ -136,56 +115,89 @@ FJ_DEVICE void write_outputs(const acc_tile<16, Traits::kHeadDimPadded>& o, cons
                              const AttentionForwardParams& params, const AttentionTmaMaps& maps,
                              const TmaForwardBlock& at, int thread) {
   const int group = thread / 128, group_row0 = group * 64, warp_row0 = thread / kWarpSize * 16;
+  // Persistent, the previous tile's O store (issued by the warpgroup's first thread, which waits
+  // for it before it comes here) has read these rows: without Q loaded in between (a tile with
+  // no key) nothing else orders the warpgroup's writes after it.
+  if constexpr (Traits::kPersistent) named_barrier_sync(1 + group, 128);
   store_lse(lse, lse_rows(params, at.batch, at.head, at.row0), warp_row0, at.rows,
             thread % kWarpSize);
   store_fragments(o, smem.q, warp_row0, 0, thread % kWarpSize);
   fence_proxy_async();                 // generic writes, read by the async proxy
   named_barrier_sync(1 + group, 128);  // the warpgroup's 64 rows are written
-  if (thread % 128 != 0) return;
+  if (thread % 128 != 0 || group_row0 >= at.rows) return;  // one thread; rows past seqlen_q: none
   const int origin[4] = {0, at.row0 + group_row0, at.head, at.batch};
   tma_store_rows<kTmaStoreRows>(maps.o, origin, smem.q, group_row0);
   bulk_commit_group();
   bulk_wait_group<0>();  // the block's shared memory lives until the store has read it
 }
 
-/// Consumer (a warpgroup's 128 threads): the online softmax over the key blocks, then O and LSE.
+/// Where a consumer warpgroup is in the K and the V ring (kept across its CTA's tiles).
+template <class Traits>
+struct ConsumerSlots {
+  RingPosition<Traits::kStages> k, v;
+
+  /// Waits for the next K, whose slot S = Q Kᵀ reads.
+  FJ_DEVICE int wait_key(const TmaForwardShared<Traits>& smem) const {
+    smem.k_ring.wait(k);
+    return k.stage;
+  }
+  /// Waits for the next V, whose slot O += P V reads.
+  FJ_DEVICE int wait_value(const TmaForwardShared<Traits>& smem) const {
+    smem.v_ring.wait(v);
+    return v.stage;
+  }
+  /// S = Q Kᵀ has landed: K's slot goes back to the producer.
+  FJ_DEVICE void release_key(const TmaForwardShared<Traits>& smem) {
+    smem.k_ring.release(k);
+    k.advance();
+  }
+  /// O += P V has landed: V's slot goes back to the producer.
+  FJ_DEVICE void release_value(const TmaForwardShared<Traits>& smem) {
+    smem.v_ring.release(v);
+    v.advance();
+  }
+};
+
+/// Consumer (a warpgroup's 128 threads), one tile, Q landed: the online softmax over the key
+/// blocks, then O and LSE.
 template <class Traits>
 FJ_DEVICE void attend(const TmaForwardShared<Traits>& smem, const AttentionForwardParams& params,
-                      const AttentionTmaMaps& maps, const TmaForwardBlock& at, int thread) {
+                      const AttentionTmaMaps& maps, const TmaForwardBlock& at,
+                      ConsumerSlots<Traits>& slots, int thread) {
   const ConsumerRows<Traits> rows(params, at, thread);
 
   acc_tile<16, Traits::kHeadDimPadded> o;  // (16, kHeadDimPadded): this warp's rows, unnormalized
   fill(o, 0.0f);
-  OnlineSoftmax<16> softmax;                                   // m, ℓ
-  if (!at.keys.empty()) mbarrier_wait_parity(smem.q_full, 0);  // Q landed
-  RingPosition<Traits::kStages> slot;
-  for (int block = at.keys.begin; block < at.keys.end; ++block, slot.advance()) {
-    const int key0 = block * Traits::kBlockN;
-    smem.ring.wait(slot);  // K, V landed
-
-    acc_tile<16, Traits::kBlockN> s;                                // (16, kBlockN) scores
-    warpgroup_abt(s, smem.q, rows.group_row0, smem.k(slot.stage));  // S = Q Kᵀ
-    rows.cap_and_mask(s, params, key0);                             // S = −inf where masked
-    softmax.update(s, o, rows.scale);                               // P = 2^((S − m)·c), O·α
+  OnlineSoftmax<16> softmax;  // m, ℓ
+  for (int block = at.keys.begin; block < at.keys.end; ++block) {
+    acc_tile<16, Traits::kBlockN> s;  // (16, kBlockN) scores
+    const int k_stage = slots.wait_key(smem);
+    warpgroup_abt(s, smem.q, rows.group_row0, smem.k(k_stage));  // S = Q Kᵀ
+    slots.release_key(smem);
+    rows.cap_and_mask(s, params, block * Traits::kBlockN);  // S = −inf where masked
+    softmax.update(s, o, rows.scale);                       // P = 2^((S − m)·c), O·α
     ProbabilityOperand<Traits> p;
     p.set(s, smem, thread);
-    p.multiply_async(o, smem, slot.stage, thread);  // O += P V
+    const int v_stage = slots.wait_value(smem);
+    p.multiply_async(o, smem, v_stage, thread);  // O += P V
     wgmma_wait_group<0>();
-    smem.ring.release(slot);  // slot free
+    slots.release_value(smem);
   }
   const row_vec<16> lse = softmax.finish(o, rows.scale);  // O /= ℓ
   write_outputs<Traits>(o, lse, smem, params, maps, at, thread);
 }
 
 /// Consumer with the softmax overlapped (FlashAttention-3's IntraWGOverlap): each step issues
-/// this block's S = Q Kᵀ and the previous block's O += P V together, waits for S only, and
-/// folds S into the softmax while P V runs; then O is rescaled to the new maximum. The
-/// previous block's slot (its V) is held until its product lands, so the ring needs two
-/// slots.
+/// this block's S = Q Kᵀ and the previous block's O += P V together, waits for S only, frees
+/// K's slot and folds S into the softmax while P V runs; then frees V's slot and rescales O to
+/// the new maximum. The first block, which has no P V to pair with, is peeled off the loop, so
+/// that every step's waits are the same instructions: a branch between the issue and the waits
+/// makes ptxas serialize the whole wgmma pipeline (its advisory C7514).
 template <class Traits>
 FJ_DEVICE void attend_overlapped(const TmaForwardShared<Traits>& smem,
                                  const AttentionForwardParams& params, const AttentionTmaMaps& maps,
-                                 const TmaForwardBlock& at, int thread) {
+                                 const TmaForwardBlock& at, ConsumerSlots<Traits>& slots,
+                                 int thread) {
   const ConsumerRows<Traits> rows(params, at, thread);
   const ProductTurns<Traits::kPingpong> turns{thread / 128};
 
@@ -193,36 +205,41 @@ FJ_DEVICE void attend_overlapped(const TmaForwardShared<Traits>& smem,
   fill(o, 0.0f);
   OnlineSoftmax<16> softmax;     // m, ℓ
   ProbabilityOperand<Traits> p;  // the previous block's P
-  RingPosition<Traits::kStages> slot, previous;
-  if (!at.keys.empty()) mbarrier_wait_parity(smem.q_full, 0);  // Q landed
-  turns.start(at.keys);
-  for (int block = at.keys.begin; block < at.keys.end; ++block, slot.advance()) {
-    const bool first = block == at.keys.begin;
-    const int key0 = block * Traits::kBlockN;
-    smem.ring.wait(slot);  // K, V landed
-
-    acc_tile<16, Traits::kBlockN> s;  // (16, kBlockN) scores
+  if (!at.keys.empty()) {
+    turns.start(at.keys);
+    acc_tile<16, Traits::kBlockN> s;  // (16, kBlockN) scores of the first block
+    const int k_stage = slots.wait_key(smem);
     turns.wait();
-    warpgroup_abt_async(s, smem.q, rows.group_row0, smem.k(slot.stage));  // S = Q Kᵀ
-    if (!first) p.multiply_async(o, smem, previous.stage, thread);        // O += P V (previous)
+    warpgroup_abt_async(s, smem.q, rows.group_row0, smem.k(k_stage));  // S = Q Kᵀ
+    turns.pass(at.keys, at.keys.begin);
+    wgmma_wait_group<0>();
+    slots.release_key(smem);
+    rows.cap_and_mask(s, params, at.keys.begin * Traits::kBlockN);  // S = −inf where masked
+    softmax.fold(s, rows.scale);  // P = 2^((S − m)·c); O is still 0, α is not needed
+    p.set(s, smem, thread);
+  }
+  for (int block = at.keys.begin + 1; block < at.keys.end; ++block) {
+    acc_tile<16, Traits::kBlockN> s;  // (16, kBlockN) scores
+    const int k_stage = slots.wait_key(smem);
+    const int v_stage = slots.wait_value(smem);  // the previous block's V
+    turns.wait();
+    warpgroup_abt_async(s, smem.q, rows.group_row0, smem.k(k_stage));  // S = Q Kᵀ
+    p.multiply_async(o, smem, v_stage, thread);                        // O += P V (previous)
     turns.pass(at.keys, block);
-    if (first) {
-      wgmma_wait_group<0>();
-    } else {
-      wgmma_wait_group<1>();  // S landed; P V may still run
-    }
-    rows.cap_and_mask(s, params, key0);                     // S = −inf where masked
+    wgmma_wait_group<1>();  // S landed; P V may still run
+    slots.release_key(smem);
+    rows.cap_and_mask(s, params, block * Traits::kBlockN);  // S = −inf where masked
     const row_vec<16> alpha = softmax.fold(s, rows.scale);  // P = 2^((S − m')·c), under P V
     wgmma_wait_group<0>();                                  // O += P V landed
-    if (!first) smem.ring.release(previous);                // its V is free
-    mul_row(o, alpha);                                      // O = α·O
+    slots.release_value(smem);
+    mul_row(o, alpha);  // O = α·O
     p.set(s, smem, thread);
-    previous = slot;
   }
   if (!at.keys.empty()) {
-    p.multiply_async(o, smem, previous.stage, thread);  // O += P V (the last block)
+    const int v_stage = slots.wait_value(smem);
+    p.multiply_async(o, smem, v_stage, thread);  // O += P V (the last block)
     wgmma_wait_group<0>();
-    smem.ring.release(previous);
+    slots.release_value(smem);
   }
   const row_vec<16> lse = softmax.finish(o, rows.scale);  // O /= ℓ
   write_outputs<Traits>(o, lse, smem, params, maps, at, thread);
@@ -230,19 +247,20 @@ FJ_DEVICE void attend_overlapped(const TmaForwardShared<Traits>& smem,
 
 /// A consumer warpgroup whose rows all lie past seqlen_q (in a last, partly filled query
 /// block): it computes nothing, but keeps the protocols the others rely on: it waits for each
-/// slot before releasing it (an early release would count toward the slot's previous phase)
-/// and takes its pingpong turns.
+/// slot of both rings before releasing it (an early release would count toward the slot's
+/// previous phase) and takes its pingpong turns.
 template <class Traits>
 FJ_DEVICE void pass_keys(const TmaForwardShared<Traits>& smem, const TmaForwardBlock& at,
-                         int thread) {
+                         ConsumerSlots<Traits>& slots, int thread) {
   const ProductTurns<Traits::kPingpong> turns{thread / 128};
-  RingPosition<Traits::kStages> slot;
   turns.start(at.keys);
-  for (int block = at.keys.begin; block < at.keys.end; ++block, slot.advance()) {
-    smem.ring.wait(slot);
+  for (int block = at.keys.begin; block < at.keys.end; ++block) {
+    slots.wait_key(smem);
+    slots.wait_value(smem);
     turns.wait();
     turns.pass(at.keys, block);
-    smem.ring.release(slot);
+    slots.release_key(smem);
+    slots.release_value(smem);
   }
 }
 

@@ -1,10 +1,10 @@
 #pragma once
-// The warp-specialized Hopper forward (sm_90a), FlashAttention-3's structure (HOPPER-NOTES
-// 1.2): a producer warpgroup, one of whose threads issues TMA loads, Q once on its own
-// mbarrier, then K and V block by block into a ring of Stages slots; one to three consumer
-// warpgroups of 64 query rows each wait for a full slot, compute S = Q Kᵀ (SS) and O += P V
-// (RS, P from registers) on wgmma straight from the swizzled tiles TMA wrote, and release the
-// slot (tma_forward_consumer.cuh, with the softmax overlapped with the products and pingpong
+// The warp-specialized Hopper forward (sm_90a), FlashAttention-3's structure: a producer
+// warpgroup, one of whose threads issues TMA loads, Q once on its own mbarrier, then K and V
+// block by block, each into its own ring of Stages slots; one to three consumer warpgroups of
+// 64 query rows each wait for a full slot, compute S = Q Kᵀ (SS) and O += P V (RS, P from
+// registers) on wgmma straight from the swizzled tiles TMA wrote, and release K's slot once
+// S = Q Kᵀ has read it and V's once P V has (tma_forward_consumer.cuh, with the softmax overlapped with the products and pingpong
 // between two warpgroups as options). Softmax, mask and softcap are the other forward
 // kernels'.
 //
@@ -15,43 +15,114 @@
 // With two or three consumer warpgroups the producer warpgroup gives registers to them
 // (setmaxnreg, tma_forward_registers).
 //
-// Not done yet (FlashAttention-3 has them): cache hints, clusters and multicast, persistent
-// scheduling, P through shared memory (SS) for O += P V.
+// Tiles of (query block, head, batch), the longest causal ones first (tma_tile_schedule.cuh).
+// Persistent, at most one CTA per SM walks them: the rings and Q's barriers carry on from one
+// tile to the next, so the next tile's first K loads under this tile's last steps.
+//
+// Not done yet (FlashAttention-3 has them): cache hints, clusters and multicast.
 #include "attention/tma_forward_consumer.cuh"
 
 namespace flashjit {
 
-/// Producer (one thread): Q once, then each key block's K and V into the next free slot.
+/// Producer: block `block`'s rows of K or V (`map`) into the next free slot of `ring`, whose
+/// slot 0 is `slot0`.
 template <class Traits>
-FJ_DEVICE void load_query_keys_values(const TmaForwardShared<Traits>& smem,
-                                      const AttentionTmaMaps& maps, const TmaForwardBlock& at) {
-  if (at.keys.empty()) return;  // nothing to attend to: the consumers wait for nothing
-  const int q_origin[4] = {0, at.row0, at.head, at.batch};  // (dim, row, head, batch)
-  mbarrier_arrive_expect_tx(smem.q_full, Traits::QTile::kBytes);
-  tma_load_tile(smem.q, maps.q, q_origin, smem.q_full);  // Q
-  RingPosition<Traits::kStages> slot;
-  for (int block = at.keys.begin; block < at.keys.end; ++block, slot.advance()) {
-    mbarrier_t* full = smem.ring.acquire(slot, 2 * Traits::KVTile::kBytes);  // empty slot
-    const int kv_origin[4] = {0, block * Traits::kBlockN, at.kv_head, at.batch};
-    tma_load_tile(smem.k(slot.stage), maps.k, kv_origin, full);  // K
-    tma_load_tile(smem.v(slot.stage), maps.v, kv_origin, full);  // V
+FJ_DEVICE void load_key_block(const typename Traits::Ring& ring,
+                              RingPosition<Traits::kStages>& slot,
+                              const typename Traits::KVTile& slot0, const tma_descriptor& map,
+                              const TmaForwardBlock& at, int block) {
+  using KVTile = typename Traits::KVTile;
+  mbarrier_t* full = ring.acquire(slot, KVTile::kBytes);  // an empty slot
+  const int origin[4] = {0, block * Traits::kBlockN, at.kv_head, at.batch};
+  tma_load_tile(KVTile{slot0.data + slot.stage * KVTile::kBytes / 2}, map, origin, full);
+  slot.advance();
+}
+
+/// Producer (one thread): for each of this CTA's tiles, Q, then its key blocks' K and V, each
+/// into its own ring. The key blocks of all the tiles form one stream, loaded in the order the
+/// consumers use them: block j+1's K before block j's V (the consumers' step j+1 computes
+/// S = Q Kⱼ₊₁ᵀ together with O += Pⱼ Vⱼ). The next tile's first K and V go out with this tile's
+/// last block, so they land while this tile finishes. Q's tile holds O on its way out, so a
+/// tile's Q waits until the consumers have stored the previous tile's O (q_empty); a tile with
+/// no key to visit loads nothing, but still lets the consumers in (q_full) only then.
+template <class Traits>
+FJ_DEVICE void load_tiles(const TmaForwardShared<Traits>& smem, const AttentionForwardParams& params,
+                          const AttentionTmaMaps& maps, const TileSchedule<Traits>& tiles) {
+  RingPosition<Traits::kStages> k_slot, v_slot;
+  unsigned q_phase = 0;       // this CTA's tiles so far, mod 2
+  bool first_loaded = false;  // the current tile's first K and V, loaded with the previous tile
+  for (int tile = tiles.first(); !tiles.done(tile); tile = tiles.next(tile), q_phase ^= 1u) {
+    const TmaForwardBlock at = tiles.block(params, tile);
+    if (tile != tiles.first()) mbarrier_wait_parity(smem.q_empty, q_phase ^ 1u);  // O stored
+    if (at.keys.empty()) {
+      mbarrier_arrive(smem.q_full);  // nothing to load: the consumers write O = 0 at once
+      continue;
+    }
+    const int q_origin[4] = {0, at.row0, at.head, at.batch};  // (dim, row, head, batch)
+    mbarrier_arrive_expect_tx(smem.q_full, Traits::QTile::kBytes);
+    tma_load_tile(smem.q, maps.q, q_origin, smem.q_full);  // Q
+    const int begin = at.keys.begin;
+    if (!first_loaded) load_key_block<Traits>(smem.k_ring, k_slot, smem.k0, maps.k, at, begin);
+    for (int block = begin; block + 1 < at.keys.end; ++block) {
+      load_key_block<Traits>(smem.k_ring, k_slot, smem.k0, maps.k, at, block + 1);  // Kⱼ₊₁
+      if (block != begin || !first_loaded) {
+        load_key_block<Traits>(smem.v_ring, v_slot, smem.v0, maps.v, at, block);  // Vⱼ
+      }
+    }
+    const int last = at.keys.end - 1, after = tiles.next_with_keys(params, tile);
+    const bool more = !tiles.done(after);
+    const TmaForwardBlock next = more ? tiles.block(params, after) : at;
+    if (more) load_key_block<Traits>(smem.k_ring, k_slot, smem.k0, maps.k, next, next.keys.begin);
+    if (last != begin || !first_loaded) {
+      load_key_block<Traits>(smem.v_ring, v_slot, smem.v0, maps.v, at, last);  // the last V
+    }
+    if (more) load_key_block<Traits>(smem.v_ring, v_slot, smem.v0, maps.v, next, next.keys.begin);
+    first_loaded = more;
   }
 }
 
-/// Grid (ceil(seqlen_q / kBlockM), heads_q, batch), block Traits::kThreads (the consumer
-/// warpgroups, then the producer warpgroup), dynamic shared memory Traits::kSharedBytes; `maps`
-/// as AttentionTmaMaps documents.
+/// Consumer (a warpgroup): each of this CTA's tiles, once its Q has landed; then, by one thread
+/// once the warpgroup's O has left Q's tile, lets the producer reuse it (q_empty).
+template <class Traits>
+FJ_DEVICE void attend_tiles(const TmaForwardShared<Traits>& smem,
+                            const AttentionForwardParams& params, const AttentionTmaMaps& maps,
+                            const TileSchedule<Traits>& tiles, int thread) {
+  ConsumerSlots<Traits> slots;
+  unsigned q_phase = 0;  // this CTA's tiles so far, mod 2
+  for (int tile = tiles.first(); !tiles.done(tile); tile = tiles.next(tile), q_phase ^= 1u) {
+    const TmaForwardBlock at = tiles.block(params, tile);
+    mbarrier_wait_parity(smem.q_full, q_phase);  // Q landed (or the tile has no key)
+    // A warpgroup with no query row (a last, partly full block) passes the keys by. Persistent,
+    // it computes on the zero rows TMA filled in instead, and stores nothing of them: a second
+    // loop in the tile loop costs the main loop registers it does not have to spare.
+    if (!Traits::kPersistent && thread / 128 * 64 >= at.rows) {
+      pass_keys<Traits>(smem, at, slots, thread);
+    } else if constexpr (Traits::kOverlap) {
+      attend_overlapped<Traits>(smem, params, maps, at, slots, thread);
+    } else {
+      attend<Traits>(smem, params, maps, at, slots, thread);
+    }
+    if (thread % 128 == 0) mbarrier_arrive(smem.q_empty);  // its O store has read Q's tile
+  }
+}
+
+/// Grid (tma_forward_ctas when persistent: at most one CTA per SM, each walking tiles as
+/// TileSchedule says; else one CTA per tile, TileSchedule's count),
+/// block Traits::kThreads (the consumer warpgroups, then the producer warpgroup), dynamic shared
+/// memory Traits::kSharedBytes; `maps` as AttentionTmaMaps documents.
 template <class Traits>
 FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
     attention_forward_tma_kernel(AttentionForwardParams params,
                                  const FJ_GRID_CONSTANT AttentionTmaMaps maps) {
   const int thread = threadIdx.x;
-  const TmaForwardBlock at = tma_forward_block<Traits>(params);
+  const TileSchedule<Traits> tiles(params);
   const TmaForwardShared<Traits> smem =
       carve_tma_forward_shared<Traits>(dynamic_shared<unsigned char>());
   if (thread == 0) {
-    mbarrier_init(smem.q_full, 1);
-    smem.ring.init(Traits::kConsumerThreads);  // every consumer thread releases each slot
+    mbarrier_init(smem.q_full, 1);  // the producer's arrival (and Q's bytes)
+    mbarrier_init(smem.q_empty, Traits::kConsumerThreads / 128);  // each consumer warpgroup's
+    smem.k_ring.init(Traits::kConsumerThreads);  // every consumer thread releases each slot
+    smem.v_ring.init(Traits::kConsumerThreads);
   }
   __syncthreads();  // the barriers are initialised
 
@@ -59,16 +130,10 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
   if (thread < Traits::kConsumerThreads) {
     // The accumulators take the registers the producer gives up.
     if constexpr (kMoveRegisters) warpgroup_claim_registers<Traits::kConsumerRegisters>();
-    if (thread / 128 * 64 >= at.rows) {
-      pass_keys<Traits>(smem, at, thread);  // no row of this warpgroup is a query
-    } else if constexpr (Traits::kOverlap) {
-      attend_overlapped<Traits>(smem, params, maps, at, thread);
-    } else {
-      attend<Traits>(smem, params, maps, at, thread);
-    }
+    attend_tiles<Traits>(smem, params, maps, tiles, thread);
   } else {
     if constexpr (kMoveRegisters) warpgroup_release_registers<Traits::kProducerRegisters>();
-    if (thread == Traits::kConsumerThreads) load_query_keys_values<Traits>(smem, maps, at);
+    if (thread == Traits::kConsumerThreads) load_tiles<Traits>(smem, params, maps, tiles);
   }
 }
 

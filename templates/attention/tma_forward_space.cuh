@@ -21,7 +21,7 @@ constexpr int tma_forward_padded_head_dim(int head_dim) { return (head_dim + 63)
 constexpr int tma_forward_threads(int block_m) { return block_m / 64 * 128 + 128; }
 
 /// Registers a thread of the consumer and of the producer warpgroups keep after setmaxnreg,
-/// FlashAttention-3's split of the 64K register file (HOPPER-NOTES 1.2): 240 and 24 with two
+/// FlashAttention-3's split of the 64K register file: 240 and 24 with two
 /// consumer warpgroups, 160 and 32 with three. One consumer warpgroup (256 threads) has 255 a
 /// thread without it, so the kernel leaves registers alone there (0 here).
 struct TmaForwardRegisters {
@@ -35,13 +35,15 @@ constexpr TmaForwardRegisters tma_forward_registers(int block_m) {
 }
 
 /// Bytes of shared memory for (head_dim, Br, Bc, stages, P in shared memory): Q (which O
-/// reuses on its way out), the ring's K and V, P's tile when it goes through shared memory,
-/// the barriers, and 1024 bytes to align the swizzled tiles.
+/// reuses on its way out), the K ring's and the V ring's `stages` slots each, P's tile when it
+/// goes through shared memory, the barriers (Q's full and empty ones, and a full and an empty
+/// one per slot), and
+/// 1024 bytes to align the swizzled tiles.
 constexpr int tma_forward_shared_bytes(int head_dim, int block_m, int block_n, int stages,
                                        bool p_in_shared = false) {
   const int tile = 2 * tma_forward_padded_head_dim(head_dim);  // bytes per row of a 16-bit tile
   return 1024 + block_m * tile + 2 * stages * block_n * tile +
-         (p_in_shared ? block_m * block_n * 2 : 0) + (1 + 2 * stages) * 8;
+         (p_in_shared ? block_m * block_n * 2 : 0) + (2 + 4 * stages) * 8;
 }
 
 /// Whether the warp-specialized forward takes (head_dim, Br, Bc, stages, P in shared memory):
@@ -66,19 +68,31 @@ constexpr bool tma_forward_schedule_valid(int block_m, int stages, bool overlap,
   return (!overlap || stages >= 2) && (!pingpong || (overlap && block_m == 128));
 }
 
+/// CTAs of a launch over `tiles` tiles (TileSchedule) on a GPU of `sm_count` SMs: one per SM
+/// (a CTA takes most of an SM's shared memory), never more than there are tiles (one per tile
+/// when the SM count is unknown, 0).
+constexpr int tma_forward_ctas(long long tiles, int sm_count) {
+  return int(sm_count > 0 && tiles > sm_count ? sm_count : tiles);
+}
+
 /// The tiles the runtime offers on sm_90a: Br one to three consumer warpgroups, and Bc
-/// FlashAttention-3's choices for 16-bit inputs (HOPPER-NOTES 1.3: 176 at head dim 128, 112
+/// FlashAttention-3's choices for 16-bit inputs (176 at head dim 128, 112
 /// or 96 at 192, 80 at 256, 128 elsewhere) and 64.
 inline constexpr int kTmaBlockM[] = {64, 128, 192};
 inline constexpr int kTmaBlockN[] = {64, 80, 96, 112, 128, 176};
 
+/// The stages (slots of the K ring and of the V ring each) the runtime offers: two,
+/// FlashAttention-3's on sm_90, and three, which lets the loads run two blocks ahead of the
+/// slowest consumer warpgroup where shared memory holds them.
+inline constexpr int kTmaStages[] = {2, 3};
+
 /// Whether the runtime offers (head_dim, Br, Bc, warps, stages, P in shared memory): a valid
-/// one (tma_forward_valid) with two K/V stages (FlashAttention-3's on sm_90) and `warps`
-/// counting the producer warpgroup's 4.
+/// one (tma_forward_valid) with two or three stages, and `warps` counting the producer
+/// warpgroup's 4.
 constexpr bool tma_forward_config_valid(int head_dim, int block_m, int block_n, int warps,
                                         int stages, bool p_in_shared) {
-  return tma_forward_valid(head_dim, block_m, block_n, stages, p_in_shared) && stages == 2 &&
-         warps * 32 == tma_forward_threads(block_m);
+  return tma_forward_valid(head_dim, block_m, block_n, stages, p_in_shared) &&
+         (stages == 2 || stages == 3) && warps * 32 == tma_forward_threads(block_m);
 }
 
 }  // namespace flashjit

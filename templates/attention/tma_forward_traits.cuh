@@ -26,7 +26,8 @@ struct AttentionTmaMaps {
 };
 
 template <typename Element_, int HeadDim, int BlockM, int BlockN, MaskKind Mask, bool Softcap,
-          int Stages = 2, bool Overlap = false, bool Pingpong = false, bool PShared = false>
+          int Stages = 2, bool Overlap = false, bool Pingpong = false, bool PShared = false,
+          bool Persistent = false>
 struct TmaForwardTraits {
   static_assert(tma_forward_valid(HeadDim, BlockM, BlockN, Stages, PShared),
                 "invalid TMA forward traits: see tma_forward_valid (head dim 64 to 256 in "
@@ -40,7 +41,7 @@ struct TmaForwardTraits {
   static constexpr int kHeadDimPadded = tma_forward_padded_head_dim(HeadDim);
   static constexpr int kBlockM = BlockM;  // Br: 64 query rows per consumer warpgroup
   static constexpr int kBlockN = BlockN;  // Bc
-  static constexpr int kStages = Stages;  // K/V slots in the ring
+  static constexpr int kStages = Stages;  // slots in each of the K and the V ring
   static constexpr int kConsumerThreads = BlockM / 64 * 128;
   static constexpr int kThreads = tma_forward_threads(BlockM);  // consumers, then the producer
   static constexpr MaskKind kMask = Mask;
@@ -48,6 +49,8 @@ struct TmaForwardTraits {
   static constexpr bool kOverlap = Overlap;    // the softmax under the next products
   static constexpr bool kPingpong = Pingpong;  // two warpgroups take turns at the products
   static constexpr bool kPShared = PShared;    // O += P V reads P from shared memory (SS)
+  // One CTA per SM walks many tiles (TileSchedule); without, one CTA per tile.
+  static constexpr bool kPersistent = Persistent;
   // setmaxnreg's counts (0: none), each thread's registers after it.
   static constexpr int kConsumerRegisters = tma_forward_registers(BlockM).consumer;
   static constexpr int kProducerRegisters = tma_forward_registers(BlockM).producer;
@@ -56,22 +59,26 @@ struct TmaForwardTraits {
   using KVTile = swizzled_tile<Element, BlockN, kHeadDimPadded>;  // K and V alike
   // P on its way to O += P V when PShared (a placeholder of one panel otherwise, never carved).
   using PTile = swizzled_tile<Element, BlockM, PShared ? BlockN : 64>;
-  using Ring = PipelineRing<Stages>;
+  using Ring = PipelineRing<Stages>;  // one for K, one for V
   static constexpr int kSharedBytes =
       tma_forward_shared_bytes(HeadDim, BlockM, BlockN, Stages, PShared);
 };
 
-/// The kernel's shared memory, carved from the dynamic buffer. The ring's slots are computed
-/// from slot 0 (not an array of tiles: indexing one by the run-time stage would put it on the
-/// stack).
+/// The kernel's shared memory, carved from the dynamic buffer. K and V have rings of their
+/// own, so that a K slot is free again as soon as S = Q Kᵀ has read it (FlashAttention-3's
+/// separate pipelines): the next blocks' K loads then run ahead of the math instead of waiting
+/// for P V. The rings' slots are computed from slot 0 (not an array of tiles: indexing one by
+/// the run-time stage would put it on the stack).
 template <class Traits>
 struct TmaForwardShared {
   using KVTile = typename Traits::KVTile;
-  typename Traits::QTile q;    // (kBlockM, kHeadDimPadded): Q, then O on its way out
-  KVTile k0, v0;               // (kBlockN, kHeadDimPadded): slot 0 of K and of V
-  typename Traits::PTile p;    // (kBlockM, kBlockN): P, when it goes through shared memory
-  mbarrier_t* q_full;          // Q has landed
-  typename Traits::Ring ring;  // K and V slots: full and empty barriers
+  typename Traits::QTile q;      // (kBlockM, kHeadDimPadded): Q, then O on its way out
+  KVTile k0, v0;                 // (kBlockN, kHeadDimPadded): slot 0 of K and of V
+  typename Traits::PTile p;      // (kBlockM, kBlockN): P, when it goes through shared memory
+  mbarrier_t* q_full;            // Q has landed
+  mbarrier_t* q_empty;           // the consumers' O has left Q's tile
+  typename Traits::Ring k_ring;  // K slots: full and empty barriers
+  typename Traits::Ring v_ring;  // V slots
 
   FJ_DEVICE KVTile k(int stage) const { return {k0.data + stage * KVTile::kBytes / 2}; }
   FJ_DEVICE KVTile v(int stage) const { return {v0.data + stage * KVTile::kBytes / 2}; }
@@ -89,7 +96,9 @@ FJ_DEVICE TmaForwardShared<Traits> carve_tma_forward_shared(unsigned char* base)
   base += Traits::kStages * KVTile::kBytes;
   if constexpr (Traits::kPShared) smem.p = carve_tile<typename Traits::PTile>(base);
   smem.q_full = reinterpret_cast<mbarrier_t*>(base);
-  smem.ring = typename Traits::Ring{smem.q_full + 1};
+  smem.q_empty = smem.q_full + 1;
+  smem.k_ring = typename Traits::Ring{smem.q_full + 2};
+  smem.v_ring = typename Traits::Ring{smem.q_full + 2 + 2 * Traits::kStages};
   return smem;
 }
 

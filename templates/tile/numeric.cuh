@@ -133,6 +133,14 @@ FJ_DEVICE float fma_rn(float a, float b, float c) { return __fmaf_rn(a, b, c); }
 inline float fma_rn(float a, float b, float c) { return std::fma(a, b, c); }
 #endif
 
+/// The larger of a and b (the other where one is NaN): one max.f32 on the device, where a
+/// compare and a select would take two instructions.
+#if defined(FJ_DEVICE_CODE)
+FJ_DEVICE float max_float(float a, float b) { return fmaxf(a, b); }
+#else
+inline float max_float(float a, float b) { return std::fmax(a, b); }
+#endif
+
 /// log2(x), the hardware approximation on the device.
 #if defined(FJ_DEVICE_CODE)
 FJ_DEVICE float log2_approx(float x) {

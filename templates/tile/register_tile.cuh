@@ -86,13 +86,12 @@ FJ_DEVICE void for_each_in_row(Tile& tile, F f) {
 /// rows[r] = max(rows[r], max over the row's columns), across the quad sharing the row.
 template <int Rows, int Cols>
 FJ_DEVICE void row_max(const acc_tile<Rows, Cols>& tile, row_vec<Rows>& rows) {
-  for_each_in_row(tile, [&](int r, float x) { rows.v[r] = x > rows.v[r] ? x : rows.v[r]; });
+  for_each_in_row(tile, [&](int r, float x) { rows.v[r] = max_float(rows.v[r], x); });
 #pragma unroll
   for (int r = 0; r < Rows / 16 * 2; ++r) {
 #pragma unroll
     for (int lane_mask = 1; lane_mask < 4; lane_mask *= 2) {
-      const float other = shuffle_xor(rows.v[r], lane_mask);
-      rows.v[r] = other > rows.v[r] ? other : rows.v[r];
+      rows.v[r] = max_float(rows.v[r], shuffle_xor(rows.v[r], lane_mask));
     }
   }
 }

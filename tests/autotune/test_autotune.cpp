@@ -99,7 +99,14 @@ TEST_CASE("candidates: the whole space, one default, FLOPs") {
       return c.name.ends_with(".wgmma") || c.name.find(".tma") != std::string::npos;
     });
   };
-  CHECK(hopper(candidates) == 4 + 56);
+  // wgmma; TMA: 56 with two stages, 24 with three, and the 56 overlapped ones persistent
+  CHECK(hopper(candidates) == 4 + 136);
+  CHECK(std::count_if(candidates.begin(), candidates.end(), [](const Candidate& c) {
+          return c.name.find(".s3.tma.overlap") != std::string::npos;
+        }) == 48);
+  CHECK(std::count_if(candidates.begin(), candidates.end(), [](const Candidate& c) {
+          return c.name.ends_with(".persistent");
+        }) == 56);
   CHECK(hopper(enumerate_candidates(p, "sm_80")) == 0);
   CHECK(find(candidates, "br128.bc176.w12.s2.tma.overlap.pingpong").is_default);
   CHECK_FALSE(find(candidates, "br128.bc128.w8.s1.wgmma").is_default);
@@ -209,6 +216,23 @@ TEST_CASE("occupancy arithmetic") {
   CHECK(blocks_per_sm(32, 128, 100 * 1024, 227 * 1024, "sm_90a") == 2);  // shared bound
   CHECK(blocks_per_sm(32, 128, 228 * 1024, 227 * 1024, "sm_90a") == 0);
   CHECK(blocks_per_sm(16, 512, 0, 99 * 1024, "sm_89") == 3);  // 1536 threads per SM
+}
+
+TEST_CASE("a kernel with a ptxas performance advisory is pruned, naming it") {
+  detail::KernelSpec spec;
+  spec.role = "forward";
+  spec.threads = 384;
+  spec.dynamic_shared_bytes = 100 * 1024;
+  detail::ResourceUsage clean;
+  clean.registers = 168;
+  CHECK(resource_problem(spec, clean, 227 * 1024, "sm_90a").empty());
+  detail::ResourceUsage serialized = clean;
+  serialized.advisories = {"C7514: wgmma.mma_async instructions are serialized"};
+  const std::string why = resource_problem(spec, serialized, 227 * 1024, "sm_90a");
+  CHECK(why == "ptxas advisory in forward: C7514: wgmma.mma_async instructions are serialized");
+  detail::ResourceUsage spilling = serialized;
+  spilling.spill_store_bytes = 8;
+  CHECK(resource_problem(spec, spilling, 227 * 1024, "sm_90a") == "spills 8 B in forward");
 }
 
 TEST_CASE("resource pruning on real NVRTC reports") {

@@ -290,17 +290,19 @@ TEST_CASE("the config space lists every valid config once, in a fixed order") {
   // over 4 warps exceed the accumulator budget.
   // 18 tiles at 64, 16 at 128, each also with Q in registers where the registers allow (16 at
   // 64; 12 at 128, where 4 warps of 32 rows would need 224 or more), the wgmma path's 4 (Br
-  // and Bc 64 or 128) and the TMA path's 56 (Br 64, 128 or 192 by Bc 64, 80, 96, 112, 128 or
-  // 176, each with and without overlap, and with pingpong too at Br 128: 42; and again with P
-  // in shared memory where Bc is 64 or 128: 14).
-  CHECK(forward_configs(DType::bf16, 64, MaskKind::none, false).size() == 94);
-  CHECK(forward_configs(DType::bf16, 128, MaskKind::none, false).size() == 88);
+  // and Bc 64 or 128) and the TMA path's 56 with two stages (Br 64, 128 or 192 by Bc 64, 80,
+  // 96, 112, 128 or 176, each with and without overlap, and with pingpong too at Br 128: 42;
+  // and again with P in shared memory where Bc is 64 or 128: 14), plus the overlapped
+  // schedules' three-stage configs that fit in shared memory (32 at head dim 64, 24 at 128),
+  // and every overlapped config again persistent (64 at 64, 56 at 128).
+  CHECK(forward_configs(DType::bf16, 64, MaskKind::none, false).size() == 94 + 32 + 64);
+  CHECK(forward_configs(DType::bf16, 128, MaskKind::none, false).size() == 88 + 24 + 56);
   int tma_at_96 = 0;
   for (const ForwardConfig& config : forward_configs(DType::bf16, 96, MaskKind::none, false)) {
     CHECK(config.path != ForwardPath::wgmma);  // the wgmma path offers padded 64 and 128 only
     tma_at_96 += config.path == ForwardPath::tma ? 1 : 0;  // padded to 128 by whole panels
   }
-  CHECK(tma_at_96 == 56);
+  CHECK(tma_at_96 == 56 + 24 + 56);
   for (const ForwardConfig& config : forward_configs(DType::bf16, 56, MaskKind::none, false)) {
     CHECK(config.path != ForwardPath::tma);  // the TMA path starts at head dim 64
   }
@@ -657,9 +659,12 @@ TEST_CASE("attention-forward lists the compile matrix") {
     // and masks, 64 and 256 in bf16 without a mask.
     CHECK(defaults.size() == 32 * 2 * 2 + 2 * 2 * 2 + 6 * 6 + 1);  // + the index check
     // Every config of bf16 at 64 (34) and 128 (28), both masks, and on sm_90a the wgmma
-    // path's 4 and the TMA path's 56 at each, plus the other defaults.
-    const std::size_t hopper = std::string(arch) == "sm_90a" ? 2 * (4 + 56) : 0;
-    CHECK(all.size() == (34 + 28 + hopper) * 2 + defaults.size() - 4);
+    // path's 4 and the TMA path's (152 at 64 without a mask, 136 at 128 with one), plus the
+    // other defaults (the swept head dims' 4 are among the sweep; on sm_90a 2 of them are
+    // Hopper configs of the mask kind not swept, so listed as defaults).
+    const bool hopper = std::string(arch) == "sm_90a";
+    CHECK(all.size() == (34 + 28) * 2 + (hopper ? (4 + 152) + (4 + 136) : 0) +
+                            defaults.size() - (hopper ? 2 : 4));
     std::set<std::string> names;
     for (const auto& spec : all) {
       CHECK(spec.arch == arch);

@@ -1,7 +1,7 @@
 // The warp-specialized Hopper forward (templates/attention/tma_forward_kernel.cuh) on the CPU
 // emulator against the float64 reference, launched directly with its traits and with the
-// tensor maps built here the way a host builds them (from each tensor's strides, bshd or bhsd):
-// the runtime does not select it yet. The bar is the forward suite's: a relative L2 error of O
+// tensor maps built here the way a host builds them (from each tensor's strides, bshd or bhsd),
+// so that configs the runtime does not offer are covered too. The bar is the forward suite's: a relative L2 error of O
 // at most twice that of a plain attention in the input dtype, LSE close, every output written
 // (outputs start as NaN), and a clean report (races, proxy fences, mbarrier and TMA protocol).
 #include <doctest/doctest.h>
@@ -22,6 +22,10 @@ namespace {
 
 namespace em = flashjit::emulator;
 
+// CTAs of the persistent kernels here: fewer than most cases' tiles (a GPU has 132), so that a
+// CTA walks several tiles, some of them with no key or no valid row, in the order it would.
+constexpr int kTestCtas = 3;
+
 /// The tensor map of one attention tensor as AttentionTmaMaps documents it: rank 4 over
 /// {head_dim, seqlen, heads, batch} with the HeadTensor's strides (elements, so bshd and bhsd
 /// alike), boxes of 64 head-dim elements by `box_rows` rows, 128-byte swizzle.
@@ -41,15 +45,16 @@ em::TensorMap tensor_map(const HeadTensor& t, std::int64_t batch, std::int64_t s
   return map;
 }
 
-/// Runs `c` with Br = BlockM, Bc = BlockN and the consumers' schedule (the mask kind and dtype
-/// the case needs), with its tensor maps built as the host will, and judges it against the
+/// Runs `c` with Br = BlockM, Bc = BlockN, the consumers' schedule and Stages slots in each of
+/// the K and V rings (the mask kind and dtype the case needs), with its tensor maps built as the host will, and judges it against the
 /// reference. `seed`: the emulator explores orderings from it (unset: as the environment says;
 /// CTest sets FLASHJIT_EMULATOR_EXPLORE for this suite). Returns the launch's report.
 template <int HeadDim, int BlockM, int BlockN, bool Overlap = false, bool Pingpong = false,
-          bool PShared = false>
+          bool PShared = false, int Stages = 2, bool Persistent = false>
 em::Report check_case(const ForwardCase& c, std::optional<std::uint64_t> seed = std::nullopt) {
-  INFO(c.name() << " br" << BlockM << ".bc" << BlockN << (Overlap ? ".overlap" : "")
-                << (Pingpong ? ".pingpong" : "") << (PShared ? ".pshared" : ""));
+  INFO(c.name() << " br" << BlockM << ".bc" << BlockN << ".s" << Stages
+                << (Overlap ? ".overlap" : "") << (Pingpong ? ".pingpong" : "")
+                << (PShared ? ".pshared" : "") << (Persistent ? ".persistent" : ""));
   const Attention a = c.attention();
   DirectForwardBuffers buffers = direct_forward_buffers(c);
   const AttentionForwardParams params = direct_forward_params(c, buffers);
@@ -69,8 +74,13 @@ em::Report check_case(const ForwardCase& c, std::optional<std::uint64_t> seed = 
   em::Report report;
   dispatch_forward_traits(c, [&]<typename T, MaskKind Mask, bool Softcap>() {
     using Traits =
-        TmaForwardTraits<T, HeadDim, BlockM, BlockN, Mask, Softcap, 2, Overlap, Pingpong, PShared>;
+        TmaForwardTraits<T, HeadDim, BlockM, BlockN, Mask, Softcap, Stages, Overlap, Pingpong,
+                         PShared, Persistent>;
     em::LaunchConfig config = direct_forward_launch<Traits>(c, buffers, "attention_forward_tma");
+    // The tiles in one dimension; persistent, a few CTAs walk them, several tiles a CTA.
+    const std::int64_t tiles = std::int64_t(config.grid.x) * config.grid.y * config.grid.z;
+    config.grid = {static_cast<unsigned>(Persistent ? tma_forward_ctas(tiles, kTestCtas) : tiles),
+                   1, 1};
     if (seed) config.explore_seed = seed;
     report = em::launch(&attention_forward_tma_kernel<Traits>, config, params, maps);
   });
@@ -175,6 +185,88 @@ TEST_CASE("TMA forward on the emulator: P through shared memory (SS), every sche
   check_case<128, 128, 64, true, true, true>(window);
 }
 
+TEST_CASE("TMA forward on the emulator: three stages a ring, every schedule") {
+  ForwardCase causal = batched_case(1, 2, 1, 300, 250, 64);
+  causal.problem.causal = true;
+  check_case<64, 128, 64, true, true, false, 3>(causal);
+  check_case<64, 192, 64, true, false, false, 3>(causal);
+  check_case<128, 128, 128, true, true, false, 3>(batched_case(1, 1, 1, 200, 333, 128));
+  check_case<64, 128, 128, true, true, true, 3>(batched_case(1, 1, 1, 150, 333, 64, DType::f16));
+  ForwardCase window = batched_case(1, 4, 2, 129, 400, 96, DType::f16);
+  window.problem.window_left = 70;
+  window.problem.window_right = 5;
+  check_case<96, 128, 80, true, true, false, 3>(window);
+}
+
+// Persistent: 3 CTAs walk every tile (the rings and Q's barriers carry on from tile to tile),
+// among them tiles with no key at all (causal, seqlen_q above seqlen_k: O = 0, LSE = −inf),
+// tiles whose second warpgroup has no row, and tiles of other heads and batches.
+TEST_CASE("TMA forward on the emulator: persistent CTAs walk the tiles, every schedule") {
+  constexpr bool kOverlap = true, kPingpong = true, kPShared = true, kPersistent = true;
+  for (auto [seqlen_q, seqlen_k] : {std::pair{300, 100}, std::pair{100, 300}, std::pair{65, 65}}) {
+    ForwardCase c = batched_case(2, 2, 1, seqlen_q, seqlen_k, 64);
+    c.problem.causal = true;
+    check_case<64, 128, 64, kOverlap, kPingpong, false, 2, kPersistent>(c);
+    check_case<64, 64, 128, kOverlap, false, false, 2, kPersistent>(c);
+  }
+  check_case<128, 128, 128, kOverlap, kPingpong, false, 2, kPersistent>(
+      batched_case(1, 4, 2, 200, 333, 128));
+  check_case<128, 128, 128, kOverlap, kPingpong, false, 3, kPersistent>(
+      batched_case(2, 2, 2, 129, 129, 128, DType::f16));
+  check_case<64, 128, 128, kOverlap, kPingpong, kPShared, 2, kPersistent>(
+      batched_case(1, 3, 3, 150, 260, 64));
+  check_case<64, 192, 128, kOverlap, false, false, 2, kPersistent>(
+      batched_case(1, 2, 2, 400, 200, 64));
+  ForwardCase bhsd = batched_case(2, 3, 1, 77, 140, 256, DType::f16);
+  bhsd.layout = reference::Layout::bhsd;
+  check_case<256, 128, 64, kOverlap, false, false, 2, kPersistent>(bhsd);
+  ForwardCase window = batched_case(1, 4, 2, 300, 300, 96);
+  window.problem.window_left = 64;
+  window.problem.window_right = 0;
+  window.problem.softcap = 20.0;
+  check_case<96, 128, 128, kOverlap, kPingpong, false, 2, kPersistent>(window);
+  check_case<192, 128, 64, kOverlap, false, false, 2, kPersistent>(
+      batched_case(1, 2, 1, 70, 190, 192));
+  for (const std::uint64_t seed : {7u, 8u}) {  // copies landing early, try_wait failing
+    CAPTURE(seed);
+    ForwardCase causal = batched_case(1, 3, 1, 260, 200, 64);
+    causal.problem.causal = true;
+    const em::Report r =
+        check_case<64, 128, 64, kOverlap, kPingpong, false, 2, kPersistent>(causal, seed);
+    CHECK(r.schedule.early_landings > 0);
+    CHECK(r.schedule.failed_try_waits > 0);
+  }
+}
+
+// kv_loads_ahead (WorkCounters): with K and V on rings of their own, a K slot is free once
+// S = Q Kᵀ has read it, so the producer's next loads are under way before the consumers
+// reach them. (With one ring for both, freed only after P V, it was 0:
+// bench/results/2026-11-26-tma-forward-pipeline.md.)
+TEST_CASE("TMA forward on the emulator: the loads run ahead of the math") {
+  const ForwardCase c = batched_case(1, 1, 1, 128, 900, 128);  // one CTA, 8 to 15 key blocks
+  const em::Report pingpong2 = check_case<128, 128, 128, true, true>(c);
+  const em::Report pingpong3 = check_case<128, 128, 128, true, true, false, 3>(c);
+  const em::Report defaults = check_case<128, 128, 176, true, true>(c);  // hdim 128's default
+  const em::Report plain = check_case<128, 128, 64>(c);
+  // Persistent over 4 tiles on 3 CTAs: a CTA's second tile's first K is loaded with its first
+  // tile's last blocks, so the count holds across the tile boundary too.
+  const em::Report persistent = check_case<128, 128, 128, true, true, false, 2, true>(
+      batched_case(1, 4, 1, 128, 900, 128));
+  MESSAGE("kv_loads_ahead: pingpong s2 " << pingpong2.work.kv_loads_ahead << ", s3 "
+                                         << pingpong3.work.kv_loads_ahead << ", default "
+                                         << defaults.work.kv_loads_ahead << ", plain "
+                                         << plain.work.kv_loads_ahead);
+  CHECK(pingpong2.work.kv_loads_ahead >= 1);
+  CHECK(pingpong3.work.kv_loads_ahead >= 1);  // 2 in the middle; the next-to-last block has 1
+  CHECK(defaults.work.kv_loads_ahead >= 1);
+  CHECK(plain.work.kv_loads_ahead >= 1);
+  CHECK(persistent.work.kv_loads_ahead >= 1);
+  CHECK(persistent.work.ctas == 3);
+  // One key block: no load comes after the first, nothing to measure.
+  CHECK(check_case<128, 128, 128, true, true>(batched_case(1, 1, 1, 64, 64, 128))
+            .work.kv_loads_ahead == -1);
+}
+
 TEST_CASE("TMA forward on the emulator: copies landing early and try_wait failing change nothing") {
   ForwardCase causal = batched_case(1, 2, 1, 200, 170, 64);
   causal.problem.causal = true;
@@ -182,7 +274,8 @@ TEST_CASE("TMA forward on the emulator: copies landing early and try_wait failin
     CAPTURE(seed);
     const em::Report overlapped = check_case<64, 128, 64, true, true>(causal, seed);
     const em::Report plain = check_case<128, 64, 64>(batched_case(1, 1, 1, 129, 129, 128), seed);
-    for (const em::Report* report : {&overlapped, &plain}) {
+    const em::Report three = check_case<64, 128, 64, true, true, false, 3>(causal, seed);
+    for (const em::Report* report : {&overlapped, &plain, &three}) {
       CHECK(report->schedule.explored);
       CHECK(report->schedule.seed == seed);
       CHECK(report->schedule.early_landings > 0);

@@ -511,6 +511,20 @@ TEST_CASE("compile --op layernorm: the defaults compile for sm_80 and sm_90a wit
   }
 }
 
+// The persistent sm_90a forward: 140 query tiles (140 heads of one 128-row block) on H100's 132
+// SMs, so 8 CTAs walk two tiles; the result is checked against the float64 reference.
+TEST_CASE("run --emulate --arch sm_90a: 140 tiles on at most 132 persistent CTAs, PASS") {
+  TempDir dir;
+  const ChildResult run = flashjit_cli({"run", "--emulate", "--arch", "sm_90a", "--heads", "140",
+                                        "--seqlen-q", "128", "--seqlen-k", "128", "--head-dim",
+                                        "64", "--counters"},
+                                       dir.path().string());
+  REQUIRE_MESSAGE(run.exit_code == 0, run.output);
+  CHECK(contains(run.output, ".tma.overlap.pingpong.persistent.sm90a"));
+  CHECK(count_lines_with(run.output, "ctas                          132") == 1);
+  CHECK(contains(run.output, "PASS"));
+}
+
 TEST_CASE("run --op multiscale-attention: both masks on the emulator, the errors and PASS") {
   TempDir dir;
   for (const std::vector<std::string>& flags :

@@ -220,15 +220,17 @@ std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind m
       if (config.valid()) configs.push_back(config);
     }
   }
-  // Three stages only with the overlapped schedules: the plain loop waits for each product, so
-  // loads further ahead cannot help it.
+  // Three stages and the persistent schedule only with the overlapped schedules: the plain loop
+  // waits for each product, so loads further ahead cannot help it; persistent only with P in
+  // registers, whose configs are the ones that stay clear of spills.
   for (int block_m : kTmaBlockM) {
     for (int block_n : kTmaBlockN) {
       for (auto [overlap, pingpong] : {std::pair{false, false}, {true, false}, {true, true}}) {
         for (int stages : kTmaStages) {
           for (bool p_in_shared : {false, true}) {
             for (bool persistent : {false, true}) {
-              if (stages > 2 && !overlap) continue;
+              if ((stages > 2 || persistent) && !overlap) continue;
+              if (persistent && p_in_shared) continue;
               ForwardConfig config{dtype, head_dim, block_m, block_n,
                                    tma_forward_threads(block_m) / 32,
                                    stages, mask, softcap};

@@ -56,7 +56,8 @@ struct ForwardConfig {
   /// instead of registers (RS), which frees registers (FlashAttention-3 takes it up to head
   /// dim 96 with three consumer warpgroups).
   bool p_in_shared = false;
-  /// TMA path with overlap: one CTA per SM walks the (query block, head, batch) tiles, longest
+  /// TMA path with overlap (the space has it with P in registers): one CTA per SM walks the
+  /// (query block, head, batch) tiles, longest
   /// causal ones first, instead of one CTA per tile (templates/attention/tma_tile_schedule.cuh).
   bool persistent = false;
   /// Inference layouts, mma.sync path only (templates/attention/sequences.cuh): per-sequence

@@ -294,15 +294,15 @@ TEST_CASE("the config space lists every valid config once, in a fixed order") {
   // 96, 112, 128 or 176, each with and without overlap, and with pingpong too at Br 128: 42;
   // and again with P in shared memory where Bc is 64 or 128: 14), plus the overlapped
   // schedules' three-stage configs that fit in shared memory (32 at head dim 64, 24 at 128),
-  // and every overlapped config again persistent (64 at 64, 56 at 128).
-  CHECK(forward_configs(DType::bf16, 64, MaskKind::none, false).size() == 94 + 32 + 64);
-  CHECK(forward_configs(DType::bf16, 128, MaskKind::none, false).size() == 88 + 24 + 56);
+  // and every overlapped config with P in registers again persistent (48 at 64, 43 at 128).
+  CHECK(forward_configs(DType::bf16, 64, MaskKind::none, false).size() == 94 + 32 + 48);
+  CHECK(forward_configs(DType::bf16, 128, MaskKind::none, false).size() == 88 + 24 + 43);
   int tma_at_96 = 0;
   for (const ForwardConfig& config : forward_configs(DType::bf16, 96, MaskKind::none, false)) {
     CHECK(config.path != ForwardPath::wgmma);  // the wgmma path offers padded 64 and 128 only
     tma_at_96 += config.path == ForwardPath::tma ? 1 : 0;  // padded to 128 by whole panels
   }
-  CHECK(tma_at_96 == 56 + 24 + 56);
+  CHECK(tma_at_96 == 56 + 24 + 43);
   for (const ForwardConfig& config : forward_configs(DType::bf16, 56, MaskKind::none, false)) {
     CHECK(config.path != ForwardPath::tma);  // the TMA path starts at head dim 64
   }
@@ -436,7 +436,7 @@ TEST_CASE("forward specs name the traits and read like the config") {
   CHECK(tma_spec.header == "attention/tma_forward_kernel.cuh");
   CHECK(tma_spec.name_expression ==
         "flashjit::attention_forward_tma_kernel<flashjit::TmaForwardTraits<flashjit::half_t, 96, "
-        "128, 64, flashjit::MaskKind::window, true, 2, false, false, false>>");
+        "128, 64, flashjit::MaskKind::window, true, 2, false, false, false, false>>");
   CHECK(tma_spec.readable_name ==
         "attention_forward.hdim96.fp16.window.softcap.br128.bc64.w12.s2.tma");
   CHECK(tma_spec.threads == 384);
@@ -450,9 +450,24 @@ TEST_CASE("forward specs name the traits and read like the config") {
   REQUIRE(scheduled.valid());
   CHECK(forward_spec(scheduled, "sm_90a").name_expression ==
         "flashjit::attention_forward_tma_kernel<flashjit::TmaForwardTraits<flashjit::half_t, 96, "
-        "128, 64, flashjit::MaskKind::window, true, 2, true, true, false>>");
+        "128, 64, flashjit::MaskKind::window, true, 2, true, true, false, false>>");
   CHECK(forward_spec(scheduled, "sm_90a").readable_name ==
         "attention_forward.hdim96.fp16.window.softcap.br128.bc64.w12.s2.tma.overlap.pingpong");
+  ForwardConfig persistent = scheduled;
+  persistent.persistent = true;  // one CTA per SM walks the tiles
+  persistent.stages = 3;
+  REQUIRE(persistent.valid());
+  CHECK(forward_spec(persistent, "sm_90a").name_expression ==
+        "flashjit::attention_forward_tma_kernel<flashjit::TmaForwardTraits<flashjit::half_t, 96, "
+        "128, 64, flashjit::MaskKind::window, true, 3, true, true, false, true>>");
+  CHECK(forward_spec(persistent, "sm_90a").readable_name ==
+        "attention_forward.hdim96.fp16.window.softcap.br128.bc64.w12.s3.tma.overlap.pingpong."
+        "persistent");
+  persistent.overlap = persistent.pingpong = false;  // persistent comes with overlap
+  CHECK_FALSE(persistent.valid());
+  persistent.stages = 4;  // two or three slots a ring
+  persistent.overlap = true;
+  CHECK_FALSE(persistent.valid());
   scheduled.overlap = false;  // pingpong comes with overlap
   CHECK_FALSE(scheduled.valid());
   ForwardConfig pingpong_64 = tma;
@@ -659,12 +674,12 @@ TEST_CASE("attention-forward lists the compile matrix") {
     // and masks, 64 and 256 in bf16 without a mask.
     CHECK(defaults.size() == 32 * 2 * 2 + 2 * 2 * 2 + 6 * 6 + 1);  // + the index check
     // Every config of bf16 at 64 (34) and 128 (28), both masks, and on sm_90a the wgmma
-    // path's 4 and the TMA path's (152 at 64 without a mask, 136 at 128 with one), plus the
-    // other defaults (the swept head dims' 4 are among the sweep; on sm_90a 2 of them are
-    // Hopper configs of the mask kind not swept, so listed as defaults).
+    // path's 4 and the TMA path's 123 at 128 with a mask, plus the other defaults (the swept
+    // head dims' 4 are among the sweep; on sm_90a only one of them: the other 3 are Hopper
+    // configs the sweep leaves out, listed as defaults).
     const bool hopper = std::string(arch) == "sm_90a";
-    CHECK(all.size() == (34 + 28) * 2 + (hopper ? (4 + 152) + (4 + 136) : 0) +
-                            defaults.size() - (hopper ? 2 : 4));
+    CHECK(all.size() ==
+          (34 + 28) * 2 + (hopper ? 4 + 123 : 0) + defaults.size() - (hopper ? 1 : 4));
     std::set<std::string> names;
     for (const auto& spec : all) {
       CHECK(spec.arch == arch);

@@ -188,22 +188,23 @@ TEST_CASE("forward on an emulated sm_90a: the TMA path by default from head dim 
 TEST_CASE("forward on an emulated sm_90a: each CTA reads its Q rows and every K and V row once") {
   Runtime& runtime = hopper_emulator();
   runtime.reset_emulated_work();
-  // Three CTAs of Br = 128, the last with 64 rows: its second warpgroup has no query row and
-  // computes nothing.
+  // Three tiles of Br = 128 on three persistent CTAs (fewer tiles than SMs), the last with 64
+  // rows: its second warpgroup has no query row, computes on the zero rows TMA filled in (the
+  // persistent kernel does not branch around it) and stores nothing.
   const ForwardCase c = make_case(1, 1, 320, 320, 64);
   const ForwardVerdict verdict = run_forward_case(runtime, c);
   REQUIRE_MESSAGE(verdict.ok, verdict.describe());
   const std::vector<KernelWork> work = runtime.emulated_work();
   REQUIRE(work.size() == 1);
   CHECK(work.front().kernel ==
-        "attention_forward.hdim64.bf16.br128.bc128.w12.s2.tma.overlap.pingpong.sm90a");
+        "attention_forward.hdim64.bf16.br128.bc128.w12.s2.tma.overlap.pingpong.persistent.sm90a");
   constexpr std::uint64_t kRowBytes = 64 * 2;
   CHECK(work.front().work.ctas == 3);
   CHECK(work.front().work.global_bytes_read == 320 * kRowBytes + 3 * (2 * 320 * kRowBytes));
   CHECK(work.front().work.global_bytes_written == 320 * kRowBytes + 320 * 4);  // O and LSE
-  // Every query row once (no product for the idle warpgroup), each against the 384 keys of
-  // three whole Bc = 128 blocks (the last one's 64 past seqlen_k are TMA's zeros).
-  CHECK(work.front().work.tensor_flops == 4ull * 320 * 384 * 64);
+  // Every query row once and the idle warpgroup's 64, each against the 384 keys of three whole
+  // Bc = 128 blocks (the last one's 64 past seqlen_k are TMA's zeros).
+  CHECK(work.front().work.tensor_flops == 4ull * (320 + 64) * 384 * 64);
   CHECK(work.front().work.ldmatrix_bytes == 0);  // no operand goes through ldmatrix
 }
 

@@ -520,9 +520,9 @@ TEST_CASE("run --emulate --arch sm_90a: 140 tiles on at most 132 persistent CTAs
                                         "64", "--counters"},
                                        dir.path().string());
   REQUIRE_MESSAGE(run.exit_code == 0, run.output);
-  CHECK(contains(run.output, ".tma.overlap.pingpong.persistent.sm90a"));
+  CHECK(run.output.find(".tma.overlap.pingpong.persistent.sm90a") != std::string::npos);
   CHECK(count_lines_with(run.output, "ctas                          132") == 1);
-  CHECK(contains(run.output, "PASS"));
+  CHECK(run.output.find("PASS") != std::string::npos);
 }
 
 TEST_CASE("run --op multiscale-attention: both masks on the emulator, the errors and PASS") {

@@ -65,7 +65,7 @@ TEST_CASE("run --emulate --arch sm_90a runs the Hopper path, compiled for the ho
   CHECK(contains(
       first.out,
       "kernel:  attention_forward.hdim128.bf16.window.br128.bc128.w12.s2.tma.overlap.pingpong."
-      "sm90a "
+      "persistent.sm90a "
       "(heuristic default)"));
   CHECK(contains(first.out, "PASS"));
   CHECK_MESSAGE(count_lines_with(first.err, kCompiling) == 1, first.err);

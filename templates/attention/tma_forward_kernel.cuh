@@ -4,9 +4,9 @@
 // block by block, each into its own ring of Stages slots; one to three consumer warpgroups of
 // 64 query rows each wait for a full slot, compute S = Q Kᵀ (SS) and O += P V (RS, P from
 // registers) on wgmma straight from the swizzled tiles TMA wrote, and release K's slot once
-// S = Q Kᵀ has read it and V's once P V has (tma_forward_consumer.cuh, with the softmax overlapped with the products and pingpong
-// between two warpgroups as options). Softmax, mask and softcap are the other forward
-// kernels'.
+// S = Q Kᵀ has read it and V's once P V has (tma_forward_consumer.cuh, with the softmax
+// overlapped with the products and pingpong between two warpgroups as options). Softmax, mask
+// and softcap are the other forward kernels'.
 //
 // O leaves as FlashAttention-3's does: each warpgroup writes its rows into its own rows of Q's
 // tile (only its own, finished, wgmmas read them) and one of its threads stores them with TMA,
@@ -17,7 +17,7 @@
 //
 // Tiles of (query block, head, batch), the longest causal ones first (tma_tile_schedule.cuh).
 // Persistent, at most one CTA per SM walks them: the rings and Q's barriers carry on from one
-// tile to the next, so the next tile's first K loads under this tile's last steps.
+// tile to the next, so the next tile's first K and V load under this tile's last steps.
 //
 // Not done yet (FlashAttention-3 has them): cache hints, clusters and multicast.
 #include "attention/tma_forward_consumer.cuh"

@@ -33,16 +33,17 @@ TEST_CASE("autotune without a GPU: exit 1, says why and what works, writes nothi
   CHECK_FALSE(std::filesystem::exists(dir.path() / "v1" / "tuning"));
 }
 
-TEST_CASE("autotune --plan on sm_90a lists the candidates of head dims 64 and 128 with reasons") {
+// Head dim 64 only: the compile matrix's test compiles head dim 128's Hopper space already, and
+// CI has 2 cores.
+TEST_CASE("autotune --plan on sm_90a lists the candidates of head dim 64 with reasons") {
   TempDir dir;
-  const ChildResult result = flashjit_cli({"autotune", "--plan", "--arch", "sm_90a", "--head-dim",
-                                           "64,128", "--seqlen", "4096", "-j", "2"},
-                                          dir.path().string());
+  const ChildResult result = flashjit_cli(
+      {"autotune", "--plan", "--arch", "sm_90a", "--head-dim", "64", "--seqlen", "4096", "-j", "2"},
+      dir.path().string());
   REQUIRE_MESSAGE(result.exit_code == 0, result.output);
   CHECK(contains(result.output, "== plan: attention-forward bf16 hdim64 seqlen 4096"));
-  CHECK(contains(result.output, "== plan: attention-forward bf16 hdim128 seqlen 4096"));
-  CHECK(count_lines_with(result.output, "(default)") == 2);
-  CHECK(count_lines_with(result.output, "configs would be timed") == 2);
+  CHECK(count_lines_with(result.output, "(default)") == 1);
+  CHECK(count_lines_with(result.output, "configs would be timed") == 1);
   // Some configs spill on sm_90a (pruned on the report), some have ptxas performance advisories
   // (at head dim 64 the small TMA tiles need fewer registers than setmaxnreg expects at entry,
   // and ptxas ignores it: C7508), the rest are candidates.

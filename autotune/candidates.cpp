@@ -444,7 +444,8 @@ void prune_on_resources(std::vector<Candidate>& candidates, const std::string& a
             std::rethrow_exception(outcome.error);
           } catch (const std::exception& error) {
             const std::string message = error.what();
-            c.pruned = "compile failed (" + spec.role + "): " + message.substr(0, message.find('\n'));
+            c.pruned =
+                "compile failed (" + spec.role + "): " + message.substr(0, message.find('\n'));
           }
           return;
         }
@@ -458,7 +459,9 @@ std::string resource_problem(const detail::KernelSpec& spec, const detail::Resou
                              int shared_limit, const std::string& arch) {
   // Each kernel as it is launched (the delta pre-pass has its own block shape).
   const int shared = spec.dynamic_shared_bytes + r.static_shared_bytes;
-  if (r.spill_bytes() > 0) return "spills " + std::to_string(r.spill_bytes()) + " B in " + spec.role;
+  if (r.spill_bytes() > 0) {
+    return "spills " + std::to_string(r.spill_bytes()) + " B in " + spec.role;
+  }
   if (!r.advisories.empty()) return "ptxas advisory in " + spec.role + ": " + r.advisories.front();
   if (blocks_per_sm(r.registers, spec.threads, shared, shared_limit, arch) == 0) {
     return "zero occupancy in " + spec.role + " (" + std::to_string(r.registers) +

@@ -394,11 +394,11 @@ std::string describe_named_barrier_wait(const Machine& machine, int thread);
 void reset_register_budget(Machine& machine, std::size_t threads);
 /// Why `thread` waits in setmaxnreg.inc, for the deadlock report.
 std::string describe_register_wait(const Machine& machine, int thread);
-/// The TMA load in flight writing shared `offset`, or nullptr.
 /// Samples kv_loads_ahead for a wgmma whose B operand starts at shared `offset`: the batches
 /// of that operand's tensor map issued after the one that wrote it. The block's end folds the
 /// samples into the report (finish_async_proxy), but a map's first and last batches'.
 void count_loads_ahead(Machine& machine, std::uint32_t offset);
+/// The TMA load in flight writing shared `offset`, or nullptr.
 const TmaLoad* tma_load_covering(const Machine& machine, std::size_t offset);
 /// Reports (once, returning false) a byte of [offset, offset + bytes) that a thread last
 /// wrote through the generic proxy with no fence.proxy.async since, read now by the async

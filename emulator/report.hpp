@@ -80,8 +80,8 @@ struct WorkCounters {
   std::uint64_t ctas = 0;                  // blocks run
   std::uint64_t ldmatrix_bytes = 0;        // of shared_bytes_read, those ldmatrix read
   // The fewest load batches of a wgmma B operand's tensor map (K and V in attention) issued
-  // ahead of the batch the wgmma reads, when it issues; a map's first batch in a block is
-  // excepted. -1: no wgmma read a later batch. Shows whether loads run ahead of the math.
+  // ahead of the batch the wgmma reads, when it issues; a map's first and last batches in a
+  // block are excepted. -1: nothing measured. Shows whether loads run ahead of the math.
   std::int64_t kv_loads_ahead = -1;
 
   bool operator==(const WorkCounters&) const = default;

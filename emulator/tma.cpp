@@ -171,7 +171,10 @@ void land_at(Machine& m, std::size_t index) {
   land(m, load);
 }
 
-}  // namespace
+// fewest = the smaller of fewest and count, where -1 means none yet (and a count of -1 is none).
+void keep_fewest(std::int64_t& fewest, std::int64_t count) {
+  if (count >= 0) fewest = fewest < 0 ? count : std::min(fewest, count);
+}
 
 // The batch a load of `map` completing on `barrier` belongs to: the map's latest, or a new one
 // when the load completes on another barrier or phase.
@@ -192,6 +195,18 @@ std::uint32_t load_batch(Machine& m, const void* map, const Mbarrier& barrier) {
   return it->batches - 1;
 }
 
+// The block is over: kv_loads_ahead takes the fewest of each map's batches but its first and
+// last (after the last there was nothing left to load).
+void fold_loads_ahead(Machine& m) {
+  for (const MapLoads& loads : m.map_loads) {
+    for (std::size_t batch = 1; batch + 1 < loads.fewest_ahead.size(); ++batch) {
+      keep_fewest(m.report.work.kv_loads_ahead, loads.fewest_ahead[batch]);
+    }
+  }
+}
+
+}  // namespace
+
 void count_loads_ahead(Machine& m, std::uint32_t offset) {
   if (offset / kChunk >= m.load_origins.size()) return;
   const LoadOrigin origin = m.load_origins[offset / kChunk];
@@ -199,20 +214,7 @@ void count_loads_ahead(Machine& m, std::uint32_t offset) {
   const auto it = std::find_if(m.map_loads.begin(), m.map_loads.end(),
                                [&](const MapLoads& loads) { return loads.map == origin.map; });
   const std::int64_t ahead = std::int64_t(it->batches) - 1 - origin.batch;
-  std::int64_t& fewest = it->fewest_ahead[origin.batch];
-  fewest = fewest < 0 ? ahead : std::min(fewest, ahead);
-}
-
-// The block is over: kv_loads_ahead takes the fewest of each map's batches but its first and
-// last (after the last there was nothing left to load).
-void fold_loads_ahead(Machine& m) {
-  std::int64_t& fewest = m.report.work.kv_loads_ahead;
-  for (const MapLoads& loads : m.map_loads) {
-    for (std::size_t batch = 1; batch + 1 < loads.fewest_ahead.size(); ++batch) {
-      const std::int64_t ahead = loads.fewest_ahead[batch];
-      if (ahead >= 0) fewest = fewest < 0 ? ahead : std::min(fewest, ahead);
-    }
-  }
+  keep_fewest(it->fewest_ahead[origin.batch], ahead);
 }
 
 void reset_async_proxy(Machine& m, std::size_t threads) {

@@ -154,7 +154,8 @@ std::optional<ForwardConfig> tma_default(DType dtype, int head_dim, MaskKind mas
                                       : (masked ? 64 : 80);
   ForwardConfig config = tma_config(dtype, head_dim, mask, softcap, block_m, block_n);
   // Persistent where ptxas keeps it in registers: its tile loop costs the main loop a few
-  // registers, and with the larger tiles it spills (bench/results/2026-11-26-tma-forward-pipeline.md).
+  // registers, and with the larger tiles it spills
+  // (bench/results/2026-11-26-tma-forward-pipeline.md).
   config.persistent = padded <= 64 || (padded <= 128 && masked);
   if (!config.valid() || config.shared_bytes() > limit) return std::nullopt;
   return config;
@@ -229,7 +230,7 @@ std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind m
         for (int stages : kTmaStages) {
           for (bool p_in_shared : {false, true}) {
             for (bool persistent : {false, true}) {
-              if ((stages > 2 || persistent) && !overlap) continue;
+              if (stages > 2 && !overlap) continue;  // (persistent without overlap is invalid)
               if (persistent && p_in_shared) continue;
               ForwardConfig config{dtype, head_dim, block_m, block_n,
                                    tma_forward_threads(block_m) / 32,

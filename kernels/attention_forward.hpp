@@ -57,8 +57,8 @@ struct ForwardConfig {
   /// dim 96 with three consumer warpgroups).
   bool p_in_shared = false;
   /// TMA path with overlap (the space has it with P in registers): one CTA per SM walks the
-  /// (query block, head, batch) tiles, longest
-  /// causal ones first, instead of one CTA per tile (templates/attention/tma_tile_schedule.cuh).
+  /// (query block, head, batch) tiles, longest causal ones first, instead of one CTA per tile
+  /// (templates/attention/tma_tile_schedule.cuh).
   bool persistent = false;
   /// Inference layouts, mma.sync path only (templates/attention/sequences.cuh): per-sequence
   /// lengths and offsets, K/V in pages, the query heads of a key/value head packed into rows,

@@ -89,9 +89,9 @@ std::vector<detail::KernelSpec> layer_norm_specs(const std::string& arch, SpecSe
 }
 
 // The forward op's compile matrix. Every config is swept for bf16 at the two head dims most
-// models use (the Hopper paths' at one of them); every other (head dim, dtype, mask) gets
-// its heuristic default, which is what runs without tuning. Softcap defaults are added for the head dims of the models that use it (Grok:
-// 128, Gemma 2: 256).
+// models use (the Hopper paths' at one of them); every other (head dim, dtype, mask) gets its
+// heuristic default, which is what runs without tuning. Softcap defaults are added for the head
+// dims of the models that use it (Grok: 128, Gemma 2: 256).
 constexpr int kSweptHeadDims[] = {64, 128};
 constexpr int kSoftcapHeadDims[] = {128, 256};
 constexpr MaskKind kMaskKinds[] = {MaskKind::none, MaskKind::window};

@@ -22,10 +22,11 @@ struct WorkCounters {
   std::uint64_t ldmatrix_bytes = 0;
   /// Whether TMA loads run ahead of the math (the Hopper kernels): the fewest load batches of a
   /// wgmma B operand's tensor map (K or V, one block each) issued ahead of the batch the wgmma
-  /// reads, at the moment it issues, over every launch; each block's first batch of a map is
-  /// excepted. 0: some product waited on a load that started only after the previous block
-  /// was freed; 1 or more: the next block was already on its way. -1: nothing measured (no
-  /// wgmma read a later batch). Sums keep the fewest.
+  /// reads, at the moment it issues, over every launch; each block's first and last batch of a
+  /// map are excepted (nothing precedes the first, nothing is left to load after the last).
+  /// 0: some product waited on a load that started only after the previous block was freed;
+  /// 1 or more: the next block was already on its way. -1: nothing measured. Sums keep the
+  /// fewest.
   std::int64_t kv_loads_ahead = -1;
 
   WorkCounters& operator+=(const WorkCounters& other);

@@ -39,18 +39,18 @@ void check_attention_support(DType dtype, int head_dim) {
   }
 }
 
-void check_head_tensor(const TensorView& view, const std::string& name, std::int64_t batch,
+void check_head_tensor(const TensorView& view, std::string_view name, std::int64_t batch,
                        std::int64_t seqlen, std::int64_t heads, std::int64_t head_dim,
                        const char* dims) {
   check_shape(view, name, {batch, seqlen, heads, head_dim}, dims);
   if (view.strides[3] != 1) {
-    throw InvalidArgument(name + ".strides", "the head_dim stride is " +
+    throw InvalidArgument(std::string(name) + ".strides", "the head_dim stride is " +
                                                  std::to_string(view.strides[3]) + "; must be 1");
   }
   for (int d = 0; d < 3; ++d) {
     // A dimension of size 1 is never stepped along, so its stride does not matter.
     if (view.shape[d] > 1 && view.strides[d] % kVectorElements != 0) {
-      throw InvalidArgument(name + ".strides",
+      throw InvalidArgument(std::string(name) + ".strides",
                             "stride [" + std::to_string(d) + "] is " +
                                 std::to_string(view.strides[d]) +
                                 "; must be a multiple of 8 elements (the kernel moves 16 bytes "

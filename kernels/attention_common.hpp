@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "attention/forward_params.cuh"
@@ -35,7 +36,7 @@ void check_attention_support(DType dtype, int head_dim);
 /// exactly that shape (InvalidArgument(name + ".shape")), unit head_dim stride and the other
 /// strides multiples of 8 elements (name + ".strides"), data 16-byte aligned (name). `dims`
 /// names the sizes for the message, e.g. "[batch, seqlen_q, heads_q, head_dim]".
-void check_head_tensor(const TensorView& view, const std::string& name, std::int64_t batch,
+void check_head_tensor(const TensorView& view, std::string_view name, std::int64_t batch,
                        std::int64_t seqlen, std::int64_t heads, std::int64_t head_dim,
                        const char* dims);
 

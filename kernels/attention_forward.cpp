@@ -1,8 +1,12 @@
 #include "attention_forward.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <mutex>
 #include <numbers>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 
 #include "attention/key_window.cuh"
@@ -96,29 +100,26 @@ std::vector<detail::KernelBuffer> forward_buffers(const TensorView& q, const Ten
   return buffers;
 }
 
-/// Launches a validated call with a config already checked against it.
-void launch_forward(detail::RuntimeBackend& backend, const Attention& attention,
-                    const TensorView& q, const TensorView& k, const TensorView& v,
-                    const TensorView& o, const TensorView& lse, const ForwardConfig& config,
-                    Stream stream) {
-  const AttentionForwardParams params = forward_params(attention, q, k, v, o, lse);
-  const detail::KernelSpec spec = forward_spec(config, backend.info().arch());
-  const detail::LaunchShape shape = forward_launch_shape(config, attention, stream);
-  const std::vector<detail::KernelBuffer> buffers = forward_buffers(q, k, v, o, lse);
-  detail::Executor& executor = backend.executor();
-  if (config.path != ForwardPath::tma) {
-    detail::launch_kernel(executor, spec, shape, buffers, params);
-    return;
-  }
-  const detail::TensorMapParameter maps =
-      executor.tensor_maps(forward_tma_maps(params, attention, config.block_m, config.block_n));
+/// The launch of a validated call with a config already checked against it, on a device like
+/// `device` (its arch and SM count).
+ForwardLaunch forward_launch(const DeviceInfo& device, const Attention& attention,
+                             const TensorView& q, const TensorView& k, const TensorView& v,
+                             const TensorView& o, const TensorView& lse,
+                             const ForwardConfig& config, Stream stream) {
+  ForwardLaunch launch;
+  launch.params = forward_params(attention, q, k, v, o, lse);
+  launch.spec = &launch_forward_spec(config, device.arch());
+  launch.shape = forward_launch_shape(config, attention, stream);
+  launch.buffers = forward_buffers(q, k, v, o, lse);
+  if (config.path != ForwardPath::tma) return launch;
+  launch.maps = forward_tma_maps(launch.params, attention, config.block_m, config.block_n);
   // The grid above as tiles (TileSchedule), one CTA each, or persistent one CTA per SM.
-  const long long tiles = static_cast<long long>(shape.grid_x) * shape.grid_y * shape.grid_z;
-  detail::LaunchShape tiled = shape;
-  tiled.grid_x = static_cast<unsigned>(
-      config.persistent ? tma_forward_ctas(tiles, backend.info().sm_count) : tiles);
-  tiled.grid_y = tiled.grid_z = 1;
-  detail::launch_kernel(executor, spec, tiled, buffers, params, maps);
+  const long long tiles =
+      static_cast<long long>(launch.shape.grid_x) * launch.shape.grid_y * launch.shape.grid_z;
+  launch.shape.grid_x =
+      static_cast<unsigned>(config.persistent ? tma_forward_ctas(tiles, device.sm_count) : tiles);
+  launch.shape.grid_y = launch.shape.grid_z = 1;
+  return launch;
 }
 
 /// The TMA config of (Br, Bc) with FlashAttention-3's schedule: overlap everywhere, pingpong
@@ -399,6 +400,47 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
   return spec;
 }
 
+namespace {
+
+struct SpecKey {
+  ForwardConfig config;
+  std::string arch;
+  bool operator==(const SpecKey&) const = default;
+};
+
+struct SpecKeyHash {
+  std::size_t operator()(const SpecKey& key) const noexcept {
+    const ForwardConfig& c = key.config;
+    const std::uint64_t tiles =
+        static_cast<std::uint64_t>(c.head_dim) << 48 ^ static_cast<std::uint64_t>(c.block_m) << 32 ^
+        static_cast<std::uint64_t>(c.block_n) << 16 ^ static_cast<std::uint64_t>(c.warps) << 8 ^
+        static_cast<std::uint64_t>(c.stages);
+    const unsigned flags = static_cast<unsigned>(c.dtype) | static_cast<unsigned>(c.mask) << 4 |
+                           static_cast<unsigned>(c.path) << 8 | c.softcap << 12 |
+                           c.q_in_registers << 13 | c.overlap << 14 | c.pingpong << 15 |
+                           c.p_in_shared << 16 | c.persistent << 17 | c.varlen << 18 |
+                           c.paged << 19 | c.pack_gqa << 20 | c.split << 21;
+    return std::hash<std::uint64_t>{}(tiles) ^ std::hash<unsigned>{}(flags) * 31u ^
+           std::hash<std::string>{}(key.arch);
+  }
+};
+
+}  // namespace
+
+const detail::KernelSpec& launch_forward_spec(const ForwardConfig& config,
+                                              const std::string& arch) {
+  static std::mutex mutex;
+  static std::unordered_map<SpecKey, detail::KernelSpec, SpecKeyHash> specs;
+  SpecKey key{config, arch};
+  std::lock_guard lock(mutex);
+  auto found = specs.find(key);
+  if (found == specs.end()) {
+    // Node-based: the reference handed out outlives later insertions.
+    found = specs.emplace(std::move(key), forward_spec(config, arch)).first;
+  }
+  return found->second;
+}
+
 double visible_pairs(const Attention& attention) {
   const VisibleWindow window = visible_window(attention);
   struct MaskFields {  // what KeyWindow reads of the kernels' params
@@ -490,22 +532,42 @@ void attention_forward(detail::RuntimeBackend& backend, const Attention& attenti
   check_forward_config(config, attention, q, k, v, o);
   check_config_fits_device(config.shared_bytes(), backend.info());
   if (forward_is_empty(attention)) return;
-  launch_forward(backend, attention, q, k, v, o, lse, config, stream);
+  launch_planned_forward(backend.executor(),
+                         forward_launch(backend.info(), attention, q, k, v, o, lse, config, stream));
+}
+
+std::optional<ForwardLaunch> plan_attention_forward(const DeviceInfo& device, ConfigChoice& choice,
+                                                    const Attention& attention,
+                                                    const TensorView& q, const TensorView& k,
+                                                    const TensorView& v, const TensorView& o,
+                                                    const TensorView& lse, Stream stream) {
+  validate_forward_arguments(attention, q, k, v, o, lse);
+  if (forward_is_empty(attention)) return std::nullopt;
+  ForwardConfig config = choice.forward_config(attention, q.dtype);
+  if (config.path == ForwardPath::tma && !tma_tensor_problem(attention, q, k, v, o).empty()) {
+    // Tensors TMA cannot read: the best config of the other paths (its kernel name says so).
+    config = fallback_forward_config(config.dtype, config.head_dim, config.mask, config.softcap,
+                                     device.arch());
+  }
+  return forward_launch(device, attention, q, k, v, o, lse, config, stream);
+}
+
+void launch_planned_forward(detail::Executor& executor, const ForwardLaunch& launch) {
+  if (launch.maps.empty()) {
+    detail::launch_kernel(executor, *launch.spec, launch.shape, launch.buffers, launch.params);
+    return;
+  }
+  const detail::TensorMapParameter maps = executor.tensor_maps(launch.maps);
+  detail::launch_kernel(executor, *launch.spec, launch.shape, launch.buffers, launch.params, maps);
 }
 
 void run_attention_forward(detail::RuntimeBackend& backend, ConfigChoice& choice,
                            const Attention& attention, const TensorView& q, const TensorView& k,
                            const TensorView& v, const TensorView& o, const TensorView& lse,
                            Stream stream) {
-  validate_forward_arguments(attention, q, k, v, o, lse);
-  if (forward_is_empty(attention)) return;
-  ForwardConfig config = choice.forward_config(attention, q.dtype);
-  if (config.path == ForwardPath::tma && !tma_tensor_problem(attention, q, k, v, o).empty()) {
-    // Tensors TMA cannot read: the best config of the other paths (its kernel name says so).
-    config = fallback_forward_config(config.dtype, config.head_dim, config.mask, config.softcap,
-                                     backend.info().arch());
-  }
-  launch_forward(backend, attention, q, k, v, o, lse, config, stream);
+  const std::optional<ForwardLaunch> launch =
+      plan_attention_forward(backend.info(), choice, attention, q, k, v, o, lse, stream);
+  if (launch) launch_planned_forward(backend.executor(), *launch);
 }
 
 }  // namespace flashjit::kernels

@@ -13,6 +13,7 @@
 #include "flashjit/dtype.hpp"
 #include "flashjit/tensor.hpp"
 #include "runtime/device_context.hpp"
+#include "runtime/executor.hpp"
 #include "runtime/kernel_spec.hpp"
 #include "runtime/runtime_backend.hpp"
 
@@ -132,6 +133,11 @@ std::string tma_tensor_problem(const Attention& attention, const TensorView& q, 
 /// when they are off).
 detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& arch);
 
+/// forward_spec, made once per (config, arch) in a process and kept: the launch path's, so a
+/// call whose kernel is cached formats no name. The reference stays valid for the process.
+const detail::KernelSpec& launch_forward_spec(const ForwardConfig& config,
+                                              const std::string& arch);
+
 /// The mask kind a call needs: window when causal or a window limits some query row's keys
 /// for this call's sequence lengths, none when every row sees every key (e.g. causal decoding
 /// with seqlen_q = 1).
@@ -194,6 +200,16 @@ detail::LaunchShape forward_launch_shape(const ForwardConfig& config, const Atte
 void check_forward_config(const ForwardConfig& config, const Attention& attention,
                           const TensorView& q, const TensorView& k, const TensorView& v,
                           const TensorView& o);
+
+/// Everything Runtime::forward works out on the host before it calls the driver: the kernel,
+/// its grid, its arguments, the buffers it may touch and, on the TMA path, its tensor maps.
+struct ForwardLaunch {
+  const detail::KernelSpec* spec = nullptr;  ///< launch_forward_spec's: lives for the process
+  detail::LaunchShape shape;
+  AttentionForwardParams params{};
+  std::vector<detail::KernelBuffer> buffers;
+  std::vector<emulator::TensorMap> maps;  ///< q, k, v, o on the TMA path; else empty
+};
 
 /// Runtime::forward with an explicit config (tests, the autotuner) on `backend`. The config
 /// must match the call (see check_forward_config) and fit the device's shared memory.

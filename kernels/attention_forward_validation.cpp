@@ -15,7 +15,7 @@ namespace {
 
 namespace space = flashjit::attention_forward_space;
 
-void check_size(std::int64_t value, const std::string& name, std::int64_t least, std::int64_t limit,
+void check_size(std::int64_t value, const char* name, std::int64_t least, std::int64_t limit,
                 const char* why) {
   if (value < least || value > limit) {
     throw InvalidArgument(name, "is " + std::to_string(value) + "; must be from " +

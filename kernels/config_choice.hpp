@@ -2,6 +2,8 @@
 // How an op asks for the config of a call. kernels/ declares the question; the autotuner
 // answers it (autotune::TuningState, by the runtime's tuning policy), and the public Runtime
 // (api/) hands the one to the other, so kernels/ never depends on the autotuner.
+#include <optional>
+
 #include "flashjit/attention.hpp"
 #include "flashjit/dtype.hpp"
 #include "kernels/attention_backward.hpp"
@@ -50,6 +52,18 @@ void run_attention_forward(detail::RuntimeBackend& backend, ConfigChoice& choice
                            const Attention& attention, const TensorView& q, const TensorView& k,
                            const TensorView& v, const TensorView& o, const TensorView& lse,
                            Stream stream);
+
+/// run_attention_forward up to the launch: validates the call (InvalidArgument naming the
+/// argument), and for a non-empty one returns what to launch on a device like `device`, with
+/// the config `choice` gives; std::nullopt for an empty call.
+std::optional<ForwardLaunch> plan_attention_forward(const DeviceInfo& device, ConfigChoice& choice,
+                                                    const Attention& attention,
+                                                    const TensorView& q, const TensorView& k,
+                                                    const TensorView& v, const TensorView& o,
+                                                    const TensorView& lse, Stream stream);
+
+/// Launches a plan on `executor` (the tensor maps encoded in the executor's form first).
+void launch_planned_forward(detail::Executor& executor, const ForwardLaunch& launch);
 
 /// Runtime::backward on `backend`, as run_attention_forward.
 void run_attention_backward(detail::RuntimeBackend& backend, ConfigChoice& choice,

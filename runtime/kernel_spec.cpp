@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <regex>
 
 #include "flashjit/error.hpp"
 
@@ -45,9 +44,16 @@ std::size_t KernelSpecHash::operator()(const KernelSpec& spec) const noexcept {
 }
 
 void validate_arch(const std::string& arch) {
-  static const std::regex pattern("sm_([0-9]{2,3})a?");
-  std::smatch match;
-  if (!std::regex_match(arch, match, pattern) || std::stoi(match[1].str()) < 80) {
+  // "sm_", two or three digits, an optional "a" (checked by hand: this runs on every launch).
+  const std::size_t digits_end = arch.size() - (arch.ends_with('a') ? 1 : 0);
+  const std::size_t digits = digits_end > 3 ? digits_end - 3 : 0;
+  bool valid = arch.starts_with("sm_") && (digits == 2 || digits == 3);
+  int number = 0;
+  for (std::size_t i = 3; valid && i < digits_end; ++i) {
+    valid = arch[i] >= '0' && arch[i] <= '9';
+    number = number * 10 + (arch[i] - '0');
+  }
+  if (!valid || number < 80) {
     throw InvalidArgument("arch", "'" + arch +
                                       "' is not a supported target; expected sm_XY or sm_XYa "
                                       "with XY >= 80 (e.g. sm_80, sm_90a)");

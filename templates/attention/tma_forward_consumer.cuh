@@ -101,7 +101,7 @@ struct ConsumerRows {
                               const AttentionForwardParams& params, int key0) const {
     cap_scores<Traits::kSoftcap>(s, params);
     if (!window.block_fully_visible(first_row, last_row, key0, Traits::kBlockN)) {
-      mask_scores(window, s, first_row + warp_row0, key0, lane);
+      mask_scores_by_row(window, s, first_row + warp_row0, key0, lane);
     }
   }
 };

@@ -35,10 +35,14 @@ struct swizzled_tile {
   static constexpr int kBytes = kPanels * kPanelBytes;
   T* data;
 
-  /// The first byte of line `row` of panel `panel` (unswizzled: chunk 0 of line row % 8 of
+  /// The byte offset of line `row` of panel `panel` (unswizzled: chunk 0 of line row % 8 of
   /// an atom is in place).
+  FJ_HOST_DEVICE static constexpr unsigned line_offset(int panel, int row) {
+    return panel * kPanelBytes + row * kLineBytes;
+  }
+  /// That line's first byte.
   FJ_DEVICE unsigned char* line(int panel, int row) const {
-    return reinterpret_cast<unsigned char*>(data) + panel * kPanelBytes + row * kLineBytes;
+    return reinterpret_cast<unsigned char*>(data) + line_offset(panel, row);
   }
 
   /// Element (row, col), where the swizzle put it: chunk col % 64 / 8 of the line moves to
@@ -101,24 +105,36 @@ FJ_DEVICE void tma_store_rows(const tma_descriptor& map, const int (&origin)[Ran
   });
 }
 
-/// The descriptor of k16 step `step` of a K-major operand: rows [row0, row0 + 64) (A, row0 a
+/// The descriptor of k16 step 0 of a K-major operand: rows [row0, row0 + 64) (A, row0 a
 /// multiple of 8) or all rows (B, row0 = 0) of `tile`, whose columns are K.
 template <typename T, int Rows, int Cols>
-FJ_DEVICE unsigned long long k_major_descriptor(swizzled_tile<T, Rows, Cols> tile, int row0,
-                                                int step) {
+FJ_DEVICE unsigned long long k_major_descriptor(swizzled_tile<T, Rows, Cols> tile, int row0) {
+  using Tile = swizzled_tile<T, Rows, Cols>;
+  return advance_descriptor(make_descriptor(tile.data, /*leading (unused)=*/16, Tile::kAtomBytes,
+                                            WgmmaLayout::swizzle_128b),
+                            Tile::line_offset(0, row0));
+}
+/// The bytes from k16 step 0 to step `step` of a K-major operand: 32 per step within a panel,
+/// then the next panel.
+template <typename T, int Rows, int Cols>
+FJ_HOST_DEVICE constexpr unsigned k_major_step_bytes(swizzled_tile<T, Rows, Cols>, int step) {
   using Tile = swizzled_tile<T, Rows, Cols>;
   const int k0 = 16 * step;  // (the first k of the step)
-  return make_descriptor(tile.line(k0 / 64, row0) + k0 % 64 * 2, /*leading (unused)=*/16,
-                         Tile::kAtomBytes, WgmmaLayout::swizzle_128b);
+  return Tile::line_offset(k0 / 64, 0) + k0 % 64 * 2;
 }
 
-/// The descriptor of k16 step `step` of an MN-major operand: `tile`'s rows are K, its
-/// columns N (V as the B of P V).
+/// The descriptor of k16 step 0 of an MN-major operand: `tile`'s rows are K, its columns N
+/// (V as the B of P V).
 template <typename T, int Rows, int Cols>
-FJ_DEVICE unsigned long long mn_major_descriptor(swizzled_tile<T, Rows, Cols> tile, int step) {
+FJ_DEVICE unsigned long long mn_major_descriptor(swizzled_tile<T, Rows, Cols> tile) {
   using Tile = swizzled_tile<T, Rows, Cols>;
-  return make_descriptor(tile.line(0, 16 * step), Tile::kPanelBytes, Tile::kAtomBytes,
+  return make_descriptor(tile.data, Tile::kPanelBytes, Tile::kAtomBytes,
                          WgmmaLayout::swizzle_128b);
+}
+/// The bytes from k16 step 0 to step `step` of an MN-major operand: 16 lines per step.
+template <typename T, int Rows, int Cols>
+FJ_HOST_DEVICE constexpr unsigned mn_major_step_bytes(swizzled_tile<T, Rows, Cols>, int step) {
+  return swizzled_tile<T, Rows, Cols>::line_offset(0, 16 * step);
 }
 
 // The products S = Q Kᵀ and O += P V on these tiles are warpgroup_abt and warpgroup_ab of

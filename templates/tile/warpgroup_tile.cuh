@@ -31,10 +31,12 @@ struct core_matrix_tile {
   static constexpr int kBytes = Rows * Cols * 2;
   T* data;
 
-  /// The 16-byte chunk holding columns [8 chunk, 8 chunk + 8) of `row`.
-  FJ_DEVICE T* chunk_at(int row, int chunk) const {
-    return data + (row / 8 * kGroupBytes + chunk * kChunkBytes + row % 8 * 16) / 2;
+  /// The byte offset of the 16-byte chunk holding columns [8 chunk, 8 chunk + 8) of `row`.
+  FJ_HOST_DEVICE static constexpr unsigned chunk_offset(int row, int chunk) {
+    return row / 8 * kGroupBytes + chunk * kChunkBytes + row % 8 * 16;
   }
+  /// That chunk.
+  FJ_DEVICE T* chunk_at(int row, int chunk) const { return data + chunk_offset(row, chunk) / 2; }
 };
 
 /// Starts the block-wide copy of global rows [0, rows_valid), columns [0, cols_valid) (a
@@ -54,23 +56,32 @@ FJ_DEVICE void load_core_matrix_tile_async(core_matrix_tile<T, Rows, Cols> dst, 
   }
 }
 
-/// The descriptor of k16 step `step` of a K-major operand: rows [row0, row0 + 64) (A) or all
-/// rows (B, row0 = 0) of `tile`, whose columns are K. LBO: the next 8 k; SBO: the next 8 rows.
+/// The descriptor of k16 step 0 of a K-major operand: rows [row0, row0 + 64) (A) or all rows
+/// (B, row0 = 0) of `tile`, whose columns are K. LBO: the next 8 k; SBO: the next 8 rows.
 template <typename T, int Rows, int Cols>
-FJ_DEVICE unsigned long long k_major_descriptor(core_matrix_tile<T, Rows, Cols> tile, int row0,
-                                                int step) {
+FJ_DEVICE unsigned long long k_major_descriptor(core_matrix_tile<T, Rows, Cols> tile, int row0) {
   using Tile = core_matrix_tile<T, Rows, Cols>;
-  return make_descriptor(tile.chunk_at(row0, 2 * step), Tile::kChunkBytes, Tile::kGroupBytes,
-                         WgmmaLayout::interleave);
+  return advance_descriptor(
+      make_descriptor(tile.data, Tile::kChunkBytes, Tile::kGroupBytes, WgmmaLayout::interleave),
+      Tile::chunk_offset(row0, 0));
+}
+/// The bytes from k16 step 0 to step `step` of a K-major operand: two chunks per step.
+template <typename T, int Rows, int Cols>
+FJ_HOST_DEVICE constexpr unsigned k_major_step_bytes(core_matrix_tile<T, Rows, Cols>, int step) {
+  return core_matrix_tile<T, Rows, Cols>::chunk_offset(0, 2 * step);
 }
 
-/// The descriptor of k16 step `step` of an MN-major operand: `tile`'s rows are K, its columns
-/// N. LBO: the next 8 k (rows); SBO: the next 8 n (a chunk).
+/// The descriptor of k16 step 0 of an MN-major operand: `tile`'s rows are K, its columns N.
+/// LBO: the next 8 k (rows); SBO: the next 8 n (a chunk).
 template <typename T, int Rows, int Cols>
-FJ_DEVICE unsigned long long mn_major_descriptor(core_matrix_tile<T, Rows, Cols> tile, int step) {
+FJ_DEVICE unsigned long long mn_major_descriptor(core_matrix_tile<T, Rows, Cols> tile) {
   using Tile = core_matrix_tile<T, Rows, Cols>;
-  return make_descriptor(tile.chunk_at(16 * step, 0), Tile::kGroupBytes, Tile::kChunkBytes,
-                         WgmmaLayout::interleave);
+  return make_descriptor(tile.data, Tile::kGroupBytes, Tile::kChunkBytes, WgmmaLayout::interleave);
+}
+/// The bytes from k16 step 0 to step `step` of an MN-major operand: 16 rows per step.
+template <typename T, int Rows, int Cols>
+FJ_HOST_DEVICE constexpr unsigned mn_major_step_bytes(core_matrix_tile<T, Rows, Cols>, int step) {
+  return core_matrix_tile<T, Rows, Cols>::chunk_offset(16 * step, 0);
 }
 
 /// An accumulator tile as the flat register array wgmma takes (the same registers in the same
@@ -84,17 +95,19 @@ FJ_DEVICE float (&wgmma_registers(acc_tile<16, Cols>& acc))[Cols / 2] {
 /// at once: A is rows [a_row0, a_row0 + 64) of `a`, B the N rows of `b` (both K-major); this
 /// warp's 16 rows land in `acc` at the wgmma_wait_group that completes the group, and `acc`
 /// must not be touched before. Every thread of the warpgroup calls it. `Tile` is any shared
-/// layout with k_major_descriptor and mn_major_descriptor overloads: core_matrix_tile here,
+/// layout with k_major_descriptor, mn_major_descriptor and their _step_bytes overloads (step 0's
+/// descriptor is made once, each step adds its offset): core_matrix_tile here,
 /// swizzled_tile (tile/swizzled_tile.cuh) for TMA-loaded operands.
 template <typename T, int N, int K, int ARows, template <typename, int, int> class Tile>
 FJ_DEVICE void warpgroup_abt_async(acc_tile<16, N>& acc, Tile<T, ARows, K> a, int a_row0,
                                    Tile<T, N, K> b) {
   static_assert(K % 16 == 0 && ARows % 64 == 0, "whole k16 steps, 64-row warpgroup blocks");
+  const unsigned long long a_desc = k_major_descriptor(a, a_row0), b_desc = k_major_descriptor(b, 0);
   wgmma_fence();  // acc's registers were written before: order them before the wgmma
 #pragma unroll
   for (int step = 0; step < K / 16; ++step) {
-    wgmma_ss<T, N>(wgmma_registers(acc), k_major_descriptor(a, a_row0, step),
-                   k_major_descriptor(b, 0, step), /*scale_d=*/step > 0);
+    wgmma_ss<T, N>(wgmma_registers(acc), advance_descriptor(a_desc, k_major_step_bytes(a, step)),
+                   advance_descriptor(b_desc, k_major_step_bytes(b, step)), /*scale_d=*/step > 0);
   }
   wgmma_commit_group();
 }
@@ -115,11 +128,13 @@ template <typename T, int N, int K, template <typename, int, int> class Tile>
 FJ_DEVICE void warpgroup_ab_async(acc_tile<16, N>& acc, const operand_tile<T, 16, K>& p,
                                   Tile<T, K, N> b) {
   static_assert(K % 16 == 0, "whole k16 steps");
+  const unsigned long long b_desc = mn_major_descriptor(b);
   wgmma_fence();  // P's and acc's registers were written before
 #pragma unroll
   for (int step = 0; step < K / 16; ++step) {
     wgmma_rs<T, N, /*TransB=*/true>(wgmma_registers(acc), p.frag[0][step],
-                                    mn_major_descriptor(b, step), /*scale_d=*/true);
+                                    advance_descriptor(b_desc, mn_major_step_bytes(b, step)),
+                                    /*scale_d=*/true);
   }
   wgmma_commit_group();
 }
@@ -132,12 +147,13 @@ template <typename T, int N, int K, int ARows, template <typename, int, int> cla
 FJ_DEVICE void warpgroup_ab_async(acc_tile<16, N>& acc, Tile<T, ARows, K> a, int a_row0,
                                   Tile<T, K, N> b) {
   static_assert(K % 16 == 0 && ARows % 64 == 0, "whole k16 steps, 64-row warpgroup blocks");
+  const unsigned long long a_desc = k_major_descriptor(a, a_row0), b_desc = mn_major_descriptor(b);
   wgmma_fence();  // acc's registers were written before
 #pragma unroll
   for (int step = 0; step < K / 16; ++step) {
     wgmma_ss<T, N, /*TransA=*/false, /*TransB=*/true>(
-        wgmma_registers(acc), k_major_descriptor(a, a_row0, step), mn_major_descriptor(b, step),
-        /*scale_d=*/true);
+        wgmma_registers(acc), advance_descriptor(a_desc, k_major_step_bytes(a, step)),
+        advance_descriptor(b_desc, mn_major_step_bytes(b, step)), /*scale_d=*/true);
   }
   wgmma_commit_group();
 }

@@ -46,6 +46,15 @@ FJ_DEVICE unsigned long long make_descriptor(const void* tile, unsigned leading_
   return wgmma_descriptor_bits(start, leading_bytes, stride_bytes, layout);
 }
 
+/// `descriptor` moved `bytes` (a multiple of 16) on in shared memory. The start address is the
+/// low 14 bits of the descriptor as address / 16, and shared addresses stay below 256 KB
+/// (228 KB on sm_90), so the sum never carries out of the field: one add per k16 step instead
+/// of converting and masking an address for every wgmma.
+FJ_HOST_DEVICE constexpr unsigned long long advance_descriptor(unsigned long long descriptor,
+                                                               unsigned bytes) {
+  return descriptor + (bytes >> 4);
+}
+
 /// Whether T is .f16 (else .bf16, the only other 16-bit input written here).
 template <typename T>
 constexpr bool kWgmmaF16 = false;
@@ -75,7 +84,7 @@ FJ_DEVICE void wgmma_wait_group() {
 // that are not accumulators come first at fixed numbers and the accumulators follow at
 // %6 .. %(5 + N/2) for every N (inputs would be numbered after the accumulators, at numbers that
 // change with N): SS: %0 a-desc, %1 b-desc, %2 scale-d, %3..%5 unused; RS: %0..%3 A, %4 b-desc,
-// %5 scale-d. The transposes are immediates, so they are spelled into the instruction text.
+// %5 scale-d.
 //
 // FJ_WGMMA_D_N<N>(F) applies F(first register, its operand names) to the accumulator registers
 // of m64nNk16 four at a time: each line adds the next four to the previous N's. F makes the
@@ -112,6 +121,46 @@ FJ_DEVICE void wgmma_wait_group() {
 #define FJ_WGMMA_D_N240(F) FJ_WGMMA_D_N232(F) F(116, ", %122, %123, %124, %125")
 #define FJ_WGMMA_D_N248(F) FJ_WGMMA_D_N240(F) F(120, ", %126, %127, %128, %129")
 #define FJ_WGMMA_D_N256(F) FJ_WGMMA_D_N248(F) F(124, ", %130, %131, %132, %133")
+// The transposes are "n" inputs (immediates), numbered after the outputs: m64nNk16's first two
+// inputs are %(6 + N/2) and %(7 + N/2). One asm per N and type then serves every transpose.
+// clang-format off
+#define FJ_WGMMA_IMM_N8 10, 11
+#define FJ_WGMMA_IMM_N16 14, 15
+#define FJ_WGMMA_IMM_N24 18, 19
+#define FJ_WGMMA_IMM_N32 22, 23
+#define FJ_WGMMA_IMM_N40 26, 27
+#define FJ_WGMMA_IMM_N48 30, 31
+#define FJ_WGMMA_IMM_N56 34, 35
+#define FJ_WGMMA_IMM_N64 38, 39
+#define FJ_WGMMA_IMM_N72 42, 43
+#define FJ_WGMMA_IMM_N80 46, 47
+#define FJ_WGMMA_IMM_N88 50, 51
+#define FJ_WGMMA_IMM_N96 54, 55
+#define FJ_WGMMA_IMM_N104 58, 59
+#define FJ_WGMMA_IMM_N112 62, 63
+#define FJ_WGMMA_IMM_N120 66, 67
+#define FJ_WGMMA_IMM_N128 70, 71
+#define FJ_WGMMA_IMM_N136 74, 75
+#define FJ_WGMMA_IMM_N144 78, 79
+#define FJ_WGMMA_IMM_N152 82, 83
+#define FJ_WGMMA_IMM_N160 86, 87
+#define FJ_WGMMA_IMM_N168 90, 91
+#define FJ_WGMMA_IMM_N176 94, 95
+#define FJ_WGMMA_IMM_N184 98, 99
+#define FJ_WGMMA_IMM_N192 102, 103
+#define FJ_WGMMA_IMM_N200 106, 107
+#define FJ_WGMMA_IMM_N208 110, 111
+#define FJ_WGMMA_IMM_N216 114, 115
+#define FJ_WGMMA_IMM_N224 118, 119
+#define FJ_WGMMA_IMM_N232 122, 123
+#define FJ_WGMMA_IMM_N240 126, 127
+#define FJ_WGMMA_IMM_N248 130, 131
+#define FJ_WGMMA_IMM_N256 134, 135
+// clang-format on
+#define FJ_WGMMA_SS_IMMS(...) FJ_WGMMA_SS_IMMS_(__VA_ARGS__)
+#define FJ_WGMMA_SS_IMMS_(trans_a, trans_b) "%" #trans_a ", %" #trans_b
+#define FJ_WGMMA_RS_IMM(...) FJ_WGMMA_RS_IMM_(__VA_ARGS__)
+#define FJ_WGMMA_RS_IMM_(trans_b, unused) "%" #trans_b
 #define FJ_WGMMA_LIST(first, names) names
 #define FJ_WGMMA_OPERANDS(first, names) \
   , "+f"(d[first]), "+f"(d[first + 1]), "+f"(d[first + 2]), "+f"(d[first + 3])
@@ -125,45 +174,37 @@ FJ_DEVICE void wgmma_wait_group() {
 // clang-format on
 
 // SS: scale-d as a predicate set from a register; imm-scale-a/b fixed at 1.
-#define FJ_WGMMA_SS_ASM(n, TYPE, TRANS_A, TRANS_B)                                               \
+#define FJ_WGMMA_SS_ASM(n, TYPE)                                                                  \
   asm volatile(                                                                                  \
       "{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n"                                                \
-      "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32." TYPE "." TYPE                            \
-      " {" FJ_WGMMA_D_N##n(FJ_WGMMA_LIST) "}, %0, %1, p, 1, 1, " #TRANS_A ", " #TRANS_B ";\n}\n" \
+      "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32." TYPE "." TYPE " {" FJ_WGMMA_D_N##n(       \
+          FJ_WGMMA_LIST) "}, %0, %1, p, 1, 1, " FJ_WGMMA_SS_IMMS(FJ_WGMMA_IMM_N##n) ";\n}\n"       \
       : "+l"(a_desc), "+l"(b_desc), "+r"(scale), "+r"(unused[0]), "+r"(unused[1]),               \
-        "+r"(unused[2])FJ_WGMMA_D_N##n(FJ_WGMMA_OPERANDS))
-#define FJ_WGMMA_SS_TRANS(n, TYPE)                                  \
-  if constexpr (!TransA && !TransB) FJ_WGMMA_SS_ASM(n, TYPE, 0, 0); \
-  if constexpr (!TransA && TransB) FJ_WGMMA_SS_ASM(n, TYPE, 0, 1);  \
-  if constexpr (TransA && !TransB) FJ_WGMMA_SS_ASM(n, TYPE, 1, 0);  \
-  if constexpr (TransA && TransB) FJ_WGMMA_SS_ASM(n, TYPE, 1, 1);
+        "+r"(unused[2])FJ_WGMMA_D_N##n(FJ_WGMMA_OPERANDS)                                        \
+      : "n"(TransA ? 1 : 0), "n"(TransB ? 1 : 0))
 #define FJ_WGMMA_SS_CASE(n)                \
   if constexpr (N == n && kWgmmaF16<T>) {  \
-    FJ_WGMMA_SS_TRANS(n, "f16")            \
+    FJ_WGMMA_SS_ASM(n, "f16");             \
   }                                        \
   if constexpr (N == n && !kWgmmaF16<T>) { \
-    FJ_WGMMA_SS_TRANS(n, "bf16")           \
+    FJ_WGMMA_SS_ASM(n, "bf16");            \
   }
 
-#define FJ_WGMMA_RS_ASM(n, TYPE, TRANS_B)                                                        \
+#define FJ_WGMMA_RS_ASM(n, TYPE)                                                                  \
   asm volatile(                                                                                  \
       "{\n.reg .pred p;\nsetp.ne.b32 p, %5, 0;\n"                                                \
-      "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32." TYPE "." TYPE                            \
-      " {" FJ_WGMMA_D_N##n(FJ_WGMMA_LIST) "}, {%0, %1, %2, %3}, %4, p, 1, 1, " #TRANS_B ";\n}\n" \
+      "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32." TYPE "." TYPE " {" FJ_WGMMA_D_N##n(       \
+          FJ_WGMMA_LIST) "}, {%0, %1, %2, %3}, %4, p, 1, 1, " FJ_WGMMA_RS_IMM(FJ_WGMMA_IMM_N##n)  \
+          ";\n}\n"                                                                               \
       : "+r"(a_regs[0]), "+r"(a_regs[1]), "+r"(a_regs[2]), "+r"(a_regs[3]), "+l"(b_desc),        \
-        "+r"(scale)FJ_WGMMA_D_N##n(FJ_WGMMA_OPERANDS))
-#define FJ_WGMMA_RS_CASE(n)                           \
-  if constexpr (N == n && kWgmmaF16<T> && !TransB) {  \
-    FJ_WGMMA_RS_ASM(n, "f16", 0);                     \
-  }                                                   \
-  if constexpr (N == n && kWgmmaF16<T> && TransB) {   \
-    FJ_WGMMA_RS_ASM(n, "f16", 1);                     \
-  }                                                   \
-  if constexpr (N == n && !kWgmmaF16<T> && !TransB) { \
-    FJ_WGMMA_RS_ASM(n, "bf16", 0);                    \
-  }                                                   \
-  if constexpr (N == n && !kWgmmaF16<T> && TransB) {  \
-    FJ_WGMMA_RS_ASM(n, "bf16", 1);                    \
+        "+r"(scale)FJ_WGMMA_D_N##n(FJ_WGMMA_OPERANDS)                                            \
+      : "n"(TransB ? 1 : 0))
+#define FJ_WGMMA_RS_CASE(n)                \
+  if constexpr (N == n && kWgmmaF16<T>) {  \
+    FJ_WGMMA_RS_ASM(n, "f16");             \
+  }                                        \
+  if constexpr (N == n && !kWgmmaF16<T>) { \
+    FJ_WGMMA_RS_ASM(n, "bf16");            \
   }
 
 /// d (this thread's N / 2 accumulators) = A · B (+ d when scale_d), A and B from descriptors;

@@ -131,7 +131,8 @@ TEST_CASE("arch names are validated") {
   for (const char* good : {"sm_80", "sm_86", "sm_90a", "sm_100a", "sm_120"}) {
     CHECK_NOTHROW(validate_arch(good));
   }
-  for (const char* bad : {"sm_75", "9.0", "sm90", "sm_90b", "", "compute_90"}) {
+  for (const char* bad : {"sm_75", "9.0", "sm90", "sm_90b", "", "compute_90", "sm_", "sm_a", "sm_9",
+                          "sm_1000", "sm_9x", "sm_90aa", "xm_90"}) {
     CHECK_THROWS_AS(validate_arch(bad), InvalidArgument);
   }
 }

@@ -46,7 +46,7 @@ void check_no_partial_overlap(const TensorView& output, const TensorView& input,
 
 /// `output` shares no element with `other` (memory_overlap.hpp: decided by elements, so
 /// interleaved slices of one buffer pass). `other_role` words the message.
-void check_disjoint(const TensorView& output, const TensorView& other,
-                    std::string_view output_name, std::string_view other_name, Role other_role);
+void check_disjoint(const TensorView& output, const TensorView& other, std::string_view output_name,
+                    std::string_view other_name, Role other_role);
 
 }  // namespace flashjit::kernels

@@ -44,8 +44,9 @@ void check_head_tensor(const TensorView& view, std::string_view name, std::int64
                        const char* dims) {
   check_shape(view, name, {batch, seqlen, heads, head_dim}, dims);
   if (view.strides[3] != 1) {
-    throw InvalidArgument(std::string(name) + ".strides", "the head_dim stride is " +
-                                                 std::to_string(view.strides[3]) + "; must be 1");
+    throw InvalidArgument(
+        std::string(name) + ".strides",
+        "the head_dim stride is " + std::to_string(view.strides[3]) + "; must be 1");
   }
   for (int d = 0; d < 3; ++d) {
     // A dimension of size 1 is never stepped along, so its stride does not matter.

@@ -420,7 +420,7 @@ struct SpecKeyHash {
                            c.q_in_registers << 13 | c.overlap << 14 | c.pingpong << 15 |
                            c.p_in_shared << 16 | c.persistent << 17 | c.varlen << 18 |
                            c.paged << 19 | c.pack_gqa << 20 | c.split << 21;
-    return std::hash<std::uint64_t>{}(tiles) ^ std::hash<unsigned>{}(flags) * 31u ^
+    return std::hash<std::uint64_t>{}(tiles) ^ std::hash<unsigned>{}(flags)*31u ^
            std::hash<std::string>{}(key.arch);
   }
 };
@@ -532,15 +532,15 @@ void attention_forward(detail::RuntimeBackend& backend, const Attention& attenti
   check_forward_config(config, attention, q, k, v, o);
   check_config_fits_device(config.shared_bytes(), backend.info());
   if (forward_is_empty(attention)) return;
-  launch_planned_forward(backend.executor(),
-                         forward_launch(backend.info(), attention, q, k, v, o, lse, config, stream));
+  launch_planned_forward(backend.executor(), forward_launch(backend.info(), attention, q, k, v, o,
+                                                            lse, config, stream));
 }
 
 std::optional<ForwardLaunch> plan_attention_forward(const DeviceInfo& device, ConfigChoice& choice,
-                                                    const Attention& attention,
-                                                    const TensorView& q, const TensorView& k,
-                                                    const TensorView& v, const TensorView& o,
-                                                    const TensorView& lse, Stream stream) {
+                                                    const Attention& attention, const TensorView& q,
+                                                    const TensorView& k, const TensorView& v,
+                                                    const TensorView& o, const TensorView& lse,
+                                                    Stream stream) {
   validate_forward_arguments(attention, q, k, v, o, lse);
   if (forward_is_empty(attention)) return std::nullopt;
   ForwardConfig config = choice.forward_config(attention, q.dtype);

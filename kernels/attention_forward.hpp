@@ -135,8 +135,7 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
 
 /// forward_spec, made once per (config, arch) in a process and kept: the launch path's, so a
 /// call whose kernel is cached formats no name. The reference stays valid for the process.
-const detail::KernelSpec& launch_forward_spec(const ForwardConfig& config,
-                                              const std::string& arch);
+const detail::KernelSpec& launch_forward_spec(const ForwardConfig& config, const std::string& arch);
 
 /// The mask kind a call needs: window when causal or a window limits some query row's keys
 /// for this call's sequence lengths, none when every row sees every key (e.g. causal decoding

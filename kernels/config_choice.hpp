@@ -57,10 +57,10 @@ void run_attention_forward(detail::RuntimeBackend& backend, ConfigChoice& choice
 /// argument), and for a non-empty one returns what to launch on a device like `device`, with
 /// the config `choice` gives; std::nullopt for an empty call.
 std::optional<ForwardLaunch> plan_attention_forward(const DeviceInfo& device, ConfigChoice& choice,
-                                                    const Attention& attention,
-                                                    const TensorView& q, const TensorView& k,
-                                                    const TensorView& v, const TensorView& o,
-                                                    const TensorView& lse, Stream stream);
+                                                    const Attention& attention, const TensorView& q,
+                                                    const TensorView& k, const TensorView& v,
+                                                    const TensorView& o, const TensorView& lse,
+                                                    Stream stream);
 
 /// Launches a plan on `executor` (the tensor maps encoded in the executor's form first).
 void launch_planned_forward(detail::Executor& executor, const ForwardLaunch& launch);

@@ -182,13 +182,6 @@ FJ_DEVICE void wgmma_wait_group() {
       : "+l"(a_desc), "+l"(b_desc), "+r"(scale), "+r"(unused[0]), "+r"(unused[1]),               \
         "+r"(unused[2])FJ_WGMMA_D_N##n(FJ_WGMMA_OPERANDS)                                        \
       : "n"(TransA ? 1 : 0), "n"(TransB ? 1 : 0))
-#define FJ_WGMMA_SS_CASE(n)                \
-  if constexpr (N == n && kWgmmaF16<T>) {  \
-    FJ_WGMMA_SS_ASM(n, "f16");             \
-  }                                        \
-  if constexpr (N == n && !kWgmmaF16<T>) { \
-    FJ_WGMMA_SS_ASM(n, "bf16");            \
-  }
 
 #define FJ_WGMMA_RS_ASM(n, TYPE)                                                                  \
   asm volatile(                                                                                  \
@@ -199,13 +192,16 @@ FJ_DEVICE void wgmma_wait_group() {
       : "+r"(a_regs[0]), "+r"(a_regs[1]), "+r"(a_regs[2]), "+r"(a_regs[3]), "+l"(b_desc),        \
         "+r"(scale)FJ_WGMMA_D_N##n(FJ_WGMMA_OPERANDS)                                            \
       : "n"(TransB ? 1 : 0))
-#define FJ_WGMMA_RS_CASE(n)                \
+// The asm of `form` (FJ_WGMMA_SS_ASM or FJ_WGMMA_RS_ASM) for N = n, in T's type.
+#define FJ_WGMMA_CASE(n, form)             \
   if constexpr (N == n && kWgmmaF16<T>) {  \
-    FJ_WGMMA_RS_ASM(n, "f16");             \
+    form(n, "f16");                        \
   }                                        \
   if constexpr (N == n && !kWgmmaF16<T>) { \
-    FJ_WGMMA_RS_ASM(n, "bf16");            \
+    form(n, "bf16");                       \
   }
+#define FJ_WGMMA_SS_CASE(n) FJ_WGMMA_CASE(n, FJ_WGMMA_SS_ASM)
+#define FJ_WGMMA_RS_CASE(n) FJ_WGMMA_CASE(n, FJ_WGMMA_RS_ASM)
 
 /// d (this thread's N / 2 accumulators) = A · B (+ d when scale_d), A and B from descriptors;
 /// TransA / TransB: that operand is MN-major.

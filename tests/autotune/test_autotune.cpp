@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <limits>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "autotune/tuner.hpp"
 #include "autotune/tuning_state.hpp"
 #include "flashjit/flashjit.hpp"
+#include "kernels/config_choice.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "support/temp_dir.hpp"
 
@@ -483,5 +485,63 @@ TEST_CASE("policy: backward() goes through the same choice, tuned under auto") {
                     tuning_key(p), forced);
     Runtime cached = emulated_runtime(TuningPolicy::cached);
     CHECK(config_name(choose_config(detail::tuning_of(cached), p)) == winner);
+  }
+}
+
+TEST_CASE("the forward's launch plan: one spec per config, TMA maps on sm_90a, checks first") {
+  TempDir cache_dir;
+  ScopedEnv cache_env("FLASHJIT_CACHE_DIR", cache_dir.path().c_str());
+  ScopedEnv policy_env("FLASHJIT_TUNING", nullptr);
+  Attention a;
+  a.batch = 2;
+  a.heads_q = 4;
+  a.heads_kv = 2;
+  a.seqlen_q = 300;
+  a.seqlen_k = 300;
+  a.head_dim = 128;
+  // Planning reads addresses, never elements: tensors that are not allocated stand in.
+  auto view = [](std::uintptr_t index, DType dtype, std::initializer_list<std::int64_t> shape) {
+    return TensorView::contiguous(reinterpret_cast<void*>(index << 32), dtype, shape);
+  };
+  const TensorView q = view(1, DType::bf16, {2, 300, 4, 128});
+  const TensorView k = view(2, DType::bf16, {2, 300, 2, 128});
+  const TensorView v = view(3, DType::bf16, {2, 300, 2, 128});
+  const TensorView o = view(4, DType::bf16, {2, 300, 4, 128});
+  const TensorView lse = view(5, DType::f32, {2, 4, 300});
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    CAPTURE(arch);
+    Runtime runtime(RuntimeOptions{
+        .backend = Backend::emulator, .tuning = TuningPolicy::cached, .emulated_arch = arch});
+    const DeviceInfo& device = detail::backend_of(runtime).info();
+    kernels::ConfigChoice& choice = detail::tuning_of(runtime);
+    auto plan = [&](const Attention& call, const TensorView& out) {
+      return kernels::plan_attention_forward(device, choice, call, q, k, v, out, lse, nullptr);
+    };
+    const std::optional<kernels::ForwardLaunch> first = plan(a, o), second = plan(a, o);
+    REQUIRE(first);
+    REQUIRE(second);
+    // The spec is made once and kept: the second call formats no kernel name.
+    CHECK(first->spec == second->spec);
+    const kernels::ForwardConfig config = choice.forward_config(a, DType::bf16);
+    CHECK(*first->spec == kernels::forward_spec(config, arch));
+    CHECK(first->buffers.size() == 5);
+    if (std::string(arch) == "sm_90a") {
+      REQUIRE(config.path == kernels::ForwardPath::tma);
+      CHECK(first->maps.size() == 4);  // q, k, v, o
+      CHECK(first->maps[0].global_address == q.data);
+    } else {
+      CHECK(first->maps.empty());
+    }
+    // Bad input is named before anything is planned; a call with no query plans nothing.
+    TensorView bad_o = o;
+    bad_o.data = q.data;
+    CHECK_THROWS_WITH_AS(plan(a, bad_o), doctest::Contains("'o'"), InvalidArgument);
+    Attention empty = a;
+    empty.seqlen_q = 0;
+    const TensorView q0 = view(6, DType::bf16, {2, 0, 4, 128});
+    const TensorView o0 = view(7, DType::bf16, {2, 0, 4, 128});
+    const TensorView lse0 = view(8, DType::f32, {2, 4, 0});
+    CHECK_FALSE(
+        kernels::plan_attention_forward(device, choice, empty, q0, k, v, o0, lse0, nullptr));
   }
 }

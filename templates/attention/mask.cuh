@@ -48,8 +48,8 @@ FJ_DEVICE void mask_scores_transposed(const Window& window, acc_tile<Rows, Cols>
 /// keeps the spans across the key loop, two registers a row, which the mma.sync kernels' 32-row
 /// warps at their register limit do not have (they spill).
 template <class Window, int Rows, int Cols>
-FJ_DEVICE void mask_scores_by_row(const Window& window, acc_tile<Rows, Cols>& s, int row0,
-                                  int key0, int lane) {
+FJ_DEVICE void mask_scores_by_row(const Window& window, acc_tile<Rows, Cols>& s, int row0, int key0,
+                                  int lane) {
   using Tile = acc_tile<Rows, Cols>;
   const int origin = key0 + fragment_col(0, 0, lane);  // the lane's first key
 #pragma unroll

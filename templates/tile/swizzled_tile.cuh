@@ -128,8 +128,7 @@ FJ_HOST_DEVICE constexpr unsigned k_major_step_bytes(swizzled_tile<T, Rows, Cols
 template <typename T, int Rows, int Cols>
 FJ_DEVICE unsigned long long mn_major_descriptor(swizzled_tile<T, Rows, Cols> tile) {
   using Tile = swizzled_tile<T, Rows, Cols>;
-  return make_descriptor(tile.data, Tile::kPanelBytes, Tile::kAtomBytes,
-                         WgmmaLayout::swizzle_128b);
+  return make_descriptor(tile.data, Tile::kPanelBytes, Tile::kAtomBytes, WgmmaLayout::swizzle_128b);
 }
 /// The bytes from k16 step 0 to step `step` of an MN-major operand: 16 lines per step.
 template <typename T, int Rows, int Cols>

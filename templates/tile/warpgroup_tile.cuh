@@ -102,7 +102,8 @@ template <typename T, int N, int K, int ARows, template <typename, int, int> cla
 FJ_DEVICE void warpgroup_abt_async(acc_tile<16, N>& acc, Tile<T, ARows, K> a, int a_row0,
                                    Tile<T, N, K> b) {
   static_assert(K % 16 == 0 && ARows % 64 == 0, "whole k16 steps, 64-row warpgroup blocks");
-  const unsigned long long a_desc = k_major_descriptor(a, a_row0), b_desc = k_major_descriptor(b, 0);
+  const unsigned long long a_desc = k_major_descriptor(a, a_row0),
+                           b_desc = k_major_descriptor(b, 0);
   wgmma_fence();  // acc's registers were written before: order them before the wgmma
 #pragma unroll
   for (int step = 0; step < K / 16; ++step) {

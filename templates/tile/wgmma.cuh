@@ -174,23 +174,23 @@ FJ_DEVICE void wgmma_wait_group() {
 // clang-format on
 
 // SS: scale-d as a predicate set from a register; imm-scale-a/b fixed at 1.
-#define FJ_WGMMA_SS_ASM(n, TYPE)                                                                  \
-  asm volatile(                                                                                  \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n"                                                \
-      "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32." TYPE "." TYPE " {" FJ_WGMMA_D_N##n(       \
-          FJ_WGMMA_LIST) "}, %0, %1, p, 1, 1, " FJ_WGMMA_SS_IMMS(FJ_WGMMA_IMM_N##n) ";\n}\n"       \
-      : "+l"(a_desc), "+l"(b_desc), "+r"(scale), "+r"(unused[0]), "+r"(unused[1]),               \
-        "+r"(unused[2])FJ_WGMMA_D_N##n(FJ_WGMMA_OPERANDS)                                        \
+#define FJ_WGMMA_SS_ASM(n, TYPE)                                                             \
+  asm volatile(                                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n"                                            \
+      "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32." TYPE "." TYPE " {" FJ_WGMMA_D_N##n(  \
+          FJ_WGMMA_LIST) "}, %0, %1, p, 1, 1, " FJ_WGMMA_SS_IMMS(FJ_WGMMA_IMM_N##n) ";\n}\n" \
+      : "+l"(a_desc), "+l"(b_desc), "+r"(scale), "+r"(unused[0]), "+r"(unused[1]),           \
+        "+r"(unused[2])FJ_WGMMA_D_N##n(FJ_WGMMA_OPERANDS)                                    \
       : "n"(TransA ? 1 : 0), "n"(TransB ? 1 : 0))
 
-#define FJ_WGMMA_RS_ASM(n, TYPE)                                                                  \
-  asm volatile(                                                                                  \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %5, 0;\n"                                                \
-      "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32." TYPE "." TYPE " {" FJ_WGMMA_D_N##n(       \
-          FJ_WGMMA_LIST) "}, {%0, %1, %2, %3}, %4, p, 1, 1, " FJ_WGMMA_RS_IMM(FJ_WGMMA_IMM_N##n)  \
-          ";\n}\n"                                                                               \
-      : "+r"(a_regs[0]), "+r"(a_regs[1]), "+r"(a_regs[2]), "+r"(a_regs[3]), "+l"(b_desc),        \
-        "+r"(scale)FJ_WGMMA_D_N##n(FJ_WGMMA_OPERANDS)                                            \
+#define FJ_WGMMA_RS_ASM(n, TYPE)                                                                \
+  asm volatile(                                                                                 \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %5, 0;\n"                                               \
+      "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32." TYPE "." TYPE                           \
+      " {" FJ_WGMMA_D_N##n(FJ_WGMMA_LIST) "}, {%0, %1, %2, %3}, %4, p, 1, 1, " FJ_WGMMA_RS_IMM( \
+          FJ_WGMMA_IMM_N##n) ";\n}\n"                                                           \
+      : "+r"(a_regs[0]), "+r"(a_regs[1]), "+r"(a_regs[2]), "+r"(a_regs[3]), "+l"(b_desc),       \
+        "+r"(scale)FJ_WGMMA_D_N##n(FJ_WGMMA_OPERANDS)                                           \
       : "n"(TransB ? 1 : 0))
 // The asm of `form` (FJ_WGMMA_SS_ASM or FJ_WGMMA_RS_ASM) for N = n, in T's type.
 #define FJ_WGMMA_CASE(n, form)             \

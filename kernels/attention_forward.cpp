@@ -168,7 +168,11 @@ bool ForwardConfig::valid() const {
   if (!dtype_supported(dtype)) return false;
   if (path != ForwardPath::tma && (overlap || pingpong || p_in_shared || persistent)) return false;
   if (persistent && !overlap) return false;
-  if (path != ForwardPath::mma_sync && inference_layout()) return false;
+  // The TMA path takes packed sequences (varlen, one CTA per tile); the other layouts and the
+  // wgmma path take none.
+  const bool tma_varlen =
+      path == ForwardPath::tma && varlen && !persistent && !paged && !pack_gqa && !split;
+  if (path != ForwardPath::mma_sync && inference_layout() && !tma_varlen) return false;
   if (paged && !varlen) return false;  // a paged cache has per-sequence key counts
   switch (path) {
     case ForwardPath::wgmma:
@@ -353,12 +357,12 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
         head_dim + tiles + mask + softcap + ">>";
   } else if (config.path == ForwardPath::tma) {
     spec.header = "attention/tma_forward_kernel.cuh";
-    spec.name_expression = "flashjit::attention_forward_tma_kernel<flashjit::TmaForwardTraits<" +
-                           element + head_dim + tiles + mask + softcap + ", " +
-                           std::to_string(config.stages) + (config.overlap ? ", true" : ", false") +
-                           (config.pingpong ? ", true" : ", false") +
-                           (config.p_in_shared ? ", true" : ", false") +
-                           (config.persistent ? ", true" : ", false") + ">>";
+    spec.name_expression =
+        "flashjit::attention_forward_tma_kernel<flashjit::TmaForwardTraits<" + element + head_dim +
+        tiles + mask + softcap + ", " + std::to_string(config.stages) +
+        (config.overlap ? ", true" : ", false") + (config.pingpong ? ", true" : ", false") +
+        (config.p_in_shared ? ", true" : ", false") + (config.persistent ? ", true" : ", false") +
+        (config.varlen ? ", true" : "") + ">>";
   } else {
     spec.header = "attention/forward_kernel.cuh";
     const auto flag = [](bool on) { return on ? std::string("true") : std::string("false"); };

@@ -61,9 +61,10 @@ struct ForwardConfig {
   /// (query block, head, batch) tiles, longest causal ones first, instead of one CTA per tile
   /// (templates/attention/tma_tile_schedule.cuh).
   bool persistent = false;
-  /// Inference layouts, mma.sync path only (templates/attention/sequences.cuh): per-sequence
-  /// lengths and offsets, K/V in pages, the query heads of a key/value head packed into rows,
-  /// and split-KV partials. All false: FlashAttention-2's dense batch.
+  /// Inference layouts (templates/attention/sequence_layout.cuh): per-sequence lengths and
+  /// offsets, K/V in pages, the query heads of a key/value head packed into rows, and split-KV
+  /// partials; all on the mma.sync path, and varlen alone (packed prefill, not persistent) on
+  /// the TMA path too. All false: FlashAttention-2's dense batch.
   bool varlen = false;
   bool paged = false;
   bool pack_gqa = false;

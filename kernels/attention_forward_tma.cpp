@@ -48,16 +48,28 @@ std::vector<emulator::TensorMap> forward_tma_maps(const AttentionForwardParams& 
           head_tensor_map(params.o, a.batch, a.seqlen_q, a.heads_q, a.head_dim, kTmaStoreRows)};
 }
 
-std::string tma_tensor_problem(const Attention& attention, const TensorView& q, const TensorView& k,
-                               const TensorView& v, const TensorView& o) {
-  const AttentionForwardParams params = forward_params(attention, q, k, v, o, {});
-  const std::vector<emulator::TensorMap> maps = forward_tma_maps(params, attention, 64, 64);
+std::vector<emulator::TensorMap> packed_tma_maps(const AttentionForwardParams& params,
+                                                 const Attention& a, std::int64_t total_q,
+                                                 std::int64_t total_k, int block_m, int block_n) {
+  return {head_tensor_map(params.q, 1, total_q, a.heads_q, a.head_dim, block_m),
+          head_tensor_map(params.k, 1, total_k, a.heads_kv, a.head_dim, block_n),
+          head_tensor_map(params.v, 1, total_k, a.heads_kv, a.head_dim, block_n),
+          head_tensor_map(params.o, 1, total_q, a.heads_q, a.head_dim, kTmaStoreRows)};
+}
+
+std::string tma_maps_problem(const std::vector<emulator::TensorMap>& maps) {
   const char* names[] = {"q", "k", "v", "o"};
   for (std::size_t i = 0; i < maps.size(); ++i) {
     const std::string problem = emulator::tensor_map_problem(maps[i]);
     if (!problem.empty()) return std::string(names[i]) + ": " + problem;
   }
   return "";
+}
+
+std::string tma_tensor_problem(const Attention& attention, const TensorView& q, const TensorView& k,
+                               const TensorView& v, const TensorView& o) {
+  const AttentionForwardParams params = forward_params(attention, q, k, v, o, {});
+  return tma_maps_problem(forward_tma_maps(params, attention, 64, 64));
 }
 
 }  // namespace flashjit::kernels

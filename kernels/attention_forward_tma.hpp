@@ -2,6 +2,7 @@
 // The TMA forward's tensor maps (AttentionTmaMaps, templates/attention/tma_forward_traits.cuh),
 // described for the executor to encode. Internal to kernels/.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "attention/forward_params.cuh"
@@ -15,5 +16,14 @@ namespace flashjit::kernels {
 std::vector<emulator::TensorMap> forward_tma_maps(const AttentionForwardParams& params,
                                                   const Attention& attention, int block_m,
                                                   int block_n);
+
+/// The same for packed sequences (the TMA forward's varlen kernels): Q and O of `total_q` rows,
+/// K and V of `total_k`, each as a batch of one.
+std::vector<emulator::TensorMap> packed_tma_maps(const AttentionForwardParams& params,
+                                                 const Attention& attention, std::int64_t total_q,
+                                                 std::int64_t total_k, int block_m, int block_n);
+
+/// The first map the driver's rules reject, named ("k: ..."), or "" when none.
+std::string tma_maps_problem(const std::vector<emulator::TensorMap>& maps);
 
 }  // namespace flashjit::kernels

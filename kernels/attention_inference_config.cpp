@@ -86,6 +86,16 @@ std::vector<detail::KernelSpec> inference_specs(const InferenceConfig& config,
   return specs;
 }
 
+std::optional<ForwardConfig> packed_prefill_tma_config(DType dtype, int head_dim, MaskKind mask,
+                                                       bool softcap, const std::string& arch) {
+  ForwardConfig config = default_forward_config(dtype, head_dim, mask, softcap, arch);
+  if (config.path != ForwardPath::tma) return std::nullopt;
+  config.persistent = false;  // the sequences' tiles are uneven: one CTA each
+  config.varlen = true;
+  if (!config.valid()) return std::nullopt;
+  return config;
+}
+
 std::vector<ForwardConfig> inference_forward_configs(DType dtype, int head_dim, MaskKind mask,
                                                      const std::string& arch) {
   const ForwardConfig prefill =
@@ -100,6 +110,9 @@ std::vector<ForwardConfig> inference_forward_configs(DType dtype, int head_dim, 
     configs.push_back(config);
   };
   add(prefill, false, false, false);  // packed prefill
+  if (auto tma = packed_prefill_tma_config(dtype, head_dim, mask, false, arch)) {
+    configs.push_back(*tma);  // packed prefill on sm_90a
+  }
   add(prefill, true, false, false);   // prefill or append on a paged cache
   for (bool split : {false, true}) {
     add(decode, false, true, split);  // decoding, dense or packed cache

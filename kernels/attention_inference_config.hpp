@@ -3,6 +3,7 @@
 // call's index arrays ask for, its split count, the heuristic default, and the decoding space
 // the autotuner searches (attention-decode, bucketed by batch, context and heads per KV head).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,9 +79,15 @@ std::vector<InferenceConfig> decode_configs(const Attention& attention, CacheLay
 std::vector<detail::KernelSpec> inference_specs(const InferenceConfig& config,
                                                 const std::string& arch);
 
+/// The TMA forward's kernel for packed (varlen) prefill on `arch`: the TMA default of the dtype,
+/// head dim, mask and softcap, with varlen and one CTA per tile; std::nullopt where the TMA
+/// path has no default (any arch but sm_90a).
+std::optional<ForwardConfig> packed_prefill_tma_config(DType dtype, int head_dim, MaskKind mask,
+                                                       bool softcap, const std::string& arch);
+
 /// The inference layouts' default kernels at (dtype, head_dim, mask) on `arch`, for the compile
-/// matrix: variable lengths (prefill), GQA-packed decoding, and paged decoding and prefill, each
-/// with and without split-KV where the layout splits.
+/// matrix: variable lengths (prefill; on sm_90a the TMA forward's too), GQA-packed decoding, and
+/// paged decoding and prefill, each with and without split-KV where the layout splits.
 std::vector<ForwardConfig> inference_forward_configs(DType dtype, int head_dim, MaskKind mask,
                                                      const std::string& arch);
 

@@ -93,7 +93,7 @@ struct ConsumerRows {
         group_row0(thread / 128 * 64),
         first_row(at.row0),
         last_row(at.row0 + at.rows - 1),
-        window(params),
+        window(at.window<Traits::kMask>(params)),
         scale(exponent_scale<Traits::kSoftcap>(params)) {}
 
   /// Softcap, then −inf where the mask hides a key (blocks it hides nothing of are left).
@@ -106,9 +106,30 @@ struct ConsumerRows {
   }
 };
 
+/// Packed sequences: the warpgroup's rows of O, staged in Q's tile, to global memory by its 128
+/// threads, 16 bytes at a time, rows past the sequence's end and columns past the head dim left
+/// alone (a TMA box would write them: the next sequence's rows).
+template <class Traits>
+FJ_DEVICE void store_packed_rows(const TmaForwardShared<Traits>& smem,
+                                 const AttentionForwardParams& params, const TmaForwardBlock& at,
+                                 int group_row0, int worker) {
+  using T = typename Traits::Element;
+  constexpr int kChunksPerRow = Traits::kHeadDimPadded / kChunkElements;
+  const int rows = min_int(64, at.rows - group_row0);
+#pragma unroll 1
+  for (int chunk = worker; chunk < rows * kChunksPerRow; chunk += 128) {
+    const int row = group_row0 + chunk / kChunksPerRow;
+    const int col = chunk % kChunksPerRow * kChunkElements;
+    if (col >= params.head_dim) continue;
+    const Chunk16 value = load_shared(reinterpret_cast<const Chunk16*>(smem.q.at(row, col)), 0);
+    T* dst = params.o.rows<T>(at.tensor_batch, at.head, at.q_row0 + row) + col;
+    store_global_raw(reinterpret_cast<Chunk16*>(dst), value);
+  }
+}
+
 /// A consumer warpgroup's epilogue: LSE straight out; this warp's rows of O into the
 /// warpgroup's rows of Q's tile, then one TMA store of the warpgroup's 64 rows
-/// (tma_store_rows).
+/// (tma_store_rows), or with packed sequences bounded stores (store_packed_rows).
 template <class Traits>
 FJ_DEVICE void write_outputs(const acc_tile<16, Traits::kHeadDimPadded>& o, const row_vec<16>& lse,
                              const TmaForwardShared<Traits>& smem,
@@ -119,13 +140,18 @@ FJ_DEVICE void write_outputs(const acc_tile<16, Traits::kHeadDimPadded>& o, cons
   // for it before it comes here) has read these rows: without Q loaded in between (a tile with
   // no key) nothing else orders the warpgroup's writes after it.
   if constexpr (Traits::kPersistent) named_barrier_sync(1 + group, 128);
-  store_lse(lse, lse_rows(params, at.batch, at.head, at.row0), warp_row0, at.rows,
+  store_lse(lse, lse_rows(params, at.tensor_batch, at.head, at.q_row0), warp_row0, at.rows,
             thread % kWarpSize);
   store_fragments(o, smem.q, warp_row0, 0, thread % kWarpSize);
+  if constexpr (Traits::kVarlen) {
+    named_barrier_sync(1 + group, 128);  // the warpgroup's 64 rows are written
+    store_packed_rows<Traits>(smem, params, at, group_row0, thread % 128);
+    return;  // (never persistent: no next tile's Q waits for these reads)
+  }
   fence_proxy_async();                 // generic writes, read by the async proxy
   named_barrier_sync(1 + group, 128);  // the warpgroup's 64 rows are written
   if (thread % 128 != 0 || group_row0 >= at.rows) return;  // one thread; rows past seqlen_q: none
-  const int origin[4] = {0, at.row0 + group_row0, at.head, at.batch};
+  const int origin[4] = {0, at.q_row0 + group_row0, at.head, at.tensor_batch};
   tma_store_rows<kTmaStoreRows>(maps.o, origin, smem.q, group_row0);
   bulk_commit_group();
   bulk_wait_group<0>();  // the block's shared memory lives until the store has read it

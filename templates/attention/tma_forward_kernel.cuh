@@ -19,6 +19,9 @@
 // Persistent, at most one CTA per SM walks them: the rings and Q's barriers carry on from one
 // tile to the next, so the next tile's first K and V load under this tile's last steps.
 //
+// Packed sequences (Varlen): each tile finds its sequence in the cu_seqlens arrays and O leaves
+// by bounded stores (a TMA box would write into the next sequence).
+//
 // Not done yet (FlashAttention-3 has them): cache hints, clusters and multicast.
 #include "attention/tma_forward_consumer.cuh"
 
@@ -33,7 +36,7 @@ FJ_DEVICE void load_key_block(const typename Traits::Ring& ring,
                               const TmaForwardBlock& at, int block) {
   using KVTile = typename Traits::KVTile;
   mbarrier_t* full = ring.acquire(slot, KVTile::kBytes);  // an empty slot
-  const int origin[4] = {0, block * Traits::kBlockN, at.kv_head, at.batch};
+  const int origin[4] = {0, at.k_row0 + block * Traits::kBlockN, at.kv_head, at.tensor_batch};
   tma_load_tile(KVTile{slot0.data + slot.stage * KVTile::kBytes / 2}, map, origin, full);
   slot.advance();
 }
@@ -58,7 +61,7 @@ FJ_DEVICE void load_tiles(const TmaForwardShared<Traits>& smem, const AttentionF
       mbarrier_arrive(smem.q_full);  // nothing to load: the consumers write O = 0 at once
       continue;
     }
-    const int q_origin[4] = {0, at.row0, at.head, at.batch};  // (dim, row, head, batch)
+    const int q_origin[4] = {0, at.q_row0, at.head, at.tensor_batch};  // (dim, row, head, batch)
     mbarrier_arrive_expect_tx(smem.q_full, Traits::QTile::kBytes);
     tma_load_tile(smem.q, maps.q, q_origin, smem.q_full);  // Q
     const int begin = at.keys.begin;

@@ -27,7 +27,7 @@ struct AttentionTmaMaps {
 
 template <typename Element_, int HeadDim, int BlockM, int BlockN, MaskKind Mask, bool Softcap,
           int Stages = 2, bool Overlap = false, bool Pingpong = false, bool PShared = false,
-          bool Persistent = false>
+          bool Persistent = false, bool Varlen = false>
 struct TmaForwardTraits {
   static_assert(tma_forward_valid(HeadDim, BlockM, BlockN, Stages, PShared),
                 "invalid TMA forward traits: see tma_forward_valid (head dim 64 to 256 in "
@@ -36,6 +36,8 @@ struct TmaForwardTraits {
   static_assert(tma_forward_schedule_valid(BlockM, Stages, Overlap, Pingpong),
                 "overlap holds a slot across steps (two stages at least); pingpong takes turns "
                 "between two consumer warpgroups (Br 128) and comes with overlap");
+  static_assert(!(Varlen && Persistent),
+                "a variable-length batch takes one CTA per tile (its tiles are uneven)");
   using Element = Element_;  // half_t or bfloat16_t
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kHeadDimPadded = tma_forward_padded_head_dim(HeadDim);
@@ -51,6 +53,10 @@ struct TmaForwardTraits {
   static constexpr bool kPShared = PShared;    // O += P V reads P from shared memory (SS)
   // One CTA per SM walks many tiles (TileSchedule); without, one CTA per tile.
   static constexpr bool kPersistent = Persistent;
+  // Packed sequences (SequenceIndex's cu_seqlens): Q, K, V and O are [total, heads, head_dim]
+  // (maps of batch 1), each tile finds its sequence's rows, and O leaves by bounded stores (a
+  // TMA box would write into the next sequence).
+  static constexpr bool kVarlen = Varlen;
   // setmaxnreg's counts (0: none), each thread's registers after it.
   static constexpr int kConsumerRegisters = tma_forward_registers(BlockM).consumer;
   static constexpr int kProducerRegisters = tma_forward_registers(BlockM).producer;

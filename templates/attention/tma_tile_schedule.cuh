@@ -9,15 +9,27 @@
 #include "attention/forward_params.cuh"
 #include "attention/key_window.cuh"
 #include "attention/mask_kind.cuh"
+#include "attention/sequence_span.cuh"
 
 namespace flashjit {
 
 /// Where a CTA works on one tile: its query block, (batch, head), and the key blocks it visits.
 struct TmaForwardBlock {
   int row0;  // the block's first query row
-  int rows;  // valid query rows in the block
+  int rows;  // valid query rows in the block; <= 0: none (past a shorter packed sequence)
   int head, kv_head, batch;
   BlockRange keys;
+  // Where the rows are in the tensors (TMA coordinates): query row0 is row q_row0 of batch
+  // `tensor_batch`, key j row k_row0 + j. Dense, the same as above; packed, the sequence's
+  // offsets in batch 0.
+  int q_row0, k_row0, tensor_batch;
+  int seqlen_q, seqlen_k;  // the sequence's lengths (the params' unless packed)
+
+  /// The mask over the sequence's own lengths.
+  template <MaskKind Kind>
+  FJ_DEVICE KeyWindow<Kind> window(const AttentionForwardParams& params) const {
+    return KeyWindow<Kind>(params, seqlen_q, seqlen_k);
+  }
 };
 
 /// The tiles of a launch, numbered so that tile t is query block query_blocks − 1 − t / (heads ·
@@ -40,18 +52,33 @@ struct TileSchedule {
   FJ_DEVICE int next(int tile) const { return Traits::kPersistent ? tile + int(gridDim.x) : count; }
   FJ_DEVICE bool done(int tile) const { return tile >= count; }
 
-  /// Tile `tile`'s rows, head, batch and key blocks.
+  /// Tile `tile`'s rows, head, batch and key blocks. Packed, query_blocks covers the longest
+  /// sequence, so a shorter one's later tiles have no row and no key.
   FJ_DEVICE TmaForwardBlock block(const AttentionForwardParams& params, int tile) const {
-    const int query_block = query_blocks - 1 - tile / per_row, head = tile % per_row % params.heads_q;
+    const int query_block = query_blocks - 1 - tile / per_row,
+              head = tile % per_row % params.heads_q;
+    const int batch = tile % per_row / params.heads_q;
     const int row0 = query_block * Traits::kBlockM;
-    const int rows = min_int(Traits::kBlockM, params.seqlen_q - row0);
-    const KeyWindow<Traits::kMask> window(params);
-    return {row0,
-            rows,
-            head,
-            head / params.heads_per_kv,
-            tile % per_row / params.heads_q,
-            window.key_blocks(row0, row0 + rows - 1, Traits::kBlockN)};
+    int seqlen_q = params.seqlen_q, seqlen_k = params.seqlen_k;
+    int q_start = 0, k_start = 0, tensor_batch = batch;
+    if constexpr (Traits::kVarlen) {
+      const SequenceSpan queries = sequence_span(params.sequences.cu_seqlens_q, batch);
+      const SequenceSpan keys = sequence_span(params.sequences.cu_seqlens_k, batch);
+      q_start = int(queries.start);
+      k_start = int(keys.start);
+      seqlen_q = queries.length;
+      seqlen_k = params.sequences.seqlens_k != nullptr
+                     ? load_global_index(params.sequences.seqlens_k, batch)
+                     : keys.length;
+      tensor_batch = 0;
+    }
+    const int rows = min_int(Traits::kBlockM, seqlen_q - row0);
+    const KeyWindow<Traits::kMask> window(params, seqlen_q, seqlen_k);
+    const BlockRange keys =
+        rows > 0 ? window.key_blocks(row0, row0 + rows - 1, Traits::kBlockN) : BlockRange{0, 0};
+    return {row0,         rows,     head,           head / params.heads_per_kv,
+            batch,        keys,     q_start + row0, k_start,
+            tensor_batch, seqlen_q, seqlen_k};
   }
 
   /// The first tile after `tile` of this CTA's with a key block to visit (done() when none).

@@ -669,15 +669,22 @@ TEST_CASE("attention-forward lists the compile matrix") {
   for (const char* arch : {"sm_80", "sm_90a"}) {
     const auto defaults = op.specs(arch, SpecSet::defaults);
     const auto all = op.specs(arch, SpecSet::all);
+    const bool hopper = std::string(arch) == "sm_90a";
     // 32 head dims x 2 dtypes x 2 masks, plus softcap at 2 head dims x 2 dtypes x 2 masks,
     // plus the 6 inference layouts' defaults at 6 (head dim, dtype, mask): 128 in both dtypes
-    // and masks, 64 and 256 in bf16 without a mask.
-    CHECK(defaults.size() == 32 * 2 * 2 + 2 * 2 * 2 + 6 * 6 + 1);  // + the index check
+    // and masks, 64 and 256 in bf16 without a mask; on sm_90a a 7th, packed prefill on the
+    // TMA kernel.
+    const std::size_t layouts = hopper ? 7 : 6;
+    CHECK(defaults.size() == 32 * 2 * 2 + 2 * 2 * 2 + layouts * 6 + 1);  // + the index check
+    const auto tma_varlen = std::count_if(defaults.begin(), defaults.end(), [](const auto& spec) {
+      return spec.readable_name.ends_with(".tma.overlap.pingpong.varlen") ||
+             spec.readable_name.ends_with(".tma.overlap.varlen");
+    });
+    CHECK(tma_varlen == (hopper ? 6 : 0));
     // Every config of bf16 at 64 (34) and 128 (28), both masks, and on sm_90a the wgmma
     // path's 4 and the TMA path's 123 at 128 with a mask, plus the other defaults (the swept
     // head dims' 4 are among the sweep; on sm_90a only one of them: the other 3 are Hopper
     // configs the sweep leaves out, listed as defaults).
-    const bool hopper = std::string(arch) == "sm_90a";
     CHECK(all.size() ==
           (34 + 28) * 2 + (hopper ? 4 + 123 : 0) + defaults.size() - (hopper ? 1 : 4));
     std::set<std::string> names;

@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "cases/inference_case.hpp"
 #include "support/emulator_runtime.hpp"
@@ -41,6 +43,50 @@ TEST_CASE("variable lengths: 1 to 8 sequences of random lengths, 0 and 1 include
       check_case(c);
     }
   }
+}
+
+TEST_CASE(
+    "packed prefill on sm_90a runs the TMA forward: lengths 0 to 300, masks, GQA, hd 64-256") {
+  static Runtime hopper(RuntimeOptions{.backend = Backend::emulator, .emulated_arch = "sm_90a"});
+  // Splits 1: with so few query blocks the library would split the keys (mma.sync's split-KV,
+  // which fills the SMs); a prefill large enough to fill them takes the TMA kernel unsplit.
+  auto check_tma_case = [](InferenceCase c) {
+    c.splits = 1;
+    INFO(c.name());
+    hopper.reset_emulated_work();
+    const InferenceVerdict verdict = run_inference_case(hopper, c);
+    CHECK_MESSAGE(verdict.ok, verdict.describe());
+    // Prefill of packed sequences takes the TMA kernel's varlen specialization, and only it.
+    const std::vector<KernelWork> work = hopper.emulated_work();
+    REQUIRE(work.size() == 1);
+    INFO(work[0].kernel);
+    CHECK(work[0].kernel.find(".tma.") != std::string::npos);
+    CHECK(work[0].kernel.find(".varlen") != std::string::npos);
+  };
+  for (bool causal : {false, true}) {
+    // Longer than a query block (128 rows) and shorter, 0 and 1 among them.
+    InferenceCase c{.seqlens_q = {1, 0, 300, 129, 64}, .seqlens_k = {1, 17, 300, 200, 64}};
+    c.packed_q = true;
+    c.keys = KeyStorage::packed;
+    c.heads_q = 4;
+    c.heads_kv = 2;
+    c.causal = causal;
+    c.seed = causal ? 7 : 8;
+    check_tma_case(c);
+  }
+  InferenceCase window{.seqlens_q = {190, 3, 77}, .seqlens_k = {260, 40, 0}};
+  window.packed_q = true;
+  window.keys = KeyStorage::packed;
+  window.window_left = 50;
+  window.head_dim = 128;
+  window.dtype = DType::f16;
+  check_tma_case(window);
+  InferenceCase wide{.seqlens_q = {150, 70}, .seqlens_k = {90, 200}};
+  wide.packed_q = true;
+  wide.keys = KeyStorage::packed;
+  wide.head_dim = 256;
+  wide.heads_q = 2;
+  check_tma_case(wide);
 }
 
 TEST_CASE("paged caches: shuffled pages of 16, 32, 64 and 256 keys, lengths ending mid-page") {

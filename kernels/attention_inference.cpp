@@ -214,13 +214,16 @@ void check_inference_config(const InferenceConfig& config, const Attention& a, C
 /// The TMA forward's config for a call whose default `fallback` (mma.sync) would run unsplit on
 /// packed queries and keys, on sm_90a: FlashAttention-3 takes packed prefill on its TMA kernel
 /// too. Its default tile for the call's dtype, head dim, mask and softcap, one CTA per tile;
-/// std::nullopt where it has none, the keys are paged, or TMA cannot read the tensors.
+/// std::nullopt where it has none, the keys are paged, or TMA cannot read the tensors. Not
+/// with seqlens_k either: TMA's last key block reads on past a sequence's keys, rows a masked
+/// score multiplies by 0, which holds for the next sequence's keys but not for whatever lies in
+/// the packed keys a seqlens_k leaves unused (0 · NaN); mma.sync's loads stop at the length.
 std::optional<ForwardConfig> packed_tma_config(const Attention& a, const Sequences& s,
                                                const InferenceTensors& t,
                                                const InferenceConfig& fallback,
                                                const DeviceInfo& device) {
   if (fallback.splits != 1 || !present(s.cu_seqlens_q) || !present(s.cu_seqlens_k) ||
-      present(s.page_table) || fallback.forward.pack_gqa) {
+      present(s.seqlens_k) || present(s.page_table) || fallback.forward.pack_gqa) {
     return std::nullopt;
   }
   const ForwardConfig& tile = fallback.forward;

@@ -61,8 +61,9 @@ void check_tensor(const TensorView& view, std::string_view name, int rank) {
   // An empty tensor addresses nothing, so its pointer may be null (as frameworks give it).
   const bool empty = std::any_of(view.shape.begin(), view.shape.begin() + rank,
                                  [](std::int64_t size) { return size == 0; });
-  if (view.data == nullptr && !empty)
+  if (view.data == nullptr && !empty) {
     throw InvalidArgument(std::string(name), "data pointer is null");
+  }
 }
 
 void check_shape(const TensorView& view, std::string_view name,

@@ -547,13 +547,15 @@ std::optional<ForwardLaunch> plan_attention_forward(const DeviceInfo& device, Co
                                                     Stream stream) {
   validate_forward_arguments(attention, q, k, v, o, lse);
   if (forward_is_empty(attention)) return std::nullopt;
-  ForwardConfig config = choice.forward_config(attention, q.dtype);
-  if (config.path == ForwardPath::tma && !tma_tensor_problem(attention, q, k, v, o).empty()) {
+  const ForwardConfig config = choice.forward_config(attention, q.dtype);
+  ForwardLaunch launch = forward_launch(device, attention, q, k, v, o, lse, config, stream);
+  if (!launch.maps.empty() && !tma_maps_problem(launch.maps).empty()) {
     // Tensors TMA cannot read: the best config of the other paths (its kernel name says so).
-    config = fallback_forward_config(config.dtype, config.head_dim, config.mask, config.softcap,
-                                     device.arch());
+    const ForwardConfig other = fallback_forward_config(config.dtype, config.head_dim, config.mask,
+                                                        config.softcap, device.arch());
+    launch = forward_launch(device, attention, q, k, v, o, lse, other, stream);
   }
-  return forward_launch(device, attention, q, k, v, o, lse, config, stream);
+  return launch;
 }
 
 void launch_planned_forward(detail::Executor& executor, const ForwardLaunch& launch) {

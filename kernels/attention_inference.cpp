@@ -211,17 +211,19 @@ void check_inference_config(const InferenceConfig& config, const Attention& a, C
   if (!problem.empty()) throw InvalidArgument("config", "has " + problem);
 }
 
-/// The TMA forward's config for a call whose default `fallback` (mma.sync) would run unsplit on
-/// packed queries and keys, on sm_90a: FlashAttention-3 takes packed prefill on its TMA kernel
-/// too. Its default tile for the call's dtype, head dim, mask and softcap, one CTA per tile;
-/// std::nullopt where it has none, the keys are paged, or TMA cannot read the tensors. Not
-/// with seqlens_k either: TMA's last key block reads on past a sequence's keys, rows a masked
-/// score multiplies by 0, which holds for the next sequence's keys but not for whatever lies in
-/// the packed keys a seqlens_k leaves unused (0 · NaN); mma.sync's loads stop at the length.
-std::optional<ForwardConfig> packed_tma_config(const Attention& a, const Sequences& s,
+/// The TMA forward's launch for a validated, index-checked, non-empty call whose default
+/// `fallback` (mma.sync) would run unsplit on packed queries and keys, on sm_90a:
+/// FlashAttention-3 takes packed prefill on its TMA kernel too. Its default tile for the call's
+/// dtype, head dim, mask and softcap, one CTA per (query block, head, sequence), query blocks of
+/// the longest sequence (the shorter ones' last CTAs find no row); std::nullopt where it has no
+/// such tile, the keys are paged, or TMA cannot read the tensors. Not with seqlens_k either:
+/// TMA's last key block reads on past a sequence's keys, rows a masked score multiplies by 0,
+/// which holds for the next sequence's keys but not for whatever lies in the packed keys a
+/// seqlens_k leaves unused (0 · NaN); mma.sync's loads stop at the length.
+std::optional<ForwardLaunch> packed_tma_launch(const Attention& a, const Sequences& s,
                                                const InferenceTensors& t,
                                                const InferenceConfig& fallback,
-                                               const DeviceInfo& device) {
+                                               const DeviceInfo& device, Stream stream) {
   if (fallback.splits != 1 || !present(s.cu_seqlens_q) || !present(s.cu_seqlens_k) ||
       present(s.seqlens_k) || present(s.page_table) || fallback.forward.pack_gqa) {
     return std::nullopt;
@@ -232,30 +234,20 @@ std::optional<ForwardConfig> packed_tma_config(const Attention& a, const Sequenc
   if (!config || static_cast<std::size_t>(config->shared_bytes()) > device.shared_memory_optin) {
     return std::nullopt;
   }
-  const AttentionForwardParams params = forward_params(a, t.q, t.k, t.v, t.o, t.lse);
-  const std::string problem = tma_maps_problem(
-      packed_tma_maps(params, a, t.total_q, t.k.shape[1], config->block_m, config->block_n));
-  if (!problem.empty()) return std::nullopt;
-  return config;
-}
-
-/// Launches a validated, index-checked, non-empty packed call on the TMA forward (`config` from
-/// packed_tma_config): one CTA per (query block, head, sequence), query blocks of the longest
-/// sequence, the shorter ones' last CTAs finding no row.
-void launch_packed_tma(detail::RuntimeBackend& backend, const Attention& a, const Sequences& s,
-                       const InferenceTensors& t, const ForwardConfig& config, Stream stream) {
-  AttentionForwardParams params = forward_params(a, t.q, t.k, t.v, t.o, t.lse);
-  params.sequences = sequence_index(s, 0);
-  detail::LaunchShape shape;
-  shape.grid_x = static_cast<unsigned>(ceil_div(a.seqlen_q, config.block_m) * a.heads_q * a.batch);
-  shape.block_x = static_cast<unsigned>(config.warps * 32);
-  shape.dynamic_shared_bytes = static_cast<std::size_t>(config.shared_bytes());
-  shape.stream = static_cast<CUstream>(stream);
-  detail::Executor& executor = backend.executor();
-  const detail::TensorMapParameter maps = executor.tensor_maps(
-      packed_tma_maps(params, a, t.total_q, t.k.shape[1], config.block_m, config.block_n));
-  detail::launch_kernel(executor, launch_forward_spec(config, backend.info().arch()), shape,
-                        buffers_of(s, t, std::nullopt), params, maps);
+  ForwardLaunch launch;
+  launch.params = forward_params(a, t.q, t.k, t.v, t.o, t.lse);
+  launch.params.sequences = sequence_index(s, 0);
+  launch.maps =
+      packed_tma_maps(launch.params, a, t.total_q, t.k.shape[1], config->block_m, config->block_n);
+  if (!tma_maps_problem(launch.maps).empty()) return std::nullopt;
+  launch.spec = &launch_forward_spec(*config, device.arch());
+  launch.shape.grid_x =
+      static_cast<unsigned>(ceil_div(a.seqlen_q, config->block_m) * a.heads_q * a.batch);
+  launch.shape.block_x = static_cast<unsigned>(config->warps * 32);
+  launch.shape.dynamic_shared_bytes = static_cast<std::size_t>(config->shared_bytes());
+  launch.shape.stream = static_cast<CUstream>(stream);
+  launch.buffers = buffers_of(s, t, std::nullopt);
+  return launch;
 }
 
 /// Launches a validated, index-checked, non-empty call with `config`.
@@ -328,8 +320,9 @@ void run_attention_forward_sequences(detail::RuntimeBackend& backend, ConfigChoi
           ? choice.decode_config(a, layout, q.dtype)
           : default_inference_config(a, layout, q.dtype, device.arch(), device.sm_count, s.splits);
   if (!decoding) {
-    if (const std::optional<ForwardConfig> tma = packed_tma_config(a, s, t, config, device)) {
-      launch_packed_tma(backend, a, s, t, *tma, stream);
+    if (const std::optional<ForwardLaunch> tma =
+            packed_tma_launch(a, s, t, config, device, stream)) {
+      launch_planned_forward(backend.executor(), *tma);
       return;
     }
   }

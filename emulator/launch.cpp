@@ -1,8 +1,10 @@
 // run_grid: sets up the machine for a launch (shared memory, its shadow, fiber stacks), runs
 // the blocks one at a time, and hands back the report. Also the host twins of CUDA's built-in
 // index variables, and the finding bookkeeping shared by the checks.
+#include <array>
 #include <cstdio>
 #include <stdexcept>
+#include <utility>
 
 #include "emulator/machine.hpp"
 
@@ -31,16 +33,20 @@ void release_launch_memory(Machine& machine) {
 
 // Ends the launch however run_grid leaves, so a throw does not leave a stale machine.
 struct ActiveScope {
-  explicit ActiveScope(Machine& machine) : machine_(machine) { set_active(&machine); }
+  explicit ActiveScope(Machine& machine) : machine_(&machine) { set_active(&machine); }
   ~ActiveScope() {
+    if (machine_ == nullptr) return;  // moved from
     set_active(nullptr);
-    release_launch_memory(machine_);
+    machine_->cluster = nullptr;
+    release_launch_memory(*machine_);
   }
+  ActiveScope(ActiveScope&& other) noexcept : machine_(std::exchange(other.machine_, nullptr)) {}
   ActiveScope(const ActiveScope&) = delete;
   ActiveScope& operator=(const ActiveScope&) = delete;
+  ActiveScope& operator=(ActiveScope&&) = delete;
 
  private:
-  Machine& machine_;
+  Machine* machine_;
 };
 
 void prepare_shared(Machine& machine, std::size_t bytes) {
@@ -122,33 +128,59 @@ void record(Machine& machine, int thread, Finding finding) {
 namespace flashjit::emulator {
 
 Report run_grid(const LaunchConfig& config, void (*body)(void*), void* context) {
-  static detail::Machine machine;  // this copy of the emulator's; its own stacks are reused
+  // This copy of the emulator's, one per block of a cluster; their stacks are reused.
+  static std::array<detail::Machine, kMaxClusterBlocks> machines;
   if (detail::active() != nullptr) throw std::logic_error("emulator launches do not nest");
-  const auto threads = config.block.volume();
+  const auto threads = static_cast<std::size_t>(config.block.volume());
   if (threads == 0 || threads > 1024) {
     throw std::invalid_argument("emulator launch: a block holds 1 to 1024 threads");
   }
-  detail::ActiveScope scope(machine);
-  machine.config = &config;
-  machine.body = body;
-  machine.body_context = context;
-  machine.report = Report{};
+  detail::check_cluster_shape(config);
+  const Dim3 shape = config.cluster;
+  const auto blocks = static_cast<std::size_t>(shape.volume());
+  detail::Cluster cluster;
+  std::vector<detail::ActiveScope> scopes;
+  scopes.reserve(blocks);
   const std::optional<std::uint64_t> seed = detail::explore_seed(config);
-  machine.explorer = {seed.has_value(), seed.value_or(0), 0};
-  machine.report.schedule.explored = seed.has_value();
-  machine.report.schedule.seed = seed.value_or(0);
-  detail::prepare_shared(machine, config.shared_bytes);
-  detail::reset_clock(machine, static_cast<std::size_t>(threads));
-  machine.stacks = config.stacks != nullptr ? config.stacks : &machine.own_stacks;
-  machine.stacks->reserve(static_cast<std::size_t>(threads));
+  FiberStacks* stacks = config.stacks != nullptr ? config.stacks : &machines[0].own_stacks;
+  stacks->reserve(threads * blocks);
+  for (std::size_t r = 0; r < blocks; ++r) {
+    detail::Machine& machine = machines[r];
+    scopes.emplace_back(machine);
+    machine.config = &config;
+    machine.body = body;
+    machine.body_context = context;
+    machine.report = Report{};
+    machine.explorer = {seed.has_value(), seed.value_or(0), 0};
+    detail::prepare_shared(machine, config.shared_bytes);
+    detail::reset_clock(machine, threads);
+    machine.stacks = stacks;
+    machine.stack_base = r * threads;
+    machine.cluster = &cluster;
+    machine.rank = static_cast<unsigned>(r);
+    cluster.ranks.push_back(&machine);
+  }
   blockDim = config.block;
   gridDim = config.grid;
-  for (unsigned z = 0; z < config.grid.z; ++z) {
-    for (unsigned y = 0; y < config.grid.y; ++y) {
-      for (unsigned x = 0; x < config.grid.x; ++x) detail::run_block(machine, {x, y, z});
+  std::vector<Dim3> members(blocks);
+  for (unsigned z = 0; z < config.grid.z; z += shape.z) {
+    for (unsigned y = 0; y < config.grid.y; y += shape.y) {
+      for (unsigned x = 0; x < config.grid.x; x += shape.x) {
+        for (std::size_t r = 0; r < blocks; ++r) {  // %cluster_ctarank: x fastest
+          const auto rank = static_cast<unsigned>(r);
+          members[r] = {x + rank % shape.x, y + rank / shape.x % shape.y,
+                        z + rank / (shape.x * shape.y)};
+        }
+        cluster.barrier_phase = 0;
+        detail::run_cluster(cluster, members);
+      }
     }
   }
-  return std::move(machine.report);
+  Report report = std::move(machines[0].report);
+  report.schedule.explored = seed.has_value();
+  report.schedule.seed = seed.value_or(0);
+  for (std::size_t r = 1; r < blocks; ++r) detail::merge_report(report, machines[r].report);
+  return report;
 }
 
 }  // namespace flashjit::emulator

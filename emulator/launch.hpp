@@ -29,6 +29,9 @@ Buffer buffer_of(const T* data, std::size_t count, std::string name) {
   return {data, count * sizeof(T), std::move(name)};
 }
 
+/// The most blocks a cluster may hold: CUDA's portable cluster size.
+inline constexpr unsigned kMaxClusterBlocks = 8;
+
 struct LaunchConfig {
   std::string kernel_name;  // for reports
   Dim3 grid;
@@ -47,10 +50,15 @@ struct LaunchConfig {
   /// gives the seed (a decimal integer); when it is unset or empty too, the default order.
   /// Findings of an explored launch name the seed, so a failure can be replayed.
   std::optional<std::uint64_t> explore_seed = std::nullopt;
+  /// Blocks per cluster (each extent divides the grid's; at most kMaxClusterBlocks in all).
+  /// A cluster's blocks run together and may reach each other's shared memory: mbarrier
+  /// arrivals, TMA multicast, barrier.cluster (cluster.cpp).
+  Dim3 cluster = {1, 1, 1};
 };
 
-/// Runs `body(context)` as every thread of every block of `config` (blocks in x-fastest
-/// order, one at a time) and returns what the checks found. Not reentrant.
+/// Runs `body(context)` as every thread of every block of `config` (clusters in x-fastest
+/// order, one at a time; a cluster's blocks together) and returns what the checks found.
+/// Throws std::invalid_argument for a shape CUDA would refuse. Not reentrant.
 Report run_grid(const LaunchConfig& config, void (*body)(void*), void* context);
 
 /// Launches `kernel(args...)` on the emulator; each thread gets its own copy of the

@@ -19,7 +19,9 @@
 namespace flashjit::emulator::detail {
 
 // at_mbarrier: suspended in an mbarrier try_wait until the phase completes (mbarrier.cpp);
-// at_setmaxnreg: its warpgroup's setmaxnreg.inc waits for registers (register_budget.cpp).
+// at_setmaxnreg: its warpgroup's setmaxnreg.inc waits for registers (register_budget.cpp);
+// at_cluster_barrier: in barrier.cluster.wait until every live thread of the cluster arrived
+// (cluster.cpp).
 enum class ThreadState {
   runnable,
   at_barrier,
@@ -28,6 +30,7 @@ enum class ThreadState {
   at_named_barrier,
   at_mbarrier,
   at_setmaxnreg,
+  at_cluster_barrier,
   exited
 };
 
@@ -38,7 +41,8 @@ struct ThreadSlot {
   std::uint64_t result = 0;        // this lane's result of the last warp collective
   std::source_location location;   // the last set_source_location, line 0 when none
   std::uint32_t wait_barrier = 0;  // at_named_barrier: the id; at_mbarrier: its offset
-  std::int64_t wait_phase = 0;     // at_mbarrier: the phase index it waits to complete
+  std::int64_t wait_phase = 0;     // at_mbarrier, at_cluster_barrier: the phase it waits for
+  std::int64_t cluster_arrived = -1;  // the cluster barrier phase it last arrived in
 };
 
 /// A warp collective in progress: lanes arrive one by one; the last one computes all results.
@@ -139,6 +143,7 @@ struct Mbarrier {
   std::vector<std::int64_t> seen;  // per thread: the phase its last wait named (-1)
   std::int64_t observed = -1;      // the latest phase a wait returned true for
   std::int64_t unobserved_reported = -1;  // the phase an unobserved arrival was reported in
+  std::int64_t init_epoch = 0;  // cluster barrier phases completed when it was initialised
 };
 
 /// A cp.async.bulk.tensor load in flight (tma.cpp): its bytes are in shared memory already,
@@ -204,6 +209,15 @@ struct Explorer {
   std::uint64_t state = 0;
 };
 
+struct Machine;
+
+/// The CTAs of one cluster, run together (cluster.cpp): each a Machine of its own, by rank,
+/// and the cluster barrier (barrier.cluster.arrive / wait) they share.
+struct Cluster {
+  std::vector<Machine*> ranks;
+  std::int64_t barrier_phase = 0;  // completed phases of the cluster barrier
+};
+
 struct Machine {
   const LaunchConfig* config = nullptr;
   void (*body)(void*) = nullptr;
@@ -211,6 +225,10 @@ struct Machine {
   Report report;
 
   Dim3 block_index;
+  Cluster* cluster = nullptr;  // the cluster this block runs in (one CTA: a cluster of one)
+  unsigned rank = 0;           // %cluster_ctarank
+  std::size_t stack_base = 0;  // its threads' first stack in `stacks`
+  bool finished = false;       // every thread exited and the block's end was processed
   std::vector<ThreadSlot> threads;
   std::vector<WarpCollective> warps;
   std::vector<unsigned> warp_live;  // per warp: lanes that exist and have not exited
@@ -261,8 +279,38 @@ void set_active(Machine* machine);
 /// prefixes the message with them), respecting Report::kMaxFindings.
 void record(Machine& machine, int thread, Finding finding);
 
-/// Runs block `block_index` of the launch to completion (or to a deadlock, reported).
-void run_block(Machine& machine, Dim3 block_index);
+/// Runs the blocks of one cluster, `cluster.ranks[r]` as block `blocks[r]`, to completion (or
+/// to a deadlock, reported), interleaving their threads: each pass resumes every runnable
+/// thread of rank 0, then of rank 1, and so on. A cluster of one runs as a lone block.
+void run_cluster(Cluster& cluster, const std::vector<Dim3>& blocks);
+
+/// The machine of CTA `rank` of `self`'s cluster, or nullptr (reported for the running thread
+/// as `what`'s invalid operand) when the cluster has no such rank.
+Machine* cluster_peer(Machine& self, unsigned rank, const char* what);
+/// Whether `peer`'s shared memory may still be reached from `self`: false (reported) once
+/// every thread of `peer` has exited (its shared memory may belong to another block by then).
+bool peer_alive(Machine& self, const Machine& peer, const char* what);
+/// Whether an operation of `self` on the mbarrier `barrier` of `peer` is ordered after the
+/// barrier's init: always within a CTA; across CTAs only when a cluster barrier completed
+/// after the init (reported otherwise).
+bool peer_init_ordered(Machine& self, const Machine& peer, const Mbarrier& barrier,
+                       const char* what);
+/// Throws std::invalid_argument for a cluster shape CUDA refuses: an extent of 0 or one that
+/// does not divide the grid's, or more than kMaxClusterBlocks blocks.
+void check_cluster_shape(const LaunchConfig& config);
+/// Adds the findings, work and schedule counters of `part` (another block's machine of the
+/// same launch) to `into`.
+void merge_report(Report& into, const Report& part);
+/// A thread of `machine` exited: a cluster barrier phase waiting only for it may complete.
+void cluster_thread_exited(Machine& machine);
+/// Why `thread` waits in barrier.cluster.wait, for the deadlock report.
+std::string describe_cluster_wait(const Machine& machine, int thread);
+
+/// One arrival (with `tx_bytes` announced first) by thread `self` of `issuer` on `barrier`,
+/// an mbarrier of `owner` (the issuer's own or a peer's in the cluster); `what` names the
+/// instruction in findings, which go to the issuer.
+void mbarrier_arrive_on(Machine& owner, Mbarrier& barrier, Machine& issuer, int self,
+                        const char* what, std::uint32_t tx_bytes);
 
 /// Switches from the running thread back to the scheduler; returns when resumed.
 void yield_to_scheduler(Machine& machine);

@@ -110,21 +110,8 @@ void check_previous_phase_seen(Machine& m, Mbarrier& b, int self, const char* wh
 }
 
 void arrive(Machine& m, const void* bar, const char* what, std::uint32_t tx_bytes) {
-  const int self = m.current;
-  Mbarrier* b = live_barrier(m, self, bar, what);
-  if (b == nullptr) return;
-  check_previous_phase_seen(m, *b, self, what);
-  b->tx += tx_bytes;
-  if (tx_bytes != 0) b->expect_thread = self;
-  if (b->pending == 0) {
-    report(m, self, FindingKind::mbarrier_arrival_overflow, b->offset,
-           std::string(what) + " on " + where(b->offset) + " in phase " + std::to_string(b->phase) +
-               ", which already has all " + std::to_string(b->expected) +
-               " arrivals of its init count (waiting for bytes); the arrival is ignored");
-    return;
-  }
-  --b->pending;
-  try_complete(m, *b);
+  Mbarrier* b = live_barrier(m, m.current, bar, what);
+  if (b != nullptr) mbarrier_arrive_on(m, *b, m, m.current, what, tx_bytes);
 }
 
 int parity_of(std::int64_t phase) { return static_cast<int>(phase & 1); }
@@ -153,6 +140,26 @@ bool test_parity(Machine& m, Mbarrier& b, int self, std::uint32_t parity, const 
 }
 
 }  // namespace
+
+// Findings go to the issuer, naming the barrier by its CTA-relative offset (and the owner's
+// rank when it is another block's).
+void mbarrier_arrive_on(Machine& owner, Mbarrier& b, Machine& issuer, int self, const char* what,
+                        std::uint32_t tx_bytes) {
+  const std::string remote =
+      &owner == &issuer ? "" : " (of CTA rank " + std::to_string(owner.rank) + ")";
+  check_previous_phase_seen(issuer, b, self, what);
+  b.tx += tx_bytes;
+  if (tx_bytes != 0 && &owner == &issuer) b.expect_thread = self;
+  if (b.pending == 0) {
+    report(issuer, self, FindingKind::mbarrier_arrival_overflow, b.offset,
+           std::string(what) + " on " + where(b.offset) + remote + " in phase " +
+               std::to_string(b.phase) + ", which already has all " + std::to_string(b.expected) +
+               " arrivals of its init count (waiting for bytes); the arrival is ignored");
+    return;
+  }
+  --b.pending;
+  try_complete(owner, b);
+}
 
 Mbarrier* find_mbarrier(Machine& m, std::uint32_t offset) {
   for (Mbarrier& b : m.mbarriers) {
@@ -221,6 +228,7 @@ void mbarrier_init(void* bar, std::uint32_t count) {
   b.live = true;
   b.expected = count;
   b.pending = count;
+  b.init_epoch = m.cluster->barrier_phase;
   m.mbarriers.push_back(std::move(b));
 }
 

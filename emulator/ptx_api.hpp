@@ -166,6 +166,13 @@ std::uint32_t tma_swizzled_offset(TmaSwizzle swizzle, std::uint32_t box_offset, 
 /// phase they complete on completes: touching them earlier is reported.
 void tma_load(void* shared_dst, const TensorMap* map, const std::int32_t* coords, void* bar);
 
+/// The same with .multicast::cluster: the box is read once and written at `shared_dst`'s
+/// offset in every block of the cluster whose rank bit is set in `cta_mask`, completing on
+/// the mbarrier at `bar`'s offset in each of them. A rank outside the cluster, a block that
+/// has exited, or a peer's barrier whose init no cluster barrier ordered first is reported.
+void tma_load_multicast(void* shared_dst, const TensorMap* map, const std::int32_t* coords,
+                        void* bar, std::uint16_t cta_mask);
+
 /// cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group [map, coords], [src]: writes
 /// the box at `coords` from shared `shared_src` (in the map's swizzle) to global memory; only
 /// in-bounds elements are written, and no coordinate may be negative (reported, skipped). The
@@ -181,6 +188,22 @@ void bulk_wait_group(int pending_groups);
 /// fence.proxy.async.shared::cta: this thread's earlier generic-proxy shared writes become
 /// visible to the async proxy (TMA stores, wgmma operand reads).
 void fence_proxy_async_shared();
+
+// --- clusters (PTX ISA "Cluster of Cooperative Thread Arrays"; emulator/cluster.cpp).
+
+/// %cluster_ctarank: the running block's rank in its cluster (x fastest).
+unsigned cluster_ctarank();
+/// %cluster_nctarank: the blocks in the running block's cluster.
+unsigned cluster_nctarank();
+/// barrier.cluster.arrive.release.aligned: counts this thread toward the cluster barrier's
+/// open phase without waiting.
+void cluster_arrive();
+/// barrier.cluster.wait.acquire.aligned: waits until every non-exited thread of the cluster
+/// arrived in the phase this thread arrived in.
+void cluster_wait();
+/// mapa.shared::cluster then mbarrier.arrive.release.cluster.shared::cluster.b64: one arrival
+/// on the mbarrier at `bar`'s offset in the block of rank `rank` (this block's own included).
+void mbarrier_arrive_cluster(void* bar, unsigned rank);
 
 // --- named barriers (PTX ISA "bar, barrier"; emulator/named_barrier.cpp).
 

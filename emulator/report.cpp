@@ -58,6 +58,10 @@ std::string_view to_string(FindingKind kind) {
       return "setmaxnreg_wrong_direction";
     case FindingKind::wgmma_accumulator_in_flight:
       return "wgmma_accumulator_in_flight";
+    case FindingKind::cluster_peer_exited:
+      return "cluster_peer_exited";
+    case FindingKind::mbarrier_init_unordered:
+      return "mbarrier_init_unordered";
   }
   return "unknown";
 }

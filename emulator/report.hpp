@@ -47,6 +47,9 @@ enum class FindingKind {
                                 // more (undefined behaviour in the PTX ISA)
   wgmma_accumulator_in_flight,  // accumulators of an in-flight wgmma written by the thread, or
                                 // their value stored to memory, before the wait_group
+  cluster_peer_exited,      // a remote arrival or multicast into a cluster block that has exited
+  mbarrier_init_unordered,  // another block's mbarrier used before a cluster barrier ordered its
+                            // init (fence.mbarrier_init, barrier.cluster.arrive and wait)
 };
 
 /// The kind's name as printed in reports ("global_out_of_bounds", ...).

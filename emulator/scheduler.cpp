@@ -1,10 +1,12 @@
 // The block scheduler: runs a block's threads as fibers in a fixed order (lowest linear index
 // first), each until it blocks at a barrier, a warp or warpgroup collective, a named barrier
 // or an mbarrier wait, or exits, and releases the block barrier once every live thread waits
-// at it. TMA loads in flight complete only when no thread can run (so data read before its
-// mbarrier phase completes shows), unless the launch explores orderings (explore.cpp): then
-// loads also land between threads' steps, and one at a time. Deterministic: no OS threads,
-// no timing; an explored order is fixed by its seed.
+// at it. The blocks of a cluster run together, their threads interleaved pass by pass (rank 0's,
+// then rank 1's, ...), since they may wait on each other (cluster.cpp); a block runs alone
+// as a cluster of one. TMA loads in flight complete only when no thread can run (so data read
+// before its mbarrier phase completes shows), unless the launch explores orderings (explore.cpp):
+// then loads also land between threads' steps, and one at a time. Deterministic: no OS threads, no
+// timing; an explored order is fixed by its seed.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -22,6 +24,7 @@ namespace {
   drain_tma_stores(machine, machine.current);
   machine.warp_live[self / 32] &= ~(1u << (self % 32));
   machine.threads[self].state = ThreadState::exited;
+  cluster_thread_exited(machine);
   void* finished = nullptr;  // never resumed
   flashjit_fiber_switch(&finished, machine.scheduler_sp);
   __builtin_unreachable();
@@ -30,6 +33,7 @@ namespace {
 void resume(Machine& machine, std::size_t thread) {
   machine.current = static_cast<int>(thread);
   ::threadIdx = machine.threads[thread].index;
+  ::blockIdx = machine.block_index;
   flashjit_fiber_switch(&machine.scheduler_sp, machine.threads[thread].sp);
   machine.current = -1;
 }
@@ -69,11 +73,13 @@ void report_deadlock(Machine& machine) {
   const int at_named = first_in_state(machine, ThreadState::at_named_barrier);
   const int at_mbarrier = first_in_state(machine, ThreadState::at_mbarrier);
   const int at_setmaxnreg = first_in_state(machine, ThreadState::at_setmaxnreg);
+  const int at_cluster = first_in_state(machine, ThreadState::at_cluster_barrier);
   const int stuck = in_warp_op >= 0        ? in_warp_op
                     : in_warpgroup_op >= 0 ? in_warpgroup_op
                     : at_named >= 0        ? at_named
                     : at_mbarrier >= 0     ? at_mbarrier
                     : at_setmaxnreg >= 0   ? at_setmaxnreg
+                    : at_cluster >= 0      ? at_cluster
                                            : first_in_state(machine, ThreadState::at_barrier);
   Finding finding;
   finding.kind = FindingKind::deadlock;
@@ -92,6 +98,8 @@ void report_deadlock(Machine& machine) {
     finding.message = describe_mbarrier_wait(machine, at_mbarrier, finding.kind);
   } else if (at_setmaxnreg >= 0) {
     finding.message = describe_register_wait(machine, at_setmaxnreg);
+  } else if (at_cluster >= 0) {
+    finding.message = describe_cluster_wait(machine, at_cluster);
   } else {
     finding.message = "waits at __syncthreads that other threads cannot reach";
   }
@@ -109,7 +117,8 @@ void start_threads(Machine& machine) {
     const auto linear = static_cast<unsigned>(i);
     machine.threads[i].index = {linear % shape.x, linear / shape.x % shape.y,
                                 linear / (shape.x * shape.y)};
-    machine.threads[i].sp = fiber_prepare(machine.stacks->top(i), &thread_entry);
+    machine.threads[i].sp =
+        fiber_prepare(machine.stacks->top(machine.stack_base + i), &thread_entry);
     machine.warp_live[i / 32] |= 1u << (i % 32);
   }
   reset_async_copies(machine, count);
@@ -118,49 +127,93 @@ void start_threads(Machine& machine) {
   reset_register_budget(machine, count);
 }
 
-}  // namespace
-
-void run_block(Machine& machine, Dim3 block_index) {
+// Starts block `block_index` on `machine`: fresh shared memory, threads at their entry.
+void start_block(Machine& machine, Dim3 block_index) {
   machine.block_index = block_index;
-  ::blockIdx = block_index;
   // Shared memory starts as all-ones bytes (NaN floats), so a read of data nobody wrote shows.
   std::memset(machine.shared_begin, 0xff, machine.config->shared_bytes);
   machine.barrier_time = ++machine.time;  // the previous block's accesses are history
   machine.abandoned = false;
+  machine.finished = false;
   ++machine.report.work.ctas;
   const Dim3 grid = machine.config->grid;
   start_exploring_block(machine, block_index.x + std::uint64_t{grid.x} *
                                                      (block_index.y + std::uint64_t{grid.y} *
                                                                           block_index.z));
   start_threads(machine);
-  bool divergence_reported = false;
+}
+
+// Resumes every runnable thread of `machine` once, in index order; true when any ran. Stops
+// at once when a thread abandoned the block.
+bool run_pass(Machine& machine) {
+  set_active(&machine);
+  bool ran = false;
+  for (std::size_t i = 0; i < machine.threads.size(); ++i) {
+    if (machine.threads[i].state != ThreadState::runnable) continue;
+    resume(machine, i);
+    if (machine.abandoned) return true;  // reported by whoever abandoned it
+    ran = true;
+    land_tma_load_early(machine);
+  }
+  return ran;
+}
+
+enum class Settled { finished, moved, stuck };
+
+// No thread of the cluster can run: ends `machine`'s block when all its threads exited, else
+// releases its __syncthreads when every live thread waits there, else lets the async proxy
+// finish its loads in flight; stuck when none of these applies.
+Settled settle(Machine& machine, bool& divergence_reported) {
+  set_active(&machine);
+  const auto live =
+      std::count_if(machine.threads.begin(), machine.threads.end(),
+                    [](const ThreadSlot& t) { return t.state != ThreadState::exited; });
+  if (live == 0) {
+    finish_async_proxy(machine);
+    machine.finished = true;
+    return Settled::finished;
+  }
+  const auto waiting =
+      std::count_if(machine.threads.begin(), machine.threads.end(),
+                    [](const ThreadSlot& t) { return t.state == ThreadState::at_barrier; });
+  if (waiting == live) {
+    release_barrier(machine, divergence_reported);
+    return Settled::moved;
+  }
+  return complete_tma_loads(machine) ? Settled::moved : Settled::stuck;
+}
+
+}  // namespace
+
+void run_cluster(Cluster& cluster, const std::vector<Dim3>& blocks) {
+  for (std::size_t r = 0; r < cluster.ranks.size(); ++r) start_block(*cluster.ranks[r], blocks[r]);
+  std::vector<char> divergence_reported(cluster.ranks.size(), 0);
   for (;;) {
-    // Passes in index order until nobody can run: a completed warp collective wakes lanes
-    // that an earlier pass already went by.
+    // Passes until nobody can run: a completed collective, barrier phase or remote arrival
+    // wakes threads that an earlier pass already went by.
     for (bool ran = true; ran;) {
       ran = false;
-      for (std::size_t i = 0; i < machine.threads.size(); ++i) {
-        if (machine.threads[i].state != ThreadState::runnable) continue;
-        resume(machine, i);
-        if (machine.abandoned) return;  // reported by whoever abandoned it
-        ran = true;
-        land_tma_load_early(machine);
+      for (Machine* machine : cluster.ranks) {
+        if (machine->finished) continue;
+        ran = run_pass(*machine) || ran;
+        if (machine->abandoned) return;  // the cluster's other blocks are dropped with it
       }
     }
-    const auto live =
-        std::count_if(machine.threads.begin(), machine.threads.end(),
-                      [](const ThreadSlot& t) { return t.state != ThreadState::exited; });
-    if (live == 0) {
-      finish_async_proxy(machine);
-      return;
+    bool moved = false;
+    Machine* stuck = nullptr;
+    for (std::size_t r = 0; r < cluster.ranks.size(); ++r) {
+      Machine& machine = *cluster.ranks[r];
+      if (machine.finished) continue;
+      bool reported = divergence_reported[r] != 0;
+      const Settled settled = settle(machine, reported);
+      divergence_reported[r] = reported ? 1 : 0;
+      if (settled == Settled::stuck && stuck == nullptr) stuck = &machine;
+      moved = moved || settled != Settled::stuck;
     }
-    const auto waiting =
-        std::count_if(machine.threads.begin(), machine.threads.end(),
-                      [](const ThreadSlot& t) { return t.state == ThreadState::at_barrier; });
-    if (waiting == live) {
-      release_barrier(machine, divergence_reported);
-    } else if (!complete_tma_loads(machine)) {  // the async proxy finishes what it can
-      report_deadlock(machine);  // fibers left mid-stack: kernels hold only trivial locals
+    if (stuck == nullptr && !moved) return;  // every block finished
+    if (!moved) {
+      set_active(stuck);
+      report_deadlock(*stuck);  // fibers left mid-stack: kernels hold only trivial locals
       return;
     }
   }

@@ -17,6 +17,9 @@
 // mbarrier phase completes is reported (tma_load_pending); after completion they carry no
 // writer, so readers that waited on the mbarrier need no __syncthreads. A store writes global
 // memory at issue and guards its shared source until its bulk group is waited for.
+// A multicast load (.multicast::cluster, ctaMask) reads global memory once and writes the same
+// box at the same shared offset of every block of the cluster its mask names, each completing
+// on its own mbarrier at the barrier's offset; each block's copy lands on its own.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -106,24 +109,27 @@ std::uint32_t rows_of(const TensorMap& map) {
   return rows;
 }
 
-// Marks a chunk a load wrote: pending, no generic writer. A write over bytes an in-flight
-// wgmma or TMA store still reads is reported once per load.
-void mark_loaded(Machine& m, int self, std::uint32_t chunk, bool& reported) {
+// Marks a chunk of `dest` a load by thread `self` of `issuer` wrote: pending, no generic
+// writer. A write over bytes an in-flight wgmma or TMA store still reads is reported (to the
+// issuer) once per load.
+void mark_loaded(Machine& issuer, int self, Machine& dest, std::uint32_t chunk, bool& reported) {
   for (std::uint32_t b = chunk; b < chunk + kChunk; ++b) {
-    ShadowByte& s = m.shadow[b];
+    ShadowByte& s = dest.shadow[b];
     if (!reported && (s.wgmma_reads != 0 || s.tma_reads != 0)) {
       reported = true;
-      report(m, self,
+      const std::string where = &dest == &issuer ? "" : " of CTA rank " + std::to_string(dest.rank);
+      report(issuer, self,
              s.wgmma_reads != 0 ? FindingKind::wgmma_operand_in_flight
                                 : FindingKind::tma_store_in_flight,
-             reinterpret_cast<std::uintptr_t>(m.shared_begin) + b, b,
-             "cp.async.bulk.tensor load writes shared offset " + std::to_string(b) + ", which " +
+             reinterpret_cast<std::uintptr_t>(dest.shared_begin) + b, b,
+             "cp.async.bulk.tensor load writes shared offset " + std::to_string(b) + where +
+                 ", which " +
                  (s.wgmma_reads != 0 ? "a wgmma.mma_async still reads (no wgmma.wait_group)"
                                      : "a TMA store still reads (no cp.async.bulk.wait_group)"));
     }
     s.writer = -1;
     s.readers = ShadowByte::Readers::none;
-    s.write_time = m.time;
+    s.write_time = dest.time;
     ++s.pending_tma;
   }
 }
@@ -202,6 +208,73 @@ void fold_loads_ahead(Machine& m) {
     for (std::size_t batch = 1; batch + 1 < loads.fewest_ahead.size(); ++batch) {
       keep_fewest(m.report.work.kv_loads_ahead, loads.fewest_ahead[batch]);
     }
+  }
+}
+
+// The shared offset of the mbarrier `bar` a copy completes on, or false (reported) when it
+// lies outside the dynamic shared memory.
+bool barrier_in_shared(Machine& m, int self, const void* bar, const char* what,
+                       std::uint32_t& offset) {
+  const auto at = reinterpret_cast<std::uintptr_t>(bar);
+  const auto begin = reinterpret_cast<std::uintptr_t>(m.shared_begin);
+  if (at >= begin && at + 8 <= begin + m.config->shared_bytes) {
+    offset = static_cast<std::uint32_t>(at - begin);
+    return true;
+  }
+  report(m, self, FindingKind::mbarrier_uninitialized, at, static_cast<long long>(at - begin),
+         std::string(what) + " completing on an mbarrier at 0x" + hex(at) +
+             ", outside the dynamic shared memory; skipped");
+  return false;
+}
+
+void report_uninitialized(Machine& issuer, int self, const Machine& dest, std::uint32_t offset,
+                          const char* what) {
+  const std::string where = &dest == &issuer ? "" : " of CTA rank " + std::to_string(dest.rank);
+  report(issuer, self, FindingKind::mbarrier_uninitialized,
+         reinterpret_cast<std::uintptr_t>(dest.shared_begin) + offset, offset,
+         std::string(what) + " completing on the mbarrier at shared offset " +
+             std::to_string(offset) + where + ", which no mbarrier.init has initialised; skipped");
+}
+
+// The box at `coords` as its dense image (rows of box[0] elements), read from global memory
+// now (checked and counted for the issuer); out-of-bounds elements are zero.
+std::vector<std::byte> read_box(Machine& m, int self, const TensorMap& map,
+                                const std::int32_t* coords, const char* what) {
+  const auto e = static_cast<std::uint32_t>(map.element_bytes);
+  const std::uint32_t inner = map.box[0] * e, rows = rows_of(map);
+  std::vector<std::byte> image(std::size_t{inner} * rows, std::byte{0});
+  for (std::uint32_t r = 0; r < rows; ++r) {
+    const Row row = row_of(map, coords, r);
+    const std::size_t run = (row.hi - row.lo) * e;
+    if (row.inside && check_global_access(m, self, row.global, run, false, what)) {
+      std::memcpy(image.data() + std::size_t{r} * inner + row.lo * e, row.global, run);
+    }
+  }
+  return image;
+}
+
+// Writes `image` into `dest`'s shared memory at box offset `box` in the map's swizzle, pending
+// until the async proxy completes it on `barrier` (an mbarrier of `dest`).
+void deliver(Machine& issuer, int self, Machine& dest, const TensorMap& map, std::uint32_t box,
+             const std::vector<std::byte>& image, Mbarrier& barrier) {
+  TmaLoad load;
+  load.barrier = barrier.offset;
+  load.bytes = tensor_map_box_bytes(map);
+  load.thread = self;
+  const std::uint32_t batch = load_batch(dest, &map, barrier);
+  bool reported = false;
+  for (std::uint32_t at_image = 0; at_image < image.size(); at_image += kChunk) {
+    const std::uint32_t at = tma_swizzled_offset(map.swizzle, box, at_image);
+    std::memcpy(dest.shared_begin + at, image.data() + at_image, kChunk);
+    mark_loaded(issuer, self, dest, at, reported);
+    dest.load_origins[at / kChunk] = {&map, batch};
+    load.chunks.push_back(at);
+  }
+  dest.report.work.shared_bytes_written += load.bytes;
+  dest.tma_loads.push_back(std::move(load));
+  if (explore_chance(dest, kLandAtIssue)) {  // before the issuer's next step
+    land_at(dest, dest.tma_loads.size() - 1);
+    ++dest.report.schedule.early_landings;
   }
 }
 
@@ -302,48 +375,48 @@ void tma_load(void* shared_dst, const TensorMap* map, const std::int32_t* coords
   const int self = m.current;
   std::uint32_t box = 0;
   if (!detail::valid_copy(m, self, map, shared_dst, what, box)) return;
-  const auto barrier_at = reinterpret_cast<std::uintptr_t>(bar);
-  const auto begin = reinterpret_cast<std::uintptr_t>(m.shared_begin);
-  detail::Mbarrier* barrier =
-      barrier_at >= begin ? detail::find_mbarrier(m, static_cast<std::uint32_t>(barrier_at - begin))
-                          : nullptr;
+  std::uint32_t offset = 0;
+  if (!detail::barrier_in_shared(m, self, bar, what, offset)) return;
+  detail::Mbarrier* barrier = detail::find_mbarrier(m, offset);
   if (barrier == nullptr) {
-    detail::report(m, self, FindingKind::mbarrier_uninitialized, barrier_at,
-                   static_cast<long long>(barrier_at - begin),
-                   std::string(what) + " completing on the mbarrier at shared offset " +
-                       std::to_string(static_cast<long long>(barrier_at - begin)) +
-                       ", which no mbarrier.init has initialised; skipped");
+    detail::report_uninitialized(m, self, m, offset, what);
     return;
   }
-  detail::TmaLoad load;
-  load.barrier = barrier->offset;
-  const std::uint32_t batch = detail::load_batch(m, map, *barrier);
-  load.bytes = tensor_map_box_bytes(*map);
-  load.thread = self;
-  const auto e = static_cast<std::uint32_t>(map->element_bytes);
-  const std::uint32_t inner = map->box[0] * e, rows = detail::rows_of(*map);
-  std::vector<std::byte> image(inner);
-  bool reported = false;
-  for (std::uint32_t r = 0; r < rows; ++r) {
-    std::fill(image.begin(), image.end(), std::byte{0});
-    const detail::Row row = detail::row_of(*map, coords, r);
-    const std::size_t run = (row.hi - row.lo) * e;
-    if (row.inside && detail::check_global_access(m, self, row.global, run, false, what)) {
-      std::memcpy(image.data() + row.lo * e, row.global, run);
-    }
-    for (std::uint32_t c = 0; c < inner; c += detail::kChunk) {
-      const std::uint32_t at = tma_swizzled_offset(map->swizzle, box, r * inner + c);
-      std::memcpy(m.shared_begin + at, image.data() + c, detail::kChunk);
-      detail::mark_loaded(m, self, at, reported);
-      m.load_origins[at / detail::kChunk] = {map, batch};
-      load.chunks.push_back(at);
-    }
+  const std::vector<std::byte> image = detail::read_box(m, self, *map, coords, what);
+  detail::deliver(m, self, m, *map, box, image, *barrier);
+}
+
+void tma_load_multicast(void* shared_dst, const TensorMap* map, const std::int32_t* coords,
+                        void* bar, std::uint16_t cta_mask) {
+  const char* what = "cp.async.bulk.tensor load .multicast::cluster";
+  detail::Machine& m = detail::launch_machine(what);
+  const int self = m.current;
+  std::uint32_t box = 0;
+  if (!detail::valid_copy(m, self, map, shared_dst, what, box)) return;
+  std::uint32_t offset = 0;
+  if (!detail::barrier_in_shared(m, self, bar, what, offset)) return;
+  const std::size_t size = m.cluster->ranks.size();
+  if (cta_mask == 0 || (cta_mask >> size) != 0) {
+    detail::report(m, self, FindingKind::invalid_operand, reinterpret_cast<std::uintptr_t>(bar),
+                   offset,
+                   std::string(what) + " with ctaMask " + std::to_string(cta_mask) +
+                       ": it must name at least one CTA rank, all below the cluster's " +
+                       std::to_string(size) + "; skipped");
+    return;
   }
-  m.report.work.shared_bytes_written += load.bytes;
-  m.tma_loads.push_back(std::move(load));
-  if (detail::explore_chance(m, detail::kLandAtIssue)) {  // before the issuer's next step
-    detail::land_at(m, m.tma_loads.size() - 1);
-    ++m.report.schedule.early_landings;
+  // The global bytes are read once, however many blocks receive them.
+  const std::vector<std::byte> image = detail::read_box(m, self, *map, coords, what);
+  for (unsigned rank = 0; rank < size; ++rank) {
+    if ((cta_mask >> rank & 1u) == 0) continue;
+    detail::Machine& dest = *m.cluster->ranks[rank];
+    if (!detail::peer_alive(m, dest, what)) continue;
+    detail::Mbarrier* barrier = detail::find_mbarrier(dest, offset);
+    if (barrier == nullptr) {
+      detail::report_uninitialized(m, self, dest, offset, what);
+      continue;
+    }
+    if (!detail::peer_init_ordered(m, dest, *barrier, what)) continue;
+    detail::deliver(m, self, dest, *map, box, image, *barrier);
   }
 }
 

@@ -25,10 +25,6 @@ namespace {
 
 bool dtype_supported(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16; }
 
-/// Whether `arch` has the Hopper path's instructions (wgmma, TMA): sm_90a only ("a": the
-/// arch-specific features do not carry over to later archs).
-bool runs_wgmma(const std::string& arch) { return arch == "sm_90a"; }
-
 /// The forward tiles per head dim and arch, best first: FlashAttention-2's shapes (Br 128, 4
 /// warps of 32 rows: each warp's ldmatrix reads of K and V feed twice the tensor work of 16
 /// rows), made smaller until nothing spills. A thread holds S and O in fp32 registers, (Bc + D)
@@ -199,6 +195,8 @@ int ForwardConfig::shared_bytes() const {
   }
   return space::shared_bytes(head_dim, block_m, block_n, stages);
 }
+
+bool runs_wgmma(const std::string& arch) { return arch == "sm_90a"; }
 
 bool runs_on(const ForwardConfig& config, const std::string& arch) {
   return config.path == ForwardPath::mma_sync || runs_wgmma(arch);

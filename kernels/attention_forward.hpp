@@ -87,6 +87,10 @@ inline constexpr std::int64_t kMaxSeqlen = AttentionForwardParams::kNoWindow;
 /// The largest grid.y (query heads) and grid.z (batch) of a launch.
 inline constexpr std::int64_t kMaxGridYZ = 65535;
 
+/// Whether `arch` has the Hopper paths' instructions (wgmma, TMA): sm_90a only ("a": the
+/// arch-specific features do not carry over to later archs).
+bool runs_wgmma(const std::string& arch);
+
 /// Whether `config` can run on `arch`: the Hopper paths need sm_90a, the mma.sync path runs
 /// everywhere.
 bool runs_on(const ForwardConfig& config, const std::string& arch);

@@ -610,6 +610,12 @@ TEST_CASE("attention-backward lists the compile matrix") {
         }
       }
     }
+    // The sweep on sm_80 only: sm_90a runs the same mma.sync source, its defaults listed.
+    if (std::string(arch) != "sm_80") {
+      CHECK(all.size() == defaults.size());
+      continue;
+    }
+    CHECK(all.size() > defaults.size());
     for (int head_dim : {64, 128}) {
       for (MaskKind mask : {MaskKind::none, MaskKind::window}) {
         for (const BackwardConfig& config :

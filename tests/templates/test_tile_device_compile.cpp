@@ -68,4 +68,22 @@ TEST_CASE("wgmma: NVRTC builds SS and RS, f16 and bf16, for N from 8 to 256") {
   }
 }
 
+TEST_CASE("clusters: NVRTC builds the cluster barrier, multicast TMA and remote arrivals") {
+  const detail::KernelSpec spec = probe_spec("cluster_probe<2>");
+  const detail::CompiledKernel kernel = detail::compile_kernel(spec, probe_templates());
+  CHECK(kernel.cubin.substr(1, 3) == "ELF");
+  const std::string ptx = detail::compile_ptx(spec, probe_templates());
+  CHECK(has(ptx, ".reqnctapercluster 2, 1, 1"));
+  CHECK(has(ptx, "%cluster_ctarank"));
+  CHECK(occurrences(ptx, "barrier.cluster.arrive.release.aligned;") == 2);
+  CHECK(occurrences(ptx, "barrier.cluster.wait.acquire.aligned;") == 2);
+  for (const char* rank : {"2d", "3d", "4d"}) {
+    CAPTURE(rank);
+    CHECK(has(ptx, std::string("cp.async.bulk.tensor.") + rank +
+                       ".shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"));
+  }
+  CHECK(has(ptx, "mapa.shared::cluster.u32"));
+  CHECK(has(ptx, "mbarrier.arrive.release.cluster.shared::cluster.b64"));
+}
+
 }  // namespace flashjit::testing

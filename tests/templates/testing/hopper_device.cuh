@@ -2,6 +2,7 @@
 // Kernels that instantiate the tile library's Hopper device PTX, for the NVRTC compile test
 // (tests/templates/test_tile_device_compile.cpp): they are built for sm_90a and never run, so
 // each only has to use every instruction variant it is about.
+#include "tile/cluster.cuh"
 #include "tile/memory.cuh"
 #include "tile/register_budget.cuh"
 #include "tile/wgmma.cuh"
@@ -49,6 +50,35 @@ FJ_GLOBAL void wgmma_n_probe(const float* in, float* out) {
   const unsigned long long desc =
       make_descriptor(dynamic_shared<half_t>(), 128, 256, WgmmaLayout::interleave);
   (wgmma_every_form<Ns>(out, desc, a), ...);
+}
+
+/// The cluster wrappers in a cluster of two: ranks, the cluster barrier, multicast TMA loads
+/// of ranks 2 to 4 and an arrival on the peer's mbarrier.
+template <int ClusterBlocks>
+FJ_GLOBAL void __cluster_dims__(ClusterBlocks, 1, 1)
+    cluster_probe(const FJ_GRID_CONSTANT tma_descriptor map, unsigned* out) {
+  mbarrier_t* bar = dynamic_shared<mbarrier_t>();
+  unsigned char* box = dynamic_shared<unsigned char>() + 1024;
+  if (threadIdx.x == 0) {
+    mbarrier_init(bar, 1);
+    mbarrier_init_fence();
+  }
+  cluster_sync();
+  const unsigned rank = cluster_ctarank();
+  const unsigned short everyone = (1u << ClusterBlocks) - 1;
+  if (threadIdx.x == 0) {
+    mbarrier_arrive_expect_tx(bar, 3 * 2048);
+    const int at2[2] = {0, static_cast<int>(rank) * 8};
+    const int at3[3] = {0, 0, static_cast<int>(rank)};
+    const int at4[4] = {0, 0, static_cast<int>(rank), 1};
+    tma_load_multicast(box, map, at2, bar, everyone);
+    tma_load_multicast(box, map, at3, bar, everyone);
+    tma_load_multicast(box, map, at4, bar, everyone);
+  }
+  mbarrier_wait_parity(bar, 0);
+  if (threadIdx.x == 0) mbarrier_arrive_cluster(bar, (rank + 1) % ClusterBlocks);
+  store_global_raw(out + threadIdx.x, rank + box[threadIdx.x]);
+  cluster_sync();
 }
 
 }  // namespace flashjit::testing

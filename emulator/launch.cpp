@@ -3,6 +3,7 @@
 // index variables, and the finding bookkeeping shared by the checks.
 #include <array>
 #include <cstdio>
+#include <memory>
 #include <stdexcept>
 #include <utility>
 
@@ -128,8 +129,10 @@ void record(Machine& machine, int thread, Finding finding) {
 namespace flashjit::emulator {
 
 Report run_grid(const LaunchConfig& config, void (*body)(void*), void* context) {
-  // This copy of the emulator's, one per block of a cluster; their stacks are reused.
-  static std::array<detail::Machine, kMaxClusterBlocks> machines;
+  // This copy of the emulator's, one per block of a cluster, made when first needed; their
+  // stacks are reused. On the heap: every host-compiled kernel links a copy of the emulator,
+  // and eight machines in its .bss would map pages of their own in each of them.
+  static std::array<std::unique_ptr<detail::Machine>, kMaxClusterBlocks> machines;
   if (detail::active() != nullptr) throw std::logic_error("emulator launches do not nest");
   const auto threads = static_cast<std::size_t>(config.block.volume());
   if (threads == 0 || threads > 1024) {
@@ -142,10 +145,13 @@ Report run_grid(const LaunchConfig& config, void (*body)(void*), void* context) 
   std::vector<detail::ActiveScope> scopes;
   scopes.reserve(blocks);
   const std::optional<std::uint64_t> seed = detail::explore_seed(config);
-  FiberStacks* stacks = config.stacks != nullptr ? config.stacks : &machines[0].own_stacks;
+  for (std::size_t r = 0; r < blocks; ++r) {
+    if (!machines[r]) machines[r] = std::make_unique<detail::Machine>();
+  }
+  FiberStacks* stacks = config.stacks != nullptr ? config.stacks : &machines[0]->own_stacks;
   stacks->reserve(threads * blocks);
   for (std::size_t r = 0; r < blocks; ++r) {
-    detail::Machine& machine = machines[r];
+    detail::Machine& machine = *machines[r];
     scopes.emplace_back(machine);
     machine.config = &config;
     machine.body = body;
@@ -176,10 +182,10 @@ Report run_grid(const LaunchConfig& config, void (*body)(void*), void* context) 
       }
     }
   }
-  Report report = std::move(machines[0].report);
+  Report report = std::move(machines[0]->report);
   report.schedule.explored = seed.has_value();
   report.schedule.seed = seed.value_or(0);
-  for (std::size_t r = 1; r < blocks; ++r) detail::merge_report(report, machines[r].report);
+  for (std::size_t r = 1; r < blocks; ++r) detail::merge_report(report, machines[r]->report);
   return report;
 }
 

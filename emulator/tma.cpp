@@ -22,6 +22,7 @@
 // on its own mbarrier at the barrier's offset; each block's copy lands on its own.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -278,6 +279,41 @@ void deliver(Machine& issuer, int self, Machine& dest, const TensorMap& map, std
   }
 }
 
+// A load by the running thread into its own block, or with `cta_mask` into each block of its
+// cluster the mask names (the global bytes read once however many receive them).
+void issue_load(const char* what, void* shared_dst, const TensorMap* map,
+                const std::int32_t* coords, void* bar, std::optional<std::uint16_t> cta_mask) {
+  Machine& m = launch_machine(what);
+  const int self = m.current;
+  std::uint32_t box = 0;
+  if (!valid_copy(m, self, map, shared_dst, what, box)) return;
+  std::uint32_t offset = 0;
+  if (!barrier_in_shared(m, self, bar, what, offset)) return;
+  const std::size_t size = m.cluster->ranks.size();
+  const std::uint32_t mask = cta_mask.value_or(1u << m.rank);
+  if (mask == 0 || (mask >> size) != 0) {
+    report(m, self, FindingKind::invalid_operand, reinterpret_cast<std::uintptr_t>(bar), offset,
+           std::string(what) + " with ctaMask " + std::to_string(mask) +
+               ": it must name at least one CTA rank, all below the cluster's " +
+               std::to_string(size) + "; skipped");
+    return;
+  }
+  std::vector<std::byte> image;
+  for (unsigned rank = 0; rank < size; ++rank) {
+    if ((mask >> rank & 1u) == 0) continue;
+    Machine& dest = *m.cluster->ranks[rank];
+    if (!peer_alive(m, dest, what)) continue;
+    Mbarrier* barrier = find_mbarrier(dest, offset);
+    if (barrier == nullptr) {
+      report_uninitialized(m, self, dest, offset, what);
+      continue;
+    }
+    if (!peer_init_ordered(m, dest, *barrier, what)) continue;
+    if (image.empty()) image = read_box(m, self, *map, coords, what);
+    deliver(m, self, dest, *map, box, image, *barrier);
+  }
+}
+
 }  // namespace
 
 void count_loads_ahead(Machine& m, std::uint32_t offset) {
@@ -370,54 +406,13 @@ const TmaLoad* tma_load_covering(const Machine& m, std::size_t offset) {
 namespace flashjit::emulator {
 
 void tma_load(void* shared_dst, const TensorMap* map, const std::int32_t* coords, void* bar) {
-  const char* what = "cp.async.bulk.tensor load";
-  detail::Machine& m = detail::launch_machine(what);
-  const int self = m.current;
-  std::uint32_t box = 0;
-  if (!detail::valid_copy(m, self, map, shared_dst, what, box)) return;
-  std::uint32_t offset = 0;
-  if (!detail::barrier_in_shared(m, self, bar, what, offset)) return;
-  detail::Mbarrier* barrier = detail::find_mbarrier(m, offset);
-  if (barrier == nullptr) {
-    detail::report_uninitialized(m, self, m, offset, what);
-    return;
-  }
-  const std::vector<std::byte> image = detail::read_box(m, self, *map, coords, what);
-  detail::deliver(m, self, m, *map, box, image, *barrier);
+  detail::issue_load("cp.async.bulk.tensor load", shared_dst, map, coords, bar, std::nullopt);
 }
 
 void tma_load_multicast(void* shared_dst, const TensorMap* map, const std::int32_t* coords,
                         void* bar, std::uint16_t cta_mask) {
-  const char* what = "cp.async.bulk.tensor load .multicast::cluster";
-  detail::Machine& m = detail::launch_machine(what);
-  const int self = m.current;
-  std::uint32_t box = 0;
-  if (!detail::valid_copy(m, self, map, shared_dst, what, box)) return;
-  std::uint32_t offset = 0;
-  if (!detail::barrier_in_shared(m, self, bar, what, offset)) return;
-  const std::size_t size = m.cluster->ranks.size();
-  if (cta_mask == 0 || (cta_mask >> size) != 0) {
-    detail::report(m, self, FindingKind::invalid_operand, reinterpret_cast<std::uintptr_t>(bar),
-                   offset,
-                   std::string(what) + " with ctaMask " + std::to_string(cta_mask) +
-                       ": it must name at least one CTA rank, all below the cluster's " +
-                       std::to_string(size) + "; skipped");
-    return;
-  }
-  // The global bytes are read once, however many blocks receive them.
-  const std::vector<std::byte> image = detail::read_box(m, self, *map, coords, what);
-  for (unsigned rank = 0; rank < size; ++rank) {
-    if ((cta_mask >> rank & 1u) == 0) continue;
-    detail::Machine& dest = *m.cluster->ranks[rank];
-    if (!detail::peer_alive(m, dest, what)) continue;
-    detail::Mbarrier* barrier = detail::find_mbarrier(dest, offset);
-    if (barrier == nullptr) {
-      detail::report_uninitialized(m, self, dest, offset, what);
-      continue;
-    }
-    if (!detail::peer_init_ordered(m, dest, *barrier, what)) continue;
-    detail::deliver(m, self, dest, *map, box, image, *barrier);
-  }
+  detail::issue_load("cp.async.bulk.tensor load .multicast::cluster", shared_dst, map, coords, bar,
+                     cta_mask);
 }
 
 void tma_store(const TensorMap* map, const std::int32_t* coords, const void* shared_src) {

@@ -1,6 +1,6 @@
-// run_grid: sets up the machine for a launch (shared memory, its shadow, fiber stacks), runs
-// the blocks one at a time, and hands back the report. Also the host twins of CUDA's built-in
-// index variables, and the finding bookkeeping shared by the checks.
+// run_grid: sets up a machine per block of a cluster (shared memory, its shadow, fiber stacks),
+// runs the clusters one at a time, and hands back the report, the blocks' merged. Also the host
+// twins of CUDA's built-in index variables, and the finding bookkeeping shared by the checks.
 #include <array>
 #include <cstdio>
 #include <memory>

@@ -74,6 +74,10 @@ std::string rank_text(unsigned rank) { return "CTA rank " + std::to_string(rank)
 
 }  // namespace
 
+std::string of_peer(const Machine& issuer, const Machine& owner) {
+  return &owner == &issuer ? "" : " of " + rank_text(owner.rank);
+}
+
 void check_cluster_shape(const LaunchConfig& config) {
   const Dim3 c = config.cluster, g = config.grid;
   if (c.x == 0 || c.y == 0 || c.z == 0 || c.volume() > kMaxClusterBlocks) {
@@ -141,7 +145,7 @@ bool peer_init_ordered(Machine& self, const Machine& peer, const Mbarrier& barri
   if (&self == &peer || barrier.init_epoch < self.cluster->barrier_phase) return true;
   report(self, self.current, FindingKind::mbarrier_init_unordered,
          std::string(what) + " on the mbarrier at shared offset " + std::to_string(barrier.offset) +
-             " of " + rank_text(peer.rank) +
+             of_peer(self, peer) +
              ", whose init no cluster barrier has ordered before it "
              "(fence.mbarrier_init.release.cluster, then barrier.cluster.arrive and wait)");
   return false;
@@ -200,32 +204,6 @@ void cluster_wait() {
     detail::yield_to_scheduler(m);  // resumed once the phase completed
   }
   slot.cluster_arrived = -1;
-}
-
-void mbarrier_arrive_cluster(void* bar, unsigned rank) {
-  const char* what = "mbarrier.arrive.shared::cluster";
-  detail::Machine& m = detail::launch_machine(what);
-  const auto at = reinterpret_cast<std::uintptr_t>(bar);
-  const auto begin = reinterpret_cast<std::uintptr_t>(m.shared_begin);
-  if (at < begin || at + 8 > begin + m.config->shared_bytes || at % 8 != 0) {
-    detail::report(m, m.current, FindingKind::invalid_operand,
-                   std::string(what) + " on an mbarrier at 0x" + detail::hex(at) +
-                       ": not an 8-byte aligned object in dynamic shared memory; skipped");
-    return;
-  }
-  detail::Machine* peer = detail::cluster_peer(m, rank, what);
-  if (peer == nullptr || !detail::peer_alive(m, *peer, what)) return;
-  const auto offset = static_cast<std::uint32_t>(at - begin);
-  detail::Mbarrier* barrier = detail::find_mbarrier(*peer, offset);
-  if (barrier == nullptr) {
-    detail::report(m, m.current, FindingKind::mbarrier_uninitialized,
-                   std::string(what) + " on the mbarrier at shared offset " +
-                       std::to_string(offset) + " of " + detail::rank_text(rank) +
-                       ", which no mbarrier.init has initialised; ignored");
-    return;
-  }
-  if (!detail::peer_init_ordered(m, *peer, *barrier, what)) return;
-  detail::mbarrier_arrive_on(*peer, *barrier, m, m.current, what, 0);
 }
 
 }  // namespace flashjit::emulator

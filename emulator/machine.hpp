@@ -301,6 +301,9 @@ void check_cluster_shape(const LaunchConfig& config);
 /// Adds the findings, work and schedule counters of `part` (another block's machine of the
 /// same launch) to `into`.
 void merge_report(Report& into, const Report& part);
+/// " of CTA rank R" when `owner` (the block whose shared memory an operation reaches) is not
+/// `issuer`, "" when it is: for findings that name where the operation landed.
+std::string of_peer(const Machine& issuer, const Machine& owner);
 /// A thread of `machine` exited: a cluster barrier phase waiting only for it may complete.
 void cluster_thread_exited(Machine& machine);
 /// Why `thread` waits in barrier.cluster.wait, for the deadlock report.

@@ -145,14 +145,12 @@ bool test_parity(Machine& m, Mbarrier& b, int self, std::uint32_t parity, const 
 // rank when it is another block's).
 void mbarrier_arrive_on(Machine& owner, Mbarrier& b, Machine& issuer, int self, const char* what,
                         std::uint32_t tx_bytes) {
-  const std::string remote =
-      &owner == &issuer ? "" : " (of CTA rank " + std::to_string(owner.rank) + ")";
   check_previous_phase_seen(issuer, b, self, what);
   b.tx += tx_bytes;
   if (tx_bytes != 0 && &owner == &issuer) b.expect_thread = self;
   if (b.pending == 0) {
     report(issuer, self, FindingKind::mbarrier_arrival_overflow, b.offset,
-           std::string(what) + " on " + where(b.offset) + remote + " in phase " +
+           std::string(what) + " on " + where(b.offset) + of_peer(issuer, owner) + " in phase " +
                std::to_string(b.phase) + ", which already has all " + std::to_string(b.expected) +
                " arrivals of its init count (waiting for bytes); the arrival is ignored");
     return;
@@ -284,6 +282,26 @@ bool mbarrier_try_wait_parity(void* bar, std::uint32_t parity) {
   detail::yield_to_scheduler(m);  // resumed once the phase completed
   b = detail::find_mbarrier(m, offset);
   return b == nullptr || detail::test_parity(m, *b, self, parity & 1u, what);
+}
+
+void mbarrier_arrive_cluster(void* bar, unsigned rank) {
+  const char* what = "mbarrier.arrive.shared::cluster";
+  detail::Machine& m = detail::launch_machine(what);
+  const int self = m.current;
+  std::uint32_t offset = 0;
+  if (!detail::barrier_offset(m, self, bar, what, offset)) return;
+  detail::Machine* peer = detail::cluster_peer(m, rank, what);
+  if (peer == nullptr || !detail::peer_alive(m, *peer, what)) return;
+  detail::Mbarrier* b = detail::find_mbarrier(*peer, offset);
+  if (b == nullptr) {
+    detail::report(m, self, FindingKind::mbarrier_uninitialized, offset,
+                   std::string(what) + " on " + detail::where(offset) + detail::of_peer(m, *peer) +
+                       ", which no mbarrier.init has initialised; ignored");
+    return;
+  }
+  if (detail::peer_init_ordered(m, *peer, *b, what)) {
+    detail::mbarrier_arrive_on(*peer, *b, m, self, what, 0);
+  }
 }
 
 void mbarrier_wait_parity(void* bar, std::uint32_t parity) {

@@ -8,6 +8,7 @@
 // then loads also land between threads' steps, and one at a time. Deterministic: no OS threads, no
 // timing; an explored order is fixed by its seed.
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
 
@@ -187,7 +188,7 @@ Settled settle(Machine& machine, bool& divergence_reported) {
 
 void run_cluster(Cluster& cluster, const std::vector<Dim3>& blocks) {
   for (std::size_t r = 0; r < cluster.ranks.size(); ++r) start_block(*cluster.ranks[r], blocks[r]);
-  std::vector<char> divergence_reported(cluster.ranks.size(), 0);
+  std::array<bool, kMaxClusterBlocks> divergence_reported{};
   for (;;) {
     // Passes until nobody can run: a completed collective, barrier phase or remote arrival
     // wakes threads that an earlier pass already went by.
@@ -204,9 +205,7 @@ void run_cluster(Cluster& cluster, const std::vector<Dim3>& blocks) {
     for (std::size_t r = 0; r < cluster.ranks.size(); ++r) {
       Machine& machine = *cluster.ranks[r];
       if (machine.finished) continue;
-      bool reported = divergence_reported[r] != 0;
-      const Settled settled = settle(machine, reported);
-      divergence_reported[r] = reported ? 1 : 0;
+      const Settled settled = settle(machine, divergence_reported[r]);
       if (settled == Settled::stuck && stuck == nullptr) stuck = &machine;
       moved = moved || settled != Settled::stuck;
     }

@@ -118,13 +118,12 @@ void mark_loaded(Machine& issuer, int self, Machine& dest, std::uint32_t chunk, 
     ShadowByte& s = dest.shadow[b];
     if (!reported && (s.wgmma_reads != 0 || s.tma_reads != 0)) {
       reported = true;
-      const std::string where = &dest == &issuer ? "" : " of CTA rank " + std::to_string(dest.rank);
       report(issuer, self,
              s.wgmma_reads != 0 ? FindingKind::wgmma_operand_in_flight
                                 : FindingKind::tma_store_in_flight,
              reinterpret_cast<std::uintptr_t>(dest.shared_begin) + b, b,
-             "cp.async.bulk.tensor load writes shared offset " + std::to_string(b) + where +
-                 ", which " +
+             "cp.async.bulk.tensor load writes shared offset " + std::to_string(b) +
+                 of_peer(issuer, dest) + ", which " +
                  (s.wgmma_reads != 0 ? "a wgmma.mma_async still reads (no wgmma.wait_group)"
                                      : "a TMA store still reads (no cp.async.bulk.wait_group)"));
     }
@@ -230,11 +229,11 @@ bool barrier_in_shared(Machine& m, int self, const void* bar, const char* what,
 
 void report_uninitialized(Machine& issuer, int self, const Machine& dest, std::uint32_t offset,
                           const char* what) {
-  const std::string where = &dest == &issuer ? "" : " of CTA rank " + std::to_string(dest.rank);
   report(issuer, self, FindingKind::mbarrier_uninitialized,
          reinterpret_cast<std::uintptr_t>(dest.shared_begin) + offset, offset,
          std::string(what) + " completing on the mbarrier at shared offset " +
-             std::to_string(offset) + where + ", which no mbarrier.init has initialised; skipped");
+             std::to_string(offset) + of_peer(issuer, dest) +
+             ", which no mbarrier.init has initialised; skipped");
 }
 
 // The box at `coords` as its dense image (rows of box[0] elements), read from global memory

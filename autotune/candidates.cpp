@@ -243,7 +243,8 @@ std::string config_name(const TunedConfig& config) {
            std::to_string(f->warps) + ".s" + std::to_string(f->stages) +
            (f->q_in_registers ? ".qreg" : "") + path_suffix(f->path) +
            (f->overlap ? ".overlap" : "") + (f->pingpong ? ".pingpong" : "") +
-           (f->p_in_shared ? ".pshared" : "") + (f->persistent ? ".persistent" : "");
+           (f->p_in_shared ? ".pshared" : "") + (f->persistent ? ".persistent" : "") +
+           (f->cluster ? ".cluster2" : "");
   }
   if (const auto* inference = std::get_if<InferenceConfig>(&config)) {
     return config_name(inference->forward) + ".splits" + std::to_string(inference->splits);

@@ -93,7 +93,8 @@ using TunedConfig =
 
 /// The config's name in the database and tables: "br128.bc64.w4.s2" (forward; ".qreg" added
 /// when Q stays in registers, ".wgmma" or ".tma" for the Hopper paths' kernels, then ".overlap",
-/// ".pingpong" and ".pshared" for the TMA path's schedule and P's place), "br64.bc128.w8.s2"
+/// ".pingpong", ".pshared", ".persistent" and ".cluster2" for the TMA path's schedule, P's
+/// place, its tile loop and 2-CTA clusters), "br64.bc128.w8.s2"
 /// (backward: the dK/dV kernel's tile), "br64.bc128.w8.s2.dq.br64.bc64.w4" (deterministic backward:
 /// and the dQ kernel's), "br64.bc64.w4.s2.splits8" (attention-decode: the tile and the split
 /// count; the layout flags follow from the key), "c4096.t128.v4" (layer norm, forward or

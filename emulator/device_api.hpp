@@ -16,6 +16,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#define __cluster_dims__(...)
 
 using dim3 = flashjit::emulator::Dim3;
 

@@ -162,6 +162,13 @@ struct LoadOrigin {
   const void* map = nullptr;
   std::uint32_t batch = 0;
 };
+/// Where the last TMA load into a 16-byte chunk of shared memory landed: its mbarrier's offset
+/// and the phase its bytes counted toward (-1: none since the block began or a generic write
+/// since), for tma_landing.cpp.
+struct TmaLanding {
+  std::uint32_t barrier = 0;
+  std::int64_t phase = -1;
+};
 /// The load batches of one tensor map issued in this block so far, where the latest one
 /// completes (an mbarrier's offset and phase: a load elsewhere starts a new batch), and per
 /// batch the fewest batches issued after it when a wgmma read it (-1: none read it).
@@ -247,6 +254,7 @@ struct Machine {
   std::vector<Mbarrier> mbarriers;       // every mbarrier initialised in this block
   std::vector<TmaLoad> tma_loads;        // in flight
   std::vector<LoadOrigin> load_origins;  // one per 16-byte chunk of shared memory
+  std::vector<TmaLanding> landings;      // one per 16-byte chunk of shared memory
   std::vector<MapLoads> map_loads;       // one per tensor map loaded in this block
   std::vector<BulkQueue> bulk_queues;    // TMA stores, one queue per thread
   std::array<NamedBarrier, kNamedBarriers> named_barriers{};
@@ -449,6 +457,19 @@ std::string describe_register_wait(const Machine& machine, int thread);
 /// of that operand's tensor map issued after the one that wrote it. The block's end folds the
 /// samples into the report (finish_async_proxy), but a map's first and last batches'.
 void count_loads_ahead(Machine& machine, std::uint32_t offset);
+/// `load` landed, its bytes counting toward phase `phase` of its mbarrier (tma_landing.cpp).
+void note_landing(Machine& machine, const TmaLoad& load, std::int64_t phase);
+/// A generic write to [offset, offset + bytes): its chunks hold the writer's data now.
+void forget_landings(Machine& machine, std::size_t offset, std::size_t bytes);
+/// Reports (once, returning false) a chunk of [offset, offset + bytes), read now by `thread`
+/// (`what`), whose last TMA load landed on an mbarrier phase no wait has seen complete.
+bool check_landing_seen(Machine& machine, int thread, std::size_t offset, std::size_t bytes,
+                        const char* what);
+/// Reports (returning false) a TMA load by `issuer`'s thread `self` over `dest`'s `chunk`
+/// (`where` names dest when it is a peer) while the chunk's previous load is in flight or
+/// landed on a phase no wait of dest has seen complete.
+bool check_reloadable(Machine& issuer, int self, Machine& dest, std::uint32_t chunk,
+                      const std::string& where);
 /// The TMA load in flight writing shared `offset`, or nullptr.
 const TmaLoad* tma_load_covering(const Machine& machine, std::size_t offset);
 /// Reports (once, returning false) a byte of [offset, offset + bytes) that a thread last

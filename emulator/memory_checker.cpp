@@ -161,7 +161,14 @@ bool check_shared_access(Machine& machine, int thread, const void* address, std:
   // One report per access; the access itself still happens, as on a GPU.
   const RangeCheck check = touch_range(
       machine, machine.shadow.data() + static_cast<std::size_t>(offset), bytes, thread, write);
-  if (!check.found) return true;
+  if (!check.found) {
+    if (write) {
+      forget_landings(machine, static_cast<std::size_t>(offset), bytes);
+    } else {
+      check_landing_seen(machine, thread, static_cast<std::size_t>(offset), bytes, what);
+    }
+    return true;
+  }
   Finding finding = shared_finding(FindingKind::shared_race, what, at, bytes, write, offset);
   const std::size_t first = static_cast<std::size_t>(offset) + check.index;
   if (check.tma) {

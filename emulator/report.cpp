@@ -42,6 +42,8 @@ std::string_view to_string(FindingKind kind) {
       return "mbarrier_phase_unobserved";
     case FindingKind::tma_load_pending:
       return "tma_load_pending";
+    case FindingKind::tma_load_unobserved:
+      return "tma_load_unobserved";
     case FindingKind::tma_store_in_flight:
       return "tma_store_in_flight";
     case FindingKind::tma_invalid:

@@ -36,6 +36,8 @@ enum class FindingKind {
   mbarrier_phase_unobserved,    // an arrival on a phase whose previous phase no wait has seen
                                 // complete (PTX ISA "Phase of the mbarrier object")
   tma_load_pending,             // a shared access to bytes a TMA load wrote, phase still open
+  tma_load_unobserved,          // a read of bytes a TMA load landed on a phase no wait has seen
+                                // complete, or a TMA load over them (or over a load in flight)
   tma_store_in_flight,          // a shared write to bytes a TMA store reads, not waited for
   tma_invalid,                  // a TMA operand: tensor map, coordinates or shared alignment
   proxy_fence_missing,          // async proxy (TMA store, wgmma) reads a generic write unfenced

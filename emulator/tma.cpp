@@ -111,9 +111,10 @@ std::uint32_t rows_of(const TensorMap& map) {
 }
 
 // Marks a chunk of `dest` a load by thread `self` of `issuer` wrote: pending, no generic
-// writer. A write over bytes an in-flight wgmma or TMA store still reads is reported (to the
-// issuer) once per load.
+// writer. A write over bytes an in-flight wgmma or TMA store still reads, or whose previous
+// load no reader can have had (tma_landing.cpp), is reported (to the issuer) once per load.
 void mark_loaded(Machine& issuer, int self, Machine& dest, std::uint32_t chunk, bool& reported) {
+  if (!reported) reported = !check_reloadable(issuer, self, dest, chunk, of_peer(issuer, dest));
   for (std::uint32_t b = chunk; b < chunk + kChunk; ++b) {
     ShadowByte& s = dest.shadow[b];
     if (!reported && (s.wgmma_reads != 0 || s.tma_reads != 0)) {
@@ -149,6 +150,7 @@ void land(Machine& m, const TmaLoad& load) {
     }
   }
   if (Mbarrier* barrier = find_mbarrier(m, load.barrier)) {
+    note_landing(m, load, barrier->phase);  // the phase its bytes count toward
     mbarrier_complete_tx(m, *barrier, load.bytes);
   }
 }
@@ -327,6 +329,7 @@ void count_loads_ahead(Machine& m, std::uint32_t offset) {
 
 void reset_async_proxy(Machine& m, std::size_t threads) {
   m.load_origins.assign(m.shadow.size() / kChunk + 1, LoadOrigin{});
+  m.landings.assign(m.shadow.size() / kChunk + 1, TmaLanding{});
   m.map_loads.clear();
   for (const TmaLoad& load : m.tma_loads) {  // an abandoned block's
     for (const std::uint32_t chunk : load.chunks) {

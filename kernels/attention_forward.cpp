@@ -108,13 +108,18 @@ ForwardLaunch forward_launch(const DeviceInfo& device, const Attention& attentio
   launch.shape = forward_launch_shape(config, attention, stream);
   launch.buffers = forward_buffers(q, k, v, o, lse);
   if (config.path != ForwardPath::tma) return launch;
-  launch.maps = forward_tma_maps(launch.params, attention, config.block_m, config.block_n);
-  // The grid above as tiles (TileSchedule), one CTA each, or persistent one CTA per SM.
-  const long long tiles =
-      static_cast<long long>(launch.shape.grid_x) * launch.shape.grid_y * launch.shape.grid_z;
+  const int cluster_blocks = config.cluster ? 2 : 1;
+  launch.maps =
+      forward_tma_maps(launch.params, attention, config.block_m, config.block_n / cluster_blocks);
+  // The grid above as tiles (TileSchedule), one CTA each (in clusters, whole clusters of them),
+  // or persistent one CTA per SM.
+  const long long tiles = tma_forward_tiles(
+      launch.shape.grid_x, static_cast<long long>(launch.shape.grid_y) * launch.shape.grid_z,
+      cluster_blocks);
   launch.shape.grid_x =
       static_cast<unsigned>(config.persistent ? tma_forward_ctas(tiles, device.sm_count) : tiles);
   launch.shape.grid_y = launch.shape.grid_z = 1;
+  launch.shape.cluster_x = static_cast<unsigned>(cluster_blocks);
   return launch;
 }
 
@@ -137,7 +142,8 @@ ForwardConfig tma_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
 /// 128 x 112 up to 192 (96 with a window); 128 x 80 up to 256 (64 with a window). Up to head
 /// dim 64 FlashAttention-3 runs 192 x 128 on three warpgroups of 160 registers; ours spills
 /// 16-76 bytes there (ptxas, NVRTC 13.0), so 128 x 128 until a GPU says which is faster.
-/// Persistent (one CTA per SM walking the tiles) up to head dim 64, and to 128 with a mask.
+/// Persistent (one CTA per SM walking the tiles) up to head dim 64, and to 128 with a mask;
+/// 2-CTA clusters sharing K and V from head dim 128 without a mask.
 /// Padded head dims count (96 runs as 128). nullopt where the head dim is outside the path or
 /// the tile outgrows `limit`.
 std::optional<ForwardConfig> tma_default(DType dtype, int head_dim, MaskKind mask, bool softcap,
@@ -154,6 +160,10 @@ std::optional<ForwardConfig> tma_default(DType dtype, int head_dim, MaskKind mas
   // registers, and with the larger tiles it spills
   // (bench/results/2026-11-26-tma-forward-pipeline.md).
   config.persistent = padded <= 64 || (padded <= 128 && masked);
+  // 2-CTA clusters sharing K and V where FlashAttention-3 has them: head dims from 128,
+  // unmasked (plan_attention_forward runs the unclustered twin for an odd number of query
+  // blocks, as FlashAttention-3 does).
+  config.cluster = padded >= 128 && !masked && !config.persistent;
   if (!config.valid() || config.shared_bytes() > limit) return std::nullopt;
   return config;
 }
@@ -162,7 +172,13 @@ std::optional<ForwardConfig> tma_default(DType dtype, int head_dim, MaskKind mas
 
 bool ForwardConfig::valid() const {
   if (!dtype_supported(dtype)) return false;
-  if (path != ForwardPath::tma && (overlap || pingpong || p_in_shared || persistent)) return false;
+  if (path != ForwardPath::tma && (overlap || pingpong || p_in_shared || persistent || cluster)) {
+    return false;
+  }
+  if (!tma_forward_cluster_valid(block_n, cluster ? 2 : 1, mask != MaskKind::none, persistent,
+                                 inference_layout())) {
+    return false;
+  }
   if (persistent && !overlap) return false;
   // The TMA path takes packed sequences (varlen, one CTA per tile); the other layouts and the
   // wgmma path take none.
@@ -227,23 +243,31 @@ std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind m
   // Three stages and the persistent schedule only with the overlapped schedules: the plain loop
   // waits for each product, so loads further ahead cannot help it; persistent only with P in
   // registers, whose configs are the ones that stay clear of spills.
+  const int padded = tma_forward_padded_head_dim(head_dim);
   for (int block_m : kTmaBlockM) {
     for (int block_n : kTmaBlockN) {
       for (auto [overlap, pingpong] : {std::pair{false, false}, {true, false}, {true, true}}) {
         for (int stages : kTmaStages) {
           for (bool p_in_shared : {false, true}) {
             for (bool persistent : {false, true}) {
-              if (stages > 2 && !overlap) continue;  // (persistent without overlap is invalid)
-              if (persistent && p_in_shared) continue;
-              ForwardConfig config{dtype, head_dim, block_m, block_n,
-                                   tma_forward_threads(block_m) / 32,
-                                   stages, mask, softcap};
-              config.path = ForwardPath::tma;
-              config.overlap = overlap;
-              config.pingpong = pingpong;
-              config.p_in_shared = p_in_shared;
-              config.persistent = persistent;
-              if (config.valid()) configs.push_back(config);
+              for (bool cluster : {false, true}) {
+                if (stages > 2 && !overlap) continue;  // (persistent without overlap is invalid)
+                if (persistent && p_in_shared) continue;
+                // Clusters with FlashAttention-3's schedule (overlap, P in registers) from head
+                // dim 128, where it takes them: K and V tiles large enough for the halved
+                // reads to matter.
+                if (cluster && (!overlap || p_in_shared || padded < 128)) continue;
+                ForwardConfig config{
+                    dtype,  head_dim, block_m, block_n, tma_forward_threads(block_m) / 32,
+                    stages, mask,     softcap};
+                config.path = ForwardPath::tma;
+                config.overlap = overlap;
+                config.pingpong = pingpong;
+                config.p_in_shared = p_in_shared;
+                config.persistent = persistent;
+                config.cluster = cluster;
+                if (config.valid()) configs.push_back(config);
+              }
             }
           }
         }
@@ -356,11 +380,16 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
   } else if (config.path == ForwardPath::tma) {
     spec.header = "attention/tma_forward_kernel.cuh";
     spec.name_expression =
-        "flashjit::attention_forward_tma_kernel<flashjit::TmaForwardTraits<" + element + head_dim +
-        tiles + mask + softcap + ", " + std::to_string(config.stages) +
-        (config.overlap ? ", true" : ", false") + (config.pingpong ? ", true" : ", false") +
-        (config.p_in_shared ? ", true" : ", false") + (config.persistent ? ", true" : ", false") +
-        (config.varlen ? ", true" : "") + ">>";
+        std::string(config.cluster ? "flashjit::attention_forward_tma_cluster_kernel"
+                                   : "flashjit::attention_forward_tma_kernel") +
+        "<flashjit::TmaForwardTraits<" + element + head_dim + tiles + mask + softcap + ", " +
+        std::to_string(config.stages) + (config.overlap ? ", true" : ", false") +
+        (config.pingpong ? ", true" : ", false") + (config.p_in_shared ? ", true" : ", false") +
+        (config.persistent ? ", true" : ", false") +
+        (config.varlen    ? ", true"
+         : config.cluster ? ", false, 2"
+                          : "") +
+        ">>";
   } else {
     spec.header = "attention/forward_kernel.cuh";
     const auto flag = [](bool on) { return on ? std::string("true") : std::string("false"); };
@@ -392,6 +421,7 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
   if (config.pingpong) spec.traits.push_back("pingpong");
   if (config.p_in_shared) spec.traits.push_back("pshared");
   if (config.persistent) spec.traits.push_back("persistent");
+  if (config.cluster) spec.traits.push_back("cluster2");
   if (config.varlen) spec.traits.push_back("varlen");
   if (config.paged) spec.traits.push_back("paged");
   if (config.pack_gqa) spec.traits.push_back("packgqa");
@@ -421,7 +451,7 @@ struct SpecKeyHash {
                            static_cast<unsigned>(c.path) << 8 | c.softcap << 12 |
                            c.q_in_registers << 13 | c.overlap << 14 | c.pingpong << 15 |
                            c.p_in_shared << 16 | c.persistent << 17 | c.varlen << 18 |
-                           c.paged << 19 | c.pack_gqa << 20 | c.split << 21;
+                           c.paged << 19 | c.pack_gqa << 20 | c.split << 21 | c.cluster << 22;
     return std::hash<std::uint64_t>{}(tiles) ^ std::hash<unsigned>{}(flags)*31u ^
            std::hash<std::string>{}(key.arch);
   }
@@ -545,7 +575,12 @@ std::optional<ForwardLaunch> plan_attention_forward(const DeviceInfo& device, Co
                                                     Stream stream) {
   validate_forward_arguments(attention, q, k, v, o, lse);
   if (forward_is_empty(attention)) return std::nullopt;
-  const ForwardConfig config = choice.forward_config(attention, q.dtype);
+  ForwardConfig config = choice.forward_config(attention, q.dtype);
+  // A cluster pairs query blocks; with an odd number of them one CTA of each (head, batch) would
+  // only load: the unclustered twin runs instead (FlashAttention-3 clusters even counts only).
+  if (config.cluster && (attention.seqlen_q + config.block_m - 1) / config.block_m % 2 != 0) {
+    config.cluster = false;
+  }
   ForwardLaunch launch = forward_launch(device, attention, q, k, v, o, lse, config, stream);
   if (!launch.maps.empty() && !tma_maps_problem(launch.maps).empty()) {
     // Tensors TMA cannot read: the best config of the other paths (its kernel name says so).

@@ -61,6 +61,12 @@ struct ForwardConfig {
   /// (query block, head, batch) tiles, longest causal ones first, instead of one CTA per tile
   /// (templates/attention/tma_tile_schedule.cuh).
   bool persistent = false;
+  /// TMA path, unmasked, one CTA per tile, dense: CTAs in clusters of two, consecutive query
+  /// blocks of one (head, batch), each loading half of every K and V block and multicasting it
+  /// to both, so each reads half its K and V from global memory (FlashAttention-3's 2-CTA
+  /// clusters). A CTA past the last query block (an odd count) walks the keys with its peer and
+  /// writes nothing; the default choice runs the unclustered twin there instead.
+  bool cluster = false;
   /// Inference layouts (templates/attention/sequence_layout.cuh): per-sequence lengths and
   /// offsets, K/V in pages, the query heads of a key/value head packed into rows, and split-KV
   /// partials; all on the mma.sync path, and varlen alone (packed prefill, not persistent) on

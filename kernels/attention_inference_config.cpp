@@ -91,6 +91,7 @@ std::optional<ForwardConfig> packed_prefill_tma_config(DType dtype, int head_dim
   ForwardConfig config = default_forward_config(dtype, head_dim, mask, softcap, arch);
   if (config.path != ForwardPath::tma) return std::nullopt;
   config.persistent = false;  // the sequences' tiles are uneven: one CTA each
+  config.cluster = false;     // nor do two CTAs walk the same keys
   config.varlen = true;
   if (!config.valid()) return std::nullopt;
   return config;

@@ -16,6 +16,9 @@ namespace flashjit::detail {
 struct LaunchShape {
   unsigned grid_x = 1, grid_y = 1, grid_z = 1;
   unsigned block_x = 1, block_y = 1, block_z = 1;
+  /// CTAs of a cluster along x (the kernel declares the same with __cluster_dims__; the
+  /// emulator takes it from here).
+  unsigned cluster_x = 1;
   std::size_t dynamic_shared_bytes = 0;
   CUstream stream = nullptr;
 };

@@ -52,6 +52,7 @@ emulator::LaunchConfig launch_config(const KernelSpec& spec, const LaunchShape& 
   config.kernel_name = spec.display_name();
   config.grid = {shape.grid_x, shape.grid_y, shape.grid_z};
   config.block = {shape.block_x, shape.block_y, shape.block_z};
+  config.cluster = {shape.cluster_x, 1, 1};
   config.shared_bytes = shape.dynamic_shared_bytes;
   for (const KernelBuffer& buffer : buffers) {
     config.buffers.push_back({buffer.data, buffer.bytes, buffer.name});

@@ -157,7 +157,10 @@ FJ_DEVICE void write_outputs(const acc_tile<16, Traits::kHeadDimPadded>& o, cons
   bulk_wait_group<0>();  // the block's shared memory lives until the store has read it
 }
 
-/// Where a consumer warpgroup is in the K and the V ring (kept across its CTA's tiles).
+/// Where a consumer warpgroup is in the K and the V ring (kept across its CTA's tiles), and
+/// which block's ring this thread's releases count in: its own, or in a cluster, whose blocks
+/// fill each other's slots, rank thread % kClusterBlocks, so that every block's ring hears from
+/// every warpgroup of the cluster (its barriers expect kConsumerThreads arrivals either way).
 template <class Traits>
 struct ConsumerSlots {
   RingPosition<Traits::kStages> k, v;
@@ -174,13 +177,23 @@ struct ConsumerSlots {
   }
   /// S = Q Kᵀ has landed: K's slot goes back to the producer.
   FJ_DEVICE void release_key(const TmaForwardShared<Traits>& smem) {
-    smem.k_ring.release(k);
+    release(smem.k_ring, k);
     k.advance();
   }
   /// O += P V has landed: V's slot goes back to the producer.
   FJ_DEVICE void release_value(const TmaForwardShared<Traits>& smem) {
-    smem.v_ring.release(v);
+    release(smem.v_ring, v);
     v.advance();
+  }
+
+ private:
+  FJ_DEVICE void release(const typename Traits::Ring& ring,
+                         const RingPosition<Traits::kStages>& at) const {
+    if constexpr (Traits::kClusterBlocks > 1) {
+      ring.release_in(at, threadIdx.x % unsigned(Traits::kClusterBlocks));
+    } else {
+      ring.release(at);
+    }
   }
 };
 

@@ -22,22 +22,37 @@
 // Packed sequences (Varlen): each tile finds its sequence in the cu_seqlens arrays and O leaves
 // by bounded stores (a TMA box would write into the next sequence).
 //
-// Not done yet (FlashAttention-3 has them): cache hints, clusters and multicast.
+// Clusters of two CTAs (kClusterBlocks 2, unmasked, one CTA per tile): the two take
+// consecutive query blocks of one (head, batch), so they walk the same key blocks in step; each
+// producer loads half the rows of each K and V block and multicasts them into both CTAs' slots,
+// so each CTA reads half its K and V from global memory (FlashAttention-3's, at head dims from
+// 128). A slot is then filled from both CTAs: it is free once both CTAs' consumers have released
+// it, which each signals in both CTAs' rings (ConsumerSlots).
+//
+// Not done yet (FlashAttention-3 has them): cache hints.
 #include "attention/tma_forward_consumer.cuh"
 
 namespace flashjit {
 
 /// Producer: block `block`'s rows of K or V (`map`) into the next free slot of `ring`, whose
-/// slot 0 is `slot0`.
+/// slot 0 is `slot0`; in a cluster, this CTA's share of them (ClusterShare) into that slot of
+/// every CTA.
 template <class Traits>
 FJ_DEVICE void load_key_block(const typename Traits::Ring& ring,
                               RingPosition<Traits::kStages>& slot,
                               const typename Traits::KVTile& slot0, const tma_descriptor& map,
                               const TmaForwardBlock& at, int block) {
   using KVTile = typename Traits::KVTile;
-  mbarrier_t* full = ring.acquire(slot, KVTile::kBytes);  // an empty slot
-  const int origin[4] = {0, at.k_row0 + block * Traits::kBlockN, at.kv_head, at.tensor_batch};
-  tma_load_tile(KVTile{slot0.data + slot.stage * KVTile::kBytes / 2}, map, origin, full);
+  mbarrier_t* full = ring.acquire(slot, KVTile::kBytes);  // an empty slot (in every CTA)
+  int origin[4] = {0, at.k_row0 + block * Traits::kBlockN, at.kv_head, at.tensor_batch};
+  const KVTile tile{slot0.data + slot.stage * KVTile::kBytes / 2};
+  if constexpr (Traits::kClusterBlocks > 1) {
+    const ClusterShare<Traits::kClusterBlocks, Traits::kBlockN> share(cluster_ctarank());
+    origin[1] += share.first_row;
+    tma_load_share_multicast<Traits::kClusterBlocks>(share.at(tile), map, origin, full);
+  } else {
+    tma_load_tile(tile, map, origin, full);
+  }
   slot.advance();
 }
 
@@ -49,8 +64,9 @@ FJ_DEVICE void load_key_block(const typename Traits::Ring& ring,
 /// tile's Q waits until the consumers have stored the previous tile's O (q_empty); a tile with
 /// no key to visit loads nothing, but still lets the consumers in (q_full) only then.
 template <class Traits>
-FJ_DEVICE void load_tiles(const TmaForwardShared<Traits>& smem, const AttentionForwardParams& params,
-                          const AttentionTmaMaps& maps, const TileSchedule<Traits>& tiles) {
+FJ_DEVICE void load_tiles(const TmaForwardShared<Traits>& smem,
+                          const AttentionForwardParams& params, const AttentionTmaMaps& maps,
+                          const TileSchedule<Traits>& tiles) {
   RingPosition<Traits::kStages> k_slot, v_slot;
   unsigned q_phase = 0;       // this CTA's tiles so far, mod 2
   bool first_loaded = false;  // the current tile's first K and V, loaded with the previous tile
@@ -109,14 +125,9 @@ FJ_DEVICE void attend_tiles(const TmaForwardShared<Traits>& smem,
   }
 }
 
-/// Grid (tma_forward_ctas when persistent: at most one CTA per SM, each walking tiles as
-/// TileSchedule says; else one CTA per tile, TileSchedule's count),
-/// block Traits::kThreads (the consumer warpgroups, then the producer warpgroup), dynamic shared
-/// memory Traits::kSharedBytes; `maps` as AttentionTmaMaps documents.
+/// The kernel's body; the entry points below add only their launch attributes.
 template <class Traits>
-FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
-    attention_forward_tma_kernel(AttentionForwardParams params,
-                                 const FJ_GRID_CONSTANT AttentionTmaMaps maps) {
+FJ_DEVICE void tma_forward(const AttentionForwardParams& params, const AttentionTmaMaps& maps) {
   const int thread = threadIdx.x;
   const TileSchedule<Traits> tiles(params);
   const TmaForwardShared<Traits> smem =
@@ -124,10 +135,17 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
   if (thread == 0) {
     mbarrier_init(smem.q_full, 1);  // the producer's arrival (and Q's bytes)
     mbarrier_init(smem.q_empty, Traits::kConsumerThreads / 128);  // each consumer warpgroup's
-    smem.k_ring.init(Traits::kConsumerThreads);  // every consumer thread releases each slot
+    // Every consumer thread releases each slot once: here, or in a cluster in the ring of one
+    // of its blocks, which hear from kConsumerThreads threads all told.
+    smem.k_ring.init(Traits::kConsumerThreads);
     smem.v_ring.init(Traits::kConsumerThreads);
   }
-  __syncthreads();  // the barriers are initialised
+  // The barriers are initialised, in a cluster for the peers too, before anyone uses them.
+  if constexpr (Traits::kClusterBlocks > 1) {
+    cluster_sync();
+  } else {
+    __syncthreads();
+  }
 
   constexpr bool kMoveRegisters = Traits::kConsumerRegisters > 0;
   if (thread < Traits::kConsumerThreads) {
@@ -138,6 +156,34 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
     if constexpr (kMoveRegisters) warpgroup_release_registers<Traits::kProducerRegisters>();
     if (thread == Traits::kConsumerThreads) load_tiles<Traits>(smem, params, maps, tiles);
   }
+  // A peer's last loads and releases reach into this CTA's shared memory: it stays until the
+  // whole cluster is done.
+  if constexpr (Traits::kClusterBlocks > 1) {
+    __syncwarp();
+    cluster_sync();
+  }
+}
+
+/// Grid (tma_forward_ctas when persistent: at most one CTA per SM, each walking tiles as
+/// TileSchedule says; else one CTA per tile, TileSchedule's count),
+/// block Traits::kThreads (the consumer warpgroups, then the producer warpgroup), dynamic shared
+/// memory Traits::kSharedBytes; `maps` as AttentionTmaMaps documents. One CTA a cluster.
+template <class Traits>
+FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
+    attention_forward_tma_kernel(AttentionForwardParams params,
+                                 const FJ_GRID_CONSTANT AttentionTmaMaps maps) {
+  static_assert(Traits::kClusterBlocks == 1, "clusters: attention_forward_tma_cluster_kernel");
+  tma_forward<Traits>(params, maps);
+}
+
+/// The same in clusters of two CTAs along x (Traits::kClusterBlocks 2; the grid, TileSchedule's
+/// count, is even).
+template <class Traits>
+FJ_GLOBAL void __cluster_dims__(2, 1, 1) __launch_bounds__(Traits::kThreads)
+    attention_forward_tma_cluster_kernel(AttentionForwardParams params,
+                                         const FJ_GRID_CONSTANT AttentionTmaMaps maps) {
+  static_assert(Traits::kClusterBlocks == 2, "one CTA a cluster: attention_forward_tma_kernel");
+  tma_forward<Traits>(params, maps);
 }
 
 }  // namespace flashjit

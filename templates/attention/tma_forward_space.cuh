@@ -23,13 +23,16 @@ constexpr int tma_forward_threads(int block_m) { return block_m / 64 * 128 + 128
 /// Registers a thread of the consumer and of the producer warpgroups keep after setmaxnreg,
 /// FlashAttention-3's split of the 64K register file: 240 and 24 with two
 /// consumer warpgroups, 160 and 32 with three. One consumer warpgroup (256 threads) has 255 a
-/// thread without it, so the kernel leaves registers alone there (0 here).
+/// thread without it, so the kernel leaves registers alone there (0 here). In clusters
+/// (`cluster_blocks` 2) the producer's multicast loads spill at 24 (8 bytes, NVRTC 13.0), so
+/// two consumer warpgroups give it 40 and keep 232, which they fit in without spills.
 struct TmaForwardRegisters {
   int consumer;
   int producer;
 };
-constexpr TmaForwardRegisters tma_forward_registers(int block_m) {
-  return block_m == 128   ? TmaForwardRegisters{240, 24}
+constexpr TmaForwardRegisters tma_forward_registers(int block_m, int cluster_blocks = 1) {
+  return block_m == 128
+             ? (cluster_blocks > 1 ? TmaForwardRegisters{232, 40} : TmaForwardRegisters{240, 24})
          : block_m == 192 ? TmaForwardRegisters{160, 32}
                           : TmaForwardRegisters{0, 0};
 }
@@ -66,6 +69,26 @@ constexpr bool tma_forward_valid(int head_dim, int block_m, int block_n, int sta
 /// FlashAttention-3 has it.
 constexpr bool tma_forward_schedule_valid(int block_m, int stages, bool overlap, bool pingpong) {
   return (!overlap || stages >= 2) && (!pingpong || (overlap && block_m == 128));
+}
+
+/// Whether K and V may be shared by a cluster of `cluster_blocks` CTAs (FlashAttention-3's
+/// 2-CTA clusters): each CTA loads rows [r·Bc/2, (r+1)·Bc/2) of a key block and multicasts them
+/// to both, so each reads half the K and V it uses from global memory. One CTA alone always;
+/// two when they walk the same key blocks in step, as unmasked CTAs of one (head, batch) do,
+/// one CTA per tile (the persistent and packed schedules give CTAs tiles of their own), and
+/// each half is whole 8-row swizzle atoms (Bc a multiple of 16).
+constexpr bool tma_forward_cluster_valid(int block_n, int cluster_blocks, bool masked,
+                                         bool persistent, bool varlen) {
+  return cluster_blocks == 1 ||
+         (cluster_blocks == 2 && block_n % 16 == 0 && !masked && !persistent && !varlen);
+}
+
+/// Tiles of a launch (TileSchedule): ⌈seqlen_q / Br⌉ query blocks, rounded up to whole clusters
+/// (a CTA past the last block has no row, but walks the keys with its peer), times `per_row`
+/// (heads_q · batch).
+constexpr long long tma_forward_tiles(long long query_blocks, long long per_row,
+                                      int cluster_blocks) {
+  return (query_blocks + cluster_blocks - 1) / cluster_blocks * cluster_blocks * per_row;
 }
 
 /// CTAs of a launch over `tiles` tiles (TileSchedule) on a GPU of `sm_count` SMs: one per SM

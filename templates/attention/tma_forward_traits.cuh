@@ -14,10 +14,10 @@ namespace flashjit {
 /// 4, dimensions innermost first: {head_dim, seqlen, heads, batch} of that tensor (heads_q for Q
 /// and O, heads_kv for K and V); byte strides {-, row_stride, head_stride, batch_stride} · 2
 /// from its HeadTensor (so bshd and bhsd alike); 16-bit elements; box {64, BlockM (Q), BlockN
-/// (K, V) or 64 (O, one warpgroup's rows), 1, 1}; CU_TENSOR_MAP_SWIZZLE_128B; interleave none,
-/// element strides 1, OOB fill none: rows past seqlen and columns past head_dim load as zeros
-/// and are not stored. Global addresses 16-byte aligned, strides multiples of 16 bytes (the
-/// driver's rules: tma_forward_strides_valid).
+/// (K, V; BlockN / 2 in 2-CTA clusters, each CTA's share) or 64 (O, one warpgroup's rows), 1, 1};
+/// CU_TENSOR_MAP_SWIZZLE_128B; interleave none, element strides 1, OOB fill none: rows past seqlen
+/// and columns past head_dim load as zeros and are not stored. Global addresses 16-byte aligned,
+/// strides multiples of 16 bytes (the driver's rules: tma_forward_strides_valid).
 struct AttentionTmaMaps {
   tma_descriptor q;
   tma_descriptor k;
@@ -27,7 +27,7 @@ struct AttentionTmaMaps {
 
 template <typename Element_, int HeadDim, int BlockM, int BlockN, MaskKind Mask, bool Softcap,
           int Stages = 2, bool Overlap = false, bool Pingpong = false, bool PShared = false,
-          bool Persistent = false, bool Varlen = false>
+          bool Persistent = false, bool Varlen = false, int ClusterBlocks = 1>
 struct TmaForwardTraits {
   static_assert(tma_forward_valid(HeadDim, BlockM, BlockN, Stages, PShared),
                 "invalid TMA forward traits: see tma_forward_valid (head dim 64 to 256 in "
@@ -38,6 +38,9 @@ struct TmaForwardTraits {
                 "between two consumer warpgroups (Br 128) and comes with overlap");
   static_assert(!(Varlen && Persistent),
                 "a variable-length batch takes one CTA per tile (its tiles are uneven)");
+  static_assert(tma_forward_cluster_valid(BlockN, ClusterBlocks, Mask != MaskKind::none, Persistent,
+                                          Varlen),
+                "clusters of two CTAs that share K and V: unmasked, one CTA per dense tile");
   using Element = Element_;  // half_t or bfloat16_t
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kHeadDimPadded = tma_forward_padded_head_dim(HeadDim);
@@ -57,9 +60,13 @@ struct TmaForwardTraits {
   // (maps of batch 1), each tile finds its sequence's rows, and O leaves by bounded stores (a
   // TMA box would write into the next sequence).
   static constexpr bool kVarlen = Varlen;
+  // CTAs of a cluster (1 or 2), consecutive query blocks of one (head, batch): each loads its
+  // share of every K and V block and multicasts it to all (tma_forward_space.cuh).
+  static constexpr int kClusterBlocks = ClusterBlocks;
+  static constexpr int kKVBoxRows = BlockN / ClusterBlocks;  // rows of K's and V's TMA box
   // setmaxnreg's counts (0: none), each thread's registers after it.
-  static constexpr int kConsumerRegisters = tma_forward_registers(BlockM).consumer;
-  static constexpr int kProducerRegisters = tma_forward_registers(BlockM).producer;
+  static constexpr int kConsumerRegisters = tma_forward_registers(BlockM, ClusterBlocks).consumer;
+  static constexpr int kProducerRegisters = tma_forward_registers(BlockM, ClusterBlocks).producer;
 
   using QTile = swizzled_tile<Element, BlockM, kHeadDimPadded>;   // as TMA wrote it; O too
   using KVTile = swizzled_tile<Element, BlockN, kHeadDimPadded>;  // K and V alike

@@ -10,6 +10,7 @@
 #include "attention/key_window.cuh"
 #include "attention/mask_kind.cuh"
 #include "attention/sequence_span.cuh"
+#include "attention/tma_forward_space.cuh"
 
 namespace flashjit {
 
@@ -36,7 +37,9 @@ struct TmaForwardBlock {
 /// batch): with a causal mask the last query blocks see the most keys, so the longest tiles go
 /// out in the first wave and the short ones fill the gaps after (longest first, as
 /// FlashAttention-3 orders causal tiles). CTA c takes tile c and, persistent, c + gridDim.x,
-/// c + 2·gridDim.x, …
+/// c + 2·gridDim.x, … In clusters of kClusterBlocks CTAs (unmasked, so the order does not
+/// matter), the CTAs of a cluster take consecutive query blocks of one (head, batch), and the
+/// query blocks are counted up to whole clusters: a CTA past the last one has no row.
 template <class Traits>
 struct TileSchedule {
   int query_blocks;  // ⌈seqlen_q / kBlockM⌉
@@ -46,7 +49,7 @@ struct TileSchedule {
   FJ_DEVICE explicit TileSchedule(const AttentionForwardParams& params)
       : query_blocks((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM),
         per_row(params.heads_q * params.batch),
-        count(query_blocks * per_row) {}
+        count(int(tma_forward_tiles(query_blocks, per_row, Traits::kClusterBlocks))) {}
 
   FJ_DEVICE int first() const { return int(blockIdx.x); }
   FJ_DEVICE int next(int tile) const { return Traits::kPersistent ? tile + int(gridDim.x) : count; }
@@ -55,9 +58,11 @@ struct TileSchedule {
   /// Tile `tile`'s rows, head, batch and key blocks. Packed, query_blocks covers the longest
   /// sequence, so a shorter one's later tiles have no row and no key.
   FJ_DEVICE TmaForwardBlock block(const AttentionForwardParams& params, int tile) const {
-    const int query_block = query_blocks - 1 - tile / per_row,
-              head = tile % per_row % params.heads_q;
-    const int batch = tile % per_row / params.heads_q;
+    constexpr int kCluster = Traits::kClusterBlocks;
+    const int query_block = kCluster > 1 ? tile / kCluster / per_row * kCluster + tile % kCluster
+                                         : query_blocks - 1 - tile / per_row;
+    const int place = kCluster > 1 ? tile / kCluster % per_row : tile % per_row;  // (head, batch)
+    const int head = place % params.heads_q, batch = place / params.heads_q;
     const int row0 = query_block * Traits::kBlockM;
     int seqlen_q = params.seqlen_q, seqlen_k = params.seqlen_k;
     int q_start = 0, k_start = 0, tensor_batch = batch;
@@ -74,8 +79,12 @@ struct TileSchedule {
     }
     const int rows = min_int(Traits::kBlockM, seqlen_q - row0);
     const KeyWindow<Traits::kMask> window(params, seqlen_q, seqlen_k);
+    // A CTA with no row visits no key, unless its cluster's peers do: unmasked, every row sees
+    // the same keys, and it walks them in step with them.
     const BlockRange keys =
-        rows > 0 ? window.key_blocks(row0, row0 + rows - 1, Traits::kBlockN) : BlockRange{0, 0};
+        rows > 0 || kCluster > 1
+            ? window.key_blocks(row0, row0 + max_int(rows, 1) - 1, Traits::kBlockN)
+            : BlockRange{0, 0};
     return {row0,         rows,     head,           head / params.heads_per_kv,
             batch,        keys,     q_start + row0, k_start,
             tensor_batch, seqlen_q, seqlen_k};

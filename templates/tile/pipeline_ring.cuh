@@ -5,6 +5,7 @@
 // waits for the slot to be full, uses it and releases it on its "empty" barrier. Slot index
 // and phase parity live in a RingPosition that each side advances after every slot, never as
 // loose integers.
+#include "tile/cluster.cuh"
 #include "tile/mbarrier.cuh"
 
 namespace flashjit {
@@ -59,6 +60,14 @@ struct PipelineRing {
   /// Consumer: this thread is done with the slot at `at`; the producer may refill it once
   /// every consumer has said so.
   FJ_DEVICE void release(const RingPosition<Stages>& at) const { mbarrier_arrive(empty(at.stage)); }
+
+  /// Consumer, in a cluster whose blocks fill each other's slots (multicast): this thread's
+  /// release of the slot at `at` counts in the ring of the block of rank `rank` (this block's
+  /// own included), whose producer may refill the slot here once every block's consumers
+  /// released it there.
+  FJ_DEVICE void release_in(const RingPosition<Stages>& at, unsigned rank) const {
+    mbarrier_arrive_cluster(empty(at.stage), rank);
+  }
 
  private:
   FJ_DEVICE mbarrier_t* full(int stage) const { return barriers + stage; }

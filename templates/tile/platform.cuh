@@ -31,6 +31,7 @@ inline float negative_infinity() { return -__builtin_huge_valf(); }
 #endif
 
 FJ_HOST_DEVICE constexpr int min_int(int a, int b) { return a < b ? a : b; }
+FJ_HOST_DEVICE constexpr int max_int(int a, int b) { return a > b ? a : b; }
 
 template <typename T>
 constexpr T ceil_div(T a, T b) {

@@ -13,6 +13,7 @@
 //  - MN-major: start advances 16 lines (2048 bytes) per k16; LBO = the panel's bytes (the
 //    next 64 n), SBO 1024 (the next 8 k).
 // Tiles start on a 1024-byte boundary (descriptor base offset 0): align_swizzle_atom.
+#include "tile/cluster.cuh"
 #include "tile/tma.cuh"
 #include "tile/warpgroup_tile.cuh"
 
@@ -88,6 +89,42 @@ FJ_DEVICE void tma_load_tile(swizzled_tile<T, Rows, Cols> dst, const tma_descrip
                              const int (&origin)[Rank], mbarrier_t* bar) {
   for_each_panel_box<Cols>(origin, [&](int panel, const int(&coords)[Rank]) {
     tma_load(dst.line(panel, 0), map, coords, bar);
+  });
+}
+
+/// A cluster of Blocks blocks that all load one tile, each its share and multicast to all:
+/// block `rank`'s share is rows [rank · kRows, (rank + 1) · kRows) of each panel, whole 8-line
+/// atoms, so that it lands swizzled as the whole tile would. A producer works out its share
+/// once (first_row, and its tiles moved on by it: at) and loads it with
+/// tma_load_share_multicast.
+template <int Blocks, int Rows>
+struct ClusterShare {
+  static_assert(Blocks >= 2 && Blocks <= 16 && Rows % (8 * Blocks) == 0,
+                "a share of whole swizzle atoms for each block of the cluster");
+  static constexpr int kRows = Rows / Blocks;
+  int first_row;
+
+  FJ_DEVICE explicit ClusterShare(unsigned rank) : first_row(int(rank) * kRows) {}
+  /// `tile` moved on to this share's first line: its panels' lines first_row on.
+  template <typename T, int Cols>
+  FJ_DEVICE swizzled_tile<T, Rows, Cols> at(swizzled_tile<T, Rows, Cols> tile) const {
+    return {tile.data + first_row * swizzled_tile<T, Rows, Cols>::kLineBytes / 2};
+  }
+};
+
+/// Loads a share (ClusterShare) of a tile: the box at `origin` (coords innermost first,
+/// origin[0] = 0, origin[1] the share's first row) into `share` (ClusterShare::at of the tile)
+/// of every block of the cluster, one box of (64 columns, Rows / Blocks rows) per panel,
+/// completing on each block's mbarrier at `bar`'s offset. Once every block has loaded its share,
+/// each block's `bar` has had Tile::kBytes transaction bytes. The map's box is
+/// {64, Rows / Blocks, 1, ...} with the 128-byte swizzle.
+template <int Blocks, int Rank, typename T, int Rows, int Cols>
+FJ_DEVICE void tma_load_share_multicast(swizzled_tile<T, Rows, Cols> share,
+                                        const tma_descriptor& map, const int (&origin)[Rank],
+                                        mbarrier_t* bar) {
+  constexpr auto kEveryBlock = static_cast<unsigned short>((1u << Blocks) - 1u);
+  for_each_panel_box<Cols>(origin, [&](int panel, const int(&coords)[Rank]) {
+    tma_load_multicast(share.line(panel, 0), map, coords, bar, kEveryBlock);
   });
 }
 

@@ -102,16 +102,18 @@ TEST_CASE("candidates: the whole space, one default, FLOPs") {
     });
   };
   // wgmma; TMA: 56 with two stages, 24 with three, and the 43 overlapped ones with P in
-  // registers again persistent (19 of them with three stages)
-  CHECK(hopper(candidates) == 4 + 123);
+  // registers again persistent and again in 2-CTA clusters (19 of each with three stages)
+  CHECK(hopper(candidates) == 4 + 123 + 43);
   CHECK(std::count_if(candidates.begin(), candidates.end(), [](const Candidate& c) {
           return c.name.find(".s3.tma.overlap") != std::string::npos;
-        }) == 24 + 19);
+        }) == 24 + 19 + 19);
+  CHECK(std::count_if(candidates.begin(), candidates.end(),
+                      [](const Candidate& c) { return c.name.ends_with(".cluster2"); }) == 43);
   CHECK(std::count_if(candidates.begin(), candidates.end(), [](const Candidate& c) {
           return c.name.ends_with(".persistent");
         }) == 43);
   CHECK(hopper(enumerate_candidates(p, "sm_80")) == 0);
-  CHECK(find(candidates, "br128.bc176.w12.s2.tma.overlap.pingpong").is_default);
+  CHECK(find(candidates, "br128.bc176.w12.s2.tma.overlap.pingpong.cluster2").is_default);
   CHECK_FALSE(find(candidates, "br128.bc128.w8.s1.wgmma").is_default);
   const std::vector<Candidate> backward_candidates = enumerate_candidates(backward, "sm_90a");
   REQUIRE(!backward_candidates.empty());
@@ -523,12 +525,31 @@ TEST_CASE("the forward's launch plan: one spec per config, TMA maps on sm_90a, c
     // The spec is made once and kept: the second call formats no kernel name.
     CHECK(first->spec == second->spec);
     const kernels::ForwardConfig config = choice.forward_config(a, DType::bf16);
-    CHECK(*first->spec == kernels::forward_spec(config, arch));
+    // Three query blocks: the chosen 2-CTA clusters give way to their unclustered twin.
+    kernels::ForwardConfig planned = config;
+    planned.cluster = false;
+    CHECK(*first->spec == kernels::forward_spec(planned, arch));
     CHECK(first->buffers.size() == 5);
     if (std::string(arch) == "sm_90a") {
       REQUIRE(config.path == kernels::ForwardPath::tma);
+      CHECK(config.cluster);
       CHECK(first->maps.size() == 4);  // q, k, v, o
       CHECK(first->maps[0].global_address == q.data);
+      CHECK(first->maps[1].box[1] == 176);  // K's box: Bc rows
+      CHECK(first->shape.cluster_x == 1);
+      CHECK(first->shape.grid_x == 3 * 4 * 2);
+      // Two (256 rows): the clusters run; each CTA loads half of K's and V's rows.
+      Attention paired = a;
+      paired.seqlen_q = 256;
+      const std::optional<kernels::ForwardLaunch> clustered = kernels::plan_attention_forward(
+          device, choice, paired, view(6, DType::bf16, {2, 256, 4, 128}), k, v,
+          view(7, DType::bf16, {2, 256, 4, 128}), view(8, DType::f32, {2, 4, 256}), nullptr);
+      REQUIRE(clustered);
+      CHECK(*clustered->spec == kernels::forward_spec(config, arch));
+      CHECK(clustered->maps[1].box[1] == 88);
+      CHECK(clustered->maps[2].box[1] == 88);
+      CHECK(clustered->shape.cluster_x == 2);
+      CHECK(clustered->shape.grid_x == 2 * 4 * 2);
     } else {
       CHECK(first->maps.empty());
     }

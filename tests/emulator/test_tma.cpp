@@ -334,6 +334,39 @@ __global__ void read_before_wait(flashjit::tma_descriptor map, float* out) {
   }
 }
 
+// Thread 0 loads the box on barrier `slot`, which expects a second arrival that only comes
+// in Fixed (so in the bug its phase stays open), and a second box on `other`, whose wait
+// lets both copies land; then everyone meets at a __syncthreads and thread 33 reads the first
+// box: landed, nothing in flight, but its phase not seen complete (in Fixed, thread 33 waits
+// for it first).
+template <bool Fixed>
+__global__ void read_landed_unseen(flashjit::tma_descriptor map, float* out) {
+  const int t = static_cast<int>(threadIdx.x);
+  auto* slot = barrier();
+  auto* other = reinterpret_cast<mbarrier_t*>(shared_at(kBar + 8));
+  if (t == 0) {
+    flashjit::mbarrier_init(slot, 2);
+    flashjit::mbarrier_init(other, 1);
+  }
+  __syncthreads();
+  const std::uint32_t bytes = em::tensor_map_box_bytes(*map.map);
+  if (t == 0) {
+    const int rows0[2] = {0, 0}, rows8[2] = {0, 8};
+    flashjit::mbarrier_arrive_expect_tx(slot, bytes);
+    flashjit::tma_load(shared_at(kBox), map, rows0, slot);
+    flashjit::mbarrier_arrive_expect_tx(other, bytes);
+    flashjit::tma_load(shared_at(kBox + 2048), map, rows8, other);
+    flashjit::mbarrier_wait_parity(other, 0);
+  }
+  if (Fixed && t == 32) flashjit::mbarrier_arrive(slot);
+  __syncthreads();
+  if (Fixed && t == 33) flashjit::mbarrier_wait_parity(slot, 0);
+  if (t == 33) {
+    flashjit::store_global(out, 0,
+                           flashjit::load_shared(reinterpret_cast<float*>(shared_at(kBox)), 5));
+  }
+}
+
 template <std::uint32_t Expected>
 __global__ void expect_wrong_bytes(flashjit::tma_descriptor map, float*) {
   const int t = static_cast<int>(threadIdx.x);
@@ -432,6 +465,22 @@ TEST_CASE("reading TMA-loaded bytes before their mbarrier phase completes is rep
   CHECK(report.findings.size() == 1);
 
   const em::Report fixed = run_planted(read_before_wait<true>, out);
+  CHECK_MESSAGE(fixed.clean(), fixed);
+  CHECK(out[0] == 5.0f);
+}
+
+TEST_CASE("reading landed TMA bytes whose mbarrier phase no wait has seen complete is reported") {
+  std::vector<float> out;
+  const em::Report report = run_planted(read_landed_unseen<false>, out);
+  INFO(report);
+  REQUIRE(report.count(em::FindingKind::tma_load_unobserved) == 1);
+  const em::Finding& finding = *report.first(em::FindingKind::tma_load_unobserved);
+  CHECK(finding.thread.x == 33);
+  CHECK_FALSE(finding.write);
+  CHECK(mentions(finding, "landed on phase 0 of the mbarrier at shared offset 8"));
+  CHECK(report.count(em::FindingKind::tma_load_pending) == 0);  // nothing was in flight
+
+  const em::Report fixed = run_planted(read_landed_unseen<true>, out);
   CHECK_MESSAGE(fixed.clean(), fixed);
   CHECK(out[0] == 5.0f);
 }

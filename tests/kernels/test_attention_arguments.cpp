@@ -294,15 +294,17 @@ TEST_CASE("the config space lists every valid config once, in a fixed order") {
   // 96, 112, 128 or 176, each with and without overlap, and with pingpong too at Br 128: 42;
   // and again with P in shared memory where Bc is 64 or 128: 14), plus the overlapped
   // schedules' three-stage configs that fit in shared memory (32 at head dim 64, 24 at 128),
-  // and every overlapped config with P in registers again persistent (48 at 64, 43 at 128).
+  // and every overlapped config with P in registers again persistent (48 at 64, 43 at 128),
+  // and from head dim 128 (padded), unmasked, those 43 again in 2-CTA clusters.
   CHECK(forward_configs(DType::bf16, 64, MaskKind::none, false).size() == 94 + 32 + 48);
-  CHECK(forward_configs(DType::bf16, 128, MaskKind::none, false).size() == 88 + 24 + 43);
+  CHECK(forward_configs(DType::bf16, 128, MaskKind::none, false).size() == 88 + 24 + 43 + 43);
+  CHECK(forward_configs(DType::bf16, 128, MaskKind::window, false).size() == 88 + 24 + 43);
   int tma_at_96 = 0;
   for (const ForwardConfig& config : forward_configs(DType::bf16, 96, MaskKind::none, false)) {
     CHECK(config.path != ForwardPath::wgmma);  // the wgmma path offers padded 64 and 128 only
     tma_at_96 += config.path == ForwardPath::tma ? 1 : 0;  // padded to 128 by whole panels
   }
-  CHECK(tma_at_96 == 56 + 24 + 43);
+  CHECK(tma_at_96 == 56 + 24 + 43 + 43);
   for (const ForwardConfig& config : forward_configs(DType::bf16, 56, MaskKind::none, false)) {
     CHECK(config.path != ForwardPath::tma);  // the TMA path starts at head dim 64
   }

@@ -208,4 +208,38 @@ TEST_CASE("forward on an emulated sm_90a: each CTA reads its Q rows and every K 
   CHECK(work.front().work.ldmatrix_bytes == 0);  // no operand goes through ldmatrix
 }
 
+TEST_CASE("forward on an emulated sm_90a: from head dim 128 two CTAs share K and V") {
+  Runtime& runtime = hopper_emulator();
+  // Two query blocks of Br = 128: one cluster, which reads each K and V row once.
+  runtime.reset_emulated_work();
+  const ForwardCase even = make_case(1, 1, 256, 300, 128);
+  ForwardVerdict verdict = run_forward_case(runtime, even);
+  REQUIRE_MESSAGE(verdict.ok, verdict.describe());
+  std::vector<KernelWork> work = runtime.emulated_work();
+  REQUIRE(work.size() == 1);
+  CHECK(work.front().kernel ==
+        "attention_forward.hdim128.bf16.br128.bc176.w12.s2.tma.overlap.pingpong.cluster2.sm90a");
+  constexpr std::uint64_t kRowBytes = 128 * 2;
+  CHECK(work.front().work.ctas == 2);
+  CHECK(work.front().work.global_bytes_read == 256 * kRowBytes + 2 * 300 * kRowBytes);
+  // Three: the unclustered twin, as FlashAttention-3 has it (a third CTA would only load).
+  runtime.reset_emulated_work();
+  verdict = run_forward_case(runtime, make_case(2, 1, 300, 300, 128));
+  REQUIRE_MESSAGE(verdict.ok, verdict.describe());
+  work = runtime.emulated_work();
+  REQUIRE(work.size() == 1);
+  CHECK(work.front().kernel ==
+        "attention_forward.hdim128.bf16.br128.bc176.w12.s2.tma.overlap.pingpong.sm90a");
+  // Asked for, the clusters take an odd count too: the last cluster's second CTA has no row.
+  const kernels::ForwardConfig clustered =
+      kernels::default_forward_config(DType::bf16, 128, MaskKind::none, false, "sm_90a");
+  REQUIRE(clustered.cluster);
+  runtime.reset_emulated_work();
+  verdict = run_forward_case(runtime, make_case(2, 1, 300, 300, 128), clustered);
+  CHECK_MESSAGE(verdict.ok, verdict.describe());
+  work = runtime.emulated_work();
+  REQUIRE(work.size() == 1);
+  CHECK(work.front().work.ctas == 2 * 4);  // 3 query blocks, 4 CTAs, for each of 2 heads
+}
+
 }  // namespace flashjit::testing

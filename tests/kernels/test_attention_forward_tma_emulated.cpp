@@ -47,24 +47,27 @@ em::TensorMap tensor_map(const HeadTensor& t, std::int64_t batch, std::int64_t s
 }
 
 /// Runs `c` with Br = BlockM, Bc = BlockN, the consumers' schedule and Stages slots in each of
-/// the K and V rings (the mask kind and dtype the case needs), with its tensor maps built as the host will, and judges it against the
+/// the K and V rings (the mask kind and dtype the case needs), in clusters of Cluster CTAs (an
+/// unmasked case), with its tensor maps built as the host will, and judges it against the
 /// reference. `seed`: the emulator explores orderings from it (unset: as the environment says;
 /// CTest sets FLASHJIT_EMULATOR_EXPLORE for this suite). Returns the launch's report.
 template <int HeadDim, int BlockM, int BlockN, bool Overlap = false, bool Pingpong = false,
-          bool PShared = false, int Stages = 2, bool Persistent = false>
+          bool PShared = false, int Stages = 2, bool Persistent = false, int Cluster = 1>
 em::Report check_case(const ForwardCase& c, std::optional<std::uint64_t> seed = std::nullopt) {
   INFO(c.name() << " br" << BlockM << ".bc" << BlockN << ".s" << Stages
                 << (Overlap ? ".overlap" : "") << (Pingpong ? ".pingpong" : "")
-                << (PShared ? ".pshared" : "") << (Persistent ? ".persistent" : ""));
+                << (PShared ? ".pshared" : "") << (Persistent ? ".persistent" : "")
+                << (Cluster > 1 ? ".cluster" : ""));
   const Attention a = c.attention();
   DirectForwardBuffers buffers = direct_forward_buffers(c);
   const AttentionForwardParams params = direct_forward_params(c, buffers);
   const em::TensorMap q_map =
       tensor_map(params.q, a.batch, a.seqlen_q, a.heads_q, a.head_dim, BlockM);
+  // In a cluster each CTA loads its share of K's and V's rows.
   const em::TensorMap k_map =
-      tensor_map(params.k, a.batch, a.seqlen_k, a.heads_kv, a.head_dim, BlockN);
+      tensor_map(params.k, a.batch, a.seqlen_k, a.heads_kv, a.head_dim, BlockN / Cluster);
   const em::TensorMap v_map =
-      tensor_map(params.v, a.batch, a.seqlen_k, a.heads_kv, a.head_dim, BlockN);
+      tensor_map(params.v, a.batch, a.seqlen_k, a.heads_kv, a.head_dim, BlockN / Cluster);
   const em::TensorMap o_map =
       tensor_map(params.o, a.batch, a.seqlen_q, a.heads_q, a.head_dim, kTmaStoreRows);
   for (const em::TensorMap* map : {&q_map, &k_map, &v_map, &o_map}) {
@@ -74,16 +77,26 @@ em::Report check_case(const ForwardCase& c, std::optional<std::uint64_t> seed = 
   const AttentionTmaMaps maps{{&q_map}, {&k_map}, {&v_map}, {&o_map}};
   em::Report report;
   dispatch_forward_traits(c, [&]<typename T, MaskKind Mask, bool Softcap>() {
-    using Traits =
-        TmaForwardTraits<T, HeadDim, BlockM, BlockN, Mask, Softcap, Stages, Overlap, Pingpong,
-                         PShared, Persistent>;
-    em::LaunchConfig config = direct_forward_launch<Traits>(c, buffers, "attention_forward_tma");
-    // The tiles in one dimension; persistent, a few CTAs walk them, several tiles a CTA.
-    const std::int64_t tiles = std::int64_t(config.grid.x) * config.grid.y * config.grid.z;
-    config.grid = {static_cast<unsigned>(Persistent ? tma_forward_ctas(tiles, kTestCtas) : tiles),
-                   1, 1};
-    if (seed) config.explore_seed = seed;
-    report = em::launch(&attention_forward_tma_kernel<Traits>, config, params, maps);
+    if constexpr (Cluster > 1 && Mask != MaskKind::none) {
+      FAIL("clusters take unmasked cases only");
+    } else {
+      using Traits = TmaForwardTraits<T, HeadDim, BlockM, BlockN, Mask, Softcap, Stages, Overlap,
+                                      Pingpong, PShared, Persistent, false, Cluster>;
+      em::LaunchConfig config = direct_forward_launch<Traits>(c, buffers, "attention_forward_tma");
+      // The tiles in one dimension (whole clusters of them); persistent, a few CTAs walk them,
+      // several tiles a CTA.
+      const std::int64_t tiles =
+          tma_forward_tiles(config.grid.x, std::int64_t(config.grid.y) * config.grid.z, Cluster);
+      config.grid = {static_cast<unsigned>(Persistent ? tma_forward_ctas(tiles, kTestCtas) : tiles),
+                     1, 1};
+      config.cluster = {Cluster, 1, 1};
+      if (seed) config.explore_seed = seed;
+      if constexpr (Cluster > 1) {
+        report = em::launch(&attention_forward_tma_cluster_kernel<Traits>, config, params, maps);
+      } else {
+        report = em::launch(&attention_forward_tma_kernel<Traits>, config, params, maps);
+      }
+    }
   });
   REQUIRE_MESSAGE(report.clean(), report);
   CHECK(report.work.tensor_flops > 0);  // both products on wgmma
@@ -237,6 +250,39 @@ TEST_CASE("TMA forward on the emulator: persistent CTAs walk the tiles, every sc
     CHECK(r.schedule.early_landings > 0);
     CHECK(r.schedule.failed_try_waits > 0);
   }
+}
+
+// FlashAttention-3's 2-CTA clusters: the two CTAs of a cluster take consecutive query blocks
+// and each loads half of every K and V block into both, so the launch reads K and V from global
+// memory half as often, with the same results. An odd number of query blocks leaves a CTA with
+// no row, which walks the keys with its peer and writes nothing.
+TEST_CASE("TMA forward on the emulator: 2-CTA clusters share K and V") {
+  ForwardCase gqa = batched_case(2, 4, 2, 300, 333, 128);  // 3 query blocks: a CTA idle
+  gqa.problem.softcap = 30.0f;
+  ForwardCase bhsd = batched_case(1, 2, 1, 256, 200, 128, DType::f16);  // 2 query blocks
+  bhsd.layout = reference::Layout::bhsd;
+  for (const ForwardCase* c : {&gqa, &bhsd}) {
+    const em::Report alone = check_case<128, 128, 176, true, true>(*c);  // hd 128's default tile
+    const em::Report paired = check_case<128, 128, 176, true, true, false, 2, false, 2>(*c);
+    const Attention a = c->attention();
+    const auto query_blocks = std::uint64_t((a.seqlen_q + 127) / 128);
+    const std::uint64_t clusters = (query_blocks + 1) / 2,
+                        heads = std::uint64_t(a.batch * a.heads_q);
+    CHECK(alone.work.ctas == query_blocks * heads);
+    CHECK(paired.work.ctas == 2 * clusters * heads);
+    // Alone, each CTA reads Q's block and all of K and V of its head; in clusters, each cluster
+    // reads K and V once between its two CTAs.
+    const std::uint64_t q_bytes = heads * std::uint64_t(a.seqlen_q) * 128 * 2;
+    const std::uint64_t kv_alone = alone.work.global_bytes_read - q_bytes;
+    CHECK(kv_alone > 0);
+    CHECK((paired.work.global_bytes_read - q_bytes) * query_blocks == kv_alone * clusters);
+    MESSAGE(c->name() << ": global bytes read alone " << alone.work.global_bytes_read
+                      << ", in clusters " << paired.work.global_bytes_read);
+  }
+  // Head dim 256 (Bc 80: shares of 40 rows), three stages, the plain and the overlapped loops.
+  check_case<256, 128, 80, true, false, false, 2, false, 2>(batched_case(1, 3, 3, 130, 170, 256));
+  check_case<128, 128, 128, true, true, false, 3, false, 2>(batched_case(1, 2, 1, 250, 700, 128));
+  check_case<192, 64, 64, false, false, false, 2, false, 2>(batched_case(1, 1, 1, 64, 129, 192));
 }
 
 // kv_loads_ahead (WorkCounters): with K and V on rings of their own, a K slot is free once

@@ -13,7 +13,7 @@ namespace flashjit::kernels {
 
 /// The maps of Q, K, V and O, in AttentionTmaMaps' order, for a validated call whose kernel
 /// arguments are `params`: Q's box of Br = block_m rows, K's and V's of block_n (Bc, or a CTA's
-/// share of it in a cluster: Traits::kKVBoxRows).
+/// share of it in a cluster: Bc / 2).
 std::vector<emulator::TensorMap> forward_tma_maps(const AttentionForwardParams& params,
                                                   const Attention& attention, int block_m,
                                                   int block_n);

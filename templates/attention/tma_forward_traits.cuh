@@ -63,7 +63,6 @@ struct TmaForwardTraits {
   // CTAs of a cluster (1 or 2), consecutive query blocks of one (head, batch): each loads its
   // share of every K and V block and multicasts it to all (tma_forward_space.cuh).
   static constexpr int kClusterBlocks = ClusterBlocks;
-  static constexpr int kKVBoxRows = BlockN / ClusterBlocks;  // rows of K's and V's TMA box
   // setmaxnreg's counts (0: none), each thread's registers after it.
   static constexpr int kConsumerRegisters = tma_forward_registers(BlockM, ClusterBlocks).consumer;
   static constexpr int kProducerRegisters = tma_forward_registers(BlockM, ClusterBlocks).producer;

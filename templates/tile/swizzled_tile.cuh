@@ -94,8 +94,8 @@ FJ_DEVICE void tma_load_tile(swizzled_tile<T, Rows, Cols> dst, const tma_descrip
 
 /// A cluster of Blocks blocks that all load one tile, each its share and multicast to all:
 /// block `rank`'s share is rows [rank · kRows, (rank + 1) · kRows) of each panel, whole 8-line
-/// atoms, so that it lands swizzled as the whole tile would. A producer works out its share
-/// once (first_row, and its tiles moved on by it: at) and loads it with
+/// atoms, so that it lands swizzled as the whole tile would. A producer finds its share's first
+/// row in the tensor (first_row on from the tile's) and in the tile (at), and loads it with
 /// tma_load_share_multicast.
 template <int Blocks, int Rows>
 struct ClusterShare {

@@ -466,10 +466,9 @@ void forget_landings(Machine& machine, std::size_t offset, std::size_t bytes);
 bool check_landing_seen(Machine& machine, int thread, std::size_t offset, std::size_t bytes,
                         const char* what);
 /// Reports (returning false) a TMA load by `issuer`'s thread `self` over `dest`'s `chunk`
-/// (`where` names dest when it is a peer) while the chunk's previous load is in flight or
-/// landed on a phase no wait of dest has seen complete.
-bool check_reloadable(Machine& issuer, int self, Machine& dest, std::uint32_t chunk,
-                      const std::string& where);
+/// (the issuer's own block or a peer's) while the chunk's previous load is in flight or landed
+/// on a phase no wait of dest has seen complete.
+bool check_reloadable(Machine& issuer, int self, Machine& dest, std::uint32_t chunk);
 /// The TMA load in flight writing shared `offset`, or nullptr.
 const TmaLoad* tma_load_covering(const Machine& machine, std::size_t offset);
 /// Reports (once, returning false) a byte of [offset, offset + bytes) that a thread last

@@ -114,7 +114,7 @@ std::uint32_t rows_of(const TensorMap& map) {
 // writer. A write over bytes an in-flight wgmma or TMA store still reads, or whose previous
 // load no reader can have had (tma_landing.cpp), is reported (to the issuer) once per load.
 void mark_loaded(Machine& issuer, int self, Machine& dest, std::uint32_t chunk, bool& reported) {
-  if (!reported) reported = !check_reloadable(issuer, self, dest, chunk, of_peer(issuer, dest));
+  if (!reported) reported = !check_reloadable(issuer, self, dest, chunk);
   for (std::uint32_t b = chunk; b < chunk + kChunk; ++b) {
     ShadowByte& s = dest.shadow[b];
     if (!reported && (s.wgmma_reads != 0 || s.tma_reads != 0)) {

@@ -66,8 +66,7 @@ bool check_landing_seen(Machine& m, int thread, std::size_t offset, std::size_t 
   return true;
 }
 
-bool check_reloadable(Machine& issuer, int self, Machine& dest, std::uint32_t chunk,
-                      const std::string& where) {
+bool check_reloadable(Machine& issuer, int self, Machine& dest, std::uint32_t chunk) {
   const TmaLanding landing = dest.landings[chunk / kChunk];
   const bool in_flight = dest.shadow[chunk].pending_tma != 0;
   if (!in_flight && seen(dest, landing)) return true;
@@ -78,7 +77,7 @@ bool check_reloadable(Machine& issuer, int self, Machine& dest, std::uint32_t ch
   finding.offset = chunk;
   finding.write = true;
   finding.message = "cp.async.bulk.tensor load writes shared offset " + std::to_string(chunk) +
-                    where + ", which " +
+                    of_peer(issuer, dest) + ", which " +
                     (in_flight ? std::string("an earlier load still in flight writes")
                                : "holds what " + landed(landing)) +
                     ": its readers cannot have had it (refill a slot only after its readers "

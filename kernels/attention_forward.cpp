@@ -108,7 +108,7 @@ ForwardLaunch forward_launch(const DeviceInfo& device, const Attention& attentio
   launch.shape = forward_launch_shape(config, attention, stream);
   launch.buffers = forward_buffers(q, k, v, o, lse);
   if (config.path != ForwardPath::tma) return launch;
-  const int cluster_blocks = config.cluster ? 2 : 1;
+  const int cluster_blocks = config.cluster_blocks();
   launch.maps =
       forward_tma_maps(launch.params, attention, config.block_m, config.block_n / cluster_blocks);
   // The grid above as tiles (TileSchedule), one CTA each (in clusters, whole clusters of them),
@@ -175,7 +175,7 @@ bool ForwardConfig::valid() const {
   if (path != ForwardPath::tma && (overlap || pingpong || p_in_shared || persistent || cluster)) {
     return false;
   }
-  if (!tma_forward_cluster_valid(block_n, cluster ? 2 : 1, mask != MaskKind::none, persistent,
+  if (!tma_forward_cluster_valid(block_n, cluster_blocks(), mask != MaskKind::none, persistent,
                                  inference_layout())) {
     return false;
   }

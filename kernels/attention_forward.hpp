@@ -77,6 +77,8 @@ struct ForwardConfig {
   bool split = false;
   bool operator==(const ForwardConfig&) const = default;
 
+  /// CTAs of a cluster: 2 with `cluster`, else 1.
+  int cluster_blocks() const { return cluster ? 2 : 1; }
   /// Whether any inference layout is on.
   bool inference_layout() const { return varlen || paged || pack_gqa || split; }
 

@@ -470,6 +470,27 @@ TEST_CASE("forward specs name the traits and read like the config") {
   persistent.stages = 4;  // two or three slots a ring
   persistent.overlap = true;
   CHECK_FALSE(persistent.valid());
+  // 2-CTA clusters: unmasked, one CTA per dense tile, the TMA path only.
+  ForwardConfig clustered = scheduled;
+  clustered.mask = MaskKind::none;
+  clustered.cluster = true;
+  REQUIRE(clustered.valid());
+  CHECK(clustered.cluster_blocks() == 2);
+  CHECK(forward_spec(clustered, "sm_90a").name_expression ==
+        "flashjit::attention_forward_tma_cluster_kernel<flashjit::TmaForwardTraits<flashjit::"
+        "half_t, 96, 128, 64, flashjit::MaskKind::none, true, 2, true, true, false, false, false, "
+        "2>>");
+  CHECK(forward_spec(clustered, "sm_90a").readable_name ==
+        "attention_forward.hdim96.fp16.softcap.br128.bc64.w12.s2.tma.overlap.pingpong.cluster2");
+  for (auto off : {+[](ForwardConfig& c) { c.mask = MaskKind::window; },
+                   +[](ForwardConfig& c) { c.persistent = true; },
+                   +[](ForwardConfig& c) { c.varlen = true; },
+                   +[](ForwardConfig& c) { c.path = ForwardPath::mma_sync; }}) {
+    ForwardConfig refused = clustered;
+    off(refused);
+    CHECK_FALSE(refused.valid());
+    check_names([&] { forward_spec(refused, "sm_90a"); }, "config");
+  }
   scheduled.overlap = false;  // pingpong comes with overlap
   CHECK_FALSE(scheduled.valid());
   ForwardConfig pingpong_64 = tma;

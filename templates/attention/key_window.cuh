@@ -21,6 +21,9 @@ struct BlockRange {
 
 template <MaskKind Kind>
 struct KeyWindow {
+  /// Without a window only the keys' end, seqlen_k, hides any: lo is 0 and hi is seqlen_k for
+  /// every row.
+  static constexpr bool kKeysEndOnly = Kind == MaskKind::none;
   int seqlen_k;
   int diagonal;
   int left;   // window_left, or kNoWindow

@@ -46,25 +46,38 @@ FJ_DEVICE void mask_scores_transposed(const Window& window, acc_tile<Rows, Cols>
 /// unsigned comparison against a constant: a third of the code, which NVRTC compiles that much
 /// faster. For tiles of a few rows per lane (the Hopper consumers' 16-row warps): the compiler
 /// keeps the spans across the key loop, two registers a row, which the mma.sync kernels' 32-row
-/// warps at their register limit do not have (they spill).
+/// warps at their register limit do not have (they spill). Without a window only the keys'
+/// end hides any, the same offset in every row: one signed comparison per element.
 template <class Window, int Rows, int Cols>
 FJ_DEVICE void mask_scores_by_row(const Window& window, acc_tile<Rows, Cols>& s, int row0, int key0,
                                   int lane) {
   using Tile = acc_tile<Rows, Cols>;
   const int origin = key0 + fragment_col(0, 0, lane);  // the lane's first key
+  if constexpr (Window::kKeysEndOnly) {
+    const int end = window.seqlen_k - origin;  // offsets from `end` on are past the keys
 #pragma unroll
-  for (int slab = 0; slab < Tile::kSlabs; ++slab)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const VisibleSpan span(window, row0 + fragment_row(slab, half, lane), origin);
+    for (int slab = 0; slab < Tile::kSlabs; ++slab)
 #pragma unroll
       for (int group = 0; group < Tile::kGroups; ++group)
 #pragma unroll
-        for (int pair = 0; pair < 2; ++pair) {
-          float& score = s.frag[slab][group][half * 2 + pair];
-          if (span.hides(group * 8 + pair)) score = negative_infinity();
+        for (int e = 0; e < 4; ++e) {  // element e: column 8 group + e % 2 of the lane's
+          if (group * 8 + e % 2 >= end) s.frag[slab][group][e] = negative_infinity();
         }
-    }
+  } else {
+#pragma unroll
+    for (int slab = 0; slab < Tile::kSlabs; ++slab)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const VisibleSpan span(window, row0 + fragment_row(slab, half, lane), origin);
+#pragma unroll
+        for (int group = 0; group < Tile::kGroups; ++group)
+#pragma unroll
+          for (int pair = 0; pair < 2; ++pair) {
+            float& score = s.frag[slab][group][half * 2 + pair];
+            if (span.hides(group * 8 + pair)) score = negative_infinity();
+          }
+      }
+  }
 }
 
 }  // namespace flashjit

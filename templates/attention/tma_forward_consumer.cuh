@@ -226,17 +226,25 @@ FJ_DEVICE void attend(const TmaForwardShared<Traits>& smem, const AttentionForwa
   write_outputs<Traits>(o, lse, smem, params, maps, at, thread);
 }
 
-/// Consumer with the softmax overlapped (FlashAttention-3's IntraWGOverlap): each step issues
-/// this block's S = Q Kᵀ and the previous block's O += P V together, waits for S only, frees
-/// K's slot and folds S into the softmax while P V runs; then frees V's slot and rescales O to
-/// the new maximum. The first block, which has no P V to pair with, is peeled off the loop, so
-/// that every step's waits are the same instructions: a branch between the issue and the waits
-/// makes ptxas serialize the whole wgmma pipeline (its advisory C7514).
+/// Consumer with the softmax overlapped (FlashAttention-3's IntraWGOverlap). Each step issues
+/// block j's S = Q Kᵀ with block j − 1's O += P V and waits for S only, freeing K's slot; folds
+/// S into the softmax while P V runs; then waits for P V, frees V's slot, rescales O to the new
+/// maximum and keeps the new P. The first block's S is issued alone. No branch may sit between
+/// a wgmma issue and its waits, or ptxas serializes the whole wgmma pipeline (its advisory
+/// C7514), so the first block is either
+///  - folded by the loop itself, entered at the fold (kRotated): O is still 0 and α is 0 there
+///    (m was −inf), its wait for a product never issued returns at once, and it frees no V.
+///    One copy of the softmax, the largest code in the kernel: 0.16 s less cold compile at head
+///    dim 128 than peeled;
+///  - or peeled off the loop (FlashAttention-3's way), for O of more than 96 registers a thread
+///    (padded head dims above 192), where the rotated loop spills.
 template <class Traits>
 FJ_DEVICE void attend_overlapped(const TmaForwardShared<Traits>& smem,
                                  const AttentionForwardParams& params, const AttentionTmaMaps& maps,
                                  const TmaForwardBlock& at, ConsumerSlots<Traits>& slots,
                                  int thread) {
+  constexpr bool kRotated = Traits::kHeadDimPadded <= 192;
+  using Scores = acc_tile<16, Traits::kBlockN>;  // (16, kBlockN): this warp's rows of a block
   const ConsumerRows<Traits> rows(params, at, thread);
   const ProductTurns<Traits::kPingpong> turns{thread / 128};
 
@@ -244,21 +252,18 @@ FJ_DEVICE void attend_overlapped(const TmaForwardShared<Traits>& smem,
   fill(o, 0.0f);
   OnlineSoftmax<16> softmax;     // m, ℓ
   ProbabilityOperand<Traits> p;  // the previous block's P
-  if (!at.keys.empty()) {
+  // The first block's S = Q Kᵀ, alone, waited for; K's slot freed.
+  const auto issue_first = [&](Scores& s) {
     turns.start(at.keys);
-    acc_tile<16, Traits::kBlockN> s;  // (16, kBlockN) scores of the first block
     const int k_stage = slots.wait_key(smem);
     turns.wait();
     warpgroup_abt_async(s, smem.q, rows.group_row0, smem.k(k_stage));  // S = Q Kᵀ
     turns.pass(at.keys, at.keys.begin);
     wgmma_wait_group<0>();
     slots.release_key(smem);
-    rows.cap_and_mask(s, params, at.keys.begin * Traits::kBlockN);  // S = −inf where masked
-    softmax.fold(s, rows.scale);  // P = 2^((S − m)·c); O is still 0, α is not needed
-    p.set(s, smem, thread);
-  }
-  for (int block = at.keys.begin + 1; block < at.keys.end; ++block) {
-    acc_tile<16, Traits::kBlockN> s;  // (16, kBlockN) scores
+  };
+  // Block `block`'s S = Q Kᵀ with the previous block's O += P V; S waited for, K's slot freed.
+  const auto issue = [&](Scores& s, int block) {
     const int k_stage = slots.wait_key(smem);
     const int v_stage = slots.wait_value(smem);  // the previous block's V
     turns.wait();
@@ -267,14 +272,44 @@ FJ_DEVICE void attend_overlapped(const TmaForwardShared<Traits>& smem,
     turns.pass(at.keys, block);
     wgmma_wait_group<1>();  // S landed; P V may still run
     slots.release_key(smem);
+  };
+  // Block `block`'s S into the softmax: S becomes P; returns α.
+  const auto fold = [&](Scores& s, int block) {
     rows.cap_and_mask(s, params, block * Traits::kBlockN);  // S = −inf where masked
-    const row_vec<16> alpha = softmax.fold(s, rows.scale);  // P = 2^((S − m')·c), under P V
-    wgmma_wait_group<0>();                                  // O += P V landed
-    slots.release_value(smem);
+    return softmax.fold(s, rows.scale);                     // P = 2^((S − m')·c), under P V
+  };
+  // Waits for the previous P V (none before the first block: it returns at once), frees its
+  // V's slot where there was one, and takes O to the new maximum.
+  const auto land = [&](const row_vec<16>& alpha, bool after_product) {
+    wgmma_wait_group<0>();
+    if (after_product) slots.release_value(smem);
     mul_row(o, alpha);  // O = α·O
-    p.set(s, smem, thread);
-  }
+  };
+
   if (!at.keys.empty()) {
+    if constexpr (kRotated) {
+      Scores s;
+      issue_first(s);
+      for (int block = at.keys.begin;;) {
+        land(fold(s, block), block != at.keys.begin);
+        p.set(s, smem, thread);
+        if (++block == at.keys.end) break;
+        issue(s, block);
+      }
+    } else {
+      {
+        Scores s;
+        issue_first(s);
+        fold(s, at.keys.begin);  // O is still 0: α is not needed
+        p.set(s, smem, thread);
+      }
+      for (int block = at.keys.begin + 1; block < at.keys.end; ++block) {
+        Scores s;
+        issue(s, block);
+        land(fold(s, block), true);
+        p.set(s, smem, thread);
+      }
+    }
     const int v_stage = slots.wait_value(smem);
     p.multiply_async(o, smem, v_stage, thread);  // O += P V (the last block)
     wgmma_wait_group<0>();

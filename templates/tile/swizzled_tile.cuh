@@ -49,10 +49,41 @@ struct swizzled_tile {
   /// Element (row, col), where the swizzle put it: chunk col % 64 / 8 of the line moves to
   /// chunk (col % 64 / 8) ^ (row % 8); elements keep their place within a chunk.
   FJ_DEVICE T* at(int row, int col) const {
-    const int chunk = (col % kPanelCols / 8) ^ (row % 8);
-    return reinterpret_cast<T*>(line(col / kPanelCols, row) + chunk * 16) + col % 8;
+    const unsigned r = row, c = col;
+    const unsigned chunk = (c % kPanelCols / 8) ^ (r % 8);
+    return reinterpret_cast<T*>(line(c / kPanelCols, r) + chunk * 16) + c % 8;
   }
 };
+
+/// store_fragments (fragment_store.cuh) into a swizzled tile, its address arithmetic hoisted:
+/// a thread's fragments all sit at one row of an 8-line atom and one place in a 16-byte chunk,
+/// so per store only the chunk moves, by a constant, and its swizzle is that constant xor the
+/// thread's row in the atom. col0 is a multiple of 8 (a fragment's pair stays in one chunk).
+template <typename T, int TileRows, int TileCols, int Rows, int Cols>
+FJ_DEVICE void store_fragments(const acc_tile<Rows, Cols>& acc,
+                               swizzled_tile<T, TileRows, TileCols> dst, int row0, int col0,
+                               int lane) {
+  using Tile = swizzled_tile<T, TileRows, TileCols>;
+  static_assert(Rows <= TileRows && Cols <= TileCols, "the block fits the tile");
+  const unsigned row = row0 + fragment_row(0, 0, lane);  // its fragments' rows: row + 8 k
+  const unsigned row_in_atom = row % 8;
+  const unsigned chunk0 = unsigned(col0) / 8;  // col0's chunk, counted across panels
+  unsigned char* const first = dst.line(0, row) + fragment_col(0, 0, lane) * sizeof(T);
+#pragma unroll
+  for (int s = 0; s < acc.kSlabs; ++s)
+#pragma unroll
+    for (int g = 0; g < acc.kGroups; ++g)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const unsigned chunk = chunk0 + g;  // fragment group g's 8 columns
+        const unsigned offset =
+            chunk / 8 * Tile::kPanelBytes +
+            (fragment_row(s, half, lane) - fragment_row(0, 0, lane)) * unsigned(Tile::kLineBytes) +
+            (chunk % 8 ^ row_in_atom) * 16;
+        store_shared(reinterpret_cast<unsigned*>(first + offset), 0,
+                     pack2<T>(acc.frag[s][g][2 * half], acc.frag[s][g][2 * half + 1]));
+      }
+}
 
 /// Rounds `base` (a pointer into dynamic shared memory) up to the next 1024-byte shared
 /// address, where a swizzle atom may start; callers reserve 1024 bytes of slack for it.

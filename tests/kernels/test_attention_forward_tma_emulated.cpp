@@ -372,4 +372,42 @@ TEST_CASE("TMA forward: NVRTC builds it for sm_90a, its PTX issues wgmma and TMA
   }
 }
 
+/// How many times `needle` occurs in `text`.
+std::size_t count_of(const std::string& text, const std::string& needle) {
+  std::size_t count = 0;
+  for (std::size_t at = text.find(needle); at != std::string::npos;
+       at = text.find(needle, at + needle.size())) {
+    ++count;
+  }
+  return count;
+}
+
+TEST_CASE("TMA forward: the overlapped loop holds one copy of the softmax up to head dim 192") {
+  // Each copy of the softmax exponentiates a thread's 16 · Bc / 32 scores (ex2.approx each),
+  // and each fold's α adds 2. The rotated loop (attend_overlapped) folds the first block with
+  // the others: one copy, the compile time of the head-dim-128 default cut by a sixth. Above
+  // padded head dim 192 the first block is peeled (the rotated loop spills there): two copies.
+  struct Case {
+    int head_dim, block_n;
+    bool rotated;
+  };
+  for (const Case c : {Case{128, 176, true}, Case{192, 96, true}, Case{256, 80, false}}) {
+    CAPTURE(c.head_dim);
+    detail::KernelSpec spec;
+    spec.op = "attention-forward";
+    spec.header = "attention/tma_forward_kernel.cuh";
+    spec.name_expression =
+        "flashjit::attention_forward_tma_kernel<flashjit::TmaForwardTraits<flashjit::bfloat16_t, " +
+        std::to_string(c.head_dim) + ", 128, " + std::to_string(c.block_n) +
+        ", flashjit::MaskKind::none, false, 2, true>>";  // two stages, overlapped
+    spec.readable_name = "attention_forward.hdim" + std::to_string(c.head_dim) + ".tma.overlap";
+    spec.arch = "sm_90a";
+    const std::string ptx = detail::compile_ptx(spec, detail::TemplateSet::embedded());
+    const std::size_t per_copy = 16 * c.block_n / 32;
+    const std::size_t exponentials = count_of(ptx, "ex2.approx");
+    CHECK(exponentials >= (c.rotated ? 1 : 2) * per_copy);
+    CHECK(exponentials < (c.rotated ? 2 : 3) * per_copy);
+  }
+}
+
 }  // namespace flashjit::testing

@@ -180,9 +180,9 @@ flashjit::Attention to_attention(const flashjit_attention& a) {
 }
 
 flashjit::MultiScaleAttention to_multiscale(const flashjit_multiscale_attention& a) {
-  if (a.mask != FLASHJIT_RETENTION_DECAY && a.mask != FLASHJIT_RETENTION_TENSOR) {
+  if (a.mask != FLASHJIT_MULTISCALE_DECAY && a.mask != FLASHJIT_MULTISCALE_TENSOR) {
     throw InvalidArgument("attention.mask", "is " + std::to_string(static_cast<int>(a.mask)) +
-                                                "; use FLASHJIT_RETENTION_DECAY or _TENSOR");
+                                                "; use FLASHJIT_MULTISCALE_DECAY or _TENSOR");
   }
   return {a.batch,
           a.heads_q,
@@ -191,8 +191,8 @@ flashjit::MultiScaleAttention to_multiscale(const flashjit_multiscale_attention&
           a.seqlen_k,
           a.head_dim,
           a.scale,
-          a.mask == FLASHJIT_RETENTION_DECAY ? flashjit::RetentionMask::decay
-                                             : flashjit::RetentionMask::tensor};
+          a.mask == FLASHJIT_MULTISCALE_DECAY ? flashjit::MultiScaleMask::decay
+                                              : flashjit::MultiScaleMask::tensor};
 }
 
 /// An absent C tensor: a NULL descriptor or NULL data.
@@ -473,7 +473,7 @@ void flashjit_multiscale_attention_init(flashjit_multiscale_attention* attention
   if (attention == nullptr) return;
   const flashjit::MultiScaleAttention d;
   *attention = {d.batch,    d.heads_q,  d.heads_kv, d.seqlen_q,
-                d.seqlen_k, d.head_dim, d.scale,    FLASHJIT_RETENTION_DECAY};
+                d.seqlen_k, d.head_dim, d.scale,    FLASHJIT_MULTISCALE_DECAY};
 }
 
 flashjit_status flashjit_multiscale_forward(flashjit_runtime* runtime,

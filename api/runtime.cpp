@@ -122,8 +122,8 @@ void Runtime::backward(const Attention& attention, const Sequences& sequences, c
 void Runtime::multiscale_forward(const MultiScaleAttention& attention, const TensorView& q,
                                  const TensorView& k, const TensorView& v, const TensorView& mask,
                                  const TensorView& o, const TensorView& rowsum, Stream stream) {
-  kernels::run_retention_forward(*impl_->backend, impl_->tuning, attention, q, k, v, mask, o,
-                                 rowsum, stream);
+  kernels::run_multiscale_forward(*impl_->backend, impl_->tuning, attention, q, k, v, mask, o,
+                                  rowsum, stream);
 }
 
 void Runtime::multiscale_backward(const MultiScaleAttention& attention, const TensorView& q,
@@ -132,8 +132,8 @@ void Runtime::multiscale_backward(const MultiScaleAttention& attention, const Te
                                   const TensorView& dout, const TensorView& dq,
                                   const TensorView& dk, const TensorView& dv,
                                   const TensorView& dmask, Stream stream) {
-  kernels::run_retention_backward(*impl_->backend, impl_->tuning, attention, q, k, v, mask, o,
-                                  rowsum, dout, dq, dk, dv, dmask, stream);
+  kernels::run_multiscale_backward(*impl_->backend, impl_->tuning, attention, q, k, v, mask, o,
+                                   rowsum, dout, dq, dk, dv, dmask, stream);
 }
 
 namespace {

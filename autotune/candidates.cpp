@@ -34,7 +34,8 @@ int problem_head_dim(const TuningProblem& problem) {
 // every dQ tile beside the default's dK/dV tile (n + m - 1 runs instead of n x m), and then
 // the pair of the two fastest (tuner.cpp).
 bool timed_alone(const TunedConfig& config, const TunedConfig& fallback) {
-  const TunedConfig tiles = attention_tiles(config);  // retention's backward pairs the same way
+  const TunedConfig tiles =
+      attention_tiles(config);  // multi-scale attention's backward pairs the same way
   const auto* backward = std::get_if<BackwardConfig>(&tiles);
   if (backward == nullptr || !backward->deterministic) return true;
   const TunedConfig fallback_tiles = attention_tiles(fallback);
@@ -50,7 +51,8 @@ Candidate make_candidate(const TunedConfig& config, const std::string& arch) {
   candidate.name = config_name(config);
   candidate.specs = config_specs(config, arch);
   candidate.shared_bytes = std::visit([](const auto& c) { return c.shared_bytes(); }, config);
-  const TunedConfig tiles = attention_tiles(config);  // retention runs attention's tiles
+  const TunedConfig tiles =
+      attention_tiles(config);  // multi-scale attention runs attention's tiles
   if (is_layer_norm_config(config)) {
     candidate.threads = candidate.specs.front().threads;  // the row kernel's block
   } else if (const auto* backward = std::get_if<BackwardConfig>(&tiles)) {
@@ -169,7 +171,7 @@ TuningKey tuning_key(const TuningProblem& problem) {
   key.head_dim = problem_head_dim(problem);
   key.mask = problem_mask(problem) == MaskKind::window ? "window" : "none";
   if (is_multiscale(problem.op)) {
-    key.mask = problem.retention == RetentionMask::decay ? "decay" : "tensor";
+    key.mask = problem.multiscale_mask == MultiScaleMask::decay ? "decay" : "tensor";
   }
   key.softcap = problem_softcap(problem);
   key.deterministic = problem.op == TunedOp::attention_backward && a.deterministic;
@@ -193,9 +195,9 @@ double problem_flops(const TuningProblem& problem) {
   const double full = static_cast<double>(a.seqlen_q) * static_cast<double>(a.seqlen_k);
   // FlashAttention's convention, so that TFLOP/s compare with the peers': every pair, halved
   // for causal; only a sliding window, which it does not define, counts the pairs it keeps.
-  // Retention's decay mask is causal: its blocks above the diagonal are skipped.
+  // Multi-scale attention's decay mask is causal: its blocks above the diagonal are skipped.
   const bool causal =
-      a.causal || (is_multiscale(problem.op) && problem.retention == RetentionMask::decay);
+      a.causal || (is_multiscale(problem.op) && problem.multiscale_mask == MultiScaleMask::decay);
   const double pairs = windowed ? kernels::visible_pairs(a) : causal ? full / 2 : full;
   const double forward =
       4.0 * static_cast<double>(a.batch * a.heads_q) * pairs * static_cast<double>(a.head_dim);

@@ -27,7 +27,7 @@ namespace flashjit::autotune {
 /// the split count. layernorm and layernorm-backward are Runtime::layer_norm and
 /// Runtime::layer_norm_backward: their configs pick the row kernel's bucket, threads per row
 /// and vector width. multiscale-forward and multiscale-backward are Runtime::multiscale_forward
-/// and multiscale_backward: their configs pick the attention tiles retention runs on.
+/// and multiscale_backward: their configs pick the attention tiles multi-scale attention runs on.
 enum class TunedOp {
   attention_forward,
   attention_backward,
@@ -58,7 +58,7 @@ struct TuningProblem {
   /// layernorm, layernorm-backward: the shape of x and what the call fuses.
   kernels::LayerNormShape norm;
   /// multiscale-forward, multiscale-backward: the mask (the sizes are `attention`'s).
-  RetentionMask retention = RetentionMask::decay;
+  MultiScaleMask multiscale_mask = MultiScaleMask::decay;
 };
 
 /// A problem of `op` on `dtype` tensors for `attention`, the other fields at their defaults.
@@ -89,7 +89,7 @@ bool problem_empty(const TuningProblem& problem);
 using TunedConfig =
     std::variant<kernels::ForwardConfig, kernels::BackwardConfig, kernels::InferenceConfig,
                  kernels::LayerNormConfig, kernels::LayerNormBackwardConfig,
-                 kernels::RetentionForwardConfig, kernels::RetentionBackwardConfig>;
+                 kernels::MultiScaleForwardConfig, kernels::MultiScaleBackwardConfig>;
 
 /// The config's name in the database and tables: "br128.bc64.w4.s2" (forward; ".qreg" added
 /// when Q stays in registers, ".wgmma" or ".tma" for the Hopper paths' kernels, then ".overlap",

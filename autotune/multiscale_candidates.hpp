@@ -1,6 +1,6 @@
 #pragma once
 // The multi-scale attention ops' side of the candidates (candidates.hpp): their space, default,
-// specs and tiles. A retention config is an attention tile (the mma.sync forward's, or the
+// specs and tiles. A multi-scale config is an attention tile (the mma.sync forward's, or the
 // deterministic backward's dK/dV and dQ tiles) with the call's mask kind; its names are the
 // attention tiles' names, the mask being part of the key.
 #include <vector>
@@ -12,7 +12,7 @@ namespace flashjit::autotune {
 /// Whether `op` is multiscale-forward or multiscale-backward.
 bool is_multiscale(TunedOp op);
 
-/// Whether `config` is a multi-scale op's (RetentionForwardConfig or RetentionBackwardConfig).
+/// Whether `config` is a multi-scale op's (MultiScaleForwardConfig or MultiScaleBackwardConfig).
 bool is_multiscale_config(const TunedConfig& config);
 
 /// The problem of a multi-scale call of `attention` on `dtype` tensors for `op`.
@@ -30,12 +30,12 @@ std::vector<TunedConfig> multiscale_space(const TuningProblem& problem);
 /// The heuristic default on `arch`.
 TunedConfig multiscale_default(const TuningProblem& problem, const std::string& arch);
 
-/// The kernels a call of a retention config launches on `arch`, in launch order; empty for
+/// The kernels a call of a multi-scale config launches on `arch`, in launch order; empty for
 /// any other config.
 std::vector<detail::KernelSpec> multiscale_specs(const TunedConfig& config,
                                                  const std::string& arch);
 
-/// The attention config a retention config's tiles are (its name, Br and Bc), or `config`
+/// The attention config a multi-scale config's tiles are (its name, Br and Bc), or `config`
 /// itself for any other.
 TunedConfig attention_tiles(const TunedConfig& config);
 

@@ -21,7 +21,7 @@ class MultiscaleWorkspace final : public TuningWorkspace {
     v_ = heads(a.seqlen_k, a.heads_kv, true);
     o_ = heads(a.seqlen_q, a.heads_q, false);
     std::vector<float> mask;
-    if (a.mask == RetentionMask::decay) {
+    if (a.mask == MultiScaleMask::decay) {
       for (std::int64_t h = 0; h < a.heads_q; ++h) {
         mask.push_back(1.0f - std::exp2(-5.0f - static_cast<float>(h % 8)));  // RetNet's
       }
@@ -31,33 +31,33 @@ class MultiscaleWorkspace final : public TuningWorkspace {
       for (float& m : mask) m = uniform(rng_);
     }
     mask_ = floats(mask);
-    mask_.view = retention_mask_tensor(static_cast<float*>(mask_.buffer.data()), a);
+    mask_.view = multiscale_mask_tensor(static_cast<float*>(mask_.buffer.data()), a);
     rowsum_ =
         floats(std::vector<float>(static_cast<std::size_t>(a.batch * a.heads_q * a.seqlen_q)));
-    rowsum_.view = retention_rowsum_tensor(static_cast<float*>(rowsum_.buffer.data()), a);
+    rowsum_.view = multiscale_rowsum_tensor(static_cast<float*>(rowsum_.buffer.data()), a);
     if (problem.op == TunedOp::multiscale_backward) {
       dout_ = heads(a.seqlen_q, a.heads_q, true);
       dq_ = heads(a.seqlen_q, a.heads_q, false);
       dk_ = heads(a.seqlen_k, a.heads_kv, false);
       dv_ = heads(a.seqlen_k, a.heads_kv, false);
-      const kernels::ForwardConfig forward = kernels::default_retention_forward_config(
+      const kernels::ForwardConfig forward = kernels::default_multiscale_forward_config(
           problem.dtype, static_cast<int>(a.head_dim), backend.info().arch());
-      kernels::retention_forward(backend, a, q_.view, k_.view, v_.view, mask_.view, o_.view,
-                                 rowsum_.view, forward, nullptr);
+      kernels::multiscale_forward(backend, a, q_.view, k_.view, v_.view, mask_.view, o_.view,
+                                  rowsum_.view, forward, nullptr);
       backend.synchronize(nullptr);
     }
   }
 
   void run(const TunedConfig& config, Stream stream) override {
     const MultiScaleAttention& a = attention_;
-    if (const auto* forward = std::get_if<kernels::RetentionForwardConfig>(&config)) {
-      kernels::retention_forward(backend_, a, q_.view, k_.view, v_.view, mask_.view, o_.view,
-                                 rowsum_.view, forward->tile, stream);
+    if (const auto* forward = std::get_if<kernels::MultiScaleForwardConfig>(&config)) {
+      kernels::multiscale_forward(backend_, a, q_.view, k_.view, v_.view, mask_.view, o_.view,
+                                  rowsum_.view, forward->tile, stream);
       return;
     }
-    kernels::retention_backward(backend_, a, q_.view, k_.view, v_.view, mask_.view, o_.view,
-                                rowsum_.view, dout_.view, dq_.view, dk_.view, dv_.view, {},
-                                std::get<kernels::RetentionBackwardConfig>(config).tiles, stream);
+    kernels::multiscale_backward(backend_, a, q_.view, k_.view, v_.view, mask_.view, o_.view,
+                                 rowsum_.view, dout_.view, dq_.view, dk_.view, dv_.view, {},
+                                 std::get<kernels::MultiScaleBackwardConfig>(config).tiles, stream);
   }
 
   std::vector<float> outputs() override {

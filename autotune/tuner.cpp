@@ -171,7 +171,7 @@ std::optional<TunedConfig> fastest_pair(const TuneReport& report) {
   for (const Candidate& c : report.candidates) {
     if (c.is_default) base = &c;
   }
-  // Retention's backward pairs the same tiles: its configs are compared by their tiles.
+  // Multi-scale attention's backward pairs the same tiles: its configs are compared by their tiles.
   const TunedConfig base_tiles = base ? attention_tiles(base->config) : TunedConfig{};
   const auto* fallback = base ? std::get_if<kernels::BackwardConfig>(&base_tiles) : nullptr;
   if (fallback == nullptr || !fallback->deterministic) return std::nullopt;
@@ -198,8 +198,8 @@ std::optional<TunedConfig> fastest_pair(const TuneReport& report) {
   }
   if (!std::isfinite(key_ms) || !std::isfinite(query_ms)) return std::nullopt;
   if (pair.key == fallback->key || pair.query == fallback->query) return std::nullopt;
-  if (const auto* retention = std::get_if<kernels::RetentionBackwardConfig>(&base->config)) {
-    return kernels::RetentionBackwardConfig{pair, retention->mask};
+  if (const auto* multiscale = std::get_if<kernels::MultiScaleBackwardConfig>(&base->config)) {
+    return kernels::MultiScaleBackwardConfig{pair, multiscale->mask};
   }
   return pair;
 }

@@ -153,7 +153,7 @@ TuningState::ShapeClass TuningState::shape_class(const TuningProblem& problem) {
           false,
           false,
           false,
-          is_multiscale(problem.op) ? problem.retention : RetentionMask::decay};
+          is_multiscale(problem.op) ? problem.multiscale_mask : MultiScaleMask::decay};
 }
 
 std::optional<std::optional<TunedConfig>> TuningState::memoized(const ShapeClass& shape) {
@@ -200,15 +200,15 @@ kernels::LayerNormBackwardConfig TuningState::layer_norm_backward_config(
   return std::get<kernels::LayerNormBackwardConfig>(choose_config(*this, problem));
 }
 
-kernels::RetentionForwardConfig TuningState::retention_forward_config(
+kernels::MultiScaleForwardConfig TuningState::multiscale_forward_config(
     const MultiScaleAttention& attention, DType dtype) {
-  return std::get<kernels::RetentionForwardConfig>(
+  return std::get<kernels::MultiScaleForwardConfig>(
       choose_config(*this, multiscale_problem(TunedOp::multiscale_forward, attention, dtype)));
 }
 
-kernels::RetentionBackwardConfig TuningState::retention_backward_config(
+kernels::MultiScaleBackwardConfig TuningState::multiscale_backward_config(
     const MultiScaleAttention& attention, DType dtype) {
-  return std::get<kernels::RetentionBackwardConfig>(
+  return std::get<kernels::MultiScaleBackwardConfig>(
       choose_config(*this, multiscale_problem(TunedOp::multiscale_backward, attention, dtype)));
 }
 

@@ -49,11 +49,11 @@ class TuningState final : public kernels::ConfigChoice {
   kernels::LayerNormBackwardConfig layer_norm_backward_config(const kernels::LayerNormShape& shape,
                                                               DType dtype) override;
   /// choose_config for a multi-scale attention forward call (multiscale-forward).
-  kernels::RetentionForwardConfig retention_forward_config(const MultiScaleAttention& attention,
-                                                           DType dtype) override;
-  /// choose_config for a multi-scale attention backward call (multiscale-backward).
-  kernels::RetentionBackwardConfig retention_backward_config(const MultiScaleAttention& attention,
+  kernels::MultiScaleForwardConfig multiscale_forward_config(const MultiScaleAttention& attention,
                                                              DType dtype) override;
+  /// choose_config for a multi-scale attention backward call (multiscale-backward).
+  kernels::MultiScaleBackwardConfig multiscale_backward_config(const MultiScaleAttention& attention,
+                                                               DType dtype) override;
 
   /// The backend this state tunes on.
   detail::RuntimeBackend& backend() const { return backend_; }
@@ -90,7 +90,7 @@ class TuningState final : public kernels::ConfigChoice {
     // key's row and column buckets, the norm and the fused adds.
     std::int64_t rows_bucket, cols_bucket;
     bool rms, norm_bias, norm_residual;
-    RetentionMask retention;  // the multi-scale ops' mask (decay for the others)
+    MultiScaleMask multiscale_mask;  // the multi-scale ops' mask (decay for the others)
     auto operator<=>(const ShapeClass&) const = default;
   };
   static ShapeClass shape_class(const TuningProblem& problem);

@@ -55,7 +55,7 @@ std::vector<double> read_floats(Runtime& runtime, const DeviceBuffer& buffer) {
   return {values.begin(), values.end()};
 }
 
-void add_check(RetentionVerdict& verdict, const std::string& name, const std::vector<double>& got,
+void add_check(MultiScaleVerdict& verdict, const std::string& name, const std::vector<double>& got,
                const std::vector<double>& exact, const std::vector<double>& plain) {
   reference::CheckResult result = reference::check_close(got, exact, bound(plain, exact), name);
   check_every_element_finite(got, name, result);
@@ -65,21 +65,21 @@ void add_check(RetentionVerdict& verdict, const std::string& name, const std::ve
 
 }  // namespace
 
-std::string RetentionCase::name() const {
+std::string MultiScaleCase::name() const {
   std::ostringstream s;
   s << "b" << batch << ".hq" << heads_q << ".hkv" << heads_kv << ".q" << seqlen_q << ".k"
     << seqlen_k << ".d" << head_dim << "." << dtype_name(dtype) << "."
-    << (mask == RetentionMask::decay ? "decay" : "tensor") << (backward ? ".backward" : "")
+    << (mask == MultiScaleMask::decay ? "decay" : "tensor") << (backward ? ".backward" : "")
     << (mask_gradient ? ".dmask" : "");
   return s.str();
 }
 
-MultiScaleAttention RetentionCase::attention() const {
+MultiScaleAttention MultiScaleCase::attention() const {
   return {batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, scale, mask};
 }
 
-reference::RetentionProblem RetentionCase::problem() const {
-  reference::RetentionProblem p;
+reference::MultiScaleProblem MultiScaleCase::problem() const {
+  reference::MultiScaleProblem p;
   p.batch = batch;
   p.heads_q = heads_q;
   p.heads_kv = heads_kv;
@@ -87,7 +87,7 @@ reference::RetentionProblem RetentionCase::problem() const {
   p.seqlen_k = seqlen_k;
   p.head_dim = head_dim;
   p.scale = scale != 0.0f ? double(scale) : double(float(1.0 / std::sqrt(double(head_dim))));
-  p.decay = mask == RetentionMask::decay;
+  p.decay = mask == MultiScaleMask::decay;
   if (p.decay) {
     for (std::int64_t h = 0; h < heads_q; ++h) {  // as fp32
       const double rate = gammas.empty() ? 1.0 - std::exp2(-5.0 - double(h % 8))
@@ -103,8 +103,8 @@ reference::RetentionProblem RetentionCase::problem() const {
   return p;
 }
 
-RetentionVerdict run_retention_case(Runtime& runtime, const RetentionCase& c) {
-  const reference::RetentionProblem p = c.problem();
+MultiScaleVerdict run_multiscale_case(Runtime& runtime, const MultiScaleCase& c) {
+  const reference::MultiScaleProblem p = c.problem();
   const MultiScaleAttention a = c.attention();
   const Shape4 q_shape{c.batch, c.seqlen_q, c.heads_q, c.head_dim};
   const Shape4 k_shape{c.batch, c.seqlen_k, c.heads_kv, c.head_dim};
@@ -120,21 +120,21 @@ RetentionVerdict run_retention_case(Runtime& runtime, const RetentionCase& c) {
   const std::vector<double>& mask_values = p.decay ? p.gammas : p.mask;
   const DeviceBuffer mask =
       upload(runtime, std::vector<float>(mask_values.begin(), mask_values.end()));
-  const TensorView mask_view = retention_mask_tensor(static_cast<float*>(mask.data()), a);
+  const TensorView mask_view = multiscale_mask_tensor(static_cast<float*>(mask.data()), a);
   const Output16 o = head_output(runtime, c.dtype, c.batch, c.seqlen_q, c.heads_q, c.head_dim);
   const DeviceBuffer rowsum = upload(
       runtime, std::vector<float>(std::size_t(c.batch * c.heads_q * c.seqlen_q), kPoisonFloat));
-  const TensorView rowsum_view = retention_rowsum_tensor(static_cast<float*>(rowsum.data()), a);
+  const TensorView rowsum_view = multiscale_rowsum_tensor(static_cast<float*>(rowsum.data()), a);
   runtime.multiscale_forward(a, view_of(q, q_shape), view_of(k, k_shape), view_of(v, k_shape),
                              mask_view, o.view, rowsum_view);
   runtime.synchronize(nullptr);
 
-  RetentionVerdict verdict;
+  MultiScaleVerdict verdict;
   verdict.ok = true;
   const auto rounded = [&](double x) { return round_to(c.dtype, x); };
-  const reference::RetentionOutputs exact =
-      reference::retention_forward(p, in.q.values.view(), in.k.values.view(), in.v.values.view());
-  const reference::RetentionOutputs plain = reference::retention_forward(
+  const reference::MultiScaleOutputs exact =
+      reference::multiscale_forward(p, in.q.values.view(), in.k.values.view(), in.v.values.view());
+  const reference::MultiScaleOutputs plain = reference::multiscale_forward(
       p, in.q.values.view(), in.k.values.view(), in.v.values.view(), rounded);
   add_check(verdict, "O", o.read(runtime, c.dtype), exact.out.values, plain.out.values);
   add_check(verdict, "r", read_floats(runtime, rowsum), exact.rowsum, plain.rowsum);
@@ -143,20 +143,20 @@ RetentionVerdict run_retention_case(Runtime& runtime, const RetentionCase& c) {
   const Output16 dq = head_output(runtime, c.dtype, c.batch, c.seqlen_q, c.heads_q, c.head_dim);
   const Output16 dk = head_output(runtime, c.dtype, c.batch, c.seqlen_k, c.heads_kv, c.head_dim);
   const Output16 dv = head_output(runtime, c.dtype, c.batch, c.seqlen_k, c.heads_kv, c.head_dim);
-  const bool with_dmask = c.mask_gradient && c.mask == RetentionMask::tensor;
+  const bool with_dmask = c.mask_gradient && c.mask == MultiScaleMask::tensor;
   std::optional<DeviceBuffer> dmask;
   if (with_dmask) dmask = upload(runtime, std::vector<float>(p.mask.size(), kPoisonFloat));
   const TensorView dmask_view =
-      dmask ? retention_mask_tensor(static_cast<float*>(dmask->data()), a) : TensorView{};
+      dmask ? multiscale_mask_tensor(static_cast<float*>(dmask->data()), a) : TensorView{};
   runtime.multiscale_backward(a, view_of(q, q_shape), view_of(k, k_shape), view_of(v, k_shape),
                               mask_view, o.view, rowsum_view, view_of(dout, q_shape), dq.view,
                               dk.view, dv.view, dmask_view);
   runtime.synchronize(nullptr);
-  const reference::RetentionGradients exact_g = reference::retention_backward(
+  const reference::MultiScaleGradients exact_g = reference::multiscale_backward(
       p, in.q.values.view(), in.k.values.view(), in.v.values.view(), in.dout.values.view());
-  const reference::RetentionGradients plain_g =
-      reference::retention_backward(p, in.q.values.view(), in.k.values.view(), in.v.values.view(),
-                                    in.dout.values.view(), rounded);
+  const reference::MultiScaleGradients plain_g =
+      reference::multiscale_backward(p, in.q.values.view(), in.k.values.view(), in.v.values.view(),
+                                     in.dout.values.view(), rounded);
   add_check(verdict, "dQ", dq.read(runtime, c.dtype), exact_g.dq.values, plain_g.dq.values);
   add_check(verdict, "dK", dk.read(runtime, c.dtype), exact_g.dk.values, plain_g.dk.values);
   add_check(verdict, "dV", dv.read(runtime, c.dtype), exact_g.dv.values, plain_g.dv.values);
@@ -167,7 +167,7 @@ RetentionVerdict run_retention_case(Runtime& runtime, const RetentionCase& c) {
   return verdict;
 }
 
-std::string RetentionVerdict::describe() const {
+std::string MultiScaleVerdict::describe() const {
   std::string text = ok ? "ok" : "FAILED";
   for (const auto& [name, result] : checks) text += "\n  " + name + ": " + result.describe();
   return text;

@@ -16,10 +16,10 @@
 
 namespace flashjit::testing {
 
-struct RetentionCase {
+struct MultiScaleCase {
   std::int64_t batch = 1, heads_q = 2, heads_kv = 2, seqlen_q = 64, seqlen_k = 64;
   std::int64_t head_dim = 64;
-  RetentionMask mask = RetentionMask::decay;
+  MultiScaleMask mask = MultiScaleMask::decay;
   std::vector<double> gammas;  ///< decay rates per query head (empty: RetNet's 1 − 2^(−5 − h))
   float scale = 0.0f;          ///< MultiScaleAttention::scale (0: 1/sqrt(head_dim))
   bool backward = false;       ///< also run and judge the backward
@@ -31,10 +31,10 @@ struct RetentionCase {
   std::string name() const;
   MultiScaleAttention attention() const;
   /// The float64 problem, with the case's rates or mask tensor.
-  reference::RetentionProblem problem() const;
+  reference::MultiScaleProblem problem() const;
 };
 
-struct RetentionVerdict {
+struct MultiScaleVerdict {
   bool ok = false;
   /// Per output checked (O, r; dQ, dK, dV, dM): its name and result at its bound.
   std::vector<std::pair<std::string, reference::CheckResult>> checks;
@@ -43,6 +43,6 @@ struct RetentionVerdict {
 };
 
 /// Runs `c` on `runtime` and judges every output.
-RetentionVerdict run_retention_case(Runtime& runtime, const RetentionCase& c);
+MultiScaleVerdict run_multiscale_case(Runtime& runtime, const MultiScaleCase& c);
 
 }  // namespace flashjit::testing

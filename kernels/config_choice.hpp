@@ -37,12 +37,12 @@ class ConfigChoice {
   virtual LayerNormBackwardConfig layer_norm_backward_config(const LayerNormShape& shape,
                                                              DType dtype) = 0;
   /// The config of a validated, non-empty multi-scale attention forward on `dtype` tensors: a
-  /// config of retention_forward_configs() with the call's mask that fits the device.
-  virtual RetentionForwardConfig retention_forward_config(const MultiScaleAttention& attention,
-                                                          DType dtype) = 0;
-  /// The backward's, as retention_forward_config (retention_backward_configs()).
-  virtual RetentionBackwardConfig retention_backward_config(const MultiScaleAttention& attention,
+  /// config of multiscale_forward_configs() with the call's mask that fits the device.
+  virtual MultiScaleForwardConfig multiscale_forward_config(const MultiScaleAttention& attention,
                                                             DType dtype) = 0;
+  /// The backward's, as multiscale_forward_config (multiscale_backward_configs()).
+  virtual MultiScaleBackwardConfig multiscale_backward_config(const MultiScaleAttention& attention,
+                                                              DType dtype) = 0;
 };
 
 /// Runtime::forward on `backend`: validates the call (InvalidArgument naming the argument;

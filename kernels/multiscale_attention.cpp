@@ -11,36 +11,37 @@
 namespace flashjit::kernels {
 namespace {
 
-const char* mask_name(RetentionMask mask) {
-  return mask == RetentionMask::decay ? "decay" : "tensor";
+const char* mask_name(MultiScaleMask mask) {
+  return mask == MultiScaleMask::decay ? "decay" : "tensor";
 }
 
-/// An attention kernel's spec made retention's: the same traits type, retention's entry point
-/// in `header`, the mask kind as the last template argument.
-detail::KernelSpec retention_spec(detail::KernelSpec spec, const std::string& attention_entry,
-                                  const std::string& retention_entry, const std::string& header,
-                                  RetentionMask mask, const std::string& stem) {
+/// An attention kernel's spec made multi-scale attention's: the same traits type, multi-scale
+/// attention's entry point in `header`, the mask kind as the last template argument.
+detail::KernelSpec multiscale_spec(detail::KernelSpec spec, const std::string& attention_entry,
+                                   const std::string& multiscale_entry, const std::string& header,
+                                   MultiScaleMask mask, const std::string& stem) {
   const std::string from = "flashjit::" + attention_entry + "<";
   const std::string traits =
       spec.name_expression.substr(from.size(), spec.name_expression.size() - from.size() - 1);
   spec.op = "multiscale-attention";
   spec.header = header;
-  spec.name_expression = "flashjit::" + retention_entry + "<" + traits +
-                         ", flashjit::RetentionMaskKind::" + mask_name(mask) + ">";
+  spec.name_expression = "flashjit::" + multiscale_entry + "<" + traits +
+                         ", flashjit::MultiScaleMaskKind::" + mask_name(mask) + ">";
   spec.traits.insert(spec.traits.begin() + 1, mask_name(mask));  // after the dtype
   spec.readable_name = detail::name_of(stem, spec.head_dim, spec.traits);
   return spec;
 }
 
 /// The kernels' arguments: the attention backward's (sizes, tensors, scale, δ) and the mask's.
-RetentionParams retention_params(const MultiScaleAttention& attention, const TensorView& q,
-                                 const TensorView& k, const TensorView& v, const TensorView& mask,
-                                 const TensorView& o, const TensorView& rowsum,
-                                 const TensorView& dout, const TensorView& dq, const TensorView& dk,
-                                 const TensorView& dv, const TensorView& dmask, float* delta) {
-  RetentionParams p{};
-  p.attention = backward_params(retention_as_attention(attention), q, k, v, o, rowsum, dout, dq, dk,
-                                dv, delta, nullptr);
+MultiScaleParams multiscale_params(const MultiScaleAttention& attention, const TensorView& q,
+                                   const TensorView& k, const TensorView& v, const TensorView& mask,
+                                   const TensorView& o, const TensorView& rowsum,
+                                   const TensorView& dout, const TensorView& dq,
+                                   const TensorView& dk, const TensorView& dv,
+                                   const TensorView& dmask, float* delta) {
+  MultiScaleParams p{};
+  p.attention = backward_params(multiscale_as_attention(attention), q, k, v, o, rowsum, dout, dq,
+                                dk, dv, delta, nullptr);
   p.rowsum = static_cast<float*>(rowsum.data);
   if (rowsum.data != nullptr) {
     p.rowsum_batch_stride = rowsum.strides[0];
@@ -60,7 +61,7 @@ RetentionParams retention_params(const MultiScaleAttention& attention, const Ten
 }
 
 /// The tensors a launch touches, named for the emulator's findings (absent ones left out).
-std::vector<detail::KernelBuffer> retention_buffers(
+std::vector<detail::KernelBuffer> multiscale_buffers(
     std::initializer_list<std::pair<const TensorView*, const char*>> views) {
   std::vector<detail::KernelBuffer> buffers;
   for (const auto& [view, name] : views) {
@@ -71,11 +72,11 @@ std::vector<detail::KernelBuffer> retention_buffers(
 
 }  // namespace
 
-RetentionMaskKind retention_mask_kind(RetentionMask mask) {
-  return mask == RetentionMask::decay ? RetentionMaskKind::decay : RetentionMaskKind::tensor;
+MultiScaleMaskKind multiscale_mask_kind(MultiScaleMask mask) {
+  return mask == MultiScaleMask::decay ? MultiScaleMaskKind::decay : MultiScaleMaskKind::tensor;
 }
 
-Attention retention_as_attention(const MultiScaleAttention& m) {
+Attention multiscale_as_attention(const MultiScaleAttention& m) {
   Attention a;
   a.batch = m.batch;
   a.heads_q = m.heads_q;
@@ -88,17 +89,18 @@ Attention retention_as_attention(const MultiScaleAttention& m) {
   return a;
 }
 
-std::vector<ForwardConfig> retention_forward_configs(DType dtype, int head_dim) {
+std::vector<ForwardConfig> multiscale_forward_configs(DType dtype, int head_dim) {
   std::vector<ForwardConfig> configs = forward_configs(dtype, head_dim, MaskKind::none, false);
   std::erase_if(configs, [](const ForwardConfig& c) { return c.path != ForwardPath::mma_sync; });
   return configs;
 }
 
-std::vector<BackwardConfig> retention_backward_configs(DType dtype, int head_dim) {
+std::vector<BackwardConfig> multiscale_backward_configs(DType dtype, int head_dim) {
   return backward_configs(dtype, head_dim, MaskKind::none, false, /*deterministic=*/true);
 }
 
-ForwardConfig default_retention_forward_config(DType dtype, int head_dim, const std::string& arch) {
+ForwardConfig default_multiscale_forward_config(DType dtype, int head_dim,
+                                                const std::string& arch) {
   // 64-row query blocks: at 128 rows over 4 warps, the mask's addressing beside 32 rows of
   // scores and O per warp spills (NVRTC 13.0, sm_80 and sm_90a).
   constexpr std::int64_t kRows = 64;
@@ -106,78 +108,79 @@ ForwardConfig default_retention_forward_config(DType dtype, int head_dim, const 
                                  /*inference=*/true);
 }
 
-BackwardConfig default_retention_backward_config(DType dtype, int head_dim,
-                                                 const std::string& arch) {
+BackwardConfig default_multiscale_backward_config(DType dtype, int head_dim,
+                                                  const std::string& arch) {
   return default_backward_config(dtype, head_dim, MaskKind::none, false, /*deterministic=*/true,
                                  arch);
 }
 
-detail::KernelSpec retention_forward_spec(const ForwardConfig& config, RetentionMask mask,
-                                          const std::string& arch) {
+detail::KernelSpec multiscale_forward_spec(const ForwardConfig& config, MultiScaleMask mask,
+                                           const std::string& arch) {
   if (config.path != ForwardPath::mma_sync || config.inference_layout() ||
       config.mask != MaskKind::none || config.softcap) {
     throw InvalidArgument("config",
-                          "is not a retention forward config (the mma.sync path's "
+                          "is not a multi-scale forward config (the mma.sync path's "
                           "tiles, no mask kind, softcap or inference layout)");
   }
-  return retention_spec(forward_spec(config, arch), "attention_forward_kernel",
-                        "retention_forward_kernel", "multiscale/retention_forward_kernel.cuh", mask,
-                        "multiscale_forward");
+  return multiscale_spec(forward_spec(config, arch), "attention_forward_kernel",
+                         "multiscale_forward_kernel", "multiscale/multiscale_forward_kernel.cuh",
+                         mask, "multiscale_forward");
 }
 
-std::vector<detail::KernelSpec> retention_backward_specs(const BackwardConfig& config,
-                                                         RetentionMask mask,
-                                                         const std::string& arch) {
+std::vector<detail::KernelSpec> multiscale_backward_specs(const BackwardConfig& config,
+                                                          MultiScaleMask mask,
+                                                          const std::string& arch) {
   if (!config.deterministic || config.mask != MaskKind::none || config.softcap || config.varlen) {
     throw InvalidArgument("config",
-                          "is not a retention backward config (deterministic tiles, "
+                          "is not a multi-scale backward config (deterministic tiles, "
                           "no mask kind, softcap or variable lengths)");
   }
   const BackwardSpecs specs = backward_specs(config, arch);
   return {specs.delta,
-          retention_spec(
-              specs.dkdv, "attention_backward_dkdv_kernel", "retention_backward_dkdv_kernel",
-              "multiscale/retention_backward_dkdv_kernel.cuh", mask, "multiscale_backward.dkdv"),
-          retention_spec(specs.dq, "attention_backward_dq_kernel", "retention_backward_dq_kernel",
-                         "multiscale/retention_backward_dq_kernel.cuh", mask,
-                         "multiscale_backward.dq")};
+          multiscale_spec(
+              specs.dkdv, "attention_backward_dkdv_kernel", "multiscale_backward_dkdv_kernel",
+              "multiscale/multiscale_backward_dkdv_kernel.cuh", mask, "multiscale_backward.dkdv"),
+          multiscale_spec(specs.dq, "attention_backward_dq_kernel", "multiscale_backward_dq_kernel",
+                          "multiscale/multiscale_backward_dq_kernel.cuh", mask,
+                          "multiscale_backward.dq")};
 }
 
 namespace {
 
-/// retention_forward after validation: checks the config, then launches.
-void launch_retention_forward(detail::RuntimeBackend& backend, const MultiScaleAttention& attention,
-                              const TensorView& q, const TensorView& k, const TensorView& v,
-                              const TensorView& mask, const TensorView& o, const TensorView& rowsum,
-                              const ForwardConfig& config, Stream stream) {
-  const Attention a = retention_as_attention(attention);
+/// multiscale_forward after validation: checks the config, then launches.
+void launch_multiscale_forward(detail::RuntimeBackend& backend,
+                               const MultiScaleAttention& attention, const TensorView& q,
+                               const TensorView& k, const TensorView& v, const TensorView& mask,
+                               const TensorView& o, const TensorView& rowsum,
+                               const ForwardConfig& config, Stream stream) {
+  const Attention a = multiscale_as_attention(attention);
   check_forward_config(config, a, q, k, v, o);
   const detail::KernelSpec spec =
-      retention_forward_spec(config, attention.mask, backend.info().arch());
+      multiscale_forward_spec(config, attention.mask, backend.info().arch());
   check_config_fits_device(config.shared_bytes(), backend.info());
   if (attention.batch == 0 || attention.seqlen_q == 0) return;
   const TensorView none{};
-  const RetentionParams params =
-      retention_params(attention, q, k, v, mask, o, rowsum, none, none, none, none, none, nullptr);
+  const MultiScaleParams params =
+      multiscale_params(attention, q, k, v, mask, o, rowsum, none, none, none, none, none, nullptr);
   detail::launch_kernel(
       backend.executor(), spec, forward_launch_shape(config, a, stream),
-      retention_buffers(
+      multiscale_buffers(
           {{&q, "q"}, {&k, "k"}, {&v, "v"}, {&mask, "mask"}, {&o, "o"}, {&rowsum, "rowsum"}}),
       params);
 }
 
-/// retention_backward after validation: checks the config, then launches.
-void launch_retention_backward(detail::RuntimeBackend& backend,
-                               const MultiScaleAttention& attention, const TensorView& q,
-                               const TensorView& k, const TensorView& v, const TensorView& mask,
-                               const TensorView& o, const TensorView& rowsum,
-                               const TensorView& dout, const TensorView& dq, const TensorView& dk,
-                               const TensorView& dv, const TensorView& dmask,
-                               const BackwardConfig& config, Stream stream) {
-  const Attention a = retention_as_attention(attention);
+/// multiscale_backward after validation: checks the config, then launches.
+void launch_multiscale_backward(detail::RuntimeBackend& backend,
+                                const MultiScaleAttention& attention, const TensorView& q,
+                                const TensorView& k, const TensorView& v, const TensorView& mask,
+                                const TensorView& o, const TensorView& rowsum,
+                                const TensorView& dout, const TensorView& dq, const TensorView& dk,
+                                const TensorView& dv, const TensorView& dmask,
+                                const BackwardConfig& config, Stream stream) {
+  const Attention a = multiscale_as_attention(attention);
   check_backward_config(config, a, q);
   const std::vector<detail::KernelSpec> specs =
-      retention_backward_specs(config, attention.mask, backend.info().arch());
+      multiscale_backward_specs(config, attention.mask, backend.info().arch());
   check_config_fits_device(config.shared_bytes(), backend.info());
   if (attention.batch == 0 && dmask.data != nullptr && dmask.numel() > 0) {
     // No sequence: dL/dM is 0, which no kernel would write.
@@ -186,22 +189,23 @@ void launch_retention_backward(detail::RuntimeBackend& backend,
   }
   if (attention.batch == 0) return;
   const DeviceBuffer delta = backend.allocate_buffer_on_stream(backward_delta_bytes(a), stream);
-  const RetentionParams params = retention_params(attention, q, k, v, mask, o, rowsum, dout, dq, dk,
-                                                  dv, dmask, static_cast<float*>(delta.data()));
+  const MultiScaleParams params =
+      multiscale_params(attention, q, k, v, mask, o, rowsum, dout, dq, dk, dv, dmask,
+                        static_cast<float*>(delta.data()));
   const TensorView delta_view = TensorView::contiguous(
       delta.data(), DType::f32, {attention.batch, attention.heads_q, attention.seqlen_q});
-  const std::vector<detail::KernelBuffer> buffers = retention_buffers({{&q, "q"},
-                                                                       {&k, "k"},
-                                                                       {&v, "v"},
-                                                                       {&mask, "mask"},
-                                                                       {&o, "o"},
-                                                                       {&rowsum, "rowsum"},
-                                                                       {&dout, "dout"},
-                                                                       {&dq, "dq"},
-                                                                       {&dk, "dk"},
-                                                                       {&dv, "dv"},
-                                                                       {&dmask, "dmask"},
-                                                                       {&delta_view, "delta"}});
+  const std::vector<detail::KernelBuffer> buffers = multiscale_buffers({{&q, "q"},
+                                                                        {&k, "k"},
+                                                                        {&v, "v"},
+                                                                        {&mask, "mask"},
+                                                                        {&o, "o"},
+                                                                        {&rowsum, "rowsum"},
+                                                                        {&dout, "dout"},
+                                                                        {&dq, "dq"},
+                                                                        {&dk, "dk"},
+                                                                        {&dv, "dv"},
+                                                                        {&dmask, "dmask"},
+                                                                        {&delta_view, "delta"}});
   BackwardLaunchShapes shapes = backward_launch_shapes(config, a, stream);
   if (dmask.data != nullptr) shapes.dq.grid_z = 1;  // each CTA sums dM over the batch
   detail::Executor& executor = backend.executor();
@@ -218,65 +222,65 @@ void launch_retention_backward(detail::RuntimeBackend& backend,
 
 }  // namespace
 
-void retention_forward(detail::RuntimeBackend& backend, const MultiScaleAttention& attention,
-                       const TensorView& q, const TensorView& k, const TensorView& v,
-                       const TensorView& mask, const TensorView& o, const TensorView& rowsum,
-                       const ForwardConfig& config, Stream stream) {
-  validate_retention_forward(attention, q, k, v, mask, o, rowsum);
-  launch_retention_forward(backend, attention, q, k, v, mask, o, rowsum, config, stream);
-}
-
-void retention_backward(detail::RuntimeBackend& backend, const MultiScaleAttention& attention,
+void multiscale_forward(detail::RuntimeBackend& backend, const MultiScaleAttention& attention,
                         const TensorView& q, const TensorView& k, const TensorView& v,
                         const TensorView& mask, const TensorView& o, const TensorView& rowsum,
-                        const TensorView& dout, const TensorView& dq, const TensorView& dk,
-                        const TensorView& dv, const TensorView& dmask, const BackwardConfig& config,
-                        Stream stream) {
-  validate_retention_backward(attention, q, k, v, mask, o, rowsum, dout, dq, dk, dv, dmask);
-  launch_retention_backward(backend, attention, q, k, v, mask, o, rowsum, dout, dq, dk, dv, dmask,
-                            config, stream);
+                        const ForwardConfig& config, Stream stream) {
+  validate_multiscale_forward(attention, q, k, v, mask, o, rowsum);
+  launch_multiscale_forward(backend, attention, q, k, v, mask, o, rowsum, config, stream);
 }
 
-void run_retention_forward(detail::RuntimeBackend& backend, ConfigChoice& choice,
-                           const MultiScaleAttention& attention, const TensorView& q,
-                           const TensorView& k, const TensorView& v, const TensorView& mask,
-                           const TensorView& o, const TensorView& rowsum, Stream stream) {
-  validate_retention_forward(attention, q, k, v, mask, o, rowsum);
-  const ForwardConfig config =
-      attention.batch == 0 || attention.seqlen_q == 0
-          ? default_retention_forward_config(q.dtype, static_cast<int>(attention.head_dim),
-                                             backend.info().arch())
-          : choice.retention_forward_config(attention, q.dtype).tile;
-  launch_retention_forward(backend, attention, q, k, v, mask, o, rowsum, config, stream);
+void multiscale_backward(detail::RuntimeBackend& backend, const MultiScaleAttention& attention,
+                         const TensorView& q, const TensorView& k, const TensorView& v,
+                         const TensorView& mask, const TensorView& o, const TensorView& rowsum,
+                         const TensorView& dout, const TensorView& dq, const TensorView& dk,
+                         const TensorView& dv, const TensorView& dmask,
+                         const BackwardConfig& config, Stream stream) {
+  validate_multiscale_backward(attention, q, k, v, mask, o, rowsum, dout, dq, dk, dv, dmask);
+  launch_multiscale_backward(backend, attention, q, k, v, mask, o, rowsum, dout, dq, dk, dv, dmask,
+                             config, stream);
 }
 
-void run_retention_backward(detail::RuntimeBackend& backend, ConfigChoice& choice,
+void run_multiscale_forward(detail::RuntimeBackend& backend, ConfigChoice& choice,
                             const MultiScaleAttention& attention, const TensorView& q,
                             const TensorView& k, const TensorView& v, const TensorView& mask,
-                            const TensorView& o, const TensorView& rowsum, const TensorView& dout,
-                            const TensorView& dq, const TensorView& dk, const TensorView& dv,
-                            const TensorView& dmask, Stream stream) {
-  validate_retention_backward(attention, q, k, v, mask, o, rowsum, dout, dq, dk, dv, dmask);
+                            const TensorView& o, const TensorView& rowsum, Stream stream) {
+  validate_multiscale_forward(attention, q, k, v, mask, o, rowsum);
+  const ForwardConfig config =
+      attention.batch == 0 || attention.seqlen_q == 0
+          ? default_multiscale_forward_config(q.dtype, static_cast<int>(attention.head_dim),
+                                              backend.info().arch())
+          : choice.multiscale_forward_config(attention, q.dtype).tile;
+  launch_multiscale_forward(backend, attention, q, k, v, mask, o, rowsum, config, stream);
+}
+
+void run_multiscale_backward(detail::RuntimeBackend& backend, ConfigChoice& choice,
+                             const MultiScaleAttention& attention, const TensorView& q,
+                             const TensorView& k, const TensorView& v, const TensorView& mask,
+                             const TensorView& o, const TensorView& rowsum, const TensorView& dout,
+                             const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                             const TensorView& dmask, Stream stream) {
+  validate_multiscale_backward(attention, q, k, v, mask, o, rowsum, dout, dq, dk, dv, dmask);
   const BackwardConfig config =
       attention.batch == 0
-          ? default_retention_backward_config(q.dtype, static_cast<int>(attention.head_dim),
-                                              backend.info().arch())
-          : choice.retention_backward_config(attention, q.dtype).tiles;
-  launch_retention_backward(backend, attention, q, k, v, mask, o, rowsum, dout, dq, dk, dv, dmask,
-                            config, stream);
+          ? default_multiscale_backward_config(q.dtype, static_cast<int>(attention.head_dim),
+                                               backend.info().arch())
+          : choice.multiscale_backward_config(attention, q.dtype).tiles;
+  launch_multiscale_backward(backend, attention, q, k, v, mask, o, rowsum, dout, dq, dk, dv, dmask,
+                             config, stream);
 }
 
 }  // namespace flashjit::kernels
 
 namespace flashjit {
 
-TensorView retention_rowsum_tensor(float* data, const MultiScaleAttention& attention) {
+TensorView multiscale_rowsum_tensor(float* data, const MultiScaleAttention& attention) {
   return TensorView::contiguous(data, DType::f32,
                                 {attention.batch, attention.heads_q, attention.seqlen_q});
 }
 
-TensorView retention_mask_tensor(float* data, const MultiScaleAttention& attention) {
-  if (attention.mask == RetentionMask::decay) {
+TensorView multiscale_mask_tensor(float* data, const MultiScaleAttention& attention) {
+  if (attention.mask == MultiScaleMask::decay) {
     return TensorView::contiguous(data, DType::f32, {attention.heads_q});
   }
   return TensorView::contiguous(data, DType::f32,

@@ -1,108 +1,110 @@
 #pragma once
 // Host side of multi-scale attention (retention; templates/multiscale/): its configs are the
 // attention kernels' tiles (the forward's mma.sync space, the deterministic backward's dK/dV
-// and dQ tiles) with retention's element-wise step, so the spaces, defaults and validity are
-// those of attention_forward.hpp and attention_backward.hpp. Validation, specs and launches.
+// and dQ tiles) with multi-scale attention's element-wise step, so the spaces, defaults and
+// validity are those of attention_forward.hpp and attention_backward.hpp. Validation, specs and
+// launches.
 #include <string>
 #include <vector>
 
 #include "attention_backward.hpp"
 #include "attention_forward.hpp"
 #include "flashjit/multiscale_attention.hpp"
-#include "multiscale/retention_params.cuh"
+#include "multiscale/multiscale_params.cuh"
 #include "runtime/runtime_backend.hpp"
 
 namespace flashjit::kernels {
 
 class ConfigChoice;  // config_choice.hpp, which names this file's configs
 
-/// A retention forward kernel: an attention forward tile of the mma.sync path, compiled with
-/// retention's step for `mask`.
-struct RetentionForwardConfig {
+/// A multi-scale forward kernel: an attention forward tile of the mma.sync path, compiled with
+/// multi-scale attention's step for `mask`.
+struct MultiScaleForwardConfig {
   ForwardConfig tile;
-  RetentionMask mask = RetentionMask::decay;
-  bool operator==(const RetentionForwardConfig&) const = default;
+  MultiScaleMask mask = MultiScaleMask::decay;
+  bool operator==(const MultiScaleForwardConfig&) const = default;
   int shared_bytes() const { return tile.shared_bytes(); }
 };
 
-/// The retention backward's kernels: a deterministic attention backward's dK/dV and dQ tiles,
-/// compiled with retention's step for `mask`.
-struct RetentionBackwardConfig {
+/// The multi-scale backward's kernels: a deterministic attention backward's dK/dV and dQ tiles,
+/// compiled with multi-scale attention's step for `mask`.
+struct MultiScaleBackwardConfig {
   BackwardConfig tiles;
-  RetentionMask mask = RetentionMask::decay;
-  bool operator==(const RetentionBackwardConfig&) const = default;
+  MultiScaleMask mask = MultiScaleMask::decay;
+  bool operator==(const MultiScaleBackwardConfig&) const = default;
   int shared_bytes() const { return tiles.shared_bytes(); }
 };
 
 /// The device twin of `mask`.
-RetentionMaskKind retention_mask_kind(RetentionMask mask);
+MultiScaleMaskKind multiscale_mask_kind(MultiScaleMask mask);
 
-/// The attention problem whose tile configs and sizes a retention call shares: no mask kind,
-/// no softcap, the retention scale (1/sqrt(head_dim) for 0).
-Attention retention_as_attention(const MultiScaleAttention& attention);
+/// The attention problem whose tile configs and sizes a multi-scale call shares: no mask kind,
+/// no softcap, the multi-scale scale (1/sqrt(head_dim) for 0).
+Attention multiscale_as_attention(const MultiScaleAttention& attention);
 
-/// Every forward config of a retention call's class: the mma.sync path's, in its fixed order.
-std::vector<ForwardConfig> retention_forward_configs(DType dtype, int head_dim);
+/// Every forward config of a multi-scale call's class: the mma.sync path's, in its fixed order.
+std::vector<ForwardConfig> multiscale_forward_configs(DType dtype, int head_dim);
 /// Every backward config (deterministic: a dK/dV tile and a dQ tile), in a fixed order.
-std::vector<BackwardConfig> retention_backward_configs(DType dtype, int head_dim);
+std::vector<BackwardConfig> multiscale_backward_configs(DType dtype, int head_dim);
 
 /// The heuristic configs on `arch`: the mma.sync forward's default for 64-row query blocks, and
 /// the deterministic backward's, for (dtype, head_dim) without a mask kind.
-ForwardConfig default_retention_forward_config(DType dtype, int head_dim, const std::string& arch);
-BackwardConfig default_retention_backward_config(DType dtype, int head_dim,
-                                                 const std::string& arch);
+ForwardConfig default_multiscale_forward_config(DType dtype, int head_dim, const std::string& arch);
+BackwardConfig default_multiscale_backward_config(DType dtype, int head_dim,
+                                                  const std::string& arch);
 
 /// The forward kernel of `config` with `mask` on `arch`: op "multiscale-attention", readable
 /// name like "multiscale_forward.hdim64.bf16.decay.br64.bc64.w4.s2".
-detail::KernelSpec retention_forward_spec(const ForwardConfig& config, RetentionMask mask,
-                                          const std::string& arch);
+detail::KernelSpec multiscale_forward_spec(const ForwardConfig& config, MultiScaleMask mask,
+                                           const std::string& arch);
 
 /// The backward's kernels in launch order: δ = rowsum(dO ∘ O) (the attention backward's delta
 /// kernel), dK/dV, dQ (and dM for a mask tensor).
-std::vector<detail::KernelSpec> retention_backward_specs(const BackwardConfig& config,
-                                                         RetentionMask mask,
-                                                         const std::string& arch);
+std::vector<detail::KernelSpec> multiscale_backward_specs(const BackwardConfig& config,
+                                                          MultiScaleMask mask,
+                                                          const std::string& arch);
 
 /// Checks a forward call's arguments (see Runtime::multiscale_forward); throws InvalidArgument
 /// naming the first bad one ("attention.head_dim", "mask.shape", "rowsum.dtype", ...).
-void validate_retention_forward(const MultiScaleAttention& attention, const TensorView& q,
-                                const TensorView& k, const TensorView& v, const TensorView& mask,
-                                const TensorView& o, const TensorView& rowsum);
+void validate_multiscale_forward(const MultiScaleAttention& attention, const TensorView& q,
+                                 const TensorView& k, const TensorView& v, const TensorView& mask,
+                                 const TensorView& o, const TensorView& rowsum);
 
 /// Checks a backward call's arguments (see Runtime::multiscale_backward), as the forward's and
 /// the gradients': shapes like their inputs, no memory shared with an input or each other.
-void validate_retention_backward(const MultiScaleAttention& attention, const TensorView& q,
-                                 const TensorView& k, const TensorView& v, const TensorView& mask,
-                                 const TensorView& o, const TensorView& rowsum,
-                                 const TensorView& dout, const TensorView& dq, const TensorView& dk,
-                                 const TensorView& dv, const TensorView& dmask);
+void validate_multiscale_backward(const MultiScaleAttention& attention, const TensorView& q,
+                                  const TensorView& k, const TensorView& v, const TensorView& mask,
+                                  const TensorView& o, const TensorView& rowsum,
+                                  const TensorView& dout, const TensorView& dq,
+                                  const TensorView& dk, const TensorView& dv,
+                                  const TensorView& dmask);
 
 /// Runtime::multiscale_forward on `backend` with an explicit config (tests; `run_...` takes
 /// the default): validates, then launches. Nothing is launched on bad input.
-void retention_forward(detail::RuntimeBackend& backend, const MultiScaleAttention& attention,
-                       const TensorView& q, const TensorView& k, const TensorView& v,
-                       const TensorView& mask, const TensorView& o, const TensorView& rowsum,
-                       const ForwardConfig& config, Stream stream);
-
-/// Runtime::multiscale_backward on `backend` with an explicit (deterministic) config.
-void retention_backward(detail::RuntimeBackend& backend, const MultiScaleAttention& attention,
+void multiscale_forward(detail::RuntimeBackend& backend, const MultiScaleAttention& attention,
                         const TensorView& q, const TensorView& k, const TensorView& v,
                         const TensorView& mask, const TensorView& o, const TensorView& rowsum,
-                        const TensorView& dout, const TensorView& dq, const TensorView& dk,
-                        const TensorView& dv, const TensorView& dmask, const BackwardConfig& config,
-                        Stream stream);
+                        const ForwardConfig& config, Stream stream);
+
+/// Runtime::multiscale_backward on `backend` with an explicit (deterministic) config.
+void multiscale_backward(detail::RuntimeBackend& backend, const MultiScaleAttention& attention,
+                         const TensorView& q, const TensorView& k, const TensorView& v,
+                         const TensorView& mask, const TensorView& o, const TensorView& rowsum,
+                         const TensorView& dout, const TensorView& dq, const TensorView& dk,
+                         const TensorView& dv, const TensorView& dmask,
+                         const BackwardConfig& config, Stream stream);
 
 /// Runtime::multiscale_forward and multiscale_backward on `backend`: validate, then launch the
 /// config `choice` gives (the tuning policy's).
-void run_retention_forward(detail::RuntimeBackend& backend, ConfigChoice& choice,
-                           const MultiScaleAttention& attention, const TensorView& q,
-                           const TensorView& k, const TensorView& v, const TensorView& mask,
-                           const TensorView& o, const TensorView& rowsum, Stream stream);
-void run_retention_backward(detail::RuntimeBackend& backend, ConfigChoice& choice,
+void run_multiscale_forward(detail::RuntimeBackend& backend, ConfigChoice& choice,
                             const MultiScaleAttention& attention, const TensorView& q,
                             const TensorView& k, const TensorView& v, const TensorView& mask,
-                            const TensorView& o, const TensorView& rowsum, const TensorView& dout,
-                            const TensorView& dq, const TensorView& dk, const TensorView& dv,
-                            const TensorView& dmask, Stream stream);
+                            const TensorView& o, const TensorView& rowsum, Stream stream);
+void run_multiscale_backward(detail::RuntimeBackend& backend, ConfigChoice& choice,
+                             const MultiScaleAttention& attention, const TensorView& q,
+                             const TensorView& k, const TensorView& v, const TensorView& mask,
+                             const TensorView& o, const TensorView& rowsum, const TensorView& dout,
+                             const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                             const TensorView& dmask, Stream stream);
 
 }  // namespace flashjit::kernels

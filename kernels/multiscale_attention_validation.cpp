@@ -48,7 +48,7 @@ void check_mask_tensor(const TensorView& m, const std::string& name, const Multi
 }
 
 void check_mask(const TensorView& mask, const MultiScaleAttention& a) {
-  if (a.mask == RetentionMask::decay) {
+  if (a.mask == MultiScaleMask::decay) {
     if (mask.rank != 1) {
       throw InvalidArgument("mask.rank", "is " + str(mask.rank) +
                                              "; the decay mask takes one rate per query head, "
@@ -90,7 +90,7 @@ void check_disjoint_all(std::initializer_list<std::pair<const TensorView*, const
 
 void check_inputs(const MultiScaleAttention& attention, const TensorView& q, const TensorView& k,
                   const TensorView& v, const TensorView& mask, const TensorView& o) {
-  const Attention a = retention_as_attention(attention);
+  const Attention a = multiscale_as_attention(attention);
   validate_attention(a);  // sizes and head dim, as attention's
   check_scale(attention);
   check_attention_tensors(a, q, k, v, o);
@@ -99,27 +99,28 @@ void check_inputs(const MultiScaleAttention& attention, const TensorView& q, con
 
 }  // namespace
 
-void validate_retention_forward(const MultiScaleAttention& attention, const TensorView& q,
-                                const TensorView& k, const TensorView& v, const TensorView& mask,
-                                const TensorView& o, const TensorView& rowsum) {
+void validate_multiscale_forward(const MultiScaleAttention& attention, const TensorView& q,
+                                 const TensorView& k, const TensorView& v, const TensorView& mask,
+                                 const TensorView& o, const TensorView& rowsum) {
   check_inputs(attention, q, k, v, mask, o);
   if (rowsum.data != nullptr) check_rows(rowsum, "rowsum", attention);
   check_disjoint_all({{&o, "o"}, {&rowsum, "rowsum"}},
                      {{&q, "q"}, {&k, "k"}, {&v, "v"}, {&mask, "mask"}});
 }
 
-void validate_retention_backward(const MultiScaleAttention& attention, const TensorView& q,
-                                 const TensorView& k, const TensorView& v, const TensorView& mask,
-                                 const TensorView& o, const TensorView& rowsum,
-                                 const TensorView& dout, const TensorView& dq, const TensorView& dk,
-                                 const TensorView& dv, const TensorView& dmask) {
+void validate_multiscale_backward(const MultiScaleAttention& attention, const TensorView& q,
+                                  const TensorView& k, const TensorView& v, const TensorView& mask,
+                                  const TensorView& o, const TensorView& rowsum,
+                                  const TensorView& dout, const TensorView& dq,
+                                  const TensorView& dk, const TensorView& dv,
+                                  const TensorView& dmask) {
   check_inputs(attention, q, k, v, mask, o);
   if (rowsum.data == nullptr && attention.batch * attention.heads_q * attention.seqlen_q > 0) {
     throw InvalidArgument("rowsum",
                           "is required: the backward reads the forward's r = rowsum(|S|)");
   }
   if (rowsum.data != nullptr) check_rows(rowsum, "rowsum", attention);
-  const Attention a = retention_as_attention(attention);
+  const Attention a = multiscale_as_attention(attention);
   for (const auto& [view, name] :
        {std::pair{&dout, "dout"}, {&dq, "dq"}, {&dk, "dk"}, {&dv, "dv"}}) {
     check_tensor(*view, name, 4);
@@ -134,7 +135,7 @@ void validate_retention_backward(const MultiScaleAttention& attention, const Ten
   check_head_tensor(dv, "dv", a.batch, a.seqlen_k, a.heads_kv, a.head_dim,
                     "[batch, seqlen_k, heads_kv, head_dim]");
   if (dmask.data != nullptr) {
-    if (attention.mask == RetentionMask::decay) {
+    if (attention.mask == MultiScaleMask::decay) {
       throw InvalidArgument("dmask",
                             "must be null with the decay mask: its rates are not "
                             "learned through this call");

@@ -243,8 +243,8 @@ std::vector<detail::KernelSpec> attention_backward_specs(const std::string& arch
 }
 
 // Multi-scale attention's compile matrix: its forward and backward kernels (the attention
-// tiles with retention's step) for both masks: the defaults at head dims 64, 128 and 256 in
-// bf16 and at 128 in fp16; with `all`, every config at 64 and 128 in bf16.
+// tiles with multi-scale attention's step) for both masks: the defaults at head dims 64, 128 and
+// 256 in bf16 and at 128 in fp16; with `all`, every config at 64 and 128 in bf16.
 std::vector<detail::KernelSpec> multiscale_specs(const std::string& arch, SpecSet set) {
   struct Row {
     DType dtype;
@@ -257,19 +257,19 @@ std::vector<detail::KernelSpec> multiscale_specs(const std::string& arch, SpecSe
   const auto add = [&](const detail::KernelSpec& spec) {
     if (listed.insert(spec.readable_name).second) specs.push_back(spec);
   };
-  for (RetentionMask mask : {RetentionMask::decay, RetentionMask::tensor}) {
+  for (MultiScaleMask mask : {MultiScaleMask::decay, MultiScaleMask::tensor}) {
     for (const Row& row : kRows) {
       std::vector<ForwardConfig> forward = {
-          default_retention_forward_config(row.dtype, row.head_dim, arch)};
+          default_multiscale_forward_config(row.dtype, row.head_dim, arch)};
       std::vector<BackwardConfig> backward = {
-          default_retention_backward_config(row.dtype, row.head_dim, arch)};
+          default_multiscale_backward_config(row.dtype, row.head_dim, arch)};
       if (set == SpecSet::all && row.dtype == DType::bf16 && row.head_dim <= 128) {
-        forward = retention_forward_configs(row.dtype, row.head_dim);
-        backward = retention_backward_configs(row.dtype, row.head_dim);
+        forward = multiscale_forward_configs(row.dtype, row.head_dim);
+        backward = multiscale_backward_configs(row.dtype, row.head_dim);
       }
-      for (const ForwardConfig& config : forward) add(retention_forward_spec(config, mask, arch));
+      for (const ForwardConfig& config : forward) add(multiscale_forward_spec(config, mask, arch));
       for (const BackwardConfig& config : backward) {
-        for (const detail::KernelSpec& spec : retention_backward_specs(config, mask, arch)) {
+        for (const detail::KernelSpec& spec : multiscale_backward_specs(config, mask, arch)) {
           add(spec);
         }
       }

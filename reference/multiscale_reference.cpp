@@ -8,7 +8,7 @@ namespace {
 double apply(const Rounding& round, double x) { return round ? round(x) : x; }
 
 /// One query row's masked scores S[j] = scale · q·k_j · M[h, i, j].
-void row_scores(const RetentionProblem& p, ConstView4 q, ConstView4 k, std::int64_t b,
+void row_scores(const MultiScaleProblem& p, ConstView4 q, ConstView4 k, std::int64_t b,
                 std::int64_t h, std::int64_t i, std::vector<double>& s) {
   s.assign(static_cast<std::size_t>(p.seqlen_k), 0.0);
   for (std::int64_t j = 0; j < p.seqlen_k; ++j) {
@@ -26,16 +26,16 @@ double abs_sum(const std::vector<double>& s) {
 
 }  // namespace
 
-double RetentionProblem::mask_at(std::int64_t h, std::int64_t i, std::int64_t j) const {
+double MultiScaleProblem::mask_at(std::int64_t h, std::int64_t i, std::int64_t j) const {
   if (!decay) return mask[static_cast<std::size_t>((h * seqlen_q + i) * seqlen_k + j)];
   const std::int64_t distance = i + seqlen_k - seqlen_q - j;
   if (distance < 0) return 0.0;
   return distance == 0 ? 1.0 : std::pow(gammas[static_cast<std::size_t>(h)], double(distance));
 }
 
-RetentionOutputs retention_forward(const RetentionProblem& p, ConstView4 q, ConstView4 k,
-                                   ConstView4 v, const Rounding& round) {
-  RetentionOutputs out{zeros({p.batch, p.seqlen_q, p.heads_q, p.head_dim}, Layout::bshd), {}};
+MultiScaleOutputs multiscale_forward(const MultiScaleProblem& p, ConstView4 q, ConstView4 k,
+                                     ConstView4 v, const Rounding& round) {
+  MultiScaleOutputs out{zeros({p.batch, p.seqlen_q, p.heads_q, p.head_dim}, Layout::bshd), {}};
   out.rowsum.assign(static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q), 0.0);
   std::vector<double> s;
   for (std::int64_t b = 0; b < p.batch; ++b)
@@ -57,10 +57,10 @@ RetentionOutputs retention_forward(const RetentionProblem& p, ConstView4 q, Cons
   return out;
 }
 
-RetentionGradients retention_backward(const RetentionProblem& p, ConstView4 q, ConstView4 k,
-                                      ConstView4 v, ConstView4 dout, const Rounding& round) {
-  const RetentionOutputs forward = retention_forward(p, q, k, v, round);
-  RetentionGradients g{
+MultiScaleGradients multiscale_backward(const MultiScaleProblem& p, ConstView4 q, ConstView4 k,
+                                        ConstView4 v, ConstView4 dout, const Rounding& round) {
+  const MultiScaleOutputs forward = multiscale_forward(p, q, k, v, round);
+  MultiScaleGradients g{
       zeros(q.shape, Layout::bshd), zeros(k.shape, Layout::bshd), zeros(v.shape, Layout::bshd), {}};
   g.dmask.assign(static_cast<std::size_t>(p.heads_q * p.seqlen_q * p.seqlen_k), 0.0);
   std::vector<double> s;

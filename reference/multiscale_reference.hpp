@@ -12,9 +12,9 @@
 
 namespace flashjit::reference {
 
-/// One retention problem. The mask is the decay γ_h^(n − m) for m <= n (n = i + seqlen_k −
+/// One multi-scale problem. The mask is the decay γ_h^(n − m) for m <= n (n = i + seqlen_k −
 /// seqlen_q), else 0, with `gammas` [heads_q]; or `mask` [heads_q, seqlen_q, seqlen_k].
-struct RetentionProblem {
+struct MultiScaleProblem {
   std::int64_t batch = 1, heads_q = 1, heads_kv = 1, seqlen_q = 1, seqlen_k = 1, head_dim = 8;
   double scale = 1.0;
   bool decay = true;
@@ -30,16 +30,16 @@ struct RetentionProblem {
 /// "plain computation in the input dtype" a kernel's error is judged against).
 using Rounding = std::function<double(double)>;
 
-struct RetentionOutputs {
+struct MultiScaleOutputs {
   Tensor4 out;                 ///< O, [batch, seqlen_q, heads_q, head_dim]
   std::vector<double> rowsum;  ///< r, [batch, heads_q, seqlen_q]
 };
 
 /// O and r. With `round`, S, S / d and O are each rounded (sums exact).
-RetentionOutputs retention_forward(const RetentionProblem& p, ConstView4 q, ConstView4 k,
-                                   ConstView4 v, const Rounding& round = {});
+MultiScaleOutputs multiscale_forward(const MultiScaleProblem& p, ConstView4 q, ConstView4 k,
+                                     ConstView4 v, const Rounding& round = {});
 
-struct RetentionGradients {
+struct MultiScaleGradients {
   Tensor4 dq, dk, dv;         ///< like q, k, v
   std::vector<double> dmask;  ///< [heads_q, seqlen_q, seqlen_k], summed over the batch
 };
@@ -47,7 +47,7 @@ struct RetentionGradients {
 /// dQ, dK, dV (dK and dV summed over the query heads sharing a key/value head) and dM for the
 /// loss Σ dout ∘ O, recomputing the forward. With `round`, O, dP, dA and the gradients are
 /// rounded as a plain computation would round them.
-RetentionGradients retention_backward(const RetentionProblem& p, ConstView4 q, ConstView4 k,
-                                      ConstView4 v, ConstView4 dout, const Rounding& round = {});
+MultiScaleGradients multiscale_backward(const MultiScaleProblem& p, ConstView4 q, ConstView4 k,
+                                        ConstView4 v, ConstView4 dout, const Rounding& round = {});
 
 }  // namespace flashjit::reference

@@ -179,7 +179,8 @@ std::vector<autotune::TuningProblem> problems(const AutotuneOptions& o) {
               p.attention.causal = causal;
               p.attention.deterministic =
                   o.deterministic && p.op == autotune::TunedOp::attention_backward;
-              p.retention = o.mask == "tensor" ? RetentionMask::tensor : RetentionMask::decay;
+              p.multiscale_mask =
+                  o.mask == "tensor" ? MultiScaleMask::tensor : MultiScaleMask::decay;
               check_problem(p);
               list.push_back(p);
             }
@@ -216,9 +217,9 @@ std::string describe(const autotune::TuningProblem& p) {
          " hdim" + std::to_string(a.head_dim) + " seqlen " + std::to_string(a.seqlen_q) +
          " batch " + std::to_string(a.batch) + " x heads " + std::to_string(a.heads_q) +
          (a.causal ? " causal" : "") + (a.deterministic ? " deterministic" : "") +
-         (!multiscale                           ? ""
-          : p.retention == RetentionMask::decay ? ", decay mask"
-                                                : ", mask tensor");
+         (!multiscale                                  ? ""
+          : p.multiscale_mask == MultiScaleMask::decay ? ", decay mask"
+                                                       : ", mask tensor");
 }
 
 // A progress bar on a terminal, a plain line per tenth of the work otherwise.

@@ -436,7 +436,7 @@ int run_layer_norm(const RunOptions& options) {
 }
 
 int run_multiscale(const RunOptions& options) {
-  testing::RetentionCase c;
+  testing::MultiScaleCase c;
   c.batch = options.batch;
   c.heads_q = options.heads;
   c.heads_kv = options.heads_kv > 0 ? options.heads_kv : options.heads;
@@ -444,7 +444,7 @@ int run_multiscale(const RunOptions& options) {
   c.seqlen_k = options.seqlen_k > 0 ? options.seqlen_k : options.seqlen_q;
   c.head_dim = options.head_dim;
   c.dtype = parse_dtype(options.dtype, "--dtype");
-  c.mask = options.mask == "tensor" ? RetentionMask::tensor : RetentionMask::decay;
+  c.mask = options.mask == "tensor" ? MultiScaleMask::tensor : MultiScaleMask::decay;
   c.seed = options.seed;
   Attention limits;  // the sizes' rules are attention's
   limits.batch = c.batch;

@@ -8,25 +8,25 @@
 
 namespace flashjit::tools {
 
-int run_multiscale_op(Runtime& runtime, testing::RetentionCase c) {
+int run_multiscale_op(Runtime& runtime, testing::MultiScaleCase c) {
   c.backward = true;
-  c.mask_gradient = c.mask == RetentionMask::tensor;
+  c.mask_gradient = c.mask == MultiScaleMask::tensor;
   std::printf("shape:   %s (%s mask, O = S V / max(rowsum|S|, 1))\n", c.name().c_str(),
-              c.mask == RetentionMask::decay ? "decay" : "tensor");
+              c.mask == MultiScaleMask::decay ? "decay" : "tensor");
   const std::string arch = runtime.device().arch();
   const int head_dim = static_cast<int>(c.head_dim);
   std::string kernels =
-      kernels::retention_forward_spec(
-          kernels::default_retention_forward_config(c.dtype, head_dim, arch), c.mask, arch)
+      kernels::multiscale_forward_spec(
+          kernels::default_multiscale_forward_config(c.dtype, head_dim, arch), c.mask, arch)
           .display_name();
-  for (const detail::KernelSpec& spec : kernels::retention_backward_specs(
-           kernels::default_retention_backward_config(c.dtype, head_dim, arch), c.mask, arch)) {
+  for (const detail::KernelSpec& spec : kernels::multiscale_backward_specs(
+           kernels::default_multiscale_backward_config(c.dtype, head_dim, arch), c.mask, arch)) {
     kernels += ", " + spec.display_name();
   }
   std::printf("kernels: %s\n", kernels.c_str());
   std::fflush(stdout);
   const auto start = std::chrono::steady_clock::now();
-  const testing::RetentionVerdict verdict = testing::run_retention_case(runtime, c);
+  const testing::MultiScaleVerdict verdict = testing::run_multiscale_case(runtime, c);
   const double elapsed =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   for (const auto& [name, check] : verdict.checks) {

@@ -9,6 +9,6 @@ namespace flashjit::tools {
 
 /// Runs forward and backward of `c` on `runtime` (the mask tensor's gradient too), prints the
 /// shape, the kernels, each output's errors and PASS or FAIL; returns the exit code (1 on FAIL).
-int run_multiscale_op(Runtime& runtime, testing::RetentionCase c);
+int run_multiscale_op(Runtime& runtime, testing::MultiScaleCase c);
 
 }  // namespace flashjit::tools

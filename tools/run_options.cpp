@@ -61,7 +61,7 @@ void add_run_target_options(CLI::App& run, RunOptions& options) {
                  "their fp32 partial states merged into --dtype, checked against the unsplit "
                  "attention), or layernorm (forward and backward of --rows x --cols, --dtype "
                  "also fp32, with --rms, --bias, --residual), or multiscale-attention "
-                 "(retention forward and backward, --mask decay or tensor)")
+                 "(forward and backward, --mask decay or tensor)")
       ->check(CLI::IsMember({"attention-forward", "attention-backward", "merge-states", "layernorm",
                              "multiscale-attention"}));
   run.add_flag("--counters", options.counters,

@@ -344,14 +344,14 @@ flashjit_status flashjit_layer_norm_backward(
 
 /* ---- Multi-scale attention (retention) ------------------------------------------------ */
 
-/** Which mask a multi-scale attention call applies (flashjit::RetentionMask). */
-typedef enum flashjit_retention_mask {
+/** Which mask a multi-scale attention call applies (flashjit::MultiScaleMask). */
+typedef enum flashjit_multiscale_mask {
   /** M[n, m] = gamma_h^(n - m) for m <= n (n = i + seqlen_k - seqlen_q), else 0: the mask
    *  argument is F32 [heads_q], one rate per query head, in [0, 1]. */
-  FLASHJIT_RETENTION_DECAY = 0,
+  FLASHJIT_MULTISCALE_DECAY = 0,
   /** M given as an F32 tensor [heads_q, seqlen_q, seqlen_k] with unit last stride. */
-  FLASHJIT_RETENTION_TENSOR = 1
-} flashjit_retention_mask;
+  FLASHJIT_MULTISCALE_TENSOR = 1
+} flashjit_multiscale_mask;
 
 /** Shape and options of a multi-scale attention call (flashjit::MultiScaleAttention). */
 typedef struct flashjit_multiscale_attention {
@@ -363,7 +363,7 @@ typedef struct flashjit_multiscale_attention {
   int64_t head_dim; /**< a multiple of 8 from 8 to 256 */
   /** The factor of q k^T; 0 means 1/sqrt(head_dim). */
   float scale;
-  flashjit_retention_mask mask;
+  flashjit_multiscale_mask mask;
 } flashjit_multiscale_attention;
 
 /** Fills *attention with the C++ defaults: sizes 1, head_dim 64, scale 0 (1/sqrt(head_dim)),

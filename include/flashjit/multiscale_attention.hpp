@@ -10,7 +10,7 @@
 namespace flashjit {
 
 /// Which mask M a multi-scale attention call applies.
-enum class RetentionMask {
+enum class MultiScaleMask {
   /// M[n, m] = γ_h^(n − m) for n >= m, else 0: causal with one decay rate γ_h per query head,
   /// generated in the kernel (no L × L tensor is read). The mask tensor is fp32 [heads_q], each
   /// γ in [0, 1] (0 keeps the diagonal only). The rates are device data and not checked: a
@@ -36,15 +36,15 @@ struct MultiScaleAttention {
   std::int64_t head_dim = 64;  ///< a multiple of 8 from 8 to 256
   /// The factor of Q Kᵀ; 0 means 1/sqrt(head_dim) (RetNet scales K by it).
   float scale = 0.0f;
-  RetentionMask mask = RetentionMask::decay;
+  MultiScaleMask mask = MultiScaleMask::decay;
 };
 
 /// The fp32 row sums r = rowsum(|S|) [batch, heads_q, seqlen_q], contiguous, that the forward
 /// writes for the backward.
-TensorView retention_rowsum_tensor(float* data, const MultiScaleAttention& attention);
+TensorView multiscale_rowsum_tensor(float* data, const MultiScaleAttention& attention);
 
 /// The mask argument of `attention`: the decay rates [heads_q] or the tensor [heads_q,
 /// seqlen_q, seqlen_k], fp32, contiguous.
-TensorView retention_mask_tensor(float* data, const MultiScaleAttention& attention);
+TensorView multiscale_mask_tensor(float* data, const MultiScaleAttention& attention);
 
 }  // namespace flashjit

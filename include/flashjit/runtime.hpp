@@ -201,7 +201,7 @@ class Runtime {
   /// with S = scale · (q kᵀ) ∘ M per (batch, query head), computed block by block with the
   /// running row sum r and normalizer max(r, 1) rescaling the output (the source document's
   /// fused loop). `mask` is the decay rates or the mask tensor, as attention.mask says (see
-  /// RetentionMask); key blocks the mask zeroes entirely (above the diagonal, or where the
+  /// MultiScaleMask); key blocks the mask zeroes entirely (above the diagonal, or where the
   /// decay underflows) are skipped. rowsum is fp32 [batch, heads_q, seqlen_q] with unit last
   /// stride (r, for the backward), or a view with null data to skip it. Throws InvalidArgument
   /// naming the argument for bad input; nothing is launched then.

@@ -45,7 +45,7 @@ struct KeyWindow {
         left(Kind == MaskKind::window ? p.window_left : AttentionForwardParams::kNoWindow),
         right(Kind == MaskKind::window ? p.window_right : AttentionForwardParams::kNoWindow) {}
 
-  /// From the rule's values (other tile programs' masks: retention's decay window).
+  /// From the rule's values (other tile programs' masks: multi-scale attention's decay window).
   FJ_DEVICE KeyWindow(int seqlen_k_, int diagonal_, int left_, int right_)
       : seqlen_k(seqlen_k_), diagonal(diagonal_), left(left_), right(right_) {}
 

@@ -1,6 +1,6 @@
 // The autotuner's multi-scale attention ops without a GPU: their candidates (attention tiles
-// compiled with retention's step for the call's mask), keys, FLOPs, tuning end to end on the
-// emulator, and Runtime::multiscale_forward and _backward running a database's winners under
+// compiled with multi-scale attention's step for the call's mask), keys, FLOPs, tuning end to end
+// on the emulator, and Runtime::multiscale_forward and _backward running a database's winners under
 // the cached policy.
 #include <doctest/doctest.h>
 
@@ -26,7 +26,7 @@ using flashjit::testing::TempDir;
 
 namespace {
 
-TuningProblem multiscale_problem(TunedOp op, RetentionMask mask, std::int64_t seqlen,
+TuningProblem multiscale_problem(TunedOp op, MultiScaleMask mask, std::int64_t seqlen,
                                  int head_dim) {
   TuningProblem p;
   p.op = op;
@@ -35,7 +35,7 @@ TuningProblem multiscale_problem(TunedOp op, RetentionMask mask, std::int64_t se
   p.attention.heads_q = p.attention.heads_kv = 2;
   p.attention.seqlen_q = p.attention.seqlen_k = seqlen;
   p.attention.head_dim = head_dim;
-  p.retention = mask;
+  p.multiscale_mask = mask;
   return p;
 }
 
@@ -52,16 +52,18 @@ bool ran(const std::vector<std::string>& names, const std::string& prefix) {
 
 }  // namespace
 
-TEST_CASE("multiscale candidates: attention tiles with retention's kernels for the call's mask") {
-  for (RetentionMask mask : {RetentionMask::decay, RetentionMask::tensor}) {
-    const char* mask_name = mask == RetentionMask::decay ? "decay" : "tensor";
+TEST_CASE(
+    "multiscale candidates: attention tiles with multi-scale attention's kernels for the call's "
+    "mask") {
+  for (MultiScaleMask mask : {MultiScaleMask::decay, MultiScaleMask::tensor}) {
+    const char* mask_name = mask == MultiScaleMask::decay ? "decay" : "tensor";
     CAPTURE(mask_name);
     const TuningProblem forward = multiscale_problem(TunedOp::multiscale_forward, mask, 4096, 64);
     const std::vector<Candidate> candidates = enumerate_candidates(forward, "sm_90a");
-    REQUIRE(candidates.size() == kernels::retention_forward_configs(DType::bf16, 64).size());
+    REQUIRE(candidates.size() == kernels::multiscale_forward_configs(DType::bf16, 64).size());
     int defaults = 0;
     for (const Candidate& c : candidates) {
-      const auto& config = std::get<kernels::RetentionForwardConfig>(c.config);
+      const auto& config = std::get<kernels::MultiScaleForwardConfig>(c.config);
       CHECK(config.mask == mask);
       CHECK(config.tile.path == kernels::ForwardPath::mma_sync);
       CHECK(c.name == config_name(config.tile));  // the mask is the key's
@@ -80,41 +82,42 @@ TEST_CASE("multiscale candidates: attention tiles with retention's kernels for t
     // fastest pair is timed after them), not every pair.
     const std::vector<Candidate> pairs = enumerate_candidates(backward, "sm_90a");
     const auto fallback =
-        std::get<kernels::RetentionBackwardConfig>(default_config(backward, "sm_90a")).tiles;
-    CHECK(pairs.size() < kernels::retention_backward_configs(DType::bf16, 64).size());
+        std::get<kernels::MultiScaleBackwardConfig>(default_config(backward, "sm_90a")).tiles;
+    CHECK(pairs.size() < kernels::multiscale_backward_configs(DType::bf16, 64).size());
     for (const Candidate& c : pairs) {
-      const auto& tiles = std::get<kernels::RetentionBackwardConfig>(c.config).tiles;
+      const auto& tiles = std::get<kernels::MultiScaleBackwardConfig>(c.config).tiles;
       CHECK((tiles.key == fallback.key || tiles.query == fallback.query));
       REQUIRE(c.specs.size() == 3);  // δ, dK/dV, dQ
       CHECK(c.specs[2].readable_name.starts_with("multiscale_backward.dq.hdim64.bf16."));
-      CHECK(c.threads == std::get<kernels::RetentionBackwardConfig>(c.config).tiles.key.warps * 32);
+      CHECK(c.threads ==
+            std::get<kernels::MultiScaleBackwardConfig>(c.config).tiles.key.warps * 32);
     }
     // The decay is causal: half the pairs of the mask tensor's FLOPs.
     CHECK(problem_flops(forward) ==
-          (mask == RetentionMask::decay ? 0.5 : 1.0) * 4.0 * 2 * 4096.0 * 4096 * 64);
+          (mask == MultiScaleMask::decay ? 0.5 : 1.0) * 4.0 * 2 * 4096.0 * 4096 * 64);
     CHECK(problem_flops(backward) == 2.5 * problem_flops(forward));
   }
-  CHECK(tuning_key(multiscale_problem(TunedOp::multiscale_forward, RetentionMask::decay, 512, 64))
+  CHECK(tuning_key(multiscale_problem(TunedOp::multiscale_forward, MultiScaleMask::decay, 512, 64))
             .to_string() !=
-        tuning_key(multiscale_problem(TunedOp::multiscale_forward, RetentionMask::tensor, 512, 64))
+        tuning_key(multiscale_problem(TunedOp::multiscale_forward, MultiScaleMask::tensor, 512, 64))
             .to_string());
   CHECK(TuningState::shape_class(
-            multiscale_problem(TunedOp::multiscale_forward, RetentionMask::decay, 512, 64)) !=
+            multiscale_problem(TunedOp::multiscale_forward, MultiScaleMask::decay, 512, 64)) !=
         TuningState::shape_class(
-            multiscale_problem(TunedOp::multiscale_forward, RetentionMask::tensor, 512, 64)));
+            multiscale_problem(TunedOp::multiscale_forward, MultiScaleMask::tensor, 512, 64)));
 }
 
 TEST_CASE("multiscale backward: the fastest pair of tiles is one of its own configs") {
   const TuningProblem p =
-      multiscale_problem(TunedOp::multiscale_backward, RetentionMask::tensor, 4096, 64);
+      multiscale_problem(TunedOp::multiscale_backward, MultiScaleMask::tensor, 4096, 64);
   TuneReport report;
   report.candidates = enumerate_candidates(p, "sm_90a");
   const auto fallback =
-      std::get<kernels::RetentionBackwardConfig>(default_config(p, "sm_90a")).tiles;
+      std::get<kernels::MultiScaleBackwardConfig>(default_config(p, "sm_90a")).tiles;
   const Candidate* fast_key = nullptr;
   const Candidate* fast_query = nullptr;
   for (const Candidate& c : report.candidates) {
-    const auto& tiles = std::get<kernels::RetentionBackwardConfig>(c.config).tiles;
+    const auto& tiles = std::get<kernels::MultiScaleBackwardConfig>(c.config).tiles;
     double ms = 10.0;
     if (tiles.query == fallback.query && tiles.key != fallback.key && fast_key == nullptr) {
       fast_key = &c;
@@ -129,11 +132,12 @@ TEST_CASE("multiscale backward: the fastest pair of tiles is one of its own conf
   REQUIRE((fast_key != nullptr && fast_query != nullptr));
   const std::optional<TunedConfig> pair = fastest_pair(report);
   REQUIRE(pair.has_value());
-  const auto& config = std::get<kernels::RetentionBackwardConfig>(*pair);
-  CHECK(config.mask == RetentionMask::tensor);
-  CHECK(config.tiles.key == std::get<kernels::RetentionBackwardConfig>(fast_key->config).tiles.key);
+  const auto& config = std::get<kernels::MultiScaleBackwardConfig>(*pair);
+  CHECK(config.mask == MultiScaleMask::tensor);
+  CHECK(config.tiles.key ==
+        std::get<kernels::MultiScaleBackwardConfig>(fast_key->config).tiles.key);
   CHECK(config.tiles.query ==
-        std::get<kernels::RetentionBackwardConfig>(fast_query->config).tiles.query);
+        std::get<kernels::MultiScaleBackwardConfig>(fast_query->config).tiles.query);
 }
 
 TEST_CASE("multiscale tuning on the emulator: checked, stored, then run by the runtime") {
@@ -154,7 +158,7 @@ TEST_CASE("multiscale tuning on the emulator: checked, stored, then run by the r
   };
   for (const Op& op : {Op{TunedOp::multiscale_forward, forward_winner},
                        Op{TunedOp::multiscale_backward, backward_winner}}) {
-    const TuningProblem p = multiscale_problem(op.op, RetentionMask::tensor, 64, 32);
+    const TuningProblem p = multiscale_problem(op.op, MultiScaleMask::tensor, 64, 32);
     const std::string fallback = config_name(default_config(p, arch));
     REQUIRE(fallback != op.alternative);
     options.only = {op.alternative};
@@ -171,14 +175,14 @@ TEST_CASE("multiscale tuning on the emulator: checked, stored, then run by the r
     merge_into_file(state.database(), state.meta(), report.key, entry);
   }
   Runtime cached(RuntimeOptions{.backend = Backend::emulator, .tuning = TuningPolicy::cached});
-  testing::RetentionCase c;
+  testing::MultiScaleCase c;
   c.heads_q = c.heads_kv = 2;
   c.seqlen_q = c.seqlen_k = 60;  // the same buckets as the tuned 64
   c.head_dim = 32;
-  c.mask = RetentionMask::tensor;
+  c.mask = MultiScaleMask::tensor;
   c.backward = c.mask_gradient = true;
   cached.reset_emulated_work();
-  const testing::RetentionVerdict verdict = testing::run_retention_case(cached, c);
+  const testing::MultiScaleVerdict verdict = testing::run_multiscale_case(cached, c);
   CHECK_MESSAGE(verdict.ok, verdict.describe());
   const std::vector<std::string> names = kernel_names(cached);
   CHECK(ran(names, "multiscale_forward.hdim32.bf16.tensor.br64.bc32.w4.s1"));
@@ -187,6 +191,6 @@ TEST_CASE("multiscale tuning on the emulator: checked, stored, then run by the r
   // Policy off runs the defaults instead.
   Runtime off(RuntimeOptions{.backend = Backend::emulator, .tuning = TuningPolicy::off});
   off.reset_emulated_work();
-  CHECK(testing::run_retention_case(off, c).ok);
+  CHECK(testing::run_multiscale_case(off, c).ok);
   CHECK_FALSE(ran(kernel_names(off), "multiscale_forward.hdim32.bf16.tensor.br64.bc32.w4.s1"));
 }

@@ -20,7 +20,7 @@ constexpr std::int64_t kBatch = 1, kHeads = 2, kSeq = 16, kDim = 32;
 /// A valid call's tensors (decay mask), outputs filled with 0x7f bytes.
 struct Call {
   MultiScaleAttention attention{kBatch, kHeads, kHeads, kSeq,
-                                kSeq,   kDim,   0.0f,   RetentionMask::decay};
+                                kSeq,   kDim,   0.0f,   MultiScaleMask::decay};
   std::vector<DeviceBuffer> buffers;
   TensorView q, k, v, o, dout, dq, dk, dv, rates, mask, rowsum, dmask;
   std::vector<TensorView> outputs;  // as made: what a test breaks is a copy
@@ -142,12 +142,12 @@ TEST_CASE("multi-scale attention: the mask argument must match the mask kind") {
   }
   {
     Call c;
-    c.attention.mask = RetentionMask::tensor;  // rates where the tensor is expected
+    c.attention.mask = MultiScaleMask::tensor;  // rates where the tensor is expected
     check_rejected(c, kForward, "mask.rank");
   }
   {
     Call c;
-    c.attention.mask = RetentionMask::tensor;
+    c.attention.mask = MultiScaleMask::tensor;
     c.rates = c.mask;
     c.rates.dtype = DType::bf16;
     check_rejected(c, kForward, "mask.dtype");

@@ -14,9 +14,9 @@
 namespace flashjit::testing {
 namespace {
 
-RetentionCase shape(std::int64_t batch, std::int64_t heads_q, std::int64_t heads_kv,
-                    std::int64_t seqlen_q, std::int64_t seqlen_k, std::int64_t head_dim) {
-  RetentionCase c;
+MultiScaleCase shape(std::int64_t batch, std::int64_t heads_q, std::int64_t heads_kv,
+                     std::int64_t seqlen_q, std::int64_t seqlen_k, std::int64_t head_dim) {
+  MultiScaleCase c;
   c.batch = batch;
   c.heads_q = heads_q;
   c.heads_kv = heads_kv;
@@ -26,15 +26,15 @@ RetentionCase shape(std::int64_t batch, std::int64_t heads_q, std::int64_t heads
   return c;
 }
 
-void check_case(const RetentionCase& c) {
+void check_case(const MultiScaleCase& c) {
   CAPTURE(c.name());
-  const RetentionVerdict verdict = run_retention_case(emulator(), c);
+  const MultiScaleVerdict verdict = run_multiscale_case(emulator(), c);
   CHECK_MESSAGE(verdict.ok, verdict.describe());
 }
 
 /// Ragged shapes: partial blocks of queries and keys, more queries than keys (rows that see no
 /// key), GQA and MQA, decoding's single query, head dims from 8 to 256.
-std::vector<RetentionCase> ragged_shapes() {
+std::vector<MultiScaleCase> ragged_shapes() {
   return {shape(1, 2, 2, 64, 64, 64), shape(2, 4, 1, 37, 53, 32), shape(1, 2, 2, 1, 100, 128),
           shape(1, 2, 1, 40, 17, 64), shape(1, 1, 1, 19, 19, 8),  shape(1, 2, 2, 20, 33, 256),
           shape(1, 3, 3, 70, 130, 96)};
@@ -42,45 +42,45 @@ std::vector<RetentionCase> ragged_shapes() {
 
 }  // namespace
 
-TEST_CASE("retention forward, decay mask, ragged shapes") {
-  for (RetentionCase c : ragged_shapes()) check_case(c);
-  RetentionCase f16 = shape(1, 2, 2, 50, 70, 64);
+TEST_CASE("multi-scale forward, decay mask, ragged shapes") {
+  for (MultiScaleCase c : ragged_shapes()) check_case(c);
+  MultiScaleCase f16 = shape(1, 2, 2, 50, 70, 64);
   f16.dtype = DType::f16;
   check_case(f16);
-  RetentionCase scaled = shape(1, 2, 2, 48, 48, 64);
+  MultiScaleCase scaled = shape(1, 2, 2, 48, 48, 64);
   scaled.scale = 0.5f;  // r > 1 on most rows: the normalizer divides
   check_case(scaled);
 }
 
-TEST_CASE("retention forward, mask tensor, ragged shapes") {
-  for (RetentionCase c : ragged_shapes()) {
-    c.mask = RetentionMask::tensor;
+TEST_CASE("multi-scale forward, mask tensor, ragged shapes") {
+  for (MultiScaleCase c : ragged_shapes()) {
+    c.mask = MultiScaleMask::tensor;
     check_case(c);
   }
 }
 
-TEST_CASE("retention backward, decay mask") {
-  for (RetentionCase c : {shape(1, 2, 2, 64, 64, 64), shape(2, 4, 1, 37, 53, 32),
-                          shape(1, 2, 1, 40, 17, 64), shape(1, 2, 2, 20, 33, 128)}) {
+TEST_CASE("multi-scale backward, decay mask") {
+  for (MultiScaleCase c : {shape(1, 2, 2, 64, 64, 64), shape(2, 4, 1, 37, 53, 32),
+                           shape(1, 2, 1, 40, 17, 64), shape(1, 2, 2, 20, 33, 128)}) {
     c.backward = true;
     c.scale = 0.5f;  // both sides of r = 1 occur: the normalizer's term of dA matters
     check_case(c);
   }
 }
 
-TEST_CASE("retention backward, mask tensor with its gradient, the same bits on every run") {
-  for (RetentionCase c :
+TEST_CASE("multi-scale backward, mask tensor with its gradient, the same bits on every run") {
+  for (MultiScaleCase c :
        {shape(1, 2, 2, 64, 64, 64), shape(3, 4, 2, 37, 53, 32), shape(2, 2, 1, 40, 17, 64)}) {
     c.backward = true;
-    c.mask = RetentionMask::tensor;
+    c.mask = MultiScaleMask::tensor;
     c.mask_gradient = true;
     check_case(c);
   }
-  RetentionCase c = shape(3, 2, 1, 33, 45, 32);
+  MultiScaleCase c = shape(3, 2, 1, 33, 45, 32);
   c.backward = c.mask_gradient = true;
-  c.mask = RetentionMask::tensor;
-  const RetentionVerdict first = run_retention_case(emulator(), c);
-  const RetentionVerdict second = run_retention_case(emulator(), c);
+  c.mask = MultiScaleMask::tensor;
+  const MultiScaleVerdict first = run_multiscale_case(emulator(), c);
+  const MultiScaleVerdict second = run_multiscale_case(emulator(), c);
   REQUIRE(first.ok);
   CHECK(first.dmask == second.dmask);
 }
@@ -89,20 +89,20 @@ TEST_CASE("the decay mask's zero blocks are skipped: above the diagonal and past
   // Counted tensor FLOPs of the forward: the full mask tensor visits every block; the decay
   // visits the causal half; a fast decay (γ = 0.5: 2^−160 after 160 keys) only the diagonal's
   // neighbourhood.
-  const auto forward_flops = [](RetentionCase c) {
+  const auto forward_flops = [](MultiScaleCase c) {
     emulator().reset_emulated_work();
-    const RetentionVerdict verdict = run_retention_case(emulator(), c);
+    const MultiScaleVerdict verdict = run_multiscale_case(emulator(), c);
     CHECK_MESSAGE(verdict.ok, verdict.describe());
     std::uint64_t flops = 0;
     for (const KernelWork& k : emulator().emulated_work()) flops += k.work.tensor_flops;
     return flops;
   };
-  RetentionCase c = shape(1, 1, 1, 1024, 1024, 32);
+  MultiScaleCase c = shape(1, 1, 1, 1024, 1024, 32);
   c.gammas = {1.0 - 1.0 / 4096};  // reaches every key
   const std::uint64_t causal = forward_flops(c);
   c.gammas = {0.5};
   const std::uint64_t fast = forward_flops(c);
-  c.mask = RetentionMask::tensor;
+  c.mask = MultiScaleMask::tensor;
   const std::uint64_t full = forward_flops(c);
   CHECK(causal < full * 6 / 10);  // about half, plus the diagonal blocks
   CHECK(fast < causal * 55 / 100);
@@ -110,7 +110,7 @@ TEST_CASE("the decay mask's zero blocks are skipped: above the diagonal and past
 
 TEST_CASE("the reference's gradients match finite differences of its forward") {
   for (bool decay : {true, false}) {
-    reference::RetentionProblem p;
+    reference::MultiScaleProblem p;
     p.batch = 1;
     p.heads_q = 2;
     p.heads_kv = 1;
@@ -126,11 +126,11 @@ TEST_CASE("the reference's gradients match finite differences of its forward") {
     reference::Tensor4 v = reference::random_tensor({1, 6, 1, 3}, reference::Layout::bshd, 13);
     const reference::Tensor4 dout =
         reference::random_tensor({1, 5, 2, 3}, reference::Layout::bshd, 14);
-    const reference::RetentionGradients g =
-        reference::retention_backward(p, q.view(), k.view(), v.view(), dout.view());
+    const reference::MultiScaleGradients g =
+        reference::multiscale_backward(p, q.view(), k.view(), v.view(), dout.view());
     const auto loss = [&] {
       const reference::Tensor4 o =
-          reference::retention_forward(p, q.view(), k.view(), v.view()).out;
+          reference::multiscale_forward(p, q.view(), k.view(), v.view()).out;
       double sum = 0;
       for (std::size_t i = 0; i < o.values.size(); ++i) sum += o.values[i] * dout.values[i];
       return sum;

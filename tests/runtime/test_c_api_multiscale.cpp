@@ -97,13 +97,13 @@ TEST_CASE("C API: multi-scale attention forward and backward give the C++ API's 
   const std::vector<void*> c = make_buffers(c_upload);
   flashjit_multiscale_attention attention;
   flashjit_multiscale_attention_init(&attention);
-  CHECK(attention.mask == FLASHJIT_RETENTION_DECAY);
+  CHECK(attention.mask == FLASHJIT_MULTISCALE_DECAY);
   CHECK(attention.scale == 0.0f);
   attention.batch = kBatch;
   attention.heads_q = attention.heads_kv = kHeads;
   attention.seqlen_q = attention.seqlen_k = kSeq;
   attention.head_dim = kDim;
-  attention.mask = FLASHJIT_RETENTION_TENSOR;
+  attention.mask = FLASHJIT_MULTISCALE_TENSOR;
   const flashjit_tensor q = heads(c[kQ]), k = heads(c[kK]), v = heads(c[kV]),
                         dout = heads(c[kDout]), o = heads(c[kO]), dq = heads(c[kDq]),
                         dk = heads(c[kDk]), dv = heads(c[kDv]), mask = mask3(c[kMaskSlot]),
@@ -125,7 +125,7 @@ TEST_CASE("C API: multi-scale attention forward and backward give the C++ API's 
     return kept.back().data();
   });
   const MultiScaleAttention a{kBatch, kHeads, kHeads, kSeq,
-                              kSeq,   kDim,   0.0f,   RetentionMask::tensor};
+                              kSeq,   kDim,   0.0f,   MultiScaleMask::tensor};
   cpp.multiscale_forward(a, view(heads(p[kQ])), view(heads(p[kK])), view(heads(p[kV])),
                          view(mask3(p[kMaskSlot])), view(heads(p[kO])), view(rows3(p[kRowsum])));
   cpp.multiscale_backward(a, view(heads(p[kQ])), view(heads(p[kK])), view(heads(p[kV])),
@@ -149,7 +149,8 @@ TEST_CASE("C API: multi-scale attention forward and backward give the C++ API's 
   CHECK(flashjit_multiscale_forward(runtime, &attention, &q, &k, &v, &mask, &o, &rowsum, nullptr) ==
         FLASHJIT_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(flashjit_last_error()).find("attention.mask") != std::string::npos);
-  attention.mask = FLASHJIT_RETENTION_DECAY;  // a [heads] rate tensor expected, not a [h, q, k] one
+  attention.mask =
+      FLASHJIT_MULTISCALE_DECAY;  // a [heads] rate tensor expected, not a [h, q, k] one
   CHECK(flashjit_multiscale_forward(runtime, &attention, &q, &k, &v, &mask, &o, &rowsum, nullptr) ==
         FLASHJIT_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(flashjit_last_error()).find("mask") != std::string::npos);

@@ -1,23 +1,24 @@
 #pragma once
-// Retention backward, dQ (and a mask tensor's dM): one CTA owns Br query rows of one head and
-// streams the key blocks its mask does not zero past them, as the forward does, recomputing
-// S = scale · Q Kⱼᵀ and dP = dO Vⱼᵀ: dQ = Σⱼ (scale · dA ∘ M) Kⱼ (attention/backward_dq_kernel.cuh
-// with retention's element-wise step). dM sums over the batch; one CTA then owns its rows for
-// every sequence, in order, so the sum has the same bits on every run.
+// Multi-scale attention backward, dQ (and a mask tensor's dM): one CTA owns Br query rows of one
+// head and streams the key blocks its mask does not zero past them, as the forward does,
+// recomputing S = scale · Q Kⱼᵀ and dP = dO Vⱼᵀ: dQ = Σⱼ (scale · dA ∘ M) Kⱼ
+// (attention/backward_dq_kernel.cuh with multi-scale attention's element-wise step). dM sums over
+// the batch; one CTA then owns its rows for every sequence, in order, so the sum has the same bits
+// on every run.
 #include "attention/backward_traits.cuh"
 #include "attention/epilogue.cuh"
 #include "attention/key_value_pipeline.cuh"
-#include "multiscale/retention_gradients.cuh"
+#include "multiscale/multiscale_gradients.cuh"
 #include "tile/gemm.cuh"
 
 namespace flashjit {
 
 /// dQ of rows [row0, row0 + rows) of (batch, head), and their dM added (`first`: stored) when
 /// params.dmask is set.
-template <class Traits, RetentionMaskKind Kind>
-FJ_DEVICE void retention_query_gradients(const RetentionParams& params,
-                                         const RetentionMask<Kind>& mask, BlockRange blocks,
-                                         int batch, int head, int row0, int rows, bool first) {
+template <class Traits, MultiScaleMaskKind Kind>
+FJ_DEVICE void multiscale_query_gradients(const MultiScaleParams& params,
+                                          const MultiScaleMask<Kind>& mask, BlockRange blocks,
+                                          int batch, int head, int row0, int rows, bool first) {
   using T = typename Traits::Element;
   using Pipeline = KeyValuePipeline<Traits>;
   constexpr int kRows = Traits::kQueryRowsPerWarp;
@@ -28,12 +29,12 @@ FJ_DEVICE void retention_query_gradients(const RetentionParams& params,
   Pipeline pipeline({slice, p.seqlen_k}, blocks.end);
   unsigned char* after_pipeline = dynamic_shared<unsigned char>() + Pipeline::kBytes;
   const auto dout = carve_tile<typename Pipeline::QTile>(after_pipeline);  // (kBlockM, d)
-  RetentionRowStats stats[kRows / 16 * 2];
+  MultiScaleRowStats stats[kRows / 16 * 2];
 #pragma unroll
   for (int slot = 0; slot < kRows / 16 * 2; ++slot) {
     const int row = warp_row0 + fragment_row(slot / 2, slot % 2, lane);
-    stats[slot] = row < rows ? RetentionRowStats::load(p, batch, head, row0 + row)
-                             : RetentionRowStats{0.0f, 0.0f};
+    stats[slot] = row < rows ? MultiScaleRowStats::load(p, batch, head, row0 + row)
+                             : MultiScaleRowStats{0.0f, 0.0f};
   }
   float* dmask = params.dmask == nullptr ? nullptr
                                          : params.dmask + head * params.dmask_head_stride +
@@ -64,7 +65,7 @@ FJ_DEVICE void retention_query_gradients(const RetentionParams& params,
           const float score = s.frag[i][g][e] * p.scale;
           const float m = row < rows ? mask.at(row0 + row, key) : 0.0f;
           const float da =
-              retention_score_gradient(score, m, ds.frag[i][g][e], stats[2 * i + e / 2], p.scale);
+              multiscale_score_gradient(score, m, ds.frag[i][g][e], stats[2 * i + e / 2], p.scale);
           if (dmask != nullptr && row < rows && key < p.seqlen_k) {
             const index_t at = index_t(row) * params.dmask_row_stride + key;
             store_global(dmask, at, (first ? 0.0f : load_global(dmask, at)) + da * score);
@@ -78,23 +79,23 @@ FJ_DEVICE void retention_query_gradients(const RetentionParams& params,
 
 /// Grid (ceil(seqlen_q / kBlockM), heads_q, batch), or (…, heads_q, 1) with a mask gradient (each
 /// CTA then walks the batch); block kThreads, dynamic shared memory Traits::kSharedBytes.
-template <class Traits, RetentionMaskKind Kind>
+template <class Traits, MultiScaleMaskKind Kind>
 FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
-    retention_backward_dq_kernel(RetentionParams params) {
+    multiscale_backward_dq_kernel(MultiScaleParams params) {
   const AttentionBackwardParams& p = params.attention;
   const int row0 = int(blockIdx.x) * Traits::kBlockM;
   const int rows = min_int(Traits::kBlockM, p.seqlen_q - row0);
   if (rows <= 0) return;
   const int head = blockIdx.y;
-  const RetentionMask<Kind> mask(params, head);
+  const MultiScaleMask<Kind> mask(params, head);
   const BlockRange blocks = mask.key_blocks(row0, row0 + rows - 1, Traits::kBlockN);
   const bool whole_batch = params.dmask != nullptr;
   const int first = whole_batch ? 0 : int(blockIdx.z);
   const int end = whole_batch ? p.batch : first + 1;
   for (int batch = first; batch < end; ++batch) {
     if (batch != first) __syncthreads();  // every warp is done with the last sequence's tiles
-    retention_query_gradients<Traits>(params, mask, blocks, batch, head, row0, rows,
-                                      batch == first);
+    multiscale_query_gradients<Traits>(params, mask, blocks, batch, head, row0, rows,
+                                       batch == first);
   }
 }
 

@@ -1,11 +1,11 @@
 #pragma once
-// Retention's mask M, element by element, and the key blocks a query block needs: with the
-// decay mask, M[n, m] = γ^(n − m) for keys m <= n (n the query's position among the keys,
-// i + seqlen_k − seqlen_q: bottom-right aligned), 0 above the diagonal, and exactly 0 where
-// the decay has underflowed, so those blocks are skipped; with a mask tensor, its values and
-// every block. Keys past seqlen_k weigh 0 whatever the tensor holds (they are not read).
+// Multi-scale attention's mask M, element by element, and the key blocks a query block needs: with
+// the decay mask, M[n, m] = γ^(n − m) for keys m <= n (n the query's position among the keys, i +
+// seqlen_k − seqlen_q: bottom-right aligned), 0 above the diagonal, and exactly 0 where the decay
+// has underflowed, so those blocks are skipped; with a mask tensor, its values and every block.
+// Keys past seqlen_k weigh 0 whatever the tensor holds (they are not read).
 #include "attention/key_window.cuh"
-#include "multiscale/retention_params.cuh"
+#include "multiscale/multiscale_params.cuh"
 #include "tile/numeric.cuh"
 
 namespace flashjit {
@@ -19,18 +19,18 @@ FJ_DEVICE int decay_reach(float log2_gamma) {
   return reach >= kNoReach ? int(kNoReach) : int(reach);
 }
 
-template <RetentionMaskKind Kind>
-struct RetentionMask;
+template <MultiScaleMaskKind Kind>
+struct MultiScaleMask;
 
 template <>
-struct RetentionMask<RetentionMaskKind::decay> {
+struct MultiScaleMask<MultiScaleMaskKind::decay> {
   int seqlen_q;
   int seqlen_k;
   int diagonal;      // seqlen_k − seqlen_q
   float log2_gamma;  // of this head's rate (−inf for γ = 0: only the diagonal is kept)
   int reach;         // decay_reach(log2_gamma)
 
-  FJ_DEVICE RetentionMask(const RetentionParams& p, int head)
+  FJ_DEVICE MultiScaleMask(const MultiScaleParams& p, int head)
       : seqlen_q(p.attention.seqlen_q),
         seqlen_k(p.attention.seqlen_k),
         diagonal(p.attention.seqlen_k - p.attention.seqlen_q),
@@ -53,13 +53,13 @@ struct RetentionMask<RetentionMaskKind::decay> {
 };
 
 template <>
-struct RetentionMask<RetentionMaskKind::tensor> {
+struct MultiScaleMask<MultiScaleMaskKind::tensor> {
   int seqlen_q;
   int seqlen_k;
   const float* values;  // this head's (seqlen_q, seqlen_k)
   index_t row_stride;
 
-  FJ_DEVICE RetentionMask(const RetentionParams& p, int head)
+  FJ_DEVICE MultiScaleMask(const MultiScaleParams& p, int head)
       : seqlen_q(p.attention.seqlen_q),
         seqlen_k(p.attention.seqlen_k),
         values(p.mask + head * p.mask_head_stride),

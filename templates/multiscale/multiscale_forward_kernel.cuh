@@ -9,26 +9,26 @@
 #include "attention/epilogue.cuh"
 #include "attention/forward_traits.cuh"
 #include "attention/query_operand.cuh"
-#include "multiscale/retention_mask.cuh"
+#include "multiscale/multiscale_mask.cuh"
 
 namespace flashjit {
 
 /// S = scale · S ∘ M for a warp's (rows, keys) tile of Q Kᵀ whose element (r, c) is query row0 +
 /// r, key key0 + c.
 template <class Mask, int Rows, int Cols>
-FJ_DEVICE void apply_retention_mask(acc_tile<Rows, Cols>& s, const Mask& mask, float scale,
-                                    int row0, int key0, int lane) {
+FJ_DEVICE void apply_multiscale_mask(acc_tile<Rows, Cols>& s, const Mask& mask, float scale,
+                                     int row0, int key0, int lane) {
   for_each_element(s, lane,
                    [&](int r, int c, float& x) { x *= scale * mask.at(row0 + r, key0 + c); });
 }
 
 /// The running statistics of a warp's query rows: r and d = max(r, 1).
 template <int Rows>
-struct RetentionNormalizer {
+struct MultiScaleNormalizer {
   row_vec<Rows> sum;   // r: Σ |S| over the keys seen
   row_vec<Rows> norm;  // d = max(r, 1)
 
-  FJ_DEVICE RetentionNormalizer() {
+  FJ_DEVICE MultiScaleNormalizer() {
     fill(sum, 0.0f);
     fill(norm, 1.0f);
   }
@@ -57,9 +57,9 @@ struct RetentionNormalizer {
 
 /// Grid (ceil(seqlen_q / kBlockM), heads_q, batch), block kThreads, dynamic shared memory
 /// Traits::kSharedBytes. Writes O and, where params.rowsum is set, r per row.
-template <class Traits, RetentionMaskKind Kind>
+template <class Traits, MultiScaleMaskKind Kind>
 FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
-    retention_forward_kernel(RetentionParams params) {
+    multiscale_forward_kernel(MultiScaleParams params) {
   using T = typename Traits::Element;
   constexpr int kRows = Traits::kRowsPerWarp;
   const AttentionBackwardParams& p = params.attention;
@@ -69,7 +69,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
   const int rows = min_int(Traits::kBlockM, p.seqlen_q - row0);
   if (rows <= 0) return;
   const int head = blockIdx.y, batch = blockIdx.z;
-  const RetentionMask<Kind> mask(params, head);
+  const MultiScaleMask<Kind> mask(params, head);
   const BlockRange blocks = mask.key_blocks(row0, row0 + rows - 1, Traits::kBlockN);
   float* rowsum = params.rowsum == nullptr ? nullptr
                                            : params.rowsum + batch * params.rowsum_batch_stride +
@@ -80,7 +80,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
   QueryOperand<Traits> query(pipeline.q, warp_row0);  // Q, from shared memory or registers
   acc_tile<kRows, Traits::kHeadDimPadded> o;          // (kRows, kHeadDimPadded), normalized by d
   fill(o, 0.0f);
-  RetentionNormalizer<kRows> normalizer;  // r, d
+  MultiScaleNormalizer<kRows> normalizer;  // r, d
   if (!blocks.empty()) pipeline.start(rows, blocks.begin);
   for (int block_n = blocks.begin; block_n < blocks.end; ++block_n) {
     const int key0 = block_n * Traits::kBlockN;
@@ -89,7 +89,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
     const auto keys = pipeline.await_keys(block_n);
     if (block_n == blocks.begin) query.arrived(lane);  // Q came with the first key block
     query.scores(s, keys, lane);                       // Q Kᵀ
-    apply_retention_mask(s, mask, p.scale, row0 + warp_row0, key0, lane);  // S = scale·QKᵀ ∘ M
+    apply_multiscale_mask(s, mask, p.scale, row0 + warp_row0, key0, lane);  // S = scale·QKᵀ ∘ M
     normalizer.update(s, o);  // r, d' = max(r, 1); O = O·d/d', S = S/d'
     mma_ab(o, to_operand<T>(s), pipeline.await_values(block_n), lane);  // O += S V / d'
   }

@@ -79,7 +79,7 @@ FJ_DEVICE void store_fragments(const acc_tile<Rows, Cols>& acc,
         const unsigned offset =
             chunk / 8 * Tile::kPanelBytes +
             (fragment_row(s, half, lane) - fragment_row(0, 0, lane)) * unsigned(Tile::kLineBytes) +
-            (chunk % 8 ^ row_in_atom) * 16;
+            ((chunk % 8) ^ row_in_atom) * 16;
         store_shared(reinterpret_cast<unsigned*>(first + offset), 0,
                      pack2<T>(acc.frag[s][g][2 * half], acc.frag[s][g][2 * half + 1]));
       }

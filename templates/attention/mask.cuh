@@ -55,14 +55,10 @@ FJ_DEVICE void mask_scores_by_row(const Window& window, acc_tile<Rows, Cols>& s,
   const int origin = key0 + fragment_col(0, 0, lane);  // the lane's first key
   if constexpr (Window::kKeysEndOnly) {
     const int end = window.seqlen_k - origin;  // offsets from `end` on are past the keys
-#pragma unroll
-    for (int slab = 0; slab < Tile::kSlabs; ++slab)
-#pragma unroll
-      for (int group = 0; group < Tile::kGroups; ++group)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {  // element e: column 8 group + e % 2 of the lane's
-          if (group * 8 + e % 2 >= end) s.frag[slab][group][e] = negative_infinity();
-        }
+    // Lane 0's columns are every lane's offsets from its first key.
+    for_each_element(s, 0, [&](int, int offset, float& score) {
+      if (offset >= end) score = negative_infinity();
+    });
   } else {
 #pragma unroll
     for (int slab = 0; slab < Tile::kSlabs; ++slab)

@@ -14,6 +14,7 @@
 //    next 64 n), SBO 1024 (the next 8 k).
 // Tiles start on a 1024-byte boundary (descriptor base offset 0): align_swizzle_atom.
 #include "tile/cluster.cuh"
+#include "tile/fragment_store.cuh"
 #include "tile/tma.cuh"
 #include "tile/warpgroup_tile.cuh"
 
@@ -69,20 +70,14 @@ FJ_DEVICE void store_fragments(const acc_tile<Rows, Cols>& acc,
   const unsigned row_in_atom = row % 8;
   const unsigned chunk0 = unsigned(col0) / 8;  // col0's chunk, counted across panels
   unsigned char* const first = dst.line(0, row) + fragment_col(0, 0, lane) * sizeof(T);
-#pragma unroll
-  for (int s = 0; s < acc.kSlabs; ++s)
-#pragma unroll
-    for (int g = 0; g < acc.kGroups; ++g)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const unsigned chunk = chunk0 + g;  // fragment group g's 8 columns
-        const unsigned offset =
-            chunk / 8 * Tile::kPanelBytes +
-            (fragment_row(s, half, lane) - fragment_row(0, 0, lane)) * unsigned(Tile::kLineBytes) +
-            ((chunk % 8) ^ row_in_atom) * 16;
-        store_shared(reinterpret_cast<unsigned*>(first + offset), 0,
-                     pack2<T>(acc.frag[s][g][2 * half], acc.frag[s][g][2 * half + 1]));
-      }
+  for_each_packed_pair<T>(acc, [&](int s, int g, int half, unsigned pair) {
+    const unsigned chunk = chunk0 + g;  // fragment group g's 8 columns
+    const unsigned offset =
+        chunk / 8 * Tile::kPanelBytes +
+        (fragment_row(s, half, lane) - fragment_row(0, 0, lane)) * unsigned(Tile::kLineBytes) +
+        ((chunk % 8) ^ row_in_atom) * 16;
+    store_shared(reinterpret_cast<unsigned*>(first + offset), 0, pair);
+  });
 }
 
 /// Rounds `base` (a pointer into dynamic shared memory) up to the next 1024-byte shared

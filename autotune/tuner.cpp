@@ -11,12 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "autotune/multiscale_candidates.hpp"
 #include "autotune/tuning_state.hpp"
 #include "autotune/workspace.hpp"
 #include "flashjit/error.hpp"
-#include "kernels/attention_backward.hpp"
-#include "kernels/attention_forward.hpp"
 #include "runtime/parallel.hpp"
 
 namespace flashjit::autotune {
@@ -91,7 +88,7 @@ class CandidateTimer {
       : backend_(backend),
         problem_(problem),
         options_(options),
-        workspace_(make_workspace(backend, problem)) {}
+        workspace_(problem.workspace(backend)) {}
 
   CandidateTiming time(const Candidate& c) {
     CandidateTiming timing;
@@ -138,12 +135,12 @@ void time_candidates(CandidateTimer& timer, TuneReport& report, const TuneOption
   }
 }
 
-// Adds the fastest pair of the deterministic backward's tiles as one more candidate, checked
-// and timed like the others (its kernels are in the cache already: each ran in a measured
-// config).
-void time_fastest_pair(CandidateTimer& timer, TuneReport& report, const std::string& arch,
-                       int shared_limit, const TuneOptions& options) {
-  const std::optional<TunedConfig> pair = fastest_pair(report);
+// Adds the op's fastest pair of parts (the deterministic backward's tiles) as one more
+// candidate, checked and timed like the others (its kernels are in the cache already: each ran
+// in a measured config).
+void time_fastest_pair(CandidateTimer& timer, const TuningProblem& problem, TuneReport& report,
+                       const std::string& arch, int shared_limit, const TuneOptions& options) {
+  const std::optional<TunedConfig> pair = problem.fastest_pair(report.candidates, report.timings);
   if (!pair) return;
   std::vector<Candidate> extra = {make_candidate(*pair, arch)};
   prune_on_resources(extra, arch, shared_limit, 1);
@@ -166,53 +163,14 @@ void persist(TuningState& state, TuneReport& report, const TuneOptions& options)
 
 }  // namespace
 
-std::optional<TunedConfig> fastest_pair(const TuneReport& report) {
-  const Candidate* base = nullptr;
-  for (const Candidate& c : report.candidates) {
-    if (c.is_default) base = &c;
-  }
-  // Multi-scale attention's backward pairs the same tiles: its configs are compared by their tiles.
-  const TunedConfig base_tiles = base ? attention_tiles(base->config) : TunedConfig{};
-  const auto* fallback = base ? std::get_if<kernels::BackwardConfig>(&base_tiles) : nullptr;
-  if (fallback == nullptr || !fallback->deterministic) return std::nullopt;
-  auto median = [&](const std::string& name) {
-    for (const CandidateTiming& t : report.timings) {
-      if (t.config == name) return t.median_ms;
-    }
-    return std::numeric_limits<double>::infinity();
-  };
-  kernels::BackwardConfig pair = *fallback;
-  double key_ms = std::numeric_limits<double>::infinity(), query_ms = key_ms;
-  for (const Candidate& c : report.candidates) {
-    const TunedConfig tiles = attention_tiles(c.config);
-    const auto& config = std::get<kernels::BackwardConfig>(tiles);
-    const double ms = median(c.name);
-    if (config.query == fallback->query && ms < key_ms) {
-      key_ms = ms;
-      pair.key = config.key;
-    }
-    if (config.key == fallback->key && ms < query_ms) {
-      query_ms = ms;
-      pair.query = config.query;
-    }
-  }
-  if (!std::isfinite(key_ms) || !std::isfinite(query_ms)) return std::nullopt;
-  if (pair.key == fallback->key || pair.query == fallback->query) return std::nullopt;
-  if (const auto* multiscale = std::get_if<kernels::MultiScaleBackwardConfig>(&base->config)) {
-    return kernels::MultiScaleBackwardConfig{pair, multiscale->mask};
-  }
-  return pair;
-}
-
 TuneReport tune(TuningState& state, const TuningProblem& problem, const TuneOptions& options) {
   const DeviceInfo& device = state.backend().info();
   const std::string arch = device.arch();
   const int shared_limit = static_cast<int>(device.shared_memory_optin);
   TuneReport report;
-  report.problem = problem;
   report.key = tuning_key(problem);
-  report.flops = problem_flops(problem);
-  report.bytes = problem_bytes(problem);
+  report.flops = problem.flops();
+  report.bytes = problem.bytes();
   std::function<void(int, int)> compile_progress;
   if (options.progress) {
     compile_progress = [&](int done, int total) { options.progress("compile", done, total); };
@@ -222,7 +180,7 @@ TuneReport tune(TuningState& state, const TuningProblem& problem, const TuneOpti
   ++tunings;
   CandidateTimer timer(state.backend(), problem, options);
   time_candidates(timer, report, options);
-  time_fastest_pair(timer, report, arch, shared_limit, options);
+  time_fastest_pair(timer, problem, report, arch, shared_limit, options);
   std::sort(report.timings.begin(), report.timings.end(),
             [](const auto& a, const auto& b) { return a.config < b.config; });
   std::string default_name;
@@ -238,7 +196,7 @@ TuneReport tune(TuningState& state, const TuningProblem& problem, const TuneOpti
 
 std::vector<Candidate> plan(const TuningProblem& problem, const std::string& arch, int jobs,
                             const std::function<void(int, int)>& progress) {
-  return pruned_candidates(problem, arch, kernels::arch_shared_memory_limit(arch), jobs, {},
+  return pruned_candidates(problem, arch, detail::arch_shared_memory_limit(arch), jobs, {},
                            progress);
 }
 

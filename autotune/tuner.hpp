@@ -30,10 +30,9 @@ struct TuneOptions {
 
 /// What tuning one shape found.
 struct TuneReport {
-  TuningProblem problem;
   TuningKey key;
-  double flops = 0;                      ///< problem_flops(problem)
-  double bytes = 0;                      ///< problem_bytes(problem)
+  double flops = 0;                      ///< problem.flops()
+  double bytes = 0;                      ///< problem.bytes()
   std::vector<Candidate> candidates;     ///< every candidate, the pruned ones with a reason
   std::vector<CandidateTiming> timings;  ///< this run's measurements, in candidate order
   TuningEntry entry;               ///< the entry as stored (merged with what the file held before)
@@ -46,16 +45,10 @@ struct TuneReport {
 /// run first as the reference, every candidate that survives pruning checked against it (relative
 /// L2 error within 4 units of the dtype's rounding; otherwise it scores infinity with the error
 /// in its status) and timed with time_launches. A candidate that fails to launch scores
-/// infinity too. Throws only for a problem that cannot be tuned (InvalidArgument for a bad
-/// shape, Error when not even the default runs).
+/// infinity too. Then the op's fastest pair of parts, if it has one (TuningProblem::fastest_pair),
+/// is checked and timed as one more candidate. Throws only for a problem that cannot be tuned
+/// (InvalidArgument for a bad shape, Error when not even the default runs).
 TuneReport tune(TuningState& state, const TuningProblem& problem, const TuneOptions& options = {});
-
-/// The deterministic backward's (or multiscale-backward's) fastest dK/dV tile with its fastest
-/// dQ tile, from a report's timings of each beside the default's other tile
-/// (enumerate_candidates), as a config of the report's op; nullopt when that pair was timed
-/// already (one of the two is the default's), when a side has no finite time, or for any other
-/// problem. tune() times the pair as one more candidate.
-std::optional<TunedConfig> fastest_pair(const TuneReport& report);
 
 /// The candidates for `problem` on `arch` after static and resource pruning, without a GPU
 /// (`flashjit autotune --plan`): compiles through the kernel cache like tune().

@@ -243,21 +243,7 @@ std::int64_t shape_bucket(std::int64_t n) {
   return static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(n)));
 }
 
-std::string TuningKey::to_string() const {
-  const auto bucket = [](std::int64_t n) { return std::to_string(shape_bucket(n)); };
-  if (!norm.empty()) {
-    return op + "/" + template_hash + "/" + dtype + "/c" + bucket(cols) + "/r" + bucket(rows) +
-           "/" + norm;
-  }
-  const std::string head = op + "/" + template_hash + "/" + dtype + "/hdim" +
-                           std::to_string(head_dim) + "/" + mask + (softcap ? ".softcap" : "") +
-                           (deterministic ? ".deterministic" : "");
-  if (!cache.empty()) {
-    return head + "/" + cache + "/q" + bucket(seqlen_q) + "/k" + bucket(seqlen_k) + "/b" +
-           bucket(batch) + "/hkv" + bucket(heads_kv) + "/g" + bucket(group);
-  }
-  return head + "/q" + bucket(seqlen_q) + "/k" + bucket(seqlen_k) + "/bh" + bucket(batch_heads);
-}
+std::string TuningKey::to_string() const { return op + "/" + template_hash + "/" + shape; }
 
 std::string pick_winner(const std::string& default_config,
                         const std::vector<CandidateTiming>& candidates) {

@@ -5,11 +5,12 @@
 //     "<key>": { "default": "<config>", "winner": "<config>",
 //                "candidates": { "<config>": { "ms": 0.123 | null, "status": "ok" | why } } },
 //     ... }
-// A key holds the op, its templates' hash, dtype, head dim, mask kind, softcap and power-of-two
-// buckets of the sequence lengths and batch·heads (a layer norm's: buckets of its columns and
-// rows, its norm and fused adds; see TuningKey::to_string). Every candidate's median is kept, so a
-// new candidate later needs one new measurement. Writers lock, re-read, merge and rename; a file
-// that is corrupt or whose `_meta` differs is ignored and never overwritten.
+// A key holds the op, its templates' hash and the op's key of the shape: for attention the
+// dtype, head dim, mask kind, softcap and power-of-two buckets of the sequence lengths and
+// batch·heads (a layer norm's: buckets of its columns and rows, its norm and fused adds). Every
+// candidate's median is kept, so a new candidate later needs one new measurement. Writers lock,
+// re-read, merge and rename; a file that is corrupt or whose `_meta` differs is ignored and never
+// overwritten.
 #include <cstdint>
 #include <filesystem>
 #include <limits>
@@ -41,39 +42,16 @@ struct TuningMeta {
 /// The power-of-two bucket a size falls in: the smallest power of two >= n (1 for n <= 1).
 std::int64_t shape_bucket(std::int64_t n);
 
-/// What one entry is keyed by. The sizes are bucketed by to_string(), so shapes in the same
-/// buckets share an entry.
+/// What one entry is keyed by: the op, its templates' digest and the op's own key of the
+/// shape (TuningProblem::key, sizes already bucketed). The database reads no field of the shape:
+/// each op writes its key.
 struct TuningKey {
-  std::string op;             ///< "attention-forward", "attention-backward", "softmax"
-  std::string template_hash;  ///< the op's templates (a template change invalidates entries)
-  std::string dtype;          ///< "bf16", "f16", "f32"
-  int head_dim = 0;           ///< the row length for softmax
-  std::string mask;           ///< "none" or "window" ("none" for softmax)
-  bool softcap = false;
-  std::int64_t seqlen_q = 0;     ///< rows for softmax
-  std::int64_t seqlen_k = 0;     ///< 0 for softmax
-  std::int64_t batch_heads = 0;  ///< batch · query heads (1 for softmax)
-  bool deterministic = false;    ///< the backward's Attention::deterministic (else false)
-  /// attention-decode only (else empty or 0): the cache ("dense", "varlen" for per-sequence
-  /// lengths, "paged16" for pages of 16 keys), the batch, the key/value heads and the query
-  /// heads per key/value head; batch_heads is unused.
-  std::string cache;
-  std::int64_t batch = 0;
-  std::int64_t heads_kv = 0;
-  std::int64_t group = 0;
-  /// layernorm and layernorm-backward only (else empty or 0; the attention fields unused): the
-  /// norm, "ln" or "rms", with the fused work (".bias", ".residual"; the backward's ".dbias"),
-  /// the rows and the columns.
-  std::string norm;
-  std::int64_t rows = 0;
-  std::int64_t cols = 0;
+  std::string op;             ///< "attention-forward", "layernorm", ...
+  std::string template_hash;  ///< the templates' digest (a template change invalidates entries)
+  std::string shape;          ///< the op's key: "bf16/hdim128/window/q1024/k1024/bh32"
 
-  /// The entry's name in the file, e.g.
-  /// "attention-forward/3f2a…/bf16/hdim128/window/q1024/k1024/bh32" (".softcap", then
-  /// ".deterministic", after the mask when on), for attention-decode
-  /// "attention-decode/3f2a…/bf16/hdim128/none/paged16/q1/k4096/b8/hkv8/g8", or for the layer
-  /// norm ops "layernorm/3f2a…/bf16/c1024/r8192/rms.residual", with every size replaced by its
-  /// bucket.
+  /// The entry's name in the file: "<op>/<template_hash>/<shape>", e.g.
+  /// "attention-forward/3f2a…/bf16/hdim128/window/q1024/k1024/bh32".
   std::string to_string() const;
 };
 

@@ -2,8 +2,6 @@
 
 #include <string>
 
-#include "autotune/layer_norm_candidates.hpp"
-#include "autotune/multiscale_candidates.hpp"
 #include "autotune/tuner.hpp"
 #include "flashjit/error.hpp"
 #include "runtime/disk_cache.hpp"
@@ -20,12 +18,12 @@ namespace {
 // longer has.
 std::optional<TunedConfig> config_named(const TuningProblem& problem, const std::string& name,
                                         const std::string& arch, std::size_t shared_limit) {
-  std::vector<TunedConfig> configs = space_configs(problem);
-  configs.push_back(default_config(problem, arch));
+  std::vector<TunedConfig> configs = problem.space();
+  configs.push_back(problem.default_config(arch));
   for (const TunedConfig& config : configs) {
-    const int shared = std::visit([](const auto& c) { return c.shared_bytes(); }, config);
-    if (config_name(config) == name && static_cast<std::size_t>(shared) <= shared_limit &&
-        cannot_run(config, problem).empty()) {
+    const int shared = config.shared_bytes();
+    if (config.name() == name && static_cast<std::size_t>(shared) <= shared_limit &&
+        problem.cannot_run(config).empty()) {
       return config;
     }
   }
@@ -47,7 +45,7 @@ std::optional<TunedConfig> usable_winner(detail::RuntimeBackend& backend, const 
                           device.name + "'s shared memory; using the heuristic default");
     return std::nullopt;
   }
-  for (const detail::KernelSpec& spec : config_specs(*config, device.arch())) {
+  for (const detail::KernelSpec& spec : config->specs(device.arch())) {
     if (!backend.executor().has_kernel(spec)) {
       detail::warn_once("tuning-winner:" + key, ignored + " needs kernel " + spec.display_name() +
                                                     ", which " + device.name +
@@ -117,43 +115,8 @@ void TuningState::remember(const TuningKey& key, const TuningEntry& entry) {
   chosen_.clear();
 }
 
-TuningState::ShapeClass TuningState::shape_class(const TuningProblem& problem) {
-  if (is_layer_norm(problem.op)) {
-    const kernels::LayerNormShape& n = problem.norm;
-    ShapeClass shape{};
-    shape.op = problem.op;
-    shape.dtype = problem.dtype;
-    shape.mask = MaskKind::none;
-    shape.rows_bucket = shape_bucket(n.rows);
-    shape.cols_bucket = shape_bucket(n.cols);
-    shape.rms = n.rms;
-    shape.norm_bias = n.bias;
-    shape.norm_residual = n.residual && problem.op == TunedOp::layer_norm;  // as the key
-    return shape;
-  }
-  const Attention& a = problem.attention;
-  const bool decode = problem.op == TunedOp::attention_decode;
-  const std::int64_t group = a.heads_kv > 0 ? a.heads_q / a.heads_kv : 0;
-  return {problem.op,
-          problem.dtype,
-          a.head_dim,
-          kernels::forward_mask_kind(a),
-          a.softcap > 0.0f,
-          shape_bucket(a.seqlen_q),
-          shape_bucket(a.seqlen_k),
-          decode ? 0 : shape_bucket(a.batch * a.heads_q),
-          problem.op == TunedOp::attention_backward && a.deterministic,
-          decode ? shape_bucket(a.batch) : 0,
-          decode ? shape_bucket(a.heads_kv) : 0,
-          decode ? shape_bucket(group) : 0,
-          problem.cache.varlen,
-          problem.cache.page_size,
-          0,
-          0,
-          false,
-          false,
-          false,
-          is_multiscale(problem.op) ? problem.multiscale_mask : MultiScaleMask::decay};
+ShapeClass TuningState::shape_class(const TuningProblem& problem) {
+  return {problem.op(), problem.dtype, problem.shape_fields()};
 }
 
 std::optional<std::optional<TunedConfig>> TuningState::memoized(const ShapeClass& shape) {
@@ -168,59 +131,19 @@ void TuningState::memoize(const ShapeClass& shape, const std::optional<TunedConf
   chosen_.insert_or_assign(shape, config);
 }
 
-kernels::ForwardConfig TuningState::forward_config(const Attention& attention, DType dtype) {
-  return std::get<kernels::ForwardConfig>(
-      choose_config(*this, make_problem(TunedOp::attention_forward, dtype, attention)));
-}
-
-kernels::BackwardConfig TuningState::backward_config(const Attention& attention, DType dtype) {
-  return std::get<kernels::BackwardConfig>(
-      choose_config(*this, make_problem(TunedOp::attention_backward, dtype, attention)));
-}
-
-kernels::InferenceConfig TuningState::decode_config(const Attention& attention,
-                                                    kernels::CacheLayout cache, DType dtype) {
-  TuningProblem problem = make_problem(TunedOp::attention_decode, dtype, attention);
-  problem.cache = cache;
-  problem.sm_count = backend_.info().sm_count;
-  return std::get<kernels::InferenceConfig>(choose_config(*this, problem));
-}
-
-kernels::LayerNormConfig TuningState::layer_norm_config(const kernels::LayerNormShape& shape,
-                                                        DType dtype) {
-  TuningProblem problem = make_problem(TunedOp::layer_norm, dtype);
-  problem.norm = shape;
-  return std::get<kernels::LayerNormConfig>(choose_config(*this, problem));
-}
-
-kernels::LayerNormBackwardConfig TuningState::layer_norm_backward_config(
-    const kernels::LayerNormShape& shape, DType dtype) {
-  TuningProblem problem = make_problem(TunedOp::layer_norm_backward, dtype);
-  problem.norm = shape;
-  return std::get<kernels::LayerNormBackwardConfig>(choose_config(*this, problem));
-}
-
-kernels::MultiScaleForwardConfig TuningState::multiscale_forward_config(
-    const MultiScaleAttention& attention, DType dtype) {
-  return std::get<kernels::MultiScaleForwardConfig>(
-      choose_config(*this, multiscale_problem(TunedOp::multiscale_forward, attention, dtype)));
-}
-
-kernels::MultiScaleBackwardConfig TuningState::multiscale_backward_config(
-    const MultiScaleAttention& attention, DType dtype) {
-  return std::get<kernels::MultiScaleBackwardConfig>(
-      choose_config(*this, multiscale_problem(TunedOp::multiscale_backward, attention, dtype)));
+TunedConfig TuningState::choose(const TuningProblem& problem) {
+  return choose_config(*this, problem);
 }
 
 TunedConfig choose_config(TuningState& state, const TuningProblem& problem) {
   detail::RuntimeBackend& backend = state.backend();
-  if (state.policy() == TuningPolicy::off || problem_empty(problem)) {  // empty: nothing to time
-    return default_config(problem, backend.info().arch());
+  if (state.policy() == TuningPolicy::off || problem.empty()) {  // empty: nothing to time
+    return problem.default_config(backend.info().arch());
   }
   // The launch path: a shape seen before costs one map lookup, no key string.
-  const TuningState::ShapeClass shape = TuningState::shape_class(problem);
+  const ShapeClass shape = TuningState::shape_class(problem);
   if (std::optional<std::optional<TunedConfig>> chosen = state.memoized(shape)) {
-    return *chosen ? **chosen : default_config(problem, backend.info().arch());
+    return *chosen ? **chosen : problem.default_config(backend.info().arch());
   }
   const TuningKey key = tuning_key(problem);
   const std::string name = key.to_string();
@@ -238,7 +161,7 @@ TunedConfig choose_config(TuningState& state, const TuningProblem& problem) {
   std::optional<TunedConfig> config;
   if (winner) config = usable_winner(backend, name, problem, *winner);
   state.memoize(shape, config);
-  return config ? *config : default_config(problem, backend.info().arch());
+  return config ? *config : problem.default_config(backend.info().arch());
 }
 
 }  // namespace flashjit::autotune

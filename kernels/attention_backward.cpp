@@ -7,6 +7,7 @@
 
 #include "attention_common.hpp"
 #include "flashjit/error.hpp"
+#include "kernels/attention_tuning.hpp"
 #include "kernels/config_choice.hpp"
 #include "runtime/executor.hpp"
 
@@ -396,7 +397,8 @@ void run_attention_backward(detail::RuntimeBackend& backend, ConfigChoice& choic
   validate_backward_arguments(attention, q, k, v, o, lse, dout, dq, dk, dv);
   if (backward_is_empty(attention)) return;
   launch_backward(backend, attention, {q, k, v, o, lse, dout, dq, dk, dv},
-                  choice.backward_config(attention, q.dtype), stream);
+                  choice.choose_as<BackwardConfig>(AttentionProblem(true, q.dtype, attention)),
+                  stream);
 }
 
 }  // namespace flashjit::kernels

@@ -15,6 +15,7 @@
 #include "attention_common.hpp"
 #include "attention_forward_tma.hpp"
 #include "flashjit/error.hpp"
+#include "kernels/attention_tuning.hpp"
 #include "kernels/config_choice.hpp"
 #include "runtime/executor.hpp"
 
@@ -275,24 +276,6 @@ std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind m
     }
   }
   return configs;
-}
-
-int arch_shared_memory_limit(const std::string& arch) {
-  detail::validate_arch(arch);
-  constexpr int kKiB = 1024;
-  const int number = std::stoi(arch.substr(3));  // "sm_90a" -> 90
-  switch (number) {
-    case 80:  // A100
-    case 87:  // Orin
-      return 163 * kKiB;
-    case 90:   // H100, H200
-    case 100:  // B200
-    case 103:
-    case 110:
-      return 227 * kKiB;
-    default:  // sm_86, sm_89, sm_120 and archs this table does not know yet
-      return 99 * kKiB;
-  }
 }
 
 namespace {
@@ -575,7 +558,8 @@ std::optional<ForwardLaunch> plan_attention_forward(const DeviceInfo& device, Co
                                                     Stream stream) {
   validate_forward_arguments(attention, q, k, v, o, lse);
   if (forward_is_empty(attention)) return std::nullopt;
-  ForwardConfig config = choice.forward_config(attention, q.dtype);
+  ForwardConfig config =
+      choice.choose_as<ForwardConfig>(AttentionProblem(false, q.dtype, attention));
   // A cluster pairs query blocks; with an odd number of them one CTA of each (head, batch) would
   // only load: the unclustered twin runs instead (FlashAttention-3 clusters even counts only).
   if (config.cluster && (attention.seqlen_q + config.block_m - 1) / config.block_m % 2 != 0) {

@@ -109,9 +109,8 @@ bool runs_on(const ForwardConfig& config, const std::string& arch);
 /// supported.
 std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind mask, bool softcap);
 
-/// The dynamic shared memory a block may opt into on `arch` ("sm_80": 163 KB, "sm_86"/"sm_89":
-/// 99 KB, "sm_90a": 227 KB, ...); the smallest of those for an arch it does not know.
-int arch_shared_memory_limit(const std::string& arch);
+/// The dynamic shared memory a block may opt into on `arch` (runtime/kernel_spec.hpp).
+using detail::arch_shared_memory_limit;
 
 /// The heuristic config for (dtype, head_dim, mask, softcap) on `arch` (until the autotuner):
 /// on sm_90a the TMA path where it takes the head dim (64 to 256), else the wgmma path where

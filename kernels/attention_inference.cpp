@@ -6,6 +6,7 @@
 #include "attention/index_check_params.cuh"
 #include "attention_common.hpp"
 #include "attention_forward_tma.hpp"
+#include "decode_tuning.hpp"
 #include "flashjit/error.hpp"
 #include "merge_states.hpp"
 #include "runtime/executor.hpp"
@@ -317,7 +318,7 @@ void run_attention_forward_sequences(detail::RuntimeBackend& backend, ConfigChoi
   const bool decoding = a.seqlen_q <= kMaxDecodeQueries && s.splits == 0;
   const InferenceConfig config =
       decoding
-          ? choice.decode_config(a, layout, q.dtype)
+          ? choice.choose_as<InferenceConfig>(DecodeProblem(q.dtype, a, layout, device.sm_count))
           : default_inference_config(a, layout, q.dtype, device.arch(), device.sm_count, s.splits);
   if (!decoding) {
     if (const std::optional<ForwardLaunch> tma =

@@ -11,6 +11,10 @@
 #include "runtime/kernel_spec.hpp"
 #include "runtime/runtime_backend.hpp"
 
+namespace flashjit::autotune {
+class ConfigChoice;
+}  // namespace flashjit::autotune
+
 namespace flashjit::kernels {
 
 /// One point of the layer_norm config space (templates/layer_norm/layer_norm_space.cuh); the
@@ -54,7 +58,7 @@ struct LayerNormShape {
 LayerNormShape layer_norm_shape(const LayerNorm& options, const TensorView& x,
                                 const TensorView& dbias = {});
 
-class ConfigChoice;  // config_choice.hpp, which includes this header
+using autotune::ConfigChoice;  // autotune/tuning_problem.hpp
 
 /// Every valid config of the space, for every dtype and both norms, in a fixed order.
 std::vector<LayerNormConfig> layer_norm_configs();

@@ -3,11 +3,12 @@
 // backward the parameter-gradient kernel) launched.
 #include <limits>
 
-#include "config_choice.hpp"
+#include "autotune/tuning_problem.hpp"
 #include "flashjit/error.hpp"
 #include "layer_norm.hpp"
 #include "layer_norm/layer_norm_params.cuh"
 #include "layer_norm/layer_norm_space.cuh"
+#include "layer_norm_tuning.hpp"
 #include "runtime/executor.hpp"
 
 namespace flashjit::kernels {
@@ -164,7 +165,8 @@ void run_layer_norm(detail::RuntimeBackend& backend, ConfigChoice& choice, const
                     Stream stream) {
   validate_layer_norm_arguments(options, x, gamma, beta, y, mean, rstd);
   if (x.shape[0] == 0) return;  // no row: nothing to write (cols is at least 1)
-  const LayerNormConfig config = choice.layer_norm_config(layer_norm_shape(options, x), x.dtype);
+  const LayerNormConfig config = choice.choose_as<LayerNormConfig>(
+      LayerNormProblem(false, x.dtype, layer_norm_shape(options, x)));
   launch_layer_norm(backend, options, x, gamma, beta, y, mean, rstd, config, stream);
 }
 
@@ -175,8 +177,8 @@ void run_layer_norm_backward(detail::RuntimeBackend& backend, ConfigChoice& choi
                              const TensorView& dbeta, const TensorView& dbias, Stream stream) {
   validate_layer_norm_backward_arguments(options, x, gamma, mean, rstd, dy, dx, dgamma, dbeta,
                                          dbias);
-  const LayerNormBackwardConfig config =
-      choice.layer_norm_backward_config(layer_norm_shape(options, x, dbias), x.dtype);
+  const LayerNormBackwardConfig config = choice.choose_as<LayerNormBackwardConfig>(
+      LayerNormProblem(true, x.dtype, layer_norm_shape(options, x, dbias)));
   launch_layer_norm_backward(backend, options, x, gamma, mean, rstd, dy, dx, dgamma, dbeta, dbias,
                              config, stream);
 }

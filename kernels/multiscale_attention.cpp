@@ -4,8 +4,9 @@
 #include <vector>
 
 #include "attention_common.hpp"
-#include "config_choice.hpp"
+#include "autotune/tuning_problem.hpp"
 #include "flashjit/error.hpp"
+#include "multiscale_tuning.hpp"
 #include "runtime/executor.hpp"
 
 namespace flashjit::kernels {
@@ -250,7 +251,8 @@ void run_multiscale_forward(detail::RuntimeBackend& backend, ConfigChoice& choic
       attention.batch == 0 || attention.seqlen_q == 0
           ? default_multiscale_forward_config(q.dtype, static_cast<int>(attention.head_dim),
                                               backend.info().arch())
-          : choice.multiscale_forward_config(attention, q.dtype).tile;
+          : choice.choose_as<MultiScaleForwardConfig>(MultiScaleProblem(false, q.dtype, attention))
+                .tile;
   launch_multiscale_forward(backend, attention, q, k, v, mask, o, rowsum, config, stream);
 }
 
@@ -265,7 +267,8 @@ void run_multiscale_backward(detail::RuntimeBackend& backend, ConfigChoice& choi
       attention.batch == 0
           ? default_multiscale_backward_config(q.dtype, static_cast<int>(attention.head_dim),
                                                backend.info().arch())
-          : choice.multiscale_backward_config(attention, q.dtype).tiles;
+          : choice.choose_as<MultiScaleBackwardConfig>(MultiScaleProblem(true, q.dtype, attention))
+                .tiles;
   launch_multiscale_backward(backend, attention, q, k, v, mask, o, rowsum, dout, dq, dk, dv, dmask,
                              config, stream);
 }

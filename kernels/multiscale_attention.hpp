@@ -13,9 +13,13 @@
 #include "multiscale/multiscale_params.cuh"
 #include "runtime/runtime_backend.hpp"
 
+namespace flashjit::autotune {
+class ConfigChoice;
+}  // namespace flashjit::autotune
+
 namespace flashjit::kernels {
 
-class ConfigChoice;  // config_choice.hpp, which names this file's configs
+using autotune::ConfigChoice;  // autotune/tuning_problem.hpp
 
 /// A multi-scale forward kernel: an attention forward tile of the mma.sync path, compiled with
 /// multi-scale attention's step for `mask`.

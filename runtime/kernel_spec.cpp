@@ -60,4 +60,22 @@ void validate_arch(const std::string& arch) {
   }
 }
 
+int arch_shared_memory_limit(const std::string& arch) {
+  detail::validate_arch(arch);
+  constexpr int kKiB = 1024;
+  const int number = std::stoi(arch.substr(3));  // "sm_90a" -> 90
+  switch (number) {
+    case 80:  // A100
+    case 87:  // Orin
+      return 163 * kKiB;
+    case 90:   // H100, H200
+    case 100:  // B200
+    case 103:
+    case 110:
+      return 227 * kKiB;
+    default:  // sm_86, sm_89, sm_120 and archs this table does not know yet
+      return 99 * kKiB;
+  }
+}
+
 }  // namespace flashjit::detail

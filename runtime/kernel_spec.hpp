@@ -55,4 +55,9 @@ struct KernelSpecHash {
 /// at least sm_80: the tile library needs cp.async and bf16 mma).
 void validate_arch(const std::string& arch);
 
+/// The dynamic shared memory a block may opt into on `arch` ("sm_80": 163 KB, "sm_86"/"sm_89":
+/// 99 KB, "sm_90a": 227 KB, ...); the smallest of those for an arch it does not know. Throws as
+/// validate_arch.
+int arch_shared_memory_limit(const std::string& arch);
+
 }  // namespace flashjit::detail

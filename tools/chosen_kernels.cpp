@@ -3,6 +3,7 @@
 #include "api/runtime_parts.hpp"
 #include "autotune/tuning_state.hpp"
 #include "flashjit/error.hpp"
+#include "kernels/attention_tuning.hpp"
 
 namespace flashjit::tools {
 
@@ -14,11 +15,11 @@ std::string kernels_of(Runtime& runtime, const autotune::TuningProblem& problem,
   const autotune::TunedConfig chosen =
       named ? *named : autotune::choose_config(detail::tuning_of(runtime), problem);
   std::string names;
-  for (const detail::KernelSpec& spec : autotune::config_specs(chosen, arch)) {
+  for (const detail::KernelSpec& spec : chosen.specs(arch)) {
     names += (names.empty() ? "" : ", ") + spec.display_name();
   }
   if (named) return names + " (--config)";
-  const bool tuned = chosen != autotune::default_config(problem, arch);
+  const bool tuned = chosen != problem.default_config(arch);
   return names + (tuned ? " (tuned: from the tuning database)" : " (heuristic default)");
 }
 
@@ -26,10 +27,7 @@ std::string kernels_of(Runtime& runtime, const autotune::TuningProblem& problem,
 
 std::string chosen_kernels(Runtime& runtime, const Attention& attention, DType dtype, bool backward,
                            const std::optional<autotune::TunedConfig>& named) {
-  const autotune::TuningProblem problem = autotune::make_problem(
-      backward ? autotune::TunedOp::attention_backward : autotune::TunedOp::attention_forward,
-      dtype, attention);
-  return kernels_of(runtime, problem, named);
+  return kernels_of(runtime, kernels::AttentionProblem(backward, dtype, attention), named);
 }
 
 std::string chosen_kernels(Runtime& runtime, const autotune::TuningProblem& problem) {
@@ -38,23 +36,20 @@ std::string chosen_kernels(Runtime& runtime, const autotune::TuningProblem& prob
 
 autotune::TunedConfig named_config(const autotune::TuningProblem& problem, const std::string& name,
                                    const std::string& flag) {
-  const std::vector<autotune::TunedConfig> space = autotune::space_configs(problem);
+  const std::vector<autotune::TunedConfig> space = problem.space();
   for (const autotune::TunedConfig& config : space) {
-    if (autotune::config_name(config) == name) return config;
+    if (config.name() == name) return config;
   }
   constexpr std::size_t kListed = 8;
   std::string listed;
   for (std::size_t i = 0; i < space.size() && i < kListed; ++i) {
-    listed += (i == 0 ? "" : ", ") + autotune::config_name(space[i]);
+    listed += (i == 0 ? "" : ", ") + space[i].name();
   }
-  const Attention& a = problem.attention;
-  throw InvalidArgument(
-      flag, "'" + name + "' is not a config of the " + autotune::tuned_op_name(problem.op) +
-                " space for head dim " + std::to_string(a.head_dim) + " (" +
-                std::string(dtype_name(problem.dtype)) + (a.causal ? ", causal" : "") +
-                "); it has " + std::to_string(space.size()) + ", such as " + listed +
-                " (`flashjit autotune --plan --arch sm_80` with the same --op and --head-dim "
-                "lists them all)");
+  throw InvalidArgument(flag, "'" + name + "' is not a config of the space of " +
+                                  problem.describe() + "; it has " + std::to_string(space.size()) +
+                                  ", such as " + listed +
+                                  " (`flashjit autotune --plan --arch sm_80` with the same --op "
+                                  "and shape lists them all)");
 }
 
 }  // namespace flashjit::tools

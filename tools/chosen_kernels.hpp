@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "autotune/candidates.hpp"
+#include "autotune/tuning_problem.hpp"
 #include "flashjit/attention.hpp"
 #include "flashjit/runtime.hpp"
 
@@ -25,7 +25,7 @@ std::string chosen_kernels(Runtime& runtime, const autotune::TuningProblem& prob
 
 /// The config of `problem`'s space called `name`, as `flashjit autotune --plan` prints it
 /// ("br64.bc32.w4.s1" forward, "br64.bc64.w4" backward). Throws InvalidArgument(`flag`) when
-/// there is none, listing a few names there are.
+/// there is none, naming the shape and listing a few names there are.
 autotune::TunedConfig named_config(const autotune::TuningProblem& problem, const std::string& name,
                                    const std::string& flag);
 

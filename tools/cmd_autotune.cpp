@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,10 @@
 #include "commands.hpp"
 #include "flashjit/error.hpp"
 #include "format.hpp"
+#include "kernels/attention_tuning.hpp"
+#include "kernels/decode_tuning.hpp"
+#include "kernels/layer_norm_tuning.hpp"
+#include "kernels/multiscale_tuning.hpp"
 #include "layer_norm/layer_norm_space.cuh"
 #include "runtime/disk_cache.hpp"
 #include "runtime/parallel.hpp"
@@ -54,18 +59,19 @@ struct AutotuneOptions {
   std::string mask = "decay";  // the multi-scale ops' mask: decay or tensor
 };
 
-// The library's checks of a problem, reported against the flag that set the field, before
-// anything is printed or compiled.
-void check_problem(const autotune::TuningProblem& p) {
-  validate_attention_flags(p.attention, {{"attention.batch", "--batch-heads"},
-                                         {"attention.heads_q", "--heads"},
-                                         {"attention.heads_kv", "--heads-kv"},
-                                         {"attention.seqlen_q", "--seqlen"},
-                                         {"attention.seqlen_k", "--seqlen"},
-                                         {"attention.head_dim", "--head-dim"}});
-  if (p.attention.batch < 1)
-    throw InvalidArgument("--batch-heads", "must be at least 1 to be timed");
-  if (p.attention.seqlen_q < 1) {
+using ProblemList = std::vector<std::shared_ptr<const autotune::TuningProblem>>;
+
+// The library's checks of an attention shape, reported against the flag that set the field,
+// before anything is printed or compiled.
+void check_attention(const Attention& attention) {
+  validate_attention_flags(attention, {{"attention.batch", "--batch-heads"},
+                                       {"attention.heads_q", "--heads"},
+                                       {"attention.heads_kv", "--heads-kv"},
+                                       {"attention.seqlen_q", "--seqlen"},
+                                       {"attention.seqlen_k", "--seqlen"},
+                                       {"attention.head_dim", "--head-dim"}});
+  if (attention.batch < 1) throw InvalidArgument("--batch-heads", "must be at least 1 to be timed");
+  if (attention.seqlen_q < 1) {
     throw InvalidArgument("--seqlen", "must be at least 1 to be timed");
   }
 }
@@ -73,27 +79,24 @@ void check_problem(const autotune::TuningProblem& p) {
 // attention-decode's problems at one (dtype, head dim, mask): every batch, query count and
 // context, on the paged cache --page-size names (or a dense one with per-sequence lengths).
 void add_decode_problems(const AutotuneOptions& o, DType dtype, int head_dim, bool causal,
-                         std::vector<autotune::TuningProblem>& list) {
+                         ProblemList& list) {
   for (std::int64_t queries : o.queries) {
     for (std::int64_t context : o.seqlens) {
       for (std::int64_t batch : o.batches) {
-        autotune::TuningProblem p;
-        p.op = autotune::TunedOp::attention_decode;
-        p.dtype = dtype;
-        p.attention.batch = batch;
-        p.attention.heads_q = o.heads;
-        p.attention.heads_kv = o.heads_kv > 0 ? o.heads_kv : o.heads;
-        p.attention.seqlen_q = queries;
-        p.attention.seqlen_k = context;
-        p.attention.head_dim = head_dim;
-        p.attention.causal = causal;
-        p.cache = {true, o.page_size};
-        validate_attention_flags(p.attention, {{"attention.batch", "--batch"},
-                                               {"attention.heads_q", "--heads"},
-                                               {"attention.heads_kv", "--heads-kv"},
-                                               {"attention.seqlen_q", "--queries"},
-                                               {"attention.seqlen_k", "--seqlen"},
-                                               {"attention.head_dim", "--head-dim"}});
+        Attention a;
+        a.batch = batch;
+        a.heads_q = o.heads;
+        a.heads_kv = o.heads_kv > 0 ? o.heads_kv : o.heads;
+        a.seqlen_q = queries;
+        a.seqlen_k = context;
+        a.head_dim = head_dim;
+        a.causal = causal;
+        validate_attention_flags(a, {{"attention.batch", "--batch"},
+                                     {"attention.heads_q", "--heads"},
+                                     {"attention.heads_kv", "--heads-kv"},
+                                     {"attention.seqlen_q", "--queries"},
+                                     {"attention.seqlen_k", "--seqlen"},
+                                     {"attention.head_dim", "--head-dim"}});
         if (batch < 1) throw InvalidArgument("--batch", "must be at least 1 to be timed");
         if (queries < 1 || queries > kernels::kMaxDecodeQueries) {
           throw InvalidArgument("--queries", "is " + std::to_string(queries) +
@@ -101,15 +104,16 @@ void add_decode_problems(const AutotuneOptions& o, DType dtype, int head_dim, bo
                                                  std::to_string(kernels::kMaxDecodeQueries));
         }
         if (context < 1) throw InvalidArgument("--seqlen", "must be at least 1 to be timed");
-        list.push_back(p);
+        list.push_back(std::make_shared<kernels::DecodeProblem>(
+            dtype, a, kernels::CacheLayout{true, o.page_size}));
       }
     }
   }
 }
 
 // The layer norm problems of one op and dtype: every rows x cols.
-void add_layer_norm_problems(const AutotuneOptions& o, autotune::TunedOp op, DType dtype,
-                             std::vector<autotune::TuningProblem>& list) {
+void add_layer_norm_problems(const AutotuneOptions& o, bool backward, DType dtype,
+                             ProblemList& list) {
   for (int cols : o.cols) {
     if (cols < 1 || cols > layer_norm_space::kMaxCols) {
       throw InvalidArgument("--cols", "is " + std::to_string(cols) + "; must be from 1 to " +
@@ -117,18 +121,64 @@ void add_layer_norm_problems(const AutotuneOptions& o, autotune::TunedOp op, DTy
     }
     for (std::int64_t rows : o.rows) {
       if (rows < 1) throw InvalidArgument("--rows", "must be at least 1 to be timed");
-      autotune::TuningProblem p;
-      p.op = op;
-      p.dtype = dtype;
-      const bool backward = op == autotune::TunedOp::layer_norm_backward;
-      p.norm = {rows, cols, o.rms, o.bias, o.residual && !backward};
-      list.push_back(p);
+      list.push_back(std::make_shared<kernels::LayerNormProblem>(
+          backward, dtype,
+          kernels::LayerNormShape{rows, cols, o.rms, o.bias, o.residual && !backward}));
+    }
+  }
+}
+
+// The ops `flashjit autotune --op` takes, in the order the help lists them.
+constexpr const char* kTunedOps[] = {
+    "attention-forward",  "attention-backward", "attention-decode",   "layernorm",
+    "layernorm-backward", "multiscale-forward", "multiscale-backward"};
+
+// `name` if it is a tunable op; else InvalidArgument("--op") listing them.
+std::string tuned_op(const std::string& name) {
+  std::string listed;
+  for (const char* op : kTunedOps) {
+    if (name == op) return name;
+    listed += std::string(listed.empty() ? "" : ", ") + op;
+  }
+  throw InvalidArgument("--op",
+                        "'" + name + "' is not a tunable op; the autotuner tunes " + listed);
+}
+
+// The attention-shaped problems of `op` (attention-forward, attention-backward and the
+// multi-scale ops) at one dtype, head dim and causal flag: every seqlen and batch·heads.
+void add_attention_problems(const AutotuneOptions& o, const std::string& op, DType dtype,
+                            int head_dim, bool causal, ProblemList& list) {
+  for (std::int64_t seqlen : o.seqlens) {
+    for (std::int64_t bh : o.batch_heads) {
+      Attention a;
+      // batch·heads splits into heads of --heads each when it divides, else one batch.
+      const std::int64_t heads = bh % o.heads == 0 ? o.heads : bh;
+      a.batch = bh / heads;
+      a.heads_q = heads;
+      a.heads_kv = o.heads_kv > 0 && heads == o.heads ? o.heads_kv : heads;
+      a.seqlen_q = a.seqlen_k = seqlen;
+      a.head_dim = head_dim;
+      a.causal = causal;
+      a.deterministic = o.deterministic && op == "attention-backward";
+      check_attention(a);
+      if (op.starts_with("multiscale-")) {
+        const MultiScaleAttention m{
+            a.batch,    a.heads_q,
+            a.heads_kv, a.seqlen_q,
+            a.seqlen_k, a.head_dim,
+            0.0f,       o.mask == "tensor" ? MultiScaleMask::tensor : MultiScaleMask::decay};
+        list.push_back(
+            std::make_shared<kernels::MultiScaleProblem>(op == "multiscale-backward", dtype, m));
+      } else {
+        list.push_back(
+            std::make_shared<kernels::AttentionProblem>(op == "attention-backward", dtype, a));
+      }
     }
   }
 }
 
 // Every problem the options describe, in a fixed order.
-std::vector<autotune::TuningProblem> problems(const AutotuneOptions& o) {
+ProblemList problems(const AutotuneOptions& o) {
   if (o.page_size < 0 || o.page_size % 16 != 0) {
     throw InvalidArgument("--page-size", "is " + std::to_string(o.page_size) +
                                              "; must be a multiple of 16, or 0 for a dense cache");
@@ -142,84 +192,32 @@ std::vector<autotune::TuningProblem> problems(const AutotuneOptions& o) {
     causal_values = {false};
   else
     throw InvalidArgument("--causal", "'" + o.causal + "': use true, false or both");
-  std::vector<autotune::TuningProblem> list;
-  for (const std::string& op : o.ops) {
-    for (const std::string& dtype : o.dtypes) {
-      const autotune::TunedOp tuned = autotune::parse_tuned_op(op, "--op");
-      if (tuned == autotune::TunedOp::layer_norm ||
-          tuned == autotune::TunedOp::layer_norm_backward) {
-        add_layer_norm_problems(o, tuned, parse_dtype(dtype, "--dtype"), list);
+  ProblemList list;
+  for (const std::string& name : o.ops) {
+    for (const std::string& dtype_flag : o.dtypes) {
+      const std::string op = tuned_op(name);
+      const DType dtype = parse_dtype(dtype_flag, "--dtype");
+      if (op == "layernorm" || op == "layernorm-backward") {
+        add_layer_norm_problems(o, op == "layernorm-backward", dtype, list);
         continue;
       }
-      const bool multiscale = tuned == autotune::TunedOp::multiscale_forward ||
-                              tuned == autotune::TunedOp::multiscale_backward;
-      if (multiscale && o.causal != "false") {
+      if (op.starts_with("multiscale-") && o.causal != "false") {
         throw InvalidArgument("--causal",
                               "applies to the attention ops; the multi-scale ops' "
                               "decay mask is causal already (--mask)");
       }
       for (int head_dim : o.head_dims) {
         for (bool causal : causal_values) {
-          if (tuned == autotune::TunedOp::attention_decode) {
-            add_decode_problems(o, parse_dtype(dtype, "--dtype"), head_dim, causal, list);
-            continue;
-          }
-          for (std::int64_t seqlen : o.seqlens) {
-            for (std::int64_t bh : o.batch_heads) {
-              autotune::TuningProblem p;
-              p.op = tuned;
-              p.dtype = parse_dtype(dtype, "--dtype");
-              // batch·heads splits into heads of --heads each when it divides, else one batch.
-              const std::int64_t heads = bh % o.heads == 0 ? o.heads : bh;
-              p.attention.batch = bh / heads;
-              p.attention.heads_q = heads;
-              p.attention.heads_kv = o.heads_kv > 0 && heads == o.heads ? o.heads_kv : heads;
-              p.attention.seqlen_q = p.attention.seqlen_k = seqlen;
-              p.attention.head_dim = head_dim;
-              p.attention.causal = causal;
-              p.attention.deterministic =
-                  o.deterministic && p.op == autotune::TunedOp::attention_backward;
-              p.multiscale_mask =
-                  o.mask == "tensor" ? MultiScaleMask::tensor : MultiScaleMask::decay;
-              check_problem(p);
-              list.push_back(p);
-            }
+          if (op == "attention-decode") {
+            add_decode_problems(o, dtype, head_dim, causal, list);
+          } else {
+            add_attention_problems(o, op, dtype, head_dim, causal, list);
           }
         }
       }
     }
   }
   return list;
-}
-
-std::string describe(const autotune::TuningProblem& p) {
-  const Attention& a = p.attention;
-  if (p.op == autotune::TunedOp::layer_norm || p.op == autotune::TunedOp::layer_norm_backward) {
-    const bool backward = p.op == autotune::TunedOp::layer_norm_backward;
-    return std::string(autotune::tuned_op_name(p.op)) + " " + std::string(dtype_name(p.dtype)) +
-           " " + std::to_string(p.norm.rows) + " rows x " + std::to_string(p.norm.cols) +
-           " cols, " + (p.norm.rms ? "RMS norm" : "layer norm") +
-           (p.norm.bias ? (backward ? ", dbias" : ", + bias") : "") +
-           (p.norm.residual ? ", + residual" : "");
-  }
-  if (p.op == autotune::TunedOp::attention_decode) {
-    return std::string(autotune::tuned_op_name(p.op)) + " " + std::string(dtype_name(p.dtype)) +
-           " hdim" + std::to_string(a.head_dim) + " batch " + std::to_string(a.batch) + " x " +
-           std::to_string(a.seqlen_q) + " queries, context " + std::to_string(a.seqlen_k) +
-           ", heads " + std::to_string(a.heads_q) + ":" + std::to_string(a.heads_kv) + ", " +
-           (p.cache.page_size > 0 ? "pages of " + std::to_string(p.cache.page_size)
-                                  : std::string("dense cache")) +
-           (a.causal ? " causal" : "");
-  }
-  const bool multiscale = p.op == autotune::TunedOp::multiscale_forward ||
-                          p.op == autotune::TunedOp::multiscale_backward;
-  return std::string(autotune::tuned_op_name(p.op)) + " " + std::string(dtype_name(p.dtype)) +
-         " hdim" + std::to_string(a.head_dim) + " seqlen " + std::to_string(a.seqlen_q) +
-         " batch " + std::to_string(a.batch) + " x heads " + std::to_string(a.heads_q) +
-         (a.causal ? " causal" : "") + (a.deterministic ? " deterministic" : "") +
-         (!multiscale                                  ? ""
-          : p.multiscale_mask == MultiScaleMask::decay ? ", decay mask"
-                                                       : ", mask tensor");
 }
 
 // A progress bar on a terminal, a plain line per tenth of the work otherwise.
@@ -285,7 +283,7 @@ int run_tune(const AutotuneOptions& options) {
                  query_system().unavailable_reason.c_str());
     return 1;
   }
-  const std::vector<autotune::TuningProblem> list = problems(options);
+  const ProblemList list = problems(options);
   Runtime runtime(runtime_options);
   if (options.emulate) std::printf("on the CPU emulator: times say nothing about a GPU\n");
   autotune::TuneOptions tune;
@@ -297,15 +295,16 @@ int run_tune(const AutotuneOptions& options) {
   tune.progress = [&](const char* phase, int done, int total) { progress(phase, done, total); };
   int failed = 0;
   for (std::size_t i = 0; i < list.size(); ++i) {
-    std::printf("== [%zu/%zu] %s on %s\n", i + 1, list.size(), describe(list[i]).c_str(),
+    std::printf("== [%zu/%zu] %s on %s\n", i + 1, list.size(), list[i]->describe().c_str(),
                 runtime.device().name.c_str());
     std::fflush(stdout);
     try {
-      const autotune::TuneReport report = autotune::tune(detail::tuning_of(runtime), list[i], tune);
+      const autotune::TuneReport report =
+          autotune::tune(detail::tuning_of(runtime), *list[i], tune);
       print_report(report);
       failed += report.database.empty() ? 1 : 0;
     } catch (const Error& error) {
-      std::fprintf(stderr, "flashjit: error: %s: %s\n", describe(list[i]).c_str(), error.what());
+      std::fprintf(stderr, "flashjit: error: %s: %s\n", list[i]->describe().c_str(), error.what());
       ++failed;
     }
     std::fflush(stdout);
@@ -319,11 +318,11 @@ int run_plan(const AutotuneOptions& options) {
   }
   detail::validate_arch(options.arch);
   Progress progress;
-  for (const autotune::TuningProblem& problem : problems(options)) {
-    std::printf("== plan: %s on %s\n", describe(problem).c_str(), options.arch.c_str());
+  for (const std::shared_ptr<const autotune::TuningProblem>& problem : problems(options)) {
+    std::printf("== plan: %s on %s\n", problem->describe().c_str(), options.arch.c_str());
     std::fflush(stdout);
     const std::vector<autotune::Candidate> candidates =
-        autotune::plan(problem, options.arch, options.jobs,
+        autotune::plan(*problem, options.arch, options.jobs,
                        [&](int done, int total) { progress("compile", done, total); });
     int kept = 0;
     for (const autotune::Candidate& c : candidates) {
@@ -337,7 +336,7 @@ int run_plan(const AutotuneOptions& options) {
                   c.is_default ? " (default)" : "");
     }
     std::printf("%d of %zu configs would be timed\n", kept, candidates.size());
-    if (problem.attention.deterministic || problem.op == autotune::TunedOp::multiscale_backward) {
+    if (problem->pairs_parts()) {
       std::printf("then the fastest dK/dV tile with the fastest dQ tile, if not among them\n");
     }
   }

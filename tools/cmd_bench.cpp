@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "api/runtime_parts.hpp"
-#include "autotune/candidates.hpp"
 #include "autotune/timer.hpp"
 #include "autotune/tuning_state.hpp"
 #include "chosen_kernels.hpp"
@@ -24,6 +23,7 @@
 #include "flashjit/runtime.hpp"
 #include "kernels/attention_backward.hpp"
 #include "kernels/attention_forward.hpp"
+#include "kernels/attention_tuning.hpp"
 #include "kernels/config_choice.hpp"
 #include "kernels/emulated/builtin_kernels.hpp"
 #include "runtime/kernel_cache.hpp"
@@ -192,10 +192,8 @@ int bench_op(const BenchOptions& options) {
         }
       },
       timing);
-  // FlashAttention's FLOP count (autotune::problem_flops), as `flashjit autotune` reports.
-  const autotune::TunedOp op =
-      backward ? autotune::TunedOp::attention_backward : autotune::TunedOp::attention_forward;
-  const double flops = autotune::problem_flops(autotune::make_problem(op, dtype, attention));
+  // FlashAttention's FLOP count (the tuning problem's), as `flashjit autotune` reports.
+  const double flops = kernels::AttentionProblem(backward, dtype, attention).flops();
   const double tflops = flops / (result.median_ms * 1e-3) / 1e12;
   std::printf("time_ms %.4f min_ms %.4f runs %d\n", result.median_ms, result.min_ms, result.runs);
   std::printf("tflops %.2f\n", tflops);

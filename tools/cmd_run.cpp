@@ -17,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "autotune/candidates.hpp"
 #include "cases/attention_case.hpp"
 #include "cases/backward_case.hpp"
 #include "cases/inference_case.hpp"
@@ -29,6 +28,7 @@
 #include "flashjit/runtime.hpp"
 #include "format.hpp"
 #include "kernels/attention_forward.hpp"
+#include "kernels/attention_tuning.hpp"
 #include "kernels/merge_states.hpp"
 #include "merge_states/merge_states_space.cuh"
 #include "run_layer_norm.hpp"
@@ -123,11 +123,9 @@ Runtime open_runtime(const RunOptions& options) {
 }
 
 /// The tuning problem of the run: the case's attention, deterministic as the flag says.
-autotune::TuningProblem run_problem(const RunOptions& options, const testing::ForwardCase& c,
-                                    bool backward) {
-  autotune::TuningProblem problem = autotune::make_problem(
-      backward ? autotune::TunedOp::attention_backward : autotune::TunedOp::attention_forward,
-      c.dtype, c.attention());
+kernels::AttentionProblem run_problem(const RunOptions& options, const testing::ForwardCase& c,
+                                      bool backward) {
+  kernels::AttentionProblem problem(backward, c.dtype, c.attention());
   problem.attention.deterministic = backward && options.deterministic;
   return problem;
 }
@@ -144,7 +142,7 @@ std::optional<autotune::TunedConfig> config_from_flag(const RunOptions& options,
 template <class Config>
 std::optional<Config> config_of(const std::optional<autotune::TunedConfig>& config) {
   if (!config) return std::nullopt;
-  return std::get<Config>(*config);
+  return config->get<Config>();
 }
 
 /// The shape line of every attention run, dense or inference: "shape:   batch 2, heads 8 (kv 1),
@@ -182,7 +180,7 @@ void print_problem(const RunOptions& options, const testing::ForwardCase& c, Run
                .layout = c.layout == reference::Layout::bshd ? "bshd" : "bhsd",
                .causal = p.causal,
                .extra = ""});
-  const autotune::TuningProblem problem = run_problem(options, c, backward);
+  const kernels::AttentionProblem problem = run_problem(options, c, backward);
   std::printf("kernel:  %s\n",
               chosen_kernels(runtime, problem.attention, c.dtype, backward, config).c_str());
   std::fflush(stdout);
@@ -193,10 +191,9 @@ void print_problem(const RunOptions& options, const testing::ForwardCase& c, Run
 void print_counters(const RunOptions& options, Runtime& runtime, const testing::ForwardCase& c,
                     bool backward) {
   if (!options.counters) return;
-  const autotune::TuningProblem problem = run_problem(options, c, backward);
+  const kernels::AttentionProblem problem = run_problem(options, c, backward);
   print_work(runtime.emulated_work(), backward ? "attention_backward" : "attention_forward",
-             autotune::problem_flops(problem),
-             minimum_global_bytes(c.attention(), c.dtype, backward));
+             problem.flops(), minimum_global_bytes(c.attention(), c.dtype, backward));
 }
 
 double elapsed_ms(std::chrono::steady_clock::time_point start) {

@@ -7,6 +7,7 @@
 #include "chosen_kernels.hpp"
 #include "flashjit/error.hpp"
 #include "format.hpp"
+#include "kernels/layer_norm_tuning.hpp"
 #include "layer_norm/layer_norm_space.cuh"
 
 namespace flashjit::tools {
@@ -51,12 +52,10 @@ int run_layer_norm_op(Runtime& runtime, const LayerNormRun& run) {
               c.rms ? "RMS norm" : "layer norm", c.bias ? ", + bias" : "",
               c.residual ? ", + residual" : "");
   // As the tuning policy chooses them for the calls below (which then find the choice memoized).
-  autotune::TuningProblem problem;
-  problem.op = autotune::TunedOp::layer_norm;
-  problem.dtype = c.dtype;
-  problem.norm = {c.rows, static_cast<int>(c.cols), c.rms, c.bias, c.residual};
+  kernels::LayerNormProblem problem(false, c.dtype,
+                                    {c.rows, static_cast<int>(c.cols), c.rms, c.bias, c.residual});
   const std::string forward_kernels = chosen_kernels(runtime, problem);
-  problem.op = autotune::TunedOp::layer_norm_backward;
+  problem.backward = true;
   problem.norm.residual = false;  // the backward's call: dbias written for a fused bias
   std::printf("kernel:  %s; %s\n", forward_kernels.c_str(),
               chosen_kernels(runtime, problem).c_str());

@@ -19,6 +19,7 @@
 #include "autotune/tuner.hpp"
 #include "autotune/tuning_state.hpp"
 #include "flashjit/flashjit.hpp"
+#include "kernels/attention_tuning.hpp"
 #include "kernels/config_choice.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "support/temp_dir.hpp"
@@ -30,10 +31,8 @@ using flashjit::testing::TempDir;
 
 namespace {
 
-TuningProblem forward_problem(int head_dim, std::int64_t seqlen, bool causal = false) {
-  TuningProblem p;
-  p.op = TunedOp::attention_forward;
-  p.dtype = DType::bf16;
+kernels::AttentionProblem forward_problem(int head_dim, std::int64_t seqlen, bool causal = false) {
+  kernels::AttentionProblem p(false, DType::bf16, {});
   p.attention.batch = 1;
   p.attention.heads_q = p.attention.heads_kv = 2;
   p.attention.seqlen_q = p.attention.seqlen_k = seqlen;
@@ -71,7 +70,7 @@ Runtime emulated_runtime(TuningPolicy policy) {
 }  // namespace
 
 TEST_CASE("candidates: the whole space, one default, FLOPs") {
-  const TuningProblem p = forward_problem(128, 4096);
+  const kernels::AttentionProblem p = forward_problem(128, 4096);
   const std::vector<Candidate> candidates = enumerate_candidates(p, "sm_90a");
   CHECK(candidates.size() ==
         kernels::forward_configs(DType::bf16, 128, MaskKind::none, false).size());
@@ -82,18 +81,18 @@ TEST_CASE("candidates: the whole space, one default, FLOPs") {
     CHECK(c.pruned.empty());
   }
   // 4 · b · h · L² · d, halved for causal (FlashAttention's count); a window counts its pairs.
-  CHECK(problem_flops(p) == doctest::Approx(4.0 * 2 * 4096.0 * 4096.0 * 128));
-  CHECK(problem_flops(forward_problem(128, 4096, true)) ==
+  CHECK(p.flops() == doctest::Approx(4.0 * 2 * 4096.0 * 4096.0 * 128));
+  CHECK(forward_problem(128, 4096, true).flops() ==
         doctest::Approx(4.0 * 2 * (4096.0 * 4096.0 / 2) * 128));
-  TuningProblem window = forward_problem(128, 4096);
+  kernels::AttentionProblem window = forward_problem(128, 4096);
   window.attention.window_left = 127;
   window.attention.window_right = 0;
   // Row i sees min(i, 127) + 1 keys.
   const double pairs = 128.0 * 129.0 / 2 + (4096.0 - 128.0) * 128.0;
-  CHECK(problem_flops(window) == doctest::Approx(4.0 * 2 * pairs * 128));
-  TuningProblem backward = p;
-  backward.op = TunedOp::attention_backward;
-  CHECK(problem_flops(backward) == doctest::Approx(2.5 * problem_flops(p)));
+  CHECK(window.flops() == doctest::Approx(4.0 * 2 * pairs * 128));
+  kernels::AttentionProblem backward = p;
+  backward.backward = true;
+  CHECK(backward.flops() == doctest::Approx(2.5 * p.flops()));
   // The Hopper paths are candidates on sm_90a only, beside the mma.sync path's; the TMA
   // path's is the default there.
   auto hopper = [](const std::vector<Candidate>& list) {
@@ -120,18 +119,56 @@ TEST_CASE("candidates: the whole space, one default, FLOPs") {
   CHECK(backward_candidates.front().specs.size() >= 3);  // delta, dQ, dK/dV
 }
 
+TEST_CASE("the attention key names every field with the sizes bucketed") {
+  // From the tuning database's tests: the key's shape is the op's now.
+  kernels::AttentionProblem p = forward_problem(128, 1000);
+  p.attention.batch = 3;
+  p.attention.heads_q = p.attention.heads_kv = 8;  // 24 heads in all: bucket 32
+  p.attention.window_left = 64;
+  p.attention.window_right = 0;
+  CHECK(p.key() == "bf16/hdim128/window/q1024/k1024/bh32");
+  const TuningKey key = tuning_key(p);
+  CHECK(key.to_string() == "attention-forward/" + key.template_hash + "/" + p.key());
+
+  SUBCASE("softcap follows the mask, then the backward's deterministic mode") {
+    p.attention.softcap = 30.0f;
+    CHECK(p.key() == "bf16/hdim128/window.softcap/q1024/k1024/bh32");
+    p.backward = p.attention.deterministic = true;
+    CHECK(p.key() == "bf16/hdim128/window.softcap.deterministic/q1024/k1024/bh32");
+    CHECK(tuning_key(p).op == "attention-backward");
+  }
+  SUBCASE("q, k and bh are bucketed separately") {
+    p.attention.seqlen_q = 100;
+    p.attention.seqlen_k = 5000;
+    p.attention.batch = 1;
+    p.attention.heads_q = p.attention.heads_kv = 1;
+    CHECK(p.key() == "bf16/hdim128/window/q128/k8192/bh1");
+  }
+  SUBCASE("the memo separates what the key separates") {
+    kernels::AttentionProblem same = p;
+    same.attention.seqlen_q = same.attention.seqlen_k = 600;
+    CHECK(same.key() == p.key());
+    CHECK(TuningState::shape_class(same) == TuningState::shape_class(p));
+    same.attention.seqlen_k = 1025;
+    CHECK(TuningState::shape_class(same) != TuningState::shape_class(p));
+    kernels::AttentionProblem f16 = p;
+    f16.dtype = DType::f16;
+    CHECK(TuningState::shape_class(f16) != TuningState::shape_class(p));
+  }
+}
+
 TEST_CASE("deterministic backward: each kernel's tiles beside the other's default, then a pair") {
-  TuningProblem p = forward_problem(128, 4096);
-  p.op = TunedOp::attention_backward;
+  kernels::AttentionProblem p = forward_problem(128, 4096);
+  p.backward = true;
   p.attention.deterministic = true;
-  const auto fallback = std::get<kernels::BackwardConfig>(default_config(p, "sm_90a"));
+  const auto fallback = (default_config(p, "sm_90a")).get<kernels::BackwardConfig>();
   REQUIRE(fallback.deterministic);
   // The space holds every pair of a dK/dV tile and a dQ tile; the tuner times n + m - 1.
   std::vector<kernels::KeyBlockTile> keys;
   std::vector<kernels::QueryBlockTile> queries;
   const std::vector<TunedConfig> space = space_configs(p);
   for (const TunedConfig& config : space) {
-    const auto& b = std::get<kernels::BackwardConfig>(config);
+    const auto& b = config.get<kernels::BackwardConfig>();
     if (b.query == fallback.query) keys.push_back(b.key);
     if (b.key == fallback.key) queries.push_back(b.query);
   }
@@ -141,7 +178,7 @@ TEST_CASE("deterministic backward: each kernel's tiles beside the other's defaul
   CHECK(candidates.size() == keys.size() + queries.size() - 1);
   CHECK(candidates.size() < space.size());
   for (const Candidate& c : candidates) {
-    const auto& b = std::get<kernels::BackwardConfig>(c.config);
+    const auto& b = c.config.get<kernels::BackwardConfig>();
     CHECK_MESSAGE((b.key == fallback.key || b.query == fallback.query), c.name);
   }
 
@@ -152,7 +189,7 @@ TEST_CASE("deterministic backward: each kernel's tiles beside the other's defaul
   const Candidate* fast_key = nullptr;
   const Candidate* fast_query = nullptr;
   for (const Candidate& c : candidates) {
-    const auto& b = std::get<kernels::BackwardConfig>(c.config);
+    const auto& b = c.config.get<kernels::BackwardConfig>();
     double ms = 9.0;
     if (c.is_default) {
       ms = 10.0;
@@ -166,38 +203,37 @@ TEST_CASE("deterministic backward: each kernel's tiles beside the other's defaul
     report.timings.push_back({c.name, ms, "ok"});
   }
   REQUIRE((fast_key != nullptr && fast_query != nullptr));
-  const std::optional<TunedConfig> found = fastest_pair(report);
+  const std::optional<TunedConfig> found = p.fastest_pair(report.candidates, report.timings);
   REQUIRE(found.has_value());
-  const auto& pair = std::get<kernels::BackwardConfig>(*found);
-  CHECK(pair.key == std::get<kernels::BackwardConfig>(fast_key->config).key);
-  CHECK(pair.query == std::get<kernels::BackwardConfig>(fast_query->config).query);
+  const auto& pair = found->get<kernels::BackwardConfig>();
+  CHECK(pair.key == fast_key->config.get<kernels::BackwardConfig>().key);
+  CHECK(pair.query == fast_query->config.get<kernels::BackwardConfig>().query);
   CHECK(pair.valid());
 
   // When the default's dK/dV tile is the fastest, the best pair was timed already.
   for (CandidateTiming& t : report.timings) {
-    const auto& b = std::get<kernels::BackwardConfig>(config_of(report, t.config));
+    const auto& b = (config_of(report, t.config)).get<kernels::BackwardConfig>();
     if (b.key != fallback.key) t.median_ms = 11.0;
   }
-  CHECK_FALSE(fastest_pair(report).has_value());
+  CHECK_FALSE(p.fastest_pair(report.candidates, report.timings).has_value());
   // A side with no finite time, or a problem that is not the deterministic backward: nothing.
   for (CandidateTiming& t : report.timings) {
-    const auto& b = std::get<kernels::BackwardConfig>(config_of(report, t.config));
+    const auto& b = (config_of(report, t.config)).get<kernels::BackwardConfig>();
     t.median_ms = b.key == fallback.key ? std::numeric_limits<double>::infinity() : 5.0;
   }
-  CHECK_FALSE(fastest_pair(report).has_value());
-  TuneReport forward;
-  forward.candidates = enumerate_candidates(forward_problem(128, 4096), "sm_90a");
-  CHECK_FALSE(fastest_pair(forward).has_value());
+  CHECK_FALSE(p.fastest_pair(report.candidates, report.timings).has_value());
+  const kernels::AttentionProblem forward = forward_problem(128, 4096);
+  CHECK_FALSE(forward.fastest_pair(enumerate_candidates(forward, "sm_90a"), {}).has_value());
 }
 
 TEST_CASE("static pruning: shared memory over the limit, tiles larger than the problem") {
-  const TuningProblem p = forward_problem(64, 48);
+  const kernels::AttentionProblem p = forward_problem(64, 48);
   std::vector<Candidate> candidates = enumerate_candidates(p, "sm_80");
   const int limit = 40 * 1024;
   prune_static(candidates, p, limit);
   int kept = 0;
   for (const Candidate& c : candidates) {
-    const auto& config = std::get<kernels::ForwardConfig>(c.config);
+    const auto& config = c.config.get<kernels::ForwardConfig>();
     if (c.shared_bytes > limit) {
       CHECK_MESSAGE(c.pruned.find("shared memory") == 0, c.name << ": " << c.pruned);
     } else if (c.is_default) {
@@ -245,7 +281,7 @@ TEST_CASE("resource pruning on real NVRTC reports") {
   ScopedEnv cache_env("FLASHJIT_CACHE_DIR", cache_dir.path().c_str());
   // Head dim 64 on sm_80: Br = Bc = 128 over 4 warps holds S and O for 32 rows per warp and
   // spills (ptxas reported 328 B with CUDA 13.0), while the default is measured not to.
-  const TuningProblem p = forward_problem(64, 4096);
+  const kernels::AttentionProblem p = forward_problem(64, 4096);
   std::vector<Candidate> all = enumerate_candidates(p, "sm_80");
   const auto fallback =
       std::find_if(all.begin(), all.end(), [](const Candidate& c) { return c.is_default; });
@@ -321,10 +357,10 @@ TEST_CASE("policy: forward follows the database under cached, not under off") {
   TempDir cache_dir;
   ScopedEnv cache_env("FLASHJIT_CACHE_DIR", cache_dir.path().c_str());
   ScopedEnv policy_env("FLASHJIT_TUNING", nullptr);
-  const TuningProblem p = forward_problem(64, 256);
+  const kernels::AttentionProblem p = forward_problem(64, 256);
   Runtime writer = emulated_runtime(TuningPolicy::off);
   const kernels::ForwardConfig fallback =
-      std::get<kernels::ForwardConfig>(choose_config(detail::tuning_of(writer), p));
+      (choose_config(detail::tuning_of(writer), p)).get<kernels::ForwardConfig>();
   // An entry whose winner is another config the emulator has (kernels/emulated/).
   TuningEntry entry;
   entry.default_config = config_name(fallback);
@@ -335,20 +371,20 @@ TEST_CASE("policy: forward follows the database under cached, not under off") {
                   tuning_key(p), entry);
 
   Runtime cached = emulated_runtime(TuningPolicy::cached);
-  const auto chosen = std::get<kernels::ForwardConfig>(choose_config(detail::tuning_of(cached), p));
+  const auto chosen = (choose_config(detail::tuning_of(cached), p)).get<kernels::ForwardConfig>();
   CHECK(config_name(chosen) == "br64.bc64.w4.s1");
   // Another bucket of the same op is not covered by the entry.
-  CHECK(std::get<kernels::ForwardConfig>(
-            choose_config(detail::tuning_of(cached), forward_problem(64, 4096))) == fallback);
+  CHECK((choose_config(detail::tuning_of(cached), forward_problem(64, 4096)))
+            .get<kernels::ForwardConfig>() == fallback);
   Runtime off = emulated_runtime(TuningPolicy::off);
-  CHECK(std::get<kernels::ForwardConfig>(choose_config(detail::tuning_of(off), p)) == fallback);
+  CHECK((choose_config(detail::tuning_of(off), p)).get<kernels::ForwardConfig>() == fallback);
   // A winner this build does not have falls back to the default.
   entry.candidates = {{config_name(fallback), 2.0, "ok"}, {"br512.bc64.w4.s1", 1.0, "ok"}};
   entry.winner = "br512.bc64.w4.s1";
   merge_into_file(detail::tuning_of(writer).database(), detail::tuning_of(writer).meta(),
                   tuning_key(p), entry);
   Runtime stale = emulated_runtime(TuningPolicy::cached);
-  CHECK(std::get<kernels::ForwardConfig>(choose_config(detail::tuning_of(stale), p)) == fallback);
+  CHECK((choose_config(detail::tuning_of(stale), p)).get<kernels::ForwardConfig>() == fallback);
 }
 
 TEST_CASE("tuning end to end on the emulator: measured, written, reused without re-timing") {
@@ -358,7 +394,7 @@ TEST_CASE("tuning end to end on the emulator: measured, written, reused without 
   // No host compiler: the emulator runs only its build-time kernels, so a candidate outside
   // them fails to launch, as any candidate may.
   ScopedEnv no_compiler("FLASHJIT_HOST_CXX", "/nonexistent/c++");
-  const TuningProblem p = forward_problem(64, 128);
+  const kernels::AttentionProblem p = forward_problem(64, 128);
   Runtime runtime = emulated_runtime(TuningPolicy::cached);
   TuneOptions options;
   options.jobs = 2;
@@ -409,7 +445,7 @@ TEST_CASE("policy auto: forward() tunes a new shape once, stores it, and reuses 
   // seconds, not a host compile per candidate).
   ScopedEnv no_compiler("FLASHJIT_HOST_CXX", "/nonexistent/c++");
   // 64 tokens: static pruning leaves the small tiles (and the default) to compile and time.
-  const TuningProblem p = forward_problem(64, 64);
+  const kernels::AttentionProblem p = forward_problem(64, 64);
   const Attention& a = p.attention;
   Runtime runtime = emulated_runtime(TuningPolicy::automatic);
   const std::size_t elements = static_cast<std::size_t>(a.batch * a.seqlen_q * a.heads_q * 64);
@@ -447,8 +483,8 @@ TEST_CASE("policy: backward() goes through the same choice, tuned under auto") {
   ScopedEnv cache_env("FLASHJIT_CACHE_DIR", cache_dir.path().c_str());
   ScopedEnv policy_env("FLASHJIT_TUNING", nullptr);
   // 32 tokens: static pruning leaves the dK/dV tiles of Br = Bc = 32 beside the default.
-  TuningProblem p = forward_problem(64, 32);
-  p.op = TunedOp::attention_backward;
+  kernels::AttentionProblem p = forward_problem(64, 32);
+  p.backward = true;
   const Attention& a = p.attention;
   Runtime runtime = emulated_runtime(TuningPolicy::automatic);
   const std::size_t elements = static_cast<std::size_t>(a.batch * a.seqlen_q * a.heads_q * 64);
@@ -524,7 +560,8 @@ TEST_CASE("the forward's launch plan: one spec per config, TMA maps on sm_90a, c
     REQUIRE(second);
     // The spec is made once and kept: the second call formats no kernel name.
     CHECK(first->spec == second->spec);
-    const kernels::ForwardConfig config = choice.forward_config(a, DType::bf16);
+    const auto config =
+        choice.choose_as<kernels::ForwardConfig>(kernels::AttentionProblem(false, DType::bf16, a));
     // Three query blocks: the chosen 2-CTA clusters give way to their unclustered twin.
     kernels::ForwardConfig planned = config;
     planned.cluster = false;

@@ -15,6 +15,7 @@
 #include "autotune/tuning_state.hpp"
 #include "cases/inference_case.hpp"
 #include "flashjit/flashjit.hpp"
+#include "kernels/decode_tuning.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace flashjit;
@@ -26,23 +27,20 @@ namespace {
 
 // One decoding step: `batch` sequences of one query at `context` keys, 8 query heads per key/
 // value head, on pages of 16 keys.
-TuningProblem decode_problem(std::int64_t batch, std::int64_t context, int sm_count = 132) {
-  TuningProblem p;
-  p.op = TunedOp::attention_decode;
-  p.dtype = DType::bf16;
-  p.attention.batch = batch;
-  p.attention.heads_q = 8;
-  p.attention.heads_kv = 1;
-  p.attention.seqlen_q = 1;
-  p.attention.seqlen_k = context;
-  p.attention.head_dim = 64;
-  p.cache = {true, 16};
-  p.sm_count = sm_count;
-  return p;
+kernels::DecodeProblem decode_problem(std::int64_t batch, std::int64_t context,
+                                      int sm_count = 132) {
+  Attention a;
+  a.batch = batch;
+  a.heads_q = 8;
+  a.heads_kv = 1;
+  a.seqlen_q = 1;
+  a.seqlen_k = context;
+  a.head_dim = 64;
+  return kernels::DecodeProblem(DType::bf16, a, {true, 16}, sm_count);
 }
 
 const kernels::InferenceConfig& inference_of(const Candidate& c) {
-  return std::get<kernels::InferenceConfig>(c.config);
+  return c.config.get<kernels::InferenceConfig>();
 }
 
 std::string suffix_of(int splits) { return ".splits" + std::to_string(splits); }
@@ -50,7 +48,7 @@ std::string suffix_of(int splits) { return ".splits" + std::to_string(splits); }
 }  // namespace
 
 TEST_CASE("decode candidates: the mma.sync tiles with the call's layout flags, times the splits") {
-  const TuningProblem p = decode_problem(2, 4096);
+  const kernels::DecodeProblem p = decode_problem(2, 4096);
   const std::vector<Candidate> candidates = enumerate_candidates(p, "sm_90a");
   REQUIRE(!candidates.empty());
   std::set<std::string> tiles;
@@ -81,8 +79,8 @@ TEST_CASE("decode candidates: the mma.sync tiles with the call's layout flags, t
                                             [](const Candidate& c) { return c.is_default; });
   CHECK(inference_of(fallback).splits == 32);
   CHECK(fallback.config == default_config(p, "sm_90a"));
-  CHECK(problem_bytes(p) == 2.0 * 2 * 4096 * 1 * 64 * 2);
-  CHECK(problem_flops(p) == 4.0 * 2 * 8 * 1 * 4096 * 64);
+  CHECK(p.bytes() == 2.0 * 2 * 4096 * 1 * 64 * 2);
+  CHECK(p.flops() == 4.0 * 2 * 8 * 1 * 4096 * 64);
 }
 
 TEST_CASE("decode key: cache, batch, context, key/value heads and group, each bucketed") {
@@ -92,12 +90,12 @@ TEST_CASE("decode key: cache, batch, context, key/value heads and group, each bu
   // Same buckets, same entry; another batch bucket, page size or a dense cache, another.
   CHECK(tuning_key(decode_problem(7, 2049)).to_string() == key);
   CHECK(tuning_key(decode_problem(9, 3000)).to_string() != key);
-  TuningProblem dense = decode_problem(5, 3000);
+  kernels::DecodeProblem dense = decode_problem(5, 3000);
   dense.cache = {true, 0};
   CHECK(tuning_key(dense).to_string().find("/varlen/") != std::string::npos);
   dense.cache = {false, 0};
   CHECK(tuning_key(dense).to_string().find("/dense/") != std::string::npos);
-  TuningProblem pages32 = decode_problem(5, 3000);
+  kernels::DecodeProblem pages32 = decode_problem(5, 3000);
   pages32.cache.page_size = 32;
   CHECK(tuning_key(pages32).to_string().find("/paged32/") != std::string::npos);
   // The memo of a runtime's choices separates what the key separates.
@@ -107,7 +105,7 @@ TEST_CASE("decode key: cache, batch, context, key/value heads and group, each bu
 }
 
 TEST_CASE("decode static pruning: tiles past the packed rows, splits with no key block") {
-  TuningProblem p = decode_problem(2, 100);  // 128 keys' bucket, 8 packed rows
+  kernels::DecodeProblem p = decode_problem(2, 100);  // 128 keys' bucket, 8 packed rows
   std::vector<Candidate> candidates = enumerate_candidates(p, "sm_90a");
   prune_static(candidates, p, 227 * 1024);
   bool kept_some = false;
@@ -135,10 +133,10 @@ TEST_CASE("decode tuning on the emulator: split counts checked, stored, then run
   ScopedEnv policy_env("FLASHJIT_TUNING", nullptr);
   Runtime runtime(RuntimeOptions{.backend = Backend::emulator, .tuning = TuningPolicy::cached});
   TuningState& state = detail::tuning_of(runtime);
-  TuningProblem p = decode_problem(2, 256, runtime.device().sm_count);
+  kernels::DecodeProblem p = decode_problem(2, 256, runtime.device().sm_count);
   p.attention.heads_q = 4;  // 4 query heads per key/value head: small enough to emulate quickly
   const auto fallback =
-      std::get<kernels::InferenceConfig>(default_config(p, runtime.device().arch()));
+      (default_config(p, runtime.device().arch())).get<kernels::InferenceConfig>();
   const std::string tile = config_name(fallback.forward);
   TuneOptions options;
   options.jobs = 1;
@@ -150,7 +148,7 @@ TEST_CASE("decode tuning on the emulator: split counts checked, stored, then run
     CHECK_MESSAGE(std::isfinite(t.median_ms), t.config << ": " << t.status);
     CHECK(t.status == "ok");  // each equals the default's output within rounding
   }
-  CHECK(report.bytes == problem_bytes(p));
+  CHECK(report.bytes == p.bytes());
   REQUIRE(std::filesystem::exists(report.database));
   CHECK(TuningDatabase::load(report.database, state.meta()).find(report.key).has_value());
 

@@ -15,6 +15,7 @@
 #include "autotune/tuning_state.hpp"
 #include "cases/layer_norm_case.hpp"
 #include "flashjit/flashjit.hpp"
+#include "kernels/layer_norm_tuning.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace flashjit;
@@ -24,12 +25,8 @@ using flashjit::testing::TempDir;
 
 namespace {
 
-TuningProblem norm_problem(std::int64_t rows, int cols, TunedOp op = TunedOp::layer_norm) {
-  TuningProblem p;
-  p.op = op;
-  p.dtype = DType::bf16;
-  p.norm = {rows, cols, false, false, false};
-  return p;
+kernels::LayerNormProblem norm_problem(std::int64_t rows, int cols, bool backward = false) {
+  return kernels::LayerNormProblem(backward, DType::bf16, {rows, cols, false, false, false});
 }
 
 const Candidate& default_of(const std::vector<Candidate>& candidates) {
@@ -59,15 +56,15 @@ bool ran(Runtime& runtime, const std::string& stem) {
 }  // namespace
 
 TEST_CASE("layer norm candidates: the dtype's and norm's space, one default, bytes") {
-  for (TunedOp op : {TunedOp::layer_norm, TunedOp::layer_norm_backward}) {
-    CAPTURE(tuned_op_name(op));
-    const TuningProblem p = norm_problem(100, 1000, op);
+  for (bool backward : {false, true}) {
+    CAPTURE(backward);
+    const kernels::LayerNormProblem p = norm_problem(100, 1000, backward);
     const std::vector<Candidate> candidates = enumerate_candidates(p, "sm_90a");
     CHECK(candidates.size() == kernels::layer_norm_configs().size() / 6);  // 3 dtypes x 2 norms
     std::set<std::string> names;
     for (const Candidate& c : candidates) {
       names.insert(c.name);
-      CHECK(c.specs.size() == (op == TunedOp::layer_norm ? 1u : 2u));  // backward: + dgamma
+      CHECK(c.specs.size() == (backward ? 2u : 1u));  // backward: + dgamma
       CHECK(c.threads == c.specs.front().threads);
       CHECK(c.specs.front().traits.front() == "bf16");
     }
@@ -76,15 +73,14 @@ TEST_CASE("layer norm candidates: the dtype's and norm's space, one default, byt
                         [](const Candidate& c) { return c.is_default; }) == 1);
     // 1000 columns: the 1024 bucket, 128 threads of 8 values, 4-wide.
     CHECK(default_of(candidates).name == "c1024.t128.v4");
-    CHECK(parse_tuned_op(tuned_op_name(op)) == op);
+    CHECK(p.op() == (backward ? "layernorm-backward" : "layernorm"));
   }
-  CHECK(std::string(tuned_op_name(TunedOp::layer_norm)) == "layernorm");
   // x and y, gamma and beta, mean and rstd (bf16 tensors, fp32 statistics).
-  CHECK(problem_bytes(norm_problem(100, 1000)) == 2.0 * 100 * 1000 * 2 + 2.0 * 1000 * 2 + 800);
-  TuningProblem fused = norm_problem(100, 1000);
+  CHECK(norm_problem(100, 1000).bytes() == 2.0 * 100 * 1000 * 2 + 2.0 * 1000 * 2 + 800);
+  kernels::LayerNormProblem fused = norm_problem(100, 1000);
   fused.norm.rms = fused.norm.bias = fused.norm.residual = true;
   // + residual and sum, + bias, - beta, - mean.
-  CHECK(problem_bytes(fused) == 4.0 * 100 * 1000 * 2 + 2.0 * 1000 * 2 + 400);
+  CHECK(fused.bytes() == 4.0 * 100 * 1000 * 2 + 2.0 * 1000 * 2 + 400);
 }
 
 TEST_CASE("layer norm key: columns and rows bucketed, then the norm and fused adds") {
@@ -93,10 +89,10 @@ TEST_CASE("layer norm key: columns and rows bucketed, then the norm and fused ad
   CHECK(key.ends_with("/bf16/c1024/r128/ln"));
   CHECK(tuning_key(norm_problem(65, 513)).to_string() == key);  // the same buckets
   CHECK(tuning_key(norm_problem(129, 1000)).to_string() != key);
-  TuningProblem fused = norm_problem(100, 1000);
+  kernels::LayerNormProblem fused = norm_problem(100, 1000);
   fused.norm.rms = fused.norm.bias = fused.norm.residual = true;
   CHECK(tuning_key(fused).to_string().ends_with("/c1024/r128/rms.bias.residual"));
-  TuningProblem backward = norm_problem(100, 1000, TunedOp::layer_norm_backward);
+  kernels::LayerNormProblem backward = norm_problem(100, 1000, true);
   backward.norm.bias = true;
   CHECK(tuning_key(backward).to_string().starts_with("layernorm-backward/"));
   CHECK(tuning_key(backward).to_string().ends_with("/c1024/r128/ln.dbias"));
@@ -107,12 +103,12 @@ TEST_CASE("layer norm key: columns and rows bucketed, then the norm and fused ad
         TuningState::shape_class(norm_problem(100, 1500)));
   CHECK(TuningState::shape_class(norm_problem(100, 1000)) != TuningState::shape_class(fused));
   CHECK(TuningState::shape_class(norm_problem(100, 1000)) !=
-        TuningState::shape_class(norm_problem(100, 1000, TunedOp::layer_norm_backward)));
+        TuningState::shape_class(norm_problem(100, 1000, true)));
 }
 
 TEST_CASE("layer norm static pruning: buckets that cannot hold the row, or hold it with room") {
   SUBCASE("1000 columns: c256 cannot, c4096 is larger than c1024") {
-    const TuningProblem p = norm_problem(100, 1000);
+    const kernels::LayerNormProblem p = norm_problem(100, 1000);
     std::vector<Candidate> candidates = enumerate_candidates(p, "sm_90a");
     prune_static(candidates, p, 227 * 1024);
     int kept = 0;
@@ -128,10 +124,10 @@ TEST_CASE("layer norm static pruning: buckets that cannot hold the row, or hold 
       }
     }
     CHECK(kept == 3 + 6);
-    CHECK(!cannot_run(std::get<kernels::LayerNormConfig>(candidates.front().config), p).empty());
+    CHECK(!cannot_run((candidates.front().config).get<kernels::LayerNormConfig>(), p).empty());
   }
   SUBCASE("5000 columns: only the unbounded bucket, its default 512 threads 4-wide") {
-    const TuningProblem p = norm_problem(100, 5000, TunedOp::layer_norm_backward);
+    const kernels::LayerNormProblem p = norm_problem(100, 5000, true);
     std::vector<Candidate> candidates = enumerate_candidates(p, "sm_90a");
     prune_static(candidates, p, 227 * 1024);
     for (const Candidate& c : candidates) {
@@ -151,9 +147,9 @@ TEST_CASE("layer norm tuning on the emulator: forward and backward checked, time
   TuneOptions options;
   options.jobs = 1;
   options.timing = {.warmup_runs = 0, .min_runs = 1, .max_runs = 1, .budget_ms = 1};
-  for (TunedOp op : {TunedOp::layer_norm, TunedOp::layer_norm_backward}) {
-    CAPTURE(tuned_op_name(op));
-    TuningProblem p = norm_problem(8, 200, op);
+  for (bool backward : {false, true}) {
+    CAPTURE(backward);
+    kernels::LayerNormProblem p = norm_problem(8, 200, backward);
     p.norm.bias = true;  // forward: a fused bias add; backward: dbias
     options.only = {"c256.t128.v1", "cany.t32.v4"};
     const TuneReport report = tune(state, p, options);
@@ -163,7 +159,7 @@ TEST_CASE("layer norm tuning on the emulator: forward and backward checked, time
       CHECK(t.status == "ok");  // each equals the default's outputs within rounding
     }
     CHECK(report.entry.default_config == "c256.t32.v4");
-    CHECK(report.bytes == problem_bytes(p));
+    CHECK(report.bytes == p.bytes());
     REQUIRE(std::filesystem::exists(report.database));
     CHECK(TuningDatabase::load(report.database, state.meta()).find(report.key).has_value());
   }
@@ -181,10 +177,10 @@ TEST_CASE("a cached runtime's layer_norm and its backward run the database's win
   {
     Runtime writer(RuntimeOptions{.backend = Backend::emulator});
     // Entries of other shapes in the same buckets (8 rows, 256 columns).
-    TuningProblem forward = norm_problem(7, 250);
+    kernels::LayerNormProblem forward = norm_problem(7, 250);
     forward.norm.bias = true;
     store_winner(detail::tuning_of(writer), forward, "cany.t128.v1");
-    TuningProblem backward = norm_problem(5, 129, TunedOp::layer_norm_backward);
+    kernels::LayerNormProblem backward = norm_problem(5, 129, true);
     backward.norm.bias = true;
     store_winner(detail::tuning_of(writer), backward, "c256.t128.v1");
   }

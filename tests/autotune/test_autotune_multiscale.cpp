@@ -17,6 +17,7 @@
 #include "cases/multiscale_case.hpp"
 #include "flashjit/flashjit.hpp"
 #include "kernels/multiscale_attention.hpp"
+#include "kernels/multiscale_tuning.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace flashjit;
@@ -26,17 +27,10 @@ using flashjit::testing::TempDir;
 
 namespace {
 
-TuningProblem multiscale_problem(TunedOp op, MultiScaleMask mask, std::int64_t seqlen,
-                                 int head_dim) {
-  TuningProblem p;
-  p.op = op;
-  p.dtype = DType::bf16;
-  p.attention.batch = 1;
-  p.attention.heads_q = p.attention.heads_kv = 2;
-  p.attention.seqlen_q = p.attention.seqlen_k = seqlen;
-  p.attention.head_dim = head_dim;
-  p.multiscale_mask = mask;
-  return p;
+kernels::MultiScaleProblem multiscale_problem(bool backward, MultiScaleMask mask,
+                                              std::int64_t seqlen, int head_dim) {
+  const MultiScaleAttention a{1, 2, 2, seqlen, seqlen, head_dim, 0.0f, mask};
+  return kernels::MultiScaleProblem(backward, DType::bf16, a);
 }
 
 std::vector<std::string> kernel_names(Runtime& runtime) {
@@ -58,12 +52,12 @@ TEST_CASE(
   for (MultiScaleMask mask : {MultiScaleMask::decay, MultiScaleMask::tensor}) {
     const char* mask_name = mask == MultiScaleMask::decay ? "decay" : "tensor";
     CAPTURE(mask_name);
-    const TuningProblem forward = multiscale_problem(TunedOp::multiscale_forward, mask, 4096, 64);
+    const kernels::MultiScaleProblem forward = multiscale_problem(false, mask, 4096, 64);
     const std::vector<Candidate> candidates = enumerate_candidates(forward, "sm_90a");
     REQUIRE(candidates.size() == kernels::multiscale_forward_configs(DType::bf16, 64).size());
     int defaults = 0;
     for (const Candidate& c : candidates) {
-      const auto& config = std::get<kernels::MultiScaleForwardConfig>(c.config);
+      const auto& config = c.config.get<kernels::MultiScaleForwardConfig>();
       CHECK(config.mask == mask);
       CHECK(config.tile.path == kernels::ForwardPath::mma_sync);
       CHECK(c.name == config_name(config.tile));  // the mask is the key's
@@ -77,47 +71,41 @@ TEST_CASE(
     CHECK(key.starts_with("multiscale-forward/"));
     CHECK(key.find(std::string("/") + mask_name + "/q4096/k4096/bh2") != std::string::npos);
 
-    const TuningProblem backward = multiscale_problem(TunedOp::multiscale_backward, mask, 4096, 64);
+    const kernels::MultiScaleProblem backward = multiscale_problem(true, mask, 4096, 64);
     // As the deterministic attention backward: each tile beside the default's other tile (the
     // fastest pair is timed after them), not every pair.
     const std::vector<Candidate> pairs = enumerate_candidates(backward, "sm_90a");
     const auto fallback =
-        std::get<kernels::MultiScaleBackwardConfig>(default_config(backward, "sm_90a")).tiles;
+        (default_config(backward, "sm_90a")).get<kernels::MultiScaleBackwardConfig>().tiles;
     CHECK(pairs.size() < kernels::multiscale_backward_configs(DType::bf16, 64).size());
     for (const Candidate& c : pairs) {
-      const auto& tiles = std::get<kernels::MultiScaleBackwardConfig>(c.config).tiles;
+      const auto& tiles = c.config.get<kernels::MultiScaleBackwardConfig>().tiles;
       CHECK((tiles.key == fallback.key || tiles.query == fallback.query));
       REQUIRE(c.specs.size() == 3);  // δ, dK/dV, dQ
       CHECK(c.specs[2].readable_name.starts_with("multiscale_backward.dq.hdim64.bf16."));
-      CHECK(c.threads ==
-            std::get<kernels::MultiScaleBackwardConfig>(c.config).tiles.key.warps * 32);
+      CHECK(c.threads == c.config.get<kernels::MultiScaleBackwardConfig>().tiles.key.warps * 32);
     }
     // The decay is causal: half the pairs of the mask tensor's FLOPs.
-    CHECK(problem_flops(forward) ==
+    CHECK(forward.flops() ==
           (mask == MultiScaleMask::decay ? 0.5 : 1.0) * 4.0 * 2 * 4096.0 * 4096 * 64);
-    CHECK(problem_flops(backward) == 2.5 * problem_flops(forward));
+    CHECK(backward.flops() == 2.5 * forward.flops());
   }
-  CHECK(tuning_key(multiscale_problem(TunedOp::multiscale_forward, MultiScaleMask::decay, 512, 64))
-            .to_string() !=
-        tuning_key(multiscale_problem(TunedOp::multiscale_forward, MultiScaleMask::tensor, 512, 64))
-            .to_string());
-  CHECK(TuningState::shape_class(
-            multiscale_problem(TunedOp::multiscale_forward, MultiScaleMask::decay, 512, 64)) !=
-        TuningState::shape_class(
-            multiscale_problem(TunedOp::multiscale_forward, MultiScaleMask::tensor, 512, 64)));
+  CHECK(tuning_key(multiscale_problem(false, MultiScaleMask::decay, 512, 64)).to_string() !=
+        tuning_key(multiscale_problem(false, MultiScaleMask::tensor, 512, 64)).to_string());
+  CHECK(TuningState::shape_class(multiscale_problem(false, MultiScaleMask::decay, 512, 64)) !=
+        TuningState::shape_class(multiscale_problem(false, MultiScaleMask::tensor, 512, 64)));
 }
 
 TEST_CASE("multiscale backward: the fastest pair of tiles is one of its own configs") {
-  const TuningProblem p =
-      multiscale_problem(TunedOp::multiscale_backward, MultiScaleMask::tensor, 4096, 64);
+  const kernels::MultiScaleProblem p = multiscale_problem(true, MultiScaleMask::tensor, 4096, 64);
   TuneReport report;
   report.candidates = enumerate_candidates(p, "sm_90a");
   const auto fallback =
-      std::get<kernels::MultiScaleBackwardConfig>(default_config(p, "sm_90a")).tiles;
+      (default_config(p, "sm_90a")).get<kernels::MultiScaleBackwardConfig>().tiles;
   const Candidate* fast_key = nullptr;
   const Candidate* fast_query = nullptr;
   for (const Candidate& c : report.candidates) {
-    const auto& tiles = std::get<kernels::MultiScaleBackwardConfig>(c.config).tiles;
+    const auto& tiles = c.config.get<kernels::MultiScaleBackwardConfig>().tiles;
     double ms = 10.0;
     if (tiles.query == fallback.query && tiles.key != fallback.key && fast_key == nullptr) {
       fast_key = &c;
@@ -130,14 +118,13 @@ TEST_CASE("multiscale backward: the fastest pair of tiles is one of its own conf
     report.timings.push_back({c.name, ms, "ok"});
   }
   REQUIRE((fast_key != nullptr && fast_query != nullptr));
-  const std::optional<TunedConfig> pair = fastest_pair(report);
+  const std::optional<TunedConfig> pair = p.fastest_pair(report.candidates, report.timings);
   REQUIRE(pair.has_value());
-  const auto& config = std::get<kernels::MultiScaleBackwardConfig>(*pair);
+  const auto& config = pair->get<kernels::MultiScaleBackwardConfig>();
   CHECK(config.mask == MultiScaleMask::tensor);
-  CHECK(config.tiles.key ==
-        std::get<kernels::MultiScaleBackwardConfig>(fast_key->config).tiles.key);
+  CHECK(config.tiles.key == fast_key->config.get<kernels::MultiScaleBackwardConfig>().tiles.key);
   CHECK(config.tiles.query ==
-        std::get<kernels::MultiScaleBackwardConfig>(fast_query->config).tiles.query);
+        fast_query->config.get<kernels::MultiScaleBackwardConfig>().tiles.query);
 }
 
 TEST_CASE("multiscale tuning on the emulator: checked, stored, then run by the runtime") {
@@ -153,12 +140,12 @@ TEST_CASE("multiscale tuning on the emulator: checked, stored, then run by the r
   const std::string forward_winner = "br64.bc32.w4.s1";
   const std::string backward_winner = "br64.bc64.w4.s1.dq.br64.bc64.w4";
   struct Op {
-    TunedOp op;
+    bool backward;
     std::string alternative;
   };
-  for (const Op& op : {Op{TunedOp::multiscale_forward, forward_winner},
-                       Op{TunedOp::multiscale_backward, backward_winner}}) {
-    const TuningProblem p = multiscale_problem(op.op, MultiScaleMask::tensor, 64, 32);
+  for (const Op& op : {Op{false, forward_winner}, Op{true, backward_winner}}) {
+    const kernels::MultiScaleProblem p =
+        multiscale_problem(op.backward, MultiScaleMask::tensor, 64, 32);
     const std::string fallback = config_name(default_config(p, arch));
     REQUIRE(fallback != op.alternative);
     options.only = {op.alternative};

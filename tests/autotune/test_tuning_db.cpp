@@ -45,17 +45,11 @@ TuningMeta test_meta() {
   return meta;
 }
 
-TuningKey forward_key(std::int64_t seqlen = 1000) {
-  TuningKey key;
-  key.op = "attention-forward";
-  key.template_hash = "3f2a9c";
-  key.dtype = "bf16";
-  key.head_dim = 128;
-  key.mask = "window";
-  key.seqlen_q = seqlen;
-  key.seqlen_k = seqlen;
-  key.batch_heads = 32;
-  return key;
+// A key as the attention forward writes it: its sizes bucketed (the op's key does that).
+TuningKey forward_key(std::int64_t seqlen = 1000, const std::string& dtype = "bf16") {
+  const std::string bucket = std::to_string(shape_bucket(seqlen));
+  return {"attention-forward", "3f2a9c",
+          dtype + "/hdim128/window/q" + bucket + "/k" + bucket + "/bh32"};
 }
 
 CandidateTiming timing(const std::string& config, double ms, const std::string& status = "ok") {
@@ -106,39 +100,11 @@ TEST_CASE("shape_bucket is the smallest power of two not below the size") {
   CHECK(shape_bucket(-5) == 1);
 }
 
-TEST_CASE("a key's string names every field with the sizes bucketed") {
-  TuningKey key = forward_key();
-  key.batch_heads = 24;
-  CHECK(key.to_string() == "attention-forward/3f2a9c/bf16/hdim128/window/q1024/k1024/bh32");
-
-  SUBCASE("softcap follows the mask") {
-    key.softcap = true;
-    CHECK(key.to_string() ==
-          "attention-forward/3f2a9c/bf16/hdim128/window.softcap/q1024/k1024/bh32");
-  }
-  SUBCASE("softmax: rows, no keys, one head") {
-    TuningKey softmax{"softmax", "77aa", "f16", 4096, "none", false, 300, 0, 1,
-                      false,     "",     0,     0,    0,      "",    0,   0};
-    CHECK(softmax.to_string() == "softmax/77aa/f16/hdim4096/none/q512/k1/bh1");
-  }
-  SUBCASE("decode: the cache, then batch, key/value heads and group, each bucketed") {
-    key.op = "attention-decode";
-    key.mask = "none";
-    key.seqlen_q = 3;
-    key.seqlen_k = 3000;
-    key.cache = "paged16";
-    key.batch = 5;
-    key.heads_kv = 8;
-    key.group = 7;
-    CHECK(key.to_string() ==
-          "attention-decode/3f2a9c/bf16/hdim128/none/paged16/q4/k4096/b8/hkv8/g8");
-  }
-  SUBCASE("q, k and bh are bucketed separately") {
-    key.seqlen_q = 100;
-    key.seqlen_k = 5000;
-    key.batch_heads = 1;
-    CHECK(key.to_string() == "attention-forward/3f2a9c/bf16/hdim128/window/q128/k8192/bh1");
-  }
+TEST_CASE("a key's string is the op, the templates' digest and the op's key of the shape") {
+  const TuningKey key{"layernorm", "77aa", "f16/c4096/r512/rms"};
+  CHECK(key.to_string() == "layernorm/77aa/f16/c4096/r512/rms");
+  CHECK(forward_key().to_string() ==
+        "attention-forward/3f2a9c/bf16/hdim128/window/q1024/k1024/bh32");
 }
 
 TEST_CASE("shapes in one bucket share an entry, the next bucket has its own") {
@@ -150,9 +116,7 @@ TEST_CASE("shapes in one bucket share an entry, the next bucket has its own") {
   CHECK(db.find(forward_key(1024)).has_value());
   CHECK_FALSE(db.find(forward_key(512)).has_value());
   CHECK_FALSE(db.find(forward_key(1025)).has_value());
-  TuningKey other_dtype = forward_key(600);
-  other_dtype.dtype = "f16";
-  CHECK_FALSE(db.find(other_dtype).has_value());
+  CHECK_FALSE(db.find(forward_key(600, "f16")).has_value());
 }
 
 TEST_CASE("pick_winner keeps the default unless a candidate is 3% faster") {

@@ -12,6 +12,9 @@
 #include "autotune/tuner.hpp"
 #include "autotune/tuning_state.hpp"
 #include "flashjit/flashjit.hpp"
+#include "kernels/attention_tuning.hpp"
+#include "kernels/decode_tuning.hpp"
+#include "kernels/layer_norm_tuning.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace flashjit;
@@ -21,10 +24,8 @@ using flashjit::testing::TempDir;
 
 namespace {
 
-TuningProblem small_problem(TunedOp op, int head_dim, bool causal) {
-  TuningProblem p;
-  p.op = op;
-  p.dtype = DType::bf16;
+kernels::AttentionProblem small_problem(bool backward, int head_dim, bool causal) {
+  kernels::AttentionProblem p(backward, DType::bf16, {});
   p.attention.batch = 2;
   p.attention.heads_q = p.attention.heads_kv = 8;
   p.attention.seqlen_q = p.attention.seqlen_k = 1024;
@@ -89,40 +90,34 @@ void check_end_to_end(const TuningProblem& problem) {
 TEST_CASE("autotune on the GPU: forward, head dim 64 and 128, causal and not") {
   for (int head_dim : {64, 128}) {
     for (bool causal : {false, true}) {
-      check_end_to_end(small_problem(TunedOp::attention_forward, head_dim, causal));
+      check_end_to_end(small_problem(false, head_dim, causal));
     }
   }
 }
 
 TEST_CASE("autotune on the GPU: backward, head dim 128") {
-  check_end_to_end(small_problem(TunedOp::attention_backward, 128, false));
+  check_end_to_end(small_problem(true, 128, false));
 }
 
 TEST_CASE("autotune on the GPU: decoding on a paged cache, GQA 8:1, one and four queries") {
   for (std::int64_t queries : {1, 4}) {
-    TuningProblem p;
-    p.op = TunedOp::attention_decode;
-    p.dtype = DType::bf16;
-    p.attention.batch = 8;
-    p.attention.heads_q = 32;
-    p.attention.heads_kv = 4;
-    p.attention.seqlen_q = queries;
-    p.attention.seqlen_k = 4096;
-    p.attention.head_dim = 128;
-    p.cache = {true, 16};
-    p.sm_count = Runtime(RuntimeOptions{}).device().sm_count;
-    check_end_to_end(p);
+    Attention a;
+    a.batch = 8;
+    a.heads_q = 32;
+    a.heads_kv = 4;
+    a.seqlen_q = queries;
+    a.seqlen_k = 4096;
+    a.head_dim = 128;
+    check_end_to_end(kernels::DecodeProblem(DType::bf16, a, {true, 16},
+                                            Runtime(RuntimeOptions{}).device().sm_count));
   }
 }
 
 TEST_CASE("autotune on the GPU: layer norm and its backward, 1024 and 4096 columns") {
-  for (TunedOp op : {TunedOp::layer_norm, TunedOp::layer_norm_backward}) {
+  for (bool backward : {false, true}) {
     for (int cols : {1024, 4096}) {
-      TuningProblem p;
-      p.op = op;
-      p.dtype = DType::bf16;
-      p.norm = {8192, cols, false, false, false};
-      check_end_to_end(p);
+      check_end_to_end(
+          kernels::LayerNormProblem(backward, DType::bf16, {8192, cols, false, false, false}));
     }
   }
 }

@@ -14,6 +14,7 @@
 #include "cli_runner.hpp"
 #include "flashjit/device.hpp"
 #include "flashjit/runtime.hpp"
+#include "kernels/attention_tuning.hpp"
 #include "support/temp_dir.hpp"
 
 using flashjit::testing::ChildResult;
@@ -153,7 +154,7 @@ TEST_CASE("run names the kernel a tuning database chose, and a winner it cannot 
   auto store_winner = [&](const std::string& winner) {
     flashjit::testing::ScopedEnv cache_env("FLASHJIT_CACHE_DIR", cache.c_str());
     flashjit::Runtime emulator(flashjit::RuntimeOptions{.backend = flashjit::Backend::emulator});
-    flashjit::autotune::TuningProblem p;
+    flashjit::kernels::AttentionProblem p(false, flashjit::DType::bf16, {});
     p.attention.heads_q = p.attention.heads_kv = 4;
     p.attention.seqlen_q = p.attention.seqlen_k = 256;
     p.attention.head_dim = 64;

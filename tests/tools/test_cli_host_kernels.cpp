@@ -106,14 +106,14 @@ TEST_CASE("run --config that is not in the op's space: exit 2 naming --config an
       flashjit_cli(run_args({"--config", "br64.bc64.w3.s9"}), dir.path().string());
   CHECK(forward.exit_code == 2);
   CHECK(contains(forward.err,
-                 "'--config': 'br64.bc64.w3.s9' is not a config of the "
-                 "attention-forward space for head dim 72"));
+                 "'--config': 'br64.bc64.w3.s9' is not a config of the space of "
+                 "attention-forward bf16 hdim72"));
   CHECK(contains(forward.err, "br64.bc32.w4.s1"));
   // A forward name is not a backward config.
   const ChildResult backward = flashjit_cli(
       run_args({"--op", "attention-backward", "--config", "br64.bc32.w4.s1"}), dir.path().string());
   CHECK(backward.exit_code == 2);
-  CHECK(contains(backward.err, "attention-backward space"));
+  CHECK(contains(backward.err, "space of attention-backward"));
   CHECK(contains(backward.err, "br32.bc32.w2"));
   CHECK(count_lines_with(forward.err + backward.err, kCompiling) == 0);
 }

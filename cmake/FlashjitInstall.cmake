@@ -15,7 +15,7 @@ set_target_properties(flashjit_autotune PROPERTIES EXPORT_NAME autotune)
 set_target_properties(flashjit_kernels PROPERTIES EXPORT_NAME kernels)
 set_target_properties(flashjit_runtime PROPERTIES EXPORT_NAME runtime)
 set_target_properties(flashjit_emulator PROPERTIES EXPORT_NAME emulator)
-set(flashjit_install_targets flashjit flashjit_autotune flashjit_kernels flashjit_runtime
+set(flashjit_install_targets flashjit flashjit_kernels flashjit_autotune flashjit_runtime
     flashjit_emulator)
 if(TARGET flashjit_shared)
   set_target_properties(flashjit_shared PROPERTIES EXPORT_NAME flashjit_shared)

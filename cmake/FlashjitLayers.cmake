@@ -1,7 +1,7 @@
 # The layers of DESIGN.md section 2 as CMake targets. A layer's include path holds its own
 # folder and nothing else of the source tree: the path is a directory of links made here
 # (build/layers/<folder>/<folder> -> the source folder), and the layers below arrive only through
-# what the target links. An include that points up (`#include "autotune/..."` in kernels/) is
+# what the target links. An include that points up (`#include "kernels/..."` in autotune/) is
 # therefore not found and does not compile; tests/layers checks that it stays so.
 
 # Sets `out` to an include directory through which `#include "<folder>/..."` reaches the source

@@ -21,14 +21,6 @@ TuningKey tuning_key(const TuningProblem& problem) {
           problem.key()};
 }
 
-std::string config_name(const TunedConfig& config) { return config.name(); }
-
-TunedConfig default_config(const TuningProblem& problem, const std::string& arch) {
-  return problem.default_config(arch);
-}
-
-std::vector<TunedConfig> space_configs(const TuningProblem& problem) { return problem.space(); }
-
 Candidate make_candidate(const TunedConfig& config, const std::string& arch) {
   Candidate candidate;
   candidate.config = config;
@@ -55,10 +47,6 @@ std::vector<Candidate> enumerate_candidates(const TuningProblem& problem, const 
     candidates.back().is_default = true;
   }
   return candidates;
-}
-
-std::string cannot_run(const TunedConfig& config, const TuningProblem& problem) {
-  return problem.cannot_run(config);
 }
 
 void prune_static(std::vector<Candidate>& candidates, const TuningProblem& problem,

@@ -20,15 +20,6 @@ namespace flashjit::autotune {
 /// move the optimum) and its key().
 TuningKey tuning_key(const TuningProblem& problem);
 
-/// The config's name in the database and tables (config.name()).
-std::string config_name(const TunedConfig& config);
-
-/// The heuristic default for `problem` on `arch` (problem.default_config(arch)).
-TunedConfig default_config(const TuningProblem& problem, const std::string& arch);
-
-/// Every config of the problem's space (problem.space()).
-std::vector<TunedConfig> space_configs(const TuningProblem& problem);
-
 /// The candidate of `config` on `arch`, its kernels listed and not yet compiled.
 Candidate make_candidate(const TunedConfig& config, const std::string& arch);
 
@@ -37,9 +28,6 @@ Candidate make_candidate(const TunedConfig& config, const std::string& arch);
 /// lacks it (attention-decode's split count that fills the device), as every winner must beat
 /// it.
 std::vector<Candidate> enumerate_candidates(const TuningProblem& problem, const std::string& arch);
-
-/// Why `config` cannot run `problem` at all ("" when it can; problem.cannot_run(config)).
-std::string cannot_run(const TunedConfig& config, const TuningProblem& problem);
 
 /// Static pruning, before any compile: shared memory over `shared_limit` (the device's opt-in
 /// limit, or the arch's with --plan), configs that cannot_run the problem, and what the op

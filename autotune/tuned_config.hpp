@@ -3,6 +3,7 @@
 // autotuner never sees an op's config type: each op says what its configs are through
 // TunedConfigTraits (beside the op, in its tuning description), and TunedConfig keeps the
 // value behind that description, so adding an op changes nothing here.
+#include <concepts>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -28,7 +29,8 @@ class TunedConfig {
  public:
   TunedConfig() = default;
   template <class Config>
-  TunedConfig(Config config)  // NOLINT(google-explicit-constructor): a config is a tuned config
+  requires(!std::same_as<Config, TunedConfig>)
+      TunedConfig(Config config)  // NOLINT(google-explicit-constructor): a config is a tuned config
       : model_(std::make_shared<const Holder<Config>>(std::move(config))) {}
 
   /// The config as its op's type, or nullptr when it is another op's (or empty).

@@ -161,12 +161,12 @@ TEST_CASE("deterministic backward: each kernel's tiles beside the other's defaul
   kernels::AttentionProblem p = forward_problem(128, 4096);
   p.backward = true;
   p.attention.deterministic = true;
-  const auto fallback = (default_config(p, "sm_90a")).get<kernels::BackwardConfig>();
+  const auto fallback = p.default_config("sm_90a").get<kernels::BackwardConfig>();
   REQUIRE(fallback.deterministic);
   // The space holds every pair of a dK/dV tile and a dQ tile; the tuner times n + m - 1.
   std::vector<kernels::KeyBlockTile> keys;
   std::vector<kernels::QueryBlockTile> queries;
-  const std::vector<TunedConfig> space = space_configs(p);
+  const std::vector<TunedConfig> space = p.space();
   for (const TunedConfig& config : space) {
     const auto& b = config.get<kernels::BackwardConfig>();
     if (b.query == fallback.query) keys.push_back(b.key);
@@ -212,13 +212,13 @@ TEST_CASE("deterministic backward: each kernel's tiles beside the other's defaul
 
   // When the default's dK/dV tile is the fastest, the best pair was timed already.
   for (CandidateTiming& t : report.timings) {
-    const auto& b = (config_of(report, t.config)).get<kernels::BackwardConfig>();
+    const auto& b = config_of(report, t.config).get<kernels::BackwardConfig>();
     if (b.key != fallback.key) t.median_ms = 11.0;
   }
   CHECK_FALSE(p.fastest_pair(report.candidates, report.timings).has_value());
   // A side with no finite time, or a problem that is not the deterministic backward: nothing.
   for (CandidateTiming& t : report.timings) {
-    const auto& b = (config_of(report, t.config)).get<kernels::BackwardConfig>();
+    const auto& b = config_of(report, t.config).get<kernels::BackwardConfig>();
     t.median_ms = b.key == fallback.key ? std::numeric_limits<double>::infinity() : 5.0;
   }
   CHECK_FALSE(p.fastest_pair(report.candidates, report.timings).has_value());
@@ -363,8 +363,8 @@ TEST_CASE("policy: forward follows the database under cached, not under off") {
       (choose_config(detail::tuning_of(writer), p)).get<kernels::ForwardConfig>();
   // An entry whose winner is another config the emulator has (kernels/emulated/).
   TuningEntry entry;
-  entry.default_config = config_name(fallback);
-  entry.candidates = {{config_name(fallback), 2.0, "ok"}, {"br64.bc64.w4.s1", 1.0, "ok"}};
+  entry.default_config = TunedConfig(fallback).name();
+  entry.candidates = {{TunedConfig(fallback).name(), 2.0, "ok"}, {"br64.bc64.w4.s1", 1.0, "ok"}};
   entry.winner = pick_winner(entry.default_config, entry.candidates);
   REQUIRE(entry.winner == "br64.bc64.w4.s1");
   merge_into_file(detail::tuning_of(writer).database(), detail::tuning_of(writer).meta(),
@@ -372,14 +372,14 @@ TEST_CASE("policy: forward follows the database under cached, not under off") {
 
   Runtime cached = emulated_runtime(TuningPolicy::cached);
   const auto chosen = (choose_config(detail::tuning_of(cached), p)).get<kernels::ForwardConfig>();
-  CHECK(config_name(chosen) == "br64.bc64.w4.s1");
+  CHECK(TunedConfig(chosen).name() == "br64.bc64.w4.s1");
   // Another bucket of the same op is not covered by the entry.
   CHECK((choose_config(detail::tuning_of(cached), forward_problem(64, 4096)))
             .get<kernels::ForwardConfig>() == fallback);
   Runtime off = emulated_runtime(TuningPolicy::off);
   CHECK((choose_config(detail::tuning_of(off), p)).get<kernels::ForwardConfig>() == fallback);
   // A winner this build does not have falls back to the default.
-  entry.candidates = {{config_name(fallback), 2.0, "ok"}, {"br512.bc64.w4.s1", 1.0, "ok"}};
+  entry.candidates = {{TunedConfig(fallback).name(), 2.0, "ok"}, {"br512.bc64.w4.s1", 1.0, "ok"}};
   entry.winner = "br512.bc64.w4.s1";
   merge_into_file(detail::tuning_of(writer).database(), detail::tuning_of(writer).meta(),
                   tuning_key(p), entry);
@@ -433,7 +433,7 @@ TEST_CASE("tuning end to end on the emulator: measured, written, reused without 
   const int tunings = tunings_in_process();
   Runtime next = emulated_runtime(TuningPolicy::automatic);
   const TunedConfig chosen = choose_config(detail::tuning_of(next), p);
-  CHECK(config_name(chosen) == again.entry.winner);
+  CHECK(TunedConfig(chosen).name() == again.entry.winner);
   CHECK(tunings_in_process() == tunings);
 }
 
@@ -468,7 +468,7 @@ TEST_CASE("policy auto: forward() tunes a new shape once, stores it, and reuses 
                                                  detail::tuning_of(runtime).meta());
   REQUIRE(db.find(tuning_key(p)).has_value());
   const TuningEntry entry = *db.find(tuning_key(p));
-  CHECK(config_name(choose_config(detail::tuning_of(runtime), p)) == entry.winner);
+  CHECK(choose_config(detail::tuning_of(runtime), p).name() == entry.winner);
   // Configs the emulator was not built with were compiled by NVRTC (for the resource report),
   // then failed to launch: reported.
   const auto failed =
@@ -522,7 +522,7 @@ TEST_CASE("policy: backward() goes through the same choice, tuned under auto") {
     merge_into_file(detail::tuning_of(runtime).database(), detail::tuning_of(runtime).meta(),
                     tuning_key(p), forced);
     Runtime cached = emulated_runtime(TuningPolicy::cached);
-    CHECK(config_name(choose_config(detail::tuning_of(cached), p)) == winner);
+    CHECK(choose_config(detail::tuning_of(cached), p).name() == winner);
   }
 }
 

@@ -78,7 +78,7 @@ TEST_CASE("decode candidates: the mma.sync tiles with the call's layout flags, t
   const Candidate& fallback = *std::find_if(candidates.begin(), candidates.end(),
                                             [](const Candidate& c) { return c.is_default; });
   CHECK(inference_of(fallback).splits == 32);
-  CHECK(fallback.config == default_config(p, "sm_90a"));
+  CHECK(fallback.config == p.default_config("sm_90a"));
   CHECK(p.bytes() == 2.0 * 2 * 4096 * 1 * 64 * 2);
   CHECK(p.flops() == 4.0 * 2 * 8 * 1 * 4096 * 64);
 }
@@ -135,9 +135,8 @@ TEST_CASE("decode tuning on the emulator: split counts checked, stored, then run
   TuningState& state = detail::tuning_of(runtime);
   kernels::DecodeProblem p = decode_problem(2, 256, runtime.device().sm_count);
   p.attention.heads_q = 4;  // 4 query heads per key/value head: small enough to emulate quickly
-  const auto fallback =
-      (default_config(p, runtime.device().arch())).get<kernels::InferenceConfig>();
-  const std::string tile = config_name(fallback.forward);
+  const auto fallback = (p.default_config(runtime.device().arch())).get<kernels::InferenceConfig>();
+  const std::string tile = TunedConfig(fallback.forward).name();
   TuneOptions options;
   options.jobs = 1;
   options.timing = {.warmup_runs = 0, .min_runs = 1, .max_runs = 1, .budget_ms = 1};
@@ -155,8 +154,8 @@ TEST_CASE("decode tuning on the emulator: split counts checked, stored, then run
   // An entry whose winner splits each block 4 ways: a cached runtime runs it for a shape of the
   // same buckets (fewer keys, another batch), and the result is still right.
   TuningEntry entry;
-  entry.default_config = config_name(fallback);
-  entry.candidates = {{config_name(fallback), 2.0, "ok"}, {tile + ".splits4", 1.0, "ok"}};
+  entry.default_config = TunedConfig(fallback).name();
+  entry.candidates = {{TunedConfig(fallback).name(), 2.0, "ok"}, {tile + ".splits4", 1.0, "ok"}};
   entry.winner = pick_winner(entry.default_config, entry.candidates);
   REQUIRE(entry.winner == tile + ".splits4");
   merge_into_file(state.database(), state.meta(), report.key, entry);

@@ -36,7 +36,7 @@ const Candidate& default_of(const std::vector<Candidate>& candidates) {
 
 // A database entry for `problem` whose winner is `winner`, beside the default.
 void store_winner(TuningState& state, const TuningProblem& problem, const std::string& winner) {
-  const std::string fallback = config_name(default_config(problem, "sm_80"));
+  const std::string fallback = problem.default_config("sm_80").name();
   REQUIRE(fallback != winner);
   TuningEntry entry;
   entry.default_config = fallback;
@@ -124,7 +124,7 @@ TEST_CASE("layer norm static pruning: buckets that cannot hold the row, or hold 
       }
     }
     CHECK(kept == 3 + 6);
-    CHECK(!cannot_run((candidates.front().config).get<kernels::LayerNormConfig>(), p).empty());
+    CHECK(!p.cannot_run(candidates.front().config.get<kernels::LayerNormConfig>()).empty());
   }
   SUBCASE("5000 columns: only the unbounded bucket, its default 512 threads 4-wide") {
     const kernels::LayerNormProblem p = norm_problem(100, 5000, true);

@@ -60,7 +60,7 @@ TEST_CASE(
       const auto& config = c.config.get<kernels::MultiScaleForwardConfig>();
       CHECK(config.mask == mask);
       CHECK(config.tile.path == kernels::ForwardPath::mma_sync);
-      CHECK(c.name == config_name(config.tile));  // the mask is the key's
+      CHECK(c.name == TunedConfig(config.tile).name());  // the mask is the key's
       REQUIRE(c.specs.size() == 1);
       CHECK(c.specs[0].readable_name.starts_with(std::string("multiscale_forward.hdim64.bf16.") +
                                                  mask_name));
@@ -76,7 +76,7 @@ TEST_CASE(
     // fastest pair is timed after them), not every pair.
     const std::vector<Candidate> pairs = enumerate_candidates(backward, "sm_90a");
     const auto fallback =
-        (default_config(backward, "sm_90a")).get<kernels::MultiScaleBackwardConfig>().tiles;
+        backward.default_config("sm_90a").get<kernels::MultiScaleBackwardConfig>().tiles;
     CHECK(pairs.size() < kernels::multiscale_backward_configs(DType::bf16, 64).size());
     for (const Candidate& c : pairs) {
       const auto& tiles = c.config.get<kernels::MultiScaleBackwardConfig>().tiles;
@@ -100,8 +100,7 @@ TEST_CASE("multiscale backward: the fastest pair of tiles is one of its own conf
   const kernels::MultiScaleProblem p = multiscale_problem(true, MultiScaleMask::tensor, 4096, 64);
   TuneReport report;
   report.candidates = enumerate_candidates(p, "sm_90a");
-  const auto fallback =
-      (default_config(p, "sm_90a")).get<kernels::MultiScaleBackwardConfig>().tiles;
+  const auto fallback = p.default_config("sm_90a").get<kernels::MultiScaleBackwardConfig>().tiles;
   const Candidate* fast_key = nullptr;
   const Candidate* fast_query = nullptr;
   for (const Candidate& c : report.candidates) {
@@ -146,7 +145,7 @@ TEST_CASE("multiscale tuning on the emulator: checked, stored, then run by the r
   for (const Op& op : {Op{false, forward_winner}, Op{true, backward_winner}}) {
     const kernels::MultiScaleProblem p =
         multiscale_problem(op.backward, MultiScaleMask::tensor, 64, 32);
-    const std::string fallback = config_name(default_config(p, arch));
+    const std::string fallback = p.default_config(arch).name();
     REQUIRE(fallback != op.alternative);
     options.only = {op.alternative};
     const TuneReport report = tune(state, p, options);

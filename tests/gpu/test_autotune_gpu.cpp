@@ -67,7 +67,7 @@ void check_end_to_end(const TuningProblem& problem) {
   // The next Runtime, even under auto, takes the stored winner without timing.
   const int tunings = tunings_in_process();
   Runtime next(RuntimeOptions{.tuning = TuningPolicy::automatic});
-  CHECK(config_name(choose_config(detail::tuning_of(next), problem)) == report.entry.winner);
+  CHECK(choose_config(detail::tuning_of(next), problem).name() == report.entry.winner);
   CHECK(tunings_in_process() == tunings);
 
   // Re-timed side by side, the winner is not slower than the default beyond the noise.

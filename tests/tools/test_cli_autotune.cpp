@@ -158,8 +158,8 @@ TEST_CASE("run names the kernel a tuning database chose, and a winner it cannot 
     p.attention.heads_q = p.attention.heads_kv = 4;
     p.attention.seqlen_q = p.attention.seqlen_k = 256;
     p.attention.head_dim = 64;
-    const std::string fallback = flashjit::autotune::config_name(
-        flashjit::autotune::default_config(p, emulator.device().arch()));
+    const std::string fallback =
+        flashjit::autotune::TunedConfig(p.default_config(emulator.device().arch())).name();
     REQUIRE(fallback != winner);
     flashjit::autotune::TuningEntry entry;
     entry.default_config = fallback;

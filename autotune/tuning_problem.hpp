@@ -64,8 +64,8 @@ class TuningProblem {
   /// The key's fields after the op and the template digest, sizes bucketed with shape_bucket
   /// ("bf16/hdim128/none/q4096/k4096/bh32"): shapes with the same key share an entry.
   virtual std::string key() const = 0;
-  /// The key's fields other than the dtype as plain values, sizes bucketed: equal for two
-  /// shapes of the same dtype exactly when their key() is.
+  /// The key's fields other than the dtype as plain values, sizes bucketed: two shapes of the
+  /// same dtype with equal fields have equal key()s (the fields may separate a little more).
   virtual ShapeFields shape_fields() const = 0;
   /// One line for people: "attention-forward bf16 hdim128 seqlen 4096 batch 2 x heads 16".
   virtual std::string describe() const = 0;

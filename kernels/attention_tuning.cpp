@@ -92,6 +92,12 @@ std::string attention_key_head(DType dtype, std::int64_t head_dim, const std::st
          (softcap ? ".softcap" : "") + (deterministic ? ".deterministic" : "");
 }
 
+std::string attention_key_sizes(std::int64_t seqlen_q, std::int64_t seqlen_k,
+                                std::int64_t batch_heads) {
+  return "/q" + std::to_string(shape_bucket(seqlen_q)) + "/k" +
+         std::to_string(shape_bucket(seqlen_k)) + "/bh" + std::to_string(shape_bucket(batch_heads));
+}
+
 const char* mask_key(const Attention& attention) {
   return forward_mask_kind(attention) == MaskKind::window ? "window" : "none";
 }
@@ -256,11 +262,9 @@ std::string_view AttentionProblem::op() const {
 
 std::string AttentionProblem::key() const {
   const Attention& a = attention;
-  const auto bucket = [](std::int64_t n) { return std::to_string(shape_bucket(n)); };
   return attention_key_head(dtype, a.head_dim, mask_key(a), a.softcap > 0.0f,
                             backward && a.deterministic) +
-         "/q" + bucket(a.seqlen_q) + "/k" + bucket(a.seqlen_k) + "/bh" +
-         bucket(a.batch * a.heads_q);
+         attention_key_sizes(a.seqlen_q, a.seqlen_k, a.batch * a.heads_q);
 }
 
 autotune::ShapeFields AttentionProblem::shape_fields() const {

@@ -84,6 +84,11 @@ double attention_flops(const Attention& attention, bool causal, bool backward);
 std::string attention_key_head(DType dtype, std::int64_t head_dim, const std::string& mask,
                                bool softcap, bool deterministic);
 
+/// The key's tail of a dense batch: "/q1024/k1024/bh32", the buckets of seqlen_q, seqlen_k and
+/// batch · heads_q (the attention forward's and backward's, multi-scale attention's).
+std::string attention_key_sizes(std::int64_t seqlen_q, std::int64_t seqlen_k,
+                                std::int64_t batch_heads);
+
 /// "none" or "window": the key's name of the call's mask kind.
 const char* mask_key(const Attention& attention);
 

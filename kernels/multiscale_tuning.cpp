@@ -158,9 +158,8 @@ std::string_view MultiScaleProblem::op() const {
 
 std::string MultiScaleProblem::key() const {
   const MultiScaleAttention& a = attention;
-  const auto bucket = [](std::int64_t n) { return std::to_string(shape_bucket(n)); };
-  return attention_key_head(dtype, a.head_dim, mask_name(a.mask), false, false) + "/q" +
-         bucket(a.seqlen_q) + "/k" + bucket(a.seqlen_k) + "/bh" + bucket(a.batch * a.heads_q);
+  return attention_key_head(dtype, a.head_dim, mask_name(a.mask), false, false) +
+         attention_key_sizes(a.seqlen_q, a.seqlen_k, a.batch * a.heads_q);
 }
 
 autotune::ShapeFields MultiScaleProblem::shape_fields() const {

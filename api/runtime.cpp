@@ -1,20 +1,20 @@
 // The public Runtime: a backend (runtime/) and its tuning state (autotune/), wired to the ops
-// (kernels/), which ask the tuning state for each call's config.
+// (ops/), which ask the tuning state for each call's config.
 #include "flashjit/runtime.hpp"
 
 #include <memory>
 
 #include "api/runtime_parts.hpp"
+#include "attention/attention_inference.hpp"
 #include "autotune/tuning_state.hpp"
+#include "common/builtin_kernels.hpp"
+#include "common/config_choice.hpp"
 #include "flashjit/error.hpp"
-#include "kernels/attention_inference.hpp"
-#include "kernels/config_choice.hpp"
-#include "kernels/emulated/builtin_kernels.hpp"
-#include "kernels/layer_norm.hpp"
-#include "kernels/merge_states.hpp"
-#include "kernels/multiscale_attention.hpp"
-#include "kernels/softmax.hpp"
+#include "layer_norm/layer_norm.hpp"
+#include "merge_states/merge_states.hpp"
+#include "multiscale/multiscale_attention.hpp"
 #include "runtime/runtime_backend.hpp"
+#include "softmax/softmax.hpp"
 
 namespace flashjit {
 

@@ -8,9 +8,9 @@
 #include <optional>
 #include <string>
 
+#include "attention/attention_forward.hpp"
 #include "flashjit/attention.hpp"
 #include "flashjit/runtime.hpp"
-#include "kernels/attention_forward.hpp"
 #include "reference/attention_reference.hpp"
 #include "reference/checker.hpp"
 

@@ -11,9 +11,9 @@
 #include <optional>
 #include <string>
 
+#include "attention/attention_backward.hpp"
 #include "flashjit/attention.hpp"
 #include "flashjit/runtime.hpp"
-#include "kernels/attention_backward.hpp"
 #include "reference/attention_reference.hpp"
 #include "reference/checker.hpp"
 

@@ -12,10 +12,10 @@ set(FLASHJIT_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/flashjit")
 # The static library needs the archives of the layers below it (link-only dependencies), so
 # they are installed and exported beside it.
 set_target_properties(flashjit_autotune PROPERTIES EXPORT_NAME autotune)
-set_target_properties(flashjit_kernels PROPERTIES EXPORT_NAME kernels)
+set_target_properties(flashjit_ops PROPERTIES EXPORT_NAME ops)
 set_target_properties(flashjit_runtime PROPERTIES EXPORT_NAME runtime)
 set_target_properties(flashjit_emulator PROPERTIES EXPORT_NAME emulator)
-set(flashjit_install_targets flashjit flashjit_kernels flashjit_autotune flashjit_runtime
+set(flashjit_install_targets flashjit flashjit_ops flashjit_autotune flashjit_runtime
     flashjit_emulator)
 if(TARGET flashjit_shared)
   set_target_properties(flashjit_shared PROPERTIES EXPORT_NAME flashjit_shared)

@@ -1,18 +1,28 @@
 # The layers of DESIGN.md section 2 as CMake targets. A layer's include path holds its own
 # folder and nothing else of the source tree: the path is a directory of links made here
 # (build/layers/<folder>/<folder> -> the source folder), and the layers below arrive only through
-# what the target links. An include that points up (`#include "kernels/..."` in autotune/) is
+# what the target links. An include that points up (`#include "attention/attention_tuning.hpp"` in autotune/) is
 # therefore not found and does not compile; tests/layers checks that it stays so.
 
 # Sets `out` to an include directory through which `#include "<folder>/..."` reaches the source
-# folder `folder` and nothing else.
+# folder `folder` (or the one the optional third argument names, relative to the source tree)
+# and nothing else.
 function(flashjit_layer_include_dir out folder)
+  set(source "${folder}")
+  if(ARGC GREATER 2)
+    set(source "${ARGV2}")
+  endif()
   set(root "${PROJECT_BINARY_DIR}/layers/${folder}")
   file(MAKE_DIRECTORY "${root}")
   file(REMOVE "${root}/${folder}")
-  file(CREATE_LINK "${PROJECT_SOURCE_DIR}/${folder}" "${root}/${folder}" SYMBOLIC)
+  file(CREATE_LINK "${PROJECT_SOURCE_DIR}/${source}" "${root}/${folder}" SYMBOLIC)
   set(${out} "${root}" PARENT_SCOPE)
 endfunction()
+
+# The tile library (ops/tile/), which every layer may include as "tile/...": the primitives
+# whose numerics the emulator and the runtime share with the kernels. Reaching it does not
+# reach the ops beside it.
+flashjit_layer_include_dir(FLASHJIT_TILE_INCLUDE_DIR tile ops/tile)
 
 # flashjit_public_types: the public headers of plain types every layer may use (errors, dtypes,
 # tensor views, device info, ...). The facade's headers (runtime.hpp, flashjit.hpp, the C API)
@@ -33,9 +43,15 @@ add_library(flashjit_public_types INTERFACE)
 target_include_directories(flashjit_public_types INTERFACE "${flashjit_types_root}")
 
 # Gives `target` (the library of layer folder `folder`) its include path: its own folder, public
-# to what links it, plus its dependencies' through target_link_libraries.
+# to what links it, plus its dependencies' through target_link_libraries. With ROOT, the folder
+# itself is the include root (ops/: "softmax/softmax.hpp", the names NVRTC gives the templates).
 function(flashjit_layer target folder)
-  flashjit_layer_include_dir(dir "${folder}")
+  cmake_parse_arguments(ARG "ROOT" "" "" ${ARGN})
+  if(ARG_ROOT)
+    set(dir "${PROJECT_SOURCE_DIR}/${folder}")
+  else()
+    flashjit_layer_include_dir(dir "${folder}")
+  endif()
   target_include_directories(${target} PUBLIC "$<BUILD_INTERFACE:${dir}>")
   target_link_libraries(${target} PUBLIC "$<BUILD_INTERFACE:flashjit_public_types>")
   set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)

@@ -1,6 +1,6 @@
 #pragma once
 // The CUDA names a template uses, defined for the host so the very source NVRTC compiles runs
-// on the emulator (templates/tile/platform.cuh includes this when FLASHJIT_EMULATOR is set).
+// on the emulator (ops/tile/platform.cuh includes this when FLASHJIT_EMULATOR is set).
 // Warp collectives are what they are on the GPU: every lane of the mask arrives, then each
 // gets its result; the calling fiber waits in between.
 #include <cstdint>

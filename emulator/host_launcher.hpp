@@ -1,7 +1,7 @@
 #pragma once
 // The bridge from an Executor-style launch (a pointer to each argument, nullptr-terminated) to
-// a host-compiled kernel's parameters. Shared by the build-time kernel table (kernels/emulated/)
-// and the translation units the emulator backend compiles at run time, which export
+// a host-compiled kernel's parameters. Shared by the build-time kernel table (the ops' emulated
+// instances) and the translation units the emulator backend compiles at run time, which export
 // &HostLauncher<&kernel>::launch from a shared object; so this header, with everything it
 // includes, is embedded in the library and must compile on its own.
 #include <cstddef>

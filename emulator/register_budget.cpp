@@ -12,7 +12,7 @@
 //    multiple of 8 (the allocation unit), capped at ptxas' 255: the limit ptxas works to for
 //    __launch_bounds__(threads), which the Hopper kernels give. So 384 threads (12 warps, 3 a
 //    quadrant) get 168, and so do 288 (9 warps, still 3 a quadrant), as ptxas reports for the
-//    TMA forward (tests/kernels/test_attention_forward_tma_emulated.cpp). The emulator's
+//    TMA forward (tests/ops/test_attention_forward_tma_emulated.cpp). The emulator's
 //    launches carry no launch bounds or register count, so the block size stands for them;
 //  - with whole warpgroups each quadrant gains or loses the same amount at every setmaxnreg,
 //    so one CTA-wide pool of 65536 is the same constraint as four quadrant pools;

@@ -1,7 +1,7 @@
 #pragma once
 // The table of kernels the emulator backend runs without compiling: template instances compiled
-// into flashjit by the host compiler (kernels/emulated/), each paired with the spec its op
-// renders for it. runtime/ does not know which kernels exist: kernels/ fills a table
+// into flashjit by the host compiler (the ops' emulated instances), each paired with the spec its
+// op renders for it. runtime/ does not know which kernels exist: ops/ fills a table
 // (kernels::emulated::builtin_kernels()) and the public Runtime hands it to the emulator
 // backend it opens.
 #include <cstddef>

@@ -1,7 +1,7 @@
 #pragma once
 // Where kernels run: the CUDA GPU, or the CPU emulator running the same templates. Ops in
-// kernels/ build a spec, a launch shape and the argument list once, and hand them here; they do
-// not know which backend runs them.
+// The ops (ops/) build a spec, a launch shape and the argument list once, and hand them here; they
+// do not know which backend runs them.
 #include <cstddef>
 #include <string>
 #include <vector>

@@ -1,6 +1,6 @@
 #pragma once
 // A KernelSpec names one specialization of one template for one GPU architecture. It is a
-// value: kernels/ fills it from a config, the compiler renders it for NVRTC, the cache hashes
+// value: ops/ fills it from a config, the compiler renders it for NVRTC, the cache hashes
 // it. No user data is ever pasted into source text; configs reach the template only through
 // the C++ name expression that NVRTC instantiates.
 #include <cstddef>

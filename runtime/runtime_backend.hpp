@@ -1,6 +1,6 @@
 #pragma once
 // What a Runtime runs on: a CUDA GPU or the CPU emulator. Memory, copies, synchronization and
-// launches differ per backend. Ops in kernels/ and the autotuner work through this; users see
+// launches differ per backend. Ops in ops/ and the autotuner work through this; users see
 // the public Runtime (api/), which owns one.
 #include <cstddef>
 #include <memory>

@@ -1,6 +1,6 @@
 #pragma once
 // Kernel parameters made of TMA tensor maps. A kernel takes its maps as a struct of
-// tma_descriptor fields (templates/tile/tma.cuh), whose form differs by backend: on the GPU each
+// tma_descriptor fields (ops/tile/tma.cuh), whose form differs by backend: on the GPU each
 // is the 128-byte CUtensorMap that cuTensorMapEncodeTiled writes; on the emulator each is a
 // pointer to the decoded emulator::TensorMap, which must outlive the launch. Ops describe their
 // maps once, decoded, and the executor encodes them (Executor::tensor_maps).

@@ -1,9 +1,9 @@
 #include "chosen_kernels.hpp"
 
 #include "api/runtime_parts.hpp"
+#include "attention/attention_tuning.hpp"
 #include "autotune/tuning_state.hpp"
 #include "flashjit/error.hpp"
-#include "kernels/attention_tuning.hpp"
 
 namespace flashjit::tools {
 

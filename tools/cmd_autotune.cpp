@@ -11,16 +11,16 @@
 #include <vector>
 
 #include "api/runtime_parts.hpp"
+#include "attention/attention_tuning.hpp"
+#include "attention/decode_tuning.hpp"
 #include "autotune/tuner.hpp"
 #include "autotune/tuning_state.hpp"
 #include "commands.hpp"
 #include "flashjit/error.hpp"
 #include "format.hpp"
-#include "kernels/attention_tuning.hpp"
-#include "kernels/decode_tuning.hpp"
-#include "kernels/layer_norm_tuning.hpp"
-#include "kernels/multiscale_tuning.hpp"
 #include "layer_norm/layer_norm_space.cuh"
+#include "layer_norm/layer_norm_tuning.hpp"
+#include "multiscale/multiscale_tuning.hpp"
 #include "runtime/disk_cache.hpp"
 #include "runtime/parallel.hpp"
 

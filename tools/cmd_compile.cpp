@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "attention/attention_forward.hpp"
 #include "autotune/candidates.hpp"
 #include "commands.hpp"
+#include "common/op_registry.hpp"
 #include "flashjit/device.hpp"
 #include "flashjit/error.hpp"
 #include "format.hpp"
-#include "kernels/attention_forward.hpp"
-#include "kernels/op_registry.hpp"
 #include "runtime/compiler.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "runtime/parallel.hpp"

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "attention/attention_forward.hpp"
+#include "attention/attention_tuning.hpp"
 #include "cases/attention_case.hpp"
 #include "cases/backward_case.hpp"
 #include "cases/inference_case.hpp"
@@ -27,9 +29,7 @@
 #include "flashjit/error.hpp"
 #include "flashjit/runtime.hpp"
 #include "format.hpp"
-#include "kernels/attention_forward.hpp"
-#include "kernels/attention_tuning.hpp"
-#include "kernels/merge_states.hpp"
+#include "merge_states/merge_states.hpp"
 #include "merge_states/merge_states_space.cuh"
 #include "run_layer_norm.hpp"
 #include "run_multiscale.hpp"

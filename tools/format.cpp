@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <regex>
 
+#include "attention/attention_forward.hpp"
 #include "flashjit/error.hpp"
-#include "kernels/attention_forward.hpp"
 
 namespace flashjit::tools {
 

@@ -7,8 +7,8 @@
 #include "chosen_kernels.hpp"
 #include "flashjit/error.hpp"
 #include "format.hpp"
-#include "kernels/layer_norm_tuning.hpp"
 #include "layer_norm/layer_norm_space.cuh"
+#include "layer_norm/layer_norm_tuning.hpp"
 
 namespace flashjit::tools {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "format.hpp"
-#include "kernels/multiscale_attention.hpp"
+#include "multiscale/multiscale_attention.hpp"
 
 namespace flashjit::tools {
 

@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "api/runtime_parts.hpp"
+#include "attention/attention_tuning.hpp"
 #include "autotune/candidates.hpp"
 #include "autotune/tuner.hpp"
 #include "autotune/tuning_state.hpp"
+#include "common/config_choice.hpp"
 #include "flashjit/flashjit.hpp"
-#include "kernels/attention_tuning.hpp"
-#include "kernels/config_choice.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "support/temp_dir.hpp"
 
@@ -361,7 +361,7 @@ TEST_CASE("policy: forward follows the database under cached, not under off") {
   Runtime writer = emulated_runtime(TuningPolicy::off);
   const kernels::ForwardConfig fallback =
       (choose_config(detail::tuning_of(writer), p)).get<kernels::ForwardConfig>();
-  // An entry whose winner is another config the emulator has (kernels/emulated/).
+  // An entry whose winner is another config the emulator has (the ops' emulated instances).
   TuningEntry entry;
   entry.default_config = TunedConfig(fallback).name();
   entry.candidates = {{TunedConfig(fallback).name(), 2.0, "ok"}, {"br64.bc64.w4.s1", 1.0, "ok"}};

@@ -10,12 +10,12 @@
 #include <string>
 
 #include "api/runtime_parts.hpp"
+#include "attention/decode_tuning.hpp"
 #include "autotune/candidates.hpp"
 #include "autotune/tuner.hpp"
 #include "autotune/tuning_state.hpp"
 #include "cases/inference_case.hpp"
 #include "flashjit/flashjit.hpp"
-#include "kernels/decode_tuning.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace flashjit;

@@ -15,7 +15,7 @@
 #include "autotune/tuning_state.hpp"
 #include "cases/layer_norm_case.hpp"
 #include "flashjit/flashjit.hpp"
-#include "kernels/layer_norm_tuning.hpp"
+#include "layer_norm/layer_norm_tuning.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace flashjit;

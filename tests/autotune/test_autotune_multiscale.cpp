@@ -16,8 +16,8 @@
 #include "autotune/tuning_state.hpp"
 #include "cases/multiscale_case.hpp"
 #include "flashjit/flashjit.hpp"
-#include "kernels/multiscale_attention.hpp"
-#include "kernels/multiscale_tuning.hpp"
+#include "multiscale/multiscale_attention.hpp"
+#include "multiscale/multiscale_tuning.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace flashjit;

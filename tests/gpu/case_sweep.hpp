@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "attention/attention_forward.hpp"
 #include "flashjit/runtime.hpp"
-#include "kernels/attention_forward.hpp"
 #include "runtime/kernel_spec.hpp"
 #include "support/case_builders.hpp"
 

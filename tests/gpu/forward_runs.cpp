@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention_forward.hpp"
+#include "attention/attention_forward.hpp"
 
 namespace flashjit::testing {
 namespace {

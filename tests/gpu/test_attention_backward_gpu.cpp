@@ -1,6 +1,6 @@
 // The backward op on the GPU (label gpu), each gradient checked against the float64 reference
 // with the bar of cases/backward_case (at most twice the plain-dtype backward's error):
-// the checks of tests/kernels/test_attention_backward_emulated.cpp (ragged lengths, causal with
+// the checks of tests/ops/test_attention_backward_emulated.cpp (ragged lengths, causal with
 // seqlen_q != seqlen_k, head dims from 8 to 256, GQA, both layouts, windows, softcap, fp16 and
 // bf16, both modes: atomic dQ and deterministic with bit-identical reruns), every config that
 // fits the device for bf16 head dims 64 and 128;
@@ -13,10 +13,10 @@
 #include <utility>
 #include <vector>
 
+#include "attention/attention_backward.hpp"
+#include "attention/attention_forward.hpp"
 #include "cases/backward_case.hpp"
 #include "gpu/case_sweep.hpp"
-#include "kernels/attention_backward.hpp"
-#include "kernels/attention_forward.hpp"
 #include "support/backward_case_builders.hpp"
 
 namespace flashjit::testing {

@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "api/runtime_parts.hpp"
+#include "attention/attention_tuning.hpp"
+#include "attention/decode_tuning.hpp"
 #include "autotune/tuner.hpp"
 #include "autotune/tuning_state.hpp"
 #include "flashjit/flashjit.hpp"
-#include "kernels/attention_tuning.hpp"
-#include "kernels/decode_tuning.hpp"
-#include "kernels/layer_norm_tuning.hpp"
+#include "layer_norm/layer_norm_tuning.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace flashjit;

@@ -14,22 +14,23 @@
 #include <vector>
 
 #include "api/runtime_parts.hpp"
+#include "attention/attention_backward.hpp"
+#include "attention/attention_forward.hpp"
+#include "common/builtin_kernels.hpp"
+#include "common/op_registry.hpp"
 #include "flashjit/flashjit.hpp"
-#include "kernels/attention_backward.hpp"
-#include "kernels/attention_forward.hpp"
-#include "kernels/emulated/builtin_kernels.hpp"
-#include "kernels/layer_norm.hpp"
-#include "kernels/merge_states.hpp"
-#include "kernels/op_registry.hpp"
-#include "kernels/softmax.hpp"
+#include "layer_norm/layer_norm.hpp"
+#include "merge_states/merge_states.hpp"
 #include "reference/attention_reference.hpp"
 #include "reference/checker.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/kernel_cache.hpp"
+#include "softmax/softmax.hpp"
 #include "support/temp_dir.hpp"
 
 #if defined(FLASHJIT_EMULATOR)
-#error "FLASHJIT_EMULATOR leaked into a user of flashjit: only kernels/emulated/ may see it"
+#error \
+    "FLASHJIT_EMULATOR leaked into a user of flashjit: only the ops' emulated instances may see it"
 #endif
 
 using namespace flashjit;

@@ -3,9 +3,9 @@
 
 #include <fstream>
 
+#include "attention/attention_forward.hpp"
 #include "flashjit/error.hpp"
 #include "flashjit/runtime.hpp"
-#include "kernels/attention_forward.hpp"
 #include "runtime/compiler.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "support/kernel_fixtures.hpp"

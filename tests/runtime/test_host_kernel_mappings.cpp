@@ -11,7 +11,7 @@
 
 #include "api/runtime_parts.hpp"
 #include "flashjit/flashjit.hpp"
-#include "kernels/merge_states.hpp"
+#include "merge_states/merge_states.hpp"
 #include "merge_states/merge_states_params.cuh"
 #include "merge_states/merge_states_space.cuh"
 #include "runtime/executor.hpp"

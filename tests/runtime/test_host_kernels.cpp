@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "api/runtime_parts.hpp"
+#include "attention/attention_forward.hpp"
 #include "cases/attention_case.hpp"
+#include "common/builtin_kernels.hpp"
 #include "flashjit/flashjit.hpp"
-#include "kernels/attention_forward.hpp"
-#include "kernels/emulated/builtin_kernels.hpp"
 #include "runtime/cache_file.hpp"
 #include "runtime/emulated_kernel_table.hpp"
 #include "runtime/executor.hpp"
@@ -31,8 +31,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Head dim 72 is not built for the emulator (kernels/emulated/): every head dim the GPU path
-// accepts should run anyway.
+// Head dim 72 is not built for the emulator (the ops' emulated instances): every head dim the GPU
+// path accepts should run anyway.
 const kernels::ForwardConfig kConfig72{DType::bf16, 72, 64, 32, 4, 1, MaskKind::none,
                                        false};
 

@@ -1,5 +1,5 @@
 #pragma once
-// The scaffolding of the ops' bad-argument tests (tests/kernels/test_*_arguments.cpp): the
+// The scaffolding of the ops' bad-argument tests (tests/ops/test_*_arguments.cpp): the
 // check that an InvalidArgument names the argument at fault, and a table of ways to break a
 // valid call, each run in a SUBCASE of its own. Header-only: it holds doctest assertions and
 // templates, and every test binary that uses it already links doctest.

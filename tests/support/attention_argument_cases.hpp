@@ -1,5 +1,5 @@
 #pragma once
-// What the attention forward and backward host tests (tests/kernels/test_attention_arguments.cpp,
+// What the attention forward and backward host tests (tests/ops/test_attention_arguments.cpp,
 // test_attention_backward_arguments.cpp) share: a valid call with host buffers of the exact size,
 // which each test breaks one argument at a time; the mismatches between an explicit config and a
 // call that both ops reject alike; and the checks of an op's heuristic default config.
@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "attention/attention_backward.hpp"
+#include "attention/attention_forward.hpp"
 #include "flashjit/attention.hpp"
-#include "kernels/attention_backward.hpp"
-#include "kernels/attention_forward.hpp"
 #include "support/argument_cases.hpp"
 
 namespace flashjit::testing {

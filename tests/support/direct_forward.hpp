@@ -10,11 +10,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "attention/attention_forward.hpp"
 #include "cases/attention_case.hpp"
 #include "cases/case_inputs.hpp"
 #include "emulator/launch.hpp"
 #include "flashjit/attention.hpp"
-#include "kernels/attention_forward.hpp"
 #include "support/forward_case_builders.hpp"
 #include "tile/numeric.cuh"
 

@@ -1,8 +1,8 @@
 #pragma once
 // Small real kernels to exercise the cache and compiler with (the softmax op's specs).
-#include "kernels/softmax.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "runtime/kernel_spec.hpp"
+#include "softmax/softmax.hpp"
 
 namespace flashjit::testing {
 

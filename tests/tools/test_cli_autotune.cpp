@@ -8,13 +8,13 @@
 #include <vector>
 
 #include "api/runtime_parts.hpp"
+#include "attention/attention_tuning.hpp"
 #include "autotune/candidates.hpp"
 #include "autotune/tuning_db.hpp"
 #include "autotune/tuning_state.hpp"
 #include "cli_runner.hpp"
 #include "flashjit/device.hpp"
 #include "flashjit/runtime.hpp"
-#include "kernels/attention_tuning.hpp"
 #include "support/temp_dir.hpp"
 
 using flashjit::testing::ChildResult;

@@ -1,0 +1,404 @@
+#include "attention/attention_backward.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attention/attention_common.hpp"
+#include "attention/attention_tuning.hpp"
+#include "common/config_choice.hpp"
+#include "flashjit/error.hpp"
+#include "runtime/executor.hpp"
+
+namespace flashjit::kernels {
+namespace space = flashjit::attention_backward_space;
+
+namespace {
+
+/// The dK/dV tiles per head dim, best first (the first valid one that fits the arch's shared
+/// memory is the default). Bc = 128 keys per CTA over 8 warps halves the Q and dO traffic of
+/// Bc = 64 (each CTA streams every query block past its keys); Br is as large as the
+/// accumulator budget allows beside dK and dV (attention_backward_space::key_kernel_valid).
+/// The later entries cover head dims whose width 8 warps cannot split (the atomic dQ block of
+/// 64 rows needs 32-column blocks: not at 16 or 48) and sm_86/sm_89's 99 KB. Untimed: the
+/// autotuner will say.
+std::vector<KeyBlockTile> preferred_key_tiles(int head_dim) {
+  const int padded = space::key_kernel_head_dim(head_dim);
+  if (padded <= 64) return {{64, 128, 8, 2}, {64, 64, 4, 2}, {32, 64, 4, 2}};
+  if (padded <= 128) return {{32, 128, 8, 2}, {64, 64, 8, 2}, {64, 64, 4, 2}, {32, 64, 4, 1}};
+  return {{32, 64, 8, 2}, {64, 64, 8, 2}, {64, 32, 8, 1}, {32, 32, 4, 1}};
+}
+
+/// The dQ kernel's tiles (deterministic mode), best first: Br = Bc = 64 over 4 warps up to head
+/// dim 144 (104 with softcap), then 32 x 32 over 2 warps. The cut-offs are where 64 x 64 stopped
+/// compiling without spills on sm_80 and sm_90a (NVRTC 13.0) when this kernel also served the
+/// atomic-free default.
+std::vector<QueryBlockTile> preferred_query_tiles(int head_dim, bool softcap) {
+  if (head_dim <= (softcap ? 104 : 144)) return {{64, 64, 4}, {32, 32, 2}};
+  return {{32, 32, 2}};
+}
+
+std::string mask_type(MaskKind mask) {
+  return std::string("flashjit::MaskKind::") + (mask == MaskKind::window ? "window" : "none");
+}
+
+/// The traits of a main kernel's readable name: the config's dtype, mask and softcap, then the
+/// kernel's tile.
+std::vector<std::string> tile_traits(const BackwardConfig& config, int block_m, int block_n,
+                                     int warps) {
+  std::vector<std::string> traits = {std::string(dtype_name(config.dtype))};
+  if (config.mask == MaskKind::window) traits.push_back("window");
+  if (config.softcap) traits.push_back("softcap");
+  for (const std::string& tile :
+       {detail::trait("br", block_m), detail::trait("bc", block_n), detail::trait("w", warps)}) {
+    traits.push_back(tile);
+  }
+  return traits;
+}
+
+/// A spec of op "attention-backward" for `arch` with the fields every backward kernel shares.
+detail::KernelSpec backward_spec(const std::string& arch, const std::string& role,
+                                 const std::string& header, const std::string& name_expression,
+                                 int head_dim, std::vector<std::string> traits) {
+  detail::KernelSpec spec;
+  spec.op = "attention-backward";
+  spec.header = header;
+  spec.name_expression = name_expression;
+  spec.arch = arch;
+  spec.role = role;
+  spec.head_dim = head_dim;
+  spec.traits = std::move(traits);
+  spec.readable_name = detail::name_of("attention_backward." + role, head_dim, spec.traits);
+  return spec;
+}
+
+detail::KernelSpec dkdv_spec(const BackwardConfig& config, const std::string& arch) {
+  const KeyBlockTile& t = config.key;
+  const bool atomic_dq = !config.deterministic;
+  std::vector<std::string> traits = tile_traits(config, t.block_m, t.block_n, t.warps);
+  traits.push_back(detail::trait("s", t.stages));
+  if (atomic_dq) traits.push_back("atomic_dq");
+  if (config.varlen) traits.push_back("varlen");
+  const std::string type = "flashjit::BackwardKeyTraits<" + template_element(config.dtype) + ", " +
+                           std::to_string(config.head_dim) + ", " + std::to_string(t.block_m) +
+                           ", " + std::to_string(t.block_n) + ", " + std::to_string(t.warps) +
+                           ", " + std::to_string(t.stages) + ", " + mask_type(config.mask) + ", " +
+                           (config.softcap ? "true" : "false") + ", " +
+                           (atomic_dq ? "true" : "false") + (config.varlen ? ", true" : "") + ">";
+  detail::KernelSpec spec = backward_spec(arch, "dkdv", "attention/backward_dkdv_kernel.cuh",
+                                          "flashjit::attention_backward_dkdv_kernel<" + type + ">",
+                                          config.head_dim, std::move(traits));
+  spec.threads = t.warps * 32;
+  spec.dynamic_shared_bytes = config.key_shared_bytes();
+  return spec;
+}
+
+detail::KernelSpec dq_spec(const BackwardConfig& config, const std::string& arch) {
+  const QueryBlockTile& t = config.query;
+  std::vector<std::string> traits = tile_traits(config, t.block_m, t.block_n, t.warps);
+  if (config.varlen) traits.push_back("varlen");
+  const std::string type =
+      "flashjit::BackwardQueryTraits<" + template_element(config.dtype) + ", " +
+      std::to_string(config.head_dim) + ", " + std::to_string(t.block_m) + ", " +
+      std::to_string(t.block_n) + ", " + std::to_string(t.warps) + ", " + mask_type(config.mask) +
+      ", " + (config.softcap ? "true" : "false") + (config.varlen ? ", true" : "") + ">";
+  detail::KernelSpec spec = backward_spec(arch, "dq", "attention/backward_dq_kernel.cuh",
+                                          "flashjit::attention_backward_dq_kernel<" + type + ">",
+                                          config.head_dim, std::move(traits));
+  spec.threads = t.warps * 32;
+  spec.dynamic_shared_bytes = config.query_shared_bytes();
+  return spec;
+}
+
+/// A per-row kernel templated on the element type (and whether the batch has variable lengths)
+/// only: the delta and dQ-convert kernels.
+detail::KernelSpec row_kernel_spec(DType dtype, bool varlen, const std::string& arch,
+                                   const std::string& role, const std::string& kernel) {
+  std::vector<std::string> traits = {std::string(dtype_name(dtype))};
+  if (varlen) traits.push_back("varlen");
+  detail::KernelSpec spec =
+      backward_spec(arch, role, "attention/backward_" + kernel + ".cuh",
+                    "flashjit::attention_backward_" + kernel + "<" + template_element(dtype) +
+                        (varlen ? ", true" : "") + ">",
+                    0, std::move(traits));
+  spec.threads = kDeltaRowsPerBlock * 32;  // one warp per row
+  return spec;
+}
+
+/// Grid (ceil(rows / rows_per_block), heads, batch) of `warps` warps.
+detail::LaunchShape launch_shape(std::int64_t rows, int rows_per_block, std::int64_t heads,
+                                 std::int64_t batch, int warps, int shared_bytes, Stream stream) {
+  detail::LaunchShape shape;
+  shape.grid_x = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
+  shape.grid_y = static_cast<unsigned>(heads);
+  shape.grid_z = static_cast<unsigned>(batch);
+  shape.block_x = static_cast<unsigned>(warps * 32);
+  shape.dynamic_shared_bytes = static_cast<std::size_t>(shared_bytes);
+  shape.stream = static_cast<CUstream>(stream);
+  return shape;
+}
+
+/// The tensors of one call, bundled for the launch helpers.
+struct BackwardTensors {
+  const TensorView& q;
+  const TensorView& k;
+  const TensorView& v;
+  const TensorView& o;
+  const TensorView& lse;
+  const TensorView& dout;
+  const TensorView& dq;
+  const TensorView& dk;
+  const TensorView& dv;
+};
+
+std::vector<detail::KernelBuffer> backward_buffers(const BackwardTensors& t,
+                                                   const DeviceBuffer& delta,
+                                                   const DeviceBuffer& dq_accum) {
+  std::vector<detail::KernelBuffer> buffers = {
+      kernel_buffer(t.q, "q"),     kernel_buffer(t.k, "k"),
+      kernel_buffer(t.v, "v"),     kernel_buffer(t.o, "o"),
+      kernel_buffer(t.lse, "lse"), kernel_buffer(t.dout, "dout"),
+      kernel_buffer(t.dq, "dq"),   kernel_buffer(t.dk, "dk"),
+      kernel_buffer(t.dv, "dv"),   {delta.data(), delta.size(), "delta"}};
+  if (dq_accum.size() > 0) buffers.push_back({dq_accum.data(), dq_accum.size(), "dq_accum"});
+  return buffers;
+}
+
+/// Launches a validated call with a config already checked against it: D, then dK and dV (and
+/// dQ's sum), then dQ, all on `stream`. The workspaces (D: 4 bytes per query row and head; dQ's
+/// sum: 4 per element of dQ unless deterministic) are allocated and freed in the stream's
+/// order, so nothing waits on the host, and a launch that throws halfway still frees them after
+/// the kernels already queued.
+void launch_backward(detail::RuntimeBackend& backend, const Attention& attention,
+                     const BackwardTensors& t, const BackwardConfig& config, Stream stream,
+                     const SequenceIndex& sequences = {},
+                     const std::vector<detail::KernelBuffer>& index_buffers = {}) {
+  const BackwardSpecs specs = backward_specs(config, backend.info().arch());
+  const BackwardLaunchShapes shapes = backward_launch_shapes(config, attention, stream);
+  const DeviceBuffer delta =
+      backend.allocate_buffer_on_stream(backward_delta_bytes(attention), stream);
+  const DeviceBuffer dq_accum =
+      backend.allocate_buffer_on_stream(backward_dq_accum_bytes(attention), stream);
+  AttentionBackwardParams params =
+      backward_params(attention, t.q, t.k, t.v, t.o, t.lse, t.dout, t.dq, t.dk, t.dv,
+                      static_cast<float*>(delta.data()),
+                      dq_accum.size() > 0 ? static_cast<float*>(dq_accum.data()) : nullptr);
+  params.sequences = sequences;  // a variable-length batch's offsets (zero for a dense one)
+  std::vector<detail::KernelBuffer> buffers = backward_buffers(t, delta, dq_accum);
+  buffers.insert(buffers.end(), index_buffers.begin(), index_buffers.end());
+  detail::Executor& executor = backend.executor();
+  detail::launch_kernel(executor, specs.delta, shapes.delta, buffers, params);  // D
+  detail::launch_kernel(executor, specs.dkdv, shapes.dkdv, buffers, params);    // dK, dV
+  detail::launch_kernel(executor, specs.dq, shapes.dq, buffers, params);        // dQ
+}
+
+/// Every config of one kernel's space, in the order of its tables.
+std::vector<KeyBlockTile> key_tiles() {
+  std::vector<KeyBlockTile> tiles;
+  for (int block_m : space::kKeyBlockM)
+    for (int block_n : space::kKeyBlockN)
+      for (int warps : space::kKeyWarps)
+        for (int stages : space::kKeyStages) tiles.push_back({block_m, block_n, warps, stages});
+  return tiles;
+}
+std::vector<QueryBlockTile> query_tiles() {
+  std::vector<QueryBlockTile> tiles;
+  for (int block_m : space::kQueryBlockM)
+    for (int block_n : space::kQueryBlockN)
+      for (int warps : space::kQueryWarps) tiles.push_back({block_m, block_n, warps});
+  return tiles;
+}
+
+}  // namespace
+
+bool BackwardConfig::valid() const {
+  if (dtype != DType::f16 && dtype != DType::bf16) return false;
+  if (!space::key_kernel_valid(head_dim, key.block_m, key.block_n, key.warps, key.stages, softcap,
+                               !deterministic)) {
+    return false;
+  }
+  return deterministic ? space::query_kernel_valid(head_dim, query.block_m, query.block_n,
+                                                   query.warps, softcap)
+                       : query == QueryBlockTile{};
+}
+
+int BackwardConfig::key_shared_bytes() const {
+  return space::key_kernel_shared_bytes(head_dim, key.block_m, key.block_n, key.stages);
+}
+
+int BackwardConfig::query_shared_bytes() const {
+  return deterministic ? space::query_kernel_shared_bytes(head_dim, query.block_m, query.block_n)
+                       : 0;
+}
+
+int BackwardConfig::shared_bytes() const {
+  return std::max(key_shared_bytes(), query_shared_bytes());
+}
+
+std::vector<BackwardConfig> backward_configs(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                                             bool deterministic) {
+  std::vector<BackwardConfig> configs;
+  const std::vector<QueryBlockTile> queries =
+      deterministic ? query_tiles() : std::vector<QueryBlockTile>{QueryBlockTile{}};
+  for (const KeyBlockTile& key : key_tiles()) {
+    for (const QueryBlockTile& query : queries) {
+      BackwardConfig config{dtype, head_dim, mask, softcap, deterministic, key, query};
+      if (config.valid()) configs.push_back(config);
+    }
+  }
+  return configs;
+}
+
+BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                                       bool deterministic, const std::string& arch) {
+  check_attention_support(dtype, head_dim);
+  const int limit = arch_shared_memory_limit(arch);
+  BackwardConfig config{dtype, head_dim, mask, softcap, deterministic, {}, {}};
+  // Each kernel takes its own first choice that fits: their shared memory is separate.
+  bool found = !deterministic;
+  for (const QueryBlockTile& query :
+       deterministic ? preferred_query_tiles(head_dim, softcap) : std::vector<QueryBlockTile>{}) {
+    config.query = query;
+    found =
+        space::query_kernel_valid(head_dim, query.block_m, query.block_n, query.warps, softcap) &&
+        config.query_shared_bytes() <= limit;
+    if (found) break;
+  }
+  for (const KeyBlockTile& key :
+       found ? preferred_key_tiles(head_dim) : std::vector<KeyBlockTile>{}) {
+    config.key = key;
+    if (config.valid() && config.shared_bytes() <= limit) return config;
+  }
+  // Kept so that the result stays valid if the tables change: the config with the least shared
+  // memory.
+  return least_shared_memory(backward_configs(dtype, head_dim, mask, softcap, deterministic));
+}
+
+BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& arch) {
+  if (!config.valid()) {
+    throw InvalidArgument("config",
+                          "is not in the backward config space (see "
+                          "attention_backward_space::key_kernel_valid and query_kernel_valid)");
+  }
+  BackwardSpecs specs;
+  specs.delta = row_kernel_spec(config.dtype, config.varlen, arch, "delta", "delta_kernel");
+  specs.dkdv = dkdv_spec(config, arch);
+  specs.dq = config.deterministic ? dq_spec(config, arch)
+                                  : row_kernel_spec(config.dtype, config.varlen, arch, "dq_convert",
+                                                    "dq_convert_kernel");
+  return specs;
+}
+
+void check_backward_config(const BackwardConfig& config, const Attention& attention,
+                           const TensorView& q) {
+  if (!config.valid()) throw InvalidArgument("config", "is not in the backward config space");
+  check_config_class({config.dtype, config.head_dim, config.mask, config.softcap}, attention, q);
+  if (config.deterministic != attention.deterministic) {
+    throw InvalidArgument("config", std::string(config.deterministic ? "is" : "is not") +
+                                        " deterministic but the call's attention.deterministic "
+                                        "is " +
+                                        (attention.deterministic ? "true" : "false"));
+  }
+}
+
+bool backward_is_empty(const Attention& attention) {
+  return attention.batch == 0 || (attention.seqlen_q == 0 && attention.seqlen_k == 0);
+}
+
+std::size_t backward_delta_bytes(const Attention& attention) {
+  return static_cast<std::size_t>(attention.batch * attention.heads_q * attention.seqlen_q) *
+         sizeof(float);
+}
+
+std::size_t backward_dq_accum_bytes(const Attention& attention) {
+  if (attention.deterministic) return 0;
+  return backward_delta_bytes(attention) * static_cast<std::size_t>(attention.head_dim);
+}
+
+AttentionBackwardParams backward_params(const Attention& attention, const TensorView& q,
+                                        const TensorView& k, const TensorView& v,
+                                        const TensorView& o, const TensorView& lse,
+                                        const TensorView& dout, const TensorView& dq,
+                                        const TensorView& dk, const TensorView& dv, float* delta,
+                                        float* dq_accum) {
+  // The fields both passes have come from the forward's own filling, so they cannot drift.
+  const AttentionForwardParams forward = forward_params(attention, q, k, v, o, lse);
+  AttentionBackwardParams params{};
+  params.q = forward.q;
+  params.k = forward.k;
+  params.v = forward.v;
+  params.o = forward.o;
+  params.dout = head_tensor(dout);
+  params.dq = head_tensor(dq);
+  params.dk = head_tensor(dk);
+  params.dv = head_tensor(dv);
+  params.lse = forward.lse;
+  params.lse_batch_stride = forward.lse_batch_stride;
+  params.lse_head_stride = forward.lse_head_stride;
+  params.delta = delta;
+  params.dq_accum = dq_accum;
+  params.batch = static_cast<int>(attention.batch);
+  params.heads_q = static_cast<int>(attention.heads_q);
+  params.seqlen_q = forward.seqlen_q;
+  params.seqlen_k = forward.seqlen_k;
+  params.head_dim = forward.head_dim;
+  params.heads_per_kv = forward.heads_per_kv;
+  params.window_left = forward.window_left;
+  params.window_right = forward.window_right;
+  params.score_scale = forward.score_scale;
+  params.softcap_log2 = forward.softcap_log2;
+  params.scale = static_cast<float>(softmax_scale(attention));
+  return params;
+}
+
+BackwardLaunchShapes backward_launch_shapes(const BackwardConfig& config,
+                                            const Attention& attention, Stream stream) {
+  const Attention& a = attention;
+  constexpr int kRow = kDeltaRowsPerBlock;  // one warp per row
+  const KeyBlockTile& key = config.key;
+  const QueryBlockTile& query = config.query;
+  return {launch_shape(a.seqlen_q, kRow, a.heads_q, a.batch, kRow, 0, stream),
+          launch_shape(a.seqlen_k, key.block_n, a.heads_kv, a.batch, key.warps,
+                       config.key_shared_bytes(), stream),
+          config.deterministic
+              ? launch_shape(a.seqlen_q, query.block_m, a.heads_q, a.batch, query.warps,
+                             config.query_shared_bytes(), stream)
+              : launch_shape(a.seqlen_q, kRow, a.heads_q, a.batch, kRow, 0, stream)};
+}
+
+void attention_backward(detail::RuntimeBackend& backend, const Attention& attention,
+                        const TensorView& q, const TensorView& k, const TensorView& v,
+                        const TensorView& o, const TensorView& lse, const TensorView& dout,
+                        const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                        const BackwardConfig& config, Stream stream) {
+  validate_backward_arguments(attention, q, k, v, o, lse, dout, dq, dk, dv);
+  check_backward_config(config, attention, q);
+  check_config_fits_device(config.shared_bytes(), backend.info());
+  if (backward_is_empty(attention)) return;
+  launch_backward(backend, attention, {q, k, v, o, lse, dout, dq, dk, dv}, config, stream);
+}
+
+void launch_attention_backward_sequences(
+    detail::RuntimeBackend& backend, const Attention& attention, const SequenceIndex& sequences,
+    const std::vector<detail::KernelBuffer>& index_buffers, const TensorView& q,
+    const TensorView& k, const TensorView& v, const TensorView& o, const TensorView& lse,
+    const TensorView& dout, const TensorView& dq, const TensorView& dk, const TensorView& dv,
+    const BackwardConfig& config, Stream stream) {
+  launch_backward(backend, attention, {q, k, v, o, lse, dout, dq, dk, dv}, config, stream,
+                  sequences, index_buffers);
+}
+
+void run_attention_backward(detail::RuntimeBackend& backend, ConfigChoice& choice,
+                            const Attention& attention, const TensorView& q, const TensorView& k,
+                            const TensorView& v, const TensorView& o, const TensorView& lse,
+                            const TensorView& dout, const TensorView& dq, const TensorView& dk,
+                            const TensorView& dv, Stream stream) {
+  validate_backward_arguments(attention, q, k, v, o, lse, dout, dq, dk, dv);
+  if (backward_is_empty(attention)) return;
+  launch_backward(backend, attention, {q, k, v, o, lse, dout, dq, dk, dv},
+                  choice.choose_as<BackwardConfig>(AttentionProblem(true, q.dtype, attention)),
+                  stream);
+}
+
+}  // namespace flashjit::kernels

@@ -1,0 +1,185 @@
+#pragma once
+// Host side of the attention backward op: its configs (the host mirror of
+// ops/attention/backward_space.cuh), the heuristic default, kernel specs, argument
+// validation, and the launch sequence: D = rowsum(dO ∘ O), then dK and dV (and dQ's atomic
+// sum), then dQ (its own kernel when deterministic, else the sum rounded). dK and dV are
+// written without atomics; dQ too when Attention::deterministic.
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "attention/attention_forward.hpp"
+#include "attention/backward_params.cuh"
+#include "attention/backward_space.cuh"
+#include "flashjit/attention.hpp"
+#include "flashjit/device.hpp"
+#include "flashjit/dtype.hpp"
+#include "flashjit/tensor.hpp"
+#include "runtime/kernel_spec.hpp"
+#include "runtime/runtime_backend.hpp"
+
+namespace flashjit::kernels {
+
+/// The dK/dV kernel's tile (BackwardKeyTraits): Br query rows streamed per step past Bc keys,
+/// over `warps` warps, with `stages` Q/dO buffers.
+struct KeyBlockTile {
+  int block_m = 64;   ///< query rows per streamed block (Br)
+  int block_n = 128;  ///< keys per CTA (Bc)
+  int warps = 8;
+  int stages = 2;
+  bool operator==(const KeyBlockTile&) const = default;
+};
+
+/// The dQ kernel's tile (BackwardQueryTraits, deterministic mode): Br query rows per CTA, Bc
+/// keys per streamed block, over `warps` warps.
+struct QueryBlockTile {
+  int block_m = 64;  ///< query rows per CTA (Br)
+  int block_n = 64;  ///< keys per streamed block (Bc)
+  int warps = 4;
+  bool operator==(const QueryBlockTile&) const = default;
+};
+
+/// One specialization of the backward kernels. The two main kernels have spaces of their own;
+/// the dQ kernel's tile means something only when `deterministic` (and is the default
+/// QueryBlockTile otherwise, so equal configs run the same kernels).
+struct BackwardConfig {
+  DType dtype = DType::bf16;  ///< f16 or bf16
+  int head_dim = 64;
+  MaskKind mask = MaskKind::none;
+  bool softcap = false;
+  bool deterministic = false;  ///< Attention::deterministic: a dQ kernel instead of atomic adds
+  KeyBlockTile key;            ///< the dK/dV kernel
+  QueryBlockTile query;        ///< the dQ kernel (deterministic only)
+  /// A variable-length batch (cu_seqlens): each CTA rebases the params to its own sequence
+  /// (ops/attention/backward_sequence.cuh).
+  bool varlen = false;
+  bool operator==(const BackwardConfig&) const = default;
+
+  /// Whether the templates accept this config (attention_backward_space::key_kernel_valid, and
+  /// query_kernel_valid when deterministic, a 16-bit dtype, the default query tile otherwise).
+  bool valid() const;
+  /// Dynamic shared memory of a dK/dV block.
+  int key_shared_bytes() const;
+  /// Dynamic shared memory of a dQ block (0 unless deterministic).
+  int query_shared_bytes() const;
+  /// The larger of the two: what the device must grant a block.
+  int shared_bytes() const;
+};
+
+/// Query rows per block of the delta and dQ-convert kernels (declared beside the template's
+/// space).
+using attention_backward_space::kDeltaRowsPerBlock;
+
+/// Every valid config for (dtype, head_dim, mask, softcap, deterministic), in a fixed order:
+/// dK/dV tiles by Br, Bc, warps and stages ascending, and when deterministic each of them with
+/// every dQ tile (Br, Bc, warps ascending). Empty when the dtype or head dim is not supported.
+std::vector<BackwardConfig> backward_configs(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                                             bool deterministic);
+
+/// The heuristic config for (dtype, head_dim, mask, softcap, deterministic) on `arch` (until the
+/// autotuner): the first tile of each kernel's preference list (preferred_key_tiles and
+/// preferred_query_tiles in attention_backward.cpp) that is valid and fits the arch's shared
+/// memory (arch_shared_memory_limit), else the config with the least shared memory. No default
+/// spills registers on sm_80 or sm_90a (NVRTC 13.0;
+/// tests/ops/test_attention_backward_compile.cpp checks the registry's matrix). Throws
+/// InvalidArgument("head_dim") or ("dtype") for a dim or dtype the kernels lack, ("arch") for
+/// an arch flashjit cannot target.
+BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                                       bool deterministic, const std::string& arch);
+
+/// The kernels one backward call launches, in order.
+struct BackwardSpecs {
+  detail::KernelSpec delta;  ///< attention_backward_delta_kernel<T>: D (and zeroes dQ's sum)
+  /// attention_backward_dkdv_kernel<BackwardKeyTraits>: dK and dV, and dQ's atomic sum unless
+  /// deterministic
+  detail::KernelSpec dkdv;
+  /// attention_backward_dq_kernel<BackwardQueryTraits> when deterministic, else
+  /// attention_backward_dq_convert_kernel<T> (dQ = scale · the sum, rounded)
+  detail::KernelSpec dq;
+  /// All three in launch order: delta, dK/dV, then dQ.
+  std::vector<detail::KernelSpec> in_order() const { return {delta, dkdv, dq}; }
+};
+
+/// The specs of `config` for target `arch`: op "attention-backward", readable names such as
+/// "attention_backward.delta.bf16", "attention_backward.dkdv.hdim128.bf16.window.br64.bc128.w8.s2"
+/// (".softcap" after the mask when on; ".atomic_dq" when it sums dQ), and
+/// "attention_backward.dq.hdim128.bf16.window.br64.bc64.w4" (deterministic) or
+/// "attention_backward.dq_convert.bf16". Throws InvalidArgument("config") outside the space.
+BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& arch);
+
+/// Each gradient (dq, dk, dv) writes every element once and shares no memory with an input or
+/// another gradient: throws InvalidArgument naming the pair.
+void check_gradients_disjoint(const TensorView& q, const TensorView& k, const TensorView& v,
+                              const TensorView& o, const TensorView& lse, const TensorView& dout,
+                              const TensorView& dq, const TensorView& dk, const TensorView& dv);
+
+/// Launches the backward of a validated variable-length batch (config.varlen set): the tensors
+/// are the kernels' views (packed ones as batch 1 with batch stride 0, lse as [1, heads_q,
+/// total_q] with batch stride 0), the offsets those of `sequences` (cu_seqlens_q, cu_seqlens_k).
+/// `index_buffers` are the index arrays `sequences` points into, for the emulator's checks.
+void launch_attention_backward_sequences(
+    detail::RuntimeBackend& backend, const Attention& attention, const SequenceIndex& sequences,
+    const std::vector<detail::KernelBuffer>& index_buffers, const TensorView& q,
+    const TensorView& k, const TensorView& v, const TensorView& o, const TensorView& lse,
+    const TensorView& dout, const TensorView& dq, const TensorView& dk, const TensorView& dv,
+    const BackwardConfig& config, Stream stream);
+
+/// Checks backward's arguments (see Runtime::backward); throws InvalidArgument naming the
+/// first bad one ("dout", "lse.shape", "dk", ...). Nothing is launched or written.
+void validate_backward_arguments(const Attention& attention, const TensorView& q,
+                                 const TensorView& k, const TensorView& v, const TensorView& o,
+                                 const TensorView& lse, const TensorView& dout,
+                                 const TensorView& dq, const TensorView& dk, const TensorView& dv);
+
+/// Throws InvalidArgument("config") unless `config` is valid and can run the validated call
+/// (as check_forward_config: same dtype, head dim and softcap, a mask kind covering the call's).
+void check_backward_config(const BackwardConfig& config, const Attention& attention,
+                           const TensorView& q);
+
+/// Whether a backward call of `attention` has nothing to write (batch 0, or no query and no
+/// key): a successful no-op. With seqlen_q 0 alone, dK and dV are written as zeros (no query
+/// sees a key); with seqlen_k 0 alone, dQ is.
+bool backward_is_empty(const Attention& attention);
+
+/// Bytes of the fp32 workspace D = rowsum(dO ∘ O), [batch, heads_q, seqlen_q] contiguous.
+std::size_t backward_delta_bytes(const Attention& attention);
+
+/// Bytes of the fp32 workspace dQ is summed in unless deterministic, [batch, heads_q, seqlen_q,
+/// head_dim] contiguous; 0 when deterministic.
+std::size_t backward_dq_accum_bytes(const Attention& attention);
+
+/// The kernels' arguments for a validated call: every field AttentionForwardParams has too is
+/// filled exactly as forward_params fills it; `delta` and `dq_accum` are the workspaces of
+/// backward_delta_bytes and backward_dq_accum_bytes (nullptr when deterministic).
+AttentionBackwardParams backward_params(const Attention& attention, const TensorView& q,
+                                        const TensorView& k, const TensorView& v,
+                                        const TensorView& o, const TensorView& lse,
+                                        const TensorView& dout, const TensorView& dq,
+                                        const TensorView& dk, const TensorView& dv, float* delta,
+                                        float* dq_accum);
+
+/// Grid, block and shared memory of each launch for a validated call.
+struct BackwardLaunchShapes {
+  /// (ceil(seqlen_q / kDeltaRowsPerBlock), heads_q, batch), kDeltaRowsPerBlock warps, no
+  /// shared memory.
+  detail::LaunchShape delta;
+  /// (ceil(seqlen_k / Bc), heads_kv, batch), the dK/dV tile's warps and shared memory.
+  detail::LaunchShape dkdv;
+  /// Deterministic: (ceil(seqlen_q / Br), heads_q, batch), the dQ tile's warps and shared
+  /// memory; otherwise the convert kernel's, shaped like delta.
+  detail::LaunchShape dq;
+};
+BackwardLaunchShapes backward_launch_shapes(const BackwardConfig& config,
+                                            const Attention& attention, Stream stream);
+
+/// Runtime::backward with an explicit config (tests, the autotuner) on `backend`. The config
+/// must match the call's dtype, head dim, mask kind and softcap (InvalidArgument("config")
+/// otherwise) and fit the device's shared memory. The delta workspace is allocated in
+/// `stream`'s order and freed in it: the call returns once the kernels are queued.
+void attention_backward(detail::RuntimeBackend& backend, const Attention& attention,
+                        const TensorView& q, const TensorView& k, const TensorView& v,
+                        const TensorView& o, const TensorView& lse, const TensorView& dout,
+                        const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                        const BackwardConfig& config, Stream stream);
+
+}  // namespace flashjit::kernels

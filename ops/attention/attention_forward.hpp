@@ -1,0 +1,232 @@
+#pragma once
+// Host side of the attention forward op: its configs (the host mirror of
+// ops/attention/forward_space.cuh), the heuristic default, kernel specs, argument
+// validation, the kernel's arguments and the launch.
+#include <string>
+#include <vector>
+
+#include "attention/forward_params.cuh"
+#include "attention/forward_space.cuh"
+#include "attention/mask_kind.cuh"
+#include "flashjit/attention.hpp"
+#include "flashjit/device.hpp"
+#include "flashjit/dtype.hpp"
+#include "flashjit/tensor.hpp"
+#include "runtime/device_context.hpp"
+#include "runtime/executor.hpp"
+#include "runtime/kernel_spec.hpp"
+#include "runtime/runtime_backend.hpp"
+
+namespace flashjit::kernels {
+
+/// Which forward kernel a config runs.
+enum class ForwardPath {
+  /// ops/attention/forward_kernel.cuh (ForwardTraits): mma.sync, cp.async; every arch.
+  mma_sync,
+  /// wgmma_forward_kernel.cuh (WgmmaForwardTraits), sm_90a only: warpgroups of 64 query rows
+  /// on wgmma, cp.async loads, one K/V stage, warps = Br / 16.
+  wgmma,
+  /// tma_forward_kernel.cuh (TmaForwardTraits), sm_90a only: FlashAttention-3's structure, a
+  /// producer warpgroup's TMA loads into a ring of `stages` K/V slots, consumer warpgroups on
+  /// wgmma, O stored by TMA; warps = Br / 16 + 4. It needs tensors TMA can read (16-byte
+  /// aligned, strides multiples of 16 bytes); the default choice falls back where they are not.
+  tma,
+};
+
+/// One specialization of the forward kernel (the traits of ForwardPath's template).
+struct ForwardConfig {
+  DType dtype = DType::bf16;  ///< f16 or bf16
+  int head_dim = 64;
+  int block_m = 128;  ///< Br
+  int block_n = 64;   ///< Bc
+  int warps = 4;
+  int stages = 2;
+  MaskKind mask = MaskKind::none;
+  bool softcap = false;
+  /// Each warp keeps its Q rows in registers, read from shared memory once, instead of reading
+  /// them for every key block (where attention_forward_space::config_valid finds registers).
+  bool q_in_registers = false;
+  ForwardPath path = ForwardPath::mma_sync;
+  /// TMA path: the softmax of each key block runs under the previous block's O += P V
+  /// (FlashAttention-3's intra-warpgroup overlap; two stages).
+  bool overlap = false;
+  /// TMA path with two consumer warpgroups (Br 128) and overlap: they take turns issuing their
+  /// products, so one's softmax runs under the other's (FlashAttention-3's pingpong).
+  bool pingpong = false;
+  /// TMA path with Bc a multiple of 64: O += P V reads P from shared memory (wgmma's SS form)
+  /// instead of registers (RS), which frees registers (FlashAttention-3 takes it up to head
+  /// dim 96 with three consumer warpgroups).
+  bool p_in_shared = false;
+  /// TMA path with overlap (the space has it with P in registers): one CTA per SM walks the
+  /// (query block, head, batch) tiles, longest causal ones first, instead of one CTA per tile
+  /// (ops/attention/tma_tile_schedule.cuh).
+  bool persistent = false;
+  /// TMA path, unmasked, one CTA per tile, dense: CTAs in clusters of two, consecutive query
+  /// blocks of one (head, batch), each loading half of every K and V block and multicasting it
+  /// to both, so each reads half its K and V from global memory (FlashAttention-3's 2-CTA
+  /// clusters). A CTA past the last query block (an odd count) walks the keys with its peer and
+  /// writes nothing; the default choice runs the unclustered twin there instead.
+  bool cluster = false;
+  /// Inference layouts (ops/attention/sequence_layout.cuh): per-sequence lengths and
+  /// offsets, K/V in pages, the query heads of a key/value head packed into rows, and split-KV
+  /// partials; all on the mma.sync path, and varlen alone (packed prefill, not persistent) on
+  /// the TMA path too. All false: FlashAttention-2's dense batch.
+  bool varlen = false;
+  bool paged = false;
+  bool pack_gqa = false;
+  bool split = false;
+  bool operator==(const ForwardConfig&) const = default;
+
+  /// CTAs of a cluster: 2 with `cluster`, else 1.
+  int cluster_blocks() const { return cluster ? 2 : 1; }
+  /// Whether any inference layout is on.
+  bool inference_layout() const { return varlen || paged || pack_gqa || split; }
+
+  /// Whether the template accepts this config (attention_forward_space::config_valid and a
+  /// 16-bit dtype).
+  bool valid() const;
+  /// Bytes of dynamic shared memory a block of this config uses.
+  int shared_bytes() const;
+};
+
+/// The longest sequence a call may have: the kernel's mask arithmetic is 32-bit and
+/// AttentionForwardParams::kNoWindow (2^30) must exceed every window that limits anything.
+inline constexpr std::int64_t kMaxSeqlen = AttentionForwardParams::kNoWindow;
+/// The largest grid.y (query heads) and grid.z (batch) of a launch.
+inline constexpr std::int64_t kMaxGridYZ = 65535;
+
+/// Whether `arch` has the Hopper paths' instructions (wgmma, TMA): sm_90a only ("a": the
+/// arch-specific features do not carry over to later archs).
+bool runs_wgmma(const std::string& arch);
+
+/// Whether `config` can run on `arch`: the Hopper paths need sm_90a, the mma.sync path runs
+/// everywhere.
+bool runs_on(const ForwardConfig& config, const std::string& arch);
+
+/// Every valid config for (dtype, head_dim, mask, softcap), in a fixed order (the mma.sync
+/// path's by Br, then Bc, warps and stages ascending, then the wgmma path's and the TMA
+/// path's, which only sm_90a runs: see runs_on). Empty when the dtype or head dim is not
+/// supported.
+std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind mask, bool softcap);
+
+/// The dynamic shared memory a block may opt into on `arch` (runtime/kernel_spec.hpp).
+using detail::arch_shared_memory_limit;
+
+/// The heuristic config for (dtype, head_dim, mask, softcap) on `arch` (until the autotuner):
+/// on sm_90a the TMA path where it takes the head dim (64 to 256), else the wgmma path where
+/// it does; otherwise FlashAttention-2's tile shapes per head dim, shrunk until the tiles fit
+/// the arch's shared memory, with two K/V stages where they fit. Always valid and within the
+/// arch's shared memory. Throws InvalidArgument("head_dim") or ("dtype") for a dim or dtype the
+/// kernel lacks.
+ForwardConfig default_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                                     const std::string& arch);
+
+/// The mma.sync path's default for (dtype, head_dim, mask, softcap) on `arch` (what
+/// default_forward_config picks off Hopper), preferring 64-row query blocks when a block has
+/// at most 64 `rows` to fill (decoding). The inference layouts run on this path; `inference`
+/// leaves out the tiles their index arithmetic makes spill.
+ForwardConfig mma_sync_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                                      const std::string& arch, std::int64_t rows, bool inference);
+
+/// What runs where the chosen config is the TMA path and the call's tensors rule TMA out
+/// (tma_tensor_problem): the default among the other paths, as default_forward_config.
+ForwardConfig fallback_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                                      const std::string& arch);
+
+/// Why TMA cannot read or write the tensors of a validated call ("q: ..." with the driver's
+/// rule), or "" when it can: global addresses 16-byte aligned, every stride a multiple of 16
+/// bytes.
+std::string tma_tensor_problem(const Attention& attention, const TensorView& q, const TensorView& k,
+                               const TensorView& v, const TensorView& o);
+
+/// The kernel spec of `config` for target `arch`: op "attention-forward", header
+/// "attention/forward_kernel.cuh", readable name such as
+/// "attention_forward.hdim128.bf16.window.softcap.br128.bc64.w4.s2" (no mask or softcap part
+/// when they are off).
+detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& arch);
+
+/// forward_spec, made once per (config, arch) in a process and kept: the launch path's, so a
+/// call whose kernel is cached formats no name. The reference stays valid for the process.
+const detail::KernelSpec& launch_forward_spec(const ForwardConfig& config, const std::string& arch);
+
+/// The mask kind a call needs: window when causal or a window limits some query row's keys
+/// for this call's sequence lengths, none when every row sees every key (e.g. causal decoding
+/// with seqlen_q = 1).
+MaskKind forward_mask_kind(const Attention& attention);
+
+/// q is fp16 or bf16, and k, v and o have its dtype; throws InvalidArgument("q.dtype", ...).
+void check_attention_dtypes(const TensorView& q, const TensorView& k, const TensorView& v,
+                            const TensorView& o);
+
+/// q, k, v and o of a call of `attention` (validated): rank 4, fp16 or bf16 alike, the shapes
+/// [batch, seqlen, heads, head_dim] with the strides and alignment the kernels move them with;
+/// throws InvalidArgument naming the first bad one ("k.shape", "o.dtype", ...).
+void check_attention_tensors(const Attention& attention, const TensorView& q, const TensorView& k,
+                             const TensorView& v, const TensorView& o);
+
+/// Checks the descriptor alone (sizes, mask, scales), as forward and backward do first; throws
+/// InvalidArgument naming the field ("attention.seqlen_k", ...).
+void validate_attention(const Attention& attention);
+
+/// Whether a forward call of `attention` has nothing to write (batch or seqlen_q is 0): it is a
+/// successful no-op, nothing is launched. seqlen_k 0 is not empty: every row sees no key.
+bool forward_is_empty(const Attention& attention);
+
+/// Checks forward's arguments (see Runtime::forward); throws InvalidArgument naming the first
+/// bad one ("q", "k.shape", "attention.heads_kv", ...). Nothing is launched or written.
+/// Causal means window_right = 0, so causal with window_right > 0 is rejected.
+void validate_forward_arguments(const Attention& attention, const TensorView& q,
+                                const TensorView& k, const TensorView& v, const TensorView& o,
+                                const TensorView& lse);
+
+/// The scores' scale factors in the base-2 domain (AttentionForwardParams::score_scale and
+/// softcap_log2): scale · log2(e) without softcap; scale / c and c · log2(e) with softcap c
+/// (softcap_log2 is 0 without softcap). The scale defaults to 1/sqrt(head_dim). Folded in
+/// double; a result that overflows float is infinite (validation rejects it).
+struct ScoreScales {
+  float score_scale = 0.0f;
+  float softcap_log2 = 0.0f;
+};
+ScoreScales forward_score_scales(const Attention& attention);
+
+/// The (query, key) pairs a validated call computes: over the query rows, the keys each sees,
+/// by the kernels' own rule (ops/attention/key_window.cuh).
+double visible_pairs(const Attention& attention);
+
+/// The kernel's arguments for a validated call (see ops/attention/forward_params.cuh): the
+/// scale folded into the base-2 domain, windows with kNoWindow for an unbounded side, causal as
+/// window_right = 0.
+AttentionForwardParams forward_params(const Attention& attention, const TensorView& q,
+                                      const TensorView& k, const TensorView& v, const TensorView& o,
+                                      const TensorView& lse);
+
+/// Grid (ceil(seqlen_q / Br), heads_q, batch), Warps x 32 threads and the config's shared
+/// memory, for a validated call.
+detail::LaunchShape forward_launch_shape(const ForwardConfig& config, const Attention& attention,
+                                         Stream stream);
+
+/// Throws InvalidArgument("config") unless `config` is valid and can run the validated call:
+/// same dtype, head dim and softcap, a mask kind that covers the call's (window covers none:
+/// unbounded windows see every key), and, for the TMA path, tensors TMA can read.
+void check_forward_config(const ForwardConfig& config, const Attention& attention,
+                          const TensorView& q, const TensorView& k, const TensorView& v,
+                          const TensorView& o);
+
+/// Everything Runtime::forward works out on the host before it calls the driver: the kernel,
+/// its grid, its arguments, the buffers it may touch and, on the TMA path, its tensor maps.
+struct ForwardLaunch {
+  const detail::KernelSpec* spec = nullptr;  ///< launch_forward_spec's: lives for the process
+  detail::LaunchShape shape;
+  AttentionForwardParams params{};
+  std::vector<detail::KernelBuffer> buffers;
+  std::vector<emulator::TensorMap> maps;  ///< q, k, v, o on the TMA path; else empty
+};
+
+/// Runtime::forward with an explicit config (tests, the autotuner) on `backend`. The config
+/// must match the call (see check_forward_config) and fit the device's shared memory.
+void attention_forward(detail::RuntimeBackend& backend, const Attention& attention,
+                       const TensorView& q, const TensorView& k, const TensorView& v,
+                       const TensorView& o, const TensorView& lse, const ForwardConfig& config,
+                       Stream stream);
+
+}  // namespace flashjit::kernels

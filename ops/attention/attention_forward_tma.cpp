@@ -1,0 +1,75 @@
+#include "attention/attention_forward_tma.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "attention/attention_common.hpp"
+#include "attention/attention_forward.hpp"
+#include "attention/tma_forward_space.cuh"
+
+namespace flashjit::kernels {
+namespace {
+
+constexpr std::uint64_t kElementBytes = 2;  // fp16 and bf16
+
+/// The map of one [batch, seqlen, heads, head_dim] tensor: rank 4 over {head_dim, seqlen,
+/// heads, batch}, boxes of 64 head-dim elements by `box_rows` rows, 128-byte swizzle.
+emulator::TensorMap head_tensor_map(const HeadTensor& t, std::int64_t batch, std::int64_t seqlen,
+                                    std::int64_t heads, std::int64_t head_dim, int box_rows) {
+  emulator::TensorMap map;
+  map.element_bytes = static_cast<int>(kElementBytes);
+  map.rank = 4;
+  map.global_address = t.data;
+  const std::int64_t sizes[4] = {head_dim, seqlen, heads, batch};
+  const index_t strides[4] = {1, t.row_stride, t.head_stride, t.batch_stride};
+  for (std::size_t d = 0; d < 4; ++d) {
+    // seqlen_k = 0 leaves every key block range empty, so K and V are never read; the driver
+    // still wants a size of at least 1.
+    map.dims[d] = static_cast<std::uint64_t>(std::max<std::int64_t>(1, sizes[d]));
+    if (d == 0) continue;
+    // TMA never steps along a dimension of size 1, but the driver checks its stride anyway
+    // (a multiple of 16 bytes): give it the dense one, which is.
+    const std::uint64_t dense = map.dims[d - 1] * (d == 1 ? kElementBytes : map.strides[d - 1]);
+    map.strides[d] = sizes[d] <= 1 ? std::max<std::uint64_t>(16, (dense + 15) / 16 * 16)
+                                   : static_cast<std::uint64_t>(strides[d]) * kElementBytes;
+  }
+  map.box = {64, static_cast<std::uint32_t>(box_rows), 1, 1, 1};
+  map.swizzle = emulator::TmaSwizzle::b128;
+  return map;
+}
+
+}  // namespace
+
+std::vector<emulator::TensorMap> forward_tma_maps(const AttentionForwardParams& params,
+                                                  const Attention& a, int block_m, int block_n) {
+  return {head_tensor_map(params.q, a.batch, a.seqlen_q, a.heads_q, a.head_dim, block_m),
+          head_tensor_map(params.k, a.batch, a.seqlen_k, a.heads_kv, a.head_dim, block_n),
+          head_tensor_map(params.v, a.batch, a.seqlen_k, a.heads_kv, a.head_dim, block_n),
+          head_tensor_map(params.o, a.batch, a.seqlen_q, a.heads_q, a.head_dim, kTmaStoreRows)};
+}
+
+std::vector<emulator::TensorMap> packed_tma_maps(const AttentionForwardParams& params,
+                                                 const Attention& a, std::int64_t total_q,
+                                                 std::int64_t total_k, int block_m, int block_n) {
+  return {head_tensor_map(params.q, 1, total_q, a.heads_q, a.head_dim, block_m),
+          head_tensor_map(params.k, 1, total_k, a.heads_kv, a.head_dim, block_n),
+          head_tensor_map(params.v, 1, total_k, a.heads_kv, a.head_dim, block_n),
+          head_tensor_map(params.o, 1, total_q, a.heads_q, a.head_dim, kTmaStoreRows)};
+}
+
+std::string tma_maps_problem(const std::vector<emulator::TensorMap>& maps) {
+  const char* names[] = {"q", "k", "v", "o"};
+  for (std::size_t i = 0; i < maps.size(); ++i) {
+    const std::string problem = emulator::tensor_map_problem(maps[i]);
+    if (!problem.empty()) return std::string(names[i]) + ": " + problem;
+  }
+  return "";
+}
+
+std::string tma_tensor_problem(const Attention& attention, const TensorView& q, const TensorView& k,
+                               const TensorView& v, const TensorView& o) {
+  const AttentionForwardParams params = forward_params(attention, q, k, v, o, {});
+  return tma_maps_problem(forward_tma_maps(params, attention, 64, 64));
+}
+
+}  // namespace flashjit::kernels

@@ -1,0 +1,30 @@
+#pragma once
+// The TMA forward's tensor maps (AttentionTmaMaps, ops/attention/tma_forward_traits.cuh),
+// described for the executor to encode. Internal to ops/.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attention/forward_params.cuh"
+#include "emulator/ptx_api.hpp"
+#include "flashjit/attention.hpp"
+
+namespace flashjit::kernels {
+
+/// The maps of Q, K, V and O, in AttentionTmaMaps' order, for a validated call whose kernel
+/// arguments are `params`: Q's box of Br = block_m rows, K's and V's of block_n (Bc, or a CTA's
+/// share of it in a cluster: Bc / 2).
+std::vector<emulator::TensorMap> forward_tma_maps(const AttentionForwardParams& params,
+                                                  const Attention& attention, int block_m,
+                                                  int block_n);
+
+/// The same for packed sequences (the TMA forward's varlen kernels): Q and O of `total_q` rows,
+/// K and V of `total_k`, each as a batch of one.
+std::vector<emulator::TensorMap> packed_tma_maps(const AttentionForwardParams& params,
+                                                 const Attention& attention, std::int64_t total_q,
+                                                 std::int64_t total_k, int block_m, int block_n);
+
+/// The first map the driver's rules reject, named ("k: ..."), or "" when none.
+std::string tma_maps_problem(const std::vector<emulator::TensorMap>& maps);
+
+}  // namespace flashjit::kernels

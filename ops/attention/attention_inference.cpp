@@ -1,0 +1,333 @@
+#include "attention/attention_inference.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include "attention/attention_common.hpp"
+#include "attention/attention_forward_tma.hpp"
+#include "attention/decode_tuning.hpp"
+#include "attention/index_check_params.cuh"
+#include "flashjit/error.hpp"
+#include "merge_states/merge_states.hpp"
+#include "runtime/executor.hpp"
+
+namespace flashjit::kernels {
+namespace {
+
+bool present(const TensorView& view) { return view.data != nullptr; }
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+constexpr int kIndexCheckThreads = 128;  // the kernel's __launch_bounds__: one per sequence
+
+std::vector<std::int32_t> host_copy(detail::RuntimeBackend& backend, const TensorView& view) {
+  if (!present(view) || view.numel() == 0) return {};
+  std::vector<std::int32_t> values(static_cast<std::size_t>(view.span_bytes() / 4));
+  backend.copy_to_host(values.data(), view.data, values.size() * 4);
+  return values;
+}
+
+/// A workspace-backed fp32 tensor of `shape` at `offset` floats into `base`.
+TensorView workspace_view(DeviceBuffer& buffer, std::size_t offset,
+                          std::initializer_list<std::int64_t> shape) {
+  return TensorView::contiguous(static_cast<float*>(buffer.data()) + offset, DType::f32, shape);
+}
+
+/// The split partials, and the merge of tokens [first, first + count) of them into o and lse
+/// (views of those tokens as [tokens, heads, head_dim] and [tokens, heads]).
+struct Partials {
+  TensorView o;    // (splits, tokens, heads_q, head_dim)
+  TensorView lse;  // (splits, tokens, heads_q)
+
+  void merge_into(detail::RuntimeBackend& backend, std::int64_t first, std::int64_t count,
+                  const TensorView& out, const TensorView& out_lse, Stream stream) const {
+    TensorView part_o = o, part_lse = lse;
+    part_o.data = static_cast<float*>(o.data) + first * o.strides[1];
+    part_o.shape[1] = count;
+    part_lse.data = static_cast<float*>(lse.data) + first * lse.strides[1];
+    part_lse.shape[1] = count;
+    run_merge_states(backend, part_o, part_lse, out, out_lse, stream);
+  }
+};
+
+/// Merges the partials into o and lse: once over every token where o and lse flatten to
+/// [tokens, ...], else sequence by sequence.
+void merge_partials(detail::RuntimeBackend& backend, const Attention& a, const Sequences& s,
+                    const InferenceTensors& t, const Partials& partials, Stream stream) {
+  const TensorView& o = t.o;  // rank 4, batch 1 when packed
+  const bool has_lse = present(t.lse);
+  const auto out_o = [&](std::int64_t batch, std::int64_t tokens, std::int64_t token_stride) {
+    const auto element = static_cast<std::int64_t>(dtype_size(o.dtype));
+    return TensorView::strided(static_cast<char*>(o.data) + batch * o.strides[0] * element, o.dtype,
+                               {tokens, a.heads_q, a.head_dim}, {token_stride, o.strides[2], 1});
+  };
+  const auto out_lse = [&](std::int64_t batch, std::int64_t tokens, std::int64_t token_stride) {
+    if (!has_lse) return TensorView{};
+    return TensorView::strided(static_cast<float*>(t.lse.data) + batch * t.lse.strides[0],
+                               DType::f32, {tokens, a.heads_q}, {token_stride, t.lse.strides[1]});
+  };
+  // Token t = b · seqlen_q + i is one stride apart from t + 1 when a batch ends where the next
+  // begins, when there is one batch (or a packed one), or one query per sequence.
+  const bool one_run = present(s.cu_seqlens_q) || a.batch == 1;
+  const bool decode = a.seqlen_q == 1;
+  const bool o_flat = one_run || decode || o.strides[0] == a.seqlen_q * o.strides[1];
+  const bool lse_flat = !has_lse || one_run || decode;
+  if (o_flat && lse_flat) {
+    const std::int64_t o_token = !one_run && decode ? o.strides[0] : o.strides[1];
+    const std::int64_t lse_token = !has_lse ? 0 : !one_run && decode ? t.lse.strides[0] : 1;
+    partials.merge_into(backend, 0, t.total_q, out_o(0, t.total_q, o_token),
+                        out_lse(0, t.total_q, lse_token), stream);
+    return;
+  }
+  for (std::int64_t b = 0; b < a.batch; ++b) {
+    partials.merge_into(backend, b * a.seqlen_q, a.seqlen_q, out_o(b, a.seqlen_q, o.strides[1]),
+                        out_lse(b, a.seqlen_q, 1), stream);
+  }
+}
+
+std::vector<detail::KernelBuffer> buffers_of(const Sequences& s, const InferenceTensors& t,
+                                             const std::optional<Partials>& partials) {
+  std::vector<detail::KernelBuffer> buffers = {kernel_buffer(t.q, "q"), kernel_buffer(t.k, "k"),
+                                               kernel_buffer(t.v, "v")};
+  if (partials) {
+    buffers.push_back(kernel_buffer(partials->o, "partial_o"));
+    buffers.push_back(kernel_buffer(partials->lse, "partial_lse"));
+  } else {
+    buffers.push_back(kernel_buffer(t.o, "o"));
+    if (present(t.lse)) buffers.push_back(kernel_buffer(t.lse, "lse"));
+  }
+  add_index_buffers(s, buffers);
+  return buffers;
+}
+
+}  // namespace
+
+void add_index_buffers(const Sequences& s, std::vector<detail::KernelBuffer>& buffers) {
+  const std::pair<const TensorView*, const char*> indices[] = {{&s.cu_seqlens_q, "cu_seqlens_q"},
+                                                               {&s.cu_seqlens_k, "cu_seqlens_k"},
+                                                               {&s.seqlens_k, "seqlens_k"},
+                                                               {&s.page_table, "page_table"}};
+  for (const auto& [view, name] : indices) {
+    if (present(*view)) buffers.push_back(kernel_buffer(*view, name));
+  }
+}
+
+SequenceIndex sequence_index(const Sequences& s, std::int64_t page_size) {
+  return {static_cast<const int*>(s.cu_seqlens_q.data),
+          static_cast<const int*>(s.cu_seqlens_k.data),
+          static_cast<const int*>(s.seqlens_k.data),
+          static_cast<const int*>(s.page_table.data),
+          present(s.page_table) ? s.page_table.strides[0] : 0,
+          static_cast<int>(page_size)};
+}
+
+HostIndices read_indices(detail::RuntimeBackend& backend, const Sequences& s) {
+  HostIndices x{host_copy(backend, s.cu_seqlens_q), host_copy(backend, s.cu_seqlens_k),
+                host_copy(backend, s.seqlens_k), host_copy(backend, s.page_table)};
+  x.page_table_row = present(s.page_table) ? s.page_table.strides[0] : 0;
+  return x;
+}
+
+detail::KernelSpec index_check_spec(const std::string& arch) {
+  detail::KernelSpec spec;
+  spec.op = "attention-forward";
+  spec.header = "attention/index_check_kernel.cuh";
+  spec.name_expression = "flashjit::attention_index_check_kernel";
+  spec.arch = arch;
+  spec.role = "index_check";
+  spec.readable_name = "attention_index_check";
+  spec.threads = kIndexCheckThreads;
+  return spec;
+}
+
+IndexViolationFound find_index_violation(detail::RuntimeBackend& backend, const Attention& a,
+                                         const Sequences& s, const InferenceTensors& t,
+                                         Stream stream) {
+  if (a.batch == 0) return {};
+  constexpr unsigned long long kNone = ~0ull;
+  DeviceBuffer first = backend.allocate_buffer(sizeof kNone);
+  backend.copy_to_device(first.data(), &kNone, sizeof kNone);
+  IndexCheckParams params{};
+  params.sequences = sequence_index(s, t.page_size);
+  params.batch = static_cast<int>(a.batch);
+  params.seqlen_q = static_cast<int>(a.seqlen_q);
+  params.seqlen_k = static_cast<int>(a.seqlen_k);
+  params.total_q = static_cast<int>(t.total_q);
+  params.total_k = present(s.cu_seqlens_k) ? static_cast<int>(t.k.shape[1]) : 0;
+  params.num_pages = static_cast<int>(t.num_pages);
+  params.first = static_cast<unsigned long long*>(first.data());
+  std::vector<detail::KernelBuffer> buffers = {{first.data(), first.size(), "first"}};
+  add_index_buffers(s, buffers);
+  detail::LaunchShape shape;
+  shape.grid_x = static_cast<unsigned>(ceil_div(a.batch, kIndexCheckThreads));
+  shape.block_x = kIndexCheckThreads;
+  shape.stream = static_cast<CUstream>(stream);
+  detail::launch_kernel(backend.executor(), index_check_spec(backend.info().arch()), shape, buffers,
+                        params);
+  backend.synchronize(stream);
+  unsigned long long key = kNone;
+  backend.copy_to_host(&key, first.data(), sizeof key);
+  if (key == kNone) return {};
+  return {true, static_cast<std::int64_t>(key >> 32), static_cast<unsigned>((key >> 24) & 0xff),
+          static_cast<std::int64_t>(key & 0xffffff)};
+}
+
+void check_indices_of(detail::RuntimeBackend& backend, const Attention& a, const Sequences& s,
+                      const InferenceTensors& t, bool check_indices, Stream stream) {
+  if (backend.kind() == Backend::emulator) {
+    check_index_values(a, t, read_indices(backend, s));
+    return;
+  }
+  if (!check_indices) return;
+  const IndexViolationFound bad = find_index_violation(backend, a, s, t, stream);
+  if (!bad.found) return;
+  check_index_values(a, t, read_indices(backend, s));  // names the array, position and value
+  static const char* const kArrays[] = {"sequences", "sequences.cu_seqlens_q",
+                                        "sequences.cu_seqlens_k", "sequences.seqlens_k",
+                                        "sequences.page_table"};
+  throw InvalidArgument(kArrays[bad.kind < 5 ? bad.kind : 0],
+                        "holds a bad index for sequence " + std::to_string(bad.sequence) +
+                            " (found by the device-side check)");
+}
+
+namespace {
+
+/// Throws InvalidArgument("config") unless `config` runs a call of `a` on `layout`.
+void check_inference_config(const InferenceConfig& config, const Attention& a, CacheLayout layout,
+                            DType dtype) {
+  const ForwardConfig& f = config.forward;
+  const InferenceConfig expected = with_layout(f, a, layout, config.splits);
+  std::string problem;
+  if (config.splits < 1 || config.splits > kMaxSplits) {
+    problem = "splits " + std::to_string(config.splits) + " (must be 1 to " +
+              std::to_string(kMaxSplits) + ")";
+  } else if (f.path != ForwardPath::mma_sync || !f.valid()) {
+    problem = "a forward that is not a valid config of the mma.sync path";
+  } else if (!(config == expected)) {
+    problem = "layout flags that are not the call's";
+  } else if (f.dtype != dtype || f.head_dim != a.head_dim || f.softcap != (a.softcap > 0.0f) ||
+             (f.mask == MaskKind::none && forward_mask_kind(a) == MaskKind::window)) {
+    problem = "a dtype, head dim, softcap or mask kind that is not the call's";
+  }
+  if (!problem.empty()) throw InvalidArgument("config", "has " + problem);
+}
+
+/// The TMA forward's launch for a validated, index-checked, non-empty call whose default
+/// `fallback` (mma.sync) would run unsplit on packed queries and keys, on sm_90a:
+/// FlashAttention-3 takes packed prefill on its TMA kernel too. Its default tile for the call's
+/// dtype, head dim, mask and softcap, one CTA per (query block, head, sequence), query blocks of
+/// the longest sequence (the shorter ones' last CTAs find no row); std::nullopt where it has no
+/// such tile, the keys are paged, or TMA cannot read the tensors. Not with seqlens_k either:
+/// TMA's last key block reads on past a sequence's keys, rows a masked score multiplies by 0,
+/// which holds for the next sequence's keys but not for whatever lies in the packed keys a
+/// seqlens_k leaves unused (0 · NaN); mma.sync's loads stop at the length.
+std::optional<ForwardLaunch> packed_tma_launch(const Attention& a, const Sequences& s,
+                                               const InferenceTensors& t,
+                                               const InferenceConfig& fallback,
+                                               const DeviceInfo& device, Stream stream) {
+  if (fallback.splits != 1 || !present(s.cu_seqlens_q) || !present(s.cu_seqlens_k) ||
+      present(s.seqlens_k) || present(s.page_table) || fallback.forward.pack_gqa) {
+    return std::nullopt;
+  }
+  const ForwardConfig& tile = fallback.forward;
+  const std::optional<ForwardConfig> config =
+      packed_prefill_tma_config(tile.dtype, tile.head_dim, tile.mask, tile.softcap, device.arch());
+  if (!config || static_cast<std::size_t>(config->shared_bytes()) > device.shared_memory_optin) {
+    return std::nullopt;
+  }
+  ForwardLaunch launch;
+  launch.params = forward_params(a, t.q, t.k, t.v, t.o, t.lse);
+  launch.params.sequences = sequence_index(s, 0);
+  launch.maps =
+      packed_tma_maps(launch.params, a, t.total_q, t.k.shape[1], config->block_m, config->block_n);
+  if (!tma_maps_problem(launch.maps).empty()) return std::nullopt;
+  launch.spec = &launch_forward_spec(*config, device.arch());
+  launch.shape.grid_x =
+      static_cast<unsigned>(ceil_div(a.seqlen_q, config->block_m) * a.heads_q * a.batch);
+  launch.shape.block_x = static_cast<unsigned>(config->warps * 32);
+  launch.shape.dynamic_shared_bytes = static_cast<std::size_t>(config->shared_bytes());
+  launch.shape.stream = static_cast<CUstream>(stream);
+  launch.buffers = buffers_of(s, t, std::nullopt);
+  return launch;
+}
+
+/// Launches a validated, index-checked, non-empty call with `config`.
+void launch_inference(detail::RuntimeBackend& backend, const Attention& a, const Sequences& s,
+                      const InferenceTensors& t, const InferenceConfig& config, Stream stream) {
+  check_config_fits_device(config.shared_bytes(), backend.info());
+  AttentionForwardParams params = forward_params(a, t.q, t.k, t.v, t.o, t.lse);
+  params.sequences = sequence_index(s, t.page_size);
+  std::optional<DeviceBuffer> workspace;
+  std::optional<Partials> partials;
+  const int splits = config.splits;
+  if (config.forward.split) {
+    const std::int64_t o_floats = splits * t.total_q * a.heads_q * a.head_dim;
+    const std::int64_t lse_floats = splits * t.total_q * a.heads_q;
+    workspace = backend.allocate_buffer_on_stream(
+        static_cast<std::size_t>(o_floats + lse_floats) * sizeof(float), stream);
+    partials = Partials{workspace_view(*workspace, 0, {splits, t.total_q, a.heads_q, a.head_dim}),
+                        workspace_view(*workspace, static_cast<std::size_t>(o_floats),
+                                       {splits, t.total_q, a.heads_q})};
+    params.split = {static_cast<float*>(partials->o.data),
+                    static_cast<float*>(partials->lse.data),
+                    partials->o.strides[0],
+                    partials->o.strides[1],
+                    partials->lse.strides[0],
+                    partials->lse.strides[1],
+                    splits};
+  }
+  const std::int64_t group = config.forward.pack_gqa ? a.heads_q / a.heads_kv : 1;
+  detail::LaunchShape shape;
+  shape.grid_x = static_cast<unsigned>(query_blocks(config, a) * splits);
+  shape.grid_y = static_cast<unsigned>(a.heads_q / group);
+  shape.grid_z = static_cast<unsigned>(a.batch);
+  shape.block_x = static_cast<unsigned>(config.forward.warps * 32);
+  shape.dynamic_shared_bytes = static_cast<std::size_t>(config.shared_bytes());
+  shape.stream = static_cast<CUstream>(stream);
+  detail::launch_kernel(backend.executor(), forward_spec(config.forward, backend.info().arch()),
+                        shape, buffers_of(s, t, partials), params);
+  if (partials) merge_partials(backend, a, s, t, *partials, stream);
+}
+
+bool is_empty(const Attention& a, const InferenceTensors& t) {
+  return a.batch == 0 || a.seqlen_q == 0 || t.total_q == 0;
+}
+
+}  // namespace
+
+void attention_forward_sequences(detail::RuntimeBackend& backend, const Attention& a,
+                                 const Sequences& s, const TensorView& q, const TensorView& k,
+                                 const TensorView& v, const TensorView& o, const TensorView& lse,
+                                 const InferenceConfig& config, bool check_indices, Stream stream) {
+  const InferenceTensors t = validate_inference_arguments(a, s, q, k, v, o, lse);
+  check_inference_config(config, a, cache_layout(s, t.page_size), q.dtype);
+  check_indices_of(backend, a, s, t, check_indices, stream);
+  if (!is_empty(a, t)) launch_inference(backend, a, s, t, config, stream);
+}
+
+void run_attention_forward_sequences(detail::RuntimeBackend& backend, ConfigChoice& choice,
+                                     const Attention& a, const Sequences& s, const TensorView& q,
+                                     const TensorView& k, const TensorView& v, const TensorView& o,
+                                     const TensorView& lse, bool check_indices, Stream stream) {
+  const InferenceTensors t = validate_inference_arguments(a, s, q, k, v, o, lse);
+  check_indices_of(backend, a, s, t, check_indices, stream);
+  if (is_empty(a, t)) return;
+  const CacheLayout layout = cache_layout(s, t.page_size);
+  const DeviceInfo& device = backend.info();
+  // A forced split count is the caller's choice; the tile then stays the default's.
+  const bool decoding = a.seqlen_q <= kMaxDecodeQueries && s.splits == 0;
+  const InferenceConfig config =
+      decoding
+          ? choice.choose_as<InferenceConfig>(DecodeProblem(q.dtype, a, layout, device.sm_count))
+          : default_inference_config(a, layout, q.dtype, device.arch(), device.sm_count, s.splits);
+  if (!decoding) {
+    if (const std::optional<ForwardLaunch> tma =
+            packed_tma_launch(a, s, t, config, device, stream)) {
+      launch_planned_forward(backend.executor(), *tma);
+      return;
+    }
+  }
+  launch_inference(backend, a, s, t, config, stream);
+}
+
+}  // namespace flashjit::kernels

@@ -1,0 +1,76 @@
+// The backward of a variable-length batch: the inference forward's validation for q, k, v, o
+// and lse, the gradients checked like them, then the dense backward's kernels in their Varlen
+// specialization (each CTA rebases the params to its own sequence).
+#include <utility>
+
+#include "attention/attention_backward.hpp"
+#include "attention/attention_common.hpp"
+#include "attention/attention_inference.hpp"
+#include "common/argument_checks.hpp"
+#include "flashjit/error.hpp"
+
+namespace flashjit::kernels {
+namespace {
+
+bool present(const TensorView& view) { return view.data != nullptr; }
+
+/// What the backward takes of Sequences: packed queries and keys, nothing forward-only.
+void check_backward_sequences(const Sequences& s) {
+  if (present(s.page_table)) {
+    throw InvalidArgument("sequences.page_table",
+                          "is forward-only: the backward takes packed or dense keys, not pages");
+  }
+  if (present(s.seqlens_k)) {
+    throw InvalidArgument("sequences.seqlens_k",
+                          "is forward-only: in the backward every packed key belongs to its "
+                          "sequence (cu_seqlens_k)");
+  }
+  if (s.splits != 0) {
+    throw InvalidArgument("sequences.splits", "is forward-only (split-KV); leave it 0");
+  }
+}
+
+}  // namespace
+
+void run_attention_backward_sequences(detail::RuntimeBackend& backend, const Attention& a,
+                                      const Sequences& s, const TensorView& q, const TensorView& k,
+                                      const TensorView& v, const TensorView& o,
+                                      const TensorView& lse, const TensorView& dout,
+                                      const TensorView& dq, const TensorView& dk,
+                                      const TensorView& dv, bool check_indices, Stream stream) {
+  check_backward_sequences(s);
+  if (!present(lse)) throw InvalidArgument("lse", "is required: the backward recomputes P from it");
+  const InferenceTensors t = validate_inference_arguments(a, s, q, k, v, o, lse);
+  const bool packed_q = present(s.cu_seqlens_q), packed_k = present(s.cu_seqlens_k);
+  const TensorView dout4 = inference_query_tensor(dout, "dout", a, packed_q, t.total_q);
+  const TensorView dq4 = inference_query_tensor(dq, "dq", a, packed_q, t.total_q);
+  const std::int64_t total_k = packed_k ? k.shape[0] : -1;
+  const TensorView dk4 = inference_key_tensor(dk, "dk", a, packed_k, total_k);
+  const TensorView dv4 = inference_key_tensor(dv, "dv", a, packed_k, total_k);
+  check_same_dtype(dout, q, "dout", "q");
+  check_same_dtype(dq, q, "dq", "q");
+  check_same_dtype(dk, q, "dk", "q");
+  check_same_dtype(dv, q, "dv", "q");
+  check_gradients_disjoint(q, k, v, o, lse, dout, dq, dk, dv);
+  for (const auto& [index, name] : {std::pair{&s.cu_seqlens_q, "sequences.cu_seqlens_q"},
+                                    std::pair{&s.cu_seqlens_k, "sequences.cu_seqlens_k"}}) {
+    if (!present(*index)) continue;
+    for (const auto& [gradient, gradient_name] :
+         {std::pair{&dq, "dq"}, std::pair{&dk, "dk"}, std::pair{&dv, "dv"}}) {
+      check_disjoint(*gradient, *index, gradient_name, name, Role::input);
+    }
+  }
+  check_indices_of(backend, a, s, t, check_indices, stream);
+  if (a.batch == 0) return;
+  BackwardConfig config =
+      default_backward_config(q.dtype, static_cast<int>(a.head_dim), forward_mask_kind(a),
+                              a.softcap > 0.0f, a.deterministic, backend.info().arch());
+  config.varlen = true;
+  check_config_fits_device(config.shared_bytes(), backend.info());
+  std::vector<detail::KernelBuffer> index_buffers;
+  add_index_buffers(s, index_buffers);
+  launch_attention_backward_sequences(backend, a, sequence_index(s, 0), index_buffers, t.q, t.k,
+                                      t.v, t.o, t.lse, dout4, dq4, dk4, dv4, config, stream);
+}
+
+}  // namespace flashjit::kernels

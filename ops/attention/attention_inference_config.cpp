@@ -1,0 +1,125 @@
+#include "attention/attention_inference_config.hpp"
+
+#include <algorithm>
+
+#include "merge_states/merge_states.hpp"
+
+namespace flashjit::kernels {
+namespace {
+
+bool present(const TensorView& view) { return view.data != nullptr; }
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+CacheLayout cache_layout(const Sequences& s, std::int64_t page_size) {
+  CacheLayout layout;
+  layout.varlen = present(s.cu_seqlens_q) || present(s.cu_seqlens_k) || present(s.seqlens_k) ||
+                  present(s.page_table);
+  layout.page_size = present(s.page_table) ? page_size : 0;
+  return layout;
+}
+
+int packed_group(const Attention& a) {
+  const auto heads_per_kv = static_cast<int>(a.heads_q / a.heads_kv);
+  return heads_per_kv > 1 && a.seqlen_q < 64 ? heads_per_kv : 1;
+}
+
+std::int64_t query_blocks(const InferenceConfig& config, const Attention& a) {
+  const int group = config.forward.pack_gqa ? static_cast<int>(a.heads_q / a.heads_kv) : 1;
+  return ceil_div(a.seqlen_q * group, config.forward.block_m);
+}
+
+InferenceConfig with_layout(ForwardConfig tile, const Attention& a, CacheLayout layout,
+                            int splits) {
+  tile.varlen = layout.varlen;
+  tile.paged = layout.page_size > 0;
+  tile.pack_gqa = packed_group(a) > 1;
+  tile.split = splits > 1;
+  return {tile, splits};
+}
+
+int choose_splits(std::int64_t blocks, std::int64_t key_blocks, int sm_count) {
+  if (blocks <= 0 || sm_count <= 0 || blocks >= sm_count) return 1;
+  const std::int64_t fill = ceil_div(sm_count, blocks);  // splits that give every SM a CTA
+  const std::int64_t most = std::max<std::int64_t>(1, key_blocks / 2);  // >= 2 blocks a split
+  return static_cast<int>(
+      std::clamp<std::int64_t>(fill, 1, std::min<std::int64_t>(most, kMaxSplits)));
+}
+
+InferenceConfig default_inference_config(const Attention& a, CacheLayout layout, DType dtype,
+                                         const std::string& arch, int sm_count, int splits) {
+  const std::int64_t rows = a.seqlen_q * packed_group(a);
+  const ForwardConfig tile = mma_sync_forward_config(
+      dtype, static_cast<int>(a.head_dim), forward_mask_kind(a), a.softcap > 0.0f, arch, rows,
+      /*inference=*/true);
+  InferenceConfig config = with_layout(tile, a, layout, 1);
+  if (splits == 0) {
+    const std::int64_t ctas = query_blocks(config, a) * (a.heads_q / packed_group(a)) * a.batch;
+    splits = choose_splits(ctas, ceil_div(a.seqlen_k, tile.block_n), sm_count);
+  }
+  return with_layout(tile, a, layout, splits);
+}
+
+std::vector<InferenceConfig> decode_configs(const Attention& a, CacheLayout layout, DType dtype) {
+  std::vector<InferenceConfig> configs;
+  for (const ForwardConfig& tile : forward_configs(dtype, static_cast<int>(a.head_dim),
+                                                   forward_mask_kind(a), a.softcap > 0.0f)) {
+    if (tile.path != ForwardPath::mma_sync) continue;  // the inference layouts' only path
+    for (int splits : kDecodeSplits) {
+      const InferenceConfig config = with_layout(tile, a, layout, splits);
+      if (config.forward.valid()) configs.push_back(config);
+    }
+  }
+  return configs;
+}
+
+std::vector<detail::KernelSpec> inference_specs(const InferenceConfig& config,
+                                                const std::string& arch) {
+  std::vector<detail::KernelSpec> specs = {forward_spec(config.forward, arch)};
+  if (config.splits > 1) {
+    const MergeStatesConfig merge = default_merge_states_config(
+        DType::f32, config.forward.dtype, config.forward.head_dim, /*in_place=*/false);
+    specs.push_back(merge_states_spec(merge, arch));
+  }
+  return specs;
+}
+
+std::optional<ForwardConfig> packed_prefill_tma_config(DType dtype, int head_dim, MaskKind mask,
+                                                       bool softcap, const std::string& arch) {
+  ForwardConfig config = default_forward_config(dtype, head_dim, mask, softcap, arch);
+  if (config.path != ForwardPath::tma) return std::nullopt;
+  config.persistent = false;  // the sequences' tiles are uneven: one CTA each
+  config.cluster = false;     // nor do two CTAs walk the same keys
+  config.varlen = true;
+  if (!config.valid()) return std::nullopt;
+  return config;
+}
+
+std::vector<ForwardConfig> inference_forward_configs(DType dtype, int head_dim, MaskKind mask,
+                                                     const std::string& arch) {
+  const ForwardConfig prefill =
+      mma_sync_forward_config(dtype, head_dim, mask, false, arch, kMaxSeqlen, true);
+  const ForwardConfig decode = mma_sync_forward_config(dtype, head_dim, mask, false, arch, 1, true);
+  std::vector<ForwardConfig> configs;
+  const auto add = [&](ForwardConfig config, bool paged, bool pack, bool split) {
+    config.varlen = true;
+    config.paged = paged;
+    config.pack_gqa = pack;
+    config.split = split;
+    configs.push_back(config);
+  };
+  add(prefill, false, false, false);  // packed prefill
+  if (auto tma = packed_prefill_tma_config(dtype, head_dim, mask, false, arch)) {
+    configs.push_back(*tma);  // packed prefill on sm_90a
+  }
+  add(prefill, true, false, false);  // prefill or append on a paged cache
+  for (bool split : {false, true}) {
+    add(decode, false, true, split);  // decoding, dense or packed cache
+    add(decode, true, true, split);   // decoding on a paged cache
+  }
+  return configs;
+}
+
+}  // namespace flashjit::kernels

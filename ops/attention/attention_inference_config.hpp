@@ -1,0 +1,94 @@
+#pragma once
+// The configs of the forward's inference calls (Runtime::forward with Sequences): the layout a
+// call's index arrays ask for, its split count, the heuristic default, and the decoding space
+// the autotuner searches (attention-decode, bucketed by batch, context and heads per KV head).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attention/attention_forward.hpp"
+#include "flashjit/attention.hpp"
+
+namespace flashjit::kernels {
+
+/// The most splits of one query block's keys (FlashAttention caps at 128, vLLM's CUDA graphs
+/// at 16; the merge reads every partial, so more only helps on very long contexts).
+inline constexpr int kMaxSplits = 64;
+
+/// The most query tokens per sequence of a call that decodes (one token, or up to 16 with
+/// speculative decoding): such calls ask ConfigChoice::decode_config, so the autotuner can
+/// pick their tile and split count.
+inline constexpr std::int64_t kMaxDecodeQueries = 16;
+
+/// Where a call's keys and values are, as far as its kernel depends on it.
+struct CacheLayout {
+  bool varlen = false;         ///< per-sequence lengths or offsets (any index array is given)
+  std::int64_t page_size = 0;  ///< keys per page of a paged cache; 0 when not paged
+  bool operator==(const CacheLayout&) const = default;
+};
+
+/// The layout of a call with `sequences`, whose k has pages of `page_size` keys when paged.
+CacheLayout cache_layout(const Sequences& sequences, std::int64_t page_size);
+
+/// How one inference call runs: the mma.sync forward config with the call's layout flags, and
+/// how many CTAs share each query block's keys (the config's `split` is splits > 1).
+struct InferenceConfig {
+  ForwardConfig forward;
+  int splits = 1;
+  bool operator==(const InferenceConfig&) const = default;
+  /// Bytes of dynamic shared memory of the forward kernel (the merge uses none).
+  int shared_bytes() const { return forward.shared_bytes(); }
+};
+
+/// Query heads per packed query position: the heads that share a key/value head, packed into
+/// one tile's rows where one head's queries would leave a 64-row tile mostly empty
+/// (heads_q > heads_kv and seqlen_q < 64); else 1.
+int packed_group(const Attention& attention);
+
+/// Query blocks per (key/value head or query head, sequence): ceil(seqlen_q · group / Br).
+std::int64_t query_blocks(const InferenceConfig& config, const Attention& attention);
+
+/// `tile` (a config of the mma.sync space) with the layout flags of a call of `attention` on
+/// `layout`, split `splits` ways.
+InferenceConfig with_layout(ForwardConfig tile, const Attention& attention, CacheLayout layout,
+                            int splits);
+
+/// The splits for `blocks` CTAs per split over `key_blocks` key blocks on `sm_count` SMs when
+/// the call asks for 0: enough CTAs to fill the SMs once, at least two key blocks per split, at
+/// most kMaxSplits; 1 where the grid fills the SMs already.
+int choose_splits(std::int64_t blocks, std::int64_t key_blocks, int sm_count);
+
+/// The heuristic config of a call of `attention` on `dtype` tensors and `layout`, on `arch`
+/// with `sm_count` SMs: mma_sync_forward_config for the packed rows, split `splits` ways, or
+/// by choose_splits when `splits` is 0.
+InferenceConfig default_inference_config(const Attention& attention, CacheLayout layout,
+                                         DType dtype, const std::string& arch, int sm_count,
+                                         int splits);
+
+/// The split counts the autotuner times for a decoding call (beside the default's).
+inline constexpr int kDecodeSplits[] = {1, 2, 4, 8, 16};
+
+/// The decoding space of a call's class: every mma.sync config of (dtype, head dim, mask,
+/// softcap) with the call's layout flags, times kDecodeSplits, in that order.
+std::vector<InferenceConfig> decode_configs(const Attention& attention, CacheLayout layout,
+                                            DType dtype);
+
+/// Every kernel a call of `config` launches on `arch`: the forward, and the merge of the split
+/// partials when it splits.
+std::vector<detail::KernelSpec> inference_specs(const InferenceConfig& config,
+                                                const std::string& arch);
+
+/// The TMA forward's kernel for packed (varlen) prefill on `arch`: the TMA default of the dtype,
+/// head dim, mask and softcap, with varlen and one CTA per tile; std::nullopt where the TMA
+/// path has no default (any arch but sm_90a).
+std::optional<ForwardConfig> packed_prefill_tma_config(DType dtype, int head_dim, MaskKind mask,
+                                                       bool softcap, const std::string& arch);
+
+/// The inference layouts' default kernels at (dtype, head_dim, mask) on `arch`, for the compile
+/// matrix: variable lengths (prefill; on sm_90a the TMA forward's too), GQA-packed decoding, and
+/// paged decoding and prefill, each with and without split-KV where the layout splits.
+std::vector<ForwardConfig> inference_forward_configs(DType dtype, int head_dim, MaskKind mask,
+                                                     const std::string& arch);
+
+}  // namespace flashjit::kernels

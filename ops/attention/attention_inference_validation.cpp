@@ -1,0 +1,280 @@
+// Argument validation of the forward's inference layouts (DESIGN.md section 9): the host-visible
+// arguments before anything else, then the values of the index arrays, each error naming the
+// argument, and for an index the position and value. Nothing is launched or written before.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "attention/attention_common.hpp"
+#include "attention/attention_inference.hpp"
+#include "common/argument_checks.hpp"
+#include "flashjit/error.hpp"
+
+namespace flashjit::kernels {
+namespace {
+
+bool present(const TensorView& view) { return view.data != nullptr; }
+
+std::string str(std::int64_t value) { return std::to_string(value); }
+
+/// An int32 index array of exactly `shape` with unit stride along its last dimension.
+void check_index_array(const TensorView& view, const std::string& name,
+                       std::initializer_list<std::int64_t> shape, const std::string& dims) {
+  check_tensor(view, name, static_cast<int>(shape.size()));
+  if (view.dtype != DType::i32) {
+    throw InvalidArgument(name + ".dtype",
+                          "is " + std::string(dtype_name(view.dtype)) + "; must be int32");
+  }
+  check_shape(view, name, shape, dims);
+  const int last = view.rank - 1;
+  if (view.shape[last] > 1 && view.strides[last] != 1) {
+    throw InvalidArgument(name + ".strides",
+                          "the last stride is " + str(view.strides[last]) + "; must be 1");
+  }
+}
+
+/// A packed [total, heads, head_dim] tensor as the kernel's rank-4 view with batch 1.
+TensorView packed_view(const TensorView& view, const std::string& name, std::int64_t heads,
+                       std::int64_t head_dim, const char* dims) {
+  check_tensor(view, name, 3);
+  if (view.shape[0] > kMaxSeqlen) {
+    throw InvalidArgument(name + ".shape", "has " + str(view.shape[0]) +
+                                               " packed rows; at most 2^30 (32-bit row math)");
+  }
+  TensorView four =
+      TensorView::strided(view.data, view.dtype, {1, view.shape[0], view.shape[1], view.shape[2]},
+                          {0, view.strides[0], view.strides[1], view.strides[2]});
+  if (view.shape[1] != heads || view.shape[2] != head_dim) {
+    throw InvalidArgument(name + ".shape", "is [" + str(view.shape[0]) + ", " + str(view.shape[1]) +
+                                               ", " + str(view.shape[2]) + "]; expected " + dims +
+                                               " with heads " + str(heads) + " and head_dim " +
+                                               str(head_dim));
+  }
+  check_head_tensor(four, name, 1, view.shape[0], heads, head_dim, dims);
+  return four;
+}
+
+/// Paged k or v: [num_pages, page_size, heads_kv, head_dim], page_size a multiple of 16.
+void check_pages(const TensorView& view, const std::string& name, const Attention& a) {
+  check_tensor(view, name, 4);
+  if (view.shape[1] < 16 || view.shape[1] % 16 != 0) {
+    throw InvalidArgument(name + ".shape", "has page_size (dimension 1) " + str(view.shape[1]) +
+                                               "; must be a positive multiple of 16");
+  }
+  check_head_tensor(view, name, view.shape[0], view.shape[1], a.heads_kv, a.head_dim,
+                    "[num_pages, page_size, heads_kv, head_dim]");
+}
+
+/// The kernel's rank-3 view of lse: [batch, heads_q, seqlen_q], or packed [heads_q, total_q]
+/// as batch 1 with batch stride 0.
+TensorView lse_view(const TensorView& lse, const Attention& a, bool packed, std::int64_t total_q) {
+  check_tensor(lse, "lse", packed ? 2 : 3);
+  if (lse.dtype != DType::f32) {
+    throw InvalidArgument("lse.dtype",
+                          "is " + std::string(dtype_name(lse.dtype)) + "; must be fp32");
+  }
+  if (packed) {
+    check_shape(lse, "lse", {a.heads_q, total_q}, "[heads_q, total_q]");
+  } else {
+    check_shape(lse, "lse", {a.batch, a.heads_q, a.seqlen_q}, "[batch, heads_q, seqlen_q]");
+  }
+  const int last = lse.rank - 1;
+  if (lse.shape[last] > 1 && lse.strides[last] != 1) {
+    throw InvalidArgument("lse.strides",
+                          "the last stride is " + str(lse.strides[last]) + "; must be 1");
+  }
+  check_no_self_overlap(lse, "lse");
+  if (!packed) return lse;
+  return TensorView::strided(lse.data, lse.dtype, {1, a.heads_q, total_q}, {0, lse.strides[0], 1});
+}
+
+void check_layout_choice(const Sequences& s) {
+  if (present(s.page_table) && present(s.cu_seqlens_k)) {
+    throw InvalidArgument("sequences.cu_seqlens_k",
+                          "must be absent with a page_table: a paged cache's keys are found "
+                          "through its pages, and their counts in seqlens_k");
+  }
+  if (present(s.page_table) && !present(s.seqlens_k)) {
+    throw InvalidArgument("sequences.seqlens_k",
+                          "is required with a page_table: each sequence's key count");
+  }
+  if (s.splits < 0 || s.splits > kMaxSplits) {
+    throw InvalidArgument(
+        "sequences.splits",
+        "is " + str(s.splits) + "; must be 0 (chosen) or 1 to " + str(kMaxSplits));
+  }
+}
+
+/// Outputs share no memory with the inputs (index arrays included) or each other.
+void check_outputs_disjoint(const Sequences& s, const TensorView& q, const TensorView& k,
+                            const TensorView& v, const TensorView& o, const TensorView& lse) {
+  check_no_self_overlap(o, "o");
+  const std::pair<const TensorView*, const char*> inputs[] = {
+      {&q, "q"},
+      {&k, "k"},
+      {&v, "v"},
+      {&s.cu_seqlens_q, "sequences.cu_seqlens_q"},
+      {&s.cu_seqlens_k, "sequences.cu_seqlens_k"},
+      {&s.seqlens_k, "sequences.seqlens_k"},
+      {&s.page_table, "sequences.page_table"}};
+  for (const auto& [input, name] : inputs) {
+    if (!present(*input)) continue;
+    check_disjoint(o, *input, "o", name, Role::input);
+    if (present(lse)) check_disjoint(lse, *input, "lse", name, Role::input);
+  }
+  if (present(lse)) check_disjoint(o, lse, "o", "lse", Role::output);
+}
+
+/// cu_seqlens: from 0, nondecreasing, each sequence at most `longest`, ending within `rows`.
+void check_offsets(const std::vector<std::int32_t>& cu, const std::string& name,
+                   std::int64_t longest, const char* longest_name, std::int64_t rows,
+                   const char* rows_name) {
+  if (cu.empty()) return;
+  if (cu[0] != 0) {
+    throw InvalidArgument(name, "position 0 holds " + str(cu[0]) + "; must be 0");
+  }
+  for (std::size_t b = 0; b + 1 < cu.size(); ++b) {
+    if (cu[b + 1] < cu[b]) {
+      throw InvalidArgument(name, "decreases at position " + str(b + 1) + ": " + str(cu[b + 1]) +
+                                      " after " + str(cu[b]) + "; must be nondecreasing");
+    }
+    if (cu[b + 1] - cu[b] > longest) {
+      throw InvalidArgument(name, "gives sequence " + str(b) + " " + str(cu[b + 1] - cu[b]) +
+                                      " rows (positions " + str(b) + " and " + str(b + 1) +
+                                      "), more than " + longest_name + " = " + str(longest));
+    }
+  }
+  if (cu.back() > rows) {
+    throw InvalidArgument(name, "position " + str(cu.size() - 1) + " holds " + str(cu.back()) +
+                                    ", past the " + str(rows) + " rows of " + rows_name);
+  }
+}
+
+}  // namespace
+
+namespace {
+
+/// One side's tensor of an inference call: packed [total, heads, head_dim] when `packed` (of
+/// `total` rows when that is >= 0, the rows of `total_of`), else [batch, seqlen, heads, head_dim].
+struct TensorSide {
+  std::int64_t seqlen, heads;
+  const char* dense_dims;
+  const char* packed_dims;
+  const char* total_of;
+};
+
+TensorView side_tensor(const TensorView& view, const std::string& name, const Attention& a,
+                       const TensorSide& side, bool packed, std::int64_t total) {
+  if (!packed) {
+    check_tensor(view, name, 4);
+    check_head_tensor(view, name, a.batch, side.seqlen, side.heads, a.head_dim, side.dense_dims);
+    return view;
+  }
+  const TensorView four = packed_view(view, name, side.heads, a.head_dim, side.packed_dims);
+  if (total >= 0 && view.shape[0] != total) {
+    throw InvalidArgument(name + ".shape", "has " + str(view.shape[0]) + " rows; " + side.total_of +
+                                               " has " + str(total));
+  }
+  return four;
+}
+
+}  // namespace
+
+TensorView inference_query_tensor(const TensorView& view, const std::string& name,
+                                  const Attention& a, bool packed, std::int64_t total_q) {
+  const TensorSide queries{a.seqlen_q, a.heads_q, "[batch, seqlen_q, heads_q, head_dim]",
+                           "[total_q, heads_q, head_dim]", "q"};
+  return side_tensor(view, name, a, queries, packed, total_q);
+}
+
+TensorView inference_key_tensor(const TensorView& view, const std::string& name, const Attention& a,
+                                bool packed, std::int64_t total_k) {
+  const TensorSide keys{a.seqlen_k, a.heads_kv, "[batch, seqlen_k, heads_kv, head_dim]",
+                        "[total_k, heads_kv, head_dim]", "k"};
+  return side_tensor(view, name, a, keys, packed, total_k);
+}
+
+InferenceTensors validate_inference_arguments(const Attention& a, const Sequences& s,
+                                              const TensorView& q, const TensorView& k,
+                                              const TensorView& v, const TensorView& o,
+                                              const TensorView& lse) {
+  validate_attention(a);
+  check_layout_choice(s);
+  const bool packed_q = present(s.cu_seqlens_q);
+  const bool packed_k = present(s.cu_seqlens_k);
+  const bool paged = present(s.page_table);
+  if (packed_q)
+    check_index_array(s.cu_seqlens_q, "sequences.cu_seqlens_q", {a.batch + 1}, "[batch + 1]");
+  if (packed_k)
+    check_index_array(s.cu_seqlens_k, "sequences.cu_seqlens_k", {a.batch + 1}, "[batch + 1]");
+  if (present(s.seqlens_k))
+    check_index_array(s.seqlens_k, "sequences.seqlens_k", {a.batch}, "[batch]");
+  if (paged) {
+    check_tensor(s.page_table, "sequences.page_table", 2);
+    check_index_array(s.page_table, "sequences.page_table", {a.batch, s.page_table.shape[1]},
+                      "[batch, max_pages]");
+  }
+  check_attention_dtypes(q, k, v, o);
+
+  InferenceTensors t;
+  t.q = inference_query_tensor(q, "q", a, packed_q, -1);
+  t.total_q = packed_q ? q.shape[0] : a.batch * a.seqlen_q;
+  t.o = inference_query_tensor(o, "o", a, packed_q, t.total_q);
+  if (paged) {
+    check_pages(k, "k", a);
+    check_pages(v, "v", a);
+    check_shape(v, "v", {k.shape[0], k.shape[1], a.heads_kv, a.head_dim},
+                "k's [num_pages, page_size, heads_kv, head_dim]");
+    t.k = k;
+    t.v = v;
+    t.num_pages = k.shape[0];
+    t.page_size = k.shape[1];
+    if (a.seqlen_k > s.page_table.shape[1] * t.page_size) {
+      throw InvalidArgument("attention.seqlen_k", "is " + str(a.seqlen_k) + "; a page table of " +
+                                                      str(s.page_table.shape[1]) + " pages of " +
+                                                      str(t.page_size) + " keys holds at most " +
+                                                      str(s.page_table.shape[1] * t.page_size));
+    }
+  } else {
+    t.k = inference_key_tensor(k, "k", a, packed_k, -1);
+    t.v = inference_key_tensor(v, "v", a, packed_k, packed_k ? k.shape[0] : -1);
+  }
+  if (present(lse)) t.lse = lse_view(lse, a, packed_q, t.total_q);
+  check_outputs_disjoint(s, q, k, v, o, lse);
+  return t;
+}
+
+void check_index_values(const Attention& a, const InferenceTensors& t, const HostIndices& x) {
+  const std::int64_t total_k = x.cu_seqlens_k.empty() ? 0 : t.k.shape[1];
+  check_offsets(x.cu_seqlens_q, "sequences.cu_seqlens_q", a.seqlen_q, "attention.seqlen_q",
+                t.total_q, "q");
+  check_offsets(x.cu_seqlens_k, "sequences.cu_seqlens_k", a.seqlen_k, "attention.seqlen_k", total_k,
+                "k");
+  for (std::size_t b = 0; b < x.seqlens_k.size(); ++b) {
+    const std::int64_t packed = x.cu_seqlens_k.empty()
+                                    ? a.seqlen_k
+                                    : std::int64_t{x.cu_seqlens_k[b + 1]} - x.cu_seqlens_k[b];
+    if (x.seqlens_k[b] < 0 || x.seqlens_k[b] > packed) {
+      throw InvalidArgument(
+          "sequences.seqlens_k",
+          "position " + str(b) + " holds " + str(x.seqlens_k[b]) + "; must be from 0 to " +
+              str(packed) +
+              (x.cu_seqlens_k.empty() ? " (attention.seqlen_k)" : " (the sequence's packed keys)"));
+    }
+  }
+  if (x.page_table.empty()) return;
+  for (std::size_t b = 0; b < x.seqlens_k.size(); ++b) {
+    const std::int64_t used = (x.seqlens_k[b] + t.page_size - 1) / t.page_size;
+    for (std::int64_t p = 0; p < used; ++p) {
+      const std::int32_t page = x.page_table[b * x.page_table_row + p];
+      if (page < 0 || page >= t.num_pages) {
+        throw InvalidArgument("sequences.page_table",
+                              "position [" + str(b) + ", " + str(p) + "] holds " + str(page) +
+                                  "; must be a page of k and v, from 0 to " + str(t.num_pages - 1));
+      }
+    }
+  }
+}
+
+}  // namespace flashjit::kernels

@@ -1,0 +1,355 @@
+// The attention forward's and backward's tuning description (attention_tuning.hpp), and the
+// tensors the tuner runs their candidates on: a dense batch (bshd, contiguous) with every output
+// of the forward and the backward.
+#include "attention/attention_tuning.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <memory>
+#include <random>
+
+#include "autotune/workspace.hpp"
+
+namespace flashjit::autotune {
+namespace {
+
+// The forward config name's mark of the kernel it runs (the mma.sync path has none).
+const char* path_suffix(kernels::ForwardPath path) {
+  switch (path) {
+    case kernels::ForwardPath::wgmma:
+      return ".wgmma";
+    case kernels::ForwardPath::tma:
+      return ".tma";
+    case kernels::ForwardPath::mma_sync:
+      break;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string TunedConfigTraits<kernels::ForwardConfig>::name(const kernels::ForwardConfig& f) {
+  return "br" + std::to_string(f.block_m) + ".bc" + std::to_string(f.block_n) + ".w" +
+         std::to_string(f.warps) + ".s" + std::to_string(f.stages) +
+         (f.q_in_registers ? ".qreg" : "") + path_suffix(f.path) + (f.overlap ? ".overlap" : "") +
+         (f.pingpong ? ".pingpong" : "") + (f.p_in_shared ? ".pshared" : "") +
+         (f.persistent ? ".persistent" : "") + (f.cluster ? ".cluster2" : "");
+}
+
+std::vector<detail::KernelSpec> TunedConfigTraits<kernels::ForwardConfig>::specs(
+    const kernels::ForwardConfig& config, const std::string& arch) {
+  return {kernels::forward_spec(config, arch)};
+}
+
+int TunedConfigTraits<kernels::ForwardConfig>::threads(const kernels::ForwardConfig& config,
+                                                       const std::vector<detail::KernelSpec>&) {
+  return config.warps * 32;
+}
+
+std::string TunedConfigTraits<kernels::BackwardConfig>::name(const kernels::BackwardConfig& b) {
+  std::string name = "br" + std::to_string(b.key.block_m) + ".bc" + std::to_string(b.key.block_n) +
+                     ".w" + std::to_string(b.key.warps) + ".s" + std::to_string(b.key.stages);
+  if (b.deterministic) {
+    name += ".dq.br" + std::to_string(b.query.block_m) + ".bc" + std::to_string(b.query.block_n) +
+            ".w" + std::to_string(b.query.warps);
+  }
+  return name;
+}
+
+std::vector<detail::KernelSpec> TunedConfigTraits<kernels::BackwardConfig>::specs(
+    const kernels::BackwardConfig& config, const std::string& arch) {
+  return kernels::backward_specs(config, arch).in_order();
+}
+
+int TunedConfigTraits<kernels::BackwardConfig>::threads(const kernels::BackwardConfig& config,
+                                                        const std::vector<detail::KernelSpec>&) {
+  return config.key.warps * 32;  // the main (dK/dV) kernel's
+}
+
+}  // namespace flashjit::autotune
+
+namespace flashjit::kernels {
+
+using autotune::Candidate;
+using autotune::CandidateTiming;
+using autotune::shape_bucket;
+using autotune::TunedConfig;
+
+double attention_flops(const Attention& a, bool causal, bool backward) {
+  const bool windowed = a.window_left >= 0 || (!a.causal && a.window_right >= 0);
+  const double full = static_cast<double>(a.seqlen_q) * static_cast<double>(a.seqlen_k);
+  // FlashAttention's convention, so that TFLOP/s compare with the peers': every pair, halved
+  // for causal; only a sliding window, which it does not define, counts the pairs it keeps.
+  const double pairs = windowed ? visible_pairs(a) : causal ? full / 2 : full;
+  const double forward =
+      4.0 * static_cast<double>(a.batch * a.heads_q) * pairs * static_cast<double>(a.head_dim);
+  return backward ? 2.5 * forward : forward;
+}
+
+std::string attention_key_head(DType dtype, std::int64_t head_dim, const std::string& mask,
+                               bool softcap, bool deterministic) {
+  return std::string(dtype_name(dtype)) + "/hdim" + std::to_string(head_dim) + "/" + mask +
+         (softcap ? ".softcap" : "") + (deterministic ? ".deterministic" : "");
+}
+
+std::string attention_key_sizes(std::int64_t seqlen_q, std::int64_t seqlen_k,
+                                std::int64_t batch_heads) {
+  return "/q" + std::to_string(shape_bucket(seqlen_q)) + "/k" +
+         std::to_string(shape_bucket(seqlen_k)) + "/bh" + std::to_string(shape_bucket(batch_heads));
+}
+
+const char* mask_key(const Attention& attention) {
+  return forward_mask_kind(attention) == MaskKind::window ? "window" : "none";
+}
+
+void prune_tiles_for_size(std::vector<Candidate>& candidates, std::int64_t rows, std::int64_t keys,
+                          const std::function<TileSize(const TunedConfig&)>& tiles) {
+  // A tile larger than the shape is pruned only when a smaller one exists.
+  TileSize smallest{1 << 30, 1 << 30};
+  for (const Candidate& c : candidates) {
+    const TileSize t = tiles(c.config);
+    smallest.block_m = std::min(smallest.block_m, t.block_m);
+    smallest.block_n = std::min(smallest.block_n, t.block_n);
+  }
+  for (Candidate& c : candidates) {
+    if (!c.pruned.empty() || c.is_default) continue;
+    const TileSize t = tiles(c.config);
+    if (t.block_m > smallest.block_m && t.block_m > rows) {
+      c.pruned = "Br " + std::to_string(t.block_m) + " > " + std::to_string(rows) +
+                 " query rows (a smaller Br covers them)";
+    } else if (t.block_n > smallest.block_n && t.block_n > keys) {
+      c.pruned = "Bc " + std::to_string(t.block_n) + " > " + std::to_string(keys) +
+                 " keys (a smaller Bc covers them)";
+    }
+  }
+}
+
+bool backward_timed_alone(const BackwardConfig& config, const BackwardConfig& fallback) {
+  // The deterministic backward's dK/dV and dQ kernels run one after the other on outputs of
+  // their own, so neither tile's time depends on the other's: every dK/dV tile is timed beside
+  // the default's dQ tile and every dQ tile beside the default's dK/dV tile (n + m - 1 runs
+  // instead of n x m), and then the pair of the two fastest.
+  if (!config.deterministic) return true;
+  return config.key == fallback.key || config.query == fallback.query;
+}
+
+std::optional<BackwardConfig> fastest_backward_pair(
+    const std::vector<Candidate>& candidates, const std::vector<CandidateTiming>& timings,
+    const std::function<const BackwardConfig&(const TunedConfig&)>& tiles) {
+  const Candidate* base = nullptr;
+  for (const Candidate& c : candidates) {
+    if (c.is_default) base = &c;
+  }
+  if (base == nullptr || !tiles(base->config).deterministic) return std::nullopt;
+  const BackwardConfig& fallback = tiles(base->config);
+  auto median = [&](const std::string& name) {
+    for (const CandidateTiming& t : timings) {
+      if (t.config == name) return t.median_ms;
+    }
+    return std::numeric_limits<double>::infinity();
+  };
+  BackwardConfig pair = fallback;
+  double key_ms = std::numeric_limits<double>::infinity(), query_ms = key_ms;
+  for (const Candidate& c : candidates) {
+    const BackwardConfig& config = tiles(c.config);
+    const double ms = median(c.name);
+    if (config.query == fallback.query && ms < key_ms) {
+      key_ms = ms;
+      pair.key = config.key;
+    }
+    if (config.key == fallback.key && ms < query_ms) {
+      query_ms = ms;
+      pair.query = config.query;
+    }
+  }
+  if (!std::isfinite(key_ms) || !std::isfinite(query_ms)) return std::nullopt;
+  if (pair.key == fallback.key || pair.query == fallback.query) return std::nullopt;
+  return pair;
+}
+
+namespace {
+
+// A dense batch (bshd layout, contiguous) with every output of the forward and the backward.
+class AttentionWorkspace final : public autotune::TuningWorkspace {
+ public:
+  AttentionWorkspace(detail::RuntimeBackend& backend, const AttentionProblem& problem)
+      : backend_(backend), problem_(problem), rng_(0x5eed) {
+    const Attention& a = problem.attention;
+    q_ = head_tensor(a.seqlen_q, a.heads_q, true);
+    k_ = head_tensor(a.seqlen_k, a.heads_kv, true);
+    v_ = head_tensor(a.seqlen_k, a.heads_kv, true);
+    o_ = head_tensor(a.seqlen_q, a.heads_q, false);
+    lse_.buffer =
+        backend.allocate_buffer(static_cast<std::size_t>(a.batch * a.heads_q * a.seqlen_q) * 4);
+    lse_.view = lse_tensor(static_cast<float*>(lse_.buffer.data()), a);
+    if (problem.backward) {
+      dout_ = head_tensor(a.seqlen_q, a.heads_q, true);
+      dq_ = head_tensor(a.seqlen_q, a.heads_q, false);
+      dk_ = head_tensor(a.seqlen_k, a.heads_kv, false);
+      dv_ = head_tensor(a.seqlen_k, a.heads_kv, false);
+      // The backward needs the forward's O and LSE of these inputs: the default config's.
+      const ForwardConfig forward =
+          default_forward_config(problem.dtype, static_cast<int>(a.head_dim), forward_mask_kind(a),
+                                 a.softcap > 0.0f, backend.info().arch());
+      attention_forward(backend, a, q_.view, k_.view, v_.view, o_.view, lse_.view, forward,
+                        nullptr);
+      backend.synchronize(nullptr);
+    }
+  }
+
+  void run(const TunedConfig& config, Stream stream) override {
+    const Attention& a = problem_.attention;
+    if (const auto* forward = config.get_if<ForwardConfig>()) {
+      attention_forward(backend_, a, q_.view, k_.view, v_.view, o_.view, lse_.view, *forward,
+                        stream);
+    } else {
+      attention_backward(backend_, a, q_.view, k_.view, v_.view, o_.view, lse_.view, dout_.view,
+                         dq_.view, dk_.view, dv_.view, config.get<BackwardConfig>(), stream);
+    }
+  }
+
+  std::vector<float> outputs() override {
+    if (!problem_.backward) return read(o_);
+    std::vector<float> all = read(dq_);
+    for (autotune::WorkspaceTensor* t : {&dk_, &dv_}) {
+      const std::vector<float> part = read(*t);
+      all.insert(all.end(), part.begin(), part.end());
+    }
+    return all;
+  }
+
+ private:
+  autotune::WorkspaceTensor head_tensor(std::int64_t seqlen, std::int64_t heads, bool random) {
+    const Attention& a = problem_.attention;
+    autotune::WorkspaceTensor t;
+    t.buffer = autotune::upload_16bit(backend_, problem_.dtype,
+                                      a.batch * seqlen * heads * a.head_dim, rng_, random);
+    t.view = attention_tensor(t.buffer.data(), problem_.dtype, Layout::bshd, a.batch, seqlen, heads,
+                              a.head_dim);
+    return t;
+  }
+
+  std::vector<float> read(const autotune::WorkspaceTensor& t) {
+    return autotune::read_16bit(backend_, t.buffer, problem_.dtype);
+  }
+
+  detail::RuntimeBackend& backend_;
+  AttentionProblem problem_;
+  std::mt19937_64 rng_;
+  autotune::WorkspaceTensor q_, k_, v_, o_, lse_, dout_, dq_, dk_, dv_;
+};
+
+TileSize backward_tiles_of(const TunedConfig& config) {
+  const BackwardConfig& b = config.get<BackwardConfig>();
+  return {b.key.block_m, b.key.block_n};
+}
+
+TileSize forward_tiles_of(const TunedConfig& config) {
+  const ForwardConfig& f = config.get<ForwardConfig>();
+  return {f.block_m, f.block_n};
+}
+
+}  // namespace
+
+AttentionProblem::AttentionProblem(bool backward_, DType dtype_, const Attention& attention_)
+    : backward(backward_), attention(attention_) {
+  dtype = dtype_;
+}
+
+std::string_view AttentionProblem::op() const {
+  return backward ? "attention-backward" : "attention-forward";
+}
+
+std::string AttentionProblem::key() const {
+  const Attention& a = attention;
+  return attention_key_head(dtype, a.head_dim, mask_key(a), a.softcap > 0.0f,
+                            backward && a.deterministic) +
+         attention_key_sizes(a.seqlen_q, a.seqlen_k, a.batch * a.heads_q);
+}
+
+autotune::ShapeFields AttentionProblem::shape_fields() const {
+  const Attention& a = attention;
+  return {a.head_dim,
+          static_cast<std::int64_t>(forward_mask_kind(a)),
+          a.softcap > 0.0f,
+          backward && a.deterministic,
+          shape_bucket(a.seqlen_q),
+          shape_bucket(a.seqlen_k),
+          shape_bucket(a.batch * a.heads_q)};
+}
+
+std::string AttentionProblem::describe() const {
+  const Attention& a = attention;
+  return std::string(op()) + " " + std::string(dtype_name(dtype)) + " hdim" +
+         std::to_string(a.head_dim) + " seqlen " + std::to_string(a.seqlen_q) + " batch " +
+         std::to_string(a.batch) + " x heads " + std::to_string(a.heads_q) +
+         (a.causal ? " causal" : "") + (backward && a.deterministic ? " deterministic" : "");
+}
+
+bool AttentionProblem::empty() const {
+  return attention.batch == 0 || attention.seqlen_q == 0 || attention.seqlen_k == 0;
+}
+
+double AttentionProblem::flops() const {
+  return attention_flops(attention, attention.causal, backward);
+}
+
+TunedConfig AttentionProblem::default_config(const std::string& arch) const {
+  const Attention& a = attention;
+  const int head_dim = static_cast<int>(a.head_dim);
+  if (!backward) {
+    return default_forward_config(dtype, head_dim, forward_mask_kind(a), a.softcap > 0.0f, arch);
+  }
+  return default_backward_config(dtype, head_dim, forward_mask_kind(a), a.softcap > 0.0f,
+                                 a.deterministic, arch);
+}
+
+std::vector<TunedConfig> AttentionProblem::space() const {
+  const Attention& a = attention;
+  const int head_dim = static_cast<int>(a.head_dim);
+  const MaskKind mask = forward_mask_kind(a);
+  std::vector<TunedConfig> configs;
+  if (!backward) {
+    for (const ForwardConfig& c : forward_configs(dtype, head_dim, mask, a.softcap > 0.0f)) {
+      configs.emplace_back(c);
+    }
+  } else {
+    for (const BackwardConfig& c :
+         backward_configs(dtype, head_dim, mask, a.softcap > 0.0f, a.deterministic)) {
+      configs.emplace_back(c);
+    }
+  }
+  return configs;
+}
+
+bool AttentionProblem::timed(const TunedConfig& config, const TunedConfig& fallback,
+                             const std::string& arch) const {
+  if (!backward) return runs_on(config.get<ForwardConfig>(), arch);  // Hopper paths: sm_90a
+  return backward_timed_alone(config.get<BackwardConfig>(), fallback.get<BackwardConfig>());
+}
+
+void AttentionProblem::prune_for_size(std::vector<Candidate>& candidates) const {
+  prune_tiles_for_size(candidates, shape_bucket(attention.seqlen_q),
+                       shape_bucket(attention.seqlen_k),
+                       backward ? backward_tiles_of : forward_tiles_of);
+}
+
+std::optional<TunedConfig> AttentionProblem::fastest_pair(
+    const std::vector<Candidate>& candidates, const std::vector<CandidateTiming>& timings) const {
+  if (!backward) return std::nullopt;
+  const std::optional<BackwardConfig> pair = fastest_backward_pair(
+      candidates, timings, [](const TunedConfig& config) -> const BackwardConfig& {
+        return config.get<BackwardConfig>();
+      });
+  if (!pair) return std::nullopt;
+  return TunedConfig(*pair);
+}
+
+bool AttentionProblem::pairs_parts() const { return backward && attention.deterministic; }
+
+std::unique_ptr<autotune::TuningWorkspace> AttentionProblem::workspace(
+    detail::RuntimeBackend& backend) const {
+  return std::make_unique<AttentionWorkspace>(backend, *this);
+}
+
+}  // namespace flashjit::kernels

@@ -1,0 +1,127 @@
+#include "layer_norm/layer_norm.hpp"
+
+#include <algorithm>
+
+#include "layer_norm/layer_norm_space.cuh"
+
+namespace flashjit::kernels {
+namespace space = flashjit::layer_norm_space;
+
+namespace {
+
+constexpr DType kDTypes[] = {DType::f16, DType::bf16, DType::f32};
+
+std::string element_type(DType dtype) {
+  static const char* kElementTypes[] = {"flashjit::half_t", "flashjit::bfloat16_t", "float"};
+  return kElementTypes[static_cast<int>(dtype)];
+}
+
+/// The spec both row kernels share but for the entry point and role.
+detail::KernelSpec row_kernel_spec(const LayerNormConfig& config, const std::string& arch,
+                                   const std::string& entry, const std::string& role) {
+  detail::KernelSpec spec;
+  spec.op = "layernorm";
+  spec.header = "layer_norm/layer_norm_backward_kernel.cuh";
+  if (role == "layer_norm") spec.header = "layer_norm/layer_norm_kernel.cuh";
+  spec.name_expression =
+      "flashjit::" + entry + "<flashjit::LayerNormConfig<" + element_type(config.dtype) + ", " +
+      std::to_string(config.max_cols) + ", " + std::to_string(config.threads_per_row) + ", " +
+      std::to_string(config.vector_width) + ", " + (config.rms ? "true" : "false") + ">>";
+  spec.arch = arch;
+  spec.role = role;
+  spec.traits = {std::string(dtype_name(config.dtype)), config.rms ? "rms" : "ln",
+                 config.max_cols ? detail::trait("cols", config.max_cols) : "colsany",
+                 detail::trait("t", config.threads_per_row),
+                 detail::trait("v", config.vector_width)};
+  spec.readable_name = detail::name_of(role, 0, spec.traits);
+  spec.threads = config.threads_per_row * space::rows_per_block(config.threads_per_row);
+  spec.dynamic_shared_bytes = space::shared_bytes(config.threads_per_row);
+  return spec;
+}
+
+}  // namespace
+
+std::vector<LayerNormConfig> layer_norm_configs() {
+  std::vector<LayerNormConfig> configs;
+  for (DType dtype : kDTypes) {
+    for (bool rms : {false, true}) {
+      for (int max_cols : space::kMaxColsBuckets) {
+        for (int threads : space::kThreadsPerRow) {
+          for (int width : space::kVectorWidths) {
+            if (space::config_valid(max_cols, threads, width)) {
+              configs.push_back({dtype, rms, max_cols, threads, width});
+            }
+          }
+        }
+      }
+    }
+  }
+  return configs;
+}
+
+int LayerNormConfig::shared_bytes() const { return space::shared_bytes(threads_per_row); }
+
+LayerNormShape layer_norm_shape(const LayerNorm& options, const TensorView& x,
+                                const TensorView& dbias) {
+  return {x.shape[0], static_cast<int>(x.shape[1]), options.rms,
+          options.bias.data != nullptr || dbias.data != nullptr, options.residual.data != nullptr};
+}
+
+bool layer_norm_covers(const LayerNormConfig& config, int cols) {
+  return config.max_cols == 0 || cols <= config.max_cols;
+}
+
+LayerNormConfig default_layer_norm_config(DType dtype, bool rms, int cols) {
+  // 8 cached values a thread keeps loads in flight without the register pressure of 16 (the
+  // backward caches x̂ and g and sums three partials per value); the unbounded bucket takes
+  // the most threads, as its rows are the longest.
+  constexpr int kPreferredValuesPerThread = 8;
+  int bucket = 0;
+  for (int max_cols : space::kMaxColsBuckets) {
+    if (max_cols >= cols) {
+      bucket = max_cols;
+      break;
+    }
+  }
+  LayerNormConfig choice{dtype, rms, bucket, 0, 1};
+  for (int threads : space::kThreadsPerRow) {
+    if (!space::config_valid(bucket, threads, 1)) continue;
+    choice.threads_per_row = threads;  // ends at the most threads if none is small enough
+    if (bucket != 0 && bucket / threads <= kPreferredValuesPerThread) break;
+  }
+  for (int width : space::kVectorWidths) {
+    if (space::config_valid(bucket, choice.threads_per_row, width)) choice.vector_width = width;
+  }
+  return choice;
+}
+
+detail::KernelSpec layer_norm_spec(const LayerNormConfig& config, const std::string& arch) {
+  return row_kernel_spec(config, arch, "layer_norm_kernel", "layer_norm");
+}
+
+detail::KernelSpec layer_norm_backward_spec(const LayerNormConfig& config,
+                                            const std::string& arch) {
+  return row_kernel_spec(config, arch, "layer_norm_backward_kernel", "layer_norm_backward");
+}
+
+detail::KernelSpec layer_norm_param_grad_spec(DType dtype, const std::string& arch) {
+  detail::KernelSpec spec;
+  spec.op = "layernorm";
+  spec.header = "layer_norm/layer_norm_backward_kernel.cuh";
+  spec.name_expression = "flashjit::layer_norm_param_grad_kernel<" + element_type(dtype) + ">";
+  spec.arch = arch;
+  spec.role = "layer_norm_param_grad";
+  spec.traits = {std::string(dtype_name(dtype))};
+  spec.readable_name = detail::name_of(spec.role, 0, spec.traits);
+  spec.threads = space::kParamGradThreads;
+  return spec;
+}
+
+LayerNormSlots layer_norm_slots(std::int64_t rows, int cols) {
+  const std::int64_t by_workspace = std::max<std::int64_t>(1, space::kWorkspaceFloats / (3 * cols));
+  const std::int64_t slots =
+      std::max<std::int64_t>(1, std::min({rows, std::int64_t{space::kMaxSlots}, by_workspace}));
+  return {static_cast<int>(slots), (rows + slots - 1) / slots};
+}
+
+}  // namespace flashjit::kernels

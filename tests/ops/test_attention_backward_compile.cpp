@@ -1,0 +1,137 @@
+// The attention backward op's compile matrix (DESIGN.md section 8): for sm_80 and sm_90a, every
+// spec `flashjit compile --op attention-backward --all` lists compiles with NVRTC, and no kernel
+// of a default config (what runs without tuning) spills or keeps an array in local memory (a
+// stack frame, which ptxas does not count as a spill), at any head dim (8 to 256, both
+// dtypes, both mask kinds, both modes, with softcap at the registry's softcap head dims).
+// One test case per arch, so that CTest can run the two side by side.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "attention/attention_backward.hpp"
+#include "common/op_registry.hpp"
+#include "runtime/kernel_cache.hpp"
+#include "runtime/parallel.hpp"
+
+using namespace flashjit;
+using namespace flashjit::detail;
+
+namespace {
+
+// NVRTC takes hundreds of MB per compile, and CI has 2 cores.
+constexpr int kWorkers = 2;
+
+// The head dims with softcap defaults in the registry (kSoftcapHeadDims in op_registry.cpp).
+constexpr int kSoftcapHeadDims[] = {128, 256};
+
+// What a compiled spec shows of itself: its local-memory bytes (spill stores and loads, and its
+// stack frame) and ptxas's performance advisories.
+struct Compiled {
+  int local_bytes = 0;
+  std::vector<std::string> advisories;
+};
+
+// Compiles every spec and returns what each shows, by readable name; a spec that fails to
+// compile fails the test and is left out.
+std::map<std::string, Compiled> compile_all(const std::vector<KernelSpec>& specs) {
+  KernelCache::Options options;
+  options.use_disk = false;
+  KernelCache cache(options);
+  std::map<std::string, Compiled> compiled;
+  run_ordered<CacheLookup>(
+      static_cast<int>(specs.size()), kWorkers,
+      [&](int i) { return cache.get(specs[static_cast<std::size_t>(i)]); },
+      [&](int i, Outcome<CacheLookup>& outcome) {
+        const KernelSpec& spec = specs[static_cast<std::size_t>(i)];
+        if (outcome.error) {
+          try {
+            std::rethrow_exception(outcome.error);
+          } catch (const std::exception& error) {
+            FAIL_CHECK(spec.display_name() << " does not compile: " << error.what());
+          }
+          return;
+        }
+        const ResourceUsage& resources = outcome.value.entry->kernel.resources;
+        CHECK_MESSAGE(resources.registers > 0, spec.display_name());
+        compiled[spec.readable_name] = {resources.spill_bytes() + resources.stack_bytes,
+                                        resources.advisories};
+      });
+  return compiled;
+}
+
+/// The local-memory bytes of a default config's kernels (0 when none spills) plus the count
+/// of their ptxas advisories, from `compiled`; each one named in a message.
+int config_problems(const kernels::BackwardConfig& config, const std::string& arch,
+                    const std::map<std::string, Compiled>& compiled) {
+  int problems = 0;
+  for (const KernelSpec& spec : kernels::backward_specs(config, arch).in_order()) {
+    const auto it = compiled.find(spec.readable_name);
+    if (it == compiled.end()) {
+      FAIL_CHECK(spec.readable_name << " is not in the compile matrix or did not compile");
+      continue;
+    }
+    if (it->second.local_bytes != 0) {
+      MESSAGE(spec.display_name() << " spills or uses local memory: " << it->second.local_bytes
+                                  << " bytes");
+    }
+    for (const std::string& advisory : it->second.advisories) {
+      MESSAGE(spec.display_name() << " has a ptxas advisory: " << advisory);
+    }
+    problems += it->second.local_bytes + static_cast<int>(it->second.advisories.size());
+  }
+  return problems;
+}
+
+/// Checks that the default of (head_dim, softcap) spills nowhere and has no ptxas advisory,
+/// for every dtype and mask.
+void check_defaults(const std::string& arch, int head_dim, bool softcap,
+                    const std::map<std::string, Compiled>& compiled) {
+  for (DType dtype : {DType::f16, DType::bf16}) {
+    for (MaskKind mask : {MaskKind::none, MaskKind::window}) {
+      for (bool deterministic : {false, true}) {
+        const auto config =
+            kernels::default_backward_config(dtype, head_dim, mask, softcap, deterministic, arch);
+        const std::string what = "the default for head dim " + std::to_string(head_dim) +
+                                 (softcap ? " with softcap" : "") + " (" +
+                                 std::string(dtype_name(dtype)) + ", mask " +
+                                 (mask == MaskKind::window ? "window" : "none") +
+                                 (deterministic ? ", deterministic" : "") + ") on " + arch;
+        CHECK_MESSAGE(config_problems(config, arch, compiled) == 0,
+                      what << " spills or has a ptxas advisory");
+      }
+    }
+  }
+}
+
+void check_compile_matrix(const std::string& arch) {
+  const auto specs = kernels::find_op("attention-backward").specs(arch, kernels::SpecSet::all);
+  REQUIRE(!specs.empty());
+  const std::map<std::string, Compiled> compiled = compile_all(specs);
+  int spilling = 0, advised = 0;
+  for (const auto& [name, kernel] : compiled) {
+    spilling += kernel.local_bytes != 0 ? 1 : 0;
+    advised += kernel.advisories.empty() ? 0 : 1;
+  }
+  MESSAGE(specs.size() << " specs for " << arch << ", " << spilling << " spilling, " << advised
+                       << " with ptxas advisories");
+  for (int head_dim = 8; head_dim <= 256; head_dim += 8) {
+    check_defaults(arch, head_dim, false, compiled);
+  }
+  for (int head_dim : kSoftcapHeadDims) check_defaults(arch, head_dim, true, compiled);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "attention-backward: every listed spec compiles for sm_80, no default spills or has "
+    "a ptxas advisory") {
+  check_compile_matrix("sm_80");
+}
+
+TEST_CASE(
+    "attention-backward: every listed spec compiles for sm_90a, no default spills or has "
+    "a ptxas advisory") {
+  check_compile_matrix("sm_90a");
+}

@@ -1,0 +1,84 @@
+// The attention forward op's compile matrix (DESIGN.md section 8): for sm_80 and sm_90a, every
+// spec `flashjit compile --op attention-forward --all` lists compiles with NVRTC, and the
+// defaults (what runs without tuning) neither spill nor keep arrays in local memory (a stack
+// frame: a register tile indexed at run time, which ptxas does not count as a spill) nor carry a
+// ptxas performance advisory (a serialized wgmma pipeline, say). One test case
+// per arch, so that CTest can run the two side by side.
+#include <doctest/doctest.h>
+
+#include <set>
+#include <string>
+
+#include "common/op_registry.hpp"
+#include "runtime/kernel_cache.hpp"
+#include "runtime/parallel.hpp"
+
+using namespace flashjit;
+using namespace flashjit::detail;
+
+namespace {
+
+// NVRTC takes hundreds of MB per compile, and CI has 2 cores.
+constexpr int kWorkers = 2;
+
+void check_compile_matrix(const std::string& arch) {
+  KernelCache::Options options;
+  options.use_disk = false;
+  KernelCache cache(options);
+  const kernels::OpInfo& op = kernels::find_op("attention-forward");
+  const auto specs = op.specs(arch, kernels::SpecSet::all);
+  std::set<std::string> defaults;
+  for (const KernelSpec& spec : op.specs(arch, kernels::SpecSet::defaults)) {
+    defaults.insert(spec.readable_name);
+  }
+  REQUIRE(!specs.empty());
+  int spilling = 0;
+  run_ordered<CacheLookup>(
+      static_cast<int>(specs.size()), kWorkers,
+      [&](int i) { return cache.get(specs[static_cast<std::size_t>(i)]); },
+      [&](int i, Outcome<CacheLookup>& outcome) {
+        const KernelSpec& spec = specs[static_cast<std::size_t>(i)];
+        const std::string name = spec.display_name();
+        if (outcome.error) {
+          try {
+            std::rethrow_exception(outcome.error);
+          } catch (const std::exception& error) {
+            FAIL_CHECK(name << " does not compile: " << error.what());
+          }
+          return;
+        }
+        const ResourceUsage& resources = outcome.value.entry->kernel.resources;
+        CHECK_MESSAGE(resources.registers > 0, name);
+        if (resources.spill_bytes() != 0) {
+          ++spilling;
+          MESSAGE(name << " spills " << resources.spill_bytes() << " bytes");
+        }
+        if (defaults.count(spec.readable_name) != 0) {
+          CHECK_MESSAGE(resources.spill_bytes() == 0, "default config " << name << " spills "
+                                                                        << resources.spill_bytes()
+                                                                        << " bytes");
+          CHECK_MESSAGE(resources.stack_bytes == 0, "default config "
+                                                        << name << " has a stack frame of "
+                                                        << resources.stack_bytes << " bytes");
+          for (const std::string& advisory : resources.advisories) {
+            FAIL_CHECK("default config " << name << " has a ptxas advisory: " << advisory);
+          }
+        }
+      });
+  MESSAGE(specs.size() << " specs for " << arch << ", " << defaults.size() << " defaults, "
+                       << spilling << " spilling");
+}
+
+}  // namespace
+
+TEST_CASE(
+    "attention-forward: every listed spec compiles for sm_80, the defaults in registers "
+    "with no ptxas advisory") {
+  check_compile_matrix("sm_80");
+}
+
+TEST_CASE(
+    "attention-forward: every listed spec compiles for sm_90a, the defaults in registers "
+    "with no ptxas advisory") {
+  check_compile_matrix("sm_90a");
+}

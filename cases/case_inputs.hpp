@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
+#include "attention/attention_reference.hpp"
 #include "flashjit/attention.hpp"
 #include "flashjit/dtype.hpp"
 #include "flashjit/runtime.hpp"
-#include "reference/attention_reference.hpp"
 #include "reference/checker.hpp"
 
 namespace flashjit::testing::case_inputs {

@@ -1,6 +1,6 @@
 // `flashjit run`: one attention forward (or backward) on random inputs, on the GPU, or on the
 // CPU emulator when there is none (or with --emulate), judged against the float64 reference
-// exactly as the tests judge it (cases/attention_case, backward_case): the relative L2
+// exactly as the tests judge it (attention/attention_case, backward_case): the relative L2
 // error of O (of dQ, dK, dV) must be at most twice that of a plain attention (backward)
 // computed in the input dtype. --counters adds the emulator's work counters; --config runs a
 // config of the op's space instead of the runtime's choice. The options, and which runs use
@@ -17,12 +17,11 @@
 #include <string>
 #include <vector>
 
+#include "attention/attention_case.hpp"
 #include "attention/attention_forward.hpp"
 #include "attention/attention_tuning.hpp"
-#include "cases/attention_case.hpp"
-#include "cases/backward_case.hpp"
-#include "cases/inference_case.hpp"
-#include "cases/merge_states_case.hpp"
+#include "attention/backward_case.hpp"
+#include "attention/inference_case.hpp"
 #include "chosen_kernels.hpp"
 #include "commands.hpp"
 #include "flashjit/device.hpp"
@@ -30,6 +29,7 @@
 #include "flashjit/runtime.hpp"
 #include "format.hpp"
 #include "merge_states/merge_states.hpp"
+#include "merge_states/merge_states_case.hpp"
 #include "merge_states/merge_states_space.cuh"
 #include "run_layer_norm.hpp"
 #include "run_multiscale.hpp"

@@ -3,10 +3,10 @@
 #include <chrono>
 #include <cstdio>
 
-#include "cases/layer_norm_case.hpp"
 #include "chosen_kernels.hpp"
 #include "flashjit/error.hpp"
 #include "format.hpp"
+#include "layer_norm/layer_norm_case.hpp"
 #include "layer_norm/layer_norm_space.cuh"
 #include "layer_norm/layer_norm_tuning.hpp"
 

@@ -1,7 +1,7 @@
 #pragma once
 // `flashjit run --op layernorm`: a layer norm (or RMS norm) forward and backward on random
 // inputs, judged against the float64 reference exactly as the tests judge it
-// (cases/layer_norm_case).
+// (layer_norm/layer_norm_case).
 #include <cstdint>
 #include <string>
 

@@ -1,9 +1,9 @@
 #pragma once
 // `flashjit run --op multiscale-attention`: a multi-scale attention (retention) forward and
 // backward on random inputs, judged against the float64 reference exactly as the tests judge it
-// (cases/multiscale_case).
-#include "cases/multiscale_case.hpp"
+// (multiscale/multiscale_case).
 #include "flashjit/runtime.hpp"
+#include "multiscale/multiscale_case.hpp"
 
 namespace flashjit::tools {
 

@@ -11,10 +11,10 @@
 
 #include "api/runtime_parts.hpp"
 #include "attention/decode_tuning.hpp"
+#include "attention/inference_case.hpp"
 #include "autotune/candidates.hpp"
 #include "autotune/tuner.hpp"
 #include "autotune/tuning_state.hpp"
-#include "cases/inference_case.hpp"
 #include "flashjit/flashjit.hpp"
 #include "support/temp_dir.hpp"
 

@@ -13,8 +13,8 @@
 #include "autotune/candidates.hpp"
 #include "autotune/tuner.hpp"
 #include "autotune/tuning_state.hpp"
-#include "cases/layer_norm_case.hpp"
 #include "flashjit/flashjit.hpp"
+#include "layer_norm/layer_norm_case.hpp"
 #include "layer_norm/layer_norm_tuning.hpp"
 #include "support/temp_dir.hpp"
 

@@ -14,9 +14,9 @@
 #include "autotune/candidates.hpp"
 #include "autotune/tuner.hpp"
 #include "autotune/tuning_state.hpp"
-#include "cases/multiscale_case.hpp"
 #include "flashjit/flashjit.hpp"
 #include "multiscale/multiscale_attention.hpp"
+#include "multiscale/multiscale_case.hpp"
 #include "multiscale/multiscale_tuning.hpp"
 #include "support/temp_dir.hpp"
 

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "attention/attention_reference.hpp"
 #include "emulator/launch.hpp"
-#include "reference/attention_reference.hpp"
 #include "reference/checker.hpp"
 #include "softmax/softmax_kernel.cuh"
 

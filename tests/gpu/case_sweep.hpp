@@ -1,5 +1,5 @@
 #pragma once
-// Runs attention test cases (cases/attention_case, backward_case) on the GPU over a
+// Runs attention test cases (attention/attention_case, backward_case) on the GPU over a
 // sweep of configs and checks their verdicts, for any op described by an `Op` (see check_sweep):
 // the runtime's own config, and for bf16 head dims 64 and 128 every config of the op's space
 // that fits the device's shared memory. Every kernel the runs need is compiled ahead, in

@@ -1,12 +1,12 @@
 #pragma once
-// Runs forward-attention test cases on the GPU (cases/attention_case) and checks their
+// Runs forward-attention test cases on the GPU (attention/attention_case) and checks their
 // verdicts: the runtime's own config, and for bf16 head dims 64 and 128 every config of the
 // space that fits the device's shared memory (gpu/case_sweep.hpp). Cases are built with
 // support/forward_case_builders.hpp.
 #include <vector>
 
+#include "attention/attention_case.hpp"
 #include "gpu/case_sweep.hpp"
-#include "cases/attention_case.hpp"
 #include "support/forward_case_builders.hpp"
 
 namespace flashjit::testing {

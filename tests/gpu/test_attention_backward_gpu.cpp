@@ -1,5 +1,5 @@
 // The backward op on the GPU (label gpu), each gradient checked against the float64 reference
-// with the bar of cases/backward_case (at most twice the plain-dtype backward's error):
+// with the bar of attention/backward_case (at most twice the plain-dtype backward's error):
 // the checks of tests/ops/test_attention_backward_emulated.cpp (ragged lengths, causal with
 // seqlen_q != seqlen_k, head dims from 8 to 256, GQA, both layouts, windows, softcap, fp16 and
 // bf16, both modes: atomic dQ and deterministic with bit-identical reruns), every config that
@@ -15,7 +15,7 @@
 
 #include "attention/attention_backward.hpp"
 #include "attention/attention_forward.hpp"
-#include "cases/backward_case.hpp"
+#include "attention/backward_case.hpp"
 #include "gpu/case_sweep.hpp"
 #include "support/backward_case_builders.hpp"
 
@@ -120,7 +120,7 @@ TEST_CASE("backward on the GPU: windows, softcap and scale") {
 // Real sizes: batch · seqlen = 16k tokens, head_dim · heads = 2048. The reference covers
 // kSampleRows query rows (dQ) and key rows (dK, dV) of up to three heads each; a key row's
 // gradient sums over every query row of its group, whose softmax statistics the reference
-// computes in float64 on every core (cases/backward_case), seconds per head at 16k.
+// computes in float64 on every core (attention/backward_case), seconds per head at 16k.
 constexpr std::int64_t kTokens = 16384;
 constexpr std::int64_t kModelWidth = 2048;
 constexpr std::int64_t kSampleRows = 64;

@@ -1,11 +1,11 @@
 // GPU tests (label `gpu`): the inference forward and the variable-length backward on real
-// hardware, each sequence against its own float64 reference (cases/inference_case), at sizes
+// hardware, each sequence against its own float64 reference (attention/inference_case), at sizes
 // the emulator cannot reach: decoding on long paged caches with GQA packing and split-KV,
 // prefill of packed batches, the backward of packed batches; and the index check's copy from
 // device memory.
 #include <doctest/doctest.h>
 
-#include "cases/inference_case.hpp"
+#include "attention/inference_case.hpp"
 #include "flashjit/error.hpp"
 #include "flashjit/flashjit.hpp"
 

@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "cases/layer_norm_case.hpp"
 #include "flashjit/flashjit.hpp"
+#include "layer_norm/layer_norm_case.hpp"
 
 using namespace flashjit;
 using flashjit::testing::LayerNormCase;

@@ -2,8 +2,8 @@
 // ("split + merge equals unsplit") at larger sizes, both forms, every dtype pair.
 #include <doctest/doctest.h>
 
-#include "cases/merge_states_case.hpp"
 #include "flashjit/flashjit.hpp"
+#include "merge_states/merge_states_case.hpp"
 
 using namespace flashjit;
 using flashjit::testing::MergeStatesCase;

@@ -4,8 +4,8 @@
 // dM the same bits on every run.
 #include <doctest/doctest.h>
 
-#include "cases/multiscale_case.hpp"
 #include "flashjit/flashjit.hpp"
+#include "multiscale/multiscale_case.hpp"
 
 using namespace flashjit;
 using flashjit::testing::MultiScaleCase;

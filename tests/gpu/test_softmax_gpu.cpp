@@ -6,8 +6,8 @@
 #include <random>
 #include <vector>
 
+#include "attention/attention_reference.hpp"
 #include "flashjit/flashjit.hpp"
-#include "reference/attention_reference.hpp"
 #include "reference/checker.hpp"
 
 using namespace flashjit;

@@ -1,6 +1,6 @@
 // The real backward tile programs (D, dQ, dK/dV), compiled for the host, run on the CPU
 // emulator through the public Runtime API after the library's own forward, and each gradient
-// checked against the float64 reference (cases/backward_case): ragged lengths, causal
+// checked against the float64 reference (attention/backward_case): ragged lengths, causal
 // with seqlen_q != seqlen_k both ways, head dims from 8 to 256, GQA 8:1 and 4:2, both layouts,
 // windows, softcap, fp16 and bf16; both modes (dQ summed atomically by the dK/dV kernel, and
 // the deterministic mode's own dQ kernel); the default config and, for head dims 64 and 128 in
@@ -14,7 +14,7 @@
 
 #include "attention/attention_backward.hpp"
 #include "attention/attention_forward.hpp"
-#include "cases/backward_case.hpp"
+#include "attention/backward_case.hpp"
 #include "common/builtin_kernels.hpp"
 #include "support/backward_case_builders.hpp"
 

@@ -1,5 +1,5 @@
 // The real forward tile program, compiled for the host, run on the CPU emulator through the
-// public Runtime API and checked against the float64 reference (cases/attention_case):
+// public Runtime API and checked against the float64 reference (attention/attention_case):
 // ragged lengths, causal with seqlen_q != seqlen_k, head dims from 8 to 256, GQA/MQA, both
 // layouts, windows, softcap; the default config and, for head dims 64 and 128 in bf16, every
 // other config the emulator has. An emulator finding (out-of-bounds access, race) throws.
@@ -7,8 +7,8 @@
 
 #include <vector>
 
+#include "attention/attention_case.hpp"
 #include "attention/attention_forward.hpp"
-#include "cases/attention_case.hpp"
 #include "common/builtin_kernels.hpp"
 #include "support/emulator_runtime.hpp"
 #include "support/forward_case_builders.hpp"

@@ -1,5 +1,5 @@
 // The forward's inference layouts on the CPU emulator through Runtime::forward(attention,
-// sequences, ...), each sequence against its own float64 reference (cases/inference_case):
+// sequences, ...), each sequence against its own float64 reference (attention/inference_case):
 // variable lengths (0 and 1 included), paged caches with shuffled pages, decoding with GQA
 // packing and split-KV, and the split result equal to the unsplit one within rounding.
 #include <doctest/doctest.h>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cases/inference_case.hpp"
+#include "attention/inference_case.hpp"
 #include "support/emulator_runtime.hpp"
 
 namespace flashjit::testing {

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "cases/layer_norm_case.hpp"
+#include "layer_norm/layer_norm_case.hpp"
 #include "support/emulator_runtime.hpp"
 
 using namespace flashjit;

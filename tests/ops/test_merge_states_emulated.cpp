@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "cases/merge_states_case.hpp"
+#include "merge_states/merge_states_case.hpp"
 #include "support/emulator_runtime.hpp"
 
 using namespace flashjit;

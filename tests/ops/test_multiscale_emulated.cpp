@@ -7,8 +7,8 @@
 #include <cmath>
 #include <vector>
 
-#include "cases/multiscale_case.hpp"
 #include "flashjit/flashjit.hpp"
+#include "multiscale/multiscale_case.hpp"
 #include "support/emulator_runtime.hpp"
 
 namespace flashjit::testing {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "reference/attention_reference.hpp"
+#include "attention/attention_reference.hpp"
 #include "reference/checker.hpp"
 
 using namespace flashjit::reference;

@@ -15,12 +15,12 @@
 #include <thread>
 #include <vector>
 
-#include "cases/attention_case.hpp"
-#include "cases/backward_case.hpp"
+#include "attention/attention_case.hpp"
+#include "attention/attention_reference.hpp"
+#include "attention/backward_case.hpp"
 #include "cases/case_inputs.hpp"
 #include "flashjit/flashjit.hpp"
 #include "flashjit/flashjit_c.h"
-#include "reference/attention_reference.hpp"
 #include "reference/checker.hpp"
 #include "support/backward_case_builders.hpp"
 

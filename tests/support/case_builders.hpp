@@ -4,8 +4,8 @@
 // headers (forward_case_builders.hpp, backward_case_builders.hpp) name their make_case on top.
 #include <cstdint>
 
+#include "attention/attention_reference.hpp"
 #include "flashjit/dtype.hpp"
-#include "reference/attention_reference.hpp"
 
 namespace flashjit::testing {
 

@@ -1,4 +1,4 @@
-#include "attention_reference.hpp"
+#include "attention/attention_reference.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "layer_norm_reference.hpp"
+#include "layer_norm/layer_norm_reference.hpp"
 
 #include <cmath>
 

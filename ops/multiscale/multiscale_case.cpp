@@ -1,4 +1,4 @@
-#include "cases/multiscale_case.hpp"
+#include "multiscale/multiscale_case.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -9,9 +9,9 @@
 #include <string>
 
 #include "attention/attention_forward.hpp"
+#include "attention/attention_reference.hpp"
 #include "flashjit/attention.hpp"
 #include "flashjit/runtime.hpp"
-#include "reference/attention_reference.hpp"
 #include "reference/checker.hpp"
 
 namespace flashjit::testing {
@@ -38,8 +38,8 @@ struct ForwardCase {
 
 struct ForwardVerdict {
   bool ok = false;
-  double error = 0;           ///< the kernel's relative L2 error of O
-  double plain_error = 0;     ///< that of a plain attention in the input dtype
+  double error = 0;            ///< the kernel's relative L2 error of O
+  double plain_error = 0;      ///< that of a plain attention in the input dtype
   reference::CheckResult out;  ///< O against the reference, at tolerance 2 · plain_error
   reference::CheckResult lse;  ///< LSE against the reference
   std::string describe() const;

@@ -1,4 +1,4 @@
-#include "cases/backward_case.hpp"
+#include "attention/backward_case.hpp"
 
 #include <algorithm>
 #include <array>
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "api/runtime_parts.hpp"
-#include "cases/attention_case.hpp"
+#include "attention/attention_case.hpp"
 #include "cases/case_inputs.hpp"
 
 namespace flashjit::testing {

@@ -6,9 +6,9 @@
 #include <string>
 #include <utility>
 
-#include "cases/backward_case.hpp"
+#include "attention/backward_case.hpp"
+#include "attention/inference_case.hpp"
 #include "cases/case_inputs.hpp"
-#include "cases/inference_case.hpp"
 
 namespace flashjit::testing {
 namespace {

@@ -2,15 +2,15 @@
 // One layer_norm test case end to end, for any backend: random inputs rounded to the case's
 // dtype (plus `offset`, for rows with a large mean), the fused add summed as the kernel sums
 // it, the forward (and backward) run on the runtime into poisoned outputs, and the verdict
-// against the float64 reference (reference/layer_norm_reference).
+// against the float64 reference (layer_norm/layer_norm_reference).
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "flashjit/dtype.hpp"
 #include "flashjit/runtime.hpp"
+#include "layer_norm/layer_norm_reference.hpp"
 #include "reference/checker.hpp"
-#include "reference/layer_norm_reference.hpp"
 
 namespace flashjit::testing {
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "attention/attention_reference.hpp"
 #include "flashjit/dtype.hpp"
 #include "flashjit/runtime.hpp"
-#include "reference/attention_reference.hpp"
 #include "reference/checker.hpp"
 
 namespace flashjit::testing {

@@ -1,4 +1,4 @@
-#include "cases/inference_case.hpp"
+#include "attention/inference_case.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "cases/attention_case.hpp"
+#include "attention/attention_case.hpp"
 #include "cases/case_inputs.hpp"
 
 namespace flashjit::testing {

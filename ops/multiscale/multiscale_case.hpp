@@ -11,8 +11,8 @@
 
 #include "flashjit/multiscale_attention.hpp"
 #include "flashjit/runtime.hpp"
+#include "multiscale/multiscale_reference.hpp"
 #include "reference/checker.hpp"
-#include "reference/multiscale_reference.hpp"
 
 namespace flashjit::testing {
 

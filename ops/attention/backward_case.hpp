@@ -12,9 +12,9 @@
 #include <string>
 
 #include "attention/attention_backward.hpp"
+#include "attention/attention_reference.hpp"
 #include "flashjit/attention.hpp"
 #include "flashjit/runtime.hpp"
-#include "reference/attention_reference.hpp"
 #include "reference/checker.hpp"
 
 namespace flashjit::testing {

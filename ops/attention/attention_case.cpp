@@ -1,4 +1,4 @@
-#include "cases/attention_case.hpp"
+#include "attention/attention_case.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "reference/multiscale_reference.hpp"
+#include "multiscale/multiscale_reference.hpp"
 
 #include <cmath>
 

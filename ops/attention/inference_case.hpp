@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "attention/attention_reference.hpp"
 #include "flashjit/attention.hpp"
 #include "flashjit/runtime.hpp"
-#include "reference/attention_reference.hpp"
 
 namespace flashjit::testing {
 

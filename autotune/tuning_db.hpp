@@ -26,7 +26,9 @@ namespace flashjit::autotune {
 /// The device and software a database file belongs to (its `_meta` block). A file is used only
 /// when every field matches the running process.
 struct TuningMeta {
-  int format = 1;
+  /// 2: the layer norm ops are keyed "layer-norm" and "layer-norm-backward" (1 wrote
+  /// "layernorm"); a format-1 file is another file (database_path) and is not read.
+  int format = 2;
   std::string flashjit_version;
   std::string nvrtc_version;
   int driver_version = 0;
@@ -46,7 +48,7 @@ std::int64_t shape_bucket(std::int64_t n);
 /// shape (TuningProblem::key, sizes already bucketed). The database reads no field of the shape:
 /// each op writes its key.
 struct TuningKey {
-  std::string op;             ///< "attention-forward", "layernorm", ...
+  std::string op;             ///< "attention-forward", "layer-norm", ...
   std::string template_hash;  ///< the templates' digest (a template change invalidates entries)
   std::string shape;          ///< the op's key: "bf16/hdim128/window/q1024/k1024/bh32"
 

@@ -50,7 +50,7 @@ struct AutotuneOptions {
   std::string database;
   bool deterministic = false;
   // The layer norm ops' shapes: every rows x cols, RMS norm or not, and the fused adds
-  // (layernorm-backward: --bias tunes the backward that writes dbias).
+  // (layer-norm-backward: --bias tunes the backward that writes dbias).
   std::vector<std::int64_t> rows = {8192};
   std::vector<int> cols = {1024};
   bool rms = false;
@@ -130,8 +130,8 @@ void add_layer_norm_problems(const AutotuneOptions& o, bool backward, DType dtyp
 
 // The ops `flashjit autotune --op` takes, in the order the help lists them.
 constexpr const char* kTunedOps[] = {
-    "attention-forward",  "attention-backward", "attention-decode",   "layernorm",
-    "layernorm-backward", "multiscale-forward", "multiscale-backward"};
+    "attention-forward",   "attention-backward", "attention-decode",   "layer-norm",
+    "layer-norm-backward", "multiscale-forward", "multiscale-backward"};
 
 // `name` if it is a tunable op; else InvalidArgument("--op") listing them.
 std::string tuned_op(const std::string& name) {
@@ -197,8 +197,8 @@ ProblemList problems(const AutotuneOptions& o) {
     for (const std::string& dtype_flag : o.dtypes) {
       const std::string op = tuned_op(name);
       const DType dtype = parse_dtype(dtype_flag, "--dtype");
-      if (op == "layernorm" || op == "layernorm-backward") {
-        add_layer_norm_problems(o, op == "layernorm-backward", dtype, list);
+      if (op == "layer-norm" || op == "layer-norm-backward") {
+        add_layer_norm_problems(o, op == "layer-norm-backward", dtype, list);
         continue;
       }
       if (op.starts_with("multiscale-") && o.causal != "false") {
@@ -390,8 +390,8 @@ Subcommand add_autotune_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "autotune", "Time every candidate config per shape on the GPU and keep the fastest");
   cmd->add_option("--op", o->ops,
-                  "attention-forward, attention-backward, attention-decode, layernorm, "
-                  "layernorm-backward, multiscale-forward, multiscale-backward")
+                  "attention-forward, attention-backward, attention-decode, layer-norm, "
+                  "layer-norm-backward, multiscale-forward, multiscale-backward")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--head-dim", o->head_dims, "Head dims (multiples of 8 up to 256)")
@@ -418,19 +418,23 @@ Subcommand add_autotune_command(CLI::App& app) {
   cmd->add_option("--page-size", o->page_size,
                   "attention-decode: keys per page of the cache (0: a dense cache)")
       ->capture_default_str();
-  cmd->add_option("--rows", o->rows, "layernorm: rows of x")->delimiter(',')->capture_default_str();
-  cmd->add_option("--cols", o->cols, "layernorm: columns of x (1-65536)")
+  cmd->add_option("--rows", o->rows, "layer-norm, layer-norm-backward: rows of x")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_flag("--rms", o->rms, "layernorm: RMS norm");
+  cmd->add_option("--cols", o->cols, "layer-norm, layer-norm-backward: columns of x (1-65536)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_flag("--rms", o->rms, "layer-norm, layer-norm-backward: RMS norm");
   cmd->add_option("--mask", o->mask,
                   "multiscale-forward, multiscale-backward: decay (per-head rates, generated in "
                   "the kernel) or tensor")
       ->check(CLI::IsMember({"decay", "tensor"}))
       ->capture_default_str();
-  cmd->add_flag("--bias", o->bias, "layernorm: a fused bias add (the backward: writes dbias)");
-  cmd->add_flag("--residual", o->residual, "layernorm: a fused residual add (forward only)");
-  cmd->add_option("--dtype", o->dtypes, "bf16 and/or fp16 (layernorm: fp32 too)")
+  cmd->add_flag("--bias", o->bias,
+                "layer-norm, layer-norm-backward: a fused bias add (the backward: writes dbias)");
+  cmd->add_flag("--residual", o->residual, "layer-norm: a fused residual add");
+  cmd->add_option("--dtype", o->dtypes,
+                  "bf16 and/or fp16 (layer-norm, layer-norm-backward: fp32 too)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--causal", o->causal, "true, false or both")->capture_default_str();

@@ -468,8 +468,8 @@ int run_parsed(const CLI::App& run, const RunOptions& options) {
     throw InvalidArgument("--counters", "counts the emulator's work: add --emulate");
   }
   if (options.op == "merge-states") return run_merge_states(options);
-  if (options.op == "layernorm") return run_layer_norm(options);
-  if (options.op == "multiscale-attention") return run_multiscale(options);
+  if (options.op == "layer-norm") return run_layer_norm(options);
+  if (options.op == "multiscale") return run_multiscale(options);
   if (inference_run(options)) return run_inference(options);
   return options.op == "attention-backward" ? run_backward(options) : run_forward(options);
 }

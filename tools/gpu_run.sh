@@ -169,8 +169,8 @@ run_sanitizer() {
     "$flashjit run --batch 2 --heads 4 --heads-kv 2 --seqlen-q 200 --seqlen-k 333 --head-dim 128 --causal"
     "$build/examples/training_step"
     "$build/tests/test_gpu_attention_forward --test-case=forward?on?the?GPU:?ragged?lengths"
-    "$flashjit run --op multiscale-attention --mask tensor --batch 2 --heads 4 --heads-kv 2 --seqlen-q 130 --seqlen-k 150"
-    "$flashjit run --op layernorm --rows 33 --cols 4097 --bias --residual"
+    "$flashjit run --op multiscale --mask tensor --batch 2 --heads 4 --heads-kv 2 --seqlen-q 130 --seqlen-k 150"
+    "$flashjit run --op layer-norm --rows 33 --cols 4097 --bias --residual"
   )
   local failures=0 each=$((limit / 10)) tool cmd rc
   # Kernels with line info, so that findings name template lines (a key field: own entries).
@@ -267,12 +267,12 @@ run_autotune() {
   fi
   # The layer norm benchmark's shapes (bench/layernorm.py), forward and backward, bf16.
   if ((end - SECONDS >= 15)); then
-    echo "\$ $flashjit autotune --op layernorm,layernorm-backward --rows 4096,32768" \
+    echo "\$ $flashjit autotune --op layer-norm,layer-norm-backward --rows 4096,32768" \
       "--cols 768,1024,4096,8192,16384; then --rows 1024 --cols 65536"
     timeout --kill-after=10 $((end - SECONDS)) "$flashjit" autotune \
-      --op layernorm,layernorm-backward --rows 4096,32768 --cols 768,1024,4096,8192,16384 || rc=$?
+      --op layer-norm,layer-norm-backward --rows 4096,32768 --cols 768,1024,4096,8192,16384 || rc=$?
     timeout --kill-after=10 $((end - SECONDS)) "$flashjit" autotune \
-      --op layernorm,layernorm-backward --rows 1024 --cols 65536 || rc=$?
+      --op layer-norm,layer-norm-backward --rows 1024 --cols 65536 || rc=$?
   else
     echo "== out of time: the layer norm shapes were not tuned"
   fi

@@ -1,5 +1,5 @@
 #pragma once
-// `flashjit run --op layernorm`: a layer norm (or RMS norm) forward and backward on random
+// `flashjit run --op layer-norm`: a layer norm (or RMS norm) forward and backward on random
 // inputs, judged against the float64 reference exactly as the tests judge it
 // (layer_norm/layer_norm_case).
 #include <cstdint>

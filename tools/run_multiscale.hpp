@@ -1,5 +1,5 @@
 #pragma once
-// `flashjit run --op multiscale-attention`: a multi-scale attention (retention) forward and
+// `flashjit run --op multiscale`: a multi-scale attention (retention) forward and
 // backward on random inputs, judged against the float64 reference exactly as the tests judge it
 // (multiscale/multiscale_case).
 #include "flashjit/runtime.hpp"

@@ -39,7 +39,7 @@ void add_shape_options(CLI::App& run, RunOptions& options) {
       ->check(kPositive);
   run.add_option("--head-dim", options.head_dim, "Head dimension: a multiple of 8 up to 256")
       ->check(kPositive);
-  run.add_option("--dtype", options.dtype, "bf16 or fp16 (merge-states and layernorm: fp32 too)");
+  run.add_option("--dtype", options.dtype, "bf16 or fp16 (merge-states and layer-norm: fp32 too)");
   run.add_option("--layout", options.layout,
                  "bshd ([B, L, H, D]) or bhsd ([B, H, L, D]); dense attention runs only")
       ->check(CLI::IsMember({"bshd", "bhsd"}));
@@ -59,35 +59,35 @@ void add_run_target_options(CLI::App& run, RunOptions& options) {
                  "attention-forward, attention-backward (after a forward for O and LSE; "
                  "checks dQ, dK, dV), merge-states (the keys split into --partials ranges, "
                  "their fp32 partial states merged into --dtype, checked against the unsplit "
-                 "attention), or layernorm (forward and backward of --rows x --cols, --dtype "
-                 "also fp32, with --rms, --bias, --residual), or multiscale-attention "
+                 "attention), or layer-norm (forward and backward of --rows x --cols, --dtype "
+                 "also fp32, with --rms, --bias, --residual), or multiscale "
                  "(forward and backward, --mask decay or tensor)")
-      ->check(CLI::IsMember({"attention-forward", "attention-backward", "merge-states", "layernorm",
-                             "multiscale-attention"}));
+      ->check(CLI::IsMember(
+          {"attention-forward", "attention-backward", "merge-states", "layer-norm", "multiscale"}));
   run.add_flag("--counters", options.counters,
                "Print the emulator's work counters of the op's kernels and their ratios to the "
                "problem's minimum (with --emulate, or without a GPU)");
 }
 
-/// The options of one op each: multiscale-attention, merge-states, layernorm.
+/// The options of one op each: multiscale, merge-states, layer-norm.
 void add_other_op_options(CLI::App& run, RunOptions& options) {
   run.add_option("--mask", options.mask,
-                 "multiscale-attention: decay (γ per head, generated in the kernel; default) or "
+                 "multiscale: decay (γ per head, generated in the kernel; default) or "
                  "tensor (an fp32 [heads, seqlen_q, seqlen_k] mask, its gradient checked too)")
       ->check(CLI::IsMember({"decay", "tensor"}));
   run.add_option("--partials", options.partials,
                  "merge-states: key ranges to split the problem into (1 to 64; default 4)")
       ->check(CLI::Range(1, 64));
-  run.add_option("--rows", options.layer_norm.rows, "layernorm: rows (default 64)")
+  run.add_option("--rows", options.layer_norm.rows, "layer-norm: rows (default 64)")
       ->check(kPositive);
   run.add_option("--cols", options.layer_norm.cols,
-                 "layernorm: row length, 1 to 65536 (default 1024)")
+                 "layer-norm: row length, 1 to 65536 (default 1024)")
       ->check(kPositive);
-  run.add_flag("--rms", options.layer_norm.rms, "layernorm: RMS norm (no mean, no beta)");
+  run.add_flag("--rms", options.layer_norm.rms, "layer-norm: RMS norm (no mean, no beta)");
   run.add_flag("--bias", options.layer_norm.bias,
-               "layernorm: fuse a [cols] bias add before the norm");
+               "layer-norm: fuse a [cols] bias add before the norm");
   run.add_flag("--residual", options.layer_norm.residual,
-               "layernorm: fuse a [rows, cols] residual add before the norm (the sum is written "
+               "layer-norm: fuse a [rows, cols] residual add before the norm (the sum is written "
                "and checked)");
 }
 
@@ -139,15 +139,15 @@ const std::vector<OptionUse>& option_uses() {
   static const std::vector<OptionUse> uses = {
       {{"--batch"},
        [](const RunOptions& o) {
-         return o.op != "layernorm" && !(attention_op(o) && o.varlen > 0);
+         return o.op != "layer-norm" && !(attention_op(o) && o.varlen > 0);
        },
-       "every op but layernorm, without --varlen (whose N is the number of sequences)"},
+       "every op but layer-norm, without --varlen (whose N is the number of sequences)"},
       {{"--heads", "--heads-kv", "--seqlen-q", "--seqlen-k", "--head-dim"},
-       [](const RunOptions& o) { return o.op != "layernorm"; },
-       "every op but layernorm (whose shape is --rows x --cols)"},
+       [](const RunOptions& o) { return o.op != "layer-norm"; },
+       "every op but layer-norm (whose shape is --rows x --cols)"},
       {{"--causal"},
        [](const RunOptions& o) { return attention_op(o) || o.op == "merge-states"; },
-       "attention-forward, attention-backward and merge-states (multiscale-attention's decay "
+       "attention-forward, attention-backward and merge-states (multiscale's decay "
        "mask is causal already)"},
       {{"--layout", "--config"},
        dense_attention,
@@ -168,13 +168,11 @@ const std::vector<OptionUse>& option_uses() {
        "attention-forward with --paged"},
       {{"--varlen"}, attention_op, "attention-forward and attention-backward"},
       {{"--splits"}, inference_forward, "attention-forward with --paged or --varlen"},
-      {{"--mask"},
-       [](const RunOptions& o) { return o.op == "multiscale-attention"; },
-       "multiscale-attention"},
+      {{"--mask"}, [](const RunOptions& o) { return o.op == "multiscale"; }, "multiscale"},
       {{"--partials"}, [](const RunOptions& o) { return o.op == "merge-states"; }, "merge-states"},
       {{"--rows", "--cols", "--rms", "--bias", "--residual"},
-       [](const RunOptions& o) { return o.op == "layernorm"; },
-       "layernorm"},
+       [](const RunOptions& o) { return o.op == "layer-norm"; },
+       "layer-norm"},
   };
   return uses;
 }

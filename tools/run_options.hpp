@@ -33,8 +33,8 @@ struct RunOptions {
   std::int64_t page_size = 16;
   int varlen = 0;              // forward: this many sequences of random lengths, packed
   int splits = 0;              // inference forward: Sequences::splits (0: chosen)
-  LayerNormRun layer_norm;     // layernorm: rows, cols, norm, fused adds
-  std::string mask = "decay";  // multiscale-attention: decay or tensor
+  LayerNormRun layer_norm;     // layer-norm: rows, cols, norm, fused adds
+  std::string mask = "decay";  // multiscale: decay or tensor
 };
 
 /// Registers every option of `flashjit run` on `run`, bound to `options`.

@@ -287,11 +287,11 @@ const std::vector<OpInfo>& ops() {
        "exact merge of partial attention states (O, natural-log LSE) over disjoint key sets, "
        "N-way and two-way in place; partials fp16/bf16/fp32",
        merge_states_specs},
-      {"layernorm",
+      {"layer-norm",
        "layer norm and RMS norm, forward and backward (Welford statistics, fused bias and "
        "residual add, deterministic dgamma/dbeta), fp16/bf16/fp32",
        layer_norm_specs},
-      {"multiscale-attention",
+      {"multiscale",
        "multi-scale attention (retention): O = (S V) / max(rowsum(|S|), 1), S = scale·QKᵀ ∘ M "
        "with a per-head decay or a mask tensor; forward and deterministic backward, fp16/bf16",
        multiscale_specs},

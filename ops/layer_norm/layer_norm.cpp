@@ -20,7 +20,7 @@ std::string element_type(DType dtype) {
 detail::KernelSpec row_kernel_spec(const LayerNormConfig& config, const std::string& arch,
                                    const std::string& entry, const std::string& role) {
   detail::KernelSpec spec;
-  spec.op = "layernorm";
+  spec.op = "layer-norm";
   spec.header = "layer_norm/layer_norm_backward_kernel.cuh";
   if (role == "layer_norm") spec.header = "layer_norm/layer_norm_kernel.cuh";
   spec.name_expression =
@@ -106,7 +106,7 @@ detail::KernelSpec layer_norm_backward_spec(const LayerNormConfig& config,
 
 detail::KernelSpec layer_norm_param_grad_spec(DType dtype, const std::string& arch) {
   detail::KernelSpec spec;
-  spec.op = "layernorm";
+  spec.op = "layer-norm";
   spec.header = "layer_norm/layer_norm_backward_kernel.cuh";
   spec.name_expression = "flashjit::layer_norm_param_grad_kernel<" + element_type(dtype) + ">";
   spec.arch = arch;

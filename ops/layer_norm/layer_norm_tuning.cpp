@@ -183,7 +183,7 @@ LayerNormProblem::LayerNormProblem(bool backward_, DType dtype_, const LayerNorm
 }
 
 std::string_view LayerNormProblem::op() const {
-  return backward ? "layernorm-backward" : "layernorm";
+  return backward ? "layer-norm-backward" : "layer-norm";
 }
 
 std::string LayerNormProblem::key() const {

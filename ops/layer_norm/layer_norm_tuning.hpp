@@ -1,6 +1,6 @@
 #pragma once
-// The layer norm ops' tuning description (autotune/tuning_problem.hpp): layernorm and
-// layernorm-backward are Runtime::layer_norm and Runtime::layer_norm_backward, whose configs
+// The layer norm ops' tuning description (autotune/tuning_problem.hpp): layer-norm and
+// layer-norm-backward are Runtime::layer_norm and Runtime::layer_norm_backward, whose configs
 // pick the row kernel's row-length bucket, threads per row and vector width
 // (ops/layer_norm/layer_norm_space.cuh); the call's dtype and norm pick the space, the row
 // length prunes it.
@@ -37,7 +37,7 @@ struct TunedConfigTraits<kernels::LayerNormBackwardConfig> {
 
 namespace flashjit::kernels {
 
-/// One layer norm call shape (layernorm, or layernorm-backward when `backward`): its key is the
+/// One layer norm call shape (layer-norm, or layer-norm-backward when `backward`): its key is the
 /// dtype, the buckets of the columns and rows, and the norm with its fused work ("ln" or "rms",
 /// then ".bias" and ".residual" for the forward, ".dbias" for the backward).
 class LayerNormProblem final : public autotune::TuningProblem {

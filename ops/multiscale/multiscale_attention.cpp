@@ -24,7 +24,7 @@ detail::KernelSpec multiscale_spec(detail::KernelSpec spec, const std::string& a
   const std::string from = "flashjit::" + attention_entry + "<";
   const std::string traits =
       spec.name_expression.substr(from.size(), spec.name_expression.size() - from.size() - 1);
-  spec.op = "multiscale-attention";
+  spec.op = "multiscale";
   spec.header = header;
   spec.name_expression = "flashjit::" + multiscale_entry + "<" + traits +
                          ", flashjit::MultiScaleMaskKind::" + mask_name(mask) + ">";

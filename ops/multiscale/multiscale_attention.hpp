@@ -57,7 +57,7 @@ ForwardConfig default_multiscale_forward_config(DType dtype, int head_dim, const
 BackwardConfig default_multiscale_backward_config(DType dtype, int head_dim,
                                                   const std::string& arch);
 
-/// The forward kernel of `config` with `mask` on `arch`: op "multiscale-attention", readable
+/// The forward kernel of `config` with `mask` on `arch`: op "multiscale", readable
 /// name like "multiscale_forward.hdim64.bf16.decay.br64.bc64.w4.s2".
 detail::KernelSpec multiscale_forward_spec(const ForwardConfig& config, MultiScaleMask mask,
                                            const std::string& arch);

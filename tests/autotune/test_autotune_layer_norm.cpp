@@ -73,7 +73,7 @@ TEST_CASE("layer norm candidates: the dtype's and norm's space, one default, byt
                         [](const Candidate& c) { return c.is_default; }) == 1);
     // 1000 columns: the 1024 bucket, 128 threads of 8 values, 4-wide.
     CHECK(default_of(candidates).name == "c1024.t128.v4");
-    CHECK(p.op() == (backward ? "layernorm-backward" : "layernorm"));
+    CHECK(p.op() == (backward ? "layer-norm-backward" : "layer-norm"));
   }
   // x and y, gamma and beta, mean and rstd (bf16 tensors, fp32 statistics).
   CHECK(norm_problem(100, 1000).bytes() == 2.0 * 100 * 1000 * 2 + 2.0 * 1000 * 2 + 800);
@@ -85,7 +85,7 @@ TEST_CASE("layer norm candidates: the dtype's and norm's space, one default, byt
 
 TEST_CASE("layer norm key: columns and rows bucketed, then the norm and fused adds") {
   const std::string key = tuning_key(norm_problem(100, 1000)).to_string();
-  CHECK(key.starts_with("layernorm/"));
+  CHECK(key.starts_with("layer-norm/"));
   CHECK(key.ends_with("/bf16/c1024/r128/ln"));
   CHECK(tuning_key(norm_problem(65, 513)).to_string() == key);  // the same buckets
   CHECK(tuning_key(norm_problem(129, 1000)).to_string() != key);
@@ -94,7 +94,7 @@ TEST_CASE("layer norm key: columns and rows bucketed, then the norm and fused ad
   CHECK(tuning_key(fused).to_string().ends_with("/c1024/r128/rms.bias.residual"));
   kernels::LayerNormProblem backward = norm_problem(100, 1000, true);
   backward.norm.bias = true;
-  CHECK(tuning_key(backward).to_string().starts_with("layernorm-backward/"));
+  CHECK(tuning_key(backward).to_string().starts_with("layer-norm-backward/"));
   CHECK(tuning_key(backward).to_string().ends_with("/c1024/r128/ln.dbias"));
   // The memo of a runtime's choices separates what the key separates.
   CHECK(TuningState::shape_class(norm_problem(100, 1000)) ==

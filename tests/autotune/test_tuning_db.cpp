@@ -101,8 +101,8 @@ TEST_CASE("shape_bucket is the smallest power of two not below the size") {
 }
 
 TEST_CASE("a key's string is the op, the templates' digest and the op's key of the shape") {
-  const TuningKey key{"layernorm", "77aa", "f16/c4096/r512/rms"};
-  CHECK(key.to_string() == "layernorm/77aa/f16/c4096/r512/rms");
+  const TuningKey key{"layer-norm", "77aa", "f16/c4096/r512/rms"};
+  CHECK(key.to_string() == "layer-norm/77aa/f16/c4096/r512/rms");
   CHECK(forward_key().to_string() ==
         "attention-forward/3f2a9c/bf16/hdim128/window/q1024/k1024/bh32");
 }
@@ -513,7 +513,7 @@ TEST_CASE("TuningMeta::for_device records this process and the device") {
   device.cc_minor = 0;
   device.sm_count = 132;
   const TuningMeta meta = TuningMeta::for_device(device, 13000);
-  CHECK(meta.format == 1);
+  CHECK(meta.format == 2);
   CHECK(meta.flashjit_version == flashjit::kVersion);
   CHECK_FALSE(meta.nvrtc_version.empty());
   CHECK(meta.driver_version == 13000);

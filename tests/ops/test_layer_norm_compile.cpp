@@ -19,8 +19,8 @@ TEST_CASE("the layer_norm defaults compile for sm_80 and sm_90a without spills")
   options.use_disk = false;
   KernelCache cache(options);
   for (const char* arch : {"sm_80", "sm_90a"}) {
-    const auto specs = kernels::find_op("layernorm").specs(arch, kernels::SpecSet::defaults);
-    CHECK(specs.size() < kernels::find_op("layernorm").specs(arch, kernels::SpecSet::all).size());
+    const auto specs = kernels::find_op("layer-norm").specs(arch, kernels::SpecSet::defaults);
+    CHECK(specs.size() < kernels::find_op("layer-norm").specs(arch, kernels::SpecSet::all).size());
     testing::check_compiles_without_spills(cache, specs);
   }
 }

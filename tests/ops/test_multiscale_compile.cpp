@@ -12,13 +12,12 @@
 using namespace flashjit;
 using namespace flashjit::detail;
 
-TEST_CASE("the multiscale-attention defaults compile for sm_80 and sm_90a without spills") {
+TEST_CASE("the multiscale defaults compile for sm_80 and sm_90a without spills") {
   KernelCache::Options options;
   options.use_disk = false;
   KernelCache cache(options);
   for (const char* arch : {"sm_80", "sm_90a"}) {
-    const auto specs =
-        kernels::find_op("multiscale-attention").specs(arch, kernels::SpecSet::defaults);
+    const auto specs = kernels::find_op("multiscale").specs(arch, kernels::SpecSet::defaults);
     CHECK(specs.size() >= 16);  // 4 (dtype, head dim) rows x 2 masks x forward, dK/dV, dQ
     testing::check_compiles_without_spills(cache, specs);
   }
@@ -31,7 +30,7 @@ TEST_CASE("multi-scale specs name their entry point, traits and mask kind") {
         kernels::ForwardPath::mma_sync);  // no Hopper path for multi-scale attention yet
   const KernelSpec spec =
       kernels::multiscale_forward_spec(forward, MultiScaleMask::tensor, "sm_90a");
-  CHECK(spec.op == "multiscale-attention");
+  CHECK(spec.op == "multiscale");
   CHECK(spec.name_expression.starts_with(
       "flashjit::multiscale_forward_kernel<flashjit::ForwardTraits<"));
   CHECK(spec.name_expression.ends_with(">, flashjit::MultiScaleMaskKind::tensor>"));

@@ -113,7 +113,7 @@ std::set<std::string> every_valid_name_expression() {
     names.insert(kernels::merge_states_spec(config, detail::kEmulatorArch).name_expression);
   }
   for (const detail::KernelSpec& spec :
-       kernels::find_op("layernorm").specs(detail::kEmulatorArch, kernels::SpecSet::all)) {
+       kernels::find_op("layer-norm").specs(detail::kEmulatorArch, kernels::SpecSet::all)) {
     names.insert(spec.name_expression);
   }
   for (int head_dim = 8; head_dim <= 256; head_dim += 8) {
@@ -352,7 +352,7 @@ TEST_CASE("the emulated kernel table has every merge_states config, both forms")
 
 TEST_CASE("the emulated kernel table has every layer_norm kernel, forward and backward") {
   const auto specs =
-      kernels::find_op("layernorm").specs(detail::kEmulatorArch, kernels::SpecSet::all);
+      kernels::find_op("layer-norm").specs(detail::kEmulatorArch, kernels::SpecSet::all);
   CHECK(specs.size() == 2 * kernels::layer_norm_configs().size() + 3);
   for (const detail::KernelSpec& spec : specs) {
     const detail::EmulatedKernel* entry =

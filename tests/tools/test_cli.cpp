@@ -331,11 +331,11 @@ TEST_CASE("run refuses, by name, an option the chosen op or form does not use, b
   };
   for (const Case& c : std::vector<Case>{
            {{"--splits", "4"}, "--splits", "--op attention-forward, dense"},
-           {{"--op", "layernorm", "--causal"}, "--causal", "--op layernorm"},
-           {{"--op", "layernorm", "--heads", "2"}, "--heads", "--op layernorm"},
+           {{"--op", "layer-norm", "--causal"}, "--causal", "--op layer-norm"},
+           {{"--op", "layer-norm", "--heads", "2"}, "--heads", "--op layer-norm"},
            {{"--op", "merge-states", "--paged"}, "--paged", "--op merge-states"},
            {{"--op", "merge-states", "--varlen", "2"}, "--varlen", "--op merge-states"},
-           {{"--op", "multiscale-attention", "--partials", "2"}, "--partials", "multiscale"},
+           {{"--op", "multiscale", "--partials", "2"}, "--partials", "multiscale"},
            {{"--varlen", "3", "--batch", "2"}, "--batch", "--varlen"},
            {{"--paged", "--layout", "bshd"}, "--layout", "--paged"},
            {{"--page-size", "32"}, "--page-size", "dense"},
@@ -469,12 +469,12 @@ TEST_CASE("run --op merge-states: key splits merged on the emulator, the errors 
   }
 }
 
-TEST_CASE("run --op layernorm: forward and backward on the emulator, the errors and PASS") {
+TEST_CASE("run --op layer-norm: forward and backward on the emulator, the errors and PASS") {
   TempDir dir;
   for (const std::vector<std::string>& flags :
        {std::vector<std::string>{"--dtype", "bf16", "--bias", "--residual"},
         {"--dtype", "fp32", "--rms", "--cols", "4097", "--rows", "3"}}) {
-    std::vector<std::string> args = {"run", "--emulate", "--op", "layernorm"};
+    std::vector<std::string> args = {"run", "--emulate", "--op", "layer-norm"};
     args.insert(args.end(), flags.begin(), flags.end());
     const ChildResult run = flashjit_cli(args, dir.path().string());
     CAPTURE(run.output);
@@ -487,7 +487,7 @@ TEST_CASE("run --op layernorm: forward and backward on the emulator, the errors 
   }
   for (const std::vector<std::string>& bad :
        {std::vector<std::string>{"--cols", "65537"}, {"--dtype", "fp8"}, {"--counters"}}) {
-    std::vector<std::string> args = {"run", "--emulate", "--op", "layernorm"};
+    std::vector<std::string> args = {"run", "--emulate", "--op", "layer-norm"};
     args.insert(args.end(), bad.begin(), bad.end());
     const ChildResult run = flashjit_cli(args, dir.path().string());
     CHECK_MESSAGE(run.exit_code == 2, run.output);
@@ -495,12 +495,12 @@ TEST_CASE("run --op layernorm: forward and backward on the emulator, the errors 
   }
 }
 
-TEST_CASE("compile --op layernorm: the defaults compile for sm_80 and sm_90a without spills") {
+TEST_CASE("compile --op layer-norm: the defaults compile for sm_80 and sm_90a without spills") {
   TempDir dir;
   const std::string cache = (dir.path() / "cache").string();
   for (const char* arch : {"sm_80", "sm_90a"}) {
     const ChildResult compile =
-        flashjit_cli({"compile", "--arch", arch, "--op", "layernorm"}, cache);
+        flashjit_cli({"compile", "--arch", arch, "--op", "layer-norm"}, cache);
     REQUIRE_MESSAGE(compile.exit_code == 0, compile.output);
     CHECK(count_lines_with(compile.output, "layer_norm.") > 0);
     CHECK(count_lines_with(compile.output, "layer_norm_backward.") > 0);
@@ -525,13 +525,13 @@ TEST_CASE("run --emulate --arch sm_90a: 140 tiles on at most 132 persistent CTAs
   CHECK(run.output.find("PASS") != std::string::npos);
 }
 
-TEST_CASE("run --op multiscale-attention: both masks on the emulator, the errors and PASS") {
+TEST_CASE("run --op multiscale: both masks on the emulator, the errors and PASS") {
   TempDir dir;
   for (const std::vector<std::string>& flags :
        {std::vector<std::string>{"--seqlen-q", "70", "--seqlen-k", "90", "--heads", "4",
                                  "--heads-kv", "2"},
         {"--mask", "tensor", "--batch", "2", "--seqlen-q", "40", "--dtype", "fp16"}}) {
-    std::vector<std::string> args = {"run", "--emulate", "--op", "multiscale-attention"};
+    std::vector<std::string> args = {"run", "--emulate", "--op", "multiscale"};
     args.insert(args.end(), flags.begin(), flags.end());
     const ChildResult run = flashjit_cli(args, dir.path().string());
     CAPTURE(run.output);
@@ -545,7 +545,7 @@ TEST_CASE("run --op multiscale-attention: both masks on the emulator, the errors
   }
   for (const std::vector<std::string>& bad :
        {std::vector<std::string>{"--mask", "causal"}, {"--head-dim", "100"}, {"--causal"}}) {
-    std::vector<std::string> args = {"run", "--emulate", "--op", "multiscale-attention"};
+    std::vector<std::string> args = {"run", "--emulate", "--op", "multiscale"};
     args.insert(args.end(), bad.begin(), bad.end());
     const ChildResult run = flashjit_cli(args, dir.path().string());
     CHECK_MESSAGE(run.exit_code == 2, run.output);

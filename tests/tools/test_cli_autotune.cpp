@@ -201,16 +201,16 @@ TEST_CASE("run names the kernel a tuning database chose, and a winner it cannot 
 }
 
 TEST_CASE(
-    "autotune --op layernorm: GB/s on the emulator, and --plan prunes buckets by row length") {
+    "autotune --op layer-norm: GB/s on the emulator, and --plan prunes buckets by row length") {
   TempDir dir;
   const std::string cache = dir.path().string();
   std::vector<std::string> tune = {"autotune", "--emulate", "--budget-ms",  "1",    "-j",
-                                   "2",        "--only",    "cany.t128.v1", "--op", "layernorm",
+                                   "2",        "--only",    "cany.t128.v1", "--op", "layer-norm",
                                    "--rows",   "8",         "--cols",       "200",  "--rms"};
   const ChildResult tuned = flashjit_cli(tune, cache);
   REQUIRE_MESSAGE(tuned.exit_code == 0, tuned.output);
   INFO(tuned.output);
-  CHECK(contains(tuned.output, "layernorm bf16 8 rows x 200 cols, RMS norm"));
+  CHECK(contains(tuned.output, "layer-norm bf16 8 rows x 200 cols, RMS norm"));
   CHECK(count_lines_with(tuned.output, "GB/s") == 1);
   CHECK(count_lines_with(tuned.output, "ok (default)") == 1);  // c256.t32.v4
   CHECK(count_lines_with(tuned.output, "  ok") == 2);          // the two timed, each checked
@@ -221,11 +221,11 @@ TEST_CASE(
   // 5000 columns: only the unbounded bucket holds them (its 6 configs are compiled for sm_90a).
   const ChildResult planned =
       flashjit_cli({"autotune", "--plan", "--arch", "sm_90a", "-j", "2", "--op",
-                    "layernorm-backward", "--rows", "4096", "--cols", "5000", "--bias"},
+                    "layer-norm-backward", "--rows", "4096", "--cols", "5000", "--bias"},
                    cache);
   REQUIRE_MESSAGE(planned.exit_code == 0, planned.output);
   CHECK(contains(planned.output,
-                 "== plan: layernorm-backward bf16 4096 rows x 5000 cols, "
+                 "== plan: layer-norm-backward bf16 4096 rows x 5000 cols, "
                  "layer norm, dbias on sm_90a"));
   CHECK(count_lines_with(planned.output, "holds rows of at most") == 8);
   CHECK(contains(planned.output, "cany.t512.v4"));
@@ -234,7 +234,7 @@ TEST_CASE(
 
   // 300 columns: c256 cannot hold them, c4096 holds them with room to spare.
   const ChildResult short_rows = flashjit_cli(
-      {"autotune", "--plan", "--arch", "sm_90a", "-j", "2", "--op", "layernorm", "--cols", "300"},
+      {"autotune", "--plan", "--arch", "sm_90a", "-j", "2", "--op", "layer-norm", "--cols", "300"},
       cache);
   REQUIRE_MESSAGE(short_rows.exit_code == 0, short_rows.output);
   CHECK(count_lines_with(short_rows.output,
@@ -244,7 +244,7 @@ TEST_CASE(
                          "pruned: c4096 > c1024, the smallest bucket that holds 300") == 2);
 
   const ChildResult bad_cols = flashjit_cli(
-      {"autotune", "--plan", "--arch", "sm_90a", "--op", "layernorm", "--cols", "0"}, cache);
+      {"autotune", "--plan", "--arch", "sm_90a", "--op", "layer-norm", "--cols", "0"}, cache);
   CHECK(bad_cols.exit_code == 2);
   CHECK(contains(bad_cols.output, "--cols"));
 }

@@ -16,6 +16,7 @@
 #include "autotune/tuner.hpp"
 #include "autotune/tuning_state.hpp"
 #include "commands.hpp"
+#include "common/op_registry.hpp"
 #include "flashjit/error.hpp"
 #include "format.hpp"
 #include "layer_norm/layer_norm_space.cuh"
@@ -128,17 +129,12 @@ void add_layer_norm_problems(const AutotuneOptions& o, bool backward, DType dtyp
   }
 }
 
-// The ops `flashjit autotune --op` takes, in the order the help lists them.
-constexpr const char* kTunedOps[] = {
-    "attention-forward",   "attention-backward", "attention-decode",   "layer-norm",
-    "layer-norm-backward", "multiscale-forward", "multiscale-backward"};
-
 // `name` if it is a tunable op; else InvalidArgument("--op") listing them.
 std::string tuned_op(const std::string& name) {
   std::string listed;
-  for (const char* op : kTunedOps) {
+  for (const std::string& op : kernels::tuned_op_names()) {
     if (name == op) return name;
-    listed += std::string(listed.empty() ? "" : ", ") + op;
+    listed += (listed.empty() ? "" : ", ") + op;
   }
   throw InvalidArgument("--op",
                         "'" + name + "' is not a tunable op; the autotuner tunes " + listed);
@@ -389,9 +385,11 @@ Subcommand add_autotune_command(CLI::App& app) {
   auto o = std::make_shared<AutotuneOptions>();
   CLI::App* cmd = app.add_subcommand(
       "autotune", "Time every candidate config per shape on the GPU and keep the fastest");
-  cmd->add_option("--op", o->ops,
-                  "attention-forward, attention-backward, attention-decode, layer-norm, "
-                  "layer-norm-backward, multiscale-forward, multiscale-backward")
+  std::string tuned;
+  for (const std::string& op : kernels::tuned_op_names()) {
+    tuned += (tuned.empty() ? "" : ", ") + op;
+  }
+  cmd->add_option("--op", o->ops, "Ops to tune, of " + tuned)
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--head-dim", o->head_dims, "Head dims (multiples of 8 up to 256)")

@@ -1,5 +1,8 @@
 #pragma once
-// The ops flashjit can compile, by name, for `flashjit compile` and cache warm-up.
+// The one list of flashjit's ops: each op's name (as `flashjit compile` and `run` take it), what
+// it computes, its compile matrix, and the names its calls are tuned under (`flashjit autotune
+// --op`, the tuning database's keys). Each op writes its entry in its own folder
+// (ops/<op>/<op>_op.cpp); adding an op adds one declaration here and one line to ops().
 #include <functional>
 #include <string>
 #include <vector>
@@ -18,12 +21,26 @@ struct OpInfo {
   std::string name;
   std::string description;
   std::function<std::vector<detail::KernelSpec>(const std::string& arch, SpecSet set)> specs;
+  /// The TuningProblem::op() names of the op's tuned calls; empty for an op with one config per
+  /// shape class chosen by rule.
+  std::vector<std::string> tuned;
 };
+
+// Each op's entry, defined in its folder.
+OpInfo softmax_op();
+OpInfo merge_states_op();
+OpInfo layer_norm_op();
+OpInfo multiscale_op();
+OpInfo attention_forward_op();
+OpInfo attention_backward_op();
 
 /// Every op, in a fixed order.
 const std::vector<OpInfo>& ops();
 
 /// The op called `name`; throws InvalidArgument("op") listing the known names otherwise.
 const OpInfo& find_op(const std::string& name);
+
+/// Every tuned op's name, in the registry's order.
+std::vector<std::string> tuned_op_names();
 
 }  // namespace flashjit::kernels

@@ -1,0 +1,186 @@
+// Attention's entries in the op registry: the forward (with the inference forms and decoding)
+// and the backward, each with its compile matrix and its tuned ops.
+#include <algorithm>
+#include <string>
+#include <unordered_set>
+
+#include "attention/attention_backward.hpp"
+#include "attention/attention_forward.hpp"
+#include "attention/attention_inference.hpp"
+#include "common/op_registry.hpp"
+
+namespace flashjit::kernels {
+namespace {
+
+// The forward op's compile matrix. Every config is swept for bf16 at the two head dims most
+// models use (the Hopper paths' at one of them); every other (head dim, dtype, mask) gets its
+// heuristic default, which is what runs without tuning. Softcap defaults are added for the head
+// dims of the models that use it (Grok: 128, Gemma 2: 256).
+constexpr int kSweptHeadDims[] = {64, 128};
+constexpr int kSoftcapHeadDims[] = {128, 256};
+constexpr MaskKind kMaskKinds[] = {MaskKind::none, MaskKind::window};
+
+std::vector<ForwardConfig> attention_forward_defaults(const std::string& arch) {
+  std::vector<ForwardConfig> configs;
+  for (int head_dim = attention_forward_space::kMinHeadDim;
+       head_dim <= attention_forward_space::kMaxHeadDim; head_dim += 8) {
+    for (DType dtype : {DType::f16, DType::bf16}) {
+      for (MaskKind mask : kMaskKinds) {
+        configs.push_back(default_forward_config(dtype, head_dim, mask, false, arch));
+      }
+    }
+  }
+  for (int head_dim : kSoftcapHeadDims) {
+    for (DType dtype : {DType::f16, DType::bf16}) {
+      for (MaskKind mask : kMaskKinds) {
+        configs.push_back(default_forward_config(dtype, head_dim, mask, true, arch));
+      }
+    }
+  }
+  return configs;
+}
+
+// The inference layouts' defaults (ops/attention/attention_inference.cpp): every layout at head dim
+// 128 in both dtypes and masks, and bf16 without a mask at 64 and 256, so each path of
+// forward_block.cuh compiles for the GPU and its registers are checked.
+struct InferenceHeadDim {
+  int head_dim;
+  bool fp16;
+  bool masks;
+};
+constexpr InferenceHeadDim kInferenceHeadDims[] = {
+    {64, false, false}, {128, true, true}, {256, false, false}};
+
+std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch, SpecSet set) {
+  std::vector<ForwardConfig> configs;
+  if (set == SpecSet::all) {
+    for (int head_dim : kSweptHeadDims) {
+      for (MaskKind mask : kMaskKinds) {
+        for (const ForwardConfig& config : forward_configs(DType::bf16, head_dim, mask, false)) {
+          // The mma.sync space is swept on sm_80; on sm_90a the same source gets its defaults
+          // only (and `autotune --plan`'s test compiles head dim 64's whole space there). The
+          // Hopper paths' larger space is swept once, at head dim 128 with a mask. Both keep CI
+          // within its time.
+          const bool hopper = config.path != ForwardPath::mma_sync;
+          if (hopper && (mask != MaskKind::window || head_dim != 128)) continue;
+          if (!hopper && runs_wgmma(arch)) continue;
+          if (runs_on(config, arch)) configs.push_back(config);
+        }
+      }
+    }
+  }
+  // The sweep already holds the swept head dims' defaults; list each kernel once.
+  std::vector<ForwardConfig> defaults = attention_forward_defaults(arch);
+  for (const InferenceHeadDim& row : kInferenceHeadDims) {
+    for (MaskKind mask : kMaskKinds) {
+      if (mask == MaskKind::window && !row.masks) continue;
+      for (DType dtype : {DType::bf16, DType::f16}) {
+        if (dtype == DType::f16 && !row.fp16) continue;
+        for (const ForwardConfig& config :
+             inference_forward_configs(dtype, row.head_dim, mask, arch)) {
+          defaults.push_back(config);
+        }
+      }
+    }
+  }
+  for (const ForwardConfig& config : defaults) {
+    if (std::find(configs.begin(), configs.end(), config) == configs.end()) {
+      configs.push_back(config);
+    }
+  }
+  std::vector<detail::KernelSpec> specs;
+  for (const ForwardConfig& config : configs) specs.push_back(forward_spec(config, arch));
+  specs.push_back(index_check_spec(arch));  // the inference calls' device-side index check
+  return specs;
+}
+
+// The backward op's compile matrix, chosen like the forward's: at head dims 64 and 128 in bf16
+// (both masks, no softcap) every dK/dV tile of the default mode, and every dQ tile beside the
+// deterministic default's dK/dV tile; and the default of every other (head dim, dtype, mask,
+// mode), with softcap at the forward's softcap head dims.
+std::vector<BackwardConfig> attention_backward_configs(const std::string& arch, SpecSet set) {
+  std::vector<BackwardConfig> configs;
+  auto add = [&](const BackwardConfig& config) {
+    if (std::find(configs.begin(), configs.end(), config) == configs.end()) {
+      configs.push_back(config);
+    }
+  };
+  // The sweep on sm_80 only: on sm_90a the backward is the same mma.sync source, whose
+  // defaults are listed below.
+  if (set == SpecSet::all && !runs_wgmma(arch)) {
+    for (int head_dim : kSweptHeadDims) {
+      for (MaskKind mask : kMaskKinds) {
+        for (const BackwardConfig& config :
+             backward_configs(DType::bf16, head_dim, mask, false, false)) {
+          add(config);
+        }
+        const BackwardConfig deterministic =
+            default_backward_config(DType::bf16, head_dim, mask, false, true, arch);
+        for (const BackwardConfig& config :
+             backward_configs(DType::bf16, head_dim, mask, false, true)) {
+          if (config.key == deterministic.key) add(config);
+        }
+      }
+    }
+  }
+  auto add_defaults = [&](DType dtype, int head_dim, MaskKind mask, bool softcap) {
+    for (bool deterministic : {false, true}) {
+      add(default_backward_config(dtype, head_dim, mask, softcap, deterministic, arch));
+    }
+  };
+  for (int head_dim = attention_forward_space::kMinHeadDim;
+       head_dim <= attention_forward_space::kMaxHeadDim; head_dim += 8) {
+    for (DType dtype : {DType::f16, DType::bf16}) {
+      for (MaskKind mask : kMaskKinds) add_defaults(dtype, head_dim, mask, false);
+    }
+  }
+  for (int head_dim : kSoftcapHeadDims) {
+    for (DType dtype : {DType::f16, DType::bf16}) {
+      for (MaskKind mask : kMaskKinds) add_defaults(dtype, head_dim, mask, true);
+    }
+  }
+  // Variable-length batches (Varlen specializations) at the swept head dims, both modes.
+  for (int head_dim : kSweptHeadDims) {
+    for (MaskKind mask : kMaskKinds) {
+      for (bool deterministic : {false, true}) {
+        BackwardConfig config =
+            default_backward_config(DType::bf16, head_dim, mask, false, deterministic, arch);
+        config.varlen = true;
+        add(config);
+      }
+    }
+  }
+  return configs;
+}
+
+// Every kernel the listed configs launch, each once: the configs of a dtype share its delta and
+// dQ-convert kernels, a deterministic config's dK/dV kernel is shared by its dQ tiles.
+std::vector<detail::KernelSpec> attention_backward_specs(const std::string& arch, SpecSet set) {
+  std::vector<detail::KernelSpec> specs;
+  std::unordered_set<std::string> listed;
+  for (const BackwardConfig& config : attention_backward_configs(arch, set)) {
+    for (const detail::KernelSpec& spec : backward_specs(config, arch).in_order()) {
+      if (listed.insert(spec.readable_name).second) specs.push_back(spec);
+    }
+  }
+  return specs;
+}
+
+}  // namespace
+
+OpInfo attention_forward_op() {
+  return {"attention-forward",
+          "FlashAttention-2 forward (causal, sliding window, GQA, softcap), fp16/bf16",
+          attention_forward_specs,
+          {"attention-forward", "attention-decode"}};
+}
+
+OpInfo attention_backward_op() {
+  return {"attention-backward",
+          "FlashAttention-2 backward (dK, dV and atomic dQ in one kernel; or deterministic, dQ in "
+          "its own), fp16/bf16",
+          attention_backward_specs,
+          {"attention-backward"}};
+}
+
+}  // namespace flashjit::kernels

@@ -7,6 +7,8 @@
 #include "attention/attention_backward.hpp"
 #include "attention/attention_forward.hpp"
 #include "attention/attention_inference.hpp"
+#include "attention/emulated/backward_shares.hpp"
+#include "attention/emulated/forward_shares.hpp"
 #include "common/op_registry.hpp"
 
 namespace flashjit::kernels {
@@ -172,7 +174,16 @@ OpInfo attention_forward_op() {
   return {"attention-forward",
           "FlashAttention-2 forward (causal, sliding window, GQA, softcap), fp16/bf16",
           attention_forward_specs,
-          {"attention-forward", "attention-decode"}};
+          {"attention-forward", "attention-decode"},
+          [](detail::EmulatedKernelTable& table) {
+            emulated::add_forward_kernels_hdim8_to_40(table);
+            emulated::add_forward_kernels_hdim64(table);
+            emulated::add_forward_kernels_hdim64_alternatives(table);
+            emulated::add_forward_kernels_hdim80_96(table);
+            emulated::add_forward_kernels_hdim128(table);
+            emulated::add_forward_kernels_hdim128_alternatives(table);
+            emulated::add_forward_kernels_hdim256(table);
+          }};
 }
 
 OpInfo attention_backward_op() {
@@ -180,7 +191,14 @@ OpInfo attention_backward_op() {
           "FlashAttention-2 backward (dK, dV and atomic dQ in one kernel; or deterministic, dQ in "
           "its own), fp16/bf16",
           attention_backward_specs,
-          {"attention-backward"}};
+          {"attention-backward"},
+          [](detail::EmulatedKernelTable& table) {
+            emulated::add_backward_kernels_hdim8_40(table);
+            emulated::add_backward_kernels_hdim64(table);
+            emulated::add_backward_kernels_hdim128(table);
+            emulated::add_backward_kernels_hdim256(table);
+            emulated::add_backward_kernels_softcap(table);
+          }};
 }
 
 }  // namespace flashjit::kernels

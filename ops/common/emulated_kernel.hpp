@@ -34,14 +34,4 @@ void for_each_config(Add add) {
   for_each_config<Configs>(add, std::make_index_sequence<std::size(Configs)>{});
 }
 
-// Each emulated-instances file adds one share of the table (so they compile in parallel).
-void add_softmax_kernels(detail::EmulatedKernelTable& table);
-void add_forward_kernels_hdim8_to_40(detail::EmulatedKernelTable& table);
-void add_forward_kernels_hdim64(detail::EmulatedKernelTable& table);
-void add_forward_kernels_hdim64_alternatives(detail::EmulatedKernelTable& table);
-void add_forward_kernels_hdim80_96(detail::EmulatedKernelTable& table);
-void add_forward_kernels_hdim128(detail::EmulatedKernelTable& table);
-void add_forward_kernels_hdim128_alternatives(detail::EmulatedKernelTable& table);
-void add_forward_kernels_hdim256(detail::EmulatedKernelTable& table);
-
 }  // namespace flashjit::kernels::emulated

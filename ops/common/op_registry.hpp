@@ -1,12 +1,14 @@
 #pragma once
 // The one list of flashjit's ops: each op's name (as `flashjit compile` and `run` take it), what
-// it computes, its compile matrix, and the names its calls are tuned under (`flashjit autotune
-// --op`, the tuning database's keys). Each op writes its entry in its own folder
-// (ops/<op>/<op>_op.cpp); adding an op adds one declaration here and one line to ops().
+// it computes, its compile matrix, the names its calls are tuned under (`flashjit autotune
+// --op`, the tuning database's keys) and its build-time emulated instances. Each op writes its
+// entry in its own folder (ops/<op>/<op>_op.cpp); adding an op adds one declaration here and one
+// line to ops().
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "runtime/emulated_kernel_table.hpp"
 #include "runtime/kernel_spec.hpp"
 
 namespace flashjit::kernels {
@@ -24,6 +26,9 @@ struct OpInfo {
   /// The TuningProblem::op() names of the op's tuned calls; empty for an op with one config per
   /// shape class chosen by rule.
   std::vector<std::string> tuned;
+  /// Adds the op's build-time emulated instances (its *_emulated.cpp) to the table the emulator
+  /// backend runs without compiling; empty for an op the emulator compiles on first launch.
+  std::function<void(detail::EmulatedKernelTable&)> add_emulated;
 };
 
 // Each op's entry, defined in its folder.

@@ -3,6 +3,7 @@
 
 #include "common/op_registry.hpp"
 #include "layer_norm/layer_norm.hpp"
+#include "layer_norm/layer_norm_emulated.hpp"
 #include "layer_norm/layer_norm_space.cuh"
 
 namespace flashjit::kernels {
@@ -43,7 +44,8 @@ OpInfo layer_norm_op() {
           "layer norm and RMS norm, forward and backward (Welford statistics, fused bias and "
           "residual add, deterministic dgamma/dbeta), fp16/bf16/fp32",
           layer_norm_specs,
-          {"layer-norm", "layer-norm-backward"}};
+          {"layer-norm", "layer-norm-backward"},
+          emulated::add_layer_norm_kernels};
 }
 
 }  // namespace flashjit::kernels

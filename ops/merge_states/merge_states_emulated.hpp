@@ -1,6 +1,5 @@
 #pragma once
-// The merge_states file's share of the emulated kernel table (beside the other ops' in
-// emulated_kernel.hpp and backward_shares.hpp), for registry.cpp.
+// The merge_states file's share of the emulated kernel table, for its registry entry.
 #include "runtime/emulated_kernel_table.hpp"
 
 namespace flashjit::kernels::emulated {

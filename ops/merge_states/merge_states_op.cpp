@@ -1,6 +1,7 @@
 // merge_states' entry in the op registry: its name and its compile matrix.
 #include "common/op_registry.hpp"
 #include "merge_states/merge_states.hpp"
+#include "merge_states/merge_states_emulated.hpp"
 #include "merge_states/merge_states_space.cuh"
 
 namespace flashjit::kernels {
@@ -36,7 +37,8 @@ OpInfo merge_states_op() {
           "exact merge of partial attention states (O, natural-log LSE) over disjoint key sets, "
           "N-way and two-way in place; partials fp16/bf16/fp32",
           merge_states_specs,
-          {}};
+          {},
+          emulated::add_merge_states_kernels};
 }
 
 }  // namespace flashjit::kernels

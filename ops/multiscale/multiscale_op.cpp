@@ -52,7 +52,8 @@ OpInfo multiscale_op() {
           "multi-scale attention (retention): O = (S V) / max(rowsum(|S|), 1), S = scale·QKᵀ ∘ M "
           "with a per-head decay or a mask tensor; forward and deterministic backward, fp16/bf16",
           multiscale_specs,
-          {"multiscale-forward", "multiscale-backward"}};
+          {"multiscale-forward", "multiscale-backward"},
+          {}};  // no build-time instances: the emulator compiles them on first launch
 }
 
 }  // namespace flashjit::kernels

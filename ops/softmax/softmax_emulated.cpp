@@ -1,5 +1,7 @@
 // Every config of the softmax space, host-compiled for the emulator. The configs are generated
 // from ops/softmax/softmax_space.cuh, the same lists kernels::softmax_configs() walks.
+#include "softmax/softmax_emulated.hpp"
+
 #include <array>
 
 #include "common/emulated_kernel.hpp"

@@ -1,6 +1,7 @@
 // Softmax's entry in the op registry: its name and its compile matrix.
 #include "common/op_registry.hpp"
 #include "softmax/softmax.hpp"
+#include "softmax/softmax_emulated.hpp"
 #include "softmax/softmax_space.cuh"
 
 namespace flashjit::kernels {
@@ -28,7 +29,11 @@ std::vector<detail::KernelSpec> softmax_specs(const std::string& arch, SpecSet s
 }  // namespace
 
 OpInfo softmax_op() {
-  return {"softmax", "row-wise softmax (online softmax), fp16/bf16/fp32", softmax_specs, {}};
+  return {"softmax",
+          "row-wise softmax (online softmax), fp16/bf16/fp32",
+          softmax_specs,
+          {},
+          emulated::add_softmax_kernels};
 }
 
 }  // namespace flashjit::kernels

@@ -1,6 +1,6 @@
 #pragma once
-// The backward files' shares of the emulated kernel table (beside the other ops' in
-// emulated_kernel.hpp), for registry.cpp; each file defines one.
+// The backward files' shares of the emulated kernel table, for the backward's registry entry;
+// each file defines one (so they compile in parallel).
 #include "runtime/emulated_kernel_table.hpp"
 
 namespace flashjit::kernels::emulated {

@@ -6,6 +6,7 @@
 #include <array>
 
 #include "attention/attention_forward.hpp"
+#include "attention/emulated/forward_shares.hpp"
 #include "attention/forward_kernel.cuh"
 #include "common/emulated_kernel.hpp"
 

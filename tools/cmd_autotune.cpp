@@ -1,5 +1,6 @@
 // `flashjit autotune`: fills the tuning database ahead of time (DESIGN.md section 6), lists the
-// candidates without a GPU (--plan), and prints the database (show).
+// candidates without a GPU (--plan), and prints the database (show). Each tuned op brings its
+// problems and its own options (op_commands.hpp); an option no chosen op reads is refused.
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,35 +12,28 @@
 #include <vector>
 
 #include "api/runtime_parts.hpp"
-#include "attention/attention_tuning.hpp"
-#include "attention/decode_tuning.hpp"
 #include "autotune/tuner.hpp"
 #include "autotune/tuning_state.hpp"
 #include "commands.hpp"
-#include "common/op_registry.hpp"
 #include "flashjit/error.hpp"
 #include "format.hpp"
-#include "layer_norm/layer_norm_space.cuh"
-#include "layer_norm/layer_norm_tuning.hpp"
-#include "multiscale/multiscale_tuning.hpp"
+#include "op_commands.hpp"
 #include "runtime/disk_cache.hpp"
 #include "runtime/parallel.hpp"
 
 namespace flashjit::tools {
 namespace {
 
+/// The options of `flashjit autotune` the command owns; each op registers its own (--rows,
+/// --queries, --mask, ...) and reads the attention shapes of `shape`.
 struct AutotuneOptions {
   std::vector<std::string> ops = {"attention-forward"};
-  std::vector<int> head_dims = {128};
-  std::vector<std::int64_t> seqlens = {4096};
-  std::vector<std::int64_t> batch_heads = {32};
-  std::int64_t heads = 16;
-  std::int64_t heads_kv = 0;  // 0: --heads
-  // attention-decode's shapes: batch, query tokens per sequence, keys per page (0: a dense
-  // cache); --seqlen is the context.
-  std::vector<std::int64_t> batches = {8};
-  std::vector<std::int64_t> queries = {1};
-  std::int64_t page_size = 16;
+  TuneShape shape{.head_dims = {128},
+                  .seqlens = {4096},
+                  .batch_heads = {32},
+                  .causal = {},
+                  .heads = 16,
+                  .heads_kv = 0};
   std::vector<std::string> dtypes = {"bf16"};
   std::string causal = "false";
   int jobs = detail::default_workers();
@@ -49,168 +43,73 @@ struct AutotuneOptions {
   bool emulate = false;
   std::vector<std::string> only;
   std::string database;
-  bool deterministic = false;
-  // The layer norm ops' shapes: every rows x cols, RMS norm or not, and the fused adds
-  // (layer-norm-backward: --bias tunes the backward that writes dbias).
-  std::vector<std::int64_t> rows = {8192};
-  std::vector<int> cols = {1024};
-  bool rms = false;
-  bool bias = false;
-  bool residual = false;
-  std::string mask = "decay";  // the multi-scale ops' mask: decay or tensor
 };
 
-using ProblemList = std::vector<std::shared_ptr<const autotune::TuningProblem>>;
-
-// The library's checks of an attention shape, reported against the flag that set the field,
-// before anything is printed or compiled.
-void check_attention(const Attention& attention) {
-  validate_attention_flags(attention, {{"attention.batch", "--batch-heads"},
-                                       {"attention.heads_q", "--heads"},
-                                       {"attention.heads_kv", "--heads-kv"},
-                                       {"attention.seqlen_q", "--seqlen"},
-                                       {"attention.seqlen_k", "--seqlen"},
-                                       {"attention.head_dim", "--head-dim"}});
-  if (attention.batch < 1) throw InvalidArgument("--batch-heads", "must be at least 1 to be timed");
-  if (attention.seqlen_q < 1) {
-    throw InvalidArgument("--seqlen", "must be at least 1 to be timed");
+/// Every op's tuner, in the order the ops are added.
+std::vector<const TuneOp*> all_tunes() {
+  std::vector<const TuneOp*> tunes;
+  for (const OpCommands& op : op_commands()) {
+    for (const TuneOp& tune : op.tunes) tunes.push_back(&tune);
   }
+  return tunes;
 }
 
-// attention-decode's problems at one (dtype, head dim, mask): every batch, query count and
-// context, on the paged cache --page-size names (or a dense one with per-sequence lengths).
-void add_decode_problems(const AutotuneOptions& o, DType dtype, int head_dim, bool causal,
-                         ProblemList& list) {
-  for (std::int64_t queries : o.queries) {
-    for (std::int64_t context : o.seqlens) {
-      for (std::int64_t batch : o.batches) {
-        Attention a;
-        a.batch = batch;
-        a.heads_q = o.heads;
-        a.heads_kv = o.heads_kv > 0 ? o.heads_kv : o.heads;
-        a.seqlen_q = queries;
-        a.seqlen_k = context;
-        a.head_dim = head_dim;
-        a.causal = causal;
-        validate_attention_flags(a, {{"attention.batch", "--batch"},
-                                     {"attention.heads_q", "--heads"},
-                                     {"attention.heads_kv", "--heads-kv"},
-                                     {"attention.seqlen_q", "--queries"},
-                                     {"attention.seqlen_k", "--seqlen"},
-                                     {"attention.head_dim", "--head-dim"}});
-        if (batch < 1) throw InvalidArgument("--batch", "must be at least 1 to be timed");
-        if (queries < 1 || queries > kernels::kMaxDecodeQueries) {
-          throw InvalidArgument("--queries", "is " + std::to_string(queries) +
-                                                 "; a decoding call has 1 to " +
-                                                 std::to_string(kernels::kMaxDecodeQueries));
-        }
-        if (context < 1) throw InvalidArgument("--seqlen", "must be at least 1 to be timed");
-        list.push_back(std::make_shared<kernels::DecodeProblem>(
-            dtype, a, kernels::CacheLayout{true, o.page_size}));
-      }
-    }
-  }
+/// "attention-forward, attention-backward, ...": the ops the autotuner tunes.
+std::string tuned_names() {
+  std::string names;
+  for (const TuneOp* tune : all_tunes()) names += (names.empty() ? "" : ", ") + tune->name;
+  return names;
 }
 
-// The layer norm problems of one op and dtype: every rows x cols.
-void add_layer_norm_problems(const AutotuneOptions& o, bool backward, DType dtype,
-                             ProblemList& list) {
-  for (int cols : o.cols) {
-    if (cols < 1 || cols > layer_norm_space::kMaxCols) {
-      throw InvalidArgument("--cols", "is " + std::to_string(cols) + "; must be from 1 to " +
-                                          std::to_string(layer_norm_space::kMaxCols));
-    }
-    for (std::int64_t rows : o.rows) {
-      if (rows < 1) throw InvalidArgument("--rows", "must be at least 1 to be timed");
-      list.push_back(std::make_shared<kernels::LayerNormProblem>(
-          backward, dtype,
-          kernels::LayerNormShape{rows, cols, o.rms, o.bias, o.residual && !backward}));
-    }
-  }
-}
-
-// `name` if it is a tunable op; else InvalidArgument("--op") listing them.
-std::string tuned_op(const std::string& name) {
-  std::string listed;
-  for (const std::string& op : kernels::tuned_op_names()) {
-    if (name == op) return name;
-    listed += (listed.empty() ? "" : ", ") + op;
+/// The tuner of `name`; else InvalidArgument("--op") listing them.
+const TuneOp& tune_op(const std::string& name) {
+  for (const TuneOp* tune : all_tunes()) {
+    if (tune->name == name) return *tune;
   }
   throw InvalidArgument("--op",
-                        "'" + name + "' is not a tunable op; the autotuner tunes " + listed);
+                        "'" + name + "' is not a tunable op; the autotuner tunes " + tuned_names());
 }
 
-// The attention-shaped problems of `op` (attention-forward, attention-backward and the
-// multi-scale ops) at one dtype, head dim and causal flag: every seqlen and batch·heads.
-void add_attention_problems(const AutotuneOptions& o, const std::string& op, DType dtype,
-                            int head_dim, bool causal, ProblemList& list) {
-  for (std::int64_t seqlen : o.seqlens) {
-    for (std::int64_t bh : o.batch_heads) {
-      Attention a;
-      // batch·heads splits into heads of --heads each when it divides, else one batch.
-      const std::int64_t heads = bh % o.heads == 0 ? o.heads : bh;
-      a.batch = bh / heads;
-      a.heads_q = heads;
-      a.heads_kv = o.heads_kv > 0 && heads == o.heads ? o.heads_kv : heads;
-      a.seqlen_q = a.seqlen_k = seqlen;
-      a.head_dim = head_dim;
-      a.causal = causal;
-      a.deterministic = o.deterministic && op == "attention-backward";
-      check_attention(a);
-      if (op.starts_with("multiscale-")) {
-        const MultiScaleAttention m{
-            a.batch,    a.heads_q,
-            a.heads_kv, a.seqlen_q,
-            a.seqlen_k, a.head_dim,
-            0.0f,       o.mask == "tensor" ? MultiScaleMask::tensor : MultiScaleMask::decay};
-        list.push_back(
-            std::make_shared<kernels::MultiScaleProblem>(op == "multiscale-backward", dtype, m));
-      } else {
-        list.push_back(
-            std::make_shared<kernels::AttentionProblem>(op == "attention-backward", dtype, a));
-      }
-    }
+/// The options every tuned op reads.
+const std::vector<std::string> kAlwaysRead = {"--help", "--op", "--dtype", "--jobs", "--budget-ms",
+                                              "--only", "--db", "--plan",  "--arch", "--emulate"};
+
+/// Throws InvalidArgument naming the first option given that none of `ops` reads.
+void refuse_unread(const CLI::App& command, const std::vector<const TuneOp*>& ops) {
+  std::vector<std::string> read = kAlwaysRead;
+  std::string chosen;
+  for (const TuneOp* op : ops) {
+    read.insert(read.end(), op->options.begin(), op->options.end());
+    chosen += (chosen.empty() ? "--op " : ",") + op->name;
   }
+  const std::string option = first_unread_option(command, read);
+  if (option.empty()) return;
+  std::string readers;
+  for (const TuneOp* tune : all_tunes()) {
+    if (std::ranges::find(tune->options, option) == tune->options.end()) continue;
+    readers += (readers.empty() ? "--op " : ", ") + tune->name;
+  }
+  throw InvalidArgument(option, "does not apply to " + chosen + "; it applies to " + readers);
 }
 
-// Every problem the options describe, in a fixed order.
-ProblemList problems(const AutotuneOptions& o) {
-  if (o.page_size < 0 || o.page_size % 16 != 0) {
-    throw InvalidArgument("--page-size", "is " + std::to_string(o.page_size) +
-                                             "; must be a multiple of 16, or 0 for a dense cache");
-  }
-  std::vector<bool> causal_values;
+// Every problem the options describe, in a fixed order: op, dtype, then the op's own order.
+ProblemList problems(const CLI::App& command, const AutotuneOptions& o) {
+  std::vector<const TuneOp*> ops;
+  for (const std::string& name : o.ops) ops.push_back(&tune_op(name));
+  refuse_unread(command, ops);
+  TuneShape shape = o.shape;
   if (o.causal == "both")
-    causal_values = {false, true};
+    shape.causal = {false, true};
   else if (o.causal == "true")
-    causal_values = {true};
+    shape.causal = {true};
   else if (o.causal == "false")
-    causal_values = {false};
+    shape.causal = {false};
   else
     throw InvalidArgument("--causal", "'" + o.causal + "': use true, false or both");
   ProblemList list;
-  for (const std::string& name : o.ops) {
-    for (const std::string& dtype_flag : o.dtypes) {
-      const std::string op = tuned_op(name);
-      const DType dtype = parse_dtype(dtype_flag, "--dtype");
-      if (op == "layer-norm" || op == "layer-norm-backward") {
-        add_layer_norm_problems(o, op == "layer-norm-backward", dtype, list);
-        continue;
-      }
-      if (op.starts_with("multiscale-") && o.causal != "false") {
-        throw InvalidArgument("--causal",
-                              "applies to the attention ops; the multi-scale ops' "
-                              "decay mask is causal already (--mask)");
-      }
-      for (int head_dim : o.head_dims) {
-        for (bool causal : causal_values) {
-          if (op == "attention-decode") {
-            add_decode_problems(o, dtype, head_dim, causal, list);
-          } else {
-            add_attention_problems(o, op, dtype, head_dim, causal, list);
-          }
-        }
-      }
+  for (const TuneOp* op : ops) {
+    for (const std::string& dtype : o.dtypes) {
+      op->add_problems(shape, parse_dtype(dtype, "--dtype"), list);
     }
   }
   return list;
@@ -268,7 +167,7 @@ void print_report(const autotune::TuneReport& report) {
   }
 }
 
-int run_tune(const AutotuneOptions& options) {
+int run_tune(const CLI::App& command, const AutotuneOptions& options) {
   RuntimeOptions runtime_options;
   runtime_options.backend = options.emulate ? Backend::emulator : Backend::cuda;
   if (!options.emulate && query_system().devices.empty()) {
@@ -279,7 +178,7 @@ int run_tune(const AutotuneOptions& options) {
                  query_system().unavailable_reason.c_str());
     return 1;
   }
-  const ProblemList list = problems(options);
+  const ProblemList list = problems(command, options);
   Runtime runtime(runtime_options);
   if (options.emulate) std::printf("on the CPU emulator: times say nothing about a GPU\n");
   autotune::TuneOptions tune;
@@ -308,13 +207,13 @@ int run_tune(const AutotuneOptions& options) {
   return failed == 0 ? 0 : 1;
 }
 
-int run_plan(const AutotuneOptions& options) {
+int run_plan(const CLI::App& command, const AutotuneOptions& options) {
   if (options.arch.empty()) {
     throw InvalidArgument("--arch", "--plan needs the target, e.g. --arch sm_90a");
   }
   detail::validate_arch(options.arch);
   Progress progress;
-  for (const std::shared_ptr<const autotune::TuningProblem>& problem : problems(options)) {
+  for (const std::shared_ptr<const autotune::TuningProblem>& problem : problems(command, options)) {
     std::printf("== plan: %s on %s\n", problem->describe().c_str(), options.arch.c_str());
     std::fflush(stdout);
     const std::vector<autotune::Candidate> candidates =
@@ -385,52 +284,27 @@ Subcommand add_autotune_command(CLI::App& app) {
   auto o = std::make_shared<AutotuneOptions>();
   CLI::App* cmd = app.add_subcommand(
       "autotune", "Time every candidate config per shape on the GPU and keep the fastest");
-  std::string tuned;
-  for (const std::string& op : kernels::tuned_op_names()) {
-    tuned += (tuned.empty() ? "" : ", ") + op;
-  }
-  cmd->add_option("--op", o->ops, "Ops to tune, of " + tuned)
+  cmd->add_option("--op", o->ops, "Ops to tune, of " + tuned_names())
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--head-dim", o->head_dims, "Head dims (multiples of 8 up to 256)")
+  cmd->add_option("--head-dim", o->shape.head_dims, "Head dims (multiples of 8 up to 256)")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--seqlen", o->seqlens,
+  cmd->add_option("--seqlen", o->shape.seqlens,
                   "Sequence lengths (queries and keys; attention-decode: the context)")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--batch-heads", o->batch_heads, "batch x heads per shape")
+  cmd->add_option("--batch-heads", o->shape.batch_heads, "batch x heads per shape")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--heads", o->heads, "Heads per batch entry (batch = batch-heads / heads)")
+  cmd->add_option("--heads", o->shape.heads, "Heads per batch entry (batch = batch-heads / heads)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--heads-kv", o->heads_kv, "Key/value heads (GQA, MQA; default: --heads)")
+  cmd->add_option("--heads-kv", o->shape.heads_kv, "Key/value heads (GQA, MQA; default: --heads)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--batch", o->batches, "attention-decode: batch sizes")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--queries", o->queries, "attention-decode: query tokens per sequence (1-16)")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--page-size", o->page_size,
-                  "attention-decode: keys per page of the cache (0: a dense cache)")
-      ->capture_default_str();
-  cmd->add_option("--rows", o->rows, "layer-norm, layer-norm-backward: rows of x")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--cols", o->cols, "layer-norm, layer-norm-backward: columns of x (1-65536)")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_flag("--rms", o->rms, "layer-norm, layer-norm-backward: RMS norm");
-  cmd->add_option("--mask", o->mask,
-                  "multiscale-forward, multiscale-backward: decay (per-head rates, generated in "
-                  "the kernel) or tensor")
-      ->check(CLI::IsMember({"decay", "tensor"}))
-      ->capture_default_str();
-  cmd->add_flag("--bias", o->bias,
-                "layer-norm, layer-norm-backward: a fused bias add (the backward: writes dbias)");
-  cmd->add_flag("--residual", o->residual, "layer-norm: a fused residual add");
+  for (const OpCommands& op : op_commands()) {
+    if (op.add_autotune_options) op.add_autotune_options(*cmd);
+  }
   cmd->add_option("--dtype", o->dtypes,
                   "bf16 and/or fp16 (layer-norm, layer-norm-backward: fp32 too)")
       ->delimiter(',')
@@ -443,8 +317,6 @@ Subcommand add_autotune_command(CLI::App& app) {
   cmd->add_option("--only", o->only, "Only these configs (and the default), e.g. br128.bc64.w4.s2")
       ->delimiter(',');
   cmd->add_option("--db", o->database, "Database file (default: the GPU's, in the cache)");
-  cmd->add_flag("--deterministic", o->deterministic,
-                "Tune the backward's deterministic mode (its own dQ kernel's tiles too)");
   cmd->add_flag("--plan", o->plan,
                 "List the candidates after static and resource pruning; no GPU needed");
   cmd->add_option("--arch", o->arch, "Target for --plan, e.g. sm_90a");
@@ -452,9 +324,9 @@ Subcommand add_autotune_command(CLI::App& app) {
                 "Time on the CPU emulator (tests the tuner; its times mean nothing)");
   CLI::App* show = cmd->add_subcommand("show", "Print the tuning database");
   show->add_option("--db", o->database, "Database file (default: every one in the cache)");
-  return {cmd, [o, show] {
+  return {cmd, [o, cmd, show] {
             if (show->parsed()) return run_show(o->database);
-            return o->plan ? run_plan(*o) : run_tune(*o);
+            return o->plan ? run_plan(*cmd, *o) : run_tune(*cmd, *o);
           }};
 }
 

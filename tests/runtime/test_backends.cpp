@@ -26,6 +26,7 @@
 #include "runtime/executor.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "softmax/softmax.hpp"
+#include "softmax/softmax_case.hpp"
 #include "support/temp_dir.hpp"
 
 #if defined(FLASHJIT_EMULATOR)
@@ -39,67 +40,11 @@ namespace {
 
 Runtime emulator_runtime() { return Runtime(RuntimeOptions{.backend = Backend::emulator}); }
 
-/// `count` normal values rounded to `dtype`: the bytes, and the rounded values in double.
-std::pair<std::vector<unsigned char>, std::vector<double>> random_values(DType dtype,
-                                                                         std::size_t count) {
-  std::mt19937 rng(static_cast<unsigned>(count));
-  std::normal_distribution<float> normal(0.0f, 3.0f);
-  std::vector<unsigned char> bytes(count * dtype_size(dtype));
-  std::vector<double> values(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    float value = normal(rng);
-    if (dtype == DType::f32) {
-      std::memcpy(&bytes[i * 4], &value, 4);
-    } else {
-      const std::uint16_t bits =
-          dtype == DType::f16 ? f16_bits_from_float(value) : bf16_bits_from_float(value);
-      value = dtype == DType::f16 ? float_from_f16_bits(bits) : float_from_bf16_bits(bits);
-      std::memcpy(&bytes[i * 2], &bits, 2);
-    }
-    values[i] = value;
-  }
-  return {bytes, values};
-}
-
-double value_at(DType dtype, const std::vector<unsigned char>& bytes, std::size_t i) {
-  if (dtype == DType::f32) {
-    float value;
-    std::memcpy(&value, &bytes[i * 4], 4);
-    return value;
-  }
-  std::uint16_t bits;
-  std::memcpy(&bits, &bytes[i * 2], 2);
-  return dtype == DType::f16 ? float_from_f16_bits(bits) : float_from_bf16_bits(bits);
-}
-
 /// Runs softmax of `rows` x `cols` (row stride cols + 3) through `runtime` and checks it.
 void check_softmax(Runtime& runtime, DType dtype, std::int64_t rows, std::int64_t cols) {
-  const std::int64_t stride = cols + 3;
-  const auto count = static_cast<std::size_t>(rows * stride);
-  auto [x_bytes, x_values] = random_values(dtype, count);
-  DeviceBuffer x = runtime.allocate(x_bytes.size());
-  DeviceBuffer y = runtime.allocate(x_bytes.size());
-  runtime.copy_to_device(x.data(), x_bytes.data(), x_bytes.size());
-  constexpr float kScale = 0.7f;
-  runtime.softmax(TensorView::strided(x.data(), dtype, {rows, cols}, {stride, 1}),
-                  TensorView::strided(y.data(), dtype, {rows, cols}, {stride, 1}), kScale);
-  runtime.synchronize();
-  std::vector<unsigned char> y_bytes(x_bytes.size());
-  runtime.copy_to_host(y_bytes.data(), y.data(), y_bytes.size());
-
-  for (double& value : x_values) value *= kScale;
-  std::vector<double> expected(count), actual_rows, expected_rows;
-  reference::softmax_rows(x_values.data(), rows, cols, stride, expected.data());
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t c = 0; c < cols; ++c) {
-      const auto i = static_cast<std::size_t>(r * stride + c);
-      actual_rows.push_back(value_at(dtype, y_bytes, i));
-      expected_rows.push_back(expected[i]);
-    }
-  }
-  const double tolerance = dtype == DType::bf16 ? 8e-3 : dtype == DType::f16 ? 1e-3 : 1e-5;
-  const auto result = reference::check_close(actual_rows, expected_rows, tolerance, "y");
-  CHECK_MESSAGE(result.ok, result);
+  const testing::SoftmaxVerdict verdict = testing::run_softmax_case(
+      runtime, {.rows = rows, .cols = cols, .dtype = dtype, .scale = 0.7f});
+  CHECK_MESSAGE(verdict.ok, verdict.y);
 }
 
 /// Every spec the ops' spaces can render for the emulator's arch: the softmax, merge and layer

@@ -333,6 +333,8 @@ TEST_CASE("run refuses, by name, an option the chosen op or form does not use, b
            {{"--splits", "4"}, "--splits", "--op attention-forward, dense"},
            {{"--op", "layer-norm", "--causal"}, "--causal", "--op layer-norm"},
            {{"--op", "layer-norm", "--heads", "2"}, "--heads", "--op layer-norm"},
+           {{"--op", "softmax", "--causal"}, "--causal", "--op softmax"},
+           {{"--op", "softmax", "--rms"}, "--rms", "--op softmax"},
            {{"--op", "merge-states", "--paged"}, "--paged", "--op merge-states"},
            {{"--op", "merge-states", "--varlen", "2"}, "--varlen", "--op merge-states"},
            {{"--op", "multiscale", "--partials", "2"}, "--partials", "multiscale"},
@@ -492,6 +494,31 @@ TEST_CASE("run --op layer-norm: forward and backward on the emulator, the errors
     const ChildResult run = flashjit_cli(args, dir.path().string());
     CHECK_MESSAGE(run.exit_code == 2, run.output);
     CHECK_MESSAGE(run.err.find(bad.front()) != std::string::npos, run.err);
+  }
+}
+
+TEST_CASE(
+    "run --op softmax: strided rows on the emulator, the error and PASS, and bad input exits 2") {
+  TempDir dir;
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{}, {"--dtype", "fp32", "--cols", "5000", "--rows", "3"}}) {
+    std::vector<std::string> args = {"run", "--emulate", "--op", "softmax"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const ChildResult run = flashjit_cli(args, dir.path().string());
+    CAPTURE(run.output);
+    REQUIRE(run.exit_code == 0);
+    CHECK(run.out.find("kernel:  softmax.") != std::string::npos);
+    CHECK(run.out.find("y:       max abs error ") != std::string::npos);
+    CHECK(run.out.find("PASS: matches the float64 reference") != std::string::npos);
+  }
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--rows", "1000000"}, {"--dtype", "fp8"}, {"--heads", "2"}}) {
+    std::vector<std::string> args = {"run", "--emulate", "--op", "softmax"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    const ChildResult run = flashjit_cli(args, dir.path().string());
+    CHECK_MESSAGE(run.exit_code == 2, run.output);
+    CHECK_MESSAGE(run.err.find(bad.front()) != std::string::npos, run.err);
+    CHECK(run.out.empty());  // refused before the backend line
   }
 }
 

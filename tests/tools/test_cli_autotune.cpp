@@ -13,6 +13,7 @@
 #include "autotune/tuning_db.hpp"
 #include "autotune/tuning_state.hpp"
 #include "cli_runner.hpp"
+#include "common/op_registry.hpp"
 #include "flashjit/device.hpp"
 #include "flashjit/runtime.hpp"
 #include "support/temp_dir.hpp"
@@ -77,6 +78,47 @@ TEST_CASE("autotune bad usage exits 2 naming the option") {
       {"autotune", "--plan", "--arch", "sm_90a", "--causal", "maybe"}, dir.path().string());
   CHECK(bad_causal.exit_code == 2);
   CHECK(contains(bad_causal.output, "--causal"));
+}
+
+TEST_CASE("autotune --op takes every tuned op of the registry, and refuses the others by name") {
+  TempDir dir;
+  const ChildResult help = flashjit_cli({"autotune", "--help"}, dir.path().string());
+  REQUIRE(help.exit_code == 0);
+  const ChildResult bad_op = flashjit_cli(
+      {"autotune", "--plan", "--arch", "sm_90a", "--op", "softmax"}, dir.path().string());
+  for (const std::string& op : flashjit::kernels::tuned_op_names()) {
+    CAPTURE(op);
+    CHECK(contains(help.out, op));
+    CHECK(contains(bad_op.err, op));  // the message lists what the autotuner tunes
+  }
+}
+
+TEST_CASE("autotune refuses, by name, an option none of the chosen ops reads, before any work") {
+  TempDir dir;
+  struct Case {
+    std::vector<std::string> flags;
+    std::string refused;
+    std::string readers;  // the ops the message says read it
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--op", "layer-norm", "--causal", "true"}, "--causal", "attention-forward"},
+           {{"--rows", "8"}, "--rows", "layer-norm"},
+           {{"--deterministic"}, "--deterministic", "attention-backward"},
+           {{"--op", "multiscale-forward", "--queries", "2"}, "--queries", "attention-decode"},
+           {{"--op", "layer-norm-backward", "--residual"}, "--residual", "--op layer-norm"},
+           {{"--op", "attention-decode", "--batch-heads", "8"}, "--batch-heads", "multiscale"},
+       }) {
+    std::vector<std::string> args = {"autotune", "--plan", "--arch", "sm_90a"};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    const ChildResult run = flashjit_cli(args, dir.path().string());
+    CAPTURE(run.output);
+    CHECK(run.exit_code == 2);
+    CHECK(run.err.starts_with("flashjit: error: invalid argument '" + c.refused +
+                              "': does not apply to --op "));
+    CHECK(contains(run.err, "; it applies to "));
+    CHECK(contains(run.err.substr(run.err.find("; it applies to ")), c.readers));
+    CHECK(run.out.empty());  // refused before any plan was printed
+  }
 }
 
 TEST_CASE("autotune --emulate: a table with the winner marked, then show and info see it") {

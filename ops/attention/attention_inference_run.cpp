@@ -1,0 +1,131 @@
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "attention/attention_forward.hpp"
+#include "attention/attention_run.hpp"
+#include "attention/inference_case.hpp"
+#include "flashjit/error.hpp"
+#include "run_support.hpp"
+#include "work_report.hpp"
+
+namespace flashjit::tools {
+namespace {
+
+/// The inference case of the options: --varlen N sequences of random lengths up to --seqlen-q
+/// and --seqlen-k (0 and 1 among them), packed; or --batch sequences of exactly those lengths;
+/// their keys packed, or with --paged in a cache of --page-size pages in a shuffled order.
+testing::InferenceCase inference_case(const RunContext& context, const AttentionRunFlags& flags) {
+  if (flags.paged && flags.page_size % 16 != 0) {
+    throw InvalidArgument("--page-size",
+                          "is " + std::to_string(flags.page_size) + "; must be a multiple of 16");
+  }
+  const testing::ForwardCase shape = forward_case(context, flags);  // checks the sizes and dtype
+  const reference::Problem& p = shape.problem;
+  testing::InferenceCase c;
+  if (flags.varlen > 0) {
+    c = testing::random_lengths_case(flags.varlen, p.seqlen_q, p.seqlen_k, shape.seed);
+    c.keys = testing::KeyStorage::packed;
+  } else {
+    c.seqlens_q.assign(static_cast<std::size_t>(p.batch), p.seqlen_q);
+    c.seqlens_k.assign(static_cast<std::size_t>(p.batch), p.seqlen_k);
+    c.seed = shape.seed;
+  }
+  if (flags.paged) c.keys = testing::KeyStorage::paged;
+  c.page_size = flags.page_size;
+  c.heads_q = p.heads_q;
+  c.heads_kv = p.heads_kv;
+  c.head_dim = p.head_dim;
+  c.causal = p.causal;
+  c.dtype = shape.dtype;
+  c.splits = flags.splits;
+  c.deterministic = flags.deterministic;
+  return c;
+}
+
+/// The useful work of an inference case, sequence by sequence: 4 · visible pairs · head_dim
+/// FLOPs per query head, and each input and output moved once.
+struct InferenceMinimum {
+  double flops = 0;
+  double bytes = 0;
+};
+InferenceMinimum inference_minimum(const testing::InferenceCase& c) {
+  InferenceMinimum m;
+  for (std::size_t b = 0; b < c.seqlens_q.size(); ++b) {
+    Attention a = c.attention();
+    a.batch = 1;
+    a.seqlen_q = c.seqlens_q[b];
+    a.seqlen_k = c.seqlens_k[b];
+    m.flops += 4.0 * kernels::visible_pairs(a) * double(c.head_dim) * double(c.heads_q);
+    m.bytes += minimum_global_bytes(a, c.dtype, false);
+  }
+  return m;
+}
+
+/// "300" when every sequence has that length, else "[1,0,17]".
+std::string lengths_text(const std::vector<std::int64_t>& lengths) {
+  if (std::adjacent_find(lengths.begin(), lengths.end(), std::not_equal_to<>()) == lengths.end()) {
+    return lengths.empty() ? "0" : std::to_string(lengths.front());
+  }
+  std::string text = "[";
+  for (std::int64_t length : lengths) {
+    if (text.size() > 1) text += ',';
+    text += std::to_string(length);
+  }
+  return text + "]";
+}
+
+/// The inference case's shape line, as the dense runs print theirs.
+void print_inference_shape(const testing::InferenceCase& c) {
+  std::string extra = c.packed_q ? ", packed (varlen)" : "";
+  if (c.keys == testing::KeyStorage::paged) {
+    extra += ", paged (pages of " + std::to_string(c.page_size);
+    extra += " keys)";
+  }
+  if (c.splits > 0) extra += ", splits " + std::to_string(c.splits);
+  print_shape({.batch = static_cast<std::int64_t>(c.seqlens_q.size()),
+               .heads_q = c.heads_q,
+               .heads_kv = c.heads_kv,
+               .head_dim = c.head_dim,
+               .seqlen_q = lengths_text(c.seqlens_q),
+               .seqlen_k = lengths_text(c.seqlens_k),
+               .dtype = c.dtype,
+               .layout = "bshd",
+               .causal = c.causal,
+               .extra = extra});
+}
+
+}  // namespace
+
+int run_inference_attention(const RunContext& context, const AttentionRunFlags& flags,
+                            bool backward) {
+  const testing::InferenceCase c = inference_case(context, flags);
+  Runtime runtime = context.open_runtime();
+  print_inference_shape(c);
+  std::fflush(stdout);
+  const auto start = std::chrono::steady_clock::now();
+  const testing::InferenceVerdict verdict = backward
+                                                ? testing::run_inference_backward_case(runtime, c)
+                                                : testing::run_inference_case(runtime, c);
+  const double elapsed = elapsed_ms(start);
+  if (runtime.backend() == Backend::emulator) {
+    for (const KernelWork& kernel : runtime.emulated_work()) {
+      std::printf("kernel:  %s\n", kernel.kernel.c_str());
+    }
+  }
+  std::printf(
+      "%s worst relative L2 error / bound over the sequences %.3g (each bound twice "
+      "a plain %s %s's error on that sequence)\n",
+      backward ? "dQ dK dV:" : "O:      ", verdict.worst_ratio,
+      std::string(dtype_name(c.dtype)).c_str(), backward ? "backward" : "attention");
+  if (context.basics.counters && !backward) {
+    const InferenceMinimum minimum = inference_minimum(c);
+    print_work(runtime.emulated_work(), "", minimum.flops, minimum.bytes);
+  }
+  return conclude(verdict.ok, verdict.describe(), "kernels and check", elapsed);
+}
+
+}  // namespace flashjit::tools

@@ -1,0 +1,108 @@
+#pragma once
+// What an op brings to the `flashjit` command: its `run` cases and its `autotune` problems, with
+// the options each reads. Each op declares its own in its folder (ops/<op>/<op>_commands.cpp,
+// listed by flashjit_op_commands in the op's CMakeLists.txt); `run` and `autotune` walk
+// op_commands() and name no op. An option the chosen op does not read is refused by name.
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autotune/tuning_problem.hpp"
+#include "flashjit/runtime.hpp"
+
+namespace flashjit::tools {
+
+/// The options of `flashjit run` every op reads.
+struct RunBasics {
+  std::string op = "attention-forward";
+  std::string dtype = "bf16";
+  bool emulate = false;
+  std::string arch;  // the GPU the emulator models; empty: sm_80
+  std::uint64_t seed = 1;
+  bool counters = false;  // read by the ops that list "--counters"
+};
+
+/// The problem-shape options of `flashjit run`, which several ops read (those that list them):
+/// an attention-shaped problem's sizes and mask, and a matrix's rows for the row-wise ops. The
+/// default shapes take about a second on the emulator.
+struct RunShape {
+  std::int64_t batch = 1;
+  std::int64_t heads = 4;
+  std::int64_t heads_kv = 0;  // 0: as many as query heads
+  std::int64_t seqlen_q = 256;
+  std::int64_t seqlen_k = 0;  // 0: seqlen_q
+  std::int64_t head_dim = 64;
+  bool causal = false;
+  std::int64_t rows = 64;    // the row-wise ops' matrix: rows
+  std::int64_t cols = 1024;  // and row length
+};
+
+/// What a run gets once the command line is parsed: the command (to ask which options were
+/// given), the shared options' values, and the runtime to run on, opened on the first call
+/// after saying which on the first line of output.
+struct RunContext {
+  const CLI::App& command;
+  const RunBasics& basics;
+  const RunShape& shape;
+  std::function<Runtime()> open_runtime;
+};
+
+/// One `--op` of `flashjit run`.
+struct RunOp {
+  std::string name;  // the --op value
+  std::string help;  // what it runs, for --op's help
+  /// The options it reads beyond --op, --dtype, --emulate, --arch and --seed: shared ones
+  /// ("--batch", "--counters") and its op's own. Any other option given is refused.
+  std::vector<std::string> options;
+  /// The form the given options choose ("dense", "--paged"), for messages; may be empty.
+  std::function<std::string(const CLI::App& command)> form;
+  /// Throws InvalidArgument for an option it lists that the chosen form does not read; may be
+  /// empty.
+  std::function<void(const CLI::App& command)> refuse_unused;
+  std::function<int(const RunContext& context)> run;
+};
+
+/// The options of `flashjit autotune` that several tuned ops read, parsed.
+struct TuneShape {
+  std::vector<int> head_dims;
+  std::vector<std::int64_t> seqlens;
+  std::vector<std::int64_t> batch_heads;
+  std::vector<bool> causal;  // each value --causal asks for
+  std::int64_t heads = 16;
+  std::int64_t heads_kv = 0;  // 0: heads
+};
+
+using ProblemList = std::vector<std::shared_ptr<const autotune::TuningProblem>>;
+
+/// One `--op` of `flashjit autotune` (a name of kernels::tuned_op_names()).
+struct TuneOp {
+  std::string name;
+  /// The options it reads beyond the ones every tuned op reads (--op, --dtype, --jobs,
+  /// --budget-ms, --only, --db, --plan, --arch, --emulate).
+  std::vector<std::string> options;
+  /// Appends its problems at one dtype, in a fixed order; throws InvalidArgument naming the
+  /// option of a value it cannot tune.
+  std::function<void(const TuneShape& shape, DType dtype, ProblemList& list)> add_problems;
+};
+
+/// One op's part of the command.
+struct OpCommands {
+  /// Registers the op's own options of `run` (bound to its own storage); may be empty.
+  std::function<void(CLI::App& run)> add_run_options;
+  std::vector<RunOp> runs;
+  /// Registers the op's own options of `autotune`; may be empty.
+  std::function<void(CLI::App& autotune)> add_autotune_options;
+  std::vector<TuneOp> tunes;
+};
+
+/// Every op's commands, built once, in the order the ops' folders are added.
+const std::vector<OpCommands>& op_commands();
+
+/// The first option given on `command` (parsed; in the order they were registered) that is
+/// not in `read`, or "" when every given option is.
+std::string first_unread_option(const CLI::App& command, const std::vector<std::string>& read);
+
+}  // namespace flashjit::tools

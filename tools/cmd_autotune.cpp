@@ -305,8 +305,11 @@ Subcommand add_autotune_command(CLI::App& app) {
   for (const OpCommands& op : op_commands()) {
     if (op.add_autotune_options) op.add_autotune_options(*cmd);
   }
-  cmd->add_option("--dtype", o->dtypes,
-                  "bf16 and/or fp16 (layer-norm, layer-norm-backward: fp32 too)")
+  std::string fp32;
+  for (const TuneOp* op : all_tunes()) {
+    if (op->takes_fp32) fp32 += (fp32.empty() ? "" : ", ") + op->name;
+  }
+  cmd->add_option("--dtype", o->dtypes, "bf16 and/or fp16 (" + fp32 + ": fp32 too)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--causal", o->causal, "true, false or both")->capture_default_str();

@@ -51,7 +51,11 @@ void add_shape_options(CLI::App& run, RunShape& shape, RunBasics& basics) {
 
 /// Where it runs, on which inputs, and which op.
 void add_basic_options(CLI::App& run, RunBasics& basics) {
-  run.add_option("--dtype", basics.dtype, "bf16 or fp16 (merge-states and layer-norm: fp32 too)");
+  std::string fp32;
+  for (const RunOp* op : all_runs()) {
+    if (op->takes_fp32) fp32 += (fp32.empty() ? "" : ", ") + op->name;
+  }
+  run.add_option("--dtype", basics.dtype, "bf16 or fp16 (" + fp32 + ": fp32 too)");
   run.add_flag("--emulate", basics.emulate, "Run on the CPU emulator even with a GPU");
   run.add_option("--arch", basics.arch,
                  "The GPU the emulator models and chooses kernels for: sm_80 (default) or "

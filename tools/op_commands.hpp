@@ -54,6 +54,7 @@ struct RunContext {
 struct RunOp {
   std::string name;  // the --op value
   std::string help;  // what it runs, for --op's help
+  bool takes_fp32 = false;  // whether it runs in fp32 too (bf16 and fp16: all do), for --dtype
   /// The options it reads beyond --op, --dtype, --emulate, --arch and --seed: shared ones
   /// ("--batch", "--counters") and its op's own. Any other option given is refused.
   std::vector<std::string> options;
@@ -80,6 +81,7 @@ using ProblemList = std::vector<std::shared_ptr<const autotune::TuningProblem>>;
 /// One `--op` of `flashjit autotune` (a name of kernels::tuned_op_names()).
 struct TuneOp {
   std::string name;
+  bool takes_fp32 = false;  // whether it runs in fp32 too (bf16 and fp16: all do), for --dtype
   /// The options it reads beyond the ones every tuned op reads (--op, --dtype, --jobs,
   /// --budget-ms, --only, --db, --plan, --arch, --emulate).
   std::vector<std::string> options;

@@ -126,6 +126,7 @@ void add_tune_options(CLI::App& cmd, LayerNormTune& flags) {
 TuneOp layer_norm_tune(bool backward, std::shared_ptr<LayerNormTune> flags) {
   TuneOp op;
   op.name = backward ? "layer-norm-backward" : "layer-norm";
+  op.takes_fp32 = true;
   op.options = {"--rows", "--cols", "--rms", "--bias"};
   if (!backward) op.options.push_back("--residual");
   op.add_problems = [backward, flags](const TuneShape&, DType dtype, ProblemList& list) {
@@ -155,6 +156,7 @@ OpCommands layer_norm_commands() {
   commands.add_run_options = [run_flags](CLI::App& run) { add_run_options(run, *run_flags); };
   RunOp run;
   run.name = "layer-norm";
+  run.takes_fp32 = true;
   run.help =
       "forward and backward of --rows x --cols (--dtype fp32 too), with --rms, --bias, "
       "--residual";

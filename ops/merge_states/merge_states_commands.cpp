@@ -76,6 +76,7 @@ OpCommands merge_states_commands() {
   };
   RunOp run;
   run.name = "merge-states";
+  run.takes_fp32 = true;
   run.help =
       "the keys split into --partials ranges, their fp32 partial states merged into "
       "--dtype (fp32 too), checked against the unsplit attention";

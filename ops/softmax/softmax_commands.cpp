@@ -54,6 +54,7 @@ int run_softmax(const RunContext& context) {
 OpCommands softmax_commands() {
   RunOp run;
   run.name = "softmax";
+  run.takes_fp32 = true;
   run.help = "a row-wise softmax of --rows x --cols (--dtype fp32 too)";
   run.options = {"--rows", "--cols"};
   run.run = run_softmax;

@@ -14,6 +14,7 @@
 #include "attention/mask.cuh"
 #include "attention/tma_forward_traits.cuh"
 #include "attention/tma_tile_schedule.cuh"
+#include "tile/warpgroup_scope.cuh"
 
 namespace flashjit {
 
@@ -56,9 +57,10 @@ struct ProbabilityOperand {
   FJ_DEVICE void set(const acc_tile<16, Traits::kBlockN>& s, const TmaForwardShared<Traits>& smem,
                      int thread) {
     if constexpr (Traits::kPShared) {
-      store_fragments(s, smem.p, thread / kWarpSize * 16, 0, thread % kWarpSize);
-      fence_proxy_async();                        // generic writes, read by wgmma
-      named_barrier_sync(1 + thread / 128, 128);  // the warpgroup's 64 rows are written
+      const WarpgroupScope scope{thread};
+      store_fragments(s, smem.p, scope.warp_row0(), 0, scope.lane());
+      fence_proxy_async();  // generic writes, read by wgmma
+      scope.sync(1);        // the warpgroup's 64 rows are written
     } else {
       registers = to_operand<T>(s);
     }
@@ -68,7 +70,7 @@ struct ProbabilityOperand {
   FJ_DEVICE void multiply_async(acc_tile<16, Traits::kHeadDimPadded>& o,
                                 const TmaForwardShared<Traits>& smem, int stage, int thread) const {
     if constexpr (Traits::kPShared) {
-      warpgroup_ab_async(o, smem.p, thread / 128 * 64, smem.v(stage));
+      warpgroup_ab_async(o, smem.p, WarpgroupScope{thread}.row0(), smem.v(stage));
     } else {
       warpgroup_ab_async(o, registers, smem.v(stage));
     }
@@ -87,10 +89,10 @@ struct ConsumerRows {
   float scale;  // the softmax's exponent scale
 
   FJ_DEVICE ConsumerRows(const AttentionForwardParams& params, const TmaForwardBlock& at,
-                         int thread)
-      : lane(thread % kWarpSize),
-        warp_row0(thread / kWarpSize * 16),
-        group_row0(thread / 128 * 64),
+                         WarpgroupScope scope)
+      : lane(scope.lane()),
+        warp_row0(scope.warp_row0()),
+        group_row0(scope.row0()),
         first_row(at.row0),
         last_row(at.row0 + at.rows - 1),
         window(at.window<Traits::kMask>(params)),
@@ -135,22 +137,23 @@ FJ_DEVICE void write_outputs(const acc_tile<16, Traits::kHeadDimPadded>& o, cons
                              const TmaForwardShared<Traits>& smem,
                              const AttentionForwardParams& params, const AttentionTmaMaps& maps,
                              const TmaForwardBlock& at, int thread) {
-  const int group = thread / 128, group_row0 = group * 64, warp_row0 = thread / kWarpSize * 16;
+  const WarpgroupScope scope{thread};
+  const int group_row0 = scope.row0(), warp_row0 = scope.warp_row0();
   // Persistent, the previous tile's O store (issued by the warpgroup's first thread, which waits
   // for it before it comes here) has read these rows: without Q loaded in between (a tile with
   // no key) nothing else orders the warpgroup's writes after it.
-  if constexpr (Traits::kPersistent) named_barrier_sync(1 + group, 128);
+  if constexpr (Traits::kPersistent) scope.sync(1);
   store_lse(lse, lse_rows(params, at.tensor_batch, at.head, at.q_row0), warp_row0, at.rows,
-            thread % kWarpSize);
-  store_fragments(o, smem.q, warp_row0, 0, thread % kWarpSize);
+            scope.lane());
+  store_fragments(o, smem.q, warp_row0, 0, scope.lane());
   if constexpr (Traits::kVarlen) {
-    named_barrier_sync(1 + group, 128);  // the warpgroup's 64 rows are written
-    store_packed_rows<Traits>(smem, params, at, group_row0, thread % 128);
+    scope.sync(1);  // the warpgroup's 64 rows are written
+    store_packed_rows<Traits>(smem, params, at, group_row0, scope.index());
     return;  // (never persistent: no next tile's Q waits for these reads)
   }
-  fence_proxy_async();                 // generic writes, read by the async proxy
-  named_barrier_sync(1 + group, 128);  // the warpgroup's 64 rows are written
-  if (thread % 128 != 0 || group_row0 >= at.rows) return;  // one thread; rows past seqlen_q: none
+  fence_proxy_async();  // generic writes, read by the async proxy
+  scope.sync(1);        // the warpgroup's 64 rows are written
+  if (!scope.leader() || group_row0 >= at.rows) return;  // one thread; rows past seqlen_q: none
   const int origin[4] = {0, at.q_row0 + group_row0, at.head, at.tensor_batch};
   tma_store_rows<kTmaStoreRows>(maps.o, origin, smem.q, group_row0);
   bulk_commit_group();
@@ -203,7 +206,7 @@ template <class Traits>
 FJ_DEVICE void attend(const TmaForwardShared<Traits>& smem, const AttentionForwardParams& params,
                       const AttentionTmaMaps& maps, const TmaForwardBlock& at,
                       ConsumerSlots<Traits>& slots, int thread) {
-  const ConsumerRows<Traits> rows(params, at, thread);
+  const ConsumerRows<Traits> rows(params, at, WarpgroupScope{thread});
 
   acc_tile<16, Traits::kHeadDimPadded> o;  // (16, kHeadDimPadded): this warp's rows, unnormalized
   fill(o, 0.0f);
@@ -245,8 +248,8 @@ FJ_DEVICE void attend_overlapped(const TmaForwardShared<Traits>& smem,
                                  int thread) {
   constexpr bool kRotated = Traits::kHeadDimPadded <= 192;
   using Scores = acc_tile<16, Traits::kBlockN>;  // (16, kBlockN): this warp's rows of a block
-  const ConsumerRows<Traits> rows(params, at, thread);
-  const ProductTurns<Traits::kPingpong> turns{thread / 128};
+  const ConsumerRows<Traits> rows(params, at, WarpgroupScope{thread});
+  const ProductTurns<Traits::kPingpong> turns{WarpgroupScope{thread}.group()};
 
   acc_tile<16, Traits::kHeadDimPadded> o;  // (16, kHeadDimPadded): this warp's rows, unnormalized
   fill(o, 0.0f);
@@ -326,7 +329,7 @@ FJ_DEVICE void attend_overlapped(const TmaForwardShared<Traits>& smem,
 template <class Traits>
 FJ_DEVICE void pass_keys(const TmaForwardShared<Traits>& smem, const TmaForwardBlock& at,
                          ConsumerSlots<Traits>& slots, int thread) {
-  const ProductTurns<Traits::kPingpong> turns{thread / 128};
+  const ProductTurns<Traits::kPingpong> turns{WarpgroupScope{thread}.group()};
   turns.start(at.keys);
   for (int block = at.keys.begin; block < at.keys.end; ++block) {
     slots.wait_key(smem);

@@ -114,14 +114,14 @@ FJ_DEVICE void attend_tiles(const TmaForwardShared<Traits>& smem,
     // A warpgroup with no query row (a last, partly full block) passes the keys by. Persistent,
     // it computes on the zero rows TMA filled in instead, and stores nothing of them: a second
     // loop in the tile loop costs the main loop registers it does not have to spare.
-    if (!Traits::kPersistent && thread / 128 * 64 >= at.rows) {
+    if (!Traits::kPersistent && WarpgroupScope{thread}.row0() >= at.rows) {
       pass_keys<Traits>(smem, at, slots, thread);
     } else if constexpr (Traits::kOverlap) {
       attend_overlapped<Traits>(smem, params, maps, at, slots, thread);
     } else {
       attend<Traits>(smem, params, maps, at, slots, thread);
     }
-    if (thread % 128 == 0) mbarrier_arrive(smem.q_empty);  // its O store has read Q's tile
+    if (WarpgroupScope{thread}.leader()) mbarrier_arrive(smem.q_empty);  // its O store read Q
   }
 }
 
@@ -134,7 +134,8 @@ FJ_DEVICE void tma_forward(const AttentionForwardParams& params, const Attention
       carve_tma_forward_shared<Traits>(dynamic_shared<unsigned char>());
   if (thread == 0) {
     mbarrier_init(smem.q_full, 1);  // the producer's arrival (and Q's bytes)
-    mbarrier_init(smem.q_empty, Traits::kConsumerThreads / 128);  // each consumer warpgroup's
+    // Each consumer warpgroup's leader arrives once its O store has read Q's tile.
+    mbarrier_init(smem.q_empty, Traits::kConsumerThreads / WarpgroupScope::kThreads);
     // Every consumer thread releases each slot once: here, or in a cluster in the ring of one
     // of its blocks, which hear from kConsumerThreads threads all told.
     smem.k_ring.init(Traits::kConsumerThreads);

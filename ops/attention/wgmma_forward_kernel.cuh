@@ -11,6 +11,7 @@
 #include "attention/head_tensor.cuh"
 #include "attention/mask.cuh"
 #include "attention/wgmma_forward_traits.cuh"
+#include "tile/warpgroup_scope.cuh"
 
 namespace flashjit {
 
@@ -21,9 +22,11 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
     attention_forward_wgmma_kernel(AttentionForwardParams params) {
   using T = typename Traits::Element;
   constexpr int kThreads = Traits::kThreads, kDim = Traits::kHeadDimPadded;
-  const int thread = threadIdx.x, lane = thread % kWarpSize;
-  const int warp_row0 = thread / kWarpSize * 16;       // the warp's first row in the block
-  const int group_row0 = thread / 128 * 64;            // its warpgroup's
+  const int thread = threadIdx.x;
+  const WarpgroupScope scope{thread};
+  const int lane = scope.lane();
+  const int warp_row0 = scope.warp_row0();   // the warp's first row in the block
+  const int group_row0 = scope.row0();       // its warpgroup's
   const int row0 = int(blockIdx.x) * Traits::kBlockM;  // the block's first row
   const int rows = min_int(Traits::kBlockM, params.seqlen_q - row0);  // valid rows in the block
   const int head = blockIdx.y, batch = blockIdx.z;

@@ -46,19 +46,11 @@ struct AutotuneOptions {
 };
 
 /// Every op's tuner, in the order the ops are added.
-std::vector<const TuneOp*> all_tunes() {
-  std::vector<const TuneOp*> tunes;
-  for (const OpCommands& op : op_commands()) {
-    for (const TuneOp& tune : op.tunes) tunes.push_back(&tune);
-  }
-  return tunes;
-}
+std::vector<const TuneOp*> all_tunes() { return every_op(&OpCommands::tunes); }
 
 /// "attention-forward, attention-backward, ...": the ops the autotuner tunes.
 std::string tuned_names() {
-  std::string names;
-  for (const TuneOp* tune : all_tunes()) names += (names.empty() ? "" : ", ") + tune->name;
-  return names;
+  return op_names(all_tunes(), [](const TuneOp&) { return true; });
 }
 
 /// The tuner of `name`; else InvalidArgument("--op") listing them.
@@ -82,14 +74,7 @@ void refuse_unread(const CLI::App& command, const std::vector<const TuneOp*>& op
     read.insert(read.end(), op->options.begin(), op->options.end());
     chosen += (chosen.empty() ? "--op " : ",") + op->name;
   }
-  const std::string option = first_unread_option(command, read);
-  if (option.empty()) return;
-  std::string readers;
-  for (const TuneOp* tune : all_tunes()) {
-    if (std::ranges::find(tune->options, option) == tune->options.end()) continue;
-    readers += (readers.empty() ? "--op " : ", ") + tune->name;
-  }
-  throw InvalidArgument(option, "does not apply to " + chosen + "; it applies to " + readers);
+  refuse_unread_option(command, read, chosen, all_tunes());
 }
 
 // Every problem the options describe, in a fixed order: op, dtype, then the op's own order.
@@ -305,10 +290,7 @@ Subcommand add_autotune_command(CLI::App& app) {
   for (const OpCommands& op : op_commands()) {
     if (op.add_autotune_options) op.add_autotune_options(*cmd);
   }
-  std::string fp32;
-  for (const TuneOp* op : all_tunes()) {
-    if (op->takes_fp32) fp32 += (fp32.empty() ? "" : ", ") + op->name;
-  }
+  const std::string fp32 = op_names(all_tunes(), [](const TuneOp& op) { return op.takes_fp32; });
   cmd->add_option("--dtype", o->dtypes, "bf16 and/or fp16 (" + fp32 + ": fp32 too)")
       ->delimiter(',')
       ->capture_default_str();

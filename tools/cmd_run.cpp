@@ -19,13 +19,7 @@ namespace flashjit::tools {
 namespace {
 
 /// Every run of every op, in the order the ops are added.
-std::vector<const RunOp*> all_runs() {
-  std::vector<const RunOp*> runs;
-  for (const OpCommands& op : op_commands()) {
-    for (const RunOp& run : op.runs) runs.push_back(&run);
-  }
-  return runs;
-}
+std::vector<const RunOp*> all_runs() { return every_op(&OpCommands::runs); }
 
 /// The options the command registers for every op: the attention-shaped problem's sizes and
 /// mask, the row-wise ops' matrix, and the work counters.
@@ -51,10 +45,7 @@ void add_shape_options(CLI::App& run, RunShape& shape, RunBasics& basics) {
 
 /// Where it runs, on which inputs, and which op.
 void add_basic_options(CLI::App& run, RunBasics& basics) {
-  std::string fp32;
-  for (const RunOp* op : all_runs()) {
-    if (op->takes_fp32) fp32 += (fp32.empty() ? "" : ", ") + op->name;
-  }
+  const std::string fp32 = op_names(all_runs(), [](const RunOp& op) { return op.takes_fp32; });
   run.add_option("--dtype", basics.dtype, "bf16 or fp16 (" + fp32 + ": fp32 too)");
   run.add_flag("--emulate", basics.emulate, "Run on the CPU emulator even with a GPU");
   run.add_option("--arch", basics.arch,
@@ -81,16 +72,7 @@ const std::vector<std::string> kAlwaysRead = {"--help",    "--op",   "--dtype",
 void refuse_unread(const CLI::App& command, const RunOp& op) {
   std::vector<std::string> read = kAlwaysRead;
   read.insert(read.end(), op.options.begin(), op.options.end());
-  const std::string option = first_unread_option(command, read);
-  if (!option.empty()) {
-    std::string readers;
-    for (const RunOp* other : all_runs()) {
-      if (std::ranges::find(other->options, option) == other->options.end()) continue;
-      readers += (readers.empty() ? "--op " : ", ") + other->name;
-    }
-    const std::string chosen = op.form ? op.form(command) : "--op " + op.name;
-    throw InvalidArgument(option, "does not apply to " + chosen + "; it applies to " + readers);
-  }
+  refuse_unread_option(command, read, op.form ? op.form(command) : "--op " + op.name, all_runs());
   if (op.refuse_unused) op.refuse_unused(command);
 }
 

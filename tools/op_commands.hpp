@@ -4,6 +4,7 @@
 // listed by flashjit_op_commands in the op's CMakeLists.txt); `run` and `autotune` walk
 // op_commands() and name no op. An option the chosen op does not read is refused by name.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "autotune/tuning_problem.hpp"
+#include "flashjit/error.hpp"
 #include "flashjit/runtime.hpp"
 
 namespace flashjit::tools {
@@ -103,8 +105,41 @@ struct OpCommands {
 /// Every op's commands, built once, in the order the ops' folders are added.
 const std::vector<OpCommands>& op_commands();
 
+/// Every op's entries of one kind (`&OpCommands::runs`, `&OpCommands::tunes`), in order.
+template <class Op>
+std::vector<const Op*> every_op(std::vector<Op> OpCommands::*kind) {
+  std::vector<const Op*> all;
+  for (const OpCommands& op : op_commands()) {
+    for (const Op& entry : op.*kind) all.push_back(&entry);
+  }
+  return all;
+}
+
+/// "a, b, c": the names of the entries of `ops` that `keep` accepts.
+template <class Op, class Keep>
+std::string op_names(const std::vector<const Op*>& ops, Keep keep) {
+  std::string names;
+  for (const Op* op : ops) {
+    if (keep(*op)) names += (names.empty() ? "" : ", ") + op->name;
+  }
+  return names;
+}
+
 /// The first option given on `command` (parsed; in the order they were registered) that is
 /// not in `read`, or "" when every given option is.
 std::string first_unread_option(const CLI::App& command, const std::vector<std::string>& read);
+
+/// Throws InvalidArgument naming the first option given on `command` that is not in `read`,
+/// saying it does not apply to `chosen` and which entries of `ops` read it.
+template <class Op>
+void refuse_unread_option(const CLI::App& command, const std::vector<std::string>& read,
+                          const std::string& chosen, const std::vector<const Op*>& ops) {
+  const std::string option = first_unread_option(command, read);
+  if (option.empty()) return;
+  const std::string readers = op_names(ops, [&](const Op& op) {
+    return std::find(op.options.begin(), op.options.end(), option) != op.options.end();
+  });
+  throw InvalidArgument(option, "does not apply to " + chosen + "; it applies to --op " + readers);
+}
 
 }  // namespace flashjit::tools

@@ -6,14 +6,6 @@
 
 namespace flashjit::kernels {
 
-const std::vector<OpInfo>& ops() {
-  static const std::vector<OpInfo> registry = {
-      softmax_op(),    merge_states_op(),      layer_norm_op(),
-      multiscale_op(), attention_forward_op(), attention_backward_op(),
-  };
-  return registry;
-}
-
 const OpInfo& find_op(const std::string& name) {
   const auto& registry = ops();
   auto it = std::find_if(registry.begin(), registry.end(),

@@ -2,8 +2,8 @@
 // The one list of flashjit's ops: each op's name (as `flashjit compile` and `run` take it), what
 // it computes, its compile matrix, the names its calls are tuned under (`flashjit autotune
 // --op`, the tuning database's keys) and its build-time emulated instances. Each op writes its
-// entry in its own folder (ops/<op>/<op>_op.cpp); adding an op adds one declaration here and one
-// line to ops().
+// entry in its own folder (ops/<op>/<op>_op.cpp) and names it in its CMakeLists.txt
+// (flashjit_op_entries); the build generates the list, so adding an op changes nothing here.
 #include <functional>
 #include <string>
 #include <vector>
@@ -31,15 +31,8 @@ struct OpInfo {
   std::function<void(detail::EmulatedKernelTable&)> add_emulated;
 };
 
-// Each op's entry, defined in its folder.
-OpInfo softmax_op();
-OpInfo merge_states_op();
-OpInfo layer_norm_op();
-OpInfo multiscale_op();
-OpInfo attention_forward_op();
-OpInfo attention_backward_op();
-
-/// Every op, in a fixed order.
+/// Every op, in the order ops/CMakeLists.txt adds their folders (defined in the generated
+/// op_list.cpp from each folder's flashjit_op_entries line).
 const std::vector<OpInfo>& ops();
 
 /// The op called `name`; throws InvalidArgument("op") listing the known names otherwise.

@@ -185,8 +185,19 @@ struct TmaStore {
   std::uint32_t group = 0;
   std::vector<std::uint32_t> chunks;  // shared offsets of the 16-byte chunks read
 };
+/// A bulk reduction in flight (cp.reduce.async.bulk; emulator/bulk_reduce.cpp): its shared
+/// source is guarded until a wait_group of either form covers its group, its global destination
+/// until a wait_group without .read does.
+struct BulkReduce {
+  std::uint32_t group = 0;
+  std::uint32_t source = 0;  // shared offset
+  std::uint32_t bytes = 0;
+  std::uintptr_t destination = 0;
+  bool source_released = false;
+};
 struct BulkQueue {
   std::vector<TmaStore> stores;
+  std::vector<BulkReduce> reductions;
   std::uint32_t open_group = 1;
 };
 
@@ -256,7 +267,8 @@ struct Machine {
   std::vector<LoadOrigin> load_origins;  // one per 16-byte chunk of shared memory
   std::vector<TmaLanding> landings;      // one per 16-byte chunk of shared memory
   std::vector<MapLoads> map_loads;       // one per tensor map loaded in this block
-  std::vector<BulkQueue> bulk_queues;    // TMA stores, one queue per thread
+  std::vector<BulkQueue> bulk_queues;    // TMA stores and bulk reductions, one queue per thread
+  std::size_t reductions_in_flight = 0;  // bulk reductions whose destination is not yet complete
   std::array<NamedBarrier, kNamedBarriers> named_barriers{};
   std::vector<std::uint32_t> proxy_fence_time;  // per thread: its last fence.proxy.async
   RegisterBudget registers;
@@ -363,9 +375,14 @@ RangeCheck touch_range(const Machine& machine, ShadowByte* shadow, std::size_t c
 /// (and sets its buffer and offset).
 void locate_global(const LaunchConfig& config, std::uintptr_t address, std::size_t bytes,
                    Finding& finding);
-/// Checks a global access of `thread` against the launch's buffers; false when it must be
-/// skipped. `what` names the instruction in findings ("cp.async"; "" for plain accesses).
+/// Checks a global access of `thread` against the launch's buffers, and against the bytes bulk
+/// reductions still add into; false when it must be skipped. `what` names the instruction in
+/// findings ("cp.async"; "" for plain accesses).
 bool check_global_access(Machine& machine, int thread, const void* address, std::size_t bytes,
+                         bool write, const char* what);
+/// check_global_access without the bulk reductions: for a bulk reduction's own destination,
+/// which any number of reductions may add into at once.
+bool check_global_bounds(Machine& machine, int thread, const void* address, std::size_t bytes,
                          bool write, const char* what);
 /// Checks a shared access of `thread` for bounds, races and copies in flight; false when it
 /// must be skipped. `what` names the instruction in findings ("ldmatrix"; "" for plain ones).
@@ -438,6 +455,17 @@ std::size_t explore_pick(Machine& machine, std::size_t count);
 void finish_async_proxy(Machine& machine);
 /// The TMA stores of `thread` release their shared sources (it is exiting).
 void drain_tma_stores(Machine& machine, int thread);
+/// Completes `queue`'s bulk reductions of groups up to `last_group`: their shared sources are
+/// free again, and with `destinations` (a wait_group without .read) their global destinations.
+void complete_bulk_reductions(Machine& machine, BulkQueue& queue, std::uint32_t last_group,
+                              bool destinations);
+/// Reports (bulk_reduce_in_flight) a generic access by `thread` to global bytes that a bulk
+/// reduction of this block still adds into; call only when machine.reductions_in_flight > 0.
+void check_bulk_reduce_destination(Machine& machine, int thread, std::uintptr_t address,
+                                   std::size_t bytes, bool write, const char* what);
+/// Whether shared offset `offset` is the source of a bulk reduction in flight (else of a TMA
+/// store), for the finding that names what still reads it.
+bool is_bulk_reduce_source(const Machine& machine, std::size_t offset);
 /// The live mbarrier at shared `offset`, or nullptr.
 Mbarrier* find_mbarrier(Machine& machine, std::uint32_t offset);
 /// complete_tx(bytes) on `barrier` by the async proxy: the transaction count drops (below zero

@@ -91,9 +91,10 @@ void report_pending_tma(Machine& machine, int thread, std::size_t offset, Findin
 
 void report_tma_store_source(Machine& machine, int thread, std::size_t offset, Finding finding) {
   finding.kind = FindingKind::tma_store_in_flight;
-  finding.message += ": shared offset " + std::to_string(offset) +
-                     " is the source of a cp.async.bulk.tensor store still in flight (no "
-                     "cp.async.bulk.wait_group has completed it)";
+  finding.message += ": shared offset " + std::to_string(offset) + " is the source of a " +
+                     (is_bulk_reduce_source(machine, offset) ? "cp.reduce.async.bulk"
+                                                             : "cp.async.bulk.tensor store") +
+                     " still in flight (no cp.async.bulk.wait_group has completed it)";
   record(machine, thread, std::move(finding));
 }
 
@@ -121,7 +122,7 @@ void locate_global(const LaunchConfig& config, std::uintptr_t address, std::size
                      finding.buffer + "' (nearest buffer)";
 }
 
-bool check_global_access(Machine& machine, int thread, const void* address, std::size_t bytes,
+bool check_global_bounds(Machine& machine, int thread, const void* address, std::size_t bytes,
                          bool write, const char* what) {
   const auto at = reinterpret_cast<std::uintptr_t>(address);
   for (const Buffer& buffer : machine.config->buffers) {
@@ -141,6 +142,16 @@ bool check_global_access(Machine& machine, int thread, const void* address, std:
   locate_global(*machine.config, at, bytes, finding);
   record(machine, thread, std::move(finding));
   return false;
+}
+
+bool check_global_access(Machine& machine, int thread, const void* address, std::size_t bytes,
+                         bool write, const char* what) {
+  if (!check_global_bounds(machine, thread, address, bytes, write, what)) return false;
+  if (machine.reductions_in_flight > 0) {
+    check_bulk_reduce_destination(machine, thread, reinterpret_cast<std::uintptr_t>(address), bytes,
+                                  write, what);
+  }
+  return true;
 }
 
 bool check_shared_access(Machine& machine, int thread, const void* address, std::size_t bytes,

@@ -179,11 +179,23 @@ void tma_load_multicast(void* shared_dst, const TensorMap* map, const std::int32
 /// source is read by the async proxy, so generic writes to it need a fence.proxy.async first,
 /// and it must not change until a bulk wait_group.
 void tma_store(const TensorMap* map, const std::int32_t* coords, const void* shared_src);
-/// cp.async.bulk.commit_group: this thread's uncommitted bulk stores become one group.
+/// cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [dst], [src], bytes
+/// (emulator/bulk_reduce.cpp): adds the `bytes` / 4 floats at shared `shared_src` into those at
+/// global `global_dst`, each element atomically, in this thread's open bulk group. Both
+/// addresses 16-byte aligned, `bytes` a non-zero multiple of 16. The source is read through the
+/// async proxy (generic writes to it need a fence.proxy.async first) and must not change until
+/// a bulk wait_group covers the group; the block's threads must not touch the destination until
+/// a wait_group without .read does.
+void bulk_reduce_add_f32(float* global_dst, const float* shared_src, std::uint32_t bytes);
+/// cp.async.bulk.commit_group: this thread's uncommitted bulk stores and reductions become one
+/// group.
 void bulk_commit_group();
-/// cp.async.bulk.wait_group{.read} N: waits until at most N of this thread's newest bulk
-/// groups are in flight (their shared sources are then free again).
+/// cp.async.bulk.wait_group N: waits until at most N of this thread's newest bulk groups are
+/// in flight; the others are complete (their shared sources free again, their writes done).
 void bulk_wait_group(int pending_groups);
+/// cp.async.bulk.wait_group.read N: the same, but only for the reading of the sources: the
+/// older groups' shared sources are free again, their global writes may still be in flight.
+void bulk_wait_group_read(int pending_groups);
 
 /// fence.proxy.async.shared::cta: this thread's earlier generic-proxy shared writes become
 /// visible to the async proxy (TMA stores, wgmma operand reads).

@@ -46,6 +46,8 @@ std::string_view to_string(FindingKind kind) {
       return "tma_load_unobserved";
     case FindingKind::tma_store_in_flight:
       return "tma_store_in_flight";
+    case FindingKind::bulk_reduce_in_flight:
+      return "bulk_reduce_in_flight";
     case FindingKind::tma_invalid:
       return "tma_invalid";
     case FindingKind::proxy_fence_missing:

@@ -38,7 +38,10 @@ enum class FindingKind {
   tma_load_pending,             // a shared access to bytes a TMA load wrote, phase still open
   tma_load_unobserved,          // a read of bytes a TMA load landed on a phase no wait has seen
                                 // complete, or a TMA load over them (or over a load in flight)
-  tma_store_in_flight,          // a shared write to bytes a TMA store reads, not waited for
+  tma_store_in_flight,          // a shared write to bytes a TMA store or bulk reduction reads,
+                                // not waited for
+  bulk_reduce_in_flight,        // a generic access to global bytes a cp.reduce.async.bulk adds
+                                // into, before a wait_group (without .read) completed it
   tma_invalid,                  // a TMA operand: tensor map, coordinates or shared alignment
   proxy_fence_missing,          // async proxy (TMA store, wgmma) reads a generic write unfenced
   named_barrier_mismatch,       // bar.sync/bar.arrive: bad id or count, or counts that differ

@@ -343,8 +343,14 @@ void reset_async_proxy(Machine& m, std::size_t threads) {
         for (std::uint32_t b = chunk; b < chunk + kChunk; ++b) m.shadow[b].tma_reads = 0;
       }
     }
+    for (const BulkReduce& reduce : queue.reductions) {
+      for (std::uint32_t b = reduce.source; b < reduce.source + reduce.bytes; ++b) {
+        m.shadow[b].tma_reads = 0;
+      }
+    }
   }
   m.bulk_queues.assign(threads, BulkQueue{});
+  m.reductions_in_flight = 0;
   m.mbarriers.clear();
   m.named_barriers = {};
   m.proxy_fence_time.assign(threads, m.time);  // earlier blocks' writes count as fenced
@@ -392,6 +398,7 @@ void drain_tma_stores(Machine& m, int thread) {
   BulkQueue& queue = m.bulk_queues[static_cast<std::size_t>(thread)];
   for (const TmaStore& store : queue.stores) release_store(m, store);
   queue.stores.clear();
+  complete_bulk_reductions(m, queue, queue.open_group, true);
 }
 
 const TmaLoad* tma_load_covering(const Machine& m, std::size_t offset) {
@@ -457,8 +464,12 @@ void bulk_commit_group() {
   ++m.bulk_queues[static_cast<std::size_t>(m.current)].open_group;
 }
 
-void bulk_wait_group(int pending_groups) {
-  detail::Machine& m = detail::launch_machine("cp.async.bulk.wait_group");
+namespace {
+
+// cp.async.bulk.wait_group{.read} N: the groups but the newest `pending_groups` committed ones
+// have read their sources; without .read (`read_only` false) they are complete.
+void wait_bulk_groups(const char* what, int pending_groups, bool read_only) {
+  detail::Machine& m = detail::launch_machine(what);
   detail::BulkQueue& queue = m.bulk_queues[static_cast<std::size_t>(m.current)];
   const std::uint32_t committed = queue.open_group - 1;
   const auto keep = static_cast<std::uint32_t>(std::max(pending_groups, 0));
@@ -469,6 +480,17 @@ void bulk_wait_group(int pending_groups) {
     detail::release_store(m, *end);
   }
   queue.stores.erase(queue.stores.begin(), end);
+  detail::complete_bulk_reductions(m, queue, last_complete, !read_only);
+}
+
+}  // namespace
+
+void bulk_wait_group(int pending_groups) {
+  wait_bulk_groups("cp.async.bulk.wait_group", pending_groups, false);
+}
+
+void bulk_wait_group_read(int pending_groups) {
+  wait_bulk_groups("cp.async.bulk.wait_group.read", pending_groups, true);
 }
 
 }  // namespace flashjit::emulator

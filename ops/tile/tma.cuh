@@ -88,9 +88,9 @@ FJ_DEVICE void tma_store(const tma_descriptor& map, const int (&coords)[Rank],
   }
 }
 
-/// Closes this thread's current group of TMA stores.
+/// Closes this thread's current group of TMA stores (and bulk reductions, tile/bulk_reduce.cuh).
 FJ_DEVICE void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-/// Waits until at most `Pending` of this thread's newest store groups are in flight.
+/// Waits until at most `Pending` of this thread's newest bulk groups are in flight.
 template <int Pending>
 FJ_DEVICE void bulk_wait_group() {
   asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(Pending) : "memory");

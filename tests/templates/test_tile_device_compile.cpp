@@ -86,4 +86,16 @@ TEST_CASE("clusters: NVRTC builds the cluster barrier, multicast TMA and remote 
   CHECK(has(ptx, "mbarrier.arrive.release.cluster.shared::cluster.b64"));
 }
 
+TEST_CASE("bulk reduce: NVRTC builds the fp32 reduce-add and both bulk waits for sm_90a") {
+  const detail::KernelSpec spec = probe_spec("bulk_reduce_probe");
+  const detail::CompiledKernel kernel = detail::compile_kernel(spec, probe_templates());
+  CHECK(kernel.cubin.substr(1, 3) == "ELF");
+  const std::string ptx = detail::compile_ptx(spec, probe_templates());
+  CHECK(has(ptx, "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32"));
+  CHECK(has(ptx, "fence.proxy.async.shared::cta;"));
+  CHECK(has(ptx, "cp.async.bulk.commit_group;"));
+  CHECK(has(ptx, "cp.async.bulk.wait_group.read 0;"));
+  CHECK(has(ptx, "cp.async.bulk.wait_group 0;"));
+}
+
 }  // namespace flashjit::testing

@@ -2,6 +2,7 @@
 // Kernels that instantiate the tile library's Hopper device PTX, for the NVRTC compile test
 // (tests/templates/test_tile_device_compile.cpp): they are built for sm_90a and never run, so
 // each only has to use every instruction variant it is about.
+#include "tile/bulk_reduce.cuh"
 #include "tile/cluster.cuh"
 #include "tile/memory.cuh"
 #include "tile/register_budget.cuh"
@@ -79,6 +80,22 @@ FJ_GLOBAL void __cluster_dims__(ClusterBlocks, 1, 1)
   if (threadIdx.x == 0) mbarrier_arrive_cluster(bar, (rank + 1) % ClusterBlocks);
   store_global_raw(out + threadIdx.x, rank + box[threadIdx.x]);
   cluster_sync();
+}
+
+/// One warp's partial sums handed to the copy engine: each lane writes its floats to shared
+/// memory, one thread fences them for the async proxy and adds the run into `sums` with a bulk
+/// reduction, then frees the source (.read) and waits for the writes.
+FJ_GLOBAL void bulk_reduce_probe(float* sums) {
+  float* partial = dynamic_shared<float>();
+  store_shared(partial, threadIdx.x, 1.0f + threadIdx.x);
+  fence_proxy_async();
+  __syncwarp();
+  if (threadIdx.x == 0) {
+    bulk_reduce_add(sums, partial, 32 * sizeof(float));
+    bulk_commit_group();
+    bulk_wait_group_read<0>();
+    bulk_wait_group<0>();
+  }
 }
 
 }  // namespace flashjit::testing

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "attention/attention_common.hpp"
+#include "attention/attention_forward_tma.hpp"
 #include "attention/attention_tuning.hpp"
+#include "attention/tma_backward_space.cuh"
 #include "common/config_choice.hpp"
 #include "flashjit/error.hpp"
 #include "runtime/executor.hpp"
@@ -73,7 +75,27 @@ detail::KernelSpec backward_spec(const std::string& arch, const std::string& rol
   return spec;
 }
 
+/// The Hopper dK/dV kernel's spec (BackwardConfig::tma).
+detail::KernelSpec dkdv_tma_spec(const BackwardConfig& config, const std::string& arch) {
+  const KeyBlockTile& t = config.key;
+  std::vector<std::string> traits = tile_traits(config, t.block_m, t.block_n, t.warps);
+  traits.push_back(detail::trait("s", t.stages));
+  traits.push_back("tma");
+  const std::string type = "flashjit::TmaBackwardTraits<" + template_element(config.dtype) + ", " +
+                           std::to_string(config.head_dim) + ", " + std::to_string(t.block_n) +
+                           ", " + mask_type(config.mask) + ", " +
+                           (config.softcap ? "true" : "false") + ", " + std::to_string(t.stages) +
+                           ">";
+  detail::KernelSpec spec = backward_spec(arch, "dkdv", "attention/tma_backward_kernel.cuh",
+                                          "flashjit::attention_backward_tma_kernel<" + type + ">",
+                                          config.head_dim, std::move(traits));
+  spec.threads = t.warps * 32;
+  spec.dynamic_shared_bytes = config.key_shared_bytes();
+  return spec;
+}
+
 detail::KernelSpec dkdv_spec(const BackwardConfig& config, const std::string& arch) {
+  if (config.tma) return dkdv_tma_spec(config, arch);
   const KeyBlockTile& t = config.key;
   const bool atomic_dq = !config.deterministic;
   std::vector<std::string> traits = tile_traits(config, t.block_m, t.block_n, t.warps);
@@ -189,8 +211,35 @@ void launch_backward(detail::RuntimeBackend& backend, const Attention& attention
   buffers.insert(buffers.end(), index_buffers.begin(), index_buffers.end());
   detail::Executor& executor = backend.executor();
   detail::launch_kernel(executor, specs.delta, shapes.delta, buffers, params);  // D
-  detail::launch_kernel(executor, specs.dkdv, shapes.dkdv, buffers, params);    // dK, dV
-  detail::launch_kernel(executor, specs.dq, shapes.dq, buffers, params);        // dQ
+  if (config.tma) {
+    const detail::TensorMapParameter maps = executor.tensor_maps(
+        backward_tma_maps(params, attention, kTmaBackwardBlockM, config.key.block_n));
+    detail::launch_kernel(executor, specs.dkdv, shapes.dkdv, buffers, params, maps);  // dK, dV
+  } else {
+    detail::launch_kernel(executor, specs.dkdv, shapes.dkdv, buffers, params);  // dK, dV
+  }
+  detail::launch_kernel(executor, specs.dq, shapes.dq, buffers, params);  // dQ
+}
+
+/// The Hopper backward's conditions beyond its config: an sm_90a target, and tensors TMA can
+/// read (InvalidArgument("config") naming what is wrong otherwise).
+void check_tma_backward_call(const std::string& arch, const Attention& attention,
+                             const TensorView& q, const TensorView& k, const TensorView& v,
+                             const TensorView& dout) {
+  if (arch != "sm_90a") {
+    throw InvalidArgument("config",
+                          "is the TMA backward, which runs on sm_90a only; the target "
+                          "is " +
+                              arch);
+  }
+  const AttentionBackwardParams params =
+      backward_params(attention, q, k, v, dout, {}, dout, q, k, v, nullptr, nullptr);
+  const std::string problem =
+      tma_maps_problem(backward_tma_maps(params, attention, kTmaBackwardBlockM, 64), "dout");
+  if (!problem.empty()) {
+    throw InvalidArgument("config",
+                          "is the TMA backward, and TMA cannot read the tensors: " + problem);
+  }
 }
 
 /// Every config of one kernel's space, in the order of its tables.
@@ -214,6 +263,12 @@ std::vector<QueryBlockTile> query_tiles() {
 
 bool BackwardConfig::valid() const {
   if (dtype != DType::f16 && dtype != DType::bf16) return false;
+  if (tma) {
+    return !deterministic && !varlen && query == QueryBlockTile{} &&
+           key.block_m == kTmaBackwardBlockM &&
+           key.warps * 32 == tma_backward_threads(key.block_n) &&
+           tma_backward_valid(head_dim, key.block_n, key.stages);
+  }
   if (!space::key_kernel_valid(head_dim, key.block_m, key.block_n, key.warps, key.stages, softcap,
                                !deterministic)) {
     return false;
@@ -224,6 +279,7 @@ bool BackwardConfig::valid() const {
 }
 
 int BackwardConfig::key_shared_bytes() const {
+  if (tma) return tma_backward_shared_bytes(head_dim, key.block_n, key.stages);
   return space::key_kernel_shared_bytes(head_dim, key.block_m, key.block_n, key.stages);
 }
 
@@ -375,6 +431,7 @@ void attention_backward(detail::RuntimeBackend& backend, const Attention& attent
   validate_backward_arguments(attention, q, k, v, o, lse, dout, dq, dk, dv);
   check_backward_config(config, attention, q);
   check_config_fits_device(config.shared_bytes(), backend.info());
+  if (config.tma) check_tma_backward_call(backend.info().arch(), attention, q, k, v, dout);
   if (backward_is_empty(attention)) return;
   launch_backward(backend, attention, {q, k, v, o, lse, dout, dq, dk, dv}, config, stream);
 }

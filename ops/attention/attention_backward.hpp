@@ -53,6 +53,12 @@ struct BackwardConfig {
   /// A variable-length batch (cu_seqlens): each CTA rebases the params to its own sequence
   /// (ops/attention/backward_sequence.cuh).
   bool varlen = false;
+  /// The warp-specialized Hopper dK/dV kernel (sm_90a, attention/tma_backward_kernel.cuh):
+  /// wgmma on TMA-loaded tiles, dQ's sum added by bulk reductions. key.block_n (Bc, 64 or 128)
+  /// keys over one consumer warpgroup per 64, key.stages (1 or 2) Q/dO slots; key.block_m is
+  /// 64 and key.warps counts the producer warpgroup's 4 too. Head dims 64 to 256, neither
+  /// deterministic nor varlen yet; offered by no default or tuning space yet (explicit configs).
+  bool tma = false;
   bool operator==(const BackwardConfig&) const = default;
 
   /// Whether the templates accept this config (attention_backward_space::key_kernel_valid, and

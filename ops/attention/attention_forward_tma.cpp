@@ -57,8 +57,16 @@ std::vector<emulator::TensorMap> packed_tma_maps(const AttentionForwardParams& p
           head_tensor_map(params.o, 1, total_q, a.heads_q, a.head_dim, kTmaStoreRows)};
 }
 
-std::string tma_maps_problem(const std::vector<emulator::TensorMap>& maps) {
-  const char* names[] = {"q", "k", "v", "o"};
+std::vector<emulator::TensorMap> backward_tma_maps(const AttentionBackwardParams& params,
+                                                   const Attention& a, int block_m, int block_n) {
+  return {head_tensor_map(params.q, a.batch, a.seqlen_q, a.heads_q, a.head_dim, block_m),
+          head_tensor_map(params.k, a.batch, a.seqlen_k, a.heads_kv, a.head_dim, block_n),
+          head_tensor_map(params.v, a.batch, a.seqlen_k, a.heads_kv, a.head_dim, block_n),
+          head_tensor_map(params.dout, a.batch, a.seqlen_q, a.heads_q, a.head_dim, block_m)};
+}
+
+std::string tma_maps_problem(const std::vector<emulator::TensorMap>& maps, const char* fourth) {
+  const char* names[] = {"q", "k", "v", fourth};
   for (std::size_t i = 0; i < maps.size(); ++i) {
     const std::string problem = emulator::tensor_map_problem(maps[i]);
     if (!problem.empty()) return std::string(names[i]) + ": " + problem;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "attention/backward_params.cuh"
 #include "attention/forward_params.cuh"
 #include "emulator/ptx_api.hpp"
 #include "flashjit/attention.hpp"
@@ -24,7 +25,15 @@ std::vector<emulator::TensorMap> packed_tma_maps(const AttentionForwardParams& p
                                                  const Attention& attention, std::int64_t total_q,
                                                  std::int64_t total_k, int block_m, int block_n);
 
-/// The first map the driver's rules reject, named ("k: ..."), or "" when none.
-std::string tma_maps_problem(const std::vector<emulator::TensorMap>& maps);
+/// The maps of Q, K, V and dO, in AttentionBackwardTmaMaps' order (the Hopper backward): Q's
+/// and dO's box of block_m rows, K's and V's of block_n.
+std::vector<emulator::TensorMap> backward_tma_maps(const AttentionBackwardParams& params,
+                                                   const Attention& attention, int block_m,
+                                                   int block_n);
+
+/// The first map the driver's rules reject, named ("k: ..."; the fourth map is `fourth`: o in
+/// the forward, dout in the backward), or "" when none.
+std::string tma_maps_problem(const std::vector<emulator::TensorMap>& maps,
+                             const char* fourth = "o");
 
 }  // namespace flashjit::kernels

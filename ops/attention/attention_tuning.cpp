@@ -53,6 +53,7 @@ std::string TunedConfigTraits<kernels::BackwardConfig>::name(const kernels::Back
     name += ".dq.br" + std::to_string(b.query.block_m) + ".bc" + std::to_string(b.query.block_n) +
             ".w" + std::to_string(b.query.warps);
   }
+  if (b.tma) name += ".tma";
   return name;
 }
 

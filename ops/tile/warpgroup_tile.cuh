@@ -159,6 +159,29 @@ FJ_DEVICE void warpgroup_ab_async(acc_tile<16, N>& acc, Tile<T, ARows, K> a, int
   wgmma_commit_group();
 }
 
+/// Issues acc = Aᵀ B over rows [k0, k0 + K) of both tiles as one wgmma group, both operands in
+/// shared memory and MN-major: A's rows are K and its 64 columns the warpgroup's M (dSᵀ as the
+/// backward stores it, keys by queries), B's rows are K and its columns N (K as loaded, keys by
+/// head dim); k0 a multiple of 16. The product replaces `acc` at the wgmma_wait_group that
+/// completes the group: dQ = dS K over one warpgroup's keys.
+template <int K, typename T, int N, int ARows, int BRows, template <typename, int, int> class Tile>
+FJ_DEVICE void warpgroup_atb_async(acc_tile<16, N>& acc, Tile<T, ARows, 64> a, Tile<T, BRows, N> b,
+                                   int k0) {
+  static_assert(K % 16 == 0 && K <= ARows && K <= BRows, "whole k16 steps within both tiles");
+  const unsigned long long a_desc =
+      advance_descriptor(mn_major_descriptor(a), mn_major_step_bytes(a, k0 / 16));
+  const unsigned long long b_desc =
+      advance_descriptor(mn_major_descriptor(b), mn_major_step_bytes(b, k0 / 16));
+  wgmma_fence();  // acc's registers were written before
+#pragma unroll
+  for (int step = 0; step < K / 16; ++step) {
+    wgmma_ss<T, N, /*TransA=*/true, /*TransB=*/true>(
+        wgmma_registers(acc), advance_descriptor(a_desc, mn_major_step_bytes(a, step)),
+        advance_descriptor(b_desc, mn_major_step_bytes(b, step)), /*scale_d=*/step > 0);
+  }
+  wgmma_commit_group();
+}
+
 /// warpgroup_ab_async, then waits for it: returns once the sum is in `acc`: O += P V.
 template <typename T, int N, int K, template <typename, int, int> class Tile>
 FJ_DEVICE void warpgroup_ab(acc_tile<16, N>& acc, const operand_tile<T, 16, K>& p,

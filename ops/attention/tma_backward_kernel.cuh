@@ -1,0 +1,265 @@
+#pragma once
+// The warp-specialized Hopper backward (sm_90a), FlashAttention-3's structure: one CTA per block
+// of Bc keys of one key/value head, K and V loaded once by TMA and kept in shared memory while
+// the query blocks that see them stream past (every query head sharing them, GQA's sum). A
+// producer warpgroup, one of whose threads issues TMA loads, brings each block's Q and dO into a
+// ring of slots; one or two consumer warpgroups of 64 keys each compute, per block,
+//   Sᵀ = K Qᵀ,  dPᵀ = V dOᵀ                   (wgmma, both operands as TMA wrote them),
+//   Pᵀ = 2^(Sᵀ − LSE),  dSᵀ = Pᵀ ∘ (dPᵀ − D)  (registers, the other backward's element steps),
+//   dV += Pᵀ dOᵢ,  dK += dSᵀ Qᵢ               (wgmma, Pᵀ and dSᵀ from registers),
+//   dQᵢ (+)= dS K over the warpgroup's keys   (wgmma from the dSᵀ it stored in shared memory),
+// and hand dQ's partial sum to the copy engine: the warpgroup stages it in fp32 in shared
+// memory and one of its threads adds it into the fp32 workspace with a bulk reduction
+// (cp.reduce.async.bulk, tile/bulk_reduce.cuh), so no math warp waits on atomics. The dQ-convert
+// kernel rounds the sum, scaled, into dQ afterwards. dK and dV leave once, staged in the
+// warpgroup's dQ staging block.
+//
+// Not done yet: a deterministic order of the dQ sums, packed sequences (varlen), Bc of three
+// warpgroups, the overlap of one block's element steps with the next block's products.
+#include "attention/backward_params.cuh"
+#include "attention/backward_scores.cuh"
+#include "attention/head_tensor.cuh"
+#include "attention/mask.cuh"
+#include "attention/tma_backward_traits.cuh"
+#include "tile/bulk_reduce.cuh"
+#include "tile/operand_tile.cuh"
+#include "tile/warpgroup_scope.cuh"
+
+namespace flashjit {
+
+/// Where a CTA works: Bc keys from key0 of (batch, kv_head), and the steps that stream past
+/// them: every query block that sees them, of each query head sharing them, head by head.
+template <class Traits>
+struct TmaBackwardBlock {
+  int batch;
+  int kv_head;
+  int key0;
+  int keys;           // valid keys from key0 (at most Bc)
+  BlockRange blocks;  // the query blocks (of Br rows) that see them, in every head
+  int heads_per_kv;
+
+  FJ_DEVICE explicit TmaBackwardBlock(const AttentionBackwardParams& p)
+      : batch(blockIdx.z),
+        kv_head(blockIdx.y),
+        key0(int(blockIdx.x) * Traits::kBlockN),
+        keys(min_int(Traits::kBlockN, p.seqlen_k - key0)),
+        blocks{0, 0},
+        heads_per_kv(p.heads_per_kv) {
+    const KeyWindow<Traits::kMask> window(p);
+    if (keys > 0) blocks = window.query_blocks(key0, key0 + keys - 1, Traits::kBlockM, p.seqlen_q);
+  }
+  FJ_DEVICE int steps() const {
+    return blocks.empty() ? 0 : heads_per_kv * (blocks.end - blocks.begin);
+  }
+  /// The query head of step `step`.
+  FJ_DEVICE int head(int step) const {
+    return kv_head * heads_per_kv + step / (blocks.end - blocks.begin);
+  }
+  /// The first query row of step `step`'s block.
+  FJ_DEVICE int row0(int step) const {
+    return (blocks.begin + step % (blocks.end - blocks.begin)) * Traits::kBlockM;
+  }
+};
+
+/// LSE (base 2) and D of the query columns of a warp's (keys, queries) tile: +inf and 0 past
+/// the block's `rows` valid rows, so their P and dS are 0.
+template <int Cols>
+struct ColumnStats {
+  col_vec<Cols> lse;
+  col_vec<Cols> delta;
+
+  FJ_DEVICE ColumnStats(const AttentionBackwardParams& p, int batch, int head, int row0, int rows,
+                        int lane) {
+    const float* lse_in = lse_rows(p, batch, head, row0);
+    const float* delta_in = p.delta + (index_t(batch) * p.heads_q + head) * p.seqlen_q + row0;
+#pragma unroll
+    for (int g = 0; g < Cols / 8; ++g)
+#pragma unroll
+      for (int pair = 0; pair < 2; ++pair) {
+        const int row = fragment_col(g, pair, lane);
+        const bool valid = row < rows;
+        lse.v[g][pair] = valid ? lse_base2(load_global(lse_in, row)) : -negative_infinity();
+        delta.v[g][pair] = valid ? load_global(delta_in, row) : 0.0f;
+      }
+  }
+};
+
+/// Producer (one thread): K and V once, then each step's Q and dO into the next free slot.
+template <class Traits>
+FJ_DEVICE void load_query_blocks(const TmaBackwardShared<Traits>& smem,
+                                 const AttentionBackwardTmaMaps& maps,
+                                 const TmaBackwardBlock<Traits>& at) {
+  using QTile = typename Traits::QTile;
+  const int kv_origin[4] = {0, at.key0, at.kv_head, at.batch};  // (dim, row, head, batch)
+  mbarrier_arrive_expect_tx(smem.kv_full, 2 * Traits::KVTile::kBytes);
+  tma_load_tile(smem.k, maps.k, kv_origin, smem.kv_full);
+  tma_load_tile(smem.v, maps.v, kv_origin, smem.kv_full);
+  RingPosition<Traits::kStages> slot;
+  for (int step = 0; step < at.steps(); ++step, slot.advance()) {
+    mbarrier_t* full = smem.ring.acquire(slot, 2 * QTile::kBytes);
+    const int origin[4] = {0, at.row0(step), at.head(step), at.batch};
+    tma_load_tile(smem.q(slot.stage), maps.q, origin, full);
+    tma_load_tile(smem.dout(slot.stage), maps.dout, origin, full);
+  }
+}
+
+/// A consumer warpgroup's dK and dV (this warp's 16 keys by the head dim), accumulated over the
+/// steps, and its dQ partial sums added into the workspace.
+template <class Traits>
+struct KeyGradientAccumulator {
+  using T = typename Traits::Element;
+  using Grads = acc_tile<16, Traits::kHeadDimPadded>;
+  static constexpr int kBarrier = 1;  // the warpgroups' named barriers: 1 + group
+  Grads dk, dv;
+
+  /// Every step of `at` (after K and V have landed).
+  FJ_DEVICE void accumulate(const TmaBackwardShared<Traits>& smem,
+                            const AttentionBackwardParams& p, const TmaBackwardBlock<Traits>& at,
+                            int thread) {
+    const WarpgroupScope scope{thread};
+    mbarrier_wait_parity(smem.kv_full, 0);
+    RingPosition<Traits::kStages> slot;
+    for (int step = 0; step < at.steps(); ++step, slot.advance()) {
+      smem.ring.wait(slot);
+      accumulate_block(smem, p, at, at.head(step), at.row0(step), slot.stage, scope);
+      smem.ring.release(slot);  // its wgmmas have read Q and dO
+    }
+    if (scope.leader()) bulk_wait_group<0>();  // the last dQ has left the shared memory
+  }
+
+  /// Scales dK and writes both, staged in the warpgroup's dQ staging block as rows of head_dim
+  /// elements (dK's 64 rows, then dV's), then its valid keys to dk and dv, 16 bytes a thread at a
+  /// time. (Not in K's and V's tiles: several of the warpgroup's warps read each of K's rows,
+  /// in S = K Qᵀ and dQ = dS K, and the emulator orders such reads before a write only at a
+  /// block-wide barrier, which the exited producer cannot join.)
+  FJ_DEVICE void write(const TmaBackwardShared<Traits>& smem, const AttentionBackwardParams& p,
+                       const TmaBackwardBlock<Traits>& at, int thread) {
+    constexpr int kHeadDim = Traits::kHeadDim;
+    constexpr int kRows = WarpgroupScope::kRows;
+    const WarpgroupScope scope{thread};
+    T* const staged = reinterpret_cast<T*>(smem.dq_block(scope.group()));  // (2 · 64, head_dim)
+    const int warp_row0 = scope.warp_row0() - scope.row0();  // the warp's rows of the 64
+    scale_tile(dk, p.scale);
+    scope.sync(kBarrier);  // the last bulk reduction has read the staging block
+    for_each_element(dk, scope.lane(), [&](int r, int c, float& value) {
+      if (c < kHeadDim) store_shared(staged, (warp_row0 + r) * kHeadDim + c, from_float<T>(value));
+    });
+    for_each_element(dv, scope.lane(), [&](int r, int c, float& value) {
+      if (c < kHeadDim) {
+        store_shared(staged, (kRows + warp_row0 + r) * kHeadDim + c, from_float<T>(value));
+      }
+    });
+    scope.sync(kBarrier);  // the warpgroup's rows are staged
+    constexpr int kChunksPerRow = kHeadDim / kChunkElements;
+    const int rows = min_int(kRows, at.keys - scope.row0());
+    const auto* chunks = reinterpret_cast<const Chunk16*>(staged);
+#pragma unroll 1
+    for (int chunk = scope.index(); chunk < rows * kChunksPerRow; chunk += 128) {
+      const int row = chunk / kChunksPerRow, col = chunk % kChunksPerRow * kChunkElements;
+      const int key = at.key0 + scope.row0() + row;
+      store_global_raw(reinterpret_cast<Chunk16*>(p.dk.rows<T>(at.batch, at.kv_head, key) + col),
+                       load_shared(chunks, chunk));
+      store_global_raw(reinterpret_cast<Chunk16*>(p.dv.rows<T>(at.batch, at.kv_head, key) + col),
+                       load_shared(chunks, kRows * kChunksPerRow + chunk));
+    }
+  }
+
+ private:
+  /// One step: query block `row0` of `head`, its Q and dO in ring slot `stage`.
+  FJ_DEVICE void accumulate_block(const TmaBackwardShared<Traits>& smem,
+                                  const AttentionBackwardParams& p,
+                                  const TmaBackwardBlock<Traits>& at, int head, int row0,
+                                  int stage, WarpgroupScope scope) {
+    constexpr int kBlockM = Traits::kBlockM;
+    const int lane = scope.lane();
+    const int rows = min_int(kBlockM, p.seqlen_q - row0);
+    const ColumnStats<kBlockM> stats(p, at.batch, head, row0, rows, lane);
+    const typename Traits::QTile q = smem.q(stage), dout = smem.dout(stage);
+    acc_tile<16, kBlockM> s, dp;  // (keys, queries): Sᵀ, then Pᵀ; dPᵀ, then dSᵀ
+    warpgroup_abt_async(s, smem.k, scope.row0(), q);      // Sᵀ = K Qᵀ
+    warpgroup_abt_async(dp, smem.v, scope.row0(), dout);  // dPᵀ = V dOᵀ
+    wgmma_wait_group<1>();                                // Sᵀ is in
+    ScoreScaling<Traits::kSoftcap, 16, kBlockM> scaling;
+    scaling.scale(s, p);  // Sᵀ·scale·log2 e
+    const KeyWindow<Traits::kMask> window(p);
+    if (!window.block_fully_visible(row0, row0 + rows - 1, at.key0 + scope.row0(),
+                                    WarpgroupScope::kRows)) {
+      mask_scores_transposed(window, s, at.key0 + scope.warp_row0(), row0, lane);
+    }
+    exp2_sub_col(s, stats.lse);  // Pᵀ = 2^(Sᵀ − LSE)
+    wgmma_wait_group<0>();       // dPᵀ is in
+    sub_col(dp, stats.delta);
+    mul_elements(dp, s);  // dSᵀ = Pᵀ ∘ (dPᵀ − D)
+    scaling.chain(dp);
+    const operand_tile<T, 16, kBlockM> p_t = to_operand<T>(s), ds_t = to_operand<T>(dp);
+    store_fragments(dp, smem.ds_t, scope.warp_row0(), 0, lane);  // the A of dQ = dS K
+    fence_proxy_async();                                       // generic writes, read by wgmma
+    if (scope.leader()) bulk_wait_group_read<0>();  // the last block's dQ has left the staging
+    scope.sync(kBarrier);  // the warpgroup's dSᵀ rows are in, its dQ staging is free
+    warpgroup_ab_async(dv, p_t, dout);  // dV += Pᵀ dO
+    warpgroup_ab_async(dk, ds_t, q);    // dK += dSᵀ Q
+    acc_tile<16, Traits::kHeadDimPadded> dq;
+    warpgroup_atb_async<WarpgroupScope::kRows>(dq, smem.ds_t, smem.k, scope.row0());  // dS K
+    wgmma_wait_group<0>();
+    add_query_gradients(dq, smem.dq_block(scope.group()), p, at.batch, head, row0, rows, scope);
+  }
+
+  /// Stages this warp's rows of the warpgroup's dQ partial sum in fp32 (row-major, head_dim
+  /// columns), and once the warpgroup's are all in, its leader adds the `rows` valid rows into
+  /// the workspace with one bulk reduction.
+  FJ_DEVICE static void add_query_gradients(acc_tile<16, Traits::kHeadDimPadded>& dq,
+                                            float* staging, const AttentionBackwardParams& p,
+                                            int batch, int head, int row0, int rows,
+                                            WarpgroupScope scope) {
+    constexpr int kHeadDim = Traits::kHeadDim;
+    const int warp_row0 = scope.warp_row0() - scope.row0();  // the warp's rows of the block
+    for_each_element(dq, scope.lane(), [&](int r, int c, float& value) {
+      if (c < kHeadDim) store_shared(staging, (warp_row0 + r) * kHeadDim + c, value);
+    });
+    fence_proxy_async();   // generic writes, read by the bulk reduction
+    scope.sync(kBarrier);  // the warpgroup's rows are staged
+    if (scope.leader()) {
+      const index_t first = (index_t(batch) * p.heads_q + head) * p.seqlen_q + row0;
+      bulk_reduce_add(p.dq_accum + first * kHeadDim, staging,
+                      unsigned(rows) * kHeadDim * unsigned(sizeof(float)));
+      bulk_commit_group();
+    }
+  }
+};
+
+/// Grid (ceil(seqlen_k / Bc), heads_kv, batch), block Traits::kThreads (the consumer
+/// warpgroups, then the producer warpgroup), dynamic shared memory Traits::kSharedBytes; `maps`
+/// as AttentionBackwardTmaMaps documents. params.dq_accum is zeroed before (the delta kernel)
+/// and rounded into dq after (the dQ-convert kernel).
+template <class Traits>
+FJ_GLOBAL void __launch_bounds__(Traits::kThreads, 1)  // one CTA an SM: setmaxnreg's count
+    attention_backward_tma_kernel(AttentionBackwardParams params,
+                                  const FJ_GRID_CONSTANT AttentionBackwardTmaMaps maps) {
+  const int thread = threadIdx.x;
+  const TmaBackwardBlock<Traits> at(params);
+  if (at.keys <= 0) return;
+  const TmaBackwardShared<Traits> smem =
+      carve_tma_backward_shared<Traits>(dynamic_shared<unsigned char>());
+  if (thread == 0) {
+    mbarrier_init(smem.kv_full, 1);              // the producer's arrival (and K's, V's bytes)
+    smem.ring.init(Traits::kConsumerThreads);  // every consumer thread releases each slot
+  }
+  __syncthreads();
+
+  constexpr bool kMoveRegisters = Traits::kConsumerRegisters > 0;
+  if (thread < Traits::kConsumerThreads) {
+    if constexpr (kMoveRegisters) warpgroup_claim_registers<Traits::kConsumerRegisters>();
+    KeyGradientAccumulator<Traits> gradients;
+    fill(gradients.dk, 0.0f);
+    fill(gradients.dv, 0.0f);
+    if (at.steps() > 0) gradients.accumulate(smem, params, at, thread);  // else dK = dV = 0
+    gradients.write(smem, params, at, thread);
+  } else {
+    if constexpr (kMoveRegisters) warpgroup_release_registers<Traits::kProducerRegisters>();
+    if (thread == Traits::kConsumerThreads && at.steps() > 0) {
+      load_query_blocks<Traits>(smem, maps, at);
+    }
+  }
+}
+
+}  // namespace flashjit

@@ -1,0 +1,89 @@
+#pragma once
+// One specialization of the warp-specialized Hopper backward (tma_backward_kernel.cuh): its
+// compile-time constants, the tensor maps it takes, and the shared memory it carves.
+#include "attention/mask_kind.cuh"
+#include "attention/tma_backward_space.cuh"
+#include "tile/pipeline_ring.cuh"
+#include "tile/register_budget.cuh"
+#include "tile/shared_tile.cuh"
+#include "tile/swizzled_tile.cuh"
+
+namespace flashjit {
+
+/// The tensor maps of Q, K, V and dO (kernel parameters), each as AttentionTmaMaps describes a
+/// map (tma_forward_traits.cuh): rank 4 over {head_dim, seqlen, heads, batch}, 128-byte swizzle,
+/// boxes of 64 head-dim elements by Br rows (Q, dO) or Bc rows (K, V).
+struct AttentionBackwardTmaMaps {
+  tma_descriptor q;
+  tma_descriptor k;
+  tma_descriptor v;
+  tma_descriptor dout;
+};
+
+template <typename Element_, int HeadDim, int BlockN, MaskKind Mask, bool Softcap, int Stages = 2>
+struct TmaBackwardTraits {
+  static_assert(tma_backward_valid(HeadDim, BlockN, Stages),
+                "invalid TMA backward traits: see tma_backward_valid (head dim 64 to 256 in "
+                "multiples of 8, Bc 64 or 128, one or two stages, within 227 KB of shared memory)");
+  using Element = Element_;  // half_t or bfloat16_t
+  static constexpr int kHeadDim = HeadDim;
+  static constexpr int kHeadDimPadded = tma_forward_padded_head_dim(HeadDim);
+  static constexpr int kBlockM = kTmaBackwardBlockM;  // Br: query rows per streamed block
+  static constexpr int kBlockN = BlockN;              // Bc: keys per CTA, 64 per warpgroup
+  static constexpr int kStages = Stages;              // Q and dO slots
+  static constexpr int kConsumerThreads = BlockN / 64 * 128;
+  static constexpr int kThreads = tma_backward_threads(BlockN);  // consumers, then the producer
+  static constexpr MaskKind kMask = Mask;
+  static constexpr bool kSoftcap = Softcap;
+  // setmaxnreg's counts (0: none), as the forward's with as many consumer warpgroups.
+  static constexpr int kConsumerRegisters = tma_forward_registers(BlockN).consumer;
+  static constexpr int kProducerRegisters = tma_forward_registers(BlockN).producer;
+
+  using QTile = swizzled_tile<Element, kBlockM, kHeadDimPadded>;   // Q and dO as TMA wrote them
+  using KVTile = swizzled_tile<Element, BlockN, kHeadDimPadded>;   // K and V; dK, dV at the end
+  using ScoreTile = swizzled_tile<Element, BlockN, kBlockM>;       // dSᵀ: keys by queries
+  using Ring = PipelineRing<Stages>;                               // the Q and dO slots
+  static constexpr int kSharedBytes = tma_backward_shared_bytes(HeadDim, BlockN, Stages);
+};
+
+/// The kernel's shared memory, carved from the dynamic buffer. A slot of the ring holds one
+/// query block's Q and dO, loaded together on the slot's full barrier. Slot s's tiles are
+/// computed from slot 0's.
+template <class Traits>
+struct TmaBackwardShared {
+  using QTile = typename Traits::QTile;
+  typename Traits::KVTile k, v;       // (Bc, d): the CTA's keys and values
+  QTile q0, dout0;                    // (Br, d): slot 0 of Q and of dO
+  typename Traits::ScoreTile ds_t;    // (Bc, Br): dSᵀ, each warpgroup its own 64 key rows
+  float* dq_staging;                  // per consumer warpgroup (Br, head_dim) fp32, row-major
+  mbarrier_t* kv_full;                // K and V have landed
+  typename Traits::Ring ring;         // Q and dO slots: full and empty barriers
+
+  FJ_DEVICE QTile q(int stage) const { return {q0.data + stage * QTile::kBytes / 2}; }
+  FJ_DEVICE QTile dout(int stage) const { return {dout0.data + stage * QTile::kBytes / 2}; }
+  /// Consumer warpgroup `group`'s dQ staging block.
+  FJ_DEVICE float* dq_block(int group) const {
+    return dq_staging + group * Traits::kBlockM * Traits::kHeadDim;
+  }
+};
+
+template <class Traits>
+FJ_DEVICE TmaBackwardShared<Traits> carve_tma_backward_shared(unsigned char* base) {
+  using QTile = typename Traits::QTile;
+  base = align_swizzle_atom(base);  // swizzled tiles (all multiples of 1024 bytes) first
+  TmaBackwardShared<Traits> smem;
+  smem.k = carve_tile<typename Traits::KVTile>(base);
+  smem.v = carve_tile<typename Traits::KVTile>(base);
+  smem.q0 = QTile{reinterpret_cast<typename Traits::Element*>(base)};
+  base += Traits::kStages * QTile::kBytes;
+  smem.dout0 = QTile{reinterpret_cast<typename Traits::Element*>(base)};
+  base += Traits::kStages * QTile::kBytes;
+  smem.ds_t = carve_tile<typename Traits::ScoreTile>(base);
+  smem.dq_staging = reinterpret_cast<float*>(base);
+  base += Traits::kConsumerThreads / 128 * Traits::kBlockM * Traits::kHeadDim * 4;
+  smem.kv_full = reinterpret_cast<mbarrier_t*>(base);
+  smem.ring = typename Traits::Ring{smem.kv_full + 1};
+  return smem;
+}
+
+}  // namespace flashjit

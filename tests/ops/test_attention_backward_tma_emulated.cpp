@@ -1,0 +1,122 @@
+// The warp-specialized Hopper backward (ops/attention/tma_backward_kernel.cuh: TMA, mbarrier
+// rings, wgmma, dQ by bulk reductions), compiled for the host, run on the CPU emulator of an
+// sm_90a device through the public Runtime API with an explicit BackwardConfig (no default picks
+// it yet), after the library's own forward; each gradient checked against the float64
+// reference (attention/backward_case) at the backward suite's bar. An emulator finding (race,
+// proxy fence, wgmma operand or bulk reduction in flight) throws, so a pass also means none.
+#include <doctest/doctest.h>
+
+#include <iostream>
+#include <string>
+
+#include "attention/attention_backward.hpp"
+#include "attention/attention_forward.hpp"
+#include "attention/backward_case.hpp"
+#include "attention/tma_backward_space.cuh"
+#include "flashjit/error.hpp"
+#include "runtime/compiler.hpp"
+#include "runtime/template_sources.hpp"
+#include "support/backward_case_builders.hpp"
+
+namespace flashjit::testing {
+namespace {
+
+using reference::Layout;
+
+Runtime& hopper() {
+  static Runtime runtime(RuntimeOptions{.backend = Backend::emulator, .emulated_arch = "sm_90a"});
+  return runtime;
+}
+
+/// The TMA backward config for `c` with Bc keys per CTA and `stages` Q/dO slots.
+kernels::BackwardConfig tma_config(const BackwardCase& c, int block_n, int stages) {
+  kernels::BackwardConfig config;
+  config.dtype = c.dtype;
+  config.head_dim = static_cast<int>(c.problem.head_dim);
+  config.mask = kernels::forward_mask_kind(c.attention());
+  config.softcap = c.problem.softcap > 0;
+  config.key = {kTmaBackwardBlockM, block_n, tma_backward_threads(block_n) / 32, stages};
+  config.tma = true;
+  return config;
+}
+
+void check(const BackwardCase& c, int block_n, int stages) {
+  CAPTURE(c.name());
+  CAPTURE(block_n);
+  CAPTURE(stages);
+  const kernels::BackwardConfig config = tma_config(c, block_n, stages);
+  REQUIRE(config.valid());
+  const BackwardVerdict verdict = run_backward_case(hopper(), c, config);
+  CHECK_MESSAGE(verdict.ok, verdict.describe());
+}
+
+}  // namespace
+
+TEST_CASE("TMA backward on the emulator: ragged lengths, one and two warpgroups, both dtypes") {
+  check(make_case(2, 2, 100, 150, 64), 64, 2);
+  check(with_dtype(make_case(1, 1, 130, 70, 64), DType::f16), 128, 2);
+  check(make_case(1, 1, 64, 192, 128), 128, 1);
+}
+
+TEST_CASE("TMA backward on the emulator: causal both ways, GQA, windows, softcap, bhsd") {
+  check(make_case(4, 2, 96, 160, 64, /*causal=*/true), 128, 2);
+  check(make_case(2, 1, 160, 96, 96, /*causal=*/true), 64, 2);
+  check(with_layout(windowed(150, 150, 40, 10, 64), Layout::bhsd), 64, 1);
+  check(with_softcap(make_case(1, 1, 80, 80, 128), 20.0), 128, 2);
+}
+
+TEST_CASE("TMA backward: refused on sm_80 and outside its space, before any launch") {
+  const BackwardCase c = make_case(1, 1, 64, 64, 64);
+  kernels::BackwardConfig config = tma_config(c, 64, 2);
+  config.deterministic = true;
+  CHECK_FALSE(config.valid());
+  config = tma_config(c, 96, 2);
+  CHECK_FALSE(config.valid());
+  config = tma_config(c, 64, 3);
+  CHECK_FALSE(config.valid());
+  CHECK(tma_config(with_dtype(make_case(1, 1, 8, 8, 256), DType::f16), 64, 1).valid());
+  CHECK_FALSE(tma_config(make_case(1, 1, 8, 8, 256), 64, 2).valid());  // 265 KB
+  const std::string name =
+      kernels::backward_specs(tma_config(c, 128, 2), "sm_90a").dkdv.readable_name;
+  CHECK(name == "attention_backward.dkdv.hdim64.bf16.br64.bc128.w12.s2.tma");
+
+  static Runtime ampere(RuntimeOptions{.backend = Backend::emulator});
+  CHECK_THROWS_WITH_AS(run_backward_case(ampere, c, tma_config(c, 64, 2)),
+                       doctest::Contains("runs on sm_90a only"), InvalidArgument);
+}
+
+TEST_CASE(
+    "TMA backward: NVRTC builds it for sm_90a; its PTX issues wgmma, TMA and bulk reductions") {
+  struct Tile {
+    int head_dim, block_n, stages;
+  };
+  for (const Tile t : {Tile{64, 128, 2}, Tile{128, 128, 2}, Tile{128, 64, 2}, Tile{192, 64, 2},
+                       Tile{256, 64, 1}}) {
+    for (const bool masked : {false, true}) {
+      BackwardCase c = make_case(1, 1, 64, 64, t.head_dim, masked);
+      const kernels::BackwardConfig config = tma_config(c, t.block_n, t.stages);
+      REQUIRE(config.valid());
+      const detail::KernelSpec spec = kernels::backward_specs(config, "sm_90a").dkdv;
+      CAPTURE(spec.readable_name);
+      const detail::CompiledKernel kernel =
+          detail::compile_kernel(spec, detail::TemplateSet::embedded());
+      std::cout << spec.readable_name << ": " << kernel.resources.registers << " registers, "
+                << kernel.resources.spill_bytes() << " spill bytes, "
+                << kernel.resources.advisories.size() << " advisories\n";
+      for (const std::string& advisory : kernel.resources.advisories) {
+        std::cout << "  " << advisory << "\n";
+      }
+      CHECK(kernel.cubin.substr(1, 3) == "ELF");
+      const std::string ptx = detail::compile_ptx(spec, detail::TemplateSet::embedded());
+      CHECK(ptx.find("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16") !=
+            std::string::npos);  // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ (N = Br 64)
+      CHECK(ptx.find("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier") !=
+            std::string::npos);
+      CHECK(ptx.find("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32") !=
+            std::string::npos);
+      CHECK(ptx.find("ldmatrix") == std::string::npos);  // no product is fed by ldmatrix
+    }
+  }
+}
+
+}  // namespace flashjit::testing

@@ -79,9 +79,10 @@ struct ShadowByte {
   std::uint16_t wgmma_reads = 0;    // in-flight wgmma operations reading this byte
   std::uint16_t pending_tma = 0;    // TMA loads written here whose mbarrier phase is open
   std::uint16_t tma_reads = 0;      // TMA stores reading this byte, not yet waited for
+  std::uint32_t reader_warps = 0;   // for `warps`: bit w set when warp w read (32 warps at most)
 };
-// No padding: shadows compare as 20 plain bytes.
-static_assert(sizeof(ShadowByte) == 20 && std::has_unique_object_representations_v<ShadowByte>);
+// No padding: shadows compare as 24 plain bytes.
+static_assert(sizeof(ShadowByte) == 24 && std::has_unique_object_representations_v<ShadowByte>);
 constexpr int kManyReaders = -2;  // Finding::other_thread for a race with several readers
 
 /// A cp.async in flight: the global bytes were read at issue; they land at `dst` when group

@@ -8,7 +8,11 @@
 //
 // Per byte the shadow keeps the last writer and a summary of the readers since, each stamped
 // with the clock (Machine::time) at the access; a stamp older than a synchronization of both
-// sides is ordered before it.
+// sides is ordered before it. Readers of several warps are kept as a set of warps with the
+// latest read's stamp: a write is ordered after them when each of those warps synchronized
+// with the writer's after that stamp (a named barrier holding both, say).
+#include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "emulator/machine.hpp"
@@ -50,21 +54,36 @@ Conflict write_after_read(const Machine& m, const ShadowByte& s, int self) {
       }
       return {s.reader != self ? s.reader : kManyReaders, "write after read", same_warp};
     }
-    case Readers::warps:
-      return {kManyReaders, "write after read", false};
+    case Readers::warps: {  // each reader warp ordered before the write, at the latest read
+      const int warp = warp_of(self);
+      const std::size_t warps = m.warp_sync.size();
+      for (std::uint32_t set = s.reader_warps; set != 0; set &= set - 1) {
+        const int reader = std::countr_zero(set);
+        std::uint32_t sync =
+            m.warps_sync[static_cast<std::size_t>(reader) * warps + static_cast<std::size_t>(warp)];
+        if (reader == warp) sync = std::max(sync, m.warp_sync[static_cast<std::size_t>(warp)]);
+        if (s.read_time >= sync) return {kManyReaders, "write after read", false};
+      }
+      return {};
+    }
   }
   return {};
 }
 
 // Adds a read by `self` to the summary; `fresh` when the summary is of this barrier interval.
 void add_reader(const Machine& m, ShadowByte& s, int self, bool fresh) {
+  const std::uint32_t bit = 1u << warp_of(self);
   if (!fresh) {
     s.readers = Readers::one;
     s.reader = static_cast<std::int16_t>(self);
-  } else if (s.readers != Readers::warps) {
+    s.reader_warps = bit;
+  } else if (s.readers == Readers::warps) {
+    s.reader_warps |= bit;
+  } else {
     const int warp = warp_of(self);
     if (warp_of(s.reader) != warp) {
       s.readers = Readers::warps;
+      s.reader_warps |= bit;
     } else if (s.readers == Readers::one
                    ? ordered(m, s.read_time, s.reader, self)
                    : s.read_time < m.warp_sync[static_cast<std::size_t>(warp)]) {
@@ -92,9 +111,9 @@ Conflict touch(const Machine& m, ShadowByte& s, int self, bool write) {
   if (conflict.what == nullptr && fresh_reads) conflict = write_after_read(m, s, self);
   // The reads so far were ordered before this write, or their race was just reported: an access
   // ordered after the write is ordered after them too (happens-before is transitive), and one
-  // that is not races with the write itself. So only reads after it are kept, and a reader set
-  // of several warps (which only a __syncthreads could clear) does not outlive a later write.
+  // that is not races with the write itself. So only reads after it are kept.
   s.readers = Readers::none;
+  s.reader_warps = 0;
   s.writer = static_cast<std::int16_t>(self);
   s.write_time = m.time;
   return conflict;

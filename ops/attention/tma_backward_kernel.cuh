@@ -61,28 +61,22 @@ struct TmaBackwardBlock {
   }
 };
 
-/// LSE (base 2) and D of the query columns of a warp's (keys, queries) tile: +inf and 0 past
-/// the block's `rows` valid rows, so their P and dS are 0.
-template <int Cols>
-struct ColumnStats {
-  col_vec<Cols> lse;
-  col_vec<Cols> delta;
-
-  FJ_DEVICE ColumnStats(const AttentionBackwardParams& p, int batch, int head, int row0, int rows,
-                        int lane) {
-    const float* lse_in = lse_rows(p, batch, head, row0);
-    const float* delta_in = p.delta + (index_t(batch) * p.heads_q + head) * p.seqlen_q + row0;
+/// One value per query column of a warp's (keys, queries) tile, from a (batch, head)'s row
+/// vector `rows_in` (rows from the block's first): `transform` of it, or `past` past the
+/// block's `rows` valid rows. Loaded where it is used, so that it holds registers only there.
+template <int Cols, class Transform>
+FJ_DEVICE col_vec<Cols> load_columns(const float* rows_in, int rows, float past, int lane,
+                                     Transform transform) {
+  col_vec<Cols> values;
 #pragma unroll
-    for (int g = 0; g < Cols / 8; ++g)
+  for (int g = 0; g < Cols / 8; ++g)
 #pragma unroll
-      for (int pair = 0; pair < 2; ++pair) {
-        const int row = fragment_col(g, pair, lane);
-        const bool valid = row < rows;
-        lse.v[g][pair] = valid ? lse_base2(load_global(lse_in, row)) : -negative_infinity();
-        delta.v[g][pair] = valid ? load_global(delta_in, row) : 0.0f;
-      }
-  }
-};
+    for (int pair = 0; pair < 2; ++pair) {
+      const int row = fragment_col(g, pair, lane);
+      values.v[g][pair] = row < rows ? transform(load_global(rows_in, row)) : past;
+    }
+  return values;
+}
 
 /// Producer (one thread): K and V once, then each step's Q and dO into the next free slot.
 template <class Traits>
@@ -102,6 +96,46 @@ FJ_DEVICE void load_query_blocks(const TmaBackwardShared<Traits>& smem,
     tma_load_tile(smem.dout(slot.stage), maps.dout, origin, full);
   }
 }
+
+/// How the consumer warpgroups share a block's dQ = dS K. Two warpgroups at a padded head dim
+/// of whole 128-column pairs of panels each take half of dQ's columns over all Bc keys
+/// (FlashAttention-3's split: half the accumulator registers, which head dims from 128 need),
+/// and add one staged block with one bulk reduction; otherwise each takes all the columns over
+/// its own 64 keys and adds its own block. The "team" is the threads that share a staging
+/// block: both warpgroups, or one.
+template <class Traits>
+struct QueryGradientShare {
+  static constexpr int kGroups = Traits::kConsumerThreads / WarpgroupScope::kThreads;
+  static constexpr bool kSplitColumns = kGroups == 2 && Traits::kHeadDimPadded % 128 == 0;
+  static constexpr int kCols = kSplitColumns ? Traits::kHeadDimPadded / 2 : Traits::kHeadDimPadded;
+  static constexpr int kKeys = kSplitColumns ? Traits::kBlockN : WarpgroupScope::kRows;
+  static constexpr int kTeamBarrier = 1 + kGroups;  // both warpgroups' (1 + group: each one's)
+  using Columns = swizzled_tile<typename Traits::Element, Traits::kBlockN, kCols>;
+
+  WarpgroupScope scope;
+
+  /// The first of this warpgroup's dQ columns, and of its keys in the CTA's block.
+  FJ_DEVICE int col0() const { return kSplitColumns ? scope.group() * kCols : 0; }
+  FJ_DEVICE int key0() const { return kSplitColumns ? 0 : scope.row0(); }
+  /// K's columns this warpgroup's dQ takes (whole panels of the tile).
+  FJ_DEVICE Columns key_columns(typename Traits::KVTile k) const {
+    return {k.data + col0() / 64 * Traits::KVTile::kPanelBytes / 2};
+  }
+  /// The staging block this warpgroup adds its part of dQ to.
+  FJ_DEVICE float* staging(const TmaBackwardShared<Traits>& smem) const {
+    return smem.dq_block(kSplitColumns ? 0 : scope.group());
+  }
+  /// The thread that issues the team's bulk reductions.
+  FJ_DEVICE bool leader() const { return kSplitColumns ? scope.thread == 0 : scope.leader(); }
+  /// Waits for the team.
+  FJ_DEVICE void sync() const {
+    if constexpr (kSplitColumns) {
+      named_barrier_sync(kTeamBarrier, Traits::kConsumerThreads);
+    } else {
+      scope.sync(1);
+    }
+  }
+};
 
 /// A consumer warpgroup's dK and dV (this warp's 16 keys by the head dim), accumulated over the
 /// steps, and its dQ partial sums added into the workspace.
@@ -129,9 +163,8 @@ struct KeyGradientAccumulator {
 
   /// Scales dK and writes both, staged in the warpgroup's dQ staging block as rows of head_dim
   /// elements (dK's 64 rows, then dV's), then its valid keys to dk and dv, 16 bytes a thread at a
-  /// time. (Not in K's and V's tiles: several of the warpgroup's warps read each of K's rows,
-  /// in S = K Qᵀ and dQ = dS K, and the emulator orders such reads before a write only at a
-  /// block-wide barrier, which the exited producer cannot join.)
+  /// time. (Not in K's and V's tiles: with QueryGradientShare's column split the other
+  /// warpgroup's dQ = dS K reads every row of K until its own last block.)
   FJ_DEVICE void write(const TmaBackwardShared<Traits>& smem, const AttentionBackwardParams& p,
                        const TmaBackwardBlock<Traits>& at, int thread) {
     constexpr int kHeadDim = Traits::kHeadDim;
@@ -173,7 +206,6 @@ struct KeyGradientAccumulator {
     constexpr int kBlockM = Traits::kBlockM;
     const int lane = scope.lane();
     const int rows = min_int(kBlockM, p.seqlen_q - row0);
-    const ColumnStats<kBlockM> stats(p, at.batch, head, row0, rows, lane);
     const typename Traits::QTile q = smem.q(stage), dout = smem.dout(stage);
     acc_tile<16, kBlockM> s, dp;  // (keys, queries): Sᵀ, then Pᵀ; dPᵀ, then dSᵀ
     warpgroup_abt_async(s, smem.k, scope.row0(), q);      // Sᵀ = K Qᵀ
@@ -186,39 +218,47 @@ struct KeyGradientAccumulator {
                                     WarpgroupScope::kRows)) {
       mask_scores_transposed(window, s, at.key0 + scope.warp_row0(), row0, lane);
     }
-    exp2_sub_col(s, stats.lse);  // Pᵀ = 2^(Sᵀ − LSE)
-    wgmma_wait_group<0>();       // dPᵀ is in
-    sub_col(dp, stats.delta);
+    // Pᵀ = 2^(Sᵀ − LSE); +inf past the valid rows, so their P is 0
+    exp2_sub_col(s, load_columns<kBlockM>(lse_rows(p, at.batch, head, row0), rows,
+                                          -negative_infinity(), lane,
+                                          [](float lse) { return lse_base2(lse); }));
+    wgmma_wait_group<0>();  // dPᵀ is in
+    const float* delta = p.delta + (index_t(at.batch) * p.heads_q + head) * p.seqlen_q + row0;
+    sub_col(dp, load_columns<kBlockM>(delta, rows, 0.0f, lane, [](float d) { return d; }));
     mul_elements(dp, s);  // dSᵀ = Pᵀ ∘ (dPᵀ − D)
     scaling.chain(dp);
     const operand_tile<T, 16, kBlockM> p_t = to_operand<T>(s), ds_t = to_operand<T>(dp);
     store_fragments(dp, smem.ds_t, scope.warp_row0(), 0, lane);  // the A of dQ = dS K
     fence_proxy_async();                                       // generic writes, read by wgmma
-    if (scope.leader()) bulk_wait_group_read<0>();  // the last block's dQ has left the staging
-    scope.sync(kBarrier);  // the warpgroup's dSᵀ rows are in, its dQ staging is free
+    using Share = QueryGradientShare<Traits>;
+    const Share share{scope};
+    if (share.leader()) bulk_wait_group_read<0>();  // the last block's dQ has left the staging
+    share.sync();  // the team's dSᵀ rows are in, its dQ staging is free
     warpgroup_ab_async(dv, p_t, dout);  // dV += Pᵀ dO
     warpgroup_ab_async(dk, ds_t, q);    // dK += dSᵀ Q
-    acc_tile<16, Traits::kHeadDimPadded> dq;
-    warpgroup_atb_async<WarpgroupScope::kRows>(dq, smem.ds_t, smem.k, scope.row0());  // dS K
+    acc_tile<16, Share::kCols> dq;      // dQ = dS K: the warpgroup's columns, over its keys
+    warpgroup_atb_async<Share::kKeys>(dq, smem.ds_t, share.key_columns(smem.k), share.key0());
     wgmma_wait_group<0>();
-    add_query_gradients(dq, smem.dq_block(scope.group()), p, at.batch, head, row0, rows, scope);
+    add_query_gradients(dq, share, share.staging(smem), p, at.batch, head, row0, rows);
   }
 
-  /// Stages this warp's rows of the warpgroup's dQ partial sum in fp32 (row-major, head_dim
-  /// columns), and once the warpgroup's are all in, its leader adds the `rows` valid rows into
-  /// the workspace with one bulk reduction.
-  FJ_DEVICE static void add_query_gradients(acc_tile<16, Traits::kHeadDimPadded>& dq,
-                                            float* staging, const AttentionBackwardParams& p,
-                                            int batch, int head, int row0, int rows,
-                                            WarpgroupScope scope) {
+  /// Stages this warp's rows of its warpgroup's part of dQ in fp32 (row-major, head_dim
+  /// columns), and once the team's are all in, its leader adds the `rows` valid rows into the
+  /// workspace with one bulk reduction.
+  FJ_DEVICE static void add_query_gradients(acc_tile<16, QueryGradientShare<Traits>::kCols>& dq,
+                                            QueryGradientShare<Traits> share, float* staging,
+                                            const AttentionBackwardParams& p, int batch, int head,
+                                            int row0, int rows) {
     constexpr int kHeadDim = Traits::kHeadDim;
+    const WarpgroupScope scope = share.scope;
     const int warp_row0 = scope.warp_row0() - scope.row0();  // the warp's rows of the block
+    const int col0 = share.col0();
     for_each_element(dq, scope.lane(), [&](int r, int c, float& value) {
-      if (c < kHeadDim) store_shared(staging, (warp_row0 + r) * kHeadDim + c, value);
+      if (col0 + c < kHeadDim) store_shared(staging, (warp_row0 + r) * kHeadDim + col0 + c, value);
     });
-    fence_proxy_async();   // generic writes, read by the bulk reduction
-    scope.sync(kBarrier);  // the warpgroup's rows are staged
-    if (scope.leader()) {
+    fence_proxy_async();  // generic writes, read by the bulk reduction
+    share.sync();         // the team's rows are staged
+    if (share.leader()) {
       const index_t first = (index_t(batch) * p.heads_q + head) * p.seqlen_q + row0;
       bulk_reduce_add(p.dq_accum + first * kHeadDim, staging,
                       unsigned(rows) * kHeadDim * unsigned(sizeof(float)));

@@ -326,6 +326,24 @@ __global__ void reads_since_the_write(float* out) {
   __syncthreads();
 }
 
+// Readers of several warps: warps 0 and 1 read x (written before a __syncthreads), then a round
+// of bar.sync holds warps 0 and 1, then warp 1 writes x: each reader warp synchronized with the
+// writer after its read, so the write is ordered after both (a warpgroup's reads of its own
+// tiles, then its epilogue's writes behind its own named barrier). With the bug the round holds
+// warps 1 and 2 only: warp 0's read is unordered with the write, a race.
+template <bool Bug>
+__global__ void reads_of_two_warps(float* out) {
+  float* x = flashjit::dynamic_shared<float>();
+  const int t = static_cast<int>(threadIdx.x);
+  if (t == 0) flashjit::store_shared(x, 0, 3.0f);
+  __syncthreads();
+  if (t == 0 || t == 32) flashjit::store_global(out, t, flashjit::load_shared(x, 0));
+  const bool in_round = Bug ? t >= 32 : t < 64;
+  if (in_round) flashjit::named_barrier_sync(1, 64);
+  if (t == 33) flashjit::store_shared(x, 0, 4.0f);
+  __syncthreads();
+}
+
 }  // namespace
 
 TEST_CASE("a shared write clears the readers before it: later accesses ordered after it are") {
@@ -491,4 +509,19 @@ TEST_CASE("a named barrier round that can never fill is a deadlock naming the ba
   CHECK(finding.thread.x == 0);
   CHECK(mentions(finding, "bar.sync 1, 128"));
   CHECK(mentions(finding, "64 of 128 threads arrived"));
+}
+
+TEST_CASE("reads by several warps are ordered before a write by a round that holds them all") {
+  std::vector<float> out;
+  const em::Report ordered = run(reads_of_two_warps<false>, out, 96);
+  CHECK_MESSAGE(ordered.clean(), ordered);
+  CHECK(out[0] == 3.0f);
+  CHECK(out[32] == 3.0f);
+  const em::Report racy = run(reads_of_two_warps<true>, out, 96);
+  INFO(racy);
+  REQUIRE(racy.count(em::FindingKind::shared_race) == 1);
+  const em::Finding& finding = *racy.first(em::FindingKind::shared_race);
+  CHECK(finding.thread.x == 33);
+  CHECK(finding.write);
+  CHECK(mentions(finding, "write after read by several threads"));
 }

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "attention/attention_backward.hpp"
@@ -63,6 +64,44 @@ TEST_CASE("TMA backward on the emulator: causal both ways, GQA, windows, softcap
   check(make_case(2, 1, 160, 96, 96, /*causal=*/true), 64, 2);
   check(with_layout(windowed(150, 150, 40, 10, 64), Layout::bhsd), 64, 1);
   check(with_softcap(make_case(1, 1, 80, 80, 128), 20.0), 128, 2);
+}
+
+/// The dK/dV kernel's work in a run of `c` on the emulated sm_90a with `config` (nullopt: the
+/// runtime's default, the mma.sync kernel).
+WorkCounters key_kernel_work(const BackwardCase& c,
+                             const std::optional<kernels::BackwardConfig>& config) {
+  hopper().reset_emulated_work();
+  const BackwardVerdict verdict = run_backward_case(hopper(), c, config);
+  CHECK_MESSAGE(verdict.ok, verdict.describe());
+  WorkCounters work;
+  for (const KernelWork& kernel : hopper().emulated_work()) {
+    if (kernel.kernel.find("attention_backward.dkdv.") == 0) work += kernel.work;
+  }
+  return work;
+}
+
+double shared_bytes_per_flop(const WorkCounters& work) {
+  return static_cast<double>(work.shared_bytes_read + work.shared_bytes_written) /
+         static_cast<double>(work.tensor_flops);
+}
+
+TEST_CASE("TMA backward: at most 0.6x the shared bytes per tensor FLOP of the mma.sync one") {
+  const BackwardCase c = make_case(4, 2, 256, 256, 128, /*causal=*/true);
+  const WorkCounters mma_sync = key_kernel_work(c, std::nullopt);
+  const WorkCounters tma = key_kernel_work(c, tma_config(c, 128, 2));
+  MESSAGE("mma.sync dK/dV kernel: " << mma_sync.tensor_flops << " tensor FLOPs, "
+                                    << mma_sync.shared_bytes_read << " shared bytes read, "
+                                    << mma_sync.shared_bytes_written << " written, "
+                                    << mma_sync.ldmatrix_bytes << " by ldmatrix; "
+                                    << shared_bytes_per_flop(mma_sync) << " bytes a FLOP");
+  MESSAGE("TMA dK/dV kernel: " << tma.tensor_flops << " tensor FLOPs, " << tma.shared_bytes_read
+                               << " shared bytes read, " << tma.shared_bytes_written << " written, "
+                               << tma.ldmatrix_bytes << " by ldmatrix; "
+                               << shared_bytes_per_flop(tma) << " bytes a FLOP");
+  REQUIRE(mma_sync.tensor_flops > 0);
+  REQUIRE(tma.tensor_flops > 0);
+  CHECK(tma.ldmatrix_bytes == 0);
+  CHECK(shared_bytes_per_flop(tma) <= 0.6 * shared_bytes_per_flop(mma_sync));
 }
 
 TEST_CASE("TMA backward: refused on sm_80 and outside its space, before any launch") {

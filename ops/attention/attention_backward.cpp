@@ -75,42 +75,34 @@ detail::KernelSpec backward_spec(const std::string& arch, const std::string& rol
   return spec;
 }
 
-/// The Hopper dK/dV kernel's spec (BackwardConfig::tma).
-detail::KernelSpec dkdv_tma_spec(const BackwardConfig& config, const std::string& arch) {
-  const KeyBlockTile& t = config.key;
-  std::vector<std::string> traits = tile_traits(config, t.block_m, t.block_n, t.warps);
-  traits.push_back(detail::trait("s", t.stages));
-  traits.push_back("tma");
-  const std::string type = "flashjit::TmaBackwardTraits<" + template_element(config.dtype) + ", " +
-                           std::to_string(config.head_dim) + ", " + std::to_string(t.block_n) +
-                           ", " + mask_type(config.mask) + ", " +
-                           (config.softcap ? "true" : "false") + ", " + std::to_string(t.stages) +
-                           ">";
-  detail::KernelSpec spec = backward_spec(arch, "dkdv", "attention/tma_backward_kernel.cuh",
-                                          "flashjit::attention_backward_tma_kernel<" + type + ">",
-                                          config.head_dim, std::move(traits));
-  spec.threads = t.warps * 32;
-  spec.dynamic_shared_bytes = config.key_shared_bytes();
-  return spec;
-}
-
+/// The dK/dV kernel's spec: the mma.sync kernel's, or with BackwardConfig::tma the Hopper one's.
 detail::KernelSpec dkdv_spec(const BackwardConfig& config, const std::string& arch) {
-  if (config.tma) return dkdv_tma_spec(config, arch);
   const KeyBlockTile& t = config.key;
   const bool atomic_dq = !config.deterministic;
   std::vector<std::string> traits = tile_traits(config, t.block_m, t.block_n, t.warps);
   traits.push_back(detail::trait("s", t.stages));
-  if (atomic_dq) traits.push_back("atomic_dq");
-  if (config.varlen) traits.push_back("varlen");
-  const std::string type = "flashjit::BackwardKeyTraits<" + template_element(config.dtype) + ", " +
-                           std::to_string(config.head_dim) + ", " + std::to_string(t.block_m) +
-                           ", " + std::to_string(t.block_n) + ", " + std::to_string(t.warps) +
-                           ", " + std::to_string(t.stages) + ", " + mask_type(config.mask) + ", " +
-                           (config.softcap ? "true" : "false") + ", " +
-                           (atomic_dq ? "true" : "false") + (config.varlen ? ", true" : "") + ">";
-  detail::KernelSpec spec = backward_spec(arch, "dkdv", "attention/backward_dkdv_kernel.cuh",
-                                          "flashjit::attention_backward_dkdv_kernel<" + type + ">",
-                                          config.head_dim, std::move(traits));
+  const std::string element =
+      template_element(config.dtype) + ", " + std::to_string(config.head_dim) + ", ";
+  const std::string mask_and_softcap =
+      mask_type(config.mask) + ", " + (config.softcap ? "true" : "false");
+  std::string header, kernel;
+  if (config.tma) {
+    traits.push_back("tma");
+    header = "attention/tma_backward_kernel.cuh";
+    kernel = "flashjit::attention_backward_tma_kernel<flashjit::TmaBackwardTraits<" + element +
+             std::to_string(t.block_n) + ", " + mask_and_softcap + ", " + std::to_string(t.stages) +
+             ">>";
+  } else {
+    if (atomic_dq) traits.push_back("atomic_dq");
+    if (config.varlen) traits.push_back("varlen");
+    header = "attention/backward_dkdv_kernel.cuh";
+    kernel = "flashjit::attention_backward_dkdv_kernel<flashjit::BackwardKeyTraits<" + element +
+             std::to_string(t.block_m) + ", " + std::to_string(t.block_n) + ", " +
+             std::to_string(t.warps) + ", " + std::to_string(t.stages) + ", " + mask_and_softcap +
+             ", " + (atomic_dq ? "true" : "false") + (config.varlen ? ", true" : "") + ">>";
+  }
+  detail::KernelSpec spec =
+      backward_spec(arch, "dkdv", header, kernel, config.head_dim, std::move(traits));
   spec.threads = t.warps * 32;
   spec.dynamic_shared_bytes = config.key_shared_bytes();
   return spec;

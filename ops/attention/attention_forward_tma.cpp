@@ -38,31 +38,40 @@ emulator::TensorMap head_tensor_map(const HeadTensor& t, std::int64_t batch, std
   return map;
 }
 
+/// The maps of Q, K, V and a fourth tensor of Q's shape (O or dO) with `fourth_rows` rows a box.
+std::vector<emulator::TensorMap> attention_tma_maps(const HeadTensor& q, const HeadTensor& k,
+                                                    const HeadTensor& v, const HeadTensor& fourth,
+                                                    const Attention& a, int block_m, int block_n,
+                                                    int fourth_rows) {
+  return {head_tensor_map(q, a.batch, a.seqlen_q, a.heads_q, a.head_dim, block_m),
+          head_tensor_map(k, a.batch, a.seqlen_k, a.heads_kv, a.head_dim, block_n),
+          head_tensor_map(v, a.batch, a.seqlen_k, a.heads_kv, a.head_dim, block_n),
+          head_tensor_map(fourth, a.batch, a.seqlen_q, a.heads_q, a.head_dim, fourth_rows)};
+}
+
 }  // namespace
 
 std::vector<emulator::TensorMap> forward_tma_maps(const AttentionForwardParams& params,
                                                   const Attention& a, int block_m, int block_n) {
-  return {head_tensor_map(params.q, a.batch, a.seqlen_q, a.heads_q, a.head_dim, block_m),
-          head_tensor_map(params.k, a.batch, a.seqlen_k, a.heads_kv, a.head_dim, block_n),
-          head_tensor_map(params.v, a.batch, a.seqlen_k, a.heads_kv, a.head_dim, block_n),
-          head_tensor_map(params.o, a.batch, a.seqlen_q, a.heads_q, a.head_dim, kTmaStoreRows)};
+  return attention_tma_maps(params.q, params.k, params.v, params.o, a, block_m, block_n,
+                            kTmaStoreRows);
+}
+
+std::vector<emulator::TensorMap> backward_tma_maps(const AttentionBackwardParams& params,
+                                                   const Attention& a, int block_m, int block_n) {
+  return attention_tma_maps(params.q, params.k, params.v, params.dout, a, block_m, block_n,
+                            block_m);
 }
 
 std::vector<emulator::TensorMap> packed_tma_maps(const AttentionForwardParams& params,
                                                  const Attention& a, std::int64_t total_q,
                                                  std::int64_t total_k, int block_m, int block_n) {
-  return {head_tensor_map(params.q, 1, total_q, a.heads_q, a.head_dim, block_m),
-          head_tensor_map(params.k, 1, total_k, a.heads_kv, a.head_dim, block_n),
-          head_tensor_map(params.v, 1, total_k, a.heads_kv, a.head_dim, block_n),
-          head_tensor_map(params.o, 1, total_q, a.heads_q, a.head_dim, kTmaStoreRows)};
-}
-
-std::vector<emulator::TensorMap> backward_tma_maps(const AttentionBackwardParams& params,
-                                                   const Attention& a, int block_m, int block_n) {
-  return {head_tensor_map(params.q, a.batch, a.seqlen_q, a.heads_q, a.head_dim, block_m),
-          head_tensor_map(params.k, a.batch, a.seqlen_k, a.heads_kv, a.head_dim, block_n),
-          head_tensor_map(params.v, a.batch, a.seqlen_k, a.heads_kv, a.head_dim, block_n),
-          head_tensor_map(params.dout, a.batch, a.seqlen_q, a.heads_q, a.head_dim, block_m)};
+  Attention packed = a;  // each as a batch of one
+  packed.batch = 1;
+  packed.seqlen_q = total_q;
+  packed.seqlen_k = total_k;
+  return attention_tma_maps(params.q, params.k, params.v, params.o, packed, block_m, block_n,
+                            kTmaStoreRows);
 }
 
 std::string tma_maps_problem(const std::vector<emulator::TensorMap>& maps, const char* fourth) {

@@ -146,6 +146,10 @@ TEST_CASE(
         std::cout << "  " << advisory << "\n";
       }
       CHECK(kernel.cubin.substr(1, 3) == "ELF");
+      if (t.head_dim == 64) {  // what ptxas fits already; the larger head dims still spill
+        CHECK(kernel.resources.spill_bytes() == 0);
+        CHECK(kernel.resources.advisories.empty());
+      }
       const std::string ptx = detail::compile_ptx(spec, detail::TemplateSet::embedded());
       CHECK(ptx.find("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16") !=
             std::string::npos);  // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ (N = Br 64)

@@ -22,7 +22,7 @@
 namespace flashjit::emulator::detail {
 namespace {
 
-constexpr std::uint32_t kAlignment = 16;
+constexpr std::uint32_t kAlignment = 16;  // of both addresses and of the size; a chunk
 
 bool overlaps(std::uintptr_t a, std::size_t a_bytes, std::uintptr_t b, std::size_t b_bytes) {
   return a < b + b_bytes && b < a + a_bytes;
@@ -31,9 +31,7 @@ bool overlaps(std::uintptr_t a, std::size_t a_bytes, std::uintptr_t b, std::size
 void release_source(Machine& m, BulkReduce& reduce) {
   if (reduce.source_released) return;
   reduce.source_released = true;
-  for (std::uint32_t b = reduce.source; b < reduce.source + reduce.bytes; ++b) {
-    if (m.shadow[b].tma_reads != 0) --m.shadow[b].tma_reads;
-  }
+  release_bulk_source(m, reduce.source);
 }
 
 // The operands' rules; false (reported) when one is broken.
@@ -64,10 +62,10 @@ void complete_bulk_reductions(Machine& m, BulkQueue& queue, std::uint32_t last_g
                               bool destinations) {
   auto& reductions = queue.reductions;
   for (BulkReduce& reduce : reductions) {
-    if (reduce.group <= last_group) release_source(m, reduce);
+    if (reduce.source.group <= last_group) release_source(m, reduce);
   }
   if (!destinations) return;
-  const auto done = [&](const BulkReduce& r) { return r.group <= last_group; };
+  const auto done = [&](const BulkReduce& r) { return r.source.group <= last_group; };
   m.reductions_in_flight -=
       static_cast<std::size_t>(std::count_if(reductions.begin(), reductions.end(), done));
   reductions.erase(std::remove_if(reductions.begin(), reductions.end(), done), reductions.end());
@@ -99,8 +97,8 @@ void check_bulk_reduce_destination(Machine& m, int thread, std::uintptr_t addres
 bool is_bulk_reduce_source(const Machine& m, std::size_t offset) {
   for (const BulkQueue& queue : m.bulk_queues) {
     for (const BulkReduce& reduce : queue.reductions) {
-      if (!reduce.source_released && offset >= reduce.source &&
-          offset < reduce.source + reduce.bytes) {
+      const std::uint32_t first = reduce.source.chunks.front();  // a contiguous run
+      if (!reduce.source_released && offset >= first && offset < first + reduce.bytes) {
         return true;
       }
     }
@@ -129,9 +127,13 @@ void bulk_reduce_add_f32(float* global_dst, const float* shared_src, std::uint32
     std::memcpy(&value, m.shared_begin + offset + i * sizeof(float), sizeof value);
     global_dst[i] += value;
   }
-  for (std::uint32_t b = offset; b < offset + bytes; ++b) ++m.shadow[b].tma_reads;
   detail::BulkQueue& queue = m.bulk_queues[static_cast<std::size_t>(self)];
-  queue.reductions.push_back({queue.open_group, offset, bytes, destination, false});
+  detail::BulkReduce reduce{{queue.open_group, {}}, bytes, destination, false};
+  for (std::uint32_t chunk = offset; chunk < offset + bytes; chunk += detail::kAlignment) {
+    reduce.source.chunks.push_back(chunk);
+  }
+  detail::guard_bulk_source(m, reduce.source);
+  queue.reductions.push_back(std::move(reduce));
   ++m.reductions_in_flight;
 }
 

@@ -190,8 +190,7 @@ struct TmaStore {
 /// source is guarded until a wait_group of either form covers its group, its global destination
 /// until a wait_group without .read does.
 struct BulkReduce {
-  std::uint32_t group = 0;
-  std::uint32_t source = 0;  // shared offset
+  TmaStore source;  // its group and the 16-byte chunks it reads, guarded as a TMA store's
   std::uint32_t bytes = 0;
   std::uintptr_t destination = 0;
   bool source_released = false;
@@ -456,6 +455,10 @@ std::size_t explore_pick(Machine& machine, std::size_t count);
 void finish_async_proxy(Machine& machine);
 /// The TMA stores of `thread` release their shared sources (it is exiting).
 void drain_tma_stores(Machine& machine, int thread);
+/// The async proxy reads `source`'s chunks until a bulk wait_group: generic writes to them are
+/// reported (tma_store_in_flight) from guard_bulk_source until release_bulk_source.
+void guard_bulk_source(Machine& machine, const TmaStore& source);
+void release_bulk_source(Machine& machine, const TmaStore& source);
 /// Completes `queue`'s bulk reductions of groups up to `last_group`: their shared sources are
 /// free again, and with `destinations` (a wait_group without .read) their global destinations.
 void complete_bulk_reductions(Machine& machine, BulkQueue& queue, std::uint32_t last_group,

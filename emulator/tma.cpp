@@ -135,14 +135,6 @@ void mark_loaded(Machine& issuer, int self, Machine& dest, std::uint32_t chunk, 
   }
 }
 
-void release_store(Machine& m, const TmaStore& store) {
-  for (const std::uint32_t chunk : store.chunks) {
-    for (std::uint32_t b = chunk; b < chunk + kChunk; ++b) {
-      if (m.shadow[b].tma_reads != 0) --m.shadow[b].tma_reads;
-    }
-  }
-}
-
 void land(Machine& m, const TmaLoad& load) {
   for (const std::uint32_t chunk : load.chunks) {
     for (std::uint32_t b = chunk; b < chunk + kChunk; ++b) {
@@ -337,17 +329,14 @@ void reset_async_proxy(Machine& m, std::size_t threads) {
     }
   }
   m.tma_loads.clear();
+  const auto unguard = [&m](const TmaStore& source) {
+    for (const std::uint32_t chunk : source.chunks) {
+      for (std::uint32_t b = chunk; b < chunk + kChunk; ++b) m.shadow[b].tma_reads = 0;
+    }
+  };
   for (BulkQueue& queue : m.bulk_queues) {
-    for (const TmaStore& store : queue.stores) {
-      for (const std::uint32_t chunk : store.chunks) {
-        for (std::uint32_t b = chunk; b < chunk + kChunk; ++b) m.shadow[b].tma_reads = 0;
-      }
-    }
-    for (const BulkReduce& reduce : queue.reductions) {
-      for (std::uint32_t b = reduce.source; b < reduce.source + reduce.bytes; ++b) {
-        m.shadow[b].tma_reads = 0;
-      }
-    }
+    for (const TmaStore& store : queue.stores) unguard(store);
+    for (const BulkReduce& reduce : queue.reductions) unguard(reduce.source);
   }
   m.bulk_queues.assign(threads, BulkQueue{});
   m.reductions_in_flight = 0;
@@ -394,9 +383,23 @@ void finish_async_proxy(Machine& m) {
   for (std::size_t t = 0; t < m.bulk_queues.size(); ++t) drain_tma_stores(m, static_cast<int>(t));
 }
 
+void guard_bulk_source(Machine& m, const TmaStore& source) {
+  for (const std::uint32_t chunk : source.chunks) {
+    for (std::uint32_t b = chunk; b < chunk + kChunk; ++b) ++m.shadow[b].tma_reads;
+  }
+}
+
+void release_bulk_source(Machine& m, const TmaStore& source) {
+  for (const std::uint32_t chunk : source.chunks) {
+    for (std::uint32_t b = chunk; b < chunk + kChunk; ++b) {
+      if (m.shadow[b].tma_reads != 0) --m.shadow[b].tma_reads;
+    }
+  }
+}
+
 void drain_tma_stores(Machine& m, int thread) {
   BulkQueue& queue = m.bulk_queues[static_cast<std::size_t>(thread)];
-  for (const TmaStore& store : queue.stores) release_store(m, store);
+  for (const TmaStore& store : queue.stores) release_bulk_source(m, store);
   queue.stores.clear();
   complete_bulk_reductions(m, queue, queue.open_group, true);
 }
@@ -453,9 +456,7 @@ void tma_store(const TensorMap* map, const std::int32_t* coords, const void* sha
       std::memcpy(global, image.data() + row.lo * e, run);
     }
   }
-  for (const std::uint32_t chunk : store.chunks) {
-    for (std::uint32_t b = chunk; b < chunk + detail::kChunk; ++b) ++m.shadow[b].tma_reads;
-  }
+  detail::guard_bulk_source(m, store);
   queue.stores.push_back(std::move(store));
 }
 
@@ -477,7 +478,7 @@ void wait_bulk_groups(const char* what, int pending_groups, bool read_only) {
   const std::uint32_t last_complete = committed - keep;
   auto end = queue.stores.begin();
   for (; end != queue.stores.end() && end->group <= last_complete; ++end) {
-    detail::release_store(m, *end);
+    detail::release_bulk_source(m, *end);
   }
   queue.stores.erase(queue.stores.begin(), end);
   detail::complete_bulk_reductions(m, queue, last_complete, !read_only);

@@ -204,8 +204,8 @@ void launch_backward(detail::RuntimeBackend& backend, const Attention& attention
   detail::Executor& executor = backend.executor();
   detail::launch_kernel(executor, specs.delta, shapes.delta, buffers, params);  // D
   if (config.tma) {
-    const detail::TensorMapParameter maps = executor.tensor_maps(
-        backward_tma_maps(params, attention, kTmaBackwardBlockM, config.key.block_n));
+    const detail::TensorMapParameter maps = executor.tensor_maps(backward_tma_maps(
+        attention, t.q, t.k, t.v, t.dout, kTmaBackwardBlockM, config.key.block_n));
     detail::launch_kernel(executor, specs.dkdv, shapes.dkdv, buffers, params, maps);  // dK, dV
   } else {
     detail::launch_kernel(executor, specs.dkdv, shapes.dkdv, buffers, params);  // dK, dV
@@ -224,10 +224,8 @@ void check_tma_backward_call(const std::string& arch, const Attention& attention
                           "is " +
                               arch);
   }
-  const AttentionBackwardParams params =
-      backward_params(attention, q, k, v, dout, {}, dout, q, k, v, nullptr, nullptr);
-  const std::string problem =
-      tma_maps_problem(backward_tma_maps(params, attention, kTmaBackwardBlockM, 64), "dout");
+  const std::string problem = tma_maps_problem(
+      backward_tma_maps(attention, q, k, v, dout, kTmaBackwardBlockM, kTmaBackwardBlockM), "dout");
   if (!problem.empty()) {
     throw InvalidArgument("config",
                           "is the TMA backward, and TMA cannot read the tensors: " + problem);

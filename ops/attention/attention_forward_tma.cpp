@@ -57,10 +57,12 @@ std::vector<emulator::TensorMap> forward_tma_maps(const AttentionForwardParams& 
                             kTmaStoreRows);
 }
 
-std::vector<emulator::TensorMap> backward_tma_maps(const AttentionBackwardParams& params,
-                                                   const Attention& a, int block_m, int block_n) {
-  return attention_tma_maps(params.q, params.k, params.v, params.dout, a, block_m, block_n,
-                            block_m);
+std::vector<emulator::TensorMap> backward_tma_maps(const Attention& a, const TensorView& q,
+                                                   const TensorView& k, const TensorView& v,
+                                                   const TensorView& dout, int block_m,
+                                                   int block_n) {
+  return attention_tma_maps(head_tensor(q), head_tensor(k), head_tensor(v), head_tensor(dout), a,
+                            block_m, block_n, block_m);
 }
 
 std::vector<emulator::TensorMap> packed_tma_maps(const AttentionForwardParams& params,

@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "attention/backward_params.cuh"
 #include "attention/forward_params.cuh"
 #include "emulator/ptx_api.hpp"
 #include "flashjit/attention.hpp"
+#include "flashjit/tensor.hpp"
 
 namespace flashjit::kernels {
 
@@ -27,8 +27,9 @@ std::vector<emulator::TensorMap> packed_tma_maps(const AttentionForwardParams& p
 
 /// The maps of Q, K, V and dO, in AttentionBackwardTmaMaps' order (the Hopper backward): Q's
 /// and dO's box of block_m rows, K's and V's of block_n.
-std::vector<emulator::TensorMap> backward_tma_maps(const AttentionBackwardParams& params,
-                                                   const Attention& attention, int block_m,
+std::vector<emulator::TensorMap> backward_tma_maps(const Attention& attention, const TensorView& q,
+                                                   const TensorView& k, const TensorView& v,
+                                                   const TensorView& dout, int block_m,
                                                    int block_n);
 
 /// The first map the driver's rules reject, named ("k: ..."; the fourth map is `fourth`: o in

@@ -12,7 +12,9 @@
 #   first-result  bench/first_result.sh: time to first result, cold and warm, and one
 #                 `flashjit autotune`            -> <date>-first-result-<device>.md and .log
 #
-# Four more steps run only when named in FLASHJIT_GPU_STEPS. The first two stand alone:
+# Five more steps run only when named in FLASHJIT_GPU_STEPS. The first three stand alone:
+#   ncu           Nsight Compute on one launch each of the forward and backward defaults at
+#                 head dim 128, seqlen 8k                                    -> ncu.log
 #   decode        bench/decode.py: decoding on paged KV caches in GB/s against the measured
 #                 copy bandwidth, beside SDPA, FlashAttention and FlashInfer where installed
 #                 (DECODE_ARGS adds options)            -> <date>-decode-<device>.md and .log
@@ -39,7 +41,8 @@
 #   FLASHJIT_GPU_STEPS="bench first-result" tools/gpu_run.sh out2
 #
 # Usage: tools/gpu_run.sh OUT_DIR [BUILD_DIR]   (default BUILD_DIR: build/release)
-# Environment: FLASHJIT_GPU_STEPS, FLASHJIT_GPU_DEADLINE_S, FLASHJIT_GPU_LIMIT_<STEP> (a step's
+# Environment: FLASHJIT_GPU_STEPS, FLASHJIT_GPU_DEADLINE_S, FLASHJIT_GPU_TEST_JOBS and
+# FLASHJIT_GPU_TEST_TIMEOUT (the tests step's parallel tests and per-test limit), FLASHJIT_GPU_LIMIT_<STEP> (a step's
 # own limit in seconds, e.g. FLASHJIT_GPU_LIMIT_TESTS=400, FLASHJIT_GPU_LIMIT_FIRST_RESULT=60),
 # FLASHJIT_CACHE_DIR (the kernel cache to use, e.g. one warmed on an everyday machine with
 # `flashjit compile --arch sm_90a --all`; default: a new empty folder), BENCH_ARGS (more
@@ -140,11 +143,15 @@ relocate_build() {
     "$build/CMakeCache.txt"
 }
 
+# FLASHJIT_GPU_TEST_JOBS tests at a time (default 1; several share the GPU, which is fine for
+# correctness and lets NVRTC use the machine's cores) and FLASHJIT_GPU_TEST_TIMEOUT seconds at
+# most per test (default: the step's limit), so that one hung kernel does not take the step.
 run_tests() {
   relocate_build
-  echo "\$ ctest --test-dir $build -L gpu --output-on-failure --timeout $limit"
+  local jobs=${FLASHJIT_GPU_TEST_JOBS:-1} per_test=${FLASHJIT_GPU_TEST_TIMEOUT:-$limit}
+  echo "\$ ctest --test-dir $build -L gpu --output-on-failure -j $jobs --timeout $per_test"
   timeout --kill-after=10 "$limit" ctest --test-dir "$build" -L gpu --output-on-failure \
-    --timeout "$limit"
+    -j "$jobs" --timeout "$per_test"
 }
 
 # ---- sanitizer -------------------------------------------------------------------------------
@@ -193,6 +200,32 @@ run_sanitizer() {
   done
   echo "== $failures of the sanitizer runs failed (exit 86: the sanitizer found errors)"
   ((failures == 0))
+}
+
+# ---- ncu -------------------------------------------------------------------------------------
+# One launch each of the sm_90a forward and backward (dK/dV) defaults at head dim 128, seqlen 8k,
+# batch 2, 16 heads, bf16: the sections that name a bottleneck (speed of light, compute and
+# memory workload with shared bank conflicts, occupancy, warp stall reasons). Clocks are left as
+# they are (--clock-control none).
+run_ncu() {
+  local ncu rc=0 op kernel
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null) || {
+    echo "ncu: not on PATH or in /usr/local/cuda/bin"
+    return 127
+  }
+  for op in attention-forward attention-backward; do
+    kernel=$([[ $op == attention-forward ]] && echo 'regex:attention_forward' ||
+      echo 'regex:attention_backward_dkdv')
+    echo "\$ ncu --clock-control none -k $kernel --launch-count 1 ... $flashjit bench --op $op" \
+      "--head-dim 128 --seqlen 8192 --batch 2 --heads 16 --budget-ms 1"
+    timeout --kill-after=10 $((limit / 2)) "$ncu" --clock-control none -k "$kernel" \
+      --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
+      --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
+      --section Occupancy --section LaunchStats --section WarpStateStats \
+      "$flashjit" bench --op "$op" --head-dim 128 --seqlen 8192 --batch 2 --heads 16 \
+      --budget-ms 1 || rc=$?
+  done
+  return $rc
 }
 
 # ---- bench -----------------------------------------------------------------------------------
@@ -306,6 +339,9 @@ step bench 300 "$bench_stem.log" run_bench "$(basename "$bench_stem").md and .lo
 # of OUT_DIR (8 files at most) and summary.md quotes its end when the step fails.
 step first-result 90 "$scratch/first-result-console.log" run_first_result \
   "$(date +%F)-first-result-*.md and .log"
+if [[ " $steps " == *" ncu "* ]]; then
+  step ncu 120 "$out/ncu.log" run_ncu
+fi
 if [[ " $steps " == *" decode "* ]]; then
   step decode 300 "$decode_stem.log" run_decode "$(basename "$decode_stem").md and .log"
 fi

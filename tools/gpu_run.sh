@@ -41,8 +41,9 @@
 #   FLASHJIT_GPU_STEPS="bench first-result" tools/gpu_run.sh out2
 #
 # Usage: tools/gpu_run.sh OUT_DIR [BUILD_DIR]   (default BUILD_DIR: build/release)
-# Environment: FLASHJIT_GPU_STEPS, FLASHJIT_GPU_DEADLINE_S, FLASHJIT_GPU_TEST_JOBS and
-# FLASHJIT_GPU_TEST_TIMEOUT (the tests step's parallel tests and per-test limit), FLASHJIT_GPU_LIMIT_<STEP> (a step's
+# Environment: FLASHJIT_GPU_STEPS, FLASHJIT_GPU_DEADLINE_S, FLASHJIT_GPU_TEST_JOBS,
+# FLASHJIT_GPU_TEST_TIMEOUT and FLASHJIT_GPU_TEST_REGEX (the tests step's parallel tests,
+# per-test limit and selection), AUTOTUNE_* (see run_autotune), FLASHJIT_GPU_LIMIT_<STEP> (a step's
 # own limit in seconds, e.g. FLASHJIT_GPU_LIMIT_TESTS=400, FLASHJIT_GPU_LIMIT_FIRST_RESULT=60),
 # FLASHJIT_CACHE_DIR (the kernel cache to use, e.g. one warmed on an everyday machine with
 # `flashjit compile --arch sm_90a --all`; default: a new empty folder), BENCH_ARGS (more
@@ -145,13 +146,16 @@ relocate_build() {
 
 # FLASHJIT_GPU_TEST_JOBS tests at a time (default 1; several share the GPU, which is fine for
 # correctness and lets NVRTC use the machine's cores) and FLASHJIT_GPU_TEST_TIMEOUT seconds at
-# most per test (default: the step's limit), so that one hung kernel does not take the step.
+# most per test (default: the step's limit), so that one hung kernel does not take the step;
+# FLASHJIT_GPU_TEST_REGEX runs only the tests whose names match (ctest -R).
 run_tests() {
   relocate_build
   local jobs=${FLASHJIT_GPU_TEST_JOBS:-1} per_test=${FLASHJIT_GPU_TEST_TIMEOUT:-$limit}
-  echo "\$ ctest --test-dir $build -L gpu --output-on-failure -j $jobs --timeout $per_test"
+  local -a only=()
+  [[ -n ${FLASHJIT_GPU_TEST_REGEX:-} ]] && only=(-R "$FLASHJIT_GPU_TEST_REGEX")
+  echo "\$ ctest --test-dir $build -L gpu --output-on-failure -j $jobs --timeout $per_test ${only[*]}"
   timeout --kill-after=10 "$limit" ctest --test-dir "$build" -L gpu --output-on-failure \
-    -j "$jobs" --timeout "$per_test"
+    -j "$jobs" --timeout "$per_test" "${only[@]}"
 }
 
 # ---- sanitizer -------------------------------------------------------------------------------
@@ -268,28 +272,34 @@ run_ops() {
 }
 
 # ---- autotune and the benchmark with tuned configs -------------------------------------------
-# The benchmark's shapes: batch x seqlen = 16k tokens, 16 heads at head dim 128, 32 at 64.
+# The benchmark's shapes: batch x seqlen = 16k tokens, 16 heads at head dim 128, 32 at 64 (8 at
+# 256). AUTOTUNE_OPS, AUTOTUNE_HEAD_DIMS and AUTOTUNE_SEQLENS narrow them (defaults: forward and
+# backward, "64 128", "512 1024 2048 4096 8192 16384"); AUTOTUNE_OTHERS=0 leaves out the decode
+# and layer norm shapes.
 run_autotune() {
   local seqlen head_dim heads batch_heads rc=0 end=$((SECONDS + limit))
-  for head_dim in 64 128; do
-    heads=$((head_dim == 64 ? 32 : 16))
-    for seqlen in 512 1024 2048 4096 8192 16384; do
+  local ops=${AUTOTUNE_OPS:-attention-forward,attention-backward}
+  for head_dim in ${AUTOTUNE_HEAD_DIMS:-64 128}; do
+    heads=$((head_dim == 64 ? 32 : head_dim == 256 ? 8 : 16))
+    for seqlen in ${AUTOTUNE_SEQLENS:-512 1024 2048 4096 8192 16384}; do
       if ((end - SECONDS < 15)); then
         echo "== out of time: head dim $head_dim from seqlen $seqlen on was not tuned"
         return 124
       fi
       batch_heads=$((16384 * heads / seqlen))
-      echo "\$ $flashjit autotune --op attention-forward,attention-backward --head-dim $head_dim" \
+      echo "\$ $flashjit autotune --op $ops --head-dim $head_dim" \
         "--seqlen $seqlen --batch-heads $batch_heads --heads $heads --causal both" \
         "${AUTOTUNE_ARGS:-}"
       # shellcheck disable=SC2086  # AUTOTUNE_ARGS is a list of options
       timeout --kill-after=10 $((end - SECONDS)) "$flashjit" autotune \
-        --op attention-forward,attention-backward --head-dim "$head_dim" --seqlen "$seqlen" \
+        --op "$ops" --head-dim "$head_dim" --seqlen "$seqlen" \
         --batch-heads "$batch_heads" --heads "$heads" --causal both ${AUTOTUNE_ARGS:-} || rc=$?
     done
   done
   # The decode benchmark's shapes: head dim 128, GQA 8:1 (32:4), pages of 16.
-  if ((end - SECONDS >= 15)); then
+  if [[ ${AUTOTUNE_OTHERS:-1} == 0 ]]; then
+    echo "== AUTOTUNE_OTHERS=0: the decode and layer norm shapes are left out"
+  elif ((end - SECONDS >= 15)); then
     echo "\$ $flashjit autotune --op attention-decode --head-dim 128 --heads 32 --heads-kv 4" \
       "--batch 1,8,64 --seqlen 1024,4096,32768 --queries 1,4 --page-size 16"
     timeout --kill-after=10 $((end - SECONDS)) "$flashjit" autotune --op attention-decode \
@@ -299,7 +309,9 @@ run_autotune() {
     echo "== out of time: the decode shapes were not tuned"
   fi
   # The layer norm benchmark's shapes (bench/layernorm.py), forward and backward, bf16.
-  if ((end - SECONDS >= 15)); then
+  if [[ ${AUTOTUNE_OTHERS:-1} == 0 ]]; then
+    :
+  elif ((end - SECONDS >= 15)); then
     echo "\$ $flashjit autotune --op layer-norm,layer-norm-backward --rows 4096,32768" \
       "--cols 768,1024,4096,8192,16384; then --rows 1024 --cols 65536"
     timeout --kill-after=10 $((end - SECONDS)) "$flashjit" autotune \

@@ -213,23 +213,23 @@ void launch_backward(detail::RuntimeBackend& backend, const Attention& attention
   detail::launch_kernel(executor, specs.dq, shapes.dq, buffers, params);  // dQ
 }
 
-/// The Hopper backward's conditions beyond its config: an sm_90a target, and tensors TMA can
-/// read (InvalidArgument("config") naming what is wrong otherwise).
+/// Why the Hopper backward cannot run this call beyond its config (a target other than sm_90a,
+/// tensors TMA cannot read), or "" when it can.
+std::string tma_backward_problem(const std::string& arch, const Attention& attention,
+                                 const TensorView& q, const TensorView& k, const TensorView& v,
+                                 const TensorView& dout) {
+  if (!runs_wgmma(arch)) return "it runs on sm_90a only; the target is " + arch;
+  const std::string problem = tma_maps_problem(
+      backward_tma_maps(attention, q, k, v, dout, kTmaBackwardBlockM, kTmaBackwardBlockM), "dout");
+  return problem.empty() ? "" : "TMA cannot read the tensors: " + problem;
+}
+
+/// An explicit TMA config the call cannot run: InvalidArgument("config") naming why.
 void check_tma_backward_call(const std::string& arch, const Attention& attention,
                              const TensorView& q, const TensorView& k, const TensorView& v,
                              const TensorView& dout) {
-  if (arch != "sm_90a") {
-    throw InvalidArgument("config",
-                          "is the TMA backward, which runs on sm_90a only; the target "
-                          "is " +
-                              arch);
-  }
-  const std::string problem = tma_maps_problem(
-      backward_tma_maps(attention, q, k, v, dout, kTmaBackwardBlockM, kTmaBackwardBlockM), "dout");
-  if (!problem.empty()) {
-    throw InvalidArgument("config",
-                          "is the TMA backward, and TMA cannot read the tensors: " + problem);
-  }
+  const std::string problem = tma_backward_problem(arch, attention, q, k, v, dout);
+  if (!problem.empty()) throw InvalidArgument("config", "is the TMA backward, and " + problem);
 }
 
 /// Every config of one kernel's space, in the order of its tables.
@@ -293,7 +293,19 @@ std::vector<BackwardConfig> backward_configs(DType dtype, int head_dim, MaskKind
       if (config.valid()) configs.push_back(config);
     }
   }
+  for (int block_n : {64, 128}) {
+    for (int stages : {1, 2}) {
+      BackwardConfig config{dtype, head_dim, mask, softcap, deterministic, {}, {}};
+      config.key = {kTmaBackwardBlockM, block_n, tma_backward_threads(block_n) / 32, stages};
+      config.tma = true;
+      if (config.valid()) configs.push_back(config);
+    }
+  }
   return configs;
+}
+
+bool runs_on(const BackwardConfig& config, const std::string& arch) {
+  return !config.tma || runs_wgmma(arch);
 }
 
 BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
@@ -316,9 +328,12 @@ BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask,
     config.key = key;
     if (config.valid() && config.shared_bytes() <= limit) return config;
   }
-  // Kept so that the result stays valid if the tables change: the config with the least shared
-  // memory.
-  return least_shared_memory(backward_configs(dtype, head_dim, mask, softcap, deterministic));
+  // Kept so that the result stays valid if the tables change: the mma.sync config with the least
+  // shared memory (it runs on every arch).
+  std::vector<BackwardConfig> configs =
+      backward_configs(dtype, head_dim, mask, softcap, deterministic);
+  std::erase_if(configs, [](const BackwardConfig& c) { return c.tma; });
+  return least_shared_memory(configs);
 }
 
 BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& arch) {
@@ -326,6 +341,9 @@ BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& ar
     throw InvalidArgument("config",
                           "is not in the backward config space (see "
                           "attention_backward_space::key_kernel_valid and query_kernel_valid)");
+  }
+  if (!runs_on(config, arch)) {
+    throw InvalidArgument("config", "is the TMA backward, which runs on sm_90a only, not " + arch);
   }
   BackwardSpecs specs;
   specs.delta = row_kernel_spec(config.dtype, config.varlen, arch, "delta", "delta_kernel");
@@ -443,9 +461,15 @@ void run_attention_backward(detail::RuntimeBackend& backend, ConfigChoice& choic
                             const TensorView& dv, Stream stream) {
   validate_backward_arguments(attention, q, k, v, o, lse, dout, dq, dk, dv);
   if (backward_is_empty(attention)) return;
-  launch_backward(backend, attention, {q, k, v, o, lse, dout, dq, dk, dv},
-                  choice.choose_as<BackwardConfig>(AttentionProblem(true, q.dtype, attention)),
-                  stream);
+  BackwardConfig config =
+      choice.choose_as<BackwardConfig>(AttentionProblem(true, q.dtype, attention));
+  const std::string& arch = backend.info().arch();
+  if (config.tma && !tma_backward_problem(arch, attention, q, k, v, dout).empty()) {
+    // A tuned TMA backward the call cannot use (tensors TMA cannot read): the heuristic default.
+    config = default_backward_config(config.dtype, config.head_dim, config.mask, config.softcap,
+                                     config.deterministic, arch);
+  }
+  launch_backward(backend, attention, {q, k, v, o, lse, dout, dq, dk, dv}, config, stream);
 }
 
 }  // namespace flashjit::kernels

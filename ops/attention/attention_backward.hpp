@@ -57,7 +57,7 @@ struct BackwardConfig {
   /// wgmma on TMA-loaded tiles, dQ's sum added by bulk reductions. key.block_n (Bc, 64 or 128)
   /// keys over one consumer warpgroup per 64, key.stages (1 or 2) Q/dO slots; key.block_m is
   /// 64 and key.warps counts the producer warpgroup's 4 too. Head dims 64 to 256, neither
-  /// deterministic nor varlen yet; offered by no default or tuning space yet (explicit configs).
+  /// deterministic nor varlen yet; in the tuning space on sm_90a (runs_on), no default yet.
   bool tma = false;
   bool operator==(const BackwardConfig&) const = default;
 
@@ -76,9 +76,15 @@ struct BackwardConfig {
 /// space).
 using attention_backward_space::kDeltaRowsPerBlock;
 
+/// Whether `config` can run on `arch`: the TMA backward needs sm_90a (runs_wgmma), the
+/// mma.sync kernels run everywhere.
+bool runs_on(const BackwardConfig& config, const std::string& arch);
+
 /// Every valid config for (dtype, head_dim, mask, softcap, deterministic), in a fixed order:
 /// dK/dV tiles by Br, Bc, warps and stages ascending, and when deterministic each of them with
-/// every dQ tile (Br, Bc, warps ascending). Empty when the dtype or head dim is not supported.
+/// every dQ tile (Br, Bc, warps ascending); then, unless deterministic, the TMA backward's (Bc,
+/// then stages, ascending), which only sm_90a runs: see runs_on. Empty when the dtype or head
+/// dim is not supported.
 std::vector<BackwardConfig> backward_configs(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                              bool deterministic);
 

@@ -114,7 +114,7 @@ std::vector<BackwardConfig> attention_backward_configs(const std::string& arch, 
       for (MaskKind mask : kMaskKinds) {
         for (const BackwardConfig& config :
              backward_configs(DType::bf16, head_dim, mask, false, false)) {
-          add(config);
+          if (runs_on(config, arch)) add(config);
         }
         const BackwardConfig deterministic =
             default_backward_config(DType::bf16, head_dim, mask, false, true, arch);

@@ -326,7 +326,8 @@ std::vector<TunedConfig> AttentionProblem::space() const {
 bool AttentionProblem::timed(const TunedConfig& config, const TunedConfig& fallback,
                              const std::string& arch) const {
   if (!backward) return runs_on(config.get<ForwardConfig>(), arch);  // Hopper paths: sm_90a
-  return backward_timed_alone(config.get<BackwardConfig>(), fallback.get<BackwardConfig>());
+  return runs_on(config.get<BackwardConfig>(), arch) &&
+         backward_timed_alone(config.get<BackwardConfig>(), fallback.get<BackwardConfig>());
 }
 
 void AttentionProblem::prune_for_size(std::vector<Candidate>& candidates) const {

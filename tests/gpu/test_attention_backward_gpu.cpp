@@ -41,13 +41,14 @@ struct BackwardOp {
     std::vector<Config> configs;
     for (const Config& config : kernels::backward_configs(c.dtype, fallback.head_dim, fallback.mask,
                                                           fallback.softcap, c.deterministic)) {
+      if (!kernels::runs_on(config, arch)) continue;  // the TMA backward: sm_90a only
       if (!c.deterministic || config.key == fallback.key) configs.push_back(config);
     }
     return configs;
   }
 
   static std::string name(const Config& config) {
-    const kernels::BackwardSpecs specs = kernels::backward_specs(config, "sm_80");
+    const kernels::BackwardSpecs specs = kernels::backward_specs(config, "sm_90a");
     return specs.dkdv.readable_name + " + " + specs.dq.readable_name;
   }
   /// The forward's default (a case runs it first, for O and LSE) and the config's backward

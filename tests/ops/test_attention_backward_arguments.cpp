@@ -257,7 +257,7 @@ TEST_CASE("the backward config space lists every valid config once, in a fixed o
           }
           std::set<std::string> names;
           for (const BackwardConfig& config : configs) {
-            const BackwardSpecs specs = backward_specs(config, "sm_80");
+            const BackwardSpecs specs = backward_specs(config, "sm_90a");
             names.insert(specs.dkdv.readable_name + " " + specs.dq.readable_name);
           }
           CHECK(names.size() == configs.size());  // each config once

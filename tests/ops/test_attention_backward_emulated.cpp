@@ -44,6 +44,7 @@ std::vector<std::optional<kernels::BackwardConfig>> configs_for(const BackwardCa
   };
   for (const kernels::BackwardConfig& config :
        kernels::backward_configs(c.dtype, d, mask, softcap, c.deterministic)) {
+    if (!kernels::runs_on(config, arch)) continue;  // the TMA backward: its own tests
     const kernels::BackwardSpecs specs = kernels::backward_specs(config, arch);
     if (config != chosen && built(specs.dkdv) && built(specs.dq)) configs.push_back(config);
   }

@@ -76,7 +76,8 @@ std::set<std::string> every_valid_name_expression() {
             for (const kernels::BackwardConfig& config :
                  kernels::backward_configs(dtype, head_dim, mask, softcap, deterministic)) {
               if (config.shared_bytes() >
-                  kernels::arch_shared_memory_limit(detail::kEmulatorArch)) {
+                      kernels::arch_shared_memory_limit(detail::kEmulatorArch) ||
+                  !kernels::runs_on(config, detail::kEmulatorArch)) {
                 continue;
               }
               for (const auto& spec :
@@ -102,6 +103,7 @@ bool has_forward(const kernels::ForwardConfig& config) {
 
 /// Whether the table holds exactly every spec the backward of `config` launches.
 bool has_backward(const kernels::BackwardConfig& config) {
+  if (!kernels::runs_on(config, detail::kEmulatorArch)) return false;  // TMA: built on first use
   const std::vector<detail::KernelSpec> all =
       kernels::backward_specs(config, detail::kEmulatorArch).in_order();
   return std::all_of(all.begin(), all.end(), [](const detail::KernelSpec& spec) {

@@ -6,6 +6,7 @@
 // parallel, so that NVRTC's minutes are spent once and on all cores.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <optional>
@@ -70,6 +71,16 @@ std::string sweep_label(const typename Op::Case& c,
   return config ? name : "default (" + name + ")";
 }
 
+/// Progress lines on stderr, each with the seconds since the sweep began: where a test that
+/// ctest stops at its time limit was (ctest prints a timed-out test's output).
+class SweepProgress {
+ public:
+  void line(const std::string& text) const;
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
 /// Runs every case with the configs `sweep` asks for and checks each verdict; a run that throws
 /// fails with its label and message, and the others still run. `Op` describes the op:
 /// - `Case`, `Config`, `Runner`: its test case, config and case runner (ForwardCase,
@@ -90,12 +101,16 @@ void check_sweep(const std::vector<typename Op::Case>& cases, ConfigSweep sweep)
       }
     }
   }
+  SweepProgress progress;
   compile_ahead(specs);
+  progress.line("compiled " + std::to_string(specs.size()) + " kernels");
   for (const typename Op::Case& c : cases) {
     INFO(c.name());
     const typename Op::Runner runner(c);  // inputs and reference, shared by the configs
     for (const auto& config : sweep_configs<Op>(c, sweep)) {
-      INFO(sweep_label<Op>(c, config));
+      const std::string label = sweep_label<Op>(c, config);
+      INFO(label);
+      progress.line(c.name() + ", " + label + ": running");
       try {
         const auto verdict = runner.run(gpu(), config);
         CHECK_MESSAGE(verdict.ok, verdict.describe());
@@ -104,6 +119,7 @@ void check_sweep(const std::vector<typename Op::Case>& cases, ConfigSweep sweep)
       }
     }
   }
+  progress.line("done");
 }
 
 /// The head dims both GPU suites cover, from 8 to 256, each as an unmasked two-head case, a

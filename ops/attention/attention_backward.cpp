@@ -311,6 +311,22 @@ bool runs_on(const BackwardConfig& config, const std::string& arch) {
 BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                        bool deterministic, const std::string& arch) {
   check_attention_support(dtype, head_dim);
+  // The Hopper backward where it compiles without spills (NVRTC 13.0) and was timed or
+  // counted ahead: 1.5x the mma.sync default at head dim 128 on an H100 (bench/results,
+  // 2026-11-27); two consumer warpgroups over Bc = 128, two Q/dO stages at 64, one at 128.
+  // Softcap's chain spills it (384 bytes at 128).
+  if (runs_wgmma(arch) && !deterministic && !softcap && (head_dim == 64 || head_dim == 128)) {
+    BackwardConfig config{dtype, head_dim, mask, softcap, false, {}, {}};
+    config.key = {kTmaBackwardBlockM, 128, tma_backward_threads(128) / 32, head_dim == 64 ? 2 : 1};
+    config.tma = true;
+    if (config.valid() && config.shared_bytes() <= arch_shared_memory_limit(arch)) return config;
+  }
+  return fallback_backward_config(dtype, head_dim, mask, softcap, deterministic, arch);
+}
+
+BackwardConfig fallback_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                                        bool deterministic, const std::string& arch) {
+  check_attention_support(dtype, head_dim);
   const int limit = arch_shared_memory_limit(arch);
   BackwardConfig config{dtype, head_dim, mask, softcap, deterministic, {}, {}};
   // Each kernel takes its own first choice that fits: their shared memory is separate.
@@ -465,9 +481,9 @@ void run_attention_backward(detail::RuntimeBackend& backend, ConfigChoice& choic
       choice.choose_as<BackwardConfig>(AttentionProblem(true, q.dtype, attention));
   const std::string& arch = backend.info().arch();
   if (config.tma && !tma_backward_problem(arch, attention, q, k, v, dout).empty()) {
-    // A tuned TMA backward the call cannot use (tensors TMA cannot read): the heuristic default.
-    config = default_backward_config(config.dtype, config.head_dim, config.mask, config.softcap,
-                                     config.deterministic, arch);
+    // A TMA backward the call cannot use (tensors TMA cannot read): the mma.sync default.
+    config = fallback_backward_config(config.dtype, config.head_dim, config.mask, config.softcap,
+                                      config.deterministic, arch);
   }
   launch_backward(backend, attention, {q, k, v, o, lse, dout, dq, dk, dv}, config, stream);
 }

@@ -89,15 +89,22 @@ std::vector<BackwardConfig> backward_configs(DType dtype, int head_dim, MaskKind
                                              bool deterministic);
 
 /// The heuristic config for (dtype, head_dim, mask, softcap, deterministic) on `arch` (until the
-/// autotuner): the first tile of each kernel's preference list (preferred_key_tiles and
-/// preferred_query_tiles in attention_backward.cpp) that is valid and fits the arch's shared
-/// memory (arch_shared_memory_limit), else the config with the least shared memory. No default
-/// spills registers on sm_80 or sm_90a (NVRTC 13.0;
+/// autotuner): on sm_90a at head dims 64 and 128 in the atomic mode without softcap, the TMA
+/// backward (Bc 128; two stages at 64, one at 128); otherwise fallback_backward_config. No
+/// default spills registers on sm_80 or sm_90a (NVRTC 13.0;
 /// tests/ops/test_attention_backward_compile.cpp checks the registry's matrix). Throws
-/// InvalidArgument("head_dim") or ("dtype") for a dim or dtype the kernels lack, ("arch") for
-/// an arch flashjit cannot target.
+/// InvalidArgument("head_dim") or ("dtype") for a dim or dtype the kernels lack, ("arch") for an
+/// arch flashjit cannot target.
 BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                        bool deterministic, const std::string& arch);
+
+/// The mma.sync kernels' heuristic config, which runs on every arch and every call (varlen
+/// batches, tensors TMA cannot read): the first tile of each kernel's preference list
+/// (preferred_key_tiles and preferred_query_tiles in attention_backward.cpp) that is valid and
+/// fits the arch's shared memory (arch_shared_memory_limit), else the config with the least
+/// shared memory. Throws as default_backward_config.
+BackwardConfig fallback_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                                        bool deterministic, const std::string& arch);
 
 /// The kernels one backward call launches, in order.
 struct BackwardSpecs {

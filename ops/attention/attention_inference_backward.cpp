@@ -62,9 +62,10 @@ void run_attention_backward_sequences(detail::RuntimeBackend& backend, const Att
   }
   check_indices_of(backend, a, s, t, check_indices, stream);
   if (a.batch == 0) return;
+  // The mma.sync kernels: the TMA backward has no varlen form yet.
   BackwardConfig config =
-      default_backward_config(q.dtype, static_cast<int>(a.head_dim), forward_mask_kind(a),
-                              a.softcap > 0.0f, a.deterministic, backend.info().arch());
+      fallback_backward_config(q.dtype, static_cast<int>(a.head_dim), forward_mask_kind(a),
+                               a.softcap > 0.0f, a.deterministic, backend.info().arch());
   config.varlen = true;
   check_config_fits_device(config.shared_bytes(), backend.info());
   std::vector<detail::KernelBuffer> index_buffers;

@@ -324,7 +324,8 @@ TEST_CASE("the default backward config is valid, in the space and fits the arch'
       });
 }
 
-TEST_CASE("the default backward config: Bc = 128 over 8 warps to head dim 128, then 64") {
+TEST_CASE(
+    "the default backward config: Bc = 128 over 8 warps to head dim 128, then 64, TMA on sm_90a") {
   using Key = std::array<int, 4>;    // Br, Bc, warps, stages
   using Query = std::array<int, 3>;  // Br, Bc, warps
   auto config = [](int head_dim, const char* arch, bool deterministic, bool softcap = false) {
@@ -344,6 +345,21 @@ TEST_CASE("the default backward config: Bc = 128 over 8 warps to head dim 128, t
   CHECK(key(128, "sm_80") == Key{32, 128, 8, 2});
   CHECK(key(128, "sm_90a", true) == Key{32, 128, 8, 2});
   CHECK(key(256, "sm_80") == Key{32, 64, 8, 2});
+  // sm_90a's atomic mode at head dims 64 and 128: the TMA backward, Bc 128 over two consumer
+  // warpgroups and the producer's; elsewhere on sm_90a the mma.sync tiles of sm_80.
+  CHECK(config(64, "sm_90a", false).tma);
+  CHECK(key(64, "sm_90a") == Key{64, 128, 12, 2});
+  CHECK(config(128, "sm_90a", false).tma);
+  CHECK(key(128, "sm_90a") == Key{64, 128, 12, 1});
+  CHECK(!config(96, "sm_90a", false).tma);
+  CHECK(!config(256, "sm_90a", false).tma);
+  CHECK(!config(128, "sm_90a", true).tma);
+  CHECK(!config(128, "sm_90a", false, /*softcap=*/true).tma);
+  CHECK(!config(128, "sm_80", false).tma);
+  const BackwardConfig fallback =
+      fallback_backward_config(DType::bf16, 128, MaskKind::window, false, false, "sm_90a");
+  CHECK(!fallback.tma);
+  CHECK(fallback.key == config(128, "sm_80", false).key);
   // 8 warps cannot split a 64-row atomic dQ block of width 48 in two: the next choice.
   CHECK(key(40, "sm_80") == Key{64, 64, 4, 2});
   CHECK(key(40, "sm_80", true) == Key{64, 128, 8, 2});
@@ -610,7 +626,7 @@ TEST_CASE("attention-backward lists the compile matrix") {
         }
       }
     }
-    // The sweep on sm_80 only: sm_90a runs the same mma.sync source, its defaults listed.
+    // The sweep on sm_80 only (its mma.sync tiles); sm_90a lists its defaults.
     if (std::string(arch) != "sm_80") {
       CHECK(all.size() == defaults.size());
       continue;
@@ -620,7 +636,7 @@ TEST_CASE("attention-backward lists the compile matrix") {
       for (MaskKind mask : {MaskKind::none, MaskKind::window}) {
         for (const BackwardConfig& config :
              backward_configs(DType::bf16, head_dim, mask, false, false)) {
-          lists(all_names, config);
+          if (runs_on(config, arch)) lists(all_names, config);
         }
       }
     }

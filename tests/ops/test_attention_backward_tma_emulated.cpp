@@ -1,9 +1,9 @@
 // The warp-specialized Hopper backward (ops/attention/tma_backward_kernel.cuh: TMA, mbarrier
 // rings, wgmma, dQ by bulk reductions), compiled for the host, run on the CPU emulator of an
-// sm_90a device through the public Runtime API with an explicit BackwardConfig (no default picks
-// it yet), after the library's own forward; each gradient checked against the float64
-// reference (attention/backward_case) at the backward suite's bar. An emulator finding (race,
-// proxy fence, wgmma operand or bulk reduction in flight) throws, so a pass also means none.
+// sm_90a device through the public Runtime API, with explicit BackwardConfigs and as the
+// default at head dims 64 and 128, after the library's own forward; each gradient checked against
+// the float64 reference (attention/backward_case) at the backward suite's bar. An emulator finding
+// (race, proxy fence, wgmma operand or bulk reduction in flight) throws, so a pass also means none.
 #include <doctest/doctest.h>
 
 #include <iostream>
@@ -66,8 +66,47 @@ TEST_CASE("TMA backward on the emulator: causal both ways, GQA, windows, softcap
   check(with_softcap(make_case(1, 1, 80, 80, 128), 20.0), 128, 2);
 }
 
-/// The dK/dV kernel's work in a run of `c` on the emulated sm_90a with `config` (nullopt: the
-/// runtime's default, the mma.sync kernel).
+// The backward suite's atomic-mode shapes at head dims 64 and 128 (test_attention_backward_
+// emulated.cpp, less its 1000-token cases) with no config: sm_90a's default, which is the TMA
+// backward there (but with softcap); the run's dK/dV kernel is checked to be it.
+TEST_CASE("TMA backward as sm_90a's default: the backward suite's shapes at head dims 64, 128") {
+  BackwardCase scaled = make_case(1, 1, 65, 65, 64);
+  scaled.problem.softmax_scale = 0.3;
+  for (const BackwardCase& c :
+       {make_case(1, 1, 1, 1, 64),
+        make_case(1, 1, 17, 17, 64),
+        make_case(1, 1, 1, 129, 64),
+        make_case(1, 1, 129, 1, 64),
+        with_dtype(make_case(1, 1, 17, 1, 128), DType::f16),
+        make_case(1, 1, 129, 17, 64, true),
+        make_case(1, 1, 17, 129, 64, true),
+        with_dtype(make_case(1, 1, 63, 129, 128, true), DType::f16),
+        make_case(1, 1, 129, 129, 128),
+        with_layout(with_dtype(make_case(1, 1, 100, 100, 128, true), DType::f16), Layout::bhsd),
+        with_layout(make_case(8, 1, 129, 129, 128, true), Layout::bhsd),
+        windowed(200, 200, 32, 0),
+        windowed(129, 129, 16, 16),
+        windowed(129, 63, -1, 8),
+        windowed(100, 100, 0, 0),
+        with_dtype(windowed(65, 65, 8, 40, 128), DType::f16),
+        windowed(128, 512, 256, 0),
+        windowed(1, 65, 0, 0, 128),
+        with_softcap(make_case(1, 1, 129, 129, 64), 30),
+        scaled}) {
+    CAPTURE(c.name());
+    hopper().reset_emulated_work();
+    const BackwardVerdict verdict = run_backward_case(hopper(), c, std::nullopt);
+    CHECK_MESSAGE(verdict.ok, verdict.describe());
+    bool ran_tma = false;
+    for (const KernelWork& kernel : hopper().emulated_work()) {
+      ran_tma = ran_tma || kernel.kernel.find("attention_backward.dkdv.") == 0 &&
+                               kernel.kernel.find(".tma") != std::string::npos;
+    }
+    CHECK(ran_tma == !(c.problem.softcap > 0));  // softcap: the mma.sync kernel (TMA spills)
+  }
+}
+
+/// The dK/dV kernel's work in a run of `c` on the emulated sm_90a with `config`.
 WorkCounters key_kernel_work(const BackwardCase& c,
                              const std::optional<kernels::BackwardConfig>& config) {
   hopper().reset_emulated_work();
@@ -87,7 +126,10 @@ double shared_bytes_per_flop(const WorkCounters& work) {
 
 TEST_CASE("TMA backward: at most 0.6x the shared bytes per tensor FLOP of the mma.sync one") {
   const BackwardCase c = make_case(4, 2, 256, 256, 128, /*causal=*/true);
-  const WorkCounters mma_sync = key_kernel_work(c, std::nullopt);
+  const WorkCounters mma_sync =
+      key_kernel_work(c, kernels::fallback_backward_config(
+                             c.dtype, static_cast<int>(c.problem.head_dim),
+                             kernels::forward_mask_kind(c.attention()), false, false, "sm_90a"));
   const WorkCounters tma = key_kernel_work(c, tma_config(c, 128, 2));
   MESSAGE("mma.sync dK/dV kernel: " << mma_sync.tensor_flops << " tensor FLOPs, "
                                     << mma_sync.shared_bytes_read << " shared bytes read, "
@@ -125,7 +167,7 @@ TEST_CASE("TMA backward: refused on sm_80 and outside its space, before any laun
 }
 
 TEST_CASE(
-    "TMA backward: NVRTC builds it for sm_90a; its PTX issues wgmma, TMA and bulk reductions") {
+    "TMA backward: NVRTC builds it for sm_90a, its PTX issues wgmma, TMA and bulk reductions") {
   struct Tile {
     int head_dim, block_n, stages;
   };

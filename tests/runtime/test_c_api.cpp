@@ -513,7 +513,7 @@ TEST_CASE("C API: memory") {
 }
 
 TEST_CASE(
-    "C API: a copy past the end of an allocation is refused; too large an allocation is "
+    "C API: a copy past the end of an allocation is refused, too large an allocation is "
     "OUT_OF_MEMORY") {
   const CRuntime runtime;
   void* data = nullptr;

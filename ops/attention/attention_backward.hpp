@@ -57,7 +57,8 @@ struct BackwardConfig {
   /// wgmma on TMA-loaded tiles, dQ's sum added by bulk reductions. key.block_n (Bc, 64 or 128)
   /// keys over one consumer warpgroup per 64, key.stages (1 or 2) Q/dO slots; key.block_m is
   /// 64 and key.warps counts the producer warpgroup's 4 too. Head dims 64 to 256, neither
-  /// deterministic nor varlen yet; in the tuning space on sm_90a (runs_on), no default yet.
+  /// deterministic nor varlen yet; sm_90a only (runs_on): its default at head dims 64 and 128
+  /// (default_backward_config), and in its tuning space.
   bool tma = false;
   bool operator==(const BackwardConfig&) const = default;
 

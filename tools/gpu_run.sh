@@ -153,7 +153,8 @@ run_tests() {
   local jobs=${FLASHJIT_GPU_TEST_JOBS:-1} per_test=${FLASHJIT_GPU_TEST_TIMEOUT:-$limit}
   local -a only=()
   [[ -n ${FLASHJIT_GPU_TEST_REGEX:-} ]] && only=(-R "$FLASHJIT_GPU_TEST_REGEX")
-  echo "\$ ctest --test-dir $build -L gpu --output-on-failure -j $jobs --timeout $per_test ${only[*]}"
+  echo "\$ ctest --test-dir $build -L gpu --output-on-failure -j $jobs --timeout $per_test" \
+    "${only[*]}"
   timeout --kill-after=10 "$limit" ctest --test-dir "$build" -L gpu --output-on-failure \
     -j "$jobs" --timeout "$per_test" "${only[@]}"
 }
@@ -296,30 +297,31 @@ run_autotune() {
         --batch-heads "$batch_heads" --heads "$heads" --causal both ${AUTOTUNE_ARGS:-} || rc=$?
     done
   done
-  # The decode benchmark's shapes: head dim 128, GQA 8:1 (32:4), pages of 16.
   if [[ ${AUTOTUNE_OTHERS:-1} == 0 ]]; then
     echo "== AUTOTUNE_OTHERS=0: the decode and layer norm shapes are left out"
-  elif ((end - SECONDS >= 15)); then
-    echo "\$ $flashjit autotune --op attention-decode --head-dim 128 --heads 32 --heads-kv 4" \
-      "--batch 1,8,64 --seqlen 1024,4096,32768 --queries 1,4 --page-size 16"
-    timeout --kill-after=10 $((end - SECONDS)) "$flashjit" autotune --op attention-decode \
-      --head-dim 128 --heads 32 --heads-kv 4 --batch 1,8,64 --seqlen 1024,4096,32768 \
-      --queries 1,4 --page-size 16 || rc=$?
   else
-    echo "== out of time: the decode shapes were not tuned"
-  fi
-  # The layer norm benchmark's shapes (bench/layernorm.py), forward and backward, bf16.
-  if [[ ${AUTOTUNE_OTHERS:-1} == 0 ]]; then
-    :
-  elif ((end - SECONDS >= 15)); then
-    echo "\$ $flashjit autotune --op layer-norm,layer-norm-backward --rows 4096,32768" \
-      "--cols 768,1024,4096,8192,16384; then --rows 1024 --cols 65536"
-    timeout --kill-after=10 $((end - SECONDS)) "$flashjit" autotune \
-      --op layer-norm,layer-norm-backward --rows 4096,32768 --cols 768,1024,4096,8192,16384 || rc=$?
-    timeout --kill-after=10 $((end - SECONDS)) "$flashjit" autotune \
-      --op layer-norm,layer-norm-backward --rows 1024 --cols 65536 || rc=$?
-  else
-    echo "== out of time: the layer norm shapes were not tuned"
+    # The decode benchmark's shapes: head dim 128, GQA 8:1 (32:4), pages of 16.
+    if ((end - SECONDS >= 15)); then
+      echo "\$ $flashjit autotune --op attention-decode --head-dim 128 --heads 32 --heads-kv 4" \
+        "--batch 1,8,64 --seqlen 1024,4096,32768 --queries 1,4 --page-size 16"
+      timeout --kill-after=10 $((end - SECONDS)) "$flashjit" autotune --op attention-decode \
+        --head-dim 128 --heads 32 --heads-kv 4 --batch 1,8,64 --seqlen 1024,4096,32768 \
+        --queries 1,4 --page-size 16 || rc=$?
+    else
+      echo "== out of time: the decode shapes were not tuned"
+    fi
+    # The layer norm benchmark's shapes (bench/layernorm.py), forward and backward, bf16.
+    if ((end - SECONDS >= 15)); then
+      echo "\$ $flashjit autotune --op layer-norm,layer-norm-backward --rows 4096,32768" \
+        "--cols 768,1024,4096,8192,16384; then --rows 1024 --cols 65536"
+      timeout --kill-after=10 $((end - SECONDS)) "$flashjit" autotune \
+        --op layer-norm,layer-norm-backward --rows 4096,32768 \
+        --cols 768,1024,4096,8192,16384 || rc=$?
+      timeout --kill-after=10 $((end - SECONDS)) "$flashjit" autotune \
+        --op layer-norm,layer-norm-backward --rows 1024 --cols 65536 || rc=$?
+    else
+      echo "== out of time: the layer norm shapes were not tuned"
+    fi
   fi
   echo "\$ $flashjit autotune show"
   "$flashjit" autotune show

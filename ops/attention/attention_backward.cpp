@@ -249,6 +249,16 @@ std::vector<QueryBlockTile> query_tiles() {
   return tiles;
 }
 
+/// The Hopper backward's config with Bc = block_n (its warps: a consumer warpgroup per 64 keys
+/// and the producer's) and `stages` Q/dO slots; valid() says whether the kernel takes it.
+BackwardConfig tma_config(DType dtype, int head_dim, MaskKind mask, bool softcap, int block_n,
+                          int stages) {
+  BackwardConfig config{dtype, head_dim, mask, softcap, false, {}, {}};
+  config.key = {kTmaBackwardBlockM, block_n, tma_backward_threads(block_n) / 32, stages};
+  config.tma = true;
+  return config;
+}
+
 }  // namespace
 
 bool BackwardConfig::valid() const {
@@ -295,10 +305,8 @@ std::vector<BackwardConfig> backward_configs(DType dtype, int head_dim, MaskKind
   }
   for (int block_n : {64, 128}) {
     for (int stages : {1, 2}) {
-      BackwardConfig config{dtype, head_dim, mask, softcap, deterministic, {}, {}};
-      config.key = {kTmaBackwardBlockM, block_n, tma_backward_threads(block_n) / 32, stages};
-      config.tma = true;
-      if (config.valid()) configs.push_back(config);
+      const BackwardConfig config = tma_config(dtype, head_dim, mask, softcap, block_n, stages);
+      if (!deterministic && config.valid()) configs.push_back(config);
     }
   }
   return configs;
@@ -316,9 +324,8 @@ BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask,
   // 2026-11-27); two consumer warpgroups over Bc = 128, two Q/dO stages at 64, one at 128.
   // Softcap's chain spills it (384 bytes at 128).
   if (runs_wgmma(arch) && !deterministic && !softcap && (head_dim == 64 || head_dim == 128)) {
-    BackwardConfig config{dtype, head_dim, mask, softcap, false, {}, {}};
-    config.key = {kTmaBackwardBlockM, 128, tma_backward_threads(128) / 32, head_dim == 64 ? 2 : 1};
-    config.tma = true;
+    const BackwardConfig config =
+        tma_config(dtype, head_dim, mask, softcap, 128, head_dim == 64 ? 2 : 1);
     if (config.valid() && config.shared_bytes() <= arch_shared_memory_limit(arch)) return config;
   }
   return fallback_backward_config(dtype, head_dim, mask, softcap, deterministic, arch);

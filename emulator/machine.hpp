@@ -21,7 +21,8 @@ namespace flashjit::emulator::detail {
 // at_mbarrier: suspended in an mbarrier try_wait until the phase completes (mbarrier.cpp);
 // at_setmaxnreg: its warpgroup's setmaxnreg.inc waits for registers (register_budget.cpp);
 // at_cluster_barrier: in barrier.cluster.wait until every live thread of the cluster arrived
-// (cluster.cpp).
+// (cluster.cpp); at_semaphore: spinning in an acquire load until a global integer holds a value
+// (semaphore.cpp).
 enum class ThreadState {
   runnable,
   at_barrier,
@@ -31,6 +32,7 @@ enum class ThreadState {
   at_mbarrier,
   at_setmaxnreg,
   at_cluster_barrier,
+  at_semaphore,
   exited
 };
 
@@ -43,6 +45,8 @@ struct ThreadSlot {
   std::uint32_t wait_barrier = 0;  // at_named_barrier: the id; at_mbarrier: its offset
   std::int64_t wait_phase = 0;     // at_mbarrier, at_cluster_barrier: the phase it waits for
   std::int64_t cluster_arrived = -1;  // the cluster barrier phase it last arrived in
+  const int* wait_semaphore = nullptr;  // at_semaphore: the integer, and the value it waits for
+  int wait_value = 0;
 };
 
 /// A warp collective in progress: lanes arrive one by one; the last one computes all results.
@@ -328,6 +332,8 @@ std::string of_peer(const Machine& issuer, const Machine& owner);
 void cluster_thread_exited(Machine& machine);
 /// Why `thread` waits in barrier.cluster.wait, for the deadlock report.
 std::string describe_cluster_wait(const Machine& machine, int thread);
+/// Why `thread` (at_semaphore) still spins: the semaphore, the value it waits for and holds.
+std::string describe_semaphore_wait(const Machine& machine, int thread);
 
 /// One arrival (with `tx_bytes` announced first) by thread `self` of `issuer` on `barrier`,
 /// an mbarrier of `owner` (the issuer's own or a peer's in the cluster); `what` names the

@@ -201,6 +201,17 @@ void bulk_wait_group_read(int pending_groups);
 /// visible to the async proxy (TMA stores, wgmma operand reads).
 void fence_proxy_async_shared();
 
+// --- global semaphores (PTX ISA "ld" .acquire, "red" .release; emulator/semaphore.cpp).
+
+/// ld.acquire.gpu.global.b32 in a loop until the integer at `address` equals `value`: this
+/// thread's later accesses are ordered after what the releasing thread wrote or completed
+/// before its release. A value no earlier block will set is the scheduler's deadlock finding.
+void semaphore_wait_equal(const int* address, int value);
+/// red.release.gpu.global.add.s32: adds `value` to the integer at `address`, after this
+/// thread's earlier writes; a bulk reduction of this thread still in flight (no wait_group
+/// without .read has completed it) is reported, since the release would not cover it.
+void semaphore_release_add(int* address, int value);
+
 // --- clusters (PTX ISA "Cluster of Cooperative Thread Arrays"; emulator/cluster.cpp).
 
 /// %cluster_ctarank: the running block's rank in its cluster (x fastest).

@@ -75,12 +75,14 @@ void report_deadlock(Machine& machine) {
   const int at_mbarrier = first_in_state(machine, ThreadState::at_mbarrier);
   const int at_setmaxnreg = first_in_state(machine, ThreadState::at_setmaxnreg);
   const int at_cluster = first_in_state(machine, ThreadState::at_cluster_barrier);
+  const int at_semaphore = first_in_state(machine, ThreadState::at_semaphore);
   const int stuck = in_warp_op >= 0        ? in_warp_op
                     : in_warpgroup_op >= 0 ? in_warpgroup_op
                     : at_named >= 0        ? at_named
                     : at_mbarrier >= 0     ? at_mbarrier
                     : at_setmaxnreg >= 0   ? at_setmaxnreg
                     : at_cluster >= 0      ? at_cluster
+                    : at_semaphore >= 0    ? at_semaphore
                                            : first_in_state(machine, ThreadState::at_barrier);
   Finding finding;
   finding.kind = FindingKind::deadlock;
@@ -101,6 +103,8 @@ void report_deadlock(Machine& machine) {
     finding.message = describe_register_wait(machine, at_setmaxnreg);
   } else if (at_cluster >= 0) {
     finding.message = describe_cluster_wait(machine, at_cluster);
+  } else if (at_semaphore >= 0) {
+    finding.message = describe_semaphore_wait(machine, at_semaphore);
   } else {
     finding.message = "waits at __syncthreads that other threads cannot reach";
   }

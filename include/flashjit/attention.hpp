@@ -41,14 +41,19 @@ struct Attention {
   /// point here.
   /// - false (the default, as in FlashAttention-2/3): the kernel that computes dK and dV also
   ///   adds each block pair's dQ contribution into an fp32 workspace with atomic adds (five
-  ///   matrix products per block pair), and a last small kernel rounds the sums to dq's dtype.
+  ///   matrix products per block pair; on sm_90a's Hopper backward, bulk reductions of whole
+  ///   blocks), and a last small kernel rounds the sums to dq's dtype.
   ///   On a GPU the atomic adds land in an order that changes from run to run, so dQ may differ
   ///   in its last bits between runs with the same inputs. dK and dV are bit-identical: each
   ///   element is written once, without atomics, summed in an order the kernel config fixes.
   ///   (The emulator runs threads in a fixed order, so there dQ repeats too; a GPU need not.)
-  /// - true: a separate query-major kernel writes dQ once, without atomics (seven products per
-  ///   block pair instead of five; no dQ workspace): dQ, dK and dV are all bit-identical
-  ///   between runs with the same inputs.
+  /// - true: dQ, dK and dV are all bit-identical between runs with the same inputs. The
+  ///   mma.sync kernels get there with a separate query-major kernel that writes dQ once,
+  ///   without atomics (seven products per block pair instead of five; no dQ workspace). The
+  ///   Hopper backward (sm_90a) keeps its five products and its workspace but makes the
+  ///   additions into each 64-row query block take turns, in the order of the key blocks, each
+  ///   waiting until the one before has landed (a counter per query block in global memory), so
+  ///   it is slower than its default mode by those waits.
   /// "Bit-identical" holds for the same kernel config on the same GPU model. The tuning policy
   /// chooses the config (RuntimeOptions::tuning): another GPU, a changed tuning database or
   /// `auto` tuning a new shape may choose other tiles, which sum in another order and may change

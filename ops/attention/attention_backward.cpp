@@ -88,10 +88,11 @@ detail::KernelSpec dkdv_spec(const BackwardConfig& config, const std::string& ar
   std::string header, kernel;
   if (config.tma) {
     traits.push_back("tma");
+    if (config.deterministic) traits.push_back("deterministic");
     header = "attention/tma_backward_kernel.cuh";
     kernel = "flashjit::attention_backward_tma_kernel<flashjit::TmaBackwardTraits<" + element +
              std::to_string(t.block_n) + ", " + mask_and_softcap + ", " + std::to_string(t.stages) +
-             ">>";
+             (config.deterministic ? ", true" : "") + ">>";
   } else {
     if (atomic_dq) traits.push_back("atomic_dq");
     if (config.varlen) traits.push_back("varlen");
@@ -168,7 +169,8 @@ struct BackwardTensors {
 
 std::vector<detail::KernelBuffer> backward_buffers(const BackwardTensors& t,
                                                    const DeviceBuffer& delta,
-                                                   const DeviceBuffer& dq_accum) {
+                                                   const DeviceBuffer& dq_accum,
+                                                   const DeviceBuffer& dq_semaphore) {
   std::vector<detail::KernelBuffer> buffers = {
       kernel_buffer(t.q, "q"),     kernel_buffer(t.k, "k"),
       kernel_buffer(t.v, "v"),     kernel_buffer(t.o, "o"),
@@ -176,16 +178,22 @@ std::vector<detail::KernelBuffer> backward_buffers(const BackwardTensors& t,
       kernel_buffer(t.dq, "dq"),   kernel_buffer(t.dk, "dk"),
       kernel_buffer(t.dv, "dv"),   {delta.data(), delta.size(), "delta"}};
   if (dq_accum.size() > 0) buffers.push_back({dq_accum.data(), dq_accum.size(), "dq_accum"});
+  if (dq_semaphore.size() > 0) {
+    buffers.push_back({dq_semaphore.data(), dq_semaphore.size(), "dq_semaphore"});
+  }
   return buffers;
 }
 
 /// Launches a validated call with a config already checked against it: D, then dK and dV (and
 /// dQ's sum), then dQ, all on `stream`. The workspaces (D: 4 bytes per query row and head; dQ's
-/// sum: 4 per element of dQ unless deterministic) are allocated and freed in the stream's
-/// order, so nothing waits on the host, and a launch that throws halfway still frees them after
-/// the kernels already queued.
+/// sum: 4 per element of dQ unless the dQ kernel computes it; the turn counters of the
+/// deterministic TMA backward) are allocated and freed in the stream's order, so nothing waits
+/// on the host, and a launch that throws halfway still frees them after the kernels already
+/// queued.
+/// `tma_maps`: the TMA backward's tensor maps (tma_backward_maps), for a TMA config only.
 void launch_backward(detail::RuntimeBackend& backend, const Attention& attention,
                      const BackwardTensors& t, const BackwardConfig& config, Stream stream,
+                     const std::vector<emulator::TensorMap>& tma_maps = {},
                      const SequenceIndex& sequences = {},
                      const std::vector<detail::KernelBuffer>& index_buffers = {}) {
   const BackwardSpecs specs = backward_specs(config, backend.info().arch());
@@ -193,19 +201,21 @@ void launch_backward(detail::RuntimeBackend& backend, const Attention& attention
   const DeviceBuffer delta =
       backend.allocate_buffer_on_stream(backward_delta_bytes(attention), stream);
   const DeviceBuffer dq_accum =
-      backend.allocate_buffer_on_stream(backward_dq_accum_bytes(attention), stream);
+      backend.allocate_buffer_on_stream(backward_dq_accum_bytes(attention, config), stream);
+  const DeviceBuffer dq_semaphore =
+      backend.allocate_buffer_on_stream(backward_dq_semaphore_bytes(attention, config), stream);
   AttentionBackwardParams params =
       backward_params(attention, t.q, t.k, t.v, t.o, t.lse, t.dout, t.dq, t.dk, t.dv,
                       static_cast<float*>(delta.data()),
                       dq_accum.size() > 0 ? static_cast<float*>(dq_accum.data()) : nullptr);
+  params.dq_semaphore = dq_semaphore.size() > 0 ? static_cast<int*>(dq_semaphore.data()) : nullptr;
   params.sequences = sequences;  // a variable-length batch's offsets (zero for a dense one)
-  std::vector<detail::KernelBuffer> buffers = backward_buffers(t, delta, dq_accum);
+  std::vector<detail::KernelBuffer> buffers = backward_buffers(t, delta, dq_accum, dq_semaphore);
   buffers.insert(buffers.end(), index_buffers.begin(), index_buffers.end());
   detail::Executor& executor = backend.executor();
   detail::launch_kernel(executor, specs.delta, shapes.delta, buffers, params);  // D
   if (config.tma) {
-    const detail::TensorMapParameter maps = executor.tensor_maps(backward_tma_maps(
-        attention, t.q, t.k, t.v, t.dout, kTmaBackwardBlockM, config.key.block_n));
+    const detail::TensorMapParameter maps = executor.tensor_maps(tma_maps);
     detail::launch_kernel(executor, specs.dkdv, shapes.dkdv, buffers, params, maps);  // dK, dV
   } else {
     detail::launch_kernel(executor, specs.dkdv, shapes.dkdv, buffers, params);  // dK, dV
@@ -213,23 +223,23 @@ void launch_backward(detail::RuntimeBackend& backend, const Attention& attention
   detail::launch_kernel(executor, specs.dq, shapes.dq, buffers, params);  // dQ
 }
 
-/// Why the Hopper backward cannot run this call beyond its config (a target other than sm_90a,
-/// tensors TMA cannot read), or "" when it can.
-std::string tma_backward_problem(const std::string& arch, const Attention& attention,
-                                 const TensorView& q, const TensorView& k, const TensorView& v,
-                                 const TensorView& dout) {
-  if (!runs_wgmma(arch)) return "it runs on sm_90a only; the target is " + arch;
-  const std::string problem = tma_maps_problem(
-      backward_tma_maps(attention, q, k, v, dout, kTmaBackwardBlockM, kTmaBackwardBlockM), "dout");
-  return problem.empty() ? "" : "TMA cannot read the tensors: " + problem;
-}
+/// The Hopper backward's tensor maps for a call, built once: checked, then encoded at launch.
+struct TmaBackwardMaps {
+  std::vector<emulator::TensorMap> maps;  ///< Q, K, V, dO with Bc = the config's block_n
+  std::string problem;  ///< why the kernel cannot run the call on `arch`, "" when it can
+};
 
-/// An explicit TMA config the call cannot run: InvalidArgument("config") naming why.
-void check_tma_backward_call(const std::string& arch, const Attention& attention,
-                             const TensorView& q, const TensorView& k, const TensorView& v,
-                             const TensorView& dout) {
-  const std::string problem = tma_backward_problem(arch, attention, q, k, v, dout);
-  if (!problem.empty()) throw InvalidArgument("config", "is the TMA backward, and " + problem);
+/// The maps of `config` (a TMA one) for the call, and whether the kernel can run it: a target
+/// other than sm_90a or tensors TMA cannot read are named in `problem`.
+TmaBackwardMaps tma_backward_maps(const std::string& arch, const Attention& attention,
+                                  const BackwardTensors& t, const BackwardConfig& config) {
+  if (!runs_wgmma(arch)) return {{}, "it runs on sm_90a only; the target is " + arch};
+  TmaBackwardMaps result{
+      backward_tma_maps(attention, t.q, t.k, t.v, t.dout, kTmaBackwardBlockM, config.key.block_n),
+      ""};
+  const std::string problem = tma_maps_problem(result.maps, "dout");
+  if (!problem.empty()) result.problem = "TMA cannot read the tensors: " + problem;
+  return result;
 }
 
 /// Every config of one kernel's space, in the order of its tables.
@@ -251,9 +261,9 @@ std::vector<QueryBlockTile> query_tiles() {
 
 /// The Hopper backward's config with Bc = block_n (its warps: a consumer warpgroup per 64 keys
 /// and the producer's) and `stages` Q/dO slots; valid() says whether the kernel takes it.
-BackwardConfig tma_config(DType dtype, int head_dim, MaskKind mask, bool softcap, int block_n,
-                          int stages) {
-  BackwardConfig config{dtype, head_dim, mask, softcap, false, {}, {}};
+BackwardConfig tma_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                          bool deterministic, int block_n, int stages) {
+  BackwardConfig config{dtype, head_dim, mask, softcap, deterministic, {}, {}};
   config.key = {kTmaBackwardBlockM, block_n, tma_backward_threads(block_n) / 32, stages};
   config.tma = true;
   return config;
@@ -264,8 +274,7 @@ BackwardConfig tma_config(DType dtype, int head_dim, MaskKind mask, bool softcap
 bool BackwardConfig::valid() const {
   if (dtype != DType::f16 && dtype != DType::bf16) return false;
   if (tma) {
-    return !deterministic && !varlen && query == QueryBlockTile{} &&
-           key.block_m == kTmaBackwardBlockM &&
+    return !varlen && query == QueryBlockTile{} && key.block_m == kTmaBackwardBlockM &&
            key.warps * 32 == tma_backward_threads(key.block_n) &&
            tma_backward_valid(head_dim, key.block_n, key.stages);
   }
@@ -284,9 +293,12 @@ int BackwardConfig::key_shared_bytes() const {
 }
 
 int BackwardConfig::query_shared_bytes() const {
-  return deterministic ? space::query_kernel_shared_bytes(head_dim, query.block_m, query.block_n)
-                       : 0;
+  return has_query_kernel()
+             ? space::query_kernel_shared_bytes(head_dim, query.block_m, query.block_n)
+             : 0;
 }
+
+bool BackwardConfig::has_query_kernel() const { return deterministic && !tma; }
 
 int BackwardConfig::shared_bytes() const {
   return std::max(key_shared_bytes(), query_shared_bytes());
@@ -305,8 +317,9 @@ std::vector<BackwardConfig> backward_configs(DType dtype, int head_dim, MaskKind
   }
   for (int block_n : {64, 128}) {
     for (int stages : {1, 2}) {
-      const BackwardConfig config = tma_config(dtype, head_dim, mask, softcap, block_n, stages);
-      if (!deterministic && config.valid()) configs.push_back(config);
+      const BackwardConfig config =
+          tma_config(dtype, head_dim, mask, softcap, deterministic, block_n, stages);
+      if (config.valid()) configs.push_back(config);
     }
   }
   return configs;
@@ -321,11 +334,12 @@ BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask,
   check_attention_support(dtype, head_dim);
   // The Hopper backward where it compiles without spills (NVRTC 13.0) and was timed or
   // counted ahead: 1.5x the mma.sync default at head dim 128 on an H100 (bench/results,
-  // 2026-11-27); two consumer warpgroups over Bc = 128, two Q/dO stages at 64, one at 128.
+  // 2026-11-27); two consumer warpgroups over Bc = 128, two Q/dO stages at 64, one at 128. The
+  // deterministic mode orders the same kernel's dQ sums (at 128 its turns spill 120 bytes).
   // Softcap's chain spills it (384 bytes at 128).
-  if (runs_wgmma(arch) && !deterministic && !softcap && (head_dim == 64 || head_dim == 128)) {
+  if (runs_wgmma(arch) && !softcap && (head_dim == 64 || (head_dim == 128 && !deterministic))) {
     const BackwardConfig config =
-        tma_config(dtype, head_dim, mask, softcap, 128, head_dim == 64 ? 2 : 1);
+        tma_config(dtype, head_dim, mask, softcap, deterministic, 128, head_dim == 64 ? 2 : 1);
     if (config.valid() && config.shared_bytes() <= arch_shared_memory_limit(arch)) return config;
   }
   return fallback_backward_config(dtype, head_dim, mask, softcap, deterministic, arch);
@@ -371,9 +385,9 @@ BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& ar
   BackwardSpecs specs;
   specs.delta = row_kernel_spec(config.dtype, config.varlen, arch, "delta", "delta_kernel");
   specs.dkdv = dkdv_spec(config, arch);
-  specs.dq = config.deterministic ? dq_spec(config, arch)
-                                  : row_kernel_spec(config.dtype, config.varlen, arch, "dq_convert",
-                                                    "dq_convert_kernel");
+  specs.dq = config.has_query_kernel() ? dq_spec(config, arch)
+                                       : row_kernel_spec(config.dtype, config.varlen, arch,
+                                                         "dq_convert", "dq_convert_kernel");
   return specs;
 }
 
@@ -398,9 +412,15 @@ std::size_t backward_delta_bytes(const Attention& attention) {
          sizeof(float);
 }
 
-std::size_t backward_dq_accum_bytes(const Attention& attention) {
-  if (attention.deterministic) return 0;
+std::size_t backward_dq_accum_bytes(const Attention& attention, const BackwardConfig& config) {
+  if (config.has_query_kernel()) return 0;
   return backward_delta_bytes(attention) * static_cast<std::size_t>(attention.head_dim);
+}
+
+std::size_t backward_dq_semaphore_bytes(const Attention& attention, const BackwardConfig& config) {
+  if (!config.tma || !config.deterministic) return 0;
+  const std::int64_t blocks = (attention.seqlen_q + kDqSemaphoreRows - 1) / kDqSemaphoreRows;
+  return static_cast<std::size_t>(attention.batch * attention.heads_q * blocks) * sizeof(int);
 }
 
 AttentionBackwardParams backward_params(const Attention& attention, const TensorView& q,
@@ -448,7 +468,7 @@ BackwardLaunchShapes backward_launch_shapes(const BackwardConfig& config,
   return {launch_shape(a.seqlen_q, kRow, a.heads_q, a.batch, kRow, 0, stream),
           launch_shape(a.seqlen_k, key.block_n, a.heads_kv, a.batch, key.warps,
                        config.key_shared_bytes(), stream),
-          config.deterministic
+          config.has_query_kernel()
               ? launch_shape(a.seqlen_q, query.block_m, a.heads_q, a.batch, query.warps,
                              config.query_shared_bytes(), stream)
               : launch_shape(a.seqlen_q, kRow, a.heads_q, a.batch, kRow, 0, stream)};
@@ -462,9 +482,16 @@ void attention_backward(detail::RuntimeBackend& backend, const Attention& attent
   validate_backward_arguments(attention, q, k, v, o, lse, dout, dq, dk, dv);
   check_backward_config(config, attention, q);
   check_config_fits_device(config.shared_bytes(), backend.info());
-  if (config.tma) check_tma_backward_call(backend.info().arch(), attention, q, k, v, dout);
+  const BackwardTensors tensors{q, k, v, o, lse, dout, dq, dk, dv};
+  TmaBackwardMaps tma;
+  if (config.tma) {
+    tma = tma_backward_maps(backend.info().arch(), attention, tensors, config);
+    if (!tma.problem.empty()) {
+      throw InvalidArgument("config", "is the TMA backward, and " + tma.problem);
+    }
+  }
   if (backward_is_empty(attention)) return;
-  launch_backward(backend, attention, {q, k, v, o, lse, dout, dq, dk, dv}, config, stream);
+  launch_backward(backend, attention, tensors, config, stream, tma.maps);
 }
 
 void launch_attention_backward_sequences(
@@ -473,7 +500,7 @@ void launch_attention_backward_sequences(
     const TensorView& k, const TensorView& v, const TensorView& o, const TensorView& lse,
     const TensorView& dout, const TensorView& dq, const TensorView& dk, const TensorView& dv,
     const BackwardConfig& config, Stream stream) {
-  launch_backward(backend, attention, {q, k, v, o, lse, dout, dq, dk, dv}, config, stream,
+  launch_backward(backend, attention, {q, k, v, o, lse, dout, dq, dk, dv}, config, stream, {},
                   sequences, index_buffers);
 }
 
@@ -487,12 +514,15 @@ void run_attention_backward(detail::RuntimeBackend& backend, ConfigChoice& choic
   BackwardConfig config =
       choice.choose_as<BackwardConfig>(AttentionProblem(true, q.dtype, attention));
   const std::string& arch = backend.info().arch();
-  if (config.tma && !tma_backward_problem(arch, attention, q, k, v, dout).empty()) {
+  const BackwardTensors tensors{q, k, v, o, lse, dout, dq, dk, dv};
+  TmaBackwardMaps tma;
+  if (config.tma) tma = tma_backward_maps(arch, attention, tensors, config);
+  if (config.tma && !tma.problem.empty()) {
     // A TMA backward the call cannot use (tensors TMA cannot read): the mma.sync default.
     config = fallback_backward_config(config.dtype, config.head_dim, config.mask, config.softcap,
                                       config.deterministic, arch);
   }
-  launch_backward(backend, attention, {q, k, v, o, lse, dout, dq, dk, dv}, config, stream);
+  launch_backward(backend, attention, tensors, config, stream, tma.maps);
 }
 
 }  // namespace flashjit::kernels

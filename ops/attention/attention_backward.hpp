@@ -1,9 +1,10 @@
 #pragma once
 // Host side of the attention backward op: its configs (the host mirror of
 // ops/attention/backward_space.cuh), the heuristic default, kernel specs, argument
-// validation, and the launch sequence: D = rowsum(dO ∘ O), then dK and dV (and dQ's atomic
-// sum), then dQ (its own kernel when deterministic, else the sum rounded). dK and dV are
-// written without atomics; dQ too when Attention::deterministic.
+// validation, and the launch sequence: D = rowsum(dO ∘ O), then dK and dV (and dQ's sum), then
+// dQ (the mma.sync kernels' deterministic mode: its own kernel; else the sum rounded). dK and
+// dV are written without atomics; with Attention::deterministic dQ is computed without them
+// (mma.sync) or summed in a fixed order (the TMA backward).
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -56,9 +57,9 @@ struct BackwardConfig {
   /// The warp-specialized Hopper dK/dV kernel (sm_90a, attention/tma_backward_kernel.cuh):
   /// wgmma on TMA-loaded tiles, dQ's sum added by bulk reductions. key.block_n (Bc, 64 or 128)
   /// keys over one consumer warpgroup per 64, key.stages (1 or 2) Q/dO slots; key.block_m is
-  /// 64 and key.warps counts the producer warpgroup's 4 too. Head dims 64 to 256, neither
-  /// deterministic nor varlen yet; sm_90a only (runs_on): its default at head dims 64 and 128
-  /// (default_backward_config), and in its tuning space.
+  /// 64 and key.warps counts the producer warpgroup's 4 too. Head dims 64 to 256, both dQ modes
+  /// (deterministic: its sums take turns), not varlen yet; sm_90a only (runs_on): its default at
+  /// head dims 64 and 128 (default_backward_config says when), and in its tuning space.
   bool tma = false;
   bool operator==(const BackwardConfig&) const = default;
 
@@ -67,8 +68,11 @@ struct BackwardConfig {
   bool valid() const;
   /// Dynamic shared memory of a dK/dV block.
   int key_shared_bytes() const;
-  /// Dynamic shared memory of a dQ block (0 unless deterministic).
+  /// Dynamic shared memory of a dQ block (0 without a dQ kernel: has_query_kernel).
   int query_shared_bytes() const;
+  /// Whether dQ has a kernel of its own (the mma.sync kernels' deterministic mode); otherwise
+  /// the dK/dV kernel sums it into a workspace and the dQ-convert kernel rounds it.
+  bool has_query_kernel() const;
   /// The larger of the two: what the device must grant a block.
   int shared_bytes() const;
 };
@@ -83,15 +87,16 @@ bool runs_on(const BackwardConfig& config, const std::string& arch);
 
 /// Every valid config for (dtype, head_dim, mask, softcap, deterministic), in a fixed order:
 /// dK/dV tiles by Br, Bc, warps and stages ascending, and when deterministic each of them with
-/// every dQ tile (Br, Bc, warps ascending); then, unless deterministic, the TMA backward's (Bc,
-/// then stages, ascending), which only sm_90a runs: see runs_on. Empty when the dtype or head
-/// dim is not supported.
+/// every dQ tile (Br, Bc, warps ascending); then the TMA backward's (Bc, then stages,
+/// ascending), which only sm_90a runs: see runs_on. Empty when the dtype or head dim is not
+/// supported.
 std::vector<BackwardConfig> backward_configs(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                              bool deterministic);
 
 /// The heuristic config for (dtype, head_dim, mask, softcap, deterministic) on `arch` (until the
-/// autotuner): on sm_90a at head dims 64 and 128 in the atomic mode without softcap, the TMA
-/// backward (Bc 128; two stages at 64, one at 128); otherwise fallback_backward_config. No
+/// autotuner): on sm_90a without softcap, the TMA backward at head dim 64 (Bc 128, two stages;
+/// both dQ modes) and 128 (Bc 128, one stage; not deterministic: its turns spill there);
+/// otherwise fallback_backward_config. No
 /// default spills registers on sm_80 or sm_90a (NVRTC 13.0;
 /// tests/ops/test_attention_backward_compile.cpp checks the registry's matrix). Throws
 /// InvalidArgument("head_dim") or ("dtype") for a dim or dtype the kernels lack, ("arch") for an
@@ -110,10 +115,10 @@ BackwardConfig fallback_backward_config(DType dtype, int head_dim, MaskKind mask
 /// The kernels one backward call launches, in order.
 struct BackwardSpecs {
   detail::KernelSpec delta;  ///< attention_backward_delta_kernel<T>: D (and zeroes dQ's sum)
-  /// attention_backward_dkdv_kernel<BackwardKeyTraits>: dK and dV, and dQ's atomic sum unless
-  /// deterministic
+  /// attention_backward_dkdv_kernel<BackwardKeyTraits> (or attention_backward_tma_kernel): dK
+  /// and dV, and dQ's sum unless BackwardConfig::has_query_kernel
   detail::KernelSpec dkdv;
-  /// attention_backward_dq_kernel<BackwardQueryTraits> when deterministic, else
+  /// attention_backward_dq_kernel<BackwardQueryTraits> with has_query_kernel, else
   /// attention_backward_dq_convert_kernel<T> (dQ = scale · the sum, rounded)
   detail::KernelSpec dq;
   /// All three in launch order: delta, dK/dV, then dQ.
@@ -123,7 +128,9 @@ struct BackwardSpecs {
 /// The specs of `config` for target `arch`: op "attention-backward", readable names such as
 /// "attention_backward.delta.bf16", "attention_backward.dkdv.hdim128.bf16.window.br64.bc128.w8.s2"
 /// (".softcap" after the mask when on; ".atomic_dq" when it sums dQ), and
-/// "attention_backward.dq.hdim128.bf16.window.br64.bc64.w4" (deterministic) or
+/// "attention_backward.dkdv.hdim128.bf16.br64.bc128.w12.s1.tma" (".deterministic" after
+/// ".tma" in that mode), "attention_backward.dq.hdim128.bf16.window.br64.bc64.w4" (with a dQ
+/// kernel) or
 /// "attention_backward.dq_convert.bf16". Throws InvalidArgument("config") outside the space.
 BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& arch);
 
@@ -164,13 +171,19 @@ bool backward_is_empty(const Attention& attention);
 /// Bytes of the fp32 workspace D = rowsum(dO ∘ O), [batch, heads_q, seqlen_q] contiguous.
 std::size_t backward_delta_bytes(const Attention& attention);
 
-/// Bytes of the fp32 workspace dQ is summed in unless deterministic, [batch, heads_q, seqlen_q,
-/// head_dim] contiguous; 0 when deterministic.
-std::size_t backward_dq_accum_bytes(const Attention& attention);
+/// Bytes of the fp32 workspace dQ is summed in, [batch, heads_q, seqlen_q, head_dim]
+/// contiguous; 0 when `config` computes dQ in a kernel of its own (has_query_kernel).
+std::size_t backward_dq_accum_bytes(const Attention& attention, const BackwardConfig& config);
+
+/// Bytes of the turn counters of the TMA backward's deterministic mode
+/// (AttentionBackwardParams::dq_semaphore: an int32 per 64-row query block of each batch and
+/// query head); 0 for any other config.
+std::size_t backward_dq_semaphore_bytes(const Attention& attention, const BackwardConfig& config);
 
 /// The kernels' arguments for a validated call: every field AttentionForwardParams has too is
 /// filled exactly as forward_params fills it; `delta` and `dq_accum` are the workspaces of
-/// backward_delta_bytes and backward_dq_accum_bytes (nullptr when deterministic).
+/// backward_delta_bytes and backward_dq_accum_bytes (nullptr when that is 0); dq_semaphore is
+/// left nullptr for the caller to set.
 AttentionBackwardParams backward_params(const Attention& attention, const TensorView& q,
                                         const TensorView& k, const TensorView& v,
                                         const TensorView& o, const TensorView& lse,

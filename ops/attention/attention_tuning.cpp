@@ -129,9 +129,16 @@ bool backward_timed_alone(const BackwardConfig& config, const BackwardConfig& fa
   // The deterministic backward's dK/dV and dQ kernels run one after the other on outputs of
   // their own, so neither tile's time depends on the other's: every dK/dV tile is timed beside
   // the default's dQ tile and every dQ tile beside the default's dK/dV tile (n + m - 1 runs
-  // instead of n x m), and then the pair of the two fastest.
-  if (!config.deterministic) return true;
+  // instead of n x m), and then the pair of the two fastest. The TMA backward has no dQ kernel.
+  if (!config.deterministic || config.tma) return true;
   return config.key == fallback.key || config.query == fallback.query;
+}
+
+BackwardConfig backward_pairing_base(const BackwardConfig& default_config,
+                                     const std::string& arch) {
+  if (!default_config.tma) return default_config;
+  const BackwardConfig& d = default_config;
+  return fallback_backward_config(d.dtype, d.head_dim, d.mask, d.softcap, d.deterministic, arch);
 }
 
 std::optional<BackwardConfig> fastest_backward_pair(
@@ -141,8 +148,10 @@ std::optional<BackwardConfig> fastest_backward_pair(
   for (const Candidate& c : candidates) {
     if (c.is_default) base = &c;
   }
-  if (base == nullptr || !tiles(base->config).deterministic) return std::nullopt;
-  const BackwardConfig& fallback = tiles(base->config);
+  if (base == nullptr || !tiles(base->config).deterministic || base->specs.empty()) {
+    return std::nullopt;
+  }
+  const BackwardConfig fallback = backward_pairing_base(tiles(base->config), base->specs[0].arch);
   auto median = [&](const std::string& name) {
     for (const CandidateTiming& t : timings) {
       if (t.config == name) return t.median_ms;
@@ -153,6 +162,7 @@ std::optional<BackwardConfig> fastest_backward_pair(
   double key_ms = std::numeric_limits<double>::infinity(), query_ms = key_ms;
   for (const Candidate& c : candidates) {
     const BackwardConfig& config = tiles(c.config);
+    if (config.tma) continue;  // no dQ tile to pair
     const double ms = median(c.name);
     if (config.query == fallback.query && ms < key_ms) {
       key_ms = ms;
@@ -327,7 +337,8 @@ bool AttentionProblem::timed(const TunedConfig& config, const TunedConfig& fallb
                              const std::string& arch) const {
   if (!backward) return runs_on(config.get<ForwardConfig>(), arch);  // Hopper paths: sm_90a
   return runs_on(config.get<BackwardConfig>(), arch) &&
-         backward_timed_alone(config.get<BackwardConfig>(), fallback.get<BackwardConfig>());
+         backward_timed_alone(config.get<BackwardConfig>(),
+                              backward_pairing_base(fallback.get<BackwardConfig>(), arch));
 }
 
 void AttentionProblem::prune_for_size(std::vector<Candidate>& candidates) const {

@@ -105,15 +105,19 @@ void prune_tiles_for_size(std::vector<autotune::Candidate>& candidates, std::int
                           const std::function<TileSize(const autotune::TunedConfig&)>& tiles);
 
 /// Whether the tuner times a deterministic backward's `config` on its own: only beside the
-/// default's dQ tile or its dK/dV tile (the two kernels' times add up independently); every
-/// non-deterministic config.
+/// pairing base's (backward_pairing_base) dQ tile or its dK/dV tile (the two kernels' times add
+/// up independently); every non-deterministic config, and every TMA one (no dQ kernel).
 bool backward_timed_alone(const BackwardConfig& config, const BackwardConfig& fallback);
+
+/// The mma.sync config whose tiles the deterministic tuning pairs others with: the default
+/// itself, or when the default is the TMA backward, fallback_backward_config's for `arch`.
+BackwardConfig backward_pairing_base(const BackwardConfig& default_config, const std::string& arch);
 
 /// The deterministic backward's fastest dK/dV tile with its fastest dQ tile, from the timings
 /// of each beside the default's other tile; nullopt when that pair was timed already (one of
 /// the two is the default's), when a side has no finite time, or when the default is not
 /// deterministic. `tiles` gives a candidate's backward tiles; the default is the candidate
-/// marked so.
+/// marked so, and the pair is built on its backward_pairing_base (TMA candidates take no part).
 std::optional<BackwardConfig> fastest_backward_pair(
     const std::vector<autotune::Candidate>& candidates,
     const std::vector<autotune::CandidateTiming>& timings,

@@ -1,7 +1,8 @@
 #pragma once
 // Backward preprocessing: D = rowsum(dO ∘ O) per query row, the term the softmax's Jacobian
 // subtracts (dS = P ∘ (dP − D)), and the zeroing of the row's dQ workspace when dQ is summed
-// atomically. One warp per row.
+// (and of its query block's turn counter in the ordered sums of the deterministic TMA backward).
+// One warp per row.
 #include "attention/query_row.cuh"
 #include "tile/memory.cuh"
 
@@ -25,6 +26,11 @@ FJ_GLOBAL void __launch_bounds__(kRowWarps * 32)
   if (params.dq_accum != nullptr) {
     float* accum = params.dq_accum + q.index * params.head_dim;  // (head_dim,)
     for (int d = q.lane; d < params.head_dim; d += kWarpSize) store_global(accum, d, 0.0f);
+  }
+  if (params.dq_semaphore != nullptr && q.lane == 0 && q.row % kDqSemaphoreRows == 0) {
+    const index_t blocks = ceil_div(params.seqlen_q, kDqSemaphoreRows);
+    store_global_raw(
+        params.dq_semaphore + q.index / params.seqlen_q * blocks + q.row / kDqSemaphoreRows, 0);
   }
 }
 

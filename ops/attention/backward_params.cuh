@@ -5,6 +5,9 @@
 
 namespace flashjit {
 
+/// Query rows per turn counter of AttentionBackwardParams::dq_semaphore: the TMA backward's Br.
+inline constexpr int kDqSemaphoreRows = 64;
+
 struct AttentionBackwardParams {
   static constexpr int kNoWindow = AttentionForwardParams::kNoWindow;
 
@@ -18,8 +21,13 @@ struct AttentionBackwardParams {
   index_t lse_head_stride;
   float* delta;  // (batch, heads_q, seqlen_q) contiguous: D = rowsum(dO ∘ O), workspace
   // (batch, heads_q, seqlen_q, head_dim) contiguous fp32: dQ / scale summed atomically by the
-  // dK/dV kernel, then rounded into dq; nullptr in the deterministic mode (a dQ kernel of its own)
+  // dK/dV kernel, then rounded into dq; nullptr in the mma.sync deterministic mode (a dQ
+  // kernel of its own)
   float* dq_accum;
+  // The TMA backward's deterministic mode: (batch, heads_q, ceil(seqlen_q / kDqSemaphoreRows))
+  // contiguous, one turn counter per query block, the dQ sums into it so far (the delta kernel
+  // zeroes them); nullptr otherwise.
+  int* dq_semaphore;
 
   int batch;
   int heads_q;

@@ -12,10 +12,12 @@
 // memory and one of its threads adds it into the fp32 workspace with a bulk reduction
 // (cp.reduce.async.bulk, tile/bulk_reduce.cuh), so no math warp waits on atomics. The dQ-convert
 // kernel rounds the sum, scaled, into dQ afterwards. dK and dV leave once, staged in the
-// warpgroup's dQ staging block.
+// warpgroup's dQ staging block. In the deterministic mode the sums into each query block take
+// turns in the order of the key blocks (FlashAttention-3's semaphores, tile/semaphore.cuh): the
+// same additions in the same order on every run, each waiting for the one before to land.
 //
-// Not done yet: a deterministic order of the dQ sums, packed sequences (varlen), Bc of three
-// warpgroups, the overlap of one block's element steps with the next block's products.
+// Not done yet: packed sequences (varlen), Bc of three warpgroups, the overlap of one block's
+// element steps with the next block's products.
 #include "attention/backward_params.cuh"
 #include "attention/backward_scores.cuh"
 #include "attention/head_tensor.cuh"
@@ -23,6 +25,7 @@
 #include "attention/tma_backward_traits.cuh"
 #include "tile/bulk_reduce.cuh"
 #include "tile/operand_tile.cuh"
+#include "tile/semaphore.cuh"
 #include "tile/warpgroup_scope.cuh"
 
 namespace flashjit {
@@ -58,6 +61,14 @@ struct TmaBackwardBlock {
   /// The first query row of step `step`'s block.
   FJ_DEVICE int row0(int step) const {
     return (blocks.begin + step % (blocks.end - blocks.begin)) * Traits::kBlockM;
+  }
+  /// The key blocks (CTAs of this head) before this one that see the query block at `row0`: in
+  /// the deterministic mode, whose dQ sums into it come first. They run from the block holding
+  /// the first key its first row sees (lo grows with the row; a first row that sees nothing has
+  /// lo 0, and so does the block's first row that sees any) to this one. (Without a window lo
+  /// is 0: every block before this one.)
+  FJ_DEVICE int key_blocks_before(const AttentionBackwardParams& p, int row0) const {
+    return key0 / Traits::kBlockN - KeyWindow<Traits::kMask>(p).lo(row0) / Traits::kBlockN;
   }
 };
 
@@ -110,6 +121,7 @@ struct QueryGradientShare {
   static constexpr int kCols = kSplitColumns ? Traits::kHeadDimPadded / 2 : Traits::kHeadDimPadded;
   static constexpr int kKeys = kSplitColumns ? Traits::kBlockN : WarpgroupScope::kRows;
   static constexpr int kTeamBarrier = 1 + kGroups;  // both warpgroups' (1 + group: each one's)
+  static constexpr int kTeams = kSplitColumns ? 1 : kGroups;  // dQ sums a CTA adds per block
   using Columns = swizzled_tile<typename Traits::Element, Traits::kBlockN, kCols>;
 
   WarpgroupScope scope;
@@ -127,6 +139,8 @@ struct QueryGradientShare {
   }
   /// The thread that issues the team's bulk reductions.
   FJ_DEVICE bool leader() const { return kSplitColumns ? scope.thread == 0 : scope.leader(); }
+  /// This team's index in the CTA (the order of its sums in the deterministic mode).
+  FJ_DEVICE int team() const { return kSplitColumns ? 0 : scope.group(); }
   /// Waits for the team.
   FJ_DEVICE void sync() const {
     if constexpr (kSplitColumns) {
@@ -239,16 +253,17 @@ struct KeyGradientAccumulator {
     acc_tile<16, Share::kCols> dq;      // dQ = dS K: the warpgroup's columns, over its keys
     warpgroup_atb_async<Share::kKeys>(dq, smem.ds_t, share.key_columns(smem.k), share.key0());
     wgmma_wait_group<0>();
-    add_query_gradients(dq, share, share.staging(smem), p, at.batch, head, row0, rows);
+    add_query_gradients(dq, share, share.staging(smem), p, at, head, row0, rows);
   }
 
   /// Stages this warp's rows of its warpgroup's part of dQ in fp32 (row-major, head_dim
   /// columns), and once the team's are all in, its leader adds the `rows` valid rows into the
-  /// workspace with one bulk reduction.
+  /// workspace with one bulk reduction (in the deterministic mode, in its turn).
   FJ_DEVICE static void add_query_gradients(acc_tile<16, QueryGradientShare<Traits>::kCols>& dq,
                                             QueryGradientShare<Traits> share, float* staging,
-                                            const AttentionBackwardParams& p, int batch, int head,
-                                            int row0, int rows) {
+                                            const AttentionBackwardParams& p,
+                                            const TmaBackwardBlock<Traits>& at, int head, int row0,
+                                            int rows) {
     constexpr int kHeadDim = Traits::kHeadDim;
     const WarpgroupScope scope = share.scope;
     const int warp_row0 = scope.warp_row0() - scope.row0();  // the warp's rows of the block
@@ -258,12 +273,38 @@ struct KeyGradientAccumulator {
     });
     fence_proxy_async();  // generic writes, read by the bulk reduction
     share.sync();         // the team's rows are staged
-    if (share.leader()) {
-      const index_t first = (index_t(batch) * p.heads_q + head) * p.seqlen_q + row0;
-      bulk_reduce_add(p.dq_accum + first * kHeadDim, staging,
-                      unsigned(rows) * kHeadDim * unsigned(sizeof(float)));
-      bulk_commit_group();
+    if (!share.leader()) return;
+    const index_t first = (index_t(at.batch) * p.heads_q + head) * p.seqlen_q + row0;
+    if constexpr (Traits::kDeterministic) {
+      add_in_turn(share, p, at, head, row0,
+                  [&] { add_rows(p.dq_accum + first * kHeadDim, staging, rows); });
+    } else {
+      add_rows(p.dq_accum + first * kHeadDim, staging, rows);
     }
+  }
+
+  /// Adds `rows` staged rows of dQ into the workspace at `accum` by one bulk reduction.
+  FJ_DEVICE static void add_rows(float* accum, const float* staging, int rows) {
+    bulk_reduce_add(accum, staging, unsigned(rows) * Traits::kHeadDim * unsigned(sizeof(float)));
+    bulk_commit_group();
+  }
+
+  /// Runs `add` (the team's bulk reduction into query block row0 of `head`) in its turn: after
+  /// every sum of the key blocks before this one that see the block, and of the teams before
+  /// this one, has landed; then passes the turn on once its own has.
+  template <class Add>
+  FJ_DEVICE static void add_in_turn(QueryGradientShare<Traits> share,
+                                    const AttentionBackwardParams& p,
+                                    const TmaBackwardBlock<Traits>& at, int head, int row0,
+                                    Add add) {
+    using Share = QueryGradientShare<Traits>;
+    const int block = row0 / Traits::kBlockM;
+    const index_t blocks = ceil_div(p.seqlen_q, Traits::kBlockM);
+    int* const turns = p.dq_semaphore + (index_t(at.batch) * p.heads_q + head) * blocks + block;
+    semaphore_wait_equal(turns, at.key_blocks_before(p, row0) * Share::kTeams + share.team());
+    add();
+    bulk_wait_group<0>();  // landed in global memory, not only read from the staging block
+    semaphore_release_add(turns, 1);
   }
 };
 

@@ -1,6 +1,7 @@
 #pragma once
 // One specialization of the warp-specialized Hopper backward (tma_backward_kernel.cuh): its
 // compile-time constants, the tensor maps it takes, and the shared memory it carves.
+#include "attention/backward_params.cuh"
 #include "attention/mask_kind.cuh"
 #include "attention/tma_backward_space.cuh"
 #include "tile/pipeline_ring.cuh"
@@ -20,7 +21,8 @@ struct AttentionBackwardTmaMaps {
   tma_descriptor dout;
 };
 
-template <typename Element_, int HeadDim, int BlockN, MaskKind Mask, bool Softcap, int Stages = 2>
+template <typename Element_, int HeadDim, int BlockN, MaskKind Mask, bool Softcap, int Stages = 2,
+          bool Deterministic = false>
 struct TmaBackwardTraits {
   static_assert(tma_backward_valid(HeadDim, BlockN, Stages),
                 "invalid TMA backward traits: see tma_backward_valid (head dim 64 to 256 in "
@@ -35,6 +37,10 @@ struct TmaBackwardTraits {
   static constexpr int kThreads = tma_backward_threads(BlockN);  // consumers, then the producer
   static constexpr MaskKind kMask = Mask;
   static constexpr bool kSoftcap = Softcap;
+  // dQ's sums into each query block in a fixed order (AttentionBackwardParams::dq_semaphore):
+  // the same bits on every run.
+  static constexpr bool kDeterministic = Deterministic;
+  static_assert(kBlockM == kDqSemaphoreRows, "one turn counter per streamed query block");
   // setmaxnreg's counts (0: none), as the forward's with as many consumer warpgroups.
   static constexpr int kConsumerRegisters = tma_forward_registers(BlockN).consumer;
   static constexpr int kProducerRegisters = tma_forward_registers(BlockN).producer;

@@ -97,7 +97,11 @@ std::vector<ForwardConfig> multiscale_forward_configs(DType dtype, int head_dim)
 }
 
 std::vector<BackwardConfig> multiscale_backward_configs(DType dtype, int head_dim) {
-  return backward_configs(dtype, head_dim, MaskKind::none, false, /*deterministic=*/true);
+  // The mma.sync kernels' deterministic tiles: the TMA backward knows no multi-scale mask.
+  std::vector<BackwardConfig> configs =
+      backward_configs(dtype, head_dim, MaskKind::none, false, /*deterministic=*/true);
+  std::erase_if(configs, [](const BackwardConfig& c) { return c.tma; });
+  return configs;
 }
 
 ForwardConfig default_multiscale_forward_config(DType dtype, int head_dim,
@@ -111,8 +115,9 @@ ForwardConfig default_multiscale_forward_config(DType dtype, int head_dim,
 
 BackwardConfig default_multiscale_backward_config(DType dtype, int head_dim,
                                                   const std::string& arch) {
-  return default_backward_config(dtype, head_dim, MaskKind::none, false, /*deterministic=*/true,
-                                 arch);
+  // The mma.sync kernels (the TMA backward knows no decay mask), in their deterministic mode.
+  return fallback_backward_config(dtype, head_dim, MaskKind::none, false, /*deterministic=*/true,
+                                  arch);
 }
 
 detail::KernelSpec multiscale_forward_spec(const ForwardConfig& config, MultiScaleMask mask,

@@ -285,13 +285,22 @@ TEST_CASE("the backward config space lists every valid config once, in a fixed o
   CHECK(candidates == 54);
   // The deterministic space is every valid dK/dV tile with every valid dQ tile.
   const auto deterministic = backward_configs(DType::f16, 64, MaskKind::none, false, true);
+  // (Then the TMA backward's four, which have no dQ kernel: Bc 64 and 128, one and two stages.)
   std::set<std::array<int, 4>> keys;
   std::set<std::array<int, 3>> queries;
+  std::size_t tma = 0;
   for (const BackwardConfig& c : deterministic) {
+    if (c.tma) {
+      ++tma;
+      CHECK(c.deterministic);
+      CHECK(c.query == QueryBlockTile{});
+      continue;
+    }
     keys.insert({c.key.block_m, c.key.block_n, c.key.warps, c.key.stages});
     queries.insert({c.query.block_m, c.query.block_n, c.query.warps});
   }
-  CHECK(deterministic.size() == keys.size() * queries.size());
+  CHECK(tma == 4);
+  CHECK(deterministic.size() == keys.size() * queries.size() + tma);
   CHECK(queries.count({64, 64, 4}) == 1);
   CHECK(queries.count({32, 32, 4}) == 0);  // 32 rows over 4 warps
   // FlashAttention-2's 64 x 128 over 8 warps is in the space at head dims 64 and 128.
@@ -341,12 +350,14 @@ TEST_CASE(
     return Query{t.block_m, t.block_n, t.warps};
   };
   CHECK(key(64, "sm_80") == Key{64, 128, 8, 2});
-  CHECK(key(64, "sm_90a", true) == Key{64, 128, 8, 2});
+  CHECK(key(64, "sm_90a", true) == Key{64, 128, 12, 2});  // the TMA backward, in turns
   CHECK(key(128, "sm_80") == Key{32, 128, 8, 2});
   CHECK(key(128, "sm_90a", true) == Key{32, 128, 8, 2});
   CHECK(key(256, "sm_80") == Key{32, 64, 8, 2});
-  // sm_90a's atomic mode at head dims 64 and 128: the TMA backward, Bc 128 over two consumer
-  // warpgroups and the producer's; elsewhere on sm_90a the mma.sync tiles of sm_80.
+  // sm_90a's atomic mode at head dims 64 and 128 (and the deterministic one at 64): the TMA
+  // backward, Bc 128 over two consumer warpgroups and the producer's; elsewhere on sm_90a the
+  // mma.sync tiles of sm_80.
+  CHECK(config(64, "sm_90a", true).tma);
   CHECK(config(64, "sm_90a", false).tma);
   CHECK(key(64, "sm_90a") == Key{64, 128, 12, 2});
   CHECK(config(128, "sm_90a", false).tma);
@@ -572,7 +583,8 @@ TEST_CASE("the backward launches cover every query row and every key block") {
   CHECK(shapes.dq.grid_x == shapes.delta.grid_x);
   CHECK(shapes.dq.block_x == shapes.delta.block_x);
   CHECK(shapes.dq.dynamic_shared_bytes == 0);
-  CHECK(backward_dq_accum_bytes(a) == std::size_t{3} * 8 * 301 * 128 * sizeof(float));
+  CHECK(backward_dq_accum_bytes(a, config) == std::size_t{3} * 8 * 301 * 128 * sizeof(float));
+  CHECK(backward_dq_semaphore_bytes(a, config) == 0);
 
   a.deterministic = true;
   config.deterministic = true;
@@ -586,7 +598,25 @@ TEST_CASE("the backward launches cover every query row and every key block") {
         static_cast<std::size_t>(space::query_kernel_shared_bytes(128, 64, 32)));
   CHECK(shapes.dkdv.dynamic_shared_bytes ==
         static_cast<std::size_t>(space::key_kernel_shared_bytes(128, 64, 64, 2)));
-  CHECK(backward_dq_accum_bytes(a) == 0);
+  CHECK(backward_dq_accum_bytes(a, config) == 0);
+  CHECK(backward_dq_semaphore_bytes(a, config) == 0);
+
+  // The TMA backward sums dQ in both modes; deterministic, it also takes turns per 64-row query
+  // block of each batch and head: ceil(301 / 64) = 5 int32 counters each, no dQ kernel.
+  config = {DType::bf16, 128, MaskKind::none, false, true, KeyBlockTile{64, 128, 12, 1}, {}};
+  config.tma = true;
+  REQUIRE(config.valid());
+  CHECK_FALSE(config.has_query_kernel());
+  CHECK(backward_dq_accum_bytes(a, config) == std::size_t{3} * 8 * 301 * 128 * sizeof(float));
+  CHECK(backward_dq_semaphore_bytes(a, config) == std::size_t{3} * 8 * 5 * sizeof(int));
+  shapes = backward_launch_shapes(config, a, nullptr);
+  CHECK(shapes.dq.grid_x == shapes.delta.grid_x);  // the convert kernel
+  CHECK(shapes.dq.dynamic_shared_bytes == 0);
+  CHECK(backward_specs(config, "sm_90a").dq.readable_name == "attention_backward.dq_convert.bf16");
+  CHECK(backward_specs(config, "sm_90a").dkdv.readable_name ==
+        "attention_backward.dkdv.hdim128.bf16.br64.bc128.w12.s1.tma.deterministic");
+  config.deterministic = false;
+  CHECK(backward_dq_semaphore_bytes(a, config) == 0);
 }
 
 TEST_CASE("attention-backward lists the compile matrix") {

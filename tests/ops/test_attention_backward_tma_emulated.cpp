@@ -45,7 +45,8 @@ void check(const BackwardCase& c, int block_n, int stages) {
   CAPTURE(c.name());
   CAPTURE(block_n);
   CAPTURE(stages);
-  const kernels::BackwardConfig config = tma_config(c, block_n, stages);
+  kernels::BackwardConfig config = tma_config(c, block_n, stages);
+  config.deterministic = c.deterministic;
   REQUIRE(config.valid());
   const BackwardVerdict verdict = run_backward_case(hopper(), c, config);
   CHECK_MESSAGE(verdict.ok, verdict.describe());
@@ -66,33 +67,38 @@ TEST_CASE("TMA backward on the emulator: causal both ways, GQA, windows, softcap
   check(with_softcap(make_case(1, 1, 80, 80, 128), 20.0), 128, 2);
 }
 
-// The backward suite's atomic-mode shapes at head dims 64 and 128 (test_attention_backward_
-// emulated.cpp, less its 1000-token cases) with no config: sm_90a's default, which is the TMA
-// backward there (but with softcap); the run's dK/dV kernel is checked to be it.
+// The deterministic mode: dQ's sums into each query block take turns in the order of the key
+// blocks (and of the two warpgroups, at head dim 64 with Bc 128, where each adds its own). A
+// turn counted wrong is a deadlock finding (the emulator runs blocks in index order, so a wait
+// for a later block never ends), which throws; each case also reruns for the same bits.
+TEST_CASE("TMA backward on the emulator, deterministic: turns over causal, windows and GQA") {
+  check(deterministic(make_case(2, 1, 200, 200, 64)), 128, 2);                   // two teams
+  check(deterministic(make_case(4, 2, 96, 260, 128, /*causal=*/true)), 128, 1);  // one team
+  check(deterministic(make_case(2, 2, 260, 96, 64, /*causal=*/true)), 64, 2);
+  check(deterministic(windowed(300, 300, 40, 10, 64)), 64, 1);  // key blocks that see none
+  check(deterministic(with_dtype(windowed(129, 63, -1, 8), DType::f16)), 128, 2);
+}
+
+// The backward suite's shapes at head dims 64 and 128 (test_attention_backward_emulated.cpp,
+// less its 1000-token cases), atomic and (at 64) deterministic, with no config: sm_90a's
+// default, which is the TMA backward there (but with softcap); the run's dK/dV kernel is
+// checked to be it.
 TEST_CASE("TMA backward as sm_90a's default: the backward suite's shapes at head dims 64, 128") {
   BackwardCase scaled = make_case(1, 1, 65, 65, 64);
   scaled.problem.softmax_scale = 0.3;
   for (const BackwardCase& c :
-       {make_case(1, 1, 1, 1, 64),
-        make_case(1, 1, 17, 17, 64),
-        make_case(1, 1, 1, 129, 64),
-        make_case(1, 1, 129, 1, 64),
-        with_dtype(make_case(1, 1, 17, 1, 128), DType::f16),
-        make_case(1, 1, 129, 17, 64, true),
-        make_case(1, 1, 17, 129, 64, true),
-        with_dtype(make_case(1, 1, 63, 129, 128, true), DType::f16),
-        make_case(1, 1, 129, 129, 128),
+       {make_case(1, 1, 1, 1, 64), make_case(1, 1, 17, 17, 64), make_case(1, 1, 1, 129, 64),
+        make_case(1, 1, 129, 1, 64), with_dtype(make_case(1, 1, 17, 1, 128), DType::f16),
+        make_case(1, 1, 129, 17, 64, true), make_case(1, 1, 17, 129, 64, true),
+        with_dtype(make_case(1, 1, 63, 129, 128, true), DType::f16), make_case(1, 1, 129, 129, 128),
         with_layout(with_dtype(make_case(1, 1, 100, 100, 128, true), DType::f16), Layout::bhsd),
-        with_layout(make_case(8, 1, 129, 129, 128, true), Layout::bhsd),
-        windowed(200, 200, 32, 0),
-        windowed(129, 129, 16, 16),
-        windowed(129, 63, -1, 8),
-        windowed(100, 100, 0, 0),
-        with_dtype(windowed(65, 65, 8, 40, 128), DType::f16),
-        windowed(128, 512, 256, 0),
-        windowed(1, 65, 0, 0, 128),
-        with_softcap(make_case(1, 1, 129, 129, 64), 30),
-        scaled}) {
+        with_layout(make_case(8, 1, 129, 129, 128, true), Layout::bhsd), windowed(200, 200, 32, 0),
+        windowed(129, 129, 16, 16), windowed(129, 63, -1, 8), windowed(100, 100, 0, 0),
+        with_dtype(windowed(65, 65, 8, 40, 128), DType::f16), windowed(128, 512, 256, 0),
+        windowed(1, 65, 0, 0, 128), with_softcap(make_case(1, 1, 129, 129, 64), 30), scaled,
+        // and its deterministic ones at 64 (the same kernel, its dQ sums in turn)
+        deterministic(make_case(1, 1, 129, 129, 64)), deterministic(make_case(8, 1, 63, 63, 64)),
+        deterministic(make_case(4, 2, 40, 90, 64)), deterministic(windowed(129, 63, -1, 8))}) {
     CAPTURE(c.name());
     hopper().reset_emulated_work();
     const BackwardVerdict verdict = run_backward_case(hopper(), c, std::nullopt);
@@ -103,6 +109,7 @@ TEST_CASE("TMA backward as sm_90a's default: the backward suite's shapes at head
       ran_tma = ran_tma || (dkdv && kernel.kernel.find(".tma") != std::string::npos);
     }
     CHECK(ran_tma == !(c.problem.softcap > 0));  // softcap: the mma.sync kernel (TMA spills)
+    if (c.deterministic) CHECK(c.problem.head_dim == 64);  // deterministic at 128 spills it
   }
 }
 
@@ -149,7 +156,7 @@ TEST_CASE("TMA backward: at most 0.6x the shared bytes per tensor FLOP of the mm
 TEST_CASE("TMA backward: refused on sm_80 and outside its space, before any launch") {
   const BackwardCase c = make_case(1, 1, 64, 64, 64);
   kernels::BackwardConfig config = tma_config(c, 64, 2);
-  config.deterministic = true;
+  config.varlen = true;
   CHECK_FALSE(config.valid());
   config = tma_config(c, 96, 2);
   CHECK_FALSE(config.valid());
@@ -201,6 +208,29 @@ TEST_CASE(
             std::string::npos);
       CHECK(ptx.find("ldmatrix") == std::string::npos);  // no product is fed by ldmatrix
     }
+  }
+}
+
+TEST_CASE("TMA backward, deterministic: sm_90a's default takes turns by acquire and release") {
+  for (const MaskKind mask : {MaskKind::none, MaskKind::window}) {
+    const kernels::BackwardConfig config =
+        kernels::default_backward_config(DType::bf16, 64, mask, false, true, "sm_90a");
+    REQUIRE(config.tma);
+    const detail::KernelSpec spec = kernels::backward_specs(config, "sm_90a").dkdv;
+    CAPTURE(spec.readable_name);
+    const detail::CompiledKernel kernel =
+        detail::compile_kernel(spec, detail::TemplateSet::embedded());
+    std::cout << spec.readable_name << ": " << kernel.resources.registers << " registers, "
+              << kernel.resources.spill_bytes() << " spill bytes, "
+              << kernel.resources.advisories.size() << " advisories\n";
+    CHECK(kernel.resources.spill_bytes() == 0);
+    CHECK(kernel.resources.advisories.empty());
+    const std::string ptx = detail::compile_ptx(spec, detail::TemplateSet::embedded());
+    CHECK(ptx.find("ld.acquire.gpu.global.b32") != std::string::npos);
+    CHECK(ptx.find("red.release.gpu.global.add.s32") != std::string::npos);
+    CHECK(ptx.find("fence.proxy.async.global") != std::string::npos);
+    CHECK(ptx.find("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32") !=
+          std::string::npos);
   }
 }
 

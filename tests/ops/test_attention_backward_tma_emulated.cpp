@@ -41,6 +41,18 @@ kernels::BackwardConfig tma_config(const BackwardCase& c, int block_n, int stage
   return config;
 }
 
+/// `spec` compiled by NVRTC and ptxas, its registers, spills and advisories printed.
+detail::CompiledKernel compile_and_report(const detail::KernelSpec& spec) {
+  detail::CompiledKernel kernel = detail::compile_kernel(spec, detail::TemplateSet::embedded());
+  std::cout << spec.readable_name << ": " << kernel.resources.registers << " registers, "
+            << kernel.resources.spill_bytes() << " spill bytes, "
+            << kernel.resources.advisories.size() << " advisories\n";
+  for (const std::string& advisory : kernel.resources.advisories) {
+    std::cout << "  " << advisory << "\n";
+  }
+  return kernel;
+}
+
 void check(const BackwardCase& c, int block_n, int stages) {
   CAPTURE(c.name());
   CAPTURE(block_n);
@@ -186,14 +198,7 @@ TEST_CASE(
       REQUIRE(config.valid());
       const detail::KernelSpec spec = kernels::backward_specs(config, "sm_90a").dkdv;
       CAPTURE(spec.readable_name);
-      const detail::CompiledKernel kernel =
-          detail::compile_kernel(spec, detail::TemplateSet::embedded());
-      std::cout << spec.readable_name << ": " << kernel.resources.registers << " registers, "
-                << kernel.resources.spill_bytes() << " spill bytes, "
-                << kernel.resources.advisories.size() << " advisories\n";
-      for (const std::string& advisory : kernel.resources.advisories) {
-        std::cout << "  " << advisory << "\n";
-      }
+      const detail::CompiledKernel kernel = compile_and_report(spec);
       CHECK(kernel.cubin.substr(1, 3) == "ELF");
       if (t.head_dim == 64) {  // what ptxas fits already; the larger head dims still spill
         CHECK(kernel.resources.spill_bytes() == 0);
@@ -218,11 +223,7 @@ TEST_CASE("TMA backward, deterministic: sm_90a's default takes turns by acquire 
     REQUIRE(config.tma);
     const detail::KernelSpec spec = kernels::backward_specs(config, "sm_90a").dkdv;
     CAPTURE(spec.readable_name);
-    const detail::CompiledKernel kernel =
-        detail::compile_kernel(spec, detail::TemplateSet::embedded());
-    std::cout << spec.readable_name << ": " << kernel.resources.registers << " registers, "
-              << kernel.resources.spill_bytes() << " spill bytes, "
-              << kernel.resources.advisories.size() << " advisories\n";
+    const detail::CompiledKernel kernel = compile_and_report(spec);
     CHECK(kernel.resources.spill_bytes() == 0);
     CHECK(kernel.resources.advisories.empty());
     const std::string ptx = detail::compile_ptx(spec, detail::TemplateSet::embedded());

@@ -77,8 +77,9 @@ void semaphore_release_add(int* address, int value) {
   const char* what = "red.release.gpu .add.s32 (semaphore release)";
   detail::Machine& m = detail::launch_machine(what);
   const int self = m.current;
-  if (!m.bulk_queues[static_cast<std::size_t>(self)].reductions.empty()) {
-    const detail::BulkReduce& pending = m.bulk_queues[static_cast<std::size_t>(self)].reductions[0];
+  const auto& reductions = m.bulk_queues[static_cast<std::size_t>(self)].reductions;
+  if (!reductions.empty()) {
+    const detail::BulkReduce& pending = reductions.front();
     Finding finding;
     finding.kind = FindingKind::bulk_reduce_in_flight;
     finding.address = reinterpret_cast<std::uintptr_t>(address);

@@ -28,9 +28,7 @@ FJ_GLOBAL void __launch_bounds__(kRowWarps * 32)
     for (int d = q.lane; d < params.head_dim; d += kWarpSize) store_global(accum, d, 0.0f);
   }
   if (params.dq_semaphore != nullptr && q.lane == 0 && q.row % kDqSemaphoreRows == 0) {
-    const index_t blocks = ceil_div(params.seqlen_q, kDqSemaphoreRows);
-    store_global_raw(
-        params.dq_semaphore + q.index / params.seqlen_q * blocks + q.row / kDqSemaphoreRows, 0);
+    store_global_raw(dq_turn_counter(params, q.index / params.seqlen_q, q.row), 0);
   }
 }
 

@@ -47,4 +47,11 @@ struct AttentionBackwardParams {
   SequenceIndex sequences;
 };
 
+/// The turn counter in p.dq_semaphore of the query block holding `row` of query head
+/// `batch_head` (batch · heads_q + head).
+FJ_DEVICE int* dq_turn_counter(const AttentionBackwardParams& p, index_t batch_head, int row) {
+  return p.dq_semaphore + batch_head * ceil_div(p.seqlen_q, kDqSemaphoreRows) +
+         row / kDqSemaphoreRows;
+}
+
 }  // namespace flashjit

@@ -258,7 +258,9 @@ struct KeyGradientAccumulator {
 
   /// Stages this warp's rows of its warpgroup's part of dQ in fp32 (row-major, head_dim
   /// columns), and once the team's are all in, its leader adds the `rows` valid rows into the
-  /// workspace with one bulk reduction (in the deterministic mode, in its turn).
+  /// workspace with one bulk reduction. In the deterministic mode it adds in its turn: after
+  /// every sum of the key blocks before this one that see the block, and of the teams before
+  /// this one, has landed; and passes the turn on once its own has.
   FJ_DEVICE static void add_query_gradients(acc_tile<16, QueryGradientShare<Traits>::kCols>& dq,
                                             QueryGradientShare<Traits> share, float* staging,
                                             const AttentionBackwardParams& p,
@@ -274,37 +276,20 @@ struct KeyGradientAccumulator {
     fence_proxy_async();  // generic writes, read by the bulk reduction
     share.sync();         // the team's rows are staged
     if (!share.leader()) return;
-    const index_t first = (index_t(at.batch) * p.heads_q + head) * p.seqlen_q + row0;
-    if constexpr (Traits::kDeterministic) {
-      add_in_turn(share, p, at, head, row0,
-                  [&] { add_rows(p.dq_accum + first * kHeadDim, staging, rows); });
-    } else {
-      add_rows(p.dq_accum + first * kHeadDim, staging, rows);
-    }
-  }
-
-  /// Adds `rows` staged rows of dQ into the workspace at `accum` by one bulk reduction.
-  FJ_DEVICE static void add_rows(float* accum, const float* staging, int rows) {
-    bulk_reduce_add(accum, staging, unsigned(rows) * Traits::kHeadDim * unsigned(sizeof(float)));
-    bulk_commit_group();
-  }
-
-  /// Runs `add` (the team's bulk reduction into query block row0 of `head`) in its turn: after
-  /// every sum of the key blocks before this one that see the block, and of the teams before
-  /// this one, has landed; then passes the turn on once its own has.
-  template <class Add>
-  FJ_DEVICE static void add_in_turn(QueryGradientShare<Traits> share,
-                                    const AttentionBackwardParams& p,
-                                    const TmaBackwardBlock<Traits>& at, int head, int row0,
-                                    Add add) {
     using Share = QueryGradientShare<Traits>;
-    const int block = row0 / Traits::kBlockM;
-    const index_t blocks = ceil_div(p.seqlen_q, Traits::kBlockM);
-    int* const turns = p.dq_semaphore + (index_t(at.batch) * p.heads_q + head) * blocks + block;
-    semaphore_wait_equal(turns, at.key_blocks_before(p, row0) * Share::kTeams + share.team());
-    add();
-    bulk_wait_group<0>();  // landed in global memory, not only read from the staging block
-    semaphore_release_add(turns, 1);
+    const index_t batch_head = index_t(at.batch) * p.heads_q + head;
+    [[maybe_unused]] int* const turns =
+        Traits::kDeterministic ? dq_turn_counter(p, batch_head, row0) : nullptr;
+    if constexpr (Traits::kDeterministic) {  // after the sums before this one
+      semaphore_wait_equal(turns, at.key_blocks_before(p, row0) * Share::kTeams + share.team());
+    }
+    bulk_reduce_add(p.dq_accum + (batch_head * p.seqlen_q + row0) * kHeadDim, staging,
+                    unsigned(rows) * kHeadDim * unsigned(sizeof(float)));
+    bulk_commit_group();
+    if constexpr (Traits::kDeterministic) {
+      bulk_wait_group<0>();  // landed in global memory, not only read from the staging block
+      semaphore_release_add(turns, 1);
+    }
   }
 };
 

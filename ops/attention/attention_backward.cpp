@@ -334,10 +334,11 @@ BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask,
   check_attention_support(dtype, head_dim);
   // The Hopper backward where it compiles without spills (NVRTC 13.0) and was timed or
   // counted ahead: 1.5x the mma.sync default at head dim 128 on an H100 (bench/results,
-  // 2026-11-27); two consumer warpgroups over Bc = 128, two Q/dO stages at 64, one at 128. The
-  // deterministic mode orders the same kernel's dQ sums (at 128 its turns spill 120 bytes).
-  // Softcap's chain spills it (384 bytes at 128).
-  if (runs_wgmma(arch) && !softcap && (head_dim == 64 || (head_dim == 128 && !deterministic))) {
+  // 2026-11-27); two consumer warpgroups over Bc = 128, two Q/dO stages at 64, one at 128 (as
+  // timed). The deterministic mode orders the same kernel's dQ sums (in its dQ writer warp, off
+  // the math warps' registers). Softcap's chain (1 − tanh² kept per score) spills it at 128
+  // (256 bytes), not at 64.
+  if (runs_wgmma(arch) && (head_dim == 64 || (head_dim == 128 && !softcap))) {
     const BackwardConfig config =
         tma_config(dtype, head_dim, mask, softcap, deterministic, 128, head_dim == 64 ? 2 : 1);
     if (config.valid() && config.shared_bytes() <= arch_shared_memory_limit(arch)) return config;

@@ -94,9 +94,8 @@ std::vector<BackwardConfig> backward_configs(DType dtype, int head_dim, MaskKind
                                              bool deterministic);
 
 /// The heuristic config for (dtype, head_dim, mask, softcap, deterministic) on `arch` (until the
-/// autotuner): on sm_90a without softcap, the TMA backward at head dim 64 (Bc 128, two stages;
-/// both dQ modes) and 128 (Bc 128, one stage; not deterministic: its turns spill there);
-/// otherwise fallback_backward_config. No
+/// autotuner): on sm_90a, the TMA backward in both dQ modes at head dim 64 (Bc 128, two stages)
+/// and 128 without softcap (Bc 128, one stage); otherwise fallback_backward_config. No
 /// default spills registers on sm_80 or sm_90a (NVRTC 13.0;
 /// tests/ops/test_attention_backward_compile.cpp checks the registry's matrix). Throws
 /// InvalidArgument("head_dim") or ("dtype") for a dim or dtype the kernels lack, ("arch") for an

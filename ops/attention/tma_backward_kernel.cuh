@@ -8,13 +8,14 @@
 //   Pᵀ = 2^(Sᵀ − LSE),  dSᵀ = Pᵀ ∘ (dPᵀ − D)  (registers, the other backward's element steps),
 //   dV += Pᵀ dOᵢ,  dK += dSᵀ Qᵢ               (wgmma, Pᵀ and dSᵀ from registers),
 //   dQᵢ (+)= dS K over the warpgroup's keys   (wgmma from the dSᵀ it stored in shared memory),
-// and hand dQ's partial sum to the copy engine: the warpgroup stages it in fp32 in shared
-// memory and one of its threads adds it into the fp32 workspace with a bulk reduction
-// (cp.reduce.async.bulk, tile/bulk_reduce.cuh), so no math warp waits on atomics. The dQ-convert
-// kernel rounds the sum, scaled, into dQ afterwards. dK and dV leave once, staged in the
-// warpgroup's dQ staging block. In the deterministic mode the sums into each query block take
-// turns in the order of the key blocks (FlashAttention-3's semaphores, tile/semaphore.cuh): the
-// same additions in the same order on every run, each waiting for the one before to land.
+// and hand dQ's partial sum over: the warpgroup stages it in fp32 in shared memory and goes on,
+// and the dQ writer, a warp of the producer warpgroup, adds it into the fp32 workspace with a
+// bulk reduction (cp.reduce.async.bulk, tile/bulk_reduce.cuh), so no math warp waits on atomics
+// or on the copy engine. The dQ-convert kernel rounds the sum, scaled, into dQ afterwards. dK and
+// dV leave once, staged in the warpgroup's dQ staging block. In the deterministic mode the
+// writer's sums into each query block take turns in the order of the key blocks
+// (FlashAttention-3's semaphores, tile/semaphore.cuh): the same additions in the same order on
+// every run, each waiting for the one before to land; the math warps never wait for a turn.
 //
 // Not done yet: packed sequences (varlen), Bc of three warpgroups, the overlap of one block's
 // element steps with the next block's products.
@@ -111,9 +112,12 @@ FJ_DEVICE void load_query_blocks(const TmaBackwardShared<Traits>& smem,
 /// How the consumer warpgroups share a block's dQ = dS K. Two warpgroups at a padded head dim
 /// of whole 128-column pairs of panels each take half of dQ's columns over all Bc keys
 /// (FlashAttention-3's split: half the accumulator registers, which head dims from 128 need),
-/// and add one staged block with one bulk reduction; otherwise each takes all the columns over
-/// its own 64 keys and adds its own block. The "team" is the threads that share a staging
-/// block: both warpgroups, or one.
+/// and stage one block for one bulk reduction; otherwise each takes all the columns over its
+/// own 64 keys and stages its own block. The "team" is the threads that share a staging block:
+/// both warpgroups, or one. A team and the dQ writer hand its staging block back and forth on
+/// two named barriers: "free" (the writer arrives once at the start and after each reduction
+/// has read the block; the team waits before staging) and "staged" (the team arrives; the writer
+/// waits), so each side waits only when the other is a whole block behind.
 template <class Traits>
 struct QueryGradientShare {
   static constexpr int kGroups = Traits::kConsumerThreads / WarpgroupScope::kThreads;
@@ -122,6 +126,9 @@ struct QueryGradientShare {
   static constexpr int kKeys = kSplitColumns ? Traits::kBlockN : WarpgroupScope::kRows;
   static constexpr int kTeamBarrier = 1 + kGroups;  // both warpgroups' (1 + group: each one's)
   static constexpr int kTeams = kSplitColumns ? 1 : kGroups;  // dQ sums a CTA adds per block
+  static constexpr int kTeamThreads =
+      kSplitColumns ? Traits::kConsumerThreads : WarpgroupScope::kThreads;
+  static constexpr int kHandOverThreads = kTeamThreads + 32;  // a team and the writer warp
   using Columns = swizzled_tile<typename Traits::Element, Traits::kBlockN, kCols>;
 
   WarpgroupScope scope;
@@ -133,14 +140,12 @@ struct QueryGradientShare {
   FJ_DEVICE Columns key_columns(typename Traits::KVTile k) const {
     return {k.data + col0() / 64 * Traits::KVTile::kPanelBytes / 2};
   }
-  /// The staging block this warpgroup adds its part of dQ to.
-  FJ_DEVICE float* staging(const TmaBackwardShared<Traits>& smem) const {
-    return smem.dq_block(kSplitColumns ? 0 : scope.group());
-  }
-  /// The thread that issues the team's bulk reductions.
-  FJ_DEVICE bool leader() const { return kSplitColumns ? scope.thread == 0 : scope.leader(); }
   /// This team's index in the CTA (the order of its sums in the deterministic mode).
   FJ_DEVICE int team() const { return kSplitColumns ? 0 : scope.group(); }
+  /// Team `team`'s staging block.
+  FJ_DEVICE static float* staging(const TmaBackwardShared<Traits>& smem, int team) {
+    return smem.dq_block(team);
+  }
   /// Waits for the team.
   FJ_DEVICE void sync() const {
     if constexpr (kSplitColumns) {
@@ -148,6 +153,17 @@ struct QueryGradientShare {
     } else {
       scope.sync(1);
     }
+  }
+  /// The hand-over barriers of team `team` (after the warpgroups' and the team's).
+  FJ_DEVICE static int free_barrier(int team) { return kTeamBarrier + 1 + 2 * team; }
+  FJ_DEVICE static int staged_barrier(int team) { return kTeamBarrier + 2 + 2 * team; }
+  /// Waits until the writer has read the team's staging block.
+  FJ_DEVICE void wait_staging_free() const {
+    named_barrier_sync(free_barrier(team()), kHandOverThreads);
+  }
+  /// Tells the writer that the team's block is staged (without waiting).
+  FJ_DEVICE void hand_over() const {
+    named_barrier_arrive(staged_barrier(team()), kHandOverThreads);
   }
 };
 
@@ -172,7 +188,6 @@ struct KeyGradientAccumulator {
       accumulate_block(smem, p, at, at.head(step), at.row0(step), slot.stage, scope);
       smem.ring.release(slot);  // its wgmmas have read Q and dO
     }
-    if (scope.leader()) bulk_wait_group<0>();  // the last dQ has left the shared memory
   }
 
   /// Scales dK and writes both, staged in the warpgroup's dQ staging block as rows of head_dim
@@ -187,7 +202,7 @@ struct KeyGradientAccumulator {
     T* const staged = reinterpret_cast<T*>(smem.dq_block(scope.group()));  // (2 · 64, head_dim)
     const int warp_row0 = scope.warp_row0() - scope.row0();  // the warp's rows of the 64
     scale_tile(dk, p.scale);
-    scope.sync(kBarrier);  // the last bulk reduction has read the staging block
+    QueryGradientShare<Traits>{scope}.wait_staging_free();  // the last reduction has read it
     for_each_element(dk, scope.lane(), [&](int r, int c, float& value) {
       if (c < kHeadDim) store_shared(staged, (warp_row0 + r) * kHeadDim + c, from_float<T>(value));
     });
@@ -246,52 +261,76 @@ struct KeyGradientAccumulator {
     fence_proxy_async();                                       // generic writes, read by wgmma
     using Share = QueryGradientShare<Traits>;
     const Share share{scope};
-    if (share.leader()) bulk_wait_group_read<0>();  // the last block's dQ has left the staging
-    share.sync();  // the team's dSᵀ rows are in, its dQ staging is free
+    share.sync();                       // the team's dSᵀ rows are in
     warpgroup_ab_async(dv, p_t, dout);  // dV += Pᵀ dO
     warpgroup_ab_async(dk, ds_t, q);    // dK += dSᵀ Q
     acc_tile<16, Share::kCols> dq;      // dQ = dS K: the warpgroup's columns, over its keys
     warpgroup_atb_async<Share::kKeys>(dq, smem.ds_t, share.key_columns(smem.k), share.key0());
     wgmma_wait_group<0>();
-    add_query_gradients(dq, share, share.staging(smem), p, at, head, row0, rows);
+    add_query_gradients(dq, share, smem);
   }
 
   /// Stages this warp's rows of its warpgroup's part of dQ in fp32 (row-major, head_dim
-  /// columns), and once the team's are all in, its leader adds the `rows` valid rows into the
-  /// workspace with one bulk reduction. In the deterministic mode it adds in its turn: after
-  /// every sum of the key blocks before this one that see the block, and of the teams before
-  /// this one, has landed; and passes the turn on once its own has.
+  /// columns) once the writer has read the team's last block, and hands the block over.
   FJ_DEVICE static void add_query_gradients(acc_tile<16, QueryGradientShare<Traits>::kCols>& dq,
-                                            QueryGradientShare<Traits> share, float* staging,
-                                            const AttentionBackwardParams& p,
-                                            const TmaBackwardBlock<Traits>& at, int head, int row0,
-                                            int rows) {
+                                            QueryGradientShare<Traits> share,
+                                            const TmaBackwardShared<Traits>& smem) {
     constexpr int kHeadDim = Traits::kHeadDim;
     const WarpgroupScope scope = share.scope;
     const int warp_row0 = scope.warp_row0() - scope.row0();  // the warp's rows of the block
     const int col0 = share.col0();
+    float* const staging = share.staging(smem, share.team());
+    share.wait_staging_free();
     for_each_element(dq, scope.lane(), [&](int r, int c, float& value) {
       if (col0 + c < kHeadDim) store_shared(staging, (warp_row0 + r) * kHeadDim + col0 + c, value);
     });
     fence_proxy_async();  // generic writes, read by the bulk reduction
-    share.sync();         // the team's rows are staged
-    if (!share.leader()) return;
-    using Share = QueryGradientShare<Traits>;
-    const index_t batch_head = index_t(at.batch) * p.heads_q + head;
-    [[maybe_unused]] int* const turns =
-        Traits::kDeterministic ? dq_turn_counter(p, batch_head, row0) : nullptr;
-    if constexpr (Traits::kDeterministic) {  // after the sums before this one
-      semaphore_wait_equal(turns, at.key_blocks_before(p, row0) * Share::kTeams + share.team());
-    }
-    bulk_reduce_add(p.dq_accum + (batch_head * p.seqlen_q + row0) * kHeadDim, staging,
-                    unsigned(rows) * kHeadDim * unsigned(sizeof(float)));
-    bulk_commit_group();
-    if constexpr (Traits::kDeterministic) {
-      bulk_wait_group<0>();  // landed in global memory, not only read from the staging block
-      semaphore_release_add(turns, 1);
-    }
+    share.hand_over();
   }
 };
+
+/// The dQ writer (a warp of the producer warpgroup; its first lane issues): for every step, each
+/// team's staged partial dQ, its valid rows added into the workspace with one bulk reduction,
+/// the staging block handed back once the reduction has read it. In the deterministic mode each
+/// sum waits for its turn: after every sum of the key blocks before this one that see the query
+/// block, and of the teams before this one, has landed; and passes the turn on once its own has.
+template <class Traits>
+FJ_DEVICE void write_query_gradients(const TmaBackwardShared<Traits>& smem,
+                                     const AttentionBackwardParams& p,
+                                     const TmaBackwardBlock<Traits>& at, int lane) {
+  using Share = QueryGradientShare<Traits>;
+  constexpr int kHeadDim = Traits::kHeadDim;
+  for (int team = 0; team < Share::kTeams; ++team) {
+    named_barrier_arrive(Share::free_barrier(team), Share::kHandOverThreads);
+  }
+  for (int step = 0; step < at.steps(); ++step) {
+    const int row0 = at.row0(step);
+    const int rows = min_int(Traits::kBlockM, p.seqlen_q - row0);
+    const index_t batch_head = index_t(at.batch) * p.heads_q + at.head(step);
+    [[maybe_unused]] int* const turns =
+        Traits::kDeterministic ? dq_turn_counter(p, batch_head, row0) : nullptr;
+    for (int team = 0; team < Share::kTeams; ++team) {
+      named_barrier_sync(Share::staged_barrier(team), Share::kHandOverThreads);
+      if (lane == 0) {
+        if constexpr (Traits::kDeterministic) {  // after the sums before this one
+          semaphore_wait_equal(turns, at.key_blocks_before(p, row0) * Share::kTeams + team);
+        }
+        bulk_reduce_add(p.dq_accum + (batch_head * p.seqlen_q + row0) * kHeadDim,
+                        Share::staging(smem, team),
+                        unsigned(rows) * kHeadDim * unsigned(sizeof(float)));
+        bulk_commit_group();
+        if constexpr (Traits::kDeterministic) {
+          bulk_wait_group<0>();  // landed in global memory, not only read from the staging block
+          semaphore_release_add(turns, 1);
+        } else {
+          bulk_wait_group_read<0>();
+        }
+      }
+      __syncwarp();
+      named_barrier_arrive(Share::free_barrier(team), Share::kHandOverThreads);
+    }
+  }
+}
 
 /// Grid (ceil(seqlen_k / Bc), heads_kv, batch), block Traits::kThreads (the consumer
 /// warpgroups, then the producer warpgroup), dynamic shared memory Traits::kSharedBytes; `maps`
@@ -322,8 +361,11 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, 1)  // one CTA an SM: setmaxn
     gradients.write(smem, params, at, thread);
   } else {
     if constexpr (kMoveRegisters) warpgroup_release_registers<Traits::kProducerRegisters>();
+    const int warp = (thread - Traits::kConsumerThreads) / 32;
     if (thread == Traits::kConsumerThreads && at.steps() > 0) {
       load_query_blocks<Traits>(smem, maps, at);
+    } else if (warp == 1) {
+      write_query_gradients<Traits>(smem, params, at, thread % 32);
     }
   }
 }

@@ -10,7 +10,7 @@ namespace flashjit {
 inline constexpr int kTmaBackwardBlockM = 64;
 
 /// Threads of a block with Bc = block_n keys: one consumer warpgroup per 64 keys, then the
-/// producer warpgroup (one of its threads issues the loads).
+/// producer warpgroup (one of its threads issues the loads, its second warp writes dQ).
 constexpr int tma_backward_threads(int block_n) { return block_n / 64 * 128 + 128; }
 
 /// Bytes of shared memory for (head_dim, Bc, stages): K and V (loaded once), `stages` slots of

@@ -161,9 +161,13 @@ TEST_CASE("deterministic backward: each kernel's tiles beside the other's defaul
   kernels::AttentionProblem p = forward_problem(128, 4096);
   p.backward = true;
   p.attention.deterministic = true;
-  const auto fallback = p.default_config("sm_90a").get<kernels::BackwardConfig>();
+  // sm_90a's default is the TMA backward (no dQ kernel): the pairs are the mma.sync tiles'.
+  const auto fallback = kernels::backward_pairing_base(
+      p.default_config("sm_90a").get<kernels::BackwardConfig>(), "sm_90a");
   REQUIRE(fallback.deterministic);
-  // The space holds every pair of a dK/dV tile and a dQ tile; the tuner times n + m - 1.
+  REQUIRE_FALSE(fallback.tma);
+  // The space holds every pair of a dK/dV tile and a dQ tile; the tuner times n + m - 1 of
+  // them, beside the TMA configs (timed alone).
   std::vector<kernels::KeyBlockTile> keys;
   std::vector<kernels::QueryBlockTile> queries;
   const std::vector<TunedConfig> space = p.space();

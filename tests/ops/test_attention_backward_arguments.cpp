@@ -352,11 +352,11 @@ TEST_CASE(
   CHECK(key(64, "sm_80") == Key{64, 128, 8, 2});
   CHECK(key(64, "sm_90a", true) == Key{64, 128, 12, 2});  // the TMA backward, in turns
   CHECK(key(128, "sm_80") == Key{32, 128, 8, 2});
-  CHECK(key(128, "sm_90a", true) == Key{32, 128, 8, 2});
+  CHECK(key(128, "sm_90a", true) == Key{64, 128, 12, 1});  // in turns too
   CHECK(key(256, "sm_80") == Key{32, 64, 8, 2});
-  // sm_90a's atomic mode at head dims 64 and 128 (and the deterministic one at 64): the TMA
-  // backward, Bc 128 over two consumer warpgroups and the producer's; elsewhere on sm_90a the
-  // mma.sync tiles of sm_80.
+  // sm_90a's both modes at head dims 64 and 128 (softcap at 64 only): the TMA backward, Bc 128
+  // over two consumer warpgroups and the producer's; elsewhere on sm_90a the mma.sync tiles of
+  // sm_80.
   CHECK(config(64, "sm_90a", true).tma);
   CHECK(config(64, "sm_90a", false).tma);
   CHECK(key(64, "sm_90a") == Key{64, 128, 12, 2});
@@ -364,7 +364,8 @@ TEST_CASE(
   CHECK(key(128, "sm_90a") == Key{64, 128, 12, 1});
   CHECK(!config(96, "sm_90a", false).tma);
   CHECK(!config(256, "sm_90a", false).tma);
-  CHECK(!config(128, "sm_90a", true).tma);
+  CHECK(config(128, "sm_90a", true).tma);
+  CHECK(config(64, "sm_90a", true, /*softcap=*/true).tma);
   CHECK(!config(128, "sm_90a", false, /*softcap=*/true).tma);
   CHECK(!config(128, "sm_80", false).tma);
   const BackwardConfig fallback =

@@ -92,9 +92,9 @@ TEST_CASE("TMA backward on the emulator, deterministic: turns over causal, windo
 }
 
 // The backward suite's shapes at head dims 64 and 128 (test_attention_backward_emulated.cpp,
-// less its 1000-token cases), atomic and (at 64) deterministic, with no config: sm_90a's
-// default, which is the TMA backward there (but with softcap); the run's dK/dV kernel is
-// checked to be it.
+// less its 1000-token cases), atomic and deterministic, with no config: sm_90a's default, which
+// is the TMA backward there (but with softcap at 128); the run's dK/dV kernel is checked to be
+// it.
 TEST_CASE("TMA backward as sm_90a's default: the backward suite's shapes at head dims 64, 128") {
   BackwardCase scaled = make_case(1, 1, 65, 65, 64);
   scaled.problem.softmax_scale = 0.3;
@@ -108,9 +108,11 @@ TEST_CASE("TMA backward as sm_90a's default: the backward suite's shapes at head
         windowed(129, 129, 16, 16), windowed(129, 63, -1, 8), windowed(100, 100, 0, 0),
         with_dtype(windowed(65, 65, 8, 40, 128), DType::f16), windowed(128, 512, 256, 0),
         windowed(1, 65, 0, 0, 128), with_softcap(make_case(1, 1, 129, 129, 64), 30), scaled,
-        // and its deterministic ones at 64 (the same kernel, its dQ sums in turn)
+        // and its deterministic ones (the same kernel, its dQ sums in turn)
         deterministic(make_case(1, 1, 129, 129, 64)), deterministic(make_case(8, 1, 63, 63, 64)),
-        deterministic(make_case(4, 2, 40, 90, 64)), deterministic(windowed(129, 63, -1, 8))}) {
+        deterministic(make_case(4, 2, 40, 90, 64)), deterministic(windowed(129, 63, -1, 8)),
+        deterministic(make_case(2, 2, 129, 200, 128, true)),
+        deterministic(with_dtype(windowed(130, 130, 24, 8, 128), DType::f16))}) {
     CAPTURE(c.name());
     hopper().reset_emulated_work();
     const BackwardVerdict verdict = run_backward_case(hopper(), c, std::nullopt);
@@ -120,8 +122,7 @@ TEST_CASE("TMA backward as sm_90a's default: the backward suite's shapes at head
       const bool dkdv = kernel.kernel.find("attention_backward.dkdv.") == 0;
       ran_tma = ran_tma || (dkdv && kernel.kernel.find(".tma") != std::string::npos);
     }
-    CHECK(ran_tma == !(c.problem.softcap > 0));  // softcap: the mma.sync kernel (TMA spills)
-    if (c.deterministic) CHECK(c.problem.head_dim == 64);  // deterministic at 128 spills it
+    CHECK(ran_tma);
   }
 }
 
@@ -217,21 +218,23 @@ TEST_CASE(
 }
 
 TEST_CASE("TMA backward, deterministic: sm_90a's default takes turns by acquire and release") {
-  for (const MaskKind mask : {MaskKind::none, MaskKind::window}) {
-    const kernels::BackwardConfig config =
-        kernels::default_backward_config(DType::bf16, 64, mask, false, true, "sm_90a");
-    REQUIRE(config.tma);
-    const detail::KernelSpec spec = kernels::backward_specs(config, "sm_90a").dkdv;
-    CAPTURE(spec.readable_name);
-    const detail::CompiledKernel kernel = compile_and_report(spec);
-    CHECK(kernel.resources.spill_bytes() == 0);
-    CHECK(kernel.resources.advisories.empty());
-    const std::string ptx = detail::compile_ptx(spec, detail::TemplateSet::embedded());
-    CHECK(ptx.find("ld.acquire.gpu.global.b32") != std::string::npos);
-    CHECK(ptx.find("red.release.gpu.global.add.s32") != std::string::npos);
-    CHECK(ptx.find("fence.proxy.async.global") != std::string::npos);
-    CHECK(ptx.find("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32") !=
-          std::string::npos);
+  for (const int head_dim : {64, 128}) {
+    for (const MaskKind mask : {MaskKind::none, MaskKind::window}) {
+      const kernels::BackwardConfig config =
+          kernels::default_backward_config(DType::bf16, head_dim, mask, false, true, "sm_90a");
+      REQUIRE(config.tma);
+      const detail::KernelSpec spec = kernels::backward_specs(config, "sm_90a").dkdv;
+      CAPTURE(spec.readable_name);
+      const detail::CompiledKernel kernel = compile_and_report(spec);
+      CHECK(kernel.resources.spill_bytes() == 0);
+      CHECK(kernel.resources.advisories.empty());
+      const std::string ptx = detail::compile_ptx(spec, detail::TemplateSet::embedded());
+      CHECK(ptx.find("ld.acquire.gpu.global.b32") != std::string::npos);
+      CHECK(ptx.find("red.release.gpu.global.add.s32") != std::string::npos);
+      CHECK(ptx.find("fence.proxy.async.global") != std::string::npos);
+      CHECK(ptx.find("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32") !=
+            std::string::npos);
+    }
   }
 }
 

@@ -64,6 +64,21 @@ void check(const BackwardCase& c, int block_n, int stages) {
   CHECK_MESSAGE(verdict.ok, verdict.describe());
 }
 
+/// Runs `c` with sm_90a's default config and checks it against the reference, and that the
+/// dK/dV kernel that ran was the TMA backward.
+void check_default_is_tma(const BackwardCase& c) {
+  CAPTURE(c.name());
+  hopper().reset_emulated_work();
+  const BackwardVerdict verdict = run_backward_case(hopper(), c, std::nullopt);
+  CHECK_MESSAGE(verdict.ok, verdict.describe());
+  bool ran_tma = false;
+  for (const KernelWork& kernel : hopper().emulated_work()) {
+    const bool dkdv = kernel.kernel.find("attention_backward.dkdv.") == 0;
+    ran_tma = ran_tma || (dkdv && kernel.kernel.find(".tma") != std::string::npos);
+  }
+  CHECK(ran_tma);
+}
+
 }  // namespace
 
 TEST_CASE("TMA backward on the emulator: ragged lengths, one and two warpgroups, both dtypes") {
@@ -91,10 +106,10 @@ TEST_CASE("TMA backward on the emulator, deterministic: turns over causal, windo
   check(deterministic(with_dtype(windowed(129, 63, -1, 8), DType::f16)), 128, 2);
 }
 
-// The backward suite's shapes at head dims 64 and 128 (test_attention_backward_emulated.cpp,
-// less its 1000-token cases), atomic and deterministic, with no config: sm_90a's default, which
-// is the TMA backward there (but with softcap at 128); the run's dK/dV kernel is checked to be
-// it.
+// The backward suite's shapes at head dims 64 and 128 (test_attention_backward_emulated.cpp),
+// atomic and deterministic, with no config: sm_90a's default, which is the TMA backward there
+// (but with softcap at 128); the run's dK/dV kernel is checked to be it. Its 1000-token cases
+// are a test case of their own, so that CTest runs them beside the others.
 TEST_CASE("TMA backward as sm_90a's default: the backward suite's shapes at head dims 64, 128") {
   BackwardCase scaled = make_case(1, 1, 65, 65, 64);
   scaled.problem.softmax_scale = 0.3;
@@ -113,16 +128,17 @@ TEST_CASE("TMA backward as sm_90a's default: the backward suite's shapes at head
         deterministic(make_case(4, 2, 40, 90, 64)), deterministic(windowed(129, 63, -1, 8)),
         deterministic(make_case(2, 2, 129, 200, 128, true)),
         deterministic(with_dtype(windowed(130, 130, 24, 8, 128), DType::f16))}) {
-    CAPTURE(c.name());
-    hopper().reset_emulated_work();
-    const BackwardVerdict verdict = run_backward_case(hopper(), c, std::nullopt);
-    CHECK_MESSAGE(verdict.ok, verdict.describe());
-    bool ran_tma = false;
-    for (const KernelWork& kernel : hopper().emulated_work()) {
-      const bool dkdv = kernel.kernel.find("attention_backward.dkdv.") == 0;
-      ran_tma = ran_tma || (dkdv && kernel.kernel.find(".tma") != std::string::npos);
-    }
-    CHECK(ran_tma);
+    check_default_is_tma(c);
+  }
+}
+
+TEST_CASE("TMA backward as sm_90a's default: the backward suite's 1000-token shapes") {
+  for (const BackwardCase& c :
+       {deterministic(make_case(1, 1, 1000, 1000, 64, true)), make_case(1, 1, 1000, 129, 128),
+        make_case(1, 1, 17, 1000, 128, true),
+        with_dtype(make_case(1, 1, 1000, 17, 64, true), DType::f16),
+        deterministic(make_case(2, 1, 1000, 300, 128, true))}) {
+    check_default_is_tma(c);
   }
 }
 

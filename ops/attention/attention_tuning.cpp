@@ -49,7 +49,7 @@ int TunedConfigTraits<kernels::ForwardConfig>::threads(const kernels::ForwardCon
 std::string TunedConfigTraits<kernels::BackwardConfig>::name(const kernels::BackwardConfig& b) {
   std::string name = "br" + std::to_string(b.key.block_m) + ".bc" + std::to_string(b.key.block_n) +
                      ".w" + std::to_string(b.key.warps) + ".s" + std::to_string(b.key.stages);
-  if (b.deterministic) {
+  if (b.has_query_kernel()) {  // the deterministic mma.sync backward's dQ kernel
     name += ".dq.br" + std::to_string(b.query.block_m) + ".bc" + std::to_string(b.query.block_n) +
             ".w" + std::to_string(b.query.warps);
   }

@@ -30,7 +30,8 @@ struct TunedConfigTraits<kernels::ForwardConfig> {
 };
 
 /// "br64.bc128.w8.s2" (the dK/dV kernel's tile), "br64.bc128.w8.s2.dq.br64.bc64.w4" in the
-/// deterministic mode (and the dQ kernel's).
+/// deterministic mode (and the dQ kernel's), "br64.bc128.w12.s2.tma" for the TMA backward in
+/// either mode (no dQ kernel).
 template <>
 struct TunedConfigTraits<kernels::BackwardConfig> {
   static std::string name(const kernels::BackwardConfig& config);

@@ -140,12 +140,9 @@ struct QueryGradientShare {
   FJ_DEVICE Columns key_columns(typename Traits::KVTile k) const {
     return {k.data + col0() / 64 * Traits::KVTile::kPanelBytes / 2};
   }
-  /// This team's index in the CTA (the order of its sums in the deterministic mode).
+  /// This team's index in the CTA (the order of its sums in the deterministic mode, and its
+  /// staging block: smem.dq_block(team)).
   FJ_DEVICE int team() const { return kSplitColumns ? 0 : scope.group(); }
-  /// Team `team`'s staging block.
-  FJ_DEVICE static float* staging(const TmaBackwardShared<Traits>& smem, int team) {
-    return smem.dq_block(team);
-  }
   /// Waits for the team.
   FJ_DEVICE void sync() const {
     if constexpr (kSplitColumns) {
@@ -279,7 +276,7 @@ struct KeyGradientAccumulator {
     const WarpgroupScope scope = share.scope;
     const int warp_row0 = scope.warp_row0() - scope.row0();  // the warp's rows of the block
     const int col0 = share.col0();
-    float* const staging = share.staging(smem, share.team());
+    float* const staging = smem.dq_block(share.team());
     share.wait_staging_free();
     for_each_element(dq, scope.lane(), [&](int r, int c, float& value) {
       if (col0 + c < kHeadDim) store_shared(staging, (warp_row0 + r) * kHeadDim + col0 + c, value);
@@ -316,8 +313,7 @@ FJ_DEVICE void write_query_gradients(const TmaBackwardShared<Traits>& smem,
           semaphore_wait_equal(turns, at.key_blocks_before(p, row0) * Share::kTeams + team);
         }
         bulk_reduce_add(p.dq_accum + (batch_head * p.seqlen_q + row0) * kHeadDim,
-                        Share::staging(smem, team),
-                        unsigned(rows) * kHeadDim * unsigned(sizeof(float)));
+                        smem.dq_block(team), unsigned(rows) * kHeadDim * unsigned(sizeof(float)));
         bulk_commit_group();
         if constexpr (Traits::kDeterministic) {
           bulk_wait_group<0>();  // landed in global memory, not only read from the staging block

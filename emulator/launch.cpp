@@ -28,6 +28,7 @@ void release_launch_memory(Machine& machine) {
   std::vector<ShadowByte>().swap(machine.shadow);
   std::vector<std::uint32_t>().swap(machine.pair_sync);
   std::vector<std::uint32_t>().swap(machine.warps_sync);
+  std::vector<std::uint32_t>().swap(machine.handoff_sync);
   machine.shared_begin = nullptr;
   machine.stacks = nullptr;
 }
@@ -66,6 +67,7 @@ void reset_clock(Machine& machine, std::size_t threads) {
   machine.warp_sync.assign(warps, 0);
   machine.pair_sync.assign(warps * 32 * 32, 0);
   machine.warps_sync.assign(warps * warps, 0);
+  machine.handoff_sync.assign(threads * warps, 0);
   for (AsyncQueue& queue : machine.async_queues) {
     queue.copies.clear();  // pointed into the previous launch's shared memory
     queue.head = 0;

@@ -9,6 +9,7 @@
 #include <source_location>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "emulator/device_api.hpp"
@@ -149,6 +150,10 @@ struct Mbarrier {
   std::int64_t observed = -1;      // the latest phase a wait returned true for
   std::int64_t unobserved_reported = -1;  // the phase an unobserved arrival was reported in
   std::int64_t init_epoch = 0;  // cluster barrier phases completed when it was initialised
+  // The race checker's release and acquire: each arrival of this block's threads in the current
+  // phase (thread, clock after it), and those of the last completed phase, which a wait that
+  // sees it complete orders before the waiter.
+  std::vector<std::pair<int, std::uint32_t>> arrivals, completed_arrivals;
 };
 
 /// A cp.async.bulk.tensor load in flight (tma.cpp): its bytes are in shared memory already,
@@ -286,12 +291,15 @@ struct Machine {
   // t < warp_sync[warp] (a warp collective of all its live lanes came between) or
   // t < pair_sync[...] (a partial-mask collective holding both lanes came between); and for
   // any two threads when t < warps_sync[...] (a named-barrier round holding every live lane
-  // of both threads' warps came between).
+  // of both threads' warps came between), or when t < handoff_sync[...] (the earlier thread
+  // arrived on an mbarrier after t, and a thread of the later one's warp has since seen that
+  // phase complete: arrive releases, a wait that returns true acquires).
   std::uint32_t time = 0;
   std::uint32_t barrier_time = 0;
   std::vector<std::uint32_t> warp_sync;   // per warp
   std::vector<std::uint32_t> pair_sync;   // per warp, 32 x 32 lanes
   std::vector<std::uint32_t> warps_sync;  // per pair of warps, warps x warps
+  std::vector<std::uint32_t> handoff_sync;  // per (arriving thread, waiting warp), threads x warps
 };
 
 /// The machine of the running launch, or nullptr outside one.

@@ -25,8 +25,13 @@
 // complete_tx are not arrive-on operations. A producer/consumer ring keeps the rule: each side
 // arrives on a barrier's next phase only after waiting on the other barrier, which the other
 // side arrives on only after its own wait saw this barrier's phase complete.
-// An mbarrier orders only the TMA bytes it covers for the race checker: generic shared data
-// handed over through an mbarrier alone still looks unordered (a known false positive).
+// For the race checker an mbarrier orders the TMA bytes it covers and, as the PTX memory model
+// has it (arrive is a release, a wait that returns true an acquire, both .cta by default), a
+// thread's accesses before its arrival with those after a wait that saw the phase complete: a
+// producer that writes shared memory and then arrives hands the data over. The order is kept
+// per (arriving thread, waiting warp), so a waiting thread orders its whole warp, which holds
+// for the kernels' waits (every lane of a warp waits) and errs towards silence otherwise.
+// Arrivals from a cluster peer order nothing here (another block's clock).
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -89,6 +94,8 @@ void try_complete(Machine& m, Mbarrier& b) {
   if (b.pending != 0 || b.tx != 0) return;
   ++b.phase;
   b.pending = b.expected;
+  b.completed_arrivals.swap(b.arrivals);
+  b.arrivals.clear();
   for (ThreadSlot& t : m.threads) {
     if (t.state == ThreadState::at_mbarrier && t.wait_barrier == b.offset &&
         t.wait_phase < b.phase) {
@@ -135,8 +142,15 @@ bool test_parity(Machine& m, Mbarrier& b, int self, std::uint32_t parity, const 
   // The phase the parity names now: the current one (open) or the one before (complete).
   const bool open = parity_of(b.phase) == static_cast<int>(parity);
   seen = open ? b.phase : b.phase - 1;
-  if (!open) b.observed = std::max(b.observed, b.phase - 1);
-  return !open;
+  if (open) return false;
+  b.observed = std::max(b.observed, b.phase - 1);
+  // The acquire: the arrivals of the phase it saw complete are ordered before this warp.
+  const std::size_t warps = m.warp_sync.size(), warp = static_cast<std::size_t>(self / 32);
+  for (const auto& [thread, stamp] : b.completed_arrivals) {
+    std::uint32_t& sync = m.handoff_sync[static_cast<std::size_t>(thread) * warps + warp];
+    sync = std::max(sync, stamp);
+  }
+  return true;
 }
 
 }  // namespace
@@ -156,6 +170,7 @@ void mbarrier_arrive_on(Machine& owner, Mbarrier& b, Machine& issuer, int self, 
     return;
   }
   --b.pending;
+  if (&owner == &issuer) b.arrivals.emplace_back(self, ++issuer.time);  // the release
   try_complete(owner, b);
 }
 

@@ -4,7 +4,9 @@
 // (Volta+ threads are scheduled independently, so lanes race too) a
 // __syncwarp or any other collective of the lanes - shuffles, votes, ldmatrix and mma.sync
 // included, since every lane must have reached it before any continues - orders the lanes it
-// holds. A thread is always ordered with itself.
+// holds. A thread is always ordered with itself. An mbarrier orders a thread's accesses before
+// its arrival with those of a warp one of whose threads then saw the phase complete
+// (mbarrier.cpp).
 //
 // Per byte the shadow keeps the last writer and a summary of the readers since, each stamped
 // with the clock (Machine::time) at the access; a stamp older than a synchronization of both
@@ -30,7 +32,9 @@ bool ordered(const Machine& m, std::uint32_t time, int other, int self) {
   const int warp = warp_of(self);
   const std::size_t warps = m.warp_sync.size();
   if (time < m.warps_sync[static_cast<std::size_t>(warp_of(other)) * warps +
-                          static_cast<std::size_t>(warp)]) {
+                          static_cast<std::size_t>(warp)] ||
+      time < m.handoff_sync[static_cast<std::size_t>(other) * warps +
+                            static_cast<std::size_t>(warp)]) {
     return true;
   }
   if (warp_of(other) != warp) return false;

@@ -89,10 +89,12 @@ detail::KernelSpec dkdv_spec(const BackwardConfig& config, const std::string& ar
   if (config.tma) {
     traits.push_back("tma");
     if (config.deterministic) traits.push_back("deterministic");
+    if (config.varlen) traits.push_back("varlen");
     header = "attention/tma_backward_kernel.cuh";
     kernel = "flashjit::attention_backward_tma_kernel<flashjit::TmaBackwardTraits<" + element +
              std::to_string(t.block_n) + ", " + mask_and_softcap + ", " + std::to_string(t.stages) +
-             (config.deterministic ? ", true" : "") + ">>";
+             ", " + (config.deterministic ? "true" : "false") + ", " +
+             (config.varlen ? "true" : "false") + ">>";
   } else {
     if (atomic_dq) traits.push_back("atomic_dq");
     if (config.varlen) traits.push_back("varlen");
@@ -231,15 +233,29 @@ struct TmaBackwardMaps {
 
 /// The maps of `config` (a TMA one) for the call, and whether the kernel can run it: a target
 /// other than sm_90a or tensors TMA cannot read are named in `problem`.
-TmaBackwardMaps tma_backward_maps(const std::string& arch, const Attention& attention,
-                                  const BackwardTensors& t, const BackwardConfig& config) {
+TmaBackwardMaps tma_backward_maps(const std::string& arch, const BackwardTensors& t,
+                                  const BackwardConfig& config) {
   if (!runs_wgmma(arch)) return {{}, "it runs on sm_90a only; the target is " + arch};
   TmaBackwardMaps result{
-      backward_tma_maps(attention, t.q, t.k, t.v, t.dout, kTmaBackwardBlockM, config.key.block_n),
-      ""};
+      backward_tma_maps(t.q, t.k, t.v, t.dout, kTmaBackwardBlockM, config.key.block_n), ""};
   const std::string problem = tma_maps_problem(result.maps, "dout");
   if (!problem.empty()) result.problem = "TMA cannot read the tensors: " + problem;
   return result;
+}
+
+/// The TMA backward's maps for the call when `config` is a TMA one it can use (none otherwise);
+/// when it cannot (tensors TMA cannot read), `config` becomes the call's mma.sync default (its
+/// varlen flag kept).
+std::vector<emulator::TensorMap> maps_or_fallback(BackwardConfig& config, const std::string& arch,
+                                                  const BackwardTensors& t) {
+  if (!config.tma) return {};
+  TmaBackwardMaps tma = tma_backward_maps(arch, t, config);
+  if (tma.problem.empty()) return std::move(tma.maps);
+  const bool varlen = config.varlen;
+  config = fallback_backward_config(config.dtype, config.head_dim, config.mask, config.softcap,
+                                    config.deterministic, arch);
+  config.varlen = varlen;
+  return {};
 }
 
 /// Every config of one kernel's space, in the order of its tables.
@@ -274,7 +290,7 @@ BackwardConfig tma_config(DType dtype, int head_dim, MaskKind mask, bool softcap
 bool BackwardConfig::valid() const {
   if (dtype != DType::f16 && dtype != DType::bf16) return false;
   if (tma) {
-    return !varlen && query == QueryBlockTile{} && key.block_m == kTmaBackwardBlockM &&
+    return query == QueryBlockTile{} && key.block_m == kTmaBackwardBlockM &&
            key.warps * 32 == tma_backward_threads(key.block_n) &&
            tma_backward_valid(head_dim, key.block_n, key.stages);
   }
@@ -486,7 +502,7 @@ void attention_backward(detail::RuntimeBackend& backend, const Attention& attent
   const BackwardTensors tensors{q, k, v, o, lse, dout, dq, dk, dv};
   TmaBackwardMaps tma;
   if (config.tma) {
-    tma = tma_backward_maps(backend.info().arch(), attention, tensors, config);
+    tma = tma_backward_maps(backend.info().arch(), tensors, config);
     if (!tma.problem.empty()) {
       throw InvalidArgument("config", "is the TMA backward, and " + tma.problem);
     }
@@ -500,9 +516,11 @@ void launch_attention_backward_sequences(
     const std::vector<detail::KernelBuffer>& index_buffers, const TensorView& q,
     const TensorView& k, const TensorView& v, const TensorView& o, const TensorView& lse,
     const TensorView& dout, const TensorView& dq, const TensorView& dk, const TensorView& dv,
-    const BackwardConfig& config, Stream stream) {
-  launch_backward(backend, attention, {q, k, v, o, lse, dout, dq, dk, dv}, config, stream, {},
-                  sequences, index_buffers);
+    BackwardConfig config, Stream stream) {
+  const BackwardTensors tensors{q, k, v, o, lse, dout, dq, dk, dv};
+  const std::vector<emulator::TensorMap> maps =
+      maps_or_fallback(config, backend.info().arch(), tensors);
+  launch_backward(backend, attention, tensors, config, stream, maps, sequences, index_buffers);
 }
 
 void run_attention_backward(detail::RuntimeBackend& backend, ConfigChoice& choice,
@@ -514,16 +532,10 @@ void run_attention_backward(detail::RuntimeBackend& backend, ConfigChoice& choic
   if (backward_is_empty(attention)) return;
   BackwardConfig config =
       choice.choose_as<BackwardConfig>(AttentionProblem(true, q.dtype, attention));
-  const std::string& arch = backend.info().arch();
   const BackwardTensors tensors{q, k, v, o, lse, dout, dq, dk, dv};
-  TmaBackwardMaps tma;
-  if (config.tma) tma = tma_backward_maps(arch, attention, tensors, config);
-  if (config.tma && !tma.problem.empty()) {
-    // A TMA backward the call cannot use (tensors TMA cannot read): the mma.sync default.
-    config = fallback_backward_config(config.dtype, config.head_dim, config.mask, config.softcap,
-                                      config.deterministic, arch);
-  }
-  launch_backward(backend, attention, tensors, config, stream, tma.maps);
+  const std::vector<emulator::TensorMap> maps =
+      maps_or_fallback(config, backend.info().arch(), tensors);
+  launch_backward(backend, attention, tensors, config, stream, maps);
 }
 
 }  // namespace flashjit::kernels

@@ -142,13 +142,14 @@ void check_gradients_disjoint(const TensorView& q, const TensorView& k, const Te
 /// Launches the backward of a validated variable-length batch (config.varlen set): the tensors
 /// are the kernels' views (packed ones as batch 1 with batch stride 0, lse as [1, heads_q,
 /// total_q] with batch stride 0), the offsets those of `sequences` (cu_seqlens_q, cu_seqlens_k).
-/// `index_buffers` are the index arrays `sequences` points into, for the emulator's checks.
+/// `index_buffers` are the index arrays `sequences` points into, for the emulator's checks. A
+/// TMA config (sm_90a) whose tensors TMA cannot read runs the mma.sync default instead.
 void launch_attention_backward_sequences(
     detail::RuntimeBackend& backend, const Attention& attention, const SequenceIndex& sequences,
     const std::vector<detail::KernelBuffer>& index_buffers, const TensorView& q,
     const TensorView& k, const TensorView& v, const TensorView& o, const TensorView& lse,
     const TensorView& dout, const TensorView& dq, const TensorView& dk, const TensorView& dv,
-    const BackwardConfig& config, Stream stream);
+    BackwardConfig config, Stream stream);
 
 /// Checks backward's arguments (see Runtime::backward); throws InvalidArgument naming the
 /// first bad one ("dout", "lse.shape", "dk", ...). Nothing is launched or written.

@@ -57,12 +57,14 @@ std::vector<emulator::TensorMap> forward_tma_maps(const AttentionForwardParams& 
                             kTmaStoreRows);
 }
 
-std::vector<emulator::TensorMap> backward_tma_maps(const Attention& a, const TensorView& q,
-                                                   const TensorView& k, const TensorView& v,
-                                                   const TensorView& dout, int block_m,
-                                                   int block_n) {
-  return attention_tma_maps(head_tensor(q), head_tensor(k), head_tensor(v), head_tensor(dout), a,
-                            block_m, block_n, block_m);
+std::vector<emulator::TensorMap> backward_tma_maps(const TensorView& q, const TensorView& k,
+                                                   const TensorView& v, const TensorView& dout,
+                                                   int block_m, int block_n) {
+  const auto map = [](const TensorView& t, int box_rows) {
+    return head_tensor_map(head_tensor(t), t.shape[0], t.shape[1], t.shape[2], t.shape[3],
+                           box_rows);
+  };
+  return {map(q, block_m), map(k, block_n), map(v, block_n), map(dout, block_m)};
 }
 
 std::vector<emulator::TensorMap> packed_tma_maps(const AttentionForwardParams& params,

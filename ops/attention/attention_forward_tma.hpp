@@ -26,11 +26,12 @@ std::vector<emulator::TensorMap> packed_tma_maps(const AttentionForwardParams& p
                                                  std::int64_t total_k, int block_m, int block_n);
 
 /// The maps of Q, K, V and dO, in AttentionBackwardTmaMaps' order (the Hopper backward): Q's
-/// and dO's box of block_m rows, K's and V's of block_n.
-std::vector<emulator::TensorMap> backward_tma_maps(const Attention& attention, const TensorView& q,
-                                                   const TensorView& k, const TensorView& v,
-                                                   const TensorView& dout, int block_m,
-                                                   int block_n);
+/// and dO's box of block_m rows, K's and V's of block_n. Each map's sizes are its view's
+/// [batch, seqlen, heads, head_dim]: a packed tensor's kernel view, [1, total, heads, head_dim],
+/// gives a map of one batch over every row.
+std::vector<emulator::TensorMap> backward_tma_maps(const TensorView& q, const TensorView& k,
+                                                   const TensorView& v, const TensorView& dout,
+                                                   int block_m, int block_n);
 
 /// The first map the driver's rules reject, named ("k: ..."; the fourth map is `fourth`: o in
 /// the forward, dout in the backward), or "" when none.

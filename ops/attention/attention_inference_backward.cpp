@@ -1,6 +1,6 @@
 // The backward of a variable-length batch: the inference forward's validation for q, k, v, o
-// and lse, the gradients checked like them, then the dense backward's kernels in their Varlen
-// specialization (each CTA rebases the params to its own sequence).
+// and lse, the gradients checked like them, then the dense backward's default kernels in their
+// Varlen specialization (each CTA rebases the params to its own sequence).
 #include <utility>
 
 #include "attention/attention_backward.hpp"
@@ -62,10 +62,11 @@ void run_attention_backward_sequences(detail::RuntimeBackend& backend, const Att
   }
   check_indices_of(backend, a, s, t, check_indices, stream);
   if (a.batch == 0) return;
-  // The mma.sync kernels: the TMA backward has no varlen form yet.
+  // The dense backward's default in its varlen form: on sm_90a the TMA backward where it is the
+  // default (each CTA its sequence's rows), the mma.sync kernels elsewhere.
   BackwardConfig config =
-      fallback_backward_config(q.dtype, static_cast<int>(a.head_dim), forward_mask_kind(a),
-                               a.softcap > 0.0f, a.deterministic, backend.info().arch());
+      default_backward_config(q.dtype, static_cast<int>(a.head_dim), forward_mask_kind(a),
+                              a.softcap > 0.0f, a.deterministic, backend.info().arch());
   config.varlen = true;
   check_config_fits_device(config.shared_bytes(), backend.info());
   std::vector<detail::KernelBuffer> index_buffers;

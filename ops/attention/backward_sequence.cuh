@@ -2,7 +2,9 @@
 // The backward of a variable-length batch reuses the dense kernels whole: each CTA first
 // rebases the params to its own sequence, as a dense batch of one. Tensors start at the
 // sequence's first row, the lengths are its own, and the workspace rows (D, dQ's fp32 sum) are
-// the heads_q · seqlen_q rows after those of the sequences before it. Then batch is 0.
+// the heads_q · seqlen_q rows after those of the sequences before it; the deterministic TMA
+// backward's turn counters, those of the longest sequence's query blocks per sequence. Then
+// batch is 0.
 #include "attention/backward_params.cuh"
 #include "attention/sequence_span.cuh"
 
@@ -13,6 +15,9 @@ namespace flashjit {
 template <typename T>
 FJ_DEVICE void rebase_to_sequence(AttentionBackwardParams& p, int batch) {
   const SequenceIndex& s = p.sequences;
+  if (p.dq_semaphore != nullptr) {  // (batch, heads_q, blocks of the longest), before seqlen_q
+    p.dq_semaphore += index_t(batch) * p.heads_q * ceil_div(p.seqlen_q, kDqSemaphoreRows);
+  }
   index_t q_start = 0, k_start = 0, token0 = index_t(batch) * p.seqlen_q;
   if (s.cu_seqlens_q != nullptr) {
     const SequenceSpan queries = sequence_span(s.cu_seqlens_q, batch);

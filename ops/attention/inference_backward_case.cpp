@@ -88,8 +88,8 @@ struct Rows {
         seqlen_k(longest_length(c.seqlens_k)),
         cu_q(sequence_offsets(c.seqlens_q)),
         cu_k(sequence_offsets(c.seqlens_k)),
-        total_q(packed_q ? cu_q.back() : n * seqlen_q),
-        total_k(packed_k ? cu_k.back() : n * seqlen_k) {}
+        total_q(packed_q ? cu_q.back() + c.spare_rows : n * seqlen_q),
+        total_k(packed_k ? cu_k.back() + c.spare_rows : n * seqlen_k) {}
 
   std::int64_t q_row(std::int64_t b) const { return packed_q ? cu_q[b] : b * seqlen_q; }
   std::int64_t k_row(std::int64_t b) const { return packed_k ? cu_k[b] : b * seqlen_k; }
@@ -103,10 +103,11 @@ struct HostInputs {
 };
 HostInputs make_inputs(const InferenceCase& c, const Rows& r) {
   HostInputs all;
-  all.q.resize(static_cast<std::size_t>(r.total_q * r.h * r.d));
-  all.dout.resize(all.q.size());
-  all.k.resize(static_cast<std::size_t>(r.total_k * r.hk * r.d));
-  all.v.resize(all.k.size());
+  // NaN in the spare rows past the last sequence, which no sequence may read
+  all.q.resize(static_cast<std::size_t>(r.total_q * r.h * r.d), kPoison);
+  all.dout.resize(all.q.size(), kPoison);
+  all.k.resize(static_cast<std::size_t>(r.total_k * r.hk * r.d), kPoison);
+  all.v.resize(all.k.size(), kPoison);
   for (std::int64_t b = 0; b < r.n; ++b) {
     all.cases.push_back(sequence_case(c, static_cast<std::size_t>(b)));
     all.inputs.push_back(make_inputs(all.cases.back()));

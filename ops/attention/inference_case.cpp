@@ -39,7 +39,7 @@ struct KeyPlacement {
     if (c.keys == KeyStorage::dense) rows = n * longest_length(c.seqlens_k);
     if (c.keys == KeyStorage::packed) {
       cu = sequence_offsets(c.seqlens_k);
-      rows = cu.back();
+      rows = cu.back() + c.spare_rows;  // spare rows, poisoned like every row no key fills
     }
     if (c.keys != KeyStorage::paged) return;
     const std::int64_t p = c.page_size;
@@ -348,7 +348,8 @@ std::string InferenceCase::name() const {
                                      : "")
      << (causal ? ".causal" : "") << (window_left >= 0 ? ".left" + std::to_string(window_left) : "")
      << (softcap > 0 ? ".softcap" : "") << ".split" << splits
-     << (deterministic ? ".deterministic" : "") << ".seed" << seed;
+     << (deterministic ? ".deterministic" : "")
+     << (spare_rows > 0 ? ".spare" + std::to_string(spare_rows) : "") << ".seed" << seed;
   return os.str();
 }
 

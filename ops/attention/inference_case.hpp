@@ -38,6 +38,9 @@ struct InferenceCase {
   std::int64_t page_size = 16;
   int splits = 0;              ///< Sequences::splits
   bool deterministic = false;  ///< Attention::deterministic (the backward's dQ kernel)
+  /// Packed tensors larger than their sequences: rows past the last sequence's, NaN, which no
+  /// sequence's result may read (in packed k and v; in the backward's q and dout too).
+  std::int64_t spare_rows = 0;
   DType dtype = DType::bf16;
   std::uint64_t seed = 1;
 

@@ -16,11 +16,16 @@
 // writer's sums into each query block take turns in the order of the key blocks
 // (FlashAttention-3's semaphores, tile/semaphore.cuh): the same additions in the same order on
 // every run, each waiting for the one before to land; the math warps never wait for a turn.
+// Packed sequences (Traits::kVarlen): each CTA rebases the params to its sequence (a dense batch
+// of one, as the other backward's kernels do) and TMA reads from the sequence's first row; the
+// rows a box brings in past the sequence's end are zeroed in shared memory before any product
+// reads them, so the block computes what TMA's zero fill gives a dense tensor's last block.
 //
-// Not done yet: packed sequences (varlen), Bc of three warpgroups, the overlap of one block's
-// element steps with the next block's products.
+// Not done yet: Bc of three warpgroups, the overlap of one block's element steps with the next
+// block's products.
 #include "attention/backward_params.cuh"
 #include "attention/backward_scores.cuh"
+#include "attention/backward_sequence.cuh"
 #include "attention/head_tensor.cuh"
 #include "attention/mask.cuh"
 #include "attention/tma_backward_traits.cuh"
@@ -31,24 +36,40 @@
 
 namespace flashjit {
 
+/// Where a sequence's row 0 is in a tensor TMA reads (the coordinates of its map): dense, row 0
+/// of its batch; packed (cu_seqlens given; the map holds one batch of every row), row `start`.
+struct TmaRows {
+  int row0;
+  int batch;
+};
+
+FJ_DEVICE TmaRows tma_rows(const int* cu_seqlens, int sequence) {
+  if (cu_seqlens == nullptr) return {0, sequence};
+  return {load_global_index(cu_seqlens, sequence), 0};
+}
+
 /// Where a CTA works: Bc keys from key0 of (batch, kv_head), and the steps that stream past
 /// them: every query block that sees them, of each query head sharing them, head by head.
 template <class Traits>
 struct TmaBackwardBlock {
-  int batch;
+  int batch;  // in the params (0 once rebased to a packed sequence)
   int kv_head;
   int key0;
   int keys;           // valid keys from key0 (at most Bc)
   BlockRange blocks;  // the query blocks (of Br rows) that see them, in every head
   int heads_per_kv;
+  TmaRows queries, key_rows;  // where Q and dO, K and V start for TMA
 
-  FJ_DEVICE explicit TmaBackwardBlock(const AttentionBackwardParams& p)
-      : batch(blockIdx.z),
+  FJ_DEVICE TmaBackwardBlock(const AttentionBackwardParams& p, int batch_, TmaRows queries_,
+                             TmaRows key_rows_)
+      : batch(batch_),
         kv_head(blockIdx.y),
         key0(int(blockIdx.x) * Traits::kBlockN),
         keys(min_int(Traits::kBlockN, p.seqlen_k - key0)),
         blocks{0, 0},
-        heads_per_kv(p.heads_per_kv) {
+        heads_per_kv(p.heads_per_kv),
+        queries(queries_),
+        key_rows(key_rows_) {
     const KeyWindow<Traits::kMask> window(p);
     if (keys > 0) blocks = window.query_blocks(key0, key0 + keys - 1, Traits::kBlockM, p.seqlen_q);
   }
@@ -96,14 +117,15 @@ FJ_DEVICE void load_query_blocks(const TmaBackwardShared<Traits>& smem,
                                  const AttentionBackwardTmaMaps& maps,
                                  const TmaBackwardBlock<Traits>& at) {
   using QTile = typename Traits::QTile;
-  const int kv_origin[4] = {0, at.key0, at.kv_head, at.batch};  // (dim, row, head, batch)
+  const int kv_origin[4] = {0, at.key_rows.row0 + at.key0, at.kv_head,
+                            at.key_rows.batch};  // (dim, row, head, batch)
   mbarrier_arrive_expect_tx(smem.kv_full, 2 * Traits::KVTile::kBytes);
   tma_load_tile(smem.k, maps.k, kv_origin, smem.kv_full);
   tma_load_tile(smem.v, maps.v, kv_origin, smem.kv_full);
   RingPosition<Traits::kStages> slot;
   for (int step = 0; step < at.steps(); ++step, slot.advance()) {
     mbarrier_t* full = smem.ring.acquire(slot, 2 * QTile::kBytes);
-    const int origin[4] = {0, at.row0(step), at.head(step), at.batch};
+    const int origin[4] = {0, at.queries.row0 + at.row0(step), at.head(step), at.queries.batch};
     tma_load_tile(smem.q(slot.stage), maps.q, origin, full);
     tma_load_tile(smem.dout(slot.stage), maps.dout, origin, full);
   }
@@ -125,6 +147,7 @@ struct QueryGradientShare {
   static constexpr int kCols = kSplitColumns ? Traits::kHeadDimPadded / 2 : Traits::kHeadDimPadded;
   static constexpr int kKeys = kSplitColumns ? Traits::kBlockN : WarpgroupScope::kRows;
   static constexpr int kTeamBarrier = 1 + kGroups;  // both warpgroups' (1 + group: each one's)
+  static constexpr int kConsumersBarrier = kTeamBarrier;      // every consumer thread's, either way
   static constexpr int kTeams = kSplitColumns ? 1 : kGroups;  // dQ sums a CTA adds per block
   static constexpr int kTeamThreads =
       kSplitColumns ? Traits::kConsumerThreads : WarpgroupScope::kThreads;
@@ -179,9 +202,16 @@ struct KeyGradientAccumulator {
                             int thread) {
     const WarpgroupScope scope{thread};
     mbarrier_wait_parity(smem.kv_full, 0);
+    if (Traits::kVarlen && at.keys < Traits::kBlockN) {
+      clear_past_sequence(smem.k, smem.v, at.keys, thread);
+    }
     RingPosition<Traits::kStages> slot;
     for (int step = 0; step < at.steps(); ++step, slot.advance()) {
       smem.ring.wait(slot);
+      const int rows = p.seqlen_q - at.row0(step);
+      if (Traits::kVarlen && rows < Traits::kBlockM) {
+        clear_past_sequence(smem.q(slot.stage), smem.dout(slot.stage), rows, thread);
+      }
       accumulate_block(smem, p, at, at.head(step), at.row0(step), slot.stage, scope);
       smem.ring.release(slot);  // its wgmmas have read Q and dO
     }
@@ -224,6 +254,16 @@ struct KeyGradientAccumulator {
   }
 
  private:
+  /// Packed sequences: zeroes the lines of two tiles TMA filled past the sequence's end (from
+  /// `first`), every consumer thread a share, and waits for all of them before any wgmma reads.
+  template <class Tile>
+  FJ_DEVICE static void clear_past_sequence(Tile a, Tile b, int first, int thread) {
+    clear_lines(a, first, thread, Traits::kConsumerThreads);
+    clear_lines(b, first, thread, Traits::kConsumerThreads);
+    fence_proxy_async();  // generic writes, read by wgmma
+    named_barrier_sync(QueryGradientShare<Traits>::kConsumersBarrier, Traits::kConsumerThreads);
+  }
+
   /// One step: query block `row0` of `head`, its Q and dO in ring slot `stage`.
   FJ_DEVICE void accumulate_block(const TmaBackwardShared<Traits>& smem,
                                   const AttentionBackwardParams& p,
@@ -328,7 +368,8 @@ FJ_DEVICE void write_query_gradients(const TmaBackwardShared<Traits>& smem,
   }
 }
 
-/// Grid (ceil(seqlen_k / Bc), heads_kv, batch), block Traits::kThreads (the consumer
+/// Grid (ceil(seqlen_k / Bc), heads_kv, batch) (packed: seqlen_k the longest sequence's; a CTA
+/// past its own sequence's keys returns), block Traits::kThreads (the consumer
 /// warpgroups, then the producer warpgroup), dynamic shared memory Traits::kSharedBytes; `maps`
 /// as AttentionBackwardTmaMaps documents. params.dq_accum is zeroed before (the delta kernel)
 /// and rounded into dq after (the dQ-convert kernel).
@@ -337,7 +378,14 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, 1)  // one CTA an SM: setmaxn
     attention_backward_tma_kernel(AttentionBackwardParams params,
                                   const FJ_GRID_CONSTANT AttentionBackwardTmaMaps maps) {
   const int thread = threadIdx.x;
-  const TmaBackwardBlock<Traits> at(params);
+  const int sequence = blockIdx.z;
+  TmaRows queries{0, sequence}, keys{0, sequence};
+  if constexpr (Traits::kVarlen) {  // its own sequence, as a dense batch of one
+    queries = tma_rows(params.sequences.cu_seqlens_q, sequence);
+    keys = tma_rows(params.sequences.cu_seqlens_k, sequence);
+    rebase_to_sequence<typename Traits::Element>(params, sequence);
+  }
+  const TmaBackwardBlock<Traits> at(params, Traits::kVarlen ? 0 : sequence, queries, keys);
   if (at.keys <= 0) return;
   const TmaBackwardShared<Traits> smem =
       carve_tma_backward_shared<Traits>(dynamic_shared<unsigned char>());

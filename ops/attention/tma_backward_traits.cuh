@@ -22,7 +22,7 @@ struct AttentionBackwardTmaMaps {
 };
 
 template <typename Element_, int HeadDim, int BlockN, MaskKind Mask, bool Softcap, int Stages = 2,
-          bool Deterministic = false>
+          bool Deterministic = false, bool Varlen = false>
 struct TmaBackwardTraits {
   static_assert(tma_backward_valid(HeadDim, BlockN, Stages),
                 "invalid TMA backward traits: see tma_backward_valid (head dim 64 to 256 in "
@@ -41,6 +41,9 @@ struct TmaBackwardTraits {
   // the same bits on every run.
   static constexpr bool kDeterministic = Deterministic;
   static_assert(kBlockM == kDqSemaphoreRows, "one turn counter per streamed query block");
+  // A variable-length batch (AttentionBackwardParams::sequences): each CTA rebases the params to
+  // its sequence, and TMA reads the packed tensors from the sequence's first row.
+  static constexpr bool kVarlen = Varlen;
   // setmaxnreg's counts (0: none), as the forward's with as many consumer warpgroups.
   static constexpr int kConsumerRegisters = tma_forward_registers(BlockN).consumer;
   static constexpr int kProducerRegisters = tma_forward_registers(BlockN).producer;

@@ -20,7 +20,11 @@
 // tile to the next, so the next tile's first K and V load under this tile's last steps.
 //
 // Packed sequences (Varlen): each tile finds its sequence in the cu_seqlens arrays and O leaves
-// by bounded stores (a TMA box would write into the next sequence).
+// by bounded stores (a TMA box would write into the next sequence). A last key block's box
+// reads on past the sequence's keys: into the next sequence's rows, which a masked score
+// multiplies by 0, or past the last sequence, into rows the caller may have left holding
+// anything (a buffer larger than its sequences), where 0 · NaN would reach O. Those V lines are
+// zeroed before the consumers see the block (load_values_past_end).
 //
 // Clusters of two CTAs (kClusterBlocks 2, unmasked, one CTA per tile): the two take
 // consecutive query blocks of one (head, batch), so they walk the same key blocks in step; each
@@ -53,6 +57,30 @@ FJ_DEVICE void load_key_block(const typename Traits::Ring& ring,
   } else {
     tma_load_tile(tile, map, origin, full);
   }
+  slot.advance();
+}
+
+/// Producer, packed sequences: V's block `block` when its box reaches past the last sequence's
+/// keys (`keys_end`, cu_seqlens_k's last offset). It lands on v_tail (one tile a CTA: its first
+/// phase), the lines past keys_end are zeroed (as TMA's fill past a tensor's end would be), and
+/// only then is the slot announced full to the consumers.
+template <class Traits>
+FJ_DEVICE void load_values_past_end(const TmaForwardShared<Traits>& smem,
+                                    RingPosition<Traits::kStages>& slot, const tma_descriptor& map,
+                                    const TmaForwardBlock& at, int block, int keys_end) {
+  static_assert(Traits::kVarlen && !Traits::kPersistent && Traits::kClusterBlocks == 1,
+                "packed sequences: one CTA per tile, no cluster");
+  using KVTile = typename Traits::KVTile;
+  mbarrier_t* full = smem.v_ring.acquire_unannounced(slot);
+  const KVTile tile = smem.v(slot.stage);
+  const int row0 = at.k_row0 + block * Traits::kBlockN;
+  const int origin[4] = {0, row0, at.kv_head, at.tensor_batch};
+  mbarrier_arrive_expect_tx(smem.v_tail, KVTile::kBytes);
+  tma_load_tile(tile, map, origin, smem.v_tail);
+  mbarrier_wait_parity(smem.v_tail, 0);
+  clear_lines(tile, keys_end - row0, 0, 1);
+  fence_proxy_async();  // generic writes, read by the consumers' wgmma
+  mbarrier_arrive(full);
   slot.advance();
 }
 
@@ -92,8 +120,17 @@ FJ_DEVICE void load_tiles(const TmaForwardShared<Traits>& smem,
     const bool more = !tiles.done(after);
     const TmaForwardBlock next = more ? tiles.block(params, after) : at;
     if (more) load_key_block<Traits>(smem.k_ring, k_slot, smem.k0, maps.k, next, next.keys.begin);
-    if (last != begin || !first_loaded) {
-      load_key_block<Traits>(smem.v_ring, v_slot, smem.v0, maps.v, at, last);  // the last V
+    if (last != begin || !first_loaded) {  // the last V
+      if constexpr (Traits::kVarlen) {
+        const int keys_end = load_global_index(params.sequences.cu_seqlens_k, params.batch);
+        if (at.k_row0 + (last + 1) * Traits::kBlockN > keys_end) {
+          load_values_past_end<Traits>(smem, v_slot, maps.v, at, last, keys_end);
+        } else {
+          load_key_block<Traits>(smem.v_ring, v_slot, smem.v0, maps.v, at, last);
+        }
+      } else {
+        load_key_block<Traits>(smem.v_ring, v_slot, smem.v0, maps.v, at, last);
+      }
     }
     if (more) load_key_block<Traits>(smem.v_ring, v_slot, smem.v0, maps.v, next, next.keys.begin);
     first_loaded = more;
@@ -138,6 +175,7 @@ FJ_DEVICE void tma_forward(const AttentionForwardParams& params, const Attention
     mbarrier_init(smem.q_empty, Traits::kConsumerThreads / WarpgroupScope::kThreads);
     // Every consumer thread releases each slot once: here, or in a cluster in the ring of one
     // of its blocks, which hear from kConsumerThreads threads all told.
+    mbarrier_init(smem.v_tail, 1);  // the producer's arrival (and the V block's bytes)
     smem.k_ring.init(Traits::kConsumerThreads);
     smem.v_ring.init(Traits::kConsumerThreads);
   }

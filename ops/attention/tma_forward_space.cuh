@@ -46,7 +46,7 @@ constexpr int tma_forward_shared_bytes(int head_dim, int block_m, int block_n, i
                                        bool p_in_shared = false) {
   const int tile = 2 * tma_forward_padded_head_dim(head_dim);  // bytes per row of a 16-bit tile
   return 1024 + block_m * tile + 2 * stages * block_n * tile +
-         (p_in_shared ? block_m * block_n * 2 : 0) + (2 + 4 * stages) * 8;
+         (p_in_shared ? block_m * block_n * 2 : 0) + (3 + 4 * stages) * 8;
 }
 
 /// Whether the warp-specialized forward takes (head_dim, Br, Bc, stages, P in shared memory):

@@ -91,6 +91,7 @@ struct TmaForwardShared {
   mbarrier_t* q_empty;           // the consumers' O has left Q's tile
   typename Traits::Ring k_ring;  // K slots: full and empty barriers
   typename Traits::Ring v_ring;  // V slots
+  mbarrier_t* v_tail;            // packed: a V block read past the last sequence has landed
 
   FJ_DEVICE KVTile k(int stage) const { return {k0.data + stage * KVTile::kBytes / 2}; }
   FJ_DEVICE KVTile v(int stage) const { return {v0.data + stage * KVTile::kBytes / 2}; }
@@ -111,6 +112,7 @@ FJ_DEVICE TmaForwardShared<Traits> carve_tma_forward_shared(unsigned char* base)
   smem.q_empty = smem.q_full + 1;
   smem.k_ring = typename Traits::Ring{smem.q_full + 2};
   smem.v_ring = typename Traits::Ring{smem.q_full + 2 + 2 * Traits::kStages};
+  smem.v_tail = smem.q_full + 2 + 4 * Traits::kStages;
   return smem;
 }
 

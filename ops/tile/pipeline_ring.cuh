@@ -52,6 +52,13 @@ struct PipelineRing {
     return full(at.stage);
   }
 
+  /// Producer, for a slot it finishes itself after its loads have landed: waits until the slot
+  /// at `at` is free, as acquire does, without announcing anything; returns its full barrier,
+  /// on which the producer arrives (mbarrier_arrive) once the slot holds what it should.
+  FJ_DEVICE mbarrier_t* acquire_unannounced(const RingPosition<Stages>& at) const {
+    mbarrier_wait_parity(empty(at.stage), at.phase ^ 1u);
+    return full(at.stage);
+  }
   /// Consumer: waits until the slot at `at` holds its loads.
   FJ_DEVICE void wait(const RingPosition<Stages>& at) const {
     mbarrier_wait_parity(full(at.stage), at.phase);

@@ -56,6 +56,24 @@ struct swizzled_tile {
   }
 };
 
+/// Zeroes lines [first, Rows) of every panel of `tile`, one 16-byte store at a time, spread over
+/// `threads` threads of which this is `thread`: rows a TMA box brought in past the end of a
+/// packed sequence (the next sequence's, or whatever follows the last), which must read as the
+/// zeros TMA fills in past a tensor's end. Whole lines, so the swizzle does not matter. The
+/// caller fences (fence_proxy_async) and syncs before wgmma reads the tile.
+template <typename T, int Rows, int Cols>
+FJ_DEVICE void clear_lines(swizzled_tile<T, Rows, Cols> tile, int first, int thread, int threads) {
+  using Tile = swizzled_tile<T, Rows, Cols>;
+  constexpr int kChunksPerLine = Tile::kLineBytes / 16;
+  const int chunks_per_panel = (Rows - first) * kChunksPerLine;
+#pragma unroll 1
+  for (int i = thread; i < Tile::kPanels * chunks_per_panel; i += threads) {
+    const int panel = i / chunks_per_panel, chunk = i % chunks_per_panel;
+    auto* const line = reinterpret_cast<Chunk16*>(tile.line(panel, first + chunk / kChunksPerLine));
+    store_shared(line, chunk % kChunksPerLine, Chunk16{});
+  }
+}
+
 /// store_fragments (fragment_store.cuh) into a swizzled tile, its address arithmetic hoisted:
 /// a thread's fragments all sit at one row of an 8-line atom and one place in a 16-byte chunk,
 /// so per store only the chunk moves, by a constant, and its swizzle is that constant xor the

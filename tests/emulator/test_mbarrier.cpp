@@ -344,6 +344,30 @@ __global__ void reads_of_two_warps(float* out) {
   __syncthreads();
 }
 
+// Data handed over by an mbarrier: thread 0 (warp 0) writes x in shared memory and arrives
+// on a count-1 barrier; warp 1 waits for the phase and reads x. Arrive releases and the wait
+// acquires, so the read is ordered after the write (the TMA forward's producer zeroes a V
+// block's lines past a packed sequence and hands the slot over this way). With the bug thread 0
+// writes x again after its arrival: a race with warp 1's reads. (Before the rule, the clean
+// kernel was reported too: a false positive.)
+template <bool Bug>
+__global__ void handed_over_by_mbarrier(float* out) {
+  float* x = flashjit::dynamic_shared<float>() + 4;  // past the barrier at offset 8
+  mbarrier_t* bar = barrier_at(kBarrierOffset);
+  const int t = static_cast<int>(threadIdx.x);
+  if (t == 0) flashjit::mbarrier_init(bar, 1);
+  __syncthreads();
+  if (t == 0) {
+    flashjit::store_shared(x, 0, 6.0f);
+    flashjit::mbarrier_arrive(bar);
+    if (Bug) flashjit::store_shared(x, 0, 7.0f);
+  } else if (t >= 32) {
+    flashjit::mbarrier_wait_parity(bar, 0);
+    flashjit::store_global(out, t, flashjit::load_shared(x, 0));
+  }
+  __syncthreads();
+}
+
 }  // namespace
 
 TEST_CASE("a shared write clears the readers before it: later accesses ordered after it are") {
@@ -524,4 +548,21 @@ TEST_CASE("reads by several warps are ordered before a write by a round that hol
   CHECK(finding.thread.x == 33);
   CHECK(finding.write);
   CHECK(mentions(finding, "write after read by several threads"));
+}
+
+TEST_CASE("an mbarrier hands shared data over: arrive releases, a wait that sees it acquires") {
+  std::vector<float> out;
+  const em::Report ordered = run(handed_over_by_mbarrier<false>, out, 64);
+  CHECK_MESSAGE(ordered.clean(), ordered);
+  CHECK(out[32] == 6.0f);
+  CHECK(out[63] == 6.0f);
+  const em::Report racy = run(handed_over_by_mbarrier<true>, out, 64);
+  INFO(racy);
+  // Thread 0 runs on past its arrival before warp 1 wakes: each of warp 1's reads follows the
+  // second write, which no synchronization orders before it.
+  REQUIRE(racy.count(em::FindingKind::shared_race) == 32);
+  const em::Finding& finding = *racy.first(em::FindingKind::shared_race);
+  CHECK(finding.thread.x == 32);
+  CHECK_FALSE(finding.write);
+  CHECK(mentions(finding, "read after write by thread (0,0,0)"));
 }

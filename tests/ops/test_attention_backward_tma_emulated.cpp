@@ -6,6 +6,7 @@
 // (race, proxy fence, wgmma operand or bulk reduction in flight) throws, so a pass also means none.
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -13,6 +14,7 @@
 #include "attention/attention_backward.hpp"
 #include "attention/attention_forward.hpp"
 #include "attention/backward_case.hpp"
+#include "attention/inference_case.hpp"
 #include "attention/tma_backward_space.cuh"
 #include "flashjit/error.hpp"
 #include "runtime/compiler.hpp"
@@ -64,6 +66,19 @@ void check(const BackwardCase& c, int block_n, int stages) {
   CHECK_MESSAGE(verdict.ok, verdict.describe());
 }
 
+/// Whether a dK/dV kernel of the TMA backward (its varlen form when `varlen`) has run on
+/// hopper() since its work was last reset.
+bool ran_tma_backward(bool varlen) {
+  for (const KernelWork& kernel : hopper().emulated_work()) {
+    const std::string& name = kernel.kernel;
+    if (name.find("attention_backward.dkdv.") == 0 && name.find(".tma") != std::string::npos &&
+        (name.find(".varlen") != std::string::npos) == varlen) {
+      return true;
+    }
+  }
+  return false;
+}
+
 /// Runs `c` with sm_90a's default config and checks it against the reference, and that the
 /// dK/dV kernel that ran was the TMA backward.
 void check_default_is_tma(const BackwardCase& c) {
@@ -71,12 +86,24 @@ void check_default_is_tma(const BackwardCase& c) {
   hopper().reset_emulated_work();
   const BackwardVerdict verdict = run_backward_case(hopper(), c, std::nullopt);
   CHECK_MESSAGE(verdict.ok, verdict.describe());
-  bool ran_tma = false;
-  for (const KernelWork& kernel : hopper().emulated_work()) {
-    const bool dkdv = kernel.kernel.find("attention_backward.dkdv.") == 0;
-    ran_tma = ran_tma || (dkdv && kernel.kernel.find(".tma") != std::string::npos);
+  CHECK(ran_tma_backward(false));
+}
+
+/// Runs the variable-length backward `c` on sm_90a (its default: the TMA backward's varlen
+/// form), checks every sequence against its reference and that the kernel was that one; in the
+/// deterministic mode runs it again for the same bits.
+void check_packed_is_tma(const InferenceCase& c) {
+  INFO(c.name());
+  hopper().reset_emulated_work();
+  const InferenceVerdict verdict = run_inference_backward_case(hopper(), c);
+  CHECK_MESSAGE(verdict.ok, verdict.describe());
+  CHECK(ran_tma_backward(true));
+  if (c.deterministic) {
+    const InferenceVerdict again = run_inference_backward_case(hopper(), c);
+    CHECK(again.out.size() == verdict.out.size());
+    CHECK(std::memcmp(again.out.data(), verdict.out.data(), verdict.out.size() * sizeof(double)) ==
+          0);
   }
-  CHECK(ran_tma);
 }
 
 }  // namespace
@@ -142,6 +169,54 @@ TEST_CASE("TMA backward as sm_90a's default: the backward suite's 1000-token sha
   }
 }
 
+// Packed sequences (cu_seqlens) on sm_90a's default, the TMA backward's varlen form: every
+// sequence its own rows, lengths 0 and 1 included, a last key or query block that TMA fills past
+// the sequence's end with the next one's rows (or, for the last sequence, with spare rows of NaN,
+// which must not reach a gradient), GQA, masks, softcap, both dQ modes (bit-identical reruns).
+TEST_CASE("TMA backward on packed sequences: lengths 0 to 200, masks, GQA, both dQ modes") {
+  InferenceCase gqa = random_lengths_case(4, 150, 200, 71);
+  gqa.keys = KeyStorage::packed;
+  gqa.heads_q = 4;
+  gqa.heads_kv = 2;
+  gqa.causal = true;
+  gqa.spare_rows = 40;
+  check_packed_is_tma(gqa);
+
+  InferenceCase wide = random_lengths_case(3, 130, 130, 72);
+  wide.keys = KeyStorage::packed;
+  wide.head_dim = 128;
+  wide.heads_q = 2;
+  wide.dtype = DType::f16;
+  wide.deterministic = true;
+  wide.spare_rows = 8;
+  check_packed_is_tma(wide);
+
+  InferenceCase window = random_lengths_case(3, 140, 140, 73);
+  window.keys = KeyStorage::packed;
+  window.causal = true;
+  window.window_left = 30;
+  window.deterministic = true;
+  check_packed_is_tma(window);
+
+  InferenceCase softcap = random_lengths_case(2, 100, 100, 74);
+  softcap.keys = KeyStorage::packed;
+  softcap.softcap = 5.0;
+  softcap.spare_rows = 64;
+  check_packed_is_tma(softcap);
+}
+
+TEST_CASE("TMA backward on packed keys with dense queries of one length, both dQ modes") {
+  for (const bool deterministic : {false, true}) {
+    InferenceCase c{.seqlens_q = {70, 70, 70}, .seqlens_k = {0, 130, 75}};
+    c.keys = KeyStorage::packed;
+    c.head_dim = 128;
+    c.causal = true;
+    c.deterministic = deterministic;
+    c.spare_rows = 16;
+    check_packed_is_tma(c);
+  }
+}
+
 /// The dK/dV kernel's work in a run of `c` on the emulated sm_90a with `config`.
 WorkCounters key_kernel_work(const BackwardCase& c,
                              const std::optional<kernels::BackwardConfig>& config) {
@@ -184,10 +259,7 @@ TEST_CASE("TMA backward: at most 0.6x the shared bytes per tensor FLOP of the mm
 
 TEST_CASE("TMA backward: refused on sm_80 and outside its space, before any launch") {
   const BackwardCase c = make_case(1, 1, 64, 64, 64);
-  kernels::BackwardConfig config = tma_config(c, 64, 2);
-  config.varlen = true;
-  CHECK_FALSE(config.valid());
-  config = tma_config(c, 96, 2);
+  kernels::BackwardConfig config = tma_config(c, 96, 2);
   CHECK_FALSE(config.valid());
   config = tma_config(c, 64, 3);
   CHECK_FALSE(config.valid());
@@ -196,6 +268,10 @@ TEST_CASE("TMA backward: refused on sm_80 and outside its space, before any laun
   const std::string name =
       kernels::backward_specs(tma_config(c, 128, 2), "sm_90a").dkdv.readable_name;
   CHECK(name == "attention_backward.dkdv.hdim64.bf16.br64.bc128.w12.s2.tma");
+  kernels::BackwardConfig packed = tma_config(c, 128, 2);
+  packed.varlen = true;  // packed sequences: the same kernel, each CTA its sequence's rows
+  CHECK(packed.valid());
+  CHECK(kernels::backward_specs(packed, "sm_90a").dkdv.readable_name == name + ".varlen");
 
   static Runtime ampere(RuntimeOptions{.backend = Backend::emulator});
   CHECK_THROWS_WITH_AS(run_backward_case(ampere, c, tma_config(c, 64, 2)),
@@ -250,6 +326,23 @@ TEST_CASE("TMA backward, deterministic: sm_90a's default takes turns by acquire 
       CHECK(ptx.find("fence.proxy.async.global") != std::string::npos);
       CHECK(ptx.find("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32") !=
             std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("TMA backward on packed sequences: sm_90a's defaults compile without spills") {
+  for (const int head_dim : {64, 128}) {
+    for (const bool deterministic : {false, true}) {
+      kernels::BackwardConfig config = kernels::default_backward_config(
+          DType::bf16, head_dim, MaskKind::window, false, deterministic, "sm_90a");
+      REQUIRE(config.tma);
+      config.varlen = true;
+      const detail::KernelSpec spec = kernels::backward_specs(config, "sm_90a").dkdv;
+      CAPTURE(spec.readable_name);
+      const detail::CompiledKernel kernel = compile_and_report(spec);
+      CHECK(kernel.resources.spill_bytes() == 0);
+      CHECK(kernel.resources.stack_bytes == 0);
+      CHECK(kernel.resources.advisories.empty());
     }
   }
 }

@@ -60,20 +60,24 @@ FJ_DEVICE void load_key_block(const typename Traits::Ring& ring,
   slot.advance();
 }
 
-/// Producer, packed sequences: V's block `block` when its box reaches past the last sequence's
-/// keys (`keys_end`, cu_seqlens_k's last offset). It lands on v_tail (one tile a CTA: its first
-/// phase), the lines past keys_end are zeroed (as TMA's fill past a tensor's end would be), and
-/// only then is the slot announced full to the consumers.
+/// Producer, packed sequences: V's block `block` if its box reaches past the last sequence's
+/// keys (cu_seqlens_k's last offset), into the next free slot; false, with nothing loaded, if
+/// it does not. The block lands on v_tail (one tile a CTA: its first phase), the lines past
+/// the keys are zeroed (as TMA's fill past a tensor's end would be), and only then is the slot
+/// announced full to the consumers.
 template <class Traits>
-FJ_DEVICE void load_values_past_end(const TmaForwardShared<Traits>& smem,
+FJ_DEVICE bool load_values_past_end(const TmaForwardShared<Traits>& smem,
+                                    const AttentionForwardParams& params,
                                     RingPosition<Traits::kStages>& slot, const tma_descriptor& map,
-                                    const TmaForwardBlock& at, int block, int keys_end) {
+                                    const TmaForwardBlock& at, int block) {
   static_assert(Traits::kVarlen && !Traits::kPersistent && Traits::kClusterBlocks == 1,
                 "packed sequences: one CTA per tile, no cluster");
   using KVTile = typename Traits::KVTile;
+  const int keys_end = load_global_index(params.sequences.cu_seqlens_k, params.batch);
+  const int row0 = at.k_row0 + block * Traits::kBlockN;
+  if (row0 + Traits::kBlockN <= keys_end) return false;
   mbarrier_t* full = smem.v_ring.acquire_unannounced(slot);
   const KVTile tile = smem.v(slot.stage);
-  const int row0 = at.k_row0 + block * Traits::kBlockN;
   const int origin[4] = {0, row0, at.kv_head, at.tensor_batch};
   mbarrier_arrive_expect_tx(smem.v_tail, KVTile::kBytes);
   tma_load_tile(tile, map, origin, smem.v_tail);
@@ -82,6 +86,7 @@ FJ_DEVICE void load_values_past_end(const TmaForwardShared<Traits>& smem,
   fence_proxy_async();  // generic writes, read by the consumers' wgmma
   mbarrier_arrive(full);
   slot.advance();
+  return true;
 }
 
 /// Producer (one thread): for each of this CTA's tiles, Q, then its key blocks' K and V, each
@@ -121,16 +126,11 @@ FJ_DEVICE void load_tiles(const TmaForwardShared<Traits>& smem,
     const TmaForwardBlock next = more ? tiles.block(params, after) : at;
     if (more) load_key_block<Traits>(smem.k_ring, k_slot, smem.k0, maps.k, next, next.keys.begin);
     if (last != begin || !first_loaded) {  // the last V
+      bool loaded = false;
       if constexpr (Traits::kVarlen) {
-        const int keys_end = load_global_index(params.sequences.cu_seqlens_k, params.batch);
-        if (at.k_row0 + (last + 1) * Traits::kBlockN > keys_end) {
-          load_values_past_end<Traits>(smem, v_slot, maps.v, at, last, keys_end);
-        } else {
-          load_key_block<Traits>(smem.v_ring, v_slot, smem.v0, maps.v, at, last);
-        }
-      } else {
-        load_key_block<Traits>(smem.v_ring, v_slot, smem.v0, maps.v, at, last);
+        loaded = load_values_past_end<Traits>(smem, params, v_slot, maps.v, at, last);
       }
+      if (!loaded) load_key_block<Traits>(smem.v_ring, v_slot, smem.v0, maps.v, at, last);
     }
     if (more) load_key_block<Traits>(smem.v_ring, v_slot, smem.v0, maps.v, next, next.keys.begin);
     first_loaded = more;
@@ -173,9 +173,9 @@ FJ_DEVICE void tma_forward(const AttentionForwardParams& params, const Attention
     mbarrier_init(smem.q_full, 1);  // the producer's arrival (and Q's bytes)
     // Each consumer warpgroup's leader arrives once its O store has read Q's tile.
     mbarrier_init(smem.q_empty, Traits::kConsumerThreads / WarpgroupScope::kThreads);
+    mbarrier_init(smem.v_tail, 1);  // the producer's arrival (and the V block's bytes)
     // Every consumer thread releases each slot once: here, or in a cluster in the ring of one
     // of its blocks, which hear from kConsumerThreads threads all told.
-    mbarrier_init(smem.v_tail, 1);  // the producer's arrival (and the V block's bytes)
     smem.k_ring.init(Traits::kConsumerThreads);
     smem.v_ring.init(Traits::kConsumerThreads);
   }

@@ -208,7 +208,7 @@ run_sanitizer() {
 }
 
 # ---- ncu -------------------------------------------------------------------------------------
-# One launch each of the sm_90a forward and backward (dK/dV) defaults at head dim 128, seqlen 8k,
+# One launch each of the sm_90a forward and backward (dK/dV, or the TMA kernel) defaults at head dim 128, seqlen 8k,
 # batch 2, 16 heads, bf16: the sections that name a bottleneck (speed of light, compute and
 # memory workload with shared bank conflicts, occupancy, warp stall reasons). Clocks are left as
 # they are (--clock-control none).
@@ -220,7 +220,7 @@ run_ncu() {
   }
   for op in attention-forward attention-backward; do
     kernel=$([[ $op == attention-forward ]] && echo 'regex:attention_forward' ||
-      echo 'regex:attention_backward_dkdv')
+      echo 'regex:attention_backward_(dkdv|tma)')
     echo "\$ ncu --clock-control none -k $kernel --launch-count 1 ... $flashjit bench --op $op" \
       "--head-dim 128 --seqlen 8192 --batch 2 --heads 16 --budget-ms 1"
     timeout --kill-after=10 $((limit / 2)) "$ncu" --clock-control none -k "$kernel" \

@@ -128,17 +128,21 @@ detail::KernelSpec dq_spec(const BackwardConfig& config, const std::string& arch
   return spec;
 }
 
-/// A per-row kernel templated on the element type (and whether the batch has variable lengths)
-/// only: the delta and dQ-convert kernels.
+/// A per-row kernel templated on the element type (and whether the batch has variable lengths,
+/// and for the dQ-convert kernel whether dQ's sums are permuted) only: the delta and dQ-convert
+/// kernels.
 detail::KernelSpec row_kernel_spec(DType dtype, bool varlen, const std::string& arch,
-                                   const std::string& role, const std::string& kernel) {
+                                   const std::string& role, const std::string& kernel,
+                                   bool permuted = false) {
   std::vector<std::string> traits = {std::string(dtype_name(dtype))};
   if (varlen) traits.push_back("varlen");
-  detail::KernelSpec spec =
-      backward_spec(arch, role, "attention/backward_" + kernel + ".cuh",
-                    "flashjit::attention_backward_" + kernel + "<" + template_element(dtype) +
-                        (varlen ? ", true" : "") + ">",
-                    0, std::move(traits));
+  if (permuted) traits.push_back("permuted");
+  std::string arguments = template_element(dtype);
+  if (varlen || permuted) arguments += varlen ? ", true" : ", false";
+  if (permuted) arguments += ", true";
+  detail::KernelSpec spec = backward_spec(
+      arch, role, "attention/backward_" + kernel + ".cuh",
+      "flashjit::attention_backward_" + kernel + "<" + arguments + ">", 0, std::move(traits));
   spec.threads = kDeltaRowsPerBlock * 32;  // one warp per row
   return spec;
 }
@@ -348,15 +352,14 @@ bool runs_on(const BackwardConfig& config, const std::string& arch) {
 BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                        bool deterministic, const std::string& arch) {
   check_attention_support(dtype, head_dim);
-  // The Hopper backward where it compiles without spills (NVRTC 13.0) and was timed or
-  // counted ahead: 1.5x the mma.sync default at head dim 128 on an H100 (bench/results,
-  // 2026-11-27); two consumer warpgroups over Bc = 128, two Q/dO stages at 64, one at 128 (as
-  // timed). The deterministic mode orders the same kernel's dQ sums (in its dQ writer warp, off
-  // the math warps' registers). Softcap's chain (1 − tanh² kept per score) spills it at 128
-  // (256 bytes), not at 64.
+  // The Hopper backward where it compiles without spills (NVRTC 13.0) and was timed ahead:
+  // 1.5x the mma.sync default at head dim 128 on an H100, 1.9-2.1x on an H200, where two Q/dO
+  // stages ran 1.14x one (bench/results, 2026-11-27); two consumer warpgroups over Bc = 128. The
+  // deterministic mode orders the same kernel's dQ sums (in its dQ writer warp, off the math
+  // warps' registers). Softcap's chain (1 − tanh² kept per score) spills it at 128 (256 bytes),
+  // not at 64.
   if (runs_wgmma(arch) && (head_dim == 64 || (head_dim == 128 && !softcap))) {
-    const BackwardConfig config =
-        tma_config(dtype, head_dim, mask, softcap, deterministic, 128, head_dim == 64 ? 2 : 1);
+    const BackwardConfig config = tma_config(dtype, head_dim, mask, softcap, deterministic, 128, 2);
     if (config.valid() && config.shared_bytes() <= arch_shared_memory_limit(arch)) return config;
   }
   return fallback_backward_config(dtype, head_dim, mask, softcap, deterministic, arch);
@@ -402,9 +405,11 @@ BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& ar
   BackwardSpecs specs;
   specs.delta = row_kernel_spec(config.dtype, config.varlen, arch, "delta", "delta_kernel");
   specs.dkdv = dkdv_spec(config, arch);
-  specs.dq = config.has_query_kernel() ? dq_spec(config, arch)
-                                       : row_kernel_spec(config.dtype, config.varlen, arch,
-                                                         "dq_convert", "dq_convert_kernel");
+  // The TMA backward adds dQ's sums in the permuted layout (dq_accum_layout.cuh).
+  specs.dq = config.has_query_kernel()
+                 ? dq_spec(config, arch)
+                 : row_kernel_spec(config.dtype, config.varlen, arch, "dq_convert",
+                                   "dq_convert_kernel", config.tma);
   return specs;
 }
 

@@ -118,7 +118,7 @@ struct BackwardSpecs {
   /// and dV, and dQ's sum unless BackwardConfig::has_query_kernel
   detail::KernelSpec dkdv;
   /// attention_backward_dq_kernel<BackwardQueryTraits> with has_query_kernel, else
-  /// attention_backward_dq_convert_kernel<T> (dQ = scale · the sum, rounded)
+  /// attention_backward_dq_convert_kernel<T, varlen, tma> (dQ = scale · the sum, rounded)
   detail::KernelSpec dq;
   /// All three in launch order: delta, dK/dV, then dQ.
   std::vector<detail::KernelSpec> in_order() const { return {delta, dkdv, dq}; }
@@ -130,7 +130,9 @@ struct BackwardSpecs {
 /// "attention_backward.dkdv.hdim128.bf16.br64.bc128.w12.s1.tma" (".deterministic" after
 /// ".tma" in that mode), "attention_backward.dq.hdim128.bf16.window.br64.bc64.w4" (with a dQ
 /// kernel) or
-/// "attention_backward.dq_convert.bf16". Throws InvalidArgument("config") outside the space.
+/// "attention_backward.dq_convert.bf16" (".permuted" for the TMA backward, which adds dQ's sums
+/// in the layout of attention/dq_accum_layout.cuh). Throws InvalidArgument("config") outside the
+/// space.
 BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& arch);
 
 /// Each gradient (dq, dk, dv) writes every element once and shares no memory with an input or

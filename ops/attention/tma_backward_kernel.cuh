@@ -26,6 +26,7 @@
 #include "attention/backward_params.cuh"
 #include "attention/backward_scores.cuh"
 #include "attention/backward_sequence.cuh"
+#include "attention/dq_accum_layout.cuh"
 #include "attention/head_tensor.cuh"
 #include "attention/mask.cuh"
 #include "attention/tma_backward_traits.cuh"
@@ -304,23 +305,38 @@ struct KeyGradientAccumulator {
     acc_tile<16, Share::kCols> dq;      // dQ = dS K: the warpgroup's columns, over its keys
     warpgroup_atb_async<Share::kKeys>(dq, smem.ds_t, share.key_columns(smem.k), share.key0());
     wgmma_wait_group<0>();
-    add_query_gradients(dq, share, smem);
+    add_query_gradients(dq, share, smem,
+                        (index_t(at.batch) * p.heads_q + head) * p.seqlen_q + row0);
   }
 
-  /// Stages this warp's rows of its warpgroup's part of dQ in fp32 (row-major, head_dim
-  /// columns) once the writer has read the team's last block, and hands the block over.
+  /// Stages this warp's rows of its warpgroup's part of dQ in fp32 once the writer has read the
+  /// team's last block, and hands the block over. The block is dq_accum's rows from `first_row`
+  /// as the bulk reduction adds them: head_dim columns, permuted per row (dq_accum_layout.cuh).
   FJ_DEVICE static void add_query_gradients(acc_tile<16, QueryGradientShare<Traits>::kCols>& dq,
                                             QueryGradientShare<Traits> share,
-                                            const TmaBackwardShared<Traits>& smem) {
+                                            const TmaBackwardShared<Traits>& smem,
+                                            index_t first_row) {
     constexpr int kHeadDim = Traits::kHeadDim;
     const WarpgroupScope scope = share.scope;
+    const int lane = scope.lane();
     const int warp_row0 = scope.warp_row0() - scope.row0();  // the warp's rows of the block
     const int col0 = share.col0();
     float* const staging = smem.dq_block(share.team());
     share.wait_staging_free();
-    for_each_element(dq, scope.lane(), [&](int r, int c, float& value) {
-      if (col0 + c < kHeadDim) store_shared(staging, (warp_row0 + r) * kHeadDim + col0 + c, value);
-    });
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {  // rows g and g + 8 of the warp's 16
+      const int row = warp_row0 + fragment_row(0, half, lane);
+      float* const line = staging + row * kHeadDim;
+      const int column_xor = dq_accum_column_xor(kHeadDim, first_row + row);
+#pragma unroll
+      for (int group = 0; group < dq.kGroups; ++group) {
+        const int col = col0 + fragment_col(group, 0, lane);
+        if (col < kHeadDim) {
+          store_shared_pair(line, col ^ column_xor, dq.frag[0][group][2 * half],
+                            dq.frag[0][group][2 * half + 1]);
+        }
+      }
+    }
     fence_proxy_async();  // generic writes, read by the bulk reduction
     share.hand_over();
   }

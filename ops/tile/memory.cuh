@@ -60,6 +60,12 @@ FJ_DEVICE void store_shared(T* base, int index, T value) {
   base[index] = value;
 }
 
+/// Writes elements `index` and `index + 1` of a shared fp32 array in one 8-byte store (`index`
+/// even, `base` 8-byte aligned).
+FJ_DEVICE void store_shared_pair(float* base, int index, float first, float second) {
+  *reinterpret_cast<float2*>(base + index) = make_float2(first, second);
+}
+
 #else  // host: the emulator checks every access; one it rejects is reported and skipped
 
 /// Reads element `index` of global array `base` (checked against the launch's buffers).
@@ -132,6 +138,13 @@ inline void store_shared(T* base, int index, T value) {
   if (!emulator::check_shared(address, sizeof(T), true)) return;
   emulator::check_stored_value(address, &value, sizeof(T));
   *address = value;
+}
+
+/// Writes elements `index` and `index + 1` of a shared fp32 array (one 8-byte store on the GPU;
+/// here two, each checked).
+inline void store_shared_pair(float* base, int index, float first, float second) {
+  store_shared(base, index, first);
+  store_shared(base, index + 1, second);
 }
 
 #endif

@@ -352,7 +352,7 @@ TEST_CASE(
   CHECK(key(64, "sm_80") == Key{64, 128, 8, 2});
   CHECK(key(64, "sm_90a", true) == Key{64, 128, 12, 2});  // the TMA backward, in turns
   CHECK(key(128, "sm_80") == Key{32, 128, 8, 2});
-  CHECK(key(128, "sm_90a", true) == Key{64, 128, 12, 1});  // in turns too
+  CHECK(key(128, "sm_90a", true) == Key{64, 128, 12, 2});  // in turns too (two stages, timed)
   CHECK(key(256, "sm_80") == Key{32, 64, 8, 2});
   // sm_90a's both modes at head dims 64 and 128 (softcap at 64 only): the TMA backward, Bc 128
   // over two consumer warpgroups and the producer's; elsewhere on sm_90a the mma.sync tiles of
@@ -361,7 +361,7 @@ TEST_CASE(
   CHECK(config(64, "sm_90a", false).tma);
   CHECK(key(64, "sm_90a") == Key{64, 128, 12, 2});
   CHECK(config(128, "sm_90a", false).tma);
-  CHECK(key(128, "sm_90a") == Key{64, 128, 12, 1});
+  CHECK(key(128, "sm_90a") == Key{64, 128, 12, 2});
   CHECK(!config(96, "sm_90a", false).tma);
   CHECK(!config(256, "sm_90a", false).tma);
   CHECK(config(128, "sm_90a", true).tma);
@@ -613,7 +613,10 @@ TEST_CASE("the backward launches cover every query row and every key block") {
   shapes = backward_launch_shapes(config, a, nullptr);
   CHECK(shapes.dq.grid_x == shapes.delta.grid_x);  // the convert kernel
   CHECK(shapes.dq.dynamic_shared_bytes == 0);
-  CHECK(backward_specs(config, "sm_90a").dq.readable_name == "attention_backward.dq_convert.bf16");
+  CHECK(backward_specs(config, "sm_90a").dq.readable_name ==
+        "attention_backward.dq_convert.bf16.permuted");
+  CHECK(backward_specs(config, "sm_90a").dq.name_expression ==
+        "flashjit::attention_backward_dq_convert_kernel<flashjit::bfloat16_t, false, true>");
   CHECK(backward_specs(config, "sm_90a").dkdv.readable_name ==
         "attention_backward.dkdv.hdim128.bf16.br64.bc128.w12.s1.tma.deterministic");
   config.deterministic = false;

@@ -6,14 +6,19 @@
 // (race, proxy fence, wgmma operand or bulk reduction in flight) throws, so a pass also means none.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <array>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "attention/attention_backward.hpp"
 #include "attention/attention_forward.hpp"
 #include "attention/backward_case.hpp"
+#include "attention/dq_accum_layout.cuh"
 #include "attention/inference_case.hpp"
 #include "attention/tma_backward_space.cuh"
 #include "flashjit/error.hpp"
@@ -255,6 +260,65 @@ TEST_CASE("TMA backward: at most 0.6x the shared bytes per tensor FLOP of the mm
   REQUIRE(tma.tensor_flops > 0);
   CHECK(tma.ldmatrix_bytes == 0);
   CHECK(shared_bytes_per_flop(tma) <= 0.6 * shared_bytes_per_flop(mma_sync));
+}
+
+/// Shared-memory wavefronts of one warp's 8-byte stores (lane → float index): the warp goes in
+/// two halves of 16 lanes, each taking as many wavefronts as the most distinct words one of
+/// the 32 banks holds.
+int pair_store_wavefronts(const std::array<int, 32>& float_index) {
+  int wavefronts = 0;
+  for (int half = 0; half < 2; ++half) {
+    std::map<int, std::set<int>> words_by_bank;
+    for (int lane = 16 * half; lane < 16 * half + 16; ++lane) {
+      for (int word : {float_index[lane], float_index[lane] + 1}) {
+        words_by_bank[word % 32].insert(word);
+      }
+    }
+    std::size_t most = 0;
+    for (const auto& [bank, words] : words_by_bank) most = std::max(most, words.size());
+    wavefronts += static_cast<int>(most);
+  }
+  return wavefronts;
+}
+
+/// The wavefronts of every dQ staging store of a warp (add_query_gradients: rows g and g + 8 of
+/// the warp's 16, columns 8j + 2t as pairs), summed, for dq_accum's rows from `first_row`.
+int dq_staging_wavefronts(int head_dim, long long first_row, bool permuted) {
+  int total = 0;
+  for (int warp_row0 : {0, 16, 32, 48}) {
+    for (int half = 0; half < 2; ++half) {
+      for (int group = 0; group < head_dim / 8; ++group) {
+        std::array<int, 32> index{};
+        for (int lane = 0; lane < 32; ++lane) {
+          const int row = warp_row0 + half * 8 + lane / 4;
+          const int col = group * 8 + lane % 4 * 2;
+          const int column_xor = permuted ? dq_accum_column_xor(head_dim, first_row + row) : 0;
+          CHECK((col ^ column_xor) < head_dim);  // the permutation stays in the row
+          index[static_cast<std::size_t>(lane)] = row * head_dim + (col ^ column_xor);
+        }
+        total += pair_store_wavefronts(index);
+      }
+    }
+  }
+  return total;
+}
+
+TEST_CASE("TMA backward: dQ's staging stores take the fewest wavefronts in the permuted layout") {
+  for (const int head_dim : {64, 128, 192, 256}) {
+    for (const long long first_row : {0LL, 1LL, 5LL, 8LL * 1000 + 3}) {
+      CAPTURE(head_dim);
+      CAPTURE(first_row);
+      const int stores = 4 * 2 * head_dim / 8;  // per warp: 2 halves of 8-column groups
+      CHECK(dq_staging_wavefronts(head_dim, first_row, true) == 2 * stores);  // 256 B: 2
+      // Plain rows of 64 or more floats put the 4 rows of a half on the same banks.
+      CHECK(dq_staging_wavefronts(head_dim, first_row, false) == 8 * stores);
+    }
+  }
+  // Head dims not a multiple of 64 permute fewer bits: no worse than plain rows.
+  for (int head_dim = 64; head_dim <= 256; head_dim += 8) {
+    CAPTURE(head_dim);
+    CHECK(dq_staging_wavefronts(head_dim, 3, true) <= dq_staging_wavefronts(head_dim, 3, false));
+  }
 }
 
 TEST_CASE("TMA backward: refused on sm_80 and outside its space, before any launch") {

@@ -93,6 +93,11 @@ struct TmaBackwardBlock {
   FJ_DEVICE int key_blocks_before(const AttentionBackwardParams& p, int row0) const {
     return key0 / Traits::kBlockN - KeyWindow<Traits::kMask>(p).lo(row0) / Traits::kBlockN;
   }
+  /// Query row `row0` of `head` in the contiguous (batch, heads_q, seqlen_q) arrays: D, and dQ's
+  /// sums (rows of head_dim floats).
+  FJ_DEVICE index_t query_row_index(const AttentionBackwardParams& p, int head, int row0) const {
+    return (index_t(batch) * p.heads_q + head) * p.seqlen_q + row0;
+  }
 };
 
 /// One value per query column of a warp's (keys, queries) tile, from a (batch, head)'s row
@@ -290,7 +295,8 @@ struct KeyGradientAccumulator {
                                           -negative_infinity(), lane,
                                           [](float lse) { return lse_base2(lse); }));
     wgmma_wait_group<0>();  // dPᵀ is in
-    const float* delta = p.delta + (index_t(at.batch) * p.heads_q + head) * p.seqlen_q + row0;
+    const index_t first_row = at.query_row_index(p, head, row0);
+    const float* delta = p.delta + first_row;
     sub_col(dp, load_columns<kBlockM>(delta, rows, 0.0f, lane, [](float d) { return d; }));
     mul_elements(dp, s);  // dSᵀ = Pᵀ ∘ (dPᵀ − D)
     scaling.chain(dp);
@@ -305,8 +311,7 @@ struct KeyGradientAccumulator {
     acc_tile<16, Share::kCols> dq;      // dQ = dS K: the warpgroup's columns, over its keys
     warpgroup_atb_async<Share::kKeys>(dq, smem.ds_t, share.key_columns(smem.k), share.key0());
     wgmma_wait_group<0>();
-    add_query_gradients(dq, share, smem,
-                        (index_t(at.batch) * p.heads_q + head) * p.seqlen_q + row0);
+    add_query_gradients(dq, share, smem, first_row);
   }
 
   /// Stages this warp's rows of its warpgroup's part of dQ in fp32 once the writer has read the

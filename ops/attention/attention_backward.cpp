@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attention/attention_common.hpp"
@@ -94,7 +95,8 @@ detail::KernelSpec dkdv_spec(const BackwardConfig& config, const std::string& ar
     kernel = "flashjit::attention_backward_tma_kernel<flashjit::TmaBackwardTraits<" + element +
              std::to_string(t.block_n) + ", " + mask_and_softcap + ", " + std::to_string(t.stages) +
              ", " + (config.deterministic ? "true" : "false") + ", " +
-             (config.varlen ? "true" : "false") + ">>";
+             (config.varlen ? "true" : "false") + ", " + (config.shared_keys() ? "true" : "false") +
+             ">>";
   } else {
     if (atomic_dq) traits.push_back("atomic_dq");
     if (config.varlen) traits.push_back("varlen");
@@ -279,12 +281,14 @@ std::vector<QueryBlockTile> query_tiles() {
   return tiles;
 }
 
-/// The Hopper backward's config with Bc = block_n (its warps: a consumer warpgroup per 64 keys
-/// and the producer's) and `stages` Q/dO slots; valid() says whether the kernel takes it.
+/// The Hopper backward's config with Bc = block_n (its warps: a consumer warpgroup per 64 keys,
+/// or two sharing them, and the producer's) and `stages` Q/dO slots; valid() says whether the
+/// kernel takes it.
 BackwardConfig tma_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
-                          bool deterministic, int block_n, int stages) {
+                          bool deterministic, int block_n, int stages, bool shared_keys) {
   BackwardConfig config{dtype, head_dim, mask, softcap, deterministic, {}, {}};
-  config.key = {kTmaBackwardBlockM, block_n, tma_backward_threads(block_n) / 32, stages};
+  config.key = {kTmaBackwardBlockM, block_n, tma_backward_threads(block_n, shared_keys) / 32,
+                stages};
   config.tma = true;
   return config;
 }
@@ -295,8 +299,8 @@ bool BackwardConfig::valid() const {
   if (dtype != DType::f16 && dtype != DType::bf16) return false;
   if (tma) {
     return query == QueryBlockTile{} && key.block_m == kTmaBackwardBlockM &&
-           key.warps * 32 == tma_backward_threads(key.block_n) &&
-           tma_backward_valid(head_dim, key.block_n, key.stages);
+           key.warps * 32 == tma_backward_threads(key.block_n, shared_keys()) &&
+           tma_backward_valid(head_dim, key.block_n, key.stages, shared_keys());
   }
   if (!space::key_kernel_valid(head_dim, key.block_m, key.block_n, key.warps, key.stages, softcap,
                                !deterministic)) {
@@ -308,7 +312,7 @@ bool BackwardConfig::valid() const {
 }
 
 int BackwardConfig::key_shared_bytes() const {
-  if (tma) return tma_backward_shared_bytes(head_dim, key.block_n, key.stages);
+  if (tma) return tma_backward_shared_bytes(head_dim, key.block_n, key.stages, shared_keys());
   return space::key_kernel_shared_bytes(head_dim, key.block_m, key.block_n, key.stages);
 }
 
@@ -335,10 +339,10 @@ std::vector<BackwardConfig> backward_configs(DType dtype, int head_dim, MaskKind
       if (config.valid()) configs.push_back(config);
     }
   }
-  for (int block_n : {64, 128}) {
+  for (const auto& [block_n, shared_keys] : {std::pair{64, false}, {64, true}, {128, false}}) {
     for (int stages : {1, 2}) {
       const BackwardConfig config =
-          tma_config(dtype, head_dim, mask, softcap, deterministic, block_n, stages);
+          tma_config(dtype, head_dim, mask, softcap, deterministic, block_n, stages, shared_keys);
       if (config.valid()) configs.push_back(config);
     }
   }
@@ -352,15 +356,21 @@ bool runs_on(const BackwardConfig& config, const std::string& arch) {
 BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                        bool deterministic, const std::string& arch) {
   check_attention_support(dtype, head_dim);
-  // The Hopper backward where it compiles without spills (NVRTC 13.0) and was timed ahead:
-  // 1.5x the mma.sync default at head dim 128 on an H100, 1.9-2.1x on an H200, where two Q/dO
-  // stages ran 1.14x one (bench/results, 2026-11-27); two consumer warpgroups over Bc = 128. The
-  // deterministic mode orders the same kernel's dQ sums (in its dQ writer warp, off the math
-  // warps' registers). Softcap's chain (1 − tanh² kept per score) spills it at 128 (256 bytes),
-  // not at 64.
-  if (runs_wgmma(arch) && (head_dim == 64 || (head_dim == 128 && !softcap))) {
-    const BackwardConfig config = tma_config(dtype, head_dim, mask, softcap, deterministic, 128, 2);
-    if (config.valid() && config.shared_bytes() <= arch_shared_memory_limit(arch)) return config;
+  // The Hopper backward from head dim 64, where it compiles without spills (NVRTC 13.0): timed
+  // at 1.5x the mma.sync default at head dim 128 on an H100, 1.9-2.1x on an H200, where two Q/dO
+  // stages ran 1.14x one (bench/results, 2026-11-27). Up to a padded head dim of 128, two
+  // consumer warpgroups over Bc = 128; above it, and at 128 with softcap (whose chain, 1 − tanh²
+  // kept per score, spilled 256 bytes there), two warpgroups sharing Bc = 64 keys, with two
+  // stages where they fit in shared memory (to 192) and one where not. The deterministic mode
+  // orders the same kernel's dQ sums (in its dQ writer warp, off the math warps' registers).
+  if (runs_wgmma(arch) && head_dim >= 64) {
+    const int padded = tma_forward_padded_head_dim(head_dim);
+    const bool shared_keys = padded > 128 || (padded == 128 && softcap);
+    for (int stages : {2, 1}) {
+      const BackwardConfig config = tma_config(dtype, head_dim, mask, softcap, deterministic,
+                                               shared_keys ? 64 : 128, stages, shared_keys);
+      if (config.valid() && config.shared_bytes() <= arch_shared_memory_limit(arch)) return config;
+    }
   }
   return fallback_backward_config(dtype, head_dim, mask, softcap, deterministic, arch);
 }

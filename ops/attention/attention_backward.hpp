@@ -56,10 +56,12 @@ struct BackwardConfig {
   bool varlen = false;
   /// The warp-specialized Hopper dK/dV kernel (sm_90a, attention/tma_backward_kernel.cuh):
   /// wgmma on TMA-loaded tiles, dQ's sum added by bulk reductions. key.block_n (Bc, 64 or 128)
-  /// keys over one consumer warpgroup per 64, key.stages (1 or 2) Q/dO slots; key.block_m is
-  /// 64 and key.warps counts the producer warpgroup's 4 too. Head dims 64 to 256, both dQ modes
-  /// (deterministic: its sums take turns), not varlen yet; sm_90a only (runs_on): its default at
-  /// head dims 64 and 128 (default_backward_config says when), and in its tuning space.
+  /// keys over one consumer warpgroup per 64 (key.warps 8 or 12), or 64 keys shared by two
+  /// (key.warps 12: shared_keys(), the form above a padded head dim of 128), key.stages (1 or
+  /// 2) Q/dO slots; key.block_m is 64 and key.warps counts the producer warpgroup's 4 too. Head
+  /// dims 64 to 256, both dQ modes (deterministic: its sums take turns), packed sequences;
+  /// sm_90a only (runs_on): its default there from head dim 64 (default_backward_config), and
+  /// in its tuning space.
   bool tma = false;
   bool operator==(const BackwardConfig&) const = default;
 
@@ -75,6 +77,8 @@ struct BackwardConfig {
   bool has_query_kernel() const;
   /// The larger of the two: what the device must grant a block.
   int shared_bytes() const;
+  /// Whether the TMA backward's two consumer warpgroups share Bc = 64 keys (12 warps over 64).
+  bool shared_keys() const { return tma && key.block_n == 64 && key.warps == 12; }
 };
 
 /// Query rows per block of the delta and dQ-convert kernels (declared beside the template's

@@ -8,6 +8,10 @@
 //   Pᵀ = 2^(Sᵀ − LSE),  dSᵀ = Pᵀ ∘ (dPᵀ − D)  (registers, the other backward's element steps),
 //   dV += Pᵀ dOᵢ,  dK += dSᵀ Qᵢ               (wgmma, Pᵀ and dSᵀ from registers),
 //   dQᵢ (+)= dS K over the warpgroup's keys   (wgmma from the dSᵀ it stored in shared memory),
+// or, above a padded head dim of 128 (Traits::kSharedKeys), two warpgroups share 64 keys: each
+// computes Sᵀ and dPᵀ for half the block's queries, both store their halves of Pᵀ and dSᵀ in
+// shared memory, then one accumulates dV += Pᵀ dOᵢ and the other dK += dSᵀ Qᵢ from there, and
+// they split dQᵢ's columns, so that no thread holds more than one head-dim-wide gradient;
 // and hand dQ's partial sum over: the warpgroup stages it in fp32 in shared memory and goes on,
 // and the dQ writer, a warp of the producer warpgroup, adds it into the fp32 workspace with a
 // bulk reduction (cp.reduce.async.bulk, tile/bulk_reduce.cuh), so no math warp waits on atomics
@@ -138,19 +142,24 @@ FJ_DEVICE void load_query_blocks(const TmaBackwardShared<Traits>& smem,
 }
 
 /// How the consumer warpgroups share a block's dQ = dS K. Two warpgroups at a padded head dim
-/// of whole 128-column pairs of panels each take half of dQ's columns over all Bc keys
-/// (FlashAttention-3's split: half the accumulator registers, which head dims from 128 need),
-/// and stage one block for one bulk reduction; otherwise each takes all the columns over its
-/// own 64 keys and stages its own block. The "team" is the threads that share a staging block:
+/// of whole 128-column pairs of panels, or sharing their keys, each take a part of dQ's columns
+/// over all Bc keys (FlashAttention-3's split: half the accumulator registers, which head dims
+/// from 128 need), whole 64-column panels (where a wgmma's B may start), and stage one block for
+/// one bulk reduction; otherwise each takes all the columns over its own 64 keys and stages its
+/// own block. The "team" is the threads that share a staging block:
 /// both warpgroups, or one. A team and the dQ writer hand its staging block back and forth on
 /// two named barriers: "free" (the writer arrives once at the start and after each reduction
 /// has read the block; the team waits before staging) and "staged" (the team arrives; the writer
 /// waits), so each side waits only when the other is a whole block behind.
 template <class Traits>
 struct QueryGradientShare {
-  static constexpr int kGroups = Traits::kConsumerThreads / WarpgroupScope::kThreads;
-  static constexpr bool kSplitColumns = kGroups == 2 && Traits::kHeadDimPadded % 128 == 0;
-  static constexpr int kCols = kSplitColumns ? Traits::kHeadDimPadded / 2 : Traits::kHeadDimPadded;
+  static constexpr int kGroups = Traits::kGroups;
+  static constexpr int kPanels = Traits::kHeadDimPadded / 64;
+  static constexpr bool kSplitColumns = kGroups == 2 && (Traits::kSharedKeys || kPanels % 2 == 0);
+  // The first warpgroup's columns, and the second's: the rest (one panel fewer at 192).
+  static constexpr int kCols = kSplitColumns ? (kPanels + 1) / 2 * 64 : Traits::kHeadDimPadded;
+  static constexpr int kLastCols = kSplitColumns ? Traits::kHeadDimPadded - kCols : kCols;
+  static_assert(kLastCols > 0, "every warpgroup some of dQ's columns");
   static constexpr int kKeys = kSplitColumns ? Traits::kBlockN : WarpgroupScope::kRows;
   static constexpr int kTeamBarrier = 1 + kGroups;  // both warpgroups' (1 + group: each one's)
   static constexpr int kConsumersBarrier = kTeamBarrier;      // every consumer thread's, either way
@@ -158,15 +167,17 @@ struct QueryGradientShare {
   static constexpr int kTeamThreads =
       kSplitColumns ? Traits::kConsumerThreads : WarpgroupScope::kThreads;
   static constexpr int kHandOverThreads = kTeamThreads + 32;  // a team and the writer warp
-  using Columns = swizzled_tile<typename Traits::Element, Traits::kBlockN, kCols>;
+  template <int Cols>
+  using Columns = swizzled_tile<typename Traits::Element, Traits::kBlockN, Cols>;
 
   WarpgroupScope scope;
 
   /// The first of this warpgroup's dQ columns, and of its keys in the CTA's block.
   FJ_DEVICE int col0() const { return kSplitColumns ? scope.group() * kCols : 0; }
   FJ_DEVICE int key0() const { return kSplitColumns ? 0 : scope.row0(); }
-  /// K's columns this warpgroup's dQ takes (whole panels of the tile).
-  FJ_DEVICE Columns key_columns(typename Traits::KVTile k) const {
+  /// K's Cols columns this warpgroup's dQ takes (whole panels of the tile).
+  template <int Cols>
+  FJ_DEVICE Columns<Cols> key_columns(typename Traits::KVTile k) const {
     return {k.data + col0() / 64 * Traits::KVTile::kPanelBytes / 2};
   }
   /// This team's index in the CTA (the order of its sums in the deterministic mode, and its
@@ -193,14 +204,31 @@ struct QueryGradientShare {
   }
 };
 
-/// A consumer warpgroup's dK and dV (this warp's 16 keys by the head dim), accumulated over the
-/// steps, and its dQ partial sums added into the workspace.
+/// A consumer warpgroup's dK and dV (this warp's 16 keys by the head dim), or with shared keys
+/// the one of them it owns, accumulated over the steps, and its dQ partial sums added into the
+/// workspace.
 template <class Traits>
 struct KeyGradientAccumulator {
   using T = typename Traits::Element;
   using Grads = acc_tile<16, Traits::kHeadDimPadded>;
   static constexpr int kBarrier = 1;  // the warpgroups' named barriers: 1 + group
-  Grads dk, dv;
+  static constexpr int kGradients = Traits::kSharedKeys ? 1 : 2;
+  enum Kind : int { kKeyGradient = 0, kValueGradient = 1 };  // their rows in the staging block
+  // dK then dV; with shared keys the owned one: dV in warpgroup 0, dK in warpgroup 1.
+  Grads gradients[kGradients];
+
+  FJ_DEVICE void clear() {
+    for (Grads& g : gradients) fill(g, 0.0f);
+  }
+  /// Which gradient gradients[i] is.
+  FJ_DEVICE static Kind kind(int i, WarpgroupScope scope) {
+    if constexpr (Traits::kSharedKeys) return scope.group() == 0 ? kValueGradient : kKeyGradient;
+    return Kind(i);
+  }
+  /// This warpgroup's first key in the block: its own 64, or with shared keys the block's.
+  FJ_DEVICE static int key_row0(WarpgroupScope scope) {
+    return Traits::kSharedKeys ? 0 : scope.row0();
+  }
 
   /// Every step of `at` (after K and V have landed).
   FJ_DEVICE void accumulate(const TmaBackwardShared<Traits>& smem,
@@ -232,30 +260,36 @@ struct KeyGradientAccumulator {
     constexpr int kHeadDim = Traits::kHeadDim;
     constexpr int kRows = WarpgroupScope::kRows;
     const WarpgroupScope scope{thread};
-    T* const staged = reinterpret_cast<T*>(smem.dq_block(scope.group()));  // (2 · 64, head_dim)
+    // (2 · 64, head_dim): dK's rows, then dV's; with shared keys both warpgroups' one block
+    T* const staged = reinterpret_cast<T*>(smem.dq_block(Traits::kSharedKeys ? 0 : scope.group()));
     const int warp_row0 = scope.warp_row0() - scope.row0();  // the warp's rows of the 64
-    scale_tile(dk, p.scale);
     QueryGradientShare<Traits>{scope}.wait_staging_free();  // the last reduction has read it
-    for_each_element(dk, scope.lane(), [&](int r, int c, float& value) {
-      if (c < kHeadDim) store_shared(staged, (warp_row0 + r) * kHeadDim + c, from_float<T>(value));
-    });
-    for_each_element(dv, scope.lane(), [&](int r, int c, float& value) {
-      if (c < kHeadDim) {
-        store_shared(staged, (kRows + warp_row0 + r) * kHeadDim + c, from_float<T>(value));
-      }
-    });
+#pragma unroll
+    for (int i = 0; i < kGradients; ++i) {
+      const Kind which = kind(i, scope);
+      if (which == kKeyGradient) scale_tile(gradients[i], p.scale);
+      for_each_element(gradients[i], scope.lane(), [&](int r, int c, float& value) {
+        if (c < kHeadDim) {
+          store_shared(staged, (which * kRows + warp_row0 + r) * kHeadDim + c,
+                       from_float<T>(value));
+        }
+      });
+    }
     scope.sync(kBarrier);  // the warpgroup's rows are staged
     constexpr int kChunksPerRow = kHeadDim / kChunkElements;
-    const int rows = min_int(kRows, at.keys - scope.row0());
+    const int rows = min_int(kRows, at.keys - key_row0(scope));
     const auto* chunks = reinterpret_cast<const Chunk16*>(staged);
 #pragma unroll 1
     for (int chunk = scope.index(); chunk < rows * kChunksPerRow; chunk += 128) {
       const int row = chunk / kChunksPerRow, col = chunk % kChunksPerRow * kChunkElements;
-      const int key = at.key0 + scope.row0() + row;
-      store_global_raw(reinterpret_cast<Chunk16*>(p.dk.rows<T>(at.batch, at.kv_head, key) + col),
-                       load_shared(chunks, chunk));
-      store_global_raw(reinterpret_cast<Chunk16*>(p.dv.rows<T>(at.batch, at.kv_head, key) + col),
-                       load_shared(chunks, kRows * kChunksPerRow + chunk));
+      const int key = at.key0 + key_row0(scope) + row;
+#pragma unroll
+      for (int i = 0; i < kGradients; ++i) {
+        const Kind which = kind(i, scope);
+        const HeadTensor& out = which == kKeyGradient ? p.dk : p.dv;
+        store_global_raw(reinterpret_cast<Chunk16*>(out.rows<T>(at.batch, at.kv_head, key) + col),
+                         load_shared(chunks, which * kRows * kChunksPerRow + chunk));
+      }
     }
   }
 
@@ -276,49 +310,83 @@ struct KeyGradientAccumulator {
                                   const TmaBackwardBlock<Traits>& at, int head, int row0,
                                   int stage, WarpgroupScope scope) {
     constexpr int kBlockM = Traits::kBlockM;
+    // The queries whose scores this warpgroup computes: all, or with shared keys its half.
+    constexpr int kQueries = Traits::kSharedKeys ? kBlockM / 2 : kBlockM;
+    const int query0 = Traits::kSharedKeys ? scope.group() * kQueries : 0;
     const int lane = scope.lane();
     const int rows = min_int(kBlockM, p.seqlen_q - row0);
+    const int keys0 = key_row0(scope);                                 // its keys in the block
+    const int warp_keys0 = keys0 + scope.warp_row0() - scope.row0();  // and this warp's 16
     const typename Traits::QTile q = smem.q(stage), dout = smem.dout(stage);
-    acc_tile<16, kBlockM> s, dp;  // (keys, queries): Sᵀ, then Pᵀ; dPᵀ, then dSᵀ
-    warpgroup_abt_async(s, smem.k, scope.row0(), q);      // Sᵀ = K Qᵀ
-    warpgroup_abt_async(dp, smem.v, scope.row0(), dout);  // dPᵀ = V dOᵀ
-    wgmma_wait_group<1>();                                // Sᵀ is in
-    ScoreScaling<Traits::kSoftcap, 16, kBlockM> scaling;
+    acc_tile<16, kQueries> s, dp;  // (keys, queries): Sᵀ, then Pᵀ; dPᵀ, then dSᵀ
+    warpgroup_abt_async(s, smem.k, keys0, q, query0);      // Sᵀ = K Qᵀ
+    warpgroup_abt_async(dp, smem.v, keys0, dout, query0);  // dPᵀ = V dOᵀ
+    wgmma_wait_group<1>();                                 // Sᵀ is in
+    ScoreScaling<Traits::kSoftcap, 16, kQueries> scaling;
     scaling.scale(s, p);  // Sᵀ·scale·log2 e
     const KeyWindow<Traits::kMask> window(p);
-    if (!window.block_fully_visible(row0, row0 + rows - 1, at.key0 + scope.row0(),
+    if (!window.block_fully_visible(row0, row0 + rows - 1, at.key0 + keys0,
                                     WarpgroupScope::kRows)) {
-      mask_scores_transposed(window, s, at.key0 + scope.warp_row0(), row0, lane);
+      mask_scores_transposed(window, s, at.key0 + warp_keys0, row0 + query0, lane);
     }
     // Pᵀ = 2^(Sᵀ − LSE); +inf past the valid rows, so their P is 0
-    exp2_sub_col(s, load_columns<kBlockM>(lse_rows(p, at.batch, head, row0), rows,
-                                          -negative_infinity(), lane,
-                                          [](float lse) { return lse_base2(lse); }));
+    exp2_sub_col(s, load_columns<kQueries>(lse_rows(p, at.batch, head, row0 + query0),
+                                           rows - query0, -negative_infinity(), lane,
+                                           [](float lse) { return lse_base2(lse); }));
     wgmma_wait_group<0>();  // dPᵀ is in
     const index_t first_row = at.query_row_index(p, head, row0);
-    const float* delta = p.delta + first_row;
-    sub_col(dp, load_columns<kBlockM>(delta, rows, 0.0f, lane, [](float d) { return d; }));
+    sub_col(dp, load_columns<kQueries>(p.delta + first_row + query0, rows - query0, 0.0f, lane,
+                                       [](float d) { return d; }));
     mul_elements(dp, s);  // dSᵀ = Pᵀ ∘ (dPᵀ − D)
     scaling.chain(dp);
-    const operand_tile<T, 16, kBlockM> p_t = to_operand<T>(s), ds_t = to_operand<T>(dp);
-    store_fragments(dp, smem.ds_t, scope.warp_row0(), 0, lane);  // the A of dQ = dS K
-    fence_proxy_async();                                       // generic writes, read by wgmma
     using Share = QueryGradientShare<Traits>;
     const Share share{scope};
-    share.sync();                       // the team's dSᵀ rows are in
-    warpgroup_ab_async(dv, p_t, dout);  // dV += Pᵀ dO
-    warpgroup_ab_async(dk, ds_t, q);    // dK += dSᵀ Q
-    acc_tile<16, Share::kCols> dq;      // dQ = dS K: the warpgroup's columns, over its keys
-    warpgroup_atb_async<Share::kKeys>(dq, smem.ds_t, share.key_columns(smem.k), share.key0());
+    if constexpr (Traits::kSharedKeys) {
+      // Both halves of Pᵀ and dSᵀ in shared memory, then dV += Pᵀ dO in warpgroup 0 and
+      // dK += dSᵀ Q in warpgroup 1, each over all the block's queries.
+      store_fragments(s, smem.p_t, warp_keys0, query0, lane);
+      store_fragments(dp, smem.ds_t, warp_keys0, query0, lane);
+      fence_proxy_async();  // generic writes, read by wgmma
+      share.sync();         // both halves are in
+      const bool values = kind(0, scope) == kValueGradient;
+      warpgroup_ab_async(gradients[0], values ? smem.p_t : smem.ds_t, 0, values ? dout : q);
+    } else {
+      const operand_tile<T, 16, kBlockM> p_t = to_operand<T>(s), ds_t = to_operand<T>(dp);
+      store_fragments(dp, smem.ds_t, warp_keys0, 0, lane);  // the A of dQ = dS K
+      fence_proxy_async();                                    // generic writes, read by wgmma
+      share.sync();                                           // the team's dSᵀ rows are in
+      warpgroup_ab_async(gradients[kValueGradient], p_t, dout);  // dV += Pᵀ dO
+      warpgroup_ab_async(gradients[kKeyGradient], ds_t, q);      // dK += dSᵀ Q
+    }
+    if constexpr (Share::kCols == Share::kLastCols) {
+      add_query_gradients<Share::kCols>(share, smem, first_row);
+    } else if (scope.group() == 0) {  // the warpgroups' parts of dQ differ in width
+      add_query_gradients<Share::kCols>(share, smem, first_row);
+    } else {
+      add_query_gradients<Share::kLastCols>(share, smem, first_row);
+    }
+  }
+
+  /// dQ = dS K over the team's keys in this warpgroup's Cols columns, then its staging
+  /// (stage_query_gradients), after the step's other products.
+  template <int Cols>
+  FJ_DEVICE static void add_query_gradients(QueryGradientShare<Traits> share,
+                                            const TmaBackwardShared<Traits>& smem,
+                                            index_t first_row) {
+    using Share = QueryGradientShare<Traits>;
+    acc_tile<16, Cols> dq;
+    warpgroup_atb_async<Share::kKeys>(dq, smem.ds_t, share.template key_columns<Cols>(smem.k),
+                                      share.key0());
     wgmma_wait_group<0>();
-    add_query_gradients(dq, share, smem, first_row);
+    stage_query_gradients(dq, share, smem, first_row);
   }
 
   /// Stages this warp's rows of its warpgroup's part of dQ in fp32 once the writer has read the
   /// team's last block, and hands the block over. The block is dq_accum's rows from `first_row`
   /// as the bulk reduction adds them: head_dim columns, permuted per row (dq_accum_layout.cuh).
-  FJ_DEVICE static void add_query_gradients(acc_tile<16, QueryGradientShare<Traits>::kCols>& dq,
-                                            QueryGradientShare<Traits> share,
+  template <int Cols>
+  FJ_DEVICE static void stage_query_gradients(acc_tile<16, Cols>& dq,
+                                              QueryGradientShare<Traits> share,
                                             const TmaBackwardShared<Traits>& smem,
                                             index_t first_row) {
     constexpr int kHeadDim = Traits::kHeadDim;
@@ -420,8 +488,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, 1)  // one CTA an SM: setmaxn
   if (thread < Traits::kConsumerThreads) {
     if constexpr (kMoveRegisters) warpgroup_claim_registers<Traits::kConsumerRegisters>();
     KeyGradientAccumulator<Traits> gradients;
-    fill(gradients.dk, 0.0f);
-    fill(gradients.dv, 0.0f);
+    gradients.clear();
     if (at.steps() > 0) gradients.accumulate(smem, params, at, thread);  // else dK = dV = 0
     gradients.write(smem, params, at, thread);
   } else {

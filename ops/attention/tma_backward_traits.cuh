@@ -22,19 +22,25 @@ struct AttentionBackwardTmaMaps {
 };
 
 template <typename Element_, int HeadDim, int BlockN, MaskKind Mask, bool Softcap, int Stages = 2,
-          bool Deterministic = false, bool Varlen = false>
+          bool Deterministic = false, bool Varlen = false, bool SharedKeys = false>
 struct TmaBackwardTraits {
-  static_assert(tma_backward_valid(HeadDim, BlockN, Stages),
+  static_assert(tma_backward_valid(HeadDim, BlockN, Stages, SharedKeys),
                 "invalid TMA backward traits: see tma_backward_valid (head dim 64 to 256 in "
-                "multiples of 8, Bc 64 or 128, one or two stages, within 227 KB of shared memory)");
+                "multiples of 8, Bc 64 or 128, shared keys above 128, one or two stages, within "
+                "227 KB of shared memory)");
   using Element = Element_;  // half_t or bfloat16_t
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kHeadDimPadded = tma_forward_padded_head_dim(HeadDim);
   static constexpr int kBlockM = kTmaBackwardBlockM;  // Br: query rows per streamed block
   static constexpr int kBlockN = BlockN;              // Bc: keys per CTA, 64 per warpgroup
   static constexpr int kStages = Stages;              // Q and dO slots
-  static constexpr int kConsumerThreads = BlockN / 64 * 128;
-  static constexpr int kThreads = tma_backward_threads(BlockN);  // consumers, then the producer
+  // Two consumer warpgroups on the same 64 keys (tma_backward_consumer_groups), each computing
+  // the scores of half the query rows and one of dK and dV; else each on 64 keys of its own.
+  static constexpr bool kSharedKeys = SharedKeys;
+  static constexpr int kGroups = tma_backward_consumer_groups(BlockN, SharedKeys);
+  static constexpr int kConsumerThreads = kGroups * 128;
+  static constexpr int kThreads = tma_backward_threads(BlockN, SharedKeys);  // then the producer
+  static constexpr int kStagingBlocks = SharedKeys ? 1 : kGroups;
   static constexpr MaskKind kMask = Mask;
   static constexpr bool kSoftcap = Softcap;
   // dQ's sums into each query block in a fixed order (AttentionBackwardParams::dq_semaphore):
@@ -45,14 +51,15 @@ struct TmaBackwardTraits {
   // its sequence, and TMA reads the packed tensors from the sequence's first row.
   static constexpr bool kVarlen = Varlen;
   // setmaxnreg's counts (0: none), as the forward's with as many consumer warpgroups.
-  static constexpr int kConsumerRegisters = tma_forward_registers(BlockN).consumer;
-  static constexpr int kProducerRegisters = tma_forward_registers(BlockN).producer;
+  static constexpr int kConsumerRegisters = tma_forward_registers(kGroups * 64).consumer;
+  static constexpr int kProducerRegisters = tma_forward_registers(kGroups * 64).producer;
 
   using QTile = swizzled_tile<Element, kBlockM, kHeadDimPadded>;   // Q and dO as TMA wrote them
   using KVTile = swizzled_tile<Element, BlockN, kHeadDimPadded>;   // K and V; dK, dV at the end
-  using ScoreTile = swizzled_tile<Element, BlockN, kBlockM>;       // dSᵀ: keys by queries
+  using ScoreTile = swizzled_tile<Element, BlockN, kBlockM>;       // dSᵀ, Pᵀ: keys by queries
   using Ring = PipelineRing<Stages>;                               // the Q and dO slots
-  static constexpr int kSharedBytes = tma_backward_shared_bytes(HeadDim, BlockN, Stages);
+  static constexpr int kSharedBytes =
+      tma_backward_shared_bytes(HeadDim, BlockN, Stages, SharedKeys);
 };
 
 /// The kernel's shared memory, carved from the dynamic buffer. A slot of the ring holds one
@@ -64,15 +71,16 @@ struct TmaBackwardShared {
   typename Traits::KVTile k, v;       // (Bc, d): the CTA's keys and values
   QTile q0, dout0;                    // (Br, d): slot 0 of Q and of dO
   typename Traits::ScoreTile ds_t;    // (Bc, Br): dSᵀ, each warpgroup its own 64 key rows
-  float* dq_staging;                  // per consumer warpgroup (Br, head_dim) fp32, row-major
+  typename Traits::ScoreTile p_t;     // (Bc, Br): Pᵀ, with shared keys only (else unset)
+  float* dq_staging;                  // Traits::kStagingBlocks of (Br, head_dim) fp32, row-major
   mbarrier_t* kv_full;                // K and V have landed
   typename Traits::Ring ring;         // Q and dO slots: full and empty barriers
 
   FJ_DEVICE QTile q(int stage) const { return {q0.data + stage * QTile::kBytes / 2}; }
   FJ_DEVICE QTile dout(int stage) const { return {dout0.data + stage * QTile::kBytes / 2}; }
-  /// Consumer warpgroup `group`'s dQ staging block.
-  FJ_DEVICE float* dq_block(int group) const {
-    return dq_staging + group * Traits::kBlockM * Traits::kHeadDim;
+  /// Staging block `block` (a consumer warpgroup's; with shared keys only block 0).
+  FJ_DEVICE float* dq_block(int block) const {
+    return dq_staging + block * Traits::kBlockM * Traits::kHeadDim;
   }
 };
 
@@ -88,8 +96,9 @@ FJ_DEVICE TmaBackwardShared<Traits> carve_tma_backward_shared(unsigned char* bas
   smem.dout0 = QTile{reinterpret_cast<typename Traits::Element*>(base)};
   base += Traits::kStages * QTile::kBytes;
   smem.ds_t = carve_tile<typename Traits::ScoreTile>(base);
+  if constexpr (Traits::kSharedKeys) smem.p_t = carve_tile<typename Traits::ScoreTile>(base);
   smem.dq_staging = reinterpret_cast<float*>(base);
-  base += Traits::kConsumerThreads / 128 * Traits::kBlockM * Traits::kHeadDim * 4;
+  base += Traits::kStagingBlocks * Traits::kBlockM * Traits::kHeadDim * 4;
   smem.kv_full = reinterpret_cast<mbarrier_t*>(base);
   smem.ring = typename Traits::Ring{smem.kv_full + 1};
   return smem;

@@ -186,8 +186,8 @@ FJ_DEVICE void tma_store_rows(const tma_descriptor& map, const int (&origin)[Ran
   });
 }
 
-/// The descriptor of k16 step 0 of a K-major operand: rows [row0, row0 + 64) (A, row0 a
-/// multiple of 8) or all rows (B, row0 = 0) of `tile`, whose columns are K.
+/// The descriptor of k16 step 0 of a K-major operand: rows [row0, row0 + 64) (A) or
+/// [row0, row0 + N) (B) of `tile`, whose columns are K; row0 a multiple of 8 (a whole atom).
 template <typename T, int Rows, int Cols>
 FJ_DEVICE unsigned long long k_major_descriptor(swizzled_tile<T, Rows, Cols> tile, int row0) {
   using Tile = swizzled_tile<T, Rows, Cols>;

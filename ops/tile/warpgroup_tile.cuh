@@ -56,8 +56,8 @@ FJ_DEVICE void load_core_matrix_tile_async(core_matrix_tile<T, Rows, Cols> dst, 
   }
 }
 
-/// The descriptor of k16 step 0 of a K-major operand: rows [row0, row0 + 64) (A) or all rows
-/// (B, row0 = 0) of `tile`, whose columns are K. LBO: the next 8 k; SBO: the next 8 rows.
+/// The descriptor of k16 step 0 of a K-major operand: rows [row0, row0 + 64) (A) or
+/// [row0, row0 + N) (B) of `tile`, whose columns are K. LBO: the next 8 k; SBO: the next 8 rows.
 template <typename T, int Rows, int Cols>
 FJ_DEVICE unsigned long long k_major_descriptor(core_matrix_tile<T, Rows, Cols> tile, int row0) {
   using Tile = core_matrix_tile<T, Rows, Cols>;
@@ -92,18 +92,20 @@ FJ_DEVICE float (&wgmma_registers(acc_tile<16, Cols>& acc))[Cols / 2] {
 }
 
 /// Issues acc = A Bᵀ over all of K for the warpgroup's 64 rows as one wgmma group and returns
-/// at once: A is rows [a_row0, a_row0 + 64) of `a`, B the N rows of `b` (both K-major); this
+/// at once: A is rows [a_row0, a_row0 + 64) of `a`, B rows [b_row0, b_row0 + N) of `b` (both
+/// K-major; the row offsets multiples of 8, whole swizzle atoms); this
 /// warp's 16 rows land in `acc` at the wgmma_wait_group that completes the group, and `acc`
 /// must not be touched before. Every thread of the warpgroup calls it. `Tile` is any shared
 /// layout with k_major_descriptor, mn_major_descriptor and their _step_bytes overloads (step 0's
 /// descriptor is made once, each step adds its offset): core_matrix_tile here,
 /// swizzled_tile (tile/swizzled_tile.cuh) for TMA-loaded operands.
-template <typename T, int N, int K, int ARows, template <typename, int, int> class Tile>
+template <typename T, int N, int K, int ARows, int BRows, template <typename, int, int> class Tile>
 FJ_DEVICE void warpgroup_abt_async(acc_tile<16, N>& acc, Tile<T, ARows, K> a, int a_row0,
-                                   Tile<T, N, K> b) {
+                                   Tile<T, BRows, K> b, int b_row0 = 0) {
   static_assert(K % 16 == 0 && ARows % 64 == 0, "whole k16 steps, 64-row warpgroup blocks");
+  static_assert(N <= BRows, "B's N rows within its tile");
   const unsigned long long a_desc = k_major_descriptor(a, a_row0),
-                           b_desc = k_major_descriptor(b, 0);
+                           b_desc = k_major_descriptor(b, b_row0);
   wgmma_fence();  // acc's registers were written before: order them before the wgmma
 #pragma unroll
   for (int step = 0; step < K / 16; ++step) {

@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "attention/attention_backward.hpp"
 #include "attention/attention_forward.hpp"
@@ -36,14 +37,17 @@ Runtime& hopper() {
   return runtime;
 }
 
-/// The TMA backward config for `c` with Bc keys per CTA and `stages` Q/dO slots.
-kernels::BackwardConfig tma_config(const BackwardCase& c, int block_n, int stages) {
+/// The TMA backward config for `c` with Bc keys per CTA and `stages` Q/dO slots, its two
+/// consumer warpgroups sharing Bc = 64 keys when `shared_keys`.
+kernels::BackwardConfig tma_config(const BackwardCase& c, int block_n, int stages,
+                                   bool shared_keys = false) {
   kernels::BackwardConfig config;
   config.dtype = c.dtype;
   config.head_dim = static_cast<int>(c.problem.head_dim);
   config.mask = kernels::forward_mask_kind(c.attention());
   config.softcap = c.problem.softcap > 0;
-  config.key = {kTmaBackwardBlockM, block_n, tma_backward_threads(block_n) / 32, stages};
+  config.key = {kTmaBackwardBlockM, block_n, tma_backward_threads(block_n, shared_keys) / 32,
+                stages};
   config.tma = true;
   return config;
 }
@@ -60,11 +64,12 @@ detail::CompiledKernel compile_and_report(const detail::KernelSpec& spec) {
   return kernel;
 }
 
-void check(const BackwardCase& c, int block_n, int stages) {
+void check(const BackwardCase& c, int block_n, int stages, bool shared_keys = false) {
   CAPTURE(c.name());
   CAPTURE(block_n);
   CAPTURE(stages);
-  kernels::BackwardConfig config = tma_config(c, block_n, stages);
+  CAPTURE(shared_keys);
+  kernels::BackwardConfig config = tma_config(c, block_n, stages, shared_keys);
   config.deterministic = c.deterministic;
   REQUIRE(config.valid());
   const BackwardVerdict verdict = run_backward_case(hopper(), c, config);
@@ -126,6 +131,21 @@ TEST_CASE("TMA backward on the emulator: causal both ways, GQA, windows, softcap
   check(with_softcap(make_case(1, 1, 80, 80, 128), 20.0), 128, 2);
 }
 
+// Two consumer warpgroups sharing 64 keys (the form above a padded head dim of 128, and at 128
+// with softcap): each computes the scores of half the query rows, one accumulates dV and the
+// other dK from Pᵀ and dSᵀ in shared memory, and they split dQ's columns (evenly at 128 and 256,
+// 128 and 64 at 192). Ragged rows in the second warpgroup's half (a block of 1 to 33 valid
+// rows), causal, GQA, windows, softcap, both layouts, both dtypes and both dQ modes.
+TEST_CASE("TMA backward with shared keys: head dims 128 to 256") {
+  check(make_case(2, 1, 100, 150, 256), 64, 1, true);
+  check(with_dtype(make_case(1, 1, 97, 70, 192, /*causal=*/true), DType::f16), 64, 2, true);
+  check(with_softcap(make_case(2, 2, 80, 80, 128), 20.0), 64, 2, true);
+  check(with_layout(windowed(150, 120, 40, 10, 136), Layout::bhsd), 64, 1, true);
+  check(make_case(4, 2, 33, 65, 200, /*causal=*/true), 64, 1, true);
+  check(deterministic(make_case(2, 1, 130, 200, 192, /*causal=*/true)), 64, 2, true);
+  check(deterministic(with_softcap(make_case(1, 1, 70, 129, 256), 10.0)), 64, 1, true);
+}
+
 // The deterministic mode: dQ's sums into each query block take turns in the order of the key
 // blocks (and of the two warpgroups, at head dim 64 with Bc 128, where each adds its own). A
 // turn counted wrong is a deadlock finding (the emulator runs blocks in index order, so a wait
@@ -160,6 +180,20 @@ TEST_CASE("TMA backward as sm_90a's default: the backward suite's shapes at head
         deterministic(make_case(4, 2, 40, 90, 64)), deterministic(windowed(129, 63, -1, 8)),
         deterministic(make_case(2, 2, 129, 200, 128, true)),
         deterministic(with_dtype(windowed(130, 130, 24, 8, 128), DType::f16))}) {
+    check_default_is_tma(c);
+  }
+}
+
+// The backward suite's cases at head dim 256 and with softcap at 128, and a padded head dim
+// of 192, where sm_90a's default is the TMA backward with two warpgroups sharing 64 keys.
+TEST_CASE("TMA backward as sm_90a's default: head dims 136 to 256, softcap at 128") {
+  for (const BackwardCase& c :
+       {with_layout(make_case(1, 1, 1, 129, 256, true), Layout::bhsd), make_case(1, 1, 63, 63, 256),
+        deterministic(make_case(1, 1, 129, 129, 256, true)),
+        with_dtype(make_case(1, 1, 17, 33, 256), DType::f16), windowed(128, 512, 256, 0, 256),
+        with_dtype(windowed(1, 65, 0, 0, 256), DType::f16),
+        deterministic(with_softcap(make_case(2, 2, 70, 70, 128, true), 5)),
+        with_softcap(make_case(1, 1, 129, 129, 128), 30), make_case(4, 2, 129, 100, 160, true)}) {
     check_default_is_tma(c);
   }
 }
@@ -208,6 +242,24 @@ TEST_CASE("TMA backward on packed sequences: lengths 0 to 200, masks, GQA, both 
   softcap.softcap = 5.0;
   softcap.spare_rows = 64;
   check_packed_is_tma(softcap);
+}
+
+TEST_CASE("TMA backward on packed sequences with shared keys: head dims 192 and 256") {
+  InferenceCase wide = random_lengths_case(3, 120, 150, 75);
+  wide.keys = KeyStorage::packed;
+  wide.head_dim = 256;
+  wide.heads_q = 2;
+  wide.causal = true;
+  wide.spare_rows = 24;
+  check_packed_is_tma(wide);
+
+  InferenceCase turns = random_lengths_case(3, 100, 130, 76);
+  turns.keys = KeyStorage::packed;
+  turns.head_dim = 192;
+  turns.dtype = DType::f16;
+  turns.deterministic = true;
+  turns.spare_rows = 8;
+  check_packed_is_tma(turns);
 }
 
 TEST_CASE("TMA backward on packed keys with dense queries of one length, both dQ modes") {
@@ -327,8 +379,12 @@ TEST_CASE("TMA backward: refused on sm_80 and outside its space, before any laun
   CHECK_FALSE(config.valid());
   config = tma_config(c, 64, 3);
   CHECK_FALSE(config.valid());
-  CHECK(tma_config(with_dtype(make_case(1, 1, 8, 8, 256), DType::f16), 64, 1).valid());
-  CHECK_FALSE(tma_config(make_case(1, 1, 8, 8, 256), 64, 2).valid());  // 265 KB
+  CHECK(tma_config(with_dtype(make_case(1, 1, 8, 8, 256), DType::f16), 64, 1, true).valid());
+  CHECK_FALSE(tma_config(make_case(1, 1, 8, 8, 256), 64, 2, true).valid());  // 273 KB
+  CHECK_FALSE(tma_config(make_case(1, 1, 8, 8, 256), 64, 1).valid());  // dK and dV spill
+  CHECK_FALSE(tma_config(make_case(1, 1, 8, 8, 192), 128, 1).valid());
+  CHECK_FALSE(tma_config(c, 64, 2, true).valid());  // no dQ columns for the second warpgroup
+  CHECK(tma_config(make_case(1, 1, 8, 8, 192), 64, 2, true).valid());  // 209 KB
   const std::string name =
       kernels::backward_specs(tma_config(c, 128, 2), "sm_90a").dkdv.readable_name;
   CHECK(name == "attention_backward.dkdv.hdim64.bf16.br64.bc128.w12.s2.tma");
@@ -346,24 +402,25 @@ TEST_CASE(
     "TMA backward: NVRTC builds it for sm_90a, its PTX issues wgmma, TMA and bulk reductions") {
   struct Tile {
     int head_dim, block_n, stages;
+    bool shared_keys;
   };
-  for (const Tile t : {Tile{64, 128, 2}, Tile{128, 128, 2}, Tile{128, 64, 2}, Tile{192, 64, 2},
-                       Tile{256, 64, 1}}) {
+  for (const Tile t : {Tile{64, 128, 2, false}, Tile{64, 64, 2, false}, Tile{128, 128, 2, false},
+                       Tile{128, 64, 2, true}, Tile{192, 64, 2, true}, Tile{256, 64, 1, true}}) {
     for (const bool masked : {false, true}) {
       BackwardCase c = make_case(1, 1, 64, 64, t.head_dim, masked);
-      const kernels::BackwardConfig config = tma_config(c, t.block_n, t.stages);
+      const kernels::BackwardConfig config = tma_config(c, t.block_n, t.stages, t.shared_keys);
       REQUIRE(config.valid());
       const detail::KernelSpec spec = kernels::backward_specs(config, "sm_90a").dkdv;
       CAPTURE(spec.readable_name);
       const detail::CompiledKernel kernel = compile_and_report(spec);
       CHECK(kernel.cubin.substr(1, 3) == "ELF");
-      if (t.head_dim == 64) {  // what ptxas fits already; the larger head dims still spill
-        CHECK(kernel.resources.spill_bytes() == 0);
-        CHECK(kernel.resources.advisories.empty());
-      }
+      CHECK(kernel.resources.spill_bytes() == 0);  // the gate: no spill, no advisory
+      CHECK(kernel.resources.advisories.empty());
       const std::string ptx = detail::compile_ptx(spec, detail::TemplateSet::embedded());
-      CHECK(ptx.find("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16") !=
-            std::string::npos);  // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ (N = Br 64)
+      // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ: N = Br 64, or each warpgroup's half with shared keys
+      CHECK(ptx.find(t.shared_keys ? "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16"
+                                   : "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16") !=
+            std::string::npos);
       CHECK(ptx.find("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier") !=
             std::string::npos);
       CHECK(ptx.find("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32") !=
@@ -374,7 +431,7 @@ TEST_CASE(
 }
 
 TEST_CASE("TMA backward, deterministic: sm_90a's default takes turns by acquire and release") {
-  for (const int head_dim : {64, 128}) {
+  for (const int head_dim : {64, 128, 192, 256}) {
     for (const MaskKind mask : {MaskKind::none, MaskKind::window}) {
       const kernels::BackwardConfig config =
           kernels::default_backward_config(DType::bf16, head_dim, mask, false, true, "sm_90a");
@@ -395,10 +452,11 @@ TEST_CASE("TMA backward, deterministic: sm_90a's default takes turns by acquire 
 }
 
 TEST_CASE("TMA backward on packed sequences: sm_90a's defaults compile without spills") {
-  for (const int head_dim : {64, 128}) {
+  for (const auto& [head_dim, softcap] :
+       {std::pair{64, false}, {128, false}, {128, true}, {192, false}, {256, false}}) {
     for (const bool deterministic : {false, true}) {
       kernels::BackwardConfig config = kernels::default_backward_config(
-          DType::bf16, head_dim, MaskKind::window, false, deterministic, "sm_90a");
+          DType::bf16, head_dim, MaskKind::window, softcap, deterministic, "sm_90a");
       REQUIRE(config.tma);
       config.varlen = true;
       const detail::KernelSpec spec = kernels::backward_specs(config, "sm_90a").dkdv;

@@ -98,8 +98,9 @@ std::vector<BackwardConfig> backward_configs(DType dtype, int head_dim, MaskKind
                                              bool deterministic);
 
 /// The heuristic config for (dtype, head_dim, mask, softcap, deterministic) on `arch` (until the
-/// autotuner): on sm_90a, the TMA backward in both dQ modes at head dim 64 (Bc 128, two stages)
-/// and 128 without softcap (Bc 128, one stage); otherwise fallback_backward_config. No
+/// autotuner): on sm_90a from head dim 64, the TMA backward in both dQ modes: to a padded head
+/// dim of 128 with Bc 128 and two stages, above it and at 128 with softcap with two warpgroups
+/// sharing Bc 64 (two stages where they fit, one at 256); otherwise fallback_backward_config. No
 /// default spills registers on sm_80 or sm_90a (NVRTC 13.0;
 /// tests/ops/test_attention_backward_compile.cpp checks the registry's matrix). Throws
 /// InvalidArgument("head_dim") or ("dtype") for a dim or dtype the kernels lack, ("arch") for an

@@ -354,19 +354,29 @@ TEST_CASE(
   CHECK(key(128, "sm_80") == Key{32, 128, 8, 2});
   CHECK(key(128, "sm_90a", true) == Key{64, 128, 12, 2});  // in turns too (two stages, timed)
   CHECK(key(256, "sm_80") == Key{32, 64, 8, 2});
-  // sm_90a's both modes at head dims 64 and 128 (softcap at 64 only): the TMA backward, Bc 128
-  // over two consumer warpgroups and the producer's; elsewhere on sm_90a the mma.sync tiles of
-  // sm_80.
+  // sm_90a's both modes from head dim 64: the TMA backward, to a padded head dim of 128 with Bc
+  // 128 over two consumer warpgroups and the producer's; above it and at 128 with softcap two
+  // warpgroups sharing Bc 64 (12 warps over 64 keys), two stages where they fit; below 64 on
+  // sm_90a the mma.sync tiles of sm_80.
   CHECK(config(64, "sm_90a", true).tma);
   CHECK(config(64, "sm_90a", false).tma);
   CHECK(key(64, "sm_90a") == Key{64, 128, 12, 2});
   CHECK(config(128, "sm_90a", false).tma);
   CHECK(key(128, "sm_90a") == Key{64, 128, 12, 2});
-  CHECK(!config(96, "sm_90a", false).tma);
-  CHECK(!config(256, "sm_90a", false).tma);
+  CHECK(key(96, "sm_90a") == Key{64, 128, 12, 2});
+  CHECK(!config(96, "sm_90a", false).shared_keys());
   CHECK(config(128, "sm_90a", true).tma);
   CHECK(config(64, "sm_90a", true, /*softcap=*/true).tma);
-  CHECK(!config(128, "sm_90a", false, /*softcap=*/true).tma);
+  CHECK(config(128, "sm_90a", false, /*softcap=*/true).shared_keys());
+  CHECK(config(128, "sm_90a", false, /*softcap=*/true).key == KeyBlockTile{64, 64, 12, 2});
+  for (const int head_dim : {136, 192, 200, 256}) {
+    CAPTURE(head_dim);
+    CHECK(config(head_dim, "sm_90a", false).shared_keys());
+    CHECK(config(head_dim, "sm_90a", true).shared_keys());
+  }
+  CHECK(key(192, "sm_90a") == Key{64, 64, 12, 2});
+  CHECK(key(256, "sm_90a") == Key{64, 64, 12, 1});  // two stages: 273 KB
+  CHECK(!config(56, "sm_90a", false).tma);
   CHECK(!config(128, "sm_80", false).tma);
   const BackwardConfig fallback =
       fallback_backward_config(DType::bf16, 128, MaskKind::window, false, false, "sm_90a");
@@ -381,8 +391,8 @@ TEST_CASE(
   // The dQ kernel's own tile, and its shared memory apart from the dK/dV kernel's.
   CHECK(query(128, "sm_80") == Query{64, 64, 4});
   CHECK(query(152, "sm_80") == Query{32, 32, 2});
-  CHECK(query(104, "sm_90a", true) == Query{64, 64, 4});
-  CHECK(query(112, "sm_90a", true) == Query{32, 32, 2});
+  CHECK(query(104, "sm_80", true) == Query{64, 64, 4});
+  CHECK(query(112, "sm_80", true) == Query{32, 32, 2});
   const BackwardConfig deterministic = config(128, "sm_80", true);
   CHECK(deterministic.query_shared_bytes() == space::query_kernel_shared_bytes(128, 64, 64));
   CHECK(deterministic.key_shared_bytes() == space::key_kernel_shared_bytes(128, 32, 128, 2));

@@ -292,26 +292,33 @@ double shared_bytes_per_flop(const WorkCounters& work) {
          static_cast<double>(work.tensor_flops);
 }
 
+// At head dim 128 (Bc 128, each warpgroup its own keys) and 256 (two warpgroups sharing 64 keys,
+// Pᵀ and dSᵀ through shared memory), causal, GQA: the same tensor FLOPs as the mma.sync kernel
+// (no product computed twice) and at most 0.6x its shared bytes per FLOP.
 TEST_CASE("TMA backward: at most 0.6x the shared bytes per tensor FLOP of the mma.sync one") {
-  const BackwardCase c = make_case(4, 2, 256, 256, 128, /*causal=*/true);
-  const WorkCounters mma_sync =
-      key_kernel_work(c, kernels::fallback_backward_config(
-                             c.dtype, static_cast<int>(c.problem.head_dim),
-                             kernels::forward_mask_kind(c.attention()), false, false, "sm_90a"));
-  const WorkCounters tma = key_kernel_work(c, tma_config(c, 128, 2));
-  MESSAGE("mma.sync dK/dV kernel: " << mma_sync.tensor_flops << " tensor FLOPs, "
-                                    << mma_sync.shared_bytes_read << " shared bytes read, "
-                                    << mma_sync.shared_bytes_written << " written, "
-                                    << mma_sync.ldmatrix_bytes << " by ldmatrix; "
-                                    << shared_bytes_per_flop(mma_sync) << " bytes a FLOP");
-  MESSAGE("TMA dK/dV kernel: " << tma.tensor_flops << " tensor FLOPs, " << tma.shared_bytes_read
-                               << " shared bytes read, " << tma.shared_bytes_written << " written, "
-                               << tma.ldmatrix_bytes << " by ldmatrix; "
-                               << shared_bytes_per_flop(tma) << " bytes a FLOP");
-  REQUIRE(mma_sync.tensor_flops > 0);
-  REQUIRE(tma.tensor_flops > 0);
-  CHECK(tma.ldmatrix_bytes == 0);
-  CHECK(shared_bytes_per_flop(tma) <= 0.6 * shared_bytes_per_flop(mma_sync));
+  for (const auto& [head_dim, shared_keys] : {std::pair{128, false}, {256, true}}) {
+    const BackwardCase c = make_case(4, 2, 256, 256, head_dim, /*causal=*/true);
+    const WorkCounters mma_sync = key_kernel_work(
+        c,
+        kernels::fallback_backward_config(
+            c.dtype, head_dim, kernels::forward_mask_kind(c.attention()), false, false, "sm_90a"));
+    const WorkCounters tma =
+        key_kernel_work(c, tma_config(c, shared_keys ? 64 : 128, shared_keys ? 1 : 2, shared_keys));
+    MESSAGE("head dim " << head_dim << ", mma.sync dK/dV kernel: " << mma_sync.tensor_flops
+                        << " tensor FLOPs, " << mma_sync.shared_bytes_read << " shared bytes read, "
+                        << mma_sync.shared_bytes_written << " written, " << mma_sync.ldmatrix_bytes
+                        << " by ldmatrix; " << shared_bytes_per_flop(mma_sync) << " bytes a FLOP");
+    MESSAGE("head dim " << head_dim << ", TMA dK/dV kernel"
+                        << std::string(shared_keys ? " (shared keys)" : "") << ": "
+                        << tma.tensor_flops << " tensor FLOPs, " << tma.shared_bytes_read
+                        << " shared bytes read, " << tma.shared_bytes_written << " written, "
+                        << tma.ldmatrix_bytes << " by ldmatrix; " << shared_bytes_per_flop(tma)
+                        << " bytes a FLOP");
+    REQUIRE(mma_sync.tensor_flops > 0);
+    CHECK(tma.tensor_flops == mma_sync.tensor_flops);
+    CHECK(tma.ldmatrix_bytes == 0);
+    CHECK(shared_bytes_per_flop(tma) <= 0.6 * shared_bytes_per_flop(mma_sync));
+  }
 }
 
 /// Shared-memory wavefronts of one warp's 8-byte stores (lane → float index): the warp goes in

@@ -6,6 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash tools/install-deps.sh
+# The Python packages (PyTorch's among them) install while flashjit builds; apt works alone.
+python_deps_log=$(mktemp)
+bash tools/install-python-deps.sh >"$python_deps_log" 2>&1 &
+python_deps=$!
 cmake --preset ci >/dev/null
 cmake --build --preset ci
 
@@ -17,3 +21,11 @@ if build/ci/tools/flashjit info | grep -q '^gpu 0:'; then
 else
   echo "flashjit: no GPU on this machine: the GPU tests (ctest -L gpu) were not run"
 fi
+
+# The Python package, built from build/ci's objects, and its tests on the emulator.
+if ! wait "$python_deps"; then
+  cat "$python_deps_log" >&2
+  echo "flashjit: installing the Python packages failed" >&2
+  exit 1
+fi
+bash tools/test-python.sh build/ci

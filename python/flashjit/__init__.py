@@ -1,0 +1,18 @@
+"""flashjit for Python: FlashAttention-class attention kernels compiled at run time, called
+with numpy arrays (on the CPU emulator) or torch tensors (on the GPU, or the emulator for
+tensors in host memory), with FlashAttention's call names and shapes.
+
+The library (libflashjit.so) is inside the package; its kernel cache is shared with the C++
+API's (FLASHJIT_CACHE_DIR, else ~/.cache/flashjit). FLASHJIT_EMULATED_ARCH ("sm_80", the
+default, or "sm_90a") chooses the GPU the emulator models."""
+
+from ._capi import Error
+from .attention import attention, attention_backward
+
+__all__ = ["Error", "attention", "attention_backward", "version"]
+
+
+def version() -> str:
+    """The library's version, "major.minor.patch"."""
+    from . import _capi
+    return _capi.library().flashjit_version().decode()

@@ -1,0 +1,171 @@
+"""numpy arrays and torch tensors as the C API's tensor views, for one call.
+
+A call gathers its arrays (Launch): all numpy, or all torch on one device. Arrays in host
+memory run on the emulator: inputs are copied into the emulator's memory and outputs copied
+back into new arrays. torch tensors on a GPU are passed as they are (strides included) and the
+call runs on the current stream. Whatever the call allocated is freed when it ends, whether it
+succeeds or raises."""
+
+import ctypes
+
+import numpy as np
+
+from . import _capi, _runtime
+
+try:  # torch is optional: numpy users need not have it
+    import torch
+except ImportError:  # pragma: no cover - exercised only where torch is absent
+    torch = None
+
+_NUMPY_DTYPES = {np.dtype(np.float16): "f16", np.dtype(np.float32): "f32",
+                 np.dtype(np.int32): "i32"}
+_CODES = {"f16": _capi.DTYPE_F16, "bf16": _capi.DTYPE_BF16, "f32": _capi.DTYPE_F32,
+          "i32": _capi.DTYPE_I32}
+_ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "i32": 4}
+
+
+def _torch_dtypes():
+    return {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32",
+            torch.int32: "i32"}
+
+
+def is_torch(x) -> bool:
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def dtype_name(name: str, x) -> str:
+    """x's dtype as "f16", "bf16", "f32" or "i32"; a ValueError naming `name` otherwise."""
+    if is_torch(x):
+        found = _torch_dtypes().get(x.dtype)
+        accepted = "torch.float16, torch.bfloat16, torch.float32 or torch.int32"
+    elif isinstance(x, np.ndarray):
+        found = _NUMPY_DTYPES.get(x.dtype)
+        accepted = "float16, float32 or int32 (numpy has no bfloat16: use torch for it)"
+    else:
+        raise TypeError(f"'{name}' must be a numpy array or a torch tensor, not "
+                        f"{type(x).__name__}")
+    if found is None:
+        raise ValueError(f"'{name}' has dtype {x.dtype}; accepted: {accepted}")
+    return found
+
+
+def device_of(x) -> str:
+    """"cpu" for numpy arrays and torch tensors in host memory, else "cuda:N"."""
+    if is_torch(x) and x.device.type == "cuda":
+        return f"cuda:{x.device.index if x.device.index is not None else 0}"
+    if is_torch(x) and x.device.type != "cpu":
+        raise ValueError(f"tensors on {x.device} are not supported: host memory or CUDA only")
+    return "cpu"
+
+
+class Launch:
+    """The arrays of one call. `inputs` maps argument names to arrays (None: absent); they must
+    all be numpy or all torch, and on one device, else a ValueError names the first that
+    differs from the first array. Use as a context manager, so that its memory is freed."""
+
+    def __init__(self, inputs: dict):
+        present = [(name, x) for name, x in inputs.items() if x is not None]
+        first_name, first = present[0]
+        self.torch = is_torch(first)
+        self.device = device_of(first)
+        for name, x in present:
+            dtype_name(name, x)
+            if is_torch(x) != self.torch:
+                raise ValueError(f"'{name}' is a {'torch tensor' if is_torch(x) else 'numpy array'}"
+                                 f" but '{first_name}' is not: pass all numpy or all torch")
+            if device_of(x) != self.device:
+                raise ValueError(f"'{name}' is on {device_of(x)} but '{first_name}' is on "
+                                 f"{self.device}: every array of a call must be on one device")
+        self.inputs = inputs
+        self.runtime = (_runtime.emulator() if self.device == "cpu"
+                        else _runtime.cuda(int(self.device.split(":")[1])))
+        self._owned = []  # emulator addresses to free
+        self._outputs = {}  # name -> (array, address or None)
+        self._keep = []  # views kept alive for the call
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for address in self._owned:
+            self.runtime.free(address)
+        self._owned.clear()
+        return False
+
+    @property
+    def stream(self):
+        """The CUstream to run on: torch's current stream on a GPU, NULL on the emulator."""
+        if self.device == "cpu":
+            return None
+        return ctypes.c_void_p(torch.cuda.current_stream(torch.device(self.device)).cuda_stream)
+
+    def _view(self, dtype: str, shape, strides, address) -> _capi.Tensor:
+        if len(shape) > _capi.MAX_RANK:
+            raise ValueError(f"rank {len(shape)} is above {_capi.MAX_RANK}")
+        t = _capi.Tensor()
+        t.data = address
+        t.dtype = _CODES[dtype]
+        t.rank = len(shape)
+        for i, (extent, stride) in enumerate(zip(shape, strides)):
+            t.shape[i] = int(extent)
+            t.strides[i] = int(stride)
+        self._keep.append(t)
+        return t
+
+    def input(self, name: str):
+        """The view of input `name`, or None when absent. Host arrays are copied into the
+        emulator's memory (contiguous); GPU tensors are passed as they are."""
+        x = self.inputs[name]
+        if x is None:
+            return None
+        dtype = dtype_name(name, x)
+        if self.device != "cpu":
+            return self._view(dtype, tuple(x.shape), tuple(x.stride()), x.data_ptr())
+        if self.torch:
+            host = x.detach().contiguous()
+            source, nbytes = host.data_ptr(), host.numel() * host.element_size()
+        else:
+            host = np.ascontiguousarray(x)
+            source, nbytes = host.ctypes.data, host.nbytes
+        address = self.runtime.allocate(nbytes)
+        self._owned.append(address)
+        self.runtime.copy_in(address, source, nbytes)
+        return self._view(dtype, tuple(host.shape), _contiguous_strides(host.shape), address)
+
+    def output(self, name: str, shape, dtype: str):
+        """A new output array `name` of `shape` and `dtype` ("f16", "bf16", "f32", "i32"), and
+        its view; result(name) gives the array once the call has run."""
+        shape = tuple(int(s) for s in shape)
+        if self.torch:
+            t_dtype = {v: k for k, v in _torch_dtypes().items()}[dtype]
+            array = torch.empty(shape, dtype=t_dtype, device=self.device)
+        else:
+            if dtype == "bf16":
+                raise ValueError("numpy has no bfloat16: pass torch tensors for bf16")
+            array = np.empty(shape, dtype={v: k for k, v in _NUMPY_DTYPES.items()}[dtype])
+        if self.device != "cpu":
+            self._outputs[name] = (array, None)
+            return self._view(dtype, shape, tuple(array.stride()), array.data_ptr())
+        nbytes = int(np.prod(shape, dtype=np.int64)) * _ITEMSIZE[dtype]
+        address = self.runtime.allocate(nbytes)
+        self._owned.append(address)
+        self._outputs[name] = (array, address, nbytes)
+        return self._view(dtype, shape, _contiguous_strides(shape), address)
+
+    def result(self, name: str):
+        """Output `name` after the call: copied back from the emulator's memory when on it."""
+        entry = self._outputs[name]
+        array = entry[0]
+        if self.device == "cpu":
+            address, nbytes = entry[1], entry[2]
+            target = array.data_ptr() if self.torch else array.ctypes.data
+            self.runtime.copy_out(target, address, nbytes)
+        return array
+
+
+def _contiguous_strides(shape):
+    strides, step = [], 1
+    for extent in reversed(tuple(shape)):
+        strides.append(step)
+        step *= int(extent)
+    return tuple(reversed(strides))

@@ -1,0 +1,145 @@
+"""Attention calls shaped as FlashAttention's: dense batches [batch, seqlen, heads, head_dim],
+packed variable-length batches [total, heads, head_dim] with cu_seqlens, and decoding on dense
+or paged KV caches. LSEs are natural-log, [batch, heads, seqlen] (packed: [heads, total])."""
+
+import ctypes
+import dataclasses
+from typing import Optional, Tuple
+
+from . import _capi
+from ._arrays import Launch, dtype_name, is_torch
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Options:
+    causal: bool = False
+    window: Tuple[int, int] = (-1, -1)
+    softcap: float = 0.0
+    scale: Optional[float] = None
+    deterministic: bool = False
+
+    def fill(self, a: _capi.AttentionOptions) -> None:
+        if len(self.window) != 2:
+            raise ValueError(f"'window' must be (left, right), not {self.window!r}")
+        a.causal = int(bool(self.causal))
+        a.window_left, a.window_right = (int(w) for w in self.window)
+        if self.scale is not None and not self.scale > 0:
+            raise ValueError(f"'scale' must be positive (or None for 1/sqrt(head_dim)), "
+                             f"not {self.scale!r}")
+        a.scale = 0.0 if self.scale is None else float(self.scale)
+        if not self.softcap >= 0:
+            raise ValueError(f"'softcap' must be >= 0 (0: off), not {self.softcap!r}")
+        a.softcap = float(self.softcap)
+        a.deterministic = int(bool(self.deterministic))
+
+
+def _shape(name: str, x, rank: int, layout: str):
+    dtype_name(name, x)  # a numpy array or torch tensor of a dtype flashjit takes
+    if x.ndim != rank:
+        raise ValueError(f"'{name}' must be {layout} (rank {rank}), not shape {tuple(x.shape)}")
+    return tuple(int(s) for s in x.shape)
+
+
+def _dense_options(q, k, v, options: _Options) -> _capi.AttentionOptions:
+    layout = "[batch, seqlen, heads, head_dim]"
+    b, sq, hq, d = _shape("q", q, 4, layout)
+    _, sk, hk, _ = _shape("k", k, 4, layout)
+    _shape("v", v, 4, layout)
+    a = _capi.AttentionOptions()
+    _capi.library().flashjit_attention_init(ctypes.byref(a))
+    a.batch, a.heads_q, a.heads_kv, a.seqlen_q, a.seqlen_k, a.head_dim = b, hq, hk, sq, sk, d
+    options.fill(a)
+    return a
+
+
+def _element(x) -> str:
+    return dtype_name("q", x)
+
+
+def _forward(q, k, v, options: _Options):
+    a = _dense_options(q, k, v, options)
+    with Launch({"q": q, "k": k, "v": v}) as launch:
+        o = launch.output("o", q.shape, _element(q))
+        lse = launch.output("lse", (a.batch, a.heads_q, a.seqlen_q), "f32")
+        _capi.check(_capi.library().flashjit_attention_forward(
+            launch.runtime.handle, ctypes.byref(a), _capi.pointer(launch.input("q")),
+            _capi.pointer(launch.input("k")), _capi.pointer(launch.input("v")),
+            _capi.pointer(o), _capi.pointer(lse), launch.stream))
+        return launch.result("o"), launch.result("lse")
+
+
+def _backward(dout, q, k, v, o, lse, options: _Options):
+    a = _dense_options(q, k, v, options)
+    with Launch({"dout": dout, "q": q, "k": k, "v": v, "o": o, "lse": lse}) as launch:
+        dq = launch.output("dq", q.shape, _element(q))
+        dk = launch.output("dk", k.shape, _element(q))
+        dv = launch.output("dv", v.shape, _element(q))
+        _capi.check(_capi.library().flashjit_attention_backward(
+            launch.runtime.handle, ctypes.byref(a), *[_capi.pointer(launch.input(n)) for n in
+                                                      ("q", "k", "v", "o", "lse", "dout")],
+            _capi.pointer(dq), _capi.pointer(dk), _capi.pointer(dv), launch.stream))
+        return launch.result("dq"), launch.result("dk"), launch.result("dv")
+
+
+if torch is not None:
+
+    class _AttentionFunction(torch.autograd.Function):
+        """attention() with its gradients from the backward kernels (LSE recomputation)."""
+
+        @staticmethod
+        def forward(ctx, q, k, v, options):
+            o, lse = _forward(q, k, v, options)
+            ctx.save_for_backward(q, k, v, o, lse)
+            ctx.options = options
+            ctx.mark_non_differentiable(lse)
+            return o, lse
+
+        @staticmethod
+        def backward(ctx, dout, _dlse):
+            q, k, v, o, lse = ctx.saved_tensors
+            dq, dk, dv = _backward(dout.contiguous(), q, k, v, o, lse, ctx.options)
+            return dq, dk, dv, None
+
+
+def _wants_grad(*tensors) -> bool:
+    return (torch is not None and torch.is_grad_enabled() and
+            any(is_torch(t) and t.requires_grad for t in tensors))
+
+
+def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -1),
+              softcap: float = 0.0, scale: Optional[float] = None, deterministic: bool = False,
+              return_lse: bool = False):
+    """Attention over a dense batch, FlashAttention's flash_attn_func.
+
+    q is [batch, seqlen_q, heads_q, head_dim], k and v [batch, seqlen_k, heads_kv, head_dim]
+    (heads_q a multiple of heads_kv: GQA/MQA), head_dim a multiple of 8 up to 256; numpy float16
+    or torch float16/bfloat16, all on one device (host memory runs on the CPU emulator, a CUDA
+    tensor on its GPU, on the current stream). `causal` aligns the mask bottom-right; `window`
+    is (left, right) keys around the diagonal, -1 unbounded; `softcap` > 0 caps the scores
+    with softcap * tanh(s / softcap); `scale` defaults to 1/sqrt(head_dim). torch tensors that
+    require grad get gradients from flashjit's backward (`deterministic`: the same bits on every
+    run). Returns o like q, and with `return_lse` also the natural-log LSE, float32
+    [batch, heads_q, seqlen_q] (not differentiated). A bad argument raises ValueError naming
+    it; nothing is launched then."""
+    options = _Options(causal, tuple(window), softcap, scale, deterministic)
+    if _wants_grad(q, k, v):
+        o, lse = _AttentionFunction.apply(q, k, v, options)
+    else:
+        o, lse = _forward(q, k, v, options)
+    return (o, lse) if return_lse else o
+
+
+def attention_backward(dout, q, k, v, o, lse, *, causal: bool = False,
+                       window: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
+                       scale: Optional[float] = None, deterministic: bool = False):
+    """The gradients (dq, dk, dv) of attention() for its output gradient `dout` (like q), given
+    that call's arguments and its o and lse (return_lse=True). For numpy callers, and for
+    torch callers who keep their own graph; dk and dv sum over the query heads sharing a
+    key/value head."""
+    options = _Options(causal, tuple(window), softcap, scale, deterministic)
+    return _backward(dout, q, k, v, o, lse, options)

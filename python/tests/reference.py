@@ -1,0 +1,59 @@
+"""Float64 references for the package's tests, written here from the formulas (not from
+flashjit): attention with its masks, softcap and GQA; its gradients through torch's float64
+autograd of the same formula."""
+
+import math
+
+import numpy as np
+import torch
+
+
+def visible(seqlen_q: int, seqlen_k: int, causal: bool, window) -> np.ndarray:
+    """[seqlen_q, seqlen_k]: whether query i sees key j (bottom-right aligned diagonal)."""
+    left, right = window
+    if causal:
+        right = 0
+    i = np.arange(seqlen_q)[:, None]
+    j = np.arange(seqlen_k)[None, :]
+    diagonal = i + seqlen_k - seqlen_q
+    seen = np.ones((seqlen_q, seqlen_k), dtype=bool)
+    if right >= 0:
+        seen &= j <= diagonal + right
+    if left >= 0:
+        seen &= j >= diagonal - left
+    return seen
+
+
+def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, scale=None):
+    """(o, lse) in float64 torch tensors, for q [b, sq, hq, d], k and v [b, sk, hk, d] (any
+    float dtype, numpy or torch); differentiable when the inputs require grad."""
+    q, k, v = (torch.as_tensor(np.asarray(x, dtype=np.float64)) if isinstance(x, np.ndarray)
+               else x for x in (q, k, v))
+    b, sq, hq, d = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    group = hq // hk
+    k = k.repeat_interleave(group, dim=2)
+    v = v.repeat_interleave(group, dim=2)
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    s = torch.einsum("bqhd,bkhd->bhqk", q, k) * scale
+    if softcap > 0:
+        s = softcap * torch.tanh(s / softcap)
+    seen = torch.as_tensor(visible(sq, sk, causal, window))
+    s = s.masked_fill(~seen, -math.inf)
+    lse = torch.logsumexp(s, dim=-1)  # -inf for a row that sees nothing
+    p = torch.where(seen, torch.exp(s - lse.unsqueeze(-1).clamp_min(-1e300)),
+                    torch.zeros((), dtype=s.dtype))
+    p = torch.nan_to_num(p)
+    o = torch.einsum("bhqk,bkhd->bqhd", p, v)
+    return o, lse
+
+
+def relative_error(actual, expected) -> float:
+    """||actual - expected|| / ||expected|| in float64 (finite entries of expected)."""
+    a = np.asarray(actual.float().numpy() if isinstance(actual, torch.Tensor) else actual,
+                   dtype=np.float64)
+    e = np.asarray(expected.detach().numpy() if isinstance(expected, torch.Tensor) else expected,
+                   dtype=np.float64)
+    finite = np.isfinite(e)
+    assert np.array_equal(np.isfinite(a), finite), "non-finite values where the reference has none"
+    return float(np.linalg.norm(a[finite] - e[finite]) / max(np.linalg.norm(e[finite]), 1e-30))

@@ -1,0 +1,107 @@
+"""flashjit.attention and attention_backward against the float64 reference, with numpy arrays
+and torch tensors in host memory (the CPU emulator), and the errors bad arguments raise."""
+
+import numpy as np
+import pytest
+import torch
+
+import flashjit
+import reference
+
+# Relative L2 error bars: a few times what the kernels' rounding gives on these inputs (fp16
+# outputs ~1e-3, bf16 ~8e-3); a wrong mask, head or transposition gives errors near 1.
+BAR = {np.float16: 5e-3, torch.float16: 5e-3, torch.bfloat16: 3e-2}
+
+
+def inputs(b, sq, sk, hq, hk, d, seed=0):
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((b, sq, hq, d))
+    k = rng.standard_normal((b, sk, hk, d))
+    v = rng.standard_normal((b, sk, hk, d))
+    return q, k, v
+
+
+CASES = [
+    dict(shape=(2, 65, 80, 4, 2, 64)),
+    dict(shape=(1, 33, 33, 2, 2, 128), causal=True),
+    dict(shape=(1, 40, 100, 4, 1, 64), window=(16, 8)),
+    dict(shape=(1, 50, 50, 2, 2, 96), softcap=5.0, scale=0.2),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: str(c))
+def test_numpy_forward_and_backward(case):
+    options = {key: value for key, value in case.items() if key != "shape"}
+    q, k, v = (x.astype(np.float16) for x in inputs(*case["shape"]))
+    o, lse = flashjit.attention(q, k, v, return_lse=True, **options)
+    assert isinstance(o, np.ndarray) and o.dtype == np.float16 and o.shape == q.shape
+    assert lse.dtype == np.float32 and lse.shape == (q.shape[0], q.shape[2], q.shape[1])
+    qt, kt, vt = (torch.tensor(x.astype(np.float64), requires_grad=True) for x in (q, k, v))
+    o_ref, lse_ref = reference.attention(qt, kt, vt, **options)
+    assert reference.relative_error(o, o_ref) < BAR[np.float16]
+    assert reference.relative_error(lse, lse_ref) < 1e-4
+
+    dout = np.random.default_rng(1).standard_normal(q.shape).astype(np.float16)
+    dq, dk, dv = flashjit.attention_backward(dout, q, k, v, o, lse, **options)
+    o_ref.backward(torch.tensor(dout.astype(np.float64)))
+    for name, grad, expected in (("dq", dq, qt.grad), ("dk", dk, kt.grad), ("dv", dv, vt.grad)):
+        assert grad.dtype == np.float16 and grad.shape == expected.shape, name
+        assert reference.relative_error(grad, expected) < 2 * BAR[np.float16], name
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_torch_autograd(dtype, deterministic):
+    q, k, v = inputs(2, 70, 90, 4, 2, 64, seed=2)
+    leaves = [torch.tensor(x, dtype=dtype, requires_grad=True) for x in (q, k, v)]
+    o = flashjit.attention(*leaves, causal=True, deterministic=deterministic)
+    assert o.dtype == dtype and o.requires_grad
+    dout = torch.randn(o.shape, generator=torch.Generator().manual_seed(3)).to(dtype)
+    o.backward(dout)
+
+    exact = [torch.tensor(x.float().numpy(), dtype=torch.float64, requires_grad=True)
+             for x in [t.detach() for t in leaves]]
+    o_ref, _ = reference.attention(*exact, causal=True)
+    o_ref.backward(dout.double())
+    assert reference.relative_error(o.detach(), o_ref) < BAR[dtype]
+    for leaf, ref in zip(leaves, exact):
+        assert leaf.grad.dtype == dtype
+        assert reference.relative_error(leaf.grad, ref.grad) < 2 * BAR[dtype]
+    if deterministic:  # the same bits again
+        again = [t.detach().clone().requires_grad_() for t in leaves]
+        flashjit.attention(*again, causal=True, deterministic=True).backward(dout)
+        for first, second in zip(leaves, again):
+            assert torch.equal(first.grad, second.grad)
+
+
+def test_torch_strided_inputs_and_no_grad():
+    q, k, v = (torch.tensor(x, dtype=torch.bfloat16) for x in inputs(1, 40, 40, 2, 2, 64, 4))
+    # [b, h, s, d] memory seen as [b, s, h, d]: the same values, other strides
+    q_strided = q.transpose(1, 2).contiguous().transpose(1, 2)
+    assert not q_strided.is_contiguous()
+    with torch.no_grad():
+        assert torch.equal(flashjit.attention(q_strided, k, v), flashjit.attention(q, k, v))
+    o = flashjit.attention(q, k, v)  # no input requires grad: no graph
+    assert not o.requires_grad
+
+
+def test_bad_arguments_are_named():
+    q, k, v = (x.astype(np.float16) for x in inputs(1, 16, 16, 2, 2, 64))
+    with pytest.raises(ValueError, match="'q' has dtype float64"):
+        flashjit.attention(q.astype(np.float64), k, v)
+    with pytest.raises(ValueError, match="'k.dtype'"):
+        flashjit.attention(q, k.astype(np.float32), v)
+    with pytest.raises(ValueError, match=r"'q' must be \[batch, seqlen, heads, head_dim\]"):
+        flashjit.attention(q[0], k, v)
+    with pytest.raises(ValueError, match="'k' is a torch tensor"):
+        flashjit.attention(q, torch.tensor(k), v)
+    with pytest.raises(ValueError, match="head_dim"):
+        flashjit.attention(q[..., :12], k[..., :12], v[..., :12])
+    with pytest.raises(ValueError, match="'scale'"):
+        flashjit.attention(q, k, v, scale=-1.0)
+    with pytest.raises(ValueError, match="'window'"):
+        flashjit.attention(q, k, v, window=(1, 2, 3))
+    with pytest.raises(TypeError, match="'q' must be a numpy array or a torch tensor"):
+        flashjit.attention(q.tolist(), k, v)
+    with pytest.raises(ValueError, match="heads"):
+        flashjit.attention(q, k[:, :, :1].repeat(3, axis=2), v[:, :, :1].repeat(3, axis=2))

@@ -7,9 +7,13 @@ API's (FLASHJIT_CACHE_DIR, else ~/.cache/flashjit). FLASHJIT_EMULATED_ARCH ("sm_
 default, or "sm_90a") chooses the GPU the emulator models."""
 
 from ._capi import Error
-from .attention import attention, attention_backward
+from .attention import (attention, attention_backward, attention_varlen,
+                        attention_with_kvcache)
+from .merge import merge_states
+from .norms import layer_norm, rms_norm
 
-__all__ = ["Error", "attention", "attention_backward", "version"]
+__all__ = ["Error", "attention", "attention_backward", "attention_varlen",
+           "attention_with_kvcache", "layer_norm", "merge_states", "rms_norm", "version"]
 
 
 def version() -> str:

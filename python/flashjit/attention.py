@@ -6,6 +6,8 @@ import ctypes
 import dataclasses
 from typing import Optional, Tuple
 
+import numpy as np
+
 from . import _capi
 from ._arrays import Launch, dtype_name, is_torch
 
@@ -143,3 +145,136 @@ def attention_backward(dout, q, k, v, o, lse, *, causal: bool = False,
     key/value head."""
     options = _Options(causal, tuple(window), softcap, scale, deterministic)
     return _backward(dout, q, k, v, o, lse, options)
+
+
+def _sequences(launch: Launch, splits: int = 0, **arrays) -> _capi.Sequences:
+    sequences = _capi.Sequences()
+    _capi.library().flashjit_sequences_init(ctypes.byref(sequences))
+    for field, name in arrays.items():
+        setattr(sequences, field, _capi.pointer(launch.input(name)))
+    sequences.splits = int(splits)
+    return sequences
+
+
+def _varlen_options(q, k, cu_seqlens_q, max_seqlen_q, max_seqlen_k, options):
+    layout = "[total, heads, head_dim]"
+    _, hq, d = _shape("q", q, 3, layout)
+    _, hk, _ = _shape("k", k, 3, layout)
+    _shape("cu_seqlens_q", cu_seqlens_q, 1, "[batch + 1]")
+    a = _capi.AttentionOptions()
+    _capi.library().flashjit_attention_init(ctypes.byref(a))
+    a.batch = int(cu_seqlens_q.shape[0]) - 1
+    a.heads_q, a.heads_kv, a.head_dim = hq, hk, d
+    a.seqlen_q, a.seqlen_k = int(max_seqlen_q), int(max_seqlen_k)
+    options.fill(a)
+    return a
+
+
+def _varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, options):
+    a = _varlen_options(q, k, cu_q, max_q, max_k, options)
+    with Launch({"q": q, "k": k, "v": v, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}) as launch:
+        sequences = _sequences(launch, cu_seqlens_q="cu_seqlens_q", cu_seqlens_k="cu_seqlens_k")
+        o = launch.output("o", q.shape, _element(q))
+        lse = launch.output("lse", (a.heads_q, q.shape[0]), "f32")
+        _capi.check(_capi.library().flashjit_attention_forward_sequences(
+            launch.runtime.handle, ctypes.byref(a), ctypes.byref(sequences),
+            *[_capi.pointer(launch.input(n)) for n in ("q", "k", "v")], _capi.pointer(o),
+            _capi.pointer(lse), launch.stream))
+        return launch.result("o"), launch.result("lse")
+
+
+def _varlen_backward(dout, q, k, v, o, lse, cu_q, cu_k, max_q, max_k, options):
+    a = _varlen_options(q, k, cu_q, max_q, max_k, options)
+    with Launch({"dout": dout, "q": q, "k": k, "v": v, "o": o, "lse": lse, "cu_seqlens_q": cu_q,
+                 "cu_seqlens_k": cu_k}) as launch:
+        sequences = _sequences(launch, cu_seqlens_q="cu_seqlens_q", cu_seqlens_k="cu_seqlens_k")
+        dq = launch.output("dq", q.shape, _element(q))
+        dk = launch.output("dk", k.shape, _element(q))
+        dv = launch.output("dv", v.shape, _element(q))
+        _capi.check(_capi.library().flashjit_attention_backward_sequences(
+            launch.runtime.handle, ctypes.byref(a), ctypes.byref(sequences),
+            *[_capi.pointer(launch.input(n)) for n in ("q", "k", "v", "o", "lse", "dout")],
+            _capi.pointer(dq), _capi.pointer(dk), _capi.pointer(dv), launch.stream))
+        return launch.result("dq"), launch.result("dk"), launch.result("dv")
+
+
+if torch is not None:
+
+    class _VarlenFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, cu_q, cu_k, max_q, max_k, options):
+            o, lse = _varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, options)
+            ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k)
+            ctx.extra = (max_q, max_k, options)
+            ctx.mark_non_differentiable(lse)
+            return o, lse
+
+        @staticmethod
+        def backward(ctx, dout, _dlse):
+            q, k, v, o, lse, cu_q, cu_k = ctx.saved_tensors
+            max_q, max_k, options = ctx.extra
+            grads = _varlen_backward(dout.contiguous(), q, k, v, o, lse, cu_q, cu_k, max_q, max_k,
+                                     options)
+            return (*grads, None, None, None, None, None)
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max_seqlen_k: int,
+                     *, causal: bool = False, window: Tuple[int, int] = (-1, -1),
+                     softcap: float = 0.0, scale: Optional[float] = None,
+                     deterministic: bool = False, return_lse: bool = False):
+    """Attention over a packed batch of variable lengths, FlashAttention's
+    flash_attn_varlen_func: q is [total_q, heads_q, head_dim], k and v [total_k, heads_kv,
+    head_dim], sequence i's rows from cu_seqlens_q[i] (cu_seqlens_k[i]) to the next entry
+    (int32 [batch + 1], from 0, nondecreasing), max_seqlen_* the longest. Options, dtypes,
+    devices and gradients as attention(); the LSE is float32 [heads_q, total_q]. The index
+    arrays are checked before anything runs (a ValueError names a bad entry)."""
+    options = _Options(causal, tuple(window), softcap, scale, deterministic)
+    if _wants_grad(q, k, v):
+        o, lse = _VarlenFunction.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                       max_seqlen_k, options)
+    else:
+        o, lse = _varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                 max_seqlen_k, options)
+    return (o, lse) if return_lse else o
+
+
+def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, block_table=None,
+                           causal: bool = False, window: Tuple[int, int] = (-1, -1),
+                           softcap: float = 0.0, scale: Optional[float] = None,
+                           num_splits: int = 0, return_lse: bool = False):
+    """Decoding and chunked prefill against a KV cache, FlashAttention's flash_attn_with_kvcache
+    (without appending new keys): q is [batch, seqlen_q, heads_q, head_dim]; the cache is dense,
+    [batch, seqlen_cache, heads_kv, head_dim], or paged, [num_pages, page_size, heads_kv,
+    head_dim] (page_size a multiple of 16) with block_table int32 [batch, max_pages] naming
+    each sequence's pages; cache_seqlens (int32 [batch], or one int for all) the keys each
+    sequence uses. num_splits: split-KV blocks per query block (0 chooses, 1 to 64 forces),
+    merged exactly. Forward only. Returns o like q (and the float32 LSE [batch, heads_q,
+    seqlen_q] with return_lse)."""
+    options = _Options(causal, tuple(window), softcap, scale, False)
+    layout = "[batch, seqlen, heads, head_dim]"
+    b, sq, hq, d = _shape("q", q, 4, layout)
+    pages_or_batch, rows, hk, _ = _shape("k_cache", k_cache, 4, layout + " or paged")
+    if isinstance(cache_seqlens, int):
+        cache_seqlens = (torch.full((b,), cache_seqlens, dtype=torch.int32, device=q.device)
+                         if is_torch(q) else np.full((b,), cache_seqlens, dtype=np.int32))
+    if block_table is not None:
+        _shape("block_table", block_table, 2, "[batch, max_pages]")
+    a = _capi.AttentionOptions()
+    _capi.library().flashjit_attention_init(ctypes.byref(a))
+    a.batch, a.heads_q, a.heads_kv, a.seqlen_q, a.head_dim = b, hq, hk, sq, d
+    a.seqlen_k = rows if block_table is None else int(block_table.shape[1]) * rows
+    options.fill(a)
+    with Launch({"q": q, "k_cache": k_cache, "v_cache": v_cache,
+                 "cache_seqlens": cache_seqlens, "block_table": block_table}) as launch:
+        arrays = {"seqlens_k": "cache_seqlens"}
+        if block_table is not None:
+            arrays["page_table"] = "block_table"
+        sequences = _sequences(launch, num_splits, **arrays)
+        o = launch.output("o", q.shape, _element(q))
+        lse = launch.output("lse", (b, hq, sq), "f32")
+        _capi.check(_capi.library().flashjit_attention_forward_sequences(
+            launch.runtime.handle, ctypes.byref(a), ctypes.byref(sequences),
+            *[_capi.pointer(launch.input(n)) for n in ("q", "k_cache", "v_cache")],
+            _capi.pointer(o), _capi.pointer(lse), launch.stream))
+        o, lse = launch.result("o"), launch.result("lse")
+    return (o, lse) if return_lse else o

@@ -1,0 +1,135 @@
+"""attention_varlen, attention_with_kvcache, merge_states, layer_norm and rms_norm against
+float64 references written here, on the CPU emulator."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import flashjit
+import reference
+
+
+def rand(*shape, dtype=torch.bfloat16, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def exact(t, grad=False):
+    return t.detach().double().requires_grad_(grad)
+
+
+def test_varlen_forward_and_gradients():
+    lengths_q, lengths_k = [5, 0, 40, 17], [9, 3, 40, 30]
+    cu_q = torch.tensor(np.cumsum([0] + lengths_q), dtype=torch.int32)
+    cu_k = torch.tensor(np.cumsum([0] + lengths_k), dtype=torch.int32)
+    q = rand(sum(lengths_q), 4, 64, seed=1).requires_grad_()
+    k = rand(sum(lengths_k), 2, 64, seed=2).requires_grad_()
+    v = rand(sum(lengths_k), 2, 64, seed=3).requires_grad_()
+    o, lse = flashjit.attention_varlen(q, k, v, cu_q, cu_k, max(lengths_q), max(lengths_k),
+                                       causal=True, return_lse=True)
+    assert lse.shape == (4, sum(lengths_q))
+    dout = rand(*o.shape, seed=4)
+    o.backward(dout)
+    qx, kx, vx = exact(q, True), exact(k, True), exact(v, True)
+    pieces = []
+    for i in range(len(lengths_q)):
+        rows = slice(int(cu_q[i]), int(cu_q[i + 1]))
+        keys = slice(int(cu_k[i]), int(cu_k[i + 1]))
+        if lengths_q[i] == 0:
+            continue
+        o_i, _ = reference.attention(qx[rows][None], kx[keys][None], vx[keys][None], causal=True)
+        pieces.append(o_i[0])
+    o_ref = torch.cat(pieces)
+    o_ref.backward(dout.double())
+    assert reference.relative_error(o.detach(), o_ref) < 3e-2
+    for got, ref in ((q.grad, qx.grad), (k.grad, kx.grad), (v.grad, vx.grad)):
+        assert reference.relative_error(got, ref) < 6e-2
+
+
+@pytest.mark.parametrize("paged", [False, True])
+def test_kvcache_decoding(paged):
+    batch, heads_q, heads_kv, d, page = 3, 8, 2, 64, 16
+    used = [1, 37, 64]
+    q = rand(batch, 1, heads_q, d, seed=5)
+    keys = [rand(64, heads_kv, d, seed=10 + i) for i in range(batch)]
+    values = [rand(64, heads_kv, d, seed=20 + i) for i in range(batch)]
+    if paged:  # each sequence's 4 pages scattered over a pool of 16
+        order = torch.randperm(16, generator=torch.Generator().manual_seed(6))[:batch * 4]
+        block_table = order.reshape(batch, 4).to(torch.int32)
+        k_cache = torch.zeros(16, page, heads_kv, d, dtype=torch.bfloat16)
+        v_cache = torch.zeros_like(k_cache)
+        for i in range(batch):
+            for j in range(4):
+                k_cache[block_table[i, j]] = keys[i][j * page:(j + 1) * page]
+                v_cache[block_table[i, j]] = values[i][j * page:(j + 1) * page]
+    else:
+        block_table = None
+        k_cache, v_cache = torch.stack(keys), torch.stack(values)
+    seqlens = torch.tensor(used, dtype=torch.int32)
+    o = flashjit.attention_with_kvcache(q, k_cache, v_cache, seqlens, block_table=block_table)
+    for i in range(batch):
+        o_ref, _ = reference.attention(exact(q[i:i + 1]), exact(keys[i][:used[i]][None]),
+                                       exact(values[i][:used[i]][None]))
+        assert reference.relative_error(o[i:i + 1], o_ref) < 3e-2
+
+
+def test_kvcache_rejects_a_bad_page_index():
+    q = rand(1, 1, 2, 64)
+    cache = rand(2, 16, 2, 64)
+    with pytest.raises(ValueError, match="page_table"):
+        flashjit.attention_with_kvcache(q, cache, cache, 20,
+                                        block_table=torch.tensor([[0, 5]], dtype=torch.int32))
+
+
+def test_merge_states_of_two_key_halves_is_attention_over_all():
+    q, k, v = rand(1, 30, 4, 64, seed=7), rand(1, 60, 4, 64, seed=8), rand(1, 60, 4, 64, seed=9)
+    o_a, lse_a = flashjit.attention(q, k[:, :25], v[:, :25], return_lse=True)
+    o_b, lse_b = flashjit.attention(q, k[:, 25:], v[:, 25:], return_lse=True)
+    states = torch.stack([o_a[0].float(), o_b[0].float()], dim=1)  # [tokens, 2, heads, d]
+    lses = torch.stack([lse_a[0].T, lse_b[0].T], dim=1)  # [tokens, 2, heads]
+    o, lse = flashjit.merge_states(states, lses)
+    o_ref, lse_ref = reference.attention(exact(q), exact(k), exact(v))
+    assert o.shape == (30, 4, 64) and lse.shape == (30, 4)
+    assert reference.relative_error(o, o_ref[0]) < 2e-2
+    assert reference.relative_error(lse, lse_ref[0].T) < 1e-5
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_layer_norm_and_rms_norm_with_gradients(dtype):
+    x = rand(3, 5, 300, dtype=dtype, seed=11).requires_grad_()
+    weight = rand(300, dtype=dtype, seed=12).requires_grad_()
+    bias = rand(300, dtype=dtype, seed=13).requires_grad_()
+    dy = rand(3, 5, 300, dtype=dtype, seed=14)
+    bar = 1e-5 if dtype == torch.float32 else 2e-2
+    y = flashjit.layer_norm(x, weight, bias)
+    y.backward(dy)
+    xs, ws, bs = exact(x, True), exact(weight, True), exact(bias, True)
+    y_ref = torch.nn.functional.layer_norm(xs, (300,), ws, bs, eps=1e-5)
+    y_ref.backward(dy.double())
+    assert reference.relative_error(y.detach(), y_ref) < bar
+    for got, ref in ((x.grad, xs.grad), (weight.grad, ws.grad), (bias.grad, bs.grad)):
+        assert reference.relative_error(got, ref) < 2 * bar
+
+    x.grad = weight.grad = None
+    y = flashjit.rms_norm(x, weight)
+    y.backward(dy)
+    xs, ws = exact(x, True), exact(weight, True)
+    y_ref = xs / torch.sqrt((xs * xs).mean(-1, keepdim=True) + 1e-6) * ws
+    y_ref.backward(dy.double())
+    assert reference.relative_error(y.detach(), y_ref) < bar
+    for got, ref in ((x.grad, xs.grad), (weight.grad, ws.grad)):
+        assert reference.relative_error(got, ref) < 2 * bar
+
+
+def test_numpy_layer_norm():
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((4, 64)).astype(np.float32)
+    w, b = rng.standard_normal(64).astype(np.float32), rng.standard_normal(64).astype(np.float32)
+    y = flashjit.layer_norm(x, w, b)
+    xd = x.astype(np.float64)
+    y_ref = (xd - xd.mean(-1, keepdims=True)) / np.sqrt(xd.var(-1, keepdims=True) + 1e-5) * w + b
+    assert isinstance(y, np.ndarray) and y.dtype == np.float32
+    assert np.max(np.abs(y - y_ref)) < 1e-4
+    with pytest.raises(ValueError, match="'eps'"):
+        flashjit.layer_norm(x, w, b, eps=0.0)

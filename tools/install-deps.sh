@@ -3,19 +3,8 @@
 # Packages already present are left alone; nothing is downloaded from outside Debian.
 set -euo pipefail
 
-packages=(cmake g++ make pkgconf doctest-dev nlohmann-json3-dev libcli11-dev libxxhash-dev)
-missing=()
-for package in "${packages[@]}"; do
-  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
-done
-if ((${#missing[@]})); then
-  echo "flashjit: installing ${missing[*]}"
-  sudo=""
-  [[ $(id -u) -eq 0 ]] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}" >/dev/null
-fi
+bash "$(dirname "$0")/apt-install.sh" cmake g++ make pkgconf doctest-dev nlohmann-json3-dev \
+  libcli11-dev libxxhash-dev
 
 cuda=${CUDA_HOME:-/usr/local/cuda}
 if [[ ! -f $cuda/include/nvrtc.h || ! -f $cuda/include/cuda.h ]]; then

@@ -4,17 +4,5 @@
 # pytest. Packages already present are left alone; nothing is downloaded from outside Debian.
 set -euo pipefail
 
-packages=(python3 python3-venv python3-pip python3-setuptools python3-wheel python3-numpy
-          python3-torch python3-pytest)
-missing=()
-for package in "${packages[@]}"; do
-  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
-done
-if ((${#missing[@]})); then
-  echo "flashjit: installing ${missing[*]}"
-  sudo=""
-  [[ $(id -u) -eq 0 ]] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}" >/dev/null
-fi
+bash "$(dirname "$0")/apt-install.sh" python3 python3-venv python3-pip python3-setuptools \
+  python3-wheel python3-numpy python3-torch python3-pytest

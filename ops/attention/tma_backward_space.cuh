@@ -24,20 +24,26 @@ constexpr int tma_backward_threads(int block_n, bool shared_keys = false) {
   return tma_backward_consumer_groups(block_n, shared_keys) * 128 + 128;
 }
 
+/// fp32 staging blocks of dQ (Br × head_dim), the source of a bulk reduction and where dK and dV
+/// are staged on their way out: one per consumer warpgroup, one with shared keys (whose two
+/// warpgroups hand over one block of dQ and stage one of dK and dV each).
+constexpr int tma_backward_staging_blocks(int block_n, bool shared_keys) {
+  return shared_keys ? 1 : block_n / 64;
+}
+
 /// Bytes of shared memory for (head_dim, Bc, stages, shared keys): K and V (loaded once),
 /// `stages` slots of Q and dO, dSᵀ (Bc × Br, the A of dQ = dS K) and with shared keys Pᵀ too
-/// (the A of dV += Pᵀ dO, which one warpgroup computes from both warpgroups' halves), fp32
-/// staging blocks of dQ (Br × head_dim: one per consumer warpgroup, one with shared keys; the
-/// source of a bulk reduction, and where dK and dV are staged on their way out), the barriers
+/// (the A of dV += Pᵀ dO, which one warpgroup computes from both warpgroups' halves), the fp32
+/// staging blocks (tma_backward_staging_blocks), the barriers
 /// (K and V's, a full and an empty one per slot), and 1024 bytes to align the swizzled tiles.
 constexpr int tma_backward_shared_bytes(int head_dim, int block_n, int stages,
                                         bool shared_keys = false) {
   const int tile = 2 * tma_forward_padded_head_dim(head_dim);  // bytes per row of a 16-bit tile
   const int score_tiles = shared_keys ? 2 : 1;
-  const int staging_blocks = shared_keys ? 1 : block_n / 64;
   return 1024 + 2 * block_n * tile + 2 * stages * kTmaBackwardBlockM * tile +
          score_tiles * block_n * kTmaBackwardBlockM * 2 +
-         staging_blocks * kTmaBackwardBlockM * head_dim * 4 + (1 + 2 * stages) * 8;
+         tma_backward_staging_blocks(block_n, shared_keys) * kTmaBackwardBlockM * head_dim * 4 +
+         (1 + 2 * stages) * 8;
 }
 
 /// Whether the warp-specialized backward takes (head_dim, Bc, stages, shared keys): head dims 64

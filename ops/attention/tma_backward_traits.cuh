@@ -40,7 +40,7 @@ struct TmaBackwardTraits {
   static constexpr int kGroups = tma_backward_consumer_groups(BlockN, SharedKeys);
   static constexpr int kConsumerThreads = kGroups * 128;
   static constexpr int kThreads = tma_backward_threads(BlockN, SharedKeys);  // then the producer
-  static constexpr int kStagingBlocks = SharedKeys ? 1 : kGroups;
+  static constexpr int kStagingBlocks = tma_backward_staging_blocks(BlockN, SharedKeys);
   static constexpr MaskKind kMask = Mask;
   static constexpr bool kSoftcap = Softcap;
   // dQ's sums into each query block in a fixed order (AttentionBackwardParams::dq_semaphore):

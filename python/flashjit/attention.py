@@ -47,16 +47,23 @@ def _shape(name: str, x, rank: int, layout: str):
     return tuple(int(s) for s in x.shape)
 
 
+def _call_options(options: _Options, batch, heads_q, heads_kv, seqlen_q, seqlen_k,
+                  head_dim) -> _capi.AttentionOptions:
+    """The C API's flashjit_attention for a call of these sizes with `options`."""
+    a = _capi.AttentionOptions()
+    _capi.library().flashjit_attention_init(ctypes.byref(a))
+    a.batch, a.heads_q, a.heads_kv = int(batch), int(heads_q), int(heads_kv)
+    a.seqlen_q, a.seqlen_k, a.head_dim = int(seqlen_q), int(seqlen_k), int(head_dim)
+    options.fill(a)
+    return a
+
+
 def _dense_options(q, k, v, options: _Options) -> _capi.AttentionOptions:
     layout = "[batch, seqlen, heads, head_dim]"
     b, sq, hq, d = _shape("q", q, 4, layout)
     _, sk, hk, _ = _shape("k", k, 4, layout)
     _shape("v", v, 4, layout)
-    a = _capi.AttentionOptions()
-    _capi.library().flashjit_attention_init(ctypes.byref(a))
-    a.batch, a.heads_q, a.heads_kv, a.seqlen_q, a.seqlen_k, a.head_dim = b, hq, hk, sq, sk, d
-    options.fill(a)
-    return a
+    return _call_options(options, b, hq, hk, sq, sk, d)
 
 
 def _element(x) -> str:
@@ -161,13 +168,8 @@ def _varlen_options(q, k, cu_seqlens_q, max_seqlen_q, max_seqlen_k, options):
     _, hq, d = _shape("q", q, 3, layout)
     _, hk, _ = _shape("k", k, 3, layout)
     _shape("cu_seqlens_q", cu_seqlens_q, 1, "[batch + 1]")
-    a = _capi.AttentionOptions()
-    _capi.library().flashjit_attention_init(ctypes.byref(a))
-    a.batch = int(cu_seqlens_q.shape[0]) - 1
-    a.heads_q, a.heads_kv, a.head_dim = hq, hk, d
-    a.seqlen_q, a.seqlen_k = int(max_seqlen_q), int(max_seqlen_k)
-    options.fill(a)
-    return a
+    return _call_options(options, cu_seqlens_q.shape[0] - 1, hq, hk, max_seqlen_q, max_seqlen_k,
+                         d)
 
 
 def _varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, options):
@@ -253,17 +255,14 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, block_table=No
     options = _Options(causal, tuple(window), softcap, scale, False)
     layout = "[batch, seqlen, heads, head_dim]"
     b, sq, hq, d = _shape("q", q, 4, layout)
-    pages_or_batch, rows, hk, _ = _shape("k_cache", k_cache, 4, layout + " or paged")
+    _, rows, hk, _ = _shape("k_cache", k_cache, 4, layout + " or paged")
     if isinstance(cache_seqlens, int):
         cache_seqlens = (torch.full((b,), cache_seqlens, dtype=torch.int32, device=q.device)
                          if is_torch(q) else np.full((b,), cache_seqlens, dtype=np.int32))
     if block_table is not None:
         _shape("block_table", block_table, 2, "[batch, max_pages]")
-    a = _capi.AttentionOptions()
-    _capi.library().flashjit_attention_init(ctypes.byref(a))
-    a.batch, a.heads_q, a.heads_kv, a.seqlen_q, a.head_dim = b, hq, hk, sq, d
-    a.seqlen_k = rows if block_table is None else int(block_table.shape[1]) * rows
-    options.fill(a)
+    seqlen_k = rows if block_table is None else int(block_table.shape[1]) * rows
+    a = _call_options(options, b, hq, hk, sq, seqlen_k, d)
     with Launch({"q": q, "k_cache": k_cache, "v_cache": v_cache,
                  "cache_seqlens": cache_seqlens, "block_table": block_table}) as launch:
         arrays = {"seqlens_k": "cache_seqlens"}

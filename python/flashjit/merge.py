@@ -1,11 +1,9 @@
 """Merging partial attention states (split-KV, cascade or context-parallel attention)."""
 
-import ctypes
+import numpy as np
 
 from . import _capi
 from ._arrays import Launch, dtype_name, is_torch
-
-import numpy as np
 
 
 def merge_states(v, s):

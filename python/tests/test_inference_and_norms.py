@@ -133,3 +133,17 @@ def test_numpy_layer_norm():
     assert np.max(np.abs(y - y_ref)) < 1e-4
     with pytest.raises(ValueError, match="'eps'"):
         flashjit.layer_norm(x, w, b, eps=0.0)
+
+
+def test_bad_inference_arguments_are_named():
+    q, k = rand(10, 2, 64), rand(12, 2, 64)
+    falling = torch.tensor([0, 6, 4], dtype=torch.int32)  # not nondecreasing
+    ok = torch.tensor([0, 6, 12], dtype=torch.int32)
+    with pytest.raises(ValueError, match="cu_seqlens_q"):
+        flashjit.attention_varlen(q, k, k, falling, ok, 6, 6)
+    with pytest.raises(ValueError, match=r"'cu_seqlens_q' must be \[batch \+ 1\]"):
+        flashjit.attention_varlen(q, k, k, ok[None], ok, 6, 6)
+    with pytest.raises(ValueError, match=r"'v' must be \[tokens, num_states, heads, head_dim\]"):
+        flashjit.merge_states(rand(4, 2, 64), torch.zeros(4, 2, 1))
+    with pytest.raises(ValueError, match=r"'s' must be \[tokens, num_states, heads\]"):
+        flashjit.merge_states(rand(4, 2, 1, 64), torch.zeros(4, 2))

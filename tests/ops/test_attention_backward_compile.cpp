@@ -1,9 +1,9 @@
 // The attention backward op's compile matrix (DESIGN.md section 8): for sm_80 and sm_90a, every
 // spec `flashjit compile --op attention-backward --all` lists compiles with NVRTC, and no kernel
 // of a default config (what runs without tuning) spills or keeps an array in local memory (a
-// stack frame, which ptxas does not count as a spill), at any head dim (8 to 256, both
-// dtypes, both mask kinds, both modes, with softcap at the registry's softcap head dims; fp16
-// only at the head dims in_compile_sample keeps).
+// stack frame, which ptxas does not count as a spill), at every padded head dim (8 to 256, both
+// dtypes, both mask kinds, both modes, with softcap at the registry's softcap head dims; the
+// head dims in_compile_sample keeps).
 // One test case per arch, so that CTest can run the two side by side.
 #include <doctest/doctest.h>
 

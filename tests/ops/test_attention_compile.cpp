@@ -2,8 +2,9 @@
 // spec `flashjit compile --op attention-forward --all` lists compiles with NVRTC, and the
 // defaults (what runs without tuning) neither spill nor keep arrays in local memory (a stack
 // frame: a register tile indexed at run time, which ptxas does not count as a spill) nor carry a
-// ptxas performance advisory (a serialized wgmma pipeline, say); fp16 only at the head dims
-// in_compile_sample keeps. One test case per arch, so that CTest can run the two side by side.
+// ptxas performance advisory (a serialized wgmma pipeline, say), at the head dims
+// in_compile_sample keeps (every padded tile shape). One test case per arch, so that CTest can
+// run the two side by side.
 #include <doctest/doctest.h>
 
 #include <set>

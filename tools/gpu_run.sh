@@ -14,7 +14,7 @@
 #
 # Five more steps run only when named in FLASHJIT_GPU_STEPS. The first three stand alone:
 #   ncu           Nsight Compute on one launch each of the forward and backward defaults at
-#                 head dim 128, seqlen 8k                                    -> ncu.log
+#                 head dim 128, seqlen 8k (NCU_OPS and NCU_HEAD_DIMS pick others) -> ncu.log
 #   decode        bench/decode.py: decoding on paged KV caches in GB/s against the measured
 #                 copy bandwidth, beside SDPA, FlashAttention and FlashInfer where installed
 #                 (DECODE_ARGS adds options)            -> <date>-decode-<device>.md and .log
@@ -43,7 +43,8 @@
 # Usage: tools/gpu_run.sh OUT_DIR [BUILD_DIR]   (default BUILD_DIR: build/release)
 # Environment: FLASHJIT_GPU_STEPS, FLASHJIT_GPU_DEADLINE_S, FLASHJIT_GPU_TEST_JOBS,
 # FLASHJIT_GPU_TEST_TIMEOUT and FLASHJIT_GPU_TEST_REGEX (the tests step's parallel tests,
-# per-test limit and selection), AUTOTUNE_* (see run_autotune), FLASHJIT_GPU_LIMIT_<STEP> (a step's
+# per-test limit and selection), FLASHJIT_GPU_SANITIZER_MATCH (an extended regex: only the
+# sanitizer runs whose commands match), NCU_OPS and NCU_HEAD_DIMS, AUTOTUNE_* (see run_autotune), FLASHJIT_GPU_LIMIT_<STEP> (a step's
 # own limit in seconds, e.g. FLASHJIT_GPU_LIMIT_TESTS=400, FLASHJIT_GPU_LIMIT_FIRST_RESULT=60),
 # FLASHJIT_CACHE_DIR (the kernel cache to use, e.g. one warmed on an everyday machine with
 # `flashjit compile --arch sm_90a --all`; default: a new empty folder), BENCH_ARGS (more
@@ -183,8 +184,13 @@ run_sanitizer() {
     "$build/tests/test_gpu_attention_forward --test-case=forward?on?the?GPU:?ragged?lengths"
     "$flashjit run --op multiscale --mask tensor --batch 2 --heads 4 --heads-kv 2 --seqlen-q 130 --seqlen-k 150"
     "$flashjit run --op layer-norm --rows 33 --cols 4097 --bias --residual"
+    "$flashjit run --op attention-backward --batch 2 --heads 4 --heads-kv 2 --seqlen-q 200 --seqlen-k 333 --head-dim 256 --causal"
+    "$flashjit run --op attention-backward --batch 2 --heads 4 --seqlen-q 150 --seqlen-k 150 --head-dim 192 --deterministic"
   )
-  local failures=0 each=$((limit / 10)) tool cmd rc
+  if [[ -n ${FLASHJIT_GPU_SANITIZER_MATCH:-} ]]; then
+    mapfile -t runs < <(printf '%s\n' "${runs[@]}" | grep -E -- "$FLASHJIT_GPU_SANITIZER_MATCH")
+  fi
+  local failures=0 each=$((limit / (2 * ${#runs[@]} + 1))) tool cmd rc
   # Kernels with line info, so that findings name template lines (a key field: own entries).
   export FLASHJIT_LINEINFO=1
   for tool in memcheck racecheck; do
@@ -213,22 +219,27 @@ run_sanitizer() {
 # memory workload with shared bank conflicts, occupancy, warp stall reasons). Clocks are left as
 # they are (--clock-control none).
 run_ncu() {
-  local ncu rc=0 op kernel
+  local ncu rc=0 op kernel head_dim
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null) || {
     echo "ncu: not on PATH or in /usr/local/cuda/bin"
     return 127
   }
-  for op in attention-forward attention-backward; do
+  local -a runs=() run
+  for op in ${NCU_OPS:-attention-forward attention-backward}; do
+    for head_dim in ${NCU_HEAD_DIMS:-128}; do runs+=("$op $head_dim"); done
+  done
+  for run in "${runs[@]}"; do
+    op=${run% *} head_dim=${run#* }
     kernel=$([[ $op == attention-forward ]] && echo 'regex:attention_forward' ||
       echo 'regex:attention_backward_(dkdv|tma)')
     echo "\$ ncu --clock-control none -k $kernel --launch-count 1 ... $flashjit bench --op $op" \
-      "--head-dim 128 --seqlen 8192 --batch 2 --heads 16 --budget-ms 1"
-    timeout --kill-after=10 $((limit / 2)) "$ncu" --clock-control none -k "$kernel" \
+      "--head-dim $head_dim --seqlen 8192 --batch 2 --heads $((2048 / head_dim)) --budget-ms 1"
+    timeout --kill-after=10 $((limit / ${#runs[@]})) "$ncu" --clock-control none -k "$kernel" \
       --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
       --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
       --section Occupancy --section LaunchStats --section WarpStateStats \
-      "$flashjit" bench --op "$op" --head-dim 128 --seqlen 8192 --batch 2 --heads 16 \
-      --budget-ms 1 || rc=$?
+      "$flashjit" bench --op "$op" --head-dim "$head_dim" --seqlen 8192 --batch 2 \
+      --heads $((2048 / head_dim)) --budget-ms 1 || rc=$?
   done
   return $rc
 }

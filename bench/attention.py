@@ -518,6 +518,11 @@ class Bench:
             torch._dynamo.config.cache_size_limit = 1024
             if hasattr(torch._dynamo.config, "accumulated_cache_size_limit"):
                 torch._dynamo.config.accumulated_cache_size_limit = 4096
+            # The backward is timed by repeated autograd.grad calls on one graph, which a
+            # compiled graph with donated buffers refuses after the first (PyTorch 2.5 on).
+            import torch._functorch.config as functorch_config
+            if hasattr(functorch_config, "donated_buffer"):
+                functorch_config.donated_buffer = False
             self.flex = torch.compile(flex_attention)
         block_mask = None
         if shape.causal:

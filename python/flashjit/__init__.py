@@ -10,10 +10,12 @@ from ._capi import Error
 from .attention import (attention, attention_backward, attention_varlen,
                         attention_with_kvcache)
 from .merge import merge_states
+from .multiscale import multiscale_attention
 from .norms import layer_norm, rms_norm
 
 __all__ = ["Error", "attention", "attention_backward", "attention_varlen",
-           "attention_with_kvcache", "layer_norm", "merge_states", "rms_norm", "version"]
+           "attention_with_kvcache", "layer_norm", "merge_states", "multiscale_attention",
+           "rms_norm", "version"]
 
 
 def version() -> str:

@@ -57,3 +57,25 @@ def relative_error(actual, expected) -> float:
     finite = np.isfinite(e)
     assert np.array_equal(np.isfinite(a), finite), "non-finite values where the reference has none"
     return float(np.linalg.norm(a[finite] - e[finite]) / max(np.linalg.norm(e[finite]), 1e-30))
+
+
+def multiscale(q, k, v, mask, scale=None):
+    """Multi-scale attention in float64 torch tensors: S = scale (q k^T) o M per batch and head,
+    o = S v / max(rowsum(|S|), 1); mask [heads_q, seqlen_q, seqlen_k]; differentiable."""
+    b, sq, hq, d = q.shape
+    group = hq // k.shape[2]
+    k = k.repeat_interleave(group, dim=2)
+    v = v.repeat_interleave(group, dim=2)
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    s = torch.einsum("bqhd,bkhd->bhqk", q, k) * scale * mask
+    r = s.abs().sum(dim=-1, keepdim=True).clamp_min(1.0)
+    return torch.einsum("bhqk,bkhd->bqhd", s / r, v)
+
+
+def decay_mask(gammas, seqlen_q: int, seqlen_k: int):
+    """[heads, seqlen_q, seqlen_k] float64: gamma^(n - m) where m <= n = i + seqlen_k - seqlen_q,
+    else 0."""
+    i = torch.arange(seqlen_q, dtype=torch.float64)[:, None] + (seqlen_k - seqlen_q)
+    distance = i - torch.arange(seqlen_k, dtype=torch.float64)[None, :]
+    g = torch.as_tensor(gammas, dtype=torch.float64)[:, None, None]
+    return torch.where(distance >= 0, g ** distance.clamp_min(0), torch.zeros((), dtype=torch.float64))

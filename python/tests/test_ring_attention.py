@@ -1,5 +1,6 @@
-"""flashjit.distributed.ring_attention with 2 and 4 gloo processes on the CPU emulator: each
-rank's output chunk and gradients against one-process attention over the whole sequence."""
+"""flashjit.distributed.ring_attention with 2 and 4 gloo processes on the CPU emulator, in
+contiguous and zigzag chunks: each rank's output chunk and gradients against one-process
+attention over the whole sequence."""
 
 import os
 import socket
@@ -25,16 +26,15 @@ def full_inputs(dtype):
             torch.randn(shape_kv, generator=g).to(dtype), torch.randn(shape_q, generator=g).to(dtype))
 
 
-def worker(rank, world, port, dtype, causal, out_dir):
+def worker(rank, world, port, dtype, causal, zigzag, out_dir):
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
         q, k, v, dout = full_inputs(dtype)
-        chunk = SEQLEN // world
-        rows = slice(rank * chunk, (rank + 1) * chunk)
-        leaves = [t[:, rows].clone().requires_grad_() for t in (q, k, v)]
-        o = flashjit.distributed.ring_attention(*leaves, causal=causal)
-        o.backward(dout[:, rows])
+        mine = lambda t: flashjit.distributed.shard(t, rank, world, zigzag=zigzag)
+        leaves = [mine(t).clone().requires_grad_() for t in (q, k, v)]
+        o = flashjit.distributed.ring_attention(*leaves, causal=causal, zigzag=zigzag)
+        o.backward(mine(dout))
         torch.save({"o": o.detach(), "grads": [t.grad for t in leaves]},
                    os.path.join(out_dir, f"rank{rank}.pt"))
     finally:
@@ -47,25 +47,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("world", [2, 4])
-@pytest.mark.parametrize("causal", [False, True])
-def test_ring_attention_matches_one_process(world, causal):
+@pytest.mark.parametrize("world, causal, zigzag", [
+    (2, False, False), (2, True, False), (4, False, False), (4, True, False),
+    (2, True, True), (4, True, True), (2, False, True)])
+def test_ring_attention_matches_one_process(world, causal, zigzag):
     dtype = torch.bfloat16 if world == 4 else torch.float16
     with tempfile.TemporaryDirectory() as out_dir:
-        mp.spawn(worker, args=(world, free_port(), dtype, causal, out_dir), nprocs=world)
+        mp.spawn(worker, args=(world, free_port(), dtype, causal, zigzag, out_dir), nprocs=world)
         results = [torch.load(os.path.join(out_dir, f"rank{r}.pt")) for r in range(world)]
     q, k, v, dout = full_inputs(dtype)
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
     o = flashjit.attention(*leaves, causal=causal)
     o.backward(dout)
-    ring_o = torch.cat([r["o"] for r in results], dim=1)
+    whole = lambda chunks: flashjit.distributed.unshard(chunks, zigzag=zigzag)
+    ring_o = whole([r["o"] for r in results])
     bar = 2e-2 if dtype == torch.bfloat16 else 4e-3
     def close(a, b):
         a, b = a.double(), b.double()
         return float((a - b).norm() / b.norm()) < bar
     assert ring_o.dtype == dtype and close(ring_o, o.detach())
     for i, leaf in enumerate(leaves):
-        ring_grad = torch.cat([r["grads"][i] for r in results], dim=1)
+        ring_grad = whole([r["grads"][i] for r in results])
         assert close(ring_grad, leaf.grad), ("dq", "dk", "dv")[i]
 
 
@@ -73,3 +75,16 @@ def test_ring_attention_needs_an_initialized_group():
     q = torch.zeros(1, 16, 2, 64, dtype=torch.float16)
     with pytest.raises(ValueError, match="'group'"):
         flashjit.distributed.ring_attention(q, q, q)
+
+
+@pytest.mark.parametrize("zigzag", [False, True])
+def test_shard_and_unshard(zigzag):
+    x = torch.arange(2 * 24).reshape(2, 24)
+    chunks = [flashjit.distributed.shard(x, r, 3, zigzag=zigzag) for r in range(3)]
+    if zigzag:  # rank 0 holds chunks 0 and 5 of six
+        assert chunks[0][0].tolist() == [0, 1, 2, 3, 20, 21, 22, 23]
+    else:
+        assert chunks[0][0].tolist() == list(range(8))
+    assert torch.equal(flashjit.distributed.unshard(chunks, zigzag=zigzag), x)
+    with pytest.raises(ValueError, match="'x'"):
+        flashjit.distributed.shard(x[:, :23], 0, 3, zigzag=zigzag)

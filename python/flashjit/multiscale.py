@@ -1,0 +1,113 @@
+"""Multi-scale attention (retention): attention weights taken as they are, times a decay or a
+given mask, normalized by the row sum of their magnitudes instead of a softmax."""
+
+import ctypes
+from typing import Optional
+
+from . import _capi
+from ._arrays import Launch, dtype_name, is_torch
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+
+def _options(q, k, decay, mask, scale) -> _capi.MultiScaleOptions:
+    layout = "[batch, seqlen, heads, head_dim]"
+    for name, x in (("q", q), ("k", k)):
+        dtype_name(name, x)
+        if x.ndim != 4:
+            raise ValueError(f"'{name}' must be {layout} (rank 4), not shape {tuple(x.shape)}")
+    if (decay is None) == (mask is None):
+        raise ValueError("pass exactly one of 'decay' ([heads_q] rates) and 'mask' "
+                         "([heads_q, seqlen_q, seqlen_k])")
+    if scale is not None and not scale > 0:
+        raise ValueError(f"'scale' must be positive (or None for 1/sqrt(head_dim)), not {scale!r}")
+    options = _capi.MultiScaleOptions()
+    _capi.library().flashjit_multiscale_attention_init(ctypes.byref(options))
+    options.batch, options.seqlen_q, options.heads_q, options.head_dim = (int(s) for s in q.shape)
+    options.seqlen_k, options.heads_kv = int(k.shape[1]), int(k.shape[2])
+    options.scale = 0.0 if scale is None else float(scale)
+    options.mask = _capi.MULTISCALE_DECAY if decay is not None else _capi.MULTISCALE_TENSOR
+    if decay is not None and tuple(decay.shape) != (options.heads_q,):
+        # The C API names this argument 'mask'; the caller passed it as 'decay'.
+        raise ValueError(f"'decay' must be [heads_q] = [{options.heads_q}], not shape "
+                         f"{tuple(decay.shape)}")
+    return options
+
+
+def _forward(q, k, v, decay, mask, scale):
+    options = _options(q, k, decay, mask, scale)
+    with Launch({"q": q, "k": k, "v": v, "decay": decay, "mask": mask}) as launch:
+        o = launch.output("o", q.shape, dtype_name("q", q))
+        rowsum = launch.output("rowsum", (options.batch, options.heads_q, options.seqlen_q), "f32")
+        _capi.check(_capi.library().flashjit_multiscale_forward(
+            launch.runtime.handle, ctypes.byref(options), _capi.pointer(launch.input("q")),
+            _capi.pointer(launch.input("k")), _capi.pointer(launch.input("v")),
+            _capi.pointer(launch.input("decay" if decay is not None else "mask")),
+            _capi.pointer(o), _capi.pointer(rowsum), launch.stream))
+        return launch.result("o"), launch.result("rowsum")
+
+
+def _backward(dout, q, k, v, decay, mask, o, rowsum, scale, want_dmask: bool):
+    options = _options(q, k, decay, mask, scale)
+    with Launch({"dout": dout, "q": q, "k": k, "v": v, "decay": decay, "mask": mask, "o": o,
+                 "rowsum": rowsum}) as launch:
+        element = dtype_name("q", q)
+        dq = launch.output("dq", q.shape, element)
+        dk = launch.output("dk", k.shape, element)
+        dv = launch.output("dv", v.shape, element)
+        dmask = launch.output("dmask", mask.shape, "f32") if want_dmask else None
+        _capi.check(_capi.library().flashjit_multiscale_backward(
+            launch.runtime.handle, ctypes.byref(options), _capi.pointer(launch.input("q")),
+            _capi.pointer(launch.input("k")), _capi.pointer(launch.input("v")),
+            _capi.pointer(launch.input("decay" if decay is not None else "mask")),
+            _capi.pointer(launch.input("o")), _capi.pointer(launch.input("rowsum")),
+            _capi.pointer(launch.input("dout")), _capi.pointer(dq), _capi.pointer(dk),
+            _capi.pointer(dv), _capi.pointer(dmask), launch.stream))
+        return (launch.result("dq"), launch.result("dk"), launch.result("dv"),
+                launch.result("dmask") if want_dmask else None)
+
+
+if torch is not None:
+
+    class _MultiScaleFunction(torch.autograd.Function):
+        """multiscale_attention() with its gradients from the backward kernel (no atomics)."""
+
+        @staticmethod
+        def forward(ctx, q, k, v, decay, mask, scale):
+            o, rowsum = _forward(q, k, v, decay, mask, scale)
+            ctx.save_for_backward(q, k, v, decay, mask, o, rowsum)
+            ctx.scale = scale
+            return o
+
+        @staticmethod
+        def backward(ctx, dout):
+            q, k, v, decay, mask, o, rowsum = ctx.saved_tensors
+            want_dmask = mask is not None and ctx.needs_input_grad[4]
+            dq, dk, dv, dmask = _backward(dout.contiguous(), q, k, v, decay, mask, o, rowsum,
+                                          ctx.scale, want_dmask)
+            return dq, dk, dv, None, dmask, None
+
+
+def multiscale_attention(q, k, v, *, decay=None, mask=None, scale: Optional[float] = None):
+    """Multi-scale attention, as in RetNet: per batch and query head, S = scale · (q kᵀ) ∘ M,
+    o = S v / max(rowsum(|S|), 1).
+
+    q is [batch, seqlen_q, heads_q, head_dim], k and v [batch, seqlen_k, heads_kv, head_dim]
+    (GQA/MQA as in attention()), float16 (numpy or torch) or bfloat16 (torch), head_dim a
+    multiple of 8 up to 256. M is one of:
+      - `decay`: float32 [heads_q], one rate γ in [0, 1] per query head; M[n, m] = γ^(n − m)
+        for m ≤ n (n = i + seqlen_k − seqlen_q: bottom-right aligned, as causal attention),
+        0 above the diagonal; generated inside the kernel;
+      - `mask`: float32 [heads_q, seqlen_q, seqlen_k], any mask, contiguous in its last
+        dimension; differentiable (its gradient sums over the batch).
+    `scale` defaults to 1/sqrt(head_dim). torch tensors that require grad get gradients of q, k,
+    v (and the mask) from flashjit's backward, which has no atomics (the same bits on every
+    run); the decay rates get none. Returns o like q. A bad argument raises ValueError naming
+    it; nothing is launched then."""
+    if (torch is not None and torch.is_grad_enabled() and
+            any(is_torch(t) and t.requires_grad for t in (q, k, v, mask) if t is not None)):
+        return _MultiScaleFunction.apply(q, k, v, decay, mask, scale)
+    return _forward(q, k, v, decay, mask, scale)[0]

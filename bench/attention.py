@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Attention forward and backward on the GPU: flashjit against its peers, in one run.
 
-flashjit is called through its C API (include/flashjit/flashjit_c.h, libflashjit.so via
-ctypes); the peers are PyTorch's scaled_dot_product_attention with each backend it has
+flashjit is called through its Python package (python/ of this repository, on the library
+--lib names); the peers are PyTorch's scaled_dot_product_attention with each backend it has
 (flash, efficient, cuDNN, chosen with torch.nn.attention.sdpa_kernel) and FlexAttention
 (torch.nn.attention.flex_attention, compiled). Every implementation runs on the same random
 inputs and is timed the same way: CUDA events around each call, warm-up runs first, the median
-of repeated runs, and a 256 MB buffer written before each run so that L2 holds nothing of the
-inputs. Before it is timed, each result is checked against a float32 reference computed from
+of repeated runs, a 256 MB buffer written before each run so that L2 holds nothing of the
+inputs, and a GPU spin of about 0.2 ms before the start event, which the host's work for the
+call (Python's and PyTorch's dispatch, for flashjit and the peers alike) overlaps: what is
+timed is GPU time. Before it is timed, each result is checked against a float32 reference computed from
 the same inputs; it must be within twice the error of a plain attention computed in the input
 dtype (the bar of DESIGN.md section 8). A wrong result is reported, not timed, and a peer that
 cannot run a shape is reported as "n/a (reason)".
@@ -28,7 +30,6 @@ measured in the same run, beside the peers present.
 """
 
 import argparse
-import ctypes
 import dataclasses
 import datetime
 import math
@@ -40,7 +41,8 @@ import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from op_timing import REPO, TIMING_METHOD, open_flashjit, spin  # noqa: E402
 PEERS = ("sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "flex")
 # flashjit's backward in its two modes: dQ summed with atomic adds (the default, as
 # FlashAttention-2/3), and deterministic (a dQ kernel of its own; backward only).
@@ -216,147 +218,6 @@ def describe_gpu() -> str:
     return f"{name.strip()}, driver {driver.strip()}"
 
 
-# ---- flashjit through its C API (ctypes) -------------------------------------------------------
-
-FLASHJIT_DTYPE = {"fp16": 0, "bf16": 1, "fp32": 2, "int32": 3}
-FLASHJIT_MAX_RANK = 4
-
-
-class FlashjitTensor(ctypes.Structure):
-    """flashjit_tensor."""
-
-    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int),
-                ("shape", ctypes.c_int64 * FLASHJIT_MAX_RANK),
-                ("strides", ctypes.c_int64 * FLASHJIT_MAX_RANK)]
-
-
-class FlashjitAttention(ctypes.Structure):
-    """flashjit_attention."""
-
-    _fields_ = [("batch", ctypes.c_int64), ("heads_q", ctypes.c_int64),
-                ("heads_kv", ctypes.c_int64), ("seqlen_q", ctypes.c_int64),
-                ("seqlen_k", ctypes.c_int64), ("head_dim", ctypes.c_int64),
-                ("causal", ctypes.c_int), ("window_left", ctypes.c_int64),
-                ("window_right", ctypes.c_int64), ("scale", ctypes.c_float),
-                ("softcap", ctypes.c_float), ("deterministic", ctypes.c_int)]
-
-
-class FlashjitRuntimeOptions(ctypes.Structure):
-    """flashjit_runtime_options."""
-
-    _fields_ = [("device", ctypes.c_int), ("backend", ctypes.c_int), ("tuning", ctypes.c_int),
-                ("emulated_arch", ctypes.c_char_p), ("check_indices", ctypes.c_int)]
-
-
-class FlashjitError(RuntimeError):
-    pass
-
-
-class Flashjit:
-    """libflashjit.so: a runtime on GPU 0 (or the emulator) and the attention calls."""
-
-    def __init__(self, path: str, backend: int = 0):
-        lib = ctypes.CDLL(path)
-        ptr, tensor_p = ctypes.c_void_p, ctypes.POINTER(FlashjitTensor)
-        lib.flashjit_version.restype = ctypes.c_char_p
-        lib.flashjit_version.argtypes = []
-        lib.flashjit_last_error.restype = ctypes.c_char_p
-        lib.flashjit_last_error.argtypes = []
-        lib.flashjit_status_name.restype = ctypes.c_char_p
-        lib.flashjit_status_name.argtypes = [ctypes.c_int]
-        lib.flashjit_runtime_options_init.restype = None
-        lib.flashjit_runtime_options_init.argtypes = [ctypes.POINTER(FlashjitRuntimeOptions)]
-        lib.flashjit_runtime_create.restype = ctypes.c_int
-        lib.flashjit_runtime_create.argtypes = [ctypes.POINTER(FlashjitRuntimeOptions),
-                                                ctypes.POINTER(ptr)]
-        lib.flashjit_runtime_destroy.restype = None
-        lib.flashjit_runtime_destroy.argtypes = [ptr]
-        lib.flashjit_allocate.restype = ctypes.c_int
-        lib.flashjit_allocate.argtypes = [ptr, ctypes.c_size_t, ctypes.POINTER(ptr)]
-        lib.flashjit_free.restype = ctypes.c_int
-        lib.flashjit_free.argtypes = [ptr, ptr]
-        for name in ("flashjit_copy_to_device", "flashjit_copy_to_host"):
-            getattr(lib, name).restype = ctypes.c_int
-            getattr(lib, name).argtypes = [ptr, ptr, ptr, ctypes.c_size_t]
-        lib.flashjit_synchronize.restype = ctypes.c_int
-        lib.flashjit_synchronize.argtypes = [ptr, ptr]
-        lib.flashjit_attention_init.restype = None
-        lib.flashjit_attention_init.argtypes = [ctypes.POINTER(FlashjitAttention)]
-        lib.flashjit_attention_forward.restype = ctypes.c_int
-        lib.flashjit_attention_forward.argtypes = (
-            [ptr, ctypes.POINTER(FlashjitAttention)] + [tensor_p] * 5 + [ptr])
-        lib.flashjit_attention_backward.restype = ctypes.c_int
-        lib.flashjit_attention_backward.argtypes = (
-            [ptr, ctypes.POINTER(FlashjitAttention)] + [tensor_p] * 9 + [ptr])
-        self.lib = lib
-        self.path = path
-        options = FlashjitRuntimeOptions()
-        lib.flashjit_runtime_options_init(ctypes.byref(options))
-        options.backend = backend
-        self.runtime = ctypes.c_void_p()
-        self.check(lib.flashjit_runtime_create(ctypes.byref(options),
-                                               ctypes.byref(self.runtime)),
-                   "flashjit_runtime_create")
-
-    def version(self) -> str:
-        return self.lib.flashjit_version().decode()
-
-    def check(self, status: int, what: str) -> None:
-        if status != 0:
-            raise FlashjitError(f"{what}: {self.lib.flashjit_status_name(status).decode()}: "
-                                f"{self.lib.flashjit_last_error().decode()}")
-
-    def close(self) -> None:
-        if self.runtime:
-            self.lib.flashjit_runtime_destroy(self.runtime)
-            self.runtime = ctypes.c_void_p()
-
-    @staticmethod
-    def attention(batch: int, heads: int, heads_kv: int, seqlen: int, head_dim: int,
-                  causal: bool, lib=None, deterministic: bool = False) -> FlashjitAttention:
-        a = FlashjitAttention()
-        if lib is not None:
-            lib.flashjit_attention_init(ctypes.byref(a))
-        else:
-            a.window_left = a.window_right = -1
-        a.batch, a.heads_q, a.heads_kv = batch, heads, heads_kv
-        a.seqlen_q = a.seqlen_k = seqlen
-        a.head_dim, a.causal = head_dim, 1 if causal else 0
-        a.deterministic = 1 if deterministic else 0
-        return a
-
-    @staticmethod
-    def tensor(data: int, dtype: str, shape: Sequence[int],
-               strides: Sequence[int]) -> FlashjitTensor:
-        t = FlashjitTensor()
-        t.data, t.dtype, t.rank = data, FLASHJIT_DTYPE[dtype], len(shape)
-        for i, (extent, stride) in enumerate(zip(shape, strides)):
-            t.shape[i], t.strides[i] = extent, stride
-        return t
-
-    @staticmethod
-    def torch_tensor(t, dtype: str) -> FlashjitTensor:
-        """The descriptor of a torch tensor (its data pointer, shape and strides)."""
-        return Flashjit.tensor(t.data_ptr(), dtype, list(t.shape), list(t.stride()))
-
-    def forward_call(self, attention: FlashjitAttention, q, k, v, o, lse,
-                     stream: int) -> Callable[[], None]:
-        """A function that runs the forward with these prepared arguments (built once, so a
-        timed call pays only the C call)."""
-        args = [ctypes.byref(x) for x in (attention, q, k, v, o, lse)]
-        fn, runtime, check = self.lib.flashjit_attention_forward, self.runtime, self.check
-        stream_p = ctypes.c_void_p(stream)
-        return lambda: check(fn(runtime, *args, stream_p), "flashjit_attention_forward")
-
-    def backward_call(self, attention: FlashjitAttention, q, k, v, o, lse, dout, dq, dk, dv,
-                      stream: int) -> Callable[[], None]:
-        """As forward_call, for the backward."""
-        args = [ctypes.byref(x) for x in (attention, q, k, v, o, lse, dout, dq, dk, dv)]
-        fn, runtime, check = self.lib.flashjit_attention_backward, self.runtime, self.check
-        stream_p = ctypes.c_void_p(stream)
-        return lambda: check(fn(runtime, *args, stream_p), "flashjit_attention_backward")
-
-
 def default_library() -> str:
     return os.environ.get("FLASHJIT_LIB",
                           os.path.join(REPO, "build", "release", "api", "libflashjit.so"))
@@ -368,7 +229,7 @@ def default_library() -> str:
 class Bench:
     """Inputs, reference, checks and timing on one GPU, with PyTorch."""
 
-    def __init__(self, torch, args, flashjit: Optional[Flashjit], flashjit_problem: str):
+    def __init__(self, torch, args, flashjit, flashjit_problem: str):
         self.torch = torch
         self.args = args
         self.flashjit = flashjit
@@ -391,6 +252,7 @@ class Bench:
             events = []
             for _ in range(batch):
                 self.flush.zero_()
+                spin(torch)
                 start = torch.cuda.Event(enable_timing=True)
                 stop = torch.cuda.Event(enable_timing=True)
                 start.record()
@@ -566,28 +428,18 @@ class Bench:
             raise NotAvailable(self.flashjit_problem)
         if deterministic and shape.op == "forward":
             raise NotAvailable("the deterministic mode is the backward's")
-        torch, fj = self.torch, self.flashjit
-        B, L, H, D = q.shape
-        stream = torch.cuda.current_stream().cuda_stream
+        fj = self.flashjit
 
-        def view(x):
-            return fj.tensor(x.data_ptr(), shape.dtype, list(x.shape), list(x.stride()))
-        attention = fj.attention(B, H, H, L, D, shape.causal, fj.lib, deterministic)
-        o = torch.empty_like(q)
-        lse = torch.empty(B, H, L, dtype=torch.float32, device="cuda")
-        keep = [o, lse]  # the descriptors hold raw pointers: keep the memory alive
-        lse_view = fj.tensor(lse.data_ptr(), "fp32", list(lse.shape), list(lse.stride()))
-        forward = fj.forward_call(attention, view(q), view(k), view(v), view(o), lse_view,
-                                  stream)
-        forward()
+        def forward():
+            return fj.attention(q, k, v, causal=shape.causal, return_lse=True)
+        o, lse = forward()
         if shape.op == "forward":
-            return (lambda: (forward(), keep)), [o]
-        grads = [torch.empty_like(x) for x in (q, k, v)]
-        keep += grads
-        backward = fj.backward_call(attention, view(q), view(k), view(v), view(o), lse_view,
-                                    view(dout), *(view(g) for g in grads), stream)
-        backward()
-        return (lambda: (backward(), keep)), grads
+            return forward, [o]
+
+        def backward():
+            return fj.attention_backward(dout, q, k, v, o, lse, causal=shape.causal,
+                                         deterministic=deterministic)
+        return backward, list(backward())
 
     def factory(self, name: str) -> Callable:
         if name in FLASHJIT:
@@ -713,16 +565,6 @@ def on_sigterm(signum, frame):
     raise Stop()
 
 
-def open_flashjit(path: str) -> Tuple[Optional[Flashjit], str]:
-    """flashjit on GPU 0, or None and why not (flashjit's column then reads n/a)."""
-    if not os.path.exists(path):
-        return None, f"no libflashjit.so at {path} (build the flashjit_shared target)"
-    try:
-        return Flashjit(path), ""
-    except (OSError, FlashjitError) as e:
-        return None, f"cannot open flashjit: {e}"
-
-
 def run(args: argparse.Namespace, shapes: List[Shape]) -> int:
     try:
         import torch
@@ -752,9 +594,9 @@ def run(args: argparse.Namespace, shapes: List[Shape]) -> int:
         "Method: the same random inputs ([B, L, H, D] memory; PyTorch gets [B, H, L, D] views)",
         "for every implementation; each output is first checked against a float32 reference and",
         "must be within twice the relative L2 error of a plain attention in the input dtype, or",
-        "it is reported wrong and not timed. Timing: CUDA events around each call, "
+        f"it is reported wrong and not timed. Timing: {TIMING_METHOD}; "
         f"{args.warmup} warm-up runs, then the median of {args.min_runs} to {args.max_runs} runs "
-        f"within {args.budget_ms:g} ms, a 256 MB buffer written before each run (L2 flushed).",
+        f"within {args.budget_ms:g} ms.",
         "Backward times the backward alone (PyTorch: torch.autograd.grad of one forward's output;",
         "flashjit: its backward call given o and lse). TFLOP/s: forward 4·B·H·L²·D (halved when",
         "causal), backward 2.5× forward. Ratio: flashjit's TFLOP/s over the best peer's.",
@@ -777,8 +619,6 @@ def run(args: argparse.Namespace, shapes: List[Shape]) -> int:
                       "one may be incomplete).")
     write_report(args.out, header, rows, footer)
     print(format_table(rows), flush=True)
-    if flashjit:
-        flashjit.close()
     print(f"wrote {args.out}")
     return 0
 

@@ -9,20 +9,19 @@ fraction of the GPU's copy bandwidth, measured in the same run (a device-to-devi
 
 Implementations, each on the same random cache and checked before it is timed (relative L2
 error within twice that of plain attention in bf16, against a float32 reference):
-- flashjit: Runtime::forward with Sequences (C API flashjit_attention_forward_sequences) on a
-  paged cache of 16-key pages in a shuffled order; splits chosen by flashjit;
+- flashjit: flashjit.attention_with_kvcache (the Python package in python/, on the library
+  --lib names) on a paged cache of 16-key pages in a shuffled order; splits chosen by flashjit;
 - sdpa: PyTorch's scaled_dot_product_attention on the dense cache (its own backend choice);
 - flash-attn: flash_attn_with_kvcache on a paged cache of 256-key pages (FlashAttention-2's
   smallest), when the flash_attn package is installed;
 - flashinfer: BatchDecodeWithPagedKVCacheWrapper on 16-key pages, when flashinfer is installed.
 A peer that cannot run is reported "n/a (reason)".
 
-Timing and the report follow bench/attention.py (CUDA events, warm-up, median, L2 flushed);
+Timing and the report follow bench/attention.py (CUDA events, warm-up, median, L2 flushed, a GPU spin);
 --list-shapes needs neither PyTorch nor a GPU.
 """
 
 import argparse
-import ctypes
 import dataclasses
 import math
 import os
@@ -30,7 +29,7 @@ import sys
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import attention as common  # noqa: E402  (the timing, checks, machine and ctypes helpers)
+import attention as common  # noqa: E402  (the timing, checks and machine helpers)
 
 PEERS = ("sdpa", "flash-attn", "flashinfer")
 IMPLEMENTATIONS = ("flashjit",) + PEERS
@@ -73,16 +72,6 @@ def make_shapes(batches: Sequence[int], contexts: Sequence[int],
     return [DecodeShape(b, c, q) for q in queries for b in batches for c in contexts]
 
 
-class FlashjitSequences(ctypes.Structure):
-    """flashjit_sequences."""
-
-    _fields_ = [("cu_seqlens_q", ctypes.POINTER(common.FlashjitTensor)),
-                ("cu_seqlens_k", ctypes.POINTER(common.FlashjitTensor)),
-                ("seqlens_k", ctypes.POINTER(common.FlashjitTensor)),
-                ("page_table", ctypes.POINTER(common.FlashjitTensor)),
-                ("splits", ctypes.c_int)]
-
-
 class DecodeBench:
     """One shape's cache, reference and implementations, with PyTorch."""
 
@@ -92,13 +81,6 @@ class DecodeBench:
         self.timer = common.Bench(torch, args, flashjit, flashjit_problem)  # time(), judge()
         self.flashjit = flashjit
         self.flashjit_problem = flashjit_problem
-        if flashjit is not None:
-            lib = flashjit.lib
-            lib.flashjit_attention_forward_sequences.restype = ctypes.c_int
-            lib.flashjit_attention_forward_sequences.argtypes = (
-                [ctypes.c_void_p, ctypes.POINTER(common.FlashjitAttention),
-                 ctypes.POINTER(FlashjitSequences)]
-                + [ctypes.POINTER(common.FlashjitTensor)] * 5 + [ctypes.c_void_p])
 
     def copy_bandwidth(self) -> float:
         """GB/s of a device-to-device copy of 1 GiB (read plus write)."""
@@ -158,31 +140,11 @@ class DecodeBench:
         torch, fj = self.torch, self.flashjit
         k_pages, v_pages, table = self.pages(s, k, v, 16)
         lengths = torch.full((s.batch,), s.context, dtype=torch.int32, device="cuda")
-        out = torch.empty_like(q)
-        keep = [k_pages, v_pages, table, lengths]  # alive while the call is
-
-        def view(x, dtype=s.dtype):
-            return fj.tensor(x.data_ptr(), dtype, list(x.shape), list(x.stride()))
-        int32 = "int32"
-        tensors = [view(q), view(k_pages), view(v_pages), view(out)]
-        table_t, lengths_t = view(table, int32), view(lengths, int32)
-        seqs = FlashjitSequences()
-        seqs.page_table = ctypes.pointer(table_t)
-        seqs.seqlens_k = ctypes.pointer(lengths_t)
-        attn = common.Flashjit.attention(s.batch, s.heads, s.heads_kv, s.context, s.head_dim,
-                                         True, fj.lib)
-        attn.seqlen_q = s.queries
-        no_lse = common.FlashjitTensor()
-        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-        fn, runtime = fj.lib.flashjit_attention_forward_sequences, fj.runtime
-        args = [ctypes.byref(attn), ctypes.byref(seqs)] + [ctypes.byref(t) for t in tensors]
 
         def call():
-            keep  # noqa: B018  (the pages outlive every call)
-            fj.check(fn(runtime, *args, ctypes.byref(no_lse), stream),
-                     "flashjit_attention_forward_sequences")
-        call()
-        return call, out
+            return fj.attention_with_kvcache(q, k_pages, v_pages, lengths, block_table=table,
+                                             causal=True)
+        return call, call()
 
     def sdpa_call(self, s: DecodeShape, q, k, v):
         torch = self.torch
@@ -333,8 +295,6 @@ def main(argv: Sequence[str]) -> int:
         with open(args.out + ".tmp", "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(args.out + ".tmp", args.out)
-    if flashjit is not None:
-        flashjit.close()
     return 0
 
 

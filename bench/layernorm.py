@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Layer norm forward and backward on the GPU: flashjit against torch.nn.functional.layer_norm.
 
-flashjit is called through its C API (flashjit_layer_norm_forward / _backward in
-include/flashjit/flashjit_c.h, libflashjit.so via ctypes, as bench/attention.py calls
-attention); the peer is torch.nn.functional.layer_norm (PyTorch's fused CUDA kernels) and its
-autograd backward. Both run on the same random [rows, cols] inputs and are timed the same way
-as bench/attention.py: CUDA events around each call, warm-up runs first, the median of repeated
-runs, and a 256 MB buffer written before each run so that L2 holds none of the inputs.
+flashjit is called through its Python package (flashjit.layer_norm, python/ of this repository
+on the library --lib names); the peer is torch.nn.functional.layer_norm (PyTorch's fused CUDA
+kernels). Backwards are timed alone, as torch.autograd.grad of one forward's output for both.
+Both run on the same random [rows, cols] inputs and are timed the same way as
+bench/attention.py: CUDA events around each call, warm-up runs first, the median of repeated
+runs, a 256 MB buffer written before each run so that L2 holds none of the inputs, and a short
+GPU spin that the host's call overhead overlaps.
 
 Before timing, each result is checked against a float64 layer norm computed by PyTorch on the
 same inputs: y, dx, dgamma and dbeta must be within twice the error of torch's own result in
@@ -19,66 +20,34 @@ shapes and needs neither PyTorch nor a GPU. Not run in CI: it needs a GPU.
 """
 
 import argparse
-import ctypes
 import sys
 from typing import List, Sequence
 
-from attention import (FLUSH_BYTES, Flashjit, FlashjitTensor, default_library, describe_commit,
-                       describe_gpu)
-from op_timing import rel_l2, time_ms
+from attention import FLUSH_BYTES, default_library, describe_commit, describe_gpu
+from op_timing import TIMING_METHOD, open_flashjit, rel_l2, time_ms
 
 SHAPES = [(rows, cols) for rows in (4096, 32768) for cols in (768, 1024, 4096, 8192, 16384)]
 SHAPES += [(1024, 65536)]
 
 
-class FlashjitLayerNorm(ctypes.Structure):
-    """flashjit_layer_norm."""
-
-    _fields_ = [("epsilon", ctypes.c_float), ("rms", ctypes.c_int),
-                ("bias", ctypes.POINTER(FlashjitTensor)),
-                ("residual", ctypes.POINTER(FlashjitTensor)),
-                ("sum", ctypes.POINTER(FlashjitTensor))]
-
-
-def declare_layer_norm(lib) -> None:
-    """The layer norm functions' signatures on the loaded libflashjit.so."""
-    ptr, tensor_p = ctypes.c_void_p, ctypes.POINTER(FlashjitTensor)
-    lib.flashjit_layer_norm_init.restype = None
-    lib.flashjit_layer_norm_init.argtypes = [ctypes.POINTER(FlashjitLayerNorm)]
-    lib.flashjit_layer_norm_forward.restype = ctypes.c_int
-    lib.flashjit_layer_norm_forward.argtypes = (
-        [ptr, ctypes.POINTER(FlashjitLayerNorm)] + [tensor_p] * 6 + [ptr])
-    lib.flashjit_layer_norm_backward.restype = ctypes.c_int
-    lib.flashjit_layer_norm_backward.argtypes = (
-        [ptr, ctypes.POINTER(FlashjitLayerNorm)] + [tensor_p] * 9 + [ptr])
-
-
-def measure(torch, fj: Flashjit, rows: int, cols: int, dtype: str, args) -> List[str]:
+def measure(torch, fj, rows: int, cols: int, dtype: str, args) -> List[str]:
     F = torch.nn.functional
     tdtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
     gen = torch.Generator(device="cuda").manual_seed(args.seed)
     x, dy = (torch.randn(rows, cols, dtype=tdtype, device="cuda", generator=gen) for _ in range(2))
     gamma = (1 + 0.5 * torch.randn(cols, device="cuda", generator=gen)).to(tdtype)
     beta = (0.5 * torch.randn(cols, device="cuda", generator=gen)).to(tdtype)
-    y, dx = torch.empty_like(x), torch.empty_like(x)
-    dgamma, dbeta = torch.empty_like(gamma), torch.empty_like(beta)
-    mean = torch.empty(rows, dtype=torch.float32, device="cuda")
-    rstd = torch.empty_like(mean)
-    options = FlashjitLayerNorm()
-    fj.lib.flashjit_layer_norm_init(ctypes.byref(options))
-    options.epsilon = args.eps
-    fx, fg, fb, fy = (Flashjit.torch_tensor(t, dtype) for t in (x, gamma, beta, y))
-    fm, fr = (Flashjit.torch_tensor(t, "fp32") for t in (mean, rstd))
-    fdy, fdx, fdg, fdb = (Flashjit.torch_tensor(t, dtype) for t in (dy, dx, dgamma, dbeta))
+    # flashjit's backward alone: autograd of one forward's output, as torch's below.
+    xf, gf, bf = (t.clone().requires_grad_() for t in (x, gamma, beta))
+    yf = fj.layer_norm(xf, gf, bf, args.eps)
+
+    weights = (gamma.detach(), beta.detach())  # no autograd: torch's forward is timed without
 
     def flashjit_forward():
-        fj.check(fj.lib.flashjit_layer_norm_forward(fj.runtime, ctypes.byref(options), fx, fg, fb,
-                                                    fy, fm, fr, None), "layer_norm_forward")
+        return fj.layer_norm(x, *weights, args.eps)
 
     def flashjit_backward():
-        fj.check(fj.lib.flashjit_layer_norm_backward(fj.runtime, ctypes.byref(options), fx, fg, fm,
-                                                     fr, fdy, fdx, fdg, fdb, None, None),
-                 "layer_norm_backward")
+        return torch.autograd.grad(yf, (xf, gf, bf), dy, retain_graph=True)
 
     # Check: float64 reference and torch's own error in the input dtype.
     x64, g64, b64 = (t.double().requires_grad_() for t in (x, gamma, beta))
@@ -87,8 +56,8 @@ def measure(torch, fj: Flashjit, rows: int, cols: int, dtype: str, args) -> List
     xt, gt, bt = (t.clone().requires_grad_() for t in (x, gamma, beta))
     yt = F.layer_norm(xt, (cols,), gt, bt, args.eps)
     dxt, dgt, dbt = torch.autograd.grad(yt, (xt, gt, bt), dy)
-    flashjit_forward()
-    flashjit_backward()
+    y = flashjit_forward()
+    dx, dgamma, dbeta = flashjit_backward()
     torch.cuda.synchronize()
     verdicts = []
     for name, ours, torchs, exact in (("y", y, yt, y64), ("dx", dx, dxt, dx64),
@@ -140,12 +109,14 @@ def main(argv: Sequence[str]) -> int:
                 print(f"{rows}x{cols} {dtype}")
         return 0
     import torch  # only for a real run
-    fj = Flashjit(args.lib)
-    declare_layer_norm(fj.lib)
+    fj, problem = open_flashjit(args.lib)
+    if fj is None:
+        print(f"layernorm.py: {problem}", file=sys.stderr)
+        return 1
     header = ["shape", "dtype", "flashjit fwd ms (GB/s)", "torch fwd ms (GB/s)",
               "flashjit bwd ms (GB/s)", "torch bwd ms (GB/s)", "check"]
     lines = [f"# layer norm: flashjit {fj.version()} vs torch {torch.__version__}", "",
-             f"commit {describe_commit()}, {describe_gpu()}", "",
+             f"commit {describe_commit()}, {describe_gpu()}", "", f"Timing: {TIMING_METHOD}.", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     failed = False
     for rows, cols in SHAPES:
@@ -156,7 +127,6 @@ def main(argv: Sequence[str]) -> int:
             lines.append("| " + " | ".join(row) + " |")
             with open(args.out, "w") as out:
                 out.write("\n".join(lines) + "\n")
-    fj.close()
     return 1 if failed else 0
 
 

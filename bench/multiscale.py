@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Multi-scale attention (retention) forward and backward on the GPU: flashjit against PyTorch.
 
-flashjit is called through its C API (flashjit_multiscale_forward / _backward in
-include/flashjit/flashjit_c.h, libflashjit.so via ctypes, as bench/attention.py calls
-attention). The peer is the retention formula written in PyTorch the way model code writes it
+flashjit is called through its Python package (flashjit.multiscale_attention, python/ of this
+repository on the library --lib names); its backward is timed alone, as torch.autograd.grad of
+one forward's output, as the peer's is. The peer is the retention formula written in PyTorch the way model code writes it
 (RetNet's parallel form): S = scale * (Q K^T) * M with the L x L decay mask materialized,
 O = (S V) / clamp(rowsum(|S|), min=1), and its autograd backward. Both run on the same random
 inputs and are timed as bench/attention.py times them: CUDA events around each call, warm-up
-runs first, the median of repeated runs, a 256 MB buffer written before each run.
+runs first, the median of repeated runs, a 256 MB buffer written before each run and a short GPU
+spin that the host's call overhead overlaps.
 
 Before timing, each result is checked against the same formula in float64: O, dQ, dK and dV
 must be within twice the error of PyTorch's own result in the input dtype. Throughput is in
@@ -18,41 +19,17 @@ shapes and needs neither PyTorch nor a GPU. Not run in CI: it needs a GPU.
 """
 
 import argparse
-import ctypes
 import math
 import sys
 from typing import List, Sequence
 
-from attention import (FLUSH_BYTES, Flashjit, FlashjitTensor, default_library, describe_commit,
-                       describe_gpu)
-from op_timing import rel_l2, time_ms
+from attention import FLUSH_BYTES, default_library, describe_commit, describe_gpu
+from op_timing import TIMING_METHOD, open_flashjit, rel_l2, time_ms
 
 # (batch, heads, seqlen, head_dim): batch * seqlen = 16k tokens, as bench/attention.py.
 SHAPES = [(16384 // seqlen, heads, seqlen, head_dim)
           for head_dim, heads in ((64, 16), (128, 8), (256, 4))
           for seqlen in (512, 1024, 2048, 4096)]
-
-
-class FlashjitMultiscale(ctypes.Structure):
-    """flashjit_multiscale_attention."""
-
-    _fields_ = [("batch", ctypes.c_int64), ("heads_q", ctypes.c_int64),
-                ("heads_kv", ctypes.c_int64), ("seqlen_q", ctypes.c_int64),
-                ("seqlen_k", ctypes.c_int64), ("head_dim", ctypes.c_int64),
-                ("scale", ctypes.c_float), ("mask", ctypes.c_int)]
-
-
-def declare_multiscale(lib) -> None:
-    """The multi-scale attention functions' signatures on the loaded libflashjit.so."""
-    ptr, tensor_p = ctypes.c_void_p, ctypes.POINTER(FlashjitTensor)
-    lib.flashjit_multiscale_attention_init.restype = None
-    lib.flashjit_multiscale_attention_init.argtypes = [ctypes.POINTER(FlashjitMultiscale)]
-    lib.flashjit_multiscale_forward.restype = ctypes.c_int
-    lib.flashjit_multiscale_forward.argtypes = (
-        [ptr, ctypes.POINTER(FlashjitMultiscale)] + [tensor_p] * 6 + [ptr])
-    lib.flashjit_multiscale_backward.restype = ctypes.c_int
-    lib.flashjit_multiscale_backward.argtypes = (
-        [ptr, ctypes.POINTER(FlashjitMultiscale)] + [tensor_p] * 11 + [ptr])
 
 
 def decay_mask(torch, gammas, seqlen: int, dtype):
@@ -69,7 +46,7 @@ def retention(torch, q, k, v, mask, scale):
     return (s @ v) / s.abs().sum(-1, keepdim=True).clamp(min=1)
 
 
-def measure(torch, fj: Flashjit, shape, dtype: str, args) -> List[str]:
+def measure(torch, fj, shape, dtype: str, args) -> List[str]:
     batch, heads, seqlen, head_dim = shape
     tdtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
     gen = torch.Generator(device="cuda").manual_seed(args.seed)
@@ -77,25 +54,15 @@ def measure(torch, fj: Flashjit, shape, dtype: str, args) -> List[str]:
                                  generator=gen) for _ in range(4))
     gammas = (1 - 2.0 ** (-5 - torch.arange(heads, device="cuda") % 8)).float()
     scale = 1 / math.sqrt(head_dim)
-    o, dq, dk, dv = (torch.empty_like(q) for _ in range(4))
-    rowsum = torch.empty(batch, heads, seqlen, dtype=torch.float32, device="cuda")
-    attn = FlashjitMultiscale()
-    fj.lib.flashjit_multiscale_attention_init(ctypes.byref(attn))
-    attn.batch, attn.heads_q, attn.heads_kv = batch, heads, heads
-    attn.seqlen_q = attn.seqlen_k = seqlen
-    attn.head_dim = head_dim
-    fq, fk, fv, fo = (Flashjit.torch_tensor(t, dtype) for t in (q, k, v, o))
-    fdo, fdq, fdk, fdv = (Flashjit.torch_tensor(t, dtype) for t in (dout, dq, dk, dv))
-    fmask, frows = Flashjit.torch_tensor(gammas, "fp32"), Flashjit.torch_tensor(rowsum, "fp32")
+    # flashjit's backward alone: autograd of one forward's output, as the formula's below.
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    o_f = fj.multiscale_attention(*leaves, decay=gammas, scale=scale)
 
     def flashjit_forward():
-        fj.check(fj.lib.flashjit_multiscale_forward(fj.runtime, ctypes.byref(attn), fq, fk, fv,
-                                                    fmask, fo, frows, None), "multiscale_forward")
+        return fj.multiscale_attention(q, k, v, decay=gammas, scale=scale)
 
     def flashjit_backward():
-        fj.check(fj.lib.flashjit_multiscale_backward(fj.runtime, ctypes.byref(attn), fq, fk, fv,
-                                                     fmask, fo, frows, fdo, fdq, fdk, fdv, None,
-                                                     None), "multiscale_backward")
+        return torch.autograd.grad(o_f, leaves, dout, retain_graph=True)
 
     # [batch, L, heads, d] -> [batch, heads, L, d] for the PyTorch formula.
     bhld = lambda t: t.transpose(1, 2)
@@ -107,8 +74,8 @@ def measure(torch, fj: Flashjit, shape, dtype: str, args) -> List[str]:
     inputs_t = [bhld(t).clone().requires_grad_() for t in (q, k, v)]
     o_t = retention(torch, *inputs_t, mask_t, scale)
     grads_t = torch.autograd.grad(o_t, inputs_t, bhld(dout), retain_graph=True)
-    flashjit_forward()
-    flashjit_backward()
+    o = flashjit_forward()
+    dq, dk, dv = flashjit_backward()
     torch.cuda.synchronize()
     verdicts = []
     for name, ours, theirs, exact in (("O", bhld(o), o_t, o64),
@@ -158,13 +125,16 @@ def main(argv: Sequence[str]) -> int:
                 print("x".join(map(str, shape)), dtype)
         return 0
     import torch  # only for a real run
-    fj = Flashjit(args.lib)
-    declare_multiscale(fj.lib)
+    fj, problem = open_flashjit(args.lib)
+    if fj is None:
+        print(f"multiscale.py: {problem}", file=sys.stderr)
+        return 1
     header = ["batch x heads x L x d", "dtype", "flashjit fwd ms (TFLOP/s)",
               "torch fwd ms (TFLOP/s)", "flashjit bwd ms (TFLOP/s)", "torch bwd ms (TFLOP/s)",
               "check"]
     lines = [f"# multi-scale attention (decay mask): flashjit {fj.version()} vs torch "
              f"{torch.__version__}", "", f"commit {describe_commit()}, {describe_gpu()}", "",
+             f"Timing: {TIMING_METHOD}.", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     failed = False
     for shape in SHAPES:
@@ -175,7 +145,6 @@ def main(argv: Sequence[str]) -> int:
             lines.append("| " + " | ".join(row) + " |")
             with open(args.out, "w") as out:
                 out.write("\n".join(lines) + "\n")
-    fj.close()
     return 1 if failed else 0
 
 

@@ -1,9 +1,41 @@
-"""What the per-op benchmarks (layernorm.py, multiscale.py) share: timing a call with CUDA events
-as bench/attention.py does (warm-up runs, then the median of repeated runs, a buffer written
-before each so that L2 holds none of the inputs), and the relative L2 error of a result."""
+"""What the benchmarks share: the flashjit package loaded from this repository on a given
+library, timing a call with CUDA events (warm-up runs, then the median of repeated runs, a
+buffer written before each so that L2 holds none of the inputs, and a short GPU spin so that the
+host's call overhead is not timed), and the relative L2 error of a result."""
 
+import os
 import statistics
+import sys
 from typing import Callable
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# About 0.2 ms at Hopper's clocks: longer than any implementation's host work per call (Python
+# wrappers and PyTorch's dispatch included), so the call is queued before the start event runs.
+SPIN_CYCLES = 400_000
+TIMING_METHOD = ("CUDA events around each call, after a 256 MB buffer is written (L2 flushed) and "
+                 "a GPU spin of about 0.2 ms that the host's call overhead overlaps (GPU time "
+                 "only, for every implementation)")
+
+
+def open_flashjit(library: str):
+    """The flashjit package in this repository's python/, on the library at `library` (a
+    build's api/libflashjit.so): (the module, "") or (None, why not)."""
+    if not os.path.exists(library):
+        return None, f"no libflashjit.so at {library} (build the flashjit_shared target)"
+    os.environ["FLASHJIT_LIBRARY"] = os.path.abspath(library)
+    sys.path.insert(0, os.path.join(REPO, "python"))
+    try:
+        import flashjit  # pylint: disable=import-outside-toplevel
+        flashjit.version()  # loads the library
+    except (ImportError, OSError, RuntimeError) as e:
+        return None, f"cannot load flashjit: {e}"
+    return flashjit, ""
+
+
+def spin(torch) -> None:
+    """Keeps the GPU busy for SPIN_CYCLES while the host prepares the next call."""
+    if hasattr(torch.cuda, "_sleep"):
+        torch.cuda._sleep(SPIN_CYCLES)  # pylint: disable=protected-access
 
 
 def time_ms(torch, flush, fn: Callable[[], object], warmup: int, runs: int) -> float:
@@ -15,6 +47,7 @@ def time_ms(torch, flush, fn: Callable[[], object], warmup: int, runs: int) -> f
     samples = []
     for _ in range(runs):
         flush.zero_()
+        spin(torch)
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Makes a small copy of a build folder with only what tools/gpu_run.sh uses on the GPU machine,
 # so that it fits what a GPU session can carry across (64 MiB of ignored paths): the flashjit
-# command, libflashjit.so (for bench/attention.py), the training-step example, the executables
-# of the GPU tests (CTest label `gpu`) and CTest's files, at the same relative paths, stripped
-# of debug symbols. CTest's absolute paths are rewritten to the copy's; gpu_run.sh rewrites them
+# command, libflashjit.so (for bench/ and the Python package) and the emulator's archive, the
+# training-step example, the executables of the GPU tests (CTest label `gpu`) and CTest's
+# files, at the same relative paths, the binaries stripped of debug symbols. CTest's absolute paths are rewritten to the copy's; gpu_run.sh rewrites them
 # again if the copy lands elsewhere on the GPU machine.
 #
 # Usage: tools/gpu_pack.sh [BUILD_DIR] [PACK_DIR]   (default: build/release, build/gpu-pack)
@@ -46,6 +46,9 @@ for test in "${gpu_tests[@]}"; do
   done
 done
 for file in "${binaries[@]}"; do copy "$file"; done
+# The emulator's archive, where libflashjit.so looks for it: the Python package's tests (the
+# python step) compile a kernel for the emulator when they need one the library lacks.
+copy emulator/libflashjit_emulator.a
 copy CMakeCache.txt
 while IFS= read -r file; do copy "${file#./}"; done < <(
   cd "$build" && find . -name CTestTestfile.cmake -o -name '*_include-*.cmake')

@@ -12,12 +12,15 @@
 #   first-result  bench/first_result.sh: time to first result, cold and warm, and one
 #                 `flashjit autotune`            -> <date>-first-result-<device>.md and .log
 #
-# Five more steps run only when named in FLASHJIT_GPU_STEPS. The first three stand alone:
+# Six more steps run only when named in FLASHJIT_GPU_STEPS. The first four stand alone:
 #   ncu           Nsight Compute on one launch each of the forward and backward defaults at
 #                 head dim 128, seqlen 8k (NCU_OPS and NCU_HEAD_DIMS pick others) -> ncu.log
 #   decode        bench/decode.py: decoding on paged KV caches in GB/s against the measured
 #                 copy bandwidth, beside SDPA, FlashAttention and FlashInfer where installed
 #                 (DECODE_ARGS adds options)            -> <date>-decode-<device>.md and .log
+#   python        the Python package's tests (pytest python/tests, the package from python/ on
+#                 this build's library): its CUDA tests, and on PyTorch 2.4 or later its
+#                 custom operators and torch.compile                         -> python.log
 #   ops           bench/multiscale.py and bench/layernorm.py: multi-scale attention against
 #                 the retention formula in PyTorch, layer norm against torch's
 #                                               -> <date>-ops-<device>-*.md and .log
@@ -272,6 +275,17 @@ run_decode() {
     --lib "$build/api/libflashjit.so" --out "$stem.md" ${DECODE_ARGS:-}
 }
 
+run_python() {
+  python3 -c 'import pytest' 2>/dev/null || {
+    echo "python: no pytest in this machine's Python; the package's tests cannot run"
+    return 127
+  }
+  echo "\$ FLASHJIT_LIBRARY=$build/api/libflashjit.so PYTHONPATH=python python3 -m pytest -q" \
+    "python/tests"
+  FLASHJIT_LIBRARY=$build/api/libflashjit.so PYTHONPATH=$repo/python \
+    timeout --kill-after=10 "$limit" python3 -m pytest -q -p no:cacheprovider python/tests
+}
+
 ops_stem="$out/$(date +%F)-ops-$(device_slug)"
 run_ops() {
   local script rc=0
@@ -369,6 +383,9 @@ if [[ " $steps " == *" ncu "* ]]; then
 fi
 if [[ " $steps " == *" decode "* ]]; then
   step decode 300 "$decode_stem.log" run_decode "$(basename "$decode_stem").md and .log"
+fi
+if [[ " $steps " == *" python "* ]]; then
+  step python 240 "$out/python.log" run_python
 fi
 if [[ " $steps " == *" ops "* ]]; then
   step ops 300 "$ops_stem.log" run_ops "$(basename "$ops_stem")-*.md and .log"

@@ -98,7 +98,7 @@ _SIGNATURES = {
     "flashjit_multiscale_forward": (ctypes.c_int, [_P, ctypes.POINTER(MultiScaleOptions)] +
                                     [_T] * 6 + [_P]),
     "flashjit_multiscale_backward": (ctypes.c_int, [_P, ctypes.POINTER(MultiScaleOptions)] +
-                                     [_T] * 10 + [_P]),
+                                     [_T] * 11 + [_P]),
 }
 
 _library = None
@@ -106,11 +106,16 @@ _lock = threading.Lock()
 
 
 def library() -> ctypes.CDLL:
-    """libflashjit.so, installed beside this file, loaded once with its signatures declared."""
+    """libflashjit.so, loaded once with its signatures declared: the one installed beside this
+    file, or the one FLASHJIT_LIBRARY names (a build folder's api/libflashjit.so, for running
+    the package from a source tree)."""
     global _library
     with _lock:
         if _library is None:
-            path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libflashjit.so")
+            path = os.environ.get("FLASHJIT_LIBRARY") or os.path.join(
+                os.path.dirname(os.path.abspath(__file__)), "libflashjit.so")
+            if os.environ.get("FLASHJIT_LIBRARY") and not os.path.isfile(path):
+                raise ImportError(f"flashjit: FLASHJIT_LIBRARY names {path}, which is not a file")
             if not os.path.isfile(path):
                 raise ImportError(f"flashjit: {path} is missing; install the package with "
                                   "`python3 -m pip install --no-build-isolation ./python`, which "

@@ -8,7 +8,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from . import _capi
+from . import _capi, _custom_ops
 from ._arrays import Launch, dtype_name, is_torch
 
 try:
@@ -115,6 +115,13 @@ if torch is not None:
             return dq, dk, dv, None
 
 
+def _options_of(causal, window_left, window_right, softcap, scale, deterministic) -> _Options:
+    return _Options(causal, (window_left, window_right), softcap, scale, deterministic)
+
+
+_custom_ops.register(_forward, _backward, _options_of)
+
+
 def _wants_grad(*tensors) -> bool:
     return (torch is not None and torch.is_grad_enabled() and
             any(is_torch(t) and t.requires_grad for t in tensors))
@@ -134,9 +141,17 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
     require grad get gradients from flashjit's backward (`deterministic`: the same bits on every
     run). Returns o like q, and with `return_lse` also the natural-log LSE, float32
     [batch, heads_q, seqlen_q] (not differentiated). A bad argument raises ValueError naming
-    it; nothing is launched then."""
+    it; nothing is launched then. With PyTorch 2.4 or later, torch tensors go through the custom
+    operator flashjit::attention_forward, which torch.compile traces without a graph break."""
     options = _Options(causal, tuple(window), softcap, scale, deterministic)
-    if _wants_grad(q, k, v):
+    if _custom_ops.forward_op is not None and is_torch(q):
+        if len(options.window) != 2:
+            raise ValueError(f"'window' must be (left, right), not {window!r}")
+        o, lse = _custom_ops.forward_op(q, k, v, bool(causal), int(options.window[0]),
+                                        int(options.window[1]), float(softcap),
+                                        None if scale is None else float(scale),
+                                        bool(deterministic))
+    elif _wants_grad(q, k, v):
         o, lse = _AttentionFunction.apply(q, k, v, options)
     else:
         o, lse = _forward(q, k, v, options)

@@ -1,0 +1,93 @@
+"""The package on a GPU (CUDA tensors, the current stream): each call against the float64
+references at a size where the kernels' tiles are full and ragged, gradients included, and
+torch.compile's trace through the custom operator on CUDA tensors. These run where PyTorch sees
+a GPU (tools/gpu_run.sh's python step); elsewhere they are skipped, and the emulator's tests
+cover the same calls on host memory."""
+
+import pytest
+import torch
+
+import flashjit
+import reference
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+
+
+def rand(*shape, dtype=torch.bfloat16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).to(dtype).cuda()
+
+
+def exact(t, grad=False):
+    return t.detach().double().cpu().requires_grad_(grad)
+
+
+@pytest.mark.parametrize("head_dim", [64, 128, 192, 256])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_and_gradients_on_the_gpu(head_dim, causal):
+    q = rand(2, 300, 8, head_dim, seed=1).requires_grad_()
+    k = rand(2, 333, 2, head_dim, seed=2).requires_grad_()
+    v = rand(2, 333, 2, head_dim, seed=3).requires_grad_()
+    o, lse = flashjit.attention(q, k, v, causal=causal, return_lse=True)
+    assert o.is_cuda and lse.is_cuda and lse.dtype == torch.float32
+    dout = rand(*o.shape, seed=4)
+    o.backward(dout)
+    qx, kx, vx = exact(q, True), exact(k, True), exact(v, True)
+    o_ref, lse_ref = reference.attention(qx, kx, vx, causal=causal)
+    o_ref.backward(dout.double().cpu())
+    assert reference.relative_error(o.detach().cpu(), o_ref) < 2e-2
+    assert reference.relative_error(lse.cpu(), lse_ref) < 1e-4
+    for got, ref in ((q.grad, qx.grad), (k.grad, kx.grad), (v.grad, vx.grad)):
+        assert reference.relative_error(got.cpu(), ref) < 4e-2
+
+
+def test_the_call_runs_on_the_current_stream():
+    q, k, v = (rand(1, 512, 4, 128, seed=s) for s in (5, 6, 7))
+    expected = flashjit.attention(q, k, v)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        o = flashjit.attention(q, k, v)
+    stream.synchronize()
+    assert torch.equal(o, expected)
+
+
+def test_paged_decoding_varlen_and_norms_on_the_gpu():
+    batch, heads_q, heads_kv, d, page = 3, 8, 2, 128, 16
+    q = rand(batch, 1, heads_q, d, seed=8)
+    k_cache, v_cache = rand(12, page, heads_kv, d, seed=9), rand(12, page, heads_kv, d, seed=10)
+    table = torch.randperm(12, generator=torch.Generator().manual_seed(11))
+    table = table.reshape(batch, 4).to(torch.int32).cuda()
+    used = torch.tensor([1, 40, 64], dtype=torch.int32).cuda()
+    o = flashjit.attention_with_kvcache(q, k_cache, v_cache, used, block_table=table)
+    for i in range(batch):
+        keys = k_cache[table[i].long()].reshape(1, -1, heads_kv, d)[:, :int(used[i])]
+        values = v_cache[table[i].long()].reshape(1, -1, heads_kv, d)[:, :int(used[i])]
+        o_ref, _ = reference.attention(exact(q[i:i + 1]), exact(keys), exact(values))
+        assert reference.relative_error(o[i:i + 1].cpu(), o_ref) < 2e-2
+
+    cu = torch.tensor([0, 70, 70, 200], dtype=torch.int32).cuda()
+    qv, kv = rand(200, 4, 64, seed=12), rand(200, 2, 64, seed=13)
+    ov = flashjit.attention_varlen(qv, kv, kv, cu, cu, 130, 130, causal=True)
+    for lo, hi in ((0, 70), (70, 200)):
+        o_ref, _ = reference.attention(exact(qv[lo:hi])[None], exact(kv[lo:hi])[None],
+                                       exact(kv[lo:hi])[None], causal=True)
+        assert reference.relative_error(ov[lo:hi].cpu(), o_ref[0]) < 2e-2
+
+    x, w, b = rand(64, 4096, seed=14), rand(4096, seed=15), rand(4096, seed=16)
+    y = flashjit.layer_norm(x, w, b)
+    y_ref = torch.nn.functional.layer_norm(exact(x), (4096,), exact(w), exact(b), eps=1e-5)
+    assert reference.relative_error(y.cpu(), y_ref) < 2e-2
+
+
+@pytest.mark.skipif(not hasattr(torch.library, "custom_op"), reason="PyTorch before 2.4")
+def test_torch_compile_on_the_gpu():
+    def loss(q, k, v):
+        return flashjit.attention(q, k, v, causal=True, deterministic=True).float().square().sum()
+
+    compiled = torch.compile(loss, fullgraph=True)
+    eager_inputs = [rand(2, 256, 4, 128, seed=s).requires_grad_() for s in (17, 18, 19)]
+    traced_inputs = [t.detach().clone().requires_grad_() for t in eager_inputs]
+    loss(*eager_inputs).backward()
+    compiled(*traced_inputs).backward()
+    for eager, traced in zip(eager_inputs, traced_inputs):  # the loss's own kernels may differ
+        assert reference.relative_error(traced.grad.cpu(), exact(eager.grad)) < 1e-3

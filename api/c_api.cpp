@@ -176,6 +176,8 @@ flashjit::Attention to_attention(const flashjit_attention& a) {
   // NaN is neither "unset" (<= 0) nor a scale; left through it would silently mean unset.
   if (std::isnan(a.scale)) throw InvalidArgument("attention.scale", "is NaN");
   if (a.scale > 0.0f) attention.scale = a.scale;
+  if (a.score_mod != nullptr) attention.score_mod = a.score_mod;
+  if (a.mask_mod != nullptr) attention.mask_mod = a.mask_mod;
   return attention;
 }
 
@@ -314,7 +316,9 @@ void flashjit_attention_init(flashjit_attention* attention) {
                 .window_right = defaults.window_right,
                 .scale = defaults.scale.value_or(0.0f),
                 .softcap = defaults.softcap,
-                .deterministic = defaults.deterministic ? 1 : 0};
+                .deterministic = defaults.deterministic ? 1 : 0,
+                .score_mod = nullptr,
+                .mask_mod = nullptr};
 }
 
 flashjit_status flashjit_attention_forward(flashjit_runtime* runtime,

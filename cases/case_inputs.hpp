@@ -109,7 +109,7 @@ inline std::vector<double> gather(const std::vector<double>& all, const referenc
 }
 
 /// The float64 score of query row `i` of (batch `b`, query head `h`) against key `j`, which
-/// the mask must let it see: scale · q·k, soft-capped.
+/// the mask must let it see: scale · q·k, soft-capped, then the score modifier's.
 inline double score(const reference::Problem& p, reference::ConstView4 q, reference::ConstView4 k,
                     std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {
   const double* q_row = &q(b, i, h, 0);
@@ -119,7 +119,7 @@ inline double score(const reference::Problem& p, reference::ConstView4 q, refere
     dot += q_row[d * q.strides[3]] * k_row[d * k.strides[3]];
   }
   dot *= p.scale();
-  return p.softcap > 0 ? p.softcap * std::tanh(dot / p.softcap) : dot;
+  return p.modified(p.softcap > 0 ? p.softcap * std::tanh(dot / p.softcap) : dot, b, h, i, j);
 }
 
 /// The float64 scores of query row `i` of (batch `b`, query head `h`) against every key:
@@ -129,7 +129,7 @@ inline void row_scores(const reference::Problem& p, reference::ConstView4 q,
                        std::vector<double>& s) {
   s.assign(static_cast<std::size_t>(p.seqlen_k), kNegInf);
   for (std::int64_t j = 0; j < p.seqlen_k; ++j) {
-    if (p.visible(i, j)) s[static_cast<std::size_t>(j)] = score(p, q, k, b, h, i, j);
+    if (p.sees(b, h, i, j)) s[static_cast<std::size_t>(j)] = score(p, q, k, b, h, i, j);
   }
 }
 

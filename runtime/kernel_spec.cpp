@@ -29,7 +29,7 @@ std::string trait(const char* prefix, int value) {
   return text;
 }
 
-std::string KernelSpec::main_source() const { return "#include \"" + header + "\"\n"; }
+std::string KernelSpec::main_source() const { return "#include \"" + header + "\"\n" + prelude; }
 
 std::size_t KernelSpecHash::operator()(const KernelSpec& spec) const noexcept {
   std::hash<std::string> hash;
@@ -39,6 +39,7 @@ std::size_t KernelSpecHash::operator()(const KernelSpec& spec) const noexcept {
   };
   combine(spec.arch);
   combine(spec.header);
+  combine(spec.prelude);
   for (const std::string& option : spec.options) combine(option);
   return seed;
 }

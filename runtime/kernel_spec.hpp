@@ -1,8 +1,9 @@
 #pragma once
 // A KernelSpec names one specialization of one template for one GPU architecture. It is a
 // value: ops/ fills it from a config, the compiler renders it for NVRTC, the cache hashes
-// it. No user data is ever pasted into source text; configs reach the template only through
-// the C++ name expression that NVRTC instantiates.
+// it. Configs reach the template only through the C++ name expression that NVRTC
+// instantiates; the one piece of user text in source is `prelude`, the caller's score and mask
+// modifiers, checked as expressions before they get here (ops/attention/score_modifiers.hpp).
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -13,6 +14,9 @@ struct KernelSpec {
   std::string op;               ///< the op it belongs to: "softmax", "attention-forward"
   std::string header;           ///< template that defines the entry point
   std::string name_expression;  ///< e.g. "flashjit::softmax_kernel<flashjit::SoftmaxConfig<...>>"
+  /// Definitions the name expression uses that no template has, after `header` in the
+  /// translation unit (the user modifiers' struct); empty for every kernel without them.
+  std::string prelude{};
   std::string readable_name;    ///< e.g. "softmax.bf16.cols1024.t128" (no arch)
   std::vector<std::string> options;  ///< extra NVRTC options the op asks for
   std::string arch;                  ///< NVRTC target, e.g. "sm_90a"
@@ -32,7 +36,7 @@ struct KernelSpec {
 
   /// readable_name plus the arch without underscore: "softmax.bf16.cols1024.t128.sm90a".
   std::string display_name() const;
-  /// The translation unit handed to NVRTC: includes `header`, nothing else.
+  /// The translation unit handed to NVRTC: includes `header`, then `prelude`.
   std::string main_source() const;
 
   bool operator==(const KernelSpec&) const = default;

@@ -4,6 +4,7 @@
 // ([B, L, H, D] or [B, H, L, D], padded or not) is carried by the strides.
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "flashjit/tensor.hpp"
 
@@ -61,6 +62,22 @@ struct Attention {
   /// (Runtime::backward with Sequences) makes the same promises, mode for mode; the multi-scale
   /// backward always runs without atomics, as the true mode here.
   bool deterministic = false;
+  /// A score modifier, as FlexAttention's score_mod: one C++ expression of `score` (the scaled
+  /// score, soft-capped when softcap is set; a float), `b` (the batch entry), `h` (the query
+  /// head), `q_idx` and `kv_idx` (the query's and key's positions in their sequence; ints),
+  /// whose value is the score the softmax sees, e.g. "score - 0.0625f * (q_idx - kv_idx)"
+  /// (ALiBi with slope 1/16). Empty: none. It is compiled into the kernel (its text is part of
+  /// the kernel's name and cache key), so it is code that runs with the process's rights; it
+  /// must be an expression, not a program: no `#`, quotes, comments, `asm`, or `;` and braces
+  /// outside parentheses (InvalidArgument names the field). The dense forward
+  /// (Runtime::forward without Sequences) takes modifiers, on the mma.sync kernels (sm_90a
+  /// too), untuned; the backward and the Sequences forms reject them for now. See
+  /// docs/modifiers.md.
+  std::string score_mod{};
+  /// A mask modifier: one boolean C++ expression of `b`, `h`, `q_idx` and `kv_idx`; false hides
+  /// the key from the query, on top of causal and the window, e.g. "q_idx / 256 == kv_idx /
+  /// 256" (blocks of 256 tokens). Empty: none. The same rules as score_mod.
+  std::string mask_mod{};
 };
 
 /// The batch of a call whose sequences are not one dense [seqlen, heads, head_dim] block each

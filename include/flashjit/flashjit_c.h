@@ -185,11 +185,16 @@ typedef struct flashjit_attention {
    *  gradients are bit-identical, and when) is stated in one place: the comment of
    *  flashjit::Attention::deterministic in flashjit/attention.hpp. */
   int deterministic;
+  /** A score modifier and a mask modifier: NUL-terminated C++ expressions, as
+   *  flashjit::Attention::score_mod and mask_mod say (which calls take them, the rules they
+   *  follow); NULL or "" for none. Read during the call only. */
+  const char* score_mod;
+  const char* mask_mod;
 } flashjit_attention;
 
 /** Fills *attention with the C++ defaults: batch, heads, sequence lengths 1, head_dim 64, not
- *  causal, unbounded window (-1, -1), scale unset (0), no softcap, not deterministic. NULL is
- *  ignored. */
+ *  causal, unbounded window (-1, -1), scale unset (0), no softcap, not deterministic, no
+ *  modifiers (NULL). NULL is ignored. */
 void flashjit_attention_init(flashjit_attention* attention);
 
 /** Attention forward (flashjit::Runtime::forward): o = softmax(scale * q k^T + mask) v, and

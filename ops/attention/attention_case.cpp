@@ -244,6 +244,8 @@ std::string ForwardCase::name() const {
     s << ".window" << p.window_left << "," << p.window_right;
   }
   if (p.softcap > 0) s << ".softcap" << p.softcap;
+  if (!p.score_mod_text.empty()) s << ".score_mod(" << p.score_mod_text << ")";
+  if (!p.mask_mod_text.empty()) s << ".mask_mod(" << p.mask_mod_text << ")";
   if (p.softmax_scale) s << ".scale" << *p.softmax_scale;
   if (sample_rows > 0) s << ".rows" << sample_rows;
   return s.str();
@@ -263,6 +265,8 @@ Attention ForwardCase::attention() const {
   a.window_right = p.window_right;
   if (p.softmax_scale) a.scale = static_cast<float>(*p.softmax_scale);
   a.softcap = static_cast<float>(p.softcap);
+  a.score_mod = p.score_mod_text;
+  a.mask_mod = p.mask_mod_text;
   return a;
 }
 

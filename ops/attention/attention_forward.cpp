@@ -13,6 +13,7 @@
 #include "attention/attention_forward_tma.hpp"
 #include "attention/attention_tuning.hpp"
 #include "attention/key_window.cuh"
+#include "attention/score_modifiers.hpp"
 #include "attention/tma_forward_space.cuh"
 #include "attention/wgmma_forward_space.cuh"
 #include "common/config_choice.hpp"
@@ -105,7 +106,7 @@ ForwardLaunch forward_launch(const DeviceInfo& device, const Attention& attentio
                              const ForwardConfig& config, Stream stream) {
   ForwardLaunch launch;
   launch.params = forward_params(attention, q, k, v, o, lse);
-  launch.spec = &launch_forward_spec(config, device.arch());
+  launch.spec = &launch_forward_spec(config, device.arch(), score_modifiers(attention));
   launch.shape = forward_launch_shape(config, attention, stream);
   launch.buffers = forward_buffers(q, k, v, o, lse);
   if (config.path != ForwardPath::tma) return launch;
@@ -300,6 +301,15 @@ ForwardConfig default_config(DType dtype, int head_dim, MaskKind mask, bool soft
 
 }  // namespace
 
+ForwardConfig modifiers_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                                       const std::string& arch) {
+  // The modifiers' index arithmetic per score takes registers that the 32-rows-per-warp tiles
+  // (Br 128 with 4 warps) do not have at head dim 128 (ptxas spills); the 64-row tiles first,
+  // as for a short query block, keep every head dim in registers.
+  return mma_sync_forward_config(dtype, head_dim, mask, softcap, arch, /*rows=*/64,
+                                 /*inference=*/false);
+}
+
 ForwardConfig mma_sync_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                       const std::string& arch, std::int64_t rows, bool inference) {
   check_attention_support(dtype, head_dim);
@@ -336,7 +346,8 @@ ForwardConfig fallback_forward_config(DType dtype, int head_dim, MaskKind mask, 
   return default_config(dtype, head_dim, mask, softcap, arch, /*allow_tma=*/false);
 }
 
-detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& arch) {
+detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& arch,
+                                const ScoreModifiers& modifiers) {
   if (!config.valid()) {
     throw InvalidArgument("config",
                           "is not in the forward config space (see "
@@ -345,6 +356,11 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
   if (!runs_on(config, arch)) {
     throw InvalidArgument("config",
                           "is a Hopper path (wgmma, TMA), which runs on sm_90a only, not " + arch);
+  }
+  if (!modifiers.empty() && config.path != ForwardPath::mma_sync) {
+    throw InvalidArgument("config",
+                          "is a Hopper path (wgmma, TMA); score and mask modifiers "
+                          "run on the mma.sync path only, for now");
   }
   const bool window = config.mask == MaskKind::window;
   const std::string element = template_element(config.dtype);
@@ -376,11 +392,16 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
   } else {
     spec.header = "attention/forward_kernel.cuh";
     const auto flag = [](bool on) { return on ? std::string("true") : std::string("false"); };
-    const std::string sequences = config.inference_layout()
-                                      ? ", flashjit::SequenceLayout<" + flag(config.varlen) + ", " +
-                                            flag(config.paged) + ", " + flag(config.pack_gqa) +
-                                            ", " + flag(config.split) + ">"
-                                      : "";
+    std::string sequences = config.inference_layout()
+                                ? ", flashjit::SequenceLayout<" + flag(config.varlen) + ", " +
+                                      flag(config.paged) + ", " + flag(config.pack_gqa) + ", " +
+                                      flag(config.split) + ">"
+                                : "";
+    if (!modifiers.empty()) {
+      if (sequences.empty()) sequences = ", flashjit::DenseLayout";
+      sequences += ", " + modifiers.type_name();
+      spec.prelude = modifiers.definition();
+    }
     spec.name_expression = "flashjit::attention_forward_kernel<flashjit::ForwardTraits<" + element +
                            head_dim + tiles + ", " + std::to_string(config.warps) + ", " +
                            std::to_string(config.stages) + mask + softcap +
@@ -409,6 +430,7 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
   if (config.paged) spec.traits.push_back("paged");
   if (config.pack_gqa) spec.traits.push_back("packgqa");
   if (config.split) spec.traits.push_back("split");
+  if (!modifiers.empty()) spec.traits.push_back("mod" + modifiers.digest().substr(0, 8));
   spec.readable_name = detail::name_of("attention_forward", spec.head_dim, spec.traits);
   spec.threads = config.warps * 32;
   spec.dynamic_shared_bytes = config.shared_bytes();
@@ -420,6 +442,7 @@ namespace {
 struct SpecKey {
   ForwardConfig config;
   std::string arch;
+  ScoreModifiers modifiers;
   bool operator==(const SpecKey&) const = default;
 };
 
@@ -436,22 +459,23 @@ struct SpecKeyHash {
                            c.p_in_shared << 16 | c.persistent << 17 | c.varlen << 18 |
                            c.paged << 19 | c.pack_gqa << 20 | c.split << 21 | c.cluster << 22;
     return std::hash<std::uint64_t>{}(tiles) ^ std::hash<unsigned>{}(flags)*31u ^
-           std::hash<std::string>{}(key.arch);
+           std::hash<std::string>{}(key.arch) ^ std::hash<std::string>{}(key.modifiers.score) ^
+           std::hash<std::string>{}(key.modifiers.mask) * 7u;
   }
 };
 
 }  // namespace
 
-const detail::KernelSpec& launch_forward_spec(const ForwardConfig& config,
-                                              const std::string& arch) {
+const detail::KernelSpec& launch_forward_spec(const ForwardConfig& config, const std::string& arch,
+                                              const ScoreModifiers& modifiers) {
   static std::mutex mutex;
   static std::unordered_map<SpecKey, detail::KernelSpec, SpecKeyHash> specs;
-  SpecKey key{config, arch};
+  SpecKey key{config, arch, modifiers};
   std::lock_guard lock(mutex);
   auto found = specs.find(key);
   if (found == specs.end()) {
     // Node-based: the reference handed out outlives later insertions.
-    found = specs.emplace(std::move(key), forward_spec(config, arch)).first;
+    found = specs.emplace(std::move(key), forward_spec(config, arch, modifiers)).first;
   }
   return found->second;
 }
@@ -558,6 +582,13 @@ std::optional<ForwardLaunch> plan_attention_forward(const DeviceInfo& device, Co
                                                     Stream stream) {
   validate_forward_arguments(attention, q, k, v, o, lse);
   if (forward_is_empty(attention)) return std::nullopt;
+  if (!score_modifiers(attention).empty()) {
+    // Modifiers run on the mma.sync path, untuned: the tuning database keys no modifier text.
+    const ForwardConfig config = modifiers_forward_config(
+        q.dtype, static_cast<int>(attention.head_dim), forward_mask_kind(attention),
+        attention.softcap > 0.0f, device.arch());
+    return forward_launch(device, attention, q, k, v, o, lse, config, stream);
+  }
   ForwardConfig config =
       choice.choose_as<ForwardConfig>(AttentionProblem(false, q.dtype, attention));
   // A cluster pairs query blocks; with an odd number of them one CTA of each (head, batch) would

@@ -8,6 +8,7 @@
 #include "attention/forward_params.cuh"
 #include "attention/forward_space.cuh"
 #include "attention/mask_kind.cuh"
+#include "attention/score_modifiers.hpp"
 #include "flashjit/attention.hpp"
 #include "flashjit/device.hpp"
 #include "flashjit/dtype.hpp"
@@ -121,6 +122,11 @@ using detail::arch_shared_memory_limit;
 ForwardConfig default_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                      const std::string& arch);
 
+/// The config a forward with score or mask modifiers runs (untuned): an mma.sync config of
+/// 16 query rows per warp, where the modifiers' per-score work stays in registers.
+ForwardConfig modifiers_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                                       const std::string& arch);
+
 /// The mma.sync path's default for (dtype, head_dim, mask, softcap) on `arch` (what
 /// default_forward_config picks off Hopper), preferring 64-row query blocks when a block has
 /// at most 64 `rows` to fill (decoding). The inference layouts run on this path; `inference`
@@ -143,11 +149,15 @@ std::string tma_tensor_problem(const Attention& attention, const TensorView& q, 
 /// "attention/forward_kernel.cuh", readable name such as
 /// "attention_forward.hdim128.bf16.window.softcap.br128.bc64.w4.s2" (no mask or softcap part
 /// when they are off).
-detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& arch);
+/// With `modifiers` (mma.sync configs only), the name expression ends with their struct, which
+/// the spec's prelude defines, and the readable name with "mod" and 8 digits of their digest.
+detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& arch,
+                                const ScoreModifiers& modifiers = {});
 
 /// forward_spec, made once per (config, arch) in a process and kept: the launch path's, so a
 /// call whose kernel is cached formats no name. The reference stays valid for the process.
-const detail::KernelSpec& launch_forward_spec(const ForwardConfig& config, const std::string& arch);
+const detail::KernelSpec& launch_forward_spec(const ForwardConfig& config, const std::string& arch,
+                                              const ScoreModifiers& modifiers = {});
 
 /// The mask kind a call needs: window when causal or a window limits some query row's keys
 /// for this call's sequence lengths, none when every row sees every key (e.g. causal decoding
@@ -167,6 +177,10 @@ void check_attention_tensors(const Attention& attention, const TensorView& q, co
 /// Checks the descriptor alone (sizes, mask, scales), as forward and backward do first; throws
 /// InvalidArgument naming the field ("attention.seqlen_k", ...).
 void validate_attention(const Attention& attention);
+
+/// Throws InvalidArgument naming attention.score_mod or attention.mask_mod when either is set:
+/// for the calls that do not take modifiers yet, `what` naming them ("the backward").
+void reject_modifiers(const Attention& attention, const std::string& what);
 
 /// Whether a forward call of `attention` has nothing to write (batch or seqlen_q is 0): it is a
 /// successful no-op, nothing is launched. seqlen_k 0 is not empty: every row sees no key.

@@ -7,6 +7,7 @@
 
 #include "attention/attention_common.hpp"
 #include "attention/attention_forward.hpp"
+#include "attention/score_modifiers.hpp"
 #include "common/argument_checks.hpp"
 #include "flashjit/error.hpp"
 
@@ -139,6 +140,19 @@ void validate_attention(const Attention& attention) {
   check_sizes(attention);
   check_mask(attention);
   check_scales(attention);
+  score_modifiers(attention);  // the modifiers' text, checked as expressions
+}
+
+void reject_modifiers(const Attention& attention, const std::string& what) {
+  for (const auto& [name, text] :
+       {std::pair<const char*, const std::string&>{"attention.score_mod", attention.score_mod},
+        {"attention.mask_mod", attention.mask_mod}}) {
+    if (!text.empty()) {
+      throw InvalidArgument(name, "is set, but " + what +
+                                      " does not take score or mask modifiers yet (the dense "
+                                      "forward, Runtime::forward without Sequences, does)");
+    }
+  }
 }
 
 void validate_forward_arguments(const Attention& attention, const TensorView& q,

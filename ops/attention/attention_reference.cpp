@@ -88,12 +88,12 @@ void attend_row(const Problem& problem, ConstView4 q, ConstView4 k, int64_t b, i
   row.scores.assign(static_cast<size_t>(n), kNegInf);
   for (int64_t jj = 0; jj < n; ++jj) {
     const int64_t j = keys.begin + jj;
-    if (!problem.visible(i, j)) continue;
+    if (!problem.sees(b, h, i, j)) continue;
     double dot = 0.0;  // q_i . k_j
     for (int64_t d = 0; d < problem.head_dim; ++d) dot += q(b, i, h, d) * k(b, j, kv_h, d);
     double s = problem.scale() * dot;
     if (problem.softcap > 0) s = problem.softcap * std::tanh(s / problem.softcap);
-    row.scores[static_cast<size_t>(jj)] = s;
+    row.scores[static_cast<size_t>(jj)] = problem.modified(s, b, h, i, j);
   }
   row.probs = row.scores;
   row.lse = softmax_in_place(row.probs.data(), n);
@@ -244,6 +244,8 @@ Gradients backward(const Problem& problem, ConstView4 q, ConstView4 k, ConstView
                    ConstView4 dout, Layout grad_layout) {
   require_inputs(problem, q, k, v);
   require_shape("dout", dout, problem.q_shape());
+  require(!problem.score_mod && !problem.mask_mod,
+          "the backward reference has no score or mask modifiers yet");
   Gradients g{zeros(problem.q_shape(), grad_layout), zeros(problem.kv_shape(), grad_layout),
               zeros(problem.kv_shape(), grad_layout)};
   const BackwardViews views{q, k, v, dout, g.dq.view(), g.dk.view(), g.dv.view()};

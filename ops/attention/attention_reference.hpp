@@ -14,8 +14,10 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -92,6 +94,13 @@ struct Problem {
   int64_t window_left = -1;   ///< keys left of the diagonal a query sees; -1 = unbounded
   int64_t window_right = -1;  ///< keys right of the diagonal a query sees; -1 = unbounded
   double softcap = 0.0;       ///< 0 = off; else s = softcap * tanh(scale * q.k / softcap)
+  /// The library's Attention::score_mod and mask_mod: the text handed to the kernels, and the
+  /// same expression as a host function of (score, b, h, q_idx, kv_idx) and (b, h, q_idx,
+  /// kv_idx), which the reference evaluates in float64. Empty: none. Forward only.
+  std::string score_mod_text{};
+  std::function<double(double, int64_t, int64_t, int64_t, int64_t)> score_mod{};
+  std::string mask_mod_text{};
+  std::function<bool(int64_t, int64_t, int64_t, int64_t)> mask_mod{};
 
   /// Throws std::invalid_argument naming the first bad field.
   void validate() const;
@@ -102,6 +111,14 @@ struct Problem {
   /// The one mask predicate: whether key `j` is visible to query `i`. Bottom-right aligned
   /// (the diagonal is j = i + seqlen_k - seqlen_q); causal is a right window of 0.
   bool visible(int64_t i, int64_t j) const;
+  /// visible(i, j), and the mask modifier's verdict for (b, h, i, j) when there is one.
+  bool sees(int64_t b, int64_t h, int64_t i, int64_t j) const {
+    return visible(i, j) && (!mask_mod || mask_mod(b, h, i, j));
+  }
+  /// The score modifier applied to the scaled (soft-capped) score `s` of (b, h, i, j), or `s`.
+  double modified(double s, int64_t b, int64_t h, int64_t i, int64_t j) const {
+    return score_mod ? score_mod(s, b, h, i, j) : s;
+  }
   /// Whether any query sees key `j`: a key no query sees has exactly zero dK and dV.
   bool key_seen(int64_t j) const;
   /// {batch, seqlen_q, heads_q, head_dim}: shape of Q, O, dO and dQ.

@@ -7,6 +7,7 @@
 #include "attention/forward_block.cuh"
 #include "attention/forward_softmax.cuh"
 #include "attention/mask.cuh"
+#include "attention/modifiers.cuh"
 #include "attention/query_operand.cuh"
 
 namespace flashjit {
@@ -18,7 +19,10 @@ template <class Traits>
 FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
     attention_forward_kernel(AttentionForwardParams params) {
   using T = typename Traits::Element;
+  using Modifiers = typename Traits::Modifiers;
   constexpr int kRows = Traits::kRowsPerWarp;
+  // A score modifier leaves the scores in the base-2 domain, as softcap does.
+  constexpr bool kScaled = Traits::kSoftcap || Modifiers::kScore;
   const ForwardBlock<Traits> block(params);  // the sequence, rows, keys and split of this CTA
   if (block.rows <= 0) return;               // past a shorter sequence's rows: nothing to do
   const int lane = threadIdx.x % kWarpSize;
@@ -42,13 +46,17 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
     if (block_n == blocks.begin) query.arrived(lane);  // Q came with the first key block
     query.scores(s, keys, lane);                       // S = Q Kᵀ
     cap_scores<Traits::kSoftcap>(s, params);           // softcap
+    if constexpr (Modifiers::kScore || Modifiers::kMask) {  // the caller's score_mod, mask_mod
+      const float to_natural = (Traits::kSoftcap ? 1.0f : params.score_scale) * kLn2;
+      modify_scores<Modifiers>(s, block, warp_row0, key0, to_natural, lane);
+    }
     if (!window.block_fully_visible(row0, row0 + rows - 1, key0, Traits::kBlockN)) {
       mask_scores(window, s, row0 + warp_row0, key0, lane);  // S = −inf where masked
     }
-    softmax.update(s, o, exponent_scale<Traits::kSoftcap>(params));  // P = 2^((S − m)·c), O·α
+    softmax.update(s, o, exponent_scale<kScaled>(params));  // P = 2^((S − m)·c), O·α
     mma_ab(o, to_operand<T>(s), pipeline.await_values(block_n), lane);  // O += P V
   }
-  const row_vec<kRows> lse = softmax.finish(o, exponent_scale<Traits::kSoftcap>(params));  // O /= ℓ
+  const row_vec<kRows> lse = softmax.finish(o, exponent_scale<kScaled>(params));  // O /= ℓ
   store_forward_outputs(block, params, o, lse, pipeline.q, warp_row0, lane);  // O and LSE
 }
 

@@ -3,17 +3,20 @@
 // The host names it in the kernel's name expression (attention/attention_forward.cpp), e.g.
 //   flashjit::attention_forward_kernel<flashjit::ForwardTraits<flashjit::bfloat16_t, 128, 128,
 //       64, 4, 2, flashjit::MaskKind::window, false, false>>
-// and with an inference layout (varlen, paged, GQA packing, split-KV) a last argument such as
-// flashjit::SequenceLayout<true, true, true, true>.
+// and with an inference layout (varlen, paged, GQA packing, split-KV) an argument such as
+// flashjit::SequenceLayout<true, true, true, true>, and with score or mask modifiers a last one
+// naming their struct (attention/modifiers.cuh).
 #include "attention/forward_space.cuh"
 #include "attention/mask_kind.cuh"
+#include "attention/modifiers.cuh"
 #include "attention/sequence_layout.cuh"
 #include "tile/numeric.cuh"
 
 namespace flashjit {
 
 template <typename Element_, int HeadDim, int BlockM, int BlockN, int Warps, int Stages,
-          MaskKind Mask, bool Softcap, bool QInRegisters, class Layout_ = DenseLayout>
+          MaskKind Mask, bool Softcap, bool QInRegisters, class Layout_ = DenseLayout,
+          class Modifiers_ = NoModifiers>
 struct ForwardTraits {
   static_assert(attention_forward_space::config_valid(HeadDim, BlockM, BlockN, Warps, Stages,
                                                       QInRegisters),
@@ -32,6 +35,7 @@ struct ForwardTraits {
   static constexpr bool kSoftcap = Softcap;
   static constexpr bool kQInRegisters = QInRegisters;
   using Layout = Layout_;  // how the batch's sequences are found (attention/sequence_layout.cuh)
+  using Modifiers = Modifiers_;  // the caller's score and mask modifiers (attention/modifiers.cuh)
   static constexpr int kRowsPerWarp = attention_forward_space::rows_per_warp(BlockM, Warps);
   static constexpr int kSharedBytes =
       attention_forward_space::shared_bytes(HeadDim, BlockM, BlockN, Stages);

@@ -40,7 +40,8 @@ class AttentionOptions(ctypes.Structure):
                 ("seqlen_k", ctypes.c_int64), ("head_dim", ctypes.c_int64), ("causal", ctypes.c_int),
                 ("window_left", ctypes.c_int64), ("window_right", ctypes.c_int64),
                 ("scale", ctypes.c_float), ("softcap", ctypes.c_float),
-                ("deterministic", ctypes.c_int)]
+                ("deterministic", ctypes.c_int), ("score_mod", ctypes.c_char_p),
+                ("mask_mod", ctypes.c_char_p)]
 
 
 class Sequences(ctypes.Structure):

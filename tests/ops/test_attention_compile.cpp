@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 
+#include "attention/attention_forward.hpp"
 #include "common/op_registry.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "runtime/parallel.hpp"
@@ -83,4 +84,28 @@ TEST_CASE(
     "attention-forward: every listed spec compiles for sm_90a, the defaults in registers "
     "with no ptxas advisory") {
   check_compile_matrix("sm_90a");
+}
+
+TEST_CASE(
+    "attention-forward: the configs with score and mask modifiers compile in registers for sm_80 "
+    "and sm_90a, and NVRTC's error for a bad expression names the field") {
+  KernelCache::Options options;
+  options.use_disk = false;
+  KernelCache cache(options);
+  const kernels::ScoreModifiers modifiers{"score - 0.125f * (h + 1) * (q_idx - kv_idx)",
+                                          "q_idx / 64 == kv_idx / 64 || kv_idx < 4"};
+  std::vector<KernelSpec> specs;
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    for (int head_dim : {64, 128, 256}) {
+      const kernels::ForwardConfig config =
+          kernels::modifiers_forward_config(DType::bf16, head_dim, MaskKind::window, false, arch);
+      specs.push_back(kernels::forward_spec(config, arch, modifiers));
+    }
+  }
+  testing::check_compiles_without_spills(cache, specs);
+  const kernels::ScoreModifiers bad{"score + undefined_name", ""};
+  const kernels::ForwardConfig config =
+      kernels::modifiers_forward_config(DType::bf16, 64, MaskKind::none, false, "sm_80");
+  CHECK_THROWS_WITH(cache.get(kernels::forward_spec(config, "sm_80", bad)),
+                    doctest::Contains("attention.score_mod"));
 }

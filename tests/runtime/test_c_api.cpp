@@ -622,11 +622,31 @@ TEST_CASE("C API: defaults and version are the C++ API's") {
   CHECK(attn.scale == 0.0f);  // unset
   CHECK(attn.softcap == cpp.softcap);
   CHECK(attn.deterministic == 0);
+  CHECK(attn.score_mod == nullptr);
+  CHECK(attn.mask_mod == nullptr);
 
   flashjit_runtime_options_init(nullptr);  // ignored, as documented
   flashjit_attention_init(nullptr);
   flashjit_runtime_destroy(nullptr);
   CHECK(std::string(flashjit_version()) == kVersion);
+}
+
+TEST_CASE("C API: score and mask modifiers reach the kernel, and bad ones are named") {
+  // On 8 x 8, "kv_idx <= q_idx" is causal: the modifier must give the built-in mask's bits.
+  Call causal;
+  causal.attn.causal = 1;
+  REQUIRE(causal.forward() == FLASHJIT_OK);
+  Call modified;
+  const std::string text = "kv_idx <= q_idx";  // the C API reads it during the call only
+  modified.attn.mask_mod = text.c_str();
+  REQUIRE(modified.forward() == FLASHJIT_OK);
+  CHECK(modified.out.o == causal.out.o);
+  CHECK(bytes_equal(modified.out.lse, causal.out.lse));
+
+  Call bad;
+  bad.attn.score_mod = "score; return 0";
+  check_failure(bad.forward(), FLASHJIT_ERROR_INVALID_ARGUMENT, "attention.score_mod");
+  CHECK(bad.outputs_untouched());
 }
 
 /// Random fp32 values in [-2, 2), the same for the same seed.

@@ -1,0 +1,122 @@
+#include "attention/score_modifiers.hpp"
+
+#include <cctype>
+#include <string_view>
+
+#include "flashjit/error.hpp"
+#include "runtime/hashing.hpp"
+
+namespace flashjit::kernels {
+namespace {
+
+constexpr std::size_t kMaxLength = 4096;
+
+bool identifier_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+}
+
+/// Whether `text` has `word` as a whole identifier.
+bool has_identifier(std::string_view text, std::string_view word) {
+  for (std::size_t at = text.find(word); at != std::string_view::npos;
+       at = text.find(word, at + 1)) {
+    const bool starts = at == 0 || !identifier_char(text[at - 1]);
+    const std::size_t end = at + word.size();
+    const bool ends = end == text.size() || !identifier_char(text[end]);
+    if (starts && ends) return true;
+  }
+  return false;
+}
+
+/// Throws unless `text` is one expression: the rules of score_modifiers().
+void check_expression(const char* name, const std::string& text) {
+  const auto reject = [&](const std::string& why) {
+    throw InvalidArgument(name, why + "; a modifier is one C++ expression (see Attention::" +
+                                    std::string(name).substr(10) + ")");
+  };
+  if (text.size() > kMaxLength) {
+    reject("is " + std::to_string(text.size()) + " characters, over " + std::to_string(kMaxLength));
+  }
+  if (text.find_first_not_of(" \t") == std::string::npos) reject("is blank");
+  std::string closers;  // the brackets open at each point, innermost last
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const auto at = [&] { return " (at character " + std::to_string(i + 1) + ")"; };
+    if (static_cast<unsigned char>(c) >= 0x7f || (c < 0x20 && c != '\t')) {
+      reject("has a control or non-ASCII character" + at());
+    }
+    if (c == '#' || c == '"' || c == '\'' || c == '\\' || c == '`') {
+      reject(std::string("has '") + c + "'" + at());
+    }
+    if (c == '/' && i + 1 < text.size() && (text[i + 1] == '/' || text[i + 1] == '*')) {
+      reject("has a comment" + at());
+    }
+    const bool in_parentheses = closers.find(')') != std::string::npos;
+    if (c == ';' && !in_parentheses) reject("has ';' outside parentheses" + at());
+    if ((c == '{' || c == '}') && !in_parentheses) reject("has a brace outside parentheses" + at());
+    if (c == '(' || c == '[' || c == '{') closers += c == '(' ? ')' : c == '[' ? ']' : '}';
+    if (c == ')' || c == ']' || c == '}') {
+      if (closers.empty() || closers.back() != c)
+        reject(std::string("has an unmatched '") + c + "'" + at());
+      closers.pop_back();
+    }
+  }
+  if (!closers.empty())
+    reject("has an unclosed '" +
+           std::string(1, closers.back() == ')'   ? '('
+                          : closers.back() == ']' ? '['
+                                                  : '{') +
+           "'");
+  for (std::string_view word : {"asm", "__asm", "__asm__"}) {
+    if (has_identifier(text, word)) reject("uses asm");
+  }
+}
+
+}  // namespace
+
+std::string ScoreModifiers::digest() const {
+  if (empty()) return "";
+  detail::KeyBuilder key;
+  key.add("score_mod").add(score).add("mask_mod").add(mask);
+  return key.hex_digest().substr(0, 16);
+}
+
+std::string ScoreModifiers::type_name() const {
+  return empty() ? "flashjit::NoModifiers" : "flashjit_user::Modifiers_" + digest();
+}
+
+std::string ScoreModifiers::definition() const {
+  if (empty()) return "";
+  // The parameters are used through (void) so that an expression that ignores some compiles
+  // without warnings; the #line directives make errors name the caller's field and column.
+  return "\nnamespace flashjit_user {\n"
+         "struct Modifiers_" +
+         digest() +
+         " {\n"
+         "  static constexpr bool kScore = " +
+         (score.empty() ? "false" : "true") +
+         ";\n"
+         "  static constexpr bool kMask = " +
+         (mask.empty() ? "false" : "true") +
+         ";\n"
+         "  template <class Score>\n"
+         "  FJ_DEVICE static Score score(Score score, int b, int h, int q_idx, int kv_idx) {\n"
+         "    (void)b, (void)h, (void)q_idx, (void)kv_idx;\n"
+         "    return static_cast<Score>(\n"
+         "#line 1 \"attention.score_mod\"\n" +
+         (score.empty() ? std::string("score") : score) +
+         "\n);\n  }\n"
+         "  FJ_DEVICE static bool mask(int b, int h, int q_idx, int kv_idx) {\n"
+         "    (void)b, (void)h, (void)q_idx, (void)kv_idx;\n"
+         "    return static_cast<bool>(\n"
+         "#line 1 \"attention.mask_mod\"\n" +
+         (mask.empty() ? std::string("true") : mask) +
+         "\n);\n  }\n};\n}  // namespace flashjit_user\n";
+}
+
+ScoreModifiers score_modifiers(const Attention& attention) {
+  if (!attention.score_mod.empty()) check_expression("attention.score_mod", attention.score_mod);
+  if (!attention.mask_mod.empty()) check_expression("attention.mask_mod", attention.mask_mod);
+  return {attention.score_mod, attention.mask_mod};
+}
+
+}  // namespace flashjit::kernels

@@ -1,0 +1,36 @@
+#pragma once
+// User score and mask modifiers (Attention::score_mod, Attention::mask_mod): checked as
+// expressions, then rendered as the struct the kernels take as their Modifiers trait
+// (attention/modifiers.cuh says what the kernels do with it).
+#include <string>
+
+#include "flashjit/attention.hpp"
+
+namespace flashjit::kernels {
+
+/// A call's modifiers, as the caller wrote them (empty: none).
+struct ScoreModifiers {
+  std::string score;  ///< Attention::score_mod
+  std::string mask;   ///< Attention::mask_mod
+
+  bool empty() const { return score.empty() && mask.empty(); }
+  /// 16 hex digits that name these modifiers in kernel names and keys (empty when none).
+  std::string digest() const;
+  /// The C++ type the kernels' traits name: "flashjit::NoModifiers", or
+  /// "flashjit_user::Modifiers_<digest>".
+  std::string type_name() const;
+  /// The struct definition added to the kernel's translation unit ("" when none): the
+  /// expressions under #line directives naming them, so a compile error points at
+  /// "attention.score_mod" or "attention.mask_mod" and the column in the caller's text.
+  std::string definition() const;
+
+  bool operator==(const ScoreModifiers&) const = default;
+};
+
+/// The modifiers of `attention`, checked: each must be an expression, not a program. Throws
+/// InvalidArgument naming "attention.score_mod" or "attention.mask_mod" for text over 4096
+/// characters, control or non-ASCII characters, quotes, comments, `#`, `asm`, unbalanced
+/// brackets, or a `;` or brace outside parentheses.
+ScoreModifiers score_modifiers(const Attention& attention);
+
+}  // namespace flashjit::kernels

@@ -1,0 +1,252 @@
+// Score and mask modifiers (Attention::score_mod, mask_mod) compiled into the forward kernel and
+// run on the CPU emulator, against the float64 reference evaluating the same expressions (each
+// test writes an expression once: MODIFIER gives its text for the kernel and a host lambda of
+// the same text for the reference). Also: a causal mask written as a mask modifier gives the
+// built-in causal's bits; bad modifiers are named errors that launch nothing.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attention/attention_case.hpp"
+#include "attention/attention_forward.hpp"
+#include "flashjit/error.hpp"
+#include "support/emulator_runtime.hpp"
+#include "support/forward_case_builders.hpp"
+
+// The expressions are written as users write them, ints mixed into float arithmetic.
+#pragma GCC diagnostic ignored "-Wconversion"
+
+// The expression's text and a host function evaluating it (int64 indices, double score).
+#define SCORE_MOD(expr) \
+#expr, [](double score, std::int64_t b, std::int64_t h, std::int64_t q_idx,        \
+            std::int64_t kv_idx) -> double {                                        \
+    (void)score, (void)b, (void)h, (void)q_idx, (void)kv_idx;                       \
+    return expr;                                                                    \
+  }
+#define MASK_MOD(expr) \
+#expr, [](std::int64_t b, std::int64_t h, std::int64_t q_idx, std::int64_t kv_idx) -> bool { \
+    (void)b, (void)h, (void)q_idx, (void)kv_idx;                                              \
+    return expr;                                                                               \
+  }
+
+namespace flashjit::testing {
+namespace {
+
+ForwardCase with_score_mod(
+    ForwardCase c, std::string text,
+    std::function<double(double, std::int64_t, std::int64_t, std::int64_t, std::int64_t)> f) {
+  c.problem.score_mod_text = std::move(text);
+  c.problem.score_mod = std::move(f);
+  return c;
+}
+
+ForwardCase with_mask_mod(
+    ForwardCase c, std::string text,
+    std::function<bool(std::int64_t, std::int64_t, std::int64_t, std::int64_t)> f) {
+  c.problem.mask_mod_text = std::move(text);
+  c.problem.mask_mod = std::move(f);
+  return c;
+}
+
+void check_cases(Runtime& runtime, const std::vector<ForwardCase>& cases) {
+  for (const ForwardCase& c : cases) {
+    INFO(c.name());
+    const ForwardVerdict verdict = run_forward_case(runtime, c);
+    CHECK_MESSAGE(verdict.ok, verdict.describe());
+  }
+}
+
+Runtime& hopper_emulator() {
+  static Runtime runtime(RuntimeOptions{.backend = Backend::emulator, .emulated_arch = "sm_90a"});
+  return runtime;
+}
+
+/// O's and the LSE's bits of one forward of `a` on random bf16 inputs (seeded, so two calls
+/// see the same inputs).
+std::vector<std::uint32_t> forward_bits(const Attention& a) {
+  Runtime& runtime = emulator();
+  const auto count = [](std::initializer_list<std::int64_t> shape) {
+    std::size_t n = 1;
+    for (std::int64_t s : shape) n *= static_cast<std::size_t>(s);
+    return n;
+  };
+  const std::size_t nq = count({a.batch, a.seqlen_q, a.heads_q, a.head_dim});
+  const std::size_t nk = count({a.batch, a.seqlen_k, a.heads_kv, a.head_dim});
+  const std::size_t nlse = count({a.batch, a.heads_q, a.seqlen_q});
+  std::mt19937 random(7);
+  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+  const auto bf16 = [&](std::size_t n) {
+    std::vector<std::uint16_t> values(n);
+    for (std::uint16_t& x : values) {
+      const float f = uniform(random);
+      std::uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      x = static_cast<std::uint16_t>(bits >> 16);
+    }
+    return values;
+  };
+  const auto upload = [&](const std::vector<std::uint16_t>& host) {
+    DeviceBuffer buffer = runtime.allocate(host.size() * 2);
+    runtime.copy_to_device(buffer.data(), host.data(), host.size() * 2);
+    return buffer;
+  };
+  const DeviceBuffer q = upload(bf16(nq)), k = upload(bf16(nk)), v = upload(bf16(nk));
+  const DeviceBuffer o = runtime.allocate(nq * 2), lse = runtime.allocate(nlse * 4);
+  runtime.forward(
+      a,
+      TensorView::contiguous(q.data(), DType::bf16, {a.batch, a.seqlen_q, a.heads_q, a.head_dim}),
+      TensorView::contiguous(k.data(), DType::bf16, {a.batch, a.seqlen_k, a.heads_kv, a.head_dim}),
+      TensorView::contiguous(v.data(), DType::bf16, {a.batch, a.seqlen_k, a.heads_kv, a.head_dim}),
+      TensorView::contiguous(o.data(), DType::bf16, {a.batch, a.seqlen_q, a.heads_q, a.head_dim}),
+      TensorView::contiguous(lse.data(), DType::f32, {a.batch, a.heads_q, a.seqlen_q}));
+  std::vector<std::uint16_t> out(nq);
+  std::vector<std::uint32_t> bits(nlse);
+  runtime.copy_to_host(out.data(), o.data(), nq * 2);
+  runtime.copy_to_host(bits.data(), lse.data(), nlse * 4);
+  bits.insert(bits.end(), out.begin(), out.end());
+  return bits;
+}
+
+}  // namespace
+
+TEST_CASE("modifiers on the emulator: a score modifier of the head and both indices") {
+  // ALiBi: a slope per head, the distance to the key; causal, GQA, ragged tiles.
+  ForwardCase alibi = with_score_mod(make_case(4, 2, 129, 150, 64, true),
+                                     SCORE_MOD(score - 0.125f * (h + 1) * (q_idx + 21 - kv_idx)));
+  // Every score halved after a softcap of 30 (the modifier sees the capped score), fp16, bhsd.
+  ForwardCase capped = with_score_mod(make_case(2, 2, 70, 70, 128), SCORE_MOD(score * 0.5f));
+  capped.problem.softcap = 30.0;
+  capped.dtype = DType::f16;
+  capped.layout = reference::Layout::bhsd;
+  check_cases(emulator(), {alibi, capped});
+}
+
+TEST_CASE("modifiers on the emulator: a mask modifier, alone and with a score modifier") {
+  // Documents of 40 tokens (two batch entries), and rows that see no key at all.
+  ForwardCase documents =
+      with_mask_mod(make_case(2, 1, 130, 130, 64), MASK_MOD(q_idx / 40 == kv_idx / 40));
+  documents.problem.batch = 2;
+  // Rows from 12 on see no key (O = 0, LSE = -inf); the first ones see the last keys only.
+  ForwardCase blind = with_mask_mod(make_case(1, 1, 33, 33, 64), MASK_MOD(kv_idx > q_idx + 20));
+  ForwardCase both =
+      with_score_mod(with_mask_mod(make_case(4, 1, 65, 97, 64), MASK_MOD((kv_idx + h) % 3 != 0)),
+                     SCORE_MOD(score + 0.5f * b - 0.01f * kv_idx));
+  both.problem.batch = 2;
+  check_cases(emulator(), {documents, blind, both});
+}
+
+TEST_CASE("modifiers on an emulated sm_90a: the mma.sync kernel runs them") {
+  Runtime& runtime = hopper_emulator();
+  ForwardCase c = with_mask_mod(
+      with_score_mod(make_case(2, 1, 100, 100, 128, true), SCORE_MOD(score - 0.05f * h)),
+      MASK_MOD(kv_idx % 7 != 3));
+  runtime.reset_emulated_work();
+  const ForwardVerdict verdict = run_forward_case(runtime, c);
+  CHECK_MESSAGE(verdict.ok, verdict.describe());
+  const std::vector<KernelWork> work = runtime.emulated_work();
+  REQUIRE(work.size() == 1);
+  CHECK(work.front().kernel.find(".tma") == std::string::npos);
+  CHECK(work.front().kernel.find(".mod") != std::string::npos);
+}
+
+TEST_CASE("modifiers: causal as a mask modifier gives the built-in causal's bits") {
+  Attention builtin;
+  builtin.batch = 2;
+  builtin.heads_q = 4;
+  builtin.heads_kv = 2;
+  builtin.seqlen_q = 100;
+  builtin.seqlen_k = 130;
+  builtin.head_dim = 64;
+  builtin.causal = true;
+  Attention written = builtin;
+  written.causal = false;
+  written.mask_mod = "kv_idx <= q_idx + 30";  // the bottom-right diagonal: seqlen_k - seqlen_q
+  CHECK(forward_bits(written) == forward_bits(builtin));
+  written.mask_mod = "kv_idx <= q_idx + 29";  // one key fewer per row: different bits
+  CHECK(forward_bits(written) != forward_bits(builtin));
+}
+
+TEST_CASE("modifiers: kernel names, keys and the struct the kernel takes") {
+  const kernels::ForwardConfig config =
+      kernels::modifiers_forward_config(DType::bf16, 64, MaskKind::none, false, "sm_80");
+  const kernels::ScoreModifiers alibi{"score - 0.5f * (q_idx - kv_idx)", ""};
+  const kernels::ScoreModifiers other{"score - 0.25f * (q_idx - kv_idx)", ""};
+  const detail::KernelSpec plain = kernels::forward_spec(config, "sm_80");
+  const detail::KernelSpec a = kernels::forward_spec(config, "sm_80", alibi);
+  const detail::KernelSpec b = kernels::forward_spec(config, "sm_80", other);
+  CHECK(plain.prelude.empty());
+  CHECK(a.readable_name != plain.readable_name);
+  CHECK(a.readable_name != b.readable_name);
+  CHECK(a.name_expression.find(alibi.type_name()) != std::string::npos);
+  CHECK(a.main_source().find("score - 0.5f * (q_idx - kv_idx)") != std::string::npos);
+  CHECK(a.main_source().find("#line 1 \"attention.score_mod\"") != std::string::npos);
+  kernels::ForwardConfig tma =
+      kernels::default_forward_config(DType::bf16, 64, MaskKind::none, false, "sm_90a");
+  REQUIRE(tma.path == kernels::ForwardPath::tma);
+  CHECK_THROWS_WITH_AS(kernels::forward_spec(tma, "sm_90a", alibi), doctest::Contains("mma.sync"),
+                       InvalidArgument);
+}
+
+TEST_CASE("modifiers: bad text is a named error before anything runs") {
+  Attention a;
+  a.seqlen_q = a.seqlen_k = 16;
+  const auto rejects = [&](const char* field, const std::string& text, const char* why) {
+    Attention bad = a;
+    (std::string(field) == "attention.score_mod" ? bad.score_mod : bad.mask_mod) = text;
+    INFO(text);
+    const std::string quoted = std::string("'") + field + "'";
+    CHECK_THROWS_WITH_AS(kernels::validate_attention(bad), doctest::Contains(quoted.c_str()),
+                         InvalidArgument);
+    CHECK_THROWS_WITH_AS(kernels::validate_attention(bad), doctest::Contains(why), InvalidArgument);
+  };
+  rejects("attention.score_mod", "score; return 0", "';' outside parentheses");
+  rejects("attention.score_mod", "score #define x", "'#'");
+  rejects("attention.score_mod", "score) + (score", "unmatched ')'");
+  rejects("attention.score_mod", "(score", "unclosed '('");
+  rejects("attention.score_mod", "score // comment", "comment");
+  rejects("attention.score_mod", "score + asm(0)", "asm");
+  rejects("attention.score_mod", "score } struct X {", "brace outside parentheses");
+  rejects("attention.mask_mod", "   ", "blank");
+  rejects("attention.mask_mod", "q_idx == \"x\"[0]", "'\"'");
+  rejects("attention.mask_mod", std::string(5000, 'q'), "over 4096");
+  // A lambda inside parentheses is still one expression.
+  Attention lambda = a;
+  lambda.score_mod = "([&] { float s = score; return s * 2; }())";
+  CHECK_NOTHROW(kernels::validate_attention(lambda));
+}
+
+TEST_CASE("modifiers: the calls that do not take them yet say so, naming the field") {
+  Attention a;
+  a.seqlen_q = a.seqlen_k = 16;
+  a.mask_mod = "kv_idx <= q_idx";
+  std::vector<std::uint16_t> host(16 * 64, 0);
+  DeviceBuffer q = emulator().allocate(host.size() * 2), o = emulator().allocate(host.size() * 2);
+  DeviceBuffer lse = emulator().allocate(16 * 4), dq = emulator().allocate(host.size() * 2);
+  const TensorView t = TensorView::contiguous(q.data(), DType::bf16, {1, 16, 1, 64});
+  const TensorView out = TensorView::contiguous(o.data(), DType::bf16, {1, 16, 1, 64});
+  const TensorView grad = TensorView::contiguous(dq.data(), DType::bf16, {1, 16, 1, 64});
+  const TensorView stats = TensorView::contiguous(lse.data(), DType::f32, {1, 1, 16});
+  CHECK_THROWS_WITH_AS(emulator().backward(a, t, t, t, out, stats, t, grad, grad, grad),
+                       doctest::Contains("'attention.mask_mod'"), InvalidArgument);
+}
+
+TEST_CASE("modifiers: an expression that does not compile is reported with the caller's text") {
+  Attention a;
+  a.seqlen_q = a.seqlen_k = 16;
+  a.score_mod = "score + undefined_name";
+  std::vector<std::uint32_t> bits;
+  try {
+    bits = forward_bits(a);
+    FAIL("an undefined name compiled");
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    CHECK(message.find("attention.score_mod") != std::string::npos);
+    CHECK(message.find("undefined_name") != std::string::npos);
+  }
+}
+
+}  // namespace flashjit::testing

@@ -24,6 +24,8 @@ class _Options:
     softcap: float = 0.0
     scale: Optional[float] = None
     deterministic: bool = False
+    score_mod: str = ""
+    mask_mod: str = ""
 
     def fill(self, a: _capi.AttentionOptions) -> None:
         if len(self.window) != 2:
@@ -38,6 +40,13 @@ class _Options:
             raise ValueError(f"'softcap' must be >= 0 (0: off), not {self.softcap!r}")
         a.softcap = float(self.softcap)
         a.deterministic = int(bool(self.deterministic))
+        for name in ("score_mod", "mask_mod"):
+            text = getattr(self, name)
+            if not isinstance(text, str):
+                raise TypeError(f"'{name}' must be a str (a C++ expression), not "
+                                f"{type(text).__name__}")
+            # The struct keeps the bytes alive for the call.
+            setattr(a, name, text.encode() if text else None)
 
 
 def _shape(name: str, x, rank: int, layout: str):
@@ -129,7 +138,7 @@ def _wants_grad(*tensors) -> bool:
 
 def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -1),
               softcap: float = 0.0, scale: Optional[float] = None, deterministic: bool = False,
-              return_lse: bool = False):
+              return_lse: bool = False, score_mod: str = "", mask_mod: str = ""):
     """Attention over a dense batch, FlashAttention's flash_attn_func.
 
     q is [batch, seqlen_q, heads_q, head_dim], k and v [batch, seqlen_k, heads_kv, head_dim]
@@ -142,9 +151,20 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
     run). Returns o like q, and with `return_lse` also the natural-log LSE, float32
     [batch, heads_q, seqlen_q] (not differentiated). A bad argument raises ValueError naming
     it; nothing is launched then. With PyTorch 2.4 or later, torch tensors go through the custom
-    operator flashjit::attention_forward, which torch.compile traces without a graph break."""
-    options = _Options(causal, tuple(window), softcap, scale, deterministic)
-    if _custom_ops.forward_op is not None and is_torch(q):
+    operator flashjit::attention_forward, which torch.compile traces without a graph break.
+
+    `score_mod` and `mask_mod` are C++ expressions compiled into the kernel (docs/modifiers.md):
+    the score the softmax sees, from `score` (scaled, soft-capped), `b`, `h`, `q_idx` and
+    `kv_idx`; and whether query q_idx sees key kv_idx. Forward only for now: with either set,
+    tensors that require grad raise ValueError (call it under torch.no_grad())."""
+    options = _Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod)
+    if score_mod or mask_mod:
+        if _wants_grad(q, k, v):
+            raise ValueError("'score_mod'/'mask_mod': the backward does not take modifiers yet; "
+                             "call attention() under torch.no_grad(), or on tensors that do not "
+                             "require grad")
+        o, lse = _forward(q, k, v, options)
+    elif _custom_ops.forward_op is not None and is_torch(q):
         if len(options.window) != 2:
             raise ValueError(f"'window' must be (left, right), not {window!r}")
         o, lse = _custom_ops.forward_op(q, k, v, bool(causal), int(options.window[0]),

@@ -105,3 +105,23 @@ def test_bad_arguments_are_named():
         flashjit.attention(q.tolist(), k, v)
     with pytest.raises(ValueError, match="heads"):
         flashjit.attention(q, k[:, :, :1].repeat(3, axis=2), v[:, :, :1].repeat(3, axis=2))
+
+
+def test_score_and_mask_modifiers_in_the_forward():
+    g = torch.Generator().manual_seed(41)
+    q, k, v = (torch.randn(2, 48, 4, 64, generator=g).to(torch.bfloat16) for _ in range(3))
+    o = flashjit.attention(q, k, v, score_mod="score - 0.25f * h * (q_idx - kv_idx)",
+                           mask_mod="kv_idx <= q_idx && q_idx / 16 == kv_idx / 16")
+    qx, kx, vx = (t.double() for t in (q, k, v))
+    s = torch.einsum("bqhd,bkhd->bhqk", qx, kx) / 8.0
+    i = torch.arange(48)[:, None]
+    j = torch.arange(48)[None, :]
+    h = torch.arange(4)[:, None, None].double()
+    s = s - 0.25 * h * (i - j)
+    s = s.masked_fill(~((j <= i) & (i // 16 == j // 16)), float("-inf"))
+    o_ref = torch.einsum("bhqk,bkhd->bqhd", torch.softmax(s, dim=-1), vx)
+    assert reference.relative_error(o, o_ref) < 2e-2
+    with pytest.raises(ValueError, match="attention.score_mod"):
+        flashjit.attention(q, k, v, score_mod="score; 0")
+    with pytest.raises(ValueError, match="score_mod"):
+        flashjit.attention(q.requires_grad_(), k, v, score_mod="score * 2.0f")

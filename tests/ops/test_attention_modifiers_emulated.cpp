@@ -154,14 +154,13 @@ TEST_CASE("modifiers on an emulated sm_90a: the mma.sync kernel runs them") {
 }
 
 TEST_CASE("modifiers: causal as a mask modifier gives the built-in causal's bits") {
-  Attention builtin;
-  builtin.batch = 2;
-  builtin.heads_q = 4;
-  builtin.heads_kv = 2;
-  builtin.seqlen_q = 100;
-  builtin.seqlen_k = 130;
-  builtin.head_dim = 64;
-  builtin.causal = true;
+  const Attention builtin{.batch = 2,
+                          .heads_q = 4,
+                          .heads_kv = 2,
+                          .seqlen_q = 100,
+                          .seqlen_k = 130,
+                          .head_dim = 64,
+                          .causal = true};
   Attention written = builtin;
   written.causal = false;
   written.mask_mod = "kv_idx <= q_idx + 30";  // the bottom-right diagonal: seqlen_k - seqlen_q

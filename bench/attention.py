@@ -42,7 +42,7 @@ import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from op_timing import REPO, TIMING_METHOD, open_flashjit, spin  # noqa: E402
+from op_timing import REPO, TIMING_METHOD, open_flashjit, timed_call  # noqa: E402
 PEERS = ("sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "flex")
 # flashjit's backward in its two modes: dQ summed with atomic adds (the default, as
 # FlashAttention-2/3), and deterministic (a dQ kernel of its own; backward only).
@@ -249,16 +249,7 @@ class Bench:
         samples: List[float] = []
         batch = args.min_runs
         while True:
-            events = []
-            for _ in range(batch):
-                self.flush.zero_()
-                spin(torch)
-                start = torch.cuda.Event(enable_timing=True)
-                stop = torch.cuda.Event(enable_timing=True)
-                start.record()
-                fn()
-                stop.record()
-                events.append((start, stop))
+            events = [timed_call(torch, self.flush, fn) for _ in range(batch)]
             torch.cuda.synchronize()
             samples += [start.elapsed_time(stop) for start, stop in events]
             spent = sum(samples)

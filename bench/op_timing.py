@@ -38,20 +38,28 @@ def spin(torch) -> None:
         torch.cuda._sleep(SPIN_CYCLES)  # pylint: disable=protected-access
 
 
+def timed_call(torch, flush, fn: Callable[[], object]):
+    """One call of `fn` as every benchmark times it: `flush` (a large tensor) zeroed, the GPU
+    spin, then `fn` between two CUDA events, which are returned (read them after a
+    synchronize)."""
+    flush.zero_()
+    spin(torch)
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    stop.record()
+    return start, stop
+
+
 def time_ms(torch, flush, fn: Callable[[], object], warmup: int, runs: int) -> float:
-    """The median milliseconds of `runs` calls of `fn` after `warmup` untimed ones, `flush`
-    (a large tensor) zeroed before each."""
+    """The median milliseconds of `runs` calls of `fn` (timed_call) after `warmup` untimed
+    ones."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     samples = []
     for _ in range(runs):
-        flush.zero_()
-        spin(torch)
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
+        start, stop = timed_call(torch, flush, fn)
         torch.cuda.synchronize()
         samples.append(start.elapsed_time(stop))
     return statistics.median(samples)

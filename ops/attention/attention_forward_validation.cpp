@@ -140,7 +140,7 @@ void validate_attention(const Attention& attention) {
   check_sizes(attention);
   check_mask(attention);
   check_scales(attention);
-  score_modifiers(attention);  // the modifiers' text, checked as expressions
+  check_score_modifiers(attention);
 }
 
 void reject_modifiers(const Attention& attention, const std::string& what) {

@@ -27,7 +27,7 @@ bool has_identifier(std::string_view text, std::string_view word) {
   return false;
 }
 
-/// Throws unless `text` is one expression: the rules of score_modifiers().
+/// Throws unless `text` is one expression: the rules of check_score_modifiers().
 void check_expression(const char* name, const std::string& text) {
   const auto reject = [&](const std::string& why) {
     throw InvalidArgument(name, why + "; a modifier is one C++ expression (see Attention::" +
@@ -113,10 +113,9 @@ std::string ScoreModifiers::definition() const {
          "\n);\n  }\n};\n}  // namespace flashjit_user\n";
 }
 
-ScoreModifiers score_modifiers(const Attention& attention) {
+void check_score_modifiers(const Attention& attention) {
   if (!attention.score_mod.empty()) check_expression("attention.score_mod", attention.score_mod);
   if (!attention.mask_mod.empty()) check_expression("attention.mask_mod", attention.mask_mod);
-  return {attention.score_mod, attention.mask_mod};
 }
 
 }  // namespace flashjit::kernels

@@ -27,10 +27,16 @@ struct ScoreModifiers {
   bool operator==(const ScoreModifiers&) const = default;
 };
 
-/// The modifiers of `attention`, checked: each must be an expression, not a program. Throws
+/// Checks the modifiers of `attention`: each must be an expression, not a program. Throws
 /// InvalidArgument naming "attention.score_mod" or "attention.mask_mod" for text over 4096
 /// characters, control or non-ASCII characters, quotes, comments, `#`, `asm`, unbalanced
-/// brackets, or a `;` or brace outside parentheses.
-ScoreModifiers score_modifiers(const Attention& attention);
+/// brackets, or a `;` or brace outside parentheses. validate_attention calls it.
+void check_score_modifiers(const Attention& attention);
+
+/// The modifiers of a validated call (check_score_modifiers has seen them), as the kernels'
+/// specs take them.
+inline ScoreModifiers score_modifiers(const Attention& attention) {
+  return {attention.score_mod, attention.mask_mod};
+}
 
 }  // namespace flashjit::kernels

@@ -27,9 +27,11 @@ class _Options:
     score_mod: str = ""
     mask_mod: str = ""
 
-    def fill(self, a: _capi.AttentionOptions) -> None:
+    def __post_init__(self):
         if len(self.window) != 2:
             raise ValueError(f"'window' must be (left, right), not {self.window!r}")
+
+    def fill(self, a: _capi.AttentionOptions) -> None:
         a.causal = int(bool(self.causal))
         a.window_left, a.window_right = (int(w) for w in self.window)
         if self.scale is not None and not self.scale > 0:
@@ -165,8 +167,6 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
                              "require grad")
         o, lse = _forward(q, k, v, options)
     elif _custom_ops.forward_op is not None and is_torch(q):
-        if len(options.window) != 2:
-            raise ValueError(f"'window' must be (left, right), not {window!r}")
         o, lse = _custom_ops.forward_op(q, k, v, bool(causal), int(options.window[0]),
                                         int(options.window[1]), float(softcap),
                                         None if scale is None else float(scale),

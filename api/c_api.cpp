@@ -209,6 +209,11 @@ flashjit::Sequences to_sequences(const flashjit_sequences& s) {
   cpp.seqlens_k = optional_view(s.seqlens_k, "sequences.seqlens_k");
   cpp.page_table = optional_view(s.page_table, "sequences.page_table");
   cpp.splits = s.splits;
+  cpp.k_new = optional_view(s.k_new, "sequences.k_new");
+  cpp.v_new = optional_view(s.v_new, "sequences.v_new");
+  cpp.rotary_cos = optional_view(s.rotary_cos, "sequences.rotary_cos");
+  cpp.rotary_sin = optional_view(s.rotary_sin, "sequences.rotary_sin");
+  cpp.rotary_interleaved = s.rotary_interleaved != 0;
   return cpp;
 }
 
@@ -341,7 +346,16 @@ flashjit_status flashjit_attention_forward(flashjit_runtime* runtime,
 
 void flashjit_sequences_init(flashjit_sequences* sequences) {
   if (sequences == nullptr) return;
-  *sequences = {nullptr, nullptr, nullptr, nullptr, flashjit::Sequences{}.splits};
+  *sequences = {.cu_seqlens_q = nullptr,
+                .cu_seqlens_k = nullptr,
+                .seqlens_k = nullptr,
+                .page_table = nullptr,
+                .splits = flashjit::Sequences{}.splits,
+                .k_new = nullptr,
+                .v_new = nullptr,
+                .rotary_cos = nullptr,
+                .rotary_sin = nullptr,
+                .rotary_interleaved = 0};
 }
 
 flashjit_status flashjit_attention_forward_sequences(

@@ -99,8 +99,31 @@ struct Sequences {
   TensorView seqlens_k;
   /// [batch, max_pages]: key j of sequence b is row j % page_size of page
   /// page_table[b, j / page_size] of k and v, which are then [num_pages, page_size, heads_kv,
-  /// head_dim], page_size a multiple of 16. Pages past a sequence's length are not read.
+  /// head_dim], page_size any positive count (1 included: one token a page, as vLLM and SGLang
+  /// run FlashInfer). Pages past a sequence's length are not read.
   TensorView page_table;
+  /// Appending to the cache in the same call (FlashAttention's flash_attn_with_kvcache with k
+  /// and v): [batch, seqlen_new, heads_kv, head_dim] new keys and values, in q's dtype, written
+  /// into k and v (the cache: dense [batch, seqlen_k, heads_kv, head_dim], or paged) at
+  /// positions seqlens_k[b] to seqlens_k[b] + seqlen_new - 1 of sequence b before the attention,
+  /// which then sees seqlens_k[b] + seqlen_new keys. seqlens_k (the cached counts before the
+  /// call, each at most seqlen_k - seqlen_new) is required and is not changed: the caller
+  /// advances it. q is dense (no cu_seqlens_q), the keys are not packed (no cu_seqlens_k), and
+  /// the cache must share no memory with any other tensor of the call. Both or neither.
+  TensorView k_new;
+  TensorView v_new;
+  /// Rotary embedding (RoPE) applied to q and k_new on their way in, as flash_attn_with_kvcache
+  /// does: fp32 [positions, rotary_dim / 2] tables of cos and sin (same shape, unit last
+  /// stride), rotary_dim even and at most head_dim, positions at least seqlen_k. The first
+  /// rotary_dim dims of each head rotate, the rest pass unchanged. New key i of sequence b sits
+  /// at position seqlens_k[b] + i; query i at seqlens_k[b] + i when the call is causal or
+  /// windowed, else every query at seqlens_k[b]. The rotated q is the kernel's (q itself is not
+  /// written); the rotated keys are what the cache keeps. Requires k_new. Both or neither.
+  TensorView rotary_cos;
+  TensorView rotary_sin;
+  /// Which dims rotate together: false pairs dim i with i + rotary_dim / 2 (GPT-NeoX and Llama's
+  /// layout), true pairs 2i with 2i + 1 (GPT-J's; FlashAttention's default).
+  bool rotary_interleaved = false;
   /// Split-KV: how many CTAs share each query block's keys, each writing an fp32 partial result
   /// that a second kernel merges exactly (merge_states). 0 chooses from the GPU's SM count, the
   /// batch and the lengths (decoding splits; long prefill does not); 1 to 64 forces a count.

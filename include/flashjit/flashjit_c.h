@@ -239,13 +239,24 @@ typedef struct flashjit_sequences {
   /** [batch]: each sequence's key count (required with a page table). */
   const flashjit_tensor* seqlens_k;
   /** [batch, max_pages]: k and v are [num_pages, page_size, heads_kv, head_dim] pages,
-   *  page_size a multiple of 16. */
+   *  page_size any positive count (1 included). */
   const flashjit_tensor* page_table;
   /** Split-KV CTAs per query block: 0 chooses, 1 to 64 forces. */
   int splits;
+  /** [batch, seqlen_new, heads_kv, head_dim]: new keys and values written into the cache (k
+   *  and v) at positions seqlens_k[b] onward before the attention, which then sees
+   *  seqlens_k[b] + seqlen_new keys (flashjit::Sequences::k_new). Both or neither. */
+  const flashjit_tensor* k_new;
+  const flashjit_tensor* v_new;
+  /** fp32 [positions, rotary_dim / 2]: rotary embedding of q and k_new on their way in
+   *  (flashjit::Sequences::rotary_cos). Both or neither; requires k_new. */
+  const flashjit_tensor* rotary_cos;
+  const flashjit_tensor* rotary_sin;
+  /** Nonzero: dims 2i and 2i + 1 rotate together (GPT-J); zero: i and i + rotary_dim / 2. */
+  int rotary_interleaved;
 } flashjit_sequences;
 
-/** Fills *sequences with no arrays and splits 0 (chosen). NULL is ignored. */
+/** Fills *sequences with no arrays, splits 0 (chosen) and no append. NULL is ignored. */
 void flashjit_sequences_init(flashjit_sequences* sequences);
 
 /** Attention forward for inference batches (flashjit::Runtime::forward with Sequences):

@@ -32,8 +32,17 @@ void add_run_options(CLI::App& run, AttentionRunFlags& flags) {
                "Forward with keys and values in a paged KV cache (shuffled pages of "
                "--page-size keys, a page table and per-sequence lengths)");
   run.add_option("--page-size", flags.page_size,
-                 "--paged: keys per page, a multiple of 16 (default 16)")
+                 "--paged: keys per page, 1 or more (default 16)")
       ->check(positive_whole_number());
+  run.add_option("--append", flags.append,
+                 "Forward: the last N keys of each sequence arrive with the call and are written "
+                 "into the cache (dense, or --paged) before the attention (Sequences::k_new); "
+                 "the cache is checked afterwards")
+      ->check(positive_whole_number());
+  run.add_flag("--rotary", flags.rotary,
+               "With --append: rotary embedding (RoPE) of q and the new keys, pairs (i, i + d/2)");
+  run.add_flag("--rotary-interleaved", flags.rotary_interleaved,
+               "With --append: rotary embedding with pairs (2i, 2i + 1), FlashAttention's default");
   run.add_option("--varlen", flags.varlen,
                  "Forward (or backward) over N sequences of random lengths up to --seqlen-q and "
                  "--seqlen-k (0 and 1 among them), packed without padding (cu_seqlens)")
@@ -50,6 +59,7 @@ std::string form(const std::string& op, const AttentionRunFlags& flags) {
   if (!flags.inference()) return run + ", dense";
   if (flags.paged) run += " --paged";
   if (flags.varlen > 0) run += " --varlen";
+  if (flags.append > 0) run += " --append";
   return run;
 }
 
@@ -81,7 +91,8 @@ RunOp attention_run(bool backward, std::shared_ptr<AttentionRunFlags> flags) {
   if (backward) {
     op.options.push_back("--deterministic");
   } else {
-    op.options.insert(op.options.end(), {"--paged", "--page-size", "--splits"});
+    op.options.insert(op.options.end(), {"--paged", "--page-size", "--splits", "--append",
+                                         "--rotary", "--rotary-interleaved"});
   }
   op.form = [name, flags](const CLI::App&) { return form(name, *flags); };
   op.refuse_unused = [name, flags, backward](const CLI::App& command) {
@@ -90,11 +101,14 @@ RunOp attention_run(bool backward, std::shared_ptr<AttentionRunFlags> flags) {
         command, name, f,
         {{"--batch", f.varlen == 0,
           "every attention run without --varlen (whose N is the number of sequences)"},
-         {"--layout", !f.inference(), "attention runs without --paged or --varlen"},
-         {"--config", !f.inference(), "attention runs without --paged or --varlen"},
+         {"--layout", !f.inference(), "attention runs without --paged, --varlen or --append"},
+         {"--config", !f.inference(), "attention runs without --paged, --varlen or --append"},
          {"--counters", !(backward && f.varlen > 0), "attention runs but the --varlen backward"},
          {"--page-size", f.paged, "attention-forward with --paged"},
-         {"--splits", f.inference(), "attention-forward with --paged or --varlen"}});
+         {"--splits", f.inference(), "attention-forward with --paged, --varlen or --append"},
+         {"--append", f.varlen == 0, "attention-forward without --varlen (dense queries)"},
+         {"--rotary", f.append > 0, "attention-forward with --append"},
+         {"--rotary-interleaved", f.append > 0, "attention-forward with --append"}});
   };
   op.run = [flags, backward](const RunContext& context) {
     return flags->inference() ? run_inference_attention(context, *flags, backward)
@@ -153,10 +167,9 @@ TuneOp decode_tune(std::shared_ptr<AttentionTuneFlags> flags) {
                 "--causal",   "--batch",  "--queries", "--page-size"};
   op.add_problems = [flags](const TuneShape& shape, DType dtype, ProblemList& list) {
     const AttentionTuneFlags& f = *flags;
-    if (f.page_size < 0 || f.page_size % 16 != 0) {
-      throw InvalidArgument("--page-size",
-                            "is " + std::to_string(f.page_size) +
-                                "; must be a multiple of 16, or 0 for a dense cache");
+    if (f.page_size < 0) {
+      throw InvalidArgument("--page-size", "is " + std::to_string(f.page_size) +
+                                               "; must be a count of keys, or 0 for a dense cache");
     }
     for (int head_dim : shape.head_dims) {
       for (bool causal : shape.causal) {

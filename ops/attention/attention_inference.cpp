@@ -7,6 +7,7 @@
 #include "attention/attention_forward_tma.hpp"
 #include "attention/decode_tuning.hpp"
 #include "attention/index_check_params.cuh"
+#include "attention/kvcache_append.hpp"
 #include "flashjit/error.hpp"
 #include "merge_states/merge_states.hpp"
 #include "runtime/executor.hpp"
@@ -155,6 +156,7 @@ IndexViolationFound find_index_violation(detail::RuntimeBackend& backend, const 
   params.total_q = static_cast<int>(t.total_q);
   params.total_k = present(s.cu_seqlens_k) ? static_cast<int>(t.k.shape[1]) : 0;
   params.num_pages = static_cast<int>(t.num_pages);
+  params.appended = static_cast<int>(t.seqlen_new);
   params.first = static_cast<unsigned long long*>(first.data());
   std::vector<detail::KernelBuffer> buffers = {{first.data(), first.size(), "first"}};
   add_index_buffers(s, buffers);
@@ -293,24 +295,48 @@ bool is_empty(const Attention& a, const InferenceTensors& t) {
   return a.batch == 0 || a.seqlen_q == 0 || t.total_q == 0;
 }
 
+/// A validated, index-checked call as its attention runs: after an append (queued here, even
+/// when there are no queries), on the grown lengths and the rotated queries; else as it came.
+struct AttentionCall {
+  std::optional<AppendedCache> appended;  // owns the workspace until the launches are queued
+  Sequences sequences;
+  InferenceTensors tensors;
+};
+AttentionCall append_if_asked(detail::RuntimeBackend& backend, const Attention& a,
+                              const Sequences& s, const InferenceTensors& t, Stream stream) {
+  AttentionCall call{std::nullopt, s, t};
+  if (!appends(s) || a.batch == 0) return call;
+  call.appended.emplace(append_to_cache(backend, a, s, t, stream));
+  call.sequences = call.appended->sequences;
+  call.tensors.q = call.appended->q;
+  call.tensors.seqlen_new = 0;
+  return call;
+}
+
 }  // namespace
 
 void attention_forward_sequences(detail::RuntimeBackend& backend, const Attention& a,
                                  const Sequences& s, const TensorView& q, const TensorView& k,
                                  const TensorView& v, const TensorView& o, const TensorView& lse,
                                  const InferenceConfig& config, bool check_indices, Stream stream) {
-  const InferenceTensors t = validate_inference_arguments(a, s, q, k, v, o, lse);
-  check_inference_config(config, a, cache_layout(s, t.page_size), q.dtype);
-  check_indices_of(backend, a, s, t, check_indices, stream);
-  if (!is_empty(a, t)) launch_inference(backend, a, s, t, config, stream);
+  const InferenceTensors checked = validate_inference_arguments(a, s, q, k, v, o, lse);
+  check_inference_config(config, a, cache_layout(s, checked.page_size), q.dtype);
+  check_indices_of(backend, a, s, checked, check_indices, stream);
+  const AttentionCall call = append_if_asked(backend, a, s, checked, stream);
+  if (!is_empty(a, call.tensors)) {
+    launch_inference(backend, a, call.sequences, call.tensors, config, stream);
+  }
 }
 
 void run_attention_forward_sequences(detail::RuntimeBackend& backend, ConfigChoice& choice,
-                                     const Attention& a, const Sequences& s, const TensorView& q,
+                                     const Attention& a, const Sequences& sequences, const TensorView& q,
                                      const TensorView& k, const TensorView& v, const TensorView& o,
                                      const TensorView& lse, bool check_indices, Stream stream) {
-  const InferenceTensors t = validate_inference_arguments(a, s, q, k, v, o, lse);
-  check_indices_of(backend, a, s, t, check_indices, stream);
+  const InferenceTensors checked = validate_inference_arguments(a, sequences, q, k, v, o, lse);
+  check_indices_of(backend, a, sequences, checked, check_indices, stream);
+  const AttentionCall call = append_if_asked(backend, a, sequences, checked, stream);
+  const Sequences& s = call.sequences;
+  const InferenceTensors& t = call.tensors;
   if (is_empty(a, t)) return;
   const CacheLayout layout = cache_layout(s, t.page_size);
   const DeviceInfo& device = backend.info();

@@ -23,6 +23,7 @@ struct InferenceTensors {
   std::int64_t total_q = 0;  ///< query rows over the batch (tokens of the split partials)
   std::int64_t num_pages = 0;
   std::int64_t page_size = 0;
+  std::int64_t seqlen_new = 0;  ///< keys each sequence appends (Sequences::k_new), else 0
 };
 
 /// q, o (dout, dq) of an inference call, checked: packed [total_q, heads_q, head_dim] when

@@ -17,14 +17,19 @@ namespace {
 
 /// The inference case of the options: --varlen N sequences of random lengths up to --seqlen-q
 /// and --seqlen-k (0 and 1 among them), packed; or --batch sequences of exactly those lengths;
-/// their keys packed, or with --paged in a cache of --page-size pages in a shuffled order.
+/// their keys packed, or with --paged in a cache of --page-size pages in a shuffled order; with
+/// --append, the last keys of each sequence arrive in the call (rotated with --rotary).
 testing::InferenceCase inference_case(const RunContext& context, const AttentionRunFlags& flags) {
-  if (flags.paged && flags.page_size % 16 != 0) {
-    throw InvalidArgument("--page-size",
-                          "is " + std::to_string(flags.page_size) + "; must be a multiple of 16");
-  }
   const testing::ForwardCase shape = forward_case(context, flags);  // checks the sizes and dtype
   const reference::Problem& p = shape.problem;
+  if (flags.append > p.seqlen_k) {
+    throw InvalidArgument("--append", "is " + std::to_string(flags.append) +
+                                          "; the appended keys are among --seqlen-k's " +
+                                          std::to_string(p.seqlen_k));
+  }
+  if (flags.rotary && flags.rotary_interleaved) {
+    throw InvalidArgument("--rotary-interleaved", "is one pairing and --rotary the other; pick one");
+  }
   testing::InferenceCase c;
   if (flags.varlen > 0) {
     c = testing::random_lengths_case(flags.varlen, p.seqlen_q, p.seqlen_k, shape.seed);
@@ -43,11 +48,15 @@ testing::InferenceCase inference_case(const RunContext& context, const Attention
   c.dtype = shape.dtype;
   c.splits = flags.splits;
   c.deterministic = flags.deterministic;
+  c.append = flags.append;
+  c.rotary = flags.rotary || flags.rotary_interleaved;
+  c.rotary_interleaved = flags.rotary_interleaved;
   return c;
 }
 
 /// The useful work of an inference case, sequence by sequence: 4 · visible pairs · head_dim
-/// FLOPs per query head, and each input and output moved once.
+/// FLOPs per query head, and each input and output moved once; an append also writes its new
+/// keys and values into the cache once and reads the rotary tables' rows of its positions.
 struct InferenceMinimum {
   double flops = 0;
   double bytes = 0;
@@ -61,6 +70,9 @@ InferenceMinimum inference_minimum(const testing::InferenceCase& c) {
     a.seqlen_k = c.seqlens_k[b];
     m.flops += 4.0 * kernels::visible_pairs(a) * double(c.head_dim) * double(c.heads_q);
     m.bytes += minimum_global_bytes(a, c.dtype, false);
+    const double new_row_bytes = double(c.heads_kv * c.head_dim) * double(dtype_size(c.dtype));
+    m.bytes += 2.0 * double(c.append) * new_row_bytes;
+    if (c.rotary) m.bytes += 2.0 * double(c.append) * double(c.rotary_dim > 0 ? c.rotary_dim : c.head_dim) / 2 * 4;
   }
   return m;
 }
@@ -86,6 +98,8 @@ void print_inference_shape(const testing::InferenceCase& c) {
     extra += " keys)";
   }
   if (c.splits > 0) extra += ", splits " + std::to_string(c.splits);
+  if (c.append > 0) extra += ", appending " + std::to_string(c.append) + " keys";
+  if (c.rotary) extra += c.rotary_interleaved ? ", rotary (interleaved)" : ", rotary (half)";
   print_shape({.batch = static_cast<std::int64_t>(c.seqlens_q.size()),
                .heads_q = c.heads_q,
                .heads_kv = c.heads_kv,

@@ -8,6 +8,7 @@
 
 #include "attention/attention_common.hpp"
 #include "attention/attention_inference.hpp"
+#include "attention/kvcache_append.hpp"
 #include "common/argument_checks.hpp"
 #include "flashjit/error.hpp"
 
@@ -55,12 +56,13 @@ TensorView packed_view(const TensorView& view, const std::string& name, std::int
   return four;
 }
 
-/// Paged k or v: [num_pages, page_size, heads_kv, head_dim], page_size a multiple of 16.
+/// Paged k or v: [num_pages, page_size, heads_kv, head_dim], page_size at least 1 (the paged
+/// loads find every key row's page on its own, so one token a page works as 16 do).
 void check_pages(const TensorView& view, const std::string& name, const Attention& a) {
   check_tensor(view, name, 4);
-  if (view.shape[1] < 16 || view.shape[1] % 16 != 0) {
+  if (view.shape[1] < 1) {
     throw InvalidArgument(name + ".shape", "has page_size (dimension 1) " + str(view.shape[1]) +
-                                               "; must be a positive multiple of 16");
+                                               "; must be at least 1");
   }
   check_head_tensor(view, name, view.shape[0], view.shape[1], a.heads_kv, a.head_dim,
                     "[num_pages, page_size, heads_kv, head_dim]");
@@ -243,6 +245,7 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
   }
   if (present(lse)) t.lse = lse_view(lse, a, packed_q, t.total_q);
   check_outputs_disjoint(s, q, k, v, o, lse);
+  t.seqlen_new = validate_append_arguments(a, s, t, q, o, lse);
   return t;
 }
 
@@ -253,20 +256,25 @@ void check_index_values(const Attention& a, const InferenceTensors& t, const Hos
   check_offsets(x.cu_seqlens_k, "sequences.cu_seqlens_k", a.seqlen_k, "attention.seqlen_k", total_k,
                 "k");
   for (std::size_t b = 0; b < x.seqlens_k.size(); ++b) {
-    const std::int64_t packed = x.cu_seqlens_k.empty()
-                                    ? a.seqlen_k
-                                    : std::int64_t{x.cu_seqlens_k[b + 1]} - x.cu_seqlens_k[b];
+    // With an append, the cached count leaves room for the new keys.
+    const std::int64_t packed = (x.cu_seqlens_k.empty()
+                                     ? a.seqlen_k
+                                     : std::int64_t{x.cu_seqlens_k[b + 1]} - x.cu_seqlens_k[b]) -
+                                t.seqlen_new;
     if (x.seqlens_k[b] < 0 || x.seqlens_k[b] > packed) {
       throw InvalidArgument(
           "sequences.seqlens_k",
           "position " + str(b) + " holds " + str(x.seqlens_k[b]) + "; must be from 0 to " +
               str(packed) +
-              (x.cu_seqlens_k.empty() ? " (attention.seqlen_k)" : " (the sequence's packed keys)"));
+              (t.seqlen_new > 0
+                   ? " (attention.seqlen_k less the " + str(t.seqlen_new) + " appended keys)"
+               : x.cu_seqlens_k.empty() ? " (attention.seqlen_k)"
+                                        : " (the sequence's packed keys)"));
     }
   }
   if (x.page_table.empty()) return;
   for (std::size_t b = 0; b < x.seqlens_k.size(); ++b) {
-    const std::int64_t used = (x.seqlens_k[b] + t.page_size - 1) / t.page_size;
+    const std::int64_t used = (x.seqlens_k[b] + t.seqlen_new + t.page_size - 1) / t.page_size;
     for (std::int64_t p = 0; p < used; ++p) {
       const std::int32_t page = x.page_table[b * x.page_table_row + p];
       if (page < 0 || page >= t.num_pages) {

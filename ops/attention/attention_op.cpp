@@ -7,6 +7,7 @@
 #include "attention/attention_backward.hpp"
 #include "attention/attention_forward.hpp"
 #include "attention/attention_inference.hpp"
+#include "attention/kvcache_append.hpp"
 #include "attention/emulated/backward_shares.hpp"
 #include "attention/emulated/forward_shares.hpp"
 #include "common/op_registry.hpp"
@@ -93,6 +94,7 @@ std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch,
   std::vector<detail::KernelSpec> specs;
   for (const ForwardConfig& config : configs) specs.push_back(forward_spec(config, arch));
   specs.push_back(index_check_spec(arch));  // the inference calls' device-side index check
+  for (const detail::KernelSpec& spec : kvcache_append_specs(arch)) specs.push_back(spec);
   return specs;
 }
 
@@ -183,6 +185,7 @@ OpInfo attention_forward_op() {
             emulated::add_forward_kernels_hdim128(table);
             emulated::add_forward_kernels_hdim128_alternatives(table);
             emulated::add_forward_kernels_hdim256(table);
+            emulated::add_kvcache_append_kernels(table);
           }};
 }
 

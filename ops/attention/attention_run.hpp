@@ -1,6 +1,6 @@
 #pragma once
 // `flashjit run --op attention-forward` and `attention-backward`: dense runs (attention_run.cpp)
-// and the inference forms, --paged and --varlen (attention_inference_run.cpp), each judged
+// and the inference forms, --paged, --varlen and --append (attention_inference_run.cpp), each judged
 // against the float64 reference as the tests judge it (attention_case, backward_case,
 // inference_case): the relative L2 error of O (of dQ, dK, dV) must be at most twice that of a
 // plain attention (backward) computed in the input dtype. Built into the command.
@@ -21,9 +21,12 @@ struct AttentionRunFlags {
   std::int64_t page_size = 16;
   int varlen = 0;  // this many sequences of random lengths, packed
   int splits = 0;  // inference forward: Sequences::splits (0: chosen)
+  std::int64_t append = 0;  // forward: keys each sequence appends to its cache (Sequences::k_new)
+  bool rotary = false;      // with append: rotary embedding of q and the new keys
+  bool rotary_interleaved = false;
 
-  /// Whether the options choose an inference form (--paged or --varlen).
-  bool inference() const { return paged || varlen > 0; }
+  /// Whether the options choose an inference form (--paged, --varlen or --append).
+  bool inference() const { return paged || varlen > 0 || append > 0; }
 };
 
 /// The dense case of the options: shape, dtype, layout and seed, checked (InvalidArgument names

@@ -44,11 +44,11 @@ FJ_GLOBAL void __launch_bounds__(128) attention_index_check_kernel(IndexCheckPar
   }
   if (s.seqlens_k != nullptr) {
     const int count = load_global_index(s.seqlens_k, b);
-    if (count < 0 || count > keys) {
+    if (count < 0 || count > keys - p.appended) {
       report_violation(p, b, IndexViolation::seqlens_k, b);
       return;
     }
-    keys = count;
+    keys = count + p.appended;
   }
   if (s.page_table == nullptr) return;
   const int used = (keys + s.page_size - 1) / s.page_size;

@@ -10,7 +10,7 @@ enum class IndexViolation : unsigned {
   none = 0,
   cu_seqlens_q = 1,  // not from 0, decreasing, a sequence too long, or past q's rows
   cu_seqlens_k = 2,  // likewise for k
-  seqlens_k = 3,     // a key count outside [0, seqlen_k] (or the sequence's packed keys)
+  seqlens_k = 3,     // a key count outside [0, seqlen_k - appended] (or the packed keys)
   page_table = 4,    // a used page outside [0, num_pages)
 };
 
@@ -22,6 +22,7 @@ struct IndexCheckParams {
   int total_q;    // rows of packed q
   int total_k;    // rows of packed k
   int num_pages;  // pages of a paged cache
+  int appended;   // keys the call appends to each sequence (its cache must hold them too)
   // (batch << 32 | kind << 24 | position) of the first violation; ~0 when none. Positions
   // above 2^24 - 1 are clamped (the host finds the exact one).
   unsigned long long* first;

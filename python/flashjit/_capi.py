@@ -47,7 +47,9 @@ class AttentionOptions(ctypes.Structure):
 class Sequences(ctypes.Structure):
     _fields_ = [("cu_seqlens_q", ctypes.POINTER(Tensor)), ("cu_seqlens_k", ctypes.POINTER(Tensor)),
                 ("seqlens_k", ctypes.POINTER(Tensor)), ("page_table", ctypes.POINTER(Tensor)),
-                ("splits", ctypes.c_int)]
+                ("splits", ctypes.c_int), ("k_new", ctypes.POINTER(Tensor)),
+                ("v_new", ctypes.POINTER(Tensor)), ("rotary_cos", ctypes.POINTER(Tensor)),
+                ("rotary_sin", ctypes.POINTER(Tensor)), ("rotary_interleaved", ctypes.c_int)]
 
 
 class LayerNormOptions(ctypes.Structure):

@@ -275,18 +275,32 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max
     return (o, lse) if return_lse else o
 
 
-def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, block_table=None,
-                           causal: bool = False, window: Tuple[int, int] = (-1, -1),
-                           softcap: float = 0.0, scale: Optional[float] = None,
-                           num_splits: int = 0, return_lse: bool = False):
-    """Decoding and chunked prefill against a KV cache, FlashAttention's flash_attn_with_kvcache
-    (without appending new keys): q is [batch, seqlen_q, heads_q, head_dim]; the cache is dense,
-    [batch, seqlen_cache, heads_kv, head_dim], or paged, [num_pages, page_size, heads_kv,
-    head_dim] (page_size a multiple of 16) with block_table int32 [batch, max_pages] naming
-    each sequence's pages; cache_seqlens (int32 [batch], or one int for all) the keys each
-    sequence uses. num_splits: split-KV blocks per query block (0 chooses, 1 to 64 forces),
-    merged exactly. Forward only. Returns o like q (and the float32 LSE [batch, heads_q,
-    seqlen_q] with return_lse)."""
+def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None,
+                           rotary_cos=None, rotary_sin=None, rotary_interleaved: bool = True,
+                           block_table=None, causal: bool = False,
+                           window: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
+                           scale: Optional[float] = None, num_splits: int = 0,
+                           return_lse: bool = False):
+    """Decoding and chunked prefill against a KV cache, FlashAttention's flash_attn_with_kvcache:
+    q is [batch, seqlen_q, heads_q, head_dim]; the cache is dense, [batch, seqlen_cache,
+    heads_kv, head_dim], or paged, [num_pages, page_size, heads_kv, head_dim] (any page_size,
+    1 included) with block_table int32 [batch, max_pages] naming each sequence's pages;
+    cache_seqlens (int32 [batch], or one int for all) the keys each sequence has cached.
+
+    k and v ([batch, seqlen_new, heads_kv, head_dim], q's dtype): new keys and values, written
+    into k_cache and v_cache in place at positions cache_seqlens[b] onward before the attention,
+    which then sees cache_seqlens[b] + seqlen_new keys (cache_seqlens itself is not changed:
+    advance it yourself). rotary_cos and rotary_sin ([positions, rotary_dim / 2], any float
+    dtype, covering the cache's positions): rotary embedding of q and the new keys on the way in,
+    new key i at position cache_seqlens[b] + i, query i there too when causal or windowed, else
+    every query at cache_seqlens[b]; rotary_interleaved pairs dims 2i and 2i + 1 (GPT-J,
+    FlashAttention's default), False pairs i and i + rotary_dim / 2 (GPT-NeoX, Llama).
+
+    num_splits: split-KV blocks per query block (0 chooses, 1 to 64 forces), merged exactly.
+    Forward only. Returns o like q (and the float32 LSE [batch, heads_q, seqlen_q] with
+    return_lse). Bad input raises ValueError naming the argument (the library's names:
+    sequences.k_new for k, sequences.page_table for block_table, ...) before anything is
+    written."""
     options = _Options(causal, tuple(window), softcap, scale, False)
     layout = "[batch, seqlen, heads, head_dim]"
     b, sq, hq, d = _shape("q", q, 4, layout)
@@ -298,17 +312,29 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, block_table=No
         _shape("block_table", block_table, 2, "[batch, max_pages]")
     seqlen_k = rows if block_table is None else int(block_table.shape[1]) * rows
     a = _call_options(options, b, hq, hk, sq, seqlen_k, d)
+    arrays = {"seqlens_k": "cache_seqlens", "page_table": "block_table", "k_new": "k",
+              "v_new": "v", "rotary_cos": "rotary_cos", "rotary_sin": "rotary_sin"}
     with Launch({"q": q, "k_cache": k_cache, "v_cache": v_cache,
-                 "cache_seqlens": cache_seqlens, "block_table": block_table}) as launch:
-        arrays = {"seqlens_k": "cache_seqlens"}
-        if block_table is not None:
-            arrays["page_table"] = "block_table"
-        sequences = _sequences(launch, num_splits, **arrays)
+                 "cache_seqlens": cache_seqlens, "block_table": block_table, "k": k, "v": v,
+                 "rotary_cos": _float32(rotary_cos), "rotary_sin": _float32(rotary_sin)}) as launch:
+        sequences = _sequences(launch, num_splits, **{field: name for field, name in arrays.items()
+                                                      if launch.inputs[name] is not None})
+        sequences.rotary_interleaved = int(bool(rotary_interleaved))
+        appends = k is not None or v is not None
+        cache = launch.updated if appends else launch.input  # an append writes the cache
         o = launch.output("o", q.shape, _element(q))
         lse = launch.output("lse", (b, hq, sq), "f32")
         _capi.check(_capi.library().flashjit_attention_forward_sequences(
             launch.runtime.handle, ctypes.byref(a), ctypes.byref(sequences),
-            *[_capi.pointer(launch.input(n)) for n in ("q", "k_cache", "v_cache")],
-            _capi.pointer(o), _capi.pointer(lse), launch.stream))
+            _capi.pointer(launch.input("q")), _capi.pointer(cache("k_cache")),
+            _capi.pointer(cache("v_cache")), _capi.pointer(o), _capi.pointer(lse), launch.stream))
+        launch.write_back()
         o, lse = launch.result("o"), launch.result("lse")
     return (o, lse) if return_lse else o
+
+
+def _float32(table):
+    """A rotary table as float32 (the library's dtype for it), or None."""
+    if table is None or not (is_torch(table) or isinstance(table, np.ndarray)):
+        return table
+    return table.float() if is_torch(table) else np.asarray(table, dtype=np.float32)

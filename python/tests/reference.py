@@ -79,3 +79,23 @@ def decay_mask(gammas, seqlen_q: int, seqlen_k: int):
     distance = i - torch.arange(seqlen_k, dtype=torch.float64)[None, :]
     g = torch.as_tensor(gammas, dtype=torch.float64)[:, None, None]
     return torch.where(distance >= 0, g ** distance.clamp_min(0), torch.zeros((), dtype=torch.float64))
+
+
+def rotary(x, cos, sin, positions, interleaved: bool):
+    """x [b, s, h, d] rotated in float64: row i of batch entry b at position positions[b][i],
+    the first 2 · cos.shape[1] dims in pairs (2j, 2j + 1) when interleaved, else (j, j + half);
+    cos and sin [positions, pairs]."""
+    x = torch.as_tensor(np.asarray(x, dtype=np.float64)) if isinstance(x, np.ndarray) else x
+    out = x.detach().double().clone()
+    cos = torch.as_tensor(np.asarray(cos, dtype=np.float64))
+    sin = torch.as_tensor(np.asarray(sin, dtype=np.float64))
+    pairs = cos.shape[1]
+    first = torch.arange(pairs) * 2 if interleaved else torch.arange(pairs)
+    second = first + 1 if interleaved else first + pairs
+    for b in range(x.shape[0]):
+        for i in range(x.shape[1]):
+            c, s = cos[positions[b][i]], sin[positions[b][i]]
+            x1, x2 = out[b, i][:, first].clone(), out[b, i][:, second].clone()
+            out[b, i][:, first] = x1 * c - x2 * s
+            out[b, i][:, second] = x2 * c + x1 * s
+    return out

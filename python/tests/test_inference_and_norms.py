@@ -82,6 +82,93 @@ def test_kvcache_rejects_a_bad_page_index():
                                         block_table=torch.tensor([[0, 5]], dtype=torch.int32))
 
 
+def rope(positions, rotary_dim):
+    pair = torch.arange(rotary_dim // 2, dtype=torch.float64)
+    angle = torch.arange(positions, dtype=torch.float64)[:, None] * 10000.0 ** (-2 * pair / rotary_dim)
+    return torch.cos(angle).float(), torch.sin(angle).float()
+
+
+@pytest.mark.parametrize("page_size,interleaved", [(0, True), (1, False), (5, True)])
+def test_kvcache_append_with_rotary_writes_the_cache(page_size, interleaved):
+    batch, heads_q, heads_kv, d, capacity, new = 2, 4, 2, 64, 40, 2
+    cached = [3, 30]
+    q = rand(batch, new, heads_q, d, seed=30)
+    k_new, v_new = rand(batch, new, heads_kv, d, seed=31), rand(batch, new, heads_kv, d, seed=32)
+    keys = [rand(capacity, heads_kv, d, seed=33 + i) for i in range(batch)]
+    values = [rand(capacity, heads_kv, d, seed=35 + i) for i in range(batch)]
+    cos, sin = rope(capacity, 48)  # a partial rotary dim: the last 16 dims pass unchanged
+    if page_size:  # pages in reverse order over a pool with one spare page
+        per = capacity // page_size
+        block_table = torch.arange(batch * per, dtype=torch.int32).flip(0).reshape(batch, per)
+        k_cache = torch.zeros(batch * per + 1, page_size, heads_kv, d, dtype=torch.bfloat16)
+        v_cache = torch.zeros_like(k_cache)
+        for i in range(batch):
+            k_cache[block_table[i].long()] = keys[i].reshape(per, page_size, heads_kv, d)
+            v_cache[block_table[i].long()] = values[i].reshape(per, page_size, heads_kv, d)
+    else:
+        block_table = None
+        k_cache, v_cache = torch.stack(keys), torch.stack(values)
+    before_k, before_v = k_cache.clone(), v_cache.clone()
+    seqlens = torch.tensor(cached, dtype=torch.int32)
+    o = flashjit.attention_with_kvcache(q, k_cache, v_cache, seqlens, k=k_new, v=v_new,
+                                        rotary_cos=cos, rotary_sin=sin,
+                                        rotary_interleaved=interleaved, block_table=block_table,
+                                        causal=True)
+    assert seqlens.tolist() == cached  # the caller advances the lengths
+
+    def rows(cache, i):  # sequence i's keys in position order
+        if block_table is None:
+            return cache[i]
+        return cache[block_table[i].long()].reshape(capacity, heads_kv, d)
+
+    positions = [[c + j for j in range(new)] for c in cached]
+    q_rot = reference.rotary(q, cos, sin, positions, interleaved).bfloat16()
+    k_rot = reference.rotary(k_new, cos, sin, positions, interleaved).bfloat16()
+    for i in range(batch):
+        written = slice(cached[i], cached[i] + new)
+        assert reference.relative_error(rows(k_cache, i)[written], k_rot[i].double()) < 4e-3
+        assert torch.equal(rows(v_cache, i)[written], v_new[i])
+        assert torch.equal(rows(k_cache, i)[:cached[i]], rows(before_k, i)[:cached[i]])
+        assert torch.equal(rows(v_cache, i)[cached[i] + new:],
+                           rows(before_v, i)[cached[i] + new:])
+        keys_i = torch.cat([keys[i][:cached[i]].double(), k_rot[i].double()])
+        values_i = torch.cat([values[i][:cached[i]].double(), v_new[i].double()])
+        o_ref, _ = reference.attention(exact(q_rot[i:i + 1]), keys_i[None], values_i[None],
+                                       causal=True)
+        assert reference.relative_error(o[i:i + 1], o_ref) < 3e-2
+    if page_size:
+        spare = batch * capacity // page_size
+        assert torch.equal(k_cache[spare], before_k[spare])
+
+
+def test_numpy_kvcache_append_without_rotary():
+    rng = np.random.default_rng(40)
+    q = rng.standard_normal((1, 1, 2, 32)).astype(np.float16)
+    k_cache = rng.standard_normal((1, 8, 1, 32)).astype(np.float16)
+    v_cache = rng.standard_normal((1, 8, 1, 32)).astype(np.float16)
+    k_new = rng.standard_normal((1, 1, 1, 32)).astype(np.float16)
+    v_new = rng.standard_normal((1, 1, 1, 32)).astype(np.float16)
+    o = flashjit.attention_with_kvcache(q, k_cache, v_cache, 5, k=k_new, v=v_new)
+    assert np.array_equal(k_cache[0, 5], k_new[0, 0]) and np.array_equal(v_cache[0, 5], v_new[0, 0])
+    o_ref, _ = reference.attention(q, k_cache[:, :6], v_cache[:, :6])
+    assert reference.relative_error(o, o_ref) < 3e-3
+
+
+def test_kvcache_append_bad_input_is_named_and_writes_nothing():
+    q = rand(1, 1, 2, 64)
+    k_cache, v_cache = rand(1, 16, 2, 64, seed=1), rand(1, 16, 2, 64, seed=2)
+    before = k_cache.clone()
+    cos, sin = rope(16, 64)
+    with pytest.raises(ValueError, match="rotary_cos"):
+        flashjit.attention_with_kvcache(q, k_cache, v_cache, 3, rotary_cos=cos, rotary_sin=sin)
+    with pytest.raises(ValueError, match="seqlens_k"):  # 16 cached + 1 new: past the cache
+        flashjit.attention_with_kvcache(q, k_cache, v_cache, 16, k=rand(1, 1, 2, 64),
+                                        v=rand(1, 1, 2, 64))
+    with pytest.raises(ValueError, match="v_new"):
+        flashjit.attention_with_kvcache(q, k_cache, v_cache, 3, k=rand(1, 1, 2, 64))
+    assert torch.equal(k_cache, before)
+
+
 def test_merge_states_of_two_key_halves_is_attention_over_all():
     q, k, v = rand(1, 30, 4, 64, seed=7), rand(1, 60, 4, 64, seed=8), rand(1, 60, 4, 64, seed=9)
     o_a, lse_a = flashjit.attention(q, k[:, :25], v[:, :25], return_lse=True)

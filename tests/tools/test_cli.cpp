@@ -435,8 +435,22 @@ TEST_CASE("run --paged and --varlen: the inference forward and the varlen backwa
                    dir.path().string());
   CHECK(paged.out.find(".paged.packgqa.split") != std::string::npos);
   CHECK(paged.out.find("kernel:  merge_states.") != std::string::npos);
+  // Appending one key with rotary to a cache of one-token pages: the append kernel runs first.
+  const ChildResult append = flashjit_cli(
+      {"run", "--emulate", "--paged", "--page-size", "1", "--seqlen-q", "1", "--seqlen-k", "777",
+       "--heads", "32", "--heads-kv", "8", "--append", "1", "--rotary"},
+      dir.path().string());
+  CAPTURE(append.output);
+  CHECK(append.exit_code == 0);
+  CHECK(append.out.find("paged (pages of 1 keys), appending 1 keys, rotary (half)") !=
+        std::string::npos);
+  CHECK(append.out.find("kernel:  attention_kvcache_append.bf16.rope_half") != std::string::npos);
+  CHECK(append.out.find("PASS") != std::string::npos);
   for (const std::vector<std::string>& bad :
-       {std::vector<std::string>{"--page-size", "24", "--paged"},
+       {std::vector<std::string>{"--rotary", "--paged"},
+        {"--append", "2", "--varlen", "3"},
+        {"--append", "300", "--seqlen-k", "200"},
+        {"--append", "1", "--rotary", "--rotary-interleaved"},
         {"--paged", "--op", "attention-backward"},
         {"--varlen", "2", "--config", "br64.bc32.w4.s1"}}) {
     std::vector<std::string> args = {"run", "--emulate"};

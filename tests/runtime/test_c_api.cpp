@@ -775,10 +775,11 @@ TEST_CASE("C API: merge_states and merge_state_in_place give the C++ API's bits"
 
 namespace flashjit::testing {
 
-TEST_CASE("C API: the inference forward (paged, split) gives the C++ API's bits") {
+TEST_CASE("C API: the inference forward (paged, split, appending with rotary) gives the C++ API's bits") {
   CRuntime rt;
   Runtime& cpp = cpp_emulator();
-  // Two sequences of 2 queries against 20 and 40 keys in pages of 16, GQA 4:1, 3 splits.
+  // Two sequences of 2 queries against 20 and 40 keys in pages of 16, GQA 4:1, 3 splits; the
+  // last 2 keys of each arrive with the call, rotated (interleaved pairs) with q.
   constexpr std::int64_t kBatch = 2, kQ = 2, kHq = 8, kHkv = 2, kDim = 64, kPages = 5, kPage = 16;
   Attention a;
   a.batch = kBatch;
@@ -788,7 +789,8 @@ TEST_CASE("C API: the inference forward (paged, split) gives the C++ API's bits"
   a.seqlen_k = 40;
   a.head_dim = kDim;
   a.causal = true;
-  const std::vector<std::int32_t> table = {3, 0, -1, 4, 1, 2}, lengths = {20, 40};
+  const std::vector<std::int32_t> table = {3, 0, -1, 4, 1, 2}, lengths = {18, 38};
+  const std::vector<float> cos = random_floats(40 * kDim / 2, 6), sin = random_floats(40 * kDim / 2, 7);
   const auto bits = [](std::size_t count, unsigned seed) {
     std::vector<float> values = random_floats(count, seed);
     std::vector<std::uint16_t> out;
@@ -796,7 +798,9 @@ TEST_CASE("C API: the inference forward (paged, split) gives the C++ API's bits"
     return out;
   };
   const auto q = bits(kBatch * kQ * kHq * kDim, 3), k = bits(kPages * kPage * kHkv * kDim, 4),
-             v = bits(kPages * kPage * kHkv * kDim, 5);
+             v = bits(kPages * kPage * kHkv * kDim, 5), k_new = bits(kBatch * kQ * kHkv * kDim, 8),
+             v_new = bits(kBatch * kQ * kHkv * kDim, 9);
+  void* cache_k = nullptr;  // the last call's key cache, which the append writes
   // One call through each API, each on its own runtime's copies.
   const auto call = [&](auto upload, auto run) {
     void* q_data = upload(q.data(), q.size() * 2);
@@ -810,6 +814,16 @@ TEST_CASE("C API: the inference forward (paged, split) gives the C++ API's bits"
     s.page_table = TensorView::contiguous(table_data, DType::i32, {kBatch, 3});
     s.seqlens_k = TensorView::contiguous(lengths_data, DType::i32, {kBatch});
     s.splits = 3;
+    s.k_new = TensorView::contiguous(upload(k_new.data(), k_new.size() * 2), DType::bf16,
+                                     {kBatch, kQ, kHkv, kDim});
+    s.v_new = TensorView::contiguous(upload(v_new.data(), v_new.size() * 2), DType::bf16,
+                                     {kBatch, kQ, kHkv, kDim});
+    s.rotary_cos = TensorView::contiguous(upload(cos.data(), cos.size() * 4), DType::f32,
+                                          {40, kDim / 2});
+    s.rotary_sin = TensorView::contiguous(upload(sin.data(), sin.size() * 4), DType::f32,
+                                          {40, kDim / 2});
+    s.rotary_interleaved = true;
+    cache_k = k_data;
     run(s, TensorView::contiguous(q_data, DType::bf16, {kBatch, kQ, kHq, kDim}),
         TensorView::contiguous(k_data, DType::bf16, {kPages, kPage, kHkv, kDim}),
         TensorView::contiguous(v_data, DType::bf16, {kPages, kPage, kHkv, kDim}),
@@ -825,6 +839,7 @@ TEST_CASE("C API: the inference forward (paged, split) gives the C++ API's bits"
         return cpp_buffers.back().data();
       },
       [&](const Sequences& s, auto... views) { cpp.forward(a, s, views...); });
+  void* const cpp_cache_k = cache_k;
   const flashjit_attention attn = c_attention(a);
   flashjit_status status = FLASHJIT_OK;
   const auto [c_o, c_lse] = call(
@@ -838,13 +853,21 @@ TEST_CASE("C API: the inference forward (paged, split) gives the C++ API's bits"
           const TensorView& ov, const TensorView& lv) {
         const flashjit_tensor ct = c_tensor(s.page_table), cl = c_tensor(s.seqlens_k),
                               cq = c_tensor(qv), ck = c_tensor(kv), cv = c_tensor(vv),
-                              co = c_tensor(ov), clse = c_tensor(lv);
+                              co = c_tensor(ov), clse = c_tensor(lv), ckn = c_tensor(s.k_new),
+                              cvn = c_tensor(s.v_new), ccos = c_tensor(s.rotary_cos),
+                              csin = c_tensor(s.rotary_sin);
         flashjit_sequences cs;
         flashjit_sequences_init(&cs);
         CHECK(cs.splits == 0);
+        CHECK((cs.k_new == nullptr && cs.rotary_cos == nullptr && cs.rotary_interleaved == 0));
         cs.page_table = &ct;
         cs.seqlens_k = &cl;
         cs.splits = s.splits;
+        cs.k_new = &ckn;
+        cs.v_new = &cvn;
+        cs.rotary_cos = &ccos;
+        cs.rotary_sin = &csin;
+        cs.rotary_interleaved = 1;
         status = flashjit_attention_forward_sequences(rt, &attn, &cs, &cq, &ck, &cv, &co, &clse,
                                                       nullptr);
       });
@@ -859,6 +882,15 @@ TEST_CASE("C API: the inference forward (paged, split) gives the C++ API's bits"
     return l;
   }()));
   CHECK(std::isfinite(c_download(rt, c_lse, 1)[0]));
+  std::vector<float> cache_from_cpp(k.size() / 2), cache_from_c(k.size() / 2);  // bf16, as bytes
+  cpp.copy_to_host(cache_from_cpp.data(), cpp_cache_k, k.size() * 2);
+  REQUIRE(flashjit_copy_to_host(rt, cache_from_c.data(), cache_k, k.size() * 2) == FLASHJIT_OK);
+  CHECK(bytes_equal(cache_from_c, cache_from_cpp));
+  CHECK_FALSE(bytes_equal(cache_from_c, [&] {  // the append wrote into the cache
+    std::vector<float> before(k.size() / 2);
+    std::memcpy(before.data(), k.data(), k.size() * 2);
+    return before;
+  }()));
 
   SUBCASE("NULL sequences is named") {
     CHECK(flashjit_attention_forward_sequences(rt, &attn, nullptr, nullptr, nullptr, nullptr,

@@ -214,6 +214,8 @@ flashjit::Sequences to_sequences(const flashjit_sequences& s) {
   cpp.rotary_cos = optional_view(s.rotary_cos, "sequences.rotary_cos");
   cpp.rotary_sin = optional_view(s.rotary_sin, "sequences.rotary_sin");
   cpp.rotary_interleaved = s.rotary_interleaved != 0;
+  cpp.cache_batch_idx = optional_view(s.cache_batch_idx, "sequences.cache_batch_idx");
+  cpp.cache_leftpad = optional_view(s.cache_leftpad, "sequences.cache_leftpad");
   return cpp;
 }
 
@@ -355,7 +357,9 @@ void flashjit_sequences_init(flashjit_sequences* sequences) {
                 .v_new = nullptr,
                 .rotary_cos = nullptr,
                 .rotary_sin = nullptr,
-                .rotary_interleaved = 0};
+                .rotary_interleaved = 0,
+                .cache_batch_idx = nullptr,
+                .cache_leftpad = nullptr};
 }
 
 flashjit_status flashjit_attention_forward_sequences(

@@ -102,6 +102,17 @@ struct Sequences {
   /// head_dim], page_size any positive count (1 included: one token a page, as vLLM and SGLang
   /// run FlashInfer). Pages past a sequence's length are not read.
   TensorView page_table;
+  /// [batch]: sequence b's row of a dense cache, FlashAttention's cache_batch_idx: k and v are
+  /// then [cache_batch, seqlen_k, heads_kv, head_dim] for any cache_batch, and sequence b's keys
+  /// (and its appended ones) are in row cache_batch_idx[b], from 0 to cache_batch - 1. Not with
+  /// a page table or packed keys. With k_new, two sequences must not share a row.
+  TensorView cache_batch_idx;
+  /// [batch]: where sequence b's keys start in its row of a dense cache, FlashAttention's
+  /// cache_leftpad: its keys are rows [cache_leftpad[b], seqlens_k[b]) (seqlens_k counts from
+  /// the row's start, the padding included; each pad from 0 to seqlens_k[b]); masks align to
+  /// the keys it has. Requires seqlens_k; not with a page table or packed keys. Rotary positions
+  /// count from the row's start too.
+  TensorView cache_leftpad;
   /// Appending to the cache in the same call (FlashAttention's flash_attn_with_kvcache with k
   /// and v): [batch, seqlen_new, heads_kv, head_dim] new keys and values, in q's dtype, written
   /// into k and v (the cache: dense [batch, seqlen_k, heads_kv, head_dim], or paged) at

@@ -254,6 +254,10 @@ typedef struct flashjit_sequences {
   const flashjit_tensor* rotary_sin;
   /** Nonzero: dims 2i and 2i + 1 rotate together (GPT-J); zero: i and i + rotary_dim / 2. */
   int rotary_interleaved;
+  /** [batch]: sequence b's row of a dense cache (flashjit::Sequences::cache_batch_idx). */
+  const flashjit_tensor* cache_batch_idx;
+  /** [batch]: where sequence b's keys start in its cache row (Sequences::cache_leftpad). */
+  const flashjit_tensor* cache_leftpad;
 } flashjit_sequences;
 
 /** Fills *sequences with no arrays, splits 0 (chosen) and no append. NULL is ignored. */

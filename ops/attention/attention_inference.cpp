@@ -107,7 +107,9 @@ void add_index_buffers(const Sequences& s, std::vector<detail::KernelBuffer>& bu
   const std::pair<const TensorView*, const char*> indices[] = {{&s.cu_seqlens_q, "cu_seqlens_q"},
                                                                {&s.cu_seqlens_k, "cu_seqlens_k"},
                                                                {&s.seqlens_k, "seqlens_k"},
-                                                               {&s.page_table, "page_table"}};
+                                                               {&s.page_table, "page_table"},
+                                                               {&s.cache_batch_idx, "cache_batch_idx"},
+                                                               {&s.cache_leftpad, "cache_leftpad"}};
   for (const auto& [view, name] : indices) {
     if (present(*view)) buffers.push_back(kernel_buffer(*view, name));
   }
@@ -119,14 +121,16 @@ SequenceIndex sequence_index(const Sequences& s, std::int64_t page_size) {
           static_cast<const int*>(s.seqlens_k.data),
           static_cast<const int*>(s.page_table.data),
           present(s.page_table) ? s.page_table.strides[0] : 0,
-          static_cast<int>(page_size)};
+          static_cast<int>(page_size),
+          static_cast<const int*>(s.cache_batch_idx.data),
+          static_cast<const int*>(s.cache_leftpad.data)};
 }
 
 HostIndices read_indices(detail::RuntimeBackend& backend, const Sequences& s) {
-  HostIndices x{host_copy(backend, s.cu_seqlens_q), host_copy(backend, s.cu_seqlens_k),
-                host_copy(backend, s.seqlens_k), host_copy(backend, s.page_table)};
-  x.page_table_row = present(s.page_table) ? s.page_table.strides[0] : 0;
-  return x;
+  return {host_copy(backend, s.cu_seqlens_q),    host_copy(backend, s.cu_seqlens_k),
+          host_copy(backend, s.seqlens_k),       host_copy(backend, s.page_table),
+          present(s.page_table) ? s.page_table.strides[0] : 0,
+          host_copy(backend, s.cache_batch_idx), host_copy(backend, s.cache_leftpad)};
 }
 
 detail::KernelSpec index_check_spec(const std::string& arch) {
@@ -157,6 +161,7 @@ IndexViolationFound find_index_violation(detail::RuntimeBackend& backend, const 
   params.total_k = present(s.cu_seqlens_k) ? static_cast<int>(t.k.shape[1]) : 0;
   params.num_pages = static_cast<int>(t.num_pages);
   params.appended = static_cast<int>(t.seqlen_new);
+  params.cache_rows = static_cast<int>(t.cache_rows);
   params.first = static_cast<unsigned long long*>(first.data());
   std::vector<detail::KernelBuffer> buffers = {{first.data(), first.size(), "first"}};
   add_index_buffers(s, buffers);
@@ -184,10 +189,11 @@ void check_indices_of(detail::RuntimeBackend& backend, const Attention& a, const
   const IndexViolationFound bad = find_index_violation(backend, a, s, t, stream);
   if (!bad.found) return;
   check_index_values(a, t, read_indices(backend, s));  // names the array, position and value
-  static const char* const kArrays[] = {"sequences", "sequences.cu_seqlens_q",
-                                        "sequences.cu_seqlens_k", "sequences.seqlens_k",
-                                        "sequences.page_table"};
-  throw InvalidArgument(kArrays[bad.kind < 5 ? bad.kind : 0],
+  static const char* const kArrays[] = {
+      "sequences",           "sequences.cu_seqlens_q",    "sequences.cu_seqlens_k",
+      "sequences.seqlens_k", "sequences.page_table",      "sequences.cache_batch_idx",
+      "sequences.cache_leftpad"};
+  throw InvalidArgument(kArrays[bad.kind < 7 ? bad.kind : 0],
                         "holds a bad index for sequence " + std::to_string(bad.sequence) +
                             " (found by the device-side check)");
 }

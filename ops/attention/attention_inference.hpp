@@ -24,6 +24,7 @@ struct InferenceTensors {
   std::int64_t num_pages = 0;
   std::int64_t page_size = 0;
   std::int64_t seqlen_new = 0;  ///< keys each sequence appends (Sequences::k_new), else 0
+  std::int64_t cache_rows = 0;  ///< batch rows of dense k and v (cache_batch_idx's range)
 };
 
 /// q, o (dout, dq) of an inference call, checked: packed [total_q, heads_q, head_dim] when
@@ -47,6 +48,7 @@ InferenceTensors validate_inference_arguments(const Attention& attention,
 struct HostIndices {
   std::vector<std::int32_t> cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table;
   std::int64_t page_table_row = 0;  ///< elements between the page table's rows
+  std::vector<std::int32_t> cache_batch_idx, cache_leftpad;
 };
 
 /// The index arrays a launch reads, named for the emulator's findings, added to `buffers`.
@@ -60,8 +62,9 @@ HostIndices read_indices(detail::RuntimeBackend& backend, const Sequences& seque
 
 /// Checks the index arrays' values against the validated call: cu_seqlens from 0 and
 /// nondecreasing, each sequence within the longest and the packed tensors, key counts within
-/// seqlen_k (and the packed keys), page table entries of the pages a sequence uses within
-/// [0, num_pages). Throws InvalidArgument("sequences.<array>") naming the position and value.
+/// seqlen_k (and the packed keys, less the appended keys), page table entries of the pages a
+/// sequence uses within [0, num_pages), cache rows within the cache, left pads within the
+/// sequence's count. Throws InvalidArgument("sequences.<array>") naming the position and value.
 void check_index_values(const Attention& attention, const InferenceTensors& tensors,
                         const HostIndices& indices);
 

@@ -28,6 +28,16 @@ void check_backward_sequences(const Sequences& s) {
   if (s.splits != 0) {
     throw InvalidArgument("sequences.splits", "is forward-only (split-KV); leave it 0");
   }
+  const std::pair<const TensorView*, const char*> forward_only[] = {
+      {&s.cache_batch_idx, "sequences.cache_batch_idx"},
+      {&s.cache_leftpad, "sequences.cache_leftpad"},
+      {&s.k_new, "sequences.k_new"},
+      {&s.v_new, "sequences.v_new"},
+      {&s.rotary_cos, "sequences.rotary_cos"},
+      {&s.rotary_sin, "sequences.rotary_sin"}};
+  for (const auto& [view, name] : forward_only) {
+    if (present(*view)) throw InvalidArgument(name, "is forward-only (a KV cache's); leave it absent");
+  }
 }
 
 }  // namespace

@@ -101,6 +101,18 @@ void check_layout_choice(const Sequences& s) {
     throw InvalidArgument("sequences.seqlens_k",
                           "is required with a page_table: each sequence's key count");
   }
+  for (const auto& [view, name] : {std::pair{&s.cache_batch_idx, "sequences.cache_batch_idx"},
+                                   std::pair{&s.cache_leftpad, "sequences.cache_leftpad"}}) {
+    if (!present(*view)) continue;
+    if (present(s.page_table) || present(s.cu_seqlens_k)) {
+      throw InvalidArgument(name, "must be absent with a page_table or cu_seqlens_k: it indexes "
+                                  "a dense cache [cache_batch, seqlen_k, heads_kv, head_dim]");
+    }
+  }
+  if (present(s.cache_leftpad) && !present(s.seqlens_k)) {
+    throw InvalidArgument("sequences.seqlens_k",
+                          "is required with cache_leftpad: each sequence's keys end there");
+  }
   if (s.splits < 0 || s.splits > kMaxSplits) {
     throw InvalidArgument(
         "sequences.splits",
@@ -119,7 +131,9 @@ void check_outputs_disjoint(const Sequences& s, const TensorView& q, const Tenso
       {&s.cu_seqlens_q, "sequences.cu_seqlens_q"},
       {&s.cu_seqlens_k, "sequences.cu_seqlens_k"},
       {&s.seqlens_k, "sequences.seqlens_k"},
-      {&s.page_table, "sequences.page_table"}};
+      {&s.page_table, "sequences.page_table"},
+      {&s.cache_batch_idx, "sequences.cache_batch_idx"},
+      {&s.cache_leftpad, "sequences.cache_leftpad"}};
   for (const auto& [input, name] : inputs) {
     if (!present(*input)) continue;
     check_disjoint(o, *input, "o", name, Role::input);
@@ -213,6 +227,10 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
     check_index_array(s.cu_seqlens_k, "sequences.cu_seqlens_k", {a.batch + 1}, "[batch + 1]");
   if (present(s.seqlens_k))
     check_index_array(s.seqlens_k, "sequences.seqlens_k", {a.batch}, "[batch]");
+  if (present(s.cache_batch_idx))
+    check_index_array(s.cache_batch_idx, "sequences.cache_batch_idx", {a.batch}, "[batch]");
+  if (present(s.cache_leftpad))
+    check_index_array(s.cache_leftpad, "sequences.cache_leftpad", {a.batch}, "[batch]");
   if (paged) {
     check_tensor(s.page_table, "sequences.page_table", 2);
     check_index_array(s.page_table, "sequences.page_table", {a.batch, s.page_table.shape[1]},
@@ -239,9 +257,18 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
                                                       str(t.page_size) + " keys holds at most " +
                                                       str(s.page_table.shape[1] * t.page_size));
     }
+  } else if (present(s.cache_batch_idx)) {
+    // The cache's rows are the cache's own: any count, each sequence picking one.
+    check_tensor(k, "k", 4);
+    Attention rows = a;
+    rows.batch = k.shape[0];
+    t.k = inference_key_tensor(k, "k", rows, false, -1);
+    t.v = inference_key_tensor(v, "v", rows, false, -1);
+    t.cache_rows = k.shape[0];
   } else {
     t.k = inference_key_tensor(k, "k", a, packed_k, -1);
     t.v = inference_key_tensor(v, "v", a, packed_k, packed_k ? k.shape[0] : -1);
+    t.cache_rows = packed_k ? 0 : a.batch;
   }
   if (present(lse)) t.lse = lse_view(lse, a, packed_q, t.total_q);
   check_outputs_disjoint(s, q, k, v, o, lse);
@@ -270,6 +297,21 @@ void check_index_values(const Attention& a, const InferenceTensors& t, const Hos
                    ? " (attention.seqlen_k less the " + str(t.seqlen_new) + " appended keys)"
                : x.cu_seqlens_k.empty() ? " (attention.seqlen_k)"
                                         : " (the sequence's packed keys)"));
+    }
+  }
+  for (std::size_t b = 0; b < x.cache_leftpad.size(); ++b) {
+    if (x.cache_leftpad[b] < 0 || x.cache_leftpad[b] > x.seqlens_k[b]) {
+      throw InvalidArgument("sequences.cache_leftpad",
+                            "position " + str(b) + " holds " + str(x.cache_leftpad[b]) +
+                                "; must be from 0 to the sequence's key count seqlens_k[" +
+                                str(b) + "] = " + str(x.seqlens_k[b]));
+    }
+  }
+  for (std::size_t b = 0; b < x.cache_batch_idx.size(); ++b) {
+    if (x.cache_batch_idx[b] < 0 || x.cache_batch_idx[b] >= t.cache_rows) {
+      throw InvalidArgument("sequences.cache_batch_idx",
+                            "position " + str(b) + " holds " + str(x.cache_batch_idx[b]) +
+                                "; must be a row of the cache, from 0 to " + str(t.cache_rows - 1));
     }
   }
   if (x.page_table.empty()) return;

@@ -48,7 +48,8 @@ struct ForwardBlock {
   int seqlen_q;     // this sequence's queries
   int seqlen_k;     // this sequence's keys
   index_t q_start;  // the q and o row of the sequence's query 0 (packed sequences), else 0
-  index_t k_start;  // the k and v row of its key 0 (packed, not paged), else 0
+  index_t k_start;  // the k and v row of its key 0 (packed, or left-padded), else 0
+  int kv_batch;     // its batch row of dense k and v
   index_t token0;   // its query 0 in the numbering of SplitOutputs
 
   FJ_DEVICE explicit ForwardBlock(const AttentionForwardParams& p) {
@@ -63,6 +64,7 @@ struct ForwardBlock {
     seqlen_k = p.seqlen_k;
     q_start = 0;
     k_start = 0;
+    kv_batch = batch;
     token0 = index_t(batch) * p.seqlen_q;
     if constexpr (Layout::kVarlen) read_lengths(p.sequences);
     rows = min_int(Traits::kBlockM, seqlen_q * group - row0);
@@ -107,7 +109,7 @@ struct ForwardBlock {
           load_global_index(s.page_table, index_t(batch) * s.page_table_stride + j / s.page_size);
       return t.rows<T>(page, kv_head, j % s.page_size);
     } else {
-      return t.rows<T>(batch, kv_head, int(k_start + j));
+      return t.rows<T>(kv_batch, kv_head, int(k_start + j));
     }
   }
 
@@ -125,6 +127,11 @@ struct ForwardBlock {
       seqlen_k = keys.length;
     }
     if (s.seqlens_k != nullptr) seqlen_k = load_global_index(s.seqlens_k, batch);
+    if (s.kv_batch_idx != nullptr) kv_batch = load_global_index(s.kv_batch_idx, batch);
+    if (s.leftpad_k != nullptr) {
+      k_start = load_global_index(s.leftpad_k, batch);
+      seqlen_k -= int(k_start);  // seqlens_k counted the padding
+    }
   }
 };
 

@@ -25,6 +25,12 @@ struct SequenceIndex {
   const int* page_table;
   index_t page_table_stride;
   int page_size;
+  // [batch]: sequence b's batch row of dense k and v (FlashAttention's cache_batch_idx);
+  // nullptr: row b.
+  const int* kv_batch_idx;
+  // [batch]: sequence b's keys start at this row of its dense k and v, and seqlens_k[b] counts
+  // from the row's start (FlashAttention's cache_leftpad); nullptr: from row 0.
+  const int* leftpad_k;
 };
 
 /// Split-KV: the keys of each query block are split into `splits` ranges, one CTA each, which

@@ -48,7 +48,21 @@ FJ_GLOBAL void __launch_bounds__(128) attention_index_check_kernel(IndexCheckPar
       report_violation(p, b, IndexViolation::seqlens_k, b);
       return;
     }
+    if (s.leftpad_k != nullptr) {
+      const int pad = load_global_index(s.leftpad_k, b);
+      if (pad < 0 || pad > count) {
+        report_violation(p, b, IndexViolation::cache_leftpad, b);
+        return;
+      }
+    }
     keys = count + p.appended;
+  }
+  if (s.kv_batch_idx != nullptr) {
+    const int row = load_global_index(s.kv_batch_idx, b);
+    if (row < 0 || row >= p.cache_rows) {
+      report_violation(p, b, IndexViolation::cache_batch_idx, b);
+      return;
+    }
   }
   if (s.page_table == nullptr) return;
   const int used = (keys + s.page_size - 1) / s.page_size;

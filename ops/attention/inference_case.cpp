@@ -28,6 +28,11 @@ ForwardCase sequence_case(const InferenceCase& c, std::size_t b) {
   return f;
 }
 
+/// Sequence b's batch row of a dense cache.
+std::int64_t cache_row(const InferenceCase& c, std::int64_t b) {
+  return c.cache_batch_idx ? static_cast<std::int64_t>(c.seqlens_k.size()) - b : b;
+}
+
 /// Where each sequence's keys go: the row of key j of sequence b in k's [rows, heads_kv,
 /// head_dim] storage (dense, packed, or a page of the paged cache).
 struct KeyPlacement {
@@ -38,7 +43,7 @@ struct KeyPlacement {
 
   KeyPlacement(const InferenceCase& c) {
     const auto n = static_cast<std::int64_t>(c.seqlens_k.size());
-    if (c.keys == KeyStorage::dense) rows = n * longest_length(c.seqlens_k);
+    if (c.keys == KeyStorage::dense) rows = (c.cache_batch_idx ? n + 1 : n) * c.capacity();
     if (c.keys == KeyStorage::packed) {
       cu = sequence_offsets(c.seqlens_k);
       rows = cu.back() + c.spare_rows;  // spare rows, poisoned like every row no key fills
@@ -65,7 +70,7 @@ struct KeyPlacement {
   std::int64_t row(const InferenceCase& c, std::int64_t b, std::int64_t j) const {
     switch (c.keys) {
       case KeyStorage::dense:
-        return b * longest_length(c.seqlens_k) + j;
+        return cache_row(c, b) * c.capacity() + c.pad(static_cast<std::size_t>(b)) + j;
       case KeyStorage::packed:
         return cu[b] + j;
       case KeyStorage::paged:
@@ -118,6 +123,12 @@ void check_case(const InferenceCase& c) {
   if (c.rotary && c.append == 0) {
     throw std::invalid_argument("rotary embedding comes with an append");
   }
+  if ((!c.leftpad.empty() || c.cache_batch_idx) && c.keys != KeyStorage::dense) {
+    throw std::invalid_argument("left pads and cache rows index a dense cache");
+  }
+  if (!c.leftpad.empty() && c.leftpad.size() != c.seqlens_k.size()) {
+    throw std::invalid_argument("an inference case needs one left pad per sequence");
+  }
   if (c.append == 0) return;
   if (c.packed_q || c.keys == KeyStorage::packed) {
     throw std::invalid_argument("an appending case has dense queries and a dense or paged cache");
@@ -133,7 +144,7 @@ std::int64_t cached_keys(const InferenceCase& c, std::size_t b) { return c.seqle
 /// The case's rotary tables (none without rotary): RoPE over seqlen_k positions.
 reference::RotaryTables rotary_tables(const InferenceCase& c) {
   if (!c.rotary) return {};
-  return reference::rope_tables(longest_length(c.seqlens_k),
+  return reference::rope_tables(c.capacity(),
                                 c.rotary_dim > 0 ? c.rotary_dim : c.head_dim);
 }
 
@@ -173,20 +184,20 @@ SequenceInputs attended_inputs(const InferenceCase& c, const ForwardCase& f, std
                                const reference::RotaryTables& tables) {
   SequenceInputs in = sequence_inputs(f);
   if (!c.rotary) return in;
-  const std::int64_t cached = cached_keys(c, b);
+  const std::int64_t cached = cached_keys(c, b), pad = c.pad(b);  // positions count the pad
   const bool advance = c.causal || c.window_left >= 0;
   const auto round_all = [&](reference::Tensor4& t) {
     for (double& x : t.values) x = case_inputs::round_to(c.dtype, x);
   };
   for (std::int64_t i = 0; i < f.problem.seqlen_q; ++i) {
     for (std::int64_t h = 0; h < c.heads_q; ++h) {
-      reference::rotate_row(in.q.values.view(), 0, i, h, tables, cached + (advance ? i : 0),
-                            c.rotary_interleaved);
+      reference::rotate_row(in.q.values.view(), 0, i, h, tables,
+                            pad + cached + (advance ? i : 0), c.rotary_interleaved);
     }
   }
   for (std::int64_t j = cached; j < f.problem.seqlen_k; ++j) {
     for (std::int64_t h = 0; h < c.heads_kv; ++h) {
-      reference::rotate_row(in.k.values.view(), 0, j, h, tables, j, c.rotary_interleaved);
+      reference::rotate_row(in.k.values.view(), 0, j, h, tables, pad + j, c.rotary_interleaved);
     }
   }
   round_all(in.q.values);
@@ -230,7 +241,8 @@ HostInputs make_inputs(const InferenceCase& c, const QueryRows& rows, const KeyP
 
 /// The case's tensors on the runtime's device, outputs poisoned.
 struct DeviceTensors {
-  DeviceBuffer q, k, v, o, lse, cu_q, cu_k, seqlens_k, page_table, k_new, v_new, cos, sin;
+  DeviceBuffer q, k, v, o, lse, cu_q, cu_k, seqlens_k, page_table, k_new, v_new, cos, sin,
+      leftpad, cache_rows;
 };
 /// `values`, or one 0 where there are none (an allocation of no bytes has no address).
 template <class T>
@@ -240,9 +252,12 @@ std::vector<T> or_zero(const std::vector<T>& values) {
 DeviceTensors upload_tensors(Runtime& runtime, const InferenceCase& c, const QueryRows& rows,
                              const KeyPlacement& keys, const HostInputs& in,
                              const reference::RotaryTables& tables) {
-  std::vector<std::int32_t> seqlens_k;  // the cached counts: all of them without an append
+  // The cached counts (all of them without an append), from the cache row's start.
+  std::vector<std::int32_t> seqlens_k, leftpad, cache_rows;
   for (std::size_t b = 0; b < c.seqlens_k.size(); ++b) {
-    seqlens_k.push_back(static_cast<std::int32_t>(cached_keys(c, b)));
+    seqlens_k.push_back(static_cast<std::int32_t>(c.pad(b) + cached_keys(c, b)));
+    leftpad.push_back(static_cast<std::int32_t>(c.pad(b)));
+    cache_rows.push_back(static_cast<std::int32_t>(cache_row(c, static_cast<std::int64_t>(b))));
   }
   return {upload(runtime, in.q),
           upload(runtime, in.k),
@@ -257,7 +272,9 @@ DeviceTensors upload_tensors(Runtime& runtime, const InferenceCase& c, const Que
           upload(runtime, or_zero(in.k_new)),
           upload(runtime, or_zero(in.v_new)),
           upload(runtime, or_zero(tables.cos)),
-          upload(runtime, or_zero(tables.sin))};
+          upload(runtime, or_zero(tables.sin)),
+          upload(runtime, or_zero(leftpad)),
+          upload(runtime, or_zero(cache_rows))};
 }
 
 /// The views of one forward call: q, o and LSE dense or packed; k and v dense, packed or paged,
@@ -296,12 +313,20 @@ void set_key_views(const InferenceCase& c, const KeyPlacement& keys, DeviceTenso
     views.v = TensorView::contiguous(t.v.data(), c.dtype, {keys.rows, hk, d});
     s.cu_seqlens_k = TensorView::contiguous(t.cu_k.data(), DType::i32, {n + 1});
   } else {
-    const std::int64_t longest = longest_length(c.seqlens_k);
-    views.k = TensorView::contiguous(t.k.data(), c.dtype, {n, longest, hk, d});
-    views.v = TensorView::contiguous(t.v.data(), c.dtype, {n, longest, hk, d});
+    const std::int64_t longest = c.capacity(), rows = c.cache_batch_idx ? n + 1 : n;
+    views.k = TensorView::contiguous(t.k.data(), c.dtype, {rows, longest, hk, d});
+    views.v = TensorView::contiguous(t.v.data(), c.dtype, {rows, longest, hk, d});
     const bool one_length = longest == *std::min_element(c.seqlens_k.begin(), c.seqlens_k.end());
     // Keys of one length need no index array at all (a dense batch, decoded or split).
-    if (!one_length) s.seqlens_k = TensorView::contiguous(t.seqlens_k.data(), DType::i32, {n});
+    if (!one_length || !c.leftpad.empty() || c.cache_batch_idx) {
+      s.seqlens_k = TensorView::contiguous(t.seqlens_k.data(), DType::i32, {n});
+    }
+    if (!c.leftpad.empty()) {
+      s.cache_leftpad = TensorView::contiguous(t.leftpad.data(), DType::i32, {n});
+    }
+    if (c.cache_batch_idx) {
+      s.cache_batch_idx = TensorView::contiguous(t.cache_rows.data(), DType::i32, {n});
+    }
   }
 }
 void set_append_views(const InferenceCase& c, const reference::RotaryTables& tables,
@@ -470,7 +495,9 @@ std::string InferenceCase::name() const {
      << (spare_rows > 0 ? ".spare" + std::to_string(spare_rows) : "")
      << (append > 0 ? ".append" + std::to_string(append) : "")
      << (rotary ? (rotary_interleaved ? ".rope_interleaved" : ".rope_half") : "")
-     << (rotary && rotary_dim > 0 ? std::to_string(rotary_dim) : "") << ".seed" << seed;
+     << (rotary && rotary_dim > 0 ? std::to_string(rotary_dim) : "")
+     << (leftpad.empty() ? "" : ".leftpad") << (cache_batch_idx ? ".cacherows" : "") << ".seed"
+     << seed;
   return os.str();
 }
 
@@ -480,13 +507,21 @@ Attention InferenceCase::attention() const {
   a.heads_q = heads_q;
   a.heads_kv = heads_kv;
   a.seqlen_q = longest_length(seqlens_q);
-  a.seqlen_k = longest_length(seqlens_k);
+  a.seqlen_k = capacity();
   a.head_dim = head_dim;
   a.causal = causal;
   a.window_left = window_left;
   a.softcap = static_cast<float>(softcap);
   a.deterministic = deterministic;
   return a;
+}
+
+std::int64_t InferenceCase::capacity() const {
+  std::int64_t longest = 0;
+  for (std::size_t b = 0; b < seqlens_k.size(); ++b) {
+    longest = std::max(longest, seqlens_k[b] + pad(b));
+  }
+  return longest;
 }
 
 InferenceCase random_lengths_case(int sequences, std::int64_t max_q, std::int64_t max_k,

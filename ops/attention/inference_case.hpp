@@ -50,13 +50,24 @@ struct InferenceCase {
   bool rotary = false;
   bool rotary_interleaved = false;
   std::int64_t rotary_dim = 0;
+  /// Dense keys only: each sequence's keys start this many rows into its cache row
+  /// (Sequences::cache_leftpad, NaN before them); empty: none.
+  std::vector<std::int64_t> leftpad = {};
+  /// Dense keys only: sequence b in cache row batch - b of batch + 1 rows, row 0 spare (NaN)
+  /// (Sequences::cache_batch_idx).
+  bool cache_batch_idx = false;
   DType dtype = DType::bf16;
   std::uint64_t seed = 1;
 
   /// "n3.q[1,4,0].k[33,...].hq8.hkv1.d64.bf16.paged16.causal.split4" for messages.
   std::string name() const;
-  /// The library's descriptor: batch = sequences, the longest lengths.
+  /// The library's descriptor: batch = sequences, the longest lengths (seqlen_k: the cache's
+  /// capacity, which holds the left pads too).
   Attention attention() const;
+  /// Sequence b's left pad (0 without).
+  std::int64_t pad(std::size_t b) const { return leftpad.empty() ? 0 : leftpad[b]; }
+  /// Keys a dense cache row holds: the longest sequence with its pad.
+  std::int64_t capacity() const;
 };
 
 /// A case of `sequences` random lengths: queries 0 to max_q (packed), keys 0 to max_k; the

@@ -105,7 +105,9 @@ void check_cache_disjoint(const Sequences& s, const InferenceTensors& t, const T
       {&s.rotary_cos, "sequences.rotary_cos"},
       {&s.rotary_sin, "sequences.rotary_sin"},
       {&s.seqlens_k, "sequences.seqlens_k"},
-      {&s.page_table, "sequences.page_table"}};
+      {&s.page_table, "sequences.page_table"},
+      {&s.cache_batch_idx, "sequences.cache_batch_idx"},
+      {&s.cache_leftpad, "sequences.cache_leftpad"}};
   for (const auto& [other, name] : others) {
     if (!present(*other)) continue;
     check_disjoint(t.k, *other, "k", name, Role::input);
@@ -214,7 +216,7 @@ AppendedCache append_to_cache(detail::RuntimeBackend& backend, const Attention& 
   p.q_rotated = rotate_q ? head_tensor(out.q) : absent_head_tensor();
   p.cache = {head_tensor(t.k), head_tensor(t.v), static_cast<const int*>(s.page_table.data),
              present(s.page_table) ? s.page_table.strides[0] : 0,
-             static_cast<int>(t.page_size)};
+             static_cast<int>(t.page_size), static_cast<const int*>(s.cache_batch_idx.data)};
   if (rotate_q) {
     p.rotary = {static_cast<const float*>(s.rotary_cos.data),
                 static_cast<const float*>(s.rotary_sin.data), s.rotary_cos.strides[0],
@@ -234,6 +236,9 @@ AppendedCache append_to_cache(detail::RuntimeBackend& backend, const Attention& 
       kernel_buffer(t.k, "k"),         kernel_buffer(t.v, "v"),         kernel_buffer(s.seqlens_k, "seqlens_k"),
       kernel_buffer(out.sequences.seqlens_k, "seqlens_k_after_append")};
   if (present(s.page_table)) buffers.push_back(kernel_buffer(s.page_table, "page_table"));
+  if (present(s.cache_batch_idx)) {
+    buffers.push_back(kernel_buffer(s.cache_batch_idx, "cache_batch_idx"));
+  }
   if (rotate_q) {
     buffers.push_back(kernel_buffer(out.q, "q_rotated"));
     buffers.push_back(kernel_buffer(s.rotary_cos, "rotary_cos"));

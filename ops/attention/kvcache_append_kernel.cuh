@@ -21,7 +21,10 @@ struct KVCacheAppendConfig {
 /// Key `key`'s row of head `head` of sequence `batch` in the cache tensor `t` (k or v).
 template <typename T>
 FJ_DEVICE T* cache_row(const CacheRows& cache, const HeadTensor& t, int batch, int head, int key) {
-  if (cache.page_table == nullptr) return t.rows<T>(batch, head, key);
+  if (cache.page_table == nullptr) {
+    const int row = cache.kv_batch_idx ? load_global_index(cache.kv_batch_idx, batch) : batch;
+    return t.rows<T>(row, head, key);
+  }
   const int page = load_global_index(cache.page_table,
                                      index_t(batch) * cache.page_table_stride + key / cache.page_size);
   return t.rows<T>(page, head, key % cache.page_size);

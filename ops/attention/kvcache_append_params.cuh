@@ -15,14 +15,15 @@ enum class RotaryKind : int {
   interleaved = 2,  // dims 2i and 2i + 1 form a pair (GPT-J)
 };
 
-/// Where the cache's key j of sequence b is: a dense [batch, capacity, heads_kv, head_dim]
-/// tensor (page_table nullptr), or row j % page_size of page page_table[b · stride + j /
+/// Where the cache's key j of sequence b is: row kv_batch_idx[b] (or b) of a dense [rows,
+/// capacity, heads_kv, head_dim] tensor (page_table nullptr), or row j % page_size of page page_table[b · stride + j /
 /// page_size] of [pages, page_size, heads_kv, head_dim].
 struct CacheRows {
   HeadTensor k, v;  // written
   const int* page_table;
   index_t page_table_stride;
   int page_size;
+  const int* kv_batch_idx;  // [batch]: a dense cache's row of sequence b; nullptr: row b
 };
 
 /// The rotary tables: cos and sin of position p and pair i at [p · stride + i], fp32,

@@ -49,7 +49,9 @@ class Sequences(ctypes.Structure):
                 ("seqlens_k", ctypes.POINTER(Tensor)), ("page_table", ctypes.POINTER(Tensor)),
                 ("splits", ctypes.c_int), ("k_new", ctypes.POINTER(Tensor)),
                 ("v_new", ctypes.POINTER(Tensor)), ("rotary_cos", ctypes.POINTER(Tensor)),
-                ("rotary_sin", ctypes.POINTER(Tensor)), ("rotary_interleaved", ctypes.c_int)]
+                ("rotary_sin", ctypes.POINTER(Tensor)), ("rotary_interleaved", ctypes.c_int),
+                ("cache_batch_idx", ctypes.POINTER(Tensor)),
+                ("cache_leftpad", ctypes.POINTER(Tensor))]
 
 
 class LayerNormOptions(ctypes.Structure):

@@ -277,6 +277,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max
 
 def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None,
                            rotary_cos=None, rotary_sin=None, rotary_interleaved: bool = True,
+                           cache_batch_idx=None, cache_leftpad=None,
                            block_table=None, causal: bool = False,
                            window: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
                            scale: Optional[float] = None, num_splits: int = 0,
@@ -296,6 +297,11 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
     every query at cache_seqlens[b]; rotary_interleaved pairs dims 2i and 2i + 1 (GPT-J,
     FlashAttention's default), False pairs i and i + rotary_dim / 2 (GPT-NeoX, Llama).
 
+    cache_batch_idx (int32 [batch]): sequence b's row of a dense cache, which may then have any
+    number of rows. cache_leftpad (int32 [batch]): where sequence b's keys start in its row;
+    cache_seqlens counts from the row's start, the padding included (rotary positions too).
+    Both for a dense cache only.
+
     num_splits: split-KV blocks per query block (0 chooses, 1 to 64 forces), merged exactly.
     Forward only. Returns o like q (and the float32 LSE [batch, heads_q, seqlen_q] with
     return_lse). Bad input raises ValueError naming the argument (the library's names:
@@ -313,9 +319,11 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
     seqlen_k = rows if block_table is None else int(block_table.shape[1]) * rows
     a = _call_options(options, b, hq, hk, sq, seqlen_k, d)
     arrays = {"seqlens_k": "cache_seqlens", "page_table": "block_table", "k_new": "k",
-              "v_new": "v", "rotary_cos": "rotary_cos", "rotary_sin": "rotary_sin"}
+              "v_new": "v", "rotary_cos": "rotary_cos", "rotary_sin": "rotary_sin",
+              "cache_batch_idx": "cache_batch_idx", "cache_leftpad": "cache_leftpad"}
     with Launch({"q": q, "k_cache": k_cache, "v_cache": v_cache,
                  "cache_seqlens": cache_seqlens, "block_table": block_table, "k": k, "v": v,
+                 "cache_batch_idx": cache_batch_idx, "cache_leftpad": cache_leftpad,
                  "rotary_cos": _float32(rotary_cos), "rotary_sin": _float32(rotary_sin)}) as launch:
         sequences = _sequences(launch, num_splits, **{field: name for field, name in arrays.items()
                                                       if launch.inputs[name] is not None})

@@ -141,6 +141,30 @@ def test_kvcache_append_with_rotary_writes_the_cache(page_size, interleaved):
         assert torch.equal(k_cache[spare], before_k[spare])
 
 
+def test_kvcache_rows_and_left_pads():
+    batch, heads_q, heads_kv, d, capacity = 2, 4, 2, 32, 24
+    q = rand(batch, 1, heads_q, d, seed=50)
+    k_cache, v_cache = rand(3, capacity, heads_kv, d, seed=51), rand(3, capacity, heads_kv, d, seed=52)
+    k_new, v_new = rand(batch, 1, heads_kv, d, seed=53), rand(batch, 1, heads_kv, d, seed=54)
+    rows = torch.tensor([2, 0], dtype=torch.int32)  # row 1 belongs to no sequence
+    pads = torch.tensor([4, 0], dtype=torch.int32)
+    seqlens = torch.tensor([10, 17], dtype=torch.int32)  # counted from the row's start
+    before_k = k_cache.clone()
+    o = flashjit.attention_with_kvcache(q, k_cache, v_cache, seqlens, k=k_new, v=v_new,
+                                        cache_batch_idx=rows, cache_leftpad=pads)
+    assert torch.equal(k_cache[1], before_k[1])
+    for i in range(batch):
+        row, pad, end = int(rows[i]), int(pads[i]), int(seqlens[i])
+        assert torch.equal(k_cache[row, end], k_new[i, 0])
+        assert torch.equal(v_cache[row, end], v_new[i, 0])
+        o_ref, _ = reference.attention(exact(q[i:i + 1]), exact(k_cache[row, pad:end + 1][None]),
+                                       exact(v_cache[row, pad:end + 1][None]))
+        assert reference.relative_error(o[i:i + 1], o_ref) < 3e-2
+    with pytest.raises(ValueError, match="cache_leftpad"):
+        flashjit.attention_with_kvcache(q, k_cache, v_cache, seqlens, cache_batch_idx=rows,
+                                        cache_leftpad=torch.tensor([11, 0], dtype=torch.int32))
+
+
 def test_numpy_kvcache_append_without_rotary():
     rng = np.random.default_rng(40)
     q = rng.standard_normal((1, 1, 2, 32)).astype(np.float16)

@@ -82,6 +82,22 @@ TEST_CASE("rotary: both pairings, a partial rotary dim, causal positions advanci
   }
 }
 
+TEST_CASE("cache rows and left pads (cache_batch_idx, cache_leftpad), with appends and rotary") {
+  for (int variant = 0; variant < 4; ++variant) {
+    // Sequences in reversed cache rows after a spare one, their keys after NaN padding.
+    InferenceCase c{.seqlens_q = {2, 2, 2}, .seqlens_k = {2, 30, 11}};
+    c.leftpad = {5, 0, 17};
+    c.cache_batch_idx = variant != 1;
+    c.append = variant >= 2 ? 2 : 0;
+    c.rotary = variant == 3;
+    c.causal = variant % 2 == 0;
+    c.heads_q = 4;
+    c.heads_kv = 2;
+    c.seed = static_cast<std::uint64_t>(80 + variant);
+    check_case(c);
+  }
+}
+
 TEST_CASE("decoding with an append and rotary reads the cache once: batch 8, context 4096") {
   InferenceCase c;
   c.seqlens_q.assign(8, 1);

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "api/runtime_parts.hpp"
+#include "attention/attention_inference.hpp"
 #include "flashjit/error.hpp"
 #include "support/emulator_runtime.hpp"
 
@@ -160,6 +162,60 @@ TEST_CASE("rotary tables of the wrong dtype, width or length are named") {
   check_rejected(call, "sequences.rotary_cos.shape", "must cover attention.seqlen_k = 16");
   call.sequences.rotary_cos = AppendCall::table_view(call.cos_buf, DType::f32, kCapacity, 16);
   check_rejected(call, "sequences.rotary_sin.shape", "");
+}
+
+TEST_CASE("cache rows and left pads out of range, or with pages, are named") {
+  AppendCall call;
+  DeviceBuffer index = emulator().allocate(kBatch * 4);
+  const auto set_index = [&](std::vector<std::int32_t> values) {
+    emulator().copy_to_device(index.data(), values.data(), values.size() * 4);
+  };
+  const TensorView index_view = TensorView::contiguous(index.data(), DType::i32, {kBatch});
+  call.sequences.cache_batch_idx = index_view;
+  set_index({1, 2});  // the cache has rows 0 and 1
+  check_rejected(call, "sequences.cache_batch_idx", "position 1 holds 2");
+  set_index({1, 0});
+  call.sequences.page_table = index_view;
+  check_rejected(call, "sequences.cache_batch_idx", "absent with a page_table");
+  call.sequences.page_table = {};
+  call.sequences.cache_batch_idx = {};
+  call.sequences.cache_leftpad = index_view;
+  set_index({0, 16});  // sequence 1 has 15 keys
+  check_rejected(call, "sequences.cache_leftpad", "position 1 holds 16");
+  call.sequences.seqlens_k = {};
+  call.sequences.k_new = call.sequences.v_new = {};
+  call.sequences.rotary_cos = call.sequences.rotary_sin = {};
+  check_rejected(call, "sequences.seqlens_k", "required with cache_leftpad");
+}
+
+TEST_CASE("the device-side index check (a GPU's check_indices) finds rows, pads and appends") {
+  AppendCall call;
+  detail::RuntimeBackend& backend = detail::RuntimeParts::backend(emulator());
+  DeviceBuffer rows = emulator().allocate(kBatch * 4), pads = emulator().allocate(kBatch * 4);
+  const auto set = [&](DeviceBuffer& b, std::vector<std::int32_t> values) {
+    emulator().copy_to_device(b.data(), values.data(), values.size() * 4);
+  };
+  set(rows, {1, 0});
+  set(pads, {0, 15});
+  call.sequences.cache_batch_idx = TensorView::contiguous(rows.data(), DType::i32, {kBatch});
+  call.sequences.cache_leftpad = TensorView::contiguous(pads.data(), DType::i32, {kBatch});
+  const auto find = [&] {
+    const kernels::InferenceTensors t = kernels::validate_inference_arguments(
+        call.attention, call.sequences, call.q, call.k, call.v, call.o, call.lse);
+    return kernels::find_index_violation(backend, call.attention, call.sequences, t, nullptr);
+  };
+  CHECK_FALSE(find().found);
+  set(rows, {1, 2});
+  kernels::IndexViolationFound bad = find();
+  CHECK((bad.found && bad.sequence == 1 && bad.kind == 5));  // cache_batch_idx
+  set(rows, {1, 0});
+  set(pads, {4, 0});  // sequence 0 has 3 keys
+  bad = find();
+  CHECK((bad.found && bad.sequence == 0 && bad.kind == 6));  // cache_leftpad
+  set(pads, {0, 0});
+  call.set_lengths({3, 16});  // 16 + 1 appended: past the cache
+  bad = find();
+  CHECK((bad.found && bad.sequence == 1 && bad.kind == 3));  // seqlens_k
 }
 
 TEST_CASE("a cache that overlaps another tensor of the call is named") {

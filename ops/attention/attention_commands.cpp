@@ -31,8 +31,7 @@ void add_run_options(CLI::App& run, AttentionRunFlags& flags) {
   run.add_flag("--paged", flags.paged,
                "Forward with keys and values in a paged KV cache (shuffled pages of "
                "--page-size keys, a page table and per-sequence lengths)");
-  run.add_option("--page-size", flags.page_size,
-                 "--paged: keys per page, 1 or more (default 16)")
+  run.add_option("--page-size", flags.page_size, "--paged: keys per page, 1 or more (default 16)")
       ->check(positive_whole_number());
   run.add_option("--append", flags.append,
                  "Forward: the last N keys of each sequence arrive with the call and are written "

@@ -104,12 +104,13 @@ std::vector<detail::KernelBuffer> buffers_of(const Sequences& s, const Inference
 }  // namespace
 
 void add_index_buffers(const Sequences& s, std::vector<detail::KernelBuffer>& buffers) {
-  const std::pair<const TensorView*, const char*> indices[] = {{&s.cu_seqlens_q, "cu_seqlens_q"},
-                                                               {&s.cu_seqlens_k, "cu_seqlens_k"},
-                                                               {&s.seqlens_k, "seqlens_k"},
-                                                               {&s.page_table, "page_table"},
-                                                               {&s.cache_batch_idx, "cache_batch_idx"},
-                                                               {&s.cache_leftpad, "cache_leftpad"}};
+  const std::pair<const TensorView*, const char*> indices[] = {
+      {&s.cu_seqlens_q, "cu_seqlens_q"},
+      {&s.cu_seqlens_k, "cu_seqlens_k"},
+      {&s.seqlens_k, "seqlens_k"},
+      {&s.page_table, "page_table"},
+      {&s.cache_batch_idx, "cache_batch_idx"},
+      {&s.cache_leftpad, "cache_leftpad"}};
   for (const auto& [view, name] : indices) {
     if (present(*view)) buffers.push_back(kernel_buffer(*view, name));
   }
@@ -127,10 +128,13 @@ SequenceIndex sequence_index(const Sequences& s, std::int64_t page_size) {
 }
 
 HostIndices read_indices(detail::RuntimeBackend& backend, const Sequences& s) {
-  return {host_copy(backend, s.cu_seqlens_q),    host_copy(backend, s.cu_seqlens_k),
-          host_copy(backend, s.seqlens_k),       host_copy(backend, s.page_table),
+  return {host_copy(backend, s.cu_seqlens_q),
+          host_copy(backend, s.cu_seqlens_k),
+          host_copy(backend, s.seqlens_k),
+          host_copy(backend, s.page_table),
           present(s.page_table) ? s.page_table.strides[0] : 0,
-          host_copy(backend, s.cache_batch_idx), host_copy(backend, s.cache_leftpad)};
+          host_copy(backend, s.cache_batch_idx),
+          host_copy(backend, s.cache_leftpad)};
 }
 
 detail::KernelSpec index_check_spec(const std::string& arch) {
@@ -189,10 +193,13 @@ void check_indices_of(detail::RuntimeBackend& backend, const Attention& a, const
   const IndexViolationFound bad = find_index_violation(backend, a, s, t, stream);
   if (!bad.found) return;
   check_index_values(a, t, read_indices(backend, s));  // names the array, position and value
-  static const char* const kArrays[] = {
-      "sequences",           "sequences.cu_seqlens_q",    "sequences.cu_seqlens_k",
-      "sequences.seqlens_k", "sequences.page_table",      "sequences.cache_batch_idx",
-      "sequences.cache_leftpad"};
+  static const char* const kArrays[] = {"sequences",
+                                        "sequences.cu_seqlens_q",
+                                        "sequences.cu_seqlens_k",
+                                        "sequences.seqlens_k",
+                                        "sequences.page_table",
+                                        "sequences.cache_batch_idx",
+                                        "sequences.cache_leftpad"};
   throw InvalidArgument(kArrays[bad.kind < 7 ? bad.kind : 0],
                         "holds a bad index for sequence " + std::to_string(bad.sequence) +
                             " (found by the device-side check)");
@@ -335,9 +342,10 @@ void attention_forward_sequences(detail::RuntimeBackend& backend, const Attentio
 }
 
 void run_attention_forward_sequences(detail::RuntimeBackend& backend, ConfigChoice& choice,
-                                     const Attention& a, const Sequences& sequences, const TensorView& q,
-                                     const TensorView& k, const TensorView& v, const TensorView& o,
-                                     const TensorView& lse, bool check_indices, Stream stream) {
+                                     const Attention& a, const Sequences& sequences,
+                                     const TensorView& q, const TensorView& k, const TensorView& v,
+                                     const TensorView& o, const TensorView& lse, bool check_indices,
+                                     Stream stream) {
   const InferenceTensors checked = validate_inference_arguments(a, sequences, q, k, v, o, lse);
   check_indices_of(backend, a, sequences, checked, check_indices, stream);
   const AttentionCall call = append_if_asked(backend, a, sequences, checked, stream);

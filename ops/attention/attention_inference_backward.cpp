@@ -36,7 +36,8 @@ void check_backward_sequences(const Sequences& s) {
       {&s.rotary_cos, "sequences.rotary_cos"},
       {&s.rotary_sin, "sequences.rotary_sin"}};
   for (const auto& [view, name] : forward_only) {
-    if (present(*view)) throw InvalidArgument(name, "is forward-only (a KV cache's); leave it absent");
+    if (present(*view))
+      throw InvalidArgument(name, "is forward-only (a KV cache's); leave it absent");
   }
 }
 

@@ -28,7 +28,8 @@ testing::InferenceCase inference_case(const RunContext& context, const Attention
                                           std::to_string(p.seqlen_k));
   }
   if (flags.rotary && flags.rotary_interleaved) {
-    throw InvalidArgument("--rotary-interleaved", "is one pairing and --rotary the other; pick one");
+    throw InvalidArgument("--rotary-interleaved",
+                          "is one pairing and --rotary the other; pick one");
   }
   testing::InferenceCase c;
   if (flags.varlen > 0) {
@@ -72,7 +73,9 @@ InferenceMinimum inference_minimum(const testing::InferenceCase& c) {
     m.bytes += minimum_global_bytes(a, c.dtype, false);
     const double new_row_bytes = double(c.heads_kv * c.head_dim) * double(dtype_size(c.dtype));
     m.bytes += 2.0 * double(c.append) * new_row_bytes;
-    if (c.rotary) m.bytes += 2.0 * double(c.append) * double(c.rotary_dim > 0 ? c.rotary_dim : c.head_dim) / 2 * 4;
+    if (c.rotary)
+      m.bytes +=
+          2.0 * double(c.append) * double(c.rotary_dim > 0 ? c.rotary_dim : c.head_dim) / 2 * 4;
   }
   return m;
 }

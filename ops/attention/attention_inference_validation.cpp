@@ -105,8 +105,9 @@ void check_layout_choice(const Sequences& s) {
                                    std::pair{&s.cache_leftpad, "sequences.cache_leftpad"}}) {
     if (!present(*view)) continue;
     if (present(s.page_table) || present(s.cu_seqlens_k)) {
-      throw InvalidArgument(name, "must be absent with a page_table or cu_seqlens_k: it indexes "
-                                  "a dense cache [cache_batch, seqlen_k, heads_kv, head_dim]");
+      throw InvalidArgument(name,
+                            "must be absent with a page_table or cu_seqlens_k: it indexes "
+                            "a dense cache [cache_batch, seqlen_k, heads_kv, head_dim]");
     }
   }
   if (present(s.cache_leftpad) && !present(s.seqlens_k)) {
@@ -284,27 +285,26 @@ void check_index_values(const Attention& a, const InferenceTensors& t, const Hos
                 "k");
   for (std::size_t b = 0; b < x.seqlens_k.size(); ++b) {
     // With an append, the cached count leaves room for the new keys.
-    const std::int64_t packed = (x.cu_seqlens_k.empty()
-                                     ? a.seqlen_k
-                                     : std::int64_t{x.cu_seqlens_k[b + 1]} - x.cu_seqlens_k[b]) -
-                                t.seqlen_new;
+    const std::int64_t packed =
+        (x.cu_seqlens_k.empty() ? a.seqlen_k
+                                : std::int64_t{x.cu_seqlens_k[b + 1]} - x.cu_seqlens_k[b]) -
+        t.seqlen_new;
     if (x.seqlens_k[b] < 0 || x.seqlens_k[b] > packed) {
-      throw InvalidArgument(
-          "sequences.seqlens_k",
-          "position " + str(b) + " holds " + str(x.seqlens_k[b]) + "; must be from 0 to " +
-              str(packed) +
-              (t.seqlen_new > 0
-                   ? " (attention.seqlen_k less the " + str(t.seqlen_new) + " appended keys)"
-               : x.cu_seqlens_k.empty() ? " (attention.seqlen_k)"
-                                        : " (the sequence's packed keys)"));
+      throw InvalidArgument("sequences.seqlens_k",
+                            "position " + str(b) + " holds " + str(x.seqlens_k[b]) +
+                                "; must be from 0 to " + str(packed) +
+                                (t.seqlen_new > 0 ? " (attention.seqlen_k less the " +
+                                                        str(t.seqlen_new) + " appended keys)"
+                                 : x.cu_seqlens_k.empty() ? " (attention.seqlen_k)"
+                                                          : " (the sequence's packed keys)"));
     }
   }
   for (std::size_t b = 0; b < x.cache_leftpad.size(); ++b) {
     if (x.cache_leftpad[b] < 0 || x.cache_leftpad[b] > x.seqlens_k[b]) {
       throw InvalidArgument("sequences.cache_leftpad",
                             "position " + str(b) + " holds " + str(x.cache_leftpad[b]) +
-                                "; must be from 0 to the sequence's key count seqlens_k[" +
-                                str(b) + "] = " + str(x.seqlens_k[b]));
+                                "; must be from 0 to the sequence's key count seqlens_k[" + str(b) +
+                                "] = " + str(x.seqlens_k[b]));
     }
   }
   for (std::size_t b = 0; b < x.cache_batch_idx.size(); ++b) {

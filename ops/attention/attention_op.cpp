@@ -7,9 +7,9 @@
 #include "attention/attention_backward.hpp"
 #include "attention/attention_forward.hpp"
 #include "attention/attention_inference.hpp"
-#include "attention/kvcache_append.hpp"
 #include "attention/emulated/backward_shares.hpp"
 #include "attention/emulated/forward_shares.hpp"
+#include "attention/kvcache_append.hpp"
 #include "common/op_registry.hpp"
 
 namespace flashjit::kernels {

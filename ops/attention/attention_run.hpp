@@ -1,7 +1,7 @@
 #pragma once
 // `flashjit run --op attention-forward` and `attention-backward`: dense runs (attention_run.cpp)
-// and the inference forms, --paged, --varlen and --append (attention_inference_run.cpp), each judged
-// against the float64 reference as the tests judge it (attention_case, backward_case,
+// and the inference forms, --paged, --varlen and --append (attention_inference_run.cpp), each
+// judged against the float64 reference as the tests judge it (attention_case, backward_case,
 // inference_case): the relative L2 error of O (of dQ, dK, dV) must be at most twice that of a
 // plain attention (backward) computed in the input dtype. Built into the command.
 #include <cstdint>
@@ -19,8 +19,8 @@ struct AttentionRunFlags {
   bool deterministic = false;
   bool paged = false;  // forward: keys and values in a paged cache
   std::int64_t page_size = 16;
-  int varlen = 0;  // this many sequences of random lengths, packed
-  int splits = 0;  // inference forward: Sequences::splits (0: chosen)
+  int varlen = 0;           // this many sequences of random lengths, packed
+  int splits = 0;           // inference forward: Sequences::splits (0: chosen)
   std::int64_t append = 0;  // forward: keys each sequence appends to its cache (Sequences::k_new)
   bool rotary = false;      // with append: rotary embedding of q and the new keys
   bool rotary_interleaved = false;

@@ -139,13 +139,14 @@ void check_case(const InferenceCase& c) {
 }
 
 /// Keys sequence b has in the cache before the call.
-std::int64_t cached_keys(const InferenceCase& c, std::size_t b) { return c.seqlens_k[b] - c.append; }
+std::int64_t cached_keys(const InferenceCase& c, std::size_t b) {
+  return c.seqlens_k[b] - c.append;
+}
 
 /// The case's rotary tables (none without rotary): RoPE over seqlen_k positions.
 reference::RotaryTables rotary_tables(const InferenceCase& c) {
   if (!c.rotary) return {};
-  return reference::rope_tables(c.capacity(),
-                                c.rotary_dim > 0 ? c.rotary_dim : c.head_dim);
+  return reference::rope_tables(c.capacity(), c.rotary_dim > 0 ? c.rotary_dim : c.head_dim);
 }
 
 /// Where each sequence's queries go: rows of q's [total, heads_q, head_dim] storage, packed by
@@ -191,8 +192,8 @@ SequenceInputs attended_inputs(const InferenceCase& c, const ForwardCase& f, std
   };
   for (std::int64_t i = 0; i < f.problem.seqlen_q; ++i) {
     for (std::int64_t h = 0; h < c.heads_q; ++h) {
-      reference::rotate_row(in.q.values.view(), 0, i, h, tables,
-                            pad + cached + (advance ? i : 0), c.rotary_interleaved);
+      reference::rotate_row(in.q.values.view(), 0, i, h, tables, pad + cached + (advance ? i : 0),
+                            c.rotary_interleaved);
     }
   }
   for (std::int64_t j = cached; j < f.problem.seqlen_k; ++j) {
@@ -238,11 +239,10 @@ HostInputs make_inputs(const InferenceCase& c, const QueryRows& rows, const KeyP
   return in;
 }
 
-
 /// The case's tensors on the runtime's device, outputs poisoned.
 struct DeviceTensors {
-  DeviceBuffer q, k, v, o, lse, cu_q, cu_k, seqlens_k, page_table, k_new, v_new, cos, sin,
-      leftpad, cache_rows;
+  DeviceBuffer q, k, v, o, lse, cu_q, cu_k, seqlens_k, page_table, k_new, v_new, cos, sin, leftpad,
+      cache_rows;
 };
 /// `values`, or one 0 where there are none (an allocation of no bytes has no address).
 template <class T>
@@ -439,8 +439,8 @@ std::string check_cache(const InferenceCase& c, const KeyPlacement& keys, const 
   for (std::size_t i = 0; i < expected_k.size(); ++i) {
     const bool k_bad = std::abs(int(out.k[i]) - int(expected_k[i])) > (c.rotary ? 1 : 0);
     if (k_bad || out.v[i] != expected_v[i]) {
-      return "cache: element " + std::to_string(i) + " of " + (k_bad ? "k" : "v") +
-             " holds bits " + std::to_string(k_bad ? out.k[i] : out.v[i]) + "; expected " +
+      return "cache: element " + std::to_string(i) + " of " + (k_bad ? "k" : "v") + " holds bits " +
+             std::to_string(k_bad ? out.k[i] : out.v[i]) + "; expected " +
              std::to_string(k_bad ? expected_k[i] : expected_v[i]);
     }
   }

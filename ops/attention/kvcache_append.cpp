@@ -23,9 +23,9 @@ constexpr int kThreads = kKVCacheAppendThreads;
 void check_pair(const TensorView& first, const TensorView& second, const char* first_name,
                 const char* second_name) {
   if (present(first) == present(second)) return;
-  throw InvalidArgument(present(first) ? second_name : first_name,
-                        std::string("is missing; ") + first_name + " and " + second_name +
-                            " come together");
+  throw InvalidArgument(
+      present(first) ? second_name : first_name,
+      std::string("is missing; ") + first_name + " and " + second_name + " come together");
 }
 
 /// The layouts an append works with.
@@ -80,8 +80,8 @@ void check_rotary_tables(const Attention& a, const Sequences& s) {
   }
   if (cos.shape[0] < a.seqlen_k) {
     throw InvalidArgument("sequences.rotary_cos.shape",
-                          "has " + str(cos.shape[0]) + " positions; must cover attention.seqlen_k = " +
-                              str(a.seqlen_k));
+                          "has " + str(cos.shape[0]) +
+                              " positions; must cover attention.seqlen_k = " + str(a.seqlen_k));
   }
   check_shape(sin, "sequences.rotary_sin", {cos.shape[0], pairs}, "rotary_cos's shape");
   if (sin.strides[0] != cos.strides[0]) {
@@ -113,10 +113,10 @@ void check_cache_disjoint(const Sequences& s, const InferenceTensors& t, const T
     check_disjoint(t.k, *other, "k", name, Role::input);
     check_disjoint(t.v, *other, "v", name, Role::input);
   }
-  for (const auto& [input, name] : {std::pair{&s.k_new, "sequences.k_new"},
-                                    std::pair{&s.v_new, "sequences.v_new"},
-                                    std::pair{&s.rotary_cos, "sequences.rotary_cos"},
-                                    std::pair{&s.rotary_sin, "sequences.rotary_sin"}}) {
+  for (const auto& [input, name] :
+       {std::pair{&s.k_new, "sequences.k_new"}, std::pair{&s.v_new, "sequences.v_new"},
+        std::pair{&s.rotary_cos, "sequences.rotary_cos"},
+        std::pair{&s.rotary_sin, "sequences.rotary_sin"}}) {
     if (!present(*input)) continue;
     check_disjoint(o, *input, "o", name, Role::input);
     if (present(lse)) check_disjoint(lse, *input, "lse", name, Role::input);
@@ -144,10 +144,10 @@ std::int64_t validate_append_arguments(const Attention& a, const Sequences& s,
   check_tensor(s.k_new, "sequences.k_new", 4);
   const std::int64_t seqlen_new = s.k_new.shape[1];
   if (seqlen_new > a.seqlen_k) {
-    throw InvalidArgument("sequences.k_new.shape",
-                          "has seqlen_new (dimension 1) " + str(seqlen_new) +
-                              "; more than the cache holds (attention.seqlen_k = " +
-                              str(a.seqlen_k) + ")");
+    throw InvalidArgument(
+        "sequences.k_new.shape",
+        "has seqlen_new (dimension 1) " + str(seqlen_new) +
+            "; more than the cache holds (attention.seqlen_k = " + str(a.seqlen_k) + ")");
   }
   const char* dims = "[batch, seqlen_new, heads_kv, head_dim]";
   check_head_tensor(s.k_new, "sequences.k_new", a.batch, seqlen_new, a.heads_kv, a.head_dim, dims);
@@ -168,8 +168,7 @@ detail::KernelSpec kvcache_append_spec(DType dtype, RotaryKind rotary, const std
   spec.op = "attention-forward";
   spec.header = "attention/kvcache_append_kernel.cuh";
   spec.name_expression = "flashjit::kvcache_append_kernel<flashjit::KVCacheAppendConfig<" +
-                         template_element(dtype) + ", flashjit::RotaryKind::" + rotary_name +
-                         ">>";
+                         template_element(dtype) + ", flashjit::RotaryKind::" + rotary_name + ">>";
   spec.arch = arch;
   spec.role = "kvcache_append";
   spec.traits = {std::string(dtype_name(dtype)), std::string("rope_") + rotary_name};
@@ -203,8 +202,7 @@ AppendedCache append_to_cache(detail::RuntimeBackend& backend, const Attention& 
   char* base = static_cast<char*>(out.workspace.data());
   out.sequences.k_new = out.sequences.v_new = {};
   out.sequences.rotary_cos = out.sequences.rotary_sin = {};
-  out.sequences.seqlens_k =
-      TensorView::contiguous(base + q_bytes, DType::i32, {a.batch});
+  out.sequences.seqlens_k = TensorView::contiguous(base + q_bytes, DType::i32, {a.batch});
   if (rotate_q) {
     out.q = TensorView::contiguous(base, t.q.dtype, {a.batch, a.seqlen_q, a.heads_q, a.head_dim});
   }
@@ -214,9 +212,12 @@ AppendedCache append_to_cache(detail::RuntimeBackend& backend, const Attention& 
   p.v_new = head_tensor(s.v_new);
   p.q = head_tensor(t.q);
   p.q_rotated = rotate_q ? head_tensor(out.q) : absent_head_tensor();
-  p.cache = {head_tensor(t.k), head_tensor(t.v), static_cast<const int*>(s.page_table.data),
+  p.cache = {head_tensor(t.k),
+             head_tensor(t.v),
+             static_cast<const int*>(s.page_table.data),
              present(s.page_table) ? s.page_table.strides[0] : 0,
-             static_cast<int>(t.page_size), static_cast<const int*>(s.cache_batch_idx.data)};
+             static_cast<int>(t.page_size),
+             static_cast<const int*>(s.cache_batch_idx.data)};
   if (rotate_q) {
     p.rotary = {static_cast<const float*>(s.rotary_cos.data),
                 static_cast<const float*>(s.rotary_sin.data), s.rotary_cos.strides[0],
@@ -232,8 +233,12 @@ AppendedCache append_to_cache(detail::RuntimeBackend& backend, const Attention& 
   p.q_positions_advance = forward_mask_kind(a) == MaskKind::window;
 
   std::vector<detail::KernelBuffer> buffers = {
-      kernel_buffer(s.k_new, "k_new"), kernel_buffer(s.v_new, "v_new"), kernel_buffer(t.q, "q"),
-      kernel_buffer(t.k, "k"),         kernel_buffer(t.v, "v"),         kernel_buffer(s.seqlens_k, "seqlens_k"),
+      kernel_buffer(s.k_new, "k_new"),
+      kernel_buffer(s.v_new, "v_new"),
+      kernel_buffer(t.q, "q"),
+      kernel_buffer(t.k, "k"),
+      kernel_buffer(t.v, "v"),
+      kernel_buffer(s.seqlens_k, "seqlens_k"),
       kernel_buffer(out.sequences.seqlens_k, "seqlens_k_after_append")};
   if (present(s.page_table)) buffers.push_back(kernel_buffer(s.page_table, "page_table"));
   if (present(s.cache_batch_idx)) {

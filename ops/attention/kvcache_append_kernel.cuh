@@ -25,8 +25,8 @@ FJ_DEVICE T* cache_row(const CacheRows& cache, const HeadTensor& t, int batch, i
     const int row = cache.kv_batch_idx ? load_global_index(cache.kv_batch_idx, batch) : batch;
     return t.rows<T>(row, head, key);
   }
-  const int page = load_global_index(cache.page_table,
-                                     index_t(batch) * cache.page_table_stride + key / cache.page_size);
+  const int page = load_global_index(
+      cache.page_table, index_t(batch) * cache.page_table_stride + key / cache.page_size);
   return t.rows<T>(page, head, key % cache.page_size);
 }
 
@@ -98,8 +98,8 @@ FJ_GLOBAL void __launch_bounds__(Config::kThreads) kvcache_append_kernel(KVCache
     const int position = cached + row;
     for (int head = items.first_head; head < p.heads_kv; head += items.head_step) {
       copy_row_pairs<Config>(p.k_new.rows<const T>(batch, head, row),
-                             cache_row<T>(p.cache, p.cache.k, batch, head, position), p.rotary, position,
-                             p.head_dim, items.pair, pairs);
+                             cache_row<T>(p.cache, p.cache.k, batch, head, position), p.rotary,
+                             position, p.head_dim, items.pair, pairs);
       copy_row_pairs<PlainCopy>(p.v_new.rows<const T>(batch, head, row),
                                 cache_row<T>(p.cache, p.cache.v, batch, head, position), p.rotary,
                                 position, p.head_dim, items.pair, pairs);

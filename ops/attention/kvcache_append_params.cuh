@@ -16,8 +16,8 @@ enum class RotaryKind : int {
 };
 
 /// Where the cache's key j of sequence b is: row kv_batch_idx[b] (or b) of a dense [rows,
-/// capacity, heads_kv, head_dim] tensor (page_table nullptr), or row j % page_size of page page_table[b · stride + j /
-/// page_size] of [pages, page_size, heads_kv, head_dim].
+/// capacity, heads_kv, head_dim] tensor (page_table nullptr), or row j % page_size of page
+/// page_table[b · stride + j / page_size] of [pages, page_size, heads_kv, head_dim].
 struct CacheRows {
   HeadTensor k, v;  // written
   const int* page_table;

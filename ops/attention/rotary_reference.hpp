@@ -22,7 +22,7 @@ RotaryTables rope_tables(std::int64_t positions, std::int64_t rotary_dim, double
 /// Rotates the head row t(b, l, h, :) in place at `position`: each rotated pair (x, y) becomes
 /// (x·cos − y·sin, y·cos + x·sin), pairs being dims (i, i + pairs), or (2i, 2i + 1) when
 /// `interleaved`; dims from 2 · pairs on are unchanged.
-void rotate_row(View4 t, std::int64_t b, std::int64_t l, std::int64_t h,
-                const RotaryTables& tables, std::int64_t position, bool interleaved);
+void rotate_row(View4 t, std::int64_t b, std::int64_t l, std::int64_t h, const RotaryTables& tables,
+                std::int64_t position, bool interleaved);
 
 }  // namespace flashjit::reference

@@ -63,8 +63,9 @@ TEST_CASE("rotary: both pairings, a partial rotary dim, causal positions advanci
     DType dtype;
     std::int64_t head_dim;
   };
-  for (const Row& row : {Row{false, 0, true, DType::bf16, 64}, Row{true, 0, false, DType::bf16, 64},
-                         Row{false, 32, false, DType::f16, 128}, Row{true, 16, true, DType::f16, 80}}) {
+  for (const Row& row :
+       {Row{false, 0, true, DType::bf16, 64}, Row{true, 0, false, DType::bf16, 64},
+        Row{false, 32, false, DType::f16, 128}, Row{true, 16, true, DType::f16, 80}}) {
     InferenceCase c{.seqlens_q = {3, 3, 3}, .seqlens_k = {3, 20, 91}};
     c.keys = row.causal ? KeyStorage::paged : KeyStorage::dense;
     c.page_size = 1;
@@ -117,8 +118,8 @@ TEST_CASE("decoding with an append and rotary reads the cache once: batch 8, con
   }
   const double row = 4 * 128 * 2;  // one position's keys (or values) over the kv heads
   const double q_and_o = 2.0 * 8 * 32 * 128 * 2, lse = 8 * 32 * 4;
-  const double appended = 2.0 * 8 * row;     // the new keys and values written into the cache
-  const double tables = 2.0 * 8 * 64 * 4;    // cos and sin of each new position
+  const double appended = 2.0 * 8 * row;   // the new keys and values written into the cache
+  const double tables = 2.0 * 8 * 64 * 4;  // cos and sin of each new position
   const double minimum = 2.0 * 8 * 4096 * row + q_and_o + lse + appended + tables;
   INFO("global bytes " << bytes << ", minimum " << minimum);
   CHECK(bytes / minimum <= 1.1);

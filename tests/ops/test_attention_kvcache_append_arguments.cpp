@@ -46,8 +46,12 @@ struct AppendCall {
     sin_buf = buffer(kCapacity * kHeadDim / 2 * 4, 0);
     lens_buf = rt.allocate(kBatch * 4);
     set_lengths({3, 15});
-    attention = {.batch = kBatch, .heads_q = kHeadsQ, .heads_kv = kHeadsKv, .seqlen_q = 1,
-                 .seqlen_k = kCapacity, .head_dim = kHeadDim};
+    attention = {.batch = kBatch,
+                 .heads_q = kHeadsQ,
+                 .heads_kv = kHeadsKv,
+                 .seqlen_q = 1,
+                 .seqlen_k = kCapacity,
+                 .head_dim = kHeadDim};
     q = TensorView::contiguous(q_buf.data(), DType::bf16, {kBatch, 1, kHeadsQ, kHeadDim});
     o = TensorView::contiguous(o_buf.data(), DType::bf16, {kBatch, 1, kHeadsQ, kHeadDim});
     lse = TensorView::contiguous(lse_buf.data(), DType::f32, {kBatch, kHeadsQ, 1});
@@ -143,8 +147,8 @@ TEST_CASE("new keys of the wrong shape or dtype are named") {
   AppendCall call;
   call.sequences.k_new = AppendCall::new_view(call.new_k, 17);
   check_rejected(call, "sequences.k_new.shape", "more than the cache holds");
-  call.sequences.k_new = TensorView::contiguous(call.new_k.data(), DType::bf16,
-                                                {kBatch, 1, kHeadsKv + 1, kHeadDim});
+  call.sequences.k_new =
+      TensorView::contiguous(call.new_k.data(), DType::bf16, {kBatch, 1, kHeadsKv + 1, kHeadDim});
   check_rejected(call, "sequences.k_new.shape", "");
   call.sequences.k_new = AppendCall::new_view(call.new_k);
   call.sequences.v_new =
@@ -223,8 +227,8 @@ TEST_CASE("a cache that overlaps another tensor of the call is named") {
   call.v = AppendCall::cache_view(call.cache_k);  // K and V in one buffer: both are written
   check_rejected(call, "k", "output 'v'");
   call.v = AppendCall::cache_view(call.cache_v);
-  call.sequences.k_new = TensorView::contiguous(call.cache_k.data(), DType::bf16,
-                                                {kBatch, 1, kHeadsKv, kHeadDim});
+  call.sequences.k_new =
+      TensorView::contiguous(call.cache_k.data(), DType::bf16, {kBatch, 1, kHeadsKv, kHeadDim});
   try {
     call.run();
     FAIL("accepted a k_new inside the cache");

@@ -775,7 +775,8 @@ TEST_CASE("C API: merge_states and merge_state_in_place give the C++ API's bits"
 
 namespace flashjit::testing {
 
-TEST_CASE("C API: the inference forward (paged, split, appending with rotary) gives the C++ API's bits") {
+TEST_CASE(
+    "C API: the inference forward (paged, split, appending with rotary) gives the C++ API's bits") {
   CRuntime rt;
   Runtime& cpp = cpp_emulator();
   // Two sequences of 2 queries against 20 and 40 keys in pages of 16, GQA 4:1, 3 splits; the
@@ -790,7 +791,8 @@ TEST_CASE("C API: the inference forward (paged, split, appending with rotary) gi
   a.head_dim = kDim;
   a.causal = true;
   const std::vector<std::int32_t> table = {3, 0, -1, 4, 1, 2}, lengths = {18, 38};
-  const std::vector<float> cos = random_floats(40 * kDim / 2, 6), sin = random_floats(40 * kDim / 2, 7);
+  const std::vector<float> cos = random_floats(40 * kDim / 2, 6),
+                           sin = random_floats(40 * kDim / 2, 7);
   const auto bits = [](std::size_t count, unsigned seed) {
     std::vector<float> values = random_floats(count, seed);
     std::vector<std::uint16_t> out;
@@ -818,10 +820,10 @@ TEST_CASE("C API: the inference forward (paged, split, appending with rotary) gi
                                      {kBatch, kQ, kHkv, kDim});
     s.v_new = TensorView::contiguous(upload(v_new.data(), v_new.size() * 2), DType::bf16,
                                      {kBatch, kQ, kHkv, kDim});
-    s.rotary_cos = TensorView::contiguous(upload(cos.data(), cos.size() * 4), DType::f32,
-                                          {40, kDim / 2});
-    s.rotary_sin = TensorView::contiguous(upload(sin.data(), sin.size() * 4), DType::f32,
-                                          {40, kDim / 2});
+    s.rotary_cos =
+        TensorView::contiguous(upload(cos.data(), cos.size() * 4), DType::f32, {40, kDim / 2});
+    s.rotary_sin =
+        TensorView::contiguous(upload(sin.data(), sin.size() * 4), DType::f32, {40, kDim / 2});
     s.rotary_interleaved = true;
     cache_k = k_data;
     run(s, TensorView::contiguous(q_data, DType::bf16, {kBatch, kQ, kHq, kDim}),

@@ -446,13 +446,12 @@ TEST_CASE("run --paged and --varlen: the inference forward and the varlen backwa
         std::string::npos);
   CHECK(append.out.find("kernel:  attention_kvcache_append.bf16.rope_half") != std::string::npos);
   CHECK(append.out.find("PASS") != std::string::npos);
-  for (const std::vector<std::string>& bad :
-       {std::vector<std::string>{"--rotary", "--paged"},
-        {"--append", "2", "--varlen", "3"},
-        {"--append", "300", "--seqlen-k", "200"},
-        {"--append", "1", "--rotary", "--rotary-interleaved"},
-        {"--paged", "--op", "attention-backward"},
-        {"--varlen", "2", "--config", "br64.bc32.w4.s1"}}) {
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"--rotary", "--paged"},
+                                              {"--append", "2", "--varlen", "3"},
+                                              {"--append", "300", "--seqlen-k", "200"},
+                                              {"--append", "1", "--rotary", "--rotary-interleaved"},
+                                              {"--paged", "--op", "attention-backward"},
+                                              {"--varlen", "2", "--config", "br64.bc32.w4.s1"}}) {
     std::vector<std::string> args = {"run", "--emulate"};
     args.insert(args.end(), bad.begin(), bad.end());
     const ChildResult run = flashjit_cli(args, dir.path().string());
@@ -556,10 +555,10 @@ TEST_CASE("compile --op layer-norm: the defaults compile for sm_80 and sm_90a wi
 // SMs, so 8 CTAs walk two tiles; the result is checked against the float64 reference.
 TEST_CASE("run --emulate --arch sm_90a: 140 tiles on at most 132 persistent CTAs, PASS") {
   TempDir dir;
-  const ChildResult run = flashjit_cli({"run", "--emulate", "--arch", "sm_90a", "--heads", "140",
-                                        "--seqlen-q", "128", "--seqlen-k", "128", "--head-dim",
-                                        "64", "--counters"},
-                                       dir.path().string());
+  const ChildResult run =
+      flashjit_cli({"run", "--emulate", "--arch", "sm_90a", "--heads", "140", "--seqlen-q", "128",
+                    "--seqlen-k", "128", "--head-dim", "64", "--counters"},
+                   dir.path().string());
   REQUIRE_MESSAGE(run.exit_code == 0, run.output);
   CHECK(run.output.find(".tma.overlap.pingpong.persistent.sm90a") != std::string::npos);
   CHECK(count_lines_with(run.output, "ctas                          132") == 1);

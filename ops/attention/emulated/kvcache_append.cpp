@@ -1,8 +1,9 @@
 // The KV-cache append kernels (attention/kvcache_append_kernel.cuh), host-compiled for the
 // emulator: both dtypes, each rotation.
 #include "attention/kvcache_append.hpp"
-#include "attention/kvcache_append_kernel.cuh"
+
 #include "attention/emulated/forward_shares.hpp"
+#include "attention/kvcache_append_kernel.cuh"
 #include "common/emulated_kernel.hpp"
 
 namespace flashjit::kernels::emulated {
@@ -14,9 +15,9 @@ struct AppendKernel {
 };
 
 constexpr AppendKernel kAppendKernels[] = {
-    {DType::f16, RotaryKind::none},  {DType::f16, RotaryKind::half},
-    {DType::f16, RotaryKind::interleaved},  {DType::bf16, RotaryKind::none},
-    {DType::bf16, RotaryKind::half}, {DType::bf16, RotaryKind::interleaved}};
+    {DType::f16, RotaryKind::none},        {DType::f16, RotaryKind::half},
+    {DType::f16, RotaryKind::interleaved}, {DType::bf16, RotaryKind::none},
+    {DType::bf16, RotaryKind::half},       {DType::bf16, RotaryKind::interleaved}};
 
 }  // namespace
 

@@ -167,10 +167,7 @@ TEST_CASE("decoding reads the KV cache once: batch 8, context 4096, head dim 128
   c.page_size = 16;
   emulator().reset_emulated_work();
   check_case(c);
-  double bytes = 0;  // every kernel of the call: the split forward and the merge
-  for (const KernelWork& kernel : emulator().emulated_work()) {
-    bytes += double(kernel.work.global_bytes_read) + double(kernel.work.global_bytes_written);
-  }
+  const double bytes = global_bytes(emulator().emulated_work());  // split forward and merge
   const double q_and_o = 2.0 * 8 * 32 * 128 * 2, lse = 8 * 32 * 4;
   const double minimum = 2.0 * 8 * 4096 * 4 * 128 * 2 + q_and_o + lse;  // K, V once; Q, O, LSE
   INFO("global bytes " << bytes << ", minimum " << minimum);

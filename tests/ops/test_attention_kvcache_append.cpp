@@ -112,10 +112,8 @@ TEST_CASE("decoding with an append and rotary reads the cache once: batch 8, con
   c.rotary = true;
   emulator().reset_emulated_work();
   check_case(c);
-  double bytes = 0;  // every kernel of the call: the append, the split forward and the merge
-  for (const KernelWork& kernel : emulator().emulated_work()) {
-    bytes += double(kernel.work.global_bytes_read) + double(kernel.work.global_bytes_written);
-  }
+  // Every kernel of the call: the append, the split forward and the merge.
+  const double bytes = global_bytes(emulator().emulated_work());
   const double row = 4 * 128 * 2;  // one position's keys (or values) over the kv heads
   const double q_and_o = 2.0 * 8 * 32 * 128 * 2, lse = 8 * 32 * 4;
   const double appended = 2.0 * 8 * row;   // the new keys and values written into the cache

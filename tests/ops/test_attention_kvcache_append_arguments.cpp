@@ -26,13 +26,7 @@ struct AppendCall {
   TensorView q, k, v, o, lse;
 
   AppendCall() {
-    Runtime& rt = emulator();
-    const auto buffer = [&](std::size_t bytes, unsigned char fill) {
-      DeviceBuffer b = rt.allocate(bytes);
-      std::vector<unsigned char> bytes_of(bytes, fill);
-      rt.copy_to_device(b.data(), bytes_of.data(), bytes);
-      return b;
-    };
+    const auto buffer = filled_buffer;
     const std::size_t q_bytes = kBatch * kHeadsQ * kHeadDim * 2;
     const std::size_t cache_bytes = kBatch * kCapacity * kHeadsKv * kHeadDim * 2;
     q_buf = buffer(q_bytes, 0);
@@ -44,7 +38,7 @@ struct AppendCall {
     lse_buf = buffer(kBatch * kHeadsQ * 4, 0x7f);
     cos_buf = buffer(kCapacity * kHeadDim / 2 * 4, 0);
     sin_buf = buffer(kCapacity * kHeadDim / 2 * 4, 0);
-    lens_buf = rt.allocate(kBatch * 4);
+    lens_buf = emulator().allocate(kBatch * 4);
     set_lengths({3, 15});
     attention = {.batch = kBatch,
                  .heads_q = kHeadsQ,
@@ -82,16 +76,9 @@ struct AppendCall {
   void run() { emulator().forward(attention, sequences, q, k, v, o, lse); }
 
   /// Whether o and lse keep their 0x7f fill and the cache its 0x11.
-  bool untouched() {
-    const auto filled = [](const DeviceBuffer& b, unsigned char fill) {
-      std::vector<unsigned char> bytes(b.size());
-      emulator().copy_to_host(bytes.data(), b.data(), bytes.size());
-      for (unsigned char x : bytes)
-        if (x != fill) return false;
-      return true;
-    };
-    return filled(o_buf, 0x7f) && filled(lse_buf, 0x7f) && filled(cache_k, 0x11) &&
-           filled(cache_v, 0x11);
+  bool untouched() const {
+    return holds_only(o_buf, 0x7f) && holds_only(lse_buf, 0x7f) && holds_only(cache_k, 0x11) &&
+           holds_only(cache_v, 0x11);
   }
 };
 

@@ -1,5 +1,8 @@
 #pragma once
 // The runtime of the CPU emulator backend for the suites that run kernels on it.
+#include <cstddef>
+#include <vector>
+
 #include "flashjit/runtime.hpp"
 
 namespace flashjit::testing {
@@ -8,6 +11,32 @@ namespace flashjit::testing {
 inline Runtime& emulator() {
   static Runtime runtime(RuntimeOptions{.backend = Backend::emulator});
   return runtime;
+}
+
+/// `bytes` of the emulator's memory, each `fill` (a poison the tests look for afterwards).
+inline DeviceBuffer filled_buffer(std::size_t bytes, unsigned char fill) {
+  DeviceBuffer buffer = emulator().allocate(bytes);
+  const std::vector<unsigned char> bytes_of(bytes, fill);
+  emulator().copy_to_device(buffer.data(), bytes_of.data(), bytes);
+  return buffer;
+}
+
+/// Whether every byte of `buffer` (the emulator's) is still `fill`.
+inline bool holds_only(const DeviceBuffer& buffer, unsigned char fill) {
+  std::vector<unsigned char> bytes(buffer.size());
+  emulator().copy_to_host(bytes.data(), buffer.data(), bytes.size());
+  for (unsigned char x : bytes)
+    if (x != fill) return false;
+  return true;
+}
+
+/// The global bytes read and written by every kernel of `work`, summed.
+inline double global_bytes(const std::vector<KernelWork>& work) {
+  double bytes = 0;
+  for (const KernelWork& kernel : work) {
+    bytes += double(kernel.work.global_bytes_read) + double(kernel.work.global_bytes_written);
+  }
+  return bytes;
 }
 
 }  // namespace flashjit::testing

@@ -69,10 +69,10 @@ struct Attention {
   /// (ALiBi with slope 1/16). Empty: none. It is compiled into the kernel (its text is part of
   /// the kernel's name and cache key), so it is code that runs with the process's rights; it
   /// must be an expression, not a program: no `#`, quotes, comments, `asm`, or `;` and braces
-  /// outside parentheses (InvalidArgument names the field). The dense forward
-  /// (Runtime::forward without Sequences) takes modifiers, on the mma.sync kernels (sm_90a
-  /// too), untuned; the backward and the Sequences forms reject them for now. See
-  /// docs/modifiers.md.
+  /// outside parentheses (InvalidArgument names the field). The forward, dense or with Sequences
+  /// (b is then the sequence's index, q_idx and kv_idx positions within it, kv_idx counting
+  /// from the first key after a cache_leftpad), takes modifiers, on the mma.sync kernels (sm_90a
+  /// too), untuned; the backward rejects them for now. See docs/modifiers.md.
   std::string score_mod{};
   /// A mask modifier: one boolean C++ expression of `b`, `h`, `q_idx` and `kv_idx`; false hides
   /// the key from the query, on top of causal and the window, e.g. "q_idx / 256 == kv_idx /

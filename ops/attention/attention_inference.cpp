@@ -8,6 +8,7 @@
 #include "attention/decode_tuning.hpp"
 #include "attention/index_check_params.cuh"
 #include "attention/kvcache_append.hpp"
+#include "attention/score_modifiers.hpp"
 #include "flashjit/error.hpp"
 #include "merge_states/merge_states.hpp"
 #include "runtime/executor.hpp"
@@ -241,7 +242,8 @@ std::optional<ForwardLaunch> packed_tma_launch(const Attention& a, const Sequenc
                                                const InferenceConfig& fallback,
                                                const DeviceInfo& device, Stream stream) {
   if (fallback.splits != 1 || !present(s.cu_seqlens_q) || !present(s.cu_seqlens_k) ||
-      present(s.seqlens_k) || present(s.page_table) || fallback.forward.pack_gqa) {
+      present(s.seqlens_k) || present(s.page_table) || fallback.forward.pack_gqa ||
+      !score_modifiers(a).empty()) {
     return std::nullopt;
   }
   const ForwardConfig& tile = fallback.forward;
@@ -299,8 +301,10 @@ void launch_inference(detail::RuntimeBackend& backend, const Attention& a, const
   shape.block_x = static_cast<unsigned>(config.forward.warps * 32);
   shape.dynamic_shared_bytes = static_cast<std::size_t>(config.shared_bytes());
   shape.stream = static_cast<CUstream>(stream);
-  detail::launch_kernel(backend.executor(), forward_spec(config.forward, backend.info().arch()),
-                        shape, buffers_of(s, t, partials), params);
+  detail::launch_kernel(
+      backend.executor(),
+      launch_forward_spec(config.forward, backend.info().arch(), score_modifiers(a)), shape,
+      buffers_of(s, t, partials), params);
   if (partials) merge_partials(backend, a, s, t, *partials, stream);
 }
 
@@ -354,8 +358,10 @@ void run_attention_forward_sequences(detail::RuntimeBackend& backend, ConfigChoi
   if (is_empty(a, t)) return;
   const CacheLayout layout = cache_layout(s, t.page_size);
   const DeviceInfo& device = backend.info();
-  // A forced split count is the caller's choice; the tile then stays the default's.
-  const bool decoding = a.seqlen_q <= kMaxDecodeQueries && s.splits == 0;
+  // A forced split count is the caller's choice; the tile then stays the default's. Calls with
+  // modifiers run untuned: the tuning database keys no modifier text.
+  const bool decoding =
+      a.seqlen_q <= kMaxDecodeQueries && s.splits == 0 && score_modifiers(a).empty();
   const InferenceConfig config =
       decoding
           ? choice.choose_as<InferenceConfig>(DecodeProblem(q.dtype, a, layout, device.sm_count))

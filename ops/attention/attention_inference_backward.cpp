@@ -49,6 +49,7 @@ void run_attention_backward_sequences(detail::RuntimeBackend& backend, const Att
                                       const TensorView& lse, const TensorView& dout,
                                       const TensorView& dq, const TensorView& dk,
                                       const TensorView& dv, bool check_indices, Stream stream) {
+  reject_modifiers(a, "the backward");
   check_backward_sequences(s);
   if (!present(lse)) throw InvalidArgument("lse", "is required: the backward recomputes P from it");
   const InferenceTensors t = validate_inference_arguments(a, s, q, k, v, o, lse);

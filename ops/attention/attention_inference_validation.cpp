@@ -217,7 +217,6 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
                                               const TensorView& v, const TensorView& o,
                                               const TensorView& lse) {
   validate_attention(a);
-  reject_modifiers(a, "the forward with Sequences (variable lengths, paged caches, split-KV)");
   check_layout_choice(s);
   const bool packed_q = present(s.cu_seqlens_q);
   const bool packed_k = present(s.cu_seqlens_k);

@@ -450,7 +450,7 @@ std::string check_cache(const InferenceCase& c, const KeyPlacement& keys, const 
 }  // namespace
 
 reference::Problem sequence_problem(const InferenceCase& c, std::size_t b) {
-  return {.batch = 1,
+  reference::Problem p{.batch = 1,
           .heads_q = c.heads_q,
           .heads_kv = c.heads_kv,
           .seqlen_q = c.seqlens_q[b],
@@ -459,6 +459,19 @@ reference::Problem sequence_problem(const InferenceCase& c, std::size_t b) {
           .causal = c.causal,
           .window_left = c.window_left,
           .softcap = c.softcap};
+  // The reference's problem is the sequence alone (batch 1); the modifiers see its index.
+  const auto batch = static_cast<std::int64_t>(b);
+  if (c.score_mod) {
+    p.score_mod_text = c.score_mod_text;
+    p.score_mod = [f = c.score_mod, batch](double s, std::int64_t, std::int64_t h, std::int64_t i,
+                                            std::int64_t j) { return f(s, batch, h, i, j); };
+  }
+  if (c.mask_mod) {
+    p.mask_mod_text = c.mask_mod_text;
+    p.mask_mod = [f = c.mask_mod, batch](std::int64_t, std::int64_t h, std::int64_t i,
+                                          std::int64_t j) { return f(batch, h, i, j); };
+  }
+  return p;
 }
 
 std::vector<std::int32_t> sequence_offsets(const std::vector<std::int64_t>& lengths) {
@@ -496,7 +509,9 @@ std::string InferenceCase::name() const {
      << (append > 0 ? ".append" + std::to_string(append) : "")
      << (rotary ? (rotary_interleaved ? ".rope_interleaved" : ".rope_half") : "")
      << (rotary && rotary_dim > 0 ? std::to_string(rotary_dim) : "")
-     << (leftpad.empty() ? "" : ".leftpad") << (cache_batch_idx ? ".cacherows" : "") << ".seed"
+     << (leftpad.empty() ? "" : ".leftpad") << (cache_batch_idx ? ".cacherows" : "")
+     << (score_mod_text.empty() ? "" : ".scoremod") << (mask_mod_text.empty() ? "" : ".maskmod")
+     << ".seed"
      << seed;
   return os.str();
 }
@@ -513,6 +528,8 @@ Attention InferenceCase::attention() const {
   a.window_left = window_left;
   a.softcap = static_cast<float>(softcap);
   a.deterministic = deterministic;
+  a.score_mod = score_mod_text;
+  a.mask_mod = mask_mod_text;
   return a;
 }
 

@@ -6,6 +6,7 @@
 // O's relative L2 error at most twice that of plain attention in the input dtype, LSE within
 // 1e-4, nothing left unwritten.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,14 @@ struct InferenceCase {
   /// Dense keys only: sequence b in cache row batch - b of batch + 1 rows, row 0 spare (NaN)
   /// (Sequences::cache_batch_idx).
   bool cache_batch_idx = false;
+  /// Score and mask modifiers (Attention::score_mod, mask_mod): the text the kernel compiles,
+  /// and a host function of the same expression for the reference (b: the sequence's index,
+  /// q_idx and kv_idx within it). Empty: none.
+  std::string score_mod_text = {};
+  std::function<double(double, std::int64_t, std::int64_t, std::int64_t, std::int64_t)> score_mod =
+      {};
+  std::string mask_mod_text = {};
+  std::function<bool(std::int64_t, std::int64_t, std::int64_t, std::int64_t)> mask_mod = {};
   DType dtype = DType::bf16;
   std::uint64_t seed = 1;
 

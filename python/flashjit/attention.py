@@ -281,7 +281,7 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
                            block_table=None, causal: bool = False,
                            window: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
                            scale: Optional[float] = None, num_splits: int = 0,
-                           return_lse: bool = False):
+                           return_lse: bool = False, score_mod: str = "", mask_mod: str = ""):
     """Decoding and chunked prefill against a KV cache, FlashAttention's flash_attn_with_kvcache:
     q is [batch, seqlen_q, heads_q, head_dim]; the cache is dense, [batch, seqlen_cache,
     heads_kv, head_dim], or paged, [num_pages, page_size, heads_kv, head_dim] (any page_size,
@@ -303,11 +303,12 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
     Both for a dense cache only.
 
     num_splits: split-KV blocks per query block (0 chooses, 1 to 64 forces), merged exactly.
-    Forward only. Returns o like q (and the float32 LSE [batch, heads_q, seqlen_q] with
+    score_mod and mask_mod as in attention(), b the sequence's index and q_idx, kv_idx positions
+    within it (kv_idx counts from the first key after a left pad). Forward only. Returns o like q (and the float32 LSE [batch, heads_q, seqlen_q] with
     return_lse). Bad input raises ValueError naming the argument (the library's names:
     sequences.k_new for k, sequences.page_table for block_table, ...) before anything is
     written."""
-    options = _Options(causal, tuple(window), softcap, scale, False)
+    options = _Options(causal, tuple(window), softcap, scale, False, score_mod, mask_mod)
     layout = "[batch, seqlen, heads, head_dim]"
     b, sq, hq, d = _shape("q", q, 4, layout)
     _, rows, hk, _ = _shape("k_cache", k_cache, 4, layout + " or paged")

@@ -165,6 +165,23 @@ def test_kvcache_rows_and_left_pads():
                                         cache_leftpad=torch.tensor([11, 0], dtype=torch.int32))
 
 
+def test_kvcache_with_a_score_modifier():
+    q = rand(2, 1, 4, 64, seed=60)
+    k_cache, v_cache = rand(2, 20, 2, 64, seed=61), rand(2, 20, 2, 64, seed=62)
+    seqlens = torch.tensor([7, 20], dtype=torch.int32)
+    o = flashjit.attention_with_kvcache(q, k_cache, v_cache, seqlens,
+                                        score_mod="score - 0.25f * (b + 1) * kv_idx / 20")
+    for i in range(2):
+        keys = exact(k_cache[i:i + 1, :int(seqlens[i])])
+        bias = -0.25 * (i + 1) * torch.arange(int(seqlens[i]), dtype=torch.float64) / 20
+        # The bias as an extra key dimension: q·k/sqrt(d) + bias = [q, 1]·[k, bias·sqrt(d)]/sqrt(d)
+        q_ext = torch.cat([exact(q[i:i + 1]), torch.ones(1, 1, 4, 1, dtype=torch.float64)], -1)
+        k_ext = torch.cat([keys, (bias * 8.0)[None, :, None, None].expand(1, -1, 2, 1)], -1)
+        o_ref, _ = reference.attention(q_ext, k_ext, exact(v_cache[i:i + 1, :int(seqlens[i])]),
+                                       scale=1 / 8.0)
+        assert reference.relative_error(o[i:i + 1], o_ref) < 3e-2
+
+
 def test_numpy_kvcache_append_without_rotary():
     rng = np.random.default_rng(40)
     q = rng.standard_normal((1, 1, 2, 32)).astype(np.float16)

@@ -9,10 +9,13 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "attention/attention_case.hpp"
 #include "attention/attention_forward.hpp"
+#include "attention/inference_case.hpp"
 #include "flashjit/error.hpp"
 #include "support/emulator_runtime.hpp"
 #include "support/forward_case_builders.hpp"
@@ -231,6 +234,41 @@ TEST_CASE("modifiers: the calls that do not take them yet say so, naming the fie
   const TensorView stats = TensorView::contiguous(lse.data(), DType::f32, {1, 1, 16});
   CHECK_THROWS_WITH_AS(emulator().backward(a, t, t, t, out, stats, t, grad, grad, grad),
                        doctest::Contains("'attention.mask_mod'"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(
+      emulator().backward(a, Sequences{}, t, t, t, out, stats, t, grad, grad, grad),
+      doctest::Contains("'attention.mask_mod'"), InvalidArgument);
+}
+
+TEST_CASE("modifiers in the inference forward: paged decoding, packed prefill, an append") {
+  // ALiBi-like with the head and both indices, and a mask of the sequence's index: each
+  // sequence sees its own b, and its own positions.
+  const auto with_modifiers = [](InferenceCase c) {
+    std::tie(c.score_mod_text, c.score_mod) =
+        std::pair{SCORE_MOD(score - 0.0625f * (h + 1) * (q_idx - kv_idx))};
+    std::tie(c.mask_mod_text, c.mask_mod) = std::pair{MASK_MOD((kv_idx + b) % 5 != 0)};
+    return c;
+  };
+  InferenceCase decode{.seqlens_q = {1, 1, 1}, .seqlens_k = {40, 9, 70}};
+  decode.heads_q = 8;
+  decode.heads_kv = 2;
+  decode.keys = KeyStorage::paged;
+  decode.page_size = 3;
+  decode.causal = true;
+  decode.splits = 2;
+  InferenceCase prefill = random_lengths_case(3, 40, 60, 90);
+  prefill.keys = KeyStorage::packed;
+  prefill.causal = true;
+  InferenceCase append{.seqlens_q = {2, 2}, .seqlens_k = {5, 33}};
+  append.append = 2;
+  append.rotary = true;
+  append.heads_q = 4;
+  append.heads_kv = 2;
+  for (const InferenceCase& c : {decode, prefill, append}) {
+    const InferenceCase m = with_modifiers(c);
+    INFO(m.name());
+    const InferenceVerdict verdict = run_inference_case(emulator(), m);
+    CHECK_MESSAGE(verdict.ok, verdict.describe());
+  }
 }
 
 TEST_CASE("modifiers: an expression that does not compile is reported with the caller's text") {

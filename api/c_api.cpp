@@ -161,6 +161,8 @@ flashjit::TensorView required_view(const flashjit_tensor* tensor, const char* na
   return to_view(*required(tensor, name), name);
 }
 
+flashjit::TensorView optional_view(const flashjit_tensor* t, const std::string& name);
+
 flashjit::Attention to_attention(const flashjit_attention& a) {
   flashjit::Attention attention{.batch = a.batch,
                                 .heads_q = a.heads_q,
@@ -178,6 +180,7 @@ flashjit::Attention to_attention(const flashjit_attention& a) {
   if (a.scale > 0.0f) attention.scale = a.scale;
   if (a.score_mod != nullptr) attention.score_mod = a.score_mod;
   if (a.mask_mod != nullptr) attention.mask_mod = a.mask_mod;
+  attention.block_mask = optional_view(a.block_mask, "attention.block_mask");
   return attention;
 }
 
@@ -325,7 +328,8 @@ void flashjit_attention_init(flashjit_attention* attention) {
                 .softcap = defaults.softcap,
                 .deterministic = defaults.deterministic ? 1 : 0,
                 .score_mod = nullptr,
-                .mask_mod = nullptr};
+                .mask_mod = nullptr,
+                .block_mask = nullptr};
 }
 
 flashjit_status flashjit_attention_forward(flashjit_runtime* runtime,
@@ -343,6 +347,16 @@ flashjit_status flashjit_attention_forward(flashjit_runtime* runtime,
     const flashjit::TensorView lse_view =
         lse == nullptr || lse->data == nullptr ? flashjit::TensorView{} : to_view(*lse, "lse");
     rt.runtime.forward(attn, q_view, k_view, v_view, o_view, lse_view, stream);
+  });
+}
+
+flashjit_status flashjit_build_block_mask(flashjit_runtime* runtime,
+                                          const flashjit_attention* attention,
+                                          const flashjit_tensor* block_mask, void* stream) {
+  return guarded([&] {
+    flashjit_runtime& rt = *required(runtime, "runtime");
+    const flashjit::Attention attn = to_attention(*required(attention, "attention"));
+    rt.runtime.build_block_mask(attn, required_view(block_mask, "block_mask"), stream);
   });
 }
 

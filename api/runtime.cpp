@@ -6,6 +6,7 @@
 
 #include "api/runtime_parts.hpp"
 #include "attention/attention_inference.hpp"
+#include "attention/block_mask.hpp"
 #include "autotune/tuning_state.hpp"
 #include "common/builtin_kernels.hpp"
 #include "common/config_choice.hpp"
@@ -94,6 +95,11 @@ void Runtime::forward(const Attention& attention, const TensorView& q, const Ten
                       Stream stream) {
   kernels::run_attention_forward(*impl_->backend, impl_->tuning, attention, q, k, v, o, lse,
                                  stream);
+}
+
+void Runtime::build_block_mask(const Attention& attention, const TensorView& block_mask,
+                               Stream stream) {
+  kernels::run_build_block_mask(*impl_->backend, attention, block_mask, stream);
 }
 
 void Runtime::forward(const Attention& attention, const Sequences& sequences, const TensorView& q,

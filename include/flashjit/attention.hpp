@@ -78,6 +78,15 @@ struct Attention {
   /// the key from the query, on top of causal and the window, e.g. "q_idx / 256 == kv_idx /
   /// 256" (blocks of 256 tokens). Empty: none. The same rules as score_mod.
   std::string mask_mod{};
+  /// A block mask of mask_mod (Runtime::build_block_mask, FlexAttention's create_block_mask):
+  /// int32 [batch, heads_q, ceil(seqlen_q / 16), 4] with unit strides in its last two
+  /// dimensions, built for this mask_mod and these sizes and reused by every forward with
+  /// them. With it the forward skips the key blocks the mask hides from a whole query block
+  /// and evaluates mask_mod only on blocks it does not wholly show (a block-diagonal mask of
+  /// 256-token documents over 1024 tokens computes a quarter of the key blocks). A view with
+  /// null data: none. The dense forward only; it requires mask_mod, and a block mask of another
+  /// mask gives wrong results (it is not checked against the text).
+  TensorView block_mask{};
 };
 
 /// The batch of a call whose sequences are not one dense [seqlen, heads, head_dim] block each

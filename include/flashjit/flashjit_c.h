@@ -190,12 +190,23 @@ typedef struct flashjit_attention {
    *  follow); NULL or "" for none. Read during the call only. */
   const char* score_mod;
   const char* mask_mod;
+  /** mask_mod's block mask (flashjit_build_block_mask; flashjit::Attention::block_mask), or
+   *  NULL for none. */
+  const flashjit_tensor* block_mask;
 } flashjit_attention;
 
 /** Fills *attention with the C++ defaults: batch, heads, sequence lengths 1, head_dim 64, not
  *  causal, unbounded window (-1, -1), scale unset (0), no softcap, not deterministic, no
- *  modifiers (NULL). NULL is ignored. */
+ *  modifiers or block mask (NULL). NULL is ignored. */
 void flashjit_attention_init(flashjit_attention* attention);
+
+/** Builds attention->mask_mod's block mask into *block_mask (int32 [batch, heads_q,
+ *  ceil(seqlen_q / 16), 4]; flashjit::Runtime::build_block_mask), to set as
+ *  attention->block_mask of forwards with the same mask and sizes. Errors: INVALID_ARGUMENT
+ *  naming the argument (attention.mask_mod is required), nothing launched. */
+flashjit_status flashjit_build_block_mask(flashjit_runtime* runtime,
+                                         const flashjit_attention* attention,
+                                         const flashjit_tensor* block_mask, void* stream);
 
 /** Attention forward (flashjit::Runtime::forward): o = softmax(scale * q k^T + mask) v, and
  *  lse[b, h, i] = log sum_j exp(scale * q_i . k_j) over the visible keys.

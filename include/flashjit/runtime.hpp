@@ -153,6 +153,16 @@ class Runtime {
                const TensorView& v, const TensorView& o, const TensorView& lse,
                Stream stream = nullptr);
 
+  /// Builds attention.mask_mod's block mask into `block_mask` (int32 [batch, heads_q,
+  /// ceil(seqlen_q / 16), 4], unit strides in the last two dimensions; see
+  /// Attention::block_mask), evaluating the mask for every (batch, query head, query, key) once,
+  /// as FlexAttention's create_block_mask. Set it as Attention::block_mask of forward calls with
+  /// the same mask_mod and sizes. Each entry summarizes 16 query rows: the keys any of them
+  /// sees, and the longest run of 16-key tiles all of them see whole. Throws InvalidArgument
+  /// naming the argument (attention.mask_mod is required); nothing is launched then.
+  void build_block_mask(const Attention& attention, const TensorView& block_mask,
+                        Stream stream = nullptr);
+
   /// Attention forward for inference batches: sequences of different lengths packed without
   /// padding, K and V in a paged cache, and decoding's few queries per sequence against a long
   /// cache (see Sequences for the conventions). Query heads that share a key/value head are

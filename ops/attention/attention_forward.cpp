@@ -12,6 +12,7 @@
 #include "attention/attention_common.hpp"
 #include "attention/attention_forward_tma.hpp"
 #include "attention/attention_tuning.hpp"
+#include "attention/block_mask.hpp"
 #include "attention/key_window.cuh"
 #include "attention/score_modifiers.hpp"
 #include "attention/tma_forward_space.cuh"
@@ -109,6 +110,9 @@ ForwardLaunch forward_launch(const DeviceInfo& device, const Attention& attentio
   launch.spec = &launch_forward_spec(config, device.arch(), score_modifiers(attention));
   launch.shape = forward_launch_shape(config, attention, stream);
   launch.buffers = forward_buffers(q, k, v, o, lse);
+  if (attention.block_mask.data != nullptr) {
+    launch.buffers.push_back(kernel_buffer(attention.block_mask, "block_mask"));
+  }
   if (config.path != ForwardPath::tma) return launch;
   const int cluster_blocks = config.cluster_blocks();
   launch.maps =
@@ -535,6 +539,7 @@ AttentionForwardParams forward_params(const Attention& attention, const TensorVi
   params.window_right = kernel_window(window.right);
   params.score_scale = scales.score_scale;
   params.softcap_log2 = scales.softcap_log2;
+  params.block_mask = block_mask_view(attention);
   return params;
 }
 

@@ -7,6 +7,7 @@
 
 #include "attention/attention_common.hpp"
 #include "attention/attention_forward.hpp"
+#include "attention/block_mask.hpp"
 #include "attention/score_modifiers.hpp"
 #include "common/argument_checks.hpp"
 #include "flashjit/error.hpp"
@@ -141,6 +142,7 @@ void validate_attention(const Attention& attention) {
   check_mask(attention);
   check_scales(attention);
   check_score_modifiers(attention);
+  check_block_mask(attention);
 }
 
 void reject_modifiers(const Attention& attention, const std::string& what) {

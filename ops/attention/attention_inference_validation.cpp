@@ -218,6 +218,10 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
                                               const TensorView& lse) {
   validate_attention(a);
   check_layout_choice(s);
+  if (a.block_mask.data != nullptr) {
+    throw InvalidArgument("attention.block_mask",
+                          "is for the dense forward (Runtime::forward without Sequences) for now");
+  }
   const bool packed_q = present(s.cu_seqlens_q);
   const bool packed_k = present(s.cu_seqlens_k);
   const bool paged = present(s.page_table);

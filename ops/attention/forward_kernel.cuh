@@ -43,12 +43,13 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
     acc_tile<kRows, Traits::kBlockN> s;  // (kRows, kBlockN) scores, then probabilities
     fill(s, 0.0f);
     const auto keys = pipeline.await_keys(block_n);
-    if (block_n == blocks.begin) query.arrived(lane);  // Q came with the first key block
-    query.scores(s, keys, lane);                       // S = Q Kᵀ
-    cap_scores<Traits::kSoftcap>(s, params);           // softcap
+    if (block_n == blocks.begin) query.arrived(lane);       // Q came with the first key block
+    query.scores(s, keys, lane);                            // S = Q Kᵀ
+    cap_scores<Traits::kSoftcap>(s, params);                // softcap
     if constexpr (Modifiers::kScore || Modifiers::kMask) {  // the caller's score_mod, mask_mod
       const float to_natural = (Traits::kSoftcap ? 1.0f : params.score_scale) * kLn2;
-      modify_scores<Modifiers>(s, block, warp_row0, key0, to_natural, lane);
+      modify_scores<Modifiers>(s, block, warp_row0, key0, to_natural, block.mask_needed(key0),
+                               lane);
     }
     if (!window.block_fully_visible(row0, row0 + rows - 1, key0, Traits::kBlockN)) {
       mask_scores(window, s, row0 + warp_row0, key0, lane);  // S = −inf where masked
@@ -57,7 +58,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
     mma_ab(o, to_operand<T>(s), pipeline.await_values(block_n), lane);  // O += P V
   }
   const row_vec<kRows> lse = softmax.finish(o, exponent_scale<kScaled>(params));  // O /= ℓ
-  store_forward_outputs(block, params, o, lse, pipeline.q, warp_row0, lane);  // O and LSE
+  store_forward_outputs(block, params, o, lse, pipeline.q, warp_row0, lane);      // O and LSE
 }
 
 }  // namespace flashjit

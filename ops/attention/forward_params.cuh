@@ -2,6 +2,7 @@
 // The forward kernel's run-time arguments, one struct shared by the host (which fills it) and
 // the kernel (which takes it by value). Everything that varies per call and not per
 // specialization lives here; what the kernel needs as a compile-time constant is in the config.
+#include "attention/block_mask_params.cuh"
 #include "attention/head_tensor.cuh"
 
 namespace flashjit {
@@ -80,6 +81,7 @@ struct AttentionForwardParams {
 
   SequenceIndex sequences;  // variable lengths and pages (zero for a dense batch)
   SplitOutputs split;       // split-KV partials (zero without splits)
+  BlockMaskView block_mask;  // the mask modifier's block mask (dense batches; zero without)
 };
 
 }  // namespace flashjit

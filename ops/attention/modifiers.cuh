@@ -27,17 +27,19 @@ struct NoModifiers {
 /// key0 + c. Scores arrive as the kernel holds them, `to_natural` times the natural-domain
 /// score, and leave in the base-2 domain (the exponent scale is then 1). Elements past the
 /// block's rows or the sequence's keys are left alone (the window hides those keys; those rows
-/// are not stored), so a modifier never sees an index outside the sequence.
+/// are not stored), so a modifier never sees an index outside the sequence. `apply_mask`
+/// false: the block mask says every row sees every key here, so the mask is not evaluated.
 template <class Modifiers, class Block, int Rows, int Cols>
 FJ_DEVICE void modify_scores(acc_tile<Rows, Cols>& s, const Block& block, int warp_row0, int key0,
-                             float to_natural, int lane) {
+                             float to_natural, bool apply_mask, int lane) {
+  if (!Modifiers::kScore && !apply_mask) return;
   for_each_element(s, lane, [&](int r, int c, float& x) {
     const int row = warp_row0 + r, key = key0 + c;
     if (row >= block.rows || key >= block.seqlen_k) return;
     const int b = block.batch, h = block.query_head(row), q = block.query(row);
     if constexpr (Modifiers::kScore) x = Modifiers::score(x * to_natural, b, h, q, key) * kLog2e;
     if constexpr (Modifiers::kMask) {
-      if (!Modifiers::mask(b, h, q, key)) x = negative_infinity();
+      if (apply_mask && !Modifiers::mask(b, h, q, key)) x = negative_infinity();
     }
   });
 }

@@ -8,13 +8,13 @@ default, or "sm_90a") chooses the GPU the emulator models."""
 
 from ._capi import Error
 from .attention import (attention, attention_backward, attention_varlen,
-                        attention_with_kvcache)
+                        attention_with_kvcache, build_block_mask)
 from .merge import merge_states
 from .multiscale import multiscale_attention
 from .norms import layer_norm, rms_norm
 
 __all__ = ["Error", "attention", "attention_backward", "attention_varlen",
-           "attention_with_kvcache", "layer_norm", "merge_states", "multiscale_attention",
+           "attention_with_kvcache", "build_block_mask", "layer_norm", "merge_states", "multiscale_attention",
            "rms_norm", "version"]
 
 

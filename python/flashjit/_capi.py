@@ -41,7 +41,7 @@ class AttentionOptions(ctypes.Structure):
                 ("window_left", ctypes.c_int64), ("window_right", ctypes.c_int64),
                 ("scale", ctypes.c_float), ("softcap", ctypes.c_float),
                 ("deterministic", ctypes.c_int), ("score_mod", ctypes.c_char_p),
-                ("mask_mod", ctypes.c_char_p)]
+                ("mask_mod", ctypes.c_char_p), ("block_mask", ctypes.POINTER(Tensor))]
 
 
 class Sequences(ctypes.Structure):
@@ -86,6 +86,7 @@ _SIGNATURES = {
                                    [_T] * 5 + [_P]),
     "flashjit_attention_backward": (ctypes.c_int, [_P, ctypes.POINTER(AttentionOptions)] +
                                     [_T] * 9 + [_P]),
+    "flashjit_build_block_mask": (ctypes.c_int, [_P, ctypes.POINTER(AttentionOptions), _T, _P]),
     "flashjit_sequences_init": (None, [ctypes.POINTER(Sequences)]),
     "flashjit_attention_forward_sequences": (ctypes.c_int,
                                              [_P, ctypes.POINTER(AttentionOptions),

@@ -81,9 +81,10 @@ def _element(x) -> str:
     return dtype_name("q", x)
 
 
-def _forward(q, k, v, options: _Options):
+def _forward(q, k, v, options: _Options, block_mask=None):
     a = _dense_options(q, k, v, options)
-    with Launch({"q": q, "k": k, "v": v}) as launch:
+    with Launch({"q": q, "k": k, "v": v, "block_mask": block_mask}) as launch:
+        a.block_mask = _capi.pointer(launch.input("block_mask"))
         o = launch.output("o", q.shape, _element(q))
         lse = launch.output("lse", (a.batch, a.heads_q, a.seqlen_q), "f32")
         _capi.check(_capi.library().flashjit_attention_forward(
@@ -140,7 +141,8 @@ def _wants_grad(*tensors) -> bool:
 
 def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -1),
               softcap: float = 0.0, scale: Optional[float] = None, deterministic: bool = False,
-              return_lse: bool = False, score_mod: str = "", mask_mod: str = ""):
+              return_lse: bool = False, score_mod: str = "", mask_mod: str = "",
+              block_mask=None):
     """Attention over a dense batch, FlashAttention's flash_attn_func.
 
     q is [batch, seqlen_q, heads_q, head_dim], k and v [batch, seqlen_k, heads_kv, head_dim]
@@ -158,14 +160,18 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
     `score_mod` and `mask_mod` are C++ expressions compiled into the kernel (docs/modifiers.md):
     the score the softmax sees, from `score` (scaled, soft-capped), `b`, `h`, `q_idx` and
     `kv_idx`; and whether query q_idx sees key kv_idx. Forward only for now: with either set,
-    tensors that require grad raise ValueError (call it under torch.no_grad())."""
+    tensors that require grad raise ValueError (call it under torch.no_grad()). `block_mask`
+    (build_block_mask()'s, for this mask_mod and these sizes) lets the kernel skip the key
+    blocks the mask hides from whole query blocks."""
     options = _Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod)
     if score_mod or mask_mod:
         if _wants_grad(q, k, v):
             raise ValueError("'score_mod'/'mask_mod': the backward does not take modifiers yet; "
                              "call attention() under torch.no_grad(), or on tensors that do not "
                              "require grad")
-        o, lse = _forward(q, k, v, options)
+        o, lse = _forward(q, k, v, options, block_mask)
+    elif block_mask is not None:
+        raise ValueError("'block_mask' needs the 'mask_mod' it was built from")
     elif _custom_ops.forward_op is not None and is_torch(q):
         o, lse = _custom_ops.forward_op(q, k, v, bool(causal), int(options.window[0]),
                                         int(options.window[1]), float(softcap),
@@ -176,6 +182,21 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
     else:
         o, lse = _forward(q, k, v, options)
     return (o, lse) if return_lse else o
+
+
+def build_block_mask(mask_mod: str, batch: int, heads_q: int, seqlen_q: int, seqlen_k: int, *,
+                     like):
+    """The block mask of `mask_mod` for attention() calls of these sizes (FlexAttention's
+    create_block_mask): int32 [batch, heads_q, ceil(seqlen_q / 16), 4], on `like`'s device and
+    of its kind (numpy or torch; pass the q of the calls), built once by evaluating the mask for
+    every (batch, head, query, key) and reused by every call with that mask_mod and sizes."""
+    options = _Options(mask_mod=mask_mod)
+    a = _call_options(options, batch, heads_q, 1, seqlen_q, seqlen_k, 64)
+    with Launch({"like": like}) as launch:
+        mask = launch.output("block_mask", (batch, heads_q, (seqlen_q + 15) // 16, 4), "i32")
+        _capi.check(_capi.library().flashjit_build_block_mask(
+            launch.runtime.handle, ctypes.byref(a), _capi.pointer(mask), launch.stream))
+        return launch.result("block_mask")
 
 
 def attention_backward(dout, q, k, v, o, lse, *, causal: bool = False,

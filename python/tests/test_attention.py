@@ -125,3 +125,19 @@ def test_score_and_mask_modifiers_in_the_forward():
         flashjit.attention(q, k, v, score_mod="score; 0")
     with pytest.raises(ValueError, match="score_mod"):
         flashjit.attention(q.requires_grad_(), k, v, score_mod="score * 2.0f")
+
+
+def test_a_block_mask_gives_the_same_output():
+    g = torch.Generator().manual_seed(42)
+    q, k, v = (torch.randn(1, 128, 2, 64, generator=g).to(torch.bfloat16) for _ in range(3))
+    mask_mod = "q_idx / 32 == kv_idx / 32"
+    block_mask = flashjit.build_block_mask(mask_mod, 1, 2, 128, 128, like=q)
+    assert block_mask.shape == (1, 2, 8, 4) and block_mask.dtype == torch.int32
+    assert block_mask[0, 0, 5].tolist() == [64, 96, 64, 96]  # rows 80-95: document 2's keys
+    plain = flashjit.attention(q, k, v, mask_mod=mask_mod)
+    skipping = flashjit.attention(q, k, v, mask_mod=mask_mod, block_mask=block_mask)
+    assert torch.equal(plain, skipping)
+    with pytest.raises(ValueError, match="block_mask"):
+        flashjit.attention(q, k, v, block_mask=block_mask)
+    with pytest.raises(ValueError, match="block_mask"):
+        flashjit.attention(q, k, v, mask_mod=mask_mod, block_mask=block_mask[:, :1])

@@ -69,8 +69,8 @@ Runtime& hopper_emulator() {
 }
 
 /// O's and the LSE's bits of one forward of `a` on random bf16 inputs (seeded, so two calls
-/// see the same inputs).
-std::vector<std::uint32_t> forward_bits(const Attention& a) {
+/// see the same inputs); with `block_mask`, a.mask_mod's block mask built first and used.
+std::vector<std::uint32_t> forward_bits(Attention a, bool block_mask = false) {
   Runtime& runtime = emulator();
   const auto count = [](std::initializer_list<std::int64_t> shape) {
     std::size_t n = 1;
@@ -99,6 +99,14 @@ std::vector<std::uint32_t> forward_bits(const Attention& a) {
   };
   const DeviceBuffer q = upload(bf16(nq)), k = upload(bf16(nk)), v = upload(bf16(nk));
   const DeviceBuffer o = runtime.allocate(nq * 2), lse = runtime.allocate(nlse * 4);
+  const std::int64_t slabs = (a.seqlen_q + 15) / 16;
+  const DeviceBuffer mask =
+      runtime.allocate(static_cast<std::size_t>(a.batch * a.heads_q * slabs * 16));
+  if (block_mask) {
+    a.block_mask = TensorView::contiguous(mask.data(), DType::i32, {a.batch, a.heads_q, slabs, 4});
+    runtime.build_block_mask(a, a.block_mask);
+  }
+  runtime.reset_emulated_work();  // the forward's alone
   runtime.forward(
       a,
       TensorView::contiguous(q.data(), DType::bf16, {a.batch, a.seqlen_q, a.heads_q, a.head_dim}),
@@ -170,6 +178,94 @@ TEST_CASE("modifiers: causal as a mask modifier gives the built-in causal's bits
   CHECK(forward_bits(written) == forward_bits(builtin));
   written.mask_mod = "kv_idx <= q_idx + 29";  // one key fewer per row: different bits
   CHECK(forward_bits(written) != forward_bits(builtin));
+}
+
+/// The tensor-core FLOPs of the last forward_bits() call.
+double last_tensor_flops() {
+  double flops = 0;
+  for (const KernelWork& kernel : emulator().emulated_work()) {
+    flops += double(kernel.work.tensor_flops);
+  }
+  return flops;
+}
+
+TEST_CASE("block mask: 256-token documents over 1024 tokens skip the other documents' blocks") {
+  Attention a{
+      .batch = 1, .heads_q = 2, .heads_kv = 1, .seqlen_q = 1024, .seqlen_k = 1024, .head_dim = 64};
+  a.mask_mod = "q_idx / 256 == kv_idx / 256";
+  const std::vector<std::uint32_t> plain = forward_bits(a);
+  const double plain_flops = last_tensor_flops();
+  const std::vector<std::uint32_t> skipping = forward_bits(a, /*block_mask=*/true);
+  const double skipping_flops = last_tensor_flops();
+  CHECK(skipping == plain);  // a skipped block adds exactly nothing
+  INFO("tensor FLOPs " << skipping_flops << " with the block mask, " << plain_flops << " without");
+  CHECK(skipping_flops <= 0.5 * plain_flops);
+  CHECK(skipping_flops >= 0.25 * plain_flops);  // each document's own blocks remain
+
+  // The entries: slab 20 (rows 320-335) sees keys 256-511, all of them.
+  const std::int64_t slabs = 64;
+  DeviceBuffer mask = emulator().allocate(2 * slabs * 16);
+  emulator().build_block_mask(a, TensorView::contiguous(mask.data(), DType::i32, {1, 2, slabs, 4}));
+  std::vector<std::int32_t> entries(2 * slabs * 4);
+  emulator().copy_to_host(entries.data(), mask.data(), entries.size() * 4);
+  CHECK(std::vector<std::int32_t>(entries.begin() + 20 * 4, entries.begin() + 21 * 4) ==
+        std::vector<std::int32_t>{256, 512, 256, 512});
+}
+
+TEST_CASE("block mask: causal written as a mask_mod matches the built-in's bits and counters") {
+  const Attention builtin{.batch = 1,
+                          .heads_q = 2,
+                          .heads_kv = 2,
+                          .seqlen_q = 300,
+                          .seqlen_k = 300,
+                          .head_dim = 64,
+                          .causal = true};
+  const std::vector<std::uint32_t> expected = forward_bits(builtin);
+  Attention written = builtin;
+  written.causal = false;
+  written.mask_mod = "kv_idx <= q_idx";
+  CHECK(forward_bits(written, /*block_mask=*/true) == expected);
+  // The counters on the same tiles: a modifier's calls run the 16-rows-a-warp config, so the
+  // built-in causal is counted there too (an identity score modifier puts it on that config).
+  Attention builtin_on_modifier_tiles = builtin;
+  builtin_on_modifier_tiles.score_mod = written.score_mod = "score";
+  forward_bits(builtin_on_modifier_tiles);
+  const double builtin_flops = last_tensor_flops();
+  forward_bits(written, /*block_mask=*/true);
+  const double written_flops = last_tensor_flops();
+  INFO("tensor FLOPs " << written_flops << " as a mask_mod, " << builtin_flops << " built in");
+  CHECK(written_flops <= 1.05 * builtin_flops);
+  CHECK(written_flops >= 0.95 * builtin_flops);
+}
+
+TEST_CASE("block mask: bad ones are named, and the calls that do not take one say so") {
+  Attention a{.seqlen_q = 40, .seqlen_k = 40};
+  DeviceBuffer mask = emulator().allocate(3 * 16);
+  const TensorView good = TensorView::contiguous(mask.data(), DType::i32, {1, 1, 3, 4});
+  CHECK_THROWS_WITH_AS(emulator().build_block_mask(a, good), doctest::Contains("'block_mask'"),
+                       InvalidArgument);  // no mask_mod
+  a.mask_mod = "kv_idx != 3";
+  CHECK_THROWS_WITH_AS(
+      emulator().build_block_mask(a, TensorView::contiguous(mask.data(), DType::i32, {1, 1, 2, 4})),
+      doctest::Contains("'block_mask.shape'"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(
+      emulator().build_block_mask(a, TensorView::contiguous(mask.data(), DType::f32, {1, 1, 3, 4})),
+      doctest::Contains("'block_mask.dtype'"), InvalidArgument);
+  emulator().build_block_mask(a, good);
+  a.block_mask = good;
+  std::vector<std::uint16_t> zeros(40 * 64, 0);
+  DeviceBuffer x = emulator().allocate(zeros.size() * 2);
+  emulator().copy_to_device(x.data(), zeros.data(), zeros.size() * 2);
+  const TensorView t = TensorView::contiguous(x.data(), DType::bf16, {1, 40, 1, 64});
+  DeviceBuffer o = emulator().allocate(zeros.size() * 2);
+  const TensorView out = TensorView::contiguous(o.data(), DType::bf16, {1, 40, 1, 64});
+  Attention without_mod = a;
+  without_mod.mask_mod.clear();
+  CHECK_THROWS_WITH_AS(emulator().forward(without_mod, t, t, t, out, TensorView{}),
+                       doctest::Contains("'attention.block_mask'"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(emulator().forward(a, Sequences{}, t, t, t, out, TensorView{}),
+                       doctest::Contains("'attention.block_mask'"), InvalidArgument);
+  emulator().forward(a, t, t, t, out, TensorView{});  // the good one runs
 }
 
 TEST_CASE("modifiers: kernel names, keys and the struct the kernel takes") {

@@ -1,6 +1,7 @@
 #include "chosen_kernels.hpp"
 
 #include "api/runtime_parts.hpp"
+#include "attention/attention_forward.hpp"
 #include "attention/attention_tuning.hpp"
 #include "autotune/tuning_state.hpp"
 #include "flashjit/error.hpp"
@@ -27,6 +28,15 @@ std::string kernels_of(Runtime& runtime, const autotune::TuningProblem& problem,
 
 std::string chosen_kernels(Runtime& runtime, const Attention& attention, DType dtype, bool backward,
                            const std::optional<autotune::TunedConfig>& named) {
+  const kernels::ScoreModifiers modifiers = kernels::score_modifiers(attention);
+  if (!backward && !named && !modifiers.empty()) {  // the runtime's choice for modifiers
+    const std::string arch = runtime.device().arch();
+    const kernels::ForwardConfig config = kernels::modifiers_forward_config(
+        dtype, static_cast<int>(attention.head_dim), kernels::forward_mask_kind(attention),
+        attention.softcap > 0.0f, arch);
+    return kernels::forward_spec(config, arch, modifiers).display_name() +
+           " (untuned: score and mask modifiers)";
+  }
   return kernels_of(runtime, kernels::AttentionProblem(backward, dtype, attention), named);
 }
 

@@ -40,6 +40,13 @@ void add_run_options(CLI::App& run, AttentionRunFlags& flags) {
       ->check(positive_whole_number());
   run.add_flag("--rotary", flags.rotary,
                "With --append: rotary embedding (RoPE) of q and the new keys, pairs (i, i + d/2)");
+  run.add_option("--score-mod", flags.score_mod,
+                 "Forward: a score modifier, a C++ expression of score, b, h, q_idx and kv_idx "
+                 "(Attention::score_mod), compiled into the kernel and, for the float64 "
+                 "reference, for the host");
+  run.add_option("--mask-mod", flags.mask_mod,
+                 "Forward: a mask modifier, a boolean C++ expression of b, h, q_idx and kv_idx "
+                 "(Attention::mask_mod), likewise");
   run.add_flag("--rotary-interleaved", flags.rotary_interleaved,
                "With --append: rotary embedding with pairs (2i, 2i + 1), FlashAttention's default");
   run.add_option("--varlen", flags.varlen,
@@ -85,8 +92,9 @@ RunOp attention_run(bool backward, std::shared_ptr<AttentionRunFlags> flags) {
   op.help = backward ? "an attention backward after a forward for O and LSE; checks dQ, dK, dV "
                        "(--deterministic; --varlen)"
                      : "an attention forward (--paged, --varlen, --splits: the inference forms)";
-  op.options = {"--batch",  "--heads",    "--heads-kv", "--seqlen-q", "--seqlen-k", "--head-dim",
-                "--causal", "--counters", "--layout",   "--config",   "--varlen"};
+  op.options = {"--batch",    "--heads",     "--heads-kv", "--seqlen-q", "--seqlen-k",
+                "--head-dim", "--causal",    "--counters", "--layout",   "--config",
+                "--varlen",   "--score-mod", "--mask-mod"};
   if (backward) {
     op.options.push_back("--deterministic");
   } else {

@@ -50,6 +50,10 @@ testing::InferenceCase inference_case(const RunContext& context, const Attention
   c.splits = flags.splits;
   c.deterministic = flags.deterministic;
   c.append = flags.append;
+  c.score_mod_text = p.score_mod_text;
+  c.score_mod = p.score_mod;
+  c.mask_mod_text = p.mask_mod_text;
+  c.mask_mod = p.mask_mod;
   c.rotary = flags.rotary || flags.rotary_interleaved;
   c.rotary_interleaved = flags.rotary_interleaved;
   return c;

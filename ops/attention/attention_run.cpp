@@ -10,6 +10,7 @@
 #include "attention/backward_case.hpp"
 #include "chosen_kernels.hpp"
 #include "flashjit/error.hpp"
+#include "host_modifiers.hpp"
 #include "run_support.hpp"
 #include "work_report.hpp"
 
@@ -88,6 +89,14 @@ testing::ForwardCase forward_case(const RunContext& context, const AttentionRunF
   c.layout = flags.layout == "bhsd" ? reference::Layout::bhsd : reference::Layout::bshd;
   c.seed = context.basics.seed;
   c.problem = checked_problem(context.shape);
+  if (!flags.score_mod.empty() || !flags.mask_mod.empty()) {
+    std::printf("flashjit: compiling --score-mod/--mask-mod for the float64 reference\n");
+    HostModifiers modifiers = compile_host_modifiers(flags.score_mod, flags.mask_mod);
+    c.problem.score_mod_text = flags.score_mod;
+    c.problem.score_mod = std::move(modifiers.score);
+    c.problem.mask_mod_text = flags.mask_mod;
+    c.problem.mask_mod = std::move(modifiers.mask);
+  }
   return c;
 }
 

@@ -24,6 +24,8 @@ struct AttentionRunFlags {
   std::int64_t append = 0;  // forward: keys each sequence appends to its cache (Sequences::k_new)
   bool rotary = false;      // with append: rotary embedding of q and the new keys
   bool rotary_interleaved = false;
+  std::string score_mod;  // Attention::score_mod, also compiled for the float64 reference
+  std::string mask_mod;   // Attention::mask_mod, likewise
 
   /// Whether the options choose an inference form (--paged, --varlen or --append).
   bool inference() const { return paged || varlen > 0 || append > 0; }

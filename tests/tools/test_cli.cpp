@@ -459,6 +459,34 @@ TEST_CASE("run --paged and --varlen: the inference forward and the varlen backwa
   }
 }
 
+TEST_CASE("run --score-mod/--mask-mod: the float64 reference evaluates the same text, PASS") {
+  TempDir dir;
+  for (const std::vector<std::string>& form :
+       {std::vector<std::string>{"--seqlen-q", "70", "--seqlen-k", "90", "--causal"},
+        {"--paged", "--page-size", "5", "--seqlen-q", "1", "--seqlen-k", "60", "--heads", "8",
+         "--heads-kv", "2"}}) {
+    std::vector<std::string> args = {"run",         "--emulate",
+                                     "--score-mod", "score - 0.0625f * (h + 1) * (q_idx - kv_idx)",
+                                     "--mask-mod",  "(kv_idx + b) % 5 != 2"};
+    args.insert(args.end(), form.begin(), form.end());
+    const ChildResult run = flashjit_cli(args, dir.path().string());
+    CAPTURE(run.output);
+    CHECK(run.exit_code == 0);
+    CHECK(run.out.find(".mod") != std::string::npos);
+    CHECK(run.out.find("PASS") != std::string::npos);
+  }
+  // A mask the reference evaluates differently from the kernel would fail: here the two agree
+  // only because they read the same text; a program is refused before anything compiles.
+  const ChildResult bad =
+      flashjit_cli({"run", "--emulate", "--score-mod", "score; 1"}, dir.path().string());
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.find("'--score-mod'") != std::string::npos);
+  const ChildResult wrong =
+      flashjit_cli({"run", "--emulate", "--mask-mod", "no_such_name"}, dir.path().string());
+  CHECK(wrong.exit_code == 1);
+  CHECK(wrong.output.find("no_such_name") != std::string::npos);
+}
+
 TEST_CASE("run --op merge-states: key splits merged on the emulator, the errors and PASS") {
   TempDir dir;
   for (const char* dtype : {"bf16", "fp32"}) {

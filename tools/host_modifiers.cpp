@@ -1,0 +1,99 @@
+#include "host_modifiers.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+
+#include "attention/score_modifiers.hpp"
+#include "flashjit/error.hpp"
+#include "runtime/file_io.hpp"
+#include "runtime/host_compiler.hpp"
+#include "runtime/shared_object.hpp"
+
+namespace flashjit::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// The translation unit: one exported function per expression (true and the score itself where
+/// there is none), in the kernel's argument types but a float64 score.
+std::string reference_source(const std::string& score_mod, const std::string& mask_mod) {
+  const std::string unused = "(void)b, (void)h, (void)q_idx, (void)kv_idx;\n";
+  return "#include <cmath>\n"
+         "#define FLASHJIT_EXPORT extern \"C\" __attribute__((visibility(\"default\")))\n"
+         "FLASHJIT_EXPORT double flashjit_run_score(double score, int b, int h, int q_idx,\n"
+         "                                          int kv_idx) {\n  " +
+         unused + "  return static_cast<double>(" + (score_mod.empty() ? "score" : score_mod) +
+         ");\n}\n"
+         "FLASHJIT_EXPORT bool flashjit_run_mask(int b, int h, int q_idx, int kv_idx) {\n  " +
+         unused + "  return static_cast<bool>(" + (mask_mod.empty() ? "true" : mask_mod) +
+         ");\n}\n";
+}
+
+/// A scratch folder removed when it goes out of scope.
+struct ScratchDir {
+  fs::path path;
+  ScratchDir() {
+    static std::atomic<int> next{0};
+    path = fs::temp_directory_path() /
+           ("flashjit-run-modifiers-" + std::to_string(::getpid()) + "-" + std::to_string(next++));
+    fs::create_directories(path);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+};
+
+}  // namespace
+
+HostModifiers compile_host_modifiers(const std::string& score_mod, const std::string& mask_mod) {
+  if (score_mod.empty() && mask_mod.empty()) return {};
+  Attention checked;
+  checked.score_mod = score_mod;
+  checked.mask_mod = mask_mod;
+  try {
+    kernels::check_score_modifiers(checked);
+  } catch (const InvalidArgument& e) {
+    const bool score = e.argument() == "attention.score_mod";
+    const std::string message = e.what();  // "invalid argument '<name>': <problem>"
+    throw InvalidArgument(score ? "--score-mod" : "--mask-mod",
+                          message.substr(message.find("': ") + 3));
+  }
+  const detail::HostToolchainLookup lookup = detail::find_host_toolchain();
+  if (!lookup.toolchain) {
+    throw Error(ErrorKind::compile,
+                "the float64 reference of --score-mod/--mask-mod is compiled "
+                "for the host, and " +
+                    lookup.problem + "; " + lookup.remedy);
+  }
+  const ScratchDir scratch;
+  const fs::path source = scratch.path / "modifiers.cpp", object = scratch.path / "modifiers.so";
+  std::ofstream(source) << reference_source(score_mod, mask_mod);
+  detail::compile_shared_object(*lookup.toolchain, source, {}, {}, object,
+                                "the --score-mod/--mask-mod reference");
+  const std::optional<std::string> bytes = detail::read_whole_file(object);
+  if (!bytes) throw Error(ErrorKind::compile, "could not read the compiled modifiers back");
+  using Score = double (*)(double, int, int, int, int);
+  using Mask = bool (*)(int, int, int, int);
+  const auto score = reinterpret_cast<Score>(
+      detail::load_shared_object(*bytes, "flashjit-run-modifiers", "flashjit_run_score"));
+  const auto mask = reinterpret_cast<Mask>(
+      detail::load_shared_object(*bytes, "flashjit-run-modifiers", "flashjit_run_mask"));
+  HostModifiers out;
+  const auto i = [](std::int64_t x) { return static_cast<int>(x); };
+  if (!score_mod.empty()) {
+    out.score = [score, i](double s, std::int64_t b, std::int64_t h, std::int64_t q,
+                           std::int64_t k) { return score(s, i(b), i(h), i(q), i(k)); };
+  }
+  if (!mask_mod.empty()) {
+    out.mask = [mask, i](std::int64_t b, std::int64_t h, std::int64_t q, std::int64_t k) {
+      return mask(i(b), i(h), i(q), i(k));
+    };
+  }
+  return out;
+}
+
+}  // namespace flashjit::tools

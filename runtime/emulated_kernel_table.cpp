@@ -43,12 +43,15 @@ std::string missing_kernel_message(const EmulatedKernelTable& table, const Kerne
   message += " " + remedy +
              ", and the emulator compiles any specialization at run time; or run it on a GPU.";
   if (same_op.empty()) return message + " The emulator has no '" + spec.op + "' kernel at all.";
-  // The nearest first: the closest head dim, then those sharing the most traits (dtype, mask,
-  // tiles), so the list suggests what to run instead.
+  // The nearest first: the same role (a forward for a forward, not the op's helper kernels),
+  // the closest head dim, then those sharing the most traits (dtype, mask, tiles), so the list
+  // suggests what to run instead.
   auto distance = [&](const KernelSpec* k) {
     return spec.head_dim == 0 || k->head_dim == 0 ? 0 : std::abs(k->head_dim - spec.head_dim);
   };
   std::stable_sort(same_op.begin(), same_op.end(), [&](const KernelSpec* a, const KernelSpec* b) {
+    const bool a_role = a->role == spec.role, b_role = b->role == spec.role;
+    if (a_role != b_role) return a_role;
     if (distance(a) != distance(b)) return distance(a) < distance(b);
     return shared_traits(*a, spec) > shared_traits(*b, spec);
   });

@@ -137,8 +137,9 @@ struct Sequences {
   /// stride), rotary_dim even and at most head_dim, positions at least seqlen_k. The first
   /// rotary_dim dims of each head rotate, the rest pass unchanged. New key i of sequence b sits
   /// at position seqlens_k[b] + i; query i at seqlens_k[b] + i when the call is causal or
-  /// windowed, else every query at seqlens_k[b]. The rotated q is the kernel's (q itself is not
-  /// written); the rotated keys are what the cache keeps. Requires k_new. Both or neither.
+  /// windowed (so seqlen_q is then at most seqlen_new), else every query at seqlens_k[b]. The
+  /// rotated q is the kernel's (q itself is not written); the rotated keys are what the cache
+  /// keeps. Requires k_new. Both or neither.
   TensorView rotary_cos;
   TensorView rotary_sin;
   /// Which dims rotate together: false pairs dim i with i + rotary_dim / 2 (GPT-NeoX and Llama's

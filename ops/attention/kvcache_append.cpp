@@ -125,6 +125,12 @@ void check_cache_disjoint(const Sequences& s, const InferenceTensors& t, const T
 
 HeadTensor absent_head_tensor() { return {nullptr, 0, 0, 0}; }
 
+/// FlashAttention's rule: with causal or a window, query i sits at the cache's length plus i
+/// (the new tokens' own positions); otherwise every query at the cache's length.
+bool query_positions_advance(const Attention& a) {
+  return a.causal || a.window_left >= 0 || a.window_right >= 0;
+}
+
 }  // namespace
 
 bool appends(const Sequences& s) { return present(s.k_new) || present(s.v_new); }
@@ -156,7 +162,19 @@ std::int64_t validate_append_arguments(const Attention& a, const Sequences& s,
                     "k_new's [batch, seqlen_new, heads_kv, head_dim]");
   check_same_dtype(s.k_new, q, "sequences.k_new", "q");
   check_same_dtype(s.v_new, q, "sequences.v_new", "q");
-  if (present(s.rotary_cos)) check_rotary_tables(a, s);
+  if (present(s.rotary_cos)) {
+    check_rotary_tables(a, s);
+    // Query i is rotated at the position of new key i: past the new keys there is none (and
+    // no row of the tables to read).
+    if (query_positions_advance(a) && a.seqlen_q > seqlen_new) {
+      throw InvalidArgument("attention.seqlen_q",
+                            "is " + str(a.seqlen_q) +
+                                "; with rotary embedding and a causal or "
+                                "windowed call each query sits at a new key's position, so it must "
+                                "be at most seqlen_new = " +
+                                str(seqlen_new));
+    }
+  }
   check_cache_disjoint(s, t, q, o, lse);
   return seqlen_new;
 }
@@ -230,7 +248,7 @@ AppendedCache append_to_cache(detail::RuntimeBackend& backend, const Attention& 
   p.heads_kv = static_cast<int>(a.heads_kv);
   p.heads_q = static_cast<int>(a.heads_q);
   p.head_dim = static_cast<int>(a.head_dim);
-  p.q_positions_advance = forward_mask_kind(a) == MaskKind::window;
+  p.q_positions_advance = query_positions_advance(a);
 
   std::vector<detail::KernelBuffer> buffers = {
       kernel_buffer(s.k_new, "k_new"),

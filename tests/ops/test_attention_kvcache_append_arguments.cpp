@@ -155,6 +155,17 @@ TEST_CASE("rotary tables of the wrong dtype, width or length are named") {
   check_rejected(call, "sequences.rotary_sin.shape", "");
 }
 
+TEST_CASE("a causal call with rotary has no more queries than new keys") {
+  AppendCall call;
+  call.attention.causal = true;
+  call.attention.seqlen_q = 2;  // 2 queries, 1 new key: the second has no position
+  // Views of 2 queries a sequence (refused before anything would read past the buffers).
+  call.q = TensorView::contiguous(call.q_buf.data(), DType::bf16, {kBatch, 2, kHeadsQ, kHeadDim});
+  call.o = TensorView::contiguous(call.o_buf.data(), DType::bf16, {kBatch, 2, kHeadsQ, kHeadDim});
+  call.lse = {};
+  check_rejected(call, "attention.seqlen_q", "at most seqlen_new = 1");
+}
+
 TEST_CASE("cache rows and left pads out of range, or with pages, are named") {
   AppendCall call;
   DeviceBuffer index = emulator().allocate(kBatch * 4);

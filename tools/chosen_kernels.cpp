@@ -31,9 +31,7 @@ std::string chosen_kernels(Runtime& runtime, const Attention& attention, DType d
   const kernels::ScoreModifiers modifiers = kernels::score_modifiers(attention);
   if (!backward && !named && !modifiers.empty()) {  // the runtime's choice for modifiers
     const std::string arch = runtime.device().arch();
-    const kernels::ForwardConfig config = kernels::modifiers_forward_config(
-        dtype, static_cast<int>(attention.head_dim), kernels::forward_mask_kind(attention),
-        attention.softcap > 0.0f, arch);
+    const kernels::ForwardConfig config = kernels::modifiers_forward_config(dtype, attention, arch);
     return kernels::forward_spec(config, arch, modifiers).display_name() +
            " (untuned: score and mask modifiers)";
   }

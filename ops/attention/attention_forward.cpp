@@ -314,6 +314,12 @@ ForwardConfig modifiers_forward_config(DType dtype, int head_dim, MaskKind mask,
                                  /*inference=*/false);
 }
 
+ForwardConfig modifiers_forward_config(DType dtype, const Attention& attention,
+                                       const std::string& arch) {
+  return modifiers_forward_config(dtype, static_cast<int>(attention.head_dim),
+                                  forward_mask_kind(attention), attention.softcap > 0.0f, arch);
+}
+
 ForwardConfig mma_sync_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                       const std::string& arch, std::int64_t rows, bool inference) {
   check_attention_support(dtype, head_dim);
@@ -589,9 +595,7 @@ std::optional<ForwardLaunch> plan_attention_forward(const DeviceInfo& device, Co
   if (forward_is_empty(attention)) return std::nullopt;
   if (!score_modifiers(attention).empty()) {
     // Modifiers run on the mma.sync path, untuned: the tuning database keys no modifier text.
-    const ForwardConfig config = modifiers_forward_config(
-        q.dtype, static_cast<int>(attention.head_dim), forward_mask_kind(attention),
-        attention.softcap > 0.0f, device.arch());
+    const ForwardConfig config = modifiers_forward_config(q.dtype, attention, device.arch());
     return forward_launch(device, attention, q, k, v, o, lse, config, stream);
   }
   ForwardConfig config =

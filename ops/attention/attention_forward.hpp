@@ -126,6 +126,10 @@ ForwardConfig default_forward_config(DType dtype, int head_dim, MaskKind mask, b
 /// 16 query rows per warp, where the modifiers' per-score work stays in registers.
 ForwardConfig modifiers_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                        const std::string& arch);
+/// The same for a call: its head dim, mask kind and softcap (the dense and inference forwards,
+/// and what `flashjit run` says will run, take it from here).
+ForwardConfig modifiers_forward_config(DType dtype, const Attention& attention,
+                                       const std::string& arch);
 
 /// The mma.sync path's default for (dtype, head_dim, mask, softcap) on `arch` (what
 /// default_forward_config picks off Hopper), preferring 64-row query blocks when a block has

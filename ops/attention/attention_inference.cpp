@@ -104,16 +104,19 @@ std::vector<detail::KernelBuffer> buffers_of(const Sequences& s, const Inference
 
 }  // namespace
 
+std::array<IndexArray, 6> index_arrays(const Sequences& s) {
+  return {{{&s.cu_seqlens_q, "sequences.cu_seqlens_q"},
+           {&s.cu_seqlens_k, "sequences.cu_seqlens_k"},
+           {&s.seqlens_k, "sequences.seqlens_k"},
+           {&s.page_table, "sequences.page_table"},
+           {&s.cache_batch_idx, "sequences.cache_batch_idx"},
+           {&s.cache_leftpad, "sequences.cache_leftpad"}}};
+}
+
 void add_index_buffers(const Sequences& s, std::vector<detail::KernelBuffer>& buffers) {
-  const std::pair<const TensorView*, const char*> indices[] = {
-      {&s.cu_seqlens_q, "cu_seqlens_q"},
-      {&s.cu_seqlens_k, "cu_seqlens_k"},
-      {&s.seqlens_k, "seqlens_k"},
-      {&s.page_table, "page_table"},
-      {&s.cache_batch_idx, "cache_batch_idx"},
-      {&s.cache_leftpad, "cache_leftpad"}};
-  for (const auto& [view, name] : indices) {
-    if (present(*view)) buffers.push_back(kernel_buffer(*view, name));
+  constexpr std::size_t kPrefix = sizeof("sequences.") - 1;  // the kernels' buffers: field names
+  for (const auto& [view, name] : index_arrays(s)) {
+    if (present(*view)) buffers.push_back(kernel_buffer(*view, name + kPrefix));
   }
 }
 

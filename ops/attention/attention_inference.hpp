@@ -4,6 +4,7 @@
 // partials merged by the merge_states op. Validation, the index checks, the kernel's arguments
 // and the launches; the configs (layout flags, split count, the decoding space) are in
 // attention_inference_config.hpp.
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -50,6 +51,16 @@ struct HostIndices {
   std::int64_t page_table_row = 0;  ///< elements between the page table's rows
   std::vector<std::int32_t> cache_batch_idx, cache_leftpad;
 };
+
+/// One index array of a call, with the name errors give it ("sequences.page_table").
+struct IndexArray {
+  const TensorView* view;
+  const char* name;
+};
+/// The call's index arrays (cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
+/// cache_batch_idx, cache_leftpad), each possibly absent: the one list that launches and
+/// overlap checks walk.
+std::array<IndexArray, 6> index_arrays(const Sequences& sequences);
 
 /// The index arrays a launch reads, named for the emulator's findings, added to `buffers`.
 void add_index_buffers(const Sequences& sequences, std::vector<detail::KernelBuffer>& buffers);

@@ -52,15 +52,13 @@ int choose_splits(std::int64_t blocks, std::int64_t key_blocks, int sm_count) {
 InferenceConfig default_inference_config(const Attention& a, CacheLayout layout, DType dtype,
                                          const std::string& arch, int sm_count, int splits) {
   const std::int64_t rows = a.seqlen_q * packed_group(a);
-  const int head_dim = static_cast<int>(a.head_dim);
-  const bool softcap = a.softcap > 0.0f;
   // Score and mask modifiers take the dense forward's tiles for them (16 rows a warp: their
   // index arithmetic fits in registers there).
   const ForwardConfig tile =
       score_modifiers(a).empty()
-          ? mma_sync_forward_config(dtype, head_dim, forward_mask_kind(a), softcap, arch, rows,
-                                    /*inference=*/true)
-          : modifiers_forward_config(dtype, head_dim, forward_mask_kind(a), softcap, arch);
+          ? mma_sync_forward_config(dtype, static_cast<int>(a.head_dim), forward_mask_kind(a),
+                                    a.softcap > 0.0f, arch, rows, /*inference=*/true)
+          : modifiers_forward_config(dtype, a, arch);
   InferenceConfig config = with_layout(tile, a, layout, 1);
   if (splits == 0) {
     const std::int64_t ctas = query_blocks(config, a) * (a.heads_q / packed_group(a)) * a.batch;

@@ -125,21 +125,15 @@ void check_layout_choice(const Sequences& s) {
 void check_outputs_disjoint(const Sequences& s, const TensorView& q, const TensorView& k,
                             const TensorView& v, const TensorView& o, const TensorView& lse) {
   check_no_self_overlap(o, "o");
-  const std::pair<const TensorView*, const char*> inputs[] = {
-      {&q, "q"},
-      {&k, "k"},
-      {&v, "v"},
-      {&s.cu_seqlens_q, "sequences.cu_seqlens_q"},
-      {&s.cu_seqlens_k, "sequences.cu_seqlens_k"},
-      {&s.seqlens_k, "sequences.seqlens_k"},
-      {&s.page_table, "sequences.page_table"},
-      {&s.cache_batch_idx, "sequences.cache_batch_idx"},
-      {&s.cache_leftpad, "sequences.cache_leftpad"}};
-  for (const auto& [input, name] : inputs) {
-    if (!present(*input)) continue;
-    check_disjoint(o, *input, "o", name, Role::input);
-    if (present(lse)) check_disjoint(lse, *input, "lse", name, Role::input);
-  }
+  const auto check_input = [&](const TensorView& input, const char* name) {
+    if (!present(input)) return;
+    check_disjoint(o, input, "o", name, Role::input);
+    if (present(lse)) check_disjoint(lse, input, "lse", name, Role::input);
+  };
+  check_input(q, "q");
+  check_input(k, "k");
+  check_input(v, "v");
+  for (const auto& [view, name] : index_arrays(s)) check_input(*view, name);
   if (present(lse)) check_disjoint(o, lse, "o", "lse", Role::output);
 }
 

@@ -96,23 +96,19 @@ void check_cache_disjoint(const Sequences& s, const InferenceTensors& t, const T
   check_no_self_overlap(t.k, "k");
   check_no_self_overlap(t.v, "v");
   check_disjoint(t.k, t.v, "k", "v", Role::output);
-  const std::pair<const TensorView*, const char*> others[] = {
-      {&q, "q"},
-      {&o, "o"},
-      {&lse, "lse"},
-      {&s.k_new, "sequences.k_new"},
-      {&s.v_new, "sequences.v_new"},
-      {&s.rotary_cos, "sequences.rotary_cos"},
-      {&s.rotary_sin, "sequences.rotary_sin"},
-      {&s.seqlens_k, "sequences.seqlens_k"},
-      {&s.page_table, "sequences.page_table"},
-      {&s.cache_batch_idx, "sequences.cache_batch_idx"},
-      {&s.cache_leftpad, "sequences.cache_leftpad"}};
-  for (const auto& [other, name] : others) {
-    if (!present(*other)) continue;
-    check_disjoint(t.k, *other, "k", name, Role::input);
-    check_disjoint(t.v, *other, "v", name, Role::input);
-  }
+  const auto check_other = [&](const TensorView& other, const char* name) {
+    if (!present(other)) return;
+    check_disjoint(t.k, other, "k", name, Role::input);
+    check_disjoint(t.v, other, "v", name, Role::input);
+  };
+  check_other(q, "q");
+  check_other(o, "o");
+  check_other(lse, "lse");
+  check_other(s.k_new, "sequences.k_new");
+  check_other(s.v_new, "sequences.v_new");
+  check_other(s.rotary_cos, "sequences.rotary_cos");
+  check_other(s.rotary_sin, "sequences.rotary_sin");
+  for (const auto& [view, name] : index_arrays(s)) check_other(*view, name);
   for (const auto& [input, name] :
        {std::pair{&s.k_new, "sequences.k_new"}, std::pair{&s.v_new, "sequences.v_new"},
         std::pair{&s.rotary_cos, "sequences.rotary_cos"},
@@ -256,12 +252,8 @@ AppendedCache append_to_cache(detail::RuntimeBackend& backend, const Attention& 
       kernel_buffer(t.q, "q"),
       kernel_buffer(t.k, "k"),
       kernel_buffer(t.v, "v"),
-      kernel_buffer(s.seqlens_k, "seqlens_k"),
       kernel_buffer(out.sequences.seqlens_k, "seqlens_k_after_append")};
-  if (present(s.page_table)) buffers.push_back(kernel_buffer(s.page_table, "page_table"));
-  if (present(s.cache_batch_idx)) {
-    buffers.push_back(kernel_buffer(s.cache_batch_idx, "cache_batch_idx"));
-  }
+  add_index_buffers(s, buffers);  // the counts before the call, the pages, the cache rows
   if (rotate_q) {
     buffers.push_back(kernel_buffer(out.q, "q_rotated"));
     buffers.push_back(kernel_buffer(s.rotary_cos, "rotary_cos"));

@@ -14,8 +14,8 @@ from .multiscale import multiscale_attention
 from .norms import layer_norm, rms_norm
 
 __all__ = ["Error", "attention", "attention_backward", "attention_varlen",
-           "attention_with_kvcache", "build_block_mask", "layer_norm", "merge_states", "multiscale_attention",
-           "rms_norm", "version"]
+           "attention_with_kvcache", "build_block_mask", "layer_norm", "merge_states",
+           "multiscale_attention", "rms_norm", "version"]
 
 
 def version() -> str:

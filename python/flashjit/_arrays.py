@@ -2,9 +2,9 @@
 
 A call gathers its arrays (Launch): all numpy, or all torch on one device. Arrays in host
 memory run on the emulator: inputs are copied into the emulator's memory and outputs copied
-back into new arrays (and inputs the call updates, a KV cache, back into themselves). torch tensors on a GPU are passed as they are (strides included) and the
-call runs on the current stream. Whatever the call allocated is freed when it ends, whether it
-succeeds or raises."""
+back into new arrays (and inputs the call updates, a KV cache, back into themselves). torch
+tensors on a GPU are passed as they are (strides included) and the call runs on the current
+stream. Whatever the call allocated is freed when it ends, whether it succeeds or raises."""
 
 import ctypes
 

@@ -108,10 +108,11 @@ inline std::vector<double> gather(const std::vector<double>& all, const referenc
   return out;
 }
 
-/// The float64 score of query row `i` of (batch `b`, query head `h`) against key `j`, which
-/// the mask must let it see: scale · q·k, soft-capped, then the score modifier's.
-inline double score(const reference::Problem& p, reference::ConstView4 q, reference::ConstView4 k,
-                    std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {
+/// The float64 score of query row `i` of (batch `b`, query head `h`) against key `j` as the
+/// score modifier is given it: scale · q·k, soft-capped.
+inline double capped_score(const reference::Problem& p, reference::ConstView4 q,
+                           reference::ConstView4 k, std::int64_t b, std::int64_t h, std::int64_t i,
+                           std::int64_t j) {
   const double* q_row = &q(b, i, h, 0);
   const double* k_row = &k(b, j, p.kv_head(h), 0);
   double dot = 0;
@@ -119,7 +120,14 @@ inline double score(const reference::Problem& p, reference::ConstView4 q, refere
     dot += q_row[d * q.strides[3]] * k_row[d * k.strides[3]];
   }
   dot *= p.scale();
-  return p.modified(p.softcap > 0 ? p.softcap * std::tanh(dot / p.softcap) : dot, b, h, i, j);
+  return p.softcap > 0 ? p.softcap * std::tanh(dot / p.softcap) : dot;
+}
+
+/// The float64 score of query row `i` of (batch `b`, query head `h`) against key `j`, which
+/// the mask must let it see: capped_score(), then the score modifier's.
+inline double score(const reference::Problem& p, reference::ConstView4 q, reference::ConstView4 k,
+                    std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {
+  return p.modified(capped_score(p, q, k, b, h, i, j), b, h, i, j);
 }
 
 /// The float64 scores of query row `i` of (batch `b`, query head `h`) against every key:

@@ -1,6 +1,7 @@
 #include "chosen_kernels.hpp"
 
 #include "api/runtime_parts.hpp"
+#include "attention/attention_backward.hpp"
 #include "attention/attention_forward.hpp"
 #include "attention/attention_tuning.hpp"
 #include "autotune/tuning_state.hpp"
@@ -29,13 +30,27 @@ std::string kernels_of(Runtime& runtime, const autotune::TuningProblem& problem,
 std::string chosen_kernels(Runtime& runtime, const Attention& attention, DType dtype, bool backward,
                            const std::optional<autotune::TunedConfig>& named) {
   const kernels::ScoreModifiers modifiers = kernels::score_modifiers(attention);
-  if (!backward && !named && !modifiers.empty()) {  // the runtime's choice for modifiers
-    const std::string arch = runtime.device().arch();
-    const kernels::ForwardConfig config = kernels::modifiers_forward_config(dtype, attention, arch);
-    return kernels::forward_spec(config, arch, modifiers).display_name() +
-           " (untuned: score and mask modifiers)";
+  if (modifiers.empty()) {
+    return kernels_of(runtime, kernels::AttentionProblem(backward, dtype, attention), named);
   }
-  return kernels_of(runtime, kernels::AttentionProblem(backward, dtype, attention), named);
+  // The kernels with the modifiers compiled in: the named config's, or the runtime's choice.
+  const std::string arch = runtime.device().arch();
+  const std::string how = named ? " (--config)" : " (untuned: score and mask modifiers)";
+  if (!backward) {
+    const kernels::ForwardConfig config =
+        named ? named->get<kernels::ForwardConfig>()
+              : kernels::modifiers_forward_config(dtype, attention, arch);
+    return kernels::forward_spec(config, arch, modifiers).display_name() + how;
+  }
+  const kernels::BackwardConfig config =
+      named ? named->get<kernels::BackwardConfig>()
+            : kernels::modifiers_backward_config(dtype, attention, arch);
+  std::string names;
+  for (const detail::KernelSpec& spec :
+       kernels::backward_specs(config, arch, modifiers).in_order()) {
+    names += (names.empty() ? "" : ", ") + spec.display_name();
+  }
+  return names + how;
 }
 
 std::string chosen_kernels(Runtime& runtime, const autotune::TuningProblem& problem) {

@@ -11,22 +11,37 @@
 #include "runtime/file_io.hpp"
 #include "runtime/host_compiler.hpp"
 #include "runtime/shared_object.hpp"
+#include "runtime/template_sources.hpp"
 
 namespace flashjit::tools {
 namespace {
 
 namespace fs = std::filesystem;
 
+/// The kernels' headers the translation unit includes: the dual numbers and what they use.
+constexpr const char* kDualHeaders[] = {"attention/dual_number.cuh", "tile/platform.cuh"};
+
 /// The translation unit: one exported function per expression (true and the score itself where
-/// there is none), in the kernel's argument types but a float64 score.
+/// there is none), in the kernel's argument types but a float64 score; and ∂score_mod/∂score,
+/// the expression evaluated on the kernels' dual numbers in float64, as the backward's kernels
+/// evaluate it in float32.
 std::string reference_source(const std::string& score_mod, const std::string& mask_mod) {
   const std::string unused = "(void)b, (void)h, (void)q_idx, (void)kv_idx;\n";
+  const std::string score = score_mod.empty() ? "score" : score_mod;
+  // Plain host code: not the emulator's kernel build, whose device API it does not need.
   return "#include <cmath>\n"
+         "#undef FLASHJIT_EMULATOR\n"
+         "#include \"attention/dual_number.cuh\"\n"
          "#define FLASHJIT_EXPORT extern \"C\" __attribute__((visibility(\"default\")))\n"
          "FLASHJIT_EXPORT double flashjit_run_score(double score, int b, int h, int q_idx,\n"
          "                                          int kv_idx) {\n  " +
-         unused + "  return static_cast<double>(" + (score_mod.empty() ? "score" : score_mod) +
+         unused + "  return static_cast<double>(" + score +
          ");\n}\n"
+         "FLASHJIT_EXPORT double flashjit_run_score_slope(double score_value, int b, int h,\n"
+         "                                                int q_idx, int kv_idx) {\n"
+         "  const flashjit::Dual<double> score(score_value, 1.0);\n  " +
+         unused + "  return static_cast<flashjit::Dual<double>>(" + score +
+         ").slope;\n}\n"
          "FLASHJIT_EXPORT bool flashjit_run_mask(int b, int h, int q_idx, int kv_idx) {\n  " +
          unused + "  return static_cast<bool>(" + (mask_mod.empty() ? "true" : mask_mod) +
          ");\n}\n";
@@ -72,7 +87,15 @@ HostModifiers compile_host_modifiers(const std::string& score_mod, const std::st
   const ScratchDir scratch;
   const fs::path source = scratch.path / "modifiers.cpp", object = scratch.path / "modifiers.so";
   std::ofstream(source) << reference_source(score_mod, mask_mod);
-  detail::compile_shared_object(*lookup.toolchain, source, {}, {}, object,
+  const fs::path include = scratch.path / "include";
+  for (const detail::TemplateFile& file : detail::embedded_templates()) {
+    for (const char* name : kDualHeaders) {
+      if (file.name != name) continue;
+      fs::create_directories((include / name).parent_path());
+      std::ofstream(include / name) << file.text;
+    }
+  }
+  detail::compile_shared_object(*lookup.toolchain, source, {include}, {}, object,
                                 "the --score-mod/--mask-mod reference");
   const std::optional<std::string> bytes = detail::read_whole_file(object);
   if (!bytes) throw Error(ErrorKind::compile, "could not read the compiled modifiers back");
@@ -82,11 +105,15 @@ HostModifiers compile_host_modifiers(const std::string& score_mod, const std::st
       detail::load_shared_object(*bytes, "flashjit-run-modifiers", "flashjit_run_score"));
   const auto mask = reinterpret_cast<Mask>(
       detail::load_shared_object(*bytes, "flashjit-run-modifiers", "flashjit_run_mask"));
+  const auto slope = reinterpret_cast<Score>(
+      detail::load_shared_object(*bytes, "flashjit-run-modifiers", "flashjit_run_score_slope"));
   HostModifiers out;
   const auto i = [](std::int64_t x) { return static_cast<int>(x); };
   if (!score_mod.empty()) {
     out.score = [score, i](double s, std::int64_t b, std::int64_t h, std::int64_t q,
                            std::int64_t k) { return score(s, i(b), i(h), i(q), i(k)); };
+    out.score_slope = [slope, i](double s, std::int64_t b, std::int64_t h, std::int64_t q,
+                                 std::int64_t k) { return slope(s, i(b), i(h), i(q), i(k)); };
   }
   if (!mask_mod.empty()) {
     out.mask = [mask, i](std::int64_t b, std::int64_t h, std::int64_t q, std::int64_t k) {

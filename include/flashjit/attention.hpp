@@ -71,8 +71,12 @@ struct Attention {
   /// must be an expression, not a program: no `#`, quotes, comments, `asm`, or `;` and braces
   /// outside parentheses (InvalidArgument names the field). The forward, dense or with Sequences
   /// (b is then the sequence's index, q_idx and kv_idx positions within it, kv_idx counting
-  /// from the first key after a cache_leftpad), takes modifiers, on the mma.sync kernels (sm_90a
-  /// too), untuned; the backward rejects them for now. See docs/modifiers.md.
+  /// from the first key after a cache_leftpad), and the backward, dense or variable-length,
+  /// take modifiers, on the mma.sync kernels (sm_90a too), untuned. The backward needs no
+  /// derivative from you: it evaluates the expression on dual numbers (`score` is then not a
+  /// float but a type with the arithmetic, comparisons and the float functions exp, log, tanh,
+  /// sqrt, sin, cos, pow, fabs, fmin/fmax/min/max under their f and plain names, called
+  /// unqualified), so ∂score_mod/∂score comes with the value. See docs/modifiers.md.
   std::string score_mod{};
   /// A mask modifier: one boolean C++ expression of `b`, `h`, `q_idx` and `kv_idx`; false hides
   /// the key from the query, on top of causal and the window, e.g. "q_idx / 256 == kv_idx /

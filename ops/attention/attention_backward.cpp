@@ -76,8 +76,18 @@ detail::KernelSpec backward_spec(const std::string& arch, const std::string& rol
   return spec;
 }
 
+/// The traits' last arguments for `modifiers` (none without them): the varlen flag, spelled out
+/// because it has a default, then the modifiers' struct; `prelude` becomes its definition.
+std::string modifier_arguments(const BackwardConfig& config, const ScoreModifiers& modifiers,
+                               std::string& prelude) {
+  if (modifiers.empty()) return config.varlen ? ", true" : "";
+  prelude = modifiers.definition();
+  return std::string(config.varlen ? ", true, " : ", false, ") + modifiers.type_name();
+}
+
 /// The dK/dV kernel's spec: the mma.sync kernel's, or with BackwardConfig::tma the Hopper one's.
-detail::KernelSpec dkdv_spec(const BackwardConfig& config, const std::string& arch) {
+detail::KernelSpec dkdv_spec(const BackwardConfig& config, const std::string& arch,
+                             const ScoreModifiers& modifiers) {
   const KeyBlockTile& t = config.key;
   const bool atomic_dq = !config.deterministic;
   std::vector<std::string> traits = tile_traits(config, t.block_m, t.block_n, t.warps);
@@ -86,7 +96,7 @@ detail::KernelSpec dkdv_spec(const BackwardConfig& config, const std::string& ar
       template_element(config.dtype) + ", " + std::to_string(config.head_dim) + ", ";
   const std::string mask_and_softcap =
       mask_type(config.mask) + ", " + (config.softcap ? "true" : "false");
-  std::string header, kernel;
+  std::string header, kernel, prelude;
   if (config.tma) {
     traits.push_back("tma");
     if (config.deterministic) traits.push_back("deterministic");
@@ -104,27 +114,35 @@ detail::KernelSpec dkdv_spec(const BackwardConfig& config, const std::string& ar
     kernel = "flashjit::attention_backward_dkdv_kernel<flashjit::BackwardKeyTraits<" + element +
              std::to_string(t.block_m) + ", " + std::to_string(t.block_n) + ", " +
              std::to_string(t.warps) + ", " + std::to_string(t.stages) + ", " + mask_and_softcap +
-             ", " + (atomic_dq ? "true" : "false") + (config.varlen ? ", true" : "") + ">>";
+             ", " + (atomic_dq ? "true" : "false") +
+             modifier_arguments(config, modifiers, prelude) + ">>";
   }
+  if (!modifiers.empty()) traits.push_back("mod" + modifiers.digest().substr(0, 8));
   detail::KernelSpec spec =
       backward_spec(arch, "dkdv", header, kernel, config.head_dim, std::move(traits));
+  spec.prelude = std::move(prelude);
   spec.threads = t.warps * 32;
   spec.dynamic_shared_bytes = config.key_shared_bytes();
   return spec;
 }
 
-detail::KernelSpec dq_spec(const BackwardConfig& config, const std::string& arch) {
+detail::KernelSpec dq_spec(const BackwardConfig& config, const std::string& arch,
+                           const ScoreModifiers& modifiers) {
   const QueryBlockTile& t = config.query;
   std::vector<std::string> traits = tile_traits(config, t.block_m, t.block_n, t.warps);
   if (config.varlen) traits.push_back("varlen");
-  const std::string type =
-      "flashjit::BackwardQueryTraits<" + template_element(config.dtype) + ", " +
-      std::to_string(config.head_dim) + ", " + std::to_string(t.block_m) + ", " +
-      std::to_string(t.block_n) + ", " + std::to_string(t.warps) + ", " + mask_type(config.mask) +
-      ", " + (config.softcap ? "true" : "false") + (config.varlen ? ", true" : "") + ">";
+  if (!modifiers.empty()) traits.push_back("mod" + modifiers.digest().substr(0, 8));
+  std::string prelude;
+  const std::string type = "flashjit::BackwardQueryTraits<" + template_element(config.dtype) +
+                           ", " + std::to_string(config.head_dim) + ", " +
+                           std::to_string(t.block_m) + ", " + std::to_string(t.block_n) + ", " +
+                           std::to_string(t.warps) + ", " + mask_type(config.mask) + ", " +
+                           (config.softcap ? "true" : "false") +
+                           modifier_arguments(config, modifiers, prelude) + ">";
   detail::KernelSpec spec = backward_spec(arch, "dq", "attention/backward_dq_kernel.cuh",
                                           "flashjit::attention_backward_dq_kernel<" + type + ">",
                                           config.head_dim, std::move(traits));
+  spec.prelude = std::move(prelude);
   spec.threads = t.warps * 32;
   spec.dynamic_shared_bytes = config.query_shared_bytes();
   return spec;
@@ -204,7 +222,8 @@ void launch_backward(detail::RuntimeBackend& backend, const Attention& attention
                      const std::vector<emulator::TensorMap>& tma_maps = {},
                      const SequenceIndex& sequences = {},
                      const std::vector<detail::KernelBuffer>& index_buffers = {}) {
-  const BackwardSpecs specs = backward_specs(config, backend.info().arch());
+  const BackwardSpecs specs =
+      backward_specs(config, backend.info().arch(), score_modifiers(attention));
   const BackwardLaunchShapes shapes = backward_launch_shapes(config, attention, stream);
   const DeviceBuffer delta =
       backend.allocate_buffer_on_stream(backward_delta_bytes(attention), stream);
@@ -403,7 +422,20 @@ BackwardConfig fallback_backward_config(DType dtype, int head_dim, MaskKind mask
   return least_shared_memory(configs);
 }
 
-BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& arch) {
+BackwardConfig modifiers_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                                         bool deterministic, const std::string& arch) {
+  return fallback_backward_config(dtype, head_dim, mask, softcap, deterministic, arch);
+}
+
+BackwardConfig modifiers_backward_config(DType dtype, const Attention& attention,
+                                         const std::string& arch) {
+  return modifiers_backward_config(dtype, static_cast<int>(attention.head_dim),
+                                   forward_mask_kind(attention), attention.softcap > 0.0f,
+                                   attention.deterministic, arch);
+}
+
+BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& arch,
+                             const ScoreModifiers& modifiers) {
   if (!config.valid()) {
     throw InvalidArgument("config",
                           "is not in the backward config space (see "
@@ -412,12 +444,17 @@ BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& ar
   if (!runs_on(config, arch)) {
     throw InvalidArgument("config", "is the TMA backward, which runs on sm_90a only, not " + arch);
   }
+  if (config.tma && !modifiers.empty()) {
+    throw InvalidArgument("config",
+                          "is the TMA backward; score and mask modifiers run on the mma.sync "
+                          "backward kernels only, for now");
+  }
   BackwardSpecs specs;
   specs.delta = row_kernel_spec(config.dtype, config.varlen, arch, "delta", "delta_kernel");
-  specs.dkdv = dkdv_spec(config, arch);
+  specs.dkdv = dkdv_spec(config, arch, modifiers);
   // The TMA backward adds dQ's sums in the permuted layout (dq_accum_layout.cuh).
   specs.dq = config.has_query_kernel()
-                 ? dq_spec(config, arch)
+                 ? dq_spec(config, arch, modifiers)
                  : row_kernel_spec(config.dtype, config.varlen, arch, "dq_convert",
                                    "dq_convert_kernel", config.tma);
   return specs;
@@ -427,6 +464,11 @@ void check_backward_config(const BackwardConfig& config, const Attention& attent
                            const TensorView& q) {
   if (!config.valid()) throw InvalidArgument("config", "is not in the backward config space");
   check_config_class({config.dtype, config.head_dim, config.mask, config.softcap}, attention, q);
+  if (config.tma && !score_modifiers(attention).empty()) {
+    throw InvalidArgument("config",
+                          "is the TMA backward; the call's score and mask modifiers run on the "
+                          "mma.sync backward kernels only, for now");
+  }
   if (config.deterministic != attention.deterministic) {
     throw InvalidArgument("config", std::string(config.deterministic ? "is" : "is not") +
                                         " deterministic but the call's attention.deterministic "
@@ -545,8 +587,11 @@ void run_attention_backward(detail::RuntimeBackend& backend, ConfigChoice& choic
                             const TensorView& dv, Stream stream) {
   validate_backward_arguments(attention, q, k, v, o, lse, dout, dq, dk, dv);
   if (backward_is_empty(attention)) return;
+  // Modifiers run on the mma.sync kernels, untuned: the tuning database keys no modifier text.
   BackwardConfig config =
-      choice.choose_as<BackwardConfig>(AttentionProblem(true, q.dtype, attention));
+      score_modifiers(attention).empty()
+          ? choice.choose_as<BackwardConfig>(AttentionProblem(true, q.dtype, attention))
+          : modifiers_backward_config(q.dtype, attention, backend.info().arch());
   const BackwardTensors tensors{q, k, v, o, lse, dout, dq, dk, dv};
   const std::vector<emulator::TensorMap> maps =
       maps_or_fallback(config, backend.info().arch(), tensors);

@@ -116,6 +116,16 @@ BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask,
 BackwardConfig fallback_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                         bool deterministic, const std::string& arch);
 
+/// The config a backward with score or mask modifiers runs (untuned): the call's mma.sync
+/// default (fallback_backward_config); the modifiers' per-score work has the registers there
+/// (tests/ops/test_attention_backward_compile.cpp compiles it with NVRTC for sm_80 and sm_90a at
+/// head dims 64, 128 and 256 in both dQ modes and checks that none spills).
+BackwardConfig modifiers_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                                         bool deterministic, const std::string& arch);
+/// modifiers_backward_config for a call: its head dim, mask kind, softcap and dQ mode.
+BackwardConfig modifiers_backward_config(DType dtype, const Attention& attention,
+                                         const std::string& arch);
+
 /// The kernels one backward call launches, in order.
 struct BackwardSpecs {
   detail::KernelSpec delta;  ///< attention_backward_delta_kernel<T>: D (and zeroes dQ's sum)
@@ -137,8 +147,11 @@ struct BackwardSpecs {
 /// kernel) or
 /// "attention_backward.dq_convert.bf16" (".permuted" for the TMA backward, which adds dQ's sums
 /// in the layout of attention/dq_accum_layout.cuh). Throws InvalidArgument("config") outside the
-/// space.
-BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& arch);
+/// space. With `modifiers` (mma.sync configs only; InvalidArgument("config") for a TMA one),
+/// the dK/dV and dQ kernels' traits end with their struct, which each spec's prelude defines,
+/// and their readable names with "mod" and 8 digits of the modifiers' digest.
+BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& arch,
+                             const ScoreModifiers& modifiers = {});
 
 /// Each gradient (dq, dk, dv) writes every element once and shares no memory with an input or
 /// another gradient: throws InvalidArgument naming the pair.

@@ -68,7 +68,6 @@ void validate_backward_arguments(const Attention& attention, const TensorView& q
                           "(fp32 [batch, heads_q, seqlen_q])");
   }
   validate_forward_arguments(attention, q, k, v, o, lse);
-  reject_modifiers(attention, "the backward");
   check_gradient_tensors(attention, q, dout, dq, dk, dv);
   check_gradients_disjoint(q, k, v, o, lse, dout, dq, dk, dv);
 }

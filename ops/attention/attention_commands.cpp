@@ -41,11 +41,11 @@ void add_run_options(CLI::App& run, AttentionRunFlags& flags) {
   run.add_flag("--rotary", flags.rotary,
                "With --append: rotary embedding (RoPE) of q and the new keys, pairs (i, i + d/2)");
   run.add_option("--score-mod", flags.score_mod,
-                 "Forward: a score modifier, a C++ expression of score, b, h, q_idx and kv_idx "
-                 "(Attention::score_mod), compiled into the kernel and, for the float64 "
-                 "reference, for the host");
+                 "A score modifier, a C++ expression of score, b, h, q_idx and kv_idx "
+                 "(Attention::score_mod), compiled into the kernels (forward or backward) and, "
+                 "for the float64 reference, for the host");
   run.add_option("--mask-mod", flags.mask_mod,
-                 "Forward: a mask modifier, a boolean C++ expression of b, h, q_idx and kv_idx "
+                 "A mask modifier, a boolean C++ expression of b, h, q_idx and kv_idx "
                  "(Attention::mask_mod), likewise");
   run.add_flag("--rotary-interleaved", flags.rotary_interleaved,
                "With --append: rotary embedding with pairs (2i, 2i + 1), FlashAttention's default");

@@ -182,10 +182,6 @@ void check_attention_tensors(const Attention& attention, const TensorView& q, co
 /// InvalidArgument naming the field ("attention.seqlen_k", ...).
 void validate_attention(const Attention& attention);
 
-/// Throws InvalidArgument naming attention.score_mod or attention.mask_mod when either is set:
-/// for the calls that do not take modifiers yet, `what` naming them ("the backward").
-void reject_modifiers(const Attention& attention, const std::string& what);
-
 /// Whether a forward call of `attention` has nothing to write (batch or seqlen_q is 0): it is a
 /// successful no-op, nothing is launched. seqlen_k 0 is not empty: every row sees no key.
 bool forward_is_empty(const Attention& attention);

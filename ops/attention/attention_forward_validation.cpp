@@ -145,18 +145,6 @@ void validate_attention(const Attention& attention) {
   check_block_mask(attention);
 }
 
-void reject_modifiers(const Attention& attention, const std::string& what) {
-  for (const auto& [name, text] :
-       {std::pair<const char*, const std::string&>{"attention.score_mod", attention.score_mod},
-        {"attention.mask_mod", attention.mask_mod}}) {
-    if (!text.empty()) {
-      throw InvalidArgument(name, "is set, but " + what +
-                                      " does not take score or mask modifiers yet (the dense "
-                                      "forward, Runtime::forward without Sequences, does)");
-    }
-  }
-}
-
 void validate_forward_arguments(const Attention& attention, const TensorView& q,
                                 const TensorView& k, const TensorView& v, const TensorView& o,
                                 const TensorView& lse) {

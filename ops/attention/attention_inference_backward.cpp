@@ -49,7 +49,6 @@ void run_attention_backward_sequences(detail::RuntimeBackend& backend, const Att
                                       const TensorView& lse, const TensorView& dout,
                                       const TensorView& dq, const TensorView& dk,
                                       const TensorView& dv, bool check_indices, Stream stream) {
-  reject_modifiers(a, "the backward");
   check_backward_sequences(s);
   if (!present(lse)) throw InvalidArgument("lse", "is required: the backward recomputes P from it");
   const InferenceTensors t = validate_inference_arguments(a, s, q, k, v, o, lse);
@@ -75,10 +74,13 @@ void run_attention_backward_sequences(detail::RuntimeBackend& backend, const Att
   check_indices_of(backend, a, s, t, check_indices, stream);
   if (a.batch == 0) return;
   // The dense backward's default in its varlen form: on sm_90a the TMA backward where it is the
-  // default (each CTA its sequence's rows), the mma.sync kernels elsewhere.
+  // default (each CTA its sequence's rows), the mma.sync kernels elsewhere and with modifiers.
+  const std::string& arch = backend.info().arch();
   BackwardConfig config =
-      default_backward_config(q.dtype, static_cast<int>(a.head_dim), forward_mask_kind(a),
-                              a.softcap > 0.0f, a.deterministic, backend.info().arch());
+      score_modifiers(a).empty()
+          ? default_backward_config(q.dtype, static_cast<int>(a.head_dim), forward_mask_kind(a),
+                                    a.softcap > 0.0f, a.deterministic, arch)
+          : modifiers_backward_config(q.dtype, a, arch);
   config.varlen = true;
   check_config_fits_device(config.shared_bytes(), backend.info());
   std::vector<detail::KernelBuffer> index_buffers;

@@ -52,6 +52,7 @@ testing::InferenceCase inference_case(const RunContext& context, const Attention
   c.append = flags.append;
   c.score_mod_text = p.score_mod_text;
   c.score_mod = p.score_mod;
+  c.score_mod_slope = p.score_mod_slope;
   c.mask_mod_text = p.mask_mod_text;
   c.mask_mod = p.mask_mod;
   c.rotary = flags.rotary || flags.rotary_interleaved;

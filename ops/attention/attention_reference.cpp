@@ -74,18 +74,29 @@ double softmax_in_place(double* row, int64_t n) {
   return row_max + std::log(sum);
 }
 
+// d score / d (q.k) for a visible pair whose soft-capped score (before a score modifier) is s:
+// the scale, times 1 - tanh^2 when softcapped (d/dx of c tanh(x/c) = 1 - tanh^2(x/c), and
+// tanh(x/c) = s/c), times the score modifier's slope.
+double score_derivative(const Problem& problem, double s, int64_t b, int64_t h, int64_t i,
+                        int64_t j) {
+  const double t = problem.softcap > 0 ? s / problem.softcap : 0.0;
+  return problem.scale() * (1.0 - t * t) * problem.modified_slope(s, b, h, i, j);
+}
+
 // One query row's attention over a key range: masked scores, probabilities and LSE.
 struct RowSoftmax {
   std::vector<double> scores;  // (keys.end - keys.begin), -inf where masked
+  std::vector<double> slopes;  // d score / d (q.k) where visible, for the backward
   std::vector<double> probs;   // (keys.end - keys.begin)
   double lse = kNegInf;
 };
 
 void attend_row(const Problem& problem, ConstView4 q, ConstView4 k, int64_t b, int64_t h, int64_t i,
-                KeyRange keys, RowSoftmax& row) {
+                KeyRange keys, RowSoftmax& row, bool slopes = false) {
   const int64_t kv_h = problem.kv_head(h);
   const int64_t n = keys.end - keys.begin;
   row.scores.assign(static_cast<size_t>(n), kNegInf);
+  row.slopes.assign(slopes ? static_cast<size_t>(n) : 0, 0.0);
   for (int64_t jj = 0; jj < n; ++jj) {
     const int64_t j = keys.begin + jj;
     if (!problem.sees(b, h, i, j)) continue;
@@ -94,6 +105,7 @@ void attend_row(const Problem& problem, ConstView4 q, ConstView4 k, int64_t b, i
     double s = problem.scale() * dot;
     if (problem.softcap > 0) s = problem.softcap * std::tanh(s / problem.softcap);
     row.scores[static_cast<size_t>(jj)] = problem.modified(s, b, h, i, j);
+    if (slopes) row.slopes[static_cast<size_t>(jj)] = score_derivative(problem, s, b, h, i, j);
   }
   row.probs = row.scores;
   row.lse = softmax_in_place(row.probs.data(), n);
@@ -106,14 +118,6 @@ double output_element(ConstView4 v, int64_t b, int64_t kv_h, int64_t d, KeyRange
   for (int64_t j = keys.begin; j < keys.end; ++j)
     acc += row.probs[static_cast<size_t>(j - keys.begin)] * v(b, j, kv_h, d);
   return acc;
-}
-
-// d score / d (q.k) for a visible score s: the scale, times 1 - tanh^2 when softcapped
-// (d/dx of c tanh(x/c) = 1 - tanh^2(x/c), and tanh(x/c) = s/c).
-double score_derivative(const Problem& problem, double s) {
-  if (problem.softcap <= 0) return problem.scale();
-  const double t = s / problem.softcap;
-  return problem.scale() * (1.0 - t * t);
 }
 
 // The tensors of a backward pass, bundled so the per-row step takes them as one argument.
@@ -136,8 +140,8 @@ void backprop_row(const Problem& problem, const BackwardViews& t, int64_t b, int
     const double p = row.probs[j];
     double dp = 0.0;  // dP_ij = dO_i . V_j
     for (int64_t d = 0; d < dim; ++d) dp += t.dout(b, i, h, d) * t.v(b, j, kv_h, d);
-    const double ds = p * (dp - delta);                               // dS = P (dP - D)
-    const double dx = ds * score_derivative(problem, row.scores[j]);  // d loss / d (q.k)
+    const double ds = p * (dp - delta);    // dS = P (dP - D)
+    const double dx = ds * row.slopes[j];  // d loss / d (q.k)
     for (int64_t d = 0; d < dim; ++d) {
       t.dq(b, i, h, d) += dx * t.k(b, j, kv_h, d);    // dQ = dS K scale
       t.dk(b, j, kv_h, d) += dx * t.q(b, i, h, d);    // dK = dSᵀ Q scale
@@ -244,8 +248,8 @@ Gradients backward(const Problem& problem, ConstView4 q, ConstView4 k, ConstView
                    ConstView4 dout, Layout grad_layout) {
   require_inputs(problem, q, k, v);
   require_shape("dout", dout, problem.q_shape());
-  require(!problem.score_mod && !problem.mask_mod,
-          "the backward reference has no score or mask modifiers yet");
+  require(!problem.score_mod || problem.score_mod_slope,
+          "the backward reference needs score_mod_slope with a score_mod");
   Gradients g{zeros(problem.q_shape(), grad_layout), zeros(problem.kv_shape(), grad_layout),
               zeros(problem.kv_shape(), grad_layout)};
   const BackwardViews views{q, k, v, dout, g.dq.view(), g.dk.view(), g.dv.view()};
@@ -253,7 +257,7 @@ Gradients backward(const Problem& problem, ConstView4 q, ConstView4 k, ConstView
   for (int64_t b = 0; b < problem.batch; ++b)
     for (int64_t h = 0; h < problem.heads_q; ++h)
       for (int64_t i = 0; i < problem.seqlen_q; ++i) {
-        attend_row(problem, q, k, b, h, i, {0, problem.seqlen_k}, row);
+        attend_row(problem, q, k, b, h, i, {0, problem.seqlen_k}, row, /*slopes=*/true);
         backprop_row(problem, views, b, h, i, row);
       }
   return g;

@@ -96,9 +96,12 @@ struct Problem {
   double softcap = 0.0;       ///< 0 = off; else s = softcap * tanh(scale * q.k / softcap)
   /// The library's Attention::score_mod and mask_mod: the text handed to the kernels, and the
   /// same expression as a host function of (score, b, h, q_idx, kv_idx) and (b, h, q_idx,
-  /// kv_idx), which the reference evaluates in float64. Empty: none. Forward only.
+  /// kv_idx), which the reference evaluates in float64. Empty: none. The backward reference
+  /// also needs `score_mod_slope`, ∂score_mod/∂score at the same arguments, written by hand (so
+  /// that it checks the kernels' dual numbers rather than repeating them).
   std::string score_mod_text{};
   std::function<double(double, int64_t, int64_t, int64_t, int64_t)> score_mod{};
+  std::function<double(double, int64_t, int64_t, int64_t, int64_t)> score_mod_slope{};
   std::string mask_mod_text{};
   std::function<bool(int64_t, int64_t, int64_t, int64_t)> mask_mod{};
 
@@ -118,6 +121,10 @@ struct Problem {
   /// The score modifier applied to the scaled (soft-capped) score `s` of (b, h, i, j), or `s`.
   double modified(double s, int64_t b, int64_t h, int64_t i, int64_t j) const {
     return score_mod ? score_mod(s, b, h, i, j) : s;
+  }
+  /// ∂modified/∂s at `s` (1 without a score modifier; score_mod_slope must be set with one).
+  double modified_slope(double s, int64_t b, int64_t h, int64_t i, int64_t j) const {
+    return score_mod ? score_mod_slope(s, b, h, i, j) : 1.0;
   }
   /// Whether any query sees key `j`: a key no query sees has exactly zero dK and dV.
   bool key_seen(int64_t j) const;

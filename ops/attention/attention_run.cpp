@@ -94,6 +94,7 @@ testing::ForwardCase forward_case(const RunContext& context, const AttentionRunF
     HostModifiers modifiers = compile_host_modifiers(flags.score_mod, flags.mask_mod);
     c.problem.score_mod_text = flags.score_mod;
     c.problem.score_mod = std::move(modifiers.score);
+    c.problem.score_mod_slope = std::move(modifiers.score_slope);
     c.problem.mask_mod_text = flags.mask_mod;
     c.problem.mask_mod = std::move(modifiers.mask);
   }

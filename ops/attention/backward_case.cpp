@@ -107,13 +107,22 @@ RowStats row_stats(const Problem& p, const InputViews& in, std::int64_t b, std::
   return stats;
 }
 
-/// dS of one visible (row, key) pair, chained through the softcap: the gradient with respect
-/// to the scaled dot product, before the scale. `s` is the exact score, `dp` the exact dO · V.
-double score_gradient(const Problem& p, double probability, double s, double dp, double delta,
-                      const Precision& r) {
+/// Where a score sits: batch, query head, query row, key.
+struct Pair {
+  std::int64_t b, h, i, j;
+};
+
+/// dS of one visible (row, key) pair, chained through the score modifier and the softcap: the
+/// gradient with respect to the scaled dot product, before the scale. `s` is the exact score,
+/// `dp` the exact dO · V.
+double score_gradient(const Problem& p, const InputViews& in, const Pair& at, double probability,
+                      double s, double dp, double delta, const Precision& r) {
   double ds = r(probability * (r(dp) - delta));  // dS = P ∘ (dP − D)
+  // The slopes are taken at the score before the modifier (the modifier's input).
+  const double capped = p.score_mod ? capped_score(p, in.q, in.k, at.b, at.h, at.i, at.j) : s;
+  if (p.score_mod) ds = r(ds * p.modified_slope(capped, at.b, at.h, at.i, at.j));
   if (p.softcap > 0) {
-    const double t = s / p.softcap;  // s = c·tanh(x / c): ds/dx = 1 − tanh²
+    const double t = capped / p.softcap;  // s = c·tanh(x / c): ds/dx = 1 − tanh²
     ds = r(ds * (1 - t * t));
   }
   return ds;
@@ -145,7 +154,7 @@ reference::Gradients plain_backward(const BackwardCase& c, const InputViews& in)
           if (sj == kNegInf) continue;
           const double pj = probs[static_cast<std::size_t>(j)];
           const double dp = dot(&in.dout(b, i, h, 0), &in.v(b, j, hk, 0), p.head_dim);
-          const double ds = score_gradient(p, pj, sj, dp, stats.delta, r);
+          const double ds = score_gradient(p, in, {b, h, i, j}, pj, sj, dp, stats.delta, r);
           for (std::int64_t d = 0; d < p.head_dim; ++d) {
             dq(b, i, h, d) += ds * in.k(b, j, hk, d);
             dk(b, j, hk, d) += ds * in.q(b, i, h, d);
@@ -202,8 +211,8 @@ void add_query_row(const BackwardCase& c, const InputViews& in, const SampledRow
       const double sj = s[static_cast<std::size_t>(j)];
       if (sj == kNegInf) continue;
       const double dp = dot(&in.dout(b, i, h, 0), &in.v(b, j, hk, 0), p.head_dim);
-      const double ds =
-          score_gradient(p, probs[static_cast<std::size_t>(j)], sj, dp, stats.delta, r);
+      const double ds = score_gradient(p, in, {b, h, i, j}, probs[static_cast<std::size_t>(j)], sj,
+                                       dp, stats.delta, r);
       for (std::int64_t d = 0; d < p.head_dim; ++d) {
         dq[static_cast<std::size_t>(d)] += ds * in.k(b, j, hk, d);
       }
@@ -262,14 +271,14 @@ void add_key_row(const BackwardCase& c, const InputViews& in, const GroupStats& 
   const Precision precisions[2] = {{}, {c.dtype}};
   for (std::int64_t n = 0; n < group * p.seqlen_q; ++n) {
     const std::int64_t h = hk * group + n / p.seqlen_q, i = n % p.seqlen_q;
-    if (!p.visible(i, j)) continue;
+    if (!p.sees(b, h, i, j)) continue;
     const double s = score(p, in.q, in.k, b, h, i, j);
     const double dp = dot(&in.dout(b, i, h, 0), &in.v(b, j, hk, 0), p.head_dim);
     for (int x = 0; x < 2; ++x) {
       const RowStats& st = (x == 0 ? stats.exact : stats.plain)[static_cast<std::size_t>(n)];
       if (st.max == kNegInf) continue;
       const double pj = st.probability(s, precisions[x]);
-      const double ds = score_gradient(p, pj, s, dp, st.delta, precisions[x]);
+      const double ds = score_gradient(p, in, {b, h, i, j}, pj, s, dp, st.delta, precisions[x]);
       for (std::int64_t d = 0; d < p.head_dim; ++d) {
         dk[x][static_cast<std::size_t>(d)] += ds * in.q(b, i, h, d);
         dv[x][static_cast<std::size_t>(d)] += pj * in.dout(b, i, h, d);

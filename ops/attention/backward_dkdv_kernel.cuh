@@ -11,6 +11,7 @@
 #include "attention/backward_sequence.cuh"
 #include "attention/backward_traits.cuh"
 #include "attention/mask.cuh"
+#include "attention/modifiers.cuh"
 #include "attention/query_block_pipeline.cuh"
 #include "tile/fragment_store.cuh"
 #include "tile/gemm.cuh"
@@ -47,12 +48,19 @@ struct QueryStats {
 template <class Traits, class Window, class Grid>
 FJ_DEVICE void score_gradients(const AttentionBackwardParams& params, const Window& window,
                                QueryBlockPipeline<Traits>& tiles, const QueryBlock<Traits>& block,
-                               int batch, int key0, const Grid& grid, int lane) {
+                               int batch, int sequence, int key0, const Grid& grid, int lane) {
   acc_tile<Grid::kRows, Grid::kCols> p_t;  // (keys, queries): Sᵀ, then Pᵀ
   fill(p_t, 0.0f);
   mma_abt(p_t, tiles.k, grid.row0, block.q, grid.col0, lane);  // Sᵀ = K Qᵀ
   ScoreScaling<Traits::kSoftcap, Grid::kRows, Grid::kCols> scaling;
-  scaling.scale(p_t, params);  // Sᵀ·scale·log2 e
+  scaling.scale(p_t, params);                // Sᵀ·scale·log2 e
+  const auto position = [&](int r, int c) {  // of element (r, c): key row r, query column c
+    const int key = key0 + grid.row0 + r, row = grid.col0 + c;
+    return ScorePosition{row < block.rows && key < params.seqlen_k, block.head, block.row0 + row,
+                         key};
+  };
+  ModifiedScores<typename Traits::Modifiers, Grid::kRows, Grid::kCols> modified;
+  modified.apply(p_t, sequence, position, lane);  // score_mod, mask_mod
   if (!window.block_fully_visible(block.row0, block.row0 + block.rows - 1, key0, Traits::kBlockN)) {
     mask_scores_transposed(window, p_t, key0 + grid.row0, block.row0 + grid.col0, lane);
   }
@@ -63,7 +71,8 @@ FJ_DEVICE void score_gradients(const AttentionBackwardParams& params, const Wind
   mma_abt(ds_t, tiles.v, grid.row0, block.dout, grid.col0, lane);  // dPᵀ = V dOᵀ
   sub_col(ds_t, stats.delta);
   mul_elements(ds_t, p_t);  // dSᵀ = Pᵀ ∘ (dPᵀ − D)
-  scaling.chain(ds_t);
+  modified.chain(ds_t);     // through score_mod
+  scaling.chain(ds_t);      // through softcap
   store_fragments(p_t, tiles.p_t, grid.row0, grid.col0, lane);
   store_fragments(ds_t, tiles.ds_t, grid.row0, grid.col0, lane);
 }
@@ -104,7 +113,8 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const ScoreGrid scores(warp);
   const KeyGrid gradients(warp);
-  int batch = blockIdx.z;
+  const int sequence = blockIdx.z;  // `b` of the modifiers
+  int batch = sequence;
   if constexpr (Traits::kVarlen) {  // its own sequence, as a dense batch of one
     rebase_to_sequence<typename Traits::Element>(params, batch);
     batch = 0;
@@ -125,8 +135,9 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   if (pipeline.steps() > 0) pipeline.start(params, key0, keys);
   for (int step = 0; step < pipeline.steps(); ++step) {
     const QueryBlock<Traits> block = pipeline.await(step);  // Qᵢ, dOᵢ of one head
-    score_gradients(params, window, pipeline, block, batch, key0, scores, lane);  // Pᵀ, dSᵀ
-    __syncthreads();  // every warp's blocks of Pᵀ and dSᵀ are in shared memory
+    score_gradients(params, window, pipeline, block, batch, sequence, key0, scores,
+                    lane);  // Pᵀ, dSᵀ
+    __syncthreads();        // every warp's blocks of Pᵀ and dSᵀ are in shared memory
     mma_ab(dv, pipeline.p_t, gradients.row0, block.dout, gradients.col0, lane);  // dV += Pᵀ dO
     mma_ab(dk, pipeline.ds_t, gradients.row0, block.q, gradients.col0, lane);    // dK += dSᵀ Q
     if constexpr (Traits::kAtomicDq) {

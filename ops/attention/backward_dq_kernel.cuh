@@ -9,6 +9,7 @@
 #include "attention/epilogue.cuh"
 #include "attention/key_value_pipeline.cuh"
 #include "attention/mask.cuh"
+#include "attention/modifiers.cuh"
 #include "tile/gemm.cuh"
 
 namespace flashjit {
@@ -23,7 +24,8 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   constexpr int kRows = Traits::kQueryRowsPerWarp;
   const int lane = threadIdx.x % kWarpSize;
   const int warp_row0 = threadIdx.x / kWarpSize * kRows;
-  int batch = blockIdx.z;
+  const int sequence = blockIdx.z;  // `b` of the modifiers
+  int batch = sequence;
   if constexpr (Traits::kVarlen) {  // its own sequence, as a dense batch of one
     rebase_to_sequence<T>(params, batch);
     batch = 0;
@@ -64,7 +66,13 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     fill(p, 0.0f);
     mma_abt(p, pipeline.q, warp_row0, k, lane);  // S = Q Kᵀ
     ScoreScaling<Traits::kSoftcap, kRows, Traits::kBlockN> scaling;
-    scaling.scale(p, params);  // S·scale·log2 e
+    scaling.scale(p, params);                  // S·scale·log2 e
+    const auto position = [&](int r, int c) {  // of element (r, c)
+      const int row = warp_row0 + r, key = key0 + c;
+      return ScorePosition{row < rows && key < params.seqlen_k, head, row0 + row, key};
+    };
+    ModifiedScores<typename Traits::Modifiers, kRows, Traits::kBlockN> modified;
+    modified.apply(p, sequence, position, lane);  // score_mod, mask_mod
     if (!window.block_fully_visible(row0, row0 + rows - 1, key0, Traits::kBlockN)) {
       mask_scores(window, p, row0 + warp_row0, key0, lane);  // S = −inf where masked
     }
@@ -73,8 +81,9 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     fill(ds, 0.0f);
     mma_abt(ds, dout, warp_row0, pipeline.await_values(block), lane);  // dP = dO Vᵀ
     sub_row(ds, delta);
-    mul_elements(ds, p);  // dS = P ∘ (dP − D)
-    scaling.chain(ds);
+    mul_elements(ds, p);                     // dS = P ∘ (dP − D)
+    modified.chain(ds);                      // through score_mod
+    scaling.chain(ds);                       // through softcap
     mma_ab(dq, to_operand<T>(ds), k, lane);  // dQ += dS K
   }
   scale_tile(dq, params.scale);

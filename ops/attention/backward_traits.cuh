@@ -5,9 +5,11 @@
 //       128, 64, 128, 8, 2, flashjit::MaskKind::window, false, true>>
 //   flashjit::attention_backward_dq_kernel<flashjit::BackwardQueryTraits<flashjit::bfloat16_t,
 //       128, 64, 64, 4, flashjit::MaskKind::window, false>>
-// with a last `true` for a variable-length batch (attention/backward_sequence.cuh).
+// with a last `true` for a variable-length batch (attention/backward_sequence.cuh), and with
+// score or mask modifiers a last one naming their struct (attention/modifiers.cuh).
 #include "attention/backward_space.cuh"
 #include "attention/mask_kind.cuh"
+#include "attention/modifiers.cuh"
 #include "tile/numeric.cuh"
 
 namespace flashjit {
@@ -15,7 +17,8 @@ namespace flashjit {
 /// The dK/dV kernel's: Br query rows streamed per step past Bc keys, `Stages` Q/dO buffers;
 /// AtomicDq: also add dQ = dS K to the fp32 workspace (the default, non-deterministic mode).
 template <typename Element_, int HeadDim, int BlockM, int BlockN, int Warps, int Stages,
-          MaskKind Mask, bool Softcap, bool AtomicDq, bool Varlen = false>
+          MaskKind Mask, bool Softcap, bool AtomicDq, bool Varlen = false,
+          class Modifiers_ = NoModifiers>
 struct BackwardKeyTraits {
   static_assert(attention_backward_space::key_kernel_valid(HeadDim, BlockM, BlockN, Warps, Stages,
                                                            Softcap, AtomicDq),
@@ -37,13 +40,14 @@ struct BackwardKeyTraits {
   static constexpr bool kSoftcap = Softcap;
   static constexpr bool kAtomicDq = AtomicDq;
   static constexpr bool kVarlen = Varlen;  // per-sequence lengths and offsets (cu_seqlens)
+  using Modifiers = Modifiers_;  // the caller's score and mask modifiers (attention/modifiers.cuh)
   static constexpr int kSharedBytes =
       attention_backward_space::key_kernel_shared_bytes(HeadDim, BlockM, BlockN, Stages);
 };
 
 /// The dQ kernel's (deterministic mode): Br query rows per CTA, Bc keys per streamed block.
 template <typename Element_, int HeadDim, int BlockM, int BlockN, int Warps, MaskKind Mask,
-          bool Softcap, bool Varlen = false>
+          bool Softcap, bool Varlen = false, class Modifiers_ = NoModifiers>
 struct BackwardQueryTraits {
   static_assert(attention_backward_space::query_kernel_valid(HeadDim, BlockM, BlockN, Warps,
                                                              Softcap),
@@ -62,6 +66,7 @@ struct BackwardQueryTraits {
   static constexpr MaskKind kMask = Mask;
   static constexpr bool kSoftcap = Softcap;
   static constexpr bool kVarlen = Varlen;  // per-sequence lengths and offsets (cu_seqlens)
+  using Modifiers = Modifiers_;            // as BackwardKeyTraits
   static constexpr int kQueryRowsPerWarp = BlockM / Warps;
   static constexpr int kSharedBytes =
       attention_backward_space::query_kernel_shared_bytes(HeadDim, BlockM, BlockN);

@@ -451,25 +451,31 @@ std::string check_cache(const InferenceCase& c, const KeyPlacement& keys, const 
 
 reference::Problem sequence_problem(const InferenceCase& c, std::size_t b) {
   reference::Problem p{.batch = 1,
-          .heads_q = c.heads_q,
-          .heads_kv = c.heads_kv,
-          .seqlen_q = c.seqlens_q[b],
-          .seqlen_k = c.seqlens_k[b],
-          .head_dim = c.head_dim,
-          .causal = c.causal,
-          .window_left = c.window_left,
-          .softcap = c.softcap};
+                       .heads_q = c.heads_q,
+                       .heads_kv = c.heads_kv,
+                       .seqlen_q = c.seqlens_q[b],
+                       .seqlen_k = c.seqlens_k[b],
+                       .head_dim = c.head_dim,
+                       .causal = c.causal,
+                       .window_left = c.window_left,
+                       .softcap = c.softcap};
   // The reference's problem is the sequence alone (batch 1); the modifiers see its index.
   const auto batch = static_cast<std::int64_t>(b);
   if (c.score_mod) {
     p.score_mod_text = c.score_mod_text;
     p.score_mod = [f = c.score_mod, batch](double s, std::int64_t, std::int64_t h, std::int64_t i,
-                                            std::int64_t j) { return f(s, batch, h, i, j); };
+                                           std::int64_t j) { return f(s, batch, h, i, j); };
+  }
+  if (c.score_mod_slope) {
+    p.score_mod_slope = [f = c.score_mod_slope, batch](double s, std::int64_t, std::int64_t h,
+                                                       std::int64_t i, std::int64_t j) {
+      return f(s, batch, h, i, j);
+    };
   }
   if (c.mask_mod) {
     p.mask_mod_text = c.mask_mod_text;
     p.mask_mod = [f = c.mask_mod, batch](std::int64_t, std::int64_t h, std::int64_t i,
-                                          std::int64_t j) { return f(batch, h, i, j); };
+                                         std::int64_t j) { return f(batch, h, i, j); };
   }
   return p;
 }
@@ -511,8 +517,7 @@ std::string InferenceCase::name() const {
      << (rotary && rotary_dim > 0 ? std::to_string(rotary_dim) : "")
      << (leftpad.empty() ? "" : ".leftpad") << (cache_batch_idx ? ".cacherows" : "")
      << (score_mod_text.empty() ? "" : ".scoremod") << (mask_mod_text.empty() ? "" : ".maskmod")
-     << ".seed"
-     << seed;
+     << ".seed" << seed;
   return os.str();
 }
 

@@ -59,10 +59,13 @@ struct InferenceCase {
   bool cache_batch_idx = false;
   /// Score and mask modifiers (Attention::score_mod, mask_mod): the text the kernel compiles,
   /// and a host function of the same expression for the reference (b: the sequence's index,
-  /// q_idx and kv_idx within it). Empty: none.
+  /// q_idx and kv_idx within it). Empty: none. The backward's reference also takes
+  /// ∂score_mod/∂score (reference::Problem::score_mod_slope).
   std::string score_mod_text = {};
   std::function<double(double, std::int64_t, std::int64_t, std::int64_t, std::int64_t)> score_mod =
       {};
+  std::function<double(double, std::int64_t, std::int64_t, std::int64_t, std::int64_t)>
+      score_mod_slope = {};
   std::string mask_mod_text = {};
   std::function<bool(std::int64_t, std::int64_t, std::int64_t, std::int64_t)> mask_mod = {};
   DType dtype = DType::bf16;

@@ -6,7 +6,9 @@
 //   score(score, b, h, q_idx, kv_idx)  the score the softmax sees, from the scaled (and soft-
 //                                      capped) score in the natural domain;
 //   mask(b, h, q_idx, kv_idx)          false hides key kv_idx from query q_idx.
-// Indices are within the sequence: b the batch entry, h the query head.
+// Indices are within the sequence: b the batch entry, h the query head. The backward evaluates
+// score() on dual numbers (attention/dual_number.cuh) for ∂score/∂score.
+#include "attention/dual_number.cuh"
 #include "tile/numeric.cuh"
 #include "tile/register_tile.cuh"
 
@@ -43,5 +45,70 @@ FJ_DEVICE void modify_scores(acc_tile<Rows, Cols>& s, const Block& block, int wa
     }
   });
 }
+
+/// Where a score of the backward's tiles sits: its query head, query and key positions within
+/// the sequence, and whether it is a real score (a row of the block, a key of the sequence).
+struct ScorePosition {
+  bool valid;
+  int head, query, key;
+};
+
+/// The modifiers in the backward, on a warp's (Rows, Cols) score tile in the base-2 domain (as
+/// ScoreScaling leaves it): apply() recomputes the scores the forward's softmax saw and keeps
+/// ∂score_mod/∂score per score, evaluated on dual numbers; chain() takes dS of the modified
+/// scores to dS of the scores the modifier was given. A hidden key gets −inf and slope 0.
+template <class Modifiers, int Rows, int Cols>
+struct ModifiedScores {
+  static constexpr bool kAny = Modifiers::kScore || Modifiers::kMask;
+  acc_tile<Rows, Cols> slope;  // ∂score_mod/∂score (the score modifier's only)
+
+  /// `at(r, c)`: the ScorePosition of tile element (r, c); `batch` the sequence's index.
+  template <class Position>
+  FJ_DEVICE void apply(acc_tile<Rows, Cols>& s, int batch, const Position& at, int lane) {
+    if constexpr (kAny) {
+#pragma unroll
+      for (int i = 0; i < s.kSlabs; ++i)
+#pragma unroll
+        for (int g = 0; g < s.kGroups; ++g)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const ScorePosition p = at(fragment_row(i, e / 2, lane), fragment_col(g, e % 2, lane));
+            float& x = s.frag[i][g][e];
+            float slope_here = 1.0f;
+            if (p.valid) {
+              if constexpr (Modifiers::kScore) {
+                const Dual<float> y =
+                    Modifiers::score(Dual<float>(x * kLn2, 1.0f), batch, p.head, p.query, p.key);
+                x = y.value * kLog2e;
+                slope_here = y.slope;
+              }
+              if constexpr (Modifiers::kMask) {
+                if (!Modifiers::mask(batch, p.head, p.query, p.key)) {
+                  x = negative_infinity();
+                  slope_here = 0.0f;
+                }
+              }
+            }
+            if constexpr (Modifiers::kScore) slope.frag[i][g][e] = slope_here;
+          }
+    }
+  }
+
+  /// ds ∘= slope; an element with dS = 0 (P = 0: hidden, or masked by the window after apply)
+  /// stays 0 whatever the slope there (a modifier's slope may be infinite where it is unused).
+  FJ_DEVICE void chain(acc_tile<Rows, Cols>& ds) const {
+    if constexpr (Modifiers::kScore) {
+#pragma unroll
+      for (int i = 0; i < ds.kSlabs; ++i)
+#pragma unroll
+        for (int g = 0; g < ds.kGroups; ++g)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float& x = ds.frag[i][g][e];
+            x = x == 0.0f ? 0.0f : x * slope.frag[i][g][e];
+          }
+    }
+  }
+};
 
 }  // namespace flashjit

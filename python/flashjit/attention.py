@@ -113,8 +113,8 @@ if torch is not None:
         """attention() with its gradients from the backward kernels (LSE recomputation)."""
 
         @staticmethod
-        def forward(ctx, q, k, v, options):
-            o, lse = _forward(q, k, v, options)
+        def forward(ctx, q, k, v, options, block_mask=None):
+            o, lse = _forward(q, k, v, options, block_mask)
             ctx.save_for_backward(q, k, v, o, lse)
             ctx.options = options
             ctx.mark_non_differentiable(lse)
@@ -124,7 +124,7 @@ if torch is not None:
         def backward(ctx, dout, _dlse):
             q, k, v, o, lse = ctx.saved_tensors
             dq, dk, dv = _backward(dout.contiguous(), q, k, v, o, lse, ctx.options)
-            return dq, dk, dv, None
+            return dq, dk, dv, None, None
 
 
 def _options_of(causal, window_left, window_right, softcap, scale, deterministic) -> _Options:
@@ -159,17 +159,16 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
 
     `score_mod` and `mask_mod` are C++ expressions compiled into the kernel (docs/modifiers.md):
     the score the softmax sees, from `score` (scaled, soft-capped), `b`, `h`, `q_idx` and
-    `kv_idx`; and whether query q_idx sees key kv_idx. Forward only for now: with either set,
-    tensors that require grad raise ValueError (call it under torch.no_grad()). `block_mask`
-    (build_block_mask()'s, for this mask_mod and these sizes) lets the kernel skip the key
-    blocks the mask hides from whole query blocks."""
+    `kv_idx`; and whether query q_idx sees key kv_idx. Gradients flow through both (the
+    backward evaluates score_mod on dual numbers: write it with operators and unqualified
+    functions such as tanhf, expf). `block_mask` (build_block_mask()'s, for this mask_mod and
+    these sizes) lets the forward skip the key blocks the mask hides from whole query blocks."""
     options = _Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod)
     if score_mod or mask_mod:
         if _wants_grad(q, k, v):
-            raise ValueError("'score_mod'/'mask_mod': the backward does not take modifiers yet; "
-                             "call attention() under torch.no_grad(), or on tensors that do not "
-                             "require grad")
-        o, lse = _forward(q, k, v, options, block_mask)
+            o, lse = _AttentionFunction.apply(q, k, v, options, block_mask)
+        else:
+            o, lse = _forward(q, k, v, options, block_mask)
     elif block_mask is not None:
         raise ValueError("'block_mask' needs the 'mask_mod' it was built from")
     elif _custom_ops.forward_op is not None and is_torch(q):
@@ -201,12 +200,13 @@ def build_block_mask(mask_mod: str, batch: int, heads_q: int, seqlen_q: int, seq
 
 def attention_backward(dout, q, k, v, o, lse, *, causal: bool = False,
                        window: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
-                       scale: Optional[float] = None, deterministic: bool = False):
+                       scale: Optional[float] = None, deterministic: bool = False,
+                       score_mod: str = "", mask_mod: str = ""):
     """The gradients (dq, dk, dv) of attention() for its output gradient `dout` (like q), given
-    that call's arguments and its o and lse (return_lse=True). For numpy callers, and for
-    torch callers who keep their own graph; dk and dv sum over the query heads sharing a
-    key/value head."""
-    options = _Options(causal, tuple(window), softcap, scale, deterministic)
+    that call's arguments (its score_mod and mask_mod included) and its o and lse
+    (return_lse=True). For numpy callers, and for torch callers who keep their own graph; dk
+    and dv sum over the query heads sharing a key/value head."""
+    options = _Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod)
     return _backward(dout, q, k, v, o, lse, options)
 
 
@@ -279,14 +279,17 @@ if torch is not None:
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max_seqlen_k: int,
                      *, causal: bool = False, window: Tuple[int, int] = (-1, -1),
                      softcap: float = 0.0, scale: Optional[float] = None,
-                     deterministic: bool = False, return_lse: bool = False):
+                     deterministic: bool = False, return_lse: bool = False, score_mod: str = "",
+                     mask_mod: str = ""):
     """Attention over a packed batch of variable lengths, FlashAttention's
     flash_attn_varlen_func: q is [total_q, heads_q, head_dim], k and v [total_k, heads_kv,
     head_dim], sequence i's rows from cu_seqlens_q[i] (cu_seqlens_k[i]) to the next entry
     (int32 [batch + 1], from 0, nondecreasing), max_seqlen_* the longest. Options, dtypes,
     devices and gradients as attention(); the LSE is float32 [heads_q, total_q]. The index
-    arrays are checked before anything runs (a ValueError names a bad entry)."""
-    options = _Options(causal, tuple(window), softcap, scale, deterministic)
+    arrays are checked before anything runs (a ValueError names a bad entry). score_mod and
+    mask_mod as in attention(), with gradients; b is the sequence's index and q_idx, kv_idx
+    positions within it."""
+    options = _Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod)
     if _wants_grad(q, k, v):
         o, lse = _VarlenFunction.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                        max_seqlen_k, options)

@@ -139,3 +139,28 @@ TEST_CASE(
     "a ptxas advisory") {
   check_compile_matrix("sm_90a");
 }
+
+TEST_CASE(
+    "attention-backward: the configs with score and mask modifiers compile in registers for "
+    "sm_80 and sm_90a, in both dQ modes") {
+  KernelCache::Options options;
+  options.use_disk = false;
+  KernelCache cache(options);
+  // A nonlinear score modifier, so the dual numbers carry a slope that is not a constant.
+  const kernels::ScoreModifiers modifiers{
+      "4.0f * tanhf(score / 4.0f) - 0.125f * (h + 1) * (q_idx - kv_idx)",
+      "q_idx / 64 == kv_idx / 64 || kv_idx < 4"};
+  std::vector<KernelSpec> specs;
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    for (int head_dim : {64, 128, 256}) {
+      for (bool deterministic : {false, true}) {
+        const kernels::BackwardConfig config = kernels::modifiers_backward_config(
+            DType::bf16, head_dim, MaskKind::window, false, deterministic, arch);
+        const kernels::BackwardSpecs backward = kernels::backward_specs(config, arch, modifiers);
+        specs.push_back(backward.dkdv);
+        if (config.has_query_kernel()) specs.push_back(backward.dq);
+      }
+    }
+  }
+  testing::check_compiles_without_spills(cache, specs);
+}

@@ -388,7 +388,7 @@ TEST_CASE("TMA backward: refused on sm_80 and outside its space, before any laun
   CHECK_FALSE(config.valid());
   CHECK(tma_config(with_dtype(make_case(1, 1, 8, 8, 256), DType::f16), 64, 1, true).valid());
   CHECK_FALSE(tma_config(make_case(1, 1, 8, 8, 256), 64, 2, true).valid());  // 273 KB
-  CHECK_FALSE(tma_config(make_case(1, 1, 8, 8, 256), 64, 1).valid());  // dK and dV spill
+  CHECK_FALSE(tma_config(make_case(1, 1, 8, 8, 256), 64, 1).valid());        // dK and dV spill
   CHECK_FALSE(tma_config(make_case(1, 1, 8, 8, 192), 128, 1).valid());
   CHECK_FALSE(tma_config(c, 64, 2, true).valid());  // no dQ columns for the second warpgroup
   CHECK(tma_config(make_case(1, 1, 8, 8, 192), 64, 2, true).valid());  // 209 KB

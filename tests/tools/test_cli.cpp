@@ -475,6 +475,23 @@ TEST_CASE("run --score-mod/--mask-mod: the float64 reference evaluates the same 
     CHECK(run.out.find(".mod") != std::string::npos);
     CHECK(run.out.find("PASS") != std::string::npos);
   }
+  // The backward, dense and variable-length: ∂score_mod/∂score from the kernels' dual numbers,
+  // the reference's from the same text on float64 dual numbers.
+  for (const std::vector<std::string>& form :
+       {std::vector<std::string>{"--seqlen-q", "50", "--seqlen-k", "70", "--causal"},
+        {"--varlen", "3", "--seqlen-q", "40", "--seqlen-k", "40", "--deterministic"}}) {
+    std::vector<std::string> args = {
+        "run",         "--emulate",
+        "--op",        "attention-backward",
+        "--score-mod", "4.0f * tanhf(score / 4.0f) - 0.01f * h * kv_idx",
+        "--mask-mod",  "(kv_idx + b) % 5 != 2"};
+    args.insert(args.end(), form.begin(), form.end());
+    const ChildResult run = flashjit_cli(args, dir.path().string());
+    CAPTURE(run.output);
+    CHECK(run.exit_code == 0);
+    CHECK(run.out.find(".mod") != std::string::npos);
+    CHECK(run.out.find("PASS") != std::string::npos);
+  }
   // A mask the reference evaluates differently from the kernel would fail: here the two agree
   // only because they read the same text; a program is refused before anything compiles.
   const ChildResult bad =

@@ -181,6 +181,18 @@ flashjit::Attention to_attention(const flashjit_attention& a) {
   if (a.score_mod != nullptr) attention.score_mod = a.score_mod;
   if (a.mask_mod != nullptr) attention.mask_mod = a.mask_mod;
   attention.block_mask = optional_view(a.block_mask, "attention.block_mask");
+  if (a.num_captures < 0 || (a.num_captures > 0 && a.captures == nullptr)) {
+    throw InvalidArgument(
+        "attention.num_captures",
+        "is " + std::to_string(a.num_captures) +
+            (a.num_captures < 0 ? "; it counts captures" : " but attention.captures is NULL"));
+  }
+  for (int i = 0; i < a.num_captures; ++i) {
+    const std::string field = "attention.captures[" + std::to_string(i) + "]";
+    const flashjit_capture& c = a.captures[i];
+    if (c.name == nullptr) throw InvalidArgument(field + ".name", "is NULL");
+    attention.captures.push_back({c.name, to_view(c.tensor, field + ".tensor")});
+  }
   return attention;
 }
 
@@ -329,7 +341,9 @@ void flashjit_attention_init(flashjit_attention* attention) {
                 .deterministic = defaults.deterministic ? 1 : 0,
                 .score_mod = nullptr,
                 .mask_mod = nullptr,
-                .block_mask = nullptr};
+                .block_mask = nullptr,
+                .captures = nullptr,
+                .num_captures = 0};
 }
 
 flashjit_status flashjit_attention_forward(flashjit_runtime* runtime,

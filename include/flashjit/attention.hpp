@@ -5,10 +5,24 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "flashjit/tensor.hpp"
 
 namespace flashjit {
+
+/// A tensor the score and mask modifiers read by name (Attention::captures), as FlexAttention's
+/// captured tensors: a relative-position bias table, document ids of packed sequences.
+struct Capture {
+  /// The name the expressions use: an identifier (letters, digits, '_', not first a digit), not
+  /// one of score, b, h, q_idx, kv_idx, captures, nor starting with "__" or "flashjit".
+  std::string name;
+  /// Read-only, in the runtime's memory (device memory, or host memory on the emulator): rank 1
+  /// to 4, fp32, fp16, bf16 (read as float) or int32 (read as int), any strides. An expression
+  /// indexes it one dimension at a time, `bias[h][q_idx - kv_idx + 128]`. Indices are not
+  /// checked on a GPU (the emulator reports a read outside the tensor).
+  TensorView tensor;
+};
 
 /// Shape and options of one attention call: O = softmax(scale · Q Kᵀ + mask) V per head.
 /// batch, seqlen_q and seqlen_k may be 0, as in PyTorch: a call with nothing to write succeeds
@@ -91,6 +105,12 @@ struct Attention {
   /// null data: none. The dense forward only; it requires mask_mod, and a block mask of another
   /// mask gives wrong results (it is not checked against the text).
   TensorView block_mask{};
+  /// Tensors score_mod and mask_mod read by name (at most 4): `doc[q_idx] == doc[kv_idx]`
+  /// with a capture named "doc". Their names, dtypes and ranks are part of the kernel (not
+  /// their values or sizes: new values need no new kernel). An expression that indexes a name
+  /// no capture has is refused by name before anything compiles. Gradients do not flow into
+  /// captures: the backward reads them as constants.
+  std::vector<Capture> captures{};
 };
 
 /// The batch of a call whose sequences are not one dense [seqlen, heads, head_dim] block each

@@ -160,6 +160,13 @@ typedef struct flashjit_tensor {
 
 /* ---- Attention ------------------------------------------------------------------------- */
 
+/** A tensor the modifiers read by name (flashjit::Capture): `name` a NUL-terminated
+ *  identifier, `tensor` rank 1 to 4, fp32, fp16, bf16 or int32. */
+typedef struct flashjit_capture {
+  const char* name;
+  flashjit_tensor tensor;
+} flashjit_capture;
+
 /** One attention call, O = softmax(scale * Q K^T + mask) V per head (flashjit::Attention). */
 typedef struct flashjit_attention {
   int64_t batch;    /**< sequences in the batch */
@@ -193,6 +200,10 @@ typedef struct flashjit_attention {
   /** mask_mod's block mask (flashjit_build_block_mask; flashjit::Attention::block_mask), or
    *  NULL for none. */
   const flashjit_tensor* block_mask;
+  /** Tensors score_mod and mask_mod read by name (flashjit::Attention::captures, which says
+   *  what they may be): num_captures entries, or NULL and 0 for none. Read during the call. */
+  const flashjit_capture* captures;
+  int num_captures;
 } flashjit_attention;
 
 /** Fills *attention with the C++ defaults: batch, heads, sequence lengths 1, head_dim 64, not

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "attention/attention_captures.hpp"
 #include "attention/attention_common.hpp"
 #include "attention/attention_forward_tma.hpp"
 #include "attention/attention_tuning.hpp"
@@ -239,6 +240,7 @@ void launch_backward(detail::RuntimeBackend& backend, const Attention& attention
   params.sequences = sequences;  // a variable-length batch's offsets (zero for a dense one)
   std::vector<detail::KernelBuffer> buffers = backward_buffers(t, delta, dq_accum, dq_semaphore);
   buffers.insert(buffers.end(), index_buffers.begin(), index_buffers.end());
+  add_capture_buffers(attention, buffers);
   detail::Executor& executor = backend.executor();
   detail::launch_kernel(executor, specs.delta, shapes.delta, buffers, params);  // D
   if (config.tma) {
@@ -530,6 +532,7 @@ AttentionBackwardParams backward_params(const Attention& attention, const Tensor
   params.score_scale = forward.score_scale;
   params.softcap_log2 = forward.softcap_log2;
   params.scale = static_cast<float>(softmax_scale(attention));
+  params.captures = forward.captures;
   return params;
 }
 

@@ -267,6 +267,7 @@ Attention ForwardCase::attention() const {
   a.softcap = static_cast<float>(p.softcap);
   a.score_mod = p.score_mod_text;
   a.mask_mod = p.mask_mod_text;
+  a.captures = captures;
   return a;
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "attention/attention_forward.hpp"
 #include "attention/attention_reference.hpp"
@@ -29,6 +30,9 @@ struct ForwardCase {
   /// the GPU. Every element of O and of LSE is still checked for having been written.
   /// 0: every row of every head.
   std::int64_t sample_rows = 0;
+  /// Attention::captures, already in the runtime's memory (the problem's modifiers read host
+  /// copies of the same values).
+  std::vector<Capture> captures = {};
 
   /// "b2.hq8.hkv1.q17.k63.d64.bf16.bshd.causal..." for test messages.
   std::string name() const;

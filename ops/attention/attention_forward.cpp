@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "attention/attention_captures.hpp"
 #include "attention/attention_common.hpp"
 #include "attention/attention_forward_tma.hpp"
 #include "attention/attention_tuning.hpp"
@@ -113,6 +114,7 @@ ForwardLaunch forward_launch(const DeviceInfo& device, const Attention& attentio
   if (attention.block_mask.data != nullptr) {
     launch.buffers.push_back(kernel_buffer(attention.block_mask, "block_mask"));
   }
+  add_capture_buffers(attention, launch.buffers);
   if (config.path != ForwardPath::tma) return launch;
   const int cluster_blocks = config.cluster_blocks();
   launch.maps =
@@ -546,6 +548,7 @@ AttentionForwardParams forward_params(const Attention& attention, const TensorVi
   params.score_scale = scales.score_scale;
   params.softcap_log2 = scales.softcap_log2;
   params.block_mask = block_mask_view(attention);
+  params.captures = capture_table(attention);
   return params;
 }
 

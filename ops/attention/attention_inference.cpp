@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "attention/attention_captures.hpp"
 #include "attention/attention_common.hpp"
 #include "attention/attention_forward_tma.hpp"
 #include "attention/decode_tuning.hpp"
@@ -87,7 +88,8 @@ void merge_partials(detail::RuntimeBackend& backend, const Attention& a, const S
   }
 }
 
-std::vector<detail::KernelBuffer> buffers_of(const Sequences& s, const InferenceTensors& t,
+std::vector<detail::KernelBuffer> buffers_of(const Attention& a, const Sequences& s,
+                                             const InferenceTensors& t,
                                              const std::optional<Partials>& partials) {
   std::vector<detail::KernelBuffer> buffers = {kernel_buffer(t.q, "q"), kernel_buffer(t.k, "k"),
                                                kernel_buffer(t.v, "v")};
@@ -99,6 +101,7 @@ std::vector<detail::KernelBuffer> buffers_of(const Sequences& s, const Inference
     if (present(t.lse)) buffers.push_back(kernel_buffer(t.lse, "lse"));
   }
   add_index_buffers(s, buffers);
+  add_capture_buffers(a, buffers);
   return buffers;
 }
 
@@ -267,7 +270,7 @@ std::optional<ForwardLaunch> packed_tma_launch(const Attention& a, const Sequenc
   launch.shape.block_x = static_cast<unsigned>(config->warps * 32);
   launch.shape.dynamic_shared_bytes = static_cast<std::size_t>(config->shared_bytes());
   launch.shape.stream = static_cast<CUstream>(stream);
-  launch.buffers = buffers_of(s, t, std::nullopt);
+  launch.buffers = buffers_of(a, s, t, std::nullopt);
   return launch;
 }
 
@@ -307,7 +310,7 @@ void launch_inference(detail::RuntimeBackend& backend, const Attention& a, const
   detail::launch_kernel(
       backend.executor(),
       launch_forward_spec(config.forward, backend.info().arch(), score_modifiers(a)), shape,
-      buffers_of(s, t, partials), params);
+      buffers_of(a, s, t, partials), params);
   if (partials) merge_partials(backend, a, s, t, *partials, stream);
 }
 

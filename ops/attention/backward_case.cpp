@@ -33,6 +33,7 @@ ForwardCase as_forward(const BackwardCase& c) {
   f.layout = c.layout;
   f.seed = c.seed;
   f.sample_rows = c.sample_rows;
+  f.captures = c.captures;
   return f;
 }
 

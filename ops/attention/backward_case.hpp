@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "attention/attention_backward.hpp"
 #include "attention/attention_reference.hpp"
@@ -37,6 +38,8 @@ struct BackwardCase {
   /// takes far longer on the CPU than the kernels on the GPU. Every element of every gradient
   /// is still checked for having been written. 0: every row of every head.
   std::int64_t sample_rows = 0;
+  /// Attention::captures, already in the runtime's memory (as ForwardCase::captures).
+  std::vector<Capture> captures = {};
 
   /// "b2.hq8.hkv1.q17.k63.d64.bf16.bshd.causal..." for test messages (".deterministic" last).
   std::string name() const;

@@ -60,7 +60,7 @@ FJ_DEVICE void score_gradients(const AttentionBackwardParams& params, const Wind
                          key};
   };
   ModifiedScores<typename Traits::Modifiers, Grid::kRows, Grid::kCols> modified;
-  modified.apply(p_t, sequence, position, lane);  // score_mod, mask_mod
+  modified.apply(p_t, sequence, position, params.captures, lane);  // score_mod, mask_mod
   if (!window.block_fully_visible(block.row0, block.row0 + block.rows - 1, key0, Traits::kBlockN)) {
     mask_scores_transposed(window, p_t, key0 + grid.row0, block.row0 + grid.col0, lane);
   }

@@ -72,7 +72,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
       return ScorePosition{row < rows && key < params.seqlen_k, head, row0 + row, key};
     };
     ModifiedScores<typename Traits::Modifiers, kRows, Traits::kBlockN> modified;
-    modified.apply(p, sequence, position, lane);  // score_mod, mask_mod
+    modified.apply(p, sequence, position, params.captures, lane);  // score_mod, mask_mod
     if (!window.block_fully_visible(row0, row0 + rows - 1, key0, Traits::kBlockN)) {
       mask_scores(window, p, row0 + warp_row0, key0, lane);  // S = −inf where masked
     }

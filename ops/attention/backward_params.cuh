@@ -45,6 +45,8 @@ struct AttentionBackwardParams {
   // A variable-length batch: cu_seqlens_q and cu_seqlens_k (packed tensors, batch stride 0;
   // LSE (heads_q, total_q)), read by the Varlen specializations only; zero otherwise.
   SequenceIndex sequences;
+
+  CaptureTable captures;  // tensors the modifiers read (Attention::captures)
 };
 
 /// The turn counter in p.dq_semaphore of the query block holding `row` of query head

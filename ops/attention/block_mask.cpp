@@ -1,5 +1,6 @@
 #include "attention/block_mask.hpp"
 
+#include "attention/attention_captures.hpp"
 #include "attention/attention_common.hpp"
 #include "attention/attention_forward.hpp"
 #include "attention/score_modifiers.hpp"
@@ -53,7 +54,8 @@ BlockMaskView block_mask_view(const Attention& a) {
 }
 
 detail::KernelSpec block_mask_spec(const Attention& a, const std::string& arch) {
-  const ScoreModifiers mask{"", a.mask_mod};  // the score modifier plays no part
+  ScoreModifiers mask = score_modifiers(a);
+  mask.score.clear();  // the score modifier plays no part
   detail::KernelSpec spec;
   spec.op = "attention-forward";
   spec.header = "attention/block_mask_kernel.cuh";
@@ -80,15 +82,18 @@ void run_build_block_mask(detail::RuntimeBackend& backend, const Attention& a,
                          block_mask.strides[1],
                          static_cast<int>(block_mask_slabs(a)),
                          static_cast<int>(a.seqlen_q),
-                         static_cast<int>(a.seqlen_k)};
+                         static_cast<int>(a.seqlen_k),
+                         capture_table(a)};
   detail::LaunchShape shape;
   shape.grid_x = static_cast<unsigned>((params.slabs + kBuilderThreads - 1) / kBuilderThreads);
   shape.grid_y = static_cast<unsigned>(a.heads_q);
   shape.grid_z = static_cast<unsigned>(a.batch);
   shape.block_x = kBuilderThreads;
   shape.stream = static_cast<CUstream>(stream);
+  std::vector<detail::KernelBuffer> buffers = {kernel_buffer(block_mask, "block_mask")};
+  add_capture_buffers(a, buffers);
   detail::launch_kernel(backend.executor(), block_mask_spec(a, backend.info().arch()), shape,
-                        {kernel_buffer(block_mask, "block_mask")}, params);
+                        buffers, params);
 }
 
 }  // namespace flashjit::kernels

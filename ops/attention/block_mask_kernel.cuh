@@ -17,11 +17,12 @@ struct TileVerdict {
 };
 
 template <class Modifiers>
-FJ_DEVICE TileVerdict classify_tile(int batch, int head, int row0, int rows, int key0, int keys) {
+FJ_DEVICE TileVerdict classify_tile(const CaptureTable& captures, int batch, int head, int row0,
+                                    int rows, int key0, int keys) {
   TileVerdict verdict{false, true};
   for (int r = 0; r < rows; ++r) {
     for (int k = 0; k < keys; ++k) {
-      const bool seen = Modifiers::mask(batch, head, row0 + r, key0 + k);
+      const bool seen = Modifiers::mask(batch, head, row0 + r, key0 + k, captures);
       verdict.any = verdict.any || seen;
       verdict.all = verdict.all && seen;
     }
@@ -43,7 +44,8 @@ FJ_GLOBAL void __launch_bounds__(128) attention_block_mask_kernel(BlockMaskParam
   int run_lo = -1;               // the current run's first key, -1 outside one
   for (int key0 = 0; key0 < p.seqlen_k; key0 += kBlockMaskKeys) {
     const int keys = min_int(kBlockMaskKeys, p.seqlen_k - key0);
-    const TileVerdict tile = classify_tile<Modifiers>(batch, head, row0, rows, key0, keys);
+    const TileVerdict tile =
+        classify_tile<Modifiers>(p.captures, batch, head, row0, rows, key0, keys);
     if (tile.any) {
       lo = min_int(lo, key0);
       hi = key0 + keys;

@@ -3,7 +3,7 @@
 // slab of 16 query rows, so the forward skips the key blocks no row of a CTA sees and evaluates
 // the modifier only where it can hide something. Shared by the kernel that builds it
 // (attention/block_mask_kernel.cuh), the forward that reads it and the host.
-#include "tile/platform.cuh"
+#include "attention/captures.cuh"
 
 namespace flashjit {
 
@@ -34,6 +34,7 @@ struct BlockMaskParams {
   int slabs;
   int seqlen_q;
   int seqlen_k;
+  CaptureTable captures;  // tensors the mask modifier reads (Attention::captures)
 };
 
 }  // namespace flashjit

@@ -49,7 +49,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
     if constexpr (Modifiers::kScore || Modifiers::kMask) {  // the caller's score_mod, mask_mod
       const float to_natural = (Traits::kSoftcap ? 1.0f : params.score_scale) * kLn2;
       modify_scores<Modifiers>(s, block, warp_row0, key0, to_natural, block.mask_needed(key0),
-                               lane);
+                               params.captures, lane);
     }
     if (!window.block_fully_visible(row0, row0 + rows - 1, key0, Traits::kBlockN)) {
       mask_scores(window, s, row0 + warp_row0, key0, lane);  // S = −inf where masked

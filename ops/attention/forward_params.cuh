@@ -79,9 +79,10 @@ struct AttentionForwardParams {
   float score_scale;
   float softcap_log2;
 
-  SequenceIndex sequences;  // variable lengths and pages (zero for a dense batch)
-  SplitOutputs split;       // split-KV partials (zero without splits)
+  SequenceIndex sequences;   // variable lengths and pages (zero for a dense batch)
+  SplitOutputs split;        // split-KV partials (zero without splits)
   BlockMaskView block_mask;  // the mask modifier's block mask (dense batches; zero without)
+  CaptureTable captures;     // tensors the modifiers read (Attention::captures)
 };
 
 }  // namespace flashjit

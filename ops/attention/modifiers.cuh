@@ -3,11 +3,13 @@
 // kernel's Modifiers trait is NoModifiers, or a struct the host renders from the caller's
 // expressions (attention/score_modifiers.cpp) with the same members:
 //   kScore, kMask                      whether each is present;
-//   score(score, b, h, q_idx, kv_idx)  the score the softmax sees, from the scaled (and soft-
-//                                      capped) score in the natural domain;
-//   mask(b, h, q_idx, kv_idx)          false hides key kv_idx from query q_idx.
+//   score(score, b, h, q_idx, kv_idx, captures)  the score the softmax sees, from the scaled
+//                                      (and soft-capped) score in the natural domain;
+//   mask(b, h, q_idx, kv_idx, captures)  false hides key kv_idx from query q_idx;
+// `captures` the tensors the expressions read (attention/captures.cuh).
 // Indices are within the sequence: b the batch entry, h the query head. The backward evaluates
 // score() on dual numbers (attention/dual_number.cuh) for ∂score/∂score.
+#include "attention/capture_view.cuh"
 #include "attention/dual_number.cuh"
 #include "tile/numeric.cuh"
 #include "tile/register_tile.cuh"
@@ -18,10 +20,10 @@ struct NoModifiers {
   static constexpr bool kScore = false;
   static constexpr bool kMask = false;
   template <class Score>
-  FJ_DEVICE static Score score(Score score, int, int, int, int) {
+  FJ_DEVICE static Score score(Score score, int, int, int, int, const CaptureTable&) {
     return score;
   }
-  FJ_DEVICE static bool mask(int, int, int, int) { return true; }
+  FJ_DEVICE static bool mask(int, int, int, int, const CaptureTable&) { return true; }
 };
 
 /// Applies the modifiers to a warp's score tile whose element (r, c) is tile row
@@ -33,15 +35,17 @@ struct NoModifiers {
 /// false: the block mask says every row sees every key here, so the mask is not evaluated.
 template <class Modifiers, class Block, int Rows, int Cols>
 FJ_DEVICE void modify_scores(acc_tile<Rows, Cols>& s, const Block& block, int warp_row0, int key0,
-                             float to_natural, bool apply_mask, int lane) {
+                             float to_natural, bool apply_mask, const CaptureTable& captures,
+                             int lane) {
   if (!Modifiers::kScore && !apply_mask) return;
   for_each_element(s, lane, [&](int r, int c, float& x) {
     const int row = warp_row0 + r, key = key0 + c;
     if (row >= block.rows || key >= block.seqlen_k) return;
     const int b = block.batch, h = block.query_head(row), q = block.query(row);
-    if constexpr (Modifiers::kScore) x = Modifiers::score(x * to_natural, b, h, q, key) * kLog2e;
+    if constexpr (Modifiers::kScore)
+      x = Modifiers::score(x * to_natural, b, h, q, key, captures) * kLog2e;
     if constexpr (Modifiers::kMask) {
-      if (apply_mask && !Modifiers::mask(b, h, q, key)) x = negative_infinity();
+      if (apply_mask && !Modifiers::mask(b, h, q, key, captures)) x = negative_infinity();
     }
   });
 }
@@ -64,7 +68,8 @@ struct ModifiedScores {
 
   /// `at(r, c)`: the ScorePosition of tile element (r, c); `batch` the sequence's index.
   template <class Position>
-  FJ_DEVICE void apply(acc_tile<Rows, Cols>& s, int batch, const Position& at, int lane) {
+  FJ_DEVICE void apply(acc_tile<Rows, Cols>& s, int batch, const Position& at,
+                       const CaptureTable& captures, int lane) {
     if constexpr (kAny) {
 #pragma unroll
       for (int i = 0; i < s.kSlabs; ++i)
@@ -77,13 +82,13 @@ struct ModifiedScores {
             float slope_here = 1.0f;
             if (p.valid) {
               if constexpr (Modifiers::kScore) {
-                const Dual<float> y =
-                    Modifiers::score(Dual<float>(x * kLn2, 1.0f), batch, p.head, p.query, p.key);
+                const Dual<float> y = Modifiers::score(Dual<float>(x * kLn2, 1.0f), batch, p.head,
+                                                       p.query, p.key, captures);
                 x = y.value * kLog2e;
                 slope_here = y.slope;
               }
               if constexpr (Modifiers::kMask) {
-                if (!Modifiers::mask(batch, p.head, p.query, p.key)) {
+                if (!Modifiers::mask(batch, p.head, p.query, p.key, captures)) {
                   x = negative_infinity();
                   slope_here = 0.0f;
                 }

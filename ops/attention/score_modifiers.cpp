@@ -1,8 +1,11 @@
 #include "attention/score_modifiers.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <string_view>
+#include <utility>
 
+#include "attention/attention_captures.hpp"
 #include "flashjit/error.hpp"
 #include "runtime/hashing.hpp"
 
@@ -71,12 +74,40 @@ void check_expression(const char* name, const std::string& text) {
   }
 }
 
+/// Throws unless every name `text` indexes (`doc[...]`) is a capture's: an expression reading
+/// a tensor the call did not pass is named here, before anything compiles.
+void check_indexed_names(const char* field, const std::string& text,
+                         const std::vector<Capture>& captures) {
+  for (std::size_t at = text.find('['); at != std::string::npos; at = text.find('[', at + 1)) {
+    std::size_t end = at;
+    while (end > 0 && (text[end - 1] == ' ' || text[end - 1] == '\t')) --end;
+    std::size_t begin = end;
+    while (begin > 0 && identifier_char(text[begin - 1])) --begin;
+    if (begin == end || std::isdigit(static_cast<unsigned char>(text[begin])) != 0) continue;
+    const std::string name = text.substr(begin, end - begin);
+    const bool captured = std::any_of(captures.begin(), captures.end(),
+                                      [&](const Capture& c) { return c.name == name; });
+    if (captured) continue;
+    std::string names;
+    for (const Capture& c : captures) names += (names.empty() ? "'" : ", '") + c.name + "'";
+    throw InvalidArgument(field, "reads '" + name + "[...]', but no capture is named '" + name +
+                                     "' (attention.captures has " +
+                                     (names.empty() ? std::string("none") : names) + ")");
+  }
+}
+
 }  // namespace
 
 std::string ScoreModifiers::digest() const {
   if (empty()) return "";
   detail::KeyBuilder key;
   key.add("score_mod").add(score).add("mask_mod").add(mask);
+  for (const CaptureType& c : captures) {
+    key.add("capture")
+        .add(c.name)
+        .add(std::string(dtype_name(c.dtype)))
+        .add(std::to_string(c.rank));
+  }
   return key.hex_digest().substr(0, 16);
 }
 
@@ -84,10 +115,34 @@ std::string ScoreModifiers::type_name() const {
   return empty() ? "flashjit::NoModifiers" : "flashjit_user::Modifiers_" + digest();
 }
 
+/// The C++ type a capture's elements have in the kernels.
+std::string element_type(DType dtype) {
+  switch (dtype) {
+    case DType::f16:
+      return "flashjit::half_t";
+    case DType::bf16:
+      return "flashjit::bfloat16_t";
+    case DType::i32:
+      return "int";
+    default:
+      return "float";
+  }
+}
+
 std::string ScoreModifiers::definition() const {
   if (empty()) return "";
   // The parameters are used through (void) so that an expression that ignores some compiles
   // without warnings; the #line directives make errors name the caller's field and column.
+  const std::string parameters =
+      "int b, int h, int q_idx, int kv_idx, "
+      "const flashjit::CaptureTable& captures";
+  std::string opened = "    (void)b, (void)h, (void)q_idx, (void)kv_idx, (void)captures;\n";
+  for (std::size_t i = 0; i < captures.size(); ++i) {
+    const CaptureType& c = captures[i];
+    opened += "    const flashjit::CaptureView<" + element_type(c.dtype) + ", " +
+              std::to_string(c.rank) + "> " + c.name + "(captures.slot[" + std::to_string(i) +
+              "]);\n    (void)" + c.name + ";\n";
+  }
   return "\nnamespace flashjit_user {\n"
          "struct Modifiers_" +
          digest() +
@@ -99,23 +154,37 @@ std::string ScoreModifiers::definition() const {
          (mask.empty() ? "false" : "true") +
          ";\n"
          "  template <class Score>\n"
-         "  FJ_DEVICE static Score score(Score score, int b, int h, int q_idx, int kv_idx) {\n"
-         "    (void)b, (void)h, (void)q_idx, (void)kv_idx;\n"
+         "  FJ_DEVICE static Score score(Score score, " +
+         parameters + ") {\n" + opened +
          "    return static_cast<Score>(\n"
          "#line 1 \"attention.score_mod\"\n" +
          (score.empty() ? std::string("score") : score) +
          "\n);\n  }\n"
-         "  FJ_DEVICE static bool mask(int b, int h, int q_idx, int kv_idx) {\n"
-         "    (void)b, (void)h, (void)q_idx, (void)kv_idx;\n"
+         "  FJ_DEVICE static bool mask(" +
+         parameters + ") {\n" + opened +
          "    return static_cast<bool>(\n"
          "#line 1 \"attention.mask_mod\"\n" +
          (mask.empty() ? std::string("true") : mask) +
          "\n);\n  }\n};\n}  // namespace flashjit_user\n";
 }
 
+ScoreModifiers score_modifiers(const Attention& attention) {
+  ScoreModifiers modifiers{attention.score_mod, attention.mask_mod, {}};
+  for (const Capture& c : attention.captures) {
+    modifiers.captures.push_back({c.name, c.tensor.dtype, c.tensor.rank});
+  }
+  return modifiers;
+}
+
 void check_score_modifiers(const Attention& attention) {
-  if (!attention.score_mod.empty()) check_expression("attention.score_mod", attention.score_mod);
-  if (!attention.mask_mod.empty()) check_expression("attention.mask_mod", attention.mask_mod);
+  check_captures(attention);
+  for (const auto& [name, text] :
+       {std::pair<const char*, const std::string&>{"attention.score_mod", attention.score_mod},
+        {"attention.mask_mod", attention.mask_mod}}) {
+    if (text.empty()) continue;
+    check_expression(name, text);
+    check_indexed_names(name, text, attention.captures);
+  }
 }
 
 }  // namespace flashjit::kernels

@@ -3,15 +3,26 @@
 // expressions, then rendered as the struct the kernels take as their Modifiers trait
 // (attention/modifiers.cuh says what the kernels do with it).
 #include <string>
+#include <vector>
 
 #include "flashjit/attention.hpp"
 
 namespace flashjit::kernels {
 
+/// What the kernel knows of a capture (Attention::captures): not its data or sizes, so new
+/// values run the same kernel.
+struct CaptureType {
+  std::string name;
+  DType dtype = DType::f32;
+  int rank = 1;
+  bool operator==(const CaptureType&) const = default;
+};
+
 /// A call's modifiers, as the caller wrote them (empty: none).
 struct ScoreModifiers {
-  std::string score;  ///< Attention::score_mod
-  std::string mask;   ///< Attention::mask_mod
+  std::string score;                    ///< Attention::score_mod
+  std::string mask;                     ///< Attention::mask_mod
+  std::vector<CaptureType> captures{};  ///< the tensors they read, in the caller's order
 
   bool empty() const { return score.empty() && mask.empty(); }
   /// 16 hex digits that name these modifiers in kernel names and keys (empty when none).
@@ -21,7 +32,8 @@ struct ScoreModifiers {
   std::string type_name() const;
   /// The struct definition added to the kernel's translation unit ("" when none): the
   /// expressions under #line directives naming them, so a compile error points at
-  /// "attention.score_mod" or "attention.mask_mod" and the column in the caller's text.
+  /// "attention.score_mod" or "attention.mask_mod" and the column in the caller's text; each
+  /// capture opened as a CaptureView under its name (attention/captures.cuh).
   std::string definition() const;
 
   bool operator==(const ScoreModifiers&) const = default;
@@ -30,13 +42,13 @@ struct ScoreModifiers {
 /// Checks the modifiers of `attention`: each must be an expression, not a program. Throws
 /// InvalidArgument naming "attention.score_mod" or "attention.mask_mod" for text over 4096
 /// characters, control or non-ASCII characters, quotes, comments, `#`, `asm`, unbalanced
-/// brackets, or a `;` or brace outside parentheses. validate_attention calls it.
+/// brackets, or a `;` or brace outside parentheses, or for indexing a name (`doc[...]`) no
+/// capture has; and the captures (check_captures in attention/capture_checks.hpp).
+/// validate_attention calls it.
 void check_score_modifiers(const Attention& attention);
 
 /// The modifiers of a validated call (check_score_modifiers has seen them), as the kernels'
 /// specs take them.
-inline ScoreModifiers score_modifiers(const Attention& attention) {
-  return {attention.score_mod, attention.mask_mod};
-}
+ScoreModifiers score_modifiers(const Attention& attention);
 
 }  // namespace flashjit::kernels

@@ -41,7 +41,12 @@ class AttentionOptions(ctypes.Structure):
                 ("window_left", ctypes.c_int64), ("window_right", ctypes.c_int64),
                 ("scale", ctypes.c_float), ("softcap", ctypes.c_float),
                 ("deterministic", ctypes.c_int), ("score_mod", ctypes.c_char_p),
-                ("mask_mod", ctypes.c_char_p), ("block_mask", ctypes.POINTER(Tensor))]
+                ("mask_mod", ctypes.c_char_p), ("block_mask", ctypes.POINTER(Tensor)),
+                ("captures", ctypes.c_void_p), ("num_captures", ctypes.c_int)]
+
+
+class Capture(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("tensor", Tensor)]
 
 
 class Sequences(ctypes.Structure):

@@ -26,6 +26,7 @@ class _Options:
     deterministic: bool = False
     score_mod: str = ""
     mask_mod: str = ""
+    captures: tuple = ()  # (name, array) pairs: Attention::captures
 
     def __post_init__(self):
         if len(self.window) != 2:
@@ -49,6 +50,38 @@ class _Options:
                                 f"{type(text).__name__}")
             # The struct keeps the bytes alive for the call.
             setattr(a, name, text.encode() if text else None)
+
+
+def _captures_of(captures) -> tuple:
+    """The `captures=` argument (a dict of name to array, or None) as (name, array) pairs."""
+    if captures is None:
+        return ()
+    if not isinstance(captures, dict):
+        raise TypeError(f"'captures' must be a dict of name to array, not "
+                        f"{type(captures).__name__}")
+    for name in captures:
+        if not isinstance(name, str):
+            raise TypeError(f"'captures' keys must be str (the names the expressions use), not "
+                            f"{type(name).__name__}")
+    return tuple(captures.items())
+
+
+def _capture_inputs(options) -> dict:
+    """The captures as Launch inputs, named "captures.<name>"."""
+    return {f"captures.{name}": array for name, array in options.captures}
+
+
+def _bind_captures(a: _capi.AttentionOptions, launch: Launch, options) -> None:
+    """Points a.captures at the launch's views of the captures (kept alive by the launch)."""
+    if not options.captures:
+        return
+    entries = (_capi.Capture * len(options.captures))()
+    for entry, (name, _) in zip(entries, options.captures):
+        entry.name = name.encode()
+        entry.tensor = launch.input(f"captures.{name}")
+    launch._keep.append(entries)
+    a.captures = ctypes.cast(entries, ctypes.c_void_p)
+    a.num_captures = len(options.captures)
 
 
 def _shape(name: str, x, rank: int, layout: str):
@@ -83,7 +116,9 @@ def _element(x) -> str:
 
 def _forward(q, k, v, options: _Options, block_mask=None):
     a = _dense_options(q, k, v, options)
-    with Launch({"q": q, "k": k, "v": v, "block_mask": block_mask}) as launch:
+    with Launch({"q": q, "k": k, "v": v, "block_mask": block_mask,
+                 **_capture_inputs(options)}) as launch:
+        _bind_captures(a, launch, options)
         a.block_mask = _capi.pointer(launch.input("block_mask"))
         o = launch.output("o", q.shape, _element(q))
         lse = launch.output("lse", (a.batch, a.heads_q, a.seqlen_q), "f32")
@@ -96,7 +131,9 @@ def _forward(q, k, v, options: _Options, block_mask=None):
 
 def _backward(dout, q, k, v, o, lse, options: _Options):
     a = _dense_options(q, k, v, options)
-    with Launch({"dout": dout, "q": q, "k": k, "v": v, "o": o, "lse": lse}) as launch:
+    with Launch({"dout": dout, "q": q, "k": k, "v": v, "o": o, "lse": lse,
+                 **_capture_inputs(options)}) as launch:
+        _bind_captures(a, launch, options)
         dq = launch.output("dq", q.shape, _element(q))
         dk = launch.output("dk", k.shape, _element(q))
         dv = launch.output("dv", v.shape, _element(q))
@@ -142,7 +179,7 @@ def _wants_grad(*tensors) -> bool:
 def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -1),
               softcap: float = 0.0, scale: Optional[float] = None, deterministic: bool = False,
               return_lse: bool = False, score_mod: str = "", mask_mod: str = "",
-              block_mask=None):
+              block_mask=None, captures: Optional[dict] = None):
     """Attention over a dense batch, FlashAttention's flash_attn_func.
 
     q is [batch, seqlen_q, heads_q, head_dim], k and v [batch, seqlen_k, heads_kv, head_dim]
@@ -162,8 +199,12 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
     `kv_idx`; and whether query q_idx sees key kv_idx. Gradients flow through both (the
     backward evaluates score_mod on dual numbers: write it with operators and unqualified
     functions such as tanhf, expf). `block_mask` (build_block_mask()'s, for this mask_mod and
-    these sizes) lets the forward skip the key blocks the mask hides from whole query blocks."""
-    options = _Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod)
+    these sizes) lets the forward skip the key blocks the mask hides from whole query blocks.
+    `captures` maps names to arrays the expressions read (`doc[b][q_idx] == doc[b][kv_idx]`):
+    rank 1 to 4, float32/float16/bfloat16 (read as float) or int32, like q (numpy or torch, on
+    its device); constants to the backward (no gradient flows into them)."""
+    options = _Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod,
+                       _captures_of(captures))
     if score_mod or mask_mod:
         if _wants_grad(q, k, v):
             o, lse = _AttentionFunction.apply(q, k, v, options, block_mask)
@@ -184,14 +225,17 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
 
 
 def build_block_mask(mask_mod: str, batch: int, heads_q: int, seqlen_q: int, seqlen_k: int, *,
-                     like):
+                     like, captures: Optional[dict] = None):
     """The block mask of `mask_mod` for attention() calls of these sizes (FlexAttention's
     create_block_mask): int32 [batch, heads_q, ceil(seqlen_q / 16), 4], on `like`'s device and
     of its kind (numpy or torch; pass the q of the calls), built once by evaluating the mask for
-    every (batch, head, query, key) and reused by every call with that mask_mod and sizes."""
-    options = _Options(mask_mod=mask_mod)
+    every (batch, head, query, key) and reused by every call with that mask_mod and sizes.
+    `captures`: the tensors mask_mod reads, as in attention() (the block mask holds what they
+    held when it was built)."""
+    options = _Options(mask_mod=mask_mod, captures=_captures_of(captures))
     a = _call_options(options, batch, heads_q, 1, seqlen_q, seqlen_k, 64)
-    with Launch({"like": like}) as launch:
+    with Launch({"like": like, **_capture_inputs(options)}) as launch:
+        _bind_captures(a, launch, options)
         mask = launch.output("block_mask", (batch, heads_q, (seqlen_q + 15) // 16, 4), "i32")
         _capi.check(_capi.library().flashjit_build_block_mask(
             launch.runtime.handle, ctypes.byref(a), _capi.pointer(mask), launch.stream))
@@ -201,12 +245,13 @@ def build_block_mask(mask_mod: str, batch: int, heads_q: int, seqlen_q: int, seq
 def attention_backward(dout, q, k, v, o, lse, *, causal: bool = False,
                        window: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
                        scale: Optional[float] = None, deterministic: bool = False,
-                       score_mod: str = "", mask_mod: str = ""):
+                       score_mod: str = "", mask_mod: str = "", captures: Optional[dict] = None):
     """The gradients (dq, dk, dv) of attention() for its output gradient `dout` (like q), given
-    that call's arguments (its score_mod and mask_mod included) and its o and lse
+    that call's arguments (its score_mod, mask_mod and captures included) and its o and lse
     (return_lse=True). For numpy callers, and for torch callers who keep their own graph; dk
     and dv sum over the query heads sharing a key/value head."""
-    options = _Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod)
+    options = _Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod,
+                       _captures_of(captures))
     return _backward(dout, q, k, v, o, lse, options)
 
 
@@ -230,7 +275,9 @@ def _varlen_options(q, k, cu_seqlens_q, max_seqlen_q, max_seqlen_k, options):
 
 def _varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, options):
     a = _varlen_options(q, k, cu_q, max_q, max_k, options)
-    with Launch({"q": q, "k": k, "v": v, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}) as launch:
+    with Launch({"q": q, "k": k, "v": v, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k,
+                 **_capture_inputs(options)}) as launch:
+        _bind_captures(a, launch, options)
         sequences = _sequences(launch, cu_seqlens_q="cu_seqlens_q", cu_seqlens_k="cu_seqlens_k")
         o = launch.output("o", q.shape, _element(q))
         lse = launch.output("lse", (a.heads_q, q.shape[0]), "f32")
@@ -244,7 +291,8 @@ def _varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, options):
 def _varlen_backward(dout, q, k, v, o, lse, cu_q, cu_k, max_q, max_k, options):
     a = _varlen_options(q, k, cu_q, max_q, max_k, options)
     with Launch({"dout": dout, "q": q, "k": k, "v": v, "o": o, "lse": lse, "cu_seqlens_q": cu_q,
-                 "cu_seqlens_k": cu_k}) as launch:
+                 "cu_seqlens_k": cu_k, **_capture_inputs(options)}) as launch:
+        _bind_captures(a, launch, options)
         sequences = _sequences(launch, cu_seqlens_q="cu_seqlens_q", cu_seqlens_k="cu_seqlens_k")
         dq = launch.output("dq", q.shape, _element(q))
         dk = launch.output("dk", k.shape, _element(q))
@@ -280,16 +328,17 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max
                      *, causal: bool = False, window: Tuple[int, int] = (-1, -1),
                      softcap: float = 0.0, scale: Optional[float] = None,
                      deterministic: bool = False, return_lse: bool = False, score_mod: str = "",
-                     mask_mod: str = ""):
+                     mask_mod: str = "", captures: Optional[dict] = None):
     """Attention over a packed batch of variable lengths, FlashAttention's
     flash_attn_varlen_func: q is [total_q, heads_q, head_dim], k and v [total_k, heads_kv,
     head_dim], sequence i's rows from cu_seqlens_q[i] (cu_seqlens_k[i]) to the next entry
     (int32 [batch + 1], from 0, nondecreasing), max_seqlen_* the longest. Options, dtypes,
     devices and gradients as attention(); the LSE is float32 [heads_q, total_q]. The index
     arrays are checked before anything runs (a ValueError names a bad entry). score_mod and
-    mask_mod as in attention(), with gradients; b is the sequence's index and q_idx, kv_idx
-    positions within it."""
-    options = _Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod)
+    mask_mod (and captures) as in attention(), with gradients; b is the sequence's index and
+    q_idx, kv_idx positions within it."""
+    options = _Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod,
+                       _captures_of(captures))
     if _wants_grad(q, k, v):
         o, lse = _VarlenFunction.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                        max_seqlen_k, options)
@@ -305,7 +354,8 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
                            block_table=None, causal: bool = False,
                            window: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
                            scale: Optional[float] = None, num_splits: int = 0,
-                           return_lse: bool = False, score_mod: str = "", mask_mod: str = ""):
+                           return_lse: bool = False, score_mod: str = "", mask_mod: str = "",
+                           captures: Optional[dict] = None):
     """Decoding and chunked prefill against a KV cache, FlashAttention's flash_attn_with_kvcache:
     q is [batch, seqlen_q, heads_q, head_dim]; the cache is dense, [batch, seqlen_cache,
     heads_kv, head_dim], or paged, [num_pages, page_size, heads_kv, head_dim] (any page_size,
@@ -327,12 +377,13 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
     Both for a dense cache only.
 
     num_splits: split-KV blocks per query block (0 chooses, 1 to 64 forces), merged exactly.
-    score_mod and mask_mod as in attention(), b the sequence's index and q_idx, kv_idx positions
-    within it (kv_idx counts from the first key after a left pad). Forward only. Returns o like q (and the float32 LSE [batch, heads_q, seqlen_q] with
+    score_mod, mask_mod and captures as in attention(), b the sequence's index and q_idx, kv_idx
+    positions within it (kv_idx counts from the first key after a left pad). Forward only. Returns o like q (and the float32 LSE [batch, heads_q, seqlen_q] with
     return_lse). Bad input raises ValueError naming the argument (the library's names:
     sequences.k_new for k, sequences.page_table for block_table, ...) before anything is
     written."""
-    options = _Options(causal, tuple(window), softcap, scale, False, score_mod, mask_mod)
+    options = _Options(causal, tuple(window), softcap, scale, False, score_mod, mask_mod,
+                       _captures_of(captures))
     layout = "[batch, seqlen, heads, head_dim]"
     b, sq, hq, d = _shape("q", q, 4, layout)
     _, rows, hk, _ = _shape("k_cache", k_cache, 4, layout + " or paged")
@@ -349,7 +400,9 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
     with Launch({"q": q, "k_cache": k_cache, "v_cache": v_cache,
                  "cache_seqlens": cache_seqlens, "block_table": block_table, "k": k, "v": v,
                  "cache_batch_idx": cache_batch_idx, "cache_leftpad": cache_leftpad,
-                 "rotary_cos": _float32(rotary_cos), "rotary_sin": _float32(rotary_sin)}) as launch:
+                 "rotary_cos": _float32(rotary_cos), "rotary_sin": _float32(rotary_sin),
+                 **_capture_inputs(options)}) as launch:
+        _bind_captures(a, launch, options)
         sequences = _sequences(launch, num_splits, **{field: name for field, name in arrays.items()
                                                       if launch.inputs[name] is not None})
         sequences.rotary_interleaved = int(bool(rotary_interleaved))

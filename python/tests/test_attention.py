@@ -176,3 +176,49 @@ def test_a_block_mask_gives_the_same_output():
         flashjit.attention(q, k, v, block_mask=block_mask)
     with pytest.raises(ValueError, match="block_mask"):
         flashjit.attention(q, k, v, mask_mod=mask_mod, block_mask=block_mask[:, :1])
+
+
+def test_captured_tensors_in_the_forward_and_backward():
+    # A relative-position bias per head from a table and document ids per batch entry, read by
+    # name; numpy and torch, the gradients of q, k, v through them.
+    b, s, hq, d = 2, 40, 2, 64
+    rng = np.random.default_rng(9)
+    bias = (rng.standard_normal((hq, 2 * s - 1)) * 0.5).astype(np.float32)
+    doc = np.stack([np.arange(s) // 13, np.arange(s) // 17]).astype(np.int32)
+    score_mod = "score + bias[h][q_idx - kv_idx + 39]"
+    mask_mod = "doc[b][q_idx] == doc[b][kv_idx]"
+    q, k, v = inputs(b, s, s, hq, hq, d, seed=10)
+    leaves = [torch.tensor(x, dtype=torch.float16, requires_grad=True) for x in (q, k, v)]
+    captures = {"bias": torch.tensor(bias), "doc": torch.tensor(doc)}
+    o = flashjit.attention(*leaves, score_mod=score_mod, mask_mod=mask_mod, captures=captures)
+    dout = torch.randn(o.shape, generator=torch.Generator().manual_seed(11)).to(torch.float16)
+    o.backward(dout)
+
+    exact = [t.detach().double().requires_grad_() for t in leaves]
+    scores = torch.einsum("bqhd,bkhd->bhqk", exact[0], exact[1]) / 8.0
+    i = torch.arange(s)[:, None]
+    j = torch.arange(s)[None, :]
+    scores = scores + torch.tensor(bias, dtype=torch.float64)[:, i - j + s - 1][None]
+    same = torch.tensor(doc)[:, :, None] == torch.tensor(doc)[:, None, :]  # [b, q, k]
+    scores = scores.masked_fill(~same[:, None], float("-inf"))
+    o_ref = torch.einsum("bhqk,bkhd->bqhd", torch.softmax(scores, dim=-1), exact[2])
+    o_ref.backward(dout.double())
+    assert reference.relative_error(o.detach(), o_ref) < BAR[torch.float16]
+    for name, leaf, ref in zip("qkv", leaves, exact):
+        assert reference.relative_error(leaf.grad, ref.grad) < 2 * BAR[torch.float16], name
+
+    arrays = [t.detach().numpy() for t in leaves]
+    o_np = flashjit.attention(*arrays, score_mod=score_mod, mask_mod=mask_mod,
+                              captures={"bias": bias, "doc": doc})
+    assert reference.relative_error(o_np, o.detach()) < 1e-3
+    block_mask = flashjit.build_block_mask(mask_mod, b, hq, s, s, like=arrays[0],
+                                           captures={"doc": doc})
+    skipping = flashjit.attention(*arrays, score_mod=score_mod, mask_mod=mask_mod,
+                                  captures={"bias": bias, "doc": doc}, block_mask=block_mask)
+    assert np.array_equal(skipping, o_np)
+    with pytest.raises(ValueError, match="no capture is named 'doc'"):
+        flashjit.attention(*arrays, mask_mod=mask_mod, captures={"bias": bias})
+    with pytest.raises(ValueError, match="captures.doc"):
+        flashjit.attention(*arrays, mask_mod=mask_mod, captures={"doc": torch.tensor(doc)})
+    with pytest.raises(TypeError, match="'captures'"):
+        flashjit.attention(*arrays, mask_mod=mask_mod, captures=[doc])

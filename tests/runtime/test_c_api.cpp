@@ -624,6 +624,8 @@ TEST_CASE("C API: defaults and version are the C++ API's") {
   CHECK(attn.deterministic == 0);
   CHECK(attn.score_mod == nullptr);
   CHECK(attn.mask_mod == nullptr);
+  CHECK(attn.captures == nullptr);
+  CHECK(attn.num_captures == 0);
 
   flashjit_runtime_options_init(nullptr);  // ignored, as documented
   flashjit_attention_init(nullptr);
@@ -647,6 +649,38 @@ TEST_CASE("C API: score and mask modifiers reach the kernel, and bad ones are na
   bad.attn.score_mod = "score; return 0";
   check_failure(bad.forward(), FLASHJIT_ERROR_INVALID_ARGUMENT, "attention.score_mod");
   CHECK(bad.outputs_untouched());
+}
+
+TEST_CASE("C API: captures reach the kernel by name, and missing or nameless ones are named") {
+  // Two documents of 4 tokens: the mask reading captured ids must give the bits of the same
+  // mask written with the indices.
+  Call written;
+  const std::string by_index = "q_idx / 4 == kv_idx / 4";
+  written.attn.mask_mod = by_index.c_str();
+  REQUIRE(written.forward() == FLASHJIT_OK);
+  std::vector<std::int32_t> doc = {0, 0, 0, 0, 1, 1, 1, 1};
+  flashjit_capture capture{"doc", {doc.data(), FLASHJIT_DTYPE_I32, 1, {8, 0, 0, 0}, {1, 0, 0, 0}}};
+  const std::string by_capture = "doc[q_idx] == doc[kv_idx]";
+  Call captured;
+  captured.attn.mask_mod = by_capture.c_str();
+  captured.attn.captures = &capture;
+  captured.attn.num_captures = 1;
+  REQUIRE(captured.forward() == FLASHJIT_OK);
+  CHECK(captured.out.o == written.out.o);
+  CHECK(bytes_equal(captured.out.lse, written.out.lse));
+
+  Call missing;
+  missing.attn.mask_mod = by_capture.c_str();
+  check_failure(missing.forward(), FLASHJIT_ERROR_INVALID_ARGUMENT, "attention.mask_mod");
+  CHECK(missing.outputs_untouched());
+  Call nameless;
+  nameless.attn.mask_mod = by_capture.c_str();
+  flashjit_capture unnamed = capture;
+  unnamed.name = nullptr;
+  nameless.attn.captures = &unnamed;
+  nameless.attn.num_captures = 1;
+  check_failure(nameless.forward(), FLASHJIT_ERROR_INVALID_ARGUMENT, "attention.captures[0].name");
+  CHECK(nameless.outputs_untouched());
 }
 
 /// Random fp32 values in [-2, 2), the same for the same seed.

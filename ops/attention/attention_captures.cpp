@@ -1,0 +1,95 @@
+#include "attention/attention_captures.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <string>
+
+#include "attention/attention_common.hpp"
+#include "common/argument_checks.hpp"
+#include "flashjit/error.hpp"
+
+namespace flashjit::kernels {
+namespace {
+
+constexpr std::size_t kMaxNameLength = 64;
+
+/// Why `name` cannot name a capture in an expression, or "" when it can.
+std::string name_problem(const std::string& name) {
+  if (name.empty()) return "is empty";
+  if (name.size() > kMaxNameLength)
+    return "is over " + std::to_string(kMaxNameLength) + " characters";
+  const auto identifier = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+  };
+  if (!std::all_of(name.begin(), name.end(), identifier) ||
+      std::isdigit(static_cast<unsigned char>(name[0])) != 0) {
+    return "is not an identifier (letters, digits and '_', not first a digit)";
+  }
+  constexpr std::array<const char*, 6> kTaken = {"score", "b", "h", "q_idx", "kv_idx", "captures"};
+  for (const char* taken : kTaken) {
+    if (name == taken) return "is one of the expressions' own names (score, b, h, q_idx, kv_idx)";
+  }
+  if (name.rfind("__", 0) == 0 || name.rfind("flashjit", 0) == 0) {
+    return "starts with '__' or 'flashjit', which are reserved";
+  }
+  return "";
+}
+
+}  // namespace
+
+void check_captures(const Attention& attention) {
+  const std::vector<Capture>& captures = attention.captures;
+  if (captures.size() > static_cast<std::size_t>(kMaxCaptures)) {
+    throw InvalidArgument("attention.captures", "has " + std::to_string(captures.size()) +
+                                                    " tensors; at most " +
+                                                    std::to_string(kMaxCaptures));
+  }
+  for (std::size_t i = 0; i < captures.size(); ++i) {
+    const Capture& c = captures[i];
+    const std::string field = "attention.captures[" + std::to_string(i) + "]";
+    const std::string problem = name_problem(c.name);
+    if (!problem.empty()) throw InvalidArgument(field + ".name", "'" + c.name + "' " + problem);
+    for (std::size_t j = 0; j < i; ++j) {
+      if (captures[j].name == c.name) {
+        throw InvalidArgument(field + ".name",
+                              "'" + c.name + "' is also capture " + std::to_string(j) + "'s name");
+      }
+    }
+    const TensorView& t = c.tensor;
+    if (t.rank < 1 || t.rank > kMaxCaptureRank) {
+      throw InvalidArgument(field + ".tensor.rank",
+                            "is " + std::to_string(t.rank) + "; a capture has 1 to " +
+                                std::to_string(kMaxCaptureRank) + " dimensions");
+    }
+    if (t.dtype != DType::f32 && t.dtype != DType::f16 && t.dtype != DType::bf16 &&
+        t.dtype != DType::i32) {
+      throw InvalidArgument(field + ".tensor.dtype", "is " + std::string(dtype_name(t.dtype)) +
+                                                         "; a capture is fp32, fp16, bf16 or "
+                                                         "int32");
+    }
+    check_tensor(t, field + ".tensor", t.rank);
+    if (t.data == nullptr && t.numel() > 0) {
+      throw InvalidArgument(field + ".tensor", "data pointer is null");
+    }
+  }
+}
+
+CaptureTable capture_table(const Attention& attention) {
+  CaptureTable table{};
+  for (std::size_t i = 0; i < attention.captures.size(); ++i) {
+    const TensorView& t = attention.captures[i].tensor;
+    table.slot[i].data = t.data;
+    for (int d = 0; d < t.rank; ++d) table.slot[i].strides[d] = t.strides[d];
+  }
+  return table;
+}
+
+void add_capture_buffers(const Attention& attention, std::vector<detail::KernelBuffer>& buffers) {
+  for (const Capture& c : attention.captures) {
+    if (c.tensor.data == nullptr) continue;
+    buffers.push_back(kernel_buffer(c.tensor, ("capture." + c.name).c_str()));
+  }
+}
+
+}  // namespace flashjit::kernels

@@ -1,0 +1,54 @@
+#pragma once
+// A captured tensor as the caller's modifiers see it: the modifiers' struct (rendered by the
+// host, attention/score_modifiers.cpp) opens each CaptureTable slot as a CaptureView of the
+// capture's element type and rank under the caller's name, so `doc[q_idx]` or
+// `bias[h][q_idx - kv_idx + 128]` reads the tensor through its strides. Reads go through
+// load_global, so the emulator checks each against the capture's bounds; on a GPU an index
+// outside the tensor is the caller's bug.
+#include "attention/captures.cuh"
+#include "tile/memory.cuh"
+
+namespace flashjit {
+
+/// A Rank-dimensional view of a capture of Element (half_t, bfloat16_t, float or int):
+/// view[i] drops the first dimension; the last one reads the element (float, or int).
+template <class Element, int Rank>
+struct CaptureView {
+  const Element* data;
+  index_t strides[Rank];
+
+  FJ_DEVICE explicit CaptureView(const CaptureSlot& slot)
+      : data(static_cast<const Element*>(slot.data)) {
+    for (int d = 0; d < Rank; ++d) strides[d] = slot.strides[d];
+  }
+  FJ_DEVICE CaptureView(const Element* at, const index_t* rest) : data(at) {
+    for (int d = 0; d < Rank; ++d) strides[d] = rest[d];
+  }
+  FJ_DEVICE CaptureView<Element, Rank - 1> operator[](long long i) const {
+    return {data + i * strides[0], strides + 1};
+  }
+};
+
+template <class Element>
+struct CaptureView<Element, 1> {
+  const Element* data;
+  index_t stride;
+
+  FJ_DEVICE explicit CaptureView(const CaptureSlot& slot)
+      : data(static_cast<const Element*>(slot.data)), stride(slot.strides[0]) {}
+  FJ_DEVICE CaptureView(const Element* at, const index_t* rest) : data(at), stride(rest[0]) {}
+  FJ_DEVICE float operator[](long long i) const { return load_global(data, i * stride); }
+};
+
+template <>
+struct CaptureView<int, 1> {
+  const int* data;
+  index_t stride;
+
+  FJ_DEVICE explicit CaptureView(const CaptureSlot& slot)
+      : data(static_cast<const int*>(slot.data)), stride(slot.strides[0]) {}
+  FJ_DEVICE CaptureView(const int* at, const index_t* rest) : data(at), stride(rest[0]) {}
+  FJ_DEVICE int operator[](long long i) const { return load_global_index(data, i * stride); }
+};
+
+}  // namespace flashjit

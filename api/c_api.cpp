@@ -191,7 +191,8 @@ flashjit::Attention to_attention(const flashjit_attention& a) {
     const std::string field = "attention.captures[" + std::to_string(i) + "]";
     const flashjit_capture& c = a.captures[i];
     if (c.name == nullptr) throw InvalidArgument(field + ".name", "is NULL");
-    attention.captures.push_back({c.name, to_view(c.tensor, field + ".tensor")});
+    attention.captures.push_back(
+        {c.name, to_view(c.tensor, field + ".tensor"), optional_view(c.grad, field + ".grad")});
   }
   return attention;
 }

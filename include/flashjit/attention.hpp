@@ -22,6 +22,12 @@ struct Capture {
   /// indexes it one dimension at a time, `bias[h][q_idx - kv_idx + 128]`. Indices are not
   /// checked on a GPU (the emulator reports a read outside the tensor).
   TensorView tensor;
+  /// Optional, for a learnable capture (a bias table): fp32, the tensor's shape and strides,
+  /// into which the backward adds ∂loss/∂tensor (zero it first; the sums are atomic adds, in no
+  /// fixed order). The tensor must then be fp32, fp16 or bf16 and read exactly once in
+  /// score_mod (the slope is taken through that one read, on dual numbers). The forward ignores
+  /// it. A view with null data: none, and the backward treats the capture as a constant.
+  TensorView grad{};
 };
 
 /// Shape and options of one attention call: O = softmax(scale · Q Kᵀ + mask) V per head.
@@ -108,8 +114,8 @@ struct Attention {
   /// Tensors score_mod and mask_mod read by name (at most 4): `doc[q_idx] == doc[kv_idx]`
   /// with a capture named "doc". Their names, dtypes and ranks are part of the kernel (not
   /// their values or sizes: new values need no new kernel). An expression that indexes a name
-  /// no capture has is refused by name before anything compiles. Gradients do not flow into
-  /// captures: the backward reads them as constants.
+  /// no capture has is refused by name before anything compiles. The backward adds the
+  /// gradient of a capture into its Capture::grad when one is given.
   std::vector<Capture> captures{};
 };
 

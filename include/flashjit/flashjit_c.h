@@ -161,10 +161,12 @@ typedef struct flashjit_tensor {
 /* ---- Attention ------------------------------------------------------------------------- */
 
 /** A tensor the modifiers read by name (flashjit::Capture): `name` a NUL-terminated
- *  identifier, `tensor` rank 1 to 4, fp32, fp16, bf16 or int32. */
+ *  identifier, `tensor` rank 1 to 4, fp32, fp16, bf16 or int32; `grad` NULL, or an fp32 tensor
+ *  of the tensor's shape and strides into which the backward adds the capture's gradient. */
 typedef struct flashjit_capture {
   const char* name;
   flashjit_tensor tensor;
+  const flashjit_tensor* grad;
 } flashjit_capture;
 
 /** One attention call, O = softmax(scale * Q K^T + mask) V per head (flashjit::Attention). */

@@ -36,6 +36,51 @@ std::string name_problem(const std::string& name) {
   return "";
 }
 
+/// How many times `text` indexes `name` (`name[`, spaces allowed before the bracket).
+int reads_of(const std::string& text, const std::string& name) {
+  const auto identifier = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+  };
+  int reads = 0;
+  for (std::size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1)) {
+    if (at > 0 && identifier(text[at - 1])) continue;
+    std::size_t end = at + name.size();
+    if (end < text.size() && identifier(text[end])) continue;
+    while (end < text.size() && (text[end] == ' ' || text[end] == '\t')) ++end;
+    if (end < text.size() && text[end] == '[') ++reads;
+  }
+  return reads;
+}
+
+/// Checks capture `c`'s gradient tensor (present): fp32, the tensor's shape and strides, a
+/// float capture read exactly once by score_mod.
+void check_gradient(const Attention& attention, const Capture& c, const std::string& field) {
+  const TensorView& g = c.grad;
+  if (c.tensor.dtype == DType::i32) {
+    throw InvalidArgument(field + ".grad", "is set, but '" + c.name +
+                                               "' is int32: only fp32, fp16 and bf16 captures "
+                                               "have gradients");
+  }
+  if (g.dtype != DType::f32) {
+    throw InvalidArgument(field + ".grad.dtype", "is " + std::string(dtype_name(g.dtype)) +
+                                                     "; a capture's gradient is fp32");
+  }
+  if (g.rank != c.tensor.rank || g.shape != c.tensor.shape) {
+    throw InvalidArgument(field + ".grad.shape", "must be the tensor's shape");
+  }
+  if (g.strides != c.tensor.strides) {
+    throw InvalidArgument(field + ".grad.strides", "must be the tensor's strides");
+  }
+  check_tensor(g, field + ".grad", g.rank);
+  const int reads = reads_of(attention.score_mod, c.name);
+  if (reads != 1) {
+    throw InvalidArgument(field + ".grad", "needs score_mod to read '" + c.name +
+                                               "' exactly once (it reads it " +
+                                               std::to_string(reads) +
+                                               " times): its gradient is taken through that read");
+  }
+}
+
 }  // namespace
 
 void check_captures(const Attention& attention) {
@@ -72,6 +117,7 @@ void check_captures(const Attention& attention) {
     if (t.data == nullptr && t.numel() > 0) {
       throw InvalidArgument(field + ".tensor", "data pointer is null");
     }
+    if (c.grad.data != nullptr) check_gradient(attention, c, field);
   }
 }
 
@@ -80,6 +126,7 @@ CaptureTable capture_table(const Attention& attention) {
   for (std::size_t i = 0; i < attention.captures.size(); ++i) {
     const TensorView& t = attention.captures[i].tensor;
     table.slot[i].data = t.data;
+    table.slot[i].grad = static_cast<float*>(attention.captures[i].grad.data);
     for (int d = 0; d < t.rank; ++d) table.slot[i].strides[d] = t.strides[d];
   }
   return table;
@@ -89,6 +136,9 @@ void add_capture_buffers(const Attention& attention, std::vector<detail::KernelB
   for (const Capture& c : attention.captures) {
     if (c.tensor.data == nullptr) continue;
     buffers.push_back(kernel_buffer(c.tensor, ("capture." + c.name).c_str()));
+    if (c.grad.data != nullptr) {
+      buffers.push_back(kernel_buffer(c.grad, ("capture." + c.name + ".grad").c_str()));
+    }
   }
 }
 

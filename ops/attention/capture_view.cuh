@@ -6,6 +6,7 @@
 // load_global, so the emulator checks each against the capture's bounds; on a GPU an index
 // outside the tensor is the caller's bug.
 #include "attention/captures.cuh"
+#include "attention/dual_number.cuh"
 #include "tile/memory.cuh"
 
 namespace flashjit {
@@ -49,6 +50,50 @@ struct CaptureView<int, 1> {
       : data(static_cast<const int*>(slot.data)), stride(slot.strides[0]) {}
   FJ_DEVICE CaptureView(const int* at, const index_t* rest) : data(at), stride(rest[0]) {}
   FJ_DEVICE int operator[](long long i) const { return load_global_index(data, i * stride); }
+};
+
+/// A capture read for its gradient: as CaptureView, but the element comes back as a dual
+/// number of slope 1 and its offset is recorded, so that evaluating score_mod on it gives
+/// ∂score_mod/∂element and where that element is (attention/modifiers.cuh adds dS times the
+/// slope into the capture's gradient there).
+template <class Element, int Rank>
+struct RecordingView {
+  const Element* data;
+  index_t offset;
+  index_t strides[Rank];
+  index_t* record;
+
+  FJ_DEVICE RecordingView(const CaptureSlot& slot, index_t* read)
+      : data(static_cast<const Element*>(slot.data)), offset(0), record(read) {
+    for (int d = 0; d < Rank; ++d) strides[d] = slot.strides[d];
+  }
+  FJ_DEVICE RecordingView(const Element* base, index_t at, const index_t* rest, index_t* read)
+      : data(base), offset(at), record(read) {
+    for (int d = 0; d < Rank; ++d) strides[d] = rest[d];
+  }
+  FJ_DEVICE RecordingView<Element, Rank - 1> operator[](long long i) const {
+    return {data, offset + i * strides[0], strides + 1, record};
+  }
+};
+
+template <class Element>
+struct RecordingView<Element, 1> {
+  const Element* data;
+  index_t offset;
+  index_t stride;
+  index_t* record;
+
+  FJ_DEVICE RecordingView(const CaptureSlot& slot, index_t* read)
+      : data(static_cast<const Element*>(slot.data)),
+        offset(0),
+        stride(slot.strides[0]),
+        record(read) {}
+  FJ_DEVICE RecordingView(const Element* base, index_t at, const index_t* rest, index_t* read)
+      : data(base), offset(at), stride(rest[0]), record(read) {}
+  FJ_DEVICE Dual<float> operator[](long long i) const {
+    *record = offset + i * stride;
+    return Dual<float>(load_global(data, *record), 1.0f);
+  }
 };
 
 }  // namespace flashjit

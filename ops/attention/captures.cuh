@@ -10,10 +10,12 @@ namespace flashjit {
 inline constexpr int kMaxCaptures = 4;
 inline constexpr int kMaxCaptureRank = 4;
 
-/// One captured tensor: its first element and its strides in elements (unused ones 0).
+/// One captured tensor: its first element and its strides in elements (unused ones 0); with a
+/// gradient (Capture::grad), where the backward adds it (the same strides), else null.
 struct CaptureSlot {
   const void* data;
   index_t strides[kMaxCaptureRank];
+  float* grad;
 };
 
 /// The captures of a call, in the order the caller listed them (unused slots null).

@@ -6,7 +6,11 @@
 //   score(score, b, h, q_idx, kv_idx, captures)  the score the softmax sees, from the scaled
 //                                      (and soft-capped) score in the natural domain;
 //   mask(b, h, q_idx, kv_idx, captures)  false hides key kv_idx from query q_idx;
-// `captures` the tensors the expressions read (attention/captures.cuh).
+// `captures` the tensors the expressions read (attention/captures.cuh); and for the backward,
+//   kCaptureGradients                  whether some capture has a gradient (Capture::grad);
+//   add_capture_gradients(score, ds, b, h, q_idx, kv_idx, captures)  adds ds times
+//                                      ∂score/∂element into the gradient of each such capture
+//                                      at the element score_mod read.
 // Indices are within the sequence: b the batch entry, h the query head. The backward evaluates
 // score() on dual numbers (attention/dual_number.cuh) for ∂score/∂score.
 #include "attention/capture_view.cuh"
@@ -19,11 +23,14 @@ namespace flashjit {
 struct NoModifiers {
   static constexpr bool kScore = false;
   static constexpr bool kMask = false;
+  static constexpr bool kCaptureGradients = false;
   template <class Score>
   FJ_DEVICE static Score score(Score score, int, int, int, int, const CaptureTable&) {
     return score;
   }
   FJ_DEVICE static bool mask(int, int, int, int, const CaptureTable&) { return true; }
+  FJ_DEVICE static void add_capture_gradients(float, float, int, int, int, int,
+                                              const CaptureTable&) {}
 };
 
 /// Applies the modifiers to a warp's score tile whose element (r, c) is tile row
@@ -64,7 +71,8 @@ struct ScorePosition {
 template <class Modifiers, int Rows, int Cols>
 struct ModifiedScores {
   static constexpr bool kAny = Modifiers::kScore || Modifiers::kMask;
-  acc_tile<Rows, Cols> slope;  // ∂score_mod/∂score (the score modifier's only)
+  acc_tile<Rows, Cols> slope;    // ∂score_mod/∂score (the score modifier's only)
+  acc_tile<Rows, Cols> natural;  // the score score_mod was given (for captures' gradients only)
 
   /// `at(r, c)`: the ScorePosition of tile element (r, c); `batch` the sequence's index.
   template <class Position>
@@ -79,6 +87,7 @@ struct ModifiedScores {
           for (int e = 0; e < 4; ++e) {
             const ScorePosition p = at(fragment_row(i, e / 2, lane), fragment_col(g, e % 2, lane));
             float& x = s.frag[i][g][e];
+            if constexpr (Modifiers::kCaptureGradients) natural.frag[i][g][e] = x * kLn2;
             float slope_here = 1.0f;
             if (p.valid) {
               if constexpr (Modifiers::kScore) {
@@ -95,6 +104,30 @@ struct ModifiedScores {
               }
             }
             if constexpr (Modifiers::kScore) slope.frag[i][g][e] = slope_here;
+          }
+    }
+  }
+
+  /// Adds each dS (of the modified scores, before chain()) times ∂score_mod/∂element into the
+  /// gradients of the captures that have one (Modifiers::add_capture_gradients), at the
+  /// elements score_mod read; elements with dS = 0 add nothing.
+  template <class Position>
+  FJ_DEVICE void add_capture_gradients(const acc_tile<Rows, Cols>& ds, int batch,
+                                       const Position& at, const CaptureTable& captures,
+                                       int lane) const {
+    if constexpr (Modifiers::kCaptureGradients) {
+#pragma unroll
+      for (int i = 0; i < ds.kSlabs; ++i)
+#pragma unroll
+        for (int g = 0; g < ds.kGroups; ++g)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float d = ds.frag[i][g][e];
+            if (d == 0.0f) continue;
+            const ScorePosition p = at(fragment_row(i, e / 2, lane), fragment_col(g, e % 2, lane));
+            if (!p.valid) continue;
+            Modifiers::add_capture_gradients(natural.frag[i][g][e], d, batch, p.head, p.query,
+                                             p.key, captures);
           }
     }
   }

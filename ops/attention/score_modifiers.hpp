@@ -15,6 +15,7 @@ struct CaptureType {
   std::string name;
   DType dtype = DType::f32;
   int rank = 1;
+  bool grad = false;  ///< the backward adds its gradient (Capture::grad)
   bool operator==(const CaptureType&) const = default;
 };
 

@@ -46,7 +46,7 @@ class AttentionOptions(ctypes.Structure):
 
 
 class Capture(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char_p), ("tensor", Tensor)]
+    _fields_ = [("name", ctypes.c_char_p), ("tensor", Tensor), ("grad", ctypes.POINTER(Tensor))]
 
 
 class Sequences(ctypes.Structure):

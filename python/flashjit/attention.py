@@ -66,19 +66,25 @@ def _captures_of(captures) -> tuple:
     return tuple(captures.items())
 
 
-def _capture_inputs(options) -> dict:
-    """The captures as Launch inputs, named "captures.<name>"."""
-    return {f"captures.{name}": array for name, array in options.captures}
+def _capture_inputs(options, grads=None) -> dict:
+    """The captures as Launch inputs, named "captures.<name>", and the float32 arrays their
+    gradients are added into (`grads`: name to array), named "capture_grads.<name>"."""
+    inputs = {f"captures.{name}": array for name, array in options.captures}
+    inputs.update({f"capture_grads.{name}": g for name, g in (grads or {}).items()})
+    return inputs
 
 
-def _bind_captures(a: _capi.AttentionOptions, launch: Launch, options) -> None:
-    """Points a.captures at the launch's views of the captures (kept alive by the launch)."""
+def _bind_captures(a: _capi.AttentionOptions, launch: Launch, options, grads=None) -> None:
+    """Points a.captures at the launch's views of the captures (kept alive by the launch), with
+    the gradients of those in `grads` (written back by launch.write_back())."""
     if not options.captures:
         return
     entries = (_capi.Capture * len(options.captures))()
     for entry, (name, _) in zip(entries, options.captures):
         entry.name = name.encode()
         entry.tensor = launch.input(f"captures.{name}")
+        if grads and name in grads:
+            entry.grad = _capi.pointer(launch.updated(f"capture_grads.{name}"))
     launch._keep.append(entries)
     a.captures = ctypes.cast(entries, ctypes.c_void_p)
     a.num_captures = len(options.captures)
@@ -129,11 +135,11 @@ def _forward(q, k, v, options: _Options, block_mask=None):
         return launch.result("o"), launch.result("lse")
 
 
-def _backward(dout, q, k, v, o, lse, options: _Options):
+def _backward(dout, q, k, v, o, lse, options: _Options, capture_grads=None):
     a = _dense_options(q, k, v, options)
     with Launch({"dout": dout, "q": q, "k": k, "v": v, "o": o, "lse": lse,
-                 **_capture_inputs(options)}) as launch:
-        _bind_captures(a, launch, options)
+                 **_capture_inputs(options, capture_grads)}) as launch:
+        _bind_captures(a, launch, options, capture_grads)
         dq = launch.output("dq", q.shape, _element(q))
         dk = launch.output("dk", k.shape, _element(q))
         dv = launch.output("dv", v.shape, _element(q))
@@ -141,16 +147,18 @@ def _backward(dout, q, k, v, o, lse, options: _Options):
             launch.runtime.handle, ctypes.byref(a), *[_capi.pointer(launch.input(n)) for n in
                                                       ("q", "k", "v", "o", "lse", "dout")],
             _capi.pointer(dq), _capi.pointer(dk), _capi.pointer(dv), launch.stream))
+        launch.write_back()  # the captures' gradients, on the emulator
         return launch.result("dq"), launch.result("dk"), launch.result("dv")
 
 
 if torch is not None:
 
     class _AttentionFunction(torch.autograd.Function):
-        """attention() with its gradients from the backward kernels (LSE recomputation)."""
+        """attention() with its gradients from the backward kernels (LSE recomputation); the
+        captures' tensors come last, so that those requiring grad get theirs."""
 
         @staticmethod
-        def forward(ctx, q, k, v, options, block_mask=None):
+        def forward(ctx, q, k, v, options, block_mask, *capture_tensors):
             o, lse = _forward(q, k, v, options, block_mask)
             ctx.save_for_backward(q, k, v, o, lse)
             ctx.options = options
@@ -160,8 +168,13 @@ if torch is not None:
         @staticmethod
         def backward(ctx, dout, _dlse):
             q, k, v, o, lse = ctx.saved_tensors
-            dq, dk, dv = _backward(dout.contiguous(), q, k, v, o, lse, ctx.options)
-            return dq, dk, dv, None, None
+            captures = ctx.options.captures
+            grads = {name: torch.zeros_like(x, dtype=torch.float32)
+                     for i, (name, x) in enumerate(captures) if ctx.needs_input_grad[5 + i]}
+            dq, dk, dv = _backward(dout.contiguous(), q, k, v, o, lse, ctx.options, grads)
+            return (dq, dk, dv, None, None,
+                    *[grads[name].to(x.dtype) if name in grads else None
+                      for name, x in captures])
 
 
 def _options_of(causal, window_left, window_right, softcap, scale, deterministic) -> _Options:
@@ -202,12 +215,14 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
     these sizes) lets the forward skip the key blocks the mask hides from whole query blocks.
     `captures` maps names to arrays the expressions read (`doc[b][q_idx] == doc[b][kv_idx]`):
     rank 1 to 4, float32/float16/bfloat16 (read as float) or int32, like q (numpy or torch, on
-    its device); constants to the backward (no gradient flows into them)."""
+    its device). A torch capture that requires grad gets its gradient (a learnable bias table:
+    read it once in score_mod; see docs/modifiers.md)."""
     options = _Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod,
                        _captures_of(captures))
     if score_mod or mask_mod:
-        if _wants_grad(q, k, v):
-            o, lse = _AttentionFunction.apply(q, k, v, options, block_mask)
+        tensors = [x for _, x in options.captures]
+        if _wants_grad(q, k, v, *tensors):
+            o, lse = _AttentionFunction.apply(q, k, v, options, block_mask, *tensors)
         else:
             o, lse = _forward(q, k, v, options, block_mask)
     elif block_mask is not None:
@@ -218,7 +233,7 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
                                         None if scale is None else float(scale),
                                         bool(deterministic))
     elif _wants_grad(q, k, v):
-        o, lse = _AttentionFunction.apply(q, k, v, options)
+        o, lse = _AttentionFunction.apply(q, k, v, options, None)
     else:
         o, lse = _forward(q, k, v, options)
     return (o, lse) if return_lse else o

@@ -222,3 +222,31 @@ def test_captured_tensors_in_the_forward_and_backward():
         flashjit.attention(*arrays, mask_mod=mask_mod, captures={"doc": torch.tensor(doc)})
     with pytest.raises(TypeError, match="'captures'"):
         flashjit.attention(*arrays, mask_mod=mask_mod, captures=[doc])
+
+
+def test_a_learnable_bias_table_gets_its_gradient():
+    # score + bias[h][q_idx - kv_idx + 31]: torch's float64 autograd is the reference for the
+    # table's gradient as for q, k and v.
+    b, s, h, d = 1, 32, 2, 32
+    q, k, v = inputs(b, s, s, h, h, d, seed=12)
+    leaves = [torch.tensor(x, dtype=torch.float16, requires_grad=True) for x in (q, k, v)]
+    table = np.random.default_rng(13).standard_normal((h, 2 * s - 1)).astype(np.float32)
+    bias = torch.tensor(table, requires_grad=True)
+    o = flashjit.attention(*leaves, causal=True, score_mod="score + bias[h][q_idx - kv_idx + 31]",
+                           captures={"bias": bias})
+    dout = torch.randn(o.shape, generator=torch.Generator().manual_seed(14)).to(torch.float16)
+    o.backward(dout)
+    assert bias.grad is not None and bias.grad.dtype == torch.float32
+
+    exact = [t.detach().double().requires_grad_() for t in leaves]
+    bias_ref = torch.tensor(table, dtype=torch.float64, requires_grad=True)
+    scores = torch.einsum("bqhd,bkhd->bhqk", exact[0], exact[1]) / np.sqrt(d)
+    i = torch.arange(s)[:, None]
+    j = torch.arange(s)[None, :]
+    scores = scores + bias_ref[:, i - j + s - 1][None]
+    scores = scores.masked_fill(j > i, float("-inf"))
+    o_ref = torch.einsum("bhqk,bkhd->bqhd", torch.softmax(scores, dim=-1), exact[2])
+    o_ref.backward(dout.double())
+    assert reference.relative_error(bias.grad, bias_ref.grad) < 2 * BAR[torch.float16]
+    for name, leaf, ref in zip("qkv", leaves, exact):
+        assert reference.relative_error(leaf.grad, ref.grad) < 2 * BAR[torch.float16], name

@@ -5,6 +5,8 @@
 // misnamed and malformed captures, with nothing launched.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "attention/attention_case.hpp"
+#include "attention/attention_forward.hpp"
 #include "attention/backward_case.hpp"
 #include "flashjit/error.hpp"
 #include "support/emulator_runtime.hpp"
@@ -211,6 +214,148 @@ TEST_CASE("captures: missing, misnamed and malformed ones are named, nothing lau
   for (const char* name : {"c", "d", "e"}) many.captures.push_back({name, doc.view});
   rejects(many, "attention.captures", "at most 4");
   emulator().forward(a, t, t, t, o, TensorView{});  // the good one runs
+}
+
+}  // namespace flashjit::testing
+
+namespace flashjit::testing {
+namespace {
+
+/// bf16 bits of `x` (round to nearest even) and their value.
+std::uint16_t bf16_bits(float x) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  return static_cast<std::uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+}
+double bf16_value(std::uint16_t b) {
+  const std::uint32_t bits = static_cast<std::uint32_t>(b) << 16;
+  float x;
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("captures: a learnable bias table gets its gradient from the backward") {
+  // score + 0.5 · bias[h][q_idx - kv_idx + 39], causal, 2 heads over 1 key head: ∂L/∂bias[h][d]
+  // is 0.5 · Σ dS over the pairs at offset d, against a float64 backward of the same inputs.
+  constexpr std::int64_t kHeads = 2, kSeq = 40, kDim = 32, kSpan = 2 * kSeq - 1;
+  Captured<float> bias = bias_table(kHeads, kSeq);
+  std::vector<float> zeros(bias.host.size(), 0.0f);
+  DeviceBuffer grad = emulator().allocate(zeros.size() * 4);
+  emulator().copy_to_device(grad.data(), zeros.data(), zeros.size() * 4);
+  Attention a{.heads_q = kHeads,
+              .heads_kv = 1,
+              .seqlen_q = kSeq,
+              .seqlen_k = kSeq,
+              .head_dim = kDim,
+              .causal = true};
+  a.score_mod = "score + 0.5f * bias[h][q_idx - kv_idx + 39]";
+  a.captures = {
+      {"bias", bias.view, TensorView::contiguous(grad.data(), DType::f32, {kHeads, kSpan})}};
+  // Inputs: q [1, s, h, d], k and v [1, s, 1, d], dO like q; bf16 in [-1, 1).
+  std::vector<std::uint16_t> q(kSeq * kHeads * kDim), k(kSeq * kDim), v(kSeq * kDim),
+      dout(q.size());
+  unsigned seed = 12345;
+  for (std::vector<std::uint16_t>* x : {&q, &k, &v, &dout}) {
+    for (std::uint16_t& e : *x) {
+      seed = seed * 1664525u + 1013904223u;
+      e = bf16_bits(static_cast<float>(seed >> 8) / static_cast<float>(1 << 23) - 1.0f);
+    }
+  }
+  const auto device = [](const std::vector<std::uint16_t>& host) {
+    DeviceBuffer buffer = emulator().allocate(host.size() * 2);
+    emulator().copy_to_device(buffer.data(), host.data(), host.size() * 2);
+    return buffer;
+  };
+  const DeviceBuffer dq_buf = emulator().allocate(q.size() * 2),
+                     dk_buf = emulator().allocate(k.size() * 2),
+                     dv_buf = emulator().allocate(v.size() * 2),
+                     o_buf = emulator().allocate(q.size() * 2),
+                     lse_buf = emulator().allocate(kHeads * kSeq * 4);
+  const DeviceBuffer q_buf = device(q), k_buf = device(k), v_buf = device(v), do_buf = device(dout);
+  const auto view = [](const DeviceBuffer& b, std::int64_t heads) {
+    return TensorView::contiguous(b.data(), DType::bf16, {1, kSeq, heads, kDim});
+  };
+  const TensorView lse = TensorView::contiguous(lse_buf.data(), DType::f32, {1, kHeads, kSeq});
+  emulator().forward(a, view(q_buf, kHeads), view(k_buf, 1), view(v_buf, 1), view(o_buf, kHeads),
+                     lse);
+  emulator().backward(a, view(q_buf, kHeads), view(k_buf, 1), view(v_buf, 1), view(o_buf, kHeads),
+                      lse, view(do_buf, kHeads), view(dq_buf, kHeads), view(dk_buf, 1),
+                      view(dv_buf, 1));
+  std::vector<float> got(zeros.size());
+  emulator().copy_to_host(got.data(), grad.data(), got.size() * 4);
+
+  // The float64 backward of the same rounded inputs, to dS.
+  std::vector<double> expected(zeros.size(), 0.0);
+  const double scale = 1.0 / std::sqrt(double(kDim));
+  for (std::int64_t h = 0; h < kHeads; ++h) {
+    for (std::int64_t i = 0; i < kSeq; ++i) {
+      std::vector<double> p(static_cast<std::size_t>(i + 1)), dp(p.size());
+      double max = -1e300, sum = 0, delta = 0;
+      for (std::int64_t j = 0; j <= i; ++j) {
+        double dot = 0, dpj = 0;
+        for (std::int64_t d = 0; d < kDim; ++d) {
+          dot += bf16_value(q[(i * kHeads + h) * kDim + d]) * bf16_value(k[j * kDim + d]);
+          dpj += bf16_value(dout[(i * kHeads + h) * kDim + d]) * bf16_value(v[j * kDim + d]);
+        }
+        p[j] = dot * scale + 0.5 * bias.host[static_cast<std::size_t>(h * kSpan + i - j + 39)];
+        dp[j] = dpj;
+        max = std::max(max, p[j]);
+      }
+      for (double& x : p) sum += (x = std::exp(x - max));
+      for (std::size_t j = 0; j < p.size(); ++j) {
+        p[j] /= sum;
+        delta += p[j] * dp[j];  // D = dO · O = Σ P dP
+      }
+      for (std::int64_t j = 0; j <= i; ++j) {
+        expected[static_cast<std::size_t>(h * kSpan + i - j + 39)] += 0.5 * p[j] * (dp[j] - delta);
+      }
+    }
+  }
+  double error = 0, norm = 0;
+  for (std::size_t e = 0; e < got.size(); ++e) {
+    error += (got[e] - expected[e]) * (got[e] - expected[e]);
+    norm += expected[e] * expected[e];
+  }
+  INFO("relative L2 error " << std::sqrt(error / norm));
+  CHECK(std::sqrt(error / norm) < 2e-2);  // bf16 inputs and P, fp32 sums
+  CHECK(got[0] == 0.0f);                  // offset -39: no causal pair reads it, nothing is added
+}
+
+TEST_CASE("captures: a gradient needs a float capture read once, fp32, the tensor's layout") {
+  const Captured<float> bias = bias_table(1, 60);
+  const Captured<std::int32_t> doc = document_ids(1, 60);
+  DeviceBuffer grad = emulator().allocate(bias.host.size() * 4);
+  const TensorView good = TensorView::contiguous(grad.data(), DType::f32, {1, 119});
+  Attention a{.seqlen_q = 60, .seqlen_k = 60};
+  a.score_mod = kBiasMod;
+  a.captures = {{"bias", bias.view, good}};
+  kernels::validate_attention(a);  // the good one passes
+  const auto rejects = [](const Attention& bad, const char* field, const char* words) {
+    INFO(field << ": " << words);
+    try {
+      kernels::validate_attention(bad);
+      FAIL("accepted");
+    } catch (const InvalidArgument& e) {
+      CHECK(e.argument() == field);
+      CHECK(std::string(e.what()).find(words) != std::string::npos);
+    }
+  };
+  Attention twice = a;
+  twice.score_mod = "score + bias[h][q_idx - kv_idx + 59] * bias [0][0]";
+  rejects(twice, "attention.captures[0].grad", "exactly once (it reads it 2 times)");
+  Attention half = a;
+  half.captures[0].grad.dtype = DType::bf16;
+  rejects(half, "attention.captures[0].grad.dtype", "fp32");
+  Attention other_shape = a;
+  other_shape.captures[0].grad = TensorView::contiguous(grad.data(), DType::f32, {119, 1});
+  rejects(other_shape, "attention.captures[0].grad.shape", "tensor's shape");
+  Attention ids = a;
+  ids.mask_mod = kDocumentMask;
+  ids.captures.push_back(
+      {"doc", doc.view, TensorView::contiguous(grad.data(), DType::f32, {1, 60})});
+  rejects(ids, "attention.captures[1].grad", "int32");
 }
 
 }  // namespace flashjit::testing

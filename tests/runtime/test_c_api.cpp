@@ -659,7 +659,8 @@ TEST_CASE("C API: captures reach the kernel by name, and missing or nameless one
   written.attn.mask_mod = by_index.c_str();
   REQUIRE(written.forward() == FLASHJIT_OK);
   std::vector<std::int32_t> doc = {0, 0, 0, 0, 1, 1, 1, 1};
-  flashjit_capture capture{"doc", {doc.data(), FLASHJIT_DTYPE_I32, 1, {8, 0, 0, 0}, {1, 0, 0, 0}}};
+  flashjit_capture capture{
+      "doc", {doc.data(), FLASHJIT_DTYPE_I32, 1, {8, 0, 0, 0}, {1, 0, 0, 0}}, nullptr};
   const std::string by_capture = "doc[q_idx] == doc[kv_idx]";
   Call captured;
   captured.attn.mask_mod = by_capture.c_str();

@@ -73,7 +73,7 @@ FJ_DEVICE void score_gradients(const AttentionBackwardParams& params, const Wind
   mul_elements(ds_t, p_t);  // dSᵀ = Pᵀ ∘ (dPᵀ − D)
   // Each (key, query) pair's dS is made once, here: the captures' gradients are added here only.
   modified.add_capture_gradients(ds_t, sequence, position, params.captures, lane);
-  modified.chain(ds_t);     // through score_mod
+  modified.chain(ds_t, lane);  // through score_mod
   scaling.chain(ds_t);      // through softcap
   store_fragments(p_t, tiles.p_t, grid.row0, grid.col0, lane);
   store_fragments(ds_t, tiles.ds_t, grid.row0, grid.col0, lane);

@@ -82,7 +82,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     mma_abt(ds, dout, warp_row0, pipeline.await_values(block), lane);  // dP = dO Vᵀ
     sub_row(ds, delta);
     mul_elements(ds, p);                     // dS = P ∘ (dP − D)
-    modified.chain(ds);                      // through score_mod
+    modified.chain(ds, lane);                // through score_mod
     scaling.chain(ds);                       // through softcap
     mma_ab(dq, to_operand<T>(ds), k, lane);  // dQ += dS K
   }

@@ -30,6 +30,15 @@ struct CaptureView {
   }
 };
 
+/// Element `index` of a capture: a float one widened to fp32, an int32 one as int.
+template <class Element>
+FJ_DEVICE float capture_load(const Element* data, index_t index) {
+  return load_global(data, index);
+}
+FJ_DEVICE int capture_load(const int* data, index_t index) {
+  return load_global_index(data, index);
+}
+
 template <class Element>
 struct CaptureView<Element, 1> {
   const Element* data;
@@ -38,18 +47,7 @@ struct CaptureView<Element, 1> {
   FJ_DEVICE explicit CaptureView(const CaptureSlot& slot)
       : data(static_cast<const Element*>(slot.data)), stride(slot.strides[0]) {}
   FJ_DEVICE CaptureView(const Element* at, const index_t* rest) : data(at), stride(rest[0]) {}
-  FJ_DEVICE float operator[](long long i) const { return load_global(data, i * stride); }
-};
-
-template <>
-struct CaptureView<int, 1> {
-  const int* data;
-  index_t stride;
-
-  FJ_DEVICE explicit CaptureView(const CaptureSlot& slot)
-      : data(static_cast<const int*>(slot.data)), stride(slot.strides[0]) {}
-  FJ_DEVICE CaptureView(const int* at, const index_t* rest) : data(at), stride(rest[0]) {}
-  FJ_DEVICE int operator[](long long i) const { return load_global_index(data, i * stride); }
+  FJ_DEVICE auto operator[](long long i) const { return capture_load(data, i * stride); }
 };
 
 /// A capture read for its gradient: as CaptureView, but the element comes back as a dual

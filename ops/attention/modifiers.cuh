@@ -79,32 +79,26 @@ struct ModifiedScores {
   FJ_DEVICE void apply(acc_tile<Rows, Cols>& s, int batch, const Position& at,
                        const CaptureTable& captures, int lane) {
     if constexpr (kAny) {
-#pragma unroll
-      for (int i = 0; i < s.kSlabs; ++i)
-#pragma unroll
-        for (int g = 0; g < s.kGroups; ++g)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const ScorePosition p = at(fragment_row(i, e / 2, lane), fragment_col(g, e % 2, lane));
-            float& x = s.frag[i][g][e];
-            if constexpr (Modifiers::kCaptureGradients) natural.frag[i][g][e] = x * kLn2;
-            float slope_here = 1.0f;
-            if (p.valid) {
-              if constexpr (Modifiers::kScore) {
-                const Dual<float> y = Modifiers::score(Dual<float>(x * kLn2, 1.0f), batch, p.head,
-                                                       p.query, p.key, captures);
-                x = y.value * kLog2e;
-                slope_here = y.slope;
-              }
-              if constexpr (Modifiers::kMask) {
-                if (!Modifiers::mask(batch, p.head, p.query, p.key, captures)) {
-                  x = negative_infinity();
-                  slope_here = 0.0f;
-                }
-              }
-            }
-            if constexpr (Modifiers::kScore) slope.frag[i][g][e] = slope_here;
+      for_each_slot<Rows, Cols>(lane, [&](const ElementSlot& x) {
+        const ScorePosition p = at(x.row, x.col);
+        if constexpr (Modifiers::kCaptureGradients) natural[x] = s[x] * kLn2;
+        float slope_here = 1.0f;
+        if (p.valid) {
+          if constexpr (Modifiers::kScore) {
+            const Dual<float> y = Modifiers::score(Dual<float>(s[x] * kLn2, 1.0f), batch, p.head,
+                                                   p.query, p.key, captures);
+            s[x] = y.value * kLog2e;
+            slope_here = y.slope;
           }
+          if constexpr (Modifiers::kMask) {
+            if (!Modifiers::mask(batch, p.head, p.query, p.key, captures)) {
+              s[x] = negative_infinity();
+              slope_here = 0.0f;
+            }
+          }
+        }
+        if constexpr (Modifiers::kScore) slope[x] = slope_here;
+      });
     }
   }
 
@@ -116,35 +110,21 @@ struct ModifiedScores {
                                        const Position& at, const CaptureTable& captures,
                                        int lane) const {
     if constexpr (Modifiers::kCaptureGradients) {
-#pragma unroll
-      for (int i = 0; i < ds.kSlabs; ++i)
-#pragma unroll
-        for (int g = 0; g < ds.kGroups; ++g)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float d = ds.frag[i][g][e];
-            if (d == 0.0f) continue;
-            const ScorePosition p = at(fragment_row(i, e / 2, lane), fragment_col(g, e % 2, lane));
-            if (!p.valid) continue;
-            Modifiers::add_capture_gradients(natural.frag[i][g][e], d, batch, p.head, p.query,
-                                             p.key, captures);
-          }
+      for_each_slot<Rows, Cols>(lane, [&](const ElementSlot& x) {
+        const ScorePosition p = at(x.row, x.col);
+        if (ds[x] == 0.0f || !p.valid) return;
+        Modifiers::add_capture_gradients(natural[x], ds[x], batch, p.head, p.query, p.key,
+                                         captures);
+      });
     }
   }
 
   /// ds ∘= slope; an element with dS = 0 (P = 0: hidden, or masked by the window after apply)
   /// stays 0 whatever the slope there (a modifier's slope may be infinite where it is unused).
-  FJ_DEVICE void chain(acc_tile<Rows, Cols>& ds) const {
+  FJ_DEVICE void chain(acc_tile<Rows, Cols>& ds, int lane) const {
     if constexpr (Modifiers::kScore) {
-#pragma unroll
-      for (int i = 0; i < ds.kSlabs; ++i)
-#pragma unroll
-        for (int g = 0; g < ds.kGroups; ++g)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            float& x = ds.frag[i][g][e];
-            x = x == 0.0f ? 0.0f : x * slope.frag[i][g][e];
-          }
+      for_each_slot<Rows, Cols>(
+          lane, [&](const ElementSlot& x) { ds[x] = ds[x] == 0.0f ? 0.0f : ds[x] * slope[x]; });
     }
   }
 };

@@ -8,6 +8,14 @@
 
 namespace flashjit {
 
+/// Where one of a lane's elements of an accumulator tile sits: its row and column in the tile,
+/// and its register (frag[slab][group][e]), which reaches the same element of any tile of the
+/// same shape.
+struct ElementSlot {
+  int row, col;
+  int slab, group, e;
+};
+
 /// (Rows, Cols) fp32 values spread over a warp: Rows / 16 x Cols / 8 mma accumulators.
 template <int Rows, int Cols>
 struct acc_tile {
@@ -18,6 +26,9 @@ struct acc_tile {
   static constexpr int kGroups = Cols / 8;  // 8-column groups
   static constexpr int kRowsPerLane = kSlabs * 2;
   float frag[kSlabs][kGroups][4];
+
+  FJ_DEVICE float& operator[](const ElementSlot& x) { return frag[x.slab][x.group][x.e]; }
+  FJ_DEVICE float operator[](const ElementSlot& x) const { return frag[x.slab][x.group][x.e]; }
 };
 
 /// One value per row of a (Rows, ·) accumulator tile: the lane's kRowsPerLane rows, in the
@@ -68,6 +79,20 @@ FJ_DEVICE void for_each_element(acc_tile<Rows, Cols>& tile, int lane, F f) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         f(fragment_row(s, e / 2, lane), fragment_col(g, e % 2, lane), tile.frag[s][g][e]);
+      }
+}
+
+/// Calls f(slot) for each of this lane's elements of a (Rows, Cols) tile (ElementSlot: where it
+/// is), for work on several tiles of that shape element by element.
+template <int Rows, int Cols, typename F>
+FJ_DEVICE void for_each_slot(int lane, F f) {
+#pragma unroll
+  for (int s = 0; s < Rows / 16; ++s)
+#pragma unroll
+    for (int g = 0; g < Cols / 8; ++g)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        f(ElementSlot{fragment_row(s, e / 2, lane), fragment_col(g, e % 2, lane), s, g, e});
       }
 }
 

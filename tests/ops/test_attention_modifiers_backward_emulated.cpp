@@ -1,8 +1,8 @@
 // The backward through score and mask modifiers (Attention::score_mod, mask_mod) on the CPU
 // emulator: the kernels take ∂score_mod/∂score from dual numbers; the float64 reference takes
-// it from a derivative written by hand in each test (SCORE_MOD's second expression), so the two
-// are independent. Dense and variable-length batches, GQA, causal, softcap, both dQ modes, an
-// emulated sm_90a; gradients against finite differences of a loss; the dual numbers themselves
+// it from a derivative written by hand in each test (SCORE_MOD_WITH_SLOPE's second expression), so
+// the two are independent. Dense and variable-length batches, GQA, causal, softcap, both dQ modes,
+// an emulated sm_90a; gradients against finite differences of a loss; the dual numbers themselves
 // against central differences.
 #include <doctest/doctest.h>
 
@@ -18,30 +18,11 @@
 #include "attention/inference_case.hpp"
 #include "flashjit/error.hpp"
 #include "support/backward_case_builders.hpp"
+#include "support/modifier_expressions.hpp"
 
 // The expressions are written as users write them, ints mixed into float arithmetic.
 #pragma GCC diagnostic ignored "-Wconversion"
 #pragma GCC diagnostic ignored "-Wfloat-conversion"
-
-// A score modifier's text, a host function of the same expression, and a host function of its
-// derivative with respect to `score` (written by hand).
-#define SCORE_MOD(expr, slope) \
-#expr,                                                                                       \
-      [](double score, std::int64_t b, std::int64_t h, std::int64_t q_idx,                     \
-         std::int64_t kv_idx) -> double {                                                      \
-        (void)score, (void)b, (void)h, (void)q_idx, (void)kv_idx;                              \
-        return expr;                                                                           \
-      },                                                                                       \
-      [](double score, std::int64_t b, std::int64_t h, std::int64_t q_idx,                     \
-         std::int64_t kv_idx) -> double {                                                      \
-        (void)score, (void)b, (void)h, (void)q_idx, (void)kv_idx;                              \
-        return slope;                                                                          \
-      }
-#define MASK_MOD(expr) \
-#expr, [](std::int64_t b, std::int64_t h, std::int64_t q_idx, std::int64_t kv_idx) -> bool { \
-    (void)b, (void)h, (void)q_idx, (void)kv_idx;                                               \
-    return expr;                                                                               \
-  }
 
 namespace flashjit::testing {
 namespace {
@@ -87,7 +68,8 @@ TEST_CASE("modifiers backward: a score modifier whose slope depends on the head"
   // GQA 4:2, ragged tiles, two batch entries.
   BackwardCase c = with_score_mod(
       make_case(4, 2, 77, 93, 64, true),
-      SCORE_MOD(score * (1.0f + 0.25f * h) - 0.05f * (q_idx - kv_idx) + 0.5f * b, 1.0 + 0.25 * h));
+      SCORE_MOD_WITH_SLOPE(score * (1.0f + 0.25f * h) - 0.05f * (q_idx - kv_idx) + 0.5f * b,
+                           1.0 + 0.25 * h));
   c.problem.batch = 2;
   check_case(emulator(), c);
 }
@@ -96,8 +78,8 @@ TEST_CASE("modifiers backward: a nonlinear score modifier with a mask modifier, 
   // A soft cap written as a modifier, and every fifth (query + key + head) hidden; fp16.
   BackwardCase c = with_mask_mod(
       with_score_mod(make_case(2, 1, 70, 97, 64),
-                     SCORE_MOD(4.0f * tanhf(score / 4.0f) + 0.02f * (kv_idx - q_idx),
-                               1.0 - std::tanh(score / 4.0) * std::tanh(score / 4.0))),
+                     SCORE_MOD_WITH_SLOPE(4.0f * tanhf(score / 4.0f) + 0.02f * (kv_idx - q_idx),
+                                          1.0 - std::tanh(score / 4.0) * std::tanh(score / 4.0))),
       MASK_MOD((q_idx + kv_idx + h) % 5 != 0));
   c.problem.softmax_scale = 1.0;  // scores of several units, where tanh bends
   c.dtype = DType::f16;
@@ -107,8 +89,9 @@ TEST_CASE("modifiers backward: a nonlinear score modifier with a mask modifier, 
 
 TEST_CASE("modifiers backward: after the built-in softcap, at head dim 128, bhsd") {
   // The modifier's slope (0.2·score) and the softcap's (1 − tanh²) both in the chain.
-  BackwardCase c = with_score_mod(make_case(2, 2, 40, 40, 128),
-                                  SCORE_MOD(0.1f * score * score + score, 0.2 * score + 1.0));
+  BackwardCase c =
+      with_score_mod(make_case(2, 2, 40, 40, 128),
+                     SCORE_MOD_WITH_SLOPE(0.1f * score * score + score, 0.2 * score + 1.0));
   c.problem.softcap = 3.0;
   c.problem.softmax_scale = 0.5;
   c.layout = reference::Layout::bhsd;
@@ -125,7 +108,7 @@ TEST_CASE("modifiers backward: rows that see no key, and a mask modifier alone")
 TEST_CASE("modifiers backward on an emulated sm_90a: the mma.sync kernels run them") {
   BackwardCase c =
       with_mask_mod(with_score_mod(make_case(4, 1, 65, 65, 128, true),
-                                   SCORE_MOD(score - 0.05f * h * (q_idx - kv_idx), 1.0)),
+                                   SCORE_MOD_WITH_SLOPE(score - 0.05f * h * (q_idx - kv_idx), 1.0)),
                     MASK_MOD(kv_idx % 7 != 3));
   hopper_emulator().reset_emulated_work();
   check_case(hopper_emulator(), c);
@@ -145,7 +128,7 @@ TEST_CASE("modifiers backward: gradients against finite differences of a loss") 
   // central difference's truncation error grows with its higher derivatives.
   BackwardCase c = with_score_mod(
       make_case(2, 1, 6, 9, 16, true),
-      SCORE_MOD(score + 0.1f * score * score - 0.1f * h * kv_idx, 1.0 + 0.2 * score));
+      SCORE_MOD_WITH_SLOPE(score + 0.1f * score * score - 0.1f * h * kv_idx, 1.0 + 0.2 * score));
   c.dtype = DType::f16;
   for (bool deterministic : {false, true}) {
     c.deterministic = deterministic;

@@ -19,22 +19,10 @@
 #include "flashjit/error.hpp"
 #include "support/emulator_runtime.hpp"
 #include "support/forward_case_builders.hpp"
+#include "support/modifier_expressions.hpp"
 
 // The expressions are written as users write them, ints mixed into float arithmetic.
 #pragma GCC diagnostic ignored "-Wconversion"
-
-// The expression's text and a host function evaluating it (int64 indices, double score).
-#define SCORE_MOD(expr) \
-#expr, [](double score, std::int64_t b, std::int64_t h, std::int64_t q_idx,        \
-            std::int64_t kv_idx) -> double {                                        \
-    (void)score, (void)b, (void)h, (void)q_idx, (void)kv_idx;                       \
-    return expr;                                                                    \
-  }
-#define MASK_MOD(expr) \
-#expr, [](std::int64_t b, std::int64_t h, std::int64_t q_idx, std::int64_t kv_idx) -> bool { \
-    (void)b, (void)h, (void)q_idx, (void)kv_idx;                                              \
-    return expr;                                                                               \
-  }
 
 namespace flashjit::testing {
 namespace {
@@ -315,24 +303,6 @@ TEST_CASE("modifiers: bad text is a named error before anything runs") {
   Attention lambda = a;
   lambda.score_mod = "([&] { float s = score; return s * 2; }())";
   CHECK_NOTHROW(kernels::validate_attention(lambda));
-}
-
-TEST_CASE("modifiers: the calls that do not take them yet say so, naming the field") {
-  Attention a;
-  a.seqlen_q = a.seqlen_k = 16;
-  a.mask_mod = "kv_idx <= q_idx";
-  std::vector<std::uint16_t> host(16 * 64, 0);
-  DeviceBuffer q = emulator().allocate(host.size() * 2), o = emulator().allocate(host.size() * 2);
-  DeviceBuffer lse = emulator().allocate(16 * 4), dq = emulator().allocate(host.size() * 2);
-  const TensorView t = TensorView::contiguous(q.data(), DType::bf16, {1, 16, 1, 64});
-  const TensorView out = TensorView::contiguous(o.data(), DType::bf16, {1, 16, 1, 64});
-  const TensorView grad = TensorView::contiguous(dq.data(), DType::bf16, {1, 16, 1, 64});
-  const TensorView stats = TensorView::contiguous(lse.data(), DType::f32, {1, 1, 16});
-  CHECK_THROWS_WITH_AS(emulator().backward(a, t, t, t, out, stats, t, grad, grad, grad),
-                       doctest::Contains("'attention.mask_mod'"), InvalidArgument);
-  CHECK_THROWS_WITH_AS(
-      emulator().backward(a, Sequences{}, t, t, t, out, stats, t, grad, grad, grad),
-      doctest::Contains("'attention.mask_mod'"), InvalidArgument);
 }
 
 TEST_CASE("modifiers in the inference forward: paged decoding, packed prefill, an append") {

@@ -1,7 +1,8 @@
 // Attention variants written as C++ expressions (Attention::score_mod and mask_mod) that
-// flashjit compiles into its forward kernel, as FlexAttention does from Python: ALiBi, document
-// masking of packed sequences (with a block mask built once and reused, which skips the other
-// documents' key blocks), prefix-LM, and a sliding window that gives the built-in window's bits.
+// flashjit compiles into its forward kernel, as FlexAttention does from Python: ALiBi, a T5-style
+// relative-position bias read from a captured table, document masking of packed sequences (with
+// a block mask built once and reused, which skips the other documents' key blocks), prefix-LM,
+// and a sliding window that gives the built-in window's bits.
 // Each is compared with a float64 attention computed here from the same formula. Runs on GPU 0
 // when there is one, else on the CPU emulator (which compiles each variant's kernel for the host
 // first, a few seconds each).
@@ -143,6 +144,38 @@ int main() {
                in, forward(rt, in, alibi),
                [](double s, std::int64_t, std::int64_t h, std::int64_t i, std::int64_t j) {
                  return s - double(i - j) / double(1 << (2 * h + 2));
+               },
+               [](std::int64_t, std::int64_t, std::int64_t i, std::int64_t j) { return j <= i; }));
+
+    // T5-style relative-position bias: a learned scalar per head and bucket of the distance to
+    // the key, read from a captured fp32 table [heads_q, buckets] (log-spaced buckets, as T5's:
+    // one per distance up to 8 tokens back, then widths growing by √2, all from 64 in the last).
+    constexpr int kBuckets = 16;
+    std::vector<float> table(kHeadsQ * kBuckets);
+    for (std::size_t i = 0; i < table.size(); ++i) table[i] = 0.25f * std::sin(0.7f * float(i));
+    const DeviceBuffer bias = rt.allocate(table.size() * 4);
+    rt.copy_to_device(bias.data(), table.data(), bias.size());
+    const auto bucket = [](std::int64_t distance) {  // the expression's buckets, on the host
+      if (distance < 8) return distance;
+      if (distance >= 64) return std::int64_t{kBuckets - 1};
+      return 8 + std::int64_t(std::log2(double(distance) / 8.0) * 2.0);
+    };
+    Attention t5 = base;
+    t5.causal = true;
+    t5.captures = {
+        {"bias", TensorView::contiguous(bias.data(), flashjit::DType::f32, {kHeadsQ, kBuckets})}};
+    // score_mod also runs on pairs the causal mask then hides (in key blocks the diagonal
+    // crosses), where q_idx - kv_idx < 0: the index is clamped so it stays inside the table.
+    t5.score_mod =
+        "score + bias[h][q_idx - kv_idx < 0    ? 0"
+        "              : q_idx - kv_idx < 8    ? q_idx - kv_idx"
+        "              : q_idx - kv_idx >= 64 ? 15"
+        "                                     : 8 + int(log2f((q_idx - kv_idx) / 8.0f) * 2.0f)]";
+    report("T5 relative bias (captured table)",
+           worst_error(
+               in, forward(rt, in, t5),
+               [&](double s, std::int64_t, std::int64_t h, std::int64_t i, std::int64_t j) {
+                 return s + table[static_cast<std::size_t>(h * kBuckets + bucket(i - j))];
                },
                [](std::int64_t, std::int64_t, std::int64_t i, std::int64_t j) { return j <= i; }));
 

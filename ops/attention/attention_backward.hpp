@@ -119,7 +119,7 @@ BackwardConfig fallback_backward_config(DType dtype, int head_dim, MaskKind mask
 /// The config a backward with score or mask modifiers runs (untuned): the call's mma.sync
 /// default (fallback_backward_config); the modifiers' per-score work has the registers there
 /// (tests/ops/test_attention_backward_compile.cpp compiles it with NVRTC for sm_80 and sm_90a at
-/// head dims 64, 128 and 256 in both dQ modes and checks that none spills).
+/// head dims 128 and 256 in both dQ modes and checks that none spills).
 BackwardConfig modifiers_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                          bool deterministic, const std::string& arch);
 /// modifiers_backward_config for a call: its head dim, mask kind, softcap and dQ mode.

@@ -152,7 +152,7 @@ TEST_CASE(
       "q_idx / 64 == kv_idx / 64 || kv_idx < 4"};
   std::vector<KernelSpec> specs;
   for (const char* arch : {"sm_80", "sm_90a"}) {
-    for (int head_dim : {64, 128, 256}) {
+    for (int head_dim : {128, 256}) {  // the widest tiles: where registers run out first
       for (bool deterministic : {false, true}) {
         const kernels::BackwardConfig config = kernels::modifiers_backward_config(
             DType::bf16, head_dim, MaskKind::window, false, deterministic, arch);

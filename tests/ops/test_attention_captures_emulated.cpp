@@ -236,6 +236,28 @@ double bf16_value(std::uint16_t b) {
 
 }  // namespace
 
+TEST_CASE("captures: the emulator reports a read outside a captured tensor") {
+  // On a GPU an index outside the capture reads whatever is there; the emulator checks every
+  // read against the capture's bytes, as against the call's other tensors.
+  const Captured<float> bias = bias_table(1, 60);
+  std::vector<std::uint16_t> zeros(60 * 64, 0);
+  DeviceBuffer x = emulator().allocate(zeros.size() * 2),
+               out = emulator().allocate(zeros.size() * 2);
+  emulator().copy_to_device(x.data(), zeros.data(), zeros.size() * 2);
+  const TensorView t = TensorView::contiguous(x.data(), DType::bf16, {1, 60, 1, 64});
+  Attention a{.seqlen_q = 60, .seqlen_k = 60};
+  a.score_mod = "score + bias[h][q_idx - kv_idx + 100000]";  // far past the 119 entries
+  a.captures = {{"bias", bias.view}};
+  try {
+    emulator().forward(a, t, t, t, TensorView::contiguous(out.data(), DType::bf16, {1, 60, 1, 64}),
+                       TensorView{});
+    FAIL("expected the emulator's finding");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::kernel_fault);
+    CHECK(std::string(e.what()).find("global_out_of_bounds") != std::string::npos);
+  }
+}
+
 TEST_CASE("captures: a learnable bias table gets its gradient from the backward") {
   // score + 0.5 · bias[h][q_idx - kv_idx + 39], causal, 2 heads over 1 key head: ∂L/∂bias[h][d]
   // is 0.5 · Σ dS over the pairs at offset d, against a float64 backward of the same inputs.

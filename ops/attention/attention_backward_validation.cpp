@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "attention/attention_backward.hpp"
+#include "attention/attention_captures.hpp"
 #include "attention/attention_common.hpp"
 #include "common/argument_checks.hpp"
 #include "flashjit/error.hpp"
@@ -70,6 +71,15 @@ void validate_backward_arguments(const Attention& attention, const TensorView& q
   validate_forward_arguments(attention, q, k, v, o, lse);
   check_gradient_tensors(attention, q, dout, dq, dk, dv);
   check_gradients_disjoint(q, k, v, o, lse, dout, dq, dk, dv);
+  check_capture_gradients_disjoint(attention, {{&q, "q", false},
+                                               {&k, "k", false},
+                                               {&v, "v", false},
+                                               {&o, "o", false},
+                                               {&lse, "lse", false},
+                                               {&dout, "dout", false},
+                                               {&dq, "dq", true},
+                                               {&dk, "dk", true},
+                                               {&dv, "dv", true}});
 }
 
 }  // namespace flashjit::kernels

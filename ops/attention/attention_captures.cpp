@@ -121,6 +121,30 @@ void check_captures(const Attention& attention) {
   }
 }
 
+void check_capture_gradients_disjoint(const Attention& attention,
+                                      std::initializer_list<CallTensor> tensors) {
+  const std::vector<Capture>& captures = attention.captures;
+  for (std::size_t i = 0; i < captures.size(); ++i) {
+    const TensorView& grad = captures[i].grad;
+    if (grad.data == nullptr) continue;
+    const std::string name = "attention.captures[" + std::to_string(i) + "].grad";
+    check_no_self_overlap(grad, name);
+    for (const CallTensor& t : tensors) {
+      if (t.view->data == nullptr) continue;
+      check_disjoint(grad, *t.view, name, t.name, t.written ? Role::output : Role::input);
+    }
+    for (std::size_t j = 0; j < captures.size(); ++j) {
+      const std::string other = "attention.captures[" + std::to_string(j) + "]";
+      if (captures[j].tensor.data != nullptr) {
+        check_disjoint(grad, captures[j].tensor, name, other + ".tensor", Role::input);
+      }
+      if (j != i && captures[j].grad.data != nullptr) {
+        check_disjoint(grad, captures[j].grad, name, other + ".grad", Role::output);
+      }
+    }
+  }
+}
+
 CaptureTable capture_table(const Attention& attention) {
   CaptureTable table{};
   for (std::size_t i = 0; i < attention.captures.size(); ++i) {

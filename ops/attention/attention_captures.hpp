@@ -1,6 +1,7 @@
 #pragma once
 // Host side of captured tensors (Attention::captures): their checks, the kernels' table of them
 // (attention/captures.cuh) and the buffers a launch registers for the emulator's checks.
+#include <initializer_list>
 #include <vector>
 
 #include "attention/captures.cuh"
@@ -14,6 +15,19 @@ namespace flashjit::kernels {
 /// tensor rank 1 to 4, fp32, fp16, bf16 or int32, non-null unless empty, strides >= 0. Throws
 /// InvalidArgument naming "attention.captures[i].name", "attention.captures[i].tensor…".
 void check_captures(const Attention& attention);
+
+/// A tensor of the call, for check_capture_gradients_disjoint: its view, name and role.
+struct CallTensor {
+  const TensorView* view;
+  const char* name;
+  bool written;  ///< an output of the call (dq, dk, dv), not an input
+};
+
+/// Each capture's gradient (Capture::grad, which the backward writes) shares no element with
+/// the call's `tensors`, with any capture or with another gradient: InvalidArgument naming
+/// "attention.captures[i].grad" and the other. The backwards call it before launching.
+void check_capture_gradients_disjoint(const Attention& attention,
+                                      std::initializer_list<CallTensor> tensors);
 
 /// The kernels' table of a validated call's captures (unused slots null).
 CaptureTable capture_table(const Attention& attention);

@@ -378,6 +378,25 @@ TEST_CASE("captures: a gradient needs a float capture read once, fp32, the tenso
   ids.captures.push_back(
       {"doc", doc.view, TensorView::contiguous(grad.data(), DType::f32, {1, 60})});
   rejects(ids, "attention.captures[1].grad", "int32");
+
+  // A gradient sharing memory with a tensor the backward reads or writes is named, before
+  // anything runs.
+  std::vector<DeviceBuffer> buffers;
+  std::vector<TensorView> views;  // q, k, v, o, dout, dq, dk, dv: bf16 [1, 60, 1, 64]
+  for (int i = 0; i < 8; ++i) {
+    buffers.push_back(emulator().allocate(60 * 64 * 2));
+    views.push_back(TensorView::contiguous(buffers.back().data(), DType::bf16, {1, 60, 1, 64}));
+  }
+  DeviceBuffer lse = emulator().allocate(60 * 4);
+  const TensorView stats = TensorView::contiguous(lse.data(), DType::f32, {1, 1, 60});
+  Attention shared = a;
+  shared.captures[0].grad = TensorView::contiguous(buffers[5].data(), DType::f32, {1, 119});
+  shared.captures[0].grad.strides = bias.view.strides;
+  emulator().reset_emulated_work();
+  CHECK_THROWS_WITH_AS(emulator().backward(shared, views[0], views[1], views[2], views[3], stats,
+                                           views[4], views[5], views[6], views[7]),
+                       doctest::Contains("'attention.captures[0].grad'"), InvalidArgument);
+  CHECK(emulator().emulated_work().empty());
 }
 
 }  // namespace flashjit::testing

@@ -153,11 +153,13 @@ struct BackwardSpecs {
 BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& arch,
                              const ScoreModifiers& modifiers = {});
 
-/// Each gradient (dq, dk, dv) writes every element once and shares no memory with an input or
-/// another gradient: throws InvalidArgument naming the pair.
-void check_gradients_disjoint(const TensorView& q, const TensorView& k, const TensorView& v,
-                              const TensorView& o, const TensorView& lse, const TensorView& dout,
-                              const TensorView& dq, const TensorView& dk, const TensorView& dv);
+/// Each gradient (dq, dk, dv, and the gradients of attention's captures:
+/// check_capture_gradients_disjoint) writes every element once and shares no memory with an
+/// input or another gradient: throws InvalidArgument naming the pair.
+void check_gradients_disjoint(const Attention& attention, const TensorView& q, const TensorView& k,
+                              const TensorView& v, const TensorView& o, const TensorView& lse,
+                              const TensorView& dout, const TensorView& dq, const TensorView& dk,
+                              const TensorView& dv);
 
 /// Launches the backward of a validated variable-length batch (config.varlen set): the tensors
 /// are the kernels' views (packed ones as batch 1 with batch stride 0, lse as [1, heads_q,

@@ -37,11 +37,13 @@ void check_gradient_tensors(const Attention& a, const TensorView& q, const Tenso
 
 }  // namespace
 
-/// Each output (dq, dk, dv) writes every element once and shares no memory with an input or
-/// another output: the kernels read the inputs while other blocks write the outputs.
-void check_gradients_disjoint(const TensorView& q, const TensorView& k, const TensorView& v,
-                              const TensorView& o, const TensorView& lse, const TensorView& dout,
-                              const TensorView& dq, const TensorView& dk, const TensorView& dv) {
+/// Each output (dq, dk, dv, the captures' gradients) writes every element once and shares no
+/// memory with an input or another output: the kernels read the inputs while other blocks
+/// write the outputs.
+void check_gradients_disjoint(const Attention& attention, const TensorView& q, const TensorView& k,
+                              const TensorView& v, const TensorView& o, const TensorView& lse,
+                              const TensorView& dout, const TensorView& dq, const TensorView& dk,
+                              const TensorView& dv) {
   const std::pair<const TensorView*, const char*> inputs[] = {
       {&q, "q"}, {&k, "k"}, {&v, "v"}, {&o, "o"}, {&lse, "lse"}, {&dout, "dout"}};
   const std::pair<const TensorView*, const char*> outputs[] = {
@@ -55,6 +57,15 @@ void check_gradients_disjoint(const TensorView& q, const TensorView& k, const Te
   check_disjoint(dq, dk, "dq", "dk", Role::output);
   check_disjoint(dq, dv, "dq", "dv", Role::output);
   check_disjoint(dk, dv, "dk", "dv", Role::output);
+  check_capture_gradients_disjoint(attention, {{&q, "q", false},
+                                               {&k, "k", false},
+                                               {&v, "v", false},
+                                               {&o, "o", false},
+                                               {&lse, "lse", false},
+                                               {&dout, "dout", false},
+                                               {&dq, "dq", true},
+                                               {&dk, "dk", true},
+                                               {&dv, "dv", true}});
 }
 
 void validate_backward_arguments(const Attention& attention, const TensorView& q,
@@ -70,16 +81,7 @@ void validate_backward_arguments(const Attention& attention, const TensorView& q
   }
   validate_forward_arguments(attention, q, k, v, o, lse);
   check_gradient_tensors(attention, q, dout, dq, dk, dv);
-  check_gradients_disjoint(q, k, v, o, lse, dout, dq, dk, dv);
-  check_capture_gradients_disjoint(attention, {{&q, "q", false},
-                                               {&k, "k", false},
-                                               {&v, "v", false},
-                                               {&o, "o", false},
-                                               {&lse, "lse", false},
-                                               {&dout, "dout", false},
-                                               {&dq, "dq", true},
-                                               {&dk, "dk", true},
-                                               {&dv, "dv", true}});
+  check_gradients_disjoint(attention, q, k, v, o, lse, dout, dq, dk, dv);
 }
 
 }  // namespace flashjit::kernels

@@ -25,7 +25,7 @@ struct CallTensor {
 
 /// Each capture's gradient (Capture::grad, which the backward writes) shares no element with
 /// the call's `tensors`, with any capture or with another gradient: InvalidArgument naming
-/// "attention.captures[i].grad" and the other. The backwards call it before launching.
+/// "attention.captures[i].grad" and the other. check_gradients_disjoint calls it.
 void check_capture_gradients_disjoint(const Attention& attention,
                                       std::initializer_list<CallTensor> tensors);
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "attention/attention_captures.hpp"
+#include "attention/attention_common.hpp"
 #include "flashjit/error.hpp"
 #include "runtime/hashing.hpp"
 
@@ -116,18 +117,14 @@ std::string ScoreModifiers::type_name() const {
   return empty() ? "flashjit::NoModifiers" : "flashjit_user::Modifiers_" + digest();
 }
 
-/// The C++ type a capture's elements have in the kernels.
+namespace {
+
+/// The C++ type a capture's elements have in the kernels (the 16-bit ones as the attention
+/// kernels' elements are named).
 std::string element_type(DType dtype) {
-  switch (dtype) {
-    case DType::f16:
-      return "flashjit::half_t";
-    case DType::bf16:
-      return "flashjit::bfloat16_t";
-    case DType::i32:
-      return "int";
-    default:
-      return "float";
-  }
+  if (dtype == DType::f32) return "float";
+  if (dtype == DType::i32) return "int";
+  return template_element(dtype);
 }
 
 /// The declarations opening each capture under its name in a modifier's body; capture
@@ -144,6 +141,8 @@ std::string opened_captures(const std::vector<CaptureType>& captures, int record
   }
   return opened;
 }
+
+}  // namespace
 
 std::string ScoreModifiers::definition() const {
   if (empty()) return "";

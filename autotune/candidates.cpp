@@ -21,11 +21,12 @@ TuningKey tuning_key(const TuningProblem& problem) {
           problem.key()};
 }
 
-Candidate make_candidate(const TunedConfig& config, const std::string& arch) {
+Candidate make_candidate(const TuningProblem& problem, const TunedConfig& config,
+                         const std::string& arch) {
   Candidate candidate;
   candidate.config = config;
   candidate.name = config.name();
-  candidate.specs = config.specs(arch);
+  candidate.specs = problem.specs(config, arch);
   candidate.shared_bytes = config.shared_bytes();
   candidate.threads = config.threads(candidate.specs);
   return candidate;
@@ -36,14 +37,14 @@ std::vector<Candidate> enumerate_candidates(const TuningProblem& problem, const 
   std::vector<Candidate> candidates;
   for (const TunedConfig& config : problem.space()) {
     if (!problem.timed(config, fallback, arch)) continue;
-    candidates.push_back(make_candidate(config, arch));
+    candidates.push_back(make_candidate(problem, config, arch));
     candidates.back().is_default = config == fallback;
   }
   // A default outside the space (attention-decode's split count that fills the device's SMs,
   // which the space's powers of two may miss) is timed anyway: every winner must beat it.
   if (std::none_of(candidates.begin(), candidates.end(),
                    [](const Candidate& c) { return c.is_default; })) {
-    candidates.push_back(make_candidate(fallback, arch));
+    candidates.push_back(make_candidate(problem, fallback, arch));
     candidates.back().is_default = true;
   }
   return candidates;
@@ -131,9 +132,8 @@ std::string resource_problem(const detail::KernelSpec& spec, const detail::Resou
   }
   if (!r.advisories.empty()) return "ptxas advisory in " + spec.role + ": " + r.advisories.front();
   if (blocks_per_sm(r.registers, spec.threads, shared, shared_limit, arch) == 0) {
-    return "zero occupancy in " + spec.role + " (" + std::to_string(r.registers) +
-           " registers x " + std::to_string(spec.threads) + " threads, " + kib(shared) +
-           " shared)";
+    return "zero occupancy in " + spec.role + " (" + std::to_string(r.registers) + " registers x " +
+           std::to_string(spec.threads) + " threads, " + kib(shared) + " shared)";
   }
   return "";
 }

@@ -20,8 +20,10 @@ namespace flashjit::autotune {
 /// move the optimum) and its key().
 TuningKey tuning_key(const TuningProblem& problem);
 
-/// The candidate of `config` on `arch`, its kernels listed and not yet compiled.
-Candidate make_candidate(const TunedConfig& config, const std::string& arch);
+/// The candidate of `config` on `arch` for `problem`, its kernels (problem.specs) listed and
+/// not yet compiled.
+Candidate make_candidate(const TuningProblem& problem, const TunedConfig& config,
+                         const std::string& arch);
 
 /// The configs of the problem's space the tuner times on `arch` (TuningProblem::timed), in the
 /// space's fixed order, with the heuristic default marked; the default is added when the space

@@ -142,7 +142,7 @@ void time_fastest_pair(CandidateTimer& timer, const TuningProblem& problem, Tune
                        const std::string& arch, int shared_limit, const TuneOptions& options) {
   const std::optional<TunedConfig> pair = problem.fastest_pair(report.candidates, report.timings);
   if (!pair) return;
-  std::vector<Candidate> extra = {make_candidate(*pair, arch)};
+  std::vector<Candidate> extra = {make_candidate(problem, *pair, arch)};
   prune_on_resources(extra, arch, shared_limit, 1);
   if (extra.front().pruned.empty()) report.timings.push_back(timer.time(extra.front()));
   report.candidates.push_back(std::move(extra.front()));

@@ -86,6 +86,13 @@ class TuningProblem {
                      const std::string& /*arch*/) const {
     return true;
   }
+  /// Every kernel a call of this shape with `config` launches on `arch`: the config's own
+  /// (TunedConfig::specs) unless the call compiles something of its own into them (attention's
+  /// score and mask modifiers).
+  virtual std::vector<detail::KernelSpec> specs(const TunedConfig& config,
+                                                const std::string& arch) const {
+    return config.specs(arch);
+  }
   /// Why `config` cannot run this shape at all ("" when it can); such a config is pruned and
   /// never taken from the database.
   virtual std::string cannot_run(const TunedConfig& /*config*/) const { return ""; }

@@ -45,7 +45,7 @@ std::optional<TunedConfig> usable_winner(detail::RuntimeBackend& backend, const 
                           device.name + "'s shared memory; using the heuristic default");
     return std::nullopt;
   }
-  for (const detail::KernelSpec& spec : config->specs(device.arch())) {
+  for (const detail::KernelSpec& spec : problem.specs(*config, device.arch())) {
     if (!backend.executor().has_kernel(spec)) {
       detail::warn_once("tuning-winner:" + key, ignored + " needs kernel " + spec.display_name() +
                                                     ", which " + device.name +

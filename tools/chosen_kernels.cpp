@@ -17,7 +17,7 @@ std::string kernels_of(Runtime& runtime, const autotune::TuningProblem& problem,
   const autotune::TunedConfig chosen =
       named ? *named : autotune::choose_config(detail::tuning_of(runtime), problem);
   std::string names;
-  for (const detail::KernelSpec& spec : chosen.specs(arch)) {
+  for (const detail::KernelSpec& spec : problem.specs(chosen, arch)) {
     names += (names.empty() ? "" : ", ") + spec.display_name();
   }
   if (named) return names + " (--config)";
@@ -29,28 +29,9 @@ std::string kernels_of(Runtime& runtime, const autotune::TuningProblem& problem,
 
 std::string chosen_kernels(Runtime& runtime, const Attention& attention, DType dtype, bool backward,
                            const std::optional<autotune::TunedConfig>& named) {
-  const kernels::ScoreModifiers modifiers = kernels::score_modifiers(attention);
-  if (modifiers.empty()) {
-    return kernels_of(runtime, kernels::AttentionProblem(backward, dtype, attention), named);
-  }
-  // The kernels with the modifiers compiled in: the named config's, or the runtime's choice.
-  const std::string arch = runtime.device().arch();
-  const std::string how = named ? " (--config)" : " (untuned: score and mask modifiers)";
-  if (!backward) {
-    const kernels::ForwardConfig config =
-        named ? named->get<kernels::ForwardConfig>()
-              : kernels::modifiers_forward_config(dtype, attention, arch);
-    return kernels::forward_spec(config, arch, modifiers).display_name() + how;
-  }
-  const kernels::BackwardConfig config =
-      named ? named->get<kernels::BackwardConfig>()
-            : kernels::modifiers_backward_config(dtype, attention, arch);
-  std::string names;
-  for (const detail::KernelSpec& spec :
-       kernels::backward_specs(config, arch, modifiers).in_order()) {
-    names += (names.empty() ? "" : ", ") + spec.display_name();
-  }
-  return names + how;
+  // With score or mask modifiers the problem's kernels have them compiled in, and its key
+  // names them.
+  return kernels_of(runtime, kernels::AttentionProblem(backward, dtype, attention), named);
 }
 
 std::string chosen_kernels(Runtime& runtime, const autotune::TuningProblem& problem) {

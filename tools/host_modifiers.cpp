@@ -64,8 +64,7 @@ struct ScratchDir {
 
 }  // namespace
 
-HostModifiers compile_host_modifiers(const std::string& score_mod, const std::string& mask_mod) {
-  if (score_mod.empty() && mask_mod.empty()) return {};
+void check_modifier_options(const std::string& score_mod, const std::string& mask_mod) {
   Attention checked;
   checked.score_mod = score_mod;
   checked.mask_mod = mask_mod;
@@ -77,6 +76,11 @@ HostModifiers compile_host_modifiers(const std::string& score_mod, const std::st
     throw InvalidArgument(score ? "--score-mod" : "--mask-mod",
                           message.substr(message.find("': ") + 3));
   }
+}
+
+HostModifiers compile_host_modifiers(const std::string& score_mod, const std::string& mask_mod) {
+  if (score_mod.empty() && mask_mod.empty()) return {};
+  check_modifier_options(score_mod, mask_mod);
   const detail::HostToolchainLookup lookup = detail::find_host_toolchain();
   if (!lookup.toolchain) {
     throw Error(ErrorKind::compile,

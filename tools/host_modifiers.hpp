@@ -16,8 +16,12 @@ struct HostModifiers {
   std::function<bool(std::int64_t, std::int64_t, std::int64_t, std::int64_t)> mask;
 };
 
-/// Checks the expressions as Attention::score_mod and mask_mod are checked (InvalidArgument
-/// naming "--score-mod" or "--mask-mod"), then compiles them with the host C++ compiler the
+/// Checks the expressions as Attention::score_mod and mask_mod are checked
+/// (kernels::check_score_modifiers, with no capture), the InvalidArgument naming "--score-mod"
+/// or "--mask-mod" instead.
+void check_modifier_options(const std::string& score_mod, const std::string& mask_mod);
+
+/// check_modifier_options, then compiles them with the host C++ compiler the
 /// emulator uses into functions of (score, b, h, q_idx, kv_idx) and (b, h, q_idx, kv_idx), and
 /// the score's slope; an empty text gives empty functions. Throws Error{compile} with the
 /// compiler's log when the text does not compile, or when there is no host compiler (saying how to

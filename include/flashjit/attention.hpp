@@ -92,7 +92,8 @@ struct Attention {
   /// outside parentheses (InvalidArgument names the field). The forward, dense or with Sequences
   /// (b is then the sequence's index, q_idx and kv_idx positions within it, kv_idx counting
   /// from the first key after a cache_leftpad), and the backward, dense or variable-length,
-  /// take modifiers, on the mma.sync kernels (sm_90a too), untuned. The backward needs no
+  /// take modifiers (the dense forward on sm_90a's TMA kernel, the rest on the mma.sync
+  /// kernels; dense calls tuned under a key of their own). The backward needs no
   /// derivative from you: it evaluates the expression on dual numbers (`score` is then not a
   /// float but a type with the arithmetic, comparisons and the float functions exp, log, tanh,
   /// sqrt, sin, cos, pow, fabs, fmin/fmax/min/max under their f and plain names, called
@@ -107,9 +108,10 @@ struct Attention {
   /// dimensions, built for this mask_mod and these sizes and reused by every forward with
   /// them. With it the forward skips the key blocks the mask hides from a whole query block
   /// and evaluates mask_mod only on blocks it does not wholly show (a block-diagonal mask of
-  /// 256-token documents over 1024 tokens computes a quarter of the key blocks). A view with
-  /// null data: none. The dense forward only; it requires mask_mod, and a block mask of another
-  /// mask gives wrong results (it is not checked against the text).
+  /// 256-token documents over 1024 tokens computes a quarter of the key blocks); the dense
+  /// backward skips the same blocks. A view with null data: none. Dense calls only; it requires
+  /// mask_mod, and a block mask of another mask gives wrong results (it is not checked against
+  /// the text).
   TensorView block_mask{};
   /// Tensors score_mod and mask_mod read by name (at most 4): `doc[q_idx] == doc[kv_idx]`
   /// with a capture named "doc". Their names, dtypes and ranks are part of the kernel (not

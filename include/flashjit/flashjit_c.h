@@ -215,11 +215,11 @@ void flashjit_attention_init(flashjit_attention* attention);
 
 /** Builds attention->mask_mod's block mask into *block_mask (int32 [batch, heads_q,
  *  ceil(seqlen_q / 16), 4]; flashjit::Runtime::build_block_mask), to set as
- *  attention->block_mask of forwards with the same mask and sizes. Errors: INVALID_ARGUMENT
- *  naming the argument (attention.mask_mod is required), nothing launched. */
+ *  attention->block_mask of forwards and backwards with the same mask and sizes. Errors:
+ *  INVALID_ARGUMENT naming the argument (attention.mask_mod is required), nothing launched. */
 flashjit_status flashjit_build_block_mask(flashjit_runtime* runtime,
-                                         const flashjit_attention* attention,
-                                         const flashjit_tensor* block_mask, void* stream);
+                                          const flashjit_attention* attention,
+                                          const flashjit_tensor* block_mask, void* stream);
 
 /** Attention forward (flashjit::Runtime::forward): o = softmax(scale * q k^T + mask) v, and
  *  lse[b, h, i] = log sum_j exp(scale * q_i . k_j) over the visible keys.

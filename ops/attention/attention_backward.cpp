@@ -107,7 +107,8 @@ detail::KernelSpec dkdv_spec(const BackwardConfig& config, const std::string& ar
              std::to_string(t.block_n) + ", " + mask_and_softcap + ", " + std::to_string(t.stages) +
              ", " + (config.deterministic ? "true" : "false") + ", " +
              (config.varlen ? "true" : "false") + ", " + (config.shared_keys() ? "true" : "false") +
-             ">>";
+             (modifiers.empty() ? "" : ", " + modifiers.type_name()) + ">>";
+    prelude = modifiers.definition();
   } else {
     if (atomic_dq) traits.push_back("atomic_dq");
     if (config.varlen) traits.push_back("varlen");
@@ -241,6 +242,9 @@ void launch_backward(detail::RuntimeBackend& backend, const Attention& attention
   std::vector<detail::KernelBuffer> buffers = backward_buffers(t, delta, dq_accum, dq_semaphore);
   buffers.insert(buffers.end(), index_buffers.begin(), index_buffers.end());
   add_capture_buffers(attention, buffers);
+  if (attention.block_mask.data != nullptr) {
+    buffers.push_back(kernel_buffer(attention.block_mask, "block_mask"));
+  }
   detail::Executor& executor = backend.executor();
   detail::launch_kernel(executor, specs.delta, shapes.delta, buffers, params);  // D
   if (config.tma) {
@@ -374,8 +378,13 @@ bool runs_on(const BackwardConfig& config, const std::string& arch) {
   return !config.tma || runs_wgmma(arch);
 }
 
-BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
-                                       bool deterministic, const std::string& arch) {
+namespace {
+
+/// default_backward_config, or for a call with modifiers (`modified`) the same with the shared
+/// keys also at a padded head dim of 128 (each score's slope through score_mod kept as softcap's
+/// is, which spills there with Bc = 128).
+BackwardConfig backward_default(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                                bool deterministic, const std::string& arch, bool modified) {
   check_attention_support(dtype, head_dim);
   // The Hopper backward from head dim 64, where it compiles without spills (NVRTC 13.0): timed
   // at 1.5x the mma.sync default at head dim 128 on an H100, 1.9-2.1x on an H200, where two Q/dO
@@ -386,7 +395,7 @@ BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask,
   // orders the same kernel's dQ sums (in its dQ writer warp, off the math warps' registers).
   if (runs_wgmma(arch) && head_dim >= 64) {
     const int padded = tma_forward_padded_head_dim(head_dim);
-    const bool shared_keys = padded > 128 || (padded == 128 && softcap);
+    const bool shared_keys = padded > 128 || (padded == 128 && (softcap || modified));
     for (int stages : {2, 1}) {
       const BackwardConfig config = tma_config(dtype, head_dim, mask, softcap, deterministic,
                                                shared_keys ? 64 : 128, stages, shared_keys);
@@ -394,6 +403,13 @@ BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask,
     }
   }
   return fallback_backward_config(dtype, head_dim, mask, softcap, deterministic, arch);
+}
+
+}  // namespace
+
+BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
+                                       bool deterministic, const std::string& arch) {
+  return backward_default(dtype, head_dim, mask, softcap, deterministic, arch, false);
 }
 
 BackwardConfig fallback_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
@@ -426,7 +442,7 @@ BackwardConfig fallback_backward_config(DType dtype, int head_dim, MaskKind mask
 
 BackwardConfig modifiers_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                          bool deterministic, const std::string& arch) {
-  return fallback_backward_config(dtype, head_dim, mask, softcap, deterministic, arch);
+  return backward_default(dtype, head_dim, mask, softcap, deterministic, arch, true);
 }
 
 BackwardConfig modifiers_backward_config(DType dtype, const Attention& attention,
@@ -446,11 +462,6 @@ BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& ar
   if (!runs_on(config, arch)) {
     throw InvalidArgument("config", "is the TMA backward, which runs on sm_90a only, not " + arch);
   }
-  if (config.tma && !modifiers.empty()) {
-    throw InvalidArgument("config",
-                          "is the TMA backward; score and mask modifiers run on the mma.sync "
-                          "backward kernels only, for now");
-  }
   BackwardSpecs specs;
   specs.delta = row_kernel_spec(config.dtype, config.varlen, arch, "delta", "delta_kernel");
   specs.dkdv = dkdv_spec(config, arch, modifiers);
@@ -466,11 +477,6 @@ void check_backward_config(const BackwardConfig& config, const Attention& attent
                            const TensorView& q) {
   if (!config.valid()) throw InvalidArgument("config", "is not in the backward config space");
   check_config_class({config.dtype, config.head_dim, config.mask, config.softcap}, attention, q);
-  if (config.tma && !score_modifiers(attention).empty()) {
-    throw InvalidArgument("config",
-                          "is the TMA backward; the call's score and mask modifiers run on the "
-                          "mma.sync backward kernels only, for now");
-  }
   if (config.deterministic != attention.deterministic) {
     throw InvalidArgument("config", std::string(config.deterministic ? "is" : "is not") +
                                         " deterministic but the call's attention.deterministic "
@@ -533,6 +539,7 @@ AttentionBackwardParams backward_params(const Attention& attention, const Tensor
   params.softcap_log2 = forward.softcap_log2;
   params.scale = static_cast<float>(softmax_scale(attention));
   params.captures = forward.captures;
+  params.block_mask = forward.block_mask;
   return params;
 }
 
@@ -590,11 +597,9 @@ void run_attention_backward(detail::RuntimeBackend& backend, ConfigChoice& choic
                             const TensorView& dv, Stream stream) {
   validate_backward_arguments(attention, q, k, v, o, lse, dout, dq, dk, dv);
   if (backward_is_empty(attention)) return;
-  // Modifiers run on the mma.sync kernels, untuned: the tuning database keys no modifier text.
+  // With modifiers, the problem's key has their digest and its space the mma.sync kernels.
   BackwardConfig config =
-      score_modifiers(attention).empty()
-          ? choice.choose_as<BackwardConfig>(AttentionProblem(true, q.dtype, attention))
-          : modifiers_backward_config(q.dtype, attention, backend.info().arch());
+      choice.choose_as<BackwardConfig>(AttentionProblem(true, q.dtype, attention));
   const BackwardTensors tensors{q, k, v, o, lse, dout, dq, dk, dv};
   const std::vector<emulator::TensorMap> maps =
       maps_or_fallback(config, backend.info().arch(), tensors);

@@ -116,10 +116,12 @@ BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask,
 BackwardConfig fallback_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                         bool deterministic, const std::string& arch);
 
-/// The config a backward with score or mask modifiers runs (untuned): the call's mma.sync
-/// default (fallback_backward_config); the modifiers' per-score work has the registers there
-/// (tests/ops/test_attention_backward_compile.cpp compiles it with NVRTC for sm_80 and sm_90a at
-/// head dims 128 and 256 in both dQ modes and checks that none spills).
+/// The config a backward with score or mask modifiers runs untuned (the default of its tuning
+/// problem, and the variable-length backward's): default_backward_config's, except that on
+/// sm_90a the TMA backward's two warpgroups share their keys from a padded head dim of 128 (as
+/// with softcap: each score's slope through score_mod takes registers that Bc = 128 lacks
+/// there). tests/ops/test_attention_backward_compile.cpp compiles it with NVRTC for sm_80 and
+/// sm_90a at head dims 64, 128 and 256 in both dQ modes and checks that none spills.
 BackwardConfig modifiers_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                          bool deterministic, const std::string& arch);
 /// modifiers_backward_config for a call: its head dim, mask kind, softcap and dQ mode.

@@ -9,6 +9,7 @@
 #include "attention/attention_tuning.hpp"
 #include "attention/decode_tuning.hpp"
 #include "flashjit/error.hpp"
+#include "host_modifiers.hpp"
 #include "run_support.hpp"
 #include "tune_support.hpp"
 
@@ -132,6 +133,9 @@ struct AttentionTuneFlags {
   std::vector<std::int64_t> batches = {8};
   std::vector<std::int64_t> queries = {1};
   std::int64_t page_size = 16;
+  // attention-forward and -backward: the calls' modifiers, compiled into every candidate.
+  std::string score_mod;
+  std::string mask_mod;
 };
 
 void add_tune_options(CLI::App& cmd, AttentionTuneFlags& flags) {
@@ -146,6 +150,12 @@ void add_tune_options(CLI::App& cmd, AttentionTuneFlags& flags) {
   cmd.add_option("--page-size", flags.page_size,
                  "attention-decode: keys per page of the cache (0: a dense cache)")
       ->capture_default_str();
+  cmd.add_option("--score-mod", flags.score_mod,
+                 "attention-forward and -backward: tune calls with this score modifier "
+                 "(Attention::score_mod; no captures), compiled into every candidate; the "
+                 "database keys it apart");
+  cmd.add_option("--mask-mod", flags.mask_mod,
+                 "attention-forward and -backward: tune calls with this mask modifier, likewise");
 }
 
 const std::vector<std::string> kTuneShapeOptions = {"--head-dim", "--seqlen",   "--batch-heads",
@@ -155,10 +165,14 @@ TuneOp attention_tune(bool backward, std::shared_ptr<AttentionTuneFlags> flags) 
   TuneOp op;
   op.name = backward ? "attention-backward" : "attention-forward";
   op.options = kTuneShapeOptions;
+  op.options.insert(op.options.end(), {"--score-mod", "--mask-mod"});
   if (backward) op.options.push_back("--deterministic");
   op.add_problems = [backward, flags](const TuneShape& shape, DType dtype, ProblemList& list) {
+    check_modifier_options(flags->score_mod, flags->mask_mod);
     for (Attention a : tune_attentions(shape)) {
       a.deterministic = backward && flags->deterministic;
+      a.score_mod = flags->score_mod;
+      a.mask_mod = flags->mask_mod;
       list.push_back(std::make_shared<kernels::AttentionProblem>(backward, dtype, a));
     }
   };

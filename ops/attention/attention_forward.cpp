@@ -322,6 +322,22 @@ ForwardConfig modifiers_forward_config(DType dtype, const Attention& attention,
                                   forward_mask_kind(attention), attention.softcap > 0.0f, arch);
 }
 
+ForwardConfig dense_modifiers_forward_config(DType dtype, const Attention& attention,
+                                             const std::string& arch) {
+  const int head_dim = static_cast<int>(attention.head_dim);
+  const MaskKind mask = forward_mask_kind(attention);
+  const bool softcap = attention.softcap > 0.0f;
+  if (runs_wgmma(arch)) {
+    check_attention_support(dtype, head_dim);
+    if (auto tma = tma_default(dtype, head_dim, mask, softcap, arch_shared_memory_limit(arch))) {
+      // The kernel reads a block mask with one CTA a tile only.
+      if (attention.block_mask.data != nullptr) tma->cluster = tma->persistent = false;
+      return *tma;
+    }
+  }
+  return modifiers_forward_config(dtype, head_dim, mask, softcap, arch);
+}
+
 ForwardConfig mma_sync_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                       const std::string& arch, std::int64_t rows, bool inference) {
   check_attention_support(dtype, head_dim);
@@ -369,10 +385,10 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
     throw InvalidArgument("config",
                           "is a Hopper path (wgmma, TMA), which runs on sm_90a only, not " + arch);
   }
-  if (!modifiers.empty() && config.path != ForwardPath::mma_sync) {
+  if (!modifiers.empty() && config.path == ForwardPath::wgmma) {
     throw InvalidArgument("config",
-                          "is a Hopper path (wgmma, TMA); score and mask modifiers "
-                          "run on the mma.sync path only, for now");
+                          "is the wgmma path; score and mask modifiers run on the mma.sync and "
+                          "the TMA paths");
   }
   const bool window = config.mask == MaskKind::window;
   const std::string element = template_element(config.dtype);
@@ -396,11 +412,10 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
         "<flashjit::TmaForwardTraits<" + element + head_dim + tiles + mask + softcap + ", " +
         std::to_string(config.stages) + (config.overlap ? ", true" : ", false") +
         (config.pingpong ? ", true" : ", false") + (config.p_in_shared ? ", true" : ", false") +
-        (config.persistent ? ", true" : ", false") +
-        (config.varlen    ? ", true"
-         : config.cluster ? ", false, 2"
-                          : "") +
-        ">>";
+        (config.persistent ? ", true" : ", false") + (config.varlen ? ", true" : ", false") +
+        (config.cluster ? ", 2" : ", 1") +
+        (modifiers.empty() ? std::string() : ", " + modifiers.type_name()) + ">>";
+    spec.prelude = modifiers.definition();
   } else {
     spec.header = "attention/forward_kernel.cuh";
     const auto flag = [](bool on) { return on ? std::string("true") : std::string("false"); };
@@ -596,23 +611,27 @@ std::optional<ForwardLaunch> plan_attention_forward(const DeviceInfo& device, Co
                                                     Stream stream) {
   validate_forward_arguments(attention, q, k, v, o, lse);
   if (forward_is_empty(attention)) return std::nullopt;
-  if (!score_modifiers(attention).empty()) {
-    // Modifiers run on the mma.sync path, untuned: the tuning database keys no modifier text.
-    const ForwardConfig config = modifiers_forward_config(q.dtype, attention, device.arch());
-    return forward_launch(device, attention, q, k, v, o, lse, config, stream);
-  }
-  ForwardConfig config =
-      choice.choose_as<ForwardConfig>(AttentionProblem(false, q.dtype, attention));
+  // With modifiers, the problem's key has their digest and its default is
+  // dense_modifiers_forward_config.
+  const AttentionProblem problem(false, q.dtype, attention);
+  ForwardConfig config = choice.choose_as<ForwardConfig>(problem);
   // A cluster pairs query blocks; with an odd number of them one CTA of each (head, batch) would
   // only load: the unclustered twin runs instead (FlashAttention-3 clusters even counts only).
   if (config.cluster && (attention.seqlen_q + config.block_m - 1) / config.block_m % 2 != 0) {
     config.cluster = false;
   }
+  // The TMA kernel reads a block mask with one CTA a tile only (its twin, for a tuned winner
+  // that is not; the other candidates of a key with a block mask are).
+  if (config.path == ForwardPath::tma && attention.block_mask.data != nullptr) {
+    config.cluster = config.persistent = false;
+  }
   ForwardLaunch launch = forward_launch(device, attention, q, k, v, o, lse, config, stream);
   if (!launch.maps.empty() && !tma_maps_problem(launch.maps).empty()) {
     // Tensors TMA cannot read: the best config of the other paths (its kernel name says so).
-    const ForwardConfig other = fallback_forward_config(config.dtype, config.head_dim, config.mask,
-                                                        config.softcap, device.arch());
+    const ForwardConfig other =
+        problem.modified() ? modifiers_forward_config(q.dtype, attention, device.arch())
+                           : fallback_forward_config(config.dtype, config.head_dim, config.mask,
+                                                     config.softcap, device.arch());
     launch = forward_launch(device, attention, q, k, v, o, lse, other, stream);
   }
   return launch;

@@ -122,14 +122,21 @@ using detail::arch_shared_memory_limit;
 ForwardConfig default_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                      const std::string& arch);
 
-/// The config a forward with score or mask modifiers runs (untuned): an mma.sync config of
-/// 16 query rows per warp, where the modifiers' per-score work stays in registers.
+/// An mma.sync config for a forward with score or mask modifiers (untuned): 16 query rows per
+/// warp, where the modifiers' per-score work stays in registers. The inference forwards run it,
+/// and the dense one off Hopper (dense_modifiers_forward_config).
 ForwardConfig modifiers_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                        const std::string& arch);
-/// The same for a call: its head dim, mask kind and softcap (the dense and inference forwards,
-/// and what `flashjit run` says will run, take it from here).
+/// The same for a call: its head dim, mask kind and softcap (the inference forwards take it
+/// from here, and the dense one where TMA cannot read its tensors).
 ForwardConfig modifiers_forward_config(DType dtype, const Attention& attention,
                                        const std::string& arch);
+/// The config the dense forward with modifiers runs untuned (its tuning problem's default): on
+/// sm_90a the TMA path's default (as without modifiers; with a block mask, one CTA a tile:
+/// neither persistent nor clustered, the form that reads it), otherwise
+/// modifiers_forward_config.
+ForwardConfig dense_modifiers_forward_config(DType dtype, const Attention& attention,
+                                             const std::string& arch);
 
 /// The mma.sync path's default for (dtype, head_dim, mask, softcap) on `arch` (what
 /// default_forward_config picks off Hopper), preferring 64-row query blocks when a block has

@@ -238,7 +238,8 @@ void check_inference_config(const InferenceConfig& config, const Attention& a, C
 /// `fallback` (mma.sync) would run unsplit on packed queries and keys, on sm_90a:
 /// FlashAttention-3 takes packed prefill on its TMA kernel too. Its default tile for the call's
 /// dtype, head dim, mask and softcap, one CTA per (query block, head, sequence), query blocks of
-/// the longest sequence (the shorter ones' last CTAs find no row); std::nullopt where it has no
+/// the longest sequence (the shorter ones' last CTAs find no row), the call's score and mask
+/// modifiers compiled in (b the sequence, indices within it); std::nullopt where it has no
 /// such tile, the keys are paged, or TMA cannot read the tensors. Not with seqlens_k either:
 /// TMA's last key block reads on past a sequence's keys, rows a masked score multiplies by 0,
 /// which holds for the next sequence's keys but not for whatever lies in the packed keys a
@@ -248,8 +249,7 @@ std::optional<ForwardLaunch> packed_tma_launch(const Attention& a, const Sequenc
                                                const InferenceConfig& fallback,
                                                const DeviceInfo& device, Stream stream) {
   if (fallback.splits != 1 || !present(s.cu_seqlens_q) || !present(s.cu_seqlens_k) ||
-      present(s.seqlens_k) || present(s.page_table) || fallback.forward.pack_gqa ||
-      !score_modifiers(a).empty()) {
+      present(s.seqlens_k) || present(s.page_table) || fallback.forward.pack_gqa) {
     return std::nullopt;
   }
   const ForwardConfig& tile = fallback.forward;
@@ -264,7 +264,7 @@ std::optional<ForwardLaunch> packed_tma_launch(const Attention& a, const Sequenc
   launch.maps =
       packed_tma_maps(launch.params, a, t.total_q, t.k.shape[1], config->block_m, config->block_n);
   if (!tma_maps_problem(launch.maps).empty()) return std::nullopt;
-  launch.spec = &launch_forward_spec(*config, device.arch());
+  launch.spec = &launch_forward_spec(*config, device.arch(), score_modifiers(a));
   launch.shape.grid_x =
       static_cast<unsigned>(ceil_div(a.seqlen_q, config->block_m) * a.heads_q * a.batch);
   launch.shape.block_x = static_cast<unsigned>(config->warps * 32);
@@ -365,7 +365,7 @@ void run_attention_forward_sequences(detail::RuntimeBackend& backend, ConfigChoi
   const CacheLayout layout = cache_layout(s, t.page_size);
   const DeviceInfo& device = backend.info();
   // A forced split count is the caller's choice; the tile then stays the default's. Calls with
-  // modifiers run untuned: the tuning database keys no modifier text.
+  // modifiers run untuned: decoding's tuning key has no modifiers (the dense calls' has).
   const bool decoding =
       a.seqlen_q <= kMaxDecodeQueries && s.splits == 0 && score_modifiers(a).empty();
   const InferenceConfig config =

@@ -74,7 +74,7 @@ void run_attention_backward_sequences(detail::RuntimeBackend& backend, const Att
   check_indices_of(backend, a, s, t, check_indices, stream);
   if (a.batch == 0) return;
   // The dense backward's default in its varlen form: on sm_90a the TMA backward where it is the
-  // default (each CTA its sequence's rows), the mma.sync kernels elsewhere and with modifiers.
+  // default (each CTA its sequence's rows), the mma.sync kernels elsewhere.
   const std::string& arch = backend.info().arch();
   BackwardConfig config =
       score_modifiers(a).empty()

@@ -198,12 +198,15 @@ class AttentionWorkspace final : public autotune::TuningWorkspace {
       dq_ = head_tensor(a.seqlen_q, a.heads_q, false);
       dk_ = head_tensor(a.seqlen_k, a.heads_kv, false);
       dv_ = head_tensor(a.seqlen_k, a.heads_kv, false);
+      own_capture_gradients();
       // The backward needs the forward's O and LSE of these inputs: the default config's.
+      const std::string& arch = backend.info().arch();
       const ForwardConfig forward =
-          default_forward_config(problem.dtype, static_cast<int>(a.head_dim), forward_mask_kind(a),
-                                 a.softcap > 0.0f, backend.info().arch());
-      attention_forward(backend, a, q_.view, k_.view, v_.view, o_.view, lse_.view, forward,
-                        nullptr);
+          problem.modified() ? dense_modifiers_forward_config(problem.dtype, a, arch)
+                             : default_forward_config(problem.dtype, static_cast<int>(a.head_dim),
+                                                      forward_mask_kind(a), a.softcap > 0.0f, arch);
+      attention_forward(backend, problem_.attention, q_.view, k_.view, v_.view, o_.view, lse_.view,
+                        forward, nullptr);
       backend.synchronize(nullptr);
     }
   }
@@ -240,6 +243,25 @@ class AttentionWorkspace final : public autotune::TuningWorkspace {
     return t;
   }
 
+  // The captures are the call's own tensors (the tuning runs inside the call, or has none),
+  // read only; a capture's gradient, which the backward adds into, is the workspace's: the same
+  // extent and strides, so the caller's sums are never touched.
+  void own_capture_gradients() {
+    for (Capture& capture : problem_.attention.captures) {
+      if (capture.grad.data == nullptr) continue;
+      std::int64_t extent = 1;
+      for (int d = 0; d < capture.grad.rank; ++d) {
+        extent += (capture.grad.shape[static_cast<std::size_t>(d)] - 1) *
+                  capture.grad.strides[static_cast<std::size_t>(d)];
+      }
+      autotune::WorkspaceTensor& t = capture_grads_.emplace_back();
+      t.buffer = backend_.allocate_buffer(static_cast<std::size_t>(extent) * 4);
+      t.view = capture.grad;
+      t.view.data = t.buffer.data();
+      capture.grad = t.view;
+    }
+  }
+
   std::vector<float> read(const autotune::WorkspaceTensor& t) {
     return autotune::read_16bit(backend_, t.buffer, problem_.dtype);
   }
@@ -248,6 +270,7 @@ class AttentionWorkspace final : public autotune::TuningWorkspace {
   AttentionProblem problem_;
   std::mt19937_64 rng_;
   autotune::WorkspaceTensor q_, k_, v_, o_, lse_, dout_, dq_, dk_, dv_;
+  std::vector<autotune::WorkspaceTensor> capture_grads_;
 };
 
 TileSize backward_tiles_of(const TunedConfig& config) {
@@ -262,31 +285,45 @@ TileSize forward_tiles_of(const TunedConfig& config) {
 
 }  // namespace
 
+std::string_view AttentionProblem::op() const {
+  return backward ? "attention-backward" : "attention-forward";
+}
+
 AttentionProblem::AttentionProblem(bool backward_, DType dtype_, const Attention& attention_)
     : backward(backward_), attention(attention_) {
   dtype = dtype_;
-}
-
-std::string_view AttentionProblem::op() const {
-  return backward ? "attention-backward" : "attention-forward";
 }
 
 std::string AttentionProblem::key() const {
   const Attention& a = attention;
   return attention_key_head(dtype, a.head_dim, mask_key(a), a.softcap > 0.0f,
                             backward && a.deterministic) +
-         attention_key_sizes(a.seqlen_q, a.seqlen_k, a.batch * a.heads_q);
+         attention_key_sizes(a.seqlen_q, a.seqlen_k, a.batch * a.heads_q) + modifiers_key();
+}
+
+std::string AttentionProblem::modifiers_key() const {
+  if (!modified()) return "";
+  // The forward reads a block mask (the backward none), which may change the fastest kernel.
+  const bool block_mask = !backward && attention.block_mask.data != nullptr;
+  return "/mod" + score_modifiers(attention).digest() + (block_mask ? ".blockmask" : "");
 }
 
 autotune::ShapeFields AttentionProblem::shape_fields() const {
   const Attention& a = attention;
+  // The modifiers' digest as a number, so that calls with other modifiers (or none) never
+  // share a memoized choice.
+  const std::int64_t digest =
+      modified() ? static_cast<std::int64_t>(std::stoull(score_modifiers(a).digest(), nullptr, 16))
+                 : 0;
   return {a.head_dim,
           static_cast<std::int64_t>(forward_mask_kind(a)),
           a.softcap > 0.0f,
           backward && a.deterministic,
           shape_bucket(a.seqlen_q),
           shape_bucket(a.seqlen_k),
-          shape_bucket(a.batch * a.heads_q)};
+          shape_bucket(a.batch * a.heads_q),
+          digest,
+          !backward && a.block_mask.data != nullptr};
 }
 
 std::string AttentionProblem::describe() const {
@@ -294,7 +331,8 @@ std::string AttentionProblem::describe() const {
   return std::string(op()) + " " + std::string(dtype_name(dtype)) + " hdim" +
          std::to_string(a.head_dim) + " seqlen " + std::to_string(a.seqlen_q) + " batch " +
          std::to_string(a.batch) + " x heads " + std::to_string(a.heads_q) +
-         (a.causal ? " causal" : "") + (backward && a.deterministic ? " deterministic" : "");
+         (a.causal ? " causal" : "") + (backward && a.deterministic ? " deterministic" : "") +
+         (modified() ? " modifiers " + score_modifiers(a).digest().substr(0, 8) : "");
 }
 
 bool AttentionProblem::empty() const {
@@ -308,6 +346,10 @@ double AttentionProblem::flops() const {
 TunedConfig AttentionProblem::default_config(const std::string& arch) const {
   const Attention& a = attention;
   const int head_dim = static_cast<int>(a.head_dim);
+  if (modified()) {
+    if (!backward) return dense_modifiers_forward_config(dtype, a, arch);
+    return modifiers_backward_config(dtype, a, arch);
+  }
   if (!backward) {
     return default_forward_config(dtype, head_dim, forward_mask_kind(a), a.softcap > 0.0f, arch);
   }
@@ -330,7 +372,31 @@ std::vector<TunedConfig> AttentionProblem::space() const {
       configs.emplace_back(c);
     }
   }
+  // The kernel that takes no modifiers (the wgmma forward) leaves the space, and with a block
+  // mask the persistent and clustered TMA forwards.
+  if (modified()) {
+    std::erase_if(configs, [this](const TunedConfig& c) { return !cannot_run(c).empty(); });
+  }
   return configs;
+}
+
+std::vector<detail::KernelSpec> AttentionProblem::specs(const TunedConfig& config,
+                                                        const std::string& arch) const {
+  const ScoreModifiers modifiers = score_modifiers(attention);
+  if (!backward) return {forward_spec(config.get<ForwardConfig>(), arch, modifiers)};
+  return backward_specs(config.get<BackwardConfig>(), arch, modifiers).in_order();
+}
+
+std::string AttentionProblem::cannot_run(const TunedConfig& config) const {
+  const auto* forward = config.get_if<ForwardConfig>();
+  if (modified() && forward != nullptr && forward->path == ForwardPath::wgmma) {
+    return "the wgmma forward takes no score or mask modifiers";
+  }
+  if (forward != nullptr && (forward->cluster || forward->persistent) &&
+      attention.block_mask.data != nullptr) {
+    return "the TMA forward reads a block mask with one CTA a tile only";
+  }
+  return "";
 }
 
 bool AttentionProblem::timed(const TunedConfig& config, const TunedConfig& fallback,

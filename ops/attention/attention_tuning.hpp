@@ -11,6 +11,7 @@
 
 #include "attention/attention_backward.hpp"
 #include "attention/attention_forward.hpp"
+#include "attention/score_modifiers.hpp"
 #include "autotune/tuning_db.hpp"
 #include "autotune/tuning_problem.hpp"
 #include "flashjit/attention.hpp"
@@ -47,13 +48,22 @@ namespace flashjit::kernels {
 
 /// One shape of Runtime::forward (attention-forward) or Runtime::backward
 /// (attention-backward): its key is the dtype, head dim, mask kind, softcap, the backward's
-/// deterministic mode and the buckets of seqlen_q, seqlen_k and batch · heads_q.
+/// deterministic mode and the buckets of seqlen_q, seqlen_k and batch · heads_q; then, for a
+/// call with score or mask modifiers, their digest (ScoreModifiers::digest: the expressions and
+/// the captures' names and types) and whether the forward has a block mask. Such a call's
+/// kernels have the modifiers compiled in (specs), its space leaves out the kernel that takes
+/// none (the wgmma forward), and its workspace reads the call's captures (so it is tuned inside the
+/// call, or has none).
 class AttentionProblem final : public autotune::TuningProblem {
  public:
+  /// `attention` validated (its modifiers checked).
   AttentionProblem(bool backward, DType dtype, const Attention& attention);
 
   bool backward = false;  ///< attention-backward (else attention-forward)
   Attention attention;
+
+  /// Whether the call has score or mask modifiers.
+  bool modified() const { return !attention.score_mod.empty() || !attention.mask_mod.empty(); }
 
   std::string_view op() const override;
   std::string key() const override;
@@ -63,6 +73,9 @@ class AttentionProblem final : public autotune::TuningProblem {
   double flops() const override;
   autotune::TunedConfig default_config(const std::string& arch) const override;
   std::vector<autotune::TunedConfig> space() const override;
+  std::vector<detail::KernelSpec> specs(const autotune::TunedConfig& config,
+                                        const std::string& arch) const override;
+  std::string cannot_run(const autotune::TunedConfig& config) const override;
   bool timed(const autotune::TunedConfig& config, const autotune::TunedConfig& fallback,
              const std::string& arch) const override;
   void prune_for_size(std::vector<autotune::Candidate>& candidates) const override;
@@ -72,6 +85,9 @@ class AttentionProblem final : public autotune::TuningProblem {
   bool pairs_parts() const override;
   std::unique_ptr<autotune::TuningWorkspace> workspace(
       detail::RuntimeBackend& backend) const override;
+
+ private:
+  std::string modifiers_key() const;  // "/mod<digest>[.blockmask]", or "" without modifiers
 };
 
 // ---- shared by the ops that run attention's tiles (decode, multi-scale attention) ----

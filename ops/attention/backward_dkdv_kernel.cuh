@@ -10,6 +10,7 @@
 #include "attention/backward_scores.cuh"
 #include "attention/backward_sequence.cuh"
 #include "attention/backward_traits.cuh"
+#include "attention/block_mask_ranges.cuh"
 #include "attention/mask.cuh"
 #include "attention/modifiers.cuh"
 #include "attention/query_block_pipeline.cuh"
@@ -74,7 +75,7 @@ FJ_DEVICE void score_gradients(const AttentionBackwardParams& params, const Wind
   // Each (key, query) pair's dS is made once, here: the captures' gradients are added here only.
   modified.add_capture_gradients(ds_t, sequence, position, params.captures, lane);
   modified.chain(ds_t, lane);  // through score_mod
-  scaling.chain(ds_t);      // through softcap
+  scaling.chain(ds_t);         // through softcap
   store_fragments(p_t, tiles.p_t, grid.row0, grid.col0, lane);
   store_fragments(ds_t, tiles.ds_t, grid.row0, grid.col0, lane);
 }
@@ -126,9 +127,12 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   if (keys <= 0) return;  // past a shorter sequence's keys
   const int kv_head = blockIdx.y;
   const KeyWindow<Traits::kMask> window(params);
-  // Keys no query sees are not loaded: their dK and dV are exactly zero.
-  const BlockRange blocks =
-      window.query_blocks(key0, key0 + keys - 1, Traits::kBlockM, params.seqlen_q);
+  // Keys no query sees are not loaded: their dK and dV are exactly zero. Nor, with a block
+  // mask, the query blocks before the first or after the last that may see them.
+  const BlockRange blocks = query_blocks_seeing<Traits::kBlockM>(
+      params.block_mask, batch, kv_head * params.heads_per_kv, params.heads_per_kv, key0,
+      key0 + keys, params.seqlen_q,
+      window.query_blocks(key0, key0 + keys - 1, Traits::kBlockM, params.seqlen_q));
 
   QueryBlockPipeline<Traits> pipeline(params, batch, kv_head, blocks);
   acc_tile<KeyGrid::kRows, KeyGrid::kCols> dk, dv;  // (keys, d) blocks of this warp

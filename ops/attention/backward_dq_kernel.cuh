@@ -6,6 +6,7 @@
 #include "attention/backward_scores.cuh"
 #include "attention/backward_sequence.cuh"
 #include "attention/backward_traits.cuh"
+#include "attention/block_mask_ranges.cuh"
 #include "attention/epilogue.cuh"
 #include "attention/key_value_pipeline.cuh"
 #include "attention/mask.cuh"
@@ -36,7 +37,10 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   const int head = blockIdx.y;
   const HeadSlice<T> slice = head_slice<T>(params, params.dq, nullptr, batch, head, row0);
   const KeyWindow<Traits::kMask> window(params);
-  const BlockRange blocks = window.key_blocks(row0, row0 + rows - 1, Traits::kBlockN);
+  // The key blocks its rows see, cut to what a block mask leaves.
+  const BlockRange blocks =
+      masked_keys(params.block_mask, batch, head, row0, rows, params.seqlen_k)
+          .key_blocks<Traits::kBlockN>(window.key_blocks(row0, row0 + rows - 1, Traits::kBlockN));
 
   Pipeline pipeline({slice, params.seqlen_k}, blocks.end);
   unsigned char* after_pipeline = dynamic_shared<unsigned char>() + Pipeline::kBytes;

@@ -47,6 +47,10 @@ struct AttentionBackwardParams {
   SequenceIndex sequences;
 
   CaptureTable captures;  // tensors the modifiers read (Attention::captures)
+  // A dense batch's block mask (Attention::block_mask; ranges nullptr: none): the dK/dV kernels
+  // visit only the query blocks that may see their keys, the dQ kernel only the key blocks its
+  // rows may see.
+  BlockMaskView block_mask;
 };
 
 /// The turn counter in p.dq_semaphore of the query block holding `row` of query head

@@ -4,6 +4,7 @@
 // packing, (query, head) pairs), the keys (dense or in pages), and with split-KV its share of
 // the key blocks and where its partial result goes. A dense batch is FlashAttention-2's
 // (row block, head, batch) grid, with no index arithmetic beyond it.
+#include "attention/block_mask_ranges.cuh"
 #include "attention/epilogue.cuh"
 #include "attention/forward_params.cuh"
 #include "attention/key_value_pipeline.cuh"
@@ -51,10 +52,9 @@ struct ForwardBlock {
   index_t k_start;  // the k and v row of its key 0 (packed, or left-padded), else 0
   int kv_batch;     // its batch row of dense k and v
   index_t token0;   // its query 0 in the numbering of SplitOutputs
-  // The block mask over the tile's slabs: keys [mask_lo, mask_hi) are the only ones its rows
-  // may see, and every row sees every key of [full_lo, full_hi) (none without a block mask, so
-  // a mask modifier is evaluated everywhere).
-  int mask_lo, mask_hi, full_lo, full_hi;
+  // The block mask over the tile's slabs (without one every key may be seen and none is known
+  // to be, so a mask modifier is evaluated everywhere).
+  MaskedKeys masked;
 
   FJ_DEVICE explicit ForwardBlock(const AttentionForwardParams& p) {
     splits = Layout::kSplit ? p.split.splits : 1;
@@ -72,10 +72,9 @@ struct ForwardBlock {
     token0 = index_t(batch) * p.seqlen_q;
     if constexpr (Layout::kVarlen) read_lengths(p.sequences);
     rows = min_int(Traits::kBlockM, seqlen_q * group - row0);
-    mask_lo = 0;
-    mask_hi = seqlen_k;
-    full_lo = full_hi = 0;
-    if (p.block_mask.ranges != nullptr && rows > 0) read_block_mask(p.block_mask);
+    // (A block mask comes with dense batches only: the tile's rows are its queries.)
+    masked = rows > 0 ? masked_keys(p.block_mask, batch, head, row0, rows, seqlen_k)
+                      : MaskedKeys{0, seqlen_k, 0, 0};
   }
 
   /// The mask over this sequence's lengths, as the tile's rows see it.
@@ -92,9 +91,8 @@ struct ForwardBlock {
   /// (contiguous, as even as whole blocks allow; possibly none).
   template <class Window>
   FJ_DEVICE BlockRange key_blocks(const Window& window) const {
-    BlockRange all = window.key_blocks(row0, row0 + rows - 1, Traits::kBlockN);
-    all.begin = max_int(all.begin, mask_lo / Traits::kBlockN);  // what the block mask leaves
-    all.end = min_int(all.end, mask_hi <= mask_lo ? 0 : ceil_div(mask_hi, Traits::kBlockN));
+    const BlockRange all = masked.key_blocks<Traits::kBlockN>(  // what the block mask leaves
+        window.key_blocks(row0, row0 + rows - 1, Traits::kBlockN));
     if (!Layout::kSplit || all.empty()) return all;
     const int share = ceil_div(all.end - all.begin, splits);
     const int begin = min_int(all.begin + split * share, all.end);
@@ -104,7 +102,7 @@ struct ForwardBlock {
   /// Whether the mask modifier must be evaluated on key block [key0, key0 + kBlockN): not where
   /// the block mask says every row of the tile sees every key.
   FJ_DEVICE bool mask_needed(int key0) const {
-    return !(key0 >= full_lo && key0 + Traits::kBlockN <= full_hi);
+    return !(key0 >= masked.full_lo && key0 + Traits::kBlockN <= masked.full_hi);
   }
 
   /// The query of tile row r, and its head.
@@ -130,7 +128,6 @@ struct ForwardBlock {
   }
 
  private:
-  FJ_DEVICE void read_block_mask(const BlockMaskView& m);
   FJ_DEVICE void read_lengths(const SequenceIndex& s) {
     if (s.cu_seqlens_q != nullptr) {
       const SequenceSpan queries = sequence_span(s.cu_seqlens_q, batch);
@@ -151,24 +148,6 @@ struct ForwardBlock {
     }
   }
 };
-
-/// Reads the block-mask entries of a dense tile's slabs (a block mask comes with dense
-/// batches only): the union of what they see, the intersection of what they see whole.
-template <class Traits>
-FJ_DEVICE void ForwardBlock<Traits>::read_block_mask(const BlockMaskView& m) {
-  const int* entries = m.ranges + index_t(batch) * m.batch_stride + index_t(head) * m.head_stride;
-  mask_lo = seqlen_k;
-  mask_hi = 0;
-  full_lo = 0;
-  full_hi = seqlen_k;
-  for (int slab = row0 / kBlockMaskRows; slab * kBlockMaskRows < row0 + rows; ++slab) {
-    const int* entry = entries + index_t(slab) * 4;
-    mask_lo = min_int(mask_lo, load_global_index(entry, kMaskLo));
-    mask_hi = max_int(mask_hi, load_global_index(entry, kMaskHi));
-    full_lo = max_int(full_lo, load_global_index(entry, kMaskFullLo));
-    full_hi = min_int(full_hi, load_global_index(entry, kMaskFullHi));
-  }
-}
 
 /// The pipeline's row source for a ForwardBlock of any layout but the dense one (which takes
 /// StridedRows): every row's address comes from the block, so packed heads and pages cost an

@@ -30,6 +30,7 @@
 #include "attention/backward_params.cuh"
 #include "attention/backward_scores.cuh"
 #include "attention/backward_sequence.cuh"
+#include "attention/block_mask_ranges.cuh"
 #include "attention/dq_accum_layout.cuh"
 #include "attention/head_tensor.cuh"
 #include "attention/mask.cuh"
@@ -57,7 +58,8 @@ FJ_DEVICE TmaRows tma_rows(const int* cu_seqlens, int sequence) {
 /// them: every query block that sees them, of each query head sharing them, head by head.
 template <class Traits>
 struct TmaBackwardBlock {
-  int batch;  // in the params (0 once rebased to a packed sequence)
+  int batch;     // in the params (0 once rebased to a packed sequence)
+  int sequence;  // the batch entry or packed sequence (the modifiers' b)
   int kv_head;
   int key0;
   int keys;           // valid keys from key0 (at most Bc)
@@ -68,6 +70,7 @@ struct TmaBackwardBlock {
   FJ_DEVICE TmaBackwardBlock(const AttentionBackwardParams& p, int batch_, TmaRows queries_,
                              TmaRows key_rows_)
       : batch(batch_),
+        sequence(blockIdx.z),
         kv_head(blockIdx.y),
         key0(int(blockIdx.x) * Traits::kBlockN),
         keys(min_int(Traits::kBlockN, p.seqlen_k - key0)),
@@ -77,6 +80,13 @@ struct TmaBackwardBlock {
         key_rows(key_rows_) {
     const KeyWindow<Traits::kMask> window(p);
     if (keys > 0) blocks = window.query_blocks(key0, key0 + keys - 1, Traits::kBlockM, p.seqlen_q);
+    // A block mask's cut, but not in the deterministic mode: its turns count every key block
+    // before this one that the window lets see a query block (key_blocks_before).
+    if constexpr (!Traits::kDeterministic) {
+      blocks =
+          query_blocks_seeing<Traits::kBlockM>(p.block_mask, batch, kv_head * heads_per_kv,
+                                               heads_per_kv, key0, key0 + keys, p.seqlen_q, blocks);
+    }
   }
   FJ_DEVICE int steps() const {
     return blocks.empty() ? 0 : heads_per_kv * (blocks.end - blocks.begin);
@@ -231,9 +241,8 @@ struct KeyGradientAccumulator {
   }
 
   /// Every step of `at` (after K and V have landed).
-  FJ_DEVICE void accumulate(const TmaBackwardShared<Traits>& smem,
-                            const AttentionBackwardParams& p, const TmaBackwardBlock<Traits>& at,
-                            int thread) {
+  FJ_DEVICE void accumulate(const TmaBackwardShared<Traits>& smem, const AttentionBackwardParams& p,
+                            const TmaBackwardBlock<Traits>& at, int thread) {
     const WarpgroupScope scope{thread};
     mbarrier_wait_parity(smem.kv_full, 0);
     if (Traits::kVarlen && at.keys < Traits::kBlockN) {
@@ -263,7 +272,7 @@ struct KeyGradientAccumulator {
     // (2 · 64, head_dim): dK's rows, then dV's; with shared keys both warpgroups' one block
     T* const staged = reinterpret_cast<T*>(smem.dq_block(Traits::kSharedKeys ? 0 : scope.group()));
     const int warp_row0 = scope.warp_row0() - scope.row0();  // the warp's rows of the 64
-    QueryGradientShare<Traits>{scope}.wait_staging_free();  // the last reduction has read it
+    QueryGradientShare<Traits>{scope}.wait_staging_free();   // the last reduction has read it
 #pragma unroll
     for (int i = 0; i < kGradients; ++i) {
       const Kind which = kind(i, scope);
@@ -307,15 +316,15 @@ struct KeyGradientAccumulator {
   /// One step: query block `row0` of `head`, its Q and dO in ring slot `stage`.
   FJ_DEVICE void accumulate_block(const TmaBackwardShared<Traits>& smem,
                                   const AttentionBackwardParams& p,
-                                  const TmaBackwardBlock<Traits>& at, int head, int row0,
-                                  int stage, WarpgroupScope scope) {
+                                  const TmaBackwardBlock<Traits>& at, int head, int row0, int stage,
+                                  WarpgroupScope scope) {
     constexpr int kBlockM = Traits::kBlockM;
     // The queries whose scores this warpgroup computes: all, or with shared keys its half.
     constexpr int kQueries = Traits::kSharedKeys ? kBlockM / 2 : kBlockM;
     const int query0 = Traits::kSharedKeys ? scope.group() * kQueries : 0;
     const int lane = scope.lane();
     const int rows = min_int(kBlockM, p.seqlen_q - row0);
-    const int keys0 = key_row0(scope);                                 // its keys in the block
+    const int keys0 = key_row0(scope);                                // its keys in the block
     const int warp_keys0 = keys0 + scope.warp_row0() - scope.row0();  // and this warp's 16
     const typename Traits::QTile q = smem.q(stage), dout = smem.dout(stage);
     acc_tile<16, kQueries> s, dp;  // (keys, queries): Sᵀ, then Pᵀ; dPᵀ, then dSᵀ
@@ -323,7 +332,13 @@ struct KeyGradientAccumulator {
     warpgroup_abt_async(dp, smem.v, keys0, dout, query0);  // dPᵀ = V dOᵀ
     wgmma_wait_group<1>();                                 // Sᵀ is in
     ScoreScaling<Traits::kSoftcap, 16, kQueries> scaling;
-    scaling.scale(s, p);  // Sᵀ·scale·log2 e
+    scaling.scale(s, p);                       // Sᵀ·scale·log2 e
+    const auto position = [&](int r, int c) {  // of element (r, c): key row r, query column c
+      const int key = at.key0 + warp_keys0 + r, row = query0 + c;
+      return ScorePosition{row < rows && key < p.seqlen_k, head, row0 + row, key};
+    };
+    ModifiedScores<typename Traits::Modifiers, 16, kQueries> modified;
+    modified.apply(s, at.sequence, position, p.captures, lane);  // score_mod, mask_mod
     const KeyWindow<Traits::kMask> window(p);
     if (!window.block_fully_visible(row0, row0 + rows - 1, at.key0 + keys0,
                                     WarpgroupScope::kRows)) {
@@ -338,7 +353,10 @@ struct KeyGradientAccumulator {
     sub_col(dp, load_columns<kQueries>(p.delta + first_row + query0, rows - query0, 0.0f, lane,
                                        [](float d) { return d; }));
     mul_elements(dp, s);  // dSᵀ = Pᵀ ∘ (dPᵀ − D)
-    scaling.chain(dp);
+    // Each (key, query) pair's dS is made once, here: the captures' gradients are added here only.
+    modified.add_capture_gradients(dp, at.sequence, position, p.captures, lane);
+    modified.chain(dp, lane);  // through score_mod
+    scaling.chain(dp);         // through softcap
     using Share = QueryGradientShare<Traits>;
     const Share share{scope};
     if constexpr (Traits::kSharedKeys) {
@@ -352,9 +370,9 @@ struct KeyGradientAccumulator {
       warpgroup_ab_async(gradients[0], values ? smem.p_t : smem.ds_t, 0, values ? dout : q);
     } else {
       const operand_tile<T, 16, kBlockM> p_t = to_operand<T>(s), ds_t = to_operand<T>(dp);
-      store_fragments(dp, smem.ds_t, warp_keys0, 0, lane);  // the A of dQ = dS K
-      fence_proxy_async();                                    // generic writes, read by wgmma
-      share.sync();                                           // the team's dSᵀ rows are in
+      store_fragments(dp, smem.ds_t, warp_keys0, 0, lane);       // the A of dQ = dS K
+      fence_proxy_async();                                       // generic writes, read by wgmma
+      share.sync();                                              // the team's dSᵀ rows are in
       warpgroup_ab_async(gradients[kValueGradient], p_t, dout);  // dV += Pᵀ dO
       warpgroup_ab_async(gradients[kKeyGradient], ds_t, q);      // dK += dSᵀ Q
     }
@@ -387,8 +405,8 @@ struct KeyGradientAccumulator {
   template <int Cols>
   FJ_DEVICE static void stage_query_gradients(acc_tile<16, Cols>& dq,
                                               QueryGradientShare<Traits> share,
-                                            const TmaBackwardShared<Traits>& smem,
-                                            index_t first_row) {
+                                              const TmaBackwardShared<Traits>& smem,
+                                              index_t first_row) {
     constexpr int kHeadDim = Traits::kHeadDim;
     const WarpgroupScope scope = share.scope;
     const int lane = scope.lane();
@@ -479,7 +497,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, 1)  // one CTA an SM: setmaxn
   const TmaBackwardShared<Traits> smem =
       carve_tma_backward_shared<Traits>(dynamic_shared<unsigned char>());
   if (thread == 0) {
-    mbarrier_init(smem.kv_full, 1);              // the producer's arrival (and K's, V's bytes)
+    mbarrier_init(smem.kv_full, 1);            // the producer's arrival (and K's, V's bytes)
     smem.ring.init(Traits::kConsumerThreads);  // every consumer thread releases each slot
   }
   __syncthreads();

@@ -3,6 +3,7 @@
 // compile-time constants, the tensor maps it takes, and the shared memory it carves.
 #include "attention/backward_params.cuh"
 #include "attention/mask_kind.cuh"
+#include "attention/modifiers.cuh"
 #include "attention/tma_backward_space.cuh"
 #include "tile/pipeline_ring.cuh"
 #include "tile/register_budget.cuh"
@@ -22,7 +23,8 @@ struct AttentionBackwardTmaMaps {
 };
 
 template <typename Element_, int HeadDim, int BlockN, MaskKind Mask, bool Softcap, int Stages = 2,
-          bool Deterministic = false, bool Varlen = false, bool SharedKeys = false>
+          bool Deterministic = false, bool Varlen = false, bool SharedKeys = false,
+          class Modifiers_ = NoModifiers>
 struct TmaBackwardTraits {
   static_assert(tma_backward_valid(HeadDim, BlockN, Stages, SharedKeys),
                 "invalid TMA backward traits: see tma_backward_valid (head dim 64 to 256 in "
@@ -50,14 +52,15 @@ struct TmaBackwardTraits {
   // A variable-length batch (AttentionBackwardParams::sequences): each CTA rebases the params to
   // its sequence, and TMA reads the packed tensors from the sequence's first row.
   static constexpr bool kVarlen = Varlen;
+  using Modifiers = Modifiers_;  // the caller's score and mask modifiers (attention/modifiers.cuh)
   // setmaxnreg's counts (0: none), as the forward's with as many consumer warpgroups.
   static constexpr int kConsumerRegisters = tma_forward_registers(kGroups * 64).consumer;
   static constexpr int kProducerRegisters = tma_forward_registers(kGroups * 64).producer;
 
-  using QTile = swizzled_tile<Element, kBlockM, kHeadDimPadded>;   // Q and dO as TMA wrote them
-  using KVTile = swizzled_tile<Element, BlockN, kHeadDimPadded>;   // K and V; dK, dV at the end
-  using ScoreTile = swizzled_tile<Element, BlockN, kBlockM>;       // dSᵀ, Pᵀ: keys by queries
-  using Ring = PipelineRing<Stages>;                               // the Q and dO slots
+  using QTile = swizzled_tile<Element, kBlockM, kHeadDimPadded>;  // Q and dO as TMA wrote them
+  using KVTile = swizzled_tile<Element, BlockN, kHeadDimPadded>;  // K and V; dK, dV at the end
+  using ScoreTile = swizzled_tile<Element, BlockN, kBlockM>;      // dSᵀ, Pᵀ: keys by queries
+  using Ring = PipelineRing<Stages>;                              // the Q and dO slots
   static constexpr int kSharedBytes =
       tma_backward_shared_bytes(HeadDim, BlockN, Stages, SharedKeys);
 };
@@ -68,13 +71,13 @@ struct TmaBackwardTraits {
 template <class Traits>
 struct TmaBackwardShared {
   using QTile = typename Traits::QTile;
-  typename Traits::KVTile k, v;       // (Bc, d): the CTA's keys and values
-  QTile q0, dout0;                    // (Br, d): slot 0 of Q and of dO
-  typename Traits::ScoreTile ds_t;    // (Bc, Br): dSᵀ, each warpgroup its own 64 key rows
-  typename Traits::ScoreTile p_t;     // (Bc, Br): Pᵀ, with shared keys only (else unset)
-  float* dq_staging;                  // Traits::kStagingBlocks of (Br, head_dim) fp32, row-major
-  mbarrier_t* kv_full;                // K and V have landed
-  typename Traits::Ring ring;         // Q and dO slots: full and empty barriers
+  typename Traits::KVTile k, v;     // (Bc, d): the CTA's keys and values
+  QTile q0, dout0;                  // (Br, d): slot 0 of Q and of dO
+  typename Traits::ScoreTile ds_t;  // (Bc, Br): dSᵀ, each warpgroup its own 64 key rows
+  typename Traits::ScoreTile p_t;   // (Bc, Br): Pᵀ, with shared keys only (else unset)
+  float* dq_staging;                // Traits::kStagingBlocks of (Br, head_dim) fp32, row-major
+  mbarrier_t* kv_full;              // K and V have landed
+  typename Traits::Ring ring;       // Q and dO slots: full and empty barriers
 
   FJ_DEVICE QTile q(int stage) const { return {q0.data + stage * QTile::kBytes / 2}; }
   FJ_DEVICE QTile dout(int stage) const { return {dout0.data + stage * QTile::kBytes / 2}; }

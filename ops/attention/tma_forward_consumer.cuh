@@ -96,12 +96,19 @@ struct ConsumerRows {
         first_row(at.row0),
         last_row(at.row0 + at.rows - 1),
         window(at.window<Traits::kMask>(params)),
-        scale(exponent_scale<Traits::kSoftcap>(params)) {}
+        scale(exponent_scale<Traits::kScaled>(params)) {}
 
-  /// Softcap, then −inf where the mask hides a key (blocks it hides nothing of are left).
+  /// Softcap, the caller's modifiers, then −inf where the mask hides a key (blocks it hides
+  /// nothing of are left).
   FJ_DEVICE void cap_and_mask(acc_tile<16, Traits::kBlockN>& s,
-                              const AttentionForwardParams& params, int key0) const {
+                              const AttentionForwardParams& params, const TmaForwardBlock& at,
+                              int key0) const {
+    using Modifiers = typename Traits::Modifiers;
     cap_scores<Traits::kSoftcap>(s, params);
+    if constexpr (Modifiers::kScore || Modifiers::kMask) {
+      const float to_natural = (Traits::kSoftcap ? 1.0f : params.score_scale) * kLn2;
+      modify_scores<Modifiers>(s, at, warp_row0, key0, to_natural, true, params.captures, lane);
+    }
     if (!window.block_fully_visible(first_row, last_row, key0, Traits::kBlockN)) {
       mask_scores_by_row(window, s, first_row + warp_row0, key0, lane);
     }
@@ -151,8 +158,8 @@ FJ_DEVICE void write_outputs(const acc_tile<16, Traits::kHeadDimPadded>& o, cons
     store_packed_rows<Traits>(smem, params, at, group_row0, scope.index());
     return;  // (never persistent: no next tile's Q waits for these reads)
   }
-  fence_proxy_async();  // generic writes, read by the async proxy
-  scope.sync(1);        // the warpgroup's 64 rows are written
+  fence_proxy_async();                                   // generic writes, read by the async proxy
+  scope.sync(1);                                         // the warpgroup's 64 rows are written
   if (!scope.leader() || group_row0 >= at.rows) return;  // one thread; rows past seqlen_q: none
   const int origin[4] = {0, at.q_row0 + group_row0, at.head, at.tensor_batch};
   tma_store_rows<kTmaStoreRows>(maps.o, origin, smem.q, group_row0);
@@ -216,8 +223,8 @@ FJ_DEVICE void attend(const TmaForwardShared<Traits>& smem, const AttentionForwa
     const int k_stage = slots.wait_key(smem);
     warpgroup_abt(s, smem.q, rows.group_row0, smem.k(k_stage));  // S = Q Kᵀ
     slots.release_key(smem);
-    rows.cap_and_mask(s, params, block * Traits::kBlockN);  // S = −inf where masked
-    softmax.update(s, o, rows.scale);                       // P = 2^((S − m)·c), O·α
+    rows.cap_and_mask(s, params, at, block * Traits::kBlockN);  // S = −inf where masked
+    softmax.update(s, o, rows.scale);                           // P = 2^((S − m)·c), O·α
     ProbabilityOperand<Traits> p;
     p.set(s, smem, thread);
     const int v_stage = slots.wait_value(smem);
@@ -278,8 +285,8 @@ FJ_DEVICE void attend_overlapped(const TmaForwardShared<Traits>& smem,
   };
   // Block `block`'s S into the softmax: S becomes P; returns α.
   const auto fold = [&](Scores& s, int block) {
-    rows.cap_and_mask(s, params, block * Traits::kBlockN);  // S = −inf where masked
-    return softmax.fold(s, rows.scale);                     // P = 2^((S − m')·c), under P V
+    rows.cap_and_mask(s, params, at, block * Traits::kBlockN);  // S = −inf where masked
+    return softmax.fold(s, rows.scale);                         // P = 2^((S − m')·c), under P V
   };
   // Waits for the previous P V (none before the first block: it returns at once), frees its
   // V's slot where there was one, and takes O to the new maximum.

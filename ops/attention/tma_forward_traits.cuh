@@ -2,6 +2,7 @@
 // One specialization of the warp-specialized Hopper forward (tma_forward_kernel.cuh): its
 // compile-time constants, the tensor maps it takes, and the shared memory it carves.
 #include "attention/mask_kind.cuh"
+#include "attention/modifiers.cuh"
 #include "attention/tma_forward_space.cuh"
 #include "tile/pipeline_ring.cuh"
 #include "tile/register_budget.cuh"
@@ -27,7 +28,8 @@ struct AttentionTmaMaps {
 
 template <typename Element_, int HeadDim, int BlockM, int BlockN, MaskKind Mask, bool Softcap,
           int Stages = 2, bool Overlap = false, bool Pingpong = false, bool PShared = false,
-          bool Persistent = false, bool Varlen = false, int ClusterBlocks = 1>
+          bool Persistent = false, bool Varlen = false, int ClusterBlocks = 1,
+          class Modifiers_ = NoModifiers>
 struct TmaForwardTraits {
   static_assert(tma_forward_valid(HeadDim, BlockM, BlockN, Stages, PShared),
                 "invalid TMA forward traits: see tma_forward_valid (head dim 64 to 256 in "
@@ -63,6 +65,9 @@ struct TmaForwardTraits {
   // CTAs of a cluster (1 or 2), consecutive query blocks of one (head, batch): each loads its
   // share of every K and V block and multicasts it to all (tma_forward_space.cuh).
   static constexpr int kClusterBlocks = ClusterBlocks;
+  using Modifiers = Modifiers_;  // the caller's score and mask modifiers (attention/modifiers.cuh)
+  // A score modifier leaves the scores in the base-2 domain, as softcap does.
+  static constexpr bool kScaled = Softcap || Modifiers::kScore;
   // setmaxnreg's counts (0: none), each thread's registers after it.
   static constexpr int kConsumerRegisters = tma_forward_registers(BlockM, ClusterBlocks).consumer;
   static constexpr int kProducerRegisters = tma_forward_registers(BlockM, ClusterBlocks).producer;

@@ -6,6 +6,7 @@
 // keeps a few more values live through the main loop, and with the larger tiles ptxas spills
 // (112 bytes of spill stores at head dim 128 with Bc 176, NVRTC 13.0), so it is a config of its
 // own.
+#include "attention/block_mask_ranges.cuh"
 #include "attention/forward_params.cuh"
 #include "attention/key_window.cuh"
 #include "attention/mask_kind.cuh"
@@ -25,6 +26,10 @@ struct TmaForwardBlock {
   // offsets in batch 0.
   int q_row0, k_row0, tensor_batch;
   int seqlen_q, seqlen_k;  // the sequence's lengths (the params' unless packed)
+
+  /// Row r's query position within the sequence, and its head (what modifiers see).
+  FJ_DEVICE int query(int r) const { return row0 + r; }
+  FJ_DEVICE int query_head(int) const { return head; }
 
   /// The mask over the sequence's own lengths.
   template <MaskKind Kind>
@@ -81,10 +86,17 @@ struct TileSchedule {
     const KeyWindow<Traits::kMask> window(params, seqlen_q, seqlen_k);
     // A CTA with no row visits no key, unless its cluster's peers do: unmasked, every row sees
     // the same keys, and it walks them in step with them.
-    const BlockRange keys =
-        rows > 0 || kCluster > 1
-            ? window.key_blocks(row0, row0 + max_int(rows, 1) - 1, Traits::kBlockN)
-            : BlockRange{0, 0};
+    BlockRange keys = rows > 0 || kCluster > 1
+                          ? window.key_blocks(row0, row0 + max_int(rows, 1) - 1, Traits::kBlockN)
+                          : BlockRange{0, 0};
+    // A block mask (of a mask modifier) cuts them to the keys its rows may see; one CTA a tile
+    // only (the persistent loop has no registers for it, a cluster's CTAs walk the same keys).
+    if constexpr (Traits::Modifiers::kMask && !Traits::kPersistent && kCluster == 1) {
+      if (rows > 0) {
+        keys = masked_keys(params.block_mask, batch, head, row0, rows, seqlen_k)
+                   .key_blocks<Traits::kBlockN>(keys);
+      }
+    }
     return {row0,         rows,     head,           head / params.heads_per_kv,
             batch,        keys,     q_start + row0, k_start,
             tensor_batch, seqlen_q, seqlen_k};

@@ -135,11 +135,12 @@ def _forward(q, k, v, options: _Options, block_mask=None):
         return launch.result("o"), launch.result("lse")
 
 
-def _backward(dout, q, k, v, o, lse, options: _Options, capture_grads=None):
+def _backward(dout, q, k, v, o, lse, options: _Options, capture_grads=None, block_mask=None):
     a = _dense_options(q, k, v, options)
     with Launch({"dout": dout, "q": q, "k": k, "v": v, "o": o, "lse": lse,
-                 **_capture_inputs(options, capture_grads)}) as launch:
+                 "block_mask": block_mask, **_capture_inputs(options, capture_grads)}) as launch:
         _bind_captures(a, launch, options, capture_grads)
+        a.block_mask = _capi.pointer(launch.input("block_mask"))
         dq = launch.output("dq", q.shape, _element(q))
         dk = launch.output("dk", k.shape, _element(q))
         dv = launch.output("dv", v.shape, _element(q))
@@ -162,6 +163,7 @@ if torch is not None:
             o, lse = _forward(q, k, v, options, block_mask)
             ctx.save_for_backward(q, k, v, o, lse)
             ctx.options = options
+            ctx.block_mask = block_mask  # the backward skips the same blocks
             ctx.mark_non_differentiable(lse)
             return o, lse
 
@@ -171,7 +173,8 @@ if torch is not None:
             captures = ctx.options.captures
             grads = {name: torch.zeros_like(x, dtype=torch.float32)
                      for i, (name, x) in enumerate(captures) if ctx.needs_input_grad[5 + i]}
-            dq, dk, dv = _backward(dout.contiguous(), q, k, v, o, lse, ctx.options, grads)
+            dq, dk, dv = _backward(dout.contiguous(), q, k, v, o, lse, ctx.options, grads,
+                                   ctx.block_mask)
             return (dq, dk, dv, None, None,
                     *[grads[name].to(x.dtype) if name in grads else None
                       for name, x in captures])
@@ -260,14 +263,17 @@ def build_block_mask(mask_mod: str, batch: int, heads_q: int, seqlen_q: int, seq
 def attention_backward(dout, q, k, v, o, lse, *, causal: bool = False,
                        window: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
                        scale: Optional[float] = None, deterministic: bool = False,
-                       score_mod: str = "", mask_mod: str = "", captures: Optional[dict] = None):
+                       score_mod: str = "", mask_mod: str = "", block_mask=None,
+                       captures: Optional[dict] = None):
     """The gradients (dq, dk, dv) of attention() for its output gradient `dout` (like q), given
-    that call's arguments (its score_mod, mask_mod and captures included) and its o and lse
-    (return_lse=True). For numpy callers, and for torch callers who keep their own graph; dk
-    and dv sum over the query heads sharing a key/value head."""
+    that call's arguments (its score_mod, mask_mod, block_mask and captures included) and its o
+    and lse (return_lse=True). For numpy callers, and for torch callers who keep their own
+    graph; dk and dv sum over the query heads sharing a key/value head."""
     options = _Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod,
                        _captures_of(captures))
-    return _backward(dout, q, k, v, o, lse, options)
+    if block_mask is not None and not mask_mod:
+        raise ValueError("'block_mask' needs the 'mask_mod' it was built from")
+    return _backward(dout, q, k, v, o, lse, options, block_mask=block_mask)
 
 
 def _sequences(launch: Launch, splits: int = 0, **arrays) -> _capi.Sequences:

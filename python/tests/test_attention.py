@@ -162,7 +162,7 @@ def test_gradients_through_score_and_mask_modifiers(deterministic):
         assert reference.relative_error(grad, leaf.grad) < 1e-3
 
 
-def test_a_block_mask_gives_the_same_output():
+def test_a_block_mask_gives_the_same_output_and_gradients():
     g = torch.Generator().manual_seed(42)
     q, k, v = (torch.randn(1, 128, 2, 64, generator=g).to(torch.bfloat16) for _ in range(3))
     mask_mod = "q_idx / 32 == kv_idx / 32"
@@ -172,6 +172,14 @@ def test_a_block_mask_gives_the_same_output():
     plain = flashjit.attention(q, k, v, mask_mod=mask_mod)
     skipping = flashjit.attention(q, k, v, mask_mod=mask_mod, block_mask=block_mask)
     assert torch.equal(plain, skipping)
+    # Under autograd the backward takes it too: the same gradients' bits.
+    dout = torch.randn(1, 128, 2, 64, generator=g).to(torch.bfloat16)
+    grads = []
+    for mask in (None, block_mask):
+        leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+        flashjit.attention(*leaves, mask_mod=mask_mod, block_mask=mask).backward(dout)
+        grads.append([leaf.grad for leaf in leaves])
+    assert all(torch.equal(a, b) for a, b in zip(*grads))
     with pytest.raises(ValueError, match="block_mask"):
         flashjit.attention(q, k, v, block_mask=block_mask)
     with pytest.raises(ValueError, match="block_mask"):

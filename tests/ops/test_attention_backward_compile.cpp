@@ -142,7 +142,7 @@ TEST_CASE(
 
 TEST_CASE(
     "attention-backward: the configs with score and mask modifiers compile in registers for "
-    "sm_80 and sm_90a, in both dQ modes") {
+    "sm_80 and sm_90a (the TMA backward's), in both dQ modes, and with a capture's gradient") {
   KernelCache::Options options;
   options.use_disk = false;
   KernelCache cache(options);
@@ -151,16 +151,28 @@ TEST_CASE(
       "4.0f * tanhf(score / 4.0f) - 0.125f * (h + 1) * (q_idx - kv_idx)",
       "q_idx / 64 == kv_idx / 64 || kv_idx < 4"};
   std::vector<KernelSpec> specs;
+  // The widest tiles, where registers run out first; on sm_90a each of the TMA backward's
+  // shapes (two warpgroups of 64 keys each to a padded 64, sharing 64 keys from 128).
   for (const char* arch : {"sm_80", "sm_90a"}) {
-    for (int head_dim : {128, 256}) {  // the widest tiles: where registers run out first
+    for (int head_dim : {64, 128, 256}) {
+      if (head_dim == 64 && std::string(arch) == "sm_80") continue;
       for (bool deterministic : {false, true}) {
         const kernels::BackwardConfig config = kernels::modifiers_backward_config(
             DType::bf16, head_dim, MaskKind::window, false, deterministic, arch);
+        CHECK(config.tma == (std::string(arch) == "sm_90a"));
         const kernels::BackwardSpecs backward = kernels::backward_specs(config, arch, modifiers);
         specs.push_back(backward.dkdv);
         if (config.has_query_kernel()) specs.push_back(backward.dq);
       }
     }
+  }
+  // A learnable bias: the score score_mod was given kept per score too, for its gradient.
+  const kernels::ScoreModifiers learnable{
+      "score + bias[h]", "", {kernels::CaptureType{"bias", DType::f32, 1, true}}};
+  for (int head_dim : {64, 128}) {
+    const kernels::BackwardConfig config = kernels::modifiers_backward_config(
+        DType::bf16, head_dim, MaskKind::window, false, false, "sm_90a");
+    specs.push_back(kernels::backward_specs(config, "sm_90a", learnable).dkdv);
   }
   testing::check_compiles_without_spills(cache, specs);
 }

@@ -26,16 +26,12 @@
 #include "runtime/compiler.hpp"
 #include "runtime/template_sources.hpp"
 #include "support/backward_case_builders.hpp"
+#include "support/emulator_runtime.hpp"
 
 namespace flashjit::testing {
 namespace {
 
 using reference::Layout;
-
-Runtime& hopper() {
-  static Runtime runtime(RuntimeOptions{.backend = Backend::emulator, .emulated_arch = "sm_90a"});
-  return runtime;
-}
 
 /// The TMA backward config for `c` with Bc keys per CTA and `stages` Q/dO slots, its two
 /// consumer warpgroups sharing Bc = 64 keys when `shared_keys`.
@@ -72,14 +68,14 @@ void check(const BackwardCase& c, int block_n, int stages, bool shared_keys = fa
   kernels::BackwardConfig config = tma_config(c, block_n, stages, shared_keys);
   config.deterministic = c.deterministic;
   REQUIRE(config.valid());
-  const BackwardVerdict verdict = run_backward_case(hopper(), c, config);
+  const BackwardVerdict verdict = run_backward_case(hopper_emulator(), c, config);
   CHECK_MESSAGE(verdict.ok, verdict.describe());
 }
 
 /// Whether a dK/dV kernel of the TMA backward (its varlen form when `varlen`) has run on
-/// hopper() since its work was last reset.
+/// hopper_emulator() since its work was last reset.
 bool ran_tma_backward(bool varlen) {
-  for (const KernelWork& kernel : hopper().emulated_work()) {
+  for (const KernelWork& kernel : hopper_emulator().emulated_work()) {
     const std::string& name = kernel.kernel;
     if (name.find("attention_backward.dkdv.") == 0 && name.find(".tma") != std::string::npos &&
         (name.find(".varlen") != std::string::npos) == varlen) {
@@ -93,8 +89,8 @@ bool ran_tma_backward(bool varlen) {
 /// dK/dV kernel that ran was the TMA backward.
 void check_default_is_tma(const BackwardCase& c) {
   CAPTURE(c.name());
-  hopper().reset_emulated_work();
-  const BackwardVerdict verdict = run_backward_case(hopper(), c, std::nullopt);
+  hopper_emulator().reset_emulated_work();
+  const BackwardVerdict verdict = run_backward_case(hopper_emulator(), c, std::nullopt);
   CHECK_MESSAGE(verdict.ok, verdict.describe());
   CHECK(ran_tma_backward(false));
 }
@@ -104,12 +100,12 @@ void check_default_is_tma(const BackwardCase& c) {
 /// deterministic mode runs it again for the same bits.
 void check_packed_is_tma(const InferenceCase& c) {
   INFO(c.name());
-  hopper().reset_emulated_work();
-  const InferenceVerdict verdict = run_inference_backward_case(hopper(), c);
+  hopper_emulator().reset_emulated_work();
+  const InferenceVerdict verdict = run_inference_backward_case(hopper_emulator(), c);
   CHECK_MESSAGE(verdict.ok, verdict.describe());
   CHECK(ran_tma_backward(true));
   if (c.deterministic) {
-    const InferenceVerdict again = run_inference_backward_case(hopper(), c);
+    const InferenceVerdict again = run_inference_backward_case(hopper_emulator(), c);
     CHECK(again.out.size() == verdict.out.size());
     CHECK(std::memcmp(again.out.data(), verdict.out.data(), verdict.out.size() * sizeof(double)) ==
           0);
@@ -277,11 +273,11 @@ TEST_CASE("TMA backward on packed keys with dense queries of one length, both dQ
 /// The dK/dV kernel's work in a run of `c` on the emulated sm_90a with `config`.
 WorkCounters key_kernel_work(const BackwardCase& c,
                              const std::optional<kernels::BackwardConfig>& config) {
-  hopper().reset_emulated_work();
-  const BackwardVerdict verdict = run_backward_case(hopper(), c, config);
+  hopper_emulator().reset_emulated_work();
+  const BackwardVerdict verdict = run_backward_case(hopper_emulator(), c, config);
   CHECK_MESSAGE(verdict.ok, verdict.describe());
   WorkCounters work;
-  for (const KernelWork& kernel : hopper().emulated_work()) {
+  for (const KernelWork& kernel : hopper_emulator().emulated_work()) {
     if (kernel.kernel.find("attention_backward.dkdv.") == 0) work += kernel.work;
   }
   return work;

@@ -32,10 +32,11 @@ struct Captured {
 };
 
 template <class T>
-Captured<T> upload(std::vector<T> values, DType dtype, std::initializer_list<std::int64_t> shape) {
+Captured<T> upload(std::vector<T> values, DType dtype, std::initializer_list<std::int64_t> shape,
+                   Runtime& runtime = emulator()) {
   const std::size_t bytes = values.size() * sizeof(T);
-  DeviceBuffer buffer = emulator().allocate(bytes);
-  emulator().copy_to_device(buffer.data(), values.data(), bytes);
+  DeviceBuffer buffer = runtime.allocate(bytes);
+  runtime.copy_to_device(buffer.data(), values.data(), bytes);
   const TensorView view = TensorView::contiguous(buffer.data(), dtype, shape);
   return {std::move(values), std::move(buffer), view};
 }
@@ -50,12 +51,12 @@ BackwardCase backward_case(std::int64_t heads_q, std::int64_t heads_kv, std::int
 
 /// A relative-position bias per query head, [heads, 2 · span - 1]: entry (h, d + span - 1) for
 /// the offset d = q_idx - kv_idx in (-span, span).
-Captured<float> bias_table(std::int64_t heads, std::int64_t span) {
+Captured<float> bias_table(std::int64_t heads, std::int64_t span, Runtime& runtime = emulator()) {
   std::vector<float> values(static_cast<std::size_t>(heads * (2 * span - 1)));
   for (std::size_t i = 0; i < values.size(); ++i) {
     values[i] = 0.5f * static_cast<float>((i * 7919) % 13) / 13.0f - 0.25f;
   }
-  return upload(std::move(values), DType::f32, {heads, 2 * span - 1});
+  return upload(std::move(values), DType::f32, {heads, 2 * span - 1}, runtime);
 }
 
 /// Document ids of `batch` packed sequences of `seqlen` tokens, int32 [batch, seqlen]: runs of
@@ -258,26 +259,29 @@ TEST_CASE("captures: the emulator reports a read outside a captured tensor") {
   }
 }
 
-TEST_CASE("captures: a learnable bias table gets its gradient from the backward") {
+namespace {
+
+/// A learnable bias table's gradient from `runtime`'s backward at head dim `dim` (the
+/// kernels it chooses), against a float64 backward of the same inputs.
+void check_learnable_bias(Runtime& runtime, std::int64_t dim) {
   // score + 0.5 · bias[h][q_idx - kv_idx + 39], causal, 2 heads over 1 key head: ∂L/∂bias[h][d]
   // is 0.5 · Σ dS over the pairs at offset d, against a float64 backward of the same inputs.
-  constexpr std::int64_t kHeads = 2, kSeq = 40, kDim = 32, kSpan = 2 * kSeq - 1;
-  Captured<float> bias = bias_table(kHeads, kSeq);
+  constexpr std::int64_t kHeads = 2, kSeq = 40, kSpan = 2 * kSeq - 1;
+  Captured<float> bias = bias_table(kHeads, kSeq, runtime);
   std::vector<float> zeros(bias.host.size(), 0.0f);
-  DeviceBuffer grad = emulator().allocate(zeros.size() * 4);
-  emulator().copy_to_device(grad.data(), zeros.data(), zeros.size() * 4);
+  DeviceBuffer grad = runtime.allocate(zeros.size() * 4);
+  runtime.copy_to_device(grad.data(), zeros.data(), zeros.size() * 4);
   Attention a{.heads_q = kHeads,
               .heads_kv = 1,
               .seqlen_q = kSeq,
               .seqlen_k = kSeq,
-              .head_dim = kDim,
+              .head_dim = dim,
               .causal = true};
   a.score_mod = "score + 0.5f * bias[h][q_idx - kv_idx + 39]";
   a.captures = {
       {"bias", bias.view, TensorView::contiguous(grad.data(), DType::f32, {kHeads, kSpan})}};
   // Inputs: q [1, s, h, d], k and v [1, s, 1, d], dO like q; bf16 in [-1, 1).
-  std::vector<std::uint16_t> q(kSeq * kHeads * kDim), k(kSeq * kDim), v(kSeq * kDim),
-      dout(q.size());
+  std::vector<std::uint16_t> q(kSeq * kHeads * dim), k(kSeq * dim), v(kSeq * dim), dout(q.size());
   unsigned seed = 12345;
   for (std::vector<std::uint16_t>* x : {&q, &k, &v, &dout}) {
     for (std::uint16_t& e : *x) {
@@ -285,41 +289,39 @@ TEST_CASE("captures: a learnable bias table gets its gradient from the backward"
       e = bf16_bits(static_cast<float>(seed >> 8) / static_cast<float>(1 << 23) - 1.0f);
     }
   }
-  const auto device = [](const std::vector<std::uint16_t>& host) {
-    DeviceBuffer buffer = emulator().allocate(host.size() * 2);
-    emulator().copy_to_device(buffer.data(), host.data(), host.size() * 2);
+  const auto device = [&](const std::vector<std::uint16_t>& host) {
+    DeviceBuffer buffer = runtime.allocate(host.size() * 2);
+    runtime.copy_to_device(buffer.data(), host.data(), host.size() * 2);
     return buffer;
   };
-  const DeviceBuffer dq_buf = emulator().allocate(q.size() * 2),
-                     dk_buf = emulator().allocate(k.size() * 2),
-                     dv_buf = emulator().allocate(v.size() * 2),
-                     o_buf = emulator().allocate(q.size() * 2),
-                     lse_buf = emulator().allocate(kHeads * kSeq * 4);
+  const DeviceBuffer dq_buf = runtime.allocate(q.size() * 2),
+                     dk_buf = runtime.allocate(k.size() * 2),
+                     dv_buf = runtime.allocate(v.size() * 2),
+                     o_buf = runtime.allocate(q.size() * 2),
+                     lse_buf = runtime.allocate(kHeads * kSeq * 4);
   const DeviceBuffer q_buf = device(q), k_buf = device(k), v_buf = device(v), do_buf = device(dout);
-  const auto view = [](const DeviceBuffer& b, std::int64_t heads) {
-    return TensorView::contiguous(b.data(), DType::bf16, {1, kSeq, heads, kDim});
+  const auto view = [&](const DeviceBuffer& b, std::int64_t heads) {
+    return TensorView::contiguous(b.data(), DType::bf16, {1, kSeq, heads, dim});
   };
   const TensorView lse = TensorView::contiguous(lse_buf.data(), DType::f32, {1, kHeads, kSeq});
-  emulator().forward(a, view(q_buf, kHeads), view(k_buf, 1), view(v_buf, 1), view(o_buf, kHeads),
-                     lse);
-  emulator().backward(a, view(q_buf, kHeads), view(k_buf, 1), view(v_buf, 1), view(o_buf, kHeads),
-                      lse, view(do_buf, kHeads), view(dq_buf, kHeads), view(dk_buf, 1),
-                      view(dv_buf, 1));
+  runtime.forward(a, view(q_buf, kHeads), view(k_buf, 1), view(v_buf, 1), view(o_buf, kHeads), lse);
+  runtime.backward(a, view(q_buf, kHeads), view(k_buf, 1), view(v_buf, 1), view(o_buf, kHeads), lse,
+                   view(do_buf, kHeads), view(dq_buf, kHeads), view(dk_buf, 1), view(dv_buf, 1));
   std::vector<float> got(zeros.size());
-  emulator().copy_to_host(got.data(), grad.data(), got.size() * 4);
+  runtime.copy_to_host(got.data(), grad.data(), got.size() * 4);
 
   // The float64 backward of the same rounded inputs, to dS.
   std::vector<double> expected(zeros.size(), 0.0);
-  const double scale = 1.0 / std::sqrt(double(kDim));
+  const double scale = 1.0 / std::sqrt(double(dim));
   for (std::int64_t h = 0; h < kHeads; ++h) {
     for (std::int64_t i = 0; i < kSeq; ++i) {
       std::vector<double> p(static_cast<std::size_t>(i + 1)), dp(p.size());
       double max = -1e300, sum = 0, delta = 0;
       for (std::int64_t j = 0; j <= i; ++j) {
         double dot = 0, dpj = 0;
-        for (std::int64_t d = 0; d < kDim; ++d) {
-          dot += bf16_value(q[(i * kHeads + h) * kDim + d]) * bf16_value(k[j * kDim + d]);
-          dpj += bf16_value(dout[(i * kHeads + h) * kDim + d]) * bf16_value(v[j * kDim + d]);
+        for (std::int64_t d = 0; d < dim; ++d) {
+          dot += bf16_value(q[(i * kHeads + h) * dim + d]) * bf16_value(k[j * dim + d]);
+          dpj += bf16_value(dout[(i * kHeads + h) * dim + d]) * bf16_value(v[j * dim + d]);
         }
         p[j] = dot * scale + 0.5 * bias.host[static_cast<std::size_t>(h * kSpan + i - j + 39)];
         dp[j] = dpj;
@@ -343,6 +345,22 @@ TEST_CASE("captures: a learnable bias table gets its gradient from the backward"
   INFO("relative L2 error " << std::sqrt(error / norm));
   CHECK(std::sqrt(error / norm) < 2e-2);  // bf16 inputs and P, fp32 sums
   CHECK(got[0] == 0.0f);                  // offset -39: no causal pair reads it, nothing is added
+}
+
+}  // namespace
+
+TEST_CASE("captures: a learnable bias table gets its gradient from the backward") {
+  check_learnable_bias(emulator(), 32);
+}
+
+TEST_CASE("captures: a learnable bias table's gradient from sm_90a's TMA backward") {
+  hopper_emulator().reset_emulated_work();
+  check_learnable_bias(hopper_emulator(), 64);
+  const std::vector<KernelWork> work = hopper_emulator().emulated_work();
+  CHECK(std::any_of(work.begin(), work.end(), [](const KernelWork& k) {
+    return k.kernel.starts_with("attention_backward.dkdv") &&
+           k.kernel.find(".tma") != std::string::npos && k.kernel.find(".mod") != std::string::npos;
+  }));
 }
 
 TEST_CASE("captures: a gradient needs a float capture read once, fp32, the tensor's layout") {

@@ -7,6 +7,7 @@
 // run the two side by side.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <set>
 #include <string>
 
@@ -88,7 +89,8 @@ TEST_CASE(
 
 TEST_CASE(
     "attention-forward: the configs with score and mask modifiers compile in registers for sm_80 "
-    "and sm_90a, and NVRTC's error for a bad expression names the field") {
+    "and sm_90a (the TMA kernel's with no ptxas advisory), and NVRTC's error for a bad "
+    "expression names the field") {
   KernelCache::Options options;
   options.use_disk = false;
   KernelCache cache(options);
@@ -100,6 +102,24 @@ TEST_CASE(
       const kernels::ForwardConfig config =
           kernels::modifiers_forward_config(DType::bf16, head_dim, MaskKind::window, false, arch);
       specs.push_back(kernels::forward_spec(config, arch, modifiers));
+    }
+  }
+  // The dense forward's on sm_90a: the TMA defaults, causal (persistent up to head dim 128)
+  // and not (clusters from head dim 128), and with a block mask (one CTA a tile, reading it).
+  std::int32_t entries[4] = {};
+  for (int head_dim : {64, 128, 256}) {
+    for (bool causal : {false, true}) {
+      for (bool block_mask : {false, true}) {
+        Attention attention{.head_dim = head_dim, .causal = causal};
+        if (block_mask) {
+          attention.block_mask = TensorView::contiguous(entries, DType::i32, {1, 1, 1, 4});
+        }
+        const kernels::ForwardConfig config =
+            kernels::dense_modifiers_forward_config(DType::bf16, attention, "sm_90a");
+        CHECK(config.path == kernels::ForwardPath::tma);
+        CHECK(!(block_mask && (config.persistent || config.cluster)));
+        specs.push_back(kernels::forward_spec(config, "sm_90a", modifiers));
+      }
     }
   }
   testing::check_compiles_without_spills(cache, specs);

@@ -145,14 +145,6 @@ TEST_CASE("forward on the emulator: a sampled reference judges like the full one
 }  // namespace flashjit::testing
 
 namespace flashjit::testing {
-namespace {
-
-Runtime& hopper_emulator() {
-  static Runtime runtime(RuntimeOptions{.backend = Backend::emulator, .emulated_arch = "sm_90a"});
-  return runtime;
-}
-
-}  // namespace
 
 TEST_CASE("forward on an emulated sm_90a: the TMA path by default from head dim 64") {
   Runtime& runtime = hopper_emulator();

@@ -6,6 +6,7 @@
 // against central differences.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -18,6 +19,7 @@
 #include "attention/inference_case.hpp"
 #include "flashjit/error.hpp"
 #include "support/backward_case_builders.hpp"
+#include "support/emulator_runtime.hpp"
 #include "support/modifier_expressions.hpp"
 
 // The expressions are written as users write them, ints mixed into float arithmetic.
@@ -30,16 +32,6 @@ namespace {
 using ScoreFunction =
     std::function<double(double, std::int64_t, std::int64_t, std::int64_t, std::int64_t)>;
 using MaskFunction = std::function<bool(std::int64_t, std::int64_t, std::int64_t, std::int64_t)>;
-
-Runtime& emulator() {
-  static Runtime runtime(RuntimeOptions{.backend = Backend::emulator});
-  return runtime;
-}
-
-Runtime& hopper_emulator() {
-  static Runtime runtime(RuntimeOptions{.backend = Backend::emulator, .emulated_arch = "sm_90a"});
-  return runtime;
-}
 
 BackwardCase with_score_mod(BackwardCase c, std::string text, ScoreFunction f,
                             ScoreFunction slope) {
@@ -105,21 +97,35 @@ TEST_CASE("modifiers backward: rows that see no key, and a mask modifier alone")
                                                      MASK_MOD(q_idx / 16 == kv_idx / 16))));
 }
 
-TEST_CASE("modifiers backward on an emulated sm_90a: the mma.sync kernels run them") {
-  BackwardCase c =
+TEST_CASE("modifiers backward on an emulated sm_90a: the TMA backward runs them, both dQ modes") {
+  // Head dim 64: two warpgroups of 64 keys each; 128: two sharing 64 keys (the modifiers'
+  // config), GQA and causal, a nonlinear modifier of the head and both indices with a mask.
+  const BackwardCase shared_keys =
       with_mask_mod(with_score_mod(make_case(4, 1, 65, 65, 128, true),
                                    SCORE_MOD_WITH_SLOPE(score - 0.05f * h * (q_idx - kv_idx), 1.0)),
                     MASK_MOD(kv_idx % 7 != 3));
-  hopper_emulator().reset_emulated_work();
-  check_case(hopper_emulator(), c);
-  bool saw_modified_dkdv = false;
-  for (const KernelWork& kernel : hopper_emulator().emulated_work()) {
-    CHECK(kernel.kernel.find(".tma") == std::string::npos);
-    if (kernel.kernel.find("attention_backward.dkdv") == 0) {
-      saw_modified_dkdv = kernel.kernel.find(".mod") != std::string::npos;
+  const BackwardCase own_keys = with_mask_mod(
+      with_score_mod(make_case(2, 2, 90, 140, 64),
+                     SCORE_MOD_WITH_SLOPE(4.0f * tanhf(score / 4.0f) + 0.01f * (h + q_idx - kv_idx),
+                                          1.0 - std::tanh(score / 4.0) * std::tanh(score / 4.0))),
+      MASK_MOD(q_idx / 32 != kv_idx / 48));
+  for (const BackwardCase& base : {shared_keys, own_keys}) {
+    for (bool deterministic : {false, true}) {
+      BackwardCase c = base;
+      c.deterministic = deterministic;
+      INFO(c.name());
+      hopper_emulator().reset_emulated_work();
+      check_case(hopper_emulator(), c);
+      bool saw_modified_dkdv = false;
+      for (const KernelWork& kernel : hopper_emulator().emulated_work()) {
+        if (kernel.kernel.find("attention_backward.dkdv") == 0) {
+          saw_modified_dkdv = kernel.kernel.find(".tma") != std::string::npos &&
+                              kernel.kernel.find(".mod") != std::string::npos;
+        }
+      }
+      CHECK(saw_modified_dkdv);
     }
   }
-  CHECK(saw_modified_dkdv);
 }
 
 TEST_CASE("modifiers backward: gradients against finite differences of a loss") {
@@ -163,9 +169,20 @@ TEST_CASE("modifiers backward of variable lengths: b is the sequence, indices wi
     const InferenceVerdict verdict = run_inference_backward_case(emulator(), c);
     CHECK_MESSAGE(verdict.ok, verdict.describe());
   }
+  // sm_90a's TMA backward, each CTA rebased to its sequence: b must still be the sequence.
+  c.deterministic = false;
+  hopper_emulator().reset_emulated_work();
+  const InferenceVerdict verdict = run_inference_backward_case(hopper_emulator(), c);
+  CHECK_MESSAGE(verdict.ok, verdict.describe());
+  const std::vector<KernelWork> work = hopper_emulator().emulated_work();
+  CHECK(std::any_of(work.begin(), work.end(), [](const KernelWork& k) {
+    return k.kernel.find(".tma") != std::string::npos &&
+           k.kernel.find(".varlen") != std::string::npos &&
+           k.kernel.find(".mod") != std::string::npos && k.kernel.find("dkdv") != std::string::npos;
+  }));
 }
 
-TEST_CASE("modifiers backward: kernel names and the TMA backward's refusal") {
+TEST_CASE("modifiers backward: kernel names, the TMA backward's included") {
   const kernels::ScoreModifiers alibi{"score - 0.5f * (q_idx - kv_idx)", ""};
   const kernels::BackwardConfig config =
       kernels::fallback_backward_config(DType::bf16, 64, MaskKind::none, false, false, "sm_80");
@@ -180,11 +197,21 @@ TEST_CASE("modifiers backward: kernel names and the TMA backward's refusal") {
       kernels::fallback_backward_config(DType::bf16, 64, MaskKind::none, false, true, "sm_80");
   const kernels::BackwardSpecs dq = kernels::backward_specs(deterministic_config, "sm_80", alibi);
   CHECK(dq.dq.name_expression.find(alibi.type_name()) != std::string::npos);
+  // The TMA backward's: the modifiers' struct its traits' last argument.
   const kernels::BackwardConfig tma =
-      kernels::default_backward_config(DType::bf16, 64, MaskKind::none, false, false, "sm_90a");
+      kernels::modifiers_backward_config(DType::bf16, 64, MaskKind::none, false, false, "sm_90a");
   REQUIRE(tma.tma);
-  CHECK_THROWS_WITH_AS(kernels::backward_specs(tma, "sm_90a", alibi), doctest::Contains("mma.sync"),
-                       InvalidArgument);
+  const kernels::BackwardSpecs hopper = kernels::backward_specs(tma, "sm_90a", alibi);
+  CHECK(hopper.dkdv.name_expression.find(", " + alibi.type_name() + ">>") != std::string::npos);
+  CHECK(hopper.dkdv.readable_name.find(".tma") != std::string::npos);
+  CHECK(hopper.dkdv.readable_name.find(".mod") != std::string::npos);
+  CHECK(kernels::backward_specs(tma, "sm_90a").dkdv.prelude.empty());
+  // At a padded head dim of 128 the modifiers' TMA backward shares its keys (as softcap's).
+  CHECK(kernels::modifiers_backward_config(DType::bf16, 128, MaskKind::none, false, false, "sm_90a")
+            .shared_keys());
+  CHECK_FALSE(
+      kernels::default_backward_config(DType::bf16, 128, MaskKind::none, false, false, "sm_90a")
+          .shared_keys());
 }
 
 TEST_CASE("dual numbers: every function's derivative against a central difference") {

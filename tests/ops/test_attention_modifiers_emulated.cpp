@@ -5,6 +5,7 @@
 // built-in causal's bits; bad modifiers are named errors that launch nothing.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -51,15 +52,11 @@ void check_cases(Runtime& runtime, const std::vector<ForwardCase>& cases) {
   }
 }
 
-Runtime& hopper_emulator() {
-  static Runtime runtime(RuntimeOptions{.backend = Backend::emulator, .emulated_arch = "sm_90a"});
-  return runtime;
-}
-
-/// O's and the LSE's bits of one forward of `a` on random bf16 inputs (seeded, so two calls
-/// see the same inputs); with `block_mask`, a.mask_mod's block mask built first and used.
-std::vector<std::uint32_t> forward_bits(Attention a, bool block_mask = false) {
-  Runtime& runtime = emulator();
+/// O's and the LSE's bits of one forward of `a` on `runtime` on random bf16 inputs (seeded, so
+/// two calls see the same inputs); with `block_mask`, a.mask_mod's block mask built first and
+/// used.
+std::vector<std::uint32_t> forward_bits(Attention a, bool block_mask = false,
+                                        Runtime& runtime = emulator()) {
   const auto count = [](std::initializer_list<std::int64_t> shape) {
     std::size_t n = 1;
     for (std::int64_t s : shape) n *= static_cast<std::size_t>(s);
@@ -138,18 +135,35 @@ TEST_CASE("modifiers on the emulator: a mask modifier, alone and with a score mo
   check_cases(emulator(), {documents, blind, both});
 }
 
-TEST_CASE("modifiers on an emulated sm_90a: the mma.sync kernel runs them") {
+TEST_CASE("modifiers on an emulated sm_90a: the TMA kernels run them, GQA and causal") {
   Runtime& runtime = hopper_emulator();
-  ForwardCase c = with_mask_mod(
-      with_score_mod(make_case(2, 1, 100, 100, 128, true), SCORE_MOD(score - 0.05f * h)),
-      MASK_MOD(kv_idx % 7 != 3));
-  runtime.reset_emulated_work();
-  const ForwardVerdict verdict = run_forward_case(runtime, c);
-  CHECK_MESSAGE(verdict.ok, verdict.describe());
-  const std::vector<KernelWork> work = runtime.emulated_work();
-  REQUIRE(work.size() == 1);
-  CHECK(work.front().kernel.find(".tma") == std::string::npos);
-  CHECK(work.front().kernel.find(".mod") != std::string::npos);
+  const auto modified = [](ForwardCase c) {
+    return with_mask_mod(
+        with_score_mod(std::move(c), SCORE_MOD(score - 0.05f * h - 0.01f * (q_idx - kv_idx))),
+        MASK_MOD(kv_idx % 7 != 3 || q_idx < 9));
+  };
+  ForwardCase batched = modified(make_case(4, 2, 200, 230, 128));  // clusters of two CTAs
+  batched.problem.batch = 2;
+  const std::vector<ForwardCase> cases = {
+      modified(make_case(4, 1, 100, 130, 64, true)),  // persistent
+      modified(make_case(2, 1, 100, 100, 128, true)), batched,
+      with_score_mod(make_case(2, 2, 70, 90, 256), SCORE_MOD(score * (1 + h) + 0.5f * b))};
+  for (const ForwardCase& c : cases) {
+    INFO(c.name());
+    runtime.reset_emulated_work();
+    const ForwardVerdict verdict = run_forward_case(runtime, c);
+    CHECK_MESSAGE(verdict.ok, verdict.describe());
+    const std::vector<KernelWork> work = runtime.emulated_work();
+    REQUIRE(work.size() == 1);
+    CHECK(work.front().kernel.find(".tma") != std::string::npos);
+    CHECK(work.front().kernel.find(".mod") != std::string::npos);
+  }
+  // A wrong modifier in the reference fails: the kernel really applies them.
+  ForwardCase wrong = cases[1];
+  wrong.problem.score_mod = [](double s, std::int64_t, std::int64_t h, std::int64_t, std::int64_t) {
+    return s - 0.05 * double(h);
+  };
+  CHECK_FALSE(run_forward_case(runtime, wrong).ok);
 }
 
 TEST_CASE("modifiers: causal as a mask modifier gives the built-in causal's bits") {
@@ -166,12 +180,17 @@ TEST_CASE("modifiers: causal as a mask modifier gives the built-in causal's bits
   CHECK(forward_bits(written) == forward_bits(builtin));
   written.mask_mod = "kv_idx <= q_idx + 29";  // one key fewer per row: different bits
   CHECK(forward_bits(written) != forward_bits(builtin));
+  // The same on sm_90a's TMA kernels (persistent at head dim 64, the built-in's and the
+  // modifier's alike).
+  written.mask_mod = "kv_idx <= q_idx + 30";
+  CHECK(forward_bits(written, false, hopper_emulator()) ==
+        forward_bits(builtin, false, hopper_emulator()));
 }
 
-/// The tensor-core FLOPs of the last forward_bits() call.
-double last_tensor_flops() {
+/// The tensor-core FLOPs of the last forward_bits() call on `runtime`.
+double last_tensor_flops(Runtime& runtime = emulator()) {
   double flops = 0;
-  for (const KernelWork& kernel : emulator().emulated_work()) {
+  for (const KernelWork& kernel : runtime.emulated_work()) {
     flops += double(kernel.work.tensor_flops);
   }
   return flops;
@@ -189,6 +208,17 @@ TEST_CASE("block mask: 256-token documents over 1024 tokens skip the other docum
   INFO("tensor FLOPs " << skipping_flops << " with the block mask, " << plain_flops << " without");
   CHECK(skipping_flops <= 0.5 * plain_flops);
   CHECK(skipping_flops >= 0.25 * plain_flops);  // each document's own blocks remain
+
+  // sm_90a's TMA kernel cuts each tile's key range the same way.
+  Runtime& hopper = hopper_emulator();
+  const std::vector<std::uint32_t> hopper_plain = forward_bits(a, false, hopper);
+  const double hopper_plain_flops = last_tensor_flops(hopper);
+  CHECK(forward_bits(a, true, hopper) == hopper_plain);
+  REQUIRE(hopper.emulated_work().size() == 1);
+  CHECK(hopper.emulated_work().front().kernel.find(".tma") != std::string::npos);
+  INFO("TMA: " << last_tensor_flops(hopper) << " with the block mask, " << hopper_plain_flops
+               << " without");
+  CHECK(last_tensor_flops(hopper) <= 0.5 * hopper_plain_flops);
 
   // The entries: slab 20 (rows 320-335) sees keys 256-511, all of them.
   const std::int64_t slabs = 64;
@@ -270,11 +300,33 @@ TEST_CASE("modifiers: kernel names, keys and the struct the kernel takes") {
   CHECK(a.name_expression.find(alibi.type_name()) != std::string::npos);
   CHECK(a.main_source().find("score - 0.5f * (q_idx - kv_idx)") != std::string::npos);
   CHECK(a.main_source().find("#line 1 \"attention.score_mod\"") != std::string::npos);
-  kernels::ForwardConfig tma =
+  // The TMA kernel's: the modifiers' struct its traits' last argument.
+  const kernels::ForwardConfig tma =
       kernels::default_forward_config(DType::bf16, 64, MaskKind::none, false, "sm_90a");
   REQUIRE(tma.path == kernels::ForwardPath::tma);
-  CHECK_THROWS_WITH_AS(kernels::forward_spec(tma, "sm_90a", alibi), doctest::Contains("mma.sync"),
-                       InvalidArgument);
+  const detail::KernelSpec hopper = kernels::forward_spec(tma, "sm_90a", alibi);
+  CHECK(hopper.name_expression.find(", " + alibi.type_name() + ">>") != std::string::npos);
+  CHECK(hopper.readable_name.find(".mod") != std::string::npos);
+  CHECK(hopper.main_source().find("score - 0.5f * (q_idx - kv_idx)") != std::string::npos);
+  CHECK(kernels::forward_spec(tma, "sm_90a").prelude.empty());
+  // The dense forward's choice: TMA on sm_90a (one CTA a tile with a block mask, the form that
+  // reads it), mma.sync off Hopper.
+  Attention call{.head_dim = 64, .score_mod = alibi.score};
+  CHECK(kernels::dense_modifiers_forward_config(DType::bf16, call, "sm_90a").path ==
+        kernels::ForwardPath::tma);
+  CHECK(kernels::dense_modifiers_forward_config(DType::bf16, call, "sm_80").path ==
+        kernels::ForwardPath::mma_sync);
+  std::int32_t entries[4] = {};
+  call.block_mask = TensorView::contiguous(entries, DType::i32, {1, 1, 1, 4});
+  const kernels::ForwardConfig masked =
+      kernels::dense_modifiers_forward_config(DType::bf16, call, "sm_90a");
+  CHECK(masked.path == kernels::ForwardPath::tma);
+  CHECK_FALSE(masked.persistent);
+  CHECK_FALSE(masked.cluster);
+  kernels::ForwardConfig wgmma{DType::bf16, 64, 128, 128, 8, 1, MaskKind::none, false};
+  wgmma.path = kernels::ForwardPath::wgmma;
+  CHECK_THROWS_WITH_AS(kernels::forward_spec(wgmma, "sm_90a", alibi),
+                       doctest::Contains("the wgmma path"), InvalidArgument);
 }
 
 TEST_CASE("modifiers: bad text is a named error before anything runs") {
@@ -335,6 +387,25 @@ TEST_CASE("modifiers in the inference forward: paged decoding, packed prefill, a
     const InferenceVerdict verdict = run_inference_case(emulator(), m);
     CHECK_MESSAGE(verdict.ok, verdict.describe());
   }
+  // Packed prefill on sm_90a: the TMA kernel, each tile finding its sequence (one split, as a
+  // prefill large enough to fill the SMs runs; 64 queries or more, as GQA packing of shorter
+  // ones is mma.sync's).
+  InferenceCase hopper_prefill{.seqlens_q = {1, 0, 90, 70}, .seqlens_k = {1, 17, 120, 70}};
+  hopper_prefill.packed_q = true;
+  hopper_prefill.keys = KeyStorage::packed;
+  hopper_prefill.causal = true;
+  hopper_prefill.heads_kv = 2;
+  hopper_prefill.splits = 1;
+  const InferenceCase m = with_modifiers(hopper_prefill);
+  hopper_emulator().reset_emulated_work();
+  const InferenceVerdict verdict = run_inference_case(hopper_emulator(), m);
+  CHECK_MESSAGE(verdict.ok, verdict.describe());
+  const std::vector<KernelWork> work = hopper_emulator().emulated_work();
+  CHECK(std::any_of(work.begin(), work.end(), [](const KernelWork& k) {
+    return k.kernel.find(".tma") != std::string::npos &&
+           k.kernel.find(".varlen") != std::string::npos &&
+           k.kernel.find(".mod") != std::string::npos;
+  }));
 }
 
 TEST_CASE("modifiers: an expression that does not compile is reported with the caller's text") {

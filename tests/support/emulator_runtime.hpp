@@ -13,6 +13,13 @@ inline Runtime& emulator() {
   return runtime;
 }
 
+/// The emulator's runtime as an sm_90a (the Hopper paths: TMA, wgmma), opened once per test
+/// binary.
+inline Runtime& hopper_emulator() {
+  static Runtime runtime(RuntimeOptions{.backend = Backend::emulator, .emulated_arch = "sm_90a"});
+  return runtime;
+}
+
 /// `bytes` of the emulator's memory, each `fill` (a poison the tests look for afterwards).
 inline DeviceBuffer filled_buffer(std::size_t bytes, unsigned char fill) {
   DeviceBuffer buffer = emulator().allocate(bytes);

@@ -65,6 +65,28 @@ TEST_CASE("autotune --plan: short sequences prune tiles larger than the problem"
   CHECK(count_lines_with(result.output, "pruned: Br 128 > 64 query rows") > 0);
 }
 
+TEST_CASE("autotune --score-mod: the modifiers' kernels and key, a bad expression named") {
+  TempDir dir;
+  const ChildResult plan =
+      flashjit_cli({"autotune", "--plan", "--arch", "sm_90a", "--head-dim", "64", "--seqlen", "48",
+                    "--score-mod", "score * 0.5f", "-j", "2"},
+                   dir.path().string());
+  REQUIRE_MESSAGE(plan.exit_code == 0, plan.output);
+  CHECK(contains(plan.output, "hdim64 seqlen 48 batch 2 x heads 16 modifiers "));
+  CHECK(count_lines_with(plan.output, "(default)") == 1);
+  CHECK(count_lines_with(plan.output, ".tma") > 0);  // the TMA forward takes modifiers
+  CHECK(count_lines_with(plan.output, ".wgmma") == 0);
+  const ChildResult bad = flashjit_cli(
+      {"autotune", "--plan", "--arch", "sm_90a", "--score-mod", "score; x"}, dir.path().string());
+  CHECK(bad.exit_code == 2);
+  CHECK(contains(bad.err, "invalid argument '--score-mod'"));
+  const ChildResult decode = flashjit_cli(
+      {"autotune", "--plan", "--arch", "sm_90a", "--op", "attention-decode", "--mask-mod", "true"},
+      dir.path().string());
+  CHECK(decode.exit_code == 2);
+  CHECK(contains(decode.err, "invalid argument '--mask-mod': does not apply to --op"));
+}
+
 TEST_CASE("autotune bad usage exits 2 naming the option") {
   TempDir dir;
   const ChildResult no_arch = flashjit_cli({"autotune", "--plan"}, dir.path().string());

@@ -46,6 +46,17 @@ DeviceBuffer upload(Runtime& runtime, const std::vector<float>& values) {
   return buffer;
 }
 
+/// A tuning on the emulator with a database of its own, and kBias's table in its memory.
+struct BiasTuning {
+  TempDir cache_dir;
+  ScopedEnv cache_env{"FLASHJIT_CACHE_DIR", cache_dir.path().c_str()};
+  ScopedEnv policy_env{"FLASHJIT_TUNING", nullptr};
+  Runtime runtime = emulated_runtime();
+  DeviceBuffer table = upload(runtime, {0.25f, -0.5f});
+
+  TensorView bias() const { return TensorView::contiguous(table.data(), DType::f32, {2}); }
+};
+
 TuneOptions quick_tuning(std::vector<std::string> only) {
   TuneOptions options;
   options.jobs = 2;
@@ -138,13 +149,10 @@ TEST_CASE("modifiers' candidates: the kernels that take them, compiled in, and t
 }
 
 TEST_CASE("tuning a forward with modifiers on the emulator: stored under their key, then run") {
-  TempDir cache_dir;
-  ScopedEnv cache_env("FLASHJIT_CACHE_DIR", cache_dir.path().c_str());
-  ScopedEnv policy_env("FLASHJIT_TUNING", nullptr);
-  Runtime runtime = emulated_runtime();
-  const DeviceBuffer table = upload(runtime, {0.25f, -0.5f});
+  BiasTuning tuning;
+  Runtime& runtime = tuning.runtime;
   kernels::AttentionProblem p = problem(false, 64, kBias);
-  p.attention.captures = {{"bias", TensorView::contiguous(table.data(), DType::f32, {2})}};
+  p.attention.captures = {{"bias", tuning.bias()}};
   const std::string fallback = p.default_config("sm_80").name();
   const std::string other = fallback == "br64.bc32.w4.s1" ? "br64.bc64.w4.s1" : "br64.bc32.w4.s1";
   const TuneReport report = tune(detail::tuning_of(runtime), p, quick_tuning({other}));
@@ -175,15 +183,12 @@ TEST_CASE("tuning a forward with modifiers on the emulator: stored under their k
 }
 
 TEST_CASE("tuning a backward with a learnable capture leaves the caller's gradient alone") {
-  TempDir cache_dir;
-  ScopedEnv cache_env("FLASHJIT_CACHE_DIR", cache_dir.path().c_str());
-  ScopedEnv policy_env("FLASHJIT_TUNING", nullptr);
-  Runtime runtime = emulated_runtime();
-  const DeviceBuffer table = upload(runtime, {0.25f, -0.5f});
+  BiasTuning tuning;
+  Runtime& runtime = tuning.runtime;
   const DeviceBuffer grad = upload(runtime, {7.0f, 7.0f});
   kernels::AttentionProblem p = problem(true, 64, kBias);
-  p.attention.captures = {{"bias", TensorView::contiguous(table.data(), DType::f32, {2}),
-                           TensorView::contiguous(grad.data(), DType::f32, {2})}};
+  p.attention.captures = {
+      {"bias", tuning.bias(), TensorView::contiguous(grad.data(), DType::f32, {2})}};
   const TuneReport report = tune(detail::tuning_of(runtime), p, quick_tuning({"(default only)"}));
   REQUIRE(report.timings.size() == 1);
   CHECK_MESSAGE(report.timings.front().status == "ok", report.timings.front().status);

@@ -6,7 +6,6 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -29,19 +28,7 @@ BackwardRun run_backward(Runtime& runtime, Attention a, bool block_mask) {
   const std::size_t nq = static_cast<std::size_t>(a.batch * a.seqlen_q * a.heads_q * a.head_dim);
   const std::size_t nk = static_cast<std::size_t>(a.batch * a.seqlen_k * a.heads_kv * a.head_dim);
   std::mt19937 random(11);
-  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
-  const auto upload = [&](std::size_t n) {
-    std::vector<std::uint16_t> values(n);
-    for (std::uint16_t& x : values) {
-      const float f = uniform(random);
-      std::uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      x = static_cast<std::uint16_t>(bits >> 16);
-    }
-    DeviceBuffer buffer = runtime.allocate(n * 2);
-    runtime.copy_to_device(buffer.data(), values.data(), n * 2);
-    return buffer;
-  };
+  const auto upload = [&](std::size_t n) { return random_bf16_buffer(runtime, n, random); };
   const DeviceBuffer q = upload(nq), k = upload(nk), v = upload(nk), dout = upload(nq);
   const DeviceBuffer o = runtime.allocate(nq * 2), dq = runtime.allocate(nq * 2),
                      dk = runtime.allocate(nk * 2), dv = runtime.allocate(nk * 2);

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <string>
 #include <tuple>
@@ -66,23 +65,8 @@ std::vector<std::uint32_t> forward_bits(Attention a, bool block_mask = false,
   const std::size_t nk = count({a.batch, a.seqlen_k, a.heads_kv, a.head_dim});
   const std::size_t nlse = count({a.batch, a.heads_q, a.seqlen_q});
   std::mt19937 random(7);
-  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
-  const auto bf16 = [&](std::size_t n) {
-    std::vector<std::uint16_t> values(n);
-    for (std::uint16_t& x : values) {
-      const float f = uniform(random);
-      std::uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      x = static_cast<std::uint16_t>(bits >> 16);
-    }
-    return values;
-  };
-  const auto upload = [&](const std::vector<std::uint16_t>& host) {
-    DeviceBuffer buffer = runtime.allocate(host.size() * 2);
-    runtime.copy_to_device(buffer.data(), host.data(), host.size() * 2);
-    return buffer;
-  };
-  const DeviceBuffer q = upload(bf16(nq)), k = upload(bf16(nk)), v = upload(bf16(nk));
+  const auto upload = [&](std::size_t n) { return random_bf16_buffer(runtime, n, random); };
+  const DeviceBuffer q = upload(nq), k = upload(nk), v = upload(nk);
   const DeviceBuffer o = runtime.allocate(nq * 2), lse = runtime.allocate(nlse * 4);
   const std::int64_t slabs = (a.seqlen_q + 15) / 16;
   const DeviceBuffer mask =

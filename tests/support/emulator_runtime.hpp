@@ -1,6 +1,9 @@
 #pragma once
 // The runtime of the CPU emulator backend for the suites that run kernels on it.
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <random>
 #include <vector>
 
 #include "flashjit/runtime.hpp"
@@ -18,6 +21,22 @@ inline Runtime& emulator() {
 inline Runtime& hopper_emulator() {
   static Runtime runtime(RuntimeOptions{.backend = Backend::emulator, .emulated_arch = "sm_90a"});
   return runtime;
+}
+
+/// `count` bf16 values uniform in [-2, 2) from `random` (truncated from float), in `runtime`'s
+/// memory.
+inline DeviceBuffer random_bf16_buffer(Runtime& runtime, std::size_t count, std::mt19937& random) {
+  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+  std::vector<std::uint16_t> values(count);
+  for (std::uint16_t& x : values) {
+    const float f = uniform(random);
+    std::uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    x = static_cast<std::uint16_t>(bits >> 16);
+  }
+  DeviceBuffer buffer = runtime.allocate(count * 2);
+  runtime.copy_to_device(buffer.data(), values.data(), count * 2);
+  return buffer;
 }
 
 /// `bytes` of the emulator's memory, each `fill` (a poison the tests look for afterwards).

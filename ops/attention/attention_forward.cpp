@@ -412,9 +412,15 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
         "<flashjit::TmaForwardTraits<" + element + head_dim + tiles + mask + softcap + ", " +
         std::to_string(config.stages) + (config.overlap ? ", true" : ", false") +
         (config.pingpong ? ", true" : ", false") + (config.p_in_shared ? ", true" : ", false") +
-        (config.persistent ? ", true" : ", false") + (config.varlen ? ", true" : ", false") +
-        (config.cluster ? ", 2" : ", 1") +
-        (modifiers.empty() ? std::string() : ", " + modifiers.type_name()) + ">>";
+        (config.persistent ? ", true" : ", false") +
+        // The arguments with defaults only as far as needed (the emulator's built-in instances
+        // are named so), all of them before the modifiers' struct.
+        (!modifiers.empty() ? std::string(config.varlen ? ", true" : ", false") +
+                                  (config.cluster ? ", 2, " : ", 1, ") + modifiers.type_name()
+         : config.varlen  ? std::string(", true")
+         : config.cluster ? std::string(", false, 2")
+                          : std::string()) +
+        ">>";
     spec.prelude = modifiers.definition();
   } else {
     spec.header = "attention/forward_kernel.cuh";

@@ -597,7 +597,7 @@ void run_attention_backward(detail::RuntimeBackend& backend, ConfigChoice& choic
                             const TensorView& dv, Stream stream) {
   validate_backward_arguments(attention, q, k, v, o, lse, dout, dq, dk, dv);
   if (backward_is_empty(attention)) return;
-  // With modifiers, the problem's key has their digest and its space the mma.sync kernels.
+  // With modifiers, the problem's key has their digest and its candidates compile them in.
   BackwardConfig config =
       choice.choose_as<BackwardConfig>(AttentionProblem(true, q.dtype, attention));
   const BackwardTensors tensors{q, k, v, o, lse, dout, dq, dk, dv};

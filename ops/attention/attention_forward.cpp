@@ -618,18 +618,15 @@ std::optional<ForwardLaunch> plan_attention_forward(const DeviceInfo& device, Co
   validate_forward_arguments(attention, q, k, v, o, lse);
   if (forward_is_empty(attention)) return std::nullopt;
   // With modifiers, the problem's key has their digest and its default is
-  // dense_modifiers_forward_config.
+  // dense_modifiers_forward_config; with a block mask, its default and every config it may take
+  // from the database run one CTA a tile (AttentionProblem::cannot_run), the TMA form that
+  // reads the mask.
   const AttentionProblem problem(false, q.dtype, attention);
   ForwardConfig config = choice.choose_as<ForwardConfig>(problem);
   // A cluster pairs query blocks; with an odd number of them one CTA of each (head, batch) would
   // only load: the unclustered twin runs instead (FlashAttention-3 clusters even counts only).
   if (config.cluster && (attention.seqlen_q + config.block_m - 1) / config.block_m % 2 != 0) {
     config.cluster = false;
-  }
-  // The TMA kernel reads a block mask with one CTA a tile only (its twin, for a tuned winner
-  // that is not; the other candidates of a key with a block mask are).
-  if (config.path == ForwardPath::tma && attention.block_mask.data != nullptr) {
-    config.cluster = config.persistent = false;
   }
   ForwardLaunch launch = forward_launch(device, attention, q, k, v, o, lse, config, stream);
   if (!launch.maps.empty() && !tma_maps_problem(launch.maps).empty()) {

@@ -249,13 +249,8 @@ class AttentionWorkspace final : public autotune::TuningWorkspace {
   void own_capture_gradients() {
     for (Capture& capture : problem_.attention.captures) {
       if (capture.grad.data == nullptr) continue;
-      std::int64_t extent = 1;
-      for (int d = 0; d < capture.grad.rank; ++d) {
-        extent += (capture.grad.shape[static_cast<std::size_t>(d)] - 1) *
-                  capture.grad.strides[static_cast<std::size_t>(d)];
-      }
       autotune::WorkspaceTensor& t = capture_grads_.emplace_back();
-      t.buffer = backend_.allocate_buffer(static_cast<std::size_t>(extent) * 4);
+      t.buffer = backend_.allocate_buffer(static_cast<std::size_t>(capture.grad.span_bytes()));
       t.view = capture.grad;
       t.view.data = t.buffer.data();
       capture.grad = t.view;

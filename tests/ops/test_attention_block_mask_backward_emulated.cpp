@@ -34,13 +34,7 @@ BackwardRun run_backward(Runtime& runtime, Attention a, bool block_mask) {
                      dk = runtime.allocate(nk * 2), dv = runtime.allocate(nk * 2);
   const DeviceBuffer lse =
       runtime.allocate(static_cast<std::size_t>(a.batch * a.heads_q * a.seqlen_q) * 4);
-  const std::int64_t slabs = (a.seqlen_q + 15) / 16;
-  const DeviceBuffer mask =
-      runtime.allocate(static_cast<std::size_t>(a.batch * a.heads_q * slabs * 16));
-  if (block_mask) {
-    a.block_mask = TensorView::contiguous(mask.data(), DType::i32, {a.batch, a.heads_q, slabs, 4});
-    runtime.build_block_mask(a, a.block_mask);
-  }
+  const DeviceBuffer mask = block_mask ? attach_block_mask(runtime, a) : DeviceBuffer();
   const auto queries = [&](const DeviceBuffer& b) {
     return attention_tensor(b.data(), DType::bf16, Layout::bshd, a.batch, a.seqlen_q, a.heads_q,
                             a.head_dim);

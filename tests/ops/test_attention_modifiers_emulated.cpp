@@ -68,13 +68,7 @@ std::vector<std::uint32_t> forward_bits(Attention a, bool block_mask = false,
   const auto upload = [&](std::size_t n) { return random_bf16_buffer(runtime, n, random); };
   const DeviceBuffer q = upload(nq), k = upload(nk), v = upload(nk);
   const DeviceBuffer o = runtime.allocate(nq * 2), lse = runtime.allocate(nlse * 4);
-  const std::int64_t slabs = (a.seqlen_q + 15) / 16;
-  const DeviceBuffer mask =
-      runtime.allocate(static_cast<std::size_t>(a.batch * a.heads_q * slabs * 16));
-  if (block_mask) {
-    a.block_mask = TensorView::contiguous(mask.data(), DType::i32, {a.batch, a.heads_q, slabs, 4});
-    runtime.build_block_mask(a, a.block_mask);
-  }
+  const DeviceBuffer mask = block_mask ? attach_block_mask(runtime, a) : DeviceBuffer();
   runtime.reset_emulated_work();  // the forward's alone
   runtime.forward(
       a,

@@ -39,6 +39,16 @@ inline DeviceBuffer random_bf16_buffer(Runtime& runtime, std::size_t count, std:
   return buffer;
 }
 
+/// a.mask_mod's block mask built on `runtime` into a buffer of its own (returned, to keep while
+/// the calls run) and set as a.block_mask.
+inline DeviceBuffer attach_block_mask(Runtime& runtime, Attention& a) {
+  const std::int64_t slabs = (a.seqlen_q + 15) / 16;
+  DeviceBuffer mask = runtime.allocate(static_cast<std::size_t>(a.batch * a.heads_q * slabs * 16));
+  a.block_mask = TensorView::contiguous(mask.data(), DType::i32, {a.batch, a.heads_q, slabs, 4});
+  runtime.build_block_mask(a, a.block_mask);
+  return mask;
+}
+
 /// `bytes` of the emulator's memory, each `fill` (a poison the tests look for afterwards).
 inline DeviceBuffer filled_buffer(std::size_t bytes, unsigned char fill) {
   DeviceBuffer buffer = emulator().allocate(bytes);

@@ -170,6 +170,7 @@ flashjit::Attention to_attention(const flashjit_attention& a) {
                                 .seqlen_q = a.seqlen_q,
                                 .seqlen_k = a.seqlen_k,
                                 .head_dim = a.head_dim,
+                                .head_dim_v = a.head_dim_v,
                                 .causal = a.causal != 0,
                                 .window_left = a.window_left,
                                 .window_right = a.window_right,
@@ -344,7 +345,8 @@ void flashjit_attention_init(flashjit_attention* attention) {
                 .mask_mod = nullptr,
                 .block_mask = nullptr,
                 .captures = nullptr,
-                .num_captures = 0};
+                .num_captures = 0,
+                .head_dim_v = defaults.head_dim_v};
 }
 
 flashjit_status flashjit_attention_forward(flashjit_runtime* runtime,

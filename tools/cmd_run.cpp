@@ -33,6 +33,10 @@ void add_shape_options(CLI::App& run, RunShape& shape, RunBasics& basics) {
       ->check(positive_whole_number());
   run.add_option("--head-dim", shape.head_dim, "Head dimension: a multiple of 8 up to 256")
       ->check(positive_whole_number());
+  run.add_option("--head-dim-v", shape.head_dim_v,
+                 "V's and O's head dimension when it differs from --head-dim (MLA: 192 and "
+                 "128): a multiple of 8 up to --head-dim")
+      ->check(positive_whole_number());
   run.add_flag("--causal", shape.causal, "Causal mask (bottom-right aligned)");
   run.add_option("--rows", shape.rows, "Row-wise ops: rows (default 64)")
       ->check(positive_whole_number());

@@ -37,6 +37,7 @@ struct RunShape {
   std::int64_t seqlen_q = 256;
   std::int64_t seqlen_k = 0;  // 0: seqlen_q
   std::int64_t head_dim = 64;
+  std::int64_t head_dim_v = 0;  // 0: head_dim
   bool causal = false;
   std::int64_t rows = 64;    // the row-wise ops' matrix: rows
   std::int64_t cols = 1024;  // and row length
@@ -54,8 +55,8 @@ struct RunContext {
 
 /// One `--op` of `flashjit run`.
 struct RunOp {
-  std::string name;  // the --op value
-  std::string help;  // what it runs, for --op's help
+  std::string name;         // the --op value
+  std::string help;         // what it runs, for --op's help
   bool takes_fp32 = false;  // whether it runs in fp32 too (bf16 and fp16: all do), for --dtype
   /// The options it reads beyond --op, --dtype, --emulate, --arch and --seed: shared ones
   /// ("--batch", "--counters") and its op's own. Any other option given is refused.

@@ -44,6 +44,7 @@ Attention attention_of(const RunShape& shape) {
   a.seqlen_q = shape.seqlen_q;
   a.seqlen_k = shape.seqlen_k > 0 ? shape.seqlen_k : shape.seqlen_q;
   a.head_dim = shape.head_dim;
+  a.head_dim_v = shape.head_dim_v;
   a.causal = shape.causal;
   return a;
 }
@@ -54,7 +55,8 @@ void check_run_sizes(const Attention& attention) {
                                        {"attention.heads_kv", "--heads-kv"},
                                        {"attention.seqlen_q", "--seqlen-q"},
                                        {"attention.seqlen_k", "--seqlen-k"},
-                                       {"attention.head_dim", "--head-dim"}});
+                                       {"attention.head_dim", "--head-dim"},
+                                       {"attention.head_dim_v", "--head-dim-v"}});
 }
 
 namespace {
@@ -62,7 +64,7 @@ namespace {
 void check_host_memory(const reference::Problem& p) {
   constexpr double kBytesPerElement = 32;
   const double elements =
-      2.0 * double(p.batch) * double(p.head_dim) *
+      2.0 * double(p.batch) * double(p.head_dim + p.value_dim()) / 2 *
       (double(p.seqlen_q) * double(p.heads_q) + double(p.seqlen_k) * double(p.heads_kv));
   const double needed = elements * kBytesPerElement;
   const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
@@ -88,6 +90,7 @@ reference::Problem checked_problem(const RunShape& shape) {
   p.seqlen_q = a.seqlen_q;
   p.seqlen_k = a.seqlen_k;
   p.head_dim = a.head_dim;
+  p.head_dim_v = a.head_dim_v;
   p.causal = a.causal;
   if (p.heads_q % p.heads_kv != 0) {
     throw InvalidArgument("--heads-kv", "must divide --heads (" + std::to_string(p.heads_q) + ")");

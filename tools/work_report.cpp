@@ -6,12 +6,14 @@ namespace flashjit::tools {
 
 double minimum_global_bytes(const Attention& a, DType dtype, bool backward) {
   const double element = static_cast<double>(dtype_size(dtype));
-  const double q = double(a.batch) * double(a.seqlen_q) * double(a.heads_q) * double(a.head_dim);
-  const double kv = double(a.batch) * double(a.seqlen_k) * double(a.heads_kv) * double(a.head_dim);
+  const double rows_q = double(a.batch) * double(a.seqlen_q) * double(a.heads_q);
+  const double rows_k = double(a.batch) * double(a.seqlen_k) * double(a.heads_kv);
+  const double q = rows_q * double(a.head_dim), o = rows_q * double(a.value_head_dim());
+  const double k = rows_k * double(a.head_dim), v = rows_k * double(a.value_head_dim());
   const double lse = double(a.batch) * double(a.heads_q) * double(a.seqlen_q) * 4;
-  if (!backward) return (q + 2 * kv + q) * element + lse;  // Q, K, V in; O, LSE out
-  return (3 * q + 2 * kv) * element + lse                  // Q, O, dO, K, V and LSE in
-         + (q + 2 * kv) * element;                         // dQ, dK, dV out
+  if (!backward) return (q + k + v + o) * element + lse;  // Q, K, V in; O, LSE out
+  return (q + 2 * o + k + v) * element + lse              // Q, O, dO, K, V and LSE in
+         + (q + k + v) * element;                         // dQ, dK, dV out
 }
 
 void print_work(const std::vector<KernelWork>& work, const std::string& prefix, double useful_flops,

@@ -40,7 +40,13 @@ struct Attention {
   std::int64_t heads_kv = 1;  ///< key/value heads; heads_q must be a multiple (GQA/MQA)
   std::int64_t seqlen_q = 1;
   std::int64_t seqlen_k = 1;
-  std::int64_t head_dim = 64;  ///< a multiple of 8 from 8 to 256
+  std::int64_t head_dim = 64;  ///< Q's and K's: a multiple of 8 from 8 to 256
+  /// V's and O's head dim (dV's and dO's in the backward) where it differs from head_dim, as in
+  /// DeepSeek's MLA prefill (head_dim 192, head_dim_v 128); 0: head_dim. A multiple of 8 from 8
+  /// to head_dim. The kernels run at head_dim, V's tiles zero past head_dim_v, so O = P V costs
+  /// what it costs at head_dim. Dense calls (forward and backward) only for now: a call with
+  /// Sequences refuses another value.
+  std::int64_t head_dim_v = 0;
   /// Key j is visible to query i only if j <= i + seqlen_k - seqlen_q (bottom-right aligned).
   /// Causal is the window_right = 0 case; combining it with window_right > 0 is an error.
   bool causal = false;
@@ -119,6 +125,9 @@ struct Attention {
   /// no capture has is refused by name before anything compiles. The backward adds the
   /// gradient of a capture into its Capture::grad when one is given.
   std::vector<Capture> captures{};
+
+  /// V's and O's head dim: head_dim_v, or head_dim when it is 0.
+  std::int64_t value_head_dim() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
 };
 
 /// The batch of a call whose sequences are not one dense [seqlen, heads, head_dim] block each

@@ -206,11 +206,14 @@ typedef struct flashjit_attention {
    *  what they may be): num_captures entries, or NULL and 0 for none. Read during the call. */
   const flashjit_capture* captures;
   int num_captures;
+  /** V's and O's head dim (dV's and dO's) where it differs from head_dim, as in MLA (192 and
+   *  128); 0: head_dim. flashjit::Attention::head_dim_v says which calls take it. */
+  int64_t head_dim_v;
 } flashjit_attention;
 
 /** Fills *attention with the C++ defaults: batch, heads, sequence lengths 1, head_dim 64, not
  *  causal, unbounded window (-1, -1), scale unset (0), no softcap, not deterministic, no
- *  modifiers or block mask (NULL). NULL is ignored. */
+ *  modifiers or block mask (NULL), head_dim_v 0 (head_dim's). NULL is ignored. */
 void flashjit_attention_init(flashjit_attention* attention);
 
 /** Builds attention->mask_mod's block mask into *block_mask (int32 [batch, heads_q,
@@ -223,14 +226,14 @@ flashjit_status flashjit_build_block_mask(flashjit_runtime* runtime,
 
 /** Attention forward (flashjit::Runtime::forward): o = softmax(scale * q k^T + mask) v, and
  *  lse[b, h, i] = log sum_j exp(scale * q_i . k_j) over the visible keys.
- *  q is [batch, seqlen_q, heads_q, head_dim], k and v [batch, seqlen_k, heads_kv, head_dim],
- *  o like q (logical shapes; any strides with a unit head_dim stride, so [B, L, H, D] and
- *  [B, H, L, D] memory both work), all FLASHJIT_DTYPE_F16 or all BF16. lse is F32
- *  [batch, heads_q, seqlen_q] with unit last stride; lse NULL, or its data NULL, skips it.
- *  A query row that sees no key gets o = 0 and lse = -inf. `stream` is a CUstream (NULL: the
- *  default stream; ignored by the emulator). Errors: INVALID_ARGUMENT naming the argument
- *  (nothing is launched then); UNSUPPORTED for a kernel the emulator lacks; COMPILE, CACHE,
- *  DRIVER, KERNEL_FAULT from compiling or launching. */
+ *  q is [batch, seqlen_q, heads_q, head_dim], k and v [batch, seqlen_k, heads_kv, head_dim]
+ *  (v head_dim_v wide when it is set), o like q with v's head dim (logical shapes; any strides with
+ * a unit head_dim stride, so [B, L, H, D] and [B, H, L, D] memory both work), all
+ * FLASHJIT_DTYPE_F16 or all BF16. lse is F32 [batch, heads_q, seqlen_q] with unit last stride; lse
+ * NULL, or its data NULL, skips it. A query row that sees no key gets o = 0 and lse = -inf.
+ * `stream` is a CUstream (NULL: the default stream; ignored by the emulator). Errors:
+ * INVALID_ARGUMENT naming the argument (nothing is launched then); UNSUPPORTED for a kernel the
+ * emulator lacks; COMPILE, CACHE, DRIVER, KERNEL_FAULT from compiling or launching. */
 flashjit_status flashjit_attention_forward(flashjit_runtime* runtime,
                                            const flashjit_attention* attention,
                                            const flashjit_tensor* q, const flashjit_tensor* k,

@@ -532,6 +532,7 @@ AttentionBackwardParams backward_params(const Attention& attention, const Tensor
   params.seqlen_q = forward.seqlen_q;
   params.seqlen_k = forward.seqlen_k;
   params.head_dim = forward.head_dim;
+  params.head_dim_v = forward.head_dim_v;
   params.heads_per_kv = forward.heads_per_kv;
   params.window_left = forward.window_left;
   params.window_right = forward.window_right;

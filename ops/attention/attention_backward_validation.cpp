@@ -25,14 +25,17 @@ void check_gradient_tensors(const Attention& a, const TensorView& q, const Tenso
   check_same_dtype(dq, q, "dq", "q");
   check_same_dtype(dk, q, "dk", "q");
   check_same_dtype(dv, q, "dv", "q");
-  check_head_tensor(dout, "dout", a.batch, a.seqlen_q, a.heads_q, a.head_dim,
-                    "[batch, seqlen_q, heads_q, head_dim] (like o)");
+  const bool v_dim = a.head_dim_v != 0;
+  check_head_tensor(dout, "dout", a.batch, a.seqlen_q, a.heads_q, a.value_head_dim(),
+                    v_dim ? "[batch, seqlen_q, heads_q, head_dim_v] (like o)"
+                          : "[batch, seqlen_q, heads_q, head_dim] (like o)");
   check_head_tensor(dq, "dq", a.batch, a.seqlen_q, a.heads_q, a.head_dim,
                     "[batch, seqlen_q, heads_q, head_dim] (like q)");
   check_head_tensor(dk, "dk", a.batch, a.seqlen_k, a.heads_kv, a.head_dim,
                     "[batch, seqlen_k, heads_kv, head_dim] (like k)");
-  check_head_tensor(dv, "dv", a.batch, a.seqlen_k, a.heads_kv, a.head_dim,
-                    "[batch, seqlen_k, heads_kv, head_dim] (like v)");
+  check_head_tensor(dv, "dv", a.batch, a.seqlen_k, a.heads_kv, a.value_head_dim(),
+                    v_dim ? "[batch, seqlen_k, heads_kv, head_dim_v] (like v)"
+                          : "[batch, seqlen_k, heads_kv, head_dim] (like v)");
 }
 
 }  // namespace

@@ -66,14 +66,14 @@ double exact_row(ConstView4 v, std::int64_t b, std::int64_t hk, const std::vecto
 Tensor4 plain_attention(const ForwardCase& c, const Tensor4& q, const Tensor4& k,
                         const Tensor4& v) {
   const reference::Problem& p = c.problem;
-  Tensor4 out = reference::zeros(p.q_shape(), c.layout);
+  Tensor4 out = reference::zeros(p.o_shape(), c.layout);
   std::vector<double> s, row;
   for (std::int64_t b = 0; b < p.batch; ++b) {
     for (std::int64_t h = 0; h < p.heads_q; ++h) {
       for (std::int64_t i = 0; i < p.seqlen_q; ++i) {
         row_scores(p, q.view(), k.view(), b, h, i, s);
         plain_row(c.dtype, v.view(), b, p.kv_head(h), s, row);
-        for (std::int64_t d = 0; d < p.head_dim; ++d) {
+        for (std::int64_t d = 0; d < p.value_dim(); ++d) {
           out(b, i, h, d) = row[static_cast<std::size_t>(d)];
         }
       }
@@ -89,7 +89,7 @@ Inputs make_inputs(const ForwardCase& c) {
   const reference::Problem& p = c.problem;
   return {rounded_random(p.q_shape(), c.layout, c.seed, c.dtype),
           rounded_random(p.kv_shape(), c.layout, c.seed + 1, c.dtype),
-          rounded_random(p.kv_shape(), c.layout, c.seed + 2, c.dtype)};
+          rounded_random(p.v_shape(), c.layout, c.seed + 2, c.dtype)};
 }
 
 /// The bound on O's relative L2 error: twice that of plain attention in the input dtype, with a
@@ -166,7 +166,7 @@ struct Actual {
 Actual gather_rows(const ForwardCase& c, const std::vector<SampledRow>& rows,
                    const Actual& actual) {
   const reference::Problem& p = c.problem;
-  Actual gathered{gather(actual.out, p.q_shape(), c.layout, rows), {}};
+  Actual gathered{gather(actual.out, p.o_shape(), c.layout, rows), {}};
   for (const SampledRow& r : rows) {
     const std::int64_t lse_index = (r.batch * p.heads_q + r.head) * p.seqlen_q + r.row;
     gathered.lse.push_back(actual.lse[static_cast<std::size_t>(lse_index)]);
@@ -196,7 +196,7 @@ ForwardVerdict judge(const ForwardCase& c, const Expected& expected, const Actua
 Actual run_kernel(Runtime& runtime, const ForwardCase& c, const Inputs& in,
                   const std::optional<kernels::ForwardConfig>& config) {
   const reference::Problem& p = c.problem;
-  const std::size_t out_count = in.q.bits.size();
+  const auto out_count = static_cast<std::size_t>(p.batch * p.seqlen_q * p.heads_q * p.value_dim());
   const auto lse_count = static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q);
 
   // Outputs start as NaN, so an element the kernel never writes fails the check.
@@ -208,15 +208,16 @@ Actual run_kernel(Runtime& runtime, const ForwardCase& c, const Inputs& in,
 
   const Attention a = c.attention();
   const flashjit::Layout layout = library_layout(c.layout);
-  auto view = [&](DeviceBuffer& buffer, std::int64_t seqlen, std::int64_t heads) {
-    return attention_tensor(buffer.data(), c.dtype, layout, p.batch, seqlen, heads, p.head_dim);
+  auto view = [&](DeviceBuffer& buffer, std::int64_t seqlen, std::int64_t heads,
+                  std::int64_t head_dim) {
+    return attention_tensor(buffer.data(), c.dtype, layout, p.batch, seqlen, heads, head_dim);
   };
   const TensorView lse_view =
       c.write_lse ? lse_tensor(static_cast<float*>(lse_buffer.data()), a) : TensorView{};
-  const TensorView q_view = view(q, p.seqlen_q, p.heads_q),
-                   k_view = view(k, p.seqlen_k, p.heads_kv),
-                   v_view = view(v, p.seqlen_k, p.heads_kv),
-                   o_view = view(o, p.seqlen_q, p.heads_q);
+  const TensorView q_view = view(q, p.seqlen_q, p.heads_q, p.head_dim),
+                   k_view = view(k, p.seqlen_k, p.heads_kv, p.head_dim),
+                   v_view = view(v, p.seqlen_k, p.heads_kv, p.value_dim()),
+                   o_view = view(o, p.seqlen_q, p.heads_q, p.value_dim());
   if (config) {
     kernels::attention_forward(detail::backend_of(runtime), a, q_view, k_view, v_view, o_view,
                                lse_view, *config, nullptr);
@@ -237,8 +238,9 @@ std::string ForwardCase::name() const {
   const reference::Problem& p = problem;
   std::ostringstream s;
   s << "b" << p.batch << ".hq" << p.heads_q << ".hkv" << p.heads_kv << ".q" << p.seqlen_q << ".k"
-    << p.seqlen_k << ".d" << p.head_dim << "." << dtype_name(dtype) << "."
-    << (layout == Layout::bshd ? "bshd" : "bhsd");
+    << p.seqlen_k << ".d" << p.head_dim;
+  if (p.head_dim_v != 0) s << "v" << p.head_dim_v;
+  s << "." << dtype_name(dtype) << "." << (layout == Layout::bshd ? "bshd" : "bhsd");
   if (p.causal) s << ".causal";
   if (p.window_left >= 0 || p.window_right >= 0) {
     s << ".window" << p.window_left << "," << p.window_right;
@@ -260,6 +262,7 @@ Attention ForwardCase::attention() const {
   a.seqlen_q = p.seqlen_q;
   a.seqlen_k = p.seqlen_k;
   a.head_dim = p.head_dim;
+  a.head_dim_v = p.head_dim_v;
   a.causal = p.causal;
   a.window_left = p.window_left;
   a.window_right = p.window_right;

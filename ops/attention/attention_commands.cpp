@@ -93,9 +93,9 @@ RunOp attention_run(bool backward, std::shared_ptr<AttentionRunFlags> flags) {
   op.help = backward ? "an attention backward after a forward for O and LSE; checks dQ, dK, dV "
                        "(--deterministic; --varlen)"
                      : "an attention forward (--paged, --varlen, --splits: the inference forms)";
-  op.options = {"--batch",    "--heads",     "--heads-kv", "--seqlen-q", "--seqlen-k",
-                "--head-dim", "--causal",    "--counters", "--layout",   "--config",
-                "--varlen",   "--score-mod", "--mask-mod"};
+  op.options = {"--batch",    "--heads",     "--heads-kv", "--seqlen-q",  "--seqlen-k",
+                "--head-dim", "--causal",    "--counters", "--layout",    "--config",
+                "--varlen",   "--score-mod", "--mask-mod", "--head-dim-v"};
   if (backward) {
     op.options.push_back("--deterministic");
   } else {
@@ -111,6 +111,8 @@ RunOp attention_run(bool backward, std::shared_ptr<AttentionRunFlags> flags) {
           "every attention run without --varlen (whose N is the number of sequences)"},
          {"--layout", !f.inference(), "attention runs without --paged, --varlen or --append"},
          {"--config", !f.inference(), "attention runs without --paged, --varlen or --append"},
+         {"--head-dim-v", !f.inference(),
+          "attention runs without --paged, --varlen or --append (dense calls)"},
          {"--counters", !(backward && f.varlen > 0), "attention runs but the --varlen backward"},
          {"--page-size", f.paged, "attention-forward with --paged"},
          {"--splits", f.inference(), "attention-forward with --paged, --varlen or --append"},

@@ -561,6 +561,7 @@ AttentionForwardParams forward_params(const Attention& attention, const TensorVi
   params.seqlen_q = static_cast<int>(attention.seqlen_q);
   params.seqlen_k = static_cast<int>(attention.seqlen_k);
   params.head_dim = static_cast<int>(attention.head_dim);
+  params.head_dim_v = static_cast<int>(attention.value_head_dim());
   params.heads_per_kv = static_cast<int>(attention.heads_q / attention.heads_kv);
   params.heads_q = static_cast<int>(attention.heads_q);
   params.batch = static_cast<int>(attention.batch);

@@ -38,15 +38,17 @@ emulator::TensorMap head_tensor_map(const HeadTensor& t, std::int64_t batch, std
   return map;
 }
 
-/// The maps of Q, K, V and a fourth tensor of Q's shape (O or dO) with `fourth_rows` rows a box.
+/// The maps of Q, K, V and a fourth tensor of O's shape (O or dO) with `fourth_rows` rows a box.
+/// V's and O's are value_head_dim() wide: boxes past it load zeros and store nothing.
 std::vector<emulator::TensorMap> attention_tma_maps(const HeadTensor& q, const HeadTensor& k,
                                                     const HeadTensor& v, const HeadTensor& fourth,
                                                     const Attention& a, int block_m, int block_n,
                                                     int fourth_rows) {
+  const std::int64_t value_dim = a.value_head_dim();
   return {head_tensor_map(q, a.batch, a.seqlen_q, a.heads_q, a.head_dim, block_m),
           head_tensor_map(k, a.batch, a.seqlen_k, a.heads_kv, a.head_dim, block_n),
-          head_tensor_map(v, a.batch, a.seqlen_k, a.heads_kv, a.head_dim, block_n),
-          head_tensor_map(fourth, a.batch, a.seqlen_q, a.heads_q, a.head_dim, fourth_rows)};
+          head_tensor_map(v, a.batch, a.seqlen_k, a.heads_kv, value_dim, block_n),
+          head_tensor_map(fourth, a.batch, a.seqlen_q, a.heads_q, value_dim, fourth_rows)};
 }
 
 }  // namespace

@@ -38,6 +38,14 @@ void check_sizes(const Attention& attention) {
     throw InvalidArgument("attention.head_dim", "is " + std::to_string(attention.head_dim) +
                                                     "; supported: multiples of 8 from 8 to 256");
   }
+  if (attention.head_dim_v != 0 &&
+      (attention.head_dim_v < space::kMinHeadDim || attention.head_dim_v > attention.head_dim ||
+       attention.head_dim_v % 8 != 0)) {
+    throw InvalidArgument("attention.head_dim_v",
+                          "is " + std::to_string(attention.head_dim_v) +
+                              "; supported: 0 (head_dim) or a multiple of 8 from 8 to head_dim (" +
+                              std::to_string(attention.head_dim) + ")");
+  }
   if (attention.heads_q % attention.heads_kv != 0) {
     throw InvalidArgument("attention.heads_kv",
                           "is " + std::to_string(attention.heads_kv) + "; must divide heads_q (" +
@@ -131,10 +139,12 @@ void check_attention_tensors(const Attention& a, const TensorView& q, const Tens
                     "[batch, seqlen_q, heads_q, head_dim]");
   check_head_tensor(k, "k", a.batch, a.seqlen_k, a.heads_kv, a.head_dim,
                     "[batch, seqlen_k, heads_kv, head_dim]");
-  check_head_tensor(v, "v", a.batch, a.seqlen_k, a.heads_kv, a.head_dim,
-                    "[batch, seqlen_k, heads_kv, head_dim]");
-  check_head_tensor(o, "o", a.batch, a.seqlen_q, a.heads_q, a.head_dim,
-                    "[batch, seqlen_q, heads_q, head_dim]");
+  const char* v_dims = a.head_dim_v != 0 ? "[batch, seqlen_k, heads_kv, head_dim_v]"
+                                         : "[batch, seqlen_k, heads_kv, head_dim]";
+  const char* o_dims = a.head_dim_v != 0 ? "[batch, seqlen_q, heads_q, head_dim_v]"
+                                         : "[batch, seqlen_q, heads_q, head_dim]";
+  check_head_tensor(v, "v", a.batch, a.seqlen_k, a.heads_kv, a.value_head_dim(), v_dims);
+  check_head_tensor(o, "o", a.batch, a.seqlen_q, a.heads_q, a.value_head_dim(), o_dims);
 }
 
 void validate_attention(const Attention& attention) {

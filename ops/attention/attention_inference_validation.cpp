@@ -216,6 +216,12 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
     throw InvalidArgument("attention.block_mask",
                           "is for the dense forward (Runtime::forward without Sequences) for now");
   }
+  if (a.head_dim_v != 0 && a.head_dim_v != a.head_dim) {
+    throw InvalidArgument("attention.head_dim_v",
+                          "is " + str(a.head_dim_v) + "; a value head dim other than head_dim (" +
+                              str(a.head_dim) +
+                              ") is for dense calls (without Sequences) for now: pass 0");
+  }
   const bool packed_q = present(s.cu_seqlens_q);
   const bool packed_k = present(s.cu_seqlens_k);
   const bool paged = present(s.page_table);

@@ -47,7 +47,7 @@ void require_inputs(const Problem& problem, ConstView4 q, ConstView4 k, ConstVie
   problem.validate();
   require_shape("q", q, problem.q_shape());
   require_shape("k", k, problem.kv_shape());
-  require_shape("v", v, problem.kv_shape());
+  require_shape("v", v, problem.v_shape());
 }
 
 // The key range with end = -1 resolved, checked against seqlen_k.
@@ -131,20 +131,22 @@ void backprop_row(const Problem& problem, const BackwardViews& t, int64_t b, int
                   const RowSoftmax& row) {
   if (row.lse == kNegInf) return;  // fully masked row: O = 0 and no gradient flows
   const int64_t kv_h = problem.kv_head(h);
-  const int64_t dim = problem.head_dim;
+  const int64_t dim = problem.head_dim, value_dim = problem.value_dim();
   double delta = 0.0;  // D_i = dO_i . O_i, with O_i = P_i V recomputed
-  for (int64_t d = 0; d < dim; ++d)
+  for (int64_t d = 0; d < value_dim; ++d)
     delta += t.dout(b, i, h, d) * output_element(t.v, b, kv_h, d, {0, problem.seqlen_k}, row);
   for (int64_t j = 0; j < problem.seqlen_k; ++j) {
     if (row.scores[j] == kNegInf) continue;  // masked: P = 0, dS = 0
     const double p = row.probs[j];
     double dp = 0.0;  // dP_ij = dO_i . V_j
-    for (int64_t d = 0; d < dim; ++d) dp += t.dout(b, i, h, d) * t.v(b, j, kv_h, d);
+    for (int64_t d = 0; d < value_dim; ++d) dp += t.dout(b, i, h, d) * t.v(b, j, kv_h, d);
     const double ds = p * (dp - delta);    // dS = P (dP - D)
     const double dx = ds * row.slopes[j];  // d loss / d (q.k)
     for (int64_t d = 0; d < dim; ++d) {
-      t.dq(b, i, h, d) += dx * t.k(b, j, kv_h, d);    // dQ = dS K scale
-      t.dk(b, j, kv_h, d) += dx * t.q(b, i, h, d);    // dK = dSᵀ Q scale
+      t.dq(b, i, h, d) += dx * t.k(b, j, kv_h, d);  // dQ = dS K scale
+      t.dk(b, j, kv_h, d) += dx * t.q(b, i, h, d);  // dK = dSᵀ Q scale
+    }
+    for (int64_t d = 0; d < value_dim; ++d) {
       t.dv(b, j, kv_h, d) += p * t.dout(b, i, h, d);  // dV = Pᵀ dO
     }
   }
@@ -229,7 +231,7 @@ ForwardResult forward(const Problem& problem, ConstView4 q, ConstView4 k, ConstV
   require_inputs(problem, q, k, v);
   keys = resolve(keys, problem.seqlen_k);
   const auto lse_count = static_cast<size_t>(problem.batch * problem.heads_q * problem.seqlen_q);
-  ForwardResult result{zeros(problem.q_shape(), out_layout), std::vector<double>(lse_count)};
+  ForwardResult result{zeros(problem.o_shape(), out_layout), std::vector<double>(lse_count)};
   const View4 out = result.out.view();
   RowSoftmax row;
   for (int64_t b = 0; b < problem.batch; ++b)
@@ -238,7 +240,7 @@ ForwardResult forward(const Problem& problem, ConstView4 q, ConstView4 k, ConstV
         attend_row(problem, q, k, b, h, i, keys, row);
         result.lse_at(b, h, i) = row.lse;
         const int64_t kv_h = problem.kv_head(h);
-        for (int64_t d = 0; d < problem.head_dim; ++d)
+        for (int64_t d = 0; d < problem.value_dim(); ++d)
           out(b, i, h, d) = output_element(v, b, kv_h, d, keys, row);
       }
   return result;
@@ -247,11 +249,11 @@ ForwardResult forward(const Problem& problem, ConstView4 q, ConstView4 k, ConstV
 Gradients backward(const Problem& problem, ConstView4 q, ConstView4 k, ConstView4 v,
                    ConstView4 dout, Layout grad_layout) {
   require_inputs(problem, q, k, v);
-  require_shape("dout", dout, problem.q_shape());
+  require_shape("dout", dout, problem.o_shape());
   require(!problem.score_mod || problem.score_mod_slope,
           "the backward reference needs score_mod_slope with a score_mod");
   Gradients g{zeros(problem.q_shape(), grad_layout), zeros(problem.kv_shape(), grad_layout),
-              zeros(problem.kv_shape(), grad_layout)};
+              zeros(problem.v_shape(), grad_layout)};
   const BackwardViews views{q, k, v, dout, g.dq.view(), g.dk.view(), g.dv.view()};
   RowSoftmax row;
   for (int64_t b = 0; b < problem.batch; ++b)

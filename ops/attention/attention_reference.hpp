@@ -88,7 +88,8 @@ struct Problem {
   int64_t heads_kv = 1;  ///< divides heads_q: GQA, or MQA when 1
   int64_t seqlen_q = 1;
   int64_t seqlen_k = 1;
-  int64_t head_dim = 1;
+  int64_t head_dim = 1;                   ///< Q's and K's
+  int64_t head_dim_v = 0;                 ///< V's and O's; 0: head_dim
   std::optional<double> softmax_scale{};  ///< 1/sqrt(head_dim) when not given
   bool causal = false;
   int64_t window_left = -1;   ///< keys left of the diagonal a query sees; -1 = unbounded
@@ -128,10 +129,16 @@ struct Problem {
   }
   /// Whether any query sees key `j`: a key no query sees has exactly zero dK and dV.
   bool key_seen(int64_t j) const;
-  /// {batch, seqlen_q, heads_q, head_dim}: shape of Q, O, dO and dQ.
+  /// V's and O's head dim: head_dim_v, or head_dim when it is 0.
+  int64_t value_dim() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
+  /// {batch, seqlen_q, heads_q, head_dim}: shape of Q and dQ (and of O and dO at value_dim()).
   Shape4 q_shape() const { return {batch, seqlen_q, heads_q, head_dim}; }
-  /// {batch, seqlen_k, heads_kv, head_dim}: shape of K, V, dK and dV.
+  /// {batch, seqlen_k, heads_kv, head_dim}: shape of K and dK (and of V and dV at value_dim()).
   Shape4 kv_shape() const { return {batch, seqlen_k, heads_kv, head_dim}; }
+  /// {batch, seqlen_q, heads_q, value_dim()}: shape of O and dO.
+  Shape4 o_shape() const { return {batch, seqlen_q, heads_q, value_dim()}; }
+  /// {batch, seqlen_k, heads_kv, value_dim()}: shape of V and dV.
+  Shape4 v_shape() const { return {batch, seqlen_k, heads_kv, value_dim()}; }
 };
 
 /// A half-open range of key positions [begin, end); end = -1 means seqlen_k. Positions stay
@@ -143,7 +150,7 @@ struct KeyRange {
 
 /// Output of a forward pass, or a partial one over a subset of keys.
 struct ForwardResult {
-  Tensor4 out;              ///< O, {batch, seqlen_q, heads_q, head_dim}
+  Tensor4 out;              ///< O, {batch, seqlen_q, heads_q, value dim}
   std::vector<double> lse;  ///< LSE, [batch, heads_q, seqlen_q] contiguous, natural log
 
   /// The LSE of query `i` of head `h` in batch `b`.
@@ -159,7 +166,7 @@ struct ForwardResult {
 struct Gradients {
   Tensor4 dq;  ///< {batch, seqlen_q, heads_q, head_dim}
   Tensor4 dk;  ///< {batch, seqlen_k, heads_kv, head_dim}
-  Tensor4 dv;  ///< {batch, seqlen_k, heads_kv, head_dim}
+  Tensor4 dv;  ///< {batch, seqlen_k, heads_kv, value dim}
 };
 
 /// O = softmax(scores) V and its LSE, over the keys in `keys` only (all keys by default).

@@ -52,7 +52,7 @@ void print_problem(const AttentionRunFlags& flags, const testing::ForwardCase& c
                .dtype = c.dtype,
                .layout = c.layout == reference::Layout::bshd ? "bshd" : "bhsd",
                .causal = p.causal,
-               .extra = ""});
+               .extra = p.head_dim_v != 0 ? ", head_dim_v " + std::to_string(p.head_dim_v) : ""});
   const kernels::AttentionProblem problem = run_problem(flags, c, backward);
   std::printf("kernel:  %s\n",
               chosen_kernels(runtime, problem.attention, c.dtype, backward, config).c_str());

@@ -82,14 +82,16 @@ double attention_flops(const Attention& a, bool causal, bool backward) {
   // FlashAttention's convention, so that TFLOP/s compare with the peers': every pair, halved
   // for causal; only a sliding window, which it does not define, counts the pairs it keeps.
   const double pairs = windowed ? visible_pairs(a) : causal ? full / 2 : full;
-  const double forward =
-      4.0 * static_cast<double>(a.batch * a.heads_q) * pairs * static_cast<double>(a.head_dim);
+  // Two products per pair: S = Q Kᵀ over head_dim, O = P V over the value head dim.
+  const double forward = 2.0 * static_cast<double>(a.batch * a.heads_q) * pairs *
+                         static_cast<double>(a.head_dim + a.value_head_dim());
   return backward ? 2.5 * forward : forward;
 }
 
 std::string attention_key_head(DType dtype, std::int64_t head_dim, const std::string& mask,
-                               bool softcap, bool deterministic) {
-  return std::string(dtype_name(dtype)) + "/hdim" + std::to_string(head_dim) + "/" + mask +
+                               bool softcap, bool deterministic, std::int64_t head_dim_v) {
+  return std::string(dtype_name(dtype)) + "/hdim" + std::to_string(head_dim) +
+         (head_dim_v != 0 ? "v" + std::to_string(head_dim_v) : "") + "/" + mask +
          (softcap ? ".softcap" : "") + (deterministic ? ".deterministic" : "");
 }
 
@@ -186,18 +188,19 @@ class AttentionWorkspace final : public autotune::TuningWorkspace {
   AttentionWorkspace(detail::RuntimeBackend& backend, const AttentionProblem& problem)
       : backend_(backend), problem_(problem), rng_(0x5eed) {
     const Attention& a = problem.attention;
-    q_ = head_tensor(a.seqlen_q, a.heads_q, true);
-    k_ = head_tensor(a.seqlen_k, a.heads_kv, true);
-    v_ = head_tensor(a.seqlen_k, a.heads_kv, true);
-    o_ = head_tensor(a.seqlen_q, a.heads_q, false);
+    const std::int64_t d = a.head_dim, dv = a.value_head_dim();
+    q_ = head_tensor(a.seqlen_q, a.heads_q, d, true);
+    k_ = head_tensor(a.seqlen_k, a.heads_kv, d, true);
+    v_ = head_tensor(a.seqlen_k, a.heads_kv, dv, true);
+    o_ = head_tensor(a.seqlen_q, a.heads_q, dv, false);
     lse_.buffer =
         backend.allocate_buffer(static_cast<std::size_t>(a.batch * a.heads_q * a.seqlen_q) * 4);
     lse_.view = lse_tensor(static_cast<float*>(lse_.buffer.data()), a);
     if (problem.backward) {
-      dout_ = head_tensor(a.seqlen_q, a.heads_q, true);
-      dq_ = head_tensor(a.seqlen_q, a.heads_q, false);
-      dk_ = head_tensor(a.seqlen_k, a.heads_kv, false);
-      dv_ = head_tensor(a.seqlen_k, a.heads_kv, false);
+      dout_ = head_tensor(a.seqlen_q, a.heads_q, dv, true);
+      dq_ = head_tensor(a.seqlen_q, a.heads_q, d, false);
+      dk_ = head_tensor(a.seqlen_k, a.heads_kv, d, false);
+      dv_ = head_tensor(a.seqlen_k, a.heads_kv, dv, false);
       own_capture_gradients();
       // The backward needs the forward's O and LSE of these inputs: the default config's.
       const std::string& arch = backend.info().arch();
@@ -233,13 +236,14 @@ class AttentionWorkspace final : public autotune::TuningWorkspace {
   }
 
  private:
-  autotune::WorkspaceTensor head_tensor(std::int64_t seqlen, std::int64_t heads, bool random) {
+  autotune::WorkspaceTensor head_tensor(std::int64_t seqlen, std::int64_t heads,
+                                        std::int64_t head_dim, bool random) {
     const Attention& a = problem_.attention;
     autotune::WorkspaceTensor t;
-    t.buffer = autotune::upload_16bit(backend_, problem_.dtype,
-                                      a.batch * seqlen * heads * a.head_dim, rng_, random);
+    t.buffer = autotune::upload_16bit(backend_, problem_.dtype, a.batch * seqlen * heads * head_dim,
+                                      rng_, random);
     t.view = attention_tensor(t.buffer.data(), problem_.dtype, Layout::bshd, a.batch, seqlen, heads,
-                              a.head_dim);
+                              head_dim);
     return t;
   }
 
@@ -268,6 +272,12 @@ class AttentionWorkspace final : public autotune::TuningWorkspace {
   std::vector<autotune::WorkspaceTensor> capture_grads_;
 };
 
+/// The value head dim where it differs from head_dim (the key's "v128"), else 0: a head_dim_v
+/// spelled equal to head_dim is the same problem as 0.
+std::int64_t value_dim_key(const Attention& a) {
+  return a.value_head_dim() != a.head_dim ? a.value_head_dim() : 0;
+}
+
 TileSize backward_tiles_of(const TunedConfig& config) {
   const BackwardConfig& b = config.get<BackwardConfig>();
   return {b.key.block_m, b.key.block_n};
@@ -292,7 +302,7 @@ AttentionProblem::AttentionProblem(bool backward_, DType dtype_, const Attention
 std::string AttentionProblem::key() const {
   const Attention& a = attention;
   return attention_key_head(dtype, a.head_dim, mask_key(a), a.softcap > 0.0f,
-                            backward && a.deterministic) +
+                            backward && a.deterministic, value_dim_key(a)) +
          attention_key_sizes(a.seqlen_q, a.seqlen_k, a.batch * a.heads_q) + modifiers_key();
 }
 
@@ -318,15 +328,18 @@ autotune::ShapeFields AttentionProblem::shape_fields() const {
           shape_bucket(a.seqlen_k),
           shape_bucket(a.batch * a.heads_q),
           digest,
-          !backward && a.block_mask.data != nullptr};
+          !backward && a.block_mask.data != nullptr,
+          value_dim_key(a)};
 }
 
 std::string AttentionProblem::describe() const {
   const Attention& a = attention;
   return std::string(op()) + " " + std::string(dtype_name(dtype)) + " hdim" +
-         std::to_string(a.head_dim) + " seqlen " + std::to_string(a.seqlen_q) + " batch " +
-         std::to_string(a.batch) + " x heads " + std::to_string(a.heads_q) +
-         (a.causal ? " causal" : "") + (backward && a.deterministic ? " deterministic" : "") +
+         std::to_string(a.head_dim) +
+         (value_dim_key(a) != 0 ? "v" + std::to_string(value_dim_key(a)) : "") + " seqlen " +
+         std::to_string(a.seqlen_q) + " batch " + std::to_string(a.batch) + " x heads " +
+         std::to_string(a.heads_q) + (a.causal ? " causal" : "") +
+         (backward && a.deterministic ? " deterministic" : "") +
          (modified() ? " modifiers " + score_modifiers(a).digest().substr(0, 8) : "");
 }
 

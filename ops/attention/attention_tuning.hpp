@@ -92,14 +92,15 @@ class AttentionProblem final : public autotune::TuningProblem {
 
 // ---- shared by the ops that run attention's tiles (decode, multi-scale attention) ----
 
-/// FLOPs of a call as FlashAttention's benchmarks count them: 4 · batch · heads_q · seqlen_q ·
-/// seqlen_k · head_dim (two matrix products), halved when `causal`; a sliding window counts the
-/// (query, key) pairs it keeps. The backward is 2.5 times that.
+/// FLOPs of a call as FlashAttention's benchmarks count them: 2 · batch · heads_q · seqlen_q ·
+/// seqlen_k · (head_dim + value head dim) (two matrix products), halved when `causal`; a
+/// sliding window counts the (query, key) pairs it keeps. The backward is 2.5 times that.
 double attention_flops(const Attention& attention, bool causal, bool backward);
 
-/// The key's head: "bf16/hdim128/<mask>" with ".softcap" and ".deterministic" when set.
+/// The key's head: "bf16/hdim128/<mask>" with ".softcap" and ".deterministic" when set, and
+/// "hdim192v128" with a value head dim (head_dim_v, 0 when it is head_dim's).
 std::string attention_key_head(DType dtype, std::int64_t head_dim, const std::string& mask,
-                               bool softcap, bool deterministic);
+                               bool softcap, bool deterministic, std::int64_t head_dim_v = 0);
 
 /// The key's tail of a dense batch: "/q1024/k1024/bh32", the buckets of seqlen_q, seqlen_k and
 /// batch · heads_q (the attention forward's and backward's, multi-scale attention's).

@@ -44,8 +44,8 @@ Inputs make_inputs(const BackwardCase& c) {
   const Problem& p = c.problem;
   return {rounded_random(p.q_shape(), c.layout, c.seed, c.dtype),
           rounded_random(p.kv_shape(), c.layout, c.seed + 1, c.dtype),
-          rounded_random(p.kv_shape(), c.layout, c.seed + 2, c.dtype),
-          rounded_random(p.q_shape(), c.layout, c.seed + 3, c.dtype)};
+          rounded_random(p.v_shape(), c.layout, c.seed + 2, c.dtype),
+          rounded_random(p.o_shape(), c.layout, c.seed + 3, c.dtype)};
 }
 
 /// The inputs' values, read-only.
@@ -93,7 +93,7 @@ RowStats row_stats(const Problem& p, const InputViews& in, std::int64_t b, std::
   for (double sj : s) stats.sum += std::exp(r(sj) - stats.max);
   probs.resize(s.size());
   for (std::size_t j = 0; j < s.size(); ++j) probs[j] = stats.probability(s[j], r);
-  std::vector<double> o(static_cast<std::size_t>(p.head_dim), 0.0);
+  std::vector<double> o(static_cast<std::size_t>(p.value_dim()), 0.0);
   const std::int64_t hk = p.kv_head(h);
   for (std::int64_t j = 0; j < p.seqlen_k; ++j) {
     const double pj = probs[static_cast<std::size_t>(j)];
@@ -101,7 +101,7 @@ RowStats row_stats(const Problem& p, const InputViews& in, std::int64_t b, std::
     const double* v_row = &in.v(b, j, hk, 0);
     for (std::size_t d = 0; d < o.size(); ++d) o[d] += pj * v_row[d];  // unit stride
   }
-  for (std::int64_t d = 0; d < p.head_dim; ++d) {
+  for (std::int64_t d = 0; d < p.value_dim(); ++d) {
     stats.delta += in.dout(b, i, h, d) * r(o[static_cast<std::size_t>(d)]);
   }
   stats.delta = r(stats.delta);
@@ -141,7 +141,7 @@ reference::Gradients plain_backward(const BackwardCase& c, const InputViews& in)
   const Precision r{c.dtype};
   reference::Gradients g{reference::zeros(p.q_shape(), c.layout),
                          reference::zeros(p.kv_shape(), c.layout),
-                         reference::zeros(p.kv_shape(), c.layout)};
+                         reference::zeros(p.v_shape(), c.layout)};
   const reference::View4 dq = g.dq.view(), dk = g.dk.view(), dv = g.dv.view();
   std::vector<double> s, probs;
   for (std::int64_t b = 0; b < p.batch; ++b) {
@@ -154,11 +154,13 @@ reference::Gradients plain_backward(const BackwardCase& c, const InputViews& in)
           const double sj = s[static_cast<std::size_t>(j)];
           if (sj == kNegInf) continue;
           const double pj = probs[static_cast<std::size_t>(j)];
-          const double dp = dot(&in.dout(b, i, h, 0), &in.v(b, j, hk, 0), p.head_dim);
+          const double dp = dot(&in.dout(b, i, h, 0), &in.v(b, j, hk, 0), p.value_dim());
           const double ds = score_gradient(p, in, {b, h, i, j}, pj, sj, dp, stats.delta, r);
           for (std::int64_t d = 0; d < p.head_dim; ++d) {
             dq(b, i, h, d) += ds * in.k(b, j, hk, d);
             dk(b, j, hk, d) += ds * in.q(b, i, h, d);
+          }
+          for (std::int64_t d = 0; d < p.value_dim(); ++d) {
             dv(b, j, hk, d) += pj * in.dout(b, i, h, d);
           }
         }
@@ -211,7 +213,7 @@ void add_query_row(const BackwardCase& c, const InputViews& in, const SampledRow
     for (std::int64_t j = 0; j < p.seqlen_k && stats.max != kNegInf; ++j) {
       const double sj = s[static_cast<std::size_t>(j)];
       if (sj == kNegInf) continue;
-      const double dp = dot(&in.dout(b, i, h, 0), &in.v(b, j, hk, 0), p.head_dim);
+      const double dp = dot(&in.dout(b, i, h, 0), &in.v(b, j, hk, 0), p.value_dim());
       const double ds = score_gradient(p, in, {b, h, i, j}, probs[static_cast<std::size_t>(j)], sj,
                                        dp, stats.delta, r);
       for (std::int64_t d = 0; d < p.head_dim; ++d) {
@@ -267,14 +269,15 @@ void add_key_row(const BackwardCase& c, const InputViews& in, const GroupStats& 
   const std::int64_t b = row.batch, hk = row.head, j = row.row;
   const std::int64_t group = p.heads_q / p.heads_kv;
   const auto dims = static_cast<std::size_t>(p.head_dim);
+  const auto value_dims = static_cast<std::size_t>(p.value_dim());
   std::vector<double> dk[2] = {std::vector<double>(dims), std::vector<double>(dims)};
-  std::vector<double> dv[2] = {std::vector<double>(dims), std::vector<double>(dims)};
+  std::vector<double> dv[2] = {std::vector<double>(value_dims), std::vector<double>(value_dims)};
   const Precision precisions[2] = {{}, {c.dtype}};
   for (std::int64_t n = 0; n < group * p.seqlen_q; ++n) {
     const std::int64_t h = hk * group + n / p.seqlen_q, i = n % p.seqlen_q;
     if (!p.sees(b, h, i, j)) continue;
     const double s = score(p, in.q, in.k, b, h, i, j);
-    const double dp = dot(&in.dout(b, i, h, 0), &in.v(b, j, hk, 0), p.head_dim);
+    const double dp = dot(&in.dout(b, i, h, 0), &in.v(b, j, hk, 0), p.value_dim());
     for (int x = 0; x < 2; ++x) {
       const RowStats& st = (x == 0 ? stats.exact : stats.plain)[static_cast<std::size_t>(n)];
       if (st.max == kNegInf) continue;
@@ -282,6 +285,8 @@ void add_key_row(const BackwardCase& c, const InputViews& in, const GroupStats& 
       const double ds = score_gradient(p, in, {b, h, i, j}, pj, s, dp, st.delta, precisions[x]);
       for (std::int64_t d = 0; d < p.head_dim; ++d) {
         dk[x][static_cast<std::size_t>(d)] += ds * in.q(b, i, h, d);
+      }
+      for (std::int64_t d = 0; d < p.value_dim(); ++d) {
         dv[x][static_cast<std::size_t>(d)] += pj * in.dout(b, i, h, d);
       }
     }
@@ -332,16 +337,16 @@ class DeviceCase {
         k_(upload(runtime, in.k.bits)),
         v_(upload(runtime, in.v.bits)),
         dout_(upload(runtime, in.dout.bits)),
-        o_(poisoned(in.q.bits.size())),
+        o_(poisoned(in.dout.bits.size())),
         dq_(poisoned(in.q.bits.size())),
         dk_(poisoned(in.k.bits.size())),
-        dv_(poisoned(in.k.bits.size())),
+        dv_(poisoned(in.v.bits.size())),
         lse_(upload(runtime,
                     std::vector<float>(lse_count(), std::numeric_limits<float>::quiet_NaN()))) {}
 
   /// O and LSE from the runtime's forward (its own config), as training computes them.
   void forward() {
-    runtime_.forward(attention_, q_view(q_), kv_view(k_), kv_view(v_), q_view(o_), lse_view());
+    runtime_.forward(attention_, q_view(q_), kv_view(k_), v_view(v_), o_view(o_), lse_view());
     runtime_.synchronize();
   }
 
@@ -353,11 +358,11 @@ class DeviceCase {
     poison(dv_);
     if (config) {
       kernels::attention_backward(detail::backend_of(runtime_), attention_, q_view(q_), kv_view(k_),
-                                  kv_view(v_), q_view(o_), lse_view(), q_view(dout_), q_view(dq_),
-                                  kv_view(dk_), kv_view(dv_), *config, nullptr);
+                                  v_view(v_), o_view(o_), lse_view(), o_view(dout_), q_view(dq_),
+                                  kv_view(dk_), v_view(dv_), *config, nullptr);
     } else {
-      runtime_.backward(attention_, q_view(q_), kv_view(k_), kv_view(v_), q_view(o_), lse_view(),
-                        q_view(dout_), q_view(dq_), kv_view(dk_), kv_view(dv_));
+      runtime_.backward(attention_, q_view(q_), kv_view(k_), v_view(v_), o_view(o_), lse_view(),
+                        o_view(dout_), q_view(dq_), kv_view(dk_), v_view(dv_));
     }
     runtime_.synchronize();
   }
@@ -388,15 +393,22 @@ class DeviceCase {
     runtime_.copy_to_host(bits.data(), buffer.data(), buffer.size());
     return bits;
   }
-  TensorView view(const DeviceBuffer& buffer, std::int64_t seqlen, std::int64_t heads) const {
+  TensorView view(const DeviceBuffer& buffer, std::int64_t seqlen, std::int64_t heads,
+                  std::int64_t head_dim) const {
     return attention_tensor(buffer.data(), c_.dtype, library_layout(c_.layout), c_.problem.batch,
-                            seqlen, heads, c_.problem.head_dim);
+                            seqlen, heads, head_dim);
   }
-  TensorView q_view(const DeviceBuffer& b) const {
-    return view(b, c_.problem.seqlen_q, c_.problem.heads_q);
+  TensorView q_view(const DeviceBuffer& b) const {  // Q and dQ
+    return view(b, c_.problem.seqlen_q, c_.problem.heads_q, c_.problem.head_dim);
   }
-  TensorView kv_view(const DeviceBuffer& b) const {
-    return view(b, c_.problem.seqlen_k, c_.problem.heads_kv);
+  TensorView kv_view(const DeviceBuffer& b) const {  // K and dK
+    return view(b, c_.problem.seqlen_k, c_.problem.heads_kv, c_.problem.head_dim);
+  }
+  TensorView o_view(const DeviceBuffer& b) const {  // O and dO
+    return view(b, c_.problem.seqlen_q, c_.problem.heads_q, c_.problem.value_dim());
+  }
+  TensorView v_view(const DeviceBuffer& b) const {  // V and dV
+    return view(b, c_.problem.seqlen_k, c_.problem.heads_kv, c_.problem.value_dim());
   }
   TensorView lse_view() const { return lse_tensor(static_cast<float*>(lse_.data()), attention_); }
 
@@ -463,7 +475,7 @@ std::string unseen_key_gradients(const BackwardCase& c, const std::vector<double
   const Problem& p = c.problem;
   const ConstView4 views[2] = {
       {dk.data(), p.kv_shape(), reference::dense_strides(p.kv_shape(), c.layout)},
-      {dv.data(), p.kv_shape(), reference::dense_strides(p.kv_shape(), c.layout)}};
+      {dv.data(), p.v_shape(), reference::dense_strides(p.v_shape(), c.layout)}};
   std::int64_t count = 0;
   std::string first;
   for (std::int64_t j = 0; j < p.seqlen_k; ++j) {
@@ -471,7 +483,7 @@ std::string unseen_key_gradients(const BackwardCase& c, const std::vector<double
     for (int which = 0; which < 2; ++which) {
       for (std::int64_t b = 0; b < p.batch; ++b) {
         for (std::int64_t h = 0; h < p.heads_kv; ++h) {
-          for (std::int64_t d = 0; d < p.head_dim; ++d) {
+          for (std::int64_t d = 0; d < views[which].shape[3]; ++d) {
             const double x = views[which](b, j, h, d);
             if (x == 0) continue;
             if (count++ == 0) {
@@ -504,7 +516,7 @@ BackwardVerdict judge(const BackwardCase& c, const Expected& e, const GradientBi
                         sampled);
   v.dk = judge_gradient(dk, compared(dk, p.kv_shape(), e.key_rows), e.exact.dk, e.plain.dk, "dK",
                         sampled);
-  v.dv = judge_gradient(dv, compared(dv, p.kv_shape(), e.key_rows), e.exact.dv, e.plain.dv, "dV",
+  v.dv = judge_gradient(dv, compared(dv, p.v_shape(), e.key_rows), e.exact.dv, e.plain.dv, "dV",
                         sampled);
   v.unseen_keys = unseen_key_gradients(c, dk, dv);
   v.ok = v.dq.check.ok && v.dk.check.ok && v.dv.check.ok && v.unseen_keys.empty();
@@ -540,11 +552,11 @@ double loss_noise(const BackwardCase& c, const Inputs& in, const std::vector<dou
   const Problem& p = c.problem;
   double max_v = 0;
   for (double x : in.v.values.values) max_v = std::max(max_v, std::abs(x));
-  const ConstView4 o_view{o.data(), p.q_shape(), reference::dense_strides(p.q_shape(), c.layout)};
+  const ConstView4 o_view{o.data(), p.o_shape(), reference::dense_strides(p.o_shape(), c.layout)};
   const ConstView4 w = in.dout.values.view();
   double variance = 0;
   auto add_row = [&](std::int64_t b, std::int64_t i, std::int64_t h) {
-    for (std::int64_t d = 0; d < p.head_dim; ++d) {
+    for (std::int64_t d = 0; d < p.value_dim(); ++d) {
       const double bound = unit_roundoff(c.dtype) * (std::abs(o_view(b, i, h, d)) + max_v);
       variance += 2 * w(b, i, h, d) * w(b, i, h, d) * bound * bound / 3;  // two runs
     }
@@ -554,7 +566,7 @@ double loss_noise(const BackwardCase& c, const Inputs& in, const std::vector<dou
     add_row(b, i, h);
     return std::sqrt(variance);
   }
-  const auto [b, j, hk] = unflatten(index, p.kv_shape(), c.layout);
+  const auto [b, j, hk] = unflatten(index, which == 1 ? p.kv_shape() : p.v_shape(), c.layout);
   const std::int64_t group = p.heads_q / p.heads_kv;
   for (std::int64_t h = hk * group; h < (hk + 1) * group; ++h) {
     for (std::int64_t i = 0; i < p.seqlen_q; ++i) {

@@ -15,10 +15,10 @@ FJ_GLOBAL void __launch_bounds__(kRowWarps * 32)
   if constexpr (Varlen) rebase_to_sequence<T>(params, blockIdx.z);  // its own sequence
   const QueryRow q = this_query_row(params, Varlen ? 0 : int(blockIdx.z));
   if (!q.valid(params)) return;
-  const T* o = params.o.rows<const T>(q.batch, q.head, q.row);        // (head_dim,)
-  const T* dout = params.dout.rows<const T>(q.batch, q.head, q.row);  // (head_dim,)
+  const T* o = params.o.rows<const T>(q.batch, q.head, q.row);        // (head_dim_v,)
+  const T* dout = params.dout.rows<const T>(q.batch, q.head, q.row);  // (head_dim_v,)
   float sum = 0.0f;
-  for (int d = q.lane; d < params.head_dim; d += kWarpSize) {
+  for (int d = q.lane; d < params.head_dim_v; d += kWarpSize) {
     sum += load_global(o, d) * load_global(dout, d);
   }
   sum = warp_allreduce(sum, [](float a, float b) { return a + b; });

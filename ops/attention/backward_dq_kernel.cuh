@@ -42,9 +42,10 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
       masked_keys(params.block_mask, batch, head, row0, rows, params.seqlen_k)
           .key_blocks<Traits::kBlockN>(window.key_blocks(row0, row0 + rows - 1, Traits::kBlockN));
 
-  Pipeline pipeline({slice, params.seqlen_k}, blocks.end);
+  Pipeline pipeline({slice, params.seqlen_k, params.head_dim_v}, blocks.end);
   unsigned char* after_pipeline = dynamic_shared<unsigned char>() + Pipeline::kBytes;
   const auto dout = carve_tile<typename Pipeline::QTile>(after_pipeline);  // (kBlockM, d)
+  // (dO and V are zero past head_dim_v: dP = dO Vᵀ sums the real columns.)
   const index_t stats = (index_t(batch) * params.heads_q + head) * params.seqlen_q + row0;
   row_vec<kRows> lse, delta;  // per row: LSE in base 2, D
 #pragma unroll
@@ -60,7 +61,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
   if (!blocks.empty()) {
     const T* dout_rows = params.dout.rows<const T>(batch, head, row0);
     load_tile_async<Traits::kThreads>(dout, dout_rows, params.dout.row_stride, rows,
-                                      Traits::kHeadDim, int(threadIdx.x));
+                                      params.head_dim_v, int(threadIdx.x));
     pipeline.start(rows, blocks.begin);  // dO joins the first commit group
   }
   for (int block = blocks.begin; block < blocks.end; ++block) {

@@ -33,7 +33,8 @@ struct AttentionBackwardParams {
   int heads_q;
   int seqlen_q;
   int seqlen_k;
-  int head_dim;
+  int head_dim;    // Q's, K's, dQ's and dK's
+  int head_dim_v;  // V's, O's, dO's and dV's: at most head_dim (as in the forward)
   int heads_per_kv;
   int window_left;
   int window_right;

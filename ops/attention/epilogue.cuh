@@ -7,27 +7,28 @@
 namespace flashjit {
 
 /// Writes this warp's rows [warp_row0, warp_row0 + Rows) of `acc` (rounded to T), columns
-/// [0, Cols), to `dst` (row 0 of the block; rows `row_stride` apart) for the block's first
-/// `rows` rows. Staging goes through the same rows of the shared tile `staging`, which only
-/// this warp may have used.
+/// [0, Cols) (the first `cols_valid` of them, a multiple of 8: O's value head dim), to `dst`
+/// (row 0 of the block; rows `row_stride` apart) for the block's first `rows` rows. Staging
+/// goes through the same rows of the shared tile `staging`, which only this warp may have used.
 template <int Cols, typename T, int Rows, int AccCols, int TileRows, int TileCols>
 FJ_DEVICE void store_rows(const acc_tile<Rows, AccCols>& acc,
                           smem_tile<T, TileRows, TileCols> staging, T* dst, index_t row_stride,
-                          int warp_row0, int rows, int lane) {
+                          int warp_row0, int rows, int lane, int cols_valid = Cols) {
   store_fragments(acc, staging, warp_row0, 0, lane);
   __syncwarp();
   store_rows_from_shared<Rows, Cols>(dst + warp_row0 * row_stride, row_stride, staging, warp_row0,
-                                     rows - warp_row0, lane);
+                                     rows - warp_row0, lane, cols_valid);
 }
 
 /// store_rows for rows that are not evenly spaced: tile row t goes to `row_at(t)`.
 template <int Cols, typename T, int Rows, int AccCols, int TileRows, int TileCols, class RowAt>
 FJ_DEVICE void store_rows_at(const acc_tile<Rows, AccCols>& acc,
                              smem_tile<T, TileRows, TileCols> staging, const RowAt& row_at,
-                             int warp_row0, int rows, int lane) {
+                             int warp_row0, int rows, int lane, int cols_valid = Cols) {
   store_fragments(acc, staging, warp_row0, 0, lane);
   __syncwarp();
-  store_rows_from_shared_to<Rows, Cols>(row_at, staging, warp_row0, rows - warp_row0, lane);
+  store_rows_from_shared_to<Rows, Cols>(row_at, staging, warp_row0, rows - warp_row0, lane,
+                                        cols_valid);
 }
 
 /// Writes this warp's rows of `acc` in fp32, columns [0, cols), straight from the fragments:

@@ -158,6 +158,7 @@ struct ForwardRows {
   ForwardBlock<Traits> block;
   HeadTensor q, k, v;
   SequenceIndex sequences;
+  int value_cols;  // V's head dim: its columns past it load as zeros
 
   template <class Tile>
   FJ_DEVICE void load_queries(Tile tile, int rows, int thread) const {
@@ -167,22 +168,23 @@ struct ForwardRows {
   }
   template <class Tile>
   FJ_DEVICE void load_keys(Tile tile, int key0, int thread) const {
-    load_key_rows(tile, k, key0, thread);
+    load_key_rows(tile, k, key0, Traits::kHeadDim, thread);
   }
   template <class Tile>
   FJ_DEVICE void load_values(Tile tile, int key0, int thread) const {
-    load_key_rows(tile, v, key0, thread);
+    load_key_rows(tile, v, key0, value_cols, thread);
   }
 
  private:
   template <class Tile>
-  FJ_DEVICE void load_key_rows(Tile tile, const HeadTensor& t, int key0, int thread) const {
+  FJ_DEVICE void load_key_rows(Tile tile, const HeadTensor& t, int key0, int cols,
+                               int thread) const {
     if constexpr (Traits::Layout::kPaged && shares_rows<Tile>()) {
-      load_page_rows(tile, t, key0, thread);
+      load_page_rows(tile, t, key0, cols, thread);
     } else {
       load_tile_rows_async<Traits::kThreads>(
           tile, [&](int r) { return block.key_row(t, sequences, key0 + r); },
-          static_cast<const T*>(t.data), block.seqlen_k - key0, Traits::kHeadDim, thread);
+          static_cast<const T*>(t.data), block.seqlen_k - key0, cols, thread);
     }
   }
 
@@ -200,7 +202,8 @@ struct ForwardRows {
   /// first of them, so a row costs one page-table read instead of one per chunk (a quarter more
   /// bytes than the row itself at 16 chunks a row, 4 bytes of index per 16 of data).
   template <class Tile>
-  FJ_DEVICE void load_page_rows(Tile tile, const HeadTensor& t, int key0, int thread) const {
+  FJ_DEVICE void load_page_rows(Tile tile, const HeadTensor& t, int key0, int cols,
+                                int thread) const {
     constexpr int kChunksPerRow = Tile::kCols / kChunkElements;
     constexpr int kRowStep = Traits::kThreads / kChunksPerRow;
     const int lane = thread % kWarpSize;
@@ -216,7 +219,7 @@ struct ForwardRows {
         page = load_global_index(sequences.page_table, table_row + key / sequences.page_size);
       }
       page = shuffle_from(page, leader);
-      const bool valid = row < rows_valid && col < Traits::kHeadDim;
+      const bool valid = row < rows_valid && col < cols;
       const T* src = t.rows<T>(page, block.kv_head, key % sequences.page_size) + col;
       cp_async_16(tile.at(row, col), valid ? src : static_cast<const T*>(t.data), valid);
     }
@@ -229,9 +232,9 @@ FJ_DEVICE auto forward_rows(const ForwardBlock<Traits>& block, const AttentionFo
   using T = typename Traits::Element;
   if constexpr (Traits::Layout::kDense) {
     return StridedRows<Traits>(head_slice<T>(p, p.o, nullptr, block.batch, block.head, block.row0),
-                               block.seqlen_k);
+                               block.seqlen_k, p.head_dim_v);
   } else {
-    return ForwardRows<Traits>{block, p.q, p.k, p.v, p.sequences};
+    return ForwardRows<Traits>{block, p.q, p.k, p.v, p.sequences, p.head_dim_v};
   }
 }
 
@@ -249,25 +252,25 @@ FJ_DEVICE void store_forward_outputs(const ForwardBlock<Traits>& block,
     const auto partial_o = [&](int r) {
       return out.o + block.split * out.o_split_stride +
              (block.token0 + block.query(r)) * out.o_token_stride +
-             index_t(block.query_head(r)) * p.head_dim;
+             index_t(block.query_head(r)) * p.head_dim_v;
     };
     const auto partial_lse = [&](int r) {
       return out.lse + block.split * out.lse_split_stride +
              (block.token0 + block.query(r)) * out.lse_token_stride + block.query_head(r);
     };
-    store_rows_fp32(o, partial_o, warp_row0, block.rows, p.head_dim, lane);
+    store_rows_fp32(o, partial_o, warp_row0, block.rows, p.head_dim_v, lane);
     store_lse_to(lse, partial_lse, warp_row0, block.rows, lane);
   } else if constexpr (Traits::Layout::kDense) {
     const HeadSlice<T> slice =
         head_slice<T>(p, p.o, lse_rows(p, block.batch, block.head, block.row0), block.batch,
                       block.head, block.row0);
     store_rows<Traits::kHeadDim>(o, staging, slice.out, slice.out_row_stride, warp_row0, block.rows,
-                                 lane);
+                                 lane, p.head_dim_v);
     store_lse(lse, slice.lse, warp_row0, block.rows, lane);
   } else {
     store_rows_at<Traits::kHeadDim>(
         o, staging, [&](int r) { return block.template query_row<T>(p.o, r); }, warp_row0,
-        block.rows, lane);
+        block.rows, lane, p.head_dim_v);
     if (p.lse == nullptr) return;
     store_lse_to(
         lse,

@@ -57,8 +57,8 @@ struct AttentionForwardParams {
 
   HeadTensor q;  // (batch, seqlen_q, heads_q, head_dim)
   HeadTensor k;  // (batch, seqlen_k, heads_kv, head_dim)
-  HeadTensor v;  // (batch, seqlen_k, heads_kv, head_dim)
-  HeadTensor o;  // (batch, seqlen_q, heads_q, head_dim), written
+  HeadTensor v;  // (batch, seqlen_k, heads_kv, head_dim_v)
+  HeadTensor o;  // (batch, seqlen_q, heads_q, head_dim_v), written
   float* lse;    // (batch, heads_q, seqlen_q) natural-log LSE, written; nullptr: skipped.
                  // With cu_seqlens_q, (heads_q, total_q) and lse_batch_stride 0.
   index_t lse_batch_stride;
@@ -66,7 +66,8 @@ struct AttentionForwardParams {
 
   int seqlen_q;      // per sequence; with cu_seqlens_q the longest (the grid covers it)
   int seqlen_k;      // per sequence; with per-sequence lengths the longest
-  int head_dim;      // the real head dim (the config's may be padded up to 16)
+  int head_dim;      // Q's and K's real head dim (the config's may be padded up to 16)
+  int head_dim_v;    // V's and O's, at most head_dim: their columns past it are zero in the tiles
   int heads_per_kv;  // heads_q / heads_kv: query head h reads key/value head h / heads_per_kv
   int heads_q;       // query heads, and
   int batch;         // sequences: the persistent Hopper forward's tiles (the others use the grid)

@@ -19,9 +19,10 @@ struct StridedRows {
   using T = typename Traits::Element;
   HeadSlice<T> slice;
   int seqlen_k;
+  int value_cols;  // V's head dim: its columns past it load as zeros
 
-  FJ_DEVICE StridedRows(const HeadSlice<T>& slice_, int seqlen_k_)
-      : slice(slice_), seqlen_k(seqlen_k_) {}
+  FJ_DEVICE StridedRows(const HeadSlice<T>& slice_, int seqlen_k_, int value_cols_)
+      : slice(slice_), seqlen_k(seqlen_k_), value_cols(value_cols_) {}
 
   template <class Tile>
   FJ_DEVICE void load_queries(Tile q, int rows, int thread) const {
@@ -36,7 +37,7 @@ struct StridedRows {
   template <class Tile>
   FJ_DEVICE void load_values(Tile v, int key0, int thread) const {
     load_tile_async<Traits::kThreads>(v, slice.v + key0 * slice.v_row_stride, slice.v_row_stride,
-                                      seqlen_k - key0, Traits::kHeadDim, thread);
+                                      seqlen_k - key0, value_cols, thread);
   }
 };
 

@@ -19,7 +19,7 @@ struct QueryBlock {
   int row0;
   int rows;        // valid rows; the tiles are zero past them
   QueryTile q;     // (kBlockM, d)
-  QueryTile dout;  // (kBlockM, d)
+  QueryTile dout;  // (kBlockM, d): zero past head_dim_v
 };
 
 template <class Traits>
@@ -35,7 +35,8 @@ struct QueryBlockPipeline {
   static_assert(kBytes <= Traits::kSharedBytes,
                 "the host's shared bytes must cover the tiles carved here");
 
-  KeyTile k, v;         // (kBlockN, d): the CTA's keys and values; staging for dK, dV at the end
+  KeyTile k, v;         // (kBlockN, d): the CTA's keys and values (zero past head_dim_v); staging
+                        // for dK, dV at the end
   ScoreTile p_t, ds_t;  // (kBlockN, kBlockM): a step's Pᵀ and dSᵀ, shared between warps
   QueryTile q0, dout0;  // (kBlockM, d): slot 0 of the Q and dO ring buffers
 
@@ -43,6 +44,7 @@ struct QueryBlockPipeline {
                                BlockRange blocks)
       : q_(params.q),
         dout_(params.dout),
+        value_cols_(params.head_dim_v),
         seqlen_q_(params.seqlen_q),
         heads_per_kv_(params.heads_per_kv),
         batch_(batch),
@@ -68,7 +70,7 @@ struct QueryBlockPipeline {
     load_tile_async<Traits::kThreads>(k, params.k.rows<const T>(batch_, kv_head_, key0),
                                       params.k.row_stride, keys, Traits::kHeadDim, threadIdx.x);
     load_tile_async<Traits::kThreads>(v, params.v.rows<const T>(batch_, kv_head_, key0),
-                                      params.v.row_stride, keys, Traits::kHeadDim, threadIdx.x);
+                                      params.v.row_stride, keys, value_cols_, threadIdx.x);
     load(0);  // joins the keys' commit group
   }
 
@@ -95,7 +97,8 @@ struct QueryBlockPipeline {
     store_rows_from_shared<Traits::kBlockN, Traits::kHeadDim, Traits::kThreads>(
         dk_out.rows<T>(batch_, kv_head_, key0), dk_out.row_stride, k, 0, keys, threadIdx.x);
     store_rows_from_shared<Traits::kBlockN, Traits::kHeadDim, Traits::kThreads>(
-        dv_out.rows<T>(batch_, kv_head_, key0), dv_out.row_stride, v, 0, keys, threadIdx.x);
+        dv_out.rows<T>(batch_, kv_head_, key0), dv_out.row_stride, v, 0, keys, threadIdx.x,
+        value_cols_);
   }
 
   /// Ends step `step`: with one stage, every warp is done with its buffers, and the next step
@@ -124,11 +127,12 @@ struct QueryBlockPipeline {
     load_tile_async<Traits::kThreads>(b.q, q_.rows<const T>(batch_, b.head, b.row0), q_.row_stride,
                                       b.rows, Traits::kHeadDim, threadIdx.x);
     load_tile_async<Traits::kThreads>(b.dout, dout_.rows<const T>(batch_, b.head, b.row0),
-                                      dout_.row_stride, b.rows, Traits::kHeadDim, threadIdx.x);
+                                      dout_.row_stride, b.rows, value_cols_, threadIdx.x);
     cp_async_commit();
   }
 
   HeadTensor q_, dout_;
+  int value_cols_;  // head_dim_v
   int seqlen_q_;
   int heads_per_kv_;
   int batch_;

@@ -296,6 +296,9 @@ struct KeyGradientAccumulator {
       for (int i = 0; i < kGradients; ++i) {
         const Kind which = kind(i, scope);
         const HeadTensor& out = which == kKeyGradient ? p.dk : p.dv;
+        // dV's rows are head_dim_v wide. Packed sequences take head_dim_v = head_dim only (the
+        // calls with Sequences refuse another): the check there made those forms spill.
+        if (!Traits::kVarlen && which != kKeyGradient && col >= p.head_dim_v) continue;
         store_global_raw(reinterpret_cast<Chunk16*>(out.rows<T>(at.batch, at.kv_head, key) + col),
                          load_shared(chunks, which * kRows * kChunksPerRow + chunk));
       }

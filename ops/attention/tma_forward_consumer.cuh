@@ -129,7 +129,7 @@ FJ_DEVICE void store_packed_rows(const TmaForwardShared<Traits>& smem,
   for (int chunk = worker; chunk < rows * kChunksPerRow; chunk += 128) {
     const int row = group_row0 + chunk / kChunksPerRow;
     const int col = chunk % kChunksPerRow * kChunkElements;
-    if (col >= params.head_dim) continue;
+    if (col >= params.head_dim_v) continue;
     const Chunk16 value = load_shared(reinterpret_cast<const Chunk16*>(smem.q.at(row, col)), 0);
     T* dst = params.o.rows<T>(at.tensor_batch, at.head, at.q_row0 + row) + col;
     store_global_raw(reinterpret_cast<Chunk16*>(dst), value);

@@ -25,8 +25,8 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
   const int thread = threadIdx.x;
   const WarpgroupScope scope{thread};
   const int lane = scope.lane();
-  const int warp_row0 = scope.warp_row0();   // the warp's first row in the block
-  const int group_row0 = scope.row0();       // its warpgroup's
+  const int warp_row0 = scope.warp_row0();             // the warp's first row in the block
+  const int group_row0 = scope.row0();                 // its warpgroup's
   const int row0 = int(blockIdx.x) * Traits::kBlockM;  // the block's first row
   const int rows = min_int(Traits::kBlockM, params.seqlen_q - row0);  // valid rows in the block
   const int head = blockIdx.y, batch = blockIdx.z;
@@ -55,7 +55,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
                                           Traits::kHeadDim, thread);
     load_core_matrix_tile_async<kThreads>(v, slice.v + key0 * slice.v_row_stride,
                                           slice.v_row_stride, params.seqlen_k - key0,
-                                          Traits::kHeadDim, thread);
+                                          params.head_dim_v, thread);
     cp_async_commit();
     cp_async_wait<0>();
     fence_proxy_async();  // the loads wrote through the generic proxy; wgmma reads async
@@ -72,8 +72,8 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
     __syncthreads();  // every warpgroup is done with K and V before they are refilled
   }
   const row_vec<16> lse = softmax.finish(o, exponent_scale<Traits::kSoftcap>(params));  // O /= ℓ
-  store_rows<Traits::kHeadDim>(o, o_staging, slice.out, slice.out_row_stride, warp_row0, rows,
-                               lane);
+  store_rows<Traits::kHeadDim>(o, o_staging, slice.out, slice.out_row_stride, warp_row0, rows, lane,
+                               params.head_dim_v);
   store_lse(lse, slice.lse, warp_row0, rows, lane);
 }
 

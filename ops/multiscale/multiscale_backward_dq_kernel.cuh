@@ -26,7 +26,7 @@ FJ_DEVICE void multiscale_query_gradients(const MultiScaleParams& params,
   const int lane = threadIdx.x % kWarpSize;
   const int warp_row0 = threadIdx.x / kWarpSize * kRows;
   const HeadSlice<T> slice = head_slice<T>(p, p.dq, nullptr, batch, head, row0);
-  Pipeline pipeline({slice, p.seqlen_k}, blocks.end);
+  Pipeline pipeline({slice, p.seqlen_k, Traits::kHeadDim}, blocks.end);  // V as wide as Q
   unsigned char* after_pipeline = dynamic_shared<unsigned char>() + Pipeline::kBytes;
   const auto dout = carve_tile<typename Pipeline::QTile>(after_pipeline);  // (kBlockM, d)
   MultiScaleRowStats stats[kRows / 16 * 2];

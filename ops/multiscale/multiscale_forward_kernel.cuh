@@ -76,7 +76,8 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
                                                  head * params.rowsum_head_stride + row0;
   const HeadSlice<T> slice = head_slice<T>(p, p.o, rowsum, batch, head, row0);
 
-  KeyValuePipeline<Traits> pipeline({slice, p.seqlen_k}, blocks.end);
+  KeyValuePipeline<Traits> pipeline({slice, p.seqlen_k, Traits::kHeadDim},
+                                    blocks.end);      // V as wide as Q
   QueryOperand<Traits> query(pipeline.q, warp_row0);  // Q, from shared memory or registers
   acc_tile<kRows, Traits::kHeadDimPadded> o;          // (kRows, kHeadDimPadded), normalized by d
   fill(o, 0.0f);

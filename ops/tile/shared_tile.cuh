@@ -104,13 +104,15 @@ FJ_DEVICE void load_tile_rows_async(smem_tile<T, Rows, Cols> dst, const RowAt& r
 
 /// Copies rows [first_row, first_row + Rows) of `src`, columns [0, Cols), to global memory,
 /// tile row t to `row_at(t)` (rows need not be evenly spaced: pages, packed heads), skipping
-/// rows at or past first_row + `rows_valid`. `Workers` threads share the work, `worker` being
-/// this one's index: one warp's lanes for rows the warp wrote itself (before a __syncwarp), or
-/// the whole block after a __syncthreads.
+/// rows at or past first_row + `rows_valid` and chunks at or past column `cols_valid` (a whole
+/// number of chunks). `Workers` threads share the work, `worker` being this one's index: one
+/// warp's lanes for rows the warp wrote itself (before a __syncwarp), or the whole block after
+/// a __syncthreads.
 template <int Rows, int Cols, int Workers = kWarpSize, typename T, int TileRows, int TileCols,
           class RowAt>
 FJ_DEVICE void store_rows_from_shared_to(const RowAt& row_at, smem_tile<T, TileRows, TileCols> src,
-                                         int first_row, int rows_valid, int worker) {
+                                         int first_row, int rows_valid, int worker,
+                                         int cols_valid = Cols) {
   static_assert(Cols <= TileCols && Cols % kChunkElements == 0, "whole chunks of the tile");
   constexpr int kChunksPerRow = Cols / kChunkElements;
   constexpr int kChunks = Rows * kChunksPerRow;
@@ -120,7 +122,7 @@ FJ_DEVICE void store_rows_from_shared_to(const RowAt& row_at, smem_tile<T, TileR
     if (kChunks % Workers != 0 && chunk >= kChunks) break;
     const int row = chunk / kChunksPerRow;
     const int col = chunk % kChunksPerRow * kChunkElements;
-    if (row >= rows_valid) continue;
+    if (row >= rows_valid || col >= cols_valid) continue;
     const Chunk16 value =
         load_shared(reinterpret_cast<const Chunk16*>(src.at(first_row + row, col)), 0);
     store_global_raw(reinterpret_cast<Chunk16*>(row_at(first_row + row) + col), value);
@@ -132,10 +134,10 @@ FJ_DEVICE void store_rows_from_shared_to(const RowAt& row_at, smem_tile<T, TileR
 template <int Rows, int Cols, int Workers = kWarpSize, typename T, int TileRows, int TileCols>
 FJ_DEVICE void store_rows_from_shared(T* dst, index_t row_stride,
                                       smem_tile<T, TileRows, TileCols> src, int first_row,
-                                      int rows_valid, int worker) {
+                                      int rows_valid, int worker, int cols_valid = Cols) {
   store_rows_from_shared_to<Rows, Cols, Workers>(
       [&](int tile_row) { return dst + (tile_row - first_row) * row_stride; }, src, first_row,
-      rows_valid, worker);
+      rows_valid, worker, cols_valid);
 }
 
 }  // namespace flashjit

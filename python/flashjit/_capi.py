@@ -42,7 +42,8 @@ class AttentionOptions(ctypes.Structure):
                 ("scale", ctypes.c_float), ("softcap", ctypes.c_float),
                 ("deterministic", ctypes.c_int), ("score_mod", ctypes.c_char_p),
                 ("mask_mod", ctypes.c_char_p), ("block_mask", ctypes.POINTER(Tensor)),
-                ("captures", ctypes.c_void_p), ("num_captures", ctypes.c_int)]
+                ("captures", ctypes.c_void_p), ("num_captures", ctypes.c_int),
+                ("head_dim_v", ctypes.c_int64)]
 
 
 class Capture(ctypes.Structure):

@@ -37,7 +37,8 @@ def register(forward: Callable, backward: Callable, options: Callable) -> None:
     @attention_forward.register_fake
     def _(q, k, v, causal, window_left, window_right, softcap, scale, deterministic):
         batch, seqlen_q, heads_q, _ = q.shape
-        return q.new_empty(q.shape), q.new_empty((batch, heads_q, seqlen_q), dtype=torch.float32)
+        return (q.new_empty((batch, seqlen_q, heads_q, v.shape[3])),
+                q.new_empty((batch, heads_q, seqlen_q), dtype=torch.float32))
 
     @torch.library.custom_op("flashjit::attention_backward", mutates_args=())
     def attention_backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor,

@@ -112,8 +112,10 @@ def _dense_options(q, k, v, options: _Options) -> _capi.AttentionOptions:
     layout = "[batch, seqlen, heads, head_dim]"
     b, sq, hq, d = _shape("q", q, 4, layout)
     _, sk, hk, _ = _shape("k", k, 4, layout)
-    _shape("v", v, 4, layout)
-    return _call_options(options, b, hq, hk, sq, sk, d)
+    value_dim = _shape("v", v, 4, layout)[3]
+    a = _call_options(options, b, hq, hk, sq, sk, d)
+    a.head_dim_v = value_dim if value_dim != d else 0  # MLA: v narrower than q and k
+    return a
 
 
 def _element(x) -> str:
@@ -126,7 +128,7 @@ def _forward(q, k, v, options: _Options, block_mask=None):
                  **_capture_inputs(options)}) as launch:
         _bind_captures(a, launch, options)
         a.block_mask = _capi.pointer(launch.input("block_mask"))
-        o = launch.output("o", q.shape, _element(q))
+        o = launch.output("o", (*q.shape[:3], v.shape[3]), _element(q))
         lse = launch.output("lse", (a.batch, a.heads_q, a.seqlen_q), "f32")
         _capi.check(_capi.library().flashjit_attention_forward(
             launch.runtime.handle, ctypes.byref(a), _capi.pointer(launch.input("q")),
@@ -199,16 +201,18 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
     """Attention over a dense batch, FlashAttention's flash_attn_func.
 
     q is [batch, seqlen_q, heads_q, head_dim], k and v [batch, seqlen_k, heads_kv, head_dim]
-    (heads_q a multiple of heads_kv: GQA/MQA), head_dim a multiple of 8 up to 256; numpy float16
-    or torch float16/bfloat16, all on one device (host memory runs on the CPU emulator, a CUDA
-    tensor on its GPU, on the current stream). `causal` aligns the mask bottom-right; `window`
-    is (left, right) keys around the diagonal, -1 unbounded; `softcap` > 0 caps the scores
-    with softcap * tanh(s / softcap); `scale` defaults to 1/sqrt(head_dim). torch tensors that
-    require grad get gradients from flashjit's backward (`deterministic`: the same bits on every
-    run). Returns o like q, and with `return_lse` also the natural-log LSE, float32
-    [batch, heads_q, seqlen_q] (not differentiated). A bad argument raises ValueError naming
-    it; nothing is launched then. With PyTorch 2.4 or later, torch tensors go through the custom
-    operator flashjit::attention_forward, which torch.compile traces without a graph break.
+    (heads_q a multiple of heads_kv: GQA/MQA), head_dim a multiple of 8 up to 256; v may be
+    narrower, [..., head_dim_v] with head_dim_v a multiple of 8 up to head_dim (MLA: 192 and
+    128), and o then has its width; numpy float16 or torch float16/bfloat16, all on one device
+    (host memory runs on the CPU emulator, a CUDA tensor on its GPU, on the current stream).
+    `causal` aligns the mask bottom-right; `window` is (left, right) keys around the diagonal,
+    -1 unbounded; `softcap` > 0 caps the scores with softcap * tanh(s / softcap); `scale`
+    defaults to 1/sqrt(head_dim). torch tensors that require grad get gradients from flashjit's
+    backward (`deterministic`: the same bits on every run). Returns o like q (v's head dim), and
+    with `return_lse` also the natural-log LSE, float32 [batch, heads_q, seqlen_q] (not
+    differentiated). A bad argument raises ValueError naming it; nothing is launched then. With
+    PyTorch 2.4 or later, torch tensors go through the custom operator
+    flashjit::attention_forward, which torch.compile traces without a graph break.
 
     `score_mod` and `mask_mod` are C++ expressions compiled into the kernel (docs/modifiers.md):
     the score the softmax sees, from `score` (scaled, soft-capped), `b`, `h`, `q_idx` and

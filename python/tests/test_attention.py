@@ -74,6 +74,31 @@ def test_torch_autograd(dtype, deterministic):
             assert torch.equal(first.grad, second.grad)
 
 
+def test_a_narrower_value_head_dim_mla():
+    """v and o 32 wide under q and k of 64 (MLA's shape, small): forward and gradients, numpy
+    and torch; a v wider than q is named."""
+    q, k, _ = inputs(1, 40, 56, 4, 2, 64, seed=4)
+    v = np.random.default_rng(5).standard_normal((1, 56, 2, 32))
+    qh, kh, vh = (x.astype(np.float16) for x in (q, k, v))
+    o = flashjit.attention(qh, kh, vh, causal=True)
+    assert o.shape == (1, 40, 4, 32)
+    exact = [torch.tensor(x.astype(np.float64), requires_grad=True) for x in (qh, kh, vh)]
+    o_ref, _ = reference.attention(*exact, causal=True)
+    assert reference.relative_error(o, o_ref) < BAR[np.float16]
+    leaves = [torch.tensor(x, dtype=torch.bfloat16, requires_grad=True) for x in (q, k, v)]
+    dout = torch.randn((1, 40, 4, 32), generator=torch.Generator().manual_seed(6))
+    flashjit.attention(*leaves, causal=True).backward(dout.to(torch.bfloat16))
+    exact = [torch.tensor(t.detach().float().numpy(), dtype=torch.float64, requires_grad=True)
+             for t in leaves]
+    reference.attention(*exact, causal=True)[0].backward(dout.double())
+    for leaf, ref in zip(leaves, exact):
+        assert leaf.grad.shape == ref.shape
+        assert reference.relative_error(leaf.grad, ref.grad) < 2 * BAR[torch.bfloat16]
+    wide = np.zeros((1, 56, 2, 72), dtype=np.float16)
+    with pytest.raises(ValueError, match="head_dim_v"):
+        flashjit.attention(qh, kh, wide)
+
+
 def test_torch_strided_inputs_and_no_grad():
     q, k, v = (torch.tensor(x, dtype=torch.bfloat16) for x in inputs(1, 40, 40, 2, 2, 64, 4))
     # [b, h, s, d] memory seen as [b, s, h, d]: the same values, other strides

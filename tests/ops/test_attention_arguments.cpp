@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "attention/attention_forward.hpp"
+#include "attention/attention_inference.hpp"
 #include "common/op_registry.hpp"
 #include "support/argument_cases.hpp"
 #include "support/attention_argument_cases.hpp"
@@ -718,4 +719,28 @@ TEST_CASE("attention-forward lists the compile matrix") {
     CHECK(names.size() == all.size());
     for (const auto& spec : defaults) CHECK(names.count(spec.readable_name) == 1);
   }
+}
+
+TEST_CASE("forward with a value head dim: v and o that wide, the field named out of range") {
+  ForwardCall call;
+  Attention& a = call.attention;
+  a.head_dim_v = 32;
+  call.rejects("v.shape");  // still head_dim wide
+  call.v = attention_tensor(call.storage->v, DType::bf16, Layout::bshd, ForwardCall::kBatch,
+                            ForwardCall::kSeqK, ForwardCall::kHeadsKv, 32);
+  call.rejects("o.shape");
+  call.o = attention_tensor(call.storage->o, DType::bf16, Layout::bshd, ForwardCall::kBatch,
+                            ForwardCall::kSeqQ, ForwardCall::kHeadsQ, 32);
+  CHECK_NOTHROW(call.validate());
+  for (std::int64_t dim : {-8, 4, 12, 72, 256}) {  // past head_dim (64) included
+    a.head_dim_v = dim;
+    call.rejects("attention.head_dim_v");
+  }
+  // Not with Sequences yet: named, before any tensor is looked at.
+  a.head_dim_v = 32;
+  check_names(
+      [&] {
+        validate_inference_arguments(a, Sequences{}, call.q, call.k, call.v, call.o, call.lse);
+      },
+      "attention.head_dim_v", "for dense calls");
 }

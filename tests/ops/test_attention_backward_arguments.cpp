@@ -686,3 +686,21 @@ TEST_CASE("attention-backward lists the compile matrix") {
     }
   }
 }
+
+TEST_CASE("backward with a value head dim: dout and dv as wide as o and v") {
+  BackwardCall call;
+  using C = BackwardCall;
+  const auto narrow = [](void* data, std::int64_t seqlen, std::int64_t heads) {
+    return attention_tensor(data, DType::bf16, Layout::bshd, C::kBatch, seqlen, heads, 32);
+  };
+  call.attention.head_dim_v = 32;
+  call.v = narrow(call.storage->v, C::kSeqK, C::kHeadsKv);
+  call.o = narrow(call.storage->o, C::kSeqQ, C::kHeadsQ);
+  call.rejects("dout.shape");
+  call.dout = narrow(call.storage->dout, C::kSeqQ, C::kHeadsQ);
+  call.rejects("dv.shape");
+  call.dv = narrow(call.storage->dv, C::kSeqK, C::kHeadsKv);
+  CHECK_NOTHROW(call.validate());
+  call.dq = narrow(call.storage->dq, C::kSeqQ, C::kHeadsQ);  // dQ stays head_dim wide
+  call.rejects("dq.shape");
+}

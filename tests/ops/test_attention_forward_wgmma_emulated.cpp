@@ -72,6 +72,17 @@ TEST_CASE("Hopper forward on the emulator: head dims, GQA 8:1, bhsd, windows and
   check_case<64, 64, 64>(softcap);
 }
 
+TEST_CASE("Hopper forward with a smaller value head dim: V's and O's 32 and 64 of 64 and 128") {
+  ForwardCase narrow = batched_case(1, 2, 1, 100, 130, 64);  // GQA 2:1
+  narrow.problem.head_dim_v = 32;
+  narrow.problem.causal = true;
+  check_case<64, 64, 64>(narrow);
+  ForwardCase half = batched_case(1, 2, 1, 77, 77, 128);
+  half.problem.head_dim_v = 64;
+  half.layout = reference::Layout::bhsd;
+  check_case<128, 64, 64>(half);
+}
+
 TEST_CASE("Hopper forward: NVRTC builds it for sm_90a, its PTX issues wgmma, nothing spills") {
   for (const char* mask : {"none", "window"}) {
     CAPTURE(mask);

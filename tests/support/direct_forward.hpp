@@ -32,10 +32,11 @@ inline DirectForwardBuffers direct_forward_buffers(const ForwardCase& c) {
   const reference::Problem& p = c.problem;
   DirectForwardBuffers b{case_inputs::rounded_random(p.q_shape(), c.layout, c.seed, c.dtype),
                          case_inputs::rounded_random(p.kv_shape(), c.layout, c.seed + 1, c.dtype),
-                         case_inputs::rounded_random(p.kv_shape(), c.layout, c.seed + 2, c.dtype),
+                         case_inputs::rounded_random(p.v_shape(), c.layout, c.seed + 2, c.dtype),
                          {},
                          {}};
-  b.o.assign(b.q.bits.size(), case_inputs::kPoison);
+  b.o.assign(static_cast<std::size_t>(p.batch * p.seqlen_q * p.heads_q * p.value_dim()),
+             case_inputs::kPoison);
   b.lse.assign(static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q), std::nanf(""));
   return b;
 }
@@ -44,13 +45,16 @@ inline DirectForwardBuffers direct_forward_buffers(const ForwardCase& c) {
 inline AttentionForwardParams direct_forward_params(const ForwardCase& c, DirectForwardBuffers& b) {
   const Attention a = c.attention();
   const flashjit::Layout layout = case_inputs::library_layout(c.layout);
-  auto view = [&](std::vector<std::uint16_t>& bits, std::int64_t seqlen, std::int64_t heads) {
-    return attention_tensor(bits.data(), c.dtype, layout, a.batch, seqlen, heads, a.head_dim);
+  auto view = [&](std::vector<std::uint16_t>& bits, std::int64_t seqlen, std::int64_t heads,
+                  std::int64_t head_dim) {
+    return attention_tensor(bits.data(), c.dtype, layout, a.batch, seqlen, heads, head_dim);
   };
-  return kernels::forward_params(a, view(b.q.bits, a.seqlen_q, a.heads_q),
-                                 view(b.k.bits, a.seqlen_k, a.heads_kv),
-                                 view(b.v.bits, a.seqlen_k, a.heads_kv),
-                                 view(b.o, a.seqlen_q, a.heads_q), lse_tensor(b.lse.data(), a));
+  const std::int64_t value_dim = a.value_head_dim();
+  return kernels::forward_params(a, view(b.q.bits, a.seqlen_q, a.heads_q, a.head_dim),
+                                 view(b.k.bits, a.seqlen_k, a.heads_kv, a.head_dim),
+                                 view(b.v.bits, a.seqlen_k, a.heads_kv, value_dim),
+                                 view(b.o, a.seqlen_q, a.heads_q, value_dim),
+                                 lse_tensor(b.lse.data(), a));
 }
 
 /// The emulator launch of a forward kernel over `b`: grid (ceil(seqlen_q / Traits::kBlockM),

@@ -625,3 +625,25 @@ TEST_CASE("run --op multiscale: both masks on the emulator, the errors and PASS"
     CHECK_MESSAGE(run.err.find(bad.front()) != std::string::npos, run.err);
   }
 }
+
+TEST_CASE("run --head-dim-v: MLA's 192 and 128, forward and backward, PASS, out of range named") {
+  TempDir dir;
+  for (const char* op : {"attention-forward", "attention-backward"}) {
+    const ChildResult run = flashjit_cli(
+        {"run", "--emulate", "--op", op, "--head-dim", "192", "--head-dim-v", "128", "--causal"},
+        dir.path().string());
+    CAPTURE(run.output);
+    CHECK(run.exit_code == 0);
+    CHECK(run.out.find("head_dim 192, bf16, bshd, causal, head_dim_v 128") != std::string::npos);
+    CHECK(run.out.find("PASS") != std::string::npos);
+  }
+  const ChildResult wide = flashjit_cli(
+      {"run", "--emulate", "--head-dim", "64", "--head-dim-v", "72"}, dir.path().string());
+  CHECK(wide.exit_code == 2);
+  CHECK(wide.output.find("'--head-dim-v': is 72") != std::string::npos);
+  const ChildResult paged =
+      flashjit_cli({"run", "--emulate", "--paged", "--head-dim-v", "32"}, dir.path().string());
+  CHECK(paged.exit_code == 2);
+  CHECK(paged.output.find("'--head-dim-v': does not apply to --op attention-forward --paged") !=
+        std::string::npos);
+}

@@ -44,8 +44,8 @@ struct Attention {
   /// V's and O's head dim (dV's and dO's in the backward) where it differs from head_dim, as in
   /// DeepSeek's MLA prefill (head_dim 192, head_dim_v 128); 0: head_dim. A multiple of 8 from 8
   /// to head_dim. The kernels run at head_dim, V's tiles zero past head_dim_v, so O = P V costs
-  /// what it costs at head_dim. Dense calls (forward and backward) only for now: a call with
-  /// Sequences refuses another value.
+  /// what it costs at head_dim. Every call takes it, dense or with Sequences (v, o, dout, dv,
+  /// and a paged cache's v pages, that wide), but an append (Sequences::v_new refuses it).
   std::int64_t head_dim_v = 0;
   /// Key j is visible to query i only if j <= i + seqlen_k - seqlen_q (bottom-right aligned).
   /// Causal is the window_right = 0 case; combining it with window_right > 0 is an error.

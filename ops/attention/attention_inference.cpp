@@ -39,7 +39,7 @@ TensorView workspace_view(DeviceBuffer& buffer, std::size_t offset,
 /// The split partials, and the merge of tokens [first, first + count) of them into o and lse
 /// (views of those tokens as [tokens, heads, head_dim] and [tokens, heads]).
 struct Partials {
-  TensorView o;    // (splits, tokens, heads_q, head_dim)
+  TensorView o;    // (splits, tokens, heads_q, head_dim_v)
   TensorView lse;  // (splits, tokens, heads_q)
 
   void merge_into(detail::RuntimeBackend& backend, std::int64_t first, std::int64_t count,
@@ -62,7 +62,8 @@ void merge_partials(detail::RuntimeBackend& backend, const Attention& a, const S
   const auto out_o = [&](std::int64_t batch, std::int64_t tokens, std::int64_t token_stride) {
     const auto element = static_cast<std::int64_t>(dtype_size(o.dtype));
     return TensorView::strided(static_cast<char*>(o.data) + batch * o.strides[0] * element, o.dtype,
-                               {tokens, a.heads_q, a.head_dim}, {token_stride, o.strides[2], 1});
+                               {tokens, a.heads_q, a.value_head_dim()},
+                               {token_stride, o.strides[2], 1});
   };
   const auto out_lse = [&](std::int64_t batch, std::int64_t tokens, std::int64_t token_stride) {
     if (!has_lse) return TensorView{};
@@ -284,13 +285,14 @@ void launch_inference(detail::RuntimeBackend& backend, const Attention& a, const
   std::optional<Partials> partials;
   const int splits = config.splits;
   if (config.forward.split) {
-    const std::int64_t o_floats = splits * t.total_q * a.heads_q * a.head_dim;
+    const std::int64_t o_floats = splits * t.total_q * a.heads_q * a.value_head_dim();
     const std::int64_t lse_floats = splits * t.total_q * a.heads_q;
     workspace = backend.allocate_buffer_on_stream(
         static_cast<std::size_t>(o_floats + lse_floats) * sizeof(float), stream);
-    partials = Partials{workspace_view(*workspace, 0, {splits, t.total_q, a.heads_q, a.head_dim}),
-                        workspace_view(*workspace, static_cast<std::size_t>(o_floats),
-                                       {splits, t.total_q, a.heads_q})};
+    partials =
+        Partials{workspace_view(*workspace, 0, {splits, t.total_q, a.heads_q, a.value_head_dim()}),
+                 workspace_view(*workspace, static_cast<std::size_t>(o_floats),
+                                {splits, t.total_q, a.heads_q})};
     params.split = {static_cast<float*>(partials->o.data),
                     static_cast<float*>(partials->lse.data),
                     partials->o.strides[0],

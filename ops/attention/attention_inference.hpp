@@ -30,12 +30,16 @@ struct InferenceTensors {
 
 /// q, o (dout, dq) of an inference call, checked: packed [total_q, heads_q, head_dim] when
 /// `packed` (of `total_q` rows when that is >= 0), else [batch, seqlen_q, heads_q, head_dim].
+/// `value`: o's and dout's head dim, attention.value_head_dim(), instead of head_dim.
 /// Returns the kernels' rank-4 view (a packed one as batch 1 with batch stride 0).
 TensorView inference_query_tensor(const TensorView& view, const std::string& name,
-                                  const Attention& attention, bool packed, std::int64_t total_q);
-/// k, v (dk, dv) likewise: packed [total_k, heads_kv, head_dim] or dense.
+                                  const Attention& attention, bool packed, std::int64_t total_q,
+                                  bool value = false);
+/// k, v (dk, dv) likewise: packed [total_k, heads_kv, head_dim] or dense (`value`: v's and
+/// dv's head dim).
 TensorView inference_key_tensor(const TensorView& view, const std::string& name,
-                                const Attention& attention, bool packed, std::int64_t total_k);
+                                const Attention& attention, bool packed, std::int64_t total_k,
+                                bool value = false);
 
 /// Checks an inference call's host-visible arguments (shapes, dtypes, strides, the index
 /// arrays' shapes and dtypes); throws InvalidArgument naming the first bad one

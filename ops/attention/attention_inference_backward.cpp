@@ -53,11 +53,11 @@ void run_attention_backward_sequences(detail::RuntimeBackend& backend, const Att
   if (!present(lse)) throw InvalidArgument("lse", "is required: the backward recomputes P from it");
   const InferenceTensors t = validate_inference_arguments(a, s, q, k, v, o, lse);
   const bool packed_q = present(s.cu_seqlens_q), packed_k = present(s.cu_seqlens_k);
-  const TensorView dout4 = inference_query_tensor(dout, "dout", a, packed_q, t.total_q);
+  const TensorView dout4 = inference_query_tensor(dout, "dout", a, packed_q, t.total_q, true);
   const TensorView dq4 = inference_query_tensor(dq, "dq", a, packed_q, t.total_q);
   const std::int64_t total_k = packed_k ? k.shape[0] : -1;
   const TensorView dk4 = inference_key_tensor(dk, "dk", a, packed_k, total_k);
-  const TensorView dv4 = inference_key_tensor(dv, "dv", a, packed_k, total_k);
+  const TensorView dv4 = inference_key_tensor(dv, "dv", a, packed_k, total_k, true);
   check_same_dtype(dout, q, "dout", "q");
   check_same_dtype(dq, q, "dq", "q");
   check_same_dtype(dk, q, "dk", "q");
@@ -81,6 +81,12 @@ void run_attention_backward_sequences(detail::RuntimeBackend& backend, const Att
           ? default_backward_config(q.dtype, static_cast<int>(a.head_dim), forward_mask_kind(a),
                                     a.softcap > 0.0f, a.deterministic, arch)
           : modifiers_backward_config(q.dtype, a, arch);
+  if (config.tma && a.value_head_dim() != a.head_dim) {
+    // The TMA backward's packed form writes dV head_dim wide (checking head_dim_v there made it
+    // spill): a smaller value head dim takes the mma.sync kernels.
+    config = fallback_backward_config(q.dtype, static_cast<int>(a.head_dim), forward_mask_kind(a),
+                                      a.softcap > 0.0f, a.deterministic, arch);
+  }
   config.varlen = true;
   check_config_fits_device(config.shared_bytes(), backend.info());
   std::vector<detail::KernelBuffer> index_buffers;

@@ -45,6 +45,7 @@ testing::InferenceCase inference_case(const RunContext& context, const Attention
   c.heads_q = p.heads_q;
   c.heads_kv = p.heads_kv;
   c.head_dim = p.head_dim;
+  c.head_dim_v = p.head_dim_v;
   c.causal = p.causal;
   c.dtype = shape.dtype;
   c.splits = flags.splits;
@@ -60,9 +61,10 @@ testing::InferenceCase inference_case(const RunContext& context, const Attention
   return c;
 }
 
-/// The useful work of an inference case, sequence by sequence: 4 · visible pairs · head_dim
-/// FLOPs per query head, and each input and output moved once; an append also writes its new
-/// keys and values into the cache once and reads the rotary tables' rows of its positions.
+/// The useful work of an inference case, sequence by sequence: 2 · visible pairs · (head_dim +
+/// value head dim) FLOPs per query head, and each input and output moved once; an append also
+/// writes its new keys and values into the cache once and reads the rotary tables' rows of its
+/// positions.
 struct InferenceMinimum {
   double flops = 0;
   double bytes = 0;
@@ -74,10 +76,13 @@ InferenceMinimum inference_minimum(const testing::InferenceCase& c) {
     a.batch = 1;
     a.seqlen_q = c.seqlens_q[b];
     a.seqlen_k = c.seqlens_k[b];
-    m.flops += 4.0 * kernels::visible_pairs(a) * double(c.head_dim) * double(c.heads_q);
+    m.flops +=
+        2.0 * kernels::visible_pairs(a) * double(c.head_dim + c.value_dim()) * double(c.heads_q);
     m.bytes += minimum_global_bytes(a, c.dtype, false);
-    const double new_row_bytes = double(c.heads_kv * c.head_dim) * double(dtype_size(c.dtype));
-    m.bytes += 2.0 * double(c.append) * new_row_bytes;
+    // A new key row and value row each, written into the cache once.
+    const double new_rows_bytes =
+        double(c.heads_kv * (c.head_dim + c.value_dim())) * double(dtype_size(c.dtype));
+    m.bytes += double(c.append) * new_rows_bytes;
     if (c.rotary)
       m.bytes +=
           2.0 * double(c.append) * double(c.rotary_dim > 0 ? c.rotary_dim : c.head_dim) / 2 * 4;
@@ -108,6 +113,7 @@ void print_inference_shape(const testing::InferenceCase& c) {
   if (c.splits > 0) extra += ", splits " + std::to_string(c.splits);
   if (c.append > 0) extra += ", appending " + std::to_string(c.append) + " keys";
   if (c.rotary) extra += c.rotary_interleaved ? ", rotary (interleaved)" : ", rotary (half)";
+  if (c.head_dim_v != 0) extra += ", head_dim_v " + std::to_string(c.head_dim_v);
   print_shape({.batch = static_cast<std::int64_t>(c.seqlens_q.size()),
                .heads_q = c.heads_q,
                .heads_kv = c.heads_kv,

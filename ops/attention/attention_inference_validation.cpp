@@ -56,16 +56,19 @@ TensorView packed_view(const TensorView& view, const std::string& name, std::int
   return four;
 }
 
-/// Paged k or v: [num_pages, page_size, heads_kv, head_dim], page_size at least 1 (the paged
-/// loads find every key row's page on its own, so one token a page works as 16 do).
-void check_pages(const TensorView& view, const std::string& name, const Attention& a) {
+/// Paged k or v: [num_pages, page_size, heads_kv, head_dim] (v: value_head_dim()), page_size
+/// at least 1 (the paged loads find every key row's page on its own, so one token a page works
+/// as 16 do).
+void check_pages(const TensorView& view, const std::string& name, const Attention& a, bool value) {
   check_tensor(view, name, 4);
   if (view.shape[1] < 1) {
     throw InvalidArgument(name + ".shape", "has page_size (dimension 1) " + str(view.shape[1]) +
                                                "; must be at least 1");
   }
-  check_head_tensor(view, name, view.shape[0], view.shape[1], a.heads_kv, a.head_dim,
-                    "[num_pages, page_size, heads_kv, head_dim]");
+  check_head_tensor(view, name, view.shape[0], view.shape[1], a.heads_kv,
+                    value ? a.value_head_dim() : a.head_dim,
+                    value && a.head_dim_v != 0 ? "[num_pages, page_size, heads_kv, head_dim_v]"
+                                               : "[num_pages, page_size, heads_kv, head_dim]");
 }
 
 /// The kernel's rank-3 view of lse: [batch, heads_q, seqlen_q], or packed [heads_q, total_q]
@@ -169,9 +172,9 @@ namespace {
 /// One side's tensor of an inference call: packed [total, heads, head_dim] when `packed` (of
 /// `total` rows when that is >= 0, the rows of `total_of`), else [batch, seqlen, heads, head_dim].
 struct TensorSide {
-  std::int64_t seqlen, heads;
-  const char* dense_dims;
-  const char* packed_dims;
+  std::int64_t seqlen, heads, head_dim;
+  std::string dense_dims;
+  std::string packed_dims;
   const char* total_of;
 };
 
@@ -179,10 +182,12 @@ TensorView side_tensor(const TensorView& view, const std::string& name, const At
                        const TensorSide& side, bool packed, std::int64_t total) {
   if (!packed) {
     check_tensor(view, name, 4);
-    check_head_tensor(view, name, a.batch, side.seqlen, side.heads, a.head_dim, side.dense_dims);
+    check_head_tensor(view, name, a.batch, side.seqlen, side.heads, side.head_dim,
+                      side.dense_dims.c_str());
     return view;
   }
-  const TensorView four = packed_view(view, name, side.heads, a.head_dim, side.packed_dims);
+  const TensorView four =
+      packed_view(view, name, side.heads, side.head_dim, side.packed_dims.c_str());
   if (total >= 0 && view.shape[0] != total) {
     throw InvalidArgument(name + ".shape", "has " + str(view.shape[0]) + " rows; " + side.total_of +
                                                " has " + str(total));
@@ -193,16 +198,27 @@ TensorView side_tensor(const TensorView& view, const std::string& name, const At
 }  // namespace
 
 TensorView inference_query_tensor(const TensorView& view, const std::string& name,
-                                  const Attention& a, bool packed, std::int64_t total_q) {
-  const TensorSide queries{a.seqlen_q, a.heads_q, "[batch, seqlen_q, heads_q, head_dim]",
-                           "[total_q, heads_q, head_dim]", "q"};
+                                  const Attention& a, bool packed, std::int64_t total_q,
+                                  bool value) {
+  const std::string dim = value && a.head_dim_v != 0 ? "head_dim_v]" : "head_dim]";
+  const TensorSide queries{a.seqlen_q,
+                           a.heads_q,
+                           value ? a.value_head_dim() : a.head_dim,
+                           "[batch, seqlen_q, heads_q, " + dim,
+                           "[total_q, heads_q, " + dim,
+                           "q"};
   return side_tensor(view, name, a, queries, packed, total_q);
 }
 
 TensorView inference_key_tensor(const TensorView& view, const std::string& name, const Attention& a,
-                                bool packed, std::int64_t total_k) {
-  const TensorSide keys{a.seqlen_k, a.heads_kv, "[batch, seqlen_k, heads_kv, head_dim]",
-                        "[total_k, heads_kv, head_dim]", "k"};
+                                bool packed, std::int64_t total_k, bool value) {
+  const std::string dim = value && a.head_dim_v != 0 ? "head_dim_v]" : "head_dim]";
+  const TensorSide keys{a.seqlen_k,
+                        a.heads_kv,
+                        value ? a.value_head_dim() : a.head_dim,
+                        "[batch, seqlen_k, heads_kv, " + dim,
+                        "[total_k, heads_kv, " + dim,
+                        "k"};
   return side_tensor(view, name, a, keys, packed, total_k);
 }
 
@@ -215,12 +231,6 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
   if (a.block_mask.data != nullptr) {
     throw InvalidArgument("attention.block_mask",
                           "is for the dense forward (Runtime::forward without Sequences) for now");
-  }
-  if (a.head_dim_v != 0 && a.head_dim_v != a.head_dim) {
-    throw InvalidArgument("attention.head_dim_v",
-                          "is " + str(a.head_dim_v) + "; a value head dim other than head_dim (" +
-                              str(a.head_dim) +
-                              ") is for dense calls (without Sequences) for now: pass 0");
   }
   const bool packed_q = present(s.cu_seqlens_q);
   const bool packed_k = present(s.cu_seqlens_k);
@@ -245,12 +255,12 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
   InferenceTensors t;
   t.q = inference_query_tensor(q, "q", a, packed_q, -1);
   t.total_q = packed_q ? q.shape[0] : a.batch * a.seqlen_q;
-  t.o = inference_query_tensor(o, "o", a, packed_q, t.total_q);
+  t.o = inference_query_tensor(o, "o", a, packed_q, t.total_q, true);
   if (paged) {
-    check_pages(k, "k", a);
-    check_pages(v, "v", a);
-    check_shape(v, "v", {k.shape[0], k.shape[1], a.heads_kv, a.head_dim},
-                "k's [num_pages, page_size, heads_kv, head_dim]");
+    check_pages(k, "k", a, false);
+    check_pages(v, "v", a, true);
+    check_shape(v, "v", {k.shape[0], k.shape[1], a.heads_kv, a.value_head_dim()},
+                "k's [num_pages, page_size, heads_kv, ...]");
     t.k = k;
     t.v = v;
     t.num_pages = k.shape[0];
@@ -267,11 +277,11 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
     Attention rows = a;
     rows.batch = k.shape[0];
     t.k = inference_key_tensor(k, "k", rows, false, -1);
-    t.v = inference_key_tensor(v, "v", rows, false, -1);
+    t.v = inference_key_tensor(v, "v", rows, false, -1, true);
     t.cache_rows = k.shape[0];
   } else {
     t.k = inference_key_tensor(k, "k", a, packed_k, -1);
-    t.v = inference_key_tensor(v, "v", a, packed_k, packed_k ? k.shape[0] : -1);
+    t.v = inference_key_tensor(v, "v", a, packed_k, packed_k ? k.shape[0] : -1, true);
     t.cache_rows = packed_k ? 0 : a.batch;
   }
   if (present(lse)) t.lse = lse_view(lse, a, packed_q, t.total_q);

@@ -88,6 +88,10 @@ double attention_flops(const Attention& a, bool causal, bool backward) {
   return backward ? 2.5 * forward : forward;
 }
 
+std::int64_t value_dim_key(const Attention& a) {
+  return a.value_head_dim() != a.head_dim ? a.value_head_dim() : 0;
+}
+
 std::string attention_key_head(DType dtype, std::int64_t head_dim, const std::string& mask,
                                bool softcap, bool deterministic, std::int64_t head_dim_v) {
   return std::string(dtype_name(dtype)) + "/hdim" + std::to_string(head_dim) +
@@ -271,12 +275,6 @@ class AttentionWorkspace final : public autotune::TuningWorkspace {
   autotune::WorkspaceTensor q_, k_, v_, o_, lse_, dout_, dq_, dk_, dv_;
   std::vector<autotune::WorkspaceTensor> capture_grads_;
 };
-
-/// The value head dim where it differs from head_dim (the key's "v128"), else 0: a head_dim_v
-/// spelled equal to head_dim is the same problem as 0.
-std::int64_t value_dim_key(const Attention& a) {
-  return a.value_head_dim() != a.head_dim ? a.value_head_dim() : 0;
-}
 
 TileSize backward_tiles_of(const TunedConfig& config) {
   const BackwardConfig& b = config.get<BackwardConfig>();

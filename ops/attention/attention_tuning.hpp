@@ -97,6 +97,10 @@ class AttentionProblem final : public autotune::TuningProblem {
 /// sliding window counts the (query, key) pairs it keeps. The backward is 2.5 times that.
 double attention_flops(const Attention& attention, bool causal, bool backward);
 
+/// The value head dim where it differs from head_dim (the keys' "v128"), else 0: a head_dim_v
+/// spelled equal to head_dim is the same problem as 0.
+std::int64_t value_dim_key(const Attention& attention);
+
 /// The key's head: "bf16/hdim128/<mask>" with ".softcap" and ".deterministic" when set, and
 /// "hdim192v128" with a value head dim (head_dim_v, 0 when it is head_dim's).
 std::string attention_key_head(DType dtype, std::int64_t head_dim, const std::string& mask,

@@ -48,14 +48,14 @@ class DecodeWorkspace final : public autotune::TuningWorkspace {
     const Attention& a = problem.attention;
     const CacheLayout cache = problem.cache;
     q_ = tensor({a.batch, a.seqlen_q, a.heads_q, a.head_dim}, true);
-    o_ = tensor({a.batch, a.seqlen_q, a.heads_q, a.head_dim}, false);
+    o_ = tensor({a.batch, a.seqlen_q, a.heads_q, a.value_head_dim()}, false);
     lse_.buffer =
         backend.allocate_buffer(static_cast<std::size_t>(a.batch * a.heads_q * a.seqlen_q) * 4);
     lse_.view = lse_tensor(static_cast<float*>(lse_.buffer.data()), a);
     if (cache.page_size > 0) {
       const std::int64_t pages = (a.seqlen_k + cache.page_size - 1) / cache.page_size;
       k_ = tensor({a.batch * pages, cache.page_size, a.heads_kv, a.head_dim}, true);
-      v_ = tensor({a.batch * pages, cache.page_size, a.heads_kv, a.head_dim}, true);
+      v_ = tensor({a.batch * pages, cache.page_size, a.heads_kv, a.value_head_dim()}, true);
       // Shuffled, as a cache that has served many requests is: no two neighbours adjacent.
       std::vector<std::int32_t> table(static_cast<std::size_t>(a.batch * pages));
       std::iota(table.begin(), table.end(), 0);
@@ -64,7 +64,7 @@ class DecodeWorkspace final : public autotune::TuningWorkspace {
       sequences_.page_table = page_table_.view;
     } else {
       k_ = tensor({a.batch, a.seqlen_k, a.heads_kv, a.head_dim}, true);
-      v_ = tensor({a.batch, a.seqlen_k, a.heads_kv, a.head_dim}, true);
+      v_ = tensor({a.batch, a.seqlen_k, a.heads_kv, a.value_head_dim()}, true);
     }
     if (cache.varlen) {
       const std::vector<std::int32_t> lengths(static_cast<std::size_t>(a.batch),
@@ -131,8 +131,9 @@ std::string DecodeProblem::key() const {
   const Attention& a = attention;
   const auto bucket = [](std::int64_t n) { return std::to_string(shape_bucket(n)); };
   const std::int64_t group = a.heads_kv > 0 ? a.heads_q / a.heads_kv : 0;
-  return attention_key_head(dtype, a.head_dim, mask_key(a), a.softcap > 0.0f, false) + "/" +
-         cache_name(cache) + "/q" + bucket(a.seqlen_q) + "/k" + bucket(a.seqlen_k) + "/b" +
+  return attention_key_head(dtype, a.head_dim, mask_key(a), a.softcap > 0.0f, false,
+                            value_dim_key(a)) +
+         "/" + cache_name(cache) + "/q" + bucket(a.seqlen_q) + "/k" + bucket(a.seqlen_k) + "/b" +
          bucket(a.batch) + "/hkv" + bucket(a.heads_kv) + "/g" + bucket(group);
 }
 
@@ -148,7 +149,8 @@ autotune::ShapeFields DecodeProblem::shape_fields() const {
           shape_bucket(a.heads_kv),
           shape_bucket(group),
           cache.varlen,
-          cache.page_size};
+          cache.page_size,
+          value_dim_key(a)};
 }
 
 std::string DecodeProblem::describe() const {
@@ -170,7 +172,8 @@ double DecodeProblem::flops() const { return attention_flops(attention, attentio
 
 double DecodeProblem::bytes() const {
   const Attention& a = attention;
-  return 2.0 * static_cast<double>(a.batch * a.seqlen_k * a.heads_kv * a.head_dim) *
+  return static_cast<double>(a.batch * a.seqlen_k * a.heads_kv *
+                             (a.head_dim + a.value_head_dim())) *
          static_cast<double>(dtype_size(dtype));
 }
 

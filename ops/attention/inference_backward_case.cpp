@@ -33,8 +33,8 @@ Inputs make_inputs(const BackwardCase& f) {
   const auto bshd = reference::Layout::bshd;
   return {rounded_random(p.q_shape(), bshd, f.seed, f.dtype),
           rounded_random(p.kv_shape(), bshd, f.seed + 1, f.dtype),
-          rounded_random(p.kv_shape(), bshd, f.seed + 2, f.dtype),
-          rounded_random(p.q_shape(), bshd, f.seed + 3, f.dtype)};
+          rounded_random(p.v_shape(), bshd, f.seed + 2, f.dtype),
+          rounded_random(p.o_shape(), bshd, f.seed + 3, f.dtype)};
 }
 
 /// `count` values of `all` from `first`.
@@ -71,7 +71,7 @@ void check_case(const InferenceCase& c) {
 /// Where each sequence's queries and keys go: packed by cu_seqlens, or one block of the
 /// (single) length per sequence.
 struct Rows {
-  std::int64_t n, h, hk, d;
+  std::int64_t n, h, hk, d, dv;  // dv: V's, O's head dim
   bool packed_q, packed_k;
   std::int64_t seqlen_q, seqlen_k;  // the longest
   std::vector<std::int32_t> cu_q, cu_k;
@@ -82,6 +82,7 @@ struct Rows {
         h(c.heads_q),
         hk(c.heads_kv),
         d(c.head_dim),
+        dv(c.value_dim()),
         packed_q(c.packed_q),
         packed_k(c.keys == KeyStorage::packed),
         seqlen_q(longest_length(c.seqlens_q)),
@@ -105,17 +106,17 @@ HostInputs make_inputs(const InferenceCase& c, const Rows& r) {
   HostInputs all;
   // NaN in the spare rows past the last sequence, which no sequence may read
   all.q.resize(static_cast<std::size_t>(r.total_q * r.h * r.d), kPoison);
-  all.dout.resize(all.q.size(), kPoison);
+  all.dout.resize(static_cast<std::size_t>(r.total_q * r.h * r.dv), kPoison);
   all.k.resize(static_cast<std::size_t>(r.total_k * r.hk * r.d), kPoison);
-  all.v.resize(all.k.size(), kPoison);
+  all.v.resize(static_cast<std::size_t>(r.total_k * r.hk * r.dv), kPoison);
   for (std::int64_t b = 0; b < r.n; ++b) {
     all.cases.push_back(sequence_case(c, static_cast<std::size_t>(b)));
     all.inputs.push_back(make_inputs(all.cases.back()));
     const Inputs& in = all.inputs.back();
     std::copy(in.q.bits.begin(), in.q.bits.end(), all.q.begin() + r.q_row(b) * r.h * r.d);
-    std::copy(in.dout.bits.begin(), in.dout.bits.end(), all.dout.begin() + r.q_row(b) * r.h * r.d);
+    std::copy(in.dout.bits.begin(), in.dout.bits.end(), all.dout.begin() + r.q_row(b) * r.h * r.dv);
     std::copy(in.k.bits.begin(), in.k.bits.end(), all.k.begin() + r.k_row(b) * r.hk * r.d);
-    std::copy(in.v.bits.begin(), in.v.bits.end(), all.v.begin() + r.k_row(b) * r.hk * r.d);
+    std::copy(in.v.bits.begin(), in.v.bits.end(), all.v.begin() + r.k_row(b) * r.hk * r.dv);
   }
   return all;
 }
@@ -130,15 +131,16 @@ struct DeviceTensors {
   DeviceBuffer q, k, v, dout, o, dq, dk, dv, lse, cu_q, cu_k;
 };
 DeviceTensors upload_tensors(Runtime& runtime, const Rows& r, const HostInputs& in) {
-  const std::vector<std::uint16_t> poison_q(in.q.size(), kPoison), poison_k(in.k.size(), kPoison);
+  const std::vector<std::uint16_t> poison_q(in.q.size(), kPoison), poison_k(in.k.size(), kPoison),
+      poison_o(in.dout.size(), kPoison), poison_v(in.v.size(), kPoison);
   return {upload(runtime, in.q),
           upload(runtime, in.k),
           upload(runtime, in.v),
           upload(runtime, in.dout),
-          upload(runtime, poison_q),
+          upload(runtime, poison_o),
           upload(runtime, poison_q),
           upload(runtime, poison_k),
-          upload(runtime, poison_k),
+          upload(runtime, poison_v),
           upload(runtime, std::vector<float>(std::max<std::int64_t>(1, r.total_q * r.h))),
           upload(runtime, r.cu_q),
           upload(runtime, r.cu_k)};
@@ -148,13 +150,15 @@ DeviceTensors upload_tensors(Runtime& runtime, const Rows& r, const HostInputs& 
 Gradients run_forward_and_backward(Runtime& runtime, const InferenceCase& c, const Rows& r,
                                    const HostInputs& in) {
   DeviceTensors t = upload_tensors(runtime, r, in);
-  const auto query_view = [&](DeviceBuffer& buf) {
-    return r.packed_q ? TensorView::contiguous(buf.data(), c.dtype, {r.total_q, r.h, r.d})
-                      : TensorView::contiguous(buf.data(), c.dtype, {r.n, r.seqlen_q, r.h, r.d});
+  // q and dq, o and dout (d: head_dim or the value head dim)
+  const auto query_view = [&](DeviceBuffer& buf, std::int64_t d) {
+    return r.packed_q ? TensorView::contiguous(buf.data(), c.dtype, {r.total_q, r.h, d})
+                      : TensorView::contiguous(buf.data(), c.dtype, {r.n, r.seqlen_q, r.h, d});
   };
-  const auto key_view = [&](DeviceBuffer& buf) {
-    return r.packed_k ? TensorView::contiguous(buf.data(), c.dtype, {r.total_k, r.hk, r.d})
-                      : TensorView::contiguous(buf.data(), c.dtype, {r.n, r.seqlen_k, r.hk, r.d});
+  // k and dk, v and dv
+  const auto key_view = [&](DeviceBuffer& buf, std::int64_t d) {
+    return r.packed_k ? TensorView::contiguous(buf.data(), c.dtype, {r.total_k, r.hk, d})
+                      : TensorView::contiguous(buf.data(), c.dtype, {r.n, r.seqlen_k, r.hk, d});
   };
   const TensorView lse =
       r.packed_q ? TensorView::contiguous(t.lse.data(), DType::f32, {r.h, r.total_q})
@@ -163,16 +167,18 @@ Gradients run_forward_and_backward(Runtime& runtime, const InferenceCase& c, con
   if (r.packed_q) s.cu_seqlens_q = TensorView::contiguous(t.cu_q.data(), DType::i32, {r.n + 1});
   if (r.packed_k) s.cu_seqlens_k = TensorView::contiguous(t.cu_k.data(), DType::i32, {r.n + 1});
   const Attention a = c.attention();
-  runtime.forward(a, s, query_view(t.q), key_view(t.k), key_view(t.v), query_view(t.o), lse);
-  runtime.backward(a, s, query_view(t.q), key_view(t.k), key_view(t.v), query_view(t.o), lse,
-                   query_view(t.dout), query_view(t.dq), key_view(t.dk), key_view(t.dv));
+  const TensorView q = query_view(t.q, r.d), k = key_view(t.k, r.d), v = key_view(t.v, r.dv),
+                   o = query_view(t.o, r.dv);
+  runtime.forward(a, s, q, k, v, o, lse);
+  runtime.backward(a, s, q, k, v, o, lse, query_view(t.dout, r.dv), query_view(t.dq, r.d),
+                   key_view(t.dk, r.d), key_view(t.dv, r.dv));
   runtime.synchronize();
   const auto download = [&](DeviceBuffer& buf, std::size_t count) {
     std::vector<std::uint16_t> bits(count);
     runtime.copy_to_host(bits.data(), buf.data(), count * 2);
     return widen(c.dtype, bits);
   };
-  return {download(t.dq, in.q.size()), download(t.dk, in.k.size()), download(t.dv, in.k.size())};
+  return {download(t.dq, in.q.size()), download(t.dk, in.k.size()), download(t.dv, in.v.size())};
 }
 
 /// Sequence b's gradients against its float64 reference: "" when they pass.
@@ -181,7 +187,8 @@ std::string judge_sequence(const Rows& r, const HostInputs& in, const Gradients&
   const BackwardCase& f = in.cases[static_cast<std::size_t>(b)];
   const reference::Problem& p = f.problem;
   const std::int64_t q_count = p.seqlen_q * r.h * r.d, k_count = p.seqlen_k * r.hk * r.d;
-  std::vector<double> dq_ref(q_count, 0.0), dk_ref(k_count, 0.0), dv_ref(k_count, 0.0);
+  const std::int64_t v_count = p.seqlen_k * r.hk * r.dv;
+  std::vector<double> dq_ref(q_count, 0.0), dk_ref(k_count, 0.0), dv_ref(v_count, 0.0);
   PlainBackwardErrors plain;
   if (p.seqlen_q > 0 && p.seqlen_k > 0) {
     const Inputs& x = in.inputs[static_cast<std::size_t>(b)];
@@ -196,7 +203,7 @@ std::string judge_sequence(const Rows& r, const HostInputs& in, const Gradients&
                                        plain.dq, worst_ratio);
   failure += check_gradient("dK", slice(g.dk, r.k_row(b) * r.hk * r.d, k_count), dk_ref, plain.dk,
                             worst_ratio);
-  failure += check_gradient("dV", slice(g.dv, r.k_row(b) * r.hk * r.d, k_count), dv_ref, plain.dv,
+  failure += check_gradient("dV", slice(g.dv, r.k_row(b) * r.hk * r.dv, v_count), dv_ref, plain.dv,
                             worst_ratio);
   return failure;
 }

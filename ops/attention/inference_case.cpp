@@ -175,7 +175,7 @@ SequenceInputs sequence_inputs(const ForwardCase& f) {
   const auto bshd = reference::Layout::bshd;
   return {rounded_random(p.q_shape(), bshd, f.seed, f.dtype),
           rounded_random(p.kv_shape(), bshd, f.seed + 1, f.dtype),
-          rounded_random(p.kv_shape(), bshd, f.seed + 2, f.dtype)};
+          rounded_random(p.v_shape(), bshd, f.seed + 2, f.dtype)};
 }
 
 /// What sequence b's attention sees: its inputs with, under rotary, q and the appended keys
@@ -214,14 +214,14 @@ struct HostInputs {
   std::vector<ForwardCase> cases;
 };
 HostInputs make_inputs(const InferenceCase& c, const QueryRows& rows, const KeyPlacement& keys) {
-  const std::int64_t h = c.heads_q, hk = c.heads_kv, d = c.head_dim;
+  const std::int64_t h = c.heads_q, hk = c.heads_kv, d = c.head_dim, dv = c.value_dim();
   HostInputs in;
   in.q.assign(static_cast<std::size_t>(rows.total * h * d), 0);
   in.k.assign(static_cast<std::size_t>(keys.rows * hk * d), kPoison);
-  in.v = in.k;
+  in.v.assign(static_cast<std::size_t>(keys.rows * hk * dv), kPoison);
   const auto n = static_cast<std::int64_t>(c.seqlens_q.size());
   in.k_new.assign(static_cast<std::size_t>(n * c.append * hk * d), 0);
-  in.v_new = in.k_new;
+  in.v_new.assign(static_cast<std::size_t>(n * c.append * hk * dv), 0);
   for (std::int64_t b = 0; b < n; ++b) {
     in.cases.push_back(sequence_case(c, static_cast<std::size_t>(b)));
     const SequenceInputs s = sequence_inputs(in.cases.back());
@@ -232,8 +232,8 @@ HostInputs make_inputs(const InferenceCase& c, const QueryRows& rows, const KeyP
       const std::int64_t row = appended ? b * c.append + (j - cached) : keys.row(c, b, j);
       std::copy_n(s.k.bits.begin() + j * hk * d, hk * d,
                   (appended ? in.k_new : in.k).begin() + row * hk * d);
-      std::copy_n(s.v.bits.begin() + j * hk * d, hk * d,
-                  (appended ? in.v_new : in.v).begin() + row * hk * d);
+      std::copy_n(s.v.bits.begin() + j * hk * dv, hk * dv,
+                  (appended ? in.v_new : in.v).begin() + row * hk * dv);
     }
   }
   return in;
@@ -262,7 +262,9 @@ DeviceTensors upload_tensors(Runtime& runtime, const InferenceCase& c, const Que
   return {upload(runtime, in.q),
           upload(runtime, in.k),
           upload(runtime, in.v),
-          upload(runtime, std::vector<std::uint16_t>(in.q.size(), kPoison)),
+          upload(runtime,
+                 std::vector<std::uint16_t>(
+                     static_cast<std::size_t>(rows.total * c.heads_q * c.value_dim()), kPoison)),
           upload(runtime, std::vector<float>(static_cast<std::size_t>(rows.total * c.heads_q),
                                              std::numeric_limits<float>::quiet_NaN())),
           upload(runtime, or_zero(rows.cu)),
@@ -286,36 +288,36 @@ struct ForwardViews {
 void set_query_views(const InferenceCase& c, const QueryRows& rows, DeviceTensors& t,
                      ForwardViews& views) {
   const std::int64_t n = static_cast<std::int64_t>(c.seqlens_q.size()), h = c.heads_q,
-                     d = c.head_dim;
+                     d = c.head_dim, dv = c.value_dim();
   if (rows.packed) {
     views.sequences.cu_seqlens_q = TensorView::contiguous(t.cu_q.data(), DType::i32, {n + 1});
     views.q = TensorView::contiguous(t.q.data(), c.dtype, {rows.total, h, d});
-    views.o = TensorView::contiguous(t.o.data(), c.dtype, {rows.total, h, d});
+    views.o = TensorView::contiguous(t.o.data(), c.dtype, {rows.total, h, dv});
     views.lse = TensorView::contiguous(t.lse.data(), DType::f32, {h, rows.total});
     return;
   }
   views.q = TensorView::contiguous(t.q.data(), c.dtype, {n, rows.seqlen, h, d});
-  views.o = TensorView::contiguous(t.o.data(), c.dtype, {n, rows.seqlen, h, d});
+  views.o = TensorView::contiguous(t.o.data(), c.dtype, {n, rows.seqlen, h, dv});
   views.lse = TensorView::contiguous(t.lse.data(), DType::f32, {n, h, rows.seqlen});
 }
 void set_key_views(const InferenceCase& c, const KeyPlacement& keys, DeviceTensors& t,
                    ForwardViews& views) {
   const std::int64_t n = static_cast<std::int64_t>(c.seqlens_k.size()), hk = c.heads_kv,
-                     d = c.head_dim;
+                     d = c.head_dim, dv = c.value_dim();
   Sequences& s = views.sequences;
   if (c.keys == KeyStorage::paged) {
     views.k = TensorView::contiguous(t.k.data(), c.dtype, {keys.num_pages, c.page_size, hk, d});
-    views.v = TensorView::contiguous(t.v.data(), c.dtype, {keys.num_pages, c.page_size, hk, d});
+    views.v = TensorView::contiguous(t.v.data(), c.dtype, {keys.num_pages, c.page_size, hk, dv});
     s.page_table = TensorView::contiguous(t.page_table.data(), DType::i32, {n, keys.max_pages});
     s.seqlens_k = TensorView::contiguous(t.seqlens_k.data(), DType::i32, {n});
   } else if (c.keys == KeyStorage::packed) {
     views.k = TensorView::contiguous(t.k.data(), c.dtype, {keys.rows, hk, d});
-    views.v = TensorView::contiguous(t.v.data(), c.dtype, {keys.rows, hk, d});
+    views.v = TensorView::contiguous(t.v.data(), c.dtype, {keys.rows, hk, dv});
     s.cu_seqlens_k = TensorView::contiguous(t.cu_k.data(), DType::i32, {n + 1});
   } else {
     const std::int64_t longest = c.capacity(), rows = c.cache_batch_idx ? n + 1 : n;
     views.k = TensorView::contiguous(t.k.data(), c.dtype, {rows, longest, hk, d});
-    views.v = TensorView::contiguous(t.v.data(), c.dtype, {rows, longest, hk, d});
+    views.v = TensorView::contiguous(t.v.data(), c.dtype, {rows, longest, hk, dv});
     const bool one_length = longest == *std::min_element(c.seqlens_k.begin(), c.seqlens_k.end());
     // Keys of one length need no index array at all (a dense batch, decoded or split).
     if (!one_length || !c.leftpad.empty() || c.cache_batch_idx) {
@@ -336,7 +338,8 @@ void set_append_views(const InferenceCase& c, const reference::RotaryTables& tab
   Sequences& s = views.sequences;
   s.seqlens_k = TensorView::contiguous(t.seqlens_k.data(), DType::i32, {n});
   s.k_new = TensorView::contiguous(t.k_new.data(), c.dtype, {n, c.append, c.heads_kv, c.head_dim});
-  s.v_new = TensorView::contiguous(t.v_new.data(), c.dtype, {n, c.append, c.heads_kv, c.head_dim});
+  s.v_new =
+      TensorView::contiguous(t.v_new.data(), c.dtype, {n, c.append, c.heads_kv, c.value_dim()});
   if (!c.rotary) return;
   s.rotary_cos = TensorView::contiguous(t.cos.data(), DType::f32, {tables.positions, tables.pairs});
   s.rotary_sin = TensorView::contiguous(t.sin.data(), DType::f32, {tables.positions, tables.pairs});
@@ -360,7 +363,7 @@ Outputs run_forward(Runtime& runtime, const InferenceCase& c, const QueryRows& r
   set_append_views(c, tables, tensors, views);
   runtime.forward(c.attention(), views.sequences, views.q, views.k, views.v, views.o, views.lse);
   runtime.synchronize();
-  Outputs out{std::vector<std::uint16_t>(in.q.size()),
+  Outputs out{std::vector<std::uint16_t>(tensors.o.size() / 2),
               std::vector<float>(static_cast<std::size_t>(rows.total * c.heads_q)),
               std::vector<std::uint16_t>(in.k.size()), std::vector<std::uint16_t>(in.v.size())};
   runtime.copy_to_host(out.o.data(), tensors.o.data(), out.o.size() * 2);
@@ -388,7 +391,7 @@ std::vector<float> sequence_lse(const InferenceCase& c, const QueryRows& rows,
 InferenceVerdict judge(const InferenceCase& c, const QueryRows& rows,
                        const std::vector<ForwardCase>& cases, const Outputs& outputs,
                        const reference::RotaryTables& tables) {
-  const std::int64_t hd = c.heads_q * c.head_dim;
+  const std::int64_t hd = c.heads_q * c.value_dim();  // O's row
   InferenceVerdict verdict;
   verdict.out = widen(c.dtype, outputs.o);
   for (std::int64_t b = 0; b < static_cast<std::int64_t>(cases.size()); ++b) {
@@ -422,6 +425,7 @@ InferenceVerdict judge(const InferenceCase& c, const QueryRows& rows,
 std::string check_cache(const InferenceCase& c, const KeyPlacement& keys, const HostInputs& in,
                         const Outputs& out, const reference::RotaryTables& tables) {
   const std::int64_t row_elements = c.heads_kv * c.head_dim;
+  const std::int64_t value_elements = c.heads_kv * c.value_dim();
   std::vector<std::uint16_t> expected_k = in.k, expected_v = in.v;
   for (std::size_t b = 0; b < c.seqlens_k.size(); ++b) {
     const SequenceInputs attended = attended_inputs(c, in.cases[b], b, tables);
@@ -432,13 +436,17 @@ std::string check_cache(const InferenceCase& c, const KeyPlacement& keys, const 
         const auto at = static_cast<std::size_t>(row * row_elements + e);
         expected_k[at] = case_inputs::to_bits(
             c.dtype, attended.k.values.values[static_cast<std::size_t>(j * row_elements + e)]);
-        expected_v[at] = raw.v.bits[static_cast<std::size_t>(j * row_elements + e)];
+      }
+      for (std::int64_t e = 0; e < value_elements; ++e) {
+        expected_v[static_cast<std::size_t>(row * value_elements + e)] =
+            raw.v.bits[static_cast<std::size_t>(j * value_elements + e)];
       }
     }
   }
-  for (std::size_t i = 0; i < expected_k.size(); ++i) {
-    const bool k_bad = std::abs(int(out.k[i]) - int(expected_k[i])) > (c.rotary ? 1 : 0);
-    if (k_bad || out.v[i] != expected_v[i]) {
+  for (std::size_t i = 0; i < std::max(expected_k.size(), expected_v.size()); ++i) {
+    const bool k_bad =
+        i < expected_k.size() && std::abs(int(out.k[i]) - int(expected_k[i])) > (c.rotary ? 1 : 0);
+    if (k_bad || (i < expected_v.size() && out.v[i] != expected_v[i])) {
       return "cache: element " + std::to_string(i) + " of " + (k_bad ? "k" : "v") + " holds bits " +
              std::to_string(k_bad ? out.k[i] : out.v[i]) + "; expected " +
              std::to_string(k_bad ? expected_k[i] : expected_v[i]);
@@ -456,6 +464,7 @@ reference::Problem sequence_problem(const InferenceCase& c, std::size_t b) {
                        .seqlen_q = c.seqlens_q[b],
                        .seqlen_k = c.seqlens_k[b],
                        .head_dim = c.head_dim,
+                       .head_dim_v = c.head_dim_v,
                        .causal = c.causal,
                        .window_left = c.window_left,
                        .softcap = c.softcap};
@@ -503,7 +512,8 @@ std::string InferenceCase::name() const {
   list("q", seqlens_q);
   os << '.';
   list("k", seqlens_k);
-  os << ".hq" << heads_q << ".hkv" << heads_kv << ".d" << head_dim << '.' << dtype_name(dtype)
+  os << ".hq" << heads_q << ".hkv" << heads_kv << ".d" << head_dim
+     << (head_dim_v != 0 ? "v" + std::to_string(head_dim_v) : "") << '.' << dtype_name(dtype)
      << (packed_q ? ".packedq" : "")
      << (keys == KeyStorage::packed  ? ".packedk"
          : keys == KeyStorage::paged ? ".paged" + std::to_string(page_size)
@@ -529,6 +539,7 @@ Attention InferenceCase::attention() const {
   a.seqlen_q = longest_length(seqlens_q);
   a.seqlen_k = capacity();
   a.head_dim = head_dim;
+  a.head_dim_v = head_dim_v;
   a.causal = causal;
   a.window_left = window_left;
   a.softcap = static_cast<float>(softcap);

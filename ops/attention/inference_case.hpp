@@ -31,6 +31,7 @@ struct InferenceCase {
   std::int64_t heads_q = 4;
   std::int64_t heads_kv = 1;
   std::int64_t head_dim = 64;
+  std::int64_t head_dim_v = 0;  ///< Attention::head_dim_v (0: head_dim)
   bool causal = false;
   std::int64_t window_left = -1;  ///< Attention::window_left (-1: unbounded)
   double softcap = 0;             ///< Attention::softcap (0: off)
@@ -80,6 +81,8 @@ struct InferenceCase {
   std::int64_t pad(std::size_t b) const { return leftpad.empty() ? 0 : leftpad[b]; }
   /// Keys a dense cache row holds: the longest sequence with its pad.
   std::int64_t capacity() const;
+  /// V's and O's head dim: head_dim_v, or head_dim when it is 0.
+  std::int64_t value_dim() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
 };
 
 /// A case of `sequences` random lengths: queries 0 to max_q (packed), keys 0 to max_k; the

@@ -144,6 +144,12 @@ std::int64_t validate_append_arguments(const Attention& a, const Sequences& s,
   check_append_layout(s);
   if (!appends(s)) return 0;
   check_tensor(s.k_new, "sequences.k_new", 4);
+  if (a.value_head_dim() != a.head_dim) {
+    throw InvalidArgument("sequences.v_new",
+                          "is not taken with a value head dim other than head_dim (attention."
+                          "head_dim_v " +
+                              str(a.head_dim_v) + ") yet: append into the cache first");
+  }
   const std::int64_t seqlen_new = s.k_new.shape[1];
   if (seqlen_new > a.seqlen_k) {
     throw InvalidArgument(

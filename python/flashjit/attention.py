@@ -289,22 +289,24 @@ def _sequences(launch: Launch, splits: int = 0, **arrays) -> _capi.Sequences:
     return sequences
 
 
-def _varlen_options(q, k, cu_seqlens_q, max_seqlen_q, max_seqlen_k, options):
+def _varlen_options(q, k, v, cu_seqlens_q, max_seqlen_q, max_seqlen_k, options):
     layout = "[total, heads, head_dim]"
     _, hq, d = _shape("q", q, 3, layout)
     _, hk, _ = _shape("k", k, 3, layout)
+    value_dim = _shape("v", v, 3, layout)[2]
     _shape("cu_seqlens_q", cu_seqlens_q, 1, "[batch + 1]")
-    return _call_options(options, cu_seqlens_q.shape[0] - 1, hq, hk, max_seqlen_q, max_seqlen_k,
-                         d)
+    a = _call_options(options, cu_seqlens_q.shape[0] - 1, hq, hk, max_seqlen_q, max_seqlen_k, d)
+    a.head_dim_v = value_dim if value_dim != d else 0  # MLA: v narrower than q and k
+    return a
 
 
 def _varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, options):
-    a = _varlen_options(q, k, cu_q, max_q, max_k, options)
+    a = _varlen_options(q, k, v, cu_q, max_q, max_k, options)
     with Launch({"q": q, "k": k, "v": v, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k,
                  **_capture_inputs(options)}) as launch:
         _bind_captures(a, launch, options)
         sequences = _sequences(launch, cu_seqlens_q="cu_seqlens_q", cu_seqlens_k="cu_seqlens_k")
-        o = launch.output("o", q.shape, _element(q))
+        o = launch.output("o", (*q.shape[:2], v.shape[2]), _element(q))
         lse = launch.output("lse", (a.heads_q, q.shape[0]), "f32")
         _capi.check(_capi.library().flashjit_attention_forward_sequences(
             launch.runtime.handle, ctypes.byref(a), ctypes.byref(sequences),
@@ -314,7 +316,7 @@ def _varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, options):
 
 
 def _varlen_backward(dout, q, k, v, o, lse, cu_q, cu_k, max_q, max_k, options):
-    a = _varlen_options(q, k, cu_q, max_q, max_k, options)
+    a = _varlen_options(q, k, v, cu_q, max_q, max_k, options)
     with Launch({"dout": dout, "q": q, "k": k, "v": v, "o": o, "lse": lse, "cu_seqlens_q": cu_q,
                  "cu_seqlens_k": cu_k, **_capture_inputs(options)}) as launch:
         _bind_captures(a, launch, options)
@@ -357,7 +359,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max
     """Attention over a packed batch of variable lengths, FlashAttention's
     flash_attn_varlen_func: q is [total_q, heads_q, head_dim], k and v [total_k, heads_kv,
     head_dim], sequence i's rows from cu_seqlens_q[i] (cu_seqlens_k[i]) to the next entry
-    (int32 [batch + 1], from 0, nondecreasing), max_seqlen_* the longest. Options, dtypes,
+    (int32 [batch + 1], from 0, nondecreasing), max_seqlen_* the longest; v (and o) may be
+    narrower than q and k, as attention() says (MLA's prefill). Options, dtypes,
     devices and gradients as attention(); the LSE is float32 [heads_q, total_q]. The index
     arrays are checked before anything runs (a ValueError names a bad entry). score_mod and
     mask_mod (and captures) as in attention(), with gradients; b is the sequence's index and
@@ -419,6 +422,8 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
         _shape("block_table", block_table, 2, "[batch, max_pages]")
     seqlen_k = rows if block_table is None else int(block_table.shape[1]) * rows
     a = _call_options(options, b, hq, hk, sq, seqlen_k, d)
+    value_dim = int(v_cache.shape[-1])
+    a.head_dim_v = value_dim if value_dim != d else 0  # MLA: a narrower value cache
     arrays = {"seqlens_k": "cache_seqlens", "page_table": "block_table", "k_new": "k",
               "v_new": "v", "rotary_cos": "rotary_cos", "rotary_sin": "rotary_sin",
               "cache_batch_idx": "cache_batch_idx", "cache_leftpad": "cache_leftpad"}
@@ -433,7 +438,7 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
         sequences.rotary_interleaved = int(bool(rotary_interleaved))
         appends = k is not None or v is not None
         cache = launch.updated if appends else launch.input  # an append writes the cache
-        o = launch.output("o", q.shape, _element(q))
+        o = launch.output("o", (b, sq, hq, value_dim), _element(q))
         lse = launch.output("lse", (b, hq, sq), "f32")
         _capi.check(_capi.library().flashjit_attention_forward_sequences(
             launch.runtime.handle, ctypes.byref(a), ctypes.byref(sequences),

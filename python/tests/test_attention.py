@@ -97,6 +97,13 @@ def test_a_narrower_value_head_dim_mla():
     wide = np.zeros((1, 56, 2, 72), dtype=np.float16)
     with pytest.raises(ValueError, match="head_dim_v"):
         flashjit.attention(qh, kh, wide)
+    # Packed sequences (flash_attn_varlen_func's MLA prefill): each against its own reference.
+    cu = np.array([0, 25, 40], dtype=np.int32)
+    o = flashjit.attention_varlen(qh[0], kh[0, :40], vh[0, :40], cu, cu, 25, 25, causal=True)
+    assert o.shape == (40, 4, 32)
+    for start, end in ((0, 25), (25, 40)):
+        expected, _ = reference.attention(*(x[:, start:end] for x in (qh, kh, vh)), causal=True)
+        assert reference.relative_error(o[start:end], expected[0]) < BAR[np.float16]
 
 
 def test_torch_strided_inputs_and_no_grad():

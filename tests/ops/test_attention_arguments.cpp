@@ -736,11 +736,24 @@ TEST_CASE("forward with a value head dim: v and o that wide, the field named out
     a.head_dim_v = dim;
     call.rejects("attention.head_dim_v");
   }
-  // Not with Sequences yet: named, before any tensor is looked at.
+  // With Sequences (a dense batch of them here) too: v and o that wide, an append refused.
   a.head_dim_v = 32;
+  CHECK_NOTHROW(
+      validate_inference_arguments(a, Sequences{}, call.q, call.k, call.v, call.o, call.lse));
   check_names(
       [&] {
-        validate_inference_arguments(a, Sequences{}, call.q, call.k, call.v, call.o, call.lse);
+        validate_inference_arguments(a, Sequences{}, call.q, call.k, call.k, call.o, call.lse);
       },
-      "attention.head_dim_v", "for dense calls");
+      "v.shape", "head_dim_v");
+  using C = ForwardCall;
+  std::int32_t cached[C::kBatch] = {8, 8};
+  Sequences append;
+  append.seqlens_k = TensorView::contiguous(cached, DType::i32, {C::kBatch});
+  append.k_new =
+      TensorView::contiguous(call.storage->k, DType::bf16, {C::kBatch, 1, C::kHeadsKv, 64});
+  append.v_new =
+      TensorView::contiguous(call.storage->v, DType::bf16, {C::kBatch, 1, C::kHeadsKv, 32});
+  check_names(
+      [&] { validate_inference_arguments(a, append, call.q, call.k, call.v, call.o, call.lse); },
+      "sequences.v_new", "head_dim_v");
 }

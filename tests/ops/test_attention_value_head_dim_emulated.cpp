@@ -13,6 +13,7 @@
 #include "attention/attention_case.hpp"
 #include "attention/attention_tuning.hpp"
 #include "attention/backward_case.hpp"
+#include "attention/inference_case.hpp"
 #include "support/emulator_runtime.hpp"
 
 namespace flashjit::testing {
@@ -87,6 +88,54 @@ TEST_CASE("value head dim: its own tuning key, and head_dim_v = head_dim the pla
   CHECK(mla.shape_fields() != unset.shape_fields());
   // S = Q Kᵀ counts head_dim, O = P V the value head dim: 2 · pairs · (192 + 128).
   CHECK(mla.flops() == doctest::Approx(2.0 * 64 * 64 * (192 + 128)));
+}
+
+}  // namespace flashjit::testing
+
+namespace flashjit::testing {
+
+TEST_CASE("value head dim with Sequences: packed prefill, paged split decoding, varlen backward") {
+  InferenceCase prefill = random_lengths_case(4, 150, 150, /*seed=*/3);
+  prefill.keys = KeyStorage::packed;
+  prefill.heads_q = 4;
+  prefill.heads_kv = 2;
+  prefill.head_dim = 192;
+  prefill.head_dim_v = 128;
+  prefill.causal = true;
+  for (Runtime* runtime : {&emulator(), &hopper_emulator()}) {  // mma.sync, then TMA
+    runtime->reset_emulated_work();
+    const InferenceVerdict verdict = run_inference_case(*runtime, prefill);
+    CHECK_MESSAGE(verdict.ok, prefill.name() << ": " << verdict.first_failure);
+    if (runtime == &hopper_emulator()) CHECK(ran(*runtime, ".tma"));
+  }
+  InferenceCase decode;
+  decode.seqlens_q = {1, 1, 1};
+  decode.seqlens_k = {300, 17, 129};
+  decode.keys = KeyStorage::paged;
+  decode.page_size = 8;
+  decode.heads_q = 8;
+  decode.heads_kv = 2;
+  decode.head_dim = 128;
+  decode.head_dim_v = 64;
+  decode.splits = 3;  // the partials and their merge are 64 wide
+  const InferenceVerdict decoded = run_inference_case(emulator(), decode);
+  CHECK_MESSAGE(decoded.ok, decode.name() << ": " << decoded.first_failure);
+  // The backward over packed sequences; on sm_90a the mma.sync kernels (the TMA backward's
+  // packed form writes dV head_dim wide).
+  InferenceCase backward = prefill;
+  backward.seqlens_q = {40, 0, 1, 77};
+  backward.seqlens_k = {40, 0, 1, 77};
+  backward.packed_q = true;
+  for (Runtime* runtime : {&emulator(), &hopper_emulator()}) {
+    runtime->reset_emulated_work();
+    const InferenceVerdict verdict = run_inference_backward_case(*runtime, backward);
+    CHECK_MESSAGE(verdict.ok, backward.name() << ": " << verdict.first_failure);
+    CHECK(ran(*runtime, "attention_backward.dkdv."));
+    for (const KernelWork& kernel : runtime->emulated_work()) {
+      CHECK_FALSE((kernel.kernel.starts_with("attention_backward.dkdv.") &&
+                   kernel.kernel.find(".tma") != std::string::npos));
+    }
+  }
 }
 
 }  // namespace flashjit::testing

@@ -641,9 +641,10 @@ TEST_CASE("run --head-dim-v: MLA's 192 and 128, forward and backward, PASS, out 
       {"run", "--emulate", "--head-dim", "64", "--head-dim-v", "72"}, dir.path().string());
   CHECK(wide.exit_code == 2);
   CHECK(wide.output.find("'--head-dim-v': is 72") != std::string::npos);
-  const ChildResult paged =
-      flashjit_cli({"run", "--emulate", "--paged", "--head-dim-v", "32"}, dir.path().string());
-  CHECK(paged.exit_code == 2);
-  CHECK(paged.output.find("'--head-dim-v': does not apply to --op attention-forward --paged") !=
+  const ChildResult append =
+      flashjit_cli({"run", "--emulate", "--append", "1", "--seqlen-q", "1", "--head-dim-v", "32"},
+                   dir.path().string());
+  CHECK(append.exit_code == 2);
+  CHECK(append.output.find("'--head-dim-v': does not apply to --op attention-forward --append") !=
         std::string::npos);
 }

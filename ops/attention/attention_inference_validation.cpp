@@ -178,6 +178,19 @@ struct TensorSide {
   const char* total_of;
 };
 
+/// The query side (q, o) or the key side (k, v) of a call: its sizes and the shapes its
+/// messages name, `value` taking the value head dim (o, v).
+TensorSide side_of(const Attention& a, bool keys, bool value) {
+  const std::string dim = value && a.head_dim_v != 0 ? "head_dim_v]" : "head_dim]";
+  const std::string rows = keys ? "seqlen_k, heads_kv, " : "seqlen_q, heads_q, ";
+  return {keys ? a.seqlen_k : a.seqlen_q,
+          keys ? a.heads_kv : a.heads_q,
+          value ? a.value_head_dim() : a.head_dim,
+          "[batch, " + rows + dim,
+          std::string(keys ? "[total_k, heads_kv, " : "[total_q, heads_q, ") + dim,
+          keys ? "k" : "q"};
+}
+
 TensorView side_tensor(const TensorView& view, const std::string& name, const Attention& a,
                        const TensorSide& side, bool packed, std::int64_t total) {
   if (!packed) {
@@ -200,26 +213,12 @@ TensorView side_tensor(const TensorView& view, const std::string& name, const At
 TensorView inference_query_tensor(const TensorView& view, const std::string& name,
                                   const Attention& a, bool packed, std::int64_t total_q,
                                   bool value) {
-  const std::string dim = value && a.head_dim_v != 0 ? "head_dim_v]" : "head_dim]";
-  const TensorSide queries{a.seqlen_q,
-                           a.heads_q,
-                           value ? a.value_head_dim() : a.head_dim,
-                           "[batch, seqlen_q, heads_q, " + dim,
-                           "[total_q, heads_q, " + dim,
-                           "q"};
-  return side_tensor(view, name, a, queries, packed, total_q);
+  return side_tensor(view, name, a, side_of(a, /*keys=*/false, value), packed, total_q);
 }
 
 TensorView inference_key_tensor(const TensorView& view, const std::string& name, const Attention& a,
                                 bool packed, std::int64_t total_k, bool value) {
-  const std::string dim = value && a.head_dim_v != 0 ? "head_dim_v]" : "head_dim]";
-  const TensorSide keys{a.seqlen_k,
-                        a.heads_kv,
-                        value ? a.value_head_dim() : a.head_dim,
-                        "[batch, seqlen_k, heads_kv, " + dim,
-                        "[total_k, heads_kv, " + dim,
-                        "k"};
-  return side_tensor(view, name, a, keys, packed, total_k);
+  return side_tensor(view, name, a, side_of(a, /*keys=*/true, value), packed, total_k);
 }
 
 InferenceTensors validate_inference_arguments(const Attention& a, const Sequences& s,

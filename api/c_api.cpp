@@ -144,10 +144,11 @@ flashjit::TensorView to_view(const flashjit_tensor& tensor, const std::string& n
   static_assert(FLASHJIT_DTYPE_F16 == static_cast<int>(flashjit::DType::f16) &&
                 FLASHJIT_DTYPE_BF16 == static_cast<int>(flashjit::DType::bf16) &&
                 FLASHJIT_DTYPE_F32 == static_cast<int>(flashjit::DType::f32) &&
-                FLASHJIT_DTYPE_I32 == static_cast<int>(flashjit::DType::i32));
+                FLASHJIT_DTYPE_I32 == static_cast<int>(flashjit::DType::i32) &&
+                FLASHJIT_DTYPE_E4M3 == static_cast<int>(flashjit::DType::e4m3));
   flashjit::TensorView view;
   view.data = tensor.data;
-  view.dtype = static_cast<flashjit::DType>(checked_code(tensor.dtype, 4, name + ".dtype"));
+  view.dtype = static_cast<flashjit::DType>(checked_code(tensor.dtype, 5, name + ".dtype"));
   view.rank = checked_code(tensor.rank, FLASHJIT_MAX_RANK + 1, name + ".rank");
   for (int i = 0; i < view.rank; ++i) {
     view.shape[i] = tensor.shape[i];
@@ -233,6 +234,8 @@ flashjit::Sequences to_sequences(const flashjit_sequences& s) {
   cpp.rotary_interleaved = s.rotary_interleaved != 0;
   cpp.cache_batch_idx = optional_view(s.cache_batch_idx, "sequences.cache_batch_idx");
   cpp.cache_leftpad = optional_view(s.cache_leftpad, "sequences.cache_leftpad");
+  cpp.k_descale = optional_view(s.k_descale, "sequences.k_descale");
+  cpp.v_descale = optional_view(s.v_descale, "sequences.v_descale");
   return cpp;
 }
 
@@ -390,7 +393,9 @@ void flashjit_sequences_init(flashjit_sequences* sequences) {
                 .rotary_sin = nullptr,
                 .rotary_interleaved = 0,
                 .cache_batch_idx = nullptr,
-                .cache_leftpad = nullptr};
+                .cache_leftpad = nullptr,
+                .k_descale = nullptr,
+                .v_descale = nullptr};
 }
 
 flashjit_status flashjit_attention_forward_sequences(

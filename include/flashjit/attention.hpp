@@ -186,6 +186,15 @@ struct Sequences {
   /// Which dims rotate together: false pairs dim i with i + rotary_dim / 2 (GPT-NeoX and Llama's
   /// layout), true pairs 2i with 2i + 1 (GPT-J's; FlashAttention's default).
   bool rotary_interleaved = false;
+  /// An fp8 KV cache: k and v (the cache, dense or paged) may be DType::e4m3 while q is fp16 or
+  /// bf16 (o and lse as usual), for the inference forward (decoding and prefill over a cache):
+  /// their blocks are converted to q's dtype in shared memory, exactly. Their true values are
+  /// the stored ones times these fp32 descale factors: [1] (per tensor), [heads_kv] (per head)
+  /// or [batch, heads_kv] (sequence b's, FlashAttention-3's), each optional (1), applied in
+  /// fp32 to the scores and the output. Head dims (and head_dim_v) must be multiples of 16 and
+  /// the cache's row and head strides multiples of 16 elements. Not with an append (k_new).
+  TensorView k_descale;
+  TensorView v_descale;
   /// Split-KV: how many CTAs share each query block's keys, each writing an fp32 partial result
   /// that a second kernel merges exactly (merge_states). 0 chooses from the GPU's SM count, the
   /// batch and the lengths (decoding splits; long prefill does not); 1 to 64 forces a count.

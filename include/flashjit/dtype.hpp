@@ -8,10 +8,11 @@
 namespace flashjit {
 
 /// Element type of a tensor: fp16, bf16 and fp32 for values, i32 for index arrays (sequence
-/// offsets and lengths, page tables).
-enum class DType { f16, bf16, f32, i32 };
+/// offsets and lengths, page tables), e4m3 for an fp8 KV cache (Sequences::k_descale).
+enum class DType { f16, bf16, f32, i32, e4m3 };
 
-/// Short name used in kernel names and the command line: "fp16", "bf16", "fp32" ("int32").
+/// Short name used in kernel names and the command line: "fp16", "bf16", "fp32" ("int32",
+/// "e4m3").
 std::string_view dtype_name(DType dtype);
 /// Parses a value dtype's name as printed by dtype_name (also "f16", "half", "bfloat16", "f32",
 /// "float"); index arrays are always int32 and have no name to parse.
@@ -28,5 +29,11 @@ float float_from_f16_bits(std::uint16_t bits);
 std::uint16_t bf16_bits_from_float(float value);
 /// The float value of bfloat16 `bits`.
 float float_from_bf16_bits(std::uint16_t bits);
+/// fp8 e4m3 bits (OCP FP8 E4M3: bias 7, no infinity, largest finite 448) of `value`, rounded
+/// to nearest even; magnitudes past 448 saturate to ±448 and NaN gives 0x7F.
+std::uint8_t e4m3_bits_from_float(float value);
+/// The float value of e4m3 `bits` (exact; the NaN patterns 0x7F and 0xFF read as ±480, as the
+/// kernels read them).
+float float_from_e4m3_bits(std::uint8_t bits);
 
 }  // namespace flashjit

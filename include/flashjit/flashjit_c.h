@@ -142,7 +142,8 @@ enum {
   FLASHJIT_DTYPE_F16 = 0,  /**< IEEE binary16 */
   FLASHJIT_DTYPE_BF16 = 1, /**< bfloat16 */
   FLASHJIT_DTYPE_F32 = 2,  /**< IEEE binary32 */
-  FLASHJIT_DTYPE_I32 = 3   /**< int32: index arrays (sequence offsets and lengths, page tables) */
+  FLASHJIT_DTYPE_I32 = 3,  /**< int32: index arrays (sequence offsets and lengths, page tables) */
+  FLASHJIT_DTYPE_E4M3 = 4  /**< fp8 e4m3: an fp8 KV cache (flashjit_sequences.k_descale) */
 };
 
 /** The most dimensions a tensor has. */
@@ -285,6 +286,11 @@ typedef struct flashjit_sequences {
   const flashjit_tensor* cache_batch_idx;
   /** [batch]: where sequence b's keys start in its cache row (Sequences::cache_leftpad). */
   const flashjit_tensor* cache_leftpad;
+  /** fp32 [1], [heads_kv] or [batch, heads_kv]: an E4M3 cache's descale factors, its true keys
+   *  and values being the stored ones times these (flashjit::Sequences::k_descale). Each
+   *  optional (1). */
+  const flashjit_tensor* k_descale;
+  const flashjit_tensor* v_descale;
 } flashjit_sequences;
 
 /** Fills *sequences with no arrays, splits 0 (chosen) and no append. NULL is ignored. */

@@ -54,6 +54,11 @@ void add_run_options(CLI::App& run, AttentionRunFlags& flags) {
                  "Forward (or backward) over N sequences of random lengths up to --seqlen-q and "
                  "--seqlen-k (0 and 1 among them), packed without padding (cu_seqlens)")
       ->check(CLI::Range(1, 65535));
+  run.add_option("--kv-dtype", flags.kv_dtype,
+                 "Forward: the KV cache's dtype, e4m3 for an fp8 cache (Sequences::k_descale: "
+                 "per-head descale factors; dense, or --paged, or --varlen); the reference "
+                 "attends to the dequantized cache with --dtype's bound")
+      ->check(CLI::IsMember({"e4m3"}));
   run.add_option("--splits", flags.splits,
                  "Forward with --paged or --varlen: split each query block's keys across this "
                  "many CTAs (1 to 64; default: chosen from the SM count)")
@@ -67,6 +72,7 @@ std::string form(const std::string& op, const AttentionRunFlags& flags) {
   if (flags.paged) run += " --paged";
   if (flags.varlen > 0) run += " --varlen";
   if (flags.append > 0) run += " --append";
+  if (flags.kv_e4m3()) run += " --kv-dtype e4m3";
   return run;
 }
 
@@ -100,7 +106,7 @@ RunOp attention_run(bool backward, std::shared_ptr<AttentionRunFlags> flags) {
     op.options.push_back("--deterministic");
   } else {
     op.options.insert(op.options.end(), {"--paged", "--page-size", "--splits", "--append",
-                                         "--rotary", "--rotary-interleaved"});
+                                         "--rotary", "--rotary-interleaved", "--kv-dtype"});
   }
   op.form = [name, flags](const CLI::App&) { return form(name, *flags); };
   op.refuse_unused = [name, flags, backward](const CLI::App& command) {
@@ -109,15 +115,18 @@ RunOp attention_run(bool backward, std::shared_ptr<AttentionRunFlags> flags) {
         command, name, f,
         {{"--batch", f.varlen == 0,
           "every attention run without --varlen (whose N is the number of sequences)"},
-         {"--layout", !f.inference(), "attention runs without --paged, --varlen or --append"},
-         {"--config", !f.inference(), "attention runs without --paged, --varlen or --append"},
+         {"--layout", !f.inference(),
+          "attention runs without --paged, --varlen, --append or --kv-dtype"},
+         {"--config", !f.inference(),
+          "attention runs without --paged, --varlen, --append or --kv-dtype"},
          {"--head-dim-v", f.append == 0, "attention runs without --append"},
          {"--counters", !(backward && f.varlen > 0), "attention runs but the --varlen backward"},
          {"--page-size", f.paged, "attention-forward with --paged"},
          {"--splits", f.inference(), "attention-forward with --paged, --varlen or --append"},
          {"--append", f.varlen == 0, "attention-forward without --varlen (dense queries)"},
          {"--rotary", f.append > 0, "attention-forward with --append"},
-         {"--rotary-interleaved", f.append > 0, "attention-forward with --append"}});
+         {"--rotary-interleaved", f.append > 0, "attention-forward with --append"},
+         {"--kv-dtype", f.append == 0, "attention-forward without --append"}});
   };
   op.run = [flags, backward](const RunContext& context) {
     return flags->inference() ? run_inference_attention(context, *flags, backward)

@@ -11,7 +11,6 @@ namespace {
 
 /// cp.async and the vector stores move 16 bytes: 8 elements of fp16/bf16.
 constexpr std::int64_t kVectorBytes = 16;
-constexpr std::int64_t kVectorElements = 8;
 
 }  // namespace
 
@@ -48,14 +47,16 @@ void check_head_tensor(const TensorView& view, std::string_view name, std::int64
         std::string(name) + ".strides",
         "the head_dim stride is " + std::to_string(view.strides[3]) + "; must be 1");
   }
+  // 8 elements of 16 bits, 16 of an fp8 cache's.
+  const auto vector_elements = kVectorBytes / static_cast<std::int64_t>(dtype_size(view.dtype));
   for (int d = 0; d < 3; ++d) {
     // A dimension of size 1 is never stepped along, so its stride does not matter.
-    if (view.shape[d] > 1 && view.strides[d] % kVectorElements != 0) {
+    if (view.shape[d] > 1 && view.strides[d] % vector_elements != 0) {
       throw InvalidArgument(std::string(name) + ".strides",
                             "stride [" + std::to_string(d) + "] is " +
-                                std::to_string(view.strides[d]) +
-                                "; must be a multiple of 8 elements (the kernel moves 16 bytes "
-                                "at a time)");
+                                std::to_string(view.strides[d]) + "; must be a multiple of " +
+                                std::to_string(vector_elements) +
+                                " elements (the kernel moves 16 bytes at a time)");
     }
   }
   check_aligned(view, name, kVectorBytes);

@@ -194,6 +194,11 @@ bool ForwardConfig::valid() const {
       path == ForwardPath::tma && varlen && !persistent && !paged && !pack_gqa && !split;
   if (path != ForwardPath::mma_sync && inference_layout() && !tma_varlen) return false;
   if (paged && !varlen) return false;  // a paged cache has per-sequence key counts
+  // An fp8 cache: through the mma.sync pipeline's two-stage staging ring (its lengths per
+  // sequence), in 16-byte chunks of 16 elements.
+  if (kv_e4m3 && (!varlen || path != ForwardPath::mma_sync || stages != 2 || head_dim % 16 != 0)) {
+    return false;
+  }
   switch (path) {
     case ForwardPath::wgmma:
       return !q_in_registers &&
@@ -428,7 +433,7 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
     std::string sequences = config.inference_layout()
                                 ? ", flashjit::SequenceLayout<" + flag(config.varlen) + ", " +
                                       flag(config.paged) + ", " + flag(config.pack_gqa) + ", " +
-                                      flag(config.split) + ">"
+                                      flag(config.split) + (config.kv_e4m3 ? ", true" : "") + ">"
                                 : "";
     if (!modifiers.empty()) {
       if (sequences.empty()) sequences = ", flashjit::DenseLayout";
@@ -463,6 +468,7 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
   if (config.paged) spec.traits.push_back("paged");
   if (config.pack_gqa) spec.traits.push_back("packgqa");
   if (config.split) spec.traits.push_back("split");
+  if (config.kv_e4m3) spec.traits.push_back("kv_e4m3");
   if (!modifiers.empty()) spec.traits.push_back("mod" + modifiers.digest().substr(0, 8));
   spec.readable_name = detail::name_of("attention_forward", spec.head_dim, spec.traits);
   spec.threads = config.warps * 32;

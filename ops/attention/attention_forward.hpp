@@ -76,12 +76,15 @@ struct ForwardConfig {
   bool paged = false;
   bool pack_gqa = false;
   bool split = false;
+  /// K and V are an fp8 e4m3 cache (with varlen, on the mma.sync path, two stages): their
+  /// blocks are converted to `dtype` in shared memory and the descale factors applied in fp32.
+  bool kv_e4m3 = false;
   bool operator==(const ForwardConfig&) const = default;
 
   /// CTAs of a cluster: 2 with `cluster`, else 1.
   int cluster_blocks() const { return cluster ? 2 : 1; }
   /// Whether any inference layout is on.
-  bool inference_layout() const { return varlen || paged || pack_gqa || split; }
+  bool inference_layout() const { return varlen || paged || pack_gqa || split || kv_e4m3; }
 
   /// Whether the template accepts this config (attention_forward_space::config_valid and a
   /// 16-bit dtype).

@@ -102,6 +102,8 @@ std::vector<detail::KernelBuffer> buffers_of(const Attention& a, const Sequences
     if (present(t.lse)) buffers.push_back(kernel_buffer(t.lse, "lse"));
   }
   add_index_buffers(s, buffers);
+  if (present(s.k_descale)) buffers.push_back(kernel_buffer(s.k_descale, "k_descale"));
+  if (present(s.v_descale)) buffers.push_back(kernel_buffer(s.v_descale, "v_descale"));
   add_capture_buffers(a, buffers);
   return buffers;
 }
@@ -124,6 +126,19 @@ void add_index_buffers(const Sequences& s, std::vector<detail::KernelBuffer>& bu
   }
 }
 
+namespace {
+
+/// A validated descale tensor as the kernel reads it: [1] one factor, [heads_kv] one a head,
+/// [batch, heads_kv] one a (sequence, head); absent: none (1).
+CacheDescale cache_descale(const TensorView& view) {
+  if (!present(view)) return {nullptr, 0, 0};
+  const auto* data = static_cast<const float*>(view.data);
+  if (view.rank == 2) return {data, view.strides[0], view.strides[1]};
+  return {data, 0, view.shape[0] == 1 ? 0 : view.strides[0]};
+}
+
+}  // namespace
+
 SequenceIndex sequence_index(const Sequences& s, std::int64_t page_size) {
   return {static_cast<const int*>(s.cu_seqlens_q.data),
           static_cast<const int*>(s.cu_seqlens_k.data),
@@ -132,7 +147,9 @@ SequenceIndex sequence_index(const Sequences& s, std::int64_t page_size) {
           present(s.page_table) ? s.page_table.strides[0] : 0,
           static_cast<int>(page_size),
           static_cast<const int*>(s.cache_batch_idx.data),
-          static_cast<const int*>(s.cache_leftpad.data)};
+          static_cast<const int*>(s.cache_leftpad.data),
+          cache_descale(s.k_descale),
+          cache_descale(s.v_descale)};
 }
 
 HostIndices read_indices(detail::RuntimeBackend& backend, const Sequences& s) {
@@ -250,7 +267,8 @@ std::optional<ForwardLaunch> packed_tma_launch(const Attention& a, const Sequenc
                                                const InferenceConfig& fallback,
                                                const DeviceInfo& device, Stream stream) {
   if (fallback.splits != 1 || !present(s.cu_seqlens_q) || !present(s.cu_seqlens_k) ||
-      present(s.seqlens_k) || present(s.page_table) || fallback.forward.pack_gqa) {
+      present(s.seqlens_k) || present(s.page_table) || fallback.forward.pack_gqa ||
+      fallback.forward.kv_e4m3) {
     return std::nullopt;
   }
   const ForwardConfig& tile = fallback.forward;
@@ -345,7 +363,7 @@ void attention_forward_sequences(detail::RuntimeBackend& backend, const Attentio
                                  const TensorView& v, const TensorView& o, const TensorView& lse,
                                  const InferenceConfig& config, bool check_indices, Stream stream) {
   const InferenceTensors checked = validate_inference_arguments(a, s, q, k, v, o, lse);
-  check_inference_config(config, a, cache_layout(s, checked.page_size), q.dtype);
+  check_inference_config(config, a, cache_layout(s, checked.page_size, k.dtype), q.dtype);
   check_indices_of(backend, a, s, checked, check_indices, stream);
   const AttentionCall call = append_if_asked(backend, a, s, checked, stream);
   if (!is_empty(a, call.tensors)) {
@@ -364,7 +382,7 @@ void run_attention_forward_sequences(detail::RuntimeBackend& backend, ConfigChoi
   const Sequences& s = call.sequences;
   const InferenceTensors& t = call.tensors;
   if (is_empty(a, t)) return;
-  const CacheLayout layout = cache_layout(s, t.page_size);
+  const CacheLayout layout = cache_layout(s, t.page_size, t.k.dtype);
   const DeviceInfo& device = backend.info();
   // A forced split count is the caller's choice; the tile then stays the default's. Calls with
   // modifiers run untuned: decoding's tuning key has no modifiers (the dense calls' has).

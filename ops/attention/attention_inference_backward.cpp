@@ -34,7 +34,9 @@ void check_backward_sequences(const Sequences& s) {
       {&s.k_new, "sequences.k_new"},
       {&s.v_new, "sequences.v_new"},
       {&s.rotary_cos, "sequences.rotary_cos"},
-      {&s.rotary_sin, "sequences.rotary_sin"}};
+      {&s.rotary_sin, "sequences.rotary_sin"},
+      {&s.k_descale, "sequences.k_descale"},
+      {&s.v_descale, "sequences.v_descale"}};
   for (const auto& [view, name] : forward_only) {
     if (present(*view))
       throw InvalidArgument(name, "is forward-only (a KV cache's); leave it absent");
@@ -50,6 +52,13 @@ void run_attention_backward_sequences(detail::RuntimeBackend& backend, const Att
                                       const TensorView& dq, const TensorView& dk,
                                       const TensorView& dv, bool check_indices, Stream stream) {
   check_backward_sequences(s);
+  for (const auto& [view, name] : {std::pair{&k, "k"}, std::pair{&v, "v"}}) {
+    if (view->dtype == DType::e4m3) {
+      throw InvalidArgument(std::string(name) + ".dtype",
+                            "is e4m3; an fp8 cache is for the forward (decoding): the backward "
+                            "takes fp16 or bf16");
+    }
+  }
   if (!present(lse)) throw InvalidArgument("lse", "is required: the backward recomputes P from it");
   const InferenceTensors t = validate_inference_arguments(a, s, q, k, v, o, lse);
   const bool packed_q = present(s.cu_seqlens_q), packed_k = present(s.cu_seqlens_k);

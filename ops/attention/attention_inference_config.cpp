@@ -14,10 +14,12 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 }  // namespace
 
-CacheLayout cache_layout(const Sequences& s, std::int64_t page_size) {
+CacheLayout cache_layout(const Sequences& s, std::int64_t page_size, DType kv_dtype) {
   CacheLayout layout;
+  layout.kv_e4m3 = kv_dtype == DType::e4m3;
+  // (An fp8 cache takes the varlen specialization, whose blocks read the descale factors.)
   layout.varlen = present(s.cu_seqlens_q) || present(s.cu_seqlens_k) || present(s.seqlens_k) ||
-                  present(s.page_table);
+                  present(s.page_table) || layout.kv_e4m3;
   layout.page_size = present(s.page_table) ? page_size : 0;
   return layout;
 }
@@ -36,6 +38,8 @@ InferenceConfig with_layout(ForwardConfig tile, const Attention& a, CacheLayout 
                             int splits) {
   tile.varlen = layout.varlen;
   tile.paged = layout.page_size > 0;
+  tile.kv_e4m3 = layout.kv_e4m3;
+  if (tile.kv_e4m3) tile.stages = 2;  // the fp8 staging ring's two slots
   tile.pack_gqa = packed_group(a) > 1;
   tile.split = splits > 1;
   return {tile, splits};

@@ -25,11 +25,13 @@ inline constexpr std::int64_t kMaxDecodeQueries = 16;
 struct CacheLayout {
   bool varlen = false;         ///< per-sequence lengths or offsets (any index array is given)
   std::int64_t page_size = 0;  ///< keys per page of a paged cache; 0 when not paged
+  bool kv_e4m3 = false;        ///< an fp8 e4m3 cache (Sequences::k_descale)
   bool operator==(const CacheLayout&) const = default;
 };
 
-/// The layout of a call with `sequences`, whose k has pages of `page_size` keys when paged.
-CacheLayout cache_layout(const Sequences& sequences, std::int64_t page_size);
+/// The layout of a call with `sequences`, whose k has pages of `page_size` keys when paged and
+/// elements of `kv_dtype`.
+CacheLayout cache_layout(const Sequences& sequences, std::int64_t page_size, DType kv_dtype);
 
 /// How one inference call runs: the mma.sync forward config with the call's layout flags, and
 /// how many CTAs share each query block's keys (the config's `split` is splits > 1).

@@ -58,6 +58,7 @@ testing::InferenceCase inference_case(const RunContext& context, const Attention
   c.mask_mod = p.mask_mod;
   c.rotary = flags.rotary || flags.rotary_interleaved;
   c.rotary_interleaved = flags.rotary_interleaved;
+  c.kv_e4m3 = flags.kv_e4m3();
   return c;
 }
 
@@ -79,6 +80,11 @@ InferenceMinimum inference_minimum(const testing::InferenceCase& c) {
     m.flops +=
         2.0 * kernels::visible_pairs(a) * double(c.head_dim + c.value_dim()) * double(c.heads_q);
     m.bytes += minimum_global_bytes(a, c.dtype, false);
+    if (c.kv_e4m3) {  // K and V at one byte an element
+      const double kv_elements =
+          double(a.seqlen_k) * double(c.heads_kv) * double(c.head_dim + c.value_dim());
+      m.bytes -= kv_elements * double(dtype_size(c.dtype) - 1);
+    }
     // A new key row and value row each, written into the cache once.
     const double new_rows_bytes =
         double(c.heads_kv * (c.head_dim + c.value_dim())) * double(dtype_size(c.dtype));
@@ -114,6 +120,7 @@ void print_inference_shape(const testing::InferenceCase& c) {
   if (c.append > 0) extra += ", appending " + std::to_string(c.append) + " keys";
   if (c.rotary) extra += c.rotary_interleaved ? ", rotary (interleaved)" : ", rotary (half)";
   if (c.head_dim_v != 0) extra += ", head_dim_v " + std::to_string(c.head_dim_v);
+  if (c.kv_e4m3) extra += ", e4m3 cache (descale per head)";
   print_shape({.batch = static_cast<std::int64_t>(c.seqlens_q.size()),
                .heads_q = c.heads_q,
                .heads_kv = c.heads_kv,
@@ -149,6 +156,12 @@ int run_inference_attention(const RunContext& context, const AttentionRunFlags& 
       "a plain %s %s's error on that sequence)\n",
       backward ? "dQ dK dV:" : "O:      ", verdict.worst_ratio,
       std::string(dtype_name(c.dtype)).c_str(), backward ? "backward" : "attention");
+  if (c.kv_e4m3) {
+    std::printf(
+        "         against attention over the dequantized e4m3 cache (stored value times its "
+        "head's descale, in float64): the bound judges the kernel; e4m3's own rounding (3 "
+        "mantissa bits) is the caller's quantization\n");
+  }
   if (context.basics.counters && !backward) {
     const InferenceMinimum minimum = inference_minimum(c);
     print_work(runtime.emulated_work(), "", minimum.flops, minimum.bytes);

@@ -124,6 +124,68 @@ void check_layout_choice(const Sequences& s) {
   }
 }
 
+/// An fp8 cache's descale factors: fp32 [1], [heads_kv] or [batch, heads_kv], unit last stride.
+void check_descale(const TensorView& view, const std::string& name, const Attention& a) {
+  if (!present(view)) return;
+  if (view.dtype != DType::f32) {
+    throw InvalidArgument(name + ".dtype",
+                          "is " + std::string(dtype_name(view.dtype)) + "; must be fp32");
+  }
+  const bool per_tensor = view.rank == 1 && view.shape[0] == 1;
+  const bool per_head = view.rank == 1 && view.shape[0] == a.heads_kv;
+  const bool per_sequence =
+      view.rank == 2 && view.shape[0] == a.batch && view.shape[1] == a.heads_kv;
+  if (!per_tensor && !per_head && !per_sequence) {
+    std::string shape;
+    for (int d = 0; d < view.rank; ++d) shape += (d > 0 ? ", " : "") + str(view.shape[d]);
+    throw InvalidArgument(name + ".shape", "is [" + shape + "]; expected [1], [heads_kv] = [" +
+                                               str(a.heads_kv) + "] or [batch, heads_kv] = [" +
+                                               str(a.batch) + ", " + str(a.heads_kv) + "]");
+  }
+  const int last = view.rank - 1;
+  if (view.shape[last] > 1 && view.strides[last] != 1) {
+    throw InvalidArgument(name + ".strides",
+                          "the last stride is " + str(view.strides[last]) + "; must be 1");
+  }
+  check_aligned(view, name, 4);
+}
+
+/// The tensors' dtypes: q, k, v and o all fp16 or all bf16, or an fp8 cache (k and v e4m3,
+/// q and o 16-bit) with its descale factors, whose 16-byte copies take 16 elements.
+void check_inference_dtypes(const Attention& a, const Sequences& s, const TensorView& q,
+                            const TensorView& k, const TensorView& v, const TensorView& o) {
+  if (k.dtype != DType::e4m3 && v.dtype != DType::e4m3) {
+    check_attention_dtypes(q, k, v, o);
+    for (const auto& [view, name] : {std::pair{&s.k_descale, "sequences.k_descale"},
+                                     std::pair{&s.v_descale, "sequences.v_descale"}}) {
+      if (present(*view)) {
+        throw InvalidArgument(name,
+                              "is for an e4m3 cache; k is " + std::string(dtype_name(k.dtype)));
+      }
+    }
+    return;
+  }
+  check_attention_dtypes(q, q, q, o);  // q fp16 or bf16, o the same
+  check_same_dtype(v, k, "v", "k");
+  if (a.head_dim % 16 != 0) {
+    throw InvalidArgument(
+        "attention.head_dim",
+        "is " + str(a.head_dim) + "; an e4m3 cache needs a multiple of 16 (16 fp8 values a copy)");
+  }
+  if (a.value_head_dim() % 16 != 0) {
+    throw InvalidArgument("attention.head_dim_v",
+                          "is " + str(a.value_head_dim()) +
+                              "; an e4m3 cache needs a multiple of 16 (16 fp8 values a copy)");
+  }
+  if (present(s.k_new) || present(s.v_new)) {
+    throw InvalidArgument("sequences.k_new",
+                          "appends to a 16-bit cache; an e4m3 cache takes no append (quantize "
+                          "the new keys and values into it before the call)");
+  }
+  check_descale(s.k_descale, "sequences.k_descale", a);
+  check_descale(s.v_descale, "sequences.v_descale", a);
+}
+
 /// Outputs share no memory with the inputs (index arrays included) or each other.
 void check_outputs_disjoint(const Sequences& s, const TensorView& q, const TensorView& k,
                             const TensorView& v, const TensorView& o, const TensorView& lse) {
@@ -137,6 +199,8 @@ void check_outputs_disjoint(const Sequences& s, const TensorView& q, const Tenso
   check_input(k, "k");
   check_input(v, "v");
   for (const auto& [view, name] : index_arrays(s)) check_input(*view, name);
+  check_input(s.k_descale, "sequences.k_descale");
+  check_input(s.v_descale, "sequences.v_descale");
   if (present(lse)) check_disjoint(o, lse, "o", "lse", Role::output);
 }
 
@@ -249,7 +313,7 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
     check_index_array(s.page_table, "sequences.page_table", {a.batch, s.page_table.shape[1]},
                       "[batch, max_pages]");
   }
-  check_attention_dtypes(q, k, v, o);
+  check_inference_dtypes(a, s, q, k, v, o);
 
   InferenceTensors t;
   t.q = inference_query_tensor(q, "q", a, packed_q, -1);

@@ -15,10 +15,10 @@
 namespace flashjit::kernels {
 namespace {
 
-// The forward op's compile matrix. Every config is swept for bf16 at the two head dims most
-// models use (the Hopper paths' at one of them); every other (head dim, dtype, mask) gets its
-// heuristic default, which is what runs without tuning. Softcap defaults are added for the head
-// dims of the models that use it (Grok: 128, Gemma 2: 256).
+// The forward op's compile matrix. Every config is swept for bf16 with the window mask at the
+// two head dims most models use (the Hopper paths' at one of them); every other (head dim,
+// dtype, mask) gets its heuristic default, which is what runs without tuning. Softcap defaults are
+// added for the head dims of the models that use it (Grok: 128, Gemma 2: 256).
 constexpr int kSweptHeadDims[] = {64, 128};
 constexpr int kSoftcapHeadDims[] = {128, 256};
 constexpr MaskKind kMaskKinds[] = {MaskKind::none, MaskKind::window};
@@ -57,18 +57,18 @@ constexpr InferenceHeadDim kInferenceHeadDims[] = {
 std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch, SpecSet set) {
   std::vector<ForwardConfig> configs;
   if (set == SpecSet::all) {
+    // Swept with the window mask, whose masked blocks add their code to the unmasked path (each
+    // unmasked default compiles below). The mma.sync space is swept on sm_80; on sm_90a the same
+    // source gets its defaults only (and `autotune --plan`'s test compiles head dim 64's whole
+    // unmasked space there). The Hopper paths' larger space is swept at head dim 128. All three
+    // keep CI within its time.
     for (int head_dim : kSweptHeadDims) {
-      for (MaskKind mask : kMaskKinds) {
-        for (const ForwardConfig& config : forward_configs(DType::bf16, head_dim, mask, false)) {
-          // The mma.sync space is swept on sm_80; on sm_90a the same source gets its defaults
-          // only (and `autotune --plan`'s test compiles head dim 64's whole space there). The
-          // Hopper paths' larger space is swept once, at head dim 128 with a mask. Both keep CI
-          // within its time.
-          const bool hopper = config.path != ForwardPath::mma_sync;
-          if (hopper && (mask != MaskKind::window || head_dim != 128)) continue;
-          if (!hopper && runs_wgmma(arch)) continue;
-          if (runs_on(config, arch)) configs.push_back(config);
-        }
+      for (const ForwardConfig& config :
+           forward_configs(DType::bf16, head_dim, MaskKind::window, false)) {
+        const bool hopper = config.path != ForwardPath::mma_sync;
+        if (hopper && head_dim != 128) continue;
+        if (!hopper && runs_wgmma(arch)) continue;
+        if (runs_on(config, arch)) configs.push_back(config);
       }
     }
   }
@@ -86,6 +86,14 @@ std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch,
       }
     }
   }
+  // Decoding over an fp8 cache (paged, split and not) at head dim 128: the staging ring and
+  // its conversion compile for the GPU, in registers.
+  for (ForwardConfig config : inference_forward_configs(DType::bf16, 128, MaskKind::none, arch)) {
+    if (!config.paged || !config.pack_gqa) continue;
+    config.kv_e4m3 = true;
+    config.stages = 2;
+    if (config.valid()) defaults.push_back(config);
+  }
   for (const ForwardConfig& config : defaults) {
     if (std::find(configs.begin(), configs.end(), config) == configs.end()) {
       configs.push_back(config);
@@ -99,8 +107,8 @@ std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch,
 }
 
 // The backward op's compile matrix, chosen like the forward's: at head dims 64 and 128 in bf16
-// (both masks, no softcap) every dK/dV tile of the default mode, and every dQ tile beside the
-// deterministic default's dK/dV tile; and the default of every other (head dim, dtype, mask,
+// (the window mask, no softcap) every dK/dV tile of the default mode, and every dQ tile beside
+// the deterministic default's dK/dV tile; and the default of every other (head dim, dtype, mask,
 // mode), with softcap at the forward's softcap head dims.
 std::vector<BackwardConfig> attention_backward_configs(const std::string& arch, SpecSet set) {
   std::vector<BackwardConfig> configs;
@@ -113,7 +121,7 @@ std::vector<BackwardConfig> attention_backward_configs(const std::string& arch, 
   // defaults, the TMA backward among them, are listed below.
   if (set == SpecSet::all && !runs_wgmma(arch)) {
     for (int head_dim : kSweptHeadDims) {
-      for (MaskKind mask : kMaskKinds) {
+      for (MaskKind mask : {MaskKind::window}) {
         for (const BackwardConfig& config :
              backward_configs(DType::bf16, head_dim, mask, false, false)) {
           if (runs_on(config, arch)) add(config);

@@ -26,9 +26,12 @@ struct AttentionRunFlags {
   bool rotary_interleaved = false;
   std::string score_mod;  // Attention::score_mod, also compiled for the float64 reference
   std::string mask_mod;   // Attention::mask_mod, likewise
+  std::string kv_dtype;   // forward: "e4m3" for an fp8 cache; empty: --dtype's
 
-  /// Whether the options choose an inference form (--paged, --varlen or --append).
-  bool inference() const { return paged || varlen > 0 || append > 0; }
+  /// Whether the cache is fp8 (--kv-dtype e4m3).
+  bool kv_e4m3() const { return kv_dtype == "e4m3"; }
+  /// Whether the options choose an inference form (--paged, --varlen, --append or an fp8 cache).
+  bool inference() const { return paged || varlen > 0 || append > 0 || kv_e4m3(); }
 };
 
 /// The dense case of the options: shape, dtype, layout and seed, checked (InvalidArgument names

@@ -52,10 +52,11 @@ class DecodeWorkspace final : public autotune::TuningWorkspace {
     lse_.buffer =
         backend.allocate_buffer(static_cast<std::size_t>(a.batch * a.heads_q * a.seqlen_q) * 4);
     lse_.view = lse_tensor(static_cast<float*>(lse_.buffer.data()), a);
+    const DType kv = cache.kv_e4m3 ? DType::e4m3 : problem.dtype;
     if (cache.page_size > 0) {
       const std::int64_t pages = (a.seqlen_k + cache.page_size - 1) / cache.page_size;
-      k_ = tensor({a.batch * pages, cache.page_size, a.heads_kv, a.head_dim}, true);
-      v_ = tensor({a.batch * pages, cache.page_size, a.heads_kv, a.value_head_dim()}, true);
+      k_ = tensor({a.batch * pages, cache.page_size, a.heads_kv, a.head_dim}, true, kv);
+      v_ = tensor({a.batch * pages, cache.page_size, a.heads_kv, a.value_head_dim()}, true, kv);
       // Shuffled, as a cache that has served many requests is: no two neighbours adjacent.
       std::vector<std::int32_t> table(static_cast<std::size_t>(a.batch * pages));
       std::iota(table.begin(), table.end(), 0);
@@ -63,8 +64,8 @@ class DecodeWorkspace final : public autotune::TuningWorkspace {
       page_table_ = indices(table, {a.batch, pages});
       sequences_.page_table = page_table_.view;
     } else {
-      k_ = tensor({a.batch, a.seqlen_k, a.heads_kv, a.head_dim}, true);
-      v_ = tensor({a.batch, a.seqlen_k, a.heads_kv, a.value_head_dim()}, true);
+      k_ = tensor({a.batch, a.seqlen_k, a.heads_kv, a.head_dim}, true, kv);
+      v_ = tensor({a.batch, a.seqlen_k, a.heads_kv, a.value_head_dim()}, true, kv);
     }
     if (cache.varlen) {
       const std::vector<std::int32_t> lengths(static_cast<std::size_t>(a.batch),
@@ -86,12 +87,25 @@ class DecodeWorkspace final : public autotune::TuningWorkspace {
   }
 
  private:
+  /// A tensor of `dtype` (the problem's by default), random in [-1, 1] or zero; an fp8
+  /// cache's values are e4m3 codes of such values.
   WorkspaceTensor tensor(std::initializer_list<std::int64_t> shape, bool random) {
+    return tensor(shape, random, problem_.dtype);
+  }
+  WorkspaceTensor tensor(std::initializer_list<std::int64_t> shape, bool random, DType dtype) {
     std::int64_t count = 1;
     for (std::int64_t n : shape) count *= n;
     WorkspaceTensor t;
-    t.buffer = autotune::upload_16bit(backend_, problem_.dtype, count, rng_, random);
-    t.view = TensorView::contiguous(t.buffer.data(), problem_.dtype, shape);
+    if (dtype == DType::e4m3) {
+      std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+      std::vector<std::uint8_t> codes(static_cast<std::size_t>(count));
+      for (std::uint8_t& code : codes) code = e4m3_bits_from_float(random ? uniform(rng_) : 0.0f);
+      t.buffer = backend_.allocate_buffer(codes.size());
+      backend_.copy_to_device(t.buffer.data(), codes.data(), codes.size());
+    } else {
+      t.buffer = autotune::upload_16bit(backend_, dtype, count, rng_, random);
+    }
+    t.view = TensorView::contiguous(t.buffer.data(), dtype, shape);
     return t;
   }
 
@@ -113,8 +127,9 @@ class DecodeWorkspace final : public autotune::TuningWorkspace {
 
 // The key's name of a decoding call's cache.
 std::string cache_name(CacheLayout cache) {
-  if (cache.page_size > 0) return "paged" + std::to_string(cache.page_size);
-  return cache.varlen ? "varlen" : "dense";
+  const std::string format = cache.kv_e4m3 ? "-e4m3" : "";
+  if (cache.page_size > 0) return "paged" + std::to_string(cache.page_size) + format;
+  return (cache.varlen ? "varlen" : "dense") + format;
 }
 
 }  // namespace
@@ -150,7 +165,8 @@ autotune::ShapeFields DecodeProblem::shape_fields() const {
           shape_bucket(group),
           cache.varlen,
           cache.page_size,
-          value_dim_key(a)};
+          value_dim_key(a),
+          cache.kv_e4m3};
 }
 
 std::string DecodeProblem::describe() const {
@@ -161,7 +177,7 @@ std::string DecodeProblem::describe() const {
          ", heads " + std::to_string(a.heads_q) + ":" + std::to_string(a.heads_kv) + ", " +
          (cache.page_size > 0 ? "pages of " + std::to_string(cache.page_size)
                               : std::string("dense cache")) +
-         (a.causal ? " causal" : "");
+         (cache.kv_e4m3 ? " (e4m3)" : "") + (a.causal ? " causal" : "");
 }
 
 bool DecodeProblem::empty() const {
@@ -174,7 +190,7 @@ double DecodeProblem::bytes() const {
   const Attention& a = attention;
   return static_cast<double>(a.batch * a.seqlen_k * a.heads_kv *
                              (a.head_dim + a.value_head_dim())) *
-         static_cast<double>(dtype_size(dtype));
+         static_cast<double>(cache.kv_e4m3 ? 1 : dtype_size(dtype));
 }
 
 TunedConfig DecodeProblem::default_config(const std::string& arch) const {

@@ -11,8 +11,15 @@
 #include "attention/key_window.cuh"
 #include "attention/sequence_layout.cuh"
 #include "attention/sequence_span.cuh"
+#include "tile/e4m3.cuh"
 
 namespace flashjit {
+
+/// An fp8 cache's factor for sequence `batch`'s key/value head `head` (1 without factors).
+FJ_DEVICE float descale_at(const CacheDescale& d, int batch, int head) {
+  return d.data == nullptr ? 1.0f
+                           : load_global(d.data, batch * d.batch_stride + head * d.head_stride);
+}
 
 /// KeyWindow for tiles whose rows are packed (query, head) pairs: row p is query p / group.
 template <MaskKind Kind>
@@ -55,6 +62,9 @@ struct ForwardBlock {
   // The block mask over the tile's slabs (without one every key may be seen and none is known
   // to be, so a mask modifier is evaluated everywhere).
   MaskedKeys masked;
+  // An fp8 cache's factors for this sequence's key/value head (1 for a 16-bit cache).
+  float k_descale;
+  float v_descale;
 
   FJ_DEVICE explicit ForwardBlock(const AttentionForwardParams& p) {
     splits = Layout::kSplit ? p.split.splits : 1;
@@ -71,6 +81,8 @@ struct ForwardBlock {
     kv_batch = batch;
     token0 = index_t(batch) * p.seqlen_q;
     if constexpr (Layout::kVarlen) read_lengths(p.sequences);
+    k_descale = Layout::kKvE4m3 ? descale_at(p.sequences.k_descale, batch, kv_head) : 1.0f;
+    v_descale = Layout::kKvE4m3 ? descale_at(p.sequences.v_descale, batch, kv_head) : 1.0f;
     rows = min_int(Traits::kBlockM, seqlen_q * group - row0);
     // (A block mask comes with dense batches only: the tile's rows are its queries.)
     masked = rows > 0 ? masked_keys(p.block_mask, batch, head, row0, rows, seqlen_k)
@@ -116,14 +128,16 @@ struct ForwardBlock {
   FJ_DEVICE U* query_row(const HeadTensor& t, int r) const {
     return t.rows<U>(batch, query_head(r), int(q_start + query(r)));
   }
-  /// Key j's row of k (or v): in the sequence's page, or at its offset.
-  FJ_DEVICE const T* key_row(const HeadTensor& t, const SequenceIndex& s, int j) const {
+  /// Key j's row of k (or v), of U (T, or an fp8 cache's bytes): in the sequence's page, or at
+  /// its offset.
+  template <typename U = T>
+  FJ_DEVICE const U* key_row(const HeadTensor& t, const SequenceIndex& s, int j) const {
     if constexpr (Layout::kPaged) {
       const int page =
           load_global_index(s.page_table, index_t(batch) * s.page_table_stride + j / s.page_size);
-      return t.rows<T>(page, kv_head, j % s.page_size);
+      return t.rows<const U>(page, kv_head, j % s.page_size);
     } else {
-      return t.rows<T>(kv_batch, kv_head, int(k_start + j));
+      return t.rows<const U>(kv_batch, kv_head, int(k_start + j));
     }
   }
 
@@ -155,6 +169,9 @@ struct ForwardBlock {
 template <class Traits>
 struct ForwardRows {
   using T = typename Traits::Element;
+  /// K and V arrive as fp8 bytes (the pipeline converts them; tile/e4m3.cuh).
+  static constexpr bool kKvE4m3 = Traits::Layout::kKvE4m3;
+  using KeyElement = select_type_t<kKvE4m3, unsigned char, T>;
   ForwardBlock<Traits> block;
   HeadTensor q, k, v;
   SequenceIndex sequences;
@@ -166,6 +183,7 @@ struct ForwardRows {
         tile, [&](int r) { return block.template query_row<const T>(q, r); },
         static_cast<const T*>(q.data), rows, Traits::kHeadDim, thread);
   }
+  /// Key (value) block key0 into `tile`: a 16-bit tile, or an fp8 cache's e4m3_tile.
   template <class Tile>
   FJ_DEVICE void load_keys(Tile tile, int key0, int thread) const {
     load_key_rows(tile, k, key0, Traits::kHeadDim, thread);
@@ -176,15 +194,24 @@ struct ForwardRows {
   }
 
  private:
+  /// Elements of the cache in one 16-byte chunk.
+  static constexpr int kChunk = 16 / int(sizeof(KeyElement));
+
   template <class Tile>
   FJ_DEVICE void load_key_rows(Tile tile, const HeadTensor& t, int key0, int cols,
                                int thread) const {
+    const auto row_at = [&](int r) {
+      return block.template key_row<KeyElement>(t, sequences, key0 + r);
+    };
+    const auto* zero_source = static_cast<const KeyElement*>(t.data);
     if constexpr (Traits::Layout::kPaged && shares_rows<Tile>()) {
       load_page_rows(tile, t, key0, cols, thread);
+    } else if constexpr (kKvE4m3) {
+      load_e4m3_rows_async<Traits::kThreads>(tile, row_at, zero_source, block.seqlen_k - key0, cols,
+                                             thread);
     } else {
-      load_tile_rows_async<Traits::kThreads>(
-          tile, [&](int r) { return block.key_row(t, sequences, key0 + r); },
-          static_cast<const T*>(t.data), block.seqlen_k - key0, cols, thread);
+      load_tile_rows_async<Traits::kThreads>(tile, row_at, zero_source, block.seqlen_k - key0, cols,
+                                             thread);
     }
   }
 
@@ -193,22 +220,23 @@ struct ForwardRows {
   /// page through a shuffle.
   template <class Tile>
   static constexpr bool shares_rows() {
-    constexpr int kChunksPerRow = Tile::kCols / kChunkElements;
+    constexpr int kChunksPerRow = Tile::kCols / kChunk;
     return kChunksPerRow <= kWarpSize && kWarpSize % kChunksPerRow == 0 &&
            Tile::kRows % (Traits::kThreads / kChunksPerRow) == 0;
   }
 
   /// Paged K or V: the lanes that share a row (one 16-byte column each) take its page from the
   /// first of them, so a row costs one page-table read instead of one per chunk (a quarter more
-  /// bytes than the row itself at 16 chunks a row, 4 bytes of index per 16 of data).
+  /// bytes than the row itself at 16 chunks a row, 4 bytes of index per 16 of data). Chunk c of
+  /// the tile is thread c % kThreads's, as in load_tile_rows_async.
   template <class Tile>
   FJ_DEVICE void load_page_rows(Tile tile, const HeadTensor& t, int key0, int cols,
                                 int thread) const {
-    constexpr int kChunksPerRow = Tile::kCols / kChunkElements;
+    constexpr int kChunksPerRow = Tile::kCols / kChunk;
     constexpr int kRowStep = Traits::kThreads / kChunksPerRow;
     const int lane = thread % kWarpSize;
     const int leader = lane - lane % kChunksPerRow;  // the row's first lane
-    const int col = thread % kChunksPerRow * kChunkElements;
+    const int col = thread % kChunksPerRow * kChunk;
     const int rows_valid = block.seqlen_k - key0;
     const index_t table_row = index_t(block.batch) * sequences.page_table_stride;
 #pragma unroll 1
@@ -220,8 +248,9 @@ struct ForwardRows {
       }
       page = shuffle_from(page, leader);
       const bool valid = row < rows_valid && col < cols;
-      const T* src = t.rows<T>(page, block.kv_head, key % sequences.page_size) + col;
-      cp_async_16(tile.at(row, col), valid ? src : static_cast<const T*>(t.data), valid);
+      const KeyElement* src =
+          t.rows<const KeyElement>(page, block.kv_head, key % sequences.page_size) + col;
+      cp_async_16(tile.at(row, col), valid ? src : static_cast<const KeyElement*>(t.data), valid);
     }
   }
 };

@@ -25,6 +25,8 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
   constexpr bool kScaled = Traits::kSoftcap || Modifiers::kScore;
   const ForwardBlock<Traits> block(params);  // the sequence, rows, keys and split of this CTA
   if (block.rows <= 0) return;               // past a shorter sequence's rows: nothing to do
+  // An fp8 cache's K is its true values over k_descale: q·k = (q·k_stored) · k_descale.
+  if constexpr (Traits::Layout::kKvE4m3) params.score_scale *= block.k_descale;
   const int lane = threadIdx.x % kWarpSize;
   const int warp_row0 = threadIdx.x / kWarpSize * kRows;  // the warp's first row in the block
   const int row0 = block.row0, rows = block.rows;
@@ -58,7 +60,10 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
     mma_ab(o, to_operand<T>(s), pipeline.await_values(block_n), lane);  // O += P V
   }
   const row_vec<kRows> lse = softmax.finish(o, exponent_scale<kScaled>(params));  // O /= ℓ
-  store_forward_outputs(block, params, o, lse, pipeline.q, warp_row0, lane);      // O and LSE
+  if constexpr (Traits::Layout::kKvE4m3) {  // likewise V: O = (P V_stored) · v_descale
+    for_each_in_row(o, [&](int, float& x) { x *= block.v_descale; });
+  }
+  store_forward_outputs(block, params, o, lse, pipeline.q, warp_row0, lane);  // O and LSE
 }
 
 }  // namespace flashjit

@@ -7,6 +7,15 @@
 
 namespace flashjit {
 
+/// The fp32 factor of sequence b's key/value head h: data[b · batch_stride + h · head_stride],
+/// strides 0 where one factor covers every sequence (per tensor) or every head; nullptr: 1
+/// (attention/forward_block.cuh reads it).
+struct CacheDescale {
+  const float* data;
+  index_t batch_stride;
+  index_t head_stride;
+};
+
 /// Where the sequences of a batch are when they are not one dense [seqlen, heads, head_dim]
 /// block each (variable lengths, a paged KV cache). The kernel reads these arrays only in the
 /// specializations whose SequenceLayout asks for it (attention/sequence_layout.cuh); nullptr
@@ -32,6 +41,10 @@ struct SequenceIndex {
   // [batch]: sequence b's keys start at this row of its dense k and v, and seqlens_k[b] counts
   // from the row's start (FlashAttention's cache_leftpad); nullptr: from row 0.
   const int* leftpad_k;
+  // An fp8 cache's descale factors (SequenceLayout::kKvE4m3): K's true values are its stored
+  // ones times k_descale, V's times v_descale.
+  CacheDescale k_descale;
+  CacheDescale v_descale;
 };
 
 /// Split-KV: the keys of each query block are split into `splits` ranges, one CTA each, which

@@ -178,12 +178,33 @@ SequenceInputs sequence_inputs(const ForwardCase& f) {
           rounded_random(p.v_shape(), bshd, f.seed + 2, f.dtype)};
 }
 
+/// Sequence b's inputs as the case stores them: with an fp8 cache, k and v quantized to e4m3
+/// under their heads' descale factors (bits: the codes; values: the codes' exact values times
+/// the factors, which is what the attention sees).
+SequenceInputs stored_inputs(const InferenceCase& c, const ForwardCase& f, std::size_t b) {
+  SequenceInputs in = sequence_inputs(f);
+  if (!c.kv_e4m3) return in;
+  const auto quantize = [&](RoundedTensor& t, std::int64_t dim, bool value) {
+    for (std::size_t e = 0; e < t.values.values.size(); ++e) {
+      const auto head = static_cast<std::int64_t>(e) / dim % c.heads_kv;
+      const float descale = c.descale_of(value, static_cast<std::int64_t>(b), head);
+      const std::uint8_t code =
+          e4m3_bits_from_float(static_cast<float>(t.values.values[e] / descale));
+      t.bits[e] = code;
+      t.values.values[e] = double(float_from_e4m3_bits(code)) * descale;
+    }
+  };
+  quantize(in.k, c.head_dim, false);
+  quantize(in.v, c.value_dim(), true);
+  return in;
+}
+
 /// What sequence b's attention sees: its inputs with, under rotary, q and the appended keys
 /// rotated in float64 and rounded to the dtype (the cached keys count as rotated already). The
 /// query position is FlashAttention's: cached + i when causal or windowed, else cached.
 SequenceInputs attended_inputs(const InferenceCase& c, const ForwardCase& f, std::size_t b,
                                const reference::RotaryTables& tables) {
-  SequenceInputs in = sequence_inputs(f);
+  SequenceInputs in = stored_inputs(c, f, b);
   if (!c.rotary) return in;
   const std::int64_t cached = cached_keys(c, b), pad = c.pad(b);  // positions count the pad
   const bool advance = c.causal || c.window_left >= 0;
@@ -217,14 +238,17 @@ HostInputs make_inputs(const InferenceCase& c, const QueryRows& rows, const KeyP
   const std::int64_t h = c.heads_q, hk = c.heads_kv, d = c.head_dim, dv = c.value_dim();
   HostInputs in;
   in.q.assign(static_cast<std::size_t>(rows.total * h * d), 0);
-  in.k.assign(static_cast<std::size_t>(keys.rows * hk * d), kPoison);
-  in.v.assign(static_cast<std::size_t>(keys.rows * hk * dv), kPoison);
+  // e4m3 has no NaN the kernels keep (they read its pattern as 480): its poison is 448, which
+  // shows in any result that reads it.
+  const std::uint16_t poison = c.kv_e4m3 ? std::uint16_t{0x7E} : kPoison;
+  in.k.assign(static_cast<std::size_t>(keys.rows * hk * d), poison);
+  in.v.assign(static_cast<std::size_t>(keys.rows * hk * dv), poison);
   const auto n = static_cast<std::int64_t>(c.seqlens_q.size());
   in.k_new.assign(static_cast<std::size_t>(n * c.append * hk * d), 0);
   in.v_new.assign(static_cast<std::size_t>(n * c.append * hk * dv), 0);
   for (std::int64_t b = 0; b < n; ++b) {
     in.cases.push_back(sequence_case(c, static_cast<std::size_t>(b)));
-    const SequenceInputs s = sequence_inputs(in.cases.back());
+    const SequenceInputs s = stored_inputs(c, in.cases.back(), static_cast<std::size_t>(b));
     std::copy(s.q.bits.begin(), s.q.bits.end(), in.q.begin() + rows.first(b) * h * d);
     const std::int64_t cached = cached_keys(c, static_cast<std::size_t>(b));
     for (std::int64_t j = 0; j < in.cases.back().problem.seqlen_k; ++j) {
@@ -242,8 +266,26 @@ HostInputs make_inputs(const InferenceCase& c, const QueryRows& rows, const KeyP
 /// The case's tensors on the runtime's device, outputs poisoned.
 struct DeviceTensors {
   DeviceBuffer q, k, v, o, lse, cu_q, cu_k, seqlens_k, page_table, k_new, v_new, cos, sin, leftpad,
-      cache_rows;
+      cache_rows, k_descale, v_descale;
 };
+/// The cache's elements on the device: 16-bit, or an fp8 cache's bytes.
+DeviceBuffer upload_cache(Runtime& runtime, const InferenceCase& c,
+                          const std::vector<std::uint16_t>& bits) {
+  if (!c.kv_e4m3) return upload(runtime, bits);
+  return upload(runtime, std::vector<std::uint8_t>(bits.begin(), bits.end()));
+}
+/// An fp8 cache's descale factors in the case's shape ([1], [heads_kv] or [batch, heads_kv]).
+std::vector<float> descale_factors(const InferenceCase& c, bool value) {
+  using Descale = InferenceCase::Descale;
+  const auto n = static_cast<std::int64_t>(c.seqlens_k.size());
+  const std::int64_t rows = c.descale == Descale::per_sequence ? n : 1;
+  const std::int64_t heads = c.descale == Descale::per_tensor ? 1 : c.heads_kv;
+  std::vector<float> factors;
+  for (std::int64_t b = 0; b < rows; ++b) {
+    for (std::int64_t h = 0; h < heads; ++h) factors.push_back(c.descale_of(value, b, h));
+  }
+  return factors;
+}
 /// `values`, or one 0 where there are none (an allocation of no bytes has no address).
 template <class T>
 std::vector<T> or_zero(const std::vector<T>& values) {
@@ -260,8 +302,8 @@ DeviceTensors upload_tensors(Runtime& runtime, const InferenceCase& c, const Que
     cache_rows.push_back(static_cast<std::int32_t>(cache_row(c, static_cast<std::int64_t>(b))));
   }
   return {upload(runtime, in.q),
-          upload(runtime, in.k),
-          upload(runtime, in.v),
+          upload_cache(runtime, c, in.k),
+          upload_cache(runtime, c, in.v),
           upload(runtime,
                  std::vector<std::uint16_t>(
                      static_cast<std::size_t>(rows.total * c.heads_q * c.value_dim()), kPoison)),
@@ -276,7 +318,9 @@ DeviceTensors upload_tensors(Runtime& runtime, const InferenceCase& c, const Que
           upload(runtime, or_zero(tables.cos)),
           upload(runtime, or_zero(tables.sin)),
           upload(runtime, or_zero(leftpad)),
-          upload(runtime, or_zero(cache_rows))};
+          upload(runtime, or_zero(cache_rows)),
+          upload(runtime, descale_factors(c, false)),
+          upload(runtime, descale_factors(c, true))};
 }
 
 /// The views of one forward call: q, o and LSE dense or packed; k and v dense, packed or paged,
@@ -305,19 +349,34 @@ void set_key_views(const InferenceCase& c, const KeyPlacement& keys, DeviceTenso
   const std::int64_t n = static_cast<std::int64_t>(c.seqlens_k.size()), hk = c.heads_kv,
                      d = c.head_dim, dv = c.value_dim();
   Sequences& s = views.sequences;
+  const DType kv = c.kv_dtype();
+  if (c.kv_e4m3) {
+    using Descale = InferenceCase::Descale;
+    const auto descale_view = [&](const DeviceBuffer& factors) {
+      if (c.descale == Descale::per_tensor) {
+        return TensorView::contiguous(factors.data(), DType::f32, {1});
+      }
+      if (c.descale == Descale::per_head) {
+        return TensorView::contiguous(factors.data(), DType::f32, {hk});
+      }
+      return TensorView::contiguous(factors.data(), DType::f32, {n, hk});
+    };
+    s.k_descale = descale_view(t.k_descale);
+    s.v_descale = descale_view(t.v_descale);
+  }
   if (c.keys == KeyStorage::paged) {
-    views.k = TensorView::contiguous(t.k.data(), c.dtype, {keys.num_pages, c.page_size, hk, d});
-    views.v = TensorView::contiguous(t.v.data(), c.dtype, {keys.num_pages, c.page_size, hk, dv});
+    views.k = TensorView::contiguous(t.k.data(), kv, {keys.num_pages, c.page_size, hk, d});
+    views.v = TensorView::contiguous(t.v.data(), kv, {keys.num_pages, c.page_size, hk, dv});
     s.page_table = TensorView::contiguous(t.page_table.data(), DType::i32, {n, keys.max_pages});
     s.seqlens_k = TensorView::contiguous(t.seqlens_k.data(), DType::i32, {n});
   } else if (c.keys == KeyStorage::packed) {
-    views.k = TensorView::contiguous(t.k.data(), c.dtype, {keys.rows, hk, d});
-    views.v = TensorView::contiguous(t.v.data(), c.dtype, {keys.rows, hk, dv});
+    views.k = TensorView::contiguous(t.k.data(), kv, {keys.rows, hk, d});
+    views.v = TensorView::contiguous(t.v.data(), kv, {keys.rows, hk, dv});
     s.cu_seqlens_k = TensorView::contiguous(t.cu_k.data(), DType::i32, {n + 1});
   } else {
     const std::int64_t longest = c.capacity(), rows = c.cache_batch_idx ? n + 1 : n;
-    views.k = TensorView::contiguous(t.k.data(), c.dtype, {rows, longest, hk, d});
-    views.v = TensorView::contiguous(t.v.data(), c.dtype, {rows, longest, hk, dv});
+    views.k = TensorView::contiguous(t.k.data(), kv, {rows, longest, hk, d});
+    views.v = TensorView::contiguous(t.v.data(), kv, {rows, longest, hk, dv});
     const bool one_length = longest == *std::min_element(c.seqlens_k.begin(), c.seqlens_k.end());
     // Keys of one length need no index array at all (a dense batch, decoded or split).
     if (!one_length || !c.leftpad.empty() || c.cache_batch_idx) {
@@ -368,8 +427,10 @@ Outputs run_forward(Runtime& runtime, const InferenceCase& c, const QueryRows& r
               std::vector<std::uint16_t>(in.k.size()), std::vector<std::uint16_t>(in.v.size())};
   runtime.copy_to_host(out.o.data(), tensors.o.data(), out.o.size() * 2);
   runtime.copy_to_host(out.lse.data(), tensors.lse.data(), out.lse.size() * 4);
-  runtime.copy_to_host(out.k.data(), tensors.k.data(), out.k.size() * 2);
-  runtime.copy_to_host(out.v.data(), tensors.v.data(), out.v.size() * 2);
+  if (c.append > 0) {  // the cache it leaves (an fp8 cache takes no append)
+    runtime.copy_to_host(out.k.data(), tensors.k.data(), out.k.size() * 2);
+    runtime.copy_to_host(out.v.data(), tensors.v.data(), out.v.size() * 2);
+  }
   return out;
 }
 
@@ -527,6 +588,10 @@ std::string InferenceCase::name() const {
      << (rotary && rotary_dim > 0 ? std::to_string(rotary_dim) : "")
      << (leftpad.empty() ? "" : ".leftpad") << (cache_batch_idx ? ".cacherows" : "")
      << (score_mod_text.empty() ? "" : ".scoremod") << (mask_mod_text.empty() ? "" : ".maskmod")
+     << (!kv_e4m3                         ? ""
+         : descale == Descale::per_tensor ? ".kv_e4m3.descale_tensor"
+         : descale == Descale::per_head   ? ".kv_e4m3.descale_head"
+                                          : ".kv_e4m3.descale_sequence")
      << ".seed" << seed;
   return os.str();
 }
@@ -547,6 +612,18 @@ Attention InferenceCase::attention() const {
   a.score_mod = score_mod_text;
   a.mask_mod = mask_mod_text;
   return a;
+}
+
+float InferenceCase::descale_of(bool value, std::int64_t b, std::int64_t h) const {
+  // Factors that put the unit-scale inputs well inside e4m3's range (448), different for k and
+  // v, per head and per sequence where the shape has them. Powers of two, so that a dequantized
+  // value is exact in the dtype, as the reference's inputs are without a cache in fp8: else a
+  // sequence of one key (O = its value, which plain attention gets exactly) could not meet the
+  // dtype's bound for O's final rounding alone. A factor taken from the wrong head, sequence or
+  // tensor is still off by a power of two.
+  const int head = descale == Descale::per_tensor ? 0 : static_cast<int>(h % 3);
+  const int sequence = descale == Descale::per_sequence ? static_cast<int>(b % 2) : 0;
+  return std::ldexp(1.0f, -(value ? 6 : 5) - head - 2 * sequence);
 }
 
 std::int64_t InferenceCase::capacity() const {

@@ -70,6 +70,12 @@ struct InferenceCase {
   std::string mask_mod_text = {};
   std::function<bool(std::int64_t, std::int64_t, std::int64_t, std::int64_t)> mask_mod = {};
   DType dtype = DType::bf16;
+  /// An fp8 e4m3 cache (Sequences::k_descale): each sequence's random keys and values are
+  /// quantized with descale factors of `descale`'s shape (distinct values per head and
+  /// sequence), and the reference takes the dequantized values, so the bound stays the
+  /// dtype's: what is judged is the kernel, not the quantization. No append.
+  bool kv_e4m3 = false;
+  enum class Descale { per_tensor, per_head, per_sequence } descale = Descale::per_head;
   std::uint64_t seed = 1;
 
   /// "n3.q[1,4,0].k[33,...].hq8.hkv1.d64.bf16.paged16.causal.split4" for messages.
@@ -83,6 +89,11 @@ struct InferenceCase {
   std::int64_t capacity() const;
   /// V's and O's head dim: head_dim_v, or head_dim when it is 0.
   std::int64_t value_dim() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
+  /// The cache's dtype: e4m3 with kv_e4m3, else dtype.
+  DType kv_dtype() const { return kv_e4m3 ? DType::e4m3 : dtype; }
+  /// An fp8 cache's descale factor of sequence b's key (`value`: value) head h, as the case's
+  /// descale shape spreads them.
+  float descale_of(bool value, std::int64_t b, std::int64_t h) const;
 };
 
 /// A case of `sequences` random lengths: queries 0 to max_q (packed), keys 0 to max_k; the

@@ -6,6 +6,7 @@
 // barrier, which also tells the loader that all warps are done with the buffer it refills next.
 #include "attention/forward_traits.cuh"
 #include "attention/head_tensor.cuh"
+#include "tile/e4m3.cuh"
 #include "tile/shared_tile.cuh"
 
 namespace flashjit {
@@ -17,6 +18,7 @@ namespace flashjit {
 template <class Traits>
 struct StridedRows {
   using T = typename Traits::Element;
+  static constexpr bool kKvE4m3 = false;  // dense 16-bit K and V
   HeadSlice<T> slice;
   int seqlen_k;
   int value_cols;  // V's head dim: its columns past it load as zeros
@@ -51,10 +53,20 @@ struct KeyValuePipeline {
   static constexpr int kBytes = QTile::kBytes + 2 * kStages * KVTile::kBytes;
   static_assert(kBytes <= Traits::kSharedBytes,
                 "the host's shared_bytes() must cover the tiles carved here");
+  /// An fp8 cache (the source's kKvE4m3): K's and V's blocks land as bytes in a two-slot ring
+  /// (StagingTile) and each thread converts its own chunks into the one 16-bit tile the
+  /// products read, between its wait and the barrier. The ring and the tile take the bytes of
+  /// the two 16-bit slots they replace.
+  static constexpr bool kKvE4m3 = Rows::kKvE4m3;
+  using StagingTile = e4m3_tile<Traits::kBlockN, Traits::kHeadDimPadded>;
+  static_assert(!kKvE4m3 || (kStages == 2 && 2 * StagingTile::kBytes <= KVTile::kBytes),
+                "an fp8 cache streams through two stages");
 
   QTile q;        // (kBlockM, kHeadDimPadded); holds O at the end
   KVTile k0, v0;  // (kBlockN, kHeadDimPadded): slot 0 of the K and V ring buffers; slot s is
-                  // s tiles further (computed, not indexed, so it stays in registers)
+                  // s tiles further (computed, not indexed, so it stays in registers). With an
+                  // fp8 cache, the tiles the products read.
+  StagingTile k_staging0, v_staging0;  // an fp8 cache's ring slot 0, after k0 and v0
   Rows source;
   int end_block;
   int thread;
@@ -64,8 +76,10 @@ struct KeyValuePipeline {
     unsigned char* base = dynamic_shared<unsigned char>();
     q = carve_tile<QTile>(base);
     k0 = carve_tile<KVTile>(base);
+    k_staging0 = {base};
     base += (kStages - 1) * KVTile::kBytes;
     v0 = carve_tile<KVTile>(base);
+    v_staging0 = {base};
   }
 
   /// Starts loading the query tile (`rows` valid rows) and the first key (and value) block.
@@ -85,13 +99,15 @@ struct KeyValuePipeline {
       load_values(block);
     } else {
       cp_async_wait<1>();  // K_j; V_j may still be in flight
-      __syncthreads();     // also: every warp is done with K_j-1 and V_j-1
+      if constexpr (kKvE4m3)
+        convert_e4m3_tile<Traits::kThreads>(staged(k_staging0, block), k0, thread);
+      __syncthreads();  // also: every warp is done with K_j-1 and V_j-1
       if (has_next) {
         load_keys(block + 1);
         load_values(block + 1);
       }
     }
-    return slot(k0, block);
+    return kKvE4m3 ? k0 : slot(k0, block);
   }
 
   /// Waits until value block `block` is in shared memory for every thread; returns the tile.
@@ -107,9 +123,12 @@ struct KeyValuePipeline {
       } else {
         cp_async_wait<0>();
       }
+      // (The 16-bit V tile was last read by O += P V_j-1, before await_keys's barrier.)
+      if constexpr (kKvE4m3)
+        convert_e4m3_tile<Traits::kThreads>(staged(v_staging0, block), v0, thread);
       __syncthreads();
     }
-    return slot(v0, block);
+    return kKvE4m3 ? v0 : slot(v0, block);
   }
 
  private:
@@ -118,12 +137,25 @@ struct KeyValuePipeline {
     return {first.data + block % kStages * (KVTile::kBytes / 2)};
   }
 
+  /// An fp8 cache's ring slot of key block `block`.
+  FJ_DEVICE static StagingTile staged(StagingTile first, int block) {
+    return {first.data + block % 2 * StagingTile::kBytes};
+  }
+
   FJ_DEVICE void load_keys(int block) {
-    source.load_keys(slot(k0, block), block * Traits::kBlockN, thread);
+    if constexpr (kKvE4m3) {
+      source.load_keys(staged(k_staging0, block), block * Traits::kBlockN, thread);
+    } else {
+      source.load_keys(slot(k0, block), block * Traits::kBlockN, thread);
+    }
     cp_async_commit();
   }
   FJ_DEVICE void load_values(int block) {
-    source.load_values(slot(v0, block), block * Traits::kBlockN, thread);
+    if constexpr (kKvE4m3) {
+      source.load_values(staged(v_staging0, block), block * Traits::kBlockN, thread);
+    } else {
+      source.load_values(slot(v0, block), block * Traits::kBlockN, thread);
+    }
     cp_async_commit();
   }
 };

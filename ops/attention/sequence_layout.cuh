@@ -6,9 +6,10 @@
 namespace flashjit {
 
 /// The forward kernel's sequence layout (a template parameter of ForwardTraits).
-template <bool Varlen, bool Paged, bool PackGqa, bool Split>
+template <bool Varlen, bool Paged, bool PackGqa, bool Split, bool KvE4m3 = false>
 struct SequenceLayout {
   static_assert(!Paged || Varlen, "a paged cache has per-sequence key counts (Varlen)");
+  static_assert(!KvE4m3 || Varlen, "an fp8 cache comes with per-sequence key counts (Varlen)");
   /// Per-sequence lengths and offsets from the SequenceIndex arrays (packed tensors).
   static constexpr bool kVarlen = Varlen;
   /// K and V are pages found through the page table.
@@ -19,8 +20,12 @@ struct SequenceLayout {
   static constexpr bool kPackGqa = PackGqa;
   /// The key blocks are split across CTAs, each writing an fp32 partial (SplitOutputs).
   static constexpr bool kSplit = Split;
+  /// K and V are an fp8 e4m3 cache: their blocks land as bytes and are converted to the
+  /// query's 16-bit type in shared memory (tile/e4m3.cuh); the scores and the output take the
+  /// cache's descale factors in fp32.
+  static constexpr bool kKvE4m3 = KvE4m3;
   /// None of the above: FlashAttention-2's dense (batch, seqlen, heads, head_dim) tensors.
-  static constexpr bool kDense = !Varlen && !Paged && !PackGqa && !Split;
+  static constexpr bool kDense = !Varlen && !Paged && !PackGqa && !Split && !KvE4m3;
 };
 
 using DenseLayout = SequenceLayout<false, false, false, false>;

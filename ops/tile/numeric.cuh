@@ -114,6 +114,16 @@ FJ_HOST_DEVICE bfloat16_t from_float<bfloat16_t>(float value) {
   return to_bfloat16(value);
 }
 
+/// The value of fp8 e4m3 `bits` (the low byte; OCP FP8's E4M3: 1 sign, 4 exponent bits of bias
+/// 7, 3 mantissa bits). Its exponent and mantissa placed in the low bits
+/// of a bfloat16's are that value times 2^-120, subnormals included (both formats' subnormals
+/// have the smallest exponent), so one exact multiplication restores it. The pattern e4m3
+/// reserves for NaN (S.1111.111) reads as ±480.
+FJ_HOST_DEVICE float float_from_e4m3(unsigned bits) {
+  const bfloat16_t shifted{static_cast<unsigned short>((bits & 0x80u) << 8 | (bits & 0x7Fu) << 4)};
+  return to_float(shifted) * 0x1p120f;
+}
+
 /// 2^x. On the device the hardware approximation (ex2.approx, ~2 ulp), which is what softmax
 /// needs: every exponent in flashjit is a base-2 one with log2(e) folded into the scale.
 #if defined(FJ_DEVICE_CODE)

@@ -38,4 +38,17 @@ constexpr T ceil_div(T a, T b) {
   return (a + b - 1) / b;
 }
 
+/// std::conditional_t without <type_traits> (NVRTC has no include path): IfThen if Condition,
+/// else Otherwise.
+template <bool Condition, typename IfThen, typename Otherwise>
+struct select_type {
+  using type = IfThen;
+};
+template <typename IfThen, typename Otherwise>
+struct select_type<false, IfThen, Otherwise> {
+  using type = Otherwise;
+};
+template <bool Condition, typename IfThen, typename Otherwise>
+using select_type_t = typename select_type<Condition, IfThen, Otherwise>::type;
+
 }  // namespace flashjit

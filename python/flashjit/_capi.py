@@ -57,7 +57,8 @@ class Sequences(ctypes.Structure):
                 ("v_new", ctypes.POINTER(Tensor)), ("rotary_cos", ctypes.POINTER(Tensor)),
                 ("rotary_sin", ctypes.POINTER(Tensor)), ("rotary_interleaved", ctypes.c_int),
                 ("cache_batch_idx", ctypes.POINTER(Tensor)),
-                ("cache_leftpad", ctypes.POINTER(Tensor))]
+                ("cache_leftpad", ctypes.POINTER(Tensor)),
+                ("k_descale", ctypes.POINTER(Tensor)), ("v_descale", ctypes.POINTER(Tensor))]
 
 
 class LayerNormOptions(ctypes.Structure):

@@ -1,0 +1,72 @@
+#pragma once
+// fp8 e4m3 (OCP FP8's E4M3: 1 sign, 4 exponent bits of bias 7, 3 mantissa bits, no infinity)
+// tiles in shared memory: an fp8 KV cache's blocks land there as bytes (cp.async, half the
+// bytes of a 16-bit block) and each thread converts the chunks it copied into the 16-bit tile
+// the tensor cores read. Every e4m3 value is exact in fp16 and in bf16, so the conversion loses
+// nothing; the cache's scale factors are applied in fp32 by the kernel, not here.
+#include "tile/numeric.cuh"
+#include "tile/shared_tile.cuh"
+
+namespace flashjit {
+
+/// fp8 elements in one 16-byte chunk.
+constexpr int kE4m3ChunkElements = 16;
+
+/// A (Rows, Cols) row-major tile of e4m3 bytes in shared memory, unpadded: a warp's copies and
+/// its reads during the conversion touch consecutive 16-byte chunks.
+template <int Rows, int Cols>
+struct e4m3_tile {
+  static_assert(Cols % kE4m3ChunkElements == 0, "whole 16-byte chunks of fp8");
+  static constexpr int kRows = Rows;
+  static constexpr int kCols = Cols;
+  static constexpr int kBytes = Rows * Cols;
+  unsigned char* data;
+
+  FJ_DEVICE unsigned char* at(int row, int col) const { return data + row * Cols + col; }
+};
+
+/// load_tile_rows_async for fp8 rows: starts copying rows [0, rows_valid), columns [0,
+/// cols_valid) (a multiple of 16) into `dst`, row r from `row_at(r)`, zero-filling the rest;
+/// chunk c of the tile is thread c % Threads's.
+template <int Threads, int Rows, int Cols, class RowAt>
+FJ_DEVICE void load_e4m3_rows_async(e4m3_tile<Rows, Cols> dst, const RowAt& row_at,
+                                    const unsigned char* zero_source, int rows_valid,
+                                    int cols_valid, int thread) {
+  constexpr int kChunksPerRow = Cols / kE4m3ChunkElements;
+  constexpr int kChunks = Rows * kChunksPerRow;
+#pragma unroll 1
+  for (int chunk = thread; chunk < kChunks; chunk += Threads) {
+    const int row = chunk / kChunksPerRow;
+    const int col = chunk % kChunksPerRow * kE4m3ChunkElements;
+    const bool valid = row < rows_valid && col < cols_valid;
+    cp_async_16(dst.at(row, col), valid ? row_at(row) + col : zero_source, valid);
+  }
+}
+
+/// Converts to `dst` the chunks of `staging` this thread copied in (chunk c of the tile is
+/// thread c % Threads's, as load_e4m3_rows_async deals them), after its cp_async_wait and
+/// before the block barrier that publishes `dst`.
+template <int Threads, typename T, int Rows, int Cols>
+FJ_DEVICE void convert_e4m3_tile(e4m3_tile<Rows, Cols> staging, smem_tile<T, Rows, Cols> dst,
+                                 int thread) {
+  constexpr int kChunksPerRow = Cols / kE4m3ChunkElements;
+  constexpr int kChunks = Rows * kChunksPerRow;
+#pragma unroll 1
+  for (int chunk = thread; chunk < kChunks; chunk += Threads) {
+    const int row = chunk / kChunksPerRow;
+    const int col = chunk % kChunksPerRow * kE4m3ChunkElements;
+    const Chunk16 bytes = load_shared(reinterpret_cast<const Chunk16*>(staging.at(row, col)), 0);
+    Chunk16 halves[2];
+#pragma unroll
+    for (int i = 0; i < kE4m3ChunkElements; i += 2) {
+      const unsigned word = bytes.words[i / 4] >> (i % 4 * 8);
+      const T first = from_float<T>(float_from_e4m3(word));
+      const T second = from_float<T>(float_from_e4m3(word >> 8));
+      halves[i / 8].words[i % 8 / 2] = unsigned(first.bits) | unsigned(second.bits) << 16;
+    }
+    store_shared(reinterpret_cast<Chunk16*>(dst.at(row, col)), 0, halves[0]);
+    store_shared(reinterpret_cast<Chunk16*>(dst.at(row, col + kChunkElements)), 0, halves[1]);
+  }
+}
+
+}  // namespace flashjit

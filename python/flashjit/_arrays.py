@@ -17,16 +17,20 @@ try:  # torch is optional: numpy users need not have it
 except ImportError:  # pragma: no cover - exercised only where torch is absent
     torch = None
 
+# uint8 carries an fp8 KV cache's e4m3 codes (numpy has no fp8; torch before 2.1 neither).
 _NUMPY_DTYPES = {np.dtype(np.float16): "f16", np.dtype(np.float32): "f32",
-                 np.dtype(np.int32): "i32"}
+                 np.dtype(np.int32): "i32", np.dtype(np.uint8): "e4m3"}
 _CODES = {"f16": _capi.DTYPE_F16, "bf16": _capi.DTYPE_BF16, "f32": _capi.DTYPE_F32,
-          "i32": _capi.DTYPE_I32}
-_ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "i32": 4}
+          "i32": _capi.DTYPE_I32, "e4m3": _capi.DTYPE_E4M3}
+_ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "i32": 4, "e4m3": 1}
 
 
 def _torch_dtypes():
-    return {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32",
-            torch.int32: "i32"}
+    dtypes = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32",
+              torch.int32: "i32", torch.uint8: "e4m3"}
+    if hasattr(torch, "float8_e4m3fn"):  # torch 2.1 and later
+        dtypes[torch.float8_e4m3fn] = "e4m3"
+    return dtypes
 
 
 def is_torch(x) -> bool:
@@ -34,13 +38,16 @@ def is_torch(x) -> bool:
 
 
 def dtype_name(name: str, x) -> str:
-    """x's dtype as "f16", "bf16", "f32" or "i32"; a ValueError naming `name` otherwise."""
+    """x's dtype as "f16", "bf16", "f32", "i32" or "e4m3" (an fp8 cache's codes: uint8, or
+    torch.float8_e4m3fn); a ValueError naming `name` otherwise."""
     if is_torch(x):
         found = _torch_dtypes().get(x.dtype)
-        accepted = "torch.float16, torch.bfloat16, torch.float32 or torch.int32"
+        accepted = ("torch.float16, torch.bfloat16, torch.float32, torch.int32 or, for an fp8 "
+                    "cache, torch.uint8 / torch.float8_e4m3fn")
     elif isinstance(x, np.ndarray):
         found = _NUMPY_DTYPES.get(x.dtype)
-        accepted = "float16, float32 or int32 (numpy has no bfloat16: use torch for it)"
+        accepted = ("float16, float32, int32 or, for an fp8 cache's e4m3 codes, uint8 (numpy "
+                    "has no bfloat16: use torch for it)")
     else:
         raise TypeError(f"'{name}' must be a numpy array or a torch tensor, not "
                         f"{type(x).__name__}")

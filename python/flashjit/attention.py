@@ -383,7 +383,7 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
                            window: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
                            scale: Optional[float] = None, num_splits: int = 0,
                            return_lse: bool = False, score_mod: str = "", mask_mod: str = "",
-                           captures: Optional[dict] = None):
+                           captures: Optional[dict] = None, k_descale=None, v_descale=None):
     """Decoding and chunked prefill against a KV cache, FlashAttention's flash_attn_with_kvcache:
     q is [batch, seqlen_q, heads_q, head_dim]; the cache is dense, [batch, seqlen_cache,
     heads_kv, head_dim], or paged, [num_pages, page_size, heads_kv, head_dim] (any page_size,
@@ -403,6 +403,12 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
     number of rows. cache_leftpad (int32 [batch]): where sequence b's keys start in its row;
     cache_seqlens counts from the row's start, the padding included (rotary positions too).
     Both for a dense cache only.
+
+    An fp8 cache: k_cache and v_cache of e4m3 codes (uint8 arrays or tensors, or
+    torch.float8_e4m3fn) with q fp16 or bf16; k_descale and v_descale (any float dtype, [1],
+    [heads_kv] or [batch, heads_kv], FlashAttention-3's shape; each optional, 1) take the stored
+    values to the true ones, applied in float32 to the scores and the output. Head dims must be
+    multiples of 16; no append (k, v) into it.
 
     num_splits: split-KV blocks per query block (0 chooses, 1 to 64 forces), merged exactly.
     score_mod, mask_mod and captures as in attention(), b the sequence's index and q_idx, kv_idx
@@ -426,11 +432,13 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
     a.head_dim_v = value_dim if value_dim != d else 0  # MLA: a narrower value cache
     arrays = {"seqlens_k": "cache_seqlens", "page_table": "block_table", "k_new": "k",
               "v_new": "v", "rotary_cos": "rotary_cos", "rotary_sin": "rotary_sin",
-              "cache_batch_idx": "cache_batch_idx", "cache_leftpad": "cache_leftpad"}
+              "cache_batch_idx": "cache_batch_idx", "cache_leftpad": "cache_leftpad",
+              "k_descale": "k_descale", "v_descale": "v_descale"}
     with Launch({"q": q, "k_cache": k_cache, "v_cache": v_cache,
                  "cache_seqlens": cache_seqlens, "block_table": block_table, "k": k, "v": v,
                  "cache_batch_idx": cache_batch_idx, "cache_leftpad": cache_leftpad,
                  "rotary_cos": _float32(rotary_cos), "rotary_sin": _float32(rotary_sin),
+                 "k_descale": _float32(k_descale), "v_descale": _float32(v_descale),
                  **_capture_inputs(options)}) as launch:
         _bind_captures(a, launch, options)
         sequences = _sequences(launch, num_splits, **{field: name for field, name in arrays.items()
@@ -450,7 +458,7 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
 
 
 def _float32(table):
-    """A rotary table as float32 (the library's dtype for it), or None."""
+    """A rotary table or descale factors as float32 (the library's dtype for them), or None."""
     if table is None or not (is_torch(table) or isinstance(table, np.ndarray)):
         return table
     return table.float() if is_torch(table) else np.asarray(table, dtype=np.float32)

@@ -275,3 +275,58 @@ def test_bad_inference_arguments_are_named():
         flashjit.merge_states(rand(4, 2, 64), torch.zeros(4, 2, 1))
     with pytest.raises(ValueError, match=r"'s' must be \[tokens, num_states, heads\]"):
         flashjit.merge_states(rand(4, 2, 1, 64), torch.zeros(4, 2))
+
+
+def e4m3_values() -> np.ndarray:
+    """The value of each e4m3 code 0..255 by the format's definition (bias 7, subnormals at
+    exponent 0); the NaN codes 0x7F and 0xFF are never produced by quantize()."""
+    codes = np.arange(256)
+    exponent, mantissa = (codes >> 3) & 0xF, codes & 7
+    magnitude = np.where(exponent == 0, mantissa / 8.0 * 2.0 ** -6,
+                         (1 + mantissa / 8.0) * 2.0 ** (exponent - 7.0))
+    return np.where(codes & 0x80, -magnitude, magnitude)
+
+
+def quantize(x: np.ndarray, descale: np.ndarray):
+    """x / descale rounded to the nearest finite e4m3 code, and the codes' values times descale
+    (what the attention sees)."""
+    table = e4m3_values()
+    finite = np.array([c for c in range(256) if c & 0x7F != 0x7F])
+    scaled = x / descale
+    codes = finite[np.abs(scaled[..., None] - table[finite]).argmin(axis=-1)].astype(np.uint8)
+    return codes, table[codes] * descale
+
+
+@pytest.mark.parametrize("use_torch", [True, False])
+def test_kvcache_fp8_cache_with_descale_factors(use_torch):
+    batch, heads_q, heads_kv, d, capacity = 2, 4, 2, 64, 40
+    used = [40, 13]
+    rng = np.random.default_rng(7)
+    q = rng.standard_normal((batch, 1, heads_q, d)).astype(np.float16)
+    k_scale = np.array([2.0 ** -5, 2.0 ** -6], dtype=np.float32)  # per key/value head
+    v_scale = np.array([2.0 ** -6, 2.0 ** -7], dtype=np.float32)
+    k_codes, k_true = quantize(rng.standard_normal((batch, capacity, heads_kv, d)),
+                               k_scale[None, None, :, None])
+    v_codes, v_true = quantize(rng.standard_normal((batch, capacity, heads_kv, d)),
+                               v_scale[None, None, :, None])
+    seqlens = np.array(used, dtype=np.int32)
+    args = (q, k_codes, v_codes, seqlens)
+    if use_torch:
+        args = tuple(torch.from_numpy(a) for a in args)
+        o = flashjit.attention_with_kvcache(*args, k_descale=torch.from_numpy(k_scale),
+                                            v_descale=torch.from_numpy(v_scale))
+    else:
+        o = flashjit.attention_with_kvcache(*args, k_descale=k_scale, v_descale=v_scale)
+    o = torch.as_tensor(np.asarray(o, dtype=np.float32)) if not use_torch else o
+    for i in range(batch):
+        o_ref, _ = reference.attention(torch.tensor(q[i:i + 1], dtype=torch.float64),
+                                       torch.tensor(k_true[i:i + 1, :used[i]]),
+                                       torch.tensor(v_true[i:i + 1, :used[i]]))
+        assert reference.relative_error(o[i:i + 1], o_ref) < 3e-3
+    with pytest.raises(ValueError, match="sequences.k_descale.shape"):
+        flashjit.attention_with_kvcache(q, k_codes, v_codes, seqlens,
+                                        k_descale=np.ones(3, dtype=np.float32))
+    with pytest.raises(ValueError, match="sequences.k_new"):
+        flashjit.attention_with_kvcache(q, k_codes, v_codes, seqlens,
+                                        k=np.zeros((batch, 1, heads_kv, d), dtype=np.float16),
+                                        v=np.zeros((batch, 1, heads_kv, d), dtype=np.float16))

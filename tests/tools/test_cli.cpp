@@ -649,3 +649,27 @@ TEST_CASE("run --head-dim-v: MLA's 192 and 128, forward and backward, PASS, out 
   CHECK(append.output.find("'--head-dim-v': does not apply to --op attention-forward --append") !=
         std::string::npos);
 }
+
+TEST_CASE("run --kv-dtype e4m3: decoding on one-token pages, its bound stated, PASS, misuse named") {
+  TempDir dir;
+  const ChildResult run = flashjit_cli({"run", "--emulate", "--paged", "--page-size", "1",
+                                        "--seqlen-q", "1", "--seqlen-k", "200", "--heads", "8",
+                                        "--heads-kv", "2", "--kv-dtype", "e4m3", "--counters"},
+                                       dir.path().string());
+  CAPTURE(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(run.out.find("e4m3 cache (descale per head)") != std::string::npos);
+  CHECK(run.out.find(".kv_e4m3.sm80") != std::string::npos);
+  CHECK(run.out.find("against attention over the dequantized e4m3 cache") != std::string::npos);
+  CHECK(run.out.find("PASS") != std::string::npos);
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--kv-dtype", "e5m2"},
+        {"--kv-dtype", "e4m3", "--append", "1", "--seqlen-q", "1"},
+        {"--kv-dtype", "e4m3", "--op", "attention-backward"}}) {
+    std::vector<std::string> args = {"run", "--emulate"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    const ChildResult refused = flashjit_cli(args, dir.path().string());
+    CHECK_MESSAGE(refused.exit_code == 2, refused.output);
+    CHECK_MESSAGE(refused.err.find("--kv-dtype") != std::string::npos, refused.err);
+  }
+}

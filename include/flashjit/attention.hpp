@@ -45,7 +45,7 @@ struct Attention {
   /// DeepSeek's MLA prefill (head_dim 192, head_dim_v 128); 0: head_dim. A multiple of 8 from 8
   /// to head_dim. The kernels run at head_dim, V's tiles zero past head_dim_v, so O = P V costs
   /// what it costs at head_dim. Every call takes it, dense or with Sequences (v, o, dout, dv,
-  /// and a paged cache's v pages, that wide), but an append (Sequences::v_new refuses it).
+  /// a paged cache's v pages and an append's v_new, that wide).
   std::int64_t head_dim_v = 0;
   /// Key j is visible to query i only if j <= i + seqlen_k - seqlen_q (bottom-right aligned).
   /// Causal is the window_right = 0 case; combining it with window_right > 0 is an error.
@@ -164,7 +164,8 @@ struct Sequences {
   /// count from the row's start too.
   TensorView cache_leftpad;
   /// Appending to the cache in the same call (FlashAttention's flash_attn_with_kvcache with k
-  /// and v): [batch, seqlen_new, heads_kv, head_dim] new keys and values, in q's dtype, written
+  /// and v): [batch, seqlen_new, heads_kv, head_dim] new keys and values (v_new head_dim_v
+  /// wide), in q's dtype, written
   /// into k and v (the cache: dense [batch, seqlen_k, heads_kv, head_dim], or paged) at
   /// positions seqlens_k[b] to seqlens_k[b] + seqlen_new - 1 of sequence b before the attention,
   /// which then sees seqlens_k[b] + seqlen_new keys. seqlens_k (the cached counts before the

@@ -119,7 +119,6 @@ RunOp attention_run(bool backward, std::shared_ptr<AttentionRunFlags> flags) {
           "attention runs without --paged, --varlen, --append or --kv-dtype"},
          {"--config", !f.inference(),
           "attention runs without --paged, --varlen, --append or --kv-dtype"},
-         {"--head-dim-v", f.append == 0, "attention runs without --append"},
          {"--counters", !(backward && f.varlen > 0), "attention runs but the --varlen backward"},
          {"--page-size", f.paged, "attention-forward with --paged"},
          {"--splits", f.inference(), "attention-forward with --paged, --varlen or --append"},

@@ -144,12 +144,6 @@ std::int64_t validate_append_arguments(const Attention& a, const Sequences& s,
   check_append_layout(s);
   if (!appends(s)) return 0;
   check_tensor(s.k_new, "sequences.k_new", 4);
-  if (a.value_head_dim() != a.head_dim) {
-    throw InvalidArgument("sequences.v_new",
-                          "is not taken with a value head dim other than head_dim (attention."
-                          "head_dim_v " +
-                              str(a.head_dim_v) + ") yet: append into the cache first");
-  }
   const std::int64_t seqlen_new = s.k_new.shape[1];
   if (seqlen_new > a.seqlen_k) {
     throw InvalidArgument(
@@ -160,8 +154,9 @@ std::int64_t validate_append_arguments(const Attention& a, const Sequences& s,
   const char* dims = "[batch, seqlen_new, heads_kv, head_dim]";
   check_head_tensor(s.k_new, "sequences.k_new", a.batch, seqlen_new, a.heads_kv, a.head_dim, dims);
   check_tensor(s.v_new, "sequences.v_new", 4);
-  check_head_tensor(s.v_new, "sequences.v_new", a.batch, seqlen_new, a.heads_kv, a.head_dim,
-                    "k_new's [batch, seqlen_new, heads_kv, head_dim]");
+  check_head_tensor(s.v_new, "sequences.v_new", a.batch, seqlen_new, a.heads_kv, a.value_head_dim(),
+                    a.head_dim_v != 0 ? "k_new's [batch, seqlen_new, heads_kv, head_dim_v]"
+                                      : "k_new's [batch, seqlen_new, heads_kv, head_dim]");
   check_same_dtype(s.k_new, q, "sequences.k_new", "q");
   check_same_dtype(s.v_new, q, "sequences.v_new", "q");
   if (present(s.rotary_cos)) {
@@ -250,6 +245,7 @@ AppendedCache append_to_cache(detail::RuntimeBackend& backend, const Attention& 
   p.heads_kv = static_cast<int>(a.heads_kv);
   p.heads_q = static_cast<int>(a.heads_q);
   p.head_dim = static_cast<int>(a.head_dim);
+  p.head_dim_v = static_cast<int>(a.value_head_dim());
   p.q_positions_advance = query_positions_advance(a);
 
   std::vector<detail::KernelBuffer> buffers = {

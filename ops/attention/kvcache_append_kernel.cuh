@@ -100,9 +100,10 @@ FJ_GLOBAL void __launch_bounds__(Config::kThreads) kvcache_append_kernel(KVCache
       copy_row_pairs<Config>(p.k_new.rows<const T>(batch, head, row),
                              cache_row<T>(p.cache, p.cache.k, batch, head, position), p.rotary,
                              position, p.head_dim, items.pair, pairs);
+      // (A value head dim below head_dim leaves the threads of the pairs past it idle here.)
       copy_row_pairs<PlainCopy>(p.v_new.rows<const T>(batch, head, row),
                                 cache_row<T>(p.cache, p.cache.v, batch, head, position), p.rotary,
-                                position, p.head_dim, items.pair, pairs);
+                                position, p.head_dim_v, items.pair, pairs);
     }
   }
   if (p.q_rotated.data != nullptr && row < p.seqlen_q) {

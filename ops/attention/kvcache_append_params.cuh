@@ -42,7 +42,7 @@ struct RotaryTables {
 /// q_rotated.
 struct KVCacheAppendParams {
   HeadTensor k_new;      // (batch, seqlen_new, heads_kv, head_dim)
-  HeadTensor v_new;      // (batch, seqlen_new, heads_kv, head_dim)
+  HeadTensor v_new;      // (batch, seqlen_new, heads_kv, head_dim_v)
   HeadTensor q;          // (batch, seqlen_q, heads_q, head_dim)
   HeadTensor q_rotated;  // like q, written; data nullptr: no rotation of q
   CacheRows cache;
@@ -54,6 +54,7 @@ struct KVCacheAppendParams {
   int heads_kv;
   int heads_q;
   int head_dim;
+  int head_dim_v;            // V's, at most head_dim (MLA's 128 of 192)
   bool q_positions_advance;  // causal or windowed: query i sits at cache_seqlens[b] + i
 };
 

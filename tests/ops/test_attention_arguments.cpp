@@ -751,9 +751,12 @@ TEST_CASE("forward with a value head dim: v and o that wide, the field named out
   append.seqlens_k = TensorView::contiguous(cached, DType::i32, {C::kBatch});
   append.k_new =
       TensorView::contiguous(call.storage->k, DType::bf16, {C::kBatch, 1, C::kHeadsKv, 64});
-  append.v_new =
-      TensorView::contiguous(call.storage->v, DType::bf16, {C::kBatch, 1, C::kHeadsKv, 32});
+  append.v_new =  // head_dim wide: the appended values must be head_dim_v wide
+      TensorView::contiguous(call.storage->v, DType::bf16, {C::kBatch, 1, C::kHeadsKv, 64});
   check_names(
       [&] { validate_inference_arguments(a, append, call.q, call.k, call.v, call.o, call.lse); },
-      "sequences.v_new", "head_dim_v");
+      "sequences.v_new.shape", "head_dim_v");
+  append.v_new =
+      TensorView::contiguous(call.storage->v, DType::bf16, {C::kBatch, 1, C::kHeadsKv, 32});
+  CHECK_NOTHROW(validate_inference_arguments(a, append, call.q, call.k, call.v, call.o, call.lse));
 }

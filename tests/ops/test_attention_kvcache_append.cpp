@@ -83,6 +83,18 @@ TEST_CASE("rotary: both pairings, a partial rotary dim, causal positions advanci
   }
 }
 
+TEST_CASE("appending with a value head dim below head_dim (MLA's 192 and 128), dense, fp16") {
+  InferenceCase c{.seqlens_q = {1, 1}, .seqlens_k = {5, 60}};
+  c.heads_q = 4;
+  c.heads_kv = 2;
+  c.head_dim = 192;
+  c.head_dim_v = 128;
+  c.append = 2;
+  c.dtype = DType::f16;
+  c.seed = 61;
+  check_case(c);
+}
+
 TEST_CASE("cache rows and left pads (cache_batch_idx, cache_leftpad), with appends and rotary") {
   for (int variant = 0; variant < 4; ++variant) {
     // Sequences in reversed cache rows after a spare one, their keys after NaN padding.

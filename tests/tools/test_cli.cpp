@@ -642,20 +642,24 @@ TEST_CASE("run --head-dim-v: MLA's 192 and 128, forward and backward, PASS, out 
       {"run", "--emulate", "--head-dim", "64", "--head-dim-v", "72"}, dir.path().string());
   CHECK(wide.exit_code == 2);
   CHECK(wide.output.find("'--head-dim-v': is 72") != std::string::npos);
+  // An append of one key with its value 32 wide into a paged cache, rotated, PASS.
   const ChildResult append =
-      flashjit_cli({"run", "--emulate", "--append", "1", "--seqlen-q", "1", "--head-dim-v", "32"},
+      flashjit_cli({"run", "--emulate", "--append", "1", "--seqlen-q", "1", "--seqlen-k", "40",
+                    "--paged", "--page-size", "3", "--head-dim-v", "32", "--rotary"},
                    dir.path().string());
-  CHECK(append.exit_code == 2);
-  CHECK(append.output.find("'--head-dim-v': does not apply to --op attention-forward --append") !=
-        std::string::npos);
+  CAPTURE(append.output);
+  CHECK(append.exit_code == 0);
+  CHECK(append.out.find("appending 1 keys, rotary (half), head_dim_v 32") != std::string::npos);
+  CHECK(append.out.find("PASS") != std::string::npos);
 }
 
-TEST_CASE("run --kv-dtype e4m3: decoding on one-token pages, its bound stated, PASS, misuse named") {
+TEST_CASE(
+    "run --kv-dtype e4m3: decoding on one-token pages, its bound stated, PASS, misuse named") {
   TempDir dir;
-  const ChildResult run = flashjit_cli({"run", "--emulate", "--paged", "--page-size", "1",
-                                        "--seqlen-q", "1", "--seqlen-k", "200", "--heads", "8",
-                                        "--heads-kv", "2", "--kv-dtype", "e4m3", "--counters"},
-                                       dir.path().string());
+  const ChildResult run = flashjit_cli(
+      {"run", "--emulate", "--paged", "--page-size", "1", "--seqlen-q", "1", "--seqlen-k", "200",
+       "--heads", "8", "--heads-kv", "2", "--kv-dtype", "e4m3", "--counters"},
+      dir.path().string());
   CAPTURE(run.output);
   CHECK(run.exit_code == 0);
   CHECK(run.out.find("e4m3 cache (descale per head)") != std::string::npos);

@@ -697,19 +697,20 @@ TEST_CASE("attention-forward lists the compile matrix") {
     // 32 head dims x 2 dtypes x 2 masks, plus softcap at 2 head dims x 2 dtypes x 2 masks,
     // plus the 6 inference layouts' defaults at 6 (head dim, dtype, mask): 128 in both dtypes
     // and masks, 64 and 256 in bf16 without a mask; on sm_90a a 7th, packed prefill on the
-    // TMA kernel. Then the index check and the KV-cache append's 6 (2 dtypes, 3 rotations).
+    // TMA kernel. Then the index check, the KV-cache append's 6 (2 dtypes, 3 rotations) and
+    // decoding over an fp8 cache (paged, split and not) at 128.
     const std::size_t layouts = hopper ? 7 : 6;
-    CHECK(defaults.size() == 32 * 2 * 2 + 2 * 2 * 2 + layouts * 6 + 1 + 6);
+    CHECK(defaults.size() == 32 * 2 * 2 + 2 * 2 * 2 + layouts * 6 + 1 + 6 + 2);
     const auto tma_varlen = std::count_if(defaults.begin(), defaults.end(), [](const auto& spec) {
       return spec.readable_name.ends_with(".tma.overlap.pingpong.varlen") ||
              spec.readable_name.ends_with(".tma.overlap.varlen");
     });
     CHECK(tma_varlen == (hopper ? 6 : 0));
-    // On sm_80 every config of bf16 at 64 (34) and 128 (28), both masks; on sm_90a the wgmma
-    // path's 4 and the TMA path's 123 at 128 with a mask (the mma.sync sweep is sm_80's: the
-    // same source); plus the other defaults (the swept head dims' 4 are among the sweep on
-    // sm_80; on sm_90a one of them, a Hopper default at 128 with a mask).
-    CHECK(all.size() == (hopper ? 4 + 123 : (34 + 28) * 2) + defaults.size() - (hopper ? 1 : 4));
+    // On sm_80 every config of bf16 at 64 (34) and 128 (28) with the window mask; on sm_90a
+    // the wgmma path's 4 and the TMA path's 123 at 128 with the mask (the mma.sync sweep is
+    // sm_80's: the same source); plus the other defaults (the swept head dims' 2 with the mask
+    // are among the sweep on sm_80; on sm_90a one, a Hopper default at 128 with the mask).
+    CHECK(all.size() == (hopper ? 4 + 123 : 34 + 28) + defaults.size() - (hopper ? 1 : 2));
     std::set<std::string> names;
     for (const auto& spec : all) {
       CHECK(spec.arch == arch);
@@ -756,7 +757,11 @@ TEST_CASE("forward with a value head dim: v and o that wide, the field named out
   check_names(
       [&] { validate_inference_arguments(a, append, call.q, call.k, call.v, call.o, call.lse); },
       "sequences.v_new.shape", "head_dim_v");
-  append.v_new =
-      TensorView::contiguous(call.storage->v, DType::bf16, {C::kBatch, 1, C::kHeadsKv, 32});
+  // (Host arrays: the check reads shapes and addresses only, and the new rows may not overlap
+  // the cache they are written into.)
+  std::vector<std::uint16_t> new_k(C::kBatch * C::kHeadsKv * 64);
+  std::vector<std::uint16_t> new_v(C::kBatch * C::kHeadsKv * 32);
+  append.k_new = TensorView::contiguous(new_k.data(), DType::bf16, {C::kBatch, 1, C::kHeadsKv, 64});
+  append.v_new = TensorView::contiguous(new_v.data(), DType::bf16, {C::kBatch, 1, C::kHeadsKv, 32});
   CHECK_NOTHROW(validate_inference_arguments(a, append, call.q, call.k, call.v, call.o, call.lse));
 }

@@ -676,12 +676,10 @@ TEST_CASE("attention-backward lists the compile matrix") {
       continue;
     }
     CHECK(all.size() > defaults.size());
-    for (int head_dim : {64, 128}) {
-      for (MaskKind mask : {MaskKind::none, MaskKind::window}) {
-        for (const BackwardConfig& config :
-             backward_configs(DType::bf16, head_dim, mask, false, false)) {
-          if (runs_on(config, arch)) lists(all_names, config);
-        }
+    for (int head_dim : {64, 128}) {  // swept with the window mask
+      for (const BackwardConfig& config :
+           backward_configs(DType::bf16, head_dim, MaskKind::window, false, false)) {
+        if (runs_on(config, arch)) lists(all_names, config);
       }
     }
   }

@@ -76,6 +76,7 @@ std::vector<InferenceConfig> decode_configs(const Attention& a, CacheLayout layo
   for (const ForwardConfig& tile : forward_configs(dtype, static_cast<int>(a.head_dim),
                                                    forward_mask_kind(a), a.softcap > 0.0f)) {
     if (tile.path != ForwardPath::mma_sync) continue;  // the inference layouts' only path
+    if (layout.kv_e4m3 && tile.stages != 2) continue;  // (with_layout would make it a twin)
     for (int splits : kDecodeSplits) {
       const InferenceConfig config = with_layout(tile, a, layout, splits);
       if (config.forward.valid()) configs.push_back(config);

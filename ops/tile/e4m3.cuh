@@ -25,36 +25,37 @@ struct e4m3_tile {
   FJ_DEVICE unsigned char* at(int row, int col) const { return data + row * Cols + col; }
 };
 
+/// Calls f(row, col) for the 16-byte chunks of a (Rows, Cols) fp8 tile that are this thread's:
+/// chunk c is thread c % Threads's. The copy and the conversion deal them alike, so each thread
+/// converts only what its own wait has landed.
+template <int Threads, int Rows, int Cols, class F>
+FJ_DEVICE void for_each_own_chunk(int thread, const F& f) {
+  constexpr int kChunksPerRow = Cols / kE4m3ChunkElements;
+  constexpr int kChunks = Rows * kChunksPerRow;
+#pragma unroll 1
+  for (int chunk = thread; chunk < kChunks; chunk += Threads) {
+    f(chunk / kChunksPerRow, chunk % kChunksPerRow * kE4m3ChunkElements);
+  }
+}
+
 /// load_tile_rows_async for fp8 rows: starts copying rows [0, rows_valid), columns [0,
-/// cols_valid) (a multiple of 16) into `dst`, row r from `row_at(r)`, zero-filling the rest;
-/// chunk c of the tile is thread c % Threads's.
+/// cols_valid) (a multiple of 16) into `dst`, row r from `row_at(r)`, zero-filling the rest.
 template <int Threads, int Rows, int Cols, class RowAt>
 FJ_DEVICE void load_e4m3_rows_async(e4m3_tile<Rows, Cols> dst, const RowAt& row_at,
                                     const unsigned char* zero_source, int rows_valid,
                                     int cols_valid, int thread) {
-  constexpr int kChunksPerRow = Cols / kE4m3ChunkElements;
-  constexpr int kChunks = Rows * kChunksPerRow;
-#pragma unroll 1
-  for (int chunk = thread; chunk < kChunks; chunk += Threads) {
-    const int row = chunk / kChunksPerRow;
-    const int col = chunk % kChunksPerRow * kE4m3ChunkElements;
+  for_each_own_chunk<Threads, Rows, Cols>(thread, [&](int row, int col) {
     const bool valid = row < rows_valid && col < cols_valid;
     cp_async_16(dst.at(row, col), valid ? row_at(row) + col : zero_source, valid);
-  }
+  });
 }
 
-/// Converts to `dst` the chunks of `staging` this thread copied in (chunk c of the tile is
-/// thread c % Threads's, as load_e4m3_rows_async deals them), after its cp_async_wait and
-/// before the block barrier that publishes `dst`.
+/// Converts to `dst` the chunks of `staging` this thread copied in, after its cp_async_wait
+/// and before the block barrier that publishes `dst`.
 template <int Threads, typename T, int Rows, int Cols>
 FJ_DEVICE void convert_e4m3_tile(e4m3_tile<Rows, Cols> staging, smem_tile<T, Rows, Cols> dst,
                                  int thread) {
-  constexpr int kChunksPerRow = Cols / kE4m3ChunkElements;
-  constexpr int kChunks = Rows * kChunksPerRow;
-#pragma unroll 1
-  for (int chunk = thread; chunk < kChunks; chunk += Threads) {
-    const int row = chunk / kChunksPerRow;
-    const int col = chunk % kChunksPerRow * kE4m3ChunkElements;
+  for_each_own_chunk<Threads, Rows, Cols>(thread, [&](int row, int col) {
     const Chunk16 bytes = load_shared(reinterpret_cast<const Chunk16*>(staging.at(row, col)), 0);
     Chunk16 halves[2];
 #pragma unroll
@@ -66,7 +67,7 @@ FJ_DEVICE void convert_e4m3_tile(e4m3_tile<Rows, Cols> staging, smem_tile<T, Row
     }
     store_shared(reinterpret_cast<Chunk16*>(dst.at(row, col)), 0, halves[0]);
     store_shared(reinterpret_cast<Chunk16*>(dst.at(row, col + kChunkElements)), 0, halves[1]);
-  }
+  });
 }
 
 }  // namespace flashjit

@@ -8,9 +8,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "attention/decode_tuning.hpp"
 #include "attention/inference_case.hpp"
 #include "flashjit/dtype.hpp"
 #include "flashjit/error.hpp"
@@ -136,6 +138,26 @@ TEST_CASE("e4m3 cache: decoding reads the cache's fp8 bytes once: batch 8, conte
   INFO("global bytes " << bytes << ", minimum " << minimum);
   CHECK(bytes / minimum <= 1.1);
   CHECK(bytes / minimum >= 1.0);
+}
+
+TEST_CASE("e4m3 cache: decoding's tuning key and space are the fp8 cache's own") {
+  Attention a{
+      .batch = 8, .heads_q = 32, .heads_kv = 4, .seqlen_q = 1, .seqlen_k = 4096, .head_dim = 128};
+  const kernels::DecodeProblem bf16(DType::bf16, a, kernels::CacheLayout{true, 16});
+  const kernels::DecodeProblem fp8(DType::bf16, a, kernels::CacheLayout{true, 16, true});
+  CHECK(fp8.key() != bf16.key());
+  CHECK(fp8.key().find("/paged16-e4m3/") != std::string::npos);
+  CHECK(fp8.shape_fields() != bf16.shape_fields());
+  std::set<std::string> names;
+  for (const autotune::TunedConfig& config : fp8.space()) {
+    const kernels::InferenceConfig& c = config.get<kernels::InferenceConfig>();
+    CHECK(c.forward.kv_e4m3);
+    CHECK(c.forward.stages == 2);
+    names.insert(config.name());
+  }
+  CHECK(names.size() == fp8.space().size());  // no twins
+  CHECK(fp8.default_config("sm_80").get<kernels::InferenceConfig>().forward.kv_e4m3);
+  CHECK(fp8.bytes() * 2 == bf16.bytes());
 }
 
 namespace {

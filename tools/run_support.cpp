@@ -64,7 +64,7 @@ namespace {
 void check_host_memory(const reference::Problem& p) {
   constexpr double kBytesPerElement = 32;
   const double elements =
-      2.0 * double(p.batch) * double(p.head_dim + p.value_dim()) / 2 *
+      double(p.batch) * double(p.head_dim + p.value_dim()) *
       (double(p.seqlen_q) * double(p.heads_q) + double(p.seqlen_k) * double(p.heads_kv));
   const double needed = elements * kBytesPerElement;
   const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));

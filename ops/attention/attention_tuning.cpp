@@ -92,10 +92,14 @@ std::int64_t value_dim_key(const Attention& a) {
   return a.value_head_dim() != a.head_dim ? a.value_head_dim() : 0;
 }
 
+std::string head_dim_name(std::int64_t head_dim, std::int64_t head_dim_v) {
+  return "hdim" + std::to_string(head_dim) +
+         (head_dim_v != 0 ? "v" + std::to_string(head_dim_v) : "");
+}
+
 std::string attention_key_head(DType dtype, std::int64_t head_dim, const std::string& mask,
                                bool softcap, bool deterministic, std::int64_t head_dim_v) {
-  return std::string(dtype_name(dtype)) + "/hdim" + std::to_string(head_dim) +
-         (head_dim_v != 0 ? "v" + std::to_string(head_dim_v) : "") + "/" + mask +
+  return std::string(dtype_name(dtype)) + "/" + head_dim_name(head_dim, head_dim_v) + "/" + mask +
          (softcap ? ".softcap" : "") + (deterministic ? ".deterministic" : "");
 }
 
@@ -332,12 +336,10 @@ autotune::ShapeFields AttentionProblem::shape_fields() const {
 
 std::string AttentionProblem::describe() const {
   const Attention& a = attention;
-  return std::string(op()) + " " + std::string(dtype_name(dtype)) + " hdim" +
-         std::to_string(a.head_dim) +
-         (value_dim_key(a) != 0 ? "v" + std::to_string(value_dim_key(a)) : "") + " seqlen " +
-         std::to_string(a.seqlen_q) + " batch " + std::to_string(a.batch) + " x heads " +
-         std::to_string(a.heads_q) + (a.causal ? " causal" : "") +
-         (backward && a.deterministic ? " deterministic" : "") +
+  return std::string(op()) + " " + std::string(dtype_name(dtype)) + " " +
+         head_dim_name(a.head_dim, value_dim_key(a)) + " seqlen " + std::to_string(a.seqlen_q) +
+         " batch " + std::to_string(a.batch) + " x heads " + std::to_string(a.heads_q) +
+         (a.causal ? " causal" : "") + (backward && a.deterministic ? " deterministic" : "") +
          (modified() ? " modifiers " + score_modifiers(a).digest().substr(0, 8) : "");
 }
 

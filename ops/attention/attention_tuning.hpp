@@ -100,6 +100,9 @@ double attention_flops(const Attention& attention, bool causal, bool backward);
 /// The value head dim where it differs from head_dim (the keys' "v128"), else 0: a head_dim_v
 /// spelled equal to head_dim is the same problem as 0.
 std::int64_t value_dim_key(const Attention& attention);
+/// "hdim192v128": the head dim, and the value head dim where it differs (head_dim_v 0: none),
+/// as tuning keys and descriptions spell them.
+std::string head_dim_name(std::int64_t head_dim, std::int64_t head_dim_v);
 
 /// The key's head: "bf16/hdim128/<mask>" with ".softcap" and ".deterministic" when set, and
 /// "hdim192v128" with a value head dim (head_dim_v, 0 when it is head_dim's).

@@ -171,8 +171,8 @@ autotune::ShapeFields DecodeProblem::shape_fields() const {
 
 std::string DecodeProblem::describe() const {
   const Attention& a = attention;
-  return std::string(op()) + " " + std::string(dtype_name(dtype)) + " hdim" +
-         std::to_string(a.head_dim) + " batch " + std::to_string(a.batch) + " x " +
+  return std::string(op()) + " " + std::string(dtype_name(dtype)) + " " +
+         head_dim_name(a.head_dim, value_dim_key(a)) + " batch " + std::to_string(a.batch) + " x " +
          std::to_string(a.seqlen_q) + " queries, context " + std::to_string(a.seqlen_k) +
          ", heads " + std::to_string(a.heads_q) + ":" + std::to_string(a.heads_kv) + ", " +
          (cache.page_size > 0 ? "pages of " + std::to_string(cache.page_size)

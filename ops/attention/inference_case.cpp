@@ -655,6 +655,18 @@ InferenceCase random_lengths_case(int sequences, std::int64_t max_q, std::int64_
   return c;
 }
 
+InferenceCase paged_decode_case(int batch, std::int64_t context) {
+  InferenceCase c;
+  c.seqlens_q.assign(static_cast<std::size_t>(batch), 1);
+  c.seqlens_k.assign(static_cast<std::size_t>(batch), context);
+  c.heads_q = 32;
+  c.heads_kv = 4;
+  c.head_dim = 128;
+  c.keys = KeyStorage::paged;
+  c.page_size = 16;
+  return c;
+}
+
 std::string InferenceVerdict::describe() const {
   std::ostringstream os;
   os << (ok ? "PASS" : "FAIL") << ": worst O error / bound over the sequences " << worst_ratio;

@@ -102,6 +102,11 @@ struct InferenceCase {
 InferenceCase random_lengths_case(int sequences, std::int64_t max_q, std::int64_t max_k,
                                   std::uint64_t seed);
 
+/// Decoding as the counters tests measure it: `batch` sequences of one query over `context`
+/// keys each, 32 query heads over 4 key/value heads (GQA 8:1), head dim 128, a paged cache of
+/// pages of 16 keys.
+InferenceCase paged_decode_case(int batch, std::int64_t context);
+
 struct InferenceVerdict {
   bool ok = false;
   double worst_ratio = 0;     ///< the largest error / bound over the sequences

@@ -157,14 +157,7 @@ TEST_CASE("dense keys with per-sequence counts, fp16, head dims 8 to 256") {
 namespace flashjit::testing {
 
 TEST_CASE("decoding reads the KV cache once: batch 8, context 4096, head dim 128, GQA 8:1") {
-  InferenceCase c;
-  c.seqlens_q.assign(8, 1);
-  c.seqlens_k.assign(8, 4096);
-  c.heads_q = 32;
-  c.heads_kv = 4;
-  c.head_dim = 128;
-  c.keys = KeyStorage::paged;
-  c.page_size = 16;
+  InferenceCase c = paged_decode_case(8, 4096);
   emulator().reset_emulated_work();
   check_case(c);
   const double bytes = global_bytes(emulator().emulated_work());  // split forward and merge

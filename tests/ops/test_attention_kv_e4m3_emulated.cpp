@@ -117,14 +117,7 @@ TEST_CASE("e4m3 cache on sm_90a: packed prefill keeps to the mma.sync kernel, he
 }
 
 TEST_CASE("e4m3 cache: decoding reads the cache's fp8 bytes once: batch 8, context 4096") {
-  InferenceCase c;
-  c.seqlens_q.assign(8, 1);
-  c.seqlens_k.assign(8, 4096);
-  c.heads_q = 32;
-  c.heads_kv = 4;
-  c.head_dim = 128;
-  c.keys = KeyStorage::paged;
-  c.page_size = 16;
+  InferenceCase c = paged_decode_case(8, 4096);
   c.kv_e4m3 = true;
   emulator().reset_emulated_work();
   check_case(emulator(), c);

@@ -112,14 +112,7 @@ TEST_CASE("cache rows and left pads (cache_batch_idx, cache_leftpad), with appen
 }
 
 TEST_CASE("decoding with an append and rotary reads the cache once: batch 8, context 4096") {
-  InferenceCase c;
-  c.seqlens_q.assign(8, 1);
-  c.seqlens_k.assign(8, 4096);
-  c.heads_q = 32;
-  c.heads_kv = 4;
-  c.head_dim = 128;
-  c.keys = KeyStorage::paged;
-  c.page_size = 16;
+  InferenceCase c = paged_decode_case(8, 4096);
   c.append = 1;
   c.rotary = true;
   emulator().reset_emulated_work();

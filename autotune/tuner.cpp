@@ -63,7 +63,7 @@ void keep_only(std::vector<Candidate>& candidates, const std::vector<std::string
   if (only.empty()) return;
   for (Candidate& c : candidates) {
     if (c.is_default) continue;
-    if (std::find(only.begin(), only.end(), c.name) == only.end()) c.pruned = "not selected";
+    if (std::find(only.begin(), only.end(), c.name) == only.end()) c.pruned = kNotSelected;
   }
 }
 
@@ -195,8 +195,9 @@ TuneReport tune(TuningState& state, const TuningProblem& problem, const TuneOpti
 }
 
 std::vector<Candidate> plan(const TuningProblem& problem, const std::string& arch, int jobs,
+                            const std::vector<std::string>& only,
                             const std::function<void(int, int)>& progress) {
-  return pruned_candidates(problem, arch, detail::arch_shared_memory_limit(arch), jobs, {},
+  return pruned_candidates(problem, arch, detail::arch_shared_memory_limit(arch), jobs, only,
                            progress);
 }
 

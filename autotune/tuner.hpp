@@ -50,9 +50,15 @@ struct TuneReport {
 /// (InvalidArgument for a bad shape, Error when not even the default runs).
 TuneReport tune(TuningState& state, const TuningProblem& problem, const TuneOptions& options = {});
 
+/// The pruning reason of a config that TuneOptions::only (`--only`) leaves out.
+inline constexpr const char* kNotSelected = "not selected";
+
 /// The candidates for `problem` on `arch` after static and resource pruning, without a GPU
-/// (`flashjit autotune --plan`): compiles through the kernel cache like tune().
+/// (`flashjit autotune --plan`): compiles through the kernel cache like tune(). With `only`
+/// non-empty, the configs it does not name (but the default) are pruned as "not selected" and
+/// not compiled, as in TuneOptions::only.
 std::vector<Candidate> plan(const TuningProblem& problem, const std::string& arch, int jobs = 0,
+                            const std::vector<std::string>& only = {},
                             const std::function<void(int, int)>& progress = {});
 
 /// How tune() judges a candidate's output against the default's: "" when the relative L2

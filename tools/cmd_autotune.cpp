@@ -202,10 +202,15 @@ int run_plan(const CLI::App& command, const AutotuneOptions& options) {
     std::printf("== plan: %s on %s\n", problem->describe().c_str(), options.arch.c_str());
     std::fflush(stdout);
     const std::vector<autotune::Candidate> candidates =
-        autotune::plan(*problem, options.arch, options.jobs,
+        autotune::plan(*problem, options.arch, options.jobs, options.only,
                        [&](int done, int total) { progress("compile", done, total); });
     int kept = 0;
+    int unselected = 0;
     for (const autotune::Candidate& c : candidates) {
+      if (c.pruned == autotune::kNotSelected) {  // --only's leftovers: counted, not listed
+        ++unselected;
+        continue;
+      }
       int registers = 0;
       for (const detail::ResourceUsage& r : c.resources)
         registers = std::max(registers, r.registers);
@@ -215,7 +220,14 @@ int run_plan(const CLI::App& command, const AutotuneOptions& options) {
                   c.pruned.empty() ? "candidate" : ("pruned: " + c.pruned).c_str(),
                   c.is_default ? " (default)" : "");
     }
-    std::printf("%d of %zu configs would be timed\n", kept, candidates.size());
+    for (const std::string& name : options.only) {
+      const bool listed = std::any_of(candidates.begin(), candidates.end(),
+                                      [&](const autotune::Candidate& c) { return c.name == name; });
+      if (!listed) std::printf("  %-30s not a config of this problem (--only)\n", name.c_str());
+    }
+    std::printf("%d of %zu configs would be timed", kept, candidates.size());
+    if (unselected > 0) std::printf(" (%d not selected by --only)", unselected);
+    std::printf("\n");
     if (problem->pairs_parts()) {
       std::printf("then the fastest dK/dV tile with the fastest dQ tile, if not among them\n");
     }

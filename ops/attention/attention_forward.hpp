@@ -178,6 +178,9 @@ const detail::KernelSpec& launch_forward_spec(const ForwardConfig& config, const
 /// with seqlen_q = 1).
 MaskKind forward_mask_kind(const Attention& attention);
 
+/// q is fp16 or bf16 and o has its dtype; throws InvalidArgument("q.dtype" or "o.dtype", ...).
+void check_query_dtypes(const TensorView& q, const TensorView& o);
+
 /// q is fp16 or bf16, and k, v and o have its dtype; throws InvalidArgument("q.dtype", ...).
 void check_attention_dtypes(const TensorView& q, const TensorView& k, const TensorView& v,
                             const TensorView& o);

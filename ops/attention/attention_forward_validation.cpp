@@ -117,15 +117,19 @@ void check_outputs_disjoint(const TensorView& q, const TensorView& k, const Tens
 }  // namespace
 
 /// Dtype of q (fp16 or bf16) and of k, v, o (the same as q).
-void check_attention_dtypes(const TensorView& q, const TensorView& k, const TensorView& v,
-                            const TensorView& o) {
+void check_query_dtypes(const TensorView& q, const TensorView& o) {
   if (q.dtype != DType::f16 && q.dtype != DType::bf16) {
     throw InvalidArgument(
         "q.dtype", "is " + std::string(dtype_name(q.dtype)) + "; attention supports fp16 and bf16");
   }
+  check_same_dtype(o, q, "o", "q");
+}
+
+void check_attention_dtypes(const TensorView& q, const TensorView& k, const TensorView& v,
+                            const TensorView& o) {
+  check_query_dtypes(q, o);
   check_same_dtype(k, q, "k", "q");
   check_same_dtype(v, q, "v", "q");
-  check_same_dtype(o, q, "o", "q");
 }
 
 void check_attention_tensors(const Attention& a, const TensorView& q, const TensorView& k,

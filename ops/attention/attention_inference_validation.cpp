@@ -165,7 +165,7 @@ void check_inference_dtypes(const Attention& a, const Sequences& s, const Tensor
     }
     return;
   }
-  check_attention_dtypes(q, q, q, o);  // q fp16 or bf16, o the same
+  check_query_dtypes(q, o);
   check_same_dtype(v, k, "v", "k");
   if (a.head_dim % 16 != 0) {
     throw InvalidArgument(

@@ -274,15 +274,24 @@ DeviceBuffer upload_cache(Runtime& runtime, const InferenceCase& c,
   if (!c.kv_e4m3) return upload(runtime, bits);
   return upload(runtime, std::vector<std::uint8_t>(bits.begin(), bits.end()));
 }
-/// An fp8 cache's descale factors in the case's shape ([1], [heads_kv] or [batch, heads_kv]).
-std::vector<float> descale_factors(const InferenceCase& c, bool value) {
+/// A view of an fp8 cache's descale factors at `data` in the case's shape: [1], [heads_kv] or
+/// [batch, heads_kv].
+TensorView descale_view(const InferenceCase& c, void* data) {
   using Descale = InferenceCase::Descale;
+  if (c.descale == Descale::per_tensor) return TensorView::contiguous(data, DType::f32, {1});
+  if (c.descale == Descale::per_head) return TensorView::contiguous(data, DType::f32, {c.heads_kv});
   const auto n = static_cast<std::int64_t>(c.seqlens_k.size());
-  const std::int64_t rows = c.descale == Descale::per_sequence ? n : 1;
-  const std::int64_t heads = c.descale == Descale::per_tensor ? 1 : c.heads_kv;
+  return TensorView::contiguous(data, DType::f32, {n, c.heads_kv});
+}
+/// An fp8 cache's descale factors, in descale_view's shape.
+std::vector<float> descale_factors(const InferenceCase& c, bool value) {
+  const TensorView shape = descale_view(c, nullptr);
+  const std::int64_t rows = shape.rank == 2 ? shape.shape[0] : 1;
   std::vector<float> factors;
   for (std::int64_t b = 0; b < rows; ++b) {
-    for (std::int64_t h = 0; h < heads; ++h) factors.push_back(c.descale_of(value, b, h));
+    for (std::int64_t h = 0; h < shape.shape[shape.rank - 1]; ++h) {
+      factors.push_back(c.descale_of(value, b, h));
+    }
   }
   return factors;
 }
@@ -351,18 +360,8 @@ void set_key_views(const InferenceCase& c, const KeyPlacement& keys, DeviceTenso
   Sequences& s = views.sequences;
   const DType kv = c.kv_dtype();
   if (c.kv_e4m3) {
-    using Descale = InferenceCase::Descale;
-    const auto descale_view = [&](const DeviceBuffer& factors) {
-      if (c.descale == Descale::per_tensor) {
-        return TensorView::contiguous(factors.data(), DType::f32, {1});
-      }
-      if (c.descale == Descale::per_head) {
-        return TensorView::contiguous(factors.data(), DType::f32, {hk});
-      }
-      return TensorView::contiguous(factors.data(), DType::f32, {n, hk});
-    };
-    s.k_descale = descale_view(t.k_descale);
-    s.v_descale = descale_view(t.v_descale);
+    s.k_descale = descale_view(c, t.k_descale.data());
+    s.v_descale = descale_view(c, t.v_descale.data());
   }
   if (c.keys == KeyStorage::paged) {
     views.k = TensorView::contiguous(t.k.data(), kv, {keys.num_pages, c.page_size, hk, d});

@@ -236,6 +236,7 @@ flashjit::Sequences to_sequences(const flashjit_sequences& s) {
   cpp.cache_leftpad = optional_view(s.cache_leftpad, "sequences.cache_leftpad");
   cpp.k_descale = optional_view(s.k_descale, "sequences.k_descale");
   cpp.v_descale = optional_view(s.v_descale, "sequences.v_descale");
+  cpp.seqused_q = optional_view(s.seqused_q, "sequences.seqused_q");
   return cpp;
 }
 
@@ -395,7 +396,8 @@ void flashjit_sequences_init(flashjit_sequences* sequences) {
                 .cache_batch_idx = nullptr,
                 .cache_leftpad = nullptr,
                 .k_descale = nullptr,
-                .v_descale = nullptr};
+                .v_descale = nullptr,
+                .seqused_q = nullptr};
 }
 
 flashjit_status flashjit_attention_forward_sequences(

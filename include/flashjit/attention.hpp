@@ -145,8 +145,16 @@ struct Sequences {
   /// [batch + 1]: likewise for k and v, packed [total_k, heads_kv, head_dim]. Not with pages.
   TensorView cu_seqlens_k;
   /// [batch]: sequence b's key count, each from 0 to seqlen_k (a paged cache's lengths; with
-  /// cu_seqlens_k, how many of the sequence's packed keys to use). Required with a page table.
+  /// cu_seqlens_k, how many of the sequence's packed keys to use: FlashAttention's seqused_k).
+  /// Required with a page table. The backward takes it with packed or dense keys: keys past a
+  /// sequence's count are not read and their rows of dk and dv are written 0.
   TensorView seqlens_k;
+  /// [batch]: how many of sequence b's queries are used, FlashAttention's seqused_q: each from 0
+  /// to the sequence's rows (cu_seqlens_q's span, or seqlen_q with dense q). The sequence is
+  /// then those queries alone (masks align to that count): the rows past it are not read, and
+  /// their rows of o (and dq in the backward) are written 0 and of lse -inf. Not with split-KV
+  /// (splits must be 0 or 1; 0 then runs unsplit) or an append (k_new).
+  TensorView seqused_q;
   /// [batch, max_pages]: key j of sequence b is row j % page_size of page
   /// page_table[b, j / page_size] of k and v, which are then [num_pages, page_size, heads_kv,
   /// head_dim], page_size any positive count (1 included: one token a page, as vLLM and SGLang

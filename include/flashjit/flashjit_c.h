@@ -264,7 +264,8 @@ typedef struct flashjit_sequences {
   const flashjit_tensor* cu_seqlens_q;
   /** [batch + 1]: k and v packed [total_k, heads_kv, head_dim]; not with a page table. */
   const flashjit_tensor* cu_seqlens_k;
-  /** [batch]: each sequence's key count (required with a page table). */
+  /** [batch]: each sequence's key count (required with a page table; with cu_seqlens_k, how
+   *  many of its packed keys are used). */
   const flashjit_tensor* seqlens_k;
   /** [batch, max_pages]: k and v are [num_pages, page_size, heads_kv, head_dim] pages,
    *  page_size any positive count (1 included). */
@@ -291,6 +292,9 @@ typedef struct flashjit_sequences {
    *  optional (1). */
   const flashjit_tensor* k_descale;
   const flashjit_tensor* v_descale;
+  /** [batch]: how many of sequence b's queries are used (flashjit::Sequences::seqused_q):
+   *  rows past it are not read, their o (dq) rows written 0 and lse -inf. */
+  const flashjit_tensor* seqused_q;
 } flashjit_sequences;
 
 /** Fills *sequences with no arrays, splits 0 (chosen) and no append. NULL is ignored. */
@@ -308,9 +312,9 @@ flashjit_status flashjit_attention_forward_sequences(
     const flashjit_tensor* v, const flashjit_tensor* o, const flashjit_tensor* lse, void* stream);
 
 /** Attention backward of a variable-length batch (flashjit::Runtime::backward with Sequences):
- *  sequences may hold cu_seqlens_q and cu_seqlens_k only (page_table, seqlens_k and splits are
- *  forward-only). dout and dq like q, dk and dv like k, lse as the forward wrote it (required).
- *  attention->deterministic as in flashjit_attention_backward. Errors as
+ *  sequences may hold cu_seqlens_q, cu_seqlens_k, seqlens_k and seqused_q only (the used keys
+ *  and queries; the rest is forward-only). dout and dq like q, dk and dv like k, lse as the forward
+ * wrote it (required). attention->deterministic as in flashjit_attention_backward. Errors as
  *  flashjit_attention_forward_sequences. */
 flashjit_status flashjit_attention_backward_sequences(
     flashjit_runtime* runtime, const flashjit_attention* attention,

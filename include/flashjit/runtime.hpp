@@ -177,10 +177,11 @@ class Runtime {
                Stream stream = nullptr);
 
   /// Attention backward of a variable-length batch (Sequences with cu_seqlens_q and/or
-  /// cu_seqlens_k; the forward-only members, page_table, seqlens_k and splits, must be absent):
-  /// dq like q, dk and dv like k (packed where Sequences packs them), dout like o; lse as the
-  /// forward with the same sequences wrote it (required). Gradients as backward() computes them,
-  /// sequence by sequence: a sequence with no queries gets dK = dV = 0, one with no keys dQ = 0.
+  /// cu_seqlens_k, and the used counts seqused_q and seqlens_k; the forward-only members,
+  /// page_table, the cache's and splits, must be absent): dq like q, dk and dv like k (packed
+  /// where Sequences packs them), dout like o; lse as the forward with the same sequences wrote
+  /// it (required). Gradients as backward() computes them, sequence by sequence: a sequence with
+  /// no queries gets dK = dV = 0, one with no keys dQ = 0, and rows past the used counts 0.
   /// attention.deterministic works, and promises, as in backward() (see
   /// Attention::deterministic).
   /// Index arrays are checked as in forward(). Throws InvalidArgument naming the argument for

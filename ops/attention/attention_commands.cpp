@@ -54,6 +54,10 @@ void add_run_options(CLI::App& run, AttentionRunFlags& flags) {
                  "Forward (or backward) over N sequences of random lengths up to --seqlen-q and "
                  "--seqlen-k (0 and 1 among them), packed without padding (cu_seqlens)")
       ->check(CLI::Range(1, 65535));
+  run.add_flag("--seqused", flags.seqused,
+               "With --varlen: each sequence's packed rows hold up to 8 NaN rows past its used "
+               "queries and keys (Sequences::seqused_q and seqlens_k), which must not be read "
+               "and must come out as o 0, lse -inf (gradients 0)");
   run.add_option("--kv-dtype", flags.kv_dtype,
                  "Forward: the KV cache's dtype, e4m3 for an fp8 cache (Sequences::k_descale: "
                  "per-head descale factors; dense, or --paged, or --varlen); the reference "
@@ -73,6 +77,7 @@ std::string form(const std::string& op, const AttentionRunFlags& flags) {
   if (flags.varlen > 0) run += " --varlen";
   if (flags.append > 0) run += " --append";
   if (flags.kv_e4m3()) run += " --kv-dtype e4m3";
+  if (flags.seqused) run += " --seqused";
   return run;
 }
 
@@ -99,9 +104,9 @@ RunOp attention_run(bool backward, std::shared_ptr<AttentionRunFlags> flags) {
   op.help = backward ? "an attention backward after a forward for O and LSE; checks dQ, dK, dV "
                        "(--deterministic; --varlen)"
                      : "an attention forward (--paged, --varlen, --splits: the inference forms)";
-  op.options = {"--batch",    "--heads",     "--heads-kv", "--seqlen-q",  "--seqlen-k",
-                "--head-dim", "--causal",    "--counters", "--layout",    "--config",
-                "--varlen",   "--score-mod", "--mask-mod", "--head-dim-v"};
+  op.options = {"--batch",    "--heads",     "--heads-kv", "--seqlen-q",   "--seqlen-k",
+                "--head-dim", "--causal",    "--counters", "--layout",     "--config",
+                "--varlen",   "--score-mod", "--mask-mod", "--head-dim-v", "--seqused"};
   if (backward) {
     op.options.push_back("--deterministic");
   } else {
@@ -125,7 +130,8 @@ RunOp attention_run(bool backward, std::shared_ptr<AttentionRunFlags> flags) {
          {"--append", f.varlen == 0, "attention-forward without --varlen (dense queries)"},
          {"--rotary", f.append > 0, "attention-forward with --append"},
          {"--rotary-interleaved", f.append > 0, "attention-forward with --append"},
-         {"--kv-dtype", f.append == 0, "attention-forward without --append"}});
+         {"--kv-dtype", f.append == 0, "attention-forward without --append"},
+         {"--seqused", f.varlen > 0 && !f.paged, "attention runs with --varlen, without --paged"}});
   };
   op.run = [flags, backward](const RunContext& context) {
     return flags->inference() ? run_inference_attention(context, *flags, backward)

@@ -1,6 +1,7 @@
 #include "attention/attention_inference.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 #include "attention/attention_captures.hpp"
@@ -10,6 +11,7 @@
 #include "attention/index_check_params.cuh"
 #include "attention/kvcache_append.hpp"
 #include "attention/score_modifiers.hpp"
+#include "attention/unused_rows.hpp"
 #include "flashjit/error.hpp"
 #include "merge_states/merge_states.hpp"
 #include "runtime/executor.hpp"
@@ -110,10 +112,11 @@ std::vector<detail::KernelBuffer> buffers_of(const Attention& a, const Sequences
 
 }  // namespace
 
-std::array<IndexArray, 6> index_arrays(const Sequences& s) {
+std::array<IndexArray, 7> index_arrays(const Sequences& s) {
   return {{{&s.cu_seqlens_q, "sequences.cu_seqlens_q"},
            {&s.cu_seqlens_k, "sequences.cu_seqlens_k"},
            {&s.seqlens_k, "sequences.seqlens_k"},
+           {&s.seqused_q, "sequences.seqused_q"},
            {&s.page_table, "sequences.page_table"},
            {&s.cache_batch_idx, "sequences.cache_batch_idx"},
            {&s.cache_leftpad, "sequences.cache_leftpad"}}};
@@ -143,6 +146,7 @@ SequenceIndex sequence_index(const Sequences& s, std::int64_t page_size) {
   return {static_cast<const int*>(s.cu_seqlens_q.data),
           static_cast<const int*>(s.cu_seqlens_k.data),
           static_cast<const int*>(s.seqlens_k.data),
+          static_cast<const int*>(s.seqused_q.data),
           static_cast<const int*>(s.page_table.data),
           present(s.page_table) ? s.page_table.strides[0] : 0,
           static_cast<int>(page_size),
@@ -153,13 +157,11 @@ SequenceIndex sequence_index(const Sequences& s, std::int64_t page_size) {
 }
 
 HostIndices read_indices(detail::RuntimeBackend& backend, const Sequences& s) {
-  return {host_copy(backend, s.cu_seqlens_q),
-          host_copy(backend, s.cu_seqlens_k),
-          host_copy(backend, s.seqlens_k),
-          host_copy(backend, s.page_table),
-          present(s.page_table) ? s.page_table.strides[0] : 0,
-          host_copy(backend, s.cache_batch_idx),
-          host_copy(backend, s.cache_leftpad)};
+  return {
+      host_copy(backend, s.cu_seqlens_q),    host_copy(backend, s.cu_seqlens_k),
+      host_copy(backend, s.seqlens_k),       host_copy(backend, s.seqused_q),
+      host_copy(backend, s.page_table),      present(s.page_table) ? s.page_table.strides[0] : 0,
+      host_copy(backend, s.cache_batch_idx), host_copy(backend, s.cache_leftpad)};
 }
 
 detail::KernelSpec index_check_spec(const std::string& arch) {
@@ -224,8 +226,9 @@ void check_indices_of(detail::RuntimeBackend& backend, const Attention& a, const
                                         "sequences.seqlens_k",
                                         "sequences.page_table",
                                         "sequences.cache_batch_idx",
-                                        "sequences.cache_leftpad"};
-  throw InvalidArgument(kArrays[bad.kind < 7 ? bad.kind : 0],
+                                        "sequences.cache_leftpad",
+                                        "sequences.seqused_q"};
+  throw InvalidArgument(kArrays[bad.kind < 8 ? bad.kind : 0],
                         "holds a bad index for sequence " + std::to_string(bad.sequence) +
                             " (found by the device-side check)");
 }
@@ -233,14 +236,16 @@ void check_indices_of(detail::RuntimeBackend& backend, const Attention& a, const
 namespace {
 
 /// Throws InvalidArgument("config") unless `config` runs a call of `a` on `layout`.
-void check_inference_config(const InferenceConfig& config, const Attention& a, CacheLayout layout,
-                            DType dtype) {
+void check_inference_config(const InferenceConfig& config, const Attention& a, const Sequences& s,
+                            CacheLayout layout, DType dtype) {
   const ForwardConfig& f = config.forward;
   const InferenceConfig expected = with_layout(f, a, layout, config.splits);
   std::string problem;
   if (config.splits < 1 || config.splits > kMaxSplits) {
     problem = "splits " + std::to_string(config.splits) + " (must be 1 to " +
               std::to_string(kMaxSplits) + ")";
+  } else if (config.splits != 1 && present(s.seqused_q)) {
+    problem = "splits " + std::to_string(config.splits) + " (with sequences.seqused_q: 1)";
   } else if (f.path != ForwardPath::mma_sync || !f.valid()) {
     problem = "a forward that is not a valid config of the mma.sync path";
   } else if (!(config == expected)) {
@@ -258,17 +263,18 @@ void check_inference_config(const InferenceConfig& config, const Attention& a, C
 /// dtype, head dim, mask and softcap, one CTA per (query block, head, sequence), query blocks of
 /// the longest sequence (the shorter ones' last CTAs find no row), the call's score and mask
 /// modifiers compiled in (b the sequence, indices within it); std::nullopt where it has no
-/// such tile, the keys are paged, or TMA cannot read the tensors. Not with seqlens_k either:
-/// TMA's last key block reads on past a sequence's keys, rows a masked score multiplies by 0,
-/// which holds for the next sequence's keys but not for whatever lies in the packed keys a
-/// seqlens_k leaves unused (0 · NaN); mma.sync's loads stop at the length.
+/// such tile, the keys are paged, or TMA cannot read the tensors. Not with seqlens_k or
+/// seqused_q either: TMA's last key block reads on past a sequence's keys, rows a masked score
+/// multiplies by 0, which holds for the next sequence's keys but not for whatever lies in the
+/// packed keys a seqlens_k leaves unused (0 · NaN); mma.sync's loads stop at the length (and
+/// the TMA kernel's tile schedule reads the packed lengths alone).
 std::optional<ForwardLaunch> packed_tma_launch(const Attention& a, const Sequences& s,
                                                const InferenceTensors& t,
                                                const InferenceConfig& fallback,
                                                const DeviceInfo& device, Stream stream) {
   if (fallback.splits != 1 || !present(s.cu_seqlens_q) || !present(s.cu_seqlens_k) ||
-      present(s.seqlens_k) || present(s.page_table) || fallback.forward.pack_gqa ||
-      fallback.forward.kv_e4m3) {
+      present(s.seqlens_k) || present(s.seqused_q) || present(s.page_table) ||
+      fallback.forward.pack_gqa || fallback.forward.kv_e4m3) {
     return std::nullopt;
   }
   const ForwardConfig& tile = fallback.forward;
@@ -332,6 +338,13 @@ void launch_inference(detail::RuntimeBackend& backend, const Attention& a, const
       launch_forward_spec(config.forward, backend.info().arch(), score_modifiers(a)), shape,
       buffers_of(a, s, t, partials), params);
   if (partials) merge_partials(backend, a, s, t, *partials, stream);
+  // With seqused_q, the rows past each sequence's used queries: o 0 and lse -inf.
+  const SequenceRows queries{s.cu_seqlens_q, s.seqused_q, a.batch, a.seqlen_q};
+  fill_unused_rows(backend, t.o, false, queries, 0.0f, stream);
+  if (present(t.lse)) {
+    fill_unused_rows(backend, t.lse, true, queries, -std::numeric_limits<float>::infinity(),
+                     stream);
+  }
 }
 
 bool is_empty(const Attention& a, const InferenceTensors& t) {
@@ -363,7 +376,7 @@ void attention_forward_sequences(detail::RuntimeBackend& backend, const Attentio
                                  const TensorView& v, const TensorView& o, const TensorView& lse,
                                  const InferenceConfig& config, bool check_indices, Stream stream) {
   const InferenceTensors checked = validate_inference_arguments(a, s, q, k, v, o, lse);
-  check_inference_config(config, a, cache_layout(s, checked.page_size, k.dtype), q.dtype);
+  check_inference_config(config, a, s, cache_layout(s, checked.page_size, k.dtype), q.dtype);
   check_indices_of(backend, a, s, checked, check_indices, stream);
   const AttentionCall call = append_if_asked(backend, a, s, checked, stream);
   if (!is_empty(a, call.tensors)) {
@@ -386,12 +399,15 @@ void run_attention_forward_sequences(detail::RuntimeBackend& backend, ConfigChoi
   const DeviceInfo& device = backend.info();
   // A forced split count is the caller's choice; the tile then stays the default's. Calls with
   // modifiers run untuned: decoding's tuning key has no modifiers (the dense calls' has).
+  // With seqused_q, unsplit (the merge of split partials would cover the unused rows too).
+  const bool unsplit = present(s.seqused_q);
   const bool decoding =
-      a.seqlen_q <= kMaxDecodeQueries && s.splits == 0 && score_modifiers(a).empty();
+      a.seqlen_q <= kMaxDecodeQueries && s.splits == 0 && !unsplit && score_modifiers(a).empty();
   const InferenceConfig config =
       decoding
           ? choice.choose_as<InferenceConfig>(DecodeProblem(q.dtype, a, layout, device.sm_count))
-          : default_inference_config(a, layout, q.dtype, device.arch(), device.sm_count, s.splits);
+          : default_inference_config(a, layout, q.dtype, device.arch(), device.sm_count,
+                                     unsplit ? 1 : s.splits);
   if (!decoding) {
     if (const std::optional<ForwardLaunch> tma =
             packed_tma_launch(a, s, t, config, device, stream)) {

@@ -51,7 +51,7 @@ InferenceTensors validate_inference_arguments(const Attention& attention,
 
 /// Host copies of the index arrays (empty where absent).
 struct HostIndices {
-  std::vector<std::int32_t> cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table;
+  std::vector<std::int32_t> cu_seqlens_q, cu_seqlens_k, seqlens_k, seqused_q, page_table;
   std::int64_t page_table_row = 0;  ///< elements between the page table's rows
   std::vector<std::int32_t> cache_batch_idx, cache_leftpad;
 };
@@ -61,10 +61,10 @@ struct IndexArray {
   const TensorView* view;
   const char* name;
 };
-/// The call's index arrays (cu_seqlens_q, cu_seqlens_k, seqlens_k, page_table,
+/// The call's index arrays (cu_seqlens_q, cu_seqlens_k, seqlens_k, seqused_q, page_table,
 /// cache_batch_idx, cache_leftpad), each possibly absent: the one list that launches and
 /// overlap checks walk.
-std::array<IndexArray, 6> index_arrays(const Sequences& sequences);
+std::array<IndexArray, 7> index_arrays(const Sequences& sequences);
 
 /// The index arrays a launch reads, named for the emulator's findings, added to `buffers`.
 void add_index_buffers(const Sequences& sequences, std::vector<detail::KernelBuffer>& buffers);
@@ -77,7 +77,8 @@ HostIndices read_indices(detail::RuntimeBackend& backend, const Sequences& seque
 
 /// Checks the index arrays' values against the validated call: cu_seqlens from 0 and
 /// nondecreasing, each sequence within the longest and the packed tensors, key counts within
-/// seqlen_k (and the packed keys, less the appended keys), page table entries of the pages a
+/// seqlen_k (and the packed keys, less the appended keys), used query counts within the
+/// sequence's rows, page table entries of the pages a
 /// sequence uses within [0, num_pages), cache rows within the cache, left pads within the
 /// sequence's count. Throws InvalidArgument("sequences.<array>") naming the position and value.
 void check_index_values(const Attention& attention, const InferenceTensors& tensors,

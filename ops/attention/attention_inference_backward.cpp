@@ -6,6 +6,7 @@
 #include "attention/attention_backward.hpp"
 #include "attention/attention_common.hpp"
 #include "attention/attention_inference.hpp"
+#include "attention/unused_rows.hpp"
 #include "common/argument_checks.hpp"
 #include "flashjit/error.hpp"
 
@@ -14,16 +15,12 @@ namespace {
 
 bool present(const TensorView& view) { return view.data != nullptr; }
 
-/// What the backward takes of Sequences: packed queries and keys, nothing forward-only.
+/// What the backward takes of Sequences: packed queries and keys, their used counts (seqused_q,
+/// seqlens_k), nothing forward-only.
 void check_backward_sequences(const Sequences& s) {
   if (present(s.page_table)) {
     throw InvalidArgument("sequences.page_table",
                           "is forward-only: the backward takes packed or dense keys, not pages");
-  }
-  if (present(s.seqlens_k)) {
-    throw InvalidArgument("sequences.seqlens_k",
-                          "is forward-only: in the backward every packed key belongs to its "
-                          "sequence (cu_seqlens_k)");
   }
   if (s.splits != 0) {
     throw InvalidArgument("sequences.splits", "is forward-only (split-KV); leave it 0");
@@ -90,9 +87,12 @@ void run_attention_backward_sequences(detail::RuntimeBackend& backend, const Att
           ? default_backward_config(q.dtype, static_cast<int>(a.head_dim), forward_mask_kind(a),
                                     a.softcap > 0.0f, a.deterministic, arch)
           : modifiers_backward_config(q.dtype, a, arch);
-  if (config.tma && a.value_head_dim() != a.head_dim) {
+  if (config.tma &&
+      (a.value_head_dim() != a.head_dim || present(s.seqused_q) || present(s.seqlens_k))) {
     // The TMA backward's packed form writes dV head_dim wide (checking head_dim_v there made it
-    // spill): a smaller value head dim takes the mma.sync kernels.
+    // spill): a smaller value head dim takes the mma.sync kernels. So do used counts: TMA's
+    // last blocks read on past them into rows that may hold anything (0 · NaN is NaN), where
+    // mma.sync's loads stop at the length.
     config = fallback_backward_config(q.dtype, static_cast<int>(a.head_dim), forward_mask_kind(a),
                                       a.softcap > 0.0f, a.deterministic, arch);
   }
@@ -102,6 +102,12 @@ void run_attention_backward_sequences(detail::RuntimeBackend& backend, const Att
   add_index_buffers(s, index_buffers);
   launch_attention_backward_sequences(backend, a, sequence_index(s, 0), index_buffers, t.q, t.k,
                                       t.v, t.o, t.lse, dout4, dq4, dk4, dv4, config, stream);
+  // The rows past the used queries and keys: gradients 0 (they touched nothing).
+  const SequenceRows queries{s.cu_seqlens_q, s.seqused_q, a.batch, a.seqlen_q};
+  const SequenceRows keys{s.cu_seqlens_k, s.seqlens_k, a.batch, a.seqlen_k};
+  fill_unused_rows(backend, dq4, false, queries, 0.0f, stream);
+  fill_unused_rows(backend, dk4, false, keys, 0.0f, stream);
+  fill_unused_rows(backend, dv4, false, keys, 0.0f, stream);
 }
 
 }  // namespace flashjit::kernels

@@ -19,7 +19,7 @@ CacheLayout cache_layout(const Sequences& s, std::int64_t page_size, DType kv_dt
   layout.kv_e4m3 = kv_dtype == DType::e4m3;
   // (An fp8 cache takes the varlen specialization, whose blocks read the descale factors.)
   layout.varlen = present(s.cu_seqlens_q) || present(s.cu_seqlens_k) || present(s.seqlens_k) ||
-                  present(s.page_table) || layout.kv_e4m3;
+                  present(s.seqused_q) || present(s.page_table) || layout.kv_e4m3;
   layout.page_size = present(s.page_table) ? page_size : 0;
   return layout;
 }

@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,14 @@ testing::InferenceCase inference_case(const RunContext& context, const Attention
   c.rotary = flags.rotary || flags.rotary_interleaved;
   c.rotary_interleaved = flags.rotary_interleaved;
   c.kv_e4m3 = flags.kv_e4m3();
+  if (flags.seqused) {  // 0 to 8 padding rows past each sequence's queries and keys
+    std::mt19937_64 random(shape.seed + 17);
+    std::uniform_int_distribution<std::int64_t> rows(0, 8);
+    for (std::size_t b = 0; b < c.seqlens_q.size(); ++b) {
+      c.unused_q.push_back(rows(random));
+      c.unused_k.push_back(rows(random));
+    }
+  }
   return c;
 }
 
@@ -121,6 +130,7 @@ void print_inference_shape(const testing::InferenceCase& c) {
   if (c.rotary) extra += c.rotary_interleaved ? ", rotary (interleaved)" : ", rotary (half)";
   if (c.head_dim_v != 0) extra += ", head_dim_v " + std::to_string(c.head_dim_v);
   if (c.kv_e4m3) extra += ", e4m3 cache (descale per head)";
+  if (!c.unused_q.empty()) extra += ", padded past the used rows (seqused)";
   print_shape({.batch = static_cast<std::int64_t>(c.seqlens_q.size()),
                .heads_q = c.heads_q,
                .heads_kv = c.heads_kv,

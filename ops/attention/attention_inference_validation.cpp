@@ -122,6 +122,16 @@ void check_layout_choice(const Sequences& s) {
         "sequences.splits",
         "is " + str(s.splits) + "; must be 0 (chosen) or 1 to " + str(kMaxSplits));
   }
+  if (present(s.seqused_q) && s.splits > 1) {
+    throw InvalidArgument("sequences.splits",
+                          "is " + str(s.splits) +
+                              "; with seqused_q a call runs unsplit (0 or 1): the split "
+                              "partials' merge covers every row, used or not");
+  }
+  if (present(s.seqused_q) && present(s.k_new)) {
+    throw InvalidArgument("sequences.seqused_q",
+                          "must be absent with k_new: an append's queries are all used");
+  }
 }
 
 /// An fp8 cache's descale factors: fp32 [1], [heads_kv] or [batch, heads_kv], unit last stride.
@@ -304,6 +314,8 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
     check_index_array(s.cu_seqlens_k, "sequences.cu_seqlens_k", {a.batch + 1}, "[batch + 1]");
   if (present(s.seqlens_k))
     check_index_array(s.seqlens_k, "sequences.seqlens_k", {a.batch}, "[batch]");
+  if (present(s.seqused_q))
+    check_index_array(s.seqused_q, "sequences.seqused_q", {a.batch}, "[batch]");
   if (present(s.cache_batch_idx))
     check_index_array(s.cache_batch_idx, "sequences.cache_batch_idx", {a.batch}, "[batch]");
   if (present(s.cache_leftpad))
@@ -373,6 +385,18 @@ void check_index_values(const Attention& a, const InferenceTensors& t, const Hos
                                                         str(t.seqlen_new) + " appended keys)"
                                  : x.cu_seqlens_k.empty() ? " (attention.seqlen_k)"
                                                           : " (the sequence's packed keys)"));
+    }
+  }
+  for (std::size_t b = 0; b < x.seqused_q.size(); ++b) {
+    const std::int64_t rows = x.cu_seqlens_q.empty()
+                                  ? a.seqlen_q
+                                  : std::int64_t{x.cu_seqlens_q[b + 1]} - x.cu_seqlens_q[b];
+    if (x.seqused_q[b] < 0 || x.seqused_q[b] > rows) {
+      throw InvalidArgument("sequences.seqused_q",
+                            "position " + str(b) + " holds " + str(x.seqused_q[b]) +
+                                "; must be from 0 to " + str(rows) +
+                                (x.cu_seqlens_q.empty() ? " (attention.seqlen_q)"
+                                                        : " (the sequence's packed queries)"));
     }
   }
   for (std::size_t b = 0; b < x.cache_leftpad.size(); ++b) {

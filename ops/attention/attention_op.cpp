@@ -10,6 +10,7 @@
 #include "attention/emulated/backward_shares.hpp"
 #include "attention/emulated/forward_shares.hpp"
 #include "attention/kvcache_append.hpp"
+#include "attention/unused_rows.hpp"
 #include "common/op_registry.hpp"
 
 namespace flashjit::kernels {
@@ -103,6 +104,7 @@ std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch,
   for (const ForwardConfig& config : configs) specs.push_back(forward_spec(config, arch));
   specs.push_back(index_check_spec(arch));  // the inference calls' device-side index check
   for (const detail::KernelSpec& spec : kvcache_append_specs(arch)) specs.push_back(spec);
+  for (const detail::KernelSpec& spec : unused_rows_specs(arch)) specs.push_back(spec);
   return specs;
 }
 
@@ -194,6 +196,7 @@ OpInfo attention_forward_op() {
             emulated::add_forward_kernels_hdim128_alternatives(table);
             emulated::add_forward_kernels_hdim256(table);
             emulated::add_kvcache_append_kernels(table);
+            emulated::add_unused_rows_kernels(table);
           }};
 }
 

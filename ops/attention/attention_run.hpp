@@ -27,6 +27,7 @@ struct AttentionRunFlags {
   std::string score_mod;  // Attention::score_mod, also compiled for the float64 reference
   std::string mask_mod;   // Attention::mask_mod, likewise
   std::string kv_dtype;   // forward: "e4m3" for an fp8 cache; empty: --dtype's
+  bool seqused = false;   // with --varlen: padding rows past the used ones (seqused_q, seqlens_k)
 
   /// Whether the cache is fp8 (--kv-dtype e4m3).
   bool kv_e4m3() const { return kv_dtype == "e4m3"; }

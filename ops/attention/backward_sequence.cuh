@@ -11,7 +11,8 @@
 namespace flashjit {
 
 /// Rebases `p` to sequence `batch` of the variable-length batch its SequenceIndex describes
-/// (cu_seqlens_q and cu_seqlens_k, each optional: a dense side keeps seqlen and batch stride).
+/// (cu_seqlens_q and cu_seqlens_k, each optional: a dense side keeps seqlen and batch stride;
+/// seqused_q and seqlens_k, each optional, the counts used of each sequence's rows).
 template <typename T>
 FJ_DEVICE void rebase_to_sequence(AttentionBackwardParams& p, int batch) {
   const SequenceIndex& s = p.sequences;
@@ -30,6 +31,10 @@ FJ_DEVICE void rebase_to_sequence(AttentionBackwardParams& p, int batch) {
     k_start = keys.start;
     p.seqlen_k = keys.length;
   }
+  // The used ones (seqused_q, seqlens_k): the sequence is those alone; the rows past them are
+  // not read, and their gradients are zeroed by the host's fill (attention/unused_rows_kernel).
+  if (s.seqused_q != nullptr) p.seqlen_q = load_global_index(s.seqused_q, batch);
+  if (s.seqlens_k != nullptr) p.seqlen_k = load_global_index(s.seqlens_k, batch);
   const auto rebase = [&](HeadTensor& t, index_t start) {
     t.data = static_cast<T*>(t.data) + batch * t.batch_stride + start * t.row_stride;
   };

@@ -149,6 +149,7 @@ struct ForwardBlock {
       seqlen_q = queries.length;
       token0 = q_start;
     }
+    if (s.seqused_q != nullptr) seqlen_q = load_global_index(s.seqused_q, batch);
     if (!Layout::kPaged && s.cu_seqlens_k != nullptr) {
       const SequenceSpan keys = sequence_span(s.cu_seqlens_k, batch);
       k_start = keys.start;

@@ -29,6 +29,9 @@ struct SequenceIndex {
   // [batch]: sequence b's key count, read instead of cu_seqlens_k (a paged cache's lengths);
   // nullptr: from cu_seqlens_k, or seqlen_k.
   const int* seqlens_k;
+  // [batch]: sequence b uses its first seqused_q[b] queries only (FlashAttention's seqused_q;
+  // its length for the masks too); nullptr: all of them.
+  const int* seqused_q;
   // [batch, page_table_stride]: key j of sequence b is row j % page_size of page
   // page_table[b · page_table_stride + j / page_size] of k and v, which are then
   // [pages, page_size, heads_kv, head_dim] (their batch stride is the page stride).

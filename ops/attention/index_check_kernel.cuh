@@ -34,6 +34,15 @@ FJ_GLOBAL void __launch_bounds__(128) attention_index_check_kernel(IndexCheckPar
     report_violation(p, b, IndexViolation::cu_seqlens_q, b);
     return;
   }
+  if (s.seqused_q != nullptr) {
+    const int used = load_global_index(s.seqused_q, b);
+    const int rows =
+        s.cu_seqlens_q != nullptr ? sequence_span(s.cu_seqlens_q, b).length : p.seqlen_q;
+    if (used < 0 || used > rows) {
+      report_violation(p, b, IndexViolation::seqused_q, b);
+      return;
+    }
+  }
   int keys = p.seqlen_k;  // the most this sequence may have
   if (s.cu_seqlens_k != nullptr) {
     if (!offsets_valid(s.cu_seqlens_k, b, p.batch, p.seqlen_k, p.total_k)) {

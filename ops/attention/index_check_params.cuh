@@ -14,6 +14,7 @@ enum class IndexViolation : unsigned {
   page_table = 4,       // a used page outside [0, num_pages)
   cache_batch_idx = 5,  // a cache row outside [0, cache_rows)
   cache_leftpad = 6,    // a left pad outside [0, the sequence's key count]
+  seqused_q = 7,        // a used query count outside [0, the sequence's rows]
 };
 
 struct IndexCheckParams {

@@ -53,6 +53,18 @@ std::string check_gradient(const char* name, const std::vector<double>& actual,
   return check.ok ? "" : check.describe();
 }
 
+/// Elements [first, end) of a gradient, the rows a sequence does not use: "" when all are 0.
+std::string check_zero(const char* name, const std::vector<double>& all, std::int64_t first,
+                       std::int64_t end) {
+  for (std::int64_t e = first; e < end; ++e) {
+    if (all[static_cast<std::size_t>(e)] != 0) {
+      return std::string(name) + "'s element " + std::to_string(e) + " (an unused row) is " +
+             std::to_string(all[static_cast<std::size_t>(e)]) + "; expected 0. ";
+    }
+  }
+  return "";
+}
+
 /// Whether every length in `lengths` is the same.
 bool one_length(const std::vector<std::int64_t>& lengths) {
   return longest_length(lengths) == *std::min_element(lengths.begin(), lengths.end());
@@ -61,10 +73,10 @@ bool one_length(const std::vector<std::int64_t>& lengths) {
 /// Refuses a case the backward does not take.
 void check_case(const InferenceCase& c) {
   if (c.keys == KeyStorage::paged || c.splits != 0 ||
-      (c.keys != KeyStorage::packed && !one_length(c.seqlens_k)) ||
-      (!c.packed_q && !one_length(c.seqlens_q))) {
+      (c.keys != KeyStorage::packed && !one_length(c.key_spans())) ||
+      (!c.packed_q && !one_length(c.query_spans()))) {
     throw std::invalid_argument(
-        "a backward case has packed or equal-length queries and keys, no pages, no splits");
+        "a backward case has packed or equal-span queries and keys, no pages, no splits");
   }
 }
 
@@ -85,10 +97,10 @@ struct Rows {
         dv(c.value_dim()),
         packed_q(c.packed_q),
         packed_k(c.keys == KeyStorage::packed),
-        seqlen_q(longest_length(c.seqlens_q)),
-        seqlen_k(longest_length(c.seqlens_k)),
-        cu_q(sequence_offsets(c.seqlens_q)),
-        cu_k(sequence_offsets(c.seqlens_k)),
+        seqlen_q(longest_length(c.query_spans())),
+        seqlen_k(longest_length(c.key_spans())),
+        cu_q(sequence_offsets(c.query_spans())),
+        cu_k(sequence_offsets(c.key_spans())),
         total_q(packed_q ? cu_q.back() + c.spare_rows : n * seqlen_q),
         total_k(packed_k ? cu_k.back() + c.spare_rows : n * seqlen_k) {}
 
@@ -128,9 +140,15 @@ struct Gradients {
 
 /// The case's tensors on the runtime's device, outputs poisoned.
 struct DeviceTensors {
-  DeviceBuffer q, k, v, dout, o, dq, dk, dv, lse, cu_q, cu_k;
+  DeviceBuffer q, k, v, dout, o, dq, dk, dv, lse, cu_q, cu_k, seqused_q, seqused_k;
 };
-DeviceTensors upload_tensors(Runtime& runtime, const Rows& r, const HostInputs& in) {
+/// `lengths` as int32 (one 0 for none: an allocation of no bytes has no address).
+std::vector<std::int32_t> int32_lengths(const std::vector<std::int64_t>& lengths) {
+  if (lengths.empty()) return {0};
+  return {lengths.begin(), lengths.end()};
+}
+DeviceTensors upload_tensors(Runtime& runtime, const InferenceCase& c, const Rows& r,
+                             const HostInputs& in) {
   const std::vector<std::uint16_t> poison_q(in.q.size(), kPoison), poison_k(in.k.size(), kPoison),
       poison_o(in.dout.size(), kPoison), poison_v(in.v.size(), kPoison);
   return {upload(runtime, in.q),
@@ -143,13 +161,15 @@ DeviceTensors upload_tensors(Runtime& runtime, const Rows& r, const HostInputs& 
           upload(runtime, poison_v),
           upload(runtime, std::vector<float>(std::max<std::int64_t>(1, r.total_q * r.h))),
           upload(runtime, r.cu_q),
-          upload(runtime, r.cu_k)};
+          upload(runtime, r.cu_k),
+          upload(runtime, int32_lengths(c.seqlens_q)),
+          upload(runtime, int32_lengths(c.seqlens_k))};
 }
 
 /// The runtime's inference forward (for O and LSE), then its backward on the same sequences.
 Gradients run_forward_and_backward(Runtime& runtime, const InferenceCase& c, const Rows& r,
                                    const HostInputs& in) {
-  DeviceTensors t = upload_tensors(runtime, r, in);
+  DeviceTensors t = upload_tensors(runtime, c, r, in);
   // q and dq, o and dout (d: head_dim or the value head dim)
   const auto query_view = [&](DeviceBuffer& buf, std::int64_t d) {
     return r.packed_q ? TensorView::contiguous(buf.data(), c.dtype, {r.total_q, r.h, d})
@@ -166,6 +186,10 @@ Gradients run_forward_and_backward(Runtime& runtime, const InferenceCase& c, con
   Sequences s;
   if (r.packed_q) s.cu_seqlens_q = TensorView::contiguous(t.cu_q.data(), DType::i32, {r.n + 1});
   if (r.packed_k) s.cu_seqlens_k = TensorView::contiguous(t.cu_k.data(), DType::i32, {r.n + 1});
+  if (!c.unused_q.empty())
+    s.seqused_q = TensorView::contiguous(t.seqused_q.data(), DType::i32, {r.n});
+  if (!c.unused_k.empty())
+    s.seqlens_k = TensorView::contiguous(t.seqused_k.data(), DType::i32, {r.n});
   const Attention a = c.attention();
   const TensorView q = query_view(t.q, r.d), k = key_view(t.k, r.d), v = key_view(t.v, r.dv),
                    o = query_view(t.o, r.dv);
@@ -182,8 +206,8 @@ Gradients run_forward_and_backward(Runtime& runtime, const InferenceCase& c, con
 }
 
 /// Sequence b's gradients against its float64 reference: "" when they pass.
-std::string judge_sequence(const Rows& r, const HostInputs& in, const Gradients& g, std::int64_t b,
-                           double& worst_ratio) {
+std::string judge_sequence(const InferenceCase& c, const Rows& r, const HostInputs& in,
+                           const Gradients& g, std::int64_t b, double& worst_ratio) {
   const BackwardCase& f = in.cases[static_cast<std::size_t>(b)];
   const reference::Problem& p = f.problem;
   const std::int64_t q_count = p.seqlen_q * r.h * r.d, k_count = p.seqlen_k * r.hk * r.d;
@@ -205,6 +229,14 @@ std::string judge_sequence(const Rows& r, const HostInputs& in, const Gradients&
                             worst_ratio);
   failure += check_gradient("dV", slice(g.dv, r.k_row(b) * r.hk * r.dv, v_count), dv_ref, plain.dv,
                             worst_ratio);
+  // The rows past the used ones: exactly 0.
+  const auto bs = static_cast<std::size_t>(b);
+  failure += check_zero("dQ", g.dq, (r.q_row(b) + p.seqlen_q) * r.h * r.d,
+                        (r.q_row(b) + c.query_span(bs)) * r.h * r.d);
+  failure += check_zero("dK", g.dk, (r.k_row(b) + p.seqlen_k) * r.hk * r.d,
+                        (r.k_row(b) + c.key_span(bs)) * r.hk * r.d);
+  failure += check_zero("dV", g.dv, (r.k_row(b) + p.seqlen_k) * r.hk * r.dv,
+                        (r.k_row(b) + c.key_span(bs)) * r.hk * r.dv);
   return failure;
 }
 
@@ -212,7 +244,7 @@ InferenceVerdict judge(const InferenceCase& c, const Rows& r, const HostInputs& 
                        const Gradients& g) {
   InferenceVerdict verdict;
   for (std::int64_t b = 0; b < static_cast<std::int64_t>(c.seqlens_q.size()); ++b) {
-    const std::string failure = judge_sequence(r, in, g, b, verdict.worst_ratio);
+    const std::string failure = judge_sequence(c, r, in, g, b, verdict.worst_ratio);
     if (!failure.empty() && verdict.first_failure.empty()) {
       verdict.first_failure = "sequence " + std::to_string(b) + ": " + failure;
     }

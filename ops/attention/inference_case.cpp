@@ -45,7 +45,7 @@ struct KeyPlacement {
     const auto n = static_cast<std::int64_t>(c.seqlens_k.size());
     if (c.keys == KeyStorage::dense) rows = (c.cache_batch_idx ? n + 1 : n) * c.capacity();
     if (c.keys == KeyStorage::packed) {
-      cu = sequence_offsets(c.seqlens_k);
+      cu = sequence_offsets(c.key_spans());
       rows = cu.back() + c.spare_rows;  // spare rows, poisoned like every row no key fills
     }
     if (c.keys != KeyStorage::paged) return;
@@ -116,9 +116,18 @@ void check_case(const InferenceCase& c) {
   if (c.seqlens_k.size() != c.seqlens_q.size()) {
     throw std::invalid_argument("an inference case needs one key length per sequence");
   }
-  if (!c.packed_q &&
-      longest_length(c.seqlens_q) != *std::min_element(c.seqlens_q.begin(), c.seqlens_q.end())) {
-    throw std::invalid_argument("dense queries need one length for every sequence; pack them");
+  const std::vector<std::int64_t> spans = c.query_spans();
+  if (!c.packed_q && longest_length(spans) != *std::min_element(spans.begin(), spans.end())) {
+    throw std::invalid_argument("dense queries need one span for every sequence; pack them");
+  }
+  for (const auto* unused : {&c.unused_q, &c.unused_k}) {
+    if (!unused->empty() && unused->size() != c.seqlens_q.size()) {
+      throw std::invalid_argument("an inference case needs one unused count per sequence");
+    }
+  }
+  if ((!c.unused_q.empty() || !c.unused_k.empty()) &&
+      (c.append > 0 || c.keys == KeyStorage::paged || !c.leftpad.empty() || c.cache_batch_idx)) {
+    throw std::invalid_argument("unused rows come without appends, pages, pads or cache rows");
   }
   if (c.rotary && c.append == 0) {
     throw std::invalid_argument("rotary embedding comes with an append");
@@ -159,8 +168,8 @@ struct QueryRows {
 
   explicit QueryRows(const InferenceCase& c)
       : packed(c.packed_q),
-        cu(c.packed_q ? sequence_offsets(c.seqlens_q) : std::vector<std::int32_t>{}),
-        seqlen(longest_length(c.seqlens_q)),
+        cu(c.packed_q ? sequence_offsets(c.query_spans()) : std::vector<std::int32_t>{}),
+        seqlen(longest_length(c.query_spans())),
         total(c.packed_q ? cu.back() : static_cast<std::int64_t>(c.seqlens_q.size()) * seqlen) {}
 
   std::int64_t first(std::int64_t b) const { return packed ? cu[b] : b * seqlen; }
@@ -237,7 +246,8 @@ struct HostInputs {
 HostInputs make_inputs(const InferenceCase& c, const QueryRows& rows, const KeyPlacement& keys) {
   const std::int64_t h = c.heads_q, hk = c.heads_kv, d = c.head_dim, dv = c.value_dim();
   HostInputs in;
-  in.q.assign(static_cast<std::size_t>(rows.total * h * d), 0);
+  // Unused query rows are NaN: a read of one shows.
+  in.q.assign(static_cast<std::size_t>(rows.total * h * d), c.unused_q.empty() ? 0 : kPoison);
   // e4m3 has no NaN the kernels keep (they read its pattern as 480): its poison is 448, which
   // shows in any result that reads it.
   const std::uint16_t poison = c.kv_e4m3 ? std::uint16_t{0x7E} : kPoison;
@@ -266,7 +276,7 @@ HostInputs make_inputs(const InferenceCase& c, const QueryRows& rows, const KeyP
 /// The case's tensors on the runtime's device, outputs poisoned.
 struct DeviceTensors {
   DeviceBuffer q, k, v, o, lse, cu_q, cu_k, seqlens_k, page_table, k_new, v_new, cos, sin, leftpad,
-      cache_rows, k_descale, v_descale;
+      cache_rows, k_descale, v_descale, seqused_q;
 };
 /// The cache's elements on the device: 16-bit, or an fp8 cache's bytes.
 DeviceBuffer upload_cache(Runtime& runtime, const InferenceCase& c,
@@ -310,26 +320,28 @@ DeviceTensors upload_tensors(Runtime& runtime, const InferenceCase& c, const Que
     leftpad.push_back(static_cast<std::int32_t>(c.pad(b)));
     cache_rows.push_back(static_cast<std::int32_t>(cache_row(c, static_cast<std::int64_t>(b))));
   }
-  return {upload(runtime, in.q),
-          upload_cache(runtime, c, in.k),
-          upload_cache(runtime, c, in.v),
-          upload(runtime,
-                 std::vector<std::uint16_t>(
-                     static_cast<std::size_t>(rows.total * c.heads_q * c.value_dim()), kPoison)),
-          upload(runtime, std::vector<float>(static_cast<std::size_t>(rows.total * c.heads_q),
-                                             std::numeric_limits<float>::quiet_NaN())),
-          upload(runtime, or_zero(rows.cu)),
-          upload(runtime, or_zero(keys.cu)),
-          upload(runtime, or_zero(seqlens_k)),
-          upload(runtime, or_zero(keys.page_table)),
-          upload(runtime, or_zero(in.k_new)),
-          upload(runtime, or_zero(in.v_new)),
-          upload(runtime, or_zero(tables.cos)),
-          upload(runtime, or_zero(tables.sin)),
-          upload(runtime, or_zero(leftpad)),
-          upload(runtime, or_zero(cache_rows)),
-          upload(runtime, descale_factors(c, false)),
-          upload(runtime, descale_factors(c, true))};
+  return {
+      upload(runtime, in.q),
+      upload_cache(runtime, c, in.k),
+      upload_cache(runtime, c, in.v),
+      upload(runtime,
+             std::vector<std::uint16_t>(
+                 static_cast<std::size_t>(rows.total * c.heads_q * c.value_dim()), kPoison)),
+      upload(runtime, std::vector<float>(static_cast<std::size_t>(rows.total * c.heads_q),
+                                         std::numeric_limits<float>::quiet_NaN())),
+      upload(runtime, or_zero(rows.cu)),
+      upload(runtime, or_zero(keys.cu)),
+      upload(runtime, or_zero(seqlens_k)),
+      upload(runtime, or_zero(keys.page_table)),
+      upload(runtime, or_zero(in.k_new)),
+      upload(runtime, or_zero(in.v_new)),
+      upload(runtime, or_zero(tables.cos)),
+      upload(runtime, or_zero(tables.sin)),
+      upload(runtime, or_zero(leftpad)),
+      upload(runtime, or_zero(cache_rows)),
+      upload(runtime, descale_factors(c, false)),
+      upload(runtime, descale_factors(c, true)),
+      upload(runtime, or_zero(std::vector<std::int32_t>(c.seqlens_q.begin(), c.seqlens_q.end())))};
 }
 
 /// The views of one forward call: q, o and LSE dense or packed; k and v dense, packed or paged,
@@ -342,6 +354,9 @@ void set_query_views(const InferenceCase& c, const QueryRows& rows, DeviceTensor
                      ForwardViews& views) {
   const std::int64_t n = static_cast<std::int64_t>(c.seqlens_q.size()), h = c.heads_q,
                      d = c.head_dim, dv = c.value_dim();
+  if (!c.unused_q.empty()) {
+    views.sequences.seqused_q = TensorView::contiguous(t.seqused_q.data(), DType::i32, {n});
+  }
   if (rows.packed) {
     views.sequences.cu_seqlens_q = TensorView::contiguous(t.cu_q.data(), DType::i32, {n + 1});
     views.q = TensorView::contiguous(t.q.data(), c.dtype, {rows.total, h, d});
@@ -372,6 +387,8 @@ void set_key_views(const InferenceCase& c, const KeyPlacement& keys, DeviceTenso
     views.k = TensorView::contiguous(t.k.data(), kv, {keys.rows, hk, d});
     views.v = TensorView::contiguous(t.v.data(), kv, {keys.rows, hk, dv});
     s.cu_seqlens_k = TensorView::contiguous(t.cu_k.data(), DType::i32, {n + 1});
+    if (!c.unused_k.empty())
+      s.seqlens_k = TensorView::contiguous(t.seqlens_k.data(), DType::i32, {n});
   } else {
     const std::int64_t longest = c.capacity(), rows = c.cache_batch_idx ? n + 1 : n;
     views.k = TensorView::contiguous(t.k.data(), kv, {rows, longest, hk, d});
@@ -447,6 +464,30 @@ std::vector<float> sequence_lse(const InferenceCase& c, const QueryRows& rows,
   return lse_rows;
 }
 
+/// The rows of sequence b past its lq used queries: O 0 and LSE -inf; "" when they are.
+std::string check_unused_queries(const InferenceCase& c, const QueryRows& rows,
+                                 const Outputs& outputs, std::int64_t b, std::int64_t lq) {
+  const std::int64_t span = c.query_span(static_cast<std::size_t>(b));
+  const std::int64_t hd = c.heads_q * c.value_dim();
+  for (std::int64_t e = (rows.first(b) + lq) * hd; e < (rows.first(b) + span) * hd; ++e) {
+    if (outputs.o[static_cast<std::size_t>(e)] != 0) {
+      return "O's unused row " + std::to_string(e / hd - rows.first(b)) + " holds bits " +
+             std::to_string(outputs.o[static_cast<std::size_t>(e)]) + "; expected 0";
+    }
+  }
+  const std::vector<float> all = sequence_lse(c, rows, outputs.lse, b, span);
+  for (std::int64_t head = 0; head < c.heads_q; ++head) {
+    for (std::int64_t i = lq; i < span; ++i) {
+      const float x = all[static_cast<std::size_t>(head * span + i)];
+      if (x != -std::numeric_limits<float>::infinity()) {
+        return "LSE of unused row " + std::to_string(i) + " is " + std::to_string(x) +
+               "; expected -inf";
+      }
+    }
+  }
+  return "";
+}
+
 /// Each sequence's O and LSE against its own float64 reference.
 InferenceVerdict judge(const InferenceCase& c, const QueryRows& rows,
                        const std::vector<ForwardCase>& cases, const Outputs& outputs,
@@ -457,6 +498,10 @@ InferenceVerdict judge(const InferenceCase& c, const QueryRows& rows,
   for (std::int64_t b = 0; b < static_cast<std::int64_t>(cases.size()); ++b) {
     const ForwardCase& f = cases[static_cast<std::size_t>(b)];
     const std::int64_t lq = f.problem.seqlen_q;
+    const std::string unused = check_unused_queries(c, rows, outputs, b, lq);
+    if (!unused.empty() && verdict.first_failure.empty()) {
+      verdict.first_failure = "sequence " + std::to_string(b) + ": " + unused;
+    }
     if (lq == 0) continue;
     const std::vector<double> out(verdict.out.begin() + rows.first(b) * hd,
                                   verdict.out.begin() + (rows.first(b) + lq) * hd);
@@ -582,6 +627,7 @@ std::string InferenceCase::name() const {
      << (softcap > 0 ? ".softcap" : "") << ".split" << splits
      << (deterministic ? ".deterministic" : "")
      << (spare_rows > 0 ? ".spare" + std::to_string(spare_rows) : "")
+     << (unused_q.empty() ? "" : ".seqused_q") << (unused_k.empty() ? "" : ".seqused_k")
      << (append > 0 ? ".append" + std::to_string(append) : "")
      << (rotary ? (rotary_interleaved ? ".rope_interleaved" : ".rope_half") : "")
      << (rotary && rotary_dim > 0 ? std::to_string(rotary_dim) : "")
@@ -600,7 +646,7 @@ Attention InferenceCase::attention() const {
   a.batch = static_cast<std::int64_t>(seqlens_q.size());
   a.heads_q = heads_q;
   a.heads_kv = heads_kv;
-  a.seqlen_q = longest_length(seqlens_q);
+  a.seqlen_q = longest_length(query_spans());
   a.seqlen_k = capacity();
   a.head_dim = head_dim;
   a.head_dim_v = head_dim_v;
@@ -625,10 +671,22 @@ float InferenceCase::descale_of(bool value, std::int64_t b, std::int64_t h) cons
   return std::ldexp(1.0f, -(value ? 6 : 5) - head - 2 * sequence);
 }
 
+std::vector<std::int64_t> InferenceCase::query_spans() const {
+  std::vector<std::int64_t> spans;
+  for (std::size_t b = 0; b < seqlens_q.size(); ++b) spans.push_back(query_span(b));
+  return spans;
+}
+
+std::vector<std::int64_t> InferenceCase::key_spans() const {
+  std::vector<std::int64_t> spans;
+  for (std::size_t b = 0; b < seqlens_k.size(); ++b) spans.push_back(key_span(b));
+  return spans;
+}
+
 std::int64_t InferenceCase::capacity() const {
   std::int64_t longest = 0;
   for (std::size_t b = 0; b < seqlens_k.size(); ++b) {
-    longest = std::max(longest, seqlens_k[b] + pad(b));
+    longest = std::max(longest, key_span(b) + pad(b));
   }
   return longest;
 }

@@ -43,6 +43,12 @@ struct InferenceCase {
   /// Packed tensors larger than their sequences: rows past the last sequence's, NaN, which no
   /// sequence's result may read (in packed k and v; in the backward's q and dout too).
   std::int64_t spare_rows = 0;
+  /// Rows each sequence's span holds past the ones it uses, NaN (which no result may read):
+  /// unused_q after its seqlens_q queries (Sequences::seqused_q), unused_k after its seqlens_k
+  /// keys, packed or dense (Sequences::seqlens_k). Their rows of o, dq, dk and dv must come out
+  /// 0 and of lse -inf. Empty: none. No append, no pages.
+  std::vector<std::int64_t> unused_q = {};
+  std::vector<std::int64_t> unused_k = {};
   /// Keys each sequence appends in the call (Sequences::k_new): the last `append` of its
   /// seqlens_k arrive as new keys and values, the others are in the cache already (whose rows
   /// for the new ones start as NaN). Dense queries; a dense or paged cache. 0: no append.
@@ -83,6 +89,16 @@ struct InferenceCase {
   /// The library's descriptor: batch = sequences, the longest lengths (seqlen_k: the cache's
   /// capacity, which holds the left pads too).
   Attention attention() const;
+  /// Sequence b's rows of q (its used queries and unused_q's) and of packed or dense k.
+  std::int64_t query_span(std::size_t b) const {
+    return seqlens_q[b] + (unused_q.empty() ? 0 : unused_q[b]);
+  }
+  std::int64_t key_span(std::size_t b) const {
+    return seqlens_k[b] + (unused_k.empty() ? 0 : unused_k[b]);
+  }
+  /// Every sequence's query_span (key_span).
+  std::vector<std::int64_t> query_spans() const;
+  std::vector<std::int64_t> key_spans() const;
   /// Sequence b's left pad (0 without).
   std::int64_t pad(std::size_t b) const { return leftpad.empty() ? 0 : leftpad[b]; }
   /// Keys a dense cache row holds: the longest sequence with its pad.
@@ -124,8 +140,9 @@ InferenceVerdict run_inference_case(Runtime& runtime, const InferenceCase& c);
 /// then Runtime::backward with the same sequences into poisoned dQ, dK, dV, each sequence's
 /// gradients judged against its own float64 reference (reference::backward) with a one-
 /// sequence BackwardCase's bound: twice the plain backward's relative L2 error in the input
-/// dtype. Keys packed or dense (dense ones of one length: the backward takes no seqlens_k), no
-/// pages, no splits. `out` holds dQ, dK and dV as written, one after the other.
+/// dtype. Keys packed or dense (dense ones of one span), no pages, no splits; the rows past the
+/// used ones (unused_q, unused_k) must come out 0. `out` holds dQ, dK and dV as written, one after
+/// the other.
 InferenceVerdict run_inference_backward_case(Runtime& runtime, const InferenceCase& c);
 
 /// Sequence b's own problem (batch 1, its lengths, the case's heads, head dim and mask): the

@@ -58,7 +58,8 @@ class Sequences(ctypes.Structure):
                 ("rotary_sin", ctypes.POINTER(Tensor)), ("rotary_interleaved", ctypes.c_int),
                 ("cache_batch_idx", ctypes.POINTER(Tensor)),
                 ("cache_leftpad", ctypes.POINTER(Tensor)),
-                ("k_descale", ctypes.POINTER(Tensor)), ("v_descale", ctypes.POINTER(Tensor))]
+                ("k_descale", ctypes.POINTER(Tensor)), ("v_descale", ctypes.POINTER(Tensor)),
+                ("seqused_q", ctypes.POINTER(Tensor))]
 
 
 class LayerNormOptions(ctypes.Structure):

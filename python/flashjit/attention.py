@@ -300,12 +300,26 @@ def _varlen_options(q, k, v, cu_seqlens_q, max_seqlen_q, max_seqlen_k, options):
     return a
 
 
-def _varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, options):
+def _used_counts(used):
+    """The launch inputs and Sequences fields of (seqused_q, seqused_k), each possibly None:
+    seqused_k is the library's seqlens_k (how many of a sequence's packed keys are used)."""
+    inputs, fields = {}, {}
+    for name, field, counts in (("seqused_q", "seqused_q", used[0]),
+                                ("seqused_k", "seqlens_k", used[1])):
+        if counts is not None:
+            inputs[name] = counts
+            fields[field] = name
+    return inputs, fields
+
+
+def _varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, options, used=(None, None)):
     a = _varlen_options(q, k, v, cu_q, max_q, max_k, options)
+    used_inputs, used_fields = _used_counts(used)
     with Launch({"q": q, "k": k, "v": v, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k,
-                 **_capture_inputs(options)}) as launch:
+                 **used_inputs, **_capture_inputs(options)}) as launch:
         _bind_captures(a, launch, options)
-        sequences = _sequences(launch, cu_seqlens_q="cu_seqlens_q", cu_seqlens_k="cu_seqlens_k")
+        sequences = _sequences(launch, cu_seqlens_q="cu_seqlens_q", cu_seqlens_k="cu_seqlens_k",
+                               **used_fields)
         o = launch.output("o", (*q.shape[:2], v.shape[2]), _element(q))
         lse = launch.output("lse", (a.heads_q, q.shape[0]), "f32")
         _capi.check(_capi.library().flashjit_attention_forward_sequences(
@@ -315,12 +329,14 @@ def _varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, options):
         return launch.result("o"), launch.result("lse")
 
 
-def _varlen_backward(dout, q, k, v, o, lse, cu_q, cu_k, max_q, max_k, options):
+def _varlen_backward(dout, q, k, v, o, lse, cu_q, cu_k, max_q, max_k, options, used=(None, None)):
     a = _varlen_options(q, k, v, cu_q, max_q, max_k, options)
+    used_inputs, used_fields = _used_counts(used)
     with Launch({"dout": dout, "q": q, "k": k, "v": v, "o": o, "lse": lse, "cu_seqlens_q": cu_q,
-                 "cu_seqlens_k": cu_k, **_capture_inputs(options)}) as launch:
+                 "cu_seqlens_k": cu_k, **used_inputs, **_capture_inputs(options)}) as launch:
         _bind_captures(a, launch, options)
-        sequences = _sequences(launch, cu_seqlens_q="cu_seqlens_q", cu_seqlens_k="cu_seqlens_k")
+        sequences = _sequences(launch, cu_seqlens_q="cu_seqlens_q", cu_seqlens_k="cu_seqlens_k",
+                               **used_fields)
         dq = launch.output("dq", q.shape, _element(q))
         dk = launch.output("dk", k.shape, _element(q))
         dv = launch.output("dv", v.shape, _element(q))
@@ -335,27 +351,28 @@ if torch is not None:
 
     class _VarlenFunction(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, q, k, v, cu_q, cu_k, max_q, max_k, options):
-            o, lse = _varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, options)
+        def forward(ctx, q, k, v, cu_q, cu_k, max_q, max_k, options, used):
+            o, lse = _varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, options, used)
             ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k)
-            ctx.extra = (max_q, max_k, options)
+            ctx.extra = (max_q, max_k, options, used)
             ctx.mark_non_differentiable(lse)
             return o, lse
 
         @staticmethod
         def backward(ctx, dout, _dlse):
             q, k, v, o, lse, cu_q, cu_k = ctx.saved_tensors
-            max_q, max_k, options = ctx.extra
+            max_q, max_k, options, used = ctx.extra
             grads = _varlen_backward(dout.contiguous(), q, k, v, o, lse, cu_q, cu_k, max_q, max_k,
-                                     options)
-            return (*grads, None, None, None, None, None)
+                                     options, used)
+            return (*grads, None, None, None, None, None, None)
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max_seqlen_k: int,
                      *, causal: bool = False, window: Tuple[int, int] = (-1, -1),
                      softcap: float = 0.0, scale: Optional[float] = None,
                      deterministic: bool = False, return_lse: bool = False, score_mod: str = "",
-                     mask_mod: str = "", captures: Optional[dict] = None):
+                     mask_mod: str = "", captures: Optional[dict] = None, seqused_q=None,
+                     seqused_k=None):
     """Attention over a packed batch of variable lengths, FlashAttention's
     flash_attn_varlen_func: q is [total_q, heads_q, head_dim], k and v [total_k, heads_kv,
     head_dim], sequence i's rows from cu_seqlens_q[i] (cu_seqlens_k[i]) to the next entry
@@ -364,15 +381,21 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max
     devices and gradients as attention(); the LSE is float32 [heads_q, total_q]. The index
     arrays are checked before anything runs (a ValueError names a bad entry). score_mod and
     mask_mod (and captures) as in attention(), with gradients; b is the sequence's index and
-    q_idx, kv_idx positions within it."""
+    q_idx, kv_idx positions within it.
+
+    seqused_q and seqused_k (int32 [batch], each optional), FlashAttention's: sequence i uses
+    only the first seqused_q[i] of its query rows and seqused_k[i] of its key rows (padding
+    inside the packed buffers). The sequence is those rows alone (masks align to them); the
+    rest is not read, and its rows of o (and of dq, dk, dv) come out 0, of the LSE -inf."""
     options = _Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod,
                        _captures_of(captures))
+    used = (seqused_q, seqused_k)
     if _wants_grad(q, k, v):
         o, lse = _VarlenFunction.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                       max_seqlen_k, options)
+                                       max_seqlen_k, options, used)
     else:
         o, lse = _varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                 max_seqlen_k, options)
+                                 max_seqlen_k, options, used)
     return (o, lse) if return_lse else o
 
 

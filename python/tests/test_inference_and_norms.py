@@ -47,6 +47,44 @@ def test_varlen_forward_and_gradients():
         assert reference.relative_error(got, ref) < 6e-2
 
 
+def test_varlen_seqused_reads_the_used_rows_and_zeroes_the_rest():
+    used_q, used_k = [5, 0, 23], [9, 4, 30]
+    spans_q, spans_k = [8, 3, 23], [12, 4, 35]  # padding rows past the used ones, NaN
+    cu_q = torch.tensor(np.cumsum([0] + spans_q), dtype=torch.int32)
+    cu_k = torch.tensor(np.cumsum([0] + spans_k), dtype=torch.int32)
+    q = torch.full((sum(spans_q), 4, 64), float("nan"), dtype=torch.bfloat16)
+    k = torch.full((sum(spans_k), 2, 64), float("nan"), dtype=torch.bfloat16)
+    v = torch.full((sum(spans_k), 2, 64), float("nan"), dtype=torch.bfloat16)
+    for i in range(3):
+        q[int(cu_q[i]):int(cu_q[i]) + used_q[i]] = rand(used_q[i], 4, 64, seed=10 + i)
+        k[int(cu_k[i]):int(cu_k[i]) + used_k[i]] = rand(used_k[i], 2, 64, seed=20 + i)
+        v[int(cu_k[i]):int(cu_k[i]) + used_k[i]] = rand(used_k[i], 2, 64, seed=30 + i)
+    q, k, v = q.requires_grad_(), k.requires_grad_(), v.requires_grad_()
+    o, lse = flashjit.attention_varlen(
+        q, k, v, cu_q, cu_k, max(spans_q), max(spans_k), causal=True, return_lse=True,
+        seqused_q=torch.tensor(used_q, dtype=torch.int32),
+        seqused_k=torch.tensor(used_k, dtype=torch.int32))
+    dout = rand(*o.shape, seed=4)
+    o.backward(dout)
+    for i in range(3):
+        rows = slice(int(cu_q[i]), int(cu_q[i]) + used_q[i])
+        keys = slice(int(cu_k[i]), int(cu_k[i]) + used_k[i])
+        pad_q = slice(int(cu_q[i]) + used_q[i], int(cu_q[i + 1]))
+        pad_k = slice(int(cu_k[i]) + used_k[i], int(cu_k[i + 1]))
+        assert torch.all(o[pad_q] == 0) and torch.all(lse[:, pad_q] == -math.inf)
+        assert torch.all(q.grad[pad_q] == 0)
+        assert torch.all(k.grad[pad_k] == 0) and torch.all(v.grad[pad_k] == 0)
+        if used_q[i] == 0:
+            continue
+        qx, kx, vx = exact(q[rows], True), exact(k[keys], True), exact(v[keys], True)
+        o_ref, _ = reference.attention(qx[None], kx[None], vx[None], causal=True)
+        o_ref.backward(dout[rows].double()[None])
+        assert reference.relative_error(o[rows].detach(), o_ref[0]) < 3e-2
+        for got, ref in ((q.grad[rows], qx.grad), (k.grad[keys], kx.grad),
+                         (v.grad[keys], vx.grad)):
+            assert reference.relative_error(got, ref) < 6e-2
+
+
 @pytest.mark.parametrize("paged", [False, True])
 def test_kvcache_decoding(paged):
     batch, heads_q, heads_kv, d, page = 3, 8, 2, 64, 16

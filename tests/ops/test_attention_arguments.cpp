@@ -697,10 +697,11 @@ TEST_CASE("attention-forward lists the compile matrix") {
     // 32 head dims x 2 dtypes x 2 masks, plus softcap at 2 head dims x 2 dtypes x 2 masks,
     // plus the 6 inference layouts' defaults at 6 (head dim, dtype, mask): 128 in both dtypes
     // and masks, 64 and 256 in bf16 without a mask; on sm_90a a 7th, packed prefill on the
-    // TMA kernel. Then the index check, the KV-cache append's 6 (2 dtypes, 3 rotations) and
-    // decoding over an fp8 cache (paged, split and not) at 128.
+    // TMA kernel. Then the index check, the KV-cache append's 6 (2 dtypes, 3 rotations),
+    // decoding over an fp8 cache (paged, split and not) at 128 and the unused rows' fill (3
+    // element types).
     const std::size_t layouts = hopper ? 7 : 6;
-    CHECK(defaults.size() == 32 * 2 * 2 + 2 * 2 * 2 + layouts * 6 + 1 + 6 + 2);
+    CHECK(defaults.size() == 32 * 2 * 2 + 2 * 2 * 2 + layouts * 6 + 1 + 6 + 2 + 3);
     const auto tma_varlen = std::count_if(defaults.begin(), defaults.end(), [](const auto& spec) {
       return spec.readable_name.ends_with(".tma.overlap.pingpong.varlen") ||
              spec.readable_name.ends_with(".tma.overlap.varlen");

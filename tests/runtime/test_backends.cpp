@@ -18,6 +18,7 @@
 #include "attention/attention_forward.hpp"
 #include "attention/attention_reference.hpp"
 #include "attention/kvcache_append.hpp"
+#include "attention/unused_rows.hpp"
 #include "common/builtin_kernels.hpp"
 #include "common/op_registry.hpp"
 #include "flashjit/flashjit.hpp"
@@ -63,6 +64,9 @@ std::set<std::string> every_valid_name_expression() {
     names.insert(spec.name_expression);
   }
   for (const detail::KernelSpec& spec : kernels::kvcache_append_specs(detail::kEmulatorArch)) {
+    names.insert(spec.name_expression);
+  }
+  for (const detail::KernelSpec& spec : kernels::unused_rows_specs(detail::kEmulatorArch)) {
     names.insert(spec.name_expression);
   }
   for (int head_dim = 8; head_dim <= 256; head_dim += 8) {

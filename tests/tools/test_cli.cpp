@@ -341,6 +341,7 @@ TEST_CASE("run refuses, by name, an option the chosen op or form does not use, b
            {{"--varlen", "3", "--batch", "2"}, "--batch", "--varlen"},
            {{"--paged", "--layout", "bshd"}, "--layout", "--paged"},
            {{"--page-size", "32"}, "--page-size", "dense"},
+           {{"--seqused"}, "--seqused", "dense"},
            {{"--op", "attention-backward", "--varlen", "2", "--counters"},
             "--counters",
             "--varlen"},
@@ -418,7 +419,9 @@ TEST_CASE("run --paged and --varlen: the inference forward and the varlen backwa
       {"--paged", "--page-size", "16", "--seqlen-q", "1", "--seqlen-k", "1000", "--heads", "32",
        "--heads-kv", "4"},
       {"--varlen", "5"},
-      {"--op", "attention-backward", "--varlen", "4", "--seqlen-q", "40", "--causal"}};
+      {"--op", "attention-backward", "--varlen", "4", "--seqlen-q", "40", "--causal"},
+      {"--varlen", "4", "--seqused", "--causal"},
+      {"--op", "attention-backward", "--varlen", "3", "--seqlen-q", "40", "--seqused"}};
   for (const std::vector<std::string>& flags : runs) {
     std::vector<std::string> args = {"run", "--emulate"};
     args.insert(args.end(), flags.begin(), flags.end());
@@ -428,6 +431,10 @@ TEST_CASE("run --paged and --varlen: the inference forward and the varlen backwa
     CHECK(run.out.find("kernel:  attention_forward.") != std::string::npos);
     CHECK(run.out.find(".varlen") != std::string::npos);
     CHECK(run.out.find("PASS") != std::string::npos);
+    if (flags.back() == "--seqused" || flags[2] == "--seqused") {  // the unused rows' fill ran
+      CHECK(run.out.find("padded past the used rows (seqused)") != std::string::npos);
+      CHECK(run.out.find("kernel:  attention_unused_rows.") != std::string::npos);
+    }
   }
   const ChildResult paged =
       flashjit_cli({"run", "--emulate", "--paged", "--seqlen-q", "1", "--seqlen-k", "300",

@@ -263,18 +263,18 @@ void check_inference_config(const InferenceConfig& config, const Attention& a, c
 /// dtype, head dim, mask and softcap, one CTA per (query block, head, sequence), query blocks of
 /// the longest sequence (the shorter ones' last CTAs find no row), the call's score and mask
 /// modifiers compiled in (b the sequence, indices within it); std::nullopt where it has no
-/// such tile, the keys are paged, or TMA cannot read the tensors. Not with seqlens_k or
-/// seqused_q either: TMA's last key block reads on past a sequence's keys, rows a masked score
-/// multiplies by 0, which holds for the next sequence's keys but not for whatever lies in the
-/// packed keys a seqlens_k leaves unused (0 · NaN); mma.sync's loads stop at the length (and
-/// the TMA kernel's tile schedule reads the packed lengths alone).
+/// such tile, the keys are paged, or TMA cannot read the tensors. Not with seqlens_k either:
+/// TMA's last key block reads on past a sequence's keys, rows a masked score multiplies by 0,
+/// which holds for the next sequence's keys but not for whatever lies in the packed keys a
+/// seqlens_k leaves unused (0 · NaN); mma.sync's loads stop at the length. (seqused_q is
+/// fine: the query rows TMA reads past it are their own scores' alone, and not stored.)
 std::optional<ForwardLaunch> packed_tma_launch(const Attention& a, const Sequences& s,
                                                const InferenceTensors& t,
                                                const InferenceConfig& fallback,
                                                const DeviceInfo& device, Stream stream) {
   if (fallback.splits != 1 || !present(s.cu_seqlens_q) || !present(s.cu_seqlens_k) ||
-      present(s.seqlens_k) || present(s.seqused_q) || present(s.page_table) ||
-      fallback.forward.pack_gqa || fallback.forward.kv_e4m3) {
+      present(s.seqlens_k) || present(s.page_table) || fallback.forward.pack_gqa ||
+      fallback.forward.kv_e4m3) {
     return std::nullopt;
   }
   const ForwardConfig& tile = fallback.forward;
@@ -297,6 +297,18 @@ std::optional<ForwardLaunch> packed_tma_launch(const Attention& a, const Sequenc
   launch.shape.stream = static_cast<CUstream>(stream);
   launch.buffers = buffers_of(a, s, t, std::nullopt);
   return launch;
+}
+
+/// With seqused_q, after the attention: the rows past each sequence's used queries get o 0 and
+/// lse -inf.
+void fill_unused_queries(detail::RuntimeBackend& backend, const Attention& a, const Sequences& s,
+                         const InferenceTensors& t, Stream stream) {
+  const SequenceRows queries{s.cu_seqlens_q, s.seqused_q, a.batch, a.seqlen_q};
+  fill_unused_rows(backend, t.o, false, queries, 0.0f, stream);
+  if (present(t.lse)) {
+    fill_unused_rows(backend, t.lse, true, queries, -std::numeric_limits<float>::infinity(),
+                     stream);
+  }
 }
 
 /// Launches a validated, index-checked, non-empty call with `config`.
@@ -338,13 +350,7 @@ void launch_inference(detail::RuntimeBackend& backend, const Attention& a, const
       launch_forward_spec(config.forward, backend.info().arch(), score_modifiers(a)), shape,
       buffers_of(a, s, t, partials), params);
   if (partials) merge_partials(backend, a, s, t, *partials, stream);
-  // With seqused_q, the rows past each sequence's used queries: o 0 and lse -inf.
-  const SequenceRows queries{s.cu_seqlens_q, s.seqused_q, a.batch, a.seqlen_q};
-  fill_unused_rows(backend, t.o, false, queries, 0.0f, stream);
-  if (present(t.lse)) {
-    fill_unused_rows(backend, t.lse, true, queries, -std::numeric_limits<float>::infinity(),
-                     stream);
-  }
+  fill_unused_queries(backend, a, s, t, stream);
 }
 
 bool is_empty(const Attention& a, const InferenceTensors& t) {
@@ -412,6 +418,7 @@ void run_attention_forward_sequences(detail::RuntimeBackend& backend, ConfigChoi
     if (const std::optional<ForwardLaunch> tma =
             packed_tma_launch(a, s, t, config, device, stream)) {
       launch_planned_forward(backend.executor(), *tma);
+      fill_unused_queries(backend, a, s, t, stream);
       return;
     }
   }

@@ -76,7 +76,11 @@ struct TileSchedule {
       const SequenceSpan keys = sequence_span(params.sequences.cu_seqlens_k, batch);
       q_start = int(queries.start);
       k_start = int(keys.start);
-      seqlen_q = queries.length;
+      // seqused_q: the sequence's used queries (Q's TMA box may bring in rows past them, but
+      // a row's scores are its own, and O and LSE are stored up to `rows` only).
+      seqlen_q = params.sequences.seqused_q != nullptr
+                     ? load_global_index(params.sequences.seqused_q, batch)
+                     : queries.length;
       seqlen_k = params.sequences.seqlens_k != nullptr
                      ? load_global_index(params.sequences.seqlens_k, batch)
                      : keys.length;

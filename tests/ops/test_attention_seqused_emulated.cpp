@@ -2,8 +2,9 @@
 // Sequences::seqused_q, and seqlens_k in the backward) on the CPU emulator: each sequence is its
 // used rows alone (the masks align to them) against its float64 reference, the rows past them hold
 // NaN, which no result may read, and come out as o 0, lse -inf, gradients 0; packed and dense,
-// causal and not, GQA, both dtypes, both dQ modes; sm_90a keeps such calls on the mma.sync kernels;
-// bad input is named before anything is written.
+// causal and not, GQA, both dtypes, both dQ modes; sm_90a's packed prefill keeps its TMA kernel
+// with used queries and takes mma.sync with used keys; bad input is named before anything is
+// written.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -75,18 +76,24 @@ TEST_CASE("seqused_q: the forward reads the used queries and keys only, the rest
   }
 }
 
-TEST_CASE("seqused_q: on sm_90a packed prefill with used counts keeps to the mma.sync kernel") {
-  InferenceCase c = padded_case();
-  c.head_dim = 128;
-  c.causal = true;
-  hopper_emulator().reset_emulated_work();
-  check_forward(hopper_emulator(), c);
-  bool forward_ran = false;
-  for (const KernelWork& kernel : hopper_emulator().emulated_work()) {
-    CHECK_MESSAGE(kernel.kernel.find(".tma") == std::string::npos, kernel.kernel);
-    forward_ran |= kernel.kernel.starts_with("attention_forward.");
+TEST_CASE("seqused_q: on sm_90a packed prefill keeps its TMA kernel, used keys take mma.sync") {
+  // Used queries alone: the TMA kernel (the query rows its box reads past them are their own
+  // scores' alone and are not stored). Used keys too: mma.sync, whose loads stop at the count.
+  for (bool used_keys : {false, true}) {
+    InferenceCase c = padded_case();
+    if (!used_keys) c.unused_k = {};
+    c.head_dim = 128;
+    c.causal = true;
+    hopper_emulator().reset_emulated_work();
+    check_forward(hopper_emulator(), c);
+    bool tma = false, forward_ran = false;
+    for (const KernelWork& kernel : hopper_emulator().emulated_work()) {
+      tma |= kernel.kernel.find(".tma") != std::string::npos;
+      forward_ran |= kernel.kernel.starts_with("attention_forward.");
+    }
+    CHECK(forward_ran);
+    CHECK(tma == !used_keys);
   }
-  CHECK(forward_ran);
 }
 
 TEST_CASE("seqused_q and seqused_k in the backward: gradients of the used rows, 0 past them") {

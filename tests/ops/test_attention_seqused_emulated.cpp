@@ -4,13 +4,15 @@
 // NaN, which no result may read, and come out as o 0, lse -inf, gradients 0; packed and dense,
 // causal and not, GQA, both dtypes, both dQ modes; sm_90a's packed prefill keeps its TMA kernel
 // with used queries and takes mma.sync with used keys; bad input is named before anything is
-// written.
+// written, by the host's checks and by the device-side pass a GPU runs with check_indices.
 #include <doctest/doctest.h>
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "api/runtime_parts.hpp"
+#include "attention/attention_inference.hpp"
 #include "attention/inference_case.hpp"
 #include "flashjit/error.hpp"
 #include "support/emulator_runtime.hpp"
@@ -209,6 +211,22 @@ TEST_CASE("seqused_q: bad input is named before anything is written") {
     call.sequences.v_new = fresh;
     check_refused(call, "sequences.seqused_q");
   }
+}
+
+TEST_CASE("seqused_q: the device-side index check (a GPU's check_indices) finds a bad count") {
+  detail::RuntimeBackend& backend = detail::RuntimeParts::backend(emulator());
+  const auto find = [&](SequsedCall& call) {
+    const kernels::InferenceTensors t = kernels::validate_inference_arguments(
+        call.attention, call.sequences, call.q, call.k, call.k, call.o, call.lse);
+    return kernels::find_index_violation(backend, call.attention, call.sequences, t, nullptr);
+  };
+  SequsedCall good;
+  CHECK_FALSE(find(good).found);
+  SequsedCall past({3, kSeqlen + 1});
+  const kernels::IndexViolationFound bad = find(past);
+  CHECK((bad.found && bad.sequence == 1 && bad.kind == 7));  // IndexViolation::seqused_q
+  SequsedCall negative({-2, 1});
+  CHECK(find(negative).sequence == 0);
 }
 
 }  // namespace flashjit::testing

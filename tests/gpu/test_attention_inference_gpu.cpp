@@ -1,8 +1,8 @@
 // GPU tests (label `gpu`): the inference forward and the variable-length backward on real
 // hardware, each sequence against its own float64 reference (attention/inference_case), at sizes
 // the emulator cannot reach: decoding on long paged caches with GQA packing and split-KV,
-// prefill of packed batches, the backward of packed batches; and the index check's copy from
-// device memory.
+// prefill of packed batches, the backward of packed batches, used lengths inside padded
+// buffers; and the index check's copy from device memory.
 #include <doctest/doctest.h>
 
 #include "attention/inference_case.hpp"
@@ -62,6 +62,22 @@ TEST_CASE("prefill on the GPU: packed batches of random lengths, head dims 64, 1
       c.causal = causal;
       check(runtime, c);
     }
+  }
+}
+
+TEST_CASE("used lengths inside padded buffers on the GPU: forward (TMA prefill too), backward") {
+  Runtime runtime;
+  for (bool used_keys : {false, true}) {  // used queries alone keep sm_90a's TMA prefill
+    InferenceCase c = random_lengths_case(6, 500, 700, 9);
+    c.keys = KeyStorage::packed;
+    c.head_dim = 128;
+    c.heads_q = 8;
+    c.heads_kv = 2;
+    c.causal = true;
+    c.unused_q = {3, 0, 70, 1, 200, 64};  // NaN rows past the used ones
+    if (used_keys) c.unused_k = {0, 5, 130, 1, 64, 7};
+    check(runtime, c);
+    check(runtime, c, true);
   }
 }
 

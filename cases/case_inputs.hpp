@@ -62,6 +62,17 @@ DeviceBuffer upload(Runtime& runtime, const std::vector<T>& values) {
   return buffer;
 }
 
+/// `values`, or one 0 where there are none (an allocation of no bytes has no address).
+template <class T>
+std::vector<T> or_zero(const std::vector<T>& values) {
+  return values.empty() ? std::vector<T>{0} : values;
+}
+
+/// `lengths` as the int32 an index array holds.
+inline std::vector<std::int32_t> int32_values(const std::vector<std::int64_t>& lengths) {
+  return {lengths.begin(), lengths.end()};
+}
+
 /// What 16-bit outputs start as: NaN in fp16 and bf16, so that an element the kernels never
 /// write fails the check.
 inline constexpr std::uint16_t kPoison = 0x7fff;

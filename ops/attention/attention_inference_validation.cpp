@@ -365,6 +365,16 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
   return t;
 }
 
+namespace {
+
+/// Sequence b's rows: its span in packed offsets `cu`, or `longest` with none (dense).
+std::int64_t sequence_rows(const std::vector<std::int32_t>& cu, std::size_t b,
+                           std::int64_t longest) {
+  return cu.empty() ? longest : std::int64_t{cu[b + 1]} - cu[b];
+}
+
+}  // namespace
+
 void check_index_values(const Attention& a, const InferenceTensors& t, const HostIndices& x) {
   const std::int64_t total_k = x.cu_seqlens_k.empty() ? 0 : t.k.shape[1];
   check_offsets(x.cu_seqlens_q, "sequences.cu_seqlens_q", a.seqlen_q, "attention.seqlen_q",
@@ -373,10 +383,7 @@ void check_index_values(const Attention& a, const InferenceTensors& t, const Hos
                 "k");
   for (std::size_t b = 0; b < x.seqlens_k.size(); ++b) {
     // With an append, the cached count leaves room for the new keys.
-    const std::int64_t packed =
-        (x.cu_seqlens_k.empty() ? a.seqlen_k
-                                : std::int64_t{x.cu_seqlens_k[b + 1]} - x.cu_seqlens_k[b]) -
-        t.seqlen_new;
+    const std::int64_t packed = sequence_rows(x.cu_seqlens_k, b, a.seqlen_k) - t.seqlen_new;
     if (x.seqlens_k[b] < 0 || x.seqlens_k[b] > packed) {
       throw InvalidArgument("sequences.seqlens_k",
                             "position " + str(b) + " holds " + str(x.seqlens_k[b]) +
@@ -388,9 +395,7 @@ void check_index_values(const Attention& a, const InferenceTensors& t, const Hos
     }
   }
   for (std::size_t b = 0; b < x.seqused_q.size(); ++b) {
-    const std::int64_t rows = x.cu_seqlens_q.empty()
-                                  ? a.seqlen_q
-                                  : std::int64_t{x.cu_seqlens_q[b + 1]} - x.cu_seqlens_q[b];
+    const std::int64_t rows = sequence_rows(x.cu_seqlens_q, b, a.seqlen_q);
     if (x.seqused_q[b] < 0 || x.seqused_q[b] > rows) {
       throw InvalidArgument("sequences.seqused_q",
                             "position " + str(b) + " holds " + str(x.seqused_q[b]) +

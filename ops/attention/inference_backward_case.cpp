@@ -142,11 +142,6 @@ struct Gradients {
 struct DeviceTensors {
   DeviceBuffer q, k, v, dout, o, dq, dk, dv, lse, cu_q, cu_k, seqused_q, seqused_k;
 };
-/// `lengths` as int32 (one 0 for none: an allocation of no bytes has no address).
-std::vector<std::int32_t> int32_lengths(const std::vector<std::int64_t>& lengths) {
-  if (lengths.empty()) return {0};
-  return {lengths.begin(), lengths.end()};
-}
 DeviceTensors upload_tensors(Runtime& runtime, const InferenceCase& c, const Rows& r,
                              const HostInputs& in) {
   const std::vector<std::uint16_t> poison_q(in.q.size(), kPoison), poison_k(in.k.size(), kPoison),
@@ -162,8 +157,8 @@ DeviceTensors upload_tensors(Runtime& runtime, const InferenceCase& c, const Row
           upload(runtime, std::vector<float>(std::max<std::int64_t>(1, r.total_q * r.h))),
           upload(runtime, r.cu_q),
           upload(runtime, r.cu_k),
-          upload(runtime, int32_lengths(c.seqlens_q)),
-          upload(runtime, int32_lengths(c.seqlens_k))};
+          upload(runtime, or_zero(int32_values(c.seqlens_q))),
+          upload(runtime, or_zero(int32_values(c.seqlens_k)))};
 }
 
 /// The runtime's inference forward (for O and LSE), then its backward on the same sequences.

@@ -305,11 +305,6 @@ std::vector<float> descale_factors(const InferenceCase& c, bool value) {
   }
   return factors;
 }
-/// `values`, or one 0 where there are none (an allocation of no bytes has no address).
-template <class T>
-std::vector<T> or_zero(const std::vector<T>& values) {
-  return values.empty() ? std::vector<T>{0} : values;
-}
 DeviceTensors upload_tensors(Runtime& runtime, const InferenceCase& c, const QueryRows& rows,
                              const KeyPlacement& keys, const HostInputs& in,
                              const reference::RotaryTables& tables) {
@@ -320,28 +315,27 @@ DeviceTensors upload_tensors(Runtime& runtime, const InferenceCase& c, const Que
     leftpad.push_back(static_cast<std::int32_t>(c.pad(b)));
     cache_rows.push_back(static_cast<std::int32_t>(cache_row(c, static_cast<std::int64_t>(b))));
   }
-  return {
-      upload(runtime, in.q),
-      upload_cache(runtime, c, in.k),
-      upload_cache(runtime, c, in.v),
-      upload(runtime,
-             std::vector<std::uint16_t>(
-                 static_cast<std::size_t>(rows.total * c.heads_q * c.value_dim()), kPoison)),
-      upload(runtime, std::vector<float>(static_cast<std::size_t>(rows.total * c.heads_q),
-                                         std::numeric_limits<float>::quiet_NaN())),
-      upload(runtime, or_zero(rows.cu)),
-      upload(runtime, or_zero(keys.cu)),
-      upload(runtime, or_zero(seqlens_k)),
-      upload(runtime, or_zero(keys.page_table)),
-      upload(runtime, or_zero(in.k_new)),
-      upload(runtime, or_zero(in.v_new)),
-      upload(runtime, or_zero(tables.cos)),
-      upload(runtime, or_zero(tables.sin)),
-      upload(runtime, or_zero(leftpad)),
-      upload(runtime, or_zero(cache_rows)),
-      upload(runtime, descale_factors(c, false)),
-      upload(runtime, descale_factors(c, true)),
-      upload(runtime, or_zero(std::vector<std::int32_t>(c.seqlens_q.begin(), c.seqlens_q.end())))};
+  return {upload(runtime, in.q),
+          upload_cache(runtime, c, in.k),
+          upload_cache(runtime, c, in.v),
+          upload(runtime,
+                 std::vector<std::uint16_t>(
+                     static_cast<std::size_t>(rows.total * c.heads_q * c.value_dim()), kPoison)),
+          upload(runtime, std::vector<float>(static_cast<std::size_t>(rows.total * c.heads_q),
+                                             std::numeric_limits<float>::quiet_NaN())),
+          upload(runtime, or_zero(rows.cu)),
+          upload(runtime, or_zero(keys.cu)),
+          upload(runtime, or_zero(seqlens_k)),
+          upload(runtime, or_zero(keys.page_table)),
+          upload(runtime, or_zero(in.k_new)),
+          upload(runtime, or_zero(in.v_new)),
+          upload(runtime, or_zero(tables.cos)),
+          upload(runtime, or_zero(tables.sin)),
+          upload(runtime, or_zero(leftpad)),
+          upload(runtime, or_zero(cache_rows)),
+          upload(runtime, descale_factors(c, false)),
+          upload(runtime, descale_factors(c, true)),
+          upload(runtime, or_zero(int32_values(c.seqlens_q)))};
 }
 
 /// The views of one forward call: q, o and LSE dense or packed; k and v dense, packed or paged,

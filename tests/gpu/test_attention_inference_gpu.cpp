@@ -21,6 +21,19 @@ void check(Runtime& runtime, const InferenceCase& c, bool backward = false) {
   CHECK_MESSAGE(verdict.ok, verdict.describe());
 }
 
+/// A causal packed batch of `sequences` random lengths up to max_q x max_k, head dim 128, GQA
+/// 4:1 over packed keys.
+InferenceCase packed_batch(int sequences, std::int64_t max_q, std::int64_t max_k,
+                           std::uint64_t seed) {
+  InferenceCase c = random_lengths_case(sequences, max_q, max_k, seed);
+  c.keys = KeyStorage::packed;
+  c.head_dim = 128;
+  c.heads_q = 8;
+  c.heads_kv = 2;
+  c.causal = true;
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("decoding on the GPU: paged caches of 16 and 256, GQA 8:1, splits chosen and forced") {
@@ -68,12 +81,7 @@ TEST_CASE("prefill on the GPU: packed batches of random lengths, head dims 64, 1
 TEST_CASE("used lengths inside padded buffers on the GPU: forward (TMA prefill too), backward") {
   Runtime runtime;
   for (bool used_keys : {false, true}) {  // used queries alone keep sm_90a's TMA prefill
-    InferenceCase c = random_lengths_case(6, 500, 700, 9);
-    c.keys = KeyStorage::packed;
-    c.head_dim = 128;
-    c.heads_q = 8;
-    c.heads_kv = 2;
-    c.causal = true;
+    InferenceCase c = packed_batch(6, 500, 700, 9);
     c.unused_q = {3, 0, 70, 1, 200, 64};  // NaN rows past the used ones
     if (used_keys) c.unused_k = {0, 5, 130, 1, 64, 7};
     check(runtime, c);
@@ -84,12 +92,7 @@ TEST_CASE("used lengths inside padded buffers on the GPU: forward (TMA prefill t
 TEST_CASE("the backward of packed batches on the GPU, both dQ modes") {
   Runtime runtime;
   for (bool deterministic : {false, true}) {
-    InferenceCase c = random_lengths_case(6, 700, 900, 5);
-    c.keys = KeyStorage::packed;
-    c.head_dim = 128;
-    c.heads_q = 8;
-    c.heads_kv = 2;
-    c.causal = true;
+    InferenceCase c = packed_batch(6, 700, 900, 5);
     c.deterministic = deterministic;
     check(runtime, c, true);
   }

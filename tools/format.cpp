@@ -61,9 +61,10 @@ std::string format_duration_ms(double milliseconds) {
 }
 
 void validate_attention_flags(const Attention& attention,
-                              const std::map<std::string, std::string>& flags) {
+                              const std::map<std::string, std::string>& flags,
+                              bool wide_head_dims) {
   try {
-    kernels::validate_attention(attention);
+    kernels::validate_attention(attention, wide_head_dims);
   } catch (const InvalidArgument& error) {
     const auto flag = flags.find(error.argument());
     const std::string message = error.what();  // "invalid argument 'field': problem"

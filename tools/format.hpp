@@ -20,8 +20,9 @@ std::string format_duration_ms(double milliseconds);
 
 /// Runs kernels::validate_attention on `attention` and rethrows its InvalidArgument against the
 /// command's flag that set the field (`flags`: "attention.seqlen_k" -> "--seqlen-k"; a field
-/// not listed keeps its name).
+/// not listed keeps its name). `wide_head_dims`: head dims up to 576 (the inference forward's).
 void validate_attention_flags(const Attention& attention,
-                              const std::map<std::string, std::string>& flags);
+                              const std::map<std::string, std::string>& flags,
+                              bool wide_head_dims = false);
 
 }  // namespace flashjit::tools

@@ -49,14 +49,16 @@ Attention attention_of(const RunShape& shape) {
   return a;
 }
 
-void check_run_sizes(const Attention& attention) {
-  validate_attention_flags(attention, {{"attention.batch", "--batch"},
-                                       {"attention.heads_q", "--heads"},
-                                       {"attention.heads_kv", "--heads-kv"},
-                                       {"attention.seqlen_q", "--seqlen-q"},
-                                       {"attention.seqlen_k", "--seqlen-k"},
-                                       {"attention.head_dim", "--head-dim"},
-                                       {"attention.head_dim_v", "--head-dim-v"}});
+void check_run_sizes(const Attention& attention, bool wide_head_dims) {
+  validate_attention_flags(attention,
+                           {{"attention.batch", "--batch"},
+                            {"attention.heads_q", "--heads"},
+                            {"attention.heads_kv", "--heads-kv"},
+                            {"attention.seqlen_q", "--seqlen-q"},
+                            {"attention.seqlen_k", "--seqlen-k"},
+                            {"attention.head_dim", "--head-dim"},
+                            {"attention.head_dim_v", "--head-dim-v"}},
+                           wide_head_dims);
 }
 
 namespace {
@@ -81,7 +83,7 @@ void check_host_memory(const reference::Problem& p) {
 
 }  // namespace
 
-reference::Problem checked_problem(const RunShape& shape) {
+reference::Problem checked_problem(const RunShape& shape, bool wide_head_dims) {
   const Attention a = attention_of(shape);
   reference::Problem p;
   p.batch = a.batch;
@@ -95,7 +97,7 @@ reference::Problem checked_problem(const RunShape& shape) {
   if (p.heads_q % p.heads_kv != 0) {
     throw InvalidArgument("--heads-kv", "must divide --heads (" + std::to_string(p.heads_q) + ")");
   }
-  check_run_sizes(a);
+  check_run_sizes(a, wide_head_dims);
   check_host_memory(p);
   return p;
 }

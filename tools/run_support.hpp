@@ -20,14 +20,15 @@ const CLI::Validator& whole_number();
 Attention attention_of(const RunShape& shape);
 
 /// Throws InvalidArgument naming the run option (--batch, --heads, ...) that set a field of
-/// `attention` the library refuses.
-void check_run_sizes(const Attention& attention);
+/// `attention` the library refuses (head dims up to 576 with `wide_head_dims`: the inference
+/// forward's).
+void check_run_sizes(const Attention& attention, bool wide_head_dims = false);
 
 /// The shape options as the float64 reference's problem, after check_run_sizes and a check
 /// that the run's tensors (in the kernel's dtype, float64 and on the device: about 32 bytes per
 /// element of Q, K, V and O) fit in half of this machine's memory, else InvalidArgument naming
 /// the longer sequence's option (it would end in std::bad_alloc, or in swapping).
-reference::Problem checked_problem(const RunShape& shape);
+reference::Problem checked_problem(const RunShape& shape, bool wide_head_dims = false);
 
 /// Milliseconds since `start`.
 double elapsed_ms(std::chrono::steady_clock::time_point start);

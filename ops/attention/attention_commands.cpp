@@ -63,6 +63,10 @@ void add_run_options(CLI::App& run, AttentionRunFlags& flags) {
                  "per-head descale factors; dense, or --paged, or --varlen); the reference "
                  "attends to the dequantized cache with --dtype's bound")
       ->check(CLI::IsMember({"e4m3"}));
+  run.add_flag("--values-in-keys", flags.values_in_keys,
+               "Forward with --paged or --varlen: v is k's first --head-dim-v columns in the "
+               "same memory, as in MLA's latent cache (head dims 576 and 512): each key row's "
+               "first columns are its value, and the forward loads the keys once for both");
   run.add_option("--splits", flags.splits,
                  "Forward with --paged or --varlen: split each query block's keys across this "
                  "many CTAs (1 to 64; default: chosen from the SM count)")
@@ -78,6 +82,7 @@ std::string form(const std::string& op, const AttentionRunFlags& flags) {
   if (flags.append > 0) run += " --append";
   if (flags.kv_e4m3()) run += " --kv-dtype e4m3";
   if (flags.seqused) run += " --seqused";
+  if (flags.values_in_keys) run += " --values-in-keys";
   return run;
 }
 
@@ -110,8 +115,9 @@ RunOp attention_run(bool backward, std::shared_ptr<AttentionRunFlags> flags) {
   if (backward) {
     op.options.push_back("--deterministic");
   } else {
-    op.options.insert(op.options.end(), {"--paged", "--page-size", "--splits", "--append",
-                                         "--rotary", "--rotary-interleaved", "--kv-dtype"});
+    op.options.insert(op.options.end(),
+                      {"--paged", "--page-size", "--splits", "--append", "--rotary",
+                       "--rotary-interleaved", "--kv-dtype", "--values-in-keys"});
   }
   op.form = [name, flags](const CLI::App&) { return form(name, *flags); };
   op.refuse_unused = [name, flags, backward](const CLI::App& command) {
@@ -131,7 +137,9 @@ RunOp attention_run(bool backward, std::shared_ptr<AttentionRunFlags> flags) {
          {"--rotary", f.append > 0, "attention-forward with --append"},
          {"--rotary-interleaved", f.append > 0, "attention-forward with --append"},
          {"--kv-dtype", f.append == 0, "attention-forward without --append"},
-         {"--seqused", f.varlen > 0 && !f.paged, "attention runs with --varlen, without --paged"}});
+         {"--seqused", f.varlen > 0 && !f.paged, "attention runs with --varlen, without --paged"},
+         {"--values-in-keys", (f.paged || f.varlen > 0) && f.append == 0 && !f.kv_e4m3(),
+          "attention-forward with --paged or --varlen, without --append or --kv-dtype"}});
   };
   op.run = [flags, backward](const RunContext& context) {
     return flags->inference() ? run_inference_attention(context, *flags, backward)

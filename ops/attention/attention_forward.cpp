@@ -18,16 +18,28 @@
 #include "attention/score_modifiers.hpp"
 #include "attention/tma_forward_space.cuh"
 #include "attention/wgmma_forward_space.cuh"
+#include "attention/wide_forward_space.cuh"
 #include "common/config_choice.hpp"
 #include "flashjit/error.hpp"
 #include "runtime/executor.hpp"
 
 namespace flashjit::kernels {
 namespace space = flashjit::attention_forward_space;
+namespace wide = flashjit::wide_forward_space;
 
 namespace {
 
 bool dtype_supported(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16; }
+
+/// The wide path's part of ForwardConfig::valid: its space's predicate, its warps, none of the
+/// other paths' options, 16-bit caches.
+bool wide_config_valid(const ForwardConfig& c) {
+  return !c.q_in_registers && !c.overlap && !c.pingpong && !c.p_in_shared && !c.persistent &&
+         !c.cluster && !c.kv_e4m3 && (!c.paged || c.varlen) &&
+         c.warps == wide::warps(c.block_m, c.column_groups) &&
+         wide::config_valid(c.head_dim, c.head_dim_v, c.block_m, c.block_n, c.column_groups,
+                            c.stages, c.values_in_keys);
+}
 
 /// The forward tiles per head dim and arch, best first: FlashAttention-2's shapes (Br 128, 4
 /// warps of 32 rows: each warp's ldmatrix reads of K and V feed twice the tensor work of 16
@@ -180,6 +192,8 @@ std::optional<ForwardConfig> tma_default(DType dtype, int head_dim, MaskKind mas
 
 bool ForwardConfig::valid() const {
   if (!dtype_supported(dtype)) return false;
+  if (path == ForwardPath::wide) return wide_config_valid(*this);
+  if (head_dim_v != 0 || column_groups != 0 || values_in_keys) return false;  // the wide path's
   if (path != ForwardPath::tma && (overlap || pingpong || p_in_shared || persistent || cluster)) {
     return false;
   }
@@ -207,6 +221,7 @@ bool ForwardConfig::valid() const {
       return !q_in_registers &&
              tma_forward_config_valid(head_dim, block_m, block_n, warps, stages, p_in_shared) &&
              tma_forward_schedule_valid(block_m, stages, overlap, pingpong);
+    case ForwardPath::wide:  // (above)
     case ForwardPath::mma_sync:
       break;
   }
@@ -215,6 +230,8 @@ bool ForwardConfig::valid() const {
 
 int ForwardConfig::shared_bytes() const {
   switch (path) {
+    case ForwardPath::wide:
+      return wide::shared_bytes(head_dim, block_m, block_n, column_groups, stages, values_in_keys);
     case ForwardPath::wgmma:
       return wgmma_forward_shared_bytes(head_dim, block_m, block_n);
     case ForwardPath::tma:
@@ -228,7 +245,8 @@ int ForwardConfig::shared_bytes() const {
 bool runs_wgmma(const std::string& arch) { return arch == "sm_90a"; }
 
 bool runs_on(const ForwardConfig& config, const std::string& arch) {
-  return config.path == ForwardPath::mma_sync || runs_wgmma(arch);
+  return config.path == ForwardPath::mma_sync || config.path == ForwardPath::wide ||
+         runs_wgmma(arch);
 }
 
 std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind mask, bool softcap) {
@@ -369,6 +387,43 @@ ForwardConfig mma_sync_forward_config(DType dtype, int head_dim, MaskKind mask, 
   return least_shared_memory(configs);
 }
 
+ForwardConfig wide_forward_config(DType dtype, int head_dim, int head_dim_v, MaskKind mask,
+                                  bool softcap, bool values_in_keys, const std::string& arch,
+                                  std::int64_t rows) {
+  if (!dtype_supported(dtype)) {
+    throw InvalidArgument("dtype",
+                          "is " + std::string(dtype_name(dtype)) + "; supported: f16, bf16");
+  }
+  const int limit = arch_shared_memory_limit(arch);
+  // (Br, column groups): 64 rows read each K block once for twice the rows; with at most 32
+  // to fill, 32 rows and four groups (half the registers a thread).
+  std::vector<std::pair<int, int>> shapes = {{64, 2}, {32, 4}};
+  if (rows <= 32) std::swap(shapes[0], shapes[1]);
+  int least = 0;  // the smallest shared memory among the valid configs, for the error
+  for (const bool in_keys : {values_in_keys, false}) {  // V in the keys needs two stages
+    for (const auto& [block_m, groups] : shapes) {
+      for (const int block_n : {64, 32}) {
+        for (const int stages : {2, 1}) {
+          ForwardConfig config{dtype,  head_dim, block_m, block_n, wide::warps(block_m, groups),
+                               stages, mask,     softcap};
+          config.path = ForwardPath::wide;
+          config.head_dim_v = head_dim_v;
+          config.column_groups = groups;
+          config.values_in_keys = in_keys;
+          if (!config.valid()) continue;
+          if (config.shared_bytes() <= limit) return config;
+          least = least == 0 ? config.shared_bytes() : std::min(least, config.shared_bytes());
+        }
+      }
+    }
+  }
+  throw InvalidArgument("attention.head_dim",
+                        "is " + std::to_string(head_dim) + " (head_dim_v " +
+                            std::to_string(head_dim_v) + "): its smallest tiles need " +
+                            std::to_string(least) + " bytes of shared memory, " + arch +
+                            " grants a block " + std::to_string(limit));
+}
+
 ForwardConfig default_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                      const std::string& arch) {
   return default_config(dtype, head_dim, mask, softcap, arch, /*allow_tma=*/true);
@@ -390,10 +445,11 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
     throw InvalidArgument("config",
                           "is a Hopper path (wgmma, TMA), which runs on sm_90a only, not " + arch);
   }
-  if (!modifiers.empty() && config.path == ForwardPath::wgmma) {
+  if (!modifiers.empty() &&
+      (config.path == ForwardPath::wgmma || config.path == ForwardPath::wide)) {
     throw InvalidArgument("config",
-                          "is the wgmma path; score and mask modifiers run on the mma.sync and "
-                          "the TMA paths");
+                          "is the wgmma or the wide path; score and mask modifiers run on the "
+                          "mma.sync and the TMA paths");
   }
   const bool window = config.mask == MaskKind::window;
   const std::string element = template_element(config.dtype);
@@ -402,9 +458,21 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
   const std::string head_dim = ", " + std::to_string(config.head_dim);
   const std::string tiles =
       ", " + std::to_string(config.block_m) + ", " + std::to_string(config.block_n);
+  const auto flag = [](bool on) { return on ? std::string("true") : std::string("false"); };
+  const std::string sequences = ", flashjit::SequenceLayout<" + flag(config.varlen) + ", " +
+                                flag(config.paged) + ", " + flag(config.pack_gqa) + ", " +
+                                flag(config.split) + (config.kv_e4m3 ? ", true" : "") + ">";
   detail::KernelSpec spec;
   spec.op = "attention-forward";
-  if (config.path == ForwardPath::wgmma) {
+  if (config.path == ForwardPath::wide) {
+    spec.header = "attention/wide_forward_kernel.cuh";
+    spec.name_expression = "flashjit::attention_forward_wide_kernel<flashjit::WideForwardTraits<" +
+                           element + head_dim + ", " + std::to_string(config.head_dim_v) + tiles +
+                           ", " + std::to_string(config.column_groups) + ", " +
+                           std::to_string(config.stages) + mask + softcap + ", " +
+                           flag(config.values_in_keys) +
+                           (config.inference_layout() ? sequences : std::string()) + ">>";
+  } else if (config.path == ForwardPath::wgmma) {
     spec.header = "attention/wgmma_forward_kernel.cuh";
     spec.name_expression =
         "flashjit::attention_forward_wgmma_kernel<flashjit::WgmmaForwardTraits<" + element +
@@ -429,21 +497,16 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
     spec.prelude = modifiers.definition();
   } else {
     spec.header = "attention/forward_kernel.cuh";
-    const auto flag = [](bool on) { return on ? std::string("true") : std::string("false"); };
-    std::string sequences = config.inference_layout()
-                                ? ", flashjit::SequenceLayout<" + flag(config.varlen) + ", " +
-                                      flag(config.paged) + ", " + flag(config.pack_gqa) + ", " +
-                                      flag(config.split) + (config.kv_e4m3 ? ", true" : "") + ">"
-                                : "";
+    std::string layout = config.inference_layout() ? sequences : "";
     if (!modifiers.empty()) {
-      if (sequences.empty()) sequences = ", flashjit::DenseLayout";
-      sequences += ", " + modifiers.type_name();
+      if (layout.empty()) layout = ", flashjit::DenseLayout";
+      layout += ", " + modifiers.type_name();
       spec.prelude = modifiers.definition();
     }
     spec.name_expression = "flashjit::attention_forward_kernel<flashjit::ForwardTraits<" + element +
                            head_dim + tiles + ", " + std::to_string(config.warps) + ", " +
                            std::to_string(config.stages) + mask + softcap +
-                           (config.q_in_registers ? ", true" : ", false") + sequences + ">>";
+                           (config.q_in_registers ? ", true" : ", false") + layout + ">>";
   }
   spec.arch = arch;
   spec.role = "forward";
@@ -457,6 +520,12 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
     spec.traits.push_back(tile);
   }
   if (config.q_in_registers) spec.traits.push_back("qreg");
+  if (config.path == ForwardPath::wide) {
+    spec.traits.push_back("wide");
+    spec.traits.push_back(detail::trait("hdv", config.head_dim_v));
+    spec.traits.push_back(detail::trait("g", config.column_groups));
+    if (config.values_in_keys) spec.traits.push_back("vk");
+  }
   if (config.path == ForwardPath::wgmma) spec.traits.push_back("wgmma");
   if (config.path == ForwardPath::tma) spec.traits.push_back("tma");
   if (config.overlap) spec.traits.push_back("overlap");

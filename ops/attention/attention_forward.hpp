@@ -32,6 +32,11 @@ enum class ForwardPath {
   /// wgmma, O stored by TMA; warps = Br / 16 + 4. It needs tensors TMA can read (16-byte
   /// aligned, strides multiples of 16 bytes); the default choice falls back where they are not.
   tma,
+  /// wide_forward_kernel.cuh (WideForwardTraits), every arch: head dims past the mma.sync
+  /// path's 256 (up to 576, MLA's absorbed decoding), the warps of each 16-row slab splitting
+  /// O's columns (`column_groups` of them); warps = Br / 16 · column_groups. The inference
+  /// forward runs it (any layout but an fp8 cache).
+  wide,
 };
 
 /// One specialization of the forward kernel (the traits of ForwardPath's template).
@@ -79,6 +84,15 @@ struct ForwardConfig {
   /// K and V are an fp8 e4m3 cache (with varlen, on the mma.sync path, two stages): their
   /// blocks are converted to `dtype` in shared memory and the descale factors applied in fp32.
   bool kv_e4m3 = false;
+  /// Wide path: V's and O's head dim, a compile-time constant there (O's registers are sized by
+  /// it); 0 on the other paths, which read it at run time.
+  int head_dim_v = 0;
+  /// Wide path: the warps of a 16-row slab, each with its share of O's columns (2 or 4); 0 on
+  /// the other paths.
+  int column_groups = 0;
+  /// Wide path: V is K's first head_dim_v columns in the same memory (MLA's latent cache, v a
+  /// view of k), so K's blocks are loaded once for both products (two stages).
+  bool values_in_keys = false;
   bool operator==(const ForwardConfig&) const = default;
 
   /// CTAs of a cluster: 2 with `cluster`, else 1.
@@ -148,6 +162,17 @@ ForwardConfig dense_modifiers_forward_config(DType dtype, const Attention& atten
 ForwardConfig mma_sync_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                       const std::string& arch, std::int64_t rows, bool inference);
 
+/// The wide path's config for a call of (dtype, head_dim, head_dim_v, mask, softcap) on `arch`
+/// whose query blocks have `rows` rows to fill (packed heads times queries): Br 64 with two
+/// column groups (each K block read once for 64 rows), or Br 32 with four where at most 32 rows
+/// come; then the widest Bc and the most stages that fit the arch's shared memory, with V in the
+/// keys where `values_in_keys` and it fits (two stages), else V loaded on its own. Throws
+/// InvalidArgument("attention.head_dim") where no config fits the arch (e.g. 576 on a 99 KB GPU),
+/// ("dtype") for a dtype other than f16 and bf16.
+ForwardConfig wide_forward_config(DType dtype, int head_dim, int head_dim_v, MaskKind mask,
+                                  bool softcap, bool values_in_keys, const std::string& arch,
+                                  std::int64_t rows);
+
 /// What runs where the chosen config is the TMA path and the call's tensors rule TMA out
 /// (tma_tensor_problem): the default among the other paths, as default_forward_config.
 ForwardConfig fallback_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
@@ -192,8 +217,9 @@ void check_attention_tensors(const Attention& attention, const TensorView& q, co
                              const TensorView& v, const TensorView& o);
 
 /// Checks the descriptor alone (sizes, mask, scales), as forward and backward do first; throws
-/// InvalidArgument naming the field ("attention.seqlen_k", ...).
-void validate_attention(const Attention& attention);
+/// InvalidArgument naming the field ("attention.seqlen_k", ...). Head dims up to 256, or with
+/// `wide_head_dims` (the inference forward, whose wide path takes them) up to 576.
+void validate_attention(const Attention& attention, bool wide_head_dims = false);
 
 /// Whether a forward call of `attention` has nothing to write (batch or seqlen_q is 0): it is a
 /// successful no-op, nothing is launched. seqlen_k 0 is not empty: every row sees no key.

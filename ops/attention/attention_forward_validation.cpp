@@ -9,6 +9,7 @@
 #include "attention/attention_forward.hpp"
 #include "attention/block_mask.hpp"
 #include "attention/score_modifiers.hpp"
+#include "attention/wide_forward_space.cuh"
 #include "common/argument_checks.hpp"
 #include "flashjit/error.hpp"
 
@@ -26,17 +27,22 @@ void check_size(std::int64_t value, const char* name, std::int64_t least, std::i
   }
 }
 
-void check_sizes(const Attention& attention) {
+void check_sizes(const Attention& attention, bool wide_head_dims) {
   // A batch or a sequence of length 0 is an empty problem, not an error (frameworks pass them).
   check_size(attention.batch, "attention.batch", 0, kMaxGridYZ, "the grid's z dimension");
   check_size(attention.heads_q, "attention.heads_q", 1, kMaxGridYZ, "the grid's y dimension");
   check_size(attention.heads_kv, "attention.heads_kv", 1, kMaxGridYZ, "at most heads_q");
   check_size(attention.seqlen_q, "attention.seqlen_q", 0, kMaxSeqlen, "2^30: 32-bit mask math");
   check_size(attention.seqlen_k, "attention.seqlen_k", 0, kMaxSeqlen, "2^30: 32-bit mask math");
-  if (attention.head_dim < space::kMinHeadDim || attention.head_dim > space::kMaxHeadDim ||
-      !space::head_dim_supported(static_cast<int>(attention.head_dim))) {
-    throw InvalidArgument("attention.head_dim", "is " + std::to_string(attention.head_dim) +
-                                                    "; supported: multiples of 8 from 8 to 256");
+  const std::int64_t most = wide_head_dims ? wide_forward_space::kMaxHeadDim : space::kMaxHeadDim;
+  if (attention.head_dim < space::kMinHeadDim || attention.head_dim > most ||
+      attention.head_dim % 8 != 0) {
+    throw InvalidArgument("attention.head_dim",
+                          "is " + std::to_string(attention.head_dim) +
+                              "; supported: multiples of 8 from 8 to " + std::to_string(most) +
+                              (wide_head_dims ? ""
+                                              : " (to 576 in the inference forward, "
+                                                "Runtime::forward with Sequences)"));
   }
   if (attention.head_dim_v != 0 &&
       (attention.head_dim_v < space::kMinHeadDim || attention.head_dim_v > attention.head_dim ||
@@ -151,8 +157,8 @@ void check_attention_tensors(const Attention& a, const TensorView& q, const Tens
   check_head_tensor(o, "o", a.batch, a.seqlen_q, a.heads_q, a.value_head_dim(), o_dims);
 }
 
-void validate_attention(const Attention& attention) {
-  check_sizes(attention);
+void validate_attention(const Attention& attention, bool wide_head_dims) {
+  check_sizes(attention, wide_head_dims);
   check_mask(attention);
   check_scales(attention);
   check_score_modifiers(attention);

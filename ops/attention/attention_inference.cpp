@@ -246,12 +246,15 @@ void check_inference_config(const InferenceConfig& config, const Attention& a, c
               std::to_string(kMaxSplits) + ")";
   } else if (config.splits != 1 && present(s.seqused_q)) {
     problem = "splits " + std::to_string(config.splits) + " (with sequences.seqused_q: 1)";
-  } else if (f.path != ForwardPath::mma_sync || !f.valid()) {
-    problem = "a forward that is not a valid config of the mma.sync path";
+  } else if (f.path != (runs_wide(a) ? ForwardPath::wide : ForwardPath::mma_sync) || !f.valid()) {
+    problem = runs_wide(a) ? "a forward that is not a valid config of the wide path (head dims "
+                             "past 256)"
+                           : "a forward that is not a valid config of the mma.sync path";
   } else if (!(config == expected)) {
     problem = "layout flags that are not the call's";
   } else if (f.dtype != dtype || f.head_dim != a.head_dim || f.softcap != (a.softcap > 0.0f) ||
-             (f.mask == MaskKind::none && forward_mask_kind(a) == MaskKind::window)) {
+             (f.mask == MaskKind::none && forward_mask_kind(a) == MaskKind::window) ||
+             (runs_wide(a) && f.head_dim_v != a.value_head_dim())) {
     problem = "a dtype, head dim, softcap or mask kind that is not the call's";
   }
   if (!problem.empty()) throw InvalidArgument("config", "has " + problem);
@@ -274,7 +277,7 @@ std::optional<ForwardLaunch> packed_tma_launch(const Attention& a, const Sequenc
                                                const DeviceInfo& device, Stream stream) {
   if (fallback.splits != 1 || !present(s.cu_seqlens_q) || !present(s.cu_seqlens_k) ||
       present(s.seqlens_k) || present(s.page_table) || fallback.forward.pack_gqa ||
-      fallback.forward.kv_e4m3) {
+      fallback.forward.kv_e4m3 || fallback.forward.path == ForwardPath::wide) {
     return std::nullopt;
   }
   const ForwardConfig& tile = fallback.forward;
@@ -353,6 +356,13 @@ void launch_inference(detail::RuntimeBackend& backend, const Attention& a, const
   fill_unused_queries(backend, a, s, t, stream);
 }
 
+/// The layout of a validated call's tensors, V in the keys included.
+CacheLayout call_layout(const Sequences& s, const InferenceTensors& t) {
+  CacheLayout layout = cache_layout(s, t.page_size, t.k.dtype);
+  layout.values_in_keys = values_in_keys(t.k, t.v);
+  return layout;
+}
+
 bool is_empty(const Attention& a, const InferenceTensors& t) {
   return a.batch == 0 || a.seqlen_q == 0 || t.total_q == 0;
 }
@@ -382,7 +392,7 @@ void attention_forward_sequences(detail::RuntimeBackend& backend, const Attentio
                                  const TensorView& v, const TensorView& o, const TensorView& lse,
                                  const InferenceConfig& config, bool check_indices, Stream stream) {
   const InferenceTensors checked = validate_inference_arguments(a, s, q, k, v, o, lse);
-  check_inference_config(config, a, s, cache_layout(s, checked.page_size, k.dtype), q.dtype);
+  check_inference_config(config, a, s, call_layout(s, checked), q.dtype);
   check_indices_of(backend, a, s, checked, check_indices, stream);
   const AttentionCall call = append_if_asked(backend, a, s, checked, stream);
   if (!is_empty(a, call.tensors)) {
@@ -401,14 +411,15 @@ void run_attention_forward_sequences(detail::RuntimeBackend& backend, ConfigChoi
   const Sequences& s = call.sequences;
   const InferenceTensors& t = call.tensors;
   if (is_empty(a, t)) return;
-  const CacheLayout layout = cache_layout(s, t.page_size, t.k.dtype);
+  const CacheLayout layout = call_layout(s, t);
   const DeviceInfo& device = backend.info();
   // A forced split count is the caller's choice; the tile then stays the default's. Calls with
   // modifiers run untuned: decoding's tuning key has no modifiers (the dense calls' has).
   // With seqused_q, unsplit (the merge of split partials would cover the unused rows too).
   const bool unsplit = present(s.seqused_q);
-  const bool decoding =
-      a.seqlen_q <= kMaxDecodeQueries && s.splits == 0 && !unsplit && score_modifiers(a).empty();
+  // The wide path runs untuned too (its space is not the decoding space's).
+  const bool decoding = a.seqlen_q <= kMaxDecodeQueries && s.splits == 0 && !unsplit &&
+                        score_modifiers(a).empty() && !runs_wide(a);
   const InferenceConfig config =
       decoding
           ? choice.choose_as<InferenceConfig>(DecodeProblem(q.dtype, a, layout, device.sm_count))

@@ -48,6 +48,7 @@ void run_attention_backward_sequences(detail::RuntimeBackend& backend, const Att
                                       const TensorView& lse, const TensorView& dout,
                                       const TensorView& dq, const TensorView& dk,
                                       const TensorView& dv, bool check_indices, Stream stream) {
+  validate_attention(a);  // head dims up to 256 (the inference forward's past them are not here)
   check_backward_sequences(s);
   for (const auto& [view, name] : {std::pair{&k, "k"}, std::pair{&v, "v"}}) {
     if (view->dtype == DType::e4m3) {

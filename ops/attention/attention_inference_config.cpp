@@ -24,6 +24,16 @@ CacheLayout cache_layout(const Sequences& s, std::int64_t page_size, DType kv_dt
   return layout;
 }
 
+bool values_in_keys(const TensorView& k, const TensorView& v) {
+  if (k.data != v.data || k.dtype != v.dtype || k.rank != 4 || v.rank != 4) return false;
+  for (int d = 0; d < 3; ++d) {
+    if (k.strides[d] != v.strides[d]) return false;
+  }
+  return true;
+}
+
+bool runs_wide(const Attention& a) { return a.head_dim > attention_forward_space::kMaxHeadDim; }
+
 int packed_group(const Attention& a) {
   const auto heads_per_kv = static_cast<int>(a.heads_q / a.heads_kv);
   return heads_per_kv > 1 && a.seqlen_q < 64 ? heads_per_kv : 1;
@@ -42,15 +52,25 @@ InferenceConfig with_layout(ForwardConfig tile, const Attention& a, CacheLayout 
   if (tile.kv_e4m3) tile.stages = 2;  // the fp8 staging ring's two slots
   tile.pack_gqa = packed_group(a) > 1;
   tile.split = splits > 1;
+  // V in the keys only where the call's v is k's columns (the tile may still load V itself).
+  if (!layout.values_in_keys) tile.values_in_keys = false;
   return {tile, splits};
 }
 
-int choose_splits(std::int64_t blocks, std::int64_t key_blocks, int sm_count) {
+int choose_splits(std::int64_t blocks, std::int64_t key_blocks, int sm_count,
+                  std::int64_t least_blocks) {
   if (blocks <= 0 || sm_count <= 0 || blocks >= sm_count) return 1;
   const std::int64_t fill = ceil_div(sm_count, blocks);  // splits that give every SM a CTA
-  const std::int64_t most = std::max<std::int64_t>(1, key_blocks / 2);  // >= 2 blocks a split
+  const std::int64_t most = std::max<std::int64_t>(1, key_blocks / least_blocks);
   return static_cast<int>(
       std::clamp<std::int64_t>(fill, 1, std::min<std::int64_t>(most, kMaxSplits)));
+}
+
+std::int64_t least_blocks_per_split(const ForwardConfig& c) {
+  if (c.path != ForwardPath::wide) return 2;
+  const std::int64_t partial = std::int64_t{c.block_m} * c.head_dim_v * 8;
+  const std::int64_t block_keys = std::int64_t{c.block_n} * c.head_dim * 2;
+  return std::max<std::int64_t>(2, ceil_div(partial, block_keys));
 }
 
 InferenceConfig default_inference_config(const Attention& a, CacheLayout layout, DType dtype,
@@ -59,14 +79,18 @@ InferenceConfig default_inference_config(const Attention& a, CacheLayout layout,
   // Score and mask modifiers take the dense forward's tiles for them (16 rows a warp: their
   // index arithmetic fits in registers there).
   const ForwardConfig tile =
-      score_modifiers(a).empty()
+      runs_wide(a) ? wide_forward_config(dtype, static_cast<int>(a.head_dim),
+                                         static_cast<int>(a.value_head_dim()), forward_mask_kind(a),
+                                         a.softcap > 0.0f, layout.values_in_keys, arch, rows)
+      : score_modifiers(a).empty()
           ? mma_sync_forward_config(dtype, static_cast<int>(a.head_dim), forward_mask_kind(a),
                                     a.softcap > 0.0f, arch, rows, /*inference=*/true)
           : modifiers_forward_config(dtype, a, arch);
   InferenceConfig config = with_layout(tile, a, layout, 1);
   if (splits == 0) {
     const std::int64_t ctas = query_blocks(config, a) * (a.heads_q / packed_group(a)) * a.batch;
-    splits = choose_splits(ctas, ceil_div(a.seqlen_k, tile.block_n), sm_count);
+    splits = choose_splits(ctas, ceil_div(a.seqlen_k, tile.block_n), sm_count,
+                           least_blocks_per_split(tile));
   }
   return with_layout(tile, a, layout, splits);
 }

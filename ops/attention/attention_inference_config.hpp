@@ -26,12 +26,22 @@ struct CacheLayout {
   bool varlen = false;         ///< per-sequence lengths or offsets (any index array is given)
   std::int64_t page_size = 0;  ///< keys per page of a paged cache; 0 when not paged
   bool kv_e4m3 = false;        ///< an fp8 e4m3 cache (Sequences::k_descale)
+  /// v is k's first head_dim_v columns in the same memory (same address and strides: MLA's
+  /// latent cache); the wide path then loads K's blocks once for both products.
+  bool values_in_keys = false;
   bool operator==(const CacheLayout&) const = default;
 };
 
 /// The layout of a call with `sequences`, whose k has pages of `page_size` keys when paged and
-/// elements of `kv_dtype`.
+/// elements of `kv_dtype` (values_in_keys false: see values_in_keys).
 CacheLayout cache_layout(const Sequences& sequences, std::int64_t page_size, DType kv_dtype);
+
+/// Whether v (as the kernels view it: rank 4) is k's first columns: the same address, dtype and
+/// strides.
+bool values_in_keys(const TensorView& k, const TensorView& v);
+
+/// Whether a call of `attention` takes the wide path: a head dim past the mma.sync path's 256.
+bool runs_wide(const Attention& attention);
 
 /// How one inference call runs: the mma.sync forward config with the call's layout flags, and
 /// how many CTAs share each query block's keys (the config's `split` is splits > 1).
@@ -57,13 +67,19 @@ InferenceConfig with_layout(ForwardConfig tile, const Attention& attention, Cach
                             int splits);
 
 /// The splits for `blocks` CTAs per split over `key_blocks` key blocks on `sm_count` SMs when
-/// the call asks for 0: enough CTAs to fill the SMs once, at least two key blocks per split, at
-/// most kMaxSplits; 1 where the grid fills the SMs already.
-int choose_splits(std::int64_t blocks, std::int64_t key_blocks, int sm_count);
+/// the call asks for 0: enough CTAs to fill the SMs once, at least `least_blocks` key blocks per
+/// split (2), at most kMaxSplits; 1 where the grid fills the SMs already.
+int choose_splits(std::int64_t blocks, std::int64_t key_blocks, int sm_count,
+                  std::int64_t least_blocks = 2);
+
+/// The fewest key blocks a split of `config` reads on the wide path: enough that the K bytes
+/// it reads are at least the bytes of its fp32 partial O, written and read back by the merge
+/// (Br · head_dim_v · 8), which at MLA's 512 columns outweigh a few blocks' keys; 2 elsewhere.
+std::int64_t least_blocks_per_split(const ForwardConfig& config);
 
 /// The heuristic config of a call of `attention` on `dtype` tensors and `layout`, on `arch`
-/// with `sm_count` SMs: mma_sync_forward_config for the packed rows, split `splits` ways, or
-/// by choose_splits when `splits` is 0.
+/// with `sm_count` SMs: mma_sync_forward_config for the packed rows (wide_forward_config where
+/// runs_wide), split `splits` ways, or by choose_splits when `splits` is 0.
 InferenceConfig default_inference_config(const Attention& attention, CacheLayout layout,
                                          DType dtype, const std::string& arch, int sm_count,
                                          int splits);

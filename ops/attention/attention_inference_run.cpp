@@ -60,6 +60,7 @@ testing::InferenceCase inference_case(const RunContext& context, const Attention
   c.rotary = flags.rotary || flags.rotary_interleaved;
   c.rotary_interleaved = flags.rotary_interleaved;
   c.kv_e4m3 = flags.kv_e4m3();
+  c.values_in_keys = flags.values_in_keys;
   if (flags.seqused) {  // 0 to 8 padding rows past each sequence's queries and keys
     std::mt19937_64 random(shape.seed + 17);
     std::uniform_int_distribution<std::int64_t> rows(0, 8);
@@ -93,6 +94,10 @@ InferenceMinimum inference_minimum(const testing::InferenceCase& c) {
       const double kv_elements =
           double(a.seqlen_k) * double(c.heads_kv) * double(c.head_dim + c.value_dim());
       m.bytes -= kv_elements * double(dtype_size(c.dtype) - 1);
+    }
+    if (c.values_in_keys) {  // V is K's columns: no bytes of its own
+      m.bytes -= double(a.seqlen_k) * double(c.heads_kv) * double(c.value_dim()) *
+                 double(dtype_size(c.dtype));
     }
     // A new key row and value row each, written into the cache once.
     const double new_rows_bytes =
@@ -130,6 +135,7 @@ void print_inference_shape(const testing::InferenceCase& c) {
   if (c.rotary) extra += c.rotary_interleaved ? ", rotary (interleaved)" : ", rotary (half)";
   if (c.head_dim_v != 0) extra += ", head_dim_v " + std::to_string(c.head_dim_v);
   if (c.kv_e4m3) extra += ", e4m3 cache (descale per head)";
+  if (c.values_in_keys) extra += ", V in the keys (k's first head_dim_v columns)";
   if (!c.unused_q.empty()) extra += ", padded past the used rows (seqused)";
   print_shape({.batch = static_cast<std::int64_t>(c.seqlens_q.size()),
                .heads_q = c.heads_q,

@@ -8,6 +8,7 @@
 
 #include "attention/attention_common.hpp"
 #include "attention/attention_inference.hpp"
+#include "attention/attention_inference_config.hpp"
 #include "attention/kvcache_append.hpp"
 #include "common/argument_checks.hpp"
 #include "flashjit/error.hpp"
@@ -295,11 +296,30 @@ TensorView inference_key_tensor(const TensorView& view, const std::string& name,
   return side_tensor(view, name, a, side_of(a, /*keys=*/true, value), packed, total_k);
 }
 
+namespace {
+
+/// The wide path (head dims past 256) reads 16-bit caches and compiles no modifiers.
+void check_wide_call(const Attention& a, const TensorView& k) {
+  if (!runs_wide(a)) return;
+  const std::string past = "head_dim " + str(a.head_dim) + " (past 256, the wide forward)";
+  if (k.dtype == DType::e4m3) {
+    throw InvalidArgument("k.dtype", "is e4m3 with " + past +
+                                         "; an e4m3 cache takes head dims "
+                                         "up to 256, the wide forward reads fp16 or bf16");
+  }
+  if (!a.score_mod.empty() || !a.mask_mod.empty()) {
+    throw InvalidArgument(a.score_mod.empty() ? "attention.mask_mod" : "attention.score_mod",
+                          "is set with " + past + "; modifiers run at head dims up to 256");
+  }
+}
+
+}  // namespace
+
 InferenceTensors validate_inference_arguments(const Attention& a, const Sequences& s,
                                               const TensorView& q, const TensorView& k,
                                               const TensorView& v, const TensorView& o,
                                               const TensorView& lse) {
-  validate_attention(a);
+  validate_attention(a, /*wide_head_dims=*/true);
   check_layout_choice(s);
   if (a.block_mask.data != nullptr) {
     throw InvalidArgument("attention.block_mask",
@@ -326,6 +346,7 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
                       "[batch, max_pages]");
   }
   check_inference_dtypes(a, s, q, k, v, o);
+  check_wide_call(a, k);
 
   InferenceTensors t;
   t.q = inference_query_tensor(q, "q", a, packed_q, -1);

@@ -95,6 +95,19 @@ std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch,
     config.stages = 2;
     if (config.valid()) defaults.push_back(config);
   }
+  // MLA's absorbed decoding on the wide path (576/512, paged, GQA-packed, split and not), V in
+  // the keys and loaded, for 16 and 128 heads (whose tiles differ where shared memory allows).
+  for (const std::int64_t rows : {16, 128}) {
+    for (const bool in_keys : {true, false}) {
+      for (const bool split : {false, true}) {
+        ForwardConfig config =
+            wide_forward_config(DType::bf16, 576, 512, MaskKind::none, false, in_keys, arch, rows);
+        config.varlen = config.paged = config.pack_gqa = true;
+        config.split = split;
+        defaults.push_back(config);
+      }
+    }
+  }
   for (const ForwardConfig& config : defaults) {
     if (std::find(configs.begin(), configs.end(), config) == configs.end()) {
       configs.push_back(config);

@@ -8,6 +8,7 @@
 #include "attention/attention_forward.hpp"
 #include "attention/attention_tuning.hpp"
 #include "attention/backward_case.hpp"
+#include "attention/wide_forward_space.cuh"
 #include "chosen_kernels.hpp"
 #include "flashjit/error.hpp"
 #include "host_modifiers.hpp"
@@ -83,12 +84,18 @@ testing::ForwardCase forward_case(const RunContext& context, const AttentionRunF
   testing::ForwardCase c;
   c.dtype = parse_dtype(context.basics.dtype, "--dtype");
   if (c.dtype == DType::f32) throw InvalidArgument("--dtype", "attention runs in fp16 or bf16");
-  if (!attention_forward_space::head_dim_supported(static_cast<int>(context.shape.head_dim))) {
-    throw InvalidArgument("--head-dim", "must be a multiple of 8 from 8 to 256");
+  // Past 256 the inference forward's wide path (the library names what else stops at 256).
+  const std::int64_t head_dim = context.shape.head_dim;
+  const std::int64_t most =
+      flags.inference() ? wide_forward_space::kMaxHeadDim : attention_forward_space::kMaxHeadDim;
+  if (head_dim < 8 || head_dim > most || head_dim % 8 != 0) {
+    throw InvalidArgument("--head-dim",
+                          "must be a multiple of 8 from 8 to 256 (to 576 with "
+                          "--paged or --varlen: the inference forward)");
   }
   c.layout = flags.layout == "bhsd" ? reference::Layout::bhsd : reference::Layout::bshd;
   c.seed = context.basics.seed;
-  c.problem = checked_problem(context.shape);
+  c.problem = checked_problem(context.shape, flags.inference());
   if (!flags.score_mod.empty() || !flags.mask_mod.empty()) {
     std::printf("flashjit: compiling --score-mod/--mask-mod for the float64 reference\n");
     HostModifiers modifiers = compile_host_modifiers(flags.score_mod, flags.mask_mod);

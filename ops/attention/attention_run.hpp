@@ -28,6 +28,7 @@ struct AttentionRunFlags {
   std::string mask_mod;   // Attention::mask_mod, likewise
   std::string kv_dtype;   // forward: "e4m3" for an fp8 cache; empty: --dtype's
   bool seqused = false;   // with --varlen: padding rows past the used ones (seqused_q, seqlens_k)
+  bool values_in_keys = false;  // inference forward: v is a view of k's first head_dim_v columns
 
   /// Whether the cache is fp8 (--kv-dtype e4m3).
   bool kv_e4m3() const { return kv_dtype == "e4m3"; }

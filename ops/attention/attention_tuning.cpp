@@ -20,6 +20,8 @@ const char* path_suffix(kernels::ForwardPath path) {
       return ".wgmma";
     case kernels::ForwardPath::tma:
       return ".tma";
+    case kernels::ForwardPath::wide:
+      return ".wide";
     case kernels::ForwardPath::mma_sync:
       break;
   }
@@ -33,7 +35,9 @@ std::string TunedConfigTraits<kernels::ForwardConfig>::name(const kernels::Forwa
          std::to_string(f.warps) + ".s" + std::to_string(f.stages) +
          (f.q_in_registers ? ".qreg" : "") + path_suffix(f.path) + (f.overlap ? ".overlap" : "") +
          (f.pingpong ? ".pingpong" : "") + (f.p_in_shared ? ".pshared" : "") +
-         (f.persistent ? ".persistent" : "") + (f.cluster ? ".cluster2" : "");
+         (f.persistent ? ".persistent" : "") + (f.cluster ? ".cluster2" : "") +
+         (f.column_groups != 0 ? ".g" + std::to_string(f.column_groups) : "") +
+         (f.values_in_keys ? ".vk" : "");
 }
 
 std::vector<detail::KernelSpec> TunedConfigTraits<kernels::ForwardConfig>::specs(

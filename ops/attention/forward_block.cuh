@@ -207,6 +207,8 @@ struct ForwardRows {
     const auto* zero_source = static_cast<const KeyElement*>(t.data);
     if constexpr (Traits::Layout::kPaged && shares_rows<Tile>()) {
       load_page_rows(tile, t, key0, cols, thread);
+    } else if constexpr (Traits::Layout::kPaged && Tile::kCols / kChunk > kWarpSize) {
+      load_wide_page_rows(tile, t, key0, cols, thread);
     } else if constexpr (kKvE4m3) {
       load_e4m3_rows_async<Traits::kThreads>(tile, row_at, zero_source, block.seqlen_k - key0, cols,
                                              thread);
@@ -224,6 +226,36 @@ struct ForwardRows {
     constexpr int kChunksPerRow = Tile::kCols / kChunk;
     return kChunksPerRow <= kWarpSize && kWarpSize % kChunksPerRow == 0 &&
            Tile::kRows % (Traits::kThreads / kChunksPerRow) == 0;
+  }
+
+  /// Paged K or V with rows of more chunks than a warp has lanes (head dims past 256): each
+  /// warp takes whole rows, its first lane reads the row's page for the others, so a row costs
+  /// one page-table read (4 bytes for 1152 of MLA's row) instead of one per chunk.
+  template <class Tile>
+  FJ_DEVICE void load_wide_page_rows(Tile tile, const HeadTensor& t, int key0, int cols,
+                                     int thread) const {
+    constexpr int kChunksPerRow = Tile::kCols / kChunk;
+    constexpr int kWarps = Traits::kThreads / kWarpSize;
+    const int lane = thread % kWarpSize;
+    const int rows_valid = block.seqlen_k - key0;
+    const index_t table_row = index_t(block.batch) * sequences.page_table_stride;
+    const auto* zero_source = static_cast<const KeyElement*>(t.data);
+#pragma unroll 1
+    for (int row = thread / kWarpSize; row < Tile::kRows; row += kWarps) {
+      const int key = key0 + row;
+      int page = 0;  // rows past the sequence's keys read no page
+      if (lane == 0 && row < rows_valid) {
+        page = load_global_index(sequences.page_table, table_row + key / sequences.page_size);
+      }
+      page = shuffle_from(page, 0);
+      const KeyElement* src =
+          t.rows<const KeyElement>(page, block.kv_head, key % sequences.page_size);
+#pragma unroll 1
+      for (int col = lane * kChunk; col < kChunksPerRow * kChunk; col += kWarpSize * kChunk) {
+        const bool valid = row < rows_valid && col < cols;
+        cp_async_16(tile.at(row, col), valid ? src + col : zero_source, valid);
+      }
+    }
   }
 
   /// Paged K or V: the lanes that share a row (one 16-byte column each) take its page from the

@@ -48,6 +48,15 @@ struct OnlineSoftmax {
   FJ_DEVICE row_vec<Rows> fold(acc_tile<Rows, Cols>& s, float scale) {
     row_vec<Rows> new_max = max;
     row_max(s, new_max);  // m' = max(m, rowmax(S))
+    return fold_to(s, new_max, scale);
+  }
+
+  /// fold with the new maximum m' given: the largest over the block's scores of the row, where
+  /// several warps hold parts of it (attention/wide_forward_kernel.cuh), so they all scale by
+  /// the same α.
+  template <int Cols>
+  FJ_DEVICE row_vec<Rows> fold_to(acc_tile<Rows, Cols>& s, const row_vec<Rows>& new_max,
+                                  float scale) {
     row_vec<Rows> base, alpha;
 #pragma unroll
     for (int r = 0; r < Rows / 16 * 2; ++r) {
@@ -74,6 +83,12 @@ struct OnlineSoftmax {
   template <int HeadDim>
   FJ_DEVICE row_vec<Rows> finish(acc_tile<Rows, HeadDim>& o, float scale) {
     quad_sum(sum);
+    return finish_summed(o, scale);
+  }
+
+  /// finish with `sum` already each row's whole ℓ (on every lane of the quad).
+  template <int HeadDim>
+  FJ_DEVICE row_vec<Rows> finish_summed(acc_tile<Rows, HeadDim>& o, float scale) {
     row_vec<Rows> inverse, lse;
 #pragma unroll
     for (int r = 0; r < Rows / 16 * 2; ++r) {

@@ -132,6 +132,9 @@ void check_case(const InferenceCase& c) {
   if (c.rotary && c.append == 0) {
     throw std::invalid_argument("rotary embedding comes with an append");
   }
+  if (c.values_in_keys && (c.append > 0 || c.kv_e4m3)) {
+    throw std::invalid_argument("values in the keys come without appends or an fp8 cache");
+  }
   if ((!c.leftpad.empty() || c.cache_batch_idx) && c.keys != KeyStorage::dense) {
     throw std::invalid_argument("left pads and cache rows index a dense cache");
   }
@@ -192,6 +195,18 @@ SequenceInputs sequence_inputs(const ForwardCase& f) {
 /// the factors, which is what the attention sees).
 SequenceInputs stored_inputs(const InferenceCase& c, const ForwardCase& f, std::size_t b) {
   SequenceInputs in = sequence_inputs(f);
+  if (c.values_in_keys) {  // each (key, head) row's value is its key's first columns
+    const std::int64_t d = c.head_dim, dv = c.value_dim();
+    const auto rows = static_cast<std::int64_t>(in.k.bits.size()) / d;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t e = 0; e < dv; ++e) {
+        const auto from = static_cast<std::size_t>(r * d + e),
+                   to = static_cast<std::size_t>(r * dv + e);
+        in.v.bits[to] = in.k.bits[from];
+        in.v.values.values[to] = in.k.values.values[from];
+      }
+    }
+  }
   if (!c.kv_e4m3) return in;
   const auto quantize = [&](RoundedTensor& t, std::int64_t dim, bool value) {
     for (std::size_t e = 0; e < t.values.values.size(); ++e) {
@@ -398,6 +413,10 @@ void set_key_views(const InferenceCase& c, const KeyPlacement& keys, DeviceTenso
     if (c.cache_batch_idx) {
       s.cache_batch_idx = TensorView::contiguous(t.cache_rows.data(), DType::i32, {n});
     }
+  }
+  if (c.values_in_keys) {  // v: k's first dv columns, k's strides
+    views.v = views.k;
+    views.v.shape[views.v.rank - 1] = dv;
   }
 }
 void set_append_views(const InferenceCase& c, const reference::RotaryTables& tables,
@@ -626,7 +645,8 @@ std::string InferenceCase::name() const {
      << (rotary ? (rotary_interleaved ? ".rope_interleaved" : ".rope_half") : "")
      << (rotary && rotary_dim > 0 ? std::to_string(rotary_dim) : "")
      << (leftpad.empty() ? "" : ".leftpad") << (cache_batch_idx ? ".cacherows" : "")
-     << (score_mod_text.empty() ? "" : ".scoremod") << (mask_mod_text.empty() ? "" : ".maskmod")
+     << (values_in_keys ? ".values_in_keys" : "") << (score_mod_text.empty() ? "" : ".scoremod")
+     << (mask_mod_text.empty() ? "" : ".maskmod")
      << (!kv_e4m3                         ? ""
          : descale == Descale::per_tensor ? ".kv_e4m3.descale_tensor"
          : descale == Descale::per_head   ? ".kv_e4m3.descale_head"

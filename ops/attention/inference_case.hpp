@@ -81,6 +81,10 @@ struct InferenceCase {
   /// sequence), and the reference takes the dequantized values, so the bound stays the
   /// dtype's: what is judged is the kernel, not the quantization. No append.
   bool kv_e4m3 = false;
+  /// V is K's first value_dim() columns in the same memory, as in MLA's latent cache: each
+  /// value row is its key row's first columns, and v is passed as a view of k's storage (the
+  /// forward then loads K's blocks once for both products). No append, no fp8 cache.
+  bool values_in_keys = false;
   enum class Descale { per_tensor, per_head, per_sequence } descale = Descale::per_head;
   std::uint64_t seed = 1;
 

@@ -43,14 +43,29 @@ struct StridedRows {
   }
 };
 
+/// Whether a kernel's values are its keys' first columns in the same memory (Traits::
+/// kValuesInKeys, where the traits have it; MLA's latent cache): then V's blocks are not
+/// loaded, the key tile serves as V.
+template <class Traits, class = void>
+struct ValuesInKeys {
+  static constexpr bool value = false;
+};
+template <class Traits>
+struct ValuesInKeys<Traits, decltype(void(Traits::kValuesInKeys))> {
+  static constexpr bool value = Traits::kValuesInKeys;
+};
+
 template <class Traits, class Rows = StridedRows<Traits>>
 struct KeyValuePipeline {
   using T = typename Traits::Element;
   using QTile = smem_tile<T, Traits::kBlockM, Traits::kHeadDimPadded>;
   using KVTile = smem_tile<T, Traits::kBlockN, Traits::kHeadDimPadded>;
   static constexpr int kStages = Traits::kStages;
+  /// V is the key tile's first columns: only K's blocks load, through two stages (K_j+1 loads
+  /// during the whole of iteration j; with one, nothing could load under O += P V_j).
+  static constexpr bool kValuesInKeys = ValuesInKeys<Traits>::value;
   /// Shared memory the pipeline carves from the start of the dynamic buffer.
-  static constexpr int kBytes = QTile::kBytes + 2 * kStages * KVTile::kBytes;
+  static constexpr int kBytes = QTile::kBytes + (kValuesInKeys ? 1 : 2) * kStages * KVTile::kBytes;
   static_assert(kBytes <= Traits::kSharedBytes,
                 "the host's shared_bytes() must cover the tiles carved here");
   /// An fp8 cache (the source's kKvE4m3): K's and V's blocks land as bytes in a two-slot ring
@@ -61,6 +76,8 @@ struct KeyValuePipeline {
   using StagingTile = e4m3_tile<Traits::kBlockN, Traits::kHeadDimPadded>;
   static_assert(!kKvE4m3 || (kStages == 2 && 2 * StagingTile::kBytes <= KVTile::kBytes),
                 "an fp8 cache streams through two stages");
+  static_assert(!kValuesInKeys || (kStages == 2 && !kKvE4m3),
+                "values in the keys stream through two 16-bit stages");
 
   QTile q;        // (kBlockM, kHeadDimPadded); holds O at the end
   KVTile k0, v0;  // (kBlockN, kHeadDimPadded): slot 0 of the K and V ring buffers; slot s is
@@ -78,7 +95,11 @@ struct KeyValuePipeline {
     k0 = carve_tile<KVTile>(base);
     k_staging0 = {base};
     base += (kStages - 1) * KVTile::kBytes;
-    v0 = carve_tile<KVTile>(base);
+    if constexpr (kValuesInKeys) {
+      v0 = k0;
+    } else {
+      v0 = carve_tile<KVTile>(base);
+    }
     v_staging0 = {base};
   }
 
@@ -86,14 +107,18 @@ struct KeyValuePipeline {
   FJ_DEVICE void start(int rows, int first_block) {
     source.load_queries(q, rows, thread);
     load_keys(first_block);
-    if constexpr (kStages == 2) load_values(first_block);
+    if constexpr (kStages == 2 && !kValuesInKeys) load_values(first_block);
   }
 
   /// Waits until key block `block` is in shared memory for every thread and starts the loads
   /// this iteration overlaps; returns the key tile.
   FJ_DEVICE KVTile await_keys(int block) {
     const bool has_next = block + 1 < end_block;
-    if constexpr (kStages == 1) {
+    if constexpr (kValuesInKeys) {
+      cp_async_wait<0>();  // K_j, the only block in flight
+      __syncthreads();     // also: every warp is done with K_j-1, which was V_j-1 too
+      if (has_next) load_keys(block + 1);
+    } else if constexpr (kStages == 1) {
       cp_async_wait<0>();  // K_j
       __syncthreads();     // also: every warp is done reading V_j-1
       load_values(block);
@@ -112,6 +137,7 @@ struct KeyValuePipeline {
 
   /// Waits until value block `block` is in shared memory for every thread; returns the tile.
   FJ_DEVICE KVTile await_values(int block) {
+    if constexpr (kValuesInKeys) return slot(k0, block);  // arrived with the keys (await_keys)
     const bool has_next = block + 1 < end_block;
     if constexpr (kStages == 1) {
       cp_async_wait<0>();  // V_j

@@ -1,0 +1,136 @@
+// The wide forward (head dims past 256: DeepSeek's MLA in absorbed decoding, Q and K 576 wide,
+// V and O 512) on the CPU emulator against the float64 reference: decoding on paged caches
+// (pages of one token and of 64), V in the keys (v a view of k's first 512 columns) or loaded
+// on its own, speculative decoding with a causal mask, prefill of packed sequences with masks
+// and softcap, split-KV, both dtypes; V in the keys reads K's bytes once; the calls it does not
+// take are named before anything runs.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attention/attention_forward.hpp"
+#include "attention/inference_case.hpp"
+#include "flashjit/error.hpp"
+#include "support/emulator_runtime.hpp"
+
+namespace flashjit::testing {
+namespace {
+
+/// Runs `c`, judges it, and returns the forward kernel's readable name (and its work).
+KernelWork check_wide(Runtime& runtime, const InferenceCase& c) {
+  INFO(c.name());
+  runtime.reset_emulated_work();
+  const InferenceVerdict verdict = run_inference_case(runtime, c);
+  CHECK_MESSAGE(verdict.ok, verdict.describe());
+  KernelWork forward{};
+  for (const KernelWork& kernel : runtime.emulated_work()) {
+    if (kernel.kernel.starts_with("attention_forward.")) forward = kernel;
+  }
+  CHECK_MESSAGE(forward.kernel.find(".wide") != std::string::npos, forward.kernel);
+  return forward;
+}
+
+/// MLA's absorbed decoding: one query a sequence, `heads` query heads over one latent head,
+/// Q and K 576 wide, V and O 512, on a paged cache.
+InferenceCase mla_decode(std::int64_t heads, std::int64_t page_size, bool values_in_keys) {
+  InferenceCase c;
+  c.seqlens_q = {1, 1, 1};
+  c.seqlens_k = {1, 45, 130};
+  c.heads_q = heads;
+  c.heads_kv = 1;
+  c.head_dim = 576;
+  c.head_dim_v = 512;
+  c.keys = KeyStorage::paged;
+  c.page_size = page_size;
+  c.values_in_keys = values_in_keys;
+  c.splits = 1;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("wide forward: MLA's absorbed decoding (576/512), paged, V in the keys or loaded") {
+  for (const bool in_keys : {true, false}) {
+    for (const std::int64_t page_size : {1, 64}) {
+      const KernelWork work = check_wide(emulator(), mla_decode(16, page_size, in_keys));
+      CHECK((work.kernel.find(".vk") != std::string::npos) == in_keys);
+    }
+  }
+  {
+    InferenceCase c = mla_decode(64, 16, true);  // 64 rows a block: two column groups
+    c.dtype = DType::f16;
+    check_wide(emulator(), c);
+  }
+}
+
+TEST_CASE("wide forward: speculative decoding, causal, split-KV") {
+  InferenceCase c = mla_decode(32, 16, true);
+  c.seqlens_q = {3, 3};
+  c.seqlens_k = {70, 200};
+  c.causal = true;
+  c.splits = 3;  // fp32 partials of each warp's columns, merged
+  check_wide(emulator(), c);
+  c.splits = 0;  // the default's count
+  check_wide(emulator(), c);
+}
+
+TEST_CASE("wide forward: packed prefill at head dims past 256, masks and softcap") {
+  InferenceCase c;
+  c.seqlens_q = {1, 37, 70};
+  c.seqlens_k = {1, 37, 90};
+  c.packed_q = true;
+  c.keys = KeyStorage::packed;
+  c.heads_q = 2;
+  c.heads_kv = 1;  // GQA, unpacked (more queries than a decoding block)
+  c.head_dim = 320;
+  c.head_dim_v = 264;  // a padded V: the column groups' share is whole m16n8k16 steps
+  c.causal = true;
+  check_wide(emulator(), c);
+  c.causal = false;
+  c.window_left = 20;
+  c.softcap = 30;
+  c.dtype = DType::f16;
+  check_wide(emulator(), c);
+}
+
+TEST_CASE("wide forward: V in the keys reads K's bytes once") {
+  // 16 heads fill one query block a sequence: each sequence's K rows are read once, and with
+  // V in the keys that is all of the cache the kernel reads (and one page-table entry a row).
+  double read[2] = {0, 0};
+  for (const bool in_keys : {false, true}) {
+    read[in_keys] =
+        double(check_wide(emulator(), mla_decode(16, 16, in_keys)).work.global_bytes_read);
+  }
+  const double keys = (1 + 45 + 130) * 576 * 2, values = (1 + 45 + 130) * 512 * 2;
+  const double queries = 3 * 16 * 576 * 2;
+  const double page_table = (1 + 45 + 130) * 4;  // a key row's page, once
+  MESSAGE("global bytes read: V loaded " << read[0] << ", V in the keys " << read[1] << "; minimum "
+                                         << queries + keys);
+  CHECK(read[1] <= 1.1 * (queries + keys + page_table));
+  CHECK(read[0] >= queries + keys + values);
+}
+
+TEST_CASE("wide forward: the calls it does not take are named") {
+  Attention a;
+  a.head_dim = 576;
+  a.head_dim_v = 512;
+  // The dense forward and the backward stop at 256 and say where wider heads run.
+  CHECK_THROWS_WITH_AS(kernels::validate_forward_arguments(a, {}, {}, {}, {}, {}),
+                       doctest::Contains("Runtime::forward with Sequences"), InvalidArgument);
+  a.head_dim = 584;  // past MLA's 576
+  CHECK_THROWS_WITH_AS(kernels::validate_attention(a, /*wide_head_dims=*/true),
+                       doctest::Contains("attention.head_dim"), InvalidArgument);
+  // A GPU whose shared memory cannot hold the tiles (99 KB) is told so.
+  CHECK_THROWS_WITH_AS(
+      kernels::wide_forward_config(DType::bf16, 576, 512, MaskKind::none, false, true, "sm_86", 16),
+      doctest::Contains("sm_86 grants a block"), InvalidArgument);
+  const kernels::ForwardConfig sm80 =
+      kernels::wide_forward_config(DType::bf16, 576, 512, MaskKind::none, false, true, "sm_80", 16);
+  CHECK(sm80.valid());
+  CHECK(sm80.values_in_keys);
+  CHECK(sm80.shared_bytes() <= 163 * 1024);
+}
+
+}  // namespace flashjit::testing

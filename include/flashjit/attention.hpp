@@ -40,7 +40,9 @@ struct Attention {
   std::int64_t heads_kv = 1;  ///< key/value heads; heads_q must be a multiple (GQA/MQA)
   std::int64_t seqlen_q = 1;
   std::int64_t seqlen_k = 1;
-  std::int64_t head_dim = 64;  ///< Q's and K's: a multiple of 8 from 8 to 256
+  /// Q's and K's: a multiple of 8 from 8 to 256; up to 576 in the inference forward
+  /// (Runtime::forward with Sequences: MLA's absorbed decoding, 576 with head_dim_v 512).
+  std::int64_t head_dim = 64;
   /// V's and O's head dim (dV's and dO's in the backward) where it differs from head_dim, as in
   /// DeepSeek's MLA prefill (head_dim 192, head_dim_v 128); 0: head_dim. A multiple of 8 from 8
   /// to head_dim. The kernels run at head_dim, V's tiles zero past head_dim_v, so O = P V costs

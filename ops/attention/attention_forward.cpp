@@ -447,9 +447,10 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
   }
   if (!modifiers.empty() &&
       (config.path == ForwardPath::wgmma || config.path == ForwardPath::wide)) {
-    throw InvalidArgument("config",
-                          "is the wgmma or the wide path; score and mask modifiers run on the "
-                          "mma.sync and the TMA paths");
+    throw InvalidArgument("config", std::string("is the ") +
+                                        (config.path == ForwardPath::wide ? "wide" : "wgmma") +
+                                        " path; score and mask modifiers run on the mma.sync "
+                                        "and the TMA paths");
   }
   const bool window = config.mask == MaskKind::window;
   const std::string element = template_element(config.dtype);

@@ -433,6 +433,10 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
     values to the true ones, applied in float32 to the scores and the output. Head dims must be
     multiples of 16; no append (k, v) into it.
 
+    head_dim goes up to 576 here, with v_cache narrower (MLA's absorbed decoding: 576 and 512).
+    A v_cache that is k_cache's first columns in the same memory (kv_cache[..., :512] of a CUDA
+    tensor) is seen as such and read once with the keys.
+
     num_splits: split-KV blocks per query block (0 chooses, 1 to 64 forces), merged exactly.
     score_mod, mask_mod and captures as in attention(), b the sequence's index and q_idx, kv_idx
     positions within it (kv_idx counts from the first key after a left pad). Forward only. Returns o like q (and the float32 LSE [batch, heads_q, seqlen_q] with

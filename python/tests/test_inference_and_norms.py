@@ -112,6 +112,25 @@ def test_kvcache_decoding(paged):
         assert reference.relative_error(o[i:i + 1], o_ref) < 3e-2
 
 
+def test_kvcache_mla_absorbed_decoding():
+    # One latent head of 576 (512 latent + 64 rotary columns) for 16 query heads; the values
+    # are the keys' first 512 columns (v_cache a view of the cache, as MLA stores it).
+    batch, heads_q, d, dv, page = 2, 16, 576, 512, 16
+    used = [5, 40]
+    q = rand(batch, 1, heads_q, d, seed=7)
+    kv_cache = rand(6, page, 1, d, seed=8)
+    block_table = torch.tensor([[4, 1, 0], [2, 5, 3]], dtype=torch.int32)
+    o = flashjit.attention_with_kvcache(q, kv_cache, kv_cache[..., :dv],
+                                        torch.tensor(used, dtype=torch.int32),
+                                        block_table=block_table)
+    assert o.shape == (batch, 1, heads_q, dv)
+    for i in range(batch):
+        keys = kv_cache[block_table[i].long()].reshape(-1, 1, d)[:used[i]]
+        o_ref, _ = reference.attention(exact(q[i:i + 1]), exact(keys[None]),
+                                       exact(keys[None, ..., :dv]))
+        assert reference.relative_error(o[i:i + 1], o_ref) < 3e-2
+
+
 def test_kvcache_rejects_a_bad_page_index():
     q = rand(1, 1, 2, 64)
     cache = rand(2, 16, 2, 64)

@@ -1,8 +1,8 @@
 // GPU tests (label `gpu`): the inference forward and the variable-length backward on real
 // hardware, each sequence against its own float64 reference (attention/inference_case), at sizes
 // the emulator cannot reach: decoding on long paged caches with GQA packing and split-KV,
-// prefill of packed batches, the backward of packed batches, used lengths inside padded
-// buffers; and the index check's copy from device memory.
+// MLA's absorbed decoding (head dims 576/512), prefill of packed batches, the backward of packed
+// batches, used lengths inside padded buffers; and the index check's copy from device memory.
 #include <doctest/doctest.h>
 
 #include "attention/inference_case.hpp"
@@ -51,6 +51,31 @@ TEST_CASE("decoding on the GPU: paged caches of 16 and 256, GQA 8:1, splits chos
         c.page_size = page_size;
         c.causal = true;
         c.splits = splits;
+        check(runtime, c);
+      }
+    }
+  }
+}
+
+TEST_CASE("MLA's absorbed decoding on the GPU: 576/512, pages of 1 and 64, V in the keys") {
+  // The wide kernel: 16 and 128 query heads over one latent head (Br 32 and 64 on sm_90a),
+  // speculative decoding, splits chosen and forced; v a view of k's columns, or its own.
+  Runtime runtime;
+  for (std::int64_t heads : {16, 128}) {
+    for (std::int64_t page_size : {1, 64}) {
+      for (int splits : {0, 1, 8}) {
+        InferenceCase c;
+        c.seqlens_q.assign(4, splits == 8 ? 2 : 1);
+        c.seqlens_k = {4096, 1, 777, 2000};
+        c.heads_q = heads;
+        c.heads_kv = 1;
+        c.head_dim = 576;
+        c.head_dim_v = 512;
+        c.keys = KeyStorage::paged;
+        c.page_size = page_size;
+        c.causal = true;
+        c.splits = splits;
+        c.values_in_keys = splits != 1;
         check(runtime, c);
       }
     }

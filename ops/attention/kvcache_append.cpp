@@ -6,6 +6,7 @@
 
 #include "attention/attention_common.hpp"
 #include "attention/attention_inference.hpp"
+#include "attention/attention_inference_config.hpp"
 #include "common/argument_checks.hpp"
 #include "flashjit/error.hpp"
 #include "runtime/executor.hpp"
@@ -95,6 +96,12 @@ void check_cache_disjoint(const Sequences& s, const InferenceTensors& t, const T
                           const TensorView& o, const TensorView& lse) {
   check_no_self_overlap(t.k, "k");
   check_no_self_overlap(t.v, "v");
+  if (values_in_keys(t.k, t.v)) {
+    throw InvalidArgument("sequences.v_new",
+                          "would be written into v, which is k's first columns (one latent "
+                          "cache, as MLA's): write the new rows into the cache before the call, "
+                          "or give v a cache of its own");
+  }
   check_disjoint(t.k, t.v, "k", "v", Role::output);
   const auto check_other = [&](const TensorView& other, const char* name) {
     if (!present(other)) return;

@@ -126,6 +126,30 @@ TEST_CASE("wide forward: the calls it does not take are named") {
   CHECK_THROWS_WITH_AS(
       kernels::wide_forward_config(DType::bf16, 576, 512, MaskKind::none, false, true, "sm_86", 16),
       doctest::Contains("sm_86 grants a block"), InvalidArgument);
+  // An append into v that is k's columns would write the same rows twice.
+  {
+    InferenceCase c = mla_decode(16, 16, true);
+    c.values_in_keys = false;  // (the case refuses the pair; the call is made by hand below)
+    const Attention attention = c.attention();
+    std::vector<std::uint16_t> q(16 * 576), kv(9 * 16 * 576), o(16 * 512), fresh(576);
+    std::int32_t table[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8}, lengths[1] = {100};
+    Sequences s;
+    s.page_table = TensorView::contiguous(table, DType::i32, {1, 9});
+    s.seqlens_k = TensorView::contiguous(lengths, DType::i32, {1});
+    s.k_new = TensorView::contiguous(fresh.data(), DType::bf16, {1, 1, 1, 576});
+    s.v_new = TensorView::strided(fresh.data(), DType::bf16, {1, 1, 1, 512}, {576, 576, 576, 1});
+    Attention one = attention;
+    one.batch = 1;
+    one.seqlen_k = 100;
+    const TensorView k = TensorView::contiguous(kv.data(), DType::bf16, {9, 16, 1, 576});
+    TensorView v = k;
+    v.shape[3] = 512;
+    CHECK_THROWS_WITH_AS(
+        emulator().forward(one, s, TensorView::contiguous(q.data(), DType::bf16, {1, 1, 16, 576}),
+                           k, v, TensorView::contiguous(o.data(), DType::bf16, {1, 1, 16, 512}),
+                           {}),
+        doctest::Contains("sequences.v_new"), InvalidArgument);
+  }
   const kernels::ForwardConfig sm80 =
       kernels::wide_forward_config(DType::bf16, 576, 512, MaskKind::none, false, true, "sm_80", 16);
   CHECK(sm80.valid());

@@ -342,6 +342,8 @@ TEST_CASE("run refuses, by name, an option the chosen op or form does not use, b
            {{"--paged", "--layout", "bshd"}, "--layout", "--paged"},
            {{"--page-size", "32"}, "--page-size", "dense"},
            {{"--seqused"}, "--seqused", "dense"},
+           {{"--values-in-keys"}, "--values-in-keys", "dense"},
+           {{"--paged", "--append", "1", "--values-in-keys"}, "--values-in-keys", "--append"},
            {{"--op", "attention-backward", "--varlen", "2", "--counters"},
             "--counters",
             "--varlen"},
@@ -436,6 +438,23 @@ TEST_CASE("run --paged and --varlen: the inference forward and the varlen backwa
       CHECK(run.out.find("kernel:  attention_unused_rows.") != std::string::npos);
     }
   }
+  // MLA's absorbed decoding on one-token pages, v a view of k's first 512 columns: the wide
+  // kernel, reading the keys once; a dense run stops at 256 and says where wider heads run.
+  const ChildResult mla =
+      flashjit_cli({"run", "--emulate", "--paged", "--page-size", "1", "--seqlen-q", "1",
+                    "--seqlen-k", "77", "--heads", "16", "--heads-kv", "1", "--head-dim", "576",
+                    "--head-dim-v", "512", "--values-in-keys"},
+                   dir.path().string());
+  CAPTURE(mla.output);
+  CHECK(mla.exit_code == 0);
+  CHECK(mla.out.find(".wide.hdv512.g2.vk.varlen.paged.packgqa") != std::string::npos);
+  CHECK(mla.out.find("V in the keys") != std::string::npos);
+  CHECK(mla.out.find("PASS") != std::string::npos);
+  const ChildResult dense_576 =
+      flashjit_cli({"run", "--emulate", "--head-dim", "576"}, dir.path().string());
+  CHECK(dense_576.exit_code == 2);
+  CHECK(dense_576.err.find("'--head-dim'") != std::string::npos);
+  CHECK(dense_576.err.find("to 576 with --paged or --varlen") != std::string::npos);
   const ChildResult paged =
       flashjit_cli({"run", "--emulate", "--paged", "--seqlen-q", "1", "--seqlen-k", "300",
                     "--heads", "8", "--heads-kv", "1", "--splits", "3"},

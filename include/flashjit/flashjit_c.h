@@ -177,7 +177,9 @@ typedef struct flashjit_attention {
   int64_t heads_kv; /**< key/value heads; heads_q must be a multiple (GQA/MQA) */
   int64_t seqlen_q; /**< query rows per sequence */
   int64_t seqlen_k; /**< keys per sequence */
-  int64_t head_dim; /**< a multiple of 8 from 8 to 256 */
+  int64_t head_dim; /**< a multiple of 8 from 8 to 256; to 576 in
+                         flashjit_attention_forward_sequences (MLA's absorbed decoding,
+                         head_dim_v 512) */
   /** Nonzero: key j is visible to query i only if j <= i + seqlen_k - seqlen_q (bottom-right
    *  aligned). The window_right = 0 case; combining it with window_right > 0 is an error. */
   int causal;

@@ -208,9 +208,10 @@ bool ForwardConfig::valid() const {
       path == ForwardPath::tma && varlen && !persistent && !paged && !pack_gqa && !split;
   if (path != ForwardPath::mma_sync && inference_layout() && !tma_varlen) return false;
   if (paged && !varlen) return false;  // a paged cache has per-sequence key counts
-  // An fp8 cache: through the mma.sync pipeline's two-stage staging ring (its lengths per
-  // sequence), in 16-byte chunks of 16 elements.
-  if (kv_e4m3 && (!varlen || path != ForwardPath::mma_sync || stages != 2 || head_dim % 16 != 0)) {
+  // An fp8 cache: with per-sequence lengths, in 16-byte chunks of 16 elements, through the
+  // mma.sync pipeline's two-stage staging ring or the TMA forward's packed kernel.
+  if (kv_e4m3 && (!varlen || head_dim % 16 != 0 ||
+                  (path == ForwardPath::mma_sync ? stages != 2 : !tma_varlen))) {
     return false;
   }
   switch (path) {
@@ -219,7 +220,8 @@ bool ForwardConfig::valid() const {
              wgmma_forward_config_valid(head_dim, block_m, block_n, warps, stages);
     case ForwardPath::tma:
       return !q_in_registers &&
-             tma_forward_config_valid(head_dim, block_m, block_n, warps, stages, p_in_shared) &&
+             tma_forward_config_valid(head_dim, block_m, block_n, warps, stages, p_in_shared,
+                                      kv_e4m3) &&
              tma_forward_schedule_valid(block_m, stages, overlap, pingpong);
     case ForwardPath::wide:  // (above)
     case ForwardPath::mma_sync:
@@ -235,7 +237,7 @@ int ForwardConfig::shared_bytes() const {
     case ForwardPath::wgmma:
       return wgmma_forward_shared_bytes(head_dim, block_m, block_n);
     case ForwardPath::tma:
-      return tma_forward_shared_bytes(head_dim, block_m, block_n, stages, p_in_shared);
+      return tma_forward_shared_bytes(head_dim, block_m, block_n, stages, p_in_shared, kv_e4m3);
     case ForwardPath::mma_sync:
       break;
   }
@@ -488,9 +490,13 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
         (config.pingpong ? ", true" : ", false") + (config.p_in_shared ? ", true" : ", false") +
         (config.persistent ? ", true" : ", false") +
         // The arguments with defaults only as far as needed (the emulator's built-in instances
-        // are named so), all of them before the modifiers' struct.
-        (!modifiers.empty() ? std::string(config.varlen ? ", true" : ", false") +
-                                  (config.cluster ? ", 2, " : ", 1, ") + modifiers.type_name()
+        // are named so), all of them before the modifiers' struct, which an fp8 cache follows.
+        (!modifiers.empty() || config.kv_e4m3
+             ? std::string(config.varlen ? ", true" : ", false") +
+                   (config.cluster ? ", 2, " : ", 1, ") +
+                   (modifiers.empty() ? std::string("flashjit::NoModifiers")
+                                      : modifiers.type_name()) +
+                   (config.kv_e4m3 ? ", true" : "")
          : config.varlen  ? std::string(", true")
          : config.cluster ? std::string(", false, 2")
                           : std::string()) +

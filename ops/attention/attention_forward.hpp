@@ -81,8 +81,9 @@ struct ForwardConfig {
   bool paged = false;
   bool pack_gqa = false;
   bool split = false;
-  /// K and V are an fp8 e4m3 cache (with varlen, on the mma.sync path, two stages): their
-  /// blocks are converted to `dtype` in shared memory and the descale factors applied in fp32.
+  /// K and V are an fp8 e4m3 cache (with varlen: on the mma.sync path with two stages, or the
+  /// TMA path's packed kernel): their blocks are converted to `dtype` in shared memory and the
+  /// descale factors applied in fp32.
   bool kv_e4m3 = false;
   /// Wide path: V's and O's head dim, a compile-time constant there (O's registers are sized by
   /// it); 0 on the other paths, which read it at run time.

@@ -10,14 +10,29 @@
 namespace flashjit::kernels {
 namespace {
 
-constexpr std::uint64_t kElementBytes = 2;  // fp16 and bf16
+/// A map's element and box: 16-bit elements in boxes of 64 head-dim elements (one 128-byte
+/// swizzle panel), or an fp8 cache's bytes in boxes of whole padded rows without swizzle (the
+/// staging tile's row-major image, tma_forward_loads.cuh).
+struct MapElements {
+  std::uint64_t bytes;
+  std::uint32_t box_cols;
+  emulator::TmaSwizzle swizzle;
+};
+
+constexpr MapElements kSixteenBit{2, 64, emulator::TmaSwizzle::b128};
+
+MapElements fp8_rows(std::int64_t head_dim) {
+  return {1, static_cast<std::uint32_t>(tma_forward_padded_head_dim(static_cast<int>(head_dim))),
+          emulator::TmaSwizzle::none};
+}
 
 /// The map of one [batch, seqlen, heads, head_dim] tensor: rank 4 over {head_dim, seqlen,
-/// heads, batch}, boxes of 64 head-dim elements by `box_rows` rows, 128-byte swizzle.
+/// heads, batch}, boxes of `e.box_cols` head-dim elements by `box_rows` rows.
 emulator::TensorMap head_tensor_map(const HeadTensor& t, std::int64_t batch, std::int64_t seqlen,
-                                    std::int64_t heads, std::int64_t head_dim, int box_rows) {
+                                    std::int64_t heads, std::int64_t head_dim, int box_rows,
+                                    MapElements e = kSixteenBit) {
   emulator::TensorMap map;
-  map.element_bytes = static_cast<int>(kElementBytes);
+  map.element_bytes = static_cast<int>(e.bytes);
   map.rank = 4;
   map.global_address = t.data;
   const std::int64_t sizes[4] = {head_dim, seqlen, heads, batch};
@@ -29,25 +44,26 @@ emulator::TensorMap head_tensor_map(const HeadTensor& t, std::int64_t batch, std
     if (d == 0) continue;
     // TMA never steps along a dimension of size 1, but the driver checks its stride anyway
     // (a multiple of 16 bytes): give it the dense one, which is.
-    const std::uint64_t dense = map.dims[d - 1] * (d == 1 ? kElementBytes : map.strides[d - 1]);
+    const std::uint64_t dense = map.dims[d - 1] * (d == 1 ? e.bytes : map.strides[d - 1]);
     map.strides[d] = sizes[d] <= 1 ? std::max<std::uint64_t>(16, (dense + 15) / 16 * 16)
-                                   : static_cast<std::uint64_t>(strides[d]) * kElementBytes;
+                                   : static_cast<std::uint64_t>(strides[d]) * e.bytes;
   }
-  map.box = {64, static_cast<std::uint32_t>(box_rows), 1, 1, 1};
-  map.swizzle = emulator::TmaSwizzle::b128;
+  map.box = {e.box_cols, static_cast<std::uint32_t>(box_rows), 1, 1, 1};
+  map.swizzle = e.swizzle;
   return map;
 }
 
 /// The maps of Q, K, V and a fourth tensor of O's shape (O or dO) with `fourth_rows` rows a box.
-/// V's and O's are value_head_dim() wide: boxes past it load zeros and store nothing.
+/// V's and O's are value_head_dim() wide: boxes past it load zeros and store nothing. K's and
+/// V's elements are `kv` (an fp8 cache's: fp8_rows).
 std::vector<emulator::TensorMap> attention_tma_maps(const HeadTensor& q, const HeadTensor& k,
                                                     const HeadTensor& v, const HeadTensor& fourth,
                                                     const Attention& a, int block_m, int block_n,
-                                                    int fourth_rows) {
+                                                    int fourth_rows, MapElements kv = kSixteenBit) {
   const std::int64_t value_dim = a.value_head_dim();
   return {head_tensor_map(q, a.batch, a.seqlen_q, a.heads_q, a.head_dim, block_m),
-          head_tensor_map(k, a.batch, a.seqlen_k, a.heads_kv, a.head_dim, block_n),
-          head_tensor_map(v, a.batch, a.seqlen_k, a.heads_kv, value_dim, block_n),
+          head_tensor_map(k, a.batch, a.seqlen_k, a.heads_kv, a.head_dim, block_n, kv),
+          head_tensor_map(v, a.batch, a.seqlen_k, a.heads_kv, value_dim, block_n, kv),
           head_tensor_map(fourth, a.batch, a.seqlen_q, a.heads_q, value_dim, fourth_rows)};
 }
 
@@ -71,13 +87,14 @@ std::vector<emulator::TensorMap> backward_tma_maps(const TensorView& q, const Te
 
 std::vector<emulator::TensorMap> packed_tma_maps(const AttentionForwardParams& params,
                                                  const Attention& a, std::int64_t total_q,
-                                                 std::int64_t total_k, int block_m, int block_n) {
+                                                 std::int64_t total_k, int block_m, int block_n,
+                                                 bool kv_e4m3) {
   Attention packed = a;  // each as a batch of one
   packed.batch = 1;
   packed.seqlen_q = total_q;
   packed.seqlen_k = total_k;
   return attention_tma_maps(params.q, params.k, params.v, params.o, packed, block_m, block_n,
-                            kTmaStoreRows);
+                            kTmaStoreRows, kv_e4m3 ? fp8_rows(a.head_dim) : kSixteenBit);
 }
 
 std::string tma_maps_problem(const std::vector<emulator::TensorMap>& maps, const char* fourth) {

@@ -20,10 +20,12 @@ std::vector<emulator::TensorMap> forward_tma_maps(const AttentionForwardParams& 
                                                   int block_n);
 
 /// The same for packed sequences (the TMA forward's varlen kernels): Q and O of `total_q` rows,
-/// K and V of `total_k`, each as a batch of one.
+/// K and V of `total_k`, each as a batch of one. With `kv_e4m3`, K and V are an fp8 cache:
+/// maps of bytes, boxes of whole padded rows (tma_forward_padded_head_dim) without swizzle.
 std::vector<emulator::TensorMap> packed_tma_maps(const AttentionForwardParams& params,
                                                  const Attention& attention, std::int64_t total_q,
-                                                 std::int64_t total_k, int block_m, int block_n);
+                                                 std::int64_t total_k, int block_m, int block_n,
+                                                 bool kv_e4m3 = false);
 
 /// The maps of Q, K, V and dO, in AttentionBackwardTmaMaps' order (the Hopper backward): Q's
 /// and dO's box of block_m rows, K's and V's of block_n. Each map's sizes are its view's

@@ -265,7 +265,8 @@ void check_inference_config(const InferenceConfig& config, const Attention& a, c
 /// FlashAttention-3 takes packed prefill on its TMA kernel too. Its default tile for the call's
 /// dtype, head dim, mask and softcap, one CTA per (query block, head, sequence), query blocks of
 /// the longest sequence (the shorter ones' last CTAs find no row), the call's score and mask
-/// modifiers compiled in (b the sequence, indices within it); std::nullopt where it has no
+/// modifiers compiled in (b the sequence, indices within it), over a 16-bit or an fp8 cache
+/// (whose blocks the kernel's producer converts); std::nullopt where it has no
 /// such tile, the keys are paged, or TMA cannot read the tensors. Not with seqlens_k either:
 /// TMA's last key block reads on past a sequence's keys, rows a masked score multiplies by 0,
 /// which holds for the next sequence's keys but not for whatever lies in the packed keys a
@@ -277,20 +278,20 @@ std::optional<ForwardLaunch> packed_tma_launch(const Attention& a, const Sequenc
                                                const DeviceInfo& device, Stream stream) {
   if (fallback.splits != 1 || !present(s.cu_seqlens_q) || !present(s.cu_seqlens_k) ||
       present(s.seqlens_k) || present(s.page_table) || fallback.forward.pack_gqa ||
-      fallback.forward.kv_e4m3 || fallback.forward.path == ForwardPath::wide) {
+      fallback.forward.path == ForwardPath::wide) {
     return std::nullopt;
   }
   const ForwardConfig& tile = fallback.forward;
-  const std::optional<ForwardConfig> config =
-      packed_prefill_tma_config(tile.dtype, tile.head_dim, tile.mask, tile.softcap, device.arch());
+  const std::optional<ForwardConfig> config = packed_prefill_tma_config(
+      tile.dtype, tile.head_dim, tile.mask, tile.softcap, device.arch(), tile.kv_e4m3);
   if (!config || static_cast<std::size_t>(config->shared_bytes()) > device.shared_memory_optin) {
     return std::nullopt;
   }
   ForwardLaunch launch;
   launch.params = forward_params(a, t.q, t.k, t.v, t.o, t.lse);
   launch.params.sequences = sequence_index(s, 0);
-  launch.maps =
-      packed_tma_maps(launch.params, a, t.total_q, t.k.shape[1], config->block_m, config->block_n);
+  launch.maps = packed_tma_maps(launch.params, a, t.total_q, t.k.shape[1], config->block_m,
+                                config->block_n, config->kv_e4m3);
   if (!tma_maps_problem(launch.maps).empty()) return std::nullopt;
   launch.spec = &launch_forward_spec(*config, device.arch(), score_modifiers(a));
   launch.shape.grid_x =

@@ -1,8 +1,10 @@
 #include "attention/attention_inference_config.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 #include "attention/score_modifiers.hpp"
+#include "attention/tma_forward_space.cuh"
 #include "merge_states/merge_states.hpp"
 
 namespace flashjit::kernels {
@@ -121,12 +123,20 @@ std::vector<detail::KernelSpec> inference_specs(const InferenceConfig& config,
 }
 
 std::optional<ForwardConfig> packed_prefill_tma_config(DType dtype, int head_dim, MaskKind mask,
-                                                       bool softcap, const std::string& arch) {
+                                                       bool softcap, const std::string& arch,
+                                                       bool kv_e4m3) {
   ForwardConfig config = default_forward_config(dtype, head_dim, mask, softcap, arch);
   if (config.path != ForwardPath::tma) return std::nullopt;
   config.persistent = false;  // the sequences' tiles are uneven: one CTA each
   config.cluster = false;     // nor do two CTAs walk the same keys
   config.varlen = true;
+  config.kv_e4m3 = kv_e4m3;
+  // An fp8 cache's staging slots need shared memory the 16-bit default may fill: the widest
+  // smaller key block that leaves room for them.
+  const int default_block_n = config.block_n;
+  for (auto n = std::rbegin(kTmaBlockN); !config.valid() && n != std::rend(kTmaBlockN); ++n) {
+    if (kv_e4m3 && *n < default_block_n) config.block_n = *n;
+  }
   if (!config.valid()) return std::nullopt;
   return config;
 }

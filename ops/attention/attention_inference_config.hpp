@@ -98,10 +98,12 @@ std::vector<detail::KernelSpec> inference_specs(const InferenceConfig& config,
                                                 const std::string& arch);
 
 /// The TMA forward's kernel for packed (varlen) prefill on `arch`: the TMA default of the dtype,
-/// head dim, mask and softcap, with varlen and one CTA per tile; std::nullopt where the TMA
-/// path has no default (any arch but sm_90a).
+/// head dim, mask and softcap, with varlen and one CTA per tile; over an fp8 cache (`kv_e4m3`)
+/// with the widest key block that leaves shared memory for its staging slots. std::nullopt
+/// where the TMA path has no such tile (any arch but sm_90a).
 std::optional<ForwardConfig> packed_prefill_tma_config(DType dtype, int head_dim, MaskKind mask,
-                                                       bool softcap, const std::string& arch);
+                                                       bool softcap, const std::string& arch,
+                                                       bool kv_e4m3 = false);
 
 /// The inference layouts' default kernels at (dtype, head_dim, mask) on `arch`, for the compile
 /// matrix: variable lengths (prefill; on sm_90a the TMA forward's too), GQA-packed decoding, and

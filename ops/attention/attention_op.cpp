@@ -95,6 +95,16 @@ std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch,
     config.stages = 2;
     if (config.valid()) defaults.push_back(config);
   }
+  // Packed prefill over an fp8 cache on sm_90a's TMA kernel (head dims 64, 128 and 256, and
+  // the window mask at 128): the producer warpgroup's conversion fits the registers it keeps.
+  for (int head_dim : {64, 128, 256}) {
+    for (MaskKind mask : {MaskKind::none, MaskKind::window}) {
+      if (mask == MaskKind::window && head_dim != 128) continue;
+      if (auto tma = packed_prefill_tma_config(DType::bf16, head_dim, mask, false, arch, true)) {
+        defaults.push_back(*tma);
+      }
+    }
+  }
   // MLA's absorbed decoding on the wide path (576/512, paged, GQA-packed, split and not), V in
   // the keys and loaded, for 16 and 128 heads (whose tiles differ where shared memory allows).
   for (const std::int64_t rows : {16, 128}) {

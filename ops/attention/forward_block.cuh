@@ -5,6 +5,7 @@
 // the key blocks and where its partial result goes. A dense batch is FlashAttention-2's
 // (row block, head, batch) grid, with no index arithmetic beyond it.
 #include "attention/block_mask_ranges.cuh"
+#include "attention/cache_descale.cuh"
 #include "attention/epilogue.cuh"
 #include "attention/forward_params.cuh"
 #include "attention/key_value_pipeline.cuh"
@@ -14,12 +15,6 @@
 #include "tile/e4m3.cuh"
 
 namespace flashjit {
-
-/// An fp8 cache's factor for sequence `batch`'s key/value head `head` (1 without factors).
-FJ_DEVICE float descale_at(const CacheDescale& d, int batch, int head) {
-  return d.data == nullptr ? 1.0f
-                           : load_global(d.data, batch * d.batch_stride + head * d.head_stride);
-}
 
 /// KeyWindow for tiles whose rows are packed (query, head) pairs: row p is query p / group.
 template <MaskKind Kind>
@@ -121,6 +116,23 @@ struct ForwardBlock {
   FJ_DEVICE int query(int r) const { return Layout::kPackGqa ? (row0 + r) / group : row0 + r; }
   FJ_DEVICE int query_head(int r) const {
     return Layout::kPackGqa ? head + (row0 + r) % group : head;
+  }
+
+  /// Tile row r's fp32 partial O row and partial LSE under split-KV (SplitOutputs), and its
+  /// LSE (p.lse, which must be set) otherwise.
+  FJ_DEVICE float* partial_o_row(const AttentionForwardParams& p, int r) const {
+    const SplitOutputs& out = p.split;
+    return out.o + split * out.o_split_stride + (token0 + query(r)) * out.o_token_stride +
+           index_t(query_head(r)) * p.head_dim_v;
+  }
+  FJ_DEVICE float* partial_lse_at(const AttentionForwardParams& p, int r) const {
+    const SplitOutputs& out = p.split;
+    return out.lse + split * out.lse_split_stride + (token0 + query(r)) * out.lse_token_stride +
+           query_head(r);
+  }
+  FJ_DEVICE float* lse_at(const AttentionForwardParams& p, int r) const {
+    return p.lse + batch * p.lse_batch_stride + query_head(r) * p.lse_head_stride + q_start +
+           query(r);
   }
 
   /// Tile row r's row of q (or o).
@@ -228,6 +240,17 @@ struct ForwardRows {
            Tile::kRows % (Traits::kThreads / kChunksPerRow) == 0;
   }
 
+  /// The page of key `key` for the lanes that share its row: lane `leader` reads it from the
+  /// page table (row `table_row`) and shuffles it to them; 0 for a row past the sequence's keys
+  /// (`valid` false), which reads no page.
+  FJ_DEVICE int row_page(int key, bool valid, int lane, int leader, index_t table_row) const {
+    int page = 0;
+    if (lane == leader && valid) {
+      page = load_global_index(sequences.page_table, table_row + key / sequences.page_size);
+    }
+    return shuffle_from(page, leader);
+  }
+
   /// Paged K or V with rows of more chunks than a warp has lanes (head dims past 256): each
   /// warp takes whole rows, its first lane reads the row's page for the others, so a row costs
   /// one page-table read (4 bytes for 1152 of MLA's row) instead of one per chunk.
@@ -243,11 +266,7 @@ struct ForwardRows {
 #pragma unroll 1
     for (int row = thread / kWarpSize; row < Tile::kRows; row += kWarps) {
       const int key = key0 + row;
-      int page = 0;  // rows past the sequence's keys read no page
-      if (lane == 0 && row < rows_valid) {
-        page = load_global_index(sequences.page_table, table_row + key / sequences.page_size);
-      }
-      page = shuffle_from(page, 0);
+      const int page = row_page(key, row < rows_valid, lane, 0, table_row);
       const KeyElement* src =
           t.rows<const KeyElement>(page, block.kv_head, key % sequences.page_size);
 #pragma unroll 1
@@ -275,11 +294,7 @@ struct ForwardRows {
 #pragma unroll 1
     for (int row = thread / kChunksPerRow; row < Tile::kRows; row += kRowStep) {
       const int key = key0 + row;
-      int page = 0;  // rows past the sequence's keys read no page
-      if (lane == leader && row < rows_valid) {
-        page = load_global_index(sequences.page_table, table_row + key / sequences.page_size);
-      }
-      page = shuffle_from(page, leader);
+      const int page = row_page(key, row < rows_valid, lane, leader, table_row);
       const bool valid = row < rows_valid && col < cols;
       const KeyElement* src =
           t.rows<const KeyElement>(page, block.kv_head, key % sequences.page_size) + col;
@@ -310,18 +325,11 @@ FJ_DEVICE void store_forward_outputs(const ForwardBlock<Traits>& block,
                                      int lane) {
   using T = typename Traits::Element;
   if constexpr (Traits::Layout::kSplit) {
-    const SplitOutputs& out = p.split;
-    const auto partial_o = [&](int r) {
-      return out.o + block.split * out.o_split_stride +
-             (block.token0 + block.query(r)) * out.o_token_stride +
-             index_t(block.query_head(r)) * p.head_dim_v;
-    };
-    const auto partial_lse = [&](int r) {
-      return out.lse + block.split * out.lse_split_stride +
-             (block.token0 + block.query(r)) * out.lse_token_stride + block.query_head(r);
-    };
-    store_rows_fp32(o, partial_o, warp_row0, block.rows, p.head_dim_v, lane);
-    store_lse_to(lse, partial_lse, warp_row0, block.rows, lane);
+    store_rows_fp32(
+        o, [&](int r) { return block.partial_o_row(p, r); }, warp_row0, block.rows, p.head_dim_v,
+        lane);
+    store_lse_to(
+        lse, [&](int r) { return block.partial_lse_at(p, r); }, warp_row0, block.rows, lane);
   } else if constexpr (Traits::Layout::kDense) {
     const HeadSlice<T> slice =
         head_slice<T>(p, p.o, lse_rows(p, block.batch, block.head, block.row0), block.batch,
@@ -335,12 +343,7 @@ FJ_DEVICE void store_forward_outputs(const ForwardBlock<Traits>& block,
         block.rows, lane, p.head_dim_v);
     if (p.lse == nullptr) return;
     store_lse_to(
-        lse,
-        [&](int r) {
-          return p.lse + block.batch * p.lse_batch_stride +
-                 block.query_head(r) * p.lse_head_stride + block.q_start + block.query(r);
-        },
-        warp_row0, block.rows, lane);
+        lse, [&](int r) { return block.lse_at(p, r); }, warp_row0, block.rows, lane);
   }
 }
 

@@ -9,7 +9,7 @@ namespace flashjit {
 
 /// The fp32 factor of sequence b's key/value head h: data[b · batch_stride + h · head_stride],
 /// strides 0 where one factor covers every sequence (per tensor) or every head; nullptr: 1
-/// (attention/forward_block.cuh reads it).
+/// (descale_at reads it).
 struct CacheDescale {
   const float* data;
   index_t batch_stride;

@@ -12,14 +12,19 @@
 
 namespace flashjit {
 
-/// With soft-capping, S = c·log2(e) · tanh(S · scale / c); without, S stays raw (the softmax
-/// scales it in its exponent).
+/// With soft-capping, S = c·log2(e) · tanh(S · scale / c) (`softcap_log2` c·log2(e), `scale`
+/// over c); without, S stays raw (the softmax scales it in its exponent).
+template <bool Softcap, int Rows, int Cols>
+FJ_DEVICE void cap_scores(acc_tile<Rows, Cols>& s, float softcap_log2, float scale) {
+  if constexpr (Softcap) {
+    for_each_in_row(s, [&](int, float& x) { x = softcap_log2 * tanh_approx(x * scale); });
+  }
+}
+
+/// cap_scores with the call's factors.
 template <bool Softcap, int Rows, int Cols>
 FJ_DEVICE void cap_scores(acc_tile<Rows, Cols>& s, const AttentionForwardParams& params) {
-  if constexpr (Softcap) {
-    for_each_in_row(
-        s, [&](int, float& x) { x = params.softcap_log2 * tanh_approx(x * params.score_scale); });
-  }
+  cap_scores<Softcap>(s, params.softcap_log2, params.score_scale);
 }
 
 /// The factor between a score as the kernel holds it and its base-2 exponent: scale·log2(e),

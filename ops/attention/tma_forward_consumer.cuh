@@ -7,6 +7,7 @@
 //    are issued together, and the softmax of this block runs while the P V product does; with
 //    pingpong, two warpgroups take turns issuing their products (ProductTurns), so one's
 //    softmax also runs under the other's products.
+#include "attention/cache_descale.cuh"
 #include "attention/epilogue.cuh"
 #include "attention/forward_params.cuh"
 #include "attention/forward_softmax.cuh"
@@ -86,6 +87,8 @@ struct ConsumerRows {
   int group_row0;           // its warpgroup's
   int first_row, last_row;  // the block's valid query rows
   KeyWindow<Traits::kMask> window;
+  // The scores' scale: the call's, times an fp8 cache's k_descale (q·k = (q·k_stored)·k_descale).
+  float score_scale;
   float scale;  // the softmax's exponent scale
 
   FJ_DEVICE ConsumerRows(const AttentionForwardParams& params, const TmaForwardBlock& at,
@@ -96,7 +99,10 @@ struct ConsumerRows {
         first_row(at.row0),
         last_row(at.row0 + at.rows - 1),
         window(at.window<Traits::kMask>(params)),
-        scale(exponent_scale<Traits::kScaled>(params)) {}
+        score_scale(Traits::kKvE4m3 ? params.score_scale * descale_at(params.sequences.k_descale,
+                                                                      at.batch, at.kv_head)
+                                    : params.score_scale),
+        scale(Traits::kScaled ? 1.0f : score_scale) {}
 
   /// Softcap, the caller's modifiers, then −inf where the mask hides a key (blocks it hides
   /// nothing of are left).
@@ -104,9 +110,9 @@ struct ConsumerRows {
                               const AttentionForwardParams& params, const TmaForwardBlock& at,
                               int key0) const {
     using Modifiers = typename Traits::Modifiers;
-    cap_scores<Traits::kSoftcap>(s, params);
+    cap_scores<Traits::kSoftcap>(s, params.softcap_log2, score_scale);
     if constexpr (Modifiers::kScore || Modifiers::kMask) {
-      const float to_natural = (Traits::kSoftcap ? 1.0f : params.score_scale) * kLn2;
+      const float to_natural = (Traits::kSoftcap ? 1.0f : score_scale) * kLn2;
       modify_scores<Modifiers>(s, at, warp_row0, key0, to_natural, true, params.captures, lane);
     }
     if (!window.block_fully_visible(first_row, last_row, key0, Traits::kBlockN)) {
@@ -114,6 +120,16 @@ struct ConsumerRows {
     }
   }
 };
+
+/// An fp8 cache: O = (P V_stored) · v_descale, in fp32 before O is rounded (nothing otherwise).
+template <class Traits>
+FJ_DEVICE void descale_values(acc_tile<16, Traits::kHeadDimPadded>& o,
+                              const AttentionForwardParams& params, const TmaForwardBlock& at) {
+  if constexpr (Traits::kKvE4m3) {
+    const float factor = descale_at(params.sequences.v_descale, at.batch, at.kv_head);
+    for_each_in_row(o, [&](int, float& x) { x *= factor; });
+  }
+}
 
 /// Packed sequences: the warpgroup's rows of O, staged in Q's tile, to global memory by its 128
 /// threads, 16 bytes at a time, rows past the sequence's end and columns past the head dim left
@@ -233,6 +249,7 @@ FJ_DEVICE void attend(const TmaForwardShared<Traits>& smem, const AttentionForwa
     slots.release_value(smem);
   }
   const row_vec<16> lse = softmax.finish(o, rows.scale);  // O /= ℓ
+  descale_values<Traits>(o, params, at);
   write_outputs<Traits>(o, lse, smem, params, maps, at, thread);
 }
 
@@ -326,6 +343,7 @@ FJ_DEVICE void attend_overlapped(const TmaForwardShared<Traits>& smem,
     slots.release_value(smem);
   }
   const row_vec<16> lse = softmax.finish(o, rows.scale);  // O /= ℓ
+  descale_values<Traits>(o, params, at);
   write_outputs<Traits>(o, lse, smem, params, maps, at, thread);
 }
 

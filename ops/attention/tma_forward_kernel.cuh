@@ -33,108 +33,64 @@
 // 128). A slot is then filled from both CTAs: it is free once both CTAs' consumers have released
 // it, which each signals in both CTAs' rings (ConsumerSlots).
 //
+// An fp8 (e4m3) cache (kKvE4m3, packed sequences): TMA brings K's and V's blocks as bytes and
+// the producer warpgroup converts them into the rings' 16-bit slots (tma_forward_loads.cuh);
+// the consumers fold k_descale into the score scale and v_descale into O.
+//
 // Not done yet (FlashAttention-3 has them): cache hints.
 #include "attention/tma_forward_consumer.cuh"
+#include "attention/tma_forward_loads.cuh"
 
 namespace flashjit {
 
-/// Producer: block `block`'s rows of K or V (`map`) into the next free slot of `ring`, whose
-/// slot 0 is `slot0`; in a cluster, this CTA's share of them (ClusterShare) into that slot of
-/// every CTA.
-template <class Traits>
-FJ_DEVICE void load_key_block(const typename Traits::Ring& ring,
-                              RingPosition<Traits::kStages>& slot,
-                              const typename Traits::KVTile& slot0, const tma_descriptor& map,
-                              const TmaForwardBlock& at, int block) {
-  using KVTile = typename Traits::KVTile;
-  mbarrier_t* full = ring.acquire(slot, KVTile::kBytes);  // an empty slot (in every CTA)
-  int origin[4] = {0, at.k_row0 + block * Traits::kBlockN, at.kv_head, at.tensor_batch};
-  const KVTile tile{slot0.data + slot.stage * KVTile::kBytes / 2};
-  if constexpr (Traits::kClusterBlocks > 1) {
-    const ClusterShare<Traits::kClusterBlocks, Traits::kBlockN> share(cluster_ctarank());
-    origin[1] += share.first_row;
-    tma_load_share_multicast<Traits::kClusterBlocks>(share.at(tile), map, origin, full);
-  } else {
-    tma_load_tile(tile, map, origin, full);
-  }
-  slot.advance();
-}
-
-/// Producer, packed sequences: V's block `block` if its box reaches past the last sequence's
-/// keys (cu_seqlens_k's last offset), into the next free slot; false, with nothing loaded, if
-/// it does not. The block lands on v_tail (one tile a CTA: its first phase), the lines past
-/// the keys are zeroed (as TMA's fill past a tensor's end would be), and only then is the slot
-/// announced full to the consumers.
-template <class Traits>
-FJ_DEVICE bool load_values_past_end(const TmaForwardShared<Traits>& smem,
-                                    const AttentionForwardParams& params,
-                                    RingPosition<Traits::kStages>& slot, const tma_descriptor& map,
-                                    const TmaForwardBlock& at, int block) {
-  static_assert(Traits::kVarlen && !Traits::kPersistent && Traits::kClusterBlocks == 1,
-                "packed sequences: one CTA per tile, no cluster");
-  using KVTile = typename Traits::KVTile;
-  const int keys_end = load_global_index(params.sequences.cu_seqlens_k, params.batch);
-  const int row0 = at.k_row0 + block * Traits::kBlockN;
-  if (row0 + Traits::kBlockN <= keys_end) return false;
-  mbarrier_t* full = smem.v_ring.acquire_unannounced(slot);
-  const KVTile tile = smem.v(slot.stage);
-  const int origin[4] = {0, row0, at.kv_head, at.tensor_batch};
-  mbarrier_arrive_expect_tx(smem.v_tail, KVTile::kBytes);
-  tma_load_tile(tile, map, origin, smem.v_tail);
-  mbarrier_wait_parity(smem.v_tail, 0);
-  clear_lines(tile, keys_end - row0, 0, 1);
-  fence_proxy_async();  // generic writes, read by the consumers' wgmma
-  mbarrier_arrive(full);
-  slot.advance();
-  return true;
-}
-
-/// Producer (one thread): for each of this CTA's tiles, Q, then its key blocks' K and V, each
-/// into its own ring. The key blocks of all the tiles form one stream, loaded in the order the
-/// consumers use them: block j+1's K before block j's V (the consumers' step j+1 computes
-/// S = Q Kⱼ₊₁ᵀ together with O += Pⱼ Vⱼ). The next tile's first K and V go out with this tile's
-/// last block, so they land while this tile finishes. Q's tile holds O on its way out, so a
-/// tile's Q waits until the consumers have stored the previous tile's O (q_empty); a tile with
-/// no key to visit loads nothing, but still lets the consumers in (q_full) only then.
+/// Producer (one thread; with an fp8 cache the producer warpgroup, ProducerLoads): for each of
+/// this CTA's tiles, Q, then its key blocks' K and V, each into its own ring. The key blocks of
+/// all the tiles form one stream, loaded in the order the consumers use them: block j+1's K
+/// before block j's V (the consumers' step j+1 computes S = Q Kⱼ₊₁ᵀ together with O += Pⱼ Vⱼ).
+/// The next tile's first K and V go out with this tile's last block, so they land while this
+/// tile finishes. Q's tile holds O on its way out, so a tile's Q waits until the consumers have
+/// stored the previous tile's O (q_empty); a tile with no key to visit loads nothing, but still
+/// lets the consumers in (q_full) only then.
 template <class Traits>
 FJ_DEVICE void load_tiles(const TmaForwardShared<Traits>& smem,
                           const AttentionForwardParams& params, const AttentionTmaMaps& maps,
-                          const TileSchedule<Traits>& tiles) {
+                          const TileSchedule<Traits>& tiles, int thread) {
+  ProducerLoads<Traits> loads(smem, thread);
   RingPosition<Traits::kStages> k_slot, v_slot;
   unsigned q_phase = 0;       // this CTA's tiles so far, mod 2
   bool first_loaded = false;  // the current tile's first K and V, loaded with the previous tile
   for (int tile = tiles.first(); !tiles.done(tile); tile = tiles.next(tile), q_phase ^= 1u) {
     const TmaForwardBlock at = tiles.block(params, tile);
-    if (tile != tiles.first()) mbarrier_wait_parity(smem.q_empty, q_phase ^ 1u);  // O stored
+    if (tile != tiles.first()) {
+      loads.flush();  // (the consumers may wait for it before they store O)
+      mbarrier_wait_parity(smem.q_empty, q_phase ^ 1u);  // O stored
+    }
     if (at.keys.empty()) {
-      mbarrier_arrive(smem.q_full);  // nothing to load: the consumers write O = 0 at once
+      if (loads.leader()) mbarrier_arrive(smem.q_full);  // nothing to load: O = 0 at once
       continue;
     }
-    const int q_origin[4] = {0, at.q_row0, at.head, at.tensor_batch};  // (dim, row, head, batch)
-    mbarrier_arrive_expect_tx(smem.q_full, Traits::QTile::kBytes);
-    tma_load_tile(smem.q, maps.q, q_origin, smem.q_full);  // Q
+    if (loads.leader()) {
+      const int q_origin[4] = {0, at.q_row0, at.head, at.tensor_batch};  // (dim, row, head, batch)
+      mbarrier_arrive_expect_tx(smem.q_full, Traits::QTile::kBytes);
+      tma_load_tile(smem.q, maps.q, q_origin, smem.q_full);  // Q
+    }
     const int begin = at.keys.begin;
-    if (!first_loaded) load_key_block<Traits>(smem.k_ring, k_slot, smem.k0, maps.k, at, begin);
+    if (!first_loaded) loads.key_block(smem.k_ring, k_slot, smem.k0, maps.k, at, begin);
     for (int block = begin; block + 1 < at.keys.end; ++block) {
-      load_key_block<Traits>(smem.k_ring, k_slot, smem.k0, maps.k, at, block + 1);  // Kⱼ₊₁
+      loads.key_block(smem.k_ring, k_slot, smem.k0, maps.k, at, block + 1);  // Kⱼ₊₁
       if (block != begin || !first_loaded) {
-        load_key_block<Traits>(smem.v_ring, v_slot, smem.v0, maps.v, at, block);  // Vⱼ
+        loads.key_block(smem.v_ring, v_slot, smem.v0, maps.v, at, block);  // Vⱼ
       }
     }
     const int last = at.keys.end - 1, after = tiles.next_with_keys(params, tile);
     const bool more = !tiles.done(after);
     const TmaForwardBlock next = more ? tiles.block(params, after) : at;
-    if (more) load_key_block<Traits>(smem.k_ring, k_slot, smem.k0, maps.k, next, next.keys.begin);
-    if (last != begin || !first_loaded) {  // the last V
-      bool loaded = false;
-      if constexpr (Traits::kVarlen) {
-        loaded = load_values_past_end<Traits>(smem, params, v_slot, maps.v, at, last);
-      }
-      if (!loaded) load_key_block<Traits>(smem.v_ring, v_slot, smem.v0, maps.v, at, last);
-    }
-    if (more) load_key_block<Traits>(smem.v_ring, v_slot, smem.v0, maps.v, next, next.keys.begin);
+    if (more) loads.key_block(smem.k_ring, k_slot, smem.k0, maps.k, next, next.keys.begin);
+    if (last != begin || !first_loaded) loads.last_values(params, v_slot, maps.v, at, last);
+    if (more) loads.key_block(smem.v_ring, v_slot, smem.v0, maps.v, next, next.keys.begin);
     first_loaded = more;
   }
+  loads.flush();
 }
 
 /// Consumer (a warpgroup): each of this CTA's tiles, once its Q has landed; then, by one thread
@@ -176,8 +132,12 @@ FJ_DEVICE void tma_forward(const AttentionForwardParams& params, const Attention
     mbarrier_init(smem.v_tail, 1);  // the producer's arrival (and the V block's bytes)
     // Every consumer thread releases each slot once: here, or in a cluster in the ring of one
     // of its blocks, which hear from kConsumerThreads threads all told.
-    smem.k_ring.init(Traits::kConsumerThreads);
-    smem.v_ring.init(Traits::kConsumerThreads);
+    // With an fp8 cache every producer thread fills each slot with its share of the conversion.
+    constexpr unsigned kProducers = Traits::kKvE4m3 ? WarpgroupScope::kThreads : 1;
+    smem.k_ring.init(Traits::kConsumerThreads, kProducers);
+    smem.v_ring.init(Traits::kConsumerThreads, kProducers);
+    // A staging slot is full once TMA's bytes land, free once every producer thread converted it.
+    if constexpr (Traits::kKvE4m3) smem.staging_ring.init(WarpgroupScope::kThreads);
   }
   // The barriers are initialised, in a cluster for the peers too, before anyone uses them.
   if constexpr (Traits::kClusterBlocks > 1) {
@@ -193,7 +153,10 @@ FJ_DEVICE void tma_forward(const AttentionForwardParams& params, const Attention
     attend_tiles<Traits>(smem, params, maps, tiles, thread);
   } else {
     if constexpr (kMoveRegisters) warpgroup_release_registers<Traits::kProducerRegisters>();
-    if (thread == Traits::kConsumerThreads) load_tiles<Traits>(smem, params, maps, tiles);
+    // One thread issues the loads; with an fp8 cache the warpgroup converts them too.
+    if (Traits::kKvE4m3 || thread == Traits::kConsumerThreads) {
+      load_tiles<Traits>(smem, params, maps, tiles, thread);
+    }
   }
   // A peer's last loads and releases reach into this CTA's shared memory: it stays until the
   // whole cluster is done.

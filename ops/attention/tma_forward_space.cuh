@@ -25,41 +25,48 @@ constexpr int tma_forward_threads(int block_m) { return block_m / 64 * 128 + 128
 /// consumer warpgroups, 160 and 32 with three. One consumer warpgroup (256 threads) has 255 a
 /// thread without it, so the kernel leaves registers alone there (0 here). In clusters
 /// (`cluster_blocks` 2) the producer's multicast loads spill at 24 (8 bytes, NVRTC 13.0), so
-/// two consumer warpgroups give it 40 and keep 232, which they fit in without spills.
+/// two consumer warpgroups give it 40 and keep 232, which they fit in without spills. With an
+/// fp8 cache (`kv_e4m3`) the whole producer warpgroup converts the staged blocks, which needs
+/// more than 24 or 32: 232 and 40 with two consumer warpgroups, 152 and 56 with three.
 struct TmaForwardRegisters {
   int consumer;
   int producer;
 };
-constexpr TmaForwardRegisters tma_forward_registers(int block_m, int cluster_blocks = 1) {
-  return block_m == 128
-             ? (cluster_blocks > 1 ? TmaForwardRegisters{232, 40} : TmaForwardRegisters{240, 24})
-         : block_m == 192 ? TmaForwardRegisters{160, 32}
+constexpr TmaForwardRegisters tma_forward_registers(int block_m, int cluster_blocks = 1,
+                                                    bool kv_e4m3 = false) {
+  return block_m == 128   ? (cluster_blocks > 1 || kv_e4m3 ? TmaForwardRegisters{232, 40}
+                                                           : TmaForwardRegisters{240, 24})
+         : block_m == 192 ? (kv_e4m3 ? TmaForwardRegisters{152, 56} : TmaForwardRegisters{160, 32})
                           : TmaForwardRegisters{0, 0};
 }
 
-/// Bytes of shared memory for (head_dim, Br, Bc, stages, P in shared memory): Q (which O
-/// reuses on its way out), the K ring's and the V ring's `stages` slots each, P's tile when it
-/// goes through shared memory, the barriers (Q's full and empty ones, and a full and an empty
-/// one per slot), and
-/// 1024 bytes to align the swizzled tiles.
+/// Bytes of shared memory for (head_dim, Br, Bc, stages, P in shared memory, an fp8 cache): Q
+/// (which O reuses on its way out), the K ring's and the V ring's `stages` slots each, P's tile
+/// when it goes through shared memory, with an fp8 cache the producer's two staging slots of
+/// fp8 bytes (tma_forward_loads.cuh), the barriers (Q's full and empty ones, V's tail, a full
+/// and an empty one per slot, staging slots included), and 1024 bytes to align the swizzled
+/// tiles.
 constexpr int tma_forward_shared_bytes(int head_dim, int block_m, int block_n, int stages,
-                                       bool p_in_shared = false) {
-  const int tile = 2 * tma_forward_padded_head_dim(head_dim);  // bytes per row of a 16-bit tile
+                                       bool p_in_shared = false, bool kv_e4m3 = false) {
+  const int padded = tma_forward_padded_head_dim(head_dim);
+  const int tile = 2 * padded;  // bytes per row of a 16-bit tile
   return 1024 + block_m * tile + 2 * stages * block_n * tile +
-         (p_in_shared ? block_m * block_n * 2 : 0) + (3 + 4 * stages) * 8;
+         (p_in_shared ? block_m * block_n * 2 : 0) + (kv_e4m3 ? 2 * block_n * padded : 0) +
+         (3 + 4 * stages + (kv_e4m3 ? 4 : 0)) * 8;
 }
 
-/// Whether the warp-specialized forward takes (head_dim, Br, Bc, stages, P in shared memory):
-/// head dims 64 to 256, multiples of 8 (a row of 16-bit elements a whole number of 16-byte
-/// chunks, as TMA's strides need); Br one to three 64-row consumer warpgroups; Bc a multiple of
-/// 16 up to wgmma's N and TMA's box of 256, and of 64 with P in shared memory (its tile is whole
-/// 128-byte swizzle panels); the whole in shared memory.
+/// Whether the warp-specialized forward takes (head_dim, Br, Bc, stages, P in shared memory, an
+/// fp8 cache): head dims 64 to 256, multiples of 8 (a row of 16-bit elements a whole number of
+/// 16-byte chunks, as TMA's strides need; of 16 with an fp8 cache, whose rows are bytes); Br one
+/// to three 64-row consumer warpgroups; Bc a multiple of 16 up to wgmma's N and TMA's box of
+/// 256, and of 64 with P in shared memory (its tile is whole 128-byte swizzle panels); the whole
+/// in shared memory.
 constexpr bool tma_forward_valid(int head_dim, int block_m, int block_n, int stages,
-                                 bool p_in_shared = false) {
-  return head_dim % 8 == 0 && head_dim >= 64 && head_dim <= 256 && block_m % 64 == 0 &&
-         block_m >= 64 && block_m <= 192 && block_n % 16 == 0 && block_n >= 16 && block_n <= 256 &&
-         (!p_in_shared || block_n % 64 == 0) && stages >= 1 &&
-         tma_forward_shared_bytes(head_dim, block_m, block_n, stages, p_in_shared) <=
+                                 bool p_in_shared = false, bool kv_e4m3 = false) {
+  return head_dim % (kv_e4m3 ? 16 : 8) == 0 && head_dim >= 64 && head_dim <= 256 &&
+         block_m % 64 == 0 && block_m >= 64 && block_m <= 192 && block_n % 16 == 0 &&
+         block_n >= 16 && block_n <= 256 && (!p_in_shared || block_n % 64 == 0) && stages >= 1 &&
+         tma_forward_shared_bytes(head_dim, block_m, block_n, stages, p_in_shared, kv_e4m3) <=
              kTmaForwardSharedLimit;
 }
 
@@ -109,12 +116,12 @@ inline constexpr int kTmaBlockN[] = {64, 80, 96, 112, 128, 176};
 /// slowest consumer warpgroup where shared memory holds them.
 inline constexpr int kTmaStages[] = {2, 3};
 
-/// Whether the runtime offers (head_dim, Br, Bc, warps, stages, P in shared memory): a valid
-/// one (tma_forward_valid) with two or three stages, and `warps` counting the producer
-/// warpgroup's 4.
+/// Whether the runtime offers (head_dim, Br, Bc, warps, stages, P in shared memory, an fp8
+/// cache): a valid one (tma_forward_valid) with two or three stages, and `warps` counting the
+/// producer warpgroup's 4.
 constexpr bool tma_forward_config_valid(int head_dim, int block_m, int block_n, int warps,
-                                        int stages, bool p_in_shared) {
-  return tma_forward_valid(head_dim, block_m, block_n, stages, p_in_shared) &&
+                                        int stages, bool p_in_shared, bool kv_e4m3 = false) {
+  return tma_forward_valid(head_dim, block_m, block_n, stages, p_in_shared, kv_e4m3) &&
          (stages == 2 || stages == 3) && warps * 32 == tma_forward_threads(block_m);
 }
 

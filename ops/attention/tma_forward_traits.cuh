@@ -4,6 +4,7 @@
 #include "attention/mask_kind.cuh"
 #include "attention/modifiers.cuh"
 #include "attention/tma_forward_space.cuh"
+#include "tile/e4m3.cuh"
 #include "tile/pipeline_ring.cuh"
 #include "tile/register_budget.cuh"
 #include "tile/shared_tile.cuh"
@@ -29,9 +30,9 @@ struct AttentionTmaMaps {
 template <typename Element_, int HeadDim, int BlockM, int BlockN, MaskKind Mask, bool Softcap,
           int Stages = 2, bool Overlap = false, bool Pingpong = false, bool PShared = false,
           bool Persistent = false, bool Varlen = false, int ClusterBlocks = 1,
-          class Modifiers_ = NoModifiers>
+          class Modifiers_ = NoModifiers, bool KvE4m3 = false>
 struct TmaForwardTraits {
-  static_assert(tma_forward_valid(HeadDim, BlockM, BlockN, Stages, PShared),
+  static_assert(tma_forward_valid(HeadDim, BlockM, BlockN, Stages, PShared, KvE4m3),
                 "invalid TMA forward traits: see tma_forward_valid (head dim 64 to 256 in "
                 "multiples of 8, Br 64, 128 or 192, Bc a multiple of 16 up to 256 (of 64 with P "
                 "in shared memory), everything within 227 KB of shared memory)");
@@ -43,6 +44,8 @@ struct TmaForwardTraits {
   static_assert(tma_forward_cluster_valid(BlockN, ClusterBlocks, Mask != MaskKind::none, Persistent,
                                           Varlen),
                 "clusters of two CTAs that share K and V: unmasked, one CTA per dense tile");
+  static_assert(!KvE4m3 || (Varlen && ClusterBlocks == 1),
+                "an fp8 cache comes with packed sequences (its descale factors are per sequence)");
   using Element = Element_;  // half_t or bfloat16_t
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kHeadDimPadded = tma_forward_padded_head_dim(HeadDim);
@@ -66,19 +69,28 @@ struct TmaForwardTraits {
   // share of every K and V block and multicasts it to all (tma_forward_space.cuh).
   static constexpr int kClusterBlocks = ClusterBlocks;
   using Modifiers = Modifiers_;  // the caller's score and mask modifiers (attention/modifiers.cuh)
+  // K and V are an fp8 e4m3 cache: TMA brings their blocks as bytes into two staging slots and
+  // the producer warpgroup converts each into its ring slot (tma_forward_staging.cuh); the
+  // descale factors scale the scores and O in fp32.
+  static constexpr bool kKvE4m3 = KvE4m3;
   // A score modifier leaves the scores in the base-2 domain, as softcap does.
   static constexpr bool kScaled = Softcap || Modifiers::kScore;
   // setmaxnreg's counts (0: none), each thread's registers after it.
-  static constexpr int kConsumerRegisters = tma_forward_registers(BlockM, ClusterBlocks).consumer;
-  static constexpr int kProducerRegisters = tma_forward_registers(BlockM, ClusterBlocks).producer;
+  static constexpr TmaForwardRegisters kRegisters =
+      tma_forward_registers(BlockM, ClusterBlocks, KvE4m3);
+  static constexpr int kConsumerRegisters = kRegisters.consumer;
+  static constexpr int kProducerRegisters = kRegisters.producer;
 
   using QTile = swizzled_tile<Element, BlockM, kHeadDimPadded>;   // as TMA wrote it; O too
   using KVTile = swizzled_tile<Element, BlockN, kHeadDimPadded>;  // K and V alike
   // P on its way to O += P V when PShared (a placeholder of one panel otherwise, never carved).
   using PTile = swizzled_tile<Element, BlockM, PShared ? BlockN : 64>;
   using Ring = PipelineRing<Stages>;  // one for K, one for V
+  // An fp8 cache's staging slots, as a TMA box without swizzle writes them (row-major bytes).
+  using StagingTile = e4m3_tile<BlockN, kHeadDimPadded>;
+  using StagingRing = PipelineRing<2>;  // its two slots: TMA fills them, the warpgroup frees them
   static constexpr int kSharedBytes =
-      tma_forward_shared_bytes(HeadDim, BlockM, BlockN, Stages, PShared);
+      tma_forward_shared_bytes(HeadDim, BlockM, BlockN, Stages, PShared, KvE4m3);
 };
 
 /// The kernel's shared memory, carved from the dynamic buffer. K and V have rings of their
@@ -97,9 +109,14 @@ struct TmaForwardShared {
   typename Traits::Ring k_ring;  // K slots: full and empty barriers
   typename Traits::Ring v_ring;  // V slots
   mbarrier_t* v_tail;            // packed: a V block read past the last sequence has landed
+  typename Traits::StagingTile staging0;      // an fp8 cache's staging slot 0 (slot 1 after it)
+  typename Traits::StagingRing staging_ring;  // an fp8 cache: the staging slots' barriers
 
   FJ_DEVICE KVTile k(int stage) const { return {k0.data + stage * KVTile::kBytes / 2}; }
   FJ_DEVICE KVTile v(int stage) const { return {v0.data + stage * KVTile::kBytes / 2}; }
+  FJ_DEVICE typename Traits::StagingTile staging(int slot) const {
+    return {staging0.data + slot * Traits::StagingTile::kBytes};
+  }
 };
 
 template <class Traits>
@@ -113,11 +130,16 @@ FJ_DEVICE TmaForwardShared<Traits> carve_tma_forward_shared(unsigned char* base)
   smem.v0 = KVTile{reinterpret_cast<typename Traits::Element*>(base)};
   base += Traits::kStages * KVTile::kBytes;
   if constexpr (Traits::kPShared) smem.p = carve_tile<typename Traits::PTile>(base);
+  if constexpr (Traits::kKvE4m3) {
+    smem.staging0 = {base};  // (1024-byte aligned: every tile before it is whole atoms)
+    base += 2 * Traits::StagingTile::kBytes;
+  }
   smem.q_full = reinterpret_cast<mbarrier_t*>(base);
   smem.q_empty = smem.q_full + 1;
   smem.k_ring = typename Traits::Ring{smem.q_full + 2};
   smem.v_ring = typename Traits::Ring{smem.q_full + 2 + 2 * Traits::kStages};
   smem.v_tail = smem.q_full + 2 + 4 * Traits::kStages;
+  smem.staging_ring = typename Traits::StagingRing{smem.v_tail + 1};
   return smem;
 }
 

@@ -53,8 +53,8 @@ struct RowExchange {
 
 /// Writes the block's finished rows, each warp its columns [column0, column0 + Cols) of them:
 /// O (normalized, through the staging tile, then whole 16-byte chunks by the block) and LSE
-/// (group 0's warps), or with split-KV the fp32 partials (attention/forward_block.cuh's
-/// store_forward_outputs has the layouts' addressing).
+/// (group 0's warps), or with split-KV the fp32 partials, where ForwardBlock puts the layout's
+/// rows.
 template <class Traits, int Cols, class Staging>
 FJ_DEVICE void store_wide_outputs(const ForwardBlock<Traits>& block,
                                   const AttentionForwardParams& p, acc_tile<16, Cols>& o,
@@ -62,21 +62,12 @@ FJ_DEVICE void store_wide_outputs(const ForwardBlock<Traits>& block,
                                   int column0, int group, int lane) {
   using T = typename Traits::Element;
   if constexpr (Traits::Layout::kSplit) {
-    const SplitOutputs& out = p.split;
-    const auto partial_o = [&](int r) {
-      return out.o + block.split * out.o_split_stride +
-             (block.token0 + block.query(r)) * out.o_token_stride +
-             index_t(block.query_head(r)) * p.head_dim_v + column0;
-    };
-    store_rows_fp32(o, partial_o, warp_row0, block.rows, p.head_dim_v - column0, lane);
+    store_rows_fp32(
+        o, [&](int r) { return block.partial_o_row(p, r) + column0; }, warp_row0, block.rows,
+        p.head_dim_v - column0, lane);
     if (group != 0) return;
     store_lse_to(
-        lse,
-        [&](int r) {
-          return out.lse + block.split * out.lse_split_stride +
-                 (block.token0 + block.query(r)) * out.lse_token_stride + block.query_head(r);
-        },
-        warp_row0, block.rows, lane);
+        lse, [&](int r) { return block.partial_lse_at(p, r); }, warp_row0, block.rows, lane);
   } else {
     store_fragments(o, staging, warp_row0, column0, lane);
     __syncthreads();  // every group's columns of every row are staged
@@ -85,12 +76,7 @@ FJ_DEVICE void store_wide_outputs(const ForwardBlock<Traits>& block,
         int(threadIdx.x), p.head_dim_v);
     if (p.lse == nullptr || group != 0) return;
     store_lse_to(
-        lse,
-        [&](int r) {
-          return p.lse + block.batch * p.lse_batch_stride +
-                 block.query_head(r) * p.lse_head_stride + block.q_start + block.query(r);
-        },
-        warp_row0, block.rows, lane);
+        lse, [&](int r) { return block.lse_at(p, r); }, warp_row0, block.rows, lane);
   }
 }
 

@@ -51,10 +51,15 @@ FJ_DEVICE void load_e4m3_rows_async(e4m3_tile<Rows, Cols> dst, const RowAt& row_
 }
 
 /// Converts to `dst` the chunks of `staging` this thread copied in, after its cp_async_wait
-/// and before the block barrier that publishes `dst`.
-template <int Threads, typename T, int Rows, int Cols>
-FJ_DEVICE void convert_e4m3_tile(e4m3_tile<Rows, Cols> staging, smem_tile<T, Rows, Cols> dst,
-                                 int thread) {
+/// and before the block barrier that publishes `dst` (with a TMA-staged tile, every thread's
+/// chunks once its bytes have landed). `Dst` is a (Rows, Cols) tile of a 16-bit type with
+/// `at(row, col)`: smem_tile, or a swizzled_tile (each 8-element half of a converted chunk is
+/// one 16-byte chunk of it). Every byte converts to a finite value (the NaN pattern reads as
+/// 480), so rows read past a sequence's keys are harmless where their scores are masked (P = 0).
+template <int Threads, class Dst, int Rows, int Cols>
+FJ_DEVICE void convert_e4m3_tile(e4m3_tile<Rows, Cols> staging, Dst dst, int thread) {
+  using T = typename Dst::Element;
+  static_assert(Dst::kRows == Rows && Dst::kCols == Cols, "the staging tile's shape");
   for_each_own_chunk<Threads, Rows, Cols>(thread, [&](int row, int col) {
     const Chunk16 bytes = load_shared(reinterpret_cast<const Chunk16*>(staging.at(row, col)), 0);
     Chunk16 halves[2];

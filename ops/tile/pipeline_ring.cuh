@@ -27,7 +27,7 @@ struct RingPosition {
 };
 
 /// The barriers of a ring of Stages slots, 2 x Stages mbarriers in shared memory (kBytes):
-/// full[s] completes when slot s's loads have landed (one producer arrival plus the announced
+/// full[s] completes when slot s's loads have landed (the producer's arrivals plus the announced
 /// transaction bytes), empty[s] when `consumers` threads have released it.
 template <int Stages>
 struct PipelineRing {
@@ -35,9 +35,11 @@ struct PipelineRing {
   mbarrier_t* barriers;  // full[0..Stages), then empty[0..Stages)
 
   /// By one thread, before the block's first barrier: the ring's phase 0, every slot empty.
-  FJ_DEVICE void init(unsigned consumers) const {
+  /// `producers` threads arrive on a full barrier: one that issues the loads (acquire), or each
+  /// thread that fills the slot itself (acquire_unannounced, then mbarrier_arrive).
+  FJ_DEVICE void init(unsigned consumers, unsigned producers = 1) const {
     for (int s = 0; s < Stages; ++s) {
-      mbarrier_init(full(s), 1);
+      mbarrier_init(full(s), producers);
       mbarrier_init(empty(s), consumers);
     }
     mbarrier_init_fence();
@@ -54,7 +56,8 @@ struct PipelineRing {
 
   /// Producer, for a slot it finishes itself after its loads have landed: waits until the slot
   /// at `at` is free, as acquire does, without announcing anything; returns its full barrier,
-  /// on which the producer arrives (mbarrier_arrive) once the slot holds what it should.
+  /// on which the producer arrives (mbarrier_arrive) once the slot holds what it should (each
+  /// of the `producers` threads init counted, once its own share is there).
   FJ_DEVICE mbarrier_t* acquire_unannounced(const RingPosition<Stages>& at) const {
     mbarrier_wait_parity(empty(at.stage), at.phase ^ 1u);
     return full(at.stage);

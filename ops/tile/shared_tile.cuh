@@ -20,6 +20,7 @@ template <typename T, int Rows, int Cols>
 struct smem_tile {
   static_assert(sizeof(T) == 2 && Cols % kChunkElements == 0,
                 "shared tiles hold 16-bit elements in whole 16-byte chunks");
+  using Element = T;
   static constexpr int kRows = Rows;
   static constexpr int kCols = Cols;
   static constexpr int kRowStride = shared_row_stride(Cols);  // elements

@@ -27,6 +27,7 @@ struct swizzled_tile {
   static_assert(sizeof(T) == 2, "swizzled_tile: 16-bit elements (64 per 128-byte line)");
   static_assert(Rows % 8 == 0 && Rows <= 256, "whole 8-line atoms, at most a TMA box's 256 rows");
   static_assert(Cols % 64 == 0, "whole 64-column (128-byte) panels");
+  using Element = T;
   static constexpr int kRows = Rows;
   static constexpr int kCols = Cols;
   static constexpr int kPanelCols = 64;

@@ -700,15 +700,24 @@ TEST_CASE("attention-forward lists the compile matrix") {
     // TMA kernel. Then the index check, the KV-cache append's 6 (2 dtypes, 3 rotations),
     // decoding over an fp8 cache (paged, split and not) at 128 and the unused rows' fill (3
     // element types). Last MLA's absorbed decoding on the wide path (V in the keys and not,
-    // split and not): 16 and 128 heads take one tile on sm_80, two on sm_90a.
+    // split and not): 16 and 128 heads take one tile on sm_80, two on sm_90a. On sm_90a also
+    // packed prefill over an fp8 cache on the TMA kernel: head dims 64, 128 (with and without
+    // the window mask) and 256.
     const std::size_t layouts = hopper ? 7 : 6;
     const std::size_t wide = hopper ? 8 : 4;
-    CHECK(defaults.size() == 32 * 2 * 2 + 2 * 2 * 2 + layouts * 6 + 1 + 6 + 2 + 3 + wide);
+    const std::size_t fp8_prefill = hopper ? 4 : 0;
+    CHECK(defaults.size() ==
+          32 * 2 * 2 + 2 * 2 * 2 + layouts * 6 + 1 + 6 + 2 + 3 + wide + fp8_prefill);
     const auto tma_varlen = std::count_if(defaults.begin(), defaults.end(), [](const auto& spec) {
       return spec.readable_name.ends_with(".tma.overlap.pingpong.varlen") ||
              spec.readable_name.ends_with(".tma.overlap.varlen");
     });
     CHECK(tma_varlen == (hopper ? 6 : 0));
+    const auto tma_fp8 = std::count_if(defaults.begin(), defaults.end(), [](const auto& spec) {
+      return spec.readable_name.find(".tma.") != std::string::npos &&
+             spec.readable_name.ends_with(".varlen.kv_e4m3");
+    });
+    CHECK(tma_fp8 == static_cast<long>(fp8_prefill));
     // On sm_80 every config of bf16 at 64 (34) and 128 (28) with the window mask; on sm_90a
     // the wgmma path's 4 and the TMA path's 123 at 128 with the mask (the mma.sync sweep is
     // sm_80's: the same source); plus the other defaults (the swept head dims' 2 with the mask

@@ -2,16 +2,19 @@
 // emulator: the e4m3 conversions against the format's definition; decoding and prefill over
 // dense, packed and paged caches (one token a page included), each descale shape, both query
 // dtypes, against the float64 attention over the dequantized cache with the dtype's bound;
-// sm_90a's packed prefill keeping to the mma.sync kernel; decoding's global bytes on the fp8
+// sm_90a's packed prefill on the TMA kernel (its producer warpgroup converting the staged
+// blocks) and its tiles' shared memory; decoding's global bytes on the fp8
 // bytes; and bad input named before anything is written.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "attention/attention_inference_config.hpp"
 #include "attention/decode_tuning.hpp"
 #include "attention/inference_case.hpp"
 #include "flashjit/dtype.hpp"
@@ -102,18 +105,65 @@ TEST_CASE("e4m3 cache: each descale shape, dense and packed keys, causal prefill
   }
 }
 
-TEST_CASE("e4m3 cache on sm_90a: packed prefill keeps to the mma.sync kernel, head_dim_v 64") {
-  InferenceCase c = random_lengths_case(3, 40, 70, 11);
-  c.keys = KeyStorage::packed;
-  c.heads_q = 4;
-  c.heads_kv = 2;
-  c.head_dim = 128;
-  c.head_dim_v = 64;
-  c.kv_e4m3 = true;
-  hopper_emulator().reset_emulated_work();
-  check_case(hopper_emulator(), c);
-  CHECK(ran(hopper_emulator(), ".kv_e4m3"));
-  CHECK_FALSE(ran(hopper_emulator(), ".tma"));
+// (Unsplit: a batch this small would otherwise split its keys, which only mma.sync does.)
+TEST_CASE("e4m3 cache on sm_90a: packed prefill runs the TMA kernel, its producer converting") {
+  using Descale = InferenceCase::Descale;
+  SUBCASE("head dim 128, head_dim_v 64, GQA, causal, spare rows past the last sequence") {
+    InferenceCase c = random_lengths_case(3, 40, 150, 11);
+    c.seqlens_q[2] = 70;  // (GQA decoding, the longest under 64 queries, packs heads instead)
+    c.splits = 1;
+    c.keys = KeyStorage::packed;
+    c.packed_q = true;
+    c.heads_q = 4;
+    c.heads_kv = 2;
+    c.head_dim = 128;
+    c.head_dim_v = 64;
+    c.causal = true;
+    c.spare_rows = 24;
+    c.kv_e4m3 = true;
+    hopper_emulator().reset_emulated_work();
+    check_case(hopper_emulator(), c);
+    CHECK(ran(hopper_emulator(), ".tma"));
+    CHECK(ran(hopper_emulator(), ".kv_e4m3"));
+  }
+  SUBCASE("head dim 64, fp16, each sequence's factors, window and softcap") {
+    InferenceCase c = random_lengths_case(2, 70, 200, 12);
+    c.splits = 1;
+    c.keys = KeyStorage::packed;
+    c.packed_q = true;
+    c.heads_q = 2;
+    c.heads_kv = 2;
+    c.head_dim = 64;
+    c.window_left = 50;
+    c.softcap = 20;
+    c.dtype = DType::f16;
+    c.descale = Descale::per_sequence;
+    c.kv_e4m3 = true;
+    hopper_emulator().reset_emulated_work();
+    check_case(hopper_emulator(), c);
+    CHECK(ran(hopper_emulator(), ".tma"));
+  }
+}
+
+TEST_CASE("e4m3 cache on sm_90a: the TMA prefill's tiles leave shared memory for staging") {
+  for (int head_dim : {64, 128, 256}) {
+    INFO("head dim " << head_dim);
+    const std::optional<kernels::ForwardConfig> config = kernels::packed_prefill_tma_config(
+        DType::bf16, head_dim, MaskKind::none, false, "sm_90a", /*kv_e4m3=*/true);
+    REQUIRE(config.has_value());
+    CHECK(config->kv_e4m3);
+    CHECK(config->shared_bytes() <= 227 * 1024);
+    const std::optional<kernels::ForwardConfig> plain =
+        kernels::packed_prefill_tma_config(DType::bf16, head_dim, MaskKind::none, false, "sm_90a");
+    REQUIRE(plain.has_value());
+    // The widest key block that fits: the 16-bit default's where that leaves room, never
+    // narrower than 64 keys, the query block kept.
+    CHECK(config->block_n <= plain->block_n);
+    CHECK(config->block_n >= 64);
+    CHECK(config->block_m == plain->block_m);
+  }
+  CHECK_FALSE(
+      kernels::packed_prefill_tma_config(DType::bf16, 128, MaskKind::none, false, "sm_80", true));
 }
 
 TEST_CASE("e4m3 cache: decoding reads the cache's fp8 bytes once: batch 8, context 4096") {

@@ -222,7 +222,13 @@ TEST_CASE("the device-side index check (a GPU's check_indices) finds rows, pads 
 
 TEST_CASE("a cache that overlaps another tensor of the call is named") {
   AppendCall call;
-  call.v = AppendCall::cache_view(call.cache_k);  // K and V in one buffer: both are written
+  // v the very view k is: the append would write each new row twice, once as a key and once
+  // as a value (named as an append into a latent cache, v being k's first columns).
+  call.v = AppendCall::cache_view(call.cache_k);
+  check_rejected(call, "sequences.v_new", "k's first columns");
+  // v over k's bytes from its second key row on (its own extent is never read): both are written.
+  call.v = AppendCall::cache_view(call.cache_k);
+  call.v.data = static_cast<std::uint16_t*>(call.v.data) + kHeadsKv * kHeadDim;
   check_rejected(call, "k", "output 'v'");
   call.v = AppendCall::cache_view(call.cache_v);
   call.sequences.k_new =

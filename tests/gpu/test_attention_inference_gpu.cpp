@@ -1,8 +1,9 @@
 // GPU tests (label `gpu`): the inference forward and the variable-length backward on real
 // hardware, each sequence against its own float64 reference (attention/inference_case), at sizes
 // the emulator cannot reach: decoding on long paged caches with GQA packing and split-KV,
-// MLA's absorbed decoding (head dims 576/512), prefill of packed batches, the backward of packed
-// batches, used lengths inside padded buffers; and the index check's copy from device memory.
+// MLA's absorbed decoding (head dims 576/512), prefill of packed batches (over fp8 caches too),
+// the backward of packed batches, used lengths inside padded buffers; and the index check's copy
+// from device memory.
 #include <doctest/doctest.h>
 
 #include "attention/inference_case.hpp"
@@ -100,6 +101,21 @@ TEST_CASE("prefill on the GPU: packed batches of random lengths, head dims 64, 1
       c.causal = causal;
       check(runtime, c);
     }
+  }
+}
+
+TEST_CASE("prefill over an fp8 cache on the GPU: packed, head dims 64, 128, 256 (TMA on sm_90a)") {
+  Runtime runtime;
+  for (std::int64_t head_dim : {64, 128, 256}) {
+    InferenceCase c = packed_batch(6, head_dim == 256 ? 500 : 800, head_dim == 256 ? 600 : 1000,
+                                   static_cast<std::uint64_t>(head_dim) + 1);
+    c.head_dim = head_dim;
+    c.spare_rows = 40;  // rows past the last sequence, which a last key block's box reads
+    c.kv_e4m3 = true;
+    c.splits = 1;  // (a split batch runs mma.sync)
+    c.descale =
+        head_dim == 128 ? InferenceCase::Descale::per_sequence : InferenceCase::Descale::per_head;
+    check(runtime, c);
   }
 }
 

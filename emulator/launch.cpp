@@ -29,6 +29,7 @@ void release_launch_memory(Machine& machine) {
   std::vector<std::uint32_t>().swap(machine.pair_sync);
   std::vector<std::uint32_t>().swap(machine.warps_sync);
   std::vector<std::uint32_t>().swap(machine.handoff_sync);
+  std::vector<std::uint32_t>().swap(machine.warp_reads);
   machine.shared_begin = nullptr;
   machine.stacks = nullptr;
 }
@@ -68,6 +69,7 @@ void reset_clock(Machine& machine, std::size_t threads) {
   machine.pair_sync.assign(warps * 32 * 32, 0);
   machine.warps_sync.assign(warps * warps, 0);
   machine.handoff_sync.assign(threads * warps, 0);
+  machine.warp_reads.assign((machine.shadow.size() + kShadowChunk - 1) / kShadowChunk * warps, 0);
   for (AsyncQueue& queue : machine.async_queues) {
     queue.copies.clear();  // pointed into the previous launch's shared memory
     queue.head = 0;
@@ -120,8 +122,8 @@ void record(Machine& machine, int thread, Finding finding) {
   if (!finding.location.empty()) finding.message += " (at " + finding.location + ")";
   if (machine.explorer.on) {
     const std::string seed = std::to_string(machine.explorer.seed);
-    finding.message += " [explored schedule, seed " + seed + ": FLASHJIT_EMULATOR_EXPLORE=" +
-                       seed + " replays it]";
+    finding.message += " [explored schedule, seed " + seed + ": FLASHJIT_EMULATOR_EXPLORE=" + seed +
+                       " replays it]";
   }
   machine.report.findings.push_back(std::move(finding));
 }

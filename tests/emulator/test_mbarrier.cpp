@@ -368,7 +368,47 @@ __global__ void handed_over_by_mbarrier(float* out) {
   __syncthreads();
 }
 
+// Readers of several warps handed over by an mbarrier: warps 0 and 1 read x, every thread of
+// both arrives on a count-64 barrier, and warp 2 waits for the phase and writes x (a consumer
+// warpgroup's wgmma reads of a ring slot, its threads' releases, then a producer thread that
+// converts the next block into the slot). With the bug only warp 0 arrives (count 32): warp
+// 1's read is unordered with the write, a race.
+template <bool Bug>
+__global__ void reads_of_two_warps_handed_over(float* out) {
+  float* x = flashjit::dynamic_shared<float>() + 4;  // past the barrier at offset 8
+  mbarrier_t* bar = barrier_at(kBarrierOffset);
+  const int t = static_cast<int>(threadIdx.x);
+  if (t == 0) {
+    flashjit::mbarrier_init(bar, Bug ? 32 : 64);
+    flashjit::store_shared(x, 0, 3.0f);
+  }
+  __syncthreads();
+  if (t == 0 || t == 32) flashjit::store_global(out, t, flashjit::load_shared(x, 0));
+  if (t < (Bug ? 32 : 64)) flashjit::mbarrier_arrive(bar);
+  if (t == 64) {
+    flashjit::mbarrier_wait_parity(bar, 0);
+    flashjit::store_shared(x, 0, 4.0f);
+  }
+  __syncthreads();
+}
+
 }  // namespace
+
+TEST_CASE(
+    "reads by several warps are ordered before a write by a barrier all their threads arrived on") {
+  std::vector<float> out;
+  const em::Report ordered = run(reads_of_two_warps_handed_over<false>, out, 96);
+  CHECK_MESSAGE(ordered.clean(), ordered);
+  CHECK(out[0] == 3.0f);
+  CHECK(out[32] == 3.0f);
+  const em::Report racy = run(reads_of_two_warps_handed_over<true>, out, 96);
+  INFO(racy);
+  REQUIRE(racy.count(em::FindingKind::shared_race) == 1);
+  const em::Finding& finding = *racy.first(em::FindingKind::shared_race);
+  CHECK(finding.thread.x == 64);
+  CHECK(finding.write);
+  CHECK(mentions(finding, "write after read by several threads"));
+}
 
 TEST_CASE("a shared write clears the readers before it: later accesses ordered after it are") {
   std::vector<float> out;

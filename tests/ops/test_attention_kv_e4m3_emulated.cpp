@@ -47,6 +47,20 @@ bool ran(Runtime& runtime, const std::string& part) {
   return false;
 }
 
+/// Runs `c` (packed queries and keys over an fp8 cache) on the emulated sm_90a, unsplit (a
+/// batch this small would otherwise split its keys, which only mma.sync does), and checks that
+/// the TMA kernel ran it.
+void check_tma_prefill(InferenceCase c) {
+  c.keys = KeyStorage::packed;
+  c.packed_q = true;
+  c.kv_e4m3 = true;
+  c.splits = 1;
+  hopper_emulator().reset_emulated_work();
+  check_case(hopper_emulator(), c);
+  CHECK(ran(hopper_emulator(), ".tma."));
+  CHECK(ran(hopper_emulator(), ".kv_e4m3"));
+}
+
 }  // namespace
 
 TEST_CASE("e4m3: every code reads as its definition, and rounding to it is to nearest even") {
@@ -105,45 +119,29 @@ TEST_CASE("e4m3 cache: each descale shape, dense and packed keys, causal prefill
   }
 }
 
-// (Unsplit: a batch this small would otherwise split its keys, which only mma.sync does.)
 TEST_CASE("e4m3 cache on sm_90a: packed prefill runs the TMA kernel, its producer converting") {
-  using Descale = InferenceCase::Descale;
   SUBCASE("head dim 128, head_dim_v 64, GQA, causal, spare rows past the last sequence") {
     InferenceCase c = random_lengths_case(3, 40, 150, 11);
-    c.seqlens_q[2] = 70;  // (GQA decoding, the longest under 64 queries, packs heads instead)
+    c.seqlens_q[2] = 70;   // (GQA decoding, the longest under 64 queries, packs heads instead)
     c.seqlens_k[2] = 300;  // 3 key blocks: the producer converts into ring slots read before
-    c.splits = 1;
-    c.keys = KeyStorage::packed;
-    c.packed_q = true;
     c.heads_q = 4;
     c.heads_kv = 2;
     c.head_dim = 128;
     c.head_dim_v = 64;
     c.causal = true;
     c.spare_rows = 24;
-    c.kv_e4m3 = true;
-    hopper_emulator().reset_emulated_work();
-    check_case(hopper_emulator(), c);
-    CHECK(ran(hopper_emulator(), ".tma"));
-    CHECK(ran(hopper_emulator(), ".kv_e4m3"));
+    check_tma_prefill(c);
   }
   SUBCASE("head dim 64, fp16, each sequence's factors, window and softcap") {
     InferenceCase c = random_lengths_case(2, 70, 200, 12);
     c.seqlens_k[1] = 330;
-    c.splits = 1;
-    c.keys = KeyStorage::packed;
-    c.packed_q = true;
     c.heads_q = 2;
     c.heads_kv = 2;
-    c.head_dim = 64;
     c.window_left = 50;
     c.softcap = 20;
     c.dtype = DType::f16;
-    c.descale = Descale::per_sequence;
-    c.kv_e4m3 = true;
-    hopper_emulator().reset_emulated_work();
-    check_case(hopper_emulator(), c);
-    CHECK(ran(hopper_emulator(), ".tma"));
+    c.descale = InferenceCase::Descale::per_sequence;
+    check_tma_prefill(c);
   }
 }
 

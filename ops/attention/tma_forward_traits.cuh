@@ -34,7 +34,8 @@ template <typename Element_, int HeadDim, int BlockM, int BlockN, MaskKind Mask,
 struct TmaForwardTraits {
   static_assert(tma_forward_valid(HeadDim, BlockM, BlockN, Stages, PShared, KvE4m3),
                 "invalid TMA forward traits: see tma_forward_valid (head dim 64 to 256 in "
-                "multiples of 8, Br 64, 128 or 192, Bc a multiple of 16 up to 256 (of 64 with P "
+                "multiples of 8, of 16 with an fp8 cache, Br 64, 128 or 192, Bc a multiple of 16 "
+                "up to 256 (of 64 with P "
                 "in shared memory), everything within 227 KB of shared memory)");
   static_assert(tma_forward_schedule_valid(BlockM, Stages, Overlap, Pingpong),
                 "overlap holds a slot across steps (two stages at least); pingpong takes turns "
@@ -45,7 +46,8 @@ struct TmaForwardTraits {
                                           Varlen),
                 "clusters of two CTAs that share K and V: unmasked, one CTA per dense tile");
   static_assert(!KvE4m3 || (Varlen && ClusterBlocks == 1),
-                "an fp8 cache comes with packed sequences (its descale factors are per sequence)");
+                "an fp8 cache comes with packed sequences (the inference forward's), one CTA "
+                "per tile");
   using Element = Element_;  // half_t or bfloat16_t
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kHeadDimPadded = tma_forward_padded_head_dim(HeadDim);
@@ -70,7 +72,7 @@ struct TmaForwardTraits {
   static constexpr int kClusterBlocks = ClusterBlocks;
   using Modifiers = Modifiers_;  // the caller's score and mask modifiers (attention/modifiers.cuh)
   // K and V are an fp8 e4m3 cache: TMA brings their blocks as bytes into two staging slots and
-  // the producer warpgroup converts each into its ring slot (tma_forward_staging.cuh); the
+  // the producer warpgroup converts each into its ring slot (tma_forward_loads.cuh); the
   // descale factors scale the scores and O in fp32.
   static constexpr bool kKvE4m3 = KvE4m3;
   // A score modifier leaves the scores in the base-2 domain, as softcap does.

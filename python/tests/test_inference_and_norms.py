@@ -252,6 +252,26 @@ def test_numpy_kvcache_append_without_rotary():
     assert reference.relative_error(o, o_ref) < 3e-3
 
 
+def test_kvcache_append_into_a_narrower_value_cache():
+    # MLA's shape in small: keys 64 wide, values 32, GQA 2:1, causal, two cached lengths.
+    rng = np.random.default_rng(41)
+    q = rng.standard_normal((2, 2, 4, 64)).astype(np.float16)
+    k_cache = rng.standard_normal((2, 40, 2, 64)).astype(np.float16)
+    v_cache = rng.standard_normal((2, 40, 2, 32)).astype(np.float16)
+    k_new = rng.standard_normal((2, 2, 2, 64)).astype(np.float16)
+    v_new = rng.standard_normal((2, 2, 2, 32)).astype(np.float16)
+    cached = np.array([10, 20], dtype=np.int32)
+    o = flashjit.attention_with_kvcache(q, k_cache, v_cache, cached, k=k_new, v=v_new,
+                                        causal=True)
+    assert o.shape == (2, 2, 4, 32)
+    for b, n in enumerate(cached):
+        assert np.array_equal(k_cache[b, n:n + 2], k_new[b])
+        assert np.array_equal(v_cache[b, n:n + 2], v_new[b])
+        o_ref, _ = reference.attention(q[b:b + 1], k_cache[b:b + 1, :n + 2],
+                                       v_cache[b:b + 1, :n + 2], causal=True)
+        assert reference.relative_error(o[b:b + 1], o_ref) < 3e-3
+
+
 def test_kvcache_append_bad_input_is_named_and_writes_nothing():
     q = rand(1, 1, 2, 64)
     k_cache, v_cache = rand(1, 16, 2, 64, seed=1), rand(1, 16, 2, 64, seed=2)

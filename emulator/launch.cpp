@@ -122,8 +122,8 @@ void record(Machine& machine, int thread, Finding finding) {
   if (!finding.location.empty()) finding.message += " (at " + finding.location + ")";
   if (machine.explorer.on) {
     const std::string seed = std::to_string(machine.explorer.seed);
-    finding.message += " [explored schedule, seed " + seed + ": FLASHJIT_EMULATOR_EXPLORE=" + seed +
-                       " replays it]";
+    finding.message += " [explored schedule, seed " + seed + ": FLASHJIT_EMULATOR_EXPLORE=" +
+                       seed + " replays it]";
   }
   machine.report.findings.push_back(std::move(finding));
 }

@@ -41,11 +41,11 @@ struct ThreadSlot {
   void* sp = nullptr;  // saved stack pointer while switched out
   Dim3 index;
   ThreadState state = ThreadState::runnable;
-  std::uint64_t result = 0;             // this lane's result of the last warp collective
-  std::source_location location;        // the last set_source_location, line 0 when none
-  std::uint32_t wait_barrier = 0;       // at_named_barrier: the id; at_mbarrier: its offset
-  std::int64_t wait_phase = 0;          // at_mbarrier, at_cluster_barrier: the phase it waits for
-  std::int64_t cluster_arrived = -1;    // the cluster barrier phase it last arrived in
+  std::uint64_t result = 0;        // this lane's result of the last warp collective
+  std::source_location location;   // the last set_source_location, line 0 when none
+  std::uint32_t wait_barrier = 0;  // at_named_barrier: the id; at_mbarrier: its offset
+  std::int64_t wait_phase = 0;     // at_mbarrier, at_cluster_barrier: the phase it waits for
+  std::int64_t cluster_arrived = -1;  // the cluster barrier phase it last arrived in
   const int* wait_semaphore = nullptr;  // at_semaphore: the integer, and the value it waits for
   int wait_value = 0;
 };
@@ -88,7 +88,7 @@ struct ShadowByte {
 };
 // No padding: shadows compare as 24 plain bytes.
 static_assert(sizeof(ShadowByte) == 24 && std::has_unique_object_representations_v<ShadowByte>);
-constexpr int kManyReaders = -2;          // Finding::other_thread for a race with several readers
+constexpr int kManyReaders = -2;  // Finding::other_thread for a race with several readers
 constexpr std::size_t kShadowChunk = 16;  // shared bytes per chunk of Machine::warp_reads
 
 /// A cp.async in flight: the global bytes were read at issue; they land at `dst` when group
@@ -131,9 +131,9 @@ struct WgmmaOp {
 /// One warpgroup's wgmma operations in issue order (so in group order), all in flight.
 struct WgmmaQueue {
   std::vector<WgmmaOp> ops;
-  std::uint32_t open_group = 1;   // the group uncommitted operations will join
-  bool fenced = false;            // a wgmma.fence since the block started
-  std::vector<WgmmaOp> landed;    // the newest few landed since the last wgmma.fence
+  std::uint32_t open_group = 1;  // the group uncommitted operations will join
+  bool fenced = false;           // a wgmma.fence since the block started
+  std::vector<WgmmaOp> landed;   // the newest few landed since the last wgmma.fence
   std::vector<RegisterA> a_seen;  // A operands RS wgmma read: contents at the last fence or read
 };
 
@@ -141,14 +141,14 @@ struct WgmmaQueue {
 /// keyed by its shared offset. `phase` counts completed phases (the parity is its low bit).
 struct Mbarrier {
   std::uint32_t offset = 0;
-  bool live = false;                      // initialised and not invalidated
-  std::uint32_t expected = 0;             // arrivals per phase (init's count)
-  std::uint32_t pending = 0;              // arrivals still missing in the current phase
-  std::int64_t tx = 0;                    // transaction bytes still expected in the current phase
-  std::int64_t phase = 0;                 // completed phases
-  int expect_thread = -1;                 // the thread of the latest expect_tx, for findings
-  std::vector<std::int64_t> seen;         // per thread: the phase its last wait named (-1)
-  std::int64_t observed = -1;             // the latest phase a wait returned true for
+  bool live = false;               // initialised and not invalidated
+  std::uint32_t expected = 0;      // arrivals per phase (init's count)
+  std::uint32_t pending = 0;       // arrivals still missing in the current phase
+  std::int64_t tx = 0;             // transaction bytes still expected in the current phase
+  std::int64_t phase = 0;          // completed phases
+  int expect_thread = -1;          // the thread of the latest expect_tx, for findings
+  std::vector<std::int64_t> seen;  // per thread: the phase its last wait named (-1)
+  std::int64_t observed = -1;      // the latest phase a wait returned true for
   std::int64_t unobserved_reported = -1;  // the phase an unobserved arrival was reported in
   std::int64_t init_epoch = 0;  // cluster barrier phases completed when it was initialised
   // The race checker's release and acquire: each arrival of this block's threads in the current
@@ -297,9 +297,9 @@ struct Machine {
   // phase complete: arrive releases, a wait that returns true acquires).
   std::uint32_t time = 0;
   std::uint32_t barrier_time = 0;
-  std::vector<std::uint32_t> warp_sync;     // per warp
-  std::vector<std::uint32_t> pair_sync;     // per warp, 32 x 32 lanes
-  std::vector<std::uint32_t> warps_sync;    // per pair of warps, warps x warps
+  std::vector<std::uint32_t> warp_sync;   // per warp
+  std::vector<std::uint32_t> pair_sync;   // per warp, 32 x 32 lanes
+  std::vector<std::uint32_t> warps_sync;  // per pair of warps, warps x warps
   std::vector<std::uint32_t> handoff_sync;  // per (arriving thread, waiting warp), threads x warps
   // Per 16-byte shared chunk and warp (chunks x warps): the stamp of that warp's latest read of
   // any byte of the chunk, at or after the byte's own. A byte's shadow keeps only its latest

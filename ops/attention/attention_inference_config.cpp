@@ -133,9 +133,11 @@ std::optional<ForwardConfig> packed_prefill_tma_config(DType dtype, int head_dim
   config.kv_e4m3 = kv_e4m3;
   // An fp8 cache's staging slots need shared memory the 16-bit default may fill: the widest
   // smaller key block that leaves room for them.
-  const int default_block_n = config.block_n;
-  for (auto n = std::rbegin(kTmaBlockN); !config.valid() && n != std::rend(kTmaBlockN); ++n) {
-    if (kv_e4m3 && *n < default_block_n) config.block_n = *n;
+  if (kv_e4m3) {
+    const int default_block_n = config.block_n;
+    for (auto n = std::rbegin(kTmaBlockN); !config.valid() && n != std::rend(kTmaBlockN); ++n) {
+      if (*n < default_block_n) config.block_n = *n;
+    }
   }
   if (!config.valid()) return std::nullopt;
   return config;

@@ -7,11 +7,12 @@ API's (FLASHJIT_CACHE_DIR, else ~/.cache/flashjit). FLASHJIT_EMULATED_ARCH ("sm_
 default, or "sm_90a") chooses the GPU the emulator models."""
 
 from ._capi import Error
-from .attention import (attention, attention_backward, attention_varlen,
-                        attention_with_kvcache, build_block_mask)
+from .attention import attention, attention_backward, build_block_mask
+from .kvcache import attention_with_kvcache
 from .merge import merge_states
 from .multiscale import multiscale_attention
 from .norms import layer_norm, rms_norm
+from .varlen import attention_varlen
 
 __all__ = ["Error", "attention", "attention_backward", "attention_varlen",
            "attention_with_kvcache", "build_block_mask", "layer_norm", "merge_states",

@@ -2,9 +2,9 @@
 given mask, normalized by the row sum of their magnitudes instead of a softmax."""
 
 import ctypes
-from typing import Optional
+from typing import Optional, Tuple
 
-from . import _capi
+from . import _capi, _custom_ops
 from ._arrays import Launch, dtype_name, is_torch
 
 try:
@@ -91,6 +91,45 @@ if torch is not None:
             return dq, dk, dv, None, dmask, None
 
 
+if _custom_ops.AVAILABLE:
+    from torch import Tensor
+
+    def _fake_forward(q, k, v, decay, mask, scale):
+        batch, seqlen_q, heads_q, _ = q.shape
+        return q.new_empty(q.shape), q.new_empty((batch, heads_q, seqlen_q), dtype=torch.float32)
+
+    def _fake_backward(dout, q, k, v, decay, mask, o, rowsum, scale, want_dmask):
+        dmask = (q.new_empty(mask.shape, dtype=torch.float32) if want_dmask else
+                 _custom_ops.empty_like_none(q))
+        return q.new_empty(q.shape), q.new_empty(k.shape), q.new_empty(v.shape), dmask
+
+    @_custom_ops.define("multiscale_attention_backward", _fake_backward)
+    def _backward_op(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, decay: Optional[Tensor],
+                     mask: Optional[Tensor], o: Tensor, rowsum: Tensor, scale: Optional[float],
+                     want_dmask: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        dq, dk, dv, dmask = _backward(dout, q, k, v, decay, mask, o, rowsum, scale, want_dmask)
+        return dq, dk, dv, _custom_ops.empty_like_none(q) if dmask is None else dmask
+
+    def _save(ctx, inputs, output):
+        q, k, v, decay, mask, scale = inputs
+        ctx.save_for_backward(q, k, v, decay, mask, *output)
+        ctx.scale = scale
+        ctx.mark_non_differentiable(output[1])
+
+    def _differentiate(ctx, dout, _drowsum):
+        q, k, v, decay, mask, o, rowsum = ctx.saved_tensors
+        want_dmask = mask is not None and ctx.needs_input_grad[4]
+        dq, dk, dv, dmask = _backward_op(dout.contiguous(), q, k, v, decay, mask, o, rowsum,
+                                         ctx.scale, want_dmask)
+        return dq, dk, dv, None, dmask if want_dmask else None, None
+
+    @_custom_ops.define("multiscale_attention_forward", _fake_forward, backward=_differentiate,
+                        setup_context=_save)
+    def _forward_op(q: Tensor, k: Tensor, v: Tensor, decay: Optional[Tensor],
+                    mask: Optional[Tensor], scale: Optional[float]) -> Tuple[Tensor, Tensor]:
+        return _forward(q, k, v, decay, mask, scale)
+
+
 def multiscale_attention(q, k, v, *, decay=None, mask=None, scale: Optional[float] = None):
     """Multi-scale attention, as in RetNet: per batch and query head, S = scale · (q kᵀ) ∘ M,
     o = S v / max(rowsum(|S|), 1).
@@ -106,7 +145,10 @@ def multiscale_attention(q, k, v, *, decay=None, mask=None, scale: Optional[floa
     `scale` defaults to 1/sqrt(head_dim). torch tensors that require grad get gradients of q, k,
     v (and the mask) from flashjit's backward, which has no atomics (the same bits on every
     run); the decay rates get none. Returns o like q. A bad argument raises ValueError naming
-    it; nothing is launched then."""
+    it; nothing is launched then. With PyTorch 2.4 or later, torch tensors go through the custom
+    operator flashjit::multiscale_attention_forward, which torch.compile traces whole."""
+    if _custom_ops.takes(q, k, v, decay, mask):
+        return _forward_op(q, k, v, decay, mask, None if scale is None else float(scale))[0]
     if (torch is not None and torch.is_grad_enabled() and
             any(is_torch(t) and t.requires_grad for t in (q, k, v, mask) if t is not None)):
         return _MultiScaleFunction.apply(q, k, v, decay, mask, scale)

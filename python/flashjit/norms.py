@@ -2,7 +2,11 @@
 
 import ctypes
 
-from . import _capi
+from typing import Optional, Tuple
+
+import numpy as np
+
+from . import _capi, _custom_ops
 from ._arrays import Launch, dtype_name, is_torch
 
 try:
@@ -80,18 +84,62 @@ if torch is not None:
             return dx, dweight, dbias, None, None
 
 
+if _custom_ops.AVAILABLE:
+    from torch import Tensor
+
+    def _fake_forward(x, weight, bias, eps, rms):
+        rows = x.numel() // x.shape[-1]
+        mean = _custom_ops.empty_like_none(x) if rms else x.new_empty((rows,), dtype=torch.float32)
+        return x.new_empty(x.shape), mean, x.new_empty((rows,), dtype=torch.float32)
+
+    def _fake_backward(dy, x, weight, mean, rstd, eps, rms):
+        return (x.new_empty(x.shape), x.new_empty(weight.shape),
+                _custom_ops.empty_like_none(x) if rms else x.new_empty(weight.shape))
+
+    @_custom_ops.define("layer_norm_backward", _fake_backward)
+    def _backward_op(dy: Tensor, x: Tensor, weight: Tensor, mean: Optional[Tensor], rstd: Tensor,
+                     eps: float, rms: bool) -> Tuple[Tensor, Tensor, Tensor]:
+        dx, dweight, dbias = _backward(dy, x, weight, mean, rstd, eps, rms)
+        return dx, dweight, _custom_ops.empty_like_none(x) if dbias is None else dbias
+
+    def _save(ctx, inputs, output):
+        x, weight, bias, eps, rms = inputs
+        _, mean, rstd = output
+        ctx.save_for_backward(x, weight, mean, rstd)
+        ctx.eps, ctx.rms, ctx.has_bias = eps, rms, bias is not None
+        ctx.mark_non_differentiable(mean, rstd)
+
+    def _differentiate(ctx, dy, _dmean, _drstd):
+        x, weight, mean, rstd = ctx.saved_tensors
+        dx, dweight, dbias = _backward_op(dy.contiguous(), x, weight, None if ctx.rms else mean,
+                                          rstd, ctx.eps, ctx.rms)
+        return dx, dweight, dbias if ctx.has_bias else None, None, None
+
+    @_custom_ops.define("layer_norm_forward", _fake_forward, backward=_differentiate,
+                        setup_context=_save)
+    def _forward_op(x: Tensor, weight: Tensor, bias: Optional[Tensor], eps: float,
+                    rms: bool) -> Tuple[Tensor, Tensor, Tensor]:
+        y, mean, rstd = _forward(x, weight, bias, eps, rms)
+        return y, _custom_ops.empty_like_none(x) if mean is None else mean, rstd
+
+
 def _call(x, weight, bias, eps: float, rms: bool):
+    if _custom_ops.takes(x, weight, bias):
+        return _forward_op(x, weight, bias, float(eps), bool(rms))[0]
     if (torch is not None and torch.is_grad_enabled() and
             any(is_torch(t) and t.requires_grad for t in (x, weight, bias) if t is not None)):
         return _NormFunction.apply(x, weight, bias, eps, rms)
     return _forward(x, weight, bias, eps, rms)[0]
 
 
-def layer_norm(x, weight, bias, eps: float = 1e-5):
+def layer_norm(x, weight, bias=None, eps: float = 1e-5):
     """y = (x − mean) / sqrt(var + eps) · weight + bias over x's last dimension (1 to 65536
-    columns; var biased), as torch.nn.functional.layer_norm. x, weight and bias ([cols]) of one
-    dtype: float16, bfloat16 (torch) or float32. Differentiable for torch tensors (x, weight
-    and bias). Returns y like x."""
+    columns; var biased), as torch.nn.functional.layer_norm. x, weight and bias ([cols]; None:
+    zeros) of one dtype: float16, bfloat16 (torch) or float32. Differentiable for torch tensors
+    (x, weight and bias). Returns y like x. With PyTorch 2.4 or later, torch tensors go through the custom
+    operator flashjit::layer_norm_forward (rms_norm too), which torch.compile traces whole."""
+    if bias is None:  # the kernels always add one
+        bias = torch.zeros_like(weight) if is_torch(weight) else np.zeros_like(weight)
     return _call(x, weight, bias, eps, False)
 
 

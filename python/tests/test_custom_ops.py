@@ -1,7 +1,9 @@
-"""attention() as PyTorch custom operators where PyTorch has torch.library.custom_op (2.4 and
-later): the operators pass torch.library.opcheck (schema, fake implementation, autograd
-registration) and torch.compile traces attention() in one graph with the same results as eager.
-Debian's PyTorch 1.13 has no custom_op: there the fallback is checked instead."""
+"""The calls as PyTorch custom operators where PyTorch has torch.library.custom_op (2.4 and
+later): every operator passes torch.library.opcheck (schema and its mutations, fake
+implementation, autograd registration, tracing with static and dynamic shapes), and
+torch.compile(fullgraph=True) traces each call, forward and backward, with the same results as
+eager. Debian 12's PyTorch 1.13 has no custom_op: there only the fallback is checked (the other
+test files cover the calls themselves on both)."""
 
 import pytest
 import torch
@@ -13,42 +15,186 @@ HAS_CUSTOM_OP = hasattr(torch.library, "custom_op")
 needs_custom_op = pytest.mark.skipif(not HAS_CUSTOM_OP,
                                      reason="PyTorch before 2.4 has no torch.library.custom_op")
 
+OPERATORS = {"attention_forward", "attention_backward", "attention_varlen_forward",
+             "attention_varlen_backward", "attention_with_kvcache",
+             "attention_with_kvcache_append", "merge_states", "layer_norm_forward",
+             "layer_norm_backward", "multiscale_attention_forward",
+             "multiscale_attention_backward"}
 
-def inputs(requires_grad=False):
-    g = torch.Generator().manual_seed(31)
-    q = torch.randn(1, 20, 4, 32, generator=g).to(torch.bfloat16)
-    k, v = (torch.randn(1, 30, 2, 32, generator=g).to(torch.bfloat16) for _ in range(2))
-    return [t.requires_grad_(requires_grad) for t in (q, k, v)]
+
+def randn(seed, *shape, dtype=torch.bfloat16, grad=False):
+    """The same tensor for the same seed (compiled and eager runs get equal inputs)."""
+    t = torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+    return t.requires_grad_(grad)
+
+
+def dense(grad=False):
+    return randn(1, 1, 20, 4, 32, grad=grad), *(randn(s, 1, 30, 2, 32, grad=grad) for s in (2, 3))
+
+
+def packed(grad=False):
+    q, k, v = randn(4, 20, 4, 32, grad=grad), *(randn(s, 30, 2, 32, grad=grad) for s in (5, 6))
+    int32 = lambda *values: torch.tensor(values, dtype=torch.int32)
+    return q, k, v, int32(0, 7, 20), int32(0, 12, 30)
+
+
+def kvcache():
+    q, k_cache, v_cache = (randn(s, *shape, dtype=torch.float16) for s, shape in
+                           ((7, (2, 1, 4, 64)), (8, (2, 40, 2, 64)), (9, (2, 40, 2, 64))))
+    return q, k_cache, v_cache, torch.tensor([20, 31], dtype=torch.int32)
+
+
+def new_keys():
+    return tuple(randn(s, 2, 1, 2, 64, dtype=torch.float16) for s in (10, 11))
 
 
 def test_registered_exactly_where_pytorch_has_custom_op():
-    assert (_custom_ops.forward_op is not None) == HAS_CUSTOM_OP
+    assert set(_custom_ops.operators) == (OPERATORS if HAS_CUSTOM_OP else set())
     assert (_custom_ops.unavailable == "") == HAS_CUSTOM_OP
-    o = flashjit.attention(*inputs(), causal=True)  # either way, the call works
+    o = flashjit.attention(*dense(), causal=True)  # either way, the call works
     assert o.shape == (1, 20, 4, 32) and o.dtype == torch.bfloat16
 
 
-@needs_custom_op
-def test_operators_pass_opcheck():
-    q, k, v = inputs(requires_grad=True)
+def flags(causal=True, deterministic=True):
     # deterministic: the same bits on every run, which opcheck's comparisons rely on
-    torch.library.opcheck(torch.ops.flashjit.attention_forward.default,
-                          (q, k, v, True, -1, -1, 0.0, None, True))
-    o, lse = torch.ops.flashjit.attention_forward(q.detach(), k.detach(), v.detach(), True, -1,
-                                                  -1, 0.0, None, True)
-    torch.library.opcheck(torch.ops.flashjit.attention_backward.default,
-                          (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o, lse, True,
-                           -1, -1, 0.0, None, True))
+    return (causal, -1, -1, 0.0, None, deterministic)
+
+
+@needs_custom_op
+def test_attention_operators_pass_opcheck():
+    q, k, v = dense(grad=True)
+    ops = torch.ops.flashjit
+    torch.library.opcheck(ops.attention_forward.default, (q, k, v, *flags()))
+    o, lse = ops.attention_forward(q.detach(), k.detach(), v.detach(), *flags())
+    torch.library.opcheck(ops.attention_backward.default,
+                          (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o, lse,
+                           *flags()))
+
+
+@needs_custom_op
+def test_varlen_operators_pass_opcheck():
+    q, k, v, cu_q, cu_k = packed(grad=True)
+    used_k = torch.tensor([10, 18], dtype=torch.int32)
+    args = (cu_q, cu_k, 13, 18, None, used_k, *flags())
+    ops = torch.ops.flashjit
+    torch.library.opcheck(ops.attention_varlen_forward.default, (q, k, v, *args))
+    o, lse = ops.attention_varlen_forward(q.detach(), k.detach(), v.detach(), *args)
+    torch.library.opcheck(ops.attention_varlen_backward.default,
+                          (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o, lse, *args))
+
+
+@needs_custom_op
+def test_kvcache_operators_pass_opcheck():
+    q, k_cache, v_cache, seqlens = kvcache()
+    nones = (None,) * 9  # k, v, rotary tables, cache rows and pads, block table, descales
+    rest = (True, 0, False, -1, -1, 0.0, None)
+    torch.library.opcheck(torch.ops.flashjit.attention_with_kvcache.default,
+                          (q, k_cache, v_cache, seqlens, *nones, *rest))
+    # The append writes the same keys at the same positions on every run opcheck makes.
+    k_new, v_new = new_keys()
+    torch.library.opcheck(torch.ops.flashjit.attention_with_kvcache_append.default,
+                          (q, k_cache, v_cache, seqlens, k_new, v_new, *nones[2:], *rest))
+    torch.ops.flashjit.attention_with_kvcache_append(q, k_cache, v_cache, seqlens, k_new, v_new,
+                                                     *nones[2:], *rest)
+    assert torch.equal(k_cache[0, 20], k_new[0, 0]) and torch.equal(v_cache[1, 31], v_new[1, 0])
+
+
+@needs_custom_op
+def test_norm_merge_and_multiscale_operators_pass_opcheck():
+    ops = torch.ops.flashjit
+    x, weight, bias = randn(12, 3, 5, 64, grad=True), *(randn(s, 64, grad=True) for s in (13, 14))
+    for rms in (False, True):
+        b = None if rms else bias
+        torch.library.opcheck(ops.layer_norm_forward.default, (x, weight, b, 1e-5, rms))
+        y, mean, rstd = ops.layer_norm_forward(x.detach(), weight.detach(),
+                                               None if rms else bias.detach(), 1e-5, rms)
+        torch.library.opcheck(ops.layer_norm_backward.default,
+                              (torch.randn_like(y), x.detach(), weight.detach(),
+                               None if rms else mean, rstd, 1e-5, rms))
+    torch.library.opcheck(ops.merge_states.default,
+                          (randn(15, 6, 3, 2, 32, dtype=torch.float32),
+                           randn(16, 6, 3, 2, dtype=torch.float32)))
+    q, k, v = multiscale_inputs()[:3]
+    mask = randn(20, 2, 16, 16, dtype=torch.float32, grad=True)
+    torch.library.opcheck(ops.multiscale_attention_forward.default, (q, k, v, None, mask, None))
+    o, rowsum = ops.multiscale_attention_forward(q.detach(), k.detach(), v.detach(), None,
+                                                 mask.detach(), 0.3)
+    torch.library.opcheck(ops.multiscale_attention_backward.default,
+                          (torch.randn_like(o), q.detach(), k.detach(), v.detach(), None,
+                           mask.detach(), o, rowsum, 0.3, True))
+
+
+def multiscale_inputs():
+    return (*(randn(s, 1, 16, 2, 32, dtype=torch.float16, grad=True) for s in (17, 18, 19)),
+            randn(20, 2, 16, 16, dtype=torch.float32, grad=True))
+
+
+def compiled_matches_eager(loss, make_inputs):
+    """loss over make_inputs() eagerly and compiled in one graph: the same value and the same
+    gradients of every input that requires grad."""
+    compiled = torch.compile(loss, backend="aot_eager", fullgraph=True)
+    eager_inputs, compiled_inputs = make_inputs(), make_inputs()
+    eager_loss, compiled_loss = loss(*eager_inputs), compiled(*compiled_inputs)
+    assert torch.equal(eager_loss, compiled_loss)
+    eager_loss.backward()
+    compiled_loss.backward()
+    differentiated = [(e, c) for e, c in zip(eager_inputs, compiled_inputs)
+                      if isinstance(e, torch.Tensor) and e.requires_grad]
+    assert differentiated
+    for eager, traced in differentiated:
+        assert traced.grad is not None and torch.equal(eager.grad, traced.grad)
+
+
+def square_sum(t):
+    return t.float().square().sum()
 
 
 @needs_custom_op
 def test_torch_compile_traces_attention_in_one_graph():
-    def loss(q, k, v):
-        return flashjit.attention(q, k, v, causal=True, deterministic=True).float().square().sum()
+    compiled_matches_eager(
+        lambda q, k, v: square_sum(flashjit.attention(q, k, v, causal=True, deterministic=True)),
+        lambda: dense(grad=True))
 
-    compiled = torch.compile(loss, backend="aot_eager", fullgraph=True)
-    eager_inputs, compiled_inputs = inputs(True), inputs(True)
-    loss(*eager_inputs).backward()
-    compiled(*compiled_inputs).backward()
-    for eager, traced in zip(eager_inputs, compiled_inputs):
-        assert torch.equal(eager.grad, traced.grad)
+
+@needs_custom_op
+def test_torch_compile_traces_varlen_in_one_graph():
+    compiled_matches_eager(
+        lambda q, k, v, cu_q, cu_k: square_sum(flashjit.attention_varlen(
+            q, k, v, cu_q, cu_k, 13, 18, causal=True, deterministic=True)),
+        lambda: packed(grad=True))
+
+
+@needs_custom_op
+def test_torch_compile_traces_norms_and_multiscale_in_one_graph():
+    def norms(x, weight, bias):
+        return square_sum(flashjit.layer_norm(x, weight, bias)) + square_sum(
+            flashjit.rms_norm(x, weight))
+
+    compiled_matches_eager(norms, lambda: (randn(12, 3, 5, 64, grad=True),
+                                           *(randn(s, 64, grad=True) for s in (13, 14))))
+    compiled_matches_eager(
+        lambda q, k, v, mask: square_sum(flashjit.multiscale_attention(q, k, v, mask=mask)),
+        multiscale_inputs)
+
+
+@needs_custom_op
+def test_torch_compile_traces_decoding_with_an_append_and_a_merge():
+    def decode(q, k_cache, v_cache, seqlens, k_new, v_new):
+        o, lse = flashjit.attention_with_kvcache(q, k_cache, v_cache, seqlens, k=k_new, v=v_new,
+                                                 return_lse=True)
+        # Merge the state with itself: the same output, the LSE raised by log 2.
+        states = torch.stack([o[:, 0], o[:, 0]], dim=1).float()
+        lses = torch.stack([lse[:, :, 0], lse[:, :, 0]], dim=1)
+        merged, merged_lse = flashjit.merge_states(states, lses)
+        return o, lse, merged, merged_lse
+
+    compiled = torch.compile(decode, backend="aot_eager", fullgraph=True)
+    eager_inputs, compiled_inputs = (*kvcache(), *new_keys()), (*kvcache(), *new_keys())
+    for eager, traced in zip(decode(*eager_inputs), compiled(*compiled_inputs)):
+        assert torch.equal(eager, traced)
+    # The compiled call wrote the new keys and values into its cache, as the eager one did.
+    assert torch.equal(eager_inputs[1], compiled_inputs[1])
+    assert torch.equal(compiled_inputs[1][1, 31], compiled_inputs[4][1, 0])
+    o, lse, merged, merged_lse = decode(*eager_inputs)
+    assert torch.allclose(merged, o[:, 0].float(), atol=1e-3)
+    assert torch.allclose(merged_lse, lse[:, :, 0] + torch.log(torch.tensor(2.0)), atol=1e-5)

@@ -338,6 +338,8 @@ def test_numpy_layer_norm():
     assert np.max(np.abs(y - y_ref)) < 1e-4
     with pytest.raises(ValueError, match="'eps'"):
         flashjit.layer_norm(x, w, b, eps=0.0)
+    # No bias: torch's F.layer_norm(bias=None), a bias of zeros.
+    assert np.array_equal(flashjit.layer_norm(x, w), flashjit.layer_norm(x, w, np.zeros_like(b)))
 
 
 def test_bad_inference_arguments_are_named():

@@ -1,0 +1,154 @@
+"""What the attention calls share: their options, the captures of score_mod and mask_mod, the
+shape checks, and the C API structs built from them."""
+
+import ctypes
+import dataclasses
+from typing import Optional, Tuple
+
+import numpy as np
+
+from . import _capi
+from ._arrays import Launch, dtype_name, is_torch
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """The options of an attention call, as its keywords name them; fill() puts them into the
+    C API's struct, checking each first."""
+
+    causal: bool = False
+    window: Tuple[int, int] = (-1, -1)
+    softcap: float = 0.0
+    scale: Optional[float] = None
+    deterministic: bool = False
+    score_mod: str = ""
+    mask_mod: str = ""
+    captures: tuple = ()  # (name, array) pairs: Attention::captures
+
+    def __post_init__(self):
+        if len(self.window) != 2:
+            raise ValueError(f"'window' must be (left, right), not {self.window!r}")
+
+    def flags(self) -> tuple:
+        """The options the custom operators take, in their order: causal, window_left,
+        window_right, softcap, scale (None: 1/sqrt(head_dim)) and deterministic."""
+        scale = None if self.scale is None else float(self.scale)
+        return (bool(self.causal), int(self.window[0]), int(self.window[1]), float(self.softcap),
+                scale, bool(self.deterministic))
+
+    @staticmethod
+    def of_flags(causal, window_left, window_right, softcap, scale, deterministic) -> "Options":
+        """The options of flags()'s tuple."""
+        return Options(causal, (window_left, window_right), softcap, scale, deterministic)
+
+    def fill(self, a: _capi.AttentionOptions) -> None:
+        a.causal = int(bool(self.causal))
+        a.window_left, a.window_right = (int(w) for w in self.window)
+        if self.scale is not None and not self.scale > 0:
+            raise ValueError(f"'scale' must be positive (or None for 1/sqrt(head_dim)), "
+                             f"not {self.scale!r}")
+        a.scale = 0.0 if self.scale is None else float(self.scale)
+        if not self.softcap >= 0:
+            raise ValueError(f"'softcap' must be >= 0 (0: off), not {self.softcap!r}")
+        a.softcap = float(self.softcap)
+        a.deterministic = int(bool(self.deterministic))
+        for name in ("score_mod", "mask_mod"):
+            text = getattr(self, name)
+            if not isinstance(text, str):
+                raise TypeError(f"'{name}' must be a str (a C++ expression), not "
+                                f"{type(text).__name__}")
+            # The struct keeps the bytes alive for the call.
+            setattr(a, name, text.encode() if text else None)
+
+
+def captures_of(captures) -> tuple:
+    """The `captures=` argument (a dict of name to array, or None) as (name, array) pairs."""
+    if captures is None:
+        return ()
+    if not isinstance(captures, dict):
+        raise TypeError(f"'captures' must be a dict of name to array, not "
+                        f"{type(captures).__name__}")
+    for name in captures:
+        if not isinstance(name, str):
+            raise TypeError(f"'captures' keys must be str (the names the expressions use), not "
+                            f"{type(name).__name__}")
+    return tuple(captures.items())
+
+
+def capture_inputs(options, grads=None) -> dict:
+    """The captures as Launch inputs, named "captures.<name>", and the float32 arrays their
+    gradients are added into (`grads`: name to array), named "capture_grads.<name>"."""
+    inputs = {f"captures.{name}": array for name, array in options.captures}
+    inputs.update({f"capture_grads.{name}": g for name, g in (grads or {}).items()})
+    return inputs
+
+
+def bind_captures(a: _capi.AttentionOptions, launch: Launch, options, grads=None) -> None:
+    """Points a.captures at the launch's views of the captures (kept alive by the launch), with
+    the gradients of those in `grads` (written back by launch.write_back())."""
+    if not options.captures:
+        return
+    entries = (_capi.Capture * len(options.captures))()
+    for entry, (name, _) in zip(entries, options.captures):
+        entry.name = name.encode()
+        entry.tensor = launch.input(f"captures.{name}")
+        if grads and name in grads:
+            entry.grad = _capi.pointer(launch.updated(f"capture_grads.{name}"))
+    launch._keep.append(entries)
+    a.captures = ctypes.cast(entries, ctypes.c_void_p)
+    a.num_captures = len(options.captures)
+
+
+def shape_of(name: str, x, rank: int, layout: str):
+    """x's shape as ints, after checking that x is an array flashjit takes, of `rank` (else a
+    ValueError names `name` and `layout`)."""
+    dtype_name(name, x)  # a numpy array or torch tensor of a dtype flashjit takes
+    if x.ndim != rank:
+        raise ValueError(f"'{name}' must be {layout} (rank {rank}), not shape {tuple(x.shape)}")
+    return tuple(int(s) for s in x.shape)
+
+
+def call_options(options: Options, batch, heads_q, heads_kv, seqlen_q, seqlen_k,
+                 head_dim) -> _capi.AttentionOptions:
+    """The C API's flashjit_attention for a call of these sizes with `options`."""
+    a = _capi.AttentionOptions()
+    _capi.library().flashjit_attention_init(ctypes.byref(a))
+    a.batch, a.heads_q, a.heads_kv = int(batch), int(heads_q), int(heads_kv)
+    a.seqlen_q, a.seqlen_k, a.head_dim = int(seqlen_q), int(seqlen_k), int(head_dim)
+    options.fill(a)
+    return a
+
+
+def element(x) -> str:
+    """The element type of q (the outputs' and gradients' type)."""
+    return dtype_name("q", x)
+
+
+def wants_grad(*tensors) -> bool:
+    """Whether autograd records a call with these arrays (a torch tensor among them requires
+    grad, and grad mode is on)."""
+    return (torch is not None and torch.is_grad_enabled() and
+            any(is_torch(t) and t.requires_grad for t in tensors))
+
+
+def sequences_of(launch: Launch, splits: int = 0, **arrays) -> _capi.Sequences:
+    """The C API's Sequences with each field in `arrays` (field = launch input name) pointing at
+    that input's view, and `splits` split-KV blocks (0: the library chooses)."""
+    sequences = _capi.Sequences()
+    _capi.library().flashjit_sequences_init(ctypes.byref(sequences))
+    for field, name in arrays.items():
+        setattr(sequences, field, _capi.pointer(launch.input(name)))
+    sequences.splits = int(splits)
+    return sequences
+
+
+def float32(table):
+    """A rotary table or descale factors as float32 (the library's dtype for them), or None."""
+    if table is None or not (is_torch(table) or isinstance(table, np.ndarray)):
+        return table
+    return table.float() if is_torch(table) else np.asarray(table, dtype=np.float32)

@@ -1,0 +1,148 @@
+"""Decoding and chunked prefill against dense or paged KV caches, FlashAttention's
+flash_attn_with_kvcache: appends, rotary embedding, fp8 caches, MLA's latent cache."""
+
+import ctypes
+from typing import Optional, Tuple
+
+import numpy as np
+
+from . import _capi, _custom_ops
+from ._arrays import Launch, is_torch
+from ._options import (Options, bind_captures, call_options, capture_inputs, captures_of,
+                       element, float32, sequences_of, shape_of)
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+
+def _forward(q, k_cache, v_cache, cache_seqlens, k, v, rotary_cos, rotary_sin, cache_batch_idx,
+             cache_leftpad, block_table, k_descale, v_descale, rotary_interleaved: bool,
+             num_splits: int, options: Options):
+    """attention_with_kvcache() with cache_seqlens an array: (o, lse)."""
+    layout = "[batch, seqlen, heads, head_dim]"
+    b, sq, hq, d = shape_of("q", q, 4, layout)
+    _, rows, hk, _ = shape_of("k_cache", k_cache, 4, layout + " or paged")
+    if block_table is not None:
+        shape_of("block_table", block_table, 2, "[batch, max_pages]")
+    seqlen_k = rows if block_table is None else int(block_table.shape[1]) * rows
+    a = call_options(options, b, hq, hk, sq, seqlen_k, d)
+    value_dim = int(v_cache.shape[-1])
+    a.head_dim_v = value_dim if value_dim != d else 0  # MLA: a narrower value cache
+    arrays = {"seqlens_k": "cache_seqlens", "page_table": "block_table", "k_new": "k",
+              "v_new": "v", "rotary_cos": "rotary_cos", "rotary_sin": "rotary_sin",
+              "cache_batch_idx": "cache_batch_idx", "cache_leftpad": "cache_leftpad",
+              "k_descale": "k_descale", "v_descale": "v_descale"}
+    with Launch({"q": q, "k_cache": k_cache, "v_cache": v_cache,
+                 "cache_seqlens": cache_seqlens, "block_table": block_table, "k": k, "v": v,
+                 "cache_batch_idx": cache_batch_idx, "cache_leftpad": cache_leftpad,
+                 "rotary_cos": float32(rotary_cos), "rotary_sin": float32(rotary_sin),
+                 "k_descale": float32(k_descale), "v_descale": float32(v_descale),
+                 **capture_inputs(options)}) as launch:
+        bind_captures(a, launch, options)
+        sequences = sequences_of(launch, num_splits, **{
+            field: name for field, name in arrays.items() if launch.inputs[name] is not None})
+        sequences.rotary_interleaved = int(bool(rotary_interleaved))
+        appends = k is not None or v is not None
+        cache = launch.updated if appends else launch.input  # an append writes the cache
+        o = launch.output("o", (b, sq, hq, value_dim), element(q))
+        lse = launch.output("lse", (b, hq, sq), "f32")
+        _capi.check(_capi.library().flashjit_attention_forward_sequences(
+            launch.runtime.handle, ctypes.byref(a), ctypes.byref(sequences),
+            _capi.pointer(launch.input("q")), _capi.pointer(cache("k_cache")),
+            _capi.pointer(cache("v_cache")), _capi.pointer(o), _capi.pointer(lse), launch.stream))
+        launch.write_back()
+        return launch.result("o"), launch.result("lse")
+
+
+if _custom_ops.AVAILABLE:
+    from torch import Tensor
+
+    def _fake(q, k_cache, v_cache, *rest):
+        batch, seqlen_q, heads_q, _ = q.shape
+        return (q.new_empty((batch, seqlen_q, heads_q, v_cache.shape[-1])),
+                q.new_empty((batch, heads_q, seqlen_q), dtype=torch.float32))
+
+    def _run(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor,
+             k: Optional[Tensor], v: Optional[Tensor], rotary_cos: Optional[Tensor],
+             rotary_sin: Optional[Tensor], cache_batch_idx: Optional[Tensor],
+             cache_leftpad: Optional[Tensor], block_table: Optional[Tensor],
+             k_descale: Optional[Tensor], v_descale: Optional[Tensor], rotary_interleaved: bool,
+             num_splits: int, causal: bool, window_left: int, window_right: int, softcap: float,
+             scale: Optional[float]) -> Tuple[Tensor, Tensor]:
+        options = Options.of_flags(causal, window_left, window_right, softcap, scale, False)
+        return _forward(q, k_cache, v_cache, cache_seqlens, k, v, rotary_cos, rotary_sin,
+                        cache_batch_idx, cache_leftpad, block_table, k_descale, v_descale,
+                        rotary_interleaved, num_splits, options)
+
+    # Two operators of one function: decoding leaves the cache as it is (torch.compile need not
+    # copy it), an append (k and v) writes into it.
+    _decode_op = _custom_ops.define("attention_with_kvcache", _fake)(_run)
+    _append_op = _custom_ops.define("attention_with_kvcache_append", _fake,
+                                    mutates_args=("k_cache", "v_cache"))(_run)
+
+
+def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None,
+                           rotary_cos=None, rotary_sin=None, rotary_interleaved: bool = True,
+                           cache_batch_idx=None, cache_leftpad=None,
+                           block_table=None, causal: bool = False,
+                           window: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
+                           scale: Optional[float] = None, num_splits: int = 0,
+                           return_lse: bool = False, score_mod: str = "", mask_mod: str = "",
+                           captures: Optional[dict] = None, k_descale=None, v_descale=None):
+    """Decoding and chunked prefill against a KV cache, FlashAttention's flash_attn_with_kvcache:
+    q is [batch, seqlen_q, heads_q, head_dim]; the cache is dense, [batch, seqlen_cache,
+    heads_kv, head_dim], or paged, [num_pages, page_size, heads_kv, head_dim] (any page_size,
+    1 included) with block_table int32 [batch, max_pages] naming each sequence's pages;
+    cache_seqlens (int32 [batch], or one int for all) the keys each sequence has cached.
+
+    k and v ([batch, seqlen_new, heads_kv, head_dim], q's dtype): new keys and values, written
+    into k_cache and v_cache in place at positions cache_seqlens[b] onward before the attention,
+    which then sees cache_seqlens[b] + seqlen_new keys (cache_seqlens itself is not changed:
+    advance it yourself). rotary_cos and rotary_sin ([positions, rotary_dim / 2], any float
+    dtype, covering the cache's positions): rotary embedding of q and the new keys on the way in,
+    new key i at position cache_seqlens[b] + i, query i there too when causal or windowed, else
+    every query at cache_seqlens[b]; rotary_interleaved pairs dims 2i and 2i + 1 (GPT-J,
+    FlashAttention's default), False pairs i and i + rotary_dim / 2 (GPT-NeoX, Llama).
+
+    cache_batch_idx (int32 [batch]): sequence b's row of a dense cache, which may then have any
+    number of rows. cache_leftpad (int32 [batch]): where sequence b's keys start in its row;
+    cache_seqlens counts from the row's start, the padding included (rotary positions too).
+    Both for a dense cache only.
+
+    An fp8 cache: k_cache and v_cache of e4m3 codes (uint8 arrays or tensors, or
+    torch.float8_e4m3fn) with q fp16 or bf16; k_descale and v_descale (any float dtype, [1],
+    [heads_kv] or [batch, heads_kv], FlashAttention-3's shape; each optional, 1) take the stored
+    values to the true ones, applied in float32 to the scores and the output. Head dims must be
+    multiples of 16; no append (k, v) into it.
+
+    head_dim goes up to 576 here, with v_cache narrower (MLA's absorbed decoding: 576 and 512).
+    A v_cache that is k_cache's first columns in the same memory (kv_cache[..., :512] of a CUDA
+    tensor) is seen as such and read once with the keys.
+
+    num_splits: split-KV blocks per query block (0 chooses, 1 to 64 forces), merged exactly.
+    score_mod, mask_mod and captures as in attention(), b the sequence's index and q_idx, kv_idx
+    positions within it (kv_idx counts from the first key after a left pad). Forward only.
+    Returns o like q (and the float32 LSE [batch, heads_q, seqlen_q] with return_lse). Bad input raises ValueError naming the argument (the library's names:
+    sequences.k_new for k, sequences.page_table for block_table, ...) before anything is
+    written. With PyTorch 2.4 or later, torch tensors (without score_mod, mask_mod or captures)
+    go through the custom operator flashjit::attention_with_kvcache (with an append,
+    flashjit::attention_with_kvcache_append, which writes k_cache and v_cache), which
+    torch.compile traces whole."""
+    options = Options(causal, tuple(window), softcap, scale, False, score_mod, mask_mod,
+                      captures_of(captures))
+    if isinstance(cache_seqlens, int):
+        batch = int(q.shape[0])
+        cache_seqlens = (torch.full((batch,), cache_seqlens, dtype=torch.int32, device=q.device)
+                         if is_torch(q) else np.full((batch,), cache_seqlens, dtype=np.int32))
+    arrays = (cache_seqlens, k, v, rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad,
+              block_table, k_descale, v_descale)
+    plain = not (score_mod or mask_mod or options.captures)
+    if plain and _custom_ops.takes(q, k_cache, v_cache, *arrays):
+        op = _append_op if k is not None or v is not None else _decode_op
+        o, lse = op(q, k_cache, v_cache, *arrays, bool(rotary_interleaved), int(num_splits),
+                    *options.flags()[:5])
+    else:
+        o, lse = _forward(q, k_cache, v_cache, *arrays, rotary_interleaved, num_splits, options)
+    return (o, lse) if return_lse else o

@@ -1,0 +1,179 @@
+"""Attention over packed batches of variable lengths [total, heads, head_dim] with cu_seqlens,
+FlashAttention's flash_attn_varlen_func, with its backward. LSEs are natural-log, [heads, total]."""
+
+import ctypes
+from typing import Optional, Tuple
+
+from . import _capi, _custom_ops
+from ._arrays import Launch
+from ._options import (Options, bind_captures, call_options, capture_inputs, captures_of,
+                       element, sequences_of, shape_of, wants_grad)
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+
+def _varlen_options(q, k, v, cu_seqlens_q, max_seqlen_q, max_seqlen_k, options):
+    layout = "[total, heads, head_dim]"
+    _, hq, d = shape_of("q", q, 3, layout)
+    _, hk, _ = shape_of("k", k, 3, layout)
+    value_dim = shape_of("v", v, 3, layout)[2]
+    shape_of("cu_seqlens_q", cu_seqlens_q, 1, "[batch + 1]")
+    a = call_options(options, cu_seqlens_q.shape[0] - 1, hq, hk, max_seqlen_q, max_seqlen_k, d)
+    a.head_dim_v = value_dim if value_dim != d else 0  # MLA: v narrower than q and k
+    return a
+
+
+def _used_counts(used):
+    """The launch inputs and Sequences fields of (seqused_q, seqused_k), each possibly None:
+    seqused_k is the library's seqlens_k (how many of a sequence's packed keys are used)."""
+    inputs, fields = {}, {}
+    for name, field, counts in (("seqused_q", "seqused_q", used[0]),
+                                ("seqused_k", "seqlens_k", used[1])):
+        if counts is not None:
+            inputs[name] = counts
+            fields[field] = name
+    return inputs, fields
+
+
+def _varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, options, used=(None, None)):
+    a = _varlen_options(q, k, v, cu_q, max_q, max_k, options)
+    used_inputs, used_fields = _used_counts(used)
+    with Launch({"q": q, "k": k, "v": v, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k,
+                 **used_inputs, **capture_inputs(options)}) as launch:
+        bind_captures(a, launch, options)
+        sequences = sequences_of(launch, cu_seqlens_q="cu_seqlens_q",
+                                 cu_seqlens_k="cu_seqlens_k", **used_fields)
+        o = launch.output("o", (*q.shape[:2], v.shape[2]), element(q))
+        lse = launch.output("lse", (a.heads_q, q.shape[0]), "f32")
+        _capi.check(_capi.library().flashjit_attention_forward_sequences(
+            launch.runtime.handle, ctypes.byref(a), ctypes.byref(sequences),
+            *[_capi.pointer(launch.input(n)) for n in ("q", "k", "v")], _capi.pointer(o),
+            _capi.pointer(lse), launch.stream))
+        return launch.result("o"), launch.result("lse")
+
+
+def _varlen_backward(dout, q, k, v, o, lse, cu_q, cu_k, max_q, max_k, options, used=(None, None)):
+    a = _varlen_options(q, k, v, cu_q, max_q, max_k, options)
+    used_inputs, used_fields = _used_counts(used)
+    with Launch({"dout": dout, "q": q, "k": k, "v": v, "o": o, "lse": lse, "cu_seqlens_q": cu_q,
+                 "cu_seqlens_k": cu_k, **used_inputs, **capture_inputs(options)}) as launch:
+        bind_captures(a, launch, options)
+        sequences = sequences_of(launch, cu_seqlens_q="cu_seqlens_q",
+                                 cu_seqlens_k="cu_seqlens_k", **used_fields)
+        dq = launch.output("dq", q.shape, element(q))
+        dk = launch.output("dk", k.shape, element(q))
+        dv = launch.output("dv", v.shape, element(q))
+        _capi.check(_capi.library().flashjit_attention_backward_sequences(
+            launch.runtime.handle, ctypes.byref(a), ctypes.byref(sequences),
+            *[_capi.pointer(launch.input(n)) for n in ("q", "k", "v", "o", "lse", "dout")],
+            _capi.pointer(dq), _capi.pointer(dk), _capi.pointer(dv), launch.stream))
+        return launch.result("dq"), launch.result("dk"), launch.result("dv")
+
+
+if torch is not None:
+
+    class _VarlenFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, cu_q, cu_k, max_q, max_k, options, used):
+            o, lse = _varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, options, used)
+            ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k)
+            ctx.extra = (max_q, max_k, options, used)
+            ctx.mark_non_differentiable(lse)
+            return o, lse
+
+        @staticmethod
+        def backward(ctx, dout, _dlse):
+            q, k, v, o, lse, cu_q, cu_k = ctx.saved_tensors
+            max_q, max_k, options, used = ctx.extra
+            grads = _varlen_backward(dout.contiguous(), q, k, v, o, lse, cu_q, cu_k, max_q, max_k,
+                                     options, used)
+            return (*grads, None, None, None, None, None, None)
+
+
+if _custom_ops.AVAILABLE:
+    from torch import Tensor
+
+    def _fake_forward(q, k, v, *rest):
+        return (q.new_empty((q.shape[0], q.shape[1], v.shape[2])),
+                q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32))
+
+    def _fake_backward(dout, q, k, v, *rest):
+        return q.new_empty(q.shape), q.new_empty(k.shape), q.new_empty(v.shape)
+
+    @_custom_ops.define("attention_varlen_backward", _fake_backward)
+    def _backward_op(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor,
+                     cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, max_seqlen_q: int,
+                     max_seqlen_k: int, seqused_q: Optional[Tensor], seqused_k: Optional[Tensor],
+                     causal: bool, window_left: int, window_right: int, softcap: float,
+                     scale: Optional[float],
+                     deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
+        options = Options.of_flags(causal, window_left, window_right, softcap, scale,
+                                   deterministic)
+        return _varlen_backward(dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                max_seqlen_k, options, (seqused_q, seqused_k))
+
+    def _save(ctx, inputs, output):
+        q, k, v, *rest = inputs
+        ctx.save_for_backward(q, k, v, *output)
+        ctx.rest = rest  # the index arrays, the lengths and the flags
+        ctx.mark_non_differentiable(output[1])
+
+    def _differentiate(ctx, dout, _dlse):
+        q, k, v, o, lse = ctx.saved_tensors
+        grads = _backward_op(dout.contiguous(), q, k, v, o, lse, *ctx.rest)
+        return (*grads, *([None] * len(ctx.rest)))
+
+    @_custom_ops.define("attention_varlen_forward", _fake_forward, backward=_differentiate,
+                        setup_context=_save)
+    def _forward_op(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
+                    max_seqlen_q: int, max_seqlen_k: int, seqused_q: Optional[Tensor],
+                    seqused_k: Optional[Tensor], causal: bool, window_left: int,
+                    window_right: int, softcap: float, scale: Optional[float],
+                    deterministic: bool) -> Tuple[Tensor, Tensor]:
+        options = Options.of_flags(causal, window_left, window_right, softcap, scale,
+                                   deterministic)
+        return _varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                               options, (seqused_q, seqused_k))
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max_seqlen_k: int,
+                     *, causal: bool = False, window: Tuple[int, int] = (-1, -1),
+                     softcap: float = 0.0, scale: Optional[float] = None,
+                     deterministic: bool = False, return_lse: bool = False, score_mod: str = "",
+                     mask_mod: str = "", captures: Optional[dict] = None, seqused_q=None,
+                     seqused_k=None):
+    """Attention over a packed batch of variable lengths, FlashAttention's
+    flash_attn_varlen_func: q is [total_q, heads_q, head_dim], k and v [total_k, heads_kv,
+    head_dim], sequence i's rows from cu_seqlens_q[i] (cu_seqlens_k[i]) to the next entry
+    (int32 [batch + 1], from 0, nondecreasing), max_seqlen_* the longest; v (and o) may be
+    narrower than q and k, as attention() says (MLA's prefill). Options, dtypes,
+    devices and gradients as attention(); the LSE is float32 [heads_q, total_q]. The index
+    arrays are checked before anything runs (a ValueError names a bad entry). score_mod and
+    mask_mod (and captures) as in attention(), with gradients; b is the sequence's index and
+    q_idx, kv_idx positions within it.
+
+    seqused_q and seqused_k (int32 [batch], each optional), FlashAttention's: sequence i uses
+    only the first seqused_q[i] of its query rows and seqused_k[i] of its key rows (padding
+    inside the packed buffers). The sequence is those rows alone (masks align to them); the
+    rest is not read, and its rows of o (and of dq, dk, dv) come out 0, of the LSE -inf.
+
+    With PyTorch 2.4 or later, torch tensors (without score_mod, mask_mod or captures) go
+    through the custom operator flashjit::attention_varlen_forward, which torch.compile traces
+    whole."""
+    options = Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod,
+                      captures_of(captures))
+    used = (seqused_q, seqused_k)
+    plain = not (score_mod or mask_mod or options.captures)
+    if plain and _custom_ops.takes(q, k, v, cu_seqlens_q, cu_seqlens_k, *used):
+        o, lse = _forward_op(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q),
+                             int(max_seqlen_k), *used, *options.flags())
+    elif wants_grad(q, k, v):
+        o, lse = _VarlenFunction.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                       max_seqlen_k, options, used)
+    else:
+        o, lse = _varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                 max_seqlen_k, options, used)
+    return (o, lse) if return_lse else o

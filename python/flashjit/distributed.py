@@ -1,8 +1,9 @@
 """Context parallelism on torch.distributed: ring attention.
 
 Each rank of a process group holds a chunk of every sequence (its queries, keys and values,
-[batch, chunk, heads, head_dim]): a contiguous one, or two (zigzag) that balance a causal mask. The key/value chunks travel once around the ring,
-each hop an isend/irecv pair that runs while the rank attends to the chunk it holds; the partial
+[batch, chunk, heads, head_dim]): a contiguous one, or two (zigzag) that balance a causal mask.
+The key/value chunks travel once around the ring, each hop a batch of isend/irecv pairs that
+runs while the rank attends to the chunk it holds; the partial
 states (output and natural-log LSE) merge exactly with merge_states, the LSE combiner. The
 backward sends the chunks around again with their dK/dV sums, so each chunk's gradients arrive
 back at its own rank after a full turn. Works with NCCL on GPUs and gloo on CPUs (where tensors
@@ -38,11 +39,16 @@ class _Ring:
         """Sends `tensors` to the next rank and receives as many, alike, from the previous one;
         returns (received, wait)."""
         received = [torch.empty_like(t) for t in tensors]
-        requests = []
+        operations = []
         for t, r in zip(tensors, received):
-            requests.append(dist.isend(_wire(t.contiguous(), self.group), self.next,
-                                       group=self.group))
-            requests.append(dist.irecv(_wire(r, self.group), self.prev, group=self.group))
+            operations.append(dist.P2POp(dist.isend, _wire(t.contiguous(), self.group), self.next,
+                                         group=self.group))
+            operations.append(dist.P2POp(dist.irecv, _wire(r, self.group), self.prev,
+                                         group=self.group))
+        # One batch: NCCL must progress a rank's sends and receives together (with two ranks,
+        # each sending to the peer it receives from, sends issued alone would wait on each
+        # other's receives).
+        requests = dist.batch_isend_irecv(operations)
 
         def wait():
             for request in requests:
@@ -159,7 +165,8 @@ def ring_attention(q, k, v, *, causal: bool = False, group=None, scale=None,
     the same share of a causal mask's work. Returns this rank's output chunk, as attention()
     over the whole sequence would give it; `causal` masks keys after each query in the whole
     sequence. Differentiable: the backward sends dK and dV around the ring back to the ranks
-    holding their chunks. Every rank of the group must call it."""
+    holding their chunks. Every rank of the group must call it (with NCCL, after
+    torch.cuda.set_device to the rank's GPU)."""
     if not dist.is_initialized():
         raise ValueError("'group': torch.distributed is not initialized "
                          "(torch.distributed.init_process_group first)")

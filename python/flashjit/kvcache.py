@@ -124,10 +124,11 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
     num_splits: split-KV blocks per query block (0 chooses, 1 to 64 forces), merged exactly.
     score_mod, mask_mod and captures as in attention(), b the sequence's index and q_idx, kv_idx
     positions within it (kv_idx counts from the first key after a left pad). Forward only.
-    Returns o like q (and the float32 LSE [batch, heads_q, seqlen_q] with return_lse). Bad input raises ValueError naming the argument (the library's names:
-    sequences.k_new for k, sequences.page_table for block_table, ...) before anything is
-    written. With PyTorch 2.4 or later, torch tensors (without score_mod, mask_mod or captures)
-    go through the custom operator flashjit::attention_with_kvcache (with an append,
+    Returns o like q (and the float32 LSE [batch, heads_q, seqlen_q] with return_lse). Bad input
+    raises ValueError naming the argument (the library's names: sequences.k_new for k,
+    sequences.page_table for block_table, ...) before anything is written. With PyTorch 2.4 or
+    later, torch tensors (without score_mod, mask_mod or captures) go through the custom
+    operator flashjit::attention_with_kvcache (with an append,
     flashjit::attention_with_kvcache_append, which writes k_cache and v_cache), which
     torch.compile traces whole."""
     options = Options(causal, tuple(window), softcap, scale, False, score_mod, mask_mod,

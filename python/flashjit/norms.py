@@ -136,8 +136,9 @@ def layer_norm(x, weight, bias=None, eps: float = 1e-5):
     """y = (x − mean) / sqrt(var + eps) · weight + bias over x's last dimension (1 to 65536
     columns; var biased), as torch.nn.functional.layer_norm. x, weight and bias ([cols]; None:
     zeros) of one dtype: float16, bfloat16 (torch) or float32. Differentiable for torch tensors
-    (x, weight and bias). Returns y like x. With PyTorch 2.4 or later, torch tensors go through the custom
-    operator flashjit::layer_norm_forward (rms_norm too), which torch.compile traces whole."""
+    (x, weight and bias). Returns y like x. With PyTorch 2.4 or later, torch tensors go through
+    the custom operator flashjit::layer_norm_forward (rms_norm too), which torch.compile traces
+    whole."""
     if bias is None:  # the kernels always add one
         bias = torch.zeros_like(weight) if is_torch(weight) else np.zeros_like(weight)
     return _call(x, weight, bias, eps, False)

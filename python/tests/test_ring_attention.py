@@ -1,6 +1,6 @@
-"""flashjit.distributed.ring_attention with 2 and 4 gloo processes on the CPU emulator, in
-contiguous and zigzag chunks: each rank's output chunk and gradients against one-process
-attention over the whole sequence."""
+"""flashjit.distributed.ring_attention with 2 and 4 gloo processes on the CPU emulator (and with
+NCCL on up to 4 GPUs where a machine has 2 or more), in contiguous and zigzag chunks: each
+rank's output chunk and gradients against one-process attention over the whole sequence."""
 
 import os
 import tempfile
@@ -25,18 +25,24 @@ def full_inputs(dtype):
             torch.randn(shape_kv, generator=g).to(dtype), torch.randn(shape_q, generator=g).to(dtype))
 
 
-def worker(rank, world, dtype, causal, zigzag, out_dir):
+def worker(rank, world, dtype, causal, zigzag, out_dir, backend="gloo"):
+    """One rank: its chunks through ring_attention, in host memory on gloo or on GPU `rank`
+    with NCCL; saves its output and gradients (in host memory) for the test to compare."""
+    device = "cpu"
+    if backend == "nccl":
+        device = f"cuda:{rank}"
+        torch.cuda.set_device(rank)
     # A file store, not TCP: PyTorch 2.4 and later default the TCP store to libuv, which
     # Debian's builds lack.
-    dist.init_process_group("gloo", init_method=f"file://{out_dir}/store", rank=rank,
+    dist.init_process_group(backend, init_method=f"file://{out_dir}/store", rank=rank,
                             world_size=world)
     try:
         q, k, v, dout = full_inputs(dtype)
-        mine = lambda t: flashjit.distributed.shard(t, rank, world, zigzag=zigzag)
+        mine = lambda t: flashjit.distributed.shard(t, rank, world, zigzag=zigzag).to(device)
         leaves = [mine(t).clone().requires_grad_() for t in (q, k, v)]
         o = flashjit.distributed.ring_attention(*leaves, causal=causal, zigzag=zigzag)
         o.backward(mine(dout))
-        torch.save({"o": o.detach(), "grads": [t.grad for t in leaves]},
+        torch.save({"o": o.detach().cpu(), "grads": [t.grad.cpu() for t in leaves]},
                    os.path.join(out_dir, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
@@ -46,9 +52,23 @@ def worker(rank, world, dtype, causal, zigzag, out_dir):
     (2, False, False), (2, True, False), (4, False, False), (4, True, False),
     (2, True, True), (4, True, True), (2, False, True)])
 def test_ring_attention_matches_one_process(world, causal, zigzag):
+    check_against_one_process(world, causal, zigzag, "gloo")
+
+
+GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.mark.skipif(GPUS < 2 or not dist.is_nccl_available(), reason="needs 2 GPUs and NCCL")
+@pytest.mark.parametrize("causal, zigzag", [(False, False), (True, False), (True, True)])
+def test_ring_attention_over_nccl_matches_one_process(causal, zigzag):
+    check_against_one_process(min(GPUS, 4), causal, zigzag, "nccl")
+
+
+def check_against_one_process(world, causal, zigzag, backend):
+    """world ranks of `backend` against attention() over the whole sequence in one process."""
     dtype = torch.bfloat16 if world == 4 else torch.float16
     with tempfile.TemporaryDirectory() as out_dir:
-        mp.spawn(worker, args=(world, dtype, causal, zigzag, out_dir), nprocs=world)
+        mp.spawn(worker, args=(world, dtype, causal, zigzag, out_dir, backend), nprocs=world)
         results = [torch.load(os.path.join(out_dir, f"rank{r}.pt")) for r in range(world)]
     q, k, v, dout = full_inputs(dtype)
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]

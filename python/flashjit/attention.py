@@ -6,6 +6,7 @@ import ctypes
 from typing import Optional, Tuple
 
 from . import _capi, _custom_ops
+from ._alibi import with_alibi
 from ._arrays import Launch
 from ._options import (Options, bind_captures, call_options, capture_inputs, captures_of,
                        element, shape_of, wants_grad)
@@ -126,10 +127,19 @@ if _custom_ops.AVAILABLE:
                                                   scale, deterministic))
 
 
+def _dense_alibi(options: Options, q, k, slopes) -> Options:
+    """options with alibi_slopes' bias for a dense call (q and k's shapes checked first)."""
+    if slopes is None:
+        return options
+    layout = "[batch, seqlen, heads, head_dim]"
+    batch, seqlen_q, heads_q, _ = shape_of("q", q, 4, layout)
+    return with_alibi(options, slopes, shape_of("k", k, 4, layout)[1] - seqlen_q, batch, heads_q)
+
+
 def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -1),
               softcap: float = 0.0, scale: Optional[float] = None, deterministic: bool = False,
               return_lse: bool = False, score_mod: str = "", mask_mod: str = "",
-              block_mask=None, captures: Optional[dict] = None):
+              block_mask=None, captures: Optional[dict] = None, alibi_slopes=None):
     """Attention over a dense batch, FlashAttention's flash_attn_func.
 
     q is [batch, seqlen_q, heads_q, head_dim], k and v [batch, seqlen_k, heads_kv, head_dim]
@@ -155,10 +165,15 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
     `captures` maps names to arrays the expressions read (`doc[b][q_idx] == doc[b][kv_idx]`):
     rank 1 to 4, float32/float16/bfloat16 (read as float) or int32, like q (numpy or torch, on
     its device). A torch capture that requires grad gets its gradient (a learnable bias table:
-    read it once in score_mod; see docs/modifiers.md)."""
-    options = Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod,
-                       captures_of(captures))
-    if score_mod or mask_mod:
+    read it once in score_mod; see docs/modifiers.md).
+
+    `alibi_slopes` (FlashAttention's; [heads_q] or [batch, heads_q], any float dtype, like q):
+    the bias −slope · |i + seqlen_k − seqlen_q − j| added to the score of query i and key j
+    after scale and softcap, compiled in as a score_mod (so not with one of your own); the
+    slopes get no gradient."""
+    options = _dense_alibi(Options(causal, tuple(window), softcap, scale, deterministic,
+                                   score_mod, mask_mod, captures_of(captures)), q, k, alibi_slopes)
+    if options.score_mod or options.mask_mod:
         tensors = [x for _, x in options.captures]
         if wants_grad(q, k, v, *tensors):
             o, lse = _AttentionFunction.apply(q, k, v, options, block_mask, *tensors)
@@ -197,13 +212,13 @@ def attention_backward(dout, q, k, v, o, lse, *, causal: bool = False,
                        window: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
                        scale: Optional[float] = None, deterministic: bool = False,
                        score_mod: str = "", mask_mod: str = "", block_mask=None,
-                       captures: Optional[dict] = None):
+                       captures: Optional[dict] = None, alibi_slopes=None):
     """The gradients (dq, dk, dv) of attention() for its output gradient `dout` (like q), given
-    that call's arguments (its score_mod, mask_mod, block_mask and captures included) and its o
-    and lse (return_lse=True). For numpy callers, and for torch callers who keep their own
-    graph; dk and dv sum over the query heads sharing a key/value head."""
-    options = Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod,
-                       captures_of(captures))
+    that call's arguments (its score_mod, mask_mod, block_mask, captures and alibi_slopes
+    included) and its o and lse (return_lse=True). For numpy callers, and for torch callers who
+    keep their own graph; dk and dv sum over the query heads sharing a key/value head."""
+    options = _dense_alibi(Options(causal, tuple(window), softcap, scale, deterministic,
+                                   score_mod, mask_mod, captures_of(captures)), q, k, alibi_slopes)
     if block_mask is not None and not mask_mod:
         raise ValueError("'block_mask' needs the 'mask_mod' it was built from")
     return _backward(dout, q, k, v, o, lse, options, block_mask=block_mask)

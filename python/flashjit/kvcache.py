@@ -7,7 +7,8 @@ from typing import Optional, Tuple
 import numpy as np
 
 from . import _capi, _custom_ops
-from ._arrays import Launch, is_torch
+from ._alibi import int32_offsets, with_alibi
+from ._arrays import Launch, dtype_name, is_torch
 from ._options import (Options, bind_captures, call_options, capture_inputs, captures_of,
                        element, float32, sequences_of, shape_of)
 
@@ -90,7 +91,8 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
                            window: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
                            scale: Optional[float] = None, num_splits: int = 0,
                            return_lse: bool = False, score_mod: str = "", mask_mod: str = "",
-                           captures: Optional[dict] = None, k_descale=None, v_descale=None):
+                           captures: Optional[dict] = None, k_descale=None, v_descale=None,
+                           alibi_slopes=None):
     """Decoding and chunked prefill against a KV cache, FlashAttention's flash_attn_with_kvcache:
     q is [batch, seqlen_q, heads_q, head_dim]; the cache is dense, [batch, seqlen_cache,
     heads_kv, head_dim], or paged, [num_pages, page_size, heads_kv, head_dim] (any page_size,
@@ -121,6 +123,9 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
     A v_cache that is k_cache's first columns in the same memory (kv_cache[..., :512] of a CUDA
     tensor) is seen as such and read once with the keys.
 
+    alibi_slopes as in attention(), each sequence's seqlen_k its cached keys after the left pad
+    and the new ones.
+
     num_splits: split-KV blocks per query block (0 chooses, 1 to 64 forces), merged exactly.
     score_mod, mask_mod and captures as in attention(), b the sequence's index and q_idx, kv_idx
     positions within it (kv_idx counts from the first key after a left pad). Forward only.
@@ -137,9 +142,20 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
         batch = int(q.shape[0])
         cache_seqlens = (torch.full((batch,), cache_seqlens, dtype=torch.int32, device=q.device)
                          if is_torch(q) else np.full((batch,), cache_seqlens, dtype=np.int32))
+    if alibi_slopes is not None:
+        for name, x in (("cache_seqlens", cache_seqlens), ("k", k), ("cache_leftpad",
+                                                                     cache_leftpad)):
+            if x is not None:
+                dtype_name(name, x)  # an array, before its arithmetic
+        seqlens_k = cache_seqlens + (0 if k is None else int(k.shape[1]))
+        if cache_leftpad is not None:
+            seqlens_k = seqlens_k - cache_leftpad
+        batch, seqlen_q, heads_q, _ = shape_of("q", q, 4, "[batch, seqlen, heads, head_dim]")
+        options = with_alibi(options, alibi_slopes, int32_offsets(seqlens_k, seqlen_q), batch,
+                             heads_q)
     arrays = (cache_seqlens, k, v, rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad,
               block_table, k_descale, v_descale)
-    plain = not (score_mod or mask_mod or options.captures)
+    plain = not (options.score_mod or options.mask_mod or options.captures)
     if plain and _custom_ops.takes(q, k_cache, v_cache, *arrays):
         op = _append_op if k is not None or v is not None else _decode_op
         o, lse = op(q, k_cache, v_cache, *arrays, bool(rotary_interleaved), int(num_splits),

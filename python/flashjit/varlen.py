@@ -5,6 +5,7 @@ import ctypes
 from typing import Optional, Tuple
 
 from . import _capi, _custom_ops
+from ._alibi import int32_offsets, with_alibi
 from ._arrays import Launch
 from ._options import (Options, bind_captures, call_options, capture_inputs, captures_of,
                        element, sequences_of, shape_of, wants_grad)
@@ -139,12 +140,24 @@ if _custom_ops.AVAILABLE:
                                options, (seqused_q, seqused_k))
 
 
+def _with_alibi(options: Options, slopes, q, cu_seqlens_q, cu_seqlens_k, used) -> Options:
+    """options with alibi_slopes' bias, each sequence's diagonal offset captured."""
+    lengths = []
+    for name, cu, counts in (("cu_seqlens_k", cu_seqlens_k, used[1]),
+                             ("cu_seqlens_q", cu_seqlens_q, used[0])):
+        shape_of(name, cu, 1, "[batch + 1]")
+        lengths.append(cu[1:] - cu[:-1] if counts is None else counts)
+    heads_q = shape_of("q", q, 3, "[total, heads, head_dim]")[1]
+    return with_alibi(options, slopes, int32_offsets(*lengths), int(cu_seqlens_q.shape[0]) - 1,
+                      heads_q)
+
+
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max_seqlen_k: int,
                      *, causal: bool = False, window: Tuple[int, int] = (-1, -1),
                      softcap: float = 0.0, scale: Optional[float] = None,
                      deterministic: bool = False, return_lse: bool = False, score_mod: str = "",
                      mask_mod: str = "", captures: Optional[dict] = None, seqused_q=None,
-                     seqused_k=None):
+                     seqused_k=None, alibi_slopes=None):
     """Attention over a packed batch of variable lengths, FlashAttention's
     flash_attn_varlen_func: q is [total_q, heads_q, head_dim], k and v [total_k, heads_kv,
     head_dim], sequence i's rows from cu_seqlens_q[i] (cu_seqlens_k[i]) to the next entry
@@ -160,13 +173,18 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max
     inside the packed buffers). The sequence is those rows alone (masks align to them); the
     rest is not read, and its rows of o (and of dq, dk, dv) come out 0, of the LSE -inf.
 
+    alibi_slopes as in attention(), with each sequence's own seqlen_k − seqlen_q (its used
+    rows').
+
     With PyTorch 2.4 or later, torch tensors (without score_mod, mask_mod or captures) go
     through the custom operator flashjit::attention_varlen_forward, which torch.compile traces
     whole."""
     options = Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod,
                       captures_of(captures))
     used = (seqused_q, seqused_k)
-    plain = not (score_mod or mask_mod or options.captures)
+    if alibi_slopes is not None:
+        options = _with_alibi(options, alibi_slopes, q, cu_seqlens_q, cu_seqlens_k, used)
+    plain = not (options.score_mod or options.mask_mod or options.captures)
     if plain and _custom_ops.takes(q, k, v, cu_seqlens_q, cu_seqlens_k, *used):
         o, lse = _forward_op(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q),
                              int(max_seqlen_k), *used, *options.flags())

@@ -24,9 +24,11 @@ def visible(seqlen_q: int, seqlen_k: int, causal: bool, window) -> np.ndarray:
     return seen
 
 
-def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, scale=None):
+def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, scale=None,
+              alibi_slopes=None):
     """(o, lse) in float64 torch tensors, for q [b, sq, hq, d], k and v [b, sk, hk, d] (any
-    float dtype, numpy or torch); differentiable when the inputs require grad."""
+    float dtype, numpy or torch); differentiable when the inputs require grad. alibi_slopes
+    ([hq] or [b, hq]) adds −slope · |i + sk − sq − j| to the capped score of query i, key j."""
     q, k, v = (torch.as_tensor(np.asarray(x, dtype=np.float64)) if isinstance(x, np.ndarray)
                else x for x in (q, k, v))
     b, sq, hq, d = q.shape
@@ -38,6 +40,12 @@ def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, scale=None):
     s = torch.einsum("bqhd,bkhd->bhqk", q, k) * scale
     if softcap > 0:
         s = softcap * torch.tanh(s / softcap)
+    if alibi_slopes is not None:
+        slopes = torch.as_tensor(np.asarray(alibi_slopes, dtype=np.float64))
+        slopes = slopes.expand(b, hq)[:, :, None, None]
+        i = torch.arange(sq, dtype=torch.float64)[:, None]
+        j = torch.arange(sk, dtype=torch.float64)[None, :]
+        s = s - slopes * (i + sk - sq - j).abs()
     seen = torch.as_tensor(visible(sq, sk, causal, window))
     s = s.masked_fill(~seen, -math.inf)
     lse = torch.logsumexp(s, dim=-1)  # -inf for a row that sees nothing

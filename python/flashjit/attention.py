@@ -90,41 +90,50 @@ if torch is not None:
 if _custom_ops.AVAILABLE:
     Tensor = torch.Tensor
 
-    def _fake_forward(q, k, v, *flags):
+    def _fake_forward(q, k, v, *rest):
         batch, seqlen_q, heads_q, _ = q.shape
         return (q.new_empty((batch, seqlen_q, heads_q, v.shape[3])),
                 q.new_empty((batch, heads_q, seqlen_q), dtype=torch.float32))
 
-    def _fake_backward(dout, q, k, v, o, lse, *flags):
+    def _fake_backward(dout, q, k, v, o, lse, *rest):
         return q.new_empty(q.shape), q.new_empty(k.shape), q.new_empty(v.shape)
 
     @_custom_ops.define("attention_backward", _fake_backward)
     def _backward_op(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor,
                      causal: bool, window_left: int, window_right: int, softcap: float,
-                     scale: Optional[float],
-                     deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
-        return _backward(dout, q, k, v, o, lse,
-                         Options.of_flags(causal, window_left, window_right, softcap, scale,
-                                          deterministic))
+                     scale: Optional[float], deterministic: bool,
+                     alibi_slopes: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
+        options = Options.of_flags(causal, window_left, window_right, softcap, scale,
+                                   deterministic)
+        return _backward(dout, q, k, v, o, lse, _dense_alibi(options, q, k, alibi_slopes))
 
     def _save(ctx, inputs, output):
-        q, k, v, *flags = inputs
+        q, k, v, *rest = inputs
         ctx.save_for_backward(q, k, v, *output)
-        ctx.flags = flags
+        ctx.rest = rest  # the flags and the slopes (which get no gradient)
         ctx.mark_non_differentiable(output[1])
 
     def _differentiate(ctx, dout, _dlse):
         q, k, v, o, lse = ctx.saved_tensors
-        grads = _backward_op(dout.contiguous(), q, k, v, o, lse, *ctx.flags)
-        return (*grads, *([None] * len(ctx.flags)))
+        grads = _backward_op(dout.contiguous(), q, k, v, o, lse, *ctx.rest)
+        return (*grads, *([None] * len(ctx.rest)))
 
     @_custom_ops.define("attention_forward", _fake_forward, backward=_differentiate,
                         setup_context=_save)
     def _forward_op(q: Tensor, k: Tensor, v: Tensor, causal: bool, window_left: int,
                     window_right: int, softcap: float, scale: Optional[float],
-                    deterministic: bool) -> Tuple[Tensor, Tensor]:
-        return _forward(q, k, v, Options.of_flags(causal, window_left, window_right, softcap,
-                                                  scale, deterministic))
+                    deterministic: bool, alibi_slopes: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+        options = Options.of_flags(causal, window_left, window_right, softcap, scale,
+                                   deterministic)
+        return _forward(q, k, v, _dense_alibi(options, q, k, alibi_slopes))
+
+
+def _modified(q, k, v, options: Options, block_mask):
+    """attention() with modifiers: (o, lse), differentiable in q, k, v and the captures."""
+    tensors = [x for _, x in options.captures]
+    if wants_grad(q, k, v, *tensors):
+        return _AttentionFunction.apply(q, k, v, options, block_mask, *tensors)
+    return _forward(q, k, v, options, block_mask)
 
 
 def _dense_alibi(options: Options, q, k, slopes) -> Options:
@@ -171,22 +180,20 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
     the bias −slope · |i + seqlen_k − seqlen_q − j| added to the score of query i and key j
     after scale and softcap, compiled in as a score_mod (so not with one of your own); the
     slopes get no gradient."""
-    options = _dense_alibi(Options(causal, tuple(window), softcap, scale, deterministic,
-                                   score_mod, mask_mod, captures_of(captures)), q, k, alibi_slopes)
-    if options.score_mod or options.mask_mod:
-        tensors = [x for _, x in options.captures]
-        if wants_grad(q, k, v, *tensors):
-            o, lse = _AttentionFunction.apply(q, k, v, options, block_mask, *tensors)
-        else:
-            o, lse = _forward(q, k, v, options, block_mask)
+    given = Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod,
+                    captures_of(captures))
+    if score_mod or mask_mod:
+        o, lse = _modified(q, k, v, _dense_alibi(given, q, k, alibi_slopes), block_mask)
     elif block_mask is not None:
         raise ValueError("'block_mask' needs the 'mask_mod' it was built from")
-    elif _custom_ops.takes(q, k, v):
-        o, lse = _forward_op(q, k, v, *options.flags())
+    elif _custom_ops.takes(q, k, v, alibi_slopes):  # (the slopes are read inside)
+        o, lse = _forward_op(q, k, v, *given.flags(), alibi_slopes)
+    elif alibi_slopes is not None:
+        o, lse = _modified(q, k, v, _dense_alibi(given, q, k, alibi_slopes), None)
     elif wants_grad(q, k, v):
-        o, lse = _AttentionFunction.apply(q, k, v, options, None)
+        o, lse = _AttentionFunction.apply(q, k, v, given, None)
     else:
-        o, lse = _forward(q, k, v, options)
+        o, lse = _forward(q, k, v, given)
     return (o, lse) if return_lse else o
 
 

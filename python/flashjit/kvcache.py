@@ -57,6 +57,21 @@ def _forward(q, k_cache, v_cache, cache_seqlens, k, v, rotary_cos, rotary_sin, c
         return launch.result("o"), launch.result("lse")
 
 
+def _with_alibi(options: Options, slopes, q, cache_seqlens, k, cache_leftpad) -> Options:
+    """options with alibi_slopes' bias (as they are for None), each sequence's seqlen_k − seqlen_q
+    captured: its cached keys after the left pad and the new ones, less the queries."""
+    if slopes is None:
+        return options
+    for name, x in (("cache_seqlens", cache_seqlens), ("k", k), ("cache_leftpad", cache_leftpad)):
+        if x is not None:
+            dtype_name(name, x)  # an array, before its arithmetic
+    seqlens_k = cache_seqlens + (0 if k is None else int(k.shape[1]))
+    if cache_leftpad is not None:
+        seqlens_k = seqlens_k - cache_leftpad
+    batch, seqlen_q, heads_q, _ = shape_of("q", q, 4, "[batch, seqlen, heads, head_dim]")
+    return with_alibi(options, slopes, int32_offsets(seqlens_k, seqlen_q), batch, heads_q)
+
+
 if _custom_ops.AVAILABLE:
     from torch import Tensor
 
@@ -71,8 +86,10 @@ if _custom_ops.AVAILABLE:
              cache_leftpad: Optional[Tensor], block_table: Optional[Tensor],
              k_descale: Optional[Tensor], v_descale: Optional[Tensor], rotary_interleaved: bool,
              num_splits: int, causal: bool, window_left: int, window_right: int, softcap: float,
-             scale: Optional[float]) -> Tuple[Tensor, Tensor]:
-        options = Options.of_flags(causal, window_left, window_right, softcap, scale, False)
+             scale: Optional[float], alibi_slopes: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+        options = _with_alibi(Options.of_flags(causal, window_left, window_right, softcap, scale,
+                                               False), alibi_slopes, q, cache_seqlens, k,
+                              cache_leftpad)
         return _forward(q, k_cache, v_cache, cache_seqlens, k, v, rotary_cos, rotary_sin,
                         cache_batch_idx, cache_leftpad, block_table, k_descale, v_descale,
                         rotary_interleaved, num_splits, options)
@@ -142,24 +159,14 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
         batch = int(q.shape[0])
         cache_seqlens = (torch.full((batch,), cache_seqlens, dtype=torch.int32, device=q.device)
                          if is_torch(q) else np.full((batch,), cache_seqlens, dtype=np.int32))
-    if alibi_slopes is not None:
-        for name, x in (("cache_seqlens", cache_seqlens), ("k", k), ("cache_leftpad",
-                                                                     cache_leftpad)):
-            if x is not None:
-                dtype_name(name, x)  # an array, before its arithmetic
-        seqlens_k = cache_seqlens + (0 if k is None else int(k.shape[1]))
-        if cache_leftpad is not None:
-            seqlens_k = seqlens_k - cache_leftpad
-        batch, seqlen_q, heads_q, _ = shape_of("q", q, 4, "[batch, seqlen, heads, head_dim]")
-        options = with_alibi(options, alibi_slopes, int32_offsets(seqlens_k, seqlen_q), batch,
-                             heads_q)
     arrays = (cache_seqlens, k, v, rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad,
               block_table, k_descale, v_descale)
-    plain = not (options.score_mod or options.mask_mod or options.captures)
-    if plain and _custom_ops.takes(q, k_cache, v_cache, *arrays):
+    plain = not (score_mod or mask_mod or options.captures)
+    if plain and _custom_ops.takes(q, k_cache, v_cache, *arrays, alibi_slopes):
         op = _append_op if k is not None or v is not None else _decode_op
         o, lse = op(q, k_cache, v_cache, *arrays, bool(rotary_interleaved), int(num_splits),
-                    *options.flags()[:5])
+                    *options.flags()[:5], alibi_slopes)
     else:
+        options = _with_alibi(options, alibi_slopes, q, cache_seqlens, k, cache_leftpad)
         o, lse = _forward(q, k_cache, v_cache, *arrays, rotary_interleaved, num_splits, options)
     return (o, lse) if return_lse else o

@@ -108,18 +108,19 @@ if _custom_ops.AVAILABLE:
     def _backward_op(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor,
                      cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, max_seqlen_q: int,
                      max_seqlen_k: int, seqused_q: Optional[Tensor], seqused_k: Optional[Tensor],
-                     causal: bool, window_left: int, window_right: int, softcap: float,
-                     scale: Optional[float],
+                     alibi_slopes: Optional[Tensor], causal: bool, window_left: int,
+                     window_right: int, softcap: float, scale: Optional[float],
                      deterministic: bool) -> Tuple[Tensor, Tensor, Tensor]:
-        options = Options.of_flags(causal, window_left, window_right, softcap, scale,
-                                   deterministic)
+        options = _with_alibi(Options.of_flags(causal, window_left, window_right, softcap, scale,
+                                               deterministic), alibi_slopes, q, cu_seqlens_q,
+                              cu_seqlens_k, (seqused_q, seqused_k))
         return _varlen_backward(dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                 max_seqlen_k, options, (seqused_q, seqused_k))
 
     def _save(ctx, inputs, output):
         q, k, v, *rest = inputs
         ctx.save_for_backward(q, k, v, *output)
-        ctx.rest = rest  # the index arrays, the lengths and the flags
+        ctx.rest = rest  # the index arrays, the lengths, the slopes and the flags
         ctx.mark_non_differentiable(output[1])
 
     def _differentiate(ctx, dout, _dlse):
@@ -131,17 +132,21 @@ if _custom_ops.AVAILABLE:
                         setup_context=_save)
     def _forward_op(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
                     max_seqlen_q: int, max_seqlen_k: int, seqused_q: Optional[Tensor],
-                    seqused_k: Optional[Tensor], causal: bool, window_left: int,
-                    window_right: int, softcap: float, scale: Optional[float],
+                    seqused_k: Optional[Tensor], alibi_slopes: Optional[Tensor], causal: bool,
+                    window_left: int, window_right: int, softcap: float, scale: Optional[float],
                     deterministic: bool) -> Tuple[Tensor, Tensor]:
-        options = Options.of_flags(causal, window_left, window_right, softcap, scale,
-                                   deterministic)
+        options = _with_alibi(Options.of_flags(causal, window_left, window_right, softcap, scale,
+                                               deterministic), alibi_slopes, q, cu_seqlens_q,
+                              cu_seqlens_k, (seqused_q, seqused_k))
         return _varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                options, (seqused_q, seqused_k))
 
 
 def _with_alibi(options: Options, slopes, q, cu_seqlens_q, cu_seqlens_k, used) -> Options:
-    """options with alibi_slopes' bias, each sequence's diagonal offset captured."""
+    """options with alibi_slopes' bias (as they are for None), each sequence's diagonal
+    offset captured."""
+    if slopes is None:
+        return options
     lengths = []
     for name, cu, counts in (("cu_seqlens_k", cu_seqlens_k, used[1]),
                              ("cu_seqlens_q", cu_seqlens_q, used[0])):
@@ -179,16 +184,16 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max
     With PyTorch 2.4 or later, torch tensors (without score_mod, mask_mod or captures) go
     through the custom operator flashjit::attention_varlen_forward, which torch.compile traces
     whole."""
-    options = Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod,
-                      captures_of(captures))
+    given = Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod,
+                    captures_of(captures))
     used = (seqused_q, seqused_k)
-    if alibi_slopes is not None:
-        options = _with_alibi(options, alibi_slopes, q, cu_seqlens_q, cu_seqlens_k, used)
-    plain = not (options.score_mod or options.mask_mod or options.captures)
-    if plain and _custom_ops.takes(q, k, v, cu_seqlens_q, cu_seqlens_k, *used):
+    plain = not (score_mod or mask_mod or given.captures)
+    if plain and _custom_ops.takes(q, k, v, cu_seqlens_q, cu_seqlens_k, *used, alibi_slopes):
         o, lse = _forward_op(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q),
-                             int(max_seqlen_k), *used, *options.flags())
-    elif wants_grad(q, k, v):
+                             int(max_seqlen_k), *used, alibi_slopes, *given.flags())
+        return (o, lse) if return_lse else o
+    options = _with_alibi(given, alibi_slopes, q, cu_seqlens_q, cu_seqlens_k, used)
+    if wants_grad(q, k, v):
         o, lse = _VarlenFunction.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                        max_seqlen_k, options, used)
     else:

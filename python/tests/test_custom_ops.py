@@ -60,22 +60,26 @@ def flags(causal=True, deterministic=True):
     return (causal, -1, -1, 0.0, None, deterministic)
 
 
+ALIBI = torch.tensor([0.5, 0.25, 0.125, 0.0625])  # slopes of 4 query heads
+
+
 @needs_custom_op
 def test_attention_operators_pass_opcheck():
     q, k, v = dense(grad=True)
     ops = torch.ops.flashjit
-    torch.library.opcheck(ops.attention_forward.default, (q, k, v, *flags()))
-    o, lse = ops.attention_forward(q.detach(), k.detach(), v.detach(), *flags())
-    torch.library.opcheck(ops.attention_backward.default,
-                          (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o, lse,
-                           *flags()))
+    for alibi in (None, ALIBI):
+        torch.library.opcheck(ops.attention_forward.default, (q, k, v, *flags(), alibi))
+        o, lse = ops.attention_forward(q.detach(), k.detach(), v.detach(), *flags(), alibi)
+        torch.library.opcheck(ops.attention_backward.default,
+                              (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o, lse,
+                               *flags(), alibi))
 
 
 @needs_custom_op
 def test_varlen_operators_pass_opcheck():
     q, k, v, cu_q, cu_k = packed(grad=True)
     used_k = torch.tensor([10, 18], dtype=torch.int32)
-    args = (cu_q, cu_k, 13, 18, None, used_k, *flags())
+    args = (cu_q, cu_k, 13, 18, None, used_k, ALIBI, *flags())
     ops = torch.ops.flashjit
     torch.library.opcheck(ops.attention_varlen_forward.default, (q, k, v, *args))
     o, lse = ops.attention_varlen_forward(q.detach(), k.detach(), v.detach(), *args)
@@ -87,7 +91,7 @@ def test_varlen_operators_pass_opcheck():
 def test_kvcache_operators_pass_opcheck():
     q, k_cache, v_cache, seqlens = kvcache()
     nones = (None,) * 9  # k, v, rotary tables, cache rows and pads, block table, descales
-    rest = (True, 0, False, -1, -1, 0.0, None)
+    rest = (True, 0, False, -1, -1, 0.0, None, ALIBI)
     torch.library.opcheck(torch.ops.flashjit.attention_with_kvcache.default,
                           (q, k_cache, v_cache, seqlens, *nones, *rest))
     # The append writes the same keys at the same positions on every run opcheck makes.
@@ -157,10 +161,19 @@ def test_torch_compile_traces_attention_in_one_graph():
 
 
 @needs_custom_op
+def test_torch_compile_traces_alibi_in_one_graph():
+    compiled_matches_eager(
+        lambda q, k, v: square_sum(flashjit.attention(q, k, v, causal=True, deterministic=True,
+                                                      alibi_slopes=ALIBI)),
+        lambda: dense(grad=True))
+
+
+@needs_custom_op
 def test_torch_compile_traces_varlen_in_one_graph():
     compiled_matches_eager(
         lambda q, k, v, cu_q, cu_k: square_sum(flashjit.attention_varlen(
-            q, k, v, cu_q, cu_k, 13, 18, causal=True, deterministic=True)),
+            q, k, v, cu_q, cu_k, 13, 18, causal=True, deterministic=True,
+            alibi_slopes=ALIBI.expand(2, 4))),
         lambda: packed(grad=True))
 
 
@@ -181,7 +194,7 @@ def test_torch_compile_traces_norms_and_multiscale_in_one_graph():
 def test_torch_compile_traces_decoding_with_an_append_and_a_merge():
     def decode(q, k_cache, v_cache, seqlens, k_new, v_new):
         o, lse = flashjit.attention_with_kvcache(q, k_cache, v_cache, seqlens, k=k_new, v=v_new,
-                                                 return_lse=True)
+                                                 return_lse=True, alibi_slopes=ALIBI)
         # Merge the state with itself: the same output, the LSE raised by log 2.
         states = torch.stack([o[:, 0], o[:, 0]], dim=1).float()
         lses = torch.stack([lse[:, :, 0], lse[:, :, 0]], dim=1)

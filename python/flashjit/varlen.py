@@ -16,11 +16,16 @@ except ImportError:  # pragma: no cover
     torch = None
 
 
-def _varlen_options(q, k, v, cu_seqlens_q, max_seqlen_q, max_seqlen_k, options):
+def _varlen_options(q, k, v, cu_seqlens_q, max_seqlen_q, max_seqlen_k, options, paged=False):
     layout = "[total, heads, head_dim]"
     _, hq, d = shape_of("q", q, 3, layout)
-    _, hk, _ = shape_of("k", k, 3, layout)
-    value_dim = shape_of("v", v, 3, layout)[2]
+    if paged:
+        cache = "[num_pages, page_size, heads_kv, head_dim] with block_table"
+        hk = shape_of("k", k, 4, cache)[2]
+        value_dim = shape_of("v", v, 4, cache)[3]
+    else:
+        _, hk, _ = shape_of("k", k, 3, layout)
+        value_dim = shape_of("v", v, 3, layout)[2]
     shape_of("cu_seqlens_q", cu_seqlens_q, 1, "[batch + 1]")
     a = call_options(options, cu_seqlens_q.shape[0] - 1, hq, hk, max_seqlen_q, max_seqlen_k, d)
     a.head_dim_v = value_dim if value_dim != d else 0  # MLA: v narrower than q and k
@@ -39,15 +44,34 @@ def _used_counts(used):
     return inputs, fields
 
 
-def _varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, options, used=(None, None)):
-    a = _varlen_options(q, k, v, cu_q, max_q, max_k, options)
+def _key_counts(cu_seqlens_k, seqused_k):
+    """Each sequence's key count over a paged cache: seqused_k, else cu_seqlens_k's spans."""
+    if seqused_k is not None:
+        return seqused_k
+    if cu_seqlens_k is None:
+        raise ValueError("'cu_seqlens_k': with block_table, cu_seqlens_k or seqused_k gives "
+                         "each sequence's key count; both are None")
+    shape_of("cu_seqlens_k", cu_seqlens_k, 1, "[batch + 1]")
+    return cu_seqlens_k[1:] - cu_seqlens_k[:-1]
+
+
+def _varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, options, used=(None, None),
+                    block_table=None):
+    paged = block_table is not None
+    a = _varlen_options(q, k, v, cu_q, max_q, max_k, options, paged)
+    if paged:  # the keys are in pages: their counts, not their offsets
+        shape_of("block_table", block_table, 2, "[batch, max_pages]")
+        used = (used[0], _key_counts(cu_k, used[1]))
+        keys, key_fields = {"block_table": block_table}, {"page_table": "block_table"}
+    else:
+        keys, key_fields = {"cu_seqlens_k": cu_k}, {"cu_seqlens_k": "cu_seqlens_k"}
     used_inputs, used_fields = _used_counts(used)
-    with Launch({"q": q, "k": k, "v": v, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k,
-                 **used_inputs, **capture_inputs(options)}) as launch:
+    with Launch({"q": q, "k": k, "v": v, "cu_seqlens_q": cu_q, **keys, **used_inputs,
+                 **capture_inputs(options)}) as launch:
         bind_captures(a, launch, options)
-        sequences = sequences_of(launch, cu_seqlens_q="cu_seqlens_q",
-                                 cu_seqlens_k="cu_seqlens_k", **used_fields)
-        o = launch.output("o", (*q.shape[:2], v.shape[2]), element(q))
+        sequences = sequences_of(launch, cu_seqlens_q="cu_seqlens_q", **key_fields,
+                                 **used_fields)
+        o = launch.output("o", (*q.shape[:2], v.shape[-1]), element(q))
         lse = launch.output("lse", (a.heads_q, q.shape[0]), "f32")
         _capi.check(_capi.library().flashjit_attention_forward_sequences(
             launch.runtime.handle, ctypes.byref(a), ctypes.byref(sequences),
@@ -98,7 +122,7 @@ if _custom_ops.AVAILABLE:
     from torch import Tensor
 
     def _fake_forward(q, k, v, *rest):
-        return (q.new_empty((q.shape[0], q.shape[1], v.shape[2])),
+        return (q.new_empty((q.shape[0], q.shape[1], v.shape[-1])),
                 q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32))
 
     def _fake_backward(dout, q, k, v, *rest):
@@ -120,26 +144,29 @@ if _custom_ops.AVAILABLE:
     def _save(ctx, inputs, output):
         q, k, v, *rest = inputs
         ctx.save_for_backward(q, k, v, *output)
-        ctx.rest = rest  # the index arrays, the lengths, the slopes and the flags
+        # The index arrays, the lengths, the slopes and the flags; not the block table, last
+        # (attention_varlen refuses gradients over a paged cache).
+        ctx.rest = rest[:-1]
         ctx.mark_non_differentiable(output[1])
 
     def _differentiate(ctx, dout, _dlse):
         q, k, v, o, lse = ctx.saved_tensors
         grads = _backward_op(dout.contiguous(), q, k, v, o, lse, *ctx.rest)
-        return (*grads, *([None] * len(ctx.rest)))
+        return (*grads, *([None] * (len(ctx.rest) + 1)))
 
     @_custom_ops.define("attention_varlen_forward", _fake_forward, backward=_differentiate,
                         setup_context=_save)
-    def _forward_op(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
-                    max_seqlen_q: int, max_seqlen_k: int, seqused_q: Optional[Tensor],
-                    seqused_k: Optional[Tensor], alibi_slopes: Optional[Tensor], causal: bool,
-                    window_left: int, window_right: int, softcap: float, scale: Optional[float],
-                    deterministic: bool) -> Tuple[Tensor, Tensor]:
+    def _forward_op(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor,
+                    cu_seqlens_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
+                    seqused_q: Optional[Tensor], seqused_k: Optional[Tensor],
+                    alibi_slopes: Optional[Tensor], causal: bool, window_left: int,
+                    window_right: int, softcap: float, scale: Optional[float], deterministic: bool,
+                    block_table: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
         options = _with_alibi(Options.of_flags(causal, window_left, window_right, softcap, scale,
                                                deterministic), alibi_slopes, q, cu_seqlens_q,
                               cu_seqlens_k, (seqused_q, seqused_k))
         return _varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                               options, (seqused_q, seqused_k))
+                               options, (seqused_q, seqused_k), block_table)
 
 
 def _with_alibi(options: Options, slopes, q, cu_seqlens_q, cu_seqlens_k, used) -> Options:
@@ -150,7 +177,8 @@ def _with_alibi(options: Options, slopes, q, cu_seqlens_q, cu_seqlens_k, used) -
     lengths = []
     for name, cu, counts in (("cu_seqlens_k", cu_seqlens_k, used[1]),
                              ("cu_seqlens_q", cu_seqlens_q, used[0])):
-        shape_of(name, cu, 1, "[batch + 1]")
+        if counts is None:
+            shape_of(name, cu, 1, "[batch + 1]")
         lengths.append(cu[1:] - cu[:-1] if counts is None else counts)
     heads_q = shape_of("q", q, 3, "[total, heads, head_dim]")[1]
     return with_alibi(options, slopes, int32_offsets(*lengths), int(cu_seqlens_q.shape[0]) - 1,
@@ -162,7 +190,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max
                      softcap: float = 0.0, scale: Optional[float] = None,
                      deterministic: bool = False, return_lse: bool = False, score_mod: str = "",
                      mask_mod: str = "", captures: Optional[dict] = None, seqused_q=None,
-                     seqused_k=None, alibi_slopes=None):
+                     seqused_k=None, alibi_slopes=None, block_table=None):
     """Attention over a packed batch of variable lengths, FlashAttention's
     flash_attn_varlen_func: q is [total_q, heads_q, head_dim], k and v [total_k, heads_kv,
     head_dim], sequence i's rows from cu_seqlens_q[i] (cu_seqlens_k[i]) to the next entry
@@ -181,19 +209,33 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max
     alibi_slopes as in attention(), with each sequence's own seqlen_k − seqlen_q (its used
     rows').
 
+    block_table (int32 [batch, max_pages], FlashAttention's): k and v are a paged KV cache
+    instead, [num_pages, page_size, heads_kv, head_dim] (any page_size), key j of sequence i in
+    row j % page_size of page block_table[i, j // page_size]; each sequence's key count is
+    seqused_k[i], or the span of cu_seqlens_k (which may then be None); max_seqlen_k bounds
+    them. Mixed prefill and decoding over a serving engine's cache. Forward only: a ValueError
+    if a tensor requires grad under grad mode.
+
     With PyTorch 2.4 or later, torch tensors (without score_mod, mask_mod or captures) go
     through the custom operator flashjit::attention_varlen_forward, which torch.compile traces
     whole."""
     given = Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod,
                     captures_of(captures))
     used = (seqused_q, seqused_k)
+    if block_table is not None and wants_grad(q, k, v):
+        raise ValueError("'block_table': attention over a paged cache has no backward (run it "
+                         "under torch.no_grad(), or on tensors that do not require grad)")
     plain = not (score_mod or mask_mod or given.captures)
-    if plain and _custom_ops.takes(q, k, v, cu_seqlens_q, cu_seqlens_k, *used, alibi_slopes):
+    if plain and _custom_ops.takes(q, k, v, cu_seqlens_q, cu_seqlens_k, *used, alibi_slopes,
+                                   block_table):
         o, lse = _forward_op(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q),
-                             int(max_seqlen_k), *used, alibi_slopes, *given.flags())
+                             int(max_seqlen_k), *used, alibi_slopes, *given.flags(), block_table)
         return (o, lse) if return_lse else o
     options = _with_alibi(given, alibi_slopes, q, cu_seqlens_q, cu_seqlens_k, used)
-    if wants_grad(q, k, v):
+    if block_table is not None:
+        o, lse = _varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                 max_seqlen_k, options, used, block_table)
+    elif wants_grad(q, k, v):
         o, lse = _VarlenFunction.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                        max_seqlen_k, options, used)
     else:

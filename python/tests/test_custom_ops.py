@@ -81,10 +81,17 @@ def test_varlen_operators_pass_opcheck():
     used_k = torch.tensor([10, 18], dtype=torch.int32)
     args = (cu_q, cu_k, 13, 18, None, used_k, ALIBI, *flags())
     ops = torch.ops.flashjit
-    torch.library.opcheck(ops.attention_varlen_forward.default, (q, k, v, *args))
-    o, lse = ops.attention_varlen_forward(q.detach(), k.detach(), v.detach(), *args)
+    torch.library.opcheck(ops.attention_varlen_forward.default, (q, k, v, *args, None))
+    o, lse = ops.attention_varlen_forward(q.detach(), k.detach(), v.detach(), *args, None)
     torch.library.opcheck(ops.attention_varlen_backward.default,
                           (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o, lse, *args))
+    # Over a paged cache (forward only): k and v as 5 pages of 8 rows, sequence 1 on pages 3, 0.
+    k_cache, v_cache = (randn(s, 5, 8, 2, 32) for s in (21, 22))
+    block_table = torch.tensor([[1, 4], [3, 0]], dtype=torch.int32)
+    torch.library.opcheck(ops.attention_varlen_forward.default,
+                          (q.detach(), k_cache, v_cache, cu_q, None, 13, 16, None,
+                           torch.tensor([9, 16], dtype=torch.int32), ALIBI, *flags(),
+                           block_table))
 
 
 @needs_custom_op

@@ -85,6 +85,56 @@ def test_varlen_seqused_reads_the_used_rows_and_zeroes_the_rest():
             assert reference.relative_error(got, ref) < 6e-2
 
 
+def paged_cache(keys, values, page, pool, seed):
+    """The sequences' keys and values in a pool of `pool` pages of `page` rows, each sequence's
+    pages scattered: (k_cache, v_cache, block_table int32 [batch, max_pages])."""
+    pages = max(-(-len(k) // page) for k in keys)
+    order = torch.randperm(pool, generator=torch.Generator().manual_seed(seed))
+    block_table = order[:len(keys) * pages].reshape(len(keys), pages).to(torch.int32)
+    k_cache = torch.zeros(pool, page, *keys[0].shape[1:], dtype=keys[0].dtype)
+    v_cache = torch.zeros(pool, page, *values[0].shape[1:], dtype=values[0].dtype)
+    for i, (k, v) in enumerate(zip(keys, values)):
+        for j in range(-(-len(k) // page)):
+            rows = slice(j * page, min((j + 1) * page, len(k)))
+            k_cache[block_table[i, j], :rows.stop - rows.start] = k[rows]
+            v_cache[block_table[i, j], :rows.stop - rows.start] = v[rows]
+    return k_cache, v_cache, block_table
+
+
+@pytest.mark.parametrize("page, causal, by_offsets", [(16, True, True), (1, False, False),
+                                                      (5, True, False)])
+def test_varlen_over_a_paged_cache(page, causal, by_offsets):
+    # Mixed prefill and decoding: packed queries (a prompt, a decode step, a chunk) against
+    # each sequence's keys in a paged cache, their counts as cu_seqlens_k or seqused_k.
+    lengths_q, lengths_k = [9, 1, 6], [9, 40, 23]
+    heads_q, heads_kv, d = 4, 2, 64
+    cu_q = torch.tensor(np.cumsum([0] + lengths_q), dtype=torch.int32)
+    q = rand(sum(lengths_q), heads_q, d, seed=90)
+    keys = [rand(n, heads_kv, d, seed=91 + i) for i, n in enumerate(lengths_k)]
+    values = [rand(n, heads_kv, d, seed=95 + i) for i, n in enumerate(lengths_k)]
+    pool = 3 * -(-max(lengths_k) // page) + 4  # every sequence its pages, and spares
+    k_cache, v_cache, block_table = paged_cache(keys, values, page, pool, seed=99)
+    counts = torch.tensor(lengths_k, dtype=torch.int32)
+    cu_k = torch.tensor(np.cumsum([0] + lengths_k), dtype=torch.int32)
+    o, lse = flashjit.attention_varlen(
+        q, k_cache, v_cache, cu_q, cu_k if by_offsets else None, max(lengths_q), max(lengths_k),
+        causal=causal, block_table=block_table, seqused_k=None if by_offsets else counts,
+        return_lse=True)
+    assert o.shape == q.shape and lse.shape == (heads_q, sum(lengths_q))
+    for i in range(3):
+        rows = slice(int(cu_q[i]), int(cu_q[i + 1]))
+        o_ref, lse_ref = reference.attention(exact(q[rows][None]), exact(keys[i][None]),
+                                             exact(values[i][None]), causal=causal)
+        assert reference.relative_error(o[rows], o_ref[0]) < 3e-2
+        assert reference.relative_error(lse[:, rows], lse_ref[0]) < 1e-4
+    with pytest.raises(ValueError, match="'block_table': attention over a paged cache has no"):
+        flashjit.attention_varlen(q.requires_grad_(), k_cache, v_cache, cu_q, cu_k, 9, 40,
+                                  block_table=block_table)
+    with pytest.raises(ValueError, match="'cu_seqlens_k'"):
+        flashjit.attention_varlen(q.detach(), k_cache, v_cache, cu_q, None, 9, 40,
+                                  block_table=block_table)
+
+
 @pytest.mark.parametrize("paged", [False, True])
 def test_kvcache_decoding(paged):
     batch, heads_q, heads_kv, d, page = 3, 8, 2, 64, 16

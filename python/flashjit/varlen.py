@@ -1,5 +1,6 @@
 """Attention over packed batches of variable lengths [total, heads, head_dim] with cu_seqlens,
-FlashAttention's flash_attn_varlen_func, with its backward. LSEs are natural-log, [heads, total]."""
+FlashAttention's flash_attn_varlen_func, with its backward; and packed queries over a paged KV
+cache (block_table), forward only. LSEs are natural-log, [heads, total]."""
 
 import ctypes
 from typing import Optional, Tuple

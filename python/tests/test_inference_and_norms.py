@@ -452,6 +452,13 @@ def test_kvcache_fp8_cache_with_descale_factors(use_torch):
                                        torch.tensor(k_true[i:i + 1, :used[i]]),
                                        torch.tensor(v_true[i:i + 1, :used[i]]))
         assert reference.relative_error(o[i:i + 1], o_ref) < 3e-3
+    if use_torch and hasattr(torch, "float8_e4m3fn"):  # PyTorch 2.1 and later
+        # The same codes as torch's fp8 dtype: the same call, the same bits.
+        as_fp8 = lambda codes: torch.from_numpy(codes).view(torch.float8_e4m3fn)
+        o_fp8 = flashjit.attention_with_kvcache(
+            args[0], as_fp8(k_codes), as_fp8(v_codes), args[3],
+            k_descale=torch.from_numpy(k_scale), v_descale=torch.from_numpy(v_scale))
+        assert torch.equal(o_fp8, o)
     with pytest.raises(ValueError, match="sequences.k_descale.shape"):
         flashjit.attention_with_kvcache(q, k_codes, v_codes, seqlens,
                                         k_descale=np.ones(3, dtype=np.float32))

@@ -1,0 +1,118 @@
+"""FlashAttention 2's Python calls under their own names and argument lists, so that code
+written for `flash_attn.flash_attn_interface` runs on flashjit by changing its import:
+
+    from flashjit.flash_attn_interface import flash_attn_func, flash_attn_with_kvcache
+
+Each call is the flashjit call it names (softmax_scale is `scale`, window_size `window`).
+flashjit has no dropout: dropout_p must be 0 (inference, or training without attention
+dropout). With return_attn_probs the calls return (out, softmax_lse, None): there is no
+dropout mask to return."""
+
+from typing import Tuple
+
+from .attention import attention
+from .kvcache import attention_with_kvcache
+from .packed import (attention_kvpacked, attention_qkvpacked, attention_varlen_kvpacked,
+                     attention_varlen_qkvpacked)
+from .varlen import attention_varlen
+
+
+def _options(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+             deterministic) -> dict:
+    if dropout_p != 0:
+        raise ValueError(f"'dropout_p' must be 0.0 (flashjit has no attention dropout), not "
+                         f"{dropout_p!r}")
+    return dict(scale=softmax_scale, causal=causal, window=tuple(window_size), softcap=softcap,
+                alibi_slopes=alibi_slopes, deterministic=deterministic, return_lse=True)
+
+
+def _result(o_lse, return_attn_probs: bool):
+    o, lse = o_lse
+    return (o, lse, None) if return_attn_probs else o
+
+
+def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
+                    window_size: Tuple[int, int] = (-1, -1), softcap=0.0, alibi_slopes=None,
+                    deterministic=False, return_attn_probs=False):
+    """flashjit.attention(q, k, v, ...) with FlashAttention's arguments."""
+    return _result(attention(q, k, v, **_options(dropout_p, softmax_scale, causal, window_size,
+                                                 softcap, alibi_slopes, deterministic)),
+                   return_attn_probs)
+
+
+def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False,
+                              window_size: Tuple[int, int] = (-1, -1), softcap=0.0,
+                              alibi_slopes=None, deterministic=False, return_attn_probs=False):
+    """flashjit.attention_qkvpacked(qkv, ...) with FlashAttention's arguments."""
+    return _result(attention_qkvpacked(qkv, **_options(
+        dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic)),
+        return_attn_probs)
+
+
+def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False,
+                             window_size: Tuple[int, int] = (-1, -1), softcap=0.0,
+                             alibi_slopes=None, deterministic=False, return_attn_probs=False):
+    """flashjit.attention_kvpacked(q, kv, ...) with FlashAttention's arguments."""
+    return _result(attention_kvpacked(q, kv, **_options(
+        dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic)),
+        return_attn_probs)
+
+
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                           dropout_p=0.0, softmax_scale=None, causal=False,
+                           window_size: Tuple[int, int] = (-1, -1), softcap=0.0,
+                           alibi_slopes=None, deterministic=False, return_attn_probs=False,
+                           block_table=None):
+    """flashjit.attention_varlen(q, k, v, ...) with FlashAttention's arguments (block_table:
+    k and v a paged cache)."""
+    options = _options(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                       deterministic)
+    return _result(attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                    max_seqlen_k, block_table=block_table, **options),
+                   return_attn_probs)
+
+
+def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,
+                                     softmax_scale=None, causal=False,
+                                     window_size: Tuple[int, int] = (-1, -1), softcap=0.0,
+                                     alibi_slopes=None, deterministic=False,
+                                     return_attn_probs=False):
+    """flashjit.attention_varlen_qkvpacked(qkv, ...) with FlashAttention's arguments."""
+    return _result(attention_varlen_qkvpacked(qkv, cu_seqlens, max_seqlen, **_options(
+        dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic)),
+        return_attn_probs)
+
+
+def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                    max_seqlen_k, dropout_p=0.0, softmax_scale=None,
+                                    causal=False, window_size: Tuple[int, int] = (-1, -1),
+                                    softcap=0.0, alibi_slopes=None, deterministic=False,
+                                    return_attn_probs=False):
+    """flashjit.attention_varlen_kvpacked(q, kv, ...) with FlashAttention's arguments."""
+    return _result(attention_varlen_kvpacked(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                             max_seqlen_k, **_options(
+                                                 dropout_p, softmax_scale, causal, window_size,
+                                                 softcap, alibi_slopes, deterministic)),
+                   return_attn_probs)
+
+
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None,
+                            rotary_sin=None, cache_seqlens=None, cache_batch_idx=None,
+                            cache_leftpad=None, block_table=None, softmax_scale=None,
+                            causal=False, window_size: Tuple[int, int] = (-1, -1), softcap=0.0,
+                            rotary_interleaved=True, alibi_slopes=None, num_splits=0,
+                            return_softmax_lse=False):
+    """flashjit.attention_with_kvcache(...) with FlashAttention's arguments: cache_seqlens
+    None means every sequence has the whole dense cache (a paged cache needs them)."""
+    if cache_seqlens is None:
+        if block_table is not None:
+            raise ValueError("'cache_seqlens' is needed with block_table (each sequence's "
+                             "cached key count)")
+        cache_seqlens = int(k_cache.shape[1])
+    o, lse = attention_with_kvcache(
+        q, k_cache, v_cache, cache_seqlens, k=k, v=v, rotary_cos=rotary_cos,
+        rotary_sin=rotary_sin, rotary_interleaved=rotary_interleaved,
+        cache_batch_idx=cache_batch_idx, cache_leftpad=cache_leftpad, block_table=block_table,
+        causal=causal, window=tuple(window_size), softcap=softcap, scale=softmax_scale,
+        num_splits=num_splits, alibi_slopes=alibi_slopes, return_lse=True)
+    return (o, lse) if return_softmax_lse else o

@@ -1,0 +1,66 @@
+"""flashjit.flash_attn_interface: FlashAttention 2's call names and argument lists give the
+flashjit calls' results, bit for bit (positional arguments in FlashAttention's order);
+dropout is refused by name."""
+
+import pytest
+import torch
+
+import flashjit
+from flashjit import flash_attn_interface as fa
+
+
+def rand(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(torch.bfloat16)
+
+
+def test_dense_calls_in_flash_attentions_order():
+    q, k, v = rand(2, 24, 4, 64, seed=1), rand(2, 40, 2, 64, seed=2), rand(2, 40, 2, 64, seed=3)
+    # q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+    # deterministic, return_attn_probs
+    o, lse, probs = fa.flash_attn_func(q, k, v, 0.0, 0.1, True, (16, 0), 0.0, None, True, True)
+    o_ref, lse_ref = flashjit.attention(q, k, v, scale=0.1, causal=True, window=(16, 0),
+                                        deterministic=True, return_lse=True)
+    assert torch.equal(o, o_ref) and torch.equal(lse, lse_ref) and probs is None
+    kv = torch.stack([k, v], dim=2)
+    assert torch.equal(fa.flash_attn_kvpacked_func(q, kv, softmax_scale=0.1, causal=True,
+                                                   window_size=(16, 0)), o_ref)
+    qkv = torch.stack([q, q, q], dim=2)
+    assert torch.equal(fa.flash_attn_qkvpacked_func(qkv, causal=True),
+                       flashjit.attention(q, q, q, causal=True))
+    with pytest.raises(ValueError, match="'dropout_p' must be 0.0"):
+        fa.flash_attn_func(q, k, v, 0.1)
+
+
+def test_gradients_flow_through_flash_attn_func():
+    q, k, v = (rand(1, 16, 2, 32, seed=s).requires_grad_() for s in (4, 5, 6))
+    fa.flash_attn_func(q, k, v, causal=True, deterministic=True).float().sum().backward()
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    flashjit.attention(*leaves, causal=True, deterministic=True).float().sum().backward()
+    for got, ref in zip((q, k, v), leaves):
+        assert torch.equal(got.grad, ref.grad)
+
+
+def test_varlen_calls():
+    cu_q, cu_k = (torch.tensor(c, dtype=torch.int32) for c in ([0, 5, 12], [0, 9, 30]))
+    q, k, v = rand(12, 4, 64, seed=7), rand(30, 2, 64, seed=8), rand(30, 2, 64, seed=9)
+    alibi = torch.tensor([0.5, 0.25, 0.125, 0.0625])
+    o = fa.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 7, 21, 0.0, None, True, (-1, -1), 0.0,
+                                  alibi)
+    assert torch.equal(o, flashjit.attention_varlen(q, k, v, cu_q, cu_k, 7, 21, causal=True,
+                                                    alibi_slopes=alibi))
+    qkv = torch.stack([k, k, v], dim=1)
+    assert torch.equal(fa.flash_attn_varlen_qkvpacked_func(qkv, cu_k, 21),
+                       flashjit.attention_varlen(k, k, v, cu_k, cu_k, 21, 21))
+    assert torch.equal(fa.flash_attn_varlen_kvpacked_func(q, qkv[:, 1:], cu_q, cu_k, 7, 21),
+                       flashjit.attention_varlen(q, k, v, cu_q, cu_k, 7, 21))
+
+
+def test_with_kvcache_full_cache_by_default():
+    q = rand(2, 1, 4, 64, seed=10)
+    k_cache, v_cache = rand(2, 33, 2, 64, seed=11), rand(2, 33, 2, 64, seed=12)
+    o, lse = fa.flash_attn_with_kvcache(q, k_cache, v_cache, return_softmax_lse=True)
+    o_ref, lse_ref = flashjit.attention_with_kvcache(q, k_cache, v_cache, 33, return_lse=True)
+    assert torch.equal(o, o_ref) and torch.equal(lse, lse_ref)
+    with pytest.raises(ValueError, match="'cache_seqlens'"):
+        fa.flash_attn_with_kvcache(q, k_cache, v_cache,
+                                   block_table=torch.zeros(2, 1, dtype=torch.int32))

@@ -88,7 +88,7 @@ if torch is not None:
 
 
 if _custom_ops.AVAILABLE:
-    Tensor = torch.Tensor
+    from torch import Tensor
 
     def _fake_forward(q, k, v, *rest):
         batch, seqlen_q, heads_q, _ = q.shape

@@ -10,6 +10,7 @@ dropout mask to return."""
 
 from typing import Tuple
 
+from ._options import shape_of
 from .attention import attention
 from .kvcache import attention_with_kvcache
 from .packed import (attention_kvpacked, attention_qkvpacked, attention_varlen_kvpacked,
@@ -108,7 +109,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         if block_table is not None:
             raise ValueError("'cache_seqlens' is needed with block_table (each sequence's "
                              "cached key count)")
-        cache_seqlens = int(k_cache.shape[1])
+        cache_seqlens = shape_of("k_cache", k_cache, 4, "[batch, seqlen_cache, heads_kv, "
+                                 "head_dim]")[1]
     o, lse = attention_with_kvcache(
         q, k_cache, v_cache, cache_seqlens, k=k, v=v, rotary_cos=rotary_cos,
         rotary_sin=rotary_sin, rotary_interleaved=rotary_interleaved,

@@ -156,7 +156,7 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
     options = Options(causal, tuple(window), softcap, scale, False, score_mod, mask_mod,
                       captures_of(captures))
     if isinstance(cache_seqlens, int):
-        batch = int(q.shape[0])
+        batch = shape_of("q", q, 4, "[batch, seqlen, heads, head_dim]")[0]
         cache_seqlens = (torch.full((batch,), cache_seqlens, dtype=torch.int32, device=q.device)
                          if is_torch(q) else np.full((batch,), cache_seqlens, dtype=np.int32))
     arrays = (cache_seqlens, k, v, rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad,

@@ -1,7 +1,6 @@
 """ALiBi, FlashAttention's alibi_slopes, as a score modifier: the bias
 −slope · |i + seqlen_k − seqlen_q − j| added to the scaled (and soft-capped) score of query i
-and key j, with the slopes (and, for batches of varying lengths, each sequence's
-seqlen_k − seqlen_q) read from captures."""
+and key j, with the slopes and each sequence's seqlen_k − seqlen_q read from captures."""
 
 import dataclasses
 
@@ -13,11 +12,12 @@ from ._options import Options, float32
 _NAMES = ("alibi_slopes", "alibi_offsets")
 
 
-def with_alibi(options: Options, slopes, offset, batch: int, heads_q: int) -> Options:
+def with_alibi(options: Options, slopes, offsets, batch: int, heads_q: int) -> Options:
     """`options` with ALiBi's bias as their score modifier (unchanged when slopes is None).
-    slopes: [heads_q] or [batch, heads_q], any float dtype (read as float32). offset: the
-    diagonal's offset seqlen_k − seqlen_q, an int, or an int32 array [batch] of each
-    sequence's (numpy or torch like the call's arrays)."""
+    slopes: [heads_q] or [batch, heads_q], any float dtype (read as float32). offsets: each
+    sequence's diagonal offset seqlen_k − seqlen_q, an int32 array [batch] (numpy or torch like
+    the call's arrays). Both are captures, so the expression's text, and with it the kernel, is
+    the same for every call: no sizes or slopes are compiled in."""
     if slopes is None:
         return options
     if options.score_mod:
@@ -28,22 +28,16 @@ def with_alibi(options: Options, slopes, offset, batch: int, heads_q: int) -> Op
         raise ValueError(f"'captures': the name {taken[0]!r} is taken by 'alibi_slopes'")
     dtype_name("alibi_slopes", slopes)
     shape = tuple(int(s) for s in slopes.shape)
-    if shape == (heads_q,):
-        slope = "alibi_slopes[h]"
-    elif shape == (batch, heads_q):
-        slope = "alibi_slopes[b][h]"
-    else:
+    if shape not in ((heads_q,), (batch, heads_q)):
         raise ValueError(f"'alibi_slopes' must be [heads_q] = [{heads_q}] or [batch, heads_q] = "
                          f"[{batch}, {heads_q}], not shape {shape}")
     if is_torch(slopes):
-        slopes = slopes.detach()  # FlashAttention's slopes get no gradient; nor do these
-    captures = options.captures + (("alibi_slopes", float32(slopes)),)
-    if isinstance(offset, int):
-        diagonal = f"q_idx + ({offset})"
+        # FlashAttention's slopes get no gradient; nor do these. One per sequence and head.
+        slopes = float32(slopes.detach()).expand(batch, heads_q).contiguous()
     else:
-        captures += (("alibi_offsets", offset),)
-        diagonal = "q_idx + alibi_offsets[b]"
-    score_mod = f"score - {slope} * fabsf(float({diagonal} - kv_idx))"
+        slopes = np.ascontiguousarray(np.broadcast_to(float32(slopes), (batch, heads_q)))
+    captures = options.captures + (("alibi_slopes", slopes), ("alibi_offsets", offsets))
+    score_mod = ("score - alibi_slopes[b][h] * fabsf(float(q_idx + alibi_offsets[b] - kv_idx))")
     return dataclasses.replace(options, score_mod=score_mod, captures=captures)
 
 

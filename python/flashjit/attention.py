@@ -5,9 +5,11 @@ flash_attn_func, with its backward and FlexAttention-style block masks. LSEs are
 import ctypes
 from typing import Optional, Tuple
 
+import numpy as np
+
 from . import _capi, _custom_ops
 from ._alibi import with_alibi
-from ._arrays import Launch
+from ._arrays import Launch, is_torch
 from ._options import (Options, bind_captures, call_options, capture_inputs, captures_of,
                        element, shape_of, wants_grad)
 
@@ -142,7 +144,10 @@ def _dense_alibi(options: Options, q, k, slopes) -> Options:
         return options
     layout = "[batch, seqlen, heads, head_dim]"
     batch, seqlen_q, heads_q, _ = shape_of("q", q, 4, layout)
-    return with_alibi(options, slopes, shape_of("k", k, 4, layout)[1] - seqlen_q, batch, heads_q)
+    offset = shape_of("k", k, 4, layout)[1] - seqlen_q
+    offsets = (torch.full((batch,), offset, dtype=torch.int32, device=q.device)
+               if is_torch(q) else np.full((batch,), offset, dtype=np.int32))
+    return with_alibi(options, slopes, offsets, batch, heads_q)
 
 
 def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -1),

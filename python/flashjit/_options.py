@@ -136,6 +136,14 @@ def wants_grad(*tensors) -> bool:
             any(is_torch(t) and t.requires_grad for t in tensors))
 
 
+def int32_full(like, count: int, value: int):
+    """An int32 array of `count` entries, each `value`, of `like`'s kind (numpy or torch) and on
+    its device."""
+    if is_torch(like):
+        return torch.full((count,), value, dtype=torch.int32, device=like.device)
+    return np.full((count,), value, dtype=np.int32)
+
+
 def sequences_of(launch: Launch, splits: int = 0, **arrays) -> _capi.Sequences:
     """The C API's Sequences with each field in `arrays` (field = launch input name) pointing at
     that input's view, and `splits` split-KV blocks (0: the library chooses)."""

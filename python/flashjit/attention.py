@@ -5,13 +5,11 @@ flash_attn_func, with its backward and FlexAttention-style block masks. LSEs are
 import ctypes
 from typing import Optional, Tuple
 
-import numpy as np
-
 from . import _capi, _custom_ops
 from ._alibi import with_alibi
-from ._arrays import Launch, is_torch
+from ._arrays import Launch
 from ._options import (Options, bind_captures, call_options, capture_inputs, captures_of,
-                       element, shape_of, wants_grad)
+                       element, int32_full, shape_of, wants_grad)
 
 try:
     import torch
@@ -145,9 +143,7 @@ def _dense_alibi(options: Options, q, k, slopes) -> Options:
     layout = "[batch, seqlen, heads, head_dim]"
     batch, seqlen_q, heads_q, _ = shape_of("q", q, 4, layout)
     offset = shape_of("k", k, 4, layout)[1] - seqlen_q
-    offsets = (torch.full((batch,), offset, dtype=torch.int32, device=q.device)
-               if is_torch(q) else np.full((batch,), offset, dtype=np.int32))
-    return with_alibi(options, slopes, offsets, batch, heads_q)
+    return with_alibi(options, slopes, int32_full(q, batch, offset), batch, heads_q)
 
 
 def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -1),

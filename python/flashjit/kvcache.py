@@ -4,13 +4,11 @@ flash_attn_with_kvcache: appends, rotary embedding, fp8 caches, MLA's latent cac
 import ctypes
 from typing import Optional, Tuple
 
-import numpy as np
-
 from . import _capi, _custom_ops
 from ._alibi import int32_offsets, with_alibi
-from ._arrays import Launch, dtype_name, is_torch
+from ._arrays import Launch, dtype_name
 from ._options import (Options, bind_captures, call_options, capture_inputs, captures_of,
-                       element, float32, sequences_of, shape_of)
+                       element, float32, int32_full, sequences_of, shape_of)
 
 try:
     import torch
@@ -157,8 +155,7 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
                       captures_of(captures))
     if isinstance(cache_seqlens, int):
         batch = shape_of("q", q, 4, "[batch, seqlen, heads, head_dim]")[0]
-        cache_seqlens = (torch.full((batch,), cache_seqlens, dtype=torch.int32, device=q.device)
-                         if is_torch(q) else np.full((batch,), cache_seqlens, dtype=np.int32))
+        cache_seqlens = int32_full(q, batch, cache_seqlens)
     arrays = (cache_seqlens, k, v, rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad,
               block_table, k_descale, v_descale)
     plain = not (score_mod or mask_mod or options.captures)

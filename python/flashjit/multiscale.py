@@ -5,7 +5,8 @@ import ctypes
 from typing import Optional, Tuple
 
 from . import _capi, _custom_ops
-from ._arrays import Launch, dtype_name, is_torch
+from ._arrays import Launch, dtype_name
+from ._options import wants_grad
 
 try:
     import torch
@@ -149,7 +150,6 @@ def multiscale_attention(q, k, v, *, decay=None, mask=None, scale: Optional[floa
     operator flashjit::multiscale_attention_forward, which torch.compile traces whole."""
     if _custom_ops.takes(q, k, v, decay, mask):
         return _forward_op(q, k, v, decay, mask, None if scale is None else float(scale))[0]
-    if (torch is not None and torch.is_grad_enabled() and
-            any(is_torch(t) and t.requires_grad for t in (q, k, v, mask) if t is not None)):
+    if wants_grad(q, k, v, mask):
         return _MultiScaleFunction.apply(q, k, v, decay, mask, scale)
     return _forward(q, k, v, decay, mask, scale)[0]

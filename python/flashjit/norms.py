@@ -8,6 +8,7 @@ import numpy as np
 
 from . import _capi, _custom_ops
 from ._arrays import Launch, dtype_name, is_torch
+from ._options import wants_grad
 
 try:
     import torch
@@ -126,8 +127,7 @@ if _custom_ops.AVAILABLE:
 def _call(x, weight, bias, eps: float, rms: bool):
     if _custom_ops.takes(x, weight, bias):
         return _forward_op(x, weight, bias, float(eps), bool(rms))[0]
-    if (torch is not None and torch.is_grad_enabled() and
-            any(is_torch(t) and t.requires_grad for t in (x, weight, bias) if t is not None)):
+    if wants_grad(x, weight, bias):
         return _NormFunction.apply(x, weight, bias, eps, rms)
     return _forward(x, weight, bias, eps, rms)[0]
 

@@ -45,15 +45,21 @@ def _used_counts(used):
     return inputs, fields
 
 
+def _lengths(name: str, cu_seqlens, used):
+    """Each sequence's rows: `used` (seqused_q or seqused_k) when given, else the spans of
+    cu_seqlens (checked to be an array [batch + 1], named `name`)."""
+    if used is not None:
+        return used
+    shape_of(name, cu_seqlens, 1, "[batch + 1]")
+    return cu_seqlens[1:] - cu_seqlens[:-1]
+
+
 def _key_counts(cu_seqlens_k, seqused_k):
     """Each sequence's key count over a paged cache: seqused_k, else cu_seqlens_k's spans."""
-    if seqused_k is not None:
-        return seqused_k
-    if cu_seqlens_k is None:
+    if cu_seqlens_k is None and seqused_k is None:
         raise ValueError("'cu_seqlens_k': with block_table, cu_seqlens_k or seqused_k gives "
                          "each sequence's key count; both are None")
-    shape_of("cu_seqlens_k", cu_seqlens_k, 1, "[batch + 1]")
-    return cu_seqlens_k[1:] - cu_seqlens_k[:-1]
+    return _lengths("cu_seqlens_k", cu_seqlens_k, seqused_k)
 
 
 def _varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, options, used=(None, None),
@@ -175,15 +181,10 @@ def _with_alibi(options: Options, slopes, q, cu_seqlens_q, cu_seqlens_k, used) -
     offset captured."""
     if slopes is None:
         return options
-    lengths = []
-    for name, cu, counts in (("cu_seqlens_k", cu_seqlens_k, used[1]),
-                             ("cu_seqlens_q", cu_seqlens_q, used[0])):
-        if counts is None:
-            shape_of(name, cu, 1, "[batch + 1]")
-        lengths.append(cu[1:] - cu[:-1] if counts is None else counts)
+    offsets = int32_offsets(_lengths("cu_seqlens_k", cu_seqlens_k, used[1]),
+                            _lengths("cu_seqlens_q", cu_seqlens_q, used[0]))
     heads_q = shape_of("q", q, 3, "[total, heads, head_dim]")[1]
-    return with_alibi(options, slopes, int32_offsets(*lengths), int(cu_seqlens_q.shape[0]) - 1,
-                      heads_q)
+    return with_alibi(options, slopes, offsets, int(cu_seqlens_q.shape[0]) - 1, heads_q)
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max_seqlen_k: int,

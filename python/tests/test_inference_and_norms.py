@@ -143,14 +143,7 @@ def test_kvcache_decoding(paged):
     keys = [rand(64, heads_kv, d, seed=10 + i) for i in range(batch)]
     values = [rand(64, heads_kv, d, seed=20 + i) for i in range(batch)]
     if paged:  # each sequence's 4 pages scattered over a pool of 16
-        order = torch.randperm(16, generator=torch.Generator().manual_seed(6))[:batch * 4]
-        block_table = order.reshape(batch, 4).to(torch.int32)
-        k_cache = torch.zeros(16, page, heads_kv, d, dtype=torch.bfloat16)
-        v_cache = torch.zeros_like(k_cache)
-        for i in range(batch):
-            for j in range(4):
-                k_cache[block_table[i, j]] = keys[i][j * page:(j + 1) * page]
-                v_cache[block_table[i, j]] = values[i][j * page:(j + 1) * page]
+        k_cache, v_cache, block_table = paged_cache(keys, values, page, 16, seed=6)
     else:
         block_table = None
         k_cache, v_cache = torch.stack(keys), torch.stack(values)

@@ -5,7 +5,6 @@ rank's output chunk and gradients against one-process attention over the whole s
 import os
 import tempfile
 
-import numpy as np
 import pytest
 import torch
 import torch.distributed as dist

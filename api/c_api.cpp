@@ -32,6 +32,7 @@ namespace {
 using flashjit::InvalidArgument;
 
 static_assert(FLASHJIT_MAX_RANK == flashjit::TensorView::kMaxRank);
+static_assert(FLASHJIT_MAX_CAPTURES == flashjit::Capture::kMaxPerCall);
 
 // The message flashjit_last_error() returns. `message` may fail to grow (out of memory), so
 // the pointer handed out is kept separately and can fall back to a literal.
@@ -183,11 +184,15 @@ flashjit::Attention to_attention(const flashjit_attention& a) {
   if (a.score_mod != nullptr) attention.score_mod = a.score_mod;
   if (a.mask_mod != nullptr) attention.mask_mod = a.mask_mod;
   attention.block_mask = optional_view(a.block_mask, "attention.block_mask");
-  if (a.num_captures < 0 || (a.num_captures > 0 && a.captures == nullptr)) {
-    throw InvalidArgument(
-        "attention.num_captures",
-        "is " + std::to_string(a.num_captures) +
-            (a.num_captures < 0 ? "; it counts captures" : " but attention.captures is NULL"));
+  // The count is checked before any entry is read: a count past the array would read past it.
+  if (a.num_captures < 0 || a.num_captures > FLASHJIT_MAX_CAPTURES) {
+    throw InvalidArgument("attention.num_captures",
+                          "is " + std::to_string(a.num_captures) + "; must be 0 to " +
+                              std::to_string(FLASHJIT_MAX_CAPTURES) + " (FLASHJIT_MAX_CAPTURES)");
+  }
+  if (a.num_captures > 0 && a.captures == nullptr) {
+    throw InvalidArgument("attention.num_captures",
+                          "is " + std::to_string(a.num_captures) + " but attention.captures is NULL");
   }
   for (int i = 0; i < a.num_captures; ++i) {
     const std::string field = "attention.captures[" + std::to_string(i) + "]";

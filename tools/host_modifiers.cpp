@@ -19,20 +19,23 @@ namespace {
 namespace fs = std::filesystem;
 
 /// The kernels' headers the translation unit includes: the dual numbers and what they use.
-constexpr const char* kDualHeaders[] = {"attention/dual_number.cuh", "tile/platform.cuh"};
+constexpr const char* kDualHeaders[] = {"attention/modifier_functions.cuh",
+                                        "attention/dual_number.cuh", "tile/platform.cuh"};
 
 /// The translation unit: one exported function per expression (true and the score itself where
 /// there is none), in the kernel's argument types but a float64 score; and ∂score_mod/∂score,
 /// the expression evaluated on the kernels' dual numbers in float64, as the backward's kernels
-/// evaluate it in float32.
+/// evaluate it in float32. The functions sit in namespace flashjit_user, as the kernels'
+/// modifiers do, so the expression calls the same math functions.
 std::string reference_source(const std::string& score_mod, const std::string& mask_mod) {
   const std::string unused = "(void)b, (void)h, (void)q_idx, (void)kv_idx;\n";
   const std::string score = score_mod.empty() ? "score" : score_mod;
   // Plain host code: not the emulator's kernel build, whose device API it does not need.
   return "#include <cmath>\n"
          "#undef FLASHJIT_EMULATOR\n"
-         "#include \"attention/dual_number.cuh\"\n"
+         "#include \"attention/modifier_functions.cuh\"\n"
          "#define FLASHJIT_EXPORT extern \"C\" __attribute__((visibility(\"default\")))\n"
+         "namespace flashjit_user {\n"
          "FLASHJIT_EXPORT double flashjit_run_score(double score, int b, int h, int q_idx,\n"
          "                                          int kv_idx) {\n  " +
          unused + "  return static_cast<double>(" + score +
@@ -44,7 +47,7 @@ std::string reference_source(const std::string& score_mod, const std::string& ma
          ").slope;\n}\n"
          "FLASHJIT_EXPORT bool flashjit_run_mask(int b, int h, int q_idx, int kv_idx) {\n  " +
          unused + "  return static_cast<bool>(" + (mask_mod.empty() ? "true" : mask_mod) +
-         ");\n}\n";
+         ");\n}\n}  // namespace flashjit_user\n";
 }
 
 /// A scratch folder removed when it goes out of scope.

@@ -14,6 +14,8 @@ namespace flashjit {
 /// A tensor the score and mask modifiers read by name (Attention::captures), as FlexAttention's
 /// captured tensors: a relative-position bias table, document ids of packed sequences.
 struct Capture {
+  /// The most captures one call takes (Attention::captures).
+  static constexpr int kMaxPerCall = 4;
   /// The name the expressions use: an identifier (letters, digits, '_', not first a digit), not
   /// one of score, b, h, q_idx, kv_idx, captures, nor starting with "__" or "flashjit".
   std::string name;
@@ -95,17 +97,20 @@ struct Attention {
   /// head), `q_idx` and `kv_idx` (the query's and key's positions in their sequence; ints),
   /// whose value is the score the softmax sees, e.g. "score - 0.0625f * (q_idx - kv_idx)"
   /// (ALiBi with slope 1/16). Empty: none. It is compiled into the kernel (its text is part of
-  /// the kernel's name and cache key), so it is code that runs with the process's rights; it
-  /// must be an expression, not a program: no `#`, quotes, comments, `asm`, or `;` and braces
-  /// outside parentheses (InvalidArgument names the field). The forward, dense or with Sequences
+  /// the kernel's name and cache key), after it is parsed against the modifiers' grammar
+  /// (docs/modifiers.md): C++'s operators over these names, the captures, numbers and a fixed
+  /// list of math functions (exp, log, tanh, sqrt, sin, cos, pow, abs, fabs, min, max, fmin,
+  /// fmax, ... and their f names; float(x), int(x)), printable ASCII, at most 4096 characters.
+  /// Anything else (a call to another function, a lambda, a statement, `#`, a tab) is refused
+  /// with InvalidArgument naming the field and the character, before anything compiles, on
+  /// every backend. The forward, dense or with Sequences
   /// (b is then the sequence's index, q_idx and kv_idx positions within it, kv_idx counting
   /// from the first key after a cache_leftpad), and the backward, dense or variable-length,
   /// take modifiers (the dense forward on sm_90a's TMA kernel, the rest on the mma.sync
   /// kernels; dense calls tuned under a key of their own). The backward needs no
   /// derivative from you: it evaluates the expression on dual numbers (`score` is then not a
-  /// float but a type with the arithmetic, comparisons and the float functions exp, log, tanh,
-  /// sqrt, sin, cos, pow, fabs, fmin/fmax/min/max under their f and plain names, called
-  /// unqualified), so ∂score_mod/∂score comes with the value. See docs/modifiers.md.
+  /// float but a type with the arithmetic, comparisons and every function of the grammar), so
+  /// ∂score_mod/∂score comes with the value. See docs/modifiers.md.
   std::string score_mod{};
   /// A mask modifier: one boolean C++ expression of `b`, `h`, `q_idx` and `kv_idx`; false hides
   /// the key from the query, on top of causal and the window, e.g. "q_idx / 256 == kv_idx /
@@ -154,34 +159,37 @@ struct Sequences {
   /// [batch]: how many of sequence b's queries are used, FlashAttention's seqused_q: each from 0
   /// to the sequence's rows (cu_seqlens_q's span, or seqlen_q with dense q). The sequence is
   /// then those queries alone (masks align to that count): the rows past it are not read, and
-  /// their rows of o (and dq in the backward) are written 0 and of lse -inf. Not with split-KV
-  /// (splits must be 0 or 1; 0 then runs unsplit) or an append (k_new).
+  /// their rows of o (and dq in the backward) are written 0 and of lse -inf. splits 0 runs it
+  /// unsplit; forced splits (2 and up) are honoured. Not with an append (k_new).
   TensorView seqused_q;
   /// [batch, max_pages]: key j of sequence b is row j % page_size of page
   /// page_table[b, j / page_size] of k and v, which are then [num_pages, page_size, heads_kv,
   /// head_dim], page_size any positive count (1 included: one token a page, as vLLM and SGLang
   /// run FlashInfer). Pages past a sequence's length are not read.
   TensorView page_table;
-  /// [batch]: sequence b's row of a dense cache, FlashAttention's cache_batch_idx: k and v are
+  /// [batch]: sequence b's cache row, FlashAttention's cache_batch_idx: a dense k and v are
   /// then [cache_batch, seqlen_k, heads_kv, head_dim] for any cache_batch, and sequence b's keys
-  /// (and its appended ones) are in row cache_batch_idx[b], from 0 to cache_batch - 1. Not with
-  /// a page table or packed keys. With k_new, two sequences must not share a row.
+  /// (and its appended ones) are in row cache_batch_idx[b], from 0 to cache_batch - 1; with a
+  /// page table, it is [cache_batch, max_pages] and sequence b's pages are its row
+  /// cache_batch_idx[b] (FlashAttention 3's rule). Not with packed keys. With k_new, two sequences must not share a row (the call is
+  /// refused: InvalidArgument naming sequences.cache_batch_idx and both positions).
   TensorView cache_batch_idx;
-  /// [batch]: where sequence b's keys start in its row of a dense cache, FlashAttention's
-  /// cache_leftpad: its keys are rows [cache_leftpad[b], seqlens_k[b]) (seqlens_k counts from
-  /// the row's start, the padding included; each pad from 0 to seqlens_k[b]); masks align to
-  /// the keys it has. Requires seqlens_k; not with a page table or packed keys. Rotary positions
-  /// count from the row's start too.
+  /// [batch]: where sequence b's keys start in its cache row, FlashAttention's cache_leftpad:
+  /// its keys are rows [cache_leftpad[b], seqlens_k[b]) of a dense row, or those positions of
+  /// its pages (seqlens_k counts from the row's start, the padding included; each pad from 0
+  /// to seqlens_k[b]); masks align to the keys it has. Requires seqlens_k; not with packed
+  /// keys. Rotary positions count from the row's start too.
   TensorView cache_leftpad;
   /// Appending to the cache in the same call (FlashAttention's flash_attn_with_kvcache with k
   /// and v): [batch, seqlen_new, heads_kv, head_dim] new keys and values (v_new head_dim_v
-  /// wide), in q's dtype, written
-  /// into k and v (the cache: dense [batch, seqlen_k, heads_kv, head_dim], or paged) at
-  /// positions seqlens_k[b] to seqlens_k[b] + seqlen_new - 1 of sequence b before the attention,
-  /// which then sees seqlens_k[b] + seqlen_new keys. seqlens_k (the cached counts before the
-  /// call, each at most seqlen_k - seqlen_new) is required and is not changed: the caller
-  /// advances it. q is dense (no cu_seqlens_q), the keys are not packed (no cu_seqlens_k), and
-  /// the cache must share no memory with any other tensor of the call. Both or neither.
+  /// wide), in the cache's dtype (q's; or e4m3 codes in an fp8 cache's scale, FlashAttention
+  /// 3's rule), written into k and v (the cache: dense [batch, seqlen_k, heads_kv, head_dim],
+  /// or paged) at positions seqlens_k[b] to seqlens_k[b] + seqlen_new - 1 of sequence b before
+  /// the attention, which then sees seqlens_k[b] + seqlen_new keys. seqlens_k (the cached
+  /// counts before the call, each at most seqlen_k - seqlen_new) is required and is not
+  /// changed: the caller advances it. q is dense or packed (cu_seqlens_q), the keys are not
+  /// packed (no cu_seqlens_k), two sequences share no cache row, and the cache must share no
+  /// memory with any other tensor of the call. Both or neither.
   TensorView k_new;
   TensorView v_new;
   /// Rotary embedding (RoPE) applied to q and k_new on their way in, as flash_attn_with_kvcache
@@ -189,9 +197,11 @@ struct Sequences {
   /// stride), rotary_dim even and at most head_dim, positions at least seqlen_k. The first
   /// rotary_dim dims of each head rotate, the rest pass unchanged. New key i of sequence b sits
   /// at position seqlens_k[b] + i; query i at seqlens_k[b] + i when the call is causal or
-  /// windowed (so seqlen_q is then at most seqlen_new), else every query at seqlens_k[b]. The
-  /// rotated q is the kernel's (q itself is not written); the rotated keys are what the cache
-  /// keeps. Requires k_new. Both or neither.
+  /// windowed (FlashAttention's rule, also past the new keys when a sequence has more queries
+  /// than them: the tables must then reach seqlens_k[b] + its queries, checked with the index
+  /// arrays), else every query at seqlens_k[b]. The rotated q is the kernel's (q itself is not
+  /// written); the rotated keys are what the cache keeps (an fp8 cache's rounded back to e4m3).
+  /// Requires k_new. Both or neither.
   TensorView rotary_cos;
   TensorView rotary_sin;
   /// Which dims rotate together: false pairs dim i with i + rotary_dim / 2 (GPT-NeoX and Llama's
@@ -203,7 +213,8 @@ struct Sequences {
   /// the stored ones times these fp32 descale factors: [1] (per tensor), [heads_kv] (per head)
   /// or [batch, heads_kv] (sequence b's, FlashAttention-3's), each optional (1), applied in
   /// fp32 to the scores and the output. Head dims (and head_dim_v) must be multiples of 16 and
-  /// the cache's row and head strides multiples of 16 elements. Not with an append (k_new).
+  /// the cache's row and head strides multiples of 16 elements. An append (k_new) gives its
+  /// new rows as e4m3 codes in this scale.
   TensorView k_descale;
   TensorView v_descale;
   /// Split-KV: how many CTAs share each query block's keys, each writing an fp32 partial result

@@ -161,6 +161,9 @@ typedef struct flashjit_tensor {
 
 /* ---- Attention ------------------------------------------------------------------------- */
 
+/** The most captures one call takes (flashjit_attention::num_captures). */
+#define FLASHJIT_MAX_CAPTURES 4
+
 /** A tensor the modifiers read by name (flashjit::Capture): `name` a NUL-terminated
  *  identifier, `tensor` rank 1 to 4, fp32, fp16, bf16 or int32; `grad` NULL, or an fp32 tensor
  *  of the tensor's shape and strides into which the backward adds the capture's gradient. */
@@ -206,7 +209,8 @@ typedef struct flashjit_attention {
    *  NULL for none. */
   const flashjit_tensor* block_mask;
   /** Tensors score_mod and mask_mod read by name (flashjit::Attention::captures, which says
-   *  what they may be): num_captures entries, or NULL and 0 for none. Read during the call. */
+   *  what they may be): num_captures entries, 0 to FLASHJIT_MAX_CAPTURES (checked before any
+   *  entry is read), or NULL and 0 for none. Read during the call. */
   const flashjit_capture* captures;
   int num_captures;
   /** V's and O's head dim (dV's and dO's) where it differs from head_dim, as in MLA (192 and

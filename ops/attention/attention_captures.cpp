@@ -13,6 +13,7 @@ namespace flashjit::kernels {
 namespace {
 
 constexpr std::size_t kMaxNameLength = 64;
+static_assert(Capture::kMaxPerCall == kMaxCaptures, "the public limit is the kernels' table");
 
 /// Why `name` cannot name a capture in an expression, or "" when it can.
 std::string name_problem(const std::string& name) {

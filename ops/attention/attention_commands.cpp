@@ -133,10 +133,8 @@ RunOp attention_run(bool backward, std::shared_ptr<AttentionRunFlags> flags) {
          {"--counters", !(backward && f.varlen > 0), "attention runs but the --varlen backward"},
          {"--page-size", f.paged, "attention-forward with --paged"},
          {"--splits", f.inference(), "attention-forward with --paged, --varlen or --append"},
-         {"--append", f.varlen == 0, "attention-forward without --varlen (dense queries)"},
          {"--rotary", f.append > 0, "attention-forward with --append"},
          {"--rotary-interleaved", f.append > 0, "attention-forward with --append"},
-         {"--kv-dtype", f.append == 0, "attention-forward without --append"},
          {"--seqused", f.varlen > 0 && !f.paged, "attention runs with --varlen, without --paged"},
          {"--values-in-keys", (f.paged || f.varlen > 0) && f.append == 0 && !f.kv_e4m3(),
           "attention-forward with --paged or --varlen, without --append or --kv-dtype"}});

@@ -193,6 +193,8 @@ IndexViolationFound find_index_violation(detail::RuntimeBackend& backend, const 
   params.num_pages = static_cast<int>(t.num_pages);
   params.appended = static_cast<int>(t.seqlen_new);
   params.cache_rows = static_cast<int>(t.cache_rows);
+  params.rotary_positions = static_cast<int>(t.rotary_positions);
+  params.rotary_queries_advance = t.rotary_queries_advance;
   params.first = static_cast<unsigned long long*>(first.data());
   std::vector<detail::KernelBuffer> buffers = {{first.data(), first.size(), "first"}};
   add_index_buffers(s, buffers);
@@ -227,8 +229,9 @@ void check_indices_of(detail::RuntimeBackend& backend, const Attention& a, const
                                         "sequences.page_table",
                                         "sequences.cache_batch_idx",
                                         "sequences.cache_leftpad",
-                                        "sequences.seqused_q"};
-  throw InvalidArgument(kArrays[bad.kind < 8 ? bad.kind : 0],
+                                        "sequences.seqused_q",
+                                        "sequences.rotary_cos"};
+  throw InvalidArgument(kArrays[bad.kind < 9 ? bad.kind : 0],
                         "holds a bad index for sequence " + std::to_string(bad.sequence) +
                             " (found by the device-side check)");
 }
@@ -236,16 +239,14 @@ void check_indices_of(detail::RuntimeBackend& backend, const Attention& a, const
 namespace {
 
 /// Throws InvalidArgument("config") unless `config` runs a call of `a` on `layout`.
-void check_inference_config(const InferenceConfig& config, const Attention& a, const Sequences& s,
-                            CacheLayout layout, DType dtype) {
+void check_inference_config(const InferenceConfig& config, const Attention& a, CacheLayout layout,
+                            DType dtype) {
   const ForwardConfig& f = config.forward;
   const InferenceConfig expected = with_layout(f, a, layout, config.splits);
   std::string problem;
   if (config.splits < 1 || config.splits > kMaxSplits) {
     problem = "splits " + std::to_string(config.splits) + " (must be 1 to " +
               std::to_string(kMaxSplits) + ")";
-  } else if (config.splits != 1 && present(s.seqused_q)) {
-    problem = "splits " + std::to_string(config.splits) + " (with sequences.seqused_q: 1)";
   } else if (f.path != (runs_wide(a) ? ForwardPath::wide : ForwardPath::mma_sync) || !f.valid()) {
     problem = runs_wide(a) ? "a forward that is not a valid config of the wide path (head dims "
                              "past 256)"
@@ -393,7 +394,7 @@ void attention_forward_sequences(detail::RuntimeBackend& backend, const Attentio
                                  const TensorView& v, const TensorView& o, const TensorView& lse,
                                  const InferenceConfig& config, bool check_indices, Stream stream) {
   const InferenceTensors checked = validate_inference_arguments(a, s, q, k, v, o, lse);
-  check_inference_config(config, a, s, call_layout(s, checked), q.dtype);
+  check_inference_config(config, a, call_layout(s, checked), q.dtype);
   check_indices_of(backend, a, s, checked, check_indices, stream);
   const AttentionCall call = append_if_asked(backend, a, s, checked, stream);
   if (!is_empty(a, call.tensors)) {
@@ -416,8 +417,9 @@ void run_attention_forward_sequences(detail::RuntimeBackend& backend, ConfigChoi
   const DeviceInfo& device = backend.info();
   // A forced split count is the caller's choice; the tile then stays the default's. Calls with
   // modifiers run untuned: decoding's tuning key has no modifiers (the dense calls' has).
-  // With seqused_q, unsplit (the merge of split partials would cover the unused rows too).
-  const bool unsplit = present(s.seqused_q);
+  // With seqused_q, unsplit unless the caller forces splits (their merge then covers the
+  // unused rows too, whose partials no split wrote; the fill after it writes those rows).
+  const bool unsplit = present(s.seqused_q) && s.splits == 0;
   // The wide path runs untuned too (its space is not the decoding space's).
   const bool decoding = a.seqlen_q <= kMaxDecodeQueries && s.splits == 0 && !unsplit &&
                         score_modifiers(a).empty() && !runs_wide(a);

@@ -26,6 +26,8 @@ struct InferenceTensors {
   std::int64_t page_size = 0;
   std::int64_t seqlen_new = 0;  ///< keys each sequence appends (Sequences::k_new), else 0
   std::int64_t cache_rows = 0;  ///< batch rows of dense k and v (cache_batch_idx's range)
+  std::int64_t rotary_positions = 0;    ///< positions of the rotary tables (0: no rotary)
+  bool rotary_queries_advance = false;  ///< kvcache_append.hpp's rotary_queries_advance
 };
 
 /// q, o (dout, dq) of an inference call, checked: packed [total_q, heads_q, head_dim] when

@@ -19,7 +19,8 @@ namespace {
 /// The inference case of the options: --varlen N sequences of random lengths up to --seqlen-q
 /// and --seqlen-k (0 and 1 among them), packed; or --batch sequences of exactly those lengths;
 /// their keys packed, or with --paged in a cache of --page-size pages in a shuffled order; with
-/// --append, the last keys of each sequence arrive in the call (rotated with --rotary).
+/// --append, the last keys of each sequence arrive in the call (rotated with --rotary), into a
+/// dense or paged cache (with --varlen, sequences shorter than --append grow to it).
 testing::InferenceCase inference_case(const RunContext& context, const AttentionRunFlags& flags) {
   const testing::ForwardCase shape = forward_case(context, flags);  // checks the sizes and dtype
   const reference::Problem& p = shape.problem;
@@ -42,6 +43,11 @@ testing::InferenceCase inference_case(const RunContext& context, const Attention
     c.seed = shape.seed;
   }
   if (flags.paged) c.keys = testing::KeyStorage::paged;
+  if (flags.append > 0 && flags.varlen > 0) {
+    // Packed queries appending to a dense (or paged) cache: every sequence holds its new keys.
+    if (!flags.paged) c.keys = testing::KeyStorage::dense;
+    for (std::int64_t& keys : c.seqlens_k) keys = std::max<std::int64_t>(keys, flags.append);
+  }
   c.page_size = flags.page_size;
   c.heads_q = p.heads_q;
   c.heads_kv = p.heads_kv;

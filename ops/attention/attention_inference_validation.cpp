@@ -1,6 +1,7 @@
 // Argument validation of the forward's inference layouts (DESIGN.md section 9): the host-visible
 // arguments before anything else, then the values of the index arrays, each error naming the
 // argument, and for an index the position and value. Nothing is launched or written before.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -108,10 +109,11 @@ void check_layout_choice(const Sequences& s) {
   for (const auto& [view, name] : {std::pair{&s.cache_batch_idx, "sequences.cache_batch_idx"},
                                    std::pair{&s.cache_leftpad, "sequences.cache_leftpad"}}) {
     if (!present(*view)) continue;
-    if (present(s.page_table) || present(s.cu_seqlens_k)) {
+    if (present(s.cu_seqlens_k)) {
       throw InvalidArgument(name,
-                            "must be absent with a page_table or cu_seqlens_k: it indexes "
-                            "a dense cache [cache_batch, seqlen_k, heads_kv, head_dim]");
+                            "must be absent with cu_seqlens_k: it indexes a cache (dense "
+                            "[cache_batch, seqlen_k, heads_kv, head_dim], or paged), not packed "
+                            "keys");
     }
   }
   if (present(s.cache_leftpad) && !present(s.seqlens_k)) {
@@ -122,12 +124,6 @@ void check_layout_choice(const Sequences& s) {
     throw InvalidArgument(
         "sequences.splits",
         "is " + str(s.splits) + "; must be 0 (chosen) or 1 to " + str(kMaxSplits));
-  }
-  if (present(s.seqused_q) && s.splits > 1) {
-    throw InvalidArgument("sequences.splits",
-                          "is " + str(s.splits) +
-                              "; with seqused_q a call runs unsplit (0 or 1): the split "
-                              "partials' merge covers every row, used or not");
   }
   if (present(s.seqused_q) && present(s.k_new)) {
     throw InvalidArgument("sequences.seqused_q",
@@ -187,11 +183,6 @@ void check_inference_dtypes(const Attention& a, const Sequences& s, const Tensor
     throw InvalidArgument("attention.head_dim_v",
                           "is " + str(a.value_head_dim()) +
                               "; an e4m3 cache needs a multiple of 16 (16 fp8 values a copy)");
-  }
-  if (present(s.k_new) || present(s.v_new)) {
-    throw InvalidArgument("sequences.k_new",
-                          "appends to a 16-bit cache; an e4m3 cache takes no append (quantize "
-                          "the new keys and values into it before the call)");
   }
   check_descale(s.k_descale, "sequences.k_descale", a);
   check_descale(s.v_descale, "sequences.v_descale", a);
@@ -341,9 +332,12 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
   if (present(s.cache_leftpad))
     check_index_array(s.cache_leftpad, "sequences.cache_leftpad", {a.batch}, "[batch]");
   if (paged) {
+    // With cache_batch_idx the table has a row per cache row (any count), picked per sequence.
     check_tensor(s.page_table, "sequences.page_table", 2);
-    check_index_array(s.page_table, "sequences.page_table", {a.batch, s.page_table.shape[1]},
-                      "[batch, max_pages]");
+    const bool rows = present(s.cache_batch_idx);
+    check_index_array(s.page_table, "sequences.page_table",
+                      {rows ? s.page_table.shape[0] : a.batch, s.page_table.shape[1]},
+                      rows ? "[cache_batch, max_pages]" : "[batch, max_pages]");
   }
   check_inference_dtypes(a, s, q, k, v, o);
   check_wide_call(a, k);
@@ -361,6 +355,7 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
     t.v = v;
     t.num_pages = k.shape[0];
     t.page_size = k.shape[1];
+    t.cache_rows = s.page_table.shape[0];
     if (a.seqlen_k > s.page_table.shape[1] * t.page_size) {
       throw InvalidArgument("attention.seqlen_k", "is " + str(a.seqlen_k) + "; a page table of " +
                                                       str(s.page_table.shape[1]) + " pages of " +
@@ -383,10 +378,28 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
   if (present(lse)) t.lse = lse_view(lse, a, packed_q, t.total_q);
   check_outputs_disjoint(s, q, k, v, o, lse);
   t.seqlen_new = validate_append_arguments(a, s, t, q, o, lse);
+  if (t.seqlen_new > 0 && present(s.rotary_cos)) t.rotary_positions = s.rotary_cos.shape[0];
+  t.rotary_queries_advance = rotary_queries_advance(a, s);
   return t;
 }
 
 namespace {
+
+/// Appending sequences write their rows: two sharing one would race, so each row is one
+/// sequence's (FlashAttention leaves the winner unspecified; a refusal is what a caller can act
+/// on).
+void check_distinct_rows(const std::vector<std::int32_t>& rows) {
+  std::vector<std::pair<std::int32_t, std::size_t>> sorted;
+  for (std::size_t b = 0; b < rows.size(); ++b) sorted.emplace_back(rows[b], b);
+  std::sort(sorted.begin(), sorted.end());
+  for (std::size_t i = 1; i < sorted.size(); ++i) {
+    if (sorted[i].first != sorted[i - 1].first) continue;
+    throw InvalidArgument("sequences.cache_batch_idx",
+                          "positions " + str(sorted[i - 1].second) + " and " +
+                              str(sorted[i].second) + " both hold " + str(sorted[i].first) +
+                              "; sequences that append (k_new) must have rows of their own");
+  }
+}
 
 /// Sequence b's rows: its span in packed offsets `cu`, or `longest` with none (dense).
 std::int64_t sequence_rows(const std::vector<std::int32_t>& cu, std::size_t b,
@@ -415,6 +428,23 @@ void check_index_values(const Attention& a, const InferenceTensors& t, const Hos
                                                           : " (the sequence's packed keys)"));
     }
   }
+  for (std::size_t b = 0; b < x.seqlens_k.size() && t.rotary_positions > 0; ++b) {
+    // The rows rotated past the cached count: the new keys, and the queries where they advance.
+    const std::int64_t queries =
+        t.rotary_queries_advance ? sequence_rows(x.cu_seqlens_q, b, a.seqlen_q) : 0;
+    const std::int64_t reach = std::max(t.seqlen_new, queries);
+    const std::int64_t last = x.seqlens_k[b] + reach - 1;  // the last position rotated
+    if (last >= t.rotary_positions) {
+      throw InvalidArgument("sequences.rotary_cos.shape",
+                            "has " + str(t.rotary_positions) + " positions; sequence " + str(b) +
+                                " rotates rows up to position seqlens_k[" + str(b) + "] + " +
+                                str(reach - 1) + " = " + str(last) +
+                                (queries > t.seqlen_new
+                                     ? " (a causal or windowed call's query i sits at the cached "
+                                       "count + i)"
+                                     : ""));
+    }
+  }
   for (std::size_t b = 0; b < x.seqused_q.size(); ++b) {
     const std::int64_t rows = sequence_rows(x.cu_seqlens_q, b, a.seqlen_q);
     if (x.seqused_q[b] < 0 || x.seqused_q[b] > rows) {
@@ -440,15 +470,21 @@ void check_index_values(const Attention& a, const InferenceTensors& t, const Hos
                                 "; must be a row of the cache, from 0 to " + str(t.cache_rows - 1));
     }
   }
+  if (t.seqlen_new > 0) check_distinct_rows(x.cache_batch_idx);
   if (x.page_table.empty()) return;
   for (std::size_t b = 0; b < x.seqlens_k.size(); ++b) {
     const std::int64_t used = (x.seqlens_k[b] + t.seqlen_new + t.page_size - 1) / t.page_size;
+    const std::int64_t row = x.cache_batch_idx.empty() ? std::int64_t(b) : x.cache_batch_idx[b];
     for (std::int64_t p = 0; p < used; ++p) {
-      const std::int32_t page = x.page_table[b * x.page_table_row + p];
+      const std::int32_t page = x.page_table[row * x.page_table_row + p];
       if (page < 0 || page >= t.num_pages) {
         throw InvalidArgument("sequences.page_table",
-                              "position [" + str(b) + ", " + str(p) + "] holds " + str(page) +
-                                  "; must be a page of k and v, from 0 to " + str(t.num_pages - 1));
+                              "position [" + str(row) + ", " + str(p) + "] holds " + str(page) +
+                                  "; must be a page of k and v, from 0 to " +
+                                  str(t.num_pages - 1) +
+                                  (x.cache_batch_idx.empty()
+                                       ? std::string()
+                                       : " (sequence " + str(b) + "'s row, cache_batch_idx)"));
       }
     }
   }

@@ -51,8 +51,9 @@ struct ForwardBlock {
   int seqlen_q;     // this sequence's queries
   int seqlen_k;     // this sequence's keys
   index_t q_start;  // the q and o row of the sequence's query 0 (packed sequences), else 0
-  index_t k_start;  // the k and v row of its key 0 (packed, or left-padded), else 0
-  int kv_batch;     // its batch row of dense k and v
+  index_t k_start;  // the k and v row of its key 0 (packed, or left-padded), else 0; paged:
+                    // its key 0's position in its pages (a left pad)
+  int kv_batch;     // its batch row of dense k and v, or of the page table
   index_t token0;   // its query 0 in the numbering of SplitOutputs
   // The block mask over the tile's slabs (without one every key may be seen and none is known
   // to be, so a mask modifier is evaluated everywhere).
@@ -140,14 +141,21 @@ struct ForwardBlock {
   FJ_DEVICE U* query_row(const HeadTensor& t, int r) const {
     return t.rows<U>(batch, query_head(r), int(q_start + query(r)));
   }
+  /// Where key j sits in the sequence's pages: its position past the left pad.
+  FJ_DEVICE int paged_position(int j) const { return int(k_start) + j; }
+  /// The sequence's row of the page table (its cache row, cache_batch_idx's).
+  FJ_DEVICE index_t page_table_row(const SequenceIndex& s) const {
+    return index_t(kv_batch) * s.page_table_stride;
+  }
+
   /// Key j's row of k (or v), of U (T, or an fp8 cache's bytes): in the sequence's page, or at
   /// its offset.
   template <typename U = T>
   FJ_DEVICE const U* key_row(const HeadTensor& t, const SequenceIndex& s, int j) const {
     if constexpr (Layout::kPaged) {
-      const int page =
-          load_global_index(s.page_table, index_t(batch) * s.page_table_stride + j / s.page_size);
-      return t.rows<const U>(page, kv_head, j % s.page_size);
+      const int position = paged_position(j);
+      const int page = load_global_index(s.page_table, page_table_row(s) + position / s.page_size);
+      return t.rows<const U>(page, kv_head, position % s.page_size);
     } else {
       return t.rows<const U>(kv_batch, kv_head, int(k_start + j));
     }
@@ -240,13 +248,13 @@ struct ForwardRows {
            Tile::kRows % (Traits::kThreads / kChunksPerRow) == 0;
   }
 
-  /// The page of key `key` for the lanes that share its row: lane `leader` reads it from the
-  /// page table (row `table_row`) and shuffles it to them; 0 for a row past the sequence's keys
-  /// (`valid` false), which reads no page.
-  FJ_DEVICE int row_page(int key, bool valid, int lane, int leader, index_t table_row) const {
+  /// The page of the key at `position` in the sequence's pages for the lanes that share its
+  /// row: lane `leader` reads it from the page table (row `table_row`) and shuffles it to them;
+  /// 0 for a row past the sequence's keys (`valid` false), which reads no page.
+  FJ_DEVICE int row_page(int position, bool valid, int lane, int leader, index_t table_row) const {
     int page = 0;
     if (lane == leader && valid) {
-      page = load_global_index(sequences.page_table, table_row + key / sequences.page_size);
+      page = load_global_index(sequences.page_table, table_row + position / sequences.page_size);
     }
     return shuffle_from(page, leader);
   }
@@ -261,14 +269,14 @@ struct ForwardRows {
     constexpr int kWarps = Traits::kThreads / kWarpSize;
     const int lane = thread % kWarpSize;
     const int rows_valid = block.seqlen_k - key0;
-    const index_t table_row = index_t(block.batch) * sequences.page_table_stride;
+    const index_t table_row = block.page_table_row(sequences);
     const auto* zero_source = static_cast<const KeyElement*>(t.data);
 #pragma unroll 1
     for (int row = thread / kWarpSize; row < Tile::kRows; row += kWarps) {
-      const int key = key0 + row;
-      const int page = row_page(key, row < rows_valid, lane, 0, table_row);
+      const int position = block.paged_position(key0 + row);
+      const int page = row_page(position, row < rows_valid, lane, 0, table_row);
       const KeyElement* src =
-          t.rows<const KeyElement>(page, block.kv_head, key % sequences.page_size);
+          t.rows<const KeyElement>(page, block.kv_head, position % sequences.page_size);
 #pragma unroll 1
       for (int col = lane * kChunk; col < kChunksPerRow * kChunk; col += kWarpSize * kChunk) {
         const bool valid = row < rows_valid && col < cols;
@@ -290,14 +298,14 @@ struct ForwardRows {
     const int leader = lane - lane % kChunksPerRow;  // the row's first lane
     const int col = thread % kChunksPerRow * kChunk;
     const int rows_valid = block.seqlen_k - key0;
-    const index_t table_row = index_t(block.batch) * sequences.page_table_stride;
+    const index_t table_row = block.page_table_row(sequences);
 #pragma unroll 1
     for (int row = thread / kChunksPerRow; row < Tile::kRows; row += kRowStep) {
-      const int key = key0 + row;
-      const int page = row_page(key, row < rows_valid, lane, leader, table_row);
+      const int position = block.paged_position(key0 + row);
+      const int page = row_page(position, row < rows_valid, lane, leader, table_row);
       const bool valid = row < rows_valid && col < cols;
       const KeyElement* src =
-          t.rows<const KeyElement>(page, block.kv_head, key % sequences.page_size) + col;
+          t.rows<const KeyElement>(page, block.kv_head, position % sequences.page_size) + col;
       cp_async_16(tile.at(row, col), valid ? src : static_cast<const KeyElement*>(t.data), valid);
     }
   }

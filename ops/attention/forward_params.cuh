@@ -32,17 +32,19 @@ struct SequenceIndex {
   // [batch]: sequence b uses its first seqused_q[b] queries only (FlashAttention's seqused_q;
   // its length for the masks too); nullptr: all of them.
   const int* seqused_q;
-  // [batch, page_table_stride]: key j of sequence b is row j % page_size of page
-  // page_table[b · page_table_stride + j / page_size] of k and v, which are then
-  // [pages, page_size, heads_kv, head_dim] (their batch stride is the page stride).
+  // [rows, page_table_stride]: key j of sequence b, at position p = leftpad_k[b] + j (or j),
+  // is row p % page_size of page page_table[r · page_table_stride + p / page_size] of k and v,
+  // r = kv_batch_idx[b] (or b); k and v are then [pages, page_size, heads_kv, head_dim] (their
+  // batch stride is the page stride).
   const int* page_table;
   index_t page_table_stride;
   int page_size;
-  // [batch]: sequence b's batch row of dense k and v (FlashAttention's cache_batch_idx);
-  // nullptr: row b.
+  // [batch]: sequence b's batch row of dense k and v, or row of the page table
+  // (FlashAttention's cache_batch_idx); nullptr: row b.
   const int* kv_batch_idx;
-  // [batch]: sequence b's keys start at this row of its dense k and v, and seqlens_k[b] counts
-  // from the row's start (FlashAttention's cache_leftpad); nullptr: from row 0.
+  // [batch]: sequence b's keys start at this row of its dense k and v (position in its pages),
+  // and seqlens_k[b] counts from the row's start (FlashAttention's cache_leftpad); nullptr:
+  // from row 0.
   const int* leftpad_k;
   // An fp8 cache's descale factors (SequenceLayout::kKvE4m3): K's true values are its stored
   // ones times k_descale, V's times v_descale.

@@ -1,8 +1,8 @@
 #pragma once
 // The device-side pass over an inference call's index arrays (RuntimeOptions::check_indices on
-// a GPU): one thread per sequence checks its offsets, its key count and the pages it uses, and
-// the first violation, ordered by sequence, then kind, then position, is kept with one atomic
-// minimum. The host then names it (attention/attention_inference.cpp) without copying the arrays
+// a GPU): one thread per sequence checks its offsets, its key count, its cache row (with an
+// append, not an earlier sequence's) and the pages it uses, and the first violation, ordered
+// by sequence, then kind, then position, is kept with one atomic minimum. The host then names it (attention/attention_inference.cpp) without copying the arrays
 // unless there is something to name.
 #include "attention/index_check_params.cuh"
 #include "attention/sequence_span.cuh"
@@ -64,19 +64,36 @@ FJ_GLOBAL void __launch_bounds__(128) attention_index_check_kernel(IndexCheckPar
         return;
       }
     }
+    if (p.rotary_positions > 0) {  // the rows rotated past the cached count fit the tables
+      const int queries = !p.rotary_queries_advance ? 0
+                          : s.cu_seqlens_q != nullptr ? sequence_span(s.cu_seqlens_q, b).length
+                                                      : p.seqlen_q;
+      if (count + max_int(p.appended, queries) > p.rotary_positions) {
+        report_violation(p, b, IndexViolation::rotary_cos, b);
+        return;
+      }
+    }
     keys = count + p.appended;
   }
+  int row = b;  // the sequence's row of a dense cache or of the page table
   if (s.kv_batch_idx != nullptr) {
-    const int row = load_global_index(s.kv_batch_idx, b);
+    row = load_global_index(s.kv_batch_idx, b);
     if (row < 0 || row >= p.cache_rows) {
       report_violation(p, b, IndexViolation::cache_batch_idx, b);
       return;
+    }
+    // Appending sequences write their rows: a row an earlier sequence has is a violation.
+    for (int earlier = 0; p.appended > 0 && earlier < b; ++earlier) {
+      if (load_global_index(s.kv_batch_idx, earlier) == row) {
+        report_violation(p, b, IndexViolation::cache_batch_idx, b);
+        return;
+      }
     }
   }
   if (s.page_table == nullptr) return;
   const int used = (keys + s.page_size - 1) / s.page_size;
   for (int page = 0; page < used; ++page) {
-    const int entry = load_global_index(s.page_table, index_t(b) * s.page_table_stride + page);
+    const int entry = load_global_index(s.page_table, index_t(row) * s.page_table_stride + page);
     if (entry < 0 || entry >= p.num_pages) {
       report_violation(p, b, IndexViolation::page_table, page);
       return;

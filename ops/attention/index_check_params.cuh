@@ -15,6 +15,7 @@ enum class IndexViolation : unsigned {
   cache_batch_idx = 5,  // a cache row outside [0, cache_rows)
   cache_leftpad = 6,    // a left pad outside [0, the sequence's key count]
   seqused_q = 7,        // a used query count outside [0, the sequence's rows]
+  rotary_cos = 8,       // a rotated row's position past the rotary tables
 };
 
 struct IndexCheckParams {
@@ -27,6 +28,8 @@ struct IndexCheckParams {
   int num_pages;   // pages of a paged cache
   int appended;    // keys the call appends to each sequence (its cache must hold them too)
   int cache_rows;  // batch rows of a dense cache (cache_batch_idx's range)
+  int rotary_positions;         // positions of the rotary tables; 0: no rotary
+  bool rotary_queries_advance;  // query i rotates at the cached count + i (its rows count too)
   // (batch << 32 | kind << 24 | position) of the first violation; ~0 when none. Positions
   // above 2^24 - 1 are clamped (the host finds the exact one).
   unsigned long long* first;

@@ -49,22 +49,36 @@ struct KeyPlacement {
       rows = cu.back() + c.spare_rows;  // spare rows, poisoned like every row no key fills
     }
     if (c.keys != KeyStorage::paged) return;
+    // Sequence b's keys sit at positions pad(b) onwards of its pages (the pad's pages hold
+    // poison), in its cache row's entries of the table (row 0 spare with cache_batch_idx).
     const std::int64_t p = c.page_size;
-    max_pages = std::max<std::int64_t>(1, (longest_length(c.seqlens_k) + p - 1) / p);
+    const auto pages_of = [&](std::int64_t b) {
+      return (c.pad(static_cast<std::size_t>(b)) + c.seqlens_k[b] + p - 1) / p;
+    };
     std::int64_t used = 0;
-    for (std::int64_t len : c.seqlens_k) used += (len + p - 1) / p;
+    for (std::int64_t b = 0; b < n; ++b) {
+      max_pages = std::max<std::int64_t>({max_pages, 1, pages_of(b)});
+      used += pages_of(b);
+    }
     num_pages = used + 3;  // spare pages, poisoned: a read of one shows as NaN
     std::vector<std::int32_t> order(static_cast<std::size_t>(num_pages));
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), std::mt19937_64(c.seed));
-    page_table.assign(static_cast<std::size_t>(n * max_pages), -1);
+    page_table.assign(static_cast<std::size_t>(table_rows(c) * max_pages), -1);
     std::size_t next = 0;
     for (std::int64_t b = 0; b < n; ++b) {
-      for (std::int64_t q = 0; q < (c.seqlens_k[b] + p - 1) / p; ++q) {
-        page_table[b * max_pages + q] = order[next++];
+      for (std::int64_t q = 0; q < pages_of(b); ++q) {
+        page_table[cache_row(c, b) * max_pages + q] = order[next++];
       }
     }
     rows = num_pages * p;
+  }
+
+  /// Rows of the dense cache or of the page table: one a sequence, and a spare row 0 with
+  /// cache_batch_idx.
+  static std::int64_t table_rows(const InferenceCase& c) {
+    const auto n = static_cast<std::int64_t>(c.seqlens_k.size());
+    return c.cache_batch_idx ? n + 1 : n;
   }
 
   std::int64_t row(const InferenceCase& c, std::int64_t b, std::int64_t j) const {
@@ -73,9 +87,12 @@ struct KeyPlacement {
         return cache_row(c, b) * c.capacity() + c.pad(static_cast<std::size_t>(b)) + j;
       case KeyStorage::packed:
         return cu[b] + j;
-      case KeyStorage::paged:
-        return std::int64_t{page_table[b * max_pages + j / c.page_size]} * c.page_size +
-               j % c.page_size;
+      case KeyStorage::paged: {
+        const std::int64_t position = c.pad(static_cast<std::size_t>(b)) + j;
+        return std::int64_t{page_table[cache_row(c, b) * max_pages + position / c.page_size]} *
+                   c.page_size +
+               position % c.page_size;
+      }
     }
     return 0;
   }
@@ -135,15 +152,15 @@ void check_case(const InferenceCase& c) {
   if (c.values_in_keys && (c.append > 0 || c.kv_e4m3)) {
     throw std::invalid_argument("values in the keys come without appends or an fp8 cache");
   }
-  if ((!c.leftpad.empty() || c.cache_batch_idx) && c.keys != KeyStorage::dense) {
-    throw std::invalid_argument("left pads and cache rows index a dense cache");
+  if ((!c.leftpad.empty() || c.cache_batch_idx) && c.keys == KeyStorage::packed) {
+    throw std::invalid_argument("left pads and cache rows index a dense or paged cache");
   }
   if (!c.leftpad.empty() && c.leftpad.size() != c.seqlens_k.size()) {
     throw std::invalid_argument("an inference case needs one left pad per sequence");
   }
   if (c.append == 0) return;
-  if (c.packed_q || c.keys == KeyStorage::packed) {
-    throw std::invalid_argument("an appending case has dense queries and a dense or paged cache");
+  if (c.keys == KeyStorage::packed) {
+    throw std::invalid_argument("an appending case has a dense or paged cache");
   }
   if (*std::min_element(c.seqlens_k.begin(), c.seqlens_k.end()) < c.append) {
     throw std::invalid_argument("every sequence of an appending case has its appended keys");
@@ -155,10 +172,18 @@ std::int64_t cached_keys(const InferenceCase& c, std::size_t b) {
   return c.seqlens_k[b] - c.append;
 }
 
-/// The case's rotary tables (none without rotary): RoPE over seqlen_k positions.
+/// The case's rotary tables (none without rotary): RoPE over the seqlen_k positions, or past
+/// them as far as a causal or windowed call's queries reach (query i at the cached count + i,
+/// past the new keys when there are more queries than them).
 reference::RotaryTables rotary_tables(const InferenceCase& c) {
   if (!c.rotary) return {};
-  return reference::rope_tables(c.capacity(), c.rotary_dim > 0 ? c.rotary_dim : c.head_dim);
+  std::int64_t positions = c.capacity();
+  if (c.causal || c.window_left >= 0) {
+    for (std::size_t b = 0; b < c.seqlens_k.size(); ++b) {
+      positions = std::max(positions, c.pad(b) + c.seqlens_k[b] - c.append + c.seqlens_q[b]);
+    }
+  }
+  return reference::rope_tables(positions, c.rotary_dim > 0 ? c.rotary_dim : c.head_dim);
 }
 
 /// Where each sequence's queries go: rows of q's [total, heads_q, head_dim] storage, packed by
@@ -247,7 +272,20 @@ SequenceInputs attended_inputs(const InferenceCase& c, const ForwardCase& f, std
     }
   }
   round_all(in.q.values);
-  round_all(in.k.values);
+  if (!c.kv_e4m3) {
+    round_all(in.k.values);
+    return in;
+  }
+  // An fp8 cache keeps the rotated new keys as codes in its scale: the value is its code's
+  // (the rotated code rounded to e4m3) times the head's factor.
+  const std::int64_t row = c.heads_kv * c.head_dim;
+  for (std::int64_t e = cached * row; e < f.problem.seqlen_k * row; ++e) {
+    const float descale =
+        c.descale_of(false, static_cast<std::int64_t>(b), e / c.head_dim % c.heads_kv);
+    double& value = in.k.values.values[static_cast<std::size_t>(e)];
+    const std::uint8_t code = e4m3_bits_from_float(static_cast<float>(value / descale));
+    value = double(float_from_e4m3_bits(code)) * descale;
+  }
   return in;
 }
 
@@ -342,8 +380,8 @@ DeviceTensors upload_tensors(Runtime& runtime, const InferenceCase& c, const Que
           upload(runtime, or_zero(keys.cu)),
           upload(runtime, or_zero(seqlens_k)),
           upload(runtime, or_zero(keys.page_table)),
-          upload(runtime, or_zero(in.k_new)),
-          upload(runtime, or_zero(in.v_new)),
+          upload_cache(runtime, c, or_zero(in.k_new)),
+          upload_cache(runtime, c, or_zero(in.v_new)),
           upload(runtime, or_zero(tables.cos)),
           upload(runtime, or_zero(tables.sin)),
           upload(runtime, or_zero(leftpad)),
@@ -390,7 +428,8 @@ void set_key_views(const InferenceCase& c, const KeyPlacement& keys, DeviceTenso
   if (c.keys == KeyStorage::paged) {
     views.k = TensorView::contiguous(t.k.data(), kv, {keys.num_pages, c.page_size, hk, d});
     views.v = TensorView::contiguous(t.v.data(), kv, {keys.num_pages, c.page_size, hk, dv});
-    s.page_table = TensorView::contiguous(t.page_table.data(), DType::i32, {n, keys.max_pages});
+    s.page_table = TensorView::contiguous(t.page_table.data(), DType::i32,
+                                          {KeyPlacement::table_rows(c), keys.max_pages});
     s.seqlens_k = TensorView::contiguous(t.seqlens_k.data(), DType::i32, {n});
   } else if (c.keys == KeyStorage::packed) {
     views.k = TensorView::contiguous(t.k.data(), kv, {keys.rows, hk, d});
@@ -399,7 +438,7 @@ void set_key_views(const InferenceCase& c, const KeyPlacement& keys, DeviceTenso
     if (!c.unused_k.empty())
       s.seqlens_k = TensorView::contiguous(t.seqlens_k.data(), DType::i32, {n});
   } else {
-    const std::int64_t longest = c.capacity(), rows = c.cache_batch_idx ? n + 1 : n;
+    const std::int64_t longest = c.capacity(), rows = KeyPlacement::table_rows(c);
     views.k = TensorView::contiguous(t.k.data(), kv, {rows, longest, hk, d});
     views.v = TensorView::contiguous(t.v.data(), kv, {rows, longest, hk, dv});
     const bool one_length = longest == *std::min_element(c.seqlens_k.begin(), c.seqlens_k.end());
@@ -407,12 +446,12 @@ void set_key_views(const InferenceCase& c, const KeyPlacement& keys, DeviceTenso
     if (!one_length || !c.leftpad.empty() || c.cache_batch_idx) {
       s.seqlens_k = TensorView::contiguous(t.seqlens_k.data(), DType::i32, {n});
     }
-    if (!c.leftpad.empty()) {
-      s.cache_leftpad = TensorView::contiguous(t.leftpad.data(), DType::i32, {n});
-    }
-    if (c.cache_batch_idx) {
-      s.cache_batch_idx = TensorView::contiguous(t.cache_rows.data(), DType::i32, {n});
-    }
+  }
+  if (!c.leftpad.empty()) {
+    s.cache_leftpad = TensorView::contiguous(t.leftpad.data(), DType::i32, {n});
+  }
+  if (c.cache_batch_idx) {
+    s.cache_batch_idx = TensorView::contiguous(t.cache_rows.data(), DType::i32, {n});
   }
   if (c.values_in_keys) {  // v: k's first dv columns, k's strides
     views.v = views.k;
@@ -425,9 +464,11 @@ void set_append_views(const InferenceCase& c, const reference::RotaryTables& tab
   const std::int64_t n = static_cast<std::int64_t>(c.seqlens_k.size());
   Sequences& s = views.sequences;
   s.seqlens_k = TensorView::contiguous(t.seqlens_k.data(), DType::i32, {n});
-  s.k_new = TensorView::contiguous(t.k_new.data(), c.dtype, {n, c.append, c.heads_kv, c.head_dim});
+  // In the cache's type: an fp8 cache's new rows are codes in its scale.
+  s.k_new =
+      TensorView::contiguous(t.k_new.data(), c.kv_dtype(), {n, c.append, c.heads_kv, c.head_dim});
   s.v_new =
-      TensorView::contiguous(t.v_new.data(), c.dtype, {n, c.append, c.heads_kv, c.value_dim()});
+      TensorView::contiguous(t.v_new.data(), c.kv_dtype(), {n, c.append, c.heads_kv, c.value_dim()});
   if (!c.rotary) return;
   s.rotary_cos = TensorView::contiguous(t.cos.data(), DType::f32, {tables.positions, tables.pairs});
   s.rotary_sin = TensorView::contiguous(t.sin.data(), DType::f32, {tables.positions, tables.pairs});
@@ -456,9 +497,16 @@ Outputs run_forward(Runtime& runtime, const InferenceCase& c, const QueryRows& r
               std::vector<std::uint16_t>(in.k.size()), std::vector<std::uint16_t>(in.v.size())};
   runtime.copy_to_host(out.o.data(), tensors.o.data(), out.o.size() * 2);
   runtime.copy_to_host(out.lse.data(), tensors.lse.data(), out.lse.size() * 4);
-  if (c.append > 0) {  // the cache it leaves (an fp8 cache takes no append)
-    runtime.copy_to_host(out.k.data(), tensors.k.data(), out.k.size() * 2);
-    runtime.copy_to_host(out.v.data(), tensors.v.data(), out.v.size() * 2);
+  if (c.append > 0) {  // the cache it leaves, an fp8 cache's bytes widened
+    for (auto [device, host] : {std::pair{&tensors.k, &out.k}, std::pair{&tensors.v, &out.v}}) {
+      if (!c.kv_e4m3) {
+        runtime.copy_to_host(host->data(), device->data(), host->size() * 2);
+        continue;
+      }
+      std::vector<std::uint8_t> bytes(host->size());
+      runtime.copy_to_host(bytes.data(), device->data(), bytes.size());
+      std::copy(bytes.begin(), bytes.end(), host->begin());
+    }
   }
   return out;
 }
@@ -547,13 +595,18 @@ std::string check_cache(const InferenceCase& c, const KeyPlacement& keys, const 
   std::vector<std::uint16_t> expected_k = in.k, expected_v = in.v;
   for (std::size_t b = 0; b < c.seqlens_k.size(); ++b) {
     const SequenceInputs attended = attended_inputs(c, in.cases[b], b, tables);
-    const SequenceInputs raw = sequence_inputs(in.cases[b]);
+    const SequenceInputs raw = stored_inputs(c, in.cases[b], b);  // v_new as the call got it
     for (std::int64_t j = cached_keys(c, b); j < c.seqlens_k[b]; ++j) {
       const std::int64_t row = keys.row(c, static_cast<std::int64_t>(b), j);
       for (std::int64_t e = 0; e < row_elements; ++e) {
         const auto at = static_cast<std::size_t>(row * row_elements + e);
-        expected_k[at] = case_inputs::to_bits(
-            c.dtype, attended.k.values.values[static_cast<std::size_t>(j * row_elements + e)]);
+        const double value =
+            attended.k.values.values[static_cast<std::size_t>(j * row_elements + e)];
+        // An fp8 cache holds the code: the value over its head's factor.
+        const float descale =
+            c.kv_e4m3 ? c.descale_of(false, static_cast<std::int64_t>(b), e / c.head_dim) : 1.0f;
+        expected_k[at] = c.kv_e4m3 ? e4m3_bits_from_float(static_cast<float>(value / descale))
+                                   : case_inputs::to_bits(c.dtype, value);
       }
       for (std::int64_t e = 0; e < value_elements; ++e) {
         expected_v[static_cast<std::size_t>(row * value_elements + e)] =

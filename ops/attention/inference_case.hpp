@@ -51,18 +51,19 @@ struct InferenceCase {
   std::vector<std::int64_t> unused_k = {};
   /// Keys each sequence appends in the call (Sequences::k_new): the last `append` of its
   /// seqlens_k arrive as new keys and values, the others are in the cache already (whose rows
-  /// for the new ones start as NaN). Dense queries; a dense or paged cache. 0: no append.
+  /// for the new ones start as NaN). Dense or packed queries; a dense or paged cache, 16-bit or
+  /// fp8 (whose new rows arrive as codes in its scale). 0: no append.
   std::int64_t append = 0;
   /// Rotary embedding of q and the new keys (needs append), RoPE's tables over seqlen_k
   /// positions; rotary_dim 0 rotates the whole head.
   bool rotary = false;
   bool rotary_interleaved = false;
   std::int64_t rotary_dim = 0;
-  /// Dense keys only: each sequence's keys start this many rows into its cache row
-  /// (Sequences::cache_leftpad, NaN before them); empty: none.
+  /// A dense or paged cache: each sequence's keys start this many rows into its cache row (its
+  /// pages) (Sequences::cache_leftpad, NaN before them); empty: none.
   std::vector<std::int64_t> leftpad = {};
-  /// Dense keys only: sequence b in cache row batch - b of batch + 1 rows, row 0 spare (NaN)
-  /// (Sequences::cache_batch_idx).
+  /// A dense or paged cache: sequence b in cache row (page-table row) batch - b of batch + 1
+  /// rows, row 0 spare (NaN; no pages) (Sequences::cache_batch_idx).
   bool cache_batch_idx = false;
   /// Score and mask modifiers (Attention::score_mod, mask_mod): the text the kernel compiles,
   /// and a host function of the same expression for the reference (b: the sequence's index,
@@ -79,7 +80,7 @@ struct InferenceCase {
   /// An fp8 e4m3 cache (Sequences::k_descale): each sequence's random keys and values are
   /// quantized with descale factors of `descale`'s shape (distinct values per head and
   /// sequence), and the reference takes the dequantized values, so the bound stays the
-  /// dtype's: what is judged is the kernel, not the quantization. No append.
+  /// dtype's: what is judged is the kernel, not the quantization.
   bool kv_e4m3 = false;
   /// V is K's first value_dim() columns in the same memory, as in MLA's latent cache: each
   /// value row is its key row's first columns, and v is passed as a view of k's storage (the

@@ -49,11 +49,6 @@ void check_append_layout(const Sequences& s) {
                           "must be absent with k_new: new keys are appended to a dense or paged "
                           "cache, not to packed keys");
   }
-  if (present(s.cu_seqlens_q)) {
-    throw InvalidArgument("sequences.cu_seqlens_q",
-                          "must be absent with k_new: an appending call takes dense q [batch, "
-                          "seqlen_q, heads_q, head_dim]");
-  }
 }
 
 /// The rotary tables: fp32 [positions, rotary_dim / 2], equal shapes and strides, unit last
@@ -138,6 +133,10 @@ bool query_positions_advance(const Attention& a) {
 
 bool appends(const Sequences& s) { return present(s.k_new) || present(s.v_new); }
 
+bool rotary_queries_advance(const Attention& a, const Sequences& s) {
+  return present(s.rotary_cos) && query_positions_advance(a);
+}
+
 RotaryKind rotary_kind(const Sequences& s) {
   if (!present(s.rotary_cos)) return RotaryKind::none;
   return s.rotary_interleaved ? RotaryKind::interleaved : RotaryKind::half;
@@ -164,36 +163,28 @@ std::int64_t validate_append_arguments(const Attention& a, const Sequences& s,
   check_head_tensor(s.v_new, "sequences.v_new", a.batch, seqlen_new, a.heads_kv, a.value_head_dim(),
                     a.head_dim_v != 0 ? "k_new's [batch, seqlen_new, heads_kv, head_dim_v]"
                                       : "k_new's [batch, seqlen_new, heads_kv, head_dim]");
-  check_same_dtype(s.k_new, q, "sequences.k_new", "q");
-  check_same_dtype(s.v_new, q, "sequences.v_new", "q");
-  if (present(s.rotary_cos)) {
-    check_rotary_tables(a, s);
-    // Query i is rotated at the position of new key i: past the new keys there is none (and
-    // no row of the tables to read).
-    if (query_positions_advance(a) && a.seqlen_q > seqlen_new) {
-      throw InvalidArgument("attention.seqlen_q",
-                            "is " + str(a.seqlen_q) +
-                                "; with rotary embedding and a causal or "
-                                "windowed call each query sits at a new key's position, so it must "
-                                "be at most seqlen_new = " +
-                                str(seqlen_new));
-    }
-  }
+  // The new rows are in the cache's type: q's, or e4m3 codes in an fp8 cache's scale.
+  check_same_dtype(s.k_new, t.k, "sequences.k_new", "k (the cache)");
+  check_same_dtype(s.v_new, t.k, "sequences.v_new", "k (the cache)");
+  if (present(s.rotary_cos)) check_rotary_tables(a, s);
   check_cache_disjoint(s, t, q, o, lse);
   return seqlen_new;
 }
 
-detail::KernelSpec kvcache_append_spec(DType dtype, RotaryKind rotary, const std::string& arch) {
+detail::KernelSpec kvcache_append_spec(DType dtype, RotaryKind rotary, const std::string& arch,
+                                       bool kv_e4m3) {
   static const char* const kRotaryNames[] = {"none", "half", "interleaved"};
   const char* rotary_name = kRotaryNames[static_cast<int>(rotary)];
   detail::KernelSpec spec;
   spec.op = "attention-forward";
   spec.header = "attention/kvcache_append_kernel.cuh";
   spec.name_expression = "flashjit::kvcache_append_kernel<flashjit::KVCacheAppendConfig<" +
-                         template_element(dtype) + ", flashjit::RotaryKind::" + rotary_name + ">>";
+                         template_element(dtype) + ", flashjit::RotaryKind::" + rotary_name +
+                         (kv_e4m3 ? ", flashjit::e4m3_t" : "") + ">>";
   spec.arch = arch;
   spec.role = "kvcache_append";
   spec.traits = {std::string(dtype_name(dtype)), std::string("rope_") + rotary_name};
+  if (kv_e4m3) spec.traits.emplace_back("kv_e4m3");
   spec.readable_name = detail::name_of("attention_kvcache_append", 0, spec.traits);
   spec.threads = kThreads;
   return spec;
@@ -201,9 +192,11 @@ detail::KernelSpec kvcache_append_spec(DType dtype, RotaryKind rotary, const std
 
 std::vector<detail::KernelSpec> kvcache_append_specs(const std::string& arch) {
   std::vector<detail::KernelSpec> specs;
-  for (DType dtype : {DType::f16, DType::bf16}) {
-    for (RotaryKind rotary : {RotaryKind::none, RotaryKind::half, RotaryKind::interleaved}) {
-      specs.push_back(kvcache_append_spec(dtype, rotary, arch));
+  for (bool kv_e4m3 : {false, true}) {
+    for (DType dtype : {DType::f16, DType::bf16}) {
+      for (RotaryKind rotary : {RotaryKind::none, RotaryKind::half, RotaryKind::interleaved}) {
+        specs.push_back(kvcache_append_spec(dtype, rotary, arch, kv_e4m3));
+      }
     }
   }
   return specs;
@@ -216,8 +209,7 @@ AppendedCache append_to_cache(detail::RuntimeBackend& backend, const Attention& 
   // The rotated q first: the allocation's alignment is what the attention's 16-byte loads need
   // (its size, a multiple of head_dim's 8 elements, keeps the lengths after it aligned too).
   const std::size_t q_bytes =
-      rotate_q ? static_cast<std::size_t>(a.batch * a.seqlen_q * a.heads_q * a.head_dim) * element
-               : 0;
+      rotate_q ? static_cast<std::size_t>(t.total_q * a.heads_q * a.head_dim) * element : 0;
   AppendedCache out{backend.allocate_buffer_on_stream(
                         q_bytes + static_cast<std::size_t>(a.batch) * sizeof(int), stream),
                     s, t.q};
@@ -225,7 +217,11 @@ AppendedCache append_to_cache(detail::RuntimeBackend& backend, const Attention& 
   out.sequences.k_new = out.sequences.v_new = {};
   out.sequences.rotary_cos = out.sequences.rotary_sin = {};
   out.sequences.seqlens_k = TensorView::contiguous(base + q_bytes, DType::i32, {a.batch});
-  if (rotate_q) {
+  if (rotate_q && present(s.cu_seqlens_q)) {  // the kernels' view of packed q: batch 1
+    const std::int64_t row = a.heads_q * a.head_dim;
+    out.q = TensorView::strided(base, t.q.dtype, {1, t.total_q, a.heads_q, a.head_dim},
+                                {0, row, a.head_dim, 1});
+  } else if (rotate_q) {
     out.q = TensorView::contiguous(base, t.q.dtype, {a.batch, a.seqlen_q, a.heads_q, a.head_dim});
   }
 
@@ -234,6 +230,7 @@ AppendedCache append_to_cache(detail::RuntimeBackend& backend, const Attention& 
   p.v_new = head_tensor(s.v_new);
   p.q = head_tensor(t.q);
   p.q_rotated = rotate_q ? head_tensor(out.q) : absent_head_tensor();
+  p.cu_seqlens_q = static_cast<const int*>(s.cu_seqlens_q.data);
   p.cache = {head_tensor(t.k),
              head_tensor(t.v),
              static_cast<const int*>(s.page_table.data),
@@ -275,7 +272,8 @@ AppendedCache append_to_cache(detail::RuntimeBackend& backend, const Attention& 
   shape.block_x = kThreads;
   shape.stream = static_cast<CUstream>(stream);
   detail::launch_kernel(backend.executor(),
-                        kvcache_append_spec(t.q.dtype, rotary_kind(s), backend.info().arch()),
+                        kvcache_append_spec(t.q.dtype, rotary_kind(s), backend.info().arch(),
+                                            t.k.dtype == DType::e4m3),
                         shape, buffers, p);
   return out;
 }

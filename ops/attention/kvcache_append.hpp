@@ -21,22 +21,30 @@ struct InferenceTensors;
 /// Whether the call appends (k_new or v_new given).
 bool appends(const Sequences& sequences);
 
+/// Whether a rotating call places query i of a sequence at its cached count + i (causal or
+/// windowed, FlashAttention's rule; past the new keys when there are more queries), rather
+/// than every query at the cached count. The tables must hold each sequence's cached count
+/// plus the larger of seqlen_new and, when this holds, its query count.
+bool rotary_queries_advance(const Attention& attention, const Sequences& sequences);
+
 /// The rotation a call asks for: none without tables, else its pairing.
 RotaryKind rotary_kind(const Sequences& sequences);
 
 /// Checks the append's arguments of a call whose other arguments `tensors` validated: k_new and
-/// v_new [batch, seqlen_new, heads_kv, head_dim] in q's dtype, the rotary tables, the layouts an
-/// append works with (dense q, seqlens_k, keys not packed) and that the cache, now written,
-/// shares no memory with anything else. Throws InvalidArgument naming the argument
+/// v_new [batch, seqlen_new, heads_kv, head_dim] in the cache's dtype, the rotary tables, the
+/// layouts an append works with (q dense or packed, seqlens_k, keys not packed) and that the
+/// cache, now written, shares no memory with anything else. Throws InvalidArgument naming the argument
 /// ("sequences.k_new.shape", "sequences.rotary_cos", ...). Returns seqlen_new (0 without append).
 std::int64_t validate_append_arguments(const Attention& attention, const Sequences& sequences,
                                        const InferenceTensors& tensors, const TensorView& q,
                                        const TensorView& o, const TensorView& lse);
 
-/// The append kernel for q's `dtype` and `rotary`, on `arch`.
-detail::KernelSpec kvcache_append_spec(DType dtype, RotaryKind rotary, const std::string& arch);
+/// The append kernel for q's `dtype` and `rotary`, on `arch`, into a cache of q's dtype or
+/// (`kv_e4m3`) an fp8 e4m3 one.
+detail::KernelSpec kvcache_append_spec(DType dtype, RotaryKind rotary, const std::string& arch,
+                                       bool kv_e4m3 = false);
 
-/// Every append kernel (each dtype and rotation), for the compile matrix.
+/// Every append kernel (each dtype, rotation and cache type), for the compile matrix.
 std::vector<detail::KernelSpec> kvcache_append_specs(const std::string& arch);
 
 /// What the attention after an append reads: the grown lengths (and the rotated queries) in a

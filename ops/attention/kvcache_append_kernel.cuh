@@ -7,13 +7,19 @@
 // x' = x·cos − y·sin, y' = y·cos + x·sin in fp32, rounded once to the element type (what the
 // kernel that reads the cache would have seen had the caller rotated it).
 #include "attention/kvcache_append_params.cuh"
+#include "attention/sequence_span.cuh"
 #include "tile/memory.cuh"
 
 namespace flashjit {
 
-template <typename Element_, RotaryKind Rotary_>
+/// Element_: q's type; Cache_: the cache's (and k_new's, v_new's): Element_, or e4m3_t for an
+/// fp8 cache, whose new rows arrive as codes in the cache's scale (FlashAttention 3's rule) and
+/// are copied, or rotated in fp32 and rounded back to e4m3 (a rotation commutes with the
+/// per-head descale factor, so the codes rotate as the values do).
+template <typename Element_, RotaryKind Rotary_, typename Cache_ = Element_>
 struct KVCacheAppendConfig {
   using Element = Element_;
+  using CacheElement = Cache_;
   static constexpr RotaryKind kRotary = Rotary_;
   static constexpr int kThreads = kKVCacheAppendThreads;
 };
@@ -21,12 +27,10 @@ struct KVCacheAppendConfig {
 /// Key `key`'s row of head `head` of sequence `batch` in the cache tensor `t` (k or v).
 template <typename T>
 FJ_DEVICE T* cache_row(const CacheRows& cache, const HeadTensor& t, int batch, int head, int key) {
-  if (cache.page_table == nullptr) {
-    const int row = cache.kv_batch_idx ? load_global_index(cache.kv_batch_idx, batch) : batch;
-    return t.rows<T>(row, head, key);
-  }
+  const int row = cache.kv_batch_idx ? load_global_index(cache.kv_batch_idx, batch) : batch;
+  if (cache.page_table == nullptr) return t.rows<T>(row, head, key);
   const int page = load_global_index(
-      cache.page_table, index_t(batch) * cache.page_table_stride + key / cache.page_size);
+      cache.page_table, index_t(row) * cache.page_table_stride + key / cache.page_size);
   return t.rows<T>(page, head, key % cache.page_size);
 }
 
@@ -46,10 +50,9 @@ FJ_DEVICE DimPair dim_pair(int pair, int rotary_dim) {
 
 /// Copies one head's row from `src` to `dst`, rotating its rotated pairs at `position`;
 /// the calling thread takes pairs item, item + step, ...
-template <class Config>
-FJ_DEVICE void copy_row_pairs(const typename Config::Element* src, typename Config::Element* dst,
-                              const RotaryTables& rotary, int position, int head_dim, int item,
-                              int step) {
+template <class Config, typename T>
+FJ_DEVICE void copy_row_pairs(const T* src, T* dst, const RotaryTables& rotary, int position,
+                              int head_dim, int item, int step) {
   for (int pair = item; pair < head_dim / 2; pair += step) {
     const DimPair dims = dim_pair<Config::kRotary>(pair, rotary.rotary_dim);
     float x = load_global(src, dims.first);
@@ -84,7 +87,8 @@ struct HeadItems {
 template <class Config>
 FJ_GLOBAL void __launch_bounds__(Config::kThreads) kvcache_append_kernel(KVCacheAppendParams p) {
   using T = typename Config::Element;
-  using PlainCopy = KVCacheAppendConfig<T, RotaryKind::none>;  // values are not rotated
+  using C = typename Config::CacheElement;
+  using PlainCopy = KVCacheAppendConfig<T, RotaryKind::none, C>;  // values are not rotated
   const int row = blockIdx.x;
   const int batch = blockIdx.y;
   const int cached = load_global_index(p.cache_seqlens, batch);  // keys before this call
@@ -97,22 +101,27 @@ FJ_GLOBAL void __launch_bounds__(Config::kThreads) kvcache_append_kernel(KVCache
   if (row < p.seqlen_new) {
     const int position = cached + row;
     for (int head = items.first_head; head < p.heads_kv; head += items.head_step) {
-      copy_row_pairs<Config>(p.k_new.rows<const T>(batch, head, row),
-                             cache_row<T>(p.cache, p.cache.k, batch, head, position), p.rotary,
+      copy_row_pairs<Config>(p.k_new.rows<const C>(batch, head, row),
+                             cache_row<C>(p.cache, p.cache.k, batch, head, position), p.rotary,
                              position, p.head_dim, items.pair, pairs);
       // (A value head dim below head_dim leaves the threads of the pairs past it idle here.)
-      copy_row_pairs<PlainCopy>(p.v_new.rows<const T>(batch, head, row),
-                                cache_row<T>(p.cache, p.cache.v, batch, head, position), p.rotary,
+      copy_row_pairs<PlainCopy>(p.v_new.rows<const C>(batch, head, row),
+                                cache_row<C>(p.cache, p.cache.v, batch, head, position), p.rotary,
                                 position, p.head_dim_v, items.pair, pairs);
     }
   }
-  if (p.q_rotated.data != nullptr && row < p.seqlen_q) {
-    const int position = cached + (p.q_positions_advance ? row : 0);
-    for (int head = items.first_head; head < p.heads_q; head += items.head_step) {
-      copy_row_pairs<Config>(p.q.rows<const T>(batch, head, row),
-                             p.q_rotated.rows<T>(batch, head, row), p.rotary, position, p.head_dim,
-                             items.pair, pairs);
-    }
+  if (p.q_rotated.data == nullptr) return;
+  // The sequence's q rows: its own span of packed q (batch 0), or seqlen_q of dense q.
+  const bool packed = p.cu_seqlens_q != nullptr;
+  const SequenceSpan queries =
+      packed ? sequence_span(p.cu_seqlens_q, batch) : SequenceSpan{0, p.seqlen_q};
+  if (row >= queries.length) return;
+  const int q_batch = packed ? 0 : batch, q_row = int(queries.start) + row;
+  const int position = cached + (p.q_positions_advance ? row : 0);
+  for (int head = items.first_head; head < p.heads_q; head += items.head_step) {
+    copy_row_pairs<Config>(p.q.rows<const T>(q_batch, head, q_row),
+                           p.q_rotated.rows<T>(q_batch, head, q_row), p.rotary, position,
+                           p.head_dim, items.pair, pairs);
   }
 }
 

@@ -15,15 +15,15 @@ enum class RotaryKind : int {
   interleaved = 2,  // dims 2i and 2i + 1 form a pair (GPT-J)
 };
 
-/// Where the cache's key j of sequence b is: row kv_batch_idx[b] (or b) of a dense [rows,
-/// capacity, heads_kv, head_dim] tensor (page_table nullptr), or row j % page_size of page
-/// page_table[b · stride + j / page_size] of [pages, page_size, heads_kv, head_dim].
+/// Where the cache's key j of sequence b is, with r = kv_batch_idx[b] (or b): row r of a dense
+/// [rows, capacity, heads_kv, head_dim] tensor (page_table nullptr), or row j % page_size of
+/// page page_table[r · stride + j / page_size] of [pages, page_size, heads_kv, head_dim].
 struct CacheRows {
   HeadTensor k, v;  // written
   const int* page_table;
   index_t page_table_stride;
   int page_size;
-  const int* kv_batch_idx;  // [batch]: a dense cache's row of sequence b; nullptr: row b
+  const int* kv_batch_idx;  // [batch]: sequence b's cache (or page table) row; nullptr: row b
 };
 
 /// The rotary tables: cos and sin of position p and pair i at [p · stride + i], fp32,
@@ -43,8 +43,11 @@ struct RotaryTables {
 struct KVCacheAppendParams {
   HeadTensor k_new;      // (batch, seqlen_new, heads_kv, head_dim)
   HeadTensor v_new;      // (batch, seqlen_new, heads_kv, head_dim_v)
-  HeadTensor q;          // (batch, seqlen_q, heads_q, head_dim)
+  HeadTensor q;          // (batch, seqlen_q, heads_q, head_dim), or packed (1, total_q, ...)
   HeadTensor q_rotated;  // like q, written; data nullptr: no rotation of q
+  // [batch + 1]: packed q, sequence b's rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of batch
+  // 0; nullptr: dense q, seqlen_q rows a sequence.
+  const int* cu_seqlens_q;
   CacheRows cache;
   RotaryTables rotary;
   const int* cache_seqlens;  // (batch)

@@ -1,12 +1,8 @@
 #include "attention/score_modifiers.hpp"
 
-#include <algorithm>
-#include <cctype>
-#include <string_view>
-#include <utility>
-
 #include "attention/attention_captures.hpp"
 #include "attention/attention_common.hpp"
+#include "attention/modifier_grammar.hpp"
 #include "flashjit/error.hpp"
 #include "runtime/hashing.hpp"
 
@@ -15,86 +11,17 @@ namespace {
 
 constexpr std::size_t kMaxLength = 4096;
 
-bool identifier_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
-}
-
-/// Whether `text` has `word` as a whole identifier.
-bool has_identifier(std::string_view text, std::string_view word) {
-  for (std::size_t at = text.find(word); at != std::string_view::npos;
-       at = text.find(word, at + 1)) {
-    const bool starts = at == 0 || !identifier_char(text[at - 1]);
-    const std::size_t end = at + word.size();
-    const bool ends = end == text.size() || !identifier_char(text[end]);
-    if (starts && ends) return true;
-  }
-  return false;
-}
-
-/// Throws unless `text` is one expression: the rules of check_score_modifiers().
-void check_expression(const char* name, const std::string& text) {
-  const auto reject = [&](const std::string& why) {
-    throw InvalidArgument(name, why + "; a modifier is one C++ expression (see Attention::" +
-                                    std::string(name).substr(10) + ")");
-  };
+/// Throws unless `text` is one expression of the modifier grammar (modifier_grammar.hpp)
+/// within `scope`; the length first, so the parser never sees a long text.
+void check_expression(const char* name, const std::string& text, const ModifierScope& scope) {
   if (text.size() > kMaxLength) {
-    reject("is " + std::to_string(text.size()) + " characters, over " + std::to_string(kMaxLength));
+    throw InvalidArgument(name, "is " + std::to_string(text.size()) + " characters, over " +
+                                    std::to_string(kMaxLength));
   }
-  if (text.find_first_not_of(" \t") == std::string::npos) reject("is blank");
-  std::string closers;  // the brackets open at each point, innermost last
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    const auto at = [&] { return " (at character " + std::to_string(i + 1) + ")"; };
-    if (static_cast<unsigned char>(c) >= 0x7f || (c < 0x20 && c != '\t')) {
-      reject("has a control or non-ASCII character" + at());
-    }
-    if (c == '#' || c == '"' || c == '\'' || c == '\\' || c == '`') {
-      reject(std::string("has '") + c + "'" + at());
-    }
-    if (c == '/' && i + 1 < text.size() && (text[i + 1] == '/' || text[i + 1] == '*')) {
-      reject("has a comment" + at());
-    }
-    const bool in_parentheses = closers.find(')') != std::string::npos;
-    if (c == ';' && !in_parentheses) reject("has ';' outside parentheses" + at());
-    if ((c == '{' || c == '}') && !in_parentheses) reject("has a brace outside parentheses" + at());
-    if (c == '(' || c == '[' || c == '{') closers += c == '(' ? ')' : c == '[' ? ']' : '}';
-    if (c == ')' || c == ']' || c == '}') {
-      if (closers.empty() || closers.back() != c)
-        reject(std::string("has an unmatched '") + c + "'" + at());
-      closers.pop_back();
-    }
+  if (text.find_first_not_of(' ') == std::string::npos) {
+    throw InvalidArgument(name, "is blank; leave it empty for no modifier");
   }
-  if (!closers.empty())
-    reject("has an unclosed '" +
-           std::string(1, closers.back() == ')'   ? '('
-                          : closers.back() == ']' ? '['
-                                                  : '{') +
-           "'");
-  for (std::string_view word : {"asm", "__asm", "__asm__"}) {
-    if (has_identifier(text, word)) reject("uses asm");
-  }
-}
-
-/// Throws unless every name `text` indexes (`doc[...]`) is a capture's: an expression reading
-/// a tensor the call did not pass is named here, before anything compiles.
-void check_indexed_names(const char* field, const std::string& text,
-                         const std::vector<Capture>& captures) {
-  for (std::size_t at = text.find('['); at != std::string::npos; at = text.find('[', at + 1)) {
-    std::size_t end = at;
-    while (end > 0 && (text[end - 1] == ' ' || text[end - 1] == '\t')) --end;
-    std::size_t begin = end;
-    while (begin > 0 && identifier_char(text[begin - 1])) --begin;
-    if (begin == end || std::isdigit(static_cast<unsigned char>(text[begin])) != 0) continue;
-    const std::string name = text.substr(begin, end - begin);
-    const bool captured = std::any_of(captures.begin(), captures.end(),
-                                      [&](const Capture& c) { return c.name == name; });
-    if (captured) continue;
-    std::string names;
-    for (const Capture& c : captures) names += (names.empty() ? "'" : ", '") + c.name + "'";
-    throw InvalidArgument(field, "reads '" + name + "[...]', but no capture is named '" + name +
-                                     "' (attention.captures has " +
-                                     (names.empty() ? std::string("none") : names) + ")");
-  }
+  check_modifier_grammar(name, text, scope);
 }
 
 }  // namespace
@@ -170,7 +97,7 @@ std::string ScoreModifiers::definition() const {
         "      if (read >= 0) flashjit::atomic_add_global(captures.slot[" +
         n + "].grad, read, ds * y.slope);\n    }\n";
   }
-  return "\nnamespace flashjit_user {\n"
+  return "\n#include \"attention/modifier_functions.cuh\"\nnamespace flashjit_user {\n"
          "struct Modifiers_" +
          digest() + " {\n" +
          "  static constexpr bool kScore = " + (score.empty() ? "false" : "true") + ";\n" +
@@ -198,13 +125,11 @@ ScoreModifiers score_modifiers(const Attention& attention) {
 
 void check_score_modifiers(const Attention& attention) {
   check_captures(attention);
-  for (const auto& [name, text] :
-       {std::pair<const char*, const std::string&>{"attention.score_mod", attention.score_mod},
-        {"attention.mask_mod", attention.mask_mod}}) {
-    if (text.empty()) continue;
-    check_expression(name, text);
-    check_indexed_names(name, text, attention.captures);
-  }
+  ModifierScope scope;
+  for (const Capture& c : attention.captures) scope.captures.push_back({c.name, c.tensor.rank});
+  if (!attention.score_mod.empty()) check_expression("attention.score_mod", attention.score_mod, scope);
+  scope.has_score = false;
+  if (!attention.mask_mod.empty()) check_expression("attention.mask_mod", attention.mask_mod, scope);
 }
 
 }  // namespace flashjit::kernels

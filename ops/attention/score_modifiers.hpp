@@ -40,12 +40,11 @@ struct ScoreModifiers {
   bool operator==(const ScoreModifiers&) const = default;
 };
 
-/// Checks the modifiers of `attention`: each must be an expression, not a program. Throws
-/// InvalidArgument naming "attention.score_mod" or "attention.mask_mod" for text over 4096
-/// characters, control or non-ASCII characters, quotes, comments, `#`, `asm`, unbalanced
-/// brackets, or a `;` or brace outside parentheses, or for indexing a name (`doc[...]`) no
-/// capture has; and the captures (check_captures in attention/capture_checks.hpp).
-/// validate_attention calls it.
+/// Checks the modifiers of `attention`: each must be one expression of the modifier grammar
+/// (attention/modifier_grammar.hpp) over its own names and the call's captures, at most 4096
+/// characters. Throws InvalidArgument naming "attention.score_mod" or "attention.mask_mod" and
+/// the first character outside the grammar; and checks the captures (check_captures in
+/// attention/attention_captures.hpp). validate_attention calls it.
 void check_score_modifiers(const Attention& attention);
 
 /// The modifiers of a validated call (check_score_modifiers has seen them), as the kernels'

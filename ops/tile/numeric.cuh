@@ -41,6 +41,7 @@ FJ_DEVICE bfloat16_t to_bfloat16(float value) {
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(result.bits) : "f"(value));
   return result;
 }
+FJ_DEVICE unsigned float_bits(float value) { return __float_as_uint(value); }
 
 #else  // host twins
 
@@ -122,6 +123,39 @@ FJ_HOST_DEVICE bfloat16_t from_float<bfloat16_t>(float value) {
 FJ_HOST_DEVICE float float_from_e4m3(unsigned bits) {
   const bfloat16_t shifted{static_cast<unsigned short>((bits & 0x80u) << 8 | (bits & 0x7Fu) << 4)};
   return to_float(shifted) * 0x1p120f;
+}
+
+/// The fp8 e4m3 code of `value`, rounded to nearest with ties to even, saturating at ±448
+/// (e4m3 has no infinity; 0x7F, its NaN, is what NaN becomes). Integer arithmetic on the
+/// float's bits, the same on every architecture and on the host: the significand keeps 3
+/// bits past its leading one (fewer below 2^-6, e4m3's subnormals in steps of 2^-9).
+FJ_HOST_DEVICE unsigned e4m3_from_float(float value) {
+  const unsigned bits = float_bits(value);
+  const unsigned sign = bits >> 24 & 0x80u;
+  const unsigned magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return 0x7Fu;
+  const int exponent = int(magnitude >> 23) - 127;  // of a normal float
+  if (exponent < -10) return sign;                  // below half the smallest subnormal: 0
+  const unsigned significand = (magnitude & 0x7fffffu) | 0x800000u;
+  const int shift = 20 + (exponent < -6 ? -6 - exponent : 0);  // bits dropped, 20 to 24
+  unsigned kept = significand >> shift;
+  const unsigned rest = significand & ((1u << shift) - 1), half = 1u << (shift - 1);
+  if (rest > half || (rest == half && (kept & 1u) != 0)) ++kept;
+  // Subnormal: kept counts steps of 2^-9 (8 of them, after rounding up, is 0x08, the smallest
+  // normal). Normal: kept is 8 to 16 eighths of 2^exponent (16 carries into the exponent).
+  const unsigned code = exponent < -6 ? kept : unsigned(exponent + 7) * 8u + kept - 8u;
+  return sign | (code > 0x7Eu ? 0x7Eu : code);
+}
+
+/// fp8 e4m3 storage, as an element type of global tensors (an fp8 cache's rows written one
+/// element at a time): to_float decodes it, from_float rounds to it.
+struct e4m3_t {
+  unsigned char bits;
+};
+FJ_HOST_DEVICE float to_float(e4m3_t value) { return float_from_e4m3(value.bits); }
+template <>
+FJ_HOST_DEVICE e4m3_t from_float<e4m3_t>(float value) {
+  return {static_cast<unsigned char>(e4m3_from_float(value))};
 }
 
 /// 2^x. On the device the hardware approximation (ex2.approx, ~2 ulp), which is what softmax

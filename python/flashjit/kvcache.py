@@ -114,25 +114,29 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
     1 included) with block_table int32 [batch, max_pages] naming each sequence's pages;
     cache_seqlens (int32 [batch], or one int for all) the keys each sequence has cached.
 
-    k and v ([batch, seqlen_new, heads_kv, head_dim], q's dtype): new keys and values, written
+    k and v ([batch, seqlen_new, heads_kv, head_dim], the cache's dtype: q's, or e4m3 codes in
+    an fp8 cache's scale): new keys and values, written
     into k_cache and v_cache in place at positions cache_seqlens[b] onward before the attention,
     which then sees cache_seqlens[b] + seqlen_new keys (cache_seqlens itself is not changed:
     advance it yourself). rotary_cos and rotary_sin ([positions, rotary_dim / 2], any float
     dtype, covering the cache's positions): rotary embedding of q and the new keys on the way in,
-    new key i at position cache_seqlens[b] + i, query i there too when causal or windowed, else
-    every query at cache_seqlens[b]; rotary_interleaved pairs dims 2i and 2i + 1 (GPT-J,
-    FlashAttention's default), False pairs i and i + rotary_dim / 2 (GPT-NeoX, Llama).
+    new key i at position cache_seqlens[b] + i, query i there too when causal or windowed (also
+    past the new keys: the tables must reach it), else every query at cache_seqlens[b];
+    rotary_interleaved pairs dims 2i and 2i + 1 (GPT-J, FlashAttention's default), False pairs
+    i and i + rotary_dim / 2 (GPT-NeoX, Llama).
 
     cache_batch_idx (int32 [batch]): sequence b's row of a dense cache, which may then have any
-    number of rows. cache_leftpad (int32 [batch]): where sequence b's keys start in its row;
-    cache_seqlens counts from the row's start, the padding included (rotary positions too).
-    Both for a dense cache only.
+    number of rows, or of block_table ([cache_batch, max_pages]) with a paged one; rows must
+    differ when appending. cache_leftpad (int32 [batch]): where sequence b's keys start in its
+    row (its pages); cache_seqlens counts from the row's start, the padding included (rotary
+    positions too).
 
     An fp8 cache: k_cache and v_cache of e4m3 codes (uint8 arrays or tensors, or
     torch.float8_e4m3fn) with q fp16 or bf16; k_descale and v_descale (any float dtype, [1],
     [heads_kv] or [batch, heads_kv], FlashAttention-3's shape; each optional, 1) take the stored
     values to the true ones, applied in float32 to the scores and the output. Head dims must be
-    multiples of 16; no append (k, v) into it.
+    multiples of 16; an append gives k and v as e4m3 codes in the same scale (FlashAttention 3's
+    rule), copied in (rotated in float32 and rounded back to e4m3 with rotary).
 
     head_dim goes up to 576 here, with v_cache narrower (MLA's absorbed decoding: 576 and 512).
     A v_cache that is k_cache's first columns in the same memory (kv_cache[..., :512] of a CUDA

@@ -459,3 +459,62 @@ def test_kvcache_fp8_cache_with_descale_factors(use_torch):
         flashjit.attention_with_kvcache(q, k_codes, v_codes, seqlens,
                                         k=np.zeros((batch, 1, heads_kv, d), dtype=np.float16),
                                         v=np.zeros((batch, 1, heads_kv, d), dtype=np.float16))
+
+
+def test_kvcache_append_into_an_fp8_cache():
+    # FlashAttention 3's rule: the new keys and values arrive as e4m3 codes in the cache's scale
+    # and are copied into it; the attention reads them with the same descale factors.
+    batch, heads_q, heads_kv, d, capacity, new = 2, 4, 2, 32, 24, 1
+    rng = np.random.default_rng(11)
+    q = rng.standard_normal((batch, 1, heads_q, d)).astype(np.float16)
+    k_scale = np.array([2.0 ** -5, 2.0 ** -6], dtype=np.float32)
+    v_scale = np.array([2.0 ** -6, 2.0 ** -7], dtype=np.float32)
+    k_codes, k_true = quantize(rng.standard_normal((batch, capacity, heads_kv, d)),
+                               k_scale[None, None, :, None])
+    v_codes, v_true = quantize(rng.standard_normal((batch, capacity, heads_kv, d)),
+                               v_scale[None, None, :, None])
+    cached = np.array([5, 20], dtype=np.int32)
+    k_new, v_new = k_codes[:, :new].copy(), v_codes[:, :new].copy()  # any codes will do
+    k_cache, v_cache = k_codes.copy(), v_codes.copy()
+    o = flashjit.attention_with_kvcache(q, k_cache, v_cache, cached, k=k_new, v=v_new,
+                                        k_descale=k_scale, v_descale=v_scale)
+    o = torch.as_tensor(np.asarray(o, dtype=np.float32))
+    for i in range(batch):
+        end = int(cached[i])
+        assert np.array_equal(k_cache[i, end:end + new], k_new[i])
+        assert np.array_equal(v_cache[i, end:end + new], v_new[i])
+        assert np.array_equal(k_cache[i, end + new:], k_codes[i, end + new:])
+        keys = np.concatenate([k_true[i, :end], k_true[i, :new]])
+        values = np.concatenate([v_true[i, :end], v_true[i, :new]])
+        o_ref, _ = reference.attention(torch.tensor(q[i:i + 1], dtype=torch.float64),
+                                       torch.tensor(keys[None]), torch.tensor(values[None]))
+        assert reference.relative_error(o[i:i + 1], o_ref) < 3e-3
+
+
+def test_kvcache_paged_rows_and_left_pads():
+    # FlashAttention 3's rule: cache_batch_idx picks a row of the page table, the left pad is a
+    # position in the sequence's pages.
+    heads_q, heads_kv, d, page = 4, 2, 32, 4
+    q = rand(2, 1, heads_q, d, seed=70)
+    pool = 12
+    k_cache, v_cache = rand(pool, page, heads_kv, d, seed=71), rand(pool, page, heads_kv, d, seed=72)
+    block_table = torch.tensor([[3, 7, 1], [9, 0, 5], [2, 11, 4]], dtype=torch.int32)
+    rows = torch.tensor([2, 0], dtype=torch.int32)  # table row 1 belongs to no sequence
+    pads = torch.tensor([3, 0], dtype=torch.int32)
+    seqlens = torch.tensor([9, 6], dtype=torch.int32)  # counted from the row's start
+    k_new, v_new = rand(2, 1, heads_kv, d, seed=73), rand(2, 1, heads_kv, d, seed=74)
+    o = flashjit.attention_with_kvcache(q, k_cache, v_cache, seqlens, k=k_new, v=v_new,
+                                        cache_batch_idx=rows, cache_leftpad=pads,
+                                        block_table=block_table)
+    for i in range(2):
+        positions = k_cache[block_table[int(rows[i])].long()].reshape(-1, heads_kv, d)
+        values = v_cache[block_table[int(rows[i])].long()].reshape(-1, heads_kv, d)
+        pad, end = int(pads[i]), int(seqlens[i])
+        assert torch.equal(positions[end], k_new[i, 0])
+        o_ref, _ = reference.attention(exact(q[i:i + 1]), exact(positions[pad:end + 1][None]),
+                                       exact(values[pad:end + 1][None]))
+        assert reference.relative_error(o[i:i + 1], o_ref) < 3e-2
+    with pytest.raises(ValueError, match="sequences.cache_batch_idx"):
+        flashjit.attention_with_kvcache(q, k_cache, v_cache, seqlens, k=k_new, v=v_new,
+                                        cache_batch_idx=torch.tensor([1, 1], dtype=torch.int32),
+                                        block_table=block_table)

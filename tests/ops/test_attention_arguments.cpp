@@ -697,7 +697,8 @@ TEST_CASE("attention-forward lists the compile matrix") {
     // 32 head dims x 2 dtypes x 2 masks, plus softcap at 2 head dims x 2 dtypes x 2 masks,
     // plus the 6 inference layouts' defaults at 6 (head dim, dtype, mask): 128 in both dtypes
     // and masks, 64 and 256 in bf16 without a mask; on sm_90a a 7th, packed prefill on the
-    // TMA kernel. Then the index check, the KV-cache append's 6 (2 dtypes, 3 rotations),
+    // TMA kernel. Then the index check, the KV-cache append's 12 (2 dtypes, 3 rotations, a
+    // 16-bit or an fp8 cache),
     // decoding over an fp8 cache (paged, split and not) at 128 and the unused rows' fill (3
     // element types). Last MLA's absorbed decoding on the wide path (V in the keys and not,
     // split and not): 16 and 128 heads take one tile on sm_80, two on sm_90a. On sm_90a also
@@ -707,7 +708,7 @@ TEST_CASE("attention-forward lists the compile matrix") {
     const std::size_t wide = hopper ? 8 : 4;
     const std::size_t fp8_prefill = hopper ? 4 : 0;
     CHECK(defaults.size() ==
-          32 * 2 * 2 + 2 * 2 * 2 + layouts * 6 + 1 + 6 + 2 + 3 + wide + fp8_prefill);
+          32 * 2 * 2 + 2 * 2 * 2 + layouts * 6 + 1 + 12 + 2 + 3 + wide + fp8_prefill);
     const auto tma_varlen = std::count_if(defaults.begin(), defaults.end(), [](const auto& spec) {
       return spec.readable_name.ends_with(".tma.overlap.pingpong.varlen") ||
              spec.readable_name.ends_with(".tma.overlap.varlen");

@@ -16,6 +16,7 @@
 #include "runtime/kernel_cache.hpp"
 #include "runtime/parallel.hpp"
 #include "support/compile_checks.hpp"
+#include "support/modifier_expressions.hpp"
 
 using namespace flashjit;
 using namespace flashjit::detail;
@@ -175,4 +176,19 @@ TEST_CASE(
     specs.push_back(kernels::backward_specs(config, "sm_90a", learnable).dkdv);
   }
   testing::check_compiles_without_spills(cache, specs);
+}
+
+TEST_CASE("attention-backward: every function of the modifier grammar compiles on dual numbers") {
+  KernelCache::Options options;
+  options.use_disk = false;
+  KernelCache cache(options);
+  const kernels::ScoreModifiers every{testing::every_function_score_mod(),
+                                      testing::every_function_mask_mod()};
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    const kernels::BackwardConfig config = kernels::modifiers_backward_config(
+        DType::bf16, 64, MaskKind::none, false, false, arch);
+    const kernels::BackwardSpecs backward = kernels::backward_specs(config, arch, every);
+    INFO(arch);
+    CHECK_NOTHROW(cache.get(backward.dkdv));
+  }
 }

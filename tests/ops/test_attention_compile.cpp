@@ -16,6 +16,7 @@
 #include "runtime/kernel_cache.hpp"
 #include "runtime/parallel.hpp"
 #include "support/compile_checks.hpp"
+#include "support/modifier_expressions.hpp"
 
 using namespace flashjit;
 using namespace flashjit::detail;
@@ -128,4 +129,22 @@ TEST_CASE(
       kernels::modifiers_forward_config(DType::bf16, 64, MaskKind::none, false, "sm_80");
   CHECK_THROWS_WITH(cache.get(kernels::forward_spec(config, "sm_80", bad)),
                     doctest::Contains("attention.score_mod"));
+}
+
+TEST_CASE("attention-forward: every function of the modifier grammar compiles under NVRTC") {
+  KernelCache::Options options;
+  options.use_disk = false;
+  KernelCache cache(options);
+  const kernels::ScoreModifiers every{testing::every_function_score_mod(),
+                                      testing::every_function_mask_mod()};
+  Attention attention;
+  attention.score_mod = every.score;
+  attention.mask_mod = every.mask;
+  CHECK_NOTHROW(kernels::validate_attention(attention));  // the grammar accepts it
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    const kernels::ForwardConfig config =
+        kernels::modifiers_forward_config(DType::bf16, 64, MaskKind::none, false, arch);
+    INFO(arch);
+    CHECK_NOTHROW(cache.get(kernels::forward_spec(config, arch, every)));
+  }
 }

@@ -20,6 +20,7 @@
 #include "flashjit/dtype.hpp"
 #include "flashjit/error.hpp"
 #include "support/emulator_runtime.hpp"
+#include "tile/numeric.cuh"
 
 namespace flashjit::testing {
 namespace {
@@ -79,6 +80,38 @@ TEST_CASE("e4m3: every code reads as its definition, and rounding to it is to ne
   CHECK(e4m3_bits_from_float(1.1875f) == 0x3A);  // halfway between 1.125 and 1.25: to even
   CHECK(e4m3_bits_from_float(std::ldexp(1.5f, -9)) == 0x02);   // halfway subnormal: to even
   CHECK(e4m3_bits_from_float(std::ldexp(1.0f, -11)) == 0x00);  // below half the least
+}
+
+TEST_CASE("e4m3: the kernels' rounding (tile/numeric.cuh) is the library's, bit for bit") {
+  // The append kernel rounds new rows with e4m3_from_float (integer arithmetic on the float's
+  // bits, the same on every backend); the library's e4m3_bits_from_float is the reference.
+  // Every code's value, each midpoint between neighbours, one float either side of it, and
+  // a million random floats over e4m3's range and past it.
+  std::vector<float> values = {0.0f, -0.0f, NAN, INFINITY, -INFINITY, 1e-30f, 464.0f, 465.0f};
+  for (unsigned code = 0; code < 0x7F; ++code) {
+    const double value = e4m3_by_definition(code), next = e4m3_by_definition(code + 1);
+    for (double x : {value, (value + next) / 2}) {
+      for (float f : {static_cast<float>(x), std::nextafter(static_cast<float>(x), 0.0f),
+                      std::nextafter(static_cast<float>(x), 1e9f)}) {
+        values.push_back(f);
+        values.push_back(-f);
+      }
+    }
+  }
+  std::uint32_t state = 12345;
+  for (int i = 0; i < 1000000; ++i) {
+    state = state * 1664525u + 1013904223u;
+    const float unit = static_cast<float>(state >> 8) / static_cast<float>(1 << 24);  // [0, 1)
+    values.push_back((state & 1 ? -1.0f : 1.0f) * std::ldexp(unit + 0.5f, int(state % 24) - 13));
+  }
+  int mismatches = 0;
+  for (float f : values) {
+    if (e4m3_from_float(f) != e4m3_bits_from_float(f) && ++mismatches <= 5) {
+      FAIL_CHECK("e4m3_from_float(" << f << ") = " << e4m3_from_float(f) << ", the library's "
+                                    << int(e4m3_bits_from_float(f)));
+    }
+  }
+  CHECK(mismatches == 0);
 }
 
 TEST_CASE("e4m3 cache: decoding on pages of 1 and 16 keys, GQA, split and not, both dtypes") {

@@ -155,18 +155,21 @@ TEST_CASE("rotary tables of the wrong dtype, width or length are named") {
   check_rejected(call, "sequences.rotary_sin.shape", "");
 }
 
-TEST_CASE("a causal call with rotary has no more queries than new keys") {
+TEST_CASE("a causal call with rotary whose queries pass the tables' positions is named") {
   AppendCall call;
   call.attention.causal = true;
-  call.attention.seqlen_q = 2;  // 2 queries, 1 new key: the second has no position
+  // 2 queries, 1 new key: query 1 of sequence 1 sits at 15 + 1 = 16, past the 16 positions
+  // (FlashAttention's rule: query i at the cached count + i).
+  call.attention.seqlen_q = 2;
   // Views of 2 queries a sequence (refused before anything would read past the buffers).
   call.q = TensorView::contiguous(call.q_buf.data(), DType::bf16, {kBatch, 2, kHeadsQ, kHeadDim});
   call.o = TensorView::contiguous(call.o_buf.data(), DType::bf16, {kBatch, 2, kHeadsQ, kHeadDim});
   call.lse = {};
-  check_rejected(call, "attention.seqlen_q", "at most seqlen_new = 1");
+  check_rejected(call, "sequences.rotary_cos.shape",
+                 "has 16 positions; sequence 1 rotates rows up to position seqlens_k[1] + 1 = 16");
 }
 
-TEST_CASE("cache rows and left pads out of range, or with pages, are named") {
+TEST_CASE("cache rows and left pads out of range, shared by appends, or with packed keys, are named") {
   AppendCall call;
   DeviceBuffer index = emulator().allocate(kBatch * 4);
   const auto set_index = [&](std::vector<std::int32_t> values) {
@@ -176,10 +179,12 @@ TEST_CASE("cache rows and left pads out of range, or with pages, are named") {
   call.sequences.cache_batch_idx = index_view;
   set_index({1, 2});  // the cache has rows 0 and 1
   check_rejected(call, "sequences.cache_batch_idx", "position 1 holds 2");
+  set_index({1, 1});  // both sequences would append into row 1
+  check_rejected(call, "sequences.cache_batch_idx", "positions 0 and 1 both hold 1");
   set_index({1, 0});
-  call.sequences.page_table = index_view;
-  check_rejected(call, "sequences.cache_batch_idx", "absent with a page_table");
-  call.sequences.page_table = {};
+  call.sequences.cu_seqlens_k = index_view;
+  check_rejected(call, "sequences.cache_batch_idx", "absent with cu_seqlens_k");
+  call.sequences.cu_seqlens_k = {};
   call.sequences.cache_batch_idx = {};
   call.sequences.cache_leftpad = index_view;
   set_index({0, 16});  // sequence 1 has 15 keys
@@ -210,6 +215,9 @@ TEST_CASE("the device-side index check (a GPU's check_indices) finds rows, pads 
   set(rows, {1, 2});
   kernels::IndexViolationFound bad = find();
   CHECK((bad.found && bad.sequence == 1 && bad.kind == 5));  // cache_batch_idx
+  set(rows, {0, 0});  // one row for two appending sequences
+  bad = find();
+  CHECK((bad.found && bad.sequence == 1 && bad.kind == 5));
   set(rows, {1, 0});
   set(pads, {4, 0});  // sequence 0 has 3 keys
   bad = find();

@@ -3,6 +3,8 @@
 // bound; every bad argument returns its code with a message naming it and launches nothing;
 // the last error is per thread and kept until the next failure; defaults match the C++ ones.
 #include <doctest/doctest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -682,6 +684,36 @@ TEST_CASE("C API: captures reach the kernel by name, and missing or nameless one
   nameless.attn.num_captures = 1;
   check_failure(nameless.forward(), FLASHJIT_ERROR_INVALID_ARGUMENT, "attention.captures[0].name");
   CHECK(nameless.outputs_untouched());
+}
+
+TEST_CASE("C API: a capture count past the array is refused before any entry is read") {
+  // One real entry ending where a page the process may not read begins: reading a second entry
+  // would fault, so a call that returns at all did not read past the count's limit.
+  const long page = ::sysconf(_SC_PAGESIZE);
+  void* pages = ::mmap(nullptr, static_cast<std::size_t>(2 * page), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(pages != MAP_FAILED);
+  REQUIRE(::mprotect(static_cast<char*>(pages) + page, static_cast<std::size_t>(page), PROT_NONE) ==
+          0);
+  auto* last = reinterpret_cast<flashjit_capture*>(static_cast<char*>(pages) + page) - 1;
+  std::vector<std::int32_t> doc = {0, 0, 0, 0, 1, 1, 1, 1};
+  *last = {"doc", {doc.data(), FLASHJIT_DTYPE_I32, 1, {8, 0, 0, 0}, {1, 0, 0, 0}}, nullptr};
+  const std::string by_capture = "doc[q_idx] == doc[kv_idx]";
+  for (int count : {FLASHJIT_MAX_CAPTURES + 1, std::numeric_limits<int>::max(), -1}) {
+    INFO(count);
+    Call call;
+    call.attn.mask_mod = by_capture.c_str();
+    call.attn.captures = last;
+    call.attn.num_captures = count;
+    check_failure(call.forward(), FLASHJIT_ERROR_INVALID_ARGUMENT, "attention.num_captures");
+    CHECK(call.outputs_untouched());
+  }
+  Call one;  // the same entry with its true count runs
+  one.attn.mask_mod = by_capture.c_str();
+  one.attn.captures = last;
+  one.attn.num_captures = 1;
+  CHECK(one.forward() == FLASHJIT_OK);
+  ::munmap(pages, static_cast<std::size_t>(2 * page));
 }
 
 /// Random fp32 values in [-2, 2), the same for the same seed.

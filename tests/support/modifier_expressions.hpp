@@ -29,3 +29,35 @@
     (void)b, (void)h, (void)q_idx, (void)kv_idx;                                               \
     return expr;                                                                               \
   }
+
+#include <string>
+
+#include "attention/modifier_grammar.hpp"
+
+namespace flashjit::testing {
+
+/// A score_mod calling every function of the modifier grammar once (the casts on an index,
+/// the others on the score, two-argument ones with a float second), so that a function the
+/// grammar accepts but no backend defines fails to compile where this is compiled: NVRTC's
+/// forward and backward, the emulator's host compiler, `flashjit run`'s reference.
+inline std::string every_function_score_mod() {
+  std::string text = "score";
+  for (const kernels::ModifierFunction& f : kernels::modifier_functions()) {
+    const std::string name(f.name);
+    if (name == "float" || name == "int") {
+      text += " + 0.001f * " + name + "(q_idx - kv_idx)";
+    } else if (f.arity == 1) {
+      text += " + 0.01f * " + name + "(score * 0.25f + 2.5f)";
+    } else {
+      text += " + 0.01f * " + name + "(score * 0.25f + 2.5f, 1.5f)";
+    }
+  }
+  return text;
+}
+
+/// A mask_mod calling the integer forms: min, max and abs of ints stay ints.
+inline std::string every_function_mask_mod() {
+  return "abs(q_idx - kv_idx) % 7 != 3 && min(q_idx, kv_idx) + max(b, h) >= 0";
+}
+
+}  // namespace flashjit::testing

@@ -12,11 +12,14 @@
 #include "cli_runner.hpp"
 #include "flashjit/device.hpp"
 #include "support/kernel_fixtures.hpp"
+#include "support/modifier_expressions.hpp"
 #include "support/temp_dir.hpp"
 
 using flashjit::testing::ChildResult;
 using flashjit::testing::count_lines_with;
 using flashjit::testing::flashjit_cli;
+using flashjit::testing::every_function_mask_mod;
+using flashjit::testing::every_function_score_mod;
 using flashjit::testing::TempDir;
 
 TEST_CASE("info reports the versions, the GPU or why there is none, and the cache") {
@@ -472,8 +475,16 @@ TEST_CASE("run --paged and --varlen: the inference forward and the varlen backwa
         std::string::npos);
   CHECK(append.out.find("kernel:  attention_kvcache_append.bf16.rope_half") != std::string::npos);
   CHECK(append.out.find("PASS") != std::string::npos);
+  // Packed queries appending to a dense cache, rotated and causal (FlashAttention 3's varlen q).
+  const ChildResult packed = flashjit_cli(
+      {"run", "--emulate", "--append", "2", "--varlen", "3", "--seqlen-q", "5", "--seqlen-k",
+       "30", "--rotary", "--causal"},
+      dir.path().string());
+  CAPTURE(packed.output);
+  CHECK(packed.exit_code == 0);
+  CHECK(packed.out.find("kernel:  attention_kvcache_append.bf16.rope_half") != std::string::npos);
+  CHECK(packed.out.find("PASS") != std::string::npos);
   for (const std::vector<std::string>& bad : {std::vector<std::string>{"--rotary", "--paged"},
-                                              {"--append", "2", "--varlen", "3"},
                                               {"--append", "300", "--seqlen-k", "200"},
                                               {"--append", "1", "--rotary", "--rotary-interleaved"},
                                               {"--paged", "--op", "attention-backward"},
@@ -514,8 +525,53 @@ TEST_CASE("run --score-mod/--mask-mod: the float64 reference evaluates the same 
   CHECK(bad.output.find("'--score-mod'") != std::string::npos);
   const ChildResult wrong =
       flashjit_cli({"run", "--emulate", "--mask-mod", "no_such_name"}, dir.path().string());
-  CHECK(wrong.exit_code == 1);
+  CHECK(wrong.exit_code == 2);
   CHECK(wrong.output.find("no_such_name") != std::string::npos);
+  // In the grammar but not C++ for a float score: the host compiler's error, exit 1.
+  const ChildResult uncompiled =
+      flashjit_cli({"run", "--emulate", "--score-mod", "score % 2"}, dir.path().string());
+  CHECK(uncompiled.exit_code == 1);
+  CHECK(uncompiled.output.find("--score-mod") != std::string::npos);
+  CHECK(uncompiled.output.find("score % 2") != std::string::npos);
+}
+
+TEST_CASE("run --score-mod/--mask-mod: every function of the grammar, forward and backward, PASS") {
+  // The emulator's host compiler builds the kernel and the float64 reference from the same
+  // functions (attention/modifier_functions.cuh) as NVRTC does; the backward on dual numbers.
+  TempDir dir;
+  for (const char* op : {"attention-forward", "attention-backward"}) {
+    const ChildResult run = flashjit_cli(
+        {"run", "--emulate", "--op", op, "--score-mod", every_function_score_mod(), "--mask-mod",
+         every_function_mask_mod(), "--seqlen-q", "40", "--seqlen-k", "40", "--heads", "2"},
+        dir.path().string());
+    CAPTURE(run.output);
+    CHECK(run.exit_code == 0);
+    CHECK(run.out.find("PASS") != std::string::npos);
+  }
+}
+
+TEST_CASE("run --score-mod/--mask-mod: host calls, traps and shells are refused, nothing runs") {
+  // Each of these ran on the host when the emulator compiled what a character check let
+  // through (abort: exit 134; the trap: SIGILL; exit(7); system() started /bin/sh).
+  TempDir dir;
+  const std::vector<std::string> shape = {"--seqlen-q", "16", "--seqlen-k", "16", "--heads", "1",
+                                          "--head-dim", "64"};
+  for (const std::string& hostile :
+       {std::string("(abort(), score)"), std::string("(__builtin_trap(), score)"),
+        std::string("(exit(7), score)"), std::string("score + (system(0) != 0 ? 100.0f : 0.0f)"),
+        std::string("score\t+ 1")}) {
+    for (const char* option : {"--score-mod", "--mask-mod"}) {
+      std::vector<std::string> args = {"run", "--emulate", option, hostile};
+      args.insert(args.end(), shape.begin(), shape.end());
+      const ChildResult run = flashjit_cli(args, dir.path().string());
+      CAPTURE(hostile);
+      CAPTURE(run.output);
+      CHECK(run.exit_code == 2);
+      CHECK(run.output.find(std::string("invalid argument '") + option + "'") !=
+            std::string::npos);
+      CHECK(run.out.find("PASS") == std::string::npos);
+    }
+  }
 }
 
 TEST_CASE("run --op merge-states: key splits merged on the emulator, the errors and PASS") {
@@ -692,9 +748,17 @@ TEST_CASE(
   CHECK(run.out.find(".kv_e4m3.sm80") != std::string::npos);
   CHECK(run.out.find("against attention over the dequantized e4m3 cache") != std::string::npos);
   CHECK(run.out.find("PASS") != std::string::npos);
+  // Appending into the fp8 cache: the new rows arrive as codes, rotated and rounded to e4m3.
+  const ChildResult append = flashjit_cli(
+      {"run", "--emulate", "--paged", "--page-size", "4", "--seqlen-q", "1", "--seqlen-k", "60",
+       "--kv-dtype", "e4m3", "--append", "1", "--rotary"},
+      dir.path().string());
+  CAPTURE(append.output);
+  CHECK(append.exit_code == 0);
+  CHECK(append.out.find("attention_kvcache_append.bf16.rope_half.kv_e4m3") != std::string::npos);
+  CHECK(append.out.find("PASS") != std::string::npos);
   for (const std::vector<std::string>& bad :
        {std::vector<std::string>{"--kv-dtype", "e5m2"},
-        {"--kv-dtype", "e4m3", "--append", "1", "--seqlen-q", "1"},
         {"--kv-dtype", "e4m3", "--op", "attention-backward"}}) {
     std::vector<std::string> args = {"run", "--emulate"};
     args.insert(args.end(), bad.begin(), bad.end());

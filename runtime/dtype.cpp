@@ -47,6 +47,7 @@ float float_from_bf16_bits(std::uint16_t bits) { return to_float(bfloat16_t{bits
 std::uint8_t e4m3_bits_from_float(float value) {
   if (std::isnan(value)) return 0x7F;
   const std::uint8_t sign = std::signbit(value) ? 0x80 : 0x00;
+  if (std::isinf(value)) return static_cast<std::uint8_t>(sign | 0x7E);  // saturates at 448
   const double magnitude = std::fabs(static_cast<double>(value));
   constexpr double kMinNormal = 0x1p-6;
   std::uint8_t code = 0;

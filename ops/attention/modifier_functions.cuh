@@ -20,34 +20,28 @@ namespace flashjit_user {
 /// takes each template below out of overload resolution.
 template <class T>
 struct modifier_real {};
-template <>
-struct modifier_real<bool> {
-  using type = float;
+template <class R>
+struct computes_in {
+  using type = R;
 };
-template <>
-struct modifier_real<int> {
-  using type = float;
-};
-template <>
-struct modifier_real<float> {
-  using type = float;
-};
-template <>
-struct modifier_real<double> {
-  using type = double;
-};
+// clang-format off
+template <> struct modifier_real<bool> : computes_in<float> {};
+template <> struct modifier_real<int> : computes_in<float> {};
+template <> struct modifier_real<float> : computes_in<float> {};
+template <> struct modifier_real<double> : computes_in<double> {};
+// clang-format on
 template <class T>
 using modifier_real_t = typename modifier_real<T>::type;
 
 // name(x) in float (double for a double), fname(x) in float.
-#define FLASHJIT_MODIFIER_FUNCTION(name, fname)                                         \
-  template <class T>                                                                    \
-  FJ_DEVICE modifier_real_t<T> name(T x) {                                              \
-    return flashjit::dual_math::name(static_cast<modifier_real_t<T>>(x));               \
-  }                                                                                     \
-  template <class T, class = modifier_real_t<T>>                                        \
-  FJ_DEVICE float fname(T x) {                                                          \
-    return flashjit::dual_math::name(static_cast<float>(x));                            \
+#define FLASHJIT_MODIFIER_FUNCTION(name, fname)                           \
+  template <class T>                                                      \
+  FJ_DEVICE modifier_real_t<T> name(T x) {                                \
+    return flashjit::dual_math::name(static_cast<modifier_real_t<T>>(x)); \
+  }                                                                       \
+  template <class T, class = modifier_real_t<T>>                          \
+  FJ_DEVICE float fname(T x) {                                            \
+    return flashjit::dual_math::name(static_cast<float>(x));              \
   }
 FLASHJIT_MODIFIER_FUNCTION(exp, expf)
 FLASHJIT_MODIFIER_FUNCTION(exp2, exp2f)

@@ -96,8 +96,9 @@ class Lexer {
                         "' (numbers are decimal: 3, 0.5f, 1e-3f)");
     }
     if (!is_float && token.size() > 1 && token[0] == '0') {
-      refuse(start, "has '" + std::string(token) + "', an int with a leading zero (C++ reads it "
-                                                   "as octal)");
+      refuse(start, "has '" + std::string(token) +
+                        "', an int with a leading zero (C++ reads it "
+                        "as octal)");
     }
     if (!is_float && (token.size() > 10 || std::stoll(std::string(token)) > INT32_MAX)) {
       refuse(start, "has " + std::string(token) + ", past the largest int 2147483647");
@@ -106,8 +107,8 @@ class Lexer {
   }
 
   Token symbol() {
-    static constexpr std::array<std::string_view, 8> kPairs = {"<<", ">>", "<=", ">=",
-                                                               "==", "!=", "&&", "||"};
+    static constexpr std::array<std::string_view, 8> kPairs = {
+        "<<", ">>", "<=", ">=", "==", "!=", "&&", "||"};
     static constexpr std::string_view kSingles = "+-*/%()[]?:,<>!~&|^";
     const std::string_view rest = text_.substr(at_);
     for (std::string_view pair : kPairs) {
@@ -123,7 +124,7 @@ class Lexer {
                       "); only printable ASCII and spaces");
     }
     if (kSingles.find(c) == std::string_view::npos) {
-      const std::string why = c == '=' ? " (an assignment; '==' compares)"
+      const std::string why = c == '='   ? " (an assignment; '==' compares)"
                               : c == ';' ? " (a statement's end; a modifier is one expression)"
                                          : "";
       refuse(at_, std::string("has '") + c + "', which no modifier expression uses" + why);
@@ -160,8 +161,7 @@ class Parser {
 
   [[noreturn]] void refuse(const std::string& where, const Token* token = nullptr) const {
     const Token& t = token != nullptr ? *token : peek();
-    const std::string found =
-        t.kind == Kind::end ? "ends" : "has '" + std::string(t.text) + "'";
+    const std::string found = t.kind == Kind::end ? "ends" : "has '" + std::string(t.text) + "'";
     fail(t, found + " " + where);
   }
   [[noreturn]] void fail(const Token& t, const std::string& why) const {
@@ -192,14 +192,20 @@ class Parser {
 
   /// The binary operators by precedence, loosest first (C++'s order).
   void binary(std::size_t level) {
-    static const std::vector<std::vector<std::string_view>> kLevels = {
-        {"||"}, {"&&"}, {"|"}, {"^"}, {"&"}, {"==", "!="}, {"<", "<=", ">", ">="},
-        {"<<", ">>"}, {"+", "-"}, {"*", "/", "%"}};
+    static const std::vector<std::vector<std::string_view>> kLevels = {{"||"},
+                                                                       {"&&"},
+                                                                       {"|"},
+                                                                       {"^"},
+                                                                       {"&"},
+                                                                       {"==", "!="},
+                                                                       {"<", "<=", ">", ">="},
+                                                                       {"<<", ">>"},
+                                                                       {"+", "-"},
+                                                                       {"*", "/", "%"}};
     if (level == kLevels.size()) return unary();
     binary(level + 1);
-    while (peek().kind == Kind::symbol &&
-           std::find(kLevels[level].begin(), kLevels[level].end(), peek().text) !=
-               kLevels[level].end()) {
+    while (peek().kind == Kind::symbol && std::find(kLevels[level].begin(), kLevels[level].end(),
+                                                    peek().text) != kLevels[level].end()) {
       ++next_;
       binary(level + 1);
     }
@@ -247,8 +253,8 @@ class Parser {
                                        [&](const ModifierFunction& f) { return f.name == t.text; });
     if (function != functions.end()) return call(t, function->arity);
     if (peek().kind == Kind::symbol && peek().text == "[") unknown_capture(t);
-    fail(t, "has '" + std::string(t.text) + "', which is not a name a modifier may use: " +
-                vocabulary());
+    fail(t, "has '" + std::string(t.text) +
+                "', which is not a name a modifier may use: " + vocabulary());
   }
 
   void subscripts(const Token& t, int rank) {
@@ -271,9 +277,10 @@ class Parser {
   void call(const Token& t, int arity) {
     expect("(", ("the '(' of " + std::string(t.text) + "(...)").c_str());
     for (int i = 0; i < arity; ++i) {
-      if (i > 0) expect(",", ("the ',' before argument " + std::to_string(i + 1) + " of " +
-                              std::string(t.text) + ", which takes " + std::to_string(arity))
-                                 .c_str());
+      if (i > 0)
+        expect(",", ("the ',' before argument " + std::to_string(i + 1) + " of " +
+                     std::string(t.text) + ", which takes " + std::to_string(arity))
+                        .c_str());
       expression();
     }
     if (peek().kind == Kind::symbol && peek().text == ",") {
@@ -285,7 +292,8 @@ class Parser {
 
   [[noreturn]] void unknown_capture(const Token& t) const {
     std::string names;
-    for (const CaptureName& c : scope_.captures) names += (names.empty() ? "'" : ", '") + c.name + "'";
+    for (const CaptureName& c : scope_.captures)
+      names += (names.empty() ? "'" : ", '") + c.name + "'";
     fail(t, "reads '" + std::string(t.text) + "[...]', but no capture is named '" +
                 std::string(t.text) + "' (attention.captures has " +
                 (names.empty() ? std::string("none") : names) + ")");
@@ -310,11 +318,11 @@ class Parser {
 
 const std::vector<ModifierFunction>& modifier_functions() {
   static const std::vector<ModifierFunction> kFunctions = {
-      {"exp", 1},   {"expf", 1},  {"exp2", 1},  {"exp2f", 1},  {"log", 1},   {"logf", 1},
-      {"log2", 1},  {"log2f", 1}, {"log1p", 1}, {"log1pf", 1}, {"sqrt", 1},  {"sqrtf", 1},
-      {"tanh", 1},  {"tanhf", 1}, {"sin", 1},   {"sinf", 1},   {"cos", 1},   {"cosf", 1},
-      {"abs", 1},   {"fabs", 1},  {"fabsf", 1}, {"pow", 2},    {"powf", 2},  {"min", 2},
-      {"max", 2},   {"fmin", 2},  {"fminf", 2}, {"fmax", 2},   {"fmaxf", 2}, {"float", 1},
+      {"exp", 1},  {"expf", 1},  {"exp2", 1},  {"exp2f", 1},  {"log", 1},   {"logf", 1},
+      {"log2", 1}, {"log2f", 1}, {"log1p", 1}, {"log1pf", 1}, {"sqrt", 1},  {"sqrtf", 1},
+      {"tanh", 1}, {"tanhf", 1}, {"sin", 1},   {"sinf", 1},   {"cos", 1},   {"cosf", 1},
+      {"abs", 1},  {"fabs", 1},  {"fabsf", 1}, {"pow", 2},    {"powf", 2},  {"min", 2},
+      {"max", 2},  {"fmin", 2},  {"fminf", 2}, {"fmax", 2},   {"fmaxf", 2}, {"float", 1},
       {"int", 1}};
   return kFunctions;
 }

@@ -166,11 +166,12 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
     PyTorch 2.4 or later, torch tensors go through the custom operator
     flashjit::attention_forward, which torch.compile traces without a graph break.
 
-    `score_mod` and `mask_mod` are C++ expressions compiled into the kernel (docs/modifiers.md):
-    the score the softmax sees, from `score` (scaled, soft-capped), `b`, `h`, `q_idx` and
-    `kv_idx`; and whether query q_idx sees key kv_idx. Gradients flow through both (the
-    backward evaluates score_mod on dual numbers: write it with operators and unqualified
-    functions such as tanhf, expf). `block_mask` (build_block_mask()'s, for this mask_mod and
+    `score_mod` and `mask_mod` are expressions of the modifiers' grammar (docs/modifiers.md: C++
+    operators over `score` (scaled, soft-capped), `b`, `h`, `q_idx`, `kv_idx`, the captures,
+    numbers and a fixed list of math functions such as tanhf, expf, min, float(x)), parsed
+    before they are compiled into the kernel: the score the softmax sees, and whether query
+    q_idx sees key kv_idx. Anything else raises ValueError naming the field. Gradients flow
+    through score_mod (the backward evaluates it on dual numbers). `block_mask` (build_block_mask()'s, for this mask_mod and
     these sizes) lets the forward skip the key blocks the mask hides from whole query blocks.
     `captures` maps names to arrays the expressions read (`doc[b][q_idx] == doc[b][kv_idx]`):
     rank 1 to 4, float32/float16/bfloat16 (read as float) or int32, like q (numpy or torch, on

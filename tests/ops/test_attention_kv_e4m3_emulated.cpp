@@ -76,6 +76,8 @@ TEST_CASE("e4m3: every code reads as its definition, and rounding to it is to ne
   CHECK(e4m3_bits_from_float(1000.0f) == 0x7E);  // saturates at 448
   CHECK(e4m3_bits_from_float(-1e30f) == 0xFE);
   CHECK(e4m3_bits_from_float(NAN) == 0x7F);
+  CHECK(e4m3_bits_from_float(INFINITY) == 0x7E);  // no infinity in e4m3: saturates too
+  CHECK(e4m3_bits_from_float(-INFINITY) == 0xFE);
   CHECK(e4m3_bits_from_float(1.0625f) == 0x38);  // halfway between 1 and 1.125: to even
   CHECK(e4m3_bits_from_float(1.1875f) == 0x3A);  // halfway between 1.125 and 1.25: to even
   CHECK(e4m3_bits_from_float(std::ldexp(1.5f, -9)) == 0x02);   // halfway subnormal: to even
@@ -329,12 +331,16 @@ TEST_CASE("e4m3 cache: bad input is named before anything is written") {
     check_refused(call, "sequences.k_descale");
   }
   {
-    E4m3Call call;  // an append into an fp8 cache
+    E4m3Call call;  // an append into an fp8 cache takes e4m3 codes, not q's 16-bit values
+    const std::vector<std::int32_t> cached(kBatch, 0);
+    DeviceBuffer lengths = emulator().allocate(kBatch * 4);
+    emulator().copy_to_device(lengths.data(), cached.data(), kBatch * 4);
+    call.sequences.seqlens_k = TensorView::contiguous(lengths.data(), DType::i32, {kBatch});
     const TensorView fresh =
         TensorView::contiguous(call.new_kv.data(), DType::bf16, {kBatch, 1, kHeadsKv, kHeadDim});
     call.sequences.k_new = fresh;
     call.sequences.v_new = fresh;
-    check_refused(call, "sequences.k_new");
+    check_refused(call, "sequences.k_new.dtype");
   }
   {
     E4m3Call call;  // 16 fp8 values a copy: head dim 72 cannot be read in whole copies

@@ -161,7 +161,9 @@ TEST_CASE("a causal call with rotary whose queries pass the tables' positions is
   // 2 queries, 1 new key: query 1 of sequence 1 sits at 15 + 1 = 16, past the 16 positions
   // (FlashAttention's rule: query i at the cached count + i).
   call.attention.seqlen_q = 2;
-  // Views of 2 queries a sequence (refused before anything would read past the buffers).
+  const std::size_t bytes = kBatch * 2 * kHeadsQ * kHeadDim * 2;
+  call.q_buf = filled_buffer(bytes, 0);
+  call.o_buf = filled_buffer(bytes, 0x7f);
   call.q = TensorView::contiguous(call.q_buf.data(), DType::bf16, {kBatch, 2, kHeadsQ, kHeadDim});
   call.o = TensorView::contiguous(call.o_buf.data(), DType::bf16, {kBatch, 2, kHeadsQ, kHeadDim});
   call.lse = {};

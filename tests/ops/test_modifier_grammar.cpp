@@ -112,8 +112,9 @@ TEST_CASE("modifier grammar: characters, numbers and shapes outside it are named
 
 TEST_CASE("modifier grammar: names, calls and indices are checked against the call") {
   refuses("score + undefined_name", "'undefined_name', which is not a name");
-  refuses("missing[q_idx] == 0", "reads 'missing[...]', but no capture is named 'missing' "
-                                 "(attention.captures has 'bias', 'doc')");
+  refuses("missing[q_idx] == 0",
+          "reads 'missing[...]', but no capture is named 'missing' "
+          "(attention.captures has 'bias', 'doc')");
   refuses("bias[h] + score", "'+' where index 2 of 'bias' should be (its rank is 2: bias[i][j])");
   refuses("bias + score", "index 1 of 'bias'");
   refuses("doc[q_idx][0]", "'[' past the 1 indices of 'doc'");
@@ -126,7 +127,8 @@ TEST_CASE("modifier grammar: names, calls and indices are checked against the ca
   refuses("float(score", "the ')' closing the call");
   refuses("kv_idx <= q_idx + score", "reads 'score', which only score_mod has", {false, {}});
   refuses("double(score)", "'double'");
-  refuses("(float)score", "')' where the '(' of float(...) should be");  // casts are float(x), int(x)
+  refuses("(float)score",
+          "')' where the '(' of float(...) should be");  // casts are float(x), int(x)
 }
 
 TEST_CASE("modifier grammar: validate_attention applies it to both fields, over the captures") {

@@ -102,9 +102,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                             cache_leftpad=None, block_table=None, softmax_scale=None,
                             causal=False, window_size: Tuple[int, int] = (-1, -1), softcap=0.0,
                             rotary_interleaved=True, alibi_slopes=None, num_splits=0,
-                            return_softmax_lse=False):
+                            return_softmax_lse=False, cu_seqlens_q=None, max_seqlen_q=None):
     """flashjit.attention_with_kvcache(...) with FlashAttention's arguments: cache_seqlens
-    None means every sequence has the whole dense cache (a paged cache needs them)."""
+    None means every sequence has the whole dense cache (a paged cache needs them);
+    cu_seqlens_q and max_seqlen_q (FlashAttention 3's) pack the queries."""
     if cache_seqlens is None:
         if block_table is not None:
             raise ValueError("'cache_seqlens' is needed with block_table (each sequence's "
@@ -116,5 +117,6 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         rotary_sin=rotary_sin, rotary_interleaved=rotary_interleaved,
         cache_batch_idx=cache_batch_idx, cache_leftpad=cache_leftpad, block_table=block_table,
         causal=causal, window=tuple(window_size), softcap=softcap, scale=softmax_scale,
-        num_splits=num_splits, alibi_slopes=alibi_slopes, return_lse=True)
+        num_splits=num_splits, alibi_slopes=alibi_slopes, return_lse=True,
+        cu_seqlens_q=cu_seqlens_q, max_seqlen_q=max_seqlen_q)
     return (o, lse) if return_softmax_lse else o

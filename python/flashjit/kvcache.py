@@ -18,10 +18,20 @@ except ImportError:  # pragma: no cover
 
 def _forward(q, k_cache, v_cache, cache_seqlens, k, v, rotary_cos, rotary_sin, cache_batch_idx,
              cache_leftpad, block_table, k_descale, v_descale, rotary_interleaved: bool,
-             num_splits: int, options: Options):
+             num_splits: int, options: Options, cu_seqlens_q=None, max_seqlen_q=None):
     """attention_with_kvcache() with cache_seqlens an array: (o, lse)."""
     layout = "[batch, seqlen, heads, head_dim]"
-    b, sq, hq, d = shape_of("q", q, 4, layout)
+    if cu_seqlens_q is None:
+        b, sq, hq, d = shape_of("q", q, 4, layout)
+        o_shape, lse_shape = (b, sq, hq), (b, hq, sq)
+    else:  # packed queries: [total_q, heads, head_dim], each sequence's rows by its offsets
+        total_q, hq, d = shape_of("q", q, 3, "[total_q, heads, head_dim] with cu_seqlens_q")
+        b = shape_of("cu_seqlens_q", cu_seqlens_q, 1, "[batch + 1]")[0] - 1
+        if max_seqlen_q is None:
+            raise ValueError("'max_seqlen_q' is needed with cu_seqlens_q (the longest "
+                             "sequence's queries)")
+        sq = int(max_seqlen_q)
+        o_shape, lse_shape = (total_q, hq), (hq, total_q)
     _, rows, hk, _ = shape_of("k_cache", k_cache, 4, layout + " or paged")
     if block_table is not None:
         shape_of("block_table", block_table, 2, "[batch, max_pages]")
@@ -32,8 +42,8 @@ def _forward(q, k_cache, v_cache, cache_seqlens, k, v, rotary_cos, rotary_sin, c
     arrays = {"seqlens_k": "cache_seqlens", "page_table": "block_table", "k_new": "k",
               "v_new": "v", "rotary_cos": "rotary_cos", "rotary_sin": "rotary_sin",
               "cache_batch_idx": "cache_batch_idx", "cache_leftpad": "cache_leftpad",
-              "k_descale": "k_descale", "v_descale": "v_descale"}
-    with Launch({"q": q, "k_cache": k_cache, "v_cache": v_cache,
+              "k_descale": "k_descale", "v_descale": "v_descale", "cu_seqlens_q": "cu_seqlens_q"}
+    with Launch({"q": q, "k_cache": k_cache, "v_cache": v_cache, "cu_seqlens_q": cu_seqlens_q,
                  "cache_seqlens": cache_seqlens, "block_table": block_table, "k": k, "v": v,
                  "cache_batch_idx": cache_batch_idx, "cache_leftpad": cache_leftpad,
                  "rotary_cos": float32(rotary_cos), "rotary_sin": float32(rotary_sin),
@@ -45,8 +55,8 @@ def _forward(q, k_cache, v_cache, cache_seqlens, k, v, rotary_cos, rotary_sin, c
         sequences.rotary_interleaved = int(bool(rotary_interleaved))
         appends = k is not None or v is not None
         cache = launch.updated if appends else launch.input  # an append writes the cache
-        o = launch.output("o", (b, sq, hq, value_dim), element(q))
-        lse = launch.output("lse", (b, hq, sq), "f32")
+        o = launch.output("o", (*o_shape, value_dim), element(q))
+        lse = launch.output("lse", lse_shape, "f32")
         _capi.check(_capi.library().flashjit_attention_forward_sequences(
             launch.runtime.handle, ctypes.byref(a), ctypes.byref(sequences),
             _capi.pointer(launch.input("q")), _capi.pointer(cache("k_cache")),
@@ -107,7 +117,7 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
                            scale: Optional[float] = None, num_splits: int = 0,
                            return_lse: bool = False, score_mod: str = "", mask_mod: str = "",
                            captures: Optional[dict] = None, k_descale=None, v_descale=None,
-                           alibi_slopes=None):
+                           alibi_slopes=None, cu_seqlens_q=None, max_seqlen_q=None):
     """Decoding and chunked prefill against a KV cache, FlashAttention's flash_attn_with_kvcache:
     q is [batch, seqlen_q, heads_q, head_dim]; the cache is dense, [batch, seqlen_cache,
     heads_kv, head_dim], or paged, [num_pages, page_size, heads_kv, head_dim] (any page_size,
@@ -145,6 +155,12 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
     alibi_slopes as in attention(), each sequence's seqlen_k its cached keys after the left pad
     and the new ones.
 
+    cu_seqlens_q (int32 [batch + 1]) with max_seqlen_q: packed queries, FlashAttention 3's
+    varlen q: q is [total_q, heads_q, head_dim], sequence b's rows cu_seqlens_q[b] to
+    cu_seqlens_q[b + 1] (each its own count, rotated at its own positions with an append); o is
+    then [total_q, heads_q, head_dim_v] and the LSE [heads_q, total_q]. Not with alibi_slopes;
+    such calls run outside the custom operators (a graph break under torch.compile).
+
     num_splits: split-KV blocks per query block (0 chooses, 1 to 64 forces), merged exactly.
     score_mod, mask_mod and captures as in attention(), b the sequence's index and q_idx, kv_idx
     positions within it (kv_idx counts from the first key after a left pad). Forward only.
@@ -158,12 +174,20 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
     options = Options(causal, tuple(window), softcap, scale, False, score_mod, mask_mod,
                       captures_of(captures))
     if isinstance(cache_seqlens, int):
-        batch = shape_of("q", q, 4, "[batch, seqlen, heads, head_dim]")[0]
+        batch = (shape_of("q", q, 4, "[batch, seqlen, heads, head_dim]")[0]
+                 if cu_seqlens_q is None
+                 else shape_of("cu_seqlens_q", cu_seqlens_q, 1, "[batch + 1]")[0] - 1)
         cache_seqlens = int32_full(q, batch, cache_seqlens)
     arrays = (cache_seqlens, k, v, rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad,
               block_table, k_descale, v_descale)
     plain = not (score_mod or mask_mod or options.captures)
-    if plain and _custom_ops.takes(q, k_cache, v_cache, *arrays, alibi_slopes):
+    if cu_seqlens_q is not None:
+        if alibi_slopes is not None:
+            raise ValueError("'alibi_slopes' with 'cu_seqlens_q' is not supported: pass the bias "
+                             "as a score_mod with captures")
+        o, lse = _forward(q, k_cache, v_cache, *arrays, rotary_interleaved, num_splits, options,
+                          cu_seqlens_q, max_seqlen_q)
+    elif plain and _custom_ops.takes(q, k_cache, v_cache, *arrays, alibi_slopes):
         op = _append_op if k is not None or v is not None else _decode_op
         o, lse = op(q, k_cache, v_cache, *arrays, bool(rotary_interleaved), int(num_splits),
                     *options.flags()[:5], alibi_slopes)

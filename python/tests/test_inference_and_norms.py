@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import flashjit
+from flashjit.flash_attn_interface import flash_attn_with_kvcache
 import reference
 
 
@@ -518,3 +519,34 @@ def test_kvcache_paged_rows_and_left_pads():
         flashjit.attention_with_kvcache(q, k_cache, v_cache, seqlens, k=k_new, v=v_new,
                                         cache_batch_idx=torch.tensor([1, 1], dtype=torch.int32),
                                         block_table=block_table)
+
+
+def test_kvcache_append_with_packed_queries():
+    # FlashAttention 3's flash_attn_with_kvcache with cu_seqlens_q: each sequence its own number
+    # of queries, rotated at the cached count + i (causal), appending two keys to a dense cache.
+    heads_q, heads_kv, d, capacity, new = 4, 2, 32, 24, 2
+    lengths_q, cached = [1, 4, 3], [3, 15, 0]
+    cu_q = torch.tensor(np.cumsum([0] + lengths_q), dtype=torch.int32)
+    q = rand(sum(lengths_q), heads_q, d, seed=80)
+    k_cache, v_cache = rand(3, capacity, heads_kv, d, seed=81), rand(3, capacity, heads_kv, d, seed=82)
+    k_new, v_new = rand(3, new, heads_kv, d, seed=83), rand(3, new, heads_kv, d, seed=84)
+    cos, sin = rope(capacity, d)
+    seqlens = torch.tensor(cached, dtype=torch.int32)
+    o, lse = flash_attn_with_kvcache(q, k_cache, v_cache, k=k_new, v=v_new, rotary_cos=cos,
+                                     rotary_sin=sin, cache_seqlens=seqlens, causal=True,
+                                     rotary_interleaved=False, cu_seqlens_q=cu_q,
+                                     max_seqlen_q=max(lengths_q), return_softmax_lse=True)
+    assert o.shape == q.shape and lse.shape == (heads_q, sum(lengths_q))
+    for i in range(3):
+        rows = slice(int(cu_q[i]), int(cu_q[i + 1]))
+        positions = [[cached[i] + j for j in range(lengths_q[i])]]
+        q_rot = reference.rotary(q[rows][None], cos, sin, positions, False).bfloat16()
+        k_rot = reference.rotary(k_new[i:i + 1], cos, sin,
+                                 [[cached[i] + j for j in range(new)]], False).bfloat16()
+        keys = torch.cat([k_cache[i, :cached[i]].double(), k_rot[0].double()])
+        values = torch.cat([v_cache[i, :cached[i]].double(), v_new[i].double()])
+        o_ref, lse_ref = reference.attention(exact(q_rot), keys[None], values[None], causal=True)
+        assert reference.relative_error(o[rows], o_ref[0]) < 3e-2
+        assert reference.relative_error(lse[:, rows], lse_ref[0]) < 1e-3
+    with pytest.raises(ValueError, match="'max_seqlen_q'"):
+        flashjit.attention_with_kvcache(q, k_cache, v_cache, seqlens, cu_seqlens_q=cu_q)

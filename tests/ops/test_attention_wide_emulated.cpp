@@ -65,6 +65,16 @@ TEST_CASE("wide forward: MLA's absorbed decoding (576/512), paged, V in the keys
   }
 }
 
+TEST_CASE("wide forward: cache rows and left pads over pages (FlashAttention 3's kvcache)") {
+  // Each row of 576 read through the sequence's own row of the page table, from its pad on.
+  for (const std::int64_t page_size : {1, 16}) {
+    InferenceCase c = mla_decode(16, page_size, page_size == 16);
+    c.leftpad = {0, 7, 33};
+    c.cache_batch_idx = true;
+    check_wide(emulator(), c);
+  }
+}
+
 TEST_CASE("wide forward: speculative decoding, causal, split-KV") {
   InferenceCase c = mla_decode(32, 16, true);
   c.seqlens_q = {3, 3};

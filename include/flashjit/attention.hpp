@@ -17,7 +17,8 @@ struct Capture {
   /// The most captures one call takes (Attention::captures).
   static constexpr int kMaxPerCall = 4;
   /// The name the expressions use: an identifier (letters, digits, '_', not first a digit), not
-  /// one of score, b, h, q_idx, kv_idx, captures, nor starting with "__" or "flashjit".
+  /// one of score, b, h, q_idx, kv_idx, captures, a function of the modifiers' grammar (min,
+  /// expf, float, ...), true, false or a C++ keyword, nor starting with "__" or "flashjit".
   std::string name;
   /// Read-only, in the runtime's memory (device memory, or host memory on the emulator): rank 1
   /// to 4, fp32, fp16, bf16 (read as float) or int32 (read as int), any strides. An expression

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "attention/attention_common.hpp"
+#include "attention/modifier_grammar.hpp"
 #include "common/argument_checks.hpp"
 #include "flashjit/error.hpp"
 
@@ -33,6 +34,9 @@ std::string name_problem(const std::string& name) {
   }
   if (name.rfind("__", 0) == 0 || name.rfind("flashjit", 0) == 0) {
     return "starts with '__' or 'flashjit', which are reserved";
+  }
+  if (is_reserved_word(name)) {
+    return "is a C++ keyword or a function of the modifiers' grammar (exp, min, float, ...)";
   }
   return "";
 }

@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 #include <cstdint>
+#include <utility>
 
 #include "flashjit/error.hpp"
 
@@ -96,9 +97,8 @@ class Lexer {
                         "' (numbers are decimal: 3, 0.5f, 1e-3f)");
     }
     if (!is_float && token.size() > 1 && token[0] == '0') {
-      refuse(start, "has '" + std::string(token) +
-                        "', an int with a leading zero (C++ reads it "
-                        "as octal)");
+      refuse(start, "has '" + std::string(token) + "', an int with a leading zero (C++ reads "
+                                                   "it as octal)");
     }
     if (!is_float && (token.size() > 10 || std::stoll(std::string(token)) > INT32_MAX)) {
       refuse(start, "has " + std::string(token) + ", past the largest int 2147483647");
@@ -129,7 +129,9 @@ class Lexer {
                                          : "";
       refuse(at_, std::string("has '") + c + "', which no modifier expression uses" + why);
     }
-    return {Kind::symbol, text_.substr(at_++, 1), at_ - 1};
+    const Token single{Kind::symbol, text_.substr(at_, 1), at_};
+    ++at_;
+    return single;
   }
 
   std::string_view text_;
@@ -315,6 +317,28 @@ class Parser {
 };
 
 }  // namespace
+
+bool is_reserved_word(std::string_view name) {
+  // C++'s keywords and alternative tokens: a capture under one of these names could not be
+  // declared in the kernel; and the grammar's own words.
+  static constexpr std::array<std::string_view, 98> kWords = {
+      "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break",
+      "case", "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept",
+      "const", "consteval", "constexpr", "constinit", "const_cast", "continue", "co_await",
+      "co_return", "co_yield", "decltype", "default", "delete", "do", "double", "dynamic_cast",
+      "else", "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto",
+      "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
+      "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register",
+      "reinterpret_cast", "requires", "return", "short", "signed", "sizeof", "static",
+      "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local",
+      "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using",
+      "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq", "__device__",
+      "__global__", "__host__", "__shared__", "__constant__", "__restrict__"};
+  if (std::find(kWords.begin(), kWords.end(), name) != kWords.end()) return true;
+  const auto& functions = modifier_functions();
+  return std::any_of(functions.begin(), functions.end(),
+                     [&](const ModifierFunction& f) { return f.name == name; });
+}
 
 const std::vector<ModifierFunction>& modifier_functions() {
   static const std::vector<ModifierFunction> kFunctions = {

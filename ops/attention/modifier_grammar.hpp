@@ -43,6 +43,10 @@ struct ModifierFunction {
 /// Every function a modifier may call, casts included (docs/modifiers.md lists them).
 const std::vector<ModifierFunction>& modifier_functions();
 
+/// Whether `name` is a C++ keyword or a word of the grammar (a function, a cast, true/false):
+/// no capture may take it.
+bool is_reserved_word(std::string_view name);
+
 /// Parses `text` as one expression of the grammar above within `scope`. Throws
 /// InvalidArgument naming `field` ("attention.score_mod", ...) and the first character
 /// outside the grammar, with what was expected there.

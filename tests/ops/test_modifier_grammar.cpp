@@ -154,4 +154,19 @@ TEST_CASE("modifier grammar: validate_attention applies it to both fields, over 
   CHECK_NOTHROW(kernels::validate_attention(fine));
 }
 
+TEST_CASE("modifier grammar: a capture may not take a C++ keyword or a function's name") {
+  float table[4] = {};
+  for (const char* name : {"min", "expf", "float", "true", "delete", "return", "and"}) {
+    Attention a;
+    a.seqlen_q = a.seqlen_k = 16;
+    a.captures = {{name, TensorView::contiguous(table, DType::f32, {4})}};
+    a.score_mod = std::string("score + ") + name + "[0]";
+    INFO(name);
+    CHECK_THROWS_WITH_AS(kernels::validate_attention(a),
+                         doctest::Contains("'attention.captures[0].name'"), InvalidArgument);
+  }
+  CHECK(kernels::is_reserved_word("static_cast"));
+  CHECK_FALSE(kernels::is_reserved_word("bias"));
+}
+
 }  // namespace flashjit::testing

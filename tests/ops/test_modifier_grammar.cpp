@@ -3,7 +3,9 @@
 // saying what was found where. validate_attention applies it on every backend.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "attention/attention_forward.hpp"
 #include "attention/modifier_grammar.hpp"
@@ -152,6 +154,43 @@ TEST_CASE("modifier grammar: validate_attention applies it to both fields, over 
   fine.score_mod = "score * 2";
   fine.mask_mod = "kv_idx <= q_idx";
   CHECK_NOTHROW(kernels::validate_attention(fine));
+}
+
+TEST_CASE("modifier grammar: random text never crashes it, and what it accepts is balanced") {
+  // Token soup, grammar pieces and hostile ones mixed: every text is either accepted or refused
+  // with InvalidArgument (no other exception, no crash, no hang); an accepted one has only
+  // printable ASCII and balanced brackets, so it cannot close the kernel's own parenthesis.
+  const std::vector<std::string> pieces = {
+      "score", "b", "h", "q_idx", "kv_idx", "bias", "doc", "[", "]", "(", ")", "+", "-", "*",
+      "/", "%", "<", "<=", "==", "!=", "&&", "||", "!", "~", "&", "|", "^", "<<", ">>", "?",
+      ":", ",", " ", "1", "0.5f", "1e3", "expf", "min", "powf", "float", "int", "true", ";",
+      "{", "}", "#", "\"", "'", "=", ".", "::", "abort", "\t", "\n", "/*", "//", "<:", "%:"};
+  std::uint64_t state = 7;
+  const auto next = [&](std::uint64_t n) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return (state >> 33) % n;
+  };
+  int accepted = 0;
+  for (int i = 0; i < 200000; ++i) {
+    std::string text;
+    for (std::uint64_t n = 1 + next(12); n > 0; --n) text += pieces[next(pieces.size())];
+    try {
+      check_modifier_grammar("attention.score_mod", text, with_captures());
+    } catch (const InvalidArgument&) {
+      continue;
+    }
+    ++accepted;
+    int depth = 0;
+    for (char c : text) {
+      REQUIRE_MESSAGE((c >= 0x20 && c < 0x7f), text);
+      REQUIRE_MESSAGE(std::string(";{}#\"'\\`").find(c) == std::string::npos, text);
+      depth += c == '(' || c == '[' ? 1 : c == ')' || c == ']' ? -1 : 0;
+      REQUIRE_MESSAGE(depth >= 0, text);
+    }
+    REQUIRE_MESSAGE(depth == 0, text);
+  }
+  MESSAGE(accepted << " of 200000 random texts accepted");
+  CHECK(accepted > 100);  // the soup does hit the grammar
 }
 
 TEST_CASE("modifier grammar: a capture may not take a C++ keyword or a function's name") {

@@ -184,11 +184,9 @@ TEST_CASE("attention-backward: every function of the modifier grammar compiles o
   KernelCache cache(options);
   const kernels::ScoreModifiers every{testing::every_function_score_mod(),
                                       testing::every_function_mask_mod()};
-  for (const char* arch : {"sm_80", "sm_90a"}) {
-    const kernels::BackwardConfig config = kernels::modifiers_backward_config(
-        DType::bf16, 64, MaskKind::none, false, false, arch);
-    const kernels::BackwardSpecs backward = kernels::backward_specs(config, arch, every);
-    INFO(arch);
-    CHECK_NOTHROW(cache.get(backward.dkdv));
-  }
+  // One arch: the math functions are NVRTC's built-ins on every one (the sm_90a kernels compile
+  // the same modifiers in the test above).
+  const kernels::BackwardConfig config = kernels::modifiers_backward_config(
+      DType::bf16, 64, MaskKind::none, false, false, "sm_80");
+  CHECK_NOTHROW(cache.get(kernels::backward_specs(config, "sm_80", every).dkdv));
 }

@@ -141,10 +141,8 @@ TEST_CASE("attention-forward: every function of the modifier grammar compiles un
   attention.score_mod = every.score;
   attention.mask_mod = every.mask;
   CHECK_NOTHROW(kernels::validate_attention(attention));  // the grammar accepts it
-  for (const char* arch : {"sm_80", "sm_90a"}) {
-    const kernels::ForwardConfig config =
-        kernels::modifiers_forward_config(DType::bf16, 64, MaskKind::none, false, arch);
-    INFO(arch);
-    CHECK_NOTHROW(cache.get(kernels::forward_spec(config, arch, every)));
-  }
+  // One arch: the math functions are NVRTC's built-ins on every one.
+  const kernels::ForwardConfig config =
+      kernels::modifiers_forward_config(DType::bf16, 64, MaskKind::none, false, "sm_80");
+  CHECK_NOTHROW(cache.get(kernels::forward_spec(config, "sm_80", every)));
 }

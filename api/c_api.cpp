@@ -191,8 +191,8 @@ flashjit::Attention to_attention(const flashjit_attention& a) {
                               std::to_string(FLASHJIT_MAX_CAPTURES) + " (FLASHJIT_MAX_CAPTURES)");
   }
   if (a.num_captures > 0 && a.captures == nullptr) {
-    throw InvalidArgument("attention.num_captures",
-                          "is " + std::to_string(a.num_captures) + " but attention.captures is NULL");
+    throw InvalidArgument("attention.num_captures", "is " + std::to_string(a.num_captures) +
+                                                        " but attention.captures is NULL");
   }
   for (int i = 0; i < a.num_captures; ++i) {
     const std::string field = "attention.captures[" + std::to_string(i) + "]";

@@ -172,8 +172,9 @@ struct Sequences {
   /// then [cache_batch, seqlen_k, heads_kv, head_dim] for any cache_batch, and sequence b's keys
   /// (and its appended ones) are in row cache_batch_idx[b], from 0 to cache_batch - 1; with a
   /// page table, it is [cache_batch, max_pages] and sequence b's pages are its row
-  /// cache_batch_idx[b] (FlashAttention 3's rule). Not with packed keys. With k_new, two sequences must not share a row (the call is
-  /// refused: InvalidArgument naming sequences.cache_batch_idx and both positions).
+  /// cache_batch_idx[b] (FlashAttention 3's rule). Not with packed keys. With k_new, two
+  /// sequences must not share a row (the call is refused: InvalidArgument naming
+  /// sequences.cache_batch_idx and both positions).
   TensorView cache_batch_idx;
   /// [batch]: where sequence b's keys start in its cache row, FlashAttention's cache_leftpad:
   /// its keys are rows [cache_leftpad[b], seqlens_k[b]) of a dense row, or those positions of

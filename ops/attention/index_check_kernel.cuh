@@ -2,8 +2,9 @@
 // The device-side pass over an inference call's index arrays (RuntimeOptions::check_indices on
 // a GPU): one thread per sequence checks its offsets, its key count, its cache row (with an
 // append, not an earlier sequence's) and the pages it uses, and the first violation, ordered
-// by sequence, then kind, then position, is kept with one atomic minimum. The host then names it (attention/attention_inference.cpp) without copying the arrays
-// unless there is something to name.
+// by sequence, then kind, then position, is kept with one atomic minimum. The host then names
+// it (attention/attention_inference.cpp) without copying the arrays unless there is something
+// to name.
 #include "attention/index_check_params.cuh"
 #include "attention/sequence_span.cuh"
 

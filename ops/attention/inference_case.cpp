@@ -467,8 +467,8 @@ void set_append_views(const InferenceCase& c, const reference::RotaryTables& tab
   // In the cache's type: an fp8 cache's new rows are codes in its scale.
   s.k_new =
       TensorView::contiguous(t.k_new.data(), c.kv_dtype(), {n, c.append, c.heads_kv, c.head_dim});
-  s.v_new =
-      TensorView::contiguous(t.v_new.data(), c.kv_dtype(), {n, c.append, c.heads_kv, c.value_dim()});
+  s.v_new = TensorView::contiguous(t.v_new.data(), c.kv_dtype(),
+                                   {n, c.append, c.heads_kv, c.value_dim()});
   if (!c.rotary) return;
   s.rotary_cos = TensorView::contiguous(t.cos.data(), DType::f32, {tables.positions, tables.pairs});
   s.rotary_sin = TensorView::contiguous(t.sin.data(), DType::f32, {tables.positions, tables.pairs});

@@ -33,8 +33,9 @@ RotaryKind rotary_kind(const Sequences& sequences);
 /// Checks the append's arguments of a call whose other arguments `tensors` validated: k_new and
 /// v_new [batch, seqlen_new, heads_kv, head_dim] in the cache's dtype, the rotary tables, the
 /// layouts an append works with (q dense or packed, seqlens_k, keys not packed) and that the
-/// cache, now written, shares no memory with anything else. Throws InvalidArgument naming the argument
-/// ("sequences.k_new.shape", "sequences.rotary_cos", ...). Returns seqlen_new (0 without append).
+/// cache, now written, shares no memory with anything else. Throws InvalidArgument naming the
+/// argument ("sequences.k_new.shape", "sequences.rotary_cos", ...). Returns seqlen_new (0
+/// without append).
 std::int64_t validate_append_arguments(const Attention& attention, const Sequences& sequences,
                                        const InferenceTensors& tensors, const TensorView& q,
                                        const TensorView& o, const TensorView& lse);

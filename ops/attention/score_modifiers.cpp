@@ -127,9 +127,13 @@ void check_score_modifiers(const Attention& attention) {
   check_captures(attention);
   ModifierScope scope;
   for (const Capture& c : attention.captures) scope.captures.push_back({c.name, c.tensor.rank});
-  if (!attention.score_mod.empty()) check_expression("attention.score_mod", attention.score_mod, scope);
-  scope.has_score = false;
-  if (!attention.mask_mod.empty()) check_expression("attention.mask_mod", attention.mask_mod, scope);
+  if (!attention.score_mod.empty()) {
+    check_expression("attention.score_mod", attention.score_mod, scope);
+  }
+  scope.has_score = false;  // mask_mod sees the indices only
+  if (!attention.mask_mod.empty()) {
+    check_expression("attention.mask_mod", attention.mask_mod, scope);
+  }
 }
 
 }  // namespace flashjit::kernels

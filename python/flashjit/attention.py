@@ -171,8 +171,9 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
     numbers and a fixed list of math functions such as tanhf, expf, min, float(x)), parsed
     before they are compiled into the kernel: the score the softmax sees, and whether query
     q_idx sees key kv_idx. Anything else raises ValueError naming the field. Gradients flow
-    through score_mod (the backward evaluates it on dual numbers). `block_mask` (build_block_mask()'s, for this mask_mod and
-    these sizes) lets the forward skip the key blocks the mask hides from whole query blocks.
+    through score_mod (the backward evaluates it on dual numbers). `block_mask`
+    (build_block_mask()'s, for this mask_mod and these sizes) lets the forward skip the key
+    blocks the mask hides from whole query blocks.
     `captures` maps names to arrays the expressions read (`doc[b][q_idx] == doc[b][kv_idx]`):
     rank 1 to 4, float32/float16/bfloat16 (read as float) or int32, like q (numpy or torch, on
     its device). A torch capture that requires grad gets its gradient (a learnable bias table:

@@ -498,7 +498,8 @@ def test_kvcache_paged_rows_and_left_pads():
     heads_q, heads_kv, d, page = 4, 2, 32, 4
     q = rand(2, 1, heads_q, d, seed=70)
     pool = 12
-    k_cache, v_cache = rand(pool, page, heads_kv, d, seed=71), rand(pool, page, heads_kv, d, seed=72)
+    k_cache = rand(pool, page, heads_kv, d, seed=71)
+    v_cache = rand(pool, page, heads_kv, d, seed=72)
     block_table = torch.tensor([[3, 7, 1], [9, 0, 5], [2, 11, 4]], dtype=torch.int32)
     rows = torch.tensor([2, 0], dtype=torch.int32)  # table row 1 belongs to no sequence
     pads = torch.tensor([3, 0], dtype=torch.int32)
@@ -528,7 +529,8 @@ def test_kvcache_append_with_packed_queries():
     lengths_q, cached = [1, 4, 3], [3, 15, 0]
     cu_q = torch.tensor(np.cumsum([0] + lengths_q), dtype=torch.int32)
     q = rand(sum(lengths_q), heads_q, d, seed=80)
-    k_cache, v_cache = rand(3, capacity, heads_kv, d, seed=81), rand(3, capacity, heads_kv, d, seed=82)
+    k_cache = rand(3, capacity, heads_kv, d, seed=81)
+    v_cache = rand(3, capacity, heads_kv, d, seed=82)
     k_new, v_new = rand(3, new, heads_kv, d, seed=83), rand(3, new, heads_kv, d, seed=84)
     cos, sin = rope(capacity, d)
     seqlens = torch.tensor(cached, dtype=torch.int32)

@@ -171,7 +171,7 @@ TEST_CASE("a causal call with rotary whose queries pass the tables' positions is
                  "has 16 positions; sequence 1 rotates rows up to position seqlens_k[1] + 1 = 16");
 }
 
-TEST_CASE("cache rows and left pads out of range, shared by appends, or with packed keys, are named") {
+TEST_CASE("cache rows and left pads out of range, shared by appends, or with packed keys") {
   AppendCall call;
   DeviceBuffer index = emulator().allocate(kBatch * 4);
   const auto set_index = [&](std::vector<std::int32_t> values) {

@@ -43,7 +43,7 @@ struct KeyPlacement {
 
   KeyPlacement(const InferenceCase& c) {
     const auto n = static_cast<std::int64_t>(c.seqlens_k.size());
-    if (c.keys == KeyStorage::dense) rows = (c.cache_batch_idx ? n + 1 : n) * c.capacity();
+    if (c.keys == KeyStorage::dense) rows = table_rows(c) * c.capacity();
     if (c.keys == KeyStorage::packed) {
       cu = sequence_offsets(c.key_spans());
       rows = cu.back() + c.spare_rows;  // spare rows, poisoned like every row no key fills

@@ -217,12 +217,13 @@ AppendedCache append_to_cache(detail::RuntimeBackend& backend, const Attention& 
   out.sequences.k_new = out.sequences.v_new = {};
   out.sequences.rotary_cos = out.sequences.rotary_sin = {};
   out.sequences.seqlens_k = TensorView::contiguous(base + q_bytes, DType::i32, {a.batch});
-  if (rotate_q && present(s.cu_seqlens_q)) {  // the kernels' view of packed q: batch 1
-    const std::int64_t row = a.heads_q * a.head_dim;
-    out.q = TensorView::strided(base, t.q.dtype, {1, t.total_q, a.heads_q, a.head_dim},
-                                {0, row, a.head_dim, 1});
-  } else if (rotate_q) {
-    out.q = TensorView::contiguous(base, t.q.dtype, {a.batch, a.seqlen_q, a.heads_q, a.head_dim});
+  if (rotate_q) {  // in the caller's layout of q, then the kernels' view of it, as q's is made
+    const bool packed = present(s.cu_seqlens_q);
+    const TensorView rotated =
+        packed
+            ? TensorView::contiguous(base, t.q.dtype, {t.total_q, a.heads_q, a.head_dim})
+            : TensorView::contiguous(base, t.q.dtype, {a.batch, a.seqlen_q, a.heads_q, a.head_dim});
+    out.q = inference_query_tensor(rotated, "q", a, packed, packed ? t.total_q : -1);
   }
 
   KVCacheAppendParams p{};

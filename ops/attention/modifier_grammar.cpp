@@ -29,6 +29,14 @@ bool name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) != 
 bool name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
 bool digit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
 
+/// The function of the grammar named `name`, or nullptr.
+const ModifierFunction* find_function(std::string_view name) {
+  const std::vector<ModifierFunction>& functions = modifier_functions();
+  const auto found = std::find_if(functions.begin(), functions.end(),
+                                  [&](const ModifierFunction& f) { return f.name == name; });
+  return found == functions.end() ? nullptr : &*found;
+}
+
 /// The error for text outside the grammar, `at` its 0-based position.
 [[noreturn]] void refuse_at(const std::string& field, std::size_t at, const std::string& why) {
   throw InvalidArgument(field, why + " (at character " + std::to_string(at + 1) +
@@ -161,8 +169,9 @@ class Parser {
     if (!take(symbol)) refuse(std::string("where ") + what + " should be");
   }
 
-  [[noreturn]] void refuse(const std::string& where, const Token* token = nullptr) const {
-    const Token& t = token != nullptr ? *token : peek();
+  /// Refuses the next token, saying what should have been `where` it stands.
+  [[noreturn]] void refuse(const std::string& where) const {
+    const Token& t = peek();
     const std::string found = t.kind == Kind::end ? "ends" : "has '" + std::string(t.text) + "'";
     fail(t, found + " " + where);
   }
@@ -250,10 +259,9 @@ class Parser {
     const auto capture = std::find_if(scope_.captures.begin(), scope_.captures.end(),
                                       [&](const CaptureName& c) { return c.name == t.text; });
     if (capture != scope_.captures.end()) return subscripts(t, capture->rank);
-    const auto& functions = modifier_functions();
-    const auto function = std::find_if(functions.begin(), functions.end(),
-                                       [&](const ModifierFunction& f) { return f.name == t.text; });
-    if (function != functions.end()) return call(t, function->arity);
+    if (const ModifierFunction* function = find_function(t.text)) {
+      return call(t, function->arity);
+    }
     if (peek().kind == Kind::symbol && peek().text == "[") unknown_capture(t);
     fail(t, "has '" + std::string(t.text) +
                 "', which is not a name a modifier may use: " + vocabulary());
@@ -334,10 +342,8 @@ bool is_reserved_word(std::string_view name) {
       "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using",
       "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq", "__device__",
       "__global__", "__host__", "__shared__", "__constant__", "__restrict__"};
-  if (std::find(kWords.begin(), kWords.end(), name) != kWords.end()) return true;
-  const auto& functions = modifier_functions();
-  return std::any_of(functions.begin(), functions.end(),
-                     [&](const ModifierFunction& f) { return f.name == name; });
+  return std::find(kWords.begin(), kWords.end(), name) != kWords.end() ||
+         find_function(name) != nullptr;
 }
 
 const std::vector<ModifierFunction>& modifier_functions() {

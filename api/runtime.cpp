@@ -27,7 +27,7 @@ struct Runtime::Impl {
   explicit Impl(const RuntimeOptions& options)
       : backend(options.backend == Backend::emulator
                     ? detail::open_emulator_backend(kernels::emulated::builtin_kernels(),
-                                                    options.emulated_arch)
+                                                    options.emulated_arch, options.model_memory)
                     : detail::open_cuda_backend(options.device)),
         tuning(autotune::effective_policy(options.tuning), *backend),
         check_indices(options.check_indices) {}

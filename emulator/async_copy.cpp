@@ -87,6 +87,7 @@ Machine& launch_machine(const char* instruction) {
 
 void land_async_copy(Machine& m, int thread, const AsyncCopy& copy) {
   std::memcpy(copy.dst, copy.data.data(), copy.bytes);
+  model_in_flight(m, -static_cast<std::int64_t>(copy.source_bytes));
   const std::size_t offset = shared_offset(m, copy.dst);
   for (std::size_t i = 0; i < copy.bytes; ++i) {
     ShadowByte& shadow = m.shadow[offset + i];
@@ -130,19 +131,28 @@ int async_copy_owner(const Machine& m, const std::byte* address) {
 
 namespace flashjit::emulator {
 
-void cp_async(void* shared_dst, const void* global_src, int bytes, int src_bytes) {
+void cp_async(void* shared_dst, const void* global_src, int bytes, int src_bytes,
+              std::source_location site) {
   detail::Machine& m = detail::launch_machine("cp.async");
   const int self = m.current;
   if (!detail::valid_operands(m, self, shared_dst, global_src, bytes, src_bytes)) return;
   detail::AsyncQueue& queue = detail::queue_of(m, self);
   detail::AsyncCopy copy{
-      static_cast<std::byte*>(shared_dst), queue.open_group, static_cast<std::uint32_t>(bytes), {}};
+      static_cast<std::byte*>(shared_dst), queue.open_group, static_cast<std::uint32_t>(bytes), 0,
+      {}};
   const auto source_bytes = static_cast<std::size_t>(src_bytes);
   if (source_bytes > 0 &&
       detail::check_global_access(m, self, global_src, source_bytes, false, "cp.async")) {
     std::memcpy(copy.data.data(), global_src, source_bytes);
+    copy.source_bytes = static_cast<std::uint32_t>(source_bytes);
   }
+  // Lanes that zero-fill take no part in the global request.
+  detail::model_access(m, self, global_src, copy.source_bytes,
+                       detail::site_at(site, "cp.async", AccessKind::global_load));
   if (!detail::check_shared_access(m, self, shared_dst, copy.bytes, true, "cp.async")) return;
+  detail::model_access(m, self, shared_dst, copy.bytes,
+                       detail::site_at(site, "cp.async", AccessKind::shared_store));
+  detail::model_in_flight(m, copy.source_bytes);
   const std::size_t offset = detail::shared_offset(m, copy.dst);
   for (std::size_t i = 0; i < copy.bytes; ++i) ++m.shadow[offset + i].pending_copies;
   queue.copies.push_back(copy);

@@ -122,6 +122,8 @@ void bulk_reduce_add_f32(float* global_dst, const float* shared_src, std::uint32
       static_cast<std::uint32_t>(source - reinterpret_cast<std::uintptr_t>(m.shared_begin));
   detail::check_proxy_fence(m, self, offset, bytes, what);
   if (!detail::check_global_bounds(m, self, global_dst, bytes, true, what)) return;
+  detail::model_bulk_read(m, global_dst, bytes);  // an add reads the destination in L2
+  detail::model_bulk_write(m, global_dst, bytes);
   for (std::uint32_t i = 0; i < bytes / sizeof(float); ++i) {
     float value = 0.0f;
     std::memcpy(&value, m.shared_begin + offset + i * sizeof(float), sizeof value);

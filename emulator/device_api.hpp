@@ -69,10 +69,13 @@ void warpgroup_exchange(void* thread_data, const WarpgroupExchange& kind);
 void set_source_location(std::source_location where = std::source_location::current());
 /// The current block's dynamic shared memory.
 void* shared_base();
-/// Checks a global access; false when it must be skipped (out of bounds, now reported).
-bool check_global(const void* address, std::size_t bytes, bool write);
+/// Checks a global access; false when it must be skipped (out of bounds, now reported). `site`
+/// is the instruction's line, for the memory model's report.
+bool check_global(const void* address, std::size_t bytes, bool write,
+                  std::source_location site = std::source_location::current());
 /// Checks a shared access for bounds and races; false when it must be skipped.
-bool check_shared(const void* address, std::size_t bytes, bool write);
+bool check_shared(const void* address, std::size_t bytes, bool write,
+                  std::source_location site = std::source_location::current());
 /// Reports a store of the `bytes` at `value` to `address` whose bits carry the mark of a wgmma
 /// accumulator still in flight: a value read from it before its wgmma.wait_group.
 void check_stored_value(const void* address, const void* value, std::size_t bytes);

@@ -172,6 +172,7 @@ Report run_grid(const LaunchConfig& config, void (*body)(void*), void* context) 
   }
   blockDim = config.block;
   gridDim = config.grid;
+  detail::model_launch_begin(config);
   std::vector<Dim3> members(blocks);
   for (unsigned z = 0; z < config.grid.z; z += shape.z) {
     for (unsigned y = 0; y < config.grid.y; y += shape.y) {
@@ -190,6 +191,7 @@ Report run_grid(const LaunchConfig& config, void (*body)(void*), void* context) 
   report.schedule.explored = seed.has_value();
   report.schedule.seed = seed.value_or(0);
   for (std::size_t r = 1; r < blocks; ++r) detail::merge_report(report, machines[r]->report);
+  report.memory = detail::model_launch_end(config);
   return report;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "emulator/dim3.hpp"
+#include "emulator/memory_model.hpp"
 #include "emulator/report.hpp"
 
 namespace flashjit::emulator {
@@ -54,6 +55,10 @@ struct LaunchConfig {
   /// A cluster's blocks run together and may reach each other's shared memory: mbarrier
   /// arrivals, TMA multicast, barrier.cluster (cluster.cpp).
   Dim3 cluster = {1, 1, 1};
+  /// Models what ncu's memory tables show (memory_model.hpp) for this GPU: shared wavefronts
+  /// per request and global sector use per instruction site, bytes in flight, DRAM bytes
+  /// through an L2 model. Unset: not modelled (it slows a launch down).
+  std::optional<ModelledGpu> memory_model = std::nullopt;
 };
 
 /// Runs `body(context)` as every thread of every block of `config` (clusters in x-fastest

@@ -68,7 +68,7 @@ const WarpExchange* variant(int count, bool transpose) {
 
 // This lane's 16-byte row; zeros when the address is misaligned or the read is rejected.
 void read_row(detail::Machine& m, int self, const void* address,
-              std::array<std::uint16_t, 8>& row) {
+              std::array<std::uint16_t, 8>& row, const std::source_location& site) {
   row.fill(0);
   const auto at = reinterpret_cast<std::uintptr_t>(address);
   if (at % 16 != 0) {
@@ -85,12 +85,15 @@ void read_row(detail::Machine& m, int self, const void* address,
   if (detail::check_shared_access(m, self, address, 16, false, "ldmatrix")) {
     std::memcpy(row.data(), address, 16);
     m.report.work.ldmatrix_bytes += 16;
+    detail::model_access(m, self, address, 16,
+                         detail::site_at(site, "ldmatrix", AccessKind::shared_load));
   }
 }
 
 }  // namespace
 
-void ldmatrix(int count, bool transpose, std::uint32_t* out, const void* row_address) {
+void ldmatrix(int count, bool transpose, std::uint32_t* out, const void* row_address,
+              std::source_location site) {
   detail::Machine* machine = detail::active();
   if (machine == nullptr || machine->current < 0) {
     throw std::logic_error("ldmatrix needs a warp: call it in an emulated launch");
@@ -105,7 +108,7 @@ void ldmatrix(int count, bool transpose, std::uint32_t* out, const void* row_add
     detail::abandon_block(*machine);
   }
   LdmatrixLane lane{out, {}};
-  if (self % 32 < 8 * count) read_row(*machine, self, row_address, lane.row);
+  if (self % 32 < 8 * count) read_row(*machine, self, row_address, lane.row, site);
   warp_exchange(0xffffffffu, &lane, *kind);
 }
 

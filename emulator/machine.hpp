@@ -15,6 +15,7 @@
 #include "emulator/device_api.hpp"
 #include "emulator/fiber.hpp"
 #include "emulator/launch.hpp"
+#include "emulator/memory_recorder.hpp"
 #include "emulator/report.hpp"
 
 namespace flashjit::emulator::detail {
@@ -97,6 +98,7 @@ struct AsyncCopy {
   std::byte* dst = nullptr;
   std::uint32_t group = 0;
   std::uint32_t bytes = 0;
+  std::uint32_t source_bytes = 0;  // read from global memory (the rest is zero fill)
   std::array<std::byte, 16> data{};
 };
 
@@ -282,6 +284,7 @@ struct Machine {
   std::array<NamedBarrier, kNamedBarriers> named_barriers{};
   std::vector<std::uint32_t> proxy_fence_time;  // per thread: its last fence.proxy.async
   RegisterBudget registers;
+  BlockMemory memory;  // the memory model's part of this block (memory_recorder.hpp)
   std::uint32_t wgmma_issued = 0;  // wgmma.mma_async issued so far: each poison's id
   Explorer explorer;
 

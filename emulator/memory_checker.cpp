@@ -206,16 +206,28 @@ void* shared_base() {
   return machine != nullptr ? machine->shared_begin : nullptr;
 }
 
-bool check_global(const void* address, std::size_t bytes, bool write) {
+bool check_global(const void* address, std::size_t bytes, bool write, std::source_location site) {
   detail::Machine* machine = detail::active();
   if (machine == nullptr || machine->current < 0) return true;
-  return detail::check_global_access(*machine, machine->current, address, bytes, write, "");
+  if (!detail::check_global_access(*machine, machine->current, address, bytes, write, "")) {
+    return false;
+  }
+  detail::model_access(*machine, machine->current, address, bytes,
+                       detail::site_at(site, write ? "st.global" : "ld.global",
+                                       write ? AccessKind::global_store : AccessKind::global_load));
+  return true;
 }
 
-bool check_shared(const void* address, std::size_t bytes, bool write) {
+bool check_shared(const void* address, std::size_t bytes, bool write, std::source_location site) {
   detail::Machine* machine = detail::active();
   if (machine == nullptr || machine->current < 0) return true;
-  return detail::check_shared_access(*machine, machine->current, address, bytes, write, "");
+  if (!detail::check_shared_access(*machine, machine->current, address, bytes, write, "")) {
+    return false;
+  }
+  detail::model_access(*machine, machine->current, address, bytes,
+                       detail::site_at(site, write ? "st.shared" : "ld.shared",
+                                       write ? AccessKind::shared_store : AccessKind::shared_load));
+  return true;
 }
 
 }  // namespace flashjit::emulator

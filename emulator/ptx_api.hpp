@@ -8,6 +8,7 @@
 // definition) and checked like every other access: findings, not crashes.
 #include <array>
 #include <cstdint>
+#include <source_location>
 #include <string>
 
 namespace flashjit::emulator {
@@ -28,14 +29,18 @@ void mma_m16n8k16(MmaInput input, float (&d)[4], const std::uint32_t (&a)[4],
 /// matrix i; lanes >= 8*count pass anything, it is ignored); `out` receives this lane's `count`
 /// registers. Each row read is checked as the giving lane's own 16-byte shared read; a row
 /// address that is not 16-byte aligned is reported and reads as zeros.
-void ldmatrix(int count, bool transpose, std::uint32_t* out, const void* row_address);
+/// `site` names the instruction in the memory model's report.
+void ldmatrix(int count, bool transpose, std::uint32_t* out, const void* row_address,
+              std::source_location site = std::source_location::current());
 
 /// cp.async.{ca|cg}.shared.global [dst], [src], bytes, src_bytes: asynchronous copy of `bytes`
 /// (4, 8 or 16) from global to shared; bytes past `src_bytes` are zero-filled, src_bytes == 0
 /// reads no global memory at all. Both addresses must be aligned to `bytes`. The global read
 /// happens (and is checked) now; the shared bytes change only when the copy's group completes
 /// in cp_async_wait, and touching them before that is reported.
-void cp_async(void* shared_dst, const void* global_src, int bytes, int src_bytes);
+/// `site` names the instruction in the memory model's report.
+void cp_async(void* shared_dst, const void* global_src, int bytes, int src_bytes,
+              std::source_location site = std::source_location::current());
 
 /// cp.async.commit_group: the copies this thread issued since its last commit become one group.
 void cp_async_commit();

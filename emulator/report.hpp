@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "emulator/dim3.hpp"
+#include "emulator/memory_model.hpp"
 
 namespace flashjit::emulator {
 
@@ -112,6 +113,7 @@ struct Report {
   std::size_t suppressed = 0;  // findings beyond kMaxFindings, counted only
   WorkCounters work;           // what the launch did, findings or not
   ScheduleCounters schedule;   // the orderings explored, if any
+  MemoryCounters memory;       // what the memory model saw (LaunchConfig::memory_model)
 
   /// True when the launch ran without any finding.
   bool clean() const { return findings.empty(); }

@@ -66,6 +66,7 @@ void release_barrier(Machine& machine, bool& divergence_reported) {
   }
   machine.barrier_time = ++machine.time;  // orders every earlier access before later ones
   ++machine.report.work.barriers;
+  model_block_barrier(machine);
 }
 
 void report_deadlock(Machine& machine) {
@@ -146,6 +147,7 @@ void start_block(Machine& machine, Dim3 block_index) {
                                                      (block_index.y + std::uint64_t{grid.y} *
                                                                           block_index.z));
   start_threads(machine);
+  model_block_begin(machine);
 }
 
 // Resumes every runnable thread of `machine` once, in index order; true when any ran. Stops
@@ -175,6 +177,7 @@ Settled settle(Machine& machine, bool& divergence_reported) {
                     [](const ThreadSlot& t) { return t.state != ThreadState::exited; });
   if (live == 0) {
     finish_async_proxy(machine);
+    model_block_end(machine);
     machine.finished = true;
     return Settled::finished;
   }

@@ -136,6 +136,7 @@ void mark_loaded(Machine& issuer, int self, Machine& dest, std::uint32_t chunk, 
 }
 
 void land(Machine& m, const TmaLoad& load) {
+  model_in_flight(m, -static_cast<std::int64_t>(load.bytes));
   for (const std::uint32_t chunk : load.chunks) {
     for (std::uint32_t b = chunk; b < chunk + kChunk; ++b) {
       if (m.shadow[b].pending_tma != 0) --m.shadow[b].pending_tma;
@@ -242,6 +243,7 @@ std::vector<std::byte> read_box(Machine& m, int self, const TensorMap& map,
     const std::size_t run = (row.hi - row.lo) * e;
     if (row.inside && check_global_access(m, self, row.global, run, false, what)) {
       std::memcpy(image.data() + std::size_t{r} * inner + row.lo * e, row.global, run);
+      model_bulk_read(m, row.global, run);
     }
   }
   return image;
@@ -265,6 +267,7 @@ void deliver(Machine& issuer, int self, Machine& dest, const TensorMap& map, std
     load.chunks.push_back(at);
   }
   dest.report.work.shared_bytes_written += load.bytes;
+  model_in_flight(dest, load.bytes);
   dest.tma_loads.push_back(std::move(load));
   if (explore_chance(dest, kLandAtIssue)) {  // before the issuer's next step
     land_at(dest, dest.tma_loads.size() - 1);
@@ -454,6 +457,7 @@ void tma_store(const TensorMap* map, const std::int32_t* coords, const void* sha
     auto* global = const_cast<std::byte*>(row.global);  // the map's tensor is writable
     if (row.inside && detail::check_global_access(m, self, global, run, true, what)) {
       std::memcpy(global, image.data() + row.lo * e, run);
+      detail::model_bulk_write(m, global, run);
     }
   }
   detail::guard_bulk_source(m, store);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
 
 #include "emulated_kernel_table.hpp"
@@ -45,6 +46,37 @@ emulator::FiberStacks& process_fiber_stacks() {
   return stacks;
 }
 
+// The memory system of the GPU `info` describes, for the emulator's memory model.
+emulator::ModelledGpu modelled_gpu(const DeviceInfo& info) {
+  emulator::ModelledGpu gpu;
+  gpu.sms = static_cast<unsigned>(info.sm_count);
+  gpu.l2_bytes = info.l2_bytes;
+  gpu.shared_bytes_per_sm = info.cc_major >= 9 ? 228 * 1024 : 164 * 1024;
+  return gpu;
+}
+
+// The public form of a launch's memory counters.
+MemoryCounters public_memory(const emulator::MemoryCounters& m) {
+  MemoryCounters out;
+  out.modelled = m.modelled;
+  out.shared_requests = m.shared_requests;
+  out.shared_wavefronts = m.shared_wavefronts;
+  out.shared_ideal_wavefronts = m.shared_ideal_wavefronts;
+  out.global_requests = m.global_requests;
+  out.global_bytes = m.global_bytes;
+  out.global_sector_bytes = m.global_sector_bytes;
+  out.bytes_in_flight_per_cta = m.bytes_in_flight_per_cta;
+  out.ctas_per_sm = m.ctas_per_sm;
+  out.bytes_in_flight_per_sm = m.bytes_in_flight_per_cta * m.ctas_per_sm;
+  out.dram_bytes_read = m.dram_bytes_read;
+  out.dram_bytes_written = m.dram_bytes_written;
+  for (const emulator::SiteCounters& s : m.sites) {
+    out.sites.push_back({s.site, s.instruction, emulator::to_string(s.kind), s.requests,
+                         s.wavefronts, s.ideal_wavefronts, s.bytes, s.sector_bytes});
+  }
+  return out;
+}
+
 emulator::LaunchConfig launch_config(const KernelSpec& spec, const LaunchShape& shape,
                                      const std::vector<KernelBuffer>& buffers) {
   emulator::LaunchConfig config;
@@ -76,8 +108,10 @@ std::string fault_message(const KernelSpec& spec, const emulator::Report& report
 
 class EmulatorBackend final : public RuntimeBackend, public Executor {
  public:
-  EmulatorBackend(const EmulatedKernelTable& kernels, const std::string& arch)
-      : info_(emulator_device_info(arch)), kernels_(kernels) {}
+  EmulatorBackend(const EmulatedKernelTable& kernels, const std::string& arch, bool model_memory)
+      : info_(emulator_device_info(arch)), kernels_(kernels) {
+    if (model_memory) memory_model_ = modelled_gpu(info_);
+  }
 
   Backend kind() const override { return Backend::emulator; }
   const DeviceInfo& info() const override { return info_; }
@@ -135,15 +169,17 @@ class EmulatorBackend final : public RuntimeBackend, public Executor {
   /// cache); Error{unsupported} when there is no host compiler either.
   EmulatedLauncher launcher(const KernelSpec& spec);
   /// Adds a launch's counters to its kernel's.
-  void count(const KernelSpec& spec, const emulator::WorkCounters& counted);
+  void count(const KernelSpec& spec, const emulator::Report& report);
 
   DeviceInfo info_;
   const EmulatedKernelTable& kernels_;
   HostKernels host_kernels_;
   std::vector<KernelWork> work_;  // a handful of kernels: a linear search finds one
+  std::optional<emulator::ModelledGpu> memory_model_;
 };
 
-void EmulatorBackend::count(const KernelSpec& spec, const emulator::WorkCounters& counted) {
+void EmulatorBackend::count(const KernelSpec& spec, const emulator::Report& report) {
+  const emulator::WorkCounters& counted = report.work;
   const std::string name = spec.display_name();
   auto it = std::find_if(work_.begin(), work_.end(),
                          [&](const KernelWork& k) { return k.kernel == name; });
@@ -157,7 +193,8 @@ void EmulatorBackend::count(const KernelSpec& spec, const emulator::WorkCounters
                            .barriers = counted.barriers,
                            .ctas = counted.ctas,
                            .ldmatrix_bytes = counted.ldmatrix_bytes,
-                           .kv_loads_ahead = counted.kv_loads_ahead};
+                           .kv_loads_ahead = counted.kv_loads_ahead,
+                           .memory = public_memory(report.memory)};
 }
 
 EmulatedLauncher EmulatorBackend::launcher(const KernelSpec& spec) {
@@ -180,14 +217,15 @@ void EmulatorBackend::launch(const KernelSpec& spec, const LaunchShape& shape, v
                                                       std::to_string(info_.shared_memory_optin));
   }
   const EmulatedLauncher kernel = launcher(spec);  // before the lock: a compile takes seconds
-  const emulator::LaunchConfig config = launch_config(spec, shape, buffers);
+  emulator::LaunchConfig config = launch_config(spec, shape, buffers);
+  config.memory_model = memory_model_;
   emulator::Report report;
   {
     static std::mutex emulator_mutex;  // the emulator runs one launch at a time per process
     std::lock_guard lock(emulator_mutex);
     try {
       report = kernel(config, args);
-      count(spec, report.work);
+      count(spec, report);
     } catch (const Error&) {
       throw;
     } catch (const std::exception& error) {  // a launch the emulator refuses (block too large)
@@ -201,13 +239,14 @@ void EmulatorBackend::launch(const KernelSpec& spec, const LaunchShape& shape, v
 }  // namespace
 
 std::unique_ptr<RuntimeBackend> open_emulator_backend(const EmulatedKernelTable& kernels,
-                                                      const std::string& arch) {
+                                                      const std::string& arch,
+                                                      bool model_memory) {
   if (arch != "sm_80" && arch != "sm_90a") {
     throw InvalidArgument("emulated_arch", "'" + arch +
                                                "' is not a GPU the emulator models; it models "
                                                "sm_80 (A100) and sm_90a (H100)");
   }
-  return std::make_unique<EmulatorBackend>(kernels, arch);
+  return std::make_unique<EmulatorBackend>(kernels, arch, model_memory);
 }
 
 }  // namespace flashjit::detail

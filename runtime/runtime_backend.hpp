@@ -63,7 +63,9 @@ class EmulatedKernelTable;
 /// run time (host_kernels.hpp). It models the GPU `arch` names, "sm_80" (A100) or "sm_90a"
 /// (H100: kernels are chosen for it, the Hopper path included); anything else throws
 /// InvalidArgument("emulated_arch"). Never touches the CUDA driver.
+/// With `model_memory`, each launch runs the emulator's memory model for that GPU.
 std::unique_ptr<RuntimeBackend> open_emulator_backend(const EmulatedKernelTable& kernels,
-                                                      const std::string& arch = "sm_80");
+                                                      const std::string& arch = "sm_80",
+                                                      bool model_memory = false);
 
 }  // namespace flashjit::detail

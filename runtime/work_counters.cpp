@@ -14,9 +14,70 @@ WorkCounters& WorkCounters::operator+=(const WorkCounters& other) {
   barriers += other.barriers;
   ctas += other.ctas;
   ldmatrix_bytes += other.ldmatrix_bytes;
+  memory += other.memory;
   if (other.kv_loads_ahead >= 0) {
     kv_loads_ahead = kv_loads_ahead < 0 ? other.kv_loads_ahead
                                         : std::min(kv_loads_ahead, other.kv_loads_ahead);
+  }
+  return *this;
+}
+
+double MemorySite::wavefronts_per_request() const {
+  return requests > 0 ? double(wavefronts) / double(requests) : 0.0;
+}
+
+double MemoryCounters::shared_wavefronts_per_request() const {
+  return shared_requests > 0 ? double(shared_wavefronts) / double(shared_requests) : 0.0;
+}
+
+const MemorySite* MemoryCounters::worst_shared_site() const {
+  const MemorySite* worst = nullptr;
+  for (const MemorySite& site : sites) {
+    if (site.kind != "shared_load" && site.kind != "shared_store") continue;
+    if (worst == nullptr || site.wavefronts_per_request() > worst->wavefronts_per_request()) {
+      worst = &site;
+    }
+  }
+  return worst;
+}
+
+double MemoryCounters::worst_shared_wavefronts_per_request() const {
+  const MemorySite* worst = worst_shared_site();
+  return worst != nullptr ? worst->wavefronts_per_request() : 0.0;
+}
+
+double MemoryCounters::global_sector_use() const {
+  return global_sector_bytes > 0 ? double(global_bytes) / double(global_sector_bytes) : 1.0;
+}
+
+MemoryCounters& MemoryCounters::operator+=(const MemoryCounters& other) {
+  modelled = modelled || other.modelled;
+  shared_requests += other.shared_requests;
+  shared_wavefronts += other.shared_wavefronts;
+  shared_ideal_wavefronts += other.shared_ideal_wavefronts;
+  global_requests += other.global_requests;
+  global_bytes += other.global_bytes;
+  global_sector_bytes += other.global_sector_bytes;
+  if (other.bytes_in_flight_per_sm >= bytes_in_flight_per_sm) {
+    bytes_in_flight_per_sm = other.bytes_in_flight_per_sm;
+    bytes_in_flight_per_cta = other.bytes_in_flight_per_cta;
+    ctas_per_sm = other.ctas_per_sm;
+  }
+  dram_bytes_read += other.dram_bytes_read;
+  dram_bytes_written += other.dram_bytes_written;
+  for (const MemorySite& site : other.sites) {
+    auto same = std::find_if(sites.begin(), sites.end(), [&](const MemorySite& s) {
+      return s.site == site.site && s.instruction == site.instruction && s.kind == site.kind;
+    });
+    if (same == sites.end()) {
+      sites.push_back(site);
+      continue;
+    }
+    same->requests += site.requests;
+    same->wavefronts += site.wavefronts;
+    same->ideal_wavefronts += site.ideal_wavefronts;
+    same->bytes += site.bytes;
+    same->sector_bytes += site.sector_bytes;
   }
   return *this;
 }

@@ -43,8 +43,12 @@ void add_shape_options(CLI::App& run, RunShape& shape, RunBasics& basics) {
   run.add_option("--cols", shape.cols, "Row-wise ops: row length (default 1024)")
       ->check(positive_whole_number());
   run.add_flag("--counters", basics.counters,
-               "Print the emulator's work counters of the op's kernels and their ratios to the "
-               "problem's minimum (with --emulate, or without a GPU)");
+               "Print the emulator's work counters of the op's kernels, their ratios to the "
+               "problem's minimum and its memory model's figures (bank wavefronts, sector use, "
+               "bytes in flight, DRAM bytes; with --emulate, or without a GPU)");
+  run.add_option("--counters-json", basics.counters_json,
+                 "Write what --counters prints, per kernel and instruction site, to this file as "
+                 "JSON");
 }
 
 /// Where it runs, on which inputs, and which op.
@@ -76,6 +80,9 @@ const std::vector<std::string> kAlwaysRead = {"--help",    "--op",   "--dtype",
 void refuse_unread(const CLI::App& command, const RunOp& op) {
   std::vector<std::string> read = kAlwaysRead;
   read.insert(read.end(), op.options.begin(), op.options.end());
+  if (std::ranges::find(op.options, "--counters") != op.options.end()) {
+    read.push_back("--counters-json");  // the same counters, as a file
+  }
   refuse_unread_option(command, read, op.form ? op.form(command) : "--op " + op.name, all_runs());
   if (op.refuse_unused) op.refuse_unused(command);
 }
@@ -96,6 +103,7 @@ Runtime open_runtime(const RunBasics& basics) {
     why = system.unavailable_reason;
   }
   RuntimeOptions emulated{.backend = Backend::emulator};
+  emulated.model_memory = basics.counters || !basics.counters_json.empty();
   if (!basics.arch.empty()) emulated.emulated_arch = basics.arch;
   Runtime runtime(emulated);
   std::printf("backend: CPU emulator, not a GPU (%s), modelling %s\n", why.c_str(),
@@ -117,8 +125,10 @@ int run_parsed(const CLI::App& command, const RunState& state) {
       std::ranges::find_if(runs, [&](const RunOp* run) { return run->name == state.basics.op; });
   if (op == runs.end()) throw InvalidArgument("--op", "'" + state.basics.op + "' is not an op");
   refuse_unread(command, **op);
-  if (state.basics.counters && !state.basics.emulate && !query_system().devices.empty()) {
-    throw InvalidArgument("--counters", "counts the emulator's work: add --emulate");
+  const bool counting = state.basics.counters || !state.basics.counters_json.empty();
+  if (counting && !state.basics.emulate && !query_system().devices.empty()) {
+    throw InvalidArgument(state.basics.counters ? "--counters" : "--counters-json",
+                          "counts the emulator's work: add --emulate");
   }
   const RunContext context{command, state.basics, state.shape,
                            [&] { return open_runtime(state.basics); }};

@@ -24,7 +24,8 @@ struct RunBasics {
   bool emulate = false;
   std::string arch;  // the GPU the emulator models; empty: sm_80
   std::uint64_t seed = 1;
-  bool counters = false;  // read by the ops that list "--counters"
+  bool counters = false;       // read by the ops that list "--counters"
+  std::string counters_json;  // --counters-json: where to write them as JSON (those ops too)
 };
 
 /// The problem-shape options of `flashjit run`, which several ops read (those that list them):

@@ -39,6 +39,11 @@ struct RuntimeOptions {
   /// index then reads or writes outside the tensors, as in FlashAttention and FlashInfer
   /// (undefined results, or an illegal-address error).
   bool check_indices = false;
+  /// The emulator backend also models what ncu's memory tables show (MemoryCounters in
+  /// emulated_work(): shared-memory bank wavefronts and global sector use per instruction site,
+  /// bytes in flight, DRAM bytes through an L2 model; docs/emulator.md). Launches run slower.
+  /// Ignored by the cuda backend.
+  bool model_memory = false;
 };
 
 class Runtime {

@@ -7,6 +7,58 @@
 
 namespace flashjit {
 
+/// One instruction site's memory requests, as the emulator's memory model prices them
+/// (RuntimeOptions::model_memory; docs/emulator.md).
+struct MemorySite {
+  std::string site;         ///< "attention/tma_backward_kernel.cuh:331": the access's line
+  std::string instruction;  ///< "ld.shared", "st.shared", "ldmatrix", "cp.async", "ld.global", ...
+  std::string kind;         ///< "shared_load", "shared_store", "global_load" or "global_store"
+  std::uint64_t requests = 0;          ///< warp-wide requests
+  std::uint64_t wavefronts = 0;        ///< shared kinds: bank wavefronts they took
+  std::uint64_t ideal_wavefronts = 0;  ///< shared kinds: the fewest their bytes could take
+  std::uint64_t bytes = 0;             ///< global kinds: distinct bytes asked for, per request
+  std::uint64_t sector_bytes = 0;      ///< global kinds: 32 per sector touched, per request
+
+  /// wavefronts / requests: ncu's "N-way bank conflict" of the site.
+  double wavefronts_per_request() const;
+  bool operator==(const MemorySite&) const = default;
+};
+
+/// What ncu's memory tables would show, modelled by the emulator (RuntimeOptions::model_memory):
+/// shared-memory wavefronts (32 banks of 4 bytes), global sector use (32-byte sectors), the
+/// bytes a CTA keeps in flight, and the DRAM bytes an LRU model of the GPU's L2 lets through.
+struct MemoryCounters {
+  bool modelled = false;  ///< false: the launches ran without the model
+  std::uint64_t shared_requests = 0;
+  std::uint64_t shared_wavefronts = 0;
+  std::uint64_t shared_ideal_wavefronts = 0;
+  std::uint64_t global_requests = 0;      ///< plain loads and stores, cp.async sources
+  std::uint64_t global_bytes = 0;         ///< distinct bytes asked for, per request, summed
+  std::uint64_t global_sector_bytes = 0;  ///< 32 per sector touched, per request, summed
+  /// The most bytes of cp.async and TMA loads (issued, not landed) plus one plain load request
+  /// per warp one CTA had outstanding at any moment; sums keep the largest.
+  std::uint64_t bytes_in_flight_per_cta = 0;
+  unsigned ctas_per_sm = 0;  ///< CTAs an SM holds at once (threads and shared memory)
+  std::uint64_t bytes_in_flight_per_sm = 0;  ///< per CTA times CTAs per SM; sums keep the largest
+  std::uint64_t dram_bytes_read = 0;         ///< global reads the L2 model missed
+  std::uint64_t dram_bytes_written = 0;      ///< distinct sectors written
+  std::vector<MemorySite> sites;             ///< per instruction site, in first-seen order
+
+  /// shared_wavefronts / shared_requests (0 with no request).
+  double shared_wavefronts_per_request() const;
+  /// The largest wavefronts per request of any shared site (0 with none).
+  double worst_shared_wavefronts_per_request() const;
+  /// The site with that figure, or nullptr.
+  const MemorySite* worst_shared_site() const;
+  /// global_bytes / global_sector_bytes: 1.0 when every byte of every sector is used (1.0 with
+  /// no request).
+  double global_sector_use() const;
+  std::uint64_t dram_bytes() const { return dram_bytes_read + dram_bytes_written; }
+
+  MemoryCounters& operator+=(const MemoryCounters& other);
+  bool operator==(const MemoryCounters&) const = default;
+};
+
 /// Work done by kernel launches. Bytes are those the instructions move: a cp.async of a row past
 /// the end (zero-filled) reads nothing from global memory but still writes shared memory.
 struct WorkCounters {
@@ -28,6 +80,8 @@ struct WorkCounters {
   /// 1 or more: the next block was already on its way. -1: nothing measured. Sums keep the
   /// fewest.
   std::int64_t kv_loads_ahead = -1;
+  /// The memory model's counters (empty unless RuntimeOptions::model_memory was set).
+  MemoryCounters memory;
 
   WorkCounters& operator+=(const WorkCounters& other);
   bool operator==(const WorkCounters&) const = default;

@@ -131,6 +131,8 @@ RunOp attention_run(bool backward, std::shared_ptr<AttentionRunFlags> flags) {
          {"--config", !f.inference(),
           "attention runs without --paged, --varlen, --append or --kv-dtype"},
          {"--counters", !(backward && f.varlen > 0), "attention runs but the --varlen backward"},
+         {"--counters-json", !(backward && f.varlen > 0),
+          "attention runs but the --varlen backward"},
          {"--page-size", f.paged, "attention-forward with --paged"},
          {"--splits", f.inference(), "attention-forward with --paged, --varlen or --append"},
          {"--rotary", f.append > 0, "attention-forward with --append"},

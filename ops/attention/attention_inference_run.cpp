@@ -184,9 +184,9 @@ int run_inference_attention(const RunContext& context, const AttentionRunFlags& 
         "head's descale, in float64): the bound judges the kernel; e4m3's own rounding (3 "
         "mantissa bits) is the caller's quantization\n");
   }
-  if (context.basics.counters && !backward) {
+  if (!backward) {
     const InferenceMinimum minimum = inference_minimum(c);
-    print_work(runtime.emulated_work(), "", minimum.flops, minimum.bytes);
+    report_work(context, runtime, "", {minimum.flops, minimum.bytes});
   }
   return conclude(verdict.ok, verdict.describe(), "kernels and check", elapsed);
 }

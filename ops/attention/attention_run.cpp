@@ -64,10 +64,10 @@ void print_problem(const AttentionRunFlags& flags, const testing::ForwardCase& c
 /// forward before it, for O and LSE; it is not counted).
 void print_counters(const RunContext& context, const AttentionRunFlags& flags, Runtime& runtime,
                     const testing::ForwardCase& c, bool backward) {
-  if (!context.basics.counters) return;
+  if (!context.basics.counters && context.basics.counters_json.empty()) return;
   const kernels::AttentionProblem problem = run_problem(flags, c, backward);
-  print_work(runtime.emulated_work(), backward ? "attention_backward" : "attention_forward",
-             problem.flops(), minimum_global_bytes(c.attention(), c.dtype, backward));
+  report_work(context, runtime, backward ? "attention_backward" : "attention_forward",
+              {problem.flops(), minimum_global_bytes(c.attention(), c.dtype, backward)});
 }
 
 /// One gradient's line: "dQ:      max abs error ..., relative L2 error ... (bound ...)".

@@ -17,6 +17,7 @@
 #include "layer_norm/layer_norm_tuning.hpp"
 #include "op_commands.hpp"
 #include "run_support.hpp"
+#include "work_report.hpp"
 
 namespace flashjit::tools {
 namespace {
@@ -63,9 +64,21 @@ void check_layer_norm_run(const LayerNormRun& run) {
   case_of(run);  // the dtype
 }
 
+/// The least a forward and a backward of `c` move: x, y, dy and dx once (the residual and the
+/// sum once more each), the statistics written and read once (fp32 mean and rstd), and gamma,
+/// beta and bias read once and their gradients written once.
+double layer_norm_minimum_bytes(const testing::LayerNormCase& c) {
+  const double element = double(dtype_size(c.dtype));
+  const double matrix = double(c.rows) * double(c.cols) * element;
+  const double vectors = double(c.cols) * element * (1 + (c.rms ? 0 : 1) + (c.bias ? 1 : 0));
+  const double forward = matrix * (c.residual ? 4 : 2) + vectors + double(c.rows) * 8;
+  const double backward = matrix * 3 + vectors * 2 + double(c.rows) * 8;
+  return forward + backward;
+}
+
 /// Runs forward and backward of `run`, prints the shape, the kernels, each output's errors and
-/// PASS or FAIL; returns the exit code (1 on FAIL).
-int run_layer_norm_op(Runtime& runtime, const LayerNormRun& run) {
+/// PASS or FAIL (and the counters, when asked); returns the exit code (1 on FAIL).
+int run_layer_norm_op(const RunContext& context, Runtime& runtime, const LayerNormRun& run) {
   const testing::LayerNormCase c = case_of(run);
   std::printf("shape:   %lld rows x %lld cols, %s, %s%s%s\n", static_cast<long long>(c.rows),
               static_cast<long long>(c.cols), std::string(dtype_name(c.dtype)).c_str(),
@@ -88,6 +101,7 @@ int run_layer_norm_op(Runtime& runtime, const LayerNormRun& run) {
   print_checks(forward);
   std::printf("backward (relative L2 bound %.3g):\n", backward.bound);
   print_checks(backward);
+  report_work(context, runtime, "layer_norm", {0, layer_norm_minimum_bytes(c)});
   return conclude(forward.ok && backward.ok, forward.describe() + "\n" + backward.describe(),
                   "forward, backward and check", elapsed);
 }
@@ -160,7 +174,7 @@ OpCommands layer_norm_commands() {
   run.help =
       "forward and backward of --rows x --cols (--dtype fp32 too), with --rms, --bias, "
       "--residual";
-  run.options = {"--rows", "--cols", "--rms", "--bias", "--residual"};
+  run.options = {"--rows", "--cols", "--rms", "--bias", "--residual", "--counters"};
   run.run = [run_flags](const RunContext& context) {
     LayerNormRun flags = *run_flags;
     flags.rows = context.shape.rows;
@@ -169,7 +183,7 @@ OpCommands layer_norm_commands() {
     flags.seed = context.basics.seed;
     check_layer_norm_run(flags);
     Runtime runtime = context.open_runtime();
-    return run_layer_norm_op(runtime, flags);
+    return run_layer_norm_op(context, runtime, flags);
   };
   commands.runs = {run};
   commands.add_autotune_options = [tune_flags](CLI::App& cmd) {

@@ -13,6 +13,7 @@
 #include "merge_states/merge_states_space.cuh"
 #include "op_commands.hpp"
 #include "run_support.hpp"
+#include "work_report.hpp"
 
 namespace flashjit::tools {
 namespace {
@@ -61,6 +62,12 @@ int run_merge_states(const RunContext& context, int partials) {
       std::string(dtype_name(c.output)).c_str());
   std::printf("LSE:     max abs error %.3g, relative L2 error %.3g (natural log)\n",
               verdict.lse.max_abs, verdict.lse.rel_l2);
+  // Each partial's O and LSE read once; the merged O and LSE written once.
+  const double rows = double(p.batch * p.seqlen_q) * double(p.heads_q);
+  const double head_dim = double(p.head_dim);
+  report_work(context, runtime, "merge_states",
+              {0, rows * c.partials * (head_dim * double(dtype_size(c.input)) + 4) +
+                      rows * (head_dim * double(dtype_size(c.output)) + 4)});
   return conclude(verdict.ok, verdict.describe(), "partials, merge and check", elapsed);
 }
 
@@ -81,7 +88,7 @@ OpCommands merge_states_commands() {
       "the keys split into --partials ranges, their fp32 partial states merged into "
       "--dtype (fp32 too), checked against the unsplit attention";
   run.options = {"--batch",    "--heads",    "--heads-kv", "--seqlen-q",
-                 "--seqlen-k", "--head-dim", "--causal",   "--partials"};
+                 "--seqlen-k", "--head-dim", "--causal",   "--partials", "--counters"};
   run.run = [partials](const RunContext& context) { return run_merge_states(context, *partials); };
   commands.runs = {run};
   return commands;

@@ -16,13 +16,14 @@
 #include "op_commands.hpp"
 #include "run_support.hpp"
 #include "tune_support.hpp"
+#include "work_report.hpp"
 
 namespace flashjit::tools {
 namespace {
 
 /// Runs forward and backward of `c` on `runtime` (the mask tensor's gradient too), prints the
 /// shape, the kernels, each output's errors and PASS or FAIL; returns the exit code (1 on FAIL).
-int run_multiscale_op(Runtime& runtime, testing::MultiScaleCase c) {
+int run_multiscale_op(const RunContext& context, Runtime& runtime, testing::MultiScaleCase c) {
   c.backward = true;
   c.mask_gradient = c.mask == MultiScaleMask::tensor;
   std::printf("shape:   %s (%s mask, O = S V / max(rowsum|S|, 1))\n", c.name().c_str(),
@@ -46,6 +47,15 @@ int run_multiscale_op(Runtime& runtime, testing::MultiScaleCase c) {
     std::printf("%-4s max abs error %.3g, relative L2 error %.3g\n", (name + ":").c_str(),
                 check.max_abs, check.rel_l2);
   }
+  // Q, K, V, dO read and O, dQ, dK, dV written once (a tensor mask and its gradient too); the
+  // forward's outputs read again by the backward are not part of the minimum.
+  const double element = double(dtype_size(c.dtype));
+  const double q = double(c.batch * c.heads_q * c.seqlen_q * c.head_dim) * element;
+  const double k = double(c.batch * c.heads_kv * c.seqlen_k * c.head_dim) * element;
+  const double mask = c.mask == MultiScaleMask::tensor
+                          ? double(c.heads_q * c.seqlen_q * c.seqlen_k) * element * 2
+                          : 0.0;
+  report_work(context, runtime, "multiscale", {0, 4 * q + 4 * k + mask});
   if (!verdict.ok) {
     std::printf("FAIL: the result does not match the float64 reference\n%s\n",
                 verdict.describe().c_str());
@@ -126,11 +136,11 @@ OpCommands multiscale_commands() {
   run.name = "multiscale";
   run.help = "multi-scale attention forward and backward (--mask decay or tensor)";
   run.options = {"--batch",    "--heads",    "--heads-kv", "--seqlen-q",
-                 "--seqlen-k", "--head-dim", "--mask"};
+                 "--seqlen-k", "--head-dim", "--mask",     "--counters"};
   run.run = [run_mask](const RunContext& context) {
     const testing::MultiScaleCase c = run_case(context, mask_of(*run_mask));
     Runtime runtime = context.open_runtime();
-    return run_multiscale_op(runtime, c);
+    return run_multiscale_op(context, runtime, c);
   };
   commands.runs = {run};
   commands.add_autotune_options = [tune_mask](CLI::App& cmd) {

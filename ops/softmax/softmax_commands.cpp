@@ -12,6 +12,7 @@
 #include "run_support.hpp"
 #include "softmax/softmax.hpp"
 #include "softmax/softmax_case.hpp"
+#include "work_report.hpp"
 
 namespace flashjit::tools {
 namespace {
@@ -46,6 +47,9 @@ int run_softmax(const RunContext& context) {
   const double elapsed = elapsed_ms(start);
   std::printf("y:       max abs error %.3g, relative L2 error %.3g (bound %.3g)\n",
               verdict.y.max_abs, verdict.y.rel_l2, verdict.tolerance);
+  // x read once and y written once.
+  report_work(context, runtime, "softmax",
+              {0, 2.0 * double(c.rows) * double(c.cols) * double(dtype_size(c.dtype))});
   return conclude(verdict.ok, verdict.describe(), "kernel and check", elapsed);
 }
 
@@ -56,7 +60,7 @@ OpCommands softmax_commands() {
   run.name = "softmax";
   run.takes_fp32 = true;
   run.help = "a row-wise softmax of --rows x --cols (--dtype fp32 too)";
-  run.options = {"--rows", "--cols"};
+  run.options = {"--rows", "--cols", "--counters"};
   run.run = run_softmax;
   OpCommands commands;
   commands.runs = {run};

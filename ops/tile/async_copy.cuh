@@ -33,8 +33,9 @@ FJ_DEVICE void cp_async_wait() {
 
 #else  // host twins: the emulator's model of the same instructions
 
-inline void cp_async_16(void* shared_dst, const void* global_src, bool valid) {
-  emulator::cp_async(shared_dst, global_src, 16, valid ? 16 : 0);
+inline void cp_async_16(void* shared_dst, const void* global_src, bool valid,
+                        std::source_location site = std::source_location::current()) {
+  emulator::cp_async(shared_dst, global_src, 16, valid ? 16 : 0, site);
 }
 inline void cp_async_commit() { emulator::cp_async_commit(); }
 template <int Pending>

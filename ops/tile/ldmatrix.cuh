@@ -24,11 +24,13 @@ FJ_DEVICE void ldmatrix_x4_trans(unsigned (&regs)[4], const void* row) {
 
 #else
 
-inline void ldmatrix_x4(unsigned (&regs)[4], const void* row) {
-  emulator::ldmatrix(4, false, regs, row);
+inline void ldmatrix_x4(unsigned (&regs)[4], const void* row,
+                        std::source_location site = std::source_location::current()) {
+  emulator::ldmatrix(4, false, regs, row, site);
 }
-inline void ldmatrix_x4_trans(unsigned (&regs)[4], const void* row) {
-  emulator::ldmatrix(4, true, regs, row);
+inline void ldmatrix_x4_trans(unsigned (&regs)[4], const void* row,
+                              std::source_location site = std::source_location::current()) {
+  emulator::ldmatrix(4, true, regs, row, site);
 }
 
 #endif

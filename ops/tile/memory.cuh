@@ -68,51 +68,56 @@ FJ_DEVICE void store_shared_pair(float* base, int index, float first, float seco
 
 #else  // host: the emulator checks every access; one it rejects is reported and skipped
 
+// The caller's line: the instruction site the emulator's memory model reports an access under.
+using Site = std::source_location;
+
 /// Reads element `index` of global array `base` (checked against the launch's buffers).
 template <typename T>
-inline float load_global(const T* base, index_t index) {
+inline float load_global(const T* base, index_t index, Site site = Site::current()) {
   const T* address = emulator::element_address(base, index);
-  return emulator::check_global(address, sizeof(T), false) ? to_float(*address) : 0.0f;
+  return emulator::check_global(address, sizeof(T), false, site) ? to_float(*address) : 0.0f;
 }
 
 /// Writes element `index` of global array `base` (checked against the launch's buffers; the
 /// fp32 value, before narrowing loses its bits, for a wgmma accumulator read before its wait).
 template <typename T>
-inline void store_global(T* base, index_t index, float value) {
+inline void store_global(T* base, index_t index, float value, Site site = Site::current()) {
   T* address = emulator::element_address(base, index);
-  if (!emulator::check_global(address, sizeof(T), true)) return;
+  if (!emulator::check_global(address, sizeof(T), true, site)) return;
   emulator::check_stored_value(address, &value, sizeof value);
   *address = from_float<T>(value);
 }
 
 /// Writes `value` to global `address` unconverted (checked against the launch's buffers).
 template <typename T>
-inline void store_global_raw(T* address, T value) {
-  if (!emulator::check_global(address, sizeof(T), true)) return;
+inline void store_global_raw(T* address, T value, Site site = Site::current()) {
+  if (!emulator::check_global(address, sizeof(T), true, site)) return;
   emulator::check_stored_value(address, &value, sizeof(T));
   *address = value;
 }
 
 /// Lowers `*address` to `value` if that is smaller (checked against the launch's buffers; one
 /// block runs at a time, so the read-modify-write is atomic).
-inline void atomic_min_global(unsigned long long* address, unsigned long long value) {
-  if (!emulator::check_global(address, sizeof(value), true)) return;
+inline void atomic_min_global(unsigned long long* address, unsigned long long value,
+                              Site site = Site::current()) {
+  if (!emulator::check_global(address, sizeof(value), true, site)) return;
   emulator::check_stored_value(address, &value, sizeof value);
   if (value < *address) *address = value;
 }
 
 /// Reads element `index` of a global int32 index array (checked against the launch's buffers;
 /// a rejected read gives 0).
-inline int load_global_index(const int* base, index_t index) {
+inline int load_global_index(const int* base, index_t index, Site site = Site::current()) {
   const int* address = emulator::element_address(base, index);
-  return emulator::check_global(address, sizeof(int), false) ? *address : 0;
+  return emulator::check_global(address, sizeof(int), false, site) ? *address : 0;
 }
 
 /// Adds `value` to element `index` of global fp32 array `base` (checked against the launch's
 /// buffers). The emulator runs one block at a time, so a plain read-modify-write is atomic.
-inline void atomic_add_global(float* base, index_t index, float value) {
+inline void atomic_add_global(float* base, index_t index, float value,
+                              Site site = Site::current()) {
   float* address = emulator::element_address(base, index);
-  if (!emulator::check_global(address, sizeof(float), true)) return;
+  if (!emulator::check_global(address, sizeof(float), true, site)) return;
   emulator::check_stored_value(address, &value, sizeof value);
   *address += value;
 }
@@ -125,26 +130,30 @@ inline T* dynamic_shared() {
 
 /// Reads element `index` of a shared-memory array (checked for bounds and races).
 template <typename T>
-inline T load_shared(const T* base, int index) {
+inline T load_shared(const T* base, int index, Site site = Site::current()) {
   const T* address = emulator::element_address(base, index);
-  return emulator::check_shared(address, sizeof(T), false) ? *address : T{};
+  return emulator::check_shared(address, sizeof(T), false, site) ? *address : T{};
 }
 
 /// Writes element `index` of a shared-memory array (checked for bounds and races, and for a
 /// wgmma accumulator read before its wait).
 template <typename T>
-inline void store_shared(T* base, int index, T value) {
+inline void store_shared(T* base, int index, T value, Site site = Site::current()) {
   T* address = emulator::element_address(base, index);
-  if (!emulator::check_shared(address, sizeof(T), true)) return;
+  if (!emulator::check_shared(address, sizeof(T), true, site)) return;
   emulator::check_stored_value(address, &value, sizeof(T));
   *address = value;
 }
 
-/// Writes elements `index` and `index + 1` of a shared fp32 array (one 8-byte store on the GPU;
-/// here two, each checked).
-inline void store_shared_pair(float* base, int index, float first, float second) {
-  store_shared(base, index, first);
-  store_shared(base, index + 1, second);
+/// Writes elements `index` and `index + 1` of a shared fp32 array in one 8-byte store, as the
+/// GPU does (one request to the memory model).
+inline void store_shared_pair(float* base, int index, float first, float second,
+                              Site site = Site::current()) {
+  float* address = emulator::element_address(base, index);
+  if (!emulator::check_shared(address, 2 * sizeof(float), true, site)) return;
+  const float pair[2] = {first, second};
+  emulator::check_stored_value(address, pair, sizeof pair);
+  std::memcpy(address, pair, sizeof pair);
 }
 
 #endif

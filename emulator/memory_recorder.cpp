@@ -1,0 +1,247 @@
+// The memory model's recorder (memory_recorder.hpp): lanes into requests, requests into the
+// sites' counters, the CTAs' reads into the L2 model.
+#include "emulator/memory_recorder.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <map>
+#include <string>
+#include <tuple>
+#include <unordered_set>
+
+#include "emulator/machine.hpp"
+
+namespace flashjit::emulator::detail {
+namespace {
+
+constexpr std::uint64_t kSectorBytes = 32;
+
+// One launch at a time runs in this copy of the emulator.
+struct LaunchMemory {
+  bool on = false;
+  ModelledGpu gpu;
+  MemoryCounters counters;
+  std::map<std::tuple<std::string, unsigned, std::string, AccessKind>, std::size_t> site_index;
+  std::vector<std::vector<ByteRun>> cta_reads;  // by linear block index
+  std::unordered_set<std::uint64_t> written_sectors;
+};
+LaunchMemory g_launch;
+
+// "attention/forward_kernel.cuh" from any path: the folder and the file are what a reader
+// looks for (host-compiled kernels are built from a temporary folder).
+std::string short_site(const char* file, unsigned line) {
+  std::string path = file != nullptr ? file : "?";
+  const std::size_t last = path.rfind('/');
+  if (last != std::string::npos && last > 0) {
+    const std::size_t folder = path.rfind('/', last - 1);
+    path = path.substr(folder == std::string::npos ? 0 : folder + 1);
+  }
+  return path + ":" + std::to_string(line);
+}
+
+std::size_t counters_index(const Site& site) {
+  auto key = std::make_tuple(short_site(site.file, site.line), site.line,
+                             std::string(site.instruction), site.kind);
+  auto [it, added] = g_launch.site_index.emplace(key, g_launch.counters.sites.size());
+  if (added) {
+    SiteCounters fresh;
+    fresh.site = std::get<0>(key);
+    fresh.instruction = site.instruction;
+    fresh.kind = site.kind;
+    g_launch.counters.sites.push_back(std::move(fresh));
+  }
+  return it->second;
+}
+
+void append_read(BlockMemory& block, std::uint64_t begin, std::uint64_t end) {
+  if (!block.reads.empty() && block.reads.back().end == begin) {
+    block.reads.back().end = end;
+  } else {
+    block.reads.push_back({begin, end});
+  }
+}
+
+void note_in_flight(BlockMemory& block) {
+  const std::int64_t now = block.async_in_flight + static_cast<std::int64_t>(block.plain_in_flight);
+  block.most_in_flight = std::max<std::uint64_t>(block.most_in_flight,
+                                                 static_cast<std::uint64_t>(std::max<std::int64_t>(now, 0)));
+}
+
+// Prices one warp request of `site` and files it.
+void price(Machine& m, std::size_t warp, const PendingSite& pending, const WarpRequest& request) {
+  const Site& site = pending.site;
+  SiteCounters& counters = g_launch.counters.sites[pending.counters];
+  ++counters.requests;
+  MemoryCounters& total = g_launch.counters;
+  if (site.kind == AccessKind::shared_load || site.kind == AccessKind::shared_store) {
+    const SharedCost cost = shared_request_cost(request);
+    counters.wavefronts += cost.wavefronts;
+    counters.ideal_wavefronts += cost.ideal;
+    ++total.shared_requests;
+    total.shared_wavefronts += cost.wavefronts;
+    total.shared_ideal_wavefronts += cost.ideal;
+    return;
+  }
+  const SectorCost cost = global_request_cost(request);
+  counters.bytes += cost.bytes;
+  counters.sector_bytes += cost.sector_bytes;
+  ++total.global_requests;
+  total.global_bytes += cost.bytes;
+  total.global_sector_bytes += cost.sector_bytes;
+  std::vector<std::uint64_t> sectors;
+  for (const LaneAccess& lane : request) {
+    if (lane.bytes == 0) continue;
+    for (std::uint64_t s = lane.address / kSectorBytes;
+         s <= (lane.address + lane.bytes - 1) / kSectorBytes; ++s) {
+      sectors.push_back(s);
+    }
+  }
+  std::sort(sectors.begin(), sectors.end());
+  sectors.erase(std::unique(sectors.begin(), sectors.end()), sectors.end());
+  if (site.kind == AccessKind::global_store) {
+    g_launch.written_sectors.insert(sectors.begin(), sectors.end());
+    return;
+  }
+  for (const std::uint64_t s : sectors) append_read(m.memory, s * kSectorBytes, (s + 1) * kSectorBytes);
+  if (std::strcmp(site.instruction, "ld.global") == 0) {  // cp.async counts until it lands
+    BlockMemory& block = m.memory;
+    block.plain_in_flight += cost.sector_bytes;
+    block.plain_in_flight -= block.warp_load_bytes[warp];
+    block.warp_load_bytes[warp] = cost.sector_bytes;
+    note_in_flight(block);
+  }
+}
+
+// Takes the next access of each lane of `lanes` that has one into a request, and prices it.
+void gather(Machine& m, std::size_t warp, PendingSite& pending, std::uint32_t lanes) {
+  WarpRequest request{};
+  for (std::uint32_t rest = lanes & pending.waiting; rest != 0; rest &= rest - 1) {
+    const int lane = std::countr_zero(rest);
+    std::vector<LaneAccess>& queue = pending.lanes[lane];
+    request[lane] = queue[pending.head[lane]++];
+    if (pending.head[lane] == queue.size()) {
+      queue.clear();
+      pending.head[lane] = 0;
+      pending.waiting &= ~(1u << lane);
+    }
+  }
+  price(m, warp, pending, request);
+}
+
+void flush(Machine& m) {
+  for (std::size_t warp = 0; warp < m.memory.warps.size(); ++warp) {
+    for (PendingSite& pending : m.memory.warps[warp]) {
+      while (pending.waiting != 0) gather(m, warp, pending, pending.waiting);
+    }
+  }
+}
+
+PendingSite& pending_of(std::vector<PendingSite>& sites, const Site& site) {
+  for (auto it = sites.rbegin(); it != sites.rend(); ++it) {
+    if (it->site.file == site.file && it->site.line == site.line &&
+        it->site.instruction == site.instruction && it->site.kind == site.kind) {
+      return *it;
+    }
+  }
+  PendingSite& fresh = sites.emplace_back();
+  fresh.site = site;
+  fresh.counters = counters_index(site);
+  return fresh;
+}
+
+}  // namespace
+
+void model_launch_begin(const LaunchConfig& config) {
+  g_launch = LaunchMemory{};
+  if (!config.memory_model) return;
+  g_launch.on = true;
+  g_launch.gpu = *config.memory_model;
+  g_launch.counters.modelled = true;
+  g_launch.cta_reads.resize(static_cast<std::size_t>(config.grid.volume()));
+}
+
+MemoryCounters model_launch_end(const LaunchConfig& config) {
+  if (!g_launch.on) return {};
+  MemoryCounters counters = std::move(g_launch.counters);
+  counters.ctas_per_sm = resident_ctas_per_sm(
+      g_launch.gpu, static_cast<unsigned>(config.block.volume()), config.shared_bytes);
+  counters.dram_bytes_read = modelled_dram_read_bytes(
+      g_launch.cta_reads, g_launch.gpu.l2_bytes, g_launch.gpu.sms * counters.ctas_per_sm);
+  counters.dram_bytes_written = g_launch.written_sectors.size() * kSectorBytes;
+  if (g_launch.gpu.keep_traces) counters.cta_reads = std::move(g_launch.cta_reads);
+  g_launch = LaunchMemory{};
+  return counters;
+}
+
+void model_block_begin(Machine& m) {
+  BlockMemory& block = m.memory;
+  block.on = g_launch.on;
+  if (!block.on) return;
+  const std::size_t warps = m.warps.size();
+  block.warps.assign(warps, {});
+  block.warp_load_bytes.assign(warps, 0);
+  block.plain_in_flight = 0;
+  block.async_in_flight = 0;
+  block.most_in_flight = 0;
+  block.reads.clear();
+}
+
+void model_block_end(Machine& m) {
+  BlockMemory& block = m.memory;
+  if (!block.on) return;
+  flush(m);
+  g_launch.counters.bytes_in_flight_per_cta =
+      std::max(g_launch.counters.bytes_in_flight_per_cta, block.most_in_flight);
+  const Dim3 grid = m.config->grid;
+  const std::size_t linear =
+      m.block_index.x + std::size_t{grid.x} * (m.block_index.y + std::size_t{grid.y} * m.block_index.z);
+  if (linear < g_launch.cta_reads.size()) g_launch.cta_reads[linear] = std::move(block.reads);
+  block.reads.clear();
+  block.on = false;
+}
+
+void model_block_barrier(Machine& m) {
+  if (m.memory.on) flush(m);
+}
+
+void model_access(Machine& m, int thread, const void* address, std::size_t bytes,
+                  const Site& site) {
+  BlockMemory& block = m.memory;
+  if (!block.on || thread < 0) return;
+  const auto warp = static_cast<std::size_t>(thread) / 32;
+  const int lane = thread % 32;
+  std::uint64_t at = reinterpret_cast<std::uintptr_t>(address);
+  if (site.kind == AccessKind::shared_load || site.kind == AccessKind::shared_store) {
+    at -= reinterpret_cast<std::uintptr_t>(m.shared_begin);
+  }
+  PendingSite& pending = pending_of(block.warps[warp], site);
+  pending.lanes[lane].push_back({at, static_cast<std::uint32_t>(bytes)});
+  pending.waiting |= 1u << lane;
+  // Once every live lane has one, the next request is whole: lanes that exited since their
+  // access join it with theirs.
+  const std::uint32_t live = m.warp_live[warp];
+  if ((pending.waiting & live) == live) gather(m, warp, pending, pending.waiting);
+}
+
+void model_bulk_read(Machine& m, const void* address, std::size_t bytes) {
+  if (!m.memory.on || bytes == 0) return;
+  const auto at = reinterpret_cast<std::uintptr_t>(address);
+  append_read(m.memory, at, at + bytes);
+}
+
+void model_bulk_write(Machine& m, const void* address, std::size_t bytes) {
+  if (!m.memory.on || bytes == 0) return;
+  const auto at = reinterpret_cast<std::uintptr_t>(address);
+  for (std::uint64_t s = at / kSectorBytes; s <= (at + bytes - 1) / kSectorBytes; ++s) {
+    g_launch.written_sectors.insert(s);
+  }
+}
+
+void model_in_flight(Machine& m, std::int64_t bytes) {
+  if (!m.memory.on) return;
+  m.memory.async_in_flight += bytes;
+  note_in_flight(m.memory);
+}
+
+}  // namespace flashjit::emulator::detail

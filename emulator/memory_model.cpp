@@ -2,6 +2,7 @@
 #include "emulator/memory_model.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <unordered_map>
 
 namespace flashjit::emulator {
@@ -48,18 +49,18 @@ class LruL2 {
  public:
   explicit LruL2(std::uint64_t lines) : capacity_(std::max<std::uint64_t>(lines, 1)) {}
 
-  // Reads one sector; true when DRAM had to supply it.
-  bool read(std::uint64_t sector) {
-    const std::uint64_t line = sector / kLineSectors;
-    const auto bit = static_cast<std::uint8_t>(1u << (sector % kLineSectors));
+  // Reads the sectors of `line` in the mask `wanted`; returns how many DRAM had to supply.
+  unsigned read(std::uint64_t line, std::uint8_t wanted) {
     auto found = index_.find(line);
     if (found != index_.end()) {
       Node& node = nodes_[found->second];
-      unlink(found->second);
-      push_front(found->second);
-      const bool miss = (node.sectors & bit) == 0;
-      node.sectors |= bit;
-      return miss;
+      if (head_ != found->second) {
+        unlink(found->second);
+        push_front(found->second);
+      }
+      const auto missing = static_cast<std::uint8_t>(wanted & ~node.sectors);
+      node.sectors |= wanted;
+      return static_cast<unsigned>(std::popcount(missing));
     }
     std::uint32_t slot;
     if (index_.size() < capacity_) {
@@ -71,10 +72,10 @@ class LruL2 {
       index_.erase(nodes_[slot].line);
     }
     nodes_[slot].line = line;
-    nodes_[slot].sectors = bit;
+    nodes_[slot].sectors = wanted;
     index_.emplace(line, slot);
     push_front(slot);
-    return true;
+    return static_cast<unsigned>(std::popcount(wanted));
   }
 
  private:
@@ -105,7 +106,7 @@ class LruL2 {
 
 // Where one resident CTA is in its trace.
 struct Cursor {
-  std::size_t cta = 0;
+  std::vector<ByteRun> runs;
   std::size_t run = 0;
   std::uint64_t at = 0;  // the next byte of that run
 };
@@ -160,36 +161,51 @@ SectorCost global_request_cost(const WarpRequest& request) {
 
 std::uint64_t modelled_dram_read_bytes(const std::vector<std::vector<ByteRun>>& cta_reads,
                                        std::uint64_t l2_bytes, unsigned resident) {
+  return modelled_dram_read_bytes(
+      cta_reads.size(), [&](std::size_t cta, std::vector<ByteRun>& runs) { runs = cta_reads[cta]; },
+      l2_bytes, resident);
+}
+
+std::uint64_t modelled_dram_read_bytes(std::size_t ctas, const CtaReads& reads_of,
+                                       std::uint64_t l2_bytes, unsigned resident) {
   // A step: each resident CTA reads this much before the next one's turn. Small against a
   // tile, so CTAs streaming the same keys stay within a tile of each other.
   constexpr std::uint64_t kStepBytes = 1024;
-  LruL2 l2(l2_bytes / (kSectorBytes * kLineSectors));
+  constexpr std::uint64_t kLineBytes = kSectorBytes * kLineSectors;
+  LruL2 l2(l2_bytes / kLineBytes);
   std::uint64_t dram = 0;
   std::vector<Cursor> active;
   std::size_t next = 0;
   auto admit = [&] {
-    while (active.size() < std::max(resident, 1u) && next < cta_reads.size()) {
-      active.push_back({next++, 0, 0});
+    while (active.size() < std::max(resident, 1u) && next < ctas) {
+      Cursor& c = active.emplace_back();
+      reads_of(next++, c.runs);
     }
   };
   admit();
   while (!active.empty()) {
     for (Cursor& c : active) {
-      const std::vector<ByteRun>& runs = cta_reads[c.cta];
       std::uint64_t budget = kStepBytes;
-      while (budget > 0 && c.run < runs.size()) {
-        const ByteRun& run = runs[c.run];
+      while (budget > 0 && c.run < c.runs.size()) {
+        const ByteRun& run = c.runs[c.run];
         if (c.at < run.begin) c.at = run.begin;
         const std::uint64_t end = std::min(run.end, c.at + budget);
-        for (std::uint64_t s = c.at / kSectorBytes; s * kSectorBytes < end; ++s) {
-          if (l2.read(s)) dram += kSectorBytes;
+        // Line by line, the sectors [c.at, end) touches in each.
+        for (std::uint64_t from = c.at; from < end;) {
+          const std::uint64_t line = from / kLineBytes;
+          const std::uint64_t to = std::min(end, (line + 1) * kLineBytes);
+          const unsigned first = static_cast<unsigned>(from % kLineBytes / kSectorBytes);
+          const unsigned last = static_cast<unsigned>((to - 1) % kLineBytes / kSectorBytes);
+          const auto mask = static_cast<std::uint8_t>(((1u << (last + 1)) - 1) & ~((1u << first) - 1));
+          dram += kSectorBytes * l2.read(line, mask);
+          from = to;
         }
         budget -= end - c.at;
         c.at = end;
         if (c.at >= run.end) ++c.run, c.at = 0;
       }
     }
-    std::erase_if(active, [&](const Cursor& c) { return c.run >= cta_reads[c.cta].size(); });
+    std::erase_if(active, [](const Cursor& c) { return c.run >= c.runs.size(); });
     admit();
   }
   return dram;

@@ -5,6 +5,7 @@
 // functions here are the model; memory_recorder.cpp feeds them a launch's accesses.
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,11 @@ struct ByteRun {
 /// `resident` at a time, each taking the next CTA's place when it ends, and the resident ones
 /// read at one pace (a step of each in turn).
 std::uint64_t modelled_dram_read_bytes(const std::vector<std::vector<ByteRun>>& cta_reads,
+                                       std::uint64_t l2_bytes, unsigned resident);
+/// The same over `ctas` CTAs whose reads `reads_of(cta, runs)` fills in when the CTA starts (a
+/// launch too large to hold every trace at once: a trace made from another, say).
+using CtaReads = std::function<void(std::size_t cta, std::vector<ByteRun>& runs)>;
+std::uint64_t modelled_dram_read_bytes(std::size_t ctas, const CtaReads& reads_of,
                                        std::uint64_t l2_bytes, unsigned resident);
 
 /// The CTAs of `threads` threads and `shared_bytes` of dynamic shared memory one SM holds at

@@ -362,6 +362,9 @@ struct KeyGradientAccumulator {
     scaling.chain(dp);         // through softcap
     using Share = QueryGradientShare<Traits>;
     const Share share{scope};
+    // Pᵀ's and dSᵀ's registers: the A of dV's and dK's products, which read them until the
+    // wait in add_query_gradients, so they live to the step's end, not the branch's.
+    [[maybe_unused]] operand_tile<T, 16, kBlockM> p_t, ds_t;
     if constexpr (Traits::kSharedKeys) {
       // Both halves of Pᵀ and dSᵀ in shared memory, then dV += Pᵀ dO in warpgroup 0 and
       // dK += dSᵀ Q in warpgroup 1, each over all the block's queries.
@@ -372,7 +375,8 @@ struct KeyGradientAccumulator {
       const bool values = kind(0, scope) == kValueGradient;
       warpgroup_ab_async(gradients[0], values ? smem.p_t : smem.ds_t, 0, values ? dout : q);
     } else {
-      const operand_tile<T, 16, kBlockM> p_t = to_operand<T>(s), ds_t = to_operand<T>(dp);
+      p_t = to_operand<T>(s);
+      ds_t = to_operand<T>(dp);
       store_fragments(dp, smem.ds_t, warp_keys0, 0, lane);       // the A of dQ = dS K
       fence_proxy_async();                                       // generic writes, read by wgmma
       share.sync();                                              // the team's dSᵀ rows are in

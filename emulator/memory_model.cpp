@@ -119,6 +119,7 @@ const char* to_string(AccessKind kind) {
     case AccessKind::shared_store: return "shared_store";
     case AccessKind::global_load: return "global_load";
     case AccessKind::global_store: return "global_store";
+    case AccessKind::wgmma_operand: return "wgmma_operand";
   }
   return "?";
 }

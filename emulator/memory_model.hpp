@@ -24,7 +24,15 @@ struct ModelledGpu {
 
 /// What an instruction site does; wavefronts count for the shared kinds, sectors for the
 /// global ones.
-enum class AccessKind : std::uint8_t { shared_load, shared_store, global_load, global_store };
+/// wgmma_operand: a wgmma's shared operand, read a core matrix (8 rows of 16 bytes) at a time,
+/// each one request (not an LSU instruction: ncu counts none of these).
+enum class AccessKind : std::uint8_t {
+  shared_load,
+  shared_store,
+  global_load,
+  global_store,
+  wgmma_operand
+};
 
 /// "shared_load", ...
 const char* to_string(AccessKind kind);
@@ -98,6 +106,8 @@ struct MemoryCounters {
   std::uint64_t shared_requests = 0;
   std::uint64_t shared_wavefronts = 0;
   std::uint64_t shared_ideal_wavefronts = 0;
+  std::uint64_t wgmma_core_matrices = 0;  // wgmma operand reads: not in the shared figures above
+  std::uint64_t wgmma_wavefronts = 0;
   std::uint64_t global_requests = 0;
   std::uint64_t global_bytes = 0;          // distinct bytes per request, summed
   std::uint64_t global_sector_bytes = 0;   // 32 per sector per request, summed

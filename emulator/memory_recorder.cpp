@@ -74,6 +74,14 @@ void price(Machine& m, std::size_t warp, const PendingSite& pending, const WarpR
   SiteCounters& counters = g_launch.counters.sites[pending.counters];
   ++counters.requests;
   MemoryCounters& total = g_launch.counters;
+  if (site.kind == AccessKind::wgmma_operand) {
+    const SharedCost cost = shared_request_cost(request);
+    counters.wavefronts += cost.wavefronts;
+    counters.ideal_wavefronts += cost.ideal;
+    ++total.wgmma_core_matrices;
+    total.wgmma_wavefronts += cost.wavefronts;
+    return;
+  }
   if (site.kind == AccessKind::shared_load || site.kind == AccessKind::shared_store) {
     const SharedCost cost = shared_request_cost(request);
     counters.wavefronts += cost.wavefronts;
@@ -222,6 +230,16 @@ void model_access(Machine& m, int thread, const void* address, std::size_t bytes
   // access join it with theirs.
   const std::uint32_t live = m.warp_live[warp];
   if ((pending.waiting & live) == live) gather(m, warp, pending, pending.waiting);
+}
+
+void model_core_matrix(Machine& m, const std::array<std::uint32_t, 8>& rows, const Site& site) {
+  if (!m.memory.on) return;
+  PendingSite pending;  // a collective: its request is whole as it stands
+  pending.site = site;
+  pending.counters = counters_index(site);
+  WarpRequest request{};
+  for (std::size_t i = 0; i < rows.size(); ++i) request[i] = {rows[i], 16};
+  price(m, 0, pending, request);
 }
 
 void model_bulk_read(Machine& m, const void* address, std::size_t bytes) {

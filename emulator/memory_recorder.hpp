@@ -60,6 +60,9 @@ void model_block_barrier(Machine& machine);
 /// sides, ldmatrix's rows).
 void model_access(Machine& machine, int thread, const void* address, std::size_t bytes,
                   const Site& site);
+/// A wgmma read the core matrix whose 8 rows of 16 bytes start at these shared offsets.
+void model_core_matrix(Machine& machine, const std::array<std::uint32_t, 8>& rows,
+                       const Site& site);
 /// A TMA load read these global bytes (for the L2 model; the TMA unit has no lanes).
 void model_bulk_read(Machine& machine, const void* address, std::size_t bytes);
 /// A TMA store or bulk reduction wrote these global bytes.

@@ -95,12 +95,13 @@ void wgmma_wait_group(int pending_groups);
 /// (and checked) at issue and guarded until a wait_group completes the operation.
 void wgmma_ss(MmaInput input, int n, float* d, std::uint64_t a_descriptor,
               std::uint64_t b_descriptor, bool scale_d, int scale_a, int scale_b, bool trans_a,
-              bool trans_b);
+              bool trans_b, std::source_location site = std::source_location::current());
 
 /// The same with A from registers: this thread's 4 x .b32 hold its warp's 16 rows of A in the
 /// mma.sync m16n8k16 A-fragment layout (warp w of the warpgroup: rows 16w..16w+15).
 void wgmma_rs(MmaInput input, int n, float* d, const std::uint32_t (&a)[4],
-              std::uint64_t b_descriptor, bool scale_d, int scale_a, int scale_b, bool trans_b);
+              std::uint64_t b_descriptor, bool scale_d, int scale_a, int scale_b, bool trans_b,
+              std::source_location site = std::source_location::current());
 
 // --- mbarrier (PTX ISA "mbarrier"; emulator/mbarrier.cpp). `bar` points at the 8-byte object
 // in dynamic shared memory; the emulator keeps its state (arrival counts, tx-count, phase).

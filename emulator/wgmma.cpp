@@ -24,9 +24,11 @@
 // recorded as reads by lane 0 of the warp owning the A rows (all of B: the warpgroup's first
 // thread), since the race checker knows threads, not warpgroups; so a write by another warp after
 // the wait still needs a __syncthreads.
+#include <array>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -50,6 +52,7 @@ struct WgmmaThread {
   std::uint64_t a_descriptor, b_descriptor;
   int n, scale_a, scale_b;
   bool scale_d, trans_a, trans_b;
+  std::source_location site;  // for the memory model's report
 };
 
 const WgmmaThread& at(void* const* threads, int t) {
@@ -123,10 +126,12 @@ float element(MmaInput input, std::uint16_t bits) {
 /// Reads a 16-bit operand of `rows` x 16 (row = m for A, n for B) through its descriptor into
 /// `out` (rows, 16), scaled by `scale`. Each 16-byte chunk (8 elements along the contiguous
 /// axis) is one checked shared read by `reader(row)`; a rejected chunk reads as zeros.
+/// Each core matrix (8 chunks: 8 rows of a K-major operand, 8 k of an MN-major one) is one
+/// request to the memory model, at `site`.
 template <class Reader>
 bool read_shared_operand(Machine& m, const char* name, MmaInput input, std::uint64_t bits,
                          bool mn_major, int rows, float scale, Reader reader, float* out,
-                         WgmmaOp& op) {
+                         WgmmaOp& op, const detail::Site& site) {
   const WgmmaDescriptor d = decode_wgmma_descriptor(bits);
   if (const char* problem = wgmma_descriptor_problem(d, mn_major)) {
     report(m, warpgroup_base(m), -1, name, "descriptor " + hex64(bits) + ": " + problem);
@@ -134,6 +139,8 @@ bool read_shared_operand(Machine& m, const char* name, MmaInput input, std::uint
   }
   const int outer = mn_major ? rows / 8 : rows, inner = mn_major ? kK : 2;
   bool fenced = true;  // one proxy fence finding per operand
+  // The core matrices being read (K-major: one per k half), their chunks' offsets.
+  std::array<std::array<std::uint32_t, 8>, 2> cores{};
   for (int o = 0; o < outer; ++o) {
     for (int i = 0; i < inner; ++i) {
       const int row0 = mn_major ? 8 * o : o, k0 = mn_major ? i : 8 * i;
@@ -142,6 +149,11 @@ bool read_shared_operand(Machine& m, const char* name, MmaInput input, std::uint
           reinterpret_cast<std::uintptr_t>(m.shared_begin) + chunk);
       const bool readable = detail::check_shared_access(m, reader(row0), address, 16, false, name);
       if (readable) op.chunks.push_back(chunk);
+      // K-major: rows o of a core matrix, 8 apart in o; MN-major: its k, consecutive in i.
+      const int slot = mn_major ? i % 8 : o % 8;
+      std::array<std::uint32_t, 8>& core = cores[mn_major ? 0 : static_cast<std::size_t>(i)];
+      core[static_cast<std::size_t>(slot)] = chunk;
+      if (slot == 7) detail::model_core_matrix(m, core, site);
       if (readable && fenced) fenced = detail::check_proxy_fence(m, reader(row0), chunk, 16, name);
       for (int j = 0; j < 8; ++j) {
         const int row = mn_major ? row0 + j : row0, k = mn_major ? k0 : k0 + j;
@@ -243,12 +255,14 @@ void compute(void* const* threads) {
     read_register_operand(threads, Input, scale_a, a.data());
   } else if (!read_shared_operand(
                  m, name, Input, lead.a_descriptor, lead.trans_a, kM, scale_a,
-                 [base](int row) { return base + 32 * (row / 16); }, a.data(), op)) {
+                 [base](int row) { return base + 32 * (row / 16); }, a.data(), op,
+                 detail::site_at(lead.site, "wgmma (A)", AccessKind::wgmma_operand))) {
     return;
   }
   if (!read_shared_operand(
           m, name, Input, lead.b_descriptor, lead.trans_b, n, static_cast<float>(lead.scale_b),
-          [base](int) { return base; }, b.data(), op)) {
+          [base](int) { return base; }, b.data(), op,
+          detail::site_at(lead.site, "wgmma (B)", AccessKind::wgmma_operand))) {
     return;
   }
   detail::count_loads_ahead(
@@ -295,15 +309,16 @@ void compute(void* const* threads) {
 
 void wgmma_ss(MmaInput input, int n, float* d, std::uint64_t a_descriptor,
               std::uint64_t b_descriptor, bool scale_d, int scale_a, int scale_b, bool trans_a,
-              bool trans_b) {
+              bool trans_b, std::source_location site) {
   WgmmaThread thread{d,       nullptr, a_descriptor, b_descriptor, n,
-                     scale_a, scale_b, scale_d,      trans_a,      trans_b};
+                     scale_a, scale_b, scale_d,      trans_a,      trans_b, site};
   warpgroup_exchange(&thread, input == MmaInput::f16 ? kSsF16 : kSsBf16);
 }
 
 void wgmma_rs(MmaInput input, int n, float* d, const std::uint32_t (&a)[4],
-              std::uint64_t b_descriptor, bool scale_d, int scale_a, int scale_b, bool trans_b) {
-  WgmmaThread thread{d, a, 0, b_descriptor, n, scale_a, scale_b, scale_d, false, trans_b};
+              std::uint64_t b_descriptor, bool scale_d, int scale_a, int scale_b, bool trans_b,
+              std::source_location site) {
+  WgmmaThread thread{d, a, 0, b_descriptor, n, scale_a, scale_b, scale_d, false, trans_b, site};
   warpgroup_exchange(&thread, input == MmaInput::f16 ? kRsF16 : kRsBf16);
 }
 

@@ -62,6 +62,8 @@ MemoryCounters public_memory(const emulator::MemoryCounters& m) {
   out.shared_requests = m.shared_requests;
   out.shared_wavefronts = m.shared_wavefronts;
   out.shared_ideal_wavefronts = m.shared_ideal_wavefronts;
+  out.wgmma_core_matrices = m.wgmma_core_matrices;
+  out.wgmma_wavefronts = m.wgmma_wavefronts;
   out.global_requests = m.global_requests;
   out.global_bytes = m.global_bytes;
   out.global_sector_bytes = m.global_sector_bytes;

@@ -33,7 +33,7 @@ double MemoryCounters::shared_wavefronts_per_request() const {
 const MemorySite* MemoryCounters::worst_shared_site() const {
   const MemorySite* worst = nullptr;
   for (const MemorySite& site : sites) {
-    if (site.kind != "shared_load" && site.kind != "shared_store") continue;
+    if (site.kind == "global_load" || site.kind == "global_store") continue;
     if (worst == nullptr || site.wavefronts_per_request() > worst->wavefronts_per_request()) {
       worst = &site;
     }
@@ -55,6 +55,8 @@ MemoryCounters& MemoryCounters::operator+=(const MemoryCounters& other) {
   shared_requests += other.shared_requests;
   shared_wavefronts += other.shared_wavefronts;
   shared_ideal_wavefronts += other.shared_ideal_wavefronts;
+  wgmma_core_matrices += other.wgmma_core_matrices;
+  wgmma_wavefronts += other.wgmma_wavefronts;
   global_requests += other.global_requests;
   global_bytes += other.global_bytes;
   global_sector_bytes += other.global_sector_bytes;

@@ -20,7 +20,7 @@ WorkCounters summed(const std::vector<KernelWork>& work, const std::string& pref
 json site_json(const MemorySite& s) {
   json j = {{"site", s.site}, {"instruction", s.instruction}, {"kind", s.kind},
             {"requests", s.requests}};
-  if (s.kind == "shared_load" || s.kind == "shared_store") {
+  if (s.kind != "global_load" && s.kind != "global_store") {
     j["wavefronts"] = s.wavefronts;
     j["ideal_wavefronts"] = s.ideal_wavefronts;
     j["wavefronts_per_request"] = s.wavefronts_per_request();
@@ -49,6 +49,8 @@ json counters_json(const WorkCounters& w) {
   j["memory"] = {{"shared_requests", m.shared_requests},
                  {"shared_wavefronts", m.shared_wavefronts},
                  {"shared_ideal_wavefronts", m.shared_ideal_wavefronts},
+                 {"wgmma_core_matrices", m.wgmma_core_matrices},
+                 {"wgmma_wavefronts", m.wgmma_wavefronts},
                  {"global_requests", m.global_requests},
                  {"global_bytes", m.global_bytes},
                  {"global_sector_bytes", m.global_sector_bytes},

@@ -12,7 +12,9 @@ namespace flashjit {
 struct MemorySite {
   std::string site;         ///< "attention/tma_backward_kernel.cuh:331": the access's line
   std::string instruction;  ///< "ld.shared", "st.shared", "ldmatrix", "cp.async", "ld.global", ...
-  std::string kind;         ///< "shared_load", "shared_store", "global_load" or "global_store"
+  /// "shared_load", "shared_store", "global_load", "global_store", or "wgmma_operand" (a
+  /// wgmma's shared operand, a request per core matrix of 8 rows of 16 bytes)
+  std::string kind;
   std::uint64_t requests = 0;          ///< warp-wide requests
   std::uint64_t wavefronts = 0;        ///< shared kinds: bank wavefronts they took
   std::uint64_t ideal_wavefronts = 0;  ///< shared kinds: the fewest their bytes could take
@@ -32,6 +34,10 @@ struct MemoryCounters {
   std::uint64_t shared_requests = 0;
   std::uint64_t shared_wavefronts = 0;
   std::uint64_t shared_ideal_wavefronts = 0;
+  /// wgmma's shared operands, which ncu does not count as shared requests: core matrices read
+  /// and the wavefronts they took (one each, conflict-free).
+  std::uint64_t wgmma_core_matrices = 0;
+  std::uint64_t wgmma_wavefronts = 0;
   std::uint64_t global_requests = 0;      ///< plain loads and stores, cp.async sources
   std::uint64_t global_bytes = 0;         ///< distinct bytes asked for, per request, summed
   std::uint64_t global_sector_bytes = 0;  ///< 32 per sector touched, per request, summed
@@ -44,9 +50,11 @@ struct MemoryCounters {
   std::uint64_t dram_bytes_written = 0;      ///< distinct sectors written
   std::vector<MemorySite> sites;             ///< per instruction site, in first-seen order
 
-  /// shared_wavefronts / shared_requests (0 with no request).
+  /// shared_wavefronts / shared_requests (0 with no request): ld/st.shared, ldmatrix and
+  /// cp.async's shared side, as ncu's shared-memory tables count them.
   double shared_wavefronts_per_request() const;
-  /// The largest wavefronts per request of any shared site (0 with none).
+  /// The largest wavefronts per request of any shared site, wgmma operands included (0 with
+  /// none).
   double worst_shared_wavefronts_per_request() const;
   /// The site with that figure, or nullptr.
   const MemorySite* worst_shared_site() const;

@@ -241,20 +241,21 @@ constexpr emulator::MmaInput kWgmmaEmulatorInput =
 
 template <typename T, int N, bool TransA = false, bool TransB = false>
 inline void wgmma_ss(float (&d)[N / 2], unsigned long long a_desc, unsigned long long b_desc,
-                     bool scale_d) {
+                     bool scale_d, std::source_location site = std::source_location::current()) {
   static_assert(kWgmmaInput<T>, "wgmma: T is half_t or bfloat16_t");
   static_assert(kWgmmaN<N>, "wgmma: N is a multiple of 8 in 8..256");
-  emulator::wgmma_ss(kWgmmaEmulatorInput<T>, N, d, a_desc, b_desc, scale_d, 1, 1, TransA, TransB);
+  emulator::wgmma_ss(kWgmmaEmulatorInput<T>, N, d, a_desc, b_desc, scale_d, 1, 1, TransA, TransB,
+                     site);
 }
 
 template <typename T, int N, bool TransB = false>
 inline void wgmma_rs(float (&d)[N / 2], const FragmentA& a, unsigned long long b_desc,
-                     bool scale_d) {
+                     bool scale_d, std::source_location site = std::source_location::current()) {
   static_assert(kWgmmaInput<T>, "wgmma: T is half_t or bfloat16_t");
   static_assert(kWgmmaN<N>, "wgmma: N is a multiple of 8 in 8..256");
   // The fragment's own registers, not a copy: the emulator checks that they are not written
   // after the last wgmma_fence before this wgmma, nor until the wait that completes it.
-  emulator::wgmma_rs(kWgmmaEmulatorInput<T>, N, d, a.regs, b_desc, scale_d, 1, 1, TransB);
+  emulator::wgmma_rs(kWgmmaEmulatorInput<T>, N, d, a.regs, b_desc, scale_d, 1, 1, TransB, site);
 }
 
 #endif

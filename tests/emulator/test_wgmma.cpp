@@ -226,10 +226,16 @@ int mismatches(const Variant& v, unsigned seed) {
                   em::buffer_of(b_image.data(), b_image.size(), "b_image"),
                   em::buffer_of(a.data(), a.size(), "a"), em::buffer_of(c.data(), c.size(), "c"),
                   em::buffer_of(d.data(), d.size(), "d")}};
+  config.memory_model = em::ModelledGpu{};
   const em::Report report = em::launch(&wgmma_kernel<T>, config, p, a_image.data(), b_image.data(),
                                        a.data(), c.data(), d.data());
   REQUIRE_MESSAGE(report.clean(), report);
   CHECK(report.work.tensor_flops == std::uint64_t(2) * kM * static_cast<std::uint64_t>(n) * kDepth);
+  // The memory model reads the shared operands a core matrix (8 x 16 bytes) at a time: 16 of
+  // A's (64 x 16) and n / 4 of B's a k16 step, each in one wavefront in every legal layout.
+  const std::uint64_t cores = std::uint64_t(kSteps) * ((v.register_a ? 0 : 16) + n / 4);
+  CHECK(report.memory.wgmma_core_matrices == cores);
+  CHECK(report.memory.wgmma_wavefronts == cores);
   int wrong = 0;
   for (int m = 0; m < kM; ++m) {
     for (int j = 0; j < n; ++j) {

@@ -197,7 +197,8 @@ std::uint64_t modelled_dram_read_bytes(std::size_t ctas, const CtaReads& reads_o
           const std::uint64_t to = std::min(end, (line + 1) * kLineBytes);
           const unsigned first = static_cast<unsigned>(from % kLineBytes / kSectorBytes);
           const unsigned last = static_cast<unsigned>((to - 1) % kLineBytes / kSectorBytes);
-          const auto mask = static_cast<std::uint8_t>(((1u << (last + 1)) - 1) & ~((1u << first) - 1));
+          const unsigned below_last = (1u << (last + 1)) - 1, below_first = (1u << first) - 1;
+          const auto mask = static_cast<std::uint8_t>(below_last & ~below_first);
           dram += kSectorBytes * l2.read(line, mask);
           from = to;
         }

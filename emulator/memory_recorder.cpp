@@ -64,8 +64,7 @@ void append_read(BlockMemory& block, std::uint64_t begin, std::uint64_t end) {
 
 void note_in_flight(BlockMemory& block) {
   const std::int64_t now = block.async_in_flight + static_cast<std::int64_t>(block.plain_in_flight);
-  block.most_in_flight = std::max<std::uint64_t>(block.most_in_flight,
-                                                 static_cast<std::uint64_t>(std::max<std::int64_t>(now, 0)));
+  if (now > 0) block.most_in_flight = std::max(block.most_in_flight, std::uint64_t(now));
 }
 
 // Prices one warp request of `site` and files it.
@@ -74,21 +73,18 @@ void price(Machine& m, std::size_t warp, const PendingSite& pending, const WarpR
   SiteCounters& counters = g_launch.counters.sites[pending.counters];
   ++counters.requests;
   MemoryCounters& total = g_launch.counters;
-  if (site.kind == AccessKind::wgmma_operand) {
+  if (site.kind != AccessKind::global_load && site.kind != AccessKind::global_store) {
     const SharedCost cost = shared_request_cost(request);
     counters.wavefronts += cost.wavefronts;
     counters.ideal_wavefronts += cost.ideal;
-    ++total.wgmma_core_matrices;
-    total.wgmma_wavefronts += cost.wavefronts;
-    return;
-  }
-  if (site.kind == AccessKind::shared_load || site.kind == AccessKind::shared_store) {
-    const SharedCost cost = shared_request_cost(request);
-    counters.wavefronts += cost.wavefronts;
-    counters.ideal_wavefronts += cost.ideal;
-    ++total.shared_requests;
-    total.shared_wavefronts += cost.wavefronts;
-    total.shared_ideal_wavefronts += cost.ideal;
+    if (site.kind == AccessKind::wgmma_operand) {  // not an LSU request: kept apart
+      ++total.wgmma_core_matrices;
+      total.wgmma_wavefronts += cost.wavefronts;
+    } else {
+      ++total.shared_requests;
+      total.shared_wavefronts += cost.wavefronts;
+      total.shared_ideal_wavefronts += cost.ideal;
+    }
     return;
   }
   const SectorCost cost = global_request_cost(request);
@@ -111,7 +107,9 @@ void price(Machine& m, std::size_t warp, const PendingSite& pending, const WarpR
     g_launch.written_sectors.insert(sectors.begin(), sectors.end());
     return;
   }
-  for (const std::uint64_t s : sectors) append_read(m.memory, s * kSectorBytes, (s + 1) * kSectorBytes);
+  for (const std::uint64_t s : sectors) {
+    append_read(m.memory, s * kSectorBytes, (s + 1) * kSectorBytes);
+  }
   if (std::strcmp(site.instruction, "ld.global") == 0) {  // cp.async counts until it lands
     BlockMemory& block = m.memory;
     block.plain_in_flight += cost.sector_bytes;
@@ -202,8 +200,8 @@ void model_block_end(Machine& m) {
   g_launch.counters.bytes_in_flight_per_cta =
       std::max(g_launch.counters.bytes_in_flight_per_cta, block.most_in_flight);
   const Dim3 grid = m.config->grid;
-  const std::size_t linear =
-      m.block_index.x + std::size_t{grid.x} * (m.block_index.y + std::size_t{grid.y} * m.block_index.z);
+  const Dim3 b = m.block_index;
+  const std::size_t linear = b.x + std::size_t{grid.x} * (b.y + std::size_t{grid.y} * b.z);
   if (linear < g_launch.cta_reads.size()) g_launch.cta_reads[linear] = std::move(block.reads);
   block.reads.clear();
   block.on = false;

@@ -2,6 +2,7 @@
 #include "flashjit/work_counters.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace flashjit {
 
@@ -26,6 +27,10 @@ double MemorySite::wavefronts_per_request() const {
   return requests > 0 ? double(wavefronts) / double(requests) : 0.0;
 }
 
+double MemorySite::conflict_degree() const {
+  return ideal_wavefronts > 0 ? double(wavefronts) / double(ideal_wavefronts) : 0.0;
+}
+
 double MemoryCounters::shared_wavefronts_per_request() const {
   return shared_requests > 0 ? double(shared_wavefronts) / double(shared_requests) : 0.0;
 }
@@ -34,9 +39,10 @@ const MemorySite* MemoryCounters::worst_shared_site() const {
   const MemorySite* worst = nullptr;
   for (const MemorySite& site : sites) {
     if (site.kind == "global_load" || site.kind == "global_store") continue;
-    if (worst == nullptr || site.wavefronts_per_request() > worst->wavefronts_per_request()) {
-      worst = &site;
-    }
+    const auto rank = [](const MemorySite& s) {
+      return std::pair(s.conflict_degree(), s.wavefronts_per_request());
+    };
+    if (worst == nullptr || rank(site) > rank(*worst)) worst = &site;
   }
   return worst;
 }

@@ -219,8 +219,10 @@ run_sanitizer() {
 # ---- ncu -------------------------------------------------------------------------------------
 # One launch each of the sm_90a forward and backward (dK/dV, or the TMA kernel) defaults at head dim 128, seqlen 8k,
 # batch 2, 16 heads, bf16: the sections that name a bottleneck (speed of light, compute and
-# memory workload with shared bank conflicts, occupancy, warp stall reasons). Clocks are left as
-# they are (--clock-control none).
+# memory workload with shared bank conflicts, occupancy, warp stall reasons, and the source
+# counters: the lines whose shared accesses conflict and whose global loads waste sectors, which
+# the emulator's memory model reports per instruction site; kernels compiled with line info for
+# it). Clocks are left as they are (--clock-control none).
 run_ncu() {
   local ncu rc=0 op kernel head_dim
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null) || {
@@ -237,10 +239,11 @@ run_ncu() {
       echo 'regex:attention_backward_(dkdv|tma)')
     echo "\$ ncu --clock-control none -k $kernel --launch-count 1 ... $flashjit bench --op $op" \
       "--head-dim $head_dim --seqlen 8192 --batch 2 --heads $((2048 / head_dim)) --budget-ms 1"
-    timeout --kill-after=10 $((limit / ${#runs[@]})) "$ncu" --clock-control none -k "$kernel" \
+    FLASHJIT_LINEINFO=1 timeout --kill-after=10 $((limit / ${#runs[@]})) "$ncu" \
+      --clock-control none -k "$kernel" \
       --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
       --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
-      --section Occupancy --section LaunchStats --section WarpStateStats \
+      --section Occupancy --section LaunchStats --section WarpStateStats --section SourceCounters \
       "$flashjit" bench --op "$op" --head-dim "$head_dim" --seqlen 8192 --batch 2 \
       --heads $((2048 / head_dim)) --budget-ms 1 || rc=$?
   done

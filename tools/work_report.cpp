@@ -24,6 +24,7 @@ json site_json(const MemorySite& s) {
     j["wavefronts"] = s.wavefronts;
     j["ideal_wavefronts"] = s.ideal_wavefronts;
     j["wavefronts_per_request"] = s.wavefronts_per_request();
+    j["conflict_degree"] = s.conflict_degree();
   } else {
     j["bytes"] = s.bytes;
     j["sector_bytes"] = s.sector_bytes;
@@ -78,6 +79,7 @@ json ratios_json(const WorkCounters& sum, WorkMinimum minimum, const DeviceInfo&
   const MemorySite* worst = m.worst_shared_site();
   j["shared_wavefronts_per_request"] = {
       {"worst", m.worst_shared_wavefronts_per_request()},
+      {"worst_conflict_degree", worst != nullptr ? worst->conflict_degree() : 0.0},
       {"worst_site", worst != nullptr ? json(worst->site + " " + worst->instruction) : json()},
       {"average", m.shared_wavefronts_per_request()}};
   j["global_sector_use"] = m.global_sector_use();
@@ -99,8 +101,9 @@ void print_memory(const WorkCounters& sum, const json& ratios) {
   if (!m.modelled) return;
   const MemorySite* worst = m.worst_shared_site();
   if (worst != nullptr) {
-    std::printf("%-29s %.4f worst (%s %s), %.4f average\n", "shared_wavefronts_per_request",
-                worst->wavefronts_per_request(), worst->site.c_str(), worst->instruction.c_str(),
+    std::printf("%-29s %.4f worst (%s %s: %.2fx the fewest), %.4f average\n",
+                "shared_wavefronts_per_request", worst->wavefronts_per_request(),
+                worst->site.c_str(), worst->instruction.c_str(), worst->conflict_degree(),
                 m.shared_wavefronts_per_request());
   } else {
     std::printf("%-29s - (no shared request)\n", "shared_wavefronts_per_request");

@@ -21,8 +21,12 @@ struct MemorySite {
   std::uint64_t bytes = 0;             ///< global kinds: distinct bytes asked for, per request
   std::uint64_t sector_bytes = 0;      ///< global kinds: 32 per sector touched, per request
 
-  /// wavefronts / requests: ncu's "N-way bank conflict" of the site.
+  /// wavefronts / requests: ncu's "N-way bank conflict" of the site (4 for conflict-free
+  /// 16-byte accesses, which a warp's 512 bytes take at least).
   double wavefronts_per_request() const;
+  /// wavefronts / ideal_wavefronts: how many times the fewest its bytes could take (1.0: no
+  /// bank conflict; 0 with no request).
+  double conflict_degree() const;
   bool operator==(const MemorySite&) const = default;
 };
 
@@ -53,11 +57,11 @@ struct MemoryCounters {
   /// shared_wavefronts / shared_requests (0 with no request): ld/st.shared, ldmatrix and
   /// cp.async's shared side, as ncu's shared-memory tables count them.
   double shared_wavefronts_per_request() const;
-  /// The largest wavefronts per request of any shared site, wgmma operands included (0 with
-  /// none).
-  double worst_shared_wavefronts_per_request() const;
-  /// The site with that figure, or nullptr.
+  /// The shared site (wgmma operands included) with the highest conflict degree, the most
+  /// wavefronts per request among equals; nullptr with none.
   const MemorySite* worst_shared_site() const;
+  /// Its wavefronts per request (0 with none).
+  double worst_shared_wavefronts_per_request() const;
   /// global_bytes / global_sector_bytes: 1.0 when every byte of every sector is used (1.0 with
   /// no request).
   double global_sector_use() const;

@@ -28,24 +28,6 @@ namespace em = flashjit::emulator;
 // CTA walks several tiles, some of them with no key or no valid row, in the order it would.
 constexpr int kTestCtas = 3;
 
-/// The tensor map of one attention tensor as AttentionTmaMaps documents it: rank 4 over
-/// {head_dim, seqlen, heads, batch} with the HeadTensor's strides (elements, so bshd and bhsd
-/// alike), boxes of 64 head-dim elements by `box_rows` rows, 128-byte swizzle.
-em::TensorMap tensor_map(const HeadTensor& t, std::int64_t batch, std::int64_t seqlen,
-                         std::int64_t heads, std::int64_t head_dim, int box_rows) {
-  em::TensorMap map;
-  map.element_bytes = 2;
-  map.rank = 4;
-  map.global_address = t.data;
-  map.dims = {static_cast<std::uint64_t>(head_dim), static_cast<std::uint64_t>(seqlen),
-              static_cast<std::uint64_t>(heads), static_cast<std::uint64_t>(batch), 1};
-  map.strides = {0, static_cast<std::uint64_t>(t.row_stride) * 2,
-                 static_cast<std::uint64_t>(t.head_stride) * 2,
-                 static_cast<std::uint64_t>(t.batch_stride) * 2, 0};
-  map.box = {64, static_cast<std::uint32_t>(box_rows), 1, 1, 1};
-  map.swizzle = em::TmaSwizzle::b128;
-  return map;
-}
 
 /// Runs `c` with Br = BlockM, Bc = BlockN, the consumers' schedule and Stages slots in each of
 /// the K and V rings (the mask kind and dtype the case needs), in clusters of Cluster CTAs (an

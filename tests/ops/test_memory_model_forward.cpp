@@ -32,22 +32,6 @@ constexpr std::uint64_t kRowBytes = kHeadDim * 2;  // bf16
 using Traits = TmaForwardTraits<bfloat16_t, kHeadDim, kBlockM, kBlockN, MaskKind::none, false, 2,
                                 true, true, false, false, false, kCluster>;
 
-em::TensorMap tensor_map(const HeadTensor& t, std::int64_t batch, std::int64_t seqlen,
-                         std::int64_t heads, int box_rows) {
-  em::TensorMap map;
-  map.element_bytes = 2;
-  map.rank = 4;
-  map.global_address = t.data;
-  map.dims = {kHeadDim, static_cast<std::uint64_t>(seqlen), static_cast<std::uint64_t>(heads),
-              static_cast<std::uint64_t>(batch), 1};
-  map.strides = {0, static_cast<std::uint64_t>(t.row_stride) * 2,
-                 static_cast<std::uint64_t>(t.head_stride) * 2,
-                 static_cast<std::uint64_t>(t.batch_stride) * 2, 0};
-  map.box = {64, static_cast<std::uint32_t>(box_rows), 1, 1, 1};
-  map.swizzle = em::TmaSwizzle::b128;
-  return map;
-}
-
 /// Where a read falls: which tensor (0 Q, 1 K, 2 V), its batch, token and head, the byte
 /// within the row, and its length (a read never crosses a row here: TMA boxes are 64 columns).
 struct Place {
@@ -68,15 +52,17 @@ Traced trace(std::int64_t batch, std::int64_t heads, std::int64_t seqlen_q, std:
   const Attention a = c.attention();
   DirectForwardBuffers buffers = direct_forward_buffers(c);
   const AttentionForwardParams params = direct_forward_params(c, buffers);
-  const em::TensorMap q_map = tensor_map(params.q, batch, seqlen_q, heads, kBlockM);
-  const em::TensorMap k_map = tensor_map(params.k, batch, seqlen_k, heads, kBlockN / kCluster);
-  const em::TensorMap v_map = tensor_map(params.v, batch, seqlen_k, heads, kBlockN / kCluster);
-  const em::TensorMap o_map = tensor_map(params.o, batch, seqlen_q, heads, kTmaStoreRows);
+  auto map = [&](const HeadTensor& t, std::int64_t seqlen, int box_rows) {
+    return tensor_map(t, batch, seqlen, heads, kHeadDim, box_rows);
+  };
+  const em::TensorMap q_map = map(params.q, seqlen_q, kBlockM);
+  const em::TensorMap k_map = map(params.k, seqlen_k, kBlockN / kCluster);  // a CTA's share
+  const em::TensorMap v_map = map(params.v, seqlen_k, kBlockN / kCluster);
+  const em::TensorMap o_map = map(params.o, seqlen_q, kTmaStoreRows);
   const AttentionTmaMaps maps{{&q_map}, {&k_map}, {&v_map}, {&o_map}};
   em::LaunchConfig config = direct_forward_launch<Traits>(c, buffers, "attention_forward_tma");
-  config.grid = {static_cast<unsigned>(tma_forward_tiles(config.grid.x,
-                                                         std::int64_t(config.grid.y) * config.grid.z,
-                                                         kCluster)),
+  const std::int64_t heads_batches = std::int64_t(config.grid.y) * config.grid.z;
+  config.grid = {static_cast<unsigned>(tma_forward_tiles(config.grid.x, heads_batches, kCluster)),
                  1, 1};
   config.cluster = {kCluster, 1, 1};
   em::ModelledGpu gpu;
@@ -98,9 +84,8 @@ Traced trace(std::int64_t batch, std::int64_t heads, std::int64_t seqlen_q, std:
     std::vector<Place>& places = traced.ctas.emplace_back();
     for (const em::ByteRun& run : runs) {
       int tensor = 0;
-      while (tensor < 3 && !(run.begin >= bases[tensor] && run.end <= bases[tensor] + sizes[tensor])) {
-        ++tensor;
-      }
+      auto inside = [&](int t) { return run.begin >= bases[t] && run.end <= bases[t] + sizes[t]; };
+      while (tensor < 3 && !inside(tensor)) ++tensor;
       REQUIRE(tensor < 3);  // the forward reads Q, K and V only
       const std::uint64_t offset = run.begin - bases[tensor];
       const std::int64_t row = static_cast<std::int64_t>(offset / kRowBytes);  // (b, s, h)

@@ -14,6 +14,7 @@
 #include "attention/attention_forward.hpp"
 #include "cases/case_inputs.hpp"
 #include "emulator/launch.hpp"
+#include "emulator/ptx_api.hpp"
 #include "flashjit/attention.hpp"
 #include "support/forward_case_builders.hpp"
 #include "tile/numeric.cuh"
@@ -74,6 +75,25 @@ emulator::LaunchConfig direct_forward_launch(const ForwardCase& c, DirectForward
                       em::buffer_of(b.v.bits.data(), b.v.bits.size(), "v"),
                       em::buffer_of(b.o.data(), b.o.size(), "o"),
                       em::buffer_of(b.lse.data(), b.lse.size(), "lse")}};
+}
+
+/// The tensor map of one attention tensor as AttentionTmaMaps documents it: rank 4 over
+/// {head_dim, seqlen, heads, batch} with the HeadTensor's strides (elements, so bshd and bhsd
+/// alike), boxes of 64 head-dim elements by `box_rows` rows, 128-byte swizzle.
+inline emulator::TensorMap tensor_map(const HeadTensor& t, std::int64_t batch, std::int64_t seqlen,
+                                      std::int64_t heads, std::int64_t head_dim, int box_rows) {
+  emulator::TensorMap map;
+  map.element_bytes = 2;
+  map.rank = 4;
+  map.global_address = t.data;
+  map.dims = {static_cast<std::uint64_t>(head_dim), static_cast<std::uint64_t>(seqlen),
+              static_cast<std::uint64_t>(heads), static_cast<std::uint64_t>(batch), 1};
+  map.strides = {0, static_cast<std::uint64_t>(t.row_stride) * 2,
+                 static_cast<std::uint64_t>(t.head_stride) * 2,
+                 static_cast<std::uint64_t>(t.batch_stride) * 2, 0};
+  map.box = {64, static_cast<std::uint32_t>(box_rows), 1, 1, 1};
+  map.swizzle = emulator::TmaSwizzle::b128;
+  return map;
 }
 
 /// Calls `launch.template operator()<T, Mask, Softcap>()` with the element type, mask kind and

@@ -1,5 +1,6 @@
 #pragma once
 // Running the `flashjit` command from tests, with its own cache directory.
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,19 @@ inline ChildResult flashjit_cli(const std::vector<std::string>& args, const std:
   std::vector<std::string> environment = {"FLASHJIT_CACHE_DIR=" + cache_dir};
   environment.insert(environment.end(), env.begin(), env.end());
   return run_program(argv, environment);
+}
+
+/// The value of the `name value...` line `name` in `text` (-1 when there is none): a counter
+/// `flashjit run --counters` printed.
+inline double line_value(const std::string& text, const std::string& name) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string word;
+    double value = -1;
+    if (words >> word && word == name && words >> value) return value;
+  }
+  return -1;
 }
 
 /// Whether `text` contains `needle`.

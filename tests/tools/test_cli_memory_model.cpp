@@ -28,18 +28,6 @@ json read_json(const fs::path& path) {
   return json::parse(in);
 }
 
-/// The value of the `name value...` line `name` in `text` (-1 when there is none).
-double line_value(const std::string& text, const std::string& name) {
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream words(line);
-    std::string word;
-    double value = -1;
-    if (words >> word && word == name && words >> value) return value;
-  }
-  return -1;
-}
-
 TEST_CASE("run --counters: the memory model's lines and JSON for every op") {
   TempDir dir;
   const std::vector<std::vector<std::string>> runs = {
@@ -68,7 +56,8 @@ TEST_CASE("run --counters: the memory model's lines and JSON for every op") {
     CHECK(contains(run.out, "shared_wavefronts_per_request"));
     const json report = read_json(json_path);
     REQUIRE(!report["kernels"].empty());
-    CHECK(report["ratios"]["global_sector_use"].get<double>() == doctest::Approx(sector_use).epsilon(1e-3));
+    CHECK(report["ratios"]["global_sector_use"].get<double>() ==
+          doctest::Approx(sector_use).epsilon(1e-3));
     CHECK(report["ratios"]["dram_bytes_modelled"].get<double>() ==
           line_value(run.out, "dram_bytes_modelled"));
     CHECK(!report["sum"]["memory"]["sites"].empty());

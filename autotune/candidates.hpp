@@ -1,6 +1,6 @@
 #pragma once
 // The candidates the autotuner considers for one call shape, and why some are dropped before
-// any timing (DESIGN.md section 6). The configs come from the op's description of the shape
+// any timing (docs/autotuning.md). The configs come from the op's description of the shape
 // (TuningProblem: its space, declared beside the op's template with the validity predicate the
 // template asserts); pruning is static first (shared memory, what the op says cannot run or is
 // larger than the shape), then on the compiler's resource report (spills, advisories, zero

@@ -1,5 +1,5 @@
 #pragma once
-// Timing kernel launches the way the autotuner and `flashjit bench` do (DESIGN.md section 6):
+// Timing kernel launches the way the autotuner and `flashjit bench` do (docs/autotuning.md):
 // warm-up, then the median of repeated runs within a time budget, with L2 flushed before each
 // run so that every run starts from DRAM as a real call would.
 #include <functional>

@@ -1,5 +1,5 @@
 #pragma once
-// Tuning one shape end to end (DESIGN.md section 6): candidates, static pruning, parallel
+// Tuning one shape end to end (docs/autotuning.md): candidates, static pruning, parallel
 // compiles through the kernel cache with pruning on the resource report, then each survivor
 // checked against the default's output and timed, and the result merged into the database.
 #include <filesystem>

@@ -1,5 +1,5 @@
 #pragma once
-// The tuning database (DESIGN.md section 6): what the autotuner measured, kept across runs.
+// The tuning database (docs/autotuning.md): what the autotuner measured, kept across runs.
 // One JSON file per GPU model (and software stack: see database_path) under the cache directory:
 //   { "_meta": { format, flashjit, nvrtc, driver, gpu, compute_capability, sm_count },
 //     "<key>": { "default": "<config>", "winner": "<config>",
@@ -74,7 +74,7 @@ struct TuningEntry {
   bool operator==(const TuningEntry&) const = default;
 };
 
-/// How much faster than the default a candidate must be to replace it (DESIGN.md: 3%).
+/// How much faster than the default a candidate must be to replace it (3%: docs/autotuning.md).
 inline constexpr double kWinMargin = 0.03;
 
 /// The deterministic choice: the fastest finite median (equal medians: the smaller config

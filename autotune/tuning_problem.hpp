@@ -1,5 +1,5 @@
 #pragma once
-// One shape of one op to tune, as the op describes it to the tuner (DESIGN.md section 6). The
+// One shape of one op to tune, as the op describes it to the tuner (docs/autotuning.md). The
 // autotuner works on this description only: it names no op, and an op that is tuned brings a
 // class derived from TuningProblem (its key, its config space and default, its pruning by size,
 // the tensors a candidate runs on) beside its kernels.

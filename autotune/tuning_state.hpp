@@ -1,6 +1,6 @@
 #pragma once
 // A runtime's side of the tuning database: its policy, its file, and what it has read or
-// learned (DESIGN.md section 6). It answers the ops' config question (ConfigChoice) for every
+// learned (docs/autotuning.md). It answers the ops' config question (ConfigChoice) for every
 // call of every tuned op.
 #include <compare>
 #include <cstdint>

@@ -11,7 +11,7 @@ inputs, and a GPU spin of about 0.2 ms before the start event, which the host's 
 call (Python's and PyTorch's dispatch, for flashjit and the peers alike) overlaps: what is
 timed is GPU time. Before it is timed, each result is checked against a float32 reference computed from
 the same inputs; it must be within twice the error of a plain attention computed in the input
-dtype (the bar of DESIGN.md section 8). A wrong result is reported, not timed, and a peer that
+dtype (the bar of docs/design.md). A wrong result is reported, not timed, and a peer that
 cannot run a shape is reported as "n/a (reason)".
 
 FLOPs as FlashAttention counts them: forward 4 * batch * heads * seqlen_q * seqlen_k *

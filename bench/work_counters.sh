@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The baseline of the emulator's work counters (DESIGN.md section 5): the default forward and
+# The baseline of the emulator's work counters (docs/emulator.md): the default forward and
 # backward kernels (the backward in both modes: atomic dQ, and --deterministic) at head dims
 # 64, 128 and 256, bf16, seqlen 1024, one head, causal and not, each run with `flashjit run
 # --emulate --counters` (which also checks the result against the float64 reference). Later

@@ -9,7 +9,7 @@ function(flashjit_set_warnings target)
 endfunction()
 
 # Generates a C++ source holding every file under `template_dir` as a byte array, so an
-# installed library needs no source tree (DESIGN.md section 3). Regenerated when a template
+# installed library needs no source tree (docs/cache.md). Regenerated when a template
 # changes or one is added (CONFIGURE_DEPENDS).
 function(flashjit_embed_templates out_var template_dir)
   file(GLOB_RECURSE templates CONFIGURE_DEPENDS RELATIVE "${template_dir}"
@@ -32,7 +32,7 @@ endfunction()
 
 # Generates a C++ source defining flashjit::detail::embedded_host_headers(): the emulator's
 # headers and the public headers they need, by their paths under the source tree, which the
-# emulator backend writes out for the host compiler (DESIGN.md section 5), so an installed
+# emulator backend writes out for the host compiler (docs/emulator.md), so an installed
 # library compiles kernels for the emulator without a source tree.
 function(flashjit_embed_host_headers out_var)
   file(GLOB headers CONFIGURE_DEPENDS RELATIVE "${PROJECT_SOURCE_DIR}"

@@ -1,4 +1,4 @@
-# The layers of DESIGN.md section 2 as CMake targets. A layer's include path holds its own
+# The layers of docs/layout.md as CMake targets. A layer's include path holds its own
 # folder and nothing else of the source tree: the path is a directory of links made here
 # (build/layers/<folder>/<folder> -> the source folder), and the layers below arrive only through
 # what the target links. An include that points up (`#include "attention/attention_tuning.hpp"` in autotune/) is

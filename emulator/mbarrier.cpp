@@ -1,5 +1,5 @@
 // mbarrier on the emulator, from the PTX ISA section "Parallel Synchronization and
-// Communication Instructions: mbarrier" (HOPPER-NOTES 2.3):
+// Communication Instructions: mbarrier":
 //  - a 64-bit object in shared memory; init(count) sets the expected arrival count
 //    (1 to 2^20 - 1) and starts phase 0; init on a live barrier is undefined (inval first);
 //  - arrive: pending arrivals - 1; expect_tx(bytes): tx-count + bytes; arrive.expect_tx both;

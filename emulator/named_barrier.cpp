@@ -1,4 +1,4 @@
-// Named barriers on the emulator (PTX ISA "bar, barrier"; HOPPER-NOTES 2.4): bar.sync id, n
+// Named barriers on the emulator (PTX ISA "bar, barrier"): bar.sync id, n
 // waits until n threads have arrived at barrier id (0 to 15) with bar.sync or bar.arrive;
 // bar.arrive counts without waiting. n is a multiple of the warp size, and every arrival of
 // one round must give the same n. Findings: an id or count out of range, counts that differ

@@ -1,5 +1,5 @@
-// fence.proxy.async on the emulator (PTX ISA "membar / fence": proxy fences; HOPPER-NOTES
-// 2.4): shared memory written through the generic proxy (plain stores, cp.async) and then read
+// fence.proxy.async on the emulator (PTX ISA "membar / fence": proxy
+// fences): shared memory written through the generic proxy (plain stores, cp.async) and then read
 // through the async proxy (a TMA store's source, a wgmma's operands) needs a
 // fence.proxy.async.shared::cta by the writing thread in between (CUTLASS's
 // fence_view_async_shared). The shadow already keeps each byte's last writer and when it

@@ -129,7 +129,7 @@ void mbarrier_wait_parity(void* bar, std::uint32_t parity);
 // --- TMA (cp.async.bulk.tensor with a CUtensorMap; emulator/tma.cpp, tensor_map.cpp).
 
 /// CUtensorMapSwizzle: 16-byte chunk index ^= (address >> 7) & (span / 16 - 1) within rows
-/// of at most `span` bytes (HOPPER-NOTES 2.1, 2.2).
+/// of at most `span` bytes (CUDA Driver API, "Tensor Map Object Management").
 enum class TmaSwizzle : std::uint8_t { none, b32, b64, b128 };
 
 /// What cuTensorMapEncodeTiled takes, kept decoded: the emulator's stand-in for the opaque

@@ -1,4 +1,4 @@
-// setmaxnreg on the emulator, from the PTX ISA section "setmaxnreg" (HOPPER-NOTES 1.2, 2.x):
+// setmaxnreg on the emulator, from the PTX ISA section "setmaxnreg":
 //  - setmaxnreg.{inc,dec}.sync.aligned.u32 count: count is a constant, a multiple of 8 in
 //    24..256; every warp of the warpgroup executes the same instruction (.aligned);
 //  - .dec releases registers so the per-thread maximum drops from its current value to count

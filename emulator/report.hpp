@@ -76,7 +76,7 @@ struct Finding {
   std::string message;         // the whole finding as one readable line
 };
 
-/// The work a launch did, as the hardware would do it (DESIGN.md section 5): how speed work is
+/// The work a launch did, as the hardware would do it (docs/emulator.md): how speed work is
 /// judged without a GPU. Bytes are those the instructions move (a 16-byte cp.async whose source
 /// is zero-filled reads none of it from global memory; it still writes 16 shared bytes).
 struct WorkCounters {

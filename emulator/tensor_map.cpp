@@ -1,5 +1,5 @@
 // The emulator's tensor map: what cuTensorMapEncodeTiled is given, validated by the rules the
-// CUDA Driver API documents for it ("Tensor Map Object Management"; HOPPER-NOTES 2.2), and the
+// CUDA Driver API documents for it ("Tensor Map Object Management"), and the
 // swizzle TMA writes shared memory in (the CUtensorMapSwizzle modes: 16-byte chunk index ^=
 // (address >> 7) & mask, mask 1, 3, 7 for 32B, 64B, 128B). The 64-byte alignment of the
 // CUtensorMap object itself has no host counterpart.

@@ -1,5 +1,5 @@
 // TMA bulk tensor copies on the emulator, from the PTX ISA section "cp.async.bulk.tensor" and
-// the CUDA Driver API's tensor maps (HOPPER-NOTES 2.2):
+// the CUDA Driver API's tensor maps:
 //  - the box at integer element coordinates (innermost first) is copied between global memory
 //    and a dense box image in shared memory, 16-byte chunks permuted by the map's swizzle;
 //    elements outside [0, globalDim) read as zero and are not stored;

@@ -6,8 +6,9 @@
 //    in the warpgroup" (the emulator requires the same operands in every thread, else reports
 //    the first thread that differs and skips the instruction);
 //  - D = A·B + D, or A·B when scale-d is false; imm-scale-a/b in {-1, 1} negate A or B;
-//  - accumulators (CUTLASS CLayout_64xN, HOPPER-NOTES 2.1): thread t, warp w = t/32, lane l,
-//    register i: row 16w + l/4 + 8·((i>>1)&1), column 8·(i>>2) + 2·(l%4) + (i&1);
+//  - accumulators (PTX ISA's wgmma D fragment; CUTLASS's CLayout_64xN): thread t, warp
+//    w = t/32, lane l, register i: row 16w + l/4 + 8·((i>>1)&1), column 8·(i>>2) + 2·(l%4)
+//    + (i&1);
 //  - the RS form's A: warp w holds rows 16w..16w+15 as mma.sync m16n8k16's A fragment;
 //  - results may be accessed only after wgmma.wait_group completes the operation's group.
 // Modelling choices: the operation is computed at issue (shared operands read and checked

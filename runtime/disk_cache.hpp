@@ -1,6 +1,6 @@
 #pragma once
 // The kernel cache's directory: layout, permissions, atomic writes, per-key locks, and the
-// maintenance verbs behind `flashjit cache` (DESIGN.md section 3).
+// maintenance verbs behind `flashjit cache` (docs/cache.md).
 //   <root>/v1/kernels/<arch>/<display-name>-<key>.cubin   one self-describing entry
 //   <root>/v1/locks/<key>.lock                            per-key compile lock (flock)
 #include <chrono>

@@ -1,6 +1,6 @@
 #pragma once
 // The host C++ compiler the emulator backend builds kernels with, and the emulator's archive
-// it links into them (DESIGN.md section 5): where they are, what identifies them in a cache
+// it links into them (docs/emulator.md): where they are, what identifies them in a cache
 // key, and one compile of a translation unit into a shared object.
 #include <filesystem>
 #include <optional>

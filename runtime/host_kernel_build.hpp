@@ -1,5 +1,5 @@
 #pragma once
-// One kernel compiled for the emulator at run time (DESIGN.md section 5): the translation unit
+// One kernel compiled for the emulator at run time (docs/emulator.md): the translation unit
 // that exports its launcher, its cache key, and the compile, from the embedded templates and
 // emulator headers written out to a private directory, so no source tree is needed.
 #include <string>

@@ -1,6 +1,6 @@
 #pragma once
 // Kernels the host compiler built for the emulator, by key: memory, then disk, then a compile
-// (DESIGN.md sections 3 and 5). On disk they sit beside the cubins under arch "host", in the
+// (docs/cache.md, docs/emulator.md). On disk they sit beside the cubins under arch "host", in the
 // same self-describing file format, with the same atomic writes, per-key locks and corruption
 // checks. In a process, one compile per key is in flight (other callers wait for it), and a
 // loaded object stays loaded for the process's life.

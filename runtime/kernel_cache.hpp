@@ -1,5 +1,5 @@
 #pragma once
-// Compiled kernels by key: memory first, then disk, then NVRTC (DESIGN.md section 3).
+// Compiled kernels by key: memory first, then disk, then NVRTC (docs/cache.md).
 // In a process, one compile per key is in flight at a time; lookups of other keys never wait
 // behind it. Across processes, a per-key file lock lets one compile while the others wait.
 #include <atomic>

@@ -1,7 +1,7 @@
 #pragma once
 // A memo where each key is computed at most once at a time: the kernel caches use it so that,
 // in one process, a key is compiled once however many threads ask, while hits on other keys
-// never wait behind a compile (DESIGN.md section 3).
+// never wait behind a compile (docs/cache.md).
 #include <future>
 #include <map>
 #include <mutex>

@@ -1,4 +1,4 @@
-// `flashjit autotune`: fills the tuning database ahead of time (DESIGN.md section 6), lists the
+// `flashjit autotune`: fills the tuning database ahead of time (docs/autotuning.md), lists the
 // candidates without a GPU (--plan), and prints the database (show). Each tuned op brings its
 // problems and its own options (op_commands.hpp); an option no chosen op reads is refused.
 #include <unistd.h>

@@ -1,6 +1,6 @@
 #pragma once
 // `flashjit run --counters`: the emulator's work counters of an op's kernels, how they compare
-// with the least work the problem needs (DESIGN.md section 5), and, since --counters turns the
+// with the least work the problem needs (docs/emulator.md), and, since --counters turns the
 // emulator's memory model on, what ncu's memory tables would show (docs/emulator.md).
 // `--counters-json FILE` writes the same, per kernel and per instruction site, as JSON.
 #include <string>

@@ -1,5 +1,5 @@
 #pragma once
-// The work the CPU emulator counts for each kernel it runs (DESIGN.md section 5): what the
+// The work the CPU emulator counts for each kernel it runs (docs/emulator.md): what the
 // hardware would do, so that a change that makes a kernel do less work shows without a GPU.
 #include <cstdint>
 #include <string>

@@ -1,4 +1,4 @@
-// Argument validation of the attention backward op (DESIGN.md section 9): everything the
+// Argument validation of the attention backward op (docs/design.md, "Bad input"): everything the
 // forward checks of q, k, v, o and lse (lse now required), then the gradients: dout like o,
 // dq like q, dk and dv like k and v, and outputs that overlap nothing.
 #include <string>

@@ -1,7 +1,7 @@
 #pragma once
 // One forward-attention test case end to end, for any backend: random inputs rounded to the
 // kernel's dtype, poisoned outputs, the run, and the verdict against the float64 reference.
-// The bar (DESIGN.md section 8): the kernel's relative L2 error is at most twice that of a
+// The bar (docs/design.md): the kernel's relative L2 error is at most twice that of a
 // plain attention computed in the input dtype, no output is left unwritten, nothing is NaN.
 #include <cstdint>
 #include <memory>

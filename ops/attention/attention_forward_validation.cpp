@@ -1,6 +1,6 @@
-// Argument validation of the attention forward op (DESIGN.md section 9): every bad input is an
-// InvalidArgument naming the argument and what is accepted, before anything is compiled or
-// launched.
+// Argument validation of the attention forward op (docs/design.md, "Bad input"): every bad
+// input is an InvalidArgument naming the argument and what is accepted, before anything is
+// compiled or launched.
 #include <cmath>
 #include <cstdint>
 #include <string>

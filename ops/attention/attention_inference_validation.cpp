@@ -1,6 +1,7 @@
-// Argument validation of the forward's inference layouts (DESIGN.md section 9): the host-visible
-// arguments before anything else, then the values of the index arrays, each error naming the
-// argument, and for an index the position and value. Nothing is launched or written before.
+// Argument validation of the forward's inference layouts (docs/design.md, "Bad input"): the
+// host-visible arguments before anything else, then the values of the index arrays, each error
+// naming the argument, and for an index the position and value. Nothing is launched or written
+// before.
 #include <algorithm>
 #include <cstdint>
 #include <string>

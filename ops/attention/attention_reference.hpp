@@ -2,7 +2,7 @@
 //
 // Textbook math, no tiling, no online softmax: each query row's scores are materialized, the
 // softmax is taken with the row max subtracted, and the backward pass follows the derivation
-// in DESIGN.md §1. Slow on purpose; clarity is the point. Sizes are small in tests.
+// in docs/design.md. Slow on purpose; clarity is the point. Sizes are small in tests.
 //
 // Conventions (the same as FlashAttention's):
 // - Q, O, dO, dQ are [batch, seqlen_q, heads_q, head_dim]; K, V, dK, dV are

@@ -2,7 +2,7 @@
 // One backward-attention test case end to end, for any backend: random Q, K, V and dO rounded
 // to the kernel's dtype; the library's forward (for O and LSE, as training computes them), then
 // its backward into poisoned dQ, dK, dV; each gradient judged against the float64 reference.
-// The bar (DESIGN.md section 8, for gradients): each of dQ, dK, dV has a relative L2 error at
+// The bar (docs/design.md, for gradients): each of dQ, dK, dV has a relative L2 error at
 // most twice that of the plain backward computed in the input dtype (plain_backward_errors),
 // with a tiny floor; no element is left unwritten; nothing is NaN. Optionally the backward runs
 // twice and must give the same bits.

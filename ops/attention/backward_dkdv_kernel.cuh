@@ -1,5 +1,5 @@
 #pragma once
-// Backward, dK and dV (DESIGN.md section 1), and by default dQ too: one CTA owns Bc keys of one
+// Backward, dK and dV (docs/design.md), and by default dQ too: one CTA owns Bc keys of one
 // key/value head, holds Kⱼ and Vⱼ in shared memory and streams past them every query block that
 // sees them, of every query head that shares them (GQA sums those heads' contributions):
 //   Pᵀ = 2^(K Qᵢᵀ − LSE),  dSᵀ = Pᵀ ∘ (V dOᵢᵀ − D),  dV += Pᵀ dOᵢ,  dK += dSᵀ Qᵢ,

@@ -1,5 +1,5 @@
 #pragma once
-// Backward, dQ (DESIGN.md section 1): one CTA owns Br query rows of one head and streams the
+// Backward, dQ (docs/design.md): one CTA owns Br query rows of one head and streams the
 // visible key blocks past them like the forward pass, recomputing P from the saved LSE:
 // dQ = scale · Σⱼ (P ∘ (dO Vⱼᵀ − D)) Kⱼ. It writes dQ once, without atomics, so gradients
 // are the same bits on every run.

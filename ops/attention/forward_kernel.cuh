@@ -1,5 +1,5 @@
 #pragma once
-// FlashAttention-2 forward (DESIGN.md section 1): one CTA owns Br query rows of one head and
+// FlashAttention-2 forward (docs/design.md): one CTA owns Br query rows of one head and
 // streams the visible key blocks past them, keeping per row the running max m, sum ℓ and
 // unnormalized output O. Each warp owns Br / warps of the rows; the CTA shares K and V.
 // Inference layouts (variable lengths, paged K/V, GQA packing, split-KV) change only which

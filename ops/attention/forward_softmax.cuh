@@ -1,5 +1,5 @@
 #pragma once
-// The online softmax of the forward pass on a warp's score tiles (DESIGN.md section 1), in the
+// The online softmax of the forward pass on a warp's score tiles (docs/design.md), in the
 // base-2 domain: the statistics are kept on the raw scores and the scale·log2(e) the host
 // computed is applied inside the exponent, P = 2^((s − m)·c), the difference taken first. The
 // one-FMA form s·c − m·c would round m·c, an error that grows with the scores and multiplies

@@ -1,7 +1,7 @@
 #pragma once
 // How the forward kernel finds a batch's sequences, as a compile-time choice: a dense batch
-// costs no index arithmetic, and each inference feature adds only its own (DESIGN.md section
-// 1's combiner makes the split exact; HOPPER-NOTES section 4 has the peers' conventions).
+// costs no index arithmetic, and each inference feature adds only its own (the combiner of
+// docs/design.md makes the split exact; docs/inference.md notes where the peers' differ).
 
 namespace flashjit {
 

@@ -5,7 +5,7 @@
 // (kColumnGroups) and the scores' keys likewise: warp (slab, group) computes S for its slab
 // and its share of the block's keys, the slab's warps agree on each row's maximum through
 // shared memory, write their P into a shared tile, and each then adds P V for its own share of
-// V's columns over all the block's keys. The online softmax (DESIGN.md section 1) is the
+// V's columns over all the block's keys. The online softmax (docs/design.md) is the
 // forward kernel's; only the maximum and the final sum are exchanged. Layouts (variable
 // lengths, pages, GQA packing, split-KV) are ForwardBlock's, as in attention/forward_kernel.cuh.
 // With V in the keys (MLA's latent cache: V is K's first 512 columns), K's blocks are loaded

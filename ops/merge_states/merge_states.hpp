@@ -1,5 +1,5 @@
 #pragma once
-// Host side of the merge_states op (the combiner of DESIGN.md section 1): configs, specs,
+// Host side of the merge_states op (the combiner of docs/design.md): configs, specs,
 // argument validation, launch. Two forms: N partial states stacked along a leading axis merged
 // into a separate output, and one state merged into another in place.
 #include <string>

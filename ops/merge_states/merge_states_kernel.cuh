@@ -1,5 +1,5 @@
 #pragma once
-// The combiner of DESIGN.md section 1, N-way: states (Oᵢ, LSEᵢ) computed over disjoint key sets
+// The combiner of docs/design.md, N-way: states (Oᵢ, LSEᵢ) computed over disjoint key sets
 // merge into the exact state over their union,
 //   LSE = log Σᵢ e^LSEᵢ,   O = Σᵢ e^(LSEᵢ − LSE) Oᵢ,
 // which is a softmax over the partials' LSEs weighting their outputs. It is taken with the

@@ -2,7 +2,7 @@
 // One multi-scale attention (retention) case end to end, for any backend: random inputs rounded
 // to the kernel's dtype, a decay rate per head (RetNet's 1 − 2^(−5 − h)) or a random mask
 // tensor, poisoned outputs, the forward (and backward) run, and the verdict against the float64
-// reference. The bar is attention's (DESIGN.md section 8): each output's relative L2 error at
+// reference. The bar is attention's (docs/design.md): each output's relative L2 error at
 // most twice that of the same computation done plainly in the input dtype, every element
 // written.
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// The online softmax statistics of a row (DESIGN.md section 1): the running max m and the
+// The online softmax statistics of a row (docs/design.md): the running max m and the
 // running sum ℓ of 2^(x − m), updated one value at a time and merged across threads, so a row
 // is read once to get both. Values arrive already multiplied by scale·log2(e).
 #include "tile/numeric.cuh"

@@ -1,8 +1,8 @@
 #pragma once
 // Moving registers between warpgroups (setmaxnreg, sm_90a): a warp-specialized kernel's
 // producer warpgroup, which only issues TMA, gives registers back to the CTA's pool, and the
-// consumer warpgroups, which hold the accumulators, take them (FlashAttention-3: 24/240 or
-// 40/232 with two consumers, HOPPER-NOTES 1.2). All 128 threads of a warpgroup call the same
+// consumer warpgroups, which hold the accumulators, take them (FlashAttention-3's hopper/
+// kernels: 24/240 or 40/232 with two consumers). All 128 threads of a warpgroup call the same
 // function with the same count: a multiple of 8 in 24..256, no more than held for a decrease
 // and no less for an increase. An increase waits until other warpgroups' decreases have freed
 // the registers. The emulator's twin checks all of it (emulator/register_budget.cpp).

@@ -1,6 +1,6 @@
 #pragma once
 // wgmma operands in the layout TMA writes with the 128-byte swizzle, so a TMA-loaded tile is
-// read by wgmma as it landed, with no conversion (HOPPER-NOTES 2.1, 2.2).
+// read by wgmma as it landed, with no conversion (PTX ISA, wgmma's shared memory matrix layouts).
 //
 // A (Rows, Cols) tile of 16-bit T is Cols / 64 panels of (Rows, 64): panel p holds columns
 // [64 p, 64 p + 64), each row one 128-byte line, lines consecutive; within each 1024-byte

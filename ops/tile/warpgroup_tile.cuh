@@ -1,14 +1,14 @@
 #pragma once
 // A warpgroup's wgmma operands in shared memory, and the two products of attention on them
-// (S = Q Kᵀ, O += P V), the building blocks of the Hopper forward (DESIGN.md section 4).
+// (S = Q Kᵀ, O += P V), the building blocks of the Hopper forward (docs/hopper.md).
 //
 // Tiles use wgmma's interleaved layout without swizzle: 8 x 8 core matrices, each 8 rows of
 // 16 contiguous bytes; a row's 16-byte chunks lie 128 bytes apart (one core matrix each) and
 // 8-row groups one row of core matrices apart. The same layout serves a K-major operand (Q
 // and K: rows are M or N, chunks run along K) and an MN-major one (V as the B of P V: rows are
 // K, chunks run along N); the descriptors' leading and stride byte offsets swap between the two
-// (HOPPER-NOTES 2.1). No swizzle keeps the first Hopper kernels simple to check on the
-// emulator; the 128-byte swizzle (bank-conflict free, and what TMA writes) comes with TMA.
+// (PTX ISA, wgmma's matrix descriptor). No swizzle keeps the first Hopper kernels simple to
+// check on the emulator; the 128-byte swizzle (bank-conflict free, and what TMA writes) comes with TMA.
 //
 // Each warp's share of a 64-row wgmma accumulator is an acc_tile<16, N>: the accumulator
 // layout is the m16n8 C fragment per warp, register i being element i % 4 of 8-column group

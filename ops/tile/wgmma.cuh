@@ -34,7 +34,7 @@ FJ_HOST_DEVICE constexpr unsigned long long wgmma_descriptor_bits(unsigned start
 
 /// The descriptor of the operand tile at `tile` in shared memory (16-byte aligned; swizzled
 /// tiles on their atom: 256, 512 or 1024 bytes). K-major: LBO is the step to the next 8 k
-/// (interleave only), SBO to the next 8 rows; MN-major: see HOPPER-NOTES 2.1.
+/// (interleave only), SBO to the next 8 rows; MN-major: the PTX ISA's wgmma matrix descriptor.
 FJ_DEVICE unsigned long long make_descriptor(const void* tile, unsigned leading_bytes,
                                              unsigned stride_bytes, WgmmaLayout layout) {
 #if defined(FJ_DEVICE_CODE)

@@ -2,8 +2,8 @@
 // every swizzle mode, K-major and MN-major A and B, N = 8..256, the SS and RS forms and
 // scale-d on and off. The shared-memory images, the descriptors (bit by bit), the RS A
 // fragments and the accumulator layout are all built here from this file's own reading of
-// HOPPER-NOTES 2.1 (CUTLASS's canonical layouts, PTX's descriptor format), as a kernel author
-// would lay out whole tiles, rather than from the emulator's per-descriptor formulas.
+// the PTX ISA's wgmma layouts and descriptor format (CUTLASS's canonical layouts), as a
+// kernel author would lay out whole tiles, rather than from the emulator's per-descriptor formulas.
 #include <doctest/doctest.h>
 
 #include <cmath>

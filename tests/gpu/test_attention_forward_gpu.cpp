@@ -1,5 +1,5 @@
 // The forward op on the GPU (label gpu), checked against the float64 reference with the bar of
-// DESIGN.md section 8: the checks of tests/ops/test_attention_forward_emulated.cpp (ragged
+// docs/design.md's bar: the checks of tests/ops/test_attention_forward_emulated.cpp (ragged
 // lengths, causal with seqlen_q != seqlen_k, head dims from 8 to 256, GQA/MQA, both layouts,
 // windows, softcap, fp16 and bf16), more head dims, and for bf16 head dims 64 and 128 every
 // config of the space that fits the device. Real sizes are in test_attention_forward_gpu_large.

@@ -1,4 +1,4 @@
-// Emulator versus hardware, one tile-library primitive at a time (DESIGN.md section 5): the probe
+// Emulator versus hardware, one tile-library primitive at a time (docs/emulator.md): the probe
 // kernels of tests/templates/testing/primitives.cuh run on the GPU and on the emulator on the same
 // random inputs (gpu/probe_runner.hpp). ldmatrix, cp.async, pack2 and the shuffles must agree bit
 // for bit; mma.sync within a bound (the tensor cores sum in another order), the exp2/log2/tanh

@@ -1,4 +1,4 @@
-// The attention backward op's compile matrix (DESIGN.md section 8): for sm_80 and sm_90a, every
+// The attention backward op's compile matrix (docs/design.md): for sm_80 and sm_90a, every
 // spec `flashjit compile --op attention-backward --all` lists compiles with NVRTC, and no kernel
 // of a default config (what runs without tuning) spills or keeps an array in local memory (a
 // stack frame, which ptxas does not count as a spill), at every padded head dim (8 to 256, both

@@ -1,4 +1,4 @@
-// The attention forward op's compile matrix (DESIGN.md section 8): for sm_80 and sm_90a, every
+// The attention forward op's compile matrix (docs/design.md): for sm_80 and sm_90a, every
 // spec `flashjit compile --op attention-forward --all` lists compiles with NVRTC, and the
 // defaults (what runs without tuning) neither spill nor keep arrays in local memory (a stack
 // frame: a register tile indexed at run time, which ptxas does not count as a spill) nor carry a

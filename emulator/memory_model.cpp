@@ -136,7 +136,8 @@ SharedCost shared_request_cost(const WarpRequest& request) {
 }
 
 SectorCost global_request_cost(const WarpRequest& request) {
-  std::vector<std::uint64_t> sectors;
+  SectorCost cost;
+  std::vector<std::uint64_t>& sectors = cost.sectors;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
   for (const LaneAccess& access : request) {
     if (access.bytes == 0) continue;
@@ -149,7 +150,6 @@ SectorCost global_request_cost(const WarpRequest& request) {
   std::sort(sectors.begin(), sectors.end());
   sectors.erase(std::unique(sectors.begin(), sectors.end()), sectors.end());
   std::sort(ranges.begin(), ranges.end());
-  SectorCost cost;
   std::uint64_t covered = 0;  // the end of the bytes counted so far
   for (const auto& [begin, end] : ranges) {
     const std::uint64_t from = std::max(begin, covered);

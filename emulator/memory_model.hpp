@@ -58,8 +58,9 @@ SharedCost shared_request_cost(const WarpRequest& request);
 
 /// A global request's use of the 32-byte sectors it touches.
 struct SectorCost {
-  std::uint64_t bytes = 0;         // distinct bytes the lanes ask for
-  std::uint64_t sector_bytes = 0;  // 32 per distinct sector touched
+  std::uint64_t bytes = 0;              // distinct bytes the lanes ask for
+  std::uint64_t sector_bytes = 0;       // 32 per distinct sector touched
+  std::vector<std::uint64_t> sectors;   // those sectors (address / 32), ascending
 };
 SectorCost global_request_cost(const WarpRequest& request);
 

@@ -22,7 +22,11 @@ struct LaunchMemory {
   bool on = false;
   ModelledGpu gpu;
   MemoryCounters counters;
+  // A site's counters by its readable name, so one line reached from several copies of a
+  // header (other string addresses) counts once; and by the Site's own pointers, which most
+  // calls hit without building the name.
   std::map<std::tuple<std::string, unsigned, std::string, AccessKind>, std::size_t> site_index;
+  std::map<std::tuple<const char*, unsigned, const char*, AccessKind>, std::size_t> seen;
   std::vector<std::vector<ByteRun>> cta_reads;  // by linear block index
   std::unordered_set<std::uint64_t> written_sectors;
 };
@@ -41,6 +45,10 @@ std::string short_site(const char* file, unsigned line) {
 }
 
 std::size_t counters_index(const Site& site) {
+  const auto pointers = std::make_tuple(site.file, site.line, site.instruction, site.kind);
+  if (const auto hit = g_launch.seen.find(pointers); hit != g_launch.seen.end()) {
+    return hit->second;
+  }
   auto key = std::make_tuple(short_site(site.file, site.line), site.line,
                              std::string(site.instruction), site.kind);
   auto [it, added] = g_launch.site_index.emplace(key, g_launch.counters.sites.size());
@@ -51,6 +59,7 @@ std::size_t counters_index(const Site& site) {
     fresh.kind = site.kind;
     g_launch.counters.sites.push_back(std::move(fresh));
   }
+  g_launch.seen.emplace(pointers, it->second);
   return it->second;
 }
 
@@ -67,10 +76,10 @@ void note_in_flight(BlockMemory& block) {
   if (now > 0) block.most_in_flight = std::max(block.most_in_flight, std::uint64_t(now));
 }
 
-// Prices one warp request of `site` and files it.
-void price(Machine& m, std::size_t warp, const PendingSite& pending, const WarpRequest& request) {
-  const Site& site = pending.site;
-  SiteCounters& counters = g_launch.counters.sites[pending.counters];
+// Prices one warp request of `site` and files it under its counters (counters_index).
+void price(Machine& m, std::size_t warp, const Site& site, std::size_t counters_at,
+           const WarpRequest& request) {
+  SiteCounters& counters = g_launch.counters.sites[counters_at];
   ++counters.requests;
   MemoryCounters& total = g_launch.counters;
   if (site.kind != AccessKind::global_load && site.kind != AccessKind::global_store) {
@@ -93,21 +102,11 @@ void price(Machine& m, std::size_t warp, const PendingSite& pending, const WarpR
   ++total.global_requests;
   total.global_bytes += cost.bytes;
   total.global_sector_bytes += cost.sector_bytes;
-  std::vector<std::uint64_t> sectors;
-  for (const LaneAccess& lane : request) {
-    if (lane.bytes == 0) continue;
-    for (std::uint64_t s = lane.address / kSectorBytes;
-         s <= (lane.address + lane.bytes - 1) / kSectorBytes; ++s) {
-      sectors.push_back(s);
-    }
-  }
-  std::sort(sectors.begin(), sectors.end());
-  sectors.erase(std::unique(sectors.begin(), sectors.end()), sectors.end());
   if (site.kind == AccessKind::global_store) {
-    g_launch.written_sectors.insert(sectors.begin(), sectors.end());
+    g_launch.written_sectors.insert(cost.sectors.begin(), cost.sectors.end());
     return;
   }
-  for (const std::uint64_t s : sectors) {
+  for (const std::uint64_t s : cost.sectors) {
     append_read(m.memory, s * kSectorBytes, (s + 1) * kSectorBytes);
   }
   if (std::strcmp(site.instruction, "ld.global") == 0) {  // cp.async counts until it lands
@@ -132,7 +131,7 @@ void gather(Machine& m, std::size_t warp, PendingSite& pending, std::uint32_t la
       pending.waiting &= ~(1u << lane);
     }
   }
-  price(m, warp, pending, request);
+  price(m, warp, pending.site, pending.counters, request);
 }
 
 void flush(Machine& m) {
@@ -232,12 +231,9 @@ void model_access(Machine& m, int thread, const void* address, std::size_t bytes
 
 void model_core_matrix(Machine& m, const std::array<std::uint32_t, 8>& rows, const Site& site) {
   if (!m.memory.on) return;
-  PendingSite pending;  // a collective: its request is whole as it stands
-  pending.site = site;
-  pending.counters = counters_index(site);
-  WarpRequest request{};
+  WarpRequest request{};  // a collective: its request is whole as it stands
   for (std::size_t i = 0; i < rows.size(); ++i) request[i] = {rows[i], 16};
-  price(m, 0, pending, request);
+  price(m, 0, site, counters_index(site), request);
 }
 
 void model_bulk_read(Machine& m, const void* address, std::size_t bytes) {

@@ -103,7 +103,7 @@ Runtime open_runtime(const RunBasics& basics) {
     why = system.unavailable_reason;
   }
   RuntimeOptions emulated{.backend = Backend::emulator};
-  emulated.model_memory = basics.counters || !basics.counters_json.empty();
+  emulated.model_memory = basics.counting();
   if (!basics.arch.empty()) emulated.emulated_arch = basics.arch;
   Runtime runtime(emulated);
   std::printf("backend: CPU emulator, not a GPU (%s), modelling %s\n", why.c_str(),
@@ -125,8 +125,7 @@ int run_parsed(const CLI::App& command, const RunState& state) {
       std::ranges::find_if(runs, [&](const RunOp* run) { return run->name == state.basics.op; });
   if (op == runs.end()) throw InvalidArgument("--op", "'" + state.basics.op + "' is not an op");
   refuse_unread(command, **op);
-  const bool counting = state.basics.counters || !state.basics.counters_json.empty();
-  if (counting && !state.basics.emulate && !query_system().devices.empty()) {
+  if (state.basics.counting() && !state.basics.emulate && !query_system().devices.empty()) {
     throw InvalidArgument(state.basics.counters ? "--counters" : "--counters-json",
                           "counts the emulator's work: add --emulate");
   }

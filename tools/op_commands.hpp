@@ -26,6 +26,9 @@ struct RunBasics {
   std::uint64_t seed = 1;
   bool counters = false;       // read by the ops that list "--counters"
   std::string counters_json;  // --counters-json: where to write them as JSON (those ops too)
+
+  /// Whether the work counters are asked for, printed or as JSON.
+  bool counting() const { return counters || !counters_json.empty(); }
 };
 
 /// The problem-shape options of `flashjit run`, which several ops read (those that list them):

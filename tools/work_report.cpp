@@ -155,7 +155,7 @@ std::string work_json(const std::vector<KernelWork>& work, const std::string& pr
 void report_work(const RunContext& context, const Runtime& runtime, const std::string& prefix,
                  WorkMinimum minimum) {
   const RunBasics& basics = context.basics;
-  if (!basics.counters && basics.counters_json.empty()) return;
+  if (!basics.counting()) return;
   const std::vector<KernelWork> work = runtime.emulated_work();
   if (!basics.counters_json.empty()) {
     std::ofstream out(basics.counters_json);

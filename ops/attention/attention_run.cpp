@@ -64,7 +64,7 @@ void print_problem(const AttentionRunFlags& flags, const testing::ForwardCase& c
 /// forward before it, for O and LSE; it is not counted).
 void print_counters(const RunContext& context, const AttentionRunFlags& flags, Runtime& runtime,
                     const testing::ForwardCase& c, bool backward) {
-  if (!context.basics.counters && context.basics.counters_json.empty()) return;
+  if (!context.basics.counting()) return;
   const kernels::AttentionProblem problem = run_problem(flags, c, backward);
   report_work(context, runtime, backward ? "attention_backward" : "attention_forward",
               {problem.flops(), minimum_global_bytes(c.attention(), c.dtype, backward)});

@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "api/runtime_parts.hpp"
-#include "attention/attention_inference.hpp"
-#include "attention/block_mask.hpp"
+#include "attention/inference/attention_inference.hpp"
+#include "attention/modifiers/block_mask.hpp"
 #include "autotune/tuning_state.hpp"
 #include "common/builtin_kernels.hpp"
 #include "common/config_choice.hpp"

@@ -4,7 +4,7 @@
 # kernel's cold compile goes (`flashjit bench --first-result` gives the total).
 #
 # Usage: bench/nvrtc_phases.sh TEMPLATE_DIR HEADER NAME_EXPRESSION [ARCH]
-#   e.g. bench/nvrtc_phases.sh templates attention/tma_forward_kernel.cuh \
+#   e.g. bench/nvrtc_phases.sh templates attention/hopper/tma_forward_kernel.cuh \
 #        'flashjit::attention_forward_tma_kernel<flashjit::TmaForwardTraits<flashjit::bfloat16_t,
 #         128, 128, 176, flashjit::MaskKind::none, false, 2, true, true, false, false>>'
 # (`flashjit compile --op attention-forward --arch sm_90a -v` prints a kernel's name expression.)

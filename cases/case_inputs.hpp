@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "attention/attention_reference.hpp"
+#include "attention/check/attention_reference.hpp"
 #include "flashjit/attention.hpp"
 #include "flashjit/dtype.hpp"
 #include "flashjit/runtime.hpp"

@@ -32,12 +32,21 @@ struct LaunchMemory {
 };
 LaunchMemory g_launch;
 
-// "attention/forward_kernel.cuh" from any path: the folder and the file are what a reader
-// looks for (host-compiled kernels are built from a temporary folder).
+// "attention/fa2/forward_kernel.cuh" from any path: the path under the template root, which
+// is what a reader looks for. Built-in instances compile from the source tree's ops/, host-
+// compiled kernels from a temporary folder's templates/; any other path keeps its last two parts.
 std::string short_site(const char* file, unsigned line) {
   std::string path = file != nullptr ? file : "?";
-  const std::size_t last = path.rfind('/');
-  if (last != std::string::npos && last > 0) {
+  std::size_t root = std::string::npos;
+  for (const char* marker : {"/ops/", "/templates/"}) {
+    const std::size_t at = path.rfind(marker);
+    if (at != std::string::npos && (root == std::string::npos || at > root)) {
+      root = at + std::char_traits<char>::length(marker);
+    }
+  }
+  if (root != std::string::npos) {
+    path = path.substr(root);
+  } else if (const std::size_t last = path.rfind('/'); last != std::string::npos && last > 0) {
     const std::size_t folder = path.rfind('/', last - 1);
     path = path.substr(folder == std::string::npos ? 0 : folder + 1);
   }

@@ -3,7 +3,8 @@
 // value: ops/ fills it from a config, the compiler renders it for NVRTC, the cache hashes
 // it. Configs reach the template only through the C++ name expression that NVRTC
 // instantiates; the one piece of user text in source is `prelude`, the caller's score and mask
-// modifiers, checked as expressions before they get here (ops/attention/score_modifiers.hpp).
+// modifiers, checked as expressions before they get here
+// (ops/attention/modifiers/score_modifiers.hpp).
 #include <cstddef>
 #include <string>
 #include <vector>

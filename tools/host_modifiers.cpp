@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "attention/score_modifiers.hpp"
+#include "attention/modifiers/score_modifiers.hpp"
 #include "flashjit/error.hpp"
 #include "runtime/file_io.hpp"
 #include "runtime/host_compiler.hpp"
@@ -19,8 +19,8 @@ namespace {
 namespace fs = std::filesystem;
 
 /// The kernels' headers the translation unit includes: the dual numbers and what they use.
-constexpr const char* kDualHeaders[] = {"attention/modifier_functions.cuh",
-                                        "attention/dual_number.cuh", "tile/platform.cuh"};
+constexpr const char* kDualHeaders[] = {"attention/parts/modifier_functions.cuh",
+                                        "attention/parts/dual_number.cuh", "tile/platform.cuh"};
 
 /// The translation unit: one exported function per expression (true and the score itself where
 /// there is none), in the kernel's argument types but a float64 score; and ∂score_mod/∂score,
@@ -33,7 +33,7 @@ std::string reference_source(const std::string& score_mod, const std::string& ma
   // Plain host code: not the emulator's kernel build, whose device API it does not need.
   return "#include <cmath>\n"
          "#undef FLASHJIT_EMULATOR\n"
-         "#include \"attention/modifier_functions.cuh\"\n"
+         "#include \"attention/parts/modifier_functions.cuh\"\n"
          "#define FLASHJIT_EXPORT extern \"C\" __attribute__((visibility(\"default\")))\n"
          "namespace flashjit_user {\n"
          "FLASHJIT_EXPORT double flashjit_run_score(double score, int b, int h, int q_idx,\n"

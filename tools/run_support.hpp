@@ -5,7 +5,7 @@
 #include <chrono>
 #include <string>
 
-#include "attention/attention_reference.hpp"
+#include "attention/check/attention_reference.hpp"
 #include "flashjit/attention.hpp"
 #include "op_commands.hpp"
 

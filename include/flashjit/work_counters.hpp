@@ -10,7 +10,7 @@ namespace flashjit {
 /// One instruction site's memory requests, as the emulator's memory model prices them
 /// (RuntimeOptions::model_memory; docs/emulator.md).
 struct MemorySite {
-  std::string site;         ///< "attention/tma_backward_kernel.cuh:331": the access's line
+  std::string site;         ///< "attention/hopper/tma_backward_kernel.cuh:331": the access's line
   std::string instruction;  ///< "ld.shared", "st.shared", "ldmatrix", "cp.async", "ld.global", ...
   /// "shared_load", "shared_store", "global_load", "global_store", or "wgmma_operand" (a
   /// wgmma's shared operand, a request per core matrix of 8 rows of 16 bytes)

@@ -6,11 +6,11 @@
 #include <utility>
 #include <vector>
 
-#include "attention/attention_captures.hpp"
 #include "attention/attention_common.hpp"
-#include "attention/attention_forward_tma.hpp"
 #include "attention/attention_tuning.hpp"
-#include "attention/tma_backward_space.cuh"
+#include "attention/hopper/attention_forward_tma.hpp"
+#include "attention/hopper/tma_backward_space.cuh"
+#include "attention/modifiers/attention_captures.hpp"
 #include "common/config_choice.hpp"
 #include "flashjit/error.hpp"
 #include "runtime/executor.hpp"
@@ -102,7 +102,7 @@ detail::KernelSpec dkdv_spec(const BackwardConfig& config, const std::string& ar
     traits.push_back("tma");
     if (config.deterministic) traits.push_back("deterministic");
     if (config.varlen) traits.push_back("varlen");
-    header = "attention/tma_backward_kernel.cuh";
+    header = "attention/hopper/tma_backward_kernel.cuh";
     kernel = "flashjit::attention_backward_tma_kernel<flashjit::TmaBackwardTraits<" + element +
              std::to_string(t.block_n) + ", " + mask_and_softcap + ", " + std::to_string(t.stages) +
              ", " + (config.deterministic ? "true" : "false") + ", " +
@@ -112,7 +112,7 @@ detail::KernelSpec dkdv_spec(const BackwardConfig& config, const std::string& ar
   } else {
     if (atomic_dq) traits.push_back("atomic_dq");
     if (config.varlen) traits.push_back("varlen");
-    header = "attention/backward_dkdv_kernel.cuh";
+    header = "attention/fa2/backward_dkdv_kernel.cuh";
     kernel = "flashjit::attention_backward_dkdv_kernel<flashjit::BackwardKeyTraits<" + element +
              std::to_string(t.block_m) + ", " + std::to_string(t.block_n) + ", " +
              std::to_string(t.warps) + ", " + std::to_string(t.stages) + ", " + mask_and_softcap +
@@ -141,7 +141,7 @@ detail::KernelSpec dq_spec(const BackwardConfig& config, const std::string& arch
                            std::to_string(t.warps) + ", " + mask_type(config.mask) + ", " +
                            (config.softcap ? "true" : "false") +
                            modifier_arguments(config, modifiers, prelude) + ">";
-  detail::KernelSpec spec = backward_spec(arch, "dq", "attention/backward_dq_kernel.cuh",
+  detail::KernelSpec spec = backward_spec(arch, "dq", "attention/fa2/backward_dq_kernel.cuh",
                                           "flashjit::attention_backward_dq_kernel<" + type + ">",
                                           config.head_dim, std::move(traits));
   spec.prelude = std::move(prelude);
@@ -163,7 +163,7 @@ detail::KernelSpec row_kernel_spec(DType dtype, bool varlen, const std::string& 
   if (varlen || permuted) arguments += varlen ? ", true" : ", false";
   if (permuted) arguments += ", true";
   detail::KernelSpec spec = backward_spec(
-      arch, role, "attention/backward_" + kernel + ".cuh",
+      arch, role, "attention/fa2/backward_" + kernel + ".cuh",
       "flashjit::attention_backward_" + kernel + "<" + arguments + ">", 0, std::move(traits));
   spec.threads = kDeltaRowsPerBlock * 32;  // one warp per row
   return spec;

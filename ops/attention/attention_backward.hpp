@@ -1,6 +1,6 @@
 #pragma once
 // Host side of the attention backward op: its configs (the host mirror of
-// ops/attention/backward_space.cuh), the heuristic default, kernel specs, argument
+// ops/attention/fa2/backward_space.cuh), the heuristic default, kernel specs, argument
 // validation, and the launch sequence: D = rowsum(dO ∘ O), then dK and dV (and dQ's sum), then
 // dQ (the mma.sync kernels' deterministic mode: its own kernel; else the sum rounded). dK and
 // dV are written without atomics; with Attention::deterministic dQ is computed without them
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "attention/attention_forward.hpp"
-#include "attention/backward_params.cuh"
-#include "attention/backward_space.cuh"
+#include "attention/fa2/backward_space.cuh"
+#include "attention/parts/backward_params.cuh"
 #include "flashjit/attention.hpp"
 #include "flashjit/device.hpp"
 #include "flashjit/dtype.hpp"
@@ -52,9 +52,9 @@ struct BackwardConfig {
   KeyBlockTile key;            ///< the dK/dV kernel
   QueryBlockTile query;        ///< the dQ kernel (deterministic only)
   /// A variable-length batch (cu_seqlens): each CTA rebases the params to its own sequence
-  /// (ops/attention/backward_sequence.cuh).
+  /// (ops/attention/parts/backward_sequence.cuh).
   bool varlen = false;
-  /// The warp-specialized Hopper dK/dV kernel (sm_90a, attention/tma_backward_kernel.cuh):
+  /// The warp-specialized Hopper dK/dV kernel (sm_90a, attention/hopper/tma_backward_kernel.cuh):
   /// wgmma on TMA-loaded tiles, dQ's sum added by bulk reductions. key.block_n (Bc, 64 or 128)
   /// keys over one consumer warpgroup per 64 (key.warps 8 or 12), or 64 keys shared by two
   /// (key.warps 12: shared_keys(), the form above a padded head dim of 128), key.stages (1 or
@@ -148,8 +148,8 @@ struct BackwardSpecs {
 /// ".tma" in that mode), "attention_backward.dq.hdim128.bf16.window.br64.bc64.w4" (with a dQ
 /// kernel) or
 /// "attention_backward.dq_convert.bf16" (".permuted" for the TMA backward, which adds dQ's sums
-/// in the layout of attention/dq_accum_layout.cuh). Throws InvalidArgument("config") outside the
-/// space. With `modifiers` (mma.sync configs only; InvalidArgument("config") for a TMA one),
+/// in the layout of attention/parts/dq_accum_layout.cuh). Throws InvalidArgument("config") outside
+/// the space. With `modifiers` (mma.sync configs only; InvalidArgument("config") for a TMA one),
 /// the dK/dV and dQ kernels' traits end with their struct, which each spec's prelude defines,
 /// and their readable names with "mod" and 8 digits of the modifiers' digest.
 BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& arch,

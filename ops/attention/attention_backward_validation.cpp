@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "attention/attention_backward.hpp"
-#include "attention/attention_captures.hpp"
 #include "attention/attention_common.hpp"
+#include "attention/modifiers/attention_captures.hpp"
 #include "common/argument_checks.hpp"
 #include "flashjit/error.hpp"
 

@@ -8,9 +8,9 @@
 #include <string_view>
 #include <vector>
 
-#include "attention/forward_params.cuh"
-#include "attention/forward_space.cuh"
-#include "attention/mask_kind.cuh"
+#include "attention/fa2/forward_space.cuh"
+#include "attention/parts/forward_params.cuh"
+#include "attention/parts/mask_kind.cuh"
 #include "flashjit/attention.hpp"
 #include "flashjit/device.hpp"
 #include "flashjit/dtype.hpp"

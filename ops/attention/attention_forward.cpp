@@ -9,16 +9,16 @@
 #include <unordered_map>
 #include <utility>
 
-#include "attention/attention_captures.hpp"
 #include "attention/attention_common.hpp"
-#include "attention/attention_forward_tma.hpp"
 #include "attention/attention_tuning.hpp"
-#include "attention/block_mask.hpp"
-#include "attention/key_window.cuh"
-#include "attention/score_modifiers.hpp"
-#include "attention/tma_forward_space.cuh"
-#include "attention/wgmma_forward_space.cuh"
-#include "attention/wide_forward_space.cuh"
+#include "attention/hopper/attention_forward_tma.hpp"
+#include "attention/hopper/tma_forward_space.cuh"
+#include "attention/hopper/wgmma_forward_space.cuh"
+#include "attention/modifiers/attention_captures.hpp"
+#include "attention/modifiers/block_mask.hpp"
+#include "attention/modifiers/score_modifiers.hpp"
+#include "attention/parts/key_window.cuh"
+#include "attention/wide/wide_forward_space.cuh"
 #include "common/config_choice.hpp"
 #include "flashjit/error.hpp"
 #include "runtime/executor.hpp"
@@ -468,7 +468,7 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
   detail::KernelSpec spec;
   spec.op = "attention-forward";
   if (config.path == ForwardPath::wide) {
-    spec.header = "attention/wide_forward_kernel.cuh";
+    spec.header = "attention/wide/wide_forward_kernel.cuh";
     spec.name_expression = "flashjit::attention_forward_wide_kernel<flashjit::WideForwardTraits<" +
                            element + head_dim + ", " + std::to_string(config.head_dim_v) + tiles +
                            ", " + std::to_string(config.column_groups) + ", " +
@@ -476,12 +476,12 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
                            flag(config.values_in_keys) +
                            (config.inference_layout() ? sequences : std::string()) + ">>";
   } else if (config.path == ForwardPath::wgmma) {
-    spec.header = "attention/wgmma_forward_kernel.cuh";
+    spec.header = "attention/hopper/wgmma_forward_kernel.cuh";
     spec.name_expression =
         "flashjit::attention_forward_wgmma_kernel<flashjit::WgmmaForwardTraits<" + element +
         head_dim + tiles + mask + softcap + ">>";
   } else if (config.path == ForwardPath::tma) {
-    spec.header = "attention/tma_forward_kernel.cuh";
+    spec.header = "attention/hopper/tma_forward_kernel.cuh";
     spec.name_expression =
         std::string(config.cluster ? "flashjit::attention_forward_tma_cluster_kernel"
                                    : "flashjit::attention_forward_tma_kernel") +
@@ -503,7 +503,7 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
         ">>";
     spec.prelude = modifiers.definition();
   } else {
-    spec.header = "attention/forward_kernel.cuh";
+    spec.header = "attention/fa2/forward_kernel.cuh";
     std::string layout = config.inference_layout() ? sequences : "";
     if (!modifiers.empty()) {
       if (layout.empty()) layout = ", flashjit::DenseLayout";

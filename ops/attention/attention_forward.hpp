@@ -1,14 +1,14 @@
 #pragma once
 // Host side of the attention forward op: its configs (the host mirror of
-// ops/attention/forward_space.cuh), the heuristic default, kernel specs, argument
+// ops/attention/fa2/forward_space.cuh), the heuristic default, kernel specs, argument
 // validation, the kernel's arguments and the launch.
 #include <string>
 #include <vector>
 
-#include "attention/forward_params.cuh"
-#include "attention/forward_space.cuh"
-#include "attention/mask_kind.cuh"
-#include "attention/score_modifiers.hpp"
+#include "attention/fa2/forward_space.cuh"
+#include "attention/modifiers/score_modifiers.hpp"
+#include "attention/parts/forward_params.cuh"
+#include "attention/parts/mask_kind.cuh"
 #include "flashjit/attention.hpp"
 #include "flashjit/device.hpp"
 #include "flashjit/dtype.hpp"
@@ -22,7 +22,7 @@ namespace flashjit::kernels {
 
 /// Which forward kernel a config runs.
 enum class ForwardPath {
-  /// ops/attention/forward_kernel.cuh (ForwardTraits): mma.sync, cp.async; every arch.
+  /// ops/attention/fa2/forward_kernel.cuh (ForwardTraits): mma.sync, cp.async; every arch.
   mma_sync,
   /// wgmma_forward_kernel.cuh (WgmmaForwardTraits), sm_90a only: warpgroups of 64 query rows
   /// on wgmma, cp.async loads, one K/V stage, warps = Br / 16.
@@ -65,7 +65,7 @@ struct ForwardConfig {
   bool p_in_shared = false;
   /// TMA path with overlap (the space has it with P in registers): one CTA per SM walks the
   /// (query block, head, batch) tiles, longest causal ones first, instead of one CTA per tile
-  /// (ops/attention/tma_tile_schedule.cuh).
+  /// (ops/attention/hopper/tma_tile_schedule.cuh).
   bool persistent = false;
   /// TMA path, unmasked, one CTA per tile, dense: CTAs in clusters of two, consecutive query
   /// blocks of one (head, batch), each loading half of every K and V block and multicasting it
@@ -73,7 +73,7 @@ struct ForwardConfig {
   /// clusters). A CTA past the last query block (an odd count) walks the keys with its peer and
   /// writes nothing; the default choice runs the unclustered twin there instead.
   bool cluster = false;
-  /// Inference layouts (ops/attention/sequence_layout.cuh): per-sequence lengths and
+  /// Inference layouts (ops/attention/parts/sequence_layout.cuh): per-sequence lengths and
   /// offsets, K/V in pages, the query heads of a key/value head packed into rows, and split-KV
   /// partials; all on the mma.sync path, and varlen alone (packed prefill, not persistent) on
   /// the TMA path too. All false: FlashAttention-2's dense batch.
@@ -186,7 +186,7 @@ std::string tma_tensor_problem(const Attention& attention, const TensorView& q, 
                                const TensorView& v, const TensorView& o);
 
 /// The kernel spec of `config` for target `arch`: op "attention-forward", header
-/// "attention/forward_kernel.cuh", readable name such as
+/// "attention/fa2/forward_kernel.cuh", readable name such as
 /// "attention_forward.hdim128.bf16.window.softcap.br128.bc64.w4.s2" (no mask or softcap part
 /// when they are off).
 /// With `modifiers` (mma.sync configs only), the name expression ends with their struct, which
@@ -244,10 +244,10 @@ struct ScoreScales {
 ScoreScales forward_score_scales(const Attention& attention);
 
 /// The (query, key) pairs a validated call computes: over the query rows, the keys each sees,
-/// by the kernels' own rule (ops/attention/key_window.cuh).
+/// by the kernels' own rule (ops/attention/parts/key_window.cuh).
 double visible_pairs(const Attention& attention);
 
-/// The kernel's arguments for a validated call (see ops/attention/forward_params.cuh): the
+/// The kernel's arguments for a validated call (see ops/attention/parts/forward_params.cuh): the
 /// scale folded into the base-2 domain, windows with kNoWindow for an unbounded side, causal as
 /// window_right = 0.
 AttentionForwardParams forward_params(const Attention& attention, const TensorView& q,

@@ -7,9 +7,9 @@
 
 #include "attention/attention_common.hpp"
 #include "attention/attention_forward.hpp"
-#include "attention/block_mask.hpp"
-#include "attention/score_modifiers.hpp"
-#include "attention/wide_forward_space.cuh"
+#include "attention/modifiers/block_mask.hpp"
+#include "attention/modifiers/score_modifiers.hpp"
+#include "attention/wide/wide_forward_space.cuh"
 #include "common/argument_checks.hpp"
 #include "flashjit/error.hpp"
 

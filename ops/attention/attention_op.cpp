@@ -6,11 +6,11 @@
 
 #include "attention/attention_backward.hpp"
 #include "attention/attention_forward.hpp"
-#include "attention/attention_inference.hpp"
 #include "attention/emulated/backward_shares.hpp"
 #include "attention/emulated/forward_shares.hpp"
-#include "attention/kvcache_append.hpp"
-#include "attention/unused_rows.hpp"
+#include "attention/inference/attention_inference.hpp"
+#include "attention/inference/kvcache_append.hpp"
+#include "attention/inference/unused_rows.hpp"
 #include "common/op_registry.hpp"
 
 namespace flashjit::kernels {
@@ -44,8 +44,8 @@ std::vector<ForwardConfig> attention_forward_defaults(const std::string& arch) {
   return configs;
 }
 
-// The inference layouts' defaults (ops/attention/attention_inference.cpp): every layout at head dim
-// 128 in both dtypes and masks, and bf16 without a mask at 64 and 256, so each path of
+// The inference layouts' defaults (ops/attention/inference/attention_inference.cpp): every layout
+// at head dim 128 in both dtypes and masks, and bf16 without a mask at 64 and 256, so each path of
 // forward_block.cuh compiles for the GPU and its registers are checked.
 struct InferenceHeadDim {
   int head_dim;

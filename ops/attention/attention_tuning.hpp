@@ -11,7 +11,7 @@
 
 #include "attention/attention_backward.hpp"
 #include "attention/attention_forward.hpp"
-#include "attention/score_modifiers.hpp"
+#include "attention/modifiers/score_modifiers.hpp"
 #include "autotune/tuning_db.hpp"
 #include "autotune/tuning_problem.hpp"
 #include "flashjit/attention.hpp"

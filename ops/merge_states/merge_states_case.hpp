@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "attention/attention_reference.hpp"
+#include "attention/check/attention_reference.hpp"
 #include "flashjit/dtype.hpp"
 #include "flashjit/runtime.hpp"
 #include "reference/checker.hpp"

@@ -1,11 +1,11 @@
 #pragma once
 // Multi-scale attention backward, dK and dV: one CTA owns Bc keys of one key/value head, holds Kⱼ
 // and Vⱼ in shared memory and streams past them every query block whose mask reaches them, of every
-// query head that shares them (attention/backward_dkdv_kernel.cuh's pipeline and warp grids):
+// query head that shares them (attention/fa2/backward_dkdv_kernel.cuh's pipeline and warp grids):
 //   Aᵀ = scale · (K Qᵢᵀ) ∘ Mᵀ,   dV += (Aᵀ / d) dOᵢ,   dK += (scale · dAᵀ ∘ Mᵀ) Qᵢ,
 // with dA as multiscale_gradients.cuh derives it. dK and dV are written once, without atomics.
-#include "attention/backward_traits.cuh"
-#include "attention/query_block_pipeline.cuh"
+#include "attention/fa2/backward_traits.cuh"
+#include "attention/fa2/query_block_pipeline.cuh"
 #include "multiscale/multiscale_gradients.cuh"
 #include "tile/fragment_store.cuh"
 #include "tile/gemm.cuh"

@@ -2,12 +2,12 @@
 // Multi-scale attention backward, dQ (and a mask tensor's dM): one CTA owns Br query rows of one
 // head and streams the key blocks its mask does not zero past them, as the forward does,
 // recomputing S = scale · Q Kⱼᵀ and dP = dO Vⱼᵀ: dQ = Σⱼ (scale · dA ∘ M) Kⱼ
-// (attention/backward_dq_kernel.cuh with multi-scale attention's element-wise step). dM sums over
-// the batch; one CTA then owns its rows for every sequence, in order, so the sum has the same bits
-// on every run.
-#include "attention/backward_traits.cuh"
-#include "attention/epilogue.cuh"
-#include "attention/key_value_pipeline.cuh"
+// (attention/fa2/backward_dq_kernel.cuh with multi-scale attention's element-wise step). dM sums
+// over the batch; one CTA then owns its rows for every sequence, in order, so the sum has the same
+// bits on every run.
+#include "attention/fa2/backward_traits.cuh"
+#include "attention/fa2/key_value_pipeline.cuh"
+#include "attention/parts/epilogue.cuh"
 #include "multiscale/multiscale_gradients.cuh"
 #include "tile/gemm.cuh"
 

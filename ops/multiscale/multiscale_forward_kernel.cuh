@@ -6,9 +6,9 @@
 //   S = scale · (Q Kⱼᵀ) ∘ Mⱼ,   r' = r + rowsum(|S|),   d' = max(r', 1),   O' = (d·O + S Vⱼ) / d'.
 // It reuses the attention forward's tiles and pipeline (ForwardTraits, dense layout, no mask
 // kind of its own): only the scores' treatment differs from softmax.
-#include "attention/epilogue.cuh"
-#include "attention/forward_traits.cuh"
-#include "attention/query_operand.cuh"
+#include "attention/fa2/forward_traits.cuh"
+#include "attention/fa2/query_operand.cuh"
+#include "attention/parts/epilogue.cuh"
 #include "multiscale/multiscale_mask.cuh"
 
 namespace flashjit {

@@ -4,7 +4,7 @@
 // seqlen_k − seqlen_q: bottom-right aligned), 0 above the diagonal, and exactly 0 where the decay
 // has underflowed, so those blocks are skipped; with a mask tensor, its values and every block.
 // Keys past seqlen_k weigh 0 whatever the tensor holds (they are not read).
-#include "attention/key_window.cuh"
+#include "attention/parts/key_window.cuh"
 #include "multiscale/multiscale_params.cuh"
 #include "tile/numeric.cuh"
 

@@ -3,7 +3,7 @@
 // value). The tensors, sizes and per-row arrays are the attention backward's, so the attention
 // tile programs' pipelines and row kernels serve multi-scale attention unchanged; the mask is
 // multi-scale attention's.
-#include "attention/backward_params.cuh"
+#include "attention/parts/backward_params.cuh"
 
 namespace flashjit {
 

@@ -8,7 +8,7 @@
 #include <functional>
 #include <vector>
 
-#include "attention/attention_reference.hpp"
+#include "attention/check/attention_reference.hpp"
 
 namespace flashjit::reference {
 

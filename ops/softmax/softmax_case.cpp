@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "attention/attention_reference.hpp"
+#include "attention/check/attention_reference.hpp"
 
 namespace flashjit::testing {
 namespace {

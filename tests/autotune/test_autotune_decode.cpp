@@ -10,8 +10,8 @@
 #include <string>
 
 #include "api/runtime_parts.hpp"
-#include "attention/decode_tuning.hpp"
-#include "attention/inference_case.hpp"
+#include "attention/check/inference_case.hpp"
+#include "attention/inference/decode_tuning.hpp"
 #include "autotune/candidates.hpp"
 #include "autotune/tuner.hpp"
 #include "autotune/tuning_state.hpp"

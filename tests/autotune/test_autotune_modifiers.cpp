@@ -13,7 +13,7 @@
 
 #include "api/runtime_parts.hpp"
 #include "attention/attention_tuning.hpp"
-#include "attention/score_modifiers.hpp"
+#include "attention/modifiers/score_modifiers.hpp"
 #include "autotune/candidates.hpp"
 #include "autotune/tuner.hpp"
 #include "autotune/tuning_state.hpp"

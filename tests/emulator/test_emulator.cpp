@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "attention/attention_reference.hpp"
+#include "attention/check/attention_reference.hpp"
 #include "emulator/launch.hpp"
 #include "reference/checker.hpp"
 #include "softmax/softmax_kernel.cuh"

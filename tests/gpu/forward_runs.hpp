@@ -5,7 +5,7 @@
 // support/forward_case_builders.hpp.
 #include <vector>
 
-#include "attention/attention_case.hpp"
+#include "attention/check/attention_case.hpp"
 #include "gpu/case_sweep.hpp"
 #include "support/forward_case_builders.hpp"
 

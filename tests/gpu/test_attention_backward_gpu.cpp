@@ -15,7 +15,7 @@
 
 #include "attention/attention_backward.hpp"
 #include "attention/attention_forward.hpp"
-#include "attention/backward_case.hpp"
+#include "attention/check/backward_case.hpp"
 #include "gpu/case_sweep.hpp"
 #include "support/backward_case_builders.hpp"
 

@@ -6,7 +6,7 @@
 // from device memory.
 #include <doctest/doctest.h>
 
-#include "attention/inference_case.hpp"
+#include "attention/check/inference_case.hpp"
 #include "flashjit/error.hpp"
 #include "flashjit/flashjit.hpp"
 

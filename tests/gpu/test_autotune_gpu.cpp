@@ -10,7 +10,7 @@
 
 #include "api/runtime_parts.hpp"
 #include "attention/attention_tuning.hpp"
-#include "attention/decode_tuning.hpp"
+#include "attention/inference/decode_tuning.hpp"
 #include "autotune/tuner.hpp"
 #include "autotune/tuning_state.hpp"
 #include "flashjit/flashjit.hpp"

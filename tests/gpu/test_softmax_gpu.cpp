@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "attention/attention_reference.hpp"
+#include "attention/check/attention_reference.hpp"
 #include "flashjit/flashjit.hpp"
 #include "reference/checker.hpp"
 

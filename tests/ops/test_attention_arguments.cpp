@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "attention/attention_forward.hpp"
-#include "attention/attention_inference.hpp"
+#include "attention/inference/attention_inference.hpp"
 #include "common/op_registry.hpp"
 #include "support/argument_cases.hpp"
 #include "support/attention_argument_cases.hpp"
@@ -388,7 +388,7 @@ TEST_CASE("forward specs name the traits and read like the config") {
   const ForwardConfig config{DType::bf16, 128, 128, 64, 4, 2, MaskKind::window, true};
   const detail::KernelSpec spec = forward_spec(config, "sm_90a");
   CHECK(spec.op == "attention-forward");
-  CHECK(spec.header == "attention/forward_kernel.cuh");
+  CHECK(spec.header == "attention/fa2/forward_kernel.cuh");
   CHECK(spec.name_expression ==
         "flashjit::attention_forward_kernel<flashjit::ForwardTraits<flashjit::bfloat16_t, 128, "
         "128, 64, 4, 2, flashjit::MaskKind::window, true, false>>");
@@ -421,7 +421,7 @@ TEST_CASE("forward specs name the traits and read like the config") {
   hopper.path = ForwardPath::wgmma;
   REQUIRE(hopper.valid());
   const detail::KernelSpec hopper_spec = forward_spec(hopper, "sm_90a");
-  CHECK(hopper_spec.header == "attention/wgmma_forward_kernel.cuh");
+  CHECK(hopper_spec.header == "attention/hopper/wgmma_forward_kernel.cuh");
   CHECK(hopper_spec.name_expression ==
         "flashjit::attention_forward_wgmma_kernel<flashjit::WgmmaForwardTraits<"
         "flashjit::bfloat16_t, 128, 128, 128, flashjit::MaskKind::none, false>>");
@@ -436,7 +436,7 @@ TEST_CASE("forward specs name the traits and read like the config") {
   tma.path = ForwardPath::tma;
   REQUIRE(tma.valid());
   const detail::KernelSpec tma_spec = forward_spec(tma, "sm_90a");
-  CHECK(tma_spec.header == "attention/tma_forward_kernel.cuh");
+  CHECK(tma_spec.header == "attention/hopper/tma_forward_kernel.cuh");
   CHECK(tma_spec.name_expression ==
         "flashjit::attention_forward_tma_kernel<flashjit::TmaForwardTraits<flashjit::half_t, 96, "
         "128, 64, flashjit::MaskKind::window, true, 2, false, false, false, false>>");

@@ -406,14 +406,14 @@ TEST_CASE("backward specs name the traits and read like the config") {
       DType::bf16, 128, MaskKind::window, false, false, KeyBlockTile{64, 64, 8, 2}, {}};
   const BackwardSpecs specs = backward_specs(config, "sm_90a");
   CHECK(specs.delta.op == "attention-backward");
-  CHECK(specs.delta.header == "attention/backward_delta_kernel.cuh");
+  CHECK(specs.delta.header == "attention/fa2/backward_delta_kernel.cuh");
   CHECK(specs.delta.name_expression ==
         "flashjit::attention_backward_delta_kernel<flashjit::bfloat16_t>");
   CHECK(specs.delta.readable_name == "attention_backward.delta.bf16");
   CHECK(specs.delta.arch == "sm_90a");
 
   CHECK(specs.dkdv.op == "attention-backward");
-  CHECK(specs.dkdv.header == "attention/backward_dkdv_kernel.cuh");
+  CHECK(specs.dkdv.header == "attention/fa2/backward_dkdv_kernel.cuh");
   CHECK(specs.dkdv.name_expression ==
         "flashjit::attention_backward_dkdv_kernel<flashjit::BackwardKeyTraits<"
         "flashjit::bfloat16_t, 128, 64, 64, 8, 2, flashjit::MaskKind::window, false, true>>");
@@ -424,7 +424,7 @@ TEST_CASE("backward specs name the traits and read like the config") {
   CHECK(specs.dkdv.threads == 256);
   CHECK(specs.dkdv.dynamic_shared_bytes == config.key_shared_bytes());
   // The default mode rounds dQ's sum with a per-row kernel.
-  CHECK(specs.dq.header == "attention/backward_dq_convert_kernel.cuh");
+  CHECK(specs.dq.header == "attention/fa2/backward_dq_convert_kernel.cuh");
   CHECK(specs.dq.name_expression ==
         "flashjit::attention_backward_dq_convert_kernel<flashjit::bfloat16_t>");
   CHECK(specs.dq.readable_name == "attention_backward.dq_convert.bf16");
@@ -445,7 +445,7 @@ TEST_CASE("backward specs name the traits and read like the config") {
   CHECK(plain_specs.dkdv.name_expression ==
         "flashjit::attention_backward_dkdv_kernel<flashjit::BackwardKeyTraits<flashjit::half_t, "
         "64, 32, 32, 2, 1, flashjit::MaskKind::none, true, false>>");
-  CHECK(plain_specs.dq.header == "attention/backward_dq_kernel.cuh");
+  CHECK(plain_specs.dq.header == "attention/fa2/backward_dq_kernel.cuh");
   CHECK(plain_specs.dq.readable_name == "attention_backward.dq.hdim64.fp16.softcap.br32.bc32.w2");
   CHECK(plain_specs.dq.name_expression ==
         "flashjit::attention_backward_dq_kernel<flashjit::BackwardQueryTraits<flashjit::half_t, "

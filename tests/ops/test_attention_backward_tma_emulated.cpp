@@ -1,4 +1,4 @@
-// The warp-specialized Hopper backward (ops/attention/tma_backward_kernel.cuh: TMA, mbarrier
+// The warp-specialized Hopper backward (ops/attention/hopper/tma_backward_kernel.cuh: TMA, mbarrier
 // rings, wgmma, dQ by bulk reductions), compiled for the host, run on the CPU emulator of an
 // sm_90a device through the public Runtime API, with explicit BackwardConfigs and as the
 // default at head dims 64 and 128, after the library's own forward; each gradient checked against
@@ -18,10 +18,10 @@
 
 #include "attention/attention_backward.hpp"
 #include "attention/attention_forward.hpp"
-#include "attention/backward_case.hpp"
-#include "attention/dq_accum_layout.cuh"
-#include "attention/inference_case.hpp"
-#include "attention/tma_backward_space.cuh"
+#include "attention/check/backward_case.hpp"
+#include "attention/check/inference_case.hpp"
+#include "attention/hopper/tma_backward_space.cuh"
+#include "attention/parts/dq_accum_layout.cuh"
 #include "flashjit/error.hpp"
 #include "runtime/compiler.hpp"
 #include "runtime/template_sources.hpp"

@@ -7,8 +7,8 @@
 
 #include <vector>
 
-#include "attention/attention_case.hpp"
 #include "attention/attention_forward.hpp"
+#include "attention/check/attention_case.hpp"
 #include "common/builtin_kernels.hpp"
 #include "support/emulator_runtime.hpp"
 #include "support/forward_case_builders.hpp"

@@ -1,4 +1,4 @@
-// The warp-specialized Hopper forward (ops/attention/tma_forward_kernel.cuh) on the CPU
+// The warp-specialized Hopper forward (ops/attention/hopper/tma_forward_kernel.cuh) on the CPU
 // emulator against the float64 reference, launched directly with its traits and with the
 // tensor maps built here the way a host builds them (from each tensor's strides, bshd or bhsd),
 // so that configs the runtime does not offer are covered too. The bar is the forward suite's: a
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "attention/tma_forward_kernel.cuh"
+#include "attention/hopper/tma_forward_kernel.cuh"
 #include "runtime/compiler.hpp"
 #include "runtime/template_sources.hpp"
 #include "support/direct_forward.hpp"
@@ -328,7 +328,7 @@ TEST_CASE("TMA forward: NVRTC builds it for sm_90a, its PTX issues wgmma and TMA
       CAPTURE(mask);
       detail::KernelSpec spec;
       spec.op = "attention-forward";
-      spec.header = "attention/tma_forward_kernel.cuh";
+      spec.header = "attention/hopper/tma_forward_kernel.cuh";
       spec.name_expression =
           "flashjit::attention_forward_tma_kernel<flashjit::TmaForwardTraits<"
           "flashjit::bfloat16_t, 128, " +
@@ -378,7 +378,7 @@ TEST_CASE("TMA forward: the overlapped loop holds one copy of the softmax up to 
     CAPTURE(c.head_dim);
     detail::KernelSpec spec;
     spec.op = "attention-forward";
-    spec.header = "attention/tma_forward_kernel.cuh";
+    spec.header = "attention/hopper/tma_forward_kernel.cuh";
     spec.name_expression =
         "flashjit::attention_forward_tma_kernel<flashjit::TmaForwardTraits<flashjit::bfloat16_t, " +
         std::to_string(c.head_dim) + ", 128, " + std::to_string(c.block_n) +

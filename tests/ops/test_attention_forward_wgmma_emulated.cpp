@@ -1,4 +1,4 @@
-// The Hopper forward (ops/attention/wgmma_forward_kernel.cuh) on the CPU emulator against
+// The Hopper forward (ops/attention/hopper/wgmma_forward_kernel.cuh) on the CPU emulator against
 // the float64 reference, launched directly with its traits, so that tiles and head dims the
 // runtime does not offer yet (no device PTX for their wgmma N) are proven too; the runtime's
 // own use of it is tested in test_attention_forward_emulated. The bar is the forward suite's
@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "attention/wgmma_forward_kernel.cuh"
+#include "attention/hopper/wgmma_forward_kernel.cuh"
 #include "runtime/compiler.hpp"
 #include "runtime/template_sources.hpp"
 #include "support/direct_forward.hpp"
@@ -88,7 +88,7 @@ TEST_CASE("Hopper forward: NVRTC builds it for sm_90a, its PTX issues wgmma, not
     CAPTURE(mask);
     detail::KernelSpec spec;
     spec.op = "attention-forward";
-    spec.header = "attention/wgmma_forward_kernel.cuh";
+    spec.header = "attention/hopper/wgmma_forward_kernel.cuh";
     spec.name_expression = std::string("flashjit::attention_forward_wgmma_kernel<flashjit::") +
                            "WgmmaForwardTraits<flashjit::bfloat16_t, 128, 128, 128, " +
                            "flashjit::MaskKind::" + mask + ", false>>";

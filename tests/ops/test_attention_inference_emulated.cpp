@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "attention/inference_case.hpp"
+#include "attention/check/inference_case.hpp"
 #include "support/emulator_runtime.hpp"
 
 namespace flashjit::testing {

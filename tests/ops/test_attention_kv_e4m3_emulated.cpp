@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "attention/attention_inference_config.hpp"
-#include "attention/decode_tuning.hpp"
-#include "attention/inference_case.hpp"
+#include "attention/check/inference_case.hpp"
+#include "attention/inference/attention_inference_config.hpp"
+#include "attention/inference/decode_tuning.hpp"
 #include "flashjit/dtype.hpp"
 #include "flashjit/error.hpp"
 #include "support/emulator_runtime.hpp"

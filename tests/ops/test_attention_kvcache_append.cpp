@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "attention/inference_case.hpp"
+#include "attention/check/inference_case.hpp"
 #include "flashjit/error.hpp"
 #include "support/emulator_runtime.hpp"
 

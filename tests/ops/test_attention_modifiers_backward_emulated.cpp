@@ -14,9 +14,9 @@
 #include <utility>
 
 #include "attention/attention_backward.hpp"
-#include "attention/backward_case.hpp"
-#include "attention/dual_number.cuh"
-#include "attention/inference_case.hpp"
+#include "attention/check/backward_case.hpp"
+#include "attention/check/inference_case.hpp"
+#include "attention/parts/dual_number.cuh"
 #include "flashjit/error.hpp"
 #include "support/backward_case_builders.hpp"
 #include "support/emulator_runtime.hpp"

@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "attention/attention_case.hpp"
 #include "attention/attention_forward.hpp"
-#include "attention/inference_case.hpp"
+#include "attention/check/attention_case.hpp"
+#include "attention/check/inference_case.hpp"
 #include "flashjit/error.hpp"
 #include "support/emulator_runtime.hpp"
 #include "support/forward_case_builders.hpp"

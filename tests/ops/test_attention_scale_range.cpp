@@ -4,7 +4,7 @@
 // the forward took S − m ahead of the scale, 1e8 overflowed fp16's P and 1e9 fp32's.
 #include <doctest/doctest.h>
 
-#include "attention/attention_case.hpp"
+#include "attention/check/attention_case.hpp"
 #include "flashjit/runtime.hpp"
 
 namespace flashjit::testing {

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "api/runtime_parts.hpp"
-#include "attention/attention_inference.hpp"
-#include "attention/inference_case.hpp"
+#include "attention/check/inference_case.hpp"
+#include "attention/inference/attention_inference.hpp"
 #include "flashjit/error.hpp"
 #include "support/emulator_runtime.hpp"
 

@@ -10,10 +10,10 @@
 #include <cstdint>
 #include <string>
 
-#include "attention/attention_case.hpp"
 #include "attention/attention_tuning.hpp"
-#include "attention/backward_case.hpp"
-#include "attention/inference_case.hpp"
+#include "attention/check/attention_case.hpp"
+#include "attention/check/backward_case.hpp"
+#include "attention/check/inference_case.hpp"
 #include "support/emulator_runtime.hpp"
 
 namespace flashjit::testing {

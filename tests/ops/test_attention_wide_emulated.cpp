@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "attention/attention_forward.hpp"
-#include "attention/inference_case.hpp"
+#include "attention/check/inference_case.hpp"
 #include "flashjit/error.hpp"
 #include "support/emulator_runtime.hpp"
 

@@ -18,7 +18,7 @@
 #include <set>
 #include <vector>
 
-#include "attention/tma_forward_kernel.cuh"
+#include "attention/hopper/tma_forward_kernel.cuh"
 #include "emulator/memory_model.hpp"
 #include "support/direct_forward.hpp"
 

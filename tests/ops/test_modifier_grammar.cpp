@@ -1,6 +1,6 @@
-// The modifier grammar (attention/modifier_grammar.hpp): a table of expressions it accepts and
-// of those it refuses, hostile ones first, each refusal an InvalidArgument naming the field and
-// saying what was found where. validate_attention applies it on every backend.
+// The modifier grammar (attention/modifiers/modifier_grammar.hpp): a table of expressions it
+// accepts and of those it refuses, hostile ones first, each refusal an InvalidArgument naming the
+// field and saying what was found where. validate_attention applies it on every backend.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "attention/attention_forward.hpp"
-#include "attention/modifier_grammar.hpp"
+#include "attention/modifiers/modifier_grammar.hpp"
 #include "flashjit/attention.hpp"
 #include "flashjit/error.hpp"
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "attention/attention_tuning.hpp"
-#include "attention/decode_tuning.hpp"
+#include "attention/inference/decode_tuning.hpp"
 #include "common/op_registry.hpp"
 #include "flashjit/error.hpp"
 #include "layer_norm/layer_norm_tuning.hpp"

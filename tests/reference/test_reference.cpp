@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "attention/attention_reference.hpp"
+#include "attention/check/attention_reference.hpp"
 #include "reference/checker.hpp"
 
 using namespace flashjit::reference;

@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "attention/attention_case.hpp"
-#include "attention/attention_reference.hpp"
-#include "attention/backward_case.hpp"
+#include "attention/check/attention_case.hpp"
+#include "attention/check/attention_reference.hpp"
+#include "attention/check/backward_case.hpp"
 #include "cases/case_inputs.hpp"
 #include "flashjit/flashjit.hpp"
 #include "flashjit/flashjit_c.h"

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "api/runtime_parts.hpp"
-#include "attention/attention_case.hpp"
 #include "attention/attention_forward.hpp"
+#include "attention/check/attention_case.hpp"
 #include "common/builtin_kernels.hpp"
 #include "flashjit/flashjit.hpp"
 #include "runtime/cache_file.hpp"

@@ -4,7 +4,7 @@
 // headers (forward_case_builders.hpp, backward_case_builders.hpp) name their make_case on top.
 #include <cstdint>
 
-#include "attention/attention_reference.hpp"
+#include "attention/check/attention_reference.hpp"
 #include "flashjit/dtype.hpp"
 
 namespace flashjit::testing {

@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "attention/attention_case.hpp"
 #include "attention/attention_forward.hpp"
+#include "attention/check/attention_case.hpp"
 #include "cases/case_inputs.hpp"
 #include "emulator/launch.hpp"
 #include "emulator/ptx_api.hpp"

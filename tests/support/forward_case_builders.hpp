@@ -4,7 +4,7 @@
 // with_softcap come from case_builders.hpp.
 #include <cstdint>
 
-#include "attention/attention_case.hpp"
+#include "attention/check/attention_case.hpp"
 #include "support/case_builders.hpp"
 
 namespace flashjit::testing {

@@ -32,7 +32,7 @@
 
 #include <string>
 
-#include "attention/modifier_grammar.hpp"
+#include "attention/modifiers/modifier_grammar.hpp"
 
 namespace flashjit::testing {
 

@@ -527,7 +527,7 @@ TEST_CASE("run --score-mod/--mask-mod: the float64 reference evaluates the same 
 
 TEST_CASE("run --score-mod/--mask-mod: every function of the grammar, forward and backward, PASS") {
   // The emulator's host compiler builds the kernel and the float64 reference from the same
-  // functions (attention/modifier_functions.cuh) as NVRTC does; the backward on dual numbers.
+  // functions (attention/parts/modifier_functions.cuh) as NVRTC does; the backward on dual numbers.
   TempDir dir;
   for (const char* op : {"attention-forward", "attention-backward"}) {
     const ChildResult run = flashjit_cli(

@@ -160,10 +160,10 @@ fs::path templates_before_permutation(const TempDir& dir) {
     source.replace(begin, end - begin, replacement);
     std::ofstream(copy / file) << source;
   };
-  edit("attention/tma_backward_kernel.cuh", "store_shared_pair(line, col ^ column_xor,", ";",
+  edit("attention/hopper/tma_backward_kernel.cuh", "store_shared_pair(line, col ^ column_xor,", ";",
        "store_shared(line, col, dq.frag[0][group][2 * half]);\n"
        "          store_shared(line, col + 1, dq.frag[0][group][2 * half + 1])");
-  edit("attention/dq_accum_layout.cuh", "  return int(row & row_bits) << 3;", "\n}",
+  edit("attention/parts/dq_accum_layout.cuh", "  return int(row & row_bits) << 3;", "\n}",
        "  return int(row & row_bits) * 0;");
   return copy;
 }

@@ -9,11 +9,11 @@
 #include <array>
 
 #include "attention/attention_backward.hpp"
-#include "attention/backward_delta_kernel.cuh"
-#include "attention/backward_dkdv_kernel.cuh"
-#include "attention/backward_dq_convert_kernel.cuh"
-#include "attention/backward_dq_kernel.cuh"
 #include "attention/emulated/backward_shares.hpp"
+#include "attention/fa2/backward_delta_kernel.cuh"
+#include "attention/fa2/backward_dkdv_kernel.cuh"
+#include "attention/fa2/backward_dq_convert_kernel.cuh"
+#include "attention/fa2/backward_dq_kernel.cuh"
 #include "common/emulated_kernel.hpp"
 
 namespace flashjit::kernels::emulated {

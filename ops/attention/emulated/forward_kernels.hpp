@@ -7,7 +7,7 @@
 
 #include "attention/attention_forward.hpp"
 #include "attention/emulated/forward_shares.hpp"
-#include "attention/forward_kernel.cuh"
+#include "attention/fa2/forward_kernel.cuh"
 #include "common/emulated_kernel.hpp"
 
 namespace flashjit::kernels::emulated {

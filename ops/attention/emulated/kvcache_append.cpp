@@ -1,9 +1,9 @@
-// The KV-cache append kernels (attention/kvcache_append_kernel.cuh), host-compiled for the
-// emulator: both dtypes, each rotation, into a 16-bit or an fp8 cache.
-#include "attention/kvcache_append.hpp"
+// The KV-cache append kernels (attention/inference/kvcache_append_kernel.cuh), host-compiled for
+// the emulator: both dtypes, each rotation, into a 16-bit or an fp8 cache.
+#include "attention/inference/kvcache_append.hpp"
 
 #include "attention/emulated/forward_shares.hpp"
-#include "attention/kvcache_append_kernel.cuh"
+#include "attention/inference/kvcache_append_kernel.cuh"
 #include "common/emulated_kernel.hpp"
 
 namespace flashjit::kernels::emulated {

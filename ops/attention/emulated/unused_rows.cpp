@@ -1,9 +1,9 @@
-// The unused rows' fill (attention/unused_rows_kernel.cuh), host-compiled for the emulator: o's
-// and the gradients' two 16-bit types, and lse's fp32.
-#include "attention/unused_rows.hpp"
+// The unused rows' fill (attention/inference/unused_rows_kernel.cuh), host-compiled for the
+// emulator: o's and the gradients' two 16-bit types, and lse's fp32.
+#include "attention/inference/unused_rows.hpp"
 
 #include "attention/emulated/forward_shares.hpp"
-#include "attention/unused_rows_kernel.cuh"
+#include "attention/inference/unused_rows_kernel.cuh"
 #include "common/emulated_kernel.hpp"
 
 namespace flashjit::kernels::emulated {

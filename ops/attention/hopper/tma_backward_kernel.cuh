@@ -1,0 +1,530 @@
+#pragma once
+// The warp-specialized Hopper backward (sm_90a), FlashAttention-3's structure: one CTA per block
+// of Bc keys of one key/value head, K and V loaded once by TMA and kept in shared memory while
+// the query blocks that see them stream past (every query head sharing them, GQA's sum). A
+// producer warpgroup, one of whose threads issues TMA loads, brings each block's Q and dO into a
+// ring of slots; one or two consumer warpgroups of 64 keys each compute, per block,
+//   Sᵀ = K Qᵀ,  dPᵀ = V dOᵀ                   (wgmma, both operands as TMA wrote them),
+//   Pᵀ = 2^(Sᵀ − LSE),  dSᵀ = Pᵀ ∘ (dPᵀ − D)  (registers, the other backward's element steps),
+//   dV += Pᵀ dOᵢ,  dK += dSᵀ Qᵢ               (wgmma, Pᵀ and dSᵀ from registers),
+//   dQᵢ (+)= dS K over the warpgroup's keys   (wgmma from the dSᵀ it stored in shared memory),
+// or, above a padded head dim of 128 (Traits::kSharedKeys), two warpgroups share 64 keys: each
+// computes Sᵀ and dPᵀ for half the block's queries, both store their halves of Pᵀ and dSᵀ in
+// shared memory, then one accumulates dV += Pᵀ dOᵢ and the other dK += dSᵀ Qᵢ from there, and
+// they split dQᵢ's columns, so that no thread holds more than one head-dim-wide gradient;
+// and hand dQ's partial sum over: the warpgroup stages it in fp32 in shared memory and goes on,
+// and the dQ writer, a warp of the producer warpgroup, adds it into the fp32 workspace with a
+// bulk reduction (cp.reduce.async.bulk, tile/bulk_reduce.cuh), so no math warp waits on atomics
+// or on the copy engine. The dQ-convert kernel rounds the sum, scaled, into dQ afterwards. dK and
+// dV leave once, staged in the warpgroup's dQ staging block. In the deterministic mode the
+// writer's sums into each query block take turns in the order of the key blocks
+// (FlashAttention-3's semaphores, tile/semaphore.cuh): the same additions in the same order on
+// every run, each waiting for the one before to land; the math warps never wait for a turn.
+// Packed sequences (Traits::kVarlen): each CTA rebases the params to its sequence (a dense batch
+// of one, as the other backward's kernels do) and TMA reads from the sequence's first row; the
+// rows a box brings in past the sequence's end are zeroed in shared memory before any product
+// reads them, so the block computes what TMA's zero fill gives a dense tensor's last block.
+//
+// Not done yet: Bc of three warpgroups, the overlap of one block's element steps with the next
+// block's products.
+#include "attention/hopper/tma_backward_traits.cuh"
+#include "attention/parts/backward_params.cuh"
+#include "attention/parts/backward_scores.cuh"
+#include "attention/parts/backward_sequence.cuh"
+#include "attention/parts/block_mask_ranges.cuh"
+#include "attention/parts/dq_accum_layout.cuh"
+#include "attention/parts/head_tensor.cuh"
+#include "attention/parts/mask.cuh"
+#include "tile/bulk_reduce.cuh"
+#include "tile/operand_tile.cuh"
+#include "tile/semaphore.cuh"
+#include "tile/warpgroup_scope.cuh"
+
+namespace flashjit {
+
+/// Where a sequence's row 0 is in a tensor TMA reads (the coordinates of its map): dense, row 0
+/// of its batch; packed (cu_seqlens given; the map holds one batch of every row), row `start`.
+struct TmaRows {
+  int row0;
+  int batch;
+};
+
+FJ_DEVICE TmaRows tma_rows(const int* cu_seqlens, int sequence) {
+  if (cu_seqlens == nullptr) return {0, sequence};
+  return {load_global_index(cu_seqlens, sequence), 0};
+}
+
+/// Where a CTA works: Bc keys from key0 of (batch, kv_head), and the steps that stream past
+/// them: every query block that sees them, of each query head sharing them, head by head.
+template <class Traits>
+struct TmaBackwardBlock {
+  int batch;     // in the params (0 once rebased to a packed sequence)
+  int sequence;  // the batch entry or packed sequence (the modifiers' b)
+  int kv_head;
+  int key0;
+  int keys;           // valid keys from key0 (at most Bc)
+  BlockRange blocks;  // the query blocks (of Br rows) that see them, in every head
+  int heads_per_kv;
+  TmaRows queries, key_rows;  // where Q and dO, K and V start for TMA
+
+  FJ_DEVICE TmaBackwardBlock(const AttentionBackwardParams& p, int batch_, TmaRows queries_,
+                             TmaRows key_rows_)
+      : batch(batch_),
+        sequence(blockIdx.z),
+        kv_head(blockIdx.y),
+        key0(int(blockIdx.x) * Traits::kBlockN),
+        keys(min_int(Traits::kBlockN, p.seqlen_k - key0)),
+        blocks{0, 0},
+        heads_per_kv(p.heads_per_kv),
+        queries(queries_),
+        key_rows(key_rows_) {
+    const KeyWindow<Traits::kMask> window(p);
+    if (keys > 0) blocks = window.query_blocks(key0, key0 + keys - 1, Traits::kBlockM, p.seqlen_q);
+    // A block mask's cut, but not in the deterministic mode: its turns count every key block
+    // before this one that the window lets see a query block (key_blocks_before).
+    if constexpr (!Traits::kDeterministic) {
+      blocks =
+          query_blocks_seeing<Traits::kBlockM>(p.block_mask, batch, kv_head * heads_per_kv,
+                                               heads_per_kv, key0, key0 + keys, p.seqlen_q, blocks);
+    }
+  }
+  FJ_DEVICE int steps() const {
+    return blocks.empty() ? 0 : heads_per_kv * (blocks.end - blocks.begin);
+  }
+  /// The query head of step `step`.
+  FJ_DEVICE int head(int step) const {
+    return kv_head * heads_per_kv + step / (blocks.end - blocks.begin);
+  }
+  /// The first query row of step `step`'s block.
+  FJ_DEVICE int row0(int step) const {
+    return (blocks.begin + step % (blocks.end - blocks.begin)) * Traits::kBlockM;
+  }
+  /// The key blocks (CTAs of this head) before this one that see the query block at `row0`: in
+  /// the deterministic mode, whose dQ sums into it come first. They run from the block holding
+  /// the first key its first row sees (lo grows with the row; a first row that sees nothing has
+  /// lo 0, and so does the block's first row that sees any) to this one. (Without a window lo
+  /// is 0: every block before this one.)
+  FJ_DEVICE int key_blocks_before(const AttentionBackwardParams& p, int row0) const {
+    return key0 / Traits::kBlockN - KeyWindow<Traits::kMask>(p).lo(row0) / Traits::kBlockN;
+  }
+  /// Query row `row0` of `head` in the contiguous (batch, heads_q, seqlen_q) arrays: D, and dQ's
+  /// sums (rows of head_dim floats).
+  FJ_DEVICE index_t query_row_index(const AttentionBackwardParams& p, int head, int row0) const {
+    return (index_t(batch) * p.heads_q + head) * p.seqlen_q + row0;
+  }
+};
+
+/// One value per query column of a warp's (keys, queries) tile, from a (batch, head)'s row
+/// vector `rows_in` (rows from the block's first): `transform` of it, or `past` past the
+/// block's `rows` valid rows. Loaded where it is used, so that it holds registers only there.
+template <int Cols, class Transform>
+FJ_DEVICE col_vec<Cols> load_columns(const float* rows_in, int rows, float past, int lane,
+                                     Transform transform) {
+  col_vec<Cols> values;
+#pragma unroll
+  for (int g = 0; g < Cols / 8; ++g)
+#pragma unroll
+    for (int pair = 0; pair < 2; ++pair) {
+      const int row = fragment_col(g, pair, lane);
+      values.v[g][pair] = row < rows ? transform(load_global(rows_in, row)) : past;
+    }
+  return values;
+}
+
+/// Producer (one thread): K and V once, then each step's Q and dO into the next free slot.
+template <class Traits>
+FJ_DEVICE void load_query_blocks(const TmaBackwardShared<Traits>& smem,
+                                 const AttentionBackwardTmaMaps& maps,
+                                 const TmaBackwardBlock<Traits>& at) {
+  using QTile = typename Traits::QTile;
+  const int kv_origin[4] = {0, at.key_rows.row0 + at.key0, at.kv_head,
+                            at.key_rows.batch};  // (dim, row, head, batch)
+  mbarrier_arrive_expect_tx(smem.kv_full, 2 * Traits::KVTile::kBytes);
+  tma_load_tile(smem.k, maps.k, kv_origin, smem.kv_full);
+  tma_load_tile(smem.v, maps.v, kv_origin, smem.kv_full);
+  RingPosition<Traits::kStages> slot;
+  for (int step = 0; step < at.steps(); ++step, slot.advance()) {
+    mbarrier_t* full = smem.ring.acquire(slot, 2 * QTile::kBytes);
+    const int origin[4] = {0, at.queries.row0 + at.row0(step), at.head(step), at.queries.batch};
+    tma_load_tile(smem.q(slot.stage), maps.q, origin, full);
+    tma_load_tile(smem.dout(slot.stage), maps.dout, origin, full);
+  }
+}
+
+/// How the consumer warpgroups share a block's dQ = dS K. Two warpgroups at a padded head dim
+/// of whole 128-column pairs of panels, or sharing their keys, each take a part of dQ's columns
+/// over all Bc keys (FlashAttention-3's split: half the accumulator registers, which head dims
+/// from 128 need), whole 64-column panels (where a wgmma's B may start), and stage one block for
+/// one bulk reduction; otherwise each takes all the columns over its own 64 keys and stages its
+/// own block. The "team" is the threads that share a staging block:
+/// both warpgroups, or one. A team and the dQ writer hand its staging block back and forth on
+/// two named barriers: "free" (the writer arrives once at the start and after each reduction
+/// has read the block; the team waits before staging) and "staged" (the team arrives; the writer
+/// waits), so each side waits only when the other is a whole block behind.
+template <class Traits>
+struct QueryGradientShare {
+  static constexpr int kGroups = Traits::kGroups;
+  static constexpr int kPanels = Traits::kHeadDimPadded / 64;
+  static constexpr bool kSplitColumns = kGroups == 2 && (Traits::kSharedKeys || kPanels % 2 == 0);
+  // The first warpgroup's columns, and the second's: the rest (one panel fewer at 192).
+  static constexpr int kCols = kSplitColumns ? (kPanels + 1) / 2 * 64 : Traits::kHeadDimPadded;
+  static constexpr int kLastCols = kSplitColumns ? Traits::kHeadDimPadded - kCols : kCols;
+  static_assert(kLastCols > 0, "every warpgroup some of dQ's columns");
+  static constexpr int kKeys = kSplitColumns ? Traits::kBlockN : WarpgroupScope::kRows;
+  static constexpr int kTeamBarrier = 1 + kGroups;  // both warpgroups' (1 + group: each one's)
+  static constexpr int kConsumersBarrier = kTeamBarrier;      // every consumer thread's, either way
+  static constexpr int kTeams = kSplitColumns ? 1 : kGroups;  // dQ sums a CTA adds per block
+  static constexpr int kTeamThreads =
+      kSplitColumns ? Traits::kConsumerThreads : WarpgroupScope::kThreads;
+  static constexpr int kHandOverThreads = kTeamThreads + 32;  // a team and the writer warp
+  template <int Cols>
+  using Columns = swizzled_tile<typename Traits::Element, Traits::kBlockN, Cols>;
+
+  WarpgroupScope scope;
+
+  /// The first of this warpgroup's dQ columns, and of its keys in the CTA's block.
+  FJ_DEVICE int col0() const { return kSplitColumns ? scope.group() * kCols : 0; }
+  FJ_DEVICE int key0() const { return kSplitColumns ? 0 : scope.row0(); }
+  /// K's Cols columns this warpgroup's dQ takes (whole panels of the tile).
+  template <int Cols>
+  FJ_DEVICE Columns<Cols> key_columns(typename Traits::KVTile k) const {
+    return {k.data + col0() / 64 * Traits::KVTile::kPanelBytes / 2};
+  }
+  /// This team's index in the CTA (the order of its sums in the deterministic mode, and its
+  /// staging block: smem.dq_block(team)).
+  FJ_DEVICE int team() const { return kSplitColumns ? 0 : scope.group(); }
+  /// Waits for the team.
+  FJ_DEVICE void sync() const {
+    if constexpr (kSplitColumns) {
+      named_barrier_sync(kTeamBarrier, Traits::kConsumerThreads);
+    } else {
+      scope.sync(1);
+    }
+  }
+  /// The hand-over barriers of team `team` (after the warpgroups' and the team's).
+  FJ_DEVICE static int free_barrier(int team) { return kTeamBarrier + 1 + 2 * team; }
+  FJ_DEVICE static int staged_barrier(int team) { return kTeamBarrier + 2 + 2 * team; }
+  /// Waits until the writer has read the team's staging block.
+  FJ_DEVICE void wait_staging_free() const {
+    named_barrier_sync(free_barrier(team()), kHandOverThreads);
+  }
+  /// Tells the writer that the team's block is staged (without waiting).
+  FJ_DEVICE void hand_over() const {
+    named_barrier_arrive(staged_barrier(team()), kHandOverThreads);
+  }
+};
+
+/// A consumer warpgroup's dK and dV (this warp's 16 keys by the head dim), or with shared keys
+/// the one of them it owns, accumulated over the steps, and its dQ partial sums added into the
+/// workspace.
+template <class Traits>
+struct KeyGradientAccumulator {
+  using T = typename Traits::Element;
+  using Grads = acc_tile<16, Traits::kHeadDimPadded>;
+  static constexpr int kBarrier = 1;  // the warpgroups' named barriers: 1 + group
+  static constexpr int kGradients = Traits::kSharedKeys ? 1 : 2;
+  enum Kind : int { kKeyGradient = 0, kValueGradient = 1 };  // their rows in the staging block
+  // dK then dV; with shared keys the owned one: dV in warpgroup 0, dK in warpgroup 1.
+  Grads gradients[kGradients];
+
+  FJ_DEVICE void clear() {
+    for (Grads& g : gradients) fill(g, 0.0f);
+  }
+  /// Which gradient gradients[i] is.
+  FJ_DEVICE static Kind kind(int i, WarpgroupScope scope) {
+    if constexpr (Traits::kSharedKeys) return scope.group() == 0 ? kValueGradient : kKeyGradient;
+    return Kind(i);
+  }
+  /// This warpgroup's first key in the block: its own 64, or with shared keys the block's.
+  FJ_DEVICE static int key_row0(WarpgroupScope scope) {
+    return Traits::kSharedKeys ? 0 : scope.row0();
+  }
+
+  /// Every step of `at` (after K and V have landed).
+  FJ_DEVICE void accumulate(const TmaBackwardShared<Traits>& smem, const AttentionBackwardParams& p,
+                            const TmaBackwardBlock<Traits>& at, int thread) {
+    const WarpgroupScope scope{thread};
+    mbarrier_wait_parity(smem.kv_full, 0);
+    if (Traits::kVarlen && at.keys < Traits::kBlockN) {
+      clear_past_sequence(smem.k, smem.v, at.keys, thread);
+    }
+    RingPosition<Traits::kStages> slot;
+    for (int step = 0; step < at.steps(); ++step, slot.advance()) {
+      smem.ring.wait(slot);
+      const int rows = p.seqlen_q - at.row0(step);
+      if (Traits::kVarlen && rows < Traits::kBlockM) {
+        clear_past_sequence(smem.q(slot.stage), smem.dout(slot.stage), rows, thread);
+      }
+      accumulate_block(smem, p, at, at.head(step), at.row0(step), slot.stage, scope);
+      smem.ring.release(slot);  // its wgmmas have read Q and dO
+    }
+  }
+
+  /// Scales dK and writes both, staged in the warpgroup's dQ staging block as rows of head_dim
+  /// elements (dK's 64 rows, then dV's), then its valid keys to dk and dv, 16 bytes a thread at a
+  /// time. (Not in K's and V's tiles: with QueryGradientShare's column split the other
+  /// warpgroup's dQ = dS K reads every row of K until its own last block.)
+  FJ_DEVICE void write(const TmaBackwardShared<Traits>& smem, const AttentionBackwardParams& p,
+                       const TmaBackwardBlock<Traits>& at, int thread) {
+    constexpr int kHeadDim = Traits::kHeadDim;
+    constexpr int kRows = WarpgroupScope::kRows;
+    const WarpgroupScope scope{thread};
+    // (2 · 64, head_dim): dK's rows, then dV's; with shared keys both warpgroups' one block
+    T* const staged = reinterpret_cast<T*>(smem.dq_block(Traits::kSharedKeys ? 0 : scope.group()));
+    const int warp_row0 = scope.warp_row0() - scope.row0();  // the warp's rows of the 64
+    QueryGradientShare<Traits>{scope}.wait_staging_free();   // the last reduction has read it
+#pragma unroll
+    for (int i = 0; i < kGradients; ++i) {
+      const Kind which = kind(i, scope);
+      if (which == kKeyGradient) scale_tile(gradients[i], p.scale);
+      for_each_element(gradients[i], scope.lane(), [&](int r, int c, float& value) {
+        if (c < kHeadDim) {
+          store_shared(staged, (which * kRows + warp_row0 + r) * kHeadDim + c,
+                       from_float<T>(value));
+        }
+      });
+    }
+    scope.sync(kBarrier);  // the warpgroup's rows are staged
+    constexpr int kChunksPerRow = kHeadDim / kChunkElements;
+    const int rows = min_int(kRows, at.keys - key_row0(scope));
+    const auto* chunks = reinterpret_cast<const Chunk16*>(staged);
+#pragma unroll 1
+    for (int chunk = scope.index(); chunk < rows * kChunksPerRow; chunk += 128) {
+      const int row = chunk / kChunksPerRow, col = chunk % kChunksPerRow * kChunkElements;
+      const int key = at.key0 + key_row0(scope) + row;
+#pragma unroll
+      for (int i = 0; i < kGradients; ++i) {
+        const Kind which = kind(i, scope);
+        const HeadTensor& out = which == kKeyGradient ? p.dk : p.dv;
+        // dV's rows are head_dim_v wide. Packed sequences take head_dim_v = head_dim only (the
+        // calls with Sequences refuse another): the check there made those forms spill.
+        if (!Traits::kVarlen && which != kKeyGradient && col >= p.head_dim_v) continue;
+        store_global_raw(reinterpret_cast<Chunk16*>(out.rows<T>(at.batch, at.kv_head, key) + col),
+                         load_shared(chunks, which * kRows * kChunksPerRow + chunk));
+      }
+    }
+  }
+
+ private:
+  /// Packed sequences: zeroes the lines of two tiles TMA filled past the sequence's end (from
+  /// `first`), every consumer thread a share, and waits for all of them before any wgmma reads.
+  template <class Tile>
+  FJ_DEVICE static void clear_past_sequence(Tile a, Tile b, int first, int thread) {
+    clear_lines(a, first, thread, Traits::kConsumerThreads);
+    clear_lines(b, first, thread, Traits::kConsumerThreads);
+    fence_proxy_async();  // generic writes, read by wgmma
+    named_barrier_sync(QueryGradientShare<Traits>::kConsumersBarrier, Traits::kConsumerThreads);
+  }
+
+  /// One step: query block `row0` of `head`, its Q and dO in ring slot `stage`.
+  FJ_DEVICE void accumulate_block(const TmaBackwardShared<Traits>& smem,
+                                  const AttentionBackwardParams& p,
+                                  const TmaBackwardBlock<Traits>& at, int head, int row0, int stage,
+                                  WarpgroupScope scope) {
+    constexpr int kBlockM = Traits::kBlockM;
+    // The queries whose scores this warpgroup computes: all, or with shared keys its half.
+    constexpr int kQueries = Traits::kSharedKeys ? kBlockM / 2 : kBlockM;
+    const int query0 = Traits::kSharedKeys ? scope.group() * kQueries : 0;
+    const int lane = scope.lane();
+    const int rows = min_int(kBlockM, p.seqlen_q - row0);
+    const int keys0 = key_row0(scope);                                // its keys in the block
+    const int warp_keys0 = keys0 + scope.warp_row0() - scope.row0();  // and this warp's 16
+    const typename Traits::QTile q = smem.q(stage), dout = smem.dout(stage);
+    acc_tile<16, kQueries> s, dp;  // (keys, queries): Sᵀ, then Pᵀ; dPᵀ, then dSᵀ
+    warpgroup_abt_async(s, smem.k, keys0, q, query0);      // Sᵀ = K Qᵀ
+    warpgroup_abt_async(dp, smem.v, keys0, dout, query0);  // dPᵀ = V dOᵀ
+    wgmma_wait_group<1>();                                 // Sᵀ is in
+    ScoreScaling<Traits::kSoftcap, 16, kQueries> scaling;
+    scaling.scale(s, p);                       // Sᵀ·scale·log2 e
+    const auto position = [&](int r, int c) {  // of element (r, c): key row r, query column c
+      const int key = at.key0 + warp_keys0 + r, row = query0 + c;
+      return ScorePosition{row < rows && key < p.seqlen_k, head, row0 + row, key};
+    };
+    ModifiedScores<typename Traits::Modifiers, 16, kQueries> modified;
+    modified.apply(s, at.sequence, position, p.captures, lane);  // score_mod, mask_mod
+    const KeyWindow<Traits::kMask> window(p);
+    if (!window.block_fully_visible(row0, row0 + rows - 1, at.key0 + keys0,
+                                    WarpgroupScope::kRows)) {
+      mask_scores_transposed(window, s, at.key0 + warp_keys0, row0 + query0, lane);
+    }
+    // Pᵀ = 2^(Sᵀ − LSE); +inf past the valid rows, so their P is 0
+    exp2_sub_col(s, load_columns<kQueries>(lse_rows(p, at.batch, head, row0 + query0),
+                                           rows - query0, -negative_infinity(), lane,
+                                           [](float lse) { return lse_base2(lse); }));
+    wgmma_wait_group<0>();  // dPᵀ is in
+    const index_t first_row = at.query_row_index(p, head, row0);
+    sub_col(dp, load_columns<kQueries>(p.delta + first_row + query0, rows - query0, 0.0f, lane,
+                                       [](float d) { return d; }));
+    mul_elements(dp, s);  // dSᵀ = Pᵀ ∘ (dPᵀ − D)
+    // Each (key, query) pair's dS is made once, here: the captures' gradients are added here only.
+    modified.add_capture_gradients(dp, at.sequence, position, p.captures, lane);
+    modified.chain(dp, lane);  // through score_mod
+    scaling.chain(dp);         // through softcap
+    using Share = QueryGradientShare<Traits>;
+    const Share share{scope};
+    // Pᵀ's and dSᵀ's registers: the A of dV's and dK's products, which read them until the
+    // wait in add_query_gradients, so they live to the step's end, not the branch's.
+    [[maybe_unused]] operand_tile<T, 16, kBlockM> p_t, ds_t;
+    if constexpr (Traits::kSharedKeys) {
+      // Both halves of Pᵀ and dSᵀ in shared memory, then dV += Pᵀ dO in warpgroup 0 and
+      // dK += dSᵀ Q in warpgroup 1, each over all the block's queries.
+      store_fragments(s, smem.p_t, warp_keys0, query0, lane);
+      store_fragments(dp, smem.ds_t, warp_keys0, query0, lane);
+      fence_proxy_async();  // generic writes, read by wgmma
+      share.sync();         // both halves are in
+      const bool values = kind(0, scope) == kValueGradient;
+      warpgroup_ab_async(gradients[0], values ? smem.p_t : smem.ds_t, 0, values ? dout : q);
+    } else {
+      p_t = to_operand<T>(s);
+      ds_t = to_operand<T>(dp);
+      store_fragments(dp, smem.ds_t, warp_keys0, 0, lane);       // the A of dQ = dS K
+      fence_proxy_async();                                       // generic writes, read by wgmma
+      share.sync();                                              // the team's dSᵀ rows are in
+      warpgroup_ab_async(gradients[kValueGradient], p_t, dout);  // dV += Pᵀ dO
+      warpgroup_ab_async(gradients[kKeyGradient], ds_t, q);      // dK += dSᵀ Q
+    }
+    if constexpr (Share::kCols == Share::kLastCols) {
+      add_query_gradients<Share::kCols>(share, smem, first_row);
+    } else if (scope.group() == 0) {  // the warpgroups' parts of dQ differ in width
+      add_query_gradients<Share::kCols>(share, smem, first_row);
+    } else {
+      add_query_gradients<Share::kLastCols>(share, smem, first_row);
+    }
+  }
+
+  /// dQ = dS K over the team's keys in this warpgroup's Cols columns, then its staging
+  /// (stage_query_gradients), after the step's other products.
+  template <int Cols>
+  FJ_DEVICE static void add_query_gradients(QueryGradientShare<Traits> share,
+                                            const TmaBackwardShared<Traits>& smem,
+                                            index_t first_row) {
+    using Share = QueryGradientShare<Traits>;
+    acc_tile<16, Cols> dq;
+    warpgroup_atb_async<Share::kKeys>(dq, smem.ds_t, share.template key_columns<Cols>(smem.k),
+                                      share.key0());
+    wgmma_wait_group<0>();
+    stage_query_gradients(dq, share, smem, first_row);
+  }
+
+  /// Stages this warp's rows of its warpgroup's part of dQ in fp32 once the writer has read the
+  /// team's last block, and hands the block over. The block is dq_accum's rows from `first_row`
+  /// as the bulk reduction adds them: head_dim columns, permuted per row (dq_accum_layout.cuh).
+  template <int Cols>
+  FJ_DEVICE static void stage_query_gradients(acc_tile<16, Cols>& dq,
+                                              QueryGradientShare<Traits> share,
+                                              const TmaBackwardShared<Traits>& smem,
+                                              index_t first_row) {
+    constexpr int kHeadDim = Traits::kHeadDim;
+    const WarpgroupScope scope = share.scope;
+    const int lane = scope.lane();
+    const int warp_row0 = scope.warp_row0() - scope.row0();  // the warp's rows of the block
+    const int col0 = share.col0();
+    float* const staging = smem.dq_block(share.team());
+    share.wait_staging_free();
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {  // rows g and g + 8 of the warp's 16
+      const int row = warp_row0 + fragment_row(0, half, lane);
+      float* const line = staging + row * kHeadDim;
+      const int column_xor = dq_accum_column_xor(kHeadDim, first_row + row);
+#pragma unroll
+      for (int group = 0; group < dq.kGroups; ++group) {
+        const int col = col0 + fragment_col(group, 0, lane);
+        if (col < kHeadDim) {
+          store_shared_pair(line, col ^ column_xor, dq.frag[0][group][2 * half],
+                            dq.frag[0][group][2 * half + 1]);
+        }
+      }
+    }
+    fence_proxy_async();  // generic writes, read by the bulk reduction
+    share.hand_over();
+  }
+};
+
+/// The dQ writer (a warp of the producer warpgroup; its first lane issues): for every step, each
+/// team's staged partial dQ, its valid rows added into the workspace with one bulk reduction,
+/// the staging block handed back once the reduction has read it. In the deterministic mode each
+/// sum waits for its turn: after every sum of the key blocks before this one that see the query
+/// block, and of the teams before this one, has landed; and passes the turn on once its own has.
+template <class Traits>
+FJ_DEVICE void write_query_gradients(const TmaBackwardShared<Traits>& smem,
+                                     const AttentionBackwardParams& p,
+                                     const TmaBackwardBlock<Traits>& at, int lane) {
+  using Share = QueryGradientShare<Traits>;
+  constexpr int kHeadDim = Traits::kHeadDim;
+  for (int team = 0; team < Share::kTeams; ++team) {
+    named_barrier_arrive(Share::free_barrier(team), Share::kHandOverThreads);
+  }
+  for (int step = 0; step < at.steps(); ++step) {
+    const int row0 = at.row0(step);
+    const int rows = min_int(Traits::kBlockM, p.seqlen_q - row0);
+    const index_t batch_head = index_t(at.batch) * p.heads_q + at.head(step);
+    [[maybe_unused]] int* const turns =
+        Traits::kDeterministic ? dq_turn_counter(p, batch_head, row0) : nullptr;
+    for (int team = 0; team < Share::kTeams; ++team) {
+      named_barrier_sync(Share::staged_barrier(team), Share::kHandOverThreads);
+      if (lane == 0) {
+        if constexpr (Traits::kDeterministic) {  // after the sums before this one
+          semaphore_wait_equal(turns, at.key_blocks_before(p, row0) * Share::kTeams + team);
+        }
+        bulk_reduce_add(p.dq_accum + (batch_head * p.seqlen_q + row0) * kHeadDim,
+                        smem.dq_block(team), unsigned(rows) * kHeadDim * unsigned(sizeof(float)));
+        bulk_commit_group();
+        if constexpr (Traits::kDeterministic) {
+          bulk_wait_group<0>();  // landed in global memory, not only read from the staging block
+          semaphore_release_add(turns, 1);
+        } else {
+          bulk_wait_group_read<0>();
+        }
+      }
+      __syncwarp();
+      named_barrier_arrive(Share::free_barrier(team), Share::kHandOverThreads);
+    }
+  }
+}
+
+/// Grid (ceil(seqlen_k / Bc), heads_kv, batch) (packed: seqlen_k the longest sequence's; a CTA
+/// past its own sequence's keys returns), block Traits::kThreads (the consumer
+/// warpgroups, then the producer warpgroup), dynamic shared memory Traits::kSharedBytes; `maps`
+/// as AttentionBackwardTmaMaps documents. params.dq_accum is zeroed before (the delta kernel)
+/// and rounded into dq after (the dQ-convert kernel).
+template <class Traits>
+FJ_GLOBAL void __launch_bounds__(Traits::kThreads, 1)  // one CTA an SM: setmaxnreg's count
+    attention_backward_tma_kernel(AttentionBackwardParams params,
+                                  const FJ_GRID_CONSTANT AttentionBackwardTmaMaps maps) {
+  const int thread = threadIdx.x;
+  const int sequence = blockIdx.z;
+  TmaRows queries{0, sequence}, keys{0, sequence};
+  if constexpr (Traits::kVarlen) {  // its own sequence, as a dense batch of one
+    queries = tma_rows(params.sequences.cu_seqlens_q, sequence);
+    keys = tma_rows(params.sequences.cu_seqlens_k, sequence);
+    rebase_to_sequence<typename Traits::Element>(params, sequence);
+  }
+  const TmaBackwardBlock<Traits> at(params, Traits::kVarlen ? 0 : sequence, queries, keys);
+  if (at.keys <= 0) return;
+  const TmaBackwardShared<Traits> smem =
+      carve_tma_backward_shared<Traits>(dynamic_shared<unsigned char>());
+  if (thread == 0) {
+    mbarrier_init(smem.kv_full, 1);            // the producer's arrival (and K's, V's bytes)
+    smem.ring.init(Traits::kConsumerThreads);  // every consumer thread releases each slot
+  }
+  __syncthreads();
+
+  constexpr bool kMoveRegisters = Traits::kConsumerRegisters > 0;
+  if (thread < Traits::kConsumerThreads) {
+    if constexpr (kMoveRegisters) warpgroup_claim_registers<Traits::kConsumerRegisters>();
+    KeyGradientAccumulator<Traits> gradients;
+    gradients.clear();
+    if (at.steps() > 0) gradients.accumulate(smem, params, at, thread);  // else dK = dV = 0
+    gradients.write(smem, params, at, thread);
+  } else {
+    if constexpr (kMoveRegisters) warpgroup_release_registers<Traits::kProducerRegisters>();
+    const int warp = (thread - Traits::kConsumerThreads) / 32;
+    if (thread == Traits::kConsumerThreads && at.steps() > 0) {
+      load_query_blocks<Traits>(smem, maps, at);
+    } else if (warp == 1) {
+      write_query_gradients<Traits>(smem, params, at, thread % 32);
+    }
+  }
+}
+
+}  // namespace flashjit

@@ -1,0 +1,65 @@
+#pragma once
+// The warp-specialized Hopper backward's sizes and validity predicates
+// (tma_backward_kernel.cuh). The host includes this file to enumerate, check and size configs;
+// the kernel's traits static_assert the same predicates.
+#include "attention/hopper/tma_forward_space.cuh"
+
+namespace flashjit {
+
+/// Query rows per streamed block: one wgmma M of dQ = dS K, and the N of Sᵀ = K Qᵀ.
+inline constexpr int kTmaBackwardBlockM = 64;
+
+/// Consumer warpgroups of a block with Bc = block_n keys: one per 64 keys, each its own; or,
+/// with `shared_keys` (Bc 64 only), two on the same 64 keys, which split the block's work
+/// (FlashAttention-3's split at head dims above 128): each computes the scores of half the
+/// query rows, and one accumulates dV while the other accumulates dK, so that a thread holds
+/// one head-dim-wide gradient instead of two.
+constexpr int tma_backward_consumer_groups(int block_n, bool shared_keys) {
+  return shared_keys ? 2 : block_n / 64;
+}
+
+/// Threads of a block: the consumer warpgroups, then the producer warpgroup (one of its threads
+/// issues the loads, its second warp writes dQ).
+constexpr int tma_backward_threads(int block_n, bool shared_keys = false) {
+  return tma_backward_consumer_groups(block_n, shared_keys) * 128 + 128;
+}
+
+/// fp32 staging blocks of dQ (Br × head_dim), the source of a bulk reduction and where dK and dV
+/// are staged on their way out: one per consumer warpgroup, one with shared keys (whose two
+/// warpgroups hand over one block of dQ and stage one of dK and dV each).
+constexpr int tma_backward_staging_blocks(int block_n, bool shared_keys) {
+  return shared_keys ? 1 : block_n / 64;
+}
+
+/// Bytes of shared memory for (head_dim, Bc, stages, shared keys): K and V (loaded once),
+/// `stages` slots of Q and dO, dSᵀ (Bc × Br, the A of dQ = dS K) and with shared keys Pᵀ too
+/// (the A of dV += Pᵀ dO, which one warpgroup computes from both warpgroups' halves), the fp32
+/// staging blocks (tma_backward_staging_blocks), the barriers
+/// (K and V's, a full and an empty one per slot), and 1024 bytes to align the swizzled tiles.
+constexpr int tma_backward_shared_bytes(int head_dim, int block_n, int stages,
+                                        bool shared_keys = false) {
+  const int tile = 2 * tma_forward_padded_head_dim(head_dim);  // bytes per row of a 16-bit tile
+  const int score_tiles = shared_keys ? 2 : 1;
+  return 1024 + 2 * block_n * tile + 2 * stages * kTmaBackwardBlockM * tile +
+         score_tiles * block_n * kTmaBackwardBlockM * 2 +
+         tma_backward_staging_blocks(block_n, shared_keys) * kTmaBackwardBlockM * head_dim * 4 +
+         (1 + 2 * stages) * 8;
+}
+
+/// Whether the warp-specialized backward takes (head_dim, Bc, stages, shared keys): head dims 64
+/// to 256 in multiples of 8 (TMA's 16-byte rows); Bc one or two 64-key consumer warpgroups, or
+/// two sharing 64 keys from a padded head dim of 128 (below it they would not both have dQ
+/// columns); above 128 only the shared keys (a warpgroup with its own keys would hold dK and dV
+/// of 64 × 192 or more: 192 or more registers a thread, which spill); one or two stages; the
+/// whole in shared memory.
+constexpr bool tma_backward_valid(int head_dim, int block_n, int stages, bool shared_keys = false) {
+  const int padded = tma_forward_padded_head_dim(head_dim);
+  return head_dim % 8 == 0 && head_dim >= 64 && head_dim <= 256 &&
+         (shared_keys ? block_n == 64 && padded >= 128
+                      : (block_n == 64 || block_n == 128) && padded <= 128) &&
+         (stages == 1 || stages == 2) &&
+         tma_backward_shared_bytes(head_dim, block_n, stages, shared_keys) <=
+             kTmaForwardSharedLimit;
+}
+
+}  // namespace flashjit

@@ -1,0 +1,369 @@
+#pragma once
+// The consumer warpgroups of the warp-specialized Hopper forward (tma_forward_kernel.cuh):
+// where a CTA works, the online softmax over the key blocks the producer's ring delivers, and
+// O's way out. Two loops, as FlashAttention-3 has them:
+//  - attend: per block, S = Q Kᵀ, the softmax, O += P V, each product waited for;
+//  - attend_overlapped: per block, S = Q Kᵀ of this block and O += P V of the previous one
+//    are issued together, and the softmax of this block runs while the P V product does; with
+//    pingpong, two warpgroups take turns issuing their products (ProductTurns), so one's
+//    softmax also runs under the other's products.
+#include "attention/hopper/tma_forward_traits.cuh"
+#include "attention/hopper/tma_tile_schedule.cuh"
+#include "attention/parts/cache_descale.cuh"
+#include "attention/parts/epilogue.cuh"
+#include "attention/parts/forward_params.cuh"
+#include "attention/parts/forward_softmax.cuh"
+#include "attention/parts/head_tensor.cuh"
+#include "attention/parts/mask.cuh"
+#include "tile/warpgroup_scope.cuh"
+
+namespace flashjit {
+
+/// Pingpong between two consumer warpgroups: each issues its products only on its turn and then
+/// hands the turn over, so the products of one run under the other's softmax. Two named
+/// barriers of 256 threads: warpgroup g waits on kTurnBarrier + g, the other arrives there.
+/// Warpgroup 0 goes first; warpgroup 1 does not hand over after its last block, so every
+/// arrival is waited for. Without pingpong (Enabled false) it does nothing.
+template <bool Enabled>
+struct ProductTurns {
+  static constexpr int kTurnBarrier = 4;  // 1 to 3: the warpgroups' epilogue barriers
+  int group;                              // 0 or 1
+
+  /// Before the first block: warpgroup 1 gives warpgroup 0 the first turn.
+  FJ_DEVICE void start(const BlockRange& keys) const {
+    if (Enabled && group == 1 && !keys.empty()) named_barrier_arrive(kTurnBarrier, 256);
+  }
+  /// Waits for this warpgroup's turn.
+  FJ_DEVICE void wait() const {
+    if (Enabled) named_barrier_sync(kTurnBarrier + group, 256);
+  }
+  /// Hands the turn to the other warpgroup, after the products of block `block` of `keys`.
+  FJ_DEVICE void pass(const BlockRange& keys, int block) const {
+    if (Enabled && !(group == 1 && block + 1 == keys.end)) {
+      named_barrier_arrive(kTurnBarrier + 1 - group, 256);
+    }
+  }
+};
+
+/// P on its way to O += P V, where the config keeps it: this warp's rows in registers (the
+/// RS form, FlashAttention-3's default from head dim 128), or the warpgroup's rows of a shared
+/// tile (SS, kPShared), which frees registers for larger tiles at small head dims.
+template <class Traits>
+struct ProbabilityOperand {
+  using T = typename Traits::Element;
+  operand_tile<T, 16, Traits::kBlockN> registers;  // (16, kBlockN); unused with kPShared
+
+  /// Takes this block's P (the softmax's output in `s`). With kPShared every thread of the
+  /// warpgroup stores its rows and waits for the others: the product reads all 64 rows.
+  FJ_DEVICE void set(const acc_tile<16, Traits::kBlockN>& s, const TmaForwardShared<Traits>& smem,
+                     int thread) {
+    if constexpr (Traits::kPShared) {
+      const WarpgroupScope scope{thread};
+      store_fragments(s, smem.p, scope.warp_row0(), 0, scope.lane());
+      fence_proxy_async();  // generic writes, read by wgmma
+      scope.sync(1);        // the warpgroup's 64 rows are written
+    } else {
+      registers = to_operand<T>(s);
+    }
+  }
+
+  /// Issues O += P V with V in ring slot `stage` (a wgmma group, not waited for).
+  FJ_DEVICE void multiply_async(acc_tile<16, Traits::kHeadDimPadded>& o,
+                                const TmaForwardShared<Traits>& smem, int stage, int thread) const {
+    if constexpr (Traits::kPShared) {
+      warpgroup_ab_async(o, smem.p, WarpgroupScope{thread}.row0(), smem.v(stage));
+    } else {
+      warpgroup_ab_async(o, registers, smem.v(stage));
+    }
+  }
+};
+
+/// A consumer thread's place in the CTA's block and the rules its scores follow, which both
+/// consumer loops share.
+template <class Traits>
+struct ConsumerRows {
+  int lane;
+  int warp_row0;            // the warp's first row in the block
+  int group_row0;           // its warpgroup's
+  int first_row, last_row;  // the block's valid query rows
+  KeyWindow<Traits::kMask> window;
+  // The scores' scale: the call's, times an fp8 cache's k_descale (q·k = (q·k_stored)·k_descale).
+  float score_scale;
+  float scale;  // the softmax's exponent scale
+
+  FJ_DEVICE ConsumerRows(const AttentionForwardParams& params, const TmaForwardBlock& at,
+                         WarpgroupScope scope)
+      : lane(scope.lane()),
+        warp_row0(scope.warp_row0()),
+        group_row0(scope.row0()),
+        first_row(at.row0),
+        last_row(at.row0 + at.rows - 1),
+        window(at.window<Traits::kMask>(params)),
+        score_scale(Traits::kKvE4m3 ? params.score_scale * descale_at(params.sequences.k_descale,
+                                                                      at.batch, at.kv_head)
+                                    : params.score_scale),
+        scale(Traits::kScaled ? 1.0f : score_scale) {}
+
+  /// Softcap, the caller's modifiers, then −inf where the mask hides a key (blocks it hides
+  /// nothing of are left).
+  FJ_DEVICE void cap_and_mask(acc_tile<16, Traits::kBlockN>& s,
+                              const AttentionForwardParams& params, const TmaForwardBlock& at,
+                              int key0) const {
+    using Modifiers = typename Traits::Modifiers;
+    cap_scores<Traits::kSoftcap>(s, params.softcap_log2, score_scale);
+    if constexpr (Modifiers::kScore || Modifiers::kMask) {
+      const float to_natural = (Traits::kSoftcap ? 1.0f : score_scale) * kLn2;
+      modify_scores<Modifiers>(s, at, warp_row0, key0, to_natural, true, params.captures, lane);
+    }
+    if (!window.block_fully_visible(first_row, last_row, key0, Traits::kBlockN)) {
+      mask_scores_by_row(window, s, first_row + warp_row0, key0, lane);
+    }
+  }
+};
+
+/// An fp8 cache: O = (P V_stored) · v_descale, in fp32 before O is rounded (nothing otherwise).
+template <class Traits>
+FJ_DEVICE void descale_values(acc_tile<16, Traits::kHeadDimPadded>& o,
+                              const AttentionForwardParams& params, const TmaForwardBlock& at) {
+  if constexpr (Traits::kKvE4m3) {
+    const float factor = descale_at(params.sequences.v_descale, at.batch, at.kv_head);
+    for_each_in_row(o, [&](int, float& x) { x *= factor; });
+  }
+}
+
+/// Packed sequences: the warpgroup's rows of O, staged in Q's tile, to global memory by its 128
+/// threads, 16 bytes at a time, rows past the sequence's end and columns past the head dim left
+/// alone (a TMA box would write them: the next sequence's rows).
+template <class Traits>
+FJ_DEVICE void store_packed_rows(const TmaForwardShared<Traits>& smem,
+                                 const AttentionForwardParams& params, const TmaForwardBlock& at,
+                                 int group_row0, int worker) {
+  using T = typename Traits::Element;
+  constexpr int kChunksPerRow = Traits::kHeadDimPadded / kChunkElements;
+  const int rows = min_int(64, at.rows - group_row0);
+#pragma unroll 1
+  for (int chunk = worker; chunk < rows * kChunksPerRow; chunk += 128) {
+    const int row = group_row0 + chunk / kChunksPerRow;
+    const int col = chunk % kChunksPerRow * kChunkElements;
+    if (col >= params.head_dim_v) continue;
+    const Chunk16 value = load_shared(reinterpret_cast<const Chunk16*>(smem.q.at(row, col)), 0);
+    T* dst = params.o.rows<T>(at.tensor_batch, at.head, at.q_row0 + row) + col;
+    store_global_raw(reinterpret_cast<Chunk16*>(dst), value);
+  }
+}
+
+/// A consumer warpgroup's epilogue: LSE straight out; this warp's rows of O into the
+/// warpgroup's rows of Q's tile, then one TMA store of the warpgroup's 64 rows
+/// (tma_store_rows), or with packed sequences bounded stores (store_packed_rows).
+template <class Traits>
+FJ_DEVICE void write_outputs(const acc_tile<16, Traits::kHeadDimPadded>& o, const row_vec<16>& lse,
+                             const TmaForwardShared<Traits>& smem,
+                             const AttentionForwardParams& params, const AttentionTmaMaps& maps,
+                             const TmaForwardBlock& at, int thread) {
+  const WarpgroupScope scope{thread};
+  const int group_row0 = scope.row0(), warp_row0 = scope.warp_row0();
+  // Persistent, the previous tile's O store (issued by the warpgroup's first thread, which waits
+  // for it before it comes here) has read these rows: without Q loaded in between (a tile with
+  // no key) nothing else orders the warpgroup's writes after it.
+  if constexpr (Traits::kPersistent) scope.sync(1);
+  store_lse(lse, lse_rows(params, at.tensor_batch, at.head, at.q_row0), warp_row0, at.rows,
+            scope.lane());
+  store_fragments(o, smem.q, warp_row0, 0, scope.lane());
+  if constexpr (Traits::kVarlen) {
+    scope.sync(1);  // the warpgroup's 64 rows are written
+    store_packed_rows<Traits>(smem, params, at, group_row0, scope.index());
+    return;  // (never persistent: no next tile's Q waits for these reads)
+  }
+  fence_proxy_async();                                   // generic writes, read by the async proxy
+  scope.sync(1);                                         // the warpgroup's 64 rows are written
+  if (!scope.leader() || group_row0 >= at.rows) return;  // one thread; rows past seqlen_q: none
+  const int origin[4] = {0, at.q_row0 + group_row0, at.head, at.tensor_batch};
+  tma_store_rows<kTmaStoreRows>(maps.o, origin, smem.q, group_row0);
+  bulk_commit_group();
+  bulk_wait_group<0>();  // the block's shared memory lives until the store has read it
+}
+
+/// Where a consumer warpgroup is in the K and the V ring (kept across its CTA's tiles), and
+/// which block's ring this thread's releases count in: its own, or in a cluster, whose blocks
+/// fill each other's slots, rank thread % kClusterBlocks, so that every block's ring hears from
+/// every warpgroup of the cluster (its barriers expect kConsumerThreads arrivals either way).
+template <class Traits>
+struct ConsumerSlots {
+  RingPosition<Traits::kStages> k, v;
+
+  /// Waits for the next K, whose slot S = Q Kᵀ reads.
+  FJ_DEVICE int wait_key(const TmaForwardShared<Traits>& smem) const {
+    smem.k_ring.wait(k);
+    return k.stage;
+  }
+  /// Waits for the next V, whose slot O += P V reads.
+  FJ_DEVICE int wait_value(const TmaForwardShared<Traits>& smem) const {
+    smem.v_ring.wait(v);
+    return v.stage;
+  }
+  /// S = Q Kᵀ has landed: K's slot goes back to the producer.
+  FJ_DEVICE void release_key(const TmaForwardShared<Traits>& smem) {
+    release(smem.k_ring, k);
+    k.advance();
+  }
+  /// O += P V has landed: V's slot goes back to the producer.
+  FJ_DEVICE void release_value(const TmaForwardShared<Traits>& smem) {
+    release(smem.v_ring, v);
+    v.advance();
+  }
+
+ private:
+  FJ_DEVICE void release(const typename Traits::Ring& ring,
+                         const RingPosition<Traits::kStages>& at) const {
+    if constexpr (Traits::kClusterBlocks > 1) {
+      ring.release_in(at, threadIdx.x % unsigned(Traits::kClusterBlocks));
+    } else {
+      ring.release(at);
+    }
+  }
+};
+
+/// Consumer (a warpgroup's 128 threads), one tile, Q landed: the online softmax over the key
+/// blocks, then O and LSE.
+template <class Traits>
+FJ_DEVICE void attend(const TmaForwardShared<Traits>& smem, const AttentionForwardParams& params,
+                      const AttentionTmaMaps& maps, const TmaForwardBlock& at,
+                      ConsumerSlots<Traits>& slots, int thread) {
+  const ConsumerRows<Traits> rows(params, at, WarpgroupScope{thread});
+
+  acc_tile<16, Traits::kHeadDimPadded> o;  // (16, kHeadDimPadded): this warp's rows, unnormalized
+  fill(o, 0.0f);
+  OnlineSoftmax<16> softmax;  // m, ℓ
+  for (int block = at.keys.begin; block < at.keys.end; ++block) {
+    acc_tile<16, Traits::kBlockN> s;  // (16, kBlockN) scores
+    const int k_stage = slots.wait_key(smem);
+    warpgroup_abt(s, smem.q, rows.group_row0, smem.k(k_stage));  // S = Q Kᵀ
+    slots.release_key(smem);
+    rows.cap_and_mask(s, params, at, block * Traits::kBlockN);  // S = −inf where masked
+    softmax.update(s, o, rows.scale);                           // P = 2^((S − m)·c), O·α
+    ProbabilityOperand<Traits> p;
+    p.set(s, smem, thread);
+    const int v_stage = slots.wait_value(smem);
+    p.multiply_async(o, smem, v_stage, thread);  // O += P V
+    wgmma_wait_group<0>();
+    slots.release_value(smem);
+  }
+  const row_vec<16> lse = softmax.finish(o, rows.scale);  // O /= ℓ
+  descale_values<Traits>(o, params, at);
+  write_outputs<Traits>(o, lse, smem, params, maps, at, thread);
+}
+
+/// Consumer with the softmax overlapped (FlashAttention-3's IntraWGOverlap). Each step issues
+/// block j's S = Q Kᵀ with block j − 1's O += P V and waits for S only, freeing K's slot; folds
+/// S into the softmax while P V runs; then waits for P V, frees V's slot, rescales O to the new
+/// maximum and keeps the new P. The first block's S is issued alone. No branch may sit between
+/// a wgmma issue and its waits, or ptxas serializes the whole wgmma pipeline (its advisory
+/// C7514), so the first block is either
+///  - folded by the loop itself, entered at the fold (kRotated): O is still 0 and α is 0 there
+///    (m was −inf), its wait for a product never issued returns at once, and it frees no V.
+///    One copy of the softmax, the largest code in the kernel: 0.16 s less cold compile at head
+///    dim 128 than peeled;
+///  - or peeled off the loop (FlashAttention-3's way), for O of more than 96 registers a thread
+///    (padded head dims above 192), where the rotated loop spills.
+template <class Traits>
+FJ_DEVICE void attend_overlapped(const TmaForwardShared<Traits>& smem,
+                                 const AttentionForwardParams& params, const AttentionTmaMaps& maps,
+                                 const TmaForwardBlock& at, ConsumerSlots<Traits>& slots,
+                                 int thread) {
+  constexpr bool kRotated = Traits::kHeadDimPadded <= 192;
+  using Scores = acc_tile<16, Traits::kBlockN>;  // (16, kBlockN): this warp's rows of a block
+  const ConsumerRows<Traits> rows(params, at, WarpgroupScope{thread});
+  const ProductTurns<Traits::kPingpong> turns{WarpgroupScope{thread}.group()};
+
+  acc_tile<16, Traits::kHeadDimPadded> o;  // (16, kHeadDimPadded): this warp's rows, unnormalized
+  fill(o, 0.0f);
+  OnlineSoftmax<16> softmax;     // m, ℓ
+  ProbabilityOperand<Traits> p;  // the previous block's P
+  // The first block's S = Q Kᵀ, alone, waited for; K's slot freed.
+  const auto issue_first = [&](Scores& s) {
+    turns.start(at.keys);
+    const int k_stage = slots.wait_key(smem);
+    turns.wait();
+    warpgroup_abt_async(s, smem.q, rows.group_row0, smem.k(k_stage));  // S = Q Kᵀ
+    turns.pass(at.keys, at.keys.begin);
+    wgmma_wait_group<0>();
+    slots.release_key(smem);
+  };
+  // Block `block`'s S = Q Kᵀ with the previous block's O += P V; S waited for, K's slot freed.
+  const auto issue = [&](Scores& s, int block) {
+    const int k_stage = slots.wait_key(smem);
+    const int v_stage = slots.wait_value(smem);  // the previous block's V
+    turns.wait();
+    warpgroup_abt_async(s, smem.q, rows.group_row0, smem.k(k_stage));  // S = Q Kᵀ
+    p.multiply_async(o, smem, v_stage, thread);                        // O += P V (previous)
+    turns.pass(at.keys, block);
+    wgmma_wait_group<1>();  // S landed; P V may still run
+    slots.release_key(smem);
+  };
+  // Block `block`'s S into the softmax: S becomes P; returns α.
+  const auto fold = [&](Scores& s, int block) {
+    rows.cap_and_mask(s, params, at, block * Traits::kBlockN);  // S = −inf where masked
+    return softmax.fold(s, rows.scale);                         // P = 2^((S − m')·c), under P V
+  };
+  // Waits for the previous P V (none before the first block: it returns at once), frees its
+  // V's slot where there was one, and takes O to the new maximum.
+  const auto land = [&](const row_vec<16>& alpha, bool after_product) {
+    wgmma_wait_group<0>();
+    if (after_product) slots.release_value(smem);
+    mul_row(o, alpha);  // O = α·O
+  };
+
+  if (!at.keys.empty()) {
+    if constexpr (kRotated) {
+      Scores s;
+      issue_first(s);
+      for (int block = at.keys.begin;;) {
+        land(fold(s, block), block != at.keys.begin);
+        p.set(s, smem, thread);
+        if (++block == at.keys.end) break;
+        issue(s, block);
+      }
+    } else {
+      {
+        Scores s;
+        issue_first(s);
+        fold(s, at.keys.begin);  // O is still 0: α is not needed
+        p.set(s, smem, thread);
+      }
+      for (int block = at.keys.begin + 1; block < at.keys.end; ++block) {
+        Scores s;
+        issue(s, block);
+        land(fold(s, block), true);
+        p.set(s, smem, thread);
+      }
+    }
+    const int v_stage = slots.wait_value(smem);
+    p.multiply_async(o, smem, v_stage, thread);  // O += P V (the last block)
+    wgmma_wait_group<0>();
+    slots.release_value(smem);
+  }
+  const row_vec<16> lse = softmax.finish(o, rows.scale);  // O /= ℓ
+  descale_values<Traits>(o, params, at);
+  write_outputs<Traits>(o, lse, smem, params, maps, at, thread);
+}
+
+/// A consumer warpgroup whose rows all lie past seqlen_q (in a last, partly filled query
+/// block): it computes nothing, but keeps the protocols the others rely on: it waits for each
+/// slot of both rings before releasing it (an early release would count toward the slot's
+/// previous phase) and takes its pingpong turns.
+template <class Traits>
+FJ_DEVICE void pass_keys(const TmaForwardShared<Traits>& smem, const TmaForwardBlock& at,
+                         ConsumerSlots<Traits>& slots, int thread) {
+  const ProductTurns<Traits::kPingpong> turns{WarpgroupScope{thread}.group()};
+  turns.start(at.keys);
+  for (int block = at.keys.begin; block < at.keys.end; ++block) {
+    slots.wait_key(smem);
+    slots.wait_value(smem);
+    turns.wait();
+    turns.pass(at.keys, block);
+    slots.release_key(smem);
+    slots.release_value(smem);
+  }
+}
+
+}  // namespace flashjit

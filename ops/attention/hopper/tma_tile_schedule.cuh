@@ -1,0 +1,118 @@
+#pragma once
+// The sm_90a forward's tiles (tma_forward_kernel.cuh). Persistent (Traits::kPersistent), one
+// CTA per SM walks tiles of (query block, head, batch), so that a CTA's prologue (barriers,
+// setmaxnreg) is paid once and the next tile's first loads run under the previous tile's last
+// steps; otherwise each CTA takes one tile, the grid holding them all. The persistent loop
+// keeps a few more values live through the main loop, and with the larger tiles ptxas spills
+// (112 bytes of spill stores at head dim 128 with Bc 176, NVRTC 13.0), so it is a config of its
+// own.
+#include "attention/hopper/tma_forward_space.cuh"
+#include "attention/parts/block_mask_ranges.cuh"
+#include "attention/parts/forward_params.cuh"
+#include "attention/parts/key_window.cuh"
+#include "attention/parts/mask_kind.cuh"
+#include "attention/parts/sequence_span.cuh"
+
+namespace flashjit {
+
+/// Where a CTA works on one tile: its query block, (batch, head), and the key blocks it visits.
+struct TmaForwardBlock {
+  int row0;  // the block's first query row
+  int rows;  // valid query rows in the block; <= 0: none (past a shorter packed sequence)
+  int head, kv_head, batch;
+  BlockRange keys;
+  // Where the rows are in the tensors (TMA coordinates): query row0 is row q_row0 of batch
+  // `tensor_batch`, key j row k_row0 + j. Dense, the same as above; packed, the sequence's
+  // offsets in batch 0.
+  int q_row0, k_row0, tensor_batch;
+  int seqlen_q, seqlen_k;  // the sequence's lengths (the params' unless packed)
+
+  /// Row r's query position within the sequence, and its head (what modifiers see).
+  FJ_DEVICE int query(int r) const { return row0 + r; }
+  FJ_DEVICE int query_head(int) const { return head; }
+
+  /// The mask over the sequence's own lengths.
+  template <MaskKind Kind>
+  FJ_DEVICE KeyWindow<Kind> window(const AttentionForwardParams& params) const {
+    return KeyWindow<Kind>(params, seqlen_q, seqlen_k);
+  }
+};
+
+/// The tiles of a launch, numbered so that tile t is query block query_blocks − 1 − t / (heads ·
+/// batch): with a causal mask the last query blocks see the most keys, so the longest tiles go
+/// out in the first wave and the short ones fill the gaps after (longest first, as
+/// FlashAttention-3 orders causal tiles). CTA c takes tile c and, persistent, c + gridDim.x,
+/// c + 2·gridDim.x, … In clusters of kClusterBlocks CTAs (unmasked, so the order does not
+/// matter), the CTAs of a cluster take consecutive query blocks of one (head, batch), and the
+/// query blocks are counted up to whole clusters: a CTA past the last one has no row.
+template <class Traits>
+struct TileSchedule {
+  int query_blocks;  // ⌈seqlen_q / kBlockM⌉
+  int per_row;       // tiles of one query block: heads_q · batch
+  int count;         // every tile
+
+  FJ_DEVICE explicit TileSchedule(const AttentionForwardParams& params)
+      : query_blocks((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM),
+        per_row(params.heads_q * params.batch),
+        count(int(tma_forward_tiles(query_blocks, per_row, Traits::kClusterBlocks))) {}
+
+  FJ_DEVICE int first() const { return int(blockIdx.x); }
+  FJ_DEVICE int next(int tile) const { return Traits::kPersistent ? tile + int(gridDim.x) : count; }
+  FJ_DEVICE bool done(int tile) const { return tile >= count; }
+
+  /// Tile `tile`'s rows, head, batch and key blocks. Packed, query_blocks covers the longest
+  /// sequence, so a shorter one's later tiles have no row and no key.
+  FJ_DEVICE TmaForwardBlock block(const AttentionForwardParams& params, int tile) const {
+    constexpr int kCluster = Traits::kClusterBlocks;
+    const int query_block = kCluster > 1 ? tile / kCluster / per_row * kCluster + tile % kCluster
+                                         : query_blocks - 1 - tile / per_row;
+    const int place = kCluster > 1 ? tile / kCluster % per_row : tile % per_row;  // (head, batch)
+    const int head = place % params.heads_q, batch = place / params.heads_q;
+    const int row0 = query_block * Traits::kBlockM;
+    int seqlen_q = params.seqlen_q, seqlen_k = params.seqlen_k;
+    int q_start = 0, k_start = 0, tensor_batch = batch;
+    if constexpr (Traits::kVarlen) {
+      const SequenceSpan queries = sequence_span(params.sequences.cu_seqlens_q, batch);
+      const SequenceSpan keys = sequence_span(params.sequences.cu_seqlens_k, batch);
+      q_start = int(queries.start);
+      k_start = int(keys.start);
+      // seqused_q: the sequence's used queries (Q's TMA box may bring in rows past them, but
+      // a row's scores are its own, and O and LSE are stored up to `rows` only).
+      seqlen_q = params.sequences.seqused_q != nullptr
+                     ? load_global_index(params.sequences.seqused_q, batch)
+                     : queries.length;
+      seqlen_k = params.sequences.seqlens_k != nullptr
+                     ? load_global_index(params.sequences.seqlens_k, batch)
+                     : keys.length;
+      tensor_batch = 0;
+    }
+    const int rows = min_int(Traits::kBlockM, seqlen_q - row0);
+    const KeyWindow<Traits::kMask> window(params, seqlen_q, seqlen_k);
+    // A CTA with no row visits no key, unless its cluster's peers do: unmasked, every row sees
+    // the same keys, and it walks them in step with them.
+    BlockRange keys = rows > 0 || kCluster > 1
+                          ? window.key_blocks(row0, row0 + max_int(rows, 1) - 1, Traits::kBlockN)
+                          : BlockRange{0, 0};
+    // A block mask (of a mask modifier) cuts them to the keys its rows may see; one CTA a tile
+    // only (the persistent loop has no registers for it, a cluster's CTAs walk the same keys).
+    if constexpr (Traits::Modifiers::kMask && !Traits::kPersistent && kCluster == 1) {
+      if (rows > 0) {
+        keys = masked_keys(params.block_mask, batch, head, row0, rows, seqlen_k)
+                   .key_blocks<Traits::kBlockN>(keys);
+      }
+    }
+    return {row0,         rows,     head,           head / params.heads_per_kv,
+            batch,        keys,     q_start + row0, k_start,
+            tensor_batch, seqlen_q, seqlen_k};
+  }
+
+  /// The first tile after `tile` of this CTA's with a key block to visit (done() when none).
+  FJ_DEVICE int next_with_keys(const AttentionForwardParams& params, int tile) const {
+    for (tile = next(tile); !done(tile); tile = next(tile)) {
+      if (!block(params, tile).keys.empty()) break;
+    }
+    return tile;
+  }
+};
+
+}  // namespace flashjit

@@ -26,10 +26,11 @@ flashjit_layer_include_dir(FLASHJIT_TILE_INCLUDE_DIR tile ops/tile)
 
 # flashjit_public_types: the public headers of plain types every layer may use (errors, dtypes,
 # tensor views, device info, ...). The facade's headers (runtime.hpp, flashjit.hpp, the C API)
-# are left out, so no layer below the facade can include them.
-set(FLASHJIT_PUBLIC_TYPE_HEADERS attention.hpp device.hpp device_buffer.hpp dtype.hpp error.hpp
-    layer_norm.hpp multiscale_attention.hpp
-    tensor.hpp tuning.hpp work_counters.hpp)
+# are left out, so no layer below the facade can include them; every other header under
+# include/flashjit/ is a type header, so an op's new public header needs no line here.
+file(GLOB FLASHJIT_PUBLIC_TYPE_HEADERS CONFIGURE_DEPENDS RELATIVE
+     "${PROJECT_SOURCE_DIR}/include/flashjit" "${PROJECT_SOURCE_DIR}/include/flashjit/*.hpp")
+list(REMOVE_ITEM FLASHJIT_PUBLIC_TYPE_HEADERS runtime.hpp flashjit.hpp)
 set(flashjit_types_root "${PROJECT_BINARY_DIR}/layers/types")
 file(REMOVE_RECURSE "${flashjit_types_root}")
 file(MAKE_DIRECTORY "${flashjit_types_root}/flashjit")

@@ -3,7 +3,6 @@
 #include "flashjit/device.hpp"
 #include "flashjit/dtype.hpp"
 #include "flashjit/error.hpp"
-#include "flashjit/layer_norm.hpp"
 #include "flashjit/runtime.hpp"
 #include "flashjit/tensor.hpp"
 #include "flashjit/version.hpp"

@@ -11,6 +11,7 @@
 
 #include "attention/attention_common.hpp"
 #include "attention/attention_tuning.hpp"
+#include "attention/forward_kernels.hpp"
 #include "attention/hopper/attention_forward_tma.hpp"
 #include "attention/hopper/tma_forward_space.cuh"
 #include "attention/hopper/wgmma_forward_space.cuh"
@@ -436,8 +437,12 @@ ForwardConfig fallback_forward_config(DType dtype, int head_dim, MaskKind mask, 
   return default_config(dtype, head_dim, mask, softcap, arch, /*allow_tma=*/false);
 }
 
-detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& arch,
-                                const ScoreModifiers& modifiers) {
+namespace {
+
+/// Throws InvalidArgument("config") unless `config` is in the space, runs on `arch` and takes
+/// `modifiers`.
+void check_forward_spec(const ForwardConfig& config, const std::string& arch,
+                        const ScoreModifiers& modifiers) {
   if (!config.valid()) {
     throw InvalidArgument("config",
                           "is not in the forward config space (see "
@@ -454,98 +459,76 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
                                         " path; score and mask modifiers run on the mma.sync "
                                         "and the TMA paths");
   }
-  const bool window = config.mask == MaskKind::window;
-  const std::string element = template_element(config.dtype);
-  const std::string mask = ", flashjit::MaskKind::" + std::string(window ? "window" : "none");
-  const std::string softcap = config.softcap ? ", true" : ", false";
-  const std::string head_dim = ", " + std::to_string(config.head_dim);
-  const std::string tiles =
-      ", " + std::to_string(config.block_m) + ", " + std::to_string(config.block_n);
-  const auto flag = [](bool on) { return on ? std::string("true") : std::string("false"); };
-  const std::string sequences = ", flashjit::SequenceLayout<" + flag(config.varlen) + ", " +
-                                flag(config.paged) + ", " + flag(config.pack_gqa) + ", " +
-                                flag(config.split) + (config.kv_e4m3 ? ", true" : "") + ">";
-  detail::KernelSpec spec;
-  spec.op = "attention-forward";
-  if (config.path == ForwardPath::wide) {
-    spec.header = "attention/wide/wide_forward_kernel.cuh";
-    spec.name_expression = "flashjit::attention_forward_wide_kernel<flashjit::WideForwardTraits<" +
-                           element + head_dim + ", " + std::to_string(config.head_dim_v) + tiles +
-                           ", " + std::to_string(config.column_groups) + ", " +
-                           std::to_string(config.stages) + mask + softcap + ", " +
-                           flag(config.values_in_keys) +
-                           (config.inference_layout() ? sequences : std::string()) + ">>";
-  } else if (config.path == ForwardPath::wgmma) {
-    spec.header = "attention/hopper/wgmma_forward_kernel.cuh";
-    spec.name_expression =
-        "flashjit::attention_forward_wgmma_kernel<flashjit::WgmmaForwardTraits<" + element +
-        head_dim + tiles + mask + softcap + ">>";
-  } else if (config.path == ForwardPath::tma) {
-    spec.header = "attention/hopper/tma_forward_kernel.cuh";
-    spec.name_expression =
-        std::string(config.cluster ? "flashjit::attention_forward_tma_cluster_kernel"
-                                   : "flashjit::attention_forward_tma_kernel") +
-        "<flashjit::TmaForwardTraits<" + element + head_dim + tiles + mask + softcap + ", " +
-        std::to_string(config.stages) + (config.overlap ? ", true" : ", false") +
-        (config.pingpong ? ", true" : ", false") + (config.p_in_shared ? ", true" : ", false") +
-        (config.persistent ? ", true" : ", false") +
-        // The arguments with defaults only as far as needed (the emulator's built-in instances
-        // are named so), all of them before the modifiers' struct, which an fp8 cache follows.
-        (!modifiers.empty() || config.kv_e4m3
-             ? std::string(config.varlen ? ", true" : ", false") +
-                   (config.cluster ? ", 2, " : ", 1, ") +
-                   (modifiers.empty() ? std::string("flashjit::NoModifiers")
-                                      : modifiers.type_name()) +
-                   (config.kv_e4m3 ? ", true" : "")
-         : config.varlen  ? std::string(", true")
-         : config.cluster ? std::string(", false, 2")
-                          : std::string()) +
-        ">>";
-    spec.prelude = modifiers.definition();
-  } else {
-    spec.header = "attention/fa2/forward_kernel.cuh";
-    std::string layout = config.inference_layout() ? sequences : "";
-    if (!modifiers.empty()) {
-      if (layout.empty()) layout = ", flashjit::DenseLayout";
-      layout += ", " + modifiers.type_name();
-      spec.prelude = modifiers.definition();
-    }
-    spec.name_expression = "flashjit::attention_forward_kernel<flashjit::ForwardTraits<" + element +
-                           head_dim + tiles + ", " + std::to_string(config.warps) + ", " +
-                           std::to_string(config.stages) + mask + softcap +
-                           (config.q_in_registers ? ", true" : ", false") + layout + ">>";
-  }
-  spec.arch = arch;
-  spec.role = "forward";
-  spec.head_dim = config.head_dim;
-  spec.traits = {std::string(dtype_name(config.dtype))};
-  if (window) spec.traits.push_back("window");
-  if (config.softcap) spec.traits.push_back("softcap");
+}
+
+/// The kernel's readable name's parts after the head dim ("bf16", "window", "br128", ...).
+std::vector<std::string> forward_name_traits(const ForwardConfig& config,
+                                             const ScoreModifiers& modifiers) {
+  std::vector<std::string> traits = {std::string(dtype_name(config.dtype))};
+  const auto flag = [&traits](bool on, const char* name) {
+    if (on) traits.emplace_back(name);
+  };
+  flag(config.mask == MaskKind::window, "window");
+  flag(config.softcap, "softcap");
   for (const std::string& tile :
        {detail::trait("br", config.block_m), detail::trait("bc", config.block_n),
         detail::trait("w", config.warps), detail::trait("s", config.stages)}) {
-    spec.traits.push_back(tile);
+    traits.push_back(tile);
   }
-  if (config.q_in_registers) spec.traits.push_back("qreg");
+  flag(config.q_in_registers, "qreg");
   if (config.path == ForwardPath::wide) {
-    spec.traits.push_back("wide");
-    spec.traits.push_back(detail::trait("hdv", config.head_dim_v));
-    spec.traits.push_back(detail::trait("g", config.column_groups));
-    if (config.values_in_keys) spec.traits.push_back("vk");
+    traits.emplace_back("wide");
+    traits.push_back(detail::trait("hdv", config.head_dim_v));
+    traits.push_back(detail::trait("g", config.column_groups));
+    flag(config.values_in_keys, "vk");
   }
-  if (config.path == ForwardPath::wgmma) spec.traits.push_back("wgmma");
-  if (config.path == ForwardPath::tma) spec.traits.push_back("tma");
-  if (config.overlap) spec.traits.push_back("overlap");
-  if (config.pingpong) spec.traits.push_back("pingpong");
-  if (config.p_in_shared) spec.traits.push_back("pshared");
-  if (config.persistent) spec.traits.push_back("persistent");
-  if (config.cluster) spec.traits.push_back("cluster2");
-  if (config.varlen) spec.traits.push_back("varlen");
-  if (config.paged) spec.traits.push_back("paged");
-  if (config.pack_gqa) spec.traits.push_back("packgqa");
-  if (config.split) spec.traits.push_back("split");
-  if (config.kv_e4m3) spec.traits.push_back("kv_e4m3");
-  if (!modifiers.empty()) spec.traits.push_back("mod" + modifiers.digest().substr(0, 8));
+  flag(config.path == ForwardPath::wgmma, "wgmma");
+  flag(config.path == ForwardPath::tma, "tma");
+  flag(config.overlap, "overlap");
+  flag(config.pingpong, "pingpong");
+  flag(config.p_in_shared, "pshared");
+  flag(config.persistent, "persistent");
+  flag(config.cluster, "cluster2");
+  flag(config.varlen, "varlen");
+  flag(config.paged, "paged");
+  flag(config.pack_gqa, "packgqa");
+  flag(config.split, "split");
+  flag(config.kv_e4m3, "kv_e4m3");
+  if (!modifiers.empty()) traits.push_back("mod" + modifiers.digest().substr(0, 8));
+  return traits;
+}
+
+}  // namespace
+
+ForwardKernel forward_kernel(const ForwardConfig& config, const ScoreModifiers& modifiers) {
+  switch (config.path) {
+    case ForwardPath::wide:
+      return wide_forward_kernel(config);
+    case ForwardPath::wgmma:
+      return wgmma_forward_kernel(config);
+    case ForwardPath::tma:
+      return tma_forward_kernel(config, modifiers);
+    case ForwardPath::mma_sync:
+      break;
+  }
+  return fa2_forward_kernel(config, modifiers);
+}
+
+detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& arch,
+                                const ScoreModifiers& modifiers) {
+  check_forward_spec(config, arch, modifiers);
+  const ForwardKernel kernel = forward_kernel(config, modifiers);
+  detail::KernelSpec spec;
+  spec.op = "attention-forward";
+  spec.header = kernel.header;
+  spec.name_expression = kernel.name_expression();
+  // The modifiers' struct is defined before the kernel's header (the TMA form always asks, so
+  // an empty one is an empty prelude).
+  if (config.path == ForwardPath::tma || !modifiers.empty()) spec.prelude = modifiers.definition();
+  spec.arch = arch;
+  spec.role = "forward";
+  spec.head_dim = config.head_dim;
+  spec.traits = forward_name_traits(config, modifiers);
   spec.readable_name = detail::name_of("attention_forward", spec.head_dim, spec.traits);
   spec.threads = config.warps * 32;
   spec.dynamic_shared_bytes = config.shared_bytes();

@@ -109,6 +109,19 @@ if _custom_ops.AVAILABLE:
                                     mutates_args=("k_cache", "v_cache"))(_run)
 
 
+def _batch_of(q, cu_seqlens_q) -> int:
+    """The call's batch: q's first extent, or cu_seqlens_q's length less one (packed queries)."""
+    if cu_seqlens_q is None:
+        return shape_of("q", q, 4, "[batch, seqlen, heads, head_dim]")[0]
+    return shape_of("cu_seqlens_q", cu_seqlens_q, 1, "[batch + 1]")[0] - 1
+
+
+def _refuse_alibi_with_packed_queries(alibi_slopes) -> None:
+    if alibi_slopes is not None:
+        raise ValueError("'alibi_slopes' with 'cu_seqlens_q' is not supported: pass the bias "
+                         "as a score_mod with captures")
+
+
 def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None,
                            rotary_cos=None, rotary_sin=None, rotary_interleaved: bool = True,
                            cache_batch_idx=None, cache_leftpad=None,
@@ -124,16 +137,15 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
     1 included) with block_table int32 [batch, max_pages] naming each sequence's pages;
     cache_seqlens (int32 [batch], or one int for all) the keys each sequence has cached.
 
-    k and v ([batch, seqlen_new, heads_kv, head_dim], the cache's dtype: q's, or e4m3 codes in
-    an fp8 cache's scale): new keys and values, written
-    into k_cache and v_cache in place at positions cache_seqlens[b] onward before the attention,
-    which then sees cache_seqlens[b] + seqlen_new keys (cache_seqlens itself is not changed:
-    advance it yourself). rotary_cos and rotary_sin ([positions, rotary_dim / 2], any float
-    dtype, covering the cache's positions): rotary embedding of q and the new keys on the way in,
-    new key i at position cache_seqlens[b] + i, query i there too when causal or windowed (also
-    past the new keys: the tables must reach it), else every query at cache_seqlens[b];
-    rotary_interleaved pairs dims 2i and 2i + 1 (GPT-J, FlashAttention's default), False pairs
-    i and i + rotary_dim / 2 (GPT-NeoX, Llama).
+    k and v ([batch, seqlen_new, heads_kv, head_dim], the cache's dtype: q's, or e4m3 codes in an
+    fp8 cache's scale): new keys and values, written into k_cache and v_cache in place at positions
+    cache_seqlens[b] onward before the attention, which then sees cache_seqlens[b] + seqlen_new
+    keys (cache_seqlens itself is not changed: advance it yourself). rotary_cos and rotary_sin
+    ([positions, rotary_dim / 2], any float dtype, covering the cache's positions): rotary
+    embedding of q and the new keys on the way in, new key i at position cache_seqlens[b] + i,
+    query i there too when causal or windowed (also past the new keys: the tables must reach it),
+    else every query at cache_seqlens[b]; rotary_interleaved pairs dims 2i and 2i + 1 (GPT-J,
+    FlashAttention's default), False pairs i and i + rotary_dim / 2 (GPT-NeoX, Llama).
 
     cache_batch_idx (int32 [batch]): sequence b's row of a dense cache, which may then have any
     number of rows, or of block_table ([cache_batch, max_pages]) with a paged one; rows must
@@ -168,23 +180,18 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
     raises ValueError naming the argument (the library's names: sequences.k_new for k,
     sequences.page_table for block_table, ...) before anything is written. With PyTorch 2.4 or
     later, torch tensors (without score_mod, mask_mod or captures) go through the custom
-    operator flashjit::attention_with_kvcache (with an append,
-    flashjit::attention_with_kvcache_append, which writes k_cache and v_cache), which
-    torch.compile traces whole."""
+    operator flashjit::attention_with_kvcache (with an append, its twin
+    flashjit::attention_with_kvcache_append, which writes k_cache and v_cache), traced whole by
+    torch.compile."""
     options = Options(causal, tuple(window), softcap, scale, False, score_mod, mask_mod,
                       captures_of(captures))
     if isinstance(cache_seqlens, int):
-        batch = (shape_of("q", q, 4, "[batch, seqlen, heads, head_dim]")[0]
-                 if cu_seqlens_q is None
-                 else shape_of("cu_seqlens_q", cu_seqlens_q, 1, "[batch + 1]")[0] - 1)
-        cache_seqlens = int32_full(q, batch, cache_seqlens)
+        cache_seqlens = int32_full(q, _batch_of(q, cu_seqlens_q), cache_seqlens)
     arrays = (cache_seqlens, k, v, rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad,
               block_table, k_descale, v_descale)
     plain = not (score_mod or mask_mod or options.captures)
     if cu_seqlens_q is not None:
-        if alibi_slopes is not None:
-            raise ValueError("'alibi_slopes' with 'cu_seqlens_q' is not supported: pass the bias "
-                             "as a score_mod with captures")
+        _refuse_alibi_with_packed_queries(alibi_slopes)
         o, lse = _forward(q, k_cache, v_cache, *arrays, rotary_interleaved, num_splits, options,
                           cu_seqlens_q, max_seqlen_q)
     elif plain and _custom_ops.takes(q, k_cache, v_cache, *arrays, alibi_slopes):

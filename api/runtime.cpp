@@ -5,11 +5,11 @@
 #include <memory>
 
 #include "api/runtime_parts.hpp"
+#include "attention/attention_calls.hpp"
 #include "attention/inference/attention_inference.hpp"
 #include "attention/modifiers/block_mask.hpp"
 #include "autotune/tuning_state.hpp"
 #include "common/builtin_kernels.hpp"
-#include "common/config_choice.hpp"
 #include "flashjit/error.hpp"
 #include "layer_norm/layer_norm.hpp"
 #include "merge_states/merge_states.hpp"

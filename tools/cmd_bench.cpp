@@ -14,6 +14,7 @@
 
 #include "api/runtime_parts.hpp"
 #include "attention/attention_backward.hpp"
+#include "attention/attention_calls.hpp"
 #include "attention/attention_forward.hpp"
 #include "attention/attention_tuning.hpp"
 #include "autotune/timer.hpp"
@@ -21,7 +22,6 @@
 #include "chosen_kernels.hpp"
 #include "commands.hpp"
 #include "common/builtin_kernels.hpp"
-#include "common/config_choice.hpp"
 #include "flashjit/attention.hpp"
 #include "flashjit/device.hpp"
 #include "flashjit/error.hpp"

@@ -6,12 +6,12 @@
 #include <utility>
 #include <vector>
 
+#include "attention/attention_calls.hpp"
 #include "attention/attention_common.hpp"
 #include "attention/attention_tuning.hpp"
 #include "attention/hopper/attention_forward_tma.hpp"
 #include "attention/hopper/tma_backward_space.cuh"
 #include "attention/modifiers/attention_captures.hpp"
-#include "common/config_choice.hpp"
 #include "flashjit/error.hpp"
 #include "runtime/executor.hpp"
 

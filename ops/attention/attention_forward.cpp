@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "attention/attention_calls.hpp"
 #include "attention/attention_common.hpp"
 #include "attention/attention_tuning.hpp"
 #include "attention/forward_kernels.hpp"
@@ -20,7 +21,6 @@
 #include "attention/modifiers/score_modifiers.hpp"
 #include "attention/parts/key_window.cuh"
 #include "attention/wide/wide_forward_space.cuh"
-#include "common/config_choice.hpp"
 #include "flashjit/error.hpp"
 #include "runtime/executor.hpp"
 

@@ -6,7 +6,7 @@
 #include <random>
 #include <sstream>
 
-#include "merge_states/merge_states_case.hpp"
+#include "cases/unit_roundoff.hpp"
 
 namespace flashjit::testing {
 namespace {

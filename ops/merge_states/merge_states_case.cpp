@@ -7,6 +7,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "cases/unit_roundoff.hpp"
+
 namespace flashjit::testing {
 namespace {
 
@@ -171,12 +173,6 @@ Outputs run_on(Runtime& runtime, const MergeStatesCase& c, const Layout& layout,
 }
 
 }  // namespace
-
-double unit_roundoff(DType dtype) {
-  return dtype == DType::f16    ? std::ldexp(1.0, -11)
-         : dtype == DType::bf16 ? std::ldexp(1.0, -8)
-                                : std::ldexp(1.0, -24);
-}
 
 std::string MergeStatesCase::name() const {
   std::ostringstream s;

@@ -45,7 +45,4 @@ struct MergeStatesVerdict {
 /// a relative one).
 MergeStatesVerdict run_merge_states_case(Runtime& runtime, const MergeStatesCase& c);
 
-/// The unit roundoff of `dtype`: 2^-11 fp16, 2^-8 bf16, 2^-24 fp32.
-double unit_roundoff(DType dtype);
-
 }  // namespace flashjit::testing

@@ -9,8 +9,8 @@
 // natural-log in memory, as everywhere in flashjit's API.
 #include "merge_states/merge_states_params.cuh"
 #include "merge_states/merge_states_space.cuh"
-#include "softmax/online_softmax.cuh"
 #include "tile/memory.cuh"
+#include "tile/online_softmax.cuh"
 
 namespace flashjit {
 

@@ -8,7 +8,7 @@
 #include <functional>
 #include <vector>
 
-#include "attention/check/attention_reference.hpp"
+#include "reference/tensor4.hpp"
 
 namespace flashjit::reference {
 

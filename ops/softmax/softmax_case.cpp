@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "attention/check/attention_reference.hpp"
+#include "reference/row_softmax.hpp"
 
 namespace flashjit::testing {
 namespace {

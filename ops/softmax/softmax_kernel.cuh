@@ -2,9 +2,9 @@
 // Row-wise softmax, y = softmax(scale · x) over each row, built on the online softmax: one pass
 // gets the row's max and sum together, a second normalizes. Rows up to the config's bucket are
 // held in registers (x is read once); the unbounded config streams the row twice.
-#include "softmax/online_softmax.cuh"
 #include "softmax/softmax_space.cuh"
 #include "tile/memory.cuh"
+#include "tile/online_softmax.cuh"
 #include "tile/warp.cuh"
 
 namespace flashjit {

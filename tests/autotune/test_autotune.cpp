@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "api/runtime_parts.hpp"
+#include "attention/attention_calls.hpp"
 #include "attention/attention_tuning.hpp"
 #include "autotune/candidates.hpp"
 #include "autotune/tuner.hpp"
 #include "autotune/tuning_state.hpp"
-#include "common/config_choice.hpp"
 #include "flashjit/flashjit.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "support/temp_dir.hpp"

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "emulator/launch.hpp"
-#include "softmax/online_softmax.cuh"
 #include "tile/memory.cuh"
+#include "tile/online_softmax.cuh"
 #include "tile/warp.cuh"
 
 namespace {

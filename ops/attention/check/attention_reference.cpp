@@ -12,29 +12,8 @@ namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-// splitmix64: tiny, portable and deterministic on every standard library, unlike
-// std::uniform_real_distribution, so a seed names the same data everywhere.
-uint64_t next_random(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 void require(bool condition, const std::string& message) {
   if (!condition) throw std::invalid_argument("flashjit::reference: " + message);
-}
-
-std::string shape_string(const Shape4& shape) {
-  // Appended piece by piece: GCC 12 warns -Wrestrict (a false positive, GCC bug 105329) on
-  // "literal" + std::to_string(...) at -O2 and above.
-  std::string text = "{";
-  for (std::size_t d = 0; d < shape.size(); ++d) {
-    if (d > 0) text += ", ";
-    text += std::to_string(shape[d]);
-  }
-  text += "}";
-  return text;
 }
 
 void require_shape(const char* name, ConstView4 view, const Shape4& expected) {
@@ -57,21 +36,6 @@ KeyRange resolve(KeyRange keys, int64_t seqlen_k) {
           "key range [" + std::to_string(keys.begin) + ", " + std::to_string(keys.end) +
               ") is not inside [0, seqlen_k = " + std::to_string(seqlen_k) + "]");
   return keys;
-}
-
-// Turns row scores into probabilities in place and returns the row's LSE. The max is
-// subtracted first so exp never overflows; a row of only -inf (no visible key) becomes all
-// zeros with LSE = -inf instead of the NaN that -inf - -inf would give.
-double softmax_in_place(double* row, int64_t n) {
-  const double row_max = n > 0 ? *std::max_element(row, row + n) : kNegInf;
-  if (row_max == kNegInf) {
-    std::fill(row, row + n, 0.0);
-    return kNegInf;
-  }
-  double sum = 0.0;
-  for (int64_t j = 0; j < n; ++j) sum += std::exp(row[j] - row_max);
-  for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] - row_max) / sum;
-  return row_max + std::log(sum);
 }
 
 // d score / d (q.k) for a visible pair whose soft-capped score (before a score modifier) is s:
@@ -153,42 +117,6 @@ void backprop_row(const Problem& problem, const BackwardViews& t, int64_t b, int
 }
 
 }  // namespace
-
-Shape4 dense_strides(const Shape4& shape, Layout layout) {
-  const int64_t dim = shape[3];
-  if (layout == Layout::bshd) return {shape[1] * shape[2] * dim, shape[2] * dim, dim, 1};
-  return {shape[2] * shape[1] * dim, dim, shape[1] * dim, 1};  // bhsd
-}
-
-Tensor4 zeros(const Shape4& shape, Layout layout) {
-  for (int64_t extent : shape) require(extent >= 0, "negative extent in " + shape_string(shape));
-  const auto count = static_cast<size_t>(shape[0] * shape[1] * shape[2] * shape[3]);
-  return Tensor4{shape, layout, std::vector<double>(count, 0.0)};
-}
-
-Tensor4 random_tensor(const Shape4& shape, Layout layout, uint64_t seed) {
-  Tensor4 t = zeros(shape, layout);
-  uint64_t state = seed;
-  const View4 view = t.view();
-  for (int64_t b = 0; b < shape[0]; ++b)
-    for (int64_t l = 0; l < shape[1]; ++l)
-      for (int64_t h = 0; h < shape[2]; ++h)
-        for (int64_t d = 0; d < shape[3]; ++d) {
-          const double unit = static_cast<double>(next_random(state) >> 11) * 0x1.0p-53;
-          view(b, l, h, d) = 2.0 * unit - 1.0;  // [0, 1) -> [-1, 1)
-        }
-  return t;
-}
-
-Tensor4 to_layout(ConstView4 src, Layout layout) {
-  Tensor4 t = zeros(src.shape, layout);
-  const View4 dst = t.view();
-  for (int64_t b = 0; b < src.shape[0]; ++b)
-    for (int64_t l = 0; l < src.shape[1]; ++l)
-      for (int64_t h = 0; h < src.shape[2]; ++h)
-        for (int64_t d = 0; d < src.shape[3]; ++d) dst(b, l, h, d) = src(b, l, h, d);
-  return t;
-}
 
 void Problem::validate() const {
   require(batch > 0, "batch must be > 0");
@@ -299,15 +227,6 @@ ForwardResult merge_states(std::span<const ForwardResult> partials) {
   ForwardResult merged = partials.front();
   for (const ForwardResult& partial : partials.subspan(1)) merged = combine(merged, partial);
   return merged;
-}
-
-void softmax_rows(const double* x, int64_t rows, int64_t cols, int64_t row_stride, double* y) {
-  require(x != nullptr && y != nullptr, "softmax_rows: null pointer");
-  require(rows >= 0 && cols >= 0 && row_stride >= cols, "softmax_rows: bad sizes");
-  for (int64_t r = 0; r < rows; ++r) {
-    std::copy(x + r * row_stride, x + r * row_stride + cols, y + r * row_stride);
-    softmax_in_place(y + r * row_stride, cols);
-  }
 }
 
 }  // namespace flashjit::reference

@@ -16,6 +16,7 @@
 #include "api/runtime_parts.hpp"
 #include "attention/check/attention_case.hpp"
 #include "cases/case_inputs.hpp"
+#include "cases/unit_roundoff.hpp"
 
 namespace flashjit::testing {
 namespace {
@@ -522,9 +523,6 @@ BackwardVerdict judge(const BackwardCase& c, const Expected& e, const GradientBi
   v.ok = v.dq.check.ok && v.dk.check.ok && v.dv.check.ok && v.unseen_keys.empty();
   return v;
 }
-
-/// Unit roundoff of a 16-bit dtype: half the gap between 1 and the next value.
-double unit_roundoff(DType dtype) { return dtype == DType::f16 ? 0x1p-11 : 0x1p-8; }
 
 /// The loss L = Σ w ∘ O of a forward's O, summed in float64 so the sum adds no rounding.
 double loss(const std::vector<double>& o, const RoundedTensor& w) {

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "attention/attention_calls.hpp"
 #include "attention/attention_forward.hpp"
 #include "attention/inference/attention_inference_config.hpp"
-#include "common/config_choice.hpp"
 #include "flashjit/attention.hpp"
 #include "runtime/runtime_backend.hpp"
 

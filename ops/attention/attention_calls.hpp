@@ -1,8 +1,8 @@
 #pragma once
-// How the attention ops ask for the config of a call: they describe the call to the
-// autotuner's ConfigChoice (autotune/tuning_problem.hpp) as a TuningProblem of the op's
-// (attention_tuning.hpp), which the autotuner answers by the runtime's tuning policy; the public
-// Runtime (api/) hands one to the ops.
+// The attention op's dense calls as the facade makes them (Runtime::forward, Runtime::backward):
+// each describes its call to the autotuner's ConfigChoice (autotune/tuning_problem.hpp) as a
+// TuningProblem of the op's (attention_tuning.hpp), which the autotuner answers by the
+// runtime's tuning policy; the public Runtime (api/) hands one to the op.
 #include <optional>
 
 #include "attention/attention_backward.hpp"

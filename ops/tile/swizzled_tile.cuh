@@ -15,6 +15,7 @@
 // Tiles start on a 1024-byte boundary (descriptor base offset 0): align_swizzle_atom.
 #include "tile/cluster.cuh"
 #include "tile/fragment_store.cuh"
+#include "tile/swizzle.cuh"
 #include "tile/tma.cuh"
 #include "tile/warpgroup_tile.cuh"
 
@@ -30,10 +31,10 @@ struct swizzled_tile {
   using Element = T;
   static constexpr int kRows = Rows;
   static constexpr int kCols = Cols;
-  static constexpr int kPanelCols = 64;
+  static constexpr int kLineBytes = Swizzle128::kLineBytes;
+  static constexpr int kPanelCols = kLineBytes / int(sizeof(T));  // 64
   static constexpr int kPanels = Cols / kPanelCols;
-  static constexpr int kLineBytes = 128;
-  static constexpr int kAtomBytes = 8 * kLineBytes;  // 8 lines: the swizzle's period
+  static constexpr int kAtomBytes = Swizzle128::kAtomLines * kLineBytes;  // the swizzle's period
   static constexpr int kPanelBytes = Rows * kLineBytes;
   static constexpr int kBytes = kPanels * kPanelBytes;
   T* data;
@@ -52,8 +53,10 @@ struct swizzled_tile {
   /// chunk (col % 64 / 8) ^ (row % 8); elements keep their place within a chunk.
   FJ_DEVICE T* at(int row, int col) const {
     const unsigned r = row, c = col;
-    const unsigned chunk = (c % kPanelCols / 8) ^ (r % 8);
-    return reinterpret_cast<T*>(line(c / kPanelCols, r) + chunk * 16) + c % 8;
+    constexpr unsigned kChunkCols = Swizzle128::kChunkBytes / sizeof(T);  // 8
+    const unsigned chunk = (c % kPanelCols / kChunkCols) ^ (r % Swizzle128::kAtomLines);
+    return reinterpret_cast<T*>(line(c / kPanelCols, r) + chunk * Swizzle128::kChunkBytes) +
+           c % kChunkCols;
   }
 };
 
@@ -65,7 +68,7 @@ struct swizzled_tile {
 template <typename T, int Rows, int Cols>
 FJ_DEVICE void clear_lines(swizzled_tile<T, Rows, Cols> tile, int first, int thread, int threads) {
   using Tile = swizzled_tile<T, Rows, Cols>;
-  constexpr int kChunksPerLine = Tile::kLineBytes / 16;
+  constexpr int kChunksPerLine = Tile::kLineBytes / Swizzle128::kChunkBytes;
   const int chunks_per_panel = (Rows - first) * kChunksPerLine;
 #pragma unroll 1
   for (int i = thread; i < Tile::kPanels * chunks_per_panel; i += threads) {
@@ -108,7 +111,8 @@ FJ_DEVICE unsigned char* align_swizzle_atom(unsigned char* base) {
   const auto address =
       static_cast<unsigned>(base - static_cast<unsigned char*>(emulator::shared_base()));
 #endif
-  return base + (1024u - address % 1024u) % 1024u;
+  constexpr unsigned kAtom = Swizzle128::kAtomLines * Swizzle128::kLineBytes;  // 1024
+  return base + (kAtom - address % kAtom) % kAtom;
 }
 
 /// Calls issue(panel, coords) for each 64-column panel of a (·, Cols) tile, with `coords`
@@ -118,9 +122,10 @@ FJ_DEVICE void for_each_panel_box(const int (&origin)[Rank], Issue issue) {
   int coords[Rank];
 #pragma unroll
   for (int d = 0; d < Rank; ++d) coords[d] = origin[d];
+  constexpr int kPanelCols = Swizzle128::kLineBytes / 2;  // 64 16-bit elements
 #pragma unroll
-  for (int panel = 0; panel < Cols / 64; ++panel) {
-    coords[0] = origin[0] + 64 * panel;
+  for (int panel = 0; panel < Cols / kPanelCols; ++panel) {
+    coords[0] = origin[0] + kPanelCols * panel;
     issue(panel, coords);
   }
 }

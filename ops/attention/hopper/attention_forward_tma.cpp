@@ -6,12 +6,13 @@
 #include "attention/attention_common.hpp"
 #include "attention/attention_forward.hpp"
 #include "attention/hopper/tma_forward_space.cuh"
+#include "tile/swizzle.cuh"
 
 namespace flashjit::kernels {
 namespace {
 
-/// A map's element and box: 16-bit elements in boxes of 64 head-dim elements (one 128-byte
-/// swizzle panel), or an fp8 cache's bytes in boxes of whole padded rows without swizzle (the
+/// A map's element and box: 16-bit elements in boxes one swizzle line wide (64 head-dim
+/// elements: a panel of swizzled_tile) under that line's swizzle mode, or an fp8 cache's bytes in boxes of whole padded rows without swizzle (the
 /// staging tile's row-major image, tma_forward_loads.cuh).
 struct MapElements {
   std::uint64_t bytes;
@@ -19,7 +20,16 @@ struct MapElements {
   emulator::TmaSwizzle swizzle;
 };
 
-constexpr MapElements kSixteenBit{2, 64, emulator::TmaSwizzle::b128};
+/// TMA's swizzle mode of a line `bytes` wide (tile/swizzle.cuh).
+constexpr emulator::TmaSwizzle swizzle_of_line(int bytes) {
+  return bytes == 128  ? emulator::TmaSwizzle::b128
+         : bytes == 64 ? emulator::TmaSwizzle::b64
+         : bytes == 32 ? emulator::TmaSwizzle::b32
+                       : emulator::TmaSwizzle::none;
+}
+
+constexpr MapElements kSixteenBit{2, Swizzle128::kLineBytes / 2,
+                                  swizzle_of_line(Swizzle128::kLineBytes)};
 
 MapElements fp8_rows(std::int64_t head_dim) {
   return {1, static_cast<std::uint32_t>(tma_forward_padded_head_dim(static_cast<int>(head_dim))),

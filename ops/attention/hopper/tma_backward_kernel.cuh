@@ -161,6 +161,22 @@ FJ_DEVICE void load_query_blocks(const TmaBackwardShared<Traits>& smem,
 /// two named barriers: "free" (the writer arrives once at the start and after each reduction
 /// has read the block; the team waits before staging) and "staged" (the team arrives; the writer
 /// waits), so each side waits only when the other is a whole block behind.
+/// The warp-specialized backward's named barriers (bar.sync ids; 0 is __syncthreads'), every
+/// one the kernel uses, for `Groups` consumer warpgroups. Enumerators, not static data members:
+/// NVRTC would emit those as PTX globals.
+template <int Groups>
+struct TmaBackwardBarrier {
+  enum : int {
+    /// 1 + g: warpgroup g's 128 threads alone (WarpgroupScope::sync): its rows are staged.
+    kWarpgroup = 1,
+    /// Every consumer thread (with split columns, the one dQ team).
+    kConsumers = 1 + Groups,
+    /// kHandOver + 2 t: dQ team t's staging block is free again (the team and the writer warp
+    /// wait); kHandOver + 2 t + 1: the team has staged it (the team arrives, the writer waits).
+    kHandOver = kConsumers + 1,
+  };
+};
+
 template <class Traits>
 struct QueryGradientShare {
   static constexpr int kGroups = Traits::kGroups;
@@ -171,8 +187,7 @@ struct QueryGradientShare {
   static constexpr int kLastCols = kSplitColumns ? Traits::kHeadDimPadded - kCols : kCols;
   static_assert(kLastCols > 0, "every warpgroup some of dQ's columns");
   static constexpr int kKeys = kSplitColumns ? Traits::kBlockN : WarpgroupScope::kRows;
-  static constexpr int kTeamBarrier = 1 + kGroups;  // both warpgroups' (1 + group: each one's)
-  static constexpr int kConsumersBarrier = kTeamBarrier;      // every consumer thread's, either way
+  using Barrier = TmaBackwardBarrier<kGroups>;
   static constexpr int kTeams = kSplitColumns ? 1 : kGroups;  // dQ sums a CTA adds per block
   static constexpr int kTeamThreads =
       kSplitColumns ? Traits::kConsumerThreads : WarpgroupScope::kThreads;
@@ -196,14 +211,14 @@ struct QueryGradientShare {
   /// Waits for the team.
   FJ_DEVICE void sync() const {
     if constexpr (kSplitColumns) {
-      named_barrier_sync(kTeamBarrier, Traits::kConsumerThreads);
+      named_barrier_sync(Barrier::kConsumers, Traits::kConsumerThreads);
     } else {
-      scope.sync(1);
+      scope.sync(Barrier::kWarpgroup);
     }
   }
-  /// The hand-over barriers of team `team` (after the warpgroups' and the team's).
-  FJ_DEVICE static int free_barrier(int team) { return kTeamBarrier + 1 + 2 * team; }
-  FJ_DEVICE static int staged_barrier(int team) { return kTeamBarrier + 2 + 2 * team; }
+  /// The hand-over barriers of team `team`.
+  FJ_DEVICE static int free_barrier(int team) { return Barrier::kHandOver + 2 * team; }
+  FJ_DEVICE static int staged_barrier(int team) { return Barrier::kHandOver + 2 * team + 1; }
   /// Waits until the writer has read the team's staging block.
   FJ_DEVICE void wait_staging_free() const {
     named_barrier_sync(free_barrier(team()), kHandOverThreads);
@@ -221,7 +236,6 @@ template <class Traits>
 struct KeyGradientAccumulator {
   using T = typename Traits::Element;
   using Grads = acc_tile<16, Traits::kHeadDimPadded>;
-  static constexpr int kBarrier = 1;  // the warpgroups' named barriers: 1 + group
   static constexpr int kGradients = Traits::kSharedKeys ? 1 : 2;
   enum Kind : int { kKeyGradient = 0, kValueGradient = 1 };  // their rows in the staging block
   // dK then dV; with shared keys the owned one: dV in warpgroup 0, dK in warpgroup 1.
@@ -284,7 +298,7 @@ struct KeyGradientAccumulator {
         }
       });
     }
-    scope.sync(kBarrier);  // the warpgroup's rows are staged
+    scope.sync(TmaBackwardBarrier<Traits::kGroups>::kWarpgroup);  // the warpgroup's rows are staged
     constexpr int kChunksPerRow = kHeadDim / kChunkElements;
     const int rows = min_int(kRows, at.keys - key_row0(scope));
     const auto* chunks = reinterpret_cast<const Chunk16*>(staged);
@@ -313,7 +327,7 @@ struct KeyGradientAccumulator {
     clear_lines(a, first, thread, Traits::kConsumerThreads);
     clear_lines(b, first, thread, Traits::kConsumerThreads);
     fence_proxy_async();  // generic writes, read by wgmma
-    named_barrier_sync(QueryGradientShare<Traits>::kConsumersBarrier, Traits::kConsumerThreads);
+    named_barrier_sync(TmaBackwardBarrier<Traits::kGroups>::kConsumers, Traits::kConsumerThreads);
   }
 
   /// One step: query block `row0` of `head`, its Q and dO in ring slot `stage`.

@@ -19,28 +19,44 @@
 
 namespace flashjit {
 
+/// The warp-specialized forward's named barriers (bar.sync ids; 0 is __syncthreads'), every one
+/// the kernel uses. Enumerators, not static data members: NVRTC would emit those as PTX globals.
+struct TmaForwardBarrier {
+  enum : int {
+    /// 1 + g: warpgroup g's 128 threads alone (WarpgroupScope::sync): its rows of P or O are
+    /// written. Three consumer warpgroups at most: ids 1 to 3.
+    kWarpgroup = 1,
+    /// 4 + g: warpgroup g's turn to issue its products (pingpong: both consumer warpgroups).
+    kProductTurn = 4,
+    /// The threads of a product turn: the two consumer warpgroups.
+    kProductTurnThreads = 2 * WarpgroupScope::kThreads,
+  };
+};
+
 /// Pingpong between two consumer warpgroups: each issues its products only on its turn and then
 /// hands the turn over, so the products of one run under the other's softmax. Two named
-/// barriers of 256 threads: warpgroup g waits on kTurnBarrier + g, the other arrives there.
+/// barriers of 256 threads: warpgroup g waits on kProductTurn + g, the other arrives there.
 /// Warpgroup 0 goes first; warpgroup 1 does not hand over after its last block, so every
 /// arrival is waited for. Without pingpong (Enabled false) it does nothing.
 template <bool Enabled>
 struct ProductTurns {
-  static constexpr int kTurnBarrier = 4;  // 1 to 3: the warpgroups' epilogue barriers
-  int group;                              // 0 or 1
+  using Barrier = TmaForwardBarrier;
+  int group;  // 0 or 1
 
   /// Before the first block: warpgroup 1 gives warpgroup 0 the first turn.
   FJ_DEVICE void start(const BlockRange& keys) const {
-    if (Enabled && group == 1 && !keys.empty()) named_barrier_arrive(kTurnBarrier, 256);
+    if (Enabled && group == 1 && !keys.empty()) {
+      named_barrier_arrive(Barrier::kProductTurn, Barrier::kProductTurnThreads);
+    }
   }
   /// Waits for this warpgroup's turn.
   FJ_DEVICE void wait() const {
-    if (Enabled) named_barrier_sync(kTurnBarrier + group, 256);
+    if (Enabled) named_barrier_sync(Barrier::kProductTurn + group, Barrier::kProductTurnThreads);
   }
   /// Hands the turn to the other warpgroup, after the products of block `block` of `keys`.
   FJ_DEVICE void pass(const BlockRange& keys, int block) const {
     if (Enabled && !(group == 1 && block + 1 == keys.end)) {
-      named_barrier_arrive(kTurnBarrier + 1 - group, 256);
+      named_barrier_arrive(Barrier::kProductTurn + 1 - group, Barrier::kProductTurnThreads);
     }
   }
 };
@@ -61,7 +77,7 @@ struct ProbabilityOperand {
       const WarpgroupScope scope{thread};
       store_fragments(s, smem.p, scope.warp_row0(), 0, scope.lane());
       fence_proxy_async();  // generic writes, read by wgmma
-      scope.sync(1);        // the warpgroup's 64 rows are written
+      scope.sync(TmaForwardBarrier::kWarpgroup);  // the warpgroup's 64 rows are written
     } else {
       registers = to_operand<T>(s);
     }
@@ -165,17 +181,17 @@ FJ_DEVICE void write_outputs(const acc_tile<16, Traits::kHeadDimPadded>& o, cons
   // Persistent, the previous tile's O store (issued by the warpgroup's first thread, which waits
   // for it before it comes here) has read these rows: without Q loaded in between (a tile with
   // no key) nothing else orders the warpgroup's writes after it.
-  if constexpr (Traits::kPersistent) scope.sync(1);
+  if constexpr (Traits::kPersistent) scope.sync(TmaForwardBarrier::kWarpgroup);
   store_lse(lse, lse_rows(params, at.tensor_batch, at.head, at.q_row0), warp_row0, at.rows,
             scope.lane());
   store_fragments(o, smem.q, warp_row0, 0, scope.lane());
   if constexpr (Traits::kVarlen) {
-    scope.sync(1);  // the warpgroup's 64 rows are written
+    scope.sync(TmaForwardBarrier::kWarpgroup);  // the warpgroup's 64 rows are written
     store_packed_rows<Traits>(smem, params, at, group_row0, scope.index());
     return;  // (never persistent: no next tile's Q waits for these reads)
   }
-  fence_proxy_async();                                   // generic writes, read by the async proxy
-  scope.sync(1);                                         // the warpgroup's 64 rows are written
+  fence_proxy_async();  // generic writes, read by the async proxy
+  scope.sync(TmaForwardBarrier::kWarpgroup);             // the warpgroup's 64 rows are written
   if (!scope.leader() || group_row0 >= at.rows) return;  // one thread; rows past seqlen_q: none
   const int origin[4] = {0, at.q_row0 + group_row0, at.head, at.tensor_batch};
   tma_store_rows<kTmaStoreRows>(maps.o, origin, smem.q, group_row0);

@@ -9,6 +9,7 @@
 #include "commands.hpp"
 #include "flashjit/error.hpp"
 #include "flashjit/version.hpp"
+#include "op_commands.hpp"
 
 namespace {
 
@@ -109,10 +110,14 @@ int main(int argc, char** argv) {
   // (CLI11's "A subcommand is required" names neither what was typed nor what is accepted).
   app.require_subcommand(0, 1);
   app.set_version_flag("--version", kVersion);
-  const std::vector<tools::Subcommand> commands = {
-      tools::add_info_command(app),    tools::add_run_command(app),
-      tools::add_compile_command(app), tools::add_cache_command(app),
-      tools::add_bench_command(app),   tools::add_autotune_command(app)};
+  std::vector<tools::Subcommand> commands = {
+      tools::add_info_command(app), tools::add_run_command(app), tools::add_compile_command(app),
+      tools::add_cache_command(app)};
+  // The ops' own subcommands (attention's bench) before autotune, in the ops' order.
+  for (const tools::OpCommands& op : tools::op_commands()) {
+    for (const auto& add : op.add_commands) commands.push_back(add(app));
+  }
+  commands.push_back(tools::add_autotune_command(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ExtrasError& error) {  // an unknown command or argument

@@ -1,6 +1,6 @@
 #pragma once
 // What an op brings to the `flashjit` command: its `run` cases and its `autotune` problems, with
-// the options each reads. Each op declares its own in its folder (ops/<op>/<op>_commands.cpp,
+// the options each reads, and any subcommand of its own. Each op declares its own in its folder (ops/<op>/<op>_commands.cpp,
 // listed by flashjit_op_commands in the op's CMakeLists.txt); `run` and `autotune` walk
 // op_commands() and name no op. An option the chosen op does not read is refused by name.
 #include <CLI/CLI.hpp>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "autotune/tuning_problem.hpp"
+#include "commands.hpp"
 #include "flashjit/error.hpp"
 #include "flashjit/runtime.hpp"
 
@@ -105,6 +106,8 @@ struct OpCommands {
   /// Registers the op's own options of `autotune`; may be empty.
   std::function<void(CLI::App& autotune)> add_autotune_options;
   std::vector<TuneOp> tunes;
+  /// Subcommands of its own (attention's `bench`), each registered on the command's app.
+  std::vector<std::function<Subcommand(CLI::App& app)>> add_commands;
 };
 
 /// Every op's commands, built once, in the order the ops' folders are added.

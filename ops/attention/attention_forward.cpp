@@ -12,7 +12,7 @@
 #include "attention/attention_calls.hpp"
 #include "attention/attention_common.hpp"
 #include "attention/attention_tuning.hpp"
-#include "attention/forward_kernels.hpp"
+#include "attention/forward_families.hpp"
 #include "attention/hopper/attention_forward_tma.hpp"
 #include "attention/hopper/tma_forward_space.cuh"
 #include "attention/hopper/wgmma_forward_space.cuh"
@@ -31,56 +31,6 @@ namespace wide = flashjit::wide_forward_space;
 namespace {
 
 bool dtype_supported(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16; }
-
-/// The wide path's part of ForwardConfig::valid: its space's predicate, its warps, none of the
-/// other paths' options, 16-bit caches.
-bool wide_config_valid(const ForwardConfig& c) {
-  return !c.q_in_registers && !c.overlap && !c.pingpong && !c.p_in_shared && !c.persistent &&
-         !c.cluster && !c.kv_e4m3 && (!c.paged || c.varlen) &&
-         c.warps == wide::warps(c.block_m, c.column_groups) &&
-         wide::config_valid(c.head_dim, c.head_dim_v, c.block_m, c.block_n, c.column_groups,
-                            c.stages, c.values_in_keys);
-}
-
-/// The forward tiles per head dim and arch, best first: FlashAttention-2's shapes (Br 128, 4
-/// warps of 32 rows: each warp's ldmatrix reads of K and V feed twice the tensor work of 16
-/// rows), made smaller until nothing spills. A thread holds S and O in fp32 registers, (Bc + D)
-/// x rows per warp / 32 of them, beside its addresses and fragments. Spills and local memory
-/// were read from ptxas (NVRTC 13.0) for every entry on sm_80 and sm_90a, and the compile
-/// matrix (tests/ops/test_attention_compile.cpp) keeps it so:
-/// - D <= 64: Bc 64 with Q in registers (240 registers on sm_80, 232 on sm_90a: fewer than
-///   without, as Q's per-block ldmatrix loads no longer need registers of their own).
-/// - D <= 96, and D <= 128 where two K/V stages of it fit (sm_80): Bc 64, FlashAttention-2's
-///   A100 tile at 128. It fits because P is rounded to 16 bits before O += P V (to_operand),
-///   freeing 32 fp32 registers; before that it spilled 8 to 176 bytes. With one stage (all that
-///   fits sm_86/sm_89's 99 KB) it spills 24 to 144 bytes, and on sm_90a 24 to 276 bytes with
-///   two (ptxas allocates differently there), so those take Bc 32: on sm_90 the Hopper kernels
-///   are the way past that limit.
-/// - D <= 144: Bc 32 with 4 warps (176 or fewer accumulators); above, 8 warps of 16 rows: Bc 64
-///   up to D = 208, Bc 32 above (32 rows per warp spill from D = 152).
-/// Bench: the work counters before and after, bench/results/2026-11-24-work-counters-*.md.
-/// Later entries need less shared memory, for GPUs with 99 KB (sm_86, sm_89).
-/// - The inference layouts' per-row index arithmetic (offsets, pages, packed heads) costs
-///   registers: their prefill at head dim 128 keeps Bc 32, as with one stage (Bc 64 spilled
-///   176-280 bytes on sm_80, NVRTC 13.0).
-std::vector<TileShape> preferred_tiles(int head_dim, const std::string& arch, bool inference) {
-  const int padded = space::padded_head_dim(head_dim);
-  const bool hopper = arch.rfind("sm_90", 0) == 0;
-  const bool two_stages_of_bc64 =
-      space::shared_bytes(head_dim, 128, 64, 2) <= arch_shared_memory_limit(arch);
-  if (padded <= 64) return {{128, 64, 4, true}, {128, 64, 4}, {128, 32, 4}, {64, 64, 4}};
-  if (padded <= 96) return {{128, 64, 4}, {128, 128, 8}, {128, 64, 8}, {64, 64, 4}};
-  if (padded <= 144) {
-    std::vector<TileShape> tiles = {
-        {128, 32, 4}, {128, 64, 8}, {128, 32, 8}, {64, 64, 4}, {64, 32, 4}};
-    if (padded <= 128 && two_stages_of_bc64 && !hopper && !inference) {
-      tiles.insert(tiles.begin(), {128, 64, 4});
-    }
-    return tiles;
-  }
-  if (padded <= 208) return {{128, 64, 8}, {128, 32, 8}, {64, 64, 4}, {64, 32, 4}};
-  return {{128, 32, 8}, {64, 32, 4}};
-}
 
 /// The window a call really imposes, per side: -1 (unbounded; kNoWindow for the kernel) when
 /// that side hides no key from any row, e.g. causal with seqlen_q = 1.
@@ -128,72 +78,15 @@ ForwardLaunch forward_launch(const DeviceInfo& device, const Attention& attentio
     launch.buffers.push_back(kernel_buffer(attention.block_mask, "block_mask"));
   }
   add_capture_buffers(attention, launch.buffers);
-  if (config.path != ForwardPath::tma) return launch;
-  const int cluster_blocks = config.cluster_blocks();
-  launch.maps =
-      forward_tma_maps(launch.params, attention, config.block_m, config.block_n / cluster_blocks);
-  // The grid above as tiles (TileSchedule), one CTA each (in clusters, whole clusters of them),
-  // or persistent one CTA per SM.
-  const long long tiles = tma_forward_tiles(
-      launch.shape.grid_x, static_cast<long long>(launch.shape.grid_y) * launch.shape.grid_z,
-      cluster_blocks);
-  launch.shape.grid_x =
-      static_cast<unsigned>(config.persistent ? tma_forward_ctas(tiles, device.sm_count) : tiles);
-  launch.shape.grid_y = launch.shape.grid_z = 1;
-  launch.shape.cluster_x = static_cast<unsigned>(cluster_blocks);
+  if (config.path == ForwardPath::tma) add_tma_forward_launch(launch, config, attention, device);
   return launch;
-}
-
-/// The TMA config of (Br, Bc) with FlashAttention-3's schedule: overlap everywhere, pingpong
-/// between two warpgroups up to head dim 128.
-ForwardConfig tma_config(DType dtype, int head_dim, MaskKind mask, bool softcap, int block_m,
-                         int block_n) {
-  ForwardConfig config{dtype, head_dim, block_m, block_n, tma_forward_threads(block_m) / 32,
-                       2,     mask,     softcap};
-  config.path = ForwardPath::tma;
-  config.overlap = true;
-  config.pingpong = block_m == 128 && tma_forward_padded_head_dim(head_dim) <= 128;
-  return config;
-}
-
-/// The TMA path's default tile, FlashAttention-3's for 16-bit inputs where
-/// it compiles without spills on sm_90a with setmaxnreg giving two consumer warpgroups 240
-/// registers a thread (tests/ops/test_attention_compile.cpp checks it): 128 x 176 up to
-/// head dim 128 (128 x 128 with a mask, where FlashAttention-3 takes 128 for causal and local);
-/// 128 x 112 up to 192 (96 with a window); 128 x 80 up to 256 (64 with a window). Up to head
-/// dim 64 FlashAttention-3 runs 192 x 128 on three warpgroups of 160 registers; ours spills
-/// 16-76 bytes there (ptxas, NVRTC 13.0), so 128 x 128 until a GPU says which is faster.
-/// Persistent (one CTA per SM walking the tiles) up to head dim 64, and to 128 with a mask;
-/// 2-CTA clusters sharing K and V from head dim 128 without a mask.
-/// Padded head dims count (96 runs as 128). nullopt where the head dim is outside the path or
-/// the tile outgrows `limit`.
-std::optional<ForwardConfig> tma_default(DType dtype, int head_dim, MaskKind mask, bool softcap,
-                                         int limit) {
-  const int padded = tma_forward_padded_head_dim(head_dim);
-  const bool masked = mask == MaskKind::window;
-  const int block_m = 128;
-  const int block_n = padded <= 64    ? 128
-                      : padded <= 128 ? (masked ? 128 : 176)
-                      : padded <= 192 ? (masked ? 96 : 112)
-                                      : (masked ? 64 : 80);
-  ForwardConfig config = tma_config(dtype, head_dim, mask, softcap, block_m, block_n);
-  // Persistent where ptxas keeps it in registers: its tile loop costs the main loop a few
-  // registers, and with the larger tiles it spills
-  // (bench/results/2026-11-26-tma-forward-pipeline.md).
-  config.persistent = padded <= 64 || (padded <= 128 && masked);
-  // 2-CTA clusters sharing K and V where FlashAttention-3 has them: head dims from 128,
-  // unmasked (plan_attention_forward runs the unclustered twin for an odd number of query
-  // blocks, as FlashAttention-3 does).
-  config.cluster = padded >= 128 && !masked && !config.persistent;
-  if (!config.valid() || config.shared_bytes() > limit) return std::nullopt;
-  return config;
 }
 
 }  // namespace
 
 bool ForwardConfig::valid() const {
   if (!dtype_supported(dtype)) return false;
-  if (path == ForwardPath::wide) return wide_config_valid(*this);
+  if (path == ForwardPath::wide) return wide_forward_config_valid(*this);
   if (head_dim_v != 0 || column_groups != 0 || values_in_keys) return false;  // the wide path's
   if (path != ForwardPath::tma && (overlap || pingpong || p_in_shared || persistent || cluster)) {
     return false;
@@ -253,60 +146,9 @@ bool runs_on(const ForwardConfig& config, const std::string& arch) {
 }
 
 std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind mask, bool softcap) {
-  std::vector<ForwardConfig> configs;
-  for (int block_m : space::kBlockM) {
-    for (int block_n : space::kBlockN) {
-      for (int warps : space::kWarps) {
-        for (int stages : space::kStages) {
-          for (bool q_in_registers : space::kQInRegisters) {
-            const ForwardConfig config{dtype,  head_dim, block_m, block_n,       warps,
-                                       stages, mask,     softcap, q_in_registers};
-            if (config.valid()) configs.push_back(config);
-          }
-        }
-      }
-    }
-  }
-  for (int block_m : {64, 128}) {
-    for (int block_n : {64, 128}) {
-      ForwardConfig config{dtype, head_dim, block_m, block_n, block_m / 16, 1, mask, softcap};
-      config.path = ForwardPath::wgmma;
-      if (config.valid()) configs.push_back(config);
-    }
-  }
-  // Three stages and the persistent schedule only with the overlapped schedules: the plain loop
-  // waits for each product, so loads further ahead cannot help it; persistent only with P in
-  // registers, whose configs are the ones that stay clear of spills.
-  const int padded = tma_forward_padded_head_dim(head_dim);
-  for (int block_m : kTmaBlockM) {
-    for (int block_n : kTmaBlockN) {
-      for (auto [overlap, pingpong] : {std::pair{false, false}, {true, false}, {true, true}}) {
-        for (int stages : kTmaStages) {
-          for (bool p_in_shared : {false, true}) {
-            for (bool persistent : {false, true}) {
-              for (bool cluster : {false, true}) {
-                if (stages > 2 && !overlap) continue;  // (persistent without overlap is invalid)
-                if (persistent && p_in_shared) continue;
-                // Clusters with FlashAttention-3's schedule (overlap, P in registers) from head
-                // dim 128, where it takes them: K and V tiles large enough for the halved
-                // reads to matter.
-                if (cluster && (!overlap || p_in_shared || padded < 128)) continue;
-                ForwardConfig config{
-                    dtype,  head_dim, block_m, block_n, tma_forward_threads(block_m) / 32,
-                    stages, mask,     softcap};
-                config.path = ForwardPath::tma;
-                config.overlap = overlap;
-                config.pingpong = pingpong;
-                config.p_in_shared = p_in_shared;
-                config.persistent = persistent;
-                config.cluster = cluster;
-                if (config.valid()) configs.push_back(config);
-              }
-            }
-          }
-        }
-      }
-    }
+  std::vector<ForwardConfig> configs = fa2_forward_configs(dtype, head_dim, mask, softcap);
+  for (ForwardConfig& config : hopper_forward_configs(dtype, head_dim, mask, softcap)) {
+    configs.push_back(config);
   }
   return configs;
 }
@@ -322,7 +164,7 @@ ForwardConfig default_config(DType dtype, int head_dim, MaskKind mask, bool soft
     // mma.sync path. First FlashAttention-3's structure (TMA), then the wgmma kernel with
     // cp.async loads: Br 128 (two warpgroups) by Bc 128 at head dims 64 and 128.
     if (allow_tma) {
-      if (auto tma = tma_default(dtype, head_dim, mask, softcap, limit)) return *tma;
+      if (auto tma = tma_default_config(dtype, head_dim, mask, softcap, limit)) return *tma;
     }
     ForwardConfig hopper{dtype, head_dim, 128, 128, 8, 1, mask, softcap};
     hopper.path = ForwardPath::wgmma;
@@ -355,76 +197,13 @@ ForwardConfig dense_modifiers_forward_config(DType dtype, const Attention& atten
   const bool softcap = attention.softcap > 0.0f;
   if (runs_wgmma(arch)) {
     check_attention_support(dtype, head_dim);
-    if (auto tma = tma_default(dtype, head_dim, mask, softcap, arch_shared_memory_limit(arch))) {
+    if (auto tma = tma_default_config(dtype, head_dim, mask, softcap, arch_shared_memory_limit(arch))) {
       // The kernel reads a block mask with one CTA a tile only.
       if (attention.block_mask.data != nullptr) tma->cluster = tma->persistent = false;
       return *tma;
     }
   }
   return modifiers_forward_config(dtype, head_dim, mask, softcap, arch);
-}
-
-ForwardConfig mma_sync_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
-                                      const std::string& arch, std::int64_t rows, bool inference) {
-  check_attention_support(dtype, head_dim);
-  const int limit = arch_shared_memory_limit(arch);
-  std::vector<TileShape> tiles = preferred_tiles(head_dim, arch, inference);
-  // A query block of 128 rows would be mostly empty: the 64-row tiles first.
-  if (rows <= 64) {
-    std::stable_partition(tiles.begin(), tiles.end(),
-                          [](const TileShape& tile) { return tile.block_m == 64; });
-  }
-  for (const TileShape& tile : tiles) {
-    ForwardConfig config{dtype, head_dim, tile.block_m, tile.block_n,       tile.warps,
-                         1,     mask,     softcap,      tile.q_in_registers};
-    if (!config.valid() || config.shared_bytes() > limit) continue;
-    // A second K/V stage overlaps the next tile's loads with this tile's math.
-    ForwardConfig pipelined = config;
-    pipelined.stages = 2;
-    return pipelined.valid() && pipelined.shared_bytes() <= limit ? pipelined : config;
-  }
-  // Unreachable with today's tables (the last preference fits 99 KB); kept so that the result
-  // stays valid if the space changes: the config with the least shared memory.
-  std::vector<ForwardConfig> configs = forward_configs(dtype, head_dim, mask, softcap);
-  std::erase_if(configs, [](const ForwardConfig& c) { return c.path != ForwardPath::mma_sync; });
-  return least_shared_memory(configs);
-}
-
-ForwardConfig wide_forward_config(DType dtype, int head_dim, int head_dim_v, MaskKind mask,
-                                  bool softcap, bool values_in_keys, const std::string& arch,
-                                  std::int64_t rows) {
-  if (!dtype_supported(dtype)) {
-    throw InvalidArgument("dtype",
-                          "is " + std::string(dtype_name(dtype)) + "; supported: f16, bf16");
-  }
-  const int limit = arch_shared_memory_limit(arch);
-  // (Br, column groups): 64 rows read each K block once for twice the rows; with at most 32
-  // to fill, 32 rows and four groups (half the registers a thread).
-  std::vector<std::pair<int, int>> shapes = {{64, 2}, {32, 4}};
-  if (rows <= 32) std::swap(shapes[0], shapes[1]);
-  int least = 0;  // the smallest shared memory among the valid configs, for the error
-  for (const bool in_keys : {values_in_keys, false}) {  // V in the keys needs two stages
-    for (const auto& [block_m, groups] : shapes) {
-      for (const int block_n : {64, 32}) {
-        for (const int stages : {2, 1}) {
-          ForwardConfig config{dtype,  head_dim, block_m, block_n, wide::warps(block_m, groups),
-                               stages, mask,     softcap};
-          config.path = ForwardPath::wide;
-          config.head_dim_v = head_dim_v;
-          config.column_groups = groups;
-          config.values_in_keys = in_keys;
-          if (!config.valid()) continue;
-          if (config.shared_bytes() <= limit) return config;
-          least = least == 0 ? config.shared_bytes() : std::min(least, config.shared_bytes());
-        }
-      }
-    }
-  }
-  throw InvalidArgument("attention.head_dim",
-                        "is " + std::to_string(head_dim) + " (head_dim_v " +
-                            std::to_string(head_dim_v) + "): its smallest tiles need " +
-                            std::to_string(least) + " bytes of shared memory, " + arch +
-                            " grants a block " + std::to_string(limit));
 }
 
 ForwardConfig default_forward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,

@@ -1,5 +1,5 @@
 // The forward kernels' names are built from their traits' arguments by name
-// (ops/attention/forward_kernels.hpp): each family's list must name the parameters of its traits
+// (ops/attention/forward_families.hpp): each family's list must name the parameters of its traits
 // type's declaration, in order, and every default it leaves out must be the declaration's own,
 // or the kernel the runtime compiles is not the one the spec describes.
 #include <doctest/doctest.h>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "attention/forward_kernels.hpp"
+#include "attention/forward_families.hpp"
 #include "common/template_arguments.hpp"
 #include "runtime/template_sources.hpp"
 

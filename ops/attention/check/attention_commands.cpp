@@ -258,6 +258,7 @@ OpCommands attention_commands() {
   };
   commands.tunes = {attention_tune(false, tune_flags), attention_tune(true, tune_flags),
                     decode_tune(tune_flags)};
+  commands.add_commands = {add_bench_command};
   return commands;
 }
 

@@ -60,4 +60,8 @@ int run_dense_attention(const RunContext& context, const AttentionRunFlags& flag
 int run_inference_attention(const RunContext& context, const AttentionRunFlags& flags,
                             bool backward);
 
+/// `flashjit bench` (attention_bench.cpp): times one attention op the way the autotuner does, or
+/// the time to a first result.
+Subcommand add_bench_command(CLI::App& app);
+
 }  // namespace flashjit::tools

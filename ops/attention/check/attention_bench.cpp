@@ -1,9 +1,10 @@
-// `flashjit bench`: times one attention op on random inputs on the GPU the way the autotuner
-// does (autotune::time_launches: warm-up, median of repeated runs, L2 flushed before each run)
-// and prints milliseconds and TFLOP/s; or, with --first-result, the time to the first result
-// of one forward call in this fresh process (with no GPU and --arch: the part of it that needs
-// no GPU, obtaining the kernel). Result lines start with a key and a number so that scripts
-// can grep them (bench/first_result.sh does).
+// `flashjit bench`, attention's own subcommand (OpCommands::add_commands): times one attention
+// op on random inputs on the GPU the way the autotuner does (autotune::time_launches: warm-up,
+// median of repeated runs, L2 flushed before each run) and prints milliseconds and TFLOP/s;
+// or, with --first-result, the time to the first result of one forward call in this fresh
+// process (with no GPU and --arch: the part of it that needs no GPU, obtaining the kernel).
+// Result lines start with a key and a number so that scripts can grep them
+// (bench/first_result.sh does).
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "attention/attention_calls.hpp"
 #include "attention/attention_forward.hpp"
 #include "attention/attention_tuning.hpp"
+#include "attention/check/attention_run.hpp"
 #include "autotune/timer.hpp"
 #include "autotune/tuning_state.hpp"
 #include "chosen_kernels.hpp"

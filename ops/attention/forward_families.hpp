@@ -1,0 +1,65 @@
+#pragma once
+// What each forward family gives the op's front (attention_forward.cpp): its configs, its
+// default, its validity beyond the shared rules, and its kernel by name (the template file, the
+// kernel function and its traits type's arguments by name). Each family writes its own in its
+// folder: fa2/fa2_forward.cpp, hopper/hopper_forward.cpp, wide/wide_forward.cpp. Internal to
+// ops/.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attention/attention_forward.hpp"
+#include "attention/modifiers/score_modifiers.hpp"
+#include "common/template_arguments.hpp"
+
+namespace flashjit::kernels {
+
+/// One forward kernel: `function<traits>` in `header`.
+struct ForwardKernel {
+  std::string header;    ///< "attention/fa2/forward_kernel.cuh", as NVRTC includes it
+  std::string function;  ///< "flashjit::attention_forward_kernel"
+  TemplateArguments traits;
+
+  std::string name_expression() const { return function + "<" + traits.expression() + ">"; }
+};
+
+/// FlashAttention-2's valid configs for (dtype, head_dim, mask, softcap): by Br, then Bc, warps,
+/// stages and Q in registers, ascending.
+std::vector<ForwardConfig> fa2_forward_configs(DType dtype, int head_dim, MaskKind mask,
+                                               bool softcap);
+/// The Hopper paths' valid configs (sm_90a only: see runs_on): the wgmma forward's, then the
+/// TMA forward's schedules, stages, P's place, persistence and clusters.
+std::vector<ForwardConfig> hopper_forward_configs(DType dtype, int head_dim, MaskKind mask,
+                                                  bool softcap);
+/// The TMA path's default tile and schedule for (dtype, head_dim, mask, softcap), or nullopt
+/// where the head dim is outside the path or the tile needs more than `limit` bytes of shared
+/// memory.
+std::optional<ForwardConfig> tma_default_config(DType dtype, int head_dim, MaskKind mask,
+                                                bool softcap, int limit);
+/// The TMA forward's part of a launch whose grid is one CTA per (query block, head, batch):
+/// its tensor maps, and the grid as the kernel's tiles, one CTA each (in clusters, whole
+/// clusters of them) or, persistent, at most one CTA per SM of `device`.
+void add_tma_forward_launch(ForwardLaunch& launch, const ForwardConfig& config,
+                            const Attention& attention, const DeviceInfo& device);
+/// The wide path's part of ForwardConfig::valid.
+bool wide_forward_config_valid(const ForwardConfig& config);
+
+/// The forward kernel of `config`'s path (attention_forward.cpp).
+ForwardKernel forward_kernel(const ForwardConfig& config, const ScoreModifiers& modifiers);
+
+/// The SequenceLayout of an inference config (attention/parts/sequence_layout.cuh).
+TemplateArguments sequence_layout_arguments(const ForwardConfig& config);
+
+/// FlashAttention-2's forward (mma.sync): attention/fa2/forward_kernel.cuh.
+ForwardKernel fa2_forward_kernel(const ForwardConfig& config, const ScoreModifiers& modifiers);
+/// The warp-specialized TMA forward, clustered or not: attention/hopper/tma_forward_kernel.cuh.
+ForwardKernel tma_forward_kernel(const ForwardConfig& config, const ScoreModifiers& modifiers);
+/// The first wgmma forward: attention/hopper/wgmma_forward_kernel.cuh.
+ForwardKernel wgmma_forward_kernel(const ForwardConfig& config);
+/// The wide-head forward: attention/wide/wide_forward_kernel.cuh.
+ForwardKernel wide_forward_kernel(const ForwardConfig& config);
+
+/// The flashjit::MaskKind enumerator of `mask` as a template argument.
+std::string mask_argument(MaskKind mask);
+
+}  // namespace flashjit::kernels

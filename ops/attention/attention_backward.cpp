@@ -9,6 +9,7 @@
 #include "attention/attention_calls.hpp"
 #include "attention/attention_common.hpp"
 #include "attention/attention_tuning.hpp"
+#include "attention/backward_families.hpp"
 #include "attention/hopper/attention_forward_tma.hpp"
 #include "attention/hopper/tma_backward_space.cuh"
 #include "attention/modifiers/attention_captures.hpp"
@@ -43,10 +44,6 @@ std::vector<QueryBlockTile> preferred_query_tiles(int head_dim, bool softcap) {
   return {{32, 32, 2}};
 }
 
-std::string mask_type(MaskKind mask) {
-  return std::string("flashjit::MaskKind::") + (mask == MaskKind::window ? "window" : "none");
-}
-
 /// The traits of a main kernel's readable name: the config's dtype, mask and softcap, then the
 /// kernel's tile.
 std::vector<std::string> tile_traits(const BackwardConfig& config, int block_m, int block_n,
@@ -77,52 +74,27 @@ detail::KernelSpec backward_spec(const std::string& arch, const std::string& rol
   return spec;
 }
 
-/// The traits' last arguments for `modifiers` (none without them): the varlen flag, spelled out
-/// because it has a default, then the modifiers' struct; `prelude` becomes its definition.
-std::string modifier_arguments(const BackwardConfig& config, const ScoreModifiers& modifiers,
-                               std::string& prelude) {
-  if (modifiers.empty()) return config.varlen ? ", true" : "";
-  prelude = modifiers.definition();
-  return std::string(config.varlen ? ", true, " : ", false, ") + modifiers.type_name();
-}
-
 /// The dK/dV kernel's spec: the mma.sync kernel's, or with BackwardConfig::tma the Hopper one's.
 detail::KernelSpec dkdv_spec(const BackwardConfig& config, const std::string& arch,
                              const ScoreModifiers& modifiers) {
   const KeyBlockTile& t = config.key;
-  const bool atomic_dq = !config.deterministic;
   std::vector<std::string> traits = tile_traits(config, t.block_m, t.block_n, t.warps);
   traits.push_back(detail::trait("s", t.stages));
-  const std::string element =
-      template_element(config.dtype) + ", " + std::to_string(config.head_dim) + ", ";
-  const std::string mask_and_softcap =
-      mask_type(config.mask) + ", " + (config.softcap ? "true" : "false");
-  std::string header, kernel, prelude;
   if (config.tma) {
     traits.push_back("tma");
     if (config.deterministic) traits.push_back("deterministic");
-    if (config.varlen) traits.push_back("varlen");
-    header = "attention/hopper/tma_backward_kernel.cuh";
-    kernel = "flashjit::attention_backward_tma_kernel<flashjit::TmaBackwardTraits<" + element +
-             std::to_string(t.block_n) + ", " + mask_and_softcap + ", " + std::to_string(t.stages) +
-             ", " + (config.deterministic ? "true" : "false") + ", " +
-             (config.varlen ? "true" : "false") + ", " + (config.shared_keys() ? "true" : "false") +
-             (modifiers.empty() ? "" : ", " + modifiers.type_name()) + ">>";
-    prelude = modifiers.definition();
-  } else {
-    if (atomic_dq) traits.push_back("atomic_dq");
-    if (config.varlen) traits.push_back("varlen");
-    header = "attention/fa2/backward_dkdv_kernel.cuh";
-    kernel = "flashjit::attention_backward_dkdv_kernel<flashjit::BackwardKeyTraits<" + element +
-             std::to_string(t.block_m) + ", " + std::to_string(t.block_n) + ", " +
-             std::to_string(t.warps) + ", " + std::to_string(t.stages) + ", " + mask_and_softcap +
-             ", " + (atomic_dq ? "true" : "false") +
-             modifier_arguments(config, modifiers, prelude) + ">>";
+  } else if (!config.deterministic) {
+    traits.push_back("atomic_dq");
   }
+  if (config.varlen) traits.push_back("varlen");
   if (!modifiers.empty()) traits.push_back("mod" + modifiers.digest().substr(0, 8));
-  detail::KernelSpec spec =
-      backward_spec(arch, "dkdv", header, kernel, config.head_dim, std::move(traits));
-  spec.prelude = std::move(prelude);
+  const BackwardKernel kernel =
+      config.tma ? tma_dkdv_kernel(config, modifiers) : fa2_dkdv_kernel(config, modifiers);
+  detail::KernelSpec spec = backward_spec(arch, "dkdv", kernel.header, kernel.name_expression(),
+                                          config.head_dim, std::move(traits));
+  // The modifiers' struct is defined before the kernel's header (the TMA form always asks, so
+  // an empty one is an empty prelude).
+  if (config.tma || !modifiers.empty()) spec.prelude = modifiers.definition();
   spec.threads = t.warps * 32;
   spec.dynamic_shared_bytes = config.key_shared_bytes();
   return spec;
@@ -134,17 +106,10 @@ detail::KernelSpec dq_spec(const BackwardConfig& config, const std::string& arch
   std::vector<std::string> traits = tile_traits(config, t.block_m, t.block_n, t.warps);
   if (config.varlen) traits.push_back("varlen");
   if (!modifiers.empty()) traits.push_back("mod" + modifiers.digest().substr(0, 8));
-  std::string prelude;
-  const std::string type = "flashjit::BackwardQueryTraits<" + template_element(config.dtype) +
-                           ", " + std::to_string(config.head_dim) + ", " +
-                           std::to_string(t.block_m) + ", " + std::to_string(t.block_n) + ", " +
-                           std::to_string(t.warps) + ", " + mask_type(config.mask) + ", " +
-                           (config.softcap ? "true" : "false") +
-                           modifier_arguments(config, modifiers, prelude) + ">";
-  detail::KernelSpec spec = backward_spec(arch, "dq", "attention/fa2/backward_dq_kernel.cuh",
-                                          "flashjit::attention_backward_dq_kernel<" + type + ">",
+  const BackwardKernel kernel = fa2_dq_kernel(config, modifiers);
+  detail::KernelSpec spec = backward_spec(arch, "dq", kernel.header, kernel.name_expression(),
                                           config.head_dim, std::move(traits));
-  spec.prelude = std::move(prelude);
+  if (!modifiers.empty()) spec.prelude = modifiers.definition();
   spec.threads = t.warps * 32;
   spec.dynamic_shared_bytes = config.query_shared_bytes();
   return spec;
@@ -159,12 +124,9 @@ detail::KernelSpec row_kernel_spec(DType dtype, bool varlen, const std::string& 
   std::vector<std::string> traits = {std::string(dtype_name(dtype))};
   if (varlen) traits.push_back("varlen");
   if (permuted) traits.push_back("permuted");
-  std::string arguments = template_element(dtype);
-  if (varlen || permuted) arguments += varlen ? ", true" : ", false";
-  if (permuted) arguments += ", true";
-  detail::KernelSpec spec = backward_spec(
-      arch, role, "attention/fa2/backward_" + kernel + ".cuh",
-      "flashjit::attention_backward_" + kernel + "<" + arguments + ">", 0, std::move(traits));
+  const BackwardKernel row = fa2_row_kernel(kernel, dtype, varlen, permuted);
+  detail::KernelSpec spec =
+      backward_spec(arch, role, row.header, row.name_expression(), 0, std::move(traits));
   spec.threads = kDeltaRowsPerBlock * 32;  // one warp per row
   return spec;
 }

@@ -15,13 +15,7 @@
 namespace flashjit::kernels {
 
 /// One forward kernel: `function<traits>` in `header`.
-struct ForwardKernel {
-  std::string header;    ///< "attention/fa2/forward_kernel.cuh", as NVRTC includes it
-  std::string function;  ///< "flashjit::attention_forward_kernel"
-  TemplateArguments traits;
-
-  std::string name_expression() const { return function + "<" + traits.expression() + ">"; }
-};
+using ForwardKernel = KernelTemplate;
 
 /// FlashAttention-2's valid configs for (dtype, head_dim, mask, softcap): by Br, then Bc, warps,
 /// stages and Q in registers, ascending.

@@ -52,4 +52,18 @@ class TemplateArguments {
   std::vector<Argument> arguments_;
 };
 
+/// A kernel as a spec names it: `function<traits>` in `header`; or, where `function` is empty,
+/// the function template `traits` itself names, instantiated with its own arguments.
+struct KernelTemplate {
+  std::string header;    ///< "attention/fa2/forward_kernel.cuh", as NVRTC includes it
+  std::string function;  ///< "flashjit::attention_forward_kernel", or empty (above)
+  TemplateArguments traits;
+
+  /// The spec's name expression ("flashjit::attention_forward_kernel<flashjit::ForwardTraits<
+  /// ...>>").
+  std::string name_expression() const {
+    return function.empty() ? traits.expression() : function + "<" + traits.expression() + ">";
+  }
+};
+
 }  // namespace flashjit::kernels

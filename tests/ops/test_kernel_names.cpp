@@ -1,13 +1,15 @@
-// The forward kernels' names are built from their traits' arguments by name
-// (ops/attention/forward_families.hpp): each family's list must name the parameters of its traits
-// type's declaration, in order, and every default it leaves out must be the declaration's own,
-// or the kernel the runtime compiles is not the one the spec describes.
+// The attention kernels' names are built from their traits' arguments by name
+// (ops/attention/forward_families.hpp, backward_families.hpp): each family's list must name the
+// parameters of its traits type's declaration, in order, and every default it leaves out must
+// be the declaration's own, or the kernel the runtime compiles is not the one the spec
+// describes.
 #include <doctest/doctest.h>
 
 #include <regex>
 #include <string>
 #include <vector>
 
+#include "attention/backward_families.hpp"
 #include "attention/forward_families.hpp"
 #include "common/template_arguments.hpp"
 #include "runtime/template_sources.hpp"
@@ -86,6 +88,27 @@ TEST_CASE("each forward family names its traits' parameters as their declaration
   wide.head_dim_v = 512;
   check_against_declaration(forward_kernel(wide, {}).traits,
                             "attention/wide/wide_forward_traits.cuh", "WideForwardTraits");
+}
+
+TEST_CASE("each backward family names its traits' parameters as their declaration does") {
+  BackwardConfig fa2;
+  fa2.dtype = DType::bf16;
+  fa2.head_dim = 64;
+  fa2.deterministic = true;
+  fa2.varlen = true;
+  check_against_declaration(fa2_dkdv_kernel(fa2, {}).traits, "attention/fa2/backward_traits.cuh",
+                            "BackwardKeyTraits");
+  check_against_declaration(fa2_dq_kernel(fa2, {}).traits, "attention/fa2/backward_traits.cuh",
+                            "BackwardQueryTraits");
+  BackwardConfig tma = fa2;
+  tma.tma = true;
+  check_against_declaration(tma_dkdv_kernel(tma, {}).traits,
+                            "attention/hopper/tma_backward_traits.cuh", "TmaBackwardTraits");
+  // The per-row kernels are function templates of their own arguments.
+  CHECK(fa2_row_kernel("dq_convert_kernel", DType::f16, false, true).name_expression() ==
+        "flashjit::attention_backward_dq_convert_kernel<flashjit::half_t, false, true>");
+  CHECK(fa2_row_kernel("delta_kernel", DType::bf16, false, false).name_expression() ==
+        "flashjit::attention_backward_delta_kernel<flashjit::bfloat16_t>");
 }
 
 TEST_CASE("template arguments leave out the trailing defaults, as the built-in instances do") {

@@ -56,4 +56,13 @@ ForwardKernel wide_forward_kernel(const ForwardConfig& config);
 /// The flashjit::MaskKind enumerator of `mask` as a template argument.
 std::string mask_argument(MaskKind mask);
 
+/// The default of the traits' Modifiers_ parameter, and the traits' Layout_'s.
+inline constexpr const char* kNoModifiers = "flashjit::NoModifiers";
+inline constexpr const char* kDenseLayout = "flashjit::DenseLayout";
+/// `modifiers`' struct as the traits' Modifiers_ argument (kNoModifiers without any).
+std::string modifiers_argument(const ScoreModifiers& modifiers);
+/// `config`'s sequence layout as the traits' Layout_ argument: its SequenceLayout, or
+/// kDenseLayout without an inference layout.
+std::string layout_argument(const ForwardConfig& config);
+
 }  // namespace flashjit::kernels

@@ -5,16 +5,6 @@
 #include "attention/forward_families.hpp"
 
 namespace flashjit::kernels {
-namespace {
-
-const char* const kUnmodified = "flashjit::NoModifiers";
-
-/// The modifiers' struct as the traits' last argument (its default when there are none).
-std::string modifiers_argument(const ScoreModifiers& modifiers) {
-  return modifiers.empty() ? kUnmodified : modifiers.type_name();
-}
-
-}  // namespace
 
 BackwardKernel fa2_dkdv_kernel(const BackwardConfig& config, const ScoreModifiers& modifiers) {
   const KeyBlockTile& t = config.key;
@@ -31,7 +21,7 @@ BackwardKernel fa2_dkdv_kernel(const BackwardConfig& config, const ScoreModifier
       .add("Softcap", config.softcap)
       .add("AtomicDq", !config.deterministic)
       .add("Varlen", config.varlen, false)
-      .add("Modifiers_", modifiers_argument(modifiers), kUnmodified);
+      .add("Modifiers_", modifiers_argument(modifiers), kNoModifiers);
   return kernel;
 }
 
@@ -48,7 +38,7 @@ BackwardKernel fa2_dq_kernel(const BackwardConfig& config, const ScoreModifiers&
       .add("Mask", mask_argument(config.mask))
       .add("Softcap", config.softcap)
       .add("Varlen", config.varlen, false)
-      .add("Modifiers_", modifiers_argument(modifiers), kUnmodified);
+      .add("Modifiers_", modifiers_argument(modifiers), kNoModifiers);
   return kernel;
 }
 

@@ -112,9 +112,15 @@ TemplateArguments sequence_layout_arguments(const ForwardConfig& config) {
   return layout;
 }
 
+std::string modifiers_argument(const ScoreModifiers& modifiers) {
+  return modifiers.empty() ? kNoModifiers : modifiers.type_name();
+}
+
+std::string layout_argument(const ForwardConfig& config) {
+  return config.inference_layout() ? sequence_layout_arguments(config).expression() : kDenseLayout;
+}
+
 ForwardKernel fa2_forward_kernel(const ForwardConfig& config, const ScoreModifiers& modifiers) {
-  const std::string dense = "flashjit::DenseLayout";
-  const std::string unmodified = "flashjit::NoModifiers";
   ForwardKernel kernel{"attention/fa2/forward_kernel.cuh", "flashjit::attention_forward_kernel",
                        TemplateArguments("flashjit::ForwardTraits")};
   kernel.traits.add("Element_", template_element(config.dtype))
@@ -126,10 +132,8 @@ ForwardKernel fa2_forward_kernel(const ForwardConfig& config, const ScoreModifie
       .add("Mask", mask_argument(config.mask))
       .add("Softcap", config.softcap)
       .add("QInRegisters", config.q_in_registers)
-      .add("Layout_",
-           config.inference_layout() ? sequence_layout_arguments(config).expression() : dense,
-           dense)
-      .add("Modifiers_", modifiers.empty() ? unmodified : modifiers.type_name(), unmodified);
+      .add("Layout_", layout_argument(config), kDenseLayout)
+      .add("Modifiers_", modifiers_argument(modifiers), kNoModifiers);
   return kernel;
 }
 

@@ -7,7 +7,6 @@
 namespace flashjit::kernels {
 
 BackwardKernel tma_dkdv_kernel(const BackwardConfig& config, const ScoreModifiers& modifiers) {
-  const std::string unmodified = "flashjit::NoModifiers";
   BackwardKernel kernel{"attention/hopper/tma_backward_kernel.cuh",
                         "flashjit::attention_backward_tma_kernel",
                         TemplateArguments("flashjit::TmaBackwardTraits")};
@@ -22,7 +21,7 @@ BackwardKernel tma_dkdv_kernel(const BackwardConfig& config, const ScoreModifier
       .add("Deterministic", config.deterministic)
       .add("Varlen", config.varlen)
       .add("SharedKeys", config.shared_keys())
-      .add("Modifiers_", modifiers.empty() ? unmodified : modifiers.type_name(), unmodified);
+      .add("Modifiers_", modifiers_argument(modifiers), kNoModifiers);
   return kernel;
 }
 

@@ -121,7 +121,6 @@ std::vector<ForwardConfig> hopper_forward_configs(DType dtype, int head_dim, Mas
 }
 
 ForwardKernel tma_forward_kernel(const ForwardConfig& config, const ScoreModifiers& modifiers) {
-  const std::string unmodified = "flashjit::NoModifiers";
   ForwardKernel kernel{"attention/hopper/tma_forward_kernel.cuh",
                        config.cluster ? "flashjit::attention_forward_tma_cluster_kernel"
                                       : "flashjit::attention_forward_tma_kernel",
@@ -141,7 +140,7 @@ ForwardKernel tma_forward_kernel(const ForwardConfig& config, const ScoreModifie
       .add("Persistent", config.persistent)
       .add("Varlen", config.varlen, false)
       .add("ClusterBlocks", config.cluster ? 2 : 1, 1)
-      .add("Modifiers_", modifiers.empty() ? unmodified : modifiers.type_name(), unmodified)
+      .add("Modifiers_", modifiers_argument(modifiers), kNoModifiers)
       .add("KvE4m3", config.kv_e4m3, false);
   return kernel;
 }

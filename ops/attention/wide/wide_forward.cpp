@@ -59,7 +59,6 @@ ForwardConfig wide_forward_config(DType dtype, int head_dim, int head_dim_v, Mas
 }
 
 ForwardKernel wide_forward_kernel(const ForwardConfig& config) {
-  const std::string dense = "flashjit::DenseLayout";
   ForwardKernel kernel{"attention/wide/wide_forward_kernel.cuh",
                        "flashjit::attention_forward_wide_kernel",
                        TemplateArguments("flashjit::WideForwardTraits")};
@@ -73,9 +72,7 @@ ForwardKernel wide_forward_kernel(const ForwardConfig& config) {
       .add("Mask", mask_argument(config.mask))
       .add("Softcap", config.softcap)
       .add("ValuesInKeys", config.values_in_keys)
-      .add("Layout_",
-           config.inference_layout() ? sequence_layout_arguments(config).expression() : dense,
-           dense);
+      .add("Layout_", layout_argument(config), kDenseLayout);
   return kernel;
 }
 

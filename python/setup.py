@@ -1,5 +1,6 @@
 """Builds libflashjit.so with the project's CMake build and puts it inside the package, with
-the emulator's archive, which the CPU emulator links the kernels it compiles on first use to.
+the emulator's archive, which the CPU emulator links the kernels it compiles on first use to,
+and the C API's header flashjit_c.h, which the package reads its ctypes face from.
 
 The library is built in FLASHJIT_CMAKE_BUILD_DIR when that names a configured build folder of
 this repository (absolute, or relative to the repository's root; CI reuses the folder its test
@@ -45,15 +46,16 @@ def build_library() -> list:
 
 
 class BuildWithLibrary(build_py):
-    """build_py that first builds the libraries and copies them into the built package."""
+    """build_py that first builds the libraries and copies them into the built package, with
+    the C API's header, from which the package builds its ctypes face at import."""
 
     def run(self):
-        libraries = build_library()
+        files = build_library() + [os.path.join(REPO, "include", "flashjit", "flashjit_c.h")]
         super().run()
         target = os.path.join(self.build_lib, "flashjit")
         os.makedirs(target, exist_ok=True)
-        for library in libraries:
-            shutil.copyfile(library, os.path.join(target, os.path.basename(library)))
+        for file in files:
+            shutil.copyfile(file, os.path.join(target, os.path.basename(file)))
 
 
 class BinaryDistribution(Distribution):

@@ -46,7 +46,7 @@ class Options:
         """The options of flags()'s tuple."""
         return Options(causal, (window_left, window_right), softcap, scale, deterministic)
 
-    def fill(self, a: _capi.AttentionOptions) -> None:
+    def fill(self, a: _capi.flashjit_attention) -> None:
         a.causal = int(bool(self.causal))
         a.window_left, a.window_right = (int(w) for w in self.window)
         if self.scale is not None and not self.scale > 0:
@@ -88,19 +88,19 @@ def capture_inputs(options, grads=None) -> dict:
     return inputs
 
 
-def bind_captures(a: _capi.AttentionOptions, launch: Launch, options, grads=None) -> None:
+def bind_captures(a: _capi.flashjit_attention, launch: Launch, options, grads=None) -> None:
     """Points a.captures at the launch's views of the captures (kept alive by the launch), with
     the gradients of those in `grads` (written back by launch.write_back())."""
     if not options.captures:
         return
-    entries = (_capi.Capture * len(options.captures))()
+    entries = (_capi.flashjit_capture * len(options.captures))()
     for entry, (name, _) in zip(entries, options.captures):
         entry.name = name.encode()
         entry.tensor = launch.input(f"captures.{name}")
         if grads and name in grads:
             entry.grad = _capi.pointer(launch.updated(f"capture_grads.{name}"))
     launch._keep.append(entries)
-    a.captures = ctypes.cast(entries, ctypes.c_void_p)
+    a.captures = ctypes.cast(entries, ctypes.POINTER(_capi.flashjit_capture))
     a.num_captures = len(options.captures)
 
 
@@ -114,9 +114,9 @@ def shape_of(name: str, x, rank: int, layout: str):
 
 
 def call_options(options: Options, batch, heads_q, heads_kv, seqlen_q, seqlen_k,
-                 head_dim) -> _capi.AttentionOptions:
+                 head_dim) -> _capi.flashjit_attention:
     """The C API's flashjit_attention for a call of these sizes with `options`."""
-    a = _capi.AttentionOptions()
+    a = _capi.flashjit_attention()
     _capi.library().flashjit_attention_init(ctypes.byref(a))
     a.batch, a.heads_q, a.heads_kv = int(batch), int(heads_q), int(heads_kv)
     a.seqlen_q, a.seqlen_k, a.head_dim = int(seqlen_q), int(seqlen_k), int(head_dim)
@@ -144,10 +144,10 @@ def int32_full(like, count: int, value: int):
     return np.full((count,), value, dtype=np.int32)
 
 
-def sequences_of(launch: Launch, splits: int = 0, **arrays) -> _capi.Sequences:
+def sequences_of(launch: Launch, splits: int = 0, **arrays) -> _capi.flashjit_sequences:
     """The C API's Sequences with each field in `arrays` (field = launch input name) pointing at
     that input's view, and `splits` split-KV blocks (0: the library chooses)."""
-    sequences = _capi.Sequences()
+    sequences = _capi.flashjit_sequences()
     _capi.library().flashjit_sequences_init(ctypes.byref(sequences))
     for field, name in arrays.items():
         setattr(sequences, field, _capi.pointer(launch.input(name)))

@@ -18,11 +18,11 @@ class Runtime:
 
     def __init__(self, emulated: bool, device: int = 0):
         lib = _capi.library()
-        options = _capi.RuntimeOptions()
+        options = _capi.flashjit_runtime_options()
         lib.flashjit_runtime_options_init(ctypes.byref(options))
         options.device = device
         if emulated:
-            options.backend = _capi.BACKEND_EMULATOR
+            options.backend = _capi.FLASHJIT_BACKEND_EMULATOR
             arch = os.environ.get("FLASHJIT_EMULATED_ARCH")
             options.emulated_arch = arch.encode() if arch else None
         handle = ctypes.c_void_p()

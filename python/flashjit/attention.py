@@ -17,7 +17,7 @@ except ImportError:  # pragma: no cover
     torch = None
 
 
-def _dense_options(q, k, v, options: Options) -> _capi.AttentionOptions:
+def _dense_options(q, k, v, options: Options) -> _capi.flashjit_attention:
     layout = "[batch, seqlen, heads, head_dim]"
     b, sq, hq, d = shape_of("q", q, 4, layout)
     _, sk, hk, _ = shape_of("k", k, 4, layout)

@@ -14,7 +14,7 @@ except ImportError:  # pragma: no cover
     torch = None
 
 
-def _options(q, k, decay, mask, scale) -> _capi.MultiScaleOptions:
+def _options(q, k, decay, mask, scale) -> _capi.flashjit_multiscale_attention:
     layout = "[batch, seqlen, heads, head_dim]"
     for name, x in (("q", q), ("k", k)):
         dtype_name(name, x)
@@ -25,12 +25,13 @@ def _options(q, k, decay, mask, scale) -> _capi.MultiScaleOptions:
                          "([heads_q, seqlen_q, seqlen_k])")
     if scale is not None and not scale > 0:
         raise ValueError(f"'scale' must be positive (or None for 1/sqrt(head_dim)), not {scale!r}")
-    options = _capi.MultiScaleOptions()
+    options = _capi.flashjit_multiscale_attention()
     _capi.library().flashjit_multiscale_attention_init(ctypes.byref(options))
     options.batch, options.seqlen_q, options.heads_q, options.head_dim = (int(s) for s in q.shape)
     options.seqlen_k, options.heads_kv = int(k.shape[1]), int(k.shape[2])
     options.scale = 0.0 if scale is None else float(scale)
-    options.mask = _capi.MULTISCALE_DECAY if decay is not None else _capi.MULTISCALE_TENSOR
+    options.mask = (_capi.FLASHJIT_MULTISCALE_DECAY if decay is not None
+                    else _capi.FLASHJIT_MULTISCALE_TENSOR)
     if decay is not None and tuple(decay.shape) != (options.heads_q,):
         # The C API names this argument 'mask'; the caller passed it as 'decay'.
         raise ValueError(f"'decay' must be [heads_q] = [{options.heads_q}], not shape "

@@ -16,8 +16,8 @@ except ImportError:  # pragma: no cover
     torch = None
 
 
-def _options(epsilon: float, rms: bool) -> _capi.LayerNormOptions:
-    options = _capi.LayerNormOptions()
+def _options(epsilon: float, rms: bool) -> _capi.flashjit_layer_norm:
+    options = _capi.flashjit_layer_norm()
     _capi.library().flashjit_layer_norm_init(ctypes.byref(options))
     if not epsilon > 0:
         raise ValueError(f"'eps' must be positive, not {epsilon!r}")

@@ -26,8 +26,10 @@ install(TARGETS ${flashjit_install_targets} EXPORT flashjitTargets
         LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}"
         INCLUDES DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
 install(TARGETS flashjit_cli RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
-install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/flashjit"
-        DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}" FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp")
+foreach(include_dir IN LISTS FLASHJIT_PUBLIC_INCLUDE_DIRS)
+  install(DIRECTORY "${include_dir}/flashjit"
+          DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}" FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp")
+endforeach()
 install(FILES "${PROJECT_BINARY_DIR}/include/flashjit/version.hpp"
         DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/flashjit")
 

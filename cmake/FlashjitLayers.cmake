@@ -24,19 +24,28 @@ endfunction()
 # reach the ops beside it.
 flashjit_layer_include_dir(FLASHJIT_TILE_INCLUDE_DIR tile ops/tile)
 
+# The public include folders: include/ (the facade's headers and the shared types) and each op's
+# include/ (ops/<op>/include/flashjit/<op>.hpp: the op's own public types), installed together
+# as one include/flashjit/.
+file(GLOB FLASHJIT_OP_INCLUDE_DIRS LIST_DIRECTORIES true CONFIGURE_DEPENDS
+     "${PROJECT_SOURCE_DIR}/ops/*/include")
+set(FLASHJIT_PUBLIC_INCLUDE_DIRS "${PROJECT_SOURCE_DIR}/include" ${FLASHJIT_OP_INCLUDE_DIRS})
+
 # flashjit_public_types: the public headers of plain types every layer may use (errors, dtypes,
-# tensor views, device info, ...). The facade's headers (runtime.hpp, flashjit.hpp, the C API)
-# are left out, so no layer below the facade can include them; every other header under
-# include/flashjit/ is a type header, so an op's new public header needs no line here.
-file(GLOB FLASHJIT_PUBLIC_TYPE_HEADERS CONFIGURE_DEPENDS RELATIVE
-     "${PROJECT_SOURCE_DIR}/include/flashjit" "${PROJECT_SOURCE_DIR}/include/flashjit/*.hpp")
-list(REMOVE_ITEM FLASHJIT_PUBLIC_TYPE_HEADERS runtime.hpp flashjit.hpp)
+# tensor views, device info, an op's call description, ...). The facade's headers (runtime.hpp,
+# flashjit.hpp, the C API) are left out, so no layer below the facade can include them; every
+# other public header is a type header, so an op's new public header needs no line here.
 set(flashjit_types_root "${PROJECT_BINARY_DIR}/layers/types")
 file(REMOVE_RECURSE "${flashjit_types_root}")
 file(MAKE_DIRECTORY "${flashjit_types_root}/flashjit")
-foreach(header IN LISTS FLASHJIT_PUBLIC_TYPE_HEADERS)
-  file(CREATE_LINK "${PROJECT_SOURCE_DIR}/include/flashjit/${header}"
-       "${flashjit_types_root}/flashjit/${header}" SYMBOLIC)
+foreach(include_dir IN LISTS FLASHJIT_PUBLIC_INCLUDE_DIRS)
+  file(GLOB headers CONFIGURE_DEPENDS RELATIVE "${include_dir}/flashjit"
+       "${include_dir}/flashjit/*.hpp")
+  list(REMOVE_ITEM headers runtime.hpp flashjit.hpp)
+  foreach(header IN LISTS headers)
+    file(CREATE_LINK "${include_dir}/flashjit/${header}"
+         "${flashjit_types_root}/flashjit/${header}" SYMBOLIC)
+  endforeach()
 endforeach()
 file(CREATE_LINK "${PROJECT_BINARY_DIR}/include/flashjit/version.hpp"
      "${flashjit_types_root}/flashjit/version.hpp" SYMBOLIC)

@@ -1,18 +1,13 @@
 #include "chosen_kernels.hpp"
 
 #include "api/runtime_parts.hpp"
-#include "attention/attention_backward.hpp"
-#include "attention/attention_forward.hpp"
-#include "attention/attention_tuning.hpp"
 #include "autotune/tuning_state.hpp"
 #include "flashjit/error.hpp"
 
 namespace flashjit::tools {
 
-namespace {
-
-std::string kernels_of(Runtime& runtime, const autotune::TuningProblem& problem,
-                       const std::optional<autotune::TunedConfig>& named) {
+std::string chosen_kernels(Runtime& runtime, const autotune::TuningProblem& problem,
+                           const std::optional<autotune::TunedConfig>& named) {
   const std::string arch = runtime.device().arch();
   const autotune::TunedConfig chosen =
       named ? *named : autotune::choose_config(detail::tuning_of(runtime), problem);
@@ -23,19 +18,6 @@ std::string kernels_of(Runtime& runtime, const autotune::TuningProblem& problem,
   if (named) return names + " (--config)";
   const bool tuned = chosen != problem.default_config(arch);
   return names + (tuned ? " (tuned: from the tuning database)" : " (heuristic default)");
-}
-
-}  // namespace
-
-std::string chosen_kernels(Runtime& runtime, const Attention& attention, DType dtype, bool backward,
-                           const std::optional<autotune::TunedConfig>& named) {
-  // With score or mask modifiers the problem's kernels have them compiled in, and its key
-  // names them.
-  return kernels_of(runtime, kernels::AttentionProblem(backward, dtype, attention), named);
-}
-
-std::string chosen_kernels(Runtime& runtime, const autotune::TuningProblem& problem) {
-  return kernels_of(runtime, problem, std::nullopt);
 }
 
 autotune::TunedConfig named_config(const autotune::TuningProblem& problem, const std::string& name,

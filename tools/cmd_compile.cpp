@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "attention/attention_forward.hpp"
 #include "autotune/candidates.hpp"
 #include "commands.hpp"
 #include "common/op_registry.hpp"
@@ -17,6 +16,7 @@
 #include "format.hpp"
 #include "runtime/compiler.hpp"
 #include "runtime/kernel_cache.hpp"
+#include "runtime/kernel_spec.hpp"
 #include "runtime/parallel.hpp"
 
 namespace flashjit::tools {
@@ -110,7 +110,7 @@ void print_line(const detail::KernelSpec& spec, const detail::CacheEntry& entry,
   const detail::ResourceUsage& r = entry.kernel.resources;
   const int shared = r.static_shared_bytes + spec.dynamic_shared_bytes;
   const int ctas = autotune::blocks_per_sm(r.registers, spec.threads, shared,
-                                           kernels::arch_shared_memory_limit(spec.arch), spec.arch);
+                                           detail::arch_shared_memory_limit(spec.arch), spec.arch);
   std::printf("%-*s %-7s regs %3d  spill %4d B  smem %9s  ctas/SM %2d  %s\n", width,
               entry.display_name.c_str(), entry.arch.c_str(), r.registers, r.spill_bytes(),
               format_bytes(static_cast<std::uintmax_t>(shared)).c_str(), ctas, outcome);

@@ -18,8 +18,8 @@ WorkCounters summed(const std::vector<KernelWork>& work, const std::string& pref
 }
 
 json site_json(const MemorySite& s) {
-  json j = {{"site", s.site}, {"instruction", s.instruction}, {"kind", s.kind},
-            {"requests", s.requests}};
+  json j = {
+      {"site", s.site}, {"instruction", s.instruction}, {"kind", s.kind}, {"requests", s.requests}};
   if (s.kind != "global_load" && s.kind != "global_store") {
     j["wavefronts"] = s.wavefronts;
     j["ideal_wavefronts"] = s.ideal_wavefronts;
@@ -119,18 +119,6 @@ void print_memory(const WorkCounters& sum, const json& ratios) {
 }
 
 }  // namespace
-
-double minimum_global_bytes(const Attention& a, DType dtype, bool backward) {
-  const double element = static_cast<double>(dtype_size(dtype));
-  const double rows_q = double(a.batch) * double(a.seqlen_q) * double(a.heads_q);
-  const double rows_k = double(a.batch) * double(a.seqlen_k) * double(a.heads_kv);
-  const double q = rows_q * double(a.head_dim), o = rows_q * double(a.value_head_dim());
-  const double k = rows_k * double(a.head_dim), v = rows_k * double(a.value_head_dim());
-  const double lse = double(a.batch) * double(a.heads_q) * double(a.seqlen_q) * 4;
-  if (!backward) return (q + k + v + o) * element + lse;  // Q, K, V in; O, LSE out
-  return (q + 2 * o + k + v) * element + lse              // Q, O, dO, K, V and LSE in
-         + (q + k + v) * element;                         // dQ, dK, dV out
-}
 
 std::string work_json(const std::vector<KernelWork>& work, const std::string& prefix,
                       WorkMinimum minimum, const DeviceInfo& device) {

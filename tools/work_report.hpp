@@ -6,17 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "flashjit/attention.hpp"
 #include "flashjit/runtime.hpp"
 #include "flashjit/work_counters.hpp"
 #include "op_commands.hpp"
 
 namespace flashjit::tools {
-
-/// The least global traffic of an attention call in `dtype`: every input read once and every
-/// output written once (forward: Q, K, V in; O and LSE out; backward: Q, K, V, O, dO and LSE
-/// in; dQ, dK, dV out). Workspaces are not part of the minimum.
-double minimum_global_bytes(const Attention& attention, DType dtype, bool backward);
 
 /// What the problem needs at least: its useful tensor FLOPs (0 for ops without products) and
 /// global bytes.

@@ -78,7 +78,7 @@ ForwardLaunch forward_launch(const DeviceInfo& device, const Attention& attentio
     launch.buffers.push_back(kernel_buffer(attention.block_mask, "block_mask"));
   }
   add_capture_buffers(attention, launch.buffers);
-  if (config.path == ForwardPath::tma) add_tma_forward_launch(launch, config, attention, device);
+  if (config.path() == ForwardPath::tma) add_tma_forward_launch(launch, config, attention, device);
   return launch;
 }
 
@@ -86,52 +86,48 @@ ForwardLaunch forward_launch(const DeviceInfo& device, const Attention& attentio
 
 bool ForwardConfig::valid() const {
   if (!dtype_supported(dtype)) return false;
-  if (path == ForwardPath::wide) return wide_forward_config_valid(*this);
-  if (head_dim_v != 0 || column_groups != 0 || values_in_keys) return false;  // the wide path's
-  if (path != ForwardPath::tma && (overlap || pingpong || p_in_shared || persistent || cluster)) {
-    return false;
-  }
-  if (!tma_forward_cluster_valid(block_n, cluster_blocks(), mask != MaskKind::none, persistent,
+  // (No path carries another's options: PathOptions holds the path's own alone.)
+  if (path() == ForwardPath::wide) return wide_forward_config_valid(*this);
+  if (!tma_forward_cluster_valid(block_n, cluster_blocks(), mask != MaskKind::none, persistent(),
                                  inference_layout())) {
     return false;
   }
-  if (persistent && !overlap) return false;
+  if (persistent() && !overlap()) return false;
   // The TMA path takes packed sequences (varlen, one CTA per tile); the other layouts and the
   // wgmma path take none.
   const bool tma_varlen =
-      path == ForwardPath::tma && varlen && !persistent && !paged && !pack_gqa && !split;
-  if (path != ForwardPath::mma_sync && inference_layout() && !tma_varlen) return false;
+      path() == ForwardPath::tma && varlen && !persistent() && !paged && !pack_gqa && !split;
+  if (path() != ForwardPath::mma_sync && inference_layout() && !tma_varlen) return false;
   if (paged && !varlen) return false;  // a paged cache has per-sequence key counts
   // An fp8 cache: with per-sequence lengths, in 16-byte chunks of 16 elements, through the
   // mma.sync pipeline's two-stage staging ring or the TMA forward's packed kernel.
   if (kv_e4m3 && (!varlen || head_dim % 16 != 0 ||
-                  (path == ForwardPath::mma_sync ? stages != 2 : !tma_varlen))) {
+                  (path() == ForwardPath::mma_sync ? stages != 2 : !tma_varlen))) {
     return false;
   }
-  switch (path) {
+  switch (path()) {
     case ForwardPath::wgmma:
-      return !q_in_registers &&
-             wgmma_forward_config_valid(head_dim, block_m, block_n, warps, stages);
+      return wgmma_forward_config_valid(head_dim, block_m, block_n, warps, stages);
     case ForwardPath::tma:
-      return !q_in_registers &&
-             tma_forward_config_valid(head_dim, block_m, block_n, warps, stages, p_in_shared,
+      return tma_forward_config_valid(head_dim, block_m, block_n, warps, stages, p_in_shared(),
                                       kv_e4m3) &&
-             tma_forward_schedule_valid(block_m, stages, overlap, pingpong);
+             tma_forward_schedule_valid(block_m, stages, overlap(), pingpong());
     case ForwardPath::wide:  // (above)
     case ForwardPath::mma_sync:
       break;
   }
-  return space::config_valid(head_dim, block_m, block_n, warps, stages, q_in_registers);
+  return space::config_valid(head_dim, block_m, block_n, warps, stages, q_in_registers());
 }
 
 int ForwardConfig::shared_bytes() const {
-  switch (path) {
+  switch (path()) {
     case ForwardPath::wide:
-      return wide::shared_bytes(head_dim, block_m, block_n, column_groups, stages, values_in_keys);
+      return wide::shared_bytes(head_dim, block_m, block_n, column_groups(), stages,
+                                values_in_keys());
     case ForwardPath::wgmma:
       return wgmma_forward_shared_bytes(head_dim, block_m, block_n);
     case ForwardPath::tma:
-      return tma_forward_shared_bytes(head_dim, block_m, block_n, stages, p_in_shared, kv_e4m3);
+      return tma_forward_shared_bytes(head_dim, block_m, block_n, stages, p_in_shared(), kv_e4m3);
     case ForwardPath::mma_sync:
       break;
   }
@@ -141,7 +137,7 @@ int ForwardConfig::shared_bytes() const {
 bool runs_wgmma(const std::string& arch) { return arch == "sm_90a"; }
 
 bool runs_on(const ForwardConfig& config, const std::string& arch) {
-  return config.path == ForwardPath::mma_sync || config.path == ForwardPath::wide ||
+  return config.path() == ForwardPath::mma_sync || config.path() == ForwardPath::wide ||
          runs_wgmma(arch);
 }
 
@@ -167,7 +163,7 @@ ForwardConfig default_config(DType dtype, int head_dim, MaskKind mask, bool soft
       if (auto tma = tma_default_config(dtype, head_dim, mask, softcap, limit)) return *tma;
     }
     ForwardConfig hopper{dtype, head_dim, 128, 128, 8, 1, mask, softcap};
-    hopper.path = ForwardPath::wgmma;
+    hopper.options = WgmmaOptions{};
     if (hopper.valid() && hopper.shared_bytes() <= limit) return hopper;
   }
   return mma_sync_forward_config(dtype, head_dim, mask, softcap, arch, kMaxSeqlen, false);
@@ -197,9 +193,10 @@ ForwardConfig dense_modifiers_forward_config(DType dtype, const Attention& atten
   const bool softcap = attention.softcap > 0.0f;
   if (runs_wgmma(arch)) {
     check_attention_support(dtype, head_dim);
-    if (auto tma = tma_default_config(dtype, head_dim, mask, softcap, arch_shared_memory_limit(arch))) {
+    if (auto tma =
+            tma_default_config(dtype, head_dim, mask, softcap, arch_shared_memory_limit(arch))) {
       // The kernel reads a block mask with one CTA a tile only.
-      if (attention.block_mask.data != nullptr) tma->cluster = tma->persistent = false;
+      if (attention.block_mask.data != nullptr) tma->tma().cluster = tma->tma().persistent = false;
       return *tma;
     }
   }
@@ -232,9 +229,9 @@ void check_forward_spec(const ForwardConfig& config, const std::string& arch,
                           "is a Hopper path (wgmma, TMA), which runs on sm_90a only, not " + arch);
   }
   if (!modifiers.empty() &&
-      (config.path == ForwardPath::wgmma || config.path == ForwardPath::wide)) {
+      (config.path() == ForwardPath::wgmma || config.path() == ForwardPath::wide)) {
     throw InvalidArgument("config", std::string("is the ") +
-                                        (config.path == ForwardPath::wide ? "wide" : "wgmma") +
+                                        (config.path() == ForwardPath::wide ? "wide" : "wgmma") +
                                         " path; score and mask modifiers run on the mma.sync "
                                         "and the TMA paths");
   }
@@ -254,20 +251,20 @@ std::vector<std::string> forward_name_traits(const ForwardConfig& config,
         detail::trait("w", config.warps), detail::trait("s", config.stages)}) {
     traits.push_back(tile);
   }
-  flag(config.q_in_registers, "qreg");
-  if (config.path == ForwardPath::wide) {
+  flag(config.q_in_registers(), "qreg");
+  if (config.path() == ForwardPath::wide) {
     traits.emplace_back("wide");
-    traits.push_back(detail::trait("hdv", config.head_dim_v));
-    traits.push_back(detail::trait("g", config.column_groups));
-    flag(config.values_in_keys, "vk");
+    traits.push_back(detail::trait("hdv", config.head_dim_v()));
+    traits.push_back(detail::trait("g", config.column_groups()));
+    flag(config.values_in_keys(), "vk");
   }
-  flag(config.path == ForwardPath::wgmma, "wgmma");
-  flag(config.path == ForwardPath::tma, "tma");
-  flag(config.overlap, "overlap");
-  flag(config.pingpong, "pingpong");
-  flag(config.p_in_shared, "pshared");
-  flag(config.persistent, "persistent");
-  flag(config.cluster, "cluster2");
+  flag(config.path() == ForwardPath::wgmma, "wgmma");
+  flag(config.path() == ForwardPath::tma, "tma");
+  flag(config.overlap(), "overlap");
+  flag(config.pingpong(), "pingpong");
+  flag(config.p_in_shared(), "pshared");
+  flag(config.persistent(), "persistent");
+  flag(config.cluster(), "cluster2");
   flag(config.varlen, "varlen");
   flag(config.paged, "paged");
   flag(config.pack_gqa, "packgqa");
@@ -280,7 +277,7 @@ std::vector<std::string> forward_name_traits(const ForwardConfig& config,
 }  // namespace
 
 ForwardKernel forward_kernel(const ForwardConfig& config, const ScoreModifiers& modifiers) {
-  switch (config.path) {
+  switch (config.path()) {
     case ForwardPath::wide:
       return wide_forward_kernel(config);
     case ForwardPath::wgmma:
@@ -303,7 +300,8 @@ detail::KernelSpec forward_spec(const ForwardConfig& config, const std::string& 
   spec.name_expression = kernel.name_expression();
   // The modifiers' struct is defined before the kernel's header (the TMA form always asks, so
   // an empty one is an empty prelude).
-  if (config.path == ForwardPath::tma || !modifiers.empty()) spec.prelude = modifiers.definition();
+  if (config.path() == ForwardPath::tma || !modifiers.empty())
+    spec.prelude = modifiers.definition();
   spec.arch = arch;
   spec.role = "forward";
   spec.head_dim = config.head_dim;
@@ -331,10 +329,11 @@ struct SpecKeyHash {
         static_cast<std::uint64_t>(c.block_n) << 16 ^ static_cast<std::uint64_t>(c.warps) << 8 ^
         static_cast<std::uint64_t>(c.stages);
     const unsigned flags = static_cast<unsigned>(c.dtype) | static_cast<unsigned>(c.mask) << 4 |
-                           static_cast<unsigned>(c.path) << 8 | c.softcap << 12 |
-                           c.q_in_registers << 13 | c.overlap << 14 | c.pingpong << 15 |
-                           c.p_in_shared << 16 | c.persistent << 17 | c.varlen << 18 |
-                           c.paged << 19 | c.pack_gqa << 20 | c.split << 21 | c.cluster << 22;
+                           static_cast<unsigned>(c.path()) << 8 | c.softcap << 12 |
+                           c.q_in_registers() << 13 | c.overlap() << 14 | c.pingpong() << 15 |
+                           c.p_in_shared() << 16 | c.persistent() << 17 | c.varlen << 18 |
+                           c.paged << 19 | c.pack_gqa << 20 | c.split << 21 | c.cluster() << 22 |
+                           c.values_in_keys() << 23 | c.kv_e4m3 << 24;
     return std::hash<std::uint64_t>{}(tiles) ^ std::hash<unsigned>{}(flags)*31u ^
            std::hash<std::string>{}(key.arch) ^ std::hash<std::string>{}(key.modifiers.score) ^
            std::hash<std::string>{}(key.modifiers.mask) * 7u;
@@ -435,7 +434,7 @@ void check_forward_config(const ForwardConfig& config, const Attention& attentio
                           const TensorView& o) {
   if (!config.valid()) throw InvalidArgument("config", "is not in the forward config space");
   check_config_class({config.dtype, config.head_dim, config.mask, config.softcap}, attention, q);
-  if (config.path != ForwardPath::tma) return;
+  if (config.path() != ForwardPath::tma) return;
   const std::string problem = tma_tensor_problem(attention, q, k, v, o);
   if (!problem.empty()) {
     throw InvalidArgument("config", "is the TMA path, which cannot read these tensors (" + problem +
@@ -470,8 +469,8 @@ std::optional<ForwardLaunch> plan_attention_forward(const DeviceInfo& device, Co
   ForwardConfig config = choice.choose_as<ForwardConfig>(problem);
   // A cluster pairs query blocks; with an odd number of them one CTA of each (head, batch) would
   // only load: the unclustered twin runs instead (FlashAttention-3 clusters even counts only).
-  if (config.cluster && (attention.seqlen_q + config.block_m - 1) / config.block_m % 2 != 0) {
-    config.cluster = false;
+  if (config.cluster() && (attention.seqlen_q + config.block_m - 1) / config.block_m % 2 != 0) {
+    config.tma().cluster = false;
   }
   ForwardLaunch launch = forward_launch(device, attention, q, k, v, o, lse, config, stream);
   if (!launch.maps.empty() && !tma_maps_problem(launch.maps).empty()) {

@@ -2,7 +2,10 @@
 // Host side of the attention forward op: its configs (the host mirror of
 // ops/attention/fa2/forward_space.cuh), the heuristic default, kernel specs, argument
 // validation, the kernel's arguments and the launch.
+#include <cstddef>
 #include <string>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "attention/fa2/forward_space.cuh"
@@ -39,7 +42,70 @@ enum class ForwardPath {
   wide,
 };
 
-/// One specialization of the forward kernel (the traits of ForwardPath's template).
+/// The mma.sync path's own choice (ForwardTraits).
+struct Fa2Options {
+  /// Each warp keeps its Q rows in registers, read from shared memory once, instead of reading
+  /// them for every key block (where attention_forward_space::config_valid finds registers).
+  bool q_in_registers = false;
+  bool operator==(const Fa2Options&) const = default;
+};
+
+/// The wgmma path has no choice of its own beyond the tile every path has.
+struct WgmmaOptions {
+  bool operator==(const WgmmaOptions&) const = default;
+};
+
+/// The TMA path's schedule (TmaForwardTraits).
+struct TmaOptions {
+  /// The softmax of each key block runs under the previous block's O += P V (FlashAttention-3's
+  /// intra-warpgroup overlap; two stages).
+  bool overlap = false;
+  /// With two consumer warpgroups (Br 128) and overlap: they take turns issuing their products,
+  /// so one's softmax runs under the other's (FlashAttention-3's pingpong).
+  bool pingpong = false;
+  /// With Bc a multiple of 64: O += P V reads P from shared memory (wgmma's SS form) instead of
+  /// registers (RS), which frees registers (FlashAttention-3 takes it up to head dim 96 with
+  /// three consumer warpgroups).
+  bool p_in_shared = false;
+  /// With overlap (the space has it with P in registers): one CTA per SM walks the (query
+  /// block, head, batch) tiles, longest causal ones first, instead of one CTA per tile
+  /// (ops/attention/hopper/tma_tile_schedule.cuh).
+  bool persistent = false;
+  /// Unmasked, one CTA per tile, dense: CTAs in clusters of two, consecutive query blocks of one
+  /// (head, batch), each loading half of every K and V block and multicasting it to both, so
+  /// each reads half its K and V from global memory (FlashAttention-3's 2-CTA clusters). A CTA
+  /// past the last query block (an odd count) walks the keys with its peer and writes nothing;
+  /// the default choice runs the unclustered twin there instead.
+  bool cluster = false;
+  bool operator==(const TmaOptions&) const = default;
+};
+
+/// The wide path's split of O's columns (WideForwardTraits).
+struct WideOptions {
+  /// V's and O's head dim, a compile-time constant here (O's registers are sized by it); the
+  /// other paths read it at run time.
+  int head_dim_v = 0;
+  /// The warps of a 16-row slab, each with its share of O's columns (2 or 4).
+  int column_groups = 0;
+  /// V is K's first head_dim_v columns in the same memory (MLA's latent cache, v a view of k),
+  /// so K's blocks are loaded once for both products (two stages).
+  bool values_in_keys = false;
+  bool operator==(const WideOptions&) const = default;
+};
+
+/// A config's path and that path's own choices: the alternative held is the path (in
+/// ForwardPath's order), so no path carries another's options.
+using PathOptions = std::variant<Fa2Options, WgmmaOptions, TmaOptions, WideOptions>;
+static_assert(
+    std::is_same_v<
+        std::variant_alternative_t<static_cast<std::size_t>(ForwardPath::tma), PathOptions>,
+        TmaOptions> &&
+    std::is_same_v<
+        std::variant_alternative_t<static_cast<std::size_t>(ForwardPath::wide), PathOptions>,
+        WideOptions>);
+
+/// One specialization of the forward kernel (the traits of ForwardPath's template): the tile
+/// every path has, the path with its own options, and the inference layouts.
 struct ForwardConfig {
   DType dtype = DType::bf16;  ///< f16 or bf16
   int head_dim = 64;
@@ -49,30 +115,8 @@ struct ForwardConfig {
   int stages = 2;
   MaskKind mask = MaskKind::none;
   bool softcap = false;
-  /// Each warp keeps its Q rows in registers, read from shared memory once, instead of reading
-  /// them for every key block (where attention_forward_space::config_valid finds registers).
-  bool q_in_registers = false;
-  ForwardPath path = ForwardPath::mma_sync;
-  /// TMA path: the softmax of each key block runs under the previous block's O += P V
-  /// (FlashAttention-3's intra-warpgroup overlap; two stages).
-  bool overlap = false;
-  /// TMA path with two consumer warpgroups (Br 128) and overlap: they take turns issuing their
-  /// products, so one's softmax runs under the other's (FlashAttention-3's pingpong).
-  bool pingpong = false;
-  /// TMA path with Bc a multiple of 64: O += P V reads P from shared memory (wgmma's SS form)
-  /// instead of registers (RS), which frees registers (FlashAttention-3 takes it up to head
-  /// dim 96 with three consumer warpgroups).
-  bool p_in_shared = false;
-  /// TMA path with overlap (the space has it with P in registers): one CTA per SM walks the
-  /// (query block, head, batch) tiles, longest causal ones first, instead of one CTA per tile
-  /// (ops/attention/hopper/tma_tile_schedule.cuh).
-  bool persistent = false;
-  /// TMA path, unmasked, one CTA per tile, dense: CTAs in clusters of two, consecutive query
-  /// blocks of one (head, batch), each loading half of every K and V block and multicasting it
-  /// to both, so each reads half its K and V from global memory (FlashAttention-3's 2-CTA
-  /// clusters). A CTA past the last query block (an odd count) walks the keys with its peer and
-  /// writes nothing; the default choice runs the unclustered twin there instead.
-  bool cluster = false;
+  /// The path (which kernel runs) and its own options; the mma.sync path by default.
+  PathOptions options = Fa2Options{};
   /// Inference layouts (ops/attention/parts/sequence_layout.cuh): per-sequence lengths and
   /// offsets, K/V in pages, the query heads of a key/value head packed into rows, and split-KV
   /// partials; all on the mma.sync path, and varlen alone (packed prefill, not persistent) on
@@ -85,19 +129,31 @@ struct ForwardConfig {
   /// TMA path's packed kernel): their blocks are converted to `dtype` in shared memory and the
   /// descale factors applied in fp32.
   bool kv_e4m3 = false;
-  /// Wide path: V's and O's head dim, a compile-time constant there (O's registers are sized by
-  /// it); 0 on the other paths, which read it at run time.
-  int head_dim_v = 0;
-  /// Wide path: the warps of a 16-row slab, each with its share of O's columns (2 or 4); 0 on
-  /// the other paths.
-  int column_groups = 0;
-  /// Wide path: V is K's first head_dim_v columns in the same memory (MLA's latent cache, v a
-  /// view of k), so K's blocks are loaded once for both products (two stages).
-  bool values_in_keys = false;
   bool operator==(const ForwardConfig&) const = default;
 
+  /// Which kernel runs.
+  ForwardPath path() const { return static_cast<ForwardPath>(options.index()); }
+
+  /// The paths' own options as the kernels' traits read them: each is false (or 0) on the paths
+  /// without it.
+  bool q_in_registers() const { return own<Fa2Options>().q_in_registers; }
+  bool overlap() const { return own<TmaOptions>().overlap; }
+  bool pingpong() const { return own<TmaOptions>().pingpong; }
+  bool p_in_shared() const { return own<TmaOptions>().p_in_shared; }
+  bool persistent() const { return own<TmaOptions>().persistent; }
+  bool cluster() const { return own<TmaOptions>().cluster; }
+  int head_dim_v() const { return own<WideOptions>().head_dim_v; }
+  int column_groups() const { return own<WideOptions>().column_groups; }
+  bool values_in_keys() const { return own<WideOptions>().values_in_keys; }
+
+  /// The options of the path the config is on, to change them; std::bad_variant_access on
+  /// another path.
+  Fa2Options& fa2() { return std::get<Fa2Options>(options); }
+  TmaOptions& tma() { return std::get<TmaOptions>(options); }
+  WideOptions& wide() { return std::get<WideOptions>(options); }
+
   /// CTAs of a cluster: 2 with `cluster`, else 1.
-  int cluster_blocks() const { return cluster ? 2 : 1; }
+  int cluster_blocks() const { return cluster() ? 2 : 1; }
   /// Whether any inference layout is on.
   bool inference_layout() const { return varlen || paged || pack_gqa || split || kv_e4m3; }
 
@@ -106,6 +162,14 @@ struct ForwardConfig {
   bool valid() const;
   /// Bytes of dynamic shared memory a block of this config uses.
   int shared_bytes() const;
+
+ private:
+  /// The options of path `Options`, or their defaults (all off) on another path.
+  template <class Options>
+  Options own() const {
+    const Options* held = std::get_if<Options>(&options);
+    return held != nullptr ? *held : Options{};
+  }
 };
 
 /// The longest sequence a call may have: the kernel's mask arithmetic is 32-bit and

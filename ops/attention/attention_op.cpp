@@ -66,7 +66,7 @@ std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch,
     for (int head_dim : kSweptHeadDims) {
       for (const ForwardConfig& config :
            forward_configs(DType::bf16, head_dim, MaskKind::window, false)) {
-        const bool hopper = config.path != ForwardPath::mma_sync;
+        const bool hopper = config.path() != ForwardPath::mma_sync;
         if (hopper && head_dim != 128) continue;
         if (!hopper && runs_wgmma(arch)) continue;
         if (runs_on(config, arch)) configs.push_back(config);

@@ -33,11 +33,12 @@ const char* path_suffix(kernels::ForwardPath path) {
 std::string TunedConfigTraits<kernels::ForwardConfig>::name(const kernels::ForwardConfig& f) {
   return "br" + std::to_string(f.block_m) + ".bc" + std::to_string(f.block_n) + ".w" +
          std::to_string(f.warps) + ".s" + std::to_string(f.stages) +
-         (f.q_in_registers ? ".qreg" : "") + path_suffix(f.path) + (f.overlap ? ".overlap" : "") +
-         (f.pingpong ? ".pingpong" : "") + (f.p_in_shared ? ".pshared" : "") +
-         (f.persistent ? ".persistent" : "") + (f.cluster ? ".cluster2" : "") +
-         (f.column_groups != 0 ? ".g" + std::to_string(f.column_groups) : "") +
-         (f.values_in_keys ? ".vk" : "");
+         (f.q_in_registers() ? ".qreg" : "") + path_suffix(f.path()) +
+         (f.overlap() ? ".overlap" : "") + (f.pingpong() ? ".pingpong" : "") +
+         (f.p_in_shared() ? ".pshared" : "") + (f.persistent() ? ".persistent" : "") +
+         (f.cluster() ? ".cluster2" : "") +
+         (f.column_groups() != 0 ? ".g" + std::to_string(f.column_groups()) : "") +
+         (f.values_in_keys() ? ".vk" : "");
 }
 
 std::vector<detail::KernelSpec> TunedConfigTraits<kernels::ForwardConfig>::specs(
@@ -401,10 +402,10 @@ std::vector<detail::KernelSpec> AttentionProblem::specs(const TunedConfig& confi
 
 std::string AttentionProblem::cannot_run(const TunedConfig& config) const {
   const auto* forward = config.get_if<ForwardConfig>();
-  if (modified() && forward != nullptr && forward->path == ForwardPath::wgmma) {
+  if (modified() && forward != nullptr && forward->path() == ForwardPath::wgmma) {
     return "the wgmma forward takes no score or mask modifiers";
   }
-  if (forward != nullptr && (forward->cluster || forward->persistent) &&
+  if (forward != nullptr && (forward->cluster() || forward->persistent()) &&
       attention.block_mask.data != nullptr) {
     return "the TMA forward reads a block mask with one CTA a tile only";
   }

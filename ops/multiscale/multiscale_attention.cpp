@@ -92,7 +92,7 @@ Attention multiscale_as_attention(const MultiScaleAttention& m) {
 
 std::vector<ForwardConfig> multiscale_forward_configs(DType dtype, int head_dim) {
   std::vector<ForwardConfig> configs = forward_configs(dtype, head_dim, MaskKind::none, false);
-  std::erase_if(configs, [](const ForwardConfig& c) { return c.path != ForwardPath::mma_sync; });
+  std::erase_if(configs, [](const ForwardConfig& c) { return c.path() != ForwardPath::mma_sync; });
   return configs;
 }
 
@@ -122,7 +122,7 @@ BackwardConfig default_multiscale_backward_config(DType dtype, int head_dim,
 
 detail::KernelSpec multiscale_forward_spec(const ForwardConfig& config, MultiScaleMask mask,
                                            const std::string& arch) {
-  if (config.path != ForwardPath::mma_sync || config.inference_layout() ||
+  if (config.path() != ForwardPath::mma_sync || config.inference_layout() ||
       config.mask != MaskKind::none || config.softcap) {
     throw InvalidArgument("config",
                           "is not a multi-scale forward config (the mma.sync path's "

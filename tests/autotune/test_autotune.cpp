@@ -568,12 +568,12 @@ TEST_CASE("the forward's launch plan: one spec per config, TMA maps on sm_90a, c
         choice.choose_as<kernels::ForwardConfig>(kernels::AttentionProblem(false, DType::bf16, a));
     // Three query blocks: the chosen 2-CTA clusters give way to their unclustered twin.
     kernels::ForwardConfig planned = config;
-    planned.cluster = false;
+    if (planned.path() == kernels::ForwardPath::tma) planned.tma().cluster = false;
     CHECK(*first->spec == kernels::forward_spec(planned, arch));
     CHECK(first->buffers.size() == 5);
     if (std::string(arch) == "sm_90a") {
-      REQUIRE(config.path == kernels::ForwardPath::tma);
-      CHECK(config.cluster);
+      REQUIRE(config.path() == kernels::ForwardPath::tma);
+      CHECK(config.cluster());
       CHECK(first->maps.size() == 4);  // q, k, v, o
       CHECK(first->maps[0].global_address == q.data);
       CHECK(first->maps[1].box[1] == 176);  // K's box: Bc rows

@@ -56,7 +56,7 @@ TEST_CASE("decode candidates: the mma.sync tiles with the call's layout flags, t
   for (const Candidate& c : candidates) {
     const kernels::InferenceConfig& config = inference_of(c);
     CAPTURE(c.name);
-    CHECK(config.forward.path == kernels::ForwardPath::mma_sync);
+    CHECK(config.forward.path() == kernels::ForwardPath::mma_sync);
     CHECK(config.forward.varlen);
     CHECK(config.forward.paged);
     CHECK(config.forward.pack_gqa);  // 8 query heads share each key/value head

@@ -144,7 +144,7 @@ TEST_CASE("modifiers' candidates: the kernels that take them, compiled in, and t
   CHECK(has(enumerate_candidates(problem(true, 4096, "score * 0.5f"), "sm_90a"), ".tma"));
   const kernels::AttentionProblem modified = problem(false, 4096, "score * 0.5f");
   kernels::ForwardConfig wgmma{DType::bf16, 64, 128, 128, 8, 1, MaskKind::none, false};
-  wgmma.path = kernels::ForwardPath::wgmma;
+  wgmma.options = kernels::WgmmaOptions{};
   CHECK(modified.cannot_run(TunedConfig(wgmma)).find("wgmma") != std::string::npos);
 }
 

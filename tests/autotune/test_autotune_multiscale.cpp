@@ -59,7 +59,7 @@ TEST_CASE(
     for (const Candidate& c : candidates) {
       const auto& config = c.config.get<kernels::MultiScaleForwardConfig>();
       CHECK(config.mask == mask);
-      CHECK(config.tile.path == kernels::ForwardPath::mma_sync);
+      CHECK(config.tile.path() == kernels::ForwardPath::mma_sync);
       CHECK(c.name == TunedConfig(config.tile).name());  // the mask is the key's
       REQUIRE(c.specs.size() == 1);
       CHECK(c.specs[0].readable_name.starts_with(std::string("multiscale_forward.hdim64.bf16.") +

@@ -27,7 +27,7 @@ struct ForwardOp {
   }
 
   static std::string name(const Config& config) {
-    const bool hopper = config.path != kernels::ForwardPath::mma_sync;
+    const bool hopper = config.path() != kernels::ForwardPath::mma_sync;
     return kernels::forward_spec(config, hopper ? "sm_90a" : "sm_80").readable_name;
   }
   static std::vector<detail::KernelSpec> specs(const Case&, const Config& config,

@@ -302,12 +302,12 @@ TEST_CASE("the config space lists every valid config once, in a fixed order") {
   CHECK(forward_configs(DType::bf16, 128, MaskKind::window, false).size() == 88 + 24 + 43);
   int tma_at_96 = 0;
   for (const ForwardConfig& config : forward_configs(DType::bf16, 96, MaskKind::none, false)) {
-    CHECK(config.path != ForwardPath::wgmma);  // the wgmma path offers padded 64 and 128 only
-    tma_at_96 += config.path == ForwardPath::tma ? 1 : 0;  // padded to 128 by whole panels
+    CHECK(config.path() != ForwardPath::wgmma);  // the wgmma path offers padded 64 and 128 only
+    tma_at_96 += config.path() == ForwardPath::tma ? 1 : 0;  // padded to 128 by whole panels
   }
   CHECK(tma_at_96 == 56 + 24 + 43 + 43);
   for (const ForwardConfig& config : forward_configs(DType::bf16, 56, MaskKind::none, false)) {
-    CHECK(config.path != ForwardPath::tma);  // the TMA path starts at head dim 64
+    CHECK(config.path() != ForwardPath::tma);  // the TMA path starts at head dim 64
   }
   CHECK(forward_configs(DType::bf16, 100, MaskKind::none, false).empty());
   CHECK(forward_configs(DType::f32, 64, MaskKind::none, false).empty());
@@ -325,7 +325,7 @@ TEST_CASE("the default config: the largest tiles that do not spill, two stages w
     // The mma.sync path's on sm_90a: what runs where TMA cannot read the tensors.
     const ForwardConfig c =
         fallback_forward_config(DType::bf16, head_dim, MaskKind::window, false, arch);
-    return Tile{c.block_m, c.block_n, c.warps, c.stages, c.q_in_registers ? 1 : 0};
+    return Tile{c.block_m, c.block_n, c.warps, c.stages, c.q_in_registers() ? 1 : 0};
   };
   // 32 rows per warp up to head dim 144; Q in registers up to 64.
   CHECK(tile(8, "sm_80") == Tile{128, 64, 4, 2, 1});
@@ -357,7 +357,7 @@ TEST_CASE("the default config: the largest tiles that do not spill, two stages w
   // 128; smaller Bc with a mask.
   auto hopper = [](int head_dim, MaskKind mask) {
     const ForwardConfig c = default_forward_config(DType::bf16, head_dim, mask, true, "sm_90a");
-    return std::pair{c.path, Tile{c.block_m, c.block_n, c.warps, c.overlap, c.pingpong}};
+    return std::pair{c.path(), Tile{c.block_m, c.block_n, c.warps, c.overlap(), c.pingpong()}};
   };
   constexpr MaskKind none = MaskKind::none, window = MaskKind::window;
   CHECK(hopper(48, none).first == ForwardPath::mma_sync);
@@ -373,10 +373,10 @@ TEST_CASE("the default config: the largest tiles that do not spill, two stages w
   CHECK(hopper(256, window) == std::pair{ForwardPath::tma, Tile{128, 64, 12, 1, 0}});
   const ForwardConfig without_tma =
       fallback_forward_config(DType::bf16, 128, MaskKind::window, true, "sm_90a");
-  CHECK(without_tma.path == ForwardPath::wgmma);
+  CHECK(without_tma.path() == ForwardPath::wgmma);
   CHECK(Tile{without_tma.block_m, without_tma.block_n, without_tma.warps, without_tma.stages, 0} ==
         Tile{128, 128, 8, 1, 0});
-  CHECK(default_forward_config(DType::bf16, 128, MaskKind::none, false, "sm_80").path ==
+  CHECK(default_forward_config(DType::bf16, 128, MaskKind::none, false, "sm_80").path() ==
         ForwardPath::mma_sync);
   CHECK(tile(256, "sm_86") == Tile{128, 32, 8, 1, 0});  // exactly 99 KB
   CHECK(arch_shared_memory_limit("sm_80") == 163 * 1024);
@@ -405,7 +405,7 @@ TEST_CASE("forward specs name the traits and read like the config") {
   CHECK(plain_spec.readable_name == "attention_forward.hdim64.fp16.br64.bc32.w4.s1");
 
   ForwardConfig q_in_registers = plain;
-  q_in_registers.q_in_registers = true;
+  q_in_registers.fa2().q_in_registers = true;
   const detail::KernelSpec q_spec = forward_spec(q_in_registers, "sm_80");
   CHECK(q_spec.name_expression ==
         "flashjit::attention_forward_kernel<flashjit::ForwardTraits<flashjit::half_t, 64, 64, 32, "
@@ -418,7 +418,7 @@ TEST_CASE("forward specs name the traits and read like the config") {
 
   // The Hopper path runs on sm_90a only: its spec for another arch is refused, naming the config.
   ForwardConfig hopper{DType::bf16, 128, 128, 128, 8, 1, MaskKind::none, false};
-  hopper.path = ForwardPath::wgmma;
+  hopper.options = WgmmaOptions{};
   REQUIRE(hopper.valid());
   const detail::KernelSpec hopper_spec = forward_spec(hopper, "sm_90a");
   CHECK(hopper_spec.header == "attention/hopper/wgmma_forward_kernel.cuh");
@@ -433,7 +433,7 @@ TEST_CASE("forward specs name the traits and read like the config") {
 
   // The TMA path: warps count the producer warpgroup's 4; stages are the ring's slots.
   ForwardConfig tma{DType::f16, 96, 128, 64, 12, 2, MaskKind::window, true};
-  tma.path = ForwardPath::tma;
+  tma.options = TmaOptions{};
   REQUIRE(tma.valid());
   const detail::KernelSpec tma_spec = forward_spec(tma, "sm_90a");
   CHECK(tma_spec.header == "attention/hopper/tma_forward_kernel.cuh");
@@ -448,8 +448,8 @@ TEST_CASE("forward specs name the traits and read like the config") {
   tma_warps.warps = 8;  // without the producer warpgroup
   CHECK_FALSE(tma_warps.valid());
   ForwardConfig scheduled = tma;
-  scheduled.overlap = true;
-  scheduled.pingpong = true;
+  scheduled.tma().overlap = true;
+  scheduled.tma().pingpong = true;
   REQUIRE(scheduled.valid());
   CHECK(forward_spec(scheduled, "sm_90a").name_expression ==
         "flashjit::attention_forward_tma_kernel<flashjit::TmaForwardTraits<flashjit::half_t, 96, "
@@ -457,7 +457,7 @@ TEST_CASE("forward specs name the traits and read like the config") {
   CHECK(forward_spec(scheduled, "sm_90a").readable_name ==
         "attention_forward.hdim96.fp16.window.softcap.br128.bc64.w12.s2.tma.overlap.pingpong");
   ForwardConfig persistent = scheduled;
-  persistent.persistent = true;  // one CTA per SM walks the tiles
+  persistent.tma().persistent = true;  // one CTA per SM walks the tiles
   persistent.stages = 3;
   REQUIRE(persistent.valid());
   CHECK(forward_spec(persistent, "sm_90a").name_expression ==
@@ -466,15 +466,15 @@ TEST_CASE("forward specs name the traits and read like the config") {
   CHECK(forward_spec(persistent, "sm_90a").readable_name ==
         "attention_forward.hdim96.fp16.window.softcap.br128.bc64.w12.s3.tma.overlap.pingpong."
         "persistent");
-  persistent.overlap = persistent.pingpong = false;  // persistent comes with overlap
+  persistent.tma().overlap = persistent.tma().pingpong = false;  // persistent needs overlap
   CHECK_FALSE(persistent.valid());
   persistent.stages = 4;  // two or three slots a ring
-  persistent.overlap = true;
+  persistent.tma().overlap = true;
   CHECK_FALSE(persistent.valid());
   // 2-CTA clusters: unmasked, one CTA per dense tile, the TMA path only.
   ForwardConfig clustered = scheduled;
   clustered.mask = MaskKind::none;
-  clustered.cluster = true;
+  clustered.tma().cluster = true;
   REQUIRE(clustered.valid());
   CHECK(clustered.cluster_blocks() == 2);
   CHECK(forward_spec(clustered, "sm_90a").name_expression ==
@@ -483,29 +483,30 @@ TEST_CASE("forward specs name the traits and read like the config") {
         "2>>");
   CHECK(forward_spec(clustered, "sm_90a").readable_name ==
         "attention_forward.hdim96.fp16.softcap.br128.bc64.w12.s2.tma.overlap.pingpong.cluster2");
-  for (auto off :
-       {+[](ForwardConfig& c) { c.mask = MaskKind::window; },
-        +[](ForwardConfig& c) { c.persistent = true; }, +[](ForwardConfig& c) { c.varlen = true; },
-        +[](ForwardConfig& c) { c.path = ForwardPath::mma_sync; }}) {
+  for (auto off : {+[](ForwardConfig& c) { c.mask = MaskKind::window; },
+                   +[](ForwardConfig& c) { c.tma().persistent = true; },
+                   +[](ForwardConfig& c) { c.varlen = true; },
+                   +[](ForwardConfig& c) { c.options = Fa2Options{}; }}) {
     ForwardConfig refused = clustered;
     off(refused);
     CHECK_FALSE(refused.valid());
     check_names([&] { forward_spec(refused, "sm_90a"); }, "config");
   }
-  scheduled.overlap = false;  // pingpong comes with overlap
+  scheduled.tma().overlap = false;  // pingpong comes with overlap
   CHECK_FALSE(scheduled.valid());
   ForwardConfig pingpong_64 = tma;
   pingpong_64.block_m = 64;
   pingpong_64.warps = 8;
-  pingpong_64.overlap = true;
+  pingpong_64.tma().overlap = true;
   REQUIRE(pingpong_64.valid());
-  pingpong_64.pingpong = true;  // one consumer warpgroup has no one to take turns with
+  pingpong_64.tma().pingpong = true;  // one consumer warpgroup has no one to take turns with
   CHECK_FALSE(pingpong_64.valid());
+  // The TMA path's options belong to it: another path's config has none to set.
   ForwardConfig overlap_elsewhere = plain;
-  overlap_elsewhere.overlap = true;  // the TMA path's option only
-  CHECK_FALSE(overlap_elsewhere.valid());
+  CHECK_THROWS_AS(overlap_elsewhere.tma(), std::bad_variant_access);
+  CHECK_FALSE(overlap_elsewhere.overlap());
   ForwardConfig p_in_shared = tma;
-  p_in_shared.p_in_shared = true;
+  p_in_shared.tma().p_in_shared = true;
   REQUIRE(p_in_shared.valid());
   CHECK(p_in_shared.shared_bytes() == tma.shared_bytes() + 128 * 64 * 2);
   CHECK(forward_spec(p_in_shared, "sm_90a").readable_name ==
@@ -514,10 +515,10 @@ TEST_CASE("forward specs name the traits and read like the config") {
   CHECK_FALSE(p_in_shared.valid());
 
   // 32 rows per warp at head dim 128: S and O take 160 registers, Q would take 64 more.
-  const ForwardConfig wide{DType::bf16, 128, 128, 32, 4, 2, MaskKind::none, false, false};
+  const ForwardConfig wide{DType::bf16, 128, 128, 32, 4, 2, MaskKind::none, false};
   CHECK(wide.valid());
   ForwardConfig wide_q = wide;
-  wide_q.q_in_registers = true;
+  wide_q.fa2().q_in_registers = true;
   CHECK_FALSE(wide_q.valid());
   check_names([&] { forward_spec(wide_q, "sm_80"); }, "config");
 }
@@ -640,7 +641,7 @@ TEST_CASE("the TMA path reads every tensor the forward accepts, and names one it
   const std::string problem = tma_tensor_problem(call.attention, call.q, call.k, call.v, call.o);
   CHECK(problem.find("v: globalAddress") == 0);
   ForwardConfig tma = default_forward_config(DType::bf16, 64, MaskKind::none, false, "sm_90a");
-  REQUIRE(tma.path == ForwardPath::tma);
+  REQUIRE(tma.path() == ForwardPath::tma);
   check_names([&] { check_forward_config(tma, call.attention, call.q, call.k, call.v, call.o); },
               "config");
 }

@@ -118,8 +118,8 @@ TEST_CASE(
         }
         const kernels::ForwardConfig config =
             kernels::dense_modifiers_forward_config(DType::bf16, attention, "sm_90a");
-        CHECK(config.path == kernels::ForwardPath::tma);
-        CHECK(!(block_mask && (config.persistent || config.cluster)));
+        CHECK(config.path() == kernels::ForwardPath::tma);
+        CHECK(!(block_mask && (config.persistent() || config.cluster())));
         specs.push_back(kernels::forward_spec(config, "sm_90a", modifiers));
       }
     }

@@ -168,7 +168,7 @@ TEST_CASE("forward on an emulated sm_90a: the TMA path by default from head dim 
     const kernels::ForwardConfig config = kernels::default_forward_config(
         c.dtype, static_cast<int>(c.problem.head_dim), kernels::forward_mask_kind(c.attention()),
         c.problem.softcap > 0, "sm_90a");
-    CHECK(config.path == kernels::ForwardPath::tma);
+    CHECK(config.path() == kernels::ForwardPath::tma);
     const ForwardVerdict verdict = run_forward_case(runtime, c);
     CHECK_MESSAGE(verdict.ok, verdict.describe());
   }
@@ -225,7 +225,7 @@ TEST_CASE("forward on an emulated sm_90a: from head dim 128 two CTAs share K and
   // Asked for, the clusters take an odd count too: the last cluster's second CTA has no row.
   const kernels::ForwardConfig clustered =
       kernels::default_forward_config(DType::bf16, 128, MaskKind::none, false, "sm_90a");
-  REQUIRE(clustered.cluster);
+  REQUIRE(clustered.cluster());
   runtime.reset_emulated_work();
   verdict = run_forward_case(runtime, make_case(2, 1, 300, 300, 128), clustered);
   CHECK_MESSAGE(verdict.ok, verdict.describe());

@@ -281,7 +281,7 @@ TEST_CASE("modifiers: kernel names, keys and the struct the kernel takes") {
   // The TMA kernel's: the modifiers' struct its traits' last argument.
   const kernels::ForwardConfig tma =
       kernels::default_forward_config(DType::bf16, 64, MaskKind::none, false, "sm_90a");
-  REQUIRE(tma.path == kernels::ForwardPath::tma);
+  REQUIRE(tma.path() == kernels::ForwardPath::tma);
   const detail::KernelSpec hopper = kernels::forward_spec(tma, "sm_90a", alibi);
   CHECK(hopper.name_expression.find(", " + alibi.type_name() + ">>") != std::string::npos);
   CHECK(hopper.readable_name.find(".mod") != std::string::npos);
@@ -290,19 +290,19 @@ TEST_CASE("modifiers: kernel names, keys and the struct the kernel takes") {
   // The dense forward's choice: TMA on sm_90a (one CTA a tile with a block mask, the form that
   // reads it), mma.sync off Hopper.
   Attention call{.head_dim = 64, .score_mod = alibi.score};
-  CHECK(kernels::dense_modifiers_forward_config(DType::bf16, call, "sm_90a").path ==
+  CHECK(kernels::dense_modifiers_forward_config(DType::bf16, call, "sm_90a").path() ==
         kernels::ForwardPath::tma);
-  CHECK(kernels::dense_modifiers_forward_config(DType::bf16, call, "sm_80").path ==
+  CHECK(kernels::dense_modifiers_forward_config(DType::bf16, call, "sm_80").path() ==
         kernels::ForwardPath::mma_sync);
   std::int32_t entries[4] = {};
   call.block_mask = TensorView::contiguous(entries, DType::i32, {1, 1, 1, 4});
   const kernels::ForwardConfig masked =
       kernels::dense_modifiers_forward_config(DType::bf16, call, "sm_90a");
-  CHECK(masked.path == kernels::ForwardPath::tma);
-  CHECK_FALSE(masked.persistent);
-  CHECK_FALSE(masked.cluster);
+  CHECK(masked.path() == kernels::ForwardPath::tma);
+  CHECK_FALSE(masked.persistent());
+  CHECK_FALSE(masked.cluster());
   kernels::ForwardConfig wgmma{DType::bf16, 64, 128, 128, 8, 1, MaskKind::none, false};
-  wgmma.path = kernels::ForwardPath::wgmma;
+  wgmma.options = kernels::WgmmaOptions{};
   CHECK_THROWS_WITH_AS(kernels::forward_spec(wgmma, "sm_90a", alibi),
                        doctest::Contains("the wgmma path"), InvalidArgument);
 }

@@ -163,7 +163,7 @@ TEST_CASE("wide forward: the calls it does not take are named") {
   const kernels::ForwardConfig sm80 =
       kernels::wide_forward_config(DType::bf16, 576, 512, MaskKind::none, false, true, "sm_80", 16);
   CHECK(sm80.valid());
-  CHECK(sm80.values_in_keys);
+  CHECK(sm80.values_in_keys());
   CHECK(sm80.shared_bytes() <= 163 * 1024);
 }
 

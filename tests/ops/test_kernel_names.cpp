@@ -74,18 +74,17 @@ TEST_CASE("each forward family names its traits' parameters as their declaration
                             "SequenceLayout");
 
   ForwardConfig tma{DType::f16, 96, 128, 64, 12, 2, MaskKind::none, false};
-  tma.path = ForwardPath::tma;
+  tma.options = TmaOptions{};
   check_against_declaration(forward_kernel(tma, {}).traits,
                             "attention/hopper/tma_forward_traits.cuh", "TmaForwardTraits");
 
   ForwardConfig wgmma{DType::bf16, 128, 128, 128, 8, 1, MaskKind::none, false};
-  wgmma.path = ForwardPath::wgmma;
+  wgmma.options = WgmmaOptions{};
   check_against_declaration(forward_kernel(wgmma, {}).traits,
                             "attention/hopper/wgmma_forward_traits.cuh", "WgmmaForwardTraits");
 
   ForwardConfig wide{DType::bf16, 576, 64, 32, 8, 1, MaskKind::none, false};
-  wide.path = ForwardPath::wide;
-  wide.head_dim_v = 512;
+  wide.options = WideOptions{.head_dim_v = 512};
   check_against_declaration(forward_kernel(wide, {}).traits,
                             "attention/wide/wide_forward_traits.cuh", "WideForwardTraits");
 }

@@ -26,7 +26,7 @@ TEST_CASE("the multiscale defaults compile for sm_80 and sm_90a without spills")
 TEST_CASE("multi-scale specs name their entry point, traits and mask kind") {
   const kernels::ForwardConfig forward =
       kernels::default_multiscale_forward_config(DType::bf16, 64, "sm_90a");
-  CHECK(forward.path ==
+  CHECK(forward.path() ==
         kernels::ForwardPath::mma_sync);  // no Hopper path for multi-scale attention yet
   const KernelSpec spec =
       kernels::multiscale_forward_spec(forward, MultiScaleMask::tensor, "sm_90a");

@@ -172,7 +172,9 @@ int bench_op(const BenchOptions& options) {
   const DeviceInfo& gpu = runtime.device();
   std::printf("bench:   %s, %s\n", options.op.c_str(), describe(attention, dtype).c_str());
   std::printf("device:  GPU 0, %s (%s)\n", gpu.name.c_str(), gpu.arch().c_str());
-  std::printf("kernels: %s\n", chosen_kernels(runtime, attention, dtype, backward).c_str());
+  std::printf(
+      "kernels: %s\n",
+      chosen_kernels(runtime, kernels::AttentionProblem(backward, dtype, attention)).c_str());
   std::printf("preparing random inputs...\n");
   std::fflush(stdout);
   Tensors t = make_tensors(runtime, attention, dtype, backward, options.seed);
@@ -260,7 +262,8 @@ int first_result_on_gpu(const Attention& attention, DType dtype, std::uint64_t s
     before = after;
   }
   // Asked only now: choose_config's database read is part of what the first call timed.
-  std::printf("kernel:  %s\n", chosen_kernels(runtime, attention, dtype, false).c_str());
+  std::printf("kernel:  %s\n",
+              chosen_kernels(runtime, kernels::AttentionProblem(false, dtype, attention)).c_str());
   print_cache_dir();
   return 0;
 }

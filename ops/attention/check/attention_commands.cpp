@@ -6,10 +6,10 @@
 
 #include "attention/attention_tuning.hpp"
 #include "attention/check/attention_run.hpp"
+#include "attention/check/host_modifiers.hpp"
 #include "attention/inference/attention_inference_config.hpp"
 #include "attention/inference/decode_tuning.hpp"
 #include "flashjit/error.hpp"
-#include "host_modifiers.hpp"
 #include "run_support.hpp"
 #include "tune_support.hpp"
 

@@ -8,10 +8,10 @@
 #include "attention/attention_forward.hpp"
 #include "attention/attention_tuning.hpp"
 #include "attention/check/backward_case.hpp"
+#include "attention/check/host_modifiers.hpp"
 #include "attention/wide/wide_forward_space.cuh"
 #include "chosen_kernels.hpp"
 #include "flashjit/error.hpp"
-#include "host_modifiers.hpp"
 #include "run_support.hpp"
 #include "work_report.hpp"
 
@@ -55,8 +55,9 @@ void print_problem(const AttentionRunFlags& flags, const testing::ForwardCase& c
                .causal = p.causal,
                .extra = p.head_dim_v != 0 ? ", head_dim_v " + std::to_string(p.head_dim_v) : ""});
   const kernels::AttentionProblem problem = run_problem(flags, c, backward);
-  std::printf("kernel:  %s\n",
-              chosen_kernels(runtime, problem.attention, c.dtype, backward, config).c_str());
+  // Rebuilt from its attention, which run_problem changed after building it.
+  const kernels::AttentionProblem chosen(backward, c.dtype, problem.attention);
+  std::printf("kernel:  %s\n", chosen_kernels(runtime, chosen, config).c_str());
   std::fflush(stdout);
 }
 
@@ -152,6 +153,18 @@ int run_dense_attention(const RunContext& context, const AttentionRunFlags& flag
               verdict.lse.rel_l2);
   print_counters(context, flags, runtime, c, false);
   return conclude(verdict.ok, verdict.describe(), "kernel and check", elapsed);
+}
+
+double minimum_global_bytes(const Attention& a, DType dtype, bool backward) {
+  const double element = static_cast<double>(dtype_size(dtype));
+  const double rows_q = double(a.batch) * double(a.seqlen_q) * double(a.heads_q);
+  const double rows_k = double(a.batch) * double(a.seqlen_k) * double(a.heads_kv);
+  const double q = rows_q * double(a.head_dim), o = rows_q * double(a.value_head_dim());
+  const double k = rows_k * double(a.head_dim), v = rows_k * double(a.value_head_dim());
+  const double lse = double(a.batch) * double(a.heads_q) * double(a.seqlen_q) * 4;
+  if (!backward) return (q + k + v + o) * element + lse;  // Q, K, V in; O, LSE out
+  return (q + 2 * o + k + v) * element + lse              // Q, O, dO, K, V and LSE in
+         + (q + k + v) * element;                         // dQ, dK, dV out
 }
 
 }  // namespace flashjit::tools

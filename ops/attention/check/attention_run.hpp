@@ -53,6 +53,11 @@ struct ShapeLine {
 };
 void print_shape(const ShapeLine& line);
 
+/// The least global traffic (the --counters minimum) of an attention call in `dtype`: every input
+/// read once and every output written once (forward: Q, K, V in; O and LSE out; backward: Q, K, V,
+/// O, dO and LSE in; dQ, dK, dV out). Workspaces are not part of the minimum.
+double minimum_global_bytes(const Attention& attention, DType dtype, bool backward);
+
 /// A dense forward (or backward, after a forward for O and LSE); returns the exit code.
 int run_dense_attention(const RunContext& context, const AttentionRunFlags& flags, bool backward);
 

@@ -1,7 +1,7 @@
 #pragma once
-// Shared by the forward files of the emulated kernel table: configs are written once, as data,
-// and each becomes both the template instance (ForwardTraits) and, through forward_spec, the
-// name expression it is found by, so the two cannot disagree.
+// Shared by the forward files of the emulated kernel table: instances are written once, as data,
+// and each becomes both the template instance (ForwardTraits) and, through its config and
+// forward_spec, the name expression it is found by, so the two cannot disagree.
 #include <algorithm>
 #include <array>
 
@@ -21,44 +21,55 @@ struct Tile {
   bool q_in_registers = false;
 };
 
-/// The forward config of `tile` with the other fields given.
-constexpr ForwardConfig forward_config(DType dtype, int head_dim, Tile tile, MaskKind mask,
-                                       bool softcap) {
-  return {dtype,       head_dim, tile.block_m, tile.block_n,       tile.warps,
-          tile.stages, mask,     softcap,      tile.q_in_registers};
-}
+/// One mma.sync forward instance of the table, as data a template parameter can be (a
+/// ForwardConfig holds a std::variant, which cannot): `tile` with the other fields given.
+struct Fa2Instance {
+  DType dtype;
+  int head_dim;
+  Tile tile;
+  MaskKind mask;
+  bool softcap;
+
+  /// The config the instance is found by.
+  ForwardConfig config() const {
+    return {dtype,        head_dim,   tile.block_m,
+            tile.block_n, tile.warps, tile.stages,
+            mask,         softcap,    Fa2Options{tile.q_in_registers}};
+  }
+};
 
 /// `tile` at `head_dim` for fp16 and bf16, each without and with the window mask; no softcap.
-constexpr std::array<ForwardConfig, 4> every_dtype_and_mask(int head_dim, Tile tile) {
-  return {forward_config(DType::f16, head_dim, tile, MaskKind::none, false),
-          forward_config(DType::f16, head_dim, tile, MaskKind::window, false),
-          forward_config(DType::bf16, head_dim, tile, MaskKind::none, false),
-          forward_config(DType::bf16, head_dim, tile, MaskKind::window, false)};
+constexpr std::array<Fa2Instance, 4> every_dtype_and_mask(int head_dim, Tile tile) {
+  return {Fa2Instance{DType::f16, head_dim, tile, MaskKind::none, false},
+          Fa2Instance{DType::f16, head_dim, tile, MaskKind::window, false},
+          Fa2Instance{DType::bf16, head_dim, tile, MaskKind::none, false},
+          Fa2Instance{DType::bf16, head_dim, tile, MaskKind::window, false}};
 }
 
 /// `tile` at `head_dim` for bf16 without and with the window mask.
-constexpr std::array<ForwardConfig, 2> bf16_both_masks(int head_dim, Tile tile,
-                                                       bool softcap = false) {
-  return {forward_config(DType::bf16, head_dim, tile, MaskKind::none, softcap),
-          forward_config(DType::bf16, head_dim, tile, MaskKind::window, softcap)};
+constexpr std::array<Fa2Instance, 2> bf16_both_masks(int head_dim, Tile tile,
+                                                     bool softcap = false) {
+  return {Fa2Instance{DType::bf16, head_dim, tile, MaskKind::none, softcap},
+          Fa2Instance{DType::bf16, head_dim, tile, MaskKind::window, softcap}};
 }
 
-/// The configs of every part, in order.
+/// The instances of every part, in order.
 template <std::size_t... N>
-constexpr auto concat(const std::array<ForwardConfig, N>&... parts) {
-  std::array<ForwardConfig, (N + ...)> all{};
+constexpr auto concat(const std::array<Fa2Instance, N>&... parts) {
+  std::array<Fa2Instance, (N + ...)> all{};
   auto out = all.begin();
   ((out = std::copy(parts.begin(), parts.end(), out)), ...);
   return all;
 }
 
-/// Adds the host-compiled forward kernel of every config in `Configs`.
-template <const auto& Configs>
+/// Adds the host-compiled forward kernel of every instance in `Instances`.
+template <const auto& Instances>
 void add_forward_configs(detail::EmulatedKernelTable& table) {
-  for_each_config<Configs>([&]<ForwardConfig C>() {
-    using Traits = ForwardTraits<Element<C.dtype>, C.head_dim, C.block_m, C.block_n, C.warps,
-                                 C.stages, C.mask, C.softcap, C.q_in_registers>;
-    table.add({forward_spec(C, detail::kEmulatorArch),
+  for_each_config<Instances>([&]<Fa2Instance I>() {
+    using Traits =
+        ForwardTraits<Element<I.dtype>, I.head_dim, I.tile.block_m, I.tile.block_n, I.tile.warps,
+                      I.tile.stages, I.mask, I.softcap, I.tile.q_in_registers>;
+    table.add({forward_spec(I.config(), detail::kEmulatorArch),
                &HostLauncher<&attention_forward_kernel<Traits>>::launch});
   });
 }

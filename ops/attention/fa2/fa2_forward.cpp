@@ -61,8 +61,9 @@ std::vector<ForwardConfig> fa2_forward_configs(DType dtype, int head_dim, MaskKi
       for (int warps : space::kWarps) {
         for (int stages : space::kStages) {
           for (bool q_in_registers : space::kQInRegisters) {
-            const ForwardConfig config{dtype,  head_dim, block_m, block_n,       warps,
-                                       stages, mask,     softcap, q_in_registers};
+            const ForwardConfig config{dtype,   head_dim, block_m,
+                                       block_n, warps,    stages,
+                                       mask,    softcap,  Fa2Options{q_in_registers}};
             if (config.valid()) configs.push_back(config);
           }
         }
@@ -83,8 +84,9 @@ ForwardConfig mma_sync_forward_config(DType dtype, int head_dim, MaskKind mask, 
                           [](const TileShape& tile) { return tile.block_m == 64; });
   }
   for (const TileShape& tile : tiles) {
-    ForwardConfig config{dtype, head_dim, tile.block_m, tile.block_n,       tile.warps,
-                         1,     mask,     softcap,      tile.q_in_registers};
+    ForwardConfig config{dtype,        head_dim,   tile.block_m,
+                         tile.block_n, tile.warps, 1,
+                         mask,         softcap,    Fa2Options{tile.q_in_registers}};
     if (!config.valid() || config.shared_bytes() > limit) continue;
     // A second K/V stage overlaps the next tile's loads with this tile's math.
     ForwardConfig pipelined = config;
@@ -94,7 +96,7 @@ ForwardConfig mma_sync_forward_config(DType dtype, int head_dim, MaskKind mask, 
   // Unreachable with today's tables (the last preference fits 99 KB); kept so that the result
   // stays valid if the space changes: the config with the least shared memory.
   std::vector<ForwardConfig> configs = forward_configs(dtype, head_dim, mask, softcap);
-  std::erase_if(configs, [](const ForwardConfig& c) { return c.path != ForwardPath::mma_sync; });
+  std::erase_if(configs, [](const ForwardConfig& c) { return c.path() != ForwardPath::mma_sync; });
   return least_shared_memory(configs);
 }
 
@@ -131,7 +133,7 @@ ForwardKernel fa2_forward_kernel(const ForwardConfig& config, const ScoreModifie
       .add("Stages", config.stages)
       .add("Mask", mask_argument(config.mask))
       .add("Softcap", config.softcap)
-      .add("QInRegisters", config.q_in_registers)
+      .add("QInRegisters", config.q_in_registers())
       .add("Layout_", layout_argument(config), kDenseLayout)
       .add("Modifiers_", modifiers_argument(modifiers), kNoModifiers);
   return kernel;

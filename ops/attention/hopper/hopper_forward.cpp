@@ -18,9 +18,8 @@ ForwardConfig tma_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                          int block_n) {
   ForwardConfig config{dtype, head_dim, block_m, block_n, tma_forward_threads(block_m) / 32,
                        2,     mask,     softcap};
-  config.path = ForwardPath::tma;
-  config.overlap = true;
-  config.pingpong = block_m == 128 && tma_forward_padded_head_dim(head_dim) <= 128;
+  config.options = TmaOptions{
+      .overlap = true, .pingpong = block_m == 128 && tma_forward_padded_head_dim(head_dim) <= 128};
   return config;
 }
 
@@ -50,11 +49,11 @@ std::optional<ForwardConfig> tma_default_config(DType dtype, int head_dim, MaskK
   // Persistent where ptxas keeps it in registers: its tile loop costs the main loop a few
   // registers, and with the larger tiles it spills
   // (bench/results/2026-11-26-tma-forward-pipeline.md).
-  config.persistent = padded <= 64 || (padded <= 128 && masked);
+  config.tma().persistent = padded <= 64 || (padded <= 128 && masked);
   // 2-CTA clusters sharing K and V where FlashAttention-3 has them: head dims from 128,
   // unmasked (plan_attention_forward runs the unclustered twin for an odd number of query
   // blocks, as FlashAttention-3 does).
-  config.cluster = padded >= 128 && !masked && !config.persistent;
+  config.tma().cluster = padded >= 128 && !masked && !config.persistent();
   if (!config.valid() || config.shared_bytes() > limit) return std::nullopt;
   return config;
 }
@@ -68,7 +67,7 @@ void add_tma_forward_launch(ForwardLaunch& launch, const ForwardConfig& config,
       launch.shape.grid_x, static_cast<long long>(launch.shape.grid_y) * launch.shape.grid_z,
       cluster_blocks);
   launch.shape.grid_x =
-      static_cast<unsigned>(config.persistent ? tma_forward_ctas(tiles, device.sm_count) : tiles);
+      static_cast<unsigned>(config.persistent() ? tma_forward_ctas(tiles, device.sm_count) : tiles);
   launch.shape.grid_y = launch.shape.grid_z = 1;
   launch.shape.cluster_x = static_cast<unsigned>(cluster_blocks);
 }
@@ -79,7 +78,7 @@ std::vector<ForwardConfig> hopper_forward_configs(DType dtype, int head_dim, Mas
   for (int block_m : {64, 128}) {
     for (int block_n : {64, 128}) {
       ForwardConfig config{dtype, head_dim, block_m, block_n, block_m / 16, 1, mask, softcap};
-      config.path = ForwardPath::wgmma;
+      config.options = WgmmaOptions{};
       if (config.valid()) configs.push_back(config);
     }
   }
@@ -103,12 +102,11 @@ std::vector<ForwardConfig> hopper_forward_configs(DType dtype, int head_dim, Mas
                 ForwardConfig config{
                     dtype,  head_dim, block_m, block_n, tma_forward_threads(block_m) / 32,
                     stages, mask,     softcap};
-                config.path = ForwardPath::tma;
-                config.overlap = overlap;
-                config.pingpong = pingpong;
-                config.p_in_shared = p_in_shared;
-                config.persistent = persistent;
-                config.cluster = cluster;
+                config.options = TmaOptions{.overlap = overlap,
+                                            .pingpong = pingpong,
+                                            .p_in_shared = p_in_shared,
+                                            .persistent = persistent,
+                                            .cluster = cluster};
                 if (config.valid()) configs.push_back(config);
               }
             }
@@ -122,8 +120,8 @@ std::vector<ForwardConfig> hopper_forward_configs(DType dtype, int head_dim, Mas
 
 ForwardKernel tma_forward_kernel(const ForwardConfig& config, const ScoreModifiers& modifiers) {
   ForwardKernel kernel{"attention/hopper/tma_forward_kernel.cuh",
-                       config.cluster ? "flashjit::attention_forward_tma_cluster_kernel"
-                                      : "flashjit::attention_forward_tma_kernel",
+                       config.cluster() ? "flashjit::attention_forward_tma_cluster_kernel"
+                                        : "flashjit::attention_forward_tma_kernel",
                        TemplateArguments("flashjit::TmaForwardTraits")};
   // Stages to Persistent have defaults in the declaration but are always written, as the
   // emulator's built-in instances are named.
@@ -134,12 +132,12 @@ ForwardKernel tma_forward_kernel(const ForwardConfig& config, const ScoreModifie
       .add("Mask", mask_argument(config.mask))
       .add("Softcap", config.softcap)
       .add("Stages", config.stages)
-      .add("Overlap", config.overlap)
-      .add("Pingpong", config.pingpong)
-      .add("PShared", config.p_in_shared)
-      .add("Persistent", config.persistent)
+      .add("Overlap", config.overlap())
+      .add("Pingpong", config.pingpong())
+      .add("PShared", config.p_in_shared())
+      .add("Persistent", config.persistent())
       .add("Varlen", config.varlen, false)
-      .add("ClusterBlocks", config.cluster ? 2 : 1, 1)
+      .add("ClusterBlocks", config.cluster() ? 2 : 1, 1)
       .add("Modifiers_", modifiers_argument(modifiers), kNoModifiers)
       .add("KvE4m3", config.kv_e4m3, false);
   return kernel;

@@ -247,7 +247,7 @@ void check_inference_config(const InferenceConfig& config, const Attention& a, C
   if (config.splits < 1 || config.splits > kMaxSplits) {
     problem = "splits " + std::to_string(config.splits) + " (must be 1 to " +
               std::to_string(kMaxSplits) + ")";
-  } else if (f.path != (runs_wide(a) ? ForwardPath::wide : ForwardPath::mma_sync) || !f.valid()) {
+  } else if (f.path() != (runs_wide(a) ? ForwardPath::wide : ForwardPath::mma_sync) || !f.valid()) {
     problem = runs_wide(a) ? "a forward that is not a valid config of the wide path (head dims "
                              "past 256)"
                            : "a forward that is not a valid config of the mma.sync path";
@@ -255,7 +255,7 @@ void check_inference_config(const InferenceConfig& config, const Attention& a, C
     problem = "layout flags that are not the call's";
   } else if (f.dtype != dtype || f.head_dim != a.head_dim || f.softcap != (a.softcap > 0.0f) ||
              (f.mask == MaskKind::none && forward_mask_kind(a) == MaskKind::window) ||
-             (runs_wide(a) && f.head_dim_v != a.value_head_dim())) {
+             (runs_wide(a) && f.head_dim_v() != a.value_head_dim())) {
     problem = "a dtype, head dim, softcap or mask kind that is not the call's";
   }
   if (!problem.empty()) throw InvalidArgument("config", "has " + problem);
@@ -279,7 +279,7 @@ std::optional<ForwardLaunch> packed_tma_launch(const Attention& a, const Sequenc
                                                const DeviceInfo& device, Stream stream) {
   if (fallback.splits != 1 || !present(s.cu_seqlens_q) || !present(s.cu_seqlens_k) ||
       present(s.seqlens_k) || present(s.page_table) || fallback.forward.pack_gqa ||
-      fallback.forward.path == ForwardPath::wide) {
+      fallback.forward.path() == ForwardPath::wide) {
     return std::nullopt;
   }
   const ForwardConfig& tile = fallback.forward;

@@ -55,7 +55,9 @@ InferenceConfig with_layout(ForwardConfig tile, const Attention& a, CacheLayout 
   tile.pack_gqa = packed_group(a) > 1;
   tile.split = splits > 1;
   // V in the keys only where the call's v is k's columns (the tile may still load V itself).
-  if (!layout.values_in_keys) tile.values_in_keys = false;
+  if (!layout.values_in_keys && tile.path() == ForwardPath::wide) {
+    tile.wide().values_in_keys = false;
+  }
   return {tile, splits};
 }
 
@@ -69,8 +71,8 @@ int choose_splits(std::int64_t blocks, std::int64_t key_blocks, int sm_count,
 }
 
 std::int64_t least_blocks_per_split(const ForwardConfig& c) {
-  if (c.path != ForwardPath::wide) return 2;
-  const std::int64_t partial = std::int64_t{c.block_m} * c.head_dim_v * 8;
+  if (c.path() != ForwardPath::wide) return 2;
+  const std::int64_t partial = std::int64_t{c.block_m} * c.head_dim_v() * 8;
   const std::int64_t block_keys = std::int64_t{c.block_n} * c.head_dim * 2;
   return std::max<std::int64_t>(2, ceil_div(partial, block_keys));
 }
@@ -101,8 +103,8 @@ std::vector<InferenceConfig> decode_configs(const Attention& a, CacheLayout layo
   std::vector<InferenceConfig> configs;
   for (const ForwardConfig& tile : forward_configs(dtype, static_cast<int>(a.head_dim),
                                                    forward_mask_kind(a), a.softcap > 0.0f)) {
-    if (tile.path != ForwardPath::mma_sync) continue;  // the inference layouts' only path
-    if (layout.kv_e4m3 && tile.stages != 2) continue;  // (with_layout would make it a twin)
+    if (tile.path() != ForwardPath::mma_sync) continue;  // the inference layouts' only path
+    if (layout.kv_e4m3 && tile.stages != 2) continue;    // (with_layout would make it a twin)
     for (int splits : kDecodeSplits) {
       const InferenceConfig config = with_layout(tile, a, layout, splits);
       if (config.forward.valid()) configs.push_back(config);
@@ -126,9 +128,9 @@ std::optional<ForwardConfig> packed_prefill_tma_config(DType dtype, int head_dim
                                                        bool softcap, const std::string& arch,
                                                        bool kv_e4m3) {
   ForwardConfig config = default_forward_config(dtype, head_dim, mask, softcap, arch);
-  if (config.path != ForwardPath::tma) return std::nullopt;
-  config.persistent = false;  // the sequences' tiles are uneven: one CTA each
-  config.cluster = false;     // nor do two CTAs walk the same keys
+  if (config.path() != ForwardPath::tma) return std::nullopt;
+  config.tma().persistent = false;  // the sequences' tiles are uneven: one CTA each
+  config.tma().cluster = false;     // nor do two CTAs walk the same keys
   config.varlen = true;
   config.kv_e4m3 = kv_e4m3;
   // An fp8 cache's staging slots need shared memory the 16-bit default may fill: the widest

@@ -11,14 +11,13 @@
 namespace flashjit::kernels {
 namespace wide = flashjit::wide_forward_space;
 
-/// The wide path's part of ForwardConfig::valid: its space's predicate, its warps, none of the
-/// other paths' options, 16-bit caches.
+/// The wide path's part of ForwardConfig::valid: its space's predicate, its warps, 16-bit
+/// caches.
 bool wide_forward_config_valid(const ForwardConfig& c) {
-  return !c.q_in_registers && !c.overlap && !c.pingpong && !c.p_in_shared && !c.persistent &&
-         !c.cluster && !c.kv_e4m3 && (!c.paged || c.varlen) &&
-         c.warps == wide::warps(c.block_m, c.column_groups) &&
-         wide::config_valid(c.head_dim, c.head_dim_v, c.block_m, c.block_n, c.column_groups,
-                            c.stages, c.values_in_keys);
+  return !c.kv_e4m3 && (!c.paged || c.varlen) &&
+         c.warps == wide::warps(c.block_m, c.column_groups()) &&
+         wide::config_valid(c.head_dim, c.head_dim_v(), c.block_m, c.block_n, c.column_groups(),
+                            c.stages, c.values_in_keys());
 }
 
 ForwardConfig wide_forward_config(DType dtype, int head_dim, int head_dim_v, MaskKind mask,
@@ -40,10 +39,8 @@ ForwardConfig wide_forward_config(DType dtype, int head_dim, int head_dim_v, Mas
         for (const int stages : {2, 1}) {
           ForwardConfig config{dtype,  head_dim, block_m, block_n, wide::warps(block_m, groups),
                                stages, mask,     softcap};
-          config.path = ForwardPath::wide;
-          config.head_dim_v = head_dim_v;
-          config.column_groups = groups;
-          config.values_in_keys = in_keys;
+          config.options = WideOptions{
+              .head_dim_v = head_dim_v, .column_groups = groups, .values_in_keys = in_keys};
           if (!config.valid()) continue;
           if (config.shared_bytes() <= limit) return config;
           least = least == 0 ? config.shared_bytes() : std::min(least, config.shared_bytes());
@@ -64,14 +61,14 @@ ForwardKernel wide_forward_kernel(const ForwardConfig& config) {
                        TemplateArguments("flashjit::WideForwardTraits")};
   kernel.traits.add("Element_", template_element(config.dtype))
       .add("HeadDim", config.head_dim)
-      .add("HeadDimV", config.head_dim_v)
+      .add("HeadDimV", config.head_dim_v())
       .add("BlockM", config.block_m)
       .add("BlockN", config.block_n)
-      .add("Groups", config.column_groups)
+      .add("Groups", config.column_groups())
       .add("Stages", config.stages)
       .add("Mask", mask_argument(config.mask))
       .add("Softcap", config.softcap)
-      .add("ValuesInKeys", config.values_in_keys)
+      .add("ValuesInKeys", config.values_in_keys())
       .add("Layout_", layout_argument(config), kDenseLayout);
   return kernel;
 }

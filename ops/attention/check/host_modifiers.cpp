@@ -1,4 +1,4 @@
-#include "host_modifiers.hpp"
+#include "attention/check/host_modifiers.hpp"
 
 #include <unistd.h>
 

@@ -21,29 +21,6 @@ namespace space = flashjit::attention_backward_space;
 
 namespace {
 
-/// The dK/dV tiles per head dim, best first (the first valid one that fits the arch's shared
-/// memory is the default). Bc = 128 keys per CTA over 8 warps halves the Q and dO traffic of
-/// Bc = 64 (each CTA streams every query block past its keys); Br is as large as the
-/// accumulator budget allows beside dK and dV (attention_backward_space::key_kernel_valid).
-/// The later entries cover head dims whose width 8 warps cannot split (the atomic dQ block of
-/// 64 rows needs 32-column blocks: not at 16 or 48) and sm_86/sm_89's 99 KB. Untimed: the
-/// autotuner will say.
-std::vector<KeyBlockTile> preferred_key_tiles(int head_dim) {
-  const int padded = space::key_kernel_head_dim(head_dim);
-  if (padded <= 64) return {{64, 128, 8, 2}, {64, 64, 4, 2}, {32, 64, 4, 2}};
-  if (padded <= 128) return {{32, 128, 8, 2}, {64, 64, 8, 2}, {64, 64, 4, 2}, {32, 64, 4, 1}};
-  return {{32, 64, 8, 2}, {64, 64, 8, 2}, {64, 32, 8, 1}, {32, 32, 4, 1}};
-}
-
-/// The dQ kernel's tiles (deterministic mode), best first: Br = Bc = 64 over 4 warps up to head
-/// dim 144 (104 with softcap), then 32 x 32 over 2 warps. The cut-offs are where 64 x 64 stopped
-/// compiling without spills on sm_80 and sm_90a (NVRTC 13.0) when this kernel also served the
-/// atomic-free default.
-std::vector<QueryBlockTile> preferred_query_tiles(int head_dim, bool softcap) {
-  if (head_dim <= (softcap ? 104 : 144)) return {{64, 64, 4}, {32, 32, 2}};
-  return {{32, 32, 2}};
-}
-
 /// The traits of a main kernel's readable name: the config's dtype, mask and softcap, then the
 /// kernel's tile.
 std::vector<std::string> tile_traits(const BackwardConfig& config, int block_m, int block_n,
@@ -218,31 +195,13 @@ void launch_backward(detail::RuntimeBackend& backend, const Attention& attention
   detail::launch_kernel(executor, specs.dq, shapes.dq, buffers, params);  // dQ
 }
 
-/// The Hopper backward's tensor maps for a call, built once: checked, then encoded at launch.
-struct TmaBackwardMaps {
-  std::vector<emulator::TensorMap> maps;  ///< Q, K, V, dO with Bc = the config's block_n
-  std::string problem;  ///< why the kernel cannot run the call on `arch`, "" when it can
-};
-
-/// The maps of `config` (a TMA one) for the call, and whether the kernel can run it: a target
-/// other than sm_90a or tensors TMA cannot read are named in `problem`.
-TmaBackwardMaps tma_backward_maps(const std::string& arch, const BackwardTensors& t,
-                                  const BackwardConfig& config) {
-  if (!runs_wgmma(arch)) return {{}, "it runs on sm_90a only; the target is " + arch};
-  TmaBackwardMaps result{
-      backward_tma_maps(t.q, t.k, t.v, t.dout, kTmaBackwardBlockM, config.key.block_n), ""};
-  const std::string problem = tma_maps_problem(result.maps, "dout");
-  if (!problem.empty()) result.problem = "TMA cannot read the tensors: " + problem;
-  return result;
-}
-
 /// The TMA backward's maps for the call when `config` is a TMA one it can use (none otherwise);
 /// when it cannot (tensors TMA cannot read), `config` becomes the call's mma.sync default (its
 /// varlen flag kept).
 std::vector<emulator::TensorMap> maps_or_fallback(BackwardConfig& config, const std::string& arch,
                                                   const BackwardTensors& t) {
   if (!config.tma) return {};
-  TmaBackwardMaps tma = tma_backward_maps(arch, t, config);
+  TmaBackwardMaps tma = tma_backward_maps(arch, t.q, t.k, t.v, t.dout, config);
   if (tma.problem.empty()) return std::move(tma.maps);
   const bool varlen = config.varlen;
   config = fallback_backward_config(config.dtype, config.head_dim, config.mask, config.softcap,
@@ -251,51 +210,11 @@ std::vector<emulator::TensorMap> maps_or_fallback(BackwardConfig& config, const 
   return {};
 }
 
-/// Every config of one kernel's space, in the order of its tables.
-std::vector<KeyBlockTile> key_tiles() {
-  std::vector<KeyBlockTile> tiles;
-  for (int block_m : space::kKeyBlockM)
-    for (int block_n : space::kKeyBlockN)
-      for (int warps : space::kKeyWarps)
-        for (int stages : space::kKeyStages) tiles.push_back({block_m, block_n, warps, stages});
-  return tiles;
-}
-std::vector<QueryBlockTile> query_tiles() {
-  std::vector<QueryBlockTile> tiles;
-  for (int block_m : space::kQueryBlockM)
-    for (int block_n : space::kQueryBlockN)
-      for (int warps : space::kQueryWarps) tiles.push_back({block_m, block_n, warps});
-  return tiles;
-}
-
-/// The Hopper backward's config with Bc = block_n (its warps: a consumer warpgroup per 64 keys,
-/// or two sharing them, and the producer's) and `stages` Q/dO slots; valid() says whether the
-/// kernel takes it.
-BackwardConfig tma_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
-                          bool deterministic, int block_n, int stages, bool shared_keys) {
-  BackwardConfig config{dtype, head_dim, mask, softcap, deterministic, {}, {}};
-  config.key = {kTmaBackwardBlockM, block_n, tma_backward_threads(block_n, shared_keys) / 32,
-                stages};
-  config.tma = true;
-  return config;
-}
-
 }  // namespace
 
 bool BackwardConfig::valid() const {
   if (dtype != DType::f16 && dtype != DType::bf16) return false;
-  if (tma) {
-    return query == QueryBlockTile{} && key.block_m == kTmaBackwardBlockM &&
-           key.warps * 32 == tma_backward_threads(key.block_n, shared_keys()) &&
-           tma_backward_valid(head_dim, key.block_n, key.stages, shared_keys());
-  }
-  if (!space::key_kernel_valid(head_dim, key.block_m, key.block_n, key.warps, key.stages, softcap,
-                               !deterministic)) {
-    return false;
-  }
-  return deterministic ? space::query_kernel_valid(head_dim, query.block_m, query.block_n,
-                                                   query.warps, softcap)
-                       : query == QueryBlockTile{};
+  return tma ? tma_backward_config_valid(*this) : fa2_backward_config_valid(*this);
 }
 
 int BackwardConfig::key_shared_bytes() const {
@@ -317,21 +236,11 @@ int BackwardConfig::shared_bytes() const {
 
 std::vector<BackwardConfig> backward_configs(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                              bool deterministic) {
-  std::vector<BackwardConfig> configs;
-  const std::vector<QueryBlockTile> queries =
-      deterministic ? query_tiles() : std::vector<QueryBlockTile>{QueryBlockTile{}};
-  for (const KeyBlockTile& key : key_tiles()) {
-    for (const QueryBlockTile& query : queries) {
-      BackwardConfig config{dtype, head_dim, mask, softcap, deterministic, key, query};
-      if (config.valid()) configs.push_back(config);
-    }
-  }
-  for (const auto& [block_n, shared_keys] : {std::pair{64, false}, {64, true}, {128, false}}) {
-    for (int stages : {1, 2}) {
-      const BackwardConfig config =
-          tma_config(dtype, head_dim, mask, softcap, deterministic, block_n, stages, shared_keys);
-      if (config.valid()) configs.push_back(config);
-    }
+  std::vector<BackwardConfig> configs =
+      fa2_backward_configs(dtype, head_dim, mask, softcap, deterministic);
+  for (const BackwardConfig& config :
+       tma_backward_configs(dtype, head_dim, mask, softcap, deterministic)) {
+    configs.push_back(config);
   }
   return configs;
 }
@@ -348,20 +257,10 @@ namespace {
 BackwardConfig backward_default(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                 bool deterministic, const std::string& arch, bool modified) {
   check_attention_support(dtype, head_dim);
-  // The Hopper backward from head dim 64, where it compiles without spills (NVRTC 13.0): timed
-  // at 1.5x the mma.sync default at head dim 128 on an H100, 1.9-2.1x on an H200, where two Q/dO
-  // stages ran 1.14x one (bench/results, 2026-11-27). Up to a padded head dim of 128, two
-  // consumer warpgroups over Bc = 128; above it, and at 128 with softcap (whose chain, 1 − tanh²
-  // kept per score, spilled 256 bytes there), two warpgroups sharing Bc = 64 keys, with two
-  // stages where they fit in shared memory (to 192) and one where not. The deterministic mode
-  // orders the same kernel's dQ sums (in its dQ writer warp, off the math warps' registers).
-  if (runs_wgmma(arch) && head_dim >= 64) {
-    const int padded = tma_forward_padded_head_dim(head_dim);
-    const bool shared_keys = padded > 128 || (padded == 128 && (softcap || modified));
-    for (int stages : {2, 1}) {
-      const BackwardConfig config = tma_config(dtype, head_dim, mask, softcap, deterministic,
-                                               shared_keys ? 64 : 128, stages, shared_keys);
-      if (config.valid() && config.shared_bytes() <= arch_shared_memory_limit(arch)) return config;
+  if (runs_wgmma(arch)) {
+    if (auto tma = tma_backward_default(dtype, head_dim, mask, softcap, deterministic, modified,
+                                        arch_shared_memory_limit(arch))) {
+      return *tma;
     }
   }
   return fallback_backward_config(dtype, head_dim, mask, softcap, deterministic, arch);
@@ -377,29 +276,13 @@ BackwardConfig default_backward_config(DType dtype, int head_dim, MaskKind mask,
 BackwardConfig fallback_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                                         bool deterministic, const std::string& arch) {
   check_attention_support(dtype, head_dim);
-  const int limit = arch_shared_memory_limit(arch);
-  BackwardConfig config{dtype, head_dim, mask, softcap, deterministic, {}, {}};
-  // Each kernel takes its own first choice that fits: their shared memory is separate.
-  bool found = !deterministic;
-  for (const QueryBlockTile& query :
-       deterministic ? preferred_query_tiles(head_dim, softcap) : std::vector<QueryBlockTile>{}) {
-    config.query = query;
-    found =
-        space::query_kernel_valid(head_dim, query.block_m, query.block_n, query.warps, softcap) &&
-        config.query_shared_bytes() <= limit;
-    if (found) break;
-  }
-  for (const KeyBlockTile& key :
-       found ? preferred_key_tiles(head_dim) : std::vector<KeyBlockTile>{}) {
-    config.key = key;
-    if (config.valid() && config.shared_bytes() <= limit) return config;
+  if (auto fa2 = fa2_backward_default(dtype, head_dim, mask, softcap, deterministic,
+                                      arch_shared_memory_limit(arch))) {
+    return *fa2;
   }
   // Kept so that the result stays valid if the tables change: the mma.sync config with the least
   // shared memory (it runs on every arch).
-  std::vector<BackwardConfig> configs =
-      backward_configs(dtype, head_dim, mask, softcap, deterministic);
-  std::erase_if(configs, [](const BackwardConfig& c) { return c.tma; });
-  return least_shared_memory(configs);
+  return least_shared_memory(fa2_backward_configs(dtype, head_dim, mask, softcap, deterministic));
 }
 
 BackwardConfig modifiers_backward_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
@@ -532,7 +415,8 @@ void attention_backward(detail::RuntimeBackend& backend, const Attention& attent
   const BackwardTensors tensors{q, k, v, o, lse, dout, dq, dk, dv};
   TmaBackwardMaps tma;
   if (config.tma) {
-    tma = tma_backward_maps(backend.info().arch(), tensors, config);
+    tma = tma_backward_maps(backend.info().arch(), tensors.q, tensors.k, tensors.v, tensors.dout,
+                            config);
     if (!tma.problem.empty()) {
       throw InvalidArgument("config", "is the TMA backward, and " + tma.problem);
     }

@@ -18,9 +18,12 @@ from flashjit import _c_header, _capi
 INCLUDE = pathlib.Path(_c_header.header_path()).parent
 
 
-def c_layout(tmp_path) -> dict:
+@pytest.fixture(scope="module")
+def c_layout(tmp_path_factory) -> dict:
     """{name: value} printed by a C program compiled against the header: "sizeof <struct>",
-    "offsetof <struct>.<field>", "sizeof <struct>.<field>" and each constant."""
+    "offsetof <struct>.<field>", "sizeof <struct>.<field>" and each constant. Compiled once for
+    the tests that read it."""
+    tmp_path = tmp_path_factory.mktemp("c_layout")
     compiler = shutil.which(os.environ.get("CC", "cc"))
     if compiler is None:
         pytest.skip("no C compiler (cc) to compare the header's layout with")
@@ -59,20 +62,18 @@ def test_the_header_is_read_whole():
         assert [f[0] for f in struct._fields_] == [f.name for f in header.structs[name]]
 
 
-def test_every_struct_has_the_c_compilers_layout(tmp_path):
-    layout = c_layout(tmp_path)
+def test_every_struct_has_the_c_compilers_layout(c_layout):
     for name, struct in _capi._STRUCTS.items():
-        assert ctypes.sizeof(struct) == layout[f"sizeof {name}"], f"sizeof {name}"
+        assert ctypes.sizeof(struct) == c_layout[f"sizeof {name}"], f"sizeof {name}"
         for field, _ in struct._fields_:
             member = getattr(struct, field)
-            assert member.offset == layout[f"offsetof {name}.{field}"], f"{name}.{field}'s offset"
-            assert member.size == layout[f"sizeof {name}.{field}"], f"{name}.{field}'s size"
+            assert member.offset == c_layout[f"offsetof {name}.{field}"], f"{name}.{field}'s offset"
+            assert member.size == c_layout[f"sizeof {name}.{field}"], f"{name}.{field}'s size"
 
 
-def test_every_constant_has_the_c_compilers_value(tmp_path):
-    layout = c_layout(tmp_path)
+def test_every_constant_has_the_c_compilers_value(c_layout):
     for name, value in _capi.HEADER.constants.items():
-        assert getattr(_capi, name) == value == layout[name], name
+        assert getattr(_capi, name) == value == c_layout[name], name
 
 
 def test_every_declared_function_is_exported_with_its_parameters():

@@ -217,6 +217,11 @@ void semaphore_wait_equal(const int* address, int value);
 /// thread's earlier writes; a bulk reduction of this thread still in flight (no wait_group
 /// without .read has completed it) is reported, since the release would not cover it.
 void semaphore_release_add(int* address, int value);
+/// atom.acq_rel.gpu.global.add.s32: adds `value` to the 32-bit integer at `address` and returns
+/// what it held before, released after the thread's earlier writes and acquiring the writes of
+/// the arrivals before it (how the last of several blocks learns it is last: a split-KV merge).
+/// Blocks run in linear order, so the read-modify-write is atomic.
+int semaphore_arrive_add(int* address, int value);
 
 // --- clusters (PTX ISA "Cluster of Cooperative Thread Arrays"; emulator/cluster.cpp).
 

@@ -98,4 +98,15 @@ void semaphore_release_add(int* address, int value) {
   detail::wake_waiters(m, address);
 }
 
+int semaphore_arrive_add(int* address, int value) {
+  const char* what = "atom.acq_rel.gpu .add.s32 (arrival count)";
+  detail::Machine& m = detail::launch_machine(what);
+  if (!detail::check_global_access(m, m.current, address, sizeof(int), true, what)) return 0;
+  const int before = detail::load_value(address);
+  const int updated = before + value;
+  std::memcpy(address, &updated, sizeof updated);
+  detail::wake_waiters(m, address);
+  return before;
+}
+
 }  // namespace flashjit::emulator

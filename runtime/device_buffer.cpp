@@ -1,7 +1,9 @@
 // DeviceBuffer: memory a backend handed out, returned to it when the buffer goes.
 #include "flashjit/device_buffer.hpp"
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "runtime_backend.hpp"
 
@@ -51,6 +53,25 @@ DeviceBuffer RuntimeBackend::allocate_buffer_on_stream(std::size_t bytes, Stream
   DeviceBuffer buffer(this, allocate_on_stream(bytes, stream), bytes, stream);
   allocations.add(buffer.data(), bytes);
   return buffer;
+}
+
+int* RuntimeBackend::zeroed_counters(std::size_t count, Stream stream) {
+  const std::lock_guard<std::mutex> lock(counters_mutex_);
+  HeldCounters& held = counters_[stream];
+  if (held.count < count) {
+    const std::size_t grown = std::max<std::size_t>(count, 2 * held.count);
+    DeviceBuffer buffer = allocate_buffer(grown * sizeof(int));
+    const std::vector<int> zeros(grown, 0);
+    copy_to_device(buffer.data(), zeros.data(), grown * sizeof(int));
+    if (held.count > 0) outgrown_counters_.push_back(std::move(held.buffer));
+    held = {std::move(buffer), grown};
+  }
+  return static_cast<int*>(held.buffer.data());
+}
+
+void RuntimeBackend::release_held_counters() noexcept {
+  counters_.clear();
+  outgrown_counters_.clear();
 }
 
 }  // namespace detail

@@ -114,6 +114,9 @@ class EmulatorBackend final : public RuntimeBackend, public Executor {
       : info_(emulator_device_info(arch)), kernels_(kernels) {
     if (model_memory) memory_model_ = modelled_gpu(info_);
   }
+  ~EmulatorBackend() override { release_held_counters(); }
+  EmulatorBackend(const EmulatorBackend&) = delete;
+  EmulatorBackend& operator=(const EmulatorBackend&) = delete;
 
   Backend kind() const override { return Backend::emulator; }
   const DeviceInfo& info() const override { return info_; }

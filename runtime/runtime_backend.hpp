@@ -3,7 +3,10 @@
 // launches differ per backend. Ops in ops/ and the autotuner work through this; users see
 // the public Runtime (api/), which owns one.
 #include <cstddef>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "allocations.hpp"
 #include "executor.hpp"
@@ -49,8 +52,30 @@ class RuntimeBackend {
   /// frees itself in the stream's order, recorded in `allocations`.
   DeviceBuffer allocate_buffer_on_stream(std::size_t bytes, Stream stream);
 
+  /// `count` 32-bit counters, zero for the work queued next on `stream`, which the kernels that
+  /// use them leave at zero (the decode kernel's split arrivals): held per stream for the
+  /// backend's life, so a call allocates nothing and captures into a CUDA graph. A stream's
+  /// first call (or one that needs more) allocates and zeroes them synchronously: make it
+  /// before a capture, as with a library's workspace. Outgrown counters stay allocated until the
+  /// backend goes, since queued work may still use them.
+  int* zeroed_counters(std::size_t count, Stream stream);
+
   /// The buffers handed out and not yet freed: copies are checked against them.
   AllocationTable allocations;
+
+ protected:
+  /// Frees the held counters; each backend's destructor calls it first, while its own free()
+  /// can still run.
+  void release_held_counters() noexcept;
+
+ private:
+  struct HeldCounters {
+    DeviceBuffer buffer;
+    std::size_t count = 0;
+  };
+  std::mutex counters_mutex_;
+  std::map<Stream, HeldCounters> counters_;
+  std::vector<DeviceBuffer> outgrown_counters_;
 };
 
 /// The cuda backend on device `ordinal` (loads the driver; throws as Runtime's constructor).

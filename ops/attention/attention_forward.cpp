@@ -88,6 +88,7 @@ bool ForwardConfig::valid() const {
   if (!dtype_supported(dtype)) return false;
   // (No path carries another's options: PathOptions holds the path's own alone.)
   if (path() == ForwardPath::wide) return wide_forward_config_valid(*this);
+  if (path() == ForwardPath::decode) return decode_forward_config_valid(*this);
   if (!tma_forward_cluster_valid(block_n, cluster_blocks(), mask != MaskKind::none, persistent(),
                                  inference_layout())) {
     return false;
@@ -113,6 +114,7 @@ bool ForwardConfig::valid() const {
                                       kv_e4m3) &&
              tma_forward_schedule_valid(block_m, stages, overlap(), pingpong());
     case ForwardPath::wide:  // (above)
+    case ForwardPath::decode:
     case ForwardPath::mma_sync:
       break;
   }
@@ -128,6 +130,8 @@ int ForwardConfig::shared_bytes() const {
       return wgmma_forward_shared_bytes(head_dim, block_m, block_n);
     case ForwardPath::tma:
       return tma_forward_shared_bytes(head_dim, block_m, block_n, stages, p_in_shared(), kv_e4m3);
+    case ForwardPath::decode:
+      return decode_forward_shared_bytes(*this);
     case ForwardPath::mma_sync:
       break;
   }
@@ -138,7 +142,7 @@ bool runs_wgmma(const std::string& arch) { return arch == "sm_90a"; }
 
 bool runs_on(const ForwardConfig& config, const std::string& arch) {
   return config.path() == ForwardPath::mma_sync || config.path() == ForwardPath::wide ||
-         runs_wgmma(arch);
+         config.path() == ForwardPath::decode || runs_wgmma(arch);
 }
 
 std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind mask, bool softcap) {
@@ -229,9 +233,12 @@ void check_forward_spec(const ForwardConfig& config, const std::string& arch,
                           "is a Hopper path (wgmma, TMA), which runs on sm_90a only, not " + arch);
   }
   if (!modifiers.empty() &&
-      (config.path() == ForwardPath::wgmma || config.path() == ForwardPath::wide)) {
-    throw InvalidArgument("config", std::string("is the ") +
-                                        (config.path() == ForwardPath::wide ? "wide" : "wgmma") +
+      (config.path() == ForwardPath::wgmma || config.path() == ForwardPath::wide ||
+       config.path() == ForwardPath::decode)) {
+    const char* path = config.path() == ForwardPath::wide     ? "wide"
+                       : config.path() == ForwardPath::decode ? "decode"
+                                                              : "wgmma";
+    throw InvalidArgument("config", std::string("is the ") + path +
                                         " path; score and mask modifiers run on the mma.sync "
                                         "and the TMA paths");
   }
@@ -258,6 +265,7 @@ std::vector<std::string> forward_name_traits(const ForwardConfig& config,
     traits.push_back(detail::trait("g", config.column_groups()));
     flag(config.values_in_keys(), "vk");
   }
+  flag(config.path() == ForwardPath::decode, "decode");
   flag(config.path() == ForwardPath::wgmma, "wgmma");
   flag(config.path() == ForwardPath::tma, "tma");
   flag(config.overlap(), "overlap");
@@ -284,6 +292,8 @@ ForwardKernel forward_kernel(const ForwardConfig& config, const ScoreModifiers& 
       return wgmma_forward_kernel(config);
     case ForwardPath::tma:
       return tma_forward_kernel(config, modifiers);
+    case ForwardPath::decode:
+      return decode_forward_kernel(config);
     case ForwardPath::mma_sync:
       break;
   }

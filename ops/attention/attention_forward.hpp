@@ -40,6 +40,12 @@ enum class ForwardPath {
   /// O's columns (`column_groups` of them); warps = Br / 16 · column_groups. The inference
   /// forward runs it (any layout but an fp8 cache).
   wide,
+  /// decode_kernel.cuh (DecodeTraits), every arch: decoding's few packed rows (block_m 16 or
+  /// 32) against a long cache, each warp streaming its own chunks of block_n keys through a
+  /// ring of `stages` cp.async slots, the warps merged at the end and split-KV's partials by the
+  /// last split in the same launch. The inference forward runs it for decoding calls on 16-bit
+  /// caches without modifiers.
+  decode,
 };
 
 /// The mma.sync path's own choice (ForwardTraits).
@@ -93,16 +99,24 @@ struct WideOptions {
   bool operator==(const WideOptions&) const = default;
 };
 
+/// The decode kernel has no choice of its own beyond the tile (rows, keys a chunk, warps,
+/// stages of each warp's ring).
+struct DecodeOptions {
+  bool operator==(const DecodeOptions&) const = default;
+};
 /// A config's path and that path's own choices: the alternative held is the path (in
 /// ForwardPath's order), so no path carries another's options.
-using PathOptions = std::variant<Fa2Options, WgmmaOptions, TmaOptions, WideOptions>;
+using PathOptions = std::variant<Fa2Options, WgmmaOptions, TmaOptions, WideOptions, DecodeOptions>;
 static_assert(
     std::is_same_v<
         std::variant_alternative_t<static_cast<std::size_t>(ForwardPath::tma), PathOptions>,
         TmaOptions> &&
     std::is_same_v<
         std::variant_alternative_t<static_cast<std::size_t>(ForwardPath::wide), PathOptions>,
-        WideOptions>);
+        WideOptions> &&
+    std::is_same_v<
+        std::variant_alternative_t<static_cast<std::size_t>(ForwardPath::decode), PathOptions>,
+        DecodeOptions>);
 
 /// One specialization of the forward kernel (the traits of ForwardPath's template): the tile
 /// every path has, the path with its own options, and the inference layouts.

@@ -46,7 +46,7 @@ std::vector<ForwardConfig> attention_forward_defaults(const std::string& arch) {
 
 // The inference layouts' defaults (ops/attention/inference/attention_inference.cpp): every layout
 // at head dim 128 in both dtypes and masks, and bf16 without a mask at 64 and 256, so each path of
-// forward_block.cuh compiles for the GPU and its registers are checked.
+// forward_rows.cuh and parts/forward_block.cuh compiles for the GPU and its registers are checked.
 struct InferenceHeadDim {
   int head_dim;
   bool fp16;

@@ -22,6 +22,8 @@ const char* path_suffix(kernels::ForwardPath path) {
       return ".tma";
     case kernels::ForwardPath::wide:
       return ".wide";
+    case kernels::ForwardPath::decode:
+      return ".decode";
     case kernels::ForwardPath::mma_sync:
       break;
   }

@@ -2,7 +2,8 @@
 // What each forward family gives the op's front (attention_forward.cpp): its configs, its
 // default, its validity beyond the shared rules, and its kernel by name (the template file, the
 // kernel function and its traits type's arguments by name). Each family writes its own in its
-// folder: fa2/fa2_forward.cpp, hopper/hopper_forward.cpp, wide/wide_forward.cpp. Internal to
+// folder: fa2/fa2_forward.cpp, hopper/hopper_forward.cpp, wide/wide_forward.cpp,
+// decode/decode_forward.cpp. Internal to
 // ops/.
 #include <optional>
 #include <string>
@@ -37,6 +38,10 @@ void add_tma_forward_launch(ForwardLaunch& launch, const ForwardConfig& config,
                             const Attention& attention, const DeviceInfo& device);
 /// The wide path's part of ForwardConfig::valid.
 bool wide_forward_config_valid(const ForwardConfig& config);
+/// The decode kernel's part of ForwardConfig::valid and its shared memory
+/// (decode/decode_forward.cpp).
+bool decode_forward_config_valid(const ForwardConfig& config);
+int decode_forward_shared_bytes(const ForwardConfig& config);
 
 /// The forward kernel of `config`'s path (attention_forward.cpp).
 ForwardKernel forward_kernel(const ForwardConfig& config, const ScoreModifiers& modifiers);
@@ -52,6 +57,8 @@ ForwardKernel tma_forward_kernel(const ForwardConfig& config, const ScoreModifie
 ForwardKernel wgmma_forward_kernel(const ForwardConfig& config);
 /// The wide-head forward: attention/wide/wide_forward_kernel.cuh.
 ForwardKernel wide_forward_kernel(const ForwardConfig& config);
+/// The decode kernel: attention/decode/decode_kernel.cuh.
+ForwardKernel decode_forward_kernel(const ForwardConfig& config);
 
 /// The flashjit::MaskKind enumerator of `mask` as a template argument.
 std::string mask_argument(MaskKind mask);

@@ -22,6 +22,14 @@ FJ_DEVICE void cp_async_16(void* shared_dst, const void* global_src, bool valid)
                "l"(global_src), "r"(valid ? 16 : 0));
 }
 
+/// Starts copying 4 bytes (an index) from `global_src` to `shared_dst`, or zero-fills them
+/// when `valid` is false (no global read). Both 4-byte aligned; through L1 (.ca: the only form
+/// of the small sizes).
+FJ_DEVICE void cp_async_4(void* shared_dst, const void* global_src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(shared_address(shared_dst)),
+               "l"(global_src), "r"(valid ? 4 : 0));
+}
+
 /// Closes the current group of cp.async copies.
 FJ_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::); }
 
@@ -36,6 +44,10 @@ FJ_DEVICE void cp_async_wait() {
 inline void cp_async_16(void* shared_dst, const void* global_src, bool valid,
                         std::source_location site = std::source_location::current()) {
   emulator::cp_async(shared_dst, global_src, 16, valid ? 16 : 0, site);
+}
+inline void cp_async_4(void* shared_dst, const void* global_src, bool valid,
+                       std::source_location site = std::source_location::current()) {
+  emulator::cp_async(shared_dst, global_src, 4, valid ? 4 : 0, site);
 }
 inline void cp_async_commit() { emulator::cp_async_commit(); }
 template <int Pending>

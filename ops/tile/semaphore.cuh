@@ -31,6 +31,21 @@ FJ_DEVICE void semaphore_release_add(int* address, int value) {
   asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(address), "r"(value) : "memory");
 }
 
+/// Adds `value` to the integer at global `address` and returns what it held before: a release
+/// of this thread's earlier writes and an acquire of the earlier arrivals' (the last of the
+/// blocks that share a counter learns it is last, and sees what they wrote).
+FJ_DEVICE int semaphore_arrive_add(int* address, int value) {
+  int before = 0;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n"
+               : "=r"(before)
+               : "l"(address), "r"(value)
+               : "memory");
+  return before;
+}
+/// Orders this thread's global accesses before and after it for the whole GPU (fence.sc.gpu):
+/// each writer's fence before its block's arrival, each reader's after the last one's.
+FJ_DEVICE void global_fence() { __threadfence(); }
+
 #else  // host twins: the emulator's model (emulator/semaphore.cpp); its proxies need no fence
 
 inline void semaphore_wait_equal(const int* address, int value) {
@@ -39,6 +54,11 @@ inline void semaphore_wait_equal(const int* address, int value) {
 inline void semaphore_release_add(int* address, int value) {
   emulator::semaphore_release_add(address, value);
 }
+inline int semaphore_arrive_add(int* address, int value) {
+  return emulator::semaphore_arrive_add(address, value);
+}
+/// Blocks run one at a time in linear order: their accesses are already ordered.
+inline void global_fence() {}
 
 #endif
 

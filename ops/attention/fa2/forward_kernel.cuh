@@ -3,8 +3,8 @@
 // streams the visible key blocks past them, keeping per row the running max m, sum ℓ and
 // unnormalized output O. Each warp owns Br / warps of the rows; the CTA shares K and V.
 // Inference layouts (variable lengths, paged K/V, GQA packing, split-KV) change only which
-// rows and keys a CTA has and where they live (attention/fa2/forward_block.cuh), not the loop.
-#include "attention/fa2/forward_block.cuh"
+// rows and keys a CTA has and where they live (attention/parts/forward_block.cuh), not the loop.
+#include "attention/fa2/forward_rows.cuh"
 #include "attention/fa2/query_operand.cuh"
 #include "attention/parts/forward_softmax.cuh"
 #include "attention/parts/mask.cuh"

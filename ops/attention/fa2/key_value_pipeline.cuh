@@ -14,7 +14,7 @@ namespace flashjit {
 /// The pipeline's source of rows for one (batch, head) of dense tensors: evenly spaced rows
 /// from a HeadSlice. A source loads the Q tile and key and value blocks (issuing the copies;
 /// the pipeline commits and waits). The forward's other layouts have their own
-/// (attention/fa2/forward_block.cuh).
+/// (attention/fa2/forward_rows.cuh).
 template <class Traits>
 struct StridedRows {
   using T = typename Traits::Element;

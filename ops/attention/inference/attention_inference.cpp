@@ -247,7 +247,14 @@ void check_inference_config(const InferenceConfig& config, const Attention& a, C
   if (config.splits < 1 || config.splits > kMaxSplits) {
     problem = "splits " + std::to_string(config.splits) + " (must be 1 to " +
               std::to_string(kMaxSplits) + ")";
-  } else if (f.path() != (runs_wide(a) ? ForwardPath::wide : ForwardPath::mma_sync) || !f.valid()) {
+  } else if (f.path() == ForwardPath::decode &&
+             (!runs_decode_kernel(a, layout) || !f.valid() || config.splits > kMaxSplits)) {
+    problem =
+        "a decode kernel config for a call it does not run (more than 32 packed rows, an "
+        "fp8 cache, modifiers) or an invalid one";
+  } else if (f.path() != ForwardPath::decode &&
+             (f.path() != (runs_wide(a) ? ForwardPath::wide : ForwardPath::mma_sync) ||
+              !f.valid())) {
     problem = runs_wide(a) ? "a forward that is not a valid config of the wide path (head dims "
                              "past 256)"
                            : "a forward that is not a valid config of the mma.sync path";
@@ -340,9 +347,22 @@ void launch_inference(detail::RuntimeBackend& backend, const Attention& a, const
                     partials->o.strides[1],
                     partials->lse.strides[0],
                     partials->lse.strides[1],
-                    splits};
+                    splits,
+                    nullptr};
   }
   const std::int64_t group = config.forward.pack_gqa ? a.heads_q / a.heads_kv : 1;
+  // The decode kernel merges its splits itself: the last of a (sequence, head, query block)'s
+  // CTAs to finish, counted at a counter of the backend's (left zero for the next call).
+  const bool merged_in_launch = partials && config.forward.path() == ForwardPath::decode;
+  std::vector<detail::KernelBuffer> buffers = buffers_of(a, s, t, partials);
+  if (merged_in_launch) {
+    const auto counters =
+        static_cast<std::size_t>(query_blocks(config, a) * (a.heads_q / group) * a.batch);
+    params.split.arrivals = backend.zeroed_counters(counters, stream);
+    buffers.push_back({params.split.arrivals, counters * sizeof(int), "arrivals"});
+    buffers.push_back(kernel_buffer(t.o, "o"));
+    if (present(t.lse)) buffers.push_back(kernel_buffer(t.lse, "lse"));
+  }
   detail::LaunchShape shape;
   shape.grid_x = static_cast<unsigned>(query_blocks(config, a) * splits);
   shape.grid_y = static_cast<unsigned>(a.heads_q / group);
@@ -353,8 +373,8 @@ void launch_inference(detail::RuntimeBackend& backend, const Attention& a, const
   detail::launch_kernel(
       backend.executor(),
       launch_forward_spec(config.forward, backend.info().arch(), score_modifiers(a)), shape,
-      buffers_of(a, s, t, partials), params);
-  if (partials) merge_partials(backend, a, s, t, *partials, stream);
+      buffers, params);
+  if (partials && !merged_in_launch) merge_partials(backend, a, s, t, *partials, stream);
   fill_unused_queries(backend, a, s, t, stream);
 }
 

@@ -77,8 +77,48 @@ std::int64_t least_blocks_per_split(const ForwardConfig& c) {
   return std::max<std::int64_t>(2, ceil_div(partial, block_keys));
 }
 
+bool runs_decode_kernel(const Attention& a, CacheLayout layout) {
+  return a.seqlen_q <= kMaxDecodeQueries && a.seqlen_q * packed_group(a) <= 32 && !layout.kv_e4m3 &&
+         !runs_wide(a) && score_modifiers(a).empty();
+}
+
+int choose_decode_splits(std::int64_t ctas, std::int64_t key_rounds, int sm_count) {
+  if (ctas <= 0 || sm_count <= 0 || ctas >= sm_count) return 1;
+  const std::int64_t one_wave = sm_count / ctas;
+  const std::int64_t most = std::max<std::int64_t>(1, key_rounds / 2);
+  return static_cast<int>(
+      std::clamp<std::int64_t>(one_wave, 1, std::min<std::int64_t>(most, kMaxSplits)));
+}
+
+namespace {
+
+/// The decode kernel's config for a call, split `splits` ways (0: by choose_decode_splits);
+/// std::nullopt where its tiles do not fit the arch.
+std::optional<InferenceConfig> default_decode_config(const Attention& a, CacheLayout layout,
+                                                     DType dtype, const std::string& arch,
+                                                     int sm_count, int splits) {
+  const std::int64_t rows = a.seqlen_q * packed_group(a);
+  const std::optional<ForwardConfig> tile = decode_forward_config(
+      dtype, static_cast<int>(a.head_dim), forward_mask_kind(a), a.softcap > 0.0f, arch, rows);
+  if (!tile) return std::nullopt;
+  if (splits == 0) {
+    const InferenceConfig unsplit = with_layout(*tile, a, layout, 1);
+    const std::int64_t ctas = query_blocks(unsplit, a) * (a.heads_q / packed_group(a)) * a.batch;
+    const std::int64_t round = std::int64_t{tile->block_n} * tile->warps;
+    splits = choose_decode_splits(ctas, ceil_div(a.seqlen_k, round), sm_count);
+  }
+  return with_layout(*tile, a, layout, splits);
+}
+
+}  // namespace
+
 InferenceConfig default_inference_config(const Attention& a, CacheLayout layout, DType dtype,
                                          const std::string& arch, int sm_count, int splits) {
+  if (runs_decode_kernel(a, layout)) {
+    if (auto decode = default_decode_config(a, layout, dtype, arch, sm_count, splits)) {
+      return *decode;
+    }
+  }
   const std::int64_t rows = a.seqlen_q * packed_group(a);
   // Score and mask modifiers take the dense forward's tiles for them (16 rows a warp: their
   // index arithmetic fits in registers there).
@@ -110,13 +150,19 @@ std::vector<InferenceConfig> decode_configs(const Attention& a, CacheLayout layo
       if (config.forward.valid()) configs.push_back(config);
     }
   }
+  if (!runs_decode_kernel(a, layout)) return configs;
+  const int rows = a.seqlen_q * packed_group(a) <= 16 ? 16 : 32;
+  for (const ForwardConfig& tile : decode_forward_tiles(
+           dtype, static_cast<int>(a.head_dim), forward_mask_kind(a), a.softcap > 0.0f, rows)) {
+    for (int splits : kDecodeSplits) configs.push_back(with_layout(tile, a, layout, splits));
+  }
   return configs;
 }
 
 std::vector<detail::KernelSpec> inference_specs(const InferenceConfig& config,
                                                 const std::string& arch) {
   std::vector<detail::KernelSpec> specs = {forward_spec(config.forward, arch)};
-  if (config.splits > 1) {
+  if (config.splits > 1 && config.forward.path() != ForwardPath::decode) {
     const MergeStatesConfig merge = default_merge_states_config(
         DType::f32, config.forward.dtype, config.forward.head_dim, /*in_place=*/false);
     specs.push_back(merge_states_spec(merge, arch));
@@ -166,6 +212,13 @@ std::vector<ForwardConfig> inference_forward_configs(DType dtype, int head_dim, 
   for (bool split : {false, true}) {
     add(decode, false, true, split);  // decoding, dense or packed cache
     add(decode, true, true, split);   // decoding on a paged cache
+  }
+  // The decode kernel's defaults: on a dense cache and on pages, unsplit and split.
+  if (auto tile = decode_forward_config(dtype, head_dim, mask, false, arch, 16)) {
+    for (bool split : {false, true}) {
+      add(*tile, false, true, split);
+      add(*tile, true, true, split);
+    }
   }
   return configs;
 }

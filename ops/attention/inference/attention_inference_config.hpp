@@ -84,16 +84,42 @@ InferenceConfig default_inference_config(const Attention& attention, CacheLayout
                                          DType dtype, const std::string& arch, int sm_count,
                                          int splits);
 
+/// Whether a call of `attention` on `layout` runs on the decode kernel
+/// (attention/decode/decode_kernel.cuh): a decoding call (at most kMaxDecodeQueries query
+/// tokens) whose packed rows (tokens times the GQA group) fit 32, on a 16-bit cache, without
+/// score or mask modifiers and within the mma.sync head dims.
+bool runs_decode_kernel(const Attention& attention, CacheLayout layout);
+
+/// The decode kernel's tiles the autotuner times for (dtype, head_dim, mask, softcap) with
+/// `rows` packed rows a CTA (16 or 32): 16 and 32 keys a chunk, 4 and 8 warps, 2, 4 and 6
+/// stages, the valid ones (decode/decode_forward.cpp).
+std::vector<ForwardConfig> decode_forward_tiles(DType dtype, int head_dim, MaskKind mask,
+                                                bool softcap, int rows);
+
+/// The decode kernel's default for a call whose CTAs have `rows` packed rows on `arch`: 16 rows
+/// (32 past 16), 16-key chunks, 4 warps (2 where 4 do not fit), the most stages up to 6 that
+/// fit the arch's shared memory; std::nullopt where none fits.
+std::optional<ForwardConfig> decode_forward_config(DType dtype, int head_dim, MaskKind mask,
+                                                   bool softcap, const std::string& arch,
+                                                   std::int64_t rows);
+
+/// The splits of a decode-kernel call of `ctas` CTAs per split over `key_rounds` rounds of its
+/// warps' chunks on `sm_count` SMs (0: the call asks the library): as many as keep the grid
+/// within one wave of one CTA per SM (the kernel's shared memory allows one), at least two rounds
+/// a split, at most kMaxSplits; 1 where the grid fills the SMs already.
+int choose_decode_splits(std::int64_t ctas, std::int64_t key_rounds, int sm_count);
+
 /// The split counts the autotuner times for a decoding call (beside the default's).
 inline constexpr int kDecodeSplits[] = {1, 2, 4, 8, 16};
 
 /// The decoding space of a call's class: every mma.sync config of (dtype, head dim, mask,
-/// softcap) with the call's layout flags, times kDecodeSplits, in that order.
+/// softcap) with the call's layout flags, then (where runs_decode_kernel) the decode kernel's
+/// tiles, each times kDecodeSplits, in that order.
 std::vector<InferenceConfig> decode_configs(const Attention& attention, CacheLayout layout,
                                             DType dtype);
 
 /// Every kernel a call of `config` launches on `arch`: the forward, and the merge of the split
-/// partials when it splits.
+/// partials when it splits (not on the decode kernel, which merges them itself).
 std::vector<detail::KernelSpec> inference_specs(const InferenceConfig& config,
                                                 const std::string& arch);
 

@@ -436,14 +436,14 @@ void check_index_values(const Attention& a, const InferenceTensors& t, const Hos
     const std::int64_t reach = std::max(t.seqlen_new, queries);
     const std::int64_t last = x.seqlens_k[b] + reach - 1;  // the last position rotated
     if (last >= t.rotary_positions) {
-      throw InvalidArgument("sequences.rotary_cos.shape",
-                            "has " + str(t.rotary_positions) + " positions; sequence " + str(b) +
-                                " rotates rows up to position seqlens_k[" + str(b) + "] + " +
-                                str(reach - 1) + " = " + str(last) +
-                                (queries > t.seqlen_new
-                                     ? " (a causal or windowed call's query i sits at the cached "
-                                       "count + i)"
-                                     : ""));
+      throw InvalidArgument(
+          "sequences.rotary_cos.shape",
+          "has " + str(t.rotary_positions) + " positions; sequence " + str(b) +
+              " rotates rows up to position seqlens_k[" + str(b) + "] + " + str(reach - 1) + " = " +
+              str(last) +
+              (queries > t.seqlen_new ? " (a causal or windowed call's query i sits at the cached "
+                                        "count + i)"
+                                      : ""));
     }
   }
   for (std::size_t b = 0; b < x.seqused_q.size(); ++b) {
@@ -479,13 +479,12 @@ void check_index_values(const Attention& a, const InferenceTensors& t, const Hos
     for (std::int64_t p = 0; p < used; ++p) {
       const std::int32_t page = x.page_table[row * x.page_table_row + p];
       if (page < 0 || page >= t.num_pages) {
-        throw InvalidArgument("sequences.page_table",
-                              "position [" + str(row) + ", " + str(p) + "] holds " + str(page) +
-                                  "; must be a page of k and v, from 0 to " +
-                                  str(t.num_pages - 1) +
-                                  (x.cache_batch_idx.empty()
-                                       ? std::string()
-                                       : " (sequence " + str(b) + "'s row, cache_batch_idx)"));
+        throw InvalidArgument(
+            "sequences.page_table",
+            "position [" + str(row) + ", " + str(p) + "] holds " + str(page) +
+                "; must be a page of k and v, from 0 to " + str(t.num_pages - 1) +
+                (x.cache_batch_idx.empty() ? std::string()
+                                           : " (sequence " + str(b) + "'s row, cache_batch_idx)"));
       }
     }
   }

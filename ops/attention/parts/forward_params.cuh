@@ -63,6 +63,10 @@ struct SplitOutputs {
   index_t lse_split_stride;
   index_t lse_token_stride;  // heads_q (the head stride is 1)
   int splits;
+  // [batch, grid.y, query blocks]: the count of a (sequence, head, query block)'s splits that
+  // are done, zero before the launch and left zero by the last of them, which merges the
+  // partials in the same launch (the decode kernel); nullptr: merge_states merges them after.
+  int* arrivals;
 };
 
 /// Arguments of flashjit::attention_forward_kernel. Query row i of a sequence sees key j iff

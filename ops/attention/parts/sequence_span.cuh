@@ -1,6 +1,6 @@
 #pragma once
 // Where sequence b's rows are in a packed tensor: read from its cu_seqlens array once, by the
-// forward (attention/fa2/forward_block.cuh), the backward's rebase
+// forward (attention/parts/forward_block.cuh), the backward's rebase
 // (attention/parts/backward_sequence.cuh) and the index check
 // (attention/inference/index_check_kernel.cuh).
 #include "tile/memory.cuh"

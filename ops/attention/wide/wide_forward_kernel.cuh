@@ -10,7 +10,7 @@
 // lengths, pages, GQA packing, split-KV) are ForwardBlock's, as in attention/forward_kernel.cuh.
 // With V in the keys (MLA's latent cache: V is K's first 512 columns), K's blocks are loaded
 // once and serve both products.
-#include "attention/fa2/forward_block.cuh"
+#include "attention/fa2/forward_rows.cuh"
 #include "attention/parts/forward_softmax.cuh"
 #include "attention/parts/mask.cuh"
 #include "attention/wide/wide_forward_traits.cuh"

@@ -1,0 +1,82 @@
+// The decode kernel on the host (forward_families.hpp, attention_inference_config.hpp): its
+// validity and shared memory, its configs and its default for a decoding call, and its kernel by
+// name (DecodeTraits' arguments, attention/decode/decode_traits.cuh).
+#include "attention/attention_common.hpp"
+#include "attention/decode/decode_space.cuh"
+#include "attention/forward_families.hpp"
+#include "attention/inference/attention_inference_config.hpp"
+
+namespace flashjit::kernels {
+namespace decode = flashjit::attention_decode_space;
+
+bool decode_forward_config_valid(const ForwardConfig& c) {
+  return !c.kv_e4m3 && (!c.paged || c.varlen) &&
+         decode::config_valid(c.head_dim, c.block_m, c.block_n, c.warps, c.stages);
+}
+
+int decode_forward_shared_bytes(const ForwardConfig& c) {
+  return decode::shared_bytes(c.head_dim, c.block_m, c.block_n, c.warps, c.stages);
+}
+
+namespace {
+
+ForwardConfig decode_tile(DType dtype, int head_dim, MaskKind mask, bool softcap, int rows,
+                          int keys, int warps, int stages) {
+  ForwardConfig config{dtype, head_dim, rows, keys, warps, stages, mask, softcap};
+  config.options = DecodeOptions{};
+  return config;
+}
+
+}  // namespace
+
+std::vector<ForwardConfig> decode_forward_tiles(DType dtype, int head_dim, MaskKind mask,
+                                                bool softcap, int rows) {
+  std::vector<ForwardConfig> configs;
+  for (int keys : decode::kKeys) {
+    for (int warps : {4, 8}) {
+      for (int stages : {2, 4, 6}) {
+        const ForwardConfig config =
+            decode_tile(dtype, head_dim, mask, softcap, rows, keys, warps, stages);
+        if (config.valid()) configs.push_back(config);
+      }
+    }
+  }
+  return configs;
+}
+
+std::optional<ForwardConfig> decode_forward_config(DType dtype, int head_dim, MaskKind mask,
+                                                   bool softcap, const std::string& arch,
+                                                   std::int64_t rows) {
+  check_attention_support(dtype, head_dim);
+  const int limit = arch_shared_memory_limit(arch);
+  const int tile_rows = rows <= 16 ? 16 : 32;
+  // Four warps of 16-key chunks, each warp with as many chunks in flight as fit (up to five
+  // behind the one it computes on): at head dim 128 that is 4 · 5 · 8.5 KB ≈ 170 KB of loads
+  // in flight per SM on sm_90a (4 stages, 104 KB, on sm_80), past the ≈ 32-64 KB an SM needs
+  // to keep its share of HBM busy (Little's law at ≈ 1 µs).
+  for (int warps : {4, 2}) {
+    for (int stages = 6; stages >= 2; --stages) {
+      const ForwardConfig config =
+          decode_tile(dtype, head_dim, mask, softcap, tile_rows, 16, warps, stages);
+      if (config.valid() && config.shared_bytes() <= limit) return config;
+    }
+  }
+  return std::nullopt;
+}
+
+ForwardKernel decode_forward_kernel(const ForwardConfig& config) {
+  ForwardKernel kernel{"attention/decode/decode_kernel.cuh", "flashjit::attention_decode_kernel",
+                       TemplateArguments("flashjit::DecodeTraits")};
+  kernel.traits.add("Element_", template_element(config.dtype))
+      .add("HeadDim", config.head_dim)
+      .add("Rows", config.block_m)
+      .add("Keys", config.block_n)
+      .add("Warps", config.warps)
+      .add("Stages", config.stages)
+      .add("Mask", mask_argument(config.mask))
+      .add("Softcap", config.softcap)
+      .add("Layout_", sequence_layout_arguments(config).expression());
+  return kernel;
+}
+
+}  // namespace flashjit::kernels

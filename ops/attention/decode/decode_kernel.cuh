@@ -1,0 +1,103 @@
+#pragma once
+// The decode kernel: attention for a few query rows per (sequence, key/value head) against a
+// long cache, built to keep memory busy rather than the tensor cores (docs/inference.md, "The
+// decode kernel"). One CTA holds the packed (query, head) rows of one key/value head (the GQA
+// group times the query tokens) and a share of the keys; each warp holds all of the rows and
+// streams its own chunks of keys through its own ring of kStages slots (DecodeRing), so every
+// warp keeps kStages − 1 chunks in flight with no block barrier in the loop. The warps' results
+// are merged with the exact LSE combiner at the end, and with split-KV the last CTA of a
+// (sequence, head) merges the splits in the same launch (DecodeMerge).
+#include "attention/decode/decode_merge.cuh"
+#include "attention/decode/decode_ring.cuh"
+#include "attention/decode/decode_traits.cuh"
+#include "attention/parts/forward_softmax.cuh"
+#include "attention/parts/mask.cuh"
+#include "tile/gemm.cuh"
+#include "tile/operand_tile.cuh"
+
+namespace flashjit {
+
+/// A warp's Q operand: in registers, loaded once, or read from the shared tile per chunk.
+template <class Traits, bool InRegisters = Traits::kQInRegisters>
+struct DecodeQuery {
+  using QTile = smem_tile<typename Traits::Element, Traits::kRows, Traits::kHeadDimPadded>;
+  QTile tile;
+  FJ_DEVICE DecodeQuery(QTile tile_, int) : tile(tile_) {}
+  template <class Keys, int Cols>
+  FJ_DEVICE void scores(acc_tile<Traits::kRows, Cols>& s, Keys keys, int lane) const {
+    mma_abt(s, tile, 0, keys, lane);
+  }
+};
+template <class Traits>
+struct DecodeQuery<Traits, true> {
+  using QTile = smem_tile<typename Traits::Element, Traits::kRows, Traits::kHeadDimPadded>;
+  operand_tile<typename Traits::Element, Traits::kRows, Traits::kHeadDimPadded> q;
+  FJ_DEVICE DecodeQuery(QTile tile, int lane) { load_operand(q, tile, 0, lane); }
+  template <class Keys, int Cols>
+  FJ_DEVICE void scores(acc_tile<Traits::kRows, Cols>& s, Keys keys, int lane) const {
+    mma_abt(s, q, keys, lane);
+  }
+};
+
+/// Grid (ceil(rows / kRows) · splits, heads_kv (heads_q without GQA packing), batch) as
+/// ForwardBlock says, block kThreads, dynamic shared memory Traits::kSharedBytes.
+template <class Traits>
+FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
+    attention_decode_kernel(AttentionForwardParams params) {
+  using T = typename Traits::Element;
+  constexpr int kRows = Traits::kRows;
+  using QTile = smem_tile<T, kRows, Traits::kHeadDimPadded>;
+  const ForwardBlock<Traits> block(params);  // the sequence, rows, keys and split of this CTA
+  if (block.rows <= 0) return;               // past a shorter sequence's rows: nothing to do
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const auto window = block.window(params);
+  const BlockRange chunks = block.key_blocks(window);  // in chunks of kKeys keys
+
+  unsigned char* shared = dynamic_shared<unsigned char>();
+  const QTile q_tile = carve_tile<QTile>(shared);
+  DecodeRing<Traits> ring(shared, block, params, chunks, warp);
+  // Q and the first chunks' page indices: the one wait no copy overlaps.
+  load_tile_rows_async<Traits::kThreads>(
+      q_tile, [&](int r) { return block.template query_row<const T>(params.q, r); },
+      static_cast<const T*>(params.q.data), block.rows, Traits::kHeadDim, threadIdx.x);
+  ring.load_first_pages();
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  ring.start();
+  const DecodeQuery<Traits> query(q_tile, lane);
+
+  acc_tile<kRows, Traits::kHeadDimPadded> o;  // this warp's unnormalized output
+  fill(o, 0.0f);
+  OnlineSoftmax<kRows> softmax;  // m, ℓ over this warp's keys
+  const float scale = exponent_scale<Traits::kSoftcap>(params);
+  for (int i = 0; i < ring.chunks; ++i) {
+    const int slot = ring.await(i);  // chunk i here, chunk i + kStages − 1 started
+    const int key0 = ring.key0(i);
+    acc_tile<kRows, Traits::kKeys> s;
+    fill(s, 0.0f);
+    query.scores(s, ring.keys(slot), lane);   // S = Q Kᵀ
+    cap_scores<Traits::kSoftcap>(s, params);  // softcap
+    if (!window.block_fully_visible(block.row0, block.row0 + block.rows - 1, key0, Traits::kKeys)) {
+      mask_scores(window, s, block.row0, key0, lane);  // S = −inf where masked
+    }
+    softmax.update(s, o, scale);                           // P = 2^((S − m)·c), O·α
+    mma_ab(o, to_operand<T>(s), ring.values(slot), lane);  // O += P V
+  }
+  cp_async_wait<0>();                                   // the ring's trailing (empty) groups
+  const row_vec<kRows> lse = softmax.finish(o, scale);  // O /= ℓ
+
+  __syncthreads();  // every warp is done with its ring: the merge takes the rings' place
+  const DecodeMerge<Traits> merge(shared);
+  merge.keep(warp, o, lse, lane);
+  __syncthreads();
+  merge.weigh_warps(block.rows);
+  __syncthreads();
+  if constexpr (Traits::Layout::kSplit) {
+    if (merge.store_partial_and_arrive(block, params)) merge.merge_splits(block, params);
+  } else {
+    merge.store_output(block, params);
+  }
+}
+
+}  // namespace flashjit

@@ -1,0 +1,172 @@
+#pragma once
+// The end of the decode kernel: the exact LSE combiner (docs/design.md), twice. First the CTA's
+// warps, each of which saw its own chunks of the keys, are merged into the CTA's rows; then,
+// with split-KV, the last CTA of a (sequence, head, query block) to finish merges every split's
+// partial in the same launch, found by a counter the splits arrive at (SplitOutputs::
+// arrivals), which it leaves at zero for the next call.
+#include "attention/decode/decode_space.cuh"
+#include "attention/parts/forward_block.cuh"
+#include "tile/online_softmax.cuh"
+#include "tile/register_tile.cuh"
+#include "tile/semaphore.cuh"
+
+namespace flashjit {
+
+/// A part of a row's result (natural-log LSEs) folded into its statistics in the base-2 domain.
+FJ_DEVICE RowStats push_lse(RowStats stats, float lse) { return push(stats, lse * kLog2e); }
+/// A part's weight in the merged row: 2^(lse·log2 e − m) / ℓ (0 for a part that saw no key).
+FJ_DEVICE float part_weight(RowStats stats, float lse) {
+  return rescale(lse * kLog2e, stats.max) * inverse_sum(stats);
+}
+/// The merged row's natural-log LSE (−inf when no part saw a key).
+FJ_DEVICE float merged_lse(RowStats stats) {
+  return stats.sum > 0.0f ? (stats.max + log2_approx(stats.sum)) * kLn2 : negative_infinity();
+}
+
+template <class Traits>
+struct DecodeMerge {
+  static constexpr int kRows = Traits::kRows;
+  static constexpr int kWarps = Traits::kWarps;
+  static constexpr int kCols = Traits::kHeadDimPadded;
+  static constexpr int kThreads = Traits::kThreads;
+
+  float* o;              // [kWarps][kRows][kCols]: each warp's normalized O
+  float* lse;            // [kWarps][kRows]: each warp's LSE
+  float* weights;        // [kWarps][kRows]: each warp's weight in its row
+  float* row_lse;        // [kRows]: the merged rows' LSE
+  float* split_weights;  // [kRows][kMaxSplits]: each split's weight in its row
+  int* last_flag;        // whether this CTA is its splits' last
+
+  /// The merge's arrays in `base` (the rings' memory, once every warp is done with its ring).
+  FJ_DEVICE explicit DecodeMerge(unsigned char* base) {
+    o = reinterpret_cast<float*>(base);
+    lse = o + kWarps * kRows * kCols;
+    weights = lse + kWarps * kRows;
+    row_lse = weights + kWarps * kRows;
+    split_weights = row_lse + kRows;
+    last_flag = reinterpret_cast<int*>(split_weights + kRows * attention_decode_space::kMaxSplits);
+  }
+
+  /// Warp `warp`'s normalized O and its rows' LSE, kept for the merge.
+  template <int Cols>
+  FJ_DEVICE void keep(int warp, acc_tile<kRows, Cols>& acc, const row_vec<kRows>& row_lses,
+                      int lane) const {
+    float* own = o + warp * kRows * kCols;
+    for_each_element(acc, lane,
+                     [&](int r, int c, float& value) { store_shared(own, r * kCols + c, value); });
+    if (lane % 4 != 0) return;  // a quad's lanes hold the same LSE
+#pragma unroll
+    for (int slab = 0; slab < kRows / 16; ++slab)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        store_shared(lse, warp * kRows + fragment_row(slab, half, lane),
+                     row_lses.v[2 * slab + half]);
+      }
+  }
+
+  /// Each warp's weight in each of the first `rows` rows, and the rows' LSE (after a barrier
+  /// that follows every warp's keep; a barrier follows).
+  FJ_DEVICE void weigh_warps(int rows) const {
+    const int r = threadIdx.x;
+    if (r >= rows) return;
+    RowStats stats = empty_row_stats();
+    for (int w = 0; w < kWarps; ++w) stats = push_lse(stats, load_shared(lse, w * kRows + r));
+    for (int w = 0; w < kWarps; ++w) {
+      store_shared(weights, w * kRows + r, part_weight(stats, load_shared(lse, w * kRows + r)));
+    }
+    store_shared(row_lse, r, merged_lse(stats));
+  }
+
+  /// Element (r, c) of the CTA's merged O.
+  FJ_DEVICE float merged(int r, int c) const {
+    float sum = 0.0f;
+    for (int w = 0; w < kWarps; ++w) {
+      sum += load_shared(weights, w * kRows + r) * load_shared(o, (w * kRows + r) * kCols + c);
+    }
+    return sum;
+  }
+
+  /// The CTA's rows out: O rounded to the output type and LSE (when asked for).
+  template <class Block>
+  FJ_DEVICE void store_output(const Block& block, const AttentionForwardParams& p) const {
+    using T = typename Traits::Element;
+    for (int e = threadIdx.x; e < block.rows * p.head_dim_v; e += kThreads) {
+      const int r = e / p.head_dim_v, c = e % p.head_dim_v;
+      store_global(block.template query_row<T>(p.o, r), c, merged(r, c));
+    }
+    if (p.lse != nullptr && int(threadIdx.x) < block.rows) {
+      store_global(block.lse_at(p, threadIdx.x), 0, load_shared(row_lse, threadIdx.x));
+    }
+  }
+
+  /// Split-KV: the CTA's rows as its split's fp32 partial; then whether this CTA is the last of
+  /// its (sequence, head, query block) to finish, which merges them all. Every thread calls it.
+  template <class Block>
+  FJ_DEVICE bool store_partial_and_arrive(const Block& block,
+                                          const AttentionForwardParams& p) const {
+    for (int e = threadIdx.x; e < block.rows * p.head_dim_v; e += kThreads) {
+      const int r = e / p.head_dim_v, c = e % p.head_dim_v;
+      store_global(block.partial_o_row(p, r), c, merged(r, c));
+    }
+    if (int(threadIdx.x) < block.rows) {
+      store_global(block.partial_lse_at(p, threadIdx.x), 0, load_shared(row_lse, threadIdx.x));
+    }
+    global_fence();  // each thread's partial before the arrival
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const int query_blocks = int(gridDim.x) / block.splits;
+      const index_t counter =
+          (index_t(blockIdx.z) * gridDim.y + blockIdx.y) * query_blocks + blockIdx.x / block.splits;
+      const bool last = semaphore_arrive_add(p.split.arrivals + counter, 1) == block.splits - 1;
+      if (last) store_global_raw(p.split.arrivals + counter, 0);  // ready for the next call
+      store_shared(last_flag, 0, int(last));
+    }
+    __syncthreads();
+    const bool last = load_shared(last_flag, 0) != 0;
+    if (last) global_fence();  // the other splits' partials after their arrivals
+    return last;
+  }
+
+  /// Split s's LSE of row r and its O at column c: this CTA's own from shared memory (it wrote
+  /// them to global memory only for the others' sake), the other splits' from their partials.
+  template <class Block>
+  FJ_DEVICE float split_lse(const Block& block, const AttentionForwardParams& p, int r,
+                            int s) const {
+    return s == block.split ? load_shared(row_lse, r)
+                            : load_global(block.partial_lse_at(p, r, s), 0);
+  }
+  template <class Block>
+  FJ_DEVICE float split_o(const Block& block, const AttentionForwardParams& p, int r, int c,
+                          int s) const {
+    return s == block.split ? merged(r, c) : load_global(block.partial_o_row(p, r, s), c);
+  }
+
+  /// The last split's CTA: every split's partial merged into O and LSE.
+  template <class Block>
+  FJ_DEVICE void merge_splits(const Block& block, const AttentionForwardParams& p) const {
+    using T = typename Traits::Element;
+    constexpr int kMaxSplits = attention_decode_space::kMaxSplits;
+    const int splits = block.splits;
+    const int r = threadIdx.x;
+    if (r < block.rows) {
+      RowStats stats = empty_row_stats();
+      for (int s = 0; s < splits; ++s) stats = push_lse(stats, split_lse(block, p, r, s));
+      for (int s = 0; s < splits; ++s) {
+        store_shared(split_weights, r * kMaxSplits + s,
+                     part_weight(stats, split_lse(block, p, r, s)));
+      }
+      if (p.lse != nullptr) store_global(block.lse_at(p, r), 0, merged_lse(stats));
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < block.rows * p.head_dim_v; e += kThreads) {
+      const int row = e / p.head_dim_v, c = e % p.head_dim_v;
+      float sum = 0.0f;
+      for (int s = 0; s < splits; ++s) {
+        sum += load_shared(split_weights, row * kMaxSplits + s) * split_o(block, p, row, c, s);
+      }
+      store_global(block.template query_row<T>(p.o, row), c, sum);
+    }
+  }
+};
+
+}  // namespace flashjit

@@ -1,0 +1,156 @@
+#pragma once
+// One warp's stream of key/value chunks in the decode kernel: a ring of kStages slots in the
+// warp's own shared memory, filled by cp.async one chunk per commit group, kStages − 1 chunks
+// ahead of the one the warp computes on. A paged cache's page indices come the same way, in the
+// group of the chunk kStages − 1 before theirs, so when a chunk's copies are issued its indices
+// have landed in shared memory: no global load's value gates a copy in the loop, and the only
+// waits are for data (docs/inference.md, "The decode kernel"). The warp needs no barrier but its
+// own: nothing in a ring is another warp's.
+#include "attention/parts/forward_block.cuh"
+#include "tile/shared_tile.cuh"
+
+namespace flashjit {
+
+template <class Traits>
+struct DecodeRing {
+  using T = typename Traits::Element;
+  using Tile = smem_tile<T, Traits::kKeys, Traits::kHeadDimPadded>;
+  static constexpr int kStages = Traits::kStages;
+  static constexpr int kKeys = Traits::kKeys;
+  static constexpr bool kPaged = Traits::Layout::kPaged;
+  /// Bytes of one warp's ring: kStages K slots, kStages V slots, kStages chunks' page indices (at
+  /// most kKeys each).
+  static constexpr int kBytes = kStages * (2 * Tile::kBytes + kKeys * 4);
+
+  const ForwardBlock<Traits>& block;
+  HeadTensor k, v;
+  SequenceIndex sequences;
+  int value_cols;   // V's head dim: its columns past it load as zeros
+  int first_chunk;  // the warp's chunk i is first_chunk + i · kWarps (in kKeys keys)
+  int chunks;       // how many chunks the warp has
+  Tile k0, v0;      // slot 0 of the K and V rings; slot s is s tiles further
+  int* pages0;      // slot 0 of the page indices (kKeys per slot)
+  int lane;
+
+  /// The ring of warp `warp` in `base` (the warps' rings, one after another), over the CTA's
+  /// chunks [range.begin, range.end), of which the warp takes every kWarps-th from its own.
+  FJ_DEVICE DecodeRing(unsigned char* base, const ForwardBlock<Traits>& block_,
+                       const AttentionForwardParams& p, BlockRange range, int warp)
+      : block(block_),
+        k(p.k),
+        v(p.v),
+        sequences(p.sequences),
+        value_cols(p.head_dim_v),
+        first_chunk(range.begin + warp),
+        chunks(max_int(0, ceil_div(range.end - range.begin - warp, Traits::kWarps))),
+        lane(threadIdx.x % kWarpSize) {
+    base += warp * kBytes;
+    k0 = {reinterpret_cast<T*>(base)};
+    v0 = {reinterpret_cast<T*>(base + kStages * Tile::kBytes)};
+    pages0 = reinterpret_cast<int*>(base + 2 * kStages * Tile::kBytes);
+  }
+
+  /// The first key of the warp's chunk i.
+  FJ_DEVICE int key0(int i) const { return (first_chunk + i * Traits::kWarps) * kKeys; }
+
+  /// Starts the page indices of the first kStages − 1 chunks (in the caller's commit group,
+  /// which it waits for before start()).
+  FJ_DEVICE void load_first_pages() {
+#pragma unroll
+    for (int i = 0; i < kStages - 1; ++i) load_pages(i);
+  }
+
+  /// Starts the first kStages − 1 chunks, a commit group each. Chunk i's issue writes the page
+  /// indices of chunk i + kStages − 1 over chunk i − 1's, which the lanes read in the issue
+  /// before: a warp barrier between them, as await's in the loop.
+  FJ_DEVICE void start() {
+#pragma unroll
+    for (int i = 0; i < kStages - 1; ++i) {
+      if (i > 0) __syncwarp();
+      issue(i);
+    }
+  }
+
+  /// Waits until chunk i is in the warp's shared memory, then starts chunk i + kStages − 1 in
+  /// the slot chunk i − 1 left; returns chunk i's slot.
+  FJ_DEVICE int await(int i) {
+    cp_async_wait<kStages - 2>();  // chunk i, and with it the indices of chunk i + kStages − 1
+    __syncwarp();                  // also: every lane is done with chunk i − 1's slot
+    issue(i + kStages - 1);
+    return i % kStages;
+  }
+
+  FJ_DEVICE Tile keys(int slot) const { return {k0.data + slot * (Tile::kBytes / 2)}; }
+  FJ_DEVICE Tile values(int slot) const { return {v0.data + slot * (Tile::kBytes / 2)}; }
+
+ private:
+  FJ_DEVICE int* pages(int slot) const { return pages0 + slot * kKeys; }
+
+  /// Chunk i's copies and the page indices of chunk i + kStages − 1, as one commit group (an
+  /// empty one past the warp's chunks, so the group count stays one per chunk).
+  FJ_DEVICE void issue(int i) {
+    load_chunk(i);
+    load_pages(i + kStages - 1);
+    cp_async_commit();
+  }
+
+  /// The first page-table entry of chunk i (the page of its first key).
+  FJ_DEVICE int first_entry(int i) const {
+    return block.paged_position(key0(i)) / sequences.page_size;
+  }
+
+  /// The page-table entries chunk i's keys lie in, one a lane (lane l the first entry + l): a
+  /// chunk's keys are consecutive positions, so these are the only ones it reads (16 at pages of
+  /// one key, one or two at 16 and up); none past the sequence's keys.
+  FJ_DEVICE void load_pages(int i) {
+    if constexpr (kPaged) {
+      if (i >= chunks) return;
+      const int last_key = min_int(key0(i) + kKeys, block.seqlen_k) - 1;
+      if (last_key < key0(i)) return;
+      const int first = first_entry(i);
+      const int last = block.paged_position(last_key) / sequences.page_size;
+      if (lane > last - first) return;
+      cp_async_4(pages(i % kStages) + lane,
+                 sequences.page_table + block.page_table_row(sequences) + first + lane, true);
+    }
+  }
+
+  /// Chunk i's K and V rows into its slot, zero past the sequence's keys and the head dims.
+  /// Lane l copies column chunk l % (chunks per row) of every (32 / chunks per row)-th row.
+  FJ_DEVICE void load_chunk(int i) {
+    if (i >= chunks) return;
+    constexpr int kChunksPerRow = Traits::kHeadDimPadded / kChunkElements;
+    const int slot = i % kStages;
+    const Tile k_slot = keys(slot), v_slot = values(slot);
+    const int key0_ = key0(i);
+    const int rows_valid = block.seqlen_k - key0_;
+    const T* zero_source = static_cast<const T*>(k.data);
+    const int first = kPaged ? first_entry(i) : 0;
+#pragma unroll 1  // rolled: no row's address stays live across the main loop
+    for (int c = lane; c < kKeys * kChunksPerRow; c += kWarpSize) {
+      const int row = c / kChunksPerRow;
+      const int col = c % kChunksPerRow * kChunkElements;
+      const bool row_valid = row < rows_valid;
+      const T* k_row = zero_source;
+      const T* v_row = zero_source;
+      if (row_valid) {
+        if constexpr (kPaged) {
+          const int position = block.paged_position(key0_ + row);
+          const int page = load_shared(pages(slot), position / sequences.page_size - first);
+          const int offset = position % sequences.page_size;
+          k_row = k.rows<const T>(page, block.kv_head, offset);
+          v_row = v.rows<const T>(page, block.kv_head, offset);
+        } else {
+          k_row = block.template key_row<T>(k, sequences, key0_ + row);
+          v_row = block.template key_row<T>(v, sequences, key0_ + row);
+        }
+      }
+      const bool k_valid = row_valid && col < Traits::kHeadDim;
+      const bool v_valid = row_valid && col < value_cols;
+      cp_async_16(k_slot.at(row, col), k_valid ? k_row + col : zero_source, k_valid);
+      cp_async_16(v_slot.at(row, col), v_valid ? v_row + col : zero_source, v_valid);
+    }
+  }
+};
+
+}  // namespace flashjit

@@ -1,0 +1,193 @@
+// The decode kernel (ops/attention/decode/): decoding calls run on it, on every cache form it
+// takes (dense and paged caches with pages of 1 to 64 keys, cache rows and left pads, appends
+// with rotary, GQA groups and speculative tokens, splits merged in the launch), each sequence
+// against its float64 reference; the memory model's evidence that it keeps HBM busy (bytes in
+// flight per SM, full sectors, each K/V byte read once); and its PTX: no global load in the
+// main loop, so no copy waits on one.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "attention/attention_forward.hpp"
+#include "attention/check/inference_case.hpp"
+#include "attention/inference/attention_inference_config.hpp"
+#include "runtime/compiler.hpp"
+#include "runtime/template_sources.hpp"
+#include "support/emulator_runtime.hpp"
+
+namespace flashjit::testing {
+namespace {
+
+/// Runs `c` on `runtime` and checks it against its reference; returns the kernels that ran.
+std::vector<KernelWork> check_decode(Runtime& runtime, const InferenceCase& c) {
+  INFO(c.name());
+  runtime.reset_emulated_work();
+  const InferenceVerdict verdict = run_inference_case(runtime, c);
+  CHECK_MESSAGE(verdict.ok, verdict.describe());
+  return runtime.emulated_work();
+}
+
+/// Whether the attention of `work` ran on the decode kernel, with no merge launch after it.
+bool decoded_in_one_launch(const std::vector<KernelWork>& work) {
+  int decode = 0, merges = 0;
+  for (const KernelWork& kernel : work) {
+    if (kernel.kernel.starts_with("attention_forward") &&
+        kernel.kernel.find(".decode.") != std::string::npos) {
+      ++decode;
+    }
+    if (kernel.kernel.starts_with("merge_states")) ++merges;
+  }
+  return decode == 1 && merges == 0;
+}
+
+/// The global loads of `ptx` inside a loop that issues 16-byte cp.async copies (K and V): the
+/// lines reading global memory (ld.global) between a label and a later branch back to it, in a
+/// loop whose lines hold such a copy. A load there gates the copies issued after it.
+std::vector<std::string> global_loads_in_copy_loops(const std::string& ptx) {
+  std::vector<std::string> lines;
+  for (std::size_t start = 0; start < ptx.size();) {
+    const std::size_t end = std::min(ptx.find('\n', start), ptx.size());
+    lines.push_back(ptx.substr(start, end - start));
+    start = end + 1;
+  }
+  std::map<std::string, std::size_t> label_line;
+  const std::regex label(R"(^\s*(\$L__\w+):)"), branch(R"(\bbra(\.uni)?\s+(\$L__\w+);)");
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    std::smatch match;
+    if (std::regex_search(lines[i], match, label)) label_line[match[1]] = i;
+  }
+  std::set<std::string> found;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    std::smatch match;
+    if (!std::regex_search(lines[i], match, branch)) continue;
+    const auto target = label_line.find(match[2]);
+    if (target == label_line.end() || target->second >= i) continue;  // not a back edge
+    const auto body_begin = lines.begin() + static_cast<std::ptrdiff_t>(target->second);
+    const auto body_end = lines.begin() + static_cast<std::ptrdiff_t>(i) + 1;
+    const bool copies = std::any_of(body_begin, body_end, [](const std::string& line) {
+      return line.find("cp.async.cg.shared.global") != std::string::npos;
+    });
+    if (!copies) continue;
+    for (auto line = body_begin; line != body_end; ++line) {
+      if (line->find("ld.global") != std::string::npos) found.insert(*line);
+    }
+  }
+  return {found.begin(), found.end()};
+}
+
+/// The PTX of a paged, split, GQA-packed decoding kernel: bf16, head dim 128, on `arch`.
+std::string paged_decode_ptx(kernels::ForwardConfig config, const std::string& arch) {
+  config.varlen = config.paged = config.pack_gqa = config.split = true;
+  return detail::compile_ptx(kernels::forward_spec(config, arch), detail::TemplateSet::embedded());
+}
+
+}  // namespace
+
+TEST_CASE("decode kernel PTX: no global load in a loop that issues K/V copies (sm_80, sm_90a)") {
+  for (const std::string arch : {"sm_80", "sm_90a"}) {
+    CAPTURE(arch);
+    const std::optional<kernels::ForwardConfig> decode =
+        kernels::decode_forward_config(DType::bf16, 128, MaskKind::none, false, arch, 16);
+    REQUIRE(decode.has_value());
+    const std::string ptx = paged_decode_ptx(*decode, arch);
+    REQUIRE(ptx.find("cp.async.cg.shared.global") != std::string::npos);
+    REQUIRE(ptx.find("cp.async.ca.shared.global") != std::string::npos);  // the page indices
+    const std::vector<std::string> loads = global_loads_in_copy_loops(ptx);
+    for (const std::string& load : loads) MESSAGE("in the copy loop: " << load);
+    CHECK(loads.empty());
+  }
+  // The check finds what it looks for: the mma.sync forward's paged loads read the page table
+  // in the loop that issues the copies.
+  const kernels::ForwardConfig fa2 =
+      kernels::mma_sync_forward_config(DType::bf16, 128, MaskKind::none, false, "sm_80", 1, true);
+  CHECK(!global_loads_in_copy_loops(paged_decode_ptx(fa2, "sm_80")).empty());
+}
+
+TEST_CASE("decode kernel: pages of 1, 16 and 64 keys, GQA 8:1 and 4:1, splits 1 to 7") {
+  for (std::int64_t page_size : {1, 16, 64}) {
+    for (int splits : {1, 3, 7}) {
+      // At head dim 128 a warp streams more chunks than its ring has slots (20 at 4 stages).
+      InferenceCase c{.seqlens_q = {1, 1, 1}, .seqlens_k = {page_size == 16 ? 1300 : 300, 1, 130}};
+      c.heads_q = page_size == 16 ? 8 : 16;
+      c.heads_kv = 2;
+      c.head_dim = page_size == 16 ? 128 : 64;
+      c.keys = KeyStorage::paged;
+      c.page_size = page_size;
+      c.splits = splits;
+      c.seed = static_cast<std::uint64_t>(page_size * 10 + splits);
+      CHECK(decoded_in_one_launch(check_decode(emulator(), c)));
+    }
+  }
+}
+
+TEST_CASE("decode kernel: cache rows and left pads, dense and paged, with causal queries") {
+  for (KeyStorage keys : {KeyStorage::dense, KeyStorage::paged}) {
+    InferenceCase c{.seqlens_q = {2, 2, 2}, .seqlens_k = {90, 200, 33}};
+    c.heads_q = 8;
+    c.heads_kv = 1;
+    c.keys = keys;
+    c.page_size = 16;
+    c.leftpad = {5, 0, 17};
+    c.cache_batch_idx = true;
+    c.causal = true;
+    c.splits = 3;
+    CHECK(decoded_in_one_launch(check_decode(emulator(), c)));
+  }
+}
+
+TEST_CASE("decode kernel: appends with rotary on pages of 1, speculative tokens, MHA") {
+  InferenceCase append{.seqlens_q = {3, 3}, .seqlens_k = {70, 41}};
+  append.heads_q = 8;
+  append.heads_kv = 2;
+  append.keys = KeyStorage::paged;
+  append.page_size = 1;
+  append.append = 3;
+  append.rotary = true;
+  append.causal = true;
+  const std::vector<KernelWork> work = check_decode(emulator(), append);
+  CHECK(std::any_of(work.begin(), work.end(), [](const KernelWork& k) {
+    return k.kernel.find(".decode.") != std::string::npos;
+  }));
+  // One query head per key/value head: rows are the query tokens alone.
+  InferenceCase mha{.seqlens_q = {4, 4}, .seqlens_k = {150, 64}};
+  mha.heads_q = 2;
+  mha.heads_kv = 2;
+  mha.head_dim = 128;
+  mha.causal = true;
+  mha.splits = 2;
+  CHECK(decoded_in_one_launch(check_decode(emulator(), mha)));
+}
+
+TEST_CASE("decode kernel on the memory model: 64 KB in flight per SM, full sectors, K/V once") {
+  // Batch 8 at context 4096, head dim 128, GQA 32:4 on pages of 16, on the modelled H100.
+  static Runtime modelled(RuntimeOptions{
+      .backend = Backend::emulator, .emulated_arch = "sm_90a", .model_memory = true});
+  const InferenceCase c = paged_decode_case(8, 4096);
+  const std::vector<KernelWork> work = check_decode(modelled, c);
+  REQUIRE(decoded_in_one_launch(work));
+  const KernelWork& decode = *std::find_if(work.begin(), work.end(), [](const KernelWork& k) {
+    return k.kernel.find(".decode.") != std::string::npos;
+  });
+  const MemoryCounters& memory = decode.work.memory;
+  REQUIRE(memory.modelled);
+  INFO(decode.kernel << ": " << memory.bytes_in_flight_per_cta << " bytes in flight a CTA, "
+                     << memory.ctas_per_sm << " CTAs an SM, sector use "
+                     << memory.global_sector_use());
+  CHECK(memory.bytes_in_flight_per_sm >= 64 * 1024);
+  CHECK(memory.global_sector_use() >= 0.99);
+  // Each K/V byte once: with Q, O, the page indices and the split partials (written and read
+  // back once), within 2 % of the K/V, Q and O bytes.
+  const double kv = 2.0 * 8 * 4096 * 4 * 128 * 2, q_and_o = 2.0 * 8 * 32 * 128 * 2;
+  const double bytes = global_bytes(work);
+  INFO("global bytes " << bytes << ", K and V " << kv);
+  CHECK(bytes <= 1.02 * (kv + q_and_o));
+  CHECK(bytes >= kv);
+}
+
+}  // namespace flashjit::testing

@@ -1,7 +1,7 @@
-// The autotuner's attention-decode op without a GPU: its candidates (the mma.sync tiles with
-// the call's layout flags, times the split counts), its key (bucketed by batch, context and
-// heads per KV head), static pruning, tuning end to end on the emulator, and Runtime::forward
-// with Sequences running the tuned config under the cached policy.
+// The autotuner's attention-decode op without a GPU: its candidates (the mma.sync and decode
+// kernels' tiles with the call's layout flags, times the split counts), its key (bucketed by
+// batch, context and heads per KV head), static pruning, tuning end to end on the emulator, and
+// Runtime::forward with Sequences running the tuned config under the cached policy.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -47,22 +47,26 @@ std::string suffix_of(int splits) { return ".splits" + std::to_string(splits); }
 
 }  // namespace
 
-TEST_CASE("decode candidates: the mma.sync tiles with the call's layout flags, times the splits") {
+TEST_CASE(
+    "decode candidates: the mma.sync and decode tiles with the call's layout flags, x splits") {
   const kernels::DecodeProblem p = decode_problem(2, 4096);
   const std::vector<Candidate> candidates = enumerate_candidates(p, "sm_90a");
   REQUIRE(!candidates.empty());
   std::set<std::string> tiles;
-  int defaults = 0;
+  int defaults = 0, decode_tiles = 0;
   for (const Candidate& c : candidates) {
     const kernels::InferenceConfig& config = inference_of(c);
     CAPTURE(c.name);
-    CHECK(config.forward.path() == kernels::ForwardPath::mma_sync);
+    const bool decode = config.forward.path() == kernels::ForwardPath::decode;
+    CHECK((decode || config.forward.path() == kernels::ForwardPath::mma_sync));
+    decode_tiles += decode && !c.is_default ? 1 : 0;
     CHECK(config.forward.varlen);
     CHECK(config.forward.paged);
     CHECK(config.forward.pack_gqa);  // 8 query heads share each key/value head
     CHECK(config.forward.split == (config.splits > 1));
     CHECK(c.name.ends_with(suffix_of(config.splits)));
-    CHECK(c.specs.size() == (config.splits > 1 ? 2u : 1u));  // the forward, then the merge
+    // The forward, then the merge; the decode kernel merges its splits itself.
+    CHECK(c.specs.size() == (config.splits > 1 && !decode ? 2u : 1u));
     defaults += c.is_default ? 1 : 0;
     if (!c.is_default) {
       const auto* in_space = std::find(std::begin(kernels::kDecodeSplits),
@@ -78,7 +82,12 @@ TEST_CASE("decode candidates: the mma.sync tiles with the call's layout flags, t
   const Candidate& fallback = *std::find_if(candidates.begin(), candidates.end(),
                                             [](const Candidate& c) { return c.is_default; });
   CHECK(inference_of(fallback).splits == 32);
+  CHECK(inference_of(fallback).forward.path() == kernels::ForwardPath::decode);
   CHECK(fallback.config == p.default_config("sm_90a"));
+  // The decode kernel's tiles (16 and 32 keys a chunk, 4 and 8 warps, 2, 4 or 6 stages, less
+  // 32 keys with 8 warps at 4 and 6 stages: past 227 KB), each with every split count, beside
+  // the mma.sync tiles.
+  CHECK(decode_tiles == 10 * static_cast<int>(std::size(kernels::kDecodeSplits)));
   CHECK(p.bytes() == 2.0 * 2 * 4096 * 1 * 64 * 2);
   CHECK(p.flops() == 4.0 * 2 * 8 * 1 * 4096 * 64);
 }
@@ -176,5 +185,5 @@ TEST_CASE("decode tuning on the emulator: split counts checked, stored, then run
     if (kernel.kernel.starts_with("merge_states")) merged = true;
   }
   CHECK(forward_ctas == 1 * 4 * 1 * 2);  // a query block, 4 splits, a key/value head, 2 sequences
-  CHECK(merged);
+  CHECK(!merged);                        // the decode kernel merges its splits in the same launch
 }

@@ -696,16 +696,17 @@ TEST_CASE("attention-forward lists the compile matrix") {
     const auto all = op.specs(arch, SpecSet::all);
     const bool hopper = std::string(arch) == "sm_90a";
     // 32 head dims x 2 dtypes x 2 masks, plus softcap at 2 head dims x 2 dtypes x 2 masks,
-    // plus the 6 inference layouts' defaults at 6 (head dim, dtype, mask): 128 in both dtypes
-    // and masks, 64 and 256 in bf16 without a mask; on sm_90a a 7th, packed prefill on the
-    // TMA kernel. Then the index check, the KV-cache append's 12 (2 dtypes, 3 rotations, a
+    // plus the 10 inference layouts' defaults at 6 (head dim, dtype, mask): 128 in both dtypes
+    // and masks, 64 and 256 in bf16 without a mask (6 on the mma.sync kernel, 4 on the decode
+    // kernel: dense and paged, split and not); on sm_90a an 11th, packed prefill on the TMA
+    // kernel. Then the index check, the KV-cache append's 12 (2 dtypes, 3 rotations, a
     // 16-bit or an fp8 cache),
     // decoding over an fp8 cache (paged, split and not) at 128 and the unused rows' fill (3
     // element types). Last MLA's absorbed decoding on the wide path (V in the keys and not,
     // split and not): 16 and 128 heads take one tile on sm_80, two on sm_90a. On sm_90a also
     // packed prefill over an fp8 cache on the TMA kernel: head dims 64, 128 (with and without
     // the window mask) and 256.
-    const std::size_t layouts = hopper ? 7 : 6;
+    const std::size_t layouts = hopper ? 11 : 10;
     const std::size_t wide = hopper ? 8 : 4;
     const std::size_t fp8_prefill = hopper ? 4 : 0;
     CHECK(defaults.size() ==

@@ -213,7 +213,23 @@ void DecodeProblem::prune_for_size(std::vector<autotune::Candidate>& candidates)
     const ForwardConfig& f = config.get<InferenceConfig>().forward;
     return TileSize{f.block_m, f.block_n};
   };
-  prune_tiles_for_size(candidates, rows, keys, tiles);
+  // Each kernel's tiles against its own smallest: the decode kernel's 16 rows do not make the
+  // mma.sync kernel's 64 redundant (which of them is faster is the timing's to find).
+  for (const bool decode : {false, true}) {
+    std::vector<std::size_t> members;
+    std::vector<autotune::Candidate> family;
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      const bool on_decode =
+          candidates[i].config.get<InferenceConfig>().forward.path() == ForwardPath::decode;
+      if (on_decode != decode) continue;
+      members.push_back(i);
+      family.push_back(candidates[i]);
+    }
+    prune_tiles_for_size(family, rows, keys, tiles);
+    for (std::size_t j = 0; j < members.size(); ++j) {
+      candidates[members[j]].pruned = family[j].pruned;
+    }
+  }
   for (autotune::Candidate& c : candidates) {
     if (!c.pruned.empty() || c.is_default) continue;
     const InferenceConfig& config = c.config.get<InferenceConfig>();

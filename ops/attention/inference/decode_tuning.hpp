@@ -50,8 +50,8 @@ class DecodeProblem final : public autotune::TuningProblem {
   double bytes() const override;
   autotune::TunedConfig default_config(const std::string& arch) const override;
   std::vector<autotune::TunedConfig> space() const override;
-  /// Attention's tiles larger than the shape (Br past the packed rows), and more splits than
-  /// key blocks.
+  /// Attention's tiles larger than the shape (Br past the packed rows; each kernel's against
+  /// its own smallest), and more splits than key blocks.
   void prune_for_size(std::vector<autotune::Candidate>& candidates) const override;
   std::unique_ptr<autotune::TuningWorkspace> workspace(
       detail::RuntimeBackend& backend) const override;

@@ -28,19 +28,22 @@ struct DecodeMerge {
   static constexpr int kRows = Traits::kRows;
   static constexpr int kWarps = Traits::kWarps;
   static constexpr int kCols = Traits::kHeadDimPadded;
+  /// O's rows 8 floats apart beyond its columns: a warp's pair stores of a fragment (8 rows, 4
+  /// column pairs) then fall on distinct banks, two wavefronts a store.
+  static constexpr int kStride = attention_decode_space::merge_row_stride(Traits::kHeadDim);
   static constexpr int kThreads = Traits::kThreads;
 
-  float* o;              // [kWarps][kRows][kCols]: each warp's normalized O
+  float* o;              // [kWarps][kRows][kStride]: each warp's normalized O
   float* lse;            // [kWarps][kRows]: each warp's LSE
   float* weights;        // [kWarps][kRows]: each warp's weight in its row
   float* row_lse;        // [kRows]: the merged rows' LSE
-  float* split_weights;  // [kRows][kMaxSplits]: each split's weight in its row
+  float* split_weights;  // [kMaxSplits][kRows]: each split's weight in each row
   int* last_flag;        // whether this CTA is its splits' last
 
   /// The merge's arrays in `base` (the rings' memory, once every warp is done with its ring).
   FJ_DEVICE explicit DecodeMerge(unsigned char* base) {
     o = reinterpret_cast<float*>(base);
-    lse = o + kWarps * kRows * kCols;
+    lse = o + kWarps * kRows * kStride;
     weights = lse + kWarps * kRows;
     row_lse = weights + kWarps * kRows;
     split_weights = row_lse + kRows;
@@ -51,9 +54,17 @@ struct DecodeMerge {
   template <int Cols>
   FJ_DEVICE void keep(int warp, acc_tile<kRows, Cols>& acc, const row_vec<kRows>& row_lses,
                       int lane) const {
-    float* own = o + warp * kRows * kCols;
-    for_each_element(acc, lane,
-                     [&](int r, int c, float& value) { store_shared(own, r * kCols + c, value); });
+    float* own = o + warp * kRows * kStride;
+#pragma unroll
+    for (int slab = 0; slab < kRows / 16; ++slab)
+#pragma unroll
+      for (int group = 0; group < Cols / 8; ++group)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int at = fragment_row(slab, half, lane) * kStride + fragment_col(group, 0, lane);
+          store_shared_pair(own, at, acc.frag[slab][group][2 * half],
+                            acc.frag[slab][group][2 * half + 1]);
+        }
     if (lane % 4 != 0) return;  // a quad's lanes hold the same LSE
 #pragma unroll
     for (int slab = 0; slab < kRows / 16; ++slab)
@@ -81,7 +92,7 @@ struct DecodeMerge {
   FJ_DEVICE float merged(int r, int c) const {
     float sum = 0.0f;
     for (int w = 0; w < kWarps; ++w) {
-      sum += load_shared(weights, w * kRows + r) * load_shared(o, (w * kRows + r) * kCols + c);
+      sum += load_shared(weights, w * kRows + r) * load_shared(o, (w * kRows + r) * kStride + c);
     }
     return sum;
   }
@@ -145,15 +156,13 @@ struct DecodeMerge {
   template <class Block>
   FJ_DEVICE void merge_splits(const Block& block, const AttentionForwardParams& p) const {
     using T = typename Traits::Element;
-    constexpr int kMaxSplits = attention_decode_space::kMaxSplits;
     const int splits = block.splits;
     const int r = threadIdx.x;
     if (r < block.rows) {
       RowStats stats = empty_row_stats();
       for (int s = 0; s < splits; ++s) stats = push_lse(stats, split_lse(block, p, r, s));
       for (int s = 0; s < splits; ++s) {
-        store_shared(split_weights, r * kMaxSplits + s,
-                     part_weight(stats, split_lse(block, p, r, s)));
+        store_shared(split_weights, s * kRows + r, part_weight(stats, split_lse(block, p, r, s)));
       }
       if (p.lse != nullptr) store_global(block.lse_at(p, r), 0, merged_lse(stats));
     }
@@ -162,7 +171,7 @@ struct DecodeMerge {
       const int row = e / p.head_dim_v, c = e % p.head_dim_v;
       float sum = 0.0f;
       for (int s = 0; s < splits; ++s) {
-        sum += load_shared(split_weights, row * kMaxSplits + s) * split_o(block, p, row, c, s);
+        sum += load_shared(split_weights, s * kRows + row) * split_o(block, p, row, c, s);
       }
       store_global(block.template query_row<T>(p.o, row), c, sum);
     }

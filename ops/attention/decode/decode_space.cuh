@@ -31,10 +31,13 @@ constexpr int stage_bytes(int head_dim, int keys) {
   return 2 * keys * row_bytes(head_dim) + keys * 4;
 }
 
+/// Floats between the rows of a warp's O in the merge: its columns and 8 more.
+constexpr int merge_row_stride(int head_dim) { return padded_head_dim(head_dim) + 8; }
+
 /// The merges at the end, in the rings' place: each warp's fp32 O rows and LSEs, the warps'
 /// weights, the rows' LSE, the split merge's weights and the last split's flag.
 constexpr int merge_bytes(int head_dim, int rows, int warps) {
-  return warps * rows * padded_head_dim(head_dim) * 4 + 2 * warps * rows * 4 + rows * 4 +
+  return warps * rows * merge_row_stride(head_dim) * 4 + 2 * warps * rows * 4 + rows * 4 +
          rows * kMaxSplits * 4 + 16;
 }
 

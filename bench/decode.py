@@ -4,21 +4,29 @@
 Decoding reads the whole KV cache once per token and does little arithmetic, so it is measured
 in bytes moved per second: (K + V + Q + O) bytes of the call over its median time, and as a
 fraction of the GPU's copy bandwidth, measured in the same run (a device-to-device copy of
-1 GiB: 2 GiB moved). Shapes: batch 1 to 64, context 1k to 32k, GQA 8:1 (32 query heads on
-4 key/value heads), head dim 128, bf16, one query token (and four: speculative decoding).
+1 GiB: 2 GiB moved). The shapes, each suite selectable with --suites:
+- grid: batch 1, 8, 64 and 256 at contexts 1k, 4k, 32k and 128k, GQA 32:4, head dim 128,
+  bf16, pages of 16, one query token (and four with --queries 1,4: speculative decoding);
+- pages: pages of 1 and 64 keys at batch 8 and 32k (16 is the grid's);
+- fp8: an e4m3 cache (descale 1) at batch 8 and 64, contexts 4k and 32k;
+- gqa: 8 query heads on 1 key/value head at batch 8 and 64, contexts 4k and 32k;
+- mla: MLA's absorbed decoding (128 heads on one latent head of 576, V its first 512 columns,
+  read with the keys) at batch 1, 8 and 64, contexts 4k and 32k, pages of 64.
+Shapes whose cache is larger than --max-cache-gb are left out (the peers need a dense copy).
 
 Implementations, each on the same random cache and checked before it is timed (relative L2
 error within twice that of plain attention in bf16, against a float32 reference):
 - flashjit: flashjit.attention_with_kvcache (the Python package in python/, on the library
-  --lib names) on a paged cache of 16-key pages in a shuffled order; splits chosen by flashjit;
+  --lib names) on a paged cache in a shuffled order; splits chosen by flashjit;
 - sdpa: PyTorch's scaled_dot_product_attention on the dense cache (its own backend choice);
 - flash-attn: flash_attn_with_kvcache on a paged cache of 256-key pages (FlashAttention-2's
   smallest), when the flash_attn package is installed;
-- flashinfer: BatchDecodeWithPagedKVCacheWrapper on 16-key pages, when flashinfer is installed.
-A peer that cannot run is reported "n/a (reason)".
+- flashinfer: BatchDecodeWithPagedKVCacheWrapper on the shape's pages, when flashinfer is
+  installed.
+A peer that cannot run a shape is reported "n/a (reason)".
 
-Timing and the report follow bench/attention.py (CUDA events, warm-up, median, L2 flushed, a GPU spin);
---list-shapes needs neither PyTorch nor a GPU.
+Timing and the report follow bench/attention.py (CUDA events, warm-up, median, L2 flushed, a GPU
+spin); --list-shapes needs neither PyTorch nor a GPU.
 """
 
 import argparse
@@ -55,21 +63,52 @@ class DecodeShape:
     heads_kv: int = 4
     head_dim: int = 128
     dtype: str = "bf16"
+    page_size: int = 16
+    kv: str = "bf16"  # the cache's elements: bf16, or e4m3 codes
+    head_dim_v: int = 0  # V's and O's head dim (0: head_dim)
+    values_in_keys: bool = False  # V is K's first head_dim_v columns (MLA's latent cache)
+
+    @property
+    def dim_v(self) -> int:
+        return self.head_dim_v or self.head_dim
 
     def label(self) -> str:
-        return (f"decode {self.dtype} d{self.head_dim} b{self.batch} q{self.queries} "
-                f"h{self.heads}/{self.heads_kv} ctx{self.context}")
+        dims = f"d{self.head_dim}" + (f"/{self.dim_v}" if self.dim_v != self.head_dim else "")
+        cache = f" {self.kv} cache" if self.kv != self.dtype else ""
+        return (f"decode {self.dtype}{cache} {dims} b{self.batch} q{self.queries} "
+                f"h{self.heads}/{self.heads_kv} ctx{self.context} pages{self.page_size}")
+
+    def cache_bytes(self) -> float:
+        """K and V (K alone when V is in it), as the cache holds them."""
+        element = 1 if self.kv == "e4m3" else 2
+        columns = self.head_dim + (0 if self.values_in_keys else self.dim_v)
+        return float(self.batch * self.context * self.heads_kv * columns * element)
 
     def bytes_moved(self) -> float:
-        """K and V read once, Q read and O written once (2-byte elements)."""
-        cache = 2.0 * self.batch * self.context * self.heads_kv * self.head_dim
-        queries = 2.0 * self.batch * self.queries * self.heads * self.head_dim
-        return 2 * (cache + queries)
+        """The cache read once, Q read and O written once (2-byte elements)."""
+        queries = 2.0 * self.batch * self.queries * self.heads * (self.head_dim + self.dim_v)
+        return self.cache_bytes() + queries
 
 
-def make_shapes(batches: Sequence[int], contexts: Sequence[int],
-                queries: Sequence[int]) -> List[DecodeShape]:
-    return [DecodeShape(b, c, q) for q in queries for b in batches for c in contexts]
+SUITES = ("grid", "pages", "fp8", "gqa", "mla")
+
+
+def make_shapes(args) -> List[DecodeShape]:
+    shapes: List[DecodeShape] = []
+    if "grid" in args.suites:
+        shapes += [DecodeShape(b, c, q) for q in args.queries for b in args.batches
+                   for c in args.contexts]
+    if "pages" in args.suites:
+        shapes += [DecodeShape(8, 32768, page_size=p) for p in (1, 64)]
+    if "fp8" in args.suites:
+        shapes += [DecodeShape(b, c, kv="e4m3") for b in (8, 64) for c in (4096, 32768)]
+    if "gqa" in args.suites:
+        shapes += [DecodeShape(b, c, heads=8, heads_kv=1) for b in (8, 64) for c in (4096, 32768)]
+    if "mla" in args.suites:
+        shapes += [DecodeShape(b, c, heads=128, heads_kv=1, head_dim=576, head_dim_v=512,
+                               values_in_keys=True, page_size=64)
+                   for b in (1, 8, 64) for c in (4096, 32768)]
+    return [s for s in shapes if s.cache_bytes() <= args.max_cache_gb * 1e9]
 
 
 class DecodeBench:
@@ -91,46 +130,59 @@ class DecodeBench:
         return 2 * src.numel() * 4 / (median * 1e-3) / 1e9
 
     def inputs(self, s: DecodeShape):
+        """q [B, Lq, H, D], and k [B, L, Hkv, D] and v [B, L, Hkv, Dv] in the cache's elements
+        (e4m3 codes for an fp8 cache; v a view of k's first columns for MLA)."""
         torch = self.torch
         gen = torch.Generator(device="cuda").manual_seed(self.args.seed)
         dtype = torch.bfloat16 if s.dtype == "bf16" else torch.float16
         q = torch.randn(s.batch, s.queries, s.heads, s.head_dim, dtype=dtype, device="cuda",
                         generator=gen)
-        k, v = (torch.randn(s.batch, s.context, s.heads_kv, s.head_dim, dtype=dtype,
-                            device="cuda", generator=gen) for _ in range(2))
+        k = torch.randn(s.batch, s.context, s.heads_kv, s.head_dim, dtype=dtype, device="cuda",
+                        generator=gen)
+        v = (k[..., :s.dim_v] if s.values_in_keys else
+             torch.randn(s.batch, s.context, s.heads_kv, s.dim_v, dtype=dtype, device="cuda",
+                         generator=gen))
+        if s.kv == "e4m3":
+            k, v = (x.to(torch.float8_e4m3fn) for x in (k, v))
         return q, k, v
 
     def attention(self, s: DecodeShape, q, k, v, dtype):
         """Plain causal (bottom-right) attention in `dtype` over [B, L, H, D] tensors, one
-        sequence at a time (a float32 copy of a whole 64 x 32k cache with repeated heads would
-        not fit)."""
+        sequence at a time, each key/value head's group of query heads as one matrix (no key
+        repeated: a float32 copy of a 64 x 32k cache per query head would not fit)."""
         torch = self.torch
         group = s.heads // s.heads_kv
-        rows = torch.arange(s.queries, device="cuda")[:, None] + s.context - s.queries
-        hidden = torch.arange(s.context, device="cuda")[None, :] > rows
+        rows = torch.arange(group * s.queries, device="cuda")[:, None] % s.queries
+        hidden = torch.arange(s.context, device="cuda")[None, :] > rows + s.context - s.queries
         outs = []
         for b in range(s.batch):
-            qh = q[b:b + 1].transpose(1, 2).to(dtype)
-            kh = k[b:b + 1].transpose(1, 2).repeat_interleave(group, dim=1).to(dtype)
-            vh = v[b:b + 1].transpose(1, 2).repeat_interleave(group, dim=1).to(dtype)
-            scores = torch.matmul(qh, kh.transpose(2, 3)) / math.sqrt(s.head_dim)
+            # [Hkv, group · Lq, D]: row g · Lq + t is query t of head kv · group + g.
+            qh = (q[b].to(dtype).reshape(s.queries, s.heads_kv, group, s.head_dim)
+                  .permute(1, 2, 0, 3).reshape(s.heads_kv, group * s.queries, s.head_dim))
+            kh = k[b].to(dtype).transpose(0, 1)
+            vh = v[b].to(dtype).transpose(0, 1)
+            scores = torch.matmul(qh, kh.transpose(1, 2)) / math.sqrt(s.head_dim)
             probs = torch.softmax(scores.masked_fill(hidden, float("-inf")), dim=-1)
-            outs.append(torch.matmul(probs, vh).transpose(1, 2).float())
+            out = torch.matmul(probs, vh).reshape(s.heads_kv, group, s.queries, s.dim_v)
+            outs.append(out.permute(2, 0, 1, 3).reshape(1, s.queries, s.heads, s.dim_v).float())
             del kh, vh, scores, probs
         return torch.cat(outs)
 
     def pages(self, s: DecodeShape, k, v, page_size: int):
-        """k and v as shuffled pages [num_pages, page_size, heads_kv, head_dim] and the int32
-        page table [batch, pages per sequence]."""
+        """k and v as shuffled pages [num_pages, page_size, heads_kv, head_dim] (v a view of
+        k's pages when it is k's columns) and the int32 page table [batch, pages per sequence]."""
         torch = self.torch
         per_seq = s.context // page_size
         count = s.batch * per_seq
         order = torch.randperm(count, device="cuda")
-        k_pages = torch.empty(count, page_size, s.heads_kv, s.head_dim, dtype=k.dtype,
-                              device="cuda")
-        v_pages = torch.empty_like(k_pages)
-        k_pages[order] = k.reshape(count, page_size, s.heads_kv, s.head_dim)
-        v_pages[order] = v.reshape(count, page_size, s.heads_kv, s.head_dim)
+
+        def paged(x):
+            pages = torch.empty(count, page_size, s.heads_kv, x.shape[-1], dtype=x.dtype,
+                                device="cuda")
+            pages[order] = x.reshape(count, page_size, s.heads_kv, x.shape[-1])
+            return pages
+        k_pages = paged(k)
+        v_pages = k_pages[..., :s.dim_v] if s.values_in_keys else paged(v)
         return k_pages, v_pages, order.to(torch.int32).reshape(s.batch, per_seq).contiguous()
 
     # -- implementations: (the call to time, its output as [B, Lq, H, D]) --
@@ -138,7 +190,7 @@ class DecodeBench:
         if self.flashjit is None:
             raise common.NotAvailable(self.flashjit_problem)
         torch, fj = self.torch, self.flashjit
-        k_pages, v_pages, table = self.pages(s, k, v, 16)
+        k_pages, v_pages, table = self.pages(s, k, v, s.page_size)
         lengths = torch.full((s.batch,), s.context, dtype=torch.int32, device="cuda")
 
         def call():
@@ -147,6 +199,8 @@ class DecodeBench:
         return call, call()
 
     def sdpa_call(self, s: DecodeShape, q, k, v):
+        if s.kv == "e4m3":
+            raise common.NotAvailable("it reads no fp8 cache")
         torch = self.torch
         F = torch.nn.functional
         qh, kh, vh = (x.transpose(1, 2) for x in (q, k, v))
@@ -175,6 +229,8 @@ class DecodeBench:
             raise common.NotAvailable(f"flash_attn is not installed ({e})")
         if s.context % 256 != 0:
             raise common.NotAvailable("FlashAttention-2's pages are 256 keys")
+        if s.kv == "e4m3" or s.head_dim > 256:
+            raise common.NotAvailable("FlashAttention-2 takes 16-bit caches of head dims to 256")
         k_pages, v_pages, table = self.pages(s, k, v, 256)
         lengths = self.torch.full((s.batch,), s.context, dtype=self.torch.int32, device="cuda")
 
@@ -190,15 +246,17 @@ class DecodeBench:
             raise common.NotAvailable(f"flashinfer is not installed ({e})")
         if s.queries != 1:
             raise common.NotAvailable("its decode wrapper takes one query per sequence")
+        if s.dim_v != s.head_dim:
+            raise common.NotAvailable("MLA has a wrapper of its own, not timed here")
         torch = self.torch
-        k_pages, v_pages, table = self.pages(s, k, v, 16)
+        k_pages, v_pages, table = self.pages(s, k, v, s.page_size)
         per_seq = table.shape[1]
         indptr = torch.arange(0, s.batch + 1, dtype=torch.int32, device="cuda") * per_seq
-        last = torch.full((s.batch,), 16, dtype=torch.int32, device="cuda")
+        last = torch.full((s.batch,), s.page_size, dtype=torch.int32, device="cuda")
         workspace = torch.empty(128 << 20, dtype=torch.uint8, device="cuda")
         wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD")
-        wrapper.plan(indptr, table.reshape(-1), last, s.heads, s.heads_kv, s.head_dim, 16,
-                     data_type=q.dtype, q_data_type=q.dtype)
+        wrapper.plan(indptr, table.reshape(-1), last, s.heads, s.heads_kv, s.head_dim,
+                     s.page_size, data_type=k_pages.dtype, q_data_type=q.dtype)
         q3 = q[:, 0]
 
         def call():
@@ -253,9 +311,15 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", help="markdown report to write (required unless --list-shapes)")
     p.add_argument("--lib", default=common.default_library(), help="libflashjit.so")
-    p.add_argument("--batches", type=common.int_list, default=[1, 8, 32, 64])
-    p.add_argument("--contexts", type=common.int_list, default=[1024, 4096, 16384, 32768])
-    p.add_argument("--queries", type=common.int_list, default=[1, 4])
+    p.add_argument("--suites", type=common.choice_list(list(SUITES)), default=list(SUITES),
+                   help="which shapes: " + ", ".join(SUITES) + " (comma-separated; default all)")
+    p.add_argument("--batches", type=common.int_list, default=[1, 8, 64, 256],
+                   help="the grid's batches")
+    p.add_argument("--contexts", type=common.int_list, default=[1024, 4096, 32768, 131072],
+                   help="the grid's contexts")
+    p.add_argument("--queries", type=common.int_list, default=[1], help="the grid's queries")
+    p.add_argument("--max-cache-gb", type=float, default=8.0,
+                   help="leave out shapes whose cache is larger (the peers take a dense copy)")
     p.add_argument("--impls", type=common.choice_list(list(IMPLEMENTATIONS)),
                    default=list(IMPLEMENTATIONS))
     p.add_argument("--warmup", type=int, default=3)
@@ -273,7 +337,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
-    shapes = make_shapes(args.batches, args.contexts, args.queries)
+    shapes = make_shapes(args)
     if args.list_shapes:
         for s in shapes:
             print(f"{s.label()}  {s.bytes_moved() / 1e6:.1f} MB")

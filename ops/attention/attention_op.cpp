@@ -1,6 +1,7 @@
 // Attention's entries in the op registry: the forward (with the inference forms and decoding)
 // and the backward, each with its compile matrix and its tuned ops.
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <unordered_set>
 
@@ -87,12 +88,19 @@ std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch,
       }
     }
   }
-  // Decoding over an fp8 cache (paged, split and not) at head dim 128: the staging ring and
-  // its conversion compile for the GPU, in registers.
+  // Decoding over an fp8 cache (paged, split and not) at head dim 128, on the mma.sync and the
+  // decode kernels: the staging rings and their conversion compile for the GPU, in registers.
+  const std::optional<ForwardConfig> fp8_decode =
+      decode_forward_config(DType::bf16, 128, MaskKind::none, false, arch, 16, true);
   for (ForwardConfig config : inference_forward_configs(DType::bf16, 128, MaskKind::none, arch)) {
     if (!config.paged || !config.pack_gqa) continue;
+    if (config.path() == ForwardPath::decode) {
+      if (!fp8_decode) continue;
+      config.stages = fp8_decode->stages;
+    } else {
+      config.stages = 2;
+    }
     config.kv_e4m3 = true;
-    config.stages = 2;
     if (config.valid()) defaults.push_back(config);
   }
   // Packed prefill over an fp8 cache on sm_90a's TMA kernel (head dims 64, 128 and 256, and

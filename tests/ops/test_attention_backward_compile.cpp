@@ -192,7 +192,7 @@ TEST_CASE("attention-backward: every function of the modifier grammar compiles o
                                       testing::every_function_mask_mod()};
   // One arch: the math functions are NVRTC's built-ins on every one (the sm_90a kernels compile
   // the same modifiers in the test above).
-  const kernels::BackwardConfig config = kernels::modifiers_backward_config(
-      DType::bf16, 64, MaskKind::none, false, false, "sm_80");
+  const kernels::BackwardConfig config =
+      kernels::modifiers_backward_config(DType::bf16, 64, MaskKind::none, false, false, "sm_80");
   CHECK_NOTHROW(cache.get(kernels::backward_specs(config, "sm_80", every).dkdv));
 }

@@ -1,9 +1,9 @@
 // The decode kernel (ops/attention/decode/): decoding calls run on it, on every cache form it
-// takes (dense and paged caches with pages of 1 to 64 keys, cache rows and left pads, appends
-// with rotary, GQA groups and speculative tokens, splits merged in the launch), each sequence
-// against its float64 reference; the memory model's evidence that it keeps HBM busy (bytes in
-// flight per SM, full sectors, each K/V byte read once); and its PTX: no global load in the
-// main loop, so no copy waits on one.
+// takes (dense and paged caches with pages of 1 to 64 keys, fp8 caches, cache rows and left
+// pads, appends with rotary, GQA groups and speculative tokens, splits merged in the launch),
+// each sequence against its float64 reference; the memory model's evidence that it keeps HBM
+// busy (bytes in flight per SM, full sectors, each K/V byte read once); and its PTX: no global
+// load in the main loop, so no copy waits on one.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -123,6 +123,21 @@ TEST_CASE("decode kernel: pages of 1, 16 and 64 keys, GQA 8:1 and 4:1, splits 1 
       c.seed = static_cast<std::uint64_t>(page_size * 10 + splits);
       CHECK(decoded_in_one_launch(check_decode(emulator(), c)));
     }
+  }
+}
+
+TEST_CASE("decode kernel: fp8 (e4m3) caches, dense and on pages of 1 and 16, split and not") {
+  for (std::int64_t page_size : {0, 1, 16}) {
+    InferenceCase c{.seqlens_q = {2, 2}, .seqlens_k = {700, 65}};
+    c.heads_q = 16;
+    c.heads_kv = 2;
+    c.head_dim = 128;
+    c.kv_e4m3 = true;
+    c.keys = page_size > 0 ? KeyStorage::paged : KeyStorage::dense;
+    c.page_size = page_size > 0 ? page_size : 16;
+    c.causal = true;
+    c.splits = page_size == 1 ? 1 : 3;
+    CHECK(decoded_in_one_launch(check_decode(emulator(), c)));
   }
 }
 

@@ -28,7 +28,6 @@ namespace em = flashjit::emulator;
 // CTA walks several tiles, some of them with no key or no valid row, in the order it would.
 constexpr int kTestCtas = 3;
 
-
 /// Runs `c` with Br = BlockM, Bc = BlockN, the consumers' schedule and Stages slots in each of
 /// the K and V rings (the mask kind and dtype the case needs), in clusters of Cluster CTAs (an
 /// unmasked case), with its tensor maps built as the host will, and judges it against the

@@ -217,7 +217,7 @@ TEST_CASE("the device-side index check (a GPU's check_indices) finds rows, pads 
   set(rows, {1, 2});
   kernels::IndexViolationFound bad = find();
   CHECK((bad.found && bad.sequence == 1 && bad.kind == 5));  // cache_batch_idx
-  set(rows, {0, 0});  // one row for two appending sequences
+  set(rows, {0, 0});                                         // one row for two appending sequences
   bad = find();
   CHECK((bad.found && bad.sequence == 1 && bad.kind == 5));
   set(rows, {1, 0});

@@ -31,9 +31,9 @@ std::vector<Parameter> declared_parameters(const std::string& file, const std::s
   }
   REQUIRE_MESSAGE(!text.empty(), file << " is not an embedded template");
   std::smatch match;
-  REQUIRE_MESSAGE(std::regex_search(text, match,
-                                    std::regex("template <([^>]*)>\\s*struct " + type + " \\{")),
-                  type << " is not declared in " << file);
+  REQUIRE_MESSAGE(
+      std::regex_search(text, match, std::regex("template <([^>]*)>\\s*struct " + type + " \\{")),
+      type << " is not declared in " << file);
   std::vector<Parameter> parameters;
   const std::string list = match[1];
   const std::regex one("\\s*(?:typename|class|bool|int|MaskKind)\\s+(\\w+)(?:\\s*=\\s*([\\w:]+))?");

@@ -89,8 +89,12 @@ Traced trace(std::int64_t batch, std::int64_t heads, std::int64_t seqlen_q, std:
       REQUIRE(tensor < 3);  // the forward reads Q, K and V only
       const std::uint64_t offset = run.begin - bases[tensor];
       const std::int64_t row = static_cast<std::int64_t>(offset / kRowBytes);  // (b, s, h)
-      const Place place{tensor, row / heads / seqlens[tensor], row / heads % seqlens[tensor],
-                        row % heads, offset % kRowBytes, run.end - run.begin};
+      const Place place{tensor,
+                        row / heads / seqlens[tensor],
+                        row / heads % seqlens[tensor],
+                        row % heads,
+                        offset % kRowBytes,
+                        run.end - run.begin};
       REQUIRE(place.column + place.bytes <= kRowBytes);
       places.push_back(place);
     }
@@ -166,11 +170,11 @@ TEST_CASE("memory model: the forward's DRAM bytes at head dim 128, 8k, within 25
     }
   };
   const em::ModelledGpu h200;  // 132 SMs, 50 MB of L2: the H200's as the H100's
-  const unsigned resident = h200.sms * em::resident_ctas_per_sm(h200, Traits::kThreads,
-                                                                 Traits::kSharedBytes);
+  const unsigned resident =
+      h200.sms * em::resident_ctas_per_sm(h200, Traits::kThreads, Traits::kSharedBytes);
   CHECK(resident == 132);
-  const std::uint64_t read = em::modelled_dram_read_bytes(std::size_t(ctas), reads_of,
-                                                          h200.l2_bytes, resident);
+  const std::uint64_t read =
+      em::modelled_dram_read_bytes(std::size_t(ctas), reads_of, h200.l2_bytes, resident);
   const std::uint64_t written = tensor_bytes + std::uint64_t(kBatch * kHeads * kSeqlen) * 4;
   const double modelled = double(read + written);
   const double measured = 0.2180 * 4.8e12 * 2.18e-3;  // ncu: DRAM throughput x peak x duration

@@ -161,10 +161,11 @@ TEST_CASE("modifier grammar: random text never crashes it, and what it accepts i
   // with InvalidArgument (no other exception, no crash, no hang); an accepted one has only
   // printable ASCII and balanced brackets, so it cannot close the kernel's own parenthesis.
   const std::vector<std::string> pieces = {
-      "score", "b", "h", "q_idx", "kv_idx", "bias", "doc", "[", "]", "(", ")", "+", "-", "*",
-      "/", "%", "<", "<=", "==", "!=", "&&", "||", "!", "~", "&", "|", "^", "<<", ">>", "?",
-      ":", ",", " ", "1", "0.5f", "1e3", "expf", "min", "powf", "float", "int", "true", ";",
-      "{", "}", "#", "\"", "'", "=", ".", "::", "abort", "\t", "\n", "/*", "//", "<:", "%:"};
+      "score", "b",   "h",    "q_idx", "kv_idx", "bias", "doc", "[",  "]",  "(",  ")",    "+",
+      "-",     "*",   "/",    "%",     "<",      "<=",   "==",  "!=", "&&", "||", "!",    "~",
+      "&",     "|",   "^",    "<<",    ">>",     "?",    ":",   ",",  " ",  "1",  "0.5f", "1e3",
+      "expf",  "min", "powf", "float", "int",    "true", ";",   "{",  "}",  "#",  "\"",   "'",
+      "=",     ".",   "::",   "abort", "\t",     "\n",   "/*",  "//", "<:", "%:"};
   std::uint64_t state = 7;
   const auto next = [&](std::uint64_t n) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;

@@ -10,34 +10,42 @@ namespace flashjit::kernels {
 namespace decode = flashjit::attention_decode_space;
 
 bool decode_forward_config_valid(const ForwardConfig& c) {
-  return !c.kv_e4m3 && (!c.paged || c.varlen) &&
-         decode::config_valid(c.head_dim, c.block_m, c.block_n, c.warps, c.stages);
+  return (!c.paged || c.varlen) && (!c.kv_e4m3 || c.varlen) &&
+         decode::config_valid(c.head_dim, c.block_m, c.block_n, c.warps, c.stages, c.kv_e4m3);
 }
 
 int decode_forward_shared_bytes(const ForwardConfig& c) {
-  return decode::shared_bytes(c.head_dim, c.block_m, c.block_n, c.warps, c.stages);
+  return decode::shared_bytes(c.head_dim, c.block_m, c.block_n, c.warps, c.stages, c.kv_e4m3);
 }
 
 namespace {
 
 ForwardConfig decode_tile(DType dtype, int head_dim, MaskKind mask, bool softcap, int rows,
-                          int keys, int warps, int stages) {
+                          int keys, int warps, int stages, bool kv_e4m3) {
   ForwardConfig config{dtype, head_dim, rows, keys, warps, stages, mask, softcap};
   config.options = DecodeOptions{};
+  // (Validity with an fp8 cache needs the per-sequence layout it comes with.)
+  config.varlen = config.kv_e4m3 = kv_e4m3;
+  return config;
+}
+
+/// The tile as the inference configs take it: layout flags off (with_layout sets the call's).
+ForwardConfig without_layout(ForwardConfig config) {
+  config.varlen = config.kv_e4m3 = false;
   return config;
 }
 
 }  // namespace
 
 std::vector<ForwardConfig> decode_forward_tiles(DType dtype, int head_dim, MaskKind mask,
-                                                bool softcap, int rows) {
+                                                bool softcap, int rows, bool kv_e4m3) {
   std::vector<ForwardConfig> configs;
   for (int keys : decode::kKeys) {
     for (int warps : {4, 8}) {
       for (int stages : {2, 4, 6}) {
         const ForwardConfig config =
-            decode_tile(dtype, head_dim, mask, softcap, rows, keys, warps, stages);
-        if (config.valid()) configs.push_back(config);
+            decode_tile(dtype, head_dim, mask, softcap, rows, keys, warps, stages, kv_e4m3);
+        if (config.valid()) configs.push_back(without_layout(config));
       }
     }
   }
@@ -46,7 +54,7 @@ std::vector<ForwardConfig> decode_forward_tiles(DType dtype, int head_dim, MaskK
 
 std::optional<ForwardConfig> decode_forward_config(DType dtype, int head_dim, MaskKind mask,
                                                    bool softcap, const std::string& arch,
-                                                   std::int64_t rows) {
+                                                   std::int64_t rows, bool kv_e4m3) {
   check_attention_support(dtype, head_dim);
   const int limit = arch_shared_memory_limit(arch);
   const int tile_rows = rows <= 16 ? 16 : 32;
@@ -57,8 +65,8 @@ std::optional<ForwardConfig> decode_forward_config(DType dtype, int head_dim, Ma
   for (int warps : {4, 2}) {
     for (int stages = 6; stages >= 2; --stages) {
       const ForwardConfig config =
-          decode_tile(dtype, head_dim, mask, softcap, tile_rows, 16, warps, stages);
-      if (config.valid() && config.shared_bytes() <= limit) return config;
+          decode_tile(dtype, head_dim, mask, softcap, tile_rows, 16, warps, stages, kv_e4m3);
+      if (config.valid() && config.shared_bytes() <= limit) return without_layout(config);
     }
   }
   return std::nullopt;

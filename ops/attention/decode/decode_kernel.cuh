@@ -49,6 +49,8 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
   using QTile = smem_tile<T, kRows, Traits::kHeadDimPadded>;
   const ForwardBlock<Traits> block(params);  // the sequence, rows, keys and split of this CTA
   if (block.rows <= 0) return;               // past a shorter sequence's rows: nothing to do
+  // An fp8 cache's K is its true values over k_descale: q·k = (q·k_stored) · k_descale.
+  if constexpr (Traits::Layout::kKvE4m3) params.score_scale *= block.k_descale;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const auto window = block.window(params);
   const BlockRange chunks = block.key_blocks(window);  // in chunks of kKeys keys
@@ -86,6 +88,9 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
   }
   cp_async_wait<0>();                                   // the ring's trailing (empty) groups
   const row_vec<kRows> lse = softmax.finish(o, scale);  // O /= ℓ
+  if constexpr (Traits::Layout::kKvE4m3) {              // likewise V: O = (P V_stored) · v_descale
+    for_each_in_row(o, [&](int, float& x) { x *= block.v_descale; });
+  }
 
   __syncthreads();  // every warp is done with its ring: the merge takes the rings' place
   const DecodeMerge<Traits> merge(shared);

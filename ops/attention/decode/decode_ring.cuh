@@ -5,8 +5,10 @@
 // group of the chunk kStages − 1 before theirs, so when a chunk's copies are issued its indices
 // have landed in shared memory: no global load's value gates a copy in the loop, and the only
 // waits are for data (docs/inference.md, "The decode kernel"). The warp needs no barrier but its
-// own: nothing in a ring is another warp's.
+// own: nothing in a ring is another warp's. An fp8 cache's chunks land as bytes, and each lane
+// converts the chunks it copied into the warp's one 16-bit K and V tile the products read.
 #include "attention/parts/forward_block.cuh"
+#include "tile/e4m3.cuh"
 #include "tile/shared_tile.cuh"
 
 namespace flashjit {
@@ -18,9 +20,14 @@ struct DecodeRing {
   static constexpr int kStages = Traits::kStages;
   static constexpr int kKeys = Traits::kKeys;
   static constexpr bool kPaged = Traits::Layout::kPaged;
-  /// Bytes of one warp's ring: kStages K slots, kStages V slots, kStages chunks' page indices (at
-  /// most kKeys each).
-  static constexpr int kBytes = kStages * (2 * Tile::kBytes + kKeys * 4);
+  static constexpr bool kKvE4m3 = Traits::Layout::kKvE4m3;
+  /// What a slot holds: the cache's rows as they are (16-bit, or fp8 bytes to convert).
+  using Slot = select_type_t<kKvE4m3, e4m3_tile<kKeys, Traits::kHeadDimPadded>, Tile>;
+  using KeyElement = select_type_t<kKvE4m3, unsigned char, T>;
+  /// Bytes of one warp's ring: kStages K slots, kStages V slots, kStages chunks' page indices
+  /// (at most kKeys each), and with an fp8 cache the 16-bit K and V tiles.
+  static constexpr int kBytes =
+      attention_decode_space::ring_bytes(Traits::kHeadDim, kKeys, kStages, kKvE4m3);
 
   const ForwardBlock<Traits>& block;
   HeadTensor k, v;
@@ -28,8 +35,9 @@ struct DecodeRing {
   int value_cols;   // V's head dim: its columns past it load as zeros
   int first_chunk;  // the warp's chunk i is first_chunk + i · kWarps (in kKeys keys)
   int chunks;       // how many chunks the warp has
-  Tile k0, v0;      // slot 0 of the K and V rings; slot s is s tiles further
+  Slot k0, v0;      // slot 0 of the K and V rings; slot s is s slots further
   int* pages0;      // slot 0 of the page indices (kKeys per slot)
+  Tile k16, v16;    // an fp8 cache's chunk, converted (else unused)
   int lane;
 
   /// The ring of warp `warp` in `base` (the warps' rings, one after another), over the CTA's
@@ -45,9 +53,12 @@ struct DecodeRing {
         chunks(max_int(0, ceil_div(range.end - range.begin - warp, Traits::kWarps))),
         lane(threadIdx.x % kWarpSize) {
     base += warp * kBytes;
-    k0 = {reinterpret_cast<T*>(base)};
-    v0 = {reinterpret_cast<T*>(base + kStages * Tile::kBytes)};
-    pages0 = reinterpret_cast<int*>(base + 2 * kStages * Tile::kBytes);
+    k0 = {reinterpret_cast<decltype(Slot::data)>(base)};
+    v0 = {reinterpret_cast<decltype(Slot::data)>(base + kStages * Slot::kBytes)};
+    pages0 = reinterpret_cast<int*>(base + 2 * kStages * Slot::kBytes);
+    unsigned char* converted = base + 2 * kStages * Slot::kBytes + kStages * kKeys * 4;
+    k16 = {reinterpret_cast<T*>(converted)};
+    v16 = {reinterpret_cast<T*>(converted + Tile::kBytes)};
   }
 
   /// The first key of the warp's chunk i.
@@ -72,19 +83,41 @@ struct DecodeRing {
   }
 
   /// Waits until chunk i is in the warp's shared memory, then starts chunk i + kStages − 1 in
-  /// the slot chunk i − 1 left; returns chunk i's slot.
+  /// the slot chunk i − 1 left (an fp8 cache's chunk i is converted); returns chunk i's slot.
   FJ_DEVICE int await(int i) {
     cp_async_wait<kStages - 2>();  // chunk i, and with it the indices of chunk i + kStages − 1
     __syncwarp();                  // also: every lane is done with chunk i − 1's slot
     issue(i + kStages - 1);
-    return i % kStages;
+    const int slot = i % kStages;
+    if constexpr (kKvE4m3) {  // each lane its own chunks (copied alike), then for the warp
+      convert_e4m3_tile<kWarpSize>(slot_at(k0, slot), k16, lane);
+      convert_e4m3_tile<kWarpSize>(slot_at(v0, slot), v16, lane);
+      __syncwarp();
+    }
+    return slot;
   }
 
-  FJ_DEVICE Tile keys(int slot) const { return {k0.data + slot * (Tile::kBytes / 2)}; }
-  FJ_DEVICE Tile values(int slot) const { return {v0.data + slot * (Tile::kBytes / 2)}; }
+  /// Chunk i's K and V tiles as the products read them (the converted ones for fp8).
+  FJ_DEVICE Tile keys(int slot) const {
+    if constexpr (kKvE4m3) {
+      return k16;
+    } else {
+      return slot_at(k0, slot);
+    }
+  }
+  FJ_DEVICE Tile values(int slot) const {
+    if constexpr (kKvE4m3) {
+      return v16;
+    } else {
+      return slot_at(v0, slot);
+    }
+  }
 
  private:
   FJ_DEVICE int* pages(int slot) const { return pages0 + slot * kKeys; }
+  FJ_DEVICE static Slot slot_at(Slot first, int slot) {
+    return {first.data + slot * (Slot::kBytes / int(sizeof(*first.data)))};
+  }
 
   /// Chunk i's copies and the page indices of chunk i + kStages − 1, as one commit group (an
   /// empty one past the warp's chunks, so the group count stays one per chunk).
@@ -116,33 +149,34 @@ struct DecodeRing {
   }
 
   /// Chunk i's K and V rows into its slot, zero past the sequence's keys and the head dims.
-  /// Lane l copies column chunk l % (chunks per row) of every (32 / chunks per row)-th row.
+  /// 16-byte chunk c of the slot is lane c % 32's, as convert_e4m3_tile deals them.
   FJ_DEVICE void load_chunk(int i) {
     if (i >= chunks) return;
-    constexpr int kChunksPerRow = Traits::kHeadDimPadded / kChunkElements;
+    constexpr int kElements = 16 / int(sizeof(KeyElement));  // a 16-byte chunk's
+    constexpr int kChunksPerRow = Traits::kHeadDimPadded / kElements;
     const int slot = i % kStages;
-    const Tile k_slot = keys(slot), v_slot = values(slot);
+    const Slot k_slot = slot_at(k0, slot), v_slot = slot_at(v0, slot);
     const int key0_ = key0(i);
     const int rows_valid = block.seqlen_k - key0_;
-    const T* zero_source = static_cast<const T*>(k.data);
+    const auto* zero_source = static_cast<const KeyElement*>(k.data);
     const int first = kPaged ? first_entry(i) : 0;
 #pragma unroll 1  // rolled: no row's address stays live across the main loop
     for (int c = lane; c < kKeys * kChunksPerRow; c += kWarpSize) {
       const int row = c / kChunksPerRow;
-      const int col = c % kChunksPerRow * kChunkElements;
+      const int col = c % kChunksPerRow * kElements;
       const bool row_valid = row < rows_valid;
-      const T* k_row = zero_source;
-      const T* v_row = zero_source;
+      const KeyElement* k_row = zero_source;
+      const KeyElement* v_row = zero_source;
       if (row_valid) {
         if constexpr (kPaged) {
           const int position = block.paged_position(key0_ + row);
           const int page = load_shared(pages(slot), position / sequences.page_size - first);
           const int offset = position % sequences.page_size;
-          k_row = k.rows<const T>(page, block.kv_head, offset);
-          v_row = v.rows<const T>(page, block.kv_head, offset);
+          k_row = k.rows<const KeyElement>(page, block.kv_head, offset);
+          v_row = v.rows<const KeyElement>(page, block.kv_head, offset);
         } else {
-          k_row = block.template key_row<T>(k, sequences, key0_ + row);
-          v_row = block.template key_row<T>(v, sequences, key0_ + row);
+          k_row = block.template key_row<KeyElement>(k, sequences, key0_ + row);
+          v_row = block.template key_row<KeyElement>(v, sequences, key0_ + row);
         }
       }
       const bool k_valid = row_valid && col < Traits::kHeadDim;

@@ -26,9 +26,17 @@ constexpr int kMaxRegistersPerThread = 168;
 constexpr int padded_head_dim(int head_dim) { return (head_dim + 15) / 16 * 16; }
 constexpr int row_bytes(int head_dim) { return shared_row_stride(padded_head_dim(head_dim)) * 2; }
 
-/// One warp's ring slot: a K and a V chunk and the chunk's page indices.
-constexpr int stage_bytes(int head_dim, int keys) {
-  return 2 * keys * row_bytes(head_dim) + keys * 4;
+/// One warp's ring slot: a K and a V chunk (16-bit rows, or fp8 bytes unpadded) and the
+/// chunk's page indices.
+constexpr int stage_bytes(int head_dim, int keys, bool kv_e4m3 = false) {
+  return 2 * keys * (kv_e4m3 ? padded_head_dim(head_dim) : row_bytes(head_dim)) + keys * 4;
+}
+
+/// One warp's ring: its slots, and with an fp8 cache the 16-bit K and V tiles each chunk is
+/// converted into.
+constexpr int ring_bytes(int head_dim, int keys, int stages, bool kv_e4m3 = false) {
+  return stages * stage_bytes(head_dim, keys, kv_e4m3) +
+         (kv_e4m3 ? 2 * keys * row_bytes(head_dim) : 0);
 }
 
 /// Floats between the rows of a warp's O in the merge: its columns and 8 more.
@@ -45,9 +53,10 @@ constexpr int max_int(int a, int b) { return a > b ? a : b; }
 
 /// Bytes of dynamic shared memory: the Q tile, then the warps' rings (or, once they are done,
 /// the merges).
-constexpr int shared_bytes(int head_dim, int rows, int keys, int warps, int stages) {
-  return rows * row_bytes(head_dim) +
-         max_int(warps * stages * stage_bytes(head_dim, keys), merge_bytes(head_dim, rows, warps));
+constexpr int shared_bytes(int head_dim, int rows, int keys, int warps, int stages,
+                           bool kv_e4m3 = false) {
+  return rows * row_bytes(head_dim) + max_int(warps * ring_bytes(head_dim, keys, stages, kv_e4m3),
+                                              merge_bytes(head_dim, rows, warps));
 }
 
 /// Per-thread fp32 accumulators of a warp's O (rows × head dim) and S (rows × keys).
@@ -70,11 +79,13 @@ constexpr bool contains(const int (&values)[N], int value) {
   return false;
 }
 
-constexpr bool config_valid(int head_dim, int rows, int keys, int warps, int stages) {
-  return head_dim >= 8 && head_dim <= kMaxHeadDim && head_dim % 8 == 0 && contains(kRows, rows) &&
-         contains(kKeys, keys) && contains(kWarps, warps) && contains(kStages, stages) &&
+constexpr bool config_valid(int head_dim, int rows, int keys, int warps, int stages,
+                            bool kv_e4m3 = false) {
+  return head_dim >= 8 && head_dim <= kMaxHeadDim && head_dim % (kv_e4m3 ? 16 : 8) == 0 &&
+         contains(kRows, rows) && contains(kKeys, keys) && contains(kWarps, warps) &&
+         contains(kStages, stages) &&
          accumulators_per_thread(head_dim, rows, keys) <= kMaxRegistersPerThread &&
-         shared_bytes(head_dim, rows, keys, warps, stages) <= kMaxSharedBytes;
+         shared_bytes(head_dim, rows, keys, warps, stages, kv_e4m3) <= kMaxSharedBytes;
 }
 
 }  // namespace flashjit::attention_decode_space

@@ -14,9 +14,9 @@ namespace flashjit {
 template <typename Element_, int HeadDim, int Rows, int Keys, int Warps, int Stages, MaskKind Mask,
           bool Softcap, class Layout_>
 struct DecodeTraits {
-  static_assert(attention_decode_space::config_valid(HeadDim, Rows, Keys, Warps, Stages),
+  static_assert(attention_decode_space::config_valid(HeadDim, Rows, Keys, Warps, Stages,
+                                                     Layout_::kKvE4m3),
                 "invalid decode traits: see attention_decode_space::config_valid");
-  static_assert(!Layout_::kKvE4m3, "the decode kernel reads 16-bit caches");
   using Element = Element_;  // half_t or bfloat16_t
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kHeadDimPadded = attention_decode_space::padded_head_dim(HeadDim);
@@ -33,7 +33,7 @@ struct DecodeTraits {
   static constexpr int kBlockN = Keys;
   static constexpr bool kQInRegisters = attention_decode_space::q_in_registers(HeadDim, Rows, Keys);
   static constexpr int kSharedBytes =
-      attention_decode_space::shared_bytes(HeadDim, Rows, Keys, Warps, Stages);
+      attention_decode_space::shared_bytes(HeadDim, Rows, Keys, Warps, Stages, Layout_::kKvE4m3);
 };
 
 }  // namespace flashjit

@@ -51,7 +51,8 @@ InferenceConfig with_layout(ForwardConfig tile, const Attention& a, CacheLayout 
   tile.varlen = layout.varlen;
   tile.paged = layout.page_size > 0;
   tile.kv_e4m3 = layout.kv_e4m3;
-  if (tile.kv_e4m3) tile.stages = 2;  // the fp8 staging ring's two slots
+  // The mma.sync kernel's fp8 staging ring has two slots (the decode kernel's rings any).
+  if (tile.kv_e4m3 && tile.path() == ForwardPath::mma_sync) tile.stages = 2;
   tile.pack_gqa = packed_group(a) > 1;
   tile.split = splits > 1;
   // V in the keys only where the call's v is k's columns (the tile may still load V itself).
@@ -77,9 +78,10 @@ std::int64_t least_blocks_per_split(const ForwardConfig& c) {
   return std::max<std::int64_t>(2, ceil_div(partial, block_keys));
 }
 
-bool runs_decode_kernel(const Attention& a, CacheLayout layout) {
-  return a.seqlen_q <= kMaxDecodeQueries && a.seqlen_q * packed_group(a) <= 32 && !layout.kv_e4m3 &&
-         !runs_wide(a) && score_modifiers(a).empty();
+bool runs_decode_kernel(const Attention& a, CacheLayout) {
+  // Every cache layout the inference forward takes (16-bit or fp8, dense or paged).
+  return a.seqlen_q <= kMaxDecodeQueries && a.seqlen_q * packed_group(a) <= 32 && !runs_wide(a) &&
+         score_modifiers(a).empty();
 }
 
 int choose_decode_splits(std::int64_t ctas, std::int64_t key_rounds, int sm_count) {
@@ -98,8 +100,9 @@ std::optional<InferenceConfig> default_decode_config(const Attention& a, CacheLa
                                                      DType dtype, const std::string& arch,
                                                      int sm_count, int splits) {
   const std::int64_t rows = a.seqlen_q * packed_group(a);
-  const std::optional<ForwardConfig> tile = decode_forward_config(
-      dtype, static_cast<int>(a.head_dim), forward_mask_kind(a), a.softcap > 0.0f, arch, rows);
+  const std::optional<ForwardConfig> tile =
+      decode_forward_config(dtype, static_cast<int>(a.head_dim), forward_mask_kind(a),
+                            a.softcap > 0.0f, arch, rows, layout.kv_e4m3);
   if (!tile) return std::nullopt;
   if (splits == 0) {
     const InferenceConfig unsplit = with_layout(*tile, a, layout, 1);
@@ -152,9 +155,13 @@ std::vector<InferenceConfig> decode_configs(const Attention& a, CacheLayout layo
   }
   if (!runs_decode_kernel(a, layout)) return configs;
   const int rows = a.seqlen_q * packed_group(a) <= 16 ? 16 : 32;
-  for (const ForwardConfig& tile : decode_forward_tiles(
-           dtype, static_cast<int>(a.head_dim), forward_mask_kind(a), a.softcap > 0.0f, rows)) {
-    for (int splits : kDecodeSplits) configs.push_back(with_layout(tile, a, layout, splits));
+  for (const ForwardConfig& tile :
+       decode_forward_tiles(dtype, static_cast<int>(a.head_dim), forward_mask_kind(a),
+                            a.softcap > 0.0f, rows, layout.kv_e4m3)) {
+    for (int splits : kDecodeSplits) {
+      const InferenceConfig config = with_layout(tile, a, layout, splits);
+      if (config.forward.valid()) configs.push_back(config);
+    }
   }
   return configs;
 }

@@ -86,22 +86,24 @@ InferenceConfig default_inference_config(const Attention& attention, CacheLayout
 
 /// Whether a call of `attention` on `layout` runs on the decode kernel
 /// (attention/decode/decode_kernel.cuh): a decoding call (at most kMaxDecodeQueries query
-/// tokens) whose packed rows (tokens times the GQA group) fit 32, on a 16-bit cache, without
-/// score or mask modifiers and within the mma.sync head dims.
+/// tokens) whose packed rows (tokens times the GQA group) fit 32, on a 16-bit or an fp8 cache,
+/// without score or mask modifiers and within the mma.sync head dims.
 bool runs_decode_kernel(const Attention& attention, CacheLayout layout);
 
 /// The decode kernel's tiles the autotuner times for (dtype, head_dim, mask, softcap) with
 /// `rows` packed rows a CTA (16 or 32): 16 and 32 keys a chunk, 4 and 8 warps, 2, 4 and 6
-/// stages, the valid ones (decode/decode_forward.cpp).
+/// stages, the valid ones over a 16-bit or (`kv_e4m3`) an fp8 cache, without layout flags
+/// (with_layout gives them the call's; decode/decode_forward.cpp).
 std::vector<ForwardConfig> decode_forward_tiles(DType dtype, int head_dim, MaskKind mask,
-                                                bool softcap, int rows);
+                                                bool softcap, int rows, bool kv_e4m3 = false);
 
 /// The decode kernel's default for a call whose CTAs have `rows` packed rows on `arch`: 16 rows
 /// (32 past 16), 16-key chunks, 4 warps (2 where 4 do not fit), the most stages up to 6 that
-/// fit the arch's shared memory; std::nullopt where none fits.
+/// fit the arch's shared memory over a 16-bit or (`kv_e4m3`) an fp8 cache, without layout
+/// flags; std::nullopt where none fits.
 std::optional<ForwardConfig> decode_forward_config(DType dtype, int head_dim, MaskKind mask,
                                                    bool softcap, const std::string& arch,
-                                                   std::int64_t rows);
+                                                   std::int64_t rows, bool kv_e4m3 = false);
 
 /// The splits of a decode-kernel call of `ctas` CTAs per split over `key_rounds` rounds of its
 /// warps' chunks on `sm_count` SMs (0: the call asks the library): as many as keep the grid

@@ -62,7 +62,7 @@ CUtensorMap encode_tensor_map(const emulator::TensorMap& map) {
 class CudaBackend final : public RuntimeBackend, public Executor {
  public:
   explicit CudaBackend(int ordinal) : context_(ordinal), memory_pools_(supports_memory_pools()) {}
-  ~CudaBackend() override { release_held_counters(); }
+  ~CudaBackend() override { release_held_buffers(); }
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
 

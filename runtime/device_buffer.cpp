@@ -55,23 +55,33 @@ DeviceBuffer RuntimeBackend::allocate_buffer_on_stream(std::size_t bytes, Stream
   return buffer;
 }
 
-int* RuntimeBackend::zeroed_counters(std::size_t count, Stream stream) {
-  const std::lock_guard<std::mutex> lock(counters_mutex_);
-  HeldCounters& held = counters_[stream];
-  if (held.count < count) {
-    const std::size_t grown = std::max<std::size_t>(count, 2 * held.count);
-    DeviceBuffer buffer = allocate_buffer(grown * sizeof(int));
-    const std::vector<int> zeros(grown, 0);
-    copy_to_device(buffer.data(), zeros.data(), grown * sizeof(int));
-    if (held.count > 0) outgrown_counters_.push_back(std::move(held.buffer));
-    held = {std::move(buffer), grown};
+void* RuntimeBackend::held_buffer(HeldKind kind, std::size_t bytes, Stream stream) {
+  const std::lock_guard<std::mutex> lock(held_mutex_);
+  DeviceBuffer& held = held_[{kind, stream}];
+  if (held.size() < bytes) {
+    const std::size_t grown = std::max<std::size_t>(bytes, 2 * held.size());
+    DeviceBuffer buffer = allocate_buffer(grown);
+    if (kind == HeldKind::counters) {
+      const std::vector<unsigned char> zeros(grown, 0);
+      copy_to_device(buffer.data(), zeros.data(), grown);
+    }
+    if (held.data() != nullptr) outgrown_.push_back(std::move(held));
+    held = std::move(buffer);
   }
-  return static_cast<int*>(held.buffer.data());
+  return held.data();
 }
 
-void RuntimeBackend::release_held_counters() noexcept {
-  counters_.clear();
-  outgrown_counters_.clear();
+int* RuntimeBackend::zeroed_counters(std::size_t count, Stream stream) {
+  return static_cast<int*>(held_buffer(HeldKind::counters, count * sizeof(int), stream));
+}
+
+void* RuntimeBackend::held_workspace(std::size_t bytes, Stream stream) {
+  return held_buffer(HeldKind::workspace, bytes, stream);
+}
+
+void RuntimeBackend::release_held_buffers() noexcept {
+  held_.clear();
+  outgrown_.clear();
 }
 
 }  // namespace detail

@@ -114,7 +114,7 @@ class EmulatorBackend final : public RuntimeBackend, public Executor {
       : info_(emulator_device_info(arch)), kernels_(kernels) {
     if (model_memory) memory_model_ = modelled_gpu(info_);
   }
-  ~EmulatorBackend() override { release_held_counters(); }
+  ~EmulatorBackend() override { release_held_buffers(); }
   EmulatorBackend(const EmulatorBackend&) = delete;
   EmulatorBackend& operator=(const EmulatorBackend&) = delete;
 

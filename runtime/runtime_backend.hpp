@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "allocations.hpp"
@@ -60,22 +61,30 @@ class RuntimeBackend {
   /// backend goes, since queued work may still use them.
   int* zeroed_counters(std::size_t count, Stream stream);
 
+  /// At least `bytes` of scratch memory for the work queued next on `stream` (split-KV's
+  /// partials), whatever the work before left in it: held per stream like zeroed_counters, so a
+  /// call that needs scratch allocates nothing, neither on the host nor in the stream, and
+  /// captures into a CUDA graph once a call as large has run on the stream. Grown to at least
+  /// twice its size when a call needs more.
+  void* held_workspace(std::size_t bytes, Stream stream);
+
   /// The buffers handed out and not yet freed: copies are checked against them.
   AllocationTable allocations;
 
  protected:
-  /// Frees the held counters; each backend's destructor calls it first, while its own free()
-  /// can still run.
-  void release_held_counters() noexcept;
+  /// Frees the held counters and workspaces; each backend's destructor calls it first, while
+  /// its own free() can still run.
+  void release_held_buffers() noexcept;
 
  private:
-  struct HeldCounters {
-    DeviceBuffer buffer;
-    std::size_t count = 0;
-  };
-  std::mutex counters_mutex_;
-  std::map<Stream, HeldCounters> counters_;
-  std::vector<DeviceBuffer> outgrown_counters_;
+  enum class HeldKind { counters, workspace };
+  /// The held buffer of (`kind`, `stream`) of at least `bytes`, grown (and, for counters,
+  /// zeroed) when smaller; an outgrown buffer stays allocated until the backend goes, since
+  /// queued work may still use it.
+  void* held_buffer(HeldKind kind, std::size_t bytes, Stream stream);
+  std::mutex held_mutex_;
+  std::map<std::pair<HeldKind, Stream>, DeviceBuffer> held_;
+  std::vector<DeviceBuffer> outgrown_;
 };
 
 /// The cuda backend on device `ordinal` (loads the driver; throws as Runtime's constructor).

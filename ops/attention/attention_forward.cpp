@@ -233,14 +233,11 @@ void check_forward_spec(const ForwardConfig& config, const std::string& arch,
                           "is a Hopper path (wgmma, TMA), which runs on sm_90a only, not " + arch);
   }
   if (!modifiers.empty() &&
-      (config.path() == ForwardPath::wgmma || config.path() == ForwardPath::wide ||
-       config.path() == ForwardPath::decode)) {
-    const char* path = config.path() == ForwardPath::wide     ? "wide"
-                       : config.path() == ForwardPath::decode ? "decode"
-                                                              : "wgmma";
+      (config.path() == ForwardPath::wgmma || config.path() == ForwardPath::wide)) {
+    const char* path = config.path() == ForwardPath::wide ? "wide" : "wgmma";
     throw InvalidArgument("config", std::string("is the ") + path +
-                                        " path; score and mask modifiers run on the mma.sync "
-                                        "and the TMA paths");
+                                        " path; score and mask modifiers run on the mma.sync, "
+                                        "the TMA and the decode paths");
   }
 }
 
@@ -293,7 +290,7 @@ ForwardKernel forward_kernel(const ForwardConfig& config, const ScoreModifiers& 
     case ForwardPath::tma:
       return tma_forward_kernel(config, modifiers);
     case ForwardPath::decode:
-      return decode_forward_kernel(config);
+      return decode_forward_kernel(config, modifiers);
     case ForwardPath::mma_sync:
       break;
   }

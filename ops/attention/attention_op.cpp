@@ -56,7 +56,8 @@ struct InferenceHeadDim {
 constexpr InferenceHeadDim kInferenceHeadDims[] = {
     {64, false, false}, {128, true, true}, {256, false, false}};
 
-std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch, SpecSet set) {
+// The mma.sync and Hopper spaces swept for the compile matrix (SpecSet::all only).
+std::vector<ForwardConfig> swept_forward_configs(const std::string& arch, SpecSet set) {
   std::vector<ForwardConfig> configs;
   if (set == SpecSet::all) {
     // Swept with the window mask, whose masked blocks add their code to the unmasked path (each
@@ -74,8 +75,11 @@ std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch,
       }
     }
   }
-  // The sweep already holds the swept head dims' defaults; list each kernel once.
-  std::vector<ForwardConfig> defaults = attention_forward_defaults(arch);
+  return configs;
+}
+
+// The inference paths' defaults at each row of kInferenceHeadDims, every mask and dtype it names.
+void add_inference_defaults(const std::string& arch, std::vector<ForwardConfig>& defaults) {
   for (const InferenceHeadDim& row : kInferenceHeadDims) {
     for (MaskKind mask : kMaskKinds) {
       if (mask == MaskKind::window && !row.masks) continue;
@@ -88,6 +92,10 @@ std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch,
       }
     }
   }
+}
+
+// The fp8 caches' kernels (decoding and packed prefill) and MLA's wide decoding.
+void add_cache_form_defaults(const std::string& arch, std::vector<ForwardConfig>& defaults) {
   // Decoding over an fp8 cache (paged, split and not) at head dim 128, on the mma.sync and the
   // decode kernels: the staging rings and their conversion compile for the GPU, in registers.
   const std::optional<ForwardConfig> fp8_decode =
@@ -126,6 +134,14 @@ std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch,
       }
     }
   }
+}
+
+std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch, SpecSet set) {
+  std::vector<ForwardConfig> configs = swept_forward_configs(arch, set);
+  // The sweep already holds the swept head dims' defaults; list each kernel once.
+  std::vector<ForwardConfig> defaults = attention_forward_defaults(arch);
+  add_inference_defaults(arch, defaults);
+  add_cache_form_defaults(arch, defaults);
   for (const ForwardConfig& config : defaults) {
     if (std::find(configs.begin(), configs.end(), config) == configs.end()) {
       configs.push_back(config);

@@ -58,7 +58,7 @@ ForwardKernel wgmma_forward_kernel(const ForwardConfig& config);
 /// The wide-head forward: attention/wide/wide_forward_kernel.cuh.
 ForwardKernel wide_forward_kernel(const ForwardConfig& config);
 /// The decode kernel: attention/decode/decode_kernel.cuh.
-ForwardKernel decode_forward_kernel(const ForwardConfig& config);
+ForwardKernel decode_forward_kernel(const ForwardConfig& config, const ScoreModifiers& modifiers);
 
 /// The flashjit::MaskKind enumerator of `mask` as a template argument.
 std::string mask_argument(MaskKind mask);

@@ -9,10 +9,12 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 
 #include "attention/attention_forward.hpp"
+#include "attention/inference/attention_inference_config.hpp"
 #include "common/op_registry.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "runtime/parallel.hpp"
@@ -91,7 +93,8 @@ TEST_CASE(
 
 TEST_CASE(
     "attention-forward: the configs with score and mask modifiers compile in registers for sm_80 "
-    "and sm_90a (the TMA kernel's with no ptxas advisory), and NVRTC's error for a bad "
+    "and sm_90a (the TMA kernel's with no ptxas advisory; the decode kernel's too), and NVRTC's "
+    "error for a bad "
     "expression names the field") {
   KernelCache::Options options;
   options.use_disk = false;
@@ -104,6 +107,22 @@ TEST_CASE(
       const kernels::ForwardConfig config =
           kernels::modifiers_forward_config(DType::bf16, head_dim, MaskKind::window, false, arch);
       specs.push_back(kernels::forward_spec(config, arch, modifiers));
+    }
+  }
+  // The decode kernel's defaults with them (paged, GQA-packed, split: the most index work), 16
+  // and 32 packed rows where they run: each warp evaluates them over all of its rows.
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    for (int head_dim : {64, 128, 256}) {
+      for (std::int64_t rows : {16, 32}) {
+        std::optional<kernels::ForwardConfig> config = kernels::decode_forward_config(
+            DType::bf16, head_dim, MaskKind::window, false, arch, rows, false);
+        if (!config) {  // O for 32 rows of 256 columns does not fit a warp's registers
+          CHECK((head_dim == 256 && rows == 32));
+          continue;
+        }
+        config->varlen = config->paged = config->pack_gqa = config->split = true;
+        specs.push_back(kernels::forward_spec(*config, arch, modifiers));
+      }
     }
   }
   // The dense forward's on sm_90a: the TMA defaults, causal (persistent up to head dim 128)

@@ -16,8 +16,12 @@
 
 #include "attention/attention_forward.hpp"
 #include "attention/check/inference_case.hpp"
+#include "attention/inference/attention_inference.hpp"
 #include "attention/inference/attention_inference_config.hpp"
+#include "autotune/tuning_state.hpp"
+#include "common/builtin_kernels.hpp"
 #include "runtime/compiler.hpp"
+#include "runtime/runtime_backend.hpp"
 #include "runtime/template_sources.hpp"
 #include "support/emulator_runtime.hpp"
 
@@ -80,6 +84,44 @@ std::vector<std::string> global_loads_in_copy_loops(const std::string& ptx) {
   }
   return {found.begin(), found.end()};
 }
+
+/// The emulator backend, counting every allocation made through it (host-side and
+/// stream-ordered).
+class CountingBackend final : public detail::RuntimeBackend {
+ public:
+  CountingBackend()
+      : inner_(detail::open_emulator_backend(kernels::emulated::builtin_kernels(), "sm_80")) {}
+  ~CountingBackend() override { release_held_buffers(); }
+  int allocations_made = 0;
+
+  Backend kind() const override { return inner_->kind(); }
+  const DeviceInfo& info() const override { return inner_->info(); }
+  void* allocate(std::size_t bytes) override {
+    ++allocations_made;
+    return inner_->allocate(bytes);
+  }
+  void free(void* data) noexcept override { inner_->free(data); }
+  void* allocate_on_stream(std::size_t bytes, Stream stream) override {
+    ++allocations_made;
+    return inner_->allocate_on_stream(bytes, stream);
+  }
+  void free_on_stream(void* data, Stream stream) noexcept override {
+    inner_->free_on_stream(data, stream);
+  }
+  void copy_to_device(void* dst, const void* src, std::size_t bytes) override {
+    inner_->copy_to_device(dst, src, bytes);
+  }
+  void copy_to_host(void* dst, const void* src, std::size_t bytes) override {
+    inner_->copy_to_host(dst, src, bytes);
+  }
+  void synchronize(Stream stream) override { inner_->synchronize(stream); }
+  detail::Executor& executor() override { return inner_->executor(); }
+  detail::DeviceContext* context() override { return inner_->context(); }
+  std::vector<KernelWork>* counted_work() override { return inner_->counted_work(); }
+
+ private:
+  std::unique_ptr<detail::RuntimeBackend> inner_;
+};
 
 /// The PTX of a paged, split, GQA-packed decoding kernel: bf16, head dim 128, on `arch`.
 std::string paged_decode_ptx(kernels::ForwardConfig config, const std::string& arch) {
@@ -177,6 +219,44 @@ TEST_CASE("decode kernel: appends with rotary on pages of 1, speculative tokens,
   mha.causal = true;
   mha.splits = 2;
   CHECK(decoded_in_one_launch(check_decode(emulator(), mha)));
+}
+
+TEST_CASE("decode kernel: a split decoding call allocates nothing once its stream holds scratch") {
+  // Batch 2, one query, GQA 8:1 over a dense cache of 300 keys, split 3 ways (forced).
+  CountingBackend backend;
+  autotune::TuningState choice(TuningPolicy::off, backend);
+  const Attention a{
+      .batch = 2, .heads_q = 8, .heads_kv = 1, .seqlen_q = 1, .seqlen_k = 300, .head_dim = 64};
+  Sequences sequences;
+  sequences.splits = 3;
+  std::vector<DeviceBuffer> held;
+  const auto tensor = [&](DType dtype, std::initializer_list<std::int64_t> shape) {
+    std::size_t bytes = dtype == DType::f32 ? 4 : 2;
+    for (std::int64_t extent : shape) bytes *= static_cast<std::size_t>(extent);
+    held.push_back(backend.allocate_buffer(bytes));
+    const std::vector<unsigned char> zeros(bytes, 0);
+    backend.copy_to_device(held.back().data(), zeros.data(), bytes);
+    return TensorView::contiguous(held.back().data(), dtype, shape);
+  };
+  const TensorView q = tensor(DType::bf16, {2, 1, 8, 64}), o = tensor(DType::bf16, {2, 1, 8, 64});
+  const TensorView k = tensor(DType::bf16, {2, 300, 1, 64}),
+                   v = tensor(DType::bf16, {2, 300, 1, 64});
+  const TensorView lse = tensor(DType::f32, {2, 8, 1});
+  const auto call = [&] {
+    const int before = backend.allocations_made;
+    kernels::run_attention_forward_sequences(backend, choice, a, sequences, q, k, v, o, lse,
+                                             /*check_indices=*/false, Stream{});
+    return backend.allocations_made - before;
+  };
+  CHECK(call() == 2);  // the stream's first: its counters and its workspace
+  CHECK(call() == 0);
+  CHECK(call() == 0);
+  sequences.splits = 7;  // more partials: the workspace grows once
+  CHECK(call() == 1);
+  CHECK(call() == 0);
+  // The last call's work: one launch of the decode kernel, its splits merged in it.
+  REQUIRE(backend.counted_work() != nullptr);
+  CHECK(decoded_in_one_launch(*backend.counted_work()));
 }
 
 TEST_CASE("decode kernel on the memory model: 64 KB in flight per SM, full sectors, K/V once") {

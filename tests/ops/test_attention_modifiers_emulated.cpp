@@ -334,7 +334,9 @@ TEST_CASE("modifiers: bad text is a named error before anything runs") {
   rejects("attention.score_mod", "([&] { float s = score; return s * 2; }())", "'{'");
 }
 
-TEST_CASE("modifiers in the inference forward: paged decoding, packed prefill, an append") {
+TEST_CASE(
+    "modifiers in the inference forward: paged decoding on the decode kernel (sm_80 and sm_90a), "
+    "speculative tokens, packed prefill, an append") {
   // ALiBi-like with the head and both indices, and a mask of the sequence's index: each
   // sequence sees its own b, and its own positions.
   const auto with_modifiers = [](InferenceCase c) {
@@ -358,11 +360,37 @@ TEST_CASE("modifiers in the inference forward: paged decoding, packed prefill, a
   append.rotary = true;
   append.heads_q = 4;
   append.heads_kv = 2;
-  for (const InferenceCase& c : {decode, prefill, append}) {
+  // Two speculative tokens of a GQA group of 4, causal, on pages of 1: the decode kernel's
+  // packed rows (query, head) each see their own q_idx and h.
+  InferenceCase speculative{.seqlens_q = {2, 2}, .seqlens_k = {37, 80}};
+  speculative.heads_q = 8;
+  speculative.heads_kv = 2;
+  speculative.keys = KeyStorage::paged;
+  speculative.page_size = 1;
+  speculative.causal = true;
+  const auto ran_decode_kernel = [](const std::vector<KernelWork>& work) {
+    return std::any_of(work.begin(), work.end(), [](const KernelWork& k) {
+      return k.kernel.find(".decode") != std::string::npos &&
+             k.kernel.find(".mod") != std::string::npos;
+    });
+  };
+  for (const InferenceCase& c : {decode, speculative, prefill, append}) {
     const InferenceCase m = with_modifiers(c);
     INFO(m.name());
+    emulator().reset_emulated_work();
     const InferenceVerdict verdict = run_inference_case(emulator(), m);
     CHECK_MESSAGE(verdict.ok, verdict.describe());
+    // Decoding calls (a few queries a sequence) run the decode kernel with the modifiers in it.
+    const bool decoding = *std::max_element(c.seqlens_q.begin(), c.seqlens_q.end()) <= 2;
+    if (decoding) CHECK(ran_decode_kernel(emulator().emulated_work()));
+  }
+  for (const InferenceCase& c : {decode, speculative}) {  // and on sm_90a
+    const InferenceCase m = with_modifiers(c);
+    INFO(m.name());
+    hopper_emulator().reset_emulated_work();
+    const InferenceVerdict verdict = run_inference_case(hopper_emulator(), m);
+    CHECK_MESSAGE(verdict.ok, verdict.describe());
+    CHECK(ran_decode_kernel(hopper_emulator().emulated_work()));
   }
   // Packed prefill on sm_90a: the TMA kernel, each tile finding its sequence (one split, as a
   // prefill large enough to fill the SMs runs; 64 queries or more, as GQA packing of shorter

@@ -72,7 +72,7 @@ std::optional<ForwardConfig> decode_forward_config(DType dtype, int head_dim, Ma
   return std::nullopt;
 }
 
-ForwardKernel decode_forward_kernel(const ForwardConfig& config) {
+ForwardKernel decode_forward_kernel(const ForwardConfig& config, const ScoreModifiers& modifiers) {
   ForwardKernel kernel{"attention/decode/decode_kernel.cuh", "flashjit::attention_decode_kernel",
                        TemplateArguments("flashjit::DecodeTraits")};
   kernel.traits.add("Element_", template_element(config.dtype))
@@ -83,7 +83,8 @@ ForwardKernel decode_forward_kernel(const ForwardConfig& config) {
       .add("Stages", config.stages)
       .add("Mask", mask_argument(config.mask))
       .add("Softcap", config.softcap)
-      .add("Layout_", sequence_layout_arguments(config).expression());
+      .add("Layout_", sequence_layout_arguments(config).expression())
+      .add("Modifiers_", modifiers_argument(modifiers), kNoModifiers);
   return kernel;
 }
 

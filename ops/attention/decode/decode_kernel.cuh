@@ -12,6 +12,7 @@
 #include "attention/decode/decode_traits.cuh"
 #include "attention/parts/forward_softmax.cuh"
 #include "attention/parts/mask.cuh"
+#include "attention/parts/modifiers.cuh"
 #include "tile/gemm.cuh"
 #include "tile/operand_tile.cuh"
 
@@ -45,7 +46,10 @@ template <class Traits>
 FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
     attention_decode_kernel(AttentionForwardParams params) {
   using T = typename Traits::Element;
+  using Modifiers = typename Traits::Modifiers;
   constexpr int kRows = Traits::kRows;
+  // A score modifier leaves the scores in the base-2 domain, as softcap does.
+  constexpr bool kScaled = Traits::kSoftcap || Modifiers::kScore;
   using QTile = smem_tile<T, kRows, Traits::kHeadDimPadded>;
   const ForwardBlock<Traits> block(params);  // the sequence, rows, keys and split of this CTA
   if (block.rows <= 0) return;               // past a shorter sequence's rows: nothing to do
@@ -72,14 +76,19 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
   acc_tile<kRows, Traits::kHeadDimPadded> o;  // this warp's unnormalized output
   fill(o, 0.0f);
   OnlineSoftmax<kRows> softmax;  // m, ℓ over this warp's keys
-  const float scale = exponent_scale<Traits::kSoftcap>(params);
+  const float scale = exponent_scale<kScaled>(params);
   for (int i = 0; i < ring.chunks; ++i) {
     const int slot = ring.await(i);  // chunk i here, chunk i + kStages − 1 started
     const int key0 = ring.key0(i);
     acc_tile<kRows, Traits::kKeys> s;
     fill(s, 0.0f);
-    query.scores(s, ring.keys(slot), lane);   // S = Q Kᵀ
-    cap_scores<Traits::kSoftcap>(s, params);  // softcap
+    query.scores(s, ring.keys(slot), lane);                 // S = Q Kᵀ
+    cap_scores<Traits::kSoftcap>(s, params);                // softcap
+    if constexpr (Modifiers::kScore || Modifiers::kMask) {  // the caller's score_mod, mask_mod
+      const float to_natural = (Traits::kSoftcap ? 1.0f : params.score_scale) * kLn2;
+      modify_scores<Modifiers>(s, block, 0, key0, to_natural, block.mask_needed(key0),
+                               params.captures, lane);
+    }
     if (!window.block_fully_visible(block.row0, block.row0 + block.rows - 1, key0, Traits::kKeys)) {
       mask_scores(window, s, block.row0, key0, lane);  // S = −inf where masked
     }

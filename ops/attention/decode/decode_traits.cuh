@@ -4,15 +4,17 @@
 // (attention/decode/decode_forward.cpp), e.g.
 //   flashjit::attention_decode_kernel<flashjit::DecodeTraits<flashjit::bfloat16_t, 128, 16,
 //       16, 4, 4, flashjit::MaskKind::none, false, flashjit::SequenceLayout<...>>>
+// and with score or mask modifiers a last argument naming their struct (parts/modifiers.cuh).
 #include "attention/decode/decode_space.cuh"
 #include "attention/parts/mask_kind.cuh"
+#include "attention/parts/modifiers.cuh"
 #include "attention/parts/sequence_layout.cuh"
 #include "tile/numeric.cuh"
 
 namespace flashjit {
 
 template <typename Element_, int HeadDim, int Rows, int Keys, int Warps, int Stages, MaskKind Mask,
-          bool Softcap, class Layout_>
+          bool Softcap, class Layout_, class Modifiers_ = NoModifiers>
 struct DecodeTraits {
   static_assert(attention_decode_space::config_valid(HeadDim, Rows, Keys, Warps, Stages,
                                                      Layout_::kKvE4m3),
@@ -28,6 +30,7 @@ struct DecodeTraits {
   static constexpr MaskKind kMask = Mask;
   static constexpr bool kSoftcap = Softcap;
   using Layout = Layout_;
+  using Modifiers = Modifiers_;  // the caller's score and mask modifiers
   // What ForwardBlock reads: the CTA's rows, and the unit its key ranges count in (a chunk).
   static constexpr int kBlockM = Rows;
   static constexpr int kBlockN = Keys;

@@ -32,10 +32,10 @@ std::vector<std::int32_t> host_copy(detail::RuntimeBackend& backend, const Tenso
   return values;
 }
 
-/// A workspace-backed fp32 tensor of `shape` at `offset` floats into `base`.
-TensorView workspace_view(DeviceBuffer& buffer, std::size_t offset,
+/// A workspace-backed fp32 tensor of `shape` at `offset` floats into `workspace`.
+TensorView workspace_view(void* workspace, std::size_t offset,
                           std::initializer_list<std::int64_t> shape) {
-  return TensorView::contiguous(static_cast<float*>(buffer.data()) + offset, DType::f32, shape);
+  return TensorView::contiguous(static_cast<float*>(workspace) + offset, DType::f32, shape);
 }
 
 /// The split partials, and the merge of tokens [first, first + count) of them into o and lse
@@ -250,8 +250,8 @@ void check_inference_config(const InferenceConfig& config, const Attention& a, C
   } else if (f.path() == ForwardPath::decode &&
              (!runs_decode_kernel(a, layout) || !f.valid() || config.splits > kMaxSplits)) {
     problem =
-        "a decode kernel config for a call it does not run (more than 32 packed rows, an "
-        "fp8 cache, modifiers) or an invalid one";
+        "a decode kernel config for a call it does not run (more than 16 queries or 32 "
+        "packed rows, head dims past 256) or an invalid one";
   } else if (f.path() != ForwardPath::decode &&
              (f.path() != (runs_wide(a) ? ForwardPath::wide : ForwardPath::mma_sync) ||
               !f.valid())) {
@@ -329,17 +329,17 @@ void launch_inference(detail::RuntimeBackend& backend, const Attention& a, const
   check_config_fits_device(config.shared_bytes(), backend.info());
   AttentionForwardParams params = forward_params(a, t.q, t.k, t.v, t.o, t.lse);
   params.sequences = sequence_index(s, t.page_size);
-  std::optional<DeviceBuffer> workspace;
   std::optional<Partials> partials;
   const int splits = config.splits;
   if (config.forward.split) {
+    // The partials live in the stream's held workspace: a decoding call allocates nothing.
     const std::int64_t o_floats = splits * t.total_q * a.heads_q * a.value_head_dim();
     const std::int64_t lse_floats = splits * t.total_q * a.heads_q;
-    workspace = backend.allocate_buffer_on_stream(
+    void* workspace = backend.held_workspace(
         static_cast<std::size_t>(o_floats + lse_floats) * sizeof(float), stream);
     partials =
-        Partials{workspace_view(*workspace, 0, {splits, t.total_q, a.heads_q, a.value_head_dim()}),
-                 workspace_view(*workspace, static_cast<std::size_t>(o_floats),
+        Partials{workspace_view(workspace, 0, {splits, t.total_q, a.heads_q, a.value_head_dim()}),
+                 workspace_view(workspace, static_cast<std::size_t>(o_floats),
                                 {splits, t.total_q, a.heads_q})};
     params.split = {static_cast<float*>(partials->o.data),
                     static_cast<float*>(partials->lse.data),

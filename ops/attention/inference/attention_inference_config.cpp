@@ -79,9 +79,9 @@ std::int64_t least_blocks_per_split(const ForwardConfig& c) {
 }
 
 bool runs_decode_kernel(const Attention& a, CacheLayout) {
-  // Every cache layout the inference forward takes (16-bit or fp8, dense or paged).
-  return a.seqlen_q <= kMaxDecodeQueries && a.seqlen_q * packed_group(a) <= 32 && !runs_wide(a) &&
-         score_modifiers(a).empty();
+  // Every cache layout the inference forward takes (16-bit or fp8, dense or paged), with or
+  // without score and mask modifiers.
+  return a.seqlen_q <= kMaxDecodeQueries && a.seqlen_q * packed_group(a) <= 32 && !runs_wide(a);
 }
 
 int choose_decode_splits(std::int64_t ctas, std::int64_t key_rounds, int sm_count) {

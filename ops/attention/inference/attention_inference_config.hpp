@@ -87,7 +87,7 @@ InferenceConfig default_inference_config(const Attention& attention, CacheLayout
 /// Whether a call of `attention` on `layout` runs on the decode kernel
 /// (attention/decode/decode_kernel.cuh): a decoding call (at most kMaxDecodeQueries query
 /// tokens) whose packed rows (tokens times the GQA group) fit 32, on a 16-bit or an fp8 cache,
-/// without score or mask modifiers and within the mma.sync head dims.
+/// with or without score and mask modifiers, within the mma.sync head dims.
 bool runs_decode_kernel(const Attention& attention, CacheLayout layout);
 
 /// The decode kernel's tiles the autotuner times for (dtype, head_dim, mask, softcap) with

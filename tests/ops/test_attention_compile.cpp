@@ -93,9 +93,8 @@ TEST_CASE(
 
 TEST_CASE(
     "attention-forward: the configs with score and mask modifiers compile in registers for sm_80 "
-    "and sm_90a (the TMA kernel's with no ptxas advisory; the decode kernel's too), and NVRTC's "
-    "error for a bad "
-    "expression names the field") {
+    "and sm_90a (the TMA and decode kernels' with no ptxas advisory), and NVRTC's error for a "
+    "bad expression names the field") {
   KernelCache::Options options;
   options.use_disk = false;
   KernelCache cache(options);

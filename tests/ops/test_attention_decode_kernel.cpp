@@ -21,7 +21,7 @@
 #include "autotune/tuning_state.hpp"
 #include "common/builtin_kernels.hpp"
 #include "runtime/compiler.hpp"
-#include "runtime/runtime_backend.hpp"
+#include "runtime/forwarding_backend.hpp"
 #include "runtime/template_sources.hpp"
 #include "support/emulator_runtime.hpp"
 
@@ -87,40 +87,21 @@ std::vector<std::string> global_loads_in_copy_loops(const std::string& ptx) {
 
 /// The emulator backend, counting every allocation made through it (host-side and
 /// stream-ordered).
-class CountingBackend final : public detail::RuntimeBackend {
+class CountingBackend final : public detail::ForwardingBackend {
  public:
   CountingBackend()
-      : inner_(detail::open_emulator_backend(kernels::emulated::builtin_kernels(), "sm_80")) {}
-  ~CountingBackend() override { release_held_buffers(); }
+      : ForwardingBackend(
+            detail::open_emulator_backend(kernels::emulated::builtin_kernels(), "sm_80")) {}
   int allocations_made = 0;
 
-  Backend kind() const override { return inner_->kind(); }
-  const DeviceInfo& info() const override { return inner_->info(); }
   void* allocate(std::size_t bytes) override {
     ++allocations_made;
-    return inner_->allocate(bytes);
+    return ForwardingBackend::allocate(bytes);
   }
-  void free(void* data) noexcept override { inner_->free(data); }
   void* allocate_on_stream(std::size_t bytes, Stream stream) override {
     ++allocations_made;
-    return inner_->allocate_on_stream(bytes, stream);
+    return ForwardingBackend::allocate_on_stream(bytes, stream);
   }
-  void free_on_stream(void* data, Stream stream) noexcept override {
-    inner_->free_on_stream(data, stream);
-  }
-  void copy_to_device(void* dst, const void* src, std::size_t bytes) override {
-    inner_->copy_to_device(dst, src, bytes);
-  }
-  void copy_to_host(void* dst, const void* src, std::size_t bytes) override {
-    inner_->copy_to_host(dst, src, bytes);
-  }
-  void synchronize(Stream stream) override { inner_->synchronize(stream); }
-  detail::Executor& executor() override { return inner_->executor(); }
-  detail::DeviceContext* context() override { return inner_->context(); }
-  std::vector<KernelWork>* counted_work() override { return inner_->counted_work(); }
-
- private:
-  std::unique_ptr<detail::RuntimeBackend> inner_;
 };
 
 /// The PTX of a paged, split, GQA-packed decoding kernel: bf16, head dim 128, on `arch`.

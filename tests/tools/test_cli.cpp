@@ -216,6 +216,24 @@ TEST_CASE("compile without --arch and without a GPU fails with exit 1 and says w
   CHECK(result.output.find("--arch") != std::string::npos);
 }
 
+TEST_CASE("bench --first-result --arch without a GPU: the kernel's time, and the host paths") {
+  if (!flashjit::query_system().devices.empty()) return;  // a GPU times the whole call
+  TempDir dir;
+  ChildResult result =
+      flashjit_cli({"bench", "--first-result", "--arch", "sm_80", "--head-dim", "64", "--batch",
+                    "8", "--heads", "32", "--heads-kv", "4", "--seqlen", "4096"},
+                   dir.path().string());
+  REQUIRE_MESSAGE(result.exit_code == 0, result.output);
+  CHECK(line_value(result.output, "kernel_ready_ms") > 0);
+  // The host work of a cached call, dense and decoding (about 0.8 and 1.3 µs on the
+  // development machine): a bound loose enough for a loaded CI machine, tight enough to fail on
+  // a per-call allocation, file read or synchronisation.
+  const double dense = line_value(result.output, "host_path_us");
+  const double decode = line_value(result.output, "decode_host_path_us");
+  CHECK_MESSAGE((dense > 0 && dense < 20), result.output);
+  CHECK_MESSAGE((decode > 0 && decode < 20), result.output);
+}
+
 TEST_CASE("run --emulate: an attention forward on the emulator passes against the reference") {
   TempDir dir;
   ChildResult result = flashjit_cli(

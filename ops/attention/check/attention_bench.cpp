@@ -19,11 +19,10 @@
 #include "attention/attention_forward.hpp"
 #include "attention/attention_tuning.hpp"
 #include "attention/check/attention_run.hpp"
+#include "attention/check/host_path.hpp"
 #include "autotune/timer.hpp"
-#include "autotune/tuning_state.hpp"
 #include "chosen_kernels.hpp"
 #include "commands.hpp"
-#include "common/builtin_kernels.hpp"
 #include "flashjit/attention.hpp"
 #include "flashjit/device.hpp"
 #include "flashjit/error.hpp"
@@ -268,36 +267,6 @@ int first_result_on_gpu(const Attention& attention, DType dtype, std::uint64_t s
   return 0;
 }
 
-/// The host work of a Runtime::forward whose kernel is cached, on a device like `arch`'s, with
-/// the runtime's launch path (kernels::plan_attention_forward: validation, the config choice
-/// as the cached tuning policy memoizes it, spec, params, grid and the TMA maps' description),
-/// in microseconds per call over `calls` calls after a warm-up. The driver's part (the kernel
-/// function's lookup, tensor-map encoding, the launch) is not in it.
-double host_path_us(const Attention& attention, DType dtype, const std::string& arch, int calls) {
-  const std::unique_ptr<detail::RuntimeBackend> backend =
-      detail::open_emulator_backend(kernels::emulated::builtin_kernels(), arch);
-  autotune::TuningState choice(TuningPolicy::cached, *backend);
-  // Planning reads the tensors' addresses, never their elements: aligned, disjoint addresses
-  // of tensors that are not allocated stand in for them.
-  const std::uintptr_t stride = std::uintptr_t{1} << 40;
-  auto view = [&](int index, DType type, std::initializer_list<std::int64_t> shape) {
-    return TensorView::contiguous(reinterpret_cast<void*>(stride * (index + 1)), type, shape);
-  };
-  const Attention& a = attention;
-  const TensorView q = view(0, dtype, {a.batch, a.seqlen_q, a.heads_q, a.head_dim});
-  const TensorView k = view(1, dtype, {a.batch, a.seqlen_k, a.heads_kv, a.head_dim});
-  const TensorView v = view(2, dtype, {a.batch, a.seqlen_k, a.heads_kv, a.head_dim});
-  const TensorView o = view(3, dtype, {a.batch, a.seqlen_q, a.heads_q, a.head_dim});
-  const TensorView lse = view(4, DType::f32, {a.batch, a.heads_q, a.seqlen_q});
-  auto plan = [&] {
-    return kernels::plan_attention_forward(backend->info(), choice, a, q, k, v, o, lse, Stream{});
-  };
-  for (int call = 0; call < 100; ++call) plan();  // the config memoized, the spec made
-  const auto start = std::chrono::steady_clock::now();
-  for (int call = 0; call < calls; ++call) plan();
-  return elapsed_ms(start) * 1000.0 / calls;
-}
-
 /// Without a GPU: the time to obtain the forward kernel Runtime::forward would use on `arch`
 /// (KernelCache::get: memory, else disk, else NVRTC), twice in this process. Nothing is
 /// launched, so this is a lower bound of the time to first result on such a GPU.
@@ -331,7 +300,13 @@ int first_result_without_gpu(const Attention& attention, DType dtype, const std:
       "host_path_us %.3f (Runtime::forward's host work with the kernel cached: validation, "
       "config choice, spec, params, grid, TMA maps described; mean of %d calls; the driver's "
       "function lookup, map encoding and launch not included)\n",
-      host_path_us(attention, dtype, arch, kCalls), kCalls);
+      forward_host_path_us(attention, dtype, arch, kCalls), kCalls);
+  std::printf(
+      "decode_host_path_us %.3f (Runtime::forward_sequences' host work decoding one token a "
+      "sequence at this shape's batch, heads and context on pages of 16, the kernel cached: "
+      "validation, config and splits, params, held counters and workspace, launch arguments; "
+      "mean of %d calls; the driver's launch not included)\n",
+      decode_host_path_us(attention, dtype, arch, kCalls), kCalls);
   print_cache_dir();
   return 0;
 }

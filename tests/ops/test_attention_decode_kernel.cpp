@@ -50,10 +50,21 @@ bool decoded_in_one_launch(const std::vector<KernelWork>& work) {
   return decode == 1 && merges == 0;
 }
 
+/// A loop of PTX: the lines [begin, end] between a label and the branch back to it.
+struct PtxLoop {
+  std::size_t begin, end;
+  bool contains(const PtxLoop& other) const {
+    return begin <= other.begin && other.end <= end && (begin != other.begin || end != other.end);
+  }
+};
+
 /// The global loads of `ptx` inside a loop that issues 16-byte cp.async copies (K and V): the
 /// lines reading global memory (ld.global) between a label and a later branch back to it, in a
-/// loop whose lines hold such a copy. A load there gates the copies issued after it.
-std::vector<std::string> global_loads_in_copy_loops(const std::string& ptx) {
+/// loop whose lines hold such a copy. A load there gates the copies issued after it. With
+/// `nested_only`, only the loads in a copy loop inside another copy loop: a loop over a block's
+/// rows inside the loop over key blocks, where a load costs a latency per row, not per block.
+std::vector<std::string> global_loads_in_copy_loops(const std::string& ptx,
+                                                    bool nested_only = false) {
   std::vector<std::string> lines;
   for (std::size_t start = 0; start < ptx.size();) {
     const std::size_t end = std::min(ptx.find('\n', start), ptx.size());
@@ -66,20 +77,26 @@ std::vector<std::string> global_loads_in_copy_loops(const std::string& ptx) {
     std::smatch match;
     if (std::regex_search(lines[i], match, label)) label_line[match[1]] = i;
   }
-  std::set<std::string> found;
+  std::vector<PtxLoop> copy_loops;
   for (std::size_t i = 0; i < lines.size(); ++i) {
     std::smatch match;
     if (!std::regex_search(lines[i], match, branch)) continue;
     const auto target = label_line.find(match[2]);
     if (target == label_line.end() || target->second >= i) continue;  // not a back edge
-    const auto body_begin = lines.begin() + static_cast<std::ptrdiff_t>(target->second);
-    const auto body_end = lines.begin() + static_cast<std::ptrdiff_t>(i) + 1;
-    const bool copies = std::any_of(body_begin, body_end, [](const std::string& line) {
-      return line.find("cp.async.cg.shared.global") != std::string::npos;
-    });
-    if (!copies) continue;
-    for (auto line = body_begin; line != body_end; ++line) {
-      if (line->find("ld.global") != std::string::npos) found.insert(*line);
+    const bool copies = std::any_of(
+        lines.begin() + static_cast<std::ptrdiff_t>(target->second),
+        lines.begin() + static_cast<std::ptrdiff_t>(i) + 1, [](const std::string& line) {
+          return line.find("cp.async.cg.shared.global") != std::string::npos;
+        });
+    if (copies) copy_loops.push_back({target->second, i});
+  }
+  std::set<std::string> found;
+  for (const PtxLoop& loop : copy_loops) {
+    const bool nested = std::any_of(copy_loops.begin(), copy_loops.end(),
+                                    [&](const PtxLoop& outer) { return outer.contains(loop); });
+    if (nested_only && !nested) continue;
+    for (std::size_t line = loop.begin; line <= loop.end; ++line) {
+      if (lines[line].find("ld.global") != std::string::npos) found.insert(lines[line]);
     }
   }
   return {found.begin(), found.end()};
@@ -130,6 +147,29 @@ TEST_CASE("decode kernel PTX: no global load in a loop that issues K/V copies (s
   const kernels::ForwardConfig fa2 =
       kernels::mma_sync_forward_config(DType::bf16, 128, MaskKind::none, false, "sm_80", 1, true);
   CHECK(!global_loads_in_copy_loops(paged_decode_ptx(fa2, "sm_80")).empty());
+}
+
+TEST_CASE(
+    "paged mma.sync and wide (MLA) forwards' PTX: a block's page lookups come before its rows' "
+    "copies, not one per row in the row loop") {
+  for (const std::string arch : {"sm_80", "sm_90a"}) {
+    CAPTURE(arch);
+    // The mma.sync forward's decoding tile (head dim 128) and the wide path's MLA (576/512,
+    // V in the keys, 128 heads).
+    const kernels::ForwardConfig fa2 =
+        kernels::mma_sync_forward_config(DType::bf16, 128, MaskKind::none, false, arch, 1, true);
+    const kernels::ForwardConfig mla = kernels::wide_forward_config(
+        DType::bf16, 576, 512, MaskKind::none, false, /*values_in_keys=*/true, arch, 128);
+    for (const kernels::ForwardConfig& config : {fa2, mla}) {
+      const std::string ptx = paged_decode_ptx(config, arch);
+      REQUIRE(ptx.find("cp.async.cg.shared.global") != std::string::npos);
+      const std::vector<std::string> loads = global_loads_in_copy_loops(ptx, true);
+      for (const std::string& load : loads) MESSAGE("in a row loop: " << load);
+      CHECK(loads.empty());
+      // The lookups are there, in the key-block loop (one load a lane per block).
+      CHECK(!global_loads_in_copy_loops(ptx).empty());
+    }
+  }
 }
 
 TEST_CASE("decode kernel: pages of 1, 16 and 64 keys, GQA 8:1 and 4:1, splits 1 to 7") {

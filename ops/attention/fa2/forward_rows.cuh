@@ -74,33 +74,40 @@ struct ForwardRows {
            Tile::kRows % (Traits::kThreads / kChunksPerRow) == 0;
   }
 
-  /// The page of the key at `position` in the sequence's pages for the lanes that share its
-  /// row: lane `leader` reads it from the page table (row `table_row`) and shuffles it to them;
-  /// 0 for a row past the sequence's keys (`valid` false), which reads no page.
-  FJ_DEVICE int row_page(int position, bool valid, int lane, int leader, index_t table_row) const {
-    int page = 0;
-    if (lane == leader && valid) {
-      page = load_global_index(sequences.page_table, table_row + position / sequences.page_size);
-    }
-    return shuffle_from(page, leader);
+  /// The page of tile row row_of(lane) for lane `lane` (0 past the sequence's keys or for
+  /// lanes past `count`): a warp's rows' page-table entries in one load a lane, issued together,
+  /// where looking each row's up in turn would put a dependent global load before every row's
+  /// copies. A row's lanes then take its page with shuffle_from.
+  template <class RowOf>
+  FJ_DEVICE int warp_pages(RowOf row_of, int count, int key0, int lane) const {
+    const int row = row_of(lane);
+    if (lane >= count || row >= block.seqlen_k - key0) return 0;
+    const int position = block.paged_position(key0 + row);
+    return load_global_index(sequences.page_table,
+                             block.page_table_row(sequences) + position / sequences.page_size);
   }
 
-  /// Paged K or V with rows of more chunks than a warp has lanes (head dims past 256): each
-  /// warp takes whole rows, its first lane reads the row's page for the others, so a row costs
-  /// one page-table read (4 bytes for 1152 of MLA's row) instead of one per chunk.
+  /// Paged K or V with rows of more chunks than a warp has lanes (head dims past 256): warp w
+  /// takes rows w, w + warps, ..., their pages looked up together (warp_pages), and copies each
+  /// row with all of its lanes.
   template <class Tile>
   FJ_DEVICE void load_wide_page_rows(Tile tile, const HeadTensor& t, int key0, int cols,
                                      int thread) const {
     constexpr int kChunksPerRow = Tile::kCols / kChunk;
     constexpr int kWarps = Traits::kThreads / kWarpSize;
-    const int lane = thread % kWarpSize;
+    constexpr int kRowsPerWarp = (Tile::kRows + kWarps - 1) / kWarps;
+    static_assert(kRowsPerWarp <= kWarpSize, "a warp's rows' pages are one a lane");
+    const int lane = thread % kWarpSize, warp = thread / kWarpSize;
     const int rows_valid = block.seqlen_k - key0;
-    const index_t table_row = block.page_table_row(sequences);
     const auto* zero_source = static_cast<const KeyElement*>(t.data);
+    const int pages =
+        warp_pages([&](int j) { return warp + j * kWarps; }, kRowsPerWarp, key0, lane);
 #pragma unroll 1
-    for (int row = thread / kWarpSize; row < Tile::kRows; row += kWarps) {
+    for (int j = 0; j < kRowsPerWarp; ++j) {
+      const int row = warp + j * kWarps;
+      if (row >= Tile::kRows) break;  // (the same for the whole warp)
       const int position = block.paged_position(key0 + row);
-      const int page = row_page(position, row < rows_valid, lane, 0, table_row);
+      const int page = shuffle_from(pages, j);
       const KeyElement* src =
           t.rows<const KeyElement>(page, block.kv_head, position % sequences.page_size);
 #pragma unroll 1
@@ -111,24 +118,34 @@ struct ForwardRows {
     }
   }
 
-  /// Paged K or V: the lanes that share a row (one 16-byte column each) take its page from the
-  /// first of them, so a row costs one page-table read instead of one per chunk (a quarter more
-  /// bytes than the row itself at 16 chunks a row, 4 bytes of index per 16 of data). Chunk c of
-  /// the tile is thread c % kThreads's, as in load_tile_rows_async.
+  /// Paged K or V: each lane copies one 16-byte column of a row at a time (chunk c of the tile
+  /// is thread c % kThreads's, as in load_tile_rows_async), so a warp covers 32 / chunks-a-row
+  /// rows a step; the pages of all the rows a warp will copy are looked up together first
+  /// (warp_pages), each row's lanes taking its page from the lane that read it.
   template <class Tile>
   FJ_DEVICE void load_page_rows(Tile tile, const HeadTensor& t, int key0, int cols,
                                 int thread) const {
     constexpr int kChunksPerRow = Tile::kCols / kChunk;
-    constexpr int kRowStep = Traits::kThreads / kChunksPerRow;
+    constexpr int kRowStep = Traits::kThreads / kChunksPerRow;   // rows a step, the block's
+    constexpr int kWarpRowsPerStep = kWarpSize / kChunksPerRow;  // rows a step, a warp's
+    constexpr int kSteps = Tile::kRows / kRowStep;
+    constexpr int kWarpRows = kSteps * kWarpRowsPerStep;  // rows a warp copies: Bc / warps
+    static_assert(kWarpRows <= kWarpSize, "a warp's rows' pages are one a lane");
     const int lane = thread % kWarpSize;
-    const int leader = lane - lane % kChunksPerRow;  // the row's first lane
+    const int warp_row0 = thread / kWarpSize * kWarpRowsPerStep;
     const int col = thread % kChunksPerRow * kChunk;
     const int rows_valid = block.seqlen_k - key0;
-    const index_t table_row = block.page_table_row(sequences);
+    // The warp's row j: row j % kWarpRowsPerStep of step j / kWarpRowsPerStep.
+    const auto row_of = [&](int j) {
+      return warp_row0 + j % kWarpRowsPerStep + j / kWarpRowsPerStep * kRowStep;
+    };
+    const int pages = warp_pages(row_of, kWarpRows, key0, lane);
 #pragma unroll 1
-    for (int row = thread / kChunksPerRow; row < Tile::kRows; row += kRowStep) {
+    for (int step = 0; step < kSteps; ++step) {
+      const int j = step * kWarpRowsPerStep + lane / kChunksPerRow;
+      const int row = row_of(j);
       const int position = block.paged_position(key0 + row);
-      const int page = row_page(position, row < rows_valid, lane, leader, table_row);
+      const int page = shuffle_from(pages, j);
       const bool valid = row < rows_valid && col < cols;
       const KeyElement* src =
           t.rows<const KeyElement>(page, block.kv_head, position % sequences.page_size) + col;

@@ -173,10 +173,13 @@ class Runtime {
   /// cache (see Sequences for the conventions). Query heads that share a key/value head are
   /// packed into one tile's rows where that fills the tensor cores better (GQA/MQA decoding),
   /// and the keys are split across CTAs when the grid would otherwise leave SMs idle; the
-  /// partial results merge exactly (merge_states). Shapes as forward() except where Sequences
-  /// packs them. Index arrays are checked as RuntimeOptions::check_indices says. Throws
-  /// InvalidArgument naming the argument ("sequences.page_table", "k.shape", ...) for bad input;
-  /// nothing is launched or written then.
+  /// partial results merge exactly (merge_states). Decoding calls (up to 16 queries a sequence)
+  /// run one kernel that merges its own splits, with scratch (split partials, arrival counters)
+  /// the runtime holds per stream: after a first call as large on a stream, which allocates it,
+  /// such a call allocates nothing and captures into a CUDA graph. Shapes as forward() except
+  /// where Sequences packs them. Index arrays are checked as RuntimeOptions::check_indices says.
+  /// Throws InvalidArgument naming the argument ("sequences.page_table", "k.shape", ...) for bad
+  /// input; nothing is launched or written then.
   void forward(const Attention& attention, const Sequences& sequences, const TensorView& q,
                const TensorView& k, const TensorView& v, const TensorView& o, const TensorView& lse,
                Stream stream = nullptr);

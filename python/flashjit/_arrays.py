@@ -53,6 +53,12 @@ def dtype_name(name: str, x) -> str:
         raise TypeError(f"'{name}' must be a numpy array or a torch tensor, not "
                         f"{type(x).__name__}")
     if found is None:
+        integer = (not x.dtype.is_floating_point and not x.dtype.is_complex
+                   and x.dtype != torch.bool) if is_torch(x) else x.dtype.kind in "iu"
+        if integer:  # an index array (cu_seqlens, cache_seqlens, block_table, ...) of int64
+            convert = ".to(torch.int32)" if is_torch(x) else ".astype(numpy.int32)"
+            raise ValueError(f"'{name}' has dtype {x.dtype}: index arrays must be int32 "
+                             f"(convert with {convert})")
         raise ValueError(f"'{name}' has dtype {x.dtype}; accepted: {accepted}")
     return found
 

@@ -6,9 +6,12 @@ written for `flash_attn.flash_attn_interface` runs on flashjit by changing its i
 Each call is the flashjit call it names (softmax_scale is `scale`, window_size `window`).
 flashjit has no dropout: dropout_p must be 0 (inference, or training without attention
 dropout). With return_attn_probs the calls return (out, softmax_lse, None): there is no
-dropout mask to return."""
+dropout mask to return. A query row that sees no key gets the LSE FlashAttention gives it,
++inf (flashjit's own calls say -inf: no key, a sum of 0), and an output row of zeros."""
 
 from typing import Tuple
+
+import numpy as np
 
 from ._options import shape_of
 from .attention import attention
@@ -27,9 +30,17 @@ def _options(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slope
                 alibi_slopes=alibi_slopes, deterministic=deterministic, return_lse=True)
 
 
+def _flash_attn_lse(lse):
+    """`lse` as FlashAttention returns it: +inf, not -inf, for a row that sees no key (a new
+    array: the one autograd saved for the backward keeps flashjit's -inf)."""
+    if hasattr(lse, "masked_fill"):  # torch
+        return lse.masked_fill(lse == float("-inf"), float("inf"))
+    return np.where(lse == -np.inf, np.inf, lse).astype(lse.dtype)
+
+
 def _result(o_lse, return_attn_probs: bool):
     o, lse = o_lse
-    return (o, lse, None) if return_attn_probs else o
+    return (o, _flash_attn_lse(lse), None) if return_attn_probs else o
 
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
@@ -119,4 +130,4 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         causal=causal, window=tuple(window_size), softcap=softcap, scale=softmax_scale,
         num_splits=num_splits, alibi_slopes=alibi_slopes, return_lse=True,
         cu_seqlens_q=cu_seqlens_q, max_seqlen_q=max_seqlen_q)
-    return (o, lse) if return_softmax_lse else o
+    return (o, _flash_attn_lse(lse)) if return_softmax_lse else o

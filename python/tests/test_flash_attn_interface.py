@@ -31,6 +31,19 @@ def test_dense_calls_in_flash_attentions_order():
         fa.flash_attn_func(q, k, v, 0.1)
 
 
+def test_rows_without_keys_get_flash_attentions_lse():
+    # Causal, bottom-right aligned: 40 queries over 24 keys, the first 16 rows see no key.
+    q, k, v = rand(1, 40, 2, 64, seed=13), rand(1, 24, 2, 64, seed=14), rand(1, 24, 2, 64, seed=15)
+    o, lse, _ = fa.flash_attn_func(q, k, v, causal=True, return_attn_probs=True)
+    o_ref, lse_ref = flashjit.attention(q, k, v, causal=True, return_lse=True)
+    assert torch.equal(o, o_ref) and torch.all(o[:, :16] == 0)
+    assert torch.all(lse_ref[..., :16] == float("-inf"))  # flashjit's own convention
+    assert torch.all(lse[..., :16] == float("inf"))       # FlashAttention's
+    assert torch.equal(lse[..., 16:], lse_ref[..., 16:])
+    _, lse_cache = fa.flash_attn_with_kvcache(q, k, v, causal=True, return_softmax_lse=True)
+    assert torch.all(lse_cache[..., :16] == float("inf"))
+
+
 def test_gradients_flow_through_flash_attn_func():
     q, k, v = (rand(1, 16, 2, 32, seed=s).requires_grad_() for s in (4, 5, 6))
     fa.flash_attn_func(q, k, v, causal=True, deterministic=True).float().sum().backward()
@@ -53,6 +66,10 @@ def test_varlen_calls():
                        flashjit.attention_varlen(k, k, v, cu_k, cu_k, 21, 21))
     assert torch.equal(fa.flash_attn_varlen_kvpacked_func(q, qkv[:, 1:], cu_q, cu_k, 7, 21),
                        flashjit.attention_varlen(q, k, v, cu_q, cu_k, 7, 21))
+    # FlashAttention's index tensors are int32; int64 ones are refused by name, saying so.
+    with pytest.raises(ValueError, match="'cu_seqlens_q' has dtype torch.int64: index arrays "
+                                         "must be int32"):
+        fa.flash_attn_varlen_func(q, k, v, cu_q.long(), cu_k, 7, 21)
 
 
 def test_with_kvcache_full_cache_by_default():

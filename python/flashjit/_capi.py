@@ -5,6 +5,7 @@ this module has."""
 
 import ctypes
 import os
+import re
 import threading
 
 from . import _c_header
@@ -99,15 +100,32 @@ def library() -> ctypes.CDLL:
     return _library
 
 
-def check(status: int) -> None:
-    """Raises for a failed call: ValueError for a bad argument (the message names it), Error
-    otherwise, each with the library's message."""
+def callers_names(message: str, names: dict) -> str:
+    """`message` ("invalid argument 'sequences.seqlens_k.shape': ...") with the argument's
+    library name in the caller's words: the longest key of `names` that starts the name (whole,
+    or before a '.' or '['), replaced by its value ('cache_seqlens.shape')."""
+    match = re.match(r"invalid argument '([^']+)'", message)
+    if match is None:
+        return message
+    argument = match.group(1)
+    for library_name in sorted(names, key=len, reverse=True):
+        if argument == library_name or argument.startswith((library_name + ".",
+                                                            library_name + "[")):
+            argument = names[library_name] + argument[len(library_name):]
+            break
+    return message[:match.start(1)] + argument + message[match.end(1):]
+
+
+def check(status: int, names: dict = None) -> None:
+    """Raises for a failed call: ValueError for a bad argument (the message names it, in the
+    caller's words where `names` maps the library's, e.g. {"sequences.seqlens_k":
+    "cache_seqlens"}), Error otherwise, each with the library's message."""
     if status == HEADER.constants["FLASHJIT_OK"]:
         return
     lib = library()
     message = lib.flashjit_last_error().decode()
     if status == HEADER.constants["FLASHJIT_ERROR_INVALID_ARGUMENT"]:
-        raise ValueError(message)
+        raise ValueError(callers_names(message, names or {}))
     raise Error(lib.flashjit_status_name(status).decode(), message)
 
 

@@ -16,6 +16,18 @@ except ImportError:  # pragma: no cover
     torch = None
 
 
+# The attention options' library names (flashjit_attention's fields) in the Python calls' words,
+# for their errors (_capi.check).
+ATTENTION_NAMES = {"attention.window_left": "window[0]", "attention.window_right": "window[1]",
+                   "attention.scale": "scale", "attention.softcap": "softcap"}
+
+
+def sequence_names(fields: dict) -> dict:
+    """The error names of a call's Sequences fields (`fields`: field -> the Python argument),
+    with the attention options'."""
+    return {**ATTENTION_NAMES, **{"sequences." + field: name for field, name in fields.items()}}
+
+
 @dataclasses.dataclass(frozen=True)
 class Options:
     """The options of an attention call, as its keywords name them; fill() puts them into the

@@ -8,8 +8,8 @@ from typing import Optional, Tuple
 from . import _capi, _custom_ops
 from ._alibi import with_alibi
 from ._arrays import Launch
-from ._options import (Options, bind_captures, call_options, capture_inputs, captures_of,
-                       element, int32_full, shape_of, wants_grad)
+from ._options import (ATTENTION_NAMES, Options, bind_captures, call_options, capture_inputs,
+                       captures_of, element, int32_full, shape_of, wants_grad)
 
 try:
     import torch
@@ -38,7 +38,7 @@ def _forward(q, k, v, options: Options, block_mask=None):
         _capi.check(_capi.library().flashjit_attention_forward(
             launch.runtime.handle, ctypes.byref(a), _capi.pointer(launch.input("q")),
             _capi.pointer(launch.input("k")), _capi.pointer(launch.input("v")),
-            _capi.pointer(o), _capi.pointer(lse), launch.stream))
+            _capi.pointer(o), _capi.pointer(lse), launch.stream), ATTENTION_NAMES)
         return launch.result("o"), launch.result("lse")
 
 
@@ -54,7 +54,8 @@ def _backward(dout, q, k, v, o, lse, options: Options, capture_grads=None, block
         _capi.check(_capi.library().flashjit_attention_backward(
             launch.runtime.handle, ctypes.byref(a), *[_capi.pointer(launch.input(n)) for n in
                                                       ("q", "k", "v", "o", "lse", "dout")],
-            _capi.pointer(dq), _capi.pointer(dk), _capi.pointer(dv), launch.stream))
+            _capi.pointer(dq), _capi.pointer(dk), _capi.pointer(dv), launch.stream),
+            ATTENTION_NAMES)
         launch.write_back()  # the captures' gradients, on the emulator
         return launch.result("dq"), launch.result("dk"), launch.result("dv")
 

@@ -8,7 +8,7 @@ from . import _capi, _custom_ops
 from ._alibi import int32_offsets, with_alibi
 from ._arrays import Launch, dtype_name
 from ._options import (Options, bind_captures, call_options, capture_inputs, captures_of,
-                       element, float32, int32_full, sequences_of, shape_of)
+                       element, float32, int32_full, sequence_names, sequences_of, shape_of)
 
 try:
     import torch
@@ -60,7 +60,8 @@ def _forward(q, k_cache, v_cache, cache_seqlens, k, v, rotary_cos, rotary_sin, c
         _capi.check(_capi.library().flashjit_attention_forward_sequences(
             launch.runtime.handle, ctypes.byref(a), ctypes.byref(sequences),
             _capi.pointer(launch.input("q")), _capi.pointer(cache("k_cache")),
-            _capi.pointer(cache("v_cache")), _capi.pointer(o), _capi.pointer(lse), launch.stream))
+            _capi.pointer(cache("v_cache")), _capi.pointer(o), _capi.pointer(lse), launch.stream),
+            sequence_names({**arrays, "splits": "num_splits"}))
         launch.write_back()
         return launch.result("o"), launch.result("lse")
 
@@ -177,8 +178,8 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
     score_mod, mask_mod and captures as in attention(), b the sequence's index and q_idx, kv_idx
     positions within it (kv_idx counts from the first key after a left pad). Forward only.
     Returns o like q (and the float32 LSE [batch, heads_q, seqlen_q] with return_lse). Bad input
-    raises ValueError naming the argument (the library's names: sequences.k_new for k,
-    sequences.page_table for block_table, ...) before anything is written. With PyTorch 2.4 or
+    raises ValueError naming the argument (this call's names: cache_seqlens, block_table, k,
+    window[0], ...) before anything is written. With PyTorch 2.4 or
     later, torch tensors (without score_mod, mask_mod or captures) go through the custom
     operator flashjit::attention_with_kvcache (with an append, its twin
     flashjit::attention_with_kvcache_append, which writes k_cache and v_cache), traced whole by

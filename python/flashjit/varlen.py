@@ -9,7 +9,7 @@ from . import _capi, _custom_ops
 from ._alibi import int32_offsets, with_alibi
 from ._arrays import Launch
 from ._options import (Options, bind_captures, call_options, capture_inputs, captures_of,
-                       element, sequences_of, shape_of, wants_grad)
+                       element, sequence_names, sequences_of, shape_of, wants_grad)
 
 try:
     import torch
@@ -83,7 +83,8 @@ def _varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, options, used=(None, None
         _capi.check(_capi.library().flashjit_attention_forward_sequences(
             launch.runtime.handle, ctypes.byref(a), ctypes.byref(sequences),
             *[_capi.pointer(launch.input(n)) for n in ("q", "k", "v")], _capi.pointer(o),
-            _capi.pointer(lse), launch.stream))
+            _capi.pointer(lse), launch.stream),
+            sequence_names({"cu_seqlens_q": "cu_seqlens_q", **key_fields, **used_fields}))
         return launch.result("o"), launch.result("lse")
 
 
@@ -101,7 +102,9 @@ def _varlen_backward(dout, q, k, v, o, lse, cu_q, cu_k, max_q, max_k, options, u
         _capi.check(_capi.library().flashjit_attention_backward_sequences(
             launch.runtime.handle, ctypes.byref(a), ctypes.byref(sequences),
             *[_capi.pointer(launch.input(n)) for n in ("q", "k", "v", "o", "lse", "dout")],
-            _capi.pointer(dq), _capi.pointer(dk), _capi.pointer(dv), launch.stream))
+            _capi.pointer(dq), _capi.pointer(dk), _capi.pointer(dv), launch.stream),
+            sequence_names({"cu_seqlens_q": "cu_seqlens_q", "cu_seqlens_k": "cu_seqlens_k",
+                            **used_fields}))
         return launch.result("dq"), launch.result("dk"), launch.result("dv")
 
 

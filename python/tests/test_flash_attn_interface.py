@@ -81,3 +81,9 @@ def test_with_kvcache_full_cache_by_default():
     with pytest.raises(ValueError, match="'cache_seqlens'"):
         fa.flash_attn_with_kvcache(q, k_cache, v_cache,
                                    block_table=torch.zeros(2, 1, dtype=torch.int32))
+    # The library's errors name the call's arguments, not its Sequences fields.
+    with pytest.raises(ValueError, match=r"invalid argument 'cache_seqlens.shape': is \[3\]"):
+        fa.flash_attn_with_kvcache(q, k_cache, v_cache,
+                                   cache_seqlens=torch.tensor([5, 6, 7], dtype=torch.int32))
+    with pytest.raises(ValueError, match=r"invalid argument 'window\[0\]'"):
+        flashjit.attention(q, k_cache, v_cache, window=(-5, 0))

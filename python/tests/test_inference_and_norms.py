@@ -178,7 +178,7 @@ def test_kvcache_mla_absorbed_decoding():
 def test_kvcache_rejects_a_bad_page_index():
     q = rand(1, 1, 2, 64)
     cache = rand(2, 16, 2, 64)
-    with pytest.raises(ValueError, match="page_table"):
+    with pytest.raises(ValueError, match="invalid argument 'block_table'"):
         flashjit.attention_with_kvcache(q, cache, cache, 20,
                                         block_table=torch.tensor([[0, 5]], dtype=torch.int32))
 
@@ -323,7 +323,8 @@ def test_kvcache_append_bad_input_is_named_and_writes_nothing():
     cos, sin = rope(16, 64)
     with pytest.raises(ValueError, match="rotary_cos"):
         flashjit.attention_with_kvcache(q, k_cache, v_cache, 3, rotary_cos=cos, rotary_sin=sin)
-    with pytest.raises(ValueError, match="seqlens_k"):  # 16 cached + 1 new: past the cache
+    # 16 cached + 1 new: past the cache
+    with pytest.raises(ValueError, match="invalid argument 'cache_seqlens'"):
         flashjit.attention_with_kvcache(q, k_cache, v_cache, 16, k=rand(1, 1, 2, 64),
                                         v=rand(1, 1, 2, 64))
     with pytest.raises(ValueError, match="v_new"):
@@ -453,10 +454,11 @@ def test_kvcache_fp8_cache_with_descale_factors(use_torch):
             args[0], as_fp8(k_codes), as_fp8(v_codes), args[3],
             k_descale=torch.from_numpy(k_scale), v_descale=torch.from_numpy(v_scale))
         assert torch.equal(o_fp8, o)
-    with pytest.raises(ValueError, match="sequences.k_descale.shape"):
+    # Each error names this call's argument (k_descale, k), not the library's Sequences field.
+    with pytest.raises(ValueError, match="invalid argument 'k_descale.shape'"):
         flashjit.attention_with_kvcache(q, k_codes, v_codes, seqlens,
                                         k_descale=np.ones(3, dtype=np.float32))
-    with pytest.raises(ValueError, match="sequences.k_new"):
+    with pytest.raises(ValueError, match="invalid argument 'k[.']"):
         flashjit.attention_with_kvcache(q, k_codes, v_codes, seqlens,
                                         k=np.zeros((batch, 1, heads_kv, d), dtype=np.float16),
                                         v=np.zeros((batch, 1, heads_kv, d), dtype=np.float16))
@@ -516,7 +518,7 @@ def test_kvcache_paged_rows_and_left_pads():
         o_ref, _ = reference.attention(exact(q[i:i + 1]), exact(positions[pad:end + 1][None]),
                                        exact(values[pad:end + 1][None]))
         assert reference.relative_error(o[i:i + 1], o_ref) < 3e-2
-    with pytest.raises(ValueError, match="sequences.cache_batch_idx"):
+    with pytest.raises(ValueError, match="invalid argument 'cache_batch_idx'"):
         flashjit.attention_with_kvcache(q, k_cache, v_cache, seqlens, k=k_new, v=v_new,
                                         cache_batch_idx=torch.tensor([1, 1], dtype=torch.int32),
                                         block_table=block_table)

@@ -76,15 +76,14 @@ def _varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, options, used=(None, None
     with Launch({"q": q, "k": k, "v": v, "cu_seqlens_q": cu_q, **keys, **used_inputs,
                  **capture_inputs(options)}) as launch:
         bind_captures(a, launch, options)
-        sequences = sequences_of(launch, cu_seqlens_q="cu_seqlens_q", **key_fields,
-                                 **used_fields)
+        fields = {"cu_seqlens_q": "cu_seqlens_q", **key_fields, **used_fields}
+        sequences = sequences_of(launch, **fields)
         o = launch.output("o", (*q.shape[:2], v.shape[-1]), element(q))
         lse = launch.output("lse", (a.heads_q, q.shape[0]), "f32")
         _capi.check(_capi.library().flashjit_attention_forward_sequences(
             launch.runtime.handle, ctypes.byref(a), ctypes.byref(sequences),
             *[_capi.pointer(launch.input(n)) for n in ("q", "k", "v")], _capi.pointer(o),
-            _capi.pointer(lse), launch.stream),
-            sequence_names({"cu_seqlens_q": "cu_seqlens_q", **key_fields, **used_fields}))
+            _capi.pointer(lse), launch.stream), sequence_names(fields))
         return launch.result("o"), launch.result("lse")
 
 
@@ -94,8 +93,8 @@ def _varlen_backward(dout, q, k, v, o, lse, cu_q, cu_k, max_q, max_k, options, u
     with Launch({"dout": dout, "q": q, "k": k, "v": v, "o": o, "lse": lse, "cu_seqlens_q": cu_q,
                  "cu_seqlens_k": cu_k, **used_inputs, **capture_inputs(options)}) as launch:
         bind_captures(a, launch, options)
-        sequences = sequences_of(launch, cu_seqlens_q="cu_seqlens_q",
-                                 cu_seqlens_k="cu_seqlens_k", **used_fields)
+        fields = {"cu_seqlens_q": "cu_seqlens_q", "cu_seqlens_k": "cu_seqlens_k", **used_fields}
+        sequences = sequences_of(launch, **fields)
         dq = launch.output("dq", q.shape, element(q))
         dk = launch.output("dk", k.shape, element(q))
         dv = launch.output("dv", v.shape, element(q))
@@ -103,8 +102,7 @@ def _varlen_backward(dout, q, k, v, o, lse, cu_q, cu_k, max_q, max_k, options, u
             launch.runtime.handle, ctypes.byref(a), ctypes.byref(sequences),
             *[_capi.pointer(launch.input(n)) for n in ("q", "k", "v", "o", "lse", "dout")],
             _capi.pointer(dq), _capi.pointer(dk), _capi.pointer(dv), launch.stream),
-            sequence_names({"cu_seqlens_q": "cu_seqlens_q", "cu_seqlens_k": "cu_seqlens_k",
-                            **used_fields}))
+            sequence_names(fields))
         return launch.result("dq"), launch.result("dk"), launch.result("dv")
 
 

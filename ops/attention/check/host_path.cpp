@@ -60,6 +60,9 @@ class NotLaunchingBackend final : public detail::ForwardingBackend {
         executor_(inner().executor()) {}
   Backend kind() const override { return Backend::cuda; }
   detail::Executor& executor() override { return executor_; }
+  /// The emulator underneath, which says what it is (a TuningState on a cuda backend would ask
+  /// the driver for its version).
+  detail::RuntimeBackend& emulator() { return inner(); }
 
  private:
   DiscardingExecutor executor_;
@@ -86,10 +89,7 @@ double forward_host_path_us(const Attention& attention, DType dtype, const std::
 double decode_host_path_us(const Attention& attention, DType dtype, const std::string& arch,
                            int calls) {
   NotLaunchingBackend backend(arch);
-  // The choice on an emulator of the same device (a cuda backend's would ask the driver).
-  const std::unique_ptr<detail::RuntimeBackend> emulator =
-      detail::open_emulator_backend(kernels::emulated::builtin_kernels(), arch);
-  autotune::TuningState choice(TuningPolicy::cached, *emulator);
+  autotune::TuningState choice(TuningPolicy::cached, backend.emulator());
   Attention a = attention;
   a.seqlen_q = 1;
   a.causal = false;

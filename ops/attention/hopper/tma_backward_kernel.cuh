@@ -401,60 +401,47 @@ struct KeyGradientAccumulator {
     using Share = QueryGradientShare<Traits>;
     const Share share{scope};
     // Pᵀ's and dSᵀ's registers: the A of dV's and dK's products, which read them until the
-    // last wait in add_query_gradients, so they live to the step's end, not the branch's.
+    // wait in add_query_gradients, so they live to the step's end, not the branch's.
     [[maybe_unused]] operand_tile<T, 16, kBlockM> p_t, ds_t;
     if constexpr (Traits::kSharedKeys) {
-      // Both halves of Pᵀ and dSᵀ in shared memory: dV += Pᵀ dO in warpgroup 0 and
-      // dK += dSᵀ Q in warpgroup 1 read them over all the block's queries.
+      // Both halves of Pᵀ and dSᵀ in shared memory, then dV += Pᵀ dO in warpgroup 0 and
+      // dK += dSᵀ Q in warpgroup 1, each over all the block's queries.
       store_fragments(s, smem.p_t, warp_keys0, query0, lane);
       store_fragments(dp, smem.ds_t, warp_keys0, query0, lane);
+      fence_proxy_async();  // generic writes, read by wgmma
+      share.sync();         // both halves are in
+      const bool values = kind(0, scope) == kValueGradient;
+      warpgroup_ab_async(gradients[0], values ? smem.p_t : smem.ds_t, 0, values ? dout : q);
     } else {
       p_t = to_operand<T>(s);
       ds_t = to_operand<T>(dp);
-      store_fragments(dp, smem.ds_t, warp_keys0, 0, lane);  // the A of dQ = dS K
+      store_fragments(dp, smem.ds_t, warp_keys0, 0, lane);       // the A of dQ = dS K
+      fence_proxy_async();                                       // generic writes, read by wgmma
+      share.sync();                                              // the team's dSᵀ rows are in
+      warpgroup_ab_async(gradients[kValueGradient], p_t, dout);  // dV += Pᵀ dO
+      warpgroup_ab_async(gradients[kKeyGradient], ds_t, q);      // dK += dSᵀ Q
     }
-    fence_proxy_async();  // generic writes, read by wgmma
-    share.sync();         // the team's (with shared keys: both halves') rows are in
-    // dV's and dK's products, one commit group each (kGradients), issued after dQ's.
-    const auto key_gradient_products = [&] {
-      if constexpr (Traits::kSharedKeys) {
-        const bool values = kind(0, scope) == kValueGradient;
-        warpgroup_ab_async(gradients[0], values ? smem.p_t : smem.ds_t, 0, values ? dout : q);
-      } else {
-        warpgroup_ab_async(gradients[kValueGradient], p_t, dout);  // dV += Pᵀ dO
-        warpgroup_ab_async(gradients[kKeyGradient], ds_t, q);      // dK += dSᵀ Q
-      }
-    };
     if constexpr (Share::kCols == Share::kLastCols) {
-      add_query_gradients<Share::kCols>(share, smem, first_row, key_gradient_products);
+      add_query_gradients<Share::kCols>(share, smem, first_row);
     } else if (scope.group() == 0) {  // the warpgroups' parts of dQ differ in width
-      add_query_gradients<Share::kCols>(share, smem, first_row, key_gradient_products);
+      add_query_gradients<Share::kCols>(share, smem, first_row);
     } else {
-      add_query_gradients<Share::kLastCols>(share, smem, first_row, key_gradient_products);
+      add_query_gradients<Share::kLastCols>(share, smem, first_row);
     }
   }
 
-  /// dQ = dS K over the team's keys in this warpgroup's Cols columns, issued first and waited
-  /// for alone, so that its staging (stage_query_gradients) runs while the products
-  /// `key_gradient_products` issues after it (dV's and dK's) compute; then waits for those,
-  /// which read the slot's Q and dO.
-  template <int Cols, class KeyGradientProducts>
+  /// dQ = dS K over the team's keys in this warpgroup's Cols columns, then its staging
+  /// (stage_query_gradients), after the step's other products.
+  template <int Cols>
   FJ_DEVICE static void add_query_gradients(QueryGradientShare<Traits> share,
                                             const TmaBackwardShared<Traits>& smem,
-                                            index_t first_row,
-                                            const KeyGradientProducts& key_gradient_products) {
+                                            index_t first_row) {
     using Share = QueryGradientShare<Traits>;
     acc_tile<16, Cols> dq;
     warpgroup_atb_async<Share::kKeys>(dq, smem.ds_t, share.template key_columns<Cols>(smem.k),
                                       share.key0());
-    key_gradient_products();
-    wgmma_wait_group<kGradients>();  // dQ is in; dV's and dK's products still run
-    stage_query_gradients(dq, share, smem, first_row);
     wgmma_wait_group<0>();
-    // With shared keys those products read Pᵀ and dSᵀ in shared memory, which the next step
-    // overwrites: neither warpgroup goes on until both are done. (Otherwise they read registers
-    // and the slot, and dQ's reads of dSᵀ ended before the staging's hand-over barrier.)
-    if constexpr (Traits::kSharedKeys) share.sync();
+    stage_query_gradients(dq, share, smem, first_row);
   }
 
   /// Stages this warp's rows of its warpgroup's part of dQ in fp32 once the writer has read the

@@ -119,7 +119,7 @@ struct TmaBackwardBlock {
 
 /// One value per query column of a warp's (keys, queries) tile, from a slot's row vector in
 /// shared memory (`rows_in`, from the warpgroup's first query), which holds a value for every
-/// row of the block (load_row_stats fills those past the rows too).
+/// row of the block (row_stats_warp fills those past the rows too).
 template <int Cols>
 FJ_DEVICE col_vec<Cols> load_columns(const float* rows_in, int lane) {
   col_vec<Cols> values;

@@ -69,11 +69,11 @@ TEST_CASE("run --counters: the memory model's lines and JSON for every op") {
 /// the same mix, as each of its 2048 CTAs).
 json backward_dkdv(const TempDir& dir, const std::vector<std::string>& env) {
   const fs::path json_path = dir.path() / "backward.json";
-  const ChildResult run =
-      flashjit_cli({"run", "--emulate", "--arch", "sm_90a", "--op", "attention-backward",
-                    "--head-dim", "128", "--seqlen-q", "8192", "--seqlen-k", "128", "--heads", "1",
-                    "--counters-json", json_path.string()},
-                   dir.path().string(), env);
+  const ChildResult run = flashjit_cli(
+      {"run", "--emulate", "--arch", "sm_90a", "--op", "attention-backward", "--head-dim", "128",
+       "--seqlen-q", "8192", "--seqlen-k", "128", "--heads", "1", "--counters-json",
+       json_path.string()},
+      dir.path().string(), env);
   CAPTURE(run.output);
   REQUIRE(run.exit_code == 0);
   const json report = read_json(json_path);
@@ -90,17 +90,14 @@ json backward_dkdv(const TempDir& dir, const std::vector<std::string>& env) {
 }
 
 /// Per kind: requests, wavefronts and ideal wavefronts summed over the shared sites, bytes and
-/// sector bytes over the global loads. With `wide_only`, only the shared sites whose requests
-/// take 4 wavefronts at the fewest (16 bytes a lane).
+/// sector bytes over the global loads.
 struct Totals {
   double requests = 0, wavefronts = 0, ideal = 0, bytes = 0, sector_bytes = 0;
 };
-Totals totals(const json& memory, const std::string& kind, bool wide_only = false) {
+Totals totals(const json& memory, const std::string& kind) {
   Totals t;
   for (const json& site : memory["sites"]) {
     if (site["kind"] != kind) continue;
-    if (wide_only && site["ideal_wavefronts"].get<double>() != 4 * site["requests"].get<double>())
-      continue;
     t.requests += site["requests"].get<double>();
     if (site.contains("wavefronts")) {
       t.wavefronts += site["wavefronts"].get<double>();
@@ -119,14 +116,6 @@ bool within_25_percent(double modelled, double measured) {
 
 // ncu's figures, from the logs (2048 CTAs each): its "N-way" is wavefronts per request.
 constexpr double kCtas = 2048;
-// Since those runs the rows' LSE and D come into shared memory by the producer's stats warp
-// (issue 64): per step (a query block: 8192 / 64 a CTA) its 4 stores (64 LSEs and 64 Ds, a lane
-// each) join the staging stores, and each consumer warp's 32 reads of them (16 columns' LSE and
-// D a thread, one wavefront each) join the loads; the consumers' global loads of them (half a
-// sector used, as ncu saw) are gone, the warp's coalesced ones use whole sectors.
-constexpr double kSteps = 8192 / 64;
-constexpr double kStatsStores = 4 * kSteps;
-constexpr double kStatsLoads = 32 * 8 * kSteps;
 
 TEST_CASE("memory model: the Hopper backward's shared and global requests as ncu counted them") {
   TempDir dir;
@@ -137,22 +126,17 @@ TEST_CASE("memory model: the Hopper backward's shared and global requests as ncu
   const Totals loads = totals(memory, "shared_load");
   const Totals global = totals(memory, "global_load");
   MESSAGE("stores " << stores.wavefronts / stores.requests << " a request (ncu 1.70), loads "
-                    << loads.wavefronts / loads.requests << " (ncu 7.46, before the stats' "
-                    << "reads), global sector use " << global.bytes / global.sector_bytes
-                    << " (ncu 0.50, before the stats warp)");
-  // The same instructions, the same count (and the stats warp's).
-  CHECK(stores.requests == 69206016 / kCtas + kStatsStores);
+                    << loads.wavefronts / loads.requests << " (ncu 7.46), global sector use "
+                    << global.bytes / global.sector_bytes << " (ncu 0.50)");
+  CHECK(stores.requests == 69206016 / kCtas);  // the same instructions, the same count
   CHECK(within_25_percent(stores.wavefronts / stores.requests, 117443368.0 / 69206016));
-  CHECK(loads.requests == 262144 / kCtas + kStatsLoads);
-  // The dK/dV epilogue's 16-byte reads of consecutive chunks: 4 wavefronts by their addresses.
-  // ncu counted 7.5 (6.7 in the run before, the same addresses): the rest is other shared
-  // traffic meeting them in the banks, which a per-request model does not see.
-  const Totals epilogue = totals(memory, "shared_load", /*wide_only=*/true);
-  CHECK(epilogue.requests == 262144 / kCtas);
-  CHECK(epilogue.ideal == 4 * epilogue.requests);  // ncu: 1954961 - 906385 conflicts = 4
-  CHECK(epilogue.wavefronts == epilogue.ideal);
-  CHECK(loads.wavefronts == loads.ideal);      // the stats' reads too: conflict-free
-  CHECK(global.bytes == global.sector_bytes);  // (ncu, before: 0.50)
+  CHECK(loads.requests == 262144 / kCtas);
+  CHECK(loads.ideal == 4 * loads.requests);  // ncu: 1954961 - 906385 conflicts = 4 a request
+  // The loads are the dK/dV epilogue's 16-byte reads of consecutive chunks: 4 wavefronts by
+  // their addresses. ncu counted 7.5 (6.7 in the run before, the same addresses): the rest is
+  // other shared traffic meeting them in the banks, which a per-request model does not see.
+  CHECK(loads.wavefronts == loads.ideal);
+  CHECK(within_25_percent(global.bytes / global.sector_bytes, 16.0 / 32.0));
 }
 
 /// `dir`/templates: a copy of the kernel templates with the Hopper backward's dQ staging stores
@@ -191,10 +175,10 @@ TEST_CASE("memory model: the Hopper backward's dQ staging stores before the perm
   // ncu on commit a8e4e32: stores 587295189 wavefronts over 102760448 requests (5.7-way).
   const Totals stores = totals(memory, "shared_store");
   MESSAGE("stores " << stores.wavefronts / stores.requests << " a request (ncu 5.72)");
-  CHECK(stores.requests == 102760448 / kCtas + kStatsStores);
+  CHECK(stores.requests == 102760448 / kCtas);
   CHECK(within_25_percent(stores.wavefronts / stores.requests, 587295189.0 / 102760448));
   const Totals loads = totals(memory, "shared_load");
-  CHECK(loads.requests == 262144 / kCtas + kStatsLoads);
+  CHECK(loads.requests == 262144 / kCtas);
 }
 
 }  // namespace

@@ -3,10 +3,7 @@
 // of Bc keys of one key/value head, K and V loaded once by TMA and kept in shared memory while
 // the query blocks that see them stream past (every query head sharing them, GQA's sum). A
 // producer warpgroup, one of whose threads issues TMA loads, brings each block's Q and dO into a
-// ring of slots, and its stats warp the block's rows' LSE and D beside them (FlashAttention-3
-// brings them by TMA; here by the warp's loads, any alignment, on the slot's barrier): the
-// consumers read them from shared memory, with no global load between their products and their
-// element steps. One or two consumer warpgroups of 64 keys each compute, per block,
+// ring of slots; one or two consumer warpgroups of 64 keys each compute, per block,
 //   Sᵀ = K Qᵀ,  dPᵀ = V dOᵀ                   (wgmma, both operands as TMA wrote them),
 //   Pᵀ = 2^(Sᵀ − LSE),  dSᵀ = Pᵀ ∘ (dPᵀ − D)  (registers, the other backward's element steps),
 //   dV += Pᵀ dOᵢ,  dK += dSᵀ Qᵢ               (wgmma, Pᵀ and dSᵀ from registers),
@@ -117,45 +114,21 @@ struct TmaBackwardBlock {
   }
 };
 
-/// One value per query column of a warp's (keys, queries) tile, from a slot's row vector in
-/// shared memory (`rows_in`, from the warpgroup's first query), which holds a value for every
-/// row of the block (row_stats_warp fills those past the rows too).
-template <int Cols>
-FJ_DEVICE col_vec<Cols> load_columns(const float* rows_in, int lane) {
+/// One value per query column of a warp's (keys, queries) tile, from a (batch, head)'s row
+/// vector `rows_in` (rows from the block's first): `transform` of it, or `past` past the
+/// block's `rows` valid rows. Loaded where it is used, so that it holds registers only there.
+template <int Cols, class Transform>
+FJ_DEVICE col_vec<Cols> load_columns(const float* rows_in, int rows, float past, int lane,
+                                     Transform transform) {
   col_vec<Cols> values;
 #pragma unroll
   for (int g = 0; g < Cols / 8; ++g)
 #pragma unroll
     for (int pair = 0; pair < 2; ++pair) {
-      values.v[g][pair] = load_shared(rows_in, fragment_col(g, pair, lane));
+      const int row = fragment_col(g, pair, lane);
+      values.v[g][pair] = row < rows ? transform(load_global(rows_in, row)) : past;
     }
   return values;
-}
-
-/// Producer, the stats warp: each step's rows' LSE (in base 2; +inf past the block's rows, so
-/// their P is 0) and D (0 past them) into the step's slot, then each lane arrives on the slot's
-/// full barrier beside the TMA loads of Q and dO. So the consumers find them in shared memory
-/// when the slot is full: no global load between their products and their softmax.
-template <class Traits>
-FJ_DEVICE void load_row_stats(const TmaBackwardShared<Traits>& smem,
-                              const AttentionBackwardParams& p, const TmaBackwardBlock<Traits>& at,
-                              int lane) {
-  RingPosition<Traits::kStages> slot;
-  for (int step = 0; step < at.steps(); ++step, slot.advance()) {
-    const int head = at.head(step), row0 = at.row0(step);
-    const int rows = min_int(Traits::kBlockM, p.seqlen_q - row0);
-    const float* lse = lse_rows(p, at.batch, head, row0);
-    const float* delta = p.delta + at.query_row_index(p, head, row0);
-    mbarrier_t* full = smem.ring.acquire_unannounced(slot);  // every consumer is done with it
-#pragma unroll
-    for (int row = lane; row < Traits::kBlockM; row += kWarpSize) {
-      const bool valid = row < rows;
-      store_shared(smem.lse(slot.stage), row,
-                   valid ? lse_base2(load_global(lse, row)) : -negative_infinity());
-      store_shared(smem.delta(slot.stage), row, valid ? load_global(delta, row) : 0.0f);
-    }
-    mbarrier_arrive(full);  // (release: the stores are seen by the consumers' wait)
-  }
 }
 
 /// Producer (one thread): K and V once, then each step's Q and dO into the next free slot.
@@ -388,11 +361,14 @@ struct KeyGradientAccumulator {
                                     WarpgroupScope::kRows)) {
       mask_scores_transposed(window, s, at.key0 + warp_keys0, row0 + query0, lane);
     }
-    // Pᵀ = 2^(Sᵀ − LSE) (LSE +inf past the valid rows, so their P is 0)
-    exp2_sub_col(s, load_columns<kQueries>(smem.lse(stage) + query0, lane));
+    // Pᵀ = 2^(Sᵀ − LSE); +inf past the valid rows, so their P is 0
+    exp2_sub_col(s, load_columns<kQueries>(lse_rows(p, at.batch, head, row0 + query0),
+                                           rows - query0, -negative_infinity(), lane,
+                                           [](float lse) { return lse_base2(lse); }));
     wgmma_wait_group<0>();  // dPᵀ is in
     const index_t first_row = at.query_row_index(p, head, row0);
-    sub_col(dp, load_columns<kQueries>(smem.delta(stage) + query0, lane));
+    sub_col(dp, load_columns<kQueries>(p.delta + first_row + query0, rows - query0, 0.0f, lane,
+                                       [](float d) { return d; }));
     mul_elements(dp, s);  // dSᵀ = Pᵀ ∘ (dPᵀ − D)
     // Each (key, query) pair's dS is made once, here: the captures' gradients are added here only.
     modified.add_capture_gradients(dp, at.sequence, position, p.captures, lane);
@@ -542,9 +518,8 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, 1)  // one CTA an SM: setmaxn
   const TmaBackwardShared<Traits> smem =
       carve_tma_backward_shared<Traits>(dynamic_shared<unsigned char>());
   if (thread == 0) {
-    mbarrier_init(smem.kv_full, 1);  // the producer's arrival (and K's, V's bytes)
-    // Every consumer thread releases each slot; the TMA thread and the stats warp's lanes fill it.
-    smem.ring.init(Traits::kConsumerThreads, 1 + kWarpSize);
+    mbarrier_init(smem.kv_full, 1);            // the producer's arrival (and K's, V's bytes)
+    smem.ring.init(Traits::kConsumerThreads);  // every consumer thread releases each slot
   }
   __syncthreads();
 
@@ -562,8 +537,6 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, 1)  // one CTA an SM: setmaxn
       load_query_blocks<Traits>(smem, maps, at);
     } else if (warp == 1) {
       write_query_gradients<Traits>(smem, params, at, thread % 32);
-    } else if (warp == 2) {
-      load_row_stats<Traits>(smem, params, at, thread % 32);
     }
   }
 }

@@ -67,9 +67,8 @@ struct TmaBackwardTraits {
 };
 
 /// The kernel's shared memory, carved from the dynamic buffer. A slot of the ring holds one
-/// query block's Q and dO, loaded together on the slot's full barrier, and its rows' LSE (in
-/// base 2) and D, which the producer's stats warp stores before arriving on the same barrier.
-/// Slot s's tiles are computed from slot 0's.
+/// query block's Q and dO, loaded together on the slot's full barrier. Slot s's tiles are
+/// computed from slot 0's.
 template <class Traits>
 struct TmaBackwardShared {
   using QTile = typename Traits::QTile;
@@ -78,15 +77,11 @@ struct TmaBackwardShared {
   typename Traits::ScoreTile ds_t;  // (Bc, Br): dSᵀ, each warpgroup its own 64 key rows
   typename Traits::ScoreTile p_t;   // (Bc, Br): Pᵀ, with shared keys only (else unset)
   float* dq_staging;                // Traits::kStagingBlocks of (Br, head_dim) fp32, row-major
-  float* row_stats;                 // per slot: Br LSEs (base 2, +inf past the rows), Br Ds
   mbarrier_t* kv_full;              // K and V have landed
   typename Traits::Ring ring;       // Q and dO slots: full and empty barriers
 
   FJ_DEVICE QTile q(int stage) const { return {q0.data + stage * QTile::kBytes / 2}; }
   FJ_DEVICE QTile dout(int stage) const { return {dout0.data + stage * QTile::kBytes / 2}; }
-  /// Slot `stage`'s rows' LSE (in base 2), and their D.
-  FJ_DEVICE float* lse(int stage) const { return row_stats + stage * 2 * Traits::kBlockM; }
-  FJ_DEVICE float* delta(int stage) const { return lse(stage) + Traits::kBlockM; }
   /// Staging block `block` (a consumer warpgroup's; with shared keys only block 0).
   FJ_DEVICE float* dq_block(int block) const {
     return dq_staging + block * Traits::kBlockM * Traits::kHeadDim;
@@ -108,8 +103,6 @@ FJ_DEVICE TmaBackwardShared<Traits> carve_tma_backward_shared(unsigned char* bas
   if constexpr (Traits::kSharedKeys) smem.p_t = carve_tile<typename Traits::ScoreTile>(base);
   smem.dq_staging = reinterpret_cast<float*>(base);
   base += Traits::kStagingBlocks * Traits::kBlockM * Traits::kHeadDim * 4;
-  smem.row_stats = reinterpret_cast<float*>(base);
-  base += Traits::kStages * 2 * Traits::kBlockM * 4;
   smem.kv_full = reinterpret_cast<mbarrier_t*>(base);
   smem.ring = typename Traits::Ring{smem.kv_full + 1};
   return smem;

@@ -98,6 +98,23 @@ void report_tma_store_source(Machine& machine, int thread, std::size_t offset, F
   record(machine, thread, std::move(finding));
 }
 
+/// A GPU's loads and stores of 2, 4, 8 or 16 bytes need an address aligned to their size: one
+/// that is not faults there, so it is reported here (and the access skipped).
+bool check_alignment(Machine& machine, int thread, std::uintptr_t at, std::size_t bytes,
+                     bool write, const char* what, const char* space) {
+  const bool sized = bytes == 2 || bytes == 4 || bytes == 8 || bytes == 16;
+  if (!sized || at % bytes == 0) return true;
+  Finding finding;
+  finding.kind = FindingKind::misaligned_access;
+  finding.address = at;
+  finding.bytes = bytes;
+  finding.write = write;
+  finding.message = access_text(what, bytes, write, at) + " to " + space + " memory: not aligned to " +
+                    std::to_string(bytes) + " bytes";
+  record(machine, thread, std::move(finding));
+  return false;
+}
+
 }  // namespace
 
 void locate_global(const LaunchConfig& config, std::uintptr_t address, std::size_t bytes,
@@ -146,6 +163,8 @@ bool check_global_bounds(Machine& machine, int thread, const void* address, std:
 
 bool check_global_access(Machine& machine, int thread, const void* address, std::size_t bytes,
                          bool write, const char* what) {
+  const auto at = reinterpret_cast<std::uintptr_t>(address);
+  if (!check_alignment(machine, thread, at, bytes, write, what, "global")) return false;
   if (!check_global_bounds(machine, thread, address, bytes, write, what)) return false;
   if (machine.reductions_in_flight > 0) {
     check_bulk_reduce_destination(machine, thread, reinterpret_cast<std::uintptr_t>(address), bytes,
@@ -157,6 +176,7 @@ bool check_global_access(Machine& machine, int thread, const void* address, std:
 bool check_shared_access(Machine& machine, int thread, const void* address, std::size_t bytes,
                          bool write, const char* what) {
   const auto at = reinterpret_cast<std::uintptr_t>(address);
+  if (!check_alignment(machine, thread, at, bytes, write, what, "shared")) return false;
   const auto offset =
       static_cast<long long>(at - reinterpret_cast<std::uintptr_t>(machine.shared_begin));
   const auto size = static_cast<long long>(machine.config->shared_bytes);

@@ -35,7 +35,11 @@ detail::KernelSpec row_kernel_spec(const LayerNormConfig& config, const std::str
                  detail::trait("v", config.vector_width)};
   spec.readable_name = detail::name_of(role, 0, spec.traits);
   spec.threads = config.threads_per_row * space::rows_per_block(config.threads_per_row);
-  spec.dynamic_shared_bytes = space::shared_bytes(config.threads_per_row);
+  spec.dynamic_shared_bytes = config.shared_bytes();
+  if (role == "layer_norm_backward") {
+    spec.dynamic_shared_bytes = space::merge_bytes(config.threads_per_row) +
+                                space::partials_bytes(config.max_cols, config.threads_per_row);
+  }
   return spec;
 }
 
@@ -48,7 +52,7 @@ std::vector<LayerNormConfig> layer_norm_configs() {
       for (int max_cols : space::kMaxColsBuckets) {
         for (int threads : space::kThreadsPerRow) {
           for (int width : space::kVectorWidths) {
-            if (space::config_valid(max_cols, threads, width)) {
+            if (space::config_valid(max_cols, threads, width, static_cast<int>(dtype_size(dtype)))) {
               configs.push_back({dtype, rms, max_cols, threads, width});
             }
           }
@@ -59,7 +63,9 @@ std::vector<LayerNormConfig> layer_norm_configs() {
   return configs;
 }
 
-int LayerNormConfig::shared_bytes() const { return space::shared_bytes(threads_per_row); }
+int LayerNormConfig::shared_bytes() const {
+  return space::merge_bytes(threads_per_row) + space::params_bytes(max_cols, threads_per_row);
+}
 
 LayerNormShape layer_norm_shape(const LayerNorm& options, const TensorView& x,
                                 const TensorView& dbias) {
@@ -71,26 +77,33 @@ bool layer_norm_covers(const LayerNormConfig& config, int cols) {
   return config.max_cols == 0 || cols <= config.max_cols;
 }
 
+int widest_vector(DType dtype) {
+  return space::kVectorBytes / static_cast<int>(dtype_size(dtype));
+}
+
 LayerNormConfig default_layer_norm_config(DType dtype, bool rms, int cols) {
-  // 8 cached values a thread keeps loads in flight without the register pressure of 16 (the
-  // backward caches x̂ and g and sums three partials per value); the unbounded bucket takes
-  // the most threads, as its rows are the longest.
+  // 8 cached values a thread keep 16-byte loads in flight without the register pressure of 16
+  // (the backward holds x, dy, γ and three partials per value); the unbounded bucket takes the
+  // most threads, as its rows are the longest.
   constexpr int kPreferredValuesPerThread = 8;
+  // Longer rows take the unbounded config: its shared-memory stash moves the same bytes, where
+  // the 8192 bucket's backward spills (48 values a thread at 1024 threads' 64 registers).
+  constexpr int kLongestDefaultBucket = 4096;
+  const int width = cols % widest_vector(dtype) == 0 ? widest_vector(dtype) : 1;
   int bucket = 0;
   for (int max_cols : space::kMaxColsBuckets) {
+    if (max_cols > kLongestDefaultBucket) break;
     if (max_cols >= cols) {
       bucket = max_cols;
       break;
     }
   }
-  LayerNormConfig choice{dtype, rms, bucket, 0, 1};
+  const int element = static_cast<int>(dtype_size(dtype));
+  LayerNormConfig choice{dtype, rms, bucket, 0, width};
   for (int threads : space::kThreadsPerRow) {
-    if (!space::config_valid(bucket, threads, 1)) continue;
+    if (!space::config_valid(bucket, threads, width, element)) continue;
     choice.threads_per_row = threads;  // ends at the most threads if none is small enough
     if (bucket != 0 && bucket / threads <= kPreferredValuesPerThread) break;
-  }
-  for (int width : space::kVectorWidths) {
-    if (space::config_valid(bucket, choice.threads_per_row, width)) choice.vector_width = width;
   }
   return choice;
 }
@@ -115,13 +128,6 @@ detail::KernelSpec layer_norm_param_grad_spec(DType dtype, const std::string& ar
   spec.readable_name = detail::name_of(spec.role, 0, spec.traits);
   spec.threads = space::kParamGradThreads;
   return spec;
-}
-
-LayerNormSlots layer_norm_slots(std::int64_t rows, int cols) {
-  const std::int64_t by_workspace = std::max<std::int64_t>(1, space::kWorkspaceFloats / (3 * cols));
-  const std::int64_t slots =
-      std::max<std::int64_t>(1, std::min({rows, std::int64_t{space::kMaxSlots}, by_workspace}));
-  return {static_cast<int>(slots), (rows + slots - 1) / slots};
 }
 
 }  // namespace flashjit::kernels

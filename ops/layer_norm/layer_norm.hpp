@@ -26,7 +26,8 @@ struct LayerNormConfig {
   int threads_per_row = 128;
   int vector_width = 1;
 
-  /// Dynamic shared memory per block (the cross-warp merge of a row's statistics).
+  /// Dynamic shared memory per block of the row kernels' cross-warp merge (the unbounded
+  /// config adds its stash at launch, the backward the partials of a block's rows).
   int shared_bytes() const;
   bool operator==(const LayerNormConfig&) const = default;
 };
@@ -68,8 +69,9 @@ std::vector<LayerNormConfig> layer_norm_configs();
 bool layer_norm_covers(const LayerNormConfig& config, int cols);
 
 /// The heuristic config for rows of `cols` columns: the smallest bucket that holds the row,
-/// the fewest threads that keep at most 8 values each, and 4-wide vectors where the bucket
-/// allows; rows longer than every bucket take the unbounded config with 512 threads.
+/// the fewest threads that keep at most 8 values each, and 16-byte vectors where `cols` is a
+/// multiple of theirs; rows longer than every bucket take the unbounded config with 1024
+/// threads. A call whose tensors are not 16-byte aligned runs the config with single elements.
 LayerNormConfig default_layer_norm_config(DType dtype, bool rms, int cols);
 
 /// The forward kernel's spec of `config` for target `arch`.
@@ -79,13 +81,8 @@ detail::KernelSpec layer_norm_backward_spec(const LayerNormConfig& config, const
 /// The backward's second kernel (dγ, dβ, dbias from the partials), one per dtype.
 detail::KernelSpec layer_norm_param_grad_spec(DType dtype, const std::string& arch);
 
-/// How the backward splits `rows` rows of `cols` into slots (a function of the shape only, so
-/// that the sums' order, and their bits, never change).
-struct LayerNormSlots {
-  int slots = 1;
-  std::int64_t rows_per_slot = 1;
-};
-LayerNormSlots layer_norm_slots(std::int64_t rows, int cols);
+/// The widest vector calls of `dtype` may use, in elements: 16 bytes' worth.
+int widest_vector(DType dtype);
 
 /// Checks layer_norm's arguments (see Runtime::layer_norm); throws InvalidArgument naming the
 /// first bad one ("x", "gamma.shape", "options.epsilon", ...).

@@ -2,11 +2,12 @@
 // Layer norm backward. With x̂ = (x − μ)·rstd and g = dy·γ per row of n columns,
 //   dx = rstd · (g − (x̂·Σ g·x̂ + Σ g)/n)      (RMS norm: rstd · (g − x̂·Σ g·x̂/n)),
 //   dγ = Σ_rows dy·x̂,   dβ = Σ_rows dy,   dbias = Σ_rows dx.
-// The first kernel takes one row at a time (two sums across the row's threads, then dx) and
-// adds each row's dγ, dβ, dbias terms into its slot's partials, rows in order; the second adds
-// the slots' partials in slot order. No atomics: the same bits on every run.
-#include "layer_norm/layer_norm_params.cuh"
-#include "layer_norm/layer_norm_row.cuh"
+// A persistent kernel: each block takes a contiguous run of rows, keeps γ and its partial dγ,
+// dβ, dbias on chip across them (registers for the bounded buckets, shared memory for the
+// unbounded one where they fit) and writes one partial per block; the second kernel adds the
+// blocks' partials in block order. Vector loads and stores; no atomics: the same bits on every
+// run of the same grid.
+#include "layer_norm/layer_norm_kernel.cuh"
 
 namespace flashjit {
 
@@ -29,144 +30,341 @@ FJ_DEVICE RowSums shuffle_from(RowSums sums, int src_lane) {
 }
 #endif
 
-/// One column's terms of a row: x̂, dy and g = dy·γ.
-struct ColumnGrad {
-  float x_hat;
-  float dy;
-  float g;
+/// A row's statistics as the forward wrote them.
+struct RowStats {
+  float mean;  // 0 for RMS norm
+  float rstd;
 };
 
+/// Lane 0 of each warp reads them and shuffles them to the others (every lane takes part).
 template <class Config>
-FJ_DEVICE ColumnGrad column_grad(const LayerNormBackwardParams& p, index_t row, int col, float mean,
-                                 float rstd) {
+FJ_DEVICE RowStats row_stats(const LayerNormBackwardParams& p, index_t row, bool active) {
+  RowStats stats = {0.0f, 0.0f};
+  if (active && threadIdx.x % kWarpSize == 0) {
+    stats = {Config::kRms ? 0.0f : load_global(p.mean.at(row), 0), load_global(p.rstd.at(row), 0)};
+  }
+  return {shuffle_from(stats.mean, 0), shuffle_from(stats.rstd, 0)};
+}
+
+/// One vector's terms of a row: x̂ and g = dy·γ (dy kept for dγ and dβ), and the row sums
+/// they add to.
+template <class Config>
+struct VectorGrad {
+  RowVector<Config> x_hat, dy, g;
+
+  FJ_DEVICE VectorGrad(const RowVector<Config>& x, const RowVector<Config>& dy_,
+                       const RowVector<Config>& gamma, RowStats stats) {
+#pragma unroll
+    for (int i = 0; i < Config::kVectorWidth; ++i) {
+      x_hat[i] = (x[i] - stats.mean) * stats.rstd;
+      dy[i] = dy_[i];
+      g[i] = dy_[i] * gamma[i];
+    }
+  }
+  FJ_DEVICE RowSums add_to(RowSums sums) const {
+#pragma unroll
+    for (int i = 0; i < Config::kVectorWidth; ++i) {
+      sums = {fma_rn(g[i], x_hat[i], sums.g_xhat), sums.g + g[i]};
+    }
+    return sums;
+  }
+  /// dx from the row's sums.
+  FJ_DEVICE void input_grad(RowSums sums, float rstd, float inv_cols, RowVector<Config>& dx) const {
+    const float mean_term = Config::kRms ? 0.0f : sums.g;
+#pragma unroll
+    for (int i = 0; i < Config::kVectorWidth; ++i) {
+      dx[i] = rstd * (g[i] - fma_rn(x_hat[i], sums.g_xhat, mean_term) * inv_cols);
+    }
+  }
+};
+
+/// A thread's partial dγ, dβ, dbias of one vector of columns.
+template <class Config>
+struct VectorPartials {
+  RowVector<Config> sum[3];  // dγ, dβ, dbias
+
+  FJ_DEVICE void zero() {
+    for (auto& s : sum) fill_zero(s);
+  }
+  /// dγ += dy·x̂, dβ += dy (dbias is added with dx).
+  FJ_DEVICE void add(const VectorGrad<Config>& grad) {
+#pragma unroll
+    for (int i = 0; i < Config::kVectorWidth; ++i) {
+      sum[0][i] = fma_rn(grad.dy[i], grad.x_hat[i], sum[0][i]);
+      sum[1][i] += grad.dy[i];
+    }
+  }
+  FJ_DEVICE void add_dx(const RowVector<Config>& dx) {
+#pragma unroll
+    for (int i = 0; i < Config::kVectorWidth; ++i) sum[2][i] += dx[i];
+  }
+};
+
+/// Whether the call writes sum `which` (0 dγ, 1 dβ, 2 dbias).
+FJ_DEVICE bool writes_sum(const LayerNormBackwardParams& p, int which) {
+  return which == 0 || (which == 1 ? p.dbeta != nullptr : p.dbias != nullptr);
+}
+
+/// Writes this thread's partials to the block's in the workspace.
+template <class Config>
+FJ_DEVICE void store_partials(const LayerNormBackwardParams& p,
+                              const VectorPartials<Config> (&partials)[Config::kVectorsPerThread],
+                              int lane) {
+#pragma unroll
+  for (int v = 0; v < Config::kVectorsPerThread; ++v) {
+    const int col = vector_column<Config>(v, lane);
+    for (int which = 0; which < 3; ++which) {
+      if (writes_sum(p, which) && col < p.cols) {
+        store_global_vector(p.partial(which, blockIdx.x), col, partials[v].sum[which]);
+      }
+    }
+  }
+}
+
+/// A block of several row slots: slot 0's partials go to shared memory, each further slot adds
+/// its own in turn (row order, so the same bits every run), and slot 0 writes the block's.
+template <class Config>
+FJ_DEVICE void add_block_partials(const LayerNormBackwardParams& p,
+                                  VectorPartials<Config> (&partials)[Config::kVectorsPerThread],
+                                  RowLane at) {
+  float* shared = reinterpret_cast<float*>(dynamic_shared<unsigned char>() +
+                                           layer_norm_space::merge_bytes(Config::kThreadsPerRow));
+  for (int slot = 0; slot < Config::kRowsPerBlock; ++slot) {
+    if (at.row_in_block == slot) {
+#pragma unroll
+      for (int v = 0; v < Config::kVectorsPerThread; ++v) {
+        const int col = vector_column<Config>(v, at.lane);
+        for (int which = 0; which < 3; ++which) {
+          if (!writes_sum(p, which) || col >= p.cols) continue;
+          float* sum = shared + which * Config::kMaxCols;
+          RowVector<Config> before;
+          fill_zero(before);
+          if (slot > 0) load_shared_vector(sum, col, before);
+#pragma unroll
+          for (int i = 0; i < Config::kVectorWidth; ++i) before[i] += partials[v].sum[which][i];
+          if (slot + 1 < Config::kRowsPerBlock) {
+            store_shared_vector(sum, col, before);
+          } else {
+            store_global_vector(p.partial(which, blockIdx.x), col, before);
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+}
+
+/// The bounded buckets: γ, the row's terms and the block's partials in registers; the block's
+/// row slots' partials are added in shared memory before the one write.
+template <class Config>
+FJ_DEVICE void backward_rows_in_registers(const LayerNormBackwardParams& p) {
   using T = typename Config::Element;
-  const float x_hat = (load_global(p.x.template row<const T>(row), col) - mean) * rstd;  // x̂
-  const float dy = load_global(p.dy.template row<const T>(row), col);
-  return {x_hat, dy, dy * load_global(static_cast<const T*>(p.gamma), col)};  // g = dy·γ
-}
-
-/// dx of one column from its x̂, g and the row's sums.
-template <class Config>
-FJ_DEVICE float input_grad(float x_hat, float g, RowSums sums, float rstd, float inv_cols) {
-  const float mean_term = Config::kRms ? 0.0f : sums.g;
-  return rstd * (g - fma_rn(x_hat, sums.g_xhat, mean_term) * inv_cols);
-}
-
-/// Adds `value` to column `col` of a workspace partial (only this thread touches it).
-FJ_DEVICE void add_partial(float* partial, int col, float value) {
-  store_global(partial, col, load_global(partial, col) + value);
-}
-
-/// A slot's rows with the row cached in registers: partials summed in registers, written once.
-template <class Config>
-FJ_DEVICE void backward_rows_cached(const LayerNormBackwardParams& p, int slot, index_t begin,
-                                    index_t end, RowLane at) {
-  using T = typename Config::Element;
-  constexpr int kValues = Config::kValuesPerThread;
+  constexpr int kVectors = Config::kVectorsPerThread;
+  const RowLane at = row_lane<Config>();
+  RowVector<Config> gamma[kVectors];
+  load_block_params<Config>(p.cols, p.gamma, at, gamma);
+  VectorPartials<Config> partials[kVectors];
+#pragma unroll
+  for (int v = 0; v < kVectors; ++v) partials[v].zero();
   const float inv_cols = 1.0f / float(p.cols);
-  float dgamma[kValues] = {}, dbeta[kValues] = {}, dbias[kValues] = {};  // this slot's partials
   auto add = [](RowSums a, RowSums b) { return add_sums(a, b); };
-  for (index_t row = begin; row < end; ++row) {
-    const float mean = Config::kRms ? 0.0f : load_global(p.mean.at(row), 0);
-    const float rstd = load_global(p.rstd.at(row), 0);
-    ColumnGrad grads[kValues];  // this thread's columns of the row
+  const BlockRows rows = block_rows<Config>(p.rows);
+  for (index_t group = rows.begin; group < rows.end; ++group) {
+    const index_t row = group * Config::kRowsPerBlock + at.row_in_block;
+    const bool active = row < p.rows;  // idle threads still reach the block barriers
+    const RowStats stats = row_stats<Config>(p, row, active);
+    RowVector<Config> x[kVectors], dy[kVectors];
     RowSums sums = {0.0f, 0.0f};
 #pragma unroll
-    for (int i = 0; i < kValues; ++i) {
-      const int col = cached_column<Config>(i, at.lane);
-      grads[i] = col < p.cols ? column_grad<Config>(p, row, col, mean, rstd) : ColumnGrad{};
-      sums = {fma_rn(grads[i].g, grads[i].x_hat, sums.g_xhat), sums.g + grads[i].g};
-      dgamma[i] = fma_rn(grads[i].dy, grads[i].x_hat, dgamma[i]);  // dγ += dy·x̂
-      dbeta[i] += grads[i].dy;                                     // dβ += dy
+    for (int v = 0; v < kVectors; ++v) {
+      const int col = vector_column<Config>(v, at.lane);
+      fill_zero(x[v]);
+      fill_zero(dy[v]);
+      if (active && col < p.cols) {
+        load_global_vector(p.x.template row<const T>(row), col, x[v]);
+        load_global_vector(p.dy.template row<const T>(row), col, dy[v]);
+      }
+    }
+#pragma unroll
+    for (int v = 0; v < kVectors; ++v) {
+      const VectorGrad<Config> grad(x[v], dy[v], gamma[v], stats);
+      sums = grad.add_to(sums);
+      partials[v].add(grad);
     }
     sums = row_allreduce<Config>(sums, at, add);  // Σ g·x̂, Σ g
 #pragma unroll
-    for (int i = 0; i < kValues; ++i) {
-      const int col = cached_column<Config>(i, at.lane);
-      if (col >= p.cols) continue;
-      const float dx = input_grad<Config>(grads[i].x_hat, grads[i].g, sums, rstd, inv_cols);
-      store_global(p.dx.template row<T>(row), col, dx);
-      dbias[i] += dx;  // dbias += dx
+    for (int v = 0; v < kVectors; ++v) {
+      const int col = vector_column<Config>(v, at.lane);
+      if (!active || col >= p.cols) continue;
+      RowVector<Config> dx;
+      VectorGrad<Config>(x[v], dy[v], gamma[v], stats).input_grad(sums, stats.rstd, inv_cols, dx);
+      store_global_vector(p.dx.template row<T>(row), col, dx);
+      partials[v].add_dx(dx);
     }
   }
-#pragma unroll
-  for (int i = 0; i < kValues; ++i) {
-    const int col = cached_column<Config>(i, at.lane);
-    if (col >= p.cols) continue;
-    store_global(p.partial(0, slot), col, dgamma[i]);
-    store_global(p.partial(1, slot), col, dbeta[i]);
-    store_global(p.partial(2, slot), col, dbias[i]);
+  if constexpr (Config::kRowsPerBlock > 1) {
+    add_block_partials<Config>(p, partials, at);
+  } else {
+    store_partials<Config>(p, partials, at.lane);
   }
 }
 
-/// A slot's rows of any length: each row read twice, partials summed in the workspace.
+/// The unbounded bucket's shared memory past the merge slots, as the launch's stash bits say:
+/// the block's partial sums (fp32), the row's x and dy, and γ. Every thread reads back only the
+/// columns it wrote, so the stash needs no barrier of its own.
 template <class Config>
-FJ_DEVICE void backward_rows_streamed(const LayerNormBackwardParams& p, int slot, index_t begin,
-                                      index_t end, RowLane at) {
+struct BackwardStash {
   using T = typename Config::Element;
-  const float inv_cols = 1.0f / float(p.cols);
-  float* dgamma = p.partial(0, slot);  // (cols,)
-  float* dbeta = p.partial(1, slot);   // (cols,)
-  float* dbias = p.partial(2, slot);   // (cols,)
-  for_each_column<Config>(p.cols, at.lane, [&](int col) {
-    store_global(dgamma, col, 0.0f);
-    store_global(dbeta, col, 0.0f);
-    store_global(dbias, col, 0.0f);
+  float* partials;  // (planes, plane stride); the workspace's own partial when not stashed
+  T* x;
+  T* dy;
+  T* gamma;
+  int stash;
+
+  FJ_DEVICE explicit BackwardStash(const LayerNormBackwardParams& p) : stash(p.stash) {
+    namespace space = layer_norm_space;
+    unsigned char* at =
+        dynamic_shared<unsigned char>() + space::merge_bytes(Config::kThreadsPerRow);
+    partials = reinterpret_cast<float*>(at);
+    if (stash & space::kStashPartials) at += p.planes() * space::partial_plane_bytes(p.cols);
+    const int row_bytes = space::round_up16(p.cols * int(sizeof(T)));
+    x = reinterpret_cast<T*>(at);
+    dy = reinterpret_cast<T*>(at + row_bytes);
+    if (stash & space::kStashRows) at += 2 * row_bytes;
+    gamma = reinterpret_cast<T*>(at);
+  }
+  FJ_DEVICE bool holds(int bit) const { return (stash & bit) != 0; }
+
+  /// Sum `which`'s partial: in the stash, or the block's own in the workspace.
+  FJ_DEVICE float* partial(const LayerNormBackwardParams& p, int which) const {
+    if (!holds(layer_norm_space::kStashPartials)) return p.partial(which, blockIdx.x);
+    return partials + p.plane_of(which) * (layer_norm_space::partial_plane_bytes(p.cols) / 4);
+  }
+};
+
+/// Adds `add` to the partial at `col` (this thread's own columns: a plain read-modify-write).
+template <class Config>
+FJ_DEVICE void add_partial(float* partial, bool in_shared, int col, const RowVector<Config>& add) {
+  RowVector<Config> sum;
+  if (in_shared) {
+    load_shared_vector(partial, col, sum);
+  } else {
+    load_global_vector(partial, col, sum);
+  }
+#pragma unroll
+  for (int i = 0; i < Config::kVectorWidth; ++i) sum[i] += add[i];
+  if (in_shared) return store_shared_vector(partial, col, sum);
+  store_global_vector(partial, col, sum);
+}
+
+/// The unbounded bucket: one row at a time, x and dy read once into the stash where they fit
+/// (else read again for the second pass), γ and the partials kept where they fit.
+template <class Config>
+FJ_DEVICE void backward_rows_in_shared(const LayerNormBackwardParams& p) {
+  namespace space = layer_norm_space;
+  using T = typename Config::Element;
+  const RowLane at = row_lane<Config>();
+  const BackwardStash<Config> stash(p);
+  const bool shared_partials = stash.holds(space::kStashPartials);
+  for_each_vector<Config>(p.cols, at.lane, [&](int col) {
+    RowVector<Config> v;
+    fill_zero(v);
+    for (int which = 0; which < 3; ++which) {
+      if (!writes_sum(p, which)) continue;
+      if (shared_partials) {
+        store_shared_vector(stash.partial(p, which), col, v);
+      } else {
+        store_global_vector(stash.partial(p, which), col, v);
+      }
+    }
+    if (stash.holds(space::kStashGamma)) {
+      load_param<Config>(p.gamma, col, v);
+      store_shared_vector(stash.gamma, col, v);
+    }
   });
+  auto gamma_at = [&](int col, RowVector<Config>& gamma) {
+    if (stash.holds(space::kStashGamma)) return load_shared_vector(stash.gamma, col, gamma);
+    load_param<Config>(p.gamma, col, gamma);
+  };
+  const float inv_cols = 1.0f / float(p.cols);
   auto add = [](RowSums a, RowSums b) { return add_sums(a, b); };
-  for (index_t row = begin; row < end; ++row) {
-    const float mean = Config::kRms ? 0.0f : load_global(p.mean.at(row), 0);
-    const float rstd = load_global(p.rstd.at(row), 0);
+  const BlockRows rows = block_rows<Config>(p.rows);
+  for (index_t row = rows.begin; row < rows.end; ++row) {
+    const RowStats stats = row_stats<Config>(p, row, true);
     RowSums sums = {0.0f, 0.0f};
-    for_each_column<Config>(p.cols, at.lane, [&](int col) {
-      const ColumnGrad c = column_grad<Config>(p, row, col, mean, rstd);
-      sums = {fma_rn(c.g, c.x_hat, sums.g_xhat), sums.g + c.g};
-      store_global(dgamma, col, fma_rn(c.dy, c.x_hat, load_global(dgamma, col)));  // dγ += dy·x̂
-      add_partial(dbeta, col, c.dy);                                               // dβ += dy
+    for_each_vector<Config>(p.cols, at.lane, [&](int col) {
+      RowVector<Config> x, dy, gamma;
+      load_global_vector(p.x.template row<const T>(row), col, x);
+      load_global_vector(p.dy.template row<const T>(row), col, dy);
+      if (stash.holds(space::kStashRows)) {
+        store_shared_vector(stash.x, col, x);
+        store_shared_vector(stash.dy, col, dy);
+      }
+      gamma_at(col, gamma);
+      sums = VectorGrad<Config>(x, dy, gamma, stats).add_to(sums);
     });
     sums = row_allreduce<Config>(sums, at, add);  // Σ g·x̂, Σ g
-    for_each_column<Config>(p.cols, at.lane, [&](int col) {
-      const ColumnGrad c = column_grad<Config>(p, row, col, mean, rstd);
-      const float dx = input_grad<Config>(c.x_hat, c.g, sums, rstd, inv_cols);
-      store_global(p.dx.template row<T>(row), col, dx);
-      add_partial(dbias, col, dx);  // dbias += dx
+    for_each_vector<Config>(p.cols, at.lane, [&](int col) {
+      RowVector<Config> x, dy, gamma, dx;
+      if (stash.holds(space::kStashRows)) {
+        load_shared_vector(stash.x, col, x);
+        load_shared_vector(stash.dy, col, dy);
+      } else {
+        load_global_vector(p.x.template row<const T>(row), col, x);
+        load_global_vector(p.dy.template row<const T>(row), col, dy);
+      }
+      gamma_at(col, gamma);
+      const VectorGrad<Config> grad(x, dy, gamma, stats);
+      grad.input_grad(sums, stats.rstd, inv_cols, dx);
+      store_global_vector(p.dx.template row<T>(row), col, dx);
+      VectorPartials<Config> terms;
+      terms.zero();
+      terms.add(grad);
+      terms.add_dx(dx);
+      for (int which = 0; which < 3; ++which) {
+        if (writes_sum(p, which)) {
+          add_partial<Config>(stash.partial(p, which), shared_partials, col, terms.sum[which]);
+        }
+      }
     });
   }
+  if (!shared_partials) return;
+  for_each_vector<Config>(p.cols, at.lane, [&](int col) {  // the block's partials, written once
+    for (int which = 0; which < 3; ++which) {
+      if (!writes_sum(p, which)) continue;
+      RowVector<Config> sum;
+      load_shared_vector(stash.partial(p, which), col, sum);
+      store_global_vector(p.partial(which, blockIdx.x), col, sum);
+    }
+  });
 }
 
-/// Slot s (kRowsPerBlock per block) takes rows [s·rows_per_slot, (s + 1)·rows_per_slot), in
-/// order; every slot writes its partials, zeros when it has no row.
+/// Grid: the host's number of blocks (one partial each), each a contiguous run of the rows;
+/// block kBlockThreads; dynamic shared memory: the merge slots and the partials of a block's
+/// rows, or for the unbounded bucket the stash the host chose.
 template <class Config>
 FJ_GLOBAL void __launch_bounds__(Config::kBlockThreads, Config::kMinBlocksPerSm)
     layer_norm_backward_kernel(const LayerNormBackwardParams p) {
-  const RowLane at = row_lane<Config>();
-  const int slot = int(blockIdx.x) * Config::kRowsPerBlock + at.row_in_block;
-  if (slot >= p.slots) return;  // only blocks of one-warp rows have such threads: no barrier
-  const index_t first = slot * p.rows_per_slot;
-  const index_t begin = first < p.rows ? first : p.rows;
-  const index_t end = begin + p.rows_per_slot < p.rows ? begin + p.rows_per_slot : p.rows;
   if constexpr (Config::kCached) {
-    backward_rows_cached<Config>(p, slot, begin, end, at);
+    backward_rows_in_registers<Config>(p);
   } else {
-    backward_rows_streamed<Config>(p, slot, begin, end, at);
+    backward_rows_in_shared<Config>(p);
   }
 }
 
-/// dγ, dβ, dbias of one column each: the slots' partials added in slot order.
+/// dγ, dβ, dbias of one column each: the blocks' partials added in block order.
 template <typename Element>
 FJ_GLOBAL void __launch_bounds__(layer_norm_space::kParamGradThreads)
     layer_norm_param_grad_kernel(const LayerNormBackwardParams p) {
   const int col = int(blockIdx.x) * layer_norm_space::kParamGradThreads + int(threadIdx.x);
   if (col >= p.cols) return;
-  float dgamma = 0.0f, dbeta = 0.0f, dbias = 0.0f;
-  for (int slot = 0; slot < p.slots; ++slot) {
-    dgamma += load_global(p.partial(0, slot), col);
-    dbeta += load_global(p.partial(1, slot), col);
-    dbias += load_global(p.partial(2, slot), col);
+  void* outputs[3] = {p.dgamma, p.dbeta, p.dbias};
+  for (int which = 0; which < 3; ++which) {
+    if (!writes_sum(p, which)) continue;
+    float sum = 0.0f;
+    for (int block = 0; block < p.blocks; ++block) sum += load_global(p.partial(which, block), col);
+    store_global(static_cast<Element*>(outputs[which]), col, sum);
   }
-  store_global(static_cast<Element*>(p.dgamma), col, dgamma);
-  if (p.dbeta != nullptr) store_global(static_cast<Element*>(p.dbeta), col, dbeta);
-  if (p.dbias != nullptr) store_global(static_cast<Element*>(p.dbias), col, dbias);
 }
 
 }  // namespace flashjit

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "chosen_kernels.hpp"
@@ -64,16 +65,56 @@ void check_layer_norm_run(const LayerNormRun& run) {
   case_of(run);  // the dtype
 }
 
-/// The least a forward and a backward of `c` move: x, y, dy and dx once (the residual and the
-/// sum once more each), the statistics written and read once (fp32 mean and rstd), and gamma,
-/// beta and bias read once and their gradients written once.
-double layer_norm_minimum_bytes(const testing::LayerNormCase& c) {
+/// Global bytes a direction's kernels moved and the least they must move.
+struct DirectionBytes {
+  double moved = 0;
+  double minimum = 0;
+  std::uint64_t launches = 0;  // of the row kernel
+  std::uint64_t blocks = 0;    // of the row kernel, over its launches
+};
+
+/// The forward's and the backward's bytes over the kernels `work` ran for `c`. The least is
+/// each launch's [rows, cols] tensors once (forward: x and y, with a fused add the residual
+/// read and the sum written; backward: x, dy and dx), the statistics once, dγ, dβ, dbias written
+/// once, and per block of the row kernel the [cols] vectors it reads (γ, β, the bias) and for
+/// the backward its partial dγ, dβ, dbias written and read back by the second kernel: the
+/// persistent kernels' own per-block cost, so the ratio shows any byte past it.
+std::pair<DirectionBytes, DirectionBytes> layer_norm_bytes(const std::vector<KernelWork>& work,
+                                                           const testing::LayerNormCase& c) {
   const double element = double(dtype_size(c.dtype));
   const double matrix = double(c.rows) * double(c.cols) * element;
-  const double vectors = double(c.cols) * element * (1 + (c.rms ? 0 : 1) + (c.bias ? 1 : 0));
-  const double forward = matrix * (c.residual ? 4 : 2) + vectors + double(c.rows) * 8;
-  const double backward = matrix * 3 + vectors * 2 + double(c.rows) * 8;
-  return forward + backward;
+  const double column = double(c.cols) * element;
+  const double statistics = double(c.rows) * 4.0 * (c.rms ? 1 : 2);
+  const int sums = 1 + (c.rms ? 0 : 1) + (c.bias ? 1 : 0);  // γ, β, bias; dγ, dβ, dbias
+  DirectionBytes forward, backward;
+  for (const KernelWork& kernel : work) {
+    const double moved =
+        double(kernel.work.global_bytes_read) + double(kernel.work.global_bytes_written);
+    const auto launches = double(kernel.launches);
+    const auto blocks = double(kernel.work.ctas);
+    if (kernel.kernel.rfind("layer_norm.", 0) == 0) {
+      forward.moved += moved;
+      forward.launches += kernel.launches;
+      forward.blocks += kernel.work.ctas;
+      const int matrices = 2 + (c.residual ? 1 : 0) + (c.fused() ? 1 : 0);
+      forward.minimum += launches * (matrices * matrix + statistics) + blocks * sums * column;
+    } else if (kernel.kernel.rfind("layer_norm_backward.", 0) == 0) {
+      backward.moved += moved;
+      backward.launches += kernel.launches;
+      backward.blocks += kernel.work.ctas;
+      backward.minimum += launches * (3 * matrix + statistics + sums * column) +
+                          blocks * (column + 2.0 * sums * double(c.cols) * 4.0);
+    } else if (kernel.kernel.rfind("layer_norm_param_grad.", 0) == 0) {
+      backward.moved += moved;
+    }
+  }
+  return {forward, backward};
+}
+
+void print_direction(const char* name, const DirectionBytes& bytes) {
+  std::printf("%-29s %.4f (%llu launches, %llu blocks)\n", name, bytes.moved / bytes.minimum,
+              static_cast<unsigned long long>(bytes.launches),
+              static_cast<unsigned long long>(bytes.blocks));
 }
 
 /// Runs forward and backward of `run`, prints the shape, the kernels, each output's errors and
@@ -101,7 +142,12 @@ int run_layer_norm_op(const RunContext& context, Runtime& runtime, const LayerNo
   print_checks(forward);
   std::printf("backward (relative L2 bound %.3g):\n", backward.bound);
   print_checks(backward);
-  report_work(context, runtime, "layer_norm", {0, layer_norm_minimum_bytes(c)});
+  const auto [forward_bytes, backward_bytes] = layer_norm_bytes(runtime.emulated_work(), c);
+  report_work(context, runtime, "layer_norm", {0, forward_bytes.minimum + backward_bytes.minimum});
+  if (context.basics.counters) {
+    print_direction("forward_global_bytes_ratio", forward_bytes);
+    print_direction("backward_global_bytes_ratio", backward_bytes);
+  }
   return conclude(forward.ok && backward.ok, forward.describe() + "\n" + backward.describe(),
                   "forward, backward and check", elapsed);
 }

@@ -16,16 +16,22 @@ namespace {
 
 constexpr DType kDTypes[] = {DType::f16, DType::bf16, DType::f32};
 
+constexpr int element_bytes(DType dtype) { return dtype == DType::f32 ? 4 : 2; }
+
 constexpr std::size_t valid_config_count() {
   std::size_t count = 0;
-  for (int max_cols : layer_norm_space::kMaxColsBuckets) {
-    for (int threads : layer_norm_space::kThreadsPerRow) {
-      for (int width : layer_norm_space::kVectorWidths) {
-        count += layer_norm_space::config_valid(max_cols, threads, width) ? 1 : 0;
+  for (DType dtype : kDTypes) {
+    for (int max_cols : layer_norm_space::kMaxColsBuckets) {
+      for (int threads : layer_norm_space::kThreadsPerRow) {
+        for (int width : layer_norm_space::kVectorWidths) {
+          count +=
+              layer_norm_space::config_valid(max_cols, threads, width, element_bytes(dtype)) ? 1
+                                                                                            : 0;
+        }
       }
     }
   }
-  return count * std::size(kDTypes) * 2;  // layer norm and RMS norm
+  return count * 2;  // layer norm and RMS norm
 }
 
 constexpr auto kConfigs = [] {
@@ -36,7 +42,7 @@ constexpr auto kConfigs = [] {
       for (int max_cols : layer_norm_space::kMaxColsBuckets) {
         for (int threads : layer_norm_space::kThreadsPerRow) {
           for (int width : layer_norm_space::kVectorWidths) {
-            if (layer_norm_space::config_valid(max_cols, threads, width)) {
+            if (layer_norm_space::config_valid(max_cols, threads, width, element_bytes(dtype))) {
               configs[i++] = {dtype, rms, max_cols, threads, width};
             }
           }

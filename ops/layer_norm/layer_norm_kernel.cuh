@@ -2,110 +2,266 @@
 // Layer norm forward, y = (x − μ)/√(σ² + ε) · γ + β per row (σ² biased, over the row's cols,
 // as torch.nn.functional.layer_norm), and RMS norm, y = x/√(mean(x²) + ε) · γ. Optionally
 // fused with the add before it, x = input + bias + residual, written out as the next block's
-// residual. One pass over the row: each thread takes Welford's statistics of its columns, the
-// row's threads merge them (Chan), and the row is normalized from registers (from a second
-// read, for the unbounded config). Writes μ and rstd = 1/√(σ² + ε) in fp32 for the backward.
+// residual. A bandwidth kernel: each element of x is read once with 16-byte vectors and kept
+// on chip (registers for the bounded buckets, shared memory for the unbounded one), μ and σ²
+// come from two passes over what is kept (Σx, then Σ(x − μ)², which keeps the digits of a row
+// with a large mean without any division per element), and each block takes a contiguous run
+// of rows with γ and β loaded once. Writes μ and rstd = 1/√(σ² + ε) in fp32 for the backward.
 #include "layer_norm/layer_norm_params.cuh"
 #include "layer_norm/layer_norm_row.cuh"
-#include "layer_norm/welford.cuh"
 
 namespace flashjit {
 
-/// x[row, col] = input (+ bias) (+ residual), rounded to the element type when fused: the sum
-/// the forward writes and the backward reads back, so both see the same x.
+/// Zeros a vector (a column past the row, or a tensor the call does not have).
+template <int W>
+FJ_DEVICE void fill_zero(float (&v)[W]) {
+#pragma unroll
+  for (int i = 0; i < W; ++i) v[i] = 0.0f;
+}
+
+/// The vector of [cols] tensor `vector` at `col`; zeros when the call has none.
 template <class Config>
-FJ_DEVICE float load_x(const LayerNormParams& p, index_t row, int col) {
+FJ_DEVICE void load_param(const void* vector, int col, RowVector<Config>& out) {
   using T = typename Config::Element;
-  float x = load_global(p.input.template row<const T>(row), col);
-  if (p.bias == nullptr && !p.residual.present()) return x;
-  if (p.bias != nullptr) x += load_global(static_cast<const T*>(p.bias), col);
-  if (p.residual.present()) x += load_global(p.residual.template row<const T>(row), col);
-  return to_float(from_float<T>(x));
+  if (vector == nullptr) return fill_zero(out);
+  load_global_vector(static_cast<const T*>(vector), col, out);
 }
 
-/// x, written to the sum output when the call asks for it; returned shifted by the row's
-/// first value K (0 for RMS norm), which keeps the statistics of a row with a large mean
-/// accurate: values of one magnitude subtract exactly.
+/// x's vector at `col` of `row`: the input, or input + bias + residual rounded to the element
+/// type when fused (the sum the forward writes and the backward reads back, so both see the
+/// same x). `bias` is the bias's vector at `col` (zeros without one).
 template <class Config>
-FJ_DEVICE float read_x(const LayerNormParams& p, index_t row, int col, float shift, bool store) {
-  const float x = load_x<Config>(p, row, col);
-  if (store && p.sum.present()) {
-    store_global(p.sum.template row<typename Config::Element>(row), col, x);
+FJ_DEVICE void load_x(const LayerNormParams& p, index_t row, int col,
+                      const RowVector<Config>& bias, RowVector<Config>& x) {
+  using T = typename Config::Element;
+  load_global_vector(p.input.template row<const T>(row), col, x);
+  if (!p.fused()) return;
+  RowVector<Config> residual;
+  fill_zero(residual);
+  if (p.residual.present()) load_global_vector(p.residual.template row<const T>(row), col, residual);
+#pragma unroll
+  for (int i = 0; i < Config::kVectorWidth; ++i) {
+    x[i] = to_float(from_float<T>(x[i] + bias[i] + residual[i]));
   }
-  return x - shift;
 }
 
-/// A row's normalization: x̂ = (x − K − μ_K)·rstd with μ_K the mean of x − K.
+/// load_x, writing the fused sum out when the call asks for it (the first read of a row).
+template <class Config>
+FJ_DEVICE void read_x(const LayerNormParams& p, index_t row, int col,
+                      const RowVector<Config>& bias, RowVector<Config>& x) {
+  load_x<Config>(p, row, col, bias, x);
+  if (p.fused() && p.sum.present()) {
+    store_global_vector(p.sum.template row<typename Config::Element>(row), col, x);
+  }
+}
+
+template <int W>
+FJ_DEVICE float vector_sum(const float (&v)[W], float sum) {
+#pragma unroll
+  for (int i = 0; i < W; ++i) sum += v[i];
+  return sum;
+}
+
+/// Σ (v − mean)² added to `sum`.
+template <int W>
+FJ_DEVICE float vector_squares(const float (&v)[W], float mean, float sum) {
+#pragma unroll
+  for (int i = 0; i < W; ++i) sum = fma_rn(v[i] - mean, v[i] - mean, sum);
+  return sum;
+}
+
+/// A row's normalization: x̂ = (x − μ)·rstd (μ = 0 for RMS norm).
 struct RowNorm {
-  float shifted_mean;  // μ_K (0 for RMS norm)
+  float mean;
   float rstd;
 };
 
-/// μ and rstd from the merged statistics of the shifted row; lane 0 writes them.
+/// rstd from the row's Σ(x − μ)² (Σx² for RMS norm); the row's lane 0 writes μ and rstd.
 template <class Config>
-FJ_DEVICE RowNorm row_norm(const LayerNormParams& p, WelfordStats stats, float shift, index_t row,
-                           bool writer) {
-  const float variance = stats.m2 / stats.count;  // biased: 1/n
-  RowNorm norm;
-  if constexpr (Config::kRms) {
-    const float mean_square = fma_rn(stats.mean, stats.mean, variance);  // no shift for RMS
-    norm = {0.0f, 1.0f / sqrt_rn(mean_square + p.epsilon)};
-  } else {
-    norm = {stats.mean, 1.0f / sqrt_rn(variance + p.epsilon)};
-  }
-  if (writer && p.mean.present()) store_global(p.mean.at(row), 0, shift + norm.shifted_mean);
+FJ_DEVICE RowNorm finish_row(const LayerNormParams& p, index_t row, float mean, float squares,
+                             float inv_cols, bool writer) {
+  const RowNorm norm = {mean, 1.0f / sqrt_rn(squares * inv_cols + p.epsilon)};
+  if (writer && p.mean.present()) store_global(p.mean.at(row), 0, norm.mean);
   if (writer && p.rstd.present()) store_global(p.rstd.at(row), 0, norm.rstd);
   return norm;
 }
 
-/// y = x̂·γ + β (x̂·γ for RMS norm).
+/// y = x̂·γ + β (β zeros for RMS norm), written at `col` of `row`.
 template <class Config>
-FJ_DEVICE void store_y(const LayerNormParams& p, index_t row, int col, float x_shifted,
-                       RowNorm norm) {
-  using T = typename Config::Element;
-  const float x_hat = (x_shifted - norm.shifted_mean) * norm.rstd;  // x̂
-  const float gamma = load_global(static_cast<const T*>(p.gamma), col);
-  const float beta = Config::kRms ? 0.0f : load_global(static_cast<const T*>(p.beta), col);
-  store_global(p.y.template row<T>(row), col, fma_rn(x_hat, gamma, beta));
+FJ_DEVICE void store_y(const LayerNormParams& p, index_t row, int col, const RowVector<Config>& x,
+                       RowNorm norm, const RowVector<Config>& gamma,
+                       const RowVector<Config>& beta) {
+  RowVector<Config> y;
+#pragma unroll
+  for (int i = 0; i < Config::kVectorWidth; ++i) {
+    y[i] = fma_rn((x[i] - norm.mean) * norm.rstd, gamma[i], beta[i]);
+  }
+  store_global_vector(p.y.template row<typename Config::Element>(row), col, y);
 }
 
-/// One block handles kRowsPerBlock rows, kThreadsPerRow threads each (cached_column and
-/// for_each_column say which columns a thread takes).
+/// This thread's vectors of the [cols] tensor `vector` (zeros past the row or without one).
+/// A block of several row slots reads them once: slot 0 from global memory into the shared
+/// memory past the merge slots, every slot from there (one barrier).
+template <class Config>
+FJ_DEVICE void load_block_params(int cols, const void* vector, RowLane at,
+                                 RowVector<Config> (&out)[Config::kVectorsPerThread]) {
+  using T = typename Config::Element;
+  T* shared = reinterpret_cast<T*>(dynamic_shared<unsigned char>() +
+                                   layer_norm_space::merge_bytes(Config::kThreadsPerRow));
+#pragma unroll
+  for (int v = 0; v < Config::kVectorsPerThread; ++v) {
+    const int col = vector_column<Config>(v, at.lane);
+    load_param<Config>(col < cols && (Config::kRowsPerBlock == 1 || at.row_in_block == 0)
+                           ? vector
+                           : nullptr,
+                       col, out[v]);
+    if (Config::kRowsPerBlock > 1 && at.row_in_block == 0 && vector != nullptr) {
+      store_shared_vector(shared, col, out[v]);
+    }
+  }
+  if constexpr (Config::kRowsPerBlock > 1) {
+    if (vector == nullptr) return;  // the same for every thread: no barrier skipped by some
+    __syncthreads();
+#pragma unroll
+    for (int v = 0; v < Config::kVectorsPerThread; ++v) {
+      const int col = vector_column<Config>(v, at.lane);
+      if (col < cols) load_shared_vector(shared, col, out[v]);
+    }
+    __syncthreads();  // every slot has its copy before the next vector overwrites it
+  }
+}
+
+/// The bounded buckets: the row, γ, β and the bias in registers, kVectorsPerThread vectors each.
+template <class Config>
+FJ_DEVICE void normalize_rows_in_registers(const LayerNormParams& p) {
+  constexpr int kVectors = Config::kVectorsPerThread;
+  const RowLane at = row_lane<Config>();
+  RowVector<Config> gamma[kVectors], beta[kVectors], bias[kVectors];  // loaded once
+  load_block_params<Config>(p.cols, p.gamma, at, gamma);
+  load_block_params<Config>(p.cols, p.beta, at, beta);
+  load_block_params<Config>(p.cols, p.bias, at, bias);
+  const float inv_cols = 1.0f / float(p.cols);
+  const BlockRows rows = block_rows<Config>(p.rows);
+  for (index_t group = rows.begin; group < rows.end; ++group) {
+    const index_t row = group * Config::kRowsPerBlock + at.row_in_block;
+    const bool active = row < p.rows;  // idle threads still reach the block barriers
+    RowVector<Config> x[kVectors];
+    float sum = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kVectors; ++v) {
+      const int col = vector_column<Config>(v, at.lane);
+      fill_zero(x[v]);
+      if (active && col < p.cols) read_x<Config>(p, row, col, bias[v], x[v]);
+      sum = vector_sum(x[v], sum);
+    }
+    const float mean = Config::kRms ? 0.0f : row_sum<Config>(sum, at) * inv_cols;  // μ
+    float squares = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kVectors; ++v) {
+      if (vector_column<Config>(v, at.lane) < p.cols) squares = vector_squares(x[v], mean, squares);
+    }
+    squares = row_sum<Config>(squares, at);  // Σ(x − μ)²
+    const RowNorm norm = finish_row<Config>(p, row, mean, squares, inv_cols, active && at.lane == 0);
+#pragma unroll
+    for (int v = 0; v < kVectors; ++v) {
+      const int col = vector_column<Config>(v, at.lane);
+      if (active && col < p.cols) store_y<Config>(p, row, col, x[v], norm, gamma[v], beta[v]);
+    }
+  }
+}
+
+/// The unbounded bucket's shared memory past the merge slots: the row, then γ, β and the bias
+/// (each padded to 16 bytes), as much of it as the launch's stash mode says. Every thread reads
+/// back only the vectors it wrote, so the stash needs no barrier of its own.
+template <class Config>
+struct RowStash {
+  using T = typename Config::Element;
+  T* row;
+  int stride;  // elements from one stashed vector to the next
+  int mode;    // layer_norm_space::Stash
+
+  FJ_DEVICE RowStash(const LayerNormParams& p)
+      : row(reinterpret_cast<T*>(dynamic_shared<unsigned char>() +
+                                 layer_norm_space::merge_bytes(Config::kThreadsPerRow))),
+        stride(layer_norm_space::round_up16(p.cols * int(sizeof(T))) / int(sizeof(T))),
+        mode(p.stash) {}
+
+  FJ_DEVICE bool holds_row() const { return mode != layer_norm_space::kStashNone; }
+  FJ_DEVICE bool holds_vectors() const { return mode == layer_norm_space::kStashRowAndVectors; }
+  /// Stashed vector `which` (0 γ, 1 β, 2 bias).
+  FJ_DEVICE T* vector(int which) const { return row + (1 + which) * stride; }
+
+  /// Vector `which` at `col`: from the stash, or from global `source`.
+  FJ_DEVICE void param(int which, const void* source, int col, RowVector<Config>& out) const {
+    if (source != nullptr && holds_vectors()) return load_shared_vector(vector(which), col, out);
+    load_param<Config>(source, col, out);
+  }
+};
+
+/// The unbounded bucket: one row a block at a time, read once into the stash (or, where the
+/// row does not fit, read again for each pass).
+template <class Config>
+FJ_DEVICE void normalize_rows_in_shared(const LayerNormParams& p) {
+  const RowLane at = row_lane<Config>();
+  const RowStash<Config> stash(p);
+  const void* params[3] = {p.gamma, p.beta, p.bias};
+  if (stash.holds_vectors()) {  // γ, β and the bias, once for all of the block's rows
+    for_each_vector<Config>(p.cols, at.lane, [&](int col) {
+      for (int which = 0; which < 3; ++which) {
+        if (params[which] == nullptr) continue;
+        RowVector<Config> v;
+        load_param<Config>(params[which], col, v);
+        store_shared_vector(stash.vector(which), col, v);
+      }
+    });
+  }
+  // x's vector at `col`: from the stash, or from global memory once more.
+  auto x_at = [&](index_t row, int col, RowVector<Config>& x) {
+    if (stash.holds_row()) return load_shared_vector(stash.row, col, x);
+    RowVector<Config> bias;
+    stash.param(2, p.bias, col, bias);
+    load_x<Config>(p, row, col, bias, x);
+  };
+  const float inv_cols = 1.0f / float(p.cols);
+  const BlockRows rows = block_rows<Config>(p.rows);
+  for (index_t row = rows.begin; row < rows.end; ++row) {
+    float sum = 0.0f;
+    for_each_vector<Config>(p.cols, at.lane, [&](int col) {
+      RowVector<Config> bias, x;
+      stash.param(2, p.bias, col, bias);
+      read_x<Config>(p, row, col, bias, x);
+      if (stash.holds_row()) store_shared_vector(stash.row, col, x);
+      sum = vector_sum(x, sum);
+    });
+    const float mean = Config::kRms ? 0.0f : row_sum<Config>(sum, at) * inv_cols;  // μ
+    float squares = 0.0f;
+    for_each_vector<Config>(p.cols, at.lane, [&](int col) {
+      RowVector<Config> x;
+      x_at(row, col, x);
+      squares = vector_squares(x, mean, squares);
+    });
+    squares = row_sum<Config>(squares, at);  // Σ(x − μ)²
+    const RowNorm norm = finish_row<Config>(p, row, mean, squares, inv_cols, at.lane == 0);
+    for_each_vector<Config>(p.cols, at.lane, [&](int col) {
+      RowVector<Config> x, gamma, beta;
+      x_at(row, col, x);
+      stash.param(0, p.gamma, col, gamma);
+      stash.param(1, p.beta, col, beta);
+      store_y<Config>(p, row, col, x, norm, gamma, beta);
+    });
+  }
+}
+
+/// Grid: up to the rows' groups of kRowsPerBlock, each block a contiguous run of them (the host
+/// sizes it to the GPU); block kBlockThreads; dynamic shared memory: the merge slots, and for
+/// the unbounded bucket the stash the host chose.
 template <class Config>
 FJ_GLOBAL void __launch_bounds__(Config::kBlockThreads, Config::kMinBlocksPerSm)
     layer_norm_kernel(const LayerNormParams p) {
-  const RowLane at = row_lane<Config>();
-  const index_t row_index = index_t(blockIdx.x) * Config::kRowsPerBlock + at.row_in_block;
-  const bool active = row_index < p.rows;  // idle threads still reach the block barrier
-  const index_t row = active ? row_index : 0;
-  const float shift = Config::kRms || !active ? 0.0f : load_x<Config>(p, row, 0);  // K
-  auto merge = [](WelfordStats a, WelfordStats b) { return chan_merge(a, b); };
-  WelfordStats stats = empty_welford();
   if constexpr (Config::kCached) {
-    float x_shifted[Config::kValuesPerThread];  // x − K, this thread's columns
-#pragma unroll
-    for (int i = 0; i < Config::kValuesPerThread; ++i) {
-      const int col = cached_column<Config>(i, at.lane);
-      x_shifted[i] = active && col < p.cols ? read_x<Config>(p, row, col, shift, true) : 0.0f;
-      if (active && col < p.cols) stats = welford_push(stats, x_shifted[i]);  // n, μ, M2
-    }
-    stats = row_allreduce<Config>(stats, at, merge);  // Chan across the row
-    const RowNorm norm = row_norm<Config>(p, stats, shift, row, active && at.lane == 0);
-#pragma unroll
-    for (int i = 0; i < Config::kValuesPerThread; ++i) {
-      const int col = cached_column<Config>(i, at.lane);
-      if (active && col < p.cols) store_y<Config>(p, row, col, x_shifted[i], norm);
-    }
+    normalize_rows_in_registers<Config>(p);
   } else {
-    const int cols = active ? p.cols : 0;
-    for_each_column<Config>(cols, at.lane, [&](int col) {
-      stats = welford_push(stats, read_x<Config>(p, row, col, shift, true));  // n, μ, M2
-    });
-    stats = row_allreduce<Config>(stats, at, merge);  // Chan across the row
-    const RowNorm norm = row_norm<Config>(p, stats, shift, row, active && at.lane == 0);
-    for_each_column<Config>(cols, at.lane, [&](int col) {
-      store_y<Config>(p, row, col, read_x<Config>(p, row, col, shift, false), norm);
-    });
+    normalize_rows_in_shared<Config>(p);
   }
 }
 

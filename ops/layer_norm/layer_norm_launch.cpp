@@ -1,7 +1,8 @@
 // The layer_norm op's launches: each call's config asked of the ConfigChoice (or given, for
 // the autotuner's candidates), checked against the call, then the row kernel (and for the
 // backward the parameter-gradient kernel) launched.
-#include <limits>
+#include <algorithm>
+#include <cstdint>
 
 #include "autotune/tuning_problem.hpp"
 #include "flashjit/error.hpp"
@@ -40,23 +41,90 @@ std::vector<detail::KernelBuffer> buffers_of(
   return buffers;
 }
 
-/// The grid of `units` rows (forward) or slots (backward) of `config`.
-detail::LaunchShape row_launch(const LayerNormConfig& config, std::int64_t units, Stream stream) {
-  const int rows_per_block = space::rows_per_block(config.threads_per_row);
-  const std::int64_t blocks = (units + rows_per_block - 1) / rows_per_block;
-  if (blocks > std::numeric_limits<int>::max()) {
-    throw InvalidArgument(
-        "x.shape",
-        "too many rows for one launch (at most " +
-            std::to_string(std::int64_t{rows_per_block} * std::numeric_limits<int>::max()) + ")");
+/// Whether every [rows, cols] and [cols] tensor among `views` takes `width`-element vectors of
+/// `dtype`: cols a multiple of the width, data and row strides aligned to the vector's bytes.
+bool vectors_fit(int width, DType dtype, int cols, std::initializer_list<const TensorView*> views) {
+  if (width == 1) return true;
+  const auto bytes = static_cast<std::int64_t>(width) * static_cast<std::int64_t>(dtype_size(dtype));
+  if (cols % width != 0) return false;
+  for (const TensorView* view : views) {
+    if (view->data == nullptr) continue;
+    if (reinterpret_cast<std::uintptr_t>(view->data) % static_cast<std::uintptr_t>(bytes) != 0) {
+      return false;
+    }
+    if (view->rank == 2 && view->strides[0] * static_cast<std::int64_t>(dtype_size(dtype)) % bytes != 0) {
+      return false;
+    }
   }
+  return true;
+}
+
+/// `config`, with single-element accesses when the call's tensors do not take its vectors (a
+/// view at an odd offset, a row stride that is not a multiple of 16 bytes).
+LayerNormConfig for_alignment(LayerNormConfig config, int cols,
+                              std::initializer_list<const TensorView*> views) {
+  if (!vectors_fit(config.vector_width, config.dtype, cols, views)) config.vector_width = 1;
+  return config;
+}
+
+/// The persistent grid of `config` over `rows` with `shared_bytes` per block: `per_sm` blocks
+/// on every SM (fewer where shared memory runs out), at most one per group of rows_per_block
+/// rows.
+detail::LaunchShape row_launch(const DeviceInfo& device, const LayerNormConfig& config,
+                               std::int64_t rows, int per_sm_wanted, std::size_t shared_bytes,
+                               Stream stream) {
+  const int rows_per_block = space::rows_per_block(config.threads_per_row);
+  const int block_threads = config.threads_per_row * rows_per_block;
+  std::int64_t per_sm = per_sm_wanted;
+  if (shared_bytes > 0) {
+    per_sm = std::min<std::int64_t>(
+        per_sm, std::max<std::int64_t>(
+                    1, static_cast<std::int64_t>(device.shared_memory_optin / shared_bytes)));
+  }
+  const std::int64_t groups = (rows + rows_per_block - 1) / rows_per_block;
   detail::LaunchShape shape;
-  shape.grid_x = static_cast<unsigned>(blocks);
-  shape.block_x = static_cast<unsigned>(config.threads_per_row * rows_per_block);
-  shape.dynamic_shared_bytes =
-      static_cast<std::size_t>(space::shared_bytes(config.threads_per_row));
+  shape.grid_x = static_cast<unsigned>(
+      std::max<std::int64_t>(1, std::min(groups, std::int64_t{device.sm_count} * per_sm)));
+  shape.block_x = static_cast<unsigned>(block_threads);
+  shape.dynamic_shared_bytes = shared_bytes;
   shape.stream = static_cast<CUstream>(stream);
   return shape;
+}
+
+int spec_threads(const LayerNormConfig& config) {
+  return config.threads_per_row * space::rows_per_block(config.threads_per_row);
+}
+
+/// The forward's stash for the unbounded config: the row and the [cols] vectors if they fit
+/// the device's shared memory beside the merge slots, else the row alone, else nothing.
+int forward_stash(const DeviceInfo& device, const LayerNormConfig& config, int cols,
+                  int vectors) {
+  if (config.max_cols != 0) return space::kStashNone;
+  const auto element = static_cast<int>(dtype_size(config.dtype));
+  const std::size_t budget =
+      device.shared_memory_optin - static_cast<std::size_t>(space::merge_bytes(config.threads_per_row));
+  for (int stash : {space::kStashRowAndVectors, space::kStashRow}) {
+    if (static_cast<std::size_t>(space::stash_bytes(cols, element, vectors, stash)) <= budget) {
+      return stash;
+    }
+  }
+  return space::kStashNone;
+}
+
+/// The backward's stash bits for the unbounded config, in the order they save the most bytes:
+/// the partials (a read and a write of each per row), then x and dy (read again), then γ.
+int backward_stash(const DeviceInfo& device, const LayerNormConfig& config, int cols,
+                   int planes) {
+  if (config.max_cols != 0) return 0;
+  const auto element = static_cast<int>(dtype_size(config.dtype));
+  const std::size_t budget =
+      device.shared_memory_optin - static_cast<std::size_t>(space::merge_bytes(config.threads_per_row));
+  int stash = 0;
+  for (int bit : {space::kStashPartials, space::kStashRows, space::kStashGamma}) {
+    const int bytes = space::backward_stash_bytes(cols, element, planes, stash | bit);
+    if (static_cast<std::size_t>(bytes) <= budget) stash |= bit;
+  }
+  return stash;
 }
 
 /// Throws InvalidArgument("config") unless `config` runs calls of `dtype`, `rms` and `cols`.
@@ -77,9 +145,15 @@ void check_config(const LayerNormConfig& config, DType dtype, bool rms, int cols
 void launch_layer_norm(detail::RuntimeBackend& backend, const LayerNorm& options,
                        const TensorView& x, const TensorView& gamma, const TensorView& beta,
                        const TensorView& y, const TensorView& mean, const TensorView& rstd,
-                       const LayerNormConfig& config, Stream stream) {
+                       const LayerNormConfig& chosen, Stream stream) {
   const int cols = static_cast<int>(x.shape[1]);
-  check_config(config, x.dtype, options.rms, cols);
+  check_config(chosen, x.dtype, options.rms, cols);
+  const LayerNormConfig config = for_alignment(
+      chosen, cols, {&x, &options.residual, &options.bias, &options.sum, &gamma, &beta, &y});
+  const DeviceInfo& device = backend.info();
+  // The stash keeps γ, β and the bias at their own places (0, 1, 2): as many slots as the last.
+  const int vectors = options.bias.data != nullptr ? 3 : beta.data != nullptr ? 2 : 1;
+  const int stash = forward_stash(device, config, cols, vectors);
   const LayerNormParams params{rows_of(x),
                                rows_of(options.residual),
                                options.bias.data,
@@ -91,7 +165,8 @@ void launch_layer_norm(detail::RuntimeBackend& backend, const LayerNorm& options
                                statistic_of<float>(rstd),
                                x.shape[0],
                                cols,
-                               options.epsilon};
+                               options.epsilon,
+                               stash};
   const std::vector<detail::KernelBuffer> buffers = buffers_of({{&x, "x"},
                                                                 {&options.residual, "residual"},
                                                                 {&options.bias, "bias"},
@@ -101,8 +176,13 @@ void launch_layer_norm(detail::RuntimeBackend& backend, const LayerNorm& options
                                                                 {&y, "y"},
                                                                 {&mean, "mean"},
                                                                 {&rstd, "rstd"}});
-  detail::launch_kernel(backend.executor(), layer_norm_spec(config, backend.info().arch()),
-                        row_launch(config, x.shape[0], stream), buffers, params);
+  const auto shared = static_cast<std::size_t>(
+      config.shared_bytes() +
+      space::stash_bytes(cols, static_cast<int>(dtype_size(config.dtype)), vectors, stash));
+  detail::launch_kernel(backend.executor(), layer_norm_spec(config, device.arch()),
+                        row_launch(device, config, x.shape[0],
+                                   std::max(1, space::kThreadsPerSm / spec_threads(config)),
+                                   shared, stream), buffers, params);
 }
 
 /// The backward's launches (row kernel, then parameter gradients) of validated arguments.
@@ -111,14 +191,25 @@ void launch_layer_norm_backward(detail::RuntimeBackend& backend, const LayerNorm
                                 const TensorView& mean, const TensorView& rstd,
                                 const TensorView& dy, const TensorView& dx,
                                 const TensorView& dgamma, const TensorView& dbeta,
-                                const TensorView& dbias, const LayerNormBackwardConfig& config,
+                                const TensorView& dbias, const LayerNormBackwardConfig& chosen,
                                 Stream stream) {
   const std::int64_t rows = x.shape[0];
   const int cols = static_cast<int>(x.shape[1]);
-  check_config(config.row, x.dtype, options.rms, cols);
-  const LayerNormSlots slots = layer_norm_slots(rows, cols);
+  check_config(chosen.row, x.dtype, options.rms, cols);
+  const LayerNormConfig config =
+      for_alignment(chosen.row, cols, {&x, &gamma, &dy, &dx, &dgamma, &dbeta, &dbias});
+  const DeviceInfo& device = backend.info();
+  const int planes = 1 + (dbeta.data != nullptr ? 1 : 0) + (dbias.data != nullptr ? 1 : 0);
+  const int stash = backward_stash(device, config, cols, planes);
+  const auto shared = static_cast<std::size_t>(
+      space::merge_bytes(config.threads_per_row) +
+      space::partials_bytes(config.max_cols, config.threads_per_row) +
+      space::backward_stash_bytes(cols, static_cast<int>(dtype_size(config.dtype)), planes,
+                                  stash));
+  const detail::LaunchShape row_shape = row_launch(device, config, rows, space::kBackwardBlocksPerSm, shared, stream);
   const DeviceBuffer workspace = backend.allocate_buffer_on_stream(
-      sizeof(float) * 3 * static_cast<std::size_t>(slots.slots) * static_cast<std::size_t>(cols),
+      sizeof(float) * static_cast<std::size_t>(planes) * row_shape.grid_x *
+          static_cast<std::size_t>(cols),
       stream);
   const LayerNormBackwardParams params{rows_of(x),
                                        gamma.data,
@@ -132,8 +223,8 @@ void launch_layer_norm_backward(detail::RuntimeBackend& backend, const LayerNorm
                                        static_cast<float*>(workspace.data()),
                                        rows,
                                        cols,
-                                       slots.slots,
-                                       slots.rows_per_slot};
+                                       static_cast<int>(row_shape.grid_x),
+                                       stash};
   std::vector<detail::KernelBuffer> buffers = buffers_of({{&x, "x"},
                                                           {&gamma, "gamma"},
                                                           {&mean, "mean"},
@@ -144,15 +235,15 @@ void launch_layer_norm_backward(detail::RuntimeBackend& backend, const LayerNorm
                                                           {&dbeta, "dbeta"},
                                                           {&dbias, "dbias"}});
   buffers.push_back({workspace.data(), workspace.size(), "workspace"});
-  const std::string arch = backend.info().arch();
+  const std::string arch = device.arch();
   detail::LaunchShape reduce;
   reduce.grid_x =
       static_cast<unsigned>((cols + space::kParamGradThreads - 1) / space::kParamGradThreads);
   reduce.block_x = static_cast<unsigned>(space::kParamGradThreads);
   reduce.stream = static_cast<CUstream>(stream);
   detail::Executor& executor = backend.executor();
-  detail::launch_kernel(executor, layer_norm_backward_spec(config.row, arch),
-                        row_launch(config.row, slots.slots, stream), buffers, params);  // dx
+  detail::launch_kernel(executor, layer_norm_backward_spec(config, arch), row_shape, buffers,
+                        params);  // dx and the blocks' partials
   detail::launch_kernel(executor, layer_norm_param_grad_spec(x.dtype, arch), reduce, buffers,
                         params);  // dγ, dβ, dbias
 }

@@ -47,12 +47,16 @@ struct LayerNormParams {
   index_t rows;
   int cols;
   float epsilon;
+  int stash;  // the unbounded config's: layer_norm_space::Stash (what shared memory holds)
+
+  /// Whether x is a fused sum (input + bias + residual) rather than the input itself.
+  FJ_DEVICE bool fused() const { return bias != nullptr || residual.present(); }
 };
 
-/// Arguments of layer_norm_backward_kernel and layer_norm_param_grad_kernel. Rows are summed
-/// into dγ, dβ and dbias in a fixed order: slot s owns rows [s·rows_per_slot, (s + 1)·
-/// rows_per_slot) and writes its partial sums to the workspace; the second kernel adds the
-/// slots' partials in slot order. So the same inputs give the same bits on every run.
+/// Arguments of layer_norm_backward_kernel and layer_norm_param_grad_kernel. Block b sums its
+/// rows (a contiguous range, in order) into its partial dγ, dβ and dbias, written once to the
+/// workspace; the second kernel adds the blocks' partials in block order. So the same inputs
+/// on the same grid give the same bits on every run.
 struct LayerNormBackwardParams {
   RowMajor x;         // (rows, cols): the normalized input (the forward's sum when fused)
   const void* gamma;  // (cols,)
@@ -63,15 +67,19 @@ struct LayerNormBackwardParams {
   void* dgamma;                    // (cols,), written
   void* dbeta;                     // (cols,), written; nullptr: skipped (RMS norm)
   void* dbias;                     // (cols,), written: column sums of dx; nullptr: skipped
-  float* workspace;                // (3, slots, cols): the slots' partial dγ, dβ, dbias
+  float* workspace;                // (planes, blocks, cols): the blocks' partial dγ, dβ, dbias
   index_t rows;
   int cols;
-  int slots;
-  index_t rows_per_slot;
+  int blocks;  // the row kernel's grid: one partial each
+  int stash;   // the unbounded config's: layer_norm_space::BackwardStash bits
 
-  /// Slot `slot`'s partial of plane 0 (dγ), 1 (dβ) or 2 (dbias).
-  FJ_DEVICE float* partial(int plane, int slot) const {
-    return workspace + (index_t(plane) * slots + slot) * cols;  // (cols,)
+  /// The partial sums the call writes: dγ, then dβ and dbias when asked for.
+  FJ_DEVICE int planes() const { return 1 + (dbeta != nullptr) + (dbias != nullptr); }
+  /// The plane of sum `which` (0 dγ, 1 dβ, 2 dbias) among those the call writes.
+  FJ_DEVICE int plane_of(int which) const { return which < 2 ? which : (dbeta != nullptr) + 1; }
+  /// Block `block`'s partial of sum `which`.
+  FJ_DEVICE float* partial(int which, int block) const {
+    return workspace + (index_t(plane_of(which)) * blocks + block) * cols;  // (cols,)
   }
 };
 

@@ -1,37 +1,47 @@
 #pragma once
 // The layer_norm op's configuration space and validity predicate, shared by the forward and
-// the backward. The host includes this file to enumerate and check configs; the kernels
+// the backward. The host includes this file to enumerate, check and size configs; the kernels
 // static_assert the same predicate, so an illegal config is dropped before any compile.
 namespace flashjit::layer_norm_space {
 
 /// Row-length buckets: a config with max_cols > 0 handles rows of at most that many columns and
-/// keeps its share of the row in registers (one read); max_cols == 0 handles any length up to
-/// kMaxCols, reading the row twice.
-constexpr int kMaxColsBuckets[] = {256, 1024, 4096, 0};
+/// keeps its share of the row (and of γ, β) in registers; max_cols == 0 handles any length up
+/// to kMaxCols, keeping the row in shared memory where it fits (layer_norm_stash).
+constexpr int kMaxColsBuckets[] = {256, 1024, 4096, 8192, 0};
 /// Threads that share one row (whole warps; a block of fewer than kMinBlockThreads takes
 /// further rows).
-constexpr int kThreadsPerRow[] = {32, 128, 512};
-/// Neighbouring columns each thread takes per step: lane l reads columns l·v .. l·v + v − 1 of
-/// each chunk of threads·v, so a warp's loads stay contiguous.
-constexpr int kVectorWidths[] = {1, 4};
-/// Register budget: above this many cached values per thread the kernel would spill.
+constexpr int kThreadsPerRow[] = {32, 128, 512, 1024};
+/// Neighbouring columns one access moves: 1, or as many as fill 16 bytes (8 of fp16 and bf16,
+/// 4 of fp32). A warp's vectors are contiguous: lane l takes vector l of each step.
+constexpr int kVectorWidths[] = {1, 4, 8};
+constexpr int kVectorBytes = 16;
+/// Register budget: above this many cached values per thread the backward would spill.
 constexpr int kMaxValuesPerThread = 16;
-/// Threads per block: rows are packed into blocks of at least this many threads.
-constexpr int kMinBlockThreads = 128;
+/// Threads per block: rows are packed into blocks of at least this many threads (a block's rows
+/// share its γ and β, and the backward's partial sums).
+constexpr int kMinBlockThreads = 512;
+/// Threads an SM holds: the forward's persistent grid has this over the block's blocks per SM.
+constexpr int kThreadsPerSm = 2048;
+/// The backward's blocks per SM: each writes one partial dγ, dβ, dbias that the second kernel
+/// reads back, so the fewer the better once the SM's loads are enough in flight.
+constexpr int kBackwardBlocksPerSm = 1;
 /// The longest row the op accepts (fp32 counts are exact far beyond it).
 constexpr int kMaxCols = 65536;
-/// Bytes of shared memory per warp of a row for the cross-warp merge (three floats of
-/// statistics forward, two sums backward, padded).
+/// Bytes of shared memory per warp of a row for the cross-warp merge of a row's sums.
 constexpr int kSharedBytesPerWarp = 16;
 
 constexpr bool threads_valid(int threads_per_row) {
   return threads_per_row >= 32 && threads_per_row <= 1024 && threads_per_row % 32 == 0;
 }
 
-constexpr bool config_valid(int max_cols, int threads_per_row, int vector_width) {
-  if (!threads_valid(threads_per_row)) return false;
-  if (vector_width != 1 && vector_width != 2 && vector_width != 4) return false;
-  if (max_cols == 0) return true;
+constexpr bool width_valid(int vector_width, int element_bytes) {
+  return vector_width == 1 || vector_width * element_bytes == kVectorBytes;
+}
+
+constexpr bool config_valid(int max_cols, int threads_per_row, int vector_width,
+                            int element_bytes) {
+  if (!threads_valid(threads_per_row) || !width_valid(vector_width, element_bytes)) return false;
+  if (max_cols == 0) return threads_per_row >= kMinBlockThreads;  // one row a block: the stash
   const int step = threads_per_row * vector_width;
   return max_cols > 0 && max_cols % step == 0 && max_cols / threads_per_row <= kMaxValuesPerThread;
 }
@@ -40,18 +50,51 @@ constexpr int rows_per_block(int threads_per_row) {
   return threads_per_row >= kMinBlockThreads ? 1 : kMinBlockThreads / threads_per_row;
 }
 
-/// Dynamic shared memory: one slot per warp of a row; none when a row fits in one warp.
-constexpr int shared_bytes(int threads_per_row) {
+/// Dynamic shared memory of the cross-warp merge: one slot per warp of a row; none when a row
+/// fits in one warp.
+constexpr int merge_bytes(int threads_per_row) {
   const int warps_per_row = threads_per_row / 32;
   return warps_per_row > 1 ? rows_per_block(threads_per_row) * warps_per_row * kSharedBytesPerWarp
                            : 0;
 }
 
+/// The bounded buckets' shared memory past the merge slots when a block holds several rows:
+/// one [max_cols] vector (γ, β or the bias on its way to every row slot's registers), or the
+/// backward's partial sums.
+constexpr int params_bytes(int max_cols, int threads_per_row) {
+  return rows_per_block(threads_per_row) > 1 ? max_cols * 4 : 0;
+}
+
+/// The backward's partial sums (dγ, dβ, dbias) of a block's rows, added one row slot after the
+/// other in shared memory when the block holds more than one row.
+constexpr int partials_bytes(int max_cols, int threads_per_row) {
+  return rows_per_block(threads_per_row) > 1 ? 3 * max_cols * 4 : 0;
+}
+
+constexpr int round_up16(int bytes) { return (bytes + 15) / 16 * 16; }
+
+/// The unbounded config's stash: the row (x after the fused adds) and, when they fit too, the
+/// [cols] vectors every row reads (γ, β and the bias), in the element type after the merge.
+enum Stash : int { kStashNone = 0, kStashRow = 1, kStashRowAndVectors = 2 };
+
+constexpr int stash_bytes(int cols, int element_bytes, int vectors, int stash) {
+  const int row = round_up16(cols * element_bytes);
+  return stash == kStashNone ? 0 : stash == kStashRow ? row : row * (1 + vectors);
+}
+
+/// The unbounded backward's stash, bits: the block's fp32 partial sums (dγ, dβ, dbias: the
+/// planes the call writes), the row's x and dy for the second pass, and γ.
+enum BackwardStash : int { kStashPartials = 1, kStashRows = 2, kStashGamma = 4 };
+
+constexpr int partial_plane_bytes(int cols) { return round_up16(cols * 4); }
+
+constexpr int backward_stash_bytes(int cols, int element_bytes, int planes, int stash) {
+  const int row = round_up16(cols * element_bytes);
+  return ((stash & kStashPartials) ? planes * partial_plane_bytes(cols) : 0) +
+         ((stash & kStashRows) ? 2 * row : 0) + ((stash & kStashGamma) ? row : 0);
+}
+
 /// The backward's second kernel: threads per block, one column each.
 constexpr int kParamGradThreads = 256;
-/// The backward's row slots (rows summed in a fixed order into one partial of dγ, dβ, dbias
-/// each): at most this many, and at most kWorkspaceFloats / (3 · cols) of them.
-constexpr int kMaxSlots = 256;
-constexpr long long kWorkspaceFloats = 1ll << 24;  // 64 MiB of fp32 partials at most
 
 }  // namespace flashjit::layer_norm_space

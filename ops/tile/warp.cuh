@@ -18,6 +18,11 @@ FJ_DEVICE int shuffle_from(int value, int src_lane) {
   return __shfl_sync(kFullWarp, value, src_lane);
 }
 
+/// Lane `src_lane`'s value (every lane of the warp takes part).
+FJ_DEVICE float shuffle_from(float value, int src_lane) {
+  return __shfl_sync(kFullWarp, value, src_lane);
+}
+
 /// Combines a value of type T across the warp with `combine(a, b)` (associative, commutative).
 /// T is shuffled field by field through `shuffle_xor(T, lane_mask)` which the caller supplies
 /// for composite types (found by argument-dependent lookup); float is above.

@@ -41,18 +41,40 @@ TEST_CASE("the layer_norm default is a config of the space for every row length"
     const auto c = kernels::default_layer_norm_config(DType::bf16, false, cols);
     return std::tuple(c.max_cols, c.threads_per_row, c.vector_width);
   };
-  CHECK(at(100) == std::tuple(256, 32, 4));
-  CHECK(at(1000) == std::tuple(1024, 128, 4));
-  CHECK(at(4096) == std::tuple(4096, 512, 4));
-  CHECK(at(65536) == std::tuple(0, 512, 4));
+  // 16-byte vectors (8 bf16) wherever the row length is a multiple of them.
+  CHECK(at(100) == std::tuple(256, 32, 1));
+  CHECK(at(96) == std::tuple(256, 32, 8));
+  CHECK(at(1000) == std::tuple(1024, 128, 8));
+  CHECK(at(4096) == std::tuple(4096, 512, 8));
+  CHECK(at(4097) == std::tuple(0, 1024, 1));
+  CHECK(at(65536) == std::tuple(0, 1024, 8));
 }
 
-TEST_CASE("the backward's slots depend on the shape only and bound the workspace") {
-  const auto slots = kernels::layer_norm_slots(1000, 64);
-  CHECK(slots.slots == layer_norm_space::kMaxSlots);
-  CHECK(slots.rows_per_slot * slots.slots >= 1000);
-  const auto wide = kernels::layer_norm_slots(1000, 65536);
-  CHECK(3ll * wide.slots * 65536 <= layer_norm_space::kWorkspaceFloats);
-  CHECK(kernels::layer_norm_slots(3, 64).slots == 3);
-  CHECK(kernels::layer_norm_slots(0, 64).slots == 1);
+TEST_CASE("the layer_norm space takes 16-byte vectors and packs narrow rows into blocks") {
+  CHECK(layer_norm_space::width_valid(8, 2));
+  CHECK(layer_norm_space::width_valid(4, 4));
+  CHECK_FALSE(layer_norm_space::width_valid(8, 4));  // 32 bytes: two accesses, not one
+  CHECK_FALSE(layer_norm_space::width_valid(4, 2));
+  // A row's values a thread stay within the register budget; the unbounded bucket takes whole
+  // blocks.
+  CHECK(layer_norm_space::config_valid(1024, 128, 8, 2));
+  CHECK_FALSE(layer_norm_space::config_valid(1024, 32, 8, 2));
+  CHECK_FALSE(layer_norm_space::config_valid(0, 128, 8, 2));
+  CHECK(layer_norm_space::rows_per_block(32) * 32 == layer_norm_space::kMinBlockThreads);
+  CHECK(layer_norm_space::rows_per_block(1024) == 1);
+  CHECK(layer_norm_space::merge_bytes(32) == 0);
+  CHECK(layer_norm_space::params_bytes(1024, 1024) == 0);
+}
+
+TEST_CASE("the unbounded stashes grow in the order they save global bytes") {
+  namespace space = layer_norm_space;
+  const int cols = 16384;
+  CHECK(space::stash_bytes(cols, 2, 3, space::kStashNone) == 0);
+  CHECK(space::stash_bytes(cols, 2, 3, space::kStashRow) == cols * 2);
+  CHECK(space::stash_bytes(cols, 2, 3, space::kStashRowAndVectors) == 4 * cols * 2);
+  CHECK(space::stash_bytes(7, 2, 1, space::kStashRow) == 16);  // rounded to 16 bytes
+  CHECK(space::backward_stash_bytes(cols, 2, 2, space::kStashPartials) == 2 * cols * 4);
+  CHECK(space::backward_stash_bytes(cols, 2, 2, space::kStashPartials | space::kStashRows) ==
+        2 * cols * 4 + 2 * cols * 2);
+  CHECK(space::backward_stash_bytes(cols, 2, 2, 7) == 2 * cols * 4 + 3 * cols * 2);
 }

@@ -275,20 +275,21 @@ TEST_CASE(
   TempDir dir;
   const std::string cache = dir.path().string();
   std::vector<std::string> tune = {"autotune", "--emulate", "--budget-ms",  "1",    "-j",
-                                   "2",        "--only",    "cany.t128.v1", "--op", "layer-norm",
+                                   "2",        "--only",    "cany.t512.v1", "--op", "layer-norm",
                                    "--rows",   "8",         "--cols",       "200",  "--rms"};
   const ChildResult tuned = flashjit_cli(tune, cache);
   REQUIRE_MESSAGE(tuned.exit_code == 0, tuned.output);
   INFO(tuned.output);
   CHECK(contains(tuned.output, "layer-norm bf16 8 rows x 200 cols, RMS norm"));
   CHECK(count_lines_with(tuned.output, "GB/s") == 1);
-  CHECK(count_lines_with(tuned.output, "ok (default)") == 1);  // c256.t32.v4
+  CHECK(count_lines_with(tuned.output, "ok (default)") == 1);  // c256.t32.v8
   CHECK(count_lines_with(tuned.output, "  ok") == 2);          // the two timed, each checked
   CHECK(count_lines_with(tuned.output, "* c") == 1);           // exactly one winner
   const ChildResult shown = flashjit_cli({"autotune", "show"}, cache);
   CHECK(contains(shown.output, "/bf16/c256/r8/rms"));
 
-  // 5000 columns: only the unbounded bucket holds them (its 6 configs are compiled for sm_90a).
+  // 5000 columns: the 8192 bucket and the unbounded one hold them (their 8 configs are compiled
+  // for sm_90a); three of the 8192 bucket's backwards spill and are pruned.
   const ChildResult planned =
       flashjit_cli({"autotune", "--plan", "--arch", "sm_90a", "-j", "2", "--op",
                     "layer-norm-backward", "--rows", "4096", "--cols", "5000", "--bias"},
@@ -297,12 +298,13 @@ TEST_CASE(
   CHECK(contains(planned.output,
                  "== plan: layer-norm-backward bf16 4096 rows x 5000 cols, "
                  "layer norm, dbias on sm_90a"));
-  CHECK(count_lines_with(planned.output, "holds rows of at most") == 8);
-  CHECK(contains(planned.output, "cany.t512.v4"));
+  CHECK(count_lines_with(planned.output, "holds rows of at most") == 10);
+  CHECK(count_lines_with(planned.output, "pruned: spills") == 3);
+  CHECK(contains(planned.output, "cany.t1024.v8"));
   CHECK(count_lines_with(planned.output, "(default)") == 1);
-  CHECK(contains(planned.output, "6 of 14 configs would be timed"));
+  CHECK(contains(planned.output, "5 of 18 configs would be timed"));
 
-  // 300 columns: c256 cannot hold them, c4096 holds them with room to spare.
+  // 300 columns: c256 cannot hold them, c4096 and c8192 hold them with room to spare.
   const ChildResult short_rows = flashjit_cli(
       {"autotune", "--plan", "--arch", "sm_90a", "-j", "2", "--op", "layer-norm", "--cols", "300"},
       cache);
@@ -311,7 +313,9 @@ TEST_CASE(
                          "pruned: c256 holds rows of at most 256 columns, "
                          "not 300") == 3);
   CHECK(count_lines_with(short_rows.output,
-                         "pruned: c4096 > c1024, the smallest bucket that holds 300") == 2);
+                         "pruned: c4096 > c1024, the smallest bucket that holds 300") == 3);
+  CHECK(count_lines_with(short_rows.output,
+                         "pruned: c8192 > c1024, the smallest bucket that holds 300") == 4);
 
   const ChildResult bad_cols = flashjit_cli(
       {"autotune", "--plan", "--arch", "sm_90a", "--op", "layer-norm", "--cols", "0"}, cache);

@@ -17,9 +17,12 @@
 //    wait.acquire): earlier it is reported (mbarrier_init_unordered).
 // Modelling choices: a completed cluster barrier orders every shared access made before it
 // in each block before every later one (as __syncthreads does), arrive to wait included; the
-// race checker does not otherwise compare accesses across blocks. Generic loads and stores to
-// another block's shared memory (ld/st.shared::cluster) are not modelled.
+// race checker does not otherwise compare accesses across blocks. Stores to another block's
+// shared memory (st.shared::cluster) are not modelled; loads (ld.shared::cluster,
+// load_shared_cluster) read the peer's bytes unchecked for races, ordered by the cluster
+// barriers around them.
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -204,6 +207,33 @@ void cluster_wait() {
     detail::yield_to_scheduler(m);  // resumed once the phase completed
   }
   slot.cluster_arrived = -1;
+}
+
+}  // namespace flashjit::emulator
+
+namespace flashjit::emulator {
+
+bool load_shared_cluster(const void* local, unsigned rank, void* out, std::size_t bytes) {
+  const char* what = "ld.shared::cluster";
+  detail::Machine& m = detail::launch_machine(what);
+  const auto at = reinterpret_cast<std::uintptr_t>(local);
+  const auto begin = reinterpret_cast<std::uintptr_t>(m.shared_begin);
+  if (at < begin || at + bytes > begin + m.config->shared_bytes || at % bytes != 0) {
+    Finding finding;
+    finding.kind = at % bytes != 0 ? FindingKind::misaligned_access
+                                   : FindingKind::shared_out_of_bounds;
+    finding.address = at;
+    finding.bytes = bytes;
+    finding.offset = static_cast<long long>(at - begin);
+    finding.message = std::string(what) + " of " + std::to_string(bytes) + " bytes at 0x" +
+                      detail::hex(at) + ": not an aligned object in dynamic shared memory";
+    detail::record(m, m.current, std::move(finding));
+    return false;
+  }
+  detail::Machine* peer = m.cluster != nullptr ? detail::cluster_peer(m, rank, what) : &m;
+  if (peer == nullptr || !detail::peer_alive(m, *peer, what)) return false;
+  std::memcpy(out, peer->shared_begin + (at - begin), bytes);
+  return true;
 }
 
 }  // namespace flashjit::emulator

@@ -238,6 +238,10 @@ void cluster_wait();
 /// mapa.shared::cluster then mbarrier.arrive.release.cluster.shared::cluster.b64: one arrival
 /// on the mbarrier at `bar`'s offset in the block of rank `rank` (this block's own included).
 void mbarrier_arrive_cluster(void* bar, unsigned rank);
+/// mapa.shared::cluster then ld.shared::cluster: the `bytes` (4, 8 or 16; `local` aligned to
+/// them) at `local`'s offset in the shared memory of the block of rank `rank` (this block's own
+/// included), copied to `out`; false (reported) when out of bounds or the peer has exited.
+bool load_shared_cluster(const void* local, unsigned rank, void* out, std::size_t bytes);
 
 // --- named barriers (PTX ISA "bar, barrier"; emulator/named_barrier.cpp).
 

@@ -18,26 +18,31 @@ std::string element_type(DType dtype) {
 
 /// The spec both row kernels share but for the entry point and role.
 detail::KernelSpec row_kernel_spec(const LayerNormConfig& config, const std::string& arch,
-                                   const std::string& entry, const std::string& role) {
+                                   const std::string& entry, const std::string& role,
+                                   int cluster) {
   detail::KernelSpec spec;
   spec.op = "layer-norm";
   spec.header = "layer_norm/layer_norm_backward_kernel.cuh";
   if (role == "layer_norm") spec.header = "layer_norm/layer_norm_kernel.cuh";
   spec.name_expression =
-      "flashjit::" + entry + "<flashjit::LayerNormConfig<" + element_type(config.dtype) + ", " +
+      "flashjit::" + entry + (cluster > 1 ? "_cluster_kernel" : "_kernel") +
+      "<flashjit::LayerNormConfig<" + element_type(config.dtype) + ", " +
       std::to_string(config.max_cols) + ", " + std::to_string(config.threads_per_row) + ", " +
-      std::to_string(config.vector_width) + ", " + (config.rms ? "true" : "false") + ">>";
+      std::to_string(config.vector_width) + ", " + (config.rms ? "true" : "false") +
+      (cluster > 1 ? ", " + std::to_string(cluster) : "") + ">>";
   spec.arch = arch;
   spec.role = role;
   spec.traits = {std::string(dtype_name(config.dtype)), config.rms ? "rms" : "ln",
                  config.max_cols ? detail::trait("cols", config.max_cols) : "colsany",
                  detail::trait("t", config.threads_per_row),
                  detail::trait("v", config.vector_width)};
+  if (cluster > 1) spec.traits.push_back(detail::trait("x", cluster));
   spec.readable_name = detail::name_of(role, 0, spec.traits);
   spec.threads = config.threads_per_row * space::rows_per_block(config.threads_per_row);
-  spec.dynamic_shared_bytes = config.shared_bytes();
+  spec.dynamic_shared_bytes = config.shared_bytes() + space::exchange_bytes(cluster);
   if (role == "layer_norm_backward") {
     spec.dynamic_shared_bytes = space::merge_bytes(config.threads_per_row) +
+                                space::exchange_bytes(cluster) +
                                 space::partials_bytes(config.max_cols, config.threads_per_row);
   }
   return spec;
@@ -108,13 +113,20 @@ LayerNormConfig default_layer_norm_config(DType dtype, bool rms, int cols) {
   return choice;
 }
 
-detail::KernelSpec layer_norm_spec(const LayerNormConfig& config, const std::string& arch) {
-  return row_kernel_spec(config, arch, "layer_norm_kernel", "layer_norm");
+detail::KernelSpec layer_norm_spec(const LayerNormConfig& config, const std::string& arch,
+                                   int cluster) {
+  return row_kernel_spec(config, arch, "layer_norm", "layer_norm", cluster);
 }
 
-detail::KernelSpec layer_norm_backward_spec(const LayerNormConfig& config,
-                                            const std::string& arch) {
-  return row_kernel_spec(config, arch, "layer_norm_backward_kernel", "layer_norm_backward");
+detail::KernelSpec layer_norm_backward_spec(const LayerNormConfig& config, const std::string& arch,
+                                            int cluster) {
+  return row_kernel_spec(config, arch, "layer_norm_backward", "layer_norm_backward", cluster);
+}
+
+bool layer_norm_clusters(const LayerNormConfig& config, const std::string& arch) {
+  return arch == "sm_90a" &&
+         space::cluster_valid(config.max_cols, config.threads_per_row, config.vector_width,
+                              static_cast<int>(dtype_size(config.dtype)), space::kClusterSizes[0]);
 }
 
 detail::KernelSpec layer_norm_param_grad_spec(DType dtype, const std::string& arch) {

@@ -68,16 +68,22 @@ std::vector<LayerNormConfig> layer_norm_configs();
 /// holds any row the op accepts).
 bool layer_norm_covers(const LayerNormConfig& config, int cols);
 
-/// The heuristic config for rows of `cols` columns: the smallest bucket that holds the row,
-/// the fewest threads that keep at most 8 values each, and 16-byte vectors where `cols` is a
-/// multiple of theirs; rows longer than every bucket take the unbounded config with 1024
-/// threads. A call whose tensors are not 16-byte aligned runs the config with single elements.
+/// The heuristic config for rows of `cols` columns: the smallest bucket up to 4096 columns that
+/// holds the row, the fewest threads that keep at most 8 values each, and 16-byte vectors where
+/// `cols` is a multiple of theirs; longer rows take the unbounded config with 1024 threads. A
+/// call whose tensors are not 16-byte aligned runs the config with single elements.
 LayerNormConfig default_layer_norm_config(DType dtype, bool rms, int cols);
 
-/// The forward kernel's spec of `config` for target `arch`.
-detail::KernelSpec layer_norm_spec(const LayerNormConfig& config, const std::string& arch);
-/// The backward row kernel's spec (dx and the slots' partials).
-detail::KernelSpec layer_norm_backward_spec(const LayerNormConfig& config, const std::string& arch);
+/// The forward kernel's spec of `config` for target `arch`, each row split over a cluster of
+/// `cluster` blocks when more than 1 (layer_norm_space::cluster_valid; sm_90a).
+detail::KernelSpec layer_norm_spec(const LayerNormConfig& config, const std::string& arch,
+                                   int cluster = 1);
+/// The backward row kernel's spec (dx and the block groups' partials), likewise.
+detail::KernelSpec layer_norm_backward_spec(const LayerNormConfig& config, const std::string& arch,
+                                            int cluster = 1);
+/// Whether `config` has cluster-split kernels (the unbounded bucket's 16-byte config at
+/// layer_norm_space::kClusterThreads threads) and `arch` runs them (sm_90a).
+bool layer_norm_clusters(const LayerNormConfig& config, const std::string& arch);
 /// The backward's second kernel (dγ, dβ, dbias from the partials), one per dtype.
 detail::KernelSpec layer_norm_param_grad_spec(DType dtype, const std::string& arch);
 

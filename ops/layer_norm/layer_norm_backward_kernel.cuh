@@ -209,25 +209,29 @@ FJ_DEVICE void backward_rows_in_registers(const LayerNormBackwardParams& p) {
   }
 }
 
-/// The unbounded bucket's shared memory past the merge slots, as the launch's stash bits say:
-/// the block's partial sums (fp32), the row's x and dy, and γ. Every thread reads back only the
-/// columns it wrote, so the stash needs no barrier of its own.
+/// The unbounded bucket's shared memory past the merge slots (and a cluster's exchange), as the
+/// launch's stash bits say: the block's partial sums (fp32), the row's x and dy, and γ, each of
+/// the block's columns. Every thread reads back only the columns it wrote, so the stash needs
+/// no barrier of its own.
 template <class Config>
 struct BackwardStash {
   using T = typename Config::Element;
-  float* partials;  // (planes, plane stride); the workspace's own partial when not stashed
+  ColumnSpan span;
+  float* partials;  // (planes, plane stride)
   T* x;
   T* dy;
   T* gamma;
   int stash;
 
-  FJ_DEVICE explicit BackwardStash(const LayerNormBackwardParams& p) : stash(p.stash) {
+  FJ_DEVICE BackwardStash(const LayerNormBackwardParams& p, ColumnSpan span_)
+      : span(span_), stash(p.stash) {
     namespace space = layer_norm_space;
-    unsigned char* at =
-        dynamic_shared<unsigned char>() + space::merge_bytes(Config::kThreadsPerRow);
+    unsigned char* at = dynamic_shared<unsigned char>() + Config::kStashOffset;
     partials = reinterpret_cast<float*>(at);
-    if (stash & space::kStashPartials) at += p.planes() * space::partial_plane_bytes(p.cols);
-    const int row_bytes = space::round_up16(p.cols * int(sizeof(T)));
+    if (stash & space::kStashPartials) {
+      at += p.planes() * space::partial_plane_bytes(span.stash_cols);
+    }
+    const int row_bytes = space::round_up16(span.stash_cols * int(sizeof(T)));
     x = reinterpret_cast<T*>(at);
     dy = reinterpret_cast<T*>(at + row_bytes);
     if (stash & space::kStashRows) at += 2 * row_bytes;
@@ -235,80 +239,87 @@ struct BackwardStash {
   }
   FJ_DEVICE bool holds(int bit) const { return (stash & bit) != 0; }
 
-  /// Sum `which`'s partial: in the stash, or the block's own in the workspace.
-  FJ_DEVICE float* partial(const LayerNormBackwardParams& p, int which) const {
-    if (!holds(layer_norm_space::kStashPartials)) return p.partial(which, blockIdx.x);
-    return partials + p.plane_of(which) * (layer_norm_space::partial_plane_bytes(p.cols) / 4);
+  /// Adds `add` to sum `which`'s partial at `col` (this thread's own columns: a plain
+  /// read-modify-write), in the stash or in the block group's own in the workspace.
+  FJ_DEVICE void add_partial(const LayerNormBackwardParams& p, int which, int col,
+                             const RowVector<Config>& add) const {
+    RowVector<Config> sum;
+    if (holds(layer_norm_space::kStashPartials)) {
+      load_shared_vector(shared_partial(p, which), span.local(col), sum);
+    } else {
+      load_global_vector(p.partial(which, row_group_index<Config>()), col, sum);
+    }
+#pragma unroll
+    for (int i = 0; i < Config::kVectorWidth; ++i) sum[i] += add[i];
+    store_partial(p, which, col, sum);
+  }
+  /// Sets sum `which`'s partial at `col`.
+  FJ_DEVICE void store_partial(const LayerNormBackwardParams& p, int which, int col,
+                               const RowVector<Config>& sum) const {
+    if (holds(layer_norm_space::kStashPartials)) {
+      return store_shared_vector(shared_partial(p, which), span.local(col), sum);
+    }
+    store_global_vector(p.partial(which, row_group_index<Config>()), col, sum);
+  }
+  FJ_DEVICE float* shared_partial(const LayerNormBackwardParams& p, int which) const {
+    return partials +
+           p.plane_of(which) * (layer_norm_space::partial_plane_bytes(span.stash_cols) / 4);
   }
 };
 
-/// Adds `add` to the partial at `col` (this thread's own columns: a plain read-modify-write).
-template <class Config>
-FJ_DEVICE void add_partial(float* partial, bool in_shared, int col, const RowVector<Config>& add) {
-  RowVector<Config> sum;
-  if (in_shared) {
-    load_shared_vector(partial, col, sum);
-  } else {
-    load_global_vector(partial, col, sum);
-  }
-#pragma unroll
-  for (int i = 0; i < Config::kVectorWidth; ++i) sum[i] += add[i];
-  if (in_shared) return store_shared_vector(partial, col, sum);
-  store_global_vector(partial, col, sum);
-}
-
-/// The unbounded bucket: one row at a time, x and dy read once into the stash where they fit
-/// (else read again for the second pass), γ and the partials kept where they fit.
+/// The unbounded bucket: one row a block (or a cluster) at a time, x and dy read once into the
+/// stash where they fit (else read again for the second pass), γ and the partials kept where
+/// they fit. In a cluster each block takes its chunk of the columns and writes its chunk of the
+/// cluster's partial; the row's sums cross the cluster.
 template <class Config>
 FJ_DEVICE void backward_rows_in_shared(const LayerNormBackwardParams& p) {
   namespace space = layer_norm_space;
   using T = typename Config::Element;
   const RowLane at = row_lane<Config>();
-  const BackwardStash<Config> stash(p);
-  const bool shared_partials = stash.holds(space::kStashPartials);
-  for_each_vector<Config>(p.cols, at.lane, [&](int col) {
+  const ColumnSpan span = block_columns<Config>(p.cols);
+  const BackwardStash<Config> stash(p, span);
+  for_each_vector<Config>(span, at.lane, [&](int col) {
     RowVector<Config> v;
     fill_zero(v);
     for (int which = 0; which < 3; ++which) {
-      if (!writes_sum(p, which)) continue;
-      if (shared_partials) {
-        store_shared_vector(stash.partial(p, which), col, v);
-      } else {
-        store_global_vector(stash.partial(p, which), col, v);
-      }
+      if (writes_sum(p, which)) stash.store_partial(p, which, col, v);
     }
     if (stash.holds(space::kStashGamma)) {
       load_param<Config>(p.gamma, col, v);
-      store_shared_vector(stash.gamma, col, v);
+      store_shared_vector(stash.gamma, span.local(col), v);
     }
   });
   auto gamma_at = [&](int col, RowVector<Config>& gamma) {
-    if (stash.holds(space::kStashGamma)) return load_shared_vector(stash.gamma, col, gamma);
+    if (stash.holds(space::kStashGamma)) {
+      return load_shared_vector(stash.gamma, span.local(col), gamma);
+    }
     load_param<Config>(p.gamma, col, gamma);
   };
   const float inv_cols = 1.0f / float(p.cols);
   auto add = [](RowSums a, RowSums b) { return add_sums(a, b); };
+  int round = 0;  // the cluster's exchanges
   const BlockRows rows = block_rows<Config>(p.rows);
   for (index_t row = rows.begin; row < rows.end; ++row) {
     const RowStats stats = row_stats<Config>(p, row, true);
     RowSums sums = {0.0f, 0.0f};
-    for_each_vector<Config>(p.cols, at.lane, [&](int col) {
+    for_each_vector<Config>(span, at.lane, [&](int col) {
       RowVector<Config> x, dy, gamma;
       load_global_vector(p.x.template row<const T>(row), col, x);
       load_global_vector(p.dy.template row<const T>(row), col, dy);
       if (stash.holds(space::kStashRows)) {
-        store_shared_vector(stash.x, col, x);
-        store_shared_vector(stash.dy, col, dy);
+        store_shared_vector(stash.x, span.local(col), x);
+        store_shared_vector(stash.dy, span.local(col), dy);
       }
       gamma_at(col, gamma);
       sums = VectorGrad<Config>(x, dy, gamma, stats).add_to(sums);
     });
-    sums = row_allreduce<Config>(sums, at, add);  // Σ g·x̂, Σ g
-    for_each_vector<Config>(p.cols, at.lane, [&](int col) {
+    sums = cluster_allreduce<Config>(row_allreduce<Config>(sums, at, add), round,
+                                     add);  // Σ g·x̂, Σ g
+    for_each_vector<Config>(span, at.lane, [&](int col) {
       RowVector<Config> x, dy, gamma, dx;
       if (stash.holds(space::kStashRows)) {
-        load_shared_vector(stash.x, col, x);
-        load_shared_vector(stash.dy, col, dy);
+        load_shared_vector(stash.x, span.local(col), x);
+        load_shared_vector(stash.dy, span.local(col), dy);
       } else {
         load_global_vector(p.x.template row<const T>(row), col, x);
         load_global_vector(p.dy.template row<const T>(row), col, dy);
@@ -322,19 +333,18 @@ FJ_DEVICE void backward_rows_in_shared(const LayerNormBackwardParams& p) {
       terms.add(grad);
       terms.add_dx(dx);
       for (int which = 0; which < 3; ++which) {
-        if (writes_sum(p, which)) {
-          add_partial<Config>(stash.partial(p, which), shared_partials, col, terms.sum[which]);
-        }
+        if (writes_sum(p, which)) stash.add_partial(p, which, col, terms.sum[which]);
       }
     });
   }
-  if (!shared_partials) return;
-  for_each_vector<Config>(p.cols, at.lane, [&](int col) {  // the block's partials, written once
+  if constexpr (Config::kClusterBlocks > 1) cluster_sync();  // peers' last reads of our slot
+  if (!stash.holds(space::kStashPartials)) return;
+  for_each_vector<Config>(span, at.lane, [&](int col) {  // the block's partials, written once
     for (int which = 0; which < 3; ++which) {
       if (!writes_sum(p, which)) continue;
       RowVector<Config> sum;
-      load_shared_vector(stash.partial(p, which), col, sum);
-      store_global_vector(p.partial(which, blockIdx.x), col, sum);
+      load_shared_vector(stash.shared_partial(p, which), span.local(col), sum);
+      store_global_vector(p.partial(which, row_group_index<Config>()), col, sum);
     }
   });
 }
@@ -350,6 +360,17 @@ FJ_GLOBAL void __launch_bounds__(Config::kBlockThreads, Config::kMinBlocksPerSm)
   } else {
     backward_rows_in_shared<Config>(p);
   }
+}
+
+/// layer_norm_backward_kernel's unbounded bucket with each row split over a cluster of
+/// Config::kClusterBlocks blocks (sm_90a); one partial per cluster. Grid: a multiple of the
+/// cluster size.
+template <class Config>
+FJ_GLOBAL void __cluster_dims__(Config::kClusterBlocks, 1, 1)
+    __launch_bounds__(Config::kBlockThreads, Config::kMinBlocksPerSm)
+        layer_norm_backward_cluster_kernel(const LayerNormBackwardParams p) {
+  static_assert(Config::kClusterBlocks > 1 && !Config::kCached, "the unbounded bucket's split");
+  backward_rows_in_shared<Config>(p);
 }
 
 /// dγ, dβ, dbias of one column each: the blocks' partials added in block order.

@@ -73,12 +73,22 @@ struct DirectionBytes {
   std::uint64_t blocks = 0;    // of the row kernel, over its launches
 };
 
+/// The cluster size of a row kernel by its name's ".x<N>." trait (1 when it has none).
+int cluster_of(const std::string& kernel) {
+  const std::size_t at = kernel.find(".x");
+  if (at == std::string::npos) return 1;
+  const std::size_t digits = kernel.find_first_not_of("0123456789", at + 2);
+  if (digits == at + 2 || digits == std::string::npos || kernel[digits] != '.') return 1;
+  return std::stoi(kernel.substr(at + 2, digits - at - 2));
+}
+
 /// The forward's and the backward's bytes over the kernels `work` ran for `c`. The least is
 /// each launch's [rows, cols] tensors once (forward: x and y, with a fused add the residual
 /// read and the sum written; backward: x, dy and dx), the statistics once, dγ, dβ, dbias written
 /// once, and per block of the row kernel the [cols] vectors it reads (γ, β, the bias) and for
 /// the backward its partial dγ, dβ, dbias written and read back by the second kernel: the
-/// persistent kernels' own per-block cost, so the ratio shows any byte past it.
+/// persistent kernels' own per-block cost, so the ratio shows any byte past it. The blocks of a
+/// cluster that share each row count as one (each reads and writes its chunk of the columns).
 std::pair<DirectionBytes, DirectionBytes> layer_norm_bytes(const std::vector<KernelWork>& work,
                                                            const testing::LayerNormCase& c) {
   const double element = double(dtype_size(c.dtype));
@@ -91,7 +101,7 @@ std::pair<DirectionBytes, DirectionBytes> layer_norm_bytes(const std::vector<Ker
     const double moved =
         double(kernel.work.global_bytes_read) + double(kernel.work.global_bytes_written);
     const auto launches = double(kernel.launches);
-    const auto blocks = double(kernel.work.ctas);
+    const auto blocks = double(kernel.work.ctas) / cluster_of(kernel.kernel);
     if (kernel.kernel.rfind("layer_norm.", 0) == 0) {
       forward.moved += moved;
       forward.launches += kernel.launches;

@@ -1,5 +1,6 @@
-// Every config of the layer_norm space, forward and backward, and the backward's
-// parameter-gradient kernel of every dtype, host-compiled for the emulator. The configs are
+// Every config of the layer_norm space, forward and backward (and their cluster-split twins
+// where the config has them), and the backward's parameter-gradient kernel of every dtype,
+// host-compiled for the emulator. The configs are
 // generated from ops/layer_norm/layer_norm_space.cuh, the same lists
 // kernels::layer_norm_configs() walks.
 #include "layer_norm/layer_norm_emulated.hpp"
@@ -53,6 +54,17 @@ constexpr auto kConfigs = [] {
   return configs;
 }();
 
+/// The forward and backward of config C with each row split over a cluster of `Cluster` blocks.
+template <LayerNormConfig C, int Cluster>
+void add_cluster_kernels(detail::EmulatedKernelTable& table) {
+  using Config = flashjit::LayerNormConfig<Element<C.dtype>, C.max_cols, C.threads_per_row,
+                                           C.vector_width, C.rms, Cluster>;
+  table.add({layer_norm_spec(C, detail::kEmulatorArch, Cluster),
+             &HostLauncher<&layer_norm_cluster_kernel<Config>>::launch});
+  table.add({layer_norm_backward_spec(C, detail::kEmulatorArch, Cluster),
+             &HostLauncher<&layer_norm_backward_cluster_kernel<Config>>::launch});
+}
+
 }  // namespace
 
 void add_layer_norm_kernels(detail::EmulatedKernelTable& table) {
@@ -63,6 +75,12 @@ void add_layer_norm_kernels(detail::EmulatedKernelTable& table) {
                &HostLauncher<&layer_norm_kernel<Config>>::launch});
     table.add({layer_norm_backward_spec(C, detail::kEmulatorArch),
                &HostLauncher<&layer_norm_backward_kernel<Config>>::launch});
+    if constexpr (layer_norm_space::cluster_valid(C.max_cols, C.threads_per_row, C.vector_width,
+                                                  element_bytes(C.dtype), 2)) {
+      add_cluster_kernels<C, 2>(table);
+      add_cluster_kernels<C, 4>(table);
+      add_cluster_kernels<C, 8>(table);
+    }
   });
   table.add({layer_norm_param_grad_spec(DType::f16, detail::kEmulatorArch),
              &HostLauncher<&layer_norm_param_grad_kernel<half_t>>::launch});

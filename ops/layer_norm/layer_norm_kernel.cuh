@@ -170,20 +170,22 @@ FJ_DEVICE void normalize_rows_in_registers(const LayerNormParams& p) {
   }
 }
 
-/// The unbounded bucket's shared memory past the merge slots: the row, then γ, β and the bias
-/// (each padded to 16 bytes), as much of it as the launch's stash mode says. Every thread reads
-/// back only the vectors it wrote, so the stash needs no barrier of its own.
+/// The unbounded bucket's shared memory past the merge slots (and a cluster's exchange): the
+/// block's columns of the row, then of γ, β and the bias (each padded to 16 bytes), as much of
+/// it as the launch's stash mode says. Every thread reads back only the vectors it wrote, so
+/// the stash needs no barrier of its own.
 template <class Config>
 struct RowStash {
   using T = typename Config::Element;
   T* row;
+  ColumnSpan span;
   int stride;  // elements from one stashed vector to the next
   int mode;    // layer_norm_space::Stash
 
-  FJ_DEVICE RowStash(const LayerNormParams& p)
-      : row(reinterpret_cast<T*>(dynamic_shared<unsigned char>() +
-                                 layer_norm_space::merge_bytes(Config::kThreadsPerRow))),
-        stride(layer_norm_space::round_up16(p.cols * int(sizeof(T))) / int(sizeof(T))),
+  FJ_DEVICE RowStash(const LayerNormParams& p, ColumnSpan span_)
+      : row(reinterpret_cast<T*>(dynamic_shared<unsigned char>() + Config::kStashOffset)),
+        span(span_),
+        stride(layer_norm_space::round_up16(span_.stash_cols * int(sizeof(T))) / int(sizeof(T))),
         mode(p.stash) {}
 
   FJ_DEVICE bool holds_row() const { return mode != layer_norm_space::kStashNone; }
@@ -191,58 +193,70 @@ struct RowStash {
   /// Stashed vector `which` (0 γ, 1 β, 2 bias).
   FJ_DEVICE T* vector(int which) const { return row + (1 + which) * stride; }
 
+  FJ_DEVICE void store_row(int col, const RowVector<Config>& x) const {
+    store_shared_vector(row, span.local(col), x);
+  }
+  FJ_DEVICE void load_row(int col, RowVector<Config>& x) const {
+    load_shared_vector(row, span.local(col), x);
+  }
   /// Vector `which` at `col`: from the stash, or from global `source`.
   FJ_DEVICE void param(int which, const void* source, int col, RowVector<Config>& out) const {
-    if (source != nullptr && holds_vectors()) return load_shared_vector(vector(which), col, out);
+    if (source != nullptr && holds_vectors()) {
+      return load_shared_vector(vector(which), span.local(col), out);
+    }
     load_param<Config>(source, col, out);
   }
 };
 
-/// The unbounded bucket: one row a block at a time, read once into the stash (or, where the
-/// row does not fit, read again for each pass).
+/// The unbounded bucket: one row a block (or a cluster) at a time, read once into the stash
+/// (or, where the row does not fit, read again for each pass). In a cluster each block takes
+/// its chunk of the columns and the row's sums cross the cluster.
 template <class Config>
 FJ_DEVICE void normalize_rows_in_shared(const LayerNormParams& p) {
   const RowLane at = row_lane<Config>();
-  const RowStash<Config> stash(p);
+  const ColumnSpan span = block_columns<Config>(p.cols);
+  const RowStash<Config> stash(p, span);
   const void* params[3] = {p.gamma, p.beta, p.bias};
   if (stash.holds_vectors()) {  // γ, β and the bias, once for all of the block's rows
-    for_each_vector<Config>(p.cols, at.lane, [&](int col) {
+    for_each_vector<Config>(span, at.lane, [&](int col) {
       for (int which = 0; which < 3; ++which) {
         if (params[which] == nullptr) continue;
         RowVector<Config> v;
         load_param<Config>(params[which], col, v);
-        store_shared_vector(stash.vector(which), col, v);
+        store_shared_vector(stash.vector(which), span.local(col), v);
       }
     });
   }
   // x's vector at `col`: from the stash, or from global memory once more.
   auto x_at = [&](index_t row, int col, RowVector<Config>& x) {
-    if (stash.holds_row()) return load_shared_vector(stash.row, col, x);
+    if (stash.holds_row()) return stash.load_row(col, x);
     RowVector<Config> bias;
     stash.param(2, p.bias, col, bias);
     load_x<Config>(p, row, col, bias, x);
   };
   const float inv_cols = 1.0f / float(p.cols);
+  int round = 0;  // the cluster's exchanges
   const BlockRows rows = block_rows<Config>(p.rows);
   for (index_t row = rows.begin; row < rows.end; ++row) {
     float sum = 0.0f;
-    for_each_vector<Config>(p.cols, at.lane, [&](int col) {
+    for_each_vector<Config>(span, at.lane, [&](int col) {
       RowVector<Config> bias, x;
       stash.param(2, p.bias, col, bias);
       read_x<Config>(p, row, col, bias, x);
-      if (stash.holds_row()) store_shared_vector(stash.row, col, x);
+      if (stash.holds_row()) stash.store_row(col, x);
       sum = vector_sum(x, sum);
     });
-    const float mean = Config::kRms ? 0.0f : row_sum<Config>(sum, at) * inv_cols;  // μ
+    const float mean = Config::kRms ? 0.0f : row_sum<Config>(sum, at, round) * inv_cols;  // μ
     float squares = 0.0f;
-    for_each_vector<Config>(p.cols, at.lane, [&](int col) {
+    for_each_vector<Config>(span, at.lane, [&](int col) {
       RowVector<Config> x;
       x_at(row, col, x);
       squares = vector_squares(x, mean, squares);
     });
-    squares = row_sum<Config>(squares, at);  // Σ(x − μ)²
-    const RowNorm norm = finish_row<Config>(p, row, mean, squares, inv_cols, at.lane == 0);
-    for_each_vector<Config>(p.cols, at.lane, [&](int col) {
+    squares = row_sum<Config>(squares, at, round);  // Σ(x − μ)²
+    const RowNorm norm =
+        finish_row<Config>(p, row, mean, squares, inv_cols, at.lane == 0 && span.begin == 0);
+    for_each_vector<Config>(span, at.lane, [&](int col) {
       RowVector<Config> x, gamma, beta;
       x_at(row, col, x);
       stash.param(0, p.gamma, col, gamma);
@@ -250,6 +264,7 @@ FJ_DEVICE void normalize_rows_in_shared(const LayerNormParams& p) {
       store_y<Config>(p, row, col, x, norm, gamma, beta);
     });
   }
+  if constexpr (Config::kClusterBlocks > 1) cluster_sync();  // peers' last reads of our slot
 }
 
 /// Grid: up to the rows' groups of kRowsPerBlock, each block a contiguous run of them (the host
@@ -263,6 +278,16 @@ FJ_GLOBAL void __launch_bounds__(Config::kBlockThreads, Config::kMinBlocksPerSm)
   } else {
     normalize_rows_in_shared<Config>(p);
   }
+}
+
+/// layer_norm_kernel's unbounded bucket with each row split over a cluster of
+/// Config::kClusterBlocks blocks (sm_90a). Grid: a multiple of the cluster size.
+template <class Config>
+FJ_GLOBAL void __cluster_dims__(Config::kClusterBlocks, 1, 1)
+    __launch_bounds__(Config::kBlockThreads, Config::kMinBlocksPerSm)
+        layer_norm_cluster_kernel(const LayerNormParams p) {
+  static_assert(Config::kClusterBlocks > 1 && !Config::kCached, "the unbounded bucket's split");
+  normalize_rows_in_shared<Config>(p);
 }
 
 }  // namespace flashjit

@@ -3,6 +3,8 @@
 // backward the parameter-gradient kernel) launched.
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
+#include <vector>
 
 #include "autotune/tuning_problem.hpp"
 #include "flashjit/error.hpp"
@@ -69,10 +71,10 @@ LayerNormConfig for_alignment(LayerNormConfig config, int cols,
 
 /// The persistent grid of `config` over `rows` with `shared_bytes` per block: `per_sm` blocks
 /// on every SM (fewer where shared memory runs out), at most one per group of rows_per_block
-/// rows.
+/// rows; with `cluster` > 1, whole clusters of that many blocks, each sharing its rows.
 detail::LaunchShape row_launch(const DeviceInfo& device, const LayerNormConfig& config,
                                std::int64_t rows, int per_sm_wanted, std::size_t shared_bytes,
-                               Stream stream) {
+                               int cluster, Stream stream) {
   const int rows_per_block = space::rows_per_block(config.threads_per_row);
   const int block_threads = config.threads_per_row * rows_per_block;
   std::int64_t per_sm = per_sm_wanted;
@@ -82,10 +84,12 @@ detail::LaunchShape row_launch(const DeviceInfo& device, const LayerNormConfig& 
                     1, static_cast<std::int64_t>(device.shared_memory_optin / shared_bytes)));
   }
   const std::int64_t groups = (rows + rows_per_block - 1) / rows_per_block;
+  const std::int64_t resident = std::max<std::int64_t>(1, device.sm_count * per_sm / cluster);
   detail::LaunchShape shape;
-  shape.grid_x = static_cast<unsigned>(
-      std::max<std::int64_t>(1, std::min(groups, std::int64_t{device.sm_count} * per_sm)));
+  shape.grid_x = static_cast<unsigned>(std::max<std::int64_t>(1, std::min(groups, resident)) *
+                                       cluster);
   shape.block_x = static_cast<unsigned>(block_threads);
+  shape.cluster_x = static_cast<unsigned>(cluster);
   shape.dynamic_shared_bytes = shared_bytes;
   shape.stream = static_cast<CUstream>(stream);
   return shape;
@@ -95,36 +99,73 @@ int spec_threads(const LayerNormConfig& config) {
   return config.threads_per_row * space::rows_per_block(config.threads_per_row);
 }
 
-/// The forward's stash for the unbounded config: the row and the [cols] vectors if they fit
-/// the device's shared memory beside the merge slots, else the row alone, else nothing.
-int forward_stash(const DeviceInfo& device, const LayerNormConfig& config, int cols,
-                  int vectors) {
-  if (config.max_cols != 0) return space::kStashNone;
-  const auto element = static_cast<int>(dtype_size(config.dtype));
-  const std::size_t budget =
-      device.shared_memory_optin - static_cast<std::size_t>(space::merge_bytes(config.threads_per_row));
-  for (int stash : {space::kStashRowAndVectors, space::kStashRow}) {
-    if (static_cast<std::size_t>(space::stash_bytes(cols, element, vectors, stash)) <= budget) {
-      return stash;
-    }
+/// How the unbounded config holds a row: the blocks of a cluster that share it (1: none) and
+/// the stash of each (its chunk of the columns).
+struct RowSplit {
+  int cluster = 1;
+  int stash = 0;
+};
+
+/// The cluster sizes to try for `config` on `device`, smallest first: 1, then those of
+/// layer_norm_space::kClusterSizes where the config has cluster-split kernels and the device
+/// runs them.
+std::vector<int> cluster_sizes(const DeviceInfo& device, const LayerNormConfig& config) {
+  std::vector<int> sizes = {1};
+  if (layer_norm_clusters(config, device.arch())) {
+    sizes.insert(sizes.end(), std::begin(space::kClusterSizes), std::end(space::kClusterSizes));
   }
-  return space::kStashNone;
+  return sizes;
 }
 
-/// The backward's stash bits for the unbounded config, in the order they save the most bytes:
-/// the partials (a read and a write of each per row), then x and dy (read again), then γ.
-int backward_stash(const DeviceInfo& device, const LayerNormConfig& config, int cols,
-                   int planes) {
-  if (config.max_cols != 0) return 0;
+/// Shared memory a block of `config` has for its stash in a cluster of `cluster`.
+std::size_t stash_budget(const DeviceInfo& device, const LayerNormConfig& config, int cluster) {
+  return device.shared_memory_optin -
+         static_cast<std::size_t>(space::merge_bytes(config.threads_per_row) +
+                                  space::exchange_bytes(cluster));
+}
+
+/// The forward's split for the unbounded config: the smallest cluster (none first) whose
+/// blocks each hold their chunk of the row and of the [cols] vectors; where none does, one
+/// block with the row alone if it fits, else nothing (the row read again for each pass).
+RowSplit forward_split(const DeviceInfo& device, const LayerNormConfig& config, int cols,
+                       int vectors) {
+  if (config.max_cols != 0) return {};
   const auto element = static_cast<int>(dtype_size(config.dtype));
-  const std::size_t budget =
-      device.shared_memory_optin - static_cast<std::size_t>(space::merge_bytes(config.threads_per_row));
-  int stash = 0;
-  for (int bit : {space::kStashPartials, space::kStashRows, space::kStashGamma}) {
-    const int bytes = space::backward_stash_bytes(cols, element, planes, stash | bit);
-    if (static_cast<std::size_t>(bytes) <= budget) stash |= bit;
+  for (int cluster : cluster_sizes(device, config)) {
+    const int chunk = space::cluster_chunk(cols, cluster, config.vector_width);
+    const auto bytes = space::stash_bytes(chunk, element, vectors, space::kStashRowAndVectors);
+    if (static_cast<std::size_t>(bytes) <= stash_budget(device, config, cluster)) {
+      return {cluster, space::kStashRowAndVectors};
+    }
   }
-  return stash;
+  const bool row_fits = static_cast<std::size_t>(space::stash_bytes(
+                            cols, element, vectors, space::kStashRow)) <=
+                        stash_budget(device, config, 1);
+  return {1, row_fits ? space::kStashRow : space::kStashNone};
+}
+
+/// The backward's split for the unbounded config: the smallest cluster (none first) whose
+/// blocks each hold their chunk of the partial sums, x, dy and γ; where none does, one block
+/// with the stash bits that fit, in the order they save the most bytes: the partials (a read
+/// and a write of each per row), then x and dy (read again), then γ.
+RowSplit backward_split(const DeviceInfo& device, const LayerNormConfig& config, int cols,
+                        int planes) {
+  if (config.max_cols != 0) return {};
+  const auto element = static_cast<int>(dtype_size(config.dtype));
+  constexpr int kAll = space::kStashPartials | space::kStashRows | space::kStashGamma;
+  for (int cluster : cluster_sizes(device, config)) {
+    const int chunk = space::cluster_chunk(cols, cluster, config.vector_width);
+    const auto bytes = space::backward_stash_bytes(chunk, element, planes, kAll);
+    if (static_cast<std::size_t>(bytes) <= stash_budget(device, config, cluster)) {
+      return {cluster, kAll};
+    }
+  }
+  RowSplit split;
+  for (int bit : {space::kStashPartials, space::kStashRows, space::kStashGamma}) {
+    const int bytes = space::backward_stash_bytes(cols, element, planes, split.stash | bit);
+    if (static_cast<std::size_t>(bytes) <= stash_budget(device, config, 1)) split.stash |= bit;
+  }
+  return split;
 }
 
 /// Throws InvalidArgument("config") unless `config` runs calls of `dtype`, `rms` and `cols`.
@@ -153,7 +194,7 @@ void launch_layer_norm(detail::RuntimeBackend& backend, const LayerNorm& options
   const DeviceInfo& device = backend.info();
   // The stash keeps γ, β and the bias at their own places (0, 1, 2): as many slots as the last.
   const int vectors = options.bias.data != nullptr ? 3 : beta.data != nullptr ? 2 : 1;
-  const int stash = forward_stash(device, config, cols, vectors);
+  const RowSplit split = forward_split(device, config, cols, vectors);
   const LayerNormParams params{rows_of(x),
                                rows_of(options.residual),
                                options.bias.data,
@@ -166,7 +207,7 @@ void launch_layer_norm(detail::RuntimeBackend& backend, const LayerNorm& options
                                x.shape[0],
                                cols,
                                options.epsilon,
-                               stash};
+                               split.stash};
   const std::vector<detail::KernelBuffer> buffers = buffers_of({{&x, "x"},
                                                                 {&options.residual, "residual"},
                                                                 {&options.bias, "bias"},
@@ -176,13 +217,16 @@ void launch_layer_norm(detail::RuntimeBackend& backend, const LayerNorm& options
                                                                 {&y, "y"},
                                                                 {&mean, "mean"},
                                                                 {&rstd, "rstd"}});
+  const int chunk = space::cluster_chunk(cols, split.cluster, config.vector_width);
   const auto shared = static_cast<std::size_t>(
-      config.shared_bytes() +
-      space::stash_bytes(cols, static_cast<int>(dtype_size(config.dtype)), vectors, stash));
-  detail::launch_kernel(backend.executor(), layer_norm_spec(config, device.arch()),
+      config.shared_bytes() + space::exchange_bytes(split.cluster) +
+      space::stash_bytes(chunk, static_cast<int>(dtype_size(config.dtype)), vectors,
+                         split.stash));
+  detail::launch_kernel(backend.executor(), layer_norm_spec(config, device.arch(), split.cluster),
                         row_launch(device, config, x.shape[0],
                                    std::max(1, space::kThreadsPerSm / spec_threads(config)),
-                                   shared, stream), buffers, params);
+                                   shared, split.cluster, stream),
+                        buffers, params);
 }
 
 /// The backward's launches (row kernel, then parameter gradients) of validated arguments.
@@ -200,16 +244,18 @@ void launch_layer_norm_backward(detail::RuntimeBackend& backend, const LayerNorm
       for_alignment(chosen.row, cols, {&x, &gamma, &dy, &dx, &dgamma, &dbeta, &dbias});
   const DeviceInfo& device = backend.info();
   const int planes = 1 + (dbeta.data != nullptr ? 1 : 0) + (dbias.data != nullptr ? 1 : 0);
-  const int stash = backward_stash(device, config, cols, planes);
+  const RowSplit split = backward_split(device, config, cols, planes);
+  const int chunk = space::cluster_chunk(cols, split.cluster, config.vector_width);
   const auto shared = static_cast<std::size_t>(
-      space::merge_bytes(config.threads_per_row) +
+      space::merge_bytes(config.threads_per_row) + space::exchange_bytes(split.cluster) +
       space::partials_bytes(config.max_cols, config.threads_per_row) +
-      space::backward_stash_bytes(cols, static_cast<int>(dtype_size(config.dtype)), planes,
-                                  stash));
-  const detail::LaunchShape row_shape = row_launch(device, config, rows, space::kBackwardBlocksPerSm, shared, stream);
+      space::backward_stash_bytes(chunk, static_cast<int>(dtype_size(config.dtype)), planes,
+                                  split.stash));
+  const detail::LaunchShape row_shape = row_launch(
+      device, config, rows, space::kBackwardBlocksPerSm, shared, split.cluster, stream);
+  const unsigned groups = row_shape.grid_x / row_shape.cluster_x;  // one partial each
   const DeviceBuffer workspace = backend.allocate_buffer_on_stream(
-      sizeof(float) * static_cast<std::size_t>(planes) * row_shape.grid_x *
-          static_cast<std::size_t>(cols),
+      sizeof(float) * static_cast<std::size_t>(planes) * groups * static_cast<std::size_t>(cols),
       stream);
   const LayerNormBackwardParams params{rows_of(x),
                                        gamma.data,
@@ -223,8 +269,8 @@ void launch_layer_norm_backward(detail::RuntimeBackend& backend, const LayerNorm
                                        static_cast<float*>(workspace.data()),
                                        rows,
                                        cols,
-                                       static_cast<int>(row_shape.grid_x),
-                                       stash};
+                                       static_cast<int>(groups),
+                                       split.stash};
   std::vector<detail::KernelBuffer> buffers = buffers_of({{&x, "x"},
                                                           {&gamma, "gamma"},
                                                           {&mean, "mean"},
@@ -242,7 +288,7 @@ void launch_layer_norm_backward(detail::RuntimeBackend& backend, const LayerNorm
   reduce.block_x = static_cast<unsigned>(space::kParamGradThreads);
   reduce.stream = static_cast<CUstream>(stream);
   detail::Executor& executor = backend.executor();
-  detail::launch_kernel(executor, layer_norm_backward_spec(config, arch), row_shape, buffers,
+  detail::launch_kernel(executor, layer_norm_backward_spec(config, arch, split.cluster), row_shape, buffers,
                         params);  // dx and the blocks' partials
   detail::launch_kernel(executor, layer_norm_param_grad_spec(x.dtype, arch), reduce, buffers,
                         params);  // dγ, dβ, dbias

@@ -70,7 +70,7 @@ struct LayerNormBackwardParams {
   float* workspace;                // (planes, blocks, cols): the blocks' partial dγ, dβ, dbias
   index_t rows;
   int cols;
-  int blocks;  // the row kernel's grid: one partial each
+  int blocks;  // the row kernel's block groups (blocks, or clusters): one partial each
   int stash;   // the unbounded config's: layer_norm_space::BackwardStash bits
 
   /// The partial sums the call writes: dγ, then dβ and dbias when asked for.

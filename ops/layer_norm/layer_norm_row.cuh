@@ -3,18 +3,24 @@
 // row, which rows a block takes, and the sum of a value across the threads of a row (shuffles
 // within each warp, then the warps' partials through shared memory).
 #include "layer_norm/layer_norm_space.cuh"
+#include "tile/cluster.cuh"
 #include "tile/vector_memory.cuh"
 #include "tile/warp.cuh"
 
 namespace flashjit {
 
-template <typename Element_, int MaxCols, int ThreadsPerRow, int VectorWidth, bool Rms>
+template <typename Element_, int MaxCols, int ThreadsPerRow, int VectorWidth, bool Rms,
+          int ClusterBlocks = 1>
 struct LayerNormConfig {
   static_assert(layer_norm_space::config_valid(MaxCols, ThreadsPerRow, VectorWidth,
                                                sizeof(Element_)),
                 "threads per row must be whole warps, a vector 1 element or 16 bytes, and a "
                 "bucket a multiple of threads · width with at most "
                 "layer_norm_space::kMaxValuesPerThread values per thread");
+  static_assert(layer_norm_space::cluster_valid(MaxCols, ThreadsPerRow, VectorWidth,
+                                                sizeof(Element_), ClusterBlocks),
+                "a row splits over a cluster of 2, 4 or 8 blocks only in the unbounded "
+                "bucket's 16-byte config at layer_norm_space::kClusterThreads threads");
   using Element = Element_;
   static constexpr int kMaxCols = MaxCols;  // 0: any row length, kept in shared memory
   static constexpr bool kCached = MaxCols > 0;
@@ -30,6 +36,11 @@ struct LayerNormConfig {
   // __launch_bounds__'s blocks per SM: one lets ptxas use every register the block size
   // leaves; left to its default at 512 threads, it capped the backward at 64 and spilled.
   static constexpr int kMinBlocksPerSm = 1;
+  // Blocks of a cluster that share each row (the unbounded bucket only).
+  static constexpr int kClusterBlocks = ClusterBlocks;
+  // Where the unbounded bucket's stash starts: past the merge slots and the cluster's exchange.
+  static constexpr int kStashOffset =
+      layer_norm_space::merge_bytes(ThreadsPerRow) + layer_norm_space::exchange_bytes(ClusterBlocks);
 };
 
 /// A thread's vector of kVectorWidth neighbouring values, in fp32.
@@ -54,15 +65,51 @@ FJ_DEVICE int vector_column(int i, int lane) {
   return i * Config::kRowStep + lane * Config::kVectorWidth;
 }
 
-/// Calls `visit(col)` for the first column of every vector of a row of `cols` this thread
-/// takes (the unbounded config's walk; cols is a multiple of the vector width).
+/// The columns of each row this block takes, [begin, end): all of them, or its chunk of the
+/// row when a cluster shares it. `local(col)` indexes the block's stash.
+struct ColumnSpan {
+  int begin;
+  int end;
+  int stash_cols;  // columns the stash holds a row of (the chunk's, padded alike in each block)
+
+  FJ_DEVICE int local(int col) const { return col - begin; }
+};
+
+template <class Config>
+FJ_DEVICE ColumnSpan block_columns(int cols) {
+  const int chunk =
+      layer_norm_space::cluster_chunk(cols, Config::kClusterBlocks, Config::kVectorWidth);
+  if constexpr (Config::kClusterBlocks == 1) {
+    return {0, cols, chunk};
+  } else {
+    const int begin = min_int(cols, int(cluster_ctarank()) * chunk);
+    return {begin, min_int(cols, begin + chunk), chunk};
+  }
+}
+
+/// Calls `visit(col)` for the first column of every vector of `span` this thread takes (the
+/// unbounded config's walk; the span's ends are multiples of the vector width).
 template <class Config, class Visit>
-FJ_DEVICE void for_each_vector(int cols, int lane, Visit visit) {
-  for (int col = lane * Config::kVectorWidth; col < cols; col += Config::kRowStep) visit(col);
+FJ_DEVICE void for_each_vector(ColumnSpan span, int lane, Visit visit) {
+  for (int col = span.begin + lane * Config::kVectorWidth; col < span.end;
+       col += Config::kRowStep) {
+    visit(col);
+  }
+}
+
+/// Which group of blocks shares a run of rows (a cluster, or the block alone), and how many
+/// there are: the backward writes one partial per group.
+template <class Config>
+FJ_DEVICE int row_group_index() {
+  return int(blockIdx.x) / Config::kClusterBlocks;
+}
+template <class Config>
+FJ_DEVICE int row_group_count() {
+  return int(gridDim.x) / Config::kClusterBlocks;
 }
 
 /// The rows this block takes: row groups of kRowsPerBlock rows, [begin, end), contiguous, so the
-/// backward's sums over them run in row order.
+/// backward's sums over them run in row order (a cluster's blocks take the same rows).
 struct BlockRows {
   index_t begin;
   index_t end;
@@ -71,8 +118,9 @@ struct BlockRows {
 template <class Config>
 FJ_DEVICE BlockRows block_rows(index_t rows) {
   const index_t groups = (rows + Config::kRowsPerBlock - 1) / Config::kRowsPerBlock;
-  const index_t per_block = (groups + gridDim.x - 1) / gridDim.x;
-  const index_t begin = index_t(blockIdx.x) * per_block;
+  const index_t blocks = row_group_count<Config>();
+  const index_t per_block = (groups + blocks - 1) / blocks;
+  const index_t begin = index_t(row_group_index<Config>()) * per_block;
   const index_t end = begin + per_block < groups ? begin + per_block : groups;
   return {begin < groups ? begin : groups, end};
 }
@@ -100,9 +148,50 @@ FJ_DEVICE T row_allreduce(T value, RowLane at, Combine combine) {
   return value;
 }
 
-/// The row sum of a float.
+/// Combines a block's `value` (the same in every thread) with its cluster peers' in rank order,
+/// so every block gets the same bits. Successive calls alternate between two exchange slots
+/// (`round` counts the calls), so one cluster barrier a call suffices; the kernel ends with a
+/// cluster barrier of its own so that no block exits while a peer still reads its slot.
+template <class Config, typename T, class Combine>
+FJ_DEVICE T cluster_allreduce(T value, int& round, Combine combine) {
+  if constexpr (Config::kClusterBlocks == 1) {
+    return value;
+  } else {
+    static_assert(sizeof(T) % sizeof(float) == 0 &&
+                      sizeof(T) <= layer_norm_space::kSharedBytesPerWarp,
+                  "a sum crosses the cluster as whole floats in one slot");
+    constexpr int kWords = int(sizeof(T) / sizeof(float));
+    float* slot = reinterpret_cast<float*>(dynamic_shared<unsigned char>() +
+                                           layer_norm_space::merge_bytes(Config::kThreadsPerRow) +
+                                           (round % 2) * layer_norm_space::kSharedBytesPerWarp);
+    round += 1;
+    if (threadIdx.x == 0) {
+      float words[kWords];
+      __builtin_memcpy(words, &value, sizeof(T));
+      for (int w = 0; w < kWords; ++w) store_shared(slot, w, words[w]);
+    }
+    cluster_sync();
+    T total{};
+    for (int rank = 0; rank < Config::kClusterBlocks; ++rank) {
+      float words[kWords];
+      for (int w = 0; w < kWords; ++w) words[w] = load_shared_cluster(slot + w, unsigned(rank));
+      T peer;
+      __builtin_memcpy(&peer, words, sizeof(T));
+      total = rank == 0 ? peer : combine(total, peer);
+    }
+    return total;
+  }
+}
+
+/// The row sum of a float (across the cluster too when one shares the row).
+template <class Config>
+FJ_DEVICE float row_sum(float value, RowLane at, int& round) {
+  auto add = [](float a, float b) { return a + b; };
+  return cluster_allreduce<Config>(row_allreduce<Config>(value, at, add), round, add);
+}
 template <class Config>
 FJ_DEVICE float row_sum(float value, RowLane at) {
+  static_assert(Config::kClusterBlocks == 1, "a cluster's row sums count their rounds");
   return row_allreduce<Config>(value, at, [](float a, float b) { return a + b; });
 }
 

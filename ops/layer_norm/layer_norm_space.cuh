@@ -94,6 +94,34 @@ constexpr int backward_stash_bytes(int cols, int element_bytes, int planes, int 
          ((stash & kStashRows) ? 2 * row : 0) + ((stash & kStashGamma) ? row : 0);
 }
 
+/// Blocks of a cluster that share each row (sm_90a), for rows whose stash does not fit one
+/// block's shared memory: each block takes a contiguous chunk of the columns and keeps its
+/// chunk of the row, γ, β and the partial sums; the row's sums cross the cluster through
+/// distributed shared memory. Built for the unbounded bucket's 16-byte vectors at
+/// kClusterThreads threads only (each size is a kernel of its own: __cluster_dims__).
+constexpr int kClusterSizes[] = {2, 4, 8};
+constexpr int kClusterThreads = 1024;
+
+constexpr bool cluster_valid(int max_cols, int threads_per_row, int vector_width,
+                             int element_bytes, int cluster) {
+  if (cluster == 1) return true;
+  return max_cols == 0 && threads_per_row == kClusterThreads &&
+         vector_width * element_bytes == kVectorBytes &&
+         (cluster == 2 || cluster == 4 || cluster == 8);
+}
+
+/// The columns each block of a cluster takes (the last block may take fewer): whole vectors.
+constexpr int cluster_chunk(int cols, int cluster, int vector_width) {
+  if (cluster == 1) return cols;
+  const int share = (cols + cluster - 1) / cluster;
+  return (share + vector_width - 1) / vector_width * vector_width;
+}
+
+/// Shared memory for the exchange of a row's sums across a cluster: two slots that successive
+/// sums alternate between, so one cluster barrier a sum orders its writes before its reads, and
+/// a slot's reads before its next write (two sums later, past the next sum's barrier).
+constexpr int exchange_bytes(int cluster) { return cluster > 1 ? 2 * kSharedBytesPerWarp : 0; }
+
 /// The backward's second kernel: threads per block, one column each.
 constexpr int kParamGradThreads = 256;
 

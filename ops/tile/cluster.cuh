@@ -2,12 +2,12 @@
 // Thread block clusters (sm_90a): the blocks of a cluster are resident at once on neighbouring
 // SMs and reach each other's shared memory at the same CTA-relative offsets. A kernel uses that
 // to load a tile once for several blocks (a multicast TMA load writes the box into each block
-// the mask names and completes on each one's mbarrier at the same offset) and to tell a peer's
-// producer that a slot is free again (an arrival on the peer's mbarrier). An mbarrier a peer
-// will use must be initialised, fenced (mbarrier_init_fence) and then ordered by a cluster
-// barrier before the peer touches it, and a block must not exit while a peer may still write
-// into it: cluster_sync() at both ends. The emulator's twins check each of these rules
-// (emulator/cluster.cpp).
+// the mask names and completes on each one's mbarrier at the same offset), to tell a peer's
+// producer that a slot is free again (an arrival on the peer's mbarrier) and to read a peer's
+// partial sums (load_shared_cluster). An mbarrier a peer will use must be initialised, fenced
+// (mbarrier_init_fence) and then ordered by a cluster barrier before the peer touches it, and
+// a block must not exit while a peer may still reach into it: cluster_sync() at both ends. The
+// emulator's twins check each of these rules (emulator/cluster.cpp).
 #include "tile/tma.cuh"
 
 namespace flashjit {
@@ -36,6 +36,18 @@ FJ_DEVICE void mbarrier_arrive_cluster(mbarrier_t* bar, unsigned rank) {
           shared_address(bar)),
       "r"(rank)
       : "memory");
+}
+
+/// The float at `local`'s offset in the shared memory of the block of rank `rank`.
+FJ_DEVICE float load_shared_cluster(const float* local, unsigned rank) {
+  float value;
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %1, %2;\n"
+      "ld.shared::cluster.f32 %0, [remote];\n}\n"
+      : "=f"(value)
+      : "r"(shared_address(local)), "r"(rank)
+      : "memory");
+  return value;
 }
 
 /// Loads the box at `coords` once into `shared_dst`'s offset of every block whose rank bit is
@@ -78,6 +90,11 @@ inline void cluster_arrive() { emulator::cluster_arrive(); }
 inline void cluster_wait() { emulator::cluster_wait(); }
 inline void mbarrier_arrive_cluster(mbarrier_t* bar, unsigned rank) {
   emulator::mbarrier_arrive_cluster(bar, rank);
+}
+inline float load_shared_cluster(const float* local, unsigned rank) {
+  float value = 0.0f;
+  emulator::load_shared_cluster(local, rank, &value, sizeof value);
+  return value;
 }
 template <int Rank>
 inline void tma_load_multicast(void* shared_dst, const tma_descriptor& map,

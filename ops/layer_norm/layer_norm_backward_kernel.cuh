@@ -30,6 +30,15 @@ FJ_DEVICE RowSums shuffle_from(RowSums sums, int src_lane) {
 }
 #endif
 
+/// RowSums' place in a cluster's exchange slot (layer_norm_row.cuh's cluster_allreduce).
+FJ_DEVICE void store_exchange(float* slot, RowSums sums) {
+  store_shared(slot, 0, sums.g_xhat);
+  store_shared(slot, 1, sums.g);
+}
+FJ_DEVICE RowSums load_exchange(const float* slot, unsigned rank, RowSums /*type*/) {
+  return {load_shared_cluster(slot, rank), load_shared_cluster(slot + 1, rank)};
+}
+
 /// A row's statistics as the forward wrote them.
 struct RowStats {
   float mean;  // 0 for RMS norm
@@ -362,6 +371,7 @@ FJ_GLOBAL void __launch_bounds__(Config::kBlockThreads, Config::kMinBlocksPerSm)
   }
 }
 
+#if defined(FJ_HAS_CLUSTERS)
 /// layer_norm_backward_kernel's unbounded bucket with each row split over a cluster of
 /// Config::kClusterBlocks blocks (sm_90a); one partial per cluster. Grid: a multiple of the
 /// cluster size.
@@ -372,6 +382,7 @@ FJ_GLOBAL void __cluster_dims__(Config::kClusterBlocks, 1, 1)
   static_assert(Config::kClusterBlocks > 1 && !Config::kCached, "the unbounded bucket's split");
   backward_rows_in_shared<Config>(p);
 }
+#endif
 
 /// dγ, dβ, dbias of one column each: the blocks' partials added in block order.
 template <typename Element>

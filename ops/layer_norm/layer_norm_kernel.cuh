@@ -280,6 +280,7 @@ FJ_GLOBAL void __launch_bounds__(Config::kBlockThreads, Config::kMinBlocksPerSm)
   }
 }
 
+#if defined(FJ_HAS_CLUSTERS)
 /// layer_norm_kernel's unbounded bucket with each row split over a cluster of
 /// Config::kClusterBlocks blocks (sm_90a). Grid: a multiple of the cluster size.
 template <class Config>
@@ -289,5 +290,6 @@ FJ_GLOBAL void __cluster_dims__(Config::kClusterBlocks, 1, 1)
   static_assert(Config::kClusterBlocks > 1 && !Config::kCached, "the unbounded bucket's split");
   normalize_rows_in_shared<Config>(p);
 }
+#endif
 
 }  // namespace flashjit

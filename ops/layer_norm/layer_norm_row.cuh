@@ -148,36 +148,33 @@ FJ_DEVICE T row_allreduce(T value, RowLane at, Combine combine) {
   return value;
 }
 
+/// A float's place in a cluster's exchange slot, written by this block and read by any.
+FJ_DEVICE void store_exchange(float* slot, float value) { store_shared(slot, 0, value); }
+FJ_DEVICE float load_exchange(const float* slot, unsigned rank, float /*type*/) {
+  return load_shared_cluster(slot, rank);
+}
+
 /// Combines a block's `value` (the same in every thread) with its cluster peers' in rank order,
-/// so every block gets the same bits. Successive calls alternate between two exchange slots
-/// (`round` counts the calls), so one cluster barrier a call suffices; the kernel ends with a
-/// cluster barrier of its own so that no block exits while a peer still reads its slot.
+/// so every block gets the same bits. T supplies store_exchange and load_exchange (found by
+/// argument-dependent lookup, or float's above). Successive calls alternate between two
+/// exchange slots (`round` counts the calls), so one cluster barrier a call suffices; the
+/// kernel ends with a cluster barrier of its own so that no block exits while a peer still
+/// reads its slot.
 template <class Config, typename T, class Combine>
 FJ_DEVICE T cluster_allreduce(T value, int& round, Combine combine) {
   if constexpr (Config::kClusterBlocks == 1) {
     return value;
   } else {
-    static_assert(sizeof(T) % sizeof(float) == 0 &&
-                      sizeof(T) <= layer_norm_space::kSharedBytesPerWarp,
-                  "a sum crosses the cluster as whole floats in one slot");
-    constexpr int kWords = int(sizeof(T) / sizeof(float));
+    static_assert(sizeof(T) <= layer_norm_space::kSharedBytesPerWarp, "a sum fills one slot");
     float* slot = reinterpret_cast<float*>(dynamic_shared<unsigned char>() +
                                            layer_norm_space::merge_bytes(Config::kThreadsPerRow) +
                                            (round % 2) * layer_norm_space::kSharedBytesPerWarp);
     round += 1;
-    if (threadIdx.x == 0) {
-      float words[kWords];
-      __builtin_memcpy(words, &value, sizeof(T));
-      for (int w = 0; w < kWords; ++w) store_shared(slot, w, words[w]);
-    }
+    if (threadIdx.x == 0) store_exchange(slot, value);
     cluster_sync();
-    T total{};
-    for (int rank = 0; rank < Config::kClusterBlocks; ++rank) {
-      float words[kWords];
-      for (int w = 0; w < kWords; ++w) words[w] = load_shared_cluster(slot + w, unsigned(rank));
-      T peer;
-      __builtin_memcpy(&peer, words, sizeof(T));
-      total = rank == 0 ? peer : combine(total, peer);
+    T total = load_exchange(slot, 0u, value);
+    for (int rank = 1; rank < Config::kClusterBlocks; ++rank) {
+      total = combine(total, load_exchange(slot, unsigned(rank), value));
     }
     return total;
   }

@@ -17,6 +17,13 @@
 #endif
 #endif
 
+// Whether kernels may declare thread block clusters (__cluster_dims__): on the device from
+// sm_90 (NVRTC rejects the attribute below, even on a template never instantiated); always on
+// the host, where the emulator takes the cluster shape from the launch.
+#if !defined(FJ_DEVICE_CODE) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
+#define FJ_HAS_CLUSTERS 1
+#endif
+
 namespace flashjit {
 
 /// 64-bit element offsets: tensors over 2^31 elements are addressed without overflow.

@@ -37,17 +37,77 @@ FJ_DEVICE void load_global_vector(const T* base, index_t index, float (&out)[W])
   }
 }
 
+/// N 32-bit words as one access moves them: CUDA's own vector types, whose stores the
+/// compiler keeps whole (a struct with alignas of its own was split into 4-byte stores).
+template <int N>
+struct WordVector;
+template <>
+struct WordVector<1> {
+  using type = unsigned;
+  static FJ_DEVICE type of(const unsigned (&w)[1]) { return w[0]; }
+};
+template <>
+struct WordVector<2> {
+  using type = uint2;
+  static FJ_DEVICE type of(const unsigned (&w)[2]) { return make_uint2(w[0], w[1]); }
+};
+template <>
+struct WordVector<4> {
+  using type = uint4;
+  static FJ_DEVICE type of(const unsigned (&w)[4]) { return make_uint4(w[0], w[1], w[2], w[3]); }
+};
+
+/// `in[0, 4 / sizeof(T))` narrowed to T, packed into one 32-bit word (the lower element in the
+/// lower half, as memory holds them).
+template <typename T>
+FJ_DEVICE unsigned pack_word(const float* in) {
+  if constexpr (sizeof(T) == 4) {
+    return float_bits(in[0]);
+  } else {
+    return unsigned(from_float<T>(in[0]).bits) | (unsigned(from_float<T>(in[1]).bits) << 16);
+  }
+}
+
+/// One 16-byte store to global memory, spelled in PTX: the compiler split a uint4 store into
+/// four 4-byte ones in loops it could not follow (the unbounded forward's y).
+FJ_DEVICE void store_global_16(void* address, uint4 words) {
+  asm volatile(
+      "{\n.reg .u64 global_address;\ncvta.to.global.u64 global_address, %0;\n"
+      "st.global.v4.b32 [global_address], {%1, %2, %3, %4};\n}\n" ::"l"(address),
+      "r"(words.x), "r"(words.y), "r"(words.z), "r"(words.w)
+      : "memory");
+}
+
+/// Narrows `in` to T and writes it to elements [index, index + W) of `base` (generic
+/// addressing), packed into 32-bit words first: a struct of 2-byte elements is otherwise split
+/// into 2-byte stores where the compiler cannot follow it. `to_global`: 16-byte pieces are
+/// written with store_global_16.
+template <bool to_global, int W, typename T>
+FJ_DEVICE void store_vector_words(T* base, index_t index, const float (&in)[W]) {
+  constexpr int kPiece = access_elements<T, W>();
+  constexpr int kWords = kPiece * int(sizeof(T)) / 4;
+#pragma unroll
+  for (int first = 0; first < W; first += kPiece) {
+    if constexpr (kWords == 0) {  // one 2-byte element
+      base[index + first] = from_float<T>(in[first]);
+    } else {
+      unsigned words[kWords];
+#pragma unroll
+      for (int k = 0; k < kWords; ++k) words[k] = pack_word<T>(in + first + k * 4 / sizeof(T));
+      using Vector = WordVector<kWords>;
+      if constexpr (to_global && kWords == 4) {
+        store_global_16(base + index + first, Vector::of(words));
+      } else {
+        *reinterpret_cast<typename Vector::type*>(base + index + first) = Vector::of(words);
+      }
+    }
+  }
+}
+
 /// Narrows `in` to T and writes it to elements [index, index + W) of global array `base`.
 template <int W, typename T>
 FJ_DEVICE void store_global_vector(T* base, index_t index, const float (&in)[W]) {
-  constexpr int kPiece = access_elements<T, W>();
-#pragma unroll
-  for (int first = 0; first < W; first += kPiece) {
-    Packed<T, kPiece> packed;
-#pragma unroll
-    for (int i = 0; i < kPiece; ++i) packed.values[i] = from_float<T>(in[first + i]);
-    *reinterpret_cast<Packed<T, kPiece>*>(base + index + first) = packed;
-  }
+  store_vector_words<true>(base, index, in);
 }
 
 /// Elements [index, index + W) of a shared array, widened to fp32.
@@ -59,7 +119,7 @@ FJ_DEVICE void load_shared_vector(const T* base, int index, float (&out)[W]) {
 /// Narrows `in` to T and writes it to elements [index, index + W) of a shared array.
 template <int W, typename T>
 FJ_DEVICE void store_shared_vector(T* base, int index, const float (&in)[W]) {
-  store_global_vector(base, index, in);
+  store_vector_words<false>(base, index, in);  // the compiler keeps these whole
 }
 
 #else  // host: the emulator checks each access as one request of W·sizeof(T) bytes

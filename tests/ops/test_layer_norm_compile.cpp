@@ -1,14 +1,19 @@
 // The layer_norm op's compile matrix: the default of every (dtype, norm, row-length bucket),
-// forward and backward, and the parameter-gradient kernels compile with NVRTC for sm_80 and
-// sm_90a without spills; the defaults are configs of the space and cover every row length.
+// forward and backward (with their cluster-split twins on sm_90a), and the parameter-gradient
+// kernels compile with NVRTC for sm_80 and sm_90a without spills; the defaults are configs of
+// the space and cover every row length; the forward's PTX moves 16-byte vectors and divides
+// per row, not per element.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <string>
 
 #include "common/op_registry.hpp"
 #include "layer_norm/layer_norm.hpp"
 #include "layer_norm/layer_norm_space.cuh"
+#include "runtime/compiler.hpp"
 #include "runtime/kernel_cache.hpp"
+#include "runtime/template_sources.hpp"
 #include "support/compile_checks.hpp"
 
 using namespace flashjit;
@@ -77,4 +82,37 @@ TEST_CASE("the unbounded stashes grow in the order they save global bytes") {
   CHECK(space::backward_stash_bytes(cols, 2, 2, space::kStashPartials | space::kStashRows) ==
         2 * cols * 4 + 2 * cols * 2);
   CHECK(space::backward_stash_bytes(cols, 2, 2, 7) == 2 * cols * 4 + 3 * cols * 2);
+}
+
+namespace {
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t count = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("the layer_norm forward's PTX: 16-byte loads and stores, no division per element") {
+  for (DType dtype : {DType::bf16, DType::f32}) {
+    for (int cols : {768, 4096, 65536}) {
+      const auto config = kernels::default_layer_norm_config(dtype, false, cols);
+      for (int cluster : {1, 2}) {
+        if (cluster > 1 && !kernels::layer_norm_clusters(config, "sm_90a")) continue;
+        const auto spec = kernels::layer_norm_spec(config, "sm_90a", cluster);
+        CAPTURE(spec.readable_name);
+        const std::string ptx = detail::compile_ptx(spec, detail::TemplateSet::embedded());
+        CHECK(count_of(ptx, "ld.global.v4.") + count_of(ptx, "ld.global.nc.v4.") > 0);
+        CHECK(count_of(ptx, "st.global.v4.") > 0);
+        CHECK(count_of(ptx, "ld.global.u16") + count_of(ptx, "ld.global.b16") == 0);
+        // 1/cols and 1/sqrt(var + eps), once per row: the 64 values a thread of the bounded
+        // configs holds would show 64 divisions with Welford's update per element.
+        CHECK(count_of(ptx, "div.rn.f32") <= 2);
+        if (cluster > 1) CHECK(count_of(ptx, "ld.shared::cluster.f32") > 0);
+      }
+    }
+  }
 }

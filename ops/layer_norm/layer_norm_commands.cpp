@@ -152,6 +152,13 @@ int run_layer_norm_op(const RunContext& context, Runtime& runtime, const LayerNo
   print_checks(forward);
   std::printf("backward (relative L2 bound %.3g):\n", backward.bound);
   print_checks(backward);
+  // The kernels that ran: the launch may split long rows over a cluster, which the chosen
+  // config's names above do not say.
+  std::string ran;
+  for (const KernelWork& kernel : runtime.emulated_work()) {
+    ran += (ran.empty() ? "" : ", ") + kernel.kernel;
+  }
+  if (!ran.empty()) std::printf("ran:     %s\n", ran.c_str());
   const auto [forward_bytes, backward_bytes] = layer_norm_bytes(runtime.emulated_work(), c);
   report_work(context, runtime, "layer_norm", {0, forward_bytes.minimum + backward_bytes.minimum});
   if (context.basics.counters) {

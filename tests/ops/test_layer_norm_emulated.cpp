@@ -1,11 +1,14 @@
 // layer_norm on the CPU emulator against the float64 reference: ragged row lengths (cached and
 // streamed rows, one warp and many per row), every fused add, layer norm and RMS norm, every
 // dtype, forward and backward; the backward against central differences of the float64
-// forward; dγ and dβ bit-identical across runs; and rows whose mean dwarfs their spread.
+// forward; dγ and dβ bit-identical across runs; rows split over a cluster on sm_90a; and rows
+// whose mean dwarfs their spread.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "layer_norm/layer_norm_case.hpp"
@@ -113,6 +116,58 @@ TEST_CASE("dgamma, dbeta and dbias are the same bits on every run") {
       CHECK(first.dx == second.dx);
     }
   }
+}
+
+namespace {
+
+/// Whether `runtime` ran a kernel whose name contains `part` since its work was last reset.
+bool ran_kernel(Runtime& runtime, const std::string& part) {
+  const auto work = runtime.emulated_work();
+  return std::any_of(work.begin(), work.end(), [&](const KernelWork& k) {
+    return k.kernel.find(part) != std::string::npos;
+  });
+}
+
+}  // namespace
+
+TEST_CASE("sm_90a: rows past one block's shared memory split over a cluster, right and rerun") {
+  Runtime& hopper = testing::hopper_emulator();
+  struct Split {
+    LayerNormCase c;
+    const char* forward;   // the forward's kernel, by its cluster trait
+    const char* backward;  // the backward's
+  };
+  const Split splits[] = {
+      // Row, γ and β: 3 x 128 KiB, in two blocks; the backward's partials, x, dy and γ in four.
+      {{.rows = 3, .cols = 65536, .dtype = DType::bf16}, "layer_norm.bf16.ln.colsany.t1024.v8.x2",
+       "layer_norm_backward.bf16.ln.colsany.t1024.v8.x4"},
+      // fp32 with the bias: eight blocks for both; 65 528 columns leave the last block short.
+      {{.rows = 2, .cols = 65528, .dtype = DType::f32, .bias = true, .residual = true},
+       "layer_norm.fp32.ln.colsany.t1024.v4.x8", "layer_norm_backward.fp32.ln.colsany.t1024.v4.x8"},
+      // RMS norm at 16 384 fp32: the forward fits one block; the backward takes two.
+      {{.rows = 5, .cols = 16384, .dtype = DType::f32, .rms = true},
+       "layer_norm.fp32.rms.colsany.t1024.v4.sm90a",
+       "layer_norm_backward.fp32.rms.colsany.t1024.v4.x2"},
+  };
+  for (const Split& split : splits) {
+    CAPTURE(split.c.name());
+    hopper.reset_emulated_work();
+    const auto forward = testing::run_layer_norm_case(hopper, split.c);
+    CHECK_MESSAGE(forward.ok, forward.describe());
+    CHECK(ran_kernel(hopper, split.forward));
+    const auto backward = testing::run_layer_norm_backward_case(hopper, split.c);
+    CHECK_MESSAGE(backward.ok, backward.describe());
+    CHECK(ran_kernel(hopper, split.backward));
+  }
+  // The cluster's sums in rank order: the same bits on every run.
+  const LayerNormCase c{.rows = 4, .cols = 65536, .dtype = DType::bf16, .bias = true};
+  const auto inputs = testing::layer_norm_inputs(c);
+  const auto first = testing::run_layer_norm(hopper, c, inputs, true);
+  const auto second = testing::run_layer_norm(hopper, c, inputs, true);
+  CHECK(first.y == second.y);
+  CHECK(first.dx == second.dx);
+  CHECK(first.dgamma == second.dgamma);
+  CHECK(first.dbias == second.dbias);
 }
 
 namespace {

@@ -123,10 +123,10 @@ class Runtime {
   /// [rows, cols] with unit column stride and any row stride; gamma, beta and bias contiguous
   /// [cols]; all fp16, bf16 or fp32, one dtype. mean and rstd (1/√(σ² + ε), or 1/√(mean(x²) + ε))
   /// are fp32 [rows] with any stride, written for the backward, each skipped when its data is
-  /// null; RMS norm takes no beta and writes no mean. Statistics are fp32 (Welford's update per
-  /// thread, Chan's merge across threads). Outputs must not overlap the inputs or each other
-  /// (y may be x itself). Throws InvalidArgument naming the argument for bad input; nothing is
-  /// launched or written then.
+  /// null; RMS norm takes no beta and writes no mean. Statistics are fp32 (the mean, then the
+  /// variance about it, in two passes over the row held on chip). Outputs must not overlap the
+  /// inputs or each other (y may be x itself). Throws InvalidArgument naming the argument for
+  /// bad input; nothing is launched or written then.
   void layer_norm(const LayerNorm& options, const TensorView& x, const TensorView& gamma,
                   const TensorView& beta, const TensorView& y, const TensorView& mean,
                   const TensorView& rstd, Stream stream = nullptr);

@@ -261,8 +261,8 @@ std::vector<double> variance_errors(const LayerNormCase& c, const std::vector<do
 
 }  // namespace
 
-TEST_CASE("rows of 1e4 + N(0, 1) keep their variance: Welford and Chan, not E[x²] − E[x]²") {
-  // 4096 columns: cached in registers (512 threads, 16 warps merged); 20000: streamed.
+TEST_CASE("rows of 1e4 + N(0, 1) keep their variance: two passes on chip, not E[x²] − E[x]²") {
+  // 4096 columns: held in registers (512 threads, 16 warps merged); 20000: the shared stash.
   for (std::int64_t cols : {4096, 20000}) {
     LayerNormCase c{.rows = 3, .cols = cols, .dtype = DType::f32, .offset = 1e4, .seed = 9};
     CAPTURE(c.name());

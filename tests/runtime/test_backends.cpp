@@ -59,9 +59,11 @@ std::set<std::string> every_valid_name_expression() {
   for (const kernels::MergeStatesConfig& config : kernels::merge_states_configs()) {
     names.insert(kernels::merge_states_spec(config, detail::kEmulatorArch).name_expression);
   }
-  for (const detail::KernelSpec& spec :
-       kernels::find_op("layer-norm").specs(detail::kEmulatorArch, kernels::SpecSet::all)) {
-    names.insert(spec.name_expression);
+  for (const char* arch : {detail::kEmulatorArch, "sm_90a"}) {  // sm_90a: + the cluster splits
+    for (const detail::KernelSpec& spec :
+         kernels::find_op("layer-norm").specs(arch, kernels::SpecSet::all)) {
+      names.insert(spec.name_expression);
+    }
   }
   for (const detail::KernelSpec& spec : kernels::kvcache_append_specs(detail::kEmulatorArch)) {
     names.insert(spec.name_expression);

@@ -7,7 +7,12 @@ Each call is the flashjit call it names (softmax_scale is `scale`, window_size `
 flashjit has no dropout: dropout_p must be 0 (inference, or training without attention
 dropout). With return_attn_probs the calls return (out, softmax_lse, None): there is no
 dropout mask to return. A query row that sees no key gets the LSE FlashAttention gives it,
-+inf (flashjit's own calls say -inf: no key, a sum of 0), and an output row of zeros."""
++inf (flashjit's own calls say -inf: no key, a sum of 0), and an output row of zeros.
+
+Head dims that are not a multiple of 8 (12, 20, ...) are padded with zeros to the next one and
+the output sliced back, as FlashAttention's wrapper does (the softmax scale stays 1/sqrt of the
+caller's head dim; gradients flow through the padding). flash_attn_with_kvcache cannot pad
+per call, as it writes into the cache: it asks for a cache allocated padded."""
 
 from typing import Tuple
 
@@ -38,36 +43,62 @@ def _flash_attn_lse(lse):
     return np.where(lse == -np.inf, np.inf, lse).astype(lse.dtype)
 
 
-def _result(o_lse, return_attn_probs: bool):
+def _result(o_lse, return_attn_probs: bool, value_dim=None):
     o, lse = o_lse
+    if value_dim is not None:
+        o = o[..., :value_dim]  # the padding's zero columns dropped
     return (o, _flash_attn_lse(lse), None) if return_attn_probs else o
+
+
+def _pad_last(x, pad: int):
+    """`x` with `pad` zero columns added to its last dimension (torch: differentiable)."""
+    if hasattr(x, "new_zeros"):  # torch
+        import torch.nn.functional as F  # torch is there: x is a tensor
+        return F.pad(x, (0, pad))
+    return np.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, pad)])
+
+
+def _padded(arrays, softmax_scale, value_dim=None):
+    """`arrays` (q, k, v or a packed form; head dim last) padded to a multiple of 8 where the
+    first one's head dim is not, the scale to use, and the output's head dim to slice back to
+    (None: nothing padded). The padding's zeros add nothing to q·k and give zero columns of o."""
+    head_dim = arrays[0].shape[-1]
+    value_dim = head_dim if value_dim is None else value_dim
+    if head_dim % 8 == 0 and value_dim % 8 == 0:
+        return arrays, softmax_scale, None
+    padded = [_pad_last(x, (-x.shape[-1]) % 8) for x in arrays]
+    scale = softmax_scale if softmax_scale is not None else head_dim ** -0.5
+    return padded, scale, value_dim
 
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
                     window_size: Tuple[int, int] = (-1, -1), softcap=0.0, alibi_slopes=None,
                     deterministic=False, return_attn_probs=False):
     """flashjit.attention(q, k, v, ...) with FlashAttention's arguments."""
-    return _result(attention(q, k, v, **_options(dropout_p, softmax_scale, causal, window_size,
+    (q, k, v), scale, value_dim = _padded((q, k, v), softmax_scale, v.shape[-1])
+    return _result(attention(q, k, v, **_options(dropout_p, scale, causal, window_size,
                                                  softcap, alibi_slopes, deterministic)),
-                   return_attn_probs)
+                   return_attn_probs, value_dim)
 
 
 def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False,
                               window_size: Tuple[int, int] = (-1, -1), softcap=0.0,
                               alibi_slopes=None, deterministic=False, return_attn_probs=False):
     """flashjit.attention_qkvpacked(qkv, ...) with FlashAttention's arguments."""
+    (qkv,), scale, value_dim = _padded((qkv,), softmax_scale)
     return _result(attention_qkvpacked(qkv, **_options(
-        dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic)),
-        return_attn_probs)
+        dropout_p, scale, causal, window_size, softcap, alibi_slopes, deterministic)),
+        return_attn_probs, value_dim)
 
 
 def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False,
                              window_size: Tuple[int, int] = (-1, -1), softcap=0.0,
                              alibi_slopes=None, deterministic=False, return_attn_probs=False):
     """flashjit.attention_kvpacked(q, kv, ...) with FlashAttention's arguments."""
+    (q, kv), scale, value_dim = _padded((q, kv), softmax_scale)
     return _result(attention_kvpacked(q, kv, **_options(
-        dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic)),
-        return_attn_probs)
+        dropout_p, scale, causal, window_size, softcap, alibi_slopes, deterministic)),
+        return_attn_probs, value_dim)
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
@@ -77,11 +108,12 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                            block_table=None):
     """flashjit.attention_varlen(q, k, v, ...) with FlashAttention's arguments (block_table:
     k and v a paged cache)."""
-    options = _options(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+    (q, k, v), scale, value_dim = _padded((q, k, v), softmax_scale, v.shape[-1])
+    options = _options(dropout_p, scale, causal, window_size, softcap, alibi_slopes,
                        deterministic)
     return _result(attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                     max_seqlen_k, block_table=block_table, **options),
-                   return_attn_probs)
+                   return_attn_probs, value_dim)
 
 
 def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,
@@ -90,9 +122,10 @@ def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,
                                      alibi_slopes=None, deterministic=False,
                                      return_attn_probs=False):
     """flashjit.attention_varlen_qkvpacked(qkv, ...) with FlashAttention's arguments."""
+    (qkv,), scale, value_dim = _padded((qkv,), softmax_scale)
     return _result(attention_varlen_qkvpacked(qkv, cu_seqlens, max_seqlen, **_options(
-        dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic)),
-        return_attn_probs)
+        dropout_p, scale, causal, window_size, softcap, alibi_slopes, deterministic)),
+        return_attn_probs, value_dim)
 
 
 def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
@@ -101,11 +134,12 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqle
                                     softcap=0.0, alibi_slopes=None, deterministic=False,
                                     return_attn_probs=False):
     """flashjit.attention_varlen_kvpacked(q, kv, ...) with FlashAttention's arguments."""
+    (q, kv), scale, value_dim = _padded((q, kv), softmax_scale)
     return _result(attention_varlen_kvpacked(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                              max_seqlen_k, **_options(
-                                                 dropout_p, softmax_scale, causal, window_size,
+                                                 dropout_p, scale, causal, window_size,
                                                  softcap, alibi_slopes, deterministic)),
-                   return_attn_probs)
+                   return_attn_probs, value_dim)
 
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None,
@@ -117,6 +151,14 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     """flashjit.attention_with_kvcache(...) with FlashAttention's arguments: cache_seqlens
     None means every sequence has the whole dense cache (a paged cache needs them);
     cu_seqlens_q and max_seqlen_q (FlashAttention 3's) pack the queries."""
+    head_dim = q.shape[-1]
+    if head_dim % 8 != 0:
+        raise ValueError(f"'q' has head dim {head_dim}, not a multiple of 8: "
+                         f"flash_attn_with_kvcache writes into the cache, so it cannot pad per "
+                         f"call; allocate k_cache and "
+                         f"v_cache with head dim {head_dim + (-head_dim) % 8} (zeros past "
+                         f"{head_dim}), pad q, k and v alike, pass softmax_scale="
+                         f"{head_dim ** -0.5:.6g} and slice the output")
     if cache_seqlens is None:
         if block_table is not None:
             raise ValueError("'cache_seqlens' is needed with block_table (each sequence's "

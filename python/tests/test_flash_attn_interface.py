@@ -1,11 +1,12 @@
 """flashjit.flash_attn_interface: FlashAttention 2's call names and argument lists give the
 flashjit calls' results, bit for bit (positional arguments in FlashAttention's order);
-dropout is refused by name."""
+dropout is refused by name; head dims that are not a multiple of 8 are padded."""
 
 import pytest
 import torch
 
 import flashjit
+import reference
 from flashjit import flash_attn_interface as fa
 
 
@@ -87,3 +88,31 @@ def test_with_kvcache_full_cache_by_default():
                                    cache_seqlens=torch.tensor([5, 6, 7], dtype=torch.int32))
     with pytest.raises(ValueError, match=r"invalid argument 'window\[0\]'"):
         flashjit.attention(q, k_cache, v_cache, window=(-5, 0))
+
+
+def test_head_dims_not_a_multiple_of_8_are_padded():
+    # FlashAttention pads head dims in its wrapper; the result is attention at the caller's own
+    # head dim (scale 1/sqrt(12)), checked against the float64 reference.
+    q, k, v = (rand(1, 20, 2, 12, seed=s).requires_grad_() for s in (16, 17, 18))
+    o = fa.flash_attn_func(q, k, v, causal=True)
+    assert o.shape == (1, 20, 2, 12)
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    o_ref, _ = reference.attention(*leaves, causal=True)
+    assert reference.relative_error(o.detach(), o_ref.detach()) < 1e-2
+    o_unmasked, _ = reference.attention(*(t.detach() for t in leaves))
+    assert reference.relative_error(o.detach(), o_unmasked) > 5e-2  # the causal mask made a difference
+    o.float().sum().backward()  # through the padding: gradients of the caller's shape
+    o_ref.sum().backward()
+    for got, ref in zip((q, k, v), leaves):
+        assert got.grad.shape == ref.shape
+        assert reference.relative_error(got.grad, ref.grad) < 2e-2
+    # Packed and varlen forms pad alike; 20 columns pad to 24.
+    qkv = torch.stack([rand(1, 9, 2, 20, seed=s) for s in (19, 20, 21)], dim=2)
+    o_packed = fa.flash_attn_qkvpacked_func(qkv)
+    assert o_packed.shape == (1, 9, 2, 20)
+    assert torch.equal(o_packed, fa.flash_attn_func(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]))
+    cu = torch.tensor([0, 9], dtype=torch.int32)
+    assert torch.equal(fa.flash_attn_varlen_qkvpacked_func(qkv[0], cu, 9), o_packed[0])
+    with pytest.raises(ValueError, match="'q' has head dim 12, not a multiple of 8: "
+                                         "flash_attn_with_kvcache writes into the cache"):
+        fa.flash_attn_with_kvcache(q.detach(), k.detach(), v.detach())

@@ -14,12 +14,14 @@ from .multiscale import multiscale_attention
 from .norms import layer_norm, rms_norm
 from .packed import (attention_kvpacked, attention_qkvpacked, attention_varlen_kvpacked,
                      attention_varlen_qkvpacked)
+from .sdpa import scaled_dot_product_attention
 from .varlen import attention_varlen
 
 __all__ = ["Error", "attention", "attention_backward", "attention_kvpacked",
            "attention_qkvpacked", "attention_varlen", "attention_varlen_kvpacked",
            "attention_varlen_qkvpacked", "attention_with_kvcache", "build_block_mask",
-           "layer_norm", "merge_states", "multiscale_attention", "rms_norm", "version"]
+           "layer_norm", "merge_states", "multiscale_attention", "rms_norm",
+           "scaled_dot_product_attention", "version"]
 
 
 def version() -> str:

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "api/c_api_support.hpp"
+#include "runtime/log.hpp"
 #include "flashjit/version.hpp"
 
 namespace {
@@ -157,6 +158,19 @@ const char* flashjit_status_name(flashjit_status status) {
 const char* flashjit_last_error(void) { return last_error_text; }
 
 const char* flashjit_version(void) { return flashjit::kVersion; }
+
+void flashjit_keep_messages(int keep) { flashjit::detail::keep_messages(keep != 0); }
+
+int flashjit_take_message(int* kind, const char** text) {
+  thread_local std::string taken;  // valid until this thread's next take
+  if (kind == nullptr || text == nullptr) return 0;
+  flashjit::detail::MessageKind taken_kind{};
+  if (!flashjit::detail::take_message(taken_kind, taken)) return 0;
+  *kind = taken_kind == flashjit::detail::MessageKind::warning ? FLASHJIT_MESSAGE_WARNING
+                                                               : FLASHJIT_MESSAGE_NOTICE;
+  *text = taken.c_str();
+  return 1;
+}
 
 void flashjit_runtime_options_init(flashjit_runtime_options* options) {
   if (options == nullptr) return;

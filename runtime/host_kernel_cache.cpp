@@ -68,10 +68,9 @@ emulator::HostLaunchFunction HostKernelCache::load_or_compile(const KernelSpec& 
   // Another process may be compiling this key: wait for its lock, then look again.
   DiskCache::KeyLock lock = disk_ ? disk_->lock(key) : DiskCache::KeyLock();
   if (auto hit = from_disk(path, key, name)) return *hit;
-  std::fprintf(stderr, "flashjit: compiling %s for the emulator with %s%s\n",
-               spec.readable_name.c_str(), toolchain.compiler.path.c_str(),
-               disk_ && disk_->writable() ? " (cached afterwards)" : "");
-  std::fflush(stderr);
+  emit_message(MessageKind::notice, "compiling " + spec.readable_name + " for the emulator with " +
+                                        toolchain.compiler.path.string() +
+                                        (disk_ && disk_->writable() ? " (cached afterwards)" : ""));
   const auto start = std::chrono::steady_clock::now();
   CacheEntry entry;
   entry.key = key;

@@ -56,6 +56,22 @@ const char* flashjit_last_error(void);
 /** The library's version, "major.minor.patch". Static storage. */
 const char* flashjit_version(void);
 
+/** Kinds of the library's own messages (flashjit_take_message). */
+enum {
+  FLASHJIT_MESSAGE_NOTICE = 0, /**< long work under way: a kernel compiled for the emulator */
+  FLASHJIT_MESSAGE_WARNING = 1 /**< a problem worked around: an unusable cache, a fallback */
+};
+
+/** Where the library's messages go, process-wide: keep == 0 (the default) prints them to stderr
+ *  ("flashjit: ..."); keep != 0 keeps them in order (up to 1024, the oldest dropped past that)
+ *  for flashjit_take_message, so that a binding routes them to its own logging. */
+void flashjit_keep_messages(int keep);
+
+/** Takes the oldest kept message: returns 1 with its kind (FLASHJIT_MESSAGE_*) in *kind and its
+ *  text in *text (valid until this thread's next call of this function), or 0 when none is
+ *  kept. kind and text must not be NULL. */
+int flashjit_take_message(int* kind, const char** text);
+
 /* ---- Runtime --------------------------------------------------------------------------- */
 
 /** A runtime: one GPU's context and the kernels loaded on it, or the CPU emulator. Opaque. */

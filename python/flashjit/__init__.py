@@ -6,7 +6,7 @@ The library (libflashjit.so) is inside the package; its kernel cache is shared w
 API's (FLASHJIT_CACHE_DIR, else ~/.cache/flashjit). FLASHJIT_EMULATED_ARCH ("sm_80", the
 default, or "sm_90a") chooses the GPU the emulator models."""
 
-from ._capi import Error
+from ._capi import Error, FlashjitWarning
 from .attention import attention, attention_backward, build_block_mask
 from .kvcache import attention_with_kvcache
 from .merge import merge_states
@@ -17,7 +17,7 @@ from .packed import (attention_kvpacked, attention_qkvpacked, attention_varlen_k
 from .sdpa import scaled_dot_product_attention
 from .varlen import attention_varlen
 
-__all__ = ["Error", "attention", "attention_backward", "attention_kvpacked",
+__all__ = ["Error", "FlashjitWarning", "attention", "attention_backward", "attention_kvpacked",
            "attention_qkvpacked", "attention_varlen", "attention_varlen_kvpacked",
            "attention_varlen_qkvpacked", "attention_with_kvcache", "build_block_mask",
            "layer_norm", "merge_states", "multiscale_attention", "rms_norm",

@@ -4,11 +4,18 @@ Python exceptions. Nothing here names a struct field or a function: what the hea
 this module has."""
 
 import ctypes
+import logging
 import os
 import re
 import threading
+import warnings
 
 from . import _c_header
+
+
+class FlashjitWarning(UserWarning):
+    """A problem flashjit worked around: an unusable or corrupt kernel cache, a tuned config it
+    could not use. Filter it like any warning (warnings.filterwarnings)."""
 
 
 class Error(RuntimeError):
@@ -27,6 +34,7 @@ _SCALARS = {
     "int": ctypes.c_int, "int64_t": ctypes.c_int64, "float": ctypes.c_float,
     "size_t": ctypes.c_size_t, "const char*": ctypes.c_char_p, "void*": ctypes.c_void_p,
     "const void*": ctypes.c_void_p, "void**": ctypes.POINTER(ctypes.c_void_p), "void": None,
+    "int*": ctypes.POINTER(ctypes.c_int), "const char**": ctypes.POINTER(ctypes.c_char_p),
 }
 _STRUCTS = {}
 
@@ -96,8 +104,27 @@ def library() -> ctypes.CDLL:
                 function = getattr(lib, name)
                 function.restype = result
                 function.argtypes = arguments
+            lib.flashjit_keep_messages(1)  # for deliver_messages, not the C-level stderr
             _library = lib
     return _library
+
+
+_LOG = logging.getLogger("flashjit")
+
+
+def deliver_messages() -> None:
+    """The library's messages since the last delivery, in order: its warnings through
+    warnings.warn (FlashjitWarning), its notices of long work (a kernel compiled for the
+    emulator) through the "flashjit" logger at INFO (logging.basicConfig(level=logging.INFO)
+    shows them)."""
+    lib = library()
+    kind, text = ctypes.c_int(), ctypes.c_char_p()
+    while lib.flashjit_take_message(ctypes.byref(kind), ctypes.byref(text)):
+        message = text.value.decode()
+        if kind.value == HEADER.constants["FLASHJIT_MESSAGE_WARNING"]:
+            warnings.warn(message, FlashjitWarning, stacklevel=3)
+        else:
+            _LOG.info(message)
 
 
 def callers_names(message: str, names: dict) -> str:
@@ -117,9 +144,10 @@ def callers_names(message: str, names: dict) -> str:
 
 
 def check(status: int, names: dict = None) -> None:
-    """Raises for a failed call: ValueError for a bad argument (the message names it, in the
+    """Delivers the call's messages (deliver_messages), then raises for a failed call: ValueError for a bad argument (the message names it, in the
     caller's words where `names` maps the library's, e.g. {"sequences.seqlens_k":
     "cache_seqlens"}), Error otherwise, each with the library's message."""
+    deliver_messages()  # what the call said on its way, before its result
     if status == HEADER.constants["FLASHJIT_OK"]:
         return
     lib = library()

@@ -24,6 +24,7 @@
 #include "flashjit/flashjit.hpp"
 #include "flashjit/flashjit_c.h"
 #include "reference/checker.hpp"
+#include "runtime/log.hpp"
 #include "support/backward_case_builders.hpp"
 
 namespace flashjit::testing {
@@ -633,6 +634,26 @@ TEST_CASE("C API: defaults and version are the C++ API's") {
   flashjit_attention_init(nullptr);
   flashjit_runtime_destroy(nullptr);
   CHECK(std::string(flashjit_version()) == kVersion);
+}
+
+TEST_CASE("C API: kept messages are taken in order, with their kinds, then none") {
+  flashjit_keep_messages(1);
+  flashjit::detail::emit_message(flashjit::detail::MessageKind::notice, "compiling a kernel");
+  CHECK(flashjit::detail::warn_once("c-api-test-topic", "a problem worked around"));
+  CHECK_FALSE(flashjit::detail::warn_once("c-api-test-topic", "given once per topic"));
+  int kind = -1;
+  const char* text = nullptr;
+  REQUIRE(flashjit_take_message(&kind, &text) == 1);
+  CHECK(kind == FLASHJIT_MESSAGE_NOTICE);
+  CHECK(std::string(text) == "compiling a kernel");
+  REQUIRE(flashjit_take_message(&kind, &text) == 1);
+  CHECK(kind == FLASHJIT_MESSAGE_WARNING);
+  CHECK(std::string(text) == "a problem worked around");
+  CHECK(flashjit_take_message(&kind, &text) == 0);
+  CHECK(flashjit_take_message(nullptr, &text) == 0);
+  flashjit_keep_messages(0);  // back to stderr for the other tests
+  flashjit::detail::emit_message(flashjit::detail::MessageKind::notice, "printed, not kept");
+  CHECK(flashjit_take_message(&kind, &text) == 0);
 }
 
 TEST_CASE("C API: score and mask modifiers reach the kernel, and bad ones are named") {

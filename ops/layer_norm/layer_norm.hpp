@@ -32,7 +32,7 @@ struct LayerNormConfig {
   bool operator==(const LayerNormConfig&) const = default;
 };
 
-/// The backward's config: its row kernel's (dx and the slots' partials), chosen apart from the
+/// The backward's config: its row kernel's (dx and the blocks' partials), chosen apart from the
 /// forward's since the row kernel does other work; the parameter-gradient kernel is one per
 /// dtype.
 struct LayerNormBackwardConfig {

@@ -62,8 +62,8 @@ class LayerNormProblem final : public autotune::TuningProblem {
   /// A bucket shorter than the row.
   std::string cannot_run(const autotune::TunedConfig& config) const override;
   /// The bounded buckets larger than the smallest bucket that holds the row: they do the same
-  /// work with more register slots a thread leaves idle. The unbounded bucket (a second read
-  /// of the row instead of registers) and the default stay.
+  /// work with more register slots a thread leaves idle. The unbounded bucket (the row in
+  /// shared memory instead of registers) and the default stay.
   void prune_for_size(std::vector<autotune::Candidate>& candidates) const override;
   std::unique_ptr<autotune::TuningWorkspace> workspace(
       detail::RuntimeBackend& backend) const override;

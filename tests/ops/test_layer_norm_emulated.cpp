@@ -94,10 +94,11 @@ TEST_CASE("backward fused with bias, residual, both or neither: dx, dgamma, dbet
   }
 }
 
-TEST_CASE("backward over more rows than slots: several rows summed per slot, in order") {
-  // 600 rows: 256 slots of 3 rows (the last ones empty), four slots a block; 260 rows of 1000:
-  // slots of 2 rows, one slot a block.
-  check_backward({.rows = 600, .cols = 24, .dtype = DType::bf16, .bias = true});
+TEST_CASE("backward over more rows than blocks: several rows summed per block, in order") {
+  // 2000 rows of 24: 125 groups of 16 rows (32 threads each in a 512-thread block, their
+  // partials added in shared memory), more groups than the emulator's 108 persistent blocks,
+  // so some blocks take two; 260 rows of 1000: 65 groups of 4.
+  check_backward({.rows = 2000, .cols = 24, .dtype = DType::bf16, .bias = true});
   check_backward({.rows = 260, .cols = 1000, .dtype = DType::f32, .rms = true});
 }
 

@@ -7,8 +7,8 @@
 #include <utility>
 
 #include "api/c_api_support.hpp"
-#include "runtime/log.hpp"
 #include "flashjit/version.hpp"
+#include "runtime/log.hpp"
 
 namespace {
 

@@ -220,8 +220,8 @@ bool load_shared_cluster(const void* local, unsigned rank, void* out, std::size_
   const auto begin = reinterpret_cast<std::uintptr_t>(m.shared_begin);
   if (at < begin || at + bytes > begin + m.config->shared_bytes || at % bytes != 0) {
     Finding finding;
-    finding.kind = at % bytes != 0 ? FindingKind::misaligned_access
-                                   : FindingKind::shared_out_of_bounds;
+    finding.kind =
+        at % bytes != 0 ? FindingKind::misaligned_access : FindingKind::shared_out_of_bounds;
     finding.address = at;
     finding.bytes = bytes;
     finding.offset = static_cast<long long>(at - begin);

@@ -100,8 +100,8 @@ void report_tma_store_source(Machine& machine, int thread, std::size_t offset, F
 
 /// A GPU's loads and stores of 2, 4, 8 or 16 bytes need an address aligned to their size: one
 /// that is not faults there, so it is reported here (and the access skipped).
-bool check_alignment(Machine& machine, int thread, std::uintptr_t at, std::size_t bytes,
-                     bool write, const char* what, const char* space) {
+bool check_alignment(Machine& machine, int thread, std::uintptr_t at, std::size_t bytes, bool write,
+                     const char* what, const char* space) {
   const bool sized = bytes == 2 || bytes == 4 || bytes == 8 || bytes == 16;
   if (!sized || at % bytes == 0) return true;
   Finding finding;
@@ -109,8 +109,8 @@ bool check_alignment(Machine& machine, int thread, std::uintptr_t at, std::size_
   finding.address = at;
   finding.bytes = bytes;
   finding.write = write;
-  finding.message = access_text(what, bytes, write, at) + " to " + space + " memory: not aligned to " +
-                    std::to_string(bytes) + " bytes";
+  finding.message = access_text(what, bytes, write, at) + " to " + space +
+                    " memory: not aligned to " + std::to_string(bytes) + " bytes";
   record(machine, thread, std::move(finding));
   return false;
 }

@@ -1,6 +1,8 @@
 #pragma once
 // A bounded worker pool for independent jobs whose results are consumed in order (NVRTC
 // compiles take hundreds of MB each, so the number in flight must be capped).
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <exception>
@@ -11,9 +13,26 @@
 
 namespace flashjit::detail {
 
-/// A sensible default pool size: the hardware threads, at most `cap`, at least 1.
-inline int default_workers(int cap = 4) {
-  return std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, cap);
+/// Bytes one NVRTC compile may hold at its peak: a Hopper attention kernel's few hundred MB,
+/// with room to spare.
+inline constexpr long long kCompileBytes = 1LL << 30;
+
+/// The pool size for `threads` hardware threads and `memory_bytes` of memory (0: unknown):
+/// a worker a thread, as many as the memory holds compiles, at most `cap`, at least 1.
+constexpr int workers_for(int threads, long long memory_bytes, int cap) {
+  const long long by_memory = memory_bytes > 0 ? memory_bytes / kCompileBytes : cap;
+  const long long workers = std::min<long long>({threads, by_memory, cap});
+  return workers < 1 ? 1 : static_cast<int>(workers);
+}
+
+/// The default pool size on this machine: its hardware threads (a 16-core GPU host compiles
+/// 16 kernels at once, a 2-core one 2), as far as its memory holds them, at most `cap`.
+inline int default_workers(int cap = 64) {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  const long long memory =
+      pages > 0 && page_size > 0 ? static_cast<long long>(pages) * page_size : 0;
+  return workers_for(static_cast<int>(std::thread::hardware_concurrency()), memory, cap);
 }
 
 /// Runs job(i) for i in [0, count) on at most `workers` threads and calls consume(i, result)

@@ -307,7 +307,11 @@ Subcommand add_autotune_command(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--causal", o->causal, "true, false or both")->capture_default_str();
-  cmd->add_option("-j,--jobs", o->jobs, "Parallel compiles")->check(CLI::Range(1, 64));
+  cmd->add_option("-j,--jobs", o->jobs,
+                  "Parallel compiles (default: one a hardware thread, as many as memory holds "
+                  "at 1 GiB each)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   cmd->add_option("--budget-ms", o->budget_ms, "Timing budget per candidate (ms)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -185,7 +185,12 @@ Subcommand add_compile_command(CLI::App& app) {
       ->delimiter(',');
   compile->add_flag("--all", options->all,
                     "Every config of each op's space, not just the defaults");
-  compile->add_option("-j,--jobs", options->jobs, "Parallel compiles")->check(CLI::Range(1, 64));
+  compile
+      ->add_option("-j,--jobs", options->jobs,
+                   "Parallel compiles (default: one a hardware thread, as many as memory holds "
+                   "at 1 GiB each)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   compile->add_option(
       "--emit-ptx", options->emit_ptx,
       "Also write each kernel's PTX to DIR/<kernel>.<arch>.ptx (created if missing)");

@@ -18,8 +18,7 @@ std::string element_type(DType dtype) {
 
 /// The spec both row kernels share but for the entry point and role.
 detail::KernelSpec row_kernel_spec(const LayerNormConfig& config, const std::string& arch,
-                                   const std::string& entry, const std::string& role,
-                                   int cluster) {
+                                   const std::string& entry, const std::string& role, int cluster) {
   detail::KernelSpec spec;
   spec.op = "layer-norm";
   spec.header = "layer_norm/layer_norm_backward_kernel.cuh";
@@ -57,7 +56,8 @@ std::vector<LayerNormConfig> layer_norm_configs() {
       for (int max_cols : space::kMaxColsBuckets) {
         for (int threads : space::kThreadsPerRow) {
           for (int width : space::kVectorWidths) {
-            if (space::config_valid(max_cols, threads, width, static_cast<int>(dtype_size(dtype)))) {
+            if (space::config_valid(max_cols, threads, width,
+                                    static_cast<int>(dtype_size(dtype)))) {
               configs.push_back({dtype, rms, max_cols, threads, width});
             }
           }
@@ -82,9 +82,7 @@ bool layer_norm_covers(const LayerNormConfig& config, int cols) {
   return config.max_cols == 0 || cols <= config.max_cols;
 }
 
-int widest_vector(DType dtype) {
-  return space::kVectorBytes / static_cast<int>(dtype_size(dtype));
-}
+int widest_vector(DType dtype) { return space::kVectorBytes / static_cast<int>(dtype_size(dtype)); }
 
 LayerNormConfig default_layer_norm_config(DType dtype, bool rms, int cols) {
   // 8 cached values a thread keep 16-byte loads in flight without the register pressure of 16

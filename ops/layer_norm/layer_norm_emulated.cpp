@@ -25,9 +25,9 @@ constexpr std::size_t valid_config_count() {
     for (int max_cols : layer_norm_space::kMaxColsBuckets) {
       for (int threads : layer_norm_space::kThreadsPerRow) {
         for (int width : layer_norm_space::kVectorWidths) {
-          count +=
-              layer_norm_space::config_valid(max_cols, threads, width, element_bytes(dtype)) ? 1
-                                                                                            : 0;
+          count += layer_norm_space::config_valid(max_cols, threads, width, element_bytes(dtype))
+                       ? 1
+                       : 0;
         }
       }
     }

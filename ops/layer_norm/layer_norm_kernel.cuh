@@ -31,14 +31,15 @@ FJ_DEVICE void load_param(const void* vector, int col, RowVector<Config>& out) {
 /// type when fused (the sum the forward writes and the backward reads back, so both see the
 /// same x). `bias` is the bias's vector at `col` (zeros without one).
 template <class Config>
-FJ_DEVICE void load_x(const LayerNormParams& p, index_t row, int col,
-                      const RowVector<Config>& bias, RowVector<Config>& x) {
+FJ_DEVICE void load_x(const LayerNormParams& p, index_t row, int col, const RowVector<Config>& bias,
+                      RowVector<Config>& x) {
   using T = typename Config::Element;
   load_global_vector(p.input.template row<const T>(row), col, x);
   if (!p.fused()) return;
   RowVector<Config> residual;
   fill_zero(residual);
-  if (p.residual.present()) load_global_vector(p.residual.template row<const T>(row), col, residual);
+  if (p.residual.present())
+    load_global_vector(p.residual.template row<const T>(row), col, residual);
 #pragma unroll
   for (int i = 0; i < Config::kVectorWidth; ++i) {
     x[i] = to_float(from_float<T>(x[i] + bias[i] + residual[i]));
@@ -47,8 +48,8 @@ FJ_DEVICE void load_x(const LayerNormParams& p, index_t row, int col,
 
 /// load_x, writing the fused sum out when the call asks for it (the first read of a row).
 template <class Config>
-FJ_DEVICE void read_x(const LayerNormParams& p, index_t row, int col,
-                      const RowVector<Config>& bias, RowVector<Config>& x) {
+FJ_DEVICE void read_x(const LayerNormParams& p, index_t row, int col, const RowVector<Config>& bias,
+                      RowVector<Config>& x) {
   load_x<Config>(p, row, col, bias, x);
   if (p.fused() && p.sum.present()) {
     store_global_vector(p.sum.template row<typename Config::Element>(row), col, x);
@@ -111,10 +112,9 @@ FJ_DEVICE void load_block_params(int cols, const void* vector, RowLane at,
 #pragma unroll
   for (int v = 0; v < Config::kVectorsPerThread; ++v) {
     const int col = vector_column<Config>(v, at.lane);
-    load_param<Config>(col < cols && (Config::kRowsPerBlock == 1 || at.row_in_block == 0)
-                           ? vector
-                           : nullptr,
-                       col, out[v]);
+    load_param<Config>(
+        col < cols && (Config::kRowsPerBlock == 1 || at.row_in_block == 0) ? vector : nullptr, col,
+        out[v]);
     if (Config::kRowsPerBlock > 1 && at.row_in_block == 0 && vector != nullptr) {
       store_shared_vector(shared, col, out[v]);
     }
@@ -161,7 +161,8 @@ FJ_DEVICE void normalize_rows_in_registers(const LayerNormParams& p) {
       if (vector_column<Config>(v, at.lane) < p.cols) squares = vector_squares(x[v], mean, squares);
     }
     squares = row_sum<Config>(squares, at);  // Σ(x − μ)²
-    const RowNorm norm = finish_row<Config>(p, row, mean, squares, inv_cols, active && at.lane == 0);
+    const RowNorm norm =
+        finish_row<Config>(p, row, mean, squares, inv_cols, active && at.lane == 0);
 #pragma unroll
     for (int v = 0; v < kVectors; ++v) {
       const int col = vector_column<Config>(v, at.lane);

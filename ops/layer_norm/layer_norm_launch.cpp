@@ -47,14 +47,16 @@ std::vector<detail::KernelBuffer> buffers_of(
 /// `dtype`: cols a multiple of the width, data and row strides aligned to the vector's bytes.
 bool vectors_fit(int width, DType dtype, int cols, std::initializer_list<const TensorView*> views) {
   if (width == 1) return true;
-  const auto bytes = static_cast<std::int64_t>(width) * static_cast<std::int64_t>(dtype_size(dtype));
+  const auto bytes =
+      static_cast<std::int64_t>(width) * static_cast<std::int64_t>(dtype_size(dtype));
   if (cols % width != 0) return false;
   for (const TensorView* view : views) {
     if (view->data == nullptr) continue;
     if (reinterpret_cast<std::uintptr_t>(view->data) % static_cast<std::uintptr_t>(bytes) != 0) {
       return false;
     }
-    if (view->rank == 2 && view->strides[0] * static_cast<std::int64_t>(dtype_size(dtype)) % bytes != 0) {
+    if (view->rank == 2 &&
+        view->strides[0] * static_cast<std::int64_t>(dtype_size(dtype)) % bytes != 0) {
       return false;
     }
   }
@@ -86,8 +88,8 @@ detail::LaunchShape row_launch(const DeviceInfo& device, const LayerNormConfig& 
   const std::int64_t groups = (rows + rows_per_block - 1) / rows_per_block;
   const std::int64_t resident = std::max<std::int64_t>(1, device.sm_count * per_sm / cluster);
   detail::LaunchShape shape;
-  shape.grid_x = static_cast<unsigned>(std::max<std::int64_t>(1, std::min(groups, resident)) *
-                                       cluster);
+  shape.grid_x =
+      static_cast<unsigned>(std::max<std::int64_t>(1, std::min(groups, resident)) * cluster);
   shape.block_x = static_cast<unsigned>(block_threads);
   shape.cluster_x = static_cast<unsigned>(cluster);
   shape.dynamic_shared_bytes = shared_bytes;
@@ -138,9 +140,9 @@ RowSplit forward_split(const DeviceInfo& device, const LayerNormConfig& config, 
       return {cluster, space::kStashRowAndVectors};
     }
   }
-  const bool row_fits = static_cast<std::size_t>(space::stash_bytes(
-                            cols, element, vectors, space::kStashRow)) <=
-                        stash_budget(device, config, 1);
+  const bool row_fits =
+      static_cast<std::size_t>(space::stash_bytes(cols, element, vectors, space::kStashRow)) <=
+      stash_budget(device, config, 1);
   return {1, row_fits ? space::kStashRow : space::kStashNone};
 }
 
@@ -220,12 +222,11 @@ void launch_layer_norm(detail::RuntimeBackend& backend, const LayerNorm& options
   const int chunk = space::cluster_chunk(cols, split.cluster, config.vector_width);
   const auto shared = static_cast<std::size_t>(
       config.shared_bytes() + space::exchange_bytes(split.cluster) +
-      space::stash_bytes(chunk, static_cast<int>(dtype_size(config.dtype)), vectors,
-                         split.stash));
+      space::stash_bytes(chunk, static_cast<int>(dtype_size(config.dtype)), vectors, split.stash));
   detail::launch_kernel(backend.executor(), layer_norm_spec(config, device.arch(), split.cluster),
                         row_launch(device, config, x.shape[0],
-                                   std::max(1, space::kThreadsPerSm / spec_threads(config)),
-                                   shared, split.cluster, stream),
+                                   std::max(1, space::kThreadsPerSm / spec_threads(config)), shared,
+                                   split.cluster, stream),
                         buffers, params);
 }
 
@@ -251,8 +252,8 @@ void launch_layer_norm_backward(detail::RuntimeBackend& backend, const LayerNorm
       space::partials_bytes(config.max_cols, config.threads_per_row) +
       space::backward_stash_bytes(chunk, static_cast<int>(dtype_size(config.dtype)), planes,
                                   split.stash));
-  const detail::LaunchShape row_shape = row_launch(
-      device, config, rows, space::kBackwardBlocksPerSm, shared, split.cluster, stream);
+  const detail::LaunchShape row_shape =
+      row_launch(device, config, rows, space::kBackwardBlocksPerSm, shared, split.cluster, stream);
   const unsigned groups = row_shape.grid_x / row_shape.cluster_x;  // one partial each
   const DeviceBuffer workspace = backend.allocate_buffer_on_stream(
       sizeof(float) * static_cast<std::size_t>(planes) * groups * static_cast<std::size_t>(cols),
@@ -288,7 +289,8 @@ void launch_layer_norm_backward(detail::RuntimeBackend& backend, const LayerNorm
   reduce.block_x = static_cast<unsigned>(space::kParamGradThreads);
   reduce.stream = static_cast<CUstream>(stream);
   detail::Executor& executor = backend.executor();
-  detail::launch_kernel(executor, layer_norm_backward_spec(config, arch, split.cluster), row_shape, buffers,
+  detail::launch_kernel(executor, layer_norm_backward_spec(config, arch, split.cluster), row_shape,
+                        buffers,
                         params);  // dx and the blocks' partials
   detail::launch_kernel(executor, layer_norm_param_grad_spec(x.dtype, arch), reduce, buffers,
                         params);  // dγ, dβ, dbias

@@ -39,8 +39,8 @@ struct LayerNormConfig {
   // Blocks of a cluster that share each row (the unbounded bucket only).
   static constexpr int kClusterBlocks = ClusterBlocks;
   // Where the unbounded bucket's stash starts: past the merge slots and the cluster's exchange.
-  static constexpr int kStashOffset =
-      layer_norm_space::merge_bytes(ThreadsPerRow) + layer_norm_space::exchange_bytes(ClusterBlocks);
+  static constexpr int kStashOffset = layer_norm_space::merge_bytes(ThreadsPerRow) +
+                                      layer_norm_space::exchange_bytes(ClusterBlocks);
 };
 
 /// A thread's vector of kVectorWidth neighbouring values, in fp32.

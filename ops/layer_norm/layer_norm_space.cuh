@@ -102,8 +102,8 @@ constexpr int backward_stash_bytes(int cols, int element_bytes, int planes, int 
 constexpr int kClusterSizes[] = {2, 4, 8};
 constexpr int kClusterThreads = 1024;
 
-constexpr bool cluster_valid(int max_cols, int threads_per_row, int vector_width,
-                             int element_bytes, int cluster) {
+constexpr bool cluster_valid(int max_cols, int threads_per_row, int vector_width, int element_bytes,
+                             int cluster) {
   if (cluster == 1) return true;
   return max_cols == 0 && threads_per_row == kClusterThreads &&
          vector_width * element_bytes == kVectorBytes &&

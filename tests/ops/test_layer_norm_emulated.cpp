@@ -124,9 +124,8 @@ namespace {
 /// Whether `runtime` ran a kernel whose name contains `part` since its work was last reset.
 bool ran_kernel(Runtime& runtime, const std::string& part) {
   const auto work = runtime.emulated_work();
-  return std::any_of(work.begin(), work.end(), [&](const KernelWork& k) {
-    return k.kernel.find(part) != std::string::npos;
-  });
+  return std::any_of(work.begin(), work.end(),
+                     [&](const KernelWork& k) { return k.kernel.find(part) != std::string::npos; });
 }
 
 }  // namespace
@@ -140,11 +139,13 @@ TEST_CASE("sm_90a: rows past one block's shared memory split over a cluster, rig
   };
   const Split splits[] = {
       // Row, γ and β: 3 x 128 KiB, in two blocks; the backward's partials, x, dy and γ in four.
-      {{.rows = 3, .cols = 65536, .dtype = DType::bf16}, "layer_norm.bf16.ln.colsany.t1024.v8.x2",
+      {{.rows = 3, .cols = 65536, .dtype = DType::bf16},
+       "layer_norm.bf16.ln.colsany.t1024.v8.x2",
        "layer_norm_backward.bf16.ln.colsany.t1024.v8.x4"},
       // fp32 with the bias: eight blocks for both; 65 528 columns leave the last block short.
       {{.rows = 2, .cols = 65528, .dtype = DType::f32, .bias = true, .residual = true},
-       "layer_norm.fp32.ln.colsany.t1024.v4.x8", "layer_norm_backward.fp32.ln.colsany.t1024.v4.x8"},
+       "layer_norm.fp32.ln.colsany.t1024.v4.x8",
+       "layer_norm_backward.fp32.ln.colsany.t1024.v4.x8"},
       // RMS norm at 16 384 fp32: the forward fits one block; the backward takes two.
       {{.rows = 5, .cols = 16384, .dtype = DType::f32, .rms = true},
        "layer_norm.fp32.rms.colsany.t1024.v4.sm90a",

@@ -8,6 +8,7 @@
 #include "flashjit/runtime.hpp"
 #include "runtime/compiler.hpp"
 #include "runtime/kernel_cache.hpp"
+#include "runtime/parallel.hpp"
 #include "support/kernel_fixtures.hpp"
 #include "support/temp_dir.hpp"
 
@@ -119,7 +120,8 @@ TEST_CASE("ptxas' performance advisories are parsed, each once, without the func
   CHECK(advisories[1] ==
         "C7512: wgmma.mma_async instructions are serialized due to insufficient register "
         "resources");
-  CHECK(advisories[2] == "C7508: 'setmaxnreg' ignored; unable to determine register count at entry.");
+  CHECK(advisories[2] ==
+        "C7508: 'setmaxnreg' ignored; unable to determine register count at entry.");
   CHECK(parse_resource_report(log).advisories == advisories);
   CHECK(parse_advisories("ptxas info    : Used 40 registers, 4096 bytes smem\n").empty());
   // A line with the words and no code still counts: ptxas's wording is the contract.
@@ -159,7 +161,8 @@ TEST_CASE("a template directory may link its folders (the probe tests assemble o
   std::filesystem::create_directories(dir.path() / "real" / "tile");
   write_file(dir.path() / "real" / "tile" / "a.cuh", "#pragma once\n");
   std::filesystem::create_directories(dir.path() / "linked");
-  std::filesystem::create_directory_symlink(dir.path() / "real" / "tile", dir.path() / "linked" / "tile");
+  std::filesystem::create_directory_symlink(dir.path() / "real" / "tile",
+                                            dir.path() / "linked" / "tile");
   const TemplateSet linked = TemplateSet::from_directory(dir.path() / "linked");
   REQUIRE(linked.files().size() == 1);
   CHECK(linked.files()[0].name == "tile/a.cuh");
@@ -218,4 +221,19 @@ TEST_CASE("without a driver or GPU, running says which is missing and compiling 
     CHECK_MESSAGE(says_which, message);
   }
   CHECK_NOTHROW(compile_kernel(sample_spec(), TemplateSet::embedded()));
+}
+
+TEST_CASE("compile workers: one a hardware thread, as far as memory holds them, at least one") {
+  using flashjit::detail::kCompileBytes;
+  using flashjit::detail::workers_for;
+  constexpr long long kGiB = 1LL << 30;
+  static_assert(kCompileBytes == kGiB);
+  CHECK(workers_for(16, 128 * kGiB, 64) == 16);  // a GPU host: 16 compiles, not 4
+  CHECK(workers_for(2, 8 * kGiB, 64) == 2);      // CI's two cores
+  CHECK(workers_for(16, 6 * kGiB, 64) == 6);     // memory for six
+  CHECK(workers_for(128, 1024 * kGiB, 64) == 64);
+  CHECK(workers_for(16, 0, 64) == 16);  // memory unknown: the threads
+  CHECK(workers_for(0, 0, 64) == 1);    // hardware_concurrency unknown
+  CHECK(workers_for(8, kGiB / 2, 64) == 1);
+  CHECK(flashjit::detail::default_workers() >= 1);
 }

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,7 @@ struct AutotuneOptions {
   int jobs = detail::default_workers();
   double budget_ms = 250;
   bool plan = false;
+  bool warm = false;
   std::string arch;
   bool emulate = false;
   std::vector<std::string> only;
@@ -63,8 +65,9 @@ const TuneOp& tune_op(const std::string& name) {
 }
 
 /// The options every tuned op reads.
-const std::vector<std::string> kAlwaysRead = {"--help", "--op", "--dtype", "--jobs", "--budget-ms",
-                                              "--only", "--db", "--plan",  "--arch", "--emulate"};
+const std::vector<std::string> kAlwaysRead = {"--help",      "--op",   "--dtype",  "--jobs",
+                                              "--budget-ms", "--only", "--db",     "--plan",
+                                              "--warm",      "--arch", "--emulate"};
 
 /// Throws InvalidArgument naming the first option given that none of `ops` reads.
 void refuse_unread(const CLI::App& command, const std::vector<const TuneOp*>& ops) {
@@ -235,6 +238,26 @@ int run_plan(const CLI::App& command, const AutotuneOptions& options) {
   return 0;
 }
 
+// --warm: compiles, concurrently, the kernels each problem's call launches under its default
+// config (what a call runs until the shape is tuned) into the kernel cache, so a training job's
+// first forward and backward find them there; nothing is timed, so --arch needs no GPU.
+int run_warm(const CLI::App& command, const AutotuneOptions& options) {
+  if (options.plan) throw InvalidArgument("--warm", "give --warm or --plan, not both");
+  const std::string arch = target_arch(options.arch);
+  std::vector<detail::KernelSpec> specs;
+  std::set<std::string> listed;  // a kernel two problems share is compiled once
+  for (const std::shared_ptr<const autotune::TuningProblem>& problem : problems(command, options)) {
+    const autotune::TunedConfig config = problem->default_config(arch);
+    std::printf("== warm: %s on %s: %s\n", problem->describe().c_str(), arch.c_str(),
+                config.name().c_str());
+    for (detail::KernelSpec& spec : problem->specs(config, arch)) {
+      if (listed.insert(spec.display_name()).second) specs.push_back(std::move(spec));
+    }
+  }
+  std::fflush(stdout);
+  return compile_into_cache(specs, arch, options.jobs) == 0 ? 0 : 1;
+}
+
 /// Prints one database; false (after saying why on stderr) when it cannot be read.
 bool show_file(const std::filesystem::path& path) {
   // Whatever the file's meta says: show is for people, so a foreign file is shown too.
@@ -320,13 +343,17 @@ Subcommand add_autotune_command(CLI::App& app) {
   cmd->add_option("--db", o->database, "Database file (default: the GPU's, in the cache)");
   cmd->add_flag("--plan", o->plan,
                 "List the candidates after static and resource pruning; no GPU needed");
-  cmd->add_option("--arch", o->arch, "Target for --plan, e.g. sm_90a");
+  cmd->add_flag("--warm", o->warm,
+                "Compile the kernels the shapes' calls launch (default configs) into the "
+                "cache, concurrently; nothing is timed");
+  cmd->add_option("--arch", o->arch, "Target for --plan or --warm, e.g. sm_90a");
   cmd->add_flag("--emulate", o->emulate,
                 "Time on the CPU emulator (tests the tuner; its times mean nothing)");
   CLI::App* show = cmd->add_subcommand("show", "Print the tuning database");
   show->add_option("--db", o->database, "Database file (default: every one in the cache)");
   return {cmd, [o, cmd, show] {
             if (show->parsed()) return run_show(o->database);
+            if (o->warm) return run_warm(*cmd, *o);
             return o->plan ? run_plan(*cmd, *o) : run_tune(*cmd, *o);
           }};
 }

@@ -80,20 +80,6 @@ int write_ptx(const std::vector<detail::KernelSpec>& specs, const std::filesyste
   return failed;
 }
 
-std::string target_arch(const std::string& requested) {
-  if (!requested.empty()) {
-    detail::validate_arch(requested);
-    return requested;
-  }
-  SystemInfo system = query_system();
-  if (system.devices.empty()) {
-    throw Error(ErrorKind::no_device, system.unavailable_reason +
-                                          "; pass --arch (e.g. --arch sm_90a) to compile without "
-                                          "a GPU");
-  }
-  return system.devices.front().arch();
-}
-
 // The name column fits the longest name listed (attention names run to ~70 characters), so
 // the resource columns line up for every op.
 int name_width(const std::vector<detail::KernelSpec>& specs) {
@@ -120,24 +106,30 @@ void print_line(const detail::KernelSpec& spec, const detail::CacheEntry& entry,
   std::fflush(stdout);
 }
 
-int run_compile(const CompileOptions& options) {
-  const std::string arch = target_arch(options.arch);
-  const std::filesystem::path ptx_dir =
-      options.emit_ptx.empty() ? std::filesystem::path() : ptx_directory(options.emit_ptx);
-  const kernels::SpecSet set = options.all ? kernels::SpecSet::all : kernels::SpecSet::defaults;
-  std::vector<detail::KernelSpec> specs;
-  for (const kernels::OpInfo& op : kernels::ops()) {
-    bool wanted = options.ops.empty();
-    for (const std::string& name : options.ops) wanted |= kernels::find_op(name).name == op.name;
-    if (!wanted) continue;
-    for (detail::KernelSpec& spec : op.specs(arch, set)) specs.push_back(std::move(spec));
+}  // namespace
+
+std::string target_arch(const std::string& requested) {
+  if (!requested.empty()) {
+    detail::validate_arch(requested);
+    return requested;
   }
+  SystemInfo system = query_system();
+  if (system.devices.empty()) {
+    throw Error(ErrorKind::no_device, system.unavailable_reason +
+                                          "; pass --arch (e.g. --arch sm_90a) to compile without "
+                                          "a GPU");
+  }
+  return system.devices.front().arch();
+}
+
+int compile_into_cache(const std::vector<detail::KernelSpec>& specs, const std::string& arch,
+                       int jobs) {
   const int width = name_width(specs);
   detail::KernelCache& cache = detail::KernelCache::process_cache();
   const auto start = std::chrono::steady_clock::now();
   int compiled = 0, cached = 0, failed = 0, advised = 0;
   detail::run_ordered<detail::CacheLookup>(
-      static_cast<int>(specs.size()), options.jobs,
+      static_cast<int>(specs.size()), jobs,
       [&](int i) { return cache.get(specs[static_cast<std::size_t>(i)]); },
       [&](int i, detail::Outcome<detail::CacheLookup>& outcome) {
         if (outcome.error) {
@@ -170,6 +162,24 @@ int run_compile(const CompileOptions& options) {
       "(cache: %s)\n",
       specs.size(), arch.c_str(), compiled, cached, failed, advised,
       format_duration_ms(elapsed).c_str(), disk ? disk->root().c_str() : "memory only");
+  return failed;
+}
+
+namespace {
+
+int run_compile(const CompileOptions& options) {
+  const std::string arch = target_arch(options.arch);
+  const std::filesystem::path ptx_dir =
+      options.emit_ptx.empty() ? std::filesystem::path() : ptx_directory(options.emit_ptx);
+  const kernels::SpecSet set = options.all ? kernels::SpecSet::all : kernels::SpecSet::defaults;
+  std::vector<detail::KernelSpec> specs;
+  for (const kernels::OpInfo& op : kernels::ops()) {
+    bool wanted = options.ops.empty();
+    for (const std::string& name : options.ops) wanted |= kernels::find_op(name).name == op.name;
+    if (!wanted) continue;
+    for (detail::KernelSpec& spec : op.specs(arch, set)) specs.push_back(std::move(spec));
+  }
+  int failed = compile_into_cache(specs, arch, options.jobs);
   if (!ptx_dir.empty()) failed += write_ptx(specs, ptx_dir, options.jobs);
   return failed == 0 ? 0 : 1;
 }

@@ -2,10 +2,11 @@
 # The main job on a fresh machine: install what is missing, build (release: the library and the
 # `flashjit` command, target flashjit_cli; not the tests or examples), then show flashjit
 # at work: `flashjit info`; `flashjit run`, one attention forward checked against the float64
-# reference, on the GPU or, with none, on the CPU emulator (its first line says which); and a
-# short `flashjit compile` of the softmax kernels into an empty cache, twice: once compiling,
-# once finding every kernel cached. With no GPU it compiles for sm_90a. Last, the autotuner: one
-# shape tuned on the GPU, or with none its plan for sm_90a (candidates and pruning reasons).
+# reference, on the GPU or, with none, on the CPU emulator (its first line says which); then a
+# training job's kernels: one attention shape's forward and backward kernels compiled cold into
+# an empty cache, concurrently (`flashjit autotune --warm`), then found in the cache by a second
+# process. With no GPU it compiles for sm_90a. Last, the autotuner: that shape tuned on the GPU,
+# or with none its plan for sm_90a (candidates and pruning reasons).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,15 +28,17 @@ else
   arch_args=(--arch sm_90a)
   echo "== no GPU here: compiling for sm_90a (H100) instead"
 fi
-for run in first second; do
-  echo "== $run run (cache: $FLASHJIT_CACHE_DIR)"
-  "$flashjit" compile "${arch_args[@]}" --op softmax
+shape=(--head-dim 128 --seqlen 4096)
+for run in "first (cold)" "second (a new process)"; do
+  echo "== $run: the forward and backward kernels of head dim 128 (cache: $FLASHJIT_CACHE_DIR)"
+  "$flashjit" autotune --warm "${arch_args[@]}" --op attention-forward,attention-backward \
+    "${shape[@]}"
 done
 
 if [ ${#arch_args[@]} -eq 0 ]; then
   echo "== autotune: one shape timed on the GPU, stored in the tuning database"
-  "$flashjit" autotune --op attention-forward --head-dim 128 --seqlen 4096 --batch-heads 32
+  "$flashjit" autotune --op attention-forward "${shape[@]}" --batch-heads 32
 else
   echo "== autotune --plan: the candidates for sm_90a after pruning (no GPU: nothing is timed)"
-  "$flashjit" autotune --plan --arch sm_90a --op attention-forward --head-dim 128 --seqlen 4096
+  "$flashjit" autotune --plan --arch sm_90a --op attention-forward "${shape[@]}"
 fi

@@ -93,6 +93,31 @@ TEST_CASE("autotune --score-mod: the modifiers' kernels and key, a bad expressio
   CHECK(contains(decode.err, "invalid argument '--mask-mod': does not apply to --op"));
 }
 
+// --warm: a training job's kernels (the forward and the backward's delta, dK/dV and dQ convert
+// kernels of the default configs) compiled into an empty cache, then found there by a second
+// process; sm_80's kernels keep it to seconds on CI's 2 cores.
+TEST_CASE("autotune --warm compiles a shape's forward and backward kernels, then finds them") {
+  TempDir dir;
+  const std::vector<std::string> args = {
+      "autotune",   "--warm", "--arch",   "sm_80", "--op", "attention-forward,attention-backward",
+      "--head-dim", "64",     "--seqlen", "256",   "-j",   "2"};
+  const ChildResult cold = flashjit_cli(args, dir.path().string());
+  REQUIRE_MESSAGE(cold.exit_code == 0, cold.output);
+  CHECK(count_lines_with(cold.output, "== warm: attention-forward bf16 hdim64 seqlen 256") == 1);
+  CHECK(count_lines_with(cold.output, "== warm: attention-backward bf16 hdim64 seqlen 256") == 1);
+  CHECK(count_lines_with(cold.output, "attention_forward.hdim64.bf16.") == 1);
+  CHECK(count_lines_with(cold.output, "attention_backward.") >= 2);  // dK/dV and its helpers
+  CHECK(contains(cold.output, " 0 cached, 0 failed"));
+  const ChildResult warm = flashjit_cli(args, dir.path().string());
+  REQUIRE_MESSAGE(warm.exit_code == 0, warm.output);
+  CHECK(contains(warm.output, ": 0 compiled, "));
+  CHECK(count_lines_with(warm.output, " cached") >= 3);
+  const ChildResult both =
+      flashjit_cli({"autotune", "--warm", "--plan", "--arch", "sm_80"}, dir.path().string());
+  CHECK(both.exit_code == 2);
+  CHECK(contains(both.output, "--warm"));
+}
+
 TEST_CASE("autotune bad usage exits 2 naming the option") {
   TempDir dir;
   const ChildResult no_arch = flashjit_cli({"autotune", "--plan"}, dir.path().string());

@@ -2,6 +2,7 @@
 // context.
 #include "device_context.hpp"
 #include "driver.hpp"
+#include "kernel_cache.hpp"
 #include "runtime_backend.hpp"
 #include "tensor_maps.hpp"
 
@@ -132,6 +133,12 @@ class CudaBackend final : public RuntimeBackend, public Executor {
     context_.launch(context_.function(spec, shape.dynamic_shared_bytes), shape, args);
   }
   bool has_kernel(const KernelSpec& /*spec*/) const override { return true; }  // JIT compiles any
+  // Compiled (or read from disk) into the process cache concurrently; each launch then loads
+  // its kernel from memory.
+  void prepare(const std::vector<KernelSpec>& specs) override {
+    prepare_concurrently(specs,
+                         [](const KernelSpec& spec) { KernelCache::process_cache().get(spec); });
+  }
 
   TensorMapParameter tensor_maps(const std::vector<emulator::TensorMap>& maps) override {
     context_.make_current();

@@ -160,6 +160,15 @@ class EmulatorBackend final : public RuntimeBackend, public Executor {
   bool has_kernel(const KernelSpec& spec) const override {
     return kernels_.find(spec.name_expression) != nullptr || host_kernels_.available();
   }
+  // The specs outside the build-time table are built by the host compiler concurrently.
+  void prepare(const std::vector<KernelSpec>& specs) override {
+    if (!host_kernels_.available()) return;
+    std::vector<KernelSpec> missing;
+    for (const KernelSpec& spec : specs) {
+      if (kernels_.find(spec.name_expression) == nullptr) missing.push_back(spec);
+    }
+    prepare_concurrently(missing, [this](const KernelSpec& spec) { host_kernels_.launcher(spec); });
+  }
   TensorMapParameter tensor_maps(const std::vector<emulator::TensorMap>& maps) override {
     TensorMapParameter parameter;
     for (const emulator::TensorMap& map : maps) {
@@ -244,8 +253,7 @@ void EmulatorBackend::launch(const KernelSpec& spec, const LaunchShape& shape, v
 }  // namespace
 
 std::unique_ptr<RuntimeBackend> open_emulator_backend(const EmulatedKernelTable& kernels,
-                                                      const std::string& arch,
-                                                      bool model_memory) {
+                                                      const std::string& arch, bool model_memory) {
   if (arch != "sm_80" && arch != "sm_90a") {
     throw InvalidArgument("emulated_arch", "'" + arch +
                                                "' is not a GPU the emulator models; it models "

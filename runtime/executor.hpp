@@ -3,11 +3,13 @@
 // The ops (ops/) build a spec, a launch shape and the argument list once, and hand them here; they
 // do not know which backend runs them.
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "device_context.hpp"
 #include "kernel_spec.hpp"
+#include "parallel.hpp"
 #include "tensor_maps.hpp"
 
 namespace flashjit::detail {
@@ -35,12 +37,37 @@ class Executor {
   /// Whether this backend can run `spec` at all: a GPU compiles any spec; the emulator runs
   /// its build-time kernels, and any spec when a host C++ compiler is available.
   virtual bool has_kernel(const KernelSpec& spec) const = 0;
+  /// Makes a call's kernels ready before its first launch: the missing ones are compiled
+  /// concurrently (a backward's three kernels at once, not one at each launch in turn). A spec
+  /// that fails here is left for its launch to report. The default does nothing.
+  virtual void prepare(const std::vector<KernelSpec>& /*specs*/) {}
   /// The kernel parameter holding `maps` in order (a struct of tma_descriptor fields) in this
   /// backend's form: cuTensorMapEncodeTiled's CUtensorMaps on the GPU (Error{driver} if the
   /// driver rejects one), pointers to copies of the maps on the emulator. Throws
   /// InvalidArgument (check_tensor_map) for a map the driver's rules reject.
   virtual TensorMapParameter tensor_maps(const std::vector<emulator::TensorMap>& maps) = 0;
 };
+
+/// Runs `make_ready` on each of `specs` on a pool sized to the machine (default_workers) and
+/// returns when all are done; a failure is dropped, since the spec's launch meets it again and
+/// reports it. One spec runs on the calling thread.
+inline void prepare_concurrently(const std::vector<KernelSpec>& specs,
+                                 const std::function<void(const KernelSpec&)>& make_ready) {
+  if (specs.size() == 1) {
+    try {
+      make_ready(specs.front());
+    } catch (...) {  // reported by the launch
+    }
+    return;
+  }
+  run_ordered<bool>(
+      static_cast<int>(specs.size()), default_workers(),
+      [&](int i) {
+        make_ready(specs[static_cast<std::size_t>(i)]);
+        return true;
+      },
+      [](int, Outcome<bool>&) {});
+}
 
 /// The address a launch passes for one argument: the value itself, or the bytes of a
 /// TensorMapParameter.

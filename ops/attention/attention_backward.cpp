@@ -185,6 +185,7 @@ void launch_backward(detail::RuntimeBackend& backend, const Attention& attention
     buffers.push_back(kernel_buffer(attention.block_mask, "block_mask"));
   }
   detail::Executor& executor = backend.executor();
+  executor.prepare(specs.in_order());  // a cold call compiles its three kernels at once
   detail::launch_kernel(executor, specs.delta, shapes.delta, buffers, params);  // D
   if (config.tma) {
     const detail::TensorMapParameter maps = executor.tensor_maps(tma_maps);

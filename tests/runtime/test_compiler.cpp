@@ -1,12 +1,19 @@
 // NVRTC compilation, the resource report, template sets and the cache key's fields.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <fstream>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
 
 #include "attention/attention_forward.hpp"
 #include "flashjit/error.hpp"
 #include "flashjit/runtime.hpp"
 #include "runtime/compiler.hpp"
+#include "runtime/executor.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "runtime/parallel.hpp"
 #include "support/kernel_fixtures.hpp"
@@ -236,4 +243,37 @@ TEST_CASE("compile workers: one a hardware thread, as far as memory holds them, 
   CHECK(workers_for(0, 0, 64) == 1);    // hardware_concurrency unknown
   CHECK(workers_for(8, kGiB / 2, 64) == 1);
   CHECK(flashjit::detail::default_workers() >= 1);
+}
+
+// Executor::prepare's pool: every spec made ready, at once where the machine has the workers,
+// and a failure left for the launch (prepare itself does not throw).
+TEST_CASE("a call's kernels are made ready concurrently, a failure left for its launch") {
+  const flashjit::detail::KernelSpec spec = flashjit::testing::sample_spec();
+  std::vector<flashjit::detail::KernelSpec> specs(3, spec);
+  specs[1].readable_name = "fails";
+  std::mutex mutex;
+  std::condition_variable arrived;
+  int started = 0;
+  int finished = 0;
+  bool overlapped = false;
+  const int together = std::min(flashjit::detail::default_workers(), 3);
+  flashjit::detail::prepare_concurrently(specs, [&](const flashjit::detail::KernelSpec& s) {
+    std::unique_lock lock(mutex);
+    ++started;
+    arrived.notify_all();
+    // Overlap: `together` jobs in flight at once (waited for at most 5 s, so one worker
+    // cannot hang here).
+    overlapped |=
+        arrived.wait_for(lock, std::chrono::seconds(5), [&] { return started >= together; });
+    ++finished;
+    if (s.readable_name == "fails") throw std::runtime_error("reported by the launch");
+  });
+  CHECK(finished == 3);
+  CHECK(overlapped);
+  int single = 0;
+  flashjit::detail::prepare_concurrently({spec}, [&](const flashjit::detail::KernelSpec&) {
+    ++single;
+    throw std::runtime_error("reported by the launch");
+  });
+  CHECK(single == 1);
 }

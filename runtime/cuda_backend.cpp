@@ -133,10 +133,14 @@ class CudaBackend final : public RuntimeBackend, public Executor {
     context_.launch(context_.function(spec, shape.dynamic_shared_bytes), shape, args);
   }
   bool has_kernel(const KernelSpec& /*spec*/) const override { return true; }  // JIT compiles any
-  // Compiled (or read from disk) into the process cache concurrently; each launch then loads
-  // its kernel from memory.
+  // The specs not loaded here yet are compiled (or read from disk) into the process cache
+  // concurrently; each launch then loads its kernel from memory. A warm call spawns nothing.
   void prepare(const std::vector<KernelSpec>& specs) override {
-    prepare_concurrently(specs,
+    std::vector<KernelSpec> missing;
+    for (const KernelSpec& spec : specs) {
+      if (!context_.has_loaded(spec)) missing.push_back(spec);
+    }
+    prepare_concurrently(missing,
                          [](const KernelSpec& spec) { KernelCache::process_cache().get(spec); });
   }
 

@@ -42,10 +42,10 @@ DeviceContext::LoadedKernel DeviceContext::load(const CacheEntry& entry) const {
 
 CUfunction DeviceContext::function(const KernelSpec& spec, std::size_t dynamic_shared_bytes) {
   if (dynamic_shared_bytes > info_.shared_memory_optin) {
-    throw InvalidArgument("dynamic_shared_bytes",
-                          spec.display_name() + " asks for " +
-                              std::to_string(dynamic_shared_bytes) + " bytes; " + info_.name +
-                              " allows at most " + std::to_string(info_.shared_memory_optin));
+    throw InvalidArgument("dynamic_shared_bytes", spec.display_name() + " asks for " +
+                                                      std::to_string(dynamic_shared_bytes) +
+                                                      " bytes; " + info_.name + " allows at most " +
+                                                      std::to_string(info_.shared_memory_optin));
   }
   LoadedKernel* kernel = nullptr;
   {
@@ -55,6 +55,11 @@ CUfunction DeviceContext::function(const KernelSpec& spec, std::size_t dynamic_s
   }
   if (kernel == nullptr) kernel = &load_or_find(spec);
   return with_shared_limit(*kernel, dynamic_shared_bytes);
+}
+
+bool DeviceContext::has_loaded(const KernelSpec& spec) {
+  std::lock_guard lock(mutex_);
+  return by_spec_.find(spec) != by_spec_.end();
 }
 
 DeviceContext::LoadedKernel& DeviceContext::load_or_find(const KernelSpec& spec) {

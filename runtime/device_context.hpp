@@ -40,6 +40,8 @@ class DeviceContext {
   /// seen before on this device is found by its fields alone, without its cache key: the
   /// codegen environment is read at a spec's first use here, not on every launch.
   CUfunction function(const KernelSpec& spec, std::size_t dynamic_shared_bytes);
+  /// Whether `spec` is loaded here already (its launches touch no cache).
+  bool has_loaded(const KernelSpec& spec);
 
   /// Launches `function` with `args` (pointers to each argument, in order). Ops launch
   /// through the runtime's Executor (executor.hpp), which lands here on the cuda backend.

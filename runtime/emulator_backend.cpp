@@ -160,12 +160,15 @@ class EmulatorBackend final : public RuntimeBackend, public Executor {
   bool has_kernel(const KernelSpec& spec) const override {
     return kernels_.find(spec.name_expression) != nullptr || host_kernels_.available();
   }
-  // The specs outside the build-time table are built by the host compiler concurrently.
+  // The specs outside the build-time table not built yet are built by the host compiler
+  // concurrently. A warm call spawns nothing.
   void prepare(const std::vector<KernelSpec>& specs) override {
     if (!host_kernels_.available()) return;
     std::vector<KernelSpec> missing;
     for (const KernelSpec& spec : specs) {
-      if (kernels_.find(spec.name_expression) == nullptr) missing.push_back(spec);
+      const bool ready =
+          kernels_.find(spec.name_expression) != nullptr || host_kernels_.has_launcher(spec);
+      if (!ready) missing.push_back(spec);
     }
     prepare_concurrently(missing, [this](const KernelSpec& spec) { host_kernels_.launcher(spec); });
   }

@@ -53,6 +53,7 @@ class Executor {
 /// reports it. One spec runs on the calling thread.
 inline void prepare_concurrently(const std::vector<KernelSpec>& specs,
                                  const std::function<void(const KernelSpec&)>& make_ready) {
+  if (specs.empty()) return;
   if (specs.size() == 1) {
     try {
       make_ready(specs.front());

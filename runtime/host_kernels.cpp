@@ -16,6 +16,11 @@ const std::string& HostKernels::unavailable_reason() const { return lookup().pro
 
 const std::string& HostKernels::unavailable_remedy() const { return lookup().remedy; }
 
+bool HostKernels::has_launcher(const KernelSpec& spec) {
+  std::lock_guard lock(mutex_);
+  return launchers_.find(spec.name_expression) != launchers_.end();
+}
+
 emulator::HostLaunchFunction HostKernels::launcher(const KernelSpec& spec) {
   if (!available()) {
     throw Error(ErrorKind::unsupported,

@@ -24,6 +24,8 @@ class HostKernels {
   /// The launcher of `spec`, compiled or loaded through HostKernelCache::process_cache().
   /// Throws as HostKernelCache::get; Error{unsupported} when !available().
   emulator::HostLaunchFunction launcher(const KernelSpec& spec);
+  /// Whether launcher(`spec`) has been obtained here already.
+  bool has_launcher(const KernelSpec& spec);
 
  private:
   const HostToolchainLookup& lookup() const;

@@ -72,8 +72,8 @@ class Options:
         for name in ("score_mod", "mask_mod"):
             text = getattr(self, name)
             if not isinstance(text, str):
-                raise TypeError(f"'{name}' must be a str (a C++ expression), not "
-                                f"{type(text).__name__}")
+                raise TypeError(f"'{name}' must be a str (an expression of the modifier "
+                                f"language) or a callable, not {type(text).__name__}")
             # The struct keeps the bytes alive for the call.
             setattr(a, name, text.encode() if text else None)
 

@@ -9,7 +9,8 @@ from . import _capi, _custom_ops
 from ._alibi import with_alibi
 from ._arrays import Launch
 from ._options import (ATTENTION_NAMES, Options, bind_captures, call_options, capture_inputs,
-                       captures_of, element, int32_full, shape_of, wants_grad)
+                       element, int32_full, shape_of, wants_grad)
+from ._trace import modifiers
 
 try:
     import torch
@@ -184,8 +185,9 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
     the bias −slope · |i + seqlen_k − seqlen_q − j| added to the score of query i and key j
     after scale and softcap, compiled in as a score_mod (so not with one of your own); the
     slopes get no gradient."""
+    score_mod, mask_mod, captured = modifiers(score_mod, mask_mod, captures, q)
     given = Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod,
-                    captures_of(captures))
+                    captured)
     if score_mod or mask_mod:
         o, lse = _modified(q, k, v, _dense_alibi(given, q, k, alibi_slopes), block_mask)
     elif block_mask is not None:
@@ -209,7 +211,8 @@ def build_block_mask(mask_mod: str, batch: int, heads_q: int, seqlen_q: int, seq
     every (batch, head, query, key) and reused by every call with that mask_mod and sizes.
     `captures`: the tensors mask_mod reads, as in attention() (the block mask holds what they
     held when it was built)."""
-    options = Options(mask_mod=mask_mod, captures=captures_of(captures))
+    _, mask_mod, captured = modifiers("", mask_mod, captures, like)
+    options = Options(mask_mod=mask_mod, captures=captured)
     a = call_options(options, batch, heads_q, 1, seqlen_q, seqlen_k, 64)
     with Launch({"like": like, **capture_inputs(options)}) as launch:
         bind_captures(a, launch, options)
@@ -228,8 +231,9 @@ def attention_backward(dout, q, k, v, o, lse, *, causal: bool = False,
     that call's arguments (its score_mod, mask_mod, block_mask, captures and alibi_slopes
     included) and its o and lse (return_lse=True). For numpy callers, and for torch callers who
     keep their own graph; dk and dv sum over the query heads sharing a key/value head."""
+    score_mod, mask_mod, captured = modifiers(score_mod, mask_mod, captures, q)
     options = _dense_alibi(Options(causal, tuple(window), softcap, scale, deterministic,
-                                   score_mod, mask_mod, captures_of(captures)), q, k, alibi_slopes)
+                                   score_mod, mask_mod, captured), q, k, alibi_slopes)
     if block_mask is not None and not mask_mod:
         raise ValueError("'block_mask' needs the 'mask_mod' it was built from")
     return _backward(dout, q, k, v, o, lse, options, block_mask=block_mask)

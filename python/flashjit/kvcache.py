@@ -7,8 +7,9 @@ from typing import Optional, Tuple
 from . import _capi, _custom_ops
 from ._alibi import int32_offsets, with_alibi
 from ._arrays import Launch, dtype_name
-from ._options import (Options, bind_captures, call_options, capture_inputs, captures_of,
+from ._options import (Options, bind_captures, call_options, capture_inputs,
                        element, float32, int32_full, sequence_names, sequences_of, shape_of)
+from ._trace import modifiers
 
 try:
     import torch
@@ -184,8 +185,9 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
     operator flashjit::attention_with_kvcache (with an append, its twin
     flashjit::attention_with_kvcache_append, which writes k_cache and v_cache), traced whole by
     torch.compile."""
+    score_mod, mask_mod, captured = modifiers(score_mod, mask_mod, captures, q)
     options = Options(causal, tuple(window), softcap, scale, False, score_mod, mask_mod,
-                      captures_of(captures))
+                      captured)
     if isinstance(cache_seqlens, int):
         cache_seqlens = int32_full(q, _batch_of(q, cu_seqlens_q), cache_seqlens)
     arrays = (cache_seqlens, k, v, rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad,

@@ -8,8 +8,9 @@ from typing import Optional, Tuple
 from . import _capi, _custom_ops
 from ._alibi import int32_offsets, with_alibi
 from ._arrays import Launch
-from ._options import (Options, bind_captures, call_options, capture_inputs, captures_of,
+from ._options import (Options, bind_captures, call_options, capture_inputs,
                        element, sequence_names, sequences_of, shape_of, wants_grad)
+from ._trace import modifiers
 
 try:
     import torch
@@ -222,8 +223,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max
     With PyTorch 2.4 or later, torch tensors (without score_mod, mask_mod or captures) go
     through the custom operator flashjit::attention_varlen_forward, which torch.compile traces
     whole."""
+    score_mod, mask_mod, captured = modifiers(score_mod, mask_mod, captures, q)
     given = Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod,
-                    captures_of(captures))
+                    captured)
     used = (seqused_q, seqused_k)
     if block_table is not None and wants_grad(q, k, v):
         raise ValueError("'block_table': attention over a paged cache has no backward (run it "

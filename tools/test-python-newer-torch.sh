@@ -4,14 +4,17 @@
 # operators (opcheck, torch.compile with fullgraph) run instead of being skipped. Not part of
 # CI: the first run downloads a Debian 13 system of about 1.5 GB (debootstrap) into
 # CHROOT_DIR, later runs reuse it. Needs root (debootstrap, mount, chroot).
-# Usage: tools/test-python-newer-torch.sh [BUILD_DIR] [CHROOT_DIR]; BUILD_DIR is a build folder
-# of this repository with libflashjit.so built (default build/python, built if missing),
-# CHROOT_DIR defaults to /var/tmp/flashjit-debian13.
+# Usage: tools/test-python-newer-torch.sh [BUILD_DIR] [CHROOT_DIR] [PYTEST_ARGS...]; BUILD_DIR is
+# a build folder of this repository with libflashjit.so built (default build/python, built if
+# missing), CHROOT_DIR defaults to /var/tmp/flashjit-debian13, PYTEST_ARGS (default
+# python/tests) are pytest's: a file, -k EXPRESSION, ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 build_dir=$(realpath -m "${1:-build/python}")
 root=$(realpath -m "${2:-/var/tmp/flashjit-debian13}")
+shift $(($# < 2 ? $# : 2))
+pytest_args=("${@:-python/tests}")
 
 if [[ $(id -u) -ne 0 ]]; then
   echo "flashjit: $0 needs root (debootstrap, mount and chroot)" >&2
@@ -53,4 +56,5 @@ cache=$(mktemp -d -p "$root/tmp")  # tests must not touch the user's kernel cach
 chroot "$root" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root \
   FLASHJIT_CACHE_DIR="${cache#"$root"}" FLASHJIT_LIBRARY="$build_dir/api/libflashjit.so" \
   PYTHONPATH="$repo/python" bash -c "cd '$repo' && python3 -c 'import torch; \
-print(\"flashjit: PyTorch\", torch.__version__)' && python3 -m pytest -q python/tests"
+print(\"flashjit: PyTorch\", torch.__version__)' && python3 -m pytest -q \"\$@\"" bash \
+  "${pytest_args[@]}"

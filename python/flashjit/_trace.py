@@ -42,6 +42,7 @@ class Captures:
     def __init__(self):
         self.tensors: List[Tuple[str, object]] = []
         self.scalars: List[float] = []
+        self.originals = []  # (tensor as the function gave it, name)
         self.names = {}  # a tensor's memory (pointer, shape, strides, dtype, device) -> name
         self.owner = ""
 
@@ -65,15 +66,22 @@ class Captures:
         return Symbol(f"{SCALARS}[{len(self.scalars) - 1}]", "float", PRIMARY, self, value)
 
     def tensor(self, t) -> str:
-        """The capture name of tensor t (converted to a dtype captures take), one per memory."""
-        key = (t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype, str(t.device))
-        if key in self.names:
+        """The capture name of tensor t (converted to a dtype captures take): one per tensor
+        object, and eagerly one per memory (views made by each read are one capture)."""
+        for known, name in self.originals:
+            if known is t:
+                return name
+        compiling = _compiling()  # torch.compile traces this: no pointers, no values
+        key = None if compiling else (t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype,
+                                      str(t.device))
+        if key is not None and key in self.names:
             return self.names[key]
+        original = t
         if t.dtype in (torch.float64,):
             t = t.float()
         elif not t.is_floating_point() and t.dtype != torch.int32:
-            if t.dtype == torch.int64 and t.device.type == "cpu" and t.numel() and (
-                    t.min() < -INT32_MAX - 1 or t.max() > INT32_MAX):
+            if t.dtype == torch.int64 and not compiling and t.device.type == "cpu" and \
+                    t.numel() and (t.min() < -INT32_MAX - 1 or t.max() > INT32_MAX):
                 raise self.error("an int64 tensor it indexes holds values beyond int32")
             t = t.to(torch.int32)
         if len(self.tensors) >= 3:
@@ -81,7 +89,9 @@ class Captures:
                              "them the table of Python numbers)")
         name = f"tensor{len(self.tensors)}"
         self.tensors.append((name, t))
-        self.names[key] = name
+        self.originals.append((original, name))
+        if key is not None:
+            self.names[key] = name
         return name
 
     def table(self, like):
@@ -91,6 +101,12 @@ class Captures:
         if is_torch(like):
             return torch.tensor(self.scalars, dtype=torch.float32, device=like.device)
         return np.array(self.scalars, dtype=np.float32)
+
+
+def _compiling() -> bool:
+    """Whether torch.compile is tracing the call (PyTorch 2.3 and later can say)."""
+    compiler = getattr(torch, "compiler", None)
+    return bool(compiler is not None and getattr(compiler, "is_compiling", lambda: False)())
 
 
 def literal(value, captures: Captures) -> "Symbol":
@@ -650,13 +666,18 @@ def modifiers(score_mod, mask_mod, captures, like) -> Tuple[str, str, tuple]:
     captures found by the trace, on `like`'s device)."""
     from ._options import captures_of
 
-    traced = [m for m in (score_mod, mask_mod) if callable(m)]
-    if not traced:
+    score_mod = "" if score_mod is None else score_mod  # FlexAttention's "no modifier"
+    mask_mod = "" if mask_mod is None else mask_mod
+    if not (callable(score_mod) or callable(mask_mod)):
         return score_mod, mask_mod, captures_of(captures)
     if captures is not None:
         raise ValueError("'captures' names the tensors of modifiers given as text; a callable "
                          "modifier's tensors are found by its trace: index them in the "
                          "function")
+    return _trace_outside_torch_compile(score_mod, mask_mod, like)
+
+
+def _trace_both(score_mod, mask_mod, like) -> Tuple[str, str, tuple]:
     found = Captures()
     texts = [trace(m, name, found) if callable(m) else m
              for m, name in ((score_mod, "score_mod"), (mask_mod, "mask_mod"))]
@@ -665,6 +686,28 @@ def modifiers(score_mod, mask_mod, captures, like) -> Tuple[str, str, tuple]:
     if table is not None:
         pairs.append((SCALARS, table))
     return texts[0], texts[1], tuple(pairs)
+
+
+# torch.compile must not trace the tracer: its symbolic values are Python objects whose
+# comparisons it would fold to constants. Inside a compiled function the trace runs eagerly (a
+# graph break); trace_modifiers() ahead of the function keeps its graph whole.
+_disable = getattr(getattr(torch, "compiler", None), "disable", None)
+_trace_outside_torch_compile = _disable(_trace_both) if _disable else _trace_both
+
+
+def trace_modifiers(score_mod=None, mask_mod=None, *, like) -> dict:
+    """FlexAttention-style callables traced into flashjit's modifier language, as the keyword
+    arguments of attention() and its siblings: {"score_mod": text, "mask_mod": text,
+    "captures": {name: tensor}} (a string is passed through; None is no modifier). `like` is
+    the call's q (the table of the callables' numbers is made on its device). The result may
+    be reused while the tensors the callables read and their numbers stay as they were.
+
+    Tracing happens inside every call given a callable; call this ahead of a function compiled
+    with torch.compile(fullgraph=True) so that its graph holds the custom operator and the
+    captures only: `flashjit.attention(q, k, v, **mods)`."""
+    score_text, mask_text, captured = modifiers(score_mod, mask_mod, None, like)
+    return {"score_mod": score_text, "mask_mod": mask_text,
+            "captures": dict(captured) if captured else None}
 
 
 def text_of(score_mod=None, mask_mod=None) -> Tuple[Optional[str], Optional[str]]:

@@ -3,7 +3,8 @@ flash_attn_func, with its backward and FlexAttention-style block masks. LSEs are
 [batch, heads, seqlen]."""
 
 import ctypes
-from typing import Optional, Tuple
+import dataclasses
+from typing import List, Optional, Tuple
 
 from . import _capi, _custom_ops
 from ._alibi import with_alibi
@@ -130,9 +131,73 @@ if _custom_ops.AVAILABLE:
         return _forward(q, k, v, _dense_alibi(options, q, k, alibi_slopes))
 
 
+    def _modified_flags(options: Options, block_mask) -> tuple:
+        """The modifier operators' arguments after q, k and v: flags(), the texts, the
+        captures' names and tensors, and the block mask."""
+        return (*options.flags(), options.score_mod, options.mask_mod,
+                ",".join(name for name, _ in options.captures),
+                [x for _, x in options.captures], block_mask)
+
+    def _modified_options(causal, window_left, window_right, softcap, scale, deterministic,
+                          score_mod, mask_mod, capture_names, captures) -> Options:
+        return dataclasses.replace(
+            Options.of_flags(causal, window_left, window_right, softcap, scale, deterministic),
+            score_mod=score_mod, mask_mod=mask_mod,
+            captures=tuple(zip(capture_names.split(",") if capture_names else (), captures)))
+
+    @_custom_ops.define("attention_backward_modified", _fake_backward,
+                        mutates_args=("capture_grads",))
+    def _modified_backward_op(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor,
+                              lse: Tensor, causal: bool, window_left: int, window_right: int,
+                              softcap: float, scale: Optional[float], deterministic: bool,
+                              score_mod: str, mask_mod: str, capture_names: str,
+                              captures: List[Tensor], block_mask: Optional[Tensor],
+                              wanted: List[bool],
+                              capture_grads: List[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
+        """The backward with modifiers; the gradients of the captures whose `wanted` is true
+        are added into capture_grads (one each, in order; float32, zeroed by the caller)."""
+        options = _modified_options(causal, window_left, window_right, softcap, scale,
+                                    deterministic, score_mod, mask_mod, capture_names, captures)
+        names = [name for (name, _), w in zip(options.captures, wanted) if w]
+        return _backward(dout, q, k, v, o, lse, options, dict(zip(names, capture_grads)),
+                         block_mask)
+
+    def _save_modified(ctx, inputs, output):
+        q, k, v, *rest = inputs
+        ctx.save_for_backward(q, k, v, *output)
+        ctx.rest = rest
+        ctx.wanted = [x.requires_grad for x in rest[9]]  # the captures that get gradients
+        ctx.mark_non_differentiable(output[1])
+
+    def _differentiate_modified(ctx, dout, _dlse):
+        q, k, v, o, lse = ctx.saved_tensors
+        captures = ctx.rest[9]
+        grads = [torch.zeros_like(x, dtype=torch.float32) if w else None
+                 for x, w in zip(captures, ctx.wanted)]
+        dq, dk, dv = _modified_backward_op(dout.contiguous(), q, k, v, o, lse, *ctx.rest,
+                                           ctx.wanted, [g for g in grads if g is not None])
+        capture_grads = [None if g is None else g.to(x.dtype) for g, x in zip(grads, captures)]
+        return (dq, dk, dv, *([None] * 9), capture_grads, None)
+
+    @_custom_ops.define("attention_forward_modified", _fake_forward,
+                        backward=_differentiate_modified, setup_context=_save_modified)
+    def _modified_forward_op(q: Tensor, k: Tensor, v: Tensor, causal: bool, window_left: int,
+                             window_right: int, softcap: float, scale: Optional[float],
+                             deterministic: bool, score_mod: str, mask_mod: str,
+                             capture_names: str, captures: List[Tensor],
+                             block_mask: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+        """The forward with score_mod and mask_mod (texts of the modifier language) reading the
+        captures, named in capture_names (comma-separated; schemas have no list of str)."""
+        options = _modified_options(causal, window_left, window_right, softcap, scale,
+                                    deterministic, score_mod, mask_mod, capture_names, captures)
+        return _forward(q, k, v, options, block_mask)
+
+
 def _modified(q, k, v, options: Options, block_mask):
     """attention() with modifiers: (o, lse), differentiable in q, k, v and the captures."""
     tensors = [x for _, x in options.captures]
+    if _custom_ops.takes(q, k, v, *tensors, block_mask):
+        return _modified_forward_op(q, k, v, *_modified_flags(options, block_mask))
     if wants_grad(q, k, v, *tensors):
         return _AttentionFunction.apply(q, k, v, options, block_mask, *tensors)
     return _forward(q, k, v, options, block_mask)
@@ -150,7 +215,7 @@ def _dense_alibi(options: Options, q, k, slopes) -> Options:
 
 def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -1),
               softcap: float = 0.0, scale: Optional[float] = None, deterministic: bool = False,
-              return_lse: bool = False, score_mod: str = "", mask_mod: str = "",
+              return_lse: bool = False, score_mod="", mask_mod="",
               block_mask=None, captures: Optional[dict] = None, alibi_slopes=None):
     """Attention over a dense batch, FlashAttention's flash_attn_func.
 
@@ -175,7 +240,11 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
     q_idx sees key kv_idx. Anything else raises ValueError naming the field. Gradients flow
     through score_mod (the backward evaluates it on dual numbers). `block_mask`
     (build_block_mask()'s, for this mask_mod and these sizes) lets the forward skip the key
-    blocks the mask hides from whole query blocks.
+    blocks the mask hides from whole query blocks. Either may instead be a Python callable
+    with FlexAttention's signature, score_mod(score, b, h, q_idx, kv_idx) and
+    mask_mod(b, h, q_idx, kv_idx), traced into that language on each call (tensors it indexes
+    become captures, its Python numbers a captured table; see trace_modifiers()); None is no
+    modifier.
     `captures` maps names to arrays the expressions read (`doc[b][q_idx] == doc[b][kv_idx]`):
     rank 1 to 4, float32/float16/bfloat16 (read as float) or int32, like q (numpy or torch, on
     its device). A torch capture that requires grad gets its gradient (a learnable bias table:

@@ -15,7 +15,8 @@ HAS_CUSTOM_OP = hasattr(torch.library, "custom_op")
 needs_custom_op = pytest.mark.skipif(not HAS_CUSTOM_OP,
                                      reason="PyTorch before 2.4 has no torch.library.custom_op")
 
-OPERATORS = {"attention_forward", "attention_backward", "attention_varlen_forward",
+OPERATORS = {"attention_forward", "attention_backward", "attention_forward_modified",
+             "attention_backward_modified", "attention_varlen_forward",
              "attention_varlen_backward", "attention_with_kvcache",
              "attention_with_kvcache_append", "merge_states", "layer_norm_forward",
              "layer_norm_backward", "multiscale_attention_forward",
@@ -73,6 +74,22 @@ def test_attention_operators_pass_opcheck():
         torch.library.opcheck(ops.attention_backward.default,
                               (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o, lse,
                                *flags(), alibi))
+
+
+@needs_custom_op
+def test_modifier_operators_pass_opcheck():
+    q, k, v = dense(grad=True)
+    bias = torch.randn(4, 59, requires_grad=True)
+    modifiers = ("score + bias[h][q_idx - kv_idx + 29]", "kv_idx <= q_idx + 10", "bias", [bias])
+    ops = torch.ops.flashjit
+    torch.library.opcheck(ops.attention_forward_modified.default,
+                          (q, k, v, *flags(False), *modifiers, None))
+    o, lse = ops.attention_forward_modified(q.detach(), k.detach(), v.detach(), *flags(False),
+                                            *modifiers[:3], [bias.detach()], None)
+    torch.library.opcheck(ops.attention_backward_modified.default,
+                          (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o, lse,
+                           *flags(False), *modifiers[:3], [bias.detach()], None, [True],
+                           [torch.zeros(4, 59)]))
 
 
 @needs_custom_op
@@ -173,6 +190,49 @@ def test_torch_compile_traces_alibi_in_one_graph():
         lambda q, k, v: square_sum(flashjit.attention(q, k, v, causal=True, deterministic=True,
                                                       alibi_slopes=ALIBI)),
         lambda: dense(grad=True))
+
+
+RELATIVE = torch.linspace(-1.0, 1.0, 59)  # a bias per relative position, read by a callable
+
+
+def relative_softcap(score, b, h, q_idx, kv_idx):
+    return 20.0 * torch.tanh(score / 20.0) + RELATIVE[q_idx - kv_idx + 29]
+
+
+def striped_window(b, h, q_idx, kv_idx):
+    return (q_idx + 10 >= kv_idx) & ((q_idx // 8) % 2 == 0)
+
+
+@needs_custom_op
+def test_torch_compile_traces_callable_modifiers_in_one_graph():
+    # FlexAttention-style callables traced ahead (trace_modifiers) into text and captures: the
+    # compiled function holds the custom operator and the captures, fullgraph=True; a captured
+    # tensor and Python numbers included.
+    like = dense()[0]
+    mods = flashjit.trace_modifiers(relative_softcap, striped_window, like=like)
+    assert mods["score_mod"] == "scalars[1] * tanh(score / scalars[0]) + tensor0[q_idx - " \
+                                "kv_idx + int(scalars[2])]"
+    compiled_matches_eager(
+        lambda q, k, v: square_sum(flashjit.attention(q, k, v, deterministic=True, **mods)),
+        lambda: dense(grad=True))
+
+
+@needs_custom_op
+def test_callables_inside_a_compiled_function_are_traced_eagerly():
+    # Inside the compiled function the trace runs outside torch.compile (a graph break: its
+    # symbolic values are not for dynamo to fold), with eager's results.
+    def loss(q, k, v):
+        return square_sum(flashjit.attention(q, k, v, score_mod=relative_softcap,
+                                             mask_mod=striped_window, deterministic=True))
+
+    compiled = torch.compile(loss, backend="aot_eager")
+    eager_inputs, compiled_inputs = dense(grad=True), dense(grad=True)
+    eager_loss, compiled_loss = loss(*eager_inputs), compiled(*compiled_inputs)
+    assert torch.equal(eager_loss, compiled_loss)
+    eager_loss.backward()
+    compiled_loss.backward()
+    for eager, traced in zip(eager_inputs, compiled_inputs):
+        assert torch.equal(eager.grad, traced.grad)
 
 
 @needs_custom_op

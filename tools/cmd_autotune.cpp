@@ -243,6 +243,13 @@ int run_plan(const CLI::App& command, const AutotuneOptions& options) {
 // first forward and backward find them there; nothing is timed, so --arch needs no GPU.
 int run_warm(const CLI::App& command, const AutotuneOptions& options) {
   if (options.plan) throw InvalidArgument("--warm", "give --warm or --plan, not both");
+  // What only tuning reads would be ignored here: refused by name instead.
+  for (const char* timing : {"--only", "--budget-ms", "--db", "--emulate"}) {
+    if (command.count(timing) > 0) {
+      throw InvalidArgument(timing, std::string("is for tuning, which --warm does not do (it "
+                                                "compiles the default configs, timing none)"));
+    }
+  }
   const std::string arch = target_arch(options.arch);
   std::vector<detail::KernelSpec> specs;
   std::set<std::string> listed;  // a kernel two problems share is compiled once

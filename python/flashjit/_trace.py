@@ -12,6 +12,7 @@ modifier before anything is compiled."""
 
 import inspect
 import numbers
+import re
 from typing import List, Optional, Tuple
 
 import numpy as np
@@ -342,7 +343,13 @@ class Symbol:
                                                       nonneg=self.nonneg)
 
     def int(self):
-        return self if self.kind == "int" else call("int", "int", self, nonneg=self.nonneg)
+        if self.kind == "int":
+            return self
+        if re.search(r"\bscore\b", self.text):  # the backward's dual numbers have no int
+            raise self.captures.error(
+                f"int() of {self.text!r}, a value computed from the score, has no derivative: "
+                f"the backward could not differentiate it")
+        return call("int", "int", self, nonneg=self.nonneg)
 
     long = int
 

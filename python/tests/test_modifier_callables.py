@@ -158,6 +158,7 @@ def test_what_the_language_cannot_express_is_refused_by_name():
         (lambda s, b, h, i, j: s + table, "score_mod.*shape \\(4, 48\\) is used whole"),
         (lambda s, b, h, i, j: s + [0.0, 1.0][i], "score_mod.*index a torch tensor"),
         (lambda s, b, h: s, "'score_mod' must take the arguments \\(score, b, h, q_idx"),
+        (lambda s, b, h, i, j: s + s.int() % 2, "score_mod.*int\\(\\) of 'score'.*derivative"),
     ]
     for score_mod, message in refused:
         with pytest.raises(ValueError, match=message):

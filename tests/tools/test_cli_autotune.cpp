@@ -116,6 +116,12 @@ TEST_CASE("autotune --warm compiles a shape's forward and backward kernels, then
       flashjit_cli({"autotune", "--warm", "--plan", "--arch", "sm_80"}, dir.path().string());
   CHECK(both.exit_code == 2);
   CHECK(contains(both.output, "--warm"));
+  // What only tuning reads is refused by name, not silently ignored.
+  const ChildResult timed = flashjit_cli(
+      {"autotune", "--warm", "--arch", "sm_80", "--budget-ms", "50"}, dir.path().string());
+  CHECK(timed.exit_code == 2);
+  CHECK(contains(timed.output, "--budget-ms"));
+  CHECK(contains(timed.output, "--warm does not"));
 }
 
 TEST_CASE("autotune bad usage exits 2 naming the option") {

@@ -353,35 +353,8 @@ class Symbol:
 
     long = int
 
-    def exp(self):
-        return call("exp", "float", self)
-
-    def exp2(self):
-        return call("exp2", "float", self)
-
-    def log(self):
-        return call("log", "float", self)
-
-    def log2(self):
-        return call("log2", "float", self)
-
-    def log1p(self):
-        return call("log1p", "float", self)
-
-    def sqrt(self):
-        return call("sqrt", "float", self)
-
     def rsqrt(self):
         return literal(1.0, self.captures) / self.sqrt()
-
-    def tanh(self):
-        return call("tanh", "float", self)
-
-    def sin(self):
-        return call("sin", "float", self)
-
-    def cos(self):
-        return call("cos", "float", self)
 
     def sigmoid(self):
         one = literal(1.0, self.captures)
@@ -420,6 +393,12 @@ class Symbol:
             raise captures.error(f"torch.{name} has no counterpart in the modifier language "
                                  f"(see docs/modifiers.md for what it has)")
         return handler(captures, *args, **kwargs)
+
+
+#: The language's one-argument functions, as Tensor's methods of their names (x.exp()).
+MATH_FUNCTIONS = ("exp", "exp2", "log", "log2", "log1p", "sqrt", "tanh", "sin", "cos")
+for _name in MATH_FUNCTIONS:
+    setattr(Symbol, _name, lambda self, _function=_name: call(_function, "float", self))
 
 
 def _flatten(args, kwargs):

@@ -79,7 +79,18 @@ void* RuntimeBackend::held_workspace(std::size_t bytes, Stream stream) {
   return held_buffer(HeldKind::workspace, bytes, stream);
 }
 
+std::shared_ptr<const void> RuntimeBackend::kept(
+    const std::string& key, const std::function<std::shared_ptr<const void>()>& make) {
+  const std::lock_guard<std::mutex> lock(kept_mutex_);
+  if (auto found = kept_.find(key); found != kept_.end()) return found->second;
+  if (kept_.size() >= kMaxKept) return nullptr;
+  std::shared_ptr<const void> made = make();
+  kept_.emplace(key, made);
+  return made;
+}
+
 void RuntimeBackend::release_held_buffers() noexcept {
+  kept_.clear();  // first: what is kept may hold buffers
   held_.clear();
   outgrown_.clear();
 }

@@ -3,9 +3,11 @@
 // launches differ per backend. Ops in ops/ and the autotuner work through this; users see
 // the public Runtime (api/), which owns one.
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -68,6 +70,13 @@ class RuntimeBackend {
   /// twice its size when a call needs more.
   void* held_workspace(std::size_t bytes, Stream stream);
 
+  /// What the backend keeps for its life under `key` (a block mask built once per mask and
+  /// size), made by `make` on the key's first use (a throw keeps nothing); nullptr for a new
+  /// key once kMaxKept are kept. `make` runs under a lock: it may launch and synchronize.
+  std::shared_ptr<const void> kept(const std::string& key,
+                                   const std::function<std::shared_ptr<const void>()>& make);
+  static constexpr std::size_t kMaxKept = 64;
+
   /// The buffers handed out and not yet freed: copies are checked against them.
   AllocationTable allocations;
 
@@ -85,6 +94,8 @@ class RuntimeBackend {
   std::mutex held_mutex_;
   std::map<std::pair<HeldKind, Stream>, DeviceBuffer> held_;
   std::vector<DeviceBuffer> outgrown_;
+  std::mutex kept_mutex_;
+  std::map<std::string, std::shared_ptr<const void>> kept_;
 };
 
 /// The cuda backend on device `ordinal` (loads the driver; throws as Runtime's constructor).

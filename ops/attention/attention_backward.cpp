@@ -13,6 +13,7 @@
 #include "attention/hopper/attention_forward_tma.hpp"
 #include "attention/hopper/tma_backward_space.cuh"
 #include "attention/modifiers/attention_captures.hpp"
+#include "attention/modifiers/automatic_block_mask.hpp"
 #include "flashjit/error.hpp"
 #include "runtime/executor.hpp"
 
@@ -445,13 +446,13 @@ void run_attention_backward(detail::RuntimeBackend& backend, ConfigChoice& choic
                             const TensorView& dv, Stream stream) {
   validate_backward_arguments(attention, q, k, v, o, lse, dout, dq, dk, dv);
   if (backward_is_empty(attention)) return;
+  const Attention run = with_automatic_block_mask(backend, attention, stream);
   // With modifiers, the problem's key has their digest and its candidates compile them in.
-  BackwardConfig config =
-      choice.choose_as<BackwardConfig>(AttentionProblem(true, q.dtype, attention));
+  BackwardConfig config = choice.choose_as<BackwardConfig>(AttentionProblem(true, q.dtype, run));
   const BackwardTensors tensors{q, k, v, o, lse, dout, dq, dk, dv};
   const std::vector<emulator::TensorMap> maps =
       maps_or_fallback(config, backend.info().arch(), tensors);
-  launch_backward(backend, attention, tensors, config, stream, maps);
+  launch_backward(backend, run, tensors, config, stream, maps);
 }
 
 }  // namespace flashjit::kernels

@@ -17,6 +17,7 @@
 #include "attention/hopper/tma_forward_space.cuh"
 #include "attention/hopper/wgmma_forward_space.cuh"
 #include "attention/modifiers/attention_captures.hpp"
+#include "attention/modifiers/automatic_block_mask.hpp"
 #include "attention/modifiers/block_mask.hpp"
 #include "attention/modifiers/score_modifiers.hpp"
 #include "attention/parts/key_window.cuh"
@@ -504,8 +505,12 @@ void run_attention_forward(detail::RuntimeBackend& backend, ConfigChoice& choice
                            const Attention& attention, const TensorView& q, const TensorView& k,
                            const TensorView& v, const TensorView& o, const TensorView& lse,
                            Stream stream) {
+  validate_forward_arguments(attention, q, k, v, o, lse);  // before a block mask is built
+  const Attention run = forward_is_empty(attention)
+                            ? attention
+                            : with_automatic_block_mask(backend, attention, stream);
   const std::optional<ForwardLaunch> launch =
-      plan_attention_forward(backend.info(), choice, attention, q, k, v, o, lse, stream);
+      plan_attention_forward(backend.info(), choice, run, q, k, v, o, lse, stream);
   if (launch) launch_planned_forward(backend.executor(), *launch);
 }
 

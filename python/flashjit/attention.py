@@ -240,7 +240,8 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
     q_idx sees key kv_idx. Anything else raises ValueError naming the field. Gradients flow
     through score_mod (the backward evaluates it on dual numbers). `block_mask`
     (build_block_mask()'s, for this mask_mod and these sizes) lets the forward skip the key
-    blocks the mask hides from whole query blocks. Either may instead be a Python callable
+    blocks the mask hides from whole query blocks; a mask_mod that reads no capture gets one
+    built by the runtime without asking (once per mask and sizes). Either may instead be a Python callable
     with FlexAttention's signature, score_mod(score, b, h, q_idx, kv_idx) and
     mask_mod(b, h, q_idx, kv_idx), traced into that language on each call (tensors it indexes
     become captures, its Python numbers a captured table; see trace_modifiers()); None is no

@@ -25,6 +25,7 @@ struct BackwardRun {
 /// see the same inputs); with `block_mask`, a.mask_mod's block mask built first and given to
 /// both.
 BackwardRun run_backward(Runtime& runtime, Attention a, bool block_mask) {
+  a.automatic_block_mask = false;  // without a block mask, every block
   const std::size_t nq = static_cast<std::size_t>(a.batch * a.seqlen_q * a.heads_q * a.head_dim);
   const std::size_t nk = static_cast<std::size_t>(a.batch * a.seqlen_k * a.heads_kv * a.head_dim);
   std::mt19937 random(11);

@@ -54,8 +54,12 @@ void check_cases(Runtime& runtime, const std::vector<ForwardCase>& cases) {
 /// O's and the LSE's bits of one forward of `a` on `runtime` on random bf16 inputs (seeded, so
 /// two calls see the same inputs); with `block_mask`, a.mask_mod's block mask built first and
 /// used.
+/// The forward's LSE and output bits, with a block mask built for `a` when `block_mask`; the
+/// emulated work is the forward's alone. Every key block is computed without one unless
+/// `automatic` lets the runtime build one.
 std::vector<std::uint32_t> forward_bits(Attention a, bool block_mask = false,
-                                        Runtime& runtime = emulator()) {
+                                        Runtime& runtime = emulator(), bool automatic = false) {
+  a.automatic_block_mask = automatic;
   const auto count = [](std::initializer_list<std::int64_t> shape) {
     std::size_t n = 1;
     for (std::int64_t s : shape) n *= static_cast<std::size_t>(s);
@@ -132,9 +136,12 @@ TEST_CASE("modifiers on an emulated sm_90a: the TMA kernels run them, GQA and ca
     const ForwardVerdict verdict = run_forward_case(runtime, c);
     CHECK_MESSAGE(verdict.ok, verdict.describe());
     const std::vector<KernelWork> work = runtime.emulated_work();
-    REQUIRE(work.size() == 1);
-    CHECK(work.front().kernel.find(".tma") != std::string::npos);
-    CHECK(work.front().kernel.find(".mod") != std::string::npos);
+    // The forward, after the automatic block mask's builder on a mask's first call (this mask
+    // hides no whole block, so the forward runs without it).
+    REQUIRE((work.size() == 1 || (work.size() == 2 && c.problem.mask_mod &&
+                                  work.front().kernel.find("block_mask") != std::string::npos)));
+    CHECK(work.back().kernel.find(".tma") != std::string::npos);
+    CHECK(work.back().kernel.find(".mod") != std::string::npos);
   }
   // A wrong modifier in the reference fails: the kernel really applies them.
   ForwardCase wrong = cases[1];
@@ -206,6 +213,43 @@ TEST_CASE("block mask: 256-token documents over 1024 tokens skip the other docum
   emulator().copy_to_host(entries.data(), mask.data(), entries.size() * 4);
   CHECK(std::vector<std::int32_t>(entries.begin() + 20 * 4, entries.begin() + 21 * 4) ==
         std::vector<std::int32_t>{256, 512, 256, 512});
+}
+
+TEST_CASE("block mask: built without asking, once, where it skips blocks") {
+  Attention a{
+      .batch = 1, .heads_q = 2, .heads_kv = 1, .seqlen_q = 1024, .seqlen_k = 1024, .head_dim = 64};
+  a.mask_mod = "(q_idx / 256) == (kv_idx / 256)";
+  Runtime runtime(RuntimeOptions{.backend = Backend::emulator});  // its own: nothing built yet
+  const std::vector<std::uint32_t> plain = forward_bits(a, false, runtime);
+  const double plain_flops = last_tensor_flops(runtime);
+  CHECK(forward_bits(a, false, runtime, /*automatic=*/true) == plain);
+  REQUIRE(runtime.emulated_work().size() == 2);  // the first call builds the mask, then runs
+  CHECK(runtime.emulated_work().front().kernel.find("block_mask") != std::string::npos);
+  const double automatic_flops = last_tensor_flops(runtime);
+  INFO("tensor FLOPs " << automatic_flops << " automatically, " << plain_flops << " without");
+  CHECK(automatic_flops <= 0.5 * plain_flops);
+  CHECK(forward_bits(a, false, runtime, true) == plain);
+  CHECK(runtime.emulated_work().size() == 1);  // kept: the second call only runs
+  CHECK(last_tensor_flops(runtime) == automatic_flops);
+
+  // A mask that hides no whole block is not worth a block mask: every block runs, as without.
+  Attention sparse = a;
+  sparse.mask_mod = "(q_idx + kv_idx) % 7 != 3";
+  forward_bits(sparse, false, runtime);
+  const double sparse_flops = last_tensor_flops(runtime);
+  forward_bits(sparse, false, runtime, true);
+  CHECK(last_tensor_flops(runtime) == sparse_flops);
+  // Nor is a mask that reads a capture (its values are the caller's): build_block_mask is.
+  std::vector<std::int32_t> documents(1024);
+  for (std::size_t i = 0; i < documents.size(); ++i) documents[i] = static_cast<int>(i / 256);
+  DeviceBuffer doc = runtime.allocate(documents.size() * 4);
+  runtime.copy_to_device(doc.data(), documents.data(), documents.size() * 4);
+  Attention captured = a;
+  captured.mask_mod = "doc[q_idx] == doc[kv_idx]";
+  captured.captures = {
+      {.name = "doc", .tensor = TensorView::contiguous(doc.data(), DType::i32, {1024})}};
+  CHECK(forward_bits(captured, false, runtime, true) == plain);
+  CHECK(last_tensor_flops(runtime) == plain_flops);
 }
 
 TEST_CASE("block mask: causal written as a mask_mod matches the built-in's bits and counters") {

@@ -127,6 +127,12 @@ struct Attention {
   /// mask_mod, and a block mask of another mask gives wrong results (it is not checked against
   /// the text).
   TensorView block_mask{};
+  /// Without a block_mask, a dense call whose mask_mod reads no capture runs with one the
+  /// runtime builds from mask_mod once per (mask, sizes) and keeps for its life, when that
+  /// skips at least an eighth of the key tiles causal and the window leave; its first call for
+  /// a mask and size waits for the build (make it before a CUDA graph capture). The outputs'
+  /// bits are the same either way. false: every key block is computed, as without a block mask.
+  bool automatic_block_mask = true;
   /// Tensors score_mod and mask_mod read by name (at most 4): `doc[q_idx] == doc[kv_idx]`
   /// with a capture named "doc". Their names, dtypes and ranks are part of the kernel (not
   /// their values or sizes: new values need no new kernel). An expression that indexes a name

@@ -185,14 +185,13 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
     operator flashjit::attention_with_kvcache (with an append, its twin
     flashjit::attention_with_kvcache_append, which writes k_cache and v_cache), traced whole by
     torch.compile."""
-    score_mod, mask_mod, captured = modifiers(score_mod, mask_mod, captures, q)
-    options = Options(causal, tuple(window), softcap, scale, False, score_mod, mask_mod,
-                      captured)
+    options = Options(causal, tuple(window), softcap, scale, False,
+                      *modifiers(score_mod, mask_mod, captures, q))
     if isinstance(cache_seqlens, int):
         cache_seqlens = int32_full(q, _batch_of(q, cu_seqlens_q), cache_seqlens)
     arrays = (cache_seqlens, k, v, rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad,
               block_table, k_descale, v_descale)
-    plain = not (score_mod or mask_mod or options.captures)
+    plain = not (options.score_mod or options.mask_mod or options.captures)
     if cu_seqlens_q is not None:
         _refuse_alibi_with_packed_queries(alibi_slopes)
         o, lse = _forward(q, k_cache, v_cache, *arrays, rotary_interleaved, num_splits, options,

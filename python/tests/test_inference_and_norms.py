@@ -281,6 +281,11 @@ def test_kvcache_with_a_score_modifier():
         o_ref, _ = reference.attention(q_ext, k_ext, exact(v_cache[i:i + 1, :int(seqlens[i])]),
                                        scale=1 / 8.0)
         assert reference.relative_error(o[i:i + 1], o_ref) < 3e-2
+    # The same modifier as a FlexAttention-style callable.
+    traced = flashjit.attention_with_kvcache(
+        q, k_cache, v_cache, seqlens,
+        score_mod=lambda score, b, h, q_idx, kv_idx: score - 0.25 * (b + 1) * kv_idx / 20)
+    assert reference.relative_error(traced, o.float()) < 1e-3
 
 
 def test_numpy_kvcache_append_without_rotary():

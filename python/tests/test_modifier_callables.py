@@ -184,3 +184,16 @@ def test_numpy_callers_may_use_callables_that_read_no_tensor():
     expected = flex_reference(*(torch.tensor(x) for x in (q, k, v)), relative_position, causal)
     assert isinstance(o, np.ndarray)
     assert reference.relative_error(o, expected) < 5e-3
+
+
+def test_variable_length_calls_take_callables_as_their_text():
+    # Packed sequences of 20 and 28 tokens, a per-sequence mask: the callable's result matches
+    # the same modifier written as text.
+    q, k, v = (x.reshape(B * S, -1, D) for x in qkv(13))
+    cu = torch.tensor([0, 20, 2 * S], dtype=torch.int32)
+    text = flashjit.attention_varlen(q, k, v, cu, cu, 2 * S - 20, 2 * S - 20,
+                                     mask_mod="kv_idx <= q_idx && (q_idx - kv_idx) / 4 != 1")
+    traced = flashjit.attention_varlen(
+        q, k, v, cu, cu, 2 * S - 20, 2 * S - 20,
+        mask_mod=lambda b, h, q_idx, kv_idx: (kv_idx <= q_idx) & ((q_idx - kv_idx) // 4 != 1))
+    assert torch.equal(traced, text)

@@ -164,4 +164,17 @@ TunedConfig choose_config(TuningState& state, const TuningProblem& problem) {
   return config ? *config : problem.default_config(backend.info().arch());
 }
 
+TunedConfig known_config(TuningState& state, const TuningProblem& problem) {
+  detail::RuntimeBackend& backend = state.backend();
+  if (state.policy() == TuningPolicy::off || problem.empty()) {
+    return problem.default_config(backend.info().arch());
+  }
+  const TuningKey key = tuning_key(problem);
+  std::optional<TunedConfig> config;
+  if (const std::optional<std::string> winner = state.winner(key)) {
+    config = usable_winner(backend, key.to_string(), problem, *winner);
+  }
+  return config ? *config : problem.default_config(backend.info().arch());
+}
+
 }  // namespace flashjit::autotune

@@ -80,4 +80,9 @@ class TuningState final : public ConfigChoice {
 /// tuned first (tune(), persisted) and its winner used.
 TunedConfig choose_config(TuningState& state, const TuningProblem& problem);
 
+/// The config a call of `problem` would run with as far as is known without timing anything:
+/// the database's (or this runtime's) winner for its shape under the cached and automatic
+/// policies, else the heuristic default (what choose_config runs until the shape is tuned).
+TunedConfig known_config(TuningState& state, const TuningProblem& problem);
+
 }  // namespace flashjit::autotune

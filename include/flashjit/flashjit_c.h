@@ -239,6 +239,14 @@ typedef struct flashjit_attention {
  *  modifiers or block mask (NULL), head_dim_v 0 (head_dim's). NULL is ignored. */
 void flashjit_attention_init(flashjit_attention* attention);
 
+/** Makes ready the kernels a dense forward of *attention with q, k and v of `dtype`
+ *  (FLASHJIT_DTYPE_F16 or FLASHJIT_DTYPE_BF16) launches and, when `backward` is non-zero, its
+ *  backward's: compiled concurrently or loaded from the kernel cache, none run
+ *  (flashjit::Runtime::prepare). Errors: INVALID_ARGUMENT naming the argument. */
+flashjit_status flashjit_attention_prepare(flashjit_runtime* runtime,
+                                           const flashjit_attention* attention, int dtype,
+                                           int backward);
+
 /** Builds attention->mask_mod's block mask into *block_mask (int32 [batch, heads_q,
  *  ceil(seqlen_q / 16), 4]; flashjit::Runtime::build_block_mask), to set as
  *  attention->block_mask of forwards and backwards with the same mask and sizes. Errors:

@@ -158,6 +158,16 @@ class Runtime {
                const TensorView& v, const TensorView& o, const TensorView& lse,
                Stream stream = nullptr);
 
+  /// Makes ready, ahead of the first call, the kernels a dense forward of `attention` with q, k
+  /// and v of `dtype` (f16 or bf16) launches and, with `backward`, the kernels of its backward:
+  /// compiled concurrently, or loaded from the kernel cache, none run. The configs are those the
+  /// calls would run with as far as is known without timing: the tuning database's winner for
+  /// the shape, else the default (a shape that the auto policy has yet to tune is tuned at its
+  /// first call, as ever). A mask_mod's automatic block mask is built here (its one launch, on
+  /// the default stream), since whether the calls use it decides their kernels. Throws
+  /// InvalidArgument naming the argument for bad input; nothing is compiled then.
+  void prepare(const Attention& attention, DType dtype, bool backward = true);
+
   /// Builds attention.mask_mod's block mask into `block_mask` (int32 [batch, heads_q,
   /// ceil(seqlen_q / 16), 4], unit strides in the last two dimensions; see
   /// Attention::block_mask), evaluating the mask for every (batch, query head, query, key) once,

@@ -3,13 +3,20 @@
 // this folder.
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "api/c_api_support.hpp"
 #include "api/runtime_parts.hpp"
 #include "attention/attention_calls.hpp"
+#include "attention/attention_forward.hpp"
+#include "attention/attention_tuning.hpp"
 #include "attention/inference/attention_inference.hpp"
+#include "attention/modifiers/automatic_block_mask.hpp"
 #include "attention/modifiers/block_mask.hpp"
+#include "autotune/tuning_state.hpp"
 #include "flashjit/attention.hpp"
+#include "flashjit/error.hpp"
 
 namespace flashjit {
 
@@ -18,6 +25,29 @@ void Runtime::forward(const Attention& attention, const TensorView& q, const Ten
                       Stream stream) {
   kernels::run_attention_forward(detail::backend_of(*this), detail::tuning_of(*this), attention, q,
                                  k, v, o, lse, stream);
+}
+
+void Runtime::prepare(const Attention& attention, DType dtype, bool backward) {
+  if (dtype != DType::f16 && dtype != DType::bf16) {
+    throw InvalidArgument("dtype",
+                          "is " + std::string(dtype_name(dtype)) + "; must be f16 or bf16");
+  }
+  kernels::validate_attention(attention);
+  detail::RuntimeBackend& backend = detail::backend_of(*this);
+  autotune::TuningState& tuning = detail::tuning_of(*this);
+  const std::string arch = backend.info().arch();
+  std::vector<detail::KernelSpec> specs;
+  const auto add = [&](bool is_backward, const Attention& call) {
+    const kernels::AttentionProblem problem(is_backward, dtype, call);
+    if (problem.empty()) return;
+    for (detail::KernelSpec& spec : problem.specs(autotune::known_config(tuning, problem), arch)) {
+      specs.push_back(std::move(spec));
+    }
+  };
+  const Attention call = kernels::with_automatic_block_mask(backend, attention, Stream{});
+  add(false, call);
+  if (backward) add(true, call);
+  backend.executor().prepare(specs);
 }
 
 void Runtime::build_block_mask(const Attention& attention, const TensorView& block_mask,
@@ -164,6 +194,20 @@ flashjit_status flashjit_attention_forward(flashjit_runtime* runtime,
     const flashjit::TensorView lse_view =
         lse == nullptr || lse->data == nullptr ? flashjit::TensorView{} : to_view(*lse, "lse");
     rt.runtime.forward(attn, q_view, k_view, v_view, o_view, lse_view, stream);
+  });
+}
+
+flashjit_status flashjit_attention_prepare(flashjit_runtime* runtime,
+                                           const flashjit_attention* attention, int dtype,
+                                           int backward) {
+  return guarded([&] {
+    flashjit_runtime& rt = *required(runtime, "runtime");
+    const flashjit::Attention attn = to_attention(*required(attention, "attention"));
+    if (dtype != FLASHJIT_DTYPE_F16 && dtype != FLASHJIT_DTYPE_BF16) {
+      throw InvalidArgument("dtype", "is " + std::to_string(dtype) +
+                                         "; must be FLASHJIT_DTYPE_F16 or FLASHJIT_DTYPE_BF16");
+    }
+    rt.runtime.prepare(attn, static_cast<flashjit::DType>(dtype), backward != 0);
   });
 }
 

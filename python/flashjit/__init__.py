@@ -17,12 +17,13 @@ from .packed import (attention_kvpacked, attention_qkvpacked, attention_varlen_k
 from .sdpa import scaled_dot_product_attention
 from ._trace import trace_modifiers
 from .varlen import attention_varlen
+from .warm import warm
 
 __all__ = ["Error", "FlashjitWarning", "attention", "attention_backward", "attention_kvpacked",
            "attention_qkvpacked", "attention_varlen", "attention_varlen_kvpacked",
            "attention_varlen_qkvpacked", "attention_with_kvcache", "build_block_mask",
            "layer_norm", "merge_states", "multiscale_attention", "rms_norm",
-           "scaled_dot_product_attention", "trace_modifiers", "version"]
+           "scaled_dot_product_attention", "trace_modifiers", "version", "warm"]
 
 
 def version() -> str:

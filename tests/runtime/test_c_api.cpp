@@ -358,6 +358,21 @@ TEST_CASE("C API: a bad backward argument returns its code and names it") {
   check_failure(call.backward(), FLASHJIT_ERROR_INVALID_ARGUMENT, argument);
 }
 
+TEST_CASE("C API: prepare makes a call's kernels ready, and names a bad argument") {
+  Call call;
+  CHECK_MESSAGE(
+      flashjit_attention_prepare(call.runtime, &call.attn, FLASHJIT_DTYPE_BF16, 1) == FLASHJIT_OK,
+      flashjit_last_error());
+  check_failure(flashjit_attention_prepare(call.runtime, &call.attn, FLASHJIT_DTYPE_F32, 1),
+                FLASHJIT_ERROR_INVALID_ARGUMENT, "dtype");
+  call.attn.head_dim = 7;
+  check_failure(flashjit_attention_prepare(call.runtime, &call.attn, FLASHJIT_DTYPE_BF16, 0),
+                FLASHJIT_ERROR_INVALID_ARGUMENT, "attention.head_dim");
+  check_failure(flashjit_attention_prepare(nullptr, &call.attn, FLASHJIT_DTYPE_BF16, 0),
+                FLASHJIT_ERROR_INVALID_ARGUMENT, "runtime");
+  REQUIRE(call.forward() != FLASHJIT_OK);  // the same attention refused by the call itself
+}
+
 TEST_CASE("C API: lse may be skipped in the forward, and a scale <= 0 means unset") {
   Call call;
   REQUIRE_MESSAGE(call.forward() == FLASHJIT_OK, flashjit_last_error());

@@ -1,0 +1,38 @@
+"""Kernels made ready ahead of the first call: warm(q, k, v, ...) compiles (or loads from the
+kernel cache) what attention(q, k, v, ...) launches and, for training, what its backward
+launches, concurrently, running none of them."""
+
+import ctypes
+from typing import Optional, Tuple
+
+from . import _capi
+from ._arrays import Launch
+from ._options import ATTENTION_NAMES, Options, bind_captures, capture_inputs, element
+from ._trace import modifiers
+from .attention import _dense_options
+
+
+def warm(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -1),
+         softcap: float = 0.0, scale: Optional[float] = None, deterministic: bool = False,
+         score_mod="", mask_mod="", captures: Optional[dict] = None,
+         backward: bool = True) -> None:
+    """Makes ready the kernels attention(q, k, v, ...) with these options runs and, with
+    `backward`, those of its backward (dQ, dK/dV and their helpers), so that a training job's
+    first step does not wait for them: each is compiled, all at once on the runtime's workers,
+    or loaded from the kernel cache (FLASHJIT_CACHE_DIR), and none is run. q, k and v only give
+    the shapes, dtype and device (their values are not read): arrays of a later call's shape,
+    as attention() takes them. The configs are those the calls would run with as far as is
+    known without timing: the tuning database's winner for the shape, else the default. A
+    mask_mod's automatic block mask is built here. A bad argument raises ValueError naming it;
+    nothing is compiled then."""
+    options = Options(causal, tuple(window), softcap, scale, deterministic,
+                      *modifiers(score_mod, mask_mod, captures, q))
+    a = _dense_options(q, k, v, options)
+    dtype = {"f16": _capi.FLASHJIT_DTYPE_F16, "bf16": _capi.FLASHJIT_DTYPE_BF16}.get(element(q))
+    if dtype is None:
+        raise ValueError(f"'q' must be float16 or bfloat16 (the kernels' inputs), not "
+                         f"{element(q)}")
+    with Launch({"q": q, "k": k, "v": v, **capture_inputs(options)}) as launch:
+        bind_captures(a, launch, options)
+        _capi.check(_capi.library().flashjit_attention_prepare(
+            launch.runtime.handle, ctypes.byref(a), dtype, int(bool(backward))), ATTENTION_NAMES)

@@ -11,7 +11,7 @@ from ._alibi import with_alibi
 from ._arrays import Launch
 from ._options import (ATTENTION_NAMES, Options, bind_captures, call_options, capture_inputs,
                        element, int32_full, shape_of, wants_grad)
-from ._trace import modifiers
+from ._trace import _compiling, modifiers
 
 try:
     import torch
@@ -203,6 +203,39 @@ def _modified(q, k, v, options: Options, block_mask):
     return _forward(q, k, v, options, block_mask)
 
 
+def _prepare(q, k, v, options: Options, block_mask, backward: bool) -> None:
+    """Makes ready the kernels a call of attention() with these arrays and options launches
+    and, with `backward`, its backward's (flashjit_attention_prepare): compiled concurrently or
+    loaded from the kernel cache, none run."""
+    a = _dense_options(q, k, v, options)
+    dtype = {"f16": _capi.FLASHJIT_DTYPE_F16, "bf16": _capi.FLASHJIT_DTYPE_BF16}.get(element(q))
+    if dtype is None:
+        raise ValueError(f"'q' must be float16 or bfloat16 (the kernels' inputs), not "
+                         f"{element(q)}")
+    with Launch({"q": q, "k": k, "v": v, "block_mask": block_mask,
+                 **capture_inputs(options)}) as launch:
+        bind_captures(a, launch, options)
+        a.block_mask = _capi.pointer(launch.input("block_mask"))
+        _capi.check(_capi.library().flashjit_attention_prepare(
+            launch.runtime.handle, ctypes.byref(a), dtype, int(bool(backward))), ATTENTION_NAMES)
+
+
+_prepared = set()  # what _prepare_once has made ready in this process
+
+
+def _prepare_once(q, k, v, options: Options, block_mask) -> None:
+    """Before a differentiable call's first forward of its kind (shapes, dtype, device,
+    options), its forward's and its backward's kernels made ready together, concurrently: the
+    backward then finds its own ready instead of compiling them one call later."""
+    key = (tuple(q.shape), tuple(k.shape), tuple(v.shape), str(q.dtype), str(q.device),
+           options.flags(), options.score_mod, options.mask_mod,
+           tuple((name, str(x.dtype), x.ndim) for name, x in options.captures),
+           block_mask is not None)
+    if key not in _prepared:
+        _prepare(q, k, v, options, block_mask, backward=True)
+        _prepared.add(key)
+
+
 def _dense_alibi(options: Options, q, k, slopes) -> Options:
     """options with alibi_slopes' bias for a dense call (q and k's shapes checked first)."""
     if slopes is None:
@@ -241,8 +274,8 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
     through score_mod (the backward evaluates it on dual numbers). `block_mask`
     (build_block_mask()'s, for this mask_mod and these sizes) lets the forward skip the key
     blocks the mask hides from whole query blocks; a mask_mod that reads no capture gets one
-    built by the runtime without asking (once per mask and sizes). Either may instead be a Python callable
-    with FlexAttention's signature, score_mod(score, b, h, q_idx, kv_idx) and
+    built by the runtime without asking (once per mask and sizes). Either modifier may instead
+    be a Python callable with FlexAttention's signature, score_mod(score, b, h, q_idx, kv_idx) and
     mask_mod(b, h, q_idx, kv_idx), traced into that language on each call (tensors it indexes
     become captures, its Python numbers a captured table; see trace_modifiers()); None is no
     modifier.
@@ -258,6 +291,8 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
     score_mod, mask_mod, captured = modifiers(score_mod, mask_mod, captures, q)
     given = Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod,
                     captured)
+    if wants_grad(q, k, v, *[x for _, x in captured]) and not _compiling():
+        _prepare_once(q, k, v, _dense_alibi(given, q, k, alibi_slopes), block_mask)
     if score_mod or mask_mod:
         o, lse = _modified(q, k, v, _dense_alibi(given, q, k, alibi_slopes), block_mask)
     elif block_mask is not None:

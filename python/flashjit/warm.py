@@ -2,19 +2,16 @@
 kernel cache) what attention(q, k, v, ...) launches and, for training, what its backward
 launches, concurrently, running none of them."""
 
-import ctypes
 from typing import Optional, Tuple
 
-from . import _capi
-from ._arrays import Launch
-from ._options import ATTENTION_NAMES, Options, bind_captures, capture_inputs, element
+from ._options import Options
 from ._trace import modifiers
-from .attention import _dense_options
+from .attention import _prepare
 
 
 def warm(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -1),
          softcap: float = 0.0, scale: Optional[float] = None, deterministic: bool = False,
-         score_mod="", mask_mod="", captures: Optional[dict] = None,
+         score_mod="", mask_mod="", captures: Optional[dict] = None, block_mask=None,
          backward: bool = True) -> None:
     """Makes ready the kernels attention(q, k, v, ...) with these options runs and, with
     `backward`, those of its backward (dQ, dK/dV and their helpers), so that a training job's
@@ -27,12 +24,4 @@ def warm(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -1),
     nothing is compiled then."""
     options = Options(causal, tuple(window), softcap, scale, deterministic,
                       *modifiers(score_mod, mask_mod, captures, q))
-    a = _dense_options(q, k, v, options)
-    dtype = {"f16": _capi.FLASHJIT_DTYPE_F16, "bf16": _capi.FLASHJIT_DTYPE_BF16}.get(element(q))
-    if dtype is None:
-        raise ValueError(f"'q' must be float16 or bfloat16 (the kernels' inputs), not "
-                         f"{element(q)}")
-    with Launch({"q": q, "k": k, "v": v, **capture_inputs(options)}) as launch:
-        bind_captures(a, launch, options)
-        _capi.check(_capi.library().flashjit_attention_prepare(
-            launch.runtime.handle, ctypes.byref(a), dtype, int(bool(backward))), ATTENTION_NAMES)
+    _prepare(q, k, v, options, block_mask, backward)

@@ -1,7 +1,8 @@
 """flashjit.warm: the kernels of a call and of its backward made ready before the first call,
-so that the call compiles nothing (seen in the library's compile notices on the emulator, whose
-kernels with modifiers are compiled on first use); bad arguments named before anything
-compiles."""
+so that the call compiles nothing; without it, a differentiable call's first forward makes its
+backward's kernels ready with its own (both seen in the library's compile notices on the
+emulator, whose kernels with modifiers are compiled on first use); bad arguments named before
+anything compiles."""
 
 import os
 import subprocess
@@ -33,10 +34,19 @@ SCRIPT = textwrap.dedent("""
     o = flashjit.attention(q, k, v, causal=True, score_mod=lambda s, b, h, i, j: s * 0.625)
     o.float().sum().backward()
     print("CALLED", sorted(compiled))
+
+    # Without warm: a differentiable call's first forward makes its backward's kernels ready
+    # with its own, so the backward compiles nothing.
+    compiled.clear()
+    o = flashjit.attention(q, k, v, score_mod=lambda s, b, h, i, j: s * 0.5)
+    print("FORWARD", sorted(compiled))
+    compiled.clear()
+    o.float().sum().backward()
+    print("BACKWARD", sorted(compiled))
 """)
 
 
-def test_warm_compiles_the_forward_and_backward_kernels_a_call_then_finds(tmp_path):
+def test_warm_and_a_first_forward_make_the_backward_s_kernels_ready(tmp_path):
     env = dict(os.environ, FLASHJIT_CACHE_DIR=str(tmp_path / "cache"))
     run = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True,
                          timeout=900, check=False)
@@ -45,6 +55,8 @@ def test_warm_compiles_the_forward_and_backward_kernels_a_call_then_finds(tmp_pa
     warmed = lines["WARMED"]
     assert "attention_forward" in warmed and "attention_backward" in warmed, warmed
     assert lines["CALLED"] == "CALLED []", run.stdout  # the call and its backward compiled nothing
+    assert "attention_backward" in lines["FORWARD"], run.stdout
+    assert lines["BACKWARD"] == "BACKWARD []", run.stdout
 
 
 def test_warm_names_bad_arguments():

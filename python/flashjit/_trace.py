@@ -263,26 +263,23 @@ class Symbol:
     def __ge__(self, other):
         return binary(">=", self, self.operand(other), RELATION, "bool")
 
-    def __and__(self, other):
+    def _logic(self, other, boolean: Tuple[str, int], integer: Tuple[str, int]) -> "Symbol":
+        """self and other under `boolean` (operator, level) when both are booleans, else under
+        `integer` on ints."""
         other = self.operand(other)
         if self.kind == other.kind == "bool":
-            return binary("&&", self, other, AND, "bool")
-        self._integers(other, "&")
-        return binary("&", self, other, BITAND, "int")
+            return binary(boolean[0], self, other, boolean[1], "bool")
+        self._integers(other, integer[0])
+        return binary(integer[0], self, other, integer[1], "int")
+
+    def __and__(self, other):
+        return self._logic(other, ("&&", AND), ("&", BITAND))
 
     def __or__(self, other):
-        other = self.operand(other)
-        if self.kind == other.kind == "bool":
-            return binary("||", self, other, OR, "bool")
-        self._integers(other, "|")
-        return binary("|", self, other, BITOR, "int")
+        return self._logic(other, ("||", OR), ("|", BITOR))
 
     def __xor__(self, other):
-        other = self.operand(other)
-        if self.kind == other.kind == "bool":
-            return binary("!=", self, other, EQUALITY, "bool")
-        self._integers(other, "^")
-        return binary("^", self, other, BITXOR, "int")
+        return self._logic(other, ("!=", EQUALITY), ("^", BITXOR))
 
     __rand__ = __and__
     __ror__ = __or__

@@ -11,7 +11,8 @@ from ._alibi import with_alibi
 from ._arrays import Launch
 from ._options import (ATTENTION_NAMES, Options, bind_captures, call_options, capture_inputs,
                        element, int32_full, shape_of, wants_grad)
-from ._trace import _compiling, modifiers
+from ._symbols import torch_compiling
+from ._trace import modifiers
 
 try:
     import torch
@@ -291,7 +292,7 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
     score_mod, mask_mod, captured = modifiers(score_mod, mask_mod, captures, q)
     given = Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod,
                     captured)
-    if wants_grad(q, k, v, *[x for _, x in captured]) and not _compiling():
+    if wants_grad(q, k, v, *[x for _, x in captured]) and not torch_compiling():
         _prepare_once(q, k, v, _dense_alibi(given, q, k, alibi_slopes), block_mask)
     if score_mod or mask_mod:
         o, lse = _modified(q, k, v, _dense_alibi(given, q, k, alibi_slopes), block_mask)

@@ -91,3 +91,48 @@ def test_torch_compile_on_the_gpu():
     compiled(*traced_inputs).backward()
     for eager, traced in zip(eager_inputs, traced_inputs):  # the loss's own kernels may differ
         assert reference.relative_error(traced.grad.cpu(), exact(eager.grad)) < 1e-3
+
+
+def test_callable_modifiers_warm_and_automatic_block_masks_on_the_gpu():
+    # A document mask (int64 ids on the GPU) and a relative bias with a learnable table, as
+    # FlexAttention callables, through the modifier custom operators; the same call after
+    # warm(); a block-diagonal mask that reads no capture, whose automatic block mask must keep
+    # the output's bits.
+    s, h, d = 512, 4, 128
+    q, k, v = (rand(1, s, h, d, seed=seed).requires_grad_() for seed in (20, 21, 22))
+    documents = (torch.arange(s) // 100).cuda()
+    table = (0.1 * torch.randn(h, 2 * s - 1)).cuda().requires_grad_()
+
+    def bias(score, b, hd, q_idx, kv_idx):
+        return score + table[hd, q_idx - kv_idx + s - 1]
+
+    def same_document(b, hd, q_idx, kv_idx):
+        return (documents[q_idx] == documents[kv_idx]) & (q_idx >= kv_idx)
+
+    flashjit.warm(q, k, v, score_mod=bias, mask_mod=same_document)
+    o = flashjit.attention(q, k, v, score_mod=bias, mask_mod=same_document)
+    dout = rand(*o.shape, seed=23)
+    o.backward(dout)
+    assert table.grad is not None and table.grad.is_cuda
+
+    i = torch.arange(s)[:, None]
+    j = torch.arange(s)[None, :]
+    qx, kx, vx = exact(q, True), exact(k, True), exact(v, True)
+    table_x = exact(table, True)
+    scores = torch.einsum("bqhd,bkhd->bhqk", qx, kx) / d ** 0.5 + table_x[:, i - j + s - 1][None]
+    seen = (documents.cpu()[:, None] == documents.cpu()[None, :]) & (j <= i)
+    scores = scores.masked_fill(~seen, float("-inf"))
+    o_ref = torch.einsum("bhqk,bkhd->bqhd", torch.softmax(scores, dim=-1), vx)
+    o_ref.backward(dout.double().cpu())
+    assert reference.relative_error(o.detach().cpu(), o_ref) < 2e-2
+    for got, ref in ((q.grad, qx.grad), (k.grad, kx.grad), (v.grad, vx.grad),
+                     (table.grad, table_x.grad)):
+        assert reference.relative_error(got.cpu(), ref) < 4e-2
+
+    blocks = "(q_idx / 128) == (kv_idx / 128)"
+    plain = flashjit.attention(q.detach(), k.detach(), v.detach(),
+                               mask_mod=blocks, block_mask=None)
+    built = flashjit.build_block_mask(blocks, 1, h, s, s, like=q)
+    given = flashjit.attention(q.detach(), k.detach(), v.detach(), mask_mod=blocks,
+                               block_mask=built)
+    assert torch.equal(plain, given)

@@ -78,6 +78,28 @@ class Options:
             setattr(a, name, text.encode() if text else None)
 
 
+def operator_modifiers(options: Options) -> tuple:
+    """The modifiers as the custom operators take them: score_mod, mask_mod, the captures'
+    names comma-separated (schemas have no list of str) and their tensors."""
+    return (options.score_mod, options.mask_mod, ",".join(name for name, _ in options.captures),
+            [x for _, x in options.captures])
+
+
+def operator_options(flags: tuple, score_mod: str, mask_mod: str, capture_names: str,
+                     captures) -> Options:
+    """The Options of a custom operator's arguments: flags() and operator_modifiers()."""
+    names = capture_names.split(",") if capture_names else []
+    return dataclasses.replace(Options.of_flags(*flags), score_mod=score_mod, mask_mod=mask_mod,
+                               captures=tuple(zip(names, captures)))
+
+
+def capture_gradients(captures, wanted):
+    """Zeroed float32 buffers for the captures whose `wanted` is true (None for the others):
+    where a modifier operator's backward adds their gradients."""
+    return [torch.zeros_like(x, dtype=torch.float32) if w else None
+            for x, w in zip(captures, wanted)]
+
+
 def captures_of(captures) -> tuple:
     """The `captures=` argument (a dict of name to array, or None) as (name, array) pairs."""
     if captures is None:

@@ -3,14 +3,14 @@ flash_attn_func, with its backward and FlexAttention-style block masks. LSEs are
 [batch, heads, seqlen]."""
 
 import ctypes
-import dataclasses
 from typing import List, Optional, Tuple
 
 from . import _capi, _custom_ops
 from ._alibi import with_alibi
 from ._arrays import Launch
-from ._options import (ATTENTION_NAMES, Options, bind_captures, call_options, capture_inputs,
-                       element, int32_full, shape_of, wants_grad)
+from ._options import (ATTENTION_NAMES, Options, bind_captures, call_options, capture_gradients,
+                       capture_inputs, element, int32_full, operator_modifiers, operator_options,
+                       shape_of, wants_grad)
 from ._symbols import torch_compiling
 from ._trace import modifiers
 
@@ -133,18 +133,14 @@ if _custom_ops.AVAILABLE:
 
 
     def _modified_flags(options: Options, block_mask) -> tuple:
-        """The modifier operators' arguments after q, k and v: flags(), the texts, the
-        captures' names and tensors, and the block mask."""
-        return (*options.flags(), options.score_mod, options.mask_mod,
-                ",".join(name for name, _ in options.captures),
-                [x for _, x in options.captures], block_mask)
+        """The modifier operators' arguments after q, k and v: flags(), the modifiers and the
+        block mask."""
+        return (*options.flags(), *operator_modifiers(options), block_mask)
 
     def _modified_options(causal, window_left, window_right, softcap, scale, deterministic,
                           score_mod, mask_mod, capture_names, captures) -> Options:
-        return dataclasses.replace(
-            Options.of_flags(causal, window_left, window_right, softcap, scale, deterministic),
-            score_mod=score_mod, mask_mod=mask_mod,
-            captures=tuple(zip(capture_names.split(",") if capture_names else (), captures)))
+        return operator_options((causal, window_left, window_right, softcap, scale,
+                                 deterministic), score_mod, mask_mod, capture_names, captures)
 
     @_custom_ops.define("attention_backward_modified", _fake_backward,
                         mutates_args=("capture_grads",))
@@ -173,8 +169,7 @@ if _custom_ops.AVAILABLE:
     def _differentiate_modified(ctx, dout, _dlse):
         q, k, v, o, lse = ctx.saved_tensors
         captures = ctx.rest[9]
-        grads = [torch.zeros_like(x, dtype=torch.float32) if w else None
-                 for x, w in zip(captures, ctx.wanted)]
+        grads = capture_gradients(captures, ctx.wanted)
         dq, dk, dv = _modified_backward_op(dout.contiguous(), q, k, v, o, lse, *ctx.rest,
                                            ctx.wanted, [g for g in grads if g is not None])
         capture_grads = [None if g is None else g.to(x.dtype) for g, x in zip(grads, captures)]

@@ -96,19 +96,30 @@ def test_modifier_operators_pass_opcheck():
 def test_varlen_operators_pass_opcheck():
     q, k, v, cu_q, cu_k = packed(grad=True)
     used_k = torch.tensor([10, 18], dtype=torch.int32)
-    args = (cu_q, cu_k, 13, 18, None, used_k, ALIBI, *flags())
+    args = (cu_q, cu_k, 13, 18, None, used_k, ALIBI, *flags(), "", "", "", [])
     ops = torch.ops.flashjit
     torch.library.opcheck(ops.attention_varlen_forward.default, (q, k, v, *args, None))
     o, lse = ops.attention_varlen_forward(q.detach(), k.detach(), v.detach(), *args, None)
     torch.library.opcheck(ops.attention_varlen_backward.default,
-                          (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o, lse, *args))
+                          (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o, lse, *args,
+                           [], []))
+    # With modifiers: a learnable bias per relative position, a mask of the sequence's rows.
+    bias = torch.randn(4, 59, requires_grad=True)
+    modified = (cu_q, cu_k, 13, 18, None, used_k, None, *flags(False),
+                "score + bias[h][q_idx - kv_idx + 29]", "kv_idx <= q_idx + b", "bias", [bias])
+    torch.library.opcheck(ops.attention_varlen_forward.default, (q, k, v, *modified, None))
+    detached = (*modified[:-1], [bias.detach()])
+    o, lse = ops.attention_varlen_forward(q.detach(), k.detach(), v.detach(), *detached, None)
+    torch.library.opcheck(ops.attention_varlen_backward.default,
+                          (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o, lse,
+                           *detached, [True], [torch.zeros(4, 59)]))
     # Over a paged cache (forward only): k and v as 5 pages of 8 rows, sequence 1 on pages 3, 0.
     k_cache, v_cache = (randn(s, 5, 8, 2, 32) for s in (21, 22))
     block_table = torch.tensor([[1, 4], [3, 0]], dtype=torch.int32)
     torch.library.opcheck(ops.attention_varlen_forward.default,
                           (q.detach(), k_cache, v_cache, cu_q, None, 13, 16, None,
-                           torch.tensor([9, 16], dtype=torch.int32), ALIBI, *flags(),
-                           block_table))
+                           torch.tensor([9, 16], dtype=torch.int32), ALIBI, *flags(), "", "",
+                           "", [], block_table))
 
 
 @needs_custom_op
@@ -241,6 +252,16 @@ def test_torch_compile_traces_varlen_in_one_graph():
         lambda q, k, v, cu_q, cu_k: square_sum(flashjit.attention_varlen(
             q, k, v, cu_q, cu_k, 13, 18, causal=True, deterministic=True,
             alibi_slopes=ALIBI.expand(2, 4))),
+        lambda: packed(grad=True))
+
+
+@needs_custom_op
+def test_torch_compile_traces_varlen_with_traced_modifiers_in_one_graph():
+    like = packed()[0]
+    mods = flashjit.trace_modifiers(relative_softcap, striped_window, like=like)
+    compiled_matches_eager(
+        lambda q, k, v, cu_q, cu_k: square_sum(flashjit.attention_varlen(
+            q, k, v, cu_q, cu_k, 13, 18, deterministic=True, **mods)),
         lambda: packed(grad=True))
 
 

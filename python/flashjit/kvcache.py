@@ -2,13 +2,14 @@
 flash_attn_with_kvcache: appends, rotary embedding, fp8 caches, MLA's latent cache."""
 
 import ctypes
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 from . import _capi, _custom_ops
 from ._alibi import int32_offsets, with_alibi
 from ._arrays import Launch, dtype_name
-from ._options import (Options, bind_captures, call_options, capture_inputs,
-                       element, float32, int32_full, sequence_names, sequences_of, shape_of)
+from ._options import (Options, bind_captures, call_options, capture_inputs, element, float32,
+                       int32_full, operator_modifiers, operator_options, sequence_names,
+                       sequences_of, shape_of)
 from ._trace import modifiers
 
 try:
@@ -96,9 +97,12 @@ if _custom_ops.AVAILABLE:
              cache_leftpad: Optional[Tensor], block_table: Optional[Tensor],
              k_descale: Optional[Tensor], v_descale: Optional[Tensor], rotary_interleaved: bool,
              num_splits: int, causal: bool, window_left: int, window_right: int, softcap: float,
-             scale: Optional[float], alibi_slopes: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
-        options = _with_alibi(Options.of_flags(causal, window_left, window_right, softcap, scale,
-                                               False), alibi_slopes, q, cache_seqlens, k,
+             scale: Optional[float], alibi_slopes: Optional[Tensor], score_mod: str,
+             mask_mod: str, capture_names: str,
+             captures: List[Tensor]) -> Tuple[Tensor, Tensor]:
+        flags = (causal, window_left, window_right, softcap, scale, False)
+        options = _with_alibi(operator_options(flags, score_mod, mask_mod, capture_names,
+                                               captures), alibi_slopes, q, cache_seqlens, k,
                               cache_leftpad)
         return _forward(q, k_cache, v_cache, cache_seqlens, k, v, rotary_cos, rotary_sin,
                         cache_batch_idx, cache_leftpad, block_table, k_descale, v_descale,
@@ -181,8 +185,8 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
     Returns o like q (and the float32 LSE [batch, heads_q, seqlen_q] with return_lse). Bad input
     raises ValueError naming the argument (this call's names: cache_seqlens, block_table, k,
     window[0], ...) before anything is written. With PyTorch 2.4 or
-    later, torch tensors (without score_mod, mask_mod or captures) go through the custom
-    operator flashjit::attention_with_kvcache (with an append, its twin
+    later, torch tensors go through the custom operator flashjit::attention_with_kvcache
+    (modifiers and captures included; with an append, its twin
     flashjit::attention_with_kvcache_append, which writes k_cache and v_cache), traced whole by
     torch.compile."""
     options = Options(causal, tuple(window), softcap, scale, False,
@@ -191,15 +195,15 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
         cache_seqlens = int32_full(q, _batch_of(q, cu_seqlens_q), cache_seqlens)
     arrays = (cache_seqlens, k, v, rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad,
               block_table, k_descale, v_descale)
-    plain = not (options.score_mod or options.mask_mod or options.captures)
     if cu_seqlens_q is not None:
         _refuse_alibi_with_packed_queries(alibi_slopes)
         o, lse = _forward(q, k_cache, v_cache, *arrays, rotary_interleaved, num_splits, options,
                           cu_seqlens_q, max_seqlen_q)
-    elif plain and _custom_ops.takes(q, k_cache, v_cache, *arrays, alibi_slopes):
+    elif _custom_ops.takes(q, k_cache, v_cache, *arrays, alibi_slopes,
+                           *[x for _, x in options.captures]):
         op = _append_op if k is not None or v is not None else _decode_op
         o, lse = op(q, k_cache, v_cache, *arrays, bool(rotary_interleaved), int(num_splits),
-                    *options.flags()[:5], alibi_slopes)
+                    *options.flags()[:5], alibi_slopes, *operator_modifiers(options))
     else:
         options = _with_alibi(options, alibi_slopes, q, cache_seqlens, k, cache_leftpad)
         o, lse = _forward(q, k_cache, v_cache, *arrays, rotary_interleaved, num_splits, options)

@@ -88,10 +88,13 @@ Attention with_automatic_block_mask(detail::RuntimeBackend& backend, const Atten
   Attention mask_only = attention;  // what the builder reads: the mask and the sizes
   mask_only.score_mod.clear();
   mask_only.captures.clear();
-  const std::string key = "block_mask " + std::to_string(attention.batch) + "x" +
-                          std::to_string(attention.heads_q) + "x" +
-                          std::to_string(attention.seqlen_q) + "x" +
-                          std::to_string(attention.seqlen_k) + " " + attention.mask_mod;
+  // The entries depend on the mask and sizes only; whether they skip enough also on causal
+  // and the window, which the key holds too.
+  const std::string key =
+      "block_mask " + std::to_string(attention.batch) + "x" + std::to_string(attention.heads_q) +
+      "x" + std::to_string(attention.seqlen_q) + "x" + std::to_string(attention.seqlen_k) +
+      (attention.causal ? " causal" : "") + " window " + std::to_string(attention.window_left) +
+      "," + std::to_string(attention.window_right) + " " + attention.mask_mod;
   const std::shared_ptr<const void> kept =
       backend.kept(key, [&] { return build(backend, mask_only, stream); });
   const auto* mask = static_cast<const KeptBlockMask*>(kept.get());

@@ -40,9 +40,12 @@ void Runtime::prepare(const Attention& attention, DType dtype, bool backward) {
   const auto add = [&](bool is_backward, const Attention& call) {
     const kernels::AttentionProblem problem(is_backward, dtype, call);
     if (problem.empty()) return;
-    for (detail::KernelSpec& spec : problem.specs(autotune::known_config(tuning, problem), arch)) {
-      specs.push_back(std::move(spec));
+    autotune::TunedConfig config = autotune::known_config(tuning, problem);
+    if (!is_backward) {  // as the forward adjusts it (plan_attention_forward)
+      config = autotune::TunedConfig(
+          kernels::launched_forward_config(call, config.get<kernels::ForwardConfig>()));
     }
+    for (detail::KernelSpec& spec : problem.specs(config, arch)) specs.push_back(std::move(spec));
   };
   const Attention call = kernels::with_automatic_block_mask(backend, attention, Stream{});
   add(false, call);

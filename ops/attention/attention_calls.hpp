@@ -24,6 +24,10 @@ void run_attention_forward(detail::RuntimeBackend& backend, ConfigChoice& choice
                            const TensorView& v, const TensorView& o, const TensorView& lse,
                            Stream stream);
 
+/// The config a forward of `attention` launches for the config chosen for it: the same, but
+/// the unclustered twin of a clustered one for an odd number of query blocks.
+ForwardConfig launched_forward_config(const Attention& attention, ForwardConfig config);
+
 /// run_attention_forward up to the launch: validates the call (InvalidArgument naming the
 /// argument), and for a non-empty one returns what to launch on a device like `device`, with
 /// the config `choice` gives; std::nullopt for an empty call.

@@ -462,6 +462,15 @@ void attention_forward(detail::RuntimeBackend& backend, const Attention& attenti
                                                             lse, config, stream));
 }
 
+ForwardConfig launched_forward_config(const Attention& attention, ForwardConfig config) {
+  // A cluster pairs query blocks; with an odd number of them one CTA of each (head, batch) would
+  // only load: the unclustered twin runs instead (FlashAttention-3 clusters even counts only).
+  if (config.cluster() && (attention.seqlen_q + config.block_m - 1) / config.block_m % 2 != 0) {
+    config.tma().cluster = false;
+  }
+  return config;
+}
+
 std::optional<ForwardLaunch> plan_attention_forward(const DeviceInfo& device, ConfigChoice& choice,
                                                     const Attention& attention, const TensorView& q,
                                                     const TensorView& k, const TensorView& v,
@@ -474,12 +483,8 @@ std::optional<ForwardLaunch> plan_attention_forward(const DeviceInfo& device, Co
   // from the database run one CTA a tile (AttentionProblem::cannot_run), the TMA form that
   // reads the mask.
   const AttentionProblem problem(false, q.dtype, attention);
-  ForwardConfig config = choice.choose_as<ForwardConfig>(problem);
-  // A cluster pairs query blocks; with an odd number of them one CTA of each (head, batch) would
-  // only load: the unclustered twin runs instead (FlashAttention-3 clusters even counts only).
-  if (config.cluster() && (attention.seqlen_q + config.block_m - 1) / config.block_m % 2 != 0) {
-    config.tma().cluster = false;
-  }
+  const ForwardConfig config =
+      launched_forward_config(attention, choice.choose_as<ForwardConfig>(problem));
   ForwardLaunch launch = forward_launch(device, attention, q, k, v, o, lse, config, stream);
   if (!launch.maps.empty() && !tma_maps_problem(launch.maps).empty()) {
     // Tensors TMA cannot read: the best config of the other paths (its kernel name says so).

@@ -149,7 +149,8 @@ class Symbol:
     """A value computed from the traced arguments: its text in the modifier language, its type
     (int, float or bool), its C++ precedence level, its Python value where it is a number the
     trace folded (None otherwise), and whether it is known not to be negative (the indices
-    are not), which lets // and % of ints be C++'s / and %."""
+    are not), which lets // and % of ints be C++'s / and %. torch's functions reach it through
+    __torch_function__, which _torch_functions.install() sets."""
 
     __slots__ = ("text", "kind", "level", "captures", "value", "nonneg")
     __hash__ = None  # == builds an expression
@@ -373,18 +374,6 @@ class Symbol:
     def clamp_max(self, max):
         return self.clamp(max=max)
 
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        captures = next(a.captures for a in _flatten(args, kwargs) if isinstance(a, Symbol))
-        from ._torch_functions import torch_function  # (it builds on this module)
-        handler = torch_function(func)
-        if handler is None:
-            name = getattr(func, "__name__", repr(func))
-            raise captures.error(f"torch.{name} has no counterpart in the modifier language "
-                                 f"(see docs/modifiers.md for what it has)")
-        return handler(captures, *args, **kwargs)
-
 
 #: The language's one-argument functions, as Tensor's methods of their names (x.exp()).
 MATH_FUNCTIONS = ("exp", "exp2", "log", "log2", "log1p", "sqrt", "tanh", "sin", "cos")
@@ -392,7 +381,8 @@ for _name in MATH_FUNCTIONS:
     setattr(Symbol, _name, lambda self, _function=_name: call(_function, "float", self))
 
 
-def _flatten(args, kwargs):
+def arguments_of(args, kwargs):
+    """The arguments of a torch call, those in tuples and lists included."""
     for a in (*args, *kwargs.values()):
         if isinstance(a, (tuple, list)):
             yield from a
@@ -415,7 +405,7 @@ class Indexed:
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        partial = next(a for a in _flatten(args, kwargs or {}) if isinstance(a, Indexed))
+        partial = next(a for a in arguments_of(args, kwargs or {}) if isinstance(a, Indexed))
         raise partial.captures.error(partial._unfinished())
 
     def _unfinished(self) -> str:

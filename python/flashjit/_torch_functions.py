@@ -1,8 +1,10 @@
 """torch's functions and Tensor methods a modifier callable may call on traced values, found
 through torch's __torch_function__ protocol by name (torch.exp and Tensor.exp alike), each as
-a handler building the Symbol of its result."""
+a handler building the Symbol of its result. install() makes them Symbol's
+__torch_function__ (the tracer, _trace, calls it), so that the symbols know nothing of torch's
+names."""
 
-from ._symbols import Symbol, call, index_tensor, maximum, minimum, operand, where
+from ._symbols import Symbol, arguments_of, call, index_tensor, maximum, minimum, operand, where
 
 try:
     import torch
@@ -87,3 +89,20 @@ _HANDLERS = {
     "logical_or": _operator(_logical(lambda a, b: a | b)),
     "logical_xor": _operator(_logical(lambda a, b: a ^ b)),
 }
+
+
+def _dispatch(cls, func, types, args=(), kwargs=None):
+    """Symbol.__torch_function__: torch's `func` called with a Symbol among its arguments."""
+    kwargs = kwargs or {}
+    captures = next(a.captures for a in arguments_of(args, kwargs) if isinstance(a, Symbol))
+    handler = torch_function(func)
+    if handler is None:
+        name = getattr(func, "__name__", repr(func))
+        raise captures.error(f"torch.{name} has no counterpart in the modifier language "
+                             f"(see docs/modifiers.md for what it has)")
+    return handler(captures, *args, **kwargs)
+
+
+def install() -> None:
+    """Makes _dispatch Symbol's __torch_function__."""
+    Symbol.__torch_function__ = classmethod(_dispatch)

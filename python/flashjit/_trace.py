@@ -16,6 +16,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
+from . import _torch_functions
 from ._arrays import is_torch
 from ._symbols import PRIMARY, SCALARS, Captures, Indexed, Symbol, operand
 
@@ -23,6 +24,8 @@ try:
     import torch
 except ImportError:  # pragma: no cover
     torch = None
+
+_torch_functions.install()  # torch's functions on traced values
 
 
 def trace(function, name: str, captures: Captures) -> str:

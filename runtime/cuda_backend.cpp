@@ -136,12 +136,9 @@ class CudaBackend final : public RuntimeBackend, public Executor {
   // The specs not loaded here yet are compiled (or read from disk) into the process cache
   // concurrently; each launch then loads its kernel from memory. A warm call spawns nothing.
   void prepare(const std::vector<KernelSpec>& specs) override {
-    std::vector<KernelSpec> missing;
-    for (const KernelSpec& spec : specs) {
-      if (!context_.has_loaded(spec)) missing.push_back(spec);
-    }
-    prepare_concurrently(missing,
-                         [](const KernelSpec& spec) { KernelCache::process_cache().get(spec); });
+    prepare_missing(
+        specs, [this](const KernelSpec& spec) { return context_.has_loaded(spec); },
+        [](const KernelSpec& spec) { KernelCache::process_cache().get(spec); });
   }
 
   TensorMapParameter tensor_maps(const std::vector<emulator::TensorMap>& maps) override {

@@ -164,13 +164,12 @@ class EmulatorBackend final : public RuntimeBackend, public Executor {
   // concurrently. A warm call spawns nothing.
   void prepare(const std::vector<KernelSpec>& specs) override {
     if (!host_kernels_.available()) return;
-    std::vector<KernelSpec> missing;
-    for (const KernelSpec& spec : specs) {
-      const bool ready =
-          kernels_.find(spec.name_expression) != nullptr || host_kernels_.has_launcher(spec);
-      if (!ready) missing.push_back(spec);
-    }
-    prepare_concurrently(missing, [this](const KernelSpec& spec) { host_kernels_.launcher(spec); });
+    prepare_missing(
+        specs,
+        [this](const KernelSpec& spec) {
+          return kernels_.find(spec.name_expression) != nullptr || host_kernels_.has_launcher(spec);
+        },
+        [this](const KernelSpec& spec) { host_kernels_.launcher(spec); });
   }
   TensorMapParameter tensor_maps(const std::vector<emulator::TensorMap>& maps) override {
     TensorMapParameter parameter;

@@ -70,6 +70,18 @@ inline void prepare_concurrently(const std::vector<KernelSpec>& specs,
       [](int, Outcome<bool>&) {});
 }
 
+/// prepare_concurrently over the specs that `ready` says are not ready yet: what a backend's
+/// Executor::prepare does, so that a warm call spawns no thread.
+inline void prepare_missing(const std::vector<KernelSpec>& specs,
+                            const std::function<bool(const KernelSpec&)>& ready,
+                            const std::function<void(const KernelSpec&)>& make_ready) {
+  std::vector<KernelSpec> missing;
+  for (const KernelSpec& spec : specs) {
+    if (!ready(spec)) missing.push_back(spec);
+  }
+  prepare_concurrently(missing, make_ready);
+}
+
 /// The address a launch passes for one argument: the value itself, or the bytes of a
 /// TensorMapParameter.
 template <typename T>

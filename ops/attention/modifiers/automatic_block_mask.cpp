@@ -15,7 +15,8 @@
 namespace flashjit::kernels {
 namespace {
 
-/// A built block mask and whether it skips enough to be worth running with.
+/// A built block mask and whether it skips enough to be worth running with (no buffer and
+/// false for a mask that reads a capture).
 struct KeptBlockMask {
   DeviceBuffer buffer;
   TensorView view;
@@ -82,7 +83,7 @@ Attention with_automatic_block_mask(detail::RuntimeBackend& backend, const Atten
                                     Stream stream) {
   if (!attention.automatic_block_mask || attention.mask_mod.empty() ||
       attention.block_mask.data != nullptr || attention.batch <= 0 || attention.heads_q <= 0 ||
-      attention.seqlen_q <= 0 || attention.seqlen_k <= 0 || !reads_no_capture(attention)) {
+      attention.seqlen_q <= 0 || attention.seqlen_k <= 0) {
     return attention;
   }
   Attention mask_only = attention;  // what the builder reads: the mask and the sizes
@@ -95,8 +96,11 @@ Attention with_automatic_block_mask(detail::RuntimeBackend& backend, const Atten
       "x" + std::to_string(attention.seqlen_q) + "x" + std::to_string(attention.seqlen_k) +
       (attention.causal ? " causal" : "") + " window " + std::to_string(attention.window_left) +
       "," + std::to_string(attention.window_right) + " " + attention.mask_mod;
-  const std::shared_ptr<const void> kept =
-      backend.kept(key, [&] { return build(backend, mask_only, stream); });
+  // Whether the mask reads a capture is kept with the rest: a call parses the text once.
+  const std::shared_ptr<const void> kept = backend.kept(key, [&]() -> std::shared_ptr<const void> {
+    if (!reads_no_capture(attention)) return std::make_shared<KeptBlockMask>();  // none
+    return build(backend, mask_only, stream);
+  });
   const auto* mask = static_cast<const KeptBlockMask*>(kept.get());
   if (mask == nullptr || !mask->skips) return attention;
   Attention with = attention;

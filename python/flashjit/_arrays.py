@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - exercised only where torch is absent
 # uint8 carries an fp8 KV cache's e4m3 codes (numpy has no fp8; torch before 2.1 neither).
 _NUMPY_DTYPES = {np.dtype(np.float16): "f16", np.dtype(np.float32): "f32",
                  np.dtype(np.int32): "i32", np.dtype(np.uint8): "e4m3"}
-_CODES = {"f16": _capi.FLASHJIT_DTYPE_F16, "bf16": _capi.FLASHJIT_DTYPE_BF16,
+DTYPE_CODES = {"f16": _capi.FLASHJIT_DTYPE_F16, "bf16": _capi.FLASHJIT_DTYPE_BF16,
           "f32": _capi.FLASHJIT_DTYPE_F32, "i32": _capi.FLASHJIT_DTYPE_I32,
           "e4m3": _capi.FLASHJIT_DTYPE_E4M3}
 _ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "i32": 4, "e4m3": 1}
@@ -119,7 +119,7 @@ class Launch:
             raise ValueError(f"rank {len(shape)} is above {_capi.FLASHJIT_MAX_RANK}")
         t = _capi.flashjit_tensor()
         t.data = address
-        t.dtype = _CODES[dtype]
+        t.dtype = DTYPE_CODES[dtype]
         t.rank = len(shape)
         for i, (extent, stride) in enumerate(zip(shape, strides)):
             t.shape[i] = int(extent)

@@ -52,13 +52,17 @@ def _logical(op):
     return apply
 
 
+def _logical_not(c, x):
+    x = operand(x, c)
+    return ~(x if x.kind == "bool" else x != 0)
+
+
 _HANDLERS = {
     **{name: _lift(name) for name in (
         "exp", "exp2", "log", "log2", "log1p", "sqrt", "rsqrt", "tanh", "sin", "cos", "abs",
         "sigmoid", "clamp", "clip", "clamp_min", "clamp_max", "float", "int", "long")},
     "neg": _lift("__neg__"), "negative": _lift("__neg__"), "invert": _lift("__invert__"),
-    "logical_not": lambda c, x: ~(operand(x, c) if operand(x, c).kind == "bool" else
-                                  operand(x, c) == 0),
+    "logical_not": _logical_not,
     "where": lambda c, condition, a, b: where(operand(condition, c), operand(a, c),
                                               operand(b, c)),
     "div": _divide, "divide": _divide, "truediv": _operator(lambda a, b: a / b),

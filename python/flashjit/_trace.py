@@ -77,10 +77,16 @@ def modifiers(score_mod, mask_mod, captures, like) -> Tuple[str, str, tuple]:
     return _trace_outside_torch_compile(score_mod, mask_mod, like)
 
 
+def _texts(score_mod, mask_mod, found: Captures) -> list:
+    """Both modifiers' texts: callables traced (what they read added to `found`), the rest as
+    they are."""
+    return [trace(m, name, found) if callable(m) else m
+            for m, name in ((score_mod, "score_mod"), (mask_mod, "mask_mod"))]
+
+
 def _trace_both(score_mod, mask_mod, like) -> Tuple[str, str, tuple]:
     found = Captures()
-    texts = [trace(m, name, found) if callable(m) else m
-             for m, name in ((score_mod, "score_mod"), (mask_mod, "mask_mod"))]
+    texts = _texts(score_mod, mask_mod, found)
     pairs = list(found.tensors)
     table = found.table(like)
     if table is not None:
@@ -113,6 +119,4 @@ def trace_modifiers(score_mod=None, mask_mod=None, *, like) -> dict:
 def text_of(score_mod=None, mask_mod=None) -> Tuple[Optional[str], Optional[str]]:
     """The text a callable modifier traces to (for reading and debugging; strings are
     returned as they are)."""
-    found = Captures()
-    return tuple(trace(m, name, found) if callable(m) else m
-                 for m, name in ((score_mod, "score_mod"), (mask_mod, "mask_mod")))
+    return tuple(_texts(score_mod, mask_mod, Captures()))

@@ -7,7 +7,7 @@ from typing import List, Optional, Tuple
 
 from . import _capi, _custom_ops
 from ._alibi import with_alibi
-from ._arrays import Launch
+from ._arrays import DTYPE_CODES, Launch
 from ._options import (ATTENTION_NAMES, Options, bind_captures, call_options, capture_gradients,
                        capture_inputs, element, int32_full, operator_modifiers, operator_options,
                        shape_of, wants_grad)
@@ -137,11 +137,6 @@ if _custom_ops.AVAILABLE:
         block mask."""
         return (*options.flags(), *operator_modifiers(options), block_mask)
 
-    def _modified_options(causal, window_left, window_right, softcap, scale, deterministic,
-                          score_mod, mask_mod, capture_names, captures) -> Options:
-        return operator_options((causal, window_left, window_right, softcap, scale,
-                                 deterministic), score_mod, mask_mod, capture_names, captures)
-
     @_custom_ops.define("attention_backward_modified", _fake_backward,
                         mutates_args=("capture_grads",))
     def _modified_backward_op(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor,
@@ -153,8 +148,8 @@ if _custom_ops.AVAILABLE:
                               capture_grads: List[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
         """The backward with modifiers; the gradients of the captures whose `wanted` is true
         are added into capture_grads (one each, in order; float32, zeroed by the caller)."""
-        options = _modified_options(causal, window_left, window_right, softcap, scale,
-                                    deterministic, score_mod, mask_mod, capture_names, captures)
+        options = operator_options((causal, window_left, window_right, softcap, scale,
+                                    deterministic), score_mod, mask_mod, capture_names, captures)
         names = [name for (name, _), w in zip(options.captures, wanted) if w]
         return _backward(dout, q, k, v, o, lse, options, dict(zip(names, capture_grads)),
                          block_mask)
@@ -184,8 +179,8 @@ if _custom_ops.AVAILABLE:
                              block_mask: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
         """The forward with score_mod and mask_mod (texts of the modifier language) reading the
         captures, named in capture_names (comma-separated; schemas have no list of str)."""
-        options = _modified_options(causal, window_left, window_right, softcap, scale,
-                                    deterministic, score_mod, mask_mod, capture_names, captures)
+        options = operator_options((causal, window_left, window_right, softcap, scale,
+                                    deterministic), score_mod, mask_mod, capture_names, captures)
         return _forward(q, k, v, options, block_mask)
 
 
@@ -204,8 +199,7 @@ def _prepare(q, k, v, options: Options, block_mask, backward: bool) -> None:
     and, with `backward`, its backward's (flashjit_attention_prepare): compiled concurrently or
     loaded from the kernel cache, none run."""
     a = _dense_options(q, k, v, options)
-    dtype = {"f16": _capi.FLASHJIT_DTYPE_F16, "bf16": _capi.FLASHJIT_DTYPE_BF16}.get(element(q))
-    if dtype is None:
+    if element(q) not in ("f16", "bf16"):
         raise ValueError(f"'q' must be float16 or bfloat16 (the kernels' inputs), not "
                          f"{element(q)}")
     with Launch({"q": q, "k": k, "v": v, "block_mask": block_mask,
@@ -213,22 +207,24 @@ def _prepare(q, k, v, options: Options, block_mask, backward: bool) -> None:
         bind_captures(a, launch, options)
         a.block_mask = _capi.pointer(launch.input("block_mask"))
         _capi.check(_capi.library().flashjit_attention_prepare(
-            launch.runtime.handle, ctypes.byref(a), dtype, int(bool(backward))), ATTENTION_NAMES)
+            launch.runtime.handle, ctypes.byref(a), DTYPE_CODES[element(q)], int(bool(backward))),
+            ATTENTION_NAMES)
 
 
 _prepared = set()  # what _prepare_once has made ready in this process
 
 
-def _prepare_once(q, k, v, options: Options, block_mask) -> None:
+def _prepare_once(q, k, v, options: Options, block_mask, alibi_slopes) -> None:
     """Before a differentiable call's first forward of its kind (shapes, dtype, device,
     options), its forward's and its backward's kernels made ready together, concurrently: the
-    backward then finds its own ready instead of compiling them one call later."""
+    backward then finds its own ready instead of compiling them one call later. A call of a
+    known kind costs one set lookup (the slopes' captures are made on a new kind only)."""
     key = (tuple(q.shape), tuple(k.shape), tuple(v.shape), str(q.dtype), str(q.device),
            options.flags(), options.score_mod, options.mask_mod,
            tuple((name, str(x.dtype), x.ndim) for name, x in options.captures),
-           block_mask is not None)
+           block_mask is not None, None if alibi_slopes is None else tuple(alibi_slopes.shape))
     if key not in _prepared:
-        _prepare(q, k, v, options, block_mask, backward=True)
+        _prepare(q, k, v, _dense_alibi(options, q, k, alibi_slopes), block_mask, backward=True)
         _prepared.add(key)
 
 
@@ -288,7 +284,7 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
     given = Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod,
                     captured)
     if wants_grad(q, k, v, *[x for _, x in captured]) and not torch_compiling():
-        _prepare_once(q, k, v, _dense_alibi(given, q, k, alibi_slopes), block_mask)
+        _prepare_once(q, k, v, given, block_mask, alibi_slopes)
     if score_mod or mask_mod:
         o, lse = _modified(q, k, v, _dense_alibi(given, q, k, alibi_slopes), block_mask)
     elif block_mask is not None:

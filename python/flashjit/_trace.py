@@ -16,9 +16,9 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from . import _torch_functions
+from . import _torch_functions, _trace_in_graph
 from ._arrays import is_torch
-from ._symbols import PRIMARY, SCALARS, Captures, Indexed, Symbol, operand
+from ._symbols import PRIMARY, SCALARS, Captures, Indexed, Symbol, operand, torch_compiling
 
 try:
     import torch
@@ -74,6 +74,11 @@ def modifiers(score_mod, mask_mod, captures, like) -> Tuple[str, str, tuple]:
         raise ValueError("'captures' names the tensors of modifiers given as text; a callable "
                          "modifier's tensors are found by its trace: index them in the "
                          "function")
+    if torch_compiling() and _trace_in_graph.readable(score_mod) and \
+            _trace_in_graph.readable(mask_mod):
+        traced = _trace_in_graph.in_graph(_texts, score_mod, mask_mod, like)
+        if traced is not None:
+            return traced
     return _trace_outside_torch_compile(score_mod, mask_mod, like)
 
 
@@ -95,10 +100,10 @@ def _trace_both(score_mod, mask_mod, like) -> Tuple[str, str, tuple]:
 
 
 # torch.compile must not trace the tracer: its symbolic values are Python objects whose
-# comparisons it would fold to constants. Inside a compiled function the trace runs eagerly (a
-# graph break); trace_modifiers() ahead of the function keeps its graph whole.
+# comparisons it cannot follow. Inside a compiled function, callables defined outside it are
+# traced as a constant of the graph (_trace_in_graph); the others eagerly, a graph break.
 _disable = getattr(getattr(torch, "compiler", None), "disable", None)
-_trace_outside_torch_compile = _disable(_trace_both) if _disable else _trace_both
+_trace_outside_torch_compile = _trace_both
 
 
 def trace_modifiers(score_mod=None, mask_mod=None, *, like) -> dict:
@@ -108,9 +113,10 @@ def trace_modifiers(score_mod=None, mask_mod=None, *, like) -> dict:
     the call's q (the table of the callables' numbers is made on its device). The result may
     be reused while the tensors the callables read and their numbers stay as they were.
 
-    Tracing happens inside every call given a callable; call this ahead of a function compiled
-    with torch.compile(fullgraph=True) so that its graph holds the custom operator and the
-    captures only: `flashjit.attention(q, k, v, **mods)`."""
+    Tracing happens inside every call given a callable (inside a compiled function, once per
+    compilation, for a callable defined outside it). For callables torch.compile cannot hand
+    over (defined inside the compiled function, methods), call this ahead so that its graph
+    holds the custom operator and the captures only: `flashjit.attention(q, k, v, **mods)`."""
     score_text, mask_text, captured = modifiers(score_mod, mask_mod, None, like)
     return {"score_mod": score_text, "mask_mod": mask_text,
             "captures": dict(captured) if captured else None}

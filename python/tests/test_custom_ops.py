@@ -234,12 +234,96 @@ def test_torch_compile_traces_callable_modifiers_in_one_graph():
 
 
 @needs_custom_op
-def test_callables_inside_a_compiled_function_are_traced_eagerly():
-    # Inside the compiled function the trace runs outside torch.compile (a graph break: its
-    # symbolic values are not for dynamo to fold), with eager's results.
+def test_torch_compile_traces_callables_given_inside_the_graph():
+    # The callables go straight to attention inside the compiled function: traced as a
+    # constant of the graph, with the global tensor they index as its input; one graph.
+    compiled_matches_eager(
+        lambda q, k, v: square_sum(flashjit.attention(
+            q, k, v, score_mod=relative_softcap, mask_mod=striped_window, deterministic=True)),
+        lambda: dense(grad=True))
+
+
+class Biases(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.per_head = torch.nn.Parameter(torch.linspace(-0.5, 0.5, 4))
+
+
+def biased_documents(biases, cap, documents):
+    """A factory's closures, as FlexAttention's examples make them: a module's parameter, a
+    number and an int64 tensor in their cells."""
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return cap * torch.tanh(score / cap) + biases.per_head[h]
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return documents[b, q_idx] == documents[b, kv_idx]
+    return score_mod, mask_mod
+
+
+@needs_custom_op
+def test_closures_in_the_graph_keep_their_parameters_gradient():
+    documents = (torch.arange(30) // 7).to(torch.int64)[None]  # keys are 30
+    grads = []
+    for compile_it in (False, True):
+        biases = Biases()
+        score_mod, mask_mod = biased_documents(biases, 15.0, documents)
+
+        def loss(q, k, v):
+            return square_sum(flashjit.attention(q, k, v, score_mod=score_mod,
+                                                 mask_mod=mask_mod, deterministic=True))
+        run = torch.compile(loss, backend="aot_eager", fullgraph=True) if compile_it else loss
+        inputs = dense(grad=True)
+        run(*inputs).backward()
+        grads.append([biases.per_head.grad, *[t.grad for t in inputs]])
+    for eager, compiled in zip(*grads):
+        assert compiled is not None and torch.equal(eager, compiled)
+
+
+CAP = 20.0  # a global number a callable reads: changing it must not reuse the old table
+
+
+def global_softcap(score, b, h, q_idx, kv_idx):
+    return CAP * torch.tanh(score / CAP)
+
+
+@needs_custom_op
+def test_a_callables_changed_number_is_not_stale_in_the_graph():
+    # A new value of the number compiles the graph again (a guard); the same value does not.
+    global CAP
+    graphs = []
+
+    def counting(graph, example_inputs):
+        graphs.append(graph)
+        return graph.forward
+    compiled = torch.compile(lambda q, k, v: flashjit.attention(q, k, v,
+                                                                score_mod=global_softcap),
+                             backend=counting, fullgraph=True)
+    q, k, v = dense()
+    try:
+        results = []
+        for CAP in (20.0, 0.5, 0.5):
+            eager = flashjit.attention(q, k, v, score_mod=global_softcap)
+            results.append(compiled(q, k, v))
+            assert torch.equal(eager, results[-1])
+        assert not torch.equal(results[0], results[1]) and len(graphs) == 2
+    finally:
+        CAP = 20.0
+
+
+@needs_custom_op
+def test_callables_defined_inside_a_compiled_function_are_traced_eagerly():
+    # A function dynamo makes itself (with cells of its own, or none) is not a function object
+    # whose cells can be read: its trace runs eagerly (a graph break), with eager's results.
     def loss(q, k, v):
-        return square_sum(flashjit.attention(q, k, v, score_mod=relative_softcap,
-                                             mask_mod=striped_window, deterministic=True))
+        offset = 29
+
+        def window(b, h, q_idx, kv_idx):
+            return q_idx - kv_idx <= 6
+
+        def shifted(score, b, h, q_idx, kv_idx):
+            return score + RELATIVE[q_idx - kv_idx + offset]
+        return square_sum(flashjit.attention(q, k, v, score_mod=shifted, mask_mod=window,
+                                             deterministic=True))
 
     compiled = torch.compile(loss, backend="aot_eager")
     eager_inputs, compiled_inputs = dense(grad=True), dense(grad=True)

@@ -232,11 +232,18 @@ typedef struct flashjit_attention {
   /** V's and O's head dim (dV's and dO's) where it differs from head_dim, as in MLA (192 and
    *  128); 0: head_dim. flashjit::Attention::head_dim_v says which calls take it. */
   int64_t head_dim_v;
+  /** Learnable attention sinks, fp32 [heads_q] (flashjit::Attention::sinks: one logit per
+   *  query head in every row's softmax denominator), or NULL for none. */
+  const flashjit_tensor* sinks;
+  /** Backward only: the sinks' gradient, fp32 [heads_q], written (flashjit::Attention::
+   *  sinks_grad; needs sinks), or NULL for none. */
+  const flashjit_tensor* sinks_grad;
 } flashjit_attention;
 
 /** Fills *attention with the C++ defaults: batch, heads, sequence lengths 1, head_dim 64, not
  *  causal, unbounded window (-1, -1), scale unset (0), no softcap, not deterministic, no
- *  modifiers or block mask (NULL), head_dim_v 0 (head_dim's). NULL is ignored. */
+ *  modifiers or block mask (NULL), head_dim_v 0 (head_dim's), no sinks (NULL). NULL is
+ *  ignored. */
 void flashjit_attention_init(flashjit_attention* attention);
 
 /** Makes ready the kernels a dense forward of *attention with q, k and v of `dtype`

@@ -14,6 +14,7 @@
 #include "attention/inference/attention_inference.hpp"
 #include "attention/modifiers/automatic_block_mask.hpp"
 #include "attention/modifiers/block_mask.hpp"
+#include "attention/sinks/attention_sinks.hpp"
 #include "autotune/tuning_state.hpp"
 #include "flashjit/attention.hpp"
 #include "flashjit/error.hpp"
@@ -23,8 +24,14 @@ namespace flashjit {
 void Runtime::forward(const Attention& attention, const TensorView& q, const TensorView& k,
                       const TensorView& v, const TensorView& o, const TensorView& lse,
                       Stream stream) {
-  kernels::run_attention_forward(detail::backend_of(*this), detail::tuning_of(*this), attention, q,
-                                 k, v, o, lse, stream);
+  detail::RuntimeBackend& backend = detail::backend_of(*this);
+  kernels::validate_sinks(attention, false);
+  // With sinks the forward's lse is needed even where the caller skips it.
+  const kernels::SinkLse written = kernels::lse_for_sinks(
+      backend, attention, lse, {attention.batch, attention.heads_q, attention.seqlen_q}, stream);
+  kernels::run_attention_forward(backend, detail::tuning_of(*this), attention, q, k, v, o,
+                                 written.view, stream);
+  kernels::apply_sinks(backend, attention, o, written.view, stream);
 }
 
 void Runtime::prepare(const Attention& attention, DType dtype, bool backward) {
@@ -61,26 +68,40 @@ void Runtime::build_block_mask(const Attention& attention, const TensorView& blo
 void Runtime::forward(const Attention& attention, const Sequences& sequences, const TensorView& q,
                       const TensorView& k, const TensorView& v, const TensorView& o,
                       const TensorView& lse, Stream stream) {
-  kernels::run_attention_forward_sequences(detail::backend_of(*this), detail::tuning_of(*this),
-                                           attention, sequences, q, k, v, o, lse,
+  detail::RuntimeBackend& backend = detail::backend_of(*this);
+  kernels::validate_sinks(attention, false);
+  const bool packed = q.rank == 3;  // [total_q, heads_q, head_dim]; lse [heads_q, total_q]
+  const kernels::SinkLse written = kernels::lse_for_sinks(
+      backend, attention, lse,
+      packed ? std::initializer_list<std::int64_t>{attention.heads_q, q.shape[0]}
+             : std::initializer_list<std::int64_t>{attention.batch, attention.heads_q,
+                                                   attention.seqlen_q},
+      stream);
+  kernels::run_attention_forward_sequences(backend, detail::tuning_of(*this), attention,
+                                           sequences, q, k, v, o, written.view,
                                            detail::RuntimeParts::check_indices(*this), stream);
+  kernels::apply_sinks(backend, attention, o, written.view, stream);
 }
 
 void Runtime::backward(const Attention& attention, const TensorView& q, const TensorView& k,
                        const TensorView& v, const TensorView& o, const TensorView& lse,
                        const TensorView& dout, const TensorView& dq, const TensorView& dk,
                        const TensorView& dv, Stream stream) {
+  kernels::validate_sinks(attention, true);
   kernels::run_attention_backward(detail::backend_of(*this), detail::tuning_of(*this), attention, q,
                                   k, v, o, lse, dout, dq, dk, dv, stream);
+  kernels::sink_gradient(detail::backend_of(*this), attention, o, lse, dout, stream);
 }
 
 void Runtime::backward(const Attention& attention, const Sequences& sequences, const TensorView& q,
                        const TensorView& k, const TensorView& v, const TensorView& o,
                        const TensorView& lse, const TensorView& dout, const TensorView& dq,
                        const TensorView& dk, const TensorView& dv, Stream stream) {
+  kernels::validate_sinks(attention, true);
   kernels::run_attention_backward_sequences(detail::backend_of(*this), attention, sequences, q, k,
                                             v, o, lse, dout, dq, dk, dv,
                                             detail::RuntimeParts::check_indices(*this), stream);
+  kernels::sink_gradient(detail::backend_of(*this), attention, o, lse, dout, stream);
 }
 
 }  // namespace flashjit
@@ -115,6 +136,8 @@ flashjit::Attention to_attention(const flashjit_attention& a) {
   if (a.score_mod != nullptr) attention.score_mod = a.score_mod;
   if (a.mask_mod != nullptr) attention.mask_mod = a.mask_mod;
   attention.block_mask = optional_view(a.block_mask, "attention.block_mask");
+  attention.sinks = optional_view(a.sinks, "attention.sinks");
+  attention.sinks_grad = optional_view(a.sinks_grad, "attention.sinks_grad");
   // The count is checked before any entry is read: a count past the array would read past it.
   if (a.num_captures < 0 || a.num_captures > FLASHJIT_MAX_CAPTURES) {
     throw InvalidArgument("attention.num_captures",
@@ -179,7 +202,9 @@ void flashjit_attention_init(flashjit_attention* attention) {
                 .block_mask = nullptr,
                 .captures = nullptr,
                 .num_captures = 0,
-                .head_dim_v = defaults.head_dim_v};
+                .head_dim_v = defaults.head_dim_v,
+                .sinks = nullptr,
+                .sinks_grad = nullptr};
 }
 
 flashjit_status flashjit_attention_forward(flashjit_runtime* runtime,

@@ -12,6 +12,7 @@
 #include "attention/inference/attention_inference.hpp"
 #include "attention/inference/kvcache_append.hpp"
 #include "attention/inference/unused_rows.hpp"
+#include "attention/sinks/attention_sinks.hpp"
 #include "common/op_registry.hpp"
 
 namespace flashjit::kernels {
@@ -152,6 +153,9 @@ std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch,
   specs.push_back(index_check_spec(arch));  // the inference calls' device-side index check
   for (const detail::KernelSpec& spec : kvcache_append_specs(arch)) specs.push_back(spec);
   for (const detail::KernelSpec& spec : unused_rows_specs(arch)) specs.push_back(spec);
+  for (const detail::KernelSpec& spec : sinks_specs(arch)) {
+    if (spec.role == "sinks") specs.push_back(spec);
+  }
   return specs;
 }
 
@@ -224,6 +228,9 @@ std::vector<detail::KernelSpec> attention_backward_specs(const std::string& arch
       if (listed.insert(spec.readable_name).second) specs.push_back(spec);
     }
   }
+  for (const detail::KernelSpec& spec : sinks_specs(arch)) {
+    if (spec.role == "sink_gradient") specs.push_back(spec);
+  }
   return specs;
 }
 
@@ -244,6 +251,7 @@ OpInfo attention_forward_op() {
             emulated::add_forward_kernels_hdim256(table);
             emulated::add_kvcache_append_kernels(table);
             emulated::add_unused_rows_kernels(table);
+            emulated::add_sinks_kernels(table);
           }};
 }
 

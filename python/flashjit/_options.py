@@ -19,7 +19,8 @@ except ImportError:  # pragma: no cover
 # The attention options' library names (flashjit_attention's fields) in the Python calls' words,
 # for their errors (_capi.check).
 ATTENTION_NAMES = {"attention.window_left": "window[0]", "attention.window_right": "window[1]",
-                   "attention.scale": "scale", "attention.softcap": "softcap"}
+                   "attention.scale": "scale", "attention.softcap": "softcap",
+                   "attention.sinks": "sinks", "attention.sinks_grad": "sinks"}
 
 
 def sequence_names(fields: dict) -> dict:
@@ -41,6 +42,7 @@ class Options:
     score_mod: str = ""
     mask_mod: str = ""
     captures: tuple = ()  # (name, array) pairs: Attention::captures
+    sinks: object = None  # float32 [heads_q] logits (an array), or None: Attention::sinks
 
     def __post_init__(self):
         if len(self.window) != 2:
@@ -86,11 +88,12 @@ def operator_modifiers(options: Options) -> tuple:
 
 
 def operator_options(flags: tuple, score_mod: str, mask_mod: str, capture_names: str,
-                     captures) -> Options:
-    """The Options of a custom operator's arguments: flags() and operator_modifiers()."""
+                     captures, sinks=None) -> Options:
+    """The Options of a custom operator's arguments: flags(), operator_modifiers() and the
+    sinks."""
     names = capture_names.split(",") if capture_names else []
     return dataclasses.replace(Options.of_flags(*flags), score_mod=score_mod, mask_mod=mask_mod,
-                               captures=tuple(zip(names, captures)))
+                               captures=tuple(zip(names, captures)), sinks=sinks)
 
 
 def capture_gradients(captures, wanted):
@@ -114,17 +117,28 @@ def captures_of(captures) -> tuple:
     return tuple(captures.items())
 
 
-def capture_inputs(options, grads=None) -> dict:
+def capture_inputs(options, grads=None, sinks_grad=None) -> dict:
     """The captures as Launch inputs, named "captures.<name>", and the float32 arrays their
-    gradients are added into (`grads`: name to array), named "capture_grads.<name>"."""
+    gradients are added into (`grads`: name to array), named "capture_grads.<name>"; the sinks
+    ("sinks") and the array their gradient is written into ("sinks_grad"), where given."""
     inputs = {f"captures.{name}": array for name, array in options.captures}
     inputs.update({f"capture_grads.{name}": g for name, g in (grads or {}).items()})
+    if options.sinks is not None:
+        inputs["sinks"] = options.sinks
+    if sinks_grad is not None:
+        inputs["sinks_grad"] = sinks_grad
     return inputs
 
 
-def bind_captures(a: _capi.flashjit_attention, launch: Launch, options, grads=None) -> None:
+def bind_captures(a: _capi.flashjit_attention, launch: Launch, options, grads=None,
+                  sinks_grad=None) -> None:
     """Points a.captures at the launch's views of the captures (kept alive by the launch), with
-    the gradients of those in `grads` (written back by launch.write_back())."""
+    the gradients of those in `grads` (written back by launch.write_back()); a.sinks and
+    a.sinks_grad likewise (capture_inputs() named them)."""
+    if options.sinks is not None:
+        a.sinks = _capi.pointer(launch.input("sinks"))
+    if sinks_grad is not None:
+        a.sinks_grad = _capi.pointer(launch.updated("sinks_grad"))
     if not options.captures:
         return
     entries = (_capi.flashjit_capture * len(options.captures))()

@@ -7,10 +7,10 @@ from typing import List, Optional, Tuple
 
 from . import _capi, _custom_ops
 from ._alibi import with_alibi
-from ._arrays import DTYPE_CODES, Launch
+from ._arrays import DTYPE_CODES, Launch, is_torch
 from ._options import (ATTENTION_NAMES, Options, bind_captures, call_options, capture_gradients,
-                       capture_inputs, element, int32_full, operator_modifiers, operator_options,
-                       shape_of, wants_grad)
+                       capture_inputs, element, float32, int32_full, operator_modifiers,
+                       operator_options, shape_of, wants_grad)
 from ._symbols import torch_compiling
 from ._trace import modifiers
 
@@ -45,11 +45,13 @@ def _forward(q, k, v, options: Options, block_mask=None):
         return launch.result("o"), launch.result("lse")
 
 
-def _backward(dout, q, k, v, o, lse, options: Options, capture_grads=None, block_mask=None):
+def _backward(dout, q, k, v, o, lse, options: Options, capture_grads=None, block_mask=None,
+              sinks_grad=None):
     a = _dense_options(q, k, v, options)
     with Launch({"dout": dout, "q": q, "k": k, "v": v, "o": o, "lse": lse,
-                 "block_mask": block_mask, **capture_inputs(options, capture_grads)}) as launch:
-        bind_captures(a, launch, options, capture_grads)
+                 "block_mask": block_mask,
+                 **capture_inputs(options, capture_grads, sinks_grad)}) as launch:
+        bind_captures(a, launch, options, capture_grads, sinks_grad)
         a.block_mask = _capi.pointer(launch.input("block_mask"))
         dq = launch.output("dq", q.shape, element(q))
         dk = launch.output("dk", k.shape, element(q))
@@ -59,7 +61,7 @@ def _backward(dout, q, k, v, o, lse, options: Options, capture_grads=None, block
                                                       ("q", "k", "v", "o", "lse", "dout")],
             _capi.pointer(dq), _capi.pointer(dk), _capi.pointer(dv), launch.stream),
             ATTENTION_NAMES)
-        launch.write_back()  # the captures' gradients, on the emulator
+        launch.write_back()  # the captures' and the sinks' gradients, on the emulator
         return launch.result("dq"), launch.result("dk"), launch.result("dv")
 
 
@@ -67,10 +69,11 @@ if torch is not None:
 
     class _AttentionFunction(torch.autograd.Function):
         """attention() with its gradients from the backward kernels (LSE recomputation); the
-        captures' tensors come last, so that those requiring grad get theirs."""
+        sinks (options.sinks, or None) and the captures' tensors come last, so that those
+        requiring grad get theirs."""
 
         @staticmethod
-        def forward(ctx, q, k, v, options, block_mask, *capture_tensors):
+        def forward(ctx, q, k, v, options, block_mask, sinks, *capture_tensors):
             o, lse = _forward(q, k, v, options, block_mask)
             ctx.save_for_backward(q, k, v, o, lse)
             ctx.options = options
@@ -83,10 +86,12 @@ if torch is not None:
             q, k, v, o, lse = ctx.saved_tensors
             captures = ctx.options.captures
             grads = {name: torch.zeros_like(x, dtype=torch.float32)
-                     for i, (name, x) in enumerate(captures) if ctx.needs_input_grad[5 + i]}
+                     for i, (name, x) in enumerate(captures) if ctx.needs_input_grad[6 + i]}
+            sinks = ctx.options.sinks
+            sinks_grad = torch.empty_like(sinks) if ctx.needs_input_grad[5] else None
             dq, dk, dv = _backward(dout.contiguous(), q, k, v, o, lse, ctx.options, grads,
-                                   ctx.block_mask)
-            return (dq, dk, dv, None, None,
+                                   ctx.block_mask, sinks_grad)
+            return (dq, dk, dv, None, None, sinks_grad,
                     *[grads[name].to(x.dtype) if name in grads else None
                       for name, x in captures])
 
@@ -133,42 +138,48 @@ if _custom_ops.AVAILABLE:
 
 
     def _modified_flags(options: Options, block_mask) -> tuple:
-        """The modifier operators' arguments after q, k and v: flags(), the modifiers and the
-        block mask."""
-        return (*options.flags(), *operator_modifiers(options), block_mask)
+        """The modifier operators' arguments after q, k and v: flags(), the modifiers, the
+        block mask and the sinks."""
+        return (*options.flags(), *operator_modifiers(options), block_mask, options.sinks)
 
     @_custom_ops.define("attention_backward_modified", _fake_backward,
-                        mutates_args=("capture_grads",))
+                        mutates_args=("capture_grads", "sinks_grad"))
     def _modified_backward_op(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor,
                               lse: Tensor, causal: bool, window_left: int, window_right: int,
                               softcap: float, scale: Optional[float], deterministic: bool,
                               score_mod: str, mask_mod: str, capture_names: str,
                               captures: List[Tensor], block_mask: Optional[Tensor],
-                              wanted: List[bool],
-                              capture_grads: List[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
-        """The backward with modifiers; the gradients of the captures whose `wanted` is true
-        are added into capture_grads (one each, in order; float32, zeroed by the caller)."""
+                              sinks: Optional[Tensor], wanted: List[bool],
+                              capture_grads: List[Tensor],
+                              sinks_grad: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
+        """The backward with modifiers and sinks; the gradients of the captures whose `wanted`
+        is true are added into capture_grads (one each, in order; float32, zeroed by the
+        caller), the sinks' written into sinks_grad where given."""
         options = operator_options((causal, window_left, window_right, softcap, scale,
-                                    deterministic), score_mod, mask_mod, capture_names, captures)
+                                    deterministic), score_mod, mask_mod, capture_names, captures,
+                                   sinks)
         names = [name for (name, _), w in zip(options.captures, wanted) if w]
         return _backward(dout, q, k, v, o, lse, options, dict(zip(names, capture_grads)),
-                         block_mask)
+                         block_mask, sinks_grad)
 
     def _save_modified(ctx, inputs, output):
         q, k, v, *rest = inputs
         ctx.save_for_backward(q, k, v, *output)
         ctx.rest = rest
         ctx.wanted = [x.requires_grad for x in rest[9]]  # the captures that get gradients
+        ctx.wants_sinks_grad = rest[11] is not None and rest[11].requires_grad
         ctx.mark_non_differentiable(output[1])
 
     def _differentiate_modified(ctx, dout, _dlse):
         q, k, v, o, lse = ctx.saved_tensors
-        captures = ctx.rest[9]
+        captures, sinks = ctx.rest[9], ctx.rest[11]
         grads = capture_gradients(captures, ctx.wanted)
+        sinks_grad = torch.empty_like(sinks) if ctx.wants_sinks_grad else None
         dq, dk, dv = _modified_backward_op(dout.contiguous(), q, k, v, o, lse, *ctx.rest,
-                                           ctx.wanted, [g for g in grads if g is not None])
+                                           ctx.wanted, [g for g in grads if g is not None],
+                                           sinks_grad)
         capture_grads = [None if g is None else g.to(x.dtype) for g, x in zip(grads, captures)]
-        return (dq, dk, dv, *([None] * 9), capture_grads, None)
+        return (dq, dk, dv, *([None] * 9), capture_grads, None, sinks_grad)
 
     @_custom_ops.define("attention_forward_modified", _fake_forward,
                         backward=_differentiate_modified, setup_context=_save_modified)
@@ -176,21 +187,25 @@ if _custom_ops.AVAILABLE:
                              window_right: int, softcap: float, scale: Optional[float],
                              deterministic: bool, score_mod: str, mask_mod: str,
                              capture_names: str, captures: List[Tensor],
-                             block_mask: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+                             block_mask: Optional[Tensor],
+                             sinks: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
         """The forward with score_mod and mask_mod (texts of the modifier language) reading the
-        captures, named in capture_names (comma-separated; schemas have no list of str)."""
+        captures, named in capture_names (comma-separated; schemas have no list of str), and
+        the sinks (float32 [heads_q], or None)."""
         options = operator_options((causal, window_left, window_right, softcap, scale,
-                                    deterministic), score_mod, mask_mod, capture_names, captures)
+                                    deterministic), score_mod, mask_mod, capture_names, captures,
+                                   sinks)
         return _forward(q, k, v, options, block_mask)
 
 
 def _modified(q, k, v, options: Options, block_mask):
-    """attention() with modifiers: (o, lse), differentiable in q, k, v and the captures."""
+    """attention() with modifiers or sinks: (o, lse), differentiable in q, k, v, the captures
+    and the sinks."""
     tensors = [x for _, x in options.captures]
-    if _custom_ops.takes(q, k, v, *tensors, block_mask):
+    if _custom_ops.takes(q, k, v, *tensors, block_mask, options.sinks):
         return _modified_forward_op(q, k, v, *_modified_flags(options, block_mask))
-    if wants_grad(q, k, v, *tensors):
-        return _AttentionFunction.apply(q, k, v, options, block_mask, *tensors)
+    if wants_grad(q, k, v, options.sinks, *tensors):
+        return _AttentionFunction.apply(q, k, v, options, block_mask, options.sinks, *tensors)
     return _forward(q, k, v, options, block_mask)
 
 
@@ -241,7 +256,7 @@ def _dense_alibi(options: Options, q, k, slopes) -> Options:
 def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -1),
               softcap: float = 0.0, scale: Optional[float] = None, deterministic: bool = False,
               return_lse: bool = False, score_mod="", mask_mod="",
-              block_mask=None, captures: Optional[dict] = None, alibi_slopes=None):
+              block_mask=None, captures: Optional[dict] = None, alibi_slopes=None, sinks=None):
     """Attention over a dense batch, FlashAttention's flash_attn_func.
 
     q is [batch, seqlen_q, heads_q, head_dim], k and v [batch, seqlen_k, heads_kv, head_dim]
@@ -279,13 +294,18 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
     `alibi_slopes` (FlashAttention's; [heads_q] or [batch, heads_q], any float dtype, like q):
     the bias −slope · |i + seqlen_k − seqlen_q − j| added to the score of query i and key j
     after scale and softcap, compiled in as a score_mod (so not with one of your own); the
-    slopes get no gradient."""
+    slopes get no gradient.
+
+    `sinks` (gpt-oss's learnable attention sinks; FlashAttention's `learnable_sink`): one logit
+    per query head, [heads_q], any float dtype (used as float32), like q, that joins every
+    row's softmax denominator and adds nothing to o; the LSE then includes it. A torch tensor
+    that requires grad gets its gradient."""
     score_mod, mask_mod, captured = modifiers(score_mod, mask_mod, captures, q)
     given = Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod,
-                    captured)
+                    captured, float32(sinks))
     if wants_grad(q, k, v, *[x for _, x in captured]) and not torch_compiling():
         _prepare_once(q, k, v, given, block_mask, alibi_slopes)
-    if score_mod or mask_mod:
+    if score_mod or mask_mod or sinks is not None:
         o, lse = _modified(q, k, v, _dense_alibi(given, q, k, alibi_slopes), block_mask)
     elif block_mask is not None:
         raise ValueError("'block_mask' needs the 'mask_mod' it was built from")
@@ -294,7 +314,7 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
     elif alibi_slopes is not None:
         o, lse = _modified(q, k, v, _dense_alibi(given, q, k, alibi_slopes), None)
     elif wants_grad(q, k, v):
-        o, lse = _AttentionFunction.apply(q, k, v, given, None)
+        o, lse = _AttentionFunction.apply(q, k, v, given, None, None)
     else:
         o, lse = _forward(q, k, v, given)
     return (o, lse) if return_lse else o
@@ -323,16 +343,22 @@ def attention_backward(dout, q, k, v, o, lse, *, causal: bool = False,
                        window: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
                        scale: Optional[float] = None, deterministic: bool = False,
                        score_mod: str = "", mask_mod: str = "", block_mask=None,
-                       captures: Optional[dict] = None, alibi_slopes=None):
+                       captures: Optional[dict] = None, alibi_slopes=None, sinks=None):
     """The gradients (dq, dk, dv) of attention() for its output gradient `dout` (like q), given
-    that call's arguments (its score_mod, mask_mod, block_mask, captures and alibi_slopes
-    included) and its o and lse (return_lse=True). For numpy callers, and for torch callers who
-    keep their own graph; dk and dv sum over the query heads sharing a key/value head."""
+    that call's arguments (its score_mod, mask_mod, block_mask, captures, alibi_slopes and
+    sinks included) and its o and lse (return_lse=True). For numpy callers, and for torch
+    callers who keep their own graph; dk and dv sum over the query heads sharing a key/value
+    head. With `sinks`, returns (dq, dk, dv, dsinks): the sinks' gradient, float32 [heads_q]."""
     score_mod, mask_mod, captured = modifiers(score_mod, mask_mod, captures, q)
     options = _dense_alibi(Options(causal, tuple(window), softcap, scale, deterministic,
-                                   score_mod, mask_mod, captured), q, k, alibi_slopes)
+                                   score_mod, mask_mod, captured, float32(sinks)), q, k,
+                           alibi_slopes)
     if block_mask is not None and not mask_mod:
         raise ValueError("'block_mask' needs the 'mask_mod' it was built from")
-    return _backward(dout, q, k, v, o, lse, options, block_mask=block_mask)
+    if sinks is None:
+        return _backward(dout, q, k, v, o, lse, options, block_mask=block_mask)
+    dsinks = (options.sinks.detach() if is_torch(sinks) else options.sinks) * 0  # written
+    return (*_backward(dout, q, k, v, o, lse, options, block_mask=block_mask,
+                       sinks_grad=dsinks), dsinks)
 
 

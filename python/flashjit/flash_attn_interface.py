@@ -71,13 +71,28 @@ def _padded(arrays, softmax_scale, value_dim=None):
     return padded, scale, value_dim
 
 
+def _sinks(learnable_sink, q) -> dict:
+    """attention()'s `sinks` for FlashAttention's learnable_sink ([heads_q], or None), checked
+    under FlashAttention's name."""
+    if learnable_sink is None:
+        return {}
+    heads_q = q.shape[-2]
+    if not hasattr(learnable_sink, "shape") or tuple(learnable_sink.shape) != (heads_q,):
+        raise ValueError(f"'learnable_sink' must be an array of one logit per query head, "
+                         f"[{heads_q}], not {getattr(learnable_sink, 'shape', learnable_sink)!r}")
+    return {"sinks": learnable_sink}
+
+
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
                     window_size: Tuple[int, int] = (-1, -1), softcap=0.0, alibi_slopes=None,
-                    deterministic=False, return_attn_probs=False):
-    """flashjit.attention(q, k, v, ...) with FlashAttention's arguments."""
+                    deterministic=False, return_attn_probs=False, learnable_sink=None):
+    """flashjit.attention(q, k, v, ...) with FlashAttention's arguments; `learnable_sink`
+    (FlashAttention 3's name: gpt-oss's per-head sink logits, [heads_q]) is attention()'s
+    `sinks`, with its gradient."""
     (q, k, v), scale, value_dim = _padded((q, k, v), softmax_scale, v.shape[-1])
     return _result(attention(q, k, v, **_options(dropout_p, scale, causal, window_size,
-                                                 softcap, alibi_slopes, deterministic)),
+                                                 softcap, alibi_slopes, deterministic),
+                             **_sinks(learnable_sink, q)),
                    return_attn_probs, value_dim)
 
 

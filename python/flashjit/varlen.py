@@ -9,7 +9,7 @@ from . import _capi, _custom_ops
 from ._alibi import int32_offsets, with_alibi
 from ._arrays import Launch
 from ._options import (Options, bind_captures, call_options, capture_gradients, capture_inputs,
-                       element, operator_modifiers, operator_options, sequence_names,
+                       element, float32, operator_modifiers, operator_options, sequence_names,
                        sequences_of, shape_of, wants_grad)
 from ._trace import modifiers
 
@@ -90,13 +90,13 @@ def _varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, options, used=(None, None
 
 
 def _varlen_backward(dout, q, k, v, o, lse, cu_q, cu_k, max_q, max_k, options, used=(None, None),
-                     capture_grads=None):
+                     capture_grads=None, sinks_grad=None):
     a = _varlen_options(q, k, v, cu_q, max_q, max_k, options)
     used_inputs, used_fields = _used_counts(used)
     with Launch({"dout": dout, "q": q, "k": k, "v": v, "o": o, "lse": lse, "cu_seqlens_q": cu_q,
                  "cu_seqlens_k": cu_k, **used_inputs,
-                 **capture_inputs(options, capture_grads)}) as launch:
-        bind_captures(a, launch, options, capture_grads)
+                 **capture_inputs(options, capture_grads, sinks_grad)}) as launch:
+        bind_captures(a, launch, options, capture_grads, sinks_grad)
         fields = {"cu_seqlens_q": "cu_seqlens_q", "cu_seqlens_k": "cu_seqlens_k", **used_fields}
         sequences = sequences_of(launch, **fields)
         dq = launch.output("dq", q.shape, element(q))
@@ -107,18 +107,19 @@ def _varlen_backward(dout, q, k, v, o, lse, cu_q, cu_k, max_q, max_k, options, u
             *[_capi.pointer(launch.input(n)) for n in ("q", "k", "v", "o", "lse", "dout")],
             _capi.pointer(dq), _capi.pointer(dk), _capi.pointer(dv), launch.stream),
             sequence_names(fields))
-        launch.write_back()  # the captures' gradients, on the emulator
+        launch.write_back()  # the captures' and the sinks' gradients, on the emulator
         return launch.result("dq"), launch.result("dk"), launch.result("dv")
 
 
 if torch is not None:
 
     class _VarlenFunction(torch.autograd.Function):
-        """attention_varlen() with its gradients; the captures' tensors come last, so that
-        those requiring grad get theirs."""
+        """attention_varlen() with its gradients; the sinks (options.sinks, or None) and the
+        captures' tensors come last, so that those requiring grad get theirs."""
 
         @staticmethod
-        def forward(ctx, q, k, v, cu_q, cu_k, max_q, max_k, options, used, *capture_tensors):
+        def forward(ctx, q, k, v, cu_q, cu_k, max_q, max_k, options, used, sinks,
+                    *capture_tensors):
             o, lse = _varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, options, used)
             ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k)
             ctx.extra = (max_q, max_k, options, used)
@@ -129,12 +130,13 @@ if torch is not None:
         def backward(ctx, dout, _dlse):
             q, k, v, o, lse, cu_q, cu_k = ctx.saved_tensors
             max_q, max_k, options, used = ctx.extra
-            wanted = ctx.needs_input_grad[9:]
+            wanted = ctx.needs_input_grad[10:]
             grads = capture_gradients([x for _, x in options.captures], wanted)
             named = {name: g for (name, _), g in zip(options.captures, grads) if g is not None}
+            sinks_grad = torch.empty_like(options.sinks) if ctx.needs_input_grad[9] else None
             dq, dk, dv = _varlen_backward(dout.contiguous(), q, k, v, o, lse, cu_q, cu_k, max_q,
-                                          max_k, options, used, named)
-            return (dq, dk, dv, *([None] * 6),
+                                          max_k, options, used, named, sinks_grad)
+            return (dq, dk, dv, *([None] * 6), sinks_grad,
                     *[None if g is None else g.to(x.dtype)
                       for g, (_, x) in zip(grads, options.captures)])
 
@@ -150,45 +152,50 @@ if _custom_ops.AVAILABLE:
         return q.new_empty(q.shape), q.new_empty(k.shape), q.new_empty(v.shape)
 
     @_custom_ops.define("attention_varlen_backward", _fake_backward,
-                        mutates_args=("capture_grads",))
+                        mutates_args=("capture_grads", "sinks_grad"))
     def _backward_op(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor,
                      cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, max_seqlen_q: int,
                      max_seqlen_k: int, seqused_q: Optional[Tensor], seqused_k: Optional[Tensor],
                      alibi_slopes: Optional[Tensor], causal: bool, window_left: int,
                      window_right: int, softcap: float, scale: Optional[float],
                      deterministic: bool, score_mod: str, mask_mod: str, capture_names: str,
-                     captures: List[Tensor], wanted: List[bool],
-                     capture_grads: List[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
+                     captures: List[Tensor], sinks: Optional[Tensor], wanted: List[bool],
+                     capture_grads: List[Tensor],
+                     sinks_grad: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
         """The backward; the gradients of the captures whose `wanted` is true are added into
-        capture_grads (one each, in order; float32, zeroed by the caller)."""
+        capture_grads (one each, in order; float32, zeroed by the caller), the sinks' written
+        into sinks_grad where given."""
         flags = (causal, window_left, window_right, softcap, scale, deterministic)
         options = _with_alibi(operator_options(flags, score_mod, mask_mod, capture_names,
-                                               captures), alibi_slopes, q, cu_seqlens_q,
+                                               captures, sinks), alibi_slopes, q, cu_seqlens_q,
                               cu_seqlens_k, (seqused_q, seqused_k))
         names = [name for (name, _), w in zip(options.captures, wanted) if w]
         return _varlen_backward(dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                 max_seqlen_k, options, (seqused_q, seqused_k),
-                                dict(zip(names, capture_grads)))
+                                dict(zip(names, capture_grads)), sinks_grad)
 
     _CAPTURES = 16  # the captures' place among the forward operator's arguments after q, k, v
 
     def _save(ctx, inputs, output):
         q, k, v, *rest = inputs
         ctx.save_for_backward(q, k, v, *output)
-        # The index arrays, the lengths, the slopes, the flags and the modifiers; not the block
-        # table, last (attention_varlen refuses gradients over a paged cache).
+        # The index arrays, the lengths, the slopes, the flags, the modifiers and the sinks;
+        # not the block table, last (attention_varlen refuses gradients over a paged cache).
         ctx.rest = rest[:-1]
         ctx.wanted = [x.requires_grad for x in rest[_CAPTURES]]
+        sinks = rest[_CAPTURES + 1]
+        ctx.wants_sinks_grad = sinks is not None and sinks.requires_grad
         ctx.mark_non_differentiable(output[1])
 
     def _differentiate(ctx, dout, _dlse):
         q, k, v, o, lse = ctx.saved_tensors
-        captures = ctx.rest[_CAPTURES]
+        captures, sinks = ctx.rest[_CAPTURES], ctx.rest[_CAPTURES + 1]
         grads = capture_gradients(captures, ctx.wanted)
+        sinks_grad = torch.empty_like(sinks) if ctx.wants_sinks_grad else None
         dq, dk, dv = _backward_op(dout.contiguous(), q, k, v, o, lse, *ctx.rest, ctx.wanted,
-                                  [g for g in grads if g is not None])
+                                  [g for g in grads if g is not None], sinks_grad)
         capture_grads = [None if g is None else g.to(x.dtype) for g, x in zip(grads, captures)]
-        return (dq, dk, dv, *([None] * _CAPTURES), capture_grads, None)
+        return (dq, dk, dv, *([None] * _CAPTURES), capture_grads, sinks_grad, None)
 
     @_custom_ops.define("attention_varlen_forward", _fake_forward, backward=_differentiate,
                         setup_context=_save)
@@ -198,12 +205,14 @@ if _custom_ops.AVAILABLE:
                     alibi_slopes: Optional[Tensor], causal: bool, window_left: int,
                     window_right: int, softcap: float, scale: Optional[float], deterministic: bool,
                     score_mod: str, mask_mod: str, capture_names: str, captures: List[Tensor],
+                    sinks: Optional[Tensor],
                     block_table: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
         """The forward; score_mod and mask_mod (texts of the modifier language) read the
-        captures, named in capture_names (comma-separated)."""
+        captures, named in capture_names (comma-separated); the sinks (float32 [heads_q], or
+        None)."""
         flags = (causal, window_left, window_right, softcap, scale, deterministic)
         options = _with_alibi(operator_options(flags, score_mod, mask_mod, capture_names,
-                                               captures), alibi_slopes, q, cu_seqlens_q,
+                                               captures, sinks), alibi_slopes, q, cu_seqlens_q,
                               cu_seqlens_k, (seqused_q, seqused_k))
         return _varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                options, (seqused_q, seqused_k), block_table)
@@ -225,7 +234,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max
                      softcap: float = 0.0, scale: Optional[float] = None,
                      deterministic: bool = False, return_lse: bool = False, score_mod: str = "",
                      mask_mod: str = "", captures: Optional[dict] = None, seqused_q=None,
-                     seqused_k=None, alibi_slopes=None, block_table=None):
+                     seqused_k=None, alibi_slopes=None, block_table=None, sinks=None):
     """Attention over a packed batch of variable lengths, FlashAttention's
     flash_attn_varlen_func: q is [total_q, heads_q, head_dim], k and v [total_k, heads_kv,
     head_dim], sequence i's rows from cu_seqlens_q[i] (cu_seqlens_k[i]) to the next entry
@@ -251,29 +260,31 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max
     them. Mixed prefill and decoding over a serving engine's cache. Forward only: a ValueError
     if a tensor requires grad under grad mode.
 
+    sinks as in attention() (learnable attention sinks, with their gradient).
+
     With PyTorch 2.4 or later, torch tensors go through the custom operator
     flashjit::attention_varlen_forward (modifiers and captures included), which torch.compile
     traces whole."""
     score_mod, mask_mod, captured = modifiers(score_mod, mask_mod, captures, q)
     given = Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod,
-                    captured)
+                    captured, float32(sinks))
     used = (seqused_q, seqused_k)
-    if block_table is not None and wants_grad(q, k, v):
+    if block_table is not None and wants_grad(q, k, v, given.sinks):
         raise ValueError("'block_table': attention over a paged cache has no backward (run it "
                          "under torch.no_grad(), or on tensors that do not require grad)")
     if _custom_ops.takes(q, k, v, cu_seqlens_q, cu_seqlens_k, *used, alibi_slopes, block_table,
-                         *[x for _, x in given.captures]):
+                         given.sinks, *[x for _, x in given.captures]):
         o, lse = _forward_op(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q),
                              int(max_seqlen_k), *used, alibi_slopes, *given.flags(),
-                             *operator_modifiers(given), block_table)
+                             *operator_modifiers(given), given.sinks, block_table)
         return (o, lse) if return_lse else o
     options = _with_alibi(given, alibi_slopes, q, cu_seqlens_q, cu_seqlens_k, used)
     if block_table is not None:
         o, lse = _varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                  max_seqlen_k, options, used, block_table)
-    elif wants_grad(q, k, v, *[x for _, x in options.captures]):
+    elif wants_grad(q, k, v, options.sinks, *[x for _, x in options.captures]):
         o, lse = _VarlenFunction.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                       max_seqlen_k, options, used,
+                                       max_seqlen_k, options, used, options.sinks,
                                        *[x for _, x in options.captures])
     else:
         o, lse = _varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,

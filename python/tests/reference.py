@@ -25,10 +25,11 @@ def visible(seqlen_q: int, seqlen_k: int, causal: bool, window) -> np.ndarray:
 
 
 def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, scale=None,
-              alibi_slopes=None):
+              alibi_slopes=None, sinks=None):
     """(o, lse) in float64 torch tensors, for q [b, sq, hq, d], k and v [b, sk, hk, d] (any
     float dtype, numpy or torch); differentiable when the inputs require grad. alibi_slopes
-    ([hq] or [b, hq]) adds −slope · |i + sk − sq − j| to the capped score of query i, key j."""
+    ([hq] or [b, hq]) adds −slope · |i + sk − sq − j| to the capped score of query i, key j.
+    sinks ([hq]) adds e^sink to every row's denominator of head h (and to its LSE)."""
     q, k, v = (torch.as_tensor(np.asarray(x, dtype=np.float64)) if isinstance(x, np.ndarray)
                else x for x in (q, k, v))
     b, sq, hq, d = q.shape
@@ -48,7 +49,11 @@ def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, scale=None,
         s = s - slopes * (i + sk - sq - j).abs()
     seen = torch.as_tensor(visible(sq, sk, causal, window))
     s = s.masked_fill(~seen, -math.inf)
-    lse = torch.logsumexp(s, dim=-1)  # -inf for a row that sees nothing
+    if sinks is not None:  # one more term per row, which adds nothing to o
+        sink = torch.as_tensor(sinks).to(torch.float64)[None, :, None, None]
+        lse = torch.logsumexp(torch.cat([s, sink.expand(b, hq, sq, 1)], dim=-1), dim=-1)
+    else:
+        lse = torch.logsumexp(s, dim=-1)  # -inf for a row that sees nothing
     p = torch.where(seen, torch.exp(s - lse.unsqueeze(-1).clamp_min(-1e300)),
                     torch.zeros((), dtype=s.dtype))
     p = torch.nan_to_num(p)

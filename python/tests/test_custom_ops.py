@@ -83,43 +83,63 @@ def test_modifier_operators_pass_opcheck():
     modifiers = ("score + bias[h][q_idx - kv_idx + 29]", "kv_idx <= q_idx + 10", "bias", [bias])
     ops = torch.ops.flashjit
     torch.library.opcheck(ops.attention_forward_modified.default,
-                          (q, k, v, *flags(False), *modifiers, None))
+                          (q, k, v, *flags(False), *modifiers, None, None))
     o, lse = ops.attention_forward_modified(q.detach(), k.detach(), v.detach(), *flags(False),
-                                            *modifiers[:3], [bias.detach()], None)
+                                            *modifiers[:3], [bias.detach()], None, None)
     torch.library.opcheck(ops.attention_backward_modified.default,
                           (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o, lse,
-                           *flags(False), *modifiers[:3], [bias.detach()], None, [True],
-                           [torch.zeros(4, 59)]))
+                           *flags(False), *modifiers[:3], [bias.detach()], None, None, [True],
+                           [torch.zeros(4, 59)], None))
+    # With learnable sinks and their gradient, without modifiers.
+    sinks = torch.randn(4, requires_grad=True)
+    torch.library.opcheck(ops.attention_forward_modified.default,
+                          (q, k, v, *flags(), "", "", "", [], None, sinks))
+    o, lse = ops.attention_forward_modified(q.detach(), k.detach(), v.detach(), *flags(), "", "",
+                                            "", [], None, sinks.detach())
+    torch.library.opcheck(ops.attention_backward_modified.default,
+                          (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o, lse,
+                           *flags(), "", "", "", [], None, sinks.detach(), [], [],
+                           torch.zeros(4)))
 
 
 @needs_custom_op
 def test_varlen_operators_pass_opcheck():
     q, k, v, cu_q, cu_k = packed(grad=True)
     used_k = torch.tensor([10, 18], dtype=torch.int32)
-    args = (cu_q, cu_k, 13, 18, None, used_k, ALIBI, *flags(), "", "", "", [])
+    args = (cu_q, cu_k, 13, 18, None, used_k, ALIBI, *flags(), "", "", "", [], None)
     ops = torch.ops.flashjit
     torch.library.opcheck(ops.attention_varlen_forward.default, (q, k, v, *args, None))
     o, lse = ops.attention_varlen_forward(q.detach(), k.detach(), v.detach(), *args, None)
     torch.library.opcheck(ops.attention_varlen_backward.default,
                           (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o, lse, *args,
-                           [], []))
+                           [], [], None))
+    # With learnable sinks and their gradient.
+    sinks = torch.randn(4, requires_grad=True)
+    sunk = (*args[:-1], sinks)
+    torch.library.opcheck(ops.attention_varlen_forward.default, (q, k, v, *sunk, None))
+    o, lse = ops.attention_varlen_forward(q.detach(), k.detach(), v.detach(), *args[:-1],
+                                          sinks.detach(), None)
+    torch.library.opcheck(ops.attention_varlen_backward.default,
+                          (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o, lse,
+                           *args[:-1], sinks.detach(), [], [], torch.zeros(4)))
     # With modifiers: a learnable bias per relative position, a mask of the sequence's rows.
     bias = torch.randn(4, 59, requires_grad=True)
     modified = (cu_q, cu_k, 13, 18, None, used_k, None, *flags(False),
                 "score + bias[h][q_idx - kv_idx + 29]", "kv_idx <= q_idx + b", "bias", [bias])
-    torch.library.opcheck(ops.attention_varlen_forward.default, (q, k, v, *modified, None))
-    detached = (*modified[:-1], [bias.detach()])
+    torch.library.opcheck(ops.attention_varlen_forward.default,
+                          (q, k, v, *modified, None, None))
+    detached = (*modified[:-1], [bias.detach()], None)
     o, lse = ops.attention_varlen_forward(q.detach(), k.detach(), v.detach(), *detached, None)
     torch.library.opcheck(ops.attention_varlen_backward.default,
                           (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o, lse,
-                           *detached, [True], [torch.zeros(4, 59)]))
+                           *detached, [True], [torch.zeros(4, 59)], None))
     # Over a paged cache (forward only): k and v as 5 pages of 8 rows, sequence 1 on pages 3, 0.
     k_cache, v_cache = (randn(s, 5, 8, 2, 32) for s in (21, 22))
     block_table = torch.tensor([[1, 4], [3, 0]], dtype=torch.int32)
     torch.library.opcheck(ops.attention_varlen_forward.default,
                           (q.detach(), k_cache, v_cache, cu_q, None, 13, 16, None,
                            torch.tensor([9, 16], dtype=torch.int32), ALIBI, *flags(), "", "",
-                           "", [], block_table))
+                           "", [], None, block_table))
 
 
 @needs_custom_op
@@ -333,6 +353,21 @@ def test_callables_defined_inside_a_compiled_function_are_traced_eagerly():
     compiled_loss.backward()
     for eager, traced in zip(eager_inputs, compiled_inputs):
         assert torch.equal(eager.grad, traced.grad)
+
+
+@needs_custom_op
+def test_torch_compile_traces_sinks_in_one_graph():
+    # Learnable sinks, dense and packed, with their gradient: one graph each.
+    def sinks():
+        return torch.linspace(-1.0, 1.0, 4).requires_grad_()
+    compiled_matches_eager(
+        lambda q, k, v, s: square_sum(flashjit.attention(q, k, v, causal=True,
+                                                         deterministic=True, sinks=s)),
+        lambda: (*dense(grad=True), sinks()))
+    compiled_matches_eager(
+        lambda q, k, v, cu_q, cu_k, s: square_sum(flashjit.attention_varlen(
+            q, k, v, cu_q, cu_k, 13, 18, causal=True, deterministic=True, sinks=s)),
+        lambda: (*packed(grad=True), sinks()))
 
 
 @needs_custom_op

@@ -14,5 +14,6 @@ void add_forward_kernels_hdim128_alternatives(detail::EmulatedKernelTable& table
 void add_forward_kernels_hdim256(detail::EmulatedKernelTable& table);
 void add_kvcache_append_kernels(detail::EmulatedKernelTable& table);
 void add_unused_rows_kernels(detail::EmulatedKernelTable& table);
+void add_sinks_kernels(detail::EmulatedKernelTable& table);
 
 }  // namespace flashjit::kernels::emulated

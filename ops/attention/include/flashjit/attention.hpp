@@ -140,6 +140,18 @@ struct Attention {
   /// gradient of a capture into its Capture::grad when one is given.
   std::vector<Capture> captures{};
 
+  /// Learnable attention sinks (gpt-oss's `sinks`), fp32 [heads_q], any stride; null data:
+  /// none. Query head h's logit s_h joins every row's softmax denominator and adds nothing to
+  /// the output: P_ij = e^(S_ij) / (Σ_j e^(S_ij) + e^(s_h)), so o shrinks by e^(LSE − LSE')
+  /// and lse is LSE' = log(e^LSE + e^(s_h)) (a row that sees no key gets o = 0, lse = s_h).
+  /// Every forward takes them (dense, Sequences, decoding: after any split merge, counted
+  /// once); the backward needs them only for their gradient.
+  TensorView sinks{};
+  /// Written by the backward when given (with sinks): ∂L/∂s_h = −Σ over batch and rows of
+  /// e^(s_h − lse) · rowsum(dout ∘ o), fp32 [heads_q], any stride; summed in a fixed order, so
+  /// reruns are bit-identical. Overwritten, not accumulated.
+  TensorView sinks_grad{};
+
   /// V's and O's head dim: head_dim_v, or head_dim when it is 0.
   std::int64_t value_head_dim() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
 };

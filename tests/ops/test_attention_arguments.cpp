@@ -703,7 +703,8 @@ TEST_CASE("attention-forward lists the compile matrix") {
     // 16-bit or an fp8 cache),
     // decoding over an fp8 cache (paged, split and not, on the mma.sync and decode kernels) at
     // 128 and the unused rows' fill (3
-    // element types). Last MLA's absorbed decoding on the wide path (V in the keys and not,
+    // element types), the learnable sinks' pass (2 dtypes). Last MLA's absorbed decoding on the
+    // wide path (V in the keys and not,
     // split and not): 16 and 128 heads take one tile on sm_80, two on sm_90a. On sm_90a also
     // packed prefill over an fp8 cache on the TMA kernel: head dims 64, 128 (with and without
     // the window mask) and 256.
@@ -711,7 +712,7 @@ TEST_CASE("attention-forward lists the compile matrix") {
     const std::size_t wide = hopper ? 8 : 4;
     const std::size_t fp8_prefill = hopper ? 4 : 0;
     CHECK(defaults.size() ==
-          32 * 2 * 2 + 2 * 2 * 2 + layouts * 6 + 1 + 12 + 4 + 3 + wide + fp8_prefill);
+          32 * 2 * 2 + 2 * 2 * 2 + layouts * 6 + 1 + 12 + 4 + 3 + 2 + wide + fp8_prefill);
     const auto tma_varlen = std::count_if(defaults.begin(), defaults.end(), [](const auto& spec) {
       return spec.readable_name.ends_with(".tma.overlap.pingpong.varlen") ||
              spec.readable_name.ends_with(".tma.overlap.varlen");

@@ -19,6 +19,7 @@
 #include "attention/check/attention_reference.hpp"
 #include "attention/inference/kvcache_append.hpp"
 #include "attention/inference/unused_rows.hpp"
+#include "attention/sinks/attention_sinks.hpp"
 #include "common/builtin_kernels.hpp"
 #include "common/op_registry.hpp"
 #include "flashjit/flashjit.hpp"
@@ -69,6 +70,9 @@ std::set<std::string> every_valid_name_expression() {
     names.insert(spec.name_expression);
   }
   for (const detail::KernelSpec& spec : kernels::unused_rows_specs(detail::kEmulatorArch)) {
+    names.insert(spec.name_expression);
+  }
+  for (const detail::KernelSpec& spec : kernels::sinks_specs(detail::kEmulatorArch)) {
     names.insert(spec.name_expression);
   }
   for (int head_dim = 8; head_dim <= 256; head_dim += 8) {

@@ -504,6 +504,26 @@ TEST_CASE("run --paged and --varlen: the inference forward and the varlen backwa
   }
 }
 
+TEST_CASE("run --sinks: learnable sinks forward and backward against float64, PASS") {
+  TempDir dir;
+  for (const char* op : {"attention-forward", "attention-backward"}) {
+    const ChildResult run =
+        flashjit_cli({"run", "--emulate", "--op", op, "--sinks", "--heads", "4", "--heads-kv", "2",
+                      "--seqlen-q", "40", "--seqlen-k", "56", "--head-dim", "64", "--causal"},
+                     dir.path().string());
+    CAPTURE(run.output);
+    CHECK(run.exit_code == 0);
+    CHECK(run.out.find("learnable sinks") != std::string::npos);
+    CHECK(run.out.find("PASS") != std::string::npos);
+    const bool backward = std::string(op) == "attention-backward";
+    CHECK((run.out.find("dsinks:") != std::string::npos) == backward);
+  }
+  const ChildResult paged =
+      flashjit_cli({"run", "--emulate", "--sinks", "--paged"}, dir.path().string());
+  CHECK(paged.exit_code == 2);
+  CHECK(paged.output.find("'--sinks'") != std::string::npos);
+}
+
 TEST_CASE("run --score-mod/--mask-mod: the float64 reference evaluates the same text, PASS") {
   TempDir dir;
   // A dense forward, and a variable-length backward whose ∂score_mod/∂score comes from the

@@ -67,6 +67,10 @@ void add_run_options(CLI::App& run, AttentionRunFlags& flags) {
                "Forward with --paged or --varlen: v is k's first --head-dim-v columns in the "
                "same memory, as in MLA's latent cache (head dims 576 and 512): each key row's "
                "first columns are its value, and the forward loads the keys once for both");
+  run.add_flag("--sinks", flags.sinks,
+               "Dense runs: learnable attention sinks (random logits, one a query head) in every "
+               "row's softmax denominator, checked with O and LSE (and after the backward with "
+               "the sinks' gradient) against the float64 reference");
   run.add_option("--splits", flags.splits,
                  "Forward with --paged or --varlen: split each query block's keys across this "
                  "many CTAs (1 to 64; default: chosen from the SM count)")
@@ -111,7 +115,8 @@ RunOp attention_run(bool backward, std::shared_ptr<AttentionRunFlags> flags) {
                      : "an attention forward (--paged, --varlen, --splits: the inference forms)";
   op.options = {"--batch",    "--heads",     "--heads-kv", "--seqlen-q",   "--seqlen-k",
                 "--head-dim", "--causal",    "--counters", "--layout",     "--config",
-                "--varlen",   "--score-mod", "--mask-mod", "--head-dim-v", "--seqused"};
+                "--varlen",   "--score-mod", "--mask-mod", "--head-dim-v", "--seqused",
+                "--sinks"};
   if (backward) {
     op.options.push_back("--deterministic");
   } else {
@@ -138,10 +143,15 @@ RunOp attention_run(bool backward, std::shared_ptr<AttentionRunFlags> flags) {
          {"--rotary", f.append > 0, "attention-forward with --append"},
          {"--rotary-interleaved", f.append > 0, "attention-forward with --append"},
          {"--seqused", f.varlen > 0 && !f.paged, "attention runs with --varlen, without --paged"},
+         {"--sinks", !f.inference(),
+          "attention runs without --paged, --varlen, --append or --kv-dtype"},
          {"--values-in-keys", (f.paged || f.varlen > 0) && f.append == 0 && !f.kv_e4m3(),
           "attention-forward with --paged or --varlen, without --append or --kv-dtype"}});
   };
   op.run = [flags, backward](const RunContext& context) {
+    if (flags->sinks && !flags->inference()) {
+      return run_attention_with_sinks(context, *flags, backward);
+    }
     return flags->inference() ? run_inference_attention(context, *flags, backward)
                               : run_dense_attention(context, *flags, backward);
   };

@@ -73,6 +73,12 @@ void attend_row(const Problem& problem, ConstView4 q, ConstView4 k, int64_t b, i
   }
   row.probs = row.scores;
   row.lse = softmax_in_place(row.probs.data(), n);
+  if (problem.sinks.empty()) return;
+  // The sink's term in the denominator: every probability shrinks by e^(LSE − LSE').
+  const double with_sink = log_add_exp(row.lse, problem.sinks[static_cast<size_t>(h)]);
+  const double shrink = row.lse == kNegInf ? 0.0 : std::exp(row.lse - with_sink);
+  for (double& p : row.probs) p *= shrink;
+  row.lse = with_sink;
 }
 
 // O[i, d] = sum_j P[i, j] V[j, d] over the row's key range.
@@ -127,6 +133,8 @@ void Problem::validate() const {
   require(!softmax_scale || std::isfinite(*softmax_scale), "softmax_scale must be finite");
   require(window_left >= -1 && window_right >= -1, "window_left/right must be >= -1");
   require(std::isfinite(softcap) && softcap >= 0, "softcap must be finite and >= 0 (0 = off)");
+  require(sinks.empty() || static_cast<int64_t>(sinks.size()) == heads_q,
+          "sinks must hold one logit per query head (or none)");
 }
 
 double Problem::scale() const {
@@ -191,6 +199,28 @@ Gradients backward(const Problem& problem, ConstView4 q, ConstView4 k, ConstView
         backprop_row(problem, views, b, h, i, row);
       }
   return g;
+}
+
+std::vector<double> sinks_gradient(const Problem& problem, ConstView4 q, ConstView4 k,
+                                   ConstView4 v, ConstView4 dout) {
+  require_inputs(problem, q, k, v);
+  require(static_cast<int64_t>(problem.sinks.size()) == problem.heads_q,
+          "sinks_gradient needs one sink per query head");
+  std::vector<double> grad(problem.sinks.size(), 0.0);
+  RowSoftmax row;
+  for (int64_t b = 0; b < problem.batch; ++b)
+    for (int64_t h = 0; h < problem.heads_q; ++h)
+      for (int64_t i = 0; i < problem.seqlen_q; ++i) {
+        attend_row(problem, q, k, b, h, i, {0, problem.seqlen_k}, row);
+        double delta = 0.0;  // D_i = dO_i . O_i
+        for (int64_t d = 0; d < problem.value_dim(); ++d) {
+          delta += dout(b, i, h, d) *
+                   output_element(v, b, problem.kv_head(h), d, {0, problem.seqlen_k}, row);
+        }
+        grad[static_cast<size_t>(h)] -=
+            std::exp(problem.sinks[static_cast<size_t>(h)] - row.lse) * delta;
+      }
+  return grad;
 }
 
 double log_add_exp(double a, double b) {

@@ -50,6 +50,9 @@ struct Problem {
   std::function<double(double, int64_t, int64_t, int64_t, int64_t)> score_mod_slope{};
   std::string mask_mod_text{};
   std::function<bool(int64_t, int64_t, int64_t, int64_t)> mask_mod{};
+  /// Learnable attention sinks (Attention::sinks): one logit per query head joining every
+  /// row's softmax denominator (and its LSE), adding nothing to O. Empty: none.
+  std::vector<double> sinks{};
 
   /// Throws std::invalid_argument naming the first bad field.
   void validate() const;
@@ -123,6 +126,12 @@ ForwardResult forward(const Problem& problem, ConstView4 q, ConstView4 k, ConstV
 /// Throws std::invalid_argument when the problem or a view's shape is invalid.
 Gradients backward(const Problem& problem, ConstView4 q, ConstView4 k, ConstView4 v,
                    ConstView4 dout, Layout grad_layout = Layout::bshd);
+
+/// ∂loss/∂sinks (Attention::sinks_grad) for dO = dloss/dO: −Σ over batch and rows of
+/// e^(s_h − LSE) · (dO_i · O_i), per query head. Recomputes O and LSE itself; the problem must
+/// have sinks.
+std::vector<double> sinks_gradient(const Problem& problem, ConstView4 q, ConstView4 k,
+                                   ConstView4 v, ConstView4 dout);
 
 /// log(e^a + e^b) computed stably; -inf when both are -inf.
 double log_add_exp(double a, double b);

@@ -29,6 +29,7 @@ struct AttentionRunFlags {
   std::string kv_dtype;   // forward: "e4m3" for an fp8 cache; empty: --dtype's
   bool seqused = false;   // with --varlen: padding rows past the used ones (seqused_q, seqlens_k)
   bool values_in_keys = false;  // inference forward: v is a view of k's first head_dim_v columns
+  bool sinks = false;  // dense: random learnable sinks (Attention::sinks), their gradient checked
 
   /// Whether the cache is fp8 (--kv-dtype e4m3).
   bool kv_e4m3() const { return kv_dtype == "e4m3"; }
@@ -60,6 +61,11 @@ double minimum_global_bytes(const Attention& attention, DType dtype, bool backwa
 
 /// A dense forward (or backward, after a forward for O and LSE); returns the exit code.
 int run_dense_attention(const RunContext& context, const AttentionRunFlags& flags, bool backward);
+
+/// A dense forward (or backward, with the sinks' gradient) with random learnable sinks
+/// (sinks_run.cpp); returns the exit code.
+int run_attention_with_sinks(const RunContext& context, const AttentionRunFlags& flags,
+                             bool backward);
 
 /// The inference forward (or the varlen backward) of the options; returns the exit code.
 int run_inference_attention(const RunContext& context, const AttentionRunFlags& flags,

@@ -219,8 +219,8 @@ struct Problem {
   void backward() {
     Attention call = attention;
     call.sinks_grad = grad_.view;
-    emulator().backward(call, q_.view, k_.view, v_.view, o_.view, lse_.view, dout_.view,
-                        dq_.view, dk_.view, dv_.view);
+    emulator().backward(call, q_.view, k_.view, v_.view, o_.view, lse_.view, dout_.view, dq_.view,
+                        dk_.view, dv_.view);
   }
 };
 
@@ -273,8 +273,8 @@ TEST_CASE("rows that see no key get o = 0 and lse = the sink") {
 Device upload_indices(const std::vector<std::int32_t>& host) {
   DeviceBuffer buffer = emulator().allocate(host.size() * 4);
   emulator().copy_to_device(buffer.data(), host.data(), host.size() * 4);
-  const TensorView view = TensorView::contiguous(buffer.data(), DType::i32,
-                                                 {static_cast<std::int64_t>(host.size())});
+  const TensorView view =
+      TensorView::contiguous(buffer.data(), DType::i32, {static_cast<std::int64_t>(host.size())});
   return {std::move(buffer), view};
 }
 
@@ -291,14 +291,14 @@ TEST_CASE("packed sequences with sinks, forward and backward: the dense call's r
     return TensorView::contiguous(d.buffer.data(), d.view.dtype,
                                   {rows, d.view.shape[2], d.view.shape[3]});
   };
-  Device lse = upload(std::vector<float>(static_cast<std::size_t>(s.heads_q * total_q)),
-                      DType::f32, {s.heads_q, total_q});
+  Device lse = upload(std::vector<float>(static_cast<std::size_t>(s.heads_q * total_q)), DType::f32,
+                      {s.heads_q, total_q});
   emulator().forward(p.attention, sequences, packed(p.q_, total_q), packed(p.k_, total_k),
                      packed(p.v_, total_k), packed(p.o_, total_q), lse.view);
   CHECK(worst_error(download(p.o_), reference_o(s, p.q, p.k, p.v, p.sink_logits())) < 1e-2);
   const std::vector<float> lse_packed = download(lse);
-  CHECK(lse_packed[1] == doctest::Approx(row_reference(s, p.q, p.k, 0, 0, 1, p.sinks[0]).lse)
-                             .epsilon(1e-4));
+  CHECK(lse_packed[1] ==
+        doctest::Approx(row_reference(s, p.q, p.k, 0, 0, 1, p.sinks[0]).lse).epsilon(1e-4));
   Attention call = p.attention;
   call.sinks_grad = p.grad_.view;
   emulator().backward(call, sequences, packed(p.q_, total_q), packed(p.k_, total_k),
@@ -347,8 +347,9 @@ TEST_CASE("the backward with sinks: dq, dk, dv and the sinks' gradient against f
       constexpr double kStep = 1e-5;
       std::vector<double> up = sinks, down = sinks;
       up[h] += kStep, down[h] -= kStep;
-      const double numeric = (loss(p.s, p.q, p.k, p.v, up, p.dout) -
-                              loss(p.s, p.q, p.k, p.v, down, p.dout)) / (2 * kStep);
+      const double numeric =
+          (loss(p.s, p.q, p.k, p.v, up, p.dout) - loss(p.s, p.q, p.k, p.v, down, p.dout)) /
+          (2 * kStep);
       CAPTURE(h);
       CHECK(std::abs(grad[h] - numeric) < 2e-2 * (std::abs(numeric) + 1.0));
     }
@@ -369,21 +370,21 @@ TEST_CASE("bad sinks are named before anything is launched") {
   const std::vector<float> before = download(p.o_);
   Attention wrong = p.attention;
   wrong.sinks = TensorView::contiguous(p.sinks_.buffer.data(), DType::f32, {3});
-  CHECK_THROWS_WITH_AS(emulator().forward(wrong, p.q_.view, p.k_.view, p.v_.view, p.o_.view,
-                                          p.lse_.view),
-                       doctest::Contains("attention.sinks.shape"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(
+      emulator().forward(wrong, p.q_.view, p.k_.view, p.v_.view, p.o_.view, p.lse_.view),
+      doctest::Contains("attention.sinks.shape"), InvalidArgument);
   wrong.sinks = TensorView::contiguous(p.q_.buffer.data(), DType::bf16, {4});
-  CHECK_THROWS_WITH_AS(emulator().forward(wrong, p.q_.view, p.k_.view, p.v_.view, p.o_.view,
-                                          p.lse_.view),
-                       doctest::Contains("must be fp32"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(
+      emulator().forward(wrong, p.q_.view, p.k_.view, p.v_.view, p.o_.view, p.lse_.view),
+      doctest::Contains("must be fp32"), InvalidArgument);
   CHECK(download(p.o_) == before);
   Attention no_sinks = p.attention;
   no_sinks.sinks = {};
   no_sinks.sinks_grad = p.grad_.view;
-  CHECK_THROWS_WITH_AS(emulator().backward(no_sinks, p.q_.view, p.k_.view, p.v_.view, p.o_.view,
-                                           p.lse_.view, p.dout_.view, p.dq_.view, p.dk_.view,
-                                           p.dv_.view),
-                       doctest::Contains("attention.sinks_grad"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(
+      emulator().backward(no_sinks, p.q_.view, p.k_.view, p.v_.view, p.o_.view, p.lse_.view,
+                          p.dout_.view, p.dq_.view, p.dk_.view, p.dv_.view),
+      doctest::Contains("attention.sinks_grad"), InvalidArgument);
 }
 
 }  // namespace flashjit::testing

@@ -26,8 +26,8 @@ constexpr double kGradientBound = 2e-2;
 
 /// One line of the report and whether it passed.
 bool report(const char* name, const reference::CheckResult& check, double bound) {
-  std::printf("%-8s max abs error %.3g, relative L2 error %.3g (bound %.3g)\n", name,
-              check.max_abs, check.rel_l2, bound);
+  std::printf("%-8s max abs error %.3g, relative L2 error %.3g (bound %.3g)\n", name, check.max_abs,
+              check.rel_l2, bound);
   return check.ok && check.rel_l2 <= bound;
 }
 
@@ -36,8 +36,8 @@ class SinkRun {
  public:
   SinkRun(const testing::ForwardCase& c, Runtime& runtime, bool deterministic)
       : c_(c), problem_(c.problem), runtime_(runtime), attention_(c.attention()) {
-    const reference::Tensor4 logits = reference::random_tensor(
-        {1, 1, problem_.heads_q, 1}, reference::Layout::bshd, c.seed + 7);
+    const reference::Tensor4 logits =
+        reference::random_tensor({1, 1, problem_.heads_q, 1}, reference::Layout::bshd, c.seed + 7);
     for (double x : logits.values) sinks_.push_back(static_cast<float>(1.5 * x + 0.5));
     problem_.sinks.assign(sinks_.begin(), sinks_.end());
     q_ = rounded_random(problem_.q_shape(), c.layout, c.seed, c.dtype);
@@ -46,8 +46,7 @@ class SinkRun {
     dout_ = rounded_random(problem_.o_shape(), c.layout, c.seed + 3, c.dtype);
     attention_.deterministic = deterministic;
     sinks_buffer_ = upload(runtime, sinks_);
-    attention_.sinks =
-        TensorView::contiguous(sinks_buffer_.data(), DType::f32, {problem_.heads_q});
+    attention_.sinks = TensorView::contiguous(sinks_buffer_.data(), DType::f32, {problem_.heads_q});
   }
 
   /// The forward; its O and LSE against the reference.
@@ -57,8 +56,8 @@ class SinkRun {
     o_buffer_ = upload(runtime_, std::vector<std::uint16_t>(dout_.bits.size(), kPoison));
     lse_buffer_ = upload(runtime_, std::vector<float>(static_cast<std::size_t>(
                                        problem_.batch * problem_.heads_q * problem_.seqlen_q)));
-    runtime_.forward(attention_, view(q_buffer_, 'q'), view(k_buffer_, 'k'),
-                     view(v_buffer_, 'v'), view(o_buffer_, 'o'), lse_view());
+    runtime_.forward(attention_, view(q_buffer_, 'q'), view(k_buffer_, 'k'), view(v_buffer_, 'v'),
+                     view(o_buffer_, 'o'), lse_view());
     runtime_.synchronize();
     const reference::ForwardResult expected = reference::forward(
         problem_, q_.values.view(), k_.values.view(), v_.values.view(), {}, c_.layout);
@@ -89,11 +88,11 @@ class SinkRun {
     ok &= report("dV:", check(dv, want.dv, "dV", kGradientBound), kGradientBound);
     std::vector<float> got(sinks_.size());
     runtime_.copy_to_host(got.data(), sinks_grad.data(), got.size() * sizeof(float));
-    const std::vector<double> expected =
-        reference::sinks_gradient(problem_, q_.values.view(), k_.values.view(),
-                                  v_.values.view(), dout_.values.view());
+    const std::vector<double> expected = reference::sinks_gradient(
+        problem_, q_.values.view(), k_.values.view(), v_.values.view(), dout_.values.view());
     return report("dsinks:", reference::check_close(got, expected, kGradientBound, "dsinks"),
-                  kGradientBound) && ok;
+                  kGradientBound) &&
+           ok;
   }
 
   const reference::Problem& problem() const { return problem_; }
@@ -105,8 +104,7 @@ class SinkRun {
     const bool query = which == 'q' || which == 'o';
     const std::int64_t dim = which == 'q' || which == 'k' ? p.head_dim : p.value_dim();
     return attention_tensor(buffer.data(), c_.dtype, library_layout(c_.layout), p.batch,
-                            query ? p.seqlen_q : p.seqlen_k, query ? p.heads_q : p.heads_kv,
-                            dim);
+                            query ? p.seqlen_q : p.seqlen_k, query ? p.heads_q : p.heads_kv, dim);
   }
   TensorView lse_view() const {
     return lse_tensor(static_cast<float*>(lse_buffer_.data()), attention_);
@@ -133,25 +131,26 @@ class SinkRun {
 int run_attention_with_sinks(const RunContext& context, const AttentionRunFlags& flags,
                              bool backward) {
   if (!flags.config.empty() || !flags.score_mod.empty() || !flags.mask_mod.empty()) {
-    throw InvalidArgument("--sinks", "runs the library's own config without modifiers: not with "
-                                     "--config, --score-mod or --mask-mod");
+    throw InvalidArgument("--sinks",
+                          "runs the library's own config without modifiers: not with "
+                          "--config, --score-mod or --mask-mod");
   }
   const testing::ForwardCase c = forward_case(context, flags);
   Runtime runtime = context.open_runtime();
   SinkRun run(c, runtime, flags.deterministic);
   const reference::Problem& p = run.problem();
-  std::printf("shape:   batch %lld, heads %lld (kv %lld), seqlen_q %lld, seqlen_k %lld, head_dim "
-              "%lld, %s%s, learnable sinks\n",
-              static_cast<long long>(p.batch), static_cast<long long>(p.heads_q),
-              static_cast<long long>(p.heads_kv), static_cast<long long>(p.seqlen_q),
-              static_cast<long long>(p.seqlen_k), static_cast<long long>(p.head_dim),
-              std::string(dtype_name(c.dtype)).c_str(), p.causal ? ", causal" : "");
+  std::printf(
+      "shape:   batch %lld, heads %lld (kv %lld), seqlen_q %lld, seqlen_k %lld, head_dim "
+      "%lld, %s%s, learnable sinks\n",
+      static_cast<long long>(p.batch), static_cast<long long>(p.heads_q),
+      static_cast<long long>(p.heads_kv), static_cast<long long>(p.seqlen_q),
+      static_cast<long long>(p.seqlen_k), static_cast<long long>(p.head_dim),
+      std::string(dtype_name(c.dtype)).c_str(), p.causal ? ", causal" : "");
   const auto start = std::chrono::steady_clock::now();
   bool ok = run.forward();
   if (backward) ok = run.backward() && ok;
   return conclude(ok, "an output is past its bound (above)",
-                  backward ? "forward, backward and check" : "kernel and check",
-                  elapsed_ms(start));
+                  backward ? "forward, backward and check" : "kernel and check", elapsed_ms(start));
 }
 
 }  // namespace flashjit::tools

@@ -49,7 +49,8 @@ detail::LaunchShape shape_of(std::int64_t blocks, int threads, Stream stream) {
 }  // namespace
 
 void validate_sinks(const Attention& attention, bool backward) {
-  if (present(attention.sinks)) check_per_head(attention.sinks, "attention.sinks", attention.heads_q);
+  if (present(attention.sinks))
+    check_per_head(attention.sinks, "attention.sinks", attention.heads_q);
   if (!backward || !present(attention.sinks_grad)) return;
   if (!present(attention.sinks)) {
     throw InvalidArgument("attention.sinks_grad",
@@ -86,8 +87,8 @@ SinkLse lse_for_sinks(detail::RuntimeBackend& backend, const Attention& attentio
   if (!present(attention.sinks) || present(lse)) return {DeviceBuffer{}, lse};
   std::int64_t elements = 1;
   for (std::int64_t size : shape) elements *= size;
-  DeviceBuffer workspace = backend.allocate_buffer_on_stream(
-      static_cast<std::size_t>(elements) * sizeof(float), stream);
+  DeviceBuffer workspace =
+      backend.allocate_buffer_on_stream(static_cast<std::size_t>(elements) * sizeof(float), stream);
   const TensorView view = TensorView::contiguous(workspace.data(), DType::f32, shape);
   return {std::move(workspace), view};
 }
@@ -101,8 +102,8 @@ SinkTensors sink_tensors(const TensorView& rows, const TensorView& lse) {
                               {0, lse.strides[0], lse.strides[1]})};
 }
 
-void apply_sinks(detail::RuntimeBackend& backend, const Attention& attention,
-                 const TensorView& o, const TensorView& lse, Stream stream) {
+void apply_sinks(detail::RuntimeBackend& backend, const Attention& attention, const TensorView& o,
+                 const TensorView& lse, Stream stream) {
   if (!present(attention.sinks)) return;
   const SinkTensors t = sink_tensors(o, lse);
   const SinkRowsParams p{rows_of(t.rows),
@@ -115,18 +116,15 @@ void apply_sinks(detail::RuntimeBackend& backend, const Attention& attention,
                          narrow(t.rows.shape[3], "o.shape")};
   const std::int64_t rows = t.rows.shape[0] * t.rows.shape[1] * t.rows.shape[2];
   constexpr int kRowsPerBlock = kSinkBlockThreads / 32;
-  const std::vector<detail::KernelBuffer> buffers = {kernel_buffer(o, "o"),
-                                                     kernel_buffer(lse, "lse"),
-                                                     kernel_buffer(attention.sinks, "sinks")};
-  detail::launch_kernel(backend.executor(), sinks_spec(o.dtype, false, backend.info().arch()),
-                        shape_of((rows + kRowsPerBlock - 1) / kRowsPerBlock, kSinkBlockThreads,
-                                 stream),
-                        buffers, p);
+  const std::vector<detail::KernelBuffer> buffers = {
+      kernel_buffer(o, "o"), kernel_buffer(lse, "lse"), kernel_buffer(attention.sinks, "sinks")};
+  detail::launch_kernel(
+      backend.executor(), sinks_spec(o.dtype, false, backend.info().arch()),
+      shape_of((rows + kRowsPerBlock - 1) / kRowsPerBlock, kSinkBlockThreads, stream), buffers, p);
 }
 
-void sink_gradient(detail::RuntimeBackend& backend, const Attention& attention,
-                   const TensorView& o, const TensorView& lse, const TensorView& dout,
-                   Stream stream) {
+void sink_gradient(detail::RuntimeBackend& backend, const Attention& attention, const TensorView& o,
+                   const TensorView& lse, const TensorView& dout, Stream stream) {
   if (!present(attention.sinks_grad)) return;
   const SinkTensors t = sink_tensors(o, lse);
   const TensorView d = sink_tensors(dout, lse).rows;

@@ -43,14 +43,13 @@ SinkTensors sink_tensors(const TensorView& rows, const TensorView& lse);
 
 /// Rewrites a finished forward's o and lse into the sinks' (LSE' = log(e^LSE + e^s_h), O scaled
 /// by e^(LSE − LSE')), queued on `stream`. Nothing without Attention::sinks.
-void apply_sinks(detail::RuntimeBackend& backend, const Attention& attention,
-                 const TensorView& o, const TensorView& lse, Stream stream);
+void apply_sinks(detail::RuntimeBackend& backend, const Attention& attention, const TensorView& o,
+                 const TensorView& lse, Stream stream);
 
 /// Writes Attention::sinks_grad = −Σ e^(s_h − LSE') rowsum(dO ∘ O) per head from the forward's o
 /// and lse (the sink included) and dout (like o), queued on `stream`; in a fixed order, so
 /// reruns are bit-identical. Nothing without sinks_grad.
-void sink_gradient(detail::RuntimeBackend& backend, const Attention& attention,
-                   const TensorView& o, const TensorView& lse, const TensorView& dout,
-                   Stream stream);
+void sink_gradient(detail::RuntimeBackend& backend, const Attention& attention, const TensorView& o,
+                   const TensorView& lse, const TensorView& dout, Stream stream);
 
 }  // namespace flashjit::kernels

@@ -34,8 +34,8 @@ FJ_GLOBAL void __launch_bounds__(kSinkBlockThreads) attention_sinks_kernel(const
   // A row that saw no key (LSE = -inf) keeps O = 0 and gets LSE' = s_h.
   const bool seen = lse2 != negative_infinity();
   const float top = seen ? max_float(lse2, sink2) : sink2;
-  const float merged2 = seen ? top + log2_approx(exp2_approx(lse2 - top) + exp2_approx(sink2 - top))
-                             : sink2;
+  const float merged2 =
+      seen ? top + log2_approx(exp2_approx(lse2 - top) + exp2_approx(sink2 - top)) : sink2;
   const float scale = seen ? exp2_approx(lse2 - merged2) : 0.0f;
   T* o_row = p.o.rows<T>(batch, head, position);
   for (int column = lane; column < p.head_dim; column += kWarpSize) {

@@ -10,8 +10,8 @@ constexpr int kSinkBlockThreads = 128;
 
 /// Arguments of attention_sinks_kernel: a finished forward's o and lse, rewritten in place.
 struct SinkRowsParams {
-  HeadTensor o;    // [batch, rows, heads, head_dim], read and written
-  HeadTensor lse;  // [batch, rows, heads] as rows of width 1 (fp32), read and written
+  HeadTensor o;        // [batch, rows, heads, head_dim], read and written
+  HeadTensor lse;      // [batch, rows, heads] as rows of width 1 (fp32), read and written
   const float* sinks;  // [heads] logits
   index_t sink_stride;
   int batch, rows, heads, head_dim;

@@ -1,5 +1,8 @@
+#!/usr/bin/env bash
+# The cold compile of four kernels (see the .md beside this file): one process with one and two
+# threads, then two processes. Needs a build in build/ci.
 set -u
-cd /work/main
+cd "$(dirname "$0")/../.."  # the repository root
 export FLASHJIT_TEMPLATE_DIR=$PWD/ops
 F=build/ci/tools/flashjit
 run() { "$F" autotune --warm --arch sm_90a --head-dim 128 --seqlen 4096 "$@" 2>&1 | grep -v "^=="; }

@@ -98,12 +98,12 @@ if _custom_ops.AVAILABLE:
              k_descale: Optional[Tensor], v_descale: Optional[Tensor], rotary_interleaved: bool,
              num_splits: int, causal: bool, window_left: int, window_right: int, softcap: float,
              scale: Optional[float], alibi_slopes: Optional[Tensor], score_mod: str,
-             mask_mod: str, capture_names: str,
-             captures: List[Tensor]) -> Tuple[Tensor, Tensor]:
+             mask_mod: str, capture_names: str, captures: List[Tensor],
+             sinks: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
         flags = (causal, window_left, window_right, softcap, scale, False)
         options = _with_alibi(operator_options(flags, score_mod, mask_mod, capture_names,
-                                               captures), alibi_slopes, q, cache_seqlens, k,
-                              cache_leftpad)
+                                               captures, sinks), alibi_slopes, q, cache_seqlens,
+                              k, cache_leftpad)
         return _forward(q, k_cache, v_cache, cache_seqlens, k, v, rotary_cos, rotary_sin,
                         cache_batch_idx, cache_leftpad, block_table, k_descale, v_descale,
                         rotary_interleaved, num_splits, options)
@@ -136,7 +136,8 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
                            scale: Optional[float] = None, num_splits: int = 0,
                            return_lse: bool = False, score_mod: str = "", mask_mod: str = "",
                            captures: Optional[dict] = None, k_descale=None, v_descale=None,
-                           alibi_slopes=None, cu_seqlens_q=None, max_seqlen_q=None):
+                           alibi_slopes=None, cu_seqlens_q=None, max_seqlen_q=None,
+                           sinks=None):
     """Decoding and chunked prefill against a KV cache, FlashAttention's flash_attn_with_kvcache:
     q is [batch, seqlen_q, heads_q, head_dim]; the cache is dense, [batch, seqlen_cache,
     heads_kv, head_dim], or paged, [num_pages, page_size, heads_kv, head_dim] (any page_size,
@@ -180,6 +181,8 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
     such calls run outside the custom operators (a graph break under torch.compile).
 
     num_splits: split-KV blocks per query block (0 chooses, 1 to 64 forces), merged exactly.
+    sinks as in attention() (learnable attention sinks, counted once after the merge; no
+    gradient here).
     score_mod, mask_mod and captures as in attention(), b the sequence's index and q_idx, kv_idx
     positions within it (kv_idx counts from the first key after a left pad). Forward only.
     Returns o like q (and the float32 LSE [batch, heads_q, seqlen_q] with return_lse). Bad input
@@ -190,7 +193,7 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
     flashjit::attention_with_kvcache_append, which writes k_cache and v_cache), traced whole by
     torch.compile."""
     options = Options(causal, tuple(window), softcap, scale, False,
-                      *modifiers(score_mod, mask_mod, captures, q))
+                      *modifiers(score_mod, mask_mod, captures, q), sinks=float32(sinks))
     if isinstance(cache_seqlens, int):
         cache_seqlens = int32_full(q, _batch_of(q, cu_seqlens_q), cache_seqlens)
     arrays = (cache_seqlens, k, v, rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad,
@@ -199,11 +202,12 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
         _refuse_alibi_with_packed_queries(alibi_slopes)
         o, lse = _forward(q, k_cache, v_cache, *arrays, rotary_interleaved, num_splits, options,
                           cu_seqlens_q, max_seqlen_q)
-    elif _custom_ops.takes(q, k_cache, v_cache, *arrays, alibi_slopes,
+    elif _custom_ops.takes(q, k_cache, v_cache, *arrays, alibi_slopes, options.sinks,
                            *[x for _, x in options.captures]):
         op = _append_op if k is not None or v is not None else _decode_op
         o, lse = op(q, k_cache, v_cache, *arrays, bool(rotary_interleaved), int(num_splits),
-                    *options.flags()[:5], alibi_slopes, *operator_modifiers(options))
+                    *options.flags()[:5], alibi_slopes, *operator_modifiers(options),
+                    options.sinks)
     else:
         options = _with_alibi(options, alibi_slopes, q, cache_seqlens, k, cache_leftpad)
         o, lse = _forward(q, k_cache, v_cache, *arrays, rotary_interleaved, num_splits, options)

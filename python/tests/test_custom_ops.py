@@ -146,7 +146,7 @@ def test_varlen_operators_pass_opcheck():
 def test_kvcache_operators_pass_opcheck():
     q, k_cache, v_cache, seqlens = kvcache()
     nones = (None,) * 9  # k, v, rotary tables, cache rows and pads, block table, descales
-    rest = (True, 0, False, -1, -1, 0.0, None, ALIBI, "", "", "", [])
+    rest = (True, 0, False, -1, -1, 0.0, None, ALIBI, "", "", "", [], None)
     torch.library.opcheck(torch.ops.flashjit.attention_with_kvcache.default,
                           (q, k_cache, v_cache, seqlens, *nones, *rest))
     # The append writes the same keys at the same positions on every run opcheck makes.
@@ -157,8 +157,8 @@ def test_kvcache_operators_pass_opcheck():
                                                      *nones[2:], *rest)
     assert torch.equal(k_cache[0, 20], k_new[0, 0]) and torch.equal(v_cache[1, 31], v_new[1, 0])
     # With modifiers reading a capture: a bias per sequence.
-    modified = (*rest[:-5], None, "score - bias[b] * kv_idx", "kv_idx % 3 != 1", "bias",
-                [torch.tensor([0.01, 0.02])])
+    modified = (*rest[:-6], None, "score - bias[b] * kv_idx", "kv_idx % 3 != 1", "bias",
+                [torch.tensor([0.01, 0.02])], torch.tensor([0.5, -0.5, 1.0, 0.0]))
     torch.library.opcheck(torch.ops.flashjit.attention_with_kvcache.default,
                           (q, k_cache, v_cache, seqlens, *nones, *modified))
 

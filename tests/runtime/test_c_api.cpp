@@ -234,6 +234,47 @@ TEST_CASE("C API: forward and backward give the C++ API's bits and the reference
   check_against_reference(c, in, from_c);
 }
 
+TEST_CASE("C API: learnable sinks and their gradient give the C++ API's bits") {
+  const BackwardCase c = make_case(2, 1, 21, 30, 64);
+  Inputs in = make_inputs(c);
+  std::vector<float> sinks = {0.75f, -0.5f}, grad_c(2, -1.0f), grad_cpp(2, -2.0f);
+  // Through C: forward, then backward with the sinks' gradient.
+  Outputs from_c = poisoned_outputs(c.problem);
+  const Views cv = views_of(c, in, from_c);
+  const flashjit_tensor sinks_t = c_tensor(TensorView::contiguous(sinks.data(), DType::f32, {2}));
+  const flashjit_tensor grad_t = c_tensor(TensorView::contiguous(grad_c.data(), DType::f32, {2}));
+  flashjit_attention attn = c_attention(c.attention());
+  attn.sinks = &sinks_t;
+  attn.sinks_grad = &grad_t;
+  const flashjit_tensor q = c_tensor(cv.q), k = c_tensor(cv.k), v = c_tensor(cv.v),
+                        o = c_tensor(cv.o), lse = c_tensor(cv.lse), dout = c_tensor(cv.dout),
+                        dq = c_tensor(cv.dq), dk = c_tensor(cv.dk), dv = c_tensor(cv.dv);
+  CRuntime runtime;
+  REQUIRE(flashjit_attention_forward(runtime, &attn, &q, &k, &v, &o, &lse, nullptr) ==
+          FLASHJIT_OK);
+  REQUIRE(flashjit_attention_backward(runtime, &attn, &q, &k, &v, &o, &lse, &dout, &dq, &dk, &dv,
+                                      nullptr) == FLASHJIT_OK);
+  // Through C++, the same call.
+  Outputs from_cpp = poisoned_outputs(c.problem);
+  const Views pv = views_of(c, in, from_cpp);
+  Attention a = c.attention();
+  a.sinks = TensorView::contiguous(sinks.data(), DType::f32, {2});
+  a.sinks_grad = TensorView::contiguous(grad_cpp.data(), DType::f32, {2});
+  cpp_emulator().forward(a, pv.q, pv.k, pv.v, pv.o, pv.lse);
+  cpp_emulator().backward(a, pv.q, pv.k, pv.v, pv.o, pv.lse, pv.dout, pv.dq, pv.dk, pv.dv);
+  CHECK(from_c.o == from_cpp.o);
+  CHECK(bytes_equal(from_c.lse, from_cpp.lse));
+  CHECK(from_c.dq == from_cpp.dq);
+  CHECK(bytes_equal(grad_c, grad_cpp));
+  CHECK(grad_c[0] != -1.0f);  // written
+  // A sink of the wrong shape is named.
+  const flashjit_tensor wrong = c_tensor(TensorView::contiguous(sinks.data(), DType::f32, {1}));
+  attn.sinks = &wrong;
+  CHECK(flashjit_attention_forward(runtime, &attn, &q, &k, &v, &o, &lse, nullptr) ==
+        FLASHJIT_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(flashjit_last_error()).find("'attention.sinks.shape'") != std::string::npos);
+}
+
 /// A small valid forward/backward call in C, to break one argument at a time.
 struct Call {
   BackwardCase c = make_case(1, 1, 8, 8, 64);
@@ -644,6 +685,8 @@ TEST_CASE("C API: defaults and version are the C++ API's") {
   CHECK(attn.mask_mod == nullptr);
   CHECK(attn.captures == nullptr);
   CHECK(attn.num_captures == 0);
+  CHECK(attn.sinks == nullptr);
+  CHECK(attn.sinks_grad == nullptr);
 
   flashjit_runtime_options_init(nullptr);  // ignored, as documented
   flashjit_attention_init(nullptr);

@@ -84,7 +84,8 @@ def test_decoding_with_sinks_split_or_not():
     q = rand(2, 1, 4, 64, seed=15)
     k_cache, v_cache = (rand(2, 40, 2, 64, seed=s) for s in (16, 17))
     sinks = rand(4, dtype=torch.float32, seed=18)
-    o_ref, lse_ref = reference.attention(q, k_cache, v_cache, sinks=sinks)
+    o_ref, lse_ref = reference.attention(q.double(), k_cache.double(), v_cache.double(),
+                                         sinks=sinks)
     for splits in (1, 3):
         o, lse = flashjit.attention_with_kvcache(q, k_cache, v_cache, 40, num_splits=splits,
                                                  sinks=sinks, return_lse=True)

@@ -154,7 +154,7 @@ std::vector<detail::KernelSpec> attention_forward_specs(const std::string& arch,
   for (const detail::KernelSpec& spec : kvcache_append_specs(arch)) specs.push_back(spec);
   for (const detail::KernelSpec& spec : unused_rows_specs(arch)) specs.push_back(spec);
   for (const detail::KernelSpec& spec : sinks_specs(arch)) {
-    if (spec.role == "sinks") specs.push_back(spec);
+    if (spec.op == "attention-forward") specs.push_back(spec);
   }
   return specs;
 }
@@ -229,7 +229,7 @@ std::vector<detail::KernelSpec> attention_backward_specs(const std::string& arch
     }
   }
   for (const detail::KernelSpec& spec : sinks_specs(arch)) {
-    if (spec.role == "sink_gradient") specs.push_back(spec);
+    if (spec.op == "attention-backward") specs.push_back(spec);
   }
   return specs;
 }

@@ -130,10 +130,9 @@ def _refuse_alibi_with_packed_queries(alibi_slopes) -> None:
 
 def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None,
                            rotary_cos=None, rotary_sin=None, rotary_interleaved: bool = True,
-                           cache_batch_idx=None, cache_leftpad=None,
-                           block_table=None, causal: bool = False,
-                           window: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
-                           scale: Optional[float] = None, num_splits: int = 0,
+                           cache_batch_idx=None, cache_leftpad=None, block_table=None,
+                           causal: bool = False, window: Tuple[int, int] = (-1, -1),
+                           softcap: float = 0.0, scale: Optional[float] = None, num_splits: int = 0,
                            return_lse: bool = False, score_mod: str = "", mask_mod: str = "",
                            captures: Optional[dict] = None, k_descale=None, v_descale=None,
                            alibi_slopes=None, cu_seqlens_q=None, max_seqlen_q=None,
@@ -169,11 +168,8 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
 
     head_dim goes up to 576 here, with v_cache narrower (MLA's absorbed decoding: 576 and 512).
     A v_cache that is k_cache's first columns in the same memory (kv_cache[..., :512] of a CUDA
-    tensor) is seen as such and read once with the keys.
-
-    alibi_slopes as in attention(), each sequence's seqlen_k its cached keys after the left pad
-    and the new ones.
-
+    tensor) is seen as such and read once with the keys. alibi_slopes as in attention(), each
+    sequence's seqlen_k its cached keys after the left pad and the new ones.
     cu_seqlens_q (int32 [batch + 1]) with max_seqlen_q: packed queries, FlashAttention 3's
     varlen q: q is [total_q, heads_q, head_dim], sequence b's rows cu_seqlens_q[b] to
     cu_seqlens_q[b + 1] (each its own count, rotated at its own positions with an append); o is
@@ -181,10 +177,9 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, *, k=None, v=None
     such calls run outside the custom operators (a graph break under torch.compile).
 
     num_splits: split-KV blocks per query block (0 chooses, 1 to 64 forces), merged exactly.
-    sinks as in attention() (learnable attention sinks, counted once after the merge; no
-    gradient here).
-    score_mod, mask_mod and captures as in attention(), b the sequence's index and q_idx, kv_idx
-    positions within it (kv_idx counts from the first key after a left pad). Forward only.
+    score_mod, mask_mod, captures and sinks as in attention() (the sinks counted once, after the
+    merge), b the sequence's index and q_idx, kv_idx positions within it (kv_idx from the first
+    key after a left pad). Forward only.
     Returns o like q (and the float32 LSE [batch, heads_q, seqlen_q] with return_lse). Bad input
     raises ValueError naming the argument (this call's names: cache_seqlens, block_table, k,
     window[0], ...) before anything is written. With PyTorch 2.4 or

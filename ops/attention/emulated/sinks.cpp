@@ -1,5 +1,6 @@
 // The sinks' kernels (attention/sinks/sinks_kernel.cuh), host-compiled for the emulator: the
-// forward's pass and the gradient, for o's two 16-bit types. Both ops' calls use them; they
+// forward's pass and the gradient's partial sums, for o's two 16-bit types, and the gradient's
+// ordered sum. Both ops' calls use them; they
 // sit with the forward's share.
 #include "attention/emulated/forward_shares.hpp"
 #include "attention/sinks/attention_sinks.hpp"
@@ -15,11 +16,13 @@ constexpr DType kSinkTypes[] = {DType::f16, DType::bf16};
 
 void add_sinks_kernels(detail::EmulatedKernelTable& table) {
   for_each_config<kSinkTypes>([&]<DType D>() {
-    table.add({sinks_spec(D, false, detail::kEmulatorArch),
+    table.add({sinks_spec(SinkKernel::apply, D, detail::kEmulatorArch),
                &HostLauncher<&attention_sinks_kernel<Element<D>>>::launch});
-    table.add({sinks_spec(D, true, detail::kEmulatorArch),
+    table.add({sinks_spec(SinkKernel::gradient, D, detail::kEmulatorArch),
                &HostLauncher<&attention_sink_gradient_kernel<Element<D>>>::launch});
   });
+  table.add({sinks_spec(SinkKernel::gradient_sum, DType::f32, detail::kEmulatorArch),
+             &HostLauncher<&attention_sink_gradient_sum_kernel>::launch});
 }
 
 }  // namespace flashjit::kernels::emulated

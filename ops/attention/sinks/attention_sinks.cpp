@@ -1,5 +1,6 @@
 #include "attention/sinks/attention_sinks.hpp"
 
+#include <algorithm>
 #include <limits>
 
 #include "attention/attention_common.hpp"
@@ -59,25 +60,31 @@ void validate_sinks(const Attention& attention, bool backward) {
   check_per_head(attention.sinks_grad, "attention.sinks_grad", attention.heads_q);
 }
 
-detail::KernelSpec sinks_spec(DType dtype, bool gradient, const std::string& arch) {
+detail::KernelSpec sinks_spec(SinkKernel kernel, DType dtype, const std::string& arch) {
+  static const char* kRoles[] = {"sinks", "sink_gradient", "sink_gradient_sum"};
   detail::KernelSpec spec;
-  spec.op = gradient ? "attention-backward" : "attention-forward";
+  spec.op = kernel == SinkKernel::apply ? "attention-forward" : "attention-backward";
   spec.header = "attention/sinks/sinks_kernel.cuh";
-  const std::string entry = gradient ? "attention_sink_gradient_kernel" : "attention_sinks_kernel";
-  spec.name_expression = "flashjit::" + entry + "<" + template_element(dtype) + ">";
   spec.arch = arch;
-  spec.role = gradient ? "sink_gradient" : "sinks";
-  spec.traits = {std::string(dtype_name(dtype))};
+  spec.role = kRoles[static_cast<int>(kernel)];
+  spec.name_expression = "flashjit::attention_" + spec.role + "_kernel";
+  if (kernel != SinkKernel::gradient_sum) {  // the sum reads fp32 partials only
+    spec.name_expression += "<" + template_element(dtype) + ">";
+    spec.traits = {std::string(dtype_name(dtype))};
+  }
   spec.readable_name = detail::name_of("attention_" + spec.role, 0, spec.traits);
-  spec.threads = gradient ? 32 : kSinkBlockThreads;
+  spec.threads = kernel == SinkKernel::apply ? kSinkBlockThreads : 32;
   return spec;
 }
 
 std::vector<detail::KernelSpec> sinks_specs(const std::string& arch) {
   std::vector<detail::KernelSpec> specs;
   for (DType dtype : {DType::f16, DType::bf16}) {
-    for (bool gradient : {false, true}) specs.push_back(sinks_spec(dtype, gradient, arch));
+    for (SinkKernel kernel : {SinkKernel::apply, SinkKernel::gradient}) {
+      specs.push_back(sinks_spec(kernel, dtype, arch));
+    }
   }
+  specs.push_back(sinks_spec(SinkKernel::gradient_sum, DType::f32, arch));
   return specs;
 }
 
@@ -119,7 +126,7 @@ void apply_sinks(detail::RuntimeBackend& backend, const Attention& attention, co
   const std::vector<detail::KernelBuffer> buffers = {
       kernel_buffer(o, "o"), kernel_buffer(lse, "lse"), kernel_buffer(attention.sinks, "sinks")};
   detail::launch_kernel(
-      backend.executor(), sinks_spec(o.dtype, false, backend.info().arch()),
+      backend.executor(), sinks_spec(SinkKernel::apply, o.dtype, backend.info().arch()),
       shape_of((rows + kRowsPerBlock - 1) / kRowsPerBlock, kSinkBlockThreads, stream), buffers, p);
 }
 
@@ -128,6 +135,10 @@ void sink_gradient(detail::RuntimeBackend& backend, const Attention& attention, 
   if (!present(attention.sinks_grad)) return;
   const SinkTensors t = sink_tensors(o, lse);
   const TensorView d = sink_tensors(dout, lse).rows;
+  const std::int64_t rows = t.rows.shape[0] * t.rows.shape[1], heads = t.rows.shape[2];
+  const std::int64_t chunks = (rows + kSinkRowsPerChunk - 1) / kSinkRowsPerChunk;
+  const DeviceBuffer partials = backend.allocate_buffer_on_stream(
+      static_cast<std::size_t>(std::max<std::int64_t>(chunks * heads, 1)) * sizeof(float), stream);
   const SinkGradientParams p{rows_of(t.rows),
                              lse_rows_of(t.lse),
                              rows_of(d),
@@ -135,15 +146,26 @@ void sink_gradient(detail::RuntimeBackend& backend, const Attention& attention, 
                              attention.sinks.strides[0],
                              static_cast<float*>(attention.sinks_grad.data),
                              attention.sinks_grad.strides[0],
+                             static_cast<float*>(partials.data()),
+                             narrow(chunks, "o.shape"),
                              narrow(t.rows.shape[0], "o.shape"),
                              narrow(t.rows.shape[1], "o.shape"),
-                             narrow(t.rows.shape[2], "o.shape"),
+                             narrow(heads, "o.shape"),
                              narrow(t.rows.shape[3], "o.shape")};
   const std::vector<detail::KernelBuffer> buffers = {
-      kernel_buffer(o, "o"), kernel_buffer(lse, "lse"), kernel_buffer(dout, "dout"),
-      kernel_buffer(attention.sinks, "sinks"), kernel_buffer(attention.sinks_grad, "sinks_grad")};
-  detail::launch_kernel(backend.executor(), sinks_spec(o.dtype, true, backend.info().arch()),
-                        shape_of(t.rows.shape[2], 32, stream), buffers, p);
+      kernel_buffer(o, "o"),
+      kernel_buffer(lse, "lse"),
+      kernel_buffer(dout, "dout"),
+      kernel_buffer(attention.sinks, "sinks"),
+      kernel_buffer(attention.sinks_grad, "sinks_grad"),
+      {partials.data(), partials.size(), "sink_partials"}};
+  const std::string& arch = backend.info().arch();
+  detail::LaunchShape shape = shape_of(chunks, 32, stream);
+  shape.grid_y = static_cast<unsigned>(p.heads);
+  detail::launch_kernel(backend.executor(), sinks_spec(SinkKernel::gradient, o.dtype, arch), shape,
+                        buffers, p);  // each chunk's partial sum
+  detail::launch_kernel(backend.executor(), sinks_spec(SinkKernel::gradient_sum, o.dtype, arch),
+                        shape_of(heads, 32, stream), buffers, p);  // each head's, in order
 }
 
 }  // namespace flashjit::kernels

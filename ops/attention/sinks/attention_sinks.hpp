@@ -17,9 +17,13 @@ namespace flashjit::kernels {
 /// is fp32 [heads_q] (any stride); `backward`: sinks_grad needs sinks. Nothing when neither is.
 void validate_sinks(const Attention& attention, bool backward);
 
-/// The kernels applying sinks (`gradient`: the sinks' gradient) for o of `dtype` on `arch`.
-detail::KernelSpec sinks_spec(DType dtype, bool gradient, const std::string& arch);
-/// All four (the compile matrix lists them).
+/// The sinks' kernels: the pass after a forward, and the gradient's two (each chunk of rows'
+/// partial sum, then each head's chunks in order).
+enum class SinkKernel { apply, gradient, gradient_sum };
+
+/// `kernel` for o of `dtype` (the ordered sum has no dtype) on `arch`.
+detail::KernelSpec sinks_spec(SinkKernel kernel, DType dtype, const std::string& arch);
+/// All five (the compile matrices list them).
 std::vector<detail::KernelSpec> sinks_specs(const std::string& arch);
 
 /// The lse a forward with sinks writes: the caller's, or where the caller skips lse a workspace
@@ -47,8 +51,9 @@ void apply_sinks(detail::RuntimeBackend& backend, const Attention& attention, co
                  const TensorView& lse, Stream stream);
 
 /// Writes Attention::sinks_grad = −Σ e^(s_h − LSE') rowsum(dO ∘ O) per head from the forward's o
-/// and lse (the sink included) and dout (like o), queued on `stream`; in a fixed order, so
-/// reruns are bit-identical. Nothing without sinks_grad.
+/// and lse (the sink included) and dout (like o), queued on `stream`: chunks of a head's rows
+/// summed in parallel, then the chunks in order, so reruns are bit-identical. Nothing without
+/// sinks_grad.
 void sink_gradient(detail::RuntimeBackend& backend, const Attention& attention, const TensorView& o,
                    const TensorView& lse, const TensorView& dout, Stream stream);
 

@@ -44,28 +44,44 @@ FJ_GLOBAL void __launch_bounds__(kSinkBlockThreads) attention_sinks_kernel(const
   if (lane == 0) store_global(lse_at, 0, merged2 * kLn2);
 }
 
-/// One warp a head (grid: heads), walking every (batch, row) in order, so the sum is the same
-/// on every run: D_i from the lanes' columns summed across the warp, weighted by
-/// e^(s_h − LSE'_i).
+/// One warp a chunk of a head's (batch, row) rows (grid: chunks, heads), walking them in
+/// order: D_i from the lanes' columns summed across the warp, weighted by e^(s_h − LSE'_i),
+/// into the chunk's partial sum. Nothing depends on scheduling, so reruns give the same bits.
 template <typename T>
 FJ_GLOBAL void __launch_bounds__(kWarpSize)
     attention_sink_gradient_kernel(const SinkGradientParams p) {
-  const int head = int(blockIdx.x), lane = int(threadIdx.x);
+  const int chunk = int(blockIdx.x), head = int(blockIdx.y), lane = int(threadIdx.x);
   const float sink2 = load_global(p.sinks, head * p.sink_stride) * kLog2e;
+  const index_t first = index_t(chunk) * kSinkRowsPerChunk;
+  const index_t end = first + kSinkRowsPerChunk < index_t(p.batch) * p.rows
+                          ? first + kSinkRowsPerChunk
+                          : index_t(p.batch) * p.rows;
   float total = 0.0f;
-  for (int batch = 0; batch < p.batch; ++batch) {
-    for (int position = 0; position < p.rows; ++position) {
-      const T* o_row = p.o.rows<T>(batch, head, position);
-      const T* dout_row = p.dout.rows<T>(batch, head, position);
-      float dot = 0.0f;
-      for (int column = lane; column < p.head_dim; column += kWarpSize) {
-        dot = fma_rn(load_global(dout_row, column), load_global(o_row, column), dot);
-      }
-      dot = warp_allreduce(dot, [](float a, float b) { return a + b; });  // D_i
-      const float lse2 = load_global(p.lse.rows<float>(batch, head, position), 0) * kLog2e;
-      total = fma_rn(exp2_approx(sink2 - lse2), dot, total);
+  for (index_t row = first; row < end; ++row) {
+    const int batch = int(row / p.rows), position = int(row % p.rows);
+    const T* o_row = p.o.rows<T>(batch, head, position);
+    const T* dout_row = p.dout.rows<T>(batch, head, position);
+    float dot = 0.0f;
+    for (int column = lane; column < p.head_dim; column += kWarpSize) {
+      dot = fma_rn(load_global(dout_row, column), load_global(o_row, column), dot);
     }
+    dot = warp_allreduce(dot, [](float a, float b) { return a + b; });  // D_i
+    const float lse2 = load_global(p.lse.rows<float>(batch, head, position), 0) * kLog2e;
+    total = fma_rn(exp2_approx(sink2 - lse2), dot, total);
   }
+  if (lane == 0) store_global(p.partials, index_t(head) * p.chunks + chunk, total);
+}
+
+/// One warp a head (grid: heads): its chunks' partial sums, lane l taking chunks l, l + 32, ...
+/// in order, then the lanes' in the shuffle's fixed order; the gradient is minus the sum.
+FJ_GLOBAL void __launch_bounds__(kWarpSize)
+    attention_sink_gradient_sum_kernel(const SinkGradientParams p) {
+  const int head = int(blockIdx.x), lane = int(threadIdx.x);
+  float total = 0.0f;
+  for (int chunk = lane; chunk < p.chunks; chunk += kWarpSize) {
+    total += load_global(p.partials, index_t(head) * p.chunks + chunk);
+  }
+  total = warp_allreduce(total, [](float a, float b) { return a + b; });
   if (lane == 0) store_global(p.sinks_grad, head * p.grad_stride, -total);
 }
 

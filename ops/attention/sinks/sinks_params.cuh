@@ -17,8 +17,13 @@ struct SinkRowsParams {
   int batch, rows, heads, head_dim;
 };
 
-/// Arguments of attention_sink_gradient_kernel: the sinks' gradient from the forward's o and
-/// lse (with the sink) and the output's gradient.
+/// (batch, row) rows of one head whose gradient terms one warp sums (a chunk): enough chunks
+/// to fill a GPU at real sizes, few enough that their ordered sum is short.
+constexpr int kSinkRowsPerChunk = 64;
+
+/// Arguments of attention_sink_gradient_kernel (each chunk's partial sum) and of
+/// attention_sink_gradient_sum_kernel (each head's chunks summed in order): the sinks' gradient
+/// from the forward's o and lse (with the sink) and the output's gradient.
 struct SinkGradientParams {
   HeadTensor o;     // as the forward wrote it
   HeadTensor lse;   // as the forward wrote it, the sink included
@@ -27,6 +32,8 @@ struct SinkGradientParams {
   index_t sink_stride;
   float* sinks_grad;  // [heads], written
   index_t grad_stride;
+  float* partials;  // [heads, chunks]: written by the first kernel, read by the second
+  int chunks;       // ceil(batch · rows / kSinkRowsPerChunk)
   int batch, rows, heads, head_dim;
 };
 

@@ -27,6 +27,8 @@ SCALARS = "scalars"
 # Integers a float32 table holds exactly.
 EXACT_INT = 1 << 24
 INT32_MAX = (1 << 31) - 1
+#: The captures one call takes (flashjit::Capture::kMaxPerCall).
+MAX_CAPTURES = 4
 
 
 class Captures:
@@ -78,15 +80,23 @@ class Captures:
                     t.numel() and (t.min() < -INT32_MAX - 1 or t.max() > INT32_MAX):
                 raise self.error("an int64 tensor it indexes holds values beyond int32")
             t = t.to(torch.int32)
-        if len(self.tensors) >= 3:
-            raise self.error("reads more than 3 tensors (the library takes 4 captures, one of "
-                             "them the table of Python numbers)")
+        if len(self.tensors) >= MAX_CAPTURES:
+            raise self.error(f"reads more than {MAX_CAPTURES} tensors (the library takes "
+                             f"{MAX_CAPTURES} captures)")
         name = f"tensor{len(self.tensors)}"
         self.tensors.append((name, t))
         self.originals.append((original, name))
         if key is not None:
             self.names[key] = name
         return name
+
+    def check_count(self) -> None:
+        """Raises unless the tensors and the numbers' table fit the library's captures (the
+        table takes one where the callables use a number)."""
+        if len(self.tensors) + bool(self.scalars) > MAX_CAPTURES:
+            raise self.error(f"reads {len(self.tensors)} tensors and Python numbers: the "
+                             f"library takes {MAX_CAPTURES} captures, the numbers' table one of "
+                             f"them (write a number as a 1-element tensor's entry instead)")
 
     def table(self, like):
         """The numbers' table, float32 like `like` (numpy or torch, on its device), or None."""

@@ -85,8 +85,10 @@ def modifiers(score_mod, mask_mod, captures, like) -> Tuple[str, str, tuple]:
 def _texts(score_mod, mask_mod, found: Captures) -> list:
     """Both modifiers' texts: callables traced (what they read added to `found`), the rest as
     they are."""
-    return [trace(m, name, found) if callable(m) else m
-            for m, name in ((score_mod, "score_mod"), (mask_mod, "mask_mod"))]
+    texts = [trace(m, name, found) if callable(m) else m
+             for m, name in ((score_mod, "score_mod"), (mask_mod, "mask_mod"))]
+    found.check_count()
+    return texts
 
 
 def _trace_both(score_mod, mask_mod, like) -> Tuple[str, str, tuple]:

@@ -146,6 +146,20 @@ def test_numbers_are_captured_values_so_new_values_reuse_the_kernel():
         assert reference.relative_error(o, expected) < 5e-3, cap
 
 
+def test_four_tensors_fit_without_numbers_and_three_with_them():
+    # The library's four captures: four tables when the callables use no Python number, three
+    # beside the numbers' table when they do.
+    q, k, v = qkv(11)
+    tables = [torch.linspace(-0.5, 0.5, H) * (t + 1) for t in range(4)]
+
+    def four(s, b, h, i, j):
+        return s + tables[0][h] - tables[1][h] + tables[2][h] - tables[3][h]
+    o = flashjit.attention(q, k, v, score_mod=four)
+    assert reference.relative_error(o, flex_reference(q, k, v, four)) < 5e-3
+    with pytest.raises(ValueError, match="score_mod.*reads 4 tensors and Python numbers"):
+        flashjit.attention(q, k, v, score_mod=lambda s, b, h, i, j: four(s, b, h, i, j) * 0.5)
+
+
 def test_what_the_language_cannot_express_is_refused_by_name():
     q, k, v = qkv(10)
     table = torch.randn(H, S)

@@ -40,6 +40,7 @@ class Captures:
         self.scalars: List[float] = []
         self.originals = []  # (tensor as the function gave it, name)
         self.names = {}  # a tensor's memory (pointer, shape, strides, dtype, device) -> name
+        self.from_numpy = set()  # ids of the tensors that stand for a callable's numpy arrays
         self.owner = ""
 
     def error(self, message: str) -> ValueError:
@@ -329,8 +330,9 @@ class Symbol:
 
     def __index__(self):
         raise self.captures.error(
-            f"indexing a list, tuple or numpy array with {self.text!r}: index a torch tensor "
-            f"instead (it becomes a capture)")
+            f"indexing a list or tuple (or a numpy array the function does not name itself) "
+            f"with {self.text!r}: index a torch tensor or a numpy array of its closure or "
+            f"globals instead (it becomes a capture)")
 
     def __iter__(self):
         raise self.captures.error(f"{self.text!r} is one number, not a sequence")

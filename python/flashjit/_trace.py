@@ -12,6 +12,7 @@ modifier before anything is compiled."""
 
 import inspect
 import numbers
+import types
 from typing import Optional, Tuple
 
 import numpy as np
@@ -43,7 +44,7 @@ def trace(function, name: str, captures: Captures) -> str:
     captures.owner = name
     symbols = [Symbol(p, "float" if p == "score" else "int", PRIMARY, captures,
                       nonneg=p != "score") for p in parameters]
-    result = function(*symbols)
+    result = _reading_arrays_as_tensors(function, captures)(*symbols)
     if isinstance(result, Indexed):
         raise captures.error(result._unfinished())
     if name == "mask_mod":
@@ -58,6 +59,54 @@ def trace(function, name: str, captures: Captures) -> str:
         raise captures.error(f"must return a number computed from its arguments, not a "
                              f"{type(result).__name__}")
     return operand(result, captures).text
+
+
+def _reading_arrays_as_tensors(function, captures: Captures):
+    """`function`, or where it reads numpy arrays from its closure or its globals a copy that
+    reads them as torch tensors sharing their memory (numpy has no hook for an index that is
+    a Symbol; torch's __torch_function__ does). The arrays so read are noted in `captures`,
+    which gives them back in the call's kind (_in_kind_of)."""
+    code = getattr(function, "__code__", None)
+    if torch is None or code is None or not isinstance(function, types.FunctionType):
+        return function
+    as_tensor = {}
+
+    def tensor_of(value):
+        if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
+            return value
+        if id(value) not in as_tensor:
+            as_tensor[id(value)] = torch.as_tensor(value)
+            captures.from_numpy.add(id(as_tensor[id(value)]))
+        return as_tensor[id(value)]
+    names = {n: tensor_of(function.__globals__[n]) for n in code.co_names
+             if n in function.__globals__}
+    cells = tuple(types.CellType(tensor_of(c.cell_contents)) if _holds_array(c) else c
+                  for c in function.__closure__ or ())
+    if not as_tensor:
+        return function
+    copy = types.FunctionType(code, {**function.__globals__, **names}, function.__name__,
+                              function.__defaults__, cells or None)
+    copy.__kwdefaults__ = function.__kwdefaults__
+    return copy
+
+
+def _holds_array(cell) -> bool:
+    try:
+        return isinstance(cell.cell_contents, np.ndarray)
+    except ValueError:  # an empty cell
+        return False
+
+
+def _in_kind_of(pairs, found: Captures, like) -> tuple:
+    """The captured tensors that were numpy arrays as `like`'s kind: numpy for a numpy call,
+    torch on like's device for a torch one."""
+    converted = []
+    for name, t in pairs:
+        if id(t) in found.from_numpy or any(id(o) in found.from_numpy
+                                            for o, n in found.originals if n == name):
+            t = t.numpy() if not is_torch(like) else t.to(like.device)
+        converted.append((name, t))
+    return tuple(converted)
 
 
 def modifiers(score_mod, mask_mod, captures, like) -> Tuple[str, str, tuple]:
@@ -94,7 +143,7 @@ def _texts(score_mod, mask_mod, found: Captures) -> list:
 def _trace_both(score_mod, mask_mod, like) -> Tuple[str, str, tuple]:
     found = Captures()
     texts = _texts(score_mod, mask_mod, found)
-    pairs = list(found.tensors)
+    pairs = list(_in_kind_of(found.tensors, found, like))
     table = found.table(like)
     if table is not None:
         pairs.append((SCALARS, table))

@@ -200,6 +200,31 @@ def test_numpy_callers_may_use_callables_that_read_no_tensor():
     assert reference.relative_error(o, expected) < 5e-3
 
 
+RELATIVE_NP = np.linspace(-1.0, 1.0, 2 * S - 1)  # float64: a global numpy table
+
+
+def test_callables_may_index_numpy_arrays_of_their_closure_and_globals():
+    # Numpy arrays (float64 and int64 here) become captures as torch tensors do, given back in
+    # the call's kind: numpy for a numpy call, torch for a torch one.
+    documents = (np.arange(S) // 13).astype(np.int64)
+
+    def score_mod(s, b, h, i, j):
+        return s + RELATIVE_NP[i - j + S - 1]
+
+    def mask_mod(b, h, i, j):
+        return documents[i] == documents[j]
+    as_torch = (lambda s, b, h, i, j: s + torch.from_numpy(RELATIVE_NP)[i - j + S - 1],
+                lambda b, h, i, j: torch.from_numpy(documents)[i] == torch.from_numpy(documents)[j])
+    q, k, v = qkv(12)
+    expected = flex_reference(q, k, v, *as_torch)
+    o = flashjit.attention(q, k, v, score_mod=score_mod, mask_mod=mask_mod)
+    assert reference.relative_error(o, expected) < 5e-3
+    o_numpy = flashjit.attention(q.numpy(), k.numpy(), v.numpy(), score_mod=score_mod,
+                                 mask_mod=mask_mod)
+    assert isinstance(o_numpy, np.ndarray)
+    assert reference.relative_error(o_numpy, expected) < 5e-3
+
+
 def test_variable_length_calls_take_callables_as_their_text():
     # Packed sequences of 20 and 28 tokens, a per-sequence mask: the callable's result matches
     # the same modifier written as text.

@@ -120,14 +120,15 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                            dropout_p=0.0, softmax_scale=None, causal=False,
                            window_size: Tuple[int, int] = (-1, -1), softcap=0.0,
                            alibi_slopes=None, deterministic=False, return_attn_probs=False,
-                           block_table=None):
+                           block_table=None, learnable_sink=None):
     """flashjit.attention_varlen(q, k, v, ...) with FlashAttention's arguments (block_table:
-    k and v a paged cache)."""
+    k and v a paged cache; learnable_sink: attention_varlen's sinks, as in flash_attn_func)."""
     (q, k, v), scale, value_dim = _padded((q, k, v), softmax_scale, v.shape[-1])
     options = _options(dropout_p, scale, causal, window_size, softcap, alibi_slopes,
                        deterministic)
     return _result(attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                    max_seqlen_k, block_table=block_table, **options),
+                                    max_seqlen_k, block_table=block_table, **options,
+                                    **_sinks(learnable_sink, q)),
                    return_attn_probs, value_dim)
 
 

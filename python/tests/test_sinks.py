@@ -10,7 +10,7 @@ import torch
 
 import flashjit
 import reference
-from flashjit.flash_attn_interface import flash_attn_func
+from flashjit.flash_attn_interface import flash_attn_func, flash_attn_varlen_func
 
 
 def rand(*shape, dtype=torch.bfloat16, seed=0):
@@ -100,6 +100,10 @@ def test_flash_attn_func_takes_learnable_sink():
     assert torch.equal(o, flashjit.attention(q, k, v, causal=True, sinks=sinks))
     with pytest.raises(ValueError, match="'learnable_sink' must be"):
         flash_attn_func(q, k, v, learnable_sink=torch.zeros(3))
+    cu = torch.tensor([0, 12], dtype=torch.int32)
+    packed = flash_attn_varlen_func(q[0], k[0], v[0], cu, cu, 12, 12, causal=True,
+                                    learnable_sink=sinks)
+    assert torch.equal(packed, o[0])
 
 
 def test_bad_sinks_are_named():

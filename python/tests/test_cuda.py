@@ -136,3 +136,30 @@ def test_callable_modifiers_warm_and_automatic_block_masks_on_the_gpu():
     given = flashjit.attention(q.detach(), k.detach(), v.detach(), mask_mod=blocks,
                                block_mask=built)
     assert torch.equal(plain, given)
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_learnable_sinks_on_the_gpu(head_dim):
+    # The sinks' pass after the Hopper (or mma.sync) forward and their gradient's two kernels
+    # after its backward, against float64; decoding split across CTAs counts the sink once.
+    q = rand(2, 300, 8, head_dim, seed=30).requires_grad_()
+    k, v = (rand(2, 333, 2, head_dim, seed=s).requires_grad_() for s in (31, 32))
+    sinks = (torch.randn(8, generator=torch.Generator().manual_seed(33)) * 2).cuda()
+    sinks.requires_grad_()
+    o, lse = flashjit.attention(q, k, v, causal=True, sinks=sinks, return_lse=True)
+    dout = rand(*o.shape, seed=34)
+    o.backward(dout)
+    qx, kx, vx, sx = exact(q, True), exact(k, True), exact(v, True), exact(sinks, True)
+    o_ref, lse_ref = reference.attention(qx, kx, vx, causal=True, sinks=sx)
+    o_ref.backward(dout.double().cpu())
+    assert reference.relative_error(o.detach().cpu(), o_ref) < 2e-2
+    assert reference.relative_error(lse.cpu(), lse_ref) < 1e-4
+    for got, ref in ((q.grad, qx.grad), (k.grad, kx.grad), (v.grad, vx.grad),
+                     (sinks.grad, sx.grad)):
+        assert reference.relative_error(got.cpu(), ref) < 4e-2
+    decode_q = rand(2, 1, 8, head_dim, seed=35)
+    expected = reference.attention(exact(decode_q), exact(k), exact(v), sinks=exact(sinks))[0]
+    for splits in (1, 4):
+        got = flashjit.attention_with_kvcache(decode_q, k.detach(), v.detach(), 333,
+                                              num_splits=splits, sinks=sinks.detach())
+        assert reference.relative_error(got.cpu(), expected) < 2e-2

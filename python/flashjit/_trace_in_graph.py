@@ -38,14 +38,17 @@ def _assume_constant(function):
 
 def readable(function) -> bool:
     """Whether torch.compile hands `function` over as the function object itself: a function
-    defined outside the compiled function, not a method. A string, or None, needs no reading.
+    defined outside the compiled function (not a method, a functools.partial or a callable
+    object). A string, or None, needs no reading.
     (Dynamo cannot name a function it made itself, one defined inside the compiled function: it
     breaks the graph at that name, so such a callable is traced eagerly instead of reaching
     plan(), which could not take it.)"""
     if not callable(function):
         return True
+    if not hasattr(function, "__code__") or hasattr(function, "__self__"):
+        return False  # a functools.partial, a method, a callable object: traced eagerly
     named = bool(function.__name__ + "")
-    return named and hasattr(function, "__globals__") and not hasattr(function, "__self__")
+    return named and hasattr(function, "__globals__")
 
 
 def _sources(function):

@@ -5,6 +5,8 @@ torch.compile(fullgraph=True) traces each call, forward and backward, with the s
 eager. Debian 12's PyTorch 1.13 has no custom_op: there only the fallback is checked (the other
 test files cover the calls themselves on both)."""
 
+import functools
+
 import pytest
 import torch
 
@@ -330,10 +332,18 @@ def test_a_callables_changed_number_is_not_stale_in_the_graph():
         CAP = 20.0
 
 
+def scaled(score, b, h, q_idx, kv_idx, factor):
+    return score * factor
+
+
+halved = functools.partial(scaled, factor=0.5)  # a partial: no cells of its own to read
+
+
 @needs_custom_op
 def test_callables_defined_inside_a_compiled_function_are_traced_eagerly():
-    # A function dynamo makes itself (with cells of its own, or none) is not a function object
-    # whose cells can be read: its trace runs eagerly (a graph break), with eager's results.
+    # A function dynamo makes itself (with cells of its own, or none), and a functools.partial,
+    # are not function objects whose cells can be read: their traces run eagerly (a graph
+    # break), with eager's results.
     def loss(q, k, v):
         offset = 29
 
@@ -343,7 +353,8 @@ def test_callables_defined_inside_a_compiled_function_are_traced_eagerly():
         def shifted(score, b, h, q_idx, kv_idx):
             return score + RELATIVE[q_idx - kv_idx + offset]
         return square_sum(flashjit.attention(q, k, v, score_mod=shifted, mask_mod=window,
-                                             deterministic=True))
+                                             deterministic=True) +
+                          flashjit.attention(q, k, v, score_mod=halved, deterministic=True))
 
     compiled = torch.compile(loss, backend="aot_eager")
     eager_inputs, compiled_inputs = dense(grad=True), dense(grad=True)

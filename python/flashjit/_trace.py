@@ -154,7 +154,7 @@ def _trace_both(score_mod, mask_mod, like) -> Tuple[str, str, tuple]:
 # comparisons it cannot follow. Inside a compiled function, callables defined outside it are
 # traced as a constant of the graph (_trace_in_graph); the others eagerly, a graph break.
 _disable = getattr(getattr(torch, "compiler", None), "disable", None)
-_trace_outside_torch_compile = _trace_both
+_trace_outside_torch_compile = _disable(_trace_both) if _disable else _trace_both
 
 
 def trace_modifiers(score_mod=None, mask_mod=None, *, like) -> dict:

@@ -5,6 +5,8 @@ flash_attn_func, with its backward and FlexAttention-style block masks. LSEs are
 import ctypes
 from typing import List, Optional, Tuple
 
+import numpy as np
+
 from . import _capi, _custom_ops
 from ._alibi import with_alibi
 from ._arrays import DTYPE_CODES, Launch, is_torch
@@ -357,7 +359,8 @@ def attention_backward(dout, q, k, v, o, lse, *, causal: bool = False,
         raise ValueError("'block_mask' needs the 'mask_mod' it was built from")
     if sinks is None:
         return _backward(dout, q, k, v, o, lse, options, block_mask=block_mask)
-    dsinks = (options.sinks.detach() if is_torch(sinks) else options.sinks) * 0  # written
+    # Written by the backward: float32 [heads_q] of the sinks' kind.
+    dsinks = torch.empty_like(options.sinks) if is_torch(sinks) else np.empty_like(options.sinks)
     return (*_backward(dout, q, k, v, o, lse, options, block_mask=block_mask,
                        sinks_grad=dsinks), dsinks)
 

@@ -24,10 +24,7 @@ void check_per_head(const TensorView& view, const std::string& name, std::int64_
   }
 }
 
-/// Rows of a rank-4 view as the kernels see them; lse's [batch, heads, rows] as rows of one.
-HeadTensor rows_of(const TensorView& view) {
-  return {view.data, view.strides[0], view.strides[1], view.strides[2]};
-}
+/// lse's [batch, heads, rows] as the kernels see it: rows of width one.
 HeadTensor lse_rows_of(const TensorView& lse) {
   return {lse.data, lse.strides[0], lse.strides[2], lse.strides[1]};
 }
@@ -113,7 +110,7 @@ void apply_sinks(detail::RuntimeBackend& backend, const Attention& attention, co
                  const TensorView& lse, Stream stream) {
   if (!present(attention.sinks)) return;
   const SinkTensors t = sink_tensors(o, lse);
-  const SinkRowsParams p{rows_of(t.rows),
+  const SinkRowsParams p{head_tensor(t.rows),
                          lse_rows_of(t.lse),
                          static_cast<const float*>(attention.sinks.data),
                          attention.sinks.strides[0],
@@ -139,9 +136,9 @@ void sink_gradient(detail::RuntimeBackend& backend, const Attention& attention, 
   const std::int64_t chunks = (rows + kSinkRowsPerChunk - 1) / kSinkRowsPerChunk;
   const DeviceBuffer partials = backend.allocate_buffer_on_stream(
       static_cast<std::size_t>(std::max<std::int64_t>(chunks * heads, 1)) * sizeof(float), stream);
-  const SinkGradientParams p{rows_of(t.rows),
+  const SinkGradientParams p{head_tensor(t.rows),
                              lse_rows_of(t.lse),
-                             rows_of(d),
+                             head_tensor(d),
                              static_cast<const float*>(attention.sinks.data),
                              attention.sinks.strides[0],
                              static_cast<float*>(attention.sinks_grad.data),

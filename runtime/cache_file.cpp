@@ -22,9 +22,7 @@ static_assert(sizeof(Header) == 40, "the header is written as raw bytes");
 
 std::uint64_t checksum_of(Header header, std::string_view body) {
   header.checksum = 0;
-  std::string bytes(reinterpret_cast<const char*>(&header), sizeof(header));
-  bytes.append(body);
-  return checksum64(bytes);
+  return checksum64(std::string_view(reinterpret_cast<const char*>(&header), sizeof(header)), body);
 }
 
 nlohmann::json metadata_of(const CacheEntry& entry) {

@@ -52,7 +52,9 @@ std::uintmax_t parse_size(const std::string& text, const std::string& argument) 
 
 std::string format_duration_ms(double milliseconds) {
   char text[32];
-  if (milliseconds < 1000) {
+  if (milliseconds < 10) {  // cache hits: whole milliseconds would hide what changed
+    std::snprintf(text, sizeof(text), "%.1f ms", milliseconds);
+  } else if (milliseconds < 1000) {
     std::snprintf(text, sizeof(text), "%.0f ms", milliseconds);
   } else {
     std::snprintf(text, sizeof(text), "%.1f s", milliseconds / 1000);

@@ -1,7 +1,9 @@
-// The cache file format: round trip, and every kind of damage detected.
+// The cache file format: round trip, and every kind of damage detected; the keys that name
+// the files.
 #include <doctest/doctest.h>
 
 #include "runtime/cache_file.hpp"
+#include "runtime/hashing.hpp"
 
 using namespace flashjit::detail;
 
@@ -77,4 +79,22 @@ TEST_CASE("a damaged cache file is rejected with a reason") {
     for (int i = 16; i < 32; ++i) huge[static_cast<std::size_t>(i)] = '\xff';
     CHECK_FALSE(decode_cache_file(huge, entry.key, &problem));
   }
+}
+
+// Keys name the files already in users' caches: how the fields are fed to the hash must not
+// change the digest (the value below is XXH3-128 of the length-prefixed record in one piece).
+TEST_CASE("a cache key is the XXH3-128 of its length-prefixed fields") {
+  KeyBuilder key;
+  key.add("flashjit-kernel").add("").add(std::string(100000, 'x'));
+  CHECK(key.hex_digest() == "9d65476623725c422ead79677ba482d2");
+  CHECK(key.hex_digest() == key.hex_digest());  // the digest does not consume the fields
+  KeyBuilder shifted;  // the length prefixes keep field boundaries apart
+  shifted.add("flashjit-kerne").add("l").add(std::string(100000, 'x'));
+  CHECK(shifted.hex_digest() != key.hex_digest());
+}
+
+TEST_CASE("a checksum of two pieces equals the checksum of the pieces joined") {
+  const std::string head(40, 'h'), body(70000, 'b');
+  CHECK(checksum64(head, body) == checksum64(head + body));
+  CHECK(checksum64(head, body) != checksum64(body, head));
 }

@@ -238,12 +238,17 @@ typedef struct flashjit_attention {
   /** Backward only: the sinks' gradient, fp32 [heads_q], written (flashjit::Attention::
    *  sinks_grad; needs sinks), or NULL for none. */
   const flashjit_tensor* sinks_grad;
+  /** Dropout on the probabilities (flashjit::Attention::dropout_p, dropout_seed,
+   *  dropout_offset): p in [0, 1), 0 for none; the backward needs the forward's three. */
+  float dropout_p;
+  uint64_t dropout_seed;
+  uint64_t dropout_offset;
 } flashjit_attention;
 
 /** Fills *attention with the C++ defaults: batch, heads, sequence lengths 1, head_dim 64, not
  *  causal, unbounded window (-1, -1), scale unset (0), no softcap, not deterministic, no
- *  modifiers or block mask (NULL), head_dim_v 0 (head_dim's), no sinks (NULL). NULL is
- *  ignored. */
+ *  modifiers or block mask (NULL), head_dim_v 0 (head_dim's), no sinks (NULL), no dropout
+ *  (p, seed and offset 0). NULL is ignored. */
 void flashjit_attention_init(flashjit_attention* attention);
 
 /** Makes ready the kernels a dense forward of *attention with q, k and v of `dtype`

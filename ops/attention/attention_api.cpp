@@ -129,7 +129,10 @@ flashjit::Attention to_attention(const flashjit_attention& a) {
                                 .window_left = a.window_left,
                                 .window_right = a.window_right,
                                 .softcap = a.softcap,
-                                .deterministic = a.deterministic != 0};
+                                .deterministic = a.deterministic != 0,
+                                .dropout_p = a.dropout_p,
+                                .dropout_seed = a.dropout_seed,
+                                .dropout_offset = a.dropout_offset};
   // NaN is neither "unset" (<= 0) nor a scale; left through it would silently mean unset.
   if (std::isnan(a.scale)) throw InvalidArgument("attention.scale", "is NaN");
   if (a.scale > 0.0f) attention.scale = a.scale;
@@ -204,7 +207,10 @@ void flashjit_attention_init(flashjit_attention* attention) {
                 .num_captures = 0,
                 .head_dim_v = defaults.head_dim_v,
                 .sinks = nullptr,
-                .sinks_grad = nullptr};
+                .sinks_grad = nullptr,
+                .dropout_p = defaults.dropout_p,
+                .dropout_seed = defaults.dropout_seed,
+                .dropout_offset = defaults.dropout_offset};
 }
 
 flashjit_status flashjit_attention_forward(flashjit_runtime* runtime,

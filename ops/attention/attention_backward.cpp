@@ -294,6 +294,11 @@ BackwardConfig modifiers_backward_config(DType dtype, int head_dim, MaskKind mas
 
 BackwardConfig modifiers_backward_config(DType dtype, const Attention& attention,
                                          const std::string& arch) {
+  if (attention.dropout_p > 0.0f) {  // the mma.sync kernels: the Hopper backward has no dropout
+    return fallback_backward_config(dtype, static_cast<int>(attention.head_dim),
+                                    forward_mask_kind(attention), attention.softcap > 0.0f,
+                                    attention.deterministic, arch);
+  }
   return modifiers_backward_config(dtype, static_cast<int>(attention.head_dim),
                                    forward_mask_kind(attention), attention.softcap > 0.0f,
                                    attention.deterministic, arch);
@@ -308,6 +313,9 @@ BackwardSpecs backward_specs(const BackwardConfig& config, const std::string& ar
   }
   if (!runs_on(config, arch)) {
     throw InvalidArgument("config", "is the TMA backward, which runs on sm_90a only, not " + arch);
+  }
+  if (config.tma && modifiers.dropout) {
+    throw InvalidArgument("config", "is the TMA backward; dropout runs on the mma.sync kernels");
   }
   BackwardSpecs specs;
   specs.delta = row_kernel_spec(config.dtype, config.varlen, arch, "delta", "delta_kernel");
@@ -388,6 +396,7 @@ AttentionBackwardParams backward_params(const Attention& attention, const Tensor
   params.scale = static_cast<float>(softmax_scale(attention));
   params.captures = forward.captures;
   params.block_mask = forward.block_mask;
+  params.dropout = forward.dropout;
   return params;
 }
 

@@ -23,6 +23,20 @@ HeadTensor head_tensor(const TensorView& view) {
   return {view.data, view.strides[0], view.strides[1], view.strides[2]};
 }
 
+DropoutParams dropout_params(const Attention& attention) {
+  const double p = attention.dropout_p;
+  DropoutParams dropout{};
+  if (p <= 0.0) return dropout;
+  // p < 1 in fp32 is at most 1 − 2⁻²⁴: the threshold stays below 2³².
+  dropout.threshold = static_cast<unsigned>(std::floor(std::ldexp(p, 32)));
+  dropout.scale = static_cast<float>(1.0 / (1.0 - p));
+  dropout.seed[0] = static_cast<unsigned>(attention.dropout_seed);
+  dropout.seed[1] = static_cast<unsigned>(attention.dropout_seed >> 32);
+  dropout.offset[0] = static_cast<unsigned>(attention.dropout_offset);
+  dropout.offset[1] = static_cast<unsigned>(attention.dropout_offset >> 32);
+  return dropout;
+}
+
 detail::KernelBuffer kernel_buffer(const TensorView& view, const char* name) {
   return {view.data, static_cast<std::size_t>(view.span_bytes()), name};
 }

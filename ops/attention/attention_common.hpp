@@ -25,6 +25,9 @@ double softmax_scale(const Attention& attention);
 /// The kernels' view of a validated [batch, seqlen, heads, head_dim] tensor.
 HeadTensor head_tensor(const TensorView& view);
 
+/// The kernels' view of a validated call's dropout (attention/parts/dropout.cuh).
+DropoutParams dropout_params(const Attention& attention);
+
 /// A tensor a launch touches, named for the emulator's findings.
 detail::KernelBuffer kernel_buffer(const TensorView& view, const char* name);
 

@@ -196,7 +196,7 @@ ForwardConfig dense_modifiers_forward_config(DType dtype, const Attention& atten
   const int head_dim = static_cast<int>(attention.head_dim);
   const MaskKind mask = forward_mask_kind(attention);
   const bool softcap = attention.softcap > 0.0f;
-  if (runs_wgmma(arch)) {
+  if (runs_wgmma(arch) && attention.dropout_p <= 0.0f) {  // the TMA forward has no dropout
     check_attention_support(dtype, head_dim);
     if (auto tma =
             tma_default_config(dtype, head_dim, mask, softcap, arch_shared_memory_limit(arch))) {
@@ -239,6 +239,10 @@ void check_forward_spec(const ForwardConfig& config, const std::string& arch,
     throw InvalidArgument("config", std::string("is the ") + path +
                                         " path; score and mask modifiers run on the mma.sync, "
                                         "the TMA and the decode paths");
+  }
+  if (modifiers.dropout && config.path() != ForwardPath::mma_sync) {
+    throw InvalidArgument("config", "is not an mma.sync config; dropout runs on the mma.sync "
+                                    "kernels (attention/fa2/) only");
   }
 }
 
@@ -422,6 +426,7 @@ AttentionForwardParams forward_params(const Attention& attention, const TensorVi
   params.softcap_log2 = scales.softcap_log2;
   params.block_mask = block_mask_view(attention);
   params.captures = capture_table(attention);
+  params.dropout = dropout_params(attention);
   return params;
 }
 

@@ -92,6 +92,14 @@ void check_scales(const Attention& attention) {
   }
 }
 
+void check_dropout(const Attention& attention) {
+  if (!std::isfinite(attention.dropout_p) || attention.dropout_p < 0.0f ||
+      attention.dropout_p >= 1.0f) {
+    throw InvalidArgument("attention.dropout_p", "is " + std::to_string(attention.dropout_p) +
+                                                     "; must be in [0, 1) (0 turns it off)");
+  }
+}
+
 void check_lse(const TensorView& lse, const Attention& attention) {
   check_tensor(lse, "lse", 3);
   if (lse.dtype != DType::f32) {
@@ -161,6 +169,7 @@ void validate_attention(const Attention& attention, bool wide_head_dims) {
   check_sizes(attention, wide_head_dims);
   check_mask(attention);
   check_scales(attention);
+  check_dropout(attention);
   check_score_modifiers(attention);
   check_block_mask(attention);
 }

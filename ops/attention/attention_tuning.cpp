@@ -407,6 +407,13 @@ std::string AttentionProblem::cannot_run(const TunedConfig& config) const {
   if (modified() && forward != nullptr && forward->path() == ForwardPath::wgmma) {
     return "the wgmma forward takes no score or mask modifiers";
   }
+  if (attention.dropout_p > 0.0f) {
+    const auto* backward_config = config.get_if<BackwardConfig>();
+    if ((forward != nullptr && forward->path() != ForwardPath::mma_sync) ||
+        (backward_config != nullptr && backward_config->tma)) {
+      return "dropout runs on the mma.sync kernels only";
+    }
+  }
   if (forward != nullptr && (forward->cluster() || forward->persistent()) &&
       attention.block_mask.data != nullptr) {
     return "the TMA forward reads a block mask with one CTA a tile only";

@@ -63,7 +63,11 @@ class AttentionProblem final : public autotune::TuningProblem {
   Attention attention;
 
   /// Whether the call has score or mask modifiers.
-  bool modified() const { return !attention.score_mod.empty() || !attention.mask_mod.empty(); }
+  /// Modifiers or dropout: a kernel of its own (the modifiers' struct says which).
+  bool modified() const {
+    return !attention.score_mod.empty() || !attention.mask_mod.empty() ||
+           attention.dropout_p > 0.0f;
+  }
 
   std::string_view op() const override;
   std::string key() const override;

@@ -31,7 +31,8 @@ HEADER = _c_header.read()
 
 # The header's scalar C types and their ctypes; structs and opaque handles are added below.
 _SCALARS = {
-    "int": ctypes.c_int, "int64_t": ctypes.c_int64, "float": ctypes.c_float,
+    "int": ctypes.c_int, "int64_t": ctypes.c_int64, "uint64_t": ctypes.c_uint64,
+    "float": ctypes.c_float,
     "size_t": ctypes.c_size_t, "const char*": ctypes.c_char_p, "void*": ctypes.c_void_p,
     "const void*": ctypes.c_void_p, "void**": ctypes.POINTER(ctypes.c_void_p), "void": None,
     "int*": ctypes.POINTER(ctypes.c_int), "const char**": ctypes.POINTER(ctypes.c_char_p),

@@ -275,6 +275,41 @@ TEST_CASE("C API: learnable sinks and their gradient give the C++ API's bits") {
   CHECK(std::string(flashjit_last_error()).find("'attention.sinks.shape'") != std::string::npos);
 }
 
+TEST_CASE("C API: dropout gives the C++ API's bits, and a bad probability is named") {
+  const BackwardCase c = make_case(2, 1, 21, 30, 64);
+  Inputs in = make_inputs(c);
+  Outputs from_c = poisoned_outputs(c.problem);
+  const Views cv = views_of(c, in, from_c);
+  flashjit_attention attn = c_attention(c.attention());
+  CHECK(attn.dropout_p == 0.0f);  // init: none
+  attn.dropout_p = 0.25f;
+  attn.dropout_seed = 0x1234'5678'9abcull;
+  attn.dropout_offset = 12;
+  const flashjit_tensor q = c_tensor(cv.q), k = c_tensor(cv.k), v = c_tensor(cv.v),
+                        o = c_tensor(cv.o), lse = c_tensor(cv.lse), dout = c_tensor(cv.dout),
+                        dq = c_tensor(cv.dq), dk = c_tensor(cv.dk), dv = c_tensor(cv.dv);
+  CRuntime runtime;
+  REQUIRE(flashjit_attention_forward(runtime, &attn, &q, &k, &v, &o, &lse, nullptr) ==
+          FLASHJIT_OK);
+  REQUIRE(flashjit_attention_backward(runtime, &attn, &q, &k, &v, &o, &lse, &dout, &dq, &dk, &dv,
+                                      nullptr) == FLASHJIT_OK);
+  Outputs from_cpp = poisoned_outputs(c.problem);
+  const Views pv = views_of(c, in, from_cpp);
+  Attention a = c.attention();
+  a.dropout_p = 0.25f;
+  a.dropout_seed = 0x1234'5678'9abcull;
+  a.dropout_offset = 12;
+  cpp_emulator().forward(a, pv.q, pv.k, pv.v, pv.o, pv.lse);
+  cpp_emulator().backward(a, pv.q, pv.k, pv.v, pv.o, pv.lse, pv.dout, pv.dq, pv.dk, pv.dv);
+  CHECK(from_c.o == from_cpp.o);
+  CHECK(from_c.dq == from_cpp.dq);
+  CHECK(from_c.dv == from_cpp.dv);
+  attn.dropout_p = 1.0f;
+  CHECK(flashjit_attention_forward(runtime, &attn, &q, &k, &v, &o, &lse, nullptr) ==
+        FLASHJIT_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(flashjit_last_error()).find("attention.dropout_p") != std::string::npos);
+}
+
 /// A small valid forward/backward call in C, to break one argument at a time.
 struct Call {
   BackwardCase c = make_case(1, 1, 8, 8, 64);

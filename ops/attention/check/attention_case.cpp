@@ -5,6 +5,7 @@
 #include <limits>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,9 +33,10 @@ void add_scaled_value(ConstView4 v, std::int64_t b, std::int64_t j, std::int64_t
 }
 
 /// One row of O from its scores `s` (clobbered) the plain way in `dtype`: S, P = softmax(S)
-/// and O = P V each rounded to `dtype`, sums exact. A row with no visible key gets O = 0.
+/// and O = P V each rounded to `dtype`, sums exact; with `dropout` (each key's factor, as
+/// reference::Problem::dropout gives it), P's dropped. A row with no visible key gets O = 0.
 void plain_row(DType dtype, ConstView4 v, std::int64_t b, std::int64_t hk, std::vector<double>& s,
-               std::vector<double>& out) {
+               std::vector<double>& out, const std::vector<double>& dropout = {}) {
   out.assign(static_cast<std::size_t>(v.shape[3]), 0.0);
   double max = kNegInf;
   for (double& sj : s) max = std::max(max, sj = round_to(dtype, sj));
@@ -42,7 +44,9 @@ void plain_row(DType dtype, ConstView4 v, std::int64_t b, std::int64_t hk, std::
   double sum = 0;
   for (double& sj : s) sum += sj = std::exp(sj - max);
   for (std::size_t j = 0; j < s.size(); ++j) {
-    add_scaled_value(v, b, static_cast<std::int64_t>(j), hk, round_to(dtype, s[j] / sum), out);
+    const double factor = dropout.empty() ? 1.0 : dropout[j];
+    add_scaled_value(v, b, static_cast<std::int64_t>(j), hk, round_to(dtype, s[j] / sum) * factor,
+                     out);
   }
   for (double& o : out) o = round_to(dtype, o);
 }
@@ -67,12 +71,16 @@ Tensor4 plain_attention(const ForwardCase& c, const Tensor4& q, const Tensor4& k
                         const Tensor4& v) {
   const reference::Problem& p = c.problem;
   Tensor4 out = reference::zeros(p.o_shape(), c.layout);
-  std::vector<double> s, row;
+  std::vector<double> s, row, dropout;
   for (std::int64_t b = 0; b < p.batch; ++b) {
     for (std::int64_t h = 0; h < p.heads_q; ++h) {
       for (std::int64_t i = 0; i < p.seqlen_q; ++i) {
         row_scores(p, q.view(), k.view(), b, h, i, s);
-        plain_row(c.dtype, v.view(), b, p.kv_head(h), s, row);
+        dropout.clear();
+        for (std::int64_t j = 0; p.dropout && j < p.seqlen_k; ++j) {
+          dropout.push_back(p.dropout(b, h, i, j));
+        }
+        plain_row(c.dtype, v.view(), b, p.kv_head(h), s, row, dropout);
         for (std::int64_t d = 0; d < p.value_dim(); ++d) {
           out(b, i, h, d) = row[static_cast<std::size_t>(d)];
         }
@@ -141,6 +149,7 @@ Expected full_expected(const ForwardCase& c, const Inputs& in) {
 /// bound): reference::forward computes every row.
 Expected sampled_expected(const ForwardCase& c, const Inputs& in) {
   const reference::Problem& p = c.problem;
+  if (p.dropout) throw std::invalid_argument("sampled rows do not model dropout: sample_rows 0");
   const ConstView4 q = in.q.values.view(), k = in.k.values.view(), v = in.v.values.view();
   Expected expected{spread_rows(c.sample_rows, p.batch, p.heads_q, p.seqlen_q), {}, {}, 0};
   std::vector<double> plain, s, exact_o, plain_o;
@@ -271,6 +280,9 @@ Attention ForwardCase::attention() const {
   a.score_mod = p.score_mod_text;
   a.mask_mod = p.mask_mod_text;
   a.captures = captures;
+  a.dropout_p = static_cast<float>(p.dropout_p);
+  a.dropout_seed = p.dropout_seed;
+  a.dropout_offset = p.dropout_offset;
   return a;
 }
 

@@ -52,6 +52,8 @@ struct RowSoftmax {
   std::vector<double> scores;  // (keys.end - keys.begin), -inf where masked
   std::vector<double> slopes;  // d score / d (q.k) where visible, for the backward
   std::vector<double> probs;   // (keys.end - keys.begin)
+  std::vector<double> dropped;  // probs ∘ Z, what multiplies V (probs without dropout)
+  std::vector<double> factors;  // Z: 0 dropped, 1 / (1 - p) kept (1 without dropout)
   double lse = kNegInf;
 };
 
@@ -73,12 +75,23 @@ void attend_row(const Problem& problem, ConstView4 q, ConstView4 k, int64_t b, i
   }
   row.probs = row.scores;
   row.lse = softmax_in_place(row.probs.data(), n);
-  if (problem.sinks.empty()) return;
-  // The sink's term in the denominator: every probability shrinks by e^(LSE − LSE').
-  const double with_sink = log_add_exp(row.lse, problem.sinks[static_cast<size_t>(h)]);
-  const double shrink = row.lse == kNegInf ? 0.0 : std::exp(row.lse - with_sink);
-  for (double& p : row.probs) p *= shrink;
-  row.lse = with_sink;
+  if (!problem.sinks.empty()) {
+    // The sink's term in the denominator: every probability shrinks by e^(LSE − LSE').
+    const double with_sink = log_add_exp(row.lse, problem.sinks[static_cast<size_t>(h)]);
+    const double shrink = row.lse == kNegInf ? 0.0 : std::exp(row.lse - with_sink);
+    for (double& p : row.probs) p *= shrink;
+    row.lse = with_sink;
+  }
+  row.factors.assign(static_cast<size_t>(n), 1.0);
+  if (problem.dropout) {
+    for (int64_t jj = 0; jj < n; ++jj) {
+      row.factors[static_cast<size_t>(jj)] = problem.dropout(b, h, i, keys.begin + jj);
+    }
+  }
+  row.dropped = row.probs;
+  for (int64_t jj = 0; jj < n; ++jj) {
+    row.dropped[static_cast<size_t>(jj)] *= row.factors[static_cast<size_t>(jj)];
+  }
 }
 
 // O[i, d] = sum_j P[i, j] V[j, d] over the row's key range.
@@ -86,7 +99,7 @@ double output_element(ConstView4 v, int64_t b, int64_t kv_h, int64_t d, KeyRange
                       const RowSoftmax& row) {
   double acc = 0.0;
   for (int64_t j = keys.begin; j < keys.end; ++j)
-    acc += row.probs[static_cast<size_t>(j - keys.begin)] * v(b, j, kv_h, d);
+    acc += row.dropped[static_cast<size_t>(j - keys.begin)] * v(b, j, kv_h, d);
   return acc;
 }
 
@@ -108,8 +121,9 @@ void backprop_row(const Problem& problem, const BackwardViews& t, int64_t b, int
   for (int64_t j = 0; j < problem.seqlen_k; ++j) {
     if (row.scores[j] == kNegInf) continue;  // masked: P = 0, dS = 0
     const double p = row.probs[j];
-    double dp = 0.0;  // dP_ij = dO_i . V_j
+    double dp = 0.0;  // dP_ij = Z_ij dO_i . V_j: the gradient of the undropped P
     for (int64_t d = 0; d < value_dim; ++d) dp += t.dout(b, i, h, d) * t.v(b, j, kv_h, d);
+    dp *= row.factors[j];
     const double ds = p * (dp - delta);    // dS = P (dP - D)
     const double dx = ds * row.slopes[j];  // d loss / d (q.k)
     for (int64_t d = 0; d < dim; ++d) {
@@ -117,7 +131,7 @@ void backprop_row(const Problem& problem, const BackwardViews& t, int64_t b, int
       t.dk(b, j, kv_h, d) += dx * t.q(b, i, h, d);  // dK = dSᵀ Q scale
     }
     for (int64_t d = 0; d < value_dim; ++d) {
-      t.dv(b, j, kv_h, d) += p * t.dout(b, i, h, d);  // dV = Pᵀ dO
+      t.dv(b, j, kv_h, d) += row.dropped[j] * t.dout(b, i, h, d);  // dV = (P ∘ Z)ᵀ dO
     }
   }
 }

@@ -53,6 +53,14 @@ struct Problem {
   /// Learnable attention sinks (Attention::sinks): one logit per query head joining every
   /// row's softmax denominator (and its LSE), adding nothing to O. Empty: none.
   std::vector<double> sinks{};
+  /// Dropout: the library's Attention::dropout_p, dropout_seed and dropout_offset, handed to
+  /// the kernels, and `dropout`, the factor Z_ij that P_ij of (b, h, i, j) is multiplied by in
+  /// O = (P ∘ Z) V (0 where dropped, 1 / (1 − p) where kept), which the caller regenerates on
+  /// the host from the same generator (check/dropout_mask.hpp). Empty: none.
+  double dropout_p = 0.0;
+  uint64_t dropout_seed = 0;
+  uint64_t dropout_offset = 0;
+  std::function<double(int64_t, int64_t, int64_t, int64_t)> dropout{};
 
   /// Throws std::invalid_argument naming the first bad field.
   void validate() const;

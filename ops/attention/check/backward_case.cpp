@@ -8,6 +8,7 @@
 #include <optional>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -72,7 +73,7 @@ struct Precision {
 };
 
 /// One query row's softmax and D = rowsum(dO ∘ O) at a precision r:
-/// P_j = r(e^(r(S_j) − max) / sum), O = r(P V), D = r(dO · O).
+/// P_j = r(e^(r(S_j) − max) / sum), O = r((P ∘ Z) V) (Z: dropout's factors), D = r(dO · O).
 struct RowStats {
   double max = kNegInf;  ///< of the row's rounded scores; -inf: the row sees no key
   double sum = 0;
@@ -97,7 +98,7 @@ RowStats row_stats(const Problem& p, const InputViews& in, std::int64_t b, std::
   std::vector<double> o(static_cast<std::size_t>(p.value_dim()), 0.0);
   const std::int64_t hk = p.kv_head(h);
   for (std::int64_t j = 0; j < p.seqlen_k; ++j) {
-    const double pj = probs[static_cast<std::size_t>(j)];
+    const double pj = probs[static_cast<std::size_t>(j)] * (p.dropout ? p.dropout(b, h, i, j) : 1);
     if (pj == 0) continue;  // masked: causal rows at real sizes see half the keys
     const double* v_row = &in.v(b, j, hk, 0);
     for (std::size_t d = 0; d < o.size(); ++d) o[d] += pj * v_row[d];  // unit stride
@@ -155,14 +156,15 @@ reference::Gradients plain_backward(const BackwardCase& c, const InputViews& in)
           const double sj = s[static_cast<std::size_t>(j)];
           if (sj == kNegInf) continue;
           const double pj = probs[static_cast<std::size_t>(j)];
-          const double dp = dot(&in.dout(b, i, h, 0), &in.v(b, j, hk, 0), p.value_dim());
+          const double z = p.dropout ? p.dropout(b, h, i, j) : 1.0;  // dropout's factor
+          const double dp = z * dot(&in.dout(b, i, h, 0), &in.v(b, j, hk, 0), p.value_dim());
           const double ds = score_gradient(p, in, {b, h, i, j}, pj, sj, dp, stats.delta, r);
           for (std::int64_t d = 0; d < p.head_dim; ++d) {
             dq(b, i, h, d) += ds * in.k(b, j, hk, d);
             dk(b, j, hk, d) += ds * in.q(b, i, h, d);
           }
           for (std::int64_t d = 0; d < p.value_dim(); ++d) {
-            dv(b, j, hk, d) += pj * in.dout(b, i, h, d);
+            dv(b, j, hk, d) += pj * z * in.dout(b, i, h, d);
           }
         }
       }
@@ -305,6 +307,7 @@ void add_key_row(const BackwardCase& c, const InputViews& in, const GroupStats& 
 /// reference::backward computes every row.
 Expected sampled_expected(const BackwardCase& c, const InputViews& in) {
   const Problem& p = c.problem;
+  if (p.dropout) throw std::invalid_argument("sampled rows do not model dropout: sample_rows 0");
   Expected e{spread_rows(c.sample_rows, p.batch, p.heads_q, p.seqlen_q),
              spread_rows(c.sample_rows, p.batch, p.heads_kv, p.seqlen_k),
              {},

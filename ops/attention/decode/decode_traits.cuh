@@ -31,6 +31,7 @@ struct DecodeTraits {
   static constexpr bool kSoftcap = Softcap;
   using Layout = Layout_;
   using Modifiers = Modifiers_;  // the caller's score and mask modifiers
+  static_assert(!Modifiers::kDropout, "dropout runs on the mma.sync kernels (attention/fa2/)");
   // What ForwardBlock reads: the CTA's rows, and the unit its key ranges count in (a chunk).
   static constexpr int kBlockM = Rows;
   static constexpr int kBlockN = Keys;

@@ -12,6 +12,7 @@
 #include "attention/parts/backward_scores.cuh"
 #include "attention/parts/backward_sequence.cuh"
 #include "attention/parts/block_mask_ranges.cuh"
+#include "attention/parts/dropout_tiles.cuh"
 #include "attention/parts/mask.cuh"
 #include "attention/parts/modifiers.cuh"
 #include "tile/fragment_store.cuh"
@@ -70,8 +71,14 @@ FJ_DEVICE void score_gradients(const AttentionBackwardParams& params, const Wind
   acc_tile<Grid::kRows, Grid::kCols> ds_t;  // (keys, queries): dPᵀ, then dSᵀ
   fill(ds_t, 0.0f);
   mma_abt(ds_t, tiles.v, grid.row0, block.dout, grid.col0, lane);  // dPᵀ = V dOᵀ
-  sub_col(ds_t, stats.delta);
-  mul_elements(ds_t, p_t);  // dSᵀ = Pᵀ ∘ (dPᵀ − D)
+  if constexpr (Traits::Modifiers::kDropout) {  // dSᵀ = Pᵀ ∘ (dPᵀ ∘ Zᵀ − D), Pᵀ ∘ Zᵀ for dV
+    dropout_gradients_transposed(p_t, ds_t, stats.delta, params.dropout,
+                                 sequence * params.heads_q + block.head, key0 + grid.row0,
+                                 block.row0 + grid.col0, lane);
+  } else {
+    sub_col(ds_t, stats.delta);
+    mul_elements(ds_t, p_t);  // dSᵀ = Pᵀ ∘ (dPᵀ − D)
+  }
   // Each (key, query) pair's dS is made once, here: the captures' gradients are added here only.
   modified.add_capture_gradients(ds_t, sequence, position, params.captures, lane);
   modified.chain(ds_t, lane);  // through score_mod

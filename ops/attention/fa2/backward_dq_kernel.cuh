@@ -8,6 +8,7 @@
 #include "attention/parts/backward_scores.cuh"
 #include "attention/parts/backward_sequence.cuh"
 #include "attention/parts/block_mask_ranges.cuh"
+#include "attention/parts/dropout_tiles.cuh"
 #include "attention/parts/epilogue.cuh"
 #include "attention/parts/mask.cuh"
 #include "attention/parts/modifiers.cuh"
@@ -85,8 +86,12 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, Traits::kMinBlocksPerSm)
     acc_tile<kRows, Traits::kBlockN> ds;  // (kRows, kBlockN) dP, then dS
     fill(ds, 0.0f);
     mma_abt(ds, dout, warp_row0, pipeline.await_values(block), lane);  // dP = dO Vᵀ
-    sub_row(ds, delta);
-    mul_elements(ds, p);                     // dS = P ∘ (dP − D)
+    if constexpr (Traits::Modifiers::kDropout) {  // dS = P ∘ (dP ∘ Z − D)
+      dropout_score_gradients(p, ds, delta, params.dropout, sequence * params.heads_q + head,
+                              row0 + warp_row0, key0, lane);
+    } else {
+      sub_row(ds, delta), mul_elements(ds, p);  // dS = P ∘ (dP − D)
+    }
     modified.chain(ds, lane);                // through score_mod
     scaling.chain(ds);                       // through softcap
     mma_ab(dq, to_operand<T>(ds), k, lane);  // dQ += dS K

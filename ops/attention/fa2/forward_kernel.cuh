@@ -6,6 +6,7 @@
 // rows and keys a CTA has and where they live (attention/parts/forward_block.cuh), not the loop.
 #include "attention/fa2/forward_rows.cuh"
 #include "attention/fa2/query_operand.cuh"
+#include "attention/parts/dropout_tiles.cuh"
 #include "attention/parts/forward_softmax.cuh"
 #include "attention/parts/mask.cuh"
 #include "attention/parts/modifiers.cuh"
@@ -57,9 +58,18 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
       mask_scores(window, s, row0 + warp_row0, key0, lane);  // S = −inf where masked
     }
     softmax.update(s, o, exponent_scale<kScaled>(params));  // P = 2^((S − m)·c), O·α
+    if constexpr (Modifiers::kDropout) {  // after ℓ summed the undropped P
+      drop_probabilities(
+          s, params.dropout, [&](int r) { return block.query(warp_row0 + r); },
+          [&](int r) { return block.batch * params.heads_q + block.query_head(warp_row0 + r); },
+          key0, lane);
+    }
     mma_ab(o, to_operand<T>(s), pipeline.await_values(block_n), lane);  // O += P V
   }
   const row_vec<kRows> lse = softmax.finish(o, exponent_scale<kScaled>(params));  // O /= ℓ
+  if constexpr (Modifiers::kDropout) {  // the kept P's 1 / (1 − p)
+    for_each_in_row(o, [&](int, float& x) { x *= params.dropout.scale; });
+  }
   if constexpr (Traits::Layout::kKvE4m3) {  // likewise V: O = (P V_stored) · v_descale
     for_each_in_row(o, [&](int, float& x) { x *= block.v_descale; });
   }

@@ -54,6 +54,7 @@ struct TmaBackwardTraits {
   static constexpr bool kVarlen = Varlen;
   // the caller's score and mask modifiers (attention/parts/modifiers.cuh)
   using Modifiers = Modifiers_;
+  static_assert(!Modifiers::kDropout, "dropout runs on the mma.sync kernels (attention/fa2/)");
   // setmaxnreg's counts (0: none), as the forward's with as many consumer warpgroups.
   static constexpr int kConsumerRegisters = tma_forward_registers(kGroups * 64).consumer;
   static constexpr int kProducerRegisters = tma_forward_registers(kGroups * 64).producer;

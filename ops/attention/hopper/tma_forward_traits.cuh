@@ -72,6 +72,7 @@ struct TmaForwardTraits {
   static constexpr int kClusterBlocks = ClusterBlocks;
   // the caller's score and mask modifiers (attention/parts/modifiers.cuh)
   using Modifiers = Modifiers_;
+  static_assert(!Modifiers::kDropout, "dropout runs on the mma.sync kernels (attention/fa2/)");
   // K and V are an fp8 e4m3 cache: TMA brings their blocks as bytes into two staging slots and
   // the producer warpgroup converts each into its ring slot (tma_forward_loads.cuh); the
   // descale factors scale the scores and O in fp32.

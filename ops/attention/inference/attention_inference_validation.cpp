@@ -317,6 +317,11 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
     throw InvalidArgument("attention.block_mask",
                           "is for the dense forward (Runtime::forward without Sequences) for now");
   }
+  if (a.dropout_p > 0.0f) {
+    throw InvalidArgument("attention.dropout_p",
+                          "is for dense calls (Runtime::forward and backward without Sequences) "
+                          "for now; with Sequences it must be 0");
+  }
   const bool packed_q = present(s.cu_seqlens_q);
   const bool packed_k = present(s.cu_seqlens_k);
   const bool paged = present(s.page_table);

@@ -30,6 +30,7 @@ std::string ScoreModifiers::digest() const {
   if (empty()) return "";
   detail::KeyBuilder key;
   key.add("score_mod").add(score).add("mask_mod").add(mask);
+  if (dropout) key.add("dropout");
   for (const CaptureType& c : captures) {
     key.add("capture")
         .add(c.name)
@@ -102,6 +103,7 @@ std::string ScoreModifiers::definition() const {
          digest() + " {\n" +
          "  static constexpr bool kScore = " + (score.empty() ? "false" : "true") + ";\n" +
          "  static constexpr bool kMask = " + (mask.empty() ? "false" : "true") + ";\n" +
+         "  static constexpr bool kDropout = " + (dropout ? "true" : "false") + ";\n" +
          "  static constexpr bool kCaptureGradients = " + (gradients.empty() ? "false" : "true") +
          ";\n" + "  template <class Score>\n" + "  FJ_DEVICE static Score score(Score score, " +
          parameters + ") {\n" + opened_captures(captures) + "    return static_cast<Score>(\n" +
@@ -116,7 +118,8 @@ std::string ScoreModifiers::definition() const {
 }
 
 ScoreModifiers score_modifiers(const Attention& attention) {
-  ScoreModifiers modifiers{attention.score_mod, attention.mask_mod, {}};
+  ScoreModifiers modifiers{attention.score_mod, attention.mask_mod, {},
+                           attention.dropout_p > 0.0f};
   for (const Capture& c : attention.captures) {
     modifiers.captures.push_back({c.name, c.tensor.dtype, c.tensor.rank, c.grad.data != nullptr});
   }

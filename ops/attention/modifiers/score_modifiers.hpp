@@ -19,13 +19,15 @@ struct CaptureType {
   bool operator==(const CaptureType&) const = default;
 };
 
-/// A call's modifiers, as the caller wrote them (empty: none).
+/// A call's modifiers, as the caller wrote them, and whether its probabilities are dropped
+/// (Attention::dropout_p > 0: the kernels' Modifiers struct says so; empty: none of these).
 struct ScoreModifiers {
   std::string score;                    ///< Attention::score_mod
   std::string mask;                     ///< Attention::mask_mod
   std::vector<CaptureType> captures{};  ///< the tensors they read, in the caller's order
+  bool dropout = false;                 ///< Attention::dropout_p > 0
 
-  bool empty() const { return score.empty() && mask.empty(); }
+  bool empty() const { return score.empty() && mask.empty() && !dropout; }
   /// 16 hex digits that name these modifiers in kernel names and keys (empty when none).
   std::string digest() const;
   /// The C++ type the kernels' traits name: "flashjit::NoModifiers", or

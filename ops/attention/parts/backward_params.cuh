@@ -52,6 +52,7 @@ struct AttentionBackwardParams {
   // visit only the query blocks that may see their keys, the dQ kernel only the key blocks its
   // rows may see.
   BlockMaskView block_mask;
+  DropoutParams dropout;  // the forward's, read by the kernels whose Modifiers have kDropout
 };
 
 /// The turn counter in p.dq_semaphore of the query block holding `row` of query head

@@ -3,6 +3,7 @@
 // the kernel (which takes it by value). Everything that varies per call and not per
 // specialization lives here; what the kernel needs as a compile-time constant is in the config.
 #include "attention/parts/block_mask_params.cuh"
+#include "attention/parts/dropout.cuh"
 #include "attention/parts/head_tensor.cuh"
 
 namespace flashjit {
@@ -106,6 +107,7 @@ struct AttentionForwardParams {
   SplitOutputs split;        // split-KV partials (zero without splits)
   BlockMaskView block_mask;  // the mask modifier's block mask (dense batches; zero without)
   CaptureTable captures;     // tensors the modifiers read (Attention::captures)
+  DropoutParams dropout;     // read by the kernels whose Modifiers have kDropout
 };
 
 }  // namespace flashjit

@@ -3,6 +3,7 @@
 // kernel's Modifiers trait is NoModifiers, or a struct the host renders from the caller's
 // expressions (attention/modifiers/score_modifiers.cpp) with the same members:
 //   kScore, kMask                      whether each is present;
+//   kDropout                           whether P is dropped (attention/parts/dropout.cuh);
 //   score(score, b, h, q_idx, kv_idx, captures)  the score the softmax sees, from the scaled
 //                                      (and soft-capped) score in the natural domain;
 //   mask(b, h, q_idx, kv_idx, captures)  false hides key kv_idx from query q_idx;
@@ -23,6 +24,7 @@ namespace flashjit {
 struct NoModifiers {
   static constexpr bool kScore = false;
   static constexpr bool kMask = false;
+  static constexpr bool kDropout = false;
   static constexpr bool kCaptureGradients = false;
   template <class Score>
   FJ_DEVICE static Score score(Score score, int, int, int, int, const CaptureTable&) {

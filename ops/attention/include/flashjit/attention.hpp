@@ -152,6 +152,19 @@ struct Attention {
   /// reruns are bit-identical. Overwritten, not accumulated.
   TensorView sinks_grad{};
 
+  /// Dropout on the attention probabilities, FlashAttention-2's contract: each P_ij is kept
+  /// with probability 1 − dropout_p and then scaled by 1 / (1 − dropout_p), or zeroed; lse is
+  /// that of the undropped P. In [0, 1); 0 turns it off. Which elements are kept is a pure
+  /// function of (dropout_seed, dropout_offset, batch entry, query head, query, key) (Philox
+  /// 4x32-10, docs/attention.md#dropout), so the backward, given the same three, regenerates
+  /// the forward's mask without storing it, and reruns are bit-identical. Dense calls and
+  /// variable-length ones (Sequences with cu_seqlens) take it, on the mma.sync kernels (sm_80
+  /// on; on sm_90a too, where the Hopper kernels have no dropout); decoding and paged caches
+  /// refuse it by name.
+  float dropout_p = 0.0f;
+  std::uint64_t dropout_seed = 0;
+  std::uint64_t dropout_offset = 0;
+
   /// V's and O's head dim: head_dim_v, or head_dim when it is 0.
   std::int64_t value_head_dim() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
 };

@@ -524,6 +524,28 @@ TEST_CASE("run --sinks: learnable sinks forward and backward against float64, PA
   CHECK(paged.output.find("'--sinks'") != std::string::npos);
 }
 
+TEST_CASE("run --dropout: dropout forward and backward against float64 with the same mask") {
+  TempDir dir;
+  for (const char* op : {"attention-forward", "attention-backward"}) {
+    const ChildResult run =
+        flashjit_cli({"run", "--emulate", "--op", op, "--dropout", "0.2", "--seed", "5", "--heads",
+                      "2", "--seqlen-q", "40", "--seqlen-k", "56", "--head-dim", "64"},
+                     dir.path().string());
+    CAPTURE(run.output);
+    CHECK(run.exit_code == 0);
+    CHECK(run.out.find("dropout 0.2") != std::string::npos);
+    CHECK(run.out.find("PASS") != std::string::npos);
+  }
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--dropout", "1"}, {"--dropout", "0.1", "--paged"}}) {
+    std::vector<std::string> args = {"run", "--emulate"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    const ChildResult run = flashjit_cli(args, dir.path().string());
+    CHECK_MESSAGE(run.exit_code == 2, run.output);
+    CHECK(run.output.find("'--dropout'") != std::string::npos);
+  }
+}
+
 TEST_CASE("run --score-mod/--mask-mod: the float64 reference evaluates the same text, PASS") {
   TempDir dir;
   // A dense forward, and a variable-length backward whose ∂score_mod/∂score comes from the

@@ -67,6 +67,10 @@ void add_run_options(CLI::App& run, AttentionRunFlags& flags) {
                "Forward with --paged or --varlen: v is k's first --head-dim-v columns in the "
                "same memory, as in MLA's latent cache (head dims 576 and 512): each key row's "
                "first columns are its value, and the forward loads the keys once for both");
+  run.add_option("--dropout", flags.dropout,
+                 "Dense runs: dropout on the probabilities with this p in [0, 1) "
+                 "(Attention::dropout_p, seeded by --seed, offset 0), checked against the float64 "
+                 "reference with the same mask regenerated on the host");
   run.add_flag("--sinks", flags.sinks,
                "Dense runs: learnable attention sinks (random logits, one a query head) in every "
                "row's softmax denominator, checked with O and LSE (and after the backward with "
@@ -116,7 +120,7 @@ RunOp attention_run(bool backward, std::shared_ptr<AttentionRunFlags> flags) {
   op.options = {"--batch",    "--heads",     "--heads-kv", "--seqlen-q",   "--seqlen-k",
                 "--head-dim", "--causal",    "--counters", "--layout",     "--config",
                 "--varlen",   "--score-mod", "--mask-mod", "--head-dim-v", "--seqused",
-                "--sinks"};
+                "--sinks",    "--dropout"};
   if (backward) {
     op.options.push_back("--deterministic");
   } else {
@@ -145,6 +149,8 @@ RunOp attention_run(bool backward, std::shared_ptr<AttentionRunFlags> flags) {
          {"--seqused", f.varlen > 0 && !f.paged, "attention runs with --varlen, without --paged"},
          {"--sinks", !f.inference(),
           "attention runs without --paged, --varlen, --append or --kv-dtype"},
+         {"--dropout", !f.inference(),
+          "attention runs without --paged, --varlen, --append or --kv-dtype"},
          {"--values-in-keys", (f.paged || f.varlen > 0) && f.append == 0 && !f.kv_e4m3(),
           "attention-forward with --paged or --varlen, without --append or --kv-dtype"}});
   };
@@ -169,6 +175,7 @@ struct AttentionTuneFlags {
   // attention-forward and -backward: the calls' modifiers, compiled into every candidate.
   std::string score_mod;
   std::string mask_mod;
+  float dropout = 0.0f;  // Attention::dropout_p
 };
 
 void add_tune_options(CLI::App& cmd, AttentionTuneFlags& flags) {
@@ -189,6 +196,9 @@ void add_tune_options(CLI::App& cmd, AttentionTuneFlags& flags) {
                  "database keys it apart");
   cmd.add_option("--mask-mod", flags.mask_mod,
                  "attention-forward and -backward: tune calls with this mask modifier, likewise");
+  cmd.add_option("--dropout", flags.dropout,
+                 "attention-forward and -backward: tune calls with dropout of this p (the "
+                 "mma.sync kernels, which carry it); the database keys it apart");
 }
 
 const std::vector<std::string> kTuneShapeOptions = {"--head-dim", "--seqlen",   "--batch-heads",
@@ -198,7 +208,7 @@ TuneOp attention_tune(bool backward, std::shared_ptr<AttentionTuneFlags> flags) 
   TuneOp op;
   op.name = backward ? "attention-backward" : "attention-forward";
   op.options = kTuneShapeOptions;
-  op.options.insert(op.options.end(), {"--score-mod", "--mask-mod"});
+  op.options.insert(op.options.end(), {"--score-mod", "--mask-mod", "--dropout"});
   if (backward) op.options.push_back("--deterministic");
   op.add_problems = [backward, flags](const TuneShape& shape, DType dtype, ProblemList& list) {
     check_modifier_options(flags->score_mod, flags->mask_mod);
@@ -206,6 +216,7 @@ TuneOp attention_tune(bool backward, std::shared_ptr<AttentionTuneFlags> flags) 
       a.deterministic = backward && flags->deterministic;
       a.score_mod = flags->score_mod;
       a.mask_mod = flags->mask_mod;
+      a.dropout_p = flags->dropout;
       list.push_back(std::make_shared<kernels::AttentionProblem>(backward, dtype, a));
     }
   };

@@ -8,6 +8,7 @@
 #include "attention/attention_forward.hpp"
 #include "attention/attention_tuning.hpp"
 #include "attention/check/backward_case.hpp"
+#include "attention/check/dropout_mask.hpp"
 #include "attention/check/host_modifiers.hpp"
 #include "attention/wide/wide_forward_space.cuh"
 #include "chosen_kernels.hpp"
@@ -17,6 +18,14 @@
 
 namespace flashjit::tools {
 namespace {
+
+/// ", dropout 0.15" for a problem with dropout, else "".
+std::string dropout_text(const reference::Problem& p) {
+  if (!p.dropout) return "";
+  char text[48];
+  std::snprintf(text, sizeof text, ", dropout %g", p.dropout_p);
+  return text;
+}
 
 /// The tuning problem of the run: the case's attention, deterministic as the flag says.
 kernels::AttentionProblem run_problem(const AttentionRunFlags& flags, const testing::ForwardCase& c,
@@ -53,7 +62,8 @@ void print_problem(const AttentionRunFlags& flags, const testing::ForwardCase& c
                .dtype = c.dtype,
                .layout = c.layout == reference::Layout::bshd ? "bshd" : "bhsd",
                .causal = p.causal,
-               .extra = p.head_dim_v != 0 ? ", head_dim_v " + std::to_string(p.head_dim_v) : ""});
+               .extra = (p.head_dim_v != 0 ? ", head_dim_v " + std::to_string(p.head_dim_v) : "") +
+                        dropout_text(p)});
   const kernels::AttentionProblem problem = run_problem(flags, c, backward);
   // Rebuilt from its attention, which run_problem changed after building it.
   const kernels::AttentionProblem chosen(backward, c.dtype, problem.attention);
@@ -105,6 +115,12 @@ testing::ForwardCase forward_case(const RunContext& context, const AttentionRunF
     c.problem.score_mod_slope = std::move(modifiers.score_slope);
     c.problem.mask_mod_text = flags.mask_mod;
     c.problem.mask_mod = std::move(modifiers.mask);
+  }
+  if (flags.dropout != 0.0f) {
+    if (!(flags.dropout > 0.0f && flags.dropout < 1.0f)) {
+      throw InvalidArgument("--dropout", "must be in [0, 1) (0: none)");
+    }
+    testing::set_dropout(c.problem, flags.dropout, context.basics.seed, 0);
   }
   return c;
 }

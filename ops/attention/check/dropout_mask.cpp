@@ -1,11 +1,14 @@
 #include "attention/check/dropout_mask.hpp"
 
+#include <stdexcept>
+
 #include "attention/attention_common.hpp"
 #include "attention/parts/dropout.cuh"
 
 namespace flashjit::testing {
 
 void set_dropout(reference::Problem& problem, float p, std::uint64_t seed, std::uint64_t offset) {
+  if (!(p >= 0.0f && p < 1.0f)) throw std::invalid_argument("set_dropout: p must be in [0, 1)");
   problem.dropout_p = p;
   problem.dropout_seed = seed;
   problem.dropout_offset = offset;

@@ -20,7 +20,8 @@ except ImportError:  # pragma: no cover
 # for their errors (_capi.check).
 ATTENTION_NAMES = {"attention.window_left": "window[0]", "attention.window_right": "window[1]",
                    "attention.scale": "scale", "attention.softcap": "softcap",
-                   "attention.sinks": "sinks", "attention.sinks_grad": "sinks"}
+                   "attention.sinks": "sinks", "attention.sinks_grad": "sinks",
+                   "attention.dropout_p": "dropout_p"}
 
 
 def sequence_names(fields: dict) -> dict:
@@ -43,6 +44,11 @@ class Options:
     mask_mod: str = ""
     captures: tuple = ()  # (name, array) pairs: Attention::captures
     sinks: object = None  # float32 [heads_q] logits (an array), or None: Attention::sinks
+    # Attention::dropout_p, dropout_seed, dropout_offset (the seed drawn by the call: the
+    # backward needs the forward's).
+    dropout_p: float = 0.0
+    dropout_seed: int = 0
+    dropout_offset: int = 0
 
     def __post_init__(self):
         if len(self.window) != 2:
@@ -71,6 +77,14 @@ class Options:
             raise ValueError(f"'softcap' must be >= 0 (0: off), not {self.softcap!r}")
         a.softcap = float(self.softcap)
         a.deterministic = int(bool(self.deterministic))
+        if not 0 <= self.dropout_p < 1:
+            raise ValueError(f"'dropout_p' must be in [0, 1) (0: none), not {self.dropout_p!r}")
+        for name in ("dropout_seed", "dropout_offset"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or not 0 <= value < 2 ** 63:
+                raise ValueError(f"'{name}' must be an int in [0, 2**63), not {value!r}")
+        a.dropout_p = float(self.dropout_p)
+        a.dropout_seed, a.dropout_offset = int(self.dropout_seed), int(self.dropout_offset)
         for name in ("score_mod", "mask_mod"):
             text = getattr(self, name)
             if not isinstance(text, str):
@@ -88,12 +102,26 @@ def operator_modifiers(options: Options) -> tuple:
 
 
 def operator_options(flags: tuple, score_mod: str, mask_mod: str, capture_names: str,
-                     captures, sinks=None) -> Options:
-    """The Options of a custom operator's arguments: flags(), operator_modifiers() and the
-    sinks."""
+                     captures, sinks=None, dropout=(0.0, 0, 0)) -> Options:
+    """The Options of a custom operator's arguments: flags(), operator_modifiers(), the sinks
+    and the dropout (p, seed, offset)."""
     names = capture_names.split(",") if capture_names else []
     return dataclasses.replace(Options.of_flags(*flags), score_mod=score_mod, mask_mod=mask_mod,
-                               captures=tuple(zip(names, captures)), sinks=sinks)
+                               captures=tuple(zip(names, captures)), sinks=sinks,
+                               dropout_p=dropout[0], dropout_seed=dropout[1],
+                               dropout_offset=dropout[2])
+
+
+def drawn_dropout_seed(seed, dropout_p: float, like) -> int:
+    """The seed of a call's dropout: `seed` when given, else one drawn from the generator of
+    `like`'s kind (torch's default generator for a torch tensor, numpy's global one for an
+    array), so torch.manual_seed or np.random.seed makes a run repeat and each call draws a new
+    mask; 0 without dropout."""
+    if seed is not None or not dropout_p:
+        return 0 if seed is None else seed
+    if is_torch(like):
+        return int(torch.randint(0, 2 ** 62, (), dtype=torch.int64).item())
+    return int(np.random.randint(0, 2 ** 62, dtype=np.int64))
 
 
 def capture_gradients(captures, wanted):

@@ -11,8 +11,8 @@ from . import _capi, _custom_ops
 from ._alibi import with_alibi
 from ._arrays import DTYPE_CODES, Launch, is_torch
 from ._options import (ATTENTION_NAMES, Options, bind_captures, call_options, capture_gradients,
-                       capture_inputs, element, float32, int32_full, operator_modifiers,
-                       operator_options, shape_of, wants_grad)
+                       capture_inputs, drawn_dropout_seed, element, float32, int32_full,
+                       operator_modifiers, operator_options, shape_of, wants_grad)
 from ._symbols import torch_compiling
 from ._trace import modifiers
 
@@ -141,8 +141,9 @@ if _custom_ops.AVAILABLE:
 
     def _modified_flags(options: Options, block_mask) -> tuple:
         """The modifier operators' arguments after q, k and v: flags(), the modifiers, the
-        block mask and the sinks."""
-        return (*options.flags(), *operator_modifiers(options), block_mask, options.sinks)
+        block mask, the sinks and the dropout (p, seed, offset)."""
+        return (*options.flags(), *operator_modifiers(options), block_mask, options.sinks,
+                float(options.dropout_p), int(options.dropout_seed), int(options.dropout_offset))
 
     @_custom_ops.define("attention_backward_modified", _fake_backward,
                         mutates_args=("capture_grads", "sinks_grad"))
@@ -151,15 +152,17 @@ if _custom_ops.AVAILABLE:
                               softcap: float, scale: Optional[float], deterministic: bool,
                               score_mod: str, mask_mod: str, capture_names: str,
                               captures: List[Tensor], block_mask: Optional[Tensor],
-                              sinks: Optional[Tensor], wanted: List[bool],
+                              sinks: Optional[Tensor], dropout_p: float, dropout_seed: int,
+                              dropout_offset: int, wanted: List[bool],
                               capture_grads: List[Tensor],
                               sinks_grad: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
-        """The backward with modifiers and sinks; the gradients of the captures whose `wanted`
-        is true are added into capture_grads (one each, in order; float32, zeroed by the
-        caller), the sinks' written into sinks_grad where given."""
+        """The backward with modifiers, sinks and dropout (the forward's p, seed and offset);
+        the gradients of the captures whose `wanted` is true are added into capture_grads (one
+        each, in order; float32, zeroed by the caller), the sinks' written into sinks_grad
+        where given."""
         options = operator_options((causal, window_left, window_right, softcap, scale,
                                     deterministic), score_mod, mask_mod, capture_names, captures,
-                                   sinks)
+                                   sinks, (dropout_p, dropout_seed, dropout_offset))
         names = [name for (name, _), w in zip(options.captures, wanted) if w]
         return _backward(dout, q, k, v, o, lse, options, dict(zip(names, capture_grads)),
                          block_mask, sinks_grad)
@@ -181,7 +184,7 @@ if _custom_ops.AVAILABLE:
                                            ctx.wanted, [g for g in grads if g is not None],
                                            sinks_grad)
         capture_grads = [None if g is None else g.to(x.dtype) for g, x in zip(grads, captures)]
-        return (dq, dk, dv, *([None] * 9), capture_grads, None, sinks_grad)
+        return (dq, dk, dv, *([None] * 9), capture_grads, None, sinks_grad, None, None, None)
 
     @_custom_ops.define("attention_forward_modified", _fake_forward,
                         backward=_differentiate_modified, setup_context=_save_modified)
@@ -189,20 +192,21 @@ if _custom_ops.AVAILABLE:
                              window_right: int, softcap: float, scale: Optional[float],
                              deterministic: bool, score_mod: str, mask_mod: str,
                              capture_names: str, captures: List[Tensor],
-                             block_mask: Optional[Tensor],
-                             sinks: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+                             block_mask: Optional[Tensor], sinks: Optional[Tensor],
+                             dropout_p: float, dropout_seed: int,
+                             dropout_offset: int) -> Tuple[Tensor, Tensor]:
         """The forward with score_mod and mask_mod (texts of the modifier language) reading the
-        captures, named in capture_names (comma-separated; schemas have no list of str), and
-        the sinks (float32 [heads_q], or None)."""
+        captures, named in capture_names (comma-separated; schemas have no list of str), the
+        sinks (float32 [heads_q], or None) and the dropout (p, seed, offset)."""
         options = operator_options((causal, window_left, window_right, softcap, scale,
                                     deterministic), score_mod, mask_mod, capture_names, captures,
-                                   sinks)
+                                   sinks, (dropout_p, dropout_seed, dropout_offset))
         return _forward(q, k, v, options, block_mask)
 
 
 def _modified(q, k, v, options: Options, block_mask):
-    """attention() with modifiers or sinks: (o, lse), differentiable in q, k, v, the captures
-    and the sinks."""
+    """attention() with modifiers, sinks or dropout: (o, lse), differentiable in q, k, v, the
+    captures and the sinks."""
     tensors = [x for _, x in options.captures]
     if _custom_ops.takes(q, k, v, *tensors, block_mask, options.sinks):
         return _modified_forward_op(q, k, v, *_modified_flags(options, block_mask))
@@ -237,7 +241,7 @@ def _prepare_once(q, k, v, options: Options, block_mask, alibi_slopes) -> None:
     backward then finds its own ready instead of compiling them one call later. A call of a
     known kind costs one set lookup (the slopes' captures are made on a new kind only)."""
     key = (tuple(q.shape), tuple(k.shape), tuple(v.shape), str(q.dtype), str(q.device),
-           options.flags(), options.score_mod, options.mask_mod,
+           options.flags(), options.score_mod, options.mask_mod, options.dropout_p > 0,
            tuple((name, str(x.dtype), x.ndim) for name, x in options.captures),
            block_mask is not None, None if alibi_slopes is None else tuple(alibi_slopes.shape))
     if key not in _prepared:
@@ -258,7 +262,9 @@ def _dense_alibi(options: Options, q, k, slopes) -> Options:
 def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -1),
               softcap: float = 0.0, scale: Optional[float] = None, deterministic: bool = False,
               return_lse: bool = False, score_mod="", mask_mod="",
-              block_mask=None, captures: Optional[dict] = None, alibi_slopes=None, sinks=None):
+              block_mask=None, captures: Optional[dict] = None, alibi_slopes=None, sinks=None,
+              dropout_p: float = 0.0, dropout_seed: Optional[int] = None,
+              dropout_offset: int = 0):
     """Attention over a dense batch, FlashAttention's flash_attn_func.
 
     q is [batch, seqlen_q, heads_q, head_dim], k and v [batch, seqlen_k, heads_kv, head_dim]
@@ -301,13 +307,22 @@ def attention(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -
     `sinks` (gpt-oss's learnable attention sinks; FlashAttention's `learnable_sink`): one logit
     per query head, [heads_q], any float dtype (used as float32), like q, that joins every
     row's softmax denominator and adds nothing to o; the LSE then includes it. A torch tensor
-    that requires grad gets its gradient."""
+    that requires grad gets its gradient.
+
+    `dropout_p` (FlashAttention's): each probability is kept with probability 1 − dropout_p
+    and scaled by 1 / (1 − dropout_p), or zeroed (the LSE is the undropped softmax's); the
+    mask is a pure function of (dropout_seed, dropout_offset, batch entry, head, query, key)
+    (docs/attention.md#dropout), regenerated by the backward. `dropout_seed` None draws one
+    from torch's default generator (torch tensors; numpy's global one for arrays), so
+    torch.manual_seed makes a run repeat; an int in [0, 2**63) fixes the mask. The gradients
+    of a differentiable call use the forward's seed."""
     score_mod, mask_mod, captured = modifiers(score_mod, mask_mod, captures, q)
     given = Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod,
-                    captured, float32(sinks))
+                    captured, float32(sinks), dropout_p,
+                    drawn_dropout_seed(dropout_seed, dropout_p, q), dropout_offset)
     if wants_grad(q, k, v, *[x for _, x in captured]) and not torch_compiling():
         _prepare_once(q, k, v, given, block_mask, alibi_slopes)
-    if score_mod or mask_mod or sinks is not None:
+    if score_mod or mask_mod or sinks is not None or dropout_p:
         o, lse = _modified(q, k, v, _dense_alibi(given, q, k, alibi_slopes), block_mask)
     elif block_mask is not None:
         raise ValueError("'block_mask' needs the 'mask_mod' it was built from")
@@ -345,16 +360,22 @@ def attention_backward(dout, q, k, v, o, lse, *, causal: bool = False,
                        window: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
                        scale: Optional[float] = None, deterministic: bool = False,
                        score_mod: str = "", mask_mod: str = "", block_mask=None,
-                       captures: Optional[dict] = None, alibi_slopes=None, sinks=None):
+                       captures: Optional[dict] = None, alibi_slopes=None, sinks=None,
+                       dropout_p: float = 0.0, dropout_seed: Optional[int] = None,
+                       dropout_offset: int = 0):
     """The gradients (dq, dk, dv) of attention() for its output gradient `dout` (like q), given
-    that call's arguments (its score_mod, mask_mod, block_mask, captures, alibi_slopes and
-    sinks included) and its o and lse (return_lse=True). For numpy callers, and for torch
-    callers who keep their own graph; dk and dv sum over the query heads sharing a key/value
-    head. With `sinks`, returns (dq, dk, dv, dsinks): the sinks' gradient, float32 [heads_q]."""
+    that call's arguments (its score_mod, mask_mod, block_mask, captures, alibi_slopes, sinks
+    and dropout included: with dropout_p, the forward's dropout_seed and dropout_offset) and
+    its o and lse (return_lse=True). For numpy callers, and for torch callers who keep their
+    own graph; dk and dv sum over the query heads sharing a key/value head. With `sinks`,
+    returns (dq, dk, dv, dsinks): the sinks' gradient, float32 [heads_q]."""
+    if dropout_p and dropout_seed is None:
+        raise ValueError("'dropout_seed' must be the forward's (an int) with dropout_p: the "
+                         "backward regenerates that call's mask")
     score_mod, mask_mod, captured = modifiers(score_mod, mask_mod, captures, q)
     options = _dense_alibi(Options(causal, tuple(window), softcap, scale, deterministic,
-                                   score_mod, mask_mod, captured, float32(sinks)), q, k,
-                           alibi_slopes)
+                                   score_mod, mask_mod, captured, float32(sinks), dropout_p,
+                                   dropout_seed or 0, dropout_offset), q, k, alibi_slopes)
     if block_mask is not None and not mask_mod:
         raise ValueError("'block_mask' needs the 'mask_mod' it was built from")
     if sinks is None:

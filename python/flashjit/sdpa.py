@@ -61,11 +61,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     seqlen_q == seqlen_k); `attn_mask` is boolean (True: takes part) or added to the scaled
     scores (its gradient returned when it requires grad), broadcastable to [batch, heads_q,
     seqlen_q, seqlen_k]; `scale` defaults to 1/sqrt(head_dim); heads_q != heads_kv needs
-    `enable_gqa`. flashjit has no attention dropout: `dropout_p` must be 0. A query row that
-    sees no key gives zeros where PyTorch gives NaN. Gradients flow as in attention()."""
-    if dropout_p != 0:
-        raise ValueError(f"'dropout_p' must be 0.0 (flashjit has no attention dropout), not "
-                         f"{dropout_p!r}")
+    `enable_gqa`. `dropout_p` drops attention weights as PyTorch does (kept ones scaled by
+    1 / (1 − p)), with flashjit's own mask (attention()'s dropout, its seed drawn from torch's
+    default generator: the same p, not PyTorch's bits). A query row that sees no key gives zeros
+    where PyTorch gives NaN. Gradients flow as in attention()."""
     if is_causal and attn_mask is not None:
         raise ValueError("'attn_mask' and 'is_causal' are exclusive (as in PyTorch)")
     if len(query.shape) != 4 or len(key.shape) != 4:
@@ -92,5 +91,5 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
             score_mod, captures = f"score + attn_mask{index}", {"attn_mask": attn_mask}
     o = attention(_swap_middle(query), _swap_middle(key), _swap_middle(value),
                   causal=is_causal and seqlen_q == seqlen_k, scale=scale, score_mod=score_mod,
-                  mask_mod=mask_mod, captures=captures)
+                  mask_mod=mask_mod, captures=captures, dropout_p=dropout_p)
     return _swap_middle(o)

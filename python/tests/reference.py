@@ -24,12 +24,51 @@ def visible(seqlen_q: int, seqlen_k: int, causal: bool, window) -> np.ndarray:
     return seen
 
 
+_MASK32 = np.uint64(0xFFFFFFFF)
+
+
+def philox4x32_10(counter, key):
+    """Philox4x32-10 (Salmon et al., SC 2011) of four uint64 arrays holding 32-bit counter words
+    under two 32-bit key words: the four output words."""
+    c0, c1, c2, c3 = (np.asarray(c, dtype=np.uint64) for c in counter)
+    k0, k1 = (np.uint64(k) for k in key)
+    for _ in range(10):
+        p0 = np.uint64(0xD2511F53) * c0
+        p1 = np.uint64(0xCD9E8D57) * c2
+        c0, c1, c2, c3 = ((p1 >> np.uint64(32)) ^ c1 ^ k0, p1 & _MASK32,
+                          (p0 >> np.uint64(32)) ^ c3 ^ k1, p0 & _MASK32)
+        k0 = (k0 + np.uint64(0x9E3779B9)) & _MASK32
+        k1 = (k1 + np.uint64(0xBB67AE85)) & _MASK32
+    return c0, c1, c2, c3
+
+
+def dropout_factors(p: float, seed: int, offset: int, b: int, hq: int, sq: int, sk: int):
+    """[b, hq, sq, sk] float64: 1 / (1 − p) where flashjit's dropout keeps (b, h, i, j), 0 where
+    it drops, from the documented generator (docs/attention.md#dropout), written here from that
+    text: one Philox call per 2 × 2 block, counter (j / 2, i / 2, b · hq + h, offset's low
+    word), key (seed's low word, seed's high word xor offset's high word), word 2(i % 2) + j % 2,
+    kept when at least ⌊p · 2³²⌋ (p as float32, as the C API holds it)."""
+    bh = np.arange(b * hq, dtype=np.uint64)[:, None, None]
+    i = np.arange(sq, dtype=np.uint64)[None, :, None]
+    j = np.arange(sk, dtype=np.uint64)[None, None, :]
+    shape = (b * hq, sq, sk)
+    counter = [np.broadcast_to(x, shape) for x in
+               (j >> np.uint64(1), i >> np.uint64(1), bh, np.uint64(offset & 0xFFFFFFFF))]
+    words = philox4x32_10(counter, (seed & 0xFFFFFFFF, (seed >> 32) ^ (offset >> 32)))
+    pick = np.broadcast_to((i & np.uint64(1)) * np.uint64(2) + (j & np.uint64(1)), shape)
+    word = np.choose(pick.astype(np.int64), words)
+    threshold = np.uint64(math.floor(float(np.float32(p)) * 2.0 ** 32))
+    kept = word >= threshold
+    return np.where(kept, 1.0 / (1.0 - p), 0.0).reshape(b, hq, sq, sk)
+
+
 def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, scale=None,
-              alibi_slopes=None, sinks=None):
+              alibi_slopes=None, sinks=None, dropout=None):
     """(o, lse) in float64 torch tensors, for q [b, sq, hq, d], k and v [b, sk, hk, d] (any
     float dtype, numpy or torch); differentiable when the inputs require grad. alibi_slopes
     ([hq] or [b, hq]) adds −slope · |i + sk − sq − j| to the capped score of query i, key j.
-    sinks ([hq]) adds e^sink to every row's denominator of head h (and to its LSE)."""
+    sinks ([hq]) adds e^sink to every row's denominator of head h (and to its LSE). dropout
+    (p, seed, offset): o = (P ∘ Z) V with dropout_factors' Z (the LSE is P's)."""
     q, k, v = (torch.as_tensor(np.asarray(x, dtype=np.float64)) if isinstance(x, np.ndarray)
                else x for x in (q, k, v))
     b, sq, hq, d = q.shape
@@ -57,6 +96,8 @@ def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, scale=None,
     p = torch.where(seen, torch.exp(s - lse.unsqueeze(-1).clamp_min(-1e300)),
                     torch.zeros((), dtype=s.dtype))
     p = torch.nan_to_num(p)
+    if dropout is not None:
+        p = p * torch.as_tensor(dropout_factors(*dropout, b, hq, sq, sk))
     o = torch.einsum("bhqk,bkhd->bqhd", p, v)
     return o, lse
 

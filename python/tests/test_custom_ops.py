@@ -78,6 +78,9 @@ def test_attention_operators_pass_opcheck():
                                *flags(), alibi))
 
 
+NO_DROPOUT = (0.0, 0, 0)  # the modifier operators' dropout_p, dropout_seed, dropout_offset
+
+
 @needs_custom_op
 def test_modifier_operators_pass_opcheck():
     q, k, v = dense(grad=True)
@@ -85,23 +88,33 @@ def test_modifier_operators_pass_opcheck():
     modifiers = ("score + bias[h][q_idx - kv_idx + 29]", "kv_idx <= q_idx + 10", "bias", [bias])
     ops = torch.ops.flashjit
     torch.library.opcheck(ops.attention_forward_modified.default,
-                          (q, k, v, *flags(False), *modifiers, None, None))
+                          (q, k, v, *flags(False), *modifiers, None, None, *NO_DROPOUT))
     o, lse = ops.attention_forward_modified(q.detach(), k.detach(), v.detach(), *flags(False),
-                                            *modifiers[:3], [bias.detach()], None, None)
+                                            *modifiers[:3], [bias.detach()], None, None,
+                                            *NO_DROPOUT)
     torch.library.opcheck(ops.attention_backward_modified.default,
                           (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o, lse,
-                           *flags(False), *modifiers[:3], [bias.detach()], None, None, [True],
-                           [torch.zeros(4, 59)], None))
+                           *flags(False), *modifiers[:3], [bias.detach()], None, None,
+                           *NO_DROPOUT, [True], [torch.zeros(4, 59)], None))
     # With learnable sinks and their gradient, without modifiers.
     sinks = torch.randn(4, requires_grad=True)
     torch.library.opcheck(ops.attention_forward_modified.default,
-                          (q, k, v, *flags(), "", "", "", [], None, sinks))
+                          (q, k, v, *flags(), "", "", "", [], None, sinks, *NO_DROPOUT))
     o, lse = ops.attention_forward_modified(q.detach(), k.detach(), v.detach(), *flags(), "", "",
-                                            "", [], None, sinks.detach())
+                                            "", [], None, sinks.detach(), *NO_DROPOUT)
     torch.library.opcheck(ops.attention_backward_modified.default,
                           (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o, lse,
-                           *flags(), "", "", "", [], None, sinks.detach(), [], [],
+                           *flags(), "", "", "", [], None, sinks.detach(), *NO_DROPOUT, [], [],
                            torch.zeros(4)))
+    # With dropout (p, seed, offset), alone: the backward regenerates the forward's mask.
+    dropout = (0.25, 1234, 5)
+    torch.library.opcheck(ops.attention_forward_modified.default,
+                          (q, k, v, *flags(), "", "", "", [], None, None, *dropout))
+    o, lse = ops.attention_forward_modified(q.detach(), k.detach(), v.detach(), *flags(), "", "",
+                                            "", [], None, None, *dropout)
+    torch.library.opcheck(ops.attention_backward_modified.default,
+                          (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o, lse,
+                           *flags(), "", "", "", [], None, None, *dropout, [], [], None))
 
 
 @needs_custom_op
@@ -227,6 +240,17 @@ def test_torch_compile_traces_alibi_in_one_graph():
     compiled_matches_eager(
         lambda q, k, v: square_sum(flashjit.attention(q, k, v, causal=True, deterministic=True,
                                                       alibi_slopes=ALIBI)),
+        lambda: dense(grad=True))
+
+
+@needs_custom_op
+def test_torch_compile_traces_dropout_with_a_given_seed_in_one_graph():
+    # A given seed and offset: one graph, forward and backward (a drawn seed reads torch's
+    # generator with .item(), which dynamo does not trace under fullgraph).
+    compiled_matches_eager(
+        lambda q, k, v: square_sum(flashjit.attention(q, k, v, causal=True, deterministic=True,
+                                                      dropout_p=0.25, dropout_seed=77,
+                                                      dropout_offset=3)),
         lambda: dense(grad=True))
 
 

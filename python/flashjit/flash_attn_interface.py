@@ -4,9 +4,9 @@ written for `flash_attn.flash_attn_interface` runs on flashjit by changing its i
     from flashjit.flash_attn_interface import flash_attn_func, flash_attn_with_kvcache
 
 Each call is the flashjit call it names (softmax_scale is `scale`, window_size `window`).
-dropout_p works in the dense calls (flash_attn_func and its packed forms: attention()'s
-dropout, its seed drawn from torch's default generator on each call, so torch.manual_seed makes
-a run repeat); the variable-length calls refuse a non-zero dropout_p by name for now. With
+dropout_p is attention()'s (and attention_varlen()'s) dropout, its seed drawn from torch's
+default generator on each call, so torch.manual_seed makes a run repeat (not over a paged
+cache: block_table with dropout_p is refused by name). With
 return_attn_probs the calls return (out, softmax_lse, None): flashjit never materializes the
 probabilities or the dropout mask. A query row that sees no key gets the LSE FlashAttention gives it,
 +inf (flashjit's own calls say -inf: no key, a sum of 0), and an output row of zeros.
@@ -29,19 +29,11 @@ from .varlen import attention_varlen
 
 
 def _options(dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
-             deterministic, dense: bool = True) -> dict:
-    """attention()'s keywords for FlashAttention's arguments; `dense` false: a variable-length
-    call, which has no dropout yet."""
-    options = dict(scale=softmax_scale, causal=causal, window=tuple(window_size),
-                   softcap=softcap, alibi_slopes=alibi_slopes, deterministic=deterministic,
-                   return_lse=True)
-    if dropout_p != 0 and not dense:
-        raise ValueError(f"'dropout_p' must be 0.0 in the variable-length calls (flashjit's "
-                         f"dropout runs in the dense ones, flash_attn_func and its packed "
-                         f"forms, for now), not {dropout_p!r}")
-    if dropout_p != 0:
-        options["dropout_p"] = dropout_p
-    return options
+             deterministic) -> dict:
+    """attention()'s (and attention_varlen()'s) keywords for FlashAttention's arguments."""
+    return dict(scale=softmax_scale, causal=causal, window=tuple(window_size), softcap=softcap,
+                alibi_slopes=alibi_slopes, deterministic=deterministic, return_lse=True,
+                dropout_p=dropout_p)
 
 
 def _flash_attn_lse(lse):
@@ -134,7 +126,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     k and v a paged cache; learnable_sink: attention_varlen's sinks, as in flash_attn_func)."""
     (q, k, v), scale, value_dim = _padded((q, k, v), softmax_scale, v.shape[-1])
     options = _options(dropout_p, scale, causal, window_size, softcap, alibi_slopes,
-                       deterministic, dense=False)
+                       deterministic)
     return _result(attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                     max_seqlen_k, block_table=block_table, **options,
                                     **_sinks(learnable_sink, q)),
@@ -149,8 +141,7 @@ def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,
     """flashjit.attention_varlen_qkvpacked(qkv, ...) with FlashAttention's arguments."""
     (qkv,), scale, value_dim = _padded((qkv,), softmax_scale)
     return _result(attention_varlen_qkvpacked(qkv, cu_seqlens, max_seqlen, **_options(
-        dropout_p, scale, causal, window_size, softcap, alibi_slopes, deterministic,
-        dense=False)),
+        dropout_p, scale, causal, window_size, softcap, alibi_slopes, deterministic)),
         return_attn_probs, value_dim)
 
 
@@ -164,8 +155,7 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqle
     return _result(attention_varlen_kvpacked(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                              max_seqlen_k, **_options(
                                                  dropout_p, scale, causal, window_size,
-                                                 softcap, alibi_slopes, deterministic,
-                                                 dense=False)),
+                                                 softcap, alibi_slopes, deterministic)),
                    return_attn_probs, value_dim)
 
 

@@ -9,8 +9,8 @@ from . import _capi, _custom_ops
 from ._alibi import int32_offsets, with_alibi
 from ._arrays import Launch
 from ._options import (Options, bind_captures, call_options, capture_gradients, capture_inputs,
-                       element, float32, operator_modifiers, operator_options, sequence_names,
-                       sequences_of, shape_of, wants_grad)
+                       drawn_dropout_seed, element, float32, operator_modifiers, operator_options,
+                       sequence_names, sequences_of, shape_of, wants_grad)
 from ._trace import modifiers
 
 try:
@@ -159,16 +159,19 @@ if _custom_ops.AVAILABLE:
                      alibi_slopes: Optional[Tensor], causal: bool, window_left: int,
                      window_right: int, softcap: float, scale: Optional[float],
                      deterministic: bool, score_mod: str, mask_mod: str, capture_names: str,
-                     captures: List[Tensor], sinks: Optional[Tensor], wanted: List[bool],
+                     captures: List[Tensor], sinks: Optional[Tensor], dropout_p: float,
+                     dropout_seed: int, dropout_offset: int, wanted: List[bool],
                      capture_grads: List[Tensor],
                      sinks_grad: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
-        """The backward; the gradients of the captures whose `wanted` is true are added into
-        capture_grads (one each, in order; float32, zeroed by the caller), the sinks' written
-        into sinks_grad where given."""
+        """The backward (with the forward's dropout p, seed and offset); the gradients of the
+        captures whose `wanted` is true are added into capture_grads (one each, in order;
+        float32, zeroed by the caller), the sinks' written into sinks_grad where given."""
         flags = (causal, window_left, window_right, softcap, scale, deterministic)
         options = _with_alibi(operator_options(flags, score_mod, mask_mod, capture_names,
-                                               captures, sinks), alibi_slopes, q, cu_seqlens_q,
-                              cu_seqlens_k, (seqused_q, seqused_k))
+                                               captures, sinks,
+                                               (dropout_p, dropout_seed, dropout_offset)),
+                              alibi_slopes, q, cu_seqlens_q, cu_seqlens_k,
+                              (seqused_q, seqused_k))
         names = [name for (name, _), w in zip(options.captures, wanted) if w]
         return _varlen_backward(dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                 max_seqlen_k, options, (seqused_q, seqused_k),
@@ -179,9 +182,10 @@ if _custom_ops.AVAILABLE:
     def _save(ctx, inputs, output):
         q, k, v, *rest = inputs
         ctx.save_for_backward(q, k, v, *output)
-        # The index arrays, the lengths, the slopes, the flags, the modifiers and the sinks;
-        # not the block table, last (attention_varlen refuses gradients over a paged cache).
-        ctx.rest = rest[:-1]
+        # The index arrays, the lengths, the slopes, the flags, the modifiers, the sinks and the
+        # dropout; not the block table, before the dropout (attention_varlen refuses gradients
+        # over a paged cache).
+        ctx.rest = (*rest[:-4], *rest[-3:])
         ctx.wanted = [x.requires_grad for x in rest[_CAPTURES]]
         sinks = rest[_CAPTURES + 1]
         ctx.wants_sinks_grad = sinks is not None and sinks.requires_grad
@@ -195,7 +199,8 @@ if _custom_ops.AVAILABLE:
         dq, dk, dv = _backward_op(dout.contiguous(), q, k, v, o, lse, *ctx.rest, ctx.wanted,
                                   [g for g in grads if g is not None], sinks_grad)
         capture_grads = [None if g is None else g.to(x.dtype) for g, x in zip(grads, captures)]
-        return (dq, dk, dv, *([None] * _CAPTURES), capture_grads, sinks_grad, None)
+        return (dq, dk, dv, *([None] * _CAPTURES), capture_grads, sinks_grad, None, None, None,
+                None)
 
     @_custom_ops.define("attention_varlen_forward", _fake_forward, backward=_differentiate,
                         setup_context=_save)
@@ -205,15 +210,17 @@ if _custom_ops.AVAILABLE:
                     alibi_slopes: Optional[Tensor], causal: bool, window_left: int,
                     window_right: int, softcap: float, scale: Optional[float], deterministic: bool,
                     score_mod: str, mask_mod: str, capture_names: str, captures: List[Tensor],
-                    sinks: Optional[Tensor],
-                    block_table: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+                    sinks: Optional[Tensor], block_table: Optional[Tensor], dropout_p: float,
+                    dropout_seed: int, dropout_offset: int) -> Tuple[Tensor, Tensor]:
         """The forward; score_mod and mask_mod (texts of the modifier language) read the
         captures, named in capture_names (comma-separated); the sinks (float32 [heads_q], or
-        None)."""
+        None); the dropout's p, seed and offset."""
         flags = (causal, window_left, window_right, softcap, scale, deterministic)
         options = _with_alibi(operator_options(flags, score_mod, mask_mod, capture_names,
-                                               captures, sinks), alibi_slopes, q, cu_seqlens_q,
-                              cu_seqlens_k, (seqused_q, seqused_k))
+                                               captures, sinks,
+                                               (dropout_p, dropout_seed, dropout_offset)),
+                              alibi_slopes, q, cu_seqlens_q, cu_seqlens_k,
+                              (seqused_q, seqused_k))
         return _varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                options, (seqused_q, seqused_k), block_table)
 
@@ -234,7 +241,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max
                      softcap: float = 0.0, scale: Optional[float] = None,
                      deterministic: bool = False, return_lse: bool = False, score_mod: str = "",
                      mask_mod: str = "", captures: Optional[dict] = None, seqused_q=None,
-                     seqused_k=None, alibi_slopes=None, block_table=None, sinks=None):
+                     seqused_k=None, alibi_slopes=None, block_table=None, sinks=None,
+                     dropout_p: float = 0.0, dropout_seed: Optional[int] = None,
+                     dropout_offset: int = 0):
     """Attention over a packed batch of variable lengths, FlashAttention's
     flash_attn_varlen_func: q is [total_q, heads_q, head_dim], k and v [total_k, heads_kv,
     head_dim], sequence i's rows from cu_seqlens_q[i] (cu_seqlens_k[i]) to the next entry
@@ -260,14 +269,17 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max
     them. Mixed prefill and decoding over a serving engine's cache. Forward only: a ValueError
     if a tensor requires grad under grad mode.
 
-    sinks as in attention() (learnable attention sinks, with their gradient).
+    sinks as in attention() (learnable attention sinks, with their gradient). dropout_p,
+    dropout_seed and dropout_offset as in attention() (b of the mask is the sequence's index;
+    not over a paged cache).
 
     With PyTorch 2.4 or later, torch tensors go through the custom operator
     flashjit::attention_varlen_forward (modifiers and captures included), which torch.compile
     traces whole."""
     score_mod, mask_mod, captured = modifiers(score_mod, mask_mod, captures, q)
     given = Options(causal, tuple(window), softcap, scale, deterministic, score_mod, mask_mod,
-                    captured, float32(sinks))
+                    captured, float32(sinks), dropout_p,
+                    drawn_dropout_seed(dropout_seed, dropout_p, q), dropout_offset)
     used = (seqused_q, seqused_k)
     if block_table is not None and wants_grad(q, k, v, given.sinks):
         raise ValueError("'block_table': attention over a paged cache has no backward (run it "
@@ -276,7 +288,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max
                          given.sinks, *[x for _, x in given.captures]):
         o, lse = _forward_op(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q),
                              int(max_seqlen_k), *used, alibi_slopes, *given.flags(),
-                             *operator_modifiers(given), given.sinks, block_table)
+                             *operator_modifiers(given), given.sinks, block_table,
+                             float(given.dropout_p), int(given.dropout_seed),
+                             int(given.dropout_offset))
         return (o, lse) if return_lse else o
     options = _with_alibi(given, alibi_slopes, q, cu_seqlens_q, cu_seqlens_k, used)
     if block_table is not None:

@@ -42,13 +42,15 @@ def philox4x32_10(counter, key):
     return c0, c1, c2, c3
 
 
-def dropout_factors(p: float, seed: int, offset: int, b: int, hq: int, sq: int, sk: int):
+def dropout_factors(p: float, seed: int, offset: int, b: int, hq: int, sq: int, sk: int,
+                    first_batch: int = 0):
     """[b, hq, sq, sk] float64: 1 / (1 − p) where flashjit's dropout keeps (b, h, i, j), 0 where
     it drops, from the documented generator (docs/attention.md#dropout), written here from that
     text: one Philox call per 2 × 2 block, counter (j / 2, i / 2, b · hq + h, offset's low
     word), key (seed's low word, seed's high word xor offset's high word), word 2(i % 2) + j % 2,
-    kept when at least ⌊p · 2³²⌋ (p as float32, as the C API holds it)."""
-    bh = np.arange(b * hq, dtype=np.uint64)[:, None, None]
+    kept when at least ⌊p · 2³²⌋ (p as float32, as the C API holds it). `first_batch`: the
+    batch entry of b = 0 (a variable-length call's sequence, as a batch of its own)."""
+    bh = np.arange(first_batch * hq, (first_batch + b) * hq, dtype=np.uint64)[:, None, None]
     i = np.arange(sq, dtype=np.uint64)[None, :, None]
     j = np.arange(sk, dtype=np.uint64)[None, None, :]
     shape = (b * hq, sq, sk)
@@ -63,12 +65,13 @@ def dropout_factors(p: float, seed: int, offset: int, b: int, hq: int, sq: int, 
 
 
 def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, scale=None,
-              alibi_slopes=None, sinks=None, dropout=None):
+              alibi_slopes=None, sinks=None, dropout=None, first_batch=0):
     """(o, lse) in float64 torch tensors, for q [b, sq, hq, d], k and v [b, sk, hk, d] (any
     float dtype, numpy or torch); differentiable when the inputs require grad. alibi_slopes
     ([hq] or [b, hq]) adds −slope · |i + sk − sq − j| to the capped score of query i, key j.
     sinks ([hq]) adds e^sink to every row's denominator of head h (and to its LSE). dropout
-    (p, seed, offset): o = (P ∘ Z) V with dropout_factors' Z (the LSE is P's)."""
+    (p, seed, offset): o = (P ∘ Z) V with dropout_factors' Z (the LSE is P's), batch entry 0
+    being `first_batch`."""
     q, k, v = (torch.as_tensor(np.asarray(x, dtype=np.float64)) if isinstance(x, np.ndarray)
                else x for x in (q, k, v))
     b, sq, hq, d = q.shape
@@ -97,7 +100,7 @@ def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, scale=None,
                     torch.zeros((), dtype=s.dtype))
     p = torch.nan_to_num(p)
     if dropout is not None:
-        p = p * torch.as_tensor(dropout_factors(*dropout, b, hq, sq, sk))
+        p = p * torch.as_tensor(dropout_factors(*dropout, b, hq, sq, sk, first_batch))
     o = torch.einsum("bhqk,bkhd->bqhd", p, v)
     return o, lse
 

@@ -123,38 +123,51 @@ def test_varlen_operators_pass_opcheck():
     used_k = torch.tensor([10, 18], dtype=torch.int32)
     args = (cu_q, cu_k, 13, 18, None, used_k, ALIBI, *flags(), "", "", "", [], None)
     ops = torch.ops.flashjit
-    torch.library.opcheck(ops.attention_varlen_forward.default, (q, k, v, *args, None))
-    o, lse = ops.attention_varlen_forward(q.detach(), k.detach(), v.detach(), *args, None)
+    torch.library.opcheck(ops.attention_varlen_forward.default,
+                          (q, k, v, *args, None, *NO_DROPOUT))
+    o, lse = ops.attention_varlen_forward(q.detach(), k.detach(), v.detach(), *args, None,
+                                          *NO_DROPOUT)
     torch.library.opcheck(ops.attention_varlen_backward.default,
                           (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o, lse, *args,
-                           [], [], None))
+                           *NO_DROPOUT, [], [], None))
+    # With dropout (p, seed, offset): the backward regenerates the forward's mask.
+    dropout = (0.2, 9, 1)
+    torch.library.opcheck(ops.attention_varlen_forward.default,
+                          (q, k, v, *args, None, *dropout))
+    o, lse = ops.attention_varlen_forward(q.detach(), k.detach(), v.detach(), *args, None,
+                                          *dropout)
+    torch.library.opcheck(ops.attention_varlen_backward.default,
+                          (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o, lse, *args,
+                           *dropout, [], [], None))
     # With learnable sinks and their gradient.
     sinks = torch.randn(4, requires_grad=True)
     sunk = (*args[:-1], sinks)
-    torch.library.opcheck(ops.attention_varlen_forward.default, (q, k, v, *sunk, None))
+    torch.library.opcheck(ops.attention_varlen_forward.default,
+                          (q, k, v, *sunk, None, *NO_DROPOUT))
     o, lse = ops.attention_varlen_forward(q.detach(), k.detach(), v.detach(), *args[:-1],
-                                          sinks.detach(), None)
+                                          sinks.detach(), None, *NO_DROPOUT)
     torch.library.opcheck(ops.attention_varlen_backward.default,
                           (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o, lse,
-                           *args[:-1], sinks.detach(), [], [], torch.zeros(4)))
+                           *args[:-1], sinks.detach(), *NO_DROPOUT, [], [], torch.zeros(4)))
     # With modifiers: a learnable bias per relative position, a mask of the sequence's rows.
     bias = torch.randn(4, 59, requires_grad=True)
     modified = (cu_q, cu_k, 13, 18, None, used_k, None, *flags(False),
                 "score + bias[h][q_idx - kv_idx + 29]", "kv_idx <= q_idx + b", "bias", [bias])
     torch.library.opcheck(ops.attention_varlen_forward.default,
-                          (q, k, v, *modified, None, None))
+                          (q, k, v, *modified, None, None, *NO_DROPOUT))
     detached = (*modified[:-1], [bias.detach()], None)
-    o, lse = ops.attention_varlen_forward(q.detach(), k.detach(), v.detach(), *detached, None)
+    o, lse = ops.attention_varlen_forward(q.detach(), k.detach(), v.detach(), *detached, None,
+                                          *NO_DROPOUT)
     torch.library.opcheck(ops.attention_varlen_backward.default,
                           (torch.randn_like(o), q.detach(), k.detach(), v.detach(), o, lse,
-                           *detached, [True], [torch.zeros(4, 59)], None))
+                           *detached, *NO_DROPOUT, [True], [torch.zeros(4, 59)], None))
     # Over a paged cache (forward only): k and v as 5 pages of 8 rows, sequence 1 on pages 3, 0.
     k_cache, v_cache = (randn(s, 5, 8, 2, 32) for s in (21, 22))
     block_table = torch.tensor([[1, 4], [3, 0]], dtype=torch.int32)
     torch.library.opcheck(ops.attention_varlen_forward.default,
                           (q.detach(), k_cache, v_cache, cu_q, None, 13, 16, None,
                            torch.tensor([9, 16], dtype=torch.int32), ALIBI, *flags(), "", "",
-                           "", [], None, block_table))
+                           "", [], None, block_table, *NO_DROPOUT))
 
 
 @needs_custom_op

@@ -43,6 +43,31 @@ def test_forward_and_gradients_match_float64_with_the_documented_mask(causal):
         assert torch.equal(got, ref.grad)
 
 
+def test_variable_lengths_drop_each_sequence_by_its_index():
+    # Sequences of 9, 0 and 20 queries over 12, 5 and 31 keys, packed; b of the mask is the
+    # sequence's index. Forward and gradients against float64 per sequence.
+    lq, lk = [9, 0, 20], [12, 5, 31]
+    cu_q = torch.tensor([0, 9, 9, 29], dtype=torch.int32)
+    cu_k = torch.tensor([0, 12, 17, 48], dtype=torch.int32)
+    q, k, v = rand(29, 4, 64, seed=8, grad=True), rand(48, 2, 64, seed=9, grad=True), \
+        rand(48, 2, 64, seed=10, grad=True)
+    dropout = (0.25, 21, 0)
+    o = flashjit.attention_varlen(q, k, v, cu_q, cu_k, 20, 31, causal=True,
+                                  dropout_p=dropout[0], dropout_seed=dropout[1])
+    dout = rand(*o.shape, seed=11)
+    (o.float() * dout.float()).sum().backward()
+    for b in (0, 2):
+        qs, ks = slice(int(cu_q[b]), int(cu_q[b + 1])), slice(int(cu_k[b]), int(cu_k[b + 1]))
+        q64, k64, v64 = (x.detach()[s].double()[None].requires_grad_()
+                         for x, s in ((q, qs), (k, ks), (v, ks)))
+        o_ref, _ = reference.attention(q64, k64, v64, causal=True, dropout=dropout,
+                                       first_batch=b)
+        assert reference.relative_error(o.detach()[qs], o_ref[0]) < 1e-2
+        (o_ref[0] * dout[qs].double()).sum().backward()
+        for got, ref, s in ((q, q64, qs), (k, k64, ks), (v, v64, ks)):
+            assert reference.relative_error(got.grad[s], ref.grad[0]) < 2e-2
+
+
 def test_the_keep_rate_is_one_minus_p():
     for p in (0.1, 0.5, 0.8):
         factors = reference.dropout_factors(p, 99, 0, 2, 4, 128, 128)
@@ -79,3 +104,10 @@ def test_bad_dropout_arguments_are_named():
     o, lse = flashjit.attention(q, q, q, return_lse=True)
     with pytest.raises(ValueError, match="'dropout_seed' must be the forward's"):
         flashjit.attention_backward(q, q, q, q, o, lse, dropout_p=0.1)
+    # A paged cache is for inference: dropout there is named as the argument it came from.
+    cache = rand(2, 16, 1, 64)
+    table = torch.tensor([[0, 1]], dtype=torch.int32)
+    cu = torch.tensor([0, 8], dtype=torch.int32)
+    with pytest.raises(ValueError, match="'dropout_p'.*not with pages"):
+        flashjit.attention_varlen(q[0], cache, cache, cu, None, 8, 32, block_table=table,
+                                  seqused_k=torch.tensor([32], dtype=torch.int32), dropout_p=0.1)

@@ -1,7 +1,6 @@
 """flashjit.flash_attn_interface: FlashAttention 2's call names and argument lists give the
 flashjit calls' results, bit for bit (positional arguments in FlashAttention's order);
-dropout_p is attention()'s dropout in the dense calls and refused by name in the
-variable-length ones; head dims that are not a multiple of 8 are padded."""
+dropout_p is attention()'s (attention_varlen()'s) dropout; head dims that are not a multiple of 8 are padded."""
 
 import pytest
 import torch
@@ -36,8 +35,11 @@ def test_dense_calls_in_flash_attentions_order():
     assert torch.equal(dropped, flashjit.attention(q, k, v, causal=True, dropout_p=0.1))
     assert not torch.equal(dropped, fa.flash_attn_func(q, k, v, 0.1, causal=True))  # new draw
     cu = torch.tensor([0, 24], dtype=torch.int32)
-    with pytest.raises(ValueError, match="'dropout_p' must be 0.0 in the variable-length"):
-        fa.flash_attn_varlen_func(q[0], k[0, :24], v[0, :24], cu, cu, 24, 24, 0.1)
+    torch.manual_seed(6)
+    packed = fa.flash_attn_varlen_func(q[0], k[0, :24], v[0, :24], cu, cu, 24, 24, 0.1)
+    torch.manual_seed(6)
+    assert torch.equal(packed, flashjit.attention_varlen(q[0], k[0, :24], v[0, :24], cu, cu, 24,
+                                                         24, dropout_p=0.1))
 
 
 def test_rows_without_keys_get_flash_attentions_lse():

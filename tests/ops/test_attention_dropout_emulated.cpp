@@ -17,6 +17,7 @@
 #include "attention/check/attention_case.hpp"
 #include "attention/check/backward_case.hpp"
 #include "attention/check/dropout_mask.hpp"
+#include "attention/check/inference_case.hpp"
 #include "attention/parts/dropout.cuh"
 #include "flashjit/error.hpp"
 #include "support/case_builders.hpp"
@@ -211,6 +212,33 @@ TEST_CASE("dropout on an emulated sm_90a runs the mma.sync kernels, forward and 
   CHECK_MESSAGE(b.ok, b.describe());
 }
 
+TEST_CASE("dropout over variable lengths: forward (split too) and backward, each sequence's mask") {
+  // Packed queries and keys, GQA, a sequence of no queries and one of a single key; b of the
+  // mask is the sequence's index. On sm_90a too, where the packed prefill would take the TMA
+  // kernel and the backward the Hopper one: dropout keeps both on mma.sync.
+  InferenceCase c{.seqlens_q = {9, 33, 0, 20}, .seqlens_k = {1, 40, 5, 64}};
+  c.packed_q = true;
+  c.keys = KeyStorage::packed;
+  c.heads_q = 4;
+  c.heads_kv = 2;
+  c.causal = true;
+  c.dropout_p = 0.25f;
+  c.dropout_seed = 31;
+  c.dropout_offset = 2;
+  for (Runtime* runtime : {&emulator(), &hopper_emulator()}) {
+    INFO(c.name());
+    const InferenceVerdict forward = run_inference_case(*runtime, c);
+    CHECK_MESSAGE(forward.ok, forward.describe());
+    const InferenceVerdict backward = run_inference_backward_case(*runtime, c);
+    CHECK_MESSAGE(backward.ok, backward.describe());
+  }
+  InferenceCase split = c;  // split-KV: each split's P dropped alike, merged after
+  split.splits = 3;
+  split.causal = false;
+  const InferenceVerdict verdict = run_inference_case(emulator(), split);
+  CHECK_MESSAGE(verdict.ok, verdict.describe());
+}
+
 TEST_CASE("dropout: bad probabilities and calls that do not take it are named") {
   const auto refused = [](const Attention& a, const std::string& field) {
     try {
@@ -225,6 +253,17 @@ TEST_CASE("dropout: bad probabilities and calls that do not take it are named") 
     INFO("p ", p);
     CHECK(refused(small_attention(p, 1, 0), "attention.dropout_p"));
   }
+  // A paged cache is for inference: dropout is refused by name before anything runs.
+  InferenceCase paged{.seqlens_q = {4, 4}, .seqlens_k = {20, 33}};
+  paged.keys = KeyStorage::paged;
+  paged.dropout_p = 0.1f;
+  bool named = false;
+  try {
+    run_inference_case(emulator(), paged);
+  } catch (const InvalidArgument& error) {
+    named = std::string(error.what()).find("attention.dropout_p") != std::string::npos;
+  }
+  CHECK(named);
 }
 
 }  // namespace flashjit::testing

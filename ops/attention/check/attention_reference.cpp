@@ -49,9 +49,9 @@ double score_derivative(const Problem& problem, double s, int64_t b, int64_t h, 
 
 // One query row's attention over a key range: masked scores, probabilities and LSE.
 struct RowSoftmax {
-  std::vector<double> scores;  // (keys.end - keys.begin), -inf where masked
-  std::vector<double> slopes;  // d score / d (q.k) where visible, for the backward
-  std::vector<double> probs;   // (keys.end - keys.begin)
+  std::vector<double> scores;   // (keys.end - keys.begin), -inf where masked
+  std::vector<double> slopes;   // d score / d (q.k) where visible, for the backward
+  std::vector<double> probs;    // (keys.end - keys.begin)
   std::vector<double> dropped;  // probs ∘ Z, what multiplies V (probs without dropout)
   std::vector<double> factors;  // Z: 0 dropped, 1 / (1 - p) kept (1 without dropout)
   double lse = kNegInf;

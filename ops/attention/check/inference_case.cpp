@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "attention/check/attention_case.hpp"
+#include "attention/check/dropout_mask.hpp"
 #include "attention/check/rotary_reference.hpp"
 #include "cases/case_inputs.hpp"
 
@@ -657,6 +658,7 @@ reference::Problem sequence_problem(const InferenceCase& c, std::size_t b) {
     p.mask_mod = [f = c.mask_mod, batch](std::int64_t, std::int64_t h, std::int64_t i,
                                          std::int64_t j) { return f(batch, h, i, j); };
   }
+  if (c.dropout_p > 0.0f) set_dropout(p, c.dropout_p, c.dropout_seed, c.dropout_offset, batch);
   return p;
 }
 
@@ -699,7 +701,7 @@ std::string InferenceCase::name() const {
      << (rotary && rotary_dim > 0 ? std::to_string(rotary_dim) : "")
      << (leftpad.empty() ? "" : ".leftpad") << (cache_batch_idx ? ".cacherows" : "")
      << (values_in_keys ? ".values_in_keys" : "") << (score_mod_text.empty() ? "" : ".scoremod")
-     << (mask_mod_text.empty() ? "" : ".maskmod")
+     << (mask_mod_text.empty() ? "" : ".maskmod") << (dropout_p > 0.0f ? ".dropout" : "")
      << (!kv_e4m3                         ? ""
          : descale == Descale::per_tensor ? ".kv_e4m3.descale_tensor"
          : descale == Descale::per_head   ? ".kv_e4m3.descale_head"
@@ -723,6 +725,9 @@ Attention InferenceCase::attention() const {
   a.deterministic = deterministic;
   a.score_mod = score_mod_text;
   a.mask_mod = mask_mod_text;
+  a.dropout_p = dropout_p;
+  a.dropout_seed = dropout_seed;
+  a.dropout_offset = dropout_offset;
   return a;
 }
 

@@ -76,6 +76,11 @@ struct InferenceCase {
       score_mod_slope = {};
   std::string mask_mod_text = {};
   std::function<bool(std::int64_t, std::int64_t, std::int64_t, std::int64_t)> mask_mod = {};
+  /// Dropout (Attention::dropout_p, dropout_seed, dropout_offset; p 0: none), the reference's
+  /// mask regenerated per sequence (check/dropout_mask.hpp).
+  float dropout_p = 0.0f;
+  std::uint64_t dropout_seed = 0;
+  std::uint64_t dropout_offset = 0;
   DType dtype = DType::bf16;
   /// An fp8 e4m3 cache (Sequences::k_descale): each sequence's random keys and values are
   /// quantized with descale factors of `descale`'s shape (distinct values per head and

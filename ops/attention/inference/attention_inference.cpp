@@ -284,9 +284,9 @@ std::optional<ForwardLaunch> packed_tma_launch(const Attention& a, const Sequenc
                                                const InferenceTensors& t,
                                                const InferenceConfig& fallback,
                                                const DeviceInfo& device, Stream stream) {
-  if (fallback.splits != 1 || !present(s.cu_seqlens_q) || !present(s.cu_seqlens_k) ||
-      present(s.seqlens_k) || present(s.page_table) || fallback.forward.pack_gqa ||
-      fallback.forward.path() == ForwardPath::wide) {
+  if (fallback.splits != 1 || a.dropout_p > 0.0f || !present(s.cu_seqlens_q) ||
+      !present(s.cu_seqlens_k) || present(s.seqlens_k) || present(s.page_table) ||
+      fallback.forward.pack_gqa || fallback.forward.path() == ForwardPath::wide) {
     return std::nullopt;
   }
   const ForwardConfig& tile = fallback.forward;

@@ -80,8 +80,9 @@ std::int64_t least_blocks_per_split(const ForwardConfig& c) {
 
 bool runs_decode_kernel(const Attention& a, CacheLayout) {
   // Every cache layout the inference forward takes (16-bit or fp8, dense or paged), with or
-  // without score and mask modifiers.
-  return a.seqlen_q <= kMaxDecodeQueries && a.seqlen_q * packed_group(a) <= 32 && !runs_wide(a);
+  // without score and mask modifiers; not dropout, which the mma.sync kernels alone carry.
+  return a.seqlen_q <= kMaxDecodeQueries && a.seqlen_q * packed_group(a) <= 32 && !runs_wide(a) &&
+         a.dropout_p <= 0.0f;
 }
 
 int choose_decode_splits(std::int64_t ctas, std::int64_t key_rounds, int sm_count) {

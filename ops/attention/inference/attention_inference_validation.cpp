@@ -317,10 +317,13 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
     throw InvalidArgument("attention.block_mask",
                           "is for the dense forward (Runtime::forward without Sequences) for now");
   }
-  if (a.dropout_p > 0.0f) {
+  // Dropout is for training: variable lengths over 16-bit keys (the mma.sync kernels).
+  if (a.dropout_p > 0.0f &&
+      (present(s.page_table) || present(s.k_new) || k.dtype == DType::e4m3 || runs_wide(a))) {
     throw InvalidArgument("attention.dropout_p",
-                          "is for dense calls (Runtime::forward and backward without Sequences) "
-                          "for now; with Sequences it must be 0");
+                          "is for training calls: dense, or Sequences with variable lengths over "
+                          "16-bit keys; not with pages, appended keys, an fp8 cache or head dims "
+                          "past 256, where it must be 0");
   }
   const bool packed_q = present(s.cu_seqlens_q);
   const bool packed_k = present(s.cu_seqlens_k);

@@ -531,6 +531,13 @@ TEST_CASE("run --dropout: dropout forward and backward against float64 with the 
         flashjit_cli({"run", "--emulate", "--op", op, "--dropout", "0.2", "--seed", "5", "--heads",
                       "2", "--seqlen-q", "40", "--seqlen-k", "56", "--head-dim", "64"},
                      dir.path().string());
+    const ChildResult varlen =
+        flashjit_cli({"run", "--emulate", "--op", op, "--dropout", "0.2", "--varlen", "3",
+                      "--seqlen-q", "30", "--seqlen-k", "40", "--head-dim", "64"},
+                     dir.path().string());
+    CAPTURE(varlen.output);
+    CHECK(varlen.exit_code == 0);
+    CHECK(varlen.out.find("PASS") != std::string::npos);
     CAPTURE(run.output);
     CHECK(run.exit_code == 0);
     CHECK(run.out.find("dropout 0.2") != std::string::npos);

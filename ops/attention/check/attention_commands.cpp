@@ -68,7 +68,7 @@ void add_run_options(CLI::App& run, AttentionRunFlags& flags) {
                "same memory, as in MLA's latent cache (head dims 576 and 512): each key row's "
                "first columns are its value, and the forward loads the keys once for both");
   run.add_option("--dropout", flags.dropout,
-                 "Dense runs: dropout on the probabilities with this p in [0, 1) "
+                 "Dense and --varlen runs: dropout on the probabilities with this p in [0, 1) "
                  "(Attention::dropout_p, seeded by --seed, offset 0), checked against the float64 "
                  "reference with the same mask regenerated on the host");
   run.add_flag("--sinks", flags.sinks,
@@ -149,8 +149,8 @@ RunOp attention_run(bool backward, std::shared_ptr<AttentionRunFlags> flags) {
          {"--seqused", f.varlen > 0 && !f.paged, "attention runs with --varlen, without --paged"},
          {"--sinks", !f.inference(),
           "attention runs without --paged, --varlen, --append or --kv-dtype"},
-         {"--dropout", !f.inference(),
-          "attention runs without --paged, --varlen, --append or --kv-dtype"},
+         {"--dropout", !f.paged && f.append == 0 && !f.kv_e4m3(),
+          "attention runs without --paged, --append or --kv-dtype"},
          {"--values-in-keys", (f.paged || f.varlen > 0) && f.append == 0 && !f.kv_e4m3(),
           "attention-forward with --paged or --varlen, without --append or --kv-dtype"}});
   };

@@ -63,6 +63,9 @@ testing::InferenceCase inference_case(const RunContext& context, const Attention
   c.score_mod_slope = p.score_mod_slope;
   c.mask_mod_text = p.mask_mod_text;
   c.mask_mod = p.mask_mod;
+  c.dropout_p = static_cast<float>(p.dropout_p);
+  c.dropout_seed = p.dropout_seed;
+  c.dropout_offset = p.dropout_offset;
   c.rotary = flags.rotary || flags.rotary_interleaved;
   c.rotary_interleaved = flags.rotary_interleaved;
   c.kv_e4m3 = flags.kv_e4m3();

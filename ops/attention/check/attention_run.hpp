@@ -29,8 +29,8 @@ struct AttentionRunFlags {
   std::string kv_dtype;   // forward: "e4m3" for an fp8 cache; empty: --dtype's
   bool seqused = false;   // with --varlen: padding rows past the used ones (seqused_q, seqlens_k)
   bool values_in_keys = false;  // inference forward: v is a view of k's first head_dim_v columns
-  float dropout = 0.0f;  // dense: Attention::dropout_p (seed --seed), the reference's mask the same
-  bool sinks = false;    // dense: random learnable sinks (Attention::sinks), their gradient checked
+  float dropout = 0.0f;         // Attention::dropout_p (seed --seed); the reference's mask the same
+  bool sinks = false;  // dense: random learnable sinks (Attention::sinks), their gradient checked
 
   /// Whether the cache is fp8 (--kv-dtype e4m3).
   bool kv_e4m3() const { return kv_dtype == "e4m3"; }

@@ -174,7 +174,8 @@ sanitizer_path() {
 
 # Short runs that reach every kernel family: a ragged causal GQA forward through the command,
 # the training-step example (forward and backward, GQA, causal), the GPU forward test's
-# ragged-lengths case, and multi-scale attention and layer norm, forward and backward. Each under memcheck, then racecheck; any finding fails the step.
+# ragged-lengths case, and multi-scale attention and layer norm, forward and backward, and a
+# backward with dropout. Each under memcheck, then racecheck; any finding fails the step.
 run_sanitizer() {
   local sanitizer
   sanitizer=$(sanitizer_path) || {
@@ -189,6 +190,7 @@ run_sanitizer() {
     "$flashjit run --op layer-norm --rows 33 --cols 4097 --bias --residual"
     "$flashjit run --op attention-backward --batch 2 --heads 4 --heads-kv 2 --seqlen-q 200 --seqlen-k 333 --head-dim 256 --causal"
     "$flashjit run --op attention-backward --batch 2 --heads 4 --seqlen-q 150 --seqlen-k 150 --head-dim 192 --deterministic"
+    "$flashjit run --op attention-backward --batch 2 --heads 4 --heads-kv 2 --seqlen-q 200 --seqlen-k 333 --head-dim 128 --causal --dropout 0.2"
   )
   if [[ -n ${FLASHJIT_GPU_SANITIZER_MATCH:-} ]]; then
     mapfile -t runs < <(printf '%s\n' "${runs[@]}" | grep -E -- "$FLASHJIT_GPU_SANITIZER_MATCH")

@@ -111,3 +111,24 @@ def test_bad_dropout_arguments_are_named():
     with pytest.raises(ValueError, match="'dropout_p'.*not with pages"):
         flashjit.attention_varlen(q[0], cache, cache, cu, None, 8, 32, block_table=table,
                                   seqused_k=torch.tensor([32], dtype=torch.int32), dropout_p=0.1)
+
+
+def test_learnable_sinks_with_dropout():
+    # The sink pass rescales the dropped output like any other; the sinks' gradient
+    # −Σ P_sink · rowsum(dO ∘ O) holds with O the dropped output.
+    q, k, v = rand(1, 30, 4, 64, seed=12, grad=True), rand(1, 41, 2, 64, seed=13, grad=True), \
+        rand(1, 41, 2, 64, seed=14, grad=True)
+    sinks = torch.tensor([0.5, -1.0, 2.0, 0.0], requires_grad=True)
+    dropout = (0.3, 8, 0)
+    o, lse = flashjit.attention(q, k, v, causal=True, sinks=sinks, return_lse=True,
+                                dropout_p=dropout[0], dropout_seed=dropout[1])
+    dout = rand(*o.shape, seed=15)
+    (o.float() * dout.float()).sum().backward()
+    leaves = [x.detach().double().requires_grad_() for x in (q, k, v, sinks)]
+    o_ref, lse_ref = reference.attention(*leaves[:3], causal=True, sinks=leaves[3],
+                                         dropout=dropout)
+    (o_ref * dout.double()).sum().backward()
+    assert reference.relative_error(o.detach(), o_ref) < 1e-2
+    assert reference.relative_error(lse, lse_ref) < 1e-5
+    for got, ref in zip((q, k, v, sinks), leaves):
+        assert reference.relative_error(got.grad, ref.grad) < 2e-2

@@ -12,7 +12,7 @@ from .attention import _prepare
 def warm(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -1),
          softcap: float = 0.0, scale: Optional[float] = None, deterministic: bool = False,
          score_mod="", mask_mod="", captures: Optional[dict] = None, block_mask=None,
-         backward: bool = True) -> None:
+         dropout_p: float = 0.0, backward: bool = True) -> None:
     """Makes ready the kernels attention(q, k, v, ...) with these options runs and, with
     `backward`, those of its backward (dQ, dK/dV and their helpers), so that a training job's
     first step does not wait for them: each is compiled, all at once on the runtime's workers,
@@ -20,8 +20,9 @@ def warm(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -1),
     the shapes, dtype and device (their values are not read): arrays of a later call's shape,
     as attention() takes them. The configs are those the calls would run with as far as is
     known without timing: the tuning database's winner for the shape, else the default. A
-    mask_mod's automatic block mask is built here. A bad argument raises ValueError naming it;
-    nothing is compiled then."""
+    mask_mod's automatic block mask is built here. `dropout_p` > 0: the kernels of calls with
+    dropout (any seed: the mask is not compiled in). A bad argument raises ValueError naming
+    it; nothing is compiled then."""
     options = Options(causal, tuple(window), softcap, scale, deterministic,
-                      *modifiers(score_mod, mask_mod, captures, q))
+                      *modifiers(score_mod, mask_mod, captures, q), dropout_p=dropout_p)
     _prepare(q, k, v, options, block_mask, backward)

@@ -43,6 +43,13 @@ SCRIPT = textwrap.dedent("""
     compiled.clear()
     o.float().sum().backward()
     print("BACKWARD", sorted(compiled))
+
+    # Dropout's kernels: warmed for any seed (the mask is not compiled in).
+    flashjit.warm(q, k, v, dropout_p=0.1)
+    compiled.clear()
+    o = flashjit.attention(q, k, v, dropout_p=0.1, dropout_seed=3)
+    o.float().sum().backward()
+    print("DROPOUT", sorted(compiled))
 """)
 
 
@@ -57,6 +64,7 @@ def test_warm_and_a_first_forward_make_the_backward_s_kernels_ready(tmp_path):
     assert lines["CALLED"] == "CALLED []", run.stdout  # the call and its backward compiled nothing
     assert "attention_backward" in lines["FORWARD"], run.stdout
     assert lines["BACKWARD"] == "BACKWARD []", run.stdout
+    assert lines["DROPOUT"] == "DROPOUT []", run.stdout
 
 
 def test_warm_names_bad_arguments():
@@ -66,3 +74,5 @@ def test_warm_names_bad_arguments():
     q = q.astype(np.float16)
     with pytest.raises(ValueError, match="window"):
         flashjit.warm(q, q, q, window=(-3, 0))
+    with pytest.raises(ValueError, match="'dropout_p' must be in"):
+        flashjit.warm(q, q, q, dropout_p=1.0)

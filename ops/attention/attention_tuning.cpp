@@ -347,7 +347,8 @@ std::string AttentionProblem::describe() const {
          head_dim_name(a.head_dim, value_dim_key(a)) + " seqlen " + std::to_string(a.seqlen_q) +
          " batch " + std::to_string(a.batch) + " x heads " + std::to_string(a.heads_q) +
          (a.causal ? " causal" : "") + (backward && a.deterministic ? " deterministic" : "") +
-         (modified() ? " modifiers " + score_modifiers(a).digest().substr(0, 8) : "");
+         (modified() ? " modifiers " + score_modifiers(a).digest().substr(0, 8) : "") +
+         (a.dropout_p > 0.0f ? " dropout" : "");
 }
 
 bool AttentionProblem::empty() const {

@@ -11,6 +11,9 @@
 
 namespace flashjit::kernels {
 
+/// Whether an optional tensor argument was given: a view with null data is absent.
+inline bool present(const TensorView& view) { return view.data != nullptr; }
+
 /// `view` has data aligned to its element size (non-null unless a size is 0: an empty tensor),
 /// exactly `rank` dimensions, sizes and strides >= 0, and an extent addressable with 64-bit
 /// offsets.

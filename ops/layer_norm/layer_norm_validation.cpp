@@ -11,8 +11,6 @@
 namespace flashjit::kernels {
 namespace {
 
-bool present(const TensorView& view) { return view.data != nullptr; }
-
 /// x-like [rows, cols] with unit column stride (rows may have any stride).
 void check_rows(const TensorView& view, const std::string& name, const TensorView& x) {
   check_tensor(view, name, 2);

@@ -12,14 +12,13 @@
 #include "attention/inference/unused_rows.hpp"
 #include "attention/modifiers/attention_captures.hpp"
 #include "attention/modifiers/score_modifiers.hpp"
+#include "common/argument_checks.hpp"
 #include "flashjit/error.hpp"
 #include "merge_states/merge_states.hpp"
 #include "runtime/executor.hpp"
 
 namespace flashjit::kernels {
 namespace {
-
-bool present(const TensorView& view) { return view.data != nullptr; }
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 

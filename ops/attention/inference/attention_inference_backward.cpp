@@ -13,8 +13,6 @@
 namespace flashjit::kernels {
 namespace {
 
-bool present(const TensorView& view) { return view.data != nullptr; }
-
 /// What the backward takes of Sequences: packed queries and keys, their used counts (seqused_q,
 /// seqlens_k), nothing forward-only.
 void check_backward_sequences(const Sequences& s) {

@@ -5,12 +5,11 @@
 
 #include "attention/hopper/tma_forward_space.cuh"
 #include "attention/modifiers/score_modifiers.hpp"
+#include "common/argument_checks.hpp"
 #include "merge_states/merge_states.hpp"
 
 namespace flashjit::kernels {
 namespace {
-
-bool present(const TensorView& view) { return view.data != nullptr; }
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 

@@ -18,8 +18,6 @@
 namespace flashjit::kernels {
 namespace {
 
-bool present(const TensorView& view) { return view.data != nullptr; }
-
 std::string str(std::int64_t value) { return std::to_string(value); }
 
 /// An int32 index array of exactly `shape` with unit stride along its last dimension.
@@ -305,6 +303,17 @@ void check_wide_call(const Attention& a, const TensorView& k) {
   }
 }
 
+/// Dropout is for training: variable lengths over 16-bit keys (the mma.sync kernels).
+void check_inference_dropout(const Attention& a, const Sequences& s, const TensorView& k) {
+  if (a.dropout_p > 0.0f &&
+      (present(s.page_table) || present(s.k_new) || k.dtype == DType::e4m3 || runs_wide(a))) {
+    throw InvalidArgument("attention.dropout_p",
+                          "is for training calls: dense, or Sequences with variable lengths over "
+                          "16-bit keys; not with pages, appended keys, an fp8 cache or head dims "
+                          "past 256, where it must be 0");
+  }
+}
+
 }  // namespace
 
 InferenceTensors validate_inference_arguments(const Attention& a, const Sequences& s,
@@ -317,14 +326,7 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
     throw InvalidArgument("attention.block_mask",
                           "is for the dense forward (Runtime::forward without Sequences) for now");
   }
-  // Dropout is for training: variable lengths over 16-bit keys (the mma.sync kernels).
-  if (a.dropout_p > 0.0f &&
-      (present(s.page_table) || present(s.k_new) || k.dtype == DType::e4m3 || runs_wide(a))) {
-    throw InvalidArgument("attention.dropout_p",
-                          "is for training calls: dense, or Sequences with variable lengths over "
-                          "16-bit keys; not with pages, appended keys, an fp8 cache or head dims "
-                          "past 256, where it must be 0");
-  }
+  check_inference_dropout(a, s, k);
   const bool packed_q = present(s.cu_seqlens_q);
   const bool packed_k = present(s.cu_seqlens_k);
   const bool paged = present(s.page_table);

@@ -14,8 +14,6 @@
 namespace flashjit::kernels {
 namespace {
 
-bool present(const TensorView& view) { return view.data != nullptr; }
-
 std::string str(std::int64_t value) { return std::to_string(value); }
 
 constexpr int kThreads = kKVCacheAppendThreads;

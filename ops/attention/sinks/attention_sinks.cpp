@@ -5,13 +5,12 @@
 
 #include "attention/attention_common.hpp"
 #include "attention/sinks/sinks_params.cuh"
+#include "common/argument_checks.hpp"
 #include "flashjit/error.hpp"
 #include "runtime/executor.hpp"
 
 namespace flashjit::kernels {
 namespace {
-
-bool present(const TensorView& view) { return view.data != nullptr; }
 
 void check_per_head(const TensorView& view, const std::string& name, std::int64_t heads) {
   if (view.dtype != DType::f32) {

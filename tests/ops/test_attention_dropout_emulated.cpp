@@ -39,33 +39,6 @@ Case with_dropout(Case c, float p, std::uint64_t seed, std::uint64_t offset) {
   return c;
 }
 
-/// The forward's O and LSE bits for `a` on random bf16 inputs drawn from a fixed seed.
-std::vector<std::uint32_t> forward_bits(Runtime& runtime, const Attention& a) {
-  const auto n = [](std::int64_t x, std::int64_t y, std::int64_t z, std::int64_t w) {
-    return static_cast<std::size_t>(x * y * z * w);
-  };
-  const std::size_t nq = n(a.batch, a.seqlen_q, a.heads_q, a.head_dim);
-  const std::size_t nk = n(a.batch, a.seqlen_k, a.heads_kv, a.head_dim);
-  const std::size_t nlse = n(a.batch, a.heads_q, a.seqlen_q, 1);
-  std::mt19937 random(11);
-  const DeviceBuffer q = random_bf16_buffer(runtime, nq, random);
-  const DeviceBuffer k = random_bf16_buffer(runtime, nk, random);
-  const DeviceBuffer v = random_bf16_buffer(runtime, nk, random);
-  const DeviceBuffer o = runtime.allocate(nq * 2), lse = runtime.allocate(nlse * 4);
-  const auto view = [&](const DeviceBuffer& b, std::int64_t rows, std::int64_t heads) {
-    return TensorView::contiguous(b.data(), DType::bf16, {a.batch, rows, heads, a.head_dim});
-  };
-  runtime.forward(a, view(q, a.seqlen_q, a.heads_q), view(k, a.seqlen_k, a.heads_kv),
-                  view(v, a.seqlen_k, a.heads_kv), view(o, a.seqlen_q, a.heads_q),
-                  TensorView::contiguous(lse.data(), DType::f32, {a.batch, a.heads_q, a.seqlen_q}));
-  std::vector<std::uint16_t> out(nq);
-  std::vector<std::uint32_t> bits(nlse);
-  runtime.copy_to_host(out.data(), o.data(), nq * 2);
-  runtime.copy_to_host(bits.data(), lse.data(), nlse * 4);
-  bits.insert(bits.end(), out.begin(), out.end());
-  return bits;
-}
-
 /// In the deterministic mode, run twice for the same bits.
 BackwardCase deterministic(BackwardCase c) {
   c.deterministic = true;
@@ -194,13 +167,12 @@ TEST_CASE("dropout on the emulator: the backward, atomic and deterministic, agai
 }
 
 TEST_CASE("dropout: one seed and offset give the same bits, others other bits") {
-  const std::vector<std::uint32_t> first = forward_bits(emulator(), small_attention(0.25f, 5, 0));
-  CHECK(forward_bits(emulator(), small_attention(0.25f, 5, 0)) == first);
-  CHECK(forward_bits(emulator(), small_attention(0.25f, 6, 0)) != first);
-  CHECK(forward_bits(emulator(), small_attention(0.25f, 5, 1)) != first);
+  const std::vector<std::uint32_t> first = forward_bits(small_attention(0.25f, 5, 0));
+  CHECK(forward_bits(small_attention(0.25f, 5, 0)) == first);
+  CHECK(forward_bits(small_attention(0.25f, 6, 0)) != first);
+  CHECK(forward_bits(small_attention(0.25f, 5, 1)) != first);
   // p = 0 is no dropout: the plain kernel's bits.
-  CHECK(forward_bits(emulator(), small_attention(0.0f, 5, 0)) ==
-        forward_bits(emulator(), small_attention(0.0f, 6, 1)));
+  CHECK(forward_bits(small_attention(0.0f, 5, 0)) == forward_bits(small_attention(0.0f, 6, 1)));
 }
 
 TEST_CASE("dropout on an emulated sm_90a runs the mma.sync kernels, forward and backward") {
@@ -242,7 +214,7 @@ TEST_CASE("dropout over variable lengths: forward (split too) and backward, each
 TEST_CASE("dropout: bad probabilities and calls that do not take it are named") {
   const auto refused = [](const Attention& a, const std::string& field) {
     try {
-      forward_bits(emulator(), a);
+      forward_bits(a);
     } catch (const InvalidArgument& error) {
       CHECK(std::string(error.what()).find(field) != std::string::npos);
       return true;

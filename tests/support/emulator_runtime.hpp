@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <vector>
 
@@ -73,6 +74,43 @@ inline double global_bytes(const std::vector<KernelWork>& work) {
     bytes += double(kernel.work.global_bytes_read) + double(kernel.work.global_bytes_written);
   }
   return bytes;
+}
+
+/// The LSE's and O's bits of one forward of `a` on `runtime` on random bf16 inputs (seeded, so
+/// two calls see the same inputs); with `block_mask`, a.mask_mod's block mask built first and
+/// used. The emulated work is the forward's alone. Every key block is computed without a block
+/// mask unless `automatic` lets the runtime build one.
+inline std::vector<std::uint32_t> forward_bits(Attention a, bool block_mask = false,
+                                               Runtime& runtime = emulator(),
+                                               bool automatic = false) {
+  a.automatic_block_mask = automatic;
+  const auto count = [](std::initializer_list<std::int64_t> shape) {
+    std::size_t n = 1;
+    for (std::int64_t s : shape) n *= static_cast<std::size_t>(s);
+    return n;
+  };
+  const std::size_t nq = count({a.batch, a.seqlen_q, a.heads_q, a.head_dim});
+  const std::size_t nk = count({a.batch, a.seqlen_k, a.heads_kv, a.head_dim});
+  const std::size_t nlse = count({a.batch, a.heads_q, a.seqlen_q});
+  std::mt19937 random(7);
+  const auto upload = [&](std::size_t n) { return random_bf16_buffer(runtime, n, random); };
+  const DeviceBuffer q = upload(nq), k = upload(nk), v = upload(nk);
+  const DeviceBuffer o = runtime.allocate(nq * 2), lse = runtime.allocate(nlse * 4);
+  const DeviceBuffer mask = block_mask ? attach_block_mask(runtime, a) : DeviceBuffer();
+  runtime.reset_emulated_work();  // the forward's alone
+  runtime.forward(
+      a,
+      TensorView::contiguous(q.data(), DType::bf16, {a.batch, a.seqlen_q, a.heads_q, a.head_dim}),
+      TensorView::contiguous(k.data(), DType::bf16, {a.batch, a.seqlen_k, a.heads_kv, a.head_dim}),
+      TensorView::contiguous(v.data(), DType::bf16, {a.batch, a.seqlen_k, a.heads_kv, a.head_dim}),
+      TensorView::contiguous(o.data(), DType::bf16, {a.batch, a.seqlen_q, a.heads_q, a.head_dim}),
+      TensorView::contiguous(lse.data(), DType::f32, {a.batch, a.heads_q, a.seqlen_q}));
+  std::vector<std::uint16_t> out(nq);
+  std::vector<std::uint32_t> bits(nlse);
+  runtime.copy_to_host(out.data(), o.data(), nq * 2);
+  runtime.copy_to_host(bits.data(), lse.data(), nlse * 4);
+  bits.insert(bits.end(), out.begin(), out.end());
+  return bits;
 }
 
 }  // namespace flashjit::testing

@@ -52,7 +52,6 @@ struct RowSoftmax {
   std::vector<double> scores;   // (keys.end - keys.begin), -inf where masked
   std::vector<double> slopes;   // d score / d (q.k) where visible, for the backward
   std::vector<double> probs;    // (keys.end - keys.begin)
-  std::vector<double> dropped;  // probs ∘ Z, what multiplies V (probs without dropout)
   std::vector<double> factors;  // Z: 0 dropped, 1 / (1 - p) kept (1 without dropout)
   double lse = kNegInf;
 };
@@ -88,18 +87,16 @@ void attend_row(const Problem& problem, ConstView4 q, ConstView4 k, int64_t b, i
       row.factors[static_cast<size_t>(jj)] = problem.dropout(b, h, i, keys.begin + jj);
     }
   }
-  row.dropped = row.probs;
-  for (int64_t jj = 0; jj < n; ++jj) {
-    row.dropped[static_cast<size_t>(jj)] *= row.factors[static_cast<size_t>(jj)];
-  }
 }
 
-// O[i, d] = sum_j P[i, j] V[j, d] over the row's key range.
+// O[i, d] = sum_j P[i, j] Z[i, j] V[j, d] over the row's key range (Z: dropout's factors).
 double output_element(ConstView4 v, int64_t b, int64_t kv_h, int64_t d, KeyRange keys,
                       const RowSoftmax& row) {
   double acc = 0.0;
-  for (int64_t j = keys.begin; j < keys.end; ++j)
-    acc += row.dropped[static_cast<size_t>(j - keys.begin)] * v(b, j, kv_h, d);
+  for (int64_t j = keys.begin; j < keys.end; ++j) {
+    const auto jj = static_cast<size_t>(j - keys.begin);
+    acc += row.probs[jj] * row.factors[jj] * v(b, j, kv_h, d);  // (P ∘ Z) V
+  }
   return acc;
 }
 
@@ -131,7 +128,7 @@ void backprop_row(const Problem& problem, const BackwardViews& t, int64_t b, int
       t.dk(b, j, kv_h, d) += dx * t.q(b, i, h, d);  // dK = dSᵀ Q scale
     }
     for (int64_t d = 0; d < value_dim; ++d) {
-      t.dv(b, j, kv_h, d) += row.dropped[j] * t.dout(b, i, h, d);  // dV = (P ∘ Z)ᵀ dO
+      t.dv(b, j, kv_h, d) += p * row.factors[j] * t.dout(b, i, h, d);  // dV = (P ∘ Z)ᵀ dO
     }
   }
 }

@@ -3,6 +3,7 @@
 // to the forward's P (which then multiplies V) and, in the backward, to dP and to the P that
 // multiplies dO.
 #include "attention/parts/dropout.cuh"
+#include "tile/register_tile.cuh"
 
 namespace flashjit {
 
@@ -17,11 +18,11 @@ FJ_DEVICE void drop_probabilities(Tile& p, const DropoutParams& d, const Query& 
   for (int slab = 0; slab < Tile::kSlabs; ++slab)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int r = slab * 16 + half * 8 + lane / 4;
+      const int r = fragment_row(slab, half, lane);
       const int i = query(r), bh = batch_head(r);
 #pragma unroll
       for (int group = 0; group < Tile::kGroups; ++group) {
-        const int j = key0 + group * 8 + lane % 4 * 2;  // even
+        const int j = key0 + fragment_col(group, 0, lane);  // even
         const DropoutWords words(d, bh, i, j);
 #pragma unroll
         for (int pair = 0; pair < 2; ++pair) {
@@ -43,10 +44,10 @@ FJ_DEVICE void dropout_score_gradients(const Tile& p, Tile& ds, const Rows& delt
   for (int slab = 0; slab < Tile::kSlabs; ++slab)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int i = query0 + slab * 16 + half * 8 + lane / 4;
+      const int i = query0 + fragment_row(slab, half, lane);
 #pragma unroll
       for (int group = 0; group < Tile::kGroups; ++group) {
-        const int j = key0 + group * 8 + lane % 4 * 2;  // even
+        const int j = key0 + fragment_col(group, 0, lane);  // even
         const DropoutWords words(d, batch_head, i, j);
 #pragma unroll
         for (int pair = 0; pair < 2; ++pair) {
@@ -70,10 +71,10 @@ FJ_DEVICE void dropout_gradients_transposed(Tile& p_t, Tile& ds_t, const Cols& d
   for (int slab = 0; slab < Tile::kSlabs; ++slab)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int j = key0 + slab * 16 + half * 8 + lane / 4;
+      const int j = key0 + fragment_row(slab, half, lane);
 #pragma unroll
       for (int group = 0; group < Tile::kGroups; ++group) {
-        const int i = query0 + group * 8 + lane % 4 * 2;  // even
+        const int i = query0 + fragment_col(group, 0, lane);  // even
         const DropoutWords words(d, batch_head, i, j);
 #pragma unroll
         for (int pair = 0; pair < 2; ++pair) {

@@ -5,6 +5,8 @@
 # makes a small one) and compiles nothing but kernels. Steps, in order of importance:
 #
 #   info          nvidia-smi, `flashjit info`, the build's facts               -> info.log
+#   features      `flashjit run` of each kernel form, small shapes checked against the float64
+#                 reference, FLASHJIT_GPU_FEATURE_JOBS at a time (default 8)  -> features.log
 #   tests         ctest -L gpu --output-on-failure                             -> gpu-tests.log
 #   sanitizer     compute-sanitizer memcheck and racecheck on short runs       -> sanitizer.log
 #   bench         bench/attention.py: flashjit against PyTorch's SDPA backends
@@ -47,7 +49,9 @@
 # Environment: FLASHJIT_GPU_STEPS, FLASHJIT_GPU_DEADLINE_S, FLASHJIT_GPU_TEST_JOBS,
 # FLASHJIT_GPU_TEST_TIMEOUT and FLASHJIT_GPU_TEST_REGEX (the tests step's parallel tests,
 # per-test limit and selection), FLASHJIT_GPU_SANITIZER_MATCH (an extended regex: only the
-# sanitizer runs whose commands match), NCU_OPS and NCU_HEAD_DIMS, AUTOTUNE_* (see run_autotune), FLASHJIT_GPU_LIMIT_<STEP> (a step's
+# sanitizer runs whose commands match), PYTHON_TESTS (the python step's test files; default
+# python/tests), OPS_SCRIPTS (the ops step's benchmarks; default "multiscale layernorm") and
+# LAYERNORM_ARGS (bench/layernorm.py's options), FLASHJIT_GPU_FEATURE_JOBS, NCU_OPS and NCU_HEAD_DIMS, AUTOTUNE_* (see run_autotune), FLASHJIT_GPU_LIMIT_<STEP> (a step's
 # own limit in seconds, e.g. FLASHJIT_GPU_LIMIT_TESTS=400, FLASHJIT_GPU_LIMIT_FIRST_RESULT=60),
 # FLASHJIT_CACHE_DIR (the kernel cache to use, e.g. one warmed on an everyday machine with
 # `flashjit compile --arch sm_90a --all`; default: a new empty folder), BENCH_ARGS (more
@@ -64,7 +68,7 @@ build=$(cd "${2:-$repo/build/release}" 2>/dev/null && pwd) || {
   exit 2
 }
 flashjit=$build/tools/flashjit
-steps=${FLASHJIT_GPU_STEPS:-info tests sanitizer bench first-result}
+steps=${FLASHJIT_GPU_STEPS:-info features tests sanitizer bench first-result}
 deadline=$((SECONDS + ${FLASHJIT_GPU_DEADLINE_S:-570}))
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
@@ -135,6 +139,70 @@ run_info() {
   return $rc
 }
 
+# ---- features --------------------------------------------------------------------------------
+# One `flashjit run` per kernel form, each checked against the float64 reference on shapes small
+# enough for the host's reference to take seconds: what landed since the last GPU run first (the
+# decode kernel, fp8 caches on the TMA prefill and on decoding, modifiers on the TMA forward and
+# backward, MLA's widths, used lengths, appends with rotary on pages of 1 and 16, learnable
+# sinks, dropout, the layer-norm bandwidth and cluster kernels, the TMA forward's tile order).
+feature_runs=(
+  "--batch 2 --heads 16 --heads-kv 4 --seqlen-q 1024 --head-dim 128"
+  "--batch 2 --heads 8 --seqlen-q 777 --seqlen-k 1030 --head-dim 64 --causal"
+  "--batch 1 --heads 4 --heads-kv 2 --seqlen-q 600 --head-dim 256 --causal"
+  "--op attention-backward --batch 2 --heads 8 --heads-kv 2 --seqlen-q 600 --head-dim 128 --causal --deterministic"
+  "--paged --seqlen-q 1 --seqlen-k 32768 --batch 8 --heads 32 --heads-kv 4 --head-dim 128"
+  "--paged --page-size 1 --seqlen-q 4 --seqlen-k 5000 --batch 3 --heads 32 --heads-kv 4 --head-dim 128"
+  "--paged --seqlen-q 1 --seqlen-k 9000 --batch 1 --heads 32 --heads-kv 8 --head-dim 64"
+  "--paged --kv-dtype e4m3 --seqlen-q 1 --seqlen-k 5000 --batch 4 --heads 32 --heads-kv 4 --head-dim 128"
+  "--varlen 6 --kv-dtype e4m3 --seqlen-q 500 --heads 8 --heads-kv 2 --head-dim 128 --causal"
+  "--varlen 5 --kv-dtype e4m3 --seqlen-q 400 --heads 4 --head-dim 64"
+  "--varlen 4 --kv-dtype e4m3 --seqlen-q 300 --heads 4 --heads-kv 1 --head-dim 256 --causal"
+  "--batch 2 --heads 4 --seqlen-q 500 --head-dim 128 --score-mod 'score - 0.01f * float(q_idx > kv_idx ? q_idx - kv_idx : kv_idx - q_idx)' --mask-mod '(q_idx + kv_idx) % 7 != 3'"
+  "--op attention-backward --batch 2 --heads 4 --seqlen-q 500 --head-dim 128 --causal --score-mod 'score * 0.5f' --mask-mod 'kv_idx % 5 != 2'"
+  "--op attention-backward --batch 1 --heads 4 --seqlen-q 400 --head-dim 192 --head-dim-v 128 --causal"
+  "--paged --page-size 64 --values-in-keys --seqlen-q 1 --seqlen-k 3000 --batch 4 --heads 16 --heads-kv 1 --head-dim 576 --head-dim-v 512"
+  "--paged --page-size 1 --values-in-keys --seqlen-q 2 --seqlen-k 1500 --batch 2 --heads 16 --heads-kv 1 --head-dim 576 --head-dim-v 512"
+  "--varlen 6 --seqused --seqlen-q 300 --heads 4 --heads-kv 2 --head-dim 128 --causal"
+  "--op attention-backward --varlen 5 --seqused --seqlen-q 300 --heads 4 --head-dim 128"
+  "--paged --page-size 1 --append 3 --rotary --seqlen-q 3 --seqlen-k 700 --batch 3 --heads 8 --heads-kv 2 --head-dim 128"
+  "--paged --page-size 16 --append 20 --rotary-interleaved --seqlen-q 20 --seqlen-k 900 --batch 2 --heads 8 --heads-kv 2 --head-dim 64 --causal"
+  "--op attention-backward --sinks --batch 2 --heads 4 --seqlen-q 500 --head-dim 128 --causal"
+  "--op attention-backward --sinks --batch 2 --heads 4 --heads-kv 2 --seqlen-q 300 --head-dim 64"
+  "--op attention-backward --dropout 0.15 --batch 2 --heads 4 --seqlen-q 400 --head-dim 64 --causal"
+  "--op attention-backward --dropout 0.1 --batch 2 --heads 4 --heads-kv 2 --seqlen-q 300 --head-dim 256 --deterministic"
+  "--op attention-backward --varlen 5 --dropout 0.2 --seqlen-q 300 --heads 4 --head-dim 128"
+  "--op layer-norm --rows 512 --cols 16384 --bias --residual"
+  "--op layer-norm --rows 64 --cols 65536 --rms"
+  "--op layer-norm --rows 4096 --cols 768 --dtype fp32"
+  "--op layer-norm --rows 1000 --cols 4097"
+)
+
+# Runs each of feature_runs (a line of `flashjit run` options) FLASHJIT_GPU_FEATURE_JOBS at a
+# time, each with --seed 1, and prints each one's output whole, in order, then a verdict per run.
+run_features() {
+  local jobs=${FLASHJIT_GPU_FEATURE_JOBS:-8} i failures=0 rc
+  local dir=$scratch/features
+  mkdir -p "$dir"
+  for i in "${!feature_runs[@]}"; do
+    while (($(jobs -rp | wc -l) >= jobs)); do wait -n; done
+    (
+      # shellcheck disable=SC2086  # eval splits the quoted modifier texts as a shell would
+      eval "timeout --kill-after=5 $limit \"\$flashjit\" run --seed 1 ${feature_runs[$i]}" \
+        >"$dir/$i.log" 2>&1
+      echo $? >"$dir/$i.rc"
+    ) &
+  done
+  wait
+  for i in "${!feature_runs[@]}"; do
+    rc=$(cat "$dir/$i.rc" 2>/dev/null || echo missing)
+    echo "== exit $rc: flashjit run --seed 1 ${feature_runs[$i]}"
+    cat "$dir/$i.log" 2>/dev/null
+    [[ $rc == 0 ]] || failures=$((failures + 1))
+  done
+  echo "== $failures of ${#feature_runs[@]} feature runs failed"
+  ((failures == 0))
+}
+
 # ---- tests -----------------------------------------------------------------------------------
 # CTest's files name the build folder by its absolute path on the machine that made it; where
 # the copy lives elsewhere, those paths are rewritten to this copy's (CTest files only).
@@ -174,8 +242,9 @@ sanitizer_path() {
 
 # Short runs that reach every kernel family: a ragged causal GQA forward through the command,
 # the training-step example (forward and backward, GQA, causal), the GPU forward test's
-# ragged-lengths case, and multi-scale attention and layer norm, forward and backward, and a
-# backward with dropout. Each under memcheck, then racecheck; any finding fails the step.
+# ragged-lengths case, and multi-scale attention and layer norm, forward and backward, a
+# backward with dropout, the decode kernel, the fp8 TMA prefill, an append with rotary on pages
+# of one key, a backward with sinks, one with a mask modifier, and the layer-norm cluster kernel. Each under memcheck, then racecheck; any finding fails the step.
 run_sanitizer() {
   local sanitizer
   sanitizer=$(sanitizer_path) || {
@@ -191,6 +260,12 @@ run_sanitizer() {
     "$flashjit run --op attention-backward --batch 2 --heads 4 --heads-kv 2 --seqlen-q 200 --seqlen-k 333 --head-dim 256 --causal"
     "$flashjit run --op attention-backward --batch 2 --heads 4 --seqlen-q 150 --seqlen-k 150 --head-dim 192 --deterministic"
     "$flashjit run --op attention-backward --batch 2 --heads 4 --heads-kv 2 --seqlen-q 200 --seqlen-k 333 --head-dim 128 --causal --dropout 0.2"
+    "$flashjit run --paged --seqlen-q 1 --seqlen-k 2000 --batch 2 --heads 32 --heads-kv 4 --head-dim 128"
+    "$flashjit run --varlen 3 --kv-dtype e4m3 --seqlen-q 200 --heads 4 --heads-kv 2 --head-dim 128 --causal"
+    "$flashjit run --paged --page-size 1 --append 3 --rotary --seqlen-q 3 --seqlen-k 300 --batch 2 --heads 8 --heads-kv 2 --head-dim 128"
+    "$flashjit run --op attention-backward --sinks --batch 1 --heads 2 --seqlen-q 200 --head-dim 128 --causal"
+    "$flashjit run --op attention-backward --batch 1 --heads 2 --seqlen-q 200 --head-dim 128 --mask-mod kv_idx%5!=2"
+    "$flashjit run --op layer-norm --rows 64 --cols 65536 --rms"
   )
   if [[ -n ${FLASHJIT_GPU_SANITIZER_MATCH:-} ]]; then
     mapfile -t runs < <(printf '%s\n' "${runs[@]}" | grep -E -- "$FLASHJIT_GPU_SANITIZER_MATCH")
@@ -246,6 +321,7 @@ run_ncu() {
       --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
       --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
       --section Occupancy --section LaunchStats --section WarpStateStats --section SourceCounters \
+      --metrics dram__bytes_read.sum,lts__t_sector_hit_rate.pct \
       "$flashjit" bench --op "$op" --head-dim "$head_dim" --seqlen 8192 --batch 2 \
       --heads $((2048 / head_dim)) --budget-ms 1 || rc=$?
   done
@@ -285,19 +361,24 @@ run_python() {
     echo "python: no pytest in this machine's Python; the package's tests cannot run"
     return 127
   }
+  local -a tests=(${PYTHON_TESTS:-python/tests})
   echo "\$ FLASHJIT_LIBRARY=$build/api/libflashjit.so PYTHONPATH=python python3 -m pytest -q" \
-    "python/tests"
+    "${tests[*]}"
   FLASHJIT_LIBRARY=$build/api/libflashjit.so PYTHONPATH=$repo/python \
-    timeout --kill-after=10 "$limit" python3 -m pytest -q -p no:cacheprovider python/tests
+    timeout --kill-after=10 "$limit" python3 -m pytest -q -p no:cacheprovider "${tests[@]}"
 }
 
 ops_stem="$out/$(date +%F)-ops-$(device_slug)"
 run_ops() {
-  local script rc=0
-  for script in multiscale layernorm; do
-    echo "\$ python3 bench/$script.py --lib $build/api/libflashjit.so --out $ops_stem-$script.md"
-    timeout --kill-after=10 $((limit / 2)) python3 "bench/$script.py" \
-      --lib "$build/api/libflashjit.so" --out "$ops_stem-$script.md" || rc=$?
+  local script rc=0 extra
+  local -a scripts=(${OPS_SCRIPTS:-multiscale layernorm})
+  for script in "${scripts[@]}"; do
+    extra=$([[ $script == layernorm ]] && echo "${LAYERNORM_ARGS:-}")
+    echo "\$ python3 bench/$script.py --lib $build/api/libflashjit.so --out $ops_stem-$script.md" \
+      "$extra"
+    # shellcheck disable=SC2086  # LAYERNORM_ARGS is a list of options
+    timeout --kill-after=10 $((limit / ${#scripts[@]})) python3 "bench/$script.py" \
+      --lib "$build/api/libflashjit.so" --out "$ops_stem-$script.md" $extra || rc=$?
   done
   return $rc
 }
@@ -376,6 +457,7 @@ run_first_result() {
 note "flashjit GPU run: build $build, output $out, steps: $steps"
 [[ -x $flashjit ]] || note "warning: no flashjit at $flashjit; the steps that use it will fail"
 step info 30 "$out/info.log" run_info
+step features 120 "$out/features.log" run_features
 step tests 240 "$out/gpu-tests.log" run_tests
 step sanitizer 150 "$out/sanitizer.log" run_sanitizer
 step bench 300 "$bench_stem.log" run_bench "$(basename "$bench_stem").md and .log"
@@ -413,6 +495,11 @@ fi
   echo "| step | exit | seconds | output |"
   echo "| --- | --- | --- | --- |"
   printf '%s\n' "${summary_rows[@]}"
+  echo
+  echo "Feature runs (failures and the count):"
+  echo
+  grep -hE '^== (exit [^0]|[0-9]+ of)' "$out/features.log" 2>/dev/null | sed 's/^/    /' ||
+    echo "    (no verdict lines: see the log)"
   echo
   echo "Sanitizer verdicts:"
   echo

@@ -62,8 +62,12 @@ CUtensorMap encode_tensor_map(const emulator::TensorMap& map) {
 
 class CudaBackend final : public RuntimeBackend, public Executor {
  public:
-  explicit CudaBackend(int ordinal) : context_(ordinal), memory_pools_(supports_memory_pools()) {}
-  ~CudaBackend() override { release_held_buffers(); }
+  explicit CudaBackend(int ordinal) : context_(ordinal), pool_(create_memory_pool()) {}
+  ~CudaBackend() override {
+    release_held_buffers();
+    // Returns the pool's memory once the frees still queued on streams have run.
+    if (pool_ != nullptr) driver().cuMemPoolDestroy(pool_);
+  }
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
 
@@ -87,17 +91,18 @@ class CudaBackend final : public RuntimeBackend, public Executor {
   }
 
   void* allocate_on_stream(std::size_t bytes, Stream stream) override {
-    if (!memory_pools_) return allocate(bytes);
+    if (pool_ == nullptr) return allocate(bytes);
     context_.make_current();
     CUdeviceptr pointer = 0;
-    FLASHJIT_CU(cuMemAllocAsync, &pointer, bytes == 0 ? 1 : bytes, static_cast<CUstream>(stream));
+    FLASHJIT_CU(cuMemAllocFromPoolAsync, &pointer, bytes == 0 ? 1 : bytes, pool_,
+                static_cast<CUstream>(stream));
     return reinterpret_cast<void*>(pointer);
   }
 
   void free_on_stream(void* data, Stream stream) noexcept override {
     try {
       context_.make_current();
-      if (memory_pools_) {
+      if (pool_ != nullptr) {
         driver().cuMemFreeAsync(reinterpret_cast<CUdeviceptr>(data), static_cast<CUstream>(stream));
         return;
       }
@@ -162,8 +167,27 @@ class CudaBackend final : public RuntimeBackend, public Executor {
     return supported != 0;
   }
 
+  /// The pool of the calls' stream-ordered scratch (a backward's dQ accumulator and D, a layer
+  /// norm's partial sums), null where the device has no memory pools. It is this runtime's own
+  /// and keeps what it has grown to (release threshold: unlimited): the device's default pool
+  /// returns its free memory to the system at every synchronization, so a call after one would
+  /// map its scratch again, host work the GPU waits for.
+  CUmemoryPool create_memory_pool() const {
+    if (!supports_memory_pools()) return nullptr;
+    CUmemPoolProps props{};
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = context_.info().ordinal;
+    CUmemoryPool pool = nullptr;
+    FLASHJIT_CU(cuMemPoolCreate, &pool, &props);
+    cuuint64_t keep_all = ~cuuint64_t{0};
+    FLASHJIT_CU(cuMemPoolSetAttribute, pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all);
+    return pool;
+  }
+
   DeviceContext context_;
-  bool memory_pools_;  // cuMemAllocAsync works on this device
+  CUmemoryPool pool_;
 };
 
 }  // namespace

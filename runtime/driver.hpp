@@ -21,8 +21,9 @@ namespace flashjit::detail {
                           X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuStreamSynchronize)     \
                               X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)              \
                                   X(cuEventElapsedTime) X(cuEventDestroy) X(cuMemsetD8Async)       \
-                                      X(cuMemAllocAsync) X(cuMemFreeAsync)                         \
-                                          X(cuTensorMapEncodeTiled)
+                                      X(cuMemFreeAsync) X(cuMemPoolCreate) X(cuMemPoolDestroy)     \
+                                          X(cuMemPoolSetAttribute) X(cuMemAllocFromPoolAsync)      \
+                                              X(cuTensorMapEncodeTiled)
 
 /// Function pointers to the driver API, all non-null once loaded.
 struct DriverApi {

@@ -67,9 +67,12 @@ class Runtime {
   DeviceBuffer allocate(std::size_t bytes);
   /// Allocates `bytes` in `stream`'s order: usable by work queued on `stream` after this call,
   /// and freed, when the buffer is destroyed, after the work queued on `stream` by then,
-  /// without the host waiting (cuMemAllocAsync/cuMemFreeAsync). On a GPU without memory pools
-  /// the allocation is plain and destroying the buffer waits for `stream` first. For scratch
-  /// space a call needs only while its kernels run.
+  /// without the host waiting (cuMemAllocFromPoolAsync/cuMemFreeAsync), from a memory pool of
+  /// this runtime's own that keeps the memory freed into it for the next allocation until the
+  /// runtime is destroyed (the device's default pool would hand it back to the system at every
+  /// synchronization, and the next call would map it again while the GPU waits). On a GPU
+  /// without memory pools the allocation is plain and destroying the buffer waits for `stream`
+  /// first. For scratch space a call needs only while its kernels run.
   DeviceBuffer allocate_on_stream(std::size_t bytes, Stream stream);
   /// Copies `bytes` from host memory to device memory (synchronously). A destination inside a
   /// buffer of this runtime must leave room for `bytes` in it: InvalidArgument("bytes") if not,

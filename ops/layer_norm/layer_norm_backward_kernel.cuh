@@ -384,18 +384,37 @@ FJ_GLOBAL void __cluster_dims__(Config::kClusterBlocks, 1, 1)
 }
 #endif
 
-/// dγ, dβ, dbias of one column each: the blocks' partials added in block order.
+/// dγ, dβ, dbias: the row blocks' partials summed per column in a fixed order, so every run
+/// gives the same bits. A block takes kParamGradCols neighbouring columns (each partial's
+/// segment one coalesced warp load) and kParamGradSlices threads per column, thread s summing
+/// partials s, s + kParamGradSlices, ...; the slices' sums then add in slice order through
+/// shared memory. One thread per column walking every partial left a narrow row (768 columns:
+/// 3 blocks) waiting on hundreds of dependent-latency loads.
 template <typename Element>
 FJ_GLOBAL void __launch_bounds__(layer_norm_space::kParamGradThreads)
     layer_norm_param_grad_kernel(const LayerNormBackwardParams p) {
-  const int col = int(blockIdx.x) * layer_norm_space::kParamGradThreads + int(threadIdx.x);
-  if (col >= p.cols) return;
+  constexpr int kCols = layer_norm_space::kParamGradCols;
+  constexpr int kSlices = layer_norm_space::kParamGradSlices;
+  float* slice_sums = dynamic_shared<float>();  // [kSlices][kCols]
+  const int lane = int(threadIdx.x) % kCols, slice = int(threadIdx.x) / kCols;
+  const int col = int(blockIdx.x) * kCols + lane;
   void* outputs[3] = {p.dgamma, p.dbeta, p.dbias};
   for (int which = 0; which < 3; ++which) {
-    if (!writes_sum(p, which)) continue;
+    if (!writes_sum(p, which)) continue;  // the same for every thread: the barriers are safe
     float sum = 0.0f;
-    for (int block = 0; block < p.blocks; ++block) sum += load_global(p.partial(which, block), col);
-    store_global(static_cast<Element*>(outputs[which]), col, sum);
+    if (col < p.cols) {
+      for (int block = slice; block < p.blocks; block += kSlices) {
+        sum += load_global(p.partial(which, block), col);
+      }
+    }
+    store_shared(slice_sums, slice * kCols + lane, sum);
+    __syncthreads();
+    if (slice == 0 && col < p.cols) {
+      float total = 0.0f;
+      for (int s = 0; s < kSlices; ++s) total += load_shared(slice_sums, s * kCols + lane);
+      store_global(static_cast<Element*>(outputs[which]), col, total);
+    }
+    __syncthreads();  // every read of slice_sums done before the next plane writes it
   }
 }
 

@@ -127,6 +127,23 @@ void print_direction(const char* name, const DirectionBytes& bytes) {
               static_cast<unsigned long long>(bytes.blocks));
 }
 
+/// The kernels the emulator ran, and with --counters their work and global bytes against the
+/// least the shape must move.
+void report_layer_norm_work(const RunContext& context, const Runtime& runtime,
+                            const testing::LayerNormCase& c) {
+  std::string ran;
+  for (const KernelWork& kernel : runtime.emulated_work()) {
+    ran += (ran.empty() ? "" : ", ") + kernel.kernel;
+  }
+  if (!ran.empty()) std::printf("ran:     %s\n", ran.c_str());
+  const auto [forward_bytes, backward_bytes] = layer_norm_bytes(runtime.emulated_work(), c);
+  report_work(context, runtime, "layer_norm", {0, forward_bytes.minimum + backward_bytes.minimum});
+  if (context.basics.counters) {
+    print_direction("forward_global_bytes_ratio", forward_bytes);
+    print_direction("backward_global_bytes_ratio", backward_bytes);
+  }
+}
+
 /// Runs forward and backward of `run`, prints the shape, the kernels, each output's errors and
 /// PASS or FAIL (and the counters, when asked); returns the exit code (1 on FAIL).
 int run_layer_norm_op(const RunContext& context, Runtime& runtime, const LayerNormRun& run) {
@@ -152,19 +169,9 @@ int run_layer_norm_op(const RunContext& context, Runtime& runtime, const LayerNo
   print_checks(forward);
   std::printf("backward (relative L2 bound %.3g):\n", backward.bound);
   print_checks(backward);
-  // The kernels that ran: the launch may split long rows over a cluster, which the chosen
-  // config's names above do not say.
-  std::string ran;
-  for (const KernelWork& kernel : runtime.emulated_work()) {
-    ran += (ran.empty() ? "" : ", ") + kernel.kernel;
-  }
-  if (!ran.empty()) std::printf("ran:     %s\n", ran.c_str());
-  const auto [forward_bytes, backward_bytes] = layer_norm_bytes(runtime.emulated_work(), c);
-  report_work(context, runtime, "layer_norm", {0, forward_bytes.minimum + backward_bytes.minimum});
-  if (context.basics.counters) {
-    print_direction("forward_global_bytes_ratio", forward_bytes);
-    print_direction("backward_global_bytes_ratio", backward_bytes);
-  }
+  // The emulator says which kernels ran (the launch may split long rows over a cluster, which
+  // the chosen config's names above do not say) and counts their bytes; a GPU run has neither.
+  if (runtime.backend() == Backend::emulator) report_layer_norm_work(context, runtime, c);
   return conclude(forward.ok && backward.ok, forward.describe() + "\n" + backward.describe(),
                   "forward, backward and check", elapsed);
 }

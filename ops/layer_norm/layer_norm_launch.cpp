@@ -285,8 +285,9 @@ void launch_layer_norm_backward(detail::RuntimeBackend& backend, const LayerNorm
   const std::string arch = device.arch();
   detail::LaunchShape reduce;
   reduce.grid_x =
-      static_cast<unsigned>((cols + space::kParamGradThreads - 1) / space::kParamGradThreads);
+      static_cast<unsigned>((cols + space::kParamGradCols - 1) / space::kParamGradCols);
   reduce.block_x = static_cast<unsigned>(space::kParamGradThreads);
+  reduce.dynamic_shared_bytes = space::kParamGradSharedBytes;
   reduce.stream = static_cast<CUstream>(stream);
   detail::Executor& executor = backend.executor();
   detail::launch_kernel(executor, layer_norm_backward_spec(config, arch, split.cluster), row_shape,

@@ -122,7 +122,12 @@ constexpr int cluster_chunk(int cols, int cluster, int vector_width) {
 /// a slot's reads before its next write (two sums later, past the next sum's barrier).
 constexpr int exchange_bytes(int cluster) { return cluster > 1 ? 2 * kSharedBytesPerWarp : 0; }
 
-/// The backward's second kernel: threads per block, one column each.
+/// The backward's second kernel: threads per block, kParamGradCols neighbouring columns of
+/// kParamGradSlices threads each (layer_norm_param_grad_kernel).
 constexpr int kParamGradThreads = 256;
+constexpr int kParamGradCols = 32;
+constexpr int kParamGradSlices = kParamGradThreads / kParamGradCols;
+/// Its shared memory: one float per thread, the slices' sums.
+constexpr int kParamGradSharedBytes = kParamGradThreads * 4;
 
 }  // namespace flashjit::layer_norm_space

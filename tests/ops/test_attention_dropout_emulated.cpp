@@ -211,6 +211,23 @@ TEST_CASE("dropout over variable lengths: forward (split too) and backward, each
   CHECK_MESSAGE(verdict.ok, verdict.describe());
 }
 
+TEST_CASE("dropout's backward where rows see one key: the exact gradients are 0, the kernels' not") {
+  // With one key P = 1, so dS = dP·Z − D is 0 in exact arithmetic, but the kernels take D from
+  // O rounded to bf16 (Z V: not exact in bf16 as V alone is) and keep dP and D in fp32, so dQ and
+  // dK are rounding noise. A model that rounds dP and D to bf16 as well makes them equal, and
+  // its zero bound failed the kernels on the GPU (2026-12-04); the check's bound now takes the
+  // fp32 model too.
+  InferenceCase c{.seqlens_q = {1, 7, 3}, .seqlens_k = {1, 1, 1}};
+  c.packed_q = true;
+  c.keys = KeyStorage::packed;
+  c.heads_q = 4;
+  c.heads_kv = 4;
+  c.dropout_p = 0.2f;
+  c.dropout_seed = 1;
+  const InferenceVerdict backward = run_inference_backward_case(emulator(), c);
+  CHECK_MESSAGE(backward.ok, backward.describe());
+}
+
 TEST_CASE("dropout: bad probabilities and calls that do not take it are named") {
   const auto refused = [](const Attention& a, const std::string& field) {
     try {

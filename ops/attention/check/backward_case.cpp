@@ -66,10 +66,15 @@ double dot(const double* x, const double* y, std::int64_t n) {
 }
 
 /// Where the textbook backward rounds its intermediate values: nowhere (the float64
-/// reference) or to the input dtype (the plain low-precision backward).
+/// reference) or to the input dtype (the plain low-precision backward). With `fp32_sums`, dP
+/// and D stay unrounded, as the kernels keep them (fp32): where the two round to the same
+/// value (one visible key under dropout: dP·Z and dO · r(O) differ by O's rounding alone), the
+/// rounded model's dS is exactly 0 and the kernels' is not.
 struct Precision {
   std::optional<DType> dtype;
+  bool fp32_sums = false;
   double operator()(double x) const { return dtype ? round_to(*dtype, x) : x; }
+  double sum(double x) const { return fp32_sums ? x : (*this)(x); }
 };
 
 /// One query row's softmax and D = rowsum(dO ∘ O) at a precision r:
@@ -106,7 +111,7 @@ RowStats row_stats(const Problem& p, const InputViews& in, std::int64_t b, std::
   for (std::int64_t d = 0; d < p.value_dim(); ++d) {
     stats.delta += in.dout(b, i, h, d) * r(o[static_cast<std::size_t>(d)]);
   }
-  stats.delta = r(stats.delta);
+  stats.delta = r.sum(stats.delta);
   return stats;
 }
 
@@ -120,7 +125,7 @@ struct Pair {
 /// `dp` the exact dO · V.
 double score_gradient(const Problem& p, const InputViews& in, const Pair& at, double probability,
                       double s, double dp, double delta, const Precision& r) {
-  double ds = r(probability * (r(dp) - delta));  // dS = P ∘ (dP − D)
+  double ds = r(probability * (r.sum(dp) - delta));  // dS = P ∘ (dP − D)
   // The slopes are taken at the score before the modifier (the modifier's input).
   const double capped = p.score_mod ? capped_score(p, in.q, in.k, at.b, at.h, at.i, at.j) : s;
   if (p.score_mod) ds = r(ds * p.modified_slope(capped, at.b, at.h, at.i, at.j));
@@ -138,9 +143,10 @@ void finish(std::vector<double>& sums, double scale, const Precision& r) {
 }
 
 /// The plain backward of every row (see plain_backward_errors), in the case's layout.
-reference::Gradients plain_backward(const BackwardCase& c, const InputViews& in) {
+reference::Gradients plain_backward(const BackwardCase& c, const InputViews& in,
+                                    bool fp32_sums = false) {
   const Problem& p = c.problem;
-  const Precision r{c.dtype};
+  const Precision r{c.dtype, fp32_sums};
   reference::Gradients g{reference::zeros(p.q_shape(), c.layout),
                          reference::zeros(p.kv_shape(), c.layout),
                          reference::zeros(p.v_shape(), c.layout)};
@@ -186,15 +192,28 @@ struct GradientValues {
 struct Expected {
   std::vector<SampledRow> query_rows, key_rows;  // empty unless sampled
   GradientValues exact, plain;
+  GradientValues plain_fp32_sums;  ///< with dropout only (Precision::fp32_sums); else empty
 };
 
+GradientValues values_of(reference::Gradients&& g) {
+  return {std::move(g.dq.values), std::move(g.dk.values), std::move(g.dv.values)};
+}
+
 Expected full_expected(const BackwardCase& c, const InputViews& in) {
-  reference::Gradients exact = reference::backward(c.problem, in.q, in.k, in.v, in.dout, c.layout);
-  reference::Gradients plain = plain_backward(c, in);
-  return {{},
-          {},
-          {std::move(exact.dq.values), std::move(exact.dk.values), std::move(exact.dv.values)},
-          {std::move(plain.dq.values), std::move(plain.dk.values), std::move(plain.dv.values)}};
+  Expected e;
+  e.exact = values_of(reference::backward(c.problem, in.q, in.k, in.v, in.dout, c.layout));
+  e.plain = values_of(plain_backward(c, in));
+  if (c.problem.dropout) e.plain_fp32_sums = values_of(plain_backward(c, in, true));
+  return e;
+}
+
+/// The plain backward's relative L2 error on one gradient: the larger of the two models' where
+/// there are two (see Precision).
+double plain_error(const std::vector<double>& exact, const std::vector<double>& plain,
+                   const std::vector<double>& plain_fp32_sums) {
+  const double rounded = reference::check_close(plain, exact, 1.0).rel_l2;
+  if (plain_fp32_sums.empty()) return rounded;
+  return std::max(rounded, reference::check_close(plain_fp32_sums, exact, 1.0).rel_l2);
 }
 
 /// Both precisions of one sampled row's gradient(s), appended.
@@ -310,6 +329,7 @@ Expected sampled_expected(const BackwardCase& c, const InputViews& in) {
   if (p.dropout) throw std::invalid_argument("sampled rows do not model dropout: sample_rows 0");
   Expected e{spread_rows(c.sample_rows, p.batch, p.heads_q, p.seqlen_q),
              spread_rows(c.sample_rows, p.batch, p.heads_kv, p.seqlen_k),
+             {},
              {},
              {}};
   for (const SampledRow& row : e.query_rows) add_query_row(c, in, row, {e.exact, e.plain});
@@ -438,10 +458,10 @@ double gradient_bound(double plain_error, const std::vector<double>& exact) {
 /// reference, and every element of `actual` written.
 GradientVerdict judge_gradient(const std::vector<double>& actual,
                                const std::vector<double>& compared,
-                               const std::vector<double>& exact, const std::vector<double>& plain,
+                               const std::vector<double>& exact, double plain_error,
                                const std::string& label, bool sampled) {
   GradientVerdict v;
-  v.plain_error = reference::check_close(plain, exact, 1.0).rel_l2;
+  v.plain_error = plain_error;
   v.bound = gradient_bound(v.plain_error, exact);
   v.check =
       reference::check_close(compared, exact, v.bound, sampled ? label + " (sampled rows)" : label);
@@ -506,6 +526,12 @@ std::string unseen_key_gradients(const BackwardCase& c, const std::vector<double
          first;
 }
 
+PlainBackwardErrors plain_errors(const Expected& e) {
+  const GradientValues& f = e.plain_fp32_sums;
+  return {plain_error(e.exact.dq, e.plain.dq, f.dq), plain_error(e.exact.dk, e.plain.dk, f.dk),
+          plain_error(e.exact.dv, e.plain.dv, f.dv)};
+}
+
 BackwardVerdict judge(const BackwardCase& c, const Expected& e, const GradientBits& bits) {
   const Problem& p = c.problem;
   const bool sampled = c.sample_rows > 0;
@@ -516,11 +542,12 @@ BackwardVerdict judge(const BackwardCase& c, const Expected& e, const GradientBi
     return sampled ? gather(all, shape, c.layout, rows) : all;
   };
   BackwardVerdict v;
-  v.dq = judge_gradient(dq, compared(dq, p.q_shape(), e.query_rows), e.exact.dq, e.plain.dq, "dQ",
+  const PlainBackwardErrors plain = plain_errors(e);
+  v.dq = judge_gradient(dq, compared(dq, p.q_shape(), e.query_rows), e.exact.dq, plain.dq, "dQ",
                         sampled);
-  v.dk = judge_gradient(dk, compared(dk, p.kv_shape(), e.key_rows), e.exact.dk, e.plain.dk, "dK",
+  v.dk = judge_gradient(dk, compared(dk, p.kv_shape(), e.key_rows), e.exact.dk, plain.dk, "dK",
                         sampled);
-  v.dv = judge_gradient(dv, compared(dv, p.v_shape(), e.key_rows), e.exact.dv, e.plain.dv, "dV",
+  v.dv = judge_gradient(dv, compared(dv, p.v_shape(), e.key_rows), e.exact.dv, plain.dv, "dV",
                         sampled);
   v.unseen_keys = unseen_key_gradients(c, dk, dv);
   v.ok = v.dq.check.ok && v.dk.check.ok && v.dv.check.ok && v.unseen_keys.empty();
@@ -680,10 +707,7 @@ BackwardVerdict run_backward_case(Runtime& runtime, const BackwardCase& c,
 
 PlainBackwardErrors plain_backward_errors(const BackwardCase& c) {
   const Inputs in = make_inputs(c);
-  const Expected e = full_expected(c, views(in));
-  return {reference::check_close(e.plain.dq, e.exact.dq, 1.0).rel_l2,
-          reference::check_close(e.plain.dk, e.exact.dk, 1.0).rel_l2,
-          reference::check_close(e.plain.dv, e.exact.dv, 1.0).rel_l2};
+  return plain_errors(full_expected(c, views(in)));
 }
 
 FiniteDifferenceVerdict check_finite_differences(Runtime& runtime, const BackwardCase& c,

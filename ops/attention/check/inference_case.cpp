@@ -798,7 +798,7 @@ InferenceCase paged_decode_case(int batch, std::int64_t context) {
 
 std::string InferenceVerdict::describe() const {
   std::ostringstream os;
-  os << (ok ? "PASS" : "FAIL") << ": worst O error / bound over the sequences " << worst_ratio;
+  os << (ok ? "PASS" : "FAIL") << ": worst error / bound over the sequences " << worst_ratio;
   if (!first_failure.empty()) os << "\n" << first_failure;
   return os.str();
 }

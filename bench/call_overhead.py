@@ -1,0 +1,127 @@
+"""Where a short call's time goes: host time per call against GPU time, flashjit through its
+Python package on a GPU.
+
+The benchmarks time GPU time behind a spin of about 0.2 ms (op_timing.SPIN_CYCLES) that the
+host's call overhead overlaps. A call whose host work takes longer than the spin, or waits for
+the GPU inside, shows that excess as GPU time. This script says which it is, per call:
+
+- host us: the host's time in the call (perf_counter around it, the GPU idle before, no
+  synchronization after), the median of --runs;
+- gpu us: the benchmarks' measure (events around the call after the 0.2 ms spin);
+- gpu us, 5 ms spin: the same behind a spin 25 times as long, which hides any host work up to
+  5 ms: where this is much less than "gpu us", host work, not the kernels, set that number.
+
+Usage: python3 bench/call_overhead.py --lib build/release/api/libflashjit.so --out FILE.md
+"""
+
+import argparse
+import statistics
+import sys
+import time
+from typing import Callable, List, Tuple
+
+import op_timing
+from attention import FLUSH_BYTES, describe_commit, describe_gpu
+
+CALLS = ("layer_norm 4096x768", "layer_norm backward 4096x768", "layer_norm 32768x4096",
+         "layer_norm backward 32768x4096", "decode b1 ctx4096", "decode b8 ctx32768",
+         "attention backward d128 b16 s1024")
+
+
+def layer_norm_calls(torch, fj, rows: int, cols: int):
+    """flashjit's layer norm forward, and its backward through autograd, as bench/layernorm.py
+    times them (bf16)."""
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    x, dy = (torch.randn(rows, cols, dtype=torch.bfloat16, device="cuda", generator=gen)
+             for _ in range(2))
+    gamma = (1 + 0.5 * torch.randn(cols, device="cuda", generator=gen)).to(torch.bfloat16)
+    beta = (0.5 * torch.randn(cols, device="cuda", generator=gen)).to(torch.bfloat16)
+    xf, gf, bf = (t.clone().requires_grad_() for t in (x, gamma, beta))
+    yf = fj.layer_norm(xf, gf, bf, 1e-5)
+    return (lambda: fj.layer_norm(x, gamma, beta, 1e-5),
+            lambda: torch.autograd.grad(yf, (xf, gf, bf), dy, retain_graph=True))
+
+
+def decode_call(torch, fj, batch: int, context: int):
+    """One token a sequence over a paged bf16 cache (pages of 16, GQA 32:4, head dim 128)."""
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q = torch.randn(batch, 1, 32, 128, dtype=torch.bfloat16, device="cuda", generator=gen)
+    pages = batch * context // 16
+    k, v = (torch.randn(pages, 16, 4, 128, dtype=torch.bfloat16, device="cuda", generator=gen)
+            for _ in range(2))
+    table = torch.randperm(pages, device="cuda").to(torch.int32).reshape(batch, -1).contiguous()
+    lengths = torch.full((batch,), context, dtype=torch.int32, device="cuda")
+    return lambda: fj.attention_with_kvcache(q, k, v, lengths, block_table=table, causal=True)
+
+
+def attention_backward_call(torch, fj):
+    """The attention backward at head dim 128, batch 16 x 16 heads x 1024 (bench/attention.py's
+    call)."""
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v, dout = (torch.randn(16, 1024, 16, 128, dtype=torch.bfloat16, device="cuda",
+                                 generator=gen) for _ in range(4))
+    o, lse = fj.attention(q, k, v, return_lse=True)
+    return lambda: fj.attention_backward(dout, q, k, v, o, lse)
+
+
+def host_us(torch, fn: Callable[[], object], runs: int) -> float:
+    samples = []
+    for _ in range(runs):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1e6)
+    torch.cuda.synchronize()
+    return statistics.median(samples)
+
+
+def gpu_us(torch, flush, fn: Callable[[], object], runs: int, spin_cycles: int) -> float:
+    saved = op_timing.SPIN_CYCLES
+    op_timing.SPIN_CYCLES = spin_cycles
+    try:
+        return 1e3 * op_timing.time_ms(torch, flush, fn, 3, runs)
+    finally:
+        op_timing.SPIN_CYCLES = saved
+
+
+def measure(torch, fj, runs: int) -> List[Tuple[str, float, float, float]]:
+    ln_small = layer_norm_calls(torch, fj, 4096, 768)
+    ln_large = layer_norm_calls(torch, fj, 32768, 4096)
+    calls = dict(zip(CALLS, (*ln_small, *ln_large, decode_call(torch, fj, 1, 4096),
+                             decode_call(torch, fj, 8, 32768), attention_backward_call(torch, fj))))
+    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    rows = []
+    for name, fn in calls.items():
+        fn()  # compiled and loaded before anything is timed
+        rows.append((name, host_us(torch, fn, runs),
+                     gpu_us(torch, flush, fn, runs, op_timing.SPIN_CYCLES),
+                     gpu_us(torch, flush, fn, runs, 25 * op_timing.SPIN_CYCLES)))
+        print(" | ".join([name] + [f"{x:.1f}" for x in rows[-1][1:]]), flush=True)
+    return rows
+
+
+def main(argv: List[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--lib", default="build/release/api/libflashjit.so", help="libflashjit.so")
+    p.add_argument("--out", required=True, help="markdown report to write")
+    p.add_argument("--runs", type=int, default=30, help="timed runs of each measure")
+    args = p.parse_args(argv)
+    fj, problem = op_timing.open_flashjit(args.lib)
+    if fj is None:
+        print(f"call_overhead.py: {problem}", file=sys.stderr)
+        return 1
+    import torch  # pylint: disable=import-outside-toplevel
+    rows = measure(torch, fj, args.runs)
+    lines = [f"# Host time and GPU time per call: {args.lib}", "",
+             f"commit {describe_commit()}, {describe_gpu()}, "
+             f"torch {torch.__version__}, the median of {args.runs} runs each", "",
+             "| call | host us | gpu us (0.2 ms spin) | gpu us (5 ms spin) |",
+             "| --- | ---: | ---: | ---: |"]
+    lines += [f"| {name} | {h:.1f} | {g:.1f} | {g5:.1f} |" for name, h, g, g5 in rows]
+    with open(args.out, "w", encoding="utf-8") as out:
+        out.write("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

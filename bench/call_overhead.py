@@ -84,19 +84,54 @@ def gpu_us(torch, flush, fn: Callable[[], object], runs: int, spin_cycles: int) 
         op_timing.SPIN_CYCLES = saved
 
 
-def measure(torch, fj, runs: int) -> List[Tuple[str, float, float, float]]:
+def c_call(torch, fj):
+    """The C API's layer norm forward alone (4096 x 768, bf16), its arguments made once: the
+    library's host time through ctypes, without the package's Python around it."""
+    import ctypes  # pylint: disable=import-outside-toplevel
+    from flashjit import _arrays, _capi, norms  # pylint: disable=import-outside-toplevel
+    x = torch.randn(4096, 768, dtype=torch.bfloat16, device="cuda")
+    gamma, beta = torch.ones(768, dtype=x.dtype, device="cuda"), torch.zeros_like(x[0])
+    launch = _arrays.Launch({"x": x, "weight": gamma, "bias": beta})
+    outputs = (launch.output("y", x.shape, "bf16"), launch.output("mean", (4096,), "f32"),
+               launch.output("rstd", (4096,), "f32"))
+    args = (launch.runtime.handle, ctypes.byref(norms._options(1e-5, False)),
+            *(_capi.pointer(launch.input(n)) for n in ("x", "weight", "bias")),
+            *(_capi.pointer(o) for o in outputs), launch.stream)
+    del fj
+    return lambda: _capi.library().flashjit_layer_norm_forward(*args)
+
+
+def calls_of(torch, fj):
     ln_small = layer_norm_calls(torch, fj, 4096, 768)
     ln_large = layer_norm_calls(torch, fj, 32768, 4096)
-    calls = dict(zip(CALLS, (*ln_small, *ln_large, decode_call(torch, fj, 1, 4096),
-                             decode_call(torch, fj, 8, 32768), attention_backward_call(torch, fj))))
+    return dict(zip(CALLS, (*ln_small, *ln_large, decode_call(torch, fj, 1, 4096),
+                            decode_call(torch, fj, 8, 32768), attention_backward_call(torch, fj))))
+
+
+def measure(torch, fj, runs: int) -> List[Tuple[str, float, float, float]]:
+    """Each call eagerly (the package's default), then through its custom operator (as
+    torch.compile traces it; PyTorch 2.4 and later), and the C call alone."""
+    from flashjit import _custom_ops  # pylint: disable=import-outside-toplevel
     flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    traced = _custom_ops._traced
+    paths = [("eager", traced)] + ([("operator", lambda arrays: True)] if _custom_ops.AVAILABLE
+                                   else [])
+    timed = []
+    for path, rule in paths:
+        _custom_ops._traced = rule
+        timed += [(f"{name} ({path})", fn) for name, fn in calls_of(torch, fj).items()]
+    _custom_ops._traced = traced
+    timed.append(("layer_norm 4096x768 (the C call alone)", c_call(torch, fj)))
     rows = []
-    for name, fn in calls.items():
+    for name, fn in timed:
+        rule = next((r for p, r in paths if f"({p})" in name), traced)
+        _custom_ops._traced = rule
         fn()  # compiled and loaded before anything is timed
         rows.append((name, host_us(torch, fn, runs),
                      gpu_us(torch, flush, fn, runs, op_timing.SPIN_CYCLES),
                      gpu_us(torch, flush, fn, runs, 25 * op_timing.SPIN_CYCLES)))
         print(" | ".join([name] + [f"{x:.1f}" for x in rows[-1][1:]]), flush=True)
+    _custom_ops._traced = traced
     return rows
 
 

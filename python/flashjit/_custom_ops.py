@@ -39,11 +39,26 @@ def define(name: str, fake: Callable, *, mutates_args=(), backward: Optional[Cal
     return register
 
 
+def _traced(arrays) -> bool:
+    """Whether the call is being traced rather than run: under torch.compile or torch.export,
+    or with tensors of a tracing mode (fake or functional tensors: any subclass but
+    nn.Parameter)."""
+    compiler = getattr(torch, "compiler", None)
+    if compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling():
+        return True
+    plain = (torch.Tensor, torch.nn.Parameter)
+    return any(x is not None and type(x) not in plain for x in arrays)
+
+
 def takes(*arrays) -> bool:
     """Whether a call with these arrays (None: absent) goes through its operator: operators are
-    registered and every array is a torch tensor (a numpy array among them takes the call's
-    other path, which names it in its error)."""
-    return AVAILABLE and all(x is None or isinstance(x, torch.Tensor) for x in arrays)
+    registered, every array is a torch tensor (a numpy array among them takes the call's other
+    path, which names it in its error) and the call is being traced (_traced). An eager call
+    runs the same code without the operator: its dispatch costs host time on every call (on
+    the H200 machine of 2026-12-04, tens of microseconds for each of a call and its gradient),
+    which a decoding step or a layer norm, a few microseconds of GPU work, would wait for."""
+    return (AVAILABLE and all(x is None or isinstance(x, torch.Tensor) for x in arrays)
+            and _traced(arrays))
 
 
 def empty_like_none(like) -> "torch.Tensor":

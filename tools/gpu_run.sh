@@ -35,8 +35,9 @@
 #   bench-tuned   bench/attention.py again, now with the tuned configs
 #                                                     -> <date>-<device>-tuned.md and .log
 #
-# A failing step never stops the others. OUT_DIR stays flat and holds at most 8 files: the
-# logs above and summary.md (each step's exit code and time), which is printed last.
+# A failing step never stops the others. OUT_DIR stays flat: the logs above and summary.md
+# (each step's exit code and time), which is printed last. A device call brings back at most 8
+# files, so a run of more steps than that writes into a folder and packs it (tar) at the end.
 #
 # Time: the whole run keeps within FLASHJIT_GPU_DEADLINE_S seconds (default 570, under a
 # 10-minute limit per command); each step gets at most its own limit and what is left, and a

@@ -26,12 +26,19 @@ DTYPE_CODES = {"f16": _capi.FLASHJIT_DTYPE_F16, "bf16": _capi.FLASHJIT_DTYPE_BF1
 _ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "i32": 4, "e4m3": 1}
 
 
+_TORCH_DTYPES = {}  # torch dtype -> name, made on first use (every call asks)
+_TORCH_BY_NAME = {}  # name -> torch dtype (uint8 for "e4m3")
+
+
 def _torch_dtypes():
-    dtypes = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32",
-              torch.int32: "i32", torch.uint8: "e4m3"}
-    if hasattr(torch, "float8_e4m3fn"):  # torch 2.1 and later
-        dtypes[torch.float8_e4m3fn] = "e4m3"
-    return dtypes
+    if not _TORCH_DTYPES:
+        dtypes = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32",
+                  torch.int32: "i32", torch.uint8: "e4m3"}
+        if hasattr(torch, "float8_e4m3fn"):  # torch 2.1 and later
+            dtypes[torch.float8_e4m3fn] = "e4m3"
+        _TORCH_BY_NAME.update({v: k for k, v in dtypes.items()})  # e4m3: the fp8 dtype if any
+        _TORCH_DTYPES.update(dtypes)
+    return _TORCH_DTYPES
 
 
 def is_torch(x) -> bool:
@@ -82,13 +89,15 @@ class Launch:
         first_name, first = present[0]
         self.torch = is_torch(first)
         self.device = device_of(first)
+        self._dtypes = {}  # input name -> dtype name, checked once here
         for name, x in present:
-            dtype_name(name, x)
+            self._dtypes[name] = dtype_name(name, x)
             if is_torch(x) != self.torch:
                 raise ValueError(f"'{name}' is a {'torch tensor' if is_torch(x) else 'numpy array'}"
                                  f" but '{first_name}' is not: pass all numpy or all torch")
-            if device_of(x) != self.device:
-                raise ValueError(f"'{name}' is on {device_of(x)} but '{first_name}' is on "
+            device = device_of(x)
+            if device != self.device:
+                raise ValueError(f"'{name}' is on {device} but '{first_name}' is on "
                                  f"{self.device}: every array of a call must be on one device")
         self.inputs = inputs
         self.runtime = (_runtime.emulator() if self.device == "cpu"
@@ -117,13 +126,10 @@ class Launch:
     def _view(self, dtype: str, shape, strides, address) -> _capi.flashjit_tensor:
         if len(shape) > _capi.FLASHJIT_MAX_RANK:
             raise ValueError(f"rank {len(shape)} is above {_capi.FLASHJIT_MAX_RANK}")
-        t = _capi.flashjit_tensor()
-        t.data = address
-        t.dtype = DTYPE_CODES[dtype]
-        t.rank = len(shape)
-        for i, (extent, stride) in enumerate(zip(shape, strides)):
-            t.shape[i] = int(extent)
-            t.strides[i] = int(stride)
+        rank = len(shape)
+        t = _capi.flashjit_tensor(data=address, dtype=DTYPE_CODES[dtype], rank=rank)
+        t.shape[:rank] = [int(extent) for extent in shape]
+        t.strides[:rank] = [int(stride) for stride in strides]
         self._keep.append(t)
         return t
 
@@ -133,7 +139,7 @@ class Launch:
         x = self.inputs[name]
         if x is None:
             return None
-        dtype = dtype_name(name, x)
+        dtype = self._dtypes[name]
         if self.device != "cpu":
             return self._view(dtype, tuple(x.shape), tuple(x.stride()), x.data_ptr())
         if self.torch:
@@ -178,7 +184,8 @@ class Launch:
         its view; result(name) gives the array once the call has run."""
         shape = tuple(int(s) for s in shape)
         if self.torch:
-            t_dtype = {v: k for k, v in _torch_dtypes().items()}[dtype]
+            _torch_dtypes()
+            t_dtype = _TORCH_BY_NAME[dtype]
             array = torch.empty(shape, dtype=t_dtype, device=self.device)
         else:
             if dtype == "bf16":

@@ -98,6 +98,36 @@ constexpr long long tma_forward_tiles(long long query_blocks, long long per_row,
   return (query_blocks + cluster_blocks - 1) / cluster_blocks * cluster_blocks * per_row;
 }
 
+/// L2 a section of a masked launch's tiles may fill with its K and V (TileSchedule): about half
+/// of an H100's or H200's 50-60 MB, so that the next section's first reads do not evict what
+/// this one's last tiles still read.
+constexpr long long kL2SectionBytes = 32ll << 20;
+
+/// (batch, head)s in a section (TileSchedule): as many query heads as kL2SectionBytes holds the
+/// K and V of (`row_elements` K and V elements a key, `heads_per_kv` query heads sharing them),
+/// at least 1 and at most `per_row`, every (batch, head) of the launch.
+constexpr int tma_forward_section(long long seqlen_k, int heads_per_kv, int per_row,
+                                  int row_elements, int element_bytes) {
+  const long long per_kv_head = seqlen_k * row_elements * element_bytes;
+  const long long kv_heads = per_kv_head > 0 ? kL2SectionBytes / per_kv_head : per_row;
+  const long long heads = kv_heads * (heads_per_kv > 0 ? heads_per_kv : 1);
+  return int(heads < 1 ? 1 : heads > per_row ? per_row : heads);
+}
+
+/// Where tile `tile` of a one-CTA-a-tile launch falls (TileSchedule): its query block and its
+/// place, (batch, head) = (place / heads_q, place % heads_q). Sections of `section` places,
+/// each numbered query block by query block from the last down, its places fastest; the last
+/// section holds what is left of the `per_row` places.
+struct TmaTileSlot {
+  int query_block, place;
+};
+constexpr TmaTileSlot tma_forward_tile_slot(int tile, int query_blocks, int per_row, int section) {
+  const int first = tile / (section * query_blocks) * section;  // the section's first place
+  const int width = section < per_row - first ? section : per_row - first;
+  const int within = tile - first * query_blocks;
+  return {query_blocks - 1 - within / width, first + within % width};
+}
+
 /// CTAs of a launch over `tiles` tiles (TileSchedule) on a GPU of `sm_count` SMs: one per SM
 /// (a CTA takes most of an SM's shared memory), never more than there are tiles (one per tile
 /// when the SM count is unknown, 0).

@@ -38,30 +38,43 @@ struct TmaForwardBlock {
   }
 };
 
-/// The tiles of a launch, numbered (batch, head) by (batch, head) — the heads of one key/value
-/// head adjacent — and within one, its query blocks from the last down: tile t is query block
-/// query_blocks − 1 − t % query_blocks of (batch, head) t / query_blocks. The CTAs running at
-/// any moment (a wave: an SM each) then cover a few (batch, head)s, whose K and V stay in L2 for
-/// all their query blocks, where numbering the heads fastest had each wave stream every head's
-/// K and V from DRAM again (2.3 GB read for 0.27 GB of data at head dim 128, 2 × 16 heads of 8k,
-/// measured by ncu and reproduced by the emulator's L2 model: tests/ops/
-/// test_memory_model_forward.cpp). With a causal mask a head's last query blocks see the most
-/// keys: they go first and its short ones fill the gaps after (longest first within a head,
-/// as FlashAttention-3 orders causal tiles inside its L2 sections). CTA c takes tile c and,
-/// persistent, c + gridDim.x, c + 2·gridDim.x, … In clusters of kClusterBlocks CTAs (unmasked,
-/// so the order does not matter), the CTAs of a cluster take consecutive query blocks of one
-/// (head, batch), and the query blocks are counted up to whole clusters: a CTA past the last
-/// one has no row.
+/// The tiles of a launch, in sections of `section` (batch, head)s — the heads of one key/value
+/// head adjacent — whose K and V together fit in L2 (kL2SectionBytes), a section's tiles
+/// numbered query block by query block from the last down, its (batch, head)s fastest. The
+/// CTAs running at any moment (a wave: an SM each) then read the K and V of one or two
+/// sections, which stay in L2 for all their query blocks, where numbering every head fastest
+/// had each wave stream every head's K and V from DRAM again (2.3 GB read for 0.27 GB of data
+/// at head dim 128, 2 × 16 heads of 8k, measured by ncu and reproduced by the emulator's L2
+/// model: tests/ops/test_memory_model_forward.cpp; 0.20 GB once each head's tiles went
+/// together, ncu on an H200, 2026-12-04). With a causal or windowed mask a head's last query
+/// blocks see the most keys, so a section's go first and its short ones fill the gaps after,
+/// as FlashAttention-3 orders causal tiles inside its L2 sections. Sections of one (batch,
+/// head), which unmasked launches take (every tile the same length), leave short sequences'
+/// last heads' long tiles to the launch's end: 7 % over the least makespan at 1k and 4k tokens
+/// in tests/ops/test_tma_tile_order.cpp's model, under 1 % in sections. Persistent CTAs stride
+/// statically, whatever the tiles cost: there the busiest SM has 1.57 times the average work
+/// one head at a time (causal, 16k, batch 1, whose default is persistent: 0.70 of cuDNN on an
+/// H200, 0.82 with the heads fastest) and 1.16 in sections; a dynamic tile counter would
+/// balance them. CTA c takes tile c and,
+/// persistent, c + gridDim.x, c + 2·gridDim.x, … In clusters of kClusterBlocks CTAs (unmasked),
+/// the CTAs of a cluster take consecutive query blocks of one (head, batch), and the query
+/// blocks are counted up to whole clusters: a CTA past the last one has no row.
 template <class Traits>
 struct TileSchedule {
   int query_blocks;  // ⌈seqlen_q / kBlockM⌉
   int per_row;       // tiles of one query block: heads_q · batch
   int count;         // every tile
+  int section;       // (batch, head)s a section interleaves (1 unmasked)
 
   FJ_DEVICE explicit TileSchedule(const AttentionForwardParams& params)
       : query_blocks((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM),
         per_row(params.heads_q * params.batch),
-        count(int(tma_forward_tiles(query_blocks, per_row, Traits::kClusterBlocks))) {}
+        count(int(tma_forward_tiles(query_blocks, per_row, Traits::kClusterBlocks))),
+        section(Traits::kMask == MaskKind::none || Traits::kClusterBlocks > 1
+                    ? 1
+                    : tma_forward_section(params.seqlen_k, params.heads_per_kv, per_row,
+                                          2 * Traits::kHeadDim,
+                                          int(sizeof(typename Traits::Element)))) {}
 
   FJ_DEVICE int first() const { return int(blockIdx.x); }
   FJ_DEVICE int next(int tile) const { return Traits::kPersistent ? tile + int(gridDim.x) : count; }
@@ -72,9 +85,15 @@ struct TileSchedule {
   FJ_DEVICE TmaForwardBlock block(const AttentionForwardParams& params, int tile) const {
     constexpr int kCluster = Traits::kClusterBlocks;
     const int clusters = (query_blocks + kCluster - 1) / kCluster;  // of one (head, batch)
-    const int query_block = kCluster > 1 ? tile / kCluster % clusters * kCluster + tile % kCluster
-                                         : query_blocks - 1 - tile % query_blocks;
-    const int place = kCluster > 1 ? tile / kCluster / clusters : tile / query_blocks;
+    int query_block, place;
+    if constexpr (kCluster > 1) {
+      query_block = tile / kCluster % clusters * kCluster + tile % kCluster;
+      place = tile / kCluster / clusters;
+    } else {
+      const TmaTileSlot slot = tma_forward_tile_slot(tile, query_blocks, per_row, section);
+      query_block = slot.query_block;
+      place = slot.place;
+    }
     const int head = place % params.heads_q, batch = place / params.heads_q;
     const int row0 = query_block * Traits::kBlockM;
     int seqlen_q = params.seqlen_q, seqlen_k = params.seqlen_k;

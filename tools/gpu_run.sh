@@ -14,7 +14,7 @@
 #   first-result  bench/first_result.sh: time to first result, cold and warm, and one
 #                 `flashjit autotune`            -> <date>-first-result-<device>.md and .log
 #
-# Six more steps run only when named in FLASHJIT_GPU_STEPS. The first four stand alone:
+# Seven more steps run only when named in FLASHJIT_GPU_STEPS. The first five stand alone:
 #   ncu           Nsight Compute on one launch each of the forward and backward defaults at
 #                 head dim 128, seqlen 8k (NCU_OPS and NCU_HEAD_DIMS pick others) -> ncu.log
 #   decode        bench/decode.py: decoding on paged KV caches in GB/s against the measured
@@ -26,6 +26,8 @@
 #   ops           bench/multiscale.py and bench/layernorm.py: multi-scale attention against
 #                 the retention formula in PyTorch, layer norm against torch's
 #                                               -> <date>-ops-<device>-*.md and .log
+#   overhead      bench/call_overhead.py: host time per call against GPU time (eager, through
+#                 the custom operators, the C call alone) -> <date>-overhead-<device>.md and .log
 # The other two run together in one call (the tuning database lives in FLASHJIT_CACHE_DIR,
 # which a fresh machine does not keep):
 #   autotune      `flashjit autotune` over the benchmark's shapes (head dims 64 and 128,
@@ -371,6 +373,13 @@ run_python() {
     timeout --kill-after=10 "$limit" python3 -m pytest -q -p no:cacheprovider "${tests[@]}"
 }
 
+overhead_stem="$out/$(date +%F)-overhead-$(device_slug)"
+run_overhead() {
+  echo "\$ python3 bench/call_overhead.py --lib $build/api/libflashjit.so --out $overhead_stem.md"
+  timeout --kill-after=10 "$limit" python3 bench/call_overhead.py \
+    --lib "$build/api/libflashjit.so" --out "$overhead_stem.md"
+}
+
 ops_stem="$out/$(date +%F)-ops-$(device_slug)"
 run_ops() {
   local script rc=0 extra
@@ -479,6 +488,9 @@ if [[ " $steps " == *" python "* ]]; then
 fi
 if [[ " $steps " == *" ops "* ]]; then
   step ops 300 "$ops_stem.log" run_ops "$(basename "$ops_stem")-*.md and .log"
+fi
+if [[ " $steps " == *" overhead "* ]]; then
+  step overhead 120 "$overhead_stem.log" run_overhead "$(basename "$overhead_stem").md and .log"
 fi
 if [[ " $steps " == *" autotune "* ]]; then
   step autotune 400 "$out/autotune.log" run_autotune

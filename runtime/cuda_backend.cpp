@@ -171,7 +171,8 @@ class CudaBackend final : public RuntimeBackend, public Executor {
   /// norm's partial sums), null where the device has no memory pools. It is this runtime's own
   /// and keeps what it has grown to (release threshold: unlimited): the device's default pool
   /// returns its free memory to the system at every synchronization, so a call after one would
-  /// map its scratch again, host work the GPU waits for.
+  /// map its scratch again, host work the GPU waits for. A driver that cannot make one leaves
+  /// the scratch to plain allocations (null), as a device without pools does.
   CUmemoryPool create_memory_pool() const {
     if (!supports_memory_pools()) return nullptr;
     CUmemPoolProps props{};
@@ -180,9 +181,13 @@ class CudaBackend final : public RuntimeBackend, public Executor {
     props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     props.location.id = context_.info().ordinal;
     CUmemoryPool pool = nullptr;
-    FLASHJIT_CU(cuMemPoolCreate, &pool, &props);
+    if (driver().cuMemPoolCreate(&pool, &props) != CUDA_SUCCESS) return nullptr;
     cuuint64_t keep_all = ~cuuint64_t{0};
-    FLASHJIT_CU(cuMemPoolSetAttribute, pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all);
+    if (driver().cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all) !=
+        CUDA_SUCCESS) {
+      driver().cuMemPoolDestroy(pool);
+      return nullptr;
+    }
     return pool;
   }
 

@@ -27,7 +27,7 @@ _ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "i32": 4, "e4m3": 1}
 
 
 _TORCH_DTYPES = {}  # torch dtype -> name, made on first use (every call asks)
-_TORCH_BY_NAME = {}  # name -> torch dtype (uint8 for "e4m3")
+_TORCH_BY_NAME = {}  # name -> torch dtype ("e4m3": float8_e4m3fn where torch has it)
 
 
 def _torch_dtypes():

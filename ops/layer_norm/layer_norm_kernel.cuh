@@ -46,14 +46,21 @@ FJ_DEVICE void load_x(const LayerNormParams& p, index_t row, int col, const RowV
   }
 }
 
-/// load_x, writing the fused sum out when the call asks for it (the first read of a row).
+/// x's vector at `col` of `row` out as the fused sum, when the call asks for it.
+template <class Config>
+FJ_DEVICE void write_sum(const LayerNormParams& p, index_t row, int col,
+                         const RowVector<Config>& x) {
+  if (p.fused() && p.sum.present()) {
+    store_global_vector(p.sum.template row<typename Config::Element>(row), col, x);
+  }
+}
+
+/// load_x, writing the fused sum out (the first read of a row).
 template <class Config>
 FJ_DEVICE void read_x(const LayerNormParams& p, index_t row, int col, const RowVector<Config>& bias,
                       RowVector<Config>& x) {
   load_x<Config>(p, row, col, bias, x);
-  if (p.fused() && p.sum.present()) {
-    store_global_vector(p.sum.template row<typename Config::Element>(row), col, x);
-  }
+  write_sum<Config>(p, row, col, x);
 }
 
 template <int W>
@@ -174,14 +181,10 @@ FJ_DEVICE void normalize_rows_in_registers(const LayerNormParams& p) {
       sum = vector_sum(x[v], sum);
     }
     if (group + 1 < rows.end) load_group<Config>(p, group + 1, at, bias, next);
-    if (p.fused() && p.sum.present()) {  // the fused sum out, as read_x writes it
 #pragma unroll
-      for (int v = 0; v < kVectors; ++v) {
-        const int col = vector_column<Config>(v, at.lane);
-        if (active && col < p.cols) {
-          store_global_vector(p.sum.template row<typename Config::Element>(row), col, x[v]);
-        }
-      }
+    for (int v = 0; v < kVectors; ++v) {
+      const int col = vector_column<Config>(v, at.lane);
+      if (active && col < p.cols) write_sum<Config>(p, row, col, x[v]);
     }
     const float mean = Config::kRms ? 0.0f : row_sum<Config>(sum, at) * inv_cols;  // μ
     float squares = 0.0f;

@@ -55,10 +55,10 @@ struct TmaForwardBlock {
 /// statically, whatever the tiles cost: there the busiest SM has 1.57 times the average work
 /// one head at a time (causal, 16k, batch 1, whose default is persistent: 0.70 of cuDNN on an
 /// H200, 0.82 with the heads fastest) and 1.16 in sections; a dynamic tile counter would
-/// balance them. CTA c takes tile c and,
-/// persistent, c + gridDim.x, c + 2·gridDim.x, … In clusters of kClusterBlocks CTAs (unmasked),
-/// the CTAs of a cluster take consecutive query blocks of one (head, batch), and the query
-/// blocks are counted up to whole clusters: a CTA past the last one has no row.
+/// balance them. CTA c takes tile c and, persistent, c + gridDim.x, c + 2·gridDim.x, … In
+/// clusters of kClusterBlocks CTAs (unmasked), the CTAs of a cluster take consecutive query
+/// blocks of one (head, batch), and the query blocks are counted up to whole clusters: a CTA
+/// past the last one has no row.
 template <class Traits>
 struct TileSchedule {
   int query_blocks;  // ⌈seqlen_q / kBlockM⌉

@@ -14,6 +14,7 @@
 #include "attention/hopper/tma_backward_space.cuh"
 #include "attention/modifiers/attention_captures.hpp"
 #include "attention/modifiers/automatic_block_mask.hpp"
+#include "attention/parts/row_stats.cuh"
 #include "flashjit/error.hpp"
 #include "runtime/executor.hpp"
 
@@ -93,6 +94,12 @@ detail::KernelSpec dq_spec(const BackwardConfig& config, const std::string& arch
   return spec;
 }
 
+/// Blocks of the TMA backward's row statistics for `attention`'s queries: batch · seqlen_q rows
+/// bound a packed batch's too (seqlen_q is its longest sequence's).
+std::int64_t backward_row_stat_blocks(const Attention& attention) {
+  return row_stats_blocks(attention.batch * attention.seqlen_q, attention.batch, attention.heads_q);
+}
+
 /// A per-row kernel templated on the element type (and whether the batch has variable lengths,
 /// and for the dQ-convert kernel whether dQ's sums are permuted) only: the delta and dQ-convert
 /// kernels.
@@ -135,8 +142,10 @@ struct BackwardTensors {
   const TensorView& dv;
 };
 
+/// The call's tensors and workspaces as the launches name them; `delta` is D, or with a TMA
+/// config the row statistics (named so).
 std::vector<detail::KernelBuffer> backward_buffers(const BackwardTensors& t,
-                                                   const DeviceBuffer& delta,
+                                                   const DeviceBuffer& delta, bool row_stats,
                                                    const DeviceBuffer& dq_accum,
                                                    const DeviceBuffer& dq_semaphore) {
   std::vector<detail::KernelBuffer> buffers = {
@@ -144,7 +153,7 @@ std::vector<detail::KernelBuffer> backward_buffers(const BackwardTensors& t,
       kernel_buffer(t.v, "v"),     kernel_buffer(t.o, "o"),
       kernel_buffer(t.lse, "lse"), kernel_buffer(t.dout, "dout"),
       kernel_buffer(t.dq, "dq"),   kernel_buffer(t.dk, "dk"),
-      kernel_buffer(t.dv, "dv"),   {delta.data(), delta.size(), "delta"}};
+      kernel_buffer(t.dv, "dv"),   {delta.data(), delta.size(), row_stats ? "row_stats" : "delta"}};
   if (dq_accum.size() > 0) buffers.push_back({dq_accum.data(), dq_accum.size(), "dq_accum"});
   if (dq_semaphore.size() > 0) {
     buffers.push_back({dq_semaphore.data(), dq_semaphore.size(), "dq_semaphore"});
@@ -153,7 +162,8 @@ std::vector<detail::KernelBuffer> backward_buffers(const BackwardTensors& t,
 }
 
 /// Launches a validated call with a config already checked against it: D, then dK and dV (and
-/// dQ's sum), then dQ, all on `stream`. The workspaces (D: 4 bytes per query row and head; dQ's
+/// dQ's sum), then dQ, all on `stream`. The workspaces (D: 4 bytes per query row and head, or
+/// the TMA backward's row statistics, read by TMA through one more map; dQ's
 /// sum: 4 per element of dQ unless the dQ kernel computes it; the turn counters of the
 /// deterministic TMA backward) are allocated and freed in the stream's order, so nothing waits
 /// on the host, and a launch that throws halfway still frees them after the kernels already
@@ -167,8 +177,8 @@ void launch_backward(detail::RuntimeBackend& backend, const Attention& attention
   const BackwardSpecs specs =
       backward_specs(config, backend.info().arch(), score_modifiers(attention));
   const BackwardLaunchShapes shapes = backward_launch_shapes(config, attention, stream);
-  const DeviceBuffer delta =
-      backend.allocate_buffer_on_stream(backward_delta_bytes(attention), stream);
+  const DeviceBuffer delta = backend.allocate_buffer_on_stream(
+      config.tma ? backward_row_stats_bytes(attention) : backward_delta_bytes(attention), stream);
   const DeviceBuffer dq_accum =
       backend.allocate_buffer_on_stream(backward_dq_accum_bytes(attention, config), stream);
   const DeviceBuffer dq_semaphore =
@@ -179,7 +189,14 @@ void launch_backward(detail::RuntimeBackend& backend, const Attention& attention
                       dq_accum.size() > 0 ? static_cast<float*>(dq_accum.data()) : nullptr);
   params.dq_semaphore = dq_semaphore.size() > 0 ? static_cast<int*>(dq_semaphore.data()) : nullptr;
   params.sequences = sequences;  // a variable-length batch's offsets (zero for a dense one)
-  std::vector<detail::KernelBuffer> buffers = backward_buffers(t, delta, dq_accum, dq_semaphore);
+  std::vector<emulator::TensorMap> maps = tma_maps;
+  if (config.tma) {  // D beside each row's LSE, brought in by TMA with Q and dO
+    params.row_stats = params.delta;
+    params.delta = nullptr;
+    maps.push_back(row_stats_tma_map(params.row_stats, backward_row_stat_blocks(attention)));
+  }
+  std::vector<detail::KernelBuffer> buffers =
+      backward_buffers(t, delta, config.tma, dq_accum, dq_semaphore);
   buffers.insert(buffers.end(), index_buffers.begin(), index_buffers.end());
   add_capture_buffers(attention, buffers);
   if (attention.block_mask.data != nullptr) {
@@ -189,8 +206,9 @@ void launch_backward(detail::RuntimeBackend& backend, const Attention& attention
   executor.prepare(specs.in_order());  // a cold call compiles its three kernels at once
   detail::launch_kernel(executor, specs.delta, shapes.delta, buffers, params);  // D
   if (config.tma) {
-    const detail::TensorMapParameter maps = executor.tensor_maps(tma_maps);
-    detail::launch_kernel(executor, specs.dkdv, shapes.dkdv, buffers, params, maps);  // dK, dV
+    const detail::TensorMapParameter map_parameter = executor.tensor_maps(maps);
+    detail::launch_kernel(executor, specs.dkdv, shapes.dkdv, buffers, params,
+                          map_parameter);  // dK, dV
   } else {
     detail::launch_kernel(executor, specs.dkdv, shapes.dkdv, buffers, params);  // dK, dV
   }
@@ -346,6 +364,11 @@ bool backward_is_empty(const Attention& attention) {
 
 std::size_t backward_delta_bytes(const Attention& attention) {
   return static_cast<std::size_t>(attention.batch * attention.heads_q * attention.seqlen_q) *
+         sizeof(float);
+}
+
+std::size_t backward_row_stats_bytes(const Attention& attention) {
+  return static_cast<std::size_t>(backward_row_stat_blocks(attention)) * kRowStatFloats *
          sizeof(float);
 }
 

@@ -195,6 +195,10 @@ bool backward_is_empty(const Attention& attention);
 /// Bytes of the fp32 workspace D = rowsum(dO ∘ O), [batch, heads_q, seqlen_q] contiguous.
 std::size_t backward_delta_bytes(const Attention& attention);
 
+/// Bytes of the TMA backward's row statistics in place of D (AttentionBackwardParams::row_stats:
+/// row_stats_blocks of 64 rows' LSEs and Ds; attention/parts/row_stats.cuh).
+std::size_t backward_row_stats_bytes(const Attention& attention);
+
 /// Bytes of the fp32 workspace dQ is summed in, [batch, heads_q, seqlen_q, head_dim]
 /// contiguous; 0 when `config` computes dQ in a kernel of its own (has_query_kernel).
 std::size_t backward_dq_accum_bytes(const Attention& attention, const BackwardConfig& config);

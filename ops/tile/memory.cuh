@@ -60,6 +60,14 @@ FJ_DEVICE void store_shared(T* base, int index, T value) {
   base[index] = value;
 }
 
+/// Reads elements `index` and `index + 1` of a shared fp32 array in one 8-byte load (`index`
+/// even, `base` 8-byte aligned).
+FJ_DEVICE void load_shared_pair(const float* base, int index, float& first, float& second) {
+  const float2 pair = *reinterpret_cast<const float2*>(base + index);
+  first = pair.x;
+  second = pair.y;
+}
+
 /// Writes elements `index` and `index + 1` of a shared fp32 array in one 8-byte store (`index`
 /// even, `base` 8-byte aligned).
 FJ_DEVICE void store_shared_pair(float* base, int index, float first, float second) {
@@ -143,6 +151,16 @@ inline void store_shared(T* base, int index, T value, Site site = Site::current(
   if (!emulator::check_shared(address, sizeof(T), true, site)) return;
   emulator::check_stored_value(address, &value, sizeof(T));
   *address = value;
+}
+
+/// Reads elements `index` and `index + 1` of a shared fp32 array in one 8-byte load, as the GPU
+/// does (one request to the memory model).
+inline void load_shared_pair(const float* base, int index, float& first, float& second,
+                             Site site = Site::current()) {
+  const float* address = emulator::element_address(base, index);
+  const bool ok = emulator::check_shared(address, 2 * sizeof(float), false, site);
+  first = ok ? address[0] : 0.0f;
+  second = ok ? address[1] : 0.0f;
 }
 
 /// Writes elements `index` and `index + 1` of a shared fp32 array in one 8-byte store, as the

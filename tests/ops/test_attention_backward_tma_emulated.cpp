@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "attention/attention_backward.hpp"
 #include "attention/attention_forward.hpp"
@@ -27,6 +28,7 @@
 #include "runtime/template_sources.hpp"
 #include "support/backward_case_builders.hpp"
 #include "support/emulator_runtime.hpp"
+#include "support/ptx_loops.hpp"
 
 namespace flashjit::testing {
 namespace {
@@ -429,6 +431,50 @@ TEST_CASE(
       CHECK(ptx.find("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32") !=
             std::string::npos);
       CHECK(ptx.find("ldmatrix") == std::string::npos);  // no product is fed by ldmatrix
+    }
+  }
+}
+
+/// The global loads in the step loops of `ptx` (loops that issue wgmma and compute 2^x) between
+/// a wgmma's issue and the next 2^x: loads whose latency the step's softmax would wait on.
+std::vector<std::string> global_loads_before_softmax(const std::string& ptx) {
+  const std::vector<std::string> lines = ptx_lines(ptx);
+  const std::vector<PtxLoop> steps = ptx_loops_with(lines, {"wgmma.mma_async", "ex2.approx"});
+  REQUIRE_MESSAGE(!steps.empty(), "no loop issues wgmma and computes 2^x: the test needs updating");
+  std::set<std::string> found;
+  for (const PtxLoop& loop : steps) {
+    bool after_wgmma = false;
+    for (std::size_t line = loop.begin; line <= loop.end; ++line) {
+      if (lines[line].find("wgmma.mma_async") != std::string::npos) after_wgmma = true;
+      if (lines[line].find("ex2.approx") != std::string::npos) after_wgmma = false;
+      if (after_wgmma && lines[line].find("ld.global") != std::string::npos) {
+        found.insert(lines[line]);
+      }
+    }
+  }
+  return {found.begin(), found.end()};
+}
+
+TEST_CASE("TMA backward: LSE and D come with Q and dO, no global load between wgmma and softmax") {
+  // Each step's rows' LSE and D arrive by TMA in the slot Q and dO land in, on their barrier
+  // (attention/parts/row_stats.cuh); loaded from global memory after the products' issue, their
+  // latency stood between the products and the softmax in every step.
+  for (const int head_dim : {64, 128, 192, 256}) {
+    for (const MaskKind mask : {MaskKind::none, MaskKind::window}) {
+      for (const bool deterministic : {false, true}) {
+        for (const bool varlen : {false, true}) {
+          kernels::BackwardConfig config = kernels::default_backward_config(
+              DType::bf16, head_dim, mask, false, deterministic, "sm_90a");
+          REQUIRE(config.tma);
+          config.varlen = varlen;
+          const detail::KernelSpec spec = kernels::backward_specs(config, "sm_90a").dkdv;
+          CAPTURE(spec.readable_name);
+          const std::string ptx = detail::compile_ptx(spec, detail::TemplateSet::embedded());
+          CHECK(ptx.find("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier") !=
+                std::string::npos);  // the statistics' box
+          CHECK(global_loads_before_softmax(ptx) == std::vector<std::string>{});
+        }
+      }
     }
   }
 }

@@ -7,9 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <map>
 #include <optional>
-#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -24,6 +22,7 @@
 #include "runtime/forwarding_backend.hpp"
 #include "runtime/template_sources.hpp"
 #include "support/emulator_runtime.hpp"
+#include "support/ptx_loops.hpp"
 
 namespace flashjit::testing {
 namespace {
@@ -50,14 +49,6 @@ bool decoded_in_one_launch(const std::vector<KernelWork>& work) {
   return decode == 1 && merges == 0;
 }
 
-/// A loop of PTX: the lines [begin, end] between a label and the branch back to it.
-struct PtxLoop {
-  std::size_t begin, end;
-  bool contains(const PtxLoop& other) const {
-    return begin <= other.begin && other.end <= end && (begin != other.begin || end != other.end);
-  }
-};
-
 /// The global loads of `ptx` inside a loop that issues 16-byte cp.async copies (K and V): the
 /// lines reading global memory (ld.global) between a label and a later branch back to it, in a
 /// loop whose lines hold such a copy. A load there gates the copies issued after it. With
@@ -65,31 +56,8 @@ struct PtxLoop {
 /// rows inside the loop over key blocks, where a load costs a latency per row, not per block.
 std::vector<std::string> global_loads_in_copy_loops(const std::string& ptx,
                                                     bool nested_only = false) {
-  std::vector<std::string> lines;
-  for (std::size_t start = 0; start < ptx.size();) {
-    const std::size_t end = std::min(ptx.find('\n', start), ptx.size());
-    lines.push_back(ptx.substr(start, end - start));
-    start = end + 1;
-  }
-  std::map<std::string, std::size_t> label_line;
-  const std::regex label(R"(^\s*(\$L__\w+):)"), branch(R"(\bbra(\.uni)?\s+(\$L__\w+);)");
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    std::smatch match;
-    if (std::regex_search(lines[i], match, label)) label_line[match[1]] = i;
-  }
-  std::vector<PtxLoop> copy_loops;
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    std::smatch match;
-    if (!std::regex_search(lines[i], match, branch)) continue;
-    const auto target = label_line.find(match[2]);
-    if (target == label_line.end() || target->second >= i) continue;  // not a back edge
-    const bool copies = std::any_of(
-        lines.begin() + static_cast<std::ptrdiff_t>(target->second),
-        lines.begin() + static_cast<std::ptrdiff_t>(i) + 1, [](const std::string& line) {
-          return line.find("cp.async.cg.shared.global") != std::string::npos;
-        });
-    if (copies) copy_loops.push_back({target->second, i});
-  }
+  const std::vector<std::string> lines = ptx_lines(ptx);
+  const std::vector<PtxLoop> copy_loops = ptx_loops_with(lines, {"cp.async.cg.shared.global"});
   std::set<std::string> found;
   for (const PtxLoop& loop : copy_loops) {
     const bool nested = std::any_of(copy_loops.begin(), copy_loops.end(),

@@ -6,14 +6,16 @@
 #include "attention/attention_common.hpp"
 #include "attention/attention_forward.hpp"
 #include "attention/hopper/tma_forward_space.cuh"
+#include "attention/parts/row_stats.cuh"
 #include "tile/swizzle.cuh"
 
 namespace flashjit::kernels {
 namespace {
 
 /// A map's element and box: 16-bit elements in boxes one swizzle line wide (64 head-dim
-/// elements: a panel of swizzled_tile) under that line's swizzle mode, or an fp8 cache's bytes in boxes of whole padded rows without swizzle (the
-/// staging tile's row-major image, tma_forward_loads.cuh).
+/// elements: a panel of swizzled_tile) under that line's swizzle mode, or an fp8 cache's bytes in
+/// boxes of whole padded rows without swizzle (the staging tile's row-major image,
+/// tma_forward_loads.cuh).
 struct MapElements {
   std::uint64_t bytes;
   std::uint32_t box_cols;
@@ -105,6 +107,19 @@ std::vector<emulator::TensorMap> packed_tma_maps(const AttentionForwardParams& p
   packed.seqlen_k = total_k;
   return attention_tma_maps(params.q, params.k, params.v, params.o, packed, block_m, block_n,
                             kTmaStoreRows, kv_e4m3 ? fp8_rows(a.head_dim) : kSixteenBit);
+}
+
+emulator::TensorMap row_stats_tma_map(const float* stats, std::int64_t blocks) {
+  emulator::TensorMap map;
+  map.element_bytes = 4;
+  map.rank = 2;
+  map.global_address = stats;
+  map.dims = {kRowStatFloats, static_cast<std::uint64_t>(std::max<std::int64_t>(1, blocks)), 1, 1,
+              1};
+  map.strides = {0, kRowStatFloats * 4, 0, 0, 0};
+  map.box = {kRowStatFloats, 1, 1, 1, 1};
+  map.swizzle = emulator::TmaSwizzle::none;
+  return map;
 }
 
 std::string tma_maps_problem(const std::vector<emulator::TensorMap>& maps, const char* fourth) {

@@ -35,6 +35,10 @@ std::vector<emulator::TensorMap> backward_tma_maps(const TensorView& q, const Te
                                                    const TensorView& v, const TensorView& dout,
                                                    int block_m, int block_n);
 
+/// The map of the TMA backward's row statistics at `stats` (attention/parts/row_stats.cuh):
+/// rank 2 over {kRowStatFloats fp32, `blocks`}, one block a box, no swizzle.
+emulator::TensorMap row_stats_tma_map(const float* stats, std::int64_t blocks);
+
 /// The first map the driver's rules reject, named ("k: ..."; the fourth map is `fourth`: o in
 /// the forward, dout in the backward), or "" when none.
 std::string tma_maps_problem(const std::vector<emulator::TensorMap>& maps,

@@ -66,9 +66,13 @@ struct TmaBackwardBlock {
   BlockRange blocks;  // the query blocks (of Br rows) that see them, in every head
   int heads_per_kv;
   TmaRows queries, key_rows;  // where Q and dO, K and V start for TMA
+  int stats0;                 // the block of row statistics of the sequence's head 0, row 0
+  int stats_per_head;         // and its blocks a head (attention/parts/row_stats.cuh)
 
+  /// `p` rebased to the CTA's sequence where packed; `token0` the sequence's first query row in
+  /// the batch's (first_query_token, taken before the rebase).
   FJ_DEVICE TmaBackwardBlock(const AttentionBackwardParams& p, int batch_, TmaRows queries_,
-                             TmaRows key_rows_)
+                             TmaRows key_rows_, index_t token0)
       : batch(batch_),
         sequence(blockIdx.z),
         kv_head(blockIdx.y),
@@ -77,7 +81,9 @@ struct TmaBackwardBlock {
         blocks{0, 0},
         heads_per_kv(p.heads_per_kv),
         queries(queries_),
-        key_rows(key_rows_) {
+        key_rows(key_rows_),
+        stats0(int(row_stats_block(token0, sequence, p.heads_q, 0, p.seqlen_q, 0))),
+        stats_per_head(ceil_div(p.seqlen_q, kRowStatRows)) {
     const KeyWindow<Traits::kMask> window(p);
     if (keys > 0) blocks = window.query_blocks(key0, key0 + keys - 1, Traits::kBlockM, p.seqlen_q);
     // A block mask's cut, but not in the deterministic mode: its turns count every key block
@@ -99,6 +105,10 @@ struct TmaBackwardBlock {
   FJ_DEVICE int row0(int step) const {
     return (blocks.begin + step % (blocks.end - blocks.begin)) * Traits::kBlockM;
   }
+  /// The block of row statistics of step `step`'s query block (a coordinate of their map).
+  FJ_DEVICE int stats_block(int step) const {
+    return stats0 + head(step) * stats_per_head + row0(step) / kRowStatRows;
+  }
   /// The key blocks (CTAs of this head) before this one that see the query block at `row0`: in
   /// the deterministic mode, whose dQ sums into it come first. They run from the block holding
   /// the first key its first row sees (lo grows with the row; a first row that sees nothing has
@@ -114,24 +124,31 @@ struct TmaBackwardBlock {
   }
 };
 
-/// One value per query column of a warp's (keys, queries) tile, from a (batch, head)'s row
-/// vector `rows_in` (rows from the block's first): `transform` of it, or `past` past the
-/// block's `rows` valid rows. Loaded where it is used, so that it holds registers only there.
-template <int Cols, class Transform>
-FJ_DEVICE col_vec<Cols> load_columns(const float* rows_in, int rows, float past, int lane,
-                                     Transform transform) {
+/// The two halves of a block of row statistics (attention/parts/row_stats.cuh).
+enum class RowStat : int { lse_base2 = 0, delta = 1 };
+
+/// One value per query column of a warp's (keys, queries) tile: statistic `stat` of the slot's
+/// rows from `row0` (`stats`: the slot's, in shared memory), or `past` past the block's `rows`
+/// valid rows (which the delta kernel leaves unwritten). A lane's columns come in adjacent
+/// pairs, one 8-byte read each. Read where it is used, so that it holds registers only there.
+template <int Cols>
+FJ_DEVICE col_vec<Cols> stat_columns(const float* stats, RowStat stat, int row0, int rows,
+                                     float past, int lane) {
+  const float* column = stats + int(stat) * kRowStatRows;
   col_vec<Cols> values;
 #pragma unroll
-  for (int g = 0; g < Cols / 8; ++g)
-#pragma unroll
-    for (int pair = 0; pair < 2; ++pair) {
-      const int row = fragment_col(g, pair, lane);
-      values.v[g][pair] = row < rows ? transform(load_global(rows_in, row)) : past;
-    }
+  for (int g = 0; g < Cols / 8; ++g) {
+    const int row = row0 + fragment_col(g, 0, lane);  // even, and row + 1 is the pair's other
+    float first, second;
+    load_shared_pair(column, row, first, second);
+    values.v[g][0] = row < rows ? first : past;
+    values.v[g][1] = row + 1 < rows ? second : past;
+  }
   return values;
 }
 
-/// Producer (one thread): K and V once, then each step's Q and dO into the next free slot.
+/// Producer (one thread): K and V once, then each step's Q, dO and row statistics into the next
+/// free slot, on the slot's one barrier.
 template <class Traits>
 FJ_DEVICE void load_query_blocks(const TmaBackwardShared<Traits>& smem,
                                  const AttentionBackwardTmaMaps& maps,
@@ -144,10 +161,12 @@ FJ_DEVICE void load_query_blocks(const TmaBackwardShared<Traits>& smem,
   tma_load_tile(smem.v, maps.v, kv_origin, smem.kv_full);
   RingPosition<Traits::kStages> slot;
   for (int step = 0; step < at.steps(); ++step, slot.advance()) {
-    mbarrier_t* full = smem.ring.acquire(slot, 2 * QTile::kBytes);
+    mbarrier_t* full = smem.ring.acquire(slot, 2 * QTile::kBytes + kRowStatFloats * 4);
     const int origin[4] = {0, at.queries.row0 + at.row0(step), at.head(step), at.queries.batch};
     tma_load_tile(smem.q(slot.stage), maps.q, origin, full);
     tma_load_tile(smem.dout(slot.stage), maps.dout, origin, full);
+    const int stats_origin[2] = {0, at.stats_block(step)};
+    tma_load(smem.stats(slot.stage), maps.row_stats, stats_origin, full);
   }
 }
 
@@ -362,13 +381,12 @@ struct KeyGradientAccumulator {
       mask_scores_transposed(window, s, at.key0 + warp_keys0, row0 + query0, lane);
     }
     // Pᵀ = 2^(Sᵀ − LSE); +inf past the valid rows, so their P is 0
-    exp2_sub_col(s, load_columns<kQueries>(lse_rows(p, at.batch, head, row0 + query0),
-                                           rows - query0, -negative_infinity(), lane,
-                                           [](float lse) { return lse_base2(lse); }));
+    const float* stats = smem.stats(stage);  // arrived with Q and dO
+    exp2_sub_col(s, stat_columns<kQueries>(stats, RowStat::lse_base2, query0, rows,
+                                           -negative_infinity(), lane));
     wgmma_wait_group<0>();  // dPᵀ is in
     const index_t first_row = at.query_row_index(p, head, row0);
-    sub_col(dp, load_columns<kQueries>(p.delta + first_row + query0, rows - query0, 0.0f, lane,
-                                       [](float d) { return d; }));
+    sub_col(dp, stat_columns<kQueries>(stats, RowStat::delta, query0, rows, 0.0f, lane));
     mul_elements(dp, s);  // dSᵀ = Pᵀ ∘ (dPᵀ − D)
     // Each (key, query) pair's dS is made once, here: the captures' gradients are added here only.
     modified.add_capture_gradients(dp, at.sequence, position, p.captures, lane);
@@ -507,13 +525,14 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, 1)  // one CTA an SM: setmaxn
                                   const FJ_GRID_CONSTANT AttentionBackwardTmaMaps maps) {
   const int thread = threadIdx.x;
   const int sequence = blockIdx.z;
+  const index_t token0 = first_query_token(params, sequence);  // before any rebase
   TmaRows queries{0, sequence}, keys{0, sequence};
   if constexpr (Traits::kVarlen) {  // its own sequence, as a dense batch of one
     queries = tma_rows(params.sequences.cu_seqlens_q, sequence);
     keys = tma_rows(params.sequences.cu_seqlens_k, sequence);
     rebase_to_sequence<typename Traits::Element>(params, sequence);
   }
-  const TmaBackwardBlock<Traits> at(params, Traits::kVarlen ? 0 : sequence, queries, keys);
+  const TmaBackwardBlock<Traits> at(params, Traits::kVarlen ? 0 : sequence, queries, keys, token0);
   if (at.keys <= 0) return;
   const TmaBackwardShared<Traits> smem =
       carve_tma_backward_shared<Traits>(dynamic_shared<unsigned char>());

@@ -34,7 +34,8 @@ constexpr int tma_backward_staging_blocks(int block_n, bool shared_keys) {
 /// Bytes of shared memory for (head_dim, Bc, stages, shared keys): K and V (loaded once),
 /// `stages` slots of Q and dO, dSᵀ (Bc × Br, the A of dQ = dS K) and with shared keys Pᵀ too
 /// (the A of dV += Pᵀ dO, which one warpgroup computes from both warpgroups' halves), the fp32
-/// staging blocks (tma_backward_staging_blocks), the barriers
+/// staging blocks (tma_backward_staging_blocks), each slot's row statistics (its Br rows' LSEs
+/// and Ds: attention/parts/row_stats.cuh), the barriers
 /// (K and V's, a full and an empty one per slot), and 1024 bytes to align the swizzled tiles.
 constexpr int tma_backward_shared_bytes(int head_dim, int block_n, int stages,
                                         bool shared_keys = false) {
@@ -43,7 +44,7 @@ constexpr int tma_backward_shared_bytes(int head_dim, int block_n, int stages,
   return 1024 + 2 * block_n * tile + 2 * stages * kTmaBackwardBlockM * tile +
          score_tiles * block_n * kTmaBackwardBlockM * 2 +
          tma_backward_staging_blocks(block_n, shared_keys) * kTmaBackwardBlockM * head_dim * 4 +
-         (1 + 2 * stages) * 8;
+         stages * kTmaBackwardBlockM * 2 * 4 + (1 + 2 * stages) * 8;
 }
 
 /// Whether the warp-specialized backward takes (head_dim, Bc, stages, shared keys): head dims 64

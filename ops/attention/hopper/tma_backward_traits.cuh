@@ -5,6 +5,7 @@
 #include "attention/parts/backward_params.cuh"
 #include "attention/parts/mask_kind.cuh"
 #include "attention/parts/modifiers.cuh"
+#include "attention/parts/row_stats.cuh"
 #include "tile/pipeline_ring.cuh"
 #include "tile/register_budget.cuh"
 #include "tile/shared_tile.cuh"
@@ -14,12 +15,15 @@ namespace flashjit {
 
 /// The tensor maps of Q, K, V and dO (kernel parameters), each as AttentionTmaMaps describes a
 /// map (tma_forward_traits.cuh): rank 4 over {head_dim, seqlen, heads, batch}, 128-byte swizzle,
-/// boxes of 64 head-dim elements by Br rows (Q, dO) or Bc rows (K, V).
+/// boxes of 64 head-dim elements by Br rows (Q, dO) or Bc rows (K, V); and of the row
+/// statistics (AttentionBackwardParams::row_stats): rank 2 over {kRowStatFloats, blocks}, no
+/// swizzle, one block a box.
 struct AttentionBackwardTmaMaps {
   tma_descriptor q;
   tma_descriptor k;
   tma_descriptor v;
   tma_descriptor dout;
+  tma_descriptor row_stats;
 };
 
 template <typename Element_, int HeadDim, int BlockN, MaskKind Mask, bool Softcap, int Stages = 2,
@@ -49,6 +53,7 @@ struct TmaBackwardTraits {
   // the same bits on every run.
   static constexpr bool kDeterministic = Deterministic;
   static_assert(kBlockM == kDqSemaphoreRows, "one turn counter per streamed query block");
+  static_assert(kBlockM == kRowStatRows, "one block of row statistics per streamed query block");
   // A variable-length batch (AttentionBackwardParams::sequences): each CTA rebases the params to
   // its sequence, and TMA reads the packed tensors from the sequence's first row.
   static constexpr bool kVarlen = Varlen;
@@ -77,12 +82,15 @@ struct TmaBackwardShared {
   QTile q0, dout0;                  // (Br, d): slot 0 of Q and of dO
   typename Traits::ScoreTile ds_t;  // (Bc, Br): dSᵀ, each warpgroup its own 64 key rows
   typename Traits::ScoreTile p_t;   // (Bc, Br): Pᵀ, with shared keys only (else unset)
+  float* stats0;                    // slot 0 of the row statistics: Br LSEs, then Br Ds
   float* dq_staging;                // Traits::kStagingBlocks of (Br, head_dim) fp32, row-major
   mbarrier_t* kv_full;              // K and V have landed
   typename Traits::Ring ring;       // Q and dO slots: full and empty barriers
 
   FJ_DEVICE QTile q(int stage) const { return {q0.data + stage * QTile::kBytes / 2}; }
   FJ_DEVICE QTile dout(int stage) const { return {dout0.data + stage * QTile::kBytes / 2}; }
+  /// Slot `stage`'s row statistics: the block's rows' LSEs in base 2, then their Ds.
+  FJ_DEVICE float* stats(int stage) const { return stats0 + stage * kRowStatFloats; }
   /// Staging block `block` (a consumer warpgroup's; with shared keys only block 0).
   FJ_DEVICE float* dq_block(int block) const {
     return dq_staging + block * Traits::kBlockM * Traits::kHeadDim;
@@ -102,6 +110,8 @@ FJ_DEVICE TmaBackwardShared<Traits> carve_tma_backward_shared(unsigned char* bas
   base += Traits::kStages * QTile::kBytes;
   smem.ds_t = carve_tile<typename Traits::ScoreTile>(base);
   if constexpr (Traits::kSharedKeys) smem.p_t = carve_tile<typename Traits::ScoreTile>(base);
+  smem.stats0 = reinterpret_cast<float*>(base);  // 128-byte aligned, as a TMA box must be
+  base += Traits::kStages * kRowStatFloats * 4;
   smem.dq_staging = reinterpret_cast<float*>(base);
   base += Traits::kStagingBlocks * Traits::kBlockM * Traits::kHeadDim * 4;
   smem.kv_full = reinterpret_cast<mbarrier_t*>(base);

@@ -20,6 +20,9 @@ struct AttentionBackwardParams {
   index_t lse_batch_stride;
   index_t lse_head_stride;
   float* delta;  // (batch, heads_q, seqlen_q) contiguous: D = rowsum(dO ∘ O), workspace
+  // The TMA backward's instead of delta: each row's LSE in base 2 and D side by side, in blocks
+  // of 64 rows one TMA box each (attention/parts/row_stats.cuh); nullptr for the other kernels.
+  float* row_stats;
   // (batch, heads_q, seqlen_q, head_dim) contiguous fp32: dQ / scale summed atomically by the
   // dK/dV kernel, then rounded into dq; nullptr in the mma.sync deterministic mode (a dQ
   // kernel of its own)

@@ -10,6 +10,14 @@
 
 namespace flashjit {
 
+/// The row of sequence `batch`'s first query in the batch's rows (D's and dQ's workspace rows
+/// count from it): packed queries, cu_seqlens_q's start; dense, batch · seqlen_q.
+FJ_DEVICE index_t first_query_token(const AttentionBackwardParams& p, int batch) {
+  const int* cu_seqlens_q = p.sequences.cu_seqlens_q;
+  return cu_seqlens_q != nullptr ? sequence_span(cu_seqlens_q, batch).start
+                                 : index_t(batch) * p.seqlen_q;
+}
+
 /// Rebases `p` to sequence `batch` of the variable-length batch its SequenceIndex describes
 /// (cu_seqlens_q and cu_seqlens_k, each optional: a dense side keeps seqlen and batch stride;
 /// seqused_q and seqlens_k, each optional, the counts used of each sequence's rows).
@@ -19,12 +27,12 @@ FJ_DEVICE void rebase_to_sequence(AttentionBackwardParams& p, int batch) {
   if (p.dq_semaphore != nullptr) {  // (batch, heads_q, blocks of the longest), before seqlen_q
     p.dq_semaphore += index_t(batch) * p.heads_q * ceil_div(p.seqlen_q, kDqSemaphoreRows);
   }
-  index_t q_start = 0, k_start = 0, token0 = index_t(batch) * p.seqlen_q;
+  const index_t token0 = first_query_token(p, batch);
+  index_t q_start = 0, k_start = 0;
   if (s.cu_seqlens_q != nullptr) {
     const SequenceSpan queries = sequence_span(s.cu_seqlens_q, batch);
     q_start = queries.start;
     p.seqlen_q = queries.length;
-    token0 = q_start;
   }
   if (s.cu_seqlens_k != nullptr) {
     const SequenceSpan keys = sequence_span(s.cu_seqlens_k, batch);

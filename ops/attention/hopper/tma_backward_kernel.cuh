@@ -273,6 +273,15 @@ struct KeyGradientAccumulator {
     return Traits::kSharedKeys ? 0 : scope.row0();
   }
 
+  /// Whether dK += dSᵀ Q (registers and the step's Q) is issued after dQ's product, to run
+  /// under dQ's staging (FlashAttention-3's order), and dV += Pᵀ dO before the dSᵀ barrier:
+  /// where the registers allow, with their own keys at a padded head dim of 64 (at 128 either
+  /// spilled 16 bytes: dQ's accumulators living on beside dK's product, or Pᵀ's beside dSᵀ's
+  /// store). With shared keys the key gradients come first: their shared Pᵀ
+  /// and dSᵀ must be read before the team's barrier in the staging lets the other warpgroup
+  /// write the next step's.
+  static constexpr bool kKeyGradientLast = !Traits::kSharedKeys && Traits::kHeadDimPadded <= 64;
+
   /// Every step of `at` (after K and V have landed).
   FJ_DEVICE void accumulate(const TmaBackwardShared<Traits>& smem, const AttentionBackwardParams& p,
                             const TmaBackwardBlock<Traits>& at, int thread) {
@@ -409,33 +418,45 @@ struct KeyGradientAccumulator {
     } else {
       p_t = to_operand<T>(s);
       ds_t = to_operand<T>(dp);
-      store_fragments(dp, smem.ds_t, warp_keys0, 0, lane);       // the A of dQ = dS K
-      fence_proxy_async();                                       // generic writes, read by wgmma
-      share.sync();                                              // the team's dSᵀ rows are in
-      warpgroup_ab_async(gradients[kValueGradient], p_t, dout);  // dV += Pᵀ dO
-      warpgroup_ab_async(gradients[kKeyGradient], ds_t, q);      // dK += dSᵀ Q
+      // Needing nothing from the team, dV's product runs under the barrier where it goes first.
+      if constexpr (kKeyGradientLast) warpgroup_ab_async(gradients[kValueGradient], p_t, dout);
+      store_fragments(dp, smem.ds_t, warp_keys0, 0, lane);  // the A of dQ = dS K
+      fence_proxy_async();                                  // generic writes, read by wgmma
+      share.sync();                                         // the team's dSᵀ rows are in
+      if constexpr (!kKeyGradientLast) {
+        warpgroup_ab_async(gradients[kValueGradient], p_t, dout);  // dV += Pᵀ dO
+        warpgroup_ab_async(gradients[kKeyGradient], ds_t, q);      // dK += dSᵀ Q
+      }
     }
+    constexpr int kAfter = kKeyGradientLast ? 1 : 0;
+    const auto issue_after = [&] {
+      if constexpr (kKeyGradientLast) warpgroup_ab_async(gradients[kKeyGradient], ds_t, q);
+    };
     if constexpr (Share::kCols == Share::kLastCols) {
-      add_query_gradients<Share::kCols>(share, smem, first_row);
+      add_query_gradients<Share::kCols, kAfter>(share, smem, first_row, issue_after);
     } else if (scope.group() == 0) {  // the warpgroups' parts of dQ differ in width
-      add_query_gradients<Share::kCols>(share, smem, first_row);
+      add_query_gradients<Share::kCols, kAfter>(share, smem, first_row, issue_after);
     } else {
-      add_query_gradients<Share::kLastCols>(share, smem, first_row);
+      add_query_gradients<Share::kLastCols, kAfter>(share, smem, first_row, issue_after);
     }
   }
 
   /// dQ = dS K over the team's keys in this warpgroup's Cols columns, then its staging
-  /// (stage_query_gradients), after the step's other products.
-  template <int Cols>
+  /// (stage_query_gradients). `issue_after` issues the After products that follow dQ's: dQ's is
+  /// waited for alone, so its staging, and any wait there for the writer, runs under them; they
+  /// are waited for at the end.
+  template <int Cols, int After, class IssueAfter>
   FJ_DEVICE static void add_query_gradients(QueryGradientShare<Traits> share,
                                             const TmaBackwardShared<Traits>& smem,
-                                            index_t first_row) {
+                                            index_t first_row, IssueAfter issue_after) {
     using Share = QueryGradientShare<Traits>;
     acc_tile<16, Cols> dq;
     warpgroup_atb_async<Share::kKeys>(dq, smem.ds_t, share.template key_columns<Cols>(smem.k),
                                       share.key0());
-    wgmma_wait_group<0>();
+    issue_after();
+    wgmma_wait_group<After>();  // dQ's product, and every one before it
     stage_query_gradients(dq, share, smem, first_row);
+    if constexpr (After > 0) wgmma_wait_group<0>();  // the later products' operands are free
   }
 
   /// Stages this warp's rows of its warpgroup's part of dQ in fp32 once the writer has read the

@@ -248,7 +248,8 @@ sanitizer_path() {
 # Short runs that reach every kernel family: a ragged causal GQA forward through the command,
 # the training-step example (forward and backward, GQA, causal), the GPU forward test's
 # ragged-lengths case, and multi-scale attention and layer norm, forward and backward, a
-# backward with dropout, the decode kernel, the fp8 TMA prefill, an append with rotary on pages
+# backward with dropout, a packed one at head dim 64 (the row statistics by TMA, dQ before dK),
+# the decode kernel, the fp8 TMA prefill, an append with rotary on pages
 # of one key, a backward with sinks, one with a mask modifier, and the layer-norm cluster kernel. Each under memcheck, then racecheck; any finding fails the step.
 run_sanitizer() {
   local sanitizer
@@ -264,6 +265,7 @@ run_sanitizer() {
     "$flashjit run --op layer-norm --rows 33 --cols 4097 --bias --residual"
     "$flashjit run --op attention-backward --batch 2 --heads 4 --heads-kv 2 --seqlen-q 200 --seqlen-k 333 --head-dim 256 --causal"
     "$flashjit run --op attention-backward --batch 2 --heads 4 --seqlen-q 150 --seqlen-k 150 --head-dim 192 --deterministic"
+    "$flashjit run --op attention-backward --varlen 3 --seqlen-q 200 --heads 4 --heads-kv 2 --head-dim 64 --causal"
     "$flashjit run --op attention-backward --batch 2 --heads 4 --heads-kv 2 --seqlen-q 200 --seqlen-k 333 --head-dim 128 --causal --dropout 0.2"
     "$flashjit run --paged --seqlen-q 1 --seqlen-k 2000 --batch 2 --heads 32 --heads-kv 4 --head-dim 128"
     "$flashjit run --varlen 3 --kv-dtype e4m3 --seqlen-q 200 --heads 4 --heads-kv 2 --head-dim 128 --causal"

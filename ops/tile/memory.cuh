@@ -40,6 +40,15 @@ FJ_DEVICE void atomic_add_global(float* base, index_t index, float value) {
   atomicAdd(base + index, value);
 }
 
+/// Adds `first` and `second` to elements `index` and `index + 1` of global fp32 array `base`
+/// with one 8-byte reduction (sm_90: red.global.add.v2.f32; `index` even, `base` 8-byte
+/// aligned), atomically per element.
+FJ_DEVICE void atomic_add_global_pair(float* base, index_t index, float first, float second) {
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(base + index), "f"(first),
+               "f"(second)
+               : "memory");
+}
+
 /// The block's dynamic shared memory viewed as an array of T (the only shared memory kernels
 /// use: its size is a launch parameter the host computes from the config).
 template <typename T>
@@ -128,6 +137,17 @@ inline void atomic_add_global(float* base, index_t index, float value,
   if (!emulator::check_global(address, sizeof(float), true, site)) return;
   emulator::check_stored_value(address, &value, sizeof value);
   *address += value;
+}
+
+/// Adds `first` and `second` to elements `index` and `index + 1` of global fp32 array `base`,
+/// one 8-byte request to the memory model (atomic: the emulator runs one block at a time).
+inline void atomic_add_global_pair(float* base, index_t index, float first, float second,
+                                   Site site = Site::current()) {
+  float* address = emulator::element_address(base, index);
+  if (!emulator::check_global(address, 2 * sizeof(float), true, site)) return;
+  const float pair[2] = {address[0] + first, address[1] + second};
+  emulator::check_stored_value(address, pair, sizeof pair);
+  std::memcpy(address, pair, sizeof pair);
 }
 
 /// The current block's dynamic shared memory, sized by the emulated launch.

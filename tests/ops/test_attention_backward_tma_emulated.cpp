@@ -144,6 +144,44 @@ TEST_CASE("TMA backward with shared keys: head dims 128 to 256") {
   check(deterministic(with_softcap(make_case(1, 1, 70, 129, 256), 10.0)), 64, 1, true);
 }
 
+// Two stages above a padded head dim of 192: no room for dQ's staging block, so the consumers
+// add dQ from registers with vector reductions and stage dK and dV in the Q slots; the
+// deterministic mode refuses it (its sums are the writer's, in turn).
+TEST_CASE("TMA backward with shared keys, two stages at head dim 256: dQ from registers") {
+  REQUIRE(tma_backward_dq_from_registers(256, 64, 2, true));
+  CHECK_FALSE(tma_backward_dq_from_registers(192, 64, 2, true));
+  CHECK_FALSE(tma_backward_dq_from_registers(256, 64, 1, true));
+  check(make_case(2, 1, 100, 150, 256), 64, 2, true);
+  check(with_dtype(make_case(2, 2, 129, 97, 232, /*causal=*/true), DType::f16), 64, 2, true);
+  check(with_softcap(windowed(150, 120, 40, 10, 256), 10.0), 64, 2, true);
+  kernels::BackwardConfig ordered = tma_config(make_case(1, 1, 70, 129, 256), 64, 2, true);
+  ordered.deterministic = true;
+  CHECK_FALSE(ordered.valid());
+  // Spill-free and advisory-free for sm_90a, both masks, packed too; no bulk reduction left.
+  for (const bool varlen : {false, true}) {
+    for (const bool masked : {false, true}) {
+      kernels::BackwardConfig config =
+          tma_config(make_case(1, 1, 64, 64, 256, masked), 64, 2, true);
+      config.varlen = varlen;
+      const detail::KernelSpec spec = kernels::backward_specs(config, "sm_90a").dkdv;
+      CAPTURE(spec.readable_name);
+      const detail::CompiledKernel kernel = compile_and_report(spec);
+      CHECK(kernel.resources.spill_bytes() == 0);
+      CHECK(kernel.resources.advisories.empty());
+      const std::string ptx = detail::compile_ptx(spec, detail::TemplateSet::embedded());
+      CHECK(ptx.find("red.global.add.v2.f32") != std::string::npos);
+      CHECK(ptx.find("cp.reduce.async.bulk") == std::string::npos);
+    }
+  }
+  // Still in the tuning space (the atomic mode's), not the default.
+  const kernels::BackwardConfig fallback =
+      kernels::default_backward_config(DType::bf16, 256, MaskKind::none, false, false, "sm_90a");
+  CHECK(fallback.key.stages == 1);
+  const auto space = kernels::backward_configs(DType::bf16, 256, MaskKind::none, false, false);
+  CHECK(std::any_of(space.begin(), space.end(),
+                    [](const kernels::BackwardConfig& c) { return c.tma && c.key.stages == 2; }));
+}
+
 // The deterministic mode: dQ's sums into each query block take turns in the order of the key
 // blocks (and of the two warpgroups, at head dim 64 with Bc 128, where each adds its own). A
 // turn counted wrong is a deadlock finding (the emulator runs blocks in index order, so a wait
@@ -385,8 +423,11 @@ TEST_CASE("TMA backward: refused on sm_80 and outside its space, before any laun
   config = tma_config(c, 64, 3);
   CHECK_FALSE(config.valid());
   CHECK(tma_config(with_dtype(make_case(1, 1, 8, 8, 256), DType::f16), 64, 1, true).valid());
-  CHECK_FALSE(tma_config(make_case(1, 1, 8, 8, 256), 64, 2, true).valid());  // 273 KB
-  CHECK_FALSE(tma_config(make_case(1, 1, 8, 8, 256), 64, 1).valid());        // dK and dV spill
+  kernels::BackwardConfig two_stages = tma_config(make_case(1, 1, 8, 8, 256), 64, 2, true);
+  CHECK(two_stages.valid());  // without a dQ staging block (dQ from registers): 210 KB
+  two_stages.deterministic = true;
+  CHECK_FALSE(two_stages.valid());  // the ordered sums need the staging block: 274 KB
+  CHECK_FALSE(tma_config(make_case(1, 1, 8, 8, 256), 64, 1).valid());  // dK and dV spill
   CHECK_FALSE(tma_config(make_case(1, 1, 8, 8, 192), 128, 1).valid());
   CHECK_FALSE(tma_config(c, 64, 2, true).valid());  // no dQ columns for the second warpgroup
   CHECK(tma_config(make_case(1, 1, 8, 8, 192), 64, 2, true).valid());  // 209 KB

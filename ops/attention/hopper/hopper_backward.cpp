@@ -33,7 +33,7 @@ bool tma_backward_config_valid(const BackwardConfig& config) {
   return config.query == QueryBlockTile{} && config.key.block_m == kTmaBackwardBlockM &&
          config.key.warps * 32 == tma_backward_threads(config.key.block_n, config.shared_keys()) &&
          tma_backward_valid(config.head_dim, config.key.block_n, config.key.stages,
-                            config.shared_keys());
+                            config.shared_keys(), config.deterministic);
 }
 
 std::vector<BackwardConfig> tma_backward_configs(DType dtype, int head_dim, MaskKind mask,
@@ -63,10 +63,14 @@ std::optional<BackwardConfig> tma_backward_default(DType dtype, int head_dim, Ma
   if (head_dim < 64) return std::nullopt;
   const int padded = tma_forward_padded_head_dim(head_dim);
   const bool shared_keys = padded > 128 || (padded == 128 && (softcap || modified));
+  // Two stages at 256 take dQ from registers (tma_backward_dq_from_registers): in the tuning
+  // space, not the default until a GPU has timed it against one stage.
   for (int stages : {2, 1}) {
     const BackwardConfig config = tma_config(dtype, head_dim, mask, softcap, deterministic,
                                              shared_keys ? 64 : 128, stages, shared_keys);
-    if (config.valid() && config.shared_bytes() <= limit) return config;
+    const bool from_registers =
+        tma_backward_dq_from_registers(head_dim, config.key.block_n, stages, config.shared_keys());
+    if (config.valid() && config.shared_bytes() <= limit && !from_registers) return config;
   }
   return std::nullopt;
 }

@@ -16,7 +16,10 @@
 // and the dQ writer, a warp of the producer warpgroup, adds it into the fp32 workspace with a
 // bulk reduction (cp.reduce.async.bulk, tile/bulk_reduce.cuh), so no math warp waits on atomics
 // or on the copy engine. The dQ-convert kernel rounds the sum, scaled, into dQ afterwards. dK and
-// dV leave once, staged in the warpgroup's dQ staging block. In the deterministic mode the
+// dV leave once, staged in the warpgroup's dQ staging block. Where two Q/dO stages leave no room
+// for a staging block (Traits::kDqFromRegisters: head dim 256), the consumers add dQ from their
+// registers with vector reductions instead, and dK and dV are staged in the Q slots. Each step's
+// LSE and D arrive with its Q and dO (attention/parts/row_stats.cuh). In the deterministic mode the
 // writer's sums into each query block take turns in the order of the key blocks
 // (FlashAttention-3's semaphores, tile/semaphore.cuh): the same additions in the same order on
 // every run, each waiting for the one before to land; the math warps never wait for a turn.
@@ -251,6 +254,13 @@ struct QueryGradientShare {
 /// A consumer warpgroup's dK and dV (this warp's 16 keys by the head dim), or with shared keys
 /// the one of them it owns, accumulated over the steps, and its dQ partial sums added into the
 /// workspace.
+/// A step's query block in dQ's fp32 workspace: its first row there and its valid rows.
+struct QueryBlockRows {
+  float* dq_accum;
+  index_t first_row;
+  int rows;
+};
+
 template <class Traits>
 struct KeyGradientAccumulator {
   using T = typename Traits::Element;
@@ -311,10 +321,19 @@ struct KeyGradientAccumulator {
     constexpr int kHeadDim = Traits::kHeadDim;
     constexpr int kRows = WarpgroupScope::kRows;
     const WarpgroupScope scope{thread};
-    // (2 · 64, head_dim): dK's rows, then dV's; with shared keys both warpgroups' one block
-    T* const staged = reinterpret_cast<T*>(smem.dq_block(Traits::kSharedKeys ? 0 : scope.group()));
+    // (2 · 64, head_dim): dK's rows, then dV's; with shared keys both warpgroups' one block.
+    // Without a staging block (dQ from registers) the Q slots hold them, once every consumer
+    // is done with its last step's products.
+    T* const staged =
+        Traits::kDqFromRegisters
+            ? smem.q(0).data
+            : reinterpret_cast<T*>(smem.dq_block(Traits::kSharedKeys ? 0 : scope.group()));
     const int warp_row0 = scope.warp_row0() - scope.row0();  // the warp's rows of the 64
-    QueryGradientShare<Traits>{scope}.wait_staging_free();   // the last reduction has read it
+    if constexpr (Traits::kDqFromRegisters) {
+      named_barrier_sync(TmaBackwardBarrier<Traits::kGroups>::kConsumers, Traits::kConsumerThreads);
+    } else {
+      QueryGradientShare<Traits>{scope}.wait_staging_free();  // the last reduction has read it
+    }
 #pragma unroll
     for (int i = 0; i < kGradients; ++i) {
       const Kind which = kind(i, scope);
@@ -428,16 +447,17 @@ struct KeyGradientAccumulator {
         warpgroup_ab_async(gradients[kKeyGradient], ds_t, q);      // dK += dSᵀ Q
       }
     }
+    const QueryBlockRows block{p.dq_accum, first_row, rows};
     constexpr int kAfter = kKeyGradientLast ? 1 : 0;
     const auto issue_after = [&] {
       if constexpr (kKeyGradientLast) warpgroup_ab_async(gradients[kKeyGradient], ds_t, q);
     };
     if constexpr (Share::kCols == Share::kLastCols) {
-      add_query_gradients<Share::kCols, kAfter>(share, smem, first_row, issue_after);
+      add_query_gradients<Share::kCols, kAfter>(share, smem, block, issue_after);
     } else if (scope.group() == 0) {  // the warpgroups' parts of dQ differ in width
-      add_query_gradients<Share::kCols, kAfter>(share, smem, first_row, issue_after);
+      add_query_gradients<Share::kCols, kAfter>(share, smem, block, issue_after);
     } else {
-      add_query_gradients<Share::kLastCols, kAfter>(share, smem, first_row, issue_after);
+      add_query_gradients<Share::kLastCols, kAfter>(share, smem, block, issue_after);
     }
   }
 
@@ -448,15 +468,50 @@ struct KeyGradientAccumulator {
   template <int Cols, int After, class IssueAfter>
   FJ_DEVICE static void add_query_gradients(QueryGradientShare<Traits> share,
                                             const TmaBackwardShared<Traits>& smem,
-                                            index_t first_row, IssueAfter issue_after) {
+                                            const QueryBlockRows& block, IssueAfter issue_after) {
     using Share = QueryGradientShare<Traits>;
     acc_tile<16, Cols> dq;
     warpgroup_atb_async<Share::kKeys>(dq, smem.ds_t, share.template key_columns<Cols>(smem.k),
                                       share.key0());
     issue_after();
     wgmma_wait_group<After>();  // dQ's product, and every one before it
-    stage_query_gradients(dq, share, smem, first_row);
+    if constexpr (Traits::kDqFromRegisters) {
+      // The team's products have read its Pᵀ and dSᵀ: the next step may write them (the
+      // staging's hand-over barrier says so otherwise).
+      share.sync();
+      reduce_query_gradients(dq, share, block);
+    } else {
+      stage_query_gradients(dq, share, smem, block.first_row);
+    }
     if constexpr (After > 0) wgmma_wait_group<0>();  // the later products' operands are free
+  }
+
+  /// Adds this warp's rows of its warpgroup's part of dQ into the workspace's rows of the
+  /// block (dq_accum's layout: head_dim columns, permuted per row), its valid rows only, with
+  /// 8-byte vector reductions straight from the accumulators (Traits::kDqFromRegisters).
+  template <int Cols>
+  FJ_DEVICE static void reduce_query_gradients(acc_tile<16, Cols>& dq,
+                                               QueryGradientShare<Traits> share,
+                                               const QueryBlockRows& block) {
+    constexpr int kHeadDim = Traits::kHeadDim;
+    const WarpgroupScope scope = share.scope;
+    const int lane = scope.lane();
+    const int warp_row0 = scope.warp_row0() - scope.row0();  // the warp's rows of the block
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {  // rows g and g + 8 of the warp's 16
+      const int row = warp_row0 + fragment_row(0, half, lane);
+      if (row >= block.rows) continue;
+      const index_t line = (block.first_row + row) * kHeadDim;
+      const int column_xor = dq_accum_column_xor(kHeadDim, block.first_row + row);
+#pragma unroll
+      for (int group = 0; group < dq.kGroups; ++group) {
+        const int col = share.col0() + fragment_col(group, 0, lane);
+        if (col < kHeadDim) {
+          atomic_add_global_pair(block.dq_accum, line + (col ^ column_xor),
+                                 dq.frag[0][group][2 * half], dq.frag[0][group][2 * half + 1]);
+        }
+      }
+    }
   }
 
   /// Stages this warp's rows of its warpgroup's part of dQ in fp32 once the writer has read the
@@ -575,7 +630,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, 1)  // one CTA an SM: setmaxn
     const int warp = (thread - Traits::kConsumerThreads) / 32;
     if (thread == Traits::kConsumerThreads && at.steps() > 0) {
       load_query_blocks<Traits>(smem, maps, at);
-    } else if (warp == 1) {
+    } else if (warp == 1 && !Traits::kDqFromRegisters) {
       write_query_gradients<Traits>(smem, params, at, thread % 32);
     }
   }

@@ -24,10 +24,22 @@ constexpr int tma_backward_threads(int block_n, bool shared_keys = false) {
   return tma_backward_consumer_groups(block_n, shared_keys) * 128 + 128;
 }
 
+/// Whether the consumers add dQ's partial sums into the workspace straight from their registers
+/// (8-byte vector reductions) rather than through an fp32 staging block and the writer warp's
+/// bulk reduction: with shared keys and two stages above a padded head dim of 192, where two
+/// Q/dO slots and a staging block do not both fit in shared memory. The atomic mode only: the
+/// deterministic one orders the writer's sums.
+constexpr bool tma_backward_dq_from_registers(int head_dim, int block_n, int stages,
+                                              bool shared_keys) {
+  return shared_keys && block_n == 64 && stages == 2 && tma_forward_padded_head_dim(head_dim) > 192;
+}
+
 /// fp32 staging blocks of dQ (Br × head_dim), the source of a bulk reduction and where dK and dV
 /// are staged on their way out: one per consumer warpgroup, one with shared keys (whose two
-/// warpgroups hand over one block of dQ and stage one of dK and dV each).
-constexpr int tma_backward_staging_blocks(int block_n, bool shared_keys) {
+/// warpgroups hand over one block of dQ and stage one of dK and dV each); none where dQ goes
+/// from registers (dK and dV are staged in the Q slots then).
+constexpr int tma_backward_staging_blocks(int head_dim, int block_n, int stages, bool shared_keys) {
+  if (tma_backward_dq_from_registers(head_dim, block_n, stages, shared_keys)) return 0;
   return shared_keys ? 1 : block_n / 64;
 }
 
@@ -43,19 +55,24 @@ constexpr int tma_backward_shared_bytes(int head_dim, int block_n, int stages,
   const int score_tiles = shared_keys ? 2 : 1;
   return 1024 + 2 * block_n * tile + 2 * stages * kTmaBackwardBlockM * tile +
          score_tiles * block_n * kTmaBackwardBlockM * 2 +
-         tma_backward_staging_blocks(block_n, shared_keys) * kTmaBackwardBlockM * head_dim * 4 +
+         tma_backward_staging_blocks(head_dim, block_n, stages, shared_keys) * kTmaBackwardBlockM *
+             head_dim * 4 +
          stages * kTmaBackwardBlockM * 2 * 4 + (1 + 2 * stages) * 8;
 }
 
-/// Whether the warp-specialized backward takes (head_dim, Bc, stages, shared keys): head dims 64
-/// to 256 in multiples of 8 (TMA's 16-byte rows); Bc one or two 64-key consumer warpgroups, or
-/// two sharing 64 keys from a padded head dim of 128 (below it they would not both have dQ
-/// columns); above 128 only the shared keys (a warpgroup with its own keys would hold dK and dV
-/// of 64 × 192 or more: 192 or more registers a thread, which spill); one or two stages; the
-/// whole in shared memory.
-constexpr bool tma_backward_valid(int head_dim, int block_n, int stages, bool shared_keys = false) {
+/// Whether the warp-specialized backward takes (head_dim, Bc, stages, shared keys, the
+/// deterministic mode): head dims 64 to 256 in multiples of 8 (TMA's 16-byte rows); Bc one or
+/// two 64-key consumer warpgroups, or two sharing 64 keys from a padded head dim of 128 (below
+/// it they would not both have dQ columns); above 128 only the shared keys (a warpgroup with its
+/// own keys would hold dK and dV of 64 × 192 or more: 192 or more registers a thread, which
+/// spill); one or two stages; the whole in shared memory; dQ from registers in the atomic mode
+/// only.
+constexpr bool tma_backward_valid(int head_dim, int block_n, int stages, bool shared_keys = false,
+                                  bool deterministic = false) {
   const int padded = tma_forward_padded_head_dim(head_dim);
   return head_dim % 8 == 0 && head_dim >= 64 && head_dim <= 256 &&
+         !(deterministic &&
+           tma_backward_dq_from_registers(head_dim, block_n, stages, shared_keys)) &&
          (shared_keys ? block_n == 64 && padded >= 128
                       : (block_n == 64 || block_n == 128) && padded <= 128) &&
          (stages == 1 || stages == 2) &&

@@ -30,7 +30,7 @@ template <typename Element_, int HeadDim, int BlockN, MaskKind Mask, bool Softca
           bool Deterministic = false, bool Varlen = false, bool SharedKeys = false,
           class Modifiers_ = NoModifiers>
 struct TmaBackwardTraits {
-  static_assert(tma_backward_valid(HeadDim, BlockN, Stages, SharedKeys),
+  static_assert(tma_backward_valid(HeadDim, BlockN, Stages, SharedKeys, Deterministic),
                 "invalid TMA backward traits: see tma_backward_valid (head dim 64 to 256 in "
                 "multiples of 8, Bc 64 or 128, shared keys above 128, one or two stages, within "
                 "227 KB of shared memory)");
@@ -46,7 +46,11 @@ struct TmaBackwardTraits {
   static constexpr int kGroups = tma_backward_consumer_groups(BlockN, SharedKeys);
   static constexpr int kConsumerThreads = kGroups * 128;
   static constexpr int kThreads = tma_backward_threads(BlockN, SharedKeys);  // then the producer
-  static constexpr int kStagingBlocks = tma_backward_staging_blocks(BlockN, SharedKeys);
+  static constexpr int kStagingBlocks =
+      tma_backward_staging_blocks(HeadDim, BlockN, Stages, SharedKeys);
+  // dQ's sums from the consumers' registers, without staging or writer warp (atomic mode only).
+  static constexpr bool kDqFromRegisters =
+      tma_backward_dq_from_registers(HeadDim, BlockN, Stages, SharedKeys);
   static constexpr MaskKind kMask = Mask;
   static constexpr bool kSoftcap = Softcap;
   // dQ's sums into each query block in a fixed order (AttentionBackwardParams::dq_semaphore):

@@ -76,7 +76,7 @@ struct ProbabilityOperand {
     if constexpr (Traits::kPShared) {
       const WarpgroupScope scope{thread};
       store_fragments(s, smem.p, scope.warp_row0(), 0, scope.lane());
-      fence_proxy_async();  // generic writes, read by wgmma
+      fence_proxy_async();                        // generic writes, read by wgmma
       scope.sync(TmaForwardBarrier::kWarpgroup);  // the warpgroup's 64 rows are written
     } else {
       registers = to_operand<T>(s);
@@ -190,7 +190,7 @@ FJ_DEVICE void write_outputs(const acc_tile<16, Traits::kHeadDimPadded>& o, cons
     store_packed_rows<Traits>(smem, params, at, group_row0, scope.index());
     return;  // (never persistent: no next tile's Q waits for these reads)
   }
-  fence_proxy_async();  // generic writes, read by the async proxy
+  fence_proxy_async();                                   // generic writes, read by the async proxy
   scope.sync(TmaForwardBarrier::kWarpgroup);             // the warpgroup's 64 rows are written
   if (!scope.leader() || group_row0 >= at.rows) return;  // one thread; rows past seqlen_q: none
   const int origin[4] = {0, at.q_row0 + group_row0, at.head, at.tensor_batch};

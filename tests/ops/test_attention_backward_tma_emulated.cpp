@@ -62,6 +62,14 @@ detail::CompiledKernel compile_and_report(const detail::KernelSpec& spec) {
   return kernel;
 }
 
+/// `spec`'s PTX, once NVRTC and ptxas have built it (checked: no spill, no advisory).
+std::string gated_ptx(const detail::KernelSpec& spec) {
+  const detail::CompiledKernel kernel = compile_and_report(spec);
+  CHECK(kernel.resources.spill_bytes() == 0);
+  CHECK(kernel.resources.advisories.empty());
+  return detail::compile_ptx(spec, detail::TemplateSet::embedded());
+}
+
 void check(const BackwardCase& c, int block_n, int stages, bool shared_keys = false) {
   CAPTURE(c.name());
   CAPTURE(block_n);
@@ -165,10 +173,7 @@ TEST_CASE("TMA backward with shared keys, two stages at head dim 256: dQ from re
       config.varlen = varlen;
       const detail::KernelSpec spec = kernels::backward_specs(config, "sm_90a").dkdv;
       CAPTURE(spec.readable_name);
-      const detail::CompiledKernel kernel = compile_and_report(spec);
-      CHECK(kernel.resources.spill_bytes() == 0);
-      CHECK(kernel.resources.advisories.empty());
-      const std::string ptx = detail::compile_ptx(spec, detail::TemplateSet::embedded());
+      const std::string ptx = gated_ptx(spec);
       CHECK(ptx.find("red.global.add.v2.f32") != std::string::npos);
       CHECK(ptx.find("cp.reduce.async.bulk") == std::string::npos);
     }
@@ -528,10 +533,7 @@ TEST_CASE("TMA backward, deterministic: sm_90a's default takes turns by acquire 
       REQUIRE(config.tma);
       const detail::KernelSpec spec = kernels::backward_specs(config, "sm_90a").dkdv;
       CAPTURE(spec.readable_name);
-      const detail::CompiledKernel kernel = compile_and_report(spec);
-      CHECK(kernel.resources.spill_bytes() == 0);
-      CHECK(kernel.resources.advisories.empty());
-      const std::string ptx = detail::compile_ptx(spec, detail::TemplateSet::embedded());
+      const std::string ptx = gated_ptx(spec);
       CHECK(ptx.find("ld.acquire.gpu.global.b32") != std::string::npos);
       CHECK(ptx.find("red.release.gpu.global.add.s32") != std::string::npos);
       CHECK(ptx.find("fence.proxy.async.global") != std::string::npos);

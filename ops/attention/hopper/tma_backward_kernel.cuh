@@ -251,9 +251,6 @@ struct QueryGradientShare {
   }
 };
 
-/// A consumer warpgroup's dK and dV (this warp's 16 keys by the head dim), or with shared keys
-/// the one of them it owns, accumulated over the steps, and its dQ partial sums added into the
-/// workspace.
 /// A step's query block in dQ's fp32 workspace: its first row there and its valid rows.
 struct QueryBlockRows {
   float* dq_accum;
@@ -261,6 +258,9 @@ struct QueryBlockRows {
   int rows;
 };
 
+/// A consumer warpgroup's dK and dV (this warp's 16 keys by the head dim), or with shared keys
+/// the one of them it owns, accumulated over the steps, and its dQ partial sums added into the
+/// workspace.
 template <class Traits>
 struct KeyGradientAccumulator {
   using T = typename Traits::Element;
@@ -287,9 +287,9 @@ struct KeyGradientAccumulator {
   /// under dQ's staging (FlashAttention-3's order), and dV += Pᵀ dO before the dSᵀ barrier:
   /// where the registers allow, with their own keys at a padded head dim of 64 (at 128 either
   /// spilled 16 bytes: dQ's accumulators living on beside dK's product, or Pᵀ's beside dSᵀ's
-  /// store). With shared keys the key gradients come first: their shared Pᵀ
-  /// and dSᵀ must be read before the team's barrier in the staging lets the other warpgroup
-  /// write the next step's.
+  /// store). With shared keys the key gradients come first: their shared Pᵀ and dSᵀ must be
+  /// read before the team's barrier in the staging lets the other warpgroup write the next
+  /// step's.
   static constexpr bool kKeyGradientLast = !Traits::kSharedKeys && Traits::kHeadDimPadded <= 64;
 
   /// Every step of `at` (after K and V have landed).

@@ -20,9 +20,10 @@
 // for a staging block (Traits::kDqFromRegisters: head dim 256), the consumers add dQ from their
 // registers with vector reductions instead, and dK and dV are staged in the Q slots. Each step's
 // LSE and D arrive with its Q and dO (attention/parts/row_stats.cuh). In the deterministic mode the
-// writer's sums into each query block take turns in the order of the key blocks
-// (FlashAttention-3's semaphores, tile/semaphore.cuh): the same additions in the same order on
-// every run, each waiting for the one before to land; the math warps never wait for a turn.
+// writer's sums into each query block take turns, from the last key block that sees it down
+// (FlashAttention-3's semaphores and order, tile/semaphore.cuh, tma_backward_order.cuh): the same
+// additions in the same order on every run, each waiting for the one before to land; the math
+// warps never wait for a turn.
 // Packed sequences (Traits::kVarlen): each CTA rebases the params to its sequence (a dense batch
 // of one, as the other backward's kernels do) and TMA reads from the sequence's first row; the
 // rows a box brings in past the sequence's end are zeroed in shared memory before any product
@@ -30,6 +31,7 @@
 //
 // Not done yet: Bc of three warpgroups, the overlap of one block's element steps with the next
 // block's products.
+#include "attention/hopper/tma_backward_order.cuh"
 #include "attention/hopper/tma_backward_traits.cuh"
 #include "attention/parts/backward_params.cuh"
 #include "attention/parts/backward_scores.cuh"
@@ -79,7 +81,8 @@ struct TmaBackwardBlock {
       : batch(batch_),
         sequence(blockIdx.z),
         kv_head(blockIdx.y),
-        key0(int(blockIdx.x) * Traits::kBlockN),
+        key0(tma_backward_key_block(int(blockIdx.x), int(gridDim.x), Traits::kDeterministic) *
+             Traits::kBlockN),
         keys(min_int(Traits::kBlockN, p.seqlen_k - key0)),
         blocks{0, 0},
         heads_per_kv(p.heads_per_kv),
@@ -90,7 +93,7 @@ struct TmaBackwardBlock {
     const KeyWindow<Traits::kMask> window(p);
     if (keys > 0) blocks = window.query_blocks(key0, key0 + keys - 1, Traits::kBlockM, p.seqlen_q);
     // A block mask's cut, but not in the deterministic mode: its turns count every key block
-    // before this one that the window lets see a query block (key_blocks_before).
+    // after this one that the window lets see a query block (dq_turn).
     if constexpr (!Traits::kDeterministic) {
       blocks =
           query_blocks_seeing<Traits::kBlockM>(p.block_mask, batch, kv_head * heads_per_kv,
@@ -112,13 +115,12 @@ struct TmaBackwardBlock {
   FJ_DEVICE int stats_block(int step) const {
     return stats0 + head(step) * stats_per_head + row0(step) / kRowStatRows;
   }
-  /// The key blocks (CTAs of this head) before this one that see the query block at `row0`: in
-  /// the deterministic mode, whose dQ sums into it come first. They run from the block holding
-  /// the first key its first row sees (lo grows with the row; a first row that sees nothing has
-  /// lo 0, and so does the block's first row that sees any) to this one. (Without a window lo
-  /// is 0: every block before this one.)
-  FJ_DEVICE int key_blocks_before(const AttentionBackwardParams& p, int row0) const {
-    return key0 / Traits::kBlockN - KeyWindow<Traits::kMask>(p).lo(row0) / Traits::kBlockN;
+  /// In the deterministic mode, the turn of this key block's dQ sum into the query block at
+  /// `row0` (tma_backward_order.cuh: the key blocks after this one that see it come first).
+  FJ_DEVICE int dq_turn(const AttentionBackwardParams& p, int row0) const {
+    const int last_row = min_int(row0 + Traits::kBlockM, p.seqlen_q) - 1;
+    return tma_backward_dq_turn(KeyWindow<Traits::kMask>(p), key0 / Traits::kBlockN, last_row,
+                                Traits::kBlockN);
   }
   /// Query row `row0` of `head` in the contiguous (batch, heads_q, seqlen_q) arrays: D, and dQ's
   /// sums (rows of head_dim floats).
@@ -551,7 +553,7 @@ struct KeyGradientAccumulator {
 /// The dQ writer (a warp of the producer warpgroup; its first lane issues): for every step, each
 /// team's staged partial dQ, its valid rows added into the workspace with one bulk reduction,
 /// the staging block handed back once the reduction has read it. In the deterministic mode each
-/// sum waits for its turn: after every sum of the key blocks before this one that see the query
+/// sum waits for its turn: after every sum of the key blocks after this one that see the query
 /// block, and of the teams before this one, has landed; and passes the turn on once its own has.
 template <class Traits>
 FJ_DEVICE void write_query_gradients(const TmaBackwardShared<Traits>& smem,
@@ -572,7 +574,7 @@ FJ_DEVICE void write_query_gradients(const TmaBackwardShared<Traits>& smem,
       named_barrier_sync(Share::staged_barrier(team), Share::kHandOverThreads);
       if (lane == 0) {
         if constexpr (Traits::kDeterministic) {  // after the sums before this one
-          semaphore_wait_equal(turns, at.key_blocks_before(p, row0) * Share::kTeams + team);
+          semaphore_wait_equal(turns, at.dq_turn(p, row0) * Share::kTeams + team);
         }
         bulk_reduce_add(p.dq_accum + (batch_head * p.seqlen_q + row0) * kHeadDim,
                         smem.dq_block(team), unsigned(rows) * kHeadDim * unsigned(sizeof(float)));

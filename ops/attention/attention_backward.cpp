@@ -238,7 +238,9 @@ bool BackwardConfig::valid() const {
 }
 
 int BackwardConfig::key_shared_bytes() const {
-  if (tma) return tma_backward_shared_bytes(head_dim, key.block_n, key.stages, shared_keys());
+  if (tma) {
+    return tma_backward_shared_bytes(head_dim, key.block_n, key.stages, shared_keys(), key.block_m);
+  }
   return space::key_kernel_shared_bytes(head_dim, key.block_m, key.block_n, key.stages);
 }
 

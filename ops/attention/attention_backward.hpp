@@ -58,7 +58,9 @@ struct BackwardConfig {
   /// wgmma on TMA-loaded tiles, dQ's sum added by bulk reductions. key.block_n (Bc, 64 or 128)
   /// keys over one consumer warpgroup per 64 (key.warps 8 or 12), or 64 keys shared by two
   /// (key.warps 12: shared_keys(), the form above a padded head dim of 128), key.stages (1 or
-  /// 2) Q/dO slots; key.block_m is 64 and key.warps counts the producer warpgroup's 4 too. Head
+  /// 2) Q/dO slots; key.block_m (Br) is 64, or 128 at a padded head dim of 64 with keys of each
+  /// warpgroup's own (tma_backward_block_m_valid), and key.warps counts the producer
+  /// warpgroup's 4 too. Head
   /// dims 64 to 256, both dQ modes (deterministic: its sums take turns), packed sequences;
   /// sm_90a only (runs_on): its default there from head dim 64 (default_backward_config), and
   /// in its tuning space.

@@ -285,7 +285,8 @@ TEST_CASE("the backward config space lists every valid config once, in a fixed o
   CHECK(candidates == 54);
   // The deterministic space is every valid dK/dV tile with every valid dQ tile.
   const auto deterministic = backward_configs(DType::f16, 64, MaskKind::none, false, true);
-  // (Then the TMA backward's four, which have no dQ kernel: Bc 64 and 128, one and two stages.)
+  // (Then the TMA backward's eight, which have no dQ kernel: Bc 64 and 128, one and two stages,
+  // Br 64 and 128.)
   std::set<std::array<int, 4>> keys;
   std::set<std::array<int, 3>> queries;
   std::size_t tma = 0;
@@ -299,7 +300,7 @@ TEST_CASE("the backward config space lists every valid config once, in a fixed o
     keys.insert({c.key.block_m, c.key.block_n, c.key.warps, c.key.stages});
     queries.insert({c.query.block_m, c.query.block_n, c.query.warps});
   }
-  CHECK(tma == 4);
+  CHECK(tma == 8);
   CHECK(deterministic.size() == keys.size() * queries.size() + tma);
   CHECK(queries.count({64, 64, 4}) == 1);
   CHECK(queries.count({32, 32, 4}) == 0);  // 32 rows over 4 warps
@@ -350,17 +351,19 @@ TEST_CASE(
     return Query{t.block_m, t.block_n, t.warps};
   };
   CHECK(key(64, "sm_80") == Key{64, 128, 8, 2});
-  CHECK(key(64, "sm_90a", true) == Key{64, 128, 12, 2});  // the TMA backward, in turns
+  CHECK(key(64, "sm_90a", true) == Key{128, 128, 12, 2});  // the TMA backward, in turns
   CHECK(key(128, "sm_80") == Key{32, 128, 8, 2});
   CHECK(key(128, "sm_90a", true) == Key{64, 128, 12, 2});  // in turns too (two stages, timed)
   CHECK(key(256, "sm_80") == Key{32, 64, 8, 2});
   // sm_90a's both modes from head dim 64: the TMA backward, to a padded head dim of 128 with Bc
   // 128 over two consumer warpgroups and the producer's; above it and at 128 with softcap two
   // warpgroups sharing Bc 64 (12 warps over 64 keys), two stages where they fit; below 64 on
-  // sm_90a the mma.sync tiles of sm_80.
+  // sm_90a the mma.sync tiles of sm_80. At a padded head dim of 64, Br 128 (FlashAttention-3's
+  // 128 x 128).
   CHECK(config(64, "sm_90a", true).tma);
   CHECK(config(64, "sm_90a", false).tma);
-  CHECK(key(64, "sm_90a") == Key{64, 128, 12, 2});
+  CHECK(key(64, "sm_90a") == Key{128, 128, 12, 2});
+  CHECK(key(72, "sm_90a") == Key{64, 128, 12, 2});
   CHECK(config(128, "sm_90a", false).tma);
   CHECK(key(128, "sm_90a") == Key{64, 128, 12, 2});
   CHECK(key(96, "sm_90a") == Key{64, 128, 12, 2});

@@ -35,17 +35,16 @@ namespace {
 
 using reference::Layout;
 
-/// The TMA backward config for `c` with Bc keys per CTA and `stages` Q/dO slots, its two
-/// consumer warpgroups sharing Bc = 64 keys when `shared_keys`.
+/// The TMA backward config for `c` with Bc keys per CTA, `stages` Q/dO slots and Br query
+/// rows a step, its two consumer warpgroups sharing Bc = 64 keys when `shared_keys`.
 kernels::BackwardConfig tma_config(const BackwardCase& c, int block_n, int stages,
-                                   bool shared_keys = false) {
+                                   bool shared_keys = false, int block_m = kTmaBackwardBlockM) {
   kernels::BackwardConfig config;
   config.dtype = c.dtype;
   config.head_dim = static_cast<int>(c.problem.head_dim);
   config.mask = kernels::forward_mask_kind(c.attention());
   config.softcap = c.problem.softcap > 0;
-  config.key = {kTmaBackwardBlockM, block_n, tma_backward_threads(block_n, shared_keys) / 32,
-                stages};
+  config.key = {block_m, block_n, tma_backward_threads(block_n, shared_keys) / 32, stages};
   config.tma = true;
   return config;
 }
@@ -70,12 +69,14 @@ std::string gated_ptx(const detail::KernelSpec& spec) {
   return detail::compile_ptx(spec, detail::TemplateSet::embedded());
 }
 
-void check(const BackwardCase& c, int block_n, int stages, bool shared_keys = false) {
+void check(const BackwardCase& c, int block_n, int stages, bool shared_keys = false,
+           int block_m = kTmaBackwardBlockM) {
   CAPTURE(c.name());
   CAPTURE(block_n);
   CAPTURE(stages);
   CAPTURE(shared_keys);
-  kernels::BackwardConfig config = tma_config(c, block_n, stages, shared_keys);
+  CAPTURE(block_m);
+  kernels::BackwardConfig config = tma_config(c, block_n, stages, shared_keys, block_m);
   config.deterministic = c.deterministic;
   REQUIRE(config.valid());
   const BackwardVerdict verdict = run_backward_case(hopper_emulator(), c, config);
@@ -152,6 +153,23 @@ TEST_CASE("TMA backward with shared keys: head dims 128 to 256") {
   check(deterministic(with_softcap(make_case(1, 1, 70, 129, 256), 10.0)), 64, 1, true);
 }
 
+// Br 128 at a padded head dim of 64 (FlashAttention-3's 128 x 128): each warpgroup's scores
+// over 128 queries, dQ in two 64-row wgmmas, two blocks of row statistics a step. Ragged last
+// blocks of 1 to 127 rows (and a second block of statistics past the head's), causal both
+// ways, GQA, windows, softcap, both layouts and dtypes, Bc 64 and 128, both dQ modes.
+TEST_CASE("TMA backward with Br 128 at head dim 64: both Bc, masks, both dQ modes") {
+  check(make_case(2, 2, 100, 150, 64), 128, 2, false, 128);
+  check(with_dtype(make_case(1, 1, 130, 70, 64, /*causal=*/true), DType::f16), 64, 2, false, 128);
+  check(make_case(4, 2, 200, 96, 64, /*causal=*/true), 128, 1, false, 128);
+  check(with_layout(windowed(150, 150, 40, 10, 64), Layout::bhsd), 128, 2, false, 128);
+  check(with_softcap(make_case(1, 1, 129, 80, 64), 20.0), 128, 2, false, 128);
+  check(deterministic(make_case(2, 1, 260, 200, 64, /*causal=*/true)), 128, 2, false, 128);
+  check(deterministic(windowed(300, 300, 40, 10, 64)), 64, 1, false, 128);
+  // Only at a padded head dim of 64, with keys of each warpgroup's own.
+  CHECK_FALSE(tma_config(make_case(1, 1, 64, 64, 72), 128, 2, false, 128).valid());
+  CHECK_FALSE(tma_config(make_case(1, 1, 64, 64, 128), 64, 2, true, 128).valid());
+}
+
 // Two stages above a padded head dim of 192: no room for dQ's staging block, so the consumers
 // add dQ from registers with vector reductions and stage dK and dV in the Q slots; the
 // deterministic mode refuses it (its sums are the writer's, in turn).
@@ -187,8 +205,9 @@ TEST_CASE("TMA backward with shared keys, two stages at head dim 256: dQ from re
                     [](const kernels::BackwardConfig& c) { return c.tma && c.key.stages == 2; }));
 }
 
-// The deterministic mode: dQ's sums into each query block take turns in the order of the key
-// blocks (and of the two warpgroups, at head dim 64 with Bc 128, where each adds its own). A
+// The deterministic mode: dQ's sums into each query block take turns from the last key block
+// that sees it down (and in the order of the two warpgroups, at head dim 64 with Bc 128, where
+// each adds its own). A
 // turn counted wrong is a deadlock finding (the emulator runs blocks in index order, so a wait
 // for a later block never ends), which throws; each case also reruns for the same bits.
 TEST_CASE("TMA backward on the emulator, deterministic: turns over causal, windows and GQA") {

@@ -211,7 +211,8 @@ TEST_CASE("dropout over variable lengths: forward (split too) and backward, each
   CHECK_MESSAGE(verdict.ok, verdict.describe());
 }
 
-TEST_CASE("dropout's backward where rows see one key: the exact gradients are 0, the kernels' not") {
+TEST_CASE(
+    "dropout's backward where rows see one key: the exact gradients are 0, the kernels' not") {
   // With one key P = 1, so dS = dP·Z − D is 0 in exact arithmetic, but the kernels take D from
   // O rounded to bf16 (Z V: not exact in bf16 as V alone is) and keep dP and D in fp32, so dQ and
   // dK are rounding noise. A model that rounds dP and D to bf16 as well makes them equal, and

@@ -69,11 +69,11 @@ TEST_CASE("run --counters: the memory model's lines and JSON for every op") {
 /// the same mix, as each of its 2048 CTAs).
 json backward_dkdv(const TempDir& dir, const std::vector<std::string>& env) {
   const fs::path json_path = dir.path() / "backward.json";
-  const ChildResult run = flashjit_cli(
-      {"run", "--emulate", "--arch", "sm_90a", "--op", "attention-backward", "--head-dim", "128",
-       "--seqlen-q", "8192", "--seqlen-k", "128", "--heads", "1", "--counters-json",
-       json_path.string()},
-      dir.path().string(), env);
+  const ChildResult run =
+      flashjit_cli({"run", "--emulate", "--arch", "sm_90a", "--op", "attention-backward",
+                    "--head-dim", "128", "--seqlen-q", "8192", "--seqlen-k", "128", "--heads", "1",
+                    "--counters-json", json_path.string()},
+                   dir.path().string(), env);
   CAPTURE(run.output);
   REQUIRE(run.exit_code == 0);
   const json report = read_json(json_path);
@@ -167,8 +167,8 @@ fs::path templates_before_permutation(const TempDir& dir) {
     std::ofstream(copy / file) << source;
   };
   edit("attention/hopper/tma_backward_kernel.cuh", "store_shared_pair(line, col ^ column_xor,", ";",
-       "store_shared(line, col, dq.frag[0][group][2 * half]);\n"
-       "          store_shared(line, col + 1, dq.frag[0][group][2 * half + 1])");
+       "store_shared(line, col, dq[panel].frag[0][group][2 * half]);\n"
+       "          store_shared(line, col + 1, dq[panel].frag[0][group][2 * half + 1])");
   edit("attention/parts/dq_accum_layout.cuh", "  return int(row & row_bits) << 3;", "\n}",
        "  return int(row & row_bits) * 0;");
   return copy;

@@ -29,6 +29,9 @@
 // rows a box brings in past the sequence's end are zeroed in shared memory before any product
 // reads them, so the block computes what TMA's zero fill gives a dense tensor's last block.
 //
+// At a padded head dim of 64 the query blocks are 128 rows (Traits::kBlockM), FlashAttention-3's
+// 128 x 128: Pᵀ and dSᵀ then go through shared memory (kOperandsInShared), and dQ is two wgmmas.
+//
 // Not done yet: Bc of three warpgroups, the overlap of one block's element steps with the next
 // block's products.
 #include "attention/hopper/tma_backward_order.cuh"
@@ -133,19 +136,32 @@ struct TmaBackwardBlock {
 enum class RowStat : int { lse_base2 = 0, delta = 1 };
 
 /// One value per query column of a warp's (keys, queries) tile: statistic `stat` of the slot's
-/// rows from `row0` (`stats`: the slot's, in shared memory), or `past` past the block's `rows`
-/// valid rows (which the delta kernel leaves unwritten). A lane's columns come in adjacent
-/// pairs, one 8-byte read each. Read where it is used, so that it holds registers only there.
+/// rows from `row0` (`stats`: the slot's blocks, in shared memory), or `past` past the block's
+/// `rows` valid rows (which the delta kernel leaves unwritten). A lane's columns come in
+/// adjacent pairs, one 8-byte read each. Read where it is used, so that it holds registers only
+/// there.
 template <int Cols>
 FJ_DEVICE col_vec<Cols> stat_columns(const float* stats, RowStat stat, int row0, int rows,
                                      float past, int lane) {
-  const float* column = stats + int(stat) * kRowStatRows;
   col_vec<Cols> values;
+  const float* const column = stats + int(stat) * kRowStatRows;  // block 0's
+  const float* const lane_column = column + fragment_col(0, 0, lane);
 #pragma unroll
   for (int g = 0; g < Cols / 8; ++g) {
-    const int row = row0 + fragment_col(g, 0, lane);  // even, and row + 1 is the pair's other
+    // Group g's 8 rows (row0 is a multiple of 8), the lane's pair of them.
+    const int group_row = row0 + 8 * g;
+    const int row = group_row + fragment_col(0, 0, lane);  // even; row + 1 is the pair's other
     float first, second;
-    load_shared_pair(column, row, first, second);
+    if constexpr (Cols > kRowStatRows) {
+      // Past one block (Br 128): the group's rows lie in one, whose offset, the same for every
+      // lane, makes each read a constant from one address; a block taken per lane kept 16 to
+      // 32 addresses live and spilled.
+      load_shared_pair(lane_column,
+                       group_row / kRowStatRows * kRowStatFloats + group_row % kRowStatRows, first,
+                       second);
+    } else {
+      load_shared_pair(column, row, first, second);  // (the form above spilled at head dim 256)
+    }
     values.v[g][0] = row < rows ? first : past;
     values.v[g][1] = row + 1 < rows ? second : past;
   }
@@ -166,12 +182,17 @@ FJ_DEVICE void load_query_blocks(const TmaBackwardShared<Traits>& smem,
   tma_load_tile(smem.v, maps.v, kv_origin, smem.kv_full);
   RingPosition<Traits::kStages> slot;
   for (int step = 0; step < at.steps(); ++step, slot.advance()) {
-    mbarrier_t* full = smem.ring.acquire(slot, 2 * QTile::kBytes + kRowStatFloats * 4);
+    mbarrier_t* full = smem.ring.acquire(slot, 2 * QTile::kBytes + Traits::kStatFloats * 4);
     const int origin[4] = {0, at.queries.row0 + at.row0(step), at.head(step), at.queries.batch};
     tma_load_tile(smem.q(slot.stage), maps.q, origin, full);
     tma_load_tile(smem.dout(slot.stage), maps.dout, origin, full);
-    const int stats_origin[2] = {0, at.stats_block(step)};
-    tma_load(smem.stats(slot.stage), maps.row_stats, stats_origin, full);
+    // One box a block of statistics; with Br 128 the second may be the next head's (or past
+    // the map, zero-filled), read only for rows past the sequence, which take `past` instead.
+#pragma unroll
+    for (int block = 0; block < Traits::kBlockM / kRowStatRows; ++block) {
+      const int stats_origin[2] = {0, at.stats_block(step) + block};
+      tma_load(smem.stats(slot.stage) + block * kRowStatFloats, maps.row_stats, stats_origin, full);
+    }
   }
 }
 
@@ -293,6 +314,26 @@ struct KeyGradientAccumulator {
   /// read before the team's barrier in the staging lets the other warpgroup write the next
   /// step's.
   static constexpr bool kKeyGradientLast = !Traits::kSharedKeys && Traits::kHeadDimPadded <= 64;
+  /// Whether dV += Pᵀ dO and dK += dSᵀ Q read Pᵀ and dSᵀ from shared memory, as
+  /// FlashAttention-3 does, rather than from registers: with Br 128, where the two operands (32
+  /// registers each) beside dQ's accumulators spilled 168 bytes and Pᵀ's alone 58 to 84. Pᵀ goes
+  /// in the warpgroup's dQ staging block, free from the writer's read of the last step's dQ to
+  /// this step's staging (before which dV's product is waited for); dSᵀ where dQ's product
+  /// reads it. dV's product is issued after the warpgroup's barrier, dK's after dQ's.
+  static constexpr bool kOperandsInShared = !Traits::kSharedKeys && Traits::kBlockM > 64;
+  static_assert(!kOperandsInShared || kKeyGradientLast, "dK's product issued after dQ's");
+  /// This warpgroup's Pᵀ (its 64 keys by the block's queries) in its staging block.
+  using ValueOperand = swizzled_tile<T, WarpgroupScope::kRows, Traits::kBlockM>;
+  FJ_DEVICE static ValueOperand value_operand(const TmaBackwardShared<Traits>& smem,
+                                              WarpgroupScope scope) {
+    return {reinterpret_cast<T*>(smem.dq_block(scope.group()))};
+  }
+  /// dSᵀ's 64-query panels: one, or two with Br 128 (each the A of one of dQ's wgmmas).
+  static constexpr int kQueryPanels = Traits::kBlockM / 64;
+  using QueryPanel = swizzled_tile<T, Traits::kBlockN, 64>;
+  FJ_DEVICE static QueryPanel query_panel(typename Traits::ScoreTile ds_t, int panel) {
+    return {ds_t.data + panel * Traits::ScoreTile::kPanelBytes / int(sizeof(T))};
+  }
 
   /// Every step of `at` (after K and V have landed).
   FJ_DEVICE void accumulate(const TmaBackwardShared<Traits>& smem, const AttentionBackwardParams& p,
@@ -436,6 +477,13 @@ struct KeyGradientAccumulator {
       share.sync();         // both halves are in
       const bool values = kind(0, scope) == kValueGradient;
       warpgroup_ab_async(gradients[0], values ? smem.p_t : smem.ds_t, 0, values ? dout : q);
+    } else if constexpr (kOperandsInShared) {
+      share.wait_staging_free();  // the writer has read the last dQ: Pᵀ may take the block
+      store_fragments(s, value_operand(smem, scope), warp_keys0 - keys0, 0, lane);
+      store_fragments(dp, smem.ds_t, warp_keys0, 0, lane);  // the A of dQ's and dK's products
+      fence_proxy_async();                                  // generic writes, read by wgmma
+      share.sync();                                         // the warpgroup's rows are in
+      warpgroup_ab_async(gradients[kValueGradient], value_operand(smem, scope), 0, dout);
     } else {
       p_t = to_operand<T>(s);
       ds_t = to_operand<T>(dp);
@@ -452,7 +500,11 @@ struct KeyGradientAccumulator {
     const QueryBlockRows block{p.dq_accum, first_row, rows};
     constexpr int kAfter = kKeyGradientLast ? 1 : 0;
     const auto issue_after = [&] {
-      if constexpr (kKeyGradientLast) warpgroup_ab_async(gradients[kKeyGradient], ds_t, q);
+      if constexpr (kOperandsInShared) {
+        warpgroup_ab_async(gradients[kKeyGradient], smem.ds_t, keys0, q);
+      } else if constexpr (kKeyGradientLast) {
+        warpgroup_ab_async(gradients[kKeyGradient], ds_t, q);
+      }
     };
     if constexpr (Share::kCols == Share::kLastCols) {
       add_query_gradients<Share::kCols, kAfter>(share, smem, block, issue_after);
@@ -472,16 +524,22 @@ struct KeyGradientAccumulator {
                                             const TmaBackwardShared<Traits>& smem,
                                             const QueryBlockRows& block, IssueAfter issue_after) {
     using Share = QueryGradientShare<Traits>;
-    acc_tile<16, Cols> dq;
-    warpgroup_atb_async<Share::kKeys>(dq, smem.ds_t, share.template key_columns<Cols>(smem.k),
-                                      share.key0());
+    acc_tile<16, Cols> dq[kQueryPanels];  // the block's rows 64 at a time (one wgmma's M)
+#pragma unroll
+    for (int panel = 0; panel < kQueryPanels; ++panel) {
+      warpgroup_atb_async<Share::kKeys>(dq[panel], query_panel(smem.ds_t, panel),
+                                        share.template key_columns<Cols>(smem.k), share.key0());
+    }
     issue_after();
-    wgmma_wait_group<After>();  // dQ's product, and every one before it
+    wgmma_wait_group<After>();  // dQ's products, and every one before them
+    // Every warp's dV product has read Pᵀ from the staging block that dQ's staging overwrites.
+    if constexpr (kOperandsInShared) share.sync();
     if constexpr (Traits::kDqFromRegisters) {
+      static_assert(kQueryPanels == 1, "dQ from registers with Br 64 only");
       // The team's products have read its Pᵀ and dSᵀ: the next step may write them (the
       // staging's hand-over barrier says so otherwise).
       share.sync();
-      reduce_query_gradients(dq, share, block);
+      reduce_query_gradients(dq[0], share, block);
     } else {
       stage_query_gradients(dq, share, smem, block.first_row);
     }
@@ -516,32 +574,36 @@ struct KeyGradientAccumulator {
     }
   }
 
-  /// Stages this warp's rows of its warpgroup's part of dQ in fp32 once the writer has read the
-  /// team's last block, and hands the block over. The block is dq_accum's rows from `first_row`
-  /// as the bulk reduction adds them: head_dim columns, permuted per row (dq_accum_layout.cuh).
+  /// Stages this warp's rows of its warpgroup's part of dQ (each query panel's) in fp32 once
+  /// the writer has read the team's last block, and hands the block over. The block is
+  /// dq_accum's rows from `first_row` as the bulk reduction adds them: head_dim columns,
+  /// permuted per row (dq_accum_layout.cuh).
   template <int Cols>
-  FJ_DEVICE static void stage_query_gradients(acc_tile<16, Cols>& dq,
+  FJ_DEVICE static void stage_query_gradients(acc_tile<16, Cols> (&dq)[kQueryPanels],
                                               QueryGradientShare<Traits> share,
                                               const TmaBackwardShared<Traits>& smem,
                                               index_t first_row) {
     constexpr int kHeadDim = Traits::kHeadDim;
     const WarpgroupScope scope = share.scope;
     const int lane = scope.lane();
-    const int warp_row0 = scope.warp_row0() - scope.row0();  // the warp's rows of the block
+    const int warp_row0 = scope.warp_row0() - scope.row0();  // the warp's rows of a panel
     const int col0 = share.col0();
     float* const staging = smem.dq_block(share.team());
-    share.wait_staging_free();
+    if constexpr (!kOperandsInShared) share.wait_staging_free();  // else waited before Pᵀ
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {  // rows g and g + 8 of the warp's 16
-      const int row = warp_row0 + fragment_row(0, half, lane);
-      float* const line = staging + row * kHeadDim;
-      const int column_xor = dq_accum_column_xor(kHeadDim, first_row + row);
+    for (int panel = 0; panel < kQueryPanels; ++panel) {
 #pragma unroll
-      for (int group = 0; group < dq.kGroups; ++group) {
-        const int col = col0 + fragment_col(group, 0, lane);
-        if (col < kHeadDim) {
-          store_shared_pair(line, col ^ column_xor, dq.frag[0][group][2 * half],
-                            dq.frag[0][group][2 * half + 1]);
+      for (int half = 0; half < 2; ++half) {  // rows g and g + 8 of the warp's 16
+        const int row = panel * 64 + warp_row0 + fragment_row(0, half, lane);
+        float* const line = staging + row * kHeadDim;
+        const int column_xor = dq_accum_column_xor(kHeadDim, first_row + row);
+#pragma unroll
+        for (int group = 0; group < acc_tile<16, Cols>::kGroups; ++group) {
+          const int col = col0 + fragment_col(group, 0, lane);
+          if (col < kHeadDim) {
+            store_shared_pair(line, col ^ column_xor, dq[panel].frag[0][group][2 * half],
+                              dq[panel].frag[0][group][2 * half + 1]);
+          }
         }
       }
     }

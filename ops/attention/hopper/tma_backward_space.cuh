@@ -6,7 +6,8 @@
 
 namespace flashjit {
 
-/// Query rows per streamed block: one wgmma M of dQ = dS K, and the N of Sᵀ = K Qᵀ.
+/// Query rows per streamed block (Br), the default: one wgmma M of dQ = dS K, and the N of
+/// Sᵀ = K Qᵀ. A padded head dim of 64 also takes 128 (tma_backward_valid).
 inline constexpr int kTmaBackwardBlockM = 64;
 
 /// Consumer warpgroups of a block with Bc = block_n keys: one per 64 keys, each its own; or,
@@ -43,40 +44,51 @@ constexpr int tma_backward_staging_blocks(int head_dim, int block_n, int stages,
   return shared_keys ? 1 : block_n / 64;
 }
 
-/// Bytes of shared memory for (head_dim, Bc, stages, shared keys): K and V (loaded once),
+/// Bytes of shared memory for (head_dim, Bc, stages, shared keys, Br): K and V (loaded once),
 /// `stages` slots of Q and dO, dSᵀ (Bc × Br, the A of dQ = dS K) and with shared keys Pᵀ too
 /// (the A of dV += Pᵀ dO, which one warpgroup computes from both warpgroups' halves), the fp32
-/// staging blocks (tma_backward_staging_blocks), each slot's row statistics (its Br rows' LSEs
-/// and Ds: attention/parts/row_stats.cuh), the barriers
-/// (K and V's, a full and an empty one per slot), and 1024 bytes to align the swizzled tiles.
+/// staging blocks (tma_backward_staging_blocks, Br rows each), each slot's row statistics (its
+/// Br rows' LSEs and Ds: attention/parts/row_stats.cuh), the barriers (K and V's, a full and
+/// an empty one per slot), and 1024 bytes to align the swizzled tiles.
 constexpr int tma_backward_shared_bytes(int head_dim, int block_n, int stages,
-                                        bool shared_keys = false) {
+                                        bool shared_keys = false,
+                                        int block_m = kTmaBackwardBlockM) {
   const int tile = 2 * tma_forward_padded_head_dim(head_dim);  // bytes per row of a 16-bit tile
   const int score_tiles = shared_keys ? 2 : 1;
-  return 1024 + 2 * block_n * tile + 2 * stages * kTmaBackwardBlockM * tile +
-         score_tiles * block_n * kTmaBackwardBlockM * 2 +
-         tma_backward_staging_blocks(head_dim, block_n, stages, shared_keys) * kTmaBackwardBlockM *
-             head_dim * 4 +
-         stages * kTmaBackwardBlockM * 2 * 4 + (1 + 2 * stages) * 8;
+  return 1024 + 2 * block_n * tile + 2 * stages * block_m * tile +
+         score_tiles * block_n * block_m * 2 +
+         tma_backward_staging_blocks(head_dim, block_n, stages, shared_keys) * block_m * head_dim *
+             4 +
+         stages * block_m * 2 * 4 + (1 + 2 * stages) * 8;
+}
+
+/// Whether Br = `block_m` goes with the rest: 64 always; 128 (FlashAttention-3's 128 × 128 at
+/// head dim 64, half the steps for the same keys) with keys of each warpgroup's own at a padded
+/// head dim of 64, where a thread's Sᵀ and dPᵀ of 128 queries (64 registers each) fit beside
+/// dK and dV (32 each); its dQ is two wgmmas of 64 rows.
+constexpr bool tma_backward_block_m_valid(int head_dim, int block_m, bool shared_keys) {
+  return block_m == kTmaBackwardBlockM ||
+         (block_m == 128 && !shared_keys && tma_forward_padded_head_dim(head_dim) == 64);
 }
 
 /// Whether the warp-specialized backward takes (head_dim, Bc, stages, shared keys, the
-/// deterministic mode): head dims 64 to 256 in multiples of 8 (TMA's 16-byte rows); Bc one or
+/// deterministic mode, Br): head dims 64 to 256 in multiples of 8 (TMA's 16-byte rows); Bc one or
 /// two 64-key consumer warpgroups, or two sharing 64 keys from a padded head dim of 128 (below
 /// it they would not both have dQ columns); above 128 only the shared keys (a warpgroup with its
 /// own keys would hold dK and dV of 64 × 192 or more: 192 or more registers a thread, which
-/// spill); one or two stages; the whole in shared memory; dQ from registers in the atomic mode
-/// only.
+/// spill); one or two stages; Br as tma_backward_block_m_valid says; the whole in shared
+/// memory; dQ from registers in the atomic mode only.
 constexpr bool tma_backward_valid(int head_dim, int block_n, int stages, bool shared_keys = false,
-                                  bool deterministic = false) {
+                                  bool deterministic = false, int block_m = kTmaBackwardBlockM) {
   const int padded = tma_forward_padded_head_dim(head_dim);
   return head_dim % 8 == 0 && head_dim >= 64 && head_dim <= 256 &&
+         tma_backward_block_m_valid(head_dim, block_m, shared_keys) &&
          !(deterministic &&
            tma_backward_dq_from_registers(head_dim, block_n, stages, shared_keys)) &&
          (shared_keys ? block_n == 64 && padded >= 128
                       : (block_n == 64 || block_n == 128) && padded <= 128) &&
          (stages == 1 || stages == 2) &&
-         tma_backward_shared_bytes(head_dim, block_n, stages, shared_keys) <=
+         tma_backward_shared_bytes(head_dim, block_n, stages, shared_keys, block_m) <=
              kTmaForwardSharedLimit;
 }
 

@@ -28,18 +28,18 @@ struct AttentionBackwardTmaMaps {
 
 template <typename Element_, int HeadDim, int BlockN, MaskKind Mask, bool Softcap, int Stages = 2,
           bool Deterministic = false, bool Varlen = false, bool SharedKeys = false,
-          class Modifiers_ = NoModifiers>
+          class Modifiers_ = NoModifiers, int BlockM = 64 /* kTmaBackwardBlockM */>
 struct TmaBackwardTraits {
-  static_assert(tma_backward_valid(HeadDim, BlockN, Stages, SharedKeys, Deterministic),
+  static_assert(tma_backward_valid(HeadDim, BlockN, Stages, SharedKeys, Deterministic, BlockM),
                 "invalid TMA backward traits: see tma_backward_valid (head dim 64 to 256 in "
-                "multiples of 8, Bc 64 or 128, shared keys above 128, one or two stages, within "
-                "227 KB of shared memory)");
+                "multiples of 8, Bc 64 or 128, shared keys above 128, one or two stages, Br 64 "
+                "or 128 at head dim 64, within 227 KB of shared memory)");
   using Element = Element_;  // half_t or bfloat16_t
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kHeadDimPadded = tma_forward_padded_head_dim(HeadDim);
-  static constexpr int kBlockM = kTmaBackwardBlockM;  // Br: query rows per streamed block
-  static constexpr int kBlockN = BlockN;              // Bc: keys per CTA, 64 per warpgroup
-  static constexpr int kStages = Stages;              // Q and dO slots
+  static constexpr int kBlockM = BlockM;  // Br: query rows per streamed block
+  static constexpr int kBlockN = BlockN;  // Bc: keys per CTA, 64 per warpgroup
+  static constexpr int kStages = Stages;  // Q and dO slots
   // Two consumer warpgroups on the same 64 keys (tma_backward_consumer_groups), each computing
   // the scores of half the query rows and one of dK and dV; else each on 64 keys of its own.
   static constexpr bool kSharedKeys = SharedKeys;
@@ -56,8 +56,11 @@ struct TmaBackwardTraits {
   // dQ's sums into each query block in a fixed order (AttentionBackwardParams::dq_semaphore):
   // the same bits on every run.
   static constexpr bool kDeterministic = Deterministic;
-  static_assert(kBlockM == kDqSemaphoreRows, "one turn counter per streamed query block");
-  static_assert(kBlockM == kRowStatRows, "one block of row statistics per streamed query block");
+  // A query block's turn counter is its first row's (of Br / kDqSemaphoreRows), and its row
+  // statistics Br / kRowStatRows blocks.
+  static_assert(kBlockM % kDqSemaphoreRows == 0, "whole turn counters per streamed query block");
+  static_assert(kBlockM % kRowStatRows == 0, "whole blocks of row statistics per query block");
+  static constexpr int kStatFloats = kBlockM / kRowStatRows * kRowStatFloats;  // a slot's
   // A variable-length batch (AttentionBackwardParams::sequences): each CTA rebases the params to
   // its sequence, and TMA reads the packed tensors from the sequence's first row.
   static constexpr bool kVarlen = Varlen;
@@ -73,7 +76,7 @@ struct TmaBackwardTraits {
   using ScoreTile = swizzled_tile<Element, BlockN, kBlockM>;      // dSᵀ, Pᵀ: keys by queries
   using Ring = PipelineRing<Stages>;                              // the Q and dO slots
   static constexpr int kSharedBytes =
-      tma_backward_shared_bytes(HeadDim, BlockN, Stages, SharedKeys);
+      tma_backward_shared_bytes(HeadDim, BlockN, Stages, SharedKeys, BlockM);
 };
 
 /// The kernel's shared memory, carved from the dynamic buffer. A slot of the ring holds one
@@ -86,15 +89,16 @@ struct TmaBackwardShared {
   QTile q0, dout0;                  // (Br, d): slot 0 of Q and of dO
   typename Traits::ScoreTile ds_t;  // (Bc, Br): dSᵀ, each warpgroup its own 64 key rows
   typename Traits::ScoreTile p_t;   // (Bc, Br): Pᵀ, with shared keys only (else unset)
-  float* stats0;                    // slot 0 of the row statistics: Br LSEs, then Br Ds
+  float* stats0;                    // slot 0 of the row statistics (stats())
   float* dq_staging;                // Traits::kStagingBlocks of (Br, head_dim) fp32, row-major
   mbarrier_t* kv_full;              // K and V have landed
   typename Traits::Ring ring;       // Q and dO slots: full and empty barriers
 
   FJ_DEVICE QTile q(int stage) const { return {q0.data + stage * QTile::kBytes / 2}; }
   FJ_DEVICE QTile dout(int stage) const { return {dout0.data + stage * QTile::kBytes / 2}; }
-  /// Slot `stage`'s row statistics: the block's rows' LSEs in base 2, then their Ds.
-  FJ_DEVICE float* stats(int stage) const { return stats0 + stage * kRowStatFloats; }
+  /// Slot `stage`'s row statistics: Br / 64 blocks, each its 64 rows' LSEs in base 2, then
+  /// their Ds.
+  FJ_DEVICE float* stats(int stage) const { return stats0 + stage * Traits::kStatFloats; }
   /// Staging block `block` (a consumer warpgroup's; with shared keys only block 0).
   FJ_DEVICE float* dq_block(int block) const {
     return dq_staging + block * Traits::kBlockM * Traits::kHeadDim;
@@ -115,7 +119,7 @@ FJ_DEVICE TmaBackwardShared<Traits> carve_tma_backward_shared(unsigned char* bas
   smem.ds_t = carve_tile<typename Traits::ScoreTile>(base);
   if constexpr (Traits::kSharedKeys) smem.p_t = carve_tile<typename Traits::ScoreTile>(base);
   smem.stats0 = reinterpret_cast<float*>(base);  // 128-byte aligned, as a TMA box must be
-  base += Traits::kStages * kRowStatFloats * 4;
+  base += Traits::kStages * Traits::kStatFloats * 4;
   smem.dq_staging = reinterpret_cast<float*>(base);
   base += Traits::kStagingBlocks * Traits::kBlockM * Traits::kHeadDim * 4;
   smem.kv_full = reinterpret_cast<mbarrier_t*>(base);

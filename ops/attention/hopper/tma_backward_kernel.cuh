@@ -468,22 +468,8 @@ struct KeyGradientAccumulator {
     // Pᵀ's and dSᵀ's registers: the A of dV's and dK's products, which read them until the
     // wait in add_query_gradients, so they live to the step's end, not the branch's.
     [[maybe_unused]] operand_tile<T, 16, kBlockM> p_t, ds_t;
-    if constexpr (Traits::kSharedKeys) {
-      // Both halves of Pᵀ and dSᵀ in shared memory, then dV += Pᵀ dO in warpgroup 0 and
-      // dK += dSᵀ Q in warpgroup 1, each over all the block's queries.
-      store_fragments(s, smem.p_t, warp_keys0, query0, lane);
-      store_fragments(dp, smem.ds_t, warp_keys0, query0, lane);
-      fence_proxy_async();  // generic writes, read by wgmma
-      share.sync();         // both halves are in
-      const bool values = kind(0, scope) == kValueGradient;
-      warpgroup_ab_async(gradients[0], values ? smem.p_t : smem.ds_t, 0, values ? dout : q);
-    } else if constexpr (kOperandsInShared) {
-      share.wait_staging_free();  // the writer has read the last dQ: Pᵀ may take the block
-      store_fragments(s, value_operand(smem, scope), warp_keys0 - keys0, 0, lane);
-      store_fragments(dp, smem.ds_t, warp_keys0, 0, lane);  // the A of dQ's and dK's products
-      fence_proxy_async();                                  // generic writes, read by wgmma
-      share.sync();                                         // the warpgroup's rows are in
-      warpgroup_ab_async(gradients[kValueGradient], value_operand(smem, scope), 0, dout);
+    if constexpr (Traits::kSharedKeys || kOperandsInShared) {
+      issue_from_shared(s, dp, smem, share, warp_keys0, query0, q, dout);
     } else {
       p_t = to_operand<T>(s);
       ds_t = to_operand<T>(dp);
@@ -512,6 +498,35 @@ struct KeyGradientAccumulator {
       add_query_gradients<Share::kCols, kAfter>(share, smem, block, issue_after);
     } else {
       add_query_gradients<Share::kLastCols, kAfter>(share, smem, block, issue_after);
+    }
+  }
+
+  /// Pᵀ and dSᵀ (this warp's rows of them) into shared memory, then the products that read them
+  /// there first: with shared keys, both warpgroups' halves of the block's queries, then
+  /// dV += Pᵀ dO in warpgroup 0 and dK += dSᵀ Q in warpgroup 1; with kOperandsInShared, Pᵀ in
+  /// the warpgroup's staging block once the writer has read the last dQ from it, then dV's
+  /// product (dK's follows dQ's).
+  template <int Queries>
+  FJ_DEVICE void issue_from_shared(const acc_tile<16, Queries>& s, const acc_tile<16, Queries>& dp,
+                                   const TmaBackwardShared<Traits>& smem,
+                                   QueryGradientShare<Traits> share, int warp_keys0, int query0,
+                                   typename Traits::QTile q, typename Traits::QTile dout) {
+    const WarpgroupScope scope = share.scope;
+    const int lane = scope.lane();
+    if constexpr (Traits::kSharedKeys) {
+      store_fragments(s, smem.p_t, warp_keys0, query0, lane);
+      store_fragments(dp, smem.ds_t, warp_keys0, query0, lane);
+      fence_proxy_async();  // generic writes, read by wgmma
+      share.sync();         // both halves are in
+      const bool values = kind(0, scope) == kValueGradient;
+      warpgroup_ab_async(gradients[0], values ? smem.p_t : smem.ds_t, 0, values ? dout : q);
+    } else {
+      share.wait_staging_free();  // the writer has read the last dQ: Pᵀ may take the block
+      store_fragments(s, value_operand(smem, scope), warp_keys0 - key_row0(scope), 0, lane);
+      store_fragments(dp, smem.ds_t, warp_keys0, 0, lane);  // the A of dQ's and dK's products
+      fence_proxy_async();                                  // generic writes, read by wgmma
+      share.sync();                                         // the warpgroup's rows are in
+      warpgroup_ab_async(gradients[kValueGradient], value_operand(smem, scope), 0, dout);
     }
   }
 

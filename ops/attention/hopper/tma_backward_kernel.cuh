@@ -316,7 +316,7 @@ struct KeyGradientAccumulator {
   static constexpr bool kKeyGradientLast = !Traits::kSharedKeys && Traits::kHeadDimPadded <= 64;
   /// Whether dV += Pᵀ dO and dK += dSᵀ Q read Pᵀ and dSᵀ from shared memory, as
   /// FlashAttention-3 does, rather than from registers: with Br 128, where the two operands (32
-  /// registers each) beside dQ's accumulators spilled 168 bytes and Pᵀ's alone 58 to 84. Pᵀ goes
+  /// registers each) beside dQ's accumulators spilled 304 to 336 bytes, Pᵀ's alone 232. Pᵀ goes
   /// in the warpgroup's dQ staging block, free from the writer's read of the last step's dQ to
   /// this step's staging (before which dV's product is waited for); dSᵀ where dQ's product
   /// reads it. dV's product is issued after the warpgroup's barrier, dK's after dQ's.
@@ -484,7 +484,6 @@ struct KeyGradientAccumulator {
       }
     }
     const QueryBlockRows block{p.dq_accum, first_row, rows};
-    constexpr int kAfter = kKeyGradientLast ? 1 : 0;
     const auto issue_after = [&] {
       if constexpr (kOperandsInShared) {
         warpgroup_ab_async(gradients[kKeyGradient], smem.ds_t, keys0, q);
@@ -493,11 +492,11 @@ struct KeyGradientAccumulator {
       }
     };
     if constexpr (Share::kCols == Share::kLastCols) {
-      add_query_gradients<Share::kCols, kAfter>(share, smem, block, issue_after);
+      add_query_gradients<Share::kCols>(share, smem, block, issue_after);
     } else if (scope.group() == 0) {  // the warpgroups' parts of dQ differ in width
-      add_query_gradients<Share::kCols, kAfter>(share, smem, block, issue_after);
+      add_query_gradients<Share::kCols>(share, smem, block, issue_after);
     } else {
-      add_query_gradients<Share::kLastCols, kAfter>(share, smem, block, issue_after);
+      add_query_gradients<Share::kLastCols>(share, smem, block, issue_after);
     }
   }
 
@@ -531,10 +530,10 @@ struct KeyGradientAccumulator {
   }
 
   /// dQ = dS K over the team's keys in this warpgroup's Cols columns, then its staging
-  /// (stage_query_gradients). `issue_after` issues the After products that follow dQ's: dQ's is
-  /// waited for alone, so its staging, and any wait there for the writer, runs under them; they
-  /// are waited for at the end.
-  template <int Cols, int After, class IssueAfter>
+  /// (stage_query_gradients). `issue_after` issues the products that follow dQ's (dK's, where
+  /// kKeyGradientLast): dQ's is waited for alone, so its staging, and any wait there for the
+  /// writer, runs under them; they are waited for at the end.
+  template <int Cols, class IssueAfter>
   FJ_DEVICE static void add_query_gradients(QueryGradientShare<Traits> share,
                                             const TmaBackwardShared<Traits>& smem,
                                             const QueryBlockRows& block, IssueAfter issue_after) {
@@ -546,7 +545,8 @@ struct KeyGradientAccumulator {
                                         share.template key_columns<Cols>(smem.k), share.key0());
     }
     issue_after();
-    wgmma_wait_group<After>();  // dQ's products, and every one before them
+    constexpr int kAfter = kKeyGradientLast ? 1 : 0;  // dK's product
+    wgmma_wait_group<kAfter>();                       // dQ's products, and every one before them
     // Every warp's dV product has read Pᵀ from the staging block that dQ's staging overwrites.
     if constexpr (kOperandsInShared) share.sync();
     if constexpr (Traits::kDqFromRegisters) {
@@ -558,7 +558,7 @@ struct KeyGradientAccumulator {
     } else {
       stage_query_gradients(dq, share, smem, block.first_row);
     }
-    if constexpr (After > 0) wgmma_wait_group<0>();  // the later products' operands are free
+    if constexpr (kAfter > 0) wgmma_wait_group<0>();  // the later products' operands are free
   }
 
   /// Adds this warp's rows of its warpgroup's part of dQ into the workspace's rows of the

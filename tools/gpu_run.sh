@@ -266,6 +266,7 @@ run_sanitizer() {
     "$flashjit run --op attention-backward --batch 2 --heads 4 --heads-kv 2 --seqlen-q 200 --seqlen-k 333 --head-dim 256 --causal"
     "$flashjit run --op attention-backward --batch 2 --heads 4 --seqlen-q 150 --seqlen-k 150 --head-dim 192 --deterministic"
     "$flashjit run --op attention-backward --varlen 3 --seqlen-q 200 --heads 4 --heads-kv 2 --head-dim 64 --causal"
+    "$flashjit run --op attention-backward --batch 2 --heads 4 --heads-kv 2 --seqlen-q 300 --head-dim 64 --causal --deterministic"
     "$flashjit run --op attention-backward --batch 2 --heads 4 --heads-kv 2 --seqlen-q 200 --seqlen-k 333 --head-dim 128 --causal --dropout 0.2"
     "$flashjit run --paged --seqlen-q 1 --seqlen-k 2000 --batch 2 --heads 32 --heads-kv 4 --head-dim 128"
     "$flashjit run --varlen 3 --kv-dtype e4m3 --seqlen-q 200 --heads 4 --heads-kv 2 --head-dim 128 --causal"

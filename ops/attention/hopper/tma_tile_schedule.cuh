@@ -3,9 +3,10 @@
 // CTA per SM walks tiles of (query block, head, batch), so that a CTA's prologue (barriers,
 // setmaxnreg) is paid once and the next tile's first loads run under the previous tile's last
 // steps; otherwise each CTA takes one tile, the grid holding them all. The persistent loop
-// keeps a few more values live through the main loop, and with the larger tiles ptxas spills
-// (112 bytes of spill stores at head dim 128 with Bc 176, NVRTC 13.0), so it is a config of its
-// own.
+// keeps a few more values live through the main loop; with the larger tiles it once spilled (112
+// bytes of spill stores at head dim 128 with Bc 176, NVRTC 13.0), which made it a config of its
+// own. It compiled spill-free at head dims 128 and 256 on 2026-12-02 (docs/hopper.md) and
+// waits for a GPU's timing against one tile a CTA before it is the default there.
 #include "attention/hopper/tma_forward_space.cuh"
 #include "attention/parts/block_mask_ranges.cuh"
 #include "attention/parts/forward_params.cuh"

@@ -1,5 +1,6 @@
 // Every primitive the templates use, on the emulator, against a scalar model on random data:
-// shuffles, votes, warp_allreduce, the fp16/bf16 conversions, and the online-softmax RowStats.
+// shuffles, votes, warp_allreduce, the fp16/bf16 conversions, the online-softmax RowStats, and
+// the fast divider's quotients against integer division.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "emulator/launch.hpp"
+#include "tile/fast_divider.cuh"
 #include "tile/memory.cuh"
 #include "tile/online_softmax.cuh"
 #include "tile/warp.cuh"
@@ -164,4 +166,31 @@ TEST_CASE("RowStats push and merge equal the direct max and sum") {
   CHECK(empty.sum == 0.0f);  // -inf - -inf must not leak a NaN
   CHECK(flashjit::inverse_sum(empty) == 0.0f);
   CHECK(flashjit::merge(empty, merged).sum == merged.sum);
+}
+
+TEST_CASE("FastDivider gives n / d for every divisor to 4096 and numerators to 2^31 - 1") {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> any(0, 0x7fffffff);
+  long checked = 0, wrong = 0;
+  for (int d = 1; d <= 4096; ++d) {
+    const flashjit::FastDivider divider(d);
+    // The numerators where a wrong multiplier shows first: around multiples of d, the top of
+    // the range, and random ones.
+    std::vector<int> numerators{0, 1, d - 1, d, d + 1, 2 * d - 1, 0x7fffffff, 0x7fffffff - d};
+    for (int k : {1000, 65536, 1 << 20, 0x7fffffff / d}) {
+      const long long multiple = static_cast<long long>(k) * d;
+      if (multiple - 1 <= 0x7fffffff) numerators.push_back(static_cast<int>(multiple - 1));
+      if (multiple <= 0x7fffffff) numerators.push_back(static_cast<int>(multiple));
+    }
+    for (int i = 0; i < 64; ++i) numerators.push_back(any(rng));
+    for (int n : numerators) {
+      const int quotient = divider.divide(n);
+      ++checked;
+      if (quotient != n / d || divider.remainder(n, quotient) != n % d) {
+        if (wrong++ == 0) MESSAGE("n = " << n << ", d = " << d << ": " << quotient);
+      }
+    }
+  }
+  CHECK(checked > 4096 * 70);
+  CHECK(wrong == 0);
 }

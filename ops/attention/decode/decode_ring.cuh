@@ -9,6 +9,7 @@
 // converts the chunks it copied into the warp's one 16-bit K and V tile the products read.
 #include "attention/parts/forward_block.cuh"
 #include "tile/e4m3.cuh"
+#include "tile/fast_divider.cuh"
 #include "tile/shared_tile.cuh"
 
 namespace flashjit {
@@ -32,12 +33,15 @@ struct DecodeRing {
   const ForwardBlock<Traits>& block;
   HeadTensor k, v;
   SequenceIndex sequences;
-  int value_cols;   // V's head dim: its columns past it load as zeros
-  int first_chunk;  // the warp's chunk i is first_chunk + i · kWarps (in kKeys keys)
-  int chunks;       // how many chunks the warp has
-  Slot k0, v0;      // slot 0 of the K and V rings; slot s is s slots further
-  int* pages0;      // slot 0 of the page indices (kKeys per slot)
-  Tile k16, v16;    // an fp8 cache's chunk, converted (else unused)
+  int value_cols;            // V's head dim: its columns past it load as zeros
+  int first_chunk;           // the warp's chunk i is first_chunk + i · kWarps (in kKeys keys)
+  int chunks;                // how many chunks the warp has
+  Slot k0, v0;               // slot 0 of the K and V rings; slot s is s slots further
+  int* pages0;               // slot 0 of the page indices (kKeys per slot)
+  FastDivider page_of;       // position → page-table entry: the page size as a multiply
+  const KeyElement* k_head;  // the key/value head's rows in page 0 (or batch 0)
+  const KeyElement* v_head;
+  Tile k16, v16;  // an fp8 cache's chunk, converted (else unused)
   int lane;
 
   /// The ring of warp `warp` in `base` (the warps' rings, one after another), over the CTA's
@@ -51,6 +55,9 @@ struct DecodeRing {
         value_cols(p.head_dim_v),
         first_chunk(range.begin + warp),
         chunks(max_int(0, ceil_div(range.end - range.begin - warp, Traits::kWarps))),
+        page_of(kPaged ? p.sequences.page_size : 1),
+        k_head(p.k.rows<const KeyElement>(0, block_.kv_head, 0)),
+        v_head(p.v.rows<const KeyElement>(0, block_.kv_head, 0)),
         lane(threadIdx.x % kWarpSize) {
     base += warp * kBytes;
     k0 = {reinterpret_cast<decltype(Slot::data)>(base)};
@@ -127,9 +134,24 @@ struct DecodeRing {
     cp_async_commit();
   }
 
-  /// The first page-table entry of chunk i (the page of its first key).
-  FJ_DEVICE int first_entry(int i) const {
-    return block.paged_position(key0(i)) / sequences.page_size;
+  /// Where chunk i's key rows are. Paged: row r at offset o0 + r past the start of the page of
+  /// table entry first_entry, and k and v the key/value head's rows in page 0; dense: k and v
+  /// the chunk's first rows.
+  struct ChunkStart {
+    int first_entry;
+    int o0;
+    const KeyElement* k;
+    const KeyElement* v;
+  };
+  FJ_DEVICE ChunkStart chunk_start(int i) const {
+    if constexpr (kPaged) {
+      const int position = block.paged_position(key0(i));
+      const int entry = page_of.divide(position);
+      return {entry, page_of.remainder(position, entry), k_head, v_head};
+    } else {
+      return {0, 0, block.template key_row<KeyElement>(k, sequences, key0(i)),
+              block.template key_row<KeyElement>(v, sequences, key0(i))};
+    }
   }
 
   /// The page-table entries chunk i's keys lie in, one a lane (lane l the first entry + l): a
@@ -138,51 +160,61 @@ struct DecodeRing {
   FJ_DEVICE void load_pages(int i) {
     if constexpr (kPaged) {
       if (i >= chunks) return;
-      const int last_key = min_int(key0(i) + kKeys, block.seqlen_k) - 1;
-      if (last_key < key0(i)) return;
-      const int first = first_entry(i);
-      const int last = block.paged_position(last_key) / sequences.page_size;
-      if (lane > last - first) return;
+      const int keys = min_int(kKeys, block.seqlen_k - key0(i));
+      if (keys <= 0) return;
+      const ChunkStart at = chunk_start(i);
+      if (lane > page_of.divide(at.o0 + keys - 1)) return;
       cp_async_4(pages(i % kStages) + lane,
-                 sequences.page_table + block.page_table_row(sequences) + first + lane, true);
+                 sequences.page_table + block.page_table_row(sequences) + at.first_entry + lane,
+                 true);
+    }
+  }
+
+  /// Key row `row` of chunk i in k and v (rows past the sequence's keys are not asked for).
+  struct KeyRows {
+    const KeyElement* k;
+    const KeyElement* v;
+  };
+  FJ_DEVICE KeyRows key_rows(int slot, const ChunkStart& at, int row) const {
+    if constexpr (kPaged) {
+      const int in_pages = at.o0 + row;  // past the start of the chunk's first page
+      const int entry = page_of.divide(in_pages);
+      const index_t page = load_shared(pages(slot), entry);
+      const index_t offset = page_of.remainder(in_pages, entry);
+      return {at.k + page * k.batch_stride + offset * k.row_stride,
+              at.v + page * v.batch_stride + offset * v.row_stride};
+    } else {
+      return {at.k + row * k.row_stride, at.v + row * v.row_stride};
     }
   }
 
   /// Chunk i's K and V rows into its slot, zero past the sequence's keys and the head dims.
-  /// 16-byte chunk c of the slot is lane c % 32's, as convert_e4m3_tile deals them.
+  /// 16-byte chunk c of the slot is lane c % 32's, as convert_e4m3_tile deals them. Unrolled,
+  /// with the page arithmetic a multiply and a shift (FastDivider), so a lane's rows' shared
+  /// loads of their page indices overlap instead of each waiting behind a division.
   FJ_DEVICE void load_chunk(int i) {
     if (i >= chunks) return;
     constexpr int kElements = 16 / int(sizeof(KeyElement));  // a 16-byte chunk's
     constexpr int kChunksPerRow = Traits::kHeadDimPadded / kElements;
+    constexpr int kCopies = kKeys * kChunksPerRow;  // of K's chunk, and as many of V's
     const int slot = i % kStages;
     const Slot k_slot = slot_at(k0, slot), v_slot = slot_at(v0, slot);
-    const int key0_ = key0(i);
-    const int rows_valid = block.seqlen_k - key0_;
+    const int rows_valid = block.seqlen_k - key0(i);
     const auto* zero_source = static_cast<const KeyElement*>(k.data);
-    const int first = kPaged ? first_entry(i) : 0;
-#pragma unroll 1  // rolled: no row's address stays live across the main loop
-    for (int c = lane; c < kKeys * kChunksPerRow; c += kWarpSize) {
+    const ChunkStart at = chunk_start(i);
+#pragma unroll
+    for (int c0 = 0; c0 < kCopies; c0 += kWarpSize) {
+      const int c = c0 + lane;
+      if (kCopies % kWarpSize != 0 && c >= kCopies) break;
       const int row = c / kChunksPerRow;
       const int col = c % kChunksPerRow * kElements;
       const bool row_valid = row < rows_valid;
-      const KeyElement* k_row = zero_source;
-      const KeyElement* v_row = zero_source;
-      if (row_valid) {
-        if constexpr (kPaged) {
-          const int position = block.paged_position(key0_ + row);
-          const int page = load_shared(pages(slot), position / sequences.page_size - first);
-          const int offset = position % sequences.page_size;
-          k_row = k.rows<const KeyElement>(page, block.kv_head, offset);
-          v_row = v.rows<const KeyElement>(page, block.kv_head, offset);
-        } else {
-          k_row = block.template key_row<KeyElement>(k, sequences, key0_ + row);
-          v_row = block.template key_row<KeyElement>(v, sequences, key0_ + row);
-        }
-      }
+      KeyRows rows{zero_source, zero_source};
+      if (row_valid) rows = key_rows(slot, at, row);
       const bool k_valid = row_valid && col < Traits::kHeadDim;
       const bool v_valid = row_valid && col < value_cols;
-      cp_async_16(k_slot.at(row, col), k_valid ? k_row + col : zero_source, k_valid);
-      cp_async_16(v_slot.at(row, col), v_valid ? v_row + col : zero_source, v_valid);
+      cp_async_16(k_slot.at(row, col), k_valid ? rows.k + col : zero_source, k_valid);
+      cp_async_16(v_slot.at(row, col), v_valid ? rows.v + col : zero_source, v_valid);
     }
   }
 };

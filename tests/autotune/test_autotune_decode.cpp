@@ -76,18 +76,19 @@ TEST_CASE(
     }
   }
   CHECK(defaults == 1);
-  CHECK(candidates.size() == tiles.size() * std::size(kernels::kDecodeSplits) + 1);
-  // 2 sequences x 1 key/value head fill 2 of 132 SMs: the default splits each block's 64 key
-  // blocks 32 ways (at least two blocks a split), which the powers of two do not list.
+  CHECK(candidates.size() == tiles.size() * std::size(kernels::kDecodeSplits));
+  // 2 sequences x 1 key/value head fill 2 of 132 SMs: the default (8 warps of 16-key chunks)
+  // splits each sequence's 32 rounds of 128 keys 16 ways (at least two rounds a split), a
+  // candidate of the space itself.
   const Candidate& fallback = *std::find_if(candidates.begin(), candidates.end(),
                                             [](const Candidate& c) { return c.is_default; });
-  CHECK(inference_of(fallback).splits == 32);
+  CHECK(inference_of(fallback).splits == 16);
   CHECK(inference_of(fallback).forward.path() == kernels::ForwardPath::decode);
   CHECK(fallback.config == p.default_config("sm_90a"));
-  // The decode kernel's tiles (16 and 32 keys a chunk, 4 and 8 warps, 2, 4 or 6 stages, less
-  // 32 keys with 8 warps at 4 and 6 stages: past 227 KB), each with every split count, beside
-  // the mma.sync tiles.
-  CHECK(decode_tiles == 10 * static_cast<int>(std::size(kernels::kDecodeSplits)));
+  // The decode kernel's tiles (16 and 32 keys a chunk, 4 and 8 warps, 2, 3, 4 or 6 stages,
+  // less 32 keys with 8 warps at 4 and 6 stages: past 227 KB), each with every split count,
+  // beside the mma.sync tiles; the default is one of them.
+  CHECK(decode_tiles + 1 == 14 * static_cast<int>(std::size(kernels::kDecodeSplits)));
   CHECK(p.bytes() == 2.0 * 2 * 4096 * 1 * 64 * 2);
   CHECK(p.flops() == 4.0 * 2 * 8 * 1 * 4096 * 64);
 }
@@ -149,7 +150,8 @@ TEST_CASE("decode tuning on the emulator: split counts checked, stored, then run
   TuneOptions options;
   options.jobs = 1;
   options.timing = {.warmup_runs = 0, .min_runs = 1, .max_runs = 1, .budget_ms = 1};
-  options.only = {tile + ".splits1", tile + ".splits4"};
+  REQUIRE(fallback.splits == 1);  // 256 keys are two rounds of the default's 8 warps
+  options.only = {tile + ".splits2", tile + ".splits4"};
   const TuneReport report = tune(state, p, options);
   REQUIRE(report.timings.size() == 3);  // the default and the two selected
   for (const CandidateTiming& t : report.timings) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -70,6 +71,27 @@ std::vector<std::string> global_loads_in_copy_loops(const std::string& ptx,
   return {found.begin(), found.end()};
 }
 
+/// The integer divisions (div or rem of s32, u32, s64, u64) in the main loop of `ptx` (the
+/// loop that waits on cp.async groups and runs mma.sync) from its wait to its last 16-byte
+/// copy: the arithmetic that places a chunk's rows, which a division per row (~20 instructions
+/// in SASS, the hardware having no integer divider) makes a long dependent chain.
+std::vector<std::string> divisions_placing_copies(const std::string& ptx) {
+  const std::vector<std::string> lines = ptx_lines(ptx);
+  const std::regex division(R"(\b(div|rem)\.[su](32|64)\b)");
+  std::vector<std::string> found;
+  for (const PtxLoop& loop : ptx_loops_with(lines, {"cp.async.wait_group", "mma.sync"})) {
+    std::size_t wait = loop.end, last_copy = loop.begin;
+    for (std::size_t line = loop.begin; line <= loop.end; ++line) {
+      if (lines[line].find("cp.async.wait_group") != std::string::npos) wait = std::min(wait, line);
+      if (lines[line].find("cp.async.cg.shared.global") != std::string::npos) last_copy = line;
+    }
+    for (std::size_t line = wait; line <= last_copy; ++line) {
+      if (std::regex_search(lines[line], division)) found.push_back(lines[line]);
+    }
+  }
+  return found;
+}
+
 /// The emulator backend, counting every allocation made through it (host-side and
 /// stream-ordered).
 class CountingBackend final : public detail::ForwardingBackend {
@@ -115,6 +137,24 @@ TEST_CASE("decode kernel PTX: no global load in a loop that issues K/V copies (s
   const kernels::ForwardConfig fa2 =
       kernels::mma_sync_forward_config(DType::bf16, 128, MaskKind::none, false, "sm_80", 1, true);
   CHECK(!global_loads_in_copy_loops(paged_decode_ptx(fa2, "sm_80")).empty());
+}
+
+TEST_CASE("decode kernel PTX: no integer division places a chunk's copies (sm_80, sm_90a)") {
+  for (const std::string arch : {"sm_80", "sm_90a"}) {
+    CAPTURE(arch);
+    const std::optional<kernels::ForwardConfig> decode =
+        kernels::decode_forward_config(DType::bf16, 128, MaskKind::none, false, arch, 16);
+    REQUIRE(decode.has_value());
+    const std::vector<std::string> divisions =
+        divisions_placing_copies(paged_decode_ptx(*decode, arch));
+    for (const std::string& line : divisions) MESSAGE("placing the copies: " << line);
+    CHECK(divisions.empty());
+  }
+  // The check finds what it looks for: the mma.sync forward divides each row's position by
+  // the page size.
+  const kernels::ForwardConfig fa2 =
+      kernels::mma_sync_forward_config(DType::bf16, 128, MaskKind::none, false, "sm_80", 1, true);
+  CHECK(!divisions_placing_copies(paged_decode_ptx(fa2, "sm_80")).empty());
 }
 
 TEST_CASE(

@@ -1,6 +1,8 @@
 // The decode kernel on the host (forward_families.hpp, attention_inference_config.hpp): its
 // validity and shared memory, its configs and its default for a decoding call, and its kernel by
 // name (DecodeTraits' arguments, attention/decode/decode_traits.cuh).
+#include <utility>
+
 #include "attention/attention_common.hpp"
 #include "attention/decode/decode_space.cuh"
 #include "attention/forward_families.hpp"
@@ -42,7 +44,7 @@ std::vector<ForwardConfig> decode_forward_tiles(DType dtype, int head_dim, MaskK
   std::vector<ForwardConfig> configs;
   for (int keys : decode::kKeys) {
     for (int warps : {4, 8}) {
-      for (int stages : {2, 4, 6}) {
+      for (int stages : {2, 3, 4, 6}) {
         const ForwardConfig config =
             decode_tile(dtype, head_dim, mask, softcap, rows, keys, warps, stages, kv_e4m3);
         if (config.valid()) configs.push_back(without_layout(config));
@@ -58,12 +60,15 @@ std::optional<ForwardConfig> decode_forward_config(DType dtype, int head_dim, Ma
   check_attention_support(dtype, head_dim);
   const int limit = arch_shared_memory_limit(arch);
   const int tile_rows = rows <= 16 ? 16 : 32;
-  // Four warps of 16-key chunks, each warp with as many chunks in flight as fit (up to five
-  // behind the one it computes on): at head dim 128 that is 4 · 5 · 8.5 KB ≈ 170 KB of loads
-  // in flight per SM on sm_90a (4 stages, 104 KB, on sm_80), past the ≈ 32-64 KB an SM needs
-  // to keep its share of HBM busy (Little's law at ≈ 1 µs).
-  for (int warps : {4, 2}) {
-    for (int stages = 6; stages >= 2; --stages) {
+  // Eight warps of 16-key chunks where the shared memory holds three stages each (sm_90a up to
+  // head dim 128: two chunks in flight a warp, 128 KB an SM), else four warps with as many
+  // stages as fit (up to five chunks in flight a warp; sm_80 at head dim 128: three). The
+  // decode kernel's warp runs a chain of dependent instructions per chunk (page arithmetic,
+  // eight accumulating mma.sync, the row reductions), so one warp per scheduler leaves the
+  // scheduler idle on each dependency; two per scheduler cover each other's
+  // (docs/inference.md, "The decode kernel").
+  for (const auto& [warps, fewest_stages] : {std::pair{8, 3}, std::pair{4, 2}, std::pair{2, 2}}) {
+    for (int stages = 6; stages >= fewest_stages; --stages) {
       const ForwardConfig config =
           decode_tile(dtype, head_dim, mask, softcap, tile_rows, 16, warps, stages, kv_e4m3);
       if (config.valid() && config.shared_bytes() <= limit) return without_layout(config);

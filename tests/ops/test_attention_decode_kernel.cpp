@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <regex>
 #include <set>
@@ -288,7 +289,9 @@ TEST_CASE("decode kernel: a split decoding call allocates nothing once its strea
   CHECK(decoded_in_one_launch(*backend.counted_work()));
 }
 
-TEST_CASE("decode kernel on the memory model: 64 KB in flight per SM, full sectors, K/V once") {
+TEST_CASE(
+    "decode kernel on the memory model: 64 KB in flight per SM, full sectors, K/V once, no "
+    "padding rows") {
   // Batch 8 at context 4096, head dim 128, GQA 32:4 on pages of 16, on the modelled H100.
   static Runtime modelled(RuntimeOptions{
       .backend = Backend::emulator, .emulated_arch = "sm_90a", .model_memory = true});
@@ -312,6 +315,9 @@ TEST_CASE("decode kernel on the memory model: 64 KB in flight per SM, full secto
   INFO("global bytes " << bytes << ", K and V " << kv);
   CHECK(bytes <= 1.02 * (kv + q_and_o));
   CHECK(bytes >= kv);
+  // The GQA group of 8 is the products' small dimension: no mma spent on padding rows, so the
+  // tensor work is exactly S's and O's (2 · 2 · heads · keys · head dim a sequence).
+  CHECK(decode.work.tensor_flops == std::uint64_t{4} * 8 * 32 * 4096 * 128);
 }
 
 }  // namespace flashjit::testing

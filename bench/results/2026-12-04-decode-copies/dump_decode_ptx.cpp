@@ -11,8 +11,12 @@ int main(int argc, char** argv) {
   int warps = argc > 2 ? std::atoi(argv[2]) : 0;
   int stages = argc > 3 ? std::atoi(argv[3]) : 0;
   int keys = argc > 4 ? std::atoi(argv[4]) : 0;
-  auto c = kernels::decode_forward_config(DType::bf16, 128, MaskKind::none, false, arch, 16);
-  c->varlen = c->paged = c->pack_gqa = c->split = true;
+  int rows = argc > 5 ? std::atoi(argv[5]) : 16;
+  int hd = argc > 6 ? std::atoi(argv[6]) : 128;
+  auto c = kernels::decode_forward_config(DType::bf16, hd, MaskKind::none, false, arch, rows);
+  c->varlen = c->paged = c->pack_gqa = true;
+  c->split = getenv("NOSPLIT") == nullptr;
+  if (getenv("DENSE")) c->paged = false;
   if (warps) c->warps = warps;
   if (stages) c->stages = stages;
   if (keys) c->block_n = keys;

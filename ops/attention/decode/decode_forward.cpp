@@ -59,7 +59,7 @@ std::optional<ForwardConfig> decode_forward_config(DType dtype, int head_dim, Ma
                                                    std::int64_t rows, bool kv_e4m3) {
   check_attention_support(dtype, head_dim);
   const int limit = arch_shared_memory_limit(arch);
-  const int tile_rows = rows <= 16 ? 16 : 32;
+  const int tile_rows = decode::tile_rows(rows);
   // Eight warps of 16-key chunks where the shared memory holds three stages each (sm_90a up to
   // head dim 128: two chunks in flight a warp, 128 KB an SM), else four warps with as many
   // stages as fit (up to five chunks in flight a warp; sm_80 at head dim 128: three). The

@@ -4,46 +4,55 @@
 // decode kernel"). One CTA holds the packed (query, head) rows of one key/value head (the GQA
 // group times the query tokens) and a share of the keys; each warp holds all of the rows and
 // streams its own chunks of keys through its own ring of kStages slots (DecodeRing), so every
-// warp keeps kStages − 1 chunks in flight with no block barrier in the loop. The warps' results
+// warp keeps kStages − 1 chunks in flight with no block barrier in the loop. The rows are the
+// products' small dimension (Sᵀ = K Qᵀ, Oᵀ += Vᵀ Pᵀ: decode_columns.cuh), so a GQA group of 8 fills
+// an mma tile with no padding rows. The warps' results
 // are merged with the exact LSE combiner at the end, and with split-KV the last CTA of a
 // (sequence, head) merges the splits in the same launch (DecodeMerge).
+#include "attention/decode/decode_columns.cuh"
 #include "attention/decode/decode_merge.cuh"
 #include "attention/decode/decode_ring.cuh"
 #include "attention/decode/decode_traits.cuh"
-#include "attention/parts/forward_softmax.cuh"
+#include "attention/parts/forward_softmax.cuh"  // cap_scores, exponent_scale
 #include "attention/parts/mask.cuh"
 #include "attention/parts/modifiers.cuh"
-#include "tile/gemm.cuh"
-#include "tile/operand_tile.cuh"
 
 namespace flashjit {
 
-/// A warp's Q operand: in registers, loaded once, or read from the shared tile per chunk.
+/// A warp's Q as the B operand of Sᵀ = K Qᵀ: fragments per 8-row group and 16-column step, in
+/// registers (loaded once) or read from the shared tile for every chunk.
 template <class Traits, bool InRegisters = Traits::kQInRegisters>
 struct DecodeQuery {
   using QTile = smem_tile<typename Traits::Element, Traits::kRows, Traits::kHeadDimPadded>;
   QTile tile;
-  FJ_DEVICE DecodeQuery(QTile tile_, int) : tile(tile_) {}
-  template <class Keys, int Cols>
-  FJ_DEVICE void scores(acc_tile<Traits::kRows, Cols>& s, Keys keys, int lane) const {
-    mma_abt(s, tile, 0, keys, lane);
+  int lane;
+  FJ_DEVICE DecodeQuery(QTile tile_, int lane_) : tile(tile_), lane(lane_) {}
+  FJ_DEVICE FragmentB operator()(int group, int step) const {
+    return load_b_rows(tile, group * 8, step * 16, lane);
   }
 };
 template <class Traits>
 struct DecodeQuery<Traits, true> {
   using QTile = smem_tile<typename Traits::Element, Traits::kRows, Traits::kHeadDimPadded>;
-  operand_tile<typename Traits::Element, Traits::kRows, Traits::kHeadDimPadded> q;
-  FJ_DEVICE DecodeQuery(QTile tile, int lane) { load_operand(q, tile, 0, lane); }
-  template <class Keys, int Cols>
-  FJ_DEVICE void scores(acc_tile<Traits::kRows, Cols>& s, Keys keys, int lane) const {
-    mma_abt(s, q, keys, lane);
+  FragmentB frag[Traits::kRows / 8][Traits::kHeadDimPadded / 16];
+  FJ_DEVICE DecodeQuery(QTile tile, int lane) {
+#pragma unroll
+    for (int group = 0; group < Traits::kRows / 8; ++group)
+#pragma unroll
+      for (int step = 0; step < Traits::kHeadDimPadded / 16; ++step) {
+        frag[group][step] = load_b_rows(tile, group * 8, step * 16, lane);
+      }
   }
+  FJ_DEVICE const FragmentB& operator()(int group, int step) const { return frag[group][step]; }
 };
 
 /// Grid (ceil(rows / kRows) · splits, heads_kv (heads_q without GQA packing), batch) as
 /// ForwardBlock says, block kThreads, dynamic shared memory Traits::kSharedBytes.
+/// One CTA an SM is what the rings are sized for; said to ptxas, which otherwise aims some
+/// 8-warp specializations at three CTAs' registers and spills (sm_80, head dim 64: 80
+/// registers and 4 bytes spilled, 101 and none with the bound).
 template <class Traits>
-FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
+FJ_GLOBAL void __launch_bounds__(Traits::kThreads, 1)
     attention_decode_kernel(AttentionForwardParams params) {
   using T = typename Traits::Element;
   using Modifiers = typename Traits::Modifiers;
@@ -73,37 +82,38 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
   ring.start();
   const DecodeQuery<Traits> query(q_tile, lane);
 
-  acc_tile<kRows, Traits::kHeadDimPadded> o;  // this warp's unnormalized output
-  fill(o, 0.0f);
-  OnlineSoftmax<kRows> softmax;  // m, ℓ over this warp's keys
+  acc_tile<Traits::kHeadDimPadded, kRows> o_t;  // this warp's unnormalized Oᵀ
+  fill(o_t, 0.0f);
+  ColumnSoftmax<kRows> softmax;  // m, ℓ over this warp's keys, a column per query row
   const float scale = exponent_scale<kScaled>(params);
   for (int i = 0; i < ring.chunks; ++i) {
     const int slot = ring.await(i);  // chunk i here, chunk i + kStages − 1 started
     const int key0 = ring.key0(i);
-    acc_tile<kRows, Traits::kKeys> s;
-    fill(s, 0.0f);
-    query.scores(s, ring.keys(slot), lane);                 // S = Q Kᵀ
-    cap_scores<Traits::kSoftcap>(s, params);                // softcap
+    acc_tile<Traits::kKeys, kRows> s_t;
+    fill(s_t, 0.0f);
+    add_scores_transposed<T, Traits::kHeadDimPadded>(s_t, ring.keys(slot), query, lane);  // Sᵀ
+    cap_scores<Traits::kSoftcap>(s_t, params);                                            // softcap
     if constexpr (Modifiers::kScore || Modifiers::kMask) {  // the caller's score_mod, mask_mod
       const float to_natural = (Traits::kSoftcap ? 1.0f : params.score_scale) * kLn2;
-      modify_scores<Modifiers>(s, block, 0, key0, to_natural, block.mask_needed(key0),
-                               params.captures, lane);
+      modify_scores_transposed<Modifiers>(s_t, block, 0, key0, to_natural, block.mask_needed(key0),
+                                          params.captures, lane);
     }
     if (!window.block_fully_visible(block.row0, block.row0 + block.rows - 1, key0, Traits::kKeys)) {
-      mask_scores(window, s, block.row0, key0, lane);  // S = −inf where masked
+      mask_scores_transposed(window, s_t, key0, block.row0, lane);  // Sᵀ = −inf where masked
     }
-    softmax.update(s, o, scale);                           // P = 2^((S − m)·c), O·α
-    mma_ab(o, to_operand<T>(s), ring.values(slot), lane);  // O += P V
+    softmax.update(s_t, o_t, scale);  // Pᵀ = 2^((Sᵀ − m)·c), Oᵀ·α
+    add_values_transposed(o_t, ProbabilitiesB<T, Traits::kKeys, kRows>(s_t, lane),
+                          ring.values(slot), lane);  // Oᵀ += Vᵀ Pᵀ
   }
-  cp_async_wait<0>();                                   // the ring's trailing (empty) groups
-  const row_vec<kRows> lse = softmax.finish(o, scale);  // O /= ℓ
-  if constexpr (Traits::Layout::kKvE4m3) {              // likewise V: O = (P V_stored) · v_descale
-    for_each_in_row(o, [&](int, float& x) { x *= block.v_descale; });
+  cp_async_wait<0>();                                     // the ring's trailing (empty) groups
+  const col_vec<kRows> lse = softmax.finish(o_t, scale);  // Oᵀ /= ℓ
+  if constexpr (Traits::Layout::kKvE4m3) {  // likewise V: O = (P V_stored) · v_descale
+    for_each_in_row(o_t, [&](int, float& x) { x *= block.v_descale; });
   }
 
   __syncthreads();  // every warp is done with its ring: the merge takes the rings' place
   const DecodeMerge<Traits> merge(shared);
-  merge.keep(warp, o, lse, lane);
+  merge.keep(warp, o_t, lse, lane);
   __syncthreads();
   merge.weigh_warps(block.rows);
   __syncthreads();

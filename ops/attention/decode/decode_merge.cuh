@@ -50,28 +50,20 @@ struct DecodeMerge {
     last_flag = reinterpret_cast<int*>(split_weights + kRows * attention_decode_space::kMaxSplits);
   }
 
-  /// Warp `warp`'s normalized O and its rows' LSE, kept for the merge.
-  template <int Cols>
-  FJ_DEVICE void keep(int warp, acc_tile<kRows, Cols>& acc, const row_vec<kRows>& row_lses,
+  /// Warp `warp`'s normalized Oᵀ (its rows as columns) and its rows' LSE, kept for the merge
+  /// as rows of O.
+  template <int Dims>
+  FJ_DEVICE void keep(int warp, acc_tile<Dims, kRows>& o_t, const col_vec<kRows>& row_lses,
                       int lane) const {
     float* own = o + warp * kRows * kStride;
+    for_each_element(o_t, lane,
+                     [&](int d, int r, float& x) { store_shared(own, r * kStride + d, x); });
+    if (lane >= 4) return;  // the 8 lanes of a column hold the same LSE
 #pragma unroll
-    for (int slab = 0; slab < kRows / 16; ++slab)
+    for (int group = 0; group < kRows / 8; ++group)
 #pragma unroll
-      for (int group = 0; group < Cols / 8; ++group)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int at = fragment_row(slab, half, lane) * kStride + fragment_col(group, 0, lane);
-          store_shared_pair(own, at, acc.frag[slab][group][2 * half],
-                            acc.frag[slab][group][2 * half + 1]);
-        }
-    if (lane % 4 != 0) return;  // a quad's lanes hold the same LSE
-#pragma unroll
-    for (int slab = 0; slab < kRows / 16; ++slab)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        store_shared(lse, warp * kRows + fragment_row(slab, half, lane),
-                     row_lses.v[2 * slab + half]);
+      for (int pair = 0; pair < 2; ++pair) {
+        store_shared(lse, warp * kRows + fragment_col(group, pair, lane), row_lses.v[group][pair]);
       }
   }
 

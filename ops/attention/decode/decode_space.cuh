@@ -7,8 +7,11 @@
 namespace flashjit::attention_decode_space {
 
 /// Packed (query, head) rows of a CTA, all of them held by every warp (decoding's GQA group
-/// times its few query tokens: 16 fills one mma.sync slab with a group of 8 and 2 tokens).
-constexpr int kRows[] = {16, 32};
+/// times its few query tokens): the products' small dimension, 8 columns an mma, so a group of 8
+/// with one token fills one.
+constexpr int kRows[] = {8, 16, 32};
+/// The tile rows for a call's packed rows: the fewest that hold them.
+constexpr int tile_rows(long long rows) { return rows <= 8 ? 8 : rows <= 16 ? 16 : 32; }
 /// Keys of one warp's chunk: the unit a warp loads, scores and folds in.
 constexpr int kKeys[] = {16, 32};
 /// Warps per CTA, each streaming its own chunks through its own ring.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "attention/decode/decode_space.cuh"
 #include "attention/hopper/tma_forward_space.cuh"
 #include "attention/modifiers/score_modifiers.hpp"
 #include "common/argument_checks.hpp"
@@ -154,7 +155,7 @@ std::vector<InferenceConfig> decode_configs(const Attention& a, CacheLayout layo
     }
   }
   if (!runs_decode_kernel(a, layout)) return configs;
-  const int rows = a.seqlen_q * packed_group(a) <= 16 ? 16 : 32;
+  const int rows = attention_decode_space::tile_rows(a.seqlen_q * packed_group(a));
   for (const ForwardConfig& tile :
        decode_forward_tiles(dtype, static_cast<int>(a.head_dim), forward_mask_kind(a),
                             a.softcap > 0.0f, rows, layout.kv_e4m3)) {

@@ -35,27 +35,45 @@ struct NoModifiers {
                                               const CaptureTable&) {}
 };
 
-/// Applies the modifiers to a warp's score tile whose element (r, c) is tile row
-/// warp_row0 + r of `block` (a query and head: block.query(), block.query_head()) and key
-/// key0 + c. Scores arrive as the kernel holds them, `to_natural` times the natural-domain
-/// score, and leave in the base-2 domain (the exponent scale is then 1). Elements past the
-/// block's rows or the sequence's keys are left alone (the window hides those keys; those rows
-/// are not stored), so a modifier never sees an index outside the sequence. `apply_mask`
-/// false: the block mask says every row sees every key here, so the mask is not evaluated.
+/// Applies the modifiers to one score of tile row `row` of `block` (a query and head:
+/// block.query(), block.query_head()) and key `key`. Scores arrive as the kernel holds them,
+/// `to_natural` times the natural-domain score, and leave in the base-2 domain (the exponent
+/// scale is then 1). Scores past the block's rows or the sequence's keys are left alone (the
+/// window hides those keys; those rows are not stored), so a modifier never sees an index
+/// outside the sequence. `apply_mask` false: the block mask says every row sees every key here,
+/// so the mask is not evaluated.
+template <class Modifiers, class Block>
+FJ_DEVICE void modify_score(float& x, const Block& block, int row, int key, float to_natural,
+                            bool apply_mask, const CaptureTable& captures) {
+  if (row >= block.rows || key >= block.seqlen_k) return;
+  const int b = block.batch, h = block.query_head(row), q = block.query(row);
+  if constexpr (Modifiers::kScore)
+    x = Modifiers::score(x * to_natural, b, h, q, key, captures) * kLog2e;
+  if constexpr (Modifiers::kMask) {
+    if (apply_mask && !Modifiers::mask(b, h, q, key, captures)) x = negative_infinity();
+  }
+}
+
+/// modify_score on a warp's score tile whose element (r, c) is tile row warp_row0 + r and key
+/// key0 + c.
 template <class Modifiers, class Block, int Rows, int Cols>
 FJ_DEVICE void modify_scores(acc_tile<Rows, Cols>& s, const Block& block, int warp_row0, int key0,
                              float to_natural, bool apply_mask, const CaptureTable& captures,
                              int lane) {
   if (!Modifiers::kScore && !apply_mask) return;
   for_each_element(s, lane, [&](int r, int c, float& x) {
-    const int row = warp_row0 + r, key = key0 + c;
-    if (row >= block.rows || key >= block.seqlen_k) return;
-    const int b = block.batch, h = block.query_head(row), q = block.query(row);
-    if constexpr (Modifiers::kScore)
-      x = Modifiers::score(x * to_natural, b, h, q, key, captures) * kLog2e;
-    if constexpr (Modifiers::kMask) {
-      if (apply_mask && !Modifiers::mask(b, h, q, key, captures)) x = negative_infinity();
-    }
+    modify_score<Modifiers>(x, block, warp_row0 + r, key0 + c, to_natural, apply_mask, captures);
+  });
+}
+
+/// modify_scores on a transposed tile: element (r, c) is key key0 + r, tile row row0 + c.
+template <class Modifiers, class Block, int Rows, int Cols>
+FJ_DEVICE void modify_scores_transposed(acc_tile<Rows, Cols>& s_t, const Block& block, int row0,
+                                        int key0, float to_natural, bool apply_mask,
+                                        const CaptureTable& captures, int lane) {
+  if (!Modifiers::kScore && !apply_mask) return;
+  for_each_element(s_t, lane, [&](int r, int c, float& x) {
+    modify_score<Modifiers>(x, block, row0 + c, key0 + r, to_natural, apply_mask, captures);
   });
 }
 

@@ -33,7 +33,8 @@ FJ_HOST_DEVICE RowStats merge(RowStats a, RowStats b) {
 }
 
 /// 1/ℓ, or 0 for a row that has seen only -inf (its outputs are defined as 0).
-FJ_HOST_DEVICE float inverse_sum(RowStats stats) { return stats.sum > 0.0f ? 1.0f / stats.sum : 0.0f; }
+FJ_HOST_DEVICE float inverse_sum(float sum) { return sum > 0.0f ? 1.0f / sum : 0.0f; }
+FJ_HOST_DEVICE float inverse_sum(RowStats stats) { return inverse_sum(stats.sum); }
 
 /// The softmax of one value x of the row: 2^(x − m) / ℓ.
 FJ_HOST_DEVICE float probability(float x, RowStats stats, float inv_sum) {

@@ -5,6 +5,7 @@
 // of 8 (one query token) then fills the tile exactly, where S = Q Kᵀ spent half of every mma
 // on padding rows (docs/inference.md, "The decode kernel"). The softmax runs down the columns
 // of Sᵀ, and Pᵀ's C fragments are dealt into B fragments by two shuffles (below).
+#include "attention/parts/forward_softmax.cuh"
 #include "tile/gemm.cuh"
 #include "tile/memory.cuh"
 #include "tile/register_tile.cuh"
@@ -116,7 +117,8 @@ FJ_DEVICE void fill(col_vec<Cols>& cols, float value) {
 }
 
 /// The online softmax of a warp's query rows held as columns (Sᵀ's), as OnlineSoftmax
-/// (parts/forward_softmax.cuh) is for rows: m and ℓ per column, in base 2.
+/// (parts/forward_softmax.cuh, whose per-row arithmetic it shares) is for rows: m and ℓ per
+/// column, in base 2.
 template <int Cols>
 struct ColumnSoftmax {
   col_vec<Cols> max;  // m: the largest score seen per column (−inf before any visible key)
@@ -139,9 +141,7 @@ struct ColumnSoftmax {
     for (int g = 0; g < Cols / 8; ++g)
 #pragma unroll
       for (int pair = 0; pair < 2; ++pair) {
-        // A column of only masked keys so far has m' = −inf: any finite base keeps P and α 0.
-        const float m = new_max.v[g][pair];
-        base.v[g][pair] = m == negative_infinity() ? 0.0f : m;
+        base.v[g][pair] = exponent_base(new_max.v[g][pair]);
         alpha.v[g][pair] = exp2_approx((max.v[g][pair] - base.v[g][pair]) * scale);
         sum.v[g][pair] *= alpha.v[g][pair];
       }
@@ -162,10 +162,8 @@ struct ColumnSoftmax {
     for (int g = 0; g < Cols / 8; ++g)
 #pragma unroll
       for (int pair = 0; pair < 2; ++pair) {
-        const float l = sum.v[g][pair];
-        inverse.v[g][pair] = l > 0.0f ? 1.0f / l : 0.0f;
-        lse.v[g][pair] =
-            l > 0.0f ? (max.v[g][pair] * scale + log2_approx(l)) * kLn2 : negative_infinity();
+        inverse.v[g][pair] = inverse_sum(sum.v[g][pair]);
+        lse.v[g][pair] = finished_lse(max.v[g][pair], sum.v[g][pair], scale);
       }
     for_each_in_col(o_t, [&](int g, int pair, float& x) { x *= inverse.v[g][pair]; });
     return lse;

@@ -6,6 +6,7 @@
 // arrivals), which it leaves at zero for the next call.
 #include "attention/decode/decode_space.cuh"
 #include "attention/parts/forward_block.cuh"
+#include "attention/parts/forward_softmax.cuh"  // finished_lse
 #include "tile/online_softmax.cuh"
 #include "tile/register_tile.cuh"
 #include "tile/semaphore.cuh"
@@ -19,9 +20,7 @@ FJ_DEVICE float part_weight(RowStats stats, float lse) {
   return rescale(lse * kLog2e, stats.max) * inverse_sum(stats);
 }
 /// The merged row's natural-log LSE (−inf when no part saw a key).
-FJ_DEVICE float merged_lse(RowStats stats) {
-  return stats.sum > 0.0f ? (stats.max + log2_approx(stats.sum)) * kLn2 : negative_infinity();
-}
+FJ_DEVICE float merged_lse(RowStats stats) { return finished_lse(stats.max, stats.sum, 1.0f); }
 
 template <class Traits>
 struct DecodeMerge {

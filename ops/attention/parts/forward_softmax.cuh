@@ -8,6 +8,7 @@
 // P exceeds 1 at any scale. Soft-capped scores arrive already scaled (c = 1): the cap's tanh
 // needs them scaled first.
 #include "attention/parts/forward_params.cuh"
+#include "tile/online_softmax.cuh"
 #include "tile/register_tile.cuh"
 
 namespace flashjit {
@@ -32,6 +33,17 @@ FJ_DEVICE void cap_scores(acc_tile<Rows, Cols>& s, const AttentionForwardParams&
 template <bool Softcap>
 FJ_DEVICE float exponent_scale(const AttentionForwardParams& params) {
   return Softcap ? 1.0f : params.score_scale;
+}
+
+/// The base a row's exponents subtract: its running max m', or 0 for a row that has seen only
+/// masked keys (m' = −inf), where subtracting it would give −inf − (−inf) = NaN; any finite
+/// base keeps that row's P = 2^(−inf) = 0 and its α = 0.
+FJ_DEVICE float exponent_base(float max) { return max == negative_infinity() ? 0.0f : max; }
+
+/// A finished row's natural-log LSE = (m·c + log2 ℓ)·ln 2 from its max m, whole sum ℓ and
+/// exponent scale c; −inf for a row that saw no visible key.
+FJ_DEVICE float finished_lse(float max, float sum, float scale) {
+  return sum > 0.0f ? (max * scale + log2_approx(sum)) * kLn2 : negative_infinity();
 }
 
 /// The running statistics of a warp's query rows.
@@ -65,9 +77,7 @@ struct OnlineSoftmax {
     row_vec<Rows> base, alpha;
 #pragma unroll
     for (int r = 0; r < Rows / 16 * 2; ++r) {
-      // A row that has seen only masked keys has m' = −inf; subtracting it would give
-      // −inf − (−inf) = NaN. Any finite base keeps its P = 2^(−inf) = 0 and its α = 0.
-      base.v[r] = new_max.v[r] == negative_infinity() ? 0.0f : new_max.v[r];
+      base.v[r] = exponent_base(new_max.v[r]);
       alpha.v[r] = exp2_approx((max.v[r] - base.v[r]) * scale);  // α = 2^((m − m')·c)
       sum.v[r] *= alpha.v[r];
     }
@@ -97,9 +107,8 @@ struct OnlineSoftmax {
     row_vec<Rows> inverse, lse;
 #pragma unroll
     for (int r = 0; r < Rows / 16 * 2; ++r) {
-      const bool seen = sum.v[r] > 0.0f;
-      inverse.v[r] = seen ? 1.0f / sum.v[r] : 0.0f;
-      lse.v[r] = seen ? (max.v[r] * scale + log2_approx(sum.v[r])) * kLn2 : negative_infinity();
+      inverse.v[r] = inverse_sum(sum.v[r]);
+      lse.v[r] = finished_lse(max.v[r], sum.v[r], scale);
     }
     mul_row(o, inverse);
     return lse;

@@ -59,6 +59,10 @@ struct LaunchConfig {
   /// per request and global sector use per instruction site, bytes in flight, DRAM bytes
   /// through an L2 model. Unset: not modelled (it slows a launch down).
   std::optional<ModelledGpu> memory_model = std::nullopt;
+  /// Launched to overlap the grid before it in its stream (programmatic dependent launch): its
+  /// blocks may start while that grid still runs, so each thread must wait for it
+  /// (griddepcontrol.wait) before any global access; an access before the wait is a finding.
+  bool overlaps_previous_grid = false;
 };
 
 /// Runs `body(context)` as every thread of every block of `config` (clusters in x-fastest

@@ -49,6 +49,7 @@ struct ThreadSlot {
   std::int64_t cluster_arrived = -1;  // the cluster barrier phase it last arrived in
   const int* wait_semaphore = nullptr;  // at_semaphore: the integer, and the value it waits for
   int wait_value = 0;
+  bool waited_previous_grid = false;  // griddepcontrol.wait done: global memory is safe to touch
 };
 
 /// A warp collective in progress: lanes arrive one by one; the last one computes all results.

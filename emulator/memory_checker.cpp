@@ -139,9 +139,31 @@ void locate_global(const LaunchConfig& config, std::uintptr_t address, std::size
                      finding.buffer + "' (nearest buffer)";
 }
 
+namespace {
+// A global access of a thread that has not waited for the grid its launch may overlap.
+void check_grid_dependency(Machine& machine, int thread, std::uintptr_t at, std::size_t bytes,
+                           bool write, const char* what) {
+  if (!machine.config->overlaps_previous_grid ||
+      machine.threads[static_cast<std::size_t>(thread)].waited_previous_grid) {
+    return;
+  }
+  Finding finding;
+  finding.kind = FindingKind::global_before_grid_wait;
+  finding.address = at;
+  finding.bytes = bytes;
+  finding.write = write;
+  finding.message = access_text(what, bytes, write, at) +
+                    " before this thread's griddepcontrol.wait, in a launch that may overlap the "
+                    "grid before it: that grid may not have finished with this memory";
+  locate_global(*machine.config, at, bytes, finding);
+  record(machine, thread, std::move(finding));
+}
+}  // namespace
+
 bool check_global_bounds(Machine& machine, int thread, const void* address, std::size_t bytes,
                          bool write, const char* what) {
   const auto at = reinterpret_cast<std::uintptr_t>(address);
+  check_grid_dependency(machine, thread, at, bytes, write, what);
   for (const Buffer& buffer : machine.config->buffers) {
     const auto begin = reinterpret_cast<std::uintptr_t>(buffer.data);
     if (at >= begin && at + bytes <= begin + buffer.bytes) {

@@ -223,6 +223,17 @@ void semaphore_release_add(int* address, int value);
 /// Blocks run in linear order, so the read-modify-write is atomic.
 int semaphore_arrive_add(int* address, int value);
 
+// --- programmatic dependent launch (PTX ISA "griddepcontrol"; emulator/grid_dependency.cpp).
+
+/// griddepcontrol.wait: waits until the grids this one depends on have completed and their
+/// writes are visible. Blocks of one stream run one launch after another here, so it returns at
+/// once; what it models is the rule: in a launch that overlaps the grid before it
+/// (LaunchConfig::overlaps_previous_grid) a thread's global access before its wait is reported.
+void grid_dependency_wait();
+/// griddepcontrol.launch_dependents: the grid after this one may start launching. No effect
+/// here (launches run one after another); checked only for being called inside a launch.
+void launch_dependent_grids();
+
 // --- clusters (PTX ISA "Cluster of Cooperative Thread Arrays"; emulator/cluster.cpp).
 
 /// %cluster_ctarank: the running block's rank in its cluster (x fastest).

@@ -66,6 +66,8 @@ std::string_view to_string(FindingKind kind) {
       return "cluster_peer_exited";
     case FindingKind::mbarrier_init_unordered:
       return "mbarrier_init_unordered";
+    case FindingKind::global_before_grid_wait:
+      return "global_before_grid_wait";
   }
   return "unknown";
 }

@@ -56,6 +56,8 @@ enum class FindingKind {
   cluster_peer_exited,      // a remote arrival or multicast into a cluster block that has exited
   mbarrier_init_unordered,  // another block's mbarrier used before a cluster barrier ordered its
                             // init (fence.mbarrier_init, barrier.cluster.arrive and wait)
+  global_before_grid_wait,  // a global access before griddepcontrol.wait in a launch that may
+                            // overlap the grid before it (programmatic dependent launch)
 };
 
 /// The kind's name as printed in reports ("global_out_of_bounds", ...).

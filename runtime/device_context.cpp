@@ -5,7 +5,14 @@
 
 namespace flashjit::detail {
 
+bool overlaps_previous_launch(const LaunchShape& shape, int cc_major, int driver_version) {
+  // CUDA 12.3 is the first whose stream capture turns the overlap into a graph edge.
+  constexpr int kFirstDriver = 12030;
+  return shape.overlap_previous && cc_major >= 9 && driver_version >= kFirstDriver;
+}
+
 DeviceContext::DeviceContext(int ordinal) : info_(query_device(ordinal)) {
+  FLASHJIT_CU(cuDriverGetVersion, &driver_version_);
   FLASHJIT_CU(cuDeviceGet, &device_, ordinal);
   FLASHJIT_CU(cuDevicePrimaryCtxRetain, &context_, device_);
   make_current();
@@ -94,9 +101,27 @@ CUfunction DeviceContext::with_shared_limit(LoadedKernel& kernel,
 
 void DeviceContext::launch(CUfunction function, const LaunchShape& shape, void** args) {
   make_current();
-  FLASHJIT_CU(cuLaunchKernel, function, shape.grid_x, shape.grid_y, shape.grid_z, shape.block_x,
-              shape.block_y, shape.block_z, static_cast<unsigned>(shape.dynamic_shared_bytes),
-              shape.stream, args, nullptr);
+  if (!overlaps_previous_launch(shape, info_.cc_major, driver_version_)) {
+    FLASHJIT_CU(cuLaunchKernel, function, shape.grid_x, shape.grid_y, shape.grid_z, shape.block_x,
+                shape.block_y, shape.block_z, static_cast<unsigned>(shape.dynamic_shared_bytes),
+                shape.stream, args, nullptr);
+    return;
+  }
+  CUlaunchAttribute overlap{};
+  overlap.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  overlap.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = shape.grid_x;
+  config.gridDimY = shape.grid_y;
+  config.gridDimZ = shape.grid_z;
+  config.blockDimX = shape.block_x;
+  config.blockDimY = shape.block_y;
+  config.blockDimZ = shape.block_z;
+  config.sharedMemBytes = static_cast<unsigned>(shape.dynamic_shared_bytes);
+  config.hStream = shape.stream;
+  config.attrs = &overlap;
+  config.numAttrs = 1;
+  FLASHJIT_CU(cuLaunchKernelEx, &config, function, args, nullptr);
 }
 
 }  // namespace flashjit::detail

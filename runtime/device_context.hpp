@@ -21,7 +21,17 @@ struct LaunchShape {
   unsigned cluster_x = 1;
   std::size_t dynamic_shared_bytes = 0;
   CUstream stream = nullptr;
+  /// Programmatic dependent launch: the kernel may start while the one before it in the stream
+  /// finishes (sm_90 and later, drivers of CUDA 12.3 and later; elsewhere an ordinary launch).
+  /// Only for kernels whose every thread waits for the previous grid before any global access
+  /// (tile/grid_dependency.cuh), which the emulator checks.
+  bool overlap_previous = false;
 };
+
+/// Whether a launch of `shape` on a device of compute capability `cc_major`, under a driver of
+/// `driver_version` (cuDriverGetVersion's 12030 for CUDA 12.3), overlaps the kernel before it:
+/// asked for, on Hopper or later, and by a driver that also captures it into CUDA graphs.
+bool overlaps_previous_launch(const LaunchShape& shape, int cc_major, int driver_version);
 
 class DeviceContext {
  public:
@@ -59,6 +69,7 @@ class DeviceContext {
   CUfunction with_shared_limit(LoadedKernel& kernel, std::size_t dynamic_shared_bytes);
 
   DeviceInfo info_;
+  int driver_version_ = 0;
   CUdevice device_ = 0;
   CUcontext context_ = nullptr;
   std::mutex mutex_;

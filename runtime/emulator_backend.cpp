@@ -88,6 +88,7 @@ emulator::LaunchConfig launch_config(const KernelSpec& spec, const LaunchShape& 
   config.block = {shape.block_x, shape.block_y, shape.block_z};
   config.cluster = {shape.cluster_x, 1, 1};
   config.shared_bytes = shape.dynamic_shared_bytes;
+  config.overlaps_previous_grid = shape.overlap_previous;
   for (const KernelBuffer& buffer : buffers) {
     config.buffers.push_back({buffer.data, buffer.bytes, buffer.name});
   }

@@ -8,16 +8,19 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <regex>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attention/attention_forward.hpp"
 #include "attention/check/inference_case.hpp"
 #include "attention/inference/attention_inference.hpp"
 #include "attention/inference/attention_inference_config.hpp"
+#include "attention/inference/kvcache_append.hpp"
 #include "autotune/tuning_state.hpp"
 #include "common/builtin_kernels.hpp"
 #include "runtime/compiler.hpp"
@@ -118,7 +121,118 @@ std::string paged_decode_ptx(kernels::ForwardConfig config, const std::string& a
   return detail::compile_ptx(kernels::forward_spec(config, arch), detail::TemplateSet::embedded());
 }
 
+/// Whether `ptx` waits for the previous grid (griddepcontrol.wait) before its first global
+/// access (a load, store, atomic or copy not of the parameter, shared, local or constant space)
+/// and before its first branch, so that every thread waits before it touches memory.
+bool waits_before_global_access(const std::string& ptx) {
+  static const std::regex access(
+      R"(^\s*(@!?%p\d+\s+)?(ld|st|atom|red|cp\.async|cp\.reduce|prefetch)\.(?!param|shared|local|const))");
+  static const std::regex branch(R"(^\s*(@!?%p\d+\s+)?bra)");
+  for (const std::string& line : ptx_lines(ptx)) {
+    if (line.find("griddepcontrol.wait") != std::string::npos) return true;
+    if (std::regex_search(line, access) || std::regex_search(line, branch)) {
+      MESSAGE("before any griddepcontrol.wait: " << line);
+      return false;
+    }
+  }
+  return false;
+}
+
+/// A runtime whose launches are recorded (each kernel's name and shape) before they run.
+class LaunchRecordingBackend : public detail::ForwardingBackend, detail::Executor {
+ public:
+  LaunchRecordingBackend()
+      : ForwardingBackend(
+            detail::open_emulator_backend(kernels::emulated::builtin_kernels(), "sm_90a")) {}
+  std::vector<std::pair<std::string, detail::LaunchShape>> launches;
+
+  detail::Executor& executor() override { return *this; }
+  void launch(const detail::KernelSpec& spec, const detail::LaunchShape& shape, void** args,
+              const std::vector<detail::KernelBuffer>& buffers) override {
+    launches.emplace_back(spec.display_name(), shape);
+    inner().executor().launch(spec, shape, args, buffers);
+  }
+  bool has_kernel(const detail::KernelSpec& spec) const override {
+    return const_cast<LaunchRecordingBackend*>(this)->inner().executor().has_kernel(spec);
+  }
+  void prepare(const std::vector<detail::KernelSpec>& specs) override {
+    inner().executor().prepare(specs);
+  }
+  detail::TensorMapParameter tensor_maps(const std::vector<emulator::TensorMap>& maps) override {
+    return inner().executor().tensor_maps(maps);
+  }
+};
+
 }  // namespace
+
+TEST_CASE("decode and append kernels' PTX: griddepcontrol.wait before any global access") {
+  const std::optional<kernels::ForwardConfig> decode =
+      kernels::decode_forward_config(DType::bf16, 128, MaskKind::none, false, "sm_90a", 16);
+  REQUIRE(decode.has_value());
+  const std::string decode_ptx = paged_decode_ptx(*decode, "sm_90a");
+  CHECK(waits_before_global_access(decode_ptx));
+  CHECK(decode_ptx.find("griddepcontrol.launch_dependents") != std::string::npos);
+  for (const RotaryKind rotary : {RotaryKind::none, RotaryKind::half, RotaryKind::interleaved}) {
+    const std::string append_ptx =
+        detail::compile_ptx(kernels::kvcache_append_spec(DType::bf16, rotary, "sm_90a"),
+                            detail::TemplateSet::embedded());
+    CHECK(waits_before_global_access(append_ptx));
+    CHECK(append_ptx.find("griddepcontrol.launch_dependents") != std::string::npos);
+  }
+  // Before sm_90 there is no griddepcontrol: the kernels compile without it.
+  const std::optional<kernels::ForwardConfig> ampere =
+      kernels::decode_forward_config(DType::bf16, 128, MaskKind::none, false, "sm_80", 16);
+  REQUIRE(ampere.has_value());
+  CHECK(paged_decode_ptx(*ampere, "sm_80").find("griddepcontrol") == std::string::npos);
+  // The check finds what it looks for: the mma.sync forward reads global memory with no wait.
+  const kernels::ForwardConfig fa2 =
+      kernels::mma_sync_forward_config(DType::bf16, 128, MaskKind::none, false, "sm_90a", 1, true);
+  CHECK(!waits_before_global_access(paged_decode_ptx(fa2, "sm_90a")));
+}
+
+TEST_CASE("an append and the decode kernel after it are launched to overlap the grid before") {
+  // Batch 2, one query, GQA 8:1, head dim 64: a dense cache of 64 rows holding 10 and 20 keys,
+  // one new key and value each, zeros throughout. The emulator runs each overlapping launch
+  // with its rule on: a global access before a kernel's wait would fail the call.
+  LaunchRecordingBackend backend;
+  autotune::TuningState choice(TuningPolicy::off, backend);
+  const Attention a{
+      .batch = 2, .heads_q = 8, .heads_kv = 1, .seqlen_q = 1, .seqlen_k = 64, .head_dim = 64};
+  std::vector<DeviceBuffer> held;
+  const auto tensor = [&](DType dtype, std::initializer_list<std::int64_t> shape,
+                          std::vector<unsigned char> bytes = {}) {
+    std::size_t size = dtype == DType::f32 || dtype == DType::i32 ? 4 : 2;
+    for (std::int64_t extent : shape) size *= static_cast<std::size_t>(extent);
+    bytes.resize(size, 0);
+    held.push_back(backend.allocate_buffer(size));
+    backend.copy_to_device(held.back().data(), bytes.data(), size);
+    return TensorView::contiguous(held.back().data(), dtype, shape);
+  };
+  const std::vector<std::int32_t> cached = {10, 20};
+  std::vector<unsigned char> cached_bytes(sizeof(std::int32_t) * cached.size());
+  std::memcpy(cached_bytes.data(), cached.data(), cached_bytes.size());
+  Sequences s;
+  s.seqlens_k = tensor(DType::i32, {2}, cached_bytes);
+  s.k_new = tensor(DType::bf16, {2, 1, 1, 64});
+  s.v_new = tensor(DType::bf16, {2, 1, 1, 64});
+  const TensorView q = tensor(DType::bf16, {2, 1, 8, 64}), o = tensor(DType::bf16, {2, 1, 8, 64});
+  const TensorView k = tensor(DType::bf16, {2, 64, 1, 64}), v = tensor(DType::bf16, {2, 64, 1, 64});
+  kernels::run_attention_forward_sequences(backend, choice, a, s, q, k, v, o, TensorView{},
+                                           /*check_indices=*/false, Stream{});
+  REQUIRE(backend.launches.size() == 2);
+  CHECK(backend.launches[0].first.find("kvcache_append") != std::string::npos);
+  CHECK(backend.launches[1].first.find(".decode.") != std::string::npos);
+  for (const auto& [kernel, shape] : backend.launches) {
+    CAPTURE(kernel);
+    CHECK(shape.overlap_previous);
+  }
+  // Overlap is asked for, and granted on Hopper and later under a driver of CUDA 12.3 or later.
+  const detail::LaunchShape& shape = backend.launches[1].second;
+  CHECK(detail::overlaps_previous_launch(shape, 9, 12030));
+  CHECK(!detail::overlaps_previous_launch(shape, 8, 12080));
+  CHECK(!detail::overlaps_previous_launch(shape, 9, 12020));
+  CHECK(!detail::overlaps_previous_launch(detail::LaunchShape{}, 9, 12080));
+}
 
 TEST_CASE("decode kernel PTX: no global load in a loop that issues K/V copies (sm_80, sm_90a)") {
   for (const std::string arch : {"sm_80", "sm_90a"}) {

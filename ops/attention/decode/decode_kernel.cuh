@@ -16,6 +16,7 @@
 #include "attention/parts/forward_softmax.cuh"  // cap_scores, exponent_scale
 #include "attention/parts/mask.cuh"
 #include "attention/parts/modifiers.cuh"
+#include "tile/grid_dependency.cuh"
 
 namespace flashjit {
 
@@ -60,6 +61,9 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, 1)
   // A score modifier leaves the scores in the base-2 domain, as softcap does.
   constexpr bool kScaled = Traits::kSoftcap || Modifiers::kScore;
   using QTile = smem_tile<T, kRows, Traits::kHeadDimPadded>;
+  // Launched to overlap the grid before it (an append, the caller's last kernel): nothing
+  // global is touched until that grid is done.
+  wait_for_previous_grid();
   const ForwardBlock<Traits> block(params);  // the sequence, rows, keys and split of this CTA
   if (block.rows <= 0) return;               // past a shorter sequence's rows: nothing to do
   // An fp8 cache's K is its true values over k_descale: q·k = (q·k_stored) · k_descale.
@@ -105,7 +109,8 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads, 1)
     add_values_transposed(o_t, ProbabilitiesB<T, Traits::kKeys, kRows>(s_t, lane),
                           ring.values(slot), lane);  // Oᵀ += Vᵀ Pᵀ
   }
-  cp_async_wait<0>();                                     // the ring's trailing (empty) groups
+  cp_async_wait<0>();  // the ring's trailing (empty) groups
+  allow_next_grid();   // only the merges are left: the next grid's launch may begin
   const col_vec<kRows> lse = softmax.finish(o_t, scale);  // Oᵀ /= ℓ
   if constexpr (Traits::Layout::kKvE4m3) {  // likewise V: O = (P V_stored) · v_descale
     for_each_in_row(o_t, [&](int, float& x) { x *= block.v_descale; });

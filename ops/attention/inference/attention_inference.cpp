@@ -369,6 +369,9 @@ void launch_inference(detail::RuntimeBackend& backend, const Attention& a, const
   shape.block_x = static_cast<unsigned>(config.forward.warps * 32);
   shape.dynamic_shared_bytes = static_cast<std::size_t>(config.shared_bytes());
   shape.stream = static_cast<CUstream>(stream);
+  // The decode kernel waits for the grid before it (an append, the caller's last kernel), so
+  // its launch and set-up may overlap that grid's tail.
+  shape.overlap_previous = config.forward.path() == ForwardPath::decode;
   detail::launch_kernel(
       backend.executor(),
       launch_forward_spec(config.forward, backend.info().arch(), score_modifiers(a)), shape,

@@ -270,6 +270,7 @@ AppendedCache append_to_cache(detail::RuntimeBackend& backend, const Attention& 
   shape.grid_y = static_cast<unsigned>(a.batch);
   shape.block_x = kThreads;
   shape.stream = static_cast<CUstream>(stream);
+  shape.overlap_previous = true;  // the kernel waits for the grid before it
   detail::launch_kernel(backend.executor(),
                         kvcache_append_spec(t.q.dtype, rotary_kind(s), backend.info().arch(),
                                             t.k.dtype == DType::e4m3),

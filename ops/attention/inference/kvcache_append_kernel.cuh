@@ -8,6 +8,7 @@
 // kernel that reads the cache would have seen had the caller rotated it).
 #include "attention/inference/kvcache_append_params.cuh"
 #include "attention/parts/sequence_span.cuh"
+#include "tile/grid_dependency.cuh"
 #include "tile/memory.cuh"
 
 namespace flashjit {
@@ -91,6 +92,10 @@ FJ_GLOBAL void __launch_bounds__(Config::kThreads) kvcache_append_kernel(KVCache
   using PlainCopy = KVCacheAppendConfig<T, RotaryKind::none, C>;  // values are not rotated
   const int row = blockIdx.x;
   const int batch = blockIdx.y;
+  // Launched to overlap the kernel before it; the attention kernel after it may start as soon
+  // as every block of this one has (it waits for this grid's end before it reads the cache).
+  wait_for_previous_grid();
+  allow_next_grid();
   const int cached = load_global_index(p.cache_seqlens, batch);  // keys before this call
   const int pairs = p.head_dim / 2;
   const HeadItems<Config> items(threadIdx.x, pairs);

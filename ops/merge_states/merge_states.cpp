@@ -43,6 +43,7 @@ detail::LaunchShape launch_shape(const MergeStatesConfig& config, std::int64_t r
   shape.grid_x = static_cast<unsigned>(blocks);
   shape.block_x = static_cast<unsigned>(space::kBlockThreads);
   shape.stream = static_cast<CUstream>(stream);
+  shape.overlap_previous = true;  // the kernel waits for the grid before it
   return shape;
 }
 

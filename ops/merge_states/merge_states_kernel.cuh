@@ -9,6 +9,7 @@
 // natural-log in memory, as everywhere in flashjit's API.
 #include "merge_states/merge_states_params.cuh"
 #include "merge_states/merge_states_space.cuh"
+#include "tile/grid_dependency.cuh"
 #include "tile/memory.cuh"
 #include "tile/online_softmax.cuh"
 
@@ -91,6 +92,9 @@ FJ_DEVICE void merge_row(const Params& p, index_t token, int head, int lane, boo
 /// run over (token, head) with head fastest.
 template <class Config, class Params>
 FJ_DEVICE void merge_block(const Params& p) {
+  // Launched to overlap the grid before it (the split kernel whose partials it merges): its
+  // launch hides behind that grid's tail, and nothing global is touched until that grid is done.
+  wait_for_previous_grid();
   const int row_in_block = threadIdx.x / Config::kThreadsPerRow;
   const int lane = threadIdx.x % Config::kThreadsPerRow;
   const index_t row = index_t(blockIdx.x) * Config::kRowsPerBlock + row_in_block;

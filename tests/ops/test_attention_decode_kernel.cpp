@@ -23,6 +23,7 @@
 #include "attention/inference/kvcache_append.hpp"
 #include "autotune/tuning_state.hpp"
 #include "common/builtin_kernels.hpp"
+#include "merge_states/merge_states.hpp"
 #include "runtime/compiler.hpp"
 #include "runtime/forwarding_backend.hpp"
 #include "runtime/template_sources.hpp"
@@ -165,7 +166,7 @@ class LaunchRecordingBackend : public detail::ForwardingBackend, detail::Executo
 
 }  // namespace
 
-TEST_CASE("decode and append kernels' PTX: griddepcontrol.wait before any global access") {
+TEST_CASE("decode, append and merge kernels' PTX: griddepcontrol.wait before any global access") {
   const std::optional<kernels::ForwardConfig> decode =
       kernels::decode_forward_config(DType::bf16, 128, MaskKind::none, false, "sm_90a", 16);
   REQUIRE(decode.has_value());
@@ -179,6 +180,10 @@ TEST_CASE("decode and append kernels' PTX: griddepcontrol.wait before any global
     CHECK(waits_before_global_access(append_ptx));
     CHECK(append_ptx.find("griddepcontrol.launch_dependents") != std::string::npos);
   }
+  const std::string merge_ptx =
+      detail::compile_ptx(kernels::merge_states_spec(kernels::MergeStatesConfig{}, "sm_90a"),
+                          detail::TemplateSet::embedded());
+  CHECK(waits_before_global_access(merge_ptx));
   // Before sm_90 there is no griddepcontrol: the kernels compile without it.
   const std::optional<kernels::ForwardConfig> ampere =
       kernels::decode_forward_config(DType::bf16, 128, MaskKind::none, false, "sm_80", 16);

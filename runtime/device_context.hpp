@@ -24,7 +24,7 @@ struct LaunchShape {
   /// Programmatic dependent launch: the kernel may start while the one before it in the stream
   /// finishes (sm_90 and later, drivers of CUDA 12.3 and later; elsewhere an ordinary launch).
   /// Only for kernels whose every thread waits for the previous grid before any global access
-  /// (tile/grid_dependency.cuh), which the emulator checks.
+  /// (tile/semaphore.cuh), which the emulator checks.
   bool overlap_previous = false;
 };
 

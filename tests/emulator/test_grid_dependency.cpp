@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "emulator/launch.hpp"
-#include "tile/grid_dependency.cuh"
+#include "tile/semaphore.cuh"
 #include "tile/memory.cuh"
 
 namespace {

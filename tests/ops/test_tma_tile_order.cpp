@@ -88,6 +88,30 @@ double causal_makespan_persistent(int query_blocks, int per_row, int section, in
   return *std::max_element(load.begin(), load.end()) / (work / sms);
 }
 
+/// The same with persistent CTAs taking tiles from a counter (FlashAttention-3's dynamic
+/// scheduler, not built yet: bench/results/2026-12-05-dynamic-tiles.md): a CTA's producer takes
+/// its next tile when it loads the last key block of its current one, `lead` key blocks before
+/// the consumers finish it (the ring's stages), and starts it then.
+double causal_makespan_dynamic(int query_blocks, int per_row, int section, int sms, int lead) {
+  struct Cta {
+    double takes, free;  // when its producer takes the next tile; when its consumers are done
+    bool operator>(const Cta& other) const { return takes > other.takes; }
+  };
+  std::priority_queue<Cta, std::vector<Cta>, std::greater<>> ctas;
+  for (int s = 0; s < sms; ++s) ctas.push({0.0, 0.0});
+  double end = 0, work = 0;
+  for (int tile = 0; tile < query_blocks * per_row; ++tile) {
+    const double cost = tma_forward_tile_slot(tile, query_blocks, per_row, section).query_block + 1;
+    const Cta cta = ctas.top();
+    ctas.pop();
+    const double free = cta.free + cost;
+    ctas.push({free - std::min<double>(cost, lead), free});
+    end = std::max(end, free);
+    work += cost;
+  }
+  return end / (work / sms);
+}
+
 TEST_CASE("TMA forward tile order: causal launches balance across the SMs in L2 sections") {
   // Head dim 128, bf16, 16k tokens a batch, 16 heads: 1k (batch 16), 4k (batch 4), 16k (1).
   struct Launch {
@@ -112,8 +136,8 @@ TEST_CASE("TMA forward tile order: persistent causal launches, better in section
   // Static striding cannot follow the tiles' costs: at 16k tokens, batch 1, one head at a time
   // gives the SM with the most work 1.57 times the average (the H200 measured 0.70 of cuDNN
   // there, 0.82 with the heads fastest), sections of 4 heads 1.16; at 1k, 1.37 and 1.15. The
-  // heads-fastest order is balanced (1.06) but reads K and V from DRAM once a wave. A dynamic
-  // tile counter is what balances both (issue 65).
+  // heads-fastest order is balanced (1.06) but reads K and V from DRAM once a wave. A tile
+  // counter would balance them (the test below).
   const double one_head_16k = causal_makespan_persistent(128, 16, 1, 132);
   const double sections_16k = causal_makespan_persistent(128, 16, 4, 132);
   const double one_head_1k = causal_makespan_persistent(8, 256, 1, 132);
@@ -125,6 +149,18 @@ TEST_CASE("TMA forward tile order: persistent causal launches, better in section
   CHECK(sections_1k < one_head_1k - 0.2);
   CHECK(sections_16k < 1.2);
   CHECK(sections_1k < 1.2);
+}
+
+TEST_CASE("TMA forward tile order: persistent causal launches would balance with a tile counter") {
+  // Batch 1 at 16k tokens (sections of 4 heads) and batch 16 at 1k (sections of 64), 16 heads,
+  // 128-row tiles, two stages of lead: the busiest SM within 2 % of the average, where striding
+  // the same order statically gives 1.16 and 1.15.
+  const double dynamic_16k = causal_makespan_dynamic(128, 16, 4, 132, 2);
+  const double dynamic_1k = causal_makespan_dynamic(8, 256, 64, 132, 2);
+  MESSAGE("persistent with a tile counter: 16k " << dynamic_16k << ", 1k " << dynamic_1k);
+  CHECK(dynamic_16k <= 1.02);
+  CHECK(dynamic_1k <= 1.02);
+  CHECK(causal_makespan_persistent(128, 16, 4, 132) > 1.1);
 }
 
 }  // namespace

@@ -16,7 +16,7 @@
 #include "attention/parts/forward_softmax.cuh"  // cap_scores, exponent_scale
 #include "attention/parts/mask.cuh"
 #include "attention/parts/modifiers.cuh"
-#include "tile/grid_dependency.cuh"
+#include "tile/semaphore.cuh"
 
 namespace flashjit {
 

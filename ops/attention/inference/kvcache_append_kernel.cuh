@@ -8,7 +8,7 @@
 // kernel that reads the cache would have seen had the caller rotated it).
 #include "attention/inference/kvcache_append_params.cuh"
 #include "attention/parts/sequence_span.cuh"
-#include "tile/grid_dependency.cuh"
+#include "tile/semaphore.cuh"
 #include "tile/memory.cuh"
 
 namespace flashjit {

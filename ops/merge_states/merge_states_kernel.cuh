@@ -9,9 +9,9 @@
 // natural-log in memory, as everywhere in flashjit's API.
 #include "merge_states/merge_states_params.cuh"
 #include "merge_states/merge_states_space.cuh"
-#include "tile/semaphore.cuh"
 #include "tile/memory.cuh"
 #include "tile/online_softmax.cuh"
+#include "tile/semaphore.cuh"
 
 namespace flashjit {
 

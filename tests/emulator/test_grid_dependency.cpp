@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "emulator/launch.hpp"
-#include "tile/semaphore.cuh"
 #include "tile/memory.cuh"
+#include "tile/semaphore.cuh"
 
 namespace {
 

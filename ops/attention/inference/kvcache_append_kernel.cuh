@@ -8,8 +8,8 @@
 // kernel that reads the cache would have seen had the caller rotated it).
 #include "attention/inference/kvcache_append_params.cuh"
 #include "attention/parts/sequence_span.cuh"
-#include "tile/semaphore.cuh"
 #include "tile/memory.cuh"
+#include "tile/semaphore.cuh"
 
 namespace flashjit {
 

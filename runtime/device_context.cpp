@@ -101,12 +101,7 @@ CUfunction DeviceContext::with_shared_limit(LoadedKernel& kernel,
 
 void DeviceContext::launch(CUfunction function, const LaunchShape& shape, void** args) {
   make_current();
-  if (!overlaps_previous_launch(shape, info_.cc_major, driver_version_)) {
-    FLASHJIT_CU(cuLaunchKernel, function, shape.grid_x, shape.grid_y, shape.grid_z, shape.block_x,
-                shape.block_y, shape.block_z, static_cast<unsigned>(shape.dynamic_shared_bytes),
-                shape.stream, args, nullptr);
-    return;
-  }
+  // cuLaunchKernelEx with no attribute is cuLaunchKernel; the overlap is its one attribute.
   CUlaunchAttribute overlap{};
   overlap.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
   overlap.value.programmaticStreamSerializationAllowed = 1;
@@ -120,7 +115,7 @@ void DeviceContext::launch(CUfunction function, const LaunchShape& shape, void**
   config.sharedMemBytes = static_cast<unsigned>(shape.dynamic_shared_bytes);
   config.hStream = shape.stream;
   config.attrs = &overlap;
-  config.numAttrs = 1;
+  config.numAttrs = overlaps_previous_launch(shape, info_.cc_major, driver_version_) ? 1 : 0;
   FLASHJIT_CU(cuLaunchKernelEx, &config, function, args, nullptr);
 }
 

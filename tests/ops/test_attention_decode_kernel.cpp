@@ -139,6 +139,18 @@ bool waits_before_global_access(const std::string& ptx) {
   return false;
 }
 
+/// A contiguous tensor of `shape` on `backend`, kept in `held`: `bytes` first, zeros after.
+TensorView device_tensor(detail::RuntimeBackend& backend, std::vector<DeviceBuffer>& held,
+                         DType dtype, std::initializer_list<std::int64_t> shape,
+                         std::vector<unsigned char> bytes = {}) {
+  std::size_t size = dtype_size(dtype);
+  for (std::int64_t extent : shape) size *= static_cast<std::size_t>(extent);
+  bytes.resize(size, 0);
+  held.push_back(backend.allocate_buffer(size));
+  backend.copy_to_device(held.back().data(), bytes.data(), size);
+  return TensorView::contiguous(held.back().data(), dtype, shape);
+}
+
 /// A runtime whose launches are recorded (each kernel's name and shape) before they run.
 class LaunchRecordingBackend : public detail::ForwardingBackend, detail::Executor {
  public:
@@ -206,12 +218,7 @@ TEST_CASE("an append and the decode kernel after it are launched to overlap the 
   std::vector<DeviceBuffer> held;
   const auto tensor = [&](DType dtype, std::initializer_list<std::int64_t> shape,
                           std::vector<unsigned char> bytes = {}) {
-    std::size_t size = dtype == DType::f32 || dtype == DType::i32 ? 4 : 2;
-    for (std::int64_t extent : shape) size *= static_cast<std::size_t>(extent);
-    bytes.resize(size, 0);
-    held.push_back(backend.allocate_buffer(size));
-    backend.copy_to_device(held.back().data(), bytes.data(), size);
-    return TensorView::contiguous(held.back().data(), dtype, shape);
+    return device_tensor(backend, held, dtype, shape, std::move(bytes));
   };
   const std::vector<std::int32_t> cached = {10, 20};
   std::vector<unsigned char> cached_bytes(sizeof(std::int32_t) * cached.size());
@@ -380,12 +387,7 @@ TEST_CASE("decode kernel: a split decoding call allocates nothing once its strea
   sequences.splits = 3;
   std::vector<DeviceBuffer> held;
   const auto tensor = [&](DType dtype, std::initializer_list<std::int64_t> shape) {
-    std::size_t bytes = dtype == DType::f32 ? 4 : 2;
-    for (std::int64_t extent : shape) bytes *= static_cast<std::size_t>(extent);
-    held.push_back(backend.allocate_buffer(bytes));
-    const std::vector<unsigned char> zeros(bytes, 0);
-    backend.copy_to_device(held.back().data(), zeros.data(), bytes);
-    return TensorView::contiguous(held.back().data(), dtype, shape);
+    return device_tensor(backend, held, dtype, shape);
   };
   const TensorView q = tensor(DType::bf16, {2, 1, 8, 64}), o = tensor(DType::bf16, {2, 1, 8, 64});
   const TensorView k = tensor(DType::bf16, {2, 300, 1, 64}),

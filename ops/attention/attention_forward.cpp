@@ -125,8 +125,9 @@ bool ForwardConfig::valid() const {
 int ForwardConfig::shared_bytes() const {
   switch (path()) {
     case ForwardPath::wide:
-      return wide::shared_bytes(head_dim, block_m, block_n, column_groups(), stages,
-                                values_in_keys());
+      return warpgroups() ? wide::wgmma_shared_bytes(head_dim)
+                          : wide::shared_bytes(head_dim, block_m, block_n, column_groups(), stages,
+                                               values_in_keys());
     case ForwardPath::wgmma:
       return wgmma_forward_shared_bytes(head_dim, block_m, block_n);
     case ForwardPath::tma:
@@ -142,7 +143,8 @@ int ForwardConfig::shared_bytes() const {
 bool runs_wgmma(const std::string& arch) { return arch == "sm_90a"; }
 
 bool runs_on(const ForwardConfig& config, const std::string& arch) {
-  return config.path() == ForwardPath::mma_sync || config.path() == ForwardPath::wide ||
+  return config.path() == ForwardPath::mma_sync ||
+         (config.path() == ForwardPath::wide && !config.warpgroups()) ||
          config.path() == ForwardPath::decode || runs_wgmma(arch);
 }
 
@@ -230,8 +232,8 @@ void check_forward_spec(const ForwardConfig& config, const std::string& arch,
                           "attention_forward_space::config_valid)");
   }
   if (!runs_on(config, arch)) {
-    throw InvalidArgument("config",
-                          "is a Hopper path (wgmma, TMA), which runs on sm_90a only, not " + arch);
+    throw InvalidArgument("config", "is a Hopper config (wgmma, TMA, the wide path's wgmma form), "
+                                    "which runs on sm_90a only, not " + arch);
   }
   if (!modifiers.empty() &&
       (config.path() == ForwardPath::wgmma || config.path() == ForwardPath::wide)) {
@@ -266,6 +268,7 @@ std::vector<std::string> forward_name_traits(const ForwardConfig& config,
     traits.push_back(detail::trait("hdv", config.head_dim_v()));
     traits.push_back(detail::trait("g", config.column_groups()));
     flag(config.values_in_keys(), "vk");
+    flag(config.warpgroups(), "wgmma");
   }
   flag(config.path() == ForwardPath::decode, "decode");
   flag(config.path() == ForwardPath::wgmma, "wgmma");
@@ -345,7 +348,7 @@ struct SpecKeyHash {
                            c.q_in_registers() << 13 | c.overlap() << 14 | c.pingpong() << 15 |
                            c.p_in_shared() << 16 | c.persistent() << 17 | c.varlen << 18 |
                            c.paged << 19 | c.pack_gqa << 20 | c.split << 21 | c.cluster() << 22 |
-                           c.values_in_keys() << 23 | c.kv_e4m3 << 24;
+                           c.values_in_keys() << 23 | c.kv_e4m3 << 24 | c.warpgroups() << 25;
     return std::hash<std::uint64_t>{}(tiles) ^ std::hash<unsigned>{}(flags)*31u ^
            std::hash<std::string>{}(key.arch) ^ std::hash<std::string>{}(key.modifiers.score) ^
            std::hash<std::string>{}(key.modifiers.mask) * 7u;

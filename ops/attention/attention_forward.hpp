@@ -96,6 +96,10 @@ struct WideOptions {
   /// V is K's first head_dim_v columns in the same memory (MLA's latent cache, v a view of k),
   /// so K's blocks are loaded once for both products (two stages).
   bool values_in_keys = false;
+  /// On wgmma (sm_90a, wide/wide_wgmma_kernel.cuh): 64 rows, two consumer warpgroups each
+  /// holding half of O's columns, K blocks by cp.async into swizzled tiles; V in the keys only
+  /// (MLA's absorbed decoding). column_groups is then the warpgroups (2), warps 8.
+  bool warpgroups = false;
   bool operator==(const WideOptions&) const = default;
 };
 
@@ -159,6 +163,7 @@ struct ForwardConfig {
   int head_dim_v() const { return own<WideOptions>().head_dim_v; }
   int column_groups() const { return own<WideOptions>().column_groups; }
   bool values_in_keys() const { return own<WideOptions>().values_in_keys; }
+  bool warpgroups() const { return own<WideOptions>().warpgroups; }
 
   /// The options of the path the config is on, to change them; std::bad_variant_access on
   /// another path.

@@ -40,7 +40,7 @@ std::string TunedConfigTraits<kernels::ForwardConfig>::name(const kernels::Forwa
          (f.p_in_shared() ? ".pshared" : "") + (f.persistent() ? ".persistent" : "") +
          (f.cluster() ? ".cluster2" : "") +
          (f.column_groups() != 0 ? ".g" + std::to_string(f.column_groups()) : "") +
-         (f.values_in_keys() ? ".vk" : "");
+         (f.values_in_keys() ? ".vk" : "") + (f.warpgroups() ? ".wgmma" : "");
 }
 
 std::vector<detail::KernelSpec> TunedConfigTraits<kernels::ForwardConfig>::specs(

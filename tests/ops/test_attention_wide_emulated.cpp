@@ -86,6 +86,69 @@ TEST_CASE("wide forward: speculative decoding, causal, split-KV") {
   check_wide(emulator(), c);
 }
 
+TEST_CASE("wide forward on wgmma (sm_90a): MLA decoding at 128 heads, pages of 1 and 64") {
+  // Two 64-row tiles a sequence, each reading every key block; block n + 1's copies and block
+  // n + 2's page indices in flight while block n is multiplied.
+  for (const std::int64_t page_size : {1, 64}) {
+    const KernelWork work = check_wide(hopper_emulator(), mla_decode(128, page_size, true));
+    CHECK_MESSAGE(work.kernel.find(".wgmma") != std::string::npos, work.kernel);
+  }
+  // V loaded on its own stays on the mma.sync form; the wgmma form needs the keys' V.
+  CHECK(kernels::wide_forward_config(DType::bf16, 576, 512, MaskKind::none, false, true, "sm_90a",
+                                     128)
+            .warpgroups());
+  CHECK_FALSE(kernels::wide_forward_config(DType::bf16, 576, 512, MaskKind::none, false, false,
+                                           "sm_90a", 128)
+                  .warpgroups());
+  CHECK_FALSE(
+      kernels::wide_forward_config(DType::bf16, 576, 512, MaskKind::none, false, true, "sm_80", 128)
+          .warpgroups());
+}
+
+TEST_CASE("wide forward on wgmma (sm_90a): speculative, causal, split, left pads, f16") {
+  // A part-filled tile (16 heads x 2 queries), keys past the sequence's end in its last block,
+  // rows that see no key of a split, cache rows and left pads over pages of 16.
+  InferenceCase c = mla_decode(16, 16, true);
+  c.seqlens_q = {2, 2, 2};
+  c.seqlens_k = {1, 70, 200};
+  c.causal = true;
+  c.splits = 3;
+  c.leftpad = {0, 7, 33};
+  c.cache_batch_idx = true;
+  c.dtype = DType::f16;
+  const KernelWork work = check_wide(hopper_emulator(), c);
+  CHECK_MESSAGE(work.kernel.find(".wgmma") != std::string::npos, work.kernel);
+}
+
+TEST_CASE("wide forward on wgmma, memory model: 64 KB in flight per SM, full sectors, K once") {
+  // Two sequences of 1024 keys on pages of 64, 128 heads (two 64-row CTAs a sequence, each
+  // reading every key block), unsplit, on the modelled H100.
+  static Runtime modelled(RuntimeOptions{
+      .backend = Backend::emulator, .emulated_arch = "sm_90a", .model_memory = true});
+  InferenceCase c = mla_decode(128, 64, true);
+  c.seqlens_q = {1, 1};
+  c.seqlens_k = {1024, 1024};
+  c.splits = 1;
+  const KernelWork work = check_wide(modelled, c);
+  const MemoryCounters& memory = work.work.memory;
+  REQUIRE(memory.modelled);
+  INFO(work.kernel << ": " << memory.bytes_in_flight_per_cta << " bytes in flight a CTA, "
+                   << memory.ctas_per_sm << " CTAs an SM, sector use " << memory.global_sector_use()
+                   << ", " << memory.dram_bytes_read << " DRAM bytes read");
+  CHECK(memory.bytes_in_flight_per_sm >= 64 * 1024);  // a 72 KB key block
+  CHECK(memory.global_sector_use() >= 0.99);
+  for (const MemorySite& site : memory.sites) {  // the swizzle: no bank conflict anywhere
+    if (site.kind == "global_load" || site.kind == "global_store") continue;
+    CHECK_MESSAGE(site.conflict_degree() <= 1.0,
+                  site.site << " " << site.instruction << ": " << site.conflict_degree() << "-way");
+  }
+  // The second CTA of a sequence reads its keys from L2: DRAM sees each key byte once (plus Q
+  // and the page table).
+  const double keys = 2.0 * 1024 * 576 * 2, queries = 2.0 * 128 * 576 * 2;
+  CHECK(double(memory.dram_bytes_read) <= 1.02 * (keys + queries + 2 * 16 * 4));
+  CHECK(double(memory.global_bytes) >= 2 * keys);
+}
+
 TEST_CASE("wide forward: packed prefill at head dims past 256, masks and softcap") {
   InferenceCase c;
   c.seqlens_q = {1, 37, 70};

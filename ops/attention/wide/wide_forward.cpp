@@ -14,6 +14,11 @@ namespace wide = flashjit::wide_forward_space;
 /// The wide path's part of ForwardConfig::valid: its space's predicate, its warps, 16-bit
 /// caches.
 bool wide_forward_config_valid(const ForwardConfig& c) {
+  if (c.warpgroups()) {
+    return !c.kv_e4m3 && (!c.paged || c.varlen) && c.warps == wide::kWgmmaWarps &&
+           wide::wgmma_config_valid(c.head_dim, c.head_dim_v(), c.block_m, c.block_n,
+                                    c.column_groups(), c.stages, c.values_in_keys());
+  }
   return !c.kv_e4m3 && (!c.paged || c.varlen) &&
          c.warps == wide::warps(c.block_m, c.column_groups()) &&
          wide::config_valid(c.head_dim, c.head_dim_v(), c.block_m, c.block_n, c.column_groups(),
@@ -28,6 +33,23 @@ ForwardConfig wide_forward_config(DType dtype, int head_dim, int head_dim_v, Mas
                           "is " + std::string(dtype_name(dtype)) + "; supported: f16, bf16");
   }
   const int limit = arch_shared_memory_limit(arch);
+  // On sm_90a with V in the keys (MLA's absorbed decoding), the wgmma form: at 128 heads each
+  // key byte feeds ~240 flops, which mma.sync's rate cannot keep up with.
+  if (runs_wgmma(arch) && values_in_keys) {
+    ForwardConfig config{dtype,
+                         head_dim,
+                         wide::kWgmmaBlockM,
+                         wide::kWgmmaBlockN,
+                         wide::kWgmmaWarps,
+                         wide::kWgmmaStages,
+                         mask,
+                         softcap};
+    config.options = WideOptions{.head_dim_v = head_dim_v,
+                                 .column_groups = wide::kWgmmaGroups,
+                                 .values_in_keys = true,
+                                 .warpgroups = true};
+    if (config.valid() && config.shared_bytes() <= limit) return config;
+  }
   // (Br, column groups): 64 rows read each K block once for twice the rows; with at most 32
   // to fill, 32 rows and four groups (half the registers a thread).
   std::vector<std::pair<int, int>> shapes = {{64, 2}, {32, 4}};
@@ -55,7 +77,25 @@ ForwardConfig wide_forward_config(DType dtype, int head_dim, int head_dim_v, Mas
                             " grants a block " + std::to_string(limit));
 }
 
+namespace {
+
+ForwardKernel wide_wgmma_kernel(const ForwardConfig& config) {
+  ForwardKernel kernel{"attention/wide/wide_wgmma_kernel.cuh",
+                       "flashjit::attention_forward_wide_wgmma_kernel",
+                       TemplateArguments("flashjit::WideWgmmaTraits")};
+  kernel.traits.add("Element_", template_element(config.dtype))
+      .add("HeadDim", config.head_dim)
+      .add("HeadDimV", config.head_dim_v())
+      .add("Mask", mask_argument(config.mask))
+      .add("Softcap", config.softcap)
+      .add("Layout_", layout_argument(config), kDenseLayout);
+  return kernel;
+}
+
+}  // namespace
+
 ForwardKernel wide_forward_kernel(const ForwardConfig& config) {
+  if (config.warpgroups()) return wide_wgmma_kernel(config);
   ForwardKernel kernel{"attention/wide/wide_forward_kernel.cuh",
                        "flashjit::attention_forward_wide_kernel",
                        TemplateArguments("flashjit::WideForwardTraits")};

@@ -73,3 +73,37 @@ constexpr bool config_valid(int head_dim, int head_dim_v, int block_m, int block
 }
 
 }  // namespace flashjit::wide_forward_space
+
+namespace flashjit::wide_forward_space {
+
+/// The wide forward on wgmma (sm_90a, wide_wgmma_kernel.cuh): one 64-row tile, 64 keys a block,
+/// two blocks of K in flight, two consumer warpgroups each holding half of O's columns, V read
+/// from the keys (MLA's latent cache). Its tiles are 128-byte-swizzled panels of 64 columns,
+/// and each warpgroup's half of O is one wgmma N (at most 256).
+constexpr int kWgmmaBlockM = 64;
+constexpr int kWgmmaBlockN = 64;
+constexpr int kWgmmaStages = 2;
+constexpr int kWgmmaGroups = 2;  // consumer warpgroups, each half of O's columns
+constexpr int kWgmmaWarps = 8;
+
+/// Dynamic shared memory of the wgmma form: 1024 bytes of slack to align the swizzled tiles, Q,
+/// two K slots, P (64 × 64), one float a row (the rescale factors, then 1/ℓ) and two blocks'
+/// page indices (64 a block at most: pages of one key).
+constexpr int wgmma_shared_bytes(int head_dim) {
+  return 1024 + (kWgmmaBlockM + kWgmmaStages * kWgmmaBlockN) * head_dim * 2 +
+         kWgmmaBlockM * kWgmmaBlockN * 2 + kWgmmaBlockM * 4 + kWgmmaStages * kWgmmaBlockN * 4;
+}
+
+constexpr bool wgmma_head_dims_supported(int head_dim, int head_dim_v) {
+  return head_dims_supported(head_dim, head_dim_v) && head_dim % 64 == 0 &&
+         head_dim_v % (64 * kWgmmaGroups) == 0 && head_dim_v / kWgmmaGroups <= 256;
+}
+
+constexpr bool wgmma_config_valid(int head_dim, int head_dim_v, int block_m, int block_n,
+                                  int groups, int stages, bool values_in_keys) {
+  return wgmma_head_dims_supported(head_dim, head_dim_v) && block_m == kWgmmaBlockM &&
+         block_n == kWgmmaBlockN && groups == kWgmmaGroups && stages == kWgmmaStages &&
+         values_in_keys && wgmma_shared_bytes(head_dim) <= kMaxSharedBytes;
+}
+
+}  // namespace flashjit::wide_forward_space

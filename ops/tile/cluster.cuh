@@ -52,13 +52,23 @@ FJ_DEVICE float load_shared_cluster(const float* local, unsigned rank) {
 
 /// Loads the box at `coords` once into `shared_dst`'s offset of every block whose rank bit is
 /// set in `cta_mask`, each completing on its mbarrier at `bar`'s offset. Ranks 2 to 4.
-template <int Rank>
+/// With an L2Evict hint (tile/tma.cuh) other than normal: rank 4 only.
+template <L2Evict Evict = L2Evict::normal, int Rank>
 FJ_DEVICE void tma_load_multicast(void* shared_dst, const tma_descriptor& map,
                                   const int (&coords)[Rank], mbarrier_t* bar,
                                   unsigned short cta_mask) {
   static_assert(Rank >= 2 && Rank <= 4, "tma_load_multicast: device PTX for ranks 2 to 4");
+  static_assert(Evict == L2Evict::normal || Rank == 4, "tma_load_multicast: hinted is rank 4");
   const auto map_address = reinterpret_cast<unsigned long long>(&map);
-  if constexpr (Rank == 2) {
+  if constexpr (Evict != L2Evict::normal) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        ".multicast::cluster.L2::cache_hint [%0], [%1, {%4, %5, %6, %7}], [%2], %3, %8;\n" ::"r"(
+            shared_address(shared_dst)),
+        "l"(map_address), "r"(shared_address(bar)), "h"(cta_mask), "r"(coords[0]), "r"(coords[1]),
+        "r"(coords[2]), "r"(coords[3]), "l"(l2_cache_policy<Evict>())
+        : "memory");
+  } else if constexpr (Rank == 2) {
     asm volatile(
         "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
         ".multicast::cluster [%0], [%1, {%4, %5}], [%2], %3;\n" ::"r"(shared_address(shared_dst)),
@@ -96,7 +106,7 @@ inline float load_shared_cluster(const float* local, unsigned rank) {
   emulator::load_shared_cluster(local, rank, &value, sizeof value);
   return value;
 }
-template <int Rank>
+template <L2Evict Evict = L2Evict::normal, int Rank>
 inline void tma_load_multicast(void* shared_dst, const tma_descriptor& map,
                                const int (&coords)[Rank], mbarrier_t* bar,
                                unsigned short cta_mask) {

@@ -133,12 +133,12 @@ FJ_DEVICE void for_each_panel_box(const int (&origin)[Rank], Issue issue) {
 /// Loads the tile whose element (0, 0) is at `origin` of `map` (coords innermost first;
 /// origin[0], the column, is 0) into `dst`, one box of (64 columns, Rows rows) per panel,
 /// completing on `bar`: Tile::kBytes transaction bytes, out-of-range rows zero-filled. The
-/// map's box is {64, Rows, 1, ...} with the 128-byte swizzle.
-template <int Rank, typename T, int Rows, int Cols>
+/// map's box is {64, Rows, 1, ...} with the 128-byte swizzle. `Evict`: the lines' L2 hint.
+template <L2Evict Evict = L2Evict::normal, int Rank, typename T, int Rows, int Cols>
 FJ_DEVICE void tma_load_tile(swizzled_tile<T, Rows, Cols> dst, const tma_descriptor& map,
                              const int (&origin)[Rank], mbarrier_t* bar) {
   for_each_panel_box<Cols>(origin, [&](int panel, const int(&coords)[Rank]) {
-    tma_load(dst.line(panel, 0), map, coords, bar);
+    tma_load<Evict>(dst.line(panel, 0), map, coords, bar);
   });
 }
 
@@ -168,13 +168,13 @@ struct ClusterShare {
 /// completing on each block's mbarrier at `bar`'s offset. Once every block has loaded its share,
 /// each block's `bar` has had Tile::kBytes transaction bytes. The map's box is
 /// {64, Rows / Blocks, 1, ...} with the 128-byte swizzle.
-template <int Blocks, int Rank, typename T, int Rows, int Cols>
+template <int Blocks, L2Evict Evict = L2Evict::normal, int Rank, typename T, int Rows, int Cols>
 FJ_DEVICE void tma_load_share_multicast(swizzled_tile<T, Rows, Cols> share,
                                         const tma_descriptor& map, const int (&origin)[Rank],
                                         mbarrier_t* bar) {
   constexpr auto kEveryBlock = static_cast<unsigned short>((1u << Blocks) - 1u);
   for_each_panel_box<Cols>(origin, [&](int panel, const int(&coords)[Rank]) {
-    tma_load_multicast(share.line(panel, 0), map, coords, bar, kEveryBlock);
+    tma_load_multicast<Evict>(share.line(panel, 0), map, coords, bar, kEveryBlock);
   });
 }
 

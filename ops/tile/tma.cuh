@@ -24,7 +24,27 @@
 
 namespace flashjit {
 
+/// Where a TMA load's lines stand in L2's eviction order (PTX's .L2::cache_hint with a policy
+/// from createpolicy): `normal` gives no hint; `last` keeps them over normal lines (K and V,
+/// which the next query tiles of the same head read again), `first` lets them go before
+/// (Q, read once). A hint, not a promise: data is the same either way, so the emulator's
+/// twins take it and move the same bytes.
+enum class L2Evict { normal, first, last };
+
 #if defined(FJ_DEVICE_CODE)
+
+/// The 64-bit cache policy of `Evict` (first or last) for the whole of the lines a load touches.
+template <L2Evict Evict>
+FJ_DEVICE unsigned long long l2_cache_policy() {
+  static_assert(Evict != L2Evict::normal, "l2_cache_policy: normal loads take no policy");
+  unsigned long long policy;
+  if constexpr (Evict == L2Evict::last) {
+    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
+  } else {
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  }
+  return policy;
+}
 
 /// The driver's opaque CUtensorMap (64-byte aligned, 128 bytes).
 struct alignas(64) tma_descriptor {
@@ -33,12 +53,22 @@ struct alignas(64) tma_descriptor {
 
 /// Loads the box at `coords` (element indices, innermost first) into `shared_dst`, completing
 /// on `bar`. Device PTX is written for ranks 2, 3 and 4.
-template <int Rank>
+/// With an L2Evict hint other than normal: rank 4 (the attention tensors' maps) only.
+template <L2Evict Evict = L2Evict::normal, int Rank>
 FJ_DEVICE void tma_load(void* shared_dst, const tma_descriptor& map, const int (&coords)[Rank],
                         mbarrier_t* bar) {
   static_assert(Rank >= 2 && Rank <= 4, "tma_load: device PTX is written for ranks 2 to 4");
+  static_assert(Evict == L2Evict::normal || Rank == 4, "tma_load: hinted PTX is for rank 4");
   const auto map_address = reinterpret_cast<unsigned long long>(&map);
-  if constexpr (Rank == 2) {
+  if constexpr (Evict != L2Evict::normal) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        ".L2::cache_hint [%0], [%1, {%3, %4, %5, %6}], [%2], %7;\n" ::"r"(
+            shared_address(shared_dst)),
+        "l"(map_address), "r"(shared_address(bar)), "r"(coords[0]), "r"(coords[1]), "r"(coords[2]),
+        "r"(coords[3]), "l"(l2_cache_policy<Evict>())
+        : "memory");
+  } else if constexpr (Rank == 2) {
     asm volatile(
         "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
         " [%0], [%1, {%3, %4}], [%2];\n" ::"r"(shared_address(shared_dst)),
@@ -107,7 +137,7 @@ struct tma_descriptor {
   const emulator::TensorMap* map = nullptr;
 };
 
-template <int Rank>
+template <L2Evict Evict = L2Evict::normal, int Rank>
 inline void tma_load(void* shared_dst, const tma_descriptor& map, const int (&coords)[Rank],
                      mbarrier_t* bar) {
   static_assert(Rank >= 1 && Rank <= 5, "tma_load: rank 1 to 5");

@@ -17,6 +17,7 @@
 #include "runtime/compiler.hpp"
 #include "runtime/template_sources.hpp"
 #include "support/direct_forward.hpp"
+#include "support/ptx_loops.hpp"
 #include "support/temp_dir.hpp"
 
 namespace flashjit::testing {
@@ -350,6 +351,20 @@ TEST_CASE("TMA forward: NVRTC builds it for sm_90a, its PTX issues wgmma and TMA
       CHECK(ptx.find("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group") !=
             std::string::npos);                          // O's store
       CHECK(ptx.find("ldmatrix") == std::string::npos);  // no product is fed by ldmatrix
+      // Every load carries an L2 hint: K and V kept (evict_last: the head's next query tiles
+      // read them), Q let go first (read once).
+      std::size_t loads = 0, hinted = 0;
+      for (const std::string& line : ptx_lines(ptx)) {
+        if (line.find("cp.async.bulk.tensor.4d.shared::cluster.global") == std::string::npos) {
+          continue;
+        }
+        ++loads;
+        hinted += line.find(".L2::cache_hint") != std::string::npos ? 1 : 0;
+      }
+      CHECK(loads >= 3);
+      CHECK(hinted == loads);
+      CHECK(ptx.find("createpolicy.fractional.L2::evict_last.b64") != std::string::npos);
+      CHECK(ptx.find("createpolicy.fractional.L2::evict_first.b64") != std::string::npos);
     }
   }
 }

@@ -72,7 +72,7 @@ FJ_DEVICE void load_tiles(const TmaForwardShared<Traits>& smem,
     if (loads.leader()) {
       const int q_origin[4] = {0, at.q_row0, at.head, at.tensor_batch};  // (dim, row, head, batch)
       mbarrier_arrive_expect_tx(smem.q_full, Traits::QTile::kBytes);
-      tma_load_tile(smem.q, maps.q, q_origin, smem.q_full);  // Q
+      tma_load_tile<L2Evict::first>(smem.q, maps.q, q_origin, smem.q_full);  // Q, read once
     }
     const int begin = at.keys.begin;
     if (!first_loaded) loads.key_block(smem.k_ring, k_slot, smem.k0, maps.k, at, begin);

@@ -15,7 +15,8 @@ namespace flashjit {
 
 /// Producer: block `block`'s rows of K or V (`map`) into the next free slot of `ring`, whose
 /// slot 0 is `slot0`; in a cluster, this CTA's share of them (ClusterShare) into that slot of
-/// every CTA.
+/// every CTA. Kept in L2 over other lines (evict_last): the (batch, head)'s next query tiles,
+/// running beside this one in the tile order, read the same blocks.
 template <class Traits>
 FJ_DEVICE void load_key_block(const typename Traits::Ring& ring,
                               RingPosition<Traits::kStages>& slot,
@@ -28,9 +29,10 @@ FJ_DEVICE void load_key_block(const typename Traits::Ring& ring,
   if constexpr (Traits::kClusterBlocks > 1) {
     const ClusterShare<Traits::kClusterBlocks, Traits::kBlockN> share(cluster_ctarank());
     origin[1] += share.first_row;
-    tma_load_share_multicast<Traits::kClusterBlocks>(share.at(tile), map, origin, full);
+    tma_load_share_multicast<Traits::kClusterBlocks, L2Evict::last>(share.at(tile), map, origin,
+                                                                    full);
   } else {
-    tma_load_tile(tile, map, origin, full);
+    tma_load_tile<L2Evict::last>(tile, map, origin, full);
   }
   slot.advance();
 }

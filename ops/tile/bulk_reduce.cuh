@@ -7,7 +7,8 @@
 // The reductions join the thread's bulk groups (tile/tma.cuh: bulk_commit_group,
 // bulk_wait_group). Rules the emulator checks: both addresses 16-byte aligned and the size a
 // non-zero multiple of 16 bytes; generic writes to the source need fence_proxy_async() before
-// the reduction, and the source stays unwritten until bulk_wait_group_read (or bulk_wait_group)
+// the reduction, and the source stays unwritten until bulk_wait_group_read (tile/tma.cuh, or
+// bulk_wait_group)
 // covers the group; the block does not touch the destination until bulk_wait_group does.
 #include "tile/tma.cuh"
 
@@ -18,27 +19,16 @@ namespace flashjit {
 /// Adds the `bytes` / 4 floats at `shared_src` into those at `global_dst`, in this thread's
 /// open bulk group.
 FJ_DEVICE void bulk_reduce_add(float* global_dst, const float* shared_src, unsigned bytes) {
-  asm volatile(
-      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
-          global_dst),
-      "r"(shared_address(shared_src)), "r"(bytes)
-      : "memory");
-}
-/// Waits until at most `Pending` of this thread's newest bulk groups still read their shared
-/// sources (their global writes may still be in flight).
-template <int Pending>
-FJ_DEVICE void bulk_wait_group_read() {
-  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(Pending) : "memory");
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
+                   global_dst),
+               "r"(shared_address(shared_src)), "r"(bytes)
+               : "memory");
 }
 
 #else  // host twins: the emulator's model of the same instructions
 
 inline void bulk_reduce_add(float* global_dst, const float* shared_src, unsigned bytes) {
   emulator::bulk_reduce_add_f32(global_dst, shared_src, bytes);
-}
-template <int Pending>
-inline void bulk_wait_group_read() {
-  emulator::bulk_wait_group_read(Pending);
 }
 
 #endif

@@ -125,6 +125,12 @@ template <int Pending>
 FJ_DEVICE void bulk_wait_group() {
   asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(Pending) : "memory");
 }
+/// Waits until at most `Pending` of this thread's newest bulk groups still read their shared
+/// sources (their global writes may still be in flight): enough to reuse a stored tile.
+template <int Pending>
+FJ_DEVICE void bulk_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(Pending) : "memory");
+}
 /// Orders this thread's generic-proxy shared writes before later async-proxy reads of them.
 FJ_DEVICE void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -153,6 +159,10 @@ inline void bulk_commit_group() { emulator::bulk_commit_group(); }
 template <int Pending>
 inline void bulk_wait_group() {
   emulator::bulk_wait_group(Pending);
+}
+template <int Pending>
+inline void bulk_wait_group_read() {
+  emulator::bulk_wait_group_read(Pending);
 }
 inline void fence_proxy_async() { emulator::fence_proxy_async_shared(); }
 

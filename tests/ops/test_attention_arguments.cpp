@@ -705,11 +705,12 @@ TEST_CASE("attention-forward lists the compile matrix") {
     // 128 and the unused rows' fill (3
     // element types), the learnable sinks' pass (2 dtypes). Last MLA's absorbed decoding on the
     // wide path (V in the keys and not,
-    // split and not): 16 and 128 heads take one tile on sm_80, two on sm_90a. On sm_90a also
+    // split and not): 16 and 128 heads take one tile on sm_80; on sm_90a V in the keys takes
+    // the wgmma form whatever the heads, V loaded two mma.sync tiles. On sm_90a also
     // packed prefill over an fp8 cache on the TMA kernel: head dims 64, 128 (with and without
     // the window mask) and 256.
     const std::size_t layouts = hopper ? 11 : 10;
-    const std::size_t wide = hopper ? 8 : 4;
+    const std::size_t wide = hopper ? 2 + 4 : 4;
     const std::size_t fp8_prefill = hopper ? 4 : 0;
     CHECK(defaults.size() ==
           32 * 2 * 2 + 2 * 2 * 2 + layouts * 6 + 1 + 12 + 4 + 3 + 2 + wide + fp8_prefill);

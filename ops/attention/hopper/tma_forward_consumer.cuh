@@ -196,15 +196,20 @@ FJ_DEVICE void write_outputs(const acc_tile<16, Traits::kHeadDimPadded>& o, cons
   const int origin[4] = {0, at.q_row0 + group_row0, at.head, at.tensor_batch};
   tma_store_rows<kTmaStoreRows>(maps.o, origin, smem.q, group_row0);
   bulk_commit_group();
-  bulk_wait_group<0>();  // the block's shared memory lives until the store has read it
+  // The tile's rows may be written again (the next tile's Q, or this warpgroup's next O) once
+  // the store has read them; its global writes need no wait (FlashAttention-3's epilogue).
+  bulk_wait_group_read<0>();
 }
 
 /// Where a consumer warpgroup is in the K and the V ring (kept across its CTA's tiles), and
-/// which block's ring this thread's releases count in: its own, or in a cluster, whose blocks
-/// fill each other's slots, rank thread % kClusterBlocks, so that every block's ring hears from
-/// every warpgroup of the cluster (its barriers expect kConsumerThreads arrivals either way).
+/// which block's ring the releases count in: its own, or in a cluster, whose blocks fill each
+/// other's slots, every block's, so that every block's ring hears from every warpgroup of the
+/// cluster (kReleases arrivals a slot).
 template <class Traits>
 struct ConsumerSlots {
+  /// The arrivals that free a slot of a ring: one a consumer warpgroup and block of the cluster.
+  static constexpr unsigned kReleases =
+      unsigned(Traits::kConsumerThreads / WarpgroupScope::kThreads * Traits::kClusterBlocks);
   RingPosition<Traits::kStages> k, v;
 
   /// Waits for the next K, whose slot S = Q Kᵀ reads.
@@ -229,12 +234,16 @@ struct ConsumerSlots {
   }
 
  private:
+  /// Only wgmma reads a slot, and a thread past the wgmma_wait_group of the product that read
+  /// it knows its whole warpgroup's product is done: so one thread a warpgroup releases it (in
+  /// a cluster, one a warpgroup and block, thread r in the ring of rank r), not all 128.
   FJ_DEVICE void release(const typename Traits::Ring& ring,
                          const RingPosition<Traits::kStages>& at) const {
+    const unsigned index = threadIdx.x % WarpgroupScope::kThreads;
     if constexpr (Traits::kClusterBlocks > 1) {
-      ring.release_in(at, threadIdx.x % unsigned(Traits::kClusterBlocks));
+      if (index < unsigned(Traits::kClusterBlocks)) ring.release_in(at, index);
     } else {
-      ring.release(at);
+      if (index == 0) ring.release(at);
     }
   }
 };

@@ -132,9 +132,10 @@ TEST_CASE("wide forward on wgmma, memory model: 64 KB in flight per SM, full sec
   const KernelWork work = check_wide(modelled, c);
   const MemoryCounters& memory = work.work.memory;
   REQUIRE(memory.modelled);
-  INFO(work.kernel << ": " << memory.bytes_in_flight_per_cta << " bytes in flight a CTA, "
-                   << memory.ctas_per_sm << " CTAs an SM, sector use " << memory.global_sector_use()
-                   << ", " << memory.dram_bytes_read << " DRAM bytes read");
+  MESSAGE(work.kernel << ": " << memory.bytes_in_flight_per_cta << " bytes in flight a CTA, "
+                      << memory.ctas_per_sm << " CTAs an SM, sector use "
+                      << memory.global_sector_use() << ", " << memory.dram_bytes_read
+                      << " DRAM bytes read");
   CHECK(memory.bytes_in_flight_per_sm >= 64 * 1024);  // a 72 KB key block
   CHECK(memory.global_sector_use() >= 0.99);
   for (const MemorySite& site : memory.sites) {  // the swizzle: no bank conflict anywhere

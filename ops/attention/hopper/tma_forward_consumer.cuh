@@ -315,13 +315,11 @@ FJ_DEVICE void attend_overlapped(const TmaForwardShared<Traits>& smem,
     slots.release_key(smem);
   };
   // Block `block`'s S = Q Kᵀ with the previous block's O += P V; S waited for, K's slot freed.
-  // S is issued as soon as K is in: the producer loads block j's K before block j − 1's V, so
-  // waiting for both first would hold S behind a V it does not read (FlashAttention-3's order).
   const auto issue = [&](Scores& s, int block) {
     const int k_stage = slots.wait_key(smem);
+    const int v_stage = slots.wait_value(smem);  // the previous block's V
     turns.wait();
     warpgroup_abt_async(s, smem.q, rows.group_row0, smem.k(k_stage));  // S = Q Kᵀ
-    const int v_stage = slots.wait_value(smem);                        // the previous block's V
     p.multiply_async(o, smem, v_stage, thread);                        // O += P V (previous)
     turns.pass(at.keys, block);
     wgmma_wait_group<1>();  // S landed; P V may still run

@@ -202,14 +202,11 @@ FJ_DEVICE void write_outputs(const acc_tile<16, Traits::kHeadDimPadded>& o, cons
 }
 
 /// Where a consumer warpgroup is in the K and the V ring (kept across its CTA's tiles), and
-/// which block's ring the releases count in: its own, or in a cluster, whose blocks fill each
-/// other's slots, every block's, so that every block's ring hears from every warpgroup of the
-/// cluster (kReleases arrivals a slot).
+/// which block's ring this thread's releases count in: its own, or in a cluster, whose blocks
+/// fill each other's slots, rank thread % kClusterBlocks, so that every block's ring hears from
+/// every warpgroup of the cluster (its barriers expect kConsumerThreads arrivals either way).
 template <class Traits>
 struct ConsumerSlots {
-  /// The arrivals that free a slot of a ring: one a consumer warpgroup and block of the cluster.
-  static constexpr unsigned kReleases =
-      unsigned(Traits::kConsumerThreads / WarpgroupScope::kThreads * Traits::kClusterBlocks);
   RingPosition<Traits::kStages> k, v;
 
   /// Waits for the next K, whose slot S = Q Kᵀ reads.
@@ -234,16 +231,12 @@ struct ConsumerSlots {
   }
 
  private:
-  /// Only wgmma reads a slot, and a thread past the wgmma_wait_group of the product that read
-  /// it knows its whole warpgroup's product is done: so one thread a warpgroup releases it (in
-  /// a cluster, one a warpgroup and block, thread r in the ring of rank r), not all 128.
   FJ_DEVICE void release(const typename Traits::Ring& ring,
                          const RingPosition<Traits::kStages>& at) const {
-    const unsigned index = threadIdx.x % WarpgroupScope::kThreads;
     if constexpr (Traits::kClusterBlocks > 1) {
-      if (index < unsigned(Traits::kClusterBlocks)) ring.release_in(at, index);
+      ring.release_in(at, threadIdx.x % unsigned(Traits::kClusterBlocks));
     } else {
-      if (index == 0) ring.release(at);
+      ring.release(at);
     }
   }
 };
@@ -315,11 +308,13 @@ FJ_DEVICE void attend_overlapped(const TmaForwardShared<Traits>& smem,
     slots.release_key(smem);
   };
   // Block `block`'s S = Q Kᵀ with the previous block's O += P V; S waited for, K's slot freed.
+  // S is issued as soon as K is in: the producer loads block j's K before block j − 1's V, so
+  // waiting for both first would hold S behind a V it does not read (FlashAttention-3's order).
   const auto issue = [&](Scores& s, int block) {
     const int k_stage = slots.wait_key(smem);
-    const int v_stage = slots.wait_value(smem);  // the previous block's V
     turns.wait();
     warpgroup_abt_async(s, smem.q, rows.group_row0, smem.k(k_stage));  // S = Q Kᵀ
+    const int v_stage = slots.wait_value(smem);                        // the previous block's V
     p.multiply_async(o, smem, v_stage, thread);                        // O += P V (previous)
     turns.pass(at.keys, block);
     wgmma_wait_group<1>();  // S landed; P V may still run

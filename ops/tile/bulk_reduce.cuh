@@ -7,9 +7,9 @@
 // The reductions join the thread's bulk groups (tile/tma.cuh: bulk_commit_group,
 // bulk_wait_group). Rules the emulator checks: both addresses 16-byte aligned and the size a
 // non-zero multiple of 16 bytes; generic writes to the source need fence_proxy_async() before
-// the reduction, and the source stays unwritten until bulk_wait_group_read (tile/tma.cuh, or
-// bulk_wait_group)
-// covers the group; the block does not touch the destination until bulk_wait_group does.
+// the reduction, and the source stays unwritten until bulk_wait_group_read (or bulk_wait_group,
+// both in tile/tma.cuh) covers the group; the block does not touch the destination until
+// bulk_wait_group does.
 #include "tile/tma.cuh"
 
 namespace flashjit {
@@ -19,10 +19,11 @@ namespace flashjit {
 /// Adds the `bytes` / 4 floats at `shared_src` into those at `global_dst`, in this thread's
 /// open bulk group.
 FJ_DEVICE void bulk_reduce_add(float* global_dst, const float* shared_src, unsigned bytes) {
-  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
-                   global_dst),
-               "r"(shared_address(shared_src)), "r"(bytes)
-               : "memory");
+  asm volatile(
+      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
+          global_dst),
+      "r"(shared_address(shared_src)), "r"(bytes)
+      : "memory");
 }
 
 #else  // host twins: the emulator's model of the same instructions

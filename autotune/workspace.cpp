@@ -6,6 +6,14 @@ namespace flashjit::autotune {
 
 DeviceBuffer upload_16bit(detail::RuntimeBackend& backend, DType dtype, std::int64_t count,
                           std::mt19937_64& rng, bool random) {
+  if (dtype == DType::e4m3) {  // one byte an element
+    DeviceBuffer buffer = backend.allocate_buffer(static_cast<std::size_t>(count));
+    std::vector<std::uint8_t> host(static_cast<std::size_t>(count), 0);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (std::uint8_t& x : host) x = random ? e4m3_bits_from_float(normal(rng)) : 0;
+    backend.copy_to_device(buffer.data(), host.data(), host.size());
+    return buffer;
+  }
   DeviceBuffer buffer = backend.allocate_buffer(static_cast<std::size_t>(count) * 2);
   std::vector<std::uint16_t> host(static_cast<std::size_t>(count), 0);
   if (random) {

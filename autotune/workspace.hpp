@@ -31,8 +31,8 @@ struct WorkspaceTensor {
   TensorView view;
 };
 
-/// `count` elements of `dtype` (f16 or bf16) in the runtime's memory: standard normal values
-/// from `rng` when `random`, else zeros.
+/// `count` elements of `dtype` (f16, bf16, or e4m3 at a byte each) in the runtime's memory:
+/// standard normal values from `rng` when `random`, else zeros.
 DeviceBuffer upload_16bit(detail::RuntimeBackend& backend, DType dtype, std::int64_t count,
                           std::mt19937_64& rng, bool random);
 

@@ -22,13 +22,18 @@ namespace flashjit::testing::case_inputs {
 
 inline constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
+/// The bits of `value` in `dtype` (fp16, bf16, or e4m3 in the low byte).
 inline std::uint16_t to_bits(DType dtype, double value) {
   const auto f = static_cast<float>(value);
+  if (dtype == DType::e4m3) return e4m3_bits_from_float(f);
   return dtype == DType::f16 ? f16_bits_from_float(f) : bf16_bits_from_float(f);
 }
 inline double from_bits(DType dtype, std::uint16_t bits) {
+  if (dtype == DType::e4m3) return float_from_e4m3_bits(static_cast<std::uint8_t>(bits));
   return dtype == DType::f16 ? float_from_f16_bits(bits) : float_from_bf16_bits(bits);
 }
+/// The dtype a forward of `dtype` writes O in: its own, bf16 for the fp8 forward.
+inline DType output_dtype(DType dtype) { return dtype == DType::e4m3 ? DType::bf16 : dtype; }
 /// `value` rounded to `dtype` (through float, as a kernel's conversion does).
 inline double round_to(DType dtype, double value) {
   return from_bits(dtype, to_bits(dtype, value));
@@ -60,6 +65,13 @@ DeviceBuffer upload(Runtime& runtime, const std::vector<T>& values) {
   DeviceBuffer buffer = runtime.allocate(values.size() * sizeof(T));
   runtime.copy_to_device(buffer.data(), values.data(), values.size() * sizeof(T));
   return buffer;
+}
+
+/// Device copy of an input's `bits` in `dtype`: two bytes an element, one for e4m3.
+inline DeviceBuffer upload_input(Runtime& runtime, DType dtype,
+                                 const std::vector<std::uint16_t>& bits) {
+  if (dtype != DType::e4m3) return upload(runtime, bits);
+  return upload(runtime, std::vector<std::uint8_t>(bits.begin(), bits.end()));
 }
 
 /// `values`, or one 0 where there are none (an allocation of no bytes has no address).

@@ -1,8 +1,8 @@
-// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 on the emulator: a warp
-// exchange whose compute gathers the 32 lanes' fragments into whole matrices, multiplies, and
-// scatters D back. The fragment layouts are the PTX ISA's, section "Matrix Fragments for
-// mma.m16n8k16 with floating point type" (9.7.14.5.8 or 9.7.15.5.8 depending on the ISA
-// version), written below as its formulas with
+// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32, and m16n8k32 over fp8 e4m3,
+// on the emulator: a warp exchange whose compute gathers the 32 lanes' fragments into whole
+// matrices, multiplies, and scatters D back. The fragment layouts are the PTX ISA's, sections
+// "Matrix Fragments for mma.m16n8k16 with floating point type" and "... for mma.m16n8k32"
+// (9.7.14.5.x or 9.7.15.5.x depending on the ISA version), written below as its formulas with
 //   groupID = %laneid >> 2,  threadID_in_group = %laneid % 4.
 #include <array>
 #include <cstdint>
@@ -119,8 +119,51 @@ void compute(void* const* lanes) {
   }
 }
 
+// mma.m16n8k32 with .e4m3 (PTX ISA, "Matrix Fragments for mma.m16n8k32"): four 8-bit elements a
+// .b32 register, the lowest byte first.
+// Multiplicand A (16 x 32): a0..a15.
+//   row = groupID for ai where 0 <= i < 4 || 8 <= i < 12, groupID + 8 otherwise
+//   col = threadID_in_group * 4 + (i & 3), + 16 for ai where i >= 8
+constexpr Position a_position_k32(int lane, int i) {
+  return {group_id(lane) + ((i >> 2) & 1) * 8, thread_in_group(lane) * 4 + (i & 3) + (i >> 3) * 16};
+}
+// Multiplicand B (32 x 8): b0..b7.
+//   row = threadID_in_group * 4 + (i & 3), + 16 for bi where i >= 4;  col = groupID
+constexpr Position b_position_k32(int lane, int i) {
+  return {thread_in_group(lane) * 4 + (i & 3) + (i >> 2) * 16, group_id(lane)};
+}
+constexpr auto kA32 = layout_table<16, a_position_k32>();
+constexpr auto kB32 = layout_table<8, b_position_k32>();
+
+// Element i of a fragment of e4m3 registers: register i / 4, byte i % 4.
+float e4m3_element(const std::uint32_t* registers, int i) {
+  return float_from_e4m3((registers[i / 4] >> (8 * (i % 4))) & 0xffu);
+}
+
+void compute_e4m3(void* const* lanes) {
+  detail::active()->report.work.tensor_flops += 2 * kMmaFlops;  // k 32
+  float a[16][32], b[32][8], acc[16][8];
+  for (int lane = 0; lane < 32; ++lane) {  // gather everything first: d may alias c
+    const MmaLane& l = *static_cast<const MmaLane*>(lanes[lane]);
+    for (int i = 0; i < 16; ++i) a[kA32[lane][i].row][kA32[lane][i].col] = e4m3_element(l.a, i);
+    for (int i = 0; i < 8; ++i) b[kB32[lane][i].row][kB32[lane][i].col] = e4m3_element(l.b, i);
+    for (int i = 0; i < 4; ++i) acc[kC[lane][i].row][kC[lane][i].col] = l.c[i];
+  }
+  // A product of two e4m3 values is exact in fp32; each step is one rounding, k in order.
+  for (int m = 0; m < 16; ++m) {
+    for (int k = 0; k < 32; ++k) {
+      for (int n = 0; n < 8; ++n) acc[m][n] += a[m][k] * b[k][n];
+    }
+  }
+  for (int lane = 0; lane < 32; ++lane) {
+    const MmaLane& l = *static_cast<const MmaLane*>(lanes[lane]);
+    for (int i = 0; i < 4; ++i) l.d[i] = acc[kC[lane][i].row][kC[lane][i].col];
+  }
+}
+
 constexpr WarpExchange kMmaF16{"mma.sync.m16n8k16.f32.f16.f16.f32", &compute<MmaInput::f16>};
 constexpr WarpExchange kMmaBf16{"mma.sync.m16n8k16.f32.bf16.bf16.f32", &compute<MmaInput::bf16>};
+constexpr WarpExchange kMmaE4m3{"mma.sync.m16n8k32.f32.e4m3.e4m3.f32", &compute_e4m3};
 
 }  // namespace
 
@@ -129,6 +172,12 @@ void mma_m16n8k16(MmaInput input, float (&d)[4], const std::uint32_t (&a)[4],
   MmaLane lane{d, a, b, c};
   // .aligned: every lane of the warp takes part; fewer never complete (reported as a deadlock).
   warp_exchange(0xffffffffu, &lane, input == MmaInput::f16 ? kMmaF16 : kMmaBf16);
+}
+
+void mma_m16n8k32_e4m3(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2],
+                       const float (&c)[4]) {
+  MmaLane lane{d, a, b, c};
+  warp_exchange(0xffffffffu, &lane, kMmaE4m3);
 }
 
 }  // namespace flashjit::emulator

@@ -24,6 +24,11 @@ enum class MmaInput { f16, bf16 };
 void mma_m16n8k16(MmaInput input, float (&d)[4], const std::uint32_t (&a)[4],
                   const std::uint32_t (&b)[2], const float (&c)[4]);
 
+/// mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 d, a, b, c (sm_89 on): as mma_m16n8k16
+/// with fp8 e4m3 operands, four a register (a: 16 x 32, b: 32 x 8), the lowest byte first.
+void mma_m16n8k32_e4m3(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2],
+                       const float (&c)[4]);
+
 /// ldmatrix.sync.aligned.m8n8.x{count}{.trans}.shared.b16: count is 1, 2 or 4; `row_address` is
 /// this lane's row pointer into shared memory (lanes 8i..8i+7 give the 8 rows, 16 bytes each, of
 /// matrix i; lanes >= 8*count pass anything, it is ignored); `out` receives this lane's `count`

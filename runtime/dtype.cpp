@@ -29,8 +29,9 @@ DType parse_dtype(std::string_view name, std::string_view argument) {
   if (name == "fp16" || name == "f16" || name == "half") return DType::f16;
   if (name == "bf16" || name == "bfloat16") return DType::bf16;
   if (name == "fp32" || name == "f32" || name == "float") return DType::f32;
-  throw InvalidArgument(std::string(argument),
-                        "unknown dtype '" + std::string(name) + "'; accepted: fp16, bf16, fp32");
+  if (name == "e4m3" || name == "float8_e4m3fn") return DType::e4m3;
+  throw InvalidArgument(std::string(argument), "unknown dtype '" + std::string(name) +
+                                                   "'; accepted: fp16, bf16, fp32, e4m3");
 }
 
 std::size_t dtype_size(DType dtype) {

@@ -20,17 +20,22 @@
 namespace flashjit::detail {
 namespace {
 
-// Kernels are chosen for this device, so the emulator models a real one: an A100 (sm_80) or
-// an H100 (sm_90a).
+// Kernels are chosen for this device, so the emulator models a real one: an A100 (sm_80), an
+// L40S (sm_89) or an H100 (sm_90a).
 DeviceInfo emulator_device_info(const std::string& arch) {
+  struct Model {
+    int cc_major, cc_minor, sm_count, shared_kib, l2_mib;
+  };
+  const Model model = arch == "sm_90a"  ? Model{9, 0, 132, 227, 50}
+                      : arch == "sm_89" ? Model{8, 9, 142, 99, 96}
+                                        : Model{8, 0, 108, 163, 40};
   DeviceInfo info;
   info.name = "flashjit CPU emulator";
-  const bool hopper = arch == "sm_90a";
-  info.cc_major = hopper ? 9 : 8;
-  info.cc_minor = 0;
-  info.sm_count = hopper ? 132 : 108;
-  info.shared_memory_optin = (hopper ? 227 : 163) * 1024;
-  info.l2_bytes = (hopper ? 50 : 40) * 1024 * 1024;
+  info.cc_major = model.cc_major;
+  info.cc_minor = model.cc_minor;
+  info.sm_count = model.sm_count;
+  info.shared_memory_optin = static_cast<std::size_t>(model.shared_kib) * 1024;
+  info.l2_bytes = static_cast<std::size_t>(model.l2_mib) * 1024 * 1024;
   info.global_memory_bytes = static_cast<std::size_t>(sysconf(_SC_PHYS_PAGES)) *
                              static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   return info;
@@ -257,10 +262,10 @@ void EmulatorBackend::launch(const KernelSpec& spec, const LaunchShape& shape, v
 
 std::unique_ptr<RuntimeBackend> open_emulator_backend(const EmulatedKernelTable& kernels,
                                                       const std::string& arch, bool model_memory) {
-  if (arch != "sm_80" && arch != "sm_90a") {
+  if (arch != "sm_80" && arch != "sm_89" && arch != "sm_90a") {
     throw InvalidArgument("emulated_arch", "'" + arch +
                                                "' is not a GPU the emulator models; it models "
-                                               "sm_80 (A100) and sm_90a (H100)");
+                                               "sm_80 (A100), sm_89 (L40S) and sm_90a (H100)");
   }
   return std::make_unique<EmulatorBackend>(kernels, arch, model_memory);
 }

@@ -54,12 +54,13 @@ void add_shape_options(CLI::App& run, RunShape& shape, RunBasics& basics) {
 /// Where it runs, on which inputs, and which op.
 void add_basic_options(CLI::App& run, RunBasics& basics) {
   const std::string fp32 = op_names(all_runs(), [](const RunOp& op) { return op.takes_fp32; });
-  run.add_option("--dtype", basics.dtype, "bf16 or fp16 (" + fp32 + ": fp32 too)");
+  run.add_option("--dtype", basics.dtype,
+                 "bf16 or fp16 (" + fp32 + ": fp32 too; attention-forward: e4m3, the fp8 forward)");
   run.add_flag("--emulate", basics.emulate, "Run on the CPU emulator even with a GPU");
   run.add_option("--arch", basics.arch,
-                 "The GPU the emulator models and chooses kernels for: sm_80 (default) or "
-                 "sm_90a (where the Hopper path runs); emulator only")
-      ->check(CLI::IsMember({"sm_80", "sm_90a"}));
+                 "The GPU the emulator models and chooses kernels for: sm_80 (default), sm_89 "
+                 "(fp8 tensor cores) or sm_90a (where the Hopper path runs); emulator only")
+      ->check(CLI::IsMember({"sm_80", "sm_89", "sm_90a"}));
   run.add_option("--seed", basics.seed, "Seed of the random inputs (0 to 2^64 - 1)")
       ->check(whole_number());
   std::vector<std::string> names;

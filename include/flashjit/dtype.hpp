@@ -8,14 +8,15 @@
 namespace flashjit {
 
 /// Element type of a tensor: fp16, bf16 and fp32 for values, i32 for index arrays (sequence
-/// offsets and lengths, page tables), e4m3 for an fp8 KV cache (Sequences::k_descale).
+/// offsets and lengths, page tables), e4m3 for an fp8 KV cache (Sequences::k_descale) and the
+/// fp8 forward's q, k and v (Attention::q_descale).
 enum class DType { f16, bf16, f32, i32, e4m3 };
 
 /// Short name used in kernel names and the command line: "fp16", "bf16", "fp32" ("int32",
 /// "e4m3").
 std::string_view dtype_name(DType dtype);
 /// Parses a value dtype's name as printed by dtype_name (also "f16", "half", "bfloat16", "f32",
-/// "float"); index arrays are always int32 and have no name to parse.
+/// "float", "float8_e4m3fn"); index arrays are always int32 and have no name to parse.
 /// Throws InvalidArgument naming `argument` when the name is unknown.
 DType parse_dtype(std::string_view name, std::string_view argument = "dtype");
 /// Size of one element in bytes.

@@ -159,7 +159,8 @@ enum {
   FLASHJIT_DTYPE_BF16 = 1, /**< bfloat16 */
   FLASHJIT_DTYPE_F32 = 2,  /**< IEEE binary32 */
   FLASHJIT_DTYPE_I32 = 3,  /**< int32: index arrays (sequence offsets and lengths, page tables) */
-  FLASHJIT_DTYPE_E4M3 = 4  /**< fp8 e4m3: an fp8 KV cache (flashjit_sequences.k_descale) */
+  FLASHJIT_DTYPE_E4M3 = 4  /**< fp8 e4m3: an fp8 KV cache (flashjit_sequences.k_descale), or the
+                              fp8 forward's q, k, v (flashjit_attention.q_descale) */
 };
 
 /** The most dimensions a tensor has. */
@@ -243,18 +244,25 @@ typedef struct flashjit_attention {
   float dropout_p;
   uint64_t dropout_seed;
   uint64_t dropout_offset;
+  /** The fp8 forward (q, k, v FLASHJIT_DTYPE_E4M3, o bf16): fp32 descale factors [1],
+   *  [heads_kv] or [batch, heads_kv], the true values being the codes times these
+   *  (flashjit::Attention::q_descale), or NULL for 1. */
+  const flashjit_tensor* q_descale;
+  const flashjit_tensor* k_descale;
+  const flashjit_tensor* v_descale;
 } flashjit_attention;
 
 /** Fills *attention with the C++ defaults: batch, heads, sequence lengths 1, head_dim 64, not
  *  causal, unbounded window (-1, -1), scale unset (0), no softcap, not deterministic, no
  *  modifiers or block mask (NULL), head_dim_v 0 (head_dim's), no sinks (NULL), no dropout
- *  (p, seed and offset 0). NULL is ignored. */
+ *  (p, seed and offset 0), no fp8 descale factors (NULL). NULL is ignored. */
 void flashjit_attention_init(flashjit_attention* attention);
 
 /** Makes ready the kernels a dense forward of *attention with q, k and v of `dtype`
- *  (FLASHJIT_DTYPE_F16 or FLASHJIT_DTYPE_BF16) launches and, when `backward` is non-zero, its
- *  backward's: compiled concurrently or loaded from the kernel cache, none run
- *  (flashjit::Runtime::prepare). Errors: INVALID_ARGUMENT naming the argument. */
+ *  (FLASHJIT_DTYPE_F16, FLASHJIT_DTYPE_BF16, or FLASHJIT_DTYPE_E4M3 without backward)
+ *  launches and, when `backward` is non-zero, its backward's: compiled concurrently or loaded
+ *  from the kernel cache, none run (flashjit::Runtime::prepare). Errors: INVALID_ARGUMENT
+ *  naming the argument. */
 flashjit_status flashjit_attention_prepare(flashjit_runtime* runtime,
                                            const flashjit_attention* attention, int dtype,
                                            int backward);

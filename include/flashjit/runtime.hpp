@@ -27,8 +27,9 @@ struct RuntimeOptions {
   Backend backend = Backend::cuda;
   /// How kernels are chosen; FLASHJIT_TUNING=off|cached|auto, when set, overrides it.
   TuningPolicy tuning = TuningPolicy::cached;
-  /// The GPU the emulator backend models and chooses kernels for: "sm_80" (an A100) or
-  /// "sm_90a" (an H100, where the Hopper path runs). Ignored by the cuda backend.
+  /// The GPU the emulator backend models and chooses kernels for: "sm_80" (an A100), "sm_89"
+  /// (an L40S: 99 KB of shared memory a block, fp8 tensor cores) or "sm_90a" (an H100, where
+  /// the Hopper path runs). Ignored by the cuda backend.
   std::string emulated_arch = "sm_80";
   /// Inference calls (Runtime::forward with Sequences) check their index arrays before any
   /// launch: cu_seqlens from 0 and nondecreasing within the packed tensors, lengths within the
@@ -152,18 +153,20 @@ class Runtime {
   /// Attention forward: o = softmax(scale · q kᵀ + mask) v for every (batch, query head), and
   /// lse[b, h, i] = log Σⱼ exp(scale · q_i·k_j) over the visible keys (for the backward pass).
   /// q is [batch, seqlen_q, heads_q, head_dim], k and v [batch, seqlen_k, heads_kv, head_dim],
-  /// o like q (logical shapes; any strides with a unit head_dim stride), all fp16 or all bf16;
-  /// lse is fp32 [batch, heads_q, seqlen_q] with unit last stride, or a view with null data to
-  /// skip it. A query row that sees no key gets o = 0 and lse = -inf. The kernel config comes
-  /// from the tuning policy (tuning_policy(); under auto, a new shape is tuned first).
-  /// Throws InvalidArgument naming the argument for bad input; nothing is launched then.
+  /// o like q (logical shapes; any strides with a unit head_dim stride), all fp16 or all bf16
+  /// (or q, k and v e4m3 with o bf16: the fp8 forward, Attention::q_descale); lse is fp32 [batch,
+  /// heads_q, seqlen_q] with unit last stride, or a view with null data to skip it. A query row
+  /// that sees no key gets o = 0 and lse = -inf. The kernel config comes from the tuning policy
+  /// (tuning_policy(); under auto, a new shape is tuned first). Throws InvalidArgument naming the
+  /// argument for bad input; nothing is launched then.
   void forward(const Attention& attention, const TensorView& q, const TensorView& k,
                const TensorView& v, const TensorView& o, const TensorView& lse,
                Stream stream = nullptr);
 
   /// Makes ready, ahead of the first call, the kernels a dense forward of `attention` with q, k
-  /// and v of `dtype` (f16 or bf16) launches and, with `backward`, the kernels of its backward:
-  /// compiled concurrently, or loaded from the kernel cache, none run. The configs are those the
+  /// and v of `dtype` (f16, bf16, or e4m3 without `backward`: the fp8 forward) launches and,
+  /// with `backward`, the kernels of its backward: compiled concurrently, or loaded from the
+  /// kernel cache, none run. The configs are those the
   /// calls would run with as far as is known without timing: the tuning database's winner for
   /// the shape, else the default (a shape that the auto policy has yet to tune is tuned at its
   /// first call, as ever). A mask_mod's automatic block mask is built here (its one launch, on

@@ -35,9 +35,12 @@ void Runtime::forward(const Attention& attention, const TensorView& q, const Ten
 }
 
 void Runtime::prepare(const Attention& attention, DType dtype, bool backward) {
-  if (dtype != DType::f16 && dtype != DType::bf16) {
-    throw InvalidArgument("dtype",
-                          "is " + std::string(dtype_name(dtype)) + "; must be f16 or bf16");
+  if (dtype != DType::f16 && dtype != DType::bf16 && dtype != DType::e4m3) {
+    throw InvalidArgument("dtype", "is " + std::string(dtype_name(dtype)) +
+                                       "; must be f16, bf16 or e4m3 (the fp8 forward)");
+  }
+  if (dtype == DType::e4m3 && backward) {
+    throw InvalidArgument("backward", "is true with dtype e4m3: the fp8 forward has no backward");
   }
   kernels::validate_attention(attention);
   detail::RuntimeBackend& backend = detail::backend_of(*this);
@@ -141,6 +144,9 @@ flashjit::Attention to_attention(const flashjit_attention& a) {
   attention.block_mask = optional_view(a.block_mask, "attention.block_mask");
   attention.sinks = optional_view(a.sinks, "attention.sinks");
   attention.sinks_grad = optional_view(a.sinks_grad, "attention.sinks_grad");
+  attention.q_descale = optional_view(a.q_descale, "attention.q_descale");
+  attention.k_descale = optional_view(a.k_descale, "attention.k_descale");
+  attention.v_descale = optional_view(a.v_descale, "attention.v_descale");
   // The count is checked before any entry is read: a count past the array would read past it.
   if (a.num_captures < 0 || a.num_captures > FLASHJIT_MAX_CAPTURES) {
     throw InvalidArgument("attention.num_captures",
@@ -210,7 +216,10 @@ void flashjit_attention_init(flashjit_attention* attention) {
                 .sinks_grad = nullptr,
                 .dropout_p = defaults.dropout_p,
                 .dropout_seed = defaults.dropout_seed,
-                .dropout_offset = defaults.dropout_offset};
+                .dropout_offset = defaults.dropout_offset,
+                .q_descale = nullptr,
+                .k_descale = nullptr,
+                .v_descale = nullptr};
 }
 
 flashjit_status flashjit_attention_forward(flashjit_runtime* runtime,

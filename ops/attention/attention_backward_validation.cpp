@@ -82,6 +82,11 @@ void validate_backward_arguments(const Attention& attention, const TensorView& q
                           "data pointer is null; backward needs the forward pass's lse "
                           "(fp32 [batch, heads_q, seqlen_q])");
   }
+  if (q.dtype == DType::e4m3) {
+    throw InvalidArgument("q.dtype",
+                          "is e4m3: the fp8 forward has no backward (nor has "
+                          "FlashAttention-3's); train in fp16 or bf16");
+  }
   validate_forward_arguments(attention, q, k, v, o, lse);
   check_gradient_tensors(attention, q, dout, dq, dk, dv);
   check_gradients_disjoint(attention, q, k, v, o, lse, dout, dq, dk, dv);

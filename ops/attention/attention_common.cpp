@@ -42,6 +42,11 @@ detail::KernelBuffer kernel_buffer(const TensorView& view, const char* name) {
 }
 
 void check_attention_support(DType dtype, int head_dim) {
+  if (dtype == DType::e4m3) {
+    throw InvalidArgument("dtype",
+                          "is e4m3, which only the dense forward takes (the fp8 forward, "
+                          "which has no backward); this takes fp16 and bf16");
+  }
   if (dtype != DType::f16 && dtype != DType::bf16) {
     throw InvalidArgument(
         "dtype", "is " + std::string(dtype_name(dtype)) + "; attention supports fp16 and bf16");
@@ -74,6 +79,41 @@ void check_head_tensor(const TensorView& view, std::string_view name, std::int64
     }
   }
   check_aligned(view, name, kVectorBytes);
+}
+
+void check_descale(const TensorView& view, const std::string& name, const Attention& a) {
+  if (!present(view)) return;
+  if (view.dtype != DType::f32) {
+    throw InvalidArgument(name + ".dtype",
+                          "is " + std::string(dtype_name(view.dtype)) + "; must be fp32");
+  }
+  const bool per_tensor = view.rank == 1 && view.shape[0] == 1;
+  const bool per_head = view.rank == 1 && view.shape[0] == a.heads_kv;
+  const bool per_sequence =
+      view.rank == 2 && view.shape[0] == a.batch && view.shape[1] == a.heads_kv;
+  if (!per_tensor && !per_head && !per_sequence) {
+    std::string shape;
+    for (int d = 0; d < view.rank; ++d)
+      shape += (d > 0 ? ", " : "") + std::to_string(view.shape[d]);
+    throw InvalidArgument(name + ".shape",
+                          "is [" + shape + "]; expected [1], [heads_kv] = [" +
+                              std::to_string(a.heads_kv) + "] or [batch, heads_kv] = [" +
+                              std::to_string(a.batch) + ", " + std::to_string(a.heads_kv) + "]");
+  }
+  const int last = view.rank - 1;
+  if (view.shape[last] > 1 && view.strides[last] != 1) {
+    throw InvalidArgument(
+        name + ".strides",
+        "the last stride is " + std::to_string(view.strides[last]) + "; must be 1");
+  }
+  check_aligned(view, name, 4);
+}
+
+CacheDescale cache_descale(const TensorView& view) {
+  if (view.data == nullptr) return {nullptr, 0, 0};
+  const auto* data = static_cast<const float*>(view.data);
+  if (view.rank == 2) return {data, view.strides[0], view.strides[1]};
+  return {data, 0, view.shape[0] == 1 ? 0 : view.strides[0]};
 }
 
 void check_config_class(const ConfigClass& config, const Attention& attention,

@@ -35,6 +35,14 @@ detail::KernelBuffer kernel_buffer(const TensorView& view, const char* name);
 /// InvalidArgument("head_dim") unless the attention kernels support `head_dim`.
 void check_attention_support(DType dtype, int head_dim);
 
+/// fp8 descale factors (an e4m3 cache's, the fp8 forward's): fp32 [1] (per tensor), [heads_kv]
+/// (per head) or [batch, heads_kv] (per sequence and head, FlashAttention-3's), unit last
+/// stride, 4-byte aligned; absent is fine. Throws InvalidArgument(name + ".dtype", ".shape" or
+/// ".strides").
+void check_descale(const TensorView& view, const std::string& name, const Attention& a);
+/// A checked descale tensor as the kernels read it (descale_at); absent: none (1).
+CacheDescale cache_descale(const TensorView& view);
+
 /// `view` is a [batch, seqlen, heads, head_dim] tensor the kernels move with 16-byte vectors:
 /// exactly that shape (InvalidArgument(name + ".shape")), unit head_dim stride and the other
 /// strides multiples of 8 elements (name + ".strides"), data 16-byte aligned (name). `dims`

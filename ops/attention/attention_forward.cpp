@@ -78,6 +78,11 @@ ForwardLaunch forward_launch(const DeviceInfo& device, const Attention& attentio
   if (attention.block_mask.data != nullptr) {
     launch.buffers.push_back(kernel_buffer(attention.block_mask, "block_mask"));
   }
+  for (const auto& [descale, name] :
+       {std::pair{&attention.q_descale, "q_descale"}, std::pair{&attention.k_descale, "k_descale"},
+        std::pair{&attention.v_descale, "v_descale"}}) {
+    if (descale->data != nullptr) launch.buffers.push_back(kernel_buffer(*descale, name));
+  }
   add_capture_buffers(attention, launch.buffers);
   if (config.path() == ForwardPath::tma) add_tma_forward_launch(launch, config, attention, device);
   return launch;
@@ -86,6 +91,7 @@ ForwardLaunch forward_launch(const DeviceInfo& device, const Attention& attentio
 }  // namespace
 
 bool ForwardConfig::valid() const {
+  if (path() == ForwardPath::fp8) return fp8_forward_config_valid(*this);  // e4m3 there only
   if (!dtype_supported(dtype)) return false;
   // (No path carries another's options: PathOptions holds the path's own alone.)
   if (path() == ForwardPath::wide) return wide_forward_config_valid(*this);
@@ -116,6 +122,7 @@ bool ForwardConfig::valid() const {
              tma_forward_schedule_valid(block_m, stages, overlap(), pingpong());
     case ForwardPath::wide:  // (above)
     case ForwardPath::decode:
+    case ForwardPath::fp8:
     case ForwardPath::mma_sync:
       break;
   }
@@ -134,6 +141,8 @@ int ForwardConfig::shared_bytes() const {
       return tma_forward_shared_bytes(head_dim, block_m, block_n, stages, p_in_shared(), kv_e4m3);
     case ForwardPath::decode:
       return decode_forward_shared_bytes(*this);
+    case ForwardPath::fp8:
+      return fp8_forward_shared_bytes(*this);
     case ForwardPath::mma_sync:
       break;
   }
@@ -142,13 +151,20 @@ int ForwardConfig::shared_bytes() const {
 
 bool runs_wgmma(const std::string& arch) { return arch == "sm_90a"; }
 
+bool runs_fp8_mma(const std::string& arch) {
+  detail::validate_arch(arch);
+  return std::stoi(arch.substr(3)) >= 89;  // "sm_89" -> 89
+}
+
 bool runs_on(const ForwardConfig& config, const std::string& arch) {
+  if (config.path() == ForwardPath::fp8) return runs_fp8_mma(arch);
   return config.path() == ForwardPath::mma_sync ||
          (config.path() == ForwardPath::wide && !config.warpgroups()) ||
          config.path() == ForwardPath::decode || runs_wgmma(arch);
 }
 
 std::vector<ForwardConfig> forward_configs(DType dtype, int head_dim, MaskKind mask, bool softcap) {
+  if (dtype == DType::e4m3) return fp8_forward_configs(head_dim, mask, softcap);
   std::vector<ForwardConfig> configs = fa2_forward_configs(dtype, head_dim, mask, softcap);
   for (ForwardConfig& config : hopper_forward_configs(dtype, head_dim, mask, softcap)) {
     configs.push_back(config);
@@ -160,6 +176,7 @@ namespace {
 
 ForwardConfig default_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                              const std::string& arch, bool allow_tma) {
+  if (dtype == DType::e4m3) return fp8_forward_config(head_dim, mask, softcap, arch);
   check_attention_support(dtype, head_dim);
   const int limit = arch_shared_memory_limit(arch);
   if (runs_wgmma(arch)) {
@@ -231,13 +248,22 @@ void check_forward_spec(const ForwardConfig& config, const std::string& arch,
                           "is not in the forward config space (see "
                           "attention_forward_space::config_valid)");
   }
+  if (config.path() == ForwardPath::fp8 && !runs_on(config, arch)) {
+    throw InvalidArgument("config",
+                          "is the fp8 forward, which needs fp8 tensor cores (sm_89 or "
+                          "later), not " +
+                              arch);
+  }
   if (!runs_on(config, arch)) {
     throw InvalidArgument("config", "is a Hopper config (wgmma, TMA, the wide path's wgmma form), "
                                     "which runs on sm_90a only, not " + arch);
   }
   if (!modifiers.empty() &&
-      (config.path() == ForwardPath::wgmma || config.path() == ForwardPath::wide)) {
-    const char* path = config.path() == ForwardPath::wide ? "wide" : "wgmma";
+      (config.path() == ForwardPath::wgmma || config.path() == ForwardPath::wide ||
+       config.path() == ForwardPath::fp8)) {
+    const char* path = config.path() == ForwardPath::wide  ? "wide"
+                       : config.path() == ForwardPath::fp8 ? "fp8"
+                                                           : "wgmma";
     throw InvalidArgument("config", std::string("is the ") + path +
                                         " path; score and mask modifiers run on the mma.sync, "
                                         "the TMA and the decode paths");
@@ -299,6 +325,8 @@ ForwardKernel forward_kernel(const ForwardConfig& config, const ScoreModifiers& 
       return tma_forward_kernel(config, modifiers);
     case ForwardPath::decode:
       return decode_forward_kernel(config, modifiers);
+    case ForwardPath::fp8:
+      return fp8_forward_kernel(config);
     case ForwardPath::mma_sync:
       break;
   }
@@ -430,6 +458,9 @@ AttentionForwardParams forward_params(const Attention& attention, const TensorVi
   params.block_mask = block_mask_view(attention);
   params.captures = capture_table(attention);
   params.dropout = dropout_params(attention);
+  params.sequences.q_descale = cache_descale(attention.q_descale);  // the fp8 forward's
+  params.sequences.k_descale = cache_descale(attention.k_descale);
+  params.sequences.v_descale = cache_descale(attention.v_descale);
   return params;
 }
 
@@ -485,6 +516,12 @@ std::optional<ForwardLaunch> plan_attention_forward(const DeviceInfo& device, Co
                                                     const TensorView& o, const TensorView& lse,
                                                     Stream stream) {
   validate_forward_arguments(attention, q, k, v, o, lse);
+  if (q.dtype == DType::e4m3 && !runs_fp8_mma(device.arch())) {
+    throw InvalidArgument("q.dtype",
+                          "is e4m3: the fp8 forward needs fp8 tensor cores (sm_89 or "
+                          "later); this device is " +
+                              device.arch());
+  }
   if (forward_is_empty(attention)) return std::nullopt;
   // With modifiers, the problem's key has their digest and its default is
   // dense_modifiers_forward_config; with a block mask, its default and every config it may take

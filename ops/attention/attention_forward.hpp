@@ -46,6 +46,10 @@ enum class ForwardPath {
   /// last split in the same launch. The inference forward runs it for decoding calls on 16-bit
   /// caches without modifiers.
   decode,
+  /// fp8/fp8_forward_kernel.cuh (Fp8ForwardTraits), sm_89 on: the fp8 forward (q, k and v
+  /// e4m3, o bf16), FlashAttention-2's loop with both products on mma.sync's e4m3 m16n8k32;
+  /// two K/V stages, dense batches. Its configs hold dtype e4m3 and no other path's do.
+  fp8,
 };
 
 /// The mma.sync path's own choice (ForwardTraits).
@@ -108,9 +112,14 @@ struct WideOptions {
 struct DecodeOptions {
   bool operator==(const DecodeOptions&) const = default;
 };
+/// The fp8 forward has no choice of its own beyond the tile.
+struct Fp8Options {
+  bool operator==(const Fp8Options&) const = default;
+};
 /// A config's path and that path's own choices: the alternative held is the path (in
 /// ForwardPath's order), so no path carries another's options.
-using PathOptions = std::variant<Fa2Options, WgmmaOptions, TmaOptions, WideOptions, DecodeOptions>;
+using PathOptions =
+    std::variant<Fa2Options, WgmmaOptions, TmaOptions, WideOptions, DecodeOptions, Fp8Options>;
 static_assert(
     std::is_same_v<
         std::variant_alternative_t<static_cast<std::size_t>(ForwardPath::tma), PathOptions>,
@@ -120,12 +129,15 @@ static_assert(
         WideOptions> &&
     std::is_same_v<
         std::variant_alternative_t<static_cast<std::size_t>(ForwardPath::decode), PathOptions>,
-        DecodeOptions>);
+        DecodeOptions> &&
+    std::is_same_v<
+        std::variant_alternative_t<static_cast<std::size_t>(ForwardPath::fp8), PathOptions>,
+        Fp8Options>);
 
 /// One specialization of the forward kernel (the traits of ForwardPath's template): the tile
 /// every path has, the path with its own options, and the inference layouts.
 struct ForwardConfig {
-  DType dtype = DType::bf16;  ///< f16 or bf16
+  DType dtype = DType::bf16;  ///< f16 or bf16; e4m3 on the fp8 path (its o is bf16)
   int head_dim = 64;
   int block_m = 128;  ///< Br
   int block_n = 64;   ///< Bc
@@ -201,8 +213,12 @@ inline constexpr std::int64_t kMaxGridYZ = 65535;
 /// arch-specific features do not carry over to later archs).
 bool runs_wgmma(const std::string& arch);
 
-/// Whether `config` can run on `arch`: the Hopper paths need sm_90a, the mma.sync path runs
-/// everywhere.
+/// Whether `arch` has mma.sync over fp8 (sm_89 on; sm_90a runs it on its 16-bit tensor
+/// cores, converting the operands: ptxas's emulation).
+bool runs_fp8_mma(const std::string& arch);
+
+/// Whether `config` can run on `arch`: the Hopper paths need sm_90a, the fp8 path sm_89 or
+/// later, the mma.sync path runs everywhere.
 bool runs_on(const ForwardConfig& config, const std::string& arch);
 
 /// Every valid config for (dtype, head_dim, mask, softcap), in a fixed order (the mma.sync
@@ -293,6 +309,20 @@ void check_query_dtypes(const TensorView& q, const TensorView& o);
 /// q is fp16 or bf16, and k, v and o have its dtype; throws InvalidArgument("q.dtype", ...).
 void check_attention_dtypes(const TensorView& q, const TensorView& k, const TensorView& v,
                             const TensorView& o);
+
+/// q, k, v and o of a call of `attention`: their [batch, seqlen, heads, head_dim] shapes, with
+/// the strides and alignment the kernels move them with (any dtype).
+void check_head_tensors(const Attention& attention, const TensorView& q, const TensorView& k,
+                        const TensorView& v, const TensorView& o);
+
+/// The fp8 forward's tensors (fp8/fp8_forward_validation.cpp): q, k and v e4m3, o bf16, head
+/// dims multiples of 16, the descale factors' shapes (Attention::q_descale), and none of what
+/// it lacks (modifiers, a block mask, captures, dropout), each refused by name.
+void check_fp8_forward_tensors(const Attention& attention, const TensorView& q, const TensorView& k,
+                               const TensorView& v, const TensorView& o);
+/// Throws InvalidArgument("attention.q_descale", ...) when a call that is not the fp8 forward
+/// is given its descale factors.
+void check_no_fp8_descales(const Attention& attention);
 
 /// q, k, v and o of a call of `attention` (validated): rank 4, fp16 or bf16 alike, the shapes
 /// [batch, seqlen, heads, head_dim] with the strides and alignment the kernels move them with;

@@ -132,6 +132,12 @@ void check_outputs_disjoint(const TensorView& q, const TensorView& k, const Tens
 
 /// Dtype of q (fp16 or bf16) and of k, v, o (the same as q).
 void check_query_dtypes(const TensorView& q, const TensorView& o) {
+  if (q.dtype == DType::e4m3) {
+    throw InvalidArgument("q.dtype",
+                          "is e4m3, which only the dense forward takes (Runtime::forward "
+                          "without Sequences: the fp8 forward); this call takes fp16 "
+                          "and bf16");
+  }
   if (q.dtype != DType::f16 && q.dtype != DType::bf16) {
     throw InvalidArgument(
         "q.dtype", "is " + std::string(dtype_name(q.dtype)) + "; attention supports fp16 and bf16");
@@ -146,13 +152,8 @@ void check_attention_dtypes(const TensorView& q, const TensorView& k, const Tens
   check_same_dtype(v, q, "v", "q");
 }
 
-void check_attention_tensors(const Attention& a, const TensorView& q, const TensorView& k,
-                             const TensorView& v, const TensorView& o) {
-  check_tensor(q, "q", 4);
-  check_tensor(k, "k", 4);
-  check_tensor(v, "v", 4);
-  check_tensor(o, "o", 4);
-  check_attention_dtypes(q, k, v, o);
+void check_head_tensors(const Attention& a, const TensorView& q, const TensorView& k,
+                        const TensorView& v, const TensorView& o) {
   check_head_tensor(q, "q", a.batch, a.seqlen_q, a.heads_q, a.head_dim,
                     "[batch, seqlen_q, heads_q, head_dim]");
   check_head_tensor(k, "k", a.batch, a.seqlen_k, a.heads_kv, a.head_dim,
@@ -163,6 +164,16 @@ void check_attention_tensors(const Attention& a, const TensorView& q, const Tens
                                          : "[batch, seqlen_q, heads_q, head_dim]";
   check_head_tensor(v, "v", a.batch, a.seqlen_k, a.heads_kv, a.value_head_dim(), v_dims);
   check_head_tensor(o, "o", a.batch, a.seqlen_q, a.heads_q, a.value_head_dim(), o_dims);
+}
+
+void check_attention_tensors(const Attention& a, const TensorView& q, const TensorView& k,
+                             const TensorView& v, const TensorView& o) {
+  check_tensor(q, "q", 4);
+  check_tensor(k, "k", 4);
+  check_tensor(v, "v", 4);
+  check_tensor(o, "o", 4);
+  check_attention_dtypes(q, k, v, o);
+  check_head_tensors(a, q, k, v, o);
 }
 
 void validate_attention(const Attention& attention, bool wide_head_dims) {
@@ -178,7 +189,12 @@ void validate_forward_arguments(const Attention& attention, const TensorView& q,
                                 const TensorView& k, const TensorView& v, const TensorView& o,
                                 const TensorView& lse) {
   validate_attention(attention);
-  check_attention_tensors(attention, q, k, v, o);
+  if (q.dtype == DType::e4m3) {
+    check_fp8_forward_tensors(attention, q, k, v, o);
+  } else {
+    check_attention_tensors(attention, q, k, v, o);
+    check_no_fp8_descales(attention);
+  }
   check_no_self_overlap(o, "o");
   if (lse.data != nullptr) check_lse(lse, attention);
   check_outputs_disjoint(q, k, v, o, lse);

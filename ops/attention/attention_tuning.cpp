@@ -24,6 +24,8 @@ const char* path_suffix(kernels::ForwardPath path) {
       return ".wide";
     case kernels::ForwardPath::decode:
       return ".decode";
+    case kernels::ForwardPath::fp8:
+      return ".fp8";
     case kernels::ForwardPath::mma_sync:
       break;
   }
@@ -207,7 +209,9 @@ class AttentionWorkspace final : public autotune::TuningWorkspace {
     q_ = head_tensor(a.seqlen_q, a.heads_q, d, true);
     k_ = head_tensor(a.seqlen_k, a.heads_kv, d, true);
     v_ = head_tensor(a.seqlen_k, a.heads_kv, dv, true);
-    o_ = head_tensor(a.seqlen_q, a.heads_q, dv, false);
+    // The fp8 forward's inputs are e4m3, its O bf16.
+    o_ = head_tensor(a.seqlen_q, a.heads_q, dv, false,
+                     problem.dtype == DType::e4m3 ? DType::bf16 : problem.dtype);
     lse_.buffer =
         backend.allocate_buffer(static_cast<std::size_t>(a.batch * a.heads_q * a.seqlen_q) * 4);
     lse_.view = lse_tensor(static_cast<float*>(lse_.buffer.data()), a);
@@ -253,12 +257,16 @@ class AttentionWorkspace final : public autotune::TuningWorkspace {
  private:
   autotune::WorkspaceTensor head_tensor(std::int64_t seqlen, std::int64_t heads,
                                         std::int64_t head_dim, bool random) {
+    return head_tensor(seqlen, heads, head_dim, random, problem_.dtype);
+  }
+  autotune::WorkspaceTensor head_tensor(std::int64_t seqlen, std::int64_t heads,
+                                        std::int64_t head_dim, bool random, DType dtype) {
     const Attention& a = problem_.attention;
     autotune::WorkspaceTensor t;
-    t.buffer = autotune::upload_16bit(backend_, problem_.dtype, a.batch * seqlen * heads * head_dim,
-                                      rng_, random);
-    t.view = attention_tensor(t.buffer.data(), problem_.dtype, Layout::bshd, a.batch, seqlen, heads,
-                              head_dim);
+    t.buffer =
+        autotune::upload_16bit(backend_, dtype, a.batch * seqlen * heads * head_dim, rng_, random);
+    t.view =
+        attention_tensor(t.buffer.data(), dtype, Layout::bshd, a.batch, seqlen, heads, head_dim);
     return t;
   }
 
@@ -277,7 +285,7 @@ class AttentionWorkspace final : public autotune::TuningWorkspace {
   }
 
   std::vector<float> read(const autotune::WorkspaceTensor& t) {
-    return autotune::read_16bit(backend_, t.buffer, problem_.dtype);
+    return autotune::read_16bit(backend_, t.buffer, t.view.dtype);
   }
 
   detail::RuntimeBackend& backend_;

@@ -3,7 +3,7 @@
 // default, its validity beyond the shared rules, and its kernel by name (the template file, the
 // kernel function and its traits type's arguments by name). Each family writes its own in its
 // folder: fa2/fa2_forward.cpp, hopper/hopper_forward.cpp, wide/wide_forward.cpp,
-// decode/decode_forward.cpp. Internal to
+// decode/decode_forward.cpp, fp8/fp8_forward.cpp. Internal to
 // ops/.
 #include <optional>
 #include <string>
@@ -43,6 +43,16 @@ bool wide_forward_config_valid(const ForwardConfig& config);
 bool decode_forward_config_valid(const ForwardConfig& config);
 int decode_forward_shared_bytes(const ForwardConfig& config);
 
+/// The fp8 forward's part of ForwardConfig::valid and its shared memory, its valid configs for
+/// (head_dim, mask, softcap), its default on `arch` (ptxas-checked tiles per head dim; throws
+/// InvalidArgument("dtype") before sm_89, "head_dim" outside its head dims) and its kernel:
+/// attention/fp8/fp8_forward_kernel.cuh (fp8/fp8_forward.cpp).
+bool fp8_forward_config_valid(const ForwardConfig& config);
+int fp8_forward_shared_bytes(const ForwardConfig& config);
+std::vector<ForwardConfig> fp8_forward_configs(int head_dim, MaskKind mask, bool softcap);
+ForwardConfig fp8_forward_config(int head_dim, MaskKind mask, bool softcap,
+                                 const std::string& arch);
+ForwardKernel fp8_forward_kernel(const ForwardConfig& config);
 /// The forward kernel of `config`'s path (attention_forward.cpp).
 ForwardKernel forward_kernel(const ForwardConfig& config, const ScoreModifiers& modifiers);
 

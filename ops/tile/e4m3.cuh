@@ -4,7 +4,10 @@
 // bytes of a 16-bit block) and each thread converts the chunks it copied into the 16-bit tile
 // the tensor cores read. Every e4m3 value is exact in fp16 and in bf16, so the conversion loses
 // nothing; the cache's scale factors are applied in fp32 by the kernel, not here.
+// The fp8 forward multiplies e4m3 itself (m16n8k32): P rounded to e4m3 in A fragments, and V's
+// rows in the order those fragments give P's columns.
 #include "tile/numeric.cuh"
+#include "tile/operand_tile.cuh"
 #include "tile/shared_tile.cuh"
 
 namespace flashjit {
@@ -73,6 +76,46 @@ FJ_DEVICE void convert_e4m3_tile(e4m3_tile<Rows, Cols> staging, Dst dst, int thr
     store_shared(reinterpret_cast<Chunk16*>(dst.at(row, col)), 0, halves[0]);
     store_shared(reinterpret_cast<Chunk16*>(dst.at(row, col + kChunkElements)), 0, halves[1]);
   });
+}
+
+/// P for an fp8 product: `acc` rounded to e4m3 (saturating) as the A operand of m16n8k32 steps,
+/// two codes an element. A thread's accumulators hold columns 2t and 2t + 1 of each 8-column
+/// group and an A register takes four consecutive k, so a register takes two groups' pairs:
+/// k position 4t + i of each 16 holds column 2t + (i & 1) + 8 (i >> 1) of those 16. The
+/// columns are permuted, not moved between threads; B's rows (V's keys) must be permuted
+/// alike (e4m3_value_row).
+template <int Rows, int Cols>
+FJ_DEVICE operand_tile<e4m3x2_t, Rows, Cols / 2> to_e4m3_operand(const acc_tile<Rows, Cols>& acc) {
+  static_assert(Cols % 32 == 0, "whole m16n8k32 steps");
+  operand_tile<e4m3x2_t, Rows, Cols / 2> a;
+#pragma unroll
+  for (int s = 0; s < a.kSlabs; ++s)
+#pragma unroll
+    for (int k = 0; k < a.kSteps; ++k) {
+      const float(&g0)[4] = acc.frag[s][4 * k];
+      const float(&g1)[4] = acc.frag[s][4 * k + 1];
+      const float(&g2)[4] = acc.frag[s][4 * k + 2];
+      const float(&g3)[4] = acc.frag[s][4 * k + 3];
+      a.frag[s][k] = {
+          {pack4_e4m3(g0[0], g0[1], g1[0], g1[1]), pack4_e4m3(g0[2], g0[3], g1[2], g1[3]),
+           pack4_e4m3(g2[0], g2[1], g3[0], g3[1]), pack4_e4m3(g2[2], g2[3], g3[2], g3[3])}};
+    }
+  return a;
+}
+
+/// The key (row of V, within a 32-key step) at k position 4t + j of half h of the step, as
+/// to_e4m3_operand orders P's columns: 16h + 2t + (j & 1) + 8 (j >> 1).
+FJ_HOST_DEVICE constexpr int e4m3_value_row(int h, int t, int j) {
+  return 16 * h + 2 * t + (j & 1) + 8 * (j >> 1);
+}
+
+/// A 4 × 4 block of bytes transposed: byte j of columns[i] is byte i of rows[j].
+FJ_DEVICE void transpose_bytes(const unsigned (&rows)[4], unsigned (&columns)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    columns[i] = (rows[0] >> 8 * i & 0xffu) | (rows[1] >> 8 * i & 0xffu) << 8 |
+                 (rows[2] >> 8 * i & 0xffu) << 16 | (rows[3] >> 8 * i & 0xffu) << 24;
+  }
 }
 
 }  // namespace flashjit

@@ -158,6 +158,14 @@ FJ_HOST_DEVICE e4m3_t from_float<e4m3_t>(float value) {
   return {static_cast<unsigned char>(e4m3_from_float(value))};
 }
 
+/// Two fp8 e4m3 codes in 16 bits, the first in the low byte: the element of the fp8 forward's
+/// shared tiles, which the 16-bit tile code (cp.async chunks, ldmatrix, the fragment walks)
+/// moves as if it were one 16-bit element. A 16-bit m16n8k16 fragment of them is, byte for
+/// byte, an m16n8k32 fragment of e4m3 (tile/mma.cuh).
+struct e4m3x2_t {
+  unsigned short bits;
+};
+
 /// 2^x. On the device the hardware approximation (ex2.approx, ~2 ulp), which is what softmax
 /// needs: every exponent in flashjit is a base-2 one with log2(e) folded into the scale.
 #if defined(FJ_DEVICE_CODE)

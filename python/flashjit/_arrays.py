@@ -181,16 +181,17 @@ class Launch:
 
     def output(self, name: str, shape, dtype: str):
         """A new output array `name` of `shape` and `dtype` ("f16", "bf16", "f32", "i32"), and
-        its view; result(name) gives the array once the call has run."""
+        its view; result(name) gives the array once the call has run. numpy has no bfloat16:
+        a bf16 output of numpy inputs (the fp8 forward's o) comes back as float32, exactly."""
         shape = tuple(int(s) for s in shape)
         if self.torch:
             _torch_dtypes()
             t_dtype = _TORCH_BY_NAME[dtype]
             array = torch.empty(shape, dtype=t_dtype, device=self.device)
         else:
-            if dtype == "bf16":
-                raise ValueError("numpy has no bfloat16: pass torch tensors for bf16")
-            array = np.empty(shape, dtype={v: k for k, v in _NUMPY_DTYPES.items()}[dtype])
+            numpy_dtype = np.uint16 if dtype == "bf16" else (
+                {v: k for k, v in _NUMPY_DTYPES.items()}[dtype])  # bf16: its bits, widened after
+            array = np.empty(shape, dtype=numpy_dtype)
         if self.device != "cpu":
             self._outputs[name] = (array, None)
             return self._view(dtype, shape, tuple(array.stride()), array.data_ptr())
@@ -208,6 +209,8 @@ class Launch:
             address, nbytes = entry[1], entry[2]
             target = array.data_ptr() if self.torch else array.ctypes.data
             self.runtime.copy_out(target, address, nbytes)
+        if not self.torch and array.dtype == np.uint16:  # bf16 bits: the upper half of a float32
+            return (array.astype(np.uint32) << 16).view(np.float32)
         return array
 
 

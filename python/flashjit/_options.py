@@ -21,7 +21,8 @@ except ImportError:  # pragma: no cover
 ATTENTION_NAMES = {"attention.window_left": "window[0]", "attention.window_right": "window[1]",
                    "attention.scale": "scale", "attention.softcap": "softcap",
                    "attention.sinks": "sinks", "attention.sinks_grad": "sinks",
-                   "attention.dropout_p": "dropout_p"}
+                   "attention.dropout_p": "dropout_p", "attention.q_descale": "q_descale",
+                   "attention.k_descale": "k_descale", "attention.v_descale": "v_descale"}
 
 
 def sequence_names(fields: dict) -> dict:

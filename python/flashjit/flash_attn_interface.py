@@ -20,7 +20,7 @@ from typing import Tuple
 
 import numpy as np
 
-from ._options import shape_of
+from ._options import element, shape_of
 from .attention import attention
 from .kvcache import attention_with_kvcache
 from .packed import (attention_kvpacked, attention_qkvpacked, attention_varlen_kvpacked,
@@ -86,10 +86,20 @@ def _sinks(learnable_sink, q) -> dict:
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
                     window_size: Tuple[int, int] = (-1, -1), softcap=0.0, alibi_slopes=None,
-                    deterministic=False, return_attn_probs=False, learnable_sink=None):
+                    deterministic=False, return_attn_probs=False, learnable_sink=None,
+                    q_descale=None, k_descale=None, v_descale=None):
     """flashjit.attention(q, k, v, ...) with FlashAttention's arguments; `learnable_sink`
     (FlashAttention 3's name: gpt-oss's per-head sink logits, [heads_q]) is attention()'s
-    `sinks`, with its gradient."""
+    `sinks`, with its gradient; `q_descale`, `k_descale`, `v_descale` (FlashAttention 3's) the
+    fp8 forward's factors, for float8_e4m3fn q, k and v (o bfloat16)."""
+    descales = {"q_descale": q_descale, "k_descale": k_descale, "v_descale": v_descale}
+    if any(x is not None for x in descales.values()) or element(q) == "e4m3":
+        # (fp8 head dims are multiples of 16: nothing to pad)
+        return _result(attention(q, k, v, **_options(dropout_p, softmax_scale, causal,
+                                                     window_size, softcap, alibi_slopes,
+                                                     deterministic),
+                                 **_sinks(learnable_sink, q), **descales),
+                       return_attn_probs, v.shape[-1])
     (q, k, v), scale, value_dim = _padded((q, k, v), softmax_scale, v.shape[-1])
     return _result(attention(q, k, v, **_options(dropout_p, scale, causal, window_size,
                                                  softcap, alibi_slopes, deterministic),

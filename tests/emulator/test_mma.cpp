@@ -115,7 +115,80 @@ void check_mma(unsigned seed) {
   CHECK(mismatches == 0);
 }
 
+/// mma.sync m16n8k32 over e4m3, per the PTX ISA's figures for m16n8k32 (.e4m3 A and B), with
+/// g = lane / 4 and t = lane % 4: A register r holds row g (r even) or g + 8 (r odd), columns
+/// 4t .. 4t+3, plus 16 for r >= 2; B register r rows 4t .. 4t+3 (plus 16 for r = 1) of column
+/// g; byte i of a register is its column (row) 4t + i. C/D as m16n8k16's.
+std::uint32_t e4m3_a_register(const std::uint8_t* a, int lane, int reg) {
+  const int row = lane / 4 + (reg % 2) * 8, col0 = 4 * (lane % 4) + (reg / 2) * 16;
+  std::uint32_t bits = 0;
+  for (int i = 0; i < 4; ++i) {
+    bits |= static_cast<std::uint32_t>(flashjit::load_global(a, row * 32 + col0 + i)) << (8 * i);
+  }
+  return bits;
+}
+std::uint32_t e4m3_b_register(const std::uint8_t* b, int lane, int reg) {
+  const int row0 = 4 * (lane % 4) + reg * 16, col = lane / 4;
+  std::uint32_t bits = 0;
+  for (int i = 0; i < 4; ++i) {
+    bits |= static_cast<std::uint32_t>(flashjit::load_global(b, (row0 + i) * 8 + col)) << (8 * i);
+  }
+  return bits;
+}
+
+/// One warp: d = a (16 x 32, row-major codes) · b (32 x 8, row-major codes) + c.
+__global__ void mma_e4m3_kernel(const std::uint8_t* a, const std::uint8_t* b, const float* c,
+                                float* d) {
+  const int lane = static_cast<int>(threadIdx.x);
+  std::uint32_t a_regs[4], b_regs[2];
+  float c_regs[4], d_regs[4];
+  for (int reg = 0; reg < 4; ++reg) a_regs[reg] = e4m3_a_register(a, lane, reg);
+  for (int reg = 0; reg < 2; ++reg) b_regs[reg] = e4m3_b_register(b, lane, reg);
+  for (int i = 0; i < 4; ++i) {
+    c_regs[i] = flashjit::load_global(c, c_spot(lane, i).row * 8 + c_spot(lane, i).col);
+  }
+  em::mma_m16n8k32_e4m3(d_regs, a_regs, b_regs, c_regs);
+  for (int i = 0; i < 4; ++i) {
+    flashjit::store_global(d, c_spot(lane, i).row * 8 + c_spot(lane, i).col, d_regs[i]);
+  }
+}
+
 }  // namespace
+
+TEST_CASE("mma.sync m16n8k32 over e4m3 equals C + A B for random codes") {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> code(0, 255);
+  std::vector<std::uint8_t> a(16 * 32), b(32 * 8);
+  for (auto* m : {&a, &b}) {
+    for (auto& x : *m) {
+      x = static_cast<std::uint8_t>(code(rng));
+      if ((x & 0x7F) == 0x7F) x = 0x3F;  // no NaN codes
+    }
+  }
+  std::vector<float> c(128), d(128, std::nanf(""));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& x : c) x = normal(rng);
+  em::LaunchConfig config{
+      .kernel_name = "mma_e4m3",
+      .grid = {1},
+      .block = {32},
+      .buffers = {em::buffer_of(a.data(), a.size(), "a"), em::buffer_of(b.data(), b.size(), "b"),
+                  em::buffer_of(c.data(), c.size(), "c"), em::buffer_of(d.data(), d.size(), "d")}};
+  const em::Report report =
+      em::launch(&mma_e4m3_kernel, config, a.data(), b.data(), c.data(), d.data());
+  REQUIRE_MESSAGE(report.clean(), report);
+  const auto value = [](std::uint8_t bits) { return double(flashjit::float_from_e4m3(bits)); };
+  for (int m = 0; m < 16; ++m) {
+    for (int n = 0; n < 8; ++n) {
+      double expected = c[m * 8 + n], magnitude = std::fabs(expected);
+      for (int k = 0; k < 32; ++k) {
+        expected += value(a[m * 32 + k]) * value(b[k * 8 + n]);
+        magnitude += std::fabs(value(a[m * 32 + k]) * value(b[k * 8 + n]));
+      }
+      CHECK_MESSAGE(std::fabs(d[m * 8 + n] - expected) <= 2e-6 * magnitude, m, " ", n);
+    }
+  }
+}
 
 TEST_CASE_TEMPLATE("mma.sync m16n8k16 equals C + A B for random inputs", T, flashjit::half_t,
                    flashjit::bfloat16_t) {

@@ -273,17 +273,21 @@ TEST_CASE("an emulator finding in a launch is an error that names the buffer") {
   }
 }
 
-TEST_CASE("the emulator models sm_80 or sm_90a, and names any other arch asked of it") {
+TEST_CASE("the emulator models sm_80, sm_89 or sm_90a, and names any other arch asked of it") {
   CHECK(emulator_runtime().device().arch() == "sm_80");
   Runtime hopper(RuntimeOptions{.backend = Backend::emulator, .emulated_arch = "sm_90a"});
   CHECK(hopper.device().arch() == "sm_90a");
   CHECK(hopper.device().shared_memory_optin == 227 * 1024);
+  Runtime ada(RuntimeOptions{.backend = Backend::emulator, .emulated_arch = "sm_89"});
+  CHECK(ada.device().arch() == "sm_89");
+  CHECK(ada.device().shared_memory_optin == 99 * 1024);
   try {
     Runtime bad(RuntimeOptions{.backend = Backend::emulator, .emulated_arch = "sm_100a"});
     FAIL("expected an error");
   } catch (const InvalidArgument& error) {
     CHECK(error.argument() == "emulated_arch");
-    CHECK(std::string(error.what()).find("sm_80 (A100) and sm_90a (H100)") != std::string::npos);
+    CHECK(std::string(error.what()).find("sm_80 (A100), sm_89 (L40S) and sm_90a (H100)") !=
+          std::string::npos);
   }
 }
 

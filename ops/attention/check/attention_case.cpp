@@ -35,20 +35,23 @@ void add_scaled_value(ConstView4 v, std::int64_t b, std::int64_t j, std::int64_t
 /// One row of O from its scores `s` (clobbered) the plain way in `dtype`: S, P = softmax(S)
 /// and O = P V each rounded to `dtype`, sums exact; with `dropout` (each key's factor, as
 /// reference::Problem::dropout gives it), P's dropped. A row with no visible key gets O = 0.
+/// For e4m3 (the fp8 forward) what that kernel rounds: S stays exact (it is fp32 there), P is
+/// rounded to e4m3 before its division by the row's sum, O to bf16.
 void plain_row(DType dtype, ConstView4 v, std::int64_t b, std::int64_t hk, std::vector<double>& s,
                std::vector<double>& out, const std::vector<double>& dropout = {}) {
   out.assign(static_cast<std::size_t>(v.shape[3]), 0.0);
+  const bool fp8 = dtype == DType::e4m3;
   double max = kNegInf;
-  for (double& sj : s) max = std::max(max, sj = round_to(dtype, sj));
+  for (double& sj : s) max = std::max(max, sj = fp8 ? sj : round_to(dtype, sj));
   if (max == kNegInf) return;
   double sum = 0;
   for (double& sj : s) sum += sj = std::exp(sj - max);
   for (std::size_t j = 0; j < s.size(); ++j) {
     const double factor = dropout.empty() ? 1.0 : dropout[j];
-    add_scaled_value(v, b, static_cast<std::int64_t>(j), hk, round_to(dtype, s[j] / sum) * factor,
-                     out);
+    const double p = fp8 ? round_to(dtype, s[j]) / sum : round_to(dtype, s[j] / sum);
+    add_scaled_value(v, b, static_cast<std::int64_t>(j), hk, p * factor, out);
   }
-  for (double& o : out) o = round_to(dtype, o);
+  for (double& o : out) o = round_to(output_dtype(dtype), o);
 }
 
 /// One row of O from its scores `s`, the textbook way in float64, and its LSE: the sampled
@@ -209,8 +212,9 @@ Actual run_kernel(Runtime& runtime, const ForwardCase& c, const Inputs& in,
   const auto lse_count = static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q);
 
   // Outputs start as NaN, so an element the kernel never writes fails the check.
-  DeviceBuffer q = upload(runtime, in.q.bits), k = upload(runtime, in.k.bits),
-               v = upload(runtime, in.v.bits);
+  DeviceBuffer q = upload_input(runtime, c.dtype, in.q.bits),
+               k = upload_input(runtime, c.dtype, in.k.bits),
+               v = upload_input(runtime, c.dtype, in.v.bits);
   DeviceBuffer o = upload(runtime, std::vector<std::uint16_t>(out_count, kPoison));
   std::vector<float> lse(lse_count, std::numeric_limits<float>::quiet_NaN());
   DeviceBuffer lse_buffer = upload(runtime, lse);
@@ -218,15 +222,15 @@ Actual run_kernel(Runtime& runtime, const ForwardCase& c, const Inputs& in,
   const Attention a = c.attention();
   const flashjit::Layout layout = library_layout(c.layout);
   auto view = [&](DeviceBuffer& buffer, std::int64_t seqlen, std::int64_t heads,
-                  std::int64_t head_dim) {
-    return attention_tensor(buffer.data(), c.dtype, layout, p.batch, seqlen, heads, head_dim);
+                  std::int64_t head_dim, DType dtype) {
+    return attention_tensor(buffer.data(), dtype, layout, p.batch, seqlen, heads, head_dim);
   };
   const TensorView lse_view =
       c.write_lse ? lse_tensor(static_cast<float*>(lse_buffer.data()), a) : TensorView{};
-  const TensorView q_view = view(q, p.seqlen_q, p.heads_q, p.head_dim),
-                   k_view = view(k, p.seqlen_k, p.heads_kv, p.head_dim),
-                   v_view = view(v, p.seqlen_k, p.heads_kv, p.value_dim()),
-                   o_view = view(o, p.seqlen_q, p.heads_q, p.value_dim());
+  const TensorView q_view = view(q, p.seqlen_q, p.heads_q, p.head_dim, c.dtype),
+                   k_view = view(k, p.seqlen_k, p.heads_kv, p.head_dim, c.dtype),
+                   v_view = view(v, p.seqlen_k, p.heads_kv, p.value_dim(), c.dtype),
+                   o_view = view(o, p.seqlen_q, p.heads_q, p.value_dim(), output_dtype(c.dtype));
   if (config) {
     kernels::attention_forward(detail::backend_of(runtime), a, q_view, k_view, v_view, o_view,
                                lse_view, *config, nullptr);
@@ -238,7 +242,7 @@ Actual run_kernel(Runtime& runtime, const ForwardCase& c, const Inputs& in,
   std::vector<std::uint16_t> out_bits(out_count);
   runtime.copy_to_host(out_bits.data(), o.data(), out_count * sizeof(std::uint16_t));
   runtime.copy_to_host(lse.data(), lse_buffer.data(), lse_count * sizeof(float));
-  return {widen(c.dtype, out_bits), std::move(lse)};
+  return {widen(output_dtype(c.dtype), out_bits), std::move(lse)};
 }
 
 }  // namespace

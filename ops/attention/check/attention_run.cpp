@@ -94,7 +94,9 @@ void print_gradient(const char* name, const testing::GradientVerdict& g) {
 testing::ForwardCase forward_case(const RunContext& context, const AttentionRunFlags& flags) {
   testing::ForwardCase c;
   c.dtype = parse_dtype(context.basics.dtype, "--dtype");
-  if (c.dtype == DType::f32) throw InvalidArgument("--dtype", "attention runs in fp16 or bf16");
+  if (c.dtype == DType::f32) {
+    throw InvalidArgument("--dtype", "attention runs in fp16 or bf16 (e4m3: the fp8 forward)");
+  }
   // Past 256 the inference forward's wide path (the library names what else stops at 256).
   const std::int64_t head_dim = context.shape.head_dim;
   const std::int64_t most =
@@ -173,12 +175,13 @@ int run_dense_attention(const RunContext& context, const AttentionRunFlags& flag
 
 double minimum_global_bytes(const Attention& a, DType dtype, bool backward) {
   const double element = static_cast<double>(dtype_size(dtype));
+  const double out_element = dtype == DType::e4m3 ? 2.0 : element;  // the fp8 forward's bf16 O
   const double rows_q = double(a.batch) * double(a.seqlen_q) * double(a.heads_q);
   const double rows_k = double(a.batch) * double(a.seqlen_k) * double(a.heads_kv);
   const double q = rows_q * double(a.head_dim), o = rows_q * double(a.value_head_dim());
   const double k = rows_k * double(a.head_dim), v = rows_k * double(a.value_head_dim());
   const double lse = double(a.batch) * double(a.heads_q) * double(a.seqlen_q) * 4;
-  if (!backward) return (q + k + v + o) * element + lse;  // Q, K, V in; O, LSE out
+  if (!backward) return (q + k + v) * element + o * out_element + lse;  // Q, K, V in; O, LSE out
   return (q + 2 * o + k + v) * element + lse              // Q, O, dO, K, V and LSE in
          + (q + k + v) * element;                         // dQ, dK, dV out
 }

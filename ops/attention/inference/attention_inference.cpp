@@ -128,19 +128,6 @@ void add_index_buffers(const Sequences& s, std::vector<detail::KernelBuffer>& bu
   }
 }
 
-namespace {
-
-/// A validated descale tensor as the kernel reads it: [1] one factor, [heads_kv] one a head,
-/// [batch, heads_kv] one a (sequence, head); absent: none (1).
-CacheDescale cache_descale(const TensorView& view) {
-  if (!present(view)) return {nullptr, 0, 0};
-  const auto* data = static_cast<const float*>(view.data);
-  if (view.rank == 2) return {data, view.strides[0], view.strides[1]};
-  return {data, 0, view.shape[0] == 1 ? 0 : view.strides[0]};
-}
-
-}  // namespace
-
 SequenceIndex sequence_index(const Sequences& s, std::int64_t page_size) {
   return {static_cast<const int*>(s.cu_seqlens_q.data),
           static_cast<const int*>(s.cu_seqlens_k.data),
@@ -152,7 +139,8 @@ SequenceIndex sequence_index(const Sequences& s, std::int64_t page_size) {
           static_cast<const int*>(s.cache_batch_idx.data),
           static_cast<const int*>(s.cache_leftpad.data),
           cache_descale(s.k_descale),
-          cache_descale(s.v_descale)};
+          cache_descale(s.v_descale),
+          CacheDescale{nullptr, 0, 0}};  // q_descale: the dense fp8 forward's only
 }
 
 HostIndices read_indices(detail::RuntimeBackend& backend, const Sequences& s) {

@@ -130,32 +130,6 @@ void check_layout_choice(const Sequences& s) {
   }
 }
 
-/// An fp8 cache's descale factors: fp32 [1], [heads_kv] or [batch, heads_kv], unit last stride.
-void check_descale(const TensorView& view, const std::string& name, const Attention& a) {
-  if (!present(view)) return;
-  if (view.dtype != DType::f32) {
-    throw InvalidArgument(name + ".dtype",
-                          "is " + std::string(dtype_name(view.dtype)) + "; must be fp32");
-  }
-  const bool per_tensor = view.rank == 1 && view.shape[0] == 1;
-  const bool per_head = view.rank == 1 && view.shape[0] == a.heads_kv;
-  const bool per_sequence =
-      view.rank == 2 && view.shape[0] == a.batch && view.shape[1] == a.heads_kv;
-  if (!per_tensor && !per_head && !per_sequence) {
-    std::string shape;
-    for (int d = 0; d < view.rank; ++d) shape += (d > 0 ? ", " : "") + str(view.shape[d]);
-    throw InvalidArgument(name + ".shape", "is [" + shape + "]; expected [1], [heads_kv] = [" +
-                                               str(a.heads_kv) + "] or [batch, heads_kv] = [" +
-                                               str(a.batch) + ", " + str(a.heads_kv) + "]");
-  }
-  const int last = view.rank - 1;
-  if (view.shape[last] > 1 && view.strides[last] != 1) {
-    throw InvalidArgument(name + ".strides",
-                          "the last stride is " + str(view.strides[last]) + "; must be 1");
-  }
-  check_aligned(view, name, 4);
-}
-
 /// The tensors' dtypes: q, k, v and o all fp16 or all bf16, or an fp8 cache (k and v e4m3,
 /// q and o 16-bit) with its descale factors, whose 16-byte copies take 16 elements.
 void check_inference_dtypes(const Attention& a, const Sequences& s, const TensorView& q,
@@ -321,6 +295,7 @@ InferenceTensors validate_inference_arguments(const Attention& a, const Sequence
                                               const TensorView& v, const TensorView& o,
                                               const TensorView& lse) {
   validate_attention(a, /*wide_head_dims=*/true);
+  check_no_fp8_descales(a);  // an fp8 cache's are sequences.k_descale and v_descale
   check_layout_choice(s);
   if (a.block_mask.data != nullptr) {
     throw InvalidArgument("attention.block_mask",

@@ -51,6 +51,9 @@ struct SequenceIndex {
   // ones times k_descale, V's times v_descale.
   CacheDescale k_descale;
   CacheDescale v_descale;
+  // The fp8 forward's (q, k and v all e4m3; attention/fp8/): Q's true values are its codes
+  // times q_descale, K's and V's as above.
+  CacheDescale q_descale;
 };
 
 /// Split-KV: the keys of each query block are split into `splits` ranges, one CTA each, which

@@ -165,6 +165,19 @@ struct Attention {
   std::uint64_t dropout_seed = 0;
   std::uint64_t dropout_offset = 0;
 
+  /// The fp8 forward (FlashAttention-3's fp8 contract): q, k and v DType::e4m3, o bf16 (lse
+  /// fp32 as usual). Their true values are the codes times these fp32 descale factors: [1] (per
+  /// tensor), [heads_kv] (per head) or [batch, heads_kv] (per sequence and head; query head h
+  /// takes its key/value head's), each optional (1), applied in fp32 to the scores (q's and
+  /// k's) and the output (v's). P is rounded to e4m3 for P V, as FlashAttention-3 does (its
+  /// relative error up to 2⁻⁴ a probability; ℓ sums the unrounded P). Head dims (and
+  /// head_dim_v) multiples of 16 up to 256, strides multiples of 16 elements. Dense calls on
+  /// sm_89 and later (fp8 tensor cores): no Sequences, score or mask modifiers, block mask,
+  /// dropout or backward (refused by name); sinks, GQA, causal, windows and softcap as usual.
+  TensorView q_descale{};
+  TensorView k_descale{};
+  TensorView v_descale{};
+
   /// V's and O's head dim: head_dim_v, or head_dim when it is 0.
   std::int64_t value_head_dim() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
 };

@@ -1,0 +1,306 @@
+// The fp8 forward (q, k and v e4m3 with descale factors, o bf16; attention/fp8/) on the CPU
+// emulator as an sm_89 and an sm_90a: against the float64 attention over the dequantized inputs,
+// within twice the error that rounding P to e4m3 alone makes (FlashAttention-3's fp8 test
+// criterion), over head dims, masks, GQA, softcap, ragged tiles and every descale shape; and
+// bad input named before anything runs.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "flashjit/dtype.hpp"
+#include "flashjit/error.hpp"
+#include "flashjit/runtime.hpp"
+#include "support/emulator_runtime.hpp"
+
+namespace flashjit::testing {
+namespace {
+
+/// The emulator as an sm_89 (fp8 tensor cores, 99 KB of shared memory a block).
+Runtime& ada_emulator() {
+  static Runtime runtime(RuntimeOptions{.backend = Backend::emulator, .emulated_arch = "sm_89"});
+  return runtime;
+}
+
+/// How the descale factors of a case are shaped.
+enum class Descales { none, per_tensor, per_head, per_sequence };
+
+struct Fp8Case {
+  std::int64_t batch = 1, heads_q = 2, heads_kv = 1, seqlen_q = 70, seqlen_k = 90, head_dim = 64;
+  bool causal = false;
+  std::int64_t window_left = -1;
+  float softcap = 0.0f;
+  Descales descales = Descales::per_head;
+
+  std::string name() const {
+    return "b" + std::to_string(batch) + " h" + std::to_string(heads_q) + "/" +
+           std::to_string(heads_kv) + " q" + std::to_string(seqlen_q) + " k" +
+           std::to_string(seqlen_k) + " d" + std::to_string(head_dim) + (causal ? " causal" : "") +
+           (window_left >= 0 ? " window" : "") + (softcap > 0 ? " softcap" : "") + " descales " +
+           std::to_string(int(descales));
+  }
+};
+
+/// A [batch, seqlen, heads, dim] tensor of e4m3 codes and the values they stand for (codes
+/// times their (batch, kv head)'s factor).
+struct Codes {
+  std::vector<std::uint8_t> codes;
+  std::vector<float> factors;  // [batch · heads_kv]
+  std::int64_t seqlen, heads, dim;
+  double value(std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d,
+               std::int64_t heads_per_factor) const {
+    const std::size_t at = static_cast<std::size_t>(((b * seqlen + s) * heads + h) * dim + d);
+    const std::int64_t heads_kv = heads / heads_per_factor;
+    return double(float_from_e4m3_bits(codes[at])) *
+           factors[static_cast<std::size_t>(b * heads_kv + h / heads_per_factor)];
+  }
+};
+
+Codes random_codes(const Fp8Case& c, std::int64_t seqlen, std::int64_t heads, std::mt19937& rng,
+                   float spread) {
+  std::normal_distribution<float> normal(0.0f, spread);
+  Codes t{{}, {}, seqlen, heads, c.head_dim};
+  t.codes.resize(static_cast<std::size_t>(c.batch * seqlen * heads * c.head_dim));
+  for (std::uint8_t& code : t.codes) code = e4m3_bits_from_float(normal(rng));
+  std::uniform_real_distribution<float> factor(0.25f, 2.0f);
+  t.factors.assign(static_cast<std::size_t>(c.batch * c.heads_kv), 1.0f);
+  for (std::size_t i = 0; i < t.factors.size(); ++i) {
+    switch (c.descales) {
+      case Descales::none:
+        break;
+      case Descales::per_tensor:
+        t.factors[i] = i == 0 ? factor(rng) : t.factors[0];
+        break;
+      case Descales::per_head:
+        t.factors[i] = i < std::size_t(c.heads_kv) ? factor(rng) : t.factors[i % c.heads_kv];
+        break;
+      case Descales::per_sequence:
+        t.factors[i] = factor(rng);
+        break;
+    }
+  }
+  return t;
+}
+
+/// The case's descale tensor of `t`'s factors in `runtime`'s memory (null view: none).
+TensorView descale_view(Runtime& runtime, const Fp8Case& c, const Codes& t,
+                        std::vector<DeviceBuffer>& keep) {
+  if (c.descales == Descales::none) return {};
+  const std::int64_t count = c.descales == Descales::per_tensor ? 1
+                             : c.descales == Descales::per_head ? c.heads_kv
+                                                                : c.batch * c.heads_kv;
+  DeviceBuffer& buffer = keep.emplace_back(runtime.allocate(static_cast<std::size_t>(count) * 4));
+  runtime.copy_to_device(buffer.data(), t.factors.data(), static_cast<std::size_t>(count) * 4);
+  if (c.descales == Descales::per_sequence) {
+    return TensorView::contiguous(buffer.data(), DType::f32, {c.batch, c.heads_kv});
+  }
+  return TensorView::contiguous(buffer.data(), DType::f32, {count});
+}
+
+/// One row's float64 output over the dequantized inputs: exact, and with each P / max P
+/// rounded to e4m3 first (what the kernel's rounding alone costs), and its LSE.
+struct RowReference {
+  std::vector<double> exact, rounded;
+  double lse;
+};
+
+RowReference reference_row(const Fp8Case& c, const Codes& q, const Codes& k, const Codes& v,
+                           std::int64_t b, std::int64_t h, std::int64_t i) {
+  const std::int64_t group = c.heads_q / c.heads_kv, kv = h / group, d = c.head_dim;
+  const double scale = 1.0 / std::sqrt(double(d));
+  const std::int64_t diagonal = i + c.seqlen_k - c.seqlen_q;
+  std::vector<double> scores;
+  std::vector<std::int64_t> keys;
+  for (std::int64_t j = 0; j < c.seqlen_k; ++j) {
+    if (c.causal && j > diagonal) continue;
+    if (c.window_left >= 0 && j < diagonal - c.window_left) continue;
+    double dot = 0;
+    for (std::int64_t e = 0; e < d; ++e)
+      dot += q.value(b, i, h, e, group) * k.value(b, j, kv, e, 1);
+    double s = dot * scale;
+    if (c.softcap > 0) s = c.softcap * std::tanh(s / c.softcap);
+    scores.push_back(s);
+    keys.push_back(j);
+  }
+  RowReference row{std::vector<double>(d, 0.0), std::vector<double>(d, 0.0),
+                   -std::numeric_limits<double>::infinity()};
+  if (keys.empty()) return row;
+  const double top = *std::max_element(scores.begin(), scores.end());
+  double sum = 0;
+  for (double s : scores) sum += std::exp(s - top);
+  row.lse = top + std::log(sum);
+  for (std::size_t n = 0; n < keys.size(); ++n) {
+    const double p = std::exp(scores[n] - top);
+    const double p_rounded = float_from_e4m3_bits(e4m3_bits_from_float(float(p)));
+    for (std::int64_t e = 0; e < d; ++e) {
+      const double value = v.value(b, keys[n], kv, e, 1);
+      row.exact[e] += p / sum * value;
+      row.rounded[e] += p_rounded / sum * value;
+    }
+  }
+  return row;
+}
+
+/// Runs `c` on `runtime` and checks O and LSE against the float64 references.
+void check_fp8_case(Runtime& runtime, const Fp8Case& c) {
+  INFO(c.name());
+  std::mt19937 rng(static_cast<unsigned>(c.seqlen_q * 131 + c.head_dim * 7 + c.heads_q));
+  const Codes q = random_codes(c, c.seqlen_q, c.heads_q, rng, 2.0f);
+  const Codes k = random_codes(c, c.seqlen_k, c.heads_kv, rng, 2.0f);
+  const Codes v = random_codes(c, c.seqlen_k, c.heads_kv, rng, 1.0f);
+  std::vector<DeviceBuffer> keep;
+  const auto upload = [&](const Codes& t) {
+    DeviceBuffer& buffer = keep.emplace_back(runtime.allocate(t.codes.size()));
+    runtime.copy_to_device(buffer.data(), t.codes.data(), t.codes.size());
+    return TensorView::contiguous(buffer.data(), DType::e4m3, {c.batch, t.seqlen, t.heads, t.dim});
+  };
+  const TensorView q_view = upload(q), k_view = upload(k), v_view = upload(v);
+  const std::size_t o_count =
+      static_cast<std::size_t>(c.batch * c.seqlen_q * c.heads_q * c.head_dim);
+  DeviceBuffer o = runtime.allocate(o_count * 2);
+  DeviceBuffer lse =
+      runtime.allocate(static_cast<std::size_t>(c.batch * c.heads_q * c.seqlen_q) * 4);
+  Attention a;
+  a.batch = c.batch;
+  a.heads_q = c.heads_q;
+  a.heads_kv = c.heads_kv;
+  a.seqlen_q = c.seqlen_q;
+  a.seqlen_k = c.seqlen_k;
+  a.head_dim = c.head_dim;
+  a.causal = c.causal;
+  a.window_left = c.window_left;
+  a.softcap = c.softcap;
+  a.q_descale = descale_view(runtime, c, q, keep);
+  a.k_descale = descale_view(runtime, c, k, keep);
+  a.v_descale = descale_view(runtime, c, v, keep);
+  runtime.forward(
+      a, q_view, k_view, v_view,
+      TensorView::contiguous(o.data(), DType::bf16, {c.batch, c.seqlen_q, c.heads_q, c.head_dim}),
+      TensorView::contiguous(lse.data(), DType::f32, {c.batch, c.heads_q, c.seqlen_q}));
+  std::vector<std::uint16_t> o_bits(o_count);
+  std::vector<float> lse_host(static_cast<std::size_t>(c.batch * c.heads_q * c.seqlen_q));
+  runtime.copy_to_host(o_bits.data(), o.data(), o_count * 2);
+  runtime.copy_to_host(lse_host.data(), lse.data(), lse_host.size() * 4);
+
+  double kernel_error = 0, rounding_error = 0, largest = 0, lse_error = 0;
+  for (std::int64_t b = 0; b < c.batch; ++b) {
+    for (std::int64_t h = 0; h < c.heads_q; ++h) {
+      for (std::int64_t i = 0; i < c.seqlen_q; ++i) {
+        const RowReference row = reference_row(c, q, k, v, b, h, i);
+        for (std::int64_t e = 0; e < c.head_dim; ++e) {
+          const auto at =
+              static_cast<std::size_t>(((b * c.seqlen_q + i) * c.heads_q + h) * c.head_dim + e);
+          const double got = float_from_bf16_bits(o_bits[at]);
+          kernel_error = std::max(kernel_error, std::fabs(got - row.exact[e]));
+          rounding_error = std::max(rounding_error, std::fabs(row.rounded[e] - row.exact[e]));
+          largest = std::max(largest, std::fabs(row.exact[e]));
+        }
+        const double got_lse =
+            lse_host[static_cast<std::size_t>((b * c.heads_q + h) * c.seqlen_q + i)];
+        if (std::isinf(row.lse)) {
+          CHECK(std::isinf(got_lse));
+        } else {
+          lse_error = std::max(lse_error, std::fabs(got_lse - row.lse));
+        }
+      }
+    }
+  }
+  INFO("max |O - O_exact| " << kernel_error << ", rounding P alone " << rounding_error
+                            << ", max |O_exact| " << largest << ", max LSE error " << lse_error);
+  // Twice P's rounding, plus O's bf16 rounding (2^-8 relative) and the per-block maxima the
+  // kernel rounds against (a block's P relative to its running max, not the row's).
+  CHECK(kernel_error <= 2 * rounding_error + largest * 0x1p-7);
+  CHECK(rounding_error > 0);  // the criterion is not vacuous
+  CHECK(lse_error <= 1e-3);
+}
+
+}  // namespace
+
+TEST_CASE("fp8 forward on sm_89: head dims 64 and 128, masks, GQA, softcap, each descale shape") {
+  check_fp8_case(ada_emulator(), {});
+  check_fp8_case(ada_emulator(), {.batch = 2,
+                                  .heads_q = 4,
+                                  .heads_kv = 2,
+                                  .seqlen_q = 130,
+                                  .seqlen_k = 130,
+                                  .head_dim = 128,
+                                  .causal = true,
+                                  .descales = Descales::per_sequence});
+  check_fp8_case(
+      ada_emulator(),
+      {.seqlen_q = 33, .seqlen_k = 200, .window_left = 40, .descales = Descales::per_tensor});
+  check_fp8_case(ada_emulator(), {.heads_q = 3,
+                                  .heads_kv = 3,
+                                  .seqlen_q = 17,
+                                  .seqlen_k = 65,
+                                  .head_dim = 48,
+                                  .softcap = 20.0f,
+                                  .descales = Descales::none});
+}
+
+TEST_CASE("fp8 forward on sm_89 and sm_90a: head dims 192 and 256 (Bc 32, O in parts)") {
+  check_fp8_case(ada_emulator(), {.seqlen_q = 40, .seqlen_k = 75, .head_dim = 256, .causal = true});
+  check_fp8_case(hopper_emulator(), {.seqlen_q = 40, .seqlen_k = 75, .head_dim = 192});
+  check_fp8_case(hopper_emulator(), {.heads_q = 2,
+                                     .heads_kv = 2,
+                                     .seqlen_q = 129,
+                                     .seqlen_k = 64,
+                                     .head_dim = 128,
+                                     .causal = true});
+}
+
+TEST_CASE("fp8 forward: bad input is named before anything runs") {
+  Runtime& runtime = ada_emulator();
+  Attention a;
+  a.heads_q = 2;
+  a.heads_kv = 1;
+  a.seqlen_q = a.seqlen_k = 16;
+  a.head_dim = 64;
+  DeviceBuffer bytes = runtime.allocate(64 * 1024);
+  int next = 0;  // each view a 16 KB quarter of its own, in turn
+  const auto view = [&](DType dtype, std::int64_t heads, std::int64_t dim) {
+    void* at = static_cast<char*>(bytes.data()) + (next++ % 4) * 16 * 1024;
+    return TensorView::contiguous(at, dtype, {1, 16, heads, dim});
+  };
+  const auto rejects = [&](const Attention& call, DType o_dtype, DType k_dtype,
+                           const std::string& argument) {
+    CHECK_THROWS_WITH_AS(
+        runtime.forward(call, view(DType::e4m3, 2, call.head_dim), view(k_dtype, 1, call.head_dim),
+                        view(DType::e4m3, 1, call.head_dim), view(o_dtype, 2, call.head_dim),
+                        TensorView{}),
+        doctest::Contains(argument.c_str()), InvalidArgument);
+  };
+  rejects(a, DType::f16, DType::e4m3, "o.dtype");
+  rejects(a, DType::bf16, DType::bf16, "k.dtype");
+  Attention odd = a;
+  odd.head_dim = 40;
+  rejects(odd, DType::bf16, DType::e4m3, "attention.head_dim");
+  Attention modified = a;
+  modified.score_mod = "score * 2.0f";
+  rejects(modified, DType::bf16, DType::e4m3, "attention.score_mod");
+  Attention dropped = a;
+  dropped.dropout_p = 0.1f;
+  rejects(dropped, DType::bf16, DType::e4m3, "attention.dropout_p");
+  Attention bad_descale = a;
+  DeviceBuffer factors = runtime.allocate(64);
+  bad_descale.k_descale = TensorView::contiguous(factors.data(), DType::f32, {3});
+  rejects(bad_descale, DType::bf16, DType::e4m3, "attention.k_descale.shape");
+  // Descale factors on a 16-bit call, the backward, an sm_80.
+  Attention sixteen = a;
+  sixteen.q_descale = TensorView::contiguous(factors.data(), DType::f32, {1});
+  CHECK_THROWS_WITH_AS(
+      runtime.forward(sixteen, view(DType::bf16, 2, 64), view(DType::bf16, 1, 64),
+                      view(DType::bf16, 1, 64), view(DType::bf16, 2, 64), TensorView{}),
+      doctest::Contains("attention.q_descale"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(
+      emulator().forward(a, view(DType::e4m3, 2, 64), view(DType::e4m3, 1, 64),
+                         view(DType::e4m3, 1, 64), view(DType::bf16, 2, 64), TensorView{}),
+      doctest::Contains("sm_89"), InvalidArgument);
+}
+
+}  // namespace flashjit::testing

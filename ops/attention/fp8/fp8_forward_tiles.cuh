@@ -74,8 +74,12 @@ struct Fp8ForwardTiles {
     for (int u = thread; u < kUnits; u += Traits::kThreads) {
       const Unit unit(u);
 #pragma unroll
-      for (int word = 0; word < 4; ++word) {  // columns 4 word .. 4 word + 3 of the chunk
-        // A word of each row at a time: four registers live beside O, not sixteen.
+      for (int turn = 0; turn < 4; ++turn) {
+        // Columns 4 word .. 4 word + 3 of the chunk, a word of each row at a time (four
+        // registers live beside O, not sixteen). The eight-thread groups of a warp start at
+        // different words: their 4-byte reads, 16 bytes apart, then fall on 32 distinct banks
+        // (4-way conflicts in order), and their stores to V^T rows 16 apart on 2-way ones.
+        const int word = (turn + u / 8) % 4;
         unsigned four_rows[4], four_columns[4];
 #pragma unroll
         for (int j = 0; j < 4; ++j) {

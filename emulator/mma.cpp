@@ -171,7 +171,10 @@ void mma_m16n8k16(MmaInput input, float (&d)[4], const std::uint32_t (&a)[4],
                   const std::uint32_t (&b)[2], const float (&c)[4]) {
   MmaLane lane{d, a, b, c};
   // .aligned: every lane of the warp takes part; fewer never complete (reported as a deadlock).
-  warp_exchange(0xffffffffu, &lane, input == MmaInput::f16 ? kMmaF16 : kMmaBf16);
+  warp_exchange(0xffffffffu, &lane,
+                input == MmaInput::f16    ? kMmaF16
+                : input == MmaInput::bf16 ? kMmaBf16
+                                          : kMmaE4m3);  // e4m3: the same registers are m16n8k32's
 }
 
 void mma_m16n8k32_e4m3(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2],

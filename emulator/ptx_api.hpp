@@ -13,8 +13,10 @@
 
 namespace flashjit::emulator {
 
-/// Element type of mma.sync's A and B operands.
-enum class MmaInput { f16, bf16 };
+/// Element type of mma.sync's and wgmma's A and B operands. e4m3: fp8 codes, two to each 16-bit
+/// element of the 16-bit forms' fragments and shared operands (the low byte first), so one
+/// 16-bit k step is an 8-bit one of twice the k (m16n8k32, m64nNk32), K-major only in wgmma.
+enum class MmaInput { f16, bf16, e4m3 };
 
 /// mma.sync.aligned.m16n8k16.row.col.f32.{f16|bf16}.{f16|bf16}.f32 d, a, b, c: a warp collective
 /// over all 32 lanes; each lane passes its own fragment registers exactly as the PTX ISA defines

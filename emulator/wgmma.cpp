@@ -1,4 +1,6 @@
-// wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16} on the emulator (its fence and
+// wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}, and m64nNk32.f32.e4m3.e4m3 (K-major
+// operands: each 16-bit element of the 16-bit form's layouts holds two consecutive k, the low
+// byte first; the RS form's A likewise), on the emulator (its fence and
 // commit/wait groups: wgmma_groups.cpp), from the PTX ISA chapter "Asynchronous Warpgroup Level
 // Matrix Multiply-Accumulate Instructions":
 //  - a warpgroup collective (.sync.aligned): the 128 threads of warps 4k..4k+3 execute the
@@ -19,12 +21,12 @@
 // shared bytes it read are marked in the shadow, and a generic-proxy write to one is reported
 // (wgmma_operand_in_flight). wgmma.fence is checked where the emulator can see its need
 // (check_wgmma_fence: the first wgmma, accumulators changed after their wait; for the RS form's
-// A registers, wgmma_register_a.cpp, which also reports them written in flight). An operation reading
-// accumulators that an in-flight one of the same shape writes takes that one's result: the PTX ISA
-// orders accumulator accesses across wgmma of the same shape without a fence. The shared reads are
-// recorded as reads by lane 0 of the warp owning the A rows (all of B: the warpgroup's first
-// thread), since the race checker knows threads, not warpgroups; so a write by another warp after
-// the wait still needs a __syncthreads.
+// A registers, wgmma_register_a.cpp, which also reports them written in flight). An operation
+// reading accumulators that an in-flight one of the same shape writes takes that one's result: the
+// PTX ISA orders accumulator accesses across wgmma of the same shape without a fence. The shared
+// reads are recorded as reads by lane 0 of the warp owning the A rows (all of B: the warpgroup's
+// first thread), since the race checker knows threads, not warpgroups; so a write by another warp
+// after the wait still needs a __syncthreads.
 #include <array>
 #include <cinttypes>
 #include <cstdio>
@@ -44,7 +46,10 @@ using detail::Machine;
 using detail::WgmmaOp;
 using detail::WgmmaQueue;
 
-constexpr int kM = 64, kK = 16;
+constexpr int kM = 64, kK = 16;  // kK: 16-bit elements (e4m3: pairs of codes) along k a step
+
+/// Values of k in one 16-bit element of `input`'s operands: two e4m3 codes, one f16 or bf16.
+constexpr int values_per_element(MmaInput input) { return input == MmaInput::e4m3 ? 2 : 1; }
 
 /// One thread's operands, on its suspended stack while the last thread computes.
 struct WgmmaThread {
@@ -120,14 +125,16 @@ bool valid_immediates(Machine& m, const WgmmaThread& lead, const char* name) {
   return false;
 }
 
-float element(MmaInput input, std::uint16_t bits) {
+/// Value v (0, or 1 for e4m3's high byte) of a 16-bit element of `input`.
+float element(MmaInput input, std::uint16_t bits, int v) {
+  if (input == MmaInput::e4m3) return float_from_e4m3(bits >> (8 * v) & 0xFFu);
   return input == MmaInput::f16 ? to_float(half_t{bits}) : to_float(bfloat16_t{bits});
 }
 
 /// Reads a 16-bit operand of `rows` x 16 (row = m for A, n for B) through its descriptor into
-/// `out` (rows, 16), scaled by `scale`. Each 16-byte chunk (8 elements along the contiguous
-/// axis) is one checked shared read by `reader(row)`; a rejected chunk reads as zeros.
-/// Each core matrix (8 chunks: 8 rows of a K-major operand, 8 k of an MN-major one) is one
+/// `out` (rows, 16 · values_per_element), scaled by `scale`. Each 16-byte chunk (8 elements along
+/// the contiguous axis) is one checked shared read by `reader(row)`; a rejected chunk reads as
+/// zeros. Each core matrix (8 chunks: 8 rows of a K-major operand, 8 k of an MN-major one) is one
 /// request to the memory model, at `site`.
 template <class Reader>
 bool read_shared_operand(Machine& m, const char* name, MmaInput input, std::uint64_t bits,
@@ -162,17 +169,21 @@ bool read_shared_operand(Machine& m, const char* name, MmaInput input, std::uint
         if (readable) {
           std::memcpy(&value, m.shared_begin + wgmma_operand_offset(d, mn_major, row, k), 2);
         }
-        out[row * kK + k] = scale * element(input, value);
+        const int per = values_per_element(input);
+        for (int v = 0; v < per; ++v) {
+          out[(row * kK + k) * per + v] = scale * element(input, value, v);
+        }
       }
     }
   }
   return true;
 }
 
-/// The RS form's A (64 x 16) from each warp's m16n8k16 A fragments: element e of lane l is in
-/// register e / 2 (low half first) at row l/4 (+8 for e in {2,3,6,7}), column 2(l%4) + (e&1)
-/// (+8 for e >= 4), within its warp's 16 rows.
+/// The RS form's A (64 x 16 elements) from each warp's m16n8k16 A fragments: element e of lane
+/// l is in register e / 2 (low half first) at row l/4 (+8 for e in {2,3,6,7}), column
+/// 2(l%4) + (e&1) (+8 for e >= 4), within its warp's 16 rows.
 void read_register_operand(void* const* threads, MmaInput input, float scale, float* out) {
+  const int per = values_per_element(input);
   for (int t = 0; t < kWarpgroupThreads; ++t) {
     const int warp = t / 32, lane = t % 32;
     const std::uint32_t* a = at(threads, t).a;
@@ -180,7 +191,8 @@ void read_register_operand(void* const* threads, MmaInput input, float scale, fl
       const int row = 16 * warp + lane / 4 + ((e >> 1 & 1) != 0 ? 8 : 0);
       const int col = 2 * (lane % 4) + (e & 1) + (e >= 4 ? 8 : 0);
       const auto bits = static_cast<std::uint16_t>(a[e / 2] >> (16 * (e % 2)));
-      out[row * kK + col] = scale * element(input, bits);
+      for (int v = 0; v < per; ++v)
+        out[(row * kK + col) * per + v] = scale * element(input, bits, v);
     }
   }
 }
@@ -231,14 +243,36 @@ constexpr WarpgroupExchange kRsF16{
 constexpr WarpgroupExchange kRsBf16{
     "wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 (A in registers)",
     &compute<MmaInput::bf16, true>};
+constexpr WarpgroupExchange kSsE4m3{"wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3",
+                                    &compute<MmaInput::e4m3, false>};
+constexpr WarpgroupExchange kRsE4m3{
+    "wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3 (A in registers)",
+    &compute<MmaInput::e4m3, true>};
+
+/// The exchange of (input, form).
+const WarpgroupExchange& exchange(MmaInput input, bool register_a) {
+  switch (input) {
+    case MmaInput::f16:
+      return register_a ? kRsF16 : kSsF16;
+    case MmaInput::bf16:
+      return register_a ? kRsBf16 : kSsBf16;
+    case MmaInput::e4m3:
+      break;
+  }
+  return register_a ? kRsE4m3 : kSsE4m3;
+}
 
 template <MmaInput Input, bool RegisterA>
 void compute(void* const* threads) {
-  const char* name = RegisterA ? (Input == MmaInput::f16 ? kRsF16 : kRsBf16).name
-                               : (Input == MmaInput::f16 ? kSsF16 : kSsBf16).name;
+  const char* name = exchange(Input, RegisterA).name;
   Machine& m = *detail::active();
   const WgmmaThread& lead = at(threads, 0);
   if (!uniform(m, threads, name) || !valid_immediates(m, lead, name)) return;
+  if (Input == MmaInput::e4m3 && (lead.trans_a || lead.trans_b)) {
+    report(m, warpgroup_base(m), -1, name, "fp8 operands are K-major only (no transpose)");
+    return;
+  }
+  constexpr int kDepth = kK * values_per_element(Input);  // k of one instruction
   const int base = warpgroup_base(m), n = lead.n, registers = n / 2;
   WgmmaQueue& queue = m.wgmma_queues[static_cast<std::size_t>(base / kWarpgroupThreads)];
   WgmmaOp op;
@@ -250,7 +284,7 @@ void compute(void* const* threads) {
       op.a.at[static_cast<std::size_t>(t)] = at(threads, t).a;
     detail::check_register_a_fence(m, queue, op);
   }
-  std::vector<float> a(kM * kK), b(static_cast<std::size_t>(n * kK));  // (64, 16), (n, 16)
+  std::vector<float> a(kM * kDepth), b(static_cast<std::size_t>(n * kDepth));  // (64, k), (n, k)
   const auto scale_a = static_cast<float>(lead.scale_a);
   if constexpr (RegisterA) {
     read_register_operand(threads, Input, scale_a, a.data());
@@ -268,7 +302,7 @@ void compute(void* const* threads) {
   }
   detail::count_loads_ahead(
       m, wgmma_operand_offset(decode_wgmma_descriptor(lead.b_descriptor), lead.trans_b, 0, 0));
-  // D = A B (+ C), k in order: each product of 16-bit values is exact in fp32.
+  // D = A B (+ C), k in order: each product of 16-bit (or 8-bit) values is exact in fp32.
   std::vector<float> acc(static_cast<std::size_t>(kM * n), 0.0f);  // (64, n)
   for (int t = 0; t < kWarpgroupThreads && lead.scale_d; ++t) {
     const float* c = accumulator_source(queue, op.d[static_cast<std::size_t>(t)], t, registers);
@@ -278,11 +312,11 @@ void compute(void* const* threads) {
     }
   }
   for (int row = 0; row < kM; ++row) {
-    for (int k = 0; k < kK; ++k) {
-      const float x = a[static_cast<std::size_t>(row * kK + k)];
+    for (int k = 0; k < kDepth; ++k) {
+      const float x = a[static_cast<std::size_t>(row * kDepth + k)];
       for (int col = 0; col < n; ++col) {
         acc[static_cast<std::size_t>(row * n + col)] +=
-            x * b[static_cast<std::size_t>(col * kK + k)];
+            x * b[static_cast<std::size_t>(col * kDepth + k)];
       }
     }
   }
@@ -299,7 +333,7 @@ void compute(void* const* threads) {
   for (const std::uint32_t chunk : op.chunks) {
     for (std::uint32_t byte = chunk; byte < chunk + 16; ++byte) ++m.shadow[byte].wgmma_reads;
   }
-  m.report.work.tensor_flops += 2ull * kM * static_cast<std::uint64_t>(n) * kK;
+  m.report.work.tensor_flops += 2ull * kM * static_cast<std::uint64_t>(n) * kDepth;
   check_taken_over(m, queue, op);
   op.poison = detail::accumulator_poison(++m.wgmma_issued);
   detail::poison_accumulators(op);  // until the wait_group that delivers the result
@@ -311,16 +345,16 @@ void compute(void* const* threads) {
 void wgmma_ss(MmaInput input, int n, float* d, std::uint64_t a_descriptor,
               std::uint64_t b_descriptor, bool scale_d, int scale_a, int scale_b, bool trans_a,
               bool trans_b, std::source_location site) {
-  WgmmaThread thread{d,       nullptr, a_descriptor, b_descriptor, n,
-                     scale_a, scale_b, scale_d,      trans_a,      trans_b, site};
-  warpgroup_exchange(&thread, input == MmaInput::f16 ? kSsF16 : kSsBf16);
+  WgmmaThread thread{d,       nullptr, a_descriptor, b_descriptor, n,   scale_a,
+                     scale_b, scale_d, trans_a,      trans_b,      site};
+  warpgroup_exchange(&thread, exchange(input, false));
 }
 
 void wgmma_rs(MmaInput input, int n, float* d, const std::uint32_t (&a)[4],
               std::uint64_t b_descriptor, bool scale_d, int scale_a, int scale_b, bool trans_b,
               std::source_location site) {
   WgmmaThread thread{d, a, 0, b_descriptor, n, scale_a, scale_b, scale_d, false, trans_b, site};
-  warpgroup_exchange(&thread, input == MmaInput::f16 ? kRsF16 : kRsBf16);
+  warpgroup_exchange(&thread, exchange(input, true));
 }
 
 }  // namespace flashjit::emulator

@@ -7,6 +7,8 @@
 // Protocol (PTX ISA): wgmma_fence() before the first wgmma and after registers they use were
 // touched; wgmma_commit_group() after issuing; wgmma_wait_group<N>() before reading results or
 // overwriting the shared operands. The emulator's twin checks all three (emulator/wgmma.cpp).
+// Over e4m3x2_t (two fp8 codes a 16-bit element) the same tiles, descriptors and fragments are
+// m64nNk32.e4m3's: K-major only, each element two consecutive k.
 #include "tile/async_copy.cuh"
 #include "tile/mma.cuh"
 
@@ -60,8 +62,14 @@ template <typename T>
 constexpr bool kWgmmaF16 = false;
 template <>
 constexpr bool kWgmmaF16<half_t> = true;
+/// Whether T is pairs of fp8 e4m3 codes (e4m3x2_t): m64nNk32.e4m3, K-major operands only, the
+/// 16-bit layouts with two consecutive k in each element.
 template <typename T>
-constexpr bool kWgmmaInput = kWgmmaF16<T>;
+constexpr bool kWgmmaE4m3 = false;
+template <>
+constexpr bool kWgmmaE4m3<e4m3x2_t> = true;
+template <typename T>
+constexpr bool kWgmmaInput = kWgmmaF16<T> || kWgmmaE4m3<T>;
 template <>
 constexpr bool kWgmmaInput<bfloat16_t> = true;
 
@@ -192,23 +200,46 @@ FJ_DEVICE void wgmma_wait_group() {
       : "+r"(a_regs[0]), "+r"(a_regs[1]), "+r"(a_regs[2]), "+r"(a_regs[3]), "+l"(b_desc),       \
         "+r"(scale)FJ_WGMMA_D_N##n(FJ_WGMMA_OPERANDS)                                           \
       : "n"(TransB ? 1 : 0))
-// The asm of `form` (FJ_WGMMA_SS_ASM or FJ_WGMMA_RS_ASM) for N = n, in T's type.
-#define FJ_WGMMA_CASE(n, form)             \
-  if constexpr (N == n && kWgmmaF16<T>) {  \
-    form(n, "f16");                        \
-  }                                        \
-  if constexpr (N == n && !kWgmmaF16<T>) { \
-    form(n, "bf16");                       \
+// fp8: k32 and no transpose immediates (the "n" inputs stay, unused, so one operand list serves).
+#define FJ_WGMMA_SS_FP8_ASM(n)                                                               \
+  asm volatile(                                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n"                                            \
+      "wgmma.mma_async.sync.aligned.m64n" #n "k32.f32.e4m3.e4m3 {" FJ_WGMMA_D_N##n(          \
+          FJ_WGMMA_LIST) "}, %0, %1, p, 1, 1;\n}\n"                                          \
+      : "+l"(a_desc), "+l"(b_desc), "+r"(scale), "+r"(unused[0]), "+r"(unused[1]),           \
+        "+r"(unused[2])FJ_WGMMA_D_N##n(FJ_WGMMA_OPERANDS)                                    \
+      : "n"(TransA ? 1 : 0), "n"(TransB ? 1 : 0))
+
+#define FJ_WGMMA_RS_FP8_ASM(n)                                                                  \
+  asm volatile(                                                                                 \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %5, 0;\n"                                               \
+      "wgmma.mma_async.sync.aligned.m64n" #n "k32.f32.e4m3.e4m3"                                \
+      " {" FJ_WGMMA_D_N##n(FJ_WGMMA_LIST) "}, {%0, %1, %2, %3}, %4, p, 1, 1;\n}\n"               \
+      : "+r"(a_regs[0]), "+r"(a_regs[1]), "+r"(a_regs[2]), "+r"(a_regs[3]), "+l"(b_desc),       \
+        "+r"(scale)FJ_WGMMA_D_N##n(FJ_WGMMA_OPERANDS)                                           \
+      : "n"(TransB ? 1 : 0))
+// The asm of `form` (FJ_WGMMA_SS_ASM or FJ_WGMMA_RS_ASM, `fp8_form` for e4m3) for N = n, in
+// T's type.
+#define FJ_WGMMA_CASE(n, form, fp8_form)                    \
+  if constexpr (N == n && kWgmmaF16<T>) {                   \
+    form(n, "f16");                                         \
+  }                                                         \
+  if constexpr (N == n && !kWgmmaF16<T> && !kWgmmaE4m3<T>) { \
+    form(n, "bf16");                                        \
+  }                                                         \
+  if constexpr (N == n && kWgmmaE4m3<T>) {                  \
+    fp8_form(n);                                            \
   }
-#define FJ_WGMMA_SS_CASE(n) FJ_WGMMA_CASE(n, FJ_WGMMA_SS_ASM)
-#define FJ_WGMMA_RS_CASE(n) FJ_WGMMA_CASE(n, FJ_WGMMA_RS_ASM)
+#define FJ_WGMMA_SS_CASE(n) FJ_WGMMA_CASE(n, FJ_WGMMA_SS_ASM, FJ_WGMMA_SS_FP8_ASM)
+#define FJ_WGMMA_RS_CASE(n) FJ_WGMMA_CASE(n, FJ_WGMMA_RS_ASM, FJ_WGMMA_RS_FP8_ASM)
 
 /// d (this thread's N / 2 accumulators) = A · B (+ d when scale_d), A and B from descriptors;
-/// TransA / TransB: that operand is MN-major.
+/// TransA / TransB: that operand is MN-major (not for e4m3x2_t, whose operands are K-major).
 template <typename T, int N, bool TransA = false, bool TransB = false>
 FJ_DEVICE void wgmma_ss(float (&d)[N / 2], unsigned long long a_desc, unsigned long long b_desc,
                         bool scale_d) {
-  static_assert(kWgmmaInput<T>, "wgmma_ss: T is half_t or bfloat16_t");
+  static_assert(kWgmmaInput<T>, "wgmma_ss: T is half_t, bfloat16_t or e4m3x2_t");
+  static_assert(!kWgmmaE4m3<T> || (!TransA && !TransB), "wgmma: fp8 operands are K-major");
   static_assert(kWgmmaN<N>, "wgmma_ss: N is a multiple of 8 in 8..256");
   int scale = scale_d ? 1 : 0;
   int unused[3] = {0, 0, 0};
@@ -219,7 +250,8 @@ FJ_DEVICE void wgmma_ss(float (&d)[N / 2], unsigned long long a_desc, unsigned l
 template <typename T, int N, bool TransB = false>
 FJ_DEVICE void wgmma_rs(float (&d)[N / 2], const FragmentA& a, unsigned long long b_desc,
                         bool scale_d) {
-  static_assert(kWgmmaInput<T>, "wgmma_rs: T is half_t or bfloat16_t");
+  static_assert(kWgmmaInput<T>, "wgmma_rs: T is half_t, bfloat16_t or e4m3x2_t");
+  static_assert(!kWgmmaE4m3<T> || !TransB, "wgmma: fp8 operands are K-major");
   static_assert(kWgmmaN<N>, "wgmma_rs: N is a multiple of 8 in 8..256");
   int scale = scale_d ? 1 : 0;
   unsigned a_regs[4] = {a.regs[0], a.regs[1], a.regs[2], a.regs[3]};
@@ -236,14 +268,16 @@ inline void wgmma_wait_group() {
 }
 
 template <typename T>
-constexpr emulator::MmaInput kWgmmaEmulatorInput =
-    kWgmmaF16<T> ? emulator::MmaInput::f16 : emulator::MmaInput::bf16;
+constexpr emulator::MmaInput kWgmmaEmulatorInput = kWgmmaF16<T>    ? emulator::MmaInput::f16
+                                                   : kWgmmaE4m3<T> ? emulator::MmaInput::e4m3
+                                                                   : emulator::MmaInput::bf16;
 
 template <typename T, int N, bool TransA = false, bool TransB = false>
 inline void wgmma_ss(float (&d)[N / 2], unsigned long long a_desc, unsigned long long b_desc,
                      bool scale_d, std::source_location site = std::source_location::current()) {
-  static_assert(kWgmmaInput<T>, "wgmma: T is half_t or bfloat16_t");
+  static_assert(kWgmmaInput<T>, "wgmma: T is half_t, bfloat16_t or e4m3x2_t");
   static_assert(kWgmmaN<N>, "wgmma: N is a multiple of 8 in 8..256");
+  static_assert(!kWgmmaE4m3<T> || (!TransA && !TransB), "wgmma: fp8 operands are K-major");
   emulator::wgmma_ss(kWgmmaEmulatorInput<T>, N, d, a_desc, b_desc, scale_d, 1, 1, TransA, TransB,
                      site);
 }
@@ -251,8 +285,9 @@ inline void wgmma_ss(float (&d)[N / 2], unsigned long long a_desc, unsigned long
 template <typename T, int N, bool TransB = false>
 inline void wgmma_rs(float (&d)[N / 2], const FragmentA& a, unsigned long long b_desc,
                      bool scale_d, std::source_location site = std::source_location::current()) {
-  static_assert(kWgmmaInput<T>, "wgmma: T is half_t or bfloat16_t");
+  static_assert(kWgmmaInput<T>, "wgmma: T is half_t, bfloat16_t or e4m3x2_t");
   static_assert(kWgmmaN<N>, "wgmma: N is a multiple of 8 in 8..256");
+  static_assert(!kWgmmaE4m3<T> || !TransB, "wgmma: fp8 operands are K-major");
   // The fragment's own registers, not a copy: the emulator checks that they are not written
   // after the last wgmma_fence before this wgmma, nor until the wait that completes it.
   emulator::wgmma_rs(kWgmmaEmulatorInput<T>, N, d, a.regs, b_desc, scale_d, 1, 1, TransB, site);

@@ -157,16 +157,15 @@ TEST_CASE(
   options.use_disk = false;
   KernelCache cache(options);
   std::vector<KernelSpec> specs;
+  // With the window mask and softcap, the forms with the most per-score work (and registers).
   for (const char* arch : {"sm_89", "sm_90a"}) {
     for (int head_dim : {16, 64, 96, 128, 192, 256}) {
       // sm_90a converts fp8 mma.sync to 16-bit products, which spills at 256 (docs/attention.md).
-      if (std::string(arch) == "sm_90a" && head_dim > 192) continue;
-      for (const MaskKind mask : {MaskKind::none, MaskKind::window}) {
-        const kernels::ForwardConfig config = kernels::default_forward_config(
-            DType::e4m3, head_dim, mask, mask == MaskKind::window, arch);
-        CHECK(config.path() == kernels::ForwardPath::fp8);
-        specs.push_back(kernels::forward_spec(config, arch));
-      }
+      if (std::string(arch) == "sm_90a" && (head_dim > 192 || head_dim < 64)) continue;
+      const kernels::ForwardConfig config =
+          kernels::default_forward_config(DType::e4m3, head_dim, MaskKind::window, true, arch);
+      CHECK(config.path() == kernels::ForwardPath::fp8);
+      specs.push_back(kernels::forward_spec(config, arch));
     }
   }
   testing::check_compiles_without_spills(cache, specs);

@@ -109,6 +109,10 @@ void check_descale(const TensorView& view, const std::string& name, const Attent
   check_aligned(view, name, 4);
 }
 
+std::array<NamedDescale, 3> fp8_descales(const Attention& a) {
+  return {{{&a.q_descale, "q_descale"}, {&a.k_descale, "k_descale"}, {&a.v_descale, "v_descale"}}};
+}
+
 CacheDescale cache_descale(const TensorView& view) {
   if (view.data == nullptr) return {nullptr, 0, 0};
   const auto* data = static_cast<const float*>(view.data);

@@ -3,6 +3,7 @@
 // to a kernel, the checks of a [batch, seqlen, heads, head_dim] tensor, and the checks that an
 // explicit config can run a call. Internal to ops/.
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -42,6 +43,14 @@ void check_attention_support(DType dtype, int head_dim);
 void check_descale(const TensorView& view, const std::string& name, const Attention& a);
 /// A checked descale tensor as the kernels read it (descale_at); absent: none (1).
 CacheDescale cache_descale(const TensorView& view);
+
+/// The fp8 forward's descale factors (Attention::q_descale, k_descale, v_descale), each with its
+/// field's name ("q_descale", ...): what its checks and its launch walk alike.
+struct NamedDescale {
+  const TensorView* view;
+  const char* name;
+};
+std::array<NamedDescale, 3> fp8_descales(const Attention& a);
 
 /// `view` is a [batch, seqlen, heads, head_dim] tensor the kernels move with 16-byte vectors:
 /// exactly that shape (InvalidArgument(name + ".shape")), unit head_dim stride and the other

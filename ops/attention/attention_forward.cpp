@@ -78,10 +78,10 @@ ForwardLaunch forward_launch(const DeviceInfo& device, const Attention& attentio
   if (attention.block_mask.data != nullptr) {
     launch.buffers.push_back(kernel_buffer(attention.block_mask, "block_mask"));
   }
-  for (const auto& [descale, name] :
-       {std::pair{&attention.q_descale, "q_descale"}, std::pair{&attention.k_descale, "k_descale"},
-        std::pair{&attention.v_descale, "v_descale"}}) {
-    if (descale->data != nullptr) launch.buffers.push_back(kernel_buffer(*descale, name));
+  for (const NamedDescale& descale : fp8_descales(attention)) {
+    if (descale.view->data != nullptr) {
+      launch.buffers.push_back(kernel_buffer(*descale.view, descale.name));
+    }
   }
   add_capture_buffers(attention, launch.buffers);
   if (config.path() == ForwardPath::tma) add_tma_forward_launch(launch, config, attention, device);

@@ -310,6 +310,10 @@ void check_query_dtypes(const TensorView& q, const TensorView& o);
 void check_attention_dtypes(const TensorView& q, const TensorView& k, const TensorView& v,
                             const TensorView& o);
 
+/// q, k, v and o present and of rank 4 (InvalidArgument naming the first that is not).
+void check_attention_ranks(const TensorView& q, const TensorView& k, const TensorView& v,
+                           const TensorView& o);
+
 /// q, k, v and o of a call of `attention`: their [batch, seqlen, heads, head_dim] shapes, with
 /// the strides and alignment the kernels move them with (any dtype).
 void check_head_tensors(const Attention& attention, const TensorView& q, const TensorView& k,

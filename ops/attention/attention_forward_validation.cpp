@@ -166,12 +166,17 @@ void check_head_tensors(const Attention& a, const TensorView& q, const TensorVie
   check_head_tensor(o, "o", a.batch, a.seqlen_q, a.heads_q, a.value_head_dim(), o_dims);
 }
 
-void check_attention_tensors(const Attention& a, const TensorView& q, const TensorView& k,
-                             const TensorView& v, const TensorView& o) {
+void check_attention_ranks(const TensorView& q, const TensorView& k, const TensorView& v,
+                           const TensorView& o) {
   check_tensor(q, "q", 4);
   check_tensor(k, "k", 4);
   check_tensor(v, "v", 4);
   check_tensor(o, "o", 4);
+}
+
+void check_attention_tensors(const Attention& a, const TensorView& q, const TensorView& k,
+                             const TensorView& v, const TensorView& o) {
+  check_attention_ranks(q, k, v, o);
   check_attention_dtypes(q, k, v, o);
   check_head_tensors(a, q, k, v, o);
 }

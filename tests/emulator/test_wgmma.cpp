@@ -118,6 +118,39 @@ struct Case {
   bool scale_d, trans_a, trans_b, register_a;
 };
 
+/// The case of A's tile at shared offset 0 and B's at the next 1024-byte boundary (16-bit
+/// elements of both images), N = n; the flags off.
+Case tiles_case(const Tile& a_tile, const Tile& b_tile, int n) {
+  const int b_base = (a_tile.bytes() + 1023) / 1024 * 1024;
+  Case p{};
+  for (int s = 0; s < kSteps; ++s) {
+    p.a_descriptor[s] = a_tile.descriptor(0, s);
+    p.b_descriptor[s] = b_tile.descriptor(b_base, s);
+  }
+  p.n = n;
+  p.a_elements = a_tile.bytes() / 2;
+  p.b_elements = b_tile.bytes() / 2;
+  p.b_offset = b_base / 2;
+  return p;
+}
+
+/// Shared bytes a launch of `p` needs: both tiles.
+std::size_t shared_bytes_of(const Case& p) {
+  return static_cast<std::size_t>(2 * (p.b_offset + p.b_elements));
+}
+
+/// Thread t's accumulators from C (kM, n), and back to D.
+void load_accumulators(float* acc, const float* c, int n, int t) {
+  for (int i = 0; i < n / 2; ++i) {
+    acc[i] = flashjit::load_global(c, accumulator_spot(t, i).row * n + accumulator_spot(t, i).col);
+  }
+}
+void store_accumulators(float* d, const float* acc, int n, int t) {
+  for (int i = 0; i < n / 2; ++i) {
+    flashjit::store_global(d, accumulator_spot(t, i).row * n + accumulator_spot(t, i).col, acc[i]);
+  }
+}
+
 template <class T>
 std::uint32_t bits_of(const T* a, int index) {
   return flashjit::from_float<T>(flashjit::load_global(a, index)).bits;
@@ -140,10 +173,7 @@ __global__ void wgmma_kernel(Case p, const T* a_image, const T* b_image, const T
   flashjit::emulator::fence_proxy_async_shared();  // generic writes, read by wgmma
   __syncthreads();
   float acc[128];  // (n / 2)
-  for (int i = 0; i < p.n / 2; ++i) {
-    acc[i] =
-        flashjit::load_global(c, accumulator_spot(t, i).row * p.n + accumulator_spot(t, i).col);
-  }
+  load_accumulators(acc, c, p.n, t);
   constexpr auto input =
       std::is_same_v<T, flashjit::half_t> ? em::MmaInput::f16 : em::MmaInput::bf16;
   std::uint32_t regs[kSteps][4];  // the RS form's A, every step's written before the fence
@@ -167,10 +197,7 @@ __global__ void wgmma_kernel(Case p, const T* a_image, const T* b_image, const T
   }
   em::wgmma_commit_group();
   em::wgmma_wait_group(0);
-  for (int i = 0; i < p.n / 2; ++i) {
-    flashjit::store_global(d, accumulator_spot(t, i).row * p.n + accumulator_spot(t, i).col,
-                           acc[i]);
-  }
+  store_accumulators(d, acc, p.n, t);
 }
 
 struct Variant {
@@ -204,16 +231,7 @@ int mismatches(const Variant& v, unsigned seed) {
       b_image[static_cast<std::size_t>(b_tile.byte_of(j, k) / 2)] =
           b_t[static_cast<std::size_t>(j * kDepth + k)];
   }
-  const int b_base = (a_tile.bytes() + 1023) / 1024 * 1024;
-  Case p{};
-  for (int s = 0; s < kSteps; ++s) {
-    p.a_descriptor[s] = a_tile.descriptor(0, s);
-    p.b_descriptor[s] = b_tile.descriptor(b_base, s);
-  }
-  p.n = n;
-  p.a_elements = static_cast<int>(a_image.size());
-  p.b_elements = static_cast<int>(b_image.size());
-  p.b_offset = b_base / 2;
+  Case p = tiles_case(a_tile, b_tile, n);
   p.scale_d = v.scale_d;
   p.trans_a = v.trans_a;
   p.trans_b = v.trans_b;
@@ -222,7 +240,7 @@ int mismatches(const Variant& v, unsigned seed) {
       .kernel_name = "wgmma",
       .grid = {1},
       .block = {kThreads},
-      .shared_bytes = static_cast<std::size_t>(b_base + b_tile.bytes()),
+      .shared_bytes = shared_bytes_of(p),
       .buffers = {em::buffer_of(a_image.data(), a_image.size(), "a_image"),
                   em::buffer_of(b_image.data(), b_image.size(), "b_image"),
                   em::buffer_of(a.data(), a.size(), "a"), em::buffer_of(c.data(), c.size(), "c"),
@@ -304,10 +322,7 @@ __global__ void wgmma_e4m3_kernel(Case p, const float* a_image, const float* b_i
   flashjit::emulator::fence_proxy_async_shared();
   __syncthreads();
   float acc[128];
-  for (int i = 0; i < p.n / 2; ++i) {
-    acc[i] =
-        flashjit::load_global(c, accumulator_spot(t, i).row * p.n + accumulator_spot(t, i).col);
-  }
+  load_accumulators(acc, c, p.n, t);
   std::uint32_t regs[kSteps][4];
   for (int step = 0; step < kSteps && p.register_a; ++step) {
     for (int r = 0; r < 4; ++r) {
@@ -332,10 +347,7 @@ __global__ void wgmma_e4m3_kernel(Case p, const float* a_image, const float* b_i
   }
   em::wgmma_commit_group();
   em::wgmma_wait_group(0);
-  for (int i = 0; i < p.n / 2; ++i) {
-    flashjit::store_global(d, accumulator_spot(t, i).row * p.n + accumulator_spot(t, i).col,
-                           acc[i]);
-  }
+  store_accumulators(d, acc, p.n, t);
 }
 
 /// Random codes (no NaN), A (64, 2 kDepth) and Bᵀ (n, 2 kDepth); returns D's wrong elements.
@@ -368,23 +380,14 @@ int e4m3_mismatches(Swizzle swizzle, bool register_a, int n, unsigned seed, bool
     for (int j = 0; j < n; ++j)
       b_image[static_cast<std::size_t>(b_tile.byte_of(j, e) / 2)] = pair(b_t, j, e);
   }
-  const int b_base = (a_tile.bytes() + 1023) / 1024 * 1024;
-  Case p{};
-  for (int s = 0; s < kSteps; ++s) {
-    p.a_descriptor[s] = a_tile.descriptor(0, s);
-    p.b_descriptor[s] = b_tile.descriptor(b_base, s);
-  }
-  p.n = n;
-  p.a_elements = static_cast<int>(a_image.size());
-  p.b_elements = static_cast<int>(b_image.size());
-  p.b_offset = b_base / 2;
+  Case p = tiles_case(a_tile, b_tile, n);
   p.register_a = register_a;
   p.trans_b = trans_b;
   em::LaunchConfig config{
       .kernel_name = "wgmma_e4m3",
       .grid = {1},
       .block = {kThreads},
-      .shared_bytes = static_cast<std::size_t>(b_base + b_tile.bytes()),
+      .shared_bytes = shared_bytes_of(p),
       .buffers = {em::buffer_of(a_image.data(), a_image.size(), "a_image"),
                   em::buffer_of(b_image.data(), b_image.size(), "b_image"),
                   em::buffer_of(a_pairs.data(), a_pairs.size(), "a_pairs"),

@@ -35,10 +35,7 @@ void check_fp8_head_dim(std::int64_t head_dim, const char* name) {
 
 void check_fp8_forward_tensors(const Attention& a, const TensorView& q, const TensorView& k,
                                const TensorView& v, const TensorView& o) {
-  check_tensor(q, "q", 4);
-  check_tensor(k, "k", 4);
-  check_tensor(v, "v", 4);
-  check_tensor(o, "o", 4);
+  check_attention_ranks(q, k, v, o);
   check_same_dtype(k, q, "k", "q");
   check_same_dtype(v, q, "v", "q");
   if (o.dtype != DType::bf16) {
@@ -49,17 +46,15 @@ void check_fp8_forward_tensors(const Attention& a, const TensorView& q, const Te
   check_fp8_head_dim(a.head_dim, "attention.head_dim");
   check_fp8_head_dim(a.value_head_dim(), "attention.head_dim_v");
   check_head_tensors(a, q, k, v, o);
-  check_descale(a.q_descale, "attention.q_descale", a);
-  check_descale(a.k_descale, "attention.k_descale", a);
-  check_descale(a.v_descale, "attention.v_descale", a);
+  for (const NamedDescale& descale : fp8_descales(a)) {
+    check_descale(*descale.view, std::string("attention.") + descale.name, a);
+  }
 }
 
 void check_no_fp8_descales(const Attention& a) {
-  for (const auto& [view, name] : {std::pair{&a.q_descale, "attention.q_descale"},
-                                   std::pair{&a.k_descale, "attention.k_descale"},
-                                   std::pair{&a.v_descale, "attention.v_descale"}}) {
-    if (present(*view)) {
-      throw InvalidArgument(name,
+  for (const NamedDescale& descale : fp8_descales(a)) {
+    if (present(*descale.view)) {
+      throw InvalidArgument(std::string("attention.") + descale.name,
                             "is given; it is the fp8 forward's (a dense Runtime::forward "
                             "whose q, k and v are e4m3)");
     }

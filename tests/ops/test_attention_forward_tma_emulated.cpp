@@ -29,14 +29,22 @@ namespace em = flashjit::emulator;
 // CTA walks several tiles, some of them with no key or no valid row, in the order it would.
 constexpr int kTestCtas = 3;
 
+constexpr ForwardVariantsTag<ForwardVariants{.f16 = true, .softcap = false}> kWithF16;
+constexpr ForwardVariantsTag<ForwardVariants{.f16 = false, .softcap = true}> kWithSoftcap;
+constexpr ForwardVariantsTag<ForwardVariants{.f16 = true, .softcap = true}> kWithBoth;
+
 /// Runs `c` with Br = BlockM, Bc = BlockN, the consumers' schedule and Stages slots in each of
 /// the K and V rings (the mask kind and dtype the case needs), in clusters of Cluster CTAs (an
 /// unmasked case), with its tensor maps built as the host will, and judges it against the
-/// reference. `seed`: the emulator explores orderings from it (unset: as the environment says;
+/// reference. `V`: the kernels built beside bf16 without softcap (a case in f16 or with softcap
+/// passes kWithF16, kWithSoftcap or kWithBoth; each form is another kernel for this file to
+/// compile). `seed`: the emulator explores orderings from it (unset: as the environment says;
 /// CTest sets FLASHJIT_EMULATOR_EXPLORE for this suite). Returns the launch's report.
 template <int HeadDim, int BlockM, int BlockN, bool Overlap = false, bool Pingpong = false,
-          bool PShared = false, int Stages = 2, bool Persistent = false, int Cluster = 1>
-em::Report check_case(const ForwardCase& c, std::optional<std::uint64_t> seed = std::nullopt) {
+          bool PShared = false, int Stages = 2, bool Persistent = false, int Cluster = 1,
+          ForwardVariants V = ForwardVariants{.f16 = false, .softcap = false}>
+em::Report check_case(const ForwardCase& c, ForwardVariantsTag<V> = {},
+                      std::optional<std::uint64_t> seed = std::nullopt) {
   INFO(c.name() << " br" << BlockM << ".bc" << BlockN << ".s" << Stages
                 << (Overlap ? ".overlap" : "") << (Pingpong ? ".pingpong" : "")
                 << (PShared ? ".pshared" : "") << (Persistent ? ".persistent" : "")
@@ -59,7 +67,7 @@ em::Report check_case(const ForwardCase& c, std::optional<std::uint64_t> seed = 
   }
   const AttentionTmaMaps maps{{&q_map}, {&k_map}, {&v_map}, {&o_map}};
   em::Report report;
-  dispatch_forward_traits(c, [&]<typename T, MaskKind Mask, bool Softcap>() {
+  dispatch_forward_traits<V>(c, [&]<typename T, MaskKind Mask, bool Softcap>() {
     if constexpr (Cluster > 1 && Mask != MaskKind::none) {
       FAIL("clusters take unmasked cases only");
     } else {
@@ -92,7 +100,7 @@ em::Report check_case(const ForwardCase& c, std::optional<std::uint64_t> seed = 
 TEST_CASE("TMA forward on the emulator: ragged lengths, both dtypes, one and two warpgroups") {
   for (std::int64_t length : {1, 17, 63, 129, 200}) {
     for (DType dtype : {DType::bf16, DType::f16}) {
-      check_case<64, 64, 64>(batched_case(1, 2, 2, length, length, 64, dtype));
+      check_case<64, 64, 64>(batched_case(1, 2, 2, length, length, 64, dtype), kWithF16);
     }
     check_case<128, 128, 64>(batched_case(1, 1, 1, length, length, 128));
   }
@@ -109,12 +117,12 @@ TEST_CASE("TMA forward on the emulator: causal with seqlen_q above and below seq
 
 TEST_CASE("TMA forward on the emulator: head dims, GQA 8:1, bhsd, windows and softcap") {
   check_case<192, 64, 64>(batched_case(1, 1, 1, 70, 70, 192));
-  check_case<256, 64, 64>(batched_case(1, 1, 1, 65, 65, 256, DType::f16));
+  check_case<256, 64, 64>(batched_case(1, 1, 1, 65, 65, 256, DType::f16), kWithF16);
   // Head dims between whole panels: the tiles are padded to 64 columns, TMA loads zeros there
   // and stores only the real ones.
   check_case<96, 128, 64>(batched_case(1, 2, 2, 129, 129, 96));
   check_case<72, 64, 64>(batched_case(2, 1, 1, 33, 47, 72));
-  check_case<160, 64, 64>(batched_case(1, 1, 1, 65, 100, 160, DType::f16));
+  check_case<160, 64, 64>(batched_case(1, 1, 1, 65, 100, 160, DType::f16), kWithF16);
   check_case<64, 192, 128>(batched_case(1, 2, 2, 200, 200, 64));  // three consumer warpgroups
   check_case<64, 128, 128>(batched_case(2, 8, 1, 90, 150, 64));   // GQA 8:1, two batches
   ForwardCase bhsd = batched_case(1, 2, 1, 77, 77, 128);
@@ -128,7 +136,7 @@ TEST_CASE("TMA forward on the emulator: head dims, GQA 8:1, bhsd, windows and so
   check_case<64, 128, 64>(window);
   ForwardCase softcap = batched_case(1, 1, 1, 129, 129, 64);
   softcap.problem.softcap = 30.0;
-  check_case<64, 64, 64>(softcap);
+  check_case<64, 64, 64>(softcap, kWithSoftcap);
 }
 
 TEST_CASE("TMA forward on the emulator: the sm_90a defaults, long and causal, MQA") {
@@ -137,7 +145,7 @@ TEST_CASE("TMA forward on the emulator: the sm_90a defaults, long and causal, MQ
   check_case<64, 128, 128, true, true>(long_causal);
   ForwardCase long_128 = batched_case(1, 1, 1, 1000, 700, 128, DType::f16);
   long_128.problem.causal = true;  // seqlen_q above seqlen_k: the first 300 rows see nothing
-  check_case<128, 128, 128, true, true>(long_128);
+  check_case<128, 128, 128, true, true>(long_128, kWithF16);
   check_case<128, 128, 176, true, true>(batched_case(1, 2, 2, 500, 400, 128));
   ForwardCase mqa = batched_case(2, 4, 1, 129, 257, 192);
   mqa.layout = reference::Layout::bhsd;
@@ -145,17 +153,17 @@ TEST_CASE("TMA forward on the emulator: the sm_90a defaults, long and causal, MQ
   ForwardCase d256 = batched_case(1, 2, 2, 130, 130, 256);
   d256.problem.causal = true;
   check_case<256, 128, 64, true>(d256);
-  check_case<256, 128, 80, true>(batched_case(1, 1, 1, 200, 170, 256, DType::f16));
+  check_case<256, 128, 80, true>(batched_case(1, 1, 1, 200, 170, 256, DType::f16), kWithF16);
   ForwardCase window_gqa = batched_case(1, 8, 1, 300, 300, 96);
   window_gqa.problem.window_left = 64;
   window_gqa.problem.window_right = 0;
   window_gqa.problem.softcap = 20.0;
-  check_case<96, 128, 128, true, true>(window_gqa);
+  check_case<96, 128, 128, true, true>(window_gqa, kWithSoftcap);
 }
 
 TEST_CASE("TMA forward on the emulator: overlap and pingpong over ragged and masked blocks") {
   for (std::int64_t length : {1, 17, 63, 129, 200}) {
-    check_case<64, 64, 64, true>(batched_case(1, 2, 2, length, length, 64, DType::f16));
+    check_case<64, 64, 64, true>(batched_case(1, 2, 2, length, length, 64, DType::f16), kWithF16);
     check_case<128, 128, 64, true, true>(batched_case(1, 1, 1, length, length, 128));
   }
   for (auto [seqlen_q, seqlen_k] : {std::pair{100, 300}, std::pair{300, 100}}) {
@@ -174,7 +182,8 @@ TEST_CASE("TMA forward on the emulator: P through shared memory (SS), every sche
   ForwardCase causal = batched_case(1, 2, 1, 300, 250, 64);
   causal.problem.causal = true;
   check_case<64, 192, 128, true, false, true>(causal);
-  check_case<64, 64, 64, false, false, true>(batched_case(1, 1, 1, 129, 129, 64, DType::f16));
+  check_case<64, 64, 64, false, false, true>(batched_case(1, 1, 1, 129, 129, 64, DType::f16),
+                                             kWithF16);
   check_case<96, 128, 128, true, true, true>(batched_case(2, 2, 2, 200, 170, 96));
   ForwardCase window = batched_case(1, 1, 1, 17, 300, 128);
   window.problem.window_left = 50;
@@ -188,11 +197,12 @@ TEST_CASE("TMA forward on the emulator: three stages a ring, every schedule") {
   check_case<64, 128, 64, true, true, false, 3>(causal);
   check_case<64, 192, 64, true, false, false, 3>(causal);
   check_case<128, 128, 128, true, true, false, 3>(batched_case(1, 1, 1, 200, 333, 128));
-  check_case<64, 128, 128, true, true, true, 3>(batched_case(1, 1, 1, 150, 333, 64, DType::f16));
+  check_case<64, 128, 128, true, true, true, 3>(batched_case(1, 1, 1, 150, 333, 64, DType::f16),
+                                                kWithF16);
   ForwardCase window = batched_case(1, 4, 2, 129, 400, 96, DType::f16);
   window.problem.window_left = 70;
   window.problem.window_right = 5;
-  check_case<96, 128, 80, true, true, false, 3>(window);
+  check_case<96, 128, 80, true, true, false, 3>(window, kWithF16);
 }
 
 // Persistent: 3 CTAs walk every tile (the rings and Q's barriers carry on from tile to tile),
@@ -209,19 +219,19 @@ TEST_CASE("TMA forward on the emulator: persistent CTAs walk the tiles, every sc
   check_case<128, 128, 128, kOverlap, kPingpong, false, 2, kPersistent>(
       batched_case(1, 4, 2, 200, 333, 128));
   check_case<128, 128, 128, kOverlap, kPingpong, false, 3, kPersistent>(
-      batched_case(2, 2, 2, 129, 129, 128, DType::f16));
+      batched_case(2, 2, 2, 129, 129, 128, DType::f16), kWithF16);
   check_case<64, 128, 128, kOverlap, kPingpong, kPShared, 2, kPersistent>(
       batched_case(1, 3, 3, 150, 260, 64));
   check_case<64, 192, 128, kOverlap, false, false, 2, kPersistent>(
       batched_case(1, 2, 2, 400, 200, 64));
   ForwardCase bhsd = batched_case(2, 3, 1, 77, 140, 256, DType::f16);
   bhsd.layout = reference::Layout::bhsd;
-  check_case<256, 128, 64, kOverlap, false, false, 2, kPersistent>(bhsd);
+  check_case<256, 128, 64, kOverlap, false, false, 2, kPersistent>(bhsd, kWithF16);
   ForwardCase window = batched_case(1, 4, 2, 300, 300, 96);
   window.problem.window_left = 64;
   window.problem.window_right = 0;
   window.problem.softcap = 20.0;
-  check_case<96, 128, 128, kOverlap, kPingpong, false, 2, kPersistent>(window);
+  check_case<96, 128, 128, kOverlap, kPingpong, false, 2, kPersistent>(window, kWithSoftcap);
   check_case<192, 128, 64, kOverlap, false, false, 2, kPersistent>(
       batched_case(1, 2, 1, 70, 190, 192));
   for (const std::uint64_t seed : {7u, 8u}) {  // copies landing early, try_wait failing
@@ -229,7 +239,7 @@ TEST_CASE("TMA forward on the emulator: persistent CTAs walk the tiles, every sc
     ForwardCase causal = batched_case(1, 3, 1, 260, 200, 64);
     causal.problem.causal = true;
     const em::Report r =
-        check_case<64, 128, 64, kOverlap, kPingpong, false, 2, kPersistent>(causal, seed);
+        check_case<64, 128, 64, kOverlap, kPingpong, false, 2, kPersistent>(causal, {}, seed);
     CHECK(r.schedule.early_landings > 0);
     CHECK(r.schedule.failed_try_waits > 0);
   }
@@ -245,8 +255,10 @@ TEST_CASE("TMA forward on the emulator: 2-CTA clusters share K and V") {
   ForwardCase bhsd = batched_case(1, 2, 1, 256, 200, 128, DType::f16);  // 2 query blocks
   bhsd.layout = reference::Layout::bhsd;
   for (const ForwardCase* c : {&gqa, &bhsd}) {
-    const em::Report alone = check_case<128, 128, 176, true, true>(*c);  // hd 128's default tile
-    const em::Report paired = check_case<128, 128, 176, true, true, false, 2, false, 2>(*c);
+    const em::Report alone =
+        check_case<128, 128, 176, true, true>(*c, kWithBoth);  // hd 128's default tile
+    const em::Report paired =
+        check_case<128, 128, 176, true, true, false, 2, false, 2>(*c, kWithBoth);
     const Attention a = c->attention();
     const auto query_blocks = std::uint64_t((a.seqlen_q + 127) / 128);
     const std::uint64_t clusters = (query_blocks + 1) / 2,
@@ -306,9 +318,10 @@ TEST_CASE("TMA forward on the emulator: copies landing early and try_wait failin
   causal.problem.causal = true;
   for (const std::uint64_t seed : {5u, 6u}) {
     CAPTURE(seed);
-    const em::Report overlapped = check_case<64, 128, 64, true, true>(causal, seed);
-    const em::Report plain = check_case<128, 64, 64>(batched_case(1, 1, 1, 129, 129, 128), seed);
-    const em::Report three = check_case<64, 128, 64, true, true, false, 3>(causal, seed);
+    const em::Report overlapped = check_case<64, 128, 64, true, true>(causal, {}, seed);
+    const em::Report plain =
+        check_case<128, 64, 64>(batched_case(1, 1, 1, 129, 129, 128), {}, seed);
+    const em::Report three = check_case<64, 128, 64, true, true, false, 3>(causal, {}, seed);
     for (const em::Report* report : {&overlapped, &plain, &three}) {
       CHECK(report->schedule.explored);
       CHECK(report->schedule.seed == seed);

@@ -96,12 +96,32 @@ inline emulator::TensorMap tensor_map(const HeadTensor& t, std::int64_t batch, s
   return map;
 }
 
+/// Which of a forward kernel's element types and softcap forms a dispatch instantiates beside
+/// bf16 without softcap (both mask kinds always): each is a kernel to build, so a test file
+/// that instantiates many tile configs compiles only the forms its cases use.
+struct ForwardVariants {
+  bool f16 = true;
+  bool softcap = true;
+};
+
+/// Picks ForwardVariants at a call site by argument: `check_case<...>(c, kWithF16)`.
+template <ForwardVariants V>
+struct ForwardVariantsTag {};
+
 /// Calls `launch.template operator()<T, Mask, Softcap>()` with the element type, mask kind and
-/// softcap flag `c` needs, as the runtime picks a specialization.
-template <class Launch>
+/// softcap flag `c` needs, as the runtime picks a specialization; fails the test when `c` needs
+/// a form `V` leaves out.
+template <ForwardVariants V = ForwardVariants{}, class Launch>
 void dispatch_forward_traits(const ForwardCase& c, Launch&& launch) {
   const bool window = kernels::forward_mask_kind(c.attention()) == MaskKind::window;
   const bool softcap = c.problem.softcap > 0;
+  const bool f16 = c.dtype == DType::f16;
+  if ((f16 && !V.f16) || (softcap && !V.softcap)) {
+    FAIL(c.name() << " needs the " << (f16 && !V.f16 ? "f16" : "softcap")
+                  << " kernels, which this call does not build: pass a ForwardVariantsTag "
+                     "with them");
+    return;
+  }
   auto with_mask = [&]<typename T, bool Softcap>() {
     if (window) {
       launch.template operator()<T, MaskKind::window, Softcap>();
@@ -110,17 +130,15 @@ void dispatch_forward_traits(const ForwardCase& c, Launch&& launch) {
     }
   };
   auto with_softcap = [&]<typename T>() {
-    if (softcap) {
-      with_mask.template operator()<T, true>();
-    } else {
-      with_mask.template operator()<T, false>();
+    if constexpr (V.softcap) {
+      if (softcap) return with_mask.template operator()<T, true>();
     }
+    with_mask.template operator()<T, false>();
   };
-  if (c.dtype == DType::f16) {
-    with_softcap.template operator()<half_t>();
-  } else {
-    with_softcap.template operator()<bfloat16_t>();
+  if constexpr (V.f16) {
+    if (f16) return with_softcap.template operator()<half_t>();
   }
+  with_softcap.template operator()<bfloat16_t>();
 }
 
 /// Checks the outputs in `b` against the float64 reference of `c`.

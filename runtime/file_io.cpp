@@ -2,12 +2,15 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <random>
+
+#include "flashjit/error.hpp"
 
 namespace flashjit::detail {
 namespace {
@@ -90,5 +93,20 @@ int replace_file_atomically(const std::filesystem::path& path, const std::string
 }
 
 std::string errno_text(int error) { return std::strerror(error); }
+
+ScratchDirectory::ScratchDirectory() {
+  const std::filesystem::path temp = std::filesystem::temp_directory_path();
+  std::string name = (temp / "flashjit-host-XXXXXX").string();
+  if (::mkdtemp(name.data()) == nullptr) {  // mode 0700
+    throw Error(ErrorKind::io, "cannot create a directory for the emulator's host compile in " +
+                                   temp.string() + ": " + errno_text(errno));
+  }
+  path_ = name;
+}
+
+ScratchDirectory::~ScratchDirectory() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
 
 }  // namespace flashjit::detail

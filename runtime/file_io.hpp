@@ -25,6 +25,22 @@ inline constexpr const char* kTempFileMarker = ".tmp.";
 int replace_file_atomically(const std::filesystem::path& path, const std::string& bytes,
                             bool durable, std::filesystem::path* temp = nullptr);
 
+/// A fresh private directory (mode 0700) under the system's temp folder, named
+/// "flashjit-host-XXXXXX", removed with everything in it when destroyed: where the emulator's
+/// host compiles write their sources and outputs.
+class ScratchDirectory {
+ public:
+  /// Throws Error{io} when the directory cannot be made.
+  ScratchDirectory();
+  ~ScratchDirectory();
+  ScratchDirectory(const ScratchDirectory&) = delete;
+  ScratchDirectory& operator=(const ScratchDirectory&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
 /// strerror's text for `error`.
 std::string errno_text(int error);
 

@@ -184,6 +184,22 @@ const std::vector<std::string>& host_compile_flags() {
   return flags;
 }
 
+namespace {
+
+/// Runs `argv`; throws Error{compile} naming `what` with the compiler's log (paths under
+/// `scratch` shortened) unless it succeeds.
+void run_compiler(const std::vector<std::string>& argv, const fs::path& scratch,
+                  const std::string& what) {
+  const ProcessResult result = run_process(argv);
+  if (result.exit_code == 0) return;
+  throw Error(ErrorKind::compile, argv.front() + " failed to compile " + what +
+                                      " for the emulator (exit status " +
+                                      std::to_string(result.exit_code) + "):\n" +
+                                      trimmed_log(without(result.output, scratch.string() + "/")));
+}
+
+}  // namespace
+
 void compile_shared_object(const HostToolchain& toolchain, const fs::path& source,
                            const std::vector<fs::path>& include_dirs,
                            const std::vector<std::string>& extra_flags, const fs::path& output,
@@ -194,12 +210,19 @@ void compile_shared_object(const HostToolchain& toolchain, const fs::path& sourc
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
   // The archive after the source, so the linker takes the members the kernel needs.
   argv.insert(argv.end(), {source.string(), toolchain.archive.string(), "-o", output.string()});
-  const ProcessResult result = run_process(argv);
-  if (result.exit_code == 0) return;
-  throw Error(ErrorKind::compile,
-              toolchain.compiler.path.string() + " failed to compile " + what +
-                  " for the emulator (exit status " + std::to_string(result.exit_code) + "):\n" +
-                  trimmed_log(without(result.output, source.parent_path().string() + "/")));
+  run_compiler(argv, source.parent_path(), what);
+}
+
+void compile_precompiled_header(const HostToolchain& toolchain, const fs::path& header,
+                                const std::vector<fs::path>& include_dirs,
+                                const fs::path& output) {
+  std::vector<std::string> argv = {toolchain.compiler.path.string()};
+  for (const std::string& flag : host_compile_flags()) {
+    if (flag != "-shared" && !flag.starts_with("-Wl,")) argv.push_back(flag);  // link flags
+  }
+  for (const fs::path& dir : include_dirs) argv.push_back("-I" + dir.string());
+  argv.insert(argv.end(), {"-x", "c++-header", header.string(), "-o", output.string()});
+  run_compiler(argv, output.parent_path(), "the precompiled " + header.filename().string());
 }
 
 }  // namespace flashjit::detail

@@ -49,4 +49,11 @@ void compile_shared_object(const HostToolchain& toolchain, const std::filesystem
                            const std::vector<std::string>& extra_flags,
                            const std::filesystem::path& output, const std::string& what);
 
+/// Precompiles `header` into `output` (GCC's .gch) with host_compile_flags() less the link's,
+/// `-I` each of `include_dirs`. Throws Error{compile} as compile_shared_object does.
+void compile_precompiled_header(const HostToolchain& toolchain,
+                                const std::filesystem::path& header,
+                                const std::vector<std::filesystem::path>& include_dirs,
+                                const std::filesystem::path& output);
+
 }  // namespace flashjit::detail

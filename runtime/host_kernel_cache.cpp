@@ -18,6 +18,25 @@ emulator::HostLaunchFunction load(const std::string& bytes, const std::string& n
   return entry();
 }
 
+/// The prelude's cache entries' name, and its file's name beside the compiles.
+constexpr const char* kPreludeName = "host_prelude";
+constexpr const char* kPreludeFile = "host_prelude.hpp.gch";
+
+CacheEntry built_prelude(const HostToolchain& toolchain, const std::string& key, DiskCache& disk,
+                         const std::filesystem::path& path) {
+  emit_message(MessageKind::notice, std::string("precompiling the emulator's headers with ") +
+                                        toolchain.compiler.path.string() +
+                                        " (once a cache; kernels compile faster with them)");
+  CacheEntry entry;
+  entry.key = key;
+  entry.display_name = kPreludeName;
+  entry.op = kPreludeName;
+  entry.arch = kHostArch;
+  entry.kernel.cubin = build_host_prelude(toolchain);
+  disk.store(path, entry);
+  return entry;
+}
+
 }  // namespace
 
 HostKernelCache& HostKernelCache::process_cache() {
@@ -78,7 +97,8 @@ emulator::HostLaunchFunction HostKernelCache::load_or_compile(const KernelSpec& 
   entry.op = spec.op;
   entry.arch = kHostArch;
   entry.kernel.lowered_name = kHostKernelEntry;
-  entry.kernel.cubin = build_host_kernel(spec, toolchain, TemplateSet::active());
+  entry.kernel.cubin =
+      build_host_kernel(spec, toolchain, TemplateSet::active(), prelude(toolchain));
   entry.kernel.compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   ++stats_.compiles;
@@ -86,6 +106,46 @@ emulator::HostLaunchFunction HostKernelCache::load_or_compile(const KernelSpec& 
   const emulator::HostLaunchFunction launch = load(entry.kernel.cubin, name);
   if (disk_) disk_->store(path, entry);
   return launch;
+}
+
+bool HostKernelCache::holds_host_kernels() const {
+  std::error_code ec;
+  const std::filesystem::path dir = disk_->entry_path(kHostArch, "", "").parent_path();
+  for (const auto& file : std::filesystem::directory_iterator(dir, ec)) {
+    if (file.path().filename().string().rfind(kPreludeName, 0) != 0) return true;
+  }
+  return false;
+}
+
+std::filesystem::path HostKernelCache::prelude(const HostToolchain& toolchain) {
+  if (!disk_ || !takes_gch_prelude(toolchain.compiler)) return {};
+  const std::string key = host_prelude_key(toolchain);
+  const std::lock_guard<std::mutex> guard(prelude_mutex_);
+  if (key == prelude_key_) return prelude_dir_ ? prelude_dir_->path() / kPreludeFile : "";
+  if (!holds_host_kernels()) return {};
+  prelude_key_ = key;  // decided for this toolchain: a prelude, or (after a warning) none
+  prelude_dir_.reset();
+  const std::filesystem::path path = disk_->entry_path(kHostArch, kPreludeName, key);
+  try {
+    std::optional<CacheEntry> entry = disk_->load(path, key);
+    if (!entry) {
+      DiskCache::KeyLock lock = disk_->lock(key);
+      entry = disk_->load(path, key);
+      if (!entry) entry = built_prelude(toolchain, key, *disk_, path);
+    }
+    auto dir = std::make_unique<ScratchDirectory>();
+    if (int error = replace_file_atomically(dir->path() / kPreludeFile, entry->kernel.cubin,
+                                            false)) {
+      throw Error(ErrorKind::io, "cannot write the precompiled prelude into " +
+                                     dir->path().string() + ": " + errno_text(error));
+    }
+    prelude_dir_ = std::move(dir);
+  } catch (const Error& error) {
+    warn_once("host-prelude", std::string(error.what()) +
+                                  "; compiling kernels for the emulator without it (slower)");
+    return {};
+  }
+  return prelude_dir_->path() / kPreludeFile;
 }
 
 }  // namespace flashjit::detail

@@ -4,11 +4,14 @@
 // same self-describing file format, with the same atomic writes, per-key locks and corruption
 // checks. In a process, one compile per key is in flight (other callers wait for it), and a
 // loaded object stays loaded for the process's life.
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
 #include "disk_cache.hpp"
 #include "emulator/host_launcher.hpp"
+#include "file_io.hpp"
 #include "host_compiler.hpp"
 #include "kernel_cache.hpp"
 #include "kernel_spec.hpp"
@@ -47,8 +50,20 @@ class HostKernelCache {
                                                         const std::string& key,
                                                         const std::string& name);
 
+  /// The precompiled prelude for `toolchain` as a file a compile can link to, or an empty path:
+  /// from the disk cache, or built into it once the cache holds a host kernel (a cache that
+  /// compiled one for the emulator is likely to compile more; a single compile would not pay
+  /// for it). Never with Clang or without a disk cache; a failure to build one is warned
+  /// about once and the kernels compile without it.
+  std::filesystem::path prelude(const HostToolchain& toolchain);
+  /// Whether the disk cache holds a host kernel.
+  bool holds_host_kernels() const;
+
   KernelCache::Options options_;
   std::optional<DiskCache> disk_;
+  std::mutex prelude_mutex_;
+  std::unique_ptr<ScratchDirectory> prelude_dir_;  // holds the prelude's file once there is one
+  std::string prelude_key_;  // the toolchain's prelude key once decided for it
   SingleFlight<emulator::HostLaunchFunction> loaded_;  // by key: one compile in flight per key
   CacheStats stats_;
 };

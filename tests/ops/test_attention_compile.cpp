@@ -3,7 +3,7 @@
 // defaults (what runs without tuning) neither spill nor keep arrays in local memory (a stack
 // frame: a register tile indexed at run time, which ptxas does not count as a spill) nor carry a
 // ptxas performance advisory (a serialized wgmma pipeline, say), at the head dims
-// in_compile_sample keeps (every padded tile shape with FLASHJIT_COMPILE_MATRIX=full; CI
+// compile_sample keeps (every padded tile shape with FLASHJIT_COMPILE_MATRIX=full; CI
 // compiles a lighter sample). One test case per arch, so that CTest can run the two side by
 // side.
 #include <doctest/doctest.h>

@@ -196,3 +196,75 @@ TEST_CASE("no host compiler: a spec outside the table is refused saying how, the
   CHECK(detail::HostKernelCache::process_cache().stats().compiles == compiles);
   CHECK(host_entries(cache_dir.path()).empty());
 }
+
+// GCC's precompiled emulator headers (docs/emulator.md): not made for a cache's first host
+// kernel, made once with the second and used by every compile after it, in this process and
+// the next; a damaged one is rebuilt. The compiler is a script that runs the real one with -H
+// (GCC prints "! <file>.gch" for a precompiled header it uses) and logs what it saw.
+TEST_CASE("host kernels: the precompiled prelude is made once a cache holds a kernel, then used") {
+  const detail::HostToolchain real = toolchain();
+#if defined(__GNUC__) && !defined(__clang__)
+  REQUIRE(detail::takes_gch_prelude(real.compiler));  // c++ on PATH: the GCC that built this
+#endif
+  TempDir dir;
+  const fs::path log = dir.path() / "compiles.log", script = dir.path() / "logging-c++";
+  std::ofstream(script) << "#!/bin/sh\n"
+                           "case \"$*\" in *--version*) exec '"
+                        << real.compiler.path.string() << "' \"$@\";; esac\n"
+                        << "out=$('" << real.compiler.path.string() << "' -H \"$@\" 2>&1)\n"
+                        << "status=$?\ncase \"$*\" in *c++-header*) echo header >> '"
+                        << log.string() << "';; *) echo \"$out\" | grep -q '^! .*prelude' "
+                        << "&& echo kernel-with-prelude >> '" << log.string()
+                        << "' || echo kernel >> '" << log.string() << "';; esac\n"
+                        << "[ $status = 0 ] || echo \"$out\" >&2\nexit $status\n";
+  fs::permissions(script, fs::perms::owner_all);
+  detail::HostToolchain tools = real;
+  tools.compiler.path = tools.compiler.resolved = script;
+  const auto spec = [](int head_dim) {
+    kernels::ForwardConfig config = kConfig72;
+    config.head_dim = head_dim;
+    return kernels::forward_spec(config, detail::kEmulatorArch);
+  };
+  const auto preludes = [&] {
+    std::vector<fs::path> found;
+    for (const fs::path& path : host_entries(dir.path() / "cache")) {
+      if (path.filename().string().starts_with("host_prelude-")) found.push_back(path);
+    }
+    return found;
+  };
+  const auto compiles = [&] {
+    std::ifstream in(log);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  };
+  using Lines = std::vector<std::string>;
+  {
+    detail::HostKernelCache cache(cache_options(dir.path() / "cache"));
+    cache.get(spec(72), tools);
+    CHECK(preludes().empty());
+    if (!detail::takes_gch_prelude(real.compiler)) {
+      MESSAGE("the host compiler is not GCC: no precompiled prelude");
+      cache.get(spec(88), tools);
+      CHECK(preludes().empty());
+      return;
+    }
+    cache.get(spec(88), tools);
+    REQUIRE(preludes().size() == 1);
+    CHECK(compiles() == Lines{"kernel", "header", "kernel-with-prelude"});
+  }
+  detail::HostKernelCache next(cache_options(dir.path() / "cache"));  // as a new process
+  next.get(spec(104), tools);
+  CHECK(compiles().back() == "kernel-with-prelude");
+  CHECK(compiles().size() == 4);  // loaded, not made again
+  const fs::path prelude = preludes().front();
+  std::string bytes = read_bytes(prelude);
+  bytes[bytes.size() / 2] ^= 0x5a;
+  std::ofstream(prelude, std::ios::binary | std::ios::trunc) << bytes;
+  detail::HostKernelCache repaired(cache_options(dir.path() / "cache"));
+  repaired.get(spec(120), tools);
+  CHECK(compiles() == Lines{"kernel", "header", "kernel-with-prelude", "kernel-with-prelude",
+                            "header", "kernel-with-prelude"});
+  REQUIRE(preludes().size() == 1);
+  CHECK(detail::decode_cache_file(read_bytes(preludes().front()), "").has_value());
+}

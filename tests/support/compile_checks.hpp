@@ -57,15 +57,17 @@ inline bool in_compile_sample(const std::string& readable_name, bool is_default)
   return head_dim == 128 && (key_tile & (key_tile - 1)) == 0;
 }
 
-/// The window and softcap forms `readable_name` carries (bit 0, bit 1), and its name without
-/// them and in bf16: two kernels with the same rest differ only in that work.
+/// The forms `readable_name` carries that add work to the same tiles (a window mask, softcap,
+/// paged keys, a split's partial outputs: a bit each), and its name without them and in bf16:
+/// two kernels with the same rest differ only in that work.
 inline std::pair<int, std::string> compile_variant(std::string readable_name) {
-  int forms = 0;
-  for (const auto& [token, bit] : {std::pair{".window", 1}, std::pair{".softcap", 2}}) {
+  int forms = 0, bit = 1;
+  for (const std::string token : {".window", ".softcap", ".paged", ".split"}) {
     if (const std::size_t at = readable_name.find(token); at != std::string::npos) {
-      readable_name.erase(at, std::string(token).size());
+      readable_name.erase(at, token.size());
       forms |= bit;
     }
+    bit <<= 1;
   }
   if (const std::size_t at = readable_name.find(".fp16."); at != std::string::npos) {
     readable_name.replace(at, 6, ".bf16.");
@@ -73,20 +75,20 @@ inline std::pair<int, std::string> compile_variant(std::string readable_name) {
   return {forms, std::move(readable_name)};
 }
 
-/// Whether the lighter sample leaves `a` to `b`: the same kernel with at least a's window and
-/// softcap forms and more of them, or the same ones in bf16 where `a` is fp16. A form adds
-/// per-score work to the same tiles, so the kernel with it holds what the one without holds in
-/// registers as well (the whole matrix checks each).
+/// Whether the lighter sample leaves `a` to `b`: the same kernel with at least a's forms and
+/// more of them, or the same ones in bf16 where `a` is fp16. A form adds work to the same
+/// tiles, so the kernel with it holds what the one without holds in registers as well (the
+/// whole matrix checks each).
 inline bool covered_by(const std::string& a, const std::string& b) {
   const auto [a_forms, a_rest] = compile_variant(a);
   const auto [b_forms, b_rest] = compile_variant(b);
   if (a == b || a_rest != b_rest || (a_forms & b_forms) != a_forms) return false;
-  return b_forms != a_forms ||
-         (a.find(".fp16.") != std::string::npos && b.find(".bf16.") != std::string::npos);
+  return b_forms != a_forms || (a.find(".fp16.") != std::string::npos &&
+                                b.find(".bf16.") != std::string::npos);
 }
 
 /// `specs` less those in_compile_sample leaves out and, in the lighter sample, less those
-/// covered_by another one kept (CI's 2 cores: 40 % of the sample); `defaults` names the
+/// covered_by another one kept (CI's 2 cores: half of the sample); `defaults` names the
 /// default configs' kernels (readable names).
 inline std::vector<detail::KernelSpec> compile_sample(std::vector<detail::KernelSpec> specs,
                                                       const std::set<std::string>& defaults) {

@@ -1,8 +1,5 @@
 #include "host_kernel_build.hpp"
 
-#include <stdlib.h>
-
-#include <cerrno>
 #include <fstream>
 
 #include "cache_file.hpp"
@@ -35,6 +32,13 @@ const std::string& host_headers_digest() {
 
 void write_host_headers(const fs::path& dir) {
   for (const TemplateFile& file : embedded_host_headers()) write_file(dir / file.name, file.text);
+}
+
+/// The bytes a compile wrote to `output`; Error{io} when they cannot be read.
+std::string compiled_bytes(const fs::path& output) {
+  std::optional<std::string> bytes = read_whole_file(output);
+  if (!bytes) throw Error(ErrorKind::io, "cannot read the compiled " + output.string());
+  return std::move(*bytes);
 }
 
 }  // namespace
@@ -84,9 +88,7 @@ std::string build_host_prelude(const HostToolchain& toolchain) {
   const fs::path output = dir.path() / "prelude.gch";
   compile_precompiled_header(toolchain, dir.path() / kHostPreludeHeader,
                              {dir.path(), dir.path() / "include"}, output);
-  std::optional<std::string> bytes = read_whole_file(output);
-  if (!bytes) throw Error(ErrorKind::io, "cannot read the compiled " + output.string());
-  return std::move(*bytes);
+  return compiled_bytes(output);
 }
 
 std::string build_host_kernel(const KernelSpec& spec, const HostToolchain& toolchain,
@@ -110,9 +112,7 @@ std::string build_host_kernel(const KernelSpec& spec, const HostToolchain& toolc
   compile_shared_object(toolchain, source,
                         {dir.path(), dir.path() / "include", dir.path() / "templates"},
                         spec.options, output, spec.readable_name);
-  std::optional<std::string> bytes = read_whole_file(output);
-  if (!bytes) throw Error(ErrorKind::io, "cannot read the compiled " + output.string());
-  return std::move(*bytes);
+  return compiled_bytes(output);
 }
 
 }  // namespace flashjit::detail

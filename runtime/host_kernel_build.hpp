@@ -22,8 +22,8 @@ inline constexpr const char* kHostKernelEntry = "flashjit_host_kernel_launcher";
 /// The header each host kernel's translation unit includes first, the one GCC precompiles.
 inline constexpr const char* kHostPreludeHeader = "emulator/host_prelude.hpp";
 
-/// The translation unit of `spec`: includes kHostPreludeHeader and the spec's header and exports kHostKernelEntry,
-/// which returns &HostLauncher<&NAME_EXPRESSION>::launch.
+/// The translation unit of `spec`: includes kHostPreludeHeader and the spec's header and
+/// exports kHostKernelEntry, which returns &HostLauncher<&NAME_EXPRESSION>::launch.
 std::string host_translation_unit(const KernelSpec& spec);
 
 /// The cache key of `spec` built by `toolchain` from `templates`: XXH3-128 over the cache

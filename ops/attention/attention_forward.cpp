@@ -85,6 +85,7 @@ ForwardLaunch forward_launch(const DeviceInfo& device, const Attention& attentio
   }
   add_capture_buffers(attention, launch.buffers);
   if (config.path() == ForwardPath::tma) add_tma_forward_launch(launch, config, attention, device);
+  if (config.fp8_tma()) add_fp8_tma_forward_launch(launch, config, attention);
   return launch;
 }
 
@@ -157,7 +158,9 @@ bool runs_fp8_mma(const std::string& arch) {
 }
 
 bool runs_on(const ForwardConfig& config, const std::string& arch) {
-  if (config.path() == ForwardPath::fp8) return runs_fp8_mma(arch);
+  if (config.path() == ForwardPath::fp8) {
+    return config.fp8_tma() ? runs_wgmma(arch) : runs_fp8_mma(arch);
+  }
   return config.path() == ForwardPath::mma_sync ||
          (config.path() == ForwardPath::wide && !config.warpgroups()) ||
          config.path() == ForwardPath::decode || runs_wgmma(arch);
@@ -176,7 +179,7 @@ namespace {
 
 ForwardConfig default_config(DType dtype, int head_dim, MaskKind mask, bool softcap,
                              const std::string& arch, bool allow_tma) {
-  if (dtype == DType::e4m3) return fp8_forward_config(head_dim, mask, softcap, arch);
+  if (dtype == DType::e4m3) return fp8_forward_config(head_dim, mask, softcap, arch, allow_tma);
   check_attention_support(dtype, head_dim);
   const int limit = arch_shared_memory_limit(arch);
   if (runs_wgmma(arch)) {
@@ -249,10 +252,12 @@ void check_forward_spec(const ForwardConfig& config, const std::string& arch,
                           "attention_forward_space::config_valid)");
   }
   if (config.path() == ForwardPath::fp8 && !runs_on(config, arch)) {
-    throw InvalidArgument("config",
-                          "is the fp8 forward, which needs fp8 tensor cores (sm_89 or "
-                          "later), not " +
-                              arch);
+    throw InvalidArgument(
+        "config", std::string(config.fp8_tma() ? "is the fp8 forward's TMA form, which runs "
+                                                 "on sm_90a only, not "
+                                               : "is the fp8 forward, which needs fp8 tensor "
+                                                 "cores (sm_89 or later), not ") +
+                      arch);
   }
   if (!runs_on(config, arch)) {
     throw InvalidArgument("config", "is a Hopper config (wgmma, TMA, the wide path's wgmma form), "
@@ -298,7 +303,7 @@ std::vector<std::string> forward_name_traits(const ForwardConfig& config,
   }
   flag(config.path() == ForwardPath::decode, "decode");
   flag(config.path() == ForwardPath::wgmma, "wgmma");
-  flag(config.path() == ForwardPath::tma, "tma");
+  flag(config.path() == ForwardPath::tma || config.fp8_tma(), "tma");
   flag(config.overlap(), "overlap");
   flag(config.pingpong(), "pingpong");
   flag(config.p_in_shared(), "pshared");
@@ -481,6 +486,24 @@ void check_forward_config(const ForwardConfig& config, const Attention& attentio
                           const TensorView& o) {
   if (!config.valid()) throw InvalidArgument("config", "is not in the forward config space");
   check_config_class({config.dtype, config.head_dim, config.mask, config.softcap}, attention, q);
+  if (!fp8_tma_takes(config, attention)) {
+    throw InvalidArgument("config",
+                          "is the fp8 forward's TMA form, whose O is the padded head "
+                          "dim wide, less than head_dim_v " +
+                              std::to_string(attention.value_head_dim()) +
+                              "; choose an mma.sync fp8 config");
+  }
+  if (config.fp8_tma()) {
+    const AttentionForwardParams params = forward_params(attention, q, k, v, o, {});
+    const std::string problem =
+        tma_maps_problem(fp8_forward_tma_maps(params, attention, config.block_m, config.block_n));
+    if (!problem.empty()) {
+      throw InvalidArgument("config",
+                            "is the fp8 forward's TMA form, which cannot read these "
+                            "tensors (" +
+                                problem + "); choose an mma.sync fp8 config");
+    }
+  }
   if (config.path() != ForwardPath::tma) return;
   const std::string problem = tma_tensor_problem(attention, q, k, v, o);
   if (!problem.empty()) {
@@ -531,7 +554,8 @@ std::optional<ForwardLaunch> plan_attention_forward(const DeviceInfo& device, Co
   const ForwardConfig config =
       launched_forward_config(attention, choice.choose_as<ForwardConfig>(problem));
   ForwardLaunch launch = forward_launch(device, attention, q, k, v, o, lse, config, stream);
-  if (!launch.maps.empty() && !tma_maps_problem(launch.maps).empty()) {
+  if ((!launch.maps.empty() && !tma_maps_problem(launch.maps).empty()) ||
+      !fp8_tma_takes(config, attention)) {
     // Tensors TMA cannot read: the best config of the other paths (its kernel name says so).
     const ForwardConfig other =
         problem.modified() ? modifiers_forward_config(q.dtype, attention, device.arch())

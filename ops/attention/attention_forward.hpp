@@ -112,8 +112,11 @@ struct WideOptions {
 struct DecodeOptions {
   bool operator==(const DecodeOptions&) const = default;
 };
-/// The fp8 forward has no choice of its own beyond the tile.
+/// The fp8 forward's kernel: mma.sync's (attention/fp8/fp8_forward_kernel.cuh, sm_89 on) or,
+/// on sm_90a, TMA and wgmma's (attention/fp8/fp8_tma_kernel.cuh: Bc 128, two stages, a
+/// producer warpgroup counted in the warps).
 struct Fp8Options {
+  bool tma = false;
   bool operator==(const Fp8Options&) const = default;
 };
 /// A config's path and that path's own choices: the alternative held is the path (in
@@ -176,6 +179,7 @@ struct ForwardConfig {
   int column_groups() const { return own<WideOptions>().column_groups; }
   bool values_in_keys() const { return own<WideOptions>().values_in_keys; }
   bool warpgroups() const { return own<WideOptions>().warpgroups; }
+  bool fp8_tma() const { return own<Fp8Options>().tma; }
 
   /// The options of the path the config is on, to change them; std::bad_variant_access on
   /// another path.

@@ -42,7 +42,8 @@ std::string TunedConfigTraits<kernels::ForwardConfig>::name(const kernels::Forwa
          (f.p_in_shared() ? ".pshared" : "") + (f.persistent() ? ".persistent" : "") +
          (f.cluster() ? ".cluster2" : "") +
          (f.column_groups() != 0 ? ".g" + std::to_string(f.column_groups()) : "") +
-         (f.values_in_keys() ? ".vk" : "") + (f.warpgroups() ? ".wgmma" : "");
+         (f.values_in_keys() ? ".vk" : "") + (f.warpgroups() ? ".wgmma" : "") +
+         (f.fp8_tma() ? ".tma" : "");
 }
 
 std::vector<detail::KernelSpec> TunedConfigTraits<kernels::ForwardConfig>::specs(

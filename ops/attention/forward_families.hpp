@@ -44,14 +44,21 @@ bool decode_forward_config_valid(const ForwardConfig& config);
 int decode_forward_shared_bytes(const ForwardConfig& config);
 
 /// The fp8 forward's part of ForwardConfig::valid and its shared memory, its valid configs for
-/// (head_dim, mask, softcap), its default on `arch` (ptxas-checked tiles per head dim; throws
-/// InvalidArgument("dtype") before sm_89, "head_dim" outside its head dims) and its kernel:
-/// attention/fp8/fp8_forward_kernel.cuh (fp8/fp8_forward.cpp).
+/// (head_dim, mask, softcap), its default on `arch` (ptxas-checked tiles per head dim; the TMA
+/// form on sm_90a unless `allow_tma` is false; throws InvalidArgument("dtype") before sm_89,
+/// "head_dim" outside its head dims) and its kernel: attention/fp8/fp8_forward_kernel.cuh or
+/// attention/fp8/fp8_tma_kernel.cuh (fp8/fp8_forward.cpp). fp8_tma_takes: whether `config`
+/// takes the call's value head dim (the TMA form's Vᵀ and O are the padded head dim wide).
 bool fp8_forward_config_valid(const ForwardConfig& config);
 int fp8_forward_shared_bytes(const ForwardConfig& config);
+bool fp8_tma_takes(const ForwardConfig& config, const Attention& attention);
+/// The TMA form's part of a launch: its tensor maps (fp8_forward_tma_maps) and its grid, one
+/// CTA a tile of (query block, head, batch) along x.
+void add_fp8_tma_forward_launch(ForwardLaunch& launch, const ForwardConfig& config,
+                                const Attention& attention);
 std::vector<ForwardConfig> fp8_forward_configs(int head_dim, MaskKind mask, bool softcap);
-ForwardConfig fp8_forward_config(int head_dim, MaskKind mask, bool softcap,
-                                 const std::string& arch);
+ForwardConfig fp8_forward_config(int head_dim, MaskKind mask, bool softcap, const std::string& arch,
+                                 bool allow_tma);
 ForwardKernel fp8_forward_kernel(const ForwardConfig& config);
 /// The forward kernel of `config`'s path (attention_forward.cpp).
 ForwardKernel forward_kernel(const ForwardConfig& config, const ScoreModifiers& modifiers);

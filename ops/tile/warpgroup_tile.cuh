@@ -142,6 +142,24 @@ FJ_DEVICE void warpgroup_ab_async(acc_tile<16, N>& acc, const operand_tile<T, 16
   wgmma_commit_group();
 }
 
+/// Issues acc += P B over K as one wgmma group and returns at once, with B given transposed:
+/// P is this warp's 16 rows in registers (to_e4m3_operand), `b_t` the (N, K) tile of Bᵀ (K-major:
+/// Vᵀ, one head-dim column a row, as fp8 operands must be). As the MN-major form, the sum lands
+/// at the wgmma_wait_group that completes the group.
+template <typename T, int N, int K, template <typename, int, int> class Tile>
+FJ_DEVICE void warpgroup_ab_transposed_async(acc_tile<16, N>& acc, const operand_tile<T, 16, K>& p,
+                                             Tile<T, N, K> b_t) {
+  static_assert(K % 16 == 0, "whole k steps");
+  const unsigned long long b_desc = k_major_descriptor(b_t, 0);
+  wgmma_fence();  // P's and acc's registers were written before
+#pragma unroll
+  for (int step = 0; step < K / 16; ++step) {
+    wgmma_rs<T, N>(wgmma_registers(acc), p.frag[0][step],
+                   advance_descriptor(b_desc, k_major_step_bytes(b_t, step)), /*scale_d=*/true);
+  }
+  wgmma_commit_group();
+}
+
 /// Issues acc += A B over K as one wgmma group, both operands in shared memory: A is rows
 /// [a_row0, a_row0 + 64) of `a` (K-major: P as the warpgroup stored it), B the (K, N) tile
 /// `b` (MN-major: V as stored). As the register form, the sum lands at the wgmma_wait_group

@@ -151,23 +151,34 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "attention-forward: the fp8 forward's defaults compile in registers with no ptxas advisory on "
-    "sm_89 at every head dim and on sm_90a up to 192") {
+    "attention-forward: the fp8 forward's defaults compile in registers with no ptxas advisory: "
+    "mma.sync on sm_89 at every head dim and on sm_90a up to 192, TMA and wgmma on sm_90a") {
   KernelCache::Options options;
   options.use_disk = false;
   KernelCache cache(options);
   std::vector<KernelSpec> specs;
   // With the window mask and softcap, the forms with the most per-score work (and registers).
-  for (const char* arch : {"sm_89", "sm_90a"}) {
-    for (int head_dim : {16, 64, 96, 128, 192, 256}) {
-      // sm_90a converts fp8 mma.sync to 16-bit products, which spills at 256 (docs/attention.md).
-      if (std::string(arch) == "sm_90a" && (head_dim > 192 || head_dim < 64)) continue;
-      const kernels::ForwardConfig config =
-          kernels::default_forward_config(DType::e4m3, head_dim, MaskKind::window, true, arch);
+  for (int head_dim : {16, 64, 96, 128, 192, 256}) {
+    const auto form = [&](const kernels::ForwardConfig& config, const char* arch) {
       CHECK(config.path() == kernels::ForwardPath::fp8);
       specs.push_back(kernels::forward_spec(config, arch));
+    };
+    form(kernels::default_forward_config(DType::e4m3, head_dim, MaskKind::window, true, "sm_89"),
+         "sm_89");
+    // sm_90a converts fp8 mma.sync to 16-bit products, which spills at 256 (docs/attention.md).
+    if (head_dim < 64 || head_dim > 192) continue;
+    form(kernels::fallback_forward_config(DType::e4m3, head_dim, MaskKind::window, true, "sm_90a"),
+         "sm_90a");
+  }
+  // The TMA form at each padded head dim, with one and two consumer warpgroups.
+  for (int head_dim : {64, 128, 192, 256}) {
+    for (const kernels::ForwardConfig& config :
+         kernels::forward_configs(DType::e4m3, head_dim, MaskKind::window, true)) {
+      if (config.fp8_tma()) specs.push_back(kernels::forward_spec(config, "sm_90a"));
     }
   }
+  CHECK(kernels::default_forward_config(DType::e4m3, 128, MaskKind::window, true, "sm_90a")
+            .fp8_tma());
   testing::check_compiles_without_spills(cache, specs);
 }
 

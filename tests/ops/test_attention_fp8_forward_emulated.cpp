@@ -13,10 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "attention/attention_tuning.hpp"
 #include "flashjit/dtype.hpp"
 #include "flashjit/error.hpp"
 #include "flashjit/runtime.hpp"
 #include "support/emulator_runtime.hpp"
+#include "support/forward_case_builders.hpp"
 
 namespace flashjit::testing {
 namespace {
@@ -243,15 +245,61 @@ TEST_CASE("fp8 forward on sm_89: head dims 64 and 128, masks, GQA, softcap, each
                                   .descales = Descales::none});
 }
 
-TEST_CASE("fp8 forward on sm_89 and sm_90a: head dims 192 and 256 (Bc 32, O in parts)") {
+TEST_CASE("fp8 forward on sm_89: head dim 256 (Bc 32, O in parts)") {
   check_fp8_case(ada_emulator(), {.seqlen_q = 40, .seqlen_k = 75, .head_dim = 256, .causal = true});
+}
+
+TEST_CASE("fp8 forward on sm_90a: TMA and wgmma from head dim 64, mma.sync below and on request") {
+  using kernels::ForwardConfig;
+  const auto default_on_hopper = [](int head_dim) {
+    return kernels::default_forward_config(DType::e4m3, head_dim, MaskKind::none, false, "sm_90a");
+  };
+  CHECK(default_on_hopper(64).fp8_tma());
+  CHECK(default_on_hopper(256).fp8_tma());
+  CHECK_FALSE(default_on_hopper(48).fp8_tma());
+  CHECK_FALSE(kernels::fallback_forward_config(DType::e4m3, 128, MaskKind::none, false, "sm_90a")
+                  .fp8_tma());
+  CHECK_FALSE(
+      kernels::default_forward_config(DType::e4m3, 128, MaskKind::none, false, "sm_89").fp8_tma());
+  // The TMA form: one warpgroup without a row (40 queries, Br 128), a padded head dim (192 in
+  // 256), ragged key blocks, GQA, a window, softcap, every descale shape, and a query block
+  // that sees no key at all (causal, 300 queries over 20 keys: LSE −inf, O 0).
   check_fp8_case(hopper_emulator(), {.seqlen_q = 40, .seqlen_k = 75, .head_dim = 192});
+  check_fp8_case(hopper_emulator(), {.batch = 2,
+                                     .heads_q = 4,
+                                     .heads_kv = 2,
+                                     .seqlen_q = 130,
+                                     .seqlen_k = 200,
+                                     .head_dim = 64,
+                                     .descales = Descales::per_sequence});
+  check_fp8_case(hopper_emulator(), {.seqlen_q = 70,
+                                     .seqlen_k = 150,
+                                     .head_dim = 256,
+                                     .window_left = 40,
+                                     .descales = Descales::per_tensor});
   check_fp8_case(hopper_emulator(), {.heads_q = 2,
                                      .heads_kv = 2,
-                                     .seqlen_q = 129,
-                                     .seqlen_k = 64,
+                                     .seqlen_q = 300,
+                                     .seqlen_k = 20,
                                      .head_dim = 128,
-                                     .causal = true});
+                                     .causal = true,
+                                     .softcap = 20.0f,
+                                     .descales = Descales::none});
+  // Br 64 (one consumer warpgroup), and the mma.sync form asked for by config.
+  ForwardCase c = make_case(2, 1, 90, 140, 128, /*causal=*/true);
+  c.dtype = DType::e4m3;
+  const ForwardConfig mma_sync =
+      kernels::fallback_forward_config(DType::e4m3, 128, MaskKind::window, false, "sm_90a");
+  int runs = 0;
+  for (const ForwardConfig& config :
+       kernels::forward_configs(DType::e4m3, 128, MaskKind::window, false)) {
+    if (!(config.fp8_tma() ? config.block_m == 64 : config == mma_sync)) continue;
+    INFO(autotune::TunedConfigTraits<ForwardConfig>::name(config));
+    const ForwardVerdict verdict = run_forward_case(hopper_emulator(), c, config);
+    CHECK_MESSAGE(verdict.ok, verdict.describe());
+    ++runs;
+  }
+  CHECK(runs == 2);
 }
 
 TEST_CASE("fp8 forward: bad input is named before anything runs") {

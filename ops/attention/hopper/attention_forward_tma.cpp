@@ -5,6 +5,7 @@
 
 #include "attention/attention_common.hpp"
 #include "attention/attention_forward.hpp"
+#include "attention/fp8/fp8_tma_space.cuh"
 #include "attention/hopper/tma_forward_space.cuh"
 #include "attention/parts/row_stats.cuh"
 #include "tile/swizzle.cuh"
@@ -85,6 +86,28 @@ std::vector<emulator::TensorMap> forward_tma_maps(const AttentionForwardParams& 
                                                   const Attention& a, int block_m, int block_n) {
   return attention_tma_maps(params.q, params.k, params.v, params.o, a, block_m, block_n,
                             kTmaStoreRows);
+}
+
+std::vector<emulator::TensorMap> fp8_forward_tma_maps(const AttentionForwardParams& params,
+                                                      const Attention& a, int block_m,
+                                                      int block_n) {
+  // Two e4m3 codes an element: the byte strides stay, counted in 16-bit elements. An odd one
+  // (never the multiple of 16 bytes TMA needs) stays odd in bytes, so the map is refused.
+  const auto pairs = [](HeadTensor t) {
+    for (index_t* stride : {&t.row_stride, &t.head_stride, &t.batch_stride}) {
+      *stride = *stride % 2 == 0 ? *stride / 2 : 1;
+    }
+    return t;
+  };
+  const MapElements values{
+      1, static_cast<std::uint32_t>(fp8_tma_space::padded_head_dim(static_cast<int>(a.head_dim))),
+      emulator::TmaSwizzle::none};
+  return {
+      head_tensor_map(pairs(params.q), a.batch, a.seqlen_q, a.heads_q, a.head_dim / 2, block_m),
+      head_tensor_map(pairs(params.k), a.batch, a.seqlen_k, a.heads_kv, a.head_dim / 2, block_n),
+      head_tensor_map(params.v, a.batch, a.seqlen_k, a.heads_kv, a.value_head_dim(), block_n,
+                      values),
+      head_tensor_map(params.o, a.batch, a.seqlen_q, a.heads_q, a.value_head_dim(), kTmaStoreRows)};
 }
 
 std::vector<emulator::TensorMap> backward_tma_maps(const TensorView& q, const TensorView& k,

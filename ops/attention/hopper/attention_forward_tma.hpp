@@ -19,6 +19,14 @@ std::vector<emulator::TensorMap> forward_tma_maps(const AttentionForwardParams& 
                                                   const Attention& attention, int block_m,
                                                   int block_n);
 
+/// The fp8 forward's TMA form (attention/fp8/fp8_tma_kernel.cuh): Q and K as 16-bit elements
+/// of two e4m3 codes (head_dim / 2 a row) in boxes of 64 by block_m and block_n rows under the
+/// 128-byte swizzle, V as bytes in boxes of its padded head dim (fp8_tma_space) by block_n rows
+/// without swizzle, O bf16 as forward_tma_maps'.
+std::vector<emulator::TensorMap> fp8_forward_tma_maps(const AttentionForwardParams& params,
+                                                      const Attention& attention, int block_m,
+                                                      int block_n);
+
 /// The same for packed sequences (the TMA forward's varlen kernels): Q and O of `total_q` rows,
 /// K and V of `total_k`, each as a batch of one. With `kv_e4m3`, K and V are an fp8 cache:
 /// maps of bytes, boxes of whole padded rows (tma_forward_padded_head_dim) without swizzle.

@@ -103,7 +103,8 @@ struct ConsumerRows {
   int group_row0;           // its warpgroup's
   int first_row, last_row;  // the block's valid query rows
   KeyWindow<Traits::kMask> window;
-  // The scores' scale: the call's, times an fp8 cache's k_descale (q·k = (q·k_stored)·k_descale).
+  // The scores' scale: the call's, times an fp8 cache's k_descale (q·k = (q·k_stored)·k_descale)
+  // or, with fp8 queries too, q_descale · k_descale.
   float score_scale;
   float scale;  // the softmax's exponent scale
 
@@ -115,10 +116,21 @@ struct ConsumerRows {
         first_row(at.row0),
         last_row(at.row0 + at.rows - 1),
         window(at.window<Traits::kMask>(params)),
-        score_scale(Traits::kKvE4m3 ? params.score_scale * descale_at(params.sequences.k_descale,
-                                                                      at.batch, at.kv_head)
-                                    : params.score_scale),
+        score_scale(params.score_scale * input_descale(params, at)),
         scale(Traits::kScaled ? 1.0f : score_scale) {}
+
+  /// The factor fp8 inputs' codes take to their values in q·k (1 for 16-bit ones).
+  FJ_DEVICE static float input_descale(const AttentionForwardParams& params,
+                                       const TmaForwardBlock& at) {
+    const SequenceIndex& sequences = params.sequences;
+    if constexpr (Traits::kQkE4m3) {
+      return descale_at(sequences.q_descale, at.batch, at.kv_head) *
+             descale_at(sequences.k_descale, at.batch, at.kv_head);
+    } else if constexpr (Traits::kKvE4m3) {
+      return descale_at(sequences.k_descale, at.batch, at.kv_head);
+    }
+    return 1.0f;
+  }
 
   /// Softcap, the caller's modifiers, then −inf where the mask hides a key (blocks it hides
   /// nothing of are left).

@@ -77,6 +77,7 @@ struct TmaForwardTraits {
   // the producer warpgroup converts each into its ring slot (tma_forward_loads.cuh); the
   // descale factors scale the scores and O in fp32.
   static constexpr bool kKvE4m3 = KvE4m3;
+  static constexpr bool kQkE4m3 = false;  // Q and K are e4m3 (attention/fp8/fp8_tma_traits.cuh)
   // A score modifier leaves the scores in the base-2 domain, as softcap does.
   static constexpr bool kScaled = Softcap || Modifiers::kScore;
   // setmaxnreg's counts (0: none), each thread's registers after it.

@@ -376,12 +376,12 @@ struct SpecKeyHash {
         static_cast<std::uint64_t>(c.head_dim) << 48 ^ static_cast<std::uint64_t>(c.block_m) << 32 ^
         static_cast<std::uint64_t>(c.block_n) << 16 ^ static_cast<std::uint64_t>(c.warps) << 8 ^
         static_cast<std::uint64_t>(c.stages);
-    const unsigned flags = static_cast<unsigned>(c.dtype) | static_cast<unsigned>(c.mask) << 4 |
-                           static_cast<unsigned>(c.path()) << 8 | c.softcap << 12 |
-                           c.q_in_registers() << 13 | c.overlap() << 14 | c.pingpong() << 15 |
-                           c.p_in_shared() << 16 | c.persistent() << 17 | c.varlen << 18 |
-                           c.paged << 19 | c.pack_gqa << 20 | c.split << 21 | c.cluster() << 22 |
-                           c.values_in_keys() << 23 | c.kv_e4m3 << 24 | c.warpgroups() << 25;
+    const unsigned flags =
+        static_cast<unsigned>(c.dtype) | static_cast<unsigned>(c.mask) << 4 |
+        static_cast<unsigned>(c.path()) << 8 | c.softcap << 12 | c.q_in_registers() << 13 |
+        c.overlap() << 14 | c.pingpong() << 15 | c.p_in_shared() << 16 | c.persistent() << 17 |
+        c.varlen << 18 | c.paged << 19 | c.pack_gqa << 20 | c.split << 21 | c.cluster() << 22 |
+        c.values_in_keys() << 23 | c.kv_e4m3 << 24 | c.warpgroups() << 25 | c.fp8_tma() << 26;
     return std::hash<std::uint64_t>{}(tiles) ^ std::hash<unsigned>{}(flags)*31u ^
            std::hash<std::string>{}(key.arch) ^ std::hash<std::string>{}(key.modifiers.score) ^
            std::hash<std::string>{}(key.modifiers.mask) * 7u;

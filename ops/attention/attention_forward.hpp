@@ -114,9 +114,11 @@ struct DecodeOptions {
 };
 /// The fp8 forward's kernel: mma.sync's (attention/fp8/fp8_forward_kernel.cuh, sm_89 on) or,
 /// on sm_90a, TMA and wgmma's (attention/fp8/fp8_tma_kernel.cuh: Bc 128, two stages, a
-/// producer warpgroup counted in the warps).
+/// producer warpgroup counted in the warps), with pingpong between its two consumer warpgroups
+/// as the TMA path's (TmaOptions::pingpong; Br 128 up to a padded head dim of 128).
 struct Fp8Options {
   bool tma = false;
+  bool pingpong = false;
   bool operator==(const Fp8Options&) const = default;
 };
 /// A config's path and that path's own choices: the alternative held is the path (in
@@ -171,7 +173,7 @@ struct ForwardConfig {
   /// without it.
   bool q_in_registers() const { return own<Fa2Options>().q_in_registers; }
   bool overlap() const { return own<TmaOptions>().overlap; }
-  bool pingpong() const { return own<TmaOptions>().pingpong; }
+  bool pingpong() const { return own<TmaOptions>().pingpong || own<Fp8Options>().pingpong; }
   bool p_in_shared() const { return own<TmaOptions>().p_in_shared; }
   bool persistent() const { return own<TmaOptions>().persistent; }
   bool cluster() const { return own<TmaOptions>().cluster; }

@@ -26,7 +26,8 @@ ForwardConfig fp8_config(int head_dim, int block_m, int block_n, int warps, Mask
 }
 
 /// The TMA and wgmma form's config of Br `block_m` (one or two consumer warpgroups).
-ForwardConfig fp8_tma_config(int head_dim, int block_m, MaskKind mask, bool softcap) {
+ForwardConfig fp8_tma_config(int head_dim, int block_m, bool pingpong, MaskKind mask,
+                             bool softcap) {
   return {DType::e4m3,
           head_dim,
           block_m,
@@ -35,15 +36,16 @@ ForwardConfig fp8_tma_config(int head_dim, int block_m, MaskKind mask, bool soft
           tma_space::kStages,
           mask,
           softcap,
-          Fp8Options{.tma = true}};
+          Fp8Options{.tma = true, .pingpong = pingpong}};
 }
 
 }  // namespace
 
 bool fp8_forward_config_valid(const ForwardConfig& c) {
   if (c.dtype != DType::e4m3 || c.stages != 2 || c.inference_layout()) return false;
-  return c.fp8_tma() ? tma_space::config_valid(c.head_dim, c.block_m, c.block_n, c.warps)
-                     : space::config_valid(c.head_dim, c.block_m, c.block_n, c.warps);
+  return c.fp8_tma()
+             ? tma_space::config_valid(c.head_dim, c.block_m, c.block_n, c.warps, c.pingpong())
+             : space::config_valid(c.head_dim, c.block_m, c.block_n, c.warps);
 }
 
 int fp8_forward_shared_bytes(const ForwardConfig& c) {
@@ -74,13 +76,16 @@ std::vector<ForwardConfig> fp8_forward_configs(int head_dim, MaskKind mask, bool
     }
   }
   for (int block_m : {64, 128}) {
-    const ForwardConfig config = fp8_tma_config(head_dim, block_m, mask, softcap);
-    if (config.valid()) configs.push_back(config);
+    for (bool pingpong : {false, true}) {
+      const ForwardConfig config = fp8_tma_config(head_dim, block_m, pingpong, mask, softcap);
+      if (config.valid()) configs.push_back(config);
+    }
   }
   return configs;
 }
 
-/// On sm_90a from head dim 64, the TMA and wgmma form with Br 128 (two consumer warpgroups):
+/// On sm_90a from head dim 64, the TMA and wgmma form with Br 128 (two consumer warpgroups,
+/// taking turns at the products up to a padded head dim of 128, as the 16-bit default does):
 /// sm_90a's fp8 mma.sync is converted to 16-bit products, so only wgmma's e4m3 form runs at
 /// fp8's rate there. Elsewhere (and with `allow_tma` false), the mma.sync form: Br 128 over 8
 /// warps (16 rows a warp), Bc 64 up to a padded head dim of 128 and 32 above: ptxas (CUDA 13)
@@ -100,7 +105,8 @@ ForwardConfig fp8_forward_config(int head_dim, MaskKind mask, bool softcap, cons
                                           "; the fp8 forward takes multiples of 16 from 16 to 256");
   }
   if (allow_tma && runs_wgmma(arch)) {
-    const ForwardConfig tma = fp8_tma_config(head_dim, 128, mask, softcap);
+    const ForwardConfig tma =
+        fp8_tma_config(head_dim, 128, tma_space::overlaps(head_dim), mask, softcap);
     if (tma.valid()) return tma;
   }
   const int block_n = space::padded_head_dim(head_dim) <= 128 ? 64 : 32;
@@ -120,7 +126,8 @@ ForwardKernel fp8_forward_kernel(const ForwardConfig& config) {
     kernel.traits.add("HeadDim", config.head_dim)
         .add("BlockM", config.block_m)
         .add("Mask", mask_argument(config.mask))
-        .add("Softcap", config.softcap);
+        .add("Softcap", config.softcap)
+        .add("Pingpong", config.pingpong());
     return kernel;
   }
   ForwardKernel kernel{"attention/fp8/fp8_forward_kernel.cuh",

@@ -2,14 +2,15 @@
 // The fp8 forward on sm_90a (FlashAttention-3's fp8 contract and structure): Q, K and V in e4m3
 // with fp32 descales, O in bf16, both products on wgmma's m64nNk32 over e4m3. A producer
 // warpgroup brings Q and K by TMA and transposes V into Vᵀ (fp8_tma_loads.cuh); one or two
-// consumer warpgroups of 64 query rows compute S = Q Kᵀ (both operands from the swizzled tiles),
-// the online softmax in fp32 (the other forwards' steps: softcap, masks, ℓ over the unrounded
-// P), P rounded to e4m3 in registers (to_e4m3_operand) and O += P V with Vᵀ K-major. The
-// descales are applied in fp32: q's and k's to the scores' scale, v's to the finished O.
-// One CTA a tile of (query block, head, batch), tiles in TileSchedule's order.
+// consumer warpgroups of 64 query rows run the 16-bit TMA forward's overlapped loop
+// (tma_forward_consumer.cuh: S = Q Kᵀ of a block issued with the previous block's O += P V,
+// the softmax under that product, pingpong as an option), with P rounded to e4m3 in registers
+// (to_e4m3_operand) and V read as Vᵀ, K-major. The descales are applied in fp32: q's and k's to
+// the scores' scale, v's to the finished O. One CTA a tile of (query block, head, batch), tiles
+// in TileSchedule's order.
 //
-// Not done yet (the 16-bit TMA forward has them): the softmax under the next products,
-// pingpong, the persistent schedule, clusters, P scaled into e4m3's range before rounding.
+// Not done yet (the 16-bit TMA forward has them): the persistent schedule, clusters; nor P
+// scaled into e4m3's range before rounding (FlashAttention-3's offset of the maximum).
 #include "attention/fp8/fp8_tma_loads.cuh"
 #include "attention/hopper/tma_forward_consumer.cuh"
 
@@ -33,16 +34,15 @@ FJ_DEVICE void load_fp8_tile(const Fp8TmaShared<Traits>& smem, const AttentionTm
   loads.flush();
 }
 
-/// A consumer warpgroup's epilogue: LSE straight out; O, scaled by v_descale, into the
-/// warpgroup's staging slot as bf16, then one TMA store of its 64 rows (rows past seqlen_q and
-/// columns past the head dim are not written), waited for before the CTA may exit.
+/// A consumer warpgroup's epilogue (the overload the 16-bit forward's consumer loops call for
+/// this kernel's shared memory): LSE straight out; O (descaled) into the warpgroup's staging
+/// slot as bf16, then one TMA store of its 64 rows (rows past seqlen_q and columns past the
+/// head dim are not written), waited for before the CTA may exit.
 template <class Traits>
-FJ_DEVICE void write_fp8_outputs(acc_tile<16, Traits::kHeadDimPadded>& o, const row_vec<16>& lse,
-                                 const Fp8TmaShared<Traits>& smem,
-                                 const AttentionForwardParams& params, const AttentionTmaMaps& maps,
-                                 const TmaForwardBlock& at, WarpgroupScope scope) {
-  const float v_descale = descale_at(params.sequences.v_descale, at.batch, at.kv_head);
-  for_each_in_row(o, [&](int, float& x) { x *= v_descale; });  // O = (P V_codes)·v_descale
+FJ_DEVICE void write_outputs(const acc_tile<16, Traits::kHeadDimPadded>& o, const row_vec<16>& lse,
+                             const Fp8TmaShared<Traits>& smem, const AttentionForwardParams& params,
+                             const AttentionTmaMaps& maps, const TmaForwardBlock& at, int thread) {
+  const WarpgroupScope scope{thread};
   store_lse(lse, lse_rows(params, at.tensor_batch, at.head, at.q_row0), scope.warp_row0(),
             at.rows, scope.lane());
   const typename Traits::OutputTile out = smem.output(scope.group());
@@ -54,37 +54,6 @@ FJ_DEVICE void write_fp8_outputs(acc_tile<16, Traits::kHeadDimPadded>& o, const 
   tma_store_rows<kTmaStoreRows>(maps.o, origin, out, 0);
   bulk_commit_group();
   bulk_wait_group_read<0>();  // shared memory stays until the store has read it
-}
-
-/// Consumer warpgroup, its 64 rows of the tile: per key block S = Q Kᵀ, the softmax, P in e4m3,
-/// O += P V, each product waited for; then O and LSE.
-template <class Traits>
-FJ_DEVICE void attend_fp8(const Fp8TmaShared<Traits>& smem, const AttentionForwardParams& params,
-                          const AttentionTmaMaps& maps, const TmaForwardBlock& at, int thread) {
-  const WarpgroupScope scope{thread};
-  const ConsumerRows<Traits> rows(params, at, scope);
-  RingPosition<Traits::kStages> k_slot, values_slot;
-  acc_tile<16, Traits::kHeadDimPadded> o;  // this warp's rows, unnormalized
-  fill(o, 0.0f);
-  OnlineSoftmax<16> softmax;  // m, ℓ
-  mbarrier_wait_parity(smem.q_full, 0);  // Q landed (or the tile has no key)
-  for (int block = at.keys.begin; block < at.keys.end; ++block) {
-    acc_tile<16, Traits::kBlockN> s;  // scores, then probabilities
-    smem.k_ring.wait(k_slot);
-    warpgroup_abt(s, smem.q, rows.group_row0, smem.k(k_slot.stage));  // S = Q Kᵀ
-    smem.k_ring.release(k_slot);
-    k_slot.advance();
-    rows.cap_and_mask(s, params, at, block * Traits::kBlockN);  // S = −inf where masked
-    softmax.update(s, o, rows.scale);                           // P = 2^((S − m)·c), O·α
-    const auto p = to_e4m3_operand(s);                          // P rounded to e4m3
-    smem.values_ring.wait(values_slot);
-    warpgroup_ab_transposed_async(o, p, smem.values_t(values_slot.stage));  // O += P V
-    wgmma_wait_group<0>();
-    smem.values_ring.release(values_slot);
-    values_slot.advance();
-  }
-  const row_vec<16> lse = softmax.finish(o, rows.scale);  // O /= ℓ
-  write_fp8_outputs<Traits>(o, lse, smem, params, maps, at, scope);
 }
 
 /// Grid TileSchedule's count of tiles (⌈seqlen_q / Br⌉ · heads_q · batch), block
@@ -105,14 +74,22 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
     smem.k_ring.init(Traits::kConsumerThreads);
     // Every producer thread writes its share of each Vᵀ slot and reads its share of each
     // staging slot.
-    smem.values_ring.init(Traits::kConsumerThreads, WarpgroupScope::kThreads);
+    smem.v_ring.init(Traits::kConsumerThreads, WarpgroupScope::kThreads);
     smem.staging_ring.init(WarpgroupScope::kThreads);
   }
   __syncthreads();
   constexpr bool kMoveRegisters = Traits::kRegisters.consumer > 0;
   if (thread < Traits::kConsumerThreads) {
     if constexpr (kMoveRegisters) warpgroup_claim_registers<Traits::kRegisters.consumer>();
-    attend_fp8<Traits>(smem, params, maps, at, thread);
+    ConsumerSlots<Traits> slots;
+    mbarrier_wait_parity(smem.q_full, 0);  // Q landed (or the tile has no key)
+    // A warpgroup with no query row (a last, partly full block) computes on the zero rows TMA
+    // filled in and stores nothing of them.
+    if constexpr (Traits::kOverlap) {
+      attend_overlapped<Traits>(smem, params, maps, at, slots, thread);
+    } else {
+      attend<Traits>(smem, params, maps, at, slots, thread);
+    }
   } else {
     if constexpr (kMoveRegisters) warpgroup_release_registers<Traits::kRegisters.producer>();
     load_fp8_tile<Traits>(smem, maps, at, thread);

@@ -129,9 +129,8 @@ struct Fp8TmaLoads {
   FJ_DEVICE void flush() {
     if (!pending) return;
     smem.staging_ring.wait(converting);                                    // its bytes landed
-    mbarrier_t* full = smem.values_ring.acquire_unannounced(values_slot);  // its slot is free
-    transpose_values<Traits>(smem.staging(converting.stage), smem.values_t(values_slot.stage),
-                             worker);
+    mbarrier_t* full = smem.v_ring.acquire_unannounced(values_slot);  // its slot is free
+    transpose_values<Traits>(smem.staging(converting.stage), smem.v(values_slot.stage), worker);
     fence_proxy_async();  // generic writes, read by the consumers' wgmma
     mbarrier_arrive(full);
     smem.staging_ring.release(converting);  // read: TMA may refill the staging slot

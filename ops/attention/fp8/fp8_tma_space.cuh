@@ -16,6 +16,10 @@ constexpr int kStages = 2;
 /// it are never stored).
 constexpr int padded_head_dim(int head_dim) { return (head_dim + 127) / 128 * 128; }
 
+/// Whether the consumers run the overlapped loop (Fp8TmaTraits::kOverlap): up to a padded head
+/// dim of 128.
+constexpr bool overlaps(int head_dim) { return padded_head_dim(head_dim) <= 128; }
+
 /// Bytes of dynamic shared memory: Q, and kStages slots each of K, of Vᵀ and of the staging
 /// ring V lands in (each consumer warpgroup's O, 64 rows of bf16, is staged over one of those
 /// at the end), the barriers (Q's, a full and an empty one a slot) and 1024 bytes to align the
@@ -28,9 +32,11 @@ constexpr int shared_bytes(int head_dim, int block_m) {
 
 /// Head dims of whole 16-code rows from 64 to 256 (TMA's strides; below 64 the mma.sync form
 /// wastes less), Br one or two consumer warpgroups (O's staging slots), `warps` counting the
-/// producer warpgroup's 4, the whole within 227 KB.
-constexpr bool config_valid(int head_dim, int block_m, int block_n, int warps) {
-  return head_dim % 16 == 0 && head_dim >= 64 && head_dim <= 256 &&
+/// producer warpgroup's 4, pingpong with two consumer warpgroups in the overlapped loop, the
+/// whole within 227 KB.
+constexpr bool config_valid(int head_dim, int block_m, int block_n, int warps,
+                            bool pingpong = false) {
+  return (!pingpong || (overlaps(head_dim) && block_m == 128)) && head_dim % 16 == 0 && head_dim >= 64 && head_dim <= 256 &&
          (block_m == 64 || block_m == 128) && block_n == kBlockN &&
          warps * 32 == tma_forward_threads(block_m) &&
          shared_bytes(head_dim, block_m) <= kTmaForwardSharedLimit;

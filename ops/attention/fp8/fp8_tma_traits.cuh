@@ -16,11 +16,15 @@
 
 namespace flashjit {
 
-template <int HeadDim, int BlockM, MaskKind Mask, bool Softcap>
+template <int HeadDim, int BlockM, MaskKind Mask, bool Softcap, bool Pingpong = false>
 struct Fp8TmaTraits {
   static_assert(fp8_tma_space::config_valid(HeadDim, BlockM, fp8_tma_space::kBlockN,
                                             tma_forward_threads(BlockM) / 32),
                 "invalid fp8 TMA forward traits: see fp8_tma_space::config_valid");
+  static_assert(tma_forward_schedule_valid(BlockM, fp8_tma_space::kStages,
+                                           fp8_tma_space::overlaps(HeadDim), Pingpong),
+                "pingpong takes turns between two consumer warpgroups (Br 128) with the "
+                "overlapped loop (padded head dims of 128)");
   using Element = e4m3x2_t;  // Q, K and Vᵀ in shared memory, two codes an element
   using Output = bfloat16_t;
   static constexpr int kHeadDim = HeadDim;
@@ -33,6 +37,14 @@ struct Fp8TmaTraits {
   static constexpr MaskKind kMask = Mask;
   static constexpr bool kSoftcap = Softcap;
   static constexpr bool kScaled = Softcap;
+  // The 16-bit TMA forward's consumer loops (tma_forward_consumer.cuh), P in registers (rounded
+  // to e4m3 there): overlapped (the softmax of a block under the previous block's P V) up to a
+  // padded head dim of 128, pingpong as the config says; above, each product waited for: with
+  // O's 128 registers beside S's 64 and P's 16 the overlapped loop spilled 144 bytes and
+  // serialized its wgmmas (ptxas C7512, CUDA 13).
+  static constexpr bool kOverlap = fp8_tma_space::overlaps(HeadDim);
+  static constexpr bool kPingpong = Pingpong;
+  static constexpr bool kPShared = false;
   // What the sm_90a forward's shared parts (TileSchedule, ConsumerRows) ask of a traits: one
   // CTA a dense tile, no modifier, Q, K and V all e4m3.
   static constexpr bool kPersistent = false;
@@ -64,18 +76,19 @@ template <class Traits>
 struct Fp8TmaShared {
   typename Traits::QTile q;
   typename Traits::KTile k0;            // slot 0 of the K ring
-  typename Traits::ValuesT values_t0;   // slot 0 of the Vᵀ ring
+  typename Traits::ValuesT v0;          // slot 0 of the Vᵀ ring
   typename Traits::StagingTile staging0;  // staging slot 0
   mbarrier_t* q_full;                   // Q has landed (or the tile has no key)
   typename Traits::Ring k_ring;         // K slots: TMA fills them
-  typename Traits::Ring values_ring;    // Vᵀ slots: the producer warpgroup fills them
+  typename Traits::Ring v_ring;         // Vᵀ slots: the producer warpgroup fills them
   typename Traits::StagingRing staging_ring;  // TMA fills a staging slot, the producers free it
 
   FJ_DEVICE typename Traits::KTile k(int stage) const {
     return {k0.data + stage * Traits::KTile::kBytes / 2};
   }
-  FJ_DEVICE typename Traits::ValuesT values_t(int stage) const {
-    return {values_t0.data + stage * Traits::ValuesT::kBytes / 2};
+  /// Vᵀ's slot `stage` (named as the 16-bit forward's V slots: its consumer loop reads them).
+  FJ_DEVICE typename Traits::ValuesT v(int stage) const {
+    return {v0.data + stage * Traits::ValuesT::kBytes / 2};
   }
   FJ_DEVICE typename Traits::StagingTile staging(int slot) const {
     return {staging0.data + slot * Traits::StagingTile::kBytes};
@@ -94,13 +107,13 @@ FJ_DEVICE Fp8TmaShared<Traits> carve_fp8_tma_shared(unsigned char* base) {
   smem.q = carve_tile<typename Traits::QTile>(base);
   smem.k0 = {reinterpret_cast<e4m3x2_t*>(base)};
   base += Traits::kStages * Traits::KTile::kBytes;
-  smem.values_t0 = {reinterpret_cast<e4m3x2_t*>(base)};
+  smem.v0 = {reinterpret_cast<e4m3x2_t*>(base)};
   base += Traits::kStages * Traits::ValuesT::kBytes;
   smem.staging0 = {base};
   base += Traits::kStages * Traits::StagingTile::kBytes;
   smem.q_full = reinterpret_cast<mbarrier_t*>(base);
   smem.k_ring = typename Traits::Ring{smem.q_full + 1};
-  smem.values_ring = typename Traits::Ring{smem.q_full + 1 + 2 * Traits::kStages};
+  smem.v_ring = typename Traits::Ring{smem.q_full + 1 + 2 * Traits::kStages};
   smem.staging_ring = typename Traits::StagingRing{smem.q_full + 1 + 4 * Traits::kStages};
   return smem;
 }

@@ -61,19 +61,33 @@ struct ProductTurns {
   }
 };
 
+/// This warp's rows of P as the A operand of O += P V: in the 16-bit type, or with fp8 inputs
+/// (Traits::kQkE4m3) rounded to e4m3, two codes an element (to_e4m3_operand).
+template <class Traits, bool Fp8 = Traits::kQkE4m3>
+struct ProbabilityRegisters {
+  using type = operand_tile<typename Traits::Element, 16, Traits::kBlockN>;
+};
+template <class Traits>
+struct ProbabilityRegisters<Traits, true> {
+  using type = operand_tile<e4m3x2_t, 16, Traits::kBlockN / 2>;
+};
+
 /// P on its way to O += P V, where the config keeps it: this warp's rows in registers (the
 /// RS form, FlashAttention-3's default from head dim 128), or the warpgroup's rows of a shared
-/// tile (SS, kPShared), which frees registers for larger tiles at small head dims.
+/// tile (SS, kPShared), which frees registers for larger tiles at small head dims. With fp8
+/// inputs, registers in e4m3 and V as Vᵀ (K-major, attention/fp8/fp8_tma_loads.cuh).
 template <class Traits>
 struct ProbabilityOperand {
   using T = typename Traits::Element;
-  operand_tile<T, 16, Traits::kBlockN> registers;  // (16, kBlockN); unused with kPShared
+  typename ProbabilityRegisters<Traits>::type registers;  // unused with kPShared
 
   /// Takes this block's P (the softmax's output in `s`). With kPShared every thread of the
   /// warpgroup stores its rows and waits for the others: the product reads all 64 rows.
-  FJ_DEVICE void set(const acc_tile<16, Traits::kBlockN>& s, const TmaForwardShared<Traits>& smem,
-                     int thread) {
-    if constexpr (Traits::kPShared) {
+  template <class Shared>
+  FJ_DEVICE void set(const acc_tile<16, Traits::kBlockN>& s, const Shared& smem, int thread) {
+    if constexpr (Traits::kQkE4m3) {
+      registers = to_e4m3_operand(s);
+    } else if constexpr (Traits::kPShared) {
       const WarpgroupScope scope{thread};
       store_fragments(s, smem.p, scope.warp_row0(), 0, scope.lane());
       fence_proxy_async();                        // generic writes, read by wgmma
@@ -84,9 +98,12 @@ struct ProbabilityOperand {
   }
 
   /// Issues O += P V with V in ring slot `stage` (a wgmma group, not waited for).
-  FJ_DEVICE void multiply_async(acc_tile<16, Traits::kHeadDimPadded>& o,
-                                const TmaForwardShared<Traits>& smem, int stage, int thread) const {
-    if constexpr (Traits::kPShared) {
+  template <class Shared>
+  FJ_DEVICE void multiply_async(acc_tile<16, Traits::kHeadDimPadded>& o, const Shared& smem,
+                                int stage, int thread) const {
+    if constexpr (Traits::kQkE4m3) {
+      warpgroup_ab_transposed_async(o, registers, smem.v(stage));
+    } else if constexpr (Traits::kPShared) {
       warpgroup_ab_async(o, smem.p, WarpgroupScope{thread}.row0(), smem.v(stage));
     } else {
       warpgroup_ab_async(o, registers, smem.v(stage));
@@ -149,11 +166,12 @@ struct ConsumerRows {
   }
 };
 
-/// An fp8 cache: O = (P V_stored) · v_descale, in fp32 before O is rounded (nothing otherwise).
+/// An fp8 cache or fp8 inputs: O = (P V_stored) · v_descale, in fp32 before O is rounded
+/// (nothing otherwise).
 template <class Traits>
 FJ_DEVICE void descale_values(acc_tile<16, Traits::kHeadDimPadded>& o,
                               const AttentionForwardParams& params, const TmaForwardBlock& at) {
-  if constexpr (Traits::kKvE4m3) {
+  if constexpr (Traits::kKvE4m3 || Traits::kQkE4m3) {
     const float factor = descale_at(params.sequences.v_descale, at.batch, at.kv_head);
     for_each_in_row(o, [&](int, float& x) { x *= factor; });
   }
@@ -222,22 +240,26 @@ struct ConsumerSlots {
   RingPosition<Traits::kStages> k, v;
 
   /// Waits for the next K, whose slot S = Q Kᵀ reads.
-  FJ_DEVICE int wait_key(const TmaForwardShared<Traits>& smem) const {
+  template <class Shared>
+  FJ_DEVICE int wait_key(const Shared& smem) const {
     smem.k_ring.wait(k);
     return k.stage;
   }
   /// Waits for the next V, whose slot O += P V reads.
-  FJ_DEVICE int wait_value(const TmaForwardShared<Traits>& smem) const {
+  template <class Shared>
+  FJ_DEVICE int wait_value(const Shared& smem) const {
     smem.v_ring.wait(v);
     return v.stage;
   }
   /// S = Q Kᵀ has landed: K's slot goes back to the producer.
-  FJ_DEVICE void release_key(const TmaForwardShared<Traits>& smem) {
+  template <class Shared>
+  FJ_DEVICE void release_key(const Shared& smem) {
     release(smem.k_ring, k);
     k.advance();
   }
   /// O += P V has landed: V's slot goes back to the producer.
-  FJ_DEVICE void release_value(const TmaForwardShared<Traits>& smem) {
+  template <class Shared>
+  FJ_DEVICE void release_value(const Shared& smem) {
     release(smem.v_ring, v);
     v.advance();
   }
@@ -255,8 +277,8 @@ struct ConsumerSlots {
 
 /// Consumer (a warpgroup's 128 threads), one tile, Q landed: the online softmax over the key
 /// blocks, then O and LSE.
-template <class Traits>
-FJ_DEVICE void attend(const TmaForwardShared<Traits>& smem, const AttentionForwardParams& params,
+template <class Traits, class Shared>
+FJ_DEVICE void attend(const Shared& smem, const AttentionForwardParams& params,
                       const AttentionTmaMaps& maps, const TmaForwardBlock& at,
                       ConsumerSlots<Traits>& slots, int thread) {
   const ConsumerRows<Traits> rows(params, at, WarpgroupScope{thread});
@@ -280,7 +302,7 @@ FJ_DEVICE void attend(const TmaForwardShared<Traits>& smem, const AttentionForwa
   }
   const row_vec<16> lse = softmax.finish(o, rows.scale);  // O /= ℓ
   descale_values<Traits>(o, params, at);
-  write_outputs<Traits>(o, lse, smem, params, maps, at, thread);
+  write_outputs(o, lse, smem, params, maps, at, thread);  // (Traits from smem)
 }
 
 /// Consumer with the softmax overlapped (FlashAttention-3's IntraWGOverlap). Each step issues
@@ -295,8 +317,8 @@ FJ_DEVICE void attend(const TmaForwardShared<Traits>& smem, const AttentionForwa
 ///    dim 128 than peeled;
 ///  - or peeled off the loop (FlashAttention-3's way), for O of more than 96 registers a thread
 ///    (padded head dims above 192), where the rotated loop spills.
-template <class Traits>
-FJ_DEVICE void attend_overlapped(const TmaForwardShared<Traits>& smem,
+template <class Traits, class Shared>
+FJ_DEVICE void attend_overlapped(const Shared& smem,
                                  const AttentionForwardParams& params, const AttentionTmaMaps& maps,
                                  const TmaForwardBlock& at, ConsumerSlots<Traits>& slots,
                                  int thread) {
@@ -376,7 +398,7 @@ FJ_DEVICE void attend_overlapped(const TmaForwardShared<Traits>& smem,
   }
   const row_vec<16> lse = softmax.finish(o, rows.scale);  // O /= ℓ
   descale_values<Traits>(o, params, at);
-  write_outputs<Traits>(o, lse, smem, params, maps, at, thread);
+  write_outputs(o, lse, smem, params, maps, at, thread);  // (Traits from smem)
 }
 
 /// A consumer warpgroup whose rows all lie past seqlen_q (in a last, partly filled query

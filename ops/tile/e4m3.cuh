@@ -78,6 +78,11 @@ FJ_DEVICE void convert_e4m3_tile(e4m3_tile<Rows, Cols> staging, Dst dst, int thr
   });
 }
 
+/// The power of two the fp8 forwards shift P by before rounding it to e4m3 (OnlineSoftmax's
+/// Offset): P ≤ 2^8 stays below e4m3's largest value, 448, and probabilities down to 2^−14 keep
+/// e4m3's three mantissa bits.
+constexpr int kE4m3ProbabilityShift = 8;
+
 /// P for an fp8 product: `acc` rounded to e4m3 (saturating) as the A operand of m16n8k32 steps,
 /// two codes an element. A thread's accumulators hold columns 2t and 2t + 1 of each 8-column
 /// group and an A register takes four consecutive k, so a register takes two groups' pairs:

@@ -158,6 +158,15 @@ FJ_DEVICE void exp2_scaled_difference_row(acc_tile<Rows, Cols>& tile, const row_
   for_each_in_row(tile, [&](int r, float& x) { x = exp2_approx((x - base.v[r]) * factor); });
 }
 
+/// tile[r, c] = 2^((tile[r, c] − base[r])·factor + offset): the same, times 2^offset (one
+/// FFMA in place of the multiply).
+template <int Rows, int Cols>
+FJ_DEVICE void exp2_scaled_difference_row(acc_tile<Rows, Cols>& tile, const row_vec<Rows>& base,
+                                          float factor, float offset) {
+  for_each_in_row(tile,
+                  [&](int r, float& x) { x = exp2_approx((x - base.v[r]) * factor + offset); });
+}
+
 /// tile[r, :] −= value[r]
 template <int Rows, int Cols>
 FJ_DEVICE void sub_row(acc_tile<Rows, Cols>& tile, const row_vec<Rows>& value) {

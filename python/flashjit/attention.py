@@ -3,6 +3,7 @@ flash_attn_func, with its backward and FlexAttention-style block masks. LSEs are
 [batch, heads, seqlen]."""
 
 import ctypes
+import dataclasses
 from typing import List, Optional, Tuple
 
 import numpy as np
@@ -210,6 +211,25 @@ if _custom_ops.AVAILABLE:
         return _forward(q, k, v, options, block_mask)
 
 
+    def _fake_fp8_forward(q, k, v, *rest):
+        batch, seqlen_q, heads_q, _ = q.shape
+        return (q.new_empty((batch, seqlen_q, heads_q, v.shape[3]), dtype=torch.bfloat16),
+                q.new_empty((batch, heads_q, seqlen_q), dtype=torch.float32))
+
+    @_custom_ops.define("attention_forward_fp8", _fake_fp8_forward)
+    def _fp8_forward_op(q: Tensor, k: Tensor, v: Tensor, causal: bool, window_left: int,
+                        window_right: int, softcap: float, scale: Optional[float],
+                        sinks: Optional[Tensor], q_descale: Optional[Tensor],
+                        k_descale: Optional[Tensor],
+                        v_descale: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+        """The fp8 forward: e4m3 q, k and v, their descale factors (float32, or None), o
+        bfloat16; no gradient (there is no fp8 backward)."""
+        options = dataclasses.replace(
+            Options.of_flags(causal, window_left, window_right, softcap, scale, False),
+            sinks=sinks)
+        return _forward(q, k, v, options, None, (q_descale, k_descale, v_descale))
+
+
 def _modified(q, k, v, options: Options, block_mask):
     """attention() with modifiers, sinks or dropout: (o, lse), differentiable in q, k, v, the
     captures and the sinks."""
@@ -360,7 +380,11 @@ def _fp8_attention(q, k, v, flags, descales, unsupported):
                          "dropout_p")
     causal, window, softcap, scale, sinks, return_lse = flags
     options = Options(causal, tuple(window), softcap, scale, sinks=float32(sinks))
-    o, lse = _forward(q, k, v, options, None, descales)
+    if _custom_ops.takes(q, k, v, options.sinks, *descales):  # traced: one graph
+        factors = [float32(x) for x in descales]
+        o, lse = _fp8_forward_op(q, k, v, *options.flags()[:5], options.sinks, *factors)
+    else:
+        o, lse = _forward(q, k, v, options, None, descales)
     return (o, lse) if return_lse else o
 
 

@@ -22,7 +22,7 @@ OPERATORS = {"attention_forward", "attention_backward", "attention_forward_modif
              "attention_varlen_backward", "attention_with_kvcache",
              "attention_with_kvcache_append", "merge_states", "layer_norm_forward",
              "layer_norm_backward", "multiscale_attention_forward",
-             "multiscale_attention_backward"}
+             "multiscale_attention_backward", "attention_forward_fp8"}
 
 
 def randn(seed, *shape, dtype=torch.bfloat16, grad=False):

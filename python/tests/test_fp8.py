@@ -2,7 +2,8 @@
 from Python on the CPU emulator as an sm_89 (a process of its own: the emulator's GPU is chosen
 when it is first opened), with numpy's uint8 codes through attention() and flash_attn_func,
 against a float64 reference over the dequantized inputs; and its bad arguments named on the
-default sm_80 emulator."""
+default sm_80 emulator; with PyTorch 2.4 or later, torch.compile(fullgraph=True) over a
+float8_e4m3fn call, through its custom operator."""
 
 import os
 import subprocess
@@ -13,6 +14,11 @@ import numpy as np
 import pytest
 
 import flashjit
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
 
 SCRIPT = textwrap.dedent("""
     import numpy as np
@@ -82,3 +88,42 @@ def test_fp8_forward_bad_arguments_are_named():
         flashjit.attention(h, h, h, q_descale=np.ones(1, dtype=np.float32))
     with pytest.raises(ValueError, match="dropout_p"):
         flashjit.attention(q, k, k, dropout_p=0.1)
+
+
+COMPILE_SCRIPT = textwrap.dedent("""
+    import torch
+    import flashjit
+    from flashjit.flash_attn_interface import flash_attn_func
+
+    g = torch.Generator().manual_seed(5)
+    def codes(*shape):  # e4m3 codes of finite values (0x7F and 0xFF are NaN)
+        c = torch.randint(0, 0x7E, shape, generator=g, dtype=torch.uint8)
+        sign = torch.randint(0, 2, shape, generator=g, dtype=torch.uint8) << 7
+        return (c | sign).view(torch.float8_e4m3fn)
+
+    q, k, v = codes(1, 20, 4, 64), codes(1, 30, 2, 64), codes(1, 30, 2, 64)
+    qs, ks, vs = (torch.rand(1, 2, generator=g) + 0.5 for _ in range(3))
+    # (opcheck's schema test multiplies the inputs, which CPU torch lacks for float8: the
+    # codes as uint8, which the operator takes too)
+    as_bytes = [t.view(torch.uint8) for t in (q, k, v)]
+    torch.library.opcheck(torch.ops.flashjit.attention_forward_fp8.default,
+                          (*as_bytes, True, -1, -1, 0.0, None, None, qs, ks, vs))
+    def call(q, k, v, qs, ks, vs):
+        return flash_attn_func(q, k, v, causal=True, q_descale=qs, k_descale=ks, v_descale=vs)
+    eager = call(q, k, v, qs, ks, vs)
+    compiled = torch.compile(call, backend="aot_eager", fullgraph=True)(q, k, v, qs, ks, vs)
+    print("SAME", eager.dtype, torch.equal(eager, compiled))
+""")
+
+
+@pytest.mark.skipif(torch is None or not hasattr(torch.library, "custom_op") or
+                    not hasattr(torch, "float8_e4m3fn"),
+                    reason="PyTorch before 2.4 has no torch.library.custom_op")
+def test_fp8_forward_traces_in_one_graph_on_an_emulated_sm89():
+    # torch.compile(fullgraph=True) over flash_attn_func with float8_e4m3fn inputs: the call
+    # goes through flashjit::attention_forward_fp8 (opcheck'd) with eager's bits.
+    env = dict(os.environ, FLASHJIT_EMULATED_ARCH="sm_89")
+    run = subprocess.run([sys.executable, "-c", COMPILE_SCRIPT], env=env, capture_output=True,
+                         text=True, timeout=900, check=False)
+    assert run.returncode == 0, run.stderr
+    assert "SAME torch.bfloat16 True" in run.stdout, run.stdout

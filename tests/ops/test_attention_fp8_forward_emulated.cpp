@@ -302,6 +302,51 @@ TEST_CASE("fp8 forward on sm_90a: TMA and wgmma from head dim 64, mma.sync below
   CHECK(runs == 2);
 }
 
+/// One query over 512 keys whose probabilities are 1 (key 0) and 2^-10 (the rest, e^-6.93: their
+/// scores are lower by 10 ln 2, through k_descale): O = Σ p v / Σ p with key 0's v 0 and the
+/// others' 1 is 511 · 2^-10 / (1 + 511 · 2^-10) = 0.333. Rounded to e4m3 as they are, the small
+/// probabilities fall halfway to e4m3's smallest step (2^-9) and round to 0, making O 0; shifted
+/// by 2^8 first they are exact.
+void check_small_probabilities(Runtime& runtime, std::int64_t head_dim) {
+  INFO("head dim " << head_dim);
+  const std::int64_t keys = 512;
+  const std::uint8_t one = e4m3_bits_from_float(1.0f);
+  std::vector<std::uint8_t> q(static_cast<std::size_t>(head_dim), one);
+  std::vector<std::uint8_t> k(static_cast<std::size_t>(keys * head_dim), 0), v = k;
+  std::fill(k.begin(), k.begin() + head_dim, one);  // key 0: score head_dim · scale · k_descale
+  std::fill(v.begin() + head_dim, v.end(), one);    // values 1 but key 0's
+  // 10 ln 2 = head_dim · scale · k_descale, scale = 1/sqrt(head_dim)
+  const float k_descale = float(10.0 * std::log(2.0) / std::sqrt(double(head_dim)));
+  std::vector<DeviceBuffer> keep;
+  const auto upload = [&](const void* data, std::size_t bytes) {
+    DeviceBuffer& buffer = keep.emplace_back(runtime.allocate(bytes));
+    runtime.copy_to_device(buffer.data(), data, bytes);
+    return buffer.data();
+  };
+  Attention a;
+  a.heads_q = a.heads_kv = 1;
+  a.seqlen_q = 1;
+  a.seqlen_k = keys;
+  a.head_dim = head_dim;
+  a.k_descale = TensorView::contiguous(upload(&k_descale, 4), DType::f32, {1});
+  const auto view = [&](const std::vector<std::uint8_t>& codes, std::int64_t rows) {
+    return TensorView::contiguous(upload(codes.data(), codes.size()), DType::e4m3,
+                                  {1, rows, 1, head_dim});
+  };
+  DeviceBuffer o = runtime.allocate(static_cast<std::size_t>(head_dim) * 2);
+  runtime.forward(a, view(q, 1), view(k, keys), view(v, keys),
+                  TensorView::contiguous(o.data(), DType::bf16, {1, 1, 1, head_dim}), {});
+  std::vector<std::uint16_t> bits(static_cast<std::size_t>(head_dim));
+  runtime.copy_to_host(bits.data(), o.data(), bits.size() * 2);
+  const double small = std::ldexp(1.0, -10), expected = 511 * small / (1 + 511 * small);
+  for (std::uint16_t b : bits) CHECK(std::fabs(float_from_bf16_bits(b) - expected) < 0.005);
+}
+
+TEST_CASE("fp8 forward: probabilities far below their row's maximum keep their weight") {
+  check_small_probabilities(ada_emulator(), 64);      // mma.sync
+  check_small_probabilities(hopper_emulator(), 128);  // TMA and wgmma
+}
+
 TEST_CASE("fp8 forward: bad input is named before anything runs") {
   Runtime& runtime = ada_emulator();
   Attention a;

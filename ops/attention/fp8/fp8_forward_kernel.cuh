@@ -49,7 +49,7 @@ FJ_GLOBAL void __launch_bounds__(Traits::kThreads)
 
   acc_tile<kRows, kPartCols> o[kParts];  // unnormalized output, in column parts
   for (auto& part : o) fill(part, 0.0f);
-  OnlineSoftmax<kRows> softmax;  // m, ℓ
+  OnlineSoftmax<kRows, kE4m3ProbabilityShift> softmax;  // m, ℓ; P in e4m3's range
   if (!blocks.empty()) {
     copies.queries(rows);  // in one group with the first keys
     copies.keys(blocks.begin);

@@ -72,6 +72,11 @@ struct ProbabilityRegisters<Traits, true> {
   using type = operand_tile<e4m3x2_t, 16, Traits::kBlockN / 2>;
 };
 
+/// The consumers' online softmax: with fp8 inputs P shifted into e4m3's range before it is
+/// rounded (kE4m3ProbabilityShift).
+template <class Traits>
+using ProbabilitySoftmax = OnlineSoftmax<16, Traits::kQkE4m3 ? kE4m3ProbabilityShift : 0>;
+
 /// P on its way to O += P V, where the config keeps it: this warp's rows in registers (the
 /// RS form, FlashAttention-3's default from head dim 128), or the warpgroup's rows of a shared
 /// tile (SS, kPShared), which frees registers for larger tiles at small head dims. With fp8
@@ -285,7 +290,7 @@ FJ_DEVICE void attend(const Shared& smem, const AttentionForwardParams& params,
 
   acc_tile<16, Traits::kHeadDimPadded> o;  // (16, kHeadDimPadded): this warp's rows, unnormalized
   fill(o, 0.0f);
-  OnlineSoftmax<16> softmax;  // m, ℓ
+  ProbabilitySoftmax<Traits> softmax;  // m, ℓ
   for (int block = at.keys.begin; block < at.keys.end; ++block) {
     acc_tile<16, Traits::kBlockN> s;  // (16, kBlockN) scores
     const int k_stage = slots.wait_key(smem);
@@ -329,7 +334,7 @@ FJ_DEVICE void attend_overlapped(const Shared& smem,
 
   acc_tile<16, Traits::kHeadDimPadded> o;  // (16, kHeadDimPadded): this warp's rows, unnormalized
   fill(o, 0.0f);
-  OnlineSoftmax<16> softmax;     // m, ℓ
+  ProbabilitySoftmax<Traits> softmax;  // m, ℓ
   ProbabilityOperand<Traits> p;  // the previous block's P
   // The first block's S = Q Kᵀ, alone, waited for; K's slot freed.
   const auto issue_first = [&](Scores& s) {

@@ -46,8 +46,11 @@ FJ_DEVICE float finished_lse(float max, float sum, float scale) {
   return sum > 0.0f ? (max * scale + log2_approx(sum)) * kLn2 : negative_infinity();
 }
 
-/// The running statistics of a warp's query rows.
-template <int Rows>
+/// The running statistics of a warp's query rows. With Offset > 0 every P is 2^Offset times the
+/// softmax's (ℓ too, so O / ℓ is unchanged; the LSE takes it out): FlashAttention-3's shift of
+/// P ∈ [0, 1] into [0, 2^8] before it is rounded to e4m3, whose normal range then holds
+/// probabilities down to 2^−14 instead of 2^−6 (below, e4m3 has at most two significant bits).
+template <int Rows, int Offset = 0>
 struct OnlineSoftmax {
   row_vec<Rows> max;  // m: the largest score seen per row (−inf before any visible key)
   row_vec<Rows> sum;  // ℓ: Σ 2^((s − m)·c), this lane's columns only until finish()
@@ -81,8 +84,12 @@ struct OnlineSoftmax {
       alpha.v[r] = exp2_approx((max.v[r] - base.v[r]) * scale);  // α = 2^((m − m')·c)
       sum.v[r] *= alpha.v[r];
     }
-    exp2_scaled_difference_row(s, base, scale);  // P = 2^((S − m')·c)
-    add_row_sum(s, sum);                         // ℓ' = α·ℓ + rowsum(P)
+    if constexpr (Offset == 0) {
+      exp2_scaled_difference_row(s, base, scale);  // P = 2^((S − m')·c)
+    } else {
+      exp2_scaled_difference_row(s, base, scale, float(Offset));  // P = 2^((S − m')·c + Offset)
+    }
+    add_row_sum(s, sum);  // ℓ' = α·ℓ + rowsum(P)
     max = new_max;
     return alpha;
   }
@@ -108,7 +115,7 @@ struct OnlineSoftmax {
 #pragma unroll
     for (int r = 0; r < Rows / 16 * 2; ++r) {
       inverse.v[r] = inverse_sum(sum.v[r]);
-      lse.v[r] = finished_lse(max.v[r], sum.v[r], scale);
+      lse.v[r] = finished_lse(max.v[r], sum.v[r] * (1.0f / float(1 << Offset)), scale);
     }
     mul_row(o, inverse);
     return lse;

@@ -9,8 +9,7 @@
 // the scores' scale, v's to the finished O. One CTA a tile of (query block, head, batch), tiles
 // in TileSchedule's order.
 //
-// Not done yet (the 16-bit TMA forward has them): the persistent schedule, clusters; nor P
-// scaled into e4m3's range before rounding (FlashAttention-3's offset of the maximum).
+// Not done yet (the 16-bit TMA forward has them): the persistent schedule, clusters.
 #include "attention/fp8/fp8_tma_loads.cuh"
 #include "attention/hopper/tma_forward_consumer.cuh"
 

@@ -84,6 +84,21 @@ FJ_HOST_DEVICE constexpr unsigned mn_major_step_bytes(core_matrix_tile<T, Rows, 
   return core_matrix_tile<T, Rows, Cols>::chunk_offset(16 * step, 0);
 }
 
+/// Pins `acc`'s registers at this point of the program: the compiler may not move their earlier
+/// writes after it, nor later ones before it (an empty asm that reads and writes each, as
+/// CUTLASS's warpgroup_fence_operand). Arithmetic on registers no wgmma in flight reads has no
+/// order against wgmma's asm otherwise: a rescale of O meant to run under the S = Q Kᵀ just
+/// issued could be moved ahead of that issue (NVRTC 13 happens to keep it in place; nothing
+/// obliges it to). Nothing on the emulator, which runs in order.
+template <int Rows, int Cols>
+FJ_DEVICE void wgmma_fence_operand(acc_tile<Rows, Cols>& acc) {
+#if defined(FJ_DEVICE_CODE)
+  for_each_in_row(acc, [](int, float& x) { asm volatile("" : "+f"(x)::"memory"); });
+#else
+  (void)acc;
+#endif
+}
+
 /// An accumulator tile as the flat register array wgmma takes (the same registers in the same
 /// order: see the file comment).
 template <int Cols>

@@ -7,6 +7,7 @@
 // and TMA protocol).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -392,6 +393,22 @@ std::size_t count_of(const std::string& text, const std::string& needle) {
   return count;
 }
 
+/// The overlapped TMA forward's kernel (bf16, Br 128, two stages) at a head dim and Bc, unmasked
+/// or with the window mask.
+detail::KernelSpec overlapped_spec(int head_dim, int block_n, bool window = false) {
+  detail::KernelSpec spec;
+  spec.op = "attention-forward";
+  spec.header = "attention/hopper/tma_forward_kernel.cuh";
+  spec.name_expression =
+      "flashjit::attention_forward_tma_kernel<flashjit::TmaForwardTraits<flashjit::bfloat16_t, " +
+      std::to_string(head_dim) + ", 128, " + std::to_string(block_n) +
+      (window ? ", flashjit::MaskKind::window" : ", flashjit::MaskKind::none") +
+      ", false, 2, true>>";  // two stages, overlapped
+  spec.readable_name = "attention_forward.hdim" + std::to_string(head_dim) + ".tma.overlap";
+  spec.arch = "sm_90a";
+  return spec;
+}
+
 TEST_CASE("TMA forward: the overlapped loop holds one copy of the softmax up to head dim 192") {
   // Each copy of the softmax exponentiates a thread's 16 · Bc / 32 scores (ex2.approx each),
   // and each fold's α adds 2. The rotated loop (attend_overlapped) folds the first block with
@@ -403,20 +420,46 @@ TEST_CASE("TMA forward: the overlapped loop holds one copy of the softmax up to 
   };
   for (const Case c : {Case{128, 176, true}, Case{192, 96, true}, Case{256, 80, false}}) {
     CAPTURE(c.head_dim);
-    detail::KernelSpec spec;
-    spec.op = "attention-forward";
-    spec.header = "attention/hopper/tma_forward_kernel.cuh";
-    spec.name_expression =
-        "flashjit::attention_forward_tma_kernel<flashjit::TmaForwardTraits<flashjit::bfloat16_t, " +
-        std::to_string(c.head_dim) + ", 128, " + std::to_string(c.block_n) +
-        ", flashjit::MaskKind::none, false, 2, true>>";  // two stages, overlapped
-    spec.readable_name = "attention_forward.hdim" + std::to_string(c.head_dim) + ".tma.overlap";
-    spec.arch = "sm_90a";
-    const std::string ptx = detail::compile_ptx(spec, detail::TemplateSet::embedded());
+    const std::string ptx = detail::compile_ptx(overlapped_spec(c.head_dim, c.block_n),
+                                                detail::TemplateSet::embedded());
     const std::size_t per_copy = 16 * c.block_n / 32;
     const std::size_t exponentials = count_of(ptx, "ex2.approx");
     CHECK(exponentials >= (c.rotated ? 1 : 2) * per_copy);
     CHECK(exponentials < (c.rotated ? 2 : 3) * per_copy);
+  }
+}
+
+TEST_CASE("TMA forward: above head dim 128 O's rescale runs between S's issue and P V's") {
+  // A thread's O is head_dim / 2 registers, each rescaled by one mul.f32. Above a padded head
+  // dim of 128 they come after S = Q Kᵀ is issued and before O += P V (under the S product);
+  // at 128 after the wait for P V, none between the two issues.
+  struct Case {
+    int head_dim, block_n;
+    bool window, under_product;
+  };
+  for (const Case c : {Case{128, 176, false, false}, Case{192, 96, true, true},
+                       Case{256, 80, false, true}, Case{256, 64, true, true}}) {
+    CAPTURE(c.head_dim);
+    CAPTURE(c.window);
+    const std::string ptx = detail::compile_ptx(overlapped_spec(c.head_dim, c.block_n, c.window),
+                                                detail::TemplateSet::embedded());
+    const std::string s_product = "m64n" + std::to_string(c.block_n) + "k16";
+    const std::string pv_product = "m64n" + std::to_string(c.head_dim) + "k16";
+    std::size_t most = 0, between = 0;
+    bool after_s = false;
+    for (const std::string& line : ptx_lines(ptx)) {
+      if (line.find(s_product) != std::string::npos) after_s = true, between = 0;
+      if (after_s && line.find("mul.f32") != std::string::npos) ++between;
+      if (after_s && line.find(pv_product) != std::string::npos) {
+        most = std::max(most, between);
+        after_s = false;
+      }
+    }
+    if (c.under_product) {
+      CHECK(most >= std::size_t(c.head_dim / 2));
+    } else {
+      CHECK(most < std::size_t(c.head_dim / 2));
+    }
   }
 }
 

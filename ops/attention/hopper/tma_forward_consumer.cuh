@@ -328,6 +328,11 @@ FJ_DEVICE void attend_overlapped(const Shared& smem,
                                  const TmaForwardBlock& at, ConsumerSlots<Traits>& slots,
                                  int thread) {
   constexpr bool kRotated = Traits::kHeadDimPadded <= 192;
+  // Above a padded head dim of 128, O's rescale by α waits until the next S = Q Kᵀ is issued and
+  // runs under it, right before the next O += P V (FlashAttention-3's RescaleOBeforeGemm):
+  // after the wait for P V it would hold up the next products by O's 96 to 128 registers'
+  // multiplies.
+  constexpr bool kRescaleUnderProduct = Traits::kHeadDimPadded > 128;
   using Scores = acc_tile<16, Traits::kBlockN>;  // (16, kBlockN): this warp's rows of a block
   const ConsumerRows<Traits> rows(params, at, WarpgroupScope{thread});
   const ProductTurns<Traits::kPingpong> turns{WarpgroupScope{thread}.group()};
@@ -336,6 +341,14 @@ FJ_DEVICE void attend_overlapped(const Shared& smem,
   fill(o, 0.0f);
   ProbabilitySoftmax<Traits> softmax;  // m, ℓ
   ProbabilityOperand<Traits> p;  // the previous block's P
+  row_vec<16> alpha;             // kRescaleUnderProduct: O's rescale, not yet applied
+  fill(alpha, 1.0f);
+  const auto rescale_under_product = [&] {
+    if constexpr (kRescaleUnderProduct) {
+      wgmma_fence_operand(o);  // (after the S = Q Kᵀ just issued, not moved ahead of it)
+      mul_row(o, alpha);       // O = α·O, before O += P V
+    }
+  };
   // The first block's S = Q Kᵀ, alone, waited for; K's slot freed.
   const auto issue_first = [&](Scores& s) {
     turns.start(at.keys);
@@ -353,7 +366,8 @@ FJ_DEVICE void attend_overlapped(const Shared& smem,
     const int k_stage = slots.wait_key(smem);
     turns.wait();
     warpgroup_abt_async(s, smem.q, rows.group_row0, smem.k(k_stage));  // S = Q Kᵀ
-    const int v_stage = slots.wait_value(smem);                        // the previous block's V
+    rescale_under_product();
+    const int v_stage = slots.wait_value(smem);  // the previous block's V
     p.multiply_async(o, smem, v_stage, thread);                        // O += P V (previous)
     turns.pass(at.keys, block);
     wgmma_wait_group<1>();  // S landed; P V may still run
@@ -365,11 +379,15 @@ FJ_DEVICE void attend_overlapped(const Shared& smem,
     return softmax.fold(s, rows.scale);                         // P = 2^((S − m')·c), under P V
   };
   // Waits for the previous P V (none before the first block: it returns at once), frees its
-  // V's slot where there was one, and takes O to the new maximum.
-  const auto land = [&](const row_vec<16>& alpha, bool after_product) {
+  // V's slot where there was one, and takes O to the new maximum (or keeps α for that).
+  const auto land = [&](const row_vec<16>& block_alpha, bool after_product) {
     wgmma_wait_group<0>();
     if (after_product) slots.release_value(smem);
-    mul_row(o, alpha);  // O = α·O
+    if constexpr (kRescaleUnderProduct) {
+      alpha = block_alpha;
+    } else {
+      mul_row(o, block_alpha);  // O = α·O
+    }
   };
 
   if (!at.keys.empty()) {
@@ -396,6 +414,7 @@ FJ_DEVICE void attend_overlapped(const Shared& smem,
         p.set(s, smem, thread);
       }
     }
+    rescale_under_product();
     const int v_stage = slots.wait_value(smem);
     p.multiply_async(o, smem, v_stage, thread);  // O += P V (the last block)
     wgmma_wait_group<0>();

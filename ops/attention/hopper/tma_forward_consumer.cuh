@@ -310,6 +310,35 @@ FJ_DEVICE void attend(const Shared& smem, const AttentionForwardParams& params,
   write_outputs(o, lse, smem, params, maps, at, thread);  // (Traits from smem)
 }
 
+/// O's rescale by α in the overlapped loop. Up to a padded head dim of 128, at once, after the
+/// wait for the previous P V. Above, O's 96 to 128 multiplies a thread would hold up the next
+/// products there: they wait until the next S = Q Kᵀ is issued and run under it, right before
+/// the next O += P V (FlashAttention-3's RescaleOBeforeGemm).
+template <class Traits>
+struct OutputRescale {
+  static constexpr bool kUnderProduct = Traits::kHeadDimPadded > 128;
+  row_vec<16> alpha;  // kUnderProduct: the rescale not yet applied
+
+  FJ_DEVICE OutputRescale() { fill(alpha, 1.0f); }
+
+  /// After the wait for P V: O = α·O, or α kept for before_product.
+  FJ_DEVICE void after_product(acc_tile<16, Traits::kHeadDimPadded>& o,
+                               const row_vec<16>& block_alpha) {
+    if constexpr (kUnderProduct) {
+      alpha = block_alpha;
+    } else {
+      mul_row(o, block_alpha);
+    }
+  }
+  /// After the next S = Q Kᵀ's issue, before O += P V's: the kept rescale.
+  FJ_DEVICE void before_product(acc_tile<16, Traits::kHeadDimPadded>& o) const {
+    if constexpr (kUnderProduct) {
+      wgmma_fence_operand(o);  // (after the S = Q Kᵀ just issued, not moved ahead of it)
+      mul_row(o, alpha);
+    }
+  }
+};
+
 /// Consumer with the softmax overlapped (FlashAttention-3's IntraWGOverlap). Each step issues
 /// block j's S = Q Kᵀ with block j − 1's O += P V and waits for S only, freeing K's slot; folds
 /// S into the softmax while P V runs; then waits for P V, frees V's slot, rescales O to the new
@@ -322,17 +351,15 @@ FJ_DEVICE void attend(const Shared& smem, const AttentionForwardParams& params,
 ///    dim 128 than peeled;
 ///  - or peeled off the loop (FlashAttention-3's way), for O of more than 96 registers a thread
 ///    (padded head dims above 192), where the rotated loop spills.
+/// A step issues S as soon as K is in: the producer loads block j's K before block j − 1's V,
+/// so waiting for both first would hold S behind a V it does not read (FlashAttention-3's
+/// order).
 template <class Traits, class Shared>
 FJ_DEVICE void attend_overlapped(const Shared& smem,
                                  const AttentionForwardParams& params, const AttentionTmaMaps& maps,
                                  const TmaForwardBlock& at, ConsumerSlots<Traits>& slots,
                                  int thread) {
   constexpr bool kRotated = Traits::kHeadDimPadded <= 192;
-  // Above a padded head dim of 128, O's rescale by α waits until the next S = Q Kᵀ is issued and
-  // runs under it, right before the next O += P V (FlashAttention-3's RescaleOBeforeGemm):
-  // after the wait for P V it would hold up the next products by O's 96 to 128 registers'
-  // multiplies.
-  constexpr bool kRescaleUnderProduct = Traits::kHeadDimPadded > 128;
   using Scores = acc_tile<16, Traits::kBlockN>;  // (16, kBlockN): this warp's rows of a block
   const ConsumerRows<Traits> rows(params, at, WarpgroupScope{thread});
   const ProductTurns<Traits::kPingpong> turns{WarpgroupScope{thread}.group()};
@@ -341,14 +368,7 @@ FJ_DEVICE void attend_overlapped(const Shared& smem,
   fill(o, 0.0f);
   ProbabilitySoftmax<Traits> softmax;  // m, ℓ
   ProbabilityOperand<Traits> p;  // the previous block's P
-  row_vec<16> alpha;             // kRescaleUnderProduct: O's rescale, not yet applied
-  fill(alpha, 1.0f);
-  const auto rescale_under_product = [&] {
-    if constexpr (kRescaleUnderProduct) {
-      wgmma_fence_operand(o);  // (after the S = Q Kᵀ just issued, not moved ahead of it)
-      mul_row(o, alpha);       // O = α·O, before O += P V
-    }
-  };
+  OutputRescale<Traits> rescale;  // O's α
   // The first block's S = Q Kᵀ, alone, waited for; K's slot freed.
   const auto issue_first = [&](Scores& s) {
     turns.start(at.keys);
@@ -360,13 +380,11 @@ FJ_DEVICE void attend_overlapped(const Shared& smem,
     slots.release_key(smem);
   };
   // Block `block`'s S = Q Kᵀ with the previous block's O += P V; S waited for, K's slot freed.
-  // S is issued as soon as K is in: the producer loads block j's K before block j − 1's V, so
-  // waiting for both first would hold S behind a V it does not read (FlashAttention-3's order).
   const auto issue = [&](Scores& s, int block) {
     const int k_stage = slots.wait_key(smem);
     turns.wait();
     warpgroup_abt_async(s, smem.q, rows.group_row0, smem.k(k_stage));  // S = Q Kᵀ
-    rescale_under_product();
+    rescale.before_product(o);
     const int v_stage = slots.wait_value(smem);  // the previous block's V
     p.multiply_async(o, smem, v_stage, thread);                        // O += P V (previous)
     turns.pass(at.keys, block);
@@ -383,11 +401,7 @@ FJ_DEVICE void attend_overlapped(const Shared& smem,
   const auto land = [&](const row_vec<16>& block_alpha, bool after_product) {
     wgmma_wait_group<0>();
     if (after_product) slots.release_value(smem);
-    if constexpr (kRescaleUnderProduct) {
-      alpha = block_alpha;
-    } else {
-      mul_row(o, block_alpha);  // O = α·O
-    }
+    rescale.after_product(o, block_alpha);  // O = α·O (or before the next product)
   };
 
   if (!at.keys.empty()) {
@@ -414,7 +428,7 @@ FJ_DEVICE void attend_overlapped(const Shared& smem,
         p.set(s, smem, thread);
       }
     }
-    rescale_under_product();
+    rescale.before_product(o);
     const int v_stage = slots.wait_value(smem);
     p.multiply_async(o, smem, v_stage, thread);  // O += P V (the last block)
     wgmma_wait_group<0>();

@@ -42,8 +42,8 @@ FJ_DEVICE void write_outputs(const acc_tile<16, Traits::kHeadDimPadded>& o, cons
                              const Fp8TmaShared<Traits>& smem, const AttentionForwardParams& params,
                              const AttentionTmaMaps& maps, const TmaForwardBlock& at, int thread) {
   const WarpgroupScope scope{thread};
-  store_lse(lse, lse_rows(params, at.tensor_batch, at.head, at.q_row0), scope.warp_row0(),
-            at.rows, scope.lane());
+  store_lse(lse, lse_rows(params, at.tensor_batch, at.head, at.q_row0), scope.warp_row0(), at.rows,
+            scope.lane());
   const typename Traits::OutputTile out = smem.output(scope.group());
   store_fragments(o, out, scope.warp_row0() - scope.row0(), 0, scope.lane());
   fence_proxy_async();                        // generic writes, read by the async proxy

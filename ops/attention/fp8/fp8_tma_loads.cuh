@@ -58,7 +58,7 @@ FJ_DEVICE void rotate_chunks(unsigned (&chunks)[4][4], int by) {
 template <class Traits>
 FJ_DEVICE void transpose_values(typename Traits::StagingTile staging,
                                 typename Traits::ValuesT values_t, int worker) {
-  constexpr int kGroups = Traits::kHeadDimPadded / 4;      // four-column groups
+  constexpr int kGroups = Traits::kHeadDimPadded / 4;     // four-column groups
   constexpr int kTasks = Traits::kBlockN / 16 * kGroups;  // times 16-key halves
 #pragma unroll 1
   for (int task = worker; task < kTasks; task += WarpgroupScope::kThreads) {
@@ -128,7 +128,7 @@ struct Fp8TmaLoads {
   /// announced. Last of a tile: the consumers wait for that block.
   FJ_DEVICE void flush() {
     if (!pending) return;
-    smem.staging_ring.wait(converting);                                    // its bytes landed
+    smem.staging_ring.wait(converting);                               // its bytes landed
     mbarrier_t* full = smem.v_ring.acquire_unannounced(values_slot);  // its slot is free
     transpose_values<Traits>(smem.staging(converting.stage), smem.v(values_slot.stage), worker);
     fence_proxy_async();  // generic writes, read by the consumers' wgmma

@@ -36,9 +36,9 @@ constexpr int shared_bytes(int head_dim, int block_m) {
 /// whole within 227 KB.
 constexpr bool config_valid(int head_dim, int block_m, int block_n, int warps,
                             bool pingpong = false) {
-  return (!pingpong || (overlaps(head_dim) && block_m == 128)) && head_dim % 16 == 0 && head_dim >= 64 && head_dim <= 256 &&
-         (block_m == 64 || block_m == 128) && block_n == kBlockN &&
-         warps * 32 == tma_forward_threads(block_m) &&
+  return (!pingpong || (overlaps(head_dim) && block_m == 128)) && head_dim % 16 == 0 &&
+         head_dim >= 64 && head_dim <= 256 && (block_m == 64 || block_m == 128) &&
+         block_n == kBlockN && warps * 32 == tma_forward_threads(block_m) &&
          shared_bytes(head_dim, block_m) <= kTmaForwardSharedLimit;
 }
 

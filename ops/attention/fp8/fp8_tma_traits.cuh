@@ -75,12 +75,12 @@ struct Fp8TmaTraits {
 template <class Traits>
 struct Fp8TmaShared {
   typename Traits::QTile q;
-  typename Traits::KTile k0;            // slot 0 of the K ring
-  typename Traits::ValuesT v0;          // slot 0 of the Vᵀ ring
-  typename Traits::StagingTile staging0;  // staging slot 0
-  mbarrier_t* q_full;                   // Q has landed (or the tile has no key)
-  typename Traits::Ring k_ring;         // K slots: TMA fills them
-  typename Traits::Ring v_ring;         // Vᵀ slots: the producer warpgroup fills them
+  typename Traits::KTile k0;                  // slot 0 of the K ring
+  typename Traits::ValuesT v0;                // slot 0 of the Vᵀ ring
+  typename Traits::StagingTile staging0;      // staging slot 0
+  mbarrier_t* q_full;                         // Q has landed (or the tile has no key)
+  typename Traits::Ring k_ring;               // K slots: TMA fills them
+  typename Traits::Ring v_ring;               // Vᵀ slots: the producer warpgroup fills them
   typename Traits::StagingRing staging_ring;  // TMA fills a staging slot, the producers free it
 
   FJ_DEVICE typename Traits::KTile k(int stage) const {

@@ -236,6 +236,19 @@ TEST_CASE("bench --first-result --arch without a GPU: the kernel's time, and the
   CHECK_MESSAGE((decode > 0 && decode < 20), result.output);
 }
 
+TEST_CASE("bench --dtype e4m3: the fp8 forward's backward and fp32 are refused by name") {
+  TempDir dir;
+  const ChildResult backward =
+      flashjit_cli({"bench", "--op", "attention-backward", "--dtype", "e4m3"}, dir.path().string());
+  CHECK(backward.exit_code == 2);
+  CHECK_MESSAGE(backward.output.find("--dtype") != std::string::npos, backward.output);
+  CHECK_MESSAGE(backward.output.find("no backward") != std::string::npos, backward.output);
+  const ChildResult fp32 =
+      flashjit_cli({"bench", "--op", "attention-forward", "--dtype", "f32"}, dir.path().string());
+  CHECK(fp32.exit_code == 2);
+  CHECK_MESSAGE(fp32.output.find("e4m3: the fp8 forward") != std::string::npos, fp32.output);
+}
+
 TEST_CASE("run --emulate: an attention forward on the emulator passes against the reference") {
   TempDir dir;
   ChildResult result = flashjit_cli(

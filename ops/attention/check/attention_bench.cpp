@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <variant>
@@ -25,6 +26,7 @@
 #include "commands.hpp"
 #include "flashjit/attention.hpp"
 #include "flashjit/device.hpp"
+#include "flashjit/dtype.hpp"
 #include "flashjit/error.hpp"
 #include "flashjit/runtime.hpp"
 #include "runtime/kernel_cache.hpp"
@@ -76,9 +78,15 @@ Attention bench_attention(const BenchOptions& options) {
   return attention;
 }
 
-DType bench_dtype(const std::string& name) {
+/// --dtype's: bf16 or f16, or e4m3 (the fp8 forward: e4m3 q, k, v, bf16 o; not `backward`).
+DType bench_dtype(const std::string& name, bool backward) {
   const DType dtype = parse_dtype(name, "--dtype");
-  if (dtype == DType::f32) throw InvalidArgument("--dtype", "attention runs in bf16 or f16");
+  if (dtype == DType::f32) {
+    throw InvalidArgument("--dtype", "attention runs in bf16 or f16 (e4m3: the fp8 forward)");
+  }
+  if (dtype == DType::e4m3 && backward) {
+    throw InvalidArgument("--dtype", "is e4m3, the fp8 forward's; it has no backward");
+  }
   return dtype;
 }
 
@@ -91,21 +99,27 @@ std::string describe(const Attention& a, DType dtype) {
 
 // ---- inputs ----------------------------------------------------------------------------------
 
-/// Uniform values in [-1, 1) rounded to `dtype`, from a splitmix64 stream (fast enough for the
-/// hundreds of millions of elements a large shape has; never zeros, which would flatter the
-/// kernel's power draw and clocks).
-std::vector<std::uint16_t> random_values(std::size_t count, DType dtype, std::uint64_t seed) {
-  std::vector<std::uint16_t> values(count);
+/// Uniform values in [-1, 1) rounded to `dtype` (bf16, f16 or e4m3), as its bytes, from a
+/// splitmix64 stream (fast enough for the hundreds of millions of elements a large shape has;
+/// zeros rare, which would flatter the kernel's power draw and clocks).
+std::vector<unsigned char> random_values(std::size_t count, DType dtype, std::uint64_t seed) {
+  std::vector<unsigned char> bytes(count * dtype_size(dtype));
   std::uint64_t state = seed * 0x9e3779b97f4a7c15ULL + 1;
-  for (std::uint16_t& value : values) {
+  for (std::size_t i = 0; i < count; ++i) {
     std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     z ^= z >> 31;
     const float x = static_cast<float>(z >> 40) * 0x1p-23f - 1.0f;  // [-1, 1)
-    value = dtype == DType::bf16 ? bf16_bits_from_float(x) : f16_bits_from_float(x);
+    if (dtype == DType::e4m3) {
+      bytes[i] = e4m3_bits_from_float(x);
+      continue;
+    }
+    const std::uint16_t bits =
+        dtype == DType::bf16 ? bf16_bits_from_float(x) : f16_bits_from_float(x);
+    std::memcpy(&bytes[2 * i], &bits, 2);
   }
-  return values;
+  return bytes;
 }
 
 /// The device tensors of one call, [B, L, H, D] memory; the gradients only for the backward.
@@ -117,28 +131,28 @@ struct Tensors {
 Tensors make_tensors(Runtime& runtime, const Attention& a, DType dtype, bool backward,
                      std::uint64_t seed) {
   Tensors t;
-  auto tensor = [&](std::int64_t heads, bool random) {
+  auto tensor = [&](std::int64_t heads, bool random, DType type) {
     const std::size_t count = static_cast<std::size_t>(a.batch * a.seqlen_q * heads * a.head_dim);
-    t.buffers.push_back(runtime.allocate(count * dtype_size(dtype)));
+    t.buffers.push_back(runtime.allocate(count * dtype_size(type)));
     void* data = t.buffers.back().data();
     if (random) {
-      const std::vector<std::uint16_t> host = random_values(count, dtype, seed++);
-      runtime.copy_to_device(data, host.data(), count * sizeof(std::uint16_t));
+      const std::vector<unsigned char> host = random_values(count, type, seed++);
+      runtime.copy_to_device(data, host.data(), host.size());
     }
-    return attention_tensor(data, dtype, Layout::bshd, a.batch, a.seqlen_q, heads, a.head_dim);
+    return attention_tensor(data, type, Layout::bshd, a.batch, a.seqlen_q, heads, a.head_dim);
   };
-  t.q = tensor(a.heads_q, true);
-  t.k = tensor(a.heads_kv, true);
-  t.v = tensor(a.heads_kv, true);
-  t.o = tensor(a.heads_q, false);
+  t.q = tensor(a.heads_q, true, dtype);
+  t.k = tensor(a.heads_kv, true, dtype);
+  t.v = tensor(a.heads_kv, true, dtype);
+  t.o = tensor(a.heads_q, false, dtype == DType::e4m3 ? DType::bf16 : dtype);  // fp8: o bf16
   const std::size_t lse_count = static_cast<std::size_t>(a.batch * a.heads_q * a.seqlen_q);
   t.buffers.push_back(runtime.allocate(lse_count * sizeof(float)));
   t.lse = lse_tensor(static_cast<float*>(t.buffers.back().data()), a);
   if (backward) {
-    t.dout = tensor(a.heads_q, true);
-    t.dq = tensor(a.heads_q, false);
-    t.dk = tensor(a.heads_kv, false);
-    t.dv = tensor(a.heads_kv, false);
+    t.dout = tensor(a.heads_q, true, dtype);
+    t.dq = tensor(a.heads_q, false, dtype);
+    t.dk = tensor(a.heads_kv, false, dtype);
+    t.dv = tensor(a.heads_kv, false, dtype);
   }
   return t;
 }
@@ -164,8 +178,8 @@ int bench_op(const BenchOptions& options) {
     throw InvalidArgument("--arch", "only applies to --first-result; timing runs on GPU 0");
   }
   const Attention attention = bench_attention(options);
-  const DType dtype = bench_dtype(options.dtype);
   const bool backward = options.op == kBackward;
+  const DType dtype = bench_dtype(options.dtype, backward);
   if (!have_gpu("flashjit bench")) return 1;
   Runtime runtime;
   const DeviceInfo& gpu = runtime.device();
@@ -301,6 +315,10 @@ int first_result_without_gpu(const Attention& attention, DType dtype, const std:
       "config choice, spec, params, grid, TMA maps described; mean of %d calls; the driver's "
       "function lookup, map encoding and launch not included)\n",
       forward_host_path_us(attention, dtype, arch, kCalls), kCalls);
+  if (dtype == DType::e4m3) {  // (the fp8 forward is dense only: no decoding)
+    print_cache_dir();
+    return 0;
+  }
   std::printf(
       "decode_host_path_us %.3f (Runtime::forward_sequences' host work decoding one token a "
       "sequence at this shape's batch, heads and context on pages of 16, the kernel cached: "
@@ -324,7 +342,7 @@ int first_result(const BenchOptions& options) {
     }
   }
   const Attention attention = bench_attention(options);
-  const DType dtype = bench_dtype(options.dtype);
+  const DType dtype = bench_dtype(options.dtype, false);
   std::printf("first result: %s, %s\n", kForward, describe(attention, dtype).c_str());
   const SystemInfo system = query_system();
   if (!system.devices.empty()) {
@@ -364,7 +382,8 @@ Subcommand add_bench_command(CLI::App& app) {
   bench->add_option("--heads", options->heads, "Query heads")->check(CLI::PositiveNumber);
   bench->add_option("--heads-kv", options->heads_kv, "Key/value heads (default: --heads)")
       ->check(CLI::PositiveNumber);
-  bench->add_option("--dtype", options->dtype, "bf16 or f16");
+  bench->add_option("--dtype", options->dtype,
+                    "bf16 or f16; e4m3 for the fp8 forward (e4m3 q, k, v, bf16 o)");
   bench->add_flag("--causal", options->causal, "Causal mask");
   bench->add_flag("--first-result", options->first_result,
                   "Time the first forward call of this process (kernel compile or load "

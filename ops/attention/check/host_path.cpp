@@ -79,7 +79,8 @@ double forward_host_path_us(const Attention& attention, DType dtype, const std::
   const TensorView q = stand_in(0, dtype, {a.batch, a.seqlen_q, a.heads_q, a.head_dim});
   const TensorView k = stand_in(1, dtype, {a.batch, a.seqlen_k, a.heads_kv, a.head_dim});
   const TensorView v = stand_in(2, dtype, {a.batch, a.seqlen_k, a.heads_kv, a.head_dim});
-  const TensorView o = stand_in(3, dtype, {a.batch, a.seqlen_q, a.heads_q, a.head_dim});
+  const DType out = dtype == DType::e4m3 ? DType::bf16 : dtype;  // the fp8 forward's o is bf16
+  const TensorView o = stand_in(3, out, {a.batch, a.seqlen_q, a.heads_q, a.head_dim});
   const TensorView lse = stand_in(4, DType::f32, {a.batch, a.heads_q, a.seqlen_q});
   return microseconds_per_call(calls, [&] {
     return kernels::plan_attention_forward(backend->info(), choice, a, q, k, v, o, lse, Stream{});

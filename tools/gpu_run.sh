@@ -14,7 +14,7 @@
 #   first-result  bench/first_result.sh: time to first result, cold and warm, and one
 #                 `flashjit autotune`            -> <date>-first-result-<device>.md and .log
 #
-# Seven more steps run only when named in FLASHJIT_GPU_STEPS. The first five stand alone:
+# Eight more steps run only when named in FLASHJIT_GPU_STEPS. The first six stand alone:
 #   ncu           Nsight Compute on one launch each of the forward and backward defaults at
 #                 head dim 128, seqlen 8k (NCU_OPS and NCU_HEAD_DIMS pick others) -> ncu.log
 #   decode        bench/decode.py: decoding on paged KV caches in GB/s against the measured
@@ -28,6 +28,9 @@
 #                                               -> <date>-ops-<device>-*.md and .log
 #   overhead      bench/call_overhead.py: host time per call against GPU time (eager, through
 #                 the custom operators, the C call alone) -> <date>-overhead-<device>.md and .log
+#   fp8           `flashjit bench` of the fp8 forward (--dtype e4m3) beside bf16's at head dims
+#                 64, 128 and 256, 4k tokens, causal and not (FP8_HEAD_DIMS, FP8_SEQLENS pick
+#                 others)                                                     -> fp8.log
 # The other two run together in one call (the tuning database lives in FLASHJIT_CACHE_DIR,
 # which a fresh machine does not keep):
 #   autotune      `flashjit autotune` over the benchmark's shapes (head dims 64 and 128,
@@ -151,6 +154,10 @@ run_info() {
 # backward, MLA's widths, used lengths, appends with rotary on pages of 1 and 16, learnable
 # sinks, dropout, the layer-norm bandwidth and cluster kernels, the TMA forward's tile order).
 feature_runs=(
+  "--dtype e4m3 --batch 2 --heads 8 --heads-kv 2 --seqlen-q 700 --head-dim 128 --causal"
+  "--dtype e4m3 --batch 1 --heads 4 --seqlen-q 300 --seqlen-k 1100 --head-dim 256"
+  "--dtype e4m3 --batch 2 --heads 4 --seqlen-q 500 --seqlen-k 260 --head-dim 64"
+  "--dtype e4m3 --batch 2 --heads 4 --seqlen-q 500 --head-dim 128 --config br128.bc64.w8.s2.fp8"
   "--batch 2 --heads 16 --heads-kv 4 --seqlen-q 1024 --head-dim 128"
   "--batch 2 --heads 8 --seqlen-q 777 --seqlen-k 1030 --head-dim 64 --causal"
   "--batch 1 --heads 4 --heads-kv 2 --seqlen-q 600 --head-dim 256 --causal"
@@ -270,6 +277,7 @@ run_sanitizer() {
     "$flashjit run --op attention-backward --batch 2 --heads 4 --heads-kv 2 --seqlen-q 200 --seqlen-k 333 --head-dim 128 --causal --dropout 0.2"
     "$flashjit run --paged --seqlen-q 1 --seqlen-k 2000 --batch 2 --heads 32 --heads-kv 4 --head-dim 128"
     "$flashjit run --varlen 3 --kv-dtype e4m3 --seqlen-q 200 --heads 4 --heads-kv 2 --head-dim 128 --causal"
+    "$flashjit run --dtype e4m3 --batch 1 --heads 4 --heads-kv 2 --seqlen-q 300 --head-dim 128 --causal"
     "$flashjit run --paged --page-size 1 --append 3 --rotary --seqlen-q 3 --seqlen-k 300 --batch 2 --heads 8 --heads-kv 2 --head-dim 128"
     "$flashjit run --op attention-backward --sinks --batch 1 --heads 2 --seqlen-q 200 --head-dim 128 --causal"
     "$flashjit run --op attention-backward --batch 1 --heads 2 --seqlen-q 200 --head-dim 128 --mask-mod kv_idx%5!=2"
@@ -383,6 +391,26 @@ run_overhead() {
     --lib "$build/api/libflashjit.so" --out "$overhead_stem.md"
 }
 
+# The fp8 forward against bf16 on the same shapes (a model width of 2048: 32 heads of 64, 16
+# of 128, 8 of 256; batch x seqlen = 16k tokens), each `flashjit bench` as the runtime runs it:
+# e4m3 (the TMA and wgmma kernel on sm_90a) and bf16's default.
+run_fp8() {
+  local head_dim seqlen causal dtype rc=0
+  for head_dim in ${FP8_HEAD_DIMS:-128 64 256}; do
+    for seqlen in ${FP8_SEQLENS:-4096}; do
+      for causal in "" "--causal"; do
+        local -a shape=(--op attention-forward --head-dim "$head_dim" --seqlen "$seqlen"
+          --batch $((16384 / seqlen)) --heads $((2048 / head_dim)) $causal)
+        for dtype in e4m3 bf16; do
+          echo "\$ flashjit bench ${shape[*]} --dtype $dtype"
+          timeout --kill-after=5 60 "$flashjit" bench "${shape[@]}" --dtype "$dtype" || rc=$?
+        done
+      done
+    done
+  done
+  return $rc
+}
+
 ops_stem="$out/$(date +%F)-ops-$(device_slug)"
 run_ops() {
   local script rc=0 extra
@@ -494,6 +522,9 @@ if [[ " $steps " == *" ops "* ]]; then
 fi
 if [[ " $steps " == *" overhead "* ]]; then
   step overhead 120 "$overhead_stem.log" run_overhead "$(basename "$overhead_stem").md and .log"
+fi
+if [[ " $steps " == *" fp8 "* ]]; then
+  step fp8 150 "$out/fp8.log" run_fp8
 fi
 if [[ " $steps " == *" autotune "* ]]; then
   step autotune 400 "$out/autotune.log" run_autotune

@@ -38,13 +38,16 @@ struct Fp8Case {
   std::int64_t window_left = -1;
   float softcap = 0.0f;
   Descales descales = Descales::per_head;
+  // Codes of padding after each of q's rows (sequence positions), NaN codes that must not be
+  // read: a strided q (the library takes strides of whole 16-byte chunks).
+  std::int64_t q_row_padding = 0;
 
   std::string name() const {
     return "b" + std::to_string(batch) + " h" + std::to_string(heads_q) + "/" +
            std::to_string(heads_kv) + " q" + std::to_string(seqlen_q) + " k" +
            std::to_string(seqlen_k) + " d" + std::to_string(head_dim) + (causal ? " causal" : "") +
            (window_left >= 0 ? " window" : "") + (softcap > 0 ? " softcap" : "") + " descales " +
-           std::to_string(int(descales));
+           std::to_string(int(descales)) + " q row padding " + std::to_string(q_row_padding);
   }
 };
 
@@ -161,7 +164,20 @@ void check_fp8_case(Runtime& runtime, const Fp8Case& c) {
     runtime.copy_to_device(buffer.data(), t.codes.data(), t.codes.size());
     return TensorView::contiguous(buffer.data(), DType::e4m3, {c.batch, t.seqlen, t.heads, t.dim});
   };
-  const TensorView q_view = upload(q), k_view = upload(k), v_view = upload(v);
+  const TensorView k_view = upload(k), v_view = upload(v);
+  TensorView q_view = upload(q);
+  if (c.q_row_padding > 0) {  // q's rows spread out, the padding NaN codes
+    const std::int64_t row = c.heads_q * c.head_dim, stride = row + c.q_row_padding;
+    std::vector<std::uint8_t> spread(static_cast<std::size_t>(c.batch * c.seqlen_q * stride), 0xFF);
+    for (std::int64_t r = 0; r < c.batch * c.seqlen_q; ++r) {
+      std::copy_n(q.codes.begin() + r * row, row, spread.begin() + r * stride);
+    }
+    DeviceBuffer& buffer = keep.emplace_back(runtime.allocate(spread.size()));
+    runtime.copy_to_device(buffer.data(), spread.data(), spread.size());
+    q_view = TensorView::strided(buffer.data(), DType::e4m3,
+                                 {c.batch, c.seqlen_q, c.heads_q, c.head_dim},
+                                 {c.seqlen_q * stride, stride, c.head_dim, 1});
+  }
   const std::size_t o_count =
       static_cast<std::size_t>(c.batch * c.seqlen_q * c.heads_q * c.head_dim);
   DeviceBuffer o = runtime.allocate(o_count * 2);
@@ -277,6 +293,8 @@ TEST_CASE("fp8 forward on sm_90a: TMA and wgmma from head dim 64, mma.sync below
                                      .head_dim = 256,
                                      .window_left = 40,
                                      .descales = Descales::per_tensor});
+  // q's rows 16 NaN codes apart: the TMA maps' strides are the view's.
+  check_fp8_case(hopper_emulator(), {.seqlen_q = 50, .seqlen_k = 70, .q_row_padding = 16});
   check_fp8_case(hopper_emulator(), {.heads_q = 2,
                                      .heads_kv = 2,
                                      .seqlen_q = 300,

@@ -28,9 +28,9 @@
 #                                               -> <date>-ops-<device>-*.md and .log
 #   overhead      bench/call_overhead.py: host time per call against GPU time (eager, through
 #                 the custom operators, the C call alone) -> <date>-overhead-<device>.md and .log
-#   fp8           `flashjit bench` of the fp8 forward (--dtype e4m3) beside bf16's at head dims
-#                 64, 128 and 256, 4k tokens, causal and not (FP8_HEAD_DIMS, FP8_SEQLENS pick
-#                 others)                                                     -> fp8.log
+#   fp8           `flashjit bench` of the fp8 forward (--dtype e4m3) beside its mma.sync form
+#                 (--config) and bf16's at head dims 128, 64 and 256, 4k tokens, causal and not
+#                 (FP8_HEAD_DIMS, FP8_SEQLENS pick others)                    -> fp8.log
 # The other two run together in one call (the tuning database lives in FLASHJIT_CACHE_DIR,
 # which a fresh machine does not keep):
 #   autotune      `flashjit autotune` over the benchmark's shapes (head dims 64 and 128,
@@ -393,7 +393,7 @@ run_overhead() {
 
 # The fp8 forward against bf16 on the same shapes (a model width of 2048: 32 heads of 64, 16
 # of 128, 8 of 256; batch x seqlen = 16k tokens), each `flashjit bench` as the runtime runs it:
-# e4m3 (the TMA and wgmma kernel on sm_90a) and bf16's default.
+# e4m3 (the TMA and wgmma kernel on sm_90a), its mma.sync form and bf16's default.
 run_fp8() {
   local head_dim seqlen causal dtype rc=0
   for head_dim in ${FP8_HEAD_DIMS:-128 64 256}; do
@@ -401,9 +401,10 @@ run_fp8() {
       for causal in "" "--causal"; do
         local -a shape=(--op attention-forward --head-dim "$head_dim" --seqlen "$seqlen"
           --batch $((16384 / seqlen)) --heads $((2048 / head_dim)) $causal)
-        for dtype in e4m3 bf16; do
+        for dtype in "e4m3" "e4m3 --config br128.bc64.w8.s2.fp8" "bf16"; do
           echo "\$ flashjit bench ${shape[*]} --dtype $dtype"
-          timeout --kill-after=5 60 "$flashjit" bench "${shape[@]}" --dtype "$dtype" || rc=$?
+          # shellcheck disable=SC2086  # $dtype is the dtype and, for one, a --config
+          timeout --kill-after=5 60 "$flashjit" bench "${shape[@]}" --dtype $dtype || rc=$?
         done
       done
     done

@@ -236,7 +236,7 @@ TEST_CASE("bench --first-result --arch without a GPU: the kernel's time, and the
   CHECK_MESSAGE((decode > 0 && decode < 20), result.output);
 }
 
-TEST_CASE("bench --dtype e4m3: the fp8 forward's backward and fp32 are refused by name") {
+TEST_CASE("bench --dtype e4m3 and --config: the fp8 backward, fp32 and unknown configs refused") {
   TempDir dir;
   const ChildResult backward =
       flashjit_cli({"bench", "--op", "attention-backward", "--dtype", "e4m3"}, dir.path().string());
@@ -247,6 +247,12 @@ TEST_CASE("bench --dtype e4m3: the fp8 forward's backward and fp32 are refused b
       flashjit_cli({"bench", "--op", "attention-forward", "--dtype", "f32"}, dir.path().string());
   CHECK(fp32.exit_code == 2);
   CHECK_MESSAGE(fp32.output.find("e4m3: the fp8 forward") != std::string::npos, fp32.output);
+  // --config: a name of the op's space (checked before the GPU is looked for).
+  const ChildResult unknown = flashjit_cli(
+      {"bench", "--op", "attention-forward", "--dtype", "e4m3", "--config", "br1.bc1.w1.s1"},
+      dir.path().string());
+  CHECK(unknown.exit_code == 2);
+  CHECK_MESSAGE(unknown.output.find("br128.bc64.w8.s2.fp8") != std::string::npos, unknown.output);
 }
 
 TEST_CASE("run --emulate: an attention forward on the emulator passes against the reference") {

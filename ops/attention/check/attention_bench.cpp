@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -51,6 +52,7 @@ struct BenchOptions {
   std::string arch;  // --first-result without a GPU: the target to obtain the kernel for
   double budget_ms = autotune::TimingOptions{}.budget_ms;
   std::uint64_t seed = 1;
+  std::string config;  // a config of the op's space by name; empty: the runtime's choice
 };
 
 double elapsed_ms(std::chrono::steady_clock::time_point start) {
@@ -159,6 +161,23 @@ Tensors make_tensors(Runtime& runtime, const Attention& a, DType dtype, bool bac
 
 // ---- timing an op ----------------------------------------------------------------------------
 
+/// One call of the op on `t`: the runtime's own choice, or the config `named`.
+void launch_op(Runtime& runtime, const Attention& a, const Tensors& t, bool backward,
+               const std::optional<autotune::TunedConfig>& named, Stream stream) {
+  detail::RuntimeBackend& backend = detail::backend_of(runtime);
+  if (backward && named) {
+    kernels::attention_backward(backend, a, t.q, t.k, t.v, t.o, t.lse, t.dout, t.dq, t.dk, t.dv,
+                                named->get<kernels::BackwardConfig>(), stream);
+  } else if (backward) {
+    runtime.backward(a, t.q, t.k, t.v, t.o, t.lse, t.dout, t.dq, t.dk, t.dv, stream);
+  } else if (named) {
+    kernels::attention_forward(backend, a, t.q, t.k, t.v, t.o, t.lse,
+                               named->get<kernels::ForwardConfig>(), stream);
+  } else {
+    runtime.forward(a, t.q, t.k, t.v, t.o, t.lse, stream);
+  }
+}
+
 /// Whether there is a GPU to run on; if not, says so and why in one line on stderr.
 bool have_gpu(const char* what) {
   const SystemInfo system = query_system();
@@ -180,14 +199,15 @@ int bench_op(const BenchOptions& options) {
   const Attention attention = bench_attention(options);
   const bool backward = options.op == kBackward;
   const DType dtype = bench_dtype(options.dtype, backward);
+  const kernels::AttentionProblem problem(backward, dtype, attention);
+  std::optional<autotune::TunedConfig> named;
+  if (!options.config.empty()) named = named_config(problem, options.config, "--config");
   if (!have_gpu("flashjit bench")) return 1;
   Runtime runtime;
   const DeviceInfo& gpu = runtime.device();
   std::printf("bench:   %s, %s\n", options.op.c_str(), describe(attention, dtype).c_str());
   std::printf("device:  GPU 0, %s (%s)\n", gpu.name.c_str(), gpu.arch().c_str());
-  std::printf(
-      "kernels: %s\n",
-      chosen_kernels(runtime, kernels::AttentionProblem(backward, dtype, attention)).c_str());
+  std::printf("kernels: %s\n", chosen_kernels(runtime, problem, named).c_str());
   std::printf("preparing random inputs...\n");
   std::fflush(stdout);
   Tensors t = make_tensors(runtime, attention, dtype, backward, options.seed);
@@ -201,16 +221,9 @@ int bench_op(const BenchOptions& options) {
   std::fflush(stdout);
   const autotune::Timing result = autotune::time_launches(
       detail::backend_of(runtime),
-      [&](Stream stream) {
-        if (backward) {
-          runtime.backward(attention, t.q, t.k, t.v, t.o, t.lse, t.dout, t.dq, t.dk, t.dv, stream);
-        } else {
-          runtime.forward(attention, t.q, t.k, t.v, t.o, t.lse, stream);
-        }
-      },
-      timing);
+      [&](Stream stream) { launch_op(runtime, attention, t, backward, named, stream); }, timing);
   // FlashAttention's FLOP count (the tuning problem's), as `flashjit autotune` reports.
-  const double flops = kernels::AttentionProblem(backward, dtype, attention).flops();
+  const double flops = problem.flops();
   const double tflops = flops / (result.median_ms * 1e-3) / 1e12;
   std::printf("time_ms %.4f min_ms %.4f runs %d\n", result.median_ms, result.min_ms, result.runs);
   std::printf("tflops %.2f\n", tflops);
@@ -333,6 +346,9 @@ int first_result(const BenchOptions& options) {
   if (!options.op.empty() && options.op != kForward) {
     throw InvalidArgument("--op", "--first-result measures attention-forward; leave --op out");
   }
+  if (!options.config.empty()) {
+    throw InvalidArgument("--config", "--first-result times the runtime's own choice");
+  }
   if (!options.arch.empty()) {
     try {
       detail::validate_arch(options.arch);
@@ -396,6 +412,10 @@ Subcommand add_bench_command(CLI::App& app) {
                    "Stop adding timed runs once their total passes this")
       ->check(CLI::PositiveNumber);
   bench->add_option("--seed", options->seed, "Seed of the random inputs");
+  bench->add_option("--config", options->config,
+                    "This config of the op's space instead of the runtime's choice, named as "
+                    "`flashjit autotune --plan` prints it (e.g. br128.bc64.w8.s2.fp8, the fp8 "
+                    "forward's mma.sync form)");
   return {bench, [options] {
             return options->first_result ? first_result(*options) : bench_op(*options);
           }};

@@ -246,9 +246,11 @@ flashjit_status flashjit_attention_prepare(flashjit_runtime* runtime,
   return guarded([&] {
     flashjit_runtime& rt = *required(runtime, "runtime");
     const flashjit::Attention attn = to_attention(*required(attention, "attention"));
-    if (dtype != FLASHJIT_DTYPE_F16 && dtype != FLASHJIT_DTYPE_BF16) {
+    if (dtype != FLASHJIT_DTYPE_F16 && dtype != FLASHJIT_DTYPE_BF16 &&
+        dtype != FLASHJIT_DTYPE_E4M3) {
       throw InvalidArgument("dtype", "is " + std::to_string(dtype) +
-                                         "; must be FLASHJIT_DTYPE_F16 or FLASHJIT_DTYPE_BF16");
+                                         "; must be FLASHJIT_DTYPE_F16, FLASHJIT_DTYPE_BF16 or "
+                                         "FLASHJIT_DTYPE_E4M3 (the fp8 forward, backward 0)");
     }
     rt.runtime.prepare(attn, static_cast<flashjit::DType>(dtype), backward != 0);
   });

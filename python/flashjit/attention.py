@@ -246,9 +246,12 @@ def _prepare(q, k, v, options: Options, block_mask, backward: bool) -> None:
     and, with `backward`, its backward's (flashjit_attention_prepare): compiled concurrently or
     loaded from the kernel cache, none run."""
     a = _dense_options(q, k, v, options)
-    if element(q) not in ("f16", "bf16"):
-        raise ValueError(f"'q' must be float16 or bfloat16 (the kernels' inputs), not "
-                         f"{element(q)}")
+    if element(q) not in ("f16", "bf16", "e4m3"):
+        raise ValueError(f"'q' must be float16 or bfloat16 (the kernels' inputs) or e4m3 codes "
+                         f"(the fp8 forward's), not {element(q)}")
+    if element(q) == "e4m3" and backward:
+        raise ValueError("'backward' must be False for e4m3 q, k and v: the fp8 forward has no "
+                         "backward")
     with Launch({"q": q, "k": k, "v": v, "block_mask": block_mask,
                  **capture_inputs(options)}) as launch:
         bind_captures(a, launch, options)

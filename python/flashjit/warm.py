@@ -21,8 +21,9 @@ def warm(q, k, v, *, causal: bool = False, window: Tuple[int, int] = (-1, -1),
     as attention() takes them. The configs are those the calls would run with as far as is
     known without timing: the tuning database's winner for the shape, else the default. A
     mask_mod's automatic block mask is built here. `dropout_p` > 0: the kernels of calls with
-    dropout (any seed: the mask is not compiled in). A bad argument raises ValueError naming
-    it; nothing is compiled then."""
+    dropout (any seed: the mask is not compiled in). e4m3 codes (float8_e4m3fn or uint8) make
+    the fp8 forward's kernel ready, with backward=False (it has no backward). A bad argument
+    raises ValueError naming it; nothing is compiled then."""
     options = Options(causal, tuple(window), softcap, scale, deterministic,
                       *modifiers(score_mod, mask_mod, captures, q), dropout_p=dropout_p)
     _prepare(q, k, v, options, block_mask, backward)

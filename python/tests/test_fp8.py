@@ -45,6 +45,7 @@ SCRIPT = textwrap.dedent("""
     b, sq, sk, hq, hk, d = 2, 19, 40, 4, 2, 64
     q, k, v = (codes(rng.normal(size=(b, s, h, d))) for s, h in ((sq, hq), (sk, hk), (sk, hk)))
     qs, ks, vs = (rng.uniform(0.5, 2.0, size=(b, hk)).astype(np.float32) for _ in range(3))
+    flashjit.warm(q, k, v, causal=True, backward=False)  # the kernel the call below runs
     o, lse = flashjit.attention(q, k, v, causal=True, q_descale=qs, k_descale=ks, v_descale=vs,
                                 return_lse=True)
     o2 = flash_attn_func(q, k, v, causal=True, q_descale=qs, k_descale=ks, v_descale=vs)
@@ -88,6 +89,10 @@ def test_fp8_forward_bad_arguments_are_named():
         flashjit.attention(h, h, h, q_descale=np.ones(1, dtype=np.float32))
     with pytest.raises(ValueError, match="dropout_p"):
         flashjit.attention(q, k, k, dropout_p=0.1)
+    with pytest.raises(ValueError, match="backward"):  # warm: the fp8 forward has no backward
+        flashjit.warm(q, k, k)
+    with pytest.raises(ValueError, match="sm_89"):
+        flashjit.warm(q, k, k, backward=False)
 
 
 COMPILE_SCRIPT = textwrap.dedent("""

@@ -441,6 +441,11 @@ TEST_CASE("C API: prepare makes a call's kernels ready, and names a bad argument
       flashjit_last_error());
   check_failure(flashjit_attention_prepare(call.runtime, &call.attn, FLASHJIT_DTYPE_F32, 1),
                 FLASHJIT_ERROR_INVALID_ARGUMENT, "dtype");
+  // e4m3: the fp8 forward, which has no backward, and needs an sm_89 or later (this is an sm_80).
+  check_failure(flashjit_attention_prepare(call.runtime, &call.attn, FLASHJIT_DTYPE_E4M3, 1),
+                FLASHJIT_ERROR_INVALID_ARGUMENT, "backward");
+  check_failure(flashjit_attention_prepare(call.runtime, &call.attn, FLASHJIT_DTYPE_E4M3, 0),
+                FLASHJIT_ERROR_INVALID_ARGUMENT, "dtype");
   call.attn.head_dim = 7;
   check_failure(flashjit_attention_prepare(call.runtime, &call.attn, FLASHJIT_DTYPE_BF16, 0),
                 FLASHJIT_ERROR_INVALID_ARGUMENT, "attention.head_dim");

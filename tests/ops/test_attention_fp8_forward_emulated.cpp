@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "attention/attention_tuning.hpp"
+#include "attention/forward_families.hpp"
 #include "flashjit/dtype.hpp"
 #include "flashjit/error.hpp"
 #include "flashjit/runtime.hpp"
@@ -318,6 +319,16 @@ TEST_CASE("fp8 forward on sm_90a: TMA and wgmma from head dim 64, mma.sync below
     ++runs;
   }
   CHECK(runs == 2);
+  // A narrower V (MLA's 192/128 shape at 128/64): Vᵀ's rows past it are TMA's zeros, O's
+  // columns past it are not stored.
+  ForwardCase narrow = make_case(2, 2, 70, 90, 128, /*causal=*/true);
+  narrow.dtype = DType::e4m3;
+  narrow.problem.head_dim_v = 64;
+  CHECK(kernels::fp8_tma_takes(
+      kernels::default_forward_config(DType::e4m3, 128, MaskKind::window, false, "sm_90a"),
+      narrow.attention()));
+  const ForwardVerdict verdict = run_forward_case(hopper_emulator(), narrow);
+  CHECK_MESSAGE(verdict.ok, verdict.describe());
 }
 
 /// One query over 512 keys whose probabilities are 1 (key 0) and 2^-10 (the rest, e^-6.93: their

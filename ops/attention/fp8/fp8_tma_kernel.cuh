@@ -2,10 +2,10 @@
 // The fp8 forward on sm_90a (FlashAttention-3's fp8 contract and structure): Q, K and V in e4m3
 // with fp32 descales, O in bf16, both products on wgmma's m64nNk32 over e4m3. A producer
 // warpgroup brings Q and K by TMA and transposes V into Vᵀ (fp8_tma_loads.cuh); one or two
-// consumer warpgroups of 64 query rows run the 16-bit TMA forward's overlapped loop
-// (tma_forward_consumer.cuh: S = Q Kᵀ of a block issued with the previous block's O += P V,
-// the softmax under that product, pingpong as an option), with P rounded to e4m3 in registers
-// (to_e4m3_operand) and V read as Vᵀ, K-major. The descales are applied in fp32: q's and k's to
+// consumer warpgroups of 64 query rows run the 16-bit TMA forward's consumer loops
+// (tma_forward_consumer.cuh; up to a padded head dim of 128 the overlapped one: S = Q Kᵀ of a
+// block issued with the previous block's O += P V, the softmax under that product, pingpong as
+// an option), with P rounded to e4m3 in registers (to_e4m3_operand) and V read as Vᵀ, K-major. The descales are applied in fp32: q's and k's to
 // the scores' scale, v's to the finished O. One CTA a tile of (query block, head, batch), tiles
 // in TileSchedule's order.
 //

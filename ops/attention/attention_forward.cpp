@@ -493,21 +493,17 @@ void check_forward_config(const ForwardConfig& config, const Attention& attentio
                               std::to_string(attention.value_head_dim()) +
                               "; choose an mma.sync fp8 config");
   }
-  if (config.fp8_tma()) {
-    const AttentionForwardParams params = forward_params(attention, q, k, v, o, {});
-    const std::string problem =
-        tma_maps_problem(fp8_forward_tma_maps(params, attention, config.block_m, config.block_n));
-    if (!problem.empty()) {
-      throw InvalidArgument("config",
-                            "is the fp8 forward's TMA form, which cannot read these "
-                            "tensors (" +
-                                problem + "); choose an mma.sync fp8 config");
-    }
-  }
-  if (config.path() != ForwardPath::tma) return;
-  const std::string problem = tma_tensor_problem(attention, q, k, v, o);
+  if (config.path() != ForwardPath::tma && !config.fp8_tma()) return;
+  // The maps the launch would describe (the fp8 form's hold Q and K as pairs of codes).
+  const std::string problem =
+      config.fp8_tma()
+          ? tma_maps_problem(fp8_forward_tma_maps(forward_params(attention, q, k, v, o, {}),
+                                                  attention, config.block_m, config.block_n))
+          : tma_tensor_problem(attention, q, k, v, o);
   if (!problem.empty()) {
-    throw InvalidArgument("config", "is the TMA path, which cannot read these tensors (" + problem +
+    throw InvalidArgument("config", std::string("is the ") +
+                                        (config.fp8_tma() ? "fp8 forward's TMA form" : "TMA path") +
+                                        ", which cannot read these tensors (" + problem +
                                         "); choose a config of another path");
   }
 }

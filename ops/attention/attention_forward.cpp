@@ -486,13 +486,6 @@ void check_forward_config(const ForwardConfig& config, const Attention& attentio
                           const TensorView& o) {
   if (!config.valid()) throw InvalidArgument("config", "is not in the forward config space");
   check_config_class({config.dtype, config.head_dim, config.mask, config.softcap}, attention, q);
-  if (!fp8_tma_takes(config, attention)) {
-    throw InvalidArgument("config",
-                          "is the fp8 forward's TMA form, whose O is the padded head "
-                          "dim wide, less than head_dim_v " +
-                              std::to_string(attention.value_head_dim()) +
-                              "; choose an mma.sync fp8 config");
-  }
   if (config.path() != ForwardPath::tma && !config.fp8_tma()) return;
   // The maps the launch would describe (the fp8 form's hold Q and K as pairs of codes).
   const std::string problem =
@@ -550,8 +543,7 @@ std::optional<ForwardLaunch> plan_attention_forward(const DeviceInfo& device, Co
   const ForwardConfig config =
       launched_forward_config(attention, choice.choose_as<ForwardConfig>(problem));
   ForwardLaunch launch = forward_launch(device, attention, q, k, v, o, lse, config, stream);
-  if ((!launch.maps.empty() && !tma_maps_problem(launch.maps).empty()) ||
-      !fp8_tma_takes(config, attention)) {
+  if (!launch.maps.empty() && !tma_maps_problem(launch.maps).empty()) {
     // Tensors TMA cannot read: the best config of the other paths (its kernel name says so).
     const ForwardConfig other =
         problem.modified() ? modifiers_forward_config(q.dtype, attention, device.arch())

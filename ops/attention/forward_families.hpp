@@ -47,11 +47,9 @@ int decode_forward_shared_bytes(const ForwardConfig& config);
 /// (head_dim, mask, softcap), its default on `arch` (ptxas-checked tiles per head dim; the TMA
 /// form on sm_90a unless `allow_tma` is false; throws InvalidArgument("dtype") before sm_89,
 /// "head_dim" outside its head dims) and its kernel: attention/fp8/fp8_forward_kernel.cuh or
-/// attention/fp8/fp8_tma_kernel.cuh (fp8/fp8_forward.cpp). fp8_tma_takes: whether `config`
-/// takes the call's value head dim (the TMA form's Vᵀ and O are the padded head dim wide).
+/// attention/fp8/fp8_tma_kernel.cuh (fp8/fp8_forward.cpp).
 bool fp8_forward_config_valid(const ForwardConfig& config);
 int fp8_forward_shared_bytes(const ForwardConfig& config);
-bool fp8_tma_takes(const ForwardConfig& config, const Attention& attention);
 /// The TMA form's part of a launch: its tensor maps (fp8_forward_tma_maps) and its grid, one
 /// CTA a tile of (query block, head, batch) along x.
 void add_fp8_tma_forward_launch(ForwardLaunch& launch, const ForwardConfig& config,

@@ -60,11 +60,6 @@ void add_fp8_tma_forward_launch(ForwardLaunch& launch, const ForwardConfig& conf
   launch.shape.grid_y = launch.shape.grid_z = 1;
 }
 
-bool fp8_tma_takes(const ForwardConfig& config, const Attention& attention) {
-  return !config.fp8_tma() ||
-         attention.value_head_dim() <= tma_space::padded_head_dim(config.head_dim);
-}
-
 std::vector<ForwardConfig> fp8_forward_configs(int head_dim, MaskKind mask, bool softcap) {
   std::vector<ForwardConfig> configs;
   for (int block_m : kBlockM) {

@@ -8,9 +8,10 @@ function(flashjit_set_warnings target)
   endif()
 endfunction()
 
-# Generates a C++ source holding every file under `template_dir` as a byte array, so an
-# installed library needs no source tree (docs/cache.md). Regenerated when a template
-# changes or one is added (CONFIGURE_DEPENDS).
+# Generates the C++ sources holding every file under `template_dir` as a byte array, so an
+# installed library needs no source tree, and the set's digest (the flashjit_template_digest
+# tool, which the caller defines), so a cache hit needs no hashing of it (docs/cache.md).
+# Regenerated when a template changes or one is added (CONFIGURE_DEPENDS).
 function(flashjit_embed_templates out_var template_dir)
   file(GLOB_RECURSE templates CONFIGURE_DEPENDS RELATIVE "${template_dir}"
        "${template_dir}/*.cuh" "${template_dir}/*.cu")
@@ -27,7 +28,14 @@ function(flashjit_embed_templates out_var template_dir)
     DEPENDS ${abs_templates} "${PROJECT_SOURCE_DIR}/cmake/EmbedTemplates.cmake"
     COMMENT "Embedding kernel templates"
     VERBATIM)
-  set(${out_var} "${output}" PARENT_SCOPE)
+  set(digest "${CMAKE_CURRENT_BINARY_DIR}/embedded_templates_digest.cpp")
+  add_custom_command(
+    OUTPUT "${digest}"
+    COMMAND flashjit_template_digest "${digest}" "${template_dir}" ${templates}
+    DEPENDS ${abs_templates} flashjit_template_digest
+    COMMENT "Digesting kernel templates"
+    VERBATIM)
+  set(${out_var} "${output}" "${digest}" PARENT_SCOPE)
 endfunction()
 
 # Generates a C++ source defining flashjit::detail::embedded_host_headers(): the emulator's

@@ -60,7 +60,7 @@ std::string encode_cache_file(const CacheEntry& entry) {
   return std::string(reinterpret_cast<const char*>(&header), sizeof(header)) + body;
 }
 
-std::optional<CacheEntry> decode_cache_file(std::string_view bytes, std::string_view expected_key,
+std::optional<CacheEntry> decode_cache_file(std::string bytes, std::string_view expected_key,
                                             std::string* problem) {
   Header header{};
   if (bytes.size() < sizeof(header)) return fail(problem, "truncated header");
@@ -70,7 +70,7 @@ std::optional<CacheEntry> decode_cache_file(std::string_view bytes, std::string_
     return fail(problem, "format version " + std::to_string(header.version) + ", expected " +
                              std::to_string(kCacheFormatVersion));
   }
-  std::string_view body = bytes.substr(sizeof(header));
+  std::string_view body = std::string_view(bytes).substr(sizeof(header));
   // Compare lengths one at a time so that huge garbage values cannot overflow the sum.
   if (header.key_length > body.size() || header.metadata_length > body.size() ||
       header.payload_length > body.size() ||
@@ -100,7 +100,8 @@ std::optional<CacheEntry> decode_cache_file(std::string_view bytes, std::string_
   } catch (const nlohmann::json::exception& error) {
     return fail(problem, std::string("bad metadata: ") + error.what());
   }
-  entry.kernel.cubin = std::string(body.substr(header.key_length + header.metadata_length));
+  bytes.erase(0, sizeof(header) + header.key_length + header.metadata_length);
+  entry.kernel.cubin = std::move(bytes);
   return entry;
 }
 

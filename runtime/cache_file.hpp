@@ -32,7 +32,9 @@ std::string encode_cache_file(const CacheEntry& entry);
 
 /// Parses `bytes`. Returns nullopt and sets `problem` (when given) if the bytes are not a
 /// complete, intact entry of this format version, or if `expected_key` is non-empty and differs.
-std::optional<CacheEntry> decode_cache_file(std::string_view bytes, std::string_view expected_key,
+/// The entry's cubin keeps the storage of `bytes` (the header cut off in place): a cache hit
+/// copies its kernel into no second buffer, whose fresh pages would cost more than the read.
+std::optional<CacheEntry> decode_cache_file(std::string bytes, std::string_view expected_key,
                                             std::string* problem = nullptr);
 
 }  // namespace flashjit::detail

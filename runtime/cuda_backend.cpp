@@ -138,11 +138,13 @@ class CudaBackend final : public RuntimeBackend, public Executor {
     context_.launch(context_.function(spec, shape.dynamic_shared_bytes), shape, args);
   }
   bool has_kernel(const KernelSpec& /*spec*/) const override { return true; }  // JIT compiles any
-  // The specs not loaded here yet are compiled (or read from disk) into the process cache
-  // concurrently; each launch then loads its kernel from memory. A warm call spawns nothing.
+  // The specs not loaded here yet are read from the disk cache on this thread, and the ones it
+  // lacks compiled into the process cache concurrently; each launch then loads its kernel from
+  // memory. A call whose kernels are cached spawns nothing.
   void prepare(const std::vector<KernelSpec>& specs) override {
     prepare_missing(
         specs, [this](const KernelSpec& spec) { return context_.has_loaded(spec); },
+        [](const KernelSpec& spec) { return KernelCache::process_cache().find(spec).has_value(); },
         [](const KernelSpec& spec) { KernelCache::process_cache().get(spec); });
   }
 

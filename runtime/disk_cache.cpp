@@ -141,7 +141,7 @@ std::optional<CacheEntry> DiskCache::load(const fs::path& path, const std::strin
   std::optional<std::string> bytes = read_whole_file(path);
   if (!bytes) return std::nullopt;
   std::string problem;
-  std::optional<CacheEntry> entry = decode_cache_file(*bytes, key, &problem);
+  std::optional<CacheEntry> entry = decode_cache_file(std::move(*bytes), key, &problem);
   if (!entry) {
     remove_corrupt(path, problem);
     return std::nullopt;
@@ -212,7 +212,7 @@ std::vector<DiskEntryInfo> DiskCache::list() const {
       continue;
     }
     std::optional<std::string> bytes = read_whole_file(path);
-    if (bytes) info.entry = decode_cache_file(*bytes, "", &info.problem);
+    if (bytes) info.entry = decode_cache_file(std::move(*bytes), "", &info.problem);
     if (!bytes) info.problem = "unreadable";
     // The key is also in the file name: a file renamed onto another key is foreign.
     if (info.entry && path.stem().string().find(info.entry->key) == std::string::npos) {

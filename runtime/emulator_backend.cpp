@@ -175,6 +175,9 @@ class EmulatorBackend final : public RuntimeBackend, public Executor {
         [this](const KernelSpec& spec) {
           return kernels_.find(spec.name_expression) != nullptr || host_kernels_.has_launcher(spec);
         },
+        // Not looked up ahead: the host kernel cache has no lookup that stops short of a
+        // compile (seconds of the host compiler, which the pool's workers share out).
+        [](const KernelSpec&) { return false; },
         [this](const KernelSpec& spec) { host_kernels_.launcher(spec); });
   }
   TensorMapParameter tensor_maps(const std::vector<emulator::TensorMap>& maps) override {

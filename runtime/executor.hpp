@@ -70,14 +70,17 @@ inline void prepare_concurrently(const std::vector<KernelSpec>& specs,
       [](int, Outcome<bool>&) {});
 }
 
-/// prepare_concurrently over the specs that `ready` says are not ready yet: what a backend's
-/// Executor::prepare does, so that a warm call spawns no thread.
+/// prepare_concurrently over the specs that `ready` says are not ready yet and `found` does not
+/// make ready on the calling thread (a kernel the disk cache holds is read in well under a
+/// millisecond, less than a thread takes to start): what a backend's Executor::prepare does,
+/// so that a call whose kernels are all cached spawns no thread.
 inline void prepare_missing(const std::vector<KernelSpec>& specs,
                             const std::function<bool(const KernelSpec&)>& ready,
+                            const std::function<bool(const KernelSpec&)>& found,
                             const std::function<void(const KernelSpec&)>& make_ready) {
   std::vector<KernelSpec> missing;
   for (const KernelSpec& spec : specs) {
-    if (!ready(spec)) missing.push_back(spec);
+    if (!ready(spec) && !found(spec)) missing.push_back(spec);
   }
   prepare_concurrently(missing, make_ready);
 }

@@ -57,18 +57,39 @@ CacheLookup KernelCache::get(const KernelSpec& spec, const TemplateSet& template
   return {result.value.entry, CacheSource::memory};
 }
 
+std::optional<CacheLookup> KernelCache::find(const KernelSpec& spec) {
+  validate_arch(spec.arch);
+  const TemplateSet& templates = TemplateSet::active();
+  const std::string key = kernel_cache_key(spec, templates);
+  if (std::optional<CacheLookup> held = loaded_.find(key)) {
+    ++stats_.memory_hits;
+    return CacheLookup{held->entry, CacheSource::memory};
+  }
+  if (!disk_) return std::nullopt;
+  std::optional<CacheLookup> hit =
+      from_disk(disk_->entry_path(spec.arch, spec.display_name(), key), key);
+  if (!hit) return std::nullopt;
+  // Remembered as get() remembers it; should another thread have compiled the key meanwhile,
+  // its entry (the same kernel) is the one kept.
+  auto result = loaded_.get(key, [&] { return *hit; });
+  return result.computed ? *hit : CacheLookup{result.value.entry, CacheSource::memory};
+}
+
+std::optional<CacheLookup> KernelCache::from_disk(const std::filesystem::path& path,
+                                                  const std::string& key) {
+  std::optional<CacheEntry> entry = disk_->load(path, key);
+  if (!entry) return std::nullopt;
+  ++stats_.disk_hits;
+  return CacheLookup{std::make_shared<const CacheEntry>(std::move(*entry)), CacheSource::disk};
+}
+
 CacheLookup KernelCache::load_or_compile(const KernelSpec& spec, const TemplateSet& templates,
                                          const std::string& key) {
   const std::filesystem::path path =
       disk_ ? disk_->entry_path(spec.arch, spec.display_name(), key) : std::filesystem::path();
-  auto from_disk = [&]() -> std::optional<CacheLookup> {
-    if (!disk_) return std::nullopt;
-    std::optional<CacheEntry> entry = disk_->load(path, key);
-    if (!entry) return std::nullopt;
-    ++stats_.disk_hits;
-    return CacheLookup{std::make_shared<const CacheEntry>(std::move(*entry)), CacheSource::disk};
-  };
-  if (auto hit = from_disk()) return *hit;
+  if (disk_) {
+    if (auto hit = from_disk(path, key)) return *hit;
+  }
   if (!options_.allow_compile) {
     throw Error(ErrorKind::cache, "kernel " + spec.display_name() +
                                       " is not in the cache and FLASHJIT_NO_JIT is set; warm "
@@ -76,7 +97,9 @@ CacheLookup KernelCache::load_or_compile(const KernelSpec& spec, const TemplateS
   }
   // Another process may be compiling this key: wait for its lock, then look again.
   DiskCache::KeyLock lock = disk_ ? disk_->lock(key) : DiskCache::KeyLock();
-  if (auto hit = from_disk()) return *hit;
+  if (disk_) {
+    if (auto hit = from_disk(path, key)) return *hit;
+  }
   auto entry = std::make_shared<CacheEntry>();
   entry->key = key;
   entry->display_name = spec.display_name();

@@ -61,6 +61,10 @@ class KernelCache {
   CacheLookup get(const KernelSpec& spec);
   /// The kernel for `spec` compiled from `templates`.
   CacheLookup get(const KernelSpec& spec, const TemplateSet& templates);
+  /// The kernel for `spec` if memory or the disk holds it (nullopt otherwise): get() without
+  /// the compile, for a caller that looks for every kernel of a call on its own thread first
+  /// and gives only the missing ones to a compile pool (a disk hit costs less than a thread).
+  std::optional<CacheLookup> find(const KernelSpec& spec);
 
   const Options& options() const { return options_; }
   /// The disk part, or nullptr when the disk is bypassed.
@@ -70,6 +74,8 @@ class KernelCache {
  private:
   CacheLookup load_or_compile(const KernelSpec& spec, const TemplateSet& templates,
                               const std::string& key);
+  /// The entry the disk holds for `key` at `path`, counted as a disk hit; nullopt without one.
+  std::optional<CacheLookup> from_disk(const std::filesystem::path& path, const std::string& key);
 
   Options options_;
   std::optional<DiskCache> disk_;

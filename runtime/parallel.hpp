@@ -44,20 +44,32 @@ struct Outcome {
   std::exception_ptr error;
 };
 
+/// One worker (or one job) runs on the calling thread: a thread would cost more than a job
+/// that finds its kernel in the cache.
 template <typename Result>
 void run_ordered(int count, int workers, const std::function<Result(int)>& job,
                  const std::function<void(int, Outcome<Result>&)>& consume) {
+  auto outcome_of = [&](int i) {
+    Outcome<Result> outcome;
+    try {
+      outcome.value = job(i);
+    } catch (...) {
+      outcome.error = std::current_exception();
+    }
+    return outcome;
+  };
+  if (std::min(workers, count) <= 1) {
+    for (int i = 0; i < count; ++i) {
+      Outcome<Result> outcome = outcome_of(i);
+      consume(i, outcome);
+    }
+    return;
+  }
   std::vector<std::promise<Outcome<Result>>> promises(static_cast<std::size_t>(count));
   std::atomic<int> next{0};
   auto work = [&] {
     for (int i = next++; i < count; i = next++) {
-      Outcome<Result> outcome;
-      try {
-        outcome.value = job(i);
-      } catch (...) {
-        outcome.error = std::current_exception();
-      }
-      promises[static_cast<std::size_t>(i)].set_value(std::move(outcome));
+      promises[static_cast<std::size_t>(i)].set_value(outcome_of(i));
     }
   };
   std::vector<std::thread> threads;

@@ -5,6 +5,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -19,6 +20,13 @@ class SingleFlight {
     Value value;
     bool computed;
   };
+
+  /// The value of `key` if the memo holds it; never waits for or starts a compute.
+  std::optional<Value> find(const std::string& key) {
+    std::lock_guard lock(mutex_);
+    if (auto hit = done_.find(key); hit != done_.end()) return hit->second;
+    return std::nullopt;
+  }
 
   /// The value of `key`: from the memo; else, if another thread is computing it, that thread's
   /// result once it is ready; else `compute()`, run without the lock and then remembered. A

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -128,9 +129,22 @@ int compile_into_cache(const std::vector<detail::KernelSpec>& specs, const std::
   detail::KernelCache& cache = detail::KernelCache::process_cache();
   const auto start = std::chrono::steady_clock::now();
   int compiled = 0, cached = 0, failed = 0, advised = 0;
+  // Cached kernels are read on this thread first; workers start only for kernels to compile.
+  std::vector<std::optional<detail::CacheLookup>> found;
+  for (const detail::KernelSpec& spec : specs) {
+    try {
+      found.push_back(cache.find(spec));
+    } catch (const Error&) {
+      found.emplace_back();  // get() meets the same problem and reports it as this kernel's
+    }
+  }
+  const bool all_found = std::all_of(found.begin(), found.end(), [](const auto& f) { return f; });
   detail::run_ordered<detail::CacheLookup>(
-      static_cast<int>(specs.size()), jobs,
-      [&](int i) { return cache.get(specs[static_cast<std::size_t>(i)]); },
+      static_cast<int>(specs.size()), all_found ? 1 : jobs,
+      [&](int i) {
+        const std::size_t at = static_cast<std::size_t>(i);
+        return found[at] ? *found[at] : cache.get(specs[at]);
+      },
       [&](int i, detail::Outcome<detail::CacheLookup>& outcome) {
         if (outcome.error) {
           ++failed;

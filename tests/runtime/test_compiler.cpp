@@ -7,6 +7,8 @@
 #include <fstream>
 #include <mutex>
 #include <stdexcept>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "attention/attention_forward.hpp"
@@ -163,6 +165,15 @@ TEST_CASE("the embedded templates are the library's own: test-only probes stay o
   }
 }
 
+TEST_CASE("the embedded templates carry the digest their files give, computed at build time") {
+  const TemplateSet& templates = TemplateSet::embedded();
+  CHECK(templates.digest().size() == 32);
+  CHECK(templates.digest() == template_digest(embedded_templates()));
+  std::vector<TemplateFile> edited = embedded_templates();
+  edited.front().text = edited.front().text.substr(1);
+  CHECK(template_digest(edited) != templates.digest());
+}
+
 TEST_CASE("a template directory may link its folders (the probe tests assemble one so)") {
   TempDir dir;
   std::filesystem::create_directories(dir.path() / "real" / "tile");
@@ -243,6 +254,41 @@ TEST_CASE("compile workers: one a hardware thread, as far as memory holds them, 
   CHECK(workers_for(0, 0, 64) == 1);    // hardware_concurrency unknown
   CHECK(workers_for(8, kGiB / 2, 64) == 1);
   CHECK(flashjit::detail::default_workers() >= 1);
+}
+
+TEST_CASE("one worker runs every job on the calling thread, in order, an error as its outcome") {
+  const std::thread::id caller = std::this_thread::get_id();
+  bool on_caller = true;
+  std::vector<int> seen;
+  run_ordered<int>(
+      3, 1,
+      [&](int i) {
+        on_caller = on_caller && std::this_thread::get_id() == caller;
+        if (i == 1) throw std::runtime_error("job 1 fails");
+        return 10 * i;
+      },
+      [&](int, Outcome<int>& outcome) { seen.push_back(outcome.error ? -1 : outcome.value); });
+  CHECK(on_caller);
+  CHECK(seen == std::vector<int>{0, -1, 20});
+}
+
+// Executor::prepare: what is loaded, or found (a disk hit) on the calling thread, is not given
+// to the pool.
+TEST_CASE("a call's kernels already loaded or found in the cache are not compiled again") {
+  std::vector<KernelSpec> specs(3, sample_spec());
+  specs[0].readable_name = "loaded";
+  specs[1].readable_name = "on disk";
+  specs[2].readable_name = "missing";
+  std::vector<std::string> looked_for, made_ready;
+  prepare_missing(
+      specs, [](const KernelSpec& s) { return s.readable_name == "loaded"; },
+      [&](const KernelSpec& s) {
+        looked_for.push_back(s.readable_name);
+        return s.readable_name == "on disk";
+      },
+      [&](const KernelSpec& s) { made_ready.push_back(s.readable_name); });
+  CHECK(looked_for == std::vector<std::string>{"on disk", "missing"});
+  CHECK(made_ready == std::vector<std::string>{"missing"});
 }
 
 // Executor::prepare's pool: every spec made ready, at once where the machine has the workers,

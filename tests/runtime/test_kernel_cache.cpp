@@ -55,6 +55,30 @@ TEST_CASE("a miss compiles and writes, and later lookups hit memory, then disk")
   CHECK(second.stats().compiles == 0);
 }
 
+TEST_CASE("find reads memory and the disk and never compiles") {
+  TempDir dir;
+  const KernelSpec spec = sample_spec();
+  KernelCache first(cache_options(dir.path() / "cache"));
+  CHECK_FALSE(first.find(spec).has_value());
+  CHECK(first.stats().compiles == 0);
+  CHECK(first.get(spec).source == CacheSource::compiled);
+  REQUIRE(first.find(spec).has_value());
+  CHECK(first.find(spec)->source == CacheSource::memory);
+
+  KernelCache second(cache_options(dir.path() / "cache"));  // a new process, in effect
+  const std::optional<CacheLookup> hit = second.find(spec);
+  REQUIRE(hit.has_value());
+  CHECK(hit->source == CacheSource::disk);
+  CHECK(hit->entry->kernel.cubin == first.get(spec).entry->kernel.cubin);
+  CHECK(second.get(spec).source == CacheSource::memory);  // remembered, as get() remembers
+  CHECK(second.stats().compiles == 0);
+
+  write_bytes(entry_file(second, spec), "garbled");
+  KernelCache third(cache_options(dir.path() / "cache"));
+  CHECK_FALSE(third.find(spec).has_value());  // a damaged file is no hit, and not compiled
+  CHECK(third.stats().compiles == 0);
+}
+
 TEST_CASE("the cache directory is created private (0700)") {
   TempDir dir;
   KernelCache cache(cache_options(dir.path() / "a" / "b"));

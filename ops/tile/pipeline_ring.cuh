@@ -84,4 +84,26 @@ struct PipelineRing {
   FJ_DEVICE mbarrier_t* empty(int stage) const { return barriers + Stages + stage; }
 };
 
+/// A producer thread's share of handing one staged block over to its consumers, where the
+/// producer's threads rewrite a block TMA brought into a staging slot (an fp8 conversion, a
+/// transposition) into a slot of the consumers' ring: once the staged bytes have landed (`staged`
+/// of `staging`) and the destination (`slot` of `ring`) is free, `write()` writes this thread's
+/// part, a proxy fence makes it visible to the consumers' wgmma, and the thread arrives on the
+/// slot's full barrier and on the staging slot's empty one (`staged` then advances). Each
+/// thread's arrivals order its own writes, so no thread waits for another; the rings count
+/// every producer thread (init's `producers` and `consumers`).
+template <int StagingStages, int Stages, class Write>
+FJ_DEVICE void hand_over_staged(const PipelineRing<StagingStages>& staging,
+                                RingPosition<StagingStages>& staged,
+                                const PipelineRing<Stages>& ring, const RingPosition<Stages>& slot,
+                                Write&& write) {
+  staging.wait(staged);                                // its bytes landed
+  mbarrier_t* full = ring.acquire_unannounced(slot);  // its slot is free
+  write();
+  fence_proxy_async();  // generic writes, read by the consumers' wgmma
+  mbarrier_arrive(full);
+  staging.release(staged);  // read: TMA may refill the staging slot
+  staged.advance();
+}
+
 }  // namespace flashjit

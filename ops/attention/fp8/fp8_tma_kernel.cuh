@@ -46,13 +46,7 @@ FJ_DEVICE void write_outputs(const acc_tile<16, Traits::kHeadDimPadded>& o, cons
             scope.lane());
   const typename Traits::OutputTile out = smem.output(scope.group());
   store_fragments(o, out, scope.warp_row0() - scope.row0(), 0, scope.lane());
-  fence_proxy_async();                        // generic writes, read by the async proxy
-  scope.sync(TmaForwardBarrier::kWarpgroup);  // the warpgroup's 64 rows are written
-  if (!scope.leader() || scope.row0() >= at.rows) return;
-  const int origin[4] = {0, at.q_row0 + scope.row0(), at.head, at.tensor_batch};
-  tma_store_rows<kTmaStoreRows>(maps.o, origin, out, 0);
-  bulk_commit_group();
-  bulk_wait_group_read<0>();  // shared memory stays until the store has read it
+  store_warpgroup_rows(out, 0, maps, at, scope);
 }
 
 /// Grid TileSchedule's count of tiles (⌈seqlen_q / Br⌉ · heads_q · batch), block

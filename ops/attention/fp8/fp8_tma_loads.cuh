@@ -128,13 +128,9 @@ struct Fp8TmaLoads {
   /// announced. Last of a tile: the consumers wait for that block.
   FJ_DEVICE void flush() {
     if (!pending) return;
-    smem.staging_ring.wait(converting);                               // its bytes landed
-    mbarrier_t* full = smem.v_ring.acquire_unannounced(values_slot);  // its slot is free
-    transpose_values<Traits>(smem.staging(converting.stage), smem.v(values_slot.stage), worker);
-    fence_proxy_async();  // generic writes, read by the consumers' wgmma
-    mbarrier_arrive(full);
-    smem.staging_ring.release(converting);  // read: TMA may refill the staging slot
-    converting.advance();
+    hand_over_staged(smem.staging_ring, converting, smem.v_ring, values_slot, [&] {
+      transpose_values<Traits>(smem.staging(converting.stage), smem.v(values_slot.stage), worker);
+    });
     values_slot.advance();
     pending = false;
   }

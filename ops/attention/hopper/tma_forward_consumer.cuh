@@ -203,6 +203,23 @@ FJ_DEVICE void store_packed_rows(const TmaForwardShared<Traits>& smem,
   }
 }
 
+/// The end of a consumer warpgroup's epilogue once each warp has written its rows of O into
+/// `tile` (the warpgroup's 64 rows from `tile_row0`): one TMA store of them by the warpgroup's
+/// first thread (rows past seqlen_q are not written), which waits until the store has read the
+/// tile, so the tile may be written again (the next tile's Q, the next O) or the CTA exit; the
+/// global writes need no wait (FlashAttention-3's epilogue).
+template <class Tile>
+FJ_DEVICE void store_warpgroup_rows(const Tile& tile, int tile_row0, const AttentionTmaMaps& maps,
+                                    const TmaForwardBlock& at, const WarpgroupScope& scope) {
+  fence_proxy_async();                        // generic writes, read by the async proxy
+  scope.sync(TmaForwardBarrier::kWarpgroup);  // the warpgroup's 64 rows are written
+  if (!scope.leader() || scope.row0() >= at.rows) return;
+  const int origin[4] = {0, at.q_row0 + scope.row0(), at.head, at.tensor_batch};
+  tma_store_rows<kTmaStoreRows>(maps.o, origin, tile, tile_row0);
+  bulk_commit_group();
+  bulk_wait_group_read<0>();
+}
+
 /// A consumer warpgroup's epilogue: LSE straight out; this warp's rows of O into the
 /// warpgroup's rows of Q's tile, then one TMA store of the warpgroup's 64 rows
 /// (tma_store_rows), or with packed sequences bounded stores (store_packed_rows).
@@ -225,15 +242,7 @@ FJ_DEVICE void write_outputs(const acc_tile<16, Traits::kHeadDimPadded>& o, cons
     store_packed_rows<Traits>(smem, params, at, group_row0, scope.index());
     return;  // (never persistent: no next tile's Q waits for these reads)
   }
-  fence_proxy_async();                                   // generic writes, read by the async proxy
-  scope.sync(TmaForwardBarrier::kWarpgroup);             // the warpgroup's 64 rows are written
-  if (!scope.leader() || group_row0 >= at.rows) return;  // one thread; rows past seqlen_q: none
-  const int origin[4] = {0, at.q_row0 + group_row0, at.head, at.tensor_batch};
-  tma_store_rows<kTmaStoreRows>(maps.o, origin, smem.q, group_row0);
-  bulk_commit_group();
-  // The tile's rows may be written again (the next tile's Q, or this warpgroup's next O) once
-  // the store has read them; its global writes need no wait (FlashAttention-3's epilogue).
-  bulk_wait_group_read<0>();
+  store_warpgroup_rows(smem.q, group_row0, maps, at, scope);
 }
 
 /// Where a consumer warpgroup is in the K and the V ring (kept across its CTA's tiles), and

@@ -127,14 +127,10 @@ struct ProducerLoads {
   FJ_DEVICE void flush() {
     if constexpr (Traits::kKvE4m3) {
       if (!pending) return;
-      smem.staging_ring.wait(converting);                                 // its bytes landed
-      mbarrier_t* full = waiting.ring.acquire_unannounced(waiting.slot);  // its slot is free
-      convert_e4m3_tile<WarpgroupScope::kThreads>(smem.staging(converting.stage), waiting.tile,
-                                                  worker);
-      fence_proxy_async();  // generic writes, read by the consumers' wgmma
-      mbarrier_arrive(full);
-      smem.staging_ring.release(converting);  // read: TMA may refill the staging slot
-      converting.advance();
+      hand_over_staged(smem.staging_ring, converting, waiting.ring, waiting.slot, [&] {
+        convert_e4m3_tile<WarpgroupScope::kThreads>(smem.staging(converting.stage), waiting.tile,
+                                                    worker);
+      });
       pending = false;
     }
   }

@@ -15,7 +15,7 @@
 // Tiles start on a 1024-byte boundary (descriptor base offset 0): align_swizzle_atom.
 #include "tile/cluster.cuh"
 #include "tile/fragment_store.cuh"
-#include "tile/swizzle.cuh"
+#include "tile/shared_layout.cuh"
 #include "tile/tma.cuh"
 #include "tile/warpgroup_tile.cuh"
 

@@ -8,7 +8,8 @@
 // touched; wgmma_commit_group() after issuing; wgmma_wait_group<N>() before reading results or
 // overwriting the shared operands. The emulator's twin checks all three (emulator/wgmma.cpp).
 // Over e4m3x2_t (two fp8 codes a 16-bit element) the same tiles, descriptors and fragments are
-// m64nNk32.e4m3's: K-major only, each element two consecutive k.
+// m64nNk32.e4m3's: K-major only, each element two consecutive k (their instructions are in
+// tile/wgmma_e4m3.cuh, which a kernel that uses them includes).
 #include "tile/async_copy.cuh"
 #include "tile/mma.cuh"
 
@@ -200,38 +201,39 @@ FJ_DEVICE void wgmma_wait_group() {
       : "+r"(a_regs[0]), "+r"(a_regs[1]), "+r"(a_regs[2]), "+r"(a_regs[3]), "+l"(b_desc),       \
         "+r"(scale)FJ_WGMMA_D_N##n(FJ_WGMMA_OPERANDS)                                           \
       : "n"(TransB ? 1 : 0))
-// fp8: k32 and no transpose immediates (the "n" inputs stay, unused, so one operand list serves).
-#define FJ_WGMMA_SS_FP8_ASM(n)                                                               \
-  asm volatile(                                                                              \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n"                                            \
-      "wgmma.mma_async.sync.aligned.m64n" #n "k32.f32.e4m3.e4m3 {" FJ_WGMMA_D_N##n(          \
-          FJ_WGMMA_LIST) "}, %0, %1, p, 1, 1;\n}\n"                                          \
-      : "+l"(a_desc), "+l"(b_desc), "+r"(scale), "+r"(unused[0]), "+r"(unused[1]),           \
-        "+r"(unused[2])FJ_WGMMA_D_N##n(FJ_WGMMA_OPERANDS)                                    \
-      : "n"(TransA ? 1 : 0), "n"(TransB ? 1 : 0))
-
-#define FJ_WGMMA_RS_FP8_ASM(n)                                                                  \
-  asm volatile(                                                                                 \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %5, 0;\n"                                               \
-      "wgmma.mma_async.sync.aligned.m64n" #n "k32.f32.e4m3.e4m3"                                \
-      " {" FJ_WGMMA_D_N##n(FJ_WGMMA_LIST) "}, {%0, %1, %2, %3}, %4, p, 1, 1;\n}\n"               \
-      : "+r"(a_regs[0]), "+r"(a_regs[1]), "+r"(a_regs[2]), "+r"(a_regs[3]), "+l"(b_desc),       \
-        "+r"(scale)FJ_WGMMA_D_N##n(FJ_WGMMA_OPERANDS)                                           \
-      : "n"(TransB ? 1 : 0))
-// The asm of `form` (FJ_WGMMA_SS_ASM or FJ_WGMMA_RS_ASM, `fp8_form` for e4m3) for N = n, in
-// T's type.
-#define FJ_WGMMA_CASE(n, form, fp8_form)                    \
-  if constexpr (N == n && kWgmmaF16<T>) {                   \
-    form(n, "f16");                                         \
-  }                                                         \
-  if constexpr (N == n && !kWgmmaF16<T> && !kWgmmaE4m3<T>) { \
-    form(n, "bf16");                                        \
-  }                                                         \
-  if constexpr (N == n && kWgmmaE4m3<T>) {                  \
-    fp8_form(n);                                            \
-  }
-#define FJ_WGMMA_SS_CASE(n) FJ_WGMMA_CASE(n, FJ_WGMMA_SS_ASM, FJ_WGMMA_SS_FP8_ASM)
-#define FJ_WGMMA_RS_CASE(n) FJ_WGMMA_CASE(n, FJ_WGMMA_RS_ASM, FJ_WGMMA_RS_FP8_ASM)
+// One N's instructions over 16-bit inputs: a specialization per N, so that a wgmma call
+// instantiates its own N's asm only. (With all 32 N's in one function body, selected by if
+// constexpr, NVRTC's front end spent 40-66 ms on each wgmma function's first instantiation:
+// about a tenth of a Hopper kernel's whole compile.) The e4m3 forms are WgmmaE4m3Asm's, in
+// tile/wgmma_e4m3.cuh, which only the fp8 kernels include: parsing them costs every other
+// Hopper kernel 40 ms.
+template <int N>
+struct WgmmaAsm;
+template <int N>
+struct WgmmaE4m3Asm;
+#define FJ_WGMMA_SPECIALIZATION(n)                                                              \
+  template <>                                                                                   \
+  struct WgmmaAsm<n> {                                                                          \
+    template <typename T, bool TransA, bool TransB>                                             \
+    static FJ_DEVICE void ss(float (&d)[n / 2], unsigned long long a_desc,                      \
+                             unsigned long long b_desc, int scale, int (&unused)[3]) {          \
+      if constexpr (kWgmmaF16<T>) {                                                             \
+        FJ_WGMMA_SS_ASM(n, "f16");                                                              \
+      } else {                                                                                  \
+        FJ_WGMMA_SS_ASM(n, "bf16");                                                             \
+      }                                                                                         \
+    }                                                                                           \
+    template <typename T, bool TransB>                                                          \
+    static FJ_DEVICE void rs(float (&d)[n / 2], unsigned (&a_regs)[4], unsigned long long b_desc, \
+                             int scale) {                                                       \
+      if constexpr (kWgmmaF16<T>) {                                                             \
+        FJ_WGMMA_RS_ASM(n, "f16");                                                              \
+      } else {                                                                                  \
+        FJ_WGMMA_RS_ASM(n, "bf16");                                                             \
+      }                                                                                         \
+    }                                                                                           \
+  };
+FJ_WGMMA_EACH_N(FJ_WGMMA_SPECIALIZATION)
 
 /// d (this thread's N / 2 accumulators) = A · B (+ d when scale_d), A and B from descriptors;
 /// TransA / TransB: that operand is MN-major (not for e4m3x2_t, whose operands are K-major).
@@ -241,9 +243,12 @@ FJ_DEVICE void wgmma_ss(float (&d)[N / 2], unsigned long long a_desc, unsigned l
   static_assert(kWgmmaInput<T>, "wgmma_ss: T is half_t, bfloat16_t or e4m3x2_t");
   static_assert(!kWgmmaE4m3<T> || (!TransA && !TransB), "wgmma: fp8 operands are K-major");
   static_assert(kWgmmaN<N>, "wgmma_ss: N is a multiple of 8 in 8..256");
-  int scale = scale_d ? 1 : 0;
   int unused[3] = {0, 0, 0};
-  FJ_WGMMA_EACH_N(FJ_WGMMA_SS_CASE)
+  if constexpr (kWgmmaE4m3<T>) {  // (an incomplete type here: include tile/wgmma_e4m3.cuh)
+    WgmmaE4m3Asm<N>::ss(d, a_desc, b_desc, scale_d ? 1 : 0, unused);
+  } else {
+    WgmmaAsm<N>::template ss<T, TransA, TransB>(d, a_desc, b_desc, scale_d ? 1 : 0, unused);
+  }
 }
 
 /// The same with A from registers: this warp's 16 rows as an m16n8k16 A fragment.
@@ -253,9 +258,12 @@ FJ_DEVICE void wgmma_rs(float (&d)[N / 2], const FragmentA& a, unsigned long lon
   static_assert(kWgmmaInput<T>, "wgmma_rs: T is half_t, bfloat16_t or e4m3x2_t");
   static_assert(!kWgmmaE4m3<T> || !TransB, "wgmma: fp8 operands are K-major");
   static_assert(kWgmmaN<N>, "wgmma_rs: N is a multiple of 8 in 8..256");
-  int scale = scale_d ? 1 : 0;
   unsigned a_regs[4] = {a.regs[0], a.regs[1], a.regs[2], a.regs[3]};
-  FJ_WGMMA_EACH_N(FJ_WGMMA_RS_CASE)
+  if constexpr (kWgmmaE4m3<T>) {  // (an incomplete type here: include tile/wgmma_e4m3.cuh)
+    WgmmaE4m3Asm<N>::rs(d, a_regs, b_desc, scale_d ? 1 : 0);
+  } else {
+    WgmmaAsm<N>::template rs<T, TransB>(d, a_regs, b_desc, scale_d ? 1 : 0);
+  }
 }
 
 #else  // host twins: the emulator's model of the same instructions

@@ -13,6 +13,7 @@
 #include "tile/pipeline_ring.cuh"
 #include "tile/register_budget.cuh"
 #include "tile/swizzled_tile.cuh"
+#include "tile/wgmma_e4m3.cuh"
 
 namespace flashjit {
 

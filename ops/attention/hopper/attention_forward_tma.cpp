@@ -8,7 +8,7 @@
 #include "attention/fp8/fp8_tma_space.cuh"
 #include "attention/hopper/tma_forward_space.cuh"
 #include "attention/parts/row_stats.cuh"
-#include "tile/swizzle.cuh"
+#include "tile/shared_layout.cuh"
 
 namespace flashjit::kernels {
 namespace {
@@ -23,7 +23,7 @@ struct MapElements {
   emulator::TmaSwizzle swizzle;
 };
 
-/// TMA's swizzle mode of a line `bytes` wide (tile/swizzle.cuh).
+/// TMA's swizzle mode of a line `bytes` wide (tile/shared_layout.cuh).
 constexpr emulator::TmaSwizzle swizzle_of_line(int bytes) {
   return bytes == 128  ? emulator::TmaSwizzle::b128
          : bytes == 64 ? emulator::TmaSwizzle::b64

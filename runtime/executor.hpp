@@ -78,9 +78,18 @@ inline void prepare_missing(const std::vector<KernelSpec>& specs,
                             const std::function<bool(const KernelSpec&)>& ready,
                             const std::function<bool(const KernelSpec&)>& found,
                             const std::function<void(const KernelSpec&)>& make_ready) {
+  // A lookup that throws (NVRTC unusable, say) leaves its spec to make_ready, whose failure the
+  // launch reports: prepare itself never throws.
+  auto found_here = [&](const KernelSpec& spec) {
+    try {
+      return found(spec);
+    } catch (...) {
+      return false;
+    }
+  };
   std::vector<KernelSpec> missing;
   for (const KernelSpec& spec : specs) {
-    if (!ready(spec) && !found(spec)) missing.push_back(spec);
+    if (!ready(spec) && !found_here(spec)) missing.push_back(spec);
   }
   prepare_concurrently(missing, make_ready);
 }

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
@@ -289,6 +290,12 @@ TEST_CASE("a call's kernels already loaded or found in the cache are not compile
       [&](const KernelSpec& s) { made_ready.push_back(s.readable_name); });
   CHECK(looked_for == std::vector<std::string>{"on disk", "missing"});
   CHECK(made_ready == std::vector<std::string>{"missing"});
+  std::atomic<int> pooled{0};  // (the pool's threads count)
+  CHECK_NOTHROW(prepare_missing(
+      specs, [](const KernelSpec&) { return false; },
+      [](const KernelSpec&) -> bool { throw std::runtime_error("NVRTC unusable"); },
+      [&](const KernelSpec&) { ++pooled; }));
+  CHECK(pooled == 3);  // a lookup that throws leaves its spec to make_ready
 }
 
 // Executor::prepare's pool: every spec made ready, at once where the machine has the workers,

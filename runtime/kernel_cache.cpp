@@ -65,9 +65,7 @@ std::optional<CacheLookup> KernelCache::find(const KernelSpec& spec) {
     ++stats_.memory_hits;
     return CacheLookup{held->entry, CacheSource::memory};
   }
-  if (!disk_) return std::nullopt;
-  std::optional<CacheLookup> hit =
-      from_disk(disk_->entry_path(spec.arch, spec.display_name(), key), key);
+  std::optional<CacheLookup> hit = from_disk(disk_path(spec, key), key);
   if (!hit) return std::nullopt;
   // Remembered as get() remembers it; should another thread have compiled the key meanwhile,
   // its entry (the same kernel) is the one kept.
@@ -75,8 +73,13 @@ std::optional<CacheLookup> KernelCache::find(const KernelSpec& spec) {
   return result.computed ? *hit : CacheLookup{result.value.entry, CacheSource::memory};
 }
 
+std::filesystem::path KernelCache::disk_path(const KernelSpec& spec, const std::string& key) const {
+  return disk_ ? disk_->entry_path(spec.arch, spec.display_name(), key) : std::filesystem::path();
+}
+
 std::optional<CacheLookup> KernelCache::from_disk(const std::filesystem::path& path,
                                                   const std::string& key) {
+  if (!disk_) return std::nullopt;
   std::optional<CacheEntry> entry = disk_->load(path, key);
   if (!entry) return std::nullopt;
   ++stats_.disk_hits;
@@ -85,11 +88,8 @@ std::optional<CacheLookup> KernelCache::from_disk(const std::filesystem::path& p
 
 CacheLookup KernelCache::load_or_compile(const KernelSpec& spec, const TemplateSet& templates,
                                          const std::string& key) {
-  const std::filesystem::path path =
-      disk_ ? disk_->entry_path(spec.arch, spec.display_name(), key) : std::filesystem::path();
-  if (disk_) {
-    if (auto hit = from_disk(path, key)) return *hit;
-  }
+  const std::filesystem::path path = disk_path(spec, key);
+  if (auto hit = from_disk(path, key)) return *hit;
   if (!options_.allow_compile) {
     throw Error(ErrorKind::cache, "kernel " + spec.display_name() +
                                       " is not in the cache and FLASHJIT_NO_JIT is set; warm "
@@ -97,9 +97,7 @@ CacheLookup KernelCache::load_or_compile(const KernelSpec& spec, const TemplateS
   }
   // Another process may be compiling this key: wait for its lock, then look again.
   DiskCache::KeyLock lock = disk_ ? disk_->lock(key) : DiskCache::KeyLock();
-  if (disk_) {
-    if (auto hit = from_disk(path, key)) return *hit;
-  }
+  if (auto hit = from_disk(path, key)) return *hit;
   auto entry = std::make_shared<CacheEntry>();
   entry->key = key;
   entry->display_name = spec.display_name();

@@ -74,7 +74,10 @@ class KernelCache {
  private:
   CacheLookup load_or_compile(const KernelSpec& spec, const TemplateSet& templates,
                               const std::string& key);
-  /// The entry the disk holds for `key` at `path`, counted as a disk hit; nullopt without one.
+  /// Where the disk keeps `spec`'s entry under `key` (empty without a disk).
+  std::filesystem::path disk_path(const KernelSpec& spec, const std::string& key) const;
+  /// The entry the disk holds for `key` at `path`, counted as a disk hit; nullopt without one
+  /// (or without a disk).
   std::optional<CacheLookup> from_disk(const std::filesystem::path& path, const std::string& key);
 
   Options options_;

@@ -211,26 +211,25 @@ template <int N>
 struct WgmmaAsm;
 template <int N>
 struct WgmmaE4m3Asm;
+// `form`'s asm for N = n in T's type, .f16 or .bf16.
+#define FJ_WGMMA_IN_TYPE_OF(T, form, n) \
+  if constexpr (kWgmmaF16<T>) {         \
+    form(n, "f16");                     \
+  } else {                              \
+    form(n, "bf16");                    \
+  }
 #define FJ_WGMMA_SPECIALIZATION(n)                                                              \
   template <>                                                                                   \
   struct WgmmaAsm<n> {                                                                          \
     template <typename T, bool TransA, bool TransB>                                             \
     static FJ_DEVICE void ss(float (&d)[n / 2], unsigned long long a_desc,                      \
                              unsigned long long b_desc, int scale, int (&unused)[3]) {          \
-      if constexpr (kWgmmaF16<T>) {                                                             \
-        FJ_WGMMA_SS_ASM(n, "f16");                                                              \
-      } else {                                                                                  \
-        FJ_WGMMA_SS_ASM(n, "bf16");                                                             \
-      }                                                                                         \
+      FJ_WGMMA_IN_TYPE_OF(T, FJ_WGMMA_SS_ASM, n);                                               \
     }                                                                                           \
     template <typename T, bool TransB>                                                          \
     static FJ_DEVICE void rs(float (&d)[n / 2], unsigned (&a_regs)[4], unsigned long long b_desc, \
                              int scale) {                                                       \
-      if constexpr (kWgmmaF16<T>) {                                                             \
-        FJ_WGMMA_RS_ASM(n, "f16");                                                              \
-      } else {                                                                                  \
-        FJ_WGMMA_RS_ASM(n, "bf16");                                                             \
-      }                                                                                         \
+      FJ_WGMMA_IN_TYPE_OF(T, FJ_WGMMA_RS_ASM, n);                                               \
     }                                                                                           \
   };
 FJ_WGMMA_EACH_N(FJ_WGMMA_SPECIALIZATION)

@@ -56,11 +56,12 @@ class RuntimeBackend {
   DeviceBuffer allocate_buffer_on_stream(std::size_t bytes, Stream stream);
 
   /// `count` 32-bit counters, zero for the work queued next on `stream`, which the kernels that
-  /// use them leave at zero (the decode kernel's split arrivals): held per stream for the
-  /// backend's life, so a call allocates nothing and captures into a CUDA graph. A stream's
-  /// first call (or one that needs more) allocates and zeroes them synchronously: make it
-  /// before a capture, as with a library's workspace. Outgrown counters stay allocated until the
-  /// backend goes, since queued work may still use them.
+  /// use them leave at zero (the decode kernel's split arrivals, the persistent masked Hopper
+  /// forward's tile counter): held per stream for the backend's life, so a call allocates
+  /// nothing and captures into a CUDA graph. A stream's first call (or one that needs more)
+  /// allocates and zeroes them synchronously: make it before a capture, as with a library's
+  /// workspace. Outgrown counters stay allocated until the backend goes, since queued work may
+  /// still use them.
   int* zeroed_counters(std::size_t count, Stream stream);
 
   /// At least `bytes` of scratch memory for the work queued next on `stream` (split-KV's

@@ -29,6 +29,7 @@ struct CompileOptions {
   bool all = false;
   int jobs = detail::default_workers();
   std::string emit_ptx;  // a directory for each kernel's PTX; empty: none written
+  std::vector<std::string> matches;  // only kernels whose names contain one; empty: all
 };
 
 // The directory --emit-ptx names, created if missing; checked before anything compiles.
@@ -191,7 +192,17 @@ int run_compile(const CompileOptions& options) {
     bool wanted = options.ops.empty();
     for (const std::string& name : options.ops) wanted |= kernels::find_op(name).name == op.name;
     if (!wanted) continue;
-    for (detail::KernelSpec& spec : op.specs(arch, set)) specs.push_back(std::move(spec));
+    for (detail::KernelSpec& spec : op.specs(arch, set)) {
+      const std::string name = spec.display_name();
+      bool matched = options.matches.empty();
+      for (const std::string& text : options.matches) matched |= name.find(text) != name.npos;
+      if (matched) specs.push_back(std::move(spec));
+    }
+  }
+  if (specs.empty() && !options.matches.empty()) {
+    throw InvalidArgument("--match", "no kernel of the ops chosen for " + arch +
+                                         " has a name containing it (the names are those "
+                                         "`flashjit compile` prints)");
   }
   int failed = compile_into_cache(specs, arch, options.jobs);
   if (!ptx_dir.empty()) failed += write_ptx(specs, ptx_dir, options.jobs);
@@ -215,6 +226,8 @@ Subcommand add_compile_command(CLI::App& app) {
                    "at 1 GiB each)")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
+  compile->add_option("--match", options->matches,
+                      "Only the kernels whose names contain TEXT (repeatable: any of them)");
   compile->add_option(
       "--emit-ptx", options->emit_ptx,
       "Also write each kernel's PTX to DIR/<kernel>.<arch>.ptx (created if missing)");

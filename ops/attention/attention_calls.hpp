@@ -37,8 +37,9 @@ std::optional<ForwardLaunch> plan_attention_forward(const DeviceInfo& device, Co
                                                     const TensorView& o, const TensorView& lse,
                                                     Stream stream);
 
-/// Launches a plan on `executor` (the tensor maps encoded in the executor's form first).
-void launch_planned_forward(detail::Executor& executor, const ForwardLaunch& launch);
+/// Launches a plan on `backend` (the tensor maps encoded in the executor's form first, a tile
+/// counter of the stream's given to a kernel that takes its tiles from one).
+void launch_planned_forward(detail::RuntimeBackend& backend, const ForwardLaunch& launch);
 
 /// Runtime::backward on `backend`, as run_attention_forward.
 void run_attention_backward(detail::RuntimeBackend& backend, ConfigChoice& choice,

@@ -509,8 +509,8 @@ void attention_forward(detail::RuntimeBackend& backend, const Attention& attenti
   check_forward_config(config, attention, q, k, v, o);
   check_config_fits_device(config.shared_bytes(), backend.info());
   if (forward_is_empty(attention)) return;
-  launch_planned_forward(backend.executor(), forward_launch(backend.info(), attention, q, k, v, o,
-                                                            lse, config, stream));
+  launch_planned_forward(
+      backend, forward_launch(backend.info(), attention, q, k, v, o, lse, config, stream));
 }
 
 ForwardConfig launched_forward_config(const Attention& attention, ForwardConfig config) {
@@ -554,13 +554,21 @@ std::optional<ForwardLaunch> plan_attention_forward(const DeviceInfo& device, Co
   return launch;
 }
 
-void launch_planned_forward(detail::Executor& executor, const ForwardLaunch& launch) {
+void launch_planned_forward(detail::RuntimeBackend& backend, const ForwardLaunch& launch) {
+  detail::Executor& executor = backend.executor();
+  AttentionForwardParams params = launch.params;
+  std::vector<detail::KernelBuffer> buffers = launch.buffers;
+  if (launch.takes_tiles) {
+    // Left zero by each launch that takes from it, so launches in one stream share it.
+    params.tile_counter = backend.zeroed_counters(1, static_cast<Stream>(launch.shape.stream));
+    buffers.push_back({params.tile_counter, sizeof(int), "tile_counter"});
+  }
   if (launch.maps.empty()) {
-    detail::launch_kernel(executor, *launch.spec, launch.shape, launch.buffers, launch.params);
+    detail::launch_kernel(executor, *launch.spec, launch.shape, buffers, params);
     return;
   }
   const detail::TensorMapParameter maps = executor.tensor_maps(launch.maps);
-  detail::launch_kernel(executor, *launch.spec, launch.shape, launch.buffers, launch.params, maps);
+  detail::launch_kernel(executor, *launch.spec, launch.shape, buffers, params, maps);
 }
 
 void run_attention_forward(detail::RuntimeBackend& backend, ConfigChoice& choice,
@@ -573,7 +581,7 @@ void run_attention_forward(detail::RuntimeBackend& backend, ConfigChoice& choice
                             : with_automatic_block_mask(backend, attention, stream);
   const std::optional<ForwardLaunch> launch =
       plan_attention_forward(backend.info(), choice, run, q, k, v, o, lse, stream);
-  if (launch) launch_planned_forward(backend.executor(), *launch);
+  if (launch) launch_planned_forward(backend, *launch);
 }
 
 }  // namespace flashjit::kernels

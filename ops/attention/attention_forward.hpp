@@ -397,6 +397,9 @@ struct ForwardLaunch {
   AttentionForwardParams params{};
   std::vector<detail::KernelBuffer> buffers;
   std::vector<emulator::TensorMap> maps;  ///< q, k, v, o on the TMA path; else empty
+  /// The persistent masked TMA forward takes its tiles from a counter (TileSchedule::kDynamic):
+  /// launch_planned_forward gives it the stream's (the backend's zeroed_counters).
+  bool takes_tiles = false;
 };
 
 /// Runtime::forward with an explicit config (tests, the autotuner) on `backend`. The config

@@ -34,24 +34,24 @@ constexpr ForwardVariantsTag<ForwardVariants{.f16 = true, .softcap = false}> kWi
 constexpr ForwardVariantsTag<ForwardVariants{.f16 = false, .softcap = true}> kWithSoftcap;
 constexpr ForwardVariantsTag<ForwardVariants{.f16 = true, .softcap = true}> kWithBoth;
 
-/// Runs `c` with Br = BlockM, Bc = BlockN, the consumers' schedule and Stages slots in each of
-/// the K and V rings (the mask kind and dtype the case needs), in clusters of Cluster CTAs (an
-/// unmasked case), with its tensor maps built as the host will, and judges it against the
-/// reference. `V`: the kernels built beside bf16 without softcap (a case in f16 or with softcap
-/// passes kWithF16, kWithSoftcap or kWithBoth; each form is another kernel for this file to
-/// compile). `seed`: the emulator explores orderings from it (unset: as the environment says;
-/// CTest sets FLASHJIT_EMULATOR_EXPLORE for this suite). Returns the launch's report.
+/// Launches `c` over `buffers` with Br = BlockM, Bc = BlockN, the consumers' schedule and Stages
+/// slots in each of the K and V rings (the mask kind and dtype the case needs), in clusters of
+/// Cluster CTAs (an unmasked case), with its tensor maps built as the host will. `V`: the kernels
+/// built beside bf16 without softcap (a case in f16 or with softcap passes kWithF16, kWithSoftcap
+/// or kWithBoth; each form is another kernel for this file to compile). `seed`: the emulator
+/// explores orderings from it (unset: as the environment says; CTest sets FLASHJIT_EMULATOR_EXPLORE
+/// for this suite). Returns the launch's report.
 template <int HeadDim, int BlockM, int BlockN, bool Overlap = false, bool Pingpong = false,
           bool PShared = false, int Stages = 2, bool Persistent = false, int Cluster = 1,
           ForwardVariants V = ForwardVariants{.f16 = false, .softcap = false}>
-em::Report check_case(const ForwardCase& c, ForwardVariantsTag<V> = {},
-                      std::optional<std::uint64_t> seed = std::nullopt) {
+em::Report launch_case(const ForwardCase& c, DirectForwardBuffers& buffers,
+                       ForwardVariantsTag<V> = {},
+                       std::optional<std::uint64_t> seed = std::nullopt) {
   INFO(c.name() << " br" << BlockM << ".bc" << BlockN << ".s" << Stages
                 << (Overlap ? ".overlap" : "") << (Pingpong ? ".pingpong" : "")
                 << (PShared ? ".pshared" : "") << (Persistent ? ".persistent" : "")
                 << (Cluster > 1 ? ".cluster" : ""));
   const Attention a = c.attention();
-  DirectForwardBuffers buffers = direct_forward_buffers(c);
   const AttentionForwardParams params = direct_forward_params(c, buffers);
   const em::TensorMap q_map =
       tensor_map(params.q, a.batch, a.seqlen_q, a.heads_q, a.head_dim, BlockM);
@@ -92,6 +92,20 @@ em::Report check_case(const ForwardCase& c, ForwardVariantsTag<V> = {},
   });
   REQUIRE_MESSAGE(report.clean(), report);
   CHECK(report.work.tensor_flops > 0);  // both products on wgmma
+  return report;
+}
+
+/// launch_case, judged against the reference. Returns the launch's report.
+template <int HeadDim, int BlockM, int BlockN, bool Overlap = false, bool Pingpong = false,
+          bool PShared = false, int Stages = 2, bool Persistent = false, int Cluster = 1,
+          ForwardVariants V = ForwardVariants{.f16 = false, .softcap = false}>
+em::Report check_case(const ForwardCase& c, ForwardVariantsTag<V> variants = {},
+                      std::optional<std::uint64_t> seed = std::nullopt) {
+  DirectForwardBuffers buffers = direct_forward_buffers(c);
+  const em::Report report =
+      launch_case<HeadDim, BlockM, BlockN, Overlap, Pingpong, PShared, Stages, Persistent, Cluster>(
+          c, buffers, variants, seed);
+  CHECK(buffers.tile_counter[0] == 0);  // a counter's last take leaves it zero
   check_direct_forward(c, buffers);
   return report;
 }
@@ -243,6 +257,35 @@ TEST_CASE("TMA forward on the emulator: persistent CTAs walk the tiles, every sc
         check_case<64, 128, 64, kOverlap, kPingpong, false, 2, kPersistent>(causal, {}, seed);
     CHECK(r.schedule.early_landings > 0);
     CHECK(r.schedule.failed_try_waits > 0);
+  }
+}
+
+// A persistent masked launch takes its tiles after the first from the counter: one that says
+// every tile is taken leaves each CTA its first tile only (the rest of O keeps its poison), and
+// the last take sets it back to zero. (Striding statically, the kernel would write every row.)
+TEST_CASE("TMA forward on the emulator: persistent masked CTAs take their tiles from a counter") {
+  constexpr bool kOverlap = true, kPingpong = true, kPersistent = true;
+  ForwardCase causal = batched_case(1, 3, 1, 260, 200, 64);  // 3 query blocks of 3 heads
+  causal.problem.causal = true;
+  const int tiles = 3 * 3, ctas = tma_forward_ctas(tiles, kTestCtas);
+  for (const int taken : {0, tiles - ctas}) {
+    CAPTURE(taken);
+    DirectForwardBuffers buffers = direct_forward_buffers(causal);
+    buffers.tile_counter = {taken};
+    launch_case<64, 128, 64, kOverlap, kPingpong, false, 2, kPersistent>(causal, buffers);
+    CHECK(buffers.tile_counter[0] == 0);
+    // The O elements the taken tiles write: their query blocks' rows of their heads.
+    std::ptrdiff_t written = std::ssize(buffers.o);
+    if (taken > 0) {
+      written = 0;
+      const int section = tma_forward_section(200, 3, 3, 2 * 64, 2);
+      for (int tile = 0; tile < ctas; ++tile) {
+        const int query_block = tma_forward_tile_slot(tile, 3, 3, section).query_block;
+        written += std::min(128, 260 - query_block * 128) * 64;
+      }
+    }
+    CHECK(std::count(buffers.o.begin(), buffers.o.end(), case_inputs::kPoison) ==
+          std::ssize(buffers.o) - written);
   }
 }
 

@@ -89,12 +89,12 @@ double causal_makespan_persistent(int query_blocks, int per_row, int section, in
 }
 
 /// The same with persistent CTAs taking tiles from a counter (FlashAttention-3's dynamic
-/// scheduler, not built yet: bench/results/2026-12-05-dynamic-tiles.md): a CTA's producer takes
-/// its next tile when it loads the last key block of its current one, `lead` key blocks before
-/// the consumers finish it (the ring's stages), and starts it then.
-double causal_makespan_dynamic(int query_blocks, int per_row, int section, int sms, int lead) {
+/// scheduler; TileSchedule::kDynamic): a CTA's first tile is its own, and it takes each next
+/// one as the tile before it starts (where FlashAttention-3's producer prefetches its next work
+/// too), then starts it when that one is done.
+double causal_makespan_dynamic(int query_blocks, int per_row, int section, int sms) {
   struct Cta {
-    double takes, free;  // when its producer takes the next tile; when its consumers are done
+    double takes, free;  // when it takes its next tile; when its consumers are done
     bool operator>(const Cta& other) const { return takes > other.takes; }
   };
   std::priority_queue<Cta, std::vector<Cta>, std::greater<>> ctas;
@@ -104,9 +104,8 @@ double causal_makespan_dynamic(int query_blocks, int per_row, int section, int s
     const double cost = tma_forward_tile_slot(tile, query_blocks, per_row, section).query_block + 1;
     const Cta cta = ctas.top();
     ctas.pop();
-    const double free = cta.free + cost;
-    ctas.push({free - std::min<double>(cost, lead), free});
-    end = std::max(end, free);
+    ctas.push({cta.free, cta.free + cost});  // the tile starts when the one before is done
+    end = std::max(end, cta.free + cost);
     work += cost;
   }
   return end / (work / sms);
@@ -132,12 +131,14 @@ TEST_CASE("TMA forward tile order: causal launches balance across the SMs in L2 
   CHECK(causal_makespan(8, 256, 1, 132) > 1.05);
 }
 
-TEST_CASE("TMA forward tile order: persistent causal launches, better in sections, not balanced") {
+TEST_CASE(
+    "TMA forward tile order: persistent causal launches striding, better in sections, not "
+    "balanced") {
   // Static striding cannot follow the tiles' costs: at 16k tokens, batch 1, one head at a time
   // gives the SM with the most work 1.57 times the average (the H200 measured 0.70 of cuDNN
   // there, 0.82 with the heads fastest), sections of 4 heads 1.16; at 1k, 1.37 and 1.15. The
   // heads-fastest order is balanced (1.06) but reads K and V from DRAM once a wave. A tile
-  // counter would balance them (the test below).
+  // counter balances them (the test below), so masked persistent launches take one.
   const double one_head_16k = causal_makespan_persistent(128, 16, 1, 132);
   const double sections_16k = causal_makespan_persistent(128, 16, 4, 132);
   const double one_head_1k = causal_makespan_persistent(8, 256, 1, 132);
@@ -151,15 +152,17 @@ TEST_CASE("TMA forward tile order: persistent causal launches, better in section
   CHECK(sections_1k < 1.2);
 }
 
-TEST_CASE("TMA forward tile order: persistent causal launches would balance with a tile counter") {
+TEST_CASE("TMA forward tile order: persistent causal launches balance with a tile counter") {
   // Batch 1 at 16k tokens (sections of 4 heads) and batch 16 at 1k (sections of 64), 16 heads,
-  // 128-row tiles, two stages of lead: the busiest SM within 2 % of the average, where striding
-  // the same order statically gives 1.16 and 1.15.
-  const double dynamic_16k = causal_makespan_dynamic(128, 16, 4, 132, 2);
-  const double dynamic_1k = causal_makespan_dynamic(8, 256, 64, 132, 2);
+  // 128-row tiles: the busiest SM 1.017 times the average at both, where striding the same
+  // order statically gives 1.16 and 1.15. (Taking each tile as the one before ends, two key
+  // blocks ahead as the loads would allow, gave 1.002 and 1.003: the take runs in a consumer
+  // thread between tiles, the one place with registers to spare, docs/hopper.md.)
+  const double dynamic_16k = causal_makespan_dynamic(128, 16, 4, 132);
+  const double dynamic_1k = causal_makespan_dynamic(8, 256, 64, 132);
   MESSAGE("persistent with a tile counter: 16k " << dynamic_16k << ", 1k " << dynamic_1k);
-  CHECK(dynamic_16k <= 1.02);
-  CHECK(dynamic_1k <= 1.02);
+  CHECK(dynamic_16k <= 1.03);
+  CHECK(dynamic_1k <= 1.03);
   CHECK(causal_makespan_persistent(128, 16, 4, 132) > 1.1);
 }
 

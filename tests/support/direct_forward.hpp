@@ -26,6 +26,7 @@ struct DirectForwardBuffers {
   case_inputs::RoundedTensor q, k, v;
   std::vector<std::uint16_t> o;
   std::vector<float> lse;
+  std::vector<int> tile_counter = {0};  // the persistent masked TMA forward's, left zero
 };
 
 /// The inputs the runtime's case runner draws for `c` (same seeds), and poisoned outputs.
@@ -51,11 +52,13 @@ inline AttentionForwardParams direct_forward_params(const ForwardCase& c, Direct
     return attention_tensor(bits.data(), c.dtype, layout, a.batch, seqlen, heads, head_dim);
   };
   const std::int64_t value_dim = a.value_head_dim();
-  return kernels::forward_params(a, view(b.q.bits, a.seqlen_q, a.heads_q, a.head_dim),
-                                 view(b.k.bits, a.seqlen_k, a.heads_kv, a.head_dim),
-                                 view(b.v.bits, a.seqlen_k, a.heads_kv, value_dim),
-                                 view(b.o, a.seqlen_q, a.heads_q, value_dim),
-                                 lse_tensor(b.lse.data(), a));
+  AttentionForwardParams params = kernels::forward_params(
+      a, view(b.q.bits, a.seqlen_q, a.heads_q, a.head_dim),
+      view(b.k.bits, a.seqlen_k, a.heads_kv, a.head_dim),
+      view(b.v.bits, a.seqlen_k, a.heads_kv, value_dim),
+      view(b.o, a.seqlen_q, a.heads_q, value_dim), lse_tensor(b.lse.data(), a));
+  params.tile_counter = b.tile_counter.data();
+  return params;
 }
 
 /// The emulator launch of a forward kernel over `b`: grid (ceil(seqlen_q / Traits::kBlockM),
@@ -74,7 +77,8 @@ emulator::LaunchConfig direct_forward_launch(const ForwardCase& c, DirectForward
                       em::buffer_of(b.k.bits.data(), b.k.bits.size(), "k"),
                       em::buffer_of(b.v.bits.data(), b.v.bits.size(), "v"),
                       em::buffer_of(b.o.data(), b.o.size(), "o"),
-                      em::buffer_of(b.lse.data(), b.lse.size(), "lse")}};
+                      em::buffer_of(b.lse.data(), b.lse.size(), "lse"),
+                      em::buffer_of(b.tile_counter.data(), b.tile_counter.size(), "tile_counter")}};
 }
 
 /// The tensor map of one attention tensor as AttentionTmaMaps documents it: rank 4 over

@@ -72,6 +72,26 @@ TEST_CASE(
   CHECK(count_lines_with(bad.output, "softmax.") == 0);
 }
 
+TEST_CASE("compile --match compiles only the kernels whose names contain one of its texts") {
+  TempDir dir;
+  const std::string cache = (dir.path() / "cache").string();
+  ChildResult result =
+      flashjit_cli({"compile", "--arch", "sm_90a", "--op", "softmax", "--match", "fp32.cols128.",
+                    "--match", "bf16.colsany."},
+                   cache);
+  REQUIRE_MESSAGE(result.exit_code == 0, result.output);
+  CHECK(count_lines_with(result.output, "softmax.") == 2);
+  CHECK(count_lines_with(result.output, "softmax.fp32.cols128.") == 1);
+  CHECK(count_lines_with(result.output, "softmax.bf16.colsany.") == 1);
+
+  // A text no kernel's name holds: exit 2 naming the flag, nothing compiled.
+  ChildResult none = flashjit_cli(
+      {"compile", "--arch", "sm_90a", "--op", "softmax", "--match", "no-such-kernel"}, cache);
+  CHECK(none.exit_code == 2);
+  CHECK(none.output.find("--match") != std::string::npos);
+  CHECK(count_lines_with(none.output, "softmax.") == 0);
+}
+
 TEST_CASE("compile twice: the second run finds every kernel cached") {
   TempDir dir;
   const std::string cache = (dir.path() / "cache").string();

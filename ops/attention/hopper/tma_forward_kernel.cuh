@@ -17,7 +17,9 @@
 //
 // Tiles of (query block, head, batch), the longest causal ones first (tma_tile_schedule.cuh).
 // Persistent, at most one CTA per SM walks them: the rings and Q's barriers carry on from one
-// tile to the next, so the next tile's first K and V load under this tile's last steps.
+// tile to the next, so the next tile's first K and V load under this tile's last steps. With a
+// mask, whose tiles differ in length, a consumer thread takes them from a counter and hands
+// them to the loader and the other consumers in shared memory (TileHandOver).
 //
 // Packed sequences (Varlen): each tile finds its sequence in the cu_seqlens arrays and O leaves
 // by bounded stores (a TMA box would write into the next sequence). A last key block's box
@@ -57,16 +59,17 @@ FJ_DEVICE void load_tiles(const TmaForwardShared<Traits>& smem,
                           const TileSchedule<Traits>& tiles, int thread) {
   ProducerLoads<Traits> loads(smem, thread);
   RingPosition<Traits::kStages> k_slot, v_slot;
-  unsigned q_phase = 0;       // this CTA's tiles so far, mod 2
   bool first_loaded = false;  // the current tile's first K and V, loaded with the previous tile
-  for (int tile = tiles.first(); !tiles.done(tile); tile = tiles.next(tile), q_phase ^= 1u) {
+  int tile = tiles.first();
+  for (int n = 0; !tiles.done(tile); ++n) {  // the CTA's n-th tile
     const TmaForwardBlock at = tiles.block(params, tile);
-    if (tile != tiles.first()) {
+    if (n > 0) {
       loads.flush();  // (the consumers may wait for it before they store O)
-      mbarrier_wait_parity(smem.q_empty, q_phase ^ 1u);  // O stored
+      mbarrier_wait_parity(smem.q_empty, unsigned(n - 1) & 1u);  // the last tile's O stored
     }
     if (at.keys.empty()) {
       if (loads.leader()) mbarrier_arrive(smem.q_full);  // nothing to load: O = 0 at once
+      tile = tiles.after(smem.handed, tile, n + 1, true);
       continue;
     }
     if (loads.leader()) {
@@ -82,13 +85,14 @@ FJ_DEVICE void load_tiles(const TmaForwardShared<Traits>& smem,
         loads.key_block(smem.v_ring, v_slot, smem.v0, maps.v, at, block);  // Vⱼ
       }
     }
-    const int last = at.keys.end - 1, after = tiles.next_with_keys(params, tile);
-    const bool more = !tiles.done(after);
-    const TmaForwardBlock next = more ? tiles.block(params, after) : at;
+    const int last = at.keys.end - 1, after = tiles.after(smem.handed, tile, n + 1, true);
+    const TmaForwardBlock next = tiles.done(after) ? at : tiles.block(params, after);
+    const bool more = !tiles.done(after) && !next.keys.empty();
     if (more) loads.key_block(smem.k_ring, k_slot, smem.k0, maps.k, next, next.keys.begin);
     if (last != begin || !first_loaded) loads.last_values(params, v_slot, maps.v, at, last);
     if (more) loads.key_block(smem.v_ring, v_slot, smem.v0, maps.v, next, next.keys.begin);
     first_loaded = more;
+    tile = after;
   }
   loads.flush();
 }
@@ -100,10 +104,15 @@ FJ_DEVICE void attend_tiles(const TmaForwardShared<Traits>& smem,
                             const AttentionForwardParams& params, const AttentionTmaMaps& maps,
                             const TileSchedule<Traits>& tiles, int thread) {
   ConsumerSlots<Traits> slots;
-  unsigned q_phase = 0;  // this CTA's tiles so far, mod 2
-  for (int tile = tiles.first(); !tiles.done(tile); tile = tiles.next(tile), q_phase ^= 1u) {
+  int n = 0;  // the CTA's n-th tile
+  for (int tile = tiles.first(); !tiles.done(tile);) {
+    // Taking tiles from the counter, the first thread takes the next one between tiles, where
+    // the consumers have registers to spare (the producer warpgroup has none).
+    if (TileSchedule<Traits>::kDynamic && thread == 0) {
+      tiles.hand_over_next(params, smem.handed, n);
+    }
     const TmaForwardBlock at = tiles.block(params, tile);
-    mbarrier_wait_parity(smem.q_full, q_phase);  // Q landed (or the tile has no key)
+    mbarrier_wait_parity(smem.q_full, unsigned(n) & 1u);  // Q landed (or the tile has no key)
     // A warpgroup with no query row (a last, partly full block) passes the keys by. Persistent,
     // it computes on the zero rows TMA filled in instead, and stores nothing of them: a second
     // loop in the tile loop costs the main loop registers it does not have to spare.
@@ -115,6 +124,7 @@ FJ_DEVICE void attend_tiles(const TmaForwardShared<Traits>& smem,
       attend<Traits>(smem, params, maps, at, slots, thread);
     }
     if (WarpgroupScope{thread}.leader()) mbarrier_arrive(smem.q_empty);  // its O store read Q
+    tile = tiles.after(smem.handed, tile, ++n, false);
   }
 }
 
@@ -138,6 +148,10 @@ FJ_DEVICE void tma_forward(const AttentionForwardParams& params, const Attention
     smem.v_ring.init(Traits::kConsumerThreads, kProducers);
     // A staging slot is full once TMA's bytes land, free once every producer thread converted it.
     if constexpr (Traits::kKvE4m3) smem.staging_ring.init(WarpgroupScope::kThreads);
+    // A taken tile's slot is free once the loader and every consumer thread have read it.
+    if constexpr (TileSchedule<Traits>::kDynamic) {
+      smem.handed.ring.init(Traits::kConsumerThreads + 1);
+    }
   }
   // The barriers are initialised, in a cluster for the peers too, before anyone uses them.
   if constexpr (Traits::kClusterBlocks > 1) {

@@ -44,15 +44,15 @@ constexpr TmaForwardRegisters tma_forward_registers(int block_m, int cluster_blo
 /// (which O reuses on its way out), the K ring's and the V ring's `stages` slots each, P's tile
 /// when it goes through shared memory, with an fp8 cache the producer's two staging slots of
 /// fp8 bytes (tma_forward_loads.cuh), the barriers (Q's full and empty ones, V's tail, a full
-/// and an empty one per slot, staging slots included), and 1024 bytes to align the swizzled
-/// tiles.
+/// and an empty one per slot, staging slots included), the handed-over tiles' two slots and
+/// their barriers (TileHandOver, 64 bytes and 8 to align them), and 1024 bytes to align the swizzled tiles.
 constexpr int tma_forward_shared_bytes(int head_dim, int block_m, int block_n, int stages,
                                        bool p_in_shared = false, bool kv_e4m3 = false) {
   const int padded = tma_forward_padded_head_dim(head_dim);
   const int tile = 2 * padded;  // bytes per row of a 16-bit tile
   return 1024 + block_m * tile + 2 * stages * block_n * tile +
          (p_in_shared ? block_m * block_n * 2 : 0) + (kv_e4m3 ? 2 * block_n * padded : 0) +
-         (3 + 4 * stages + (kv_e4m3 ? 4 : 0)) * 8;
+         (3 + 4 * stages + (kv_e4m3 ? 4 : 0)) * 8 + 72;
 }
 
 /// Whether the warp-specialized forward takes (head_dim, Br, Bc, stages, P in shared memory, an

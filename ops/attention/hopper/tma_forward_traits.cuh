@@ -2,6 +2,7 @@
 // One specialization of the warp-specialized Hopper forward (tma_forward_kernel.cuh): its
 // compile-time constants, the tensor maps it takes, and the shared memory it carves.
 #include "attention/hopper/tma_forward_space.cuh"
+#include "attention/hopper/tma_tile_schedule.cuh"
 #include "attention/parts/mask_kind.cuh"
 #include "attention/parts/modifiers.cuh"
 #include "tile/e4m3.cuh"
@@ -114,6 +115,7 @@ struct TmaForwardShared {
   typename Traits::Ring k_ring;  // K slots: full and empty barriers
   typename Traits::Ring v_ring;  // V slots
   mbarrier_t* v_tail;            // packed: a V block read past the last sequence has landed
+  TileHandOver handed;           // TileSchedule::kDynamic: the taken tiles' slots
   typename Traits::StagingTile staging0;      // an fp8 cache's staging slot 0 (slot 1 after it)
   typename Traits::StagingRing staging_ring;  // an fp8 cache: the staging slots' barriers
 
@@ -145,6 +147,12 @@ FJ_DEVICE TmaForwardShared<Traits> carve_tma_forward_shared(unsigned char* base)
   smem.v_ring = typename Traits::Ring{smem.q_full + 2 + 2 * Traits::kStages};
   smem.v_tail = smem.q_full + 2 + 4 * Traits::kStages;
   smem.staging_ring = typename Traits::StagingRing{smem.v_tail + 1};
+  // The hand-over 16-byte aligned (its barriers 8 bytes past the last ring's, or 16: every
+  // barrier's offset from q_full, 1024-byte aligned, is a multiple of 8), after the staging
+  // ring's barriers, which tma_forward_shared_bytes counts with an fp8 cache only.
+  static_assert(TileHandOver::kBytes == 64, "tma_forward_shared_bytes counts 64 + 8 bytes");
+  constexpr int kHandedAt = 3 + 4 * Traits::kStages + (Traits::kKvE4m3 ? 4 : 0);
+  smem.handed = TileHandOver{{smem.q_full + (kHandedAt + 1) / 2 * 2}};
   return smem;
 }
 

@@ -13,6 +13,9 @@
 #include "attention/parts/key_window.cuh"
 #include "attention/parts/mask_kind.cuh"
 #include "attention/parts/sequence_span.cuh"
+#include "tile/memory.cuh"
+#include "tile/pipeline_ring.cuh"
+#include "tile/semaphore.cuh"
 
 namespace flashjit {
 
@@ -39,6 +42,58 @@ struct TmaForwardBlock {
   }
 };
 
+/// Tiles taken at run time (TileSchedule::kDynamic) on their way from the consumer thread that
+/// takes them to the loader and the consumer threads: a PipelineRing<2> whose full barrier
+/// hears the taker and whose empty one the loader and every consumer thread, each after its
+/// own read (which orders the read before the slot's next write), over two slots, each its own
+/// 16 bytes holding the tile for the consumers and a copy for the loader. (The emulator's race
+/// shadow keeps several warps' reads of a byte as a set of warps, each handed off once all its
+/// threads arrived, which the loader's warp never does, so the loader reads a copy; and it
+/// stamps a warp's latest read per 16 bytes, so the consumers' next read of the other slot
+/// would look unordered with the write into this one, were they in the same 16 bytes.)
+/// A CTA's first tile is its own (TileSchedule::first()); its n-th, n >= 1, is in slot
+/// (n - 1) % 2, and its readers know n from their tile loops, which count tiles for Q's phase
+/// anyway, so the ring costs them no register.
+struct TileHandOver {
+  static constexpr int kBytes = PipelineRing<2>::kBytes + 2 * 16;
+  PipelineRing<2> ring;  // 16-byte aligned: its barriers, then the two slots
+
+  /// A reader (`loader`, or a consumer thread): the CTA's n-th tile, once handed over (this
+  /// thread is then done with its slot).
+  FJ_DEVICE int read(int n, bool loader) const {
+    const RingPosition<2> at = position(n);
+    ring.wait(at);
+    const int tile = load_shared(slot(at.stage), loader ? 1 : 0);
+    // A consumer warp's lanes all read before any releases: the emulator's race shadow keeps
+    // a warp's latest read and wants each lane's release after it (and a warp costs nothing).
+    if (!loader) __syncwarp();
+    ring.release(at);
+    return tile;
+  }
+
+  /// The taker: hands over `take()` as the CTA's n-th tile once its slot is free; returns it.
+  template <class Take>
+  FJ_DEVICE int hand_over(int n, Take&& take) const {
+    const RingPosition<2> at = position(n);
+    mbarrier_t* const full = ring.acquire_unannounced(at);
+    const int tile = take();  // (as late as the slot allows)
+    store_shared(slot(at.stage), 0, tile);
+    store_shared(slot(at.stage), 1, tile);
+    mbarrier_arrive(full);  // a release: the readers' wait sees the tile
+    return tile;
+  }
+
+ private:
+  // The position of the n-th tile, counted from the ring's first slot use (the tile loops' count
+  // stands in for a RingPosition each side would advance).
+  FJ_DEVICE static RingPosition<2> position(int n) {
+    return {(n - 1) & 1, static_cast<unsigned>((n - 1) >> 1) & 1u};
+  }
+  FJ_DEVICE int* slot(int stage) const {
+    return reinterpret_cast<int*>(ring.barriers + 4) + 4 * stage;
+  }
+};
+
 /// The tiles of a launch, in sections of `section` (batch, head)s — the heads of one key/value
 /// head adjacent — whose K and V together fit in L2 (kL2SectionBytes), a section's tiles
 /// numbered query block by query block from the last down, its (batch, head)s fastest. The
@@ -55,8 +110,12 @@ struct TmaForwardBlock {
 /// in tests/ops/test_tma_tile_order.cpp's model, under 1 % in sections. Persistent CTAs stride
 /// statically, whatever the tiles cost: there the busiest SM has 1.57 times the average work
 /// one head at a time (causal, 16k, batch 1, whose default is persistent: 0.70 of cuDNN on an
-/// H200, 0.82 with the heads fastest) and 1.16 in sections; a dynamic tile counter would
-/// balance them. CTA c takes tile c and, persistent, c + gridDim.x, c + 2·gridDim.x, … In
+/// H200, 0.82 with the heads fastest) and 1.16 in sections. So persistent masked launches
+/// (kDynamic) take their tiles from a counter instead, FlashAttention-3's dynamic scheduler:
+/// after its first, each CTA takes the next untaken tile in this order as its current one
+/// starts (hand_over_next), so a CTA that drew short tiles takes more of them (the busiest SM
+/// 1.017 times the average in the model at 16k, batch 1). Otherwise CTA c takes tile c and, persistent,
+/// c + gridDim.x, c + 2·gridDim.x, … In
 /// clusters of kClusterBlocks CTAs (unmasked), the CTAs of a cluster take consecutive query
 /// blocks of one (head, batch), and the query blocks are counted up to whole clusters: a CTA
 /// past the last one has no row.
@@ -77,9 +136,33 @@ struct TileSchedule {
                                           2 * Traits::kHeadDim,
                                           int(sizeof(typename Traits::Element)))) {}
 
+  /// Tiles taken from the launch's counter (AttentionForwardParams::tile_counter) by a
+  /// consumer thread and handed over in shared memory (TileHandOver): the persistent masked
+  /// launches, whose tiles differ in length. (Not with an fp8 cache, whose persistent kernels
+  /// keep the static stride: untried there.)
+  static constexpr bool kDynamic =
+      Traits::kPersistent && Traits::kMask != MaskKind::none && !Traits::kKvE4m3;
+
   FJ_DEVICE int first() const { return int(blockIdx.x); }
   FJ_DEVICE int next(int tile) const { return Traits::kPersistent ? tile + int(gridDim.x) : count; }
   FJ_DEVICE bool done(int tile) const { return tile >= count; }
+
+  /// The CTA's n-th tile, which follows `tile`, for the loader or a consumer thread: next(), or
+  /// with kDynamic the one handed over.
+  FJ_DEVICE int after(const TileHandOver& handed, int tile, int n, bool loader) const {
+    return kDynamic ? handed.read(n, loader) : next(tile);
+  }
+
+  /// kDynamic, by one consumer thread as its CTA's n-th tile starts: hands over the (n+1)-th,
+  /// the counter's next. The loader reads it as it issues the n-th tile's last block, after the
+  /// consumers finished the tile before (Q's tile waits for their O): the take comes as late as
+  /// keeps the loads ahead, so a CTA that drew short tiles takes more of them. (A thread of the
+  /// producer warpgroup would have done nothing else, but any code of a second producer thread
+  /// spilled the loader's 24 registers, 530 bytes; so did a take by the loader, 192 bytes.)
+  FJ_DEVICE void hand_over_next(const AttentionForwardParams& params, const TileHandOver& handed,
+                                int n) const {
+    handed.hand_over(n + 1, [&] { return take(params); });
+  }
 
   /// Tile `tile`'s rows, head, batch and key blocks. Packed, query_blocks covers the longest
   /// sequence, so a shorter one's later tiles have no row and no key.
@@ -134,12 +217,15 @@ struct TileSchedule {
             tensor_batch, seqlen_q, seqlen_k};
   }
 
-  /// The first tile after `tile` of this CTA's with a key block to visit (done() when none).
-  FJ_DEVICE int next_with_keys(const AttentionForwardParams& params, int tile) const {
-    for (tile = next(tile); !done(tile); tile = next(tile)) {
-      if (!block(params, tile).keys.empty()) break;
-    }
-    return tile;
+ private:
+  /// The counter's next tile, past the first gridDim.x (each CTA's first()). Each CTA takes
+  /// until it gets one past the last, so a launch takes count times (gridDim.x <= count) and
+  /// the take that gets count - 1 is its last: it sets the counter back to 0 for the next
+  /// launch, so no launch needs it zeroed first (and a CUDA graph captures the call).
+  FJ_DEVICE int take(const AttentionForwardParams& params) const {
+    const int taken = semaphore_arrive_add(params.tile_counter, 1);
+    if (taken == count - 1) store_global_raw(params.tile_counter, 0);
+    return int(gridDim.x) + taken;
   }
 };
 

@@ -441,7 +441,7 @@ void run_attention_forward_sequences(detail::RuntimeBackend& backend, ConfigChoi
   if (!decoding) {
     if (const std::optional<ForwardLaunch> tma =
             packed_tma_launch(a, s, t, config, device, stream)) {
-      launch_planned_forward(backend.executor(), *tma);
+      launch_planned_forward(backend, *tma);
       fill_unused_queries(backend, a, s, t, stream);
       return;
     }

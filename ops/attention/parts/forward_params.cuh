@@ -111,6 +111,9 @@ struct AttentionForwardParams {
   BlockMaskView block_mask;  // the mask modifier's block mask (dense batches; zero without)
   CaptureTable captures;     // tensors the modifiers read (Attention::captures)
   DropoutParams dropout;     // read by the kernels whose Modifiers have kDropout
+  // The persistent masked Hopper forward's tile counter (TileSchedule::kDynamic): zero at
+  // launch, left zero by the launch; nullptr for the other kernels.
+  int* tile_counter;
 };
 
 }  // namespace flashjit

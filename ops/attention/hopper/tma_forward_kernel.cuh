@@ -39,7 +39,8 @@
 // the producer warpgroup converts them into the rings' 16-bit slots (tma_forward_loads.cuh);
 // the consumers fold k_descale into the score scale and v_descale into O.
 //
-// Not done yet (FlashAttention-3 has them): cache hints.
+// L2 cache hints as FlashAttention-3's: K and V blocks evict_last (the head's next query tiles
+// read them again), Q evict_first (read once).
 #include "attention/hopper/tma_forward_consumer.cuh"
 #include "attention/hopper/tma_forward_loads.cuh"
 

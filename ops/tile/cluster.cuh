@@ -38,6 +38,18 @@ FJ_DEVICE void mbarrier_arrive_cluster(mbarrier_t* bar, unsigned rank) {
       : "memory");
 }
 
+/// mbarrier_arrive_cluster by the threads whose `arrive` holds, as one predicated instruction:
+/// every thread runs it, so a warp stays converged and no branch costs a register.
+FJ_DEVICE void mbarrier_arrive_cluster_if(mbarrier_t* bar, unsigned rank, bool arrive) {
+  asm volatile(
+      "{\n.reg .b32 remote;\n.reg .pred p;\nsetp.ne.u32 p, %2, 0;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "@p mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(
+          shared_address(bar)),
+      "r"(rank), "r"(static_cast<unsigned>(arrive))
+      : "memory");
+}
+
 /// The float at `local`'s offset in the shared memory of the block of rank `rank`.
 FJ_DEVICE float load_shared_cluster(const float* local, unsigned rank) {
   float value;
@@ -100,6 +112,9 @@ inline void cluster_arrive() { emulator::cluster_arrive(); }
 inline void cluster_wait() { emulator::cluster_wait(); }
 inline void mbarrier_arrive_cluster(mbarrier_t* bar, unsigned rank) {
   emulator::mbarrier_arrive_cluster(bar, rank);
+}
+inline void mbarrier_arrive_cluster_if(mbarrier_t* bar, unsigned rank, bool arrive) {
+  if (arrive) emulator::mbarrier_arrive_cluster(bar, rank);
 }
 inline float load_shared_cluster(const float* local, unsigned rank) {
   float value = 0.0f;

@@ -78,6 +78,11 @@ struct PipelineRing {
   FJ_DEVICE void release_in(const RingPosition<Stages>& at, unsigned rank) const {
     mbarrier_arrive_cluster(empty(at.stage), rank);
   }
+  /// release_in by the threads whose `release` holds, the others running it as a no-op (one
+  /// predicated arrival: no branch, where one thread a warpgroup releases for the rest).
+  FJ_DEVICE void release_in_if(const RingPosition<Stages>& at, unsigned rank, bool release) const {
+    mbarrier_arrive_cluster_if(empty(at.stage), rank, release);
+  }
 
  private:
   FJ_DEVICE mbarrier_t* full(int stage) const { return barriers + stage; }

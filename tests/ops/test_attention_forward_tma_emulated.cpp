@@ -452,6 +452,31 @@ detail::KernelSpec overlapped_spec(int head_dim, int block_n, bool window = fals
   return spec;
 }
 
+TEST_CASE("TMA forward: in 2-CTA clusters one thread a warpgroup and block releases a slot") {
+  // Only wgmma reads a K or V slot, so one thread of a warpgroup frees it for the whole
+  // warpgroup, one a destination block in a cluster (FlashAttention-3's consumer release): each
+  // remote arrival is predicated on being that thread, where before every thread arrived (128
+  // remote arrivals a warpgroup and slot). The emulator suites enforce the count (the rings
+  // expect exactly these arrivals: more is an overflow finding, fewer a deadlock).
+  detail::KernelSpec spec = overlapped_spec(128, 176);
+  spec.name_expression =
+      "flashjit::attention_forward_tma_cluster_kernel<flashjit::TmaForwardTraits<"
+      "flashjit::bfloat16_t, 128, 128, 176, flashjit::MaskKind::none, false, 2, true, true, "
+      "false, false, false, 2>>";  // FlashAttention-3's schedule, the head-dim-128 default's
+  const std::string ptx = detail::compile_ptx(spec, detail::TemplateSet::embedded());
+  std::size_t remote = 0, predicated = 0;
+  for (const std::string& line : ptx_lines(ptx)) {
+    if (line.find("mbarrier.arrive.release.cluster.shared::cluster") == std::string::npos) continue;
+    ++remote;
+    predicated += line.find('@') != std::string::npos ? 1 : 0;
+  }
+  CHECK(remote >= 2);  // K's and V's releases
+  CHECK(predicated == remote);
+  using Traits = TmaForwardTraits<bfloat16_t, 128, 128, 176, MaskKind::none, false, 2, true, true,
+                                  false, false, false, 2>;
+  CHECK(ConsumerSlots<Traits>::kReleases == 2 * 2);  // two warpgroups, two blocks
+}
+
 TEST_CASE("TMA forward: the overlapped loop holds one copy of the softmax up to head dim 192") {
   // Each copy of the softmax exponentiates a thread's 16 · Bc / 32 scores (ex2.approx each),
   // and each fold's α adds 2. The rotated loop (attend_overlapped) folds the first block with

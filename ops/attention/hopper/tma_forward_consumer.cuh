@@ -245,12 +245,22 @@ FJ_DEVICE void write_outputs(const acc_tile<16, Traits::kHeadDimPadded>& o, cons
   store_warpgroup_rows(smem.q, group_row0, maps, at, scope);
 }
 
-/// Where a consumer warpgroup is in the K and the V ring (kept across its CTA's tiles), and
-/// which block's ring this thread's releases count in: its own, or in a cluster, whose blocks
-/// fill each other's slots, rank thread % kClusterBlocks, so that every block's ring hears from
-/// every warpgroup of the cluster (its barriers expect kConsumerThreads arrivals either way).
+/// Where a consumer warpgroup is in the K and the V ring (kept across its CTA's tiles), and who
+/// releases a slot. Only wgmma reads a slot that TMA filled, and a thread past the
+/// wgmma_wait_group of the product that read it knows its warpgroup's whole product is done: so
+/// one thread a warpgroup releases it, in a cluster (whose blocks fill each other's slots) one
+/// a warpgroup and block, thread r of the warpgroup in the ring of rank r (FlashAttention-3's
+/// consumer release): kReleases arrivals a slot, not 128 a warpgroup (each a remote arrival in
+/// a cluster). Where the producer's threads write the slots themselves (an fp8 cache's
+/// conversion, the fp8 forward's Vᵀ), every consumer thread releases, rank thread %
+/// kClusterBlocks in a cluster, so each thread's own reads are ordered before those writes.
 template <class Traits>
 struct ConsumerSlots {
+  static constexpr bool kElected = !Traits::kKvE4m3 && !Traits::kQkE4m3;
+  static constexpr unsigned kReleases =
+      kElected ? unsigned(Traits::kConsumerThreads / WarpgroupScope::kThreads *
+                          Traits::kClusterBlocks)
+               : unsigned(Traits::kConsumerThreads);
   RingPosition<Traits::kStages> k, v;
 
   /// Waits for the next K, whose slot S = Q Kᵀ reads.
@@ -281,8 +291,15 @@ struct ConsumerSlots {
  private:
   FJ_DEVICE void release(const typename Traits::Ring& ring,
                          const RingPosition<Traits::kStages>& at) const {
-    if constexpr (Traits::kClusterBlocks > 1) {
-      ring.release_in(at, threadIdx.x % unsigned(Traits::kClusterBlocks));
+    constexpr unsigned kBlocks = Traits::kClusterBlocks;
+    const unsigned rank = threadIdx.x % kBlocks;
+    if constexpr (kElected && kBlocks > 1) {
+      // (A predicated arrival: a branch around it spilled the modifier kernels at 128.)
+      ring.release_in_if(at, rank, threadIdx.x % WarpgroupScope::kThreads < kBlocks);
+    } else if constexpr (kElected) {
+      if (threadIdx.x % WarpgroupScope::kThreads == 0) ring.release(at);
+    } else if constexpr (kBlocks > 1) {
+      ring.release_in(at, rank);
     } else {
       ring.release(at);
     }

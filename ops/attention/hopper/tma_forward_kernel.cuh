@@ -141,12 +141,12 @@ FJ_DEVICE void tma_forward(const AttentionForwardParams& params, const Attention
     // Each consumer warpgroup's leader arrives once its O store has read Q's tile.
     mbarrier_init(smem.q_empty, Traits::kConsumerThreads / WarpgroupScope::kThreads);
     mbarrier_init(smem.v_tail, 1);  // the producer's arrival (and the V block's bytes)
-    // Every consumer thread releases each slot once: here, or in a cluster in the ring of one
-    // of its blocks, which hear from kConsumerThreads threads all told.
+    // The consumers release each slot kReleases times (ConsumerSlots: once a warpgroup and
+    // block, or with an fp8 cache once a thread).
     // With an fp8 cache every producer thread fills each slot with its share of the conversion.
     constexpr unsigned kProducers = Traits::kKvE4m3 ? WarpgroupScope::kThreads : 1;
-    smem.k_ring.init(Traits::kConsumerThreads, kProducers);
-    smem.v_ring.init(Traits::kConsumerThreads, kProducers);
+    smem.k_ring.init(ConsumerSlots<Traits>::kReleases, kProducers);
+    smem.v_ring.init(ConsumerSlots<Traits>::kReleases, kProducers);
     // A staging slot is full once TMA's bytes land, free once every producer thread converted it.
     if constexpr (Traits::kKvE4m3) smem.staging_ring.init(WarpgroupScope::kThreads);
     // A taken tile's slot is free once the loader and every consumer thread have read it.

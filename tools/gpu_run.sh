@@ -252,7 +252,9 @@ sanitizer_path() {
   fi
 }
 
-# Short runs that reach every kernel family: a ragged causal GQA forward through the command,
+# Short runs that reach every kernel family: a ragged causal GQA forward through the command
+# (persistent, its tiles taken from a counter), an unmasked one (2-CTA clusters, one release a
+# warpgroup and CTA),
 # the training-step example (forward and backward, GQA, causal), the GPU forward test's
 # ragged-lengths case, and multi-scale attention and layer norm, forward and backward, a
 # backward with dropout, a packed one at head dim 64 (the row statistics by TMA, dQ before dK),
@@ -266,6 +268,7 @@ run_sanitizer() {
   }
   local -a runs=(
     "$flashjit run --batch 2 --heads 4 --heads-kv 2 --seqlen-q 200 --seqlen-k 333 --head-dim 128 --causal"
+    "$flashjit run --batch 2 --heads 4 --heads-kv 2 --seqlen-q 256 --seqlen-k 300 --head-dim 128"
     "$build/examples/training_step"
     "$build/tests/test_gpu_attention_forward --test-case=forward?on?the?GPU:?ragged?lengths"
     "$flashjit run --op multiscale --mask tensor --batch 2 --heads 4 --heads-kv 2 --seqlen-q 130 --seqlen-k 150"

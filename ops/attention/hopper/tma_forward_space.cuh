@@ -45,7 +45,8 @@ constexpr TmaForwardRegisters tma_forward_registers(int block_m, int cluster_blo
 /// when it goes through shared memory, with an fp8 cache the producer's two staging slots of
 /// fp8 bytes (tma_forward_loads.cuh), the barriers (Q's full and empty ones, V's tail, a full
 /// and an empty one per slot, staging slots included), the handed-over tiles' two slots and
-/// their barriers (TileHandOver, 64 bytes and 8 to align them), and 1024 bytes to align the swizzled tiles.
+/// their barriers (TileHandOver, 64 bytes and 8 to align them), and 1024 bytes to align the
+/// swizzled tiles.
 constexpr int tma_forward_shared_bytes(int head_dim, int block_m, int block_n, int stages,
                                        bool p_in_shared = false, bool kv_e4m3 = false) {
   const int padded = tma_forward_padded_head_dim(head_dim);

@@ -114,11 +114,10 @@ struct TileHandOver {
 /// (kDynamic) take their tiles from a counter instead, FlashAttention-3's dynamic scheduler:
 /// after its first, each CTA takes the next untaken tile in this order as its current one
 /// starts (hand_over_next), so a CTA that drew short tiles takes more of them (the busiest SM
-/// 1.017 times the average in the model at 16k, batch 1). Otherwise CTA c takes tile c and, persistent,
-/// c + gridDim.x, c + 2·gridDim.x, … In
-/// clusters of kClusterBlocks CTAs (unmasked), the CTAs of a cluster take consecutive query
-/// blocks of one (head, batch), and the query blocks are counted up to whole clusters: a CTA
-/// past the last one has no row.
+/// 1.017 times the average in the model at 16k, batch 1). Otherwise CTA c takes tile c and,
+/// persistent, c + gridDim.x, c + 2·gridDim.x, … In clusters of kClusterBlocks CTAs
+/// (unmasked), the CTAs of a cluster take consecutive query blocks of one (head, batch), and the
+/// query blocks are counted up to whole clusters: a CTA past the last one has no row.
 template <class Traits>
 struct TileSchedule {
   int query_blocks;  // ⌈seqlen_q / kBlockM⌉
@@ -138,8 +137,8 @@ struct TileSchedule {
 
   /// Tiles taken from the launch's counter (AttentionForwardParams::tile_counter) by a
   /// consumer thread and handed over in shared memory (TileHandOver): the persistent masked
-  /// launches, whose tiles differ in length. (Not with an fp8 cache, whose persistent kernels
-  /// keep the static stride: untried there.)
+  /// launches, whose tiles differ in length. (Not with an fp8 cache, whose whole producer
+  /// warpgroup runs the loads: its kernels, packed prefill, take one tile a CTA anyway.)
   static constexpr bool kDynamic =
       Traits::kPersistent && Traits::kMask != MaskKind::none && !Traits::kKvE4m3;
 

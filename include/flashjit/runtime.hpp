@@ -157,8 +157,11 @@ class Runtime {
   /// (or q, k and v e4m3 with o bf16: the fp8 forward, Attention::q_descale); lse is fp32 [batch,
   /// heads_q, seqlen_q] with unit last stride, or a view with null data to skip it. A query row
   /// that sees no key gets o = 0 and lse = -inf. The kernel config comes from the tuning policy
-  /// (tuning_policy(); under auto, a new shape is tuned first). Throws InvalidArgument naming the
-  /// argument for bad input; nothing is launched then.
+  /// (tuning_policy(); under auto, a new shape is tuned first). On sm_90a a causal or windowed
+  /// call's persistent kernel takes its tiles from a counter the runtime holds per stream: the
+  /// first such call on a stream allocates it, so make one before capturing a CUDA graph (later
+  /// calls allocate nothing). Throws InvalidArgument naming the argument for bad input; nothing
+  /// is launched then.
   void forward(const Attention& attention, const TensorView& q, const TensorView& k,
                const TensorView& v, const TensorView& o, const TensorView& lse,
                Stream stream = nullptr);

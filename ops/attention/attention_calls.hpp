@@ -38,8 +38,9 @@ std::optional<ForwardLaunch> plan_attention_forward(const DeviceInfo& device, Co
                                                     Stream stream);
 
 /// Launches a plan on `backend` (the tensor maps encoded in the executor's form first, a tile
-/// counter of the stream's given to a kernel that takes its tiles from one).
-void launch_planned_forward(detail::RuntimeBackend& backend, const ForwardLaunch& launch);
+/// counter of the stream's given to a kernel that takes its tiles from one). Taken by value:
+/// callers hand over their plan, which the counter is added to without a copy.
+void launch_planned_forward(detail::RuntimeBackend& backend, ForwardLaunch launch);
 
 /// Runtime::backward on `backend`, as run_attention_forward.
 void run_attention_backward(detail::RuntimeBackend& backend, ConfigChoice& choice,

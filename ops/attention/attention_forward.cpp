@@ -554,21 +554,20 @@ std::optional<ForwardLaunch> plan_attention_forward(const DeviceInfo& device, Co
   return launch;
 }
 
-void launch_planned_forward(detail::RuntimeBackend& backend, const ForwardLaunch& launch) {
+void launch_planned_forward(detail::RuntimeBackend& backend, ForwardLaunch launch) {
   detail::Executor& executor = backend.executor();
-  AttentionForwardParams params = launch.params;
-  std::vector<detail::KernelBuffer> buffers = launch.buffers;
   if (launch.takes_tiles) {
     // Left zero by each launch that takes from it, so launches in one stream share it.
-    params.tile_counter = backend.zeroed_counters(1, static_cast<Stream>(launch.shape.stream));
-    buffers.push_back({params.tile_counter, sizeof(int), "tile_counter"});
+    int* const counter = backend.zeroed_counters(1, static_cast<Stream>(launch.shape.stream));
+    launch.params.tile_counter = counter;
+    launch.buffers.push_back({counter, sizeof(int), "tile_counter"});
   }
   if (launch.maps.empty()) {
-    detail::launch_kernel(executor, *launch.spec, launch.shape, buffers, params);
+    detail::launch_kernel(executor, *launch.spec, launch.shape, launch.buffers, launch.params);
     return;
   }
   const detail::TensorMapParameter maps = executor.tensor_maps(launch.maps);
-  detail::launch_kernel(executor, *launch.spec, launch.shape, buffers, params, maps);
+  detail::launch_kernel(executor, *launch.spec, launch.shape, launch.buffers, launch.params, maps);
 }
 
 void run_attention_forward(detail::RuntimeBackend& backend, ConfigChoice& choice,
@@ -579,9 +578,9 @@ void run_attention_forward(detail::RuntimeBackend& backend, ConfigChoice& choice
   const Attention run = forward_is_empty(attention)
                             ? attention
                             : with_automatic_block_mask(backend, attention, stream);
-  const std::optional<ForwardLaunch> launch =
+  std::optional<ForwardLaunch> launch =
       plan_attention_forward(backend.info(), choice, run, q, k, v, o, lse, stream);
-  if (launch) launch_planned_forward(backend, *launch);
+  if (launch) launch_planned_forward(backend, std::move(*launch));
 }
 
 }  // namespace flashjit::kernels

@@ -70,8 +70,8 @@ void add_tma_forward_launch(ForwardLaunch& launch, const ForwardConfig& config,
       static_cast<unsigned>(config.persistent() ? tma_forward_ctas(tiles, device.sm_count) : tiles);
   launch.shape.grid_y = launch.shape.grid_z = 1;
   launch.shape.cluster_x = static_cast<unsigned>(cluster_blocks);
-  // TileSchedule::kDynamic: a thread of the kernel takes the tiles from a counter.
-  launch.takes_tiles = config.persistent() && config.mask != MaskKind::none && !config.kv_e4m3;
+  launch.takes_tiles =
+      tma_forward_takes_tiles(config.persistent(), config.mask != MaskKind::none, config.kv_e4m3);
 }
 
 std::vector<ForwardConfig> hopper_forward_configs(DType dtype, int head_dim, MaskKind mask,

@@ -136,6 +136,14 @@ constexpr int tma_forward_ctas(long long tiles, int sm_count) {
   return int(sm_count > 0 && tiles > sm_count ? sm_count : tiles);
 }
 
+/// Whether a persistent launch takes its tiles from a counter (TileSchedule::kDynamic, and the
+/// host's ForwardLaunch::takes_tiles): with a mask, whose tiles differ in length; not with an
+/// fp8 cache, whose whole producer warpgroup runs the loads (its kernels, packed prefill, take
+/// one tile a CTA anyway).
+constexpr bool tma_forward_takes_tiles(bool persistent, bool masked, bool kv_e4m3) {
+  return persistent && masked && !kv_e4m3;
+}
+
 /// The tiles the runtime offers on sm_90a: Br one to three consumer warpgroups, and Bc
 /// FlashAttention-3's choices for 16-bit inputs (176 at head dim 128, 112
 /// or 96 at 192, 80 at 256, 128 elsewhere) and 64.

@@ -137,10 +137,9 @@ struct TileSchedule {
 
   /// Tiles taken from the launch's counter (AttentionForwardParams::tile_counter) by a
   /// consumer thread and handed over in shared memory (TileHandOver): the persistent masked
-  /// launches, whose tiles differ in length. (Not with an fp8 cache, whose whole producer
-  /// warpgroup runs the loads: its kernels, packed prefill, take one tile a CTA anyway.)
-  static constexpr bool kDynamic =
-      Traits::kPersistent && Traits::kMask != MaskKind::none && !Traits::kKvE4m3;
+  /// launches, as tma_forward_takes_tiles says.
+  static constexpr bool kDynamic = tma_forward_takes_tiles(
+      Traits::kPersistent, Traits::kMask != MaskKind::none, Traits::kKvE4m3);
 
   FJ_DEVICE int first() const { return int(blockIdx.x); }
   FJ_DEVICE int next(int tile) const { return Traits::kPersistent ? tile + int(gridDim.x) : count; }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include "attention/attention_common.hpp"
 #include "attention/hopper/attention_forward_tma.hpp"
@@ -439,9 +440,8 @@ void run_attention_forward_sequences(detail::RuntimeBackend& backend, ConfigChoi
           : default_inference_config(a, layout, q.dtype, device.arch(), device.sm_count,
                                      unsplit ? 1 : s.splits);
   if (!decoding) {
-    if (const std::optional<ForwardLaunch> tma =
-            packed_tma_launch(a, s, t, config, device, stream)) {
-      launch_planned_forward(backend, *tma);
+    if (std::optional<ForwardLaunch> tma = packed_tma_launch(a, s, t, config, device, stream)) {
+      launch_planned_forward(backend, std::move(*tma));
       fill_unused_queries(backend, a, s, t, stream);
       return;
     }

@@ -159,5 +159,11 @@ def check(status: int, names: dict = None) -> None:
 
 
 def pointer(tensor):
-    """A tensor's (a struct's) address for a call, or None (NULL) for none."""
+    """A tensor's (a struct's) address as a call's argument, or None (NULL) for none: a light
+    reference (ctypes.byref), which only a function's argument takes."""
+    return None if tensor is None else ctypes.byref(tensor)
+
+
+def field_pointer(tensor):
+    """A tensor's (a struct's) address as a struct's field, or None (NULL) for none."""
     return None if tensor is None else ctypes.pointer(tensor)

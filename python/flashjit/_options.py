@@ -165,9 +165,9 @@ def bind_captures(a: _capi.flashjit_attention, launch: Launch, options, grads=No
     the gradients of those in `grads` (written back by launch.write_back()); a.sinks and
     a.sinks_grad likewise (capture_inputs() named them)."""
     if options.sinks is not None:
-        a.sinks = _capi.pointer(launch.input("sinks"))
+        a.sinks = _capi.field_pointer(launch.input("sinks"))
     if sinks_grad is not None:
-        a.sinks_grad = _capi.pointer(launch.updated("sinks_grad"))
+        a.sinks_grad = _capi.field_pointer(launch.updated("sinks_grad"))
     if not options.captures:
         return
     entries = (_capi.flashjit_capture * len(options.captures))()
@@ -175,7 +175,7 @@ def bind_captures(a: _capi.flashjit_attention, launch: Launch, options, grads=No
         entry.name = name.encode()
         entry.tensor = launch.input(f"captures.{name}")
         if grads and name in grads:
-            entry.grad = _capi.pointer(launch.updated(f"capture_grads.{name}"))
+            entry.grad = _capi.field_pointer(launch.updated(f"capture_grads.{name}"))
     launch._keep.append(entries)
     a.captures = ctypes.cast(entries, ctypes.POINTER(_capi.flashjit_capture))
     a.num_captures = len(options.captures)
@@ -227,7 +227,7 @@ def sequences_of(launch: Launch, splits: int = 0, **arrays) -> _capi.flashjit_se
     sequences = _capi.flashjit_sequences()
     _capi.library().flashjit_sequences_init(ctypes.byref(sequences))
     for field, name in arrays.items():
-        setattr(sequences, field, _capi.pointer(launch.input(name)))
+        setattr(sequences, field, _capi.field_pointer(launch.input(name)))
     sequences.splits = int(splits)
     return sequences
 

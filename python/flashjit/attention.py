@@ -41,9 +41,9 @@ def _forward(q, k, v, options: Options, block_mask=None, descales=(None, None, N
     with Launch({"q": q, "k": k, "v": v, "block_mask": block_mask, **capture_inputs(options),
                  **{name: float32(x) for name, x in zip(_DESCALES, descales)}}) as launch:
         bind_captures(a, launch, options)
-        a.block_mask = _capi.pointer(launch.input("block_mask"))
+        a.block_mask = _capi.field_pointer(launch.input("block_mask"))
         for name in _DESCALES:  # the fp8 forward's factors
-            setattr(a, name, _capi.pointer(launch.input(name)))
+            setattr(a, name, _capi.field_pointer(launch.input(name)))
         out = "bf16" if element(q) == "e4m3" else element(q)  # the fp8 forward writes bf16
         o = launch.output("o", (*q.shape[:3], v.shape[3]), out)
         lse = launch.output("lse", (a.batch, a.heads_q, a.seqlen_q), "f32")
@@ -61,7 +61,7 @@ def _backward(dout, q, k, v, o, lse, options: Options, capture_grads=None, block
                  "block_mask": block_mask,
                  **capture_inputs(options, capture_grads, sinks_grad)}) as launch:
         bind_captures(a, launch, options, capture_grads, sinks_grad)
-        a.block_mask = _capi.pointer(launch.input("block_mask"))
+        a.block_mask = _capi.field_pointer(launch.input("block_mask"))
         dq = launch.output("dq", q.shape, element(q))
         dk = launch.output("dk", k.shape, element(q))
         dv = launch.output("dv", v.shape, element(q))
@@ -255,7 +255,7 @@ def _prepare(q, k, v, options: Options, block_mask, backward: bool) -> None:
     with Launch({"q": q, "k": k, "v": v, "block_mask": block_mask,
                  **capture_inputs(options)}) as launch:
         bind_captures(a, launch, options)
-        a.block_mask = _capi.pointer(launch.input("block_mask"))
+        a.block_mask = _capi.field_pointer(launch.input("block_mask"))
         _capi.check(_capi.library().flashjit_attention_prepare(
             launch.runtime.handle, ctypes.byref(a), DTYPE_CODES[element(q)], int(bool(backward))),
             ATTENTION_NAMES)

@@ -91,3 +91,21 @@ def test_a_field_the_reader_cannot_read_is_refused_by_name(tmp_path):
     header.write_text("typedef struct flashjit_bad { int (*callback)(void); } flashjit_bad;\n")
     with pytest.raises(ImportError, match="flashjit_bad"):
         _c_header.read(str(header))
+
+
+def test_a_packed_tensor_view_reads_back_field_by_field():
+    # The package packs flashjit_tensor's bytes at once (_arrays.Launch._view) rather than
+    # setting its fields: read through the struct's own fields, every value is where C finds it.
+    from flashjit import _arrays
+    launch = _arrays.Launch.__new__(_arrays.Launch)
+    launch._keep = []
+    for shape, strides in (((3,), (1,)), ((2, 5, 7, 64), (4480, 896, 128, 1)),
+                           ((1, 1), (-8, 2 ** 40))):
+        view = launch._view("bf16", shape, strides, 0x7F00_1234_5678)
+        rank = len(shape)
+        assert (view.data, view.dtype, view.rank) == (0x7F00_1234_5678,
+                                                      _capi.FLASHJIT_DTYPE_BF16, rank)
+        assert tuple(view.shape[:rank]) == shape and tuple(view.strides[:rank]) == strides
+        assert not any(view.shape[rank:]) and not any(view.strides[rank:])
+    with pytest.raises(ValueError, match="rank 5 is above 4"):
+        launch._view("f32", (1,) * 5, (1,) * 5, 0)

@@ -199,7 +199,7 @@ class Launch:
         """A new output array `name` of `shape` and `dtype` ("f16", "bf16", "f32", "i32"), and
         its view; result(name) gives the array once the call has run. numpy has no bfloat16:
         a bf16 output of numpy inputs (the fp8 forward's o) comes back as float32, exactly."""
-        shape = tuple(int(s) for s in shape)
+        shape = tuple(map(int, shape))
         if self.torch:
             array = torch.empty(shape, dtype=_TORCH_BY_NAME[dtype], device=self._torch_device)
         else:

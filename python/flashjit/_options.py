@@ -187,7 +187,7 @@ def shape_of(name: str, x, rank: int, layout: str):
     dtype_name(name, x)  # a numpy array or torch tensor of a dtype flashjit takes
     if x.ndim != rank:
         raise ValueError(f"'{name}' must be {layout} (rank {rank}), not shape {tuple(x.shape)}")
-    return tuple(int(s) for s in x.shape)
+    return tuple(map(int, x.shape))
 
 
 def call_options(options: Options, batch, heads_q, heads_kv, seqlen_q, seqlen_k,

@@ -18,6 +18,15 @@ except ImportError:  # pragma: no cover
     torch = None
 
 
+# The Sequences fields of a call and the arguments they come from, and the names its errors
+# give them (made once: every call passes them).
+_ARRAYS = {"seqlens_k": "cache_seqlens", "page_table": "block_table", "k_new": "k",
+           "v_new": "v", "rotary_cos": "rotary_cos", "rotary_sin": "rotary_sin",
+           "cache_batch_idx": "cache_batch_idx", "cache_leftpad": "cache_leftpad",
+           "k_descale": "k_descale", "v_descale": "v_descale", "cu_seqlens_q": "cu_seqlens_q"}
+_ERROR_NAMES = sequence_names({**_ARRAYS, "splits": "num_splits"})
+
+
 def _forward(q, k_cache, v_cache, cache_seqlens, k, v, rotary_cos, rotary_sin, cache_batch_idx,
              cache_leftpad, block_table, k_descale, v_descale, rotary_interleaved: bool,
              num_splits: int, options: Options, cu_seqlens_q=None, max_seqlen_q=None):
@@ -41,10 +50,6 @@ def _forward(q, k_cache, v_cache, cache_seqlens, k, v, rotary_cos, rotary_sin, c
     a = call_options(options, b, hq, hk, sq, seqlen_k, d)
     value_dim = int(v_cache.shape[-1])
     a.head_dim_v = value_dim if value_dim != d else 0  # MLA: a narrower value cache
-    arrays = {"seqlens_k": "cache_seqlens", "page_table": "block_table", "k_new": "k",
-              "v_new": "v", "rotary_cos": "rotary_cos", "rotary_sin": "rotary_sin",
-              "cache_batch_idx": "cache_batch_idx", "cache_leftpad": "cache_leftpad",
-              "k_descale": "k_descale", "v_descale": "v_descale", "cu_seqlens_q": "cu_seqlens_q"}
     with Launch({"q": q, "k_cache": k_cache, "v_cache": v_cache, "cu_seqlens_q": cu_seqlens_q,
                  "cache_seqlens": cache_seqlens, "block_table": block_table, "k": k, "v": v,
                  "cache_batch_idx": cache_batch_idx, "cache_leftpad": cache_leftpad,
@@ -53,7 +58,7 @@ def _forward(q, k_cache, v_cache, cache_seqlens, k, v, rotary_cos, rotary_sin, c
                  **capture_inputs(options)}) as launch:
         bind_captures(a, launch, options)
         sequences = sequences_of(launch, num_splits, **{
-            field: name for field, name in arrays.items() if launch.inputs[name] is not None})
+            field: name for field, name in _ARRAYS.items() if launch.inputs[name] is not None})
         sequences.rotary_interleaved = int(bool(rotary_interleaved))
         appends = k is not None or v is not None
         cache = launch.updated if appends else launch.input  # an append writes the cache
@@ -63,7 +68,7 @@ def _forward(q, k_cache, v_cache, cache_seqlens, k, v, rotary_cos, rotary_sin, c
             launch.runtime.handle, ctypes.byref(a), ctypes.byref(sequences),
             _capi.pointer(launch.input("q")), _capi.pointer(cache("k_cache")),
             _capi.pointer(cache("v_cache")), _capi.pointer(o), _capi.pointer(lse), launch.stream),
-            sequence_names({**arrays, "splits": "num_splits"}))
+            _ERROR_NAMES)
         launch.write_back()
         return launch.result("o"), launch.result("lse")
 

@@ -66,8 +66,13 @@ def calls() -> Dict[str, Callable[[], object]]:
     x = torch.randn(64, 768, dtype=torch.bfloat16)
     gamma, beta = torch.ones(768, dtype=x.dtype), torch.zeros(768, dtype=x.dtype)
     dense = torch.randn(2, 128, 8, 64, dtype=torch.bfloat16)
+    xg, gamma_g, beta_g = (t.clone().requires_grad_() for t in (x, gamma, beta))
+    y = flashjit.layer_norm(xg, gamma_g, beta_g, 1e-5)
+    dy = torch.randn_like(x)
     return {
         "layer_norm 64x768": lambda: flashjit.layer_norm(x, gamma, beta, 1e-5),
+        "layer_norm 64x768 backward (autograd)": lambda: torch.autograd.grad(
+            y, (xg, gamma_g, beta_g), dy, retain_graph=True),
         "flash_attn_with_kvcache b8, pages of 16": lambda: flash_attn_with_kvcache(
             q, pages, pages, cache_seqlens=lengths, block_table=table, causal=True),
         "flash_attn_func causal (no grad)": lambda: flash_attn_func(dense, dense, dense,

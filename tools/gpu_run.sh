@@ -14,7 +14,7 @@
 #   first-result  bench/first_result.sh: time to first result, cold and warm, and one
 #                 `flashjit autotune`            -> <date>-first-result-<device>.md and .log
 #
-# Eight more steps run only when named in FLASHJIT_GPU_STEPS. The first six stand alone:
+# Nine more steps run only when named in FLASHJIT_GPU_STEPS. The first seven stand alone:
 #   ncu           Nsight Compute on one launch each of the forward and backward defaults at
 #                 head dim 128, seqlen 8k (NCU_OPS and NCU_HEAD_DIMS pick others) -> ncu.log
 #   decode        bench/decode.py: decoding on paged KV caches in GB/s against the measured
@@ -31,6 +31,9 @@
 #   fp8           `flashjit bench` of the fp8 forward (--dtype e4m3) beside its mma.sync form
 #                 (--config) and bf16's at head dims 128, 64 and 256, 4k tokens, causal and not
 #                 (FP8_HEAD_DIMS, FP8_SEQLENS pick others)                    -> fp8.log
+#   persistent    `flashjit bench` of the unmasked forward's defaults at head dims 128 and
+#                 256 beside their persistent twins (--config), 1k/4k/16k tokens
+#                 (PERSISTENT_SEQLENS picks others)                    -> persistent.log
 # The other two run together in one call (the tuning database lives in FLASHJIT_CACHE_DIR,
 # which a fresh machine does not keep):
 #   autotune      `flashjit autotune` over the benchmark's shapes (head dims 64 and 128,
@@ -415,6 +418,28 @@ run_fp8() {
   return $rc
 }
 
+# Issue 65's open question, persistent at every shape: the unmasked forward's defaults at head
+# dims 128 and 256 launch a CTA (pair) per query tile; their persistent twins (hd 128: the same
+# tile; hd 256: the spill-free Br 64 ones) beside them, 16k tokens, 1k/4k/16k each.
+run_persistent() {
+  local head_dim seqlen config rc=0
+  local -A twins=([128]="br128.bc176.w12.s2.tma.overlap.pingpong.persistent"
+    [256]="br64.bc80.w8.s2.tma.overlap.persistent br64.bc64.w8.s3.tma.overlap.persistent")
+  for head_dim in 128 256; do
+    for seqlen in ${PERSISTENT_SEQLENS:-1024 4096 16384}; do
+      local -a shape=(--op attention-forward --head-dim "$head_dim" --seqlen "$seqlen"
+        --batch $((16384 / seqlen)) --heads $((2048 / head_dim)))
+      for config in default ${twins[$head_dim]}; do
+        local -a chosen=()
+        [[ $config == default ]] || chosen=(--config "$config")
+        echo "\$ flashjit bench ${shape[*]} ${chosen[*]}"
+        timeout --kill-after=5 60 "$flashjit" bench "${shape[@]}" "${chosen[@]}" || rc=$?
+      done
+    done
+  done
+  return $rc
+}
+
 ops_stem="$out/$(date +%F)-ops-$(device_slug)"
 run_ops() {
   local script rc=0 extra
@@ -529,6 +554,9 @@ if [[ " $steps " == *" overhead "* ]]; then
 fi
 if [[ " $steps " == *" fp8 "* ]]; then
   step fp8 150 "$out/fp8.log" run_fp8
+fi
+if [[ " $steps " == *" persistent "* ]]; then
+  step persistent 150 "$out/persistent.log" run_persistent
 fi
 if [[ " $steps " == *" autotune "* ]]; then
   step autotune 400 "$out/autotune.log" run_autotune

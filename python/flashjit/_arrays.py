@@ -21,6 +21,7 @@ except ImportError:  # pragma: no cover - exercised only where torch is absent
 # uint8 carries an fp8 KV cache's e4m3 codes (numpy has no fp8; torch before 2.1 neither).
 _NUMPY_DTYPES = {np.dtype(np.float16): "f16", np.dtype(np.float32): "f32",
                  np.dtype(np.int32): "i32", np.dtype(np.uint8): "e4m3"}
+_NUMPY_BY_NAME = {v: k for k, v in _NUMPY_DTYPES.items()}
 DTYPE_CODES = {"f16": _capi.FLASHJIT_DTYPE_F16, "bf16": _capi.FLASHJIT_DTYPE_BF16,
           "f32": _capi.FLASHJIT_DTYPE_F32, "i32": _capi.FLASHJIT_DTYPE_I32,
           "e4m3": _capi.FLASHJIT_DTYPE_E4M3}
@@ -203,8 +204,8 @@ class Launch:
         if self.torch:
             array = torch.empty(shape, dtype=_TORCH_BY_NAME[dtype], device=self._torch_device)
         else:
-            numpy_dtype = np.uint16 if dtype == "bf16" else (
-                {v: k for k, v in _NUMPY_DTYPES.items()}[dtype])  # bf16: its bits, widened after
+            # bf16: its bits, widened after
+            numpy_dtype = np.uint16 if dtype == "bf16" else _NUMPY_BY_NAME[dtype]
             array = np.empty(shape, dtype=numpy_dtype)
         if self.device != "cpu":
             self._outputs[name] = (array, None)

@@ -79,6 +79,37 @@ def test_paged_decoding_varlen_and_norms_on_the_gpu():
     assert reference.relative_error(y.cpu(), y_ref) < 2e-2
 
 
+def test_a_decoding_step_replays_from_a_cuda_graph():
+    # An inference engine's decoding loop: one call first (its kernels compiled and loaded, the
+    # runtime's split workspace made), then the step captured into a CUDA graph (torch's side
+    # stream: the call launches on the current stream) and replayed after new queries and cache
+    # lengths are written into the captured tensors: no host work of the call is replayed, so a
+    # call that read them on the host, allocated or synchronized would fail here.
+    batch, heads_q, heads_kv, d, page = 4, 8, 2, 128, 16
+    q = rand(batch, 1, heads_q, d, seed=30)
+    k_cache, v_cache = rand(16, page, heads_kv, d, seed=31), rand(16, page, heads_kv, d, seed=32)
+    table = torch.arange(16, dtype=torch.int32).reshape(batch, 4).cuda()
+    lengths = torch.tensor([5, 17, 40, 64], dtype=torch.int32).cuda()
+
+    def step():
+        return flashjit.attention_with_kvcache(q, k_cache, v_cache, lengths, block_table=table)
+    step()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o = step()
+    q.copy_(rand(batch, 1, heads_q, d, seed=33))
+    lengths.copy_(torch.tensor([64, 1, 33, 20], dtype=torch.int32))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert reference.relative_error(o.cpu(), step().double().cpu()) < 1e-3
+    for i in range(batch):  # and against float64, at the new lengths
+        keys = k_cache[table[i].long()].reshape(1, -1, heads_kv, d)[:, :int(lengths[i])]
+        values = v_cache[table[i].long()].reshape(1, -1, heads_kv, d)[:, :int(lengths[i])]
+        o_ref, _ = reference.attention(exact(q[i:i + 1]), exact(keys), exact(values))
+        assert reference.relative_error(o[i:i + 1].cpu(), o_ref) < 2e-2
+
+
 @pytest.mark.skipif(not hasattr(torch.library, "custom_op"), reason="PyTorch before 2.4")
 def test_torch_compile_on_the_gpu():
     def loss(q, k, v):

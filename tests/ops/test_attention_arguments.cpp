@@ -315,6 +315,20 @@ TEST_CASE("the config space lists every valid config once, in a fixed order") {
   CHECK(first == ForwardConfig{DType::bf16, 64, 64, 32, 4, 1, MaskKind::none, false});
 }
 
+TEST_CASE("the TMA space offers three consumer warpgroups up to a padded head dim of 192") {
+  // At 256 a consumer thread's O (128 fp32) and S leave nothing of its 160 registers: ptxas
+  // refuses such a kernel (C7602), so the space must not hand it to the autotuner.
+  for (int head_dim = 64; head_dim <= 256; head_dim += 16) {
+    bool br192 = false;
+    for (const ForwardConfig& config :
+         forward_configs(DType::bf16, head_dim, MaskKind::none, false)) {
+      br192 = br192 || (config.path() == ForwardPath::tma && config.block_m == 192);
+    }
+    CAPTURE(head_dim);
+    CHECK(br192 == (head_dim <= 192));
+  }
+}
+
 TEST_CASE("the default config is valid, in the space and fits the arch's shared memory") {
   check_default_configs(default_forward_config, forward_configs);
 }

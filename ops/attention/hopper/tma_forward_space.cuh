@@ -61,11 +61,14 @@ constexpr int tma_forward_shared_bytes(int head_dim, int block_m, int block_n, i
 /// 16-byte chunks, as TMA's strides need; of 16 with an fp8 cache, whose rows are bytes); Br one
 /// to three 64-row consumer warpgroups; Bc a multiple of 16 up to wgmma's N and TMA's box of
 /// 256, and of 64 with P in shared memory (its tile is whole 128-byte swizzle panels); the whole
-/// in shared memory.
+/// in shared memory; three consumer warpgroups (Br 192) only up to a padded head dim of 192: at
+/// 256 a thread's 128 fp32 of O and S's Bc / 2 are already the 160 registers it gets
+/// (tma_forward_registers), and ptxas refuses the kernel (C7602) rather than spill.
 constexpr bool tma_forward_valid(int head_dim, int block_m, int block_n, int stages,
                                  bool p_in_shared = false, bool kv_e4m3 = false) {
   return head_dim % (kv_e4m3 ? 16 : 8) == 0 && head_dim >= 64 && head_dim <= 256 &&
-         block_m % 64 == 0 && block_m >= 64 && block_m <= 192 && block_n % 16 == 0 &&
+         block_m % 64 == 0 && block_m >= 64 && block_m <= 192 &&
+         (block_m < 192 || tma_forward_padded_head_dim(head_dim) <= 192) && block_n % 16 == 0 &&
          block_n >= 16 && block_n <= 256 && (!p_in_shared || block_n % 64 == 0) && stages >= 1 &&
          tma_forward_shared_bytes(head_dim, block_m, block_n, stages, p_in_shared, kv_e4m3) <=
              kTmaForwardSharedLimit;

@@ -126,7 +126,7 @@ def calls_of(torch, fj):
                             decode_call(torch, fj, 8, 32768), attention_backward_call(torch, fj))))
 
 
-def measure(torch, fj, runs: int) -> List[Tuple[str, float, float, float]]:
+def measure(torch, fj, runs: int) -> List[Tuple[str, float, float, float, float]]:
     """Each call eagerly (the package's default), then through its custom operator (as
     torch.compile traces it; PyTorch 2.4 and later), and the C call alone."""
     from flashjit import _custom_ops  # pylint: disable=import-outside-toplevel

@@ -1,10 +1,11 @@
 """The Python package's own host time per call, without a GPU: each call runs the package's
-code as it does for CUDA tensors (views of the tensors as they are, outputs allocated by torch,
-the stream looked up), with the library's op functions replaced by ones that return at once,
-so what is timed is the package's Python and the ctypes calls it makes around the launch.
+code as it does for CUDA tensors (views of the tensors as they are, outputs allocated by torch),
+with the library's op functions replaced by ones that return at once, so what is timed is the
+package's Python and the ctypes calls it makes around the launch.
 
-Not the time a call takes on a GPU: there torch allocates on the device and the library
-launches (bench/call_overhead.py measures both on a GPU). This is the part of it that changes
+Not the time a call takes on a GPU: there torch allocates on the device, the package reads
+torch's current stream (here there is none to read) and the library launches
+(bench/call_overhead.py measures all of it on a GPU). This is the part of it that changes
 with the package's code, measured on any machine: compare two versions of the package by
 running this script with each on PYTHONPATH in turn.
 

@@ -67,21 +67,10 @@ def attention_backward_call(torch, fj):
     return lambda: fj.attention_backward(dout, q, k, v, o, lse)
 
 
-def host_us(torch, fn: Callable[[], object], runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - start) * 1e6)
-    torch.cuda.synchronize()
-    return statistics.median(samples)
-
-
-def host_back_to_back_us(torch, fn: Callable[[], object], runs: int, calls: int = 10) -> float:
-    """Host time per call when calls follow each other (a decoding loop): the mean of `calls`
-    calls made one after another, the median over `runs`. Against host_us, which times one call
-    after the host waited for the GPU, this says how much of that was a cold start."""
+def host_us(torch, fn: Callable[[], object], runs: int, calls: int = 1) -> float:
+    """Host time per call: the mean of `calls` calls made one after another once the GPU is
+    idle, the median over `runs`. One call times a call after the host waited for the GPU; ten
+    time a decoding loop's steady state, which says how much of the one was a cold start."""
     samples = []
     for _ in range(runs):
         torch.cuda.synchronize()
@@ -145,7 +134,7 @@ def measure(torch, fj, runs: int) -> List[Tuple[str, float, float, float, float]
         rule = next((r for p, r in paths if f"({p})" in name), traced)
         _custom_ops._traced = rule
         fn()  # compiled and loaded before anything is timed
-        rows.append((name, host_us(torch, fn, runs), host_back_to_back_us(torch, fn, runs),
+        rows.append((name, host_us(torch, fn, runs), host_us(torch, fn, runs, calls=10),
                      gpu_us(torch, flush, fn, runs, op_timing.SPIN_CYCLES),
                      gpu_us(torch, flush, fn, runs, 25 * op_timing.SPIN_CYCLES)))
         print(" | ".join([name] + [f"{x:.1f}" for x in rows[-1][1:]]), flush=True)

@@ -229,13 +229,15 @@ class Launch:
         return array
 
 
+# The call PyTorch's own generated code makes for the current stream's address, where this torch
+# has it (its CUDA builds): it builds no Stream object as torch.cuda.current_stream() does.
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None) if torch is not None else None
+
+
 def _current_stream(index: int) -> int:
-    """The address of torch's current CUDA stream on device `index`: by the call PyTorch's own
-    generated code makes (torch._C._cuda_getCurrentRawStream) where torch has it, which builds
-    no Stream object as torch.cuda.current_stream() does."""
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        return raw(index)
+    """The address of torch's current CUDA stream on device `index`."""
+    if _RAW_STREAM is not None:
+        return _RAW_STREAM(index)
     return torch.cuda.current_stream(index).cuda_stream
 
 

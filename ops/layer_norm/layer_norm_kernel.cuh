@@ -27,6 +27,18 @@ FJ_DEVICE void load_param(const void* vector, int col, RowVector<Config>& out) {
   load_global_vector(static_cast<const T*>(vector), col, out);
 }
 
+/// x = input + bias + residual rounded to the element type: the fused sum, `x` holding the
+/// input.
+template <class Config>
+FJ_DEVICE void add_fused(const RowVector<Config>& bias, const RowVector<Config>& residual,
+                         RowVector<Config>& x) {
+  using T = typename Config::Element;
+#pragma unroll
+  for (int i = 0; i < Config::kVectorWidth; ++i) {
+    x[i] = to_float(from_float<T>(x[i] + bias[i] + residual[i]));
+  }
+}
+
 /// x's vector at `col` of `row`: the input, or input + bias + residual rounded to the element
 /// type when fused (the sum the forward writes and the backward reads back, so both see the
 /// same x). `bias` is the bias's vector at `col` (zeros without one).
@@ -40,10 +52,7 @@ FJ_DEVICE void load_x(const LayerNormParams& p, index_t row, int col, const RowV
   fill_zero(residual);
   if (p.residual.present())
     load_global_vector(p.residual.template row<const T>(row), col, residual);
-#pragma unroll
-  for (int i = 0; i < Config::kVectorWidth; ++i) {
-    x[i] = to_float(from_float<T>(x[i] + bias[i] + residual[i]));
-  }
+  add_fused<Config>(bias, residual, x);
 }
 
 /// x's vector at `col` of `row` out as the fused sum, when the call asks for it.
@@ -138,28 +147,69 @@ FJ_DEVICE void load_block_params(int cols, const void* vector, RowLane at,
   }
 }
 
-/// The row slot's x of group `group` (zeros past the rows and the row's columns), loaded.
+/// A row slot's share of one group's x as loaded and not yet used: the input's vectors and,
+/// when the call fuses one, the residual's, as memory holds them, so their loads stay in flight
+/// until the row is reached (widening them at the load would wait for it there).
+template <class Config>
+struct LoadedGroup {
+  using Packed = flashjit::Packed<typename Config::Element, Config::kVectorWidth>;
+  Packed input[Config::kVectorsPerThread];
+  Packed residual[Config::kVectorsPerThread];
+  static constexpr int kBytes = int(sizeof(Packed)) * Config::kVectorsPerThread;
+  // The input's registers: a 16-byte vector in four, a scalar in one of its own.
+  static constexpr int kRegisters = (int(sizeof(Packed)) + 3) / 4 * Config::kVectorsPerThread;
+};
+
+/// Starts the loads of the row slot's x of group `group` (nothing past the rows and the row's
+/// columns).
 template <class Config>
 FJ_DEVICE void load_group(const LayerNormParams& p, index_t group, RowLane at,
-                          const RowVector<Config> (&bias)[Config::kVectorsPerThread],
-                          RowVector<Config> (&x)[Config::kVectorsPerThread]) {
+                          LoadedGroup<Config>& out) {
+  using T = typename Config::Element;
   const index_t row = group * Config::kRowsPerBlock + at.row_in_block;
+  if (row >= p.rows) return;
 #pragma unroll
   for (int v = 0; v < Config::kVectorsPerThread; ++v) {
     const int col = vector_column<Config>(v, at.lane);
+    if (col >= p.cols) continue;
+    load_global_packed(p.input.template row<const T>(row), col, out.input[v]);
+    if (p.residual.present()) {
+      load_global_packed(p.residual.template row<const T>(row), col, out.residual[v]);
+    }
+  }
+}
+
+/// The row slot's x of group `group` from its loads: the input, or input + bias + residual
+/// rounded to the element type when fused (as load_x); zeros past the rows and the columns.
+template <class Config>
+FJ_DEVICE void group_x(const LayerNormParams& p, index_t group, RowLane at,
+                       const LoadedGroup<Config>& loaded,
+                       const RowVector<Config> (&bias)[Config::kVectorsPerThread],
+                       RowVector<Config> (&x)[Config::kVectorsPerThread]) {
+  const index_t row = group * Config::kRowsPerBlock + at.row_in_block;
+#pragma unroll
+  for (int v = 0; v < Config::kVectorsPerThread; ++v) {
     fill_zero(x[v]);
-    if (row < p.rows && col < p.cols) load_x<Config>(p, row, col, bias[v], x[v]);
+    if (row >= p.rows || vector_column<Config>(v, at.lane) >= p.cols) continue;
+    widen(loaded.input[v], x[v]);
+    if (!p.fused()) continue;
+    RowVector<Config> residual;
+    fill_zero(residual);
+    if (p.residual.present()) widen(loaded.residual[v], residual);
+    add_fused<Config>(bias[v], residual, x[v]);
   }
 }
 
 /// The bounded buckets: the row, γ, β and the bias in registers, kVectorsPerThread vectors each.
-/// The next group's x loads while this one's sums, barriers and stores run, so a thread keeps
-/// two rows' loads in flight instead of none between its rows (4 blocks of 512 threads an SM
-/// had 32 KB in flight, about what 4.3 TB/s needs at 1 µs, and only while loading: an H200 ran
-/// 32768 × 4096 bf16 at 1.3 TB/s, torch's kernel at 2.6).
+/// The next kAhead groups' x load while this one's sums, barriers and stores run, so an SM keeps
+/// layer_norm_space::kForwardBytesInFlight bytes in flight through its rows (an H200 ran
+/// 32768 × 4096 bf16 at 1.3 TB/s, torch's kernel at 2.6, with one row's 16 bytes a thread).
 template <class Config>
 FJ_DEVICE void normalize_rows_in_registers(const LayerNormParams& p) {
   constexpr int kVectors = Config::kVectorsPerThread;
+  constexpr int kAhead = layer_norm_space::forward_groups_ahead(
+      Config::kBlockThreads, kVectors * Config::kVectorWidth, LoadedGroup<Config>::kBytes,
+      LoadedGroup<Config>::kRegisters);
   const RowLane at = row_lane<Config>();
   RowVector<Config> gamma[kVectors], beta[kVectors], bias[kVectors];  // loaded once
   load_block_params<Config>(p.cols, p.gamma, at, gamma);
@@ -167,20 +217,22 @@ FJ_DEVICE void normalize_rows_in_registers(const LayerNormParams& p) {
   load_block_params<Config>(p.cols, p.bias, at, bias);
   const float inv_cols = 1.0f / float(p.cols);
   const BlockRows rows = block_rows<Config>(p.rows);
-  RowVector<Config> next[kVectors];
-  if (rows.begin < rows.end) load_group<Config>(p, rows.begin, at, bias, next);
+  LoadedGroup<Config> ahead[kAhead] = {};  // groups group .. group + kAhead - 1
+#pragma unroll
+  for (int k = 0; k < kAhead; ++k) {
+    if (rows.begin + k < rows.end) load_group<Config>(p, rows.begin + k, at, ahead[k]);
+  }
   for (index_t group = rows.begin; group < rows.end; ++group) {
     const index_t row = group * Config::kRowsPerBlock + at.row_in_block;
     const bool active = row < p.rows;  // idle threads still reach the block barriers
     RowVector<Config> x[kVectors];
+    group_x<Config>(p, group, at, ahead[0], bias, x);
+#pragma unroll
+    for (int k = 0; k + 1 < kAhead; ++k) ahead[k] = ahead[k + 1];
+    if (group + kAhead < rows.end) load_group<Config>(p, group + kAhead, at, ahead[kAhead - 1]);
     float sum = 0.0f;
 #pragma unroll
-    for (int v = 0; v < kVectors; ++v) {
-#pragma unroll
-      for (int i = 0; i < Config::kVectorWidth; ++i) x[v][i] = next[v][i];
-      sum = vector_sum(x[v], sum);
-    }
-    if (group + 1 < rows.end) load_group<Config>(p, group + 1, at, bias, next);
+    for (int v = 0; v < kVectors; ++v) sum = vector_sum(x[v], sum);
 #pragma unroll
     for (int v = 0; v < kVectors; ++v) {
       const int col = vector_column<Config>(v, at.lane);
@@ -304,7 +356,7 @@ FJ_DEVICE void normalize_rows_in_shared(const LayerNormParams& p) {
 /// sizes it to the GPU); block kBlockThreads; dynamic shared memory: the merge slots, and for
 /// the unbounded bucket the stash the host chose.
 template <class Config>
-FJ_GLOBAL void __launch_bounds__(Config::kBlockThreads, Config::kMinBlocksPerSm)
+FJ_GLOBAL void __launch_bounds__(Config::kBlockThreads, Config::kForwardBlocksPerSm)
     layer_norm_kernel(const LayerNormParams p) {
   if constexpr (Config::kCached) {
     normalize_rows_in_registers<Config>(p);
@@ -318,7 +370,7 @@ FJ_GLOBAL void __launch_bounds__(Config::kBlockThreads, Config::kMinBlocksPerSm)
 /// Config::kClusterBlocks blocks (sm_90a). Grid: a multiple of the cluster size.
 template <class Config>
 FJ_GLOBAL void __cluster_dims__(Config::kClusterBlocks, 1, 1)
-    __launch_bounds__(Config::kBlockThreads, Config::kMinBlocksPerSm)
+    __launch_bounds__(Config::kBlockThreads, Config::kForwardBlocksPerSm)
         layer_norm_cluster_kernel(const LayerNormParams p) {
   static_assert(Config::kClusterBlocks > 1 && !Config::kCached, "the unbounded bucket's split");
   normalize_rows_in_shared<Config>(p);

@@ -225,7 +225,7 @@ void launch_layer_norm(detail::RuntimeBackend& backend, const LayerNorm& options
       space::stash_bytes(chunk, static_cast<int>(dtype_size(config.dtype)), vectors, split.stash));
   detail::launch_kernel(backend.executor(), layer_norm_spec(config, device.arch(), split.cluster),
                         row_launch(device, config, x.shape[0],
-                                   std::max(1, space::kThreadsPerSm / spec_threads(config)), shared,
+                                   space::forward_blocks_per_sm(spec_threads(config)), shared,
                                    split.cluster, stream),
                         buffers, params);
 }

@@ -36,6 +36,8 @@ struct LayerNormConfig {
   // __launch_bounds__'s blocks per SM: one lets ptxas use every register the block size
   // leaves; left to its default at 512 threads, it capped the backward at 64 and spilled.
   static constexpr int kMinBlocksPerSm = 1;
+  // The forward's: as many blocks as its persistent grid puts on an SM.
+  static constexpr int kForwardBlocksPerSm = layer_norm_space::forward_blocks_per_sm(kBlockThreads);
   // Blocks of a cluster that share each row (the unbounded bucket only).
   static constexpr int kClusterBlocks = ClusterBlocks;
   // Where the unbounded bucket's stash starts: past the merge slots and the cluster's exchange.

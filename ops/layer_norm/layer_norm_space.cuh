@@ -20,8 +20,38 @@ constexpr int kMaxValuesPerThread = 16;
 /// Threads per block: rows are packed into blocks of at least this many threads (a block's rows
 /// share its γ and β, and the backward's partial sums).
 constexpr int kMinBlockThreads = 512;
-/// Threads an SM holds: the forward's persistent grid has this over the block's blocks per SM.
-constexpr int kThreadsPerSm = 2048;
+/// Threads of the forward an SM holds: its persistent grid has this over the block's threads
+/// blocks per SM, and its kernels' launch bounds ask ptxas for as many, so the grid is what the
+/// SM holds at once (the grid had assumed 2048 threads while ptxas used 77 registers a thread,
+/// so an SM held one block of 512, not four). The bounded buckets keep the row, γ, β, the bias
+/// and the rows loaded ahead in registers, 95 to 110 a thread: one block of 512 threads.
+constexpr int kForwardThreadsPerSm = 512;
+constexpr int forward_blocks_per_sm(int block_threads) {
+  return block_threads >= kForwardThreadsPerSm ? 1 : kForwardThreadsPerSm / block_threads;
+}
+/// Bytes of x an SM of the bounded forward keeps loading ahead of the rows it works on, through
+/// each row's sums, barriers and stores: about what 4.3 TB/s needs at 1 µs of latency over 132
+/// SMs (one row's 16 bytes a thread, widened at the load, left 8 KB).
+constexpr int kForwardBytesInFlight = 32 * 1024;
+/// Registers a thread of the bounded forward holds besides the loads ahead: x, γ, β and the
+/// bias in fp32 (4 a value) and about kForwardRegisterBase more (addresses, sums, counters);
+/// what is left of the thread's share of the SM's 64 K registers (at most 128 at 512 threads,
+/// 64 at 1024) goes to the loads ahead, half of it to the input's, half to a fused residual's.
+constexpr int kRegistersPerSm = 65536;
+constexpr int kForwardRegisterBase = 40;
+/// Row groups loaded ahead by a block of `block_threads` whose threads hold `values` of a row
+/// and load `group_bytes` of a group in `group_registers` registers: enough for
+/// kForwardBytesInFlight within the registers left, at least one (a scalar config's share takes
+/// a register an element, so it gets fewer bytes ahead).
+constexpr int forward_groups_ahead(int block_threads, int values, int group_bytes,
+                                   int group_registers) {
+  const int threads = block_threads > kForwardThreadsPerSm ? block_threads : kForwardThreadsPerSm;
+  const int for_bytes = (kForwardBytesInFlight / threads + group_bytes - 1) / group_bytes;
+  const int cap = kRegistersPerSm / threads < 128 ? kRegistersPerSm / threads : 128;
+  const int for_registers = (cap - 4 * values - kForwardRegisterBase) / 2 / group_registers;
+  const int groups = for_bytes < for_registers ? for_bytes : for_registers;
+  return groups < 1 ? 1 : groups;
+}
 /// The backward's blocks per SM: each writes one partial dγ, dβ, dbias that the second kernel
 /// reads back, so the fewer the better once the SM's loads are enough in flight.
 constexpr int kBackwardBlocksPerSm = 1;

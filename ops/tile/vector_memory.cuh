@@ -22,7 +22,21 @@ constexpr int access_elements() {
   return W * sizeof(T) <= 16 ? W : int(16 / sizeof(T));
 }
 
+/// A packed vector widened to fp32: where a load's value is first used, so that a load made
+/// ahead (load_global_packed) is waited for there and not at the load.
+template <typename T, int W>
+FJ_DEVICE void widen(const Packed<T, W>& in, float (&out)[W]) {
+#pragma unroll
+  for (int i = 0; i < W; ++i) out[i] = to_float(in.values[i]);
+}
+
 #if defined(FJ_DEVICE_CODE)
+
+/// Elements [index, index + W) of global array `base` as memory holds them: one access.
+template <typename T, int W>
+FJ_DEVICE void load_global_packed(const T* base, index_t index, Packed<T, W>& out) {
+  out = *reinterpret_cast<const Packed<T, W>*>(base + index);
+}
 
 /// Elements [index, index + W) of global array `base`, widened to fp32.
 template <int W, typename T>
@@ -146,6 +160,14 @@ inline void store_vector_pieces(T* base, long long index, const float (&in)[W], 
     if (!check(address, kPiece * sizeof(T))) continue;
     for (int i = 0; i < kPiece; ++i) address[i] = from_float<T>(in[first + i]);
   }
+}
+
+template <typename T, int W>
+inline void load_global_packed(const T* base, index_t index, Packed<T, W>& out,
+                               Site site = Site::current()) {
+  const T* address = emulator::element_address(base, index);
+  const bool ok = emulator::check_global(address, sizeof(out), false, site);
+  for (int i = 0; i < W; ++i) out.values[i] = ok ? address[i] : from_float<T>(0.0f);
 }
 
 template <int W, typename T>

@@ -1,13 +1,15 @@
 // The layer_norm op's compile matrix: the default of every (dtype, norm, row-length bucket),
 // forward and backward (with their cluster-split twins on sm_90a), and the parameter-gradient
-// kernels compile with NVRTC for sm_80 and sm_90a without spills; the defaults are configs of
-// the space and cover every row length; the forward's PTX moves 16-byte vectors and divides
-// per row, not per element.
+// kernels compile with NVRTC for sm_80 and sm_90a without spills, the forward's within the
+// registers its grid's blocks per SM leave; the defaults are configs of the space and cover
+// every row length; the forward's PTX moves 16-byte vectors and divides per row, not per
+// element.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <string>
 
+#include "autotune/candidates.hpp"
 #include "common/op_registry.hpp"
 #include "layer_norm/layer_norm.hpp"
 #include "layer_norm/layer_norm_space.cuh"
@@ -27,6 +29,20 @@ TEST_CASE("the layer_norm defaults compile for sm_80 and sm_90a without spills")
     const auto specs = kernels::find_op("layer-norm").specs(arch, kernels::SpecSet::defaults);
     CHECK(specs.size() < kernels::find_op("layer-norm").specs(arch, kernels::SpecSet::all).size());
     testing::check_compiles_without_spills(cache, specs);
+    // The forward's persistent grid puts forward_blocks_per_sm blocks on each SM, and its
+    // kernels' launch bounds ask ptxas for as many: had ptxas used more registers than those
+    // leave (77 at 512 threads once, when the grid assumed four blocks an SM), the grid would
+    // run in waves with a fraction of its loads in flight.
+    for (const KernelSpec& spec : specs) {
+      if (spec.role != "layer_norm") continue;
+      CAPTURE(spec.display_name());
+      const ResourceUsage& r = cache.get(spec).entry->kernel.resources;
+      const int resident =
+          autotune::blocks_per_sm(r.registers, spec.threads,
+                                  r.static_shared_bytes + spec.dynamic_shared_bytes,
+                                  arch_shared_memory_limit(arch), arch);
+      CHECK(resident >= layer_norm_space::forward_blocks_per_sm(spec.threads));
+    }
   }
 }
 

@@ -67,6 +67,17 @@ TEST_CASE("forward fused with bias, residual, both or neither, rows padded") {
   }
 }
 
+TEST_CASE("forward over more row groups than blocks: each block loads its next groups ahead") {
+  // 10373 rows of 24: 649 groups of 16 rows (32 threads each in a 512-thread block) over the
+  // emulator's 108 persistent blocks, 7 a block (6 in the last), the last group short. A block
+  // loads up to four groups ahead of the one it works on (bf16: 16 bytes a thread a group; fp32:
+  // 32 bytes, two ahead), so the loads wrap around their slots and run past the block's rows.
+  for (DType dtype : {DType::bf16, DType::f32}) {
+    LayerNormCase c{.rows = 10373, .cols = 24, .dtype = dtype, .bias = true, .residual = true};
+    check_forward(c);
+  }
+}
+
 TEST_CASE("backward over ragged row lengths, layer norm and RMS norm, every dtype") {
   for (DType dtype : kDTypes) {
     for (bool rms : {false, true}) {

@@ -223,11 +223,11 @@ void launch_layer_norm(detail::RuntimeBackend& backend, const LayerNorm& options
   const auto shared = static_cast<std::size_t>(
       config.shared_bytes() + space::exchange_bytes(split.cluster) +
       space::stash_bytes(chunk, static_cast<int>(dtype_size(config.dtype)), vectors, split.stash));
-  detail::launch_kernel(backend.executor(), layer_norm_spec(config, device.arch(), split.cluster),
-                        row_launch(device, config, x.shape[0],
-                                   space::forward_blocks_per_sm(spec_threads(config)), shared,
-                                   split.cluster, stream),
-                        buffers, params);
+  detail::launch_kernel(
+      backend.executor(), layer_norm_spec(config, device.arch(), split.cluster),
+      row_launch(device, config, x.shape[0], space::forward_blocks_per_sm(spec_threads(config)),
+                 shared, split.cluster, stream),
+      buffers, params);
 }
 
 /// The backward's launches (row kernel, then parameter gradients) of validated arguments.

@@ -39,20 +39,50 @@ FJ_DEVICE void add_fused(const RowVector<Config>& bias, const RowVector<Config>&
   }
 }
 
-/// x's vector at `col` of `row`: the input, or input + bias + residual rounded to the element
-/// type when fused (the sum the forward writes and the backward reads back, so both see the
-/// same x). `bias` is the bias's vector at `col` (zeros without one).
+/// x's vector at one column of a row as loaded and not yet used: the input's and, when the call
+/// fuses one, the residual's, as memory holds them, so their loads stay in flight until x is
+/// needed (widening them at the load would wait for it there).
 template <class Config>
-FJ_DEVICE void load_x(const LayerNormParams& p, index_t row, int col, const RowVector<Config>& bias,
-                      RowVector<Config>& x) {
+struct LoadedX {
+  using Raw = RawVector<typename Config::Element, Config::kVectorWidth>;
+  Raw input;
+  Raw residual;
+  static constexpr int kBytes = Config::kVectorWidth * int(sizeof(typename Config::Element));
+  // The input's registers: a 16-byte vector in four, a scalar in one of its own.
+  static constexpr int kRegisters = Raw::kWords;
+};
+
+/// Starts the loads of x's vector at `col` of `row`.
+template <class Config>
+FJ_DEVICE void start_x(const LayerNormParams& p, index_t row, int col, LoadedX<Config>& out) {
   using T = typename Config::Element;
-  load_global_vector(p.input.template row<const T>(row), col, x);
+  load_global_raw(p.input.template row<const T>(row), col, out.input);
+  if (p.residual.present()) {
+    load_global_raw(p.residual.template row<const T>(row), col, out.residual);
+  }
+}
+
+/// x from its loads: the input, or input + bias + residual rounded to the element type when
+/// fused (the sum the forward writes and the backward reads back, so both see the same x).
+/// `bias` is the bias's vector at x's column (zeros without one).
+template <class Config>
+FJ_DEVICE void finish_x(const LayerNormParams& p, const LoadedX<Config>& loaded,
+                        const RowVector<Config>& bias, RowVector<Config>& x) {
+  widen(loaded.input, x);
   if (!p.fused()) return;
   RowVector<Config> residual;
   fill_zero(residual);
-  if (p.residual.present())
-    load_global_vector(p.residual.template row<const T>(row), col, residual);
+  if (p.residual.present()) widen(loaded.residual, residual);
   add_fused<Config>(bias, residual, x);
+}
+
+/// x's vector at `col` of `row`, loaded and finished.
+template <class Config>
+FJ_DEVICE void load_x(const LayerNormParams& p, index_t row, int col, const RowVector<Config>& bias,
+                      RowVector<Config>& x) {
+  LoadedX<Config> loaded;
+  start_x<Config>(p, row, col, loaded);
+  finish_x<Config>(p, loaded, bias, x);
 }
 
 /// x's vector at `col` of `row` out as the fused sum, when the call asks for it.
@@ -62,14 +92,6 @@ FJ_DEVICE void write_sum(const LayerNormParams& p, index_t row, int col,
   if (p.fused() && p.sum.present()) {
     store_global_vector(p.sum.template row<typename Config::Element>(row), col, x);
   }
-}
-
-/// load_x, writing the fused sum out (the first read of a row).
-template <class Config>
-FJ_DEVICE void read_x(const LayerNormParams& p, index_t row, int col, const RowVector<Config>& bias,
-                      RowVector<Config>& x) {
-  load_x<Config>(p, row, col, bias, x);
-  write_sum<Config>(p, row, col, x);
 }
 
 template <int W>
@@ -147,17 +169,12 @@ FJ_DEVICE void load_block_params(int cols, const void* vector, RowLane at,
   }
 }
 
-/// A row slot's share of one group's x as loaded and not yet used: the input's vectors and,
-/// when the call fuses one, the residual's, as memory holds them, so their loads stay in flight
-/// until the row is reached (widening them at the load would wait for it there).
+/// A row slot's share of one group's x as loaded and not yet used (LoadedX).
 template <class Config>
 struct LoadedGroup {
-  using Packed = flashjit::Packed<typename Config::Element, Config::kVectorWidth>;
-  Packed input[Config::kVectorsPerThread];
-  Packed residual[Config::kVectorsPerThread];
-  static constexpr int kBytes = int(sizeof(Packed)) * Config::kVectorsPerThread;
-  // The input's registers: a 16-byte vector in four, a scalar in one of its own.
-  static constexpr int kRegisters = (int(sizeof(Packed)) + 3) / 4 * Config::kVectorsPerThread;
+  LoadedX<Config> x[Config::kVectorsPerThread];
+  static constexpr int kBytes = LoadedX<Config>::kBytes * Config::kVectorsPerThread;
+  static constexpr int kRegisters = LoadedX<Config>::kRegisters * Config::kVectorsPerThread;
 };
 
 /// Starts the loads of the row slot's x of group `group` (nothing past the rows and the row's
@@ -165,22 +182,17 @@ struct LoadedGroup {
 template <class Config>
 FJ_DEVICE void load_group(const LayerNormParams& p, index_t group, RowLane at,
                           LoadedGroup<Config>& out) {
-  using T = typename Config::Element;
   const index_t row = group * Config::kRowsPerBlock + at.row_in_block;
   if (row >= p.rows) return;
 #pragma unroll
   for (int v = 0; v < Config::kVectorsPerThread; ++v) {
     const int col = vector_column<Config>(v, at.lane);
-    if (col >= p.cols) continue;
-    load_global_packed(p.input.template row<const T>(row), col, out.input[v]);
-    if (p.residual.present()) {
-      load_global_packed(p.residual.template row<const T>(row), col, out.residual[v]);
-    }
+    if (col < p.cols) start_x<Config>(p, row, col, out.x[v]);
   }
 }
 
-/// The row slot's x of group `group` from its loads: the input, or input + bias + residual
-/// rounded to the element type when fused (as load_x); zeros past the rows and the columns.
+/// The row slot's x of group `group` from its loads (finish_x); zeros past the rows and the
+/// columns.
 template <class Config>
 FJ_DEVICE void group_x(const LayerNormParams& p, index_t group, RowLane at,
                        const LoadedGroup<Config>& loaded,
@@ -190,13 +202,24 @@ FJ_DEVICE void group_x(const LayerNormParams& p, index_t group, RowLane at,
 #pragma unroll
   for (int v = 0; v < Config::kVectorsPerThread; ++v) {
     fill_zero(x[v]);
-    if (row >= p.rows || vector_column<Config>(v, at.lane) >= p.cols) continue;
-    widen(loaded.input[v], x[v]);
-    if (!p.fused()) continue;
-    RowVector<Config> residual;
-    fill_zero(residual);
-    if (p.residual.present()) widen(loaded.residual[v], residual);
-    add_fused<Config>(bias[v], residual, x[v]);
+    if (row < p.rows && vector_column<Config>(v, at.lane) < p.cols) {
+      finish_x<Config>(p, loaded.x[v], bias[v], x[v]);
+    }
+  }
+}
+
+/// The row slot's x of group `group` loaded and finished one vector after the other (zeros
+/// past the rows and the columns): where no group fits in registers ahead of its use.
+template <class Config>
+FJ_DEVICE void load_group_now(const LayerNormParams& p, index_t group, RowLane at,
+                              const RowVector<Config> (&bias)[Config::kVectorsPerThread],
+                              RowVector<Config> (&x)[Config::kVectorsPerThread]) {
+  const index_t row = group * Config::kRowsPerBlock + at.row_in_block;
+#pragma unroll
+  for (int v = 0; v < Config::kVectorsPerThread; ++v) {
+    const int col = vector_column<Config>(v, at.lane);
+    fill_zero(x[v]);
+    if (row < p.rows && col < p.cols) load_x<Config>(p, row, col, bias[v], x[v]);
   }
 }
 
@@ -217,7 +240,7 @@ FJ_DEVICE void normalize_rows_in_registers(const LayerNormParams& p) {
   load_block_params<Config>(p.cols, p.bias, at, bias);
   const float inv_cols = 1.0f / float(p.cols);
   const BlockRows rows = block_rows<Config>(p.rows);
-  LoadedGroup<Config> ahead[kAhead] = {};  // groups group .. group + kAhead - 1
+  LoadedGroup<Config> ahead[kAhead > 0 ? kAhead : 1] = {};  // groups group .. group + kAhead - 1
 #pragma unroll
   for (int k = 0; k < kAhead; ++k) {
     if (rows.begin + k < rows.end) load_group<Config>(p, rows.begin + k, at, ahead[k]);
@@ -226,10 +249,14 @@ FJ_DEVICE void normalize_rows_in_registers(const LayerNormParams& p) {
     const index_t row = group * Config::kRowsPerBlock + at.row_in_block;
     const bool active = row < p.rows;  // idle threads still reach the block barriers
     RowVector<Config> x[kVectors];
-    group_x<Config>(p, group, at, ahead[0], bias, x);
+    if constexpr (kAhead == 0) {
+      load_group_now<Config>(p, group, at, bias, x);
+    } else {
+      group_x<Config>(p, group, at, ahead[0], bias, x);
 #pragma unroll
-    for (int k = 0; k + 1 < kAhead; ++k) ahead[k] = ahead[k + 1];
-    if (group + kAhead < rows.end) load_group<Config>(p, group + kAhead, at, ahead[kAhead - 1]);
+      for (int k = 0; k + 1 < kAhead; ++k) ahead[k] = ahead[k + 1];
+      if (group + kAhead < rows.end) load_group<Config>(p, group + kAhead, at, ahead[kAhead - 1]);
+    }
     float sum = 0.0f;
 #pragma unroll
     for (int v = 0; v < kVectors; ++v) sum = vector_sum(x[v], sum);
@@ -293,6 +320,38 @@ struct RowStash {
   }
 };
 
+/// The unbounded bucket's first pass over `row`: x read once (the fused sum written out, the
+/// row stashed where it fits) and Σx returned. kBatch vectors' loads start before the first is
+/// used, so a thread has that many in flight (one at a time, an SM's 1024 threads had 16 KB).
+template <class Config>
+FJ_DEVICE float read_row(const LayerNormParams& p, index_t row, const RowStash<Config>& stash,
+                         RowLane at) {
+  constexpr int kBatch = layer_norm_space::kUnboundedLoadsAhead;
+  const ColumnSpan span = stash.span;
+  float sum = 0.0f;
+  for (int first = span.begin + at.lane * Config::kVectorWidth; first < span.end;
+       first += kBatch * Config::kRowStep) {
+    LoadedX<Config> loaded[kBatch] = {};
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int col = first + b * Config::kRowStep;
+      if (col < span.end) start_x<Config>(p, row, col, loaded[b]);
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int col = first + b * Config::kRowStep;
+      if (col >= span.end) continue;
+      RowVector<Config> bias, x;
+      stash.param(2, p.bias, col, bias);
+      finish_x<Config>(p, loaded[b], bias, x);
+      write_sum<Config>(p, row, col, x);
+      if (stash.holds_row()) stash.store_row(col, x);
+      sum = vector_sum(x, sum);
+    }
+  }
+  return sum;
+}
+
 /// The unbounded bucket: one row a block (or a cluster) at a time, read once into the stash
 /// (or, where the row does not fit, read again for each pass). In a cluster each block takes
 /// its chunk of the columns and the row's sums cross the cluster.
@@ -323,14 +382,7 @@ FJ_DEVICE void normalize_rows_in_shared(const LayerNormParams& p) {
   int round = 0;  // the cluster's exchanges
   const BlockRows rows = block_rows<Config>(p.rows);
   for (index_t row = rows.begin; row < rows.end; ++row) {
-    float sum = 0.0f;
-    for_each_vector<Config>(span, at.lane, [&](int col) {
-      RowVector<Config> bias, x;
-      stash.param(2, p.bias, col, bias);
-      read_x<Config>(p, row, col, bias, x);
-      if (stash.holds_row()) stash.store_row(col, x);
-      sum = vector_sum(x, sum);
-    });
+    const float sum = read_row<Config>(p, row, stash, at);
     const float mean = Config::kRms ? 0.0f : row_sum<Config>(sum, at, round) * inv_cols;  // μ
     float squares = 0.0f;
     for_each_vector<Config>(span, at.lane, [&](int col) {

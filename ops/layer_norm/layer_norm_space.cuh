@@ -41,8 +41,9 @@ constexpr int kRegistersPerSm = 65536;
 constexpr int kForwardRegisterBase = 40;
 /// Row groups loaded ahead by a block of `block_threads` whose threads hold `values` of a row
 /// and load `group_bytes` of a group in `group_registers` registers: enough for
-/// kForwardBytesInFlight within the registers left, at least one (a scalar config's share takes
-/// a register an element, so it gets fewer bytes ahead).
+/// kForwardBytesInFlight within the registers left (a scalar config's share takes a register an
+/// element, so it gets fewer bytes ahead); none where no group fits, each group then loaded
+/// where it is used.
 constexpr int forward_groups_ahead(int block_threads, int values, int group_bytes,
                                    int group_registers) {
   const int threads = block_threads > kForwardThreadsPerSm ? block_threads : kForwardThreadsPerSm;
@@ -50,8 +51,11 @@ constexpr int forward_groups_ahead(int block_threads, int values, int group_byte
   const int cap = kRegistersPerSm / threads < 128 ? kRegistersPerSm / threads : 128;
   const int for_registers = (cap - 4 * values - kForwardRegisterBase) / 2 / group_registers;
   const int groups = for_bytes < for_registers ? for_bytes : for_registers;
-  return groups < 1 ? 1 : groups;
+  return groups < 0 ? 0 : groups;
 }
+/// Vectors of a row a thread of the unbounded forward loads before using the first: 4 of 16
+/// bytes at 1024 threads keep 64 KB an SM in flight through the row's first pass.
+constexpr int kUnboundedLoadsAhead = 2;
 /// The backward's blocks per SM: each writes one partial dγ, dβ, dbias that the second kernel
 /// reads back, so the fewer the better once the SM's loads are enough in flight.
 constexpr int kBackwardBlocksPerSm = 1;

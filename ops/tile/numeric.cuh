@@ -42,6 +42,7 @@ FJ_DEVICE bfloat16_t to_bfloat16(float value) {
   return result;
 }
 FJ_DEVICE unsigned float_bits(float value) { return __float_as_uint(value); }
+FJ_DEVICE float float_from_bits(unsigned bits) { return __uint_as_float(bits); }
 
 #else  // host twins
 

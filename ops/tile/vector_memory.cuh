@@ -22,20 +22,52 @@ constexpr int access_elements() {
   return W * sizeof(T) <= 16 ? W : int(16 / sizeof(T));
 }
 
-/// A packed vector widened to fp32: where a load's value is first used, so that a load made
-/// ahead (load_global_packed) is waited for there and not at the load.
+/// W elements of T as memory holds them, in 32-bit words (a lone 16-bit element in the low half
+/// of one): a load made ahead of its use and widened to fp32 only there (widen), so the load is
+/// waited for where the value is needed. Words, not 16-bit fields: the compiler kept a struct of
+/// eight 16-bit elements in eight registers, words take four.
 template <typename T, int W>
-FJ_DEVICE void widen(const Packed<T, W>& in, float (&out)[W]) {
+struct RawVector {
+  static_assert(W * sizeof(T) <= 16 && (W & (W - 1)) == 0, "one access moves at most 16 bytes");
+  static constexpr int kWords = int(W * sizeof(T) + 3) / 4;
+  unsigned words[kWords];
+};
+
+/// The element `i` of `raw`.
+template <typename T, int W>
+FJ_DEVICE T raw_element(const RawVector<T, W>& raw, int i) {
+  if constexpr (sizeof(T) == 4) {  // float
+    return float_from_bits(raw.words[i]);
+  } else {
+    return T{static_cast<unsigned short>(raw.words[i / 2] >> (16 * (i % 2)))};
+  }
+}
+
+/// `raw` widened to fp32.
+template <typename T, int W>
+FJ_DEVICE void widen(const RawVector<T, W>& raw, float (&out)[W]) {
 #pragma unroll
-  for (int i = 0; i < W; ++i) out[i] = to_float(in.values[i]);
+  for (int i = 0; i < W; ++i) out[i] = to_float(raw_element(raw, i));
 }
 
 #if defined(FJ_DEVICE_CODE)
 
 /// Elements [index, index + W) of global array `base` as memory holds them: one access.
 template <typename T, int W>
-FJ_DEVICE void load_global_packed(const T* base, index_t index, Packed<T, W>& out) {
-  out = *reinterpret_cast<const Packed<T, W>*>(base + index);
+FJ_DEVICE void load_global_raw(const T* base, index_t index, RawVector<T, W>& out) {
+  constexpr int kWords = RawVector<T, W>::kWords;
+  const T* address = base + index;
+  if constexpr (W * sizeof(T) == 2) {
+    out.words[0] = *reinterpret_cast<const unsigned short*>(address);
+  } else if constexpr (kWords == 1) {
+    out.words[0] = *reinterpret_cast<const unsigned*>(address);
+  } else if constexpr (kWords == 2) {
+    const uint2 v = *reinterpret_cast<const uint2*>(address);
+    out.words[0] = v.x, out.words[1] = v.y;
+  } else {
+    const uint4 v = *reinterpret_cast<const uint4*>(address);
+    out.words[0] = v.x, out.words[1] = v.y, out.words[2] = v.z, out.words[3] = v.w;
+  }
 }
 
 /// Elements [index, index + W) of global array `base`, widened to fp32.
@@ -163,11 +195,12 @@ inline void store_vector_pieces(T* base, long long index, const float (&in)[W], 
 }
 
 template <typename T, int W>
-inline void load_global_packed(const T* base, index_t index, Packed<T, W>& out,
-                               Site site = Site::current()) {
+inline void load_global_raw(const T* base, index_t index, RawVector<T, W>& out,
+                            Site site = Site::current()) {
   const T* address = emulator::element_address(base, index);
-  const bool ok = emulator::check_global(address, sizeof(out), false, site);
-  for (int i = 0; i < W; ++i) out.values[i] = ok ? address[i] : from_float<T>(0.0f);
+  const bool ok = emulator::check_global(address, W * sizeof(T), false, site);
+  for (unsigned& word : out.words) word = 0;
+  if (ok) std::memcpy(out.words, address, W * sizeof(T));
 }
 
 template <int W, typename T>

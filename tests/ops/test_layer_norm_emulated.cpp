@@ -53,15 +53,19 @@ TEST_CASE("forward over ragged row lengths, layer norm and RMS norm, every dtype
 }
 
 TEST_CASE("forward fused with bias, residual, both or neither, rows padded") {
+  // 300 columns: rows in registers; 20000: rows in shared memory, read two vectors at a time
+  // (the second past the row for some threads).
   for (DType dtype : kDTypes) {
     for (bool rms : {false, true}) {
       for (int fused = 0; fused < 4; ++fused) {
-        LayerNormCase c{.rows = 5, .cols = 300, .dtype = dtype, .rms = rms};
-        c.bias = fused & 1, c.residual = fused & 2, c.padded = true;
-        c.seed = static_cast<std::uint64_t>(fused + 10);
-        check_forward(c);
-        c.write_sum = false;
-        check_forward(c);
+        for (std::int64_t cols : {300, 20000}) {
+          LayerNormCase c{.rows = 5, .cols = cols, .dtype = dtype, .rms = rms};
+          c.bias = fused & 1, c.residual = fused & 2, c.padded = true;
+          c.seed = static_cast<std::uint64_t>(fused + 10);
+          check_forward(c);
+          c.write_sum = false;
+          check_forward(c);
+        }
       }
     }
   }

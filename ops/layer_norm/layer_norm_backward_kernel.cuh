@@ -163,8 +163,89 @@ FJ_DEVICE void add_block_partials(const LayerNormBackwardParams& p,
   }
 }
 
+/// A row slot's x, dy and statistics of one group as loaded and not yet used: x and dy as
+/// memory holds them (RawVector), the statistics in lane 0 of each warp, so the loads stay in
+/// flight until the row is reached.
+template <class Config>
+struct LoadedGradGroup {
+  using Raw = RawVector<typename Config::Element, Config::kVectorWidth>;
+  Raw x[Config::kVectorsPerThread];
+  Raw dy[Config::kVectorsPerThread];
+  RowStats stats;
+  static constexpr int kBytes =
+      2 * Config::kVectorWidth * int(sizeof(typename Config::Element)) * Config::kVectorsPerThread;
+  static constexpr int kRegisters = 2 * Raw::kWords * Config::kVectorsPerThread + 2;
+};
+
+/// Starts the loads of the row slot's x, dy and statistics of group `group` (nothing past the
+/// rows and the row's columns).
+template <class Config>
+FJ_DEVICE void load_grad_group(const LayerNormBackwardParams& p, index_t group, RowLane at,
+                               LoadedGradGroup<Config>& out) {
+  using T = typename Config::Element;
+  const index_t row = group * Config::kRowsPerBlock + at.row_in_block;
+  if (row >= p.rows) return;
+  if (threadIdx.x % kWarpSize == 0) {
+    out.stats = {Config::kRms ? 0.0f : load_global(p.mean.at(row), 0),
+                 load_global(p.rstd.at(row), 0)};
+  }
+#pragma unroll
+  for (int v = 0; v < Config::kVectorsPerThread; ++v) {
+    const int col = vector_column<Config>(v, at.lane);
+    if (col >= p.cols) continue;
+    load_global_raw(p.x.template row<const T>(row), col, out.x[v]);
+    load_global_raw(p.dy.template row<const T>(row), col, out.dy[v]);
+  }
+}
+
+/// The row slot's x and dy of group `group` from its loads (zeros past the rows and the
+/// columns), and the row's statistics, shuffled from lane 0 (zeros past the rows).
+template <class Config>
+FJ_DEVICE RowStats grad_group_rows(const LayerNormBackwardParams& p, index_t group, RowLane at,
+                                   const LoadedGradGroup<Config>& loaded,
+                                   RowVector<Config> (&x)[Config::kVectorsPerThread],
+                                   RowVector<Config> (&dy)[Config::kVectorsPerThread]) {
+  const index_t row = group * Config::kRowsPerBlock + at.row_in_block;
+  const bool active = row < p.rows;
+#pragma unroll
+  for (int v = 0; v < Config::kVectorsPerThread; ++v) {
+    fill_zero(x[v]);
+    fill_zero(dy[v]);
+    if (active && vector_column<Config>(v, at.lane) < p.cols) {
+      widen(loaded.x[v], x[v]);
+      widen(loaded.dy[v], dy[v]);
+    }
+  }
+  const RowStats stats = {shuffle_from(loaded.stats.mean, 0), shuffle_from(loaded.stats.rstd, 0)};
+  return active ? stats : RowStats{0.0f, 0.0f};
+}
+
+/// The row slot's x and dy of group `group` loaded one vector after the other (zeros past the
+/// rows and the columns), and its statistics: where no group fits in registers ahead of its use.
+template <class Config>
+FJ_DEVICE RowStats load_grad_rows_now(const LayerNormBackwardParams& p, index_t group, RowLane at,
+                                      RowVector<Config> (&x)[Config::kVectorsPerThread],
+                                      RowVector<Config> (&dy)[Config::kVectorsPerThread]) {
+  using T = typename Config::Element;
+  const index_t row = group * Config::kRowsPerBlock + at.row_in_block;
+  const bool active = row < p.rows;
+#pragma unroll
+  for (int v = 0; v < Config::kVectorsPerThread; ++v) {
+    const int col = vector_column<Config>(v, at.lane);
+    fill_zero(x[v]);
+    fill_zero(dy[v]);
+    if (active && col < p.cols) {
+      load_global_vector(p.x.template row<const T>(row), col, x[v]);
+      load_global_vector(p.dy.template row<const T>(row), col, dy[v]);
+    }
+  }
+  return row_stats<Config>(p, row, active);
+}
+
 /// The bounded buckets: γ, the row's terms and the block's partials in registers; the block's
-/// row slots' partials are added in shared memory before the one write.
+/// row slots' partials are added in shared memory before the one write. The next kAhead groups'
+/// x, dy and statistics load while this one's sums, barriers and stores run (one group, loaded
+/// at its row's start, left 16 KB an SM in flight, and only while loading).
 template <class Config>
 FJ_DEVICE void backward_rows_in_registers(const LayerNormBackwardParams& p) {
   using T = typename Config::Element;
@@ -178,22 +259,30 @@ FJ_DEVICE void backward_rows_in_registers(const LayerNormBackwardParams& p) {
   const float inv_cols = 1.0f / float(p.cols);
   auto add = [](RowSums a, RowSums b) { return add_sums(a, b); };
   const BlockRows rows = block_rows<Config>(p.rows);
+  constexpr int kAhead = layer_norm_space::row_groups_ahead(
+      Config::kBlockThreads, kVectors * Config::kVectorWidth, kVectors,
+      layer_norm_space::kBackwardRegistersPerValue, LoadedGradGroup<Config>::kBytes,
+      LoadedGradGroup<Config>::kRegisters);
+  LoadedGradGroup<Config> ahead[kAhead > 0 ? kAhead : 1] = {};  // groups group .. + kAhead - 1
+#pragma unroll
+  for (int k = 0; k < kAhead; ++k) {
+    if (rows.begin + k < rows.end) load_grad_group<Config>(p, rows.begin + k, at, ahead[k]);
+  }
   for (index_t group = rows.begin; group < rows.end; ++group) {
     const index_t row = group * Config::kRowsPerBlock + at.row_in_block;
     const bool active = row < p.rows;  // idle threads still reach the block barriers
-    const RowStats stats = row_stats<Config>(p, row, active);
     RowVector<Config> x[kVectors], dy[kVectors];
-    RowSums sums = {0.0f, 0.0f};
+    const RowStats stats = kAhead == 0
+                               ? load_grad_rows_now<Config>(p, group, at, x, dy)
+                               : grad_group_rows<Config>(p, group, at, ahead[0], x, dy);
+    if constexpr (kAhead > 0) {
 #pragma unroll
-    for (int v = 0; v < kVectors; ++v) {
-      const int col = vector_column<Config>(v, at.lane);
-      fill_zero(x[v]);
-      fill_zero(dy[v]);
-      if (active && col < p.cols) {
-        load_global_vector(p.x.template row<const T>(row), col, x[v]);
-        load_global_vector(p.dy.template row<const T>(row), col, dy[v]);
+      for (int k = 0; k + 1 < kAhead; ++k) ahead[k] = ahead[k + 1];
+      if (group + kAhead < rows.end) {
+        load_grad_group<Config>(p, group + kAhead, at, ahead[kAhead - 1]);
       }
     }
+    RowSums sums = {0.0f, 0.0f};
 #pragma unroll
     for (int v = 0; v < kVectors; ++v) {
       const VectorGrad<Config> grad(x[v], dy[v], gamma[v], stats);

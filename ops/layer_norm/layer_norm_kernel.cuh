@@ -225,14 +225,15 @@ FJ_DEVICE void load_group_now(const LayerNormParams& p, index_t group, RowLane a
 
 /// The bounded buckets: the row, γ, β and the bias in registers, kVectorsPerThread vectors each.
 /// The next kAhead groups' x load while this one's sums, barriers and stores run, so an SM keeps
-/// layer_norm_space::kForwardBytesInFlight bytes in flight through its rows (an H200 ran
+/// layer_norm_space::kBytesInFlight bytes in flight through its rows (an H200 ran
 /// 32768 × 4096 bf16 at 1.3 TB/s, torch's kernel at 2.6, with one row's 16 bytes a thread).
 template <class Config>
 FJ_DEVICE void normalize_rows_in_registers(const LayerNormParams& p) {
   constexpr int kVectors = Config::kVectorsPerThread;
-  constexpr int kAhead = layer_norm_space::forward_groups_ahead(
-      Config::kBlockThreads, kVectors * Config::kVectorWidth, LoadedGroup<Config>::kBytes,
-      LoadedGroup<Config>::kRegisters);
+  constexpr int kAhead = layer_norm_space::row_groups_ahead(
+      Config::kBlockThreads, kVectors * Config::kVectorWidth, kVectors,
+      layer_norm_space::kForwardRegistersPerValue, LoadedGroup<Config>::kBytes,
+      2 * LoadedGroup<Config>::kRegisters);
   const RowLane at = row_lane<Config>();
   RowVector<Config> gamma[kVectors], beta[kVectors], bias[kVectors];  // loaded once
   load_block_params<Config>(p.cols, p.gamma, at, gamma);

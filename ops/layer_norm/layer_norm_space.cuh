@@ -29,27 +29,34 @@ constexpr int kForwardThreadsPerSm = 512;
 constexpr int forward_blocks_per_sm(int block_threads) {
   return block_threads >= kForwardThreadsPerSm ? 1 : kForwardThreadsPerSm / block_threads;
 }
-/// Bytes of x an SM of the bounded forward keeps loading ahead of the rows it works on, through
-/// each row's sums, barriers and stores: about what 4.3 TB/s needs at 1 µs of latency over 132
-/// SMs (one row's 16 bytes a thread, widened at the load, left 8 KB).
-constexpr int kForwardBytesInFlight = 32 * 1024;
-/// Registers a thread of the bounded forward holds besides the loads ahead: x, γ, β and the
-/// bias in fp32 (4 a value) and about kForwardRegisterBase more (addresses, sums, counters);
-/// what is left of the thread's share of the SM's 64 K registers (at most 128 at 512 threads,
-/// 64 at 1024) goes to the loads ahead, half of it to the input's, half to a fused residual's.
+/// Bytes an SM of a bounded kernel keeps loading ahead of the rows it works on (the forward's
+/// x, the backward's x and dy), through each row's sums, barriers and stores: about what 4.3
+/// TB/s needs at 1 µs of latency over 132 SMs (one row's 16 bytes a thread, waited for at the
+/// load, left 8 KB).
+constexpr int kBytesInFlight = 32 * 1024;
+/// Registers a thread of a bounded kernel holds besides its loads ahead: some a value of its
+/// row share (the forward's x, γ, β and bias: 4; the backward's γ, three partial sums and the
+/// row's terms: 6), some a vector access (addresses: 4) and about kRegisterBase more (sums,
+/// counters), fitted to ptxas's counts. What is left of the thread's share of the SM's 64 K
+/// registers (at most 128 at 512 threads, 64 at 1024) holds the loads ahead.
 constexpr int kRegistersPerSm = 65536;
-constexpr int kForwardRegisterBase = 40;
-/// Row groups loaded ahead by a block of `block_threads` whose threads hold `values` of a row
-/// and load `group_bytes` of a group in `group_registers` registers: enough for
-/// kForwardBytesInFlight within the registers left (a scalar config's share takes a register an
-/// element, so it gets fewer bytes ahead); none where no group fits, each group then loaded
-/// where it is used.
-constexpr int forward_groups_ahead(int block_threads, int values, int group_bytes,
-                                   int group_registers) {
+constexpr int kRegisterBase = 40;
+constexpr int kRegistersPerVector = 4;
+constexpr int kForwardRegistersPerValue = 4;
+constexpr int kBackwardRegistersPerValue = 6;
+/// Row groups a block of `block_threads` loads ahead when its threads hold `values` of a row
+/// in `vectors` accesses, `value_registers` registers a value, and a group's loads are
+/// `group_bytes` (counted in flight) in `group_registers` registers (a fused residual's too):
+/// enough for kBytesInFlight within the registers left (a scalar config's share takes a
+/// register an element, so it gets fewer bytes ahead); none where no group fits, each group
+/// then loaded where it is used.
+constexpr int row_groups_ahead(int block_threads, int values, int vectors, int value_registers,
+                               int group_bytes, int group_registers) {
   const int threads = block_threads > kForwardThreadsPerSm ? block_threads : kForwardThreadsPerSm;
-  const int for_bytes = (kForwardBytesInFlight / threads + group_bytes - 1) / group_bytes;
+  const int for_bytes = (kBytesInFlight / threads + group_bytes - 1) / group_bytes;
   const int cap = kRegistersPerSm / threads < 128 ? kRegistersPerSm / threads : 128;
-  const int for_registers = (cap - 4 * values - kForwardRegisterBase) / 2 / group_registers;
+  const int held = value_registers * values + kRegistersPerVector * vectors + kRegisterBase;
+  const int for_registers = (cap - held) / group_registers;
   const int groups = for_bytes < for_registers ? for_bytes : for_registers;
   return groups < 0 ? 0 : groups;
 }

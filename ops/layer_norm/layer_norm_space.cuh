@@ -24,7 +24,7 @@ constexpr int kMinBlockThreads = 512;
 /// blocks per SM, and its kernels' launch bounds ask ptxas for as many, so the grid is what the
 /// SM holds at once (the grid had assumed 2048 threads while ptxas used 77 registers a thread,
 /// so an SM held one block of 512, not four). The bounded buckets keep the row, γ, β, the bias
-/// and the rows loaded ahead in registers, 95 to 110 a thread: one block of 512 threads.
+/// and the rows loaded ahead in registers, 94 to 108 a thread: one block of 512 threads.
 constexpr int kForwardThreadsPerSm = 512;
 constexpr int forward_blocks_per_sm(int block_threads) {
   return block_threads >= kForwardThreadsPerSm ? 1 : kForwardThreadsPerSm / block_threads;
@@ -60,8 +60,9 @@ constexpr int row_groups_ahead(int block_threads, int values, int vectors, int v
   const int groups = for_bytes < for_registers ? for_bytes : for_registers;
   return groups < 0 ? 0 : groups;
 }
-/// Vectors of a row a thread of the unbounded forward loads before using the first: 4 of 16
-/// bytes at 1024 threads keep 64 KB an SM in flight through the row's first pass.
+/// Vectors of a row a thread of the unbounded forward loads before using the first: 2 of 16
+/// bytes at 1024 threads keep kBytesInFlight through the row's first pass (4 spilled at the
+/// 64 registers a thread that 1024 threads leave).
 constexpr int kUnboundedLoadsAhead = 2;
 /// The backward's blocks per SM: each writes one partial dγ, dβ, dbias that the second kernel
 /// reads back, so the fewer the better once the SM's loads are enough in flight.

@@ -144,16 +144,20 @@ def callers_names(message: str, names: dict) -> str:
     return message[:match.start(1)] + argument + message[match.end(1):]
 
 
-def check(status: int, names: dict = None) -> None:
-    """Delivers the call's messages (deliver_messages), then raises for a failed call: ValueError for a bad argument (the message names it, in the
-    caller's words where `names` maps the library's, e.g. {"sequences.seqlens_k":
-    "cache_seqlens"}), Error otherwise, each with the library's message."""
+def check(status: int, names=None) -> None:
+    """Delivers the call's messages (deliver_messages), then raises for a failed call:
+    ValueError for a bad argument (the message names it, in the caller's words where `names`
+    maps the library's, e.g. {"sequences.seqlens_k": "cache_seqlens"}; `names` may also be a
+    function returning that map, called only on a failure), Error otherwise, each with the
+    library's message."""
     deliver_messages()  # what the call said on its way, before its result
     if status == HEADER.constants["FLASHJIT_OK"]:
         return
     lib = library()
     message = lib.flashjit_last_error().decode()
     if status == HEADER.constants["FLASHJIT_ERROR_INVALID_ARGUMENT"]:
+        if callable(names):
+            names = names()
         raise ValueError(callers_names(message, names or {}))
     raise Error(lib.flashjit_status_name(status).decode(), message)
 

@@ -85,7 +85,7 @@ def _varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, options, used=(None, None
         _capi.check(_capi.library().flashjit_attention_forward_sequences(
             launch.runtime.handle, ctypes.byref(a), ctypes.byref(sequences),
             *[_capi.pointer(launch.input(n)) for n in ("q", "k", "v")], _capi.pointer(o),
-            _capi.pointer(lse), launch.stream), sequence_names(fields))
+            _capi.pointer(lse), launch.stream), lambda: sequence_names(fields))
         return launch.result("o"), launch.result("lse")
 
 
@@ -106,7 +106,7 @@ def _varlen_backward(dout, q, k, v, o, lse, cu_q, cu_k, max_q, max_k, options, u
             launch.runtime.handle, ctypes.byref(a), ctypes.byref(sequences),
             *[_capi.pointer(launch.input(n)) for n in ("q", "k", "v", "o", "lse", "dout")],
             _capi.pointer(dq), _capi.pointer(dk), _capi.pointer(dv), launch.stream),
-            sequence_names(fields))
+            lambda: sequence_names(fields))
         launch.write_back()  # the captures' and the sinks' gradients, on the emulator
         return launch.result("dq"), launch.result("dk"), launch.result("dv")
 

@@ -396,7 +396,8 @@ def test_bad_inference_arguments_are_named():
     q, k = rand(10, 2, 64), rand(12, 2, 64)
     falling = torch.tensor([0, 6, 4], dtype=torch.int32)  # not nondecreasing
     ok = torch.tensor([0, 6, 12], dtype=torch.int32)
-    with pytest.raises(ValueError, match="cu_seqlens_q"):
+    # The library's check, in the caller's name (not its field's, 'sequences.cu_seqlens_q').
+    with pytest.raises(ValueError, match="argument 'cu_seqlens_q': decreases at position 2"):
         flashjit.attention_varlen(q, k, k, falling, ok, 6, 6)
     with pytest.raises(ValueError, match=r"'cu_seqlens_q' must be \[batch \+ 1\]"):
         flashjit.attention_varlen(q, k, k, ok[None], ok, 6, 6)

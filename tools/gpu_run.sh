@@ -187,6 +187,7 @@ feature_runs=(
   "--op attention-backward --dropout 0.1 --batch 2 --heads 4 --heads-kv 2 --seqlen-q 300 --head-dim 256 --deterministic"
   "--op attention-backward --varlen 5 --dropout 0.2 --seqlen-q 300 --heads 4 --head-dim 128"
   "--op layer-norm --rows 512 --cols 16384 --bias --residual"
+  "--op layer-norm --rows 2048 --cols 4096 --bias --residual"
   "--op layer-norm --rows 64 --cols 65536 --rms"
   "--op layer-norm --rows 4096 --cols 768 --dtype fp32"
   "--op layer-norm --rows 1000 --cols 4097"

@@ -63,22 +63,6 @@ void prune_static(std::vector<Candidate>& candidates, const TuningProblem& probl
   problem.prune_for_size(candidates);
 }
 
-int blocks_per_sm(int registers, int threads, int shared_bytes, int shared_limit,
-                  const std::string& arch) {
-  constexpr int kRegistersPerSm = 64 * 1024;
-  constexpr int kMaxBlocksPerSm = 32;
-  const bool consumer = arch.rfind("sm_86", 0) == 0 || arch.rfind("sm_89", 0) == 0;
-  const int threads_per_sm = consumer ? 1536 : 2048;
-  if (threads <= 0 || threads > 1024 || shared_bytes > shared_limit) return 0;
-  // Registers are allocated per warp in units of 256 (8 per thread, rounded up).
-  const int per_thread = (std::max(registers, 1) + 7) / 8 * 8;
-  const int warps = (threads + 31) / 32;
-  int blocks = std::min(kMaxBlocksPerSm, threads_per_sm / (warps * 32));
-  blocks = std::min(blocks, kRegistersPerSm / (per_thread * 32 * warps));
-  if (shared_bytes > 0) blocks = std::min(blocks, shared_limit / shared_bytes);
-  return std::max(blocks, 0);
-}
-
 void prune_on_resources(std::vector<Candidate>& candidates, const std::string& arch,
                         int shared_limit, int jobs, const std::function<void(int, int)>& progress) {
   // Flatten (candidate, spec) pairs of the candidates still in the running.
@@ -131,7 +115,7 @@ std::string resource_problem(const detail::KernelSpec& spec, const detail::Resou
     return "spills " + std::to_string(r.spill_bytes()) + " B in " + spec.role;
   }
   if (!r.advisories.empty()) return "ptxas advisory in " + spec.role + ": " + r.advisories.front();
-  if (blocks_per_sm(r.registers, spec.threads, shared, shared_limit, arch) == 0) {
+  if (detail::blocks_per_sm(r.registers, spec.threads, shared, shared_limit, arch) == 0) {
     return "zero occupancy in " + spec.role + " (" + std::to_string(r.registers) + " registers x " +
            std::to_string(spec.threads) + " threads, " + kib(shared) + " shared)";
   }

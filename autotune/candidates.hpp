@@ -38,12 +38,6 @@ std::vector<Candidate> enumerate_candidates(const TuningProblem& problem, const 
 void prune_static(std::vector<Candidate>& candidates, const TuningProblem& problem,
                   int shared_limit);
 
-/// Resident blocks per SM for a kernel of `threads` threads using `registers` per thread and
-/// `shared_bytes` of shared memory, on an arch with 64K registers and 2048 threads per SM
-/// (1536 on sm_86/sm_89) and `shared_limit` bytes of shared memory; 0 when it cannot run.
-int blocks_per_sm(int registers, int threads, int shared_bytes, int shared_limit,
-                  const std::string& arch);
-
 /// Compiles every spec of the candidates still in the running through the kernel cache on
 /// `jobs` workers (a spec compiled before is a cache hit), records the resource reports and
 /// prunes those that spill, carry a ptxas performance advisory (ResourceUsage::advisories: a

@@ -84,8 +84,8 @@ std::uint64_t modelled_dram_read_bytes(std::size_t ctas, const CtaReads& reads_o
                                        std::uint64_t l2_bytes, unsigned resident);
 
 /// The CTAs of `threads` threads and `shared_bytes` of dynamic shared memory one SM holds at
-/// once (threads and shared memory; registers are not known on the emulator). CUDA reserves
-/// 1 KB of shared memory per CTA.
+/// once, at most gpu.ctas_per_sm_limit (the runtime lowers it to what the kernel's registers
+/// allow where ptxas has counted them). CUDA reserves 1 KB of shared memory per CTA.
 unsigned resident_ctas_per_sm(const ModelledGpu& gpu, unsigned threads,
                               std::uint64_t shared_bytes);
 

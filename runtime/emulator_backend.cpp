@@ -15,6 +15,7 @@
 #include "emulator/fiber.hpp"
 #include "flashjit/error.hpp"
 #include "host_kernels.hpp"
+#include "kernel_cache.hpp"
 #include "runtime_backend.hpp"
 
 namespace flashjit::detail {
@@ -58,6 +59,30 @@ emulator::ModelledGpu modelled_gpu(const DeviceInfo& info) {
   gpu.l2_bytes = info.l2_bytes;
   gpu.shared_bytes_per_sm = info.cc_major >= 9 ? 228 * 1024 : 164 * 1024;
   return gpu;
+}
+
+// The CTAs of `spec` an SM of `gpu` holds by ptxas's registers for it too (the kernel cache's
+// entry for the same spec, compiled on a miss), at most `limit`; `limit` when threads and
+// shared memory already allow one CTA only, or when no compile is to be had (FLASHJIT_NO_JIT, a
+// compile error). Threads and shared memory alone once counted four 512-thread layer-norm
+// blocks an SM where the registers held one.
+unsigned ctas_by_registers(const KernelSpec& spec, const LaunchShape& shape,
+                           const emulator::ModelledGpu& gpu) {
+  const unsigned limit = gpu.ctas_per_sm_limit;
+  const int threads = static_cast<int>(shape.block_x * shape.block_y * shape.block_z);
+  if (emulator::resident_ctas_per_sm(gpu, static_cast<unsigned>(threads),
+                                     shape.dynamic_shared_bytes) <= 1) {
+    return limit;  // no compile: registers cannot lower one
+  }
+  try {
+    const ResourceUsage& r = KernelCache::process_cache().get(spec).entry->kernel.resources;
+    const int shared = r.static_shared_bytes + static_cast<int>(shape.dynamic_shared_bytes);
+    const int blocks =
+        blocks_per_sm(r.registers, threads, shared, arch_shared_memory_limit(spec.arch), spec.arch);
+    return blocks > 0 ? std::min(limit, static_cast<unsigned>(blocks)) : limit;
+  } catch (const Error&) {
+    return limit;
+  }
 }
 
 // The public form of a launch's memory counters.
@@ -244,6 +269,9 @@ void EmulatorBackend::launch(const KernelSpec& spec, const LaunchShape& shape, v
   const EmulatedLauncher kernel = launcher(spec);  // before the lock: a compile takes seconds
   emulator::LaunchConfig config = launch_config(spec, shape, buffers);
   config.memory_model = memory_model_;
+  if (config.memory_model) {  // before the lock too: the compile for the registers
+    config.memory_model->ctas_per_sm_limit = ctas_by_registers(spec, shape, *config.memory_model);
+  }
   emulator::Report report;
   {
     static std::mutex emulator_mutex;  // the emulator runs one launch at a time per process

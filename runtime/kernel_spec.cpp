@@ -79,4 +79,20 @@ int arch_shared_memory_limit(const std::string& arch) {
   }
 }
 
+int blocks_per_sm(int registers, int threads, int shared_bytes, int shared_limit,
+                  const std::string& arch) {
+  constexpr int kRegistersPerSm = 64 * 1024;
+  constexpr int kMaxBlocksPerSm = 32;
+  const bool consumer = arch.rfind("sm_86", 0) == 0 || arch.rfind("sm_89", 0) == 0;
+  const int threads_per_sm = consumer ? 1536 : 2048;
+  if (threads <= 0 || threads > 1024 || shared_bytes > shared_limit) return 0;
+  // Registers are allocated per warp in units of 256 (8 per thread, rounded up).
+  const int per_thread = (std::max(registers, 1) + 7) / 8 * 8;
+  const int warps = (threads + 31) / 32;
+  int blocks = std::min(kMaxBlocksPerSm, threads_per_sm / (warps * 32));
+  blocks = std::min(blocks, kRegistersPerSm / (per_thread * 32 * warps));
+  if (shared_bytes > 0) blocks = std::min(blocks, shared_limit / shared_bytes);
+  return std::max(blocks, 0);
+}
+
 }  // namespace flashjit::detail

@@ -65,4 +65,10 @@ void validate_arch(const std::string& arch);
 /// validate_arch.
 int arch_shared_memory_limit(const std::string& arch);
 
+/// Resident blocks per SM for a kernel of `threads` threads using `registers` per thread and
+/// `shared_bytes` of shared memory, on an arch with 64K registers and 2048 threads per SM
+/// (1536 on sm_86/sm_89) and `shared_limit` bytes of shared memory; 0 when it cannot run.
+int blocks_per_sm(int registers, int threads, int shared_bytes, int shared_limit,
+                  const std::string& arch);
+
 }  // namespace flashjit::detail

@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "autotune/candidates.hpp"
 #include "commands.hpp"
 #include "common/op_registry.hpp"
 #include "flashjit/device.hpp"
@@ -97,8 +96,8 @@ void print_line(const detail::KernelSpec& spec, const detail::CacheEntry& entry,
                 const char* outcome) {
   const detail::ResourceUsage& r = entry.kernel.resources;
   const int shared = r.static_shared_bytes + spec.dynamic_shared_bytes;
-  const int ctas = autotune::blocks_per_sm(r.registers, spec.threads, shared,
-                                           detail::arch_shared_memory_limit(spec.arch), spec.arch);
+  const int ctas = detail::blocks_per_sm(r.registers, spec.threads, shared,
+                                         detail::arch_shared_memory_limit(spec.arch), spec.arch);
   std::printf("%-*s %-7s regs %3d  spill %4d B  smem %9s  ctas/SM %2d  %s\n", width,
               entry.display_name.c_str(), entry.arch.c_str(), r.registers, r.spill_bytes(),
               format_bytes(static_cast<std::uintmax_t>(shared)).c_str(), ctas, outcome);

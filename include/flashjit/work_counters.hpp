@@ -48,7 +48,7 @@ struct MemoryCounters {
   /// The most bytes of cp.async and TMA loads (issued, not landed) plus one plain load request
   /// per warp one CTA had outstanding at any moment; sums keep the largest.
   std::uint64_t bytes_in_flight_per_cta = 0;
-  unsigned ctas_per_sm = 0;  ///< CTAs an SM holds at once (threads and shared memory)
+  unsigned ctas_per_sm = 0;  ///< CTAs an SM holds at once (threads, shared memory, registers)
   std::uint64_t bytes_in_flight_per_sm = 0;  ///< per CTA times CTAs per SM; sums keep the largest
   std::uint64_t dram_bytes_read = 0;         ///< global reads the L2 model missed
   std::uint64_t dram_bytes_written = 0;      ///< distinct sectors written

@@ -255,12 +255,12 @@ TEST_CASE("static pruning: shared memory over the limit, tiles larger than the p
 }
 
 TEST_CASE("occupancy arithmetic") {
-  CHECK(blocks_per_sm(128, 128, 0, 227 * 1024, "sm_90a") == 4);          // registers bound
-  CHECK(blocks_per_sm(255, 256, 0, 227 * 1024, "sm_90a") == 1);          // 255 rounds to 256
-  CHECK(blocks_per_sm(128, 1024, 0, 227 * 1024, "sm_90a") == 0);         // 128 K registers
-  CHECK(blocks_per_sm(32, 128, 100 * 1024, 227 * 1024, "sm_90a") == 2);  // shared bound
-  CHECK(blocks_per_sm(32, 128, 228 * 1024, 227 * 1024, "sm_90a") == 0);
-  CHECK(blocks_per_sm(16, 512, 0, 99 * 1024, "sm_89") == 3);  // 1536 threads per SM
+  CHECK(detail::blocks_per_sm(128, 128, 0, 227 * 1024, "sm_90a") == 4);   // registers bound
+  CHECK(detail::blocks_per_sm(255, 256, 0, 227 * 1024, "sm_90a") == 1);   // 255 rounds to 256
+  CHECK(detail::blocks_per_sm(128, 1024, 0, 227 * 1024, "sm_90a") == 0);  // 128 K registers
+  CHECK(detail::blocks_per_sm(32, 128, 100 * 1024, 227 * 1024, "sm_90a") == 2);  // shared bound
+  CHECK(detail::blocks_per_sm(32, 128, 228 * 1024, 227 * 1024, "sm_90a") == 0);
+  CHECK(detail::blocks_per_sm(16, 512, 0, 99 * 1024, "sm_89") == 3);  // 1536 threads per SM
 }
 
 TEST_CASE("a kernel with a ptxas performance advisory is pruned, naming it") {

@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <string>
 
-#include "autotune/candidates.hpp"
 #include "common/op_registry.hpp"
 #include "layer_norm/layer_norm.hpp"
 #include "layer_norm/layer_norm_space.cuh"
@@ -37,9 +36,9 @@ TEST_CASE("the layer_norm defaults compile for sm_80 and sm_90a without spills")
       if (spec.role != "layer_norm") continue;
       CAPTURE(spec.display_name());
       const ResourceUsage& r = cache.get(spec).entry->kernel.resources;
-      const int resident = autotune::blocks_per_sm(
-          r.registers, spec.threads, r.static_shared_bytes + spec.dynamic_shared_bytes,
-          arch_shared_memory_limit(arch), arch);
+      const int resident = detail::blocks_per_sm(r.registers, spec.threads,
+                                                 r.static_shared_bytes + spec.dynamic_shared_bytes,
+                                                 arch_shared_memory_limit(arch), arch);
       CHECK(resident >= layer_norm_space::forward_blocks_per_sm(spec.threads));
     }
   }

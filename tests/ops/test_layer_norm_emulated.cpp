@@ -1,8 +1,9 @@
 // layer_norm on the CPU emulator against the float64 reference: ragged row lengths (cached and
 // streamed rows, one warp and many per row), every fused add, layer norm and RMS norm, every
 // dtype, forward and backward; the backward against central differences of the float64
-// forward; dγ and dβ bit-identical across runs; rows split over a cluster on sm_90a; and rows
-// whose mean dwarfs their spread.
+// forward; dγ and dβ bit-identical across runs; rows split over a cluster on sm_90a; rows
+// whose mean dwarfs their spread; blocks of many row groups through the loads ahead; and the
+// memory model's CTAs an SM by the forward's registers.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -310,4 +311,23 @@ TEST_CASE("rows of 1e4 + N(0, 1) keep their variance: two passes on chip, not E[
       CHECK(naive_errors[r] > 1e-5);  // so this test can fail
     }
   }
+}
+
+TEST_CASE("memory model: an SM holds the layer-norm forward blocks its registers allow") {
+  // A 512-thread block: threads and shared memory alone would put four on an SM, ptxas's
+  // registers (over 64 a thread: the row, γ, β, the bias and the rows loaded ahead) one, as
+  // the forward's grid counts on. The model takes the registers of the same kernel compiled for
+  // the modelled GPU.
+  Runtime modelled(RuntimeOptions{
+      .backend = Backend::emulator, .emulated_arch = "sm_90a", .model_memory = true});
+  REQUIRE(testing::run_layer_norm_case(modelled, {.rows = 64, .cols = 4096}).ok);
+  bool found = false;
+  for (const KernelWork& kernel : modelled.emulated_work()) {
+    if (kernel.kernel.rfind("layer_norm.", 0) != 0) continue;  // the forward's
+    found = true;
+    CAPTURE(kernel.kernel);
+    REQUIRE(kernel.work.memory.modelled);
+    CHECK(kernel.work.memory.ctas_per_sm == 1);
+  }
+  CHECK(found);
 }

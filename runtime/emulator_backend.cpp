@@ -75,7 +75,8 @@ unsigned ctas_by_registers(const KernelSpec& spec, const LaunchShape& shape,
     return limit;  // no compile: registers cannot lower one
   }
   try {
-    const ResourceUsage& r = KernelCache::process_cache().get(spec).entry->kernel.resources;
+    const CacheLookup lookup = KernelCache::process_cache().get(spec);
+    const ResourceUsage& r = lookup.entry->kernel.resources;
     const int shared = r.static_shared_bytes + static_cast<int>(shape.dynamic_shared_bytes);
     const int blocks =
         blocks_per_sm(r.registers, threads, shared, arch_shared_memory_limit(spec.arch), spec.arch);

@@ -260,7 +260,7 @@ FJ_DEVICE void backward_rows_in_registers(const LayerNormBackwardParams& p) {
   auto add = [](RowSums a, RowSums b) { return add_sums(a, b); };
   const BlockRows rows = block_rows<Config>(p.rows);
   constexpr int kAhead = layer_norm_space::row_groups_ahead(
-      Config::kBlockThreads, kVectors * Config::kVectorWidth, kVectors,
+      Config::kBlockThreads * Config::kBackwardBlocksPerSm, kVectors * Config::kVectorWidth, kVectors,
       layer_norm_space::kBackwardRegistersPerValue, LoadedGradGroup<Config>::kBytes,
       LoadedGradGroup<Config>::kRegisters);
   LoadedGradGroup<Config> ahead[kAhead > 0 ? kAhead : 1] = {};  // groups group .. + kAhead - 1
@@ -451,7 +451,7 @@ FJ_DEVICE void backward_rows_in_shared(const LayerNormBackwardParams& p) {
 /// block kBlockThreads; dynamic shared memory: the merge slots and the partials of a block's
 /// rows, or for the unbounded bucket the stash the host chose.
 template <class Config>
-FJ_GLOBAL void __launch_bounds__(Config::kBlockThreads, Config::kMinBlocksPerSm)
+FJ_GLOBAL void __launch_bounds__(Config::kBlockThreads, Config::kBackwardBlocksPerSm)
     layer_norm_backward_kernel(const LayerNormBackwardParams p) {
   if constexpr (Config::kCached) {
     backward_rows_in_registers<Config>(p);
@@ -466,7 +466,7 @@ FJ_GLOBAL void __launch_bounds__(Config::kBlockThreads, Config::kMinBlocksPerSm)
 /// cluster size.
 template <class Config>
 FJ_GLOBAL void __cluster_dims__(Config::kClusterBlocks, 1, 1)
-    __launch_bounds__(Config::kBlockThreads, Config::kMinBlocksPerSm)
+    __launch_bounds__(Config::kBlockThreads, Config::kBackwardBlocksPerSm)
         layer_norm_backward_cluster_kernel(const LayerNormBackwardParams p) {
   static_assert(Config::kClusterBlocks > 1 && !Config::kCached, "the unbounded bucket's split");
   backward_rows_in_shared<Config>(p);

@@ -231,7 +231,7 @@ template <class Config>
 FJ_DEVICE void normalize_rows_in_registers(const LayerNormParams& p) {
   constexpr int kVectors = Config::kVectorsPerThread;
   constexpr int kAhead = layer_norm_space::row_groups_ahead(
-      Config::kBlockThreads, kVectors * Config::kVectorWidth, kVectors,
+      Config::kBlockThreads * Config::kForwardBlocksPerSm, kVectors * Config::kVectorWidth, kVectors,
       layer_norm_space::kForwardRegistersPerValue, LoadedGroup<Config>::kBytes,
       2 * LoadedGroup<Config>::kRegisters);
   const RowLane at = row_lane<Config>();

@@ -33,11 +33,11 @@ struct LayerNormConfig {
   static constexpr int kWarpsPerRow = ThreadsPerRow / kWarpSize;
   // A thread's vectors of a row held in registers (the bounded buckets).
   static constexpr int kVectorsPerThread = kCached ? MaxCols / kRowStep : 1;
-  // __launch_bounds__'s blocks per SM: one lets ptxas use every register the block size
-  // leaves; left to its default at 512 threads, it capped the backward at 64 and spilled.
-  static constexpr int kMinBlocksPerSm = 1;
-  // The forward's: as many blocks as its persistent grid puts on an SM.
+  // __launch_bounds__'s blocks per SM, as many as each kernel's persistent grid puts on an SM
+  // (the backward's one lets ptxas use every register the block size leaves; left to its
+  // default at 512 threads, it capped the backward at 64 and spilled).
   static constexpr int kForwardBlocksPerSm = layer_norm_space::forward_blocks_per_sm(kBlockThreads);
+  static constexpr int kBackwardBlocksPerSm = layer_norm_space::kBackwardBlocksPerSm;
   // Blocks of a cluster that share each row (the unbounded bucket only).
   static constexpr int kClusterBlocks = ClusterBlocks;
   // Where the unbounded bucket's stash starts: past the merge slots and the cluster's exchange.

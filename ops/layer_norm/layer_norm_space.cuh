@@ -44,17 +44,16 @@ constexpr int kRegisterBase = 40;
 constexpr int kRegistersPerVector = 4;
 constexpr int kForwardRegistersPerValue = 4;
 constexpr int kBackwardRegistersPerValue = 6;
-/// Row groups a block of `block_threads` loads ahead when its threads hold `values` of a row
-/// in `vectors` accesses, `value_registers` registers a value, and a group's loads are
-/// `group_bytes` (counted in flight) in `group_registers` registers (a fused residual's too):
-/// enough for kBytesInFlight within the registers left (a scalar config's share takes a
-/// register an element, so it gets fewer bytes ahead); none where no group fits, each group
-/// then loaded where it is used.
-constexpr int row_groups_ahead(int block_threads, int values, int vectors, int value_registers,
+/// Row groups a kernel loads ahead when an SM holds `sm_threads` of its threads (blocks per SM
+/// times block size), each holding `values` of a row in `vectors` accesses, `value_registers`
+/// registers a value, and a group's loads are `group_bytes` (counted in flight) in
+/// `group_registers` registers (a fused residual's too): enough for kBytesInFlight within the
+/// registers left (a scalar config's share takes a register an element, so it gets fewer bytes
+/// ahead); none where no group fits, each group then loaded where it is used.
+constexpr int row_groups_ahead(int sm_threads, int values, int vectors, int value_registers,
                                int group_bytes, int group_registers) {
-  const int threads = block_threads > kForwardThreadsPerSm ? block_threads : kForwardThreadsPerSm;
-  const int for_bytes = (kBytesInFlight / threads + group_bytes - 1) / group_bytes;
-  const int cap = kRegistersPerSm / threads < 128 ? kRegistersPerSm / threads : 128;
+  const int for_bytes = (kBytesInFlight / sm_threads + group_bytes - 1) / group_bytes;
+  const int cap = kRegistersPerSm / sm_threads < 128 ? kRegistersPerSm / sm_threads : 128;
   const int held = value_registers * values + kRegistersPerVector * vectors + kRegisterBase;
   const int for_registers = (cap - held) / group_registers;
   const int groups = for_bytes < for_registers ? for_bytes : for_registers;

@@ -138,6 +138,9 @@ class CudaBackend final : public RuntimeBackend, public Executor {
     context_.launch(context_.function(spec, shape.dynamic_shared_bytes), shape, args);
   }
   bool has_kernel(const KernelSpec& /*spec*/) const override { return true; }  // JIT compiles any
+  int resident_clusters(const KernelSpec& spec, const LaunchShape& shape) override {
+    return context_.resident_clusters(spec, shape);
+  }
   // The specs not loaded here yet are read from the disk cache on this thread, and the ones it
   // lacks compiled into the process cache concurrently; each launch then loads its kernel from
   // memory. A call whose kernels are cached spawns nothing.

@@ -119,4 +119,32 @@ void DeviceContext::launch(CUfunction function, const LaunchShape& shape, void**
   FLASHJIT_CU(cuLaunchKernelEx, &config, function, args, nullptr);
 }
 
+int DeviceContext::resident_clusters(const KernelSpec& spec, const LaunchShape& shape) {
+  const CUfunction kernel = function(spec, shape.dynamic_shared_bytes);
+  const unsigned threads = shape.block_x * shape.block_y * shape.block_z;
+  const auto key = std::make_tuple(kernel, threads, shape.dynamic_shared_bytes);
+  {
+    std::lock_guard lock(mutex_);
+    if (auto known = resident_clusters_.find(key); known != resident_clusters_.end()) {
+      return known->second;
+    }
+  }
+  make_current();
+  // The cluster's size is the kernel's own (__cluster_dims__), so the config leaves it out; the
+  // grid is one cluster, which the query needs only to be a multiple of it.
+  CUlaunchConfig config{};
+  config.gridDimX = shape.cluster_x;
+  config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = shape.block_x;
+  config.blockDimY = shape.block_y;
+  config.blockDimZ = shape.block_z;
+  config.sharedMemBytes = static_cast<unsigned>(shape.dynamic_shared_bytes);
+  config.hStream = shape.stream;
+  int clusters = 0;
+  FLASHJIT_CU(cuOccupancyMaxActiveClusters, &clusters, kernel, &config);
+  std::lock_guard lock(mutex_);
+  resident_clusters_.emplace(key, clusters);
+  return clusters;
+}
+
 }  // namespace flashjit::detail

@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 
 #include "flashjit/device.hpp"
@@ -57,6 +58,12 @@ class DeviceContext {
   /// through the runtime's Executor (executor.hpp), which lands here on the cuda backend.
   void launch(CUfunction function, const LaunchShape& shape, void** args);
 
+  /// The most clusters of `shape` (its cluster_x CTAs of its block and dynamic shared memory)
+  /// of `spec` that are resident at once (cuOccupancyMaxActiveClusters): the hardware places a
+  /// cluster's CTAs within one GPC, and GPCs hold uneven numbers of SMs, so this can be fewer
+  /// than the SMs' CTAs over the cluster size. Asked of the driver once per spec and shape.
+  int resident_clusters(const KernelSpec& spec, const LaunchShape& shape);
+
  private:
   struct LoadedKernel {
     CUlibrary library = nullptr;
@@ -77,6 +84,8 @@ class DeviceContext {
   // The launch path's lookup: computing a cache key hashes every template byte, the sorted
   // options and the environment, which repeated launches of one spec need not pay.
   std::unordered_map<KernelSpec, LoadedKernel*, KernelSpecHash> by_spec_;
+  // resident_clusters's answers by (function, threads a block, dynamic shared bytes).
+  std::map<std::tuple<CUfunction, unsigned, std::size_t>, int> resident_clusters_;
 };
 
 }  // namespace flashjit::detail

@@ -9,22 +9,23 @@ namespace flashjit::detail {
 // Every driver entry point flashjit calls. cuda.h renames some (cuMemAlloc -> cuMemAlloc_v2);
 // stringizing `name` keeps the base name that cuGetProcAddress expects while decltype and the
 // member pick up the versioned declaration.
-#define FLASHJIT_DRIVER_ENTRY_POINTS(X)                                                          \
-  X(cuInit)                                                                                      \
-  X(cuDriverGetVersion)                                                                          \
-  X(cuGetErrorName)                                                                              \
-  X(cuGetErrorString)                                                                            \
-  X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute)                  \
-      X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)               \
-          X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuLibraryLoadData) X(cuLibraryUnload)         \
-              X(cuLibraryGetKernel) X(cuKernelGetFunction) X(cuModuleLoadData) X(cuModuleUnload) \
-                  X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuFuncGetAttribute)             \
-                      X(cuLaunchKernelEx) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD)             \
-                          X(cuMemcpyDtoH) X(cuMemsetD8) X(cuStreamSynchronize) X(cuEventCreate)  \
-                              X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)       \
-                                  X(cuEventDestroy) X(cuMemsetD8Async) X(cuMemFreeAsync)         \
-                                      X(cuMemPoolCreate) X(cuMemPoolDestroy)                     \
-                                          X(cuMemPoolSetAttribute) X(cuMemAllocFromPoolAsync)    \
+#define FLASHJIT_DRIVER_ENTRY_POINTS(X)                                                           \
+  X(cuInit)                                                                                       \
+  X(cuDriverGetVersion)                                                                           \
+  X(cuGetErrorName)                                                                               \
+  X(cuGetErrorString)                                                                             \
+  X(cuDeviceGetCount)                                                                             \
+  X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceTotalMem)                   \
+      X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent)                 \
+          X(cuCtxSynchronize) X(cuLibraryLoadData) X(cuLibraryUnload) X(cuLibraryGetKernel)       \
+              X(cuKernelGetFunction) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) \
+                  X(cuFuncSetAttribute) X(cuFuncGetAttribute) X(cuOccupancyMaxActiveClusters)     \
+                      X(cuLaunchKernelEx) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD)              \
+                          X(cuMemcpyDtoH) X(cuMemsetD8) X(cuStreamSynchronize) X(cuEventCreate)   \
+                              X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)        \
+                                  X(cuEventDestroy) X(cuMemsetD8Async) X(cuMemFreeAsync)          \
+                                      X(cuMemPoolCreate) X(cuMemPoolDestroy)                      \
+                                          X(cuMemPoolSetAttribute) X(cuMemAllocFromPoolAsync)     \
                                               X(cuTensorMapEncodeTiled)
 
 /// Function pointers to the driver API, all non-null once loaded.

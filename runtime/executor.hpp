@@ -41,6 +41,14 @@ class Executor {
   /// concurrently (a backward's three kernels at once, not one at each launch in turn). A spec
   /// that fails here is left for its launch to report. The default does nothing.
   virtual void prepare(const std::vector<KernelSpec>& /*specs*/) {}
+  /// The most clusters of `shape` (its cluster_x CTAs) of `spec` resident at once, for a
+  /// persistent grid of clusters to size itself by: on a GPU the driver's count, which can be
+  /// fewer than SMs times CTAs an SM over the cluster size (a cluster's CTAs share one GPC, and
+  /// GPCs hold uneven numbers of SMs); 0 where the backend cannot say (the emulator models no
+  /// GPCs), and the caller keeps its own count. The default says 0.
+  virtual int resident_clusters(const KernelSpec& /*spec*/, const LaunchShape& /*shape*/) {
+    return 0;
+  }
   /// The kernel parameter holding `maps` in order (a struct of tma_descriptor fields) in this
   /// backend's form: cuTensorMapEncodeTiled's CUtensorMaps on the GPU (Error{driver} if the
   /// driver rejects one), pointers to copies of the maps on the emulator. Throws

@@ -71,10 +71,14 @@ LayerNormConfig for_alignment(LayerNormConfig config, int cols,
   return config;
 }
 
-/// The persistent grid of `config` over `rows` with `shared_bytes` per block: `per_sm` blocks
-/// on every SM (fewer where shared memory runs out), at most one per group of rows_per_block
-/// rows; with `cluster` > 1, whole clusters of that many blocks, each sharing its rows.
-detail::LaunchShape row_launch(const DeviceInfo& device, const LayerNormConfig& config,
+/// The persistent grid of `spec` (of `config`) over `rows` with `shared_bytes` per block:
+/// `per_sm` blocks on every SM (fewer where shared memory runs out), at most one per group of
+/// rows_per_block rows; with `cluster` > 1, whole clusters of that many blocks, each sharing its
+/// rows, and no more than the executor says are resident at once: a cluster's blocks share one
+/// GPC, so a GPU may hold fewer than its SMs' blocks over the cluster size, and a cluster past
+/// those would run after the others, doubling the time.
+detail::LaunchShape row_launch(detail::Executor& executor, const detail::KernelSpec& spec,
+                               const DeviceInfo& device, const LayerNormConfig& config,
                                std::int64_t rows, int per_sm_wanted, std::size_t shared_bytes,
                                int cluster, Stream stream) {
   const int rows_per_block = space::rows_per_block(config.threads_per_row);
@@ -85,15 +89,19 @@ detail::LaunchShape row_launch(const DeviceInfo& device, const LayerNormConfig& 
         per_sm, std::max<std::int64_t>(
                     1, static_cast<std::int64_t>(device.shared_memory_optin / shared_bytes)));
   }
-  const std::int64_t groups = (rows + rows_per_block - 1) / rows_per_block;
-  const std::int64_t resident = std::max<std::int64_t>(1, device.sm_count * per_sm / cluster);
   detail::LaunchShape shape;
-  shape.grid_x =
-      static_cast<unsigned>(std::max<std::int64_t>(1, std::min(groups, resident)) * cluster);
   shape.block_x = static_cast<unsigned>(block_threads);
   shape.cluster_x = static_cast<unsigned>(cluster);
   shape.dynamic_shared_bytes = shared_bytes;
   shape.stream = static_cast<CUstream>(stream);
+  std::int64_t resident = std::max<std::int64_t>(1, device.sm_count * per_sm / cluster);
+  if (cluster > 1) {
+    const int held = executor.resident_clusters(spec, shape);
+    if (held > 0) resident = std::min<std::int64_t>(resident, held);
+  }
+  const std::int64_t groups = (rows + rows_per_block - 1) / rows_per_block;
+  shape.grid_x =
+      static_cast<unsigned>(std::max<std::int64_t>(1, std::min(groups, resident)) * cluster);
   return shape;
 }
 
@@ -223,10 +231,12 @@ void launch_layer_norm(detail::RuntimeBackend& backend, const LayerNorm& options
   const auto shared = static_cast<std::size_t>(
       config.shared_bytes() + space::exchange_bytes(split.cluster) +
       space::stash_bytes(chunk, static_cast<int>(dtype_size(config.dtype)), vectors, split.stash));
+  detail::Executor& executor = backend.executor();
+  const detail::KernelSpec spec = layer_norm_spec(config, device.arch(), split.cluster);
   detail::launch_kernel(
-      backend.executor(), layer_norm_spec(config, device.arch(), split.cluster),
-      row_launch(device, config, x.shape[0], space::forward_blocks_per_sm(spec_threads(config)),
-                 shared, split.cluster, stream),
+      executor, spec,
+      row_launch(executor, spec, device, config, x.shape[0],
+                 space::forward_blocks_per_sm(spec_threads(config)), shared, split.cluster, stream),
       buffers, params);
 }
 
@@ -252,8 +262,12 @@ void launch_layer_norm_backward(detail::RuntimeBackend& backend, const LayerNorm
       space::partials_bytes(config.max_cols, config.threads_per_row) +
       space::backward_stash_bytes(chunk, static_cast<int>(dtype_size(config.dtype)), planes,
                                   split.stash));
+  const std::string arch = device.arch();
+  detail::Executor& executor = backend.executor();
+  const detail::KernelSpec row_spec = layer_norm_backward_spec(config, arch, split.cluster);
   const detail::LaunchShape row_shape =
-      row_launch(device, config, rows, space::kBackwardBlocksPerSm, shared, split.cluster, stream);
+      row_launch(executor, row_spec, device, config, rows, space::kBackwardBlocksPerSm, shared,
+                 split.cluster, stream);
   const unsigned groups = row_shape.grid_x / row_shape.cluster_x;  // one partial each
   const DeviceBuffer workspace = backend.allocate_buffer_on_stream(
       sizeof(float) * static_cast<std::size_t>(planes) * groups * static_cast<std::size_t>(cols),
@@ -282,16 +296,13 @@ void launch_layer_norm_backward(detail::RuntimeBackend& backend, const LayerNorm
                                                           {&dbeta, "dbeta"},
                                                           {&dbias, "dbias"}});
   buffers.push_back({workspace.data(), workspace.size(), "workspace"});
-  const std::string arch = device.arch();
   detail::LaunchShape reduce;
   reduce.grid_x =
       static_cast<unsigned>((cols + space::kParamGradCols - 1) / space::kParamGradCols);
   reduce.block_x = static_cast<unsigned>(space::kParamGradThreads);
   reduce.dynamic_shared_bytes = space::kParamGradSharedBytes;
   reduce.stream = static_cast<CUstream>(stream);
-  detail::Executor& executor = backend.executor();
-  detail::launch_kernel(executor, layer_norm_backward_spec(config, arch, split.cluster), row_shape,
-                        buffers,
+  detail::launch_kernel(executor, row_spec, row_shape, buffers,
                         params);  // dx and the blocks' partials
   detail::launch_kernel(executor, layer_norm_param_grad_spec(x.dtype, arch), reduce, buffers,
                         params);  // dγ, dβ, dbias

@@ -41,6 +41,9 @@ class DiscardingExecutor final : public detail::Executor {
   void launch(const detail::KernelSpec&, const detail::LaunchShape&, void**,
               const std::vector<detail::KernelBuffer>&) override {}
   bool has_kernel(const detail::KernelSpec& spec) const override { return inner_.has_kernel(spec); }
+  int resident_clusters(const detail::KernelSpec& spec, const detail::LaunchShape& shape) override {
+    return inner_.resident_clusters(spec, shape);
+  }
   detail::TensorMapParameter tensor_maps(const std::vector<emulator::TensorMap>& maps) override {
     return inner_.tensor_maps(maps);
   }

@@ -99,6 +99,7 @@ inline void prepare_missing(const std::vector<KernelSpec>& specs,
   for (const KernelSpec& spec : specs) {
     if (!ready(spec) && !found_here(spec)) missing.push_back(spec);
   }
+  order_longest_compiles_first(missing);
   prepare_concurrently(missing, make_ready);
 }
 

@@ -95,4 +95,10 @@ int blocks_per_sm(int registers, int threads, int shared_bytes, int shared_limit
   return std::max(blocks, 0);
 }
 
+void order_longest_compiles_first(std::vector<KernelSpec>& specs) {
+  std::stable_sort(specs.begin(), specs.end(), [](const KernelSpec& a, const KernelSpec& b) {
+    return a.dynamic_shared_bytes > b.dynamic_shared_bytes;
+  });
+}
+
 }  // namespace flashjit::detail

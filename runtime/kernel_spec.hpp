@@ -71,4 +71,11 @@ int arch_shared_memory_limit(const std::string& arch);
 int blocks_per_sm(int registers, int threads, int shared_bytes, int shared_limit,
                   const std::string& arch);
 
+/// Sorts `specs` into the order to compile them in on a pool: the most dynamic shared memory
+/// first, ties kept in order. A kernel's shared memory grows with its tiles, whose unrolled
+/// code is most of NVRTC's time (the Hopper forward and dK/dV kernels at head dim 128, 210 KB:
+/// about 0.9 s each; the backward's delta and dQ-convert kernels, none: 0.05-0.1 s), so the long
+/// compiles start first and the short ones fill in behind them instead of delaying one.
+void order_longest_compiles_first(std::vector<KernelSpec>& specs);
+
 }  // namespace flashjit::detail

@@ -262,6 +262,7 @@ int run_warm(const CLI::App& command, const AutotuneOptions& options) {
     }
   }
   std::fflush(stdout);
+  detail::order_longest_compiles_first(specs);
   return compile_into_cache(specs, arch, options.jobs) == 0 ? 0 : 1;
 }
 

@@ -330,3 +330,18 @@ TEST_CASE("a call's kernels are made ready concurrently, a failure left for its 
   });
   CHECK(single == 1);
 }
+
+// A pool compiles the long kernels first (shared memory as the measure), so the short ones fill
+// in behind them rather than delaying one.
+TEST_CASE("kernels are ordered to compile the most shared memory first, ties kept in order") {
+  std::vector<flashjit::detail::KernelSpec> specs(5, flashjit::testing::sample_spec());
+  const int shared[] = {0, 200 * 1024, 0, 100 * 1024, 200 * 1024};
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    specs[i].readable_name = "k" + std::to_string(i);
+    specs[i].dynamic_shared_bytes = shared[i];
+  }
+  flashjit::detail::order_longest_compiles_first(specs);
+  std::vector<std::string> names;
+  for (const auto& spec : specs) names.push_back(spec.readable_name);
+  CHECK(names == std::vector<std::string>{"k1", "k4", "k3", "k0", "k2"});
+}

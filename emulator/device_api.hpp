@@ -73,6 +73,13 @@ void* shared_base();
 /// is the instruction's line, for the memory model's report.
 bool check_global(const void* address, std::size_t bytes, bool write,
                   std::source_location site = std::source_location::current());
+/// check_global for a load whose value the thread waits for only where it uses it (the tile
+/// library's RawVector, widened later): in the memory model it is in flight from here until
+/// release_held_load, as a cp.async is until its wait, not only while it is its warp's latest.
+bool check_global_held_load(const void* address, std::size_t bytes,
+                            std::source_location site = std::source_location::current());
+/// A held load of `bytes` was used (or dropped unused): no longer in flight.
+void release_held_load(std::size_t bytes);
 /// Checks a shared access for bounds and races; false when it must be skipped.
 bool check_shared(const void* address, std::size_t bytes, bool write,
                   std::source_location site = std::source_location::current());

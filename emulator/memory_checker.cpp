@@ -260,6 +260,25 @@ bool check_global(const void* address, std::size_t bytes, bool write, std::sourc
   return true;
 }
 
+bool check_global_held_load(const void* address, std::size_t bytes, std::source_location site) {
+  detail::Machine* machine = detail::active();
+  if (machine == nullptr || machine->current < 0) return true;
+  if (!detail::check_global_access(*machine, machine->current, address, bytes, false, "")) {
+    return false;
+  }
+  detail::Site held = detail::site_at(site, "ld.global", AccessKind::global_load);
+  held.held = true;
+  detail::model_access(*machine, machine->current, address, bytes, held);
+  detail::model_held_load(*machine, machine->current, static_cast<std::int64_t>(bytes));
+  return true;
+}
+
+void release_held_load(std::size_t bytes) {
+  detail::Machine* machine = detail::active();
+  if (machine == nullptr || machine->current < 0) return;
+  detail::model_held_load(*machine, machine->current, -static_cast<std::int64_t>(bytes));
+}
+
 bool check_shared(const void* address, std::size_t bytes, bool write, std::source_location site) {
   detail::Machine* machine = detail::active();
   if (machine == nullptr || machine->current < 0) return true;

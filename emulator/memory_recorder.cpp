@@ -81,7 +81,8 @@ void append_read(BlockMemory& block, std::uint64_t begin, std::uint64_t end) {
 }
 
 void note_in_flight(BlockMemory& block) {
-  const std::int64_t now = block.async_in_flight + static_cast<std::int64_t>(block.plain_in_flight);
+  const std::int64_t now = block.async_in_flight + block.held_in_flight +
+                           static_cast<std::int64_t>(block.plain_in_flight);
   if (now > 0) block.most_in_flight = std::max(block.most_in_flight, std::uint64_t(now));
 }
 
@@ -118,11 +119,14 @@ void price(Machine& m, std::size_t warp, const Site& site, std::size_t counters_
   for (const std::uint64_t s : cost.sectors) {
     append_read(m.memory, s * kSectorBytes, (s + 1) * kSectorBytes);
   }
-  if (std::strcmp(site.instruction, "ld.global") == 0) {  // cp.async counts until it lands
+  // A plain load is in flight until the warp's next load (its value is used before then); a
+  // held load ends the one before it too but counts until its own use (model_in_flight), as
+  // cp.async counts until it lands.
+  if (std::strcmp(site.instruction, "ld.global") == 0) {
     BlockMemory& block = m.memory;
-    block.plain_in_flight += cost.sector_bytes;
     block.plain_in_flight -= block.warp_load_bytes[warp];
-    block.warp_load_bytes[warp] = cost.sector_bytes;
+    block.warp_load_bytes[warp] = site.held ? 0 : cost.sector_bytes;
+    block.plain_in_flight += block.warp_load_bytes[warp];
     note_in_flight(block);
   }
 }
@@ -197,6 +201,9 @@ void model_block_begin(Machine& m) {
   block.warp_load_bytes.assign(warps, 0);
   block.plain_in_flight = 0;
   block.async_in_flight = 0;
+  block.held_in_flight = 0;
+  block.thread_held.assign(m.config->block.volume(), 0);
+  block.thread_most_held.assign(m.config->block.volume(), 0);
   block.most_in_flight = 0;
   block.reads.clear();
 }
@@ -205,8 +212,11 @@ void model_block_end(Machine& m) {
   BlockMemory& block = m.memory;
   if (!block.on) return;
   flush(m);
+  std::int64_t held_peaks = 0;  // every thread at its most at once, as on the GPU
+  for (const std::int64_t most : block.thread_most_held) held_peaks += most;
   g_launch.counters.bytes_in_flight_per_cta =
-      std::max(g_launch.counters.bytes_in_flight_per_cta, block.most_in_flight);
+      std::max({g_launch.counters.bytes_in_flight_per_cta, block.most_in_flight,
+                static_cast<std::uint64_t>(held_peaks)});
   const Dim3 grid = m.config->grid;
   const Dim3 b = m.block_index;
   const std::size_t linear = b.x + std::size_t{grid.x} * (b.y + std::size_t{grid.y} * b.z);
@@ -263,6 +273,16 @@ void model_in_flight(Machine& m, std::int64_t bytes) {
   if (!m.memory.on) return;
   m.memory.async_in_flight += bytes;
   note_in_flight(m.memory);
+}
+
+void model_held_load(Machine& m, int thread, std::int64_t bytes) {
+  BlockMemory& block = m.memory;
+  if (!block.on || thread < 0) return;
+  const auto t = static_cast<std::size_t>(thread);
+  block.held_in_flight += bytes;
+  block.thread_held[t] += bytes;
+  block.thread_most_held[t] = std::max(block.thread_most_held[t], block.thread_held[t]);
+  note_in_flight(block);
 }
 
 }  // namespace flashjit::emulator::detail

@@ -24,6 +24,9 @@ struct Site {
   unsigned line = 0;
   const char* instruction = nullptr;  // a string literal ("ld.shared", ...)
   AccessKind kind = AccessKind::shared_load;
+  /// A load whose value the thread waits for only where it uses it (check_global_held_load):
+  /// in flight until then, not as its warp's latest load.
+  bool held = false;
 };
 
 /// A site's accesses not yet gathered into requests: per lane, in the order the lane made them
@@ -43,6 +46,12 @@ struct BlockMemory {
   std::vector<std::uint64_t> warp_load_bytes;   // per warp: its latest plain load request
   std::uint64_t plain_in_flight = 0;            // their sum
   std::int64_t async_in_flight = 0;             // cp.async and TMA loads issued, not landed
+  // Held loads (check_global_held_load) not yet used, the block's and each thread's, and the
+  // most each thread had: the emulator runs a block's threads one after another between
+  // barriers, where the GPU runs them together, so loads a thread uses before its next barrier
+  // count in the block's sum only through the threads' own peaks.
+  std::int64_t held_in_flight = 0;
+  std::vector<std::int64_t> thread_held, thread_most_held;
   std::uint64_t most_in_flight = 0;
   std::vector<ByteRun> reads;  // the block's global reads, in order
 };
@@ -69,6 +78,8 @@ void model_bulk_read(Machine& machine, const void* address, std::size_t bytes);
 void model_bulk_write(Machine& machine, const void* address, std::size_t bytes);
 /// Bytes of cp.async or TMA loads issued (positive) or landed (negative) in `machine`'s block.
 void model_in_flight(Machine& machine, std::int64_t bytes);
+/// Bytes of `thread`'s held loads issued (positive) or used (negative).
+void model_held_load(Machine& machine, int thread, std::int64_t bytes);
 
 /// The site of a call made at `where`.
 inline Site site_at(const std::source_location& where, const char* instruction, AccessKind kind) {

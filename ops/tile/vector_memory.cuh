@@ -30,7 +30,14 @@ template <typename T, int W>
 struct RawVector {
   static_assert(W * sizeof(T) <= 16 && (W & (W - 1)) == 0, "one access moves at most 16 bytes");
   static constexpr int kWords = int(W * sizeof(T) + 3) / 4;
+#if defined(FJ_DEVICE_CODE)
   unsigned words[kWords];
+#else
+  unsigned words[kWords] = {};  // (a host compiler cannot tell which vectors a kernel fills)
+  // The emulator's memory model counts the load in flight until widen uses it: its bytes, 0
+  // once used. A copy carries the count; each load is widened once, from one of its copies.
+  mutable unsigned held_bytes = 0;
+#endif
 };
 
 /// The element `i` of `raw`.
@@ -48,6 +55,10 @@ template <typename T, int W>
 FJ_DEVICE void widen(const RawVector<T, W>& raw, float (&out)[W]) {
 #pragma unroll
   for (int i = 0; i < W; ++i) out[i] = to_float(raw_element(raw, i));
+#if !defined(FJ_DEVICE_CODE)
+  if (raw.held_bytes != 0) emulator::release_held_load(raw.held_bytes);
+  raw.held_bytes = 0;
+#endif
 }
 
 #if defined(FJ_DEVICE_CODE)
@@ -198,8 +209,10 @@ template <typename T, int W>
 inline void load_global_raw(const T* base, index_t index, RawVector<T, W>& out,
                             Site site = Site::current()) {
   const T* address = emulator::element_address(base, index);
-  const bool ok = emulator::check_global(address, W * sizeof(T), false, site);
+  // In flight until widen uses it, as the GPU waits for it only there.
+  const bool ok = emulator::check_global_held_load(address, W * sizeof(T), site);
   for (unsigned& word : out.words) word = 0;
+  out.held_bytes = ok ? unsigned(W * sizeof(T)) : 0u;
   if (ok) std::memcpy(out.words, address, W * sizeof(T));
 }
 

@@ -1,6 +1,7 @@
 // The emulator's memory model (emulator/memory_model.hpp): the bank, sector, occupancy and L2
 // arithmetic on requests written by hand, then launches with a planted bank conflict and a
-// planted strided load, which must move the counters of their sites and nothing else.
+// planted strided load, which must move the counters of their sites and nothing else, and loads
+// held until their use (RawVector), in flight until then.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "emulator/memory_model.hpp"
 #include "emulator/ptx_api.hpp"
 #include "tile/memory.cuh"
+#include "tile/vector_memory.cuh"
 
 namespace {
 
@@ -26,17 +28,17 @@ em::WarpRequest strided(std::uint64_t stride, std::uint32_t bytes, int lanes = 3
 }
 
 TEST_CASE("memory model: shared wavefronts under 32 banks of 4 bytes") {
-  CHECK(em::shared_request_cost(strided(4, 4)).wavefronts == 1);      // one word per bank
-  CHECK(em::shared_request_cost(strided(0, 4)).wavefronts == 1);      // one word: a broadcast
-  CHECK(em::shared_request_cost(strided(8, 4)).wavefronts == 2);      // two words in a bank
-  CHECK(em::shared_request_cost(strided(128, 4)).wavefronts == 32);   // every lane on bank 0
-  CHECK(em::shared_request_cost(strided(132, 4)).wavefronts == 1);    // a padded row apart
-  CHECK(em::shared_request_cost(strided(8, 8)).wavefronts == 2);      // halves of 16 lanes
-  CHECK(em::shared_request_cost(strided(16, 16)).wavefronts == 4);    // quarters of 8 lanes
-  CHECK(em::shared_request_cost(strided(32, 16)).wavefronts == 8);    // 2 words a bank a quarter
+  CHECK(em::shared_request_cost(strided(4, 4)).wavefronts == 1);     // one word per bank
+  CHECK(em::shared_request_cost(strided(0, 4)).wavefronts == 1);     // one word: a broadcast
+  CHECK(em::shared_request_cost(strided(8, 4)).wavefronts == 2);     // two words in a bank
+  CHECK(em::shared_request_cost(strided(128, 4)).wavefronts == 32);  // every lane on bank 0
+  CHECK(em::shared_request_cost(strided(132, 4)).wavefronts == 1);   // a padded row apart
+  CHECK(em::shared_request_cost(strided(8, 8)).wavefronts == 2);     // halves of 16 lanes
+  CHECK(em::shared_request_cost(strided(16, 16)).wavefronts == 4);   // quarters of 8 lanes
+  CHECK(em::shared_request_cost(strided(32, 16)).wavefronts == 8);   // 2 words a bank a quarter
   CHECK(em::shared_request_cost(strided(16, 16)).ideal == 4);
   CHECK(em::shared_request_cost(strided(128, 4)).ideal == 1);
-  CHECK(em::shared_request_cost(strided(4, 4, 8)).wavefronts == 1);   // 8 lanes take part
+  CHECK(em::shared_request_cost(strided(4, 4, 8)).wavefronts == 1);  // 8 lanes take part
   CHECK(em::shared_request_cost(strided(4, 4, 0)).wavefronts == 0);
   // dQ's staging stores of the Hopper backward (8 rows of 128 floats, 4 lanes a row, 8-byte
   // pairs): plain rows put the 4 rows of a half-warp on the same banks; the XOR by row does not.
@@ -79,8 +81,7 @@ TEST_CASE("memory model: occupancy and the L2's DRAM bytes") {
   // Four CTAs streaming the same 4 MiB together: DRAM reads it once.
   CHECK(em::modelled_dram_read_bytes({stream, stream, stream, stream}, 1 * kMiB, 4) == 4 * kMiB);
   // One at a time through a 1 MiB L2: each reads it all again; through 8 MiB, once.
-  CHECK(em::modelled_dram_read_bytes({stream, stream, stream, stream}, 1 * kMiB, 1) ==
-        16 * kMiB);
+  CHECK(em::modelled_dram_read_bytes({stream, stream, stream, stream}, 1 * kMiB, 1) == 16 * kMiB);
   CHECK(em::modelled_dram_read_bytes({stream, stream, stream, stream}, 8 * kMiB, 1) == 4 * kMiB);
   // Sectors: a 4-byte read brings in 32 bytes, the rest of its line stays out.
   CHECK(em::modelled_dram_read_bytes({{{0, 4}, {64, 68}}}, kMiB, 1) == 64);
@@ -117,12 +118,12 @@ em::MemoryCounters run_planted(bool model = true) {
   const std::size_t in_count = 64 * kRepeats * 2;
   float* in = aligned(in_storage, in_count);
   float* out = aligned(out_storage, kThreads);
-  em::LaunchConfig config{.kernel_name = "planted",
-                          .grid = {2},
-                          .block = {kThreads},
-                          .shared_bytes = kThreads * 32 * 4,
-                          .buffers = {em::buffer_of(in, in_count, "in"),
-                                      em::buffer_of(out, kThreads, "out")}};
+  em::LaunchConfig config{
+      .kernel_name = "planted",
+      .grid = {2},
+      .block = {kThreads},
+      .shared_bytes = kThreads * 32 * 4,
+      .buffers = {em::buffer_of(in, in_count, "in"), em::buffer_of(out, kThreads, "out")}};
   if (model) config.memory_model = em::ModelledGpu{};
   const em::Report report = em::launch(planted<Stride, Step>, config, in, out);
   REQUIRE_MESSAGE(report.clean(), report);
@@ -167,6 +168,57 @@ TEST_CASE("memory model: a planted bank conflict and a planted strided load move
   CHECK(clean.ctas_per_sm == 25);  // 228 KB over 8 KB and the 1 KB CUDA keeps
 
   CHECK_FALSE(run_planted<1, 1>(false).modelled);
+}
+
+// Each thread loads `Ahead` 16-byte vectors (RawVector) before using any, then widens them,
+// with a barrier between the loads and the uses when `Barrier`; or, with Ahead 0, loads and
+// widens one vector at a time.
+template <int Ahead, bool Barrier>
+__global__ void held(const float* in, float* out) {
+  const int t = static_cast<int>(threadIdx.x);
+  constexpr int kLoads = Ahead > 0 ? Ahead : 3;
+  float sum = 0.0f;
+  flashjit::RawVector<float, 4> loaded[Ahead > 0 ? Ahead : 1] = {};
+  for (int i = 0; i < kLoads; ++i) {
+    const int slot = Ahead > 0 ? i : 0;
+    flashjit::load_global_raw(in, 4 * (t + int(kThreads) * i), loaded[slot]);
+    if (Ahead > 0 && i + 1 < kLoads) continue;
+    if (Barrier) __syncthreads();
+    for (int j = Ahead > 0 ? 0 : slot; j <= slot; ++j) {
+      float values[4];
+      flashjit::widen(loaded[j], values);
+      sum += values[0] + values[1] + values[2] + values[3];
+    }
+  }
+  flashjit::store_global(out, t, sum);
+}
+
+template <int Ahead, bool Barrier>
+em::MemoryCounters run_held() {
+  std::vector<float> in_storage, out_storage;
+  const std::size_t in_count = 4 * kThreads * 3;
+  float* in = aligned(in_storage, in_count);
+  float* out = aligned(out_storage, kThreads);
+  em::LaunchConfig config{
+      .kernel_name = "held",
+      .grid = {1},
+      .block = {kThreads},
+      .buffers = {em::buffer_of(in, in_count, "in"), em::buffer_of(out, kThreads, "out")}};
+  config.memory_model = em::ModelledGpu{};
+  const em::Report report = em::launch(held<Ahead, Barrier>, config, in, out);
+  REQUIRE_MESSAGE(report.clean(), report);
+  for (int t = 0; t < int(kThreads); ++t) CHECK(out[t] == 12.0f);
+  return report.memory;
+}
+
+TEST_CASE("memory model: loads held until their use are in flight until then") {
+  // Three vectors of 16 bytes a thread ahead of a barrier: all 64 threads' at once.
+  CHECK(run_held<3, true>().bytes_in_flight_per_cta == 3 * 16 * kThreads);
+  // Used before the thread's next barrier: the emulator ran the threads one after another, the
+  // GPU runs them together, so each thread's three count at once all the same.
+  CHECK(run_held<3, false>().bytes_in_flight_per_cta == 3 * 16 * kThreads);
+  // One at a time, each used before the next load: one vector a thread.
+  CHECK(run_held<0, false>().bytes_in_flight_per_cta == 16 * kThreads);
 }
 
 }  // namespace

@@ -365,6 +365,47 @@ struct BackwardStash {
   }
 };
 
+/// The unbounded bucket's first pass over `row`: x and dy read once (into the stash where it
+/// holds the rows) and the row's sums of their terms returned; `gamma_at(col, gamma)` gives γ.
+/// kBatch vectors' loads of each start before the first is used, so a thread has that many of
+/// x and dy in flight (one of each at a time, an SM's 1024 threads had 16 to 32 KB).
+template <class Config, class Gamma>
+FJ_DEVICE RowSums read_grad_row(const LayerNormBackwardParams& p, index_t row,
+                                const BackwardStash<Config>& stash, RowLane at, RowStats stats,
+                                const Gamma& gamma_at) {
+  using T = typename Config::Element;
+  using Raw = RawVector<T, Config::kVectorWidth>;
+  constexpr int kBatch = layer_norm_space::kUnboundedLoadsAhead;
+  const ColumnSpan span = stash.span;
+  RowSums sums = {0.0f, 0.0f};
+  for (int first = span.begin + at.lane * Config::kVectorWidth; first < span.end;
+       first += kBatch * Config::kRowStep) {
+    Raw x_loaded[kBatch] = {}, dy_loaded[kBatch] = {};
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int col = first + b * Config::kRowStep;
+      if (col >= span.end) continue;
+      load_global_raw(p.x.template row<const T>(row), col, x_loaded[b]);
+      load_global_raw(p.dy.template row<const T>(row), col, dy_loaded[b]);
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int col = first + b * Config::kRowStep;
+      if (col >= span.end) continue;
+      RowVector<Config> x, dy, gamma;
+      widen(x_loaded[b], x);
+      widen(dy_loaded[b], dy);
+      if (stash.holds(layer_norm_space::kStashRows)) {
+        store_shared_vector(stash.x, span.local(col), x);
+        store_shared_vector(stash.dy, span.local(col), dy);
+      }
+      gamma_at(col, gamma);
+      sums = VectorGrad<Config>(x, dy, gamma, stats).add_to(sums);
+    }
+  }
+  return sums;
+}
+
 /// The unbounded bucket: one row a block (or a cluster) at a time, x and dy read once into the
 /// stash where they fit (else read again for the second pass), γ and the partials kept where
 /// they fit. In a cluster each block takes its chunk of the columns and writes its chunk of the
@@ -399,18 +440,7 @@ FJ_DEVICE void backward_rows_in_shared(const LayerNormBackwardParams& p) {
   const BlockRows rows = block_rows<Config>(p.rows);
   for (index_t row = rows.begin; row < rows.end; ++row) {
     const RowStats stats = row_stats<Config>(p, row, true);
-    RowSums sums = {0.0f, 0.0f};
-    for_each_vector<Config>(span, at.lane, [&](int col) {
-      RowVector<Config> x, dy, gamma;
-      load_global_vector(p.x.template row<const T>(row), col, x);
-      load_global_vector(p.dy.template row<const T>(row), col, dy);
-      if (stash.holds(space::kStashRows)) {
-        store_shared_vector(stash.x, span.local(col), x);
-        store_shared_vector(stash.dy, span.local(col), dy);
-      }
-      gamma_at(col, gamma);
-      sums = VectorGrad<Config>(x, dy, gamma, stats).add_to(sums);
-    });
+    RowSums sums = read_grad_row<Config>(p, row, stash, at, stats, gamma_at);
     sums = cluster_allreduce<Config>(row_allreduce<Config>(sums, at, add), round,
                                      add);  // Σ g·x̂, Σ g
     for_each_vector<Config>(span, at.lane, [&](int col) {

@@ -59,9 +59,10 @@ constexpr int row_groups_ahead(int sm_threads, int values, int vectors, int valu
   const int groups = for_bytes < for_registers ? for_bytes : for_registers;
   return groups < 0 ? 0 : groups;
 }
-/// Vectors of a row a thread of the unbounded forward loads before using the first: 2 of 16
-/// bytes at 1024 threads keep kBytesInFlight through the row's first pass (4 spilled at the
-/// 64 registers a thread that 1024 threads leave).
+/// Vectors of a row a thread of the unbounded forward loads before using the first (of x and
+/// of dy in the backward): 2 of 16 bytes at 1024 threads keep kBytesInFlight through the
+/// forward's first pass, twice that through the backward's (4 spilled the forward at the 64
+/// registers a thread that 1024 threads leave).
 constexpr int kUnboundedLoadsAhead = 2;
 /// The backward's blocks per SM: each writes one partial dγ, dβ, dbias that the second kernel
 /// reads back, so the fewer the better once the SM's loads are enough in flight.

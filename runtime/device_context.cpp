@@ -141,7 +141,10 @@ int DeviceContext::resident_clusters(const KernelSpec& spec, const LaunchShape& 
   config.sharedMemBytes = static_cast<unsigned>(shape.dynamic_shared_bytes);
   config.hStream = shape.stream;
   int clusters = 0;
-  FLASHJIT_CU(cuOccupancyMaxActiveClusters, &clusters, kernel, &config);
+  // A query the driver refuses costs the grid its bound, not the call: 0, "cannot say".
+  if (driver().cuOccupancyMaxActiveClusters(&clusters, kernel, &config) != CUDA_SUCCESS) {
+    clusters = 0;
+  }
   std::lock_guard lock(mutex_);
   resident_clusters_.emplace(key, clusters);
   return clusters;

@@ -61,7 +61,8 @@ class DeviceContext {
   /// The most clusters of `shape` (its cluster_x CTAs of its block and dynamic shared memory)
   /// of `spec` that are resident at once (cuOccupancyMaxActiveClusters): the hardware places a
   /// cluster's CTAs within one GPC, and GPCs hold uneven numbers of SMs, so this can be fewer
-  /// than the SMs' CTAs over the cluster size. Asked of the driver once per spec and shape.
+  /// than the SMs' CTAs over the cluster size; 0 where the driver refuses the query. Asked of
+  /// the driver once per spec and shape.
   int resident_clusters(const KernelSpec& spec, const LaunchShape& shape);
 
  private:

@@ -45,7 +45,8 @@ class Executor {
   /// persistent grid of clusters to size itself by: on a GPU the driver's count, which can be
   /// fewer than SMs times CTAs an SM over the cluster size (a cluster's CTAs share one GPC, and
   /// GPCs hold uneven numbers of SMs); 0 where the backend cannot say (the emulator models no
-  /// GPCs), and the caller keeps its own count. The default says 0.
+  /// GPCs; a driver that refuses the query), and the caller keeps its own count. The default
+  /// says 0.
   virtual int resident_clusters(const KernelSpec& /*spec*/, const LaunchShape& /*shape*/) {
     return 0;
   }

@@ -96,8 +96,8 @@ detail::LaunchShape row_launch(detail::Executor& executor, const detail::KernelS
   shape.stream = static_cast<CUstream>(stream);
   std::int64_t resident = std::max<std::int64_t>(1, device.sm_count * per_sm / cluster);
   if (cluster > 1) {
-    const int held = executor.resident_clusters(spec, shape);
-    if (held > 0) resident = std::min<std::int64_t>(resident, held);
+    const int at_once = executor.resident_clusters(spec, shape);
+    if (at_once > 0) resident = std::min<std::int64_t>(resident, at_once);
   }
   const std::int64_t groups = (rows + rows_per_block - 1) / rows_per_block;
   shape.grid_x =

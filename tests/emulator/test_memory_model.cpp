@@ -28,17 +28,17 @@ em::WarpRequest strided(std::uint64_t stride, std::uint32_t bytes, int lanes = 3
 }
 
 TEST_CASE("memory model: shared wavefronts under 32 banks of 4 bytes") {
-  CHECK(em::shared_request_cost(strided(4, 4)).wavefronts == 1);     // one word per bank
-  CHECK(em::shared_request_cost(strided(0, 4)).wavefronts == 1);     // one word: a broadcast
-  CHECK(em::shared_request_cost(strided(8, 4)).wavefronts == 2);     // two words in a bank
-  CHECK(em::shared_request_cost(strided(128, 4)).wavefronts == 32);  // every lane on bank 0
-  CHECK(em::shared_request_cost(strided(132, 4)).wavefronts == 1);   // a padded row apart
-  CHECK(em::shared_request_cost(strided(8, 8)).wavefronts == 2);     // halves of 16 lanes
-  CHECK(em::shared_request_cost(strided(16, 16)).wavefronts == 4);   // quarters of 8 lanes
-  CHECK(em::shared_request_cost(strided(32, 16)).wavefronts == 8);   // 2 words a bank a quarter
+  CHECK(em::shared_request_cost(strided(4, 4)).wavefronts == 1);      // one word per bank
+  CHECK(em::shared_request_cost(strided(0, 4)).wavefronts == 1);      // one word: a broadcast
+  CHECK(em::shared_request_cost(strided(8, 4)).wavefronts == 2);      // two words in a bank
+  CHECK(em::shared_request_cost(strided(128, 4)).wavefronts == 32);   // every lane on bank 0
+  CHECK(em::shared_request_cost(strided(132, 4)).wavefronts == 1);    // a padded row apart
+  CHECK(em::shared_request_cost(strided(8, 8)).wavefronts == 2);      // halves of 16 lanes
+  CHECK(em::shared_request_cost(strided(16, 16)).wavefronts == 4);    // quarters of 8 lanes
+  CHECK(em::shared_request_cost(strided(32, 16)).wavefronts == 8);    // 2 words a bank a quarter
   CHECK(em::shared_request_cost(strided(16, 16)).ideal == 4);
   CHECK(em::shared_request_cost(strided(128, 4)).ideal == 1);
-  CHECK(em::shared_request_cost(strided(4, 4, 8)).wavefronts == 1);  // 8 lanes take part
+  CHECK(em::shared_request_cost(strided(4, 4, 8)).wavefronts == 1);   // 8 lanes take part
   CHECK(em::shared_request_cost(strided(4, 4, 0)).wavefronts == 0);
   // dQ's staging stores of the Hopper backward (8 rows of 128 floats, 4 lanes a row, 8-byte
   // pairs): plain rows put the 4 rows of a half-warp on the same banks; the XOR by row does not.
@@ -81,7 +81,8 @@ TEST_CASE("memory model: occupancy and the L2's DRAM bytes") {
   // Four CTAs streaming the same 4 MiB together: DRAM reads it once.
   CHECK(em::modelled_dram_read_bytes({stream, stream, stream, stream}, 1 * kMiB, 4) == 4 * kMiB);
   // One at a time through a 1 MiB L2: each reads it all again; through 8 MiB, once.
-  CHECK(em::modelled_dram_read_bytes({stream, stream, stream, stream}, 1 * kMiB, 1) == 16 * kMiB);
+  CHECK(em::modelled_dram_read_bytes({stream, stream, stream, stream}, 1 * kMiB, 1) ==
+        16 * kMiB);
   CHECK(em::modelled_dram_read_bytes({stream, stream, stream, stream}, 8 * kMiB, 1) == 4 * kMiB);
   // Sectors: a 4-byte read brings in 32 bytes, the rest of its line stays out.
   CHECK(em::modelled_dram_read_bytes({{{0, 4}, {64, 68}}}, kMiB, 1) == 64);
@@ -118,12 +119,12 @@ em::MemoryCounters run_planted(bool model = true) {
   const std::size_t in_count = 64 * kRepeats * 2;
   float* in = aligned(in_storage, in_count);
   float* out = aligned(out_storage, kThreads);
-  em::LaunchConfig config{
-      .kernel_name = "planted",
-      .grid = {2},
-      .block = {kThreads},
-      .shared_bytes = kThreads * 32 * 4,
-      .buffers = {em::buffer_of(in, in_count, "in"), em::buffer_of(out, kThreads, "out")}};
+  em::LaunchConfig config{.kernel_name = "planted",
+                          .grid = {2},
+                          .block = {kThreads},
+                          .shared_bytes = kThreads * 32 * 4,
+                          .buffers = {em::buffer_of(in, in_count, "in"),
+                                      em::buffer_of(out, kThreads, "out")}};
   if (model) config.memory_model = em::ModelledGpu{};
   const em::Report report = em::launch(planted<Stride, Step>, config, in, out);
   REQUIRE_MESSAGE(report.clean(), report);

@@ -29,6 +29,7 @@
 #include "runtime/template_sources.hpp"
 #include "support/emulator_runtime.hpp"
 #include "support/ptx_loops.hpp"
+#include "support/recording_backend.hpp"
 
 namespace flashjit::testing {
 namespace {
@@ -151,31 +152,6 @@ TensorView device_tensor(detail::RuntimeBackend& backend, std::vector<DeviceBuff
   return TensorView::contiguous(held.back().data(), dtype, shape);
 }
 
-/// A runtime whose launches are recorded (each kernel's name and shape) before they run.
-class LaunchRecordingBackend : public detail::ForwardingBackend, detail::Executor {
- public:
-  LaunchRecordingBackend()
-      : ForwardingBackend(
-            detail::open_emulator_backend(kernels::emulated::builtin_kernels(), "sm_90a")) {}
-  std::vector<std::pair<std::string, detail::LaunchShape>> launches;
-
-  detail::Executor& executor() override { return *this; }
-  void launch(const detail::KernelSpec& spec, const detail::LaunchShape& shape, void** args,
-              const std::vector<detail::KernelBuffer>& buffers) override {
-    launches.emplace_back(spec.display_name(), shape);
-    inner().executor().launch(spec, shape, args, buffers);
-  }
-  bool has_kernel(const detail::KernelSpec& spec) const override {
-    return const_cast<LaunchRecordingBackend*>(this)->inner().executor().has_kernel(spec);
-  }
-  void prepare(const std::vector<detail::KernelSpec>& specs) override {
-    inner().executor().prepare(specs);
-  }
-  detail::TensorMapParameter tensor_maps(const std::vector<emulator::TensorMap>& maps) override {
-    return inner().executor().tensor_maps(maps);
-  }
-};
-
 }  // namespace
 
 TEST_CASE("decode, append and merge kernels' PTX: griddepcontrol.wait before any global access") {
@@ -211,7 +187,7 @@ TEST_CASE("an append and the decode kernel after it are launched to overlap the 
   // Batch 2, one query, GQA 8:1, head dim 64: a dense cache of 64 rows holding 10 and 20 keys,
   // one new key and value each, zeros throughout. The emulator runs each overlapping launch
   // with its rule on: a global access before a kernel's wait would fail the call.
-  LaunchRecordingBackend backend;
+  testing::LaunchRecordingBackend backend("sm_90a");
   autotune::TuningState choice(TuningPolicy::off, backend);
   const Attention a{
       .batch = 2, .heads_q = 8, .heads_kv = 1, .seqlen_q = 1, .seqlen_k = 64, .head_dim = 64};

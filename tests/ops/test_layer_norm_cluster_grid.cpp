@@ -7,15 +7,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "autotune/tuning_state.hpp"
-#include "common/builtin_kernels.hpp"
 #include "layer_norm/layer_norm.hpp"
-#include "runtime/forwarding_backend.hpp"
+#include "support/random_values.hpp"
+#include "support/recording_backend.hpp"
 
 using namespace flashjit;
 
@@ -23,46 +22,22 @@ namespace {
 
 /// The sm_90a emulator whose executor says `clusters` clusters are resident at once (0: it
 /// cannot say, as the emulator itself), recording each launch's kernel and shape.
-class ClusterLimitedBackend final : public detail::ForwardingBackend, detail::Executor {
+class ClusterLimitedBackend final : public testing::LaunchRecordingBackend {
  public:
   explicit ClusterLimitedBackend(int clusters)
-      : ForwardingBackend(
-            detail::open_emulator_backend(kernels::emulated::builtin_kernels(), "sm_90a")),
-        clusters_(clusters) {}
-  std::vector<std::pair<std::string, detail::LaunchShape>> launches;
+      : LaunchRecordingBackend("sm_90a"), clusters_(clusters) {}
   int questions = 0;  ///< resident_clusters calls
 
-  detail::Executor& executor() override { return *this; }
-  void launch(const detail::KernelSpec& spec, const detail::LaunchShape& shape, void** args,
-              const std::vector<detail::KernelBuffer>& buffers) override {
-    launches.emplace_back(spec.display_name(), shape);
-    inner().executor().launch(spec, shape, args, buffers);
-  }
-  bool has_kernel(const detail::KernelSpec& spec) const override {
-    return const_cast<ClusterLimitedBackend*>(this)->inner().executor().has_kernel(spec);
-  }
   int resident_clusters(const detail::KernelSpec& spec, const detail::LaunchShape& shape) override {
     ++questions;
     CHECK(shape.cluster_x > 1);
-    CHECK(inner().executor().resident_clusters(spec, shape) == 0);  // the emulator cannot say
+    CHECK(LaunchRecordingBackend::resident_clusters(spec, shape) == 0);  // the emulator cannot say
     return clusters_;
-  }
-  detail::TensorMapParameter tensor_maps(const std::vector<emulator::TensorMap>& maps) override {
-    return inner().executor().tensor_maps(maps);
   }
 
  private:
   int clusters_;
 };
-
-/// bf16 bits of normal values, the same for every run.
-std::vector<std::uint16_t> random_bf16(std::size_t count, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.5f, 1.0f);
-  std::vector<std::uint16_t> bits(count);
-  for (std::uint16_t& b : bits) b = bf16_bits_from_float(normal(rng));
-  return bits;
-}
 
 /// A layer norm's forward and backward over `rows` rows of `cols` bf16 columns on `backend`.
 struct Run {
@@ -86,10 +61,10 @@ Run run_layer_norm(ClusterLimitedBackend& backend, std::int64_t rows, std::int64
                : TensorView::contiguous(held.back().data(), dtype, {shape[0], shape[1]});
   };
   const auto n = static_cast<std::size_t>(rows * cols);
-  const TensorView x = tensor(DType::bf16, {rows, cols}, random_bf16(n, 1));
-  const TensorView gamma = tensor(DType::bf16, {cols}, random_bf16(n / rows, 2));
-  const TensorView beta = tensor(DType::bf16, {cols}, random_bf16(n / rows, 3));
-  const TensorView dy = tensor(DType::bf16, {rows, cols}, random_bf16(n, 4));
+  const TensorView x = tensor(DType::bf16, {rows, cols}, testing::random_bf16(n, 1, 0.5f));
+  const TensorView gamma = tensor(DType::bf16, {cols}, testing::random_bf16(n / rows, 2));
+  const TensorView beta = tensor(DType::bf16, {cols}, testing::random_bf16(n / rows, 3));
+  const TensorView dy = tensor(DType::bf16, {rows, cols}, testing::random_bf16(n, 4));
   const TensorView y = tensor(DType::bf16, {rows, cols}), dx = tensor(DType::bf16, {rows, cols});
   const TensorView mean = tensor(DType::f32, {rows}), rstd = tensor(DType::f32, {rows});
   const TensorView dgamma = tensor(DType::bf16, {cols}), dbeta = tensor(DType::bf16, {cols});

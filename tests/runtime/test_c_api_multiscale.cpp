@@ -10,23 +10,17 @@
 
 #include "flashjit/flashjit.hpp"
 #include "flashjit/flashjit_c.h"
+#include "support/random_values.hpp"
 
 namespace {
 
 using namespace flashjit;
+using testing::random_bf16;
 
 constexpr std::int64_t kBatch = 2, kHeads = 2, kSeq = 24, kDim = 16;
 constexpr std::size_t kElements = kBatch * kSeq * kHeads * kDim;
 constexpr std::size_t kRows = kBatch * kHeads * kSeq;
 constexpr std::size_t kMask = kHeads * kSeq * kSeq;
-
-std::vector<std::uint16_t> random_bf16(std::size_t count, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<std::uint16_t> bits(count);
-  for (std::uint16_t& b : bits) b = bf16_bits_from_float(normal(rng));
-  return bits;
-}
 
 std::vector<float> random_mask(std::uint64_t seed) {
   std::mt19937_64 rng(seed);

@@ -7,7 +7,7 @@
 #   info          nvidia-smi, `flashjit info`, the build's facts               -> info.log
 #   features      `flashjit run` of each kernel form, small shapes checked against the float64
 #                 reference, FLASHJIT_GPU_FEATURE_JOBS at a time (default 8)  -> features.log
-#   tests         ctest -L gpu --output-on-failure                             -> gpu-tests.log
+#   tests         ctest -L gpu --output-on-failure            -> gpu-tests.log, gpu-tests-full.log
 #   sanitizer     compute-sanitizer memcheck and racecheck on short runs       -> sanitizer.log
 #   bench         bench/attention.py: flashjit against PyTorch's SDPA backends
 #                 and FlexAttention                          -> <date>-<device>.md and .log
@@ -245,6 +245,11 @@ run_tests() {
     "${only[*]}"
   timeout --kill-after=10 "$limit" ctest --test-dir "$build" -L gpu --output-on-failure \
     -j "$jobs" --timeout "$per_test" "${only[@]}"
+  local status=$?
+  # Every test's whole output, passing ones too (their MESSAGE lines: the driver's resident
+  # clusters, for one), which --output-on-failure leaves out.
+  cp "$build/Testing/Temporary/LastTest.log" "$out/gpu-tests-full.log" 2>/dev/null
+  return $status
 }
 
 # ---- sanitizer -------------------------------------------------------------------------------

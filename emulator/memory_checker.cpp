@@ -248,29 +248,32 @@ void* shared_base() {
   return machine != nullptr ? machine->shared_begin : nullptr;
 }
 
-bool check_global(const void* address, std::size_t bytes, bool write, std::source_location site) {
+namespace {
+
+// check_global's work, the load marked held (check_global_held_load) when `held`.
+bool check_and_model_global(const void* address, std::size_t bytes, bool write,
+                            std::source_location site, bool held) {
   detail::Machine* machine = detail::active();
   if (machine == nullptr || machine->current < 0) return true;
   if (!detail::check_global_access(*machine, machine->current, address, bytes, write, "")) {
     return false;
   }
-  detail::model_access(*machine, machine->current, address, bytes,
-                       detail::site_at(site, write ? "st.global" : "ld.global",
-                                       write ? AccessKind::global_store : AccessKind::global_load));
+  detail::Site at = detail::site_at(site, write ? "st.global" : "ld.global",
+                                    write ? AccessKind::global_store : AccessKind::global_load);
+  at.held = held;
+  detail::model_access(*machine, machine->current, address, bytes, at);
+  if (held) detail::model_held_load(*machine, machine->current, static_cast<std::int64_t>(bytes));
   return true;
 }
 
+}  // namespace
+
+bool check_global(const void* address, std::size_t bytes, bool write, std::source_location site) {
+  return check_and_model_global(address, bytes, write, site, false);
+}
+
 bool check_global_held_load(const void* address, std::size_t bytes, std::source_location site) {
-  detail::Machine* machine = detail::active();
-  if (machine == nullptr || machine->current < 0) return true;
-  if (!detail::check_global_access(*machine, machine->current, address, bytes, false, "")) {
-    return false;
-  }
-  detail::Site held = detail::site_at(site, "ld.global", AccessKind::global_load);
-  held.held = true;
-  detail::model_access(*machine, machine->current, address, bytes, held);
-  detail::model_held_load(*machine, machine->current, static_cast<std::int64_t>(bytes));
-  return true;
+  return check_and_model_global(address, bytes, false, site, true);
 }
 
 void release_held_load(std::size_t bytes) {

@@ -45,8 +45,9 @@ struct MemoryCounters {
   std::uint64_t global_requests = 0;      ///< plain loads and stores, cp.async sources
   std::uint64_t global_bytes = 0;         ///< distinct bytes asked for, per request, summed
   std::uint64_t global_sector_bytes = 0;  ///< 32 per sector touched, per request, summed
-  /// The most bytes of cp.async and TMA loads (issued, not landed) plus one plain load request
-  /// per warp one CTA had outstanding at any moment; sums keep the largest.
+  /// The most bytes of cp.async and TMA loads (issued, not landed), loads held until their use
+  /// (not yet used) and one plain load request per warp one CTA had outstanding at any moment,
+  /// or its threads' held loads each at its most, if more; sums keep the largest.
   std::uint64_t bytes_in_flight_per_cta = 0;
   unsigned ctas_per_sm = 0;  ///< CTAs an SM holds at once (threads, shared memory, registers)
   std::uint64_t bytes_in_flight_per_sm = 0;  ///< per CTA times CTAs per SM; sums keep the largest

@@ -24,9 +24,8 @@ rewritten after every shape so that a run cut short keeps what it measured; the 
 is this script's standard output. `--list-shapes` prints the shapes and needs neither PyTorch
 nor a GPU.
 
-`--decode` runs the decode and paged shapes instead (bench/decode.py, whose options follow):
-decoding steps on paged KV caches in GB/s and as a fraction of the GPU's copy bandwidth
-measured in the same run, beside the peers present.
+Decoding on paged KV caches is bench/decode.py's, which uses this script's timing and report
+helpers.
 """
 
 import argparse
@@ -615,9 +614,6 @@ def run(args: argparse.Namespace, shapes: List[Shape]) -> int:
 
 
 def main(argv: Sequence[str]) -> int:
-    if "--decode" in argv:  # the decode and paged shapes: bench/decode.py takes the options
-        import decode  # pylint: disable=import-outside-toplevel
-        return decode.main([a for a in argv if a != "--decode"])
     args = parse_args(argv)
     shapes = shapes_of(args)
     if args.list_shapes:

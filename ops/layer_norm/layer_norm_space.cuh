@@ -6,11 +6,14 @@ namespace flashjit::layer_norm_space {
 
 /// Row-length buckets: a config with max_cols > 0 handles rows of at most that many columns and
 /// keeps its share of the row (and of γ, β) in registers; max_cols == 0 handles any length up
-/// to kMaxCols, keeping the row in shared memory where it fits (layer_norm_stash).
-constexpr int kMaxColsBuckets[] = {256, 1024, 4096, 8192, 0};
+/// to kMaxCols, keeping the row in shared memory where it fits (layer_norm_stash). Every power
+/// of two, so that the smallest bucket holding a row is at least half full: a row's threads
+/// past its columns load nothing, and with buckets a factor 4 apart a 1536-column row kept
+/// 192 of the 4096 bucket's 512 threads busy (12.8 KB an SM in flight where 32 KB are wanted).
+constexpr int kMaxColsBuckets[] = {256, 512, 1024, 2048, 4096, 8192, 0};
 /// Threads that share one row (whole warps; a block of fewer than kMinBlockThreads takes
-/// further rows).
-constexpr int kThreadsPerRow[] = {32, 128, 512, 1024};
+/// further rows): each bucket's over 8 values a thread, and the wider and narrower shares.
+constexpr int kThreadsPerRow[] = {32, 64, 128, 256, 512, 1024};
 /// Neighbouring columns one access moves: 1, or as many as fill 16 bytes (8 of fp16 and bf16,
 /// 4 of fp32). A warp's vectors are contiguous: lane l takes vector l of each step.
 constexpr int kVectorWidths[] = {1, 4, 8};

@@ -48,7 +48,7 @@ TEST_CASE("the layer_norm default is a config of the space for every row length"
   const auto configs = kernels::layer_norm_configs();
   for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
     for (bool rms : {false, true}) {
-      for (int cols : {1, 7, 100, 256, 257, 1000, 1024, 4096, 4097, 65536}) {
+      for (int cols : {1, 7, 100, 256, 257, 513, 1000, 1024, 1536, 2049, 4096, 4097, 65536}) {
         const auto config = kernels::default_layer_norm_config(dtype, rms, cols);
         CHECK_MESSAGE(std::find(configs.begin(), configs.end(), config) != configs.end(),
                       "default for " << cols << " columns is not in the space");
@@ -64,6 +64,10 @@ TEST_CASE("the layer_norm default is a config of the space for every row length"
   CHECK(at(100) == std::tuple(256, 32, 1));
   CHECK(at(96) == std::tuple(256, 32, 8));
   CHECK(at(1000) == std::tuple(1024, 128, 8));
+  // The smallest power-of-two bucket, 8 values a thread: at least half the threads load.
+  CHECK(at(384) == std::tuple(512, 64, 8));
+  CHECK(at(1536) == std::tuple(2048, 256, 8));
+  CHECK(at(2048) == std::tuple(2048, 256, 8));
   CHECK(at(4096) == std::tuple(4096, 512, 8));
   CHECK(at(4097) == std::tuple(0, 1024, 1));
   CHECK(at(65536) == std::tuple(0, 1024, 8));

@@ -357,3 +357,24 @@ TEST_CASE("memory model: the layer-norm rows loaded ahead are in flight until th
   }
   CHECK(checked == 4);
 }
+
+TEST_CASE("memory model: a row of 1536 columns keeps its block's threads busy, 24 KB an SM") {
+  // The smallest bucket holding a row is at least half full: 1536 columns take the 2048
+  // bucket's 256 threads (192 of them load), two rows a block. In the 4096 bucket (the
+  // smallest before the 2048 one) 192 of its 512 threads loaded: 12.8 KB an SM in flight.
+  Runtime modelled(RuntimeOptions{
+      .backend = Backend::emulator, .emulated_arch = "sm_90a", .model_memory = true});
+  const LayerNormCase c{.rows = 1024, .cols = 1536, .dtype = DType::bf16};
+  REQUIRE(testing::run_layer_norm_case(modelled, c).ok);
+  REQUIRE(testing::run_layer_norm_backward_case(modelled, c).ok);
+  int checked = 0;
+  for (const KernelWork& kernel : modelled.emulated_work()) {
+    if (kernel.kernel.find("param_grad") != std::string::npos) continue;
+    CAPTURE(kernel.kernel);
+    CHECK(kernel.kernel.find(".cols2048.t256.v8.") != std::string::npos);
+    REQUIRE(kernel.work.memory.modelled);
+    CHECK(kernel.work.memory.bytes_in_flight_per_sm >= 24576u);
+    ++checked;
+  }
+  CHECK(checked == 2);
+}

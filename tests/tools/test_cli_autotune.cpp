@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/runtime_parts.hpp"
@@ -329,24 +330,27 @@ TEST_CASE(
   CHECK(contains(planned.output,
                  "== plan: layer-norm-backward bf16 4096 rows x 5000 cols, "
                  "layer norm, dbias on sm_90a"));
-  CHECK(count_lines_with(planned.output, "holds rows of at most") == 10);
+  CHECK(count_lines_with(planned.output, "holds rows of at most") == 30);  // c256 to c4096
   CHECK(count_lines_with(planned.output, "pruned: spills") == 4);
   CHECK(contains(planned.output, "cany.t1024.v8"));
   CHECK(count_lines_with(planned.output, "(default)") == 1);
-  CHECK(contains(planned.output, "4 of 18 configs would be timed"));
+  CHECK(contains(planned.output, "4 of 38 configs would be timed"));
 
-  // 300 columns: c256 cannot hold them, c4096 and c8192 hold them with room to spare.
+  // 300 columns: c256 cannot hold them, c1024 and up hold them with more room than c512.
   const ChildResult short_rows = flashjit_cli(
       {"autotune", "--plan", "--arch", "sm_90a", "-j", "2", "--op", "layer-norm", "--cols", "300"},
       cache);
   REQUIRE_MESSAGE(short_rows.exit_code == 0, short_rows.output);
   CHECK(count_lines_with(short_rows.output,
                          "pruned: c256 holds rows of at most 256 columns, "
-                         "not 300") == 3);
-  CHECK(count_lines_with(short_rows.output,
-                         "pruned: c4096 > c1024, the smallest bucket that holds 300") == 3);
-  CHECK(count_lines_with(short_rows.output,
-                         "pruned: c8192 > c1024, the smallest bucket that holds 300") == 4);
+                         "not 300") == 5);
+  for (const auto& [bucket, configs] :
+       {std::pair{"c1024", 7}, {"c2048", 6}, {"c4096", 5}, {"c8192", 4}}) {
+    CAPTURE(bucket);
+    CHECK(count_lines_with(short_rows.output, std::string("pruned: ") + bucket +
+                                                  " > c512, the smallest bucket that holds "
+                                                  "300") == configs);
+  }
 
   const ChildResult bad_cols = flashjit_cli(
       {"autotune", "--plan", "--arch", "sm_90a", "--op", "layer-norm", "--cols", "0"}, cache);

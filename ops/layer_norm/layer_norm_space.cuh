@@ -33,10 +33,13 @@ constexpr int forward_blocks_per_sm(int block_threads) {
   return block_threads >= kForwardThreadsPerSm ? 1 : kForwardThreadsPerSm / block_threads;
 }
 /// Bytes an SM of a bounded kernel keeps loading ahead of the rows it works on (the forward's
-/// x, the backward's x and dy), through each row's sums, barriers and stores: about what 4.3
-/// TB/s needs at 1 µs of latency over 132 SMs (one row's 16 bytes a thread, waited for at the
-/// load, left 8 KB).
-constexpr int kBytesInFlight = 32 * 1024;
+/// x, the backward's x and dy), through each row's sums, barriers and stores, with every
+/// thread of its rows loading: 4.8 TB/s (an H200) at 1.3 µs of latency over 132 SMs. A row
+/// that fills three quarters of its bucket's threads (768 columns of 1024) still has 36 KB in
+/// flight, what 4.8 TB/s needs at 1 µs. The register model below caps it where a config's
+/// values leave too few (fp32's backward stays at one group, 64 bytes a thread). One row's 16 bytes a thread,
+/// waited for at the load, left 8 KB.
+constexpr int kBytesInFlight = 48 * 1024;
 /// Registers a thread of a bounded kernel holds besides its loads ahead: some a value of its
 /// row share (the forward's x, γ, β and bias: 4; the backward's γ, three partial sums and the
 /// row's terms: 6), some a vector access (addresses: 4) and about kRegisterBase more (sums,

@@ -26,7 +26,9 @@ from typing import List, Sequence
 from attention import FLUSH_BYTES, default_library, describe_commit, describe_gpu
 from op_timing import TIMING_METHOD, open_flashjit, rel_l2, time_ms
 
-SHAPES = [(rows, cols) for rows in (4096, 32768) for cols in (768, 1024, 4096, 8192, 16384)]
+# 1536 and 2048 columns: rows that fill three quarters and all of the 2048 bucket's threads.
+SHAPES = [(rows, cols) for rows in (4096, 32768)
+          for cols in (768, 1024, 1536, 2048, 4096, 8192, 16384)]
 SHAPES += [(1024, 65536)]
 
 

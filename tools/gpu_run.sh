@@ -188,6 +188,8 @@ feature_runs=(
   "--op attention-backward --varlen 5 --dropout 0.2 --seqlen-q 300 --heads 4 --head-dim 128"
   "--op layer-norm --rows 512 --cols 16384 --bias --residual"
   "--op layer-norm --rows 2048 --cols 4096 --bias --residual"
+  "--op layer-norm --rows 2048 --cols 1536 --bias --residual"
+  "--op layer-norm --rows 4096 --cols 384 --rms"
   "--op layer-norm --rows 64 --cols 65536 --rms"
   "--op layer-norm --rows 4096 --cols 768 --dtype fp32"
   "--op layer-norm --rows 1000 --cols 4097"
@@ -502,10 +504,10 @@ run_autotune() {
     # The layer norm benchmark's shapes (bench/layernorm.py), forward and backward, bf16.
     if ((end - SECONDS >= 15)); then
       echo "\$ $flashjit autotune --op layer-norm,layer-norm-backward --rows 4096,32768" \
-        "--cols 768,1024,4096,8192,16384; then --rows 1024 --cols 65536"
+        "--cols 768,1024,1536,2048,4096,8192,16384; then --rows 1024 --cols 65536"
       timeout --kill-after=10 $((end - SECONDS)) "$flashjit" autotune \
         --op layer-norm,layer-norm-backward --rows 4096,32768 \
-        --cols 768,1024,4096,8192,16384 || rc=$?
+        --cols 768,1024,1536,2048,4096,8192,16384 || rc=$?
       timeout --kill-after=10 $((end - SECONDS)) "$flashjit" autotune \
         --op layer-norm,layer-norm-backward --rows 1024 --cols 65536 || rc=$?
     else

@@ -332,25 +332,39 @@ TEST_CASE("memory model: an SM holds the layer-norm forward blocks its registers
   CHECK(found);
 }
 
+namespace {
+
+/// The row kernels' (not the parameter gradients') work of each case's forward and backward,
+/// run on the sm_90a emulator with its memory model.
+std::vector<KernelWork> modelled_row_kernels(const std::vector<LayerNormCase>& cases) {
+  Runtime modelled(RuntimeOptions{
+      .backend = Backend::emulator, .emulated_arch = "sm_90a", .model_memory = true});
+  for (const LayerNormCase& c : cases) {
+    REQUIRE(testing::run_layer_norm_case(modelled, c).ok);
+    REQUIRE(testing::run_layer_norm_backward_case(modelled, c).ok);
+  }
+  std::vector<KernelWork> kernels;
+  for (const KernelWork& kernel : modelled.emulated_work()) {
+    if (kernel.kernel.find("param_grad") != std::string::npos) continue;
+    REQUIRE(kernel.work.memory.modelled);
+    kernels.push_back(kernel);
+  }
+  return kernels;
+}
+
+}  // namespace
+
 TEST_CASE("memory model: the layer-norm rows loaded ahead are in flight until they are used") {
   // 36 KB an SM is what 4.8 TB/s needs at 1 µs over 132 SMs. The bounded forward keeps six
   // row groups of 16 bytes a thread ahead (512 threads), its backward three of x and dy, the
   // unbounded forward's first pass two vectors (1024 threads), the unbounded backward's two of
   // x and dy: 48 KB, 48 KB, 32 KB and 64 KB, where a vector a thread used at its load was 8 to
   // 16 KB. 1024 rows give each block more groups than it loads ahead.
-  Runtime modelled(RuntimeOptions{
-      .backend = Backend::emulator, .emulated_arch = "sm_90a", .model_memory = true});
   const LayerNormCase bounded{.rows = 1024, .cols = 4096, .dtype = DType::bf16};
   const LayerNormCase unbounded{.rows = 264, .cols = 16384, .dtype = DType::bf16};
-  for (const LayerNormCase& c : {bounded, unbounded}) {
-    REQUIRE(testing::run_layer_norm_case(modelled, c).ok);
-    REQUIRE(testing::run_layer_norm_backward_case(modelled, c).ok);
-  }
   int checked = 0;
-  for (const KernelWork& kernel : modelled.emulated_work()) {
-    if (kernel.kernel.find("param_grad") != std::string::npos) continue;
+  for (const KernelWork& kernel : modelled_row_kernels({bounded, unbounded})) {
     CAPTURE(kernel.kernel);
-    REQUIRE(kernel.work.memory.modelled);
     const bool x_and_dy = kernel.kernel.find("backward.bf16.ln.colsany") != std::string::npos;
     const bool in_registers = kernel.kernel.find(".cols4096.") != std::string::npos;
     const unsigned least = x_and_dy ? 65536u : in_registers ? 49152u : 32768u;
@@ -365,17 +379,11 @@ TEST_CASE("memory model: a row of 1536 columns keeps its block's threads busy, 3
   // bucket's 256 threads (192 of them load), two rows a block. In the 4096 bucket (the
   // smallest before the 2048 one) 192 of its 512 threads loaded: 12.8 KB an SM in flight
   // (18 KB with this kernel's six groups ahead).
-  Runtime modelled(RuntimeOptions{
-      .backend = Backend::emulator, .emulated_arch = "sm_90a", .model_memory = true});
   const LayerNormCase c{.rows = 2048, .cols = 1536, .dtype = DType::bf16};  // 7 groups a block
-  REQUIRE(testing::run_layer_norm_case(modelled, c).ok);
-  REQUIRE(testing::run_layer_norm_backward_case(modelled, c).ok);
   int checked = 0;
-  for (const KernelWork& kernel : modelled.emulated_work()) {
-    if (kernel.kernel.find("param_grad") != std::string::npos) continue;
+  for (const KernelWork& kernel : modelled_row_kernels({c})) {
     CAPTURE(kernel.kernel);
     CHECK(kernel.kernel.find(".cols2048.t256.v8.") != std::string::npos);
-    REQUIRE(kernel.work.memory.modelled);
     CHECK(kernel.work.memory.bytes_in_flight_per_sm >= 36864u);
     ++checked;
   }

@@ -22,8 +22,8 @@ export FLASHJIT_TUNING=off  # the defaults, whatever a tuning database says
 log="$results_dir/$(date -u +%Y-%m-%d)-layer-norm-bytes${NAME:-}.log"
 mkdir -p "$results_dir"
 {
-  echo "# flashjit $(git -C "$(dirname "$0")" rev-parse --short HEAD), $(date -u +%Y-%m-%dT%H:%MZ)," \
-    "CPU emulator (counters, not time)"
+  echo "# flashjit $(git -C "$(dirname "$0")" rev-parse --short HEAD)," \
+    "$(date -u +%Y-%m-%dT%H:%MZ), CPU emulator (counters, not time)"
   echo "# each line: flashjit run --emulate --arch ARCH --op layer-norm --dtype D --rows R" \
     "--cols C --counters [flags]"
 } >"$log"

@@ -37,8 +37,8 @@ constexpr int forward_blocks_per_sm(int block_threads) {
 /// thread of its rows loading: 4.8 TB/s (an H200) at 1.3 µs of latency over 132 SMs. A row
 /// that fills three quarters of its bucket's threads (768 columns of 1024) still has 36 KB in
 /// flight, what 4.8 TB/s needs at 1 µs. The register model below caps it where a config's
-/// values leave too few (fp32's backward stays at one group, 64 bytes a thread). One row's 16 bytes a thread,
-/// waited for at the load, left 8 KB.
+/// values leave too few (fp32's backward stays at one group, 64 bytes a thread). One row's 16
+/// bytes a thread, waited for at the load, left 8 KB.
 constexpr int kBytesInFlight = 48 * 1024;
 /// Registers a thread of a bounded kernel holds besides its loads ahead: some a value of its
 /// row share (the forward's x, γ, β and bias: 4; the backward's γ, three partial sums and the

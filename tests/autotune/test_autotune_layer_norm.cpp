@@ -62,7 +62,7 @@ TEST_CASE("layer norm candidates: the dtype's and norm's space, one default, byt
     const std::vector<Candidate> candidates = enumerate_candidates(p, "sm_90a");
     const auto configs = kernels::layer_norm_configs();
     CHECK(candidates.size() ==
-          static_cast<std::size_t>(std::count_if(configs.begin(), configs.end(), [](auto& c) {
+          static_cast<std::size_t>(std::count_if(configs.begin(), configs.end(), [](const auto& c) {
             return c.dtype == DType::bf16 && !c.rms;
           })));
     std::set<std::string> names;

@@ -13,19 +13,41 @@ python_deps=$!
 cmake --preset ci >/dev/null
 cmake --build --preset ci
 
-# Tests must not touch the user's kernel cache.
-export FLASHJIT_CACHE_DIR=${FLASHJIT_CACHE_DIR:-$(mktemp -d)/flashjit-test-cache}
-ctest --preset ci
-if build/ci/tools/flashjit info | grep -q '^gpu 0:'; then
-  ctest --test-dir build/ci -L gpu --output-on-failure
-else
-  echo "flashjit: no GPU on this machine: the GPU tests (ctest -L gpu) were not run"
-fi
-
-# The Python package, built from build/ci's objects, and its tests on the emulator.
 if ! wait "$python_deps"; then
   cat "$python_deps_log" >&2
   echo "flashjit: installing the Python packages failed" >&2
   exit 1
 fi
-bash tools/test-python.sh build/ci
+
+# Tests must not touch the user's kernel cache. Both suites share one: the disk cache is safe
+# for concurrent processes, and a kernel one suite compiles the other finds.
+export FLASHJIT_CACHE_DIR=${FLASHJIT_CACHE_DIR:-$(mktemp -d)/flashjit-test-cache}
+
+# The Python package, built from build/ci's objects, and its tests on the emulator, beside
+# CTest: pytest runs one test at a time, so alone it would leave a core of two idle for minutes.
+python_log=$(mktemp)
+bash tools/test-python.sh build/ci >"$python_log" 2>&1 &
+python_tests=$!
+
+ctest_status=0
+ctest --preset ci || ctest_status=$?
+if ((ctest_status == 0)); then
+  if build/ci/tools/flashjit info | grep -q '^gpu 0:'; then
+    ctest --test-dir build/ci -L gpu --output-on-failure || ctest_status=$?
+  else
+    echo "flashjit: no GPU on this machine: the GPU tests (ctest -L gpu) were not run"
+  fi
+fi
+
+python_status=0
+wait "$python_tests" || python_status=$?
+echo "flashjit: the Python package's tests (tools/test-python.sh build/ci):"
+cat "$python_log"
+if ((ctest_status != 0)); then
+  echo "flashjit: CTest failed (exit status $ctest_status)" >&2
+  exit "$ctest_status"
+fi
+if ((python_status != 0)); then
+  echo "flashjit: the Python package's tests failed (exit status $python_status)" >&2
+  exit "$python_status"
+fi

@@ -747,17 +747,20 @@ TEST_CASE(
   }
 }
 
-// One arch: test_ops compiles the same defaults for both (this is the command's report).
-TEST_CASE("compile --op layer-norm: the defaults compile for sm_80 without spills") {
+// One arch and one row-length bucket: test_ops compiles every default for both (this is the
+// command's report).
+TEST_CASE("compile --op layer-norm --match: one bucket's defaults compile for sm_80, no spills") {
   TempDir dir;
   const std::string cache = (dir.path() / "cache").string();
   for (const char* arch : {"sm_80"}) {
-    const ChildResult compile =
-        flashjit_cli({"compile", "--arch", arch, "--op", "layer-norm"}, cache);
+    const ChildResult compile = flashjit_cli({"compile", "--arch", arch, "--op", "layer-norm",
+                                              "--match", ".cols256.", "--match", "_param_grad."},
+                                             cache);
     REQUIRE_MESSAGE(compile.exit_code == 0, compile.output);
     CHECK(count_lines_with(compile.output, "layer_norm.") > 0);
     CHECK(count_lines_with(compile.output, "layer_norm_backward.") > 0);
     CHECK(count_lines_with(compile.output, "layer_norm_param_grad.") == 3);
+    CHECK(count_lines_with(compile.output, ".cols1024.") == 0);  // --match keeps one bucket
     CHECK(count_lines_with(compile.output, "spill    0 B") ==
           count_lines_with(compile.output, "spill "));
     CHECK(compile.output.find(" 0 failed") != std::string::npos);

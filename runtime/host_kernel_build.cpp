@@ -61,6 +61,7 @@ std::string host_kernel_key(const KernelSpec& spec, const HostToolchain& toolcha
   key.add("flashjit-host-kernel").add(std::to_string(kCacheFormatVersion)).add(kVersion);
   key.add(toolchain.compiler.resolved.string()).add(toolchain.compiler.version);
   for (const std::string& flag : host_compile_flags()) key.add(flag);
+  key.add(toolchain.compiler.linker_flag);
   for (const std::string& option : spec.options) key.add(option);
   key.add(templates.digest()).add(host_headers_digest());
   key.add(host_translation_unit(spec)).add(spec.name_expression);

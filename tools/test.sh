@@ -31,6 +31,12 @@ python_tests=$!
 
 ctest_status=0
 ctest --preset ci || ctest_status=$?
+python_status=0
+wait "$python_tests" || python_status=$?
+echo "flashjit: the Python package's tests (tools/test-python.sh build/ci):"
+cat "$python_log"
+
+# The GPU's suites alone on it, after the Python tests (which use it too where there is one).
 if ((ctest_status == 0)); then
   if build/ci/tools/flashjit info | grep -q '^gpu 0:'; then
     ctest --test-dir build/ci -L gpu --output-on-failure || ctest_status=$?
@@ -38,16 +44,11 @@ if ((ctest_status == 0)); then
     echo "flashjit: no GPU on this machine: the GPU tests (ctest -L gpu) were not run"
   fi
 fi
-
-python_status=0
-wait "$python_tests" || python_status=$?
-echo "flashjit: the Python package's tests (tools/test-python.sh build/ci):"
-cat "$python_log"
+if ((python_status != 0)); then
+  echo "flashjit: the Python package's tests failed (exit status $python_status)" >&2
+fi
 if ((ctest_status != 0)); then
   echo "flashjit: CTest failed (exit status $ctest_status)" >&2
   exit "$ctest_status"
 fi
-if ((python_status != 0)); then
-  echo "flashjit: the Python package's tests failed (exit status $python_status)" >&2
-  exit "$python_status"
-fi
+exit "$python_status"

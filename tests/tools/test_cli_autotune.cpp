@@ -341,13 +341,13 @@ TEST_CASE(
       {"autotune", "--plan", "--arch", "sm_90a", "-j", "2", "--op", "layer-norm", "--cols", "300"},
       cache);
   REQUIRE_MESSAGE(short_rows.exit_code == 0, short_rows.output);
-  CHECK(count_lines_with(short_rows.output,
+  CHECK(count_lines_with(short_rows.out,
                          "pruned: c256 holds rows of at most 256 columns, "
                          "not 300") == 5);
   for (const auto& [bucket, configs] :
        {std::pair{"c1024", 7}, {"c2048", 6}, {"c4096", 5}, {"c8192", 4}}) {
     CAPTURE(bucket);
-    CHECK(count_lines_with(short_rows.output, std::string("pruned: ") + bucket +
+    CHECK(count_lines_with(short_rows.out, std::string("pruned: ") + bucket +
                                                   " > c512, the smallest bucket that holds "
                                                   "300") == configs);
   }

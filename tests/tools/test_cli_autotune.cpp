@@ -348,8 +348,8 @@ TEST_CASE(
        {std::pair{"c1024", 7}, {"c2048", 6}, {"c4096", 5}, {"c8192", 4}}) {
     CAPTURE(bucket);
     CHECK(count_lines_with(short_rows.out, std::string("pruned: ") + bucket +
-                                                  " > c512, the smallest bucket that holds "
-                                                  "300") == configs);
+                                               " > c512, the smallest bucket that holds "
+                                               "300") == configs);
   }
 
   const ChildResult bad_cols = flashjit_cli(

@@ -106,8 +106,7 @@ int usage_error(const std::string& problem, const CLI::App& where) {
 int main(int argc, char** argv) {
   using namespace flashjit;
   // Whole lines as they are printed, also into a pipe: `flashjit autotune | tee log` shows each
-  // result as it comes, and a reader of stdout and stderr together (a test, a CI log) never gets
-  // a progress line in the middle of a result line, as a 4 KB block flushed mid-line allowed.
+  // result as it comes, not in 4 KB blocks at exit.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   CLI::App app{"flashjit: run-time specialized attention kernels for NVIDIA GPUs", "flashjit"};
   // At most one command at each level; a missing one is reported below, naming the choices

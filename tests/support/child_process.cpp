@@ -36,6 +36,9 @@ ChildResult fork_and_capture(const std::function<void()>& child) {
   ChildResult result;
   pollfd fds[2] = {{out_fds[0], POLLIN, 0}, {err_fds[0], POLLIN, 0}};
   std::string* streams[2] = {&result.out, &result.err};
+  // What each stream has given past its last newline: `output` takes whole lines only, so a
+  // read that ends mid-line (4 KB at a time) never puts the other stream's text inside a line.
+  std::string partial[2];
   for (int open = 2; open > 0;) {
     if (::poll(fds, 2, -1) < 0) break;
     for (int i = 0; i < 2; ++i) {
@@ -46,10 +49,16 @@ ChildResult fork_and_capture(const std::function<void()>& child) {
         ::close(fds[i].fd);
         fds[i].fd = -1;
         --open;
+        result.output += partial[i];  // the last line, without its newline
+        partial[i].clear();
         continue;
       }
       streams[i]->append(buffer, static_cast<std::size_t>(n));
-      result.output.append(buffer, static_cast<std::size_t>(n));
+      partial[i].append(buffer, static_cast<std::size_t>(n));
+      const std::size_t end = partial[i].rfind('\n');
+      if (end == std::string::npos) continue;
+      result.output.append(partial[i], 0, end + 1);
+      partial[i].erase(0, end + 1);
     }
   }
   int status = 0;

@@ -117,6 +117,10 @@ void merge_report(Report& into, const Report& part) {
     w.kv_loads_ahead =
         w.kv_loads_ahead < 0 ? p.kv_loads_ahead : std::min(w.kv_loads_ahead, p.kv_loads_ahead);
   }
+  if (p.q_loads_ahead >= 0) {
+    w.q_loads_ahead =
+        w.q_loads_ahead < 0 ? p.q_loads_ahead : std::min(w.q_loads_ahead, p.q_loads_ahead);
+  }
   into.schedule.early_landings += part.schedule.early_landings;
   into.schedule.failed_try_waits += part.schedule.failed_try_waits;
 }

@@ -192,6 +192,9 @@ struct MapLoads {
   std::uint32_t barrier = 0;
   std::int64_t phase = -1;
   std::vector<std::int64_t> fewest_ahead;
+  // Per batch the most batches issued after it when a wgmma read it as its A operand (-1: none
+  // read it), for q_loads_ahead.
+  std::vector<std::int64_t> most_ahead_as_a;
 };
 
 /// A TMA store in flight: its shared source is guarded until its bulk group is waited for.
@@ -474,8 +477,8 @@ void start_exploring_block(Machine& machine, std::uint64_t linear_block);
 bool explore_chance(Machine& machine, std::uint32_t odds);
 /// Exploring: a choice in [0, count) from the block's generator (count > 0).
 std::size_t explore_pick(Machine& machine, std::size_t count);
-/// At the end of a block: lands what is in flight, folds kv_loads_ahead, and reports mbarrier
-/// phases that received every arrival but still expect transaction bytes.
+/// At the end of a block: lands what is in flight, folds kv_loads_ahead and q_loads_ahead, and
+/// reports mbarrier phases that received every arrival but still expect transaction bytes.
 void finish_async_proxy(Machine& machine);
 /// The TMA stores of `thread` release their shared sources (it is exiting).
 void drain_tma_stores(Machine& machine, int thread);
@@ -513,6 +516,10 @@ std::string describe_register_wait(const Machine& machine, int thread);
 /// of that operand's tensor map issued after the one that wrote it. The block's end folds the
 /// samples into the report (finish_async_proxy), but a map's first and last batches'.
 void count_loads_ahead(Machine& machine, std::uint32_t offset);
+/// Samples q_loads_ahead for a wgmma whose A operand starts at shared `offset`, as
+/// count_loads_ahead does for B; the block's end folds each batch's last sample (its most),
+/// but a map's last batch's.
+void count_a_loads_ahead(Machine& machine, std::uint32_t offset);
 /// `load` landed, its bytes counting toward phase `phase` of its mbarrier (tma_landing.cpp).
 void note_landing(Machine& machine, const TmaLoad& load, std::int64_t phase);
 /// A generic write to [offset, offset + bytes): its chunks hold the writer's data now.

@@ -94,6 +94,11 @@ struct WorkCounters {
   // ahead of the batch the wgmma reads, when it issues; a map's first and last batches in a
   // block are excepted. -1: nothing measured. Shows whether loads run ahead of the math.
   std::int64_t kv_loads_ahead = -1;
+  // The fewest load batches of a wgmma A operand's tensor map (Q in attention) issued after the
+  // batch a wgmma reads, at the last wgmma that reads it; a map's last batch in a block is
+  // excepted. -1: nothing measured. Shows whether the next tile's Q is on its way before this
+  // tile's last product.
+  std::int64_t q_loads_ahead = -1;
 
   bool operator==(const WorkCounters&) const = default;
 };

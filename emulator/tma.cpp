@@ -190,6 +190,7 @@ std::uint32_t load_batch(Machine& m, const void* map, const Mbarrier& barrier) {
   if (it->batches == 0 || it->barrier != barrier.offset || it->phase != barrier.phase) {
     ++it->batches;
     it->fewest_ahead.push_back(-1);
+    it->most_ahead_as_a.push_back(-1);
     it->barrier = barrier.offset;
     it->phase = barrier.phase;
   }
@@ -197,11 +198,15 @@ std::uint32_t load_batch(Machine& m, const void* map, const Mbarrier& barrier) {
 }
 
 // The block is over: kv_loads_ahead takes the fewest of each map's batches but its first and
-// last (after the last there was nothing left to load).
+// last (after the last there was nothing left to load); q_loads_ahead the fewest of each map's
+// batches read as an A operand but its last.
 void fold_loads_ahead(Machine& m) {
   for (const MapLoads& loads : m.map_loads) {
     for (std::size_t batch = 1; batch + 1 < loads.fewest_ahead.size(); ++batch) {
       keep_fewest(m.report.work.kv_loads_ahead, loads.fewest_ahead[batch]);
+    }
+    for (std::size_t batch = 0; batch + 1 < loads.most_ahead_as_a.size(); ++batch) {
+      keep_fewest(m.report.work.q_loads_ahead, loads.most_ahead_as_a[batch]);
     }
   }
 }
@@ -312,14 +317,36 @@ void issue_load(const char* what, void* shared_dst, const TensorMap* map,
 
 }  // namespace
 
-void count_loads_ahead(Machine& m, std::uint32_t offset) {
-  if (offset / kChunk >= m.load_origins.size()) return;
-  const LoadOrigin origin = m.load_origins[offset / kChunk];
-  if (origin.map == nullptr || origin.batch == 0) return;
+namespace {
+
+// The TMA load batch that wrote the chunk at shared `offset` and its map's loads; nullptr where
+// no TMA load did.
+MapLoads* loads_of_origin(Machine& m, std::uint32_t offset, LoadOrigin& origin) {
+  if (offset / kChunk >= m.load_origins.size()) return nullptr;
+  origin = m.load_origins[offset / kChunk];
+  if (origin.map == nullptr) return nullptr;
   const auto it = std::find_if(m.map_loads.begin(), m.map_loads.end(),
                                [&](const MapLoads& loads) { return loads.map == origin.map; });
-  const std::int64_t ahead = std::int64_t(it->batches) - 1 - origin.batch;
-  keep_fewest(it->fewest_ahead[origin.batch], ahead);
+  return it == m.map_loads.end() ? nullptr : &*it;
+}
+
+}  // namespace
+
+void count_loads_ahead(Machine& m, std::uint32_t offset) {
+  LoadOrigin origin;
+  MapLoads* loads = loads_of_origin(m, offset, origin);
+  if (loads == nullptr || origin.batch == 0) return;
+  const std::int64_t ahead = std::int64_t(loads->batches) - 1 - origin.batch;
+  keep_fewest(loads->fewest_ahead[origin.batch], ahead);
+}
+
+void count_a_loads_ahead(Machine& m, std::uint32_t offset) {
+  LoadOrigin origin;
+  MapLoads* loads = loads_of_origin(m, offset, origin);
+  if (loads == nullptr) return;
+  const std::int64_t ahead = std::int64_t(loads->batches) - 1 - origin.batch;
+  std::int64_t& most = loads->most_ahead_as_a[origin.batch];
+  most = std::max(most, ahead);  // (later reads see as many batches or more)
 }
 
 void reset_async_proxy(Machine& m, std::size_t threads) {

@@ -302,6 +302,10 @@ void compute(void* const* threads) {
   }
   detail::count_loads_ahead(
       m, wgmma_operand_offset(decode_wgmma_descriptor(lead.b_descriptor), lead.trans_b, 0, 0));
+  if constexpr (!RegisterA) {
+    detail::count_a_loads_ahead(
+        m, wgmma_operand_offset(decode_wgmma_descriptor(lead.a_descriptor), lead.trans_a, 0, 0));
+  }
   // D = A B (+ C), k in order: each product of 16-bit (or 8-bit) values is exact in fp32.
   std::vector<float> acc(static_cast<std::size_t>(kM * n), 0.0f);  // (64, n)
   for (int t = 0; t < kWarpgroupThreads && lead.scale_d; ++t) {

@@ -245,6 +245,7 @@ void EmulatorBackend::count(const KernelSpec& spec, const emulator::Report& repo
                            .ctas = counted.ctas,
                            .ldmatrix_bytes = counted.ldmatrix_bytes,
                            .kv_loads_ahead = counted.kv_loads_ahead,
+                           .q_loads_ahead = counted.q_loads_ahead,
                            .memory = public_memory(report.memory)};
 }
 

@@ -20,6 +20,10 @@ WorkCounters& WorkCounters::operator+=(const WorkCounters& other) {
     kv_loads_ahead = kv_loads_ahead < 0 ? other.kv_loads_ahead
                                         : std::min(kv_loads_ahead, other.kv_loads_ahead);
   }
+  if (other.q_loads_ahead >= 0) {
+    q_loads_ahead =
+        q_loads_ahead < 0 ? other.q_loads_ahead : std::min(q_loads_ahead, other.q_loads_ahead);
+  }
   return *this;
 }
 

@@ -42,7 +42,8 @@ json counters_json(const WorkCounters& w) {
             {"barriers", w.barriers},
             {"ctas", w.ctas},
             {"ldmatrix_bytes", w.ldmatrix_bytes},
-            {"kv_loads_ahead", w.kv_loads_ahead}};
+            {"kv_loads_ahead", w.kv_loads_ahead},
+            {"q_loads_ahead", w.q_loads_ahead}};
   const MemoryCounters& m = w.memory;
   if (!m.modelled) return j;
   json sites = json::array();
@@ -162,10 +163,13 @@ void report_work(const RunContext& context, const Runtime& runtime, const std::s
   print_line("barriers", sum.barriers);
   print_line("ctas", sum.ctas);
   print_line("ldmatrix_bytes", sum.ldmatrix_bytes);
-  if (sum.kv_loads_ahead >= 0) {
-    print_line("kv_loads_ahead", static_cast<unsigned long long>(sum.kv_loads_ahead));
-  } else {
-    std::printf("%-29s -\n", "kv_loads_ahead");
+  for (const auto& [name, ahead] : {std::pair{"kv_loads_ahead", sum.kv_loads_ahead},
+                                    std::pair{"q_loads_ahead", sum.q_loads_ahead}}) {
+    if (ahead >= 0) {
+      print_line(name, static_cast<unsigned long long>(ahead));
+    } else {
+      std::printf("%-29s -\n", name);
+    }
   }
   const json ratios = ratios_json(sum, minimum, runtime.device());
   if (ratios["tensor_flops_ratio"].is_null()) {

@@ -93,6 +93,13 @@ struct WorkCounters {
   /// 1 or more: the next block was already on its way. -1: nothing measured. Sums keep the
   /// fewest.
   std::int64_t kv_loads_ahead = -1;
+  /// Whether a persistent Hopper kernel's next tile's Q is on its way before this tile's last
+  /// product: the fewest load batches of a wgmma A operand's tensor map (Q in S = Q Kᵀ, one
+  /// tile each) issued after the batch a wgmma reads, at the last wgmma that reads it, over
+  /// every launch; each block's last batch of a map is excepted (no tile follows it). 0: some
+  /// tile's next Q was issued only after its last product; 1: it was under way. -1: nothing
+  /// measured (a block of one tile). Sums keep the fewest.
+  std::int64_t q_loads_ahead = -1;
   /// The memory model's counters (empty unless RuntimeOptions::model_memory was set).
   MemoryCounters memory;
 

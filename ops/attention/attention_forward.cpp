@@ -139,7 +139,9 @@ int ForwardConfig::shared_bytes() const {
     case ForwardPath::wgmma:
       return wgmma_forward_shared_bytes(head_dim, block_m, block_n);
     case ForwardPath::tma:
-      return tma_forward_shared_bytes(head_dim, block_m, block_n, stages, p_in_shared(), kv_e4m3);
+      return tma_forward_shared_bytes(head_dim, block_m, block_n, stages, p_in_shared(), kv_e4m3,
+                                      tma_forward_q_slots(head_dim, block_m, block_n, stages,
+                                                          p_in_shared(), kv_e4m3, persistent()));
     case ForwardPath::decode:
       return decode_forward_shared_bytes(*this);
     case ForwardPath::fp8:

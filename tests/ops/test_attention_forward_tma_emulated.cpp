@@ -357,6 +357,33 @@ TEST_CASE("TMA forward on the emulator: the loads run ahead of the math") {
             .work.kv_loads_ahead == -1);
 }
 
+// q_loads_ahead (WorkCounters): a persistent CTA with two Q slots loads its next tile's Q with
+// this tile's last blocks, so it is on its way before this tile's last S = Q Kᵀ; with one slot
+// (no room for two) the next Q waits for this tile's O to leave the slot.
+TEST_CASE("TMA forward on the emulator: the next tile's Q loads under this tile's last products") {
+  // Two slots where a persistent CTA has the room: head dim 64's default and head dim 128's
+  // masked one; not 128's unmasked tile (Bc 176), not 256, not one CTA a tile.
+  CHECK(tma_forward_q_slots(64, 128, 128, 2, false, false, true) == 2);
+  CHECK(tma_forward_q_slots(128, 128, 128, 2, false, false, true) == 2);
+  CHECK(tma_forward_q_slots(128, 128, 176, 2, false, false, true) == 1);
+  CHECK(tma_forward_q_slots(256, 128, 64, 2, false, false, true) == 1);
+  CHECK(tma_forward_q_slots(64, 128, 128, 2, false, false, false) == 1);
+  CHECK(tma_forward_shared_bytes(64, 128, 128, 2, false, false, 2) ==
+        tma_forward_shared_bytes(64, 128, 128, 2) + 128 * 64 * 2 + 16);
+  const ScopedEnv in_order("FLASHJIT_EMULATOR_EXPLORE", nullptr);  // (as kv_loads_ahead's)
+  constexpr bool kOverlap = true, kPingpong = true, kPersistent = true;
+  const ForwardCase c = batched_case(1, 4, 1, 128, 900, 128);  // 4 tiles on 3 CTAs
+  const em::Report two = check_case<128, 128, 128, kOverlap, kPingpong, false, 2, kPersistent>(c);
+  ForwardCase wide = batched_case(2, 3, 1, 77, 140, 256);  // 6 tiles on 3 CTAs
+  const em::Report one = check_case<256, 128, 64, kOverlap, false, false, 2, kPersistent>(wide);
+  MESSAGE("q_loads_ahead: two slots " << two.work.q_loads_ahead << ", one "
+                                      << one.work.q_loads_ahead);
+  CHECK(two.work.q_loads_ahead == 1);
+  CHECK(one.work.q_loads_ahead == 0);
+  // One tile a CTA: no next tile, nothing measured.
+  CHECK(check_case<128, 128, 128, kOverlap, kPingpong>(c).work.q_loads_ahead == -1);
+}
+
 TEST_CASE("TMA forward on the emulator: copies landing early and try_wait failing change nothing") {
   ForwardCase causal = batched_case(1, 2, 1, 200, 170, 64);
   causal.problem.causal = true;

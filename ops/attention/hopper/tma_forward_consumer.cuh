@@ -230,9 +230,9 @@ FJ_DEVICE void write_outputs(const acc_tile<16, Traits::kHeadDimPadded>& o, cons
                              const TmaForwardBlock& at, int thread) {
   const WarpgroupScope scope{thread};
   const int group_row0 = scope.row0(), warp_row0 = scope.warp_row0();
-  // Persistent, the previous tile's O store (issued by the warpgroup's first thread, which waits
-  // for it before it comes here) has read these rows: without Q loaded in between (a tile with
-  // no key) nothing else orders the warpgroup's writes after it.
+  // Persistent, the last O store from this Q slot (issued by the warpgroup's first thread, which
+  // waits for it before it comes here) has read these rows: without Q loaded in between (a tile
+  // with no key) nothing else orders the warpgroup's writes after it.
   if constexpr (Traits::kPersistent) scope.sync(TmaForwardBarrier::kWarpgroup);
   store_lse(lse, lse_rows(params, at.tensor_batch, at.head, at.q_row0), warp_row0, at.rows,
             scope.lane());

@@ -17,7 +17,8 @@
 //
 // Tiles of (query block, head, batch), the longest causal ones first (tma_tile_schedule.cuh).
 // Persistent, at most one CTA per SM walks them: the rings and Q's barriers carry on from one
-// tile to the next, so the next tile's first K and V load under this tile's last steps. With a
+// tile to the next, so the next tile's first K and V load under this tile's last steps, and,
+// where shared memory holds a second Q slot (tma_forward_q_slots), so does its Q. With a
 // mask, whose tiles differ in length, a consumer thread takes them from a counter and hands
 // them to the loader and the other consumers in shared memory (TileHandOver).
 //
@@ -46,14 +47,37 @@
 
 namespace flashjit {
 
+/// Producer: waits until the CTA's n-th tile's Q slot (TmaForwardShared::for_tile) is free, its
+/// last tile's O stored (q_empty).
+template <class Traits>
+FJ_DEVICE void wait_query_slot(const TmaForwardShared<Traits>& smem, ProducerLoads<Traits>& loads,
+                               int n) {
+  if (n > 0) loads.flush();  // (the consumers may wait for it before they store O)
+  if (n >= Traits::kQSlots) {
+    mbarrier_wait_parity(smem.for_tile(n).q_empty, unsigned(n / Traits::kQSlots - 1) & 1u);
+  }
+}
+
+/// Producer: the CTA's n-th tile's Q into its free slot.
+template <class Traits>
+FJ_DEVICE void load_query(const TmaForwardShared<Traits>& smem, const AttentionTmaMaps& maps,
+                          const ProducerLoads<Traits>& loads, const TmaForwardBlock& at, int n) {
+  if (!loads.leader()) return;
+  const TmaForwardShared<Traits> q_slot = smem.for_tile(n);
+  const int q_origin[4] = {0, at.q_row0, at.head, at.tensor_batch};  // (dim, row, head, batch)
+  mbarrier_arrive_expect_tx(q_slot.q_full, Traits::QTile::kBytes);
+  tma_load_tile<L2Evict::first>(q_slot.q, maps.q, q_origin, q_slot.q_full);  // Q, read once
+}
+
 /// Producer (one thread; with an fp8 cache the producer warpgroup, ProducerLoads): for each of
 /// this CTA's tiles, Q, then its key blocks' K and V, each into its own ring. The key blocks of
 /// all the tiles form one stream, loaded in the order the consumers use them: block j+1's K
 /// before block j's V (the consumers' step j+1 computes S = Q Kⱼ₊₁ᵀ together with O += Pⱼ Vⱼ).
 /// The next tile's first K and V go out with this tile's last block, so they land while this
-/// tile finishes. Q's tile holds O on its way out, so a tile's Q waits until the consumers have
-/// stored the previous tile's O (q_empty); a tile with no key to visit loads nothing, but still
-/// lets the consumers in (q_full) only then.
+/// tile finishes. Q's slot holds O on its way out (wait_query_slot): with two slots the next tile's
+/// Q goes out with them too, before its first V (which S = Q Kᵀ does not need), so it lands
+/// under this tile's last products; with one it waits for this tile's O at the next tile's
+/// start, where the next tile's first K and V are already on their way.
 template <class Traits>
 FJ_DEVICE void load_tiles(const TmaForwardShared<Traits>& smem,
                           const AttentionForwardParams& params, const AttentionTmaMaps& maps,
@@ -64,19 +88,15 @@ FJ_DEVICE void load_tiles(const TmaForwardShared<Traits>& smem,
   int tile = tiles.first();
   for (int n = 0; !tiles.done(tile); ++n) {  // the CTA's n-th tile
     const TmaForwardBlock at = tiles.block(params, tile);
-    if (n > 0) {
-      loads.flush();  // (the consumers may wait for it before they store O)
-      mbarrier_wait_parity(smem.q_empty, unsigned(n - 1) & 1u);  // the last tile's O stored
-    }
-    if (at.keys.empty()) {
-      if (loads.leader()) mbarrier_arrive(smem.q_full);  // nothing to load: O = 0 at once
-      tile = tiles.after(smem.handed, tile, n + 1, true);
-      continue;
-    }
-    if (loads.leader()) {
-      const int q_origin[4] = {0, at.q_row0, at.head, at.tensor_batch};  // (dim, row, head, batch)
-      mbarrier_arrive_expect_tx(smem.q_full, Traits::QTile::kBytes);
-      tma_load_tile<L2Evict::first>(smem.q, maps.q, q_origin, smem.q_full);  // Q, read once
+    // (With two Q slots a tile's Q went out with the last tile's blocks, unless it has no key.)
+    if (Traits::kQSlots == 1 || !first_loaded) {
+      wait_query_slot(smem, loads, n);
+      if (at.keys.empty()) {  // nothing to load: O = 0 at once
+        if (loads.leader()) mbarrier_arrive(smem.for_tile(n).q_full);
+        tile = tiles.after(smem.handed, tile, n + 1, true);
+        continue;
+      }
+      load_query(smem, maps, loads, at, n);
     }
     const int begin = at.keys.begin;
     if (!first_loaded) loads.key_block(smem.k_ring, k_slot, smem.k0, maps.k, at, begin);
@@ -91,6 +111,10 @@ FJ_DEVICE void load_tiles(const TmaForwardShared<Traits>& smem,
     const bool more = !tiles.done(after) && !next.keys.empty();
     if (more) loads.key_block(smem.k_ring, k_slot, smem.k0, maps.k, next, next.keys.begin);
     if (last != begin || !first_loaded) loads.last_values(params, v_slot, maps.v, at, last);
+    if (Traits::kQSlots == 2 && more) {
+      wait_query_slot(smem, loads, n + 1);
+      load_query(smem, maps, loads, next, n + 1);
+    }
     if (more) loads.key_block(smem.v_ring, v_slot, smem.v0, maps.v, next, next.keys.begin);
     first_loaded = more;
     tile = after;
@@ -113,18 +137,21 @@ FJ_DEVICE void attend_tiles(const TmaForwardShared<Traits>& smem,
       tiles.hand_over_next(params, smem.handed, n);
     }
     const TmaForwardBlock at = tiles.block(params, tile);
-    mbarrier_wait_parity(smem.q_full, unsigned(n) & 1u);  // Q landed (or the tile has no key)
+    const TmaForwardShared<Traits> tile_smem = smem.for_tile(n);  // (its Q slot)
+    // Q landed (or the tile has no key)
+    mbarrier_wait_parity(tile_smem.q_full, unsigned(n / Traits::kQSlots) & 1u);
     // A warpgroup with no query row (a last, partly full block) passes the keys by. Persistent,
     // it computes on the zero rows TMA filled in instead, and stores nothing of them: a second
     // loop in the tile loop costs the main loop registers it does not have to spare.
     if (!Traits::kPersistent && WarpgroupScope{thread}.row0() >= at.rows) {
-      pass_keys<Traits>(smem, at, slots, thread);
+      pass_keys<Traits>(tile_smem, at, slots, thread);
     } else if constexpr (Traits::kOverlap) {
-      attend_overlapped<Traits>(smem, params, maps, at, slots, thread);
+      attend_overlapped<Traits>(tile_smem, params, maps, at, slots, thread);
     } else {
-      attend<Traits>(smem, params, maps, at, slots, thread);
+      attend<Traits>(tile_smem, params, maps, at, slots, thread);
     }
-    if (WarpgroupScope{thread}.leader()) mbarrier_arrive(smem.q_empty);  // its O store read Q
+    // its O store read Q's slot
+    if (WarpgroupScope{thread}.leader()) mbarrier_arrive(tile_smem.q_empty);
     tile = tiles.after(smem.handed, tile, ++n, false);
   }
 }
@@ -137,9 +164,12 @@ FJ_DEVICE void tma_forward(const AttentionForwardParams& params, const Attention
   const TmaForwardShared<Traits> smem =
       carve_tma_forward_shared<Traits>(dynamic_shared<unsigned char>());
   if (thread == 0) {
-    mbarrier_init(smem.q_full, 1);  // the producer's arrival (and Q's bytes)
-    // Each consumer warpgroup's leader arrives once its O store has read Q's tile.
-    mbarrier_init(smem.q_empty, Traits::kConsumerThreads / WarpgroupScope::kThreads);
+    for (int slot = 0; slot < Traits::kQSlots; ++slot) {
+      mbarrier_init(smem.for_tile(slot).q_full, 1);  // the producer's arrival (and Q's bytes)
+      // Each consumer warpgroup's leader arrives once its O store has read Q's slot.
+      mbarrier_init(smem.for_tile(slot).q_empty,
+                    Traits::kConsumerThreads / WarpgroupScope::kThreads);
+    }
     mbarrier_init(smem.v_tail, 1);  // the producer's arrival (and the V block's bytes)
     // The consumers release each slot kReleases times (ConsumerSlots: once a warpgroup and
     // block, or with an fp8 cache once a thread).

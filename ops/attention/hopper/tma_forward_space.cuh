@@ -40,20 +40,35 @@ constexpr TmaForwardRegisters tma_forward_registers(int block_m, int cluster_blo
                           : TmaForwardRegisters{0, 0};
 }
 
-/// Bytes of shared memory for (head_dim, Br, Bc, stages, P in shared memory, an fp8 cache): Q
-/// (which O reuses on its way out), the K ring's and the V ring's `stages` slots each, P's tile
-/// when it goes through shared memory, with an fp8 cache the producer's two staging slots of
-/// fp8 bytes (tma_forward_loads.cuh), the barriers (Q's full and empty ones, V's tail, a full
-/// and an empty one per slot, staging slots included), the handed-over tiles' two slots and
-/// their barriers (TileHandOver, 64 bytes and 8 to align them), and 1024 bytes to align the
-/// swizzled tiles.
+/// Bytes of shared memory for (head_dim, Br, Bc, stages, P in shared memory, an fp8 cache, Q's
+/// slots): Q's `q_slots` tiles (which O reuses on its way out), the K ring's and the V ring's
+/// `stages` slots each, P's tile when it goes through shared memory, with an fp8 cache the
+/// producer's two staging slots of fp8 bytes (tma_forward_loads.cuh), the barriers (Q's full and
+/// empty ones, V's tail, a full and an empty one per slot, staging slots included), the
+/// handed-over tiles' two slots and their barriers (TileHandOver, 64 bytes and 8 to align them),
+/// a second Q slot's two barriers, and 1024 bytes to align the swizzled tiles.
 constexpr int tma_forward_shared_bytes(int head_dim, int block_m, int block_n, int stages,
-                                       bool p_in_shared = false, bool kv_e4m3 = false) {
+                                       bool p_in_shared = false, bool kv_e4m3 = false,
+                                       int q_slots = 1) {
   const int padded = tma_forward_padded_head_dim(head_dim);
   const int tile = 2 * padded;  // bytes per row of a 16-bit tile
-  return 1024 + block_m * tile + 2 * stages * block_n * tile +
+  return 1024 + q_slots * block_m * tile + 2 * stages * block_n * tile +
          (p_in_shared ? block_m * block_n * 2 : 0) + (kv_e4m3 ? 2 * block_n * padded : 0) +
-         (3 + 4 * stages + (kv_e4m3 ? 4 : 0)) * 8 + 72;
+         (3 + 4 * stages + (kv_e4m3 ? 4 : 0)) * 8 + 72 + (q_slots - 1) * 16;
+}
+
+/// Q's slots (tiles, each with its full and empty barrier): two where a persistent CTA has the
+/// shared memory for them, so that the next tile's Q loads while this tile's last products run
+/// and its O, staged in its own Q slot, leaves (FlashAttention-3 stages O over V's slots and
+/// loads the next Q once the last S = Q Kᵀ has read this one; a second slot frees Q from the
+/// O store without making the next tile's first V wait for it). One elsewhere: a CTA of one
+/// tile loads one Q, and a persistent one without room waits for O's store before the next Q.
+constexpr int tma_forward_q_slots(int head_dim, int block_m, int block_n, int stages,
+                                  bool p_in_shared, bool kv_e4m3, bool persistent) {
+  return persistent && tma_forward_shared_bytes(head_dim, block_m, block_n, stages, p_in_shared,
+                                                kv_e4m3, 2) <= kTmaForwardSharedLimit
+             ? 2
+             : 1;
 }
 
 /// Whether the warp-specialized forward takes (head_dim, Br, Bc, stages, P in shared memory, an

@@ -95,8 +95,11 @@ struct TmaForwardTraits {
   // An fp8 cache's staging slots, as a TMA box without swizzle writes them (row-major bytes).
   using StagingTile = e4m3_tile<BlockN, kHeadDimPadded>;
   using StagingRing = PipelineRing<2>;  // its two slots: TMA fills them, the warpgroup frees them
+  // Q's slots: two where a persistent CTA has room (tma_forward_q_slots), tile n in slot n % 2.
+  static constexpr int kQSlots =
+      tma_forward_q_slots(HeadDim, BlockM, BlockN, Stages, PShared, KvE4m3, Persistent);
   static constexpr int kSharedBytes =
-      tma_forward_shared_bytes(HeadDim, BlockM, BlockN, Stages, PShared, KvE4m3);
+      tma_forward_shared_bytes(HeadDim, BlockM, BlockN, Stages, PShared, KvE4m3, kQSlots);
 };
 
 /// The kernel's shared memory, carved from the dynamic buffer. K and V have rings of their
@@ -107,7 +110,11 @@ struct TmaForwardTraits {
 template <class Traits>
 struct TmaForwardShared {
   using KVTile = typename Traits::KVTile;
-  typename Traits::QTile q;      // (kBlockM, kHeadDimPadded): Q, then O on its way out
+  using QTile = typename Traits::QTile;
+  // Q's slot 0, or with for_tile the tile's slot: (kBlockM, kHeadDimPadded), Q, then O on its
+  // way out; with two slots, slot 1 follows it, and its barriers lie kSecondQBarriers past
+  // slot 0's.
+  QTile q;
   KVTile k0, v0;                 // (kBlockN, kHeadDimPadded): slot 0 of K and of V
   typename Traits::PTile p;      // (kBlockM, kBlockN): P, when it goes through shared memory
   mbarrier_t* q_full;            // Q has landed
@@ -118,6 +125,25 @@ struct TmaForwardShared {
   TileHandOver handed;           // TileSchedule::kDynamic: the taken tiles' slots
   typename Traits::StagingTile staging0;      // an fp8 cache's staging slot 0 (slot 1 after it)
   typename Traits::StagingRing staging_ring;  // an fp8 cache: the staging slots' barriers
+
+  // Barriers from slot 0's to slot 1's: past the hand-over (carve_tma_forward_shared).
+  static constexpr int kSecondQBarriers =
+      (3 + 4 * Traits::kStages + (Traits::kKvE4m3 ? 4 : 0) + 1) / 2 * 2 + TileHandOver::kBytes / 8;
+
+  /// This view with the CTA's n-th tile's Q slot (and its barriers) as q: slot n % kQSlots.
+  FJ_DEVICE TmaForwardShared for_tile(int n) const {
+    if constexpr (Traits::kQSlots == 1) {
+      return *this;
+    } else {
+      static_assert(Traits::kQSlots == 2, "Q has one or two slots");
+      TmaForwardShared view = *this;
+      const int slot = n & 1;
+      view.q = QTile{q.data + slot * QTile::kBytes / 2};
+      view.q_full = q_full + slot * kSecondQBarriers;
+      view.q_empty = q_empty + slot * kSecondQBarriers;
+      return view;
+    }
+  }
 
   FJ_DEVICE KVTile k(int stage) const { return {k0.data + stage * KVTile::kBytes / 2}; }
   FJ_DEVICE KVTile v(int stage) const { return {v0.data + stage * KVTile::kBytes / 2}; }
@@ -132,6 +158,7 @@ FJ_DEVICE TmaForwardShared<Traits> carve_tma_forward_shared(unsigned char* base)
   base = align_swizzle_atom(base);  // swizzled tiles (all multiples of 1024 bytes) first
   TmaForwardShared<Traits> smem;
   smem.q = carve_tile<typename Traits::QTile>(base);
+  if constexpr (Traits::kQSlots == 2) base += Traits::QTile::kBytes;  // slot 1 (for_tile)
   smem.k0 = KVTile{reinterpret_cast<typename Traits::Element*>(base)};
   base += Traits::kStages * KVTile::kBytes;
   smem.v0 = KVTile{reinterpret_cast<typename Traits::Element*>(base)};
@@ -153,6 +180,8 @@ FJ_DEVICE TmaForwardShared<Traits> carve_tma_forward_shared(unsigned char* base)
   static_assert(TileHandOver::kBytes == 64, "tma_forward_shared_bytes counts 64 + 8 bytes");
   constexpr int kHandedAt = 3 + 4 * Traits::kStages + (Traits::kKvE4m3 ? 4 : 0);
   smem.handed = TileHandOver{{smem.q_full + (kHandedAt + 1) / 2 * 2}};
+  // A second Q slot's barriers follow the hand-over (16 bytes more in the shared bytes).
+  static_assert(TmaForwardShared<Traits>::kSecondQBarriers == (kHandedAt + 1) / 2 * 2 + 8);
   return smem;
 }
 

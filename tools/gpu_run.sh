@@ -265,7 +265,8 @@ sanitizer_path() {
 
 # Short runs that reach every kernel family: a ragged causal GQA forward through the command
 # (persistent, its tiles taken from a counter), an unmasked one (2-CTA clusters, one release a
-# warpgroup and CTA),
+# warpgroup and CTA), two with more tiles than SMs, so that persistent CTAs walk several tiles
+# through both Q slots (head dim 64 unmasked, 128 causal),
 # the training-step example (forward and backward, GQA, causal), the GPU forward test's
 # ragged-lengths case, and multi-scale attention and layer norm, forward and backward, a
 # backward with dropout, a packed one at head dim 64 (the row statistics by TMA, dQ before dK),
@@ -280,6 +281,8 @@ run_sanitizer() {
   local -a runs=(
     "$flashjit run --batch 2 --heads 4 --heads-kv 2 --seqlen-q 200 --seqlen-k 333 --head-dim 128 --causal"
     "$flashjit run --batch 2 --heads 4 --heads-kv 2 --seqlen-q 256 --seqlen-k 300 --head-dim 128"
+    "$flashjit run --batch 2 --heads 40 --heads-kv 8 --seqlen-q 384 --seqlen-k 384 --head-dim 64"
+    "$flashjit run --batch 2 --heads 40 --heads-kv 8 --seqlen-q 384 --seqlen-k 500 --head-dim 128 --causal"
     "$build/examples/training_step"
     "$build/tests/test_gpu_attention_forward --test-case=forward?on?the?GPU:?ragged?lengths"
     "$flashjit run --op multiscale --mask tensor --batch 2 --heads 4 --heads-kv 2 --seqlen-q 130 --seqlen-k 150"

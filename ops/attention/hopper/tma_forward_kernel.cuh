@@ -123,7 +123,7 @@ FJ_DEVICE void load_tiles(const TmaForwardShared<Traits>& smem,
 }
 
 /// Consumer (a warpgroup): each of this CTA's tiles, once its Q has landed; then, by one thread
-/// once the warpgroup's O has left Q's tile, lets the producer reuse it (q_empty).
+/// once the warpgroup's O has left the tile's Q slot, lets the producer reuse it (q_empty).
 template <class Traits>
 FJ_DEVICE void attend_tiles(const TmaForwardShared<Traits>& smem,
                             const AttentionForwardParams& params, const AttentionTmaMaps& maps,

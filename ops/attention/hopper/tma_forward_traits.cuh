@@ -118,7 +118,7 @@ struct TmaForwardShared {
   KVTile k0, v0;                 // (kBlockN, kHeadDimPadded): slot 0 of K and of V
   typename Traits::PTile p;      // (kBlockM, kBlockN): P, when it goes through shared memory
   mbarrier_t* q_full;            // Q has landed
-  mbarrier_t* q_empty;           // the consumers' O has left Q's tile
+  mbarrier_t* q_empty;           // the consumers' O has left Q's slot
   typename Traits::Ring k_ring;  // K slots: full and empty barriers
   typename Traits::Ring v_ring;  // V slots
   mbarrier_t* v_tail;            // packed: a V block read past the last sequence has landed

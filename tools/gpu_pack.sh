@@ -6,6 +6,9 @@
 # files, at the same relative paths, the binaries stripped of debug symbols. CTest's absolute paths are rewritten to the copy's; gpu_run.sh rewrites them
 # again if the copy lands elsewhere on the GPU machine.
 #
+# With FLASHJIT_GPU_BEFORE=<commit> it also packs that commit's kernel templates (ops/) as
+# templates-before/, for gpu_run.sh's before-after step.
+#
 # Usage: tools/gpu_pack.sh [BUILD_DIR] [PACK_DIR]   (default: build/release, build/gpu-pack)
 # Build first: cmake --preset release && cmake --build --preset release
 # Then, on the GPU machine: tools/gpu_run.sh OUT_DIR build/gpu-pack
@@ -65,6 +68,11 @@ sed -i "s|^CMAKE_CACHEFILE_DIR:INTERNAL=.*|CMAKE_CACHEFILE_DIR:INTERNAL=$pack|" 
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD 2>/dev/null || commit="$commit plus uncommitted changes"
 echo "$commit" >"$pack/flashjit-commit.txt"
+if [[ -n ${FLASHJIT_GPU_BEFORE:-} ]]; then
+  mkdir -p "$pack/templates-before"
+  git archive "$FLASHJIT_GPU_BEFORE" ops | tar -x -C "$pack/templates-before"
+  git rev-parse --short "$FLASHJIT_GPU_BEFORE" >"$pack/templates-before/commit.txt"
+fi
 
 size=$(du -sm "$pack" | cut -f1)
 echo "packed ${#binaries[@]} binaries and CTest's files into $pack: ${size} MiB"

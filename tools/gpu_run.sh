@@ -14,7 +14,7 @@
 #   first-result  bench/first_result.sh: time to first result, cold and warm, and one
 #                 `flashjit autotune`            -> <date>-first-result-<device>.md and .log
 #
-# Nine more steps run only when named in FLASHJIT_GPU_STEPS. The first seven stand alone:
+# Ten more steps run only when named in FLASHJIT_GPU_STEPS. The first eight stand alone:
 #   ncu           Nsight Compute on one launch each of the forward and backward defaults at
 #                 head dim 128, seqlen 8k (NCU_OPS and NCU_HEAD_DIMS pick others) -> ncu.log
 #   decode        bench/decode.py: decoding on paged KV caches in GB/s against the measured
@@ -34,6 +34,11 @@
 #   persistent    `flashjit bench` of the unmasked forward's defaults at head dims 128 and
 #                 256 beside their persistent twins (--config), 1k/4k/16k tokens
 #                 (PERSISTENT_SEQLENS picks others)                    -> persistent.log
+#   before-after  a kernel change's before and after in one run: `flashjit bench` of AB_SHAPES
+#                 (default: the persistent forward defaults, head dims 64 and 128) with the
+#                 templates of the commit tools/gpu_pack.sh was given (FLASHJIT_GPU_BEFORE) and
+#                 with this build's, alternately, AB_ROUNDS times (default 2)
+#                                                                    -> before-after.log
 # The other two run together in one call (the tuning database lives in FLASHJIT_CACHE_DIR,
 # which a fresh machine does not keep):
 #   autotune      `flashjit autotune` over the benchmark's shapes (head dims 64 and 128,
@@ -429,6 +434,43 @@ run_fp8() {
   return $rc
 }
 
+# The same host code runs the kernel templates of two commits (FLASHJIT_TEMPLATE_DIR), so only a
+# change confined to ops/ (kernels whose parameters and launch the host sets up alike) compares
+# this way: the kernel cache keys them apart by their templates' digest. Before, after, before,
+# after, so that a drift of the GPU's clocks shows as a difference between rounds.
+run_before_after() {
+  local before=$build/templates-before/ops round variant rc=0
+  if [[ ! -d $before ]]; then
+    echo "no $before: pack with FLASHJIT_GPU_BEFORE=<commit> tools/gpu_pack.sh"
+    return 2
+  fi
+  echo "before: the templates of $(cat "$build/templates-before/commit.txt"); after: this build's"
+  local -a shapes
+  IFS=';' read -r -a shapes <<<"${AB_SHAPES:-$(
+    printf '%s;' "--head-dim 64 --seqlen 1024 --batch 16 --heads 32" \
+      "--head-dim 64 --seqlen 4096 --batch 4 --heads 32 --causal" \
+      "--head-dim 128 --seqlen 1024 --batch 16 --heads 16 --causal" \
+      "--head-dim 128 --seqlen 4096 --batch 4 --heads 16 --causal" \
+      "--head-dim 128 --seqlen 16384 --batch 1 --heads 16 --causal"
+  )}"
+  for round in $(seq "${AB_ROUNDS:-2}"); do
+    for shape in "${shapes[@]}"; do
+      [[ -n ${shape// /} ]] || continue
+      for variant in before after; do
+        echo "\$ [$variant, round $round] flashjit bench --op attention-forward $shape"
+        # shellcheck disable=SC2086  # $shape is a list of options
+        if [[ $variant == before ]]; then
+          FLASHJIT_TEMPLATE_DIR=$before timeout --kill-after=5 60 "$flashjit" bench \
+            --op attention-forward $shape || rc=$?
+        else
+          timeout --kill-after=5 60 "$flashjit" bench --op attention-forward $shape || rc=$?
+        fi
+      done
+    done
+  done
+  return $rc
+}
+
 # Issue 65's open question, persistent at every shape: the unmasked forward's defaults at head
 # dims 128 and 256 launch a CTA (pair) per query tile; their persistent twins (hd 128: the same
 # tile; hd 256: the spill-free Br 64 ones) beside them, 16k tokens, 1k/4k/16k each.
@@ -568,6 +610,9 @@ if [[ " $steps " == *" fp8 "* ]]; then
 fi
 if [[ " $steps " == *" persistent "* ]]; then
   step persistent 150 "$out/persistent.log" run_persistent
+fi
+if [[ " $steps " == *" before-after "* ]]; then
+  step before-after 150 "$out/before-after.log" run_before_after
 fi
 if [[ " $steps " == *" autotune "* ]]; then
   step autotune 400 "$out/autotune.log" run_autotune

@@ -126,9 +126,13 @@ struct TmaForwardShared {
   typename Traits::StagingTile staging0;      // an fp8 cache's staging slot 0 (slot 1 after it)
   typename Traits::StagingRing staging_ring;  // an fp8 cache: the staging slots' barriers
 
-  // Barriers from slot 0's to slot 1's: past the hand-over (carve_tma_forward_shared).
-  static constexpr int kSecondQBarriers =
-      (3 + 4 * Traits::kStages + (Traits::kKvE4m3 ? 4 : 0) + 1) / 2 * 2 + TileHandOver::kBytes / 8;
+  // Barrier-sized (8-byte) units from q_full to the hand-over (carve_tma_forward_shared): past
+  // Q's two barriers, the K and V rings', V's tail and an fp8 cache's staging ring's, rounded up
+  // to 16 bytes.
+  static constexpr int kHandOverAt =
+      (3 + 4 * Traits::kStages + (Traits::kKvE4m3 ? 4 : 0) + 1) / 2 * 2;
+  // Barriers from slot 0's to slot 1's: past the hand-over (16 bytes more in the shared bytes).
+  static constexpr int kSecondQBarriers = kHandOverAt + TileHandOver::kBytes / 8;
 
   /// This view with the CTA's n-th tile's Q slot (and its barriers) as q: slot n % kQSlots.
   FJ_DEVICE TmaForwardShared for_tile(int n) const {
@@ -178,10 +182,7 @@ FJ_DEVICE TmaForwardShared<Traits> carve_tma_forward_shared(unsigned char* base)
   // barrier's offset from q_full, 1024-byte aligned, is a multiple of 8), after the staging
   // ring's barriers, which tma_forward_shared_bytes counts with an fp8 cache only.
   static_assert(TileHandOver::kBytes == 64, "tma_forward_shared_bytes counts 64 + 8 bytes");
-  constexpr int kHandedAt = 3 + 4 * Traits::kStages + (Traits::kKvE4m3 ? 4 : 0);
-  smem.handed = TileHandOver{{smem.q_full + (kHandedAt + 1) / 2 * 2}};
-  // A second Q slot's barriers follow the hand-over (16 bytes more in the shared bytes).
-  static_assert(TmaForwardShared<Traits>::kSecondQBarriers == (kHandedAt + 1) / 2 * 2 + 8);
+  smem.handed = TileHandOver{{smem.q_full + TmaForwardShared<Traits>::kHandOverAt}};
   return smem;
 }
 

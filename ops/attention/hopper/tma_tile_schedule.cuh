@@ -154,9 +154,10 @@ struct TileSchedule {
   /// kDynamic, by one consumer thread as its CTA's n-th tile starts: hands over the (n+1)-th,
   /// the counter's next. The loader reads it as it issues the n-th tile's last block, when the
   /// consumers have begun the n-th tile (or it waits for them in the hand-over): the take comes
-  /// as late as keeps the loads ahead, so a CTA that drew short tiles takes more of them. (A thread of the
-  /// producer warpgroup would have done nothing else, but any code of a second producer thread
-  /// spilled the loader's 24 registers, 530 bytes; so did a take by the loader, 192 bytes.)
+  /// as late as keeps the loads ahead, so a CTA that drew short tiles takes more of them. (A
+  /// thread of the producer warpgroup would have done nothing else, but any code of a second
+  /// producer thread spilled the loader's 24 registers, 530 bytes; so did a take by the loader,
+  /// 192 bytes.)
   FJ_DEVICE void hand_over_next(const AttentionForwardParams& params, const TileHandOver& handed,
                                 int n) const {
     handed.hand_over(n + 1, [&] { return take(params); });

@@ -6,6 +6,18 @@
 #include <cstdint>
 #include <new>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define FLASHJIT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FLASHJIT_ASAN 1
+#endif
+#endif
+#if defined(FLASHJIT_ASAN)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 #if !defined(__x86_64__)
 #error "flashjit's emulator fibers are implemented for x86-64 (System V ABI) only"
 #endif
@@ -59,6 +71,11 @@ void FiberStacks::reserve(std::size_t count) {
 std::byte* FiberStacks::top(std::size_t index) const { return base_ + (index + 1) * stride_; }
 
 void* fiber_prepare(std::byte* stack_top, void (*entry)()) {
+#if defined(FLASHJIT_ASAN)
+  // A fiber that exited or was abandoned left its frames' redzones poisoned (it never returned
+  // from them); the stack starts clean for the next one.
+  __asan_unpoison_memory_region(stack_top - FiberStacks::kStackBytes, FiberStacks::kStackBytes);
+#endif
   auto top = reinterpret_cast<std::uintptr_t>(stack_top) & ~std::uintptr_t{15};
   auto* sp = reinterpret_cast<std::uintptr_t*>(top);
   // After the six pops and `ret` into entry, rsp = top - 8: the alignment a callee expects
@@ -67,6 +84,42 @@ void* fiber_prepare(std::byte* stack_top, void (*entry)()) {
   *--sp = reinterpret_cast<std::uintptr_t>(entry);
   for (int i = 0; i < 6; ++i) *--sp = 0;  // rbp, rbx, r12-r15
   return sp;
+}
+
+// AddressSanitizer follows a switch of stacks only when told: without it, a fiber's frames
+// look like wild accesses to the thread's stack (the protocol of
+// sanitizer/common_interface_defs.h: start before the switch, finish right after it).
+void fiber_switch(void** save, void* load, StackBounds to, StackBounds* from) {
+#if defined(FLASHJIT_ASAN)
+  void* fake_stack = nullptr;
+  __sanitizer_start_switch_fiber(&fake_stack, to.bottom, to.size);
+  flashjit_fiber_switch(save, load);
+  __sanitizer_finish_switch_fiber(fake_stack, from ? &from->bottom : nullptr,
+                                  from ? &from->size : nullptr);
+#else
+  (void)to;
+  (void)from;
+  flashjit_fiber_switch(save, load);
+#endif
+}
+
+void fiber_leave(void* load, StackBounds to) {
+#if defined(FLASHJIT_ASAN)
+  __sanitizer_start_switch_fiber(nullptr, to.bottom, to.size);
+#else
+  (void)to;
+#endif
+  void* never_resumed = nullptr;
+  flashjit_fiber_switch(&never_resumed, load);
+  __builtin_unreachable();
+}
+
+void fiber_started(StackBounds* from) {
+#if defined(FLASHJIT_ASAN)
+  __sanitizer_finish_switch_fiber(nullptr, &from->bottom, &from->size);
+#else
+  (void)from;
+#endif
 }
 
 }  // namespace flashjit::emulator

@@ -29,11 +29,30 @@ class FiberStacks {
   std::size_t stride_ = 0;  // stack plus guard page
 };
 
-/// Prepares a fresh fiber on the stack ending at `stack_top` that starts in `entry` (which
-/// must never return) on its first switch-in; returns its saved stack pointer.
+/// Prepares a fresh fiber on the stack ending at `stack_top` (FiberStacks::kStackBytes long)
+/// that starts in `entry` (which must never return and calls fiber_started first) on its first
+/// switch-in; returns its saved stack pointer.
 void* fiber_prepare(std::byte* stack_top, void (*entry)());
 
 /// Saves the running context's stack pointer to `*save` and resumes the one saved in `load`.
+/// Call it through fiber_switch, which tells AddressSanitizer about the change of stacks.
 extern "C" void flashjit_fiber_switch(void** save, void* load);
+
+/// A stack's lowest byte and size: what AddressSanitizer needs to know of the stack a switch
+/// goes to (unused in builds without it).
+struct StackBounds {
+  const void* bottom = nullptr;
+  std::size_t size = 0;
+};
+
+/// flashjit_fiber_switch to the context in `load`, which runs on `to`. Returns when switched
+/// back, with the bounds of the stack it came back from in `*from` (when not null).
+void fiber_switch(void** save, void* load, StackBounds to, StackBounds* from = nullptr);
+/// A switch to `load` (on `to`) by a fiber that is never resumed: AddressSanitizer drops its
+/// stack's bookkeeping.
+[[noreturn]] void fiber_leave(void* load, StackBounds to);
+/// A fiber's first act on its first switch-in: completes the switch for AddressSanitizer and
+/// gives the bounds of the stack that switched to it.
+void fiber_started(StackBounds* from);
 
 }  // namespace flashjit::emulator

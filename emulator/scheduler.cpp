@@ -17,8 +17,17 @@
 namespace flashjit::emulator::detail {
 namespace {
 
+// The stack thread `thread` of `machine` runs on.
+StackBounds thread_stack(const Machine& machine, std::size_t thread) {
+  const std::byte* top = machine.stacks->top(machine.stack_base + thread);
+  return {top - FiberStacks::kStackBytes, FiberStacks::kStackBytes};
+}
+
 [[noreturn]] void thread_entry() {
+  StackBounds scheduler_stack;
+  fiber_started(&scheduler_stack);
   Machine& machine = *active();
+  machine.scheduler_stack = scheduler_stack;
   machine.body(machine.body_context);
   const auto self = static_cast<std::size_t>(machine.current);
   drain_async_copies(machine, machine.current);
@@ -26,16 +35,14 @@ namespace {
   machine.warp_live[self / 32] &= ~(1u << (self % 32));
   machine.threads[self].state = ThreadState::exited;
   cluster_thread_exited(machine);
-  void* finished = nullptr;  // never resumed
-  flashjit_fiber_switch(&finished, machine.scheduler_sp);
-  __builtin_unreachable();
+  fiber_leave(machine.scheduler_sp, machine.scheduler_stack);
 }
 
 void resume(Machine& machine, std::size_t thread) {
   machine.current = static_cast<int>(thread);
   ::threadIdx = machine.threads[thread].index;
   ::blockIdx = machine.block_index;
-  flashjit_fiber_switch(&machine.scheduler_sp, machine.threads[thread].sp);
+  fiber_switch(&machine.scheduler_sp, machine.threads[thread].sp, thread_stack(machine, thread));
   machine.current = -1;
 }
 
@@ -226,15 +233,13 @@ void run_cluster(Cluster& cluster, const std::vector<Dim3>& blocks) {
 }
 
 void yield_to_scheduler(Machine& machine) {
-  flashjit_fiber_switch(&machine.threads[static_cast<std::size_t>(machine.current)].sp,
-                        machine.scheduler_sp);
+  fiber_switch(&machine.threads[static_cast<std::size_t>(machine.current)].sp, machine.scheduler_sp,
+               machine.scheduler_stack, &machine.scheduler_stack);
 }
 
 void abandon_block(Machine& machine) {
   machine.abandoned = true;
-  void* never_resumed = nullptr;
-  flashjit_fiber_switch(&never_resumed, machine.scheduler_sp);
-  __builtin_unreachable();
+  fiber_leave(machine.scheduler_sp, machine.scheduler_stack);
 }
 
 }  // namespace flashjit::emulator::detail

@@ -167,6 +167,18 @@ HostToolchainLookup find_host_toolchain() {
   return lookup;
 }
 
+namespace {
+
+// `flags` and the sanitizers this build was compiled with (FLASHJIT_HOST_SANITIZE_FLAGS, from
+// CMAKE_CXX_FLAGS): a sanitized emulator archive links only into sanitized objects.
+std::vector<std::string> with_sanitizers(std::vector<std::string> flags) {
+  std::istringstream sanitizers(FLASHJIT_HOST_SANITIZE_FLAGS);
+  for (std::string flag; sanitizers >> flag;) flags.push_back(flag);
+  return flags;
+}
+
+}  // namespace
+
 const std::vector<std::string>& host_compile_flags() {
   // flashjit_emulator's own usage requirements (emulator/CMakeLists.txt), position-independent
   // code for a shared object, hidden symbols but the entry point, the archive's symbols kept
@@ -176,16 +188,9 @@ const std::vector<std::string>& host_compile_flags() {
   // the cache and loaded into memory. -O1, not -O2: a Hopper kernel compiled in up to 15 % less
   // time (bench/host_compile.sh; noisy) and ran as fast on the emulator, whose own code (the
   // archive) does the heavy work.
-  static const std::vector<std::string> flags = {"-std=c++20",
-                                                 "-O1",
-                                                 "-fPIC",
-                                                 "-shared",
-                                                 "-DFLASHJIT_EMULATOR=1",
-                                                 "-Wno-unknown-pragmas",
-                                                 "-fvisibility=hidden",
-                                                 "-Wl,--exclude-libs,ALL",
-                                                 "-Wl,-z,defs",
-                                                 "-Wl,--strip-debug"};
+  static const std::vector<std::string> flags = with_sanitizers(
+      {"-std=c++20", "-O1", "-fPIC", "-shared", "-DFLASHJIT_EMULATOR=1", "-Wno-unknown-pragmas",
+       "-fvisibility=hidden", "-Wl,--exclude-libs,ALL", "-Wl,-z,defs", "-Wl,--strip-debug"});
   return flags;
 }
 

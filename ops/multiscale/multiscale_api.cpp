@@ -1,6 +1,7 @@
 // Multi-scale attention's public face: Runtime::multiscale_forward and multiscale_backward
 // (flashjit/runtime.hpp) and their C functions (flashjit_c.h), built into the facade (api/) from
 // this folder.
+#include <cstring>
 #include <string>
 
 #include "api/c_api_support.hpp"
@@ -38,8 +39,13 @@ using flashjit::c_api::required;
 using flashjit::c_api::required_view;
 
 flashjit::MultiScaleAttention to_multiscale(const flashjit_multiscale_attention& a) {
-  if (a.mask != FLASHJIT_MULTISCALE_DECAY && a.mask != FLASHJIT_MULTISCALE_TENSOR) {
-    throw InvalidArgument("attention.mask", "is " + std::to_string(static_cast<int>(a.mask)) +
+  // A C caller may have stored any int in the enum field; reading a value outside the enum's
+  // as the enum would be undefined in C++, so its bytes are read as the int they are.
+  int mask = 0;
+  static_assert(sizeof mask == sizeof a.mask);
+  std::memcpy(&mask, &a.mask, sizeof mask);
+  if (mask != FLASHJIT_MULTISCALE_DECAY && mask != FLASHJIT_MULTISCALE_TENSOR) {
+    throw InvalidArgument("attention.mask", "is " + std::to_string(mask) +
                                                 "; use FLASHJIT_MULTISCALE_DECAY or _TENSOR");
   }
   return {a.batch,
@@ -49,8 +55,8 @@ flashjit::MultiScaleAttention to_multiscale(const flashjit_multiscale_attention&
           a.seqlen_k,
           a.head_dim,
           a.scale,
-          a.mask == FLASHJIT_MULTISCALE_DECAY ? flashjit::MultiScaleMask::decay
-                                              : flashjit::MultiScaleMask::tensor};
+          mask == FLASHJIT_MULTISCALE_DECAY ? flashjit::MultiScaleMask::decay
+                                            : flashjit::MultiScaleMask::tensor};
 }
 
 }  // namespace

@@ -249,11 +249,17 @@ TEST_CASE("bench --first-result --arch without a GPU: the kernel's time, and the
   CHECK(line_value(result.output, "kernel_ready_ms") > 0);
   // The host work of a cached call, dense and decoding (about 0.8 and 1.3 µs on the
   // development machine): a bound loose enough for a loaded CI machine, tight enough to fail on
-  // a per-call allocation, file read or synchronisation.
+  // a per-call allocation, file read or synchronisation. AddressSanitizer's Debug build (the
+  // `sanitize` preset) checks every access: 26 and 45 µs there.
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr double kBoundUs = 200;
+#else
+  constexpr double kBoundUs = 20;
+#endif
   const double dense = line_value(result.output, "host_path_us");
   const double decode = line_value(result.output, "decode_host_path_us");
-  CHECK_MESSAGE((dense > 0 && dense < 20), result.output);
-  CHECK_MESSAGE((decode > 0 && decode < 20), result.output);
+  CHECK_MESSAGE((dense > 0 && dense < kBoundUs), result.output);
+  CHECK_MESSAGE((decode > 0 && decode < kBoundUs), result.output);
 }
 
 TEST_CASE("bench --dtype e4m3 and --config: the fp8 backward, fp32 and unknown configs refused") {

@@ -86,9 +86,10 @@ void* fiber_prepare(std::byte* stack_top, void (*entry)()) {
   return sp;
 }
 
-// AddressSanitizer follows a switch of stacks only when told: without it, a fiber's frames
-// look like wild accesses to the thread's stack (the protocol of
-// sanitizer/common_interface_defs.h: start before the switch, finish right after it).
+// AddressSanitizer follows a switch of stacks only when told; otherwise it takes a fiber's
+// stack for the thread's own, and its handling of calls that do not return and its reports go
+// wrong (the protocol of sanitizer/common_interface_defs.h: start before the switch, finish
+// right after it).
 void fiber_switch(void** save, void* load, StackBounds to, StackBounds* from) {
 #if defined(FLASHJIT_ASAN)
   void* fake_stack = nullptr;

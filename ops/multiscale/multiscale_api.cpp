@@ -39,8 +39,8 @@ using flashjit::c_api::required;
 using flashjit::c_api::required_view;
 
 flashjit::MultiScaleAttention to_multiscale(const flashjit_multiscale_attention& a) {
-  // A C caller may have stored any int in the enum field; reading a value outside the enum's
-  // as the enum would be undefined in C++, so its bytes are read as the int they are.
+  // A C caller may have stored any int in the enum field, and loading a value outside the
+  // enum's range as the enum is undefined in C++: its bytes are read as the int they are.
   int mask = 0;
   static_assert(sizeof mask == sizeof a.mask);
   std::memcpy(&mask, &a.mask, sizeof mask);

@@ -90,16 +90,14 @@ void* fiber_prepare(std::byte* stack_top, void (*entry)()) {
 // stack for the thread's own, and its handling of calls that do not return and its reports go
 // wrong (the protocol of sanitizer/common_interface_defs.h: start before the switch, finish
 // right after it).
-void fiber_switch(void** save, void* load, StackBounds to, StackBounds* from) {
+void fiber_switch(void** save, void* load, StackBounds to) {
 #if defined(FLASHJIT_ASAN)
   void* fake_stack = nullptr;
   __sanitizer_start_switch_fiber(&fake_stack, to.bottom, to.size);
   flashjit_fiber_switch(save, load);
-  __sanitizer_finish_switch_fiber(fake_stack, from ? &from->bottom : nullptr,
-                                  from ? &from->size : nullptr);
+  __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
 #else
   (void)to;
-  (void)from;
   flashjit_fiber_switch(save, load);
 #endif
 }

@@ -45,9 +45,9 @@ struct StackBounds {
   std::size_t size = 0;
 };
 
-/// flashjit_fiber_switch to the context in `load`, which runs on `to`. Returns when switched
-/// back, with the bounds of the stack it came back from in `*from` (when not null).
-void fiber_switch(void** save, void* load, StackBounds to, StackBounds* from = nullptr);
+/// flashjit_fiber_switch to the context in `load`, which runs on `to`; returns when switched
+/// back.
+void fiber_switch(void** save, void* load, StackBounds to);
 /// A switch to `load` (on `to`) by a fiber that is never resumed: AddressSanitizer drops its
 /// stack's bookkeeping.
 [[noreturn]] void fiber_leave(void* load, StackBounds to);

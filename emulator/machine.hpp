@@ -269,7 +269,7 @@ struct Machine {
   std::vector<WarpgroupCollective> warpgroups;
   int current = -1;  // running thread, -1 in the scheduler
   void* scheduler_sp = nullptr;
-  StackBounds scheduler_stack;  // the stack the scheduler runs on (for AddressSanitizer)
+  StackBounds scheduler_stack;  // the scheduler's (the OS thread's) stack, for AddressSanitizer
   bool abandoned = false;  // a finding ended the block early (deadlock, mismatched collective)
   FiberStacks* stacks = nullptr;  // this launch's: LaunchConfig::stacks, else own_stacks
   FiberStacks own_stacks;

@@ -234,7 +234,7 @@ void run_cluster(Cluster& cluster, const std::vector<Dim3>& blocks) {
 
 void yield_to_scheduler(Machine& machine) {
   fiber_switch(&machine.threads[static_cast<std::size_t>(machine.current)].sp, machine.scheduler_sp,
-               machine.scheduler_stack, &machine.scheduler_stack);
+               machine.scheduler_stack);
 }
 
 void abandon_block(Machine& machine) {

@@ -10,7 +10,9 @@
 # - a consumer project configured with find_package(flashjit) builds and runs.
 # Inputs: BUILD_DIR (flashjit's build), SOURCE_DIR (flashjit's sources), CONSUMER (the
 # consumer's sources), WORK (scratch), CUDA_ROOT (the toolkit flashjit was built with), CXX (a
-# C++ compiler), PKG_CONFIG (pkg-config or pkgconf).
+# C++ compiler), PKG_CONFIG (pkg-config or pkgconf), SANITIZE_FLAGS (a sanitized build's
+# -fsanitize flags, which its consumers are built with too; empty otherwise), LINK_FLAGS (the
+# build's CMAKE_EXE_LINKER_FLAGS, the consumers' too).
 file(REMOVE_RECURSE "${WORK}")
 set(installed "${WORK}/installed")
 set(moved "${WORK}/elsewhere/moved-prefix")
@@ -42,9 +44,17 @@ endforeach()
 
 # No installed file holds the source or build tree's path (debug information, __FILE__, baked-in
 # run-time paths, generated CMake and pkg-config files): grep reads binaries as text with -a.
+# A sanitized build's binaries are left out: GCC 12 writes the sanitizers' source locations
+# without applying -ffile-prefix-map, so they name the trees whatever the build does.
+separate_arguments(sanitize_flags UNIX_COMMAND "${SANITIZE_FLAGS}")
+separate_arguments(link_flags UNIX_COMMAND "${LINK_FLAGS}")
+set(skip_binaries)
+if(sanitize_flags)
+  set(skip_binaries --exclude=*.a --exclude=*.so --exclude=*.so.* --exclude-dir=bin)
+endif()
 foreach(tree "${SOURCE_DIR}" "${BUILD_DIR}")
-  execute_process(COMMAND grep -r -l -a -F "${tree}" "${moved}" RESULT_VARIABLE found
-                  OUTPUT_VARIABLE files)
+  execute_process(COMMAND grep -r -l -a -F ${skip_binaries} "${tree}" "${moved}"
+                  RESULT_VARIABLE found OUTPUT_VARIABLE files)
   if(found EQUAL 0)
     message(FATAL_ERROR "installed files name the tree ${tree}:\n${files}")
   endif()
@@ -82,7 +92,8 @@ endif()
 # A consumer from pkg-config's flags alone (the run-path only spares LD_LIBRARY_PATH), run at a
 # head dim the emulator was not built with.
 run_step("compiling a consumer with pkg-config's flags" "${CXX}" -std=c++20
-         "${CONSUMER}/main.cpp" ${pc_flags} "-Wl,-rpath,${lib_dir}" -o "${WORK}/pc_consumer")
+         "${CONSUMER}/main.cpp" ${sanitize_flags} ${link_flags} ${pc_flags} "-Wl,-rpath,${lib_dir}"
+         -o "${WORK}/pc_consumer")
 run_step("running the pkg-config consumer at head dim 72" ${clean_env} "${WORK}/pc_consumer" 72)
 if(NOT step_output MATCHES "^PASS")
   message(FATAL_ERROR "the pkg-config consumer did not pass:\n${step_output}")
@@ -108,7 +119,8 @@ if(NOT step_output MATCHES "PASS")
 endif()
 
 run_step("configuring the consumer" "${CMAKE_COMMAND}" -S "${CONSUMER}" -B "${WORK}/build"
-         "-DCMAKE_PREFIX_PATH=${moved}" "-DCUDAToolkit_ROOT=${CUDA_ROOT}")
+         "-DCMAKE_PREFIX_PATH=${moved}" "-DCUDAToolkit_ROOT=${CUDA_ROOT}"
+         "-DCMAKE_CXX_FLAGS=${SANITIZE_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${LINK_FLAGS}")
 run_step("building the consumer" "${CMAKE_COMMAND}" --build "${WORK}/build")
 run_step("running the consumer" ${clean_env} "${WORK}/build/consumer")
 if(NOT step_output MATCHES "^PASS")
